@@ -1,0 +1,38 @@
+# The two quick-start commands live here: `make broker` and `make test`.
+# Each creates its own virtual environment (.venv) and installs into it.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-test
+
+.PHONY: broker test lint typecheck bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+## Start the main job (the broker; until it lands, the closest runnable thing).
+broker: $(STAMP)
+	$(BIN)/amqp10 broker
+
+## Install what the tests need and run them all (lint and type checks included).
+test: $(STAMP)
+	$(BIN)/ruff check amqp10 tests bench interop
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check amqp10 tests bench interop
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python bench/codec_bench.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

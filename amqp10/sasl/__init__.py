@@ -1,0 +1,1 @@
+"""SASL layer (sans-IO): client and server mechanisms, credentials."""
