@@ -1,0 +1,539 @@
+"""The sans-IO connection: bytes in, events and bytes out (Part 2 §2.4).
+
+``receive_data(data)`` parses frames and returns events; ``data_to_send()``
+drains what the engine wants written; ``tick(now)`` runs the idle-timeout
+timers with a time the caller supplies and returns the next deadline. There
+are no sockets, threads, clocks or sleeps in here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..types import (
+    Attach,
+    Begin,
+    Close,
+    DecodeError,
+    Detach,
+    Disposition,
+    End,
+    Error,
+    ErrorCondition,
+    Flow,
+    Open,
+    Transfer,
+    codec,
+)
+from .connection_state import DISCARDS_FRAMES, ConnectionInput, ConnectionState, next_state
+from .errors import IllegalStateError, ProtocolViolation
+from .events import ConnectionClosed, ConnectionFailed, ConnectionOpened, Event, LinkFailed, SessionFailed
+from .framing import (
+    AMQP_HEADER,
+    FRAME_AMQP,
+    FRAME_HEADER,
+    MIN_MAX_FRAME_SIZE,
+    encode_empty_frame,
+    encode_frame,
+)
+from .link import Link
+from .link_state import LinkState
+from .session import Session
+from .session_state import SessionState
+
+__all__ = ["Connection"]
+
+S = ConnectionState
+I = ConnectionInput  # noqa: E741
+_U32 = 0xFFFFFFFF
+_decode_at = codec.decode_at
+_unpack_header = FRAME_HEADER.unpack_from
+# the transfer performative's worst-case size without its delivery-tag (first frame)
+# and for a continuation frame; used to split payloads at the peer's max-frame-size
+TRANSFER_OVERHEAD_FIRST = 26
+TRANSFER_OVERHEAD_NEXT = 17
+
+
+class Connection:
+    """One AMQP connection endpoint, symmetric for clients, brokers and peers.
+
+    ``max_frame_size``, ``channel_max`` and ``idle_timeout`` (seconds) are what
+    *we* accept; the peer's values arrive in its open and bound what we send.
+    """
+
+    def __init__(
+        self,
+        container_id: str,
+        *,
+        hostname: str | None = None,
+        max_frame_size: int = 65536,
+        channel_max: int = 65535,
+        idle_timeout: float | None = None,
+        properties: dict[Any, Any] | None = None,
+        offered_capabilities: list[str] | None = None,
+        desired_capabilities: list[str] | None = None,
+        send_header: bool = True,
+    ) -> None:
+        if not MIN_MAX_FRAME_SIZE <= max_frame_size <= _U32:
+            raise ValueError(f"max_frame_size must be in [512, 2**32-1], got {max_frame_size}")
+        if not 0 <= channel_max <= 0xFFFF:
+            raise ValueError(f"channel_max must be in [0, 65535], got {channel_max}")
+        if idle_timeout is not None and not 0 < idle_timeout * 1000 <= _U32:
+            raise ValueError(f"idle_timeout must be positive seconds, got {idle_timeout}")
+        self.container_id = container_id
+        self.hostname = hostname
+        self.max_frame_size = max_frame_size
+        self.channel_max = channel_max
+        self.idle_timeout = idle_timeout
+        self.properties = properties
+        self.offered_capabilities = offered_capabilities
+        self.desired_capabilities = desired_capabilities
+        self.state = S.START
+        self.remote_open: Open | None = None
+        self.remote_close: Close | None = None
+        self.error: Error | None = None  # what we closed with, on a failure
+        self.context: Any = None
+        # what the peer accepts from us (until its open: the spec's minimum)
+        self.remote_max_frame_size = MIN_MAX_FRAME_SIZE
+        self.remote_channel_max = 0xFFFF
+        self.remote_idle_timeout: float | None = None
+        self._max_transfer_payload = MIN_MAX_FRAME_SIZE - 8
+        self._sessions: dict[int, Session] = {}  # by our channel
+        self._remote_sessions: dict[int, Session] = {}  # by the peer's channel
+        self._link_names: dict[tuple[str, int], Link] = {}
+        self._dirty_sessions: set[Session] = set()
+        self._inbuf = bytearray()
+        self._out = bytearray()
+        self._events: list[Event] = []
+        self._header_sent = False
+        self._header_received = False
+        self._eof = False
+        # idle-timeout bookkeeping: byte counters seen at the last tick
+        self._bytes_in = 0
+        self._bytes_out = 0
+        self._tick_in = -1
+        self._tick_out = -1
+        self._rx_deadline: float | None = None
+        self._tx_deadline: float | None = None
+        if send_header:
+            self._send_header()
+
+    def __repr__(self) -> str:
+        return f"Connection(container_id={self.container_id!r}, state={self.state.name})"
+
+    # -- the application's verbs ----------------------------------------------------
+    def open(self) -> None:
+        """Send our open (pipelined before the peer's header if need be)."""
+        if not self._header_sent:
+            self._send_header()
+        self._move(I.SEND_OPEN)
+        self._write_frame(
+            0,
+            Open(
+                container_id=self.container_id,
+                hostname=self.hostname,
+                max_frame_size=self.max_frame_size,
+                channel_max=self.channel_max,
+                idle_time_out=round(self.idle_timeout * 1000) if self.idle_timeout else None,
+                offered_capabilities=self.offered_capabilities,
+                desired_capabilities=self.desired_capabilities,
+                properties=self.properties,
+            ),
+        )
+
+    def close(self, error: Error | None = None) -> None:
+        """Close the connection (sending our open first if the peer is still waiting for it)."""
+        if self.state in (S.CLOSE_SENT, S.DISCARDING, S.END, S.OC_PIPE, S.CLOSE_PIPE):
+            return
+        if self.state is S.START:
+            self.state = S.END
+            return
+        if not self._header_sent:
+            self._send_header()
+        if self.state in (S.HDR_SENT, S.HDR_EXCH, S.OPEN_RCVD):
+            self.open()
+        self._move(I.SEND_CLOSE_ERROR if error is not None else I.SEND_CLOSE)
+        self._flush_sessions()
+        self._write_frame(0, Close(error=error))
+
+    def session(self, **kwargs: Any) -> Session:
+        """Create a session on the lowest free channel (call ``begin()`` on it)."""
+        limit = min(self.channel_max, self.remote_channel_max)
+        for ch in range(min(len(self._sessions) + 1, limit + 1)):
+            if ch not in self._sessions:
+                s = Session(self, ch, **kwargs)
+                self._sessions[ch] = s
+                return s
+        raise IllegalStateError(f"no channel free (channel-max {limit})")
+
+    @property
+    def sessions(self) -> list[Session]:
+        return list(self._sessions.values())
+
+    @property
+    def is_open(self) -> bool:
+        return self.state is S.OPENED
+
+    @property
+    def is_closed(self) -> bool:
+        """True once the connection reached END: nothing more will be read or written."""
+        return self.state is S.END
+
+    # -- bytes in / out -----------------------------------------------------------------
+    def receive_data(self, data: bytes) -> list[Event]:
+        """Feed bytes read from the peer; returns the events they caused.
+
+        An empty ``data`` means the peer closed its end of the stream.
+        """
+        if not data:
+            self._on_eof()
+        elif self.state is not S.END:
+            self._bytes_in += len(data)
+            self._process(data)
+        events, self._events = self._events, []
+        return events
+
+    def poll_events(self) -> list[Event]:
+        """Events raised outside ``receive_data`` (e.g. by ``tick``)."""
+        events, self._events = self._events, []
+        return events
+
+    def data_to_send(self) -> bytes:
+        """Everything the engine wants written, in order (empty if nothing)."""
+        if self._dirty_sessions:
+            self._flush_sessions()
+        if not self._out:
+            return b""
+        out = bytes(self._out)
+        self._out.clear()
+        self._bytes_out += len(out)
+        return out
+
+    def tick(self, now: float) -> float | None:
+        """Run the idle timers at time ``now`` (seconds); return the next deadline or None.
+
+        Closes a silent peer with ``amqp:resource-limit-exceeded`` once our
+        idle-time-out passes without input, and writes an empty frame when we
+        would otherwise be silent for half the peer's idle-time-out.
+        """
+        if self.state is S.END:
+            return None
+        deadlines = []
+        if self.idle_timeout and self.state not in (S.START, S.HDR_SENT):
+            if self._bytes_in != self._tick_in or self._rx_deadline is None:
+                self._tick_in = self._bytes_in
+                self._rx_deadline = now + self.idle_timeout
+            elif now >= self._rx_deadline:
+                self._fail(
+                    Error(
+                        condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED,
+                        description=f"no frames from the peer for {self.idle_timeout:g}s (idle-time-out)",
+                    )
+                )
+                return None
+            deadlines.append(self._rx_deadline)
+        if self.remote_idle_timeout and self.state in (S.OPENED, S.OPEN_RCVD, S.CLOSE_RCVD):
+            interval = self.remote_idle_timeout / 2
+            if self._bytes_out != self._tick_out or self._tx_deadline is None:
+                self._tick_out = self._bytes_out
+                self._tx_deadline = now + interval
+            elif now >= self._tx_deadline:
+                if not self._out:
+                    encode_empty_frame(self._out)
+                self._tx_deadline = now + interval
+            deadlines.append(self._tx_deadline)
+        return min(deadlines) if deadlines else None
+
+    # -- internals: state and output ---------------------------------------------------
+    def _move(self, event: ConnectionInput) -> None:
+        new = next_state(self.state, event)
+        if new is None:
+            raise IllegalStateError(f"connection: cannot {event.value} in state {self.state.name}")
+        self.state = new
+
+    def _send_header(self) -> None:
+        self._move(I.SEND_HEADER)
+        self._header_sent = True
+        self._out += AMQP_HEADER
+
+    def _emit(self, event: Event) -> None:
+        self._events.append(event)
+
+    def _write_frame(
+        self, channel: int, performative: Any, payload: bytes | memoryview | None = None
+    ) -> None:
+        out = self._out
+        start = len(out)
+        try:
+            size = encode_frame(out, channel, performative, payload)
+        except Exception:
+            del out[start:]
+            raise
+        if size > self.remote_max_frame_size:
+            del out[start:]
+            raise IllegalStateError(
+                f"{type(performative).__name__} frame of {size} bytes exceeds the peer's "
+                f"max-frame-size {self.remote_max_frame_size}"
+            )
+
+    def _flush_sessions(self) -> None:
+        dirty, self._dirty_sessions = self._dirty_sessions, set()
+        for s in dirty:
+            s._flush()
+
+    def _check_can_begin(self) -> None:
+        if self.state not in (S.OPENED, S.OPEN_SENT, S.OPEN_PIPE):
+            raise IllegalStateError(f"connection is not open ({self.state.name})")
+
+    def _unmap_session(self, session: Session) -> None:
+        if self._sessions.get(session.channel) is session:
+            del self._sessions[session.channel]
+        rc = session.remote_channel
+        if rc is not None and self._remote_sessions.get(rc) is session:
+            del self._remote_sessions[rc]
+        self._dirty_sessions.discard(session)
+
+    def _fail(self, error: Error) -> None:
+        """Close because of a peer's violation (or a timeout) and report it."""
+        if self.state in (S.DISCARDING, S.END, S.CLOSE_SENT, S.OC_PIPE, S.CLOSE_PIPE):
+            if self.state is not S.END and error.condition == ErrorCondition.RESOURCE_LIMIT_EXCEEDED:
+                self.state = S.END  # the peer never answered our close
+                self.error = error
+                self._emit(ConnectionFailed(error=error))
+            return
+        self.error = error
+        if self.state in (S.START, S.HDR_RCVD) or not self._header_received:
+            # no AMQP connection was ever established: nothing to close politely
+            if not self._header_sent:
+                self._out += AMQP_HEADER
+                self._header_sent = True
+            self.state = S.END
+        else:
+            self.close(error)
+        self._emit(ConnectionFailed(error=error))
+
+    def _on_eof(self) -> None:
+        if self._eof:
+            return
+        self._eof = True
+        if self.state is S.END:
+            return
+        if self.state in (S.CLOSE_SENT, S.DISCARDING):
+            self.state = S.END
+            return
+        error = Error(
+            condition=ErrorCondition.CONNECTION_FORCED,
+            description="the peer closed the stream without closing the connection",
+        )
+        self.error = error
+        self.state = S.END
+        self._emit(ConnectionFailed(error=error))
+
+    # -- internals: parsing ---------------------------------------------------------------
+    def _process(self, data: bytes) -> None:
+        if self._inbuf:
+            self._inbuf += data
+            buf: bytes | bytearray = self._inbuf
+        else:
+            buf = data
+        pos = 0
+        n = len(buf)
+        try:
+            if not self._header_received:
+                avail = min(n, 8)
+                if bytes(buf[:avail]) != AMQP_HEADER[:avail]:
+                    self._on_bad_header(bytes(buf[:8]))
+                    return
+                if n < 8:
+                    self._keep(buf, 0)
+                    return
+                self._on_header()
+                pos = 8
+            limit = self.max_frame_size
+            while n - pos >= 8 and self.state is not S.END:
+                size, doff, ftype, channel = _unpack_header(buf, pos)
+                if size > limit:
+                    raise ProtocolViolation(
+                        ErrorCondition.FRAMING_ERROR,
+                        f"frame of {size} bytes exceeds max-frame-size {limit}",
+                    )
+                body = doff * 4
+                if doff < 2 or body > size:
+                    raise ProtocolViolation(
+                        ErrorCondition.FRAMING_ERROR, f"invalid frame header (size {size}, doff {doff})"
+                    )
+                if n - pos < size:
+                    break
+                end = pos + size
+                if ftype != FRAME_AMQP:
+                    raise ProtocolViolation(
+                        ErrorCondition.FRAMING_ERROR, f"frame of type {ftype:#04x} on an AMQP connection"
+                    )
+                if body == size:  # an empty frame: a heartbeat
+                    pos = end
+                    continue
+                try:
+                    perf, pend = _decode_at(buf, pos + body)
+                except DecodeError as exc:
+                    raise ProtocolViolation(ErrorCondition.DECODE_ERROR, f"bad frame body: {exc}") from None
+                if pend > end:
+                    raise ProtocolViolation(ErrorCondition.FRAMING_ERROR, "performative overruns its frame")
+                payload = bytes(buf[pend:end]) if pend < end else b""
+                pos = end
+                try:
+                    self._on_frame(channel, perf, payload)
+                except ProtocolViolation as v:
+                    if v.scope == "connection":
+                        raise
+                    self._on_violation(v)  # a session or link is torn down; the rest goes on
+        except ProtocolViolation as v:
+            self._inbuf.clear()
+            self._on_violation(v)
+            return
+        self._keep(buf, pos)
+
+    def _keep(self, buf: bytes | bytearray, pos: int) -> None:
+        if buf is self._inbuf:
+            del self._inbuf[:pos]
+        elif pos < len(buf):
+            self._inbuf = bytearray(buf[pos:])
+
+    def _on_bad_header(self, got: bytes) -> None:
+        self._inbuf.clear()
+        self._fail(
+            Error(
+                condition=ErrorCondition.NOT_IMPLEMENTED,
+                description=f"unsupported protocol header {got!r}; this peer speaks AMQP 1.0.0",
+            )
+        )
+
+    def _on_header(self) -> None:
+        self._move(I.RECV_HEADER)
+        self._header_received = True
+        if not self._header_sent:
+            self._send_header()
+
+    def _on_frame(self, channel: int, perf: Any, payload: bytes) -> None:
+        tp = type(perf)
+        if self.state in DISCARDS_FRAMES and tp is not Close:
+            if tp is Open and self.state is S.CLOSE_PIPE:
+                pass  # the open our close was pipelined behind
+            else:
+                return
+        if tp in self._session_dispatch:
+            handler = self._session_dispatch[tp]
+            if self.state is not S.OPENED:
+                raise ProtocolViolation(
+                    ErrorCondition.ILLEGAL_STATE,
+                    f"{tp.__name__.lower()} before the connection is open ({self.state.name})",
+                )
+            if tp is Begin:
+                self._on_begin(channel, perf)
+                return
+            session = self._remote_sessions.get(channel)
+            if session is None:
+                raise ProtocolViolation(
+                    ErrorCondition.FRAMING_ERROR, f"{tp.__name__.lower()} on unused channel {channel}"
+                )
+            if session.state not in (SessionState.MAPPED, SessionState.END_SENT):
+                if tp is End:
+                    session._on_end(perf)
+                return  # a session we ended with an error: discard until its end
+            if tp is Transfer:
+                session._on_transfer(perf, payload)
+            else:
+                handler(session, perf)
+            return
+        if tp is Open:
+            self._on_open(perf)
+        elif tp is Close:
+            self._on_close(perf)
+        else:
+            raise ProtocolViolation(
+                ErrorCondition.FRAMING_ERROR, f"frame body is not a performative: {type(perf).__name__}"
+            )
+
+    _session_dispatch: dict[type, Any] = {
+        Begin: None,  # handled by the connection: it maps the channel
+        Attach: Session._on_attach,
+        Flow: Session._on_flow,
+        Transfer: Session._on_transfer,
+        Disposition: Session._on_disposition,
+        Detach: Session._on_detach,
+        End: Session._on_end,
+    }
+
+    def _on_open(self, open_: Open) -> None:
+        new = next_state(self.state, I.RECV_OPEN)
+        if new is None:
+            raise ProtocolViolation(ErrorCondition.ILLEGAL_STATE, f"open in state {self.state.name}")
+        if open_.max_frame_size < MIN_MAX_FRAME_SIZE:
+            raise ProtocolViolation(
+                ErrorCondition.INVALID_FIELD,
+                f"max-frame-size {open_.max_frame_size} is below the minimum of 512",
+            )
+        self.state = new
+        self.remote_open = open_
+        self.remote_max_frame_size = open_.max_frame_size
+        self._max_transfer_payload = open_.max_frame_size - 8
+        self.remote_channel_max = open_.channel_max
+        if open_.idle_time_out:
+            self.remote_idle_timeout = open_.idle_time_out / 1000
+        self._emit(ConnectionOpened(remote=open_))
+
+    def _on_close(self, close: Close) -> None:
+        new = next_state(self.state, I.RECV_CLOSE)
+        if new is None:
+            raise ProtocolViolation(ErrorCondition.ILLEGAL_STATE, f"close in state {self.state.name}")
+        self.state = new
+        self.remote_close = close
+        self._emit(ConnectionClosed(error=close.error))
+        if self.state is S.CLOSE_RCVD:
+            self.close()
+
+    def _on_begin(self, channel: int, begin: Begin) -> None:
+        if channel > self.channel_max:
+            raise ProtocolViolation(
+                ErrorCondition.FRAMING_ERROR, f"channel {channel} exceeds channel-max {self.channel_max}"
+            )
+        if channel in self._remote_sessions:
+            raise ProtocolViolation(ErrorCondition.FRAMING_ERROR, f"channel {channel} is already in use")
+        if begin.remote_channel is not None:
+            session = self._sessions.get(begin.remote_channel)
+            if session is None or session.remote_channel is not None:
+                raise ProtocolViolation(
+                    ErrorCondition.FRAMING_ERROR,
+                    f"begin answers channel {begin.remote_channel}, where we began no session",
+                )
+        else:
+            session = self.session()
+        self._remote_sessions[channel] = session
+        session._on_begin(begin, channel)
+
+    def _on_violation(self, v: ProtocolViolation) -> None:
+        """Tear down what the violation's scope says, with its condition."""
+        error = v.to_error()
+        target = v.target
+        if v.scope == "link" and isinstance(target, Link):
+            if target.state in (LinkState.ATTACHED, LinkState.ATTACH_RCVD):
+                try:
+                    target.detach(error)
+                except IllegalStateError:
+                    pass
+                else:
+                    self._emit(LinkFailed(link=target, error=error))
+                    return
+            v = ProtocolViolation(v.condition, v.description, "session", target.session)
+            target = target.session
+        if v.scope == "session" and isinstance(target, Session):
+            if target.state in (SessionState.MAPPED, SessionState.BEGIN_RCVD):
+                try:
+                    target.end(error)
+                except IllegalStateError:
+                    pass
+                else:
+                    self._emit(SessionFailed(session=target, error=error))
+                    return
+        self._inbuf.clear()
+        self._fail(error)
+
