@@ -80,9 +80,7 @@ def saslprep(text: str, *, allow_unassigned: bool = True) -> str:
     False for stored strings (RFC 3454 §7). Raises `SaslPrepError`.
     """
     mapped = "".join(
-        " " if stringprep.in_table_c12(ch) else ch
-        for ch in text
-        if not stringprep.in_table_b1(ch)
+        " " if stringprep.in_table_c12(ch) else ch for ch in text if not stringprep.in_table_b1(ch)
     )
     prepared = unicodedata.ucd_3_2_0.normalize("NFKC", mapped)
     for ch in prepared:
@@ -96,7 +94,9 @@ def saslprep(text: str, *, allow_unassigned: bool = True) -> str:
         if any(stringprep.in_table_d2(ch) for ch in prepared):
             raise SaslPrepError("SASLprep: mixes right-to-left and left-to-right text")
         if not (stringprep.in_table_d1(prepared[0]) and stringprep.in_table_d1(prepared[-1])):
-            raise SaslPrepError("SASLprep: right-to-left text must start and end with an RTL character")
+            raise SaslPrepError(
+                "SASLprep: right-to-left text must start and end with an RTL character"
+            )
     return prepared
 
 
