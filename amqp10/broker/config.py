@@ -1,0 +1,166 @@
+"""Broker configuration: a TOML file validated with pydantic.
+
+Everything a person writes is checked here, so a bad value stops the broker with
+one line naming the field and the problem (see :func:`load_config`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+__all__ = [
+    "AddressRule",
+    "BrokerConfig",
+    "ConfigError",
+    "Limits",
+    "Listener",
+    "QueuePolicy",
+    "SaslConfig",
+    "StoreConfig",
+    "load_config",
+]
+
+NodeKind = Literal["queue", "topic", "stream"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Listener(_Model):
+    """A socket the broker accepts connections on."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(5672, ge=0, le=65535)
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_ca: Path | None = Field(None, description="CA file for verifying client certificates")
+    require_client_cert: bool = False
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> Listener:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together")
+        if self.require_client_cert and self.tls_ca is None:
+            raise ValueError("require_client_cert needs tls_ca")
+        return self
+
+
+class SaslConfig(_Model):
+    """Which SASL mechanisms the broker offers, and where its users are."""
+
+    mechanisms: list[str] = ["ANONYMOUS", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-1", "SCRAM-SHA-512"]
+    users_file: Path | None = None
+    allow_anonymous: bool = True
+
+    @field_validator("mechanisms")
+    @classmethod
+    def _known(cls, v: list[str]) -> list[str]:
+        known = {"ANONYMOUS", "PLAIN", "EXTERNAL", "SCRAM-SHA-1", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+        bad = [m for m in v if m.upper() not in known]
+        if bad:
+            raise ValueError(f"unknown mechanism(s) {', '.join(bad)}; known: {', '.join(sorted(known))}")
+        return [m.upper() for m in v]
+
+
+class QueuePolicy(_Model):
+    """Limits and policies of a node (queue, topic subscription or stream)."""
+
+    durable: bool = Field(True, description="store every message, not only header.durable ones")
+    max_length: int | None = Field(None, ge=1)
+    max_bytes: int | None = Field(None, ge=1)
+    overflow: Literal["block", "drop-oldest", "reject"] = "block"
+    dead_letter_address: str | None = None
+    delivery_limit: int | None = Field(None, ge=1)
+    max_age_seconds: float | None = Field(None, gt=0, description="stream retention by age")
+    retention_bytes: int | None = Field(None, ge=1, description="stream retention by size")
+    duplicate_window: int = Field(0, ge=0, description="message-ids remembered for duplicate detection")
+
+
+class AddressRule(_Model):
+    """What kind of node an address pattern creates (fnmatch patterns: ``orders.*``)."""
+
+    pattern: str
+    kind: NodeKind = "queue"
+    policy: QueuePolicy = QueuePolicy()
+
+    def matches(self, address: str) -> bool:
+        return fnmatch.fnmatchcase(address, self.pattern)
+
+
+class StoreConfig(_Model):
+    """The embedded SQLite store."""
+
+    path: Path = Path("data/amqp10.sqlite3")
+    commit_interval_ms: float = Field(2.0, ge=0, description="how long a group commit waits for company")
+    max_batch: int = Field(2048, ge=1)
+
+
+class Limits(_Model):
+    """Limits that protect the broker from clients."""
+
+    max_connections: int = Field(1000, ge=1)
+    max_sessions_per_connection: int = Field(64, ge=1, le=65536)
+    max_links_per_session: int = Field(1024, ge=1)
+    max_frame_size: int = Field(65536, ge=512)
+    max_message_size: int = Field(16 * 1024 * 1024, ge=1)
+    handshake_timeout: float = Field(10.0, gt=0)
+    idle_timeout: float | None = Field(60.0, gt=0)
+    memory_limit_bytes: int = Field(512 * 1024 * 1024, ge=1024)
+    credit_window: int = Field(1000, ge=1, le=100_000)
+
+
+class BrokerConfig(_Model):
+    """The whole broker configuration."""
+
+    container_id: str = "amqp10-broker"
+    listeners: list[Listener] = [Listener()]
+    sasl: SaslConfig = SaslConfig()
+    auto_create: bool = True
+    default_policy: QueuePolicy = QueuePolicy()
+    addresses: list[AddressRule] = []
+    queues: list[str] = Field([], description="queues created at start")
+    topics: list[str] = Field([], description="topics created at start")
+    store: StoreConfig = StoreConfig()
+    limits: Limits = Limits()
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    def rule_for(self, address: str) -> AddressRule | None:
+        for rule in self.addresses:
+            if rule.matches(address):
+                return rule
+        return None
+
+
+class ConfigError(Exception):
+    """A configuration problem, worded for a person (one line)."""
+
+
+def _one_line(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{loc}: {first['msg']}{more}"
+
+
+def load_config(path: Path | None = None, **overrides: object) -> BrokerConfig:
+    """Read and validate a TOML config file (or the defaults), then apply ``overrides``."""
+    data: dict[str, object] = {}
+    if path is not None:
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"config file not found: {path}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return BrokerConfig.model_validate(data)
+    except ValidationError as exc:
+        where = f"{path}: " if path else ""
+        raise ConfigError(f"{where}{_one_line(exc)}") from None

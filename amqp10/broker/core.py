@@ -1,0 +1,608 @@
+"""The node container: address space, nodes, and the per-connection event handler.
+
+Nothing here does I/O. :class:`Broker` owns the nodes and the store journal;
+:class:`ConnectionHandler` turns one engine connection's events into node
+operations (attach → consumer or publisher, transfer → publish, disposition →
+ack/release/reject). The network side (``service.py``) feeds it events and
+writes what the engine produces; ``wake`` tells it a connection has output
+that was produced from outside its own event handling (a delivery dispatched
+from another connection's publish).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from ..message import LazyMessage
+from ..transport import (
+    Connection,
+    ConnectionClosed,
+    ConnectionFailed,
+    ConnectionOpened,
+    CreditAdded,
+    Delivery,
+    DeliveryAborted,
+    DeliveryReceived,
+    DeliveryUpdated,
+    DrainRequested,
+    Event,
+    IllegalStateError,
+    Link,
+    LinkAttached,
+    LinkDetached,
+    LinkFailed,
+    Receiver,
+    Sender,
+    Session,
+    SessionBegun,
+    SessionEnded,
+    SessionFailed,
+)
+from ..types import (
+    Accepted,
+    DecodeError,
+    Error,
+    ErrorCondition,
+    Modified,
+    Rejected,
+    Released,
+    SenderSettleMode,
+    Source,
+    Target,
+    symbol,
+)
+from ..types.transactions import Coordinator
+from . import store as _store
+from .config import BrokerConfig, QueuePolicy
+from .nodes import Node, Queue, QueuedMessage, Topic
+
+__all__ = ["Broker", "ConnectionHandler"]
+
+log = logging.getLogger("amqp10.broker")
+
+_ids = itertools.count(1)
+
+
+class Broker:
+    """The address space and its nodes (queues, topics), shared by all connections."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        journal: Any = None,
+        now: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.journal = journal if journal is not None else _store_null()
+        self.now = now
+        self.nodes: dict[str, Node] = {}
+        self.connections: set[ConnectionHandler] = set()
+        self._dynamic = itertools.count(1)
+        for name in config.queues:
+            self.create_node(name, "queue")
+        for name in config.topics:
+            self.create_node(name, "topic")
+
+    # -- nodes --------------------------------------------------------------------------
+    def policy_for(self, address: str) -> tuple[str, QueuePolicy]:
+        rule = self.config.rule_for(address)
+        if rule is None:
+            return "queue", self.config.default_policy
+        return rule.kind, rule.policy
+
+    def create_node(self, address: str, kind: str | None = None, *, dynamic: bool = False, persist: bool = True) -> Node:
+        rule_kind, policy = self.policy_for(address)
+        kind = kind or rule_kind
+        if kind == "topic":
+            node: Node = Topic(address, policy, make_queue=lambda key, durable: self._subscription_queue(address, key, durable))
+        else:
+            node = self._make_queue(address, policy, durable=not dynamic, dynamic=dynamic)
+        self.nodes[address] = node
+        if persist and not dynamic:
+            self.journal.submit((_store.NODE, address, kind, "{}"))
+        log.info("created %s %r", kind, address)
+        return node
+
+    def _make_queue(self, name: str, policy: QueuePolicy, *, durable: bool, dynamic: bool = False) -> Queue:
+        return Queue(
+            name,
+            policy,
+            journal=self.journal,
+            dead_letter=lambda msg, reason: self.dead_letter(policy, msg, reason),
+            now=self.now,
+            dynamic=dynamic,
+            durable_node=durable,
+        )
+
+    def _subscription_queue(self, topic: str, key: str, durable: bool) -> Queue:
+        name = f"{topic}::{key}"
+        q = self._make_queue(name, self.policy_for(topic)[1], durable=durable)
+        if durable:
+            self.journal.submit((_store.NODE, name, "subscription", "{}"))
+        return q
+
+    def lookup(self, address: str | None, *, create: bool) -> Node | None:
+        if not address:
+            return None
+        node = self.nodes.get(address)
+        if node is None and create and self.config.auto_create:
+            node = self.create_node(address)
+        return node
+
+    def create_dynamic(self) -> Queue:
+        address = f"amqp10.dynamic.{next(self._dynamic)}.{uuid.uuid4().hex[:12]}"
+        node = self.create_node(address, "queue", dynamic=True)
+        assert isinstance(node, Queue)
+        return node
+
+    def delete_node(self, address: str) -> None:
+        node = self.nodes.pop(address, None)
+        if isinstance(node, Queue):
+            node.purge()
+            if node.durable_node:
+                self.journal.submit((_store.DROP_NODE, address))
+
+    def dead_letter(self, policy: QueuePolicy, msg: QueuedMessage, reason: str) -> None:
+        """Route a dead message (rejected, expired, over its delivery limit) to the policy's address."""
+        dla = policy.dead_letter_address
+        target = self.lookup(dla, create=True) if dla else None
+        if target is None:
+            log.warning("dropping a %s message: dead-letter address %r has no node", reason, dla)
+            return
+        dead = msg.copy()
+        dead.expiry = None  # an expired message must not expire again where it is kept
+        target.publish(dead, lambda: None)
+
+    def recover(self, store: _store.Store) -> int:
+        """Recreate durable nodes and their messages from the store; return the message count."""
+        records, messages = store.load()
+        for rec in records:
+            if rec.kind == "subscription":
+                topic, _, key = rec.name.partition("::")
+                t = self.nodes.get(topic) or self.create_node(topic, "topic", persist=False)
+                if isinstance(t, Topic):
+                    t.subscriptions[key] = self._make_queue(rec.name, t.policy, durable=True)
+            elif rec.name not in self.nodes:
+                self.create_node(rec.name, rec.kind, persist=False)
+        queues: dict[str, Queue] = {}
+        for node in self.nodes.values():
+            if isinstance(node, Queue):
+                queues[node.name] = node
+            elif isinstance(node, Topic):
+                queues.update({q.name: q for q in node.subscriptions.values()})
+        n = 0
+        for m in messages:
+            q = queues.get(m.node)
+            if q is None:
+                continue
+            q.restore(
+                QueuedMessage(
+                    m.data,
+                    priority=m.priority,
+                    durable=True,
+                    expiry=m.expiry,
+                    message_id=m.message_id,
+                    delivery_count=m.delivery_count,
+                    arrival=m.arrival,
+                    seq=m.seq,
+                )
+            )
+            n += 1
+        return n
+
+    def total_bytes(self) -> int:
+        total = 0
+        for node in self.nodes.values():
+            if isinstance(node, Queue):
+                total += node.bytes
+            elif isinstance(node, Topic):
+                total += sum(q.bytes for q in node.subscriptions.values())
+        return total
+
+    def memory_ok(self) -> bool:
+        return self.total_bytes() < self.config.limits.memory_limit_bytes
+
+
+def _store_null() -> Any:
+    from .nodes import NULL_JOURNAL
+
+    return NULL_JOURNAL
+
+
+class LinkConsumer:
+    """A broker sender link consuming from a queue (or browsing it)."""
+
+    def __init__(self, handler: ConnectionHandler, link: Sender, node: Queue, *, browse: bool) -> None:
+        self.id = next(_ids)
+        self.handler = handler
+        self.link = link
+        self.node = node
+        self.browse = browse
+        self.presettled = link.snd_settle_mode == SenderSettleMode.SETTLED or browse
+        self.in_flight: dict[bytes, QueuedMessage] = {}
+
+    def credit(self) -> int:
+        link = self.link
+        return link.credit - link.queued if link.is_attached else 0
+
+    def deliver(self, node: Node, msg: QueuedMessage) -> None:
+        data = msg.data
+        if msg.delivery_count:
+            try:
+                data = LazyMessage(data).with_header(delivery_count=msg.delivery_count, first_acquirer=False)
+            except DecodeError:
+                pass
+        d = self.link.send(data, settled=self.presettled)
+        if self.presettled:
+            if not self.browse:
+                self.node.ack(msg)
+        else:
+            d.context = msg
+            self.in_flight[d.tag] = msg
+        self.handler.wake()
+
+    def settled(self, d: Delivery, state: Any) -> None:
+        """The consumer settled ``d`` with ``state``: apply the outcome to the queue."""
+        msg = self.in_flight.pop(d.tag, None)
+        if msg is None:
+            return
+        q = self.node
+        if isinstance(state, Accepted):
+            q.ack(msg)
+        elif isinstance(state, Rejected):
+            q.reject(msg)
+        elif isinstance(state, Modified):
+            q.release(
+                msg,
+                delivery_failed=bool(state.delivery_failed),
+                undeliverable_to=self.id if state.undeliverable_here else None,
+            )
+        else:  # released, or settled with no outcome: back to the queue
+            q.release(msg)
+
+    def release_all(self) -> None:
+        """The link is gone: everything unsettled goes back (counted as a failed delivery)."""
+        pending, self.in_flight = self.in_flight, {}
+        for msg in pending.values():
+            self.node.release(msg, delivery_failed=True)
+
+
+class ConnectionHandler:
+    """Drives one engine connection on behalf of the broker."""
+
+    def __init__(self, broker: Broker, conn: Connection, *, wake: Callable[[], None] = lambda: None, user: str | None = None) -> None:
+        self.broker = broker
+        self.conn = conn
+        self.wake = wake
+        self.user = user
+        self.consumers: dict[int, LinkConsumer] = {}  # by id(link)
+        self.publishers: dict[int, tuple[Receiver, Node]] = {}
+        self.blocked: set[int] = set()
+        self._touched: set[int] = set()
+        self.closed = False
+        broker.connections.add(self)
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            ConnectionOpened: self._on_open,
+            ConnectionClosed: self._on_closed,
+            ConnectionFailed: self._on_closed,
+            SessionBegun: self._on_session_begun,
+            SessionEnded: self._on_session_ended,
+            SessionFailed: self._on_session_ended,
+            LinkAttached: self._on_link_attached,
+            LinkDetached: self._on_link_detached,
+            LinkFailed: self._on_link_detached,
+            DeliveryReceived: self._on_delivery,
+            DeliveryAborted: self._on_aborted,
+            DeliveryUpdated: self._on_update,
+            CreditAdded: self._on_credit,
+            DrainRequested: self._on_drain,
+        }
+
+    @property
+    def remote_container_id(self) -> str:
+        ro = self.conn.remote_open
+        return ro.container_id if ro is not None else ""
+
+    def handle(self, events: list[Event]) -> None:
+        for e in events:
+            h = self._handlers.get(type(e))
+            if h is not None:
+                h(e)
+        if self._touched:
+            # credit is topped up once per batch of events: the engine has already
+            # counted every transfer in the batch against the link's credit
+            touched, self._touched = self._touched, set()
+            for key in touched:
+                entry = self.publishers.get(key)
+                if entry is not None:
+                    self._grant(*entry)
+
+    # -- connection and sessions ---------------------------------------------------------
+    def _on_open(self, e: ConnectionOpened) -> None:
+        if self.conn.state.name == "OPEN_RCVD":
+            self.conn.open()
+
+    def _on_closed(self, e: Any) -> None:
+        self.cleanup()
+
+    def cleanup(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for c in list(self.consumers.values()):
+            self._drop_consumer(c, closed=True)
+        for _, node in self.publishers.values():
+            queues = list(node.subscriptions.values()) if isinstance(node, Topic) else [node]
+            for q in queues:
+                if isinstance(q, Queue):
+                    q.space_listeners.discard(self._unblock_all)
+        self.publishers.clear()
+        self.broker.connections.discard(self)
+
+    def _on_session_begun(self, e: SessionBegun) -> None:
+        s = e.session
+        if s.state.name != "BEGIN_RCVD":
+            return
+        if len(self.conn.sessions) > self.broker.config.limits.max_sessions_per_connection:
+            s.end(Error(condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED, description="too many sessions"))
+            return
+        s.begin()
+
+    def _on_session_ended(self, e: Any) -> None:
+        session: Session = e.session
+        for c in [c for c in self.consumers.values() if c.link.session is session]:
+            self._drop_consumer(c, closed=False)
+        for key in [k for k, (link, _) in self.publishers.items() if link.session is session]:
+            del self.publishers[key]
+
+    # -- links ---------------------------------------------------------------------------
+    def _refuse(self, link: Link, condition: ErrorCondition, description: str) -> None:
+        link.detach(Error(condition=condition, description=description), closed=True)
+
+    def _on_link_attached(self, e: LinkAttached) -> None:
+        link = e.link
+        if link.state.name != "ATTACH_RCVD":
+            return
+        if len(link.session.links) >= self.broker.config.limits.max_links_per_session:
+            self._refuse(link, ErrorCondition.RESOURCE_LIMIT_EXCEEDED, "too many links on this session")
+            return
+        if isinstance(link, Receiver):
+            self._attach_publisher(link)
+        else:
+            assert isinstance(link, Sender)
+            self._attach_consumer(link)
+
+    def _attach_publisher(self, link: Receiver) -> None:
+        target = link.remote_target
+        if isinstance(target, Coordinator):
+            self._refuse(link, ErrorCondition.NOT_IMPLEMENTED, "transactions are not supported yet")
+            return
+        if not isinstance(target, Target):
+            self._refuse(link, ErrorCondition.INVALID_FIELD, "a publisher's attach needs a target")
+            return
+        if target.dynamic:
+            node: Node | None = self.broker.create_dynamic()
+        else:
+            node = self.broker.lookup(target.address, create=True)
+        if node is None:
+            self._refuse(link, ErrorCondition.NOT_FOUND, f"no node at address {target.address!r}")
+            return
+        link.max_message_size = self.broker.config.limits.max_message_size
+        link.attach(
+            target=Target(
+                address=node.name,
+                durable=target.durable,
+                expiry_policy=target.expiry_policy,
+                dynamic=target.dynamic,
+                capabilities=target.capabilities,
+            )
+        )
+        self.publishers[id(link)] = (link, node)
+        link.context = node
+        self._grant(link, node)
+
+    def _grant(self, link: Receiver, node: Node) -> None:
+        """Top up a publisher's credit, bounded by the node's room and the memory limit."""
+        if not link.is_attached:
+            return
+        window = self.broker.config.limits.credit_window
+        room = node.room()
+        target = window if room is None else min(window, room)
+        if not self.broker.memory_ok():
+            target = 0
+        if target <= 0:
+            if link.credit > 0:
+                link.flow(0)  # take back what was granted: the node is full
+            self._watch_space(link, node)
+            return
+        if room is not None:
+            self._watch_space(link, node)
+        if link.credit > target or link.credit <= target // 2:
+            link.flow(target)
+
+    def _watch_space(self, link: Receiver, node: Node) -> None:
+        self.blocked.add(id(link))
+        queues = list(node.subscriptions.values()) if isinstance(node, Topic) else [node]
+        for q in queues:
+            if isinstance(q, Queue):
+                q.space_listeners.add(self._unblock_all)
+
+    def _unblock_all(self) -> None:
+        for key in list(self.blocked):
+            entry = self.publishers.get(key)
+            if entry is None:
+                self.blocked.discard(key)
+                continue
+            self._grant(*entry)
+        self.wake()
+
+    def _attach_consumer(self, link: Sender) -> None:
+        source = link.remote_source
+        if not isinstance(source, Source):
+            self._refuse(link, ErrorCondition.INVALID_FIELD, "a consumer's attach needs a source")
+            return
+        if source.dynamic:
+            node: Node | None = self.broker.create_dynamic()
+        else:
+            node = self.broker.lookup(source.address, create=True)
+        if node is None:
+            self._refuse(link, ErrorCondition.NOT_FOUND, f"no node at address {source.address!r}")
+            return
+        browse = source.distribution_mode == "copy"
+        if isinstance(node, Topic):
+            durable = bool(source.durable) and source.expiry_policy == "never"
+            key = f"{self.remote_container_id}#{link.name}" if durable else f"tmp.{uuid.uuid4().hex}"
+            queue = node.subscribe(key, durable=durable)
+            browse = False
+        else:
+            assert isinstance(node, Queue)
+            queue = node
+        link.attach(
+            source=Source(
+                address=node.name,
+                durable=source.durable,
+                expiry_policy=source.expiry_policy,
+                timeout=source.timeout,
+                dynamic=source.dynamic,
+                distribution_mode=symbol("copy") if browse else source.distribution_mode,
+                default_outcome=Released() if source.default_outcome is None else source.default_outcome,
+                outcomes=[symbol("amqp:accepted:list"), symbol("amqp:rejected:list"), symbol("amqp:released:list"), symbol("amqp:modified:list")],
+                capabilities=source.capabilities,
+            )
+        )
+        consumer = LinkConsumer(self, link, queue, browse=browse)
+        consumer_topic = node if isinstance(node, Topic) else None
+        link.context = (consumer, consumer_topic, source)
+        self.consumers[id(link)] = consumer
+        queue.add_consumer(consumer)
+
+    def _on_link_detached(self, e: Any) -> None:
+        link = e.link
+        closed = getattr(e, "closed", True)
+        c = self.consumers.get(id(link))
+        if c is not None:
+            self._drop_consumer(c, closed=closed)
+        entry = self.publishers.pop(id(link), None)
+        if entry is not None and entry[1].dynamic:
+            self.broker.delete_node(entry[1].name)
+        self.blocked.discard(id(link))
+
+    def _drop_consumer(self, c: LinkConsumer, *, closed: bool) -> None:
+        self.consumers.pop(id(c.link), None)
+        c.node.remove_consumer(c)
+        c.release_all()
+        ctx = c.link.context
+        topic = ctx[1] if isinstance(ctx, tuple) else None
+        source = ctx[2] if isinstance(ctx, tuple) else None
+        if isinstance(topic, Topic):
+            durable = source is not None and bool(source.durable) and source.expiry_policy == "never"
+            if not durable or closed:
+                for key, q in list(topic.subscriptions.items()):
+                    if q is c.node:
+                        topic.unsubscribe(key)
+                        if q.durable_node:
+                            q.purge()
+                            self.broker.journal.submit((_store.DROP_NODE, q.name))
+        elif c.node.dynamic:
+            self.broker.delete_node(c.node.name)
+
+    # -- deliveries ------------------------------------------------------------------------
+    def _on_delivery(self, e: DeliveryReceived) -> None:
+        link = e.link
+        d = e.delivery
+        entry = self.publishers.get(id(link))
+        if entry is None:
+            if not d.remote_settled:
+                d.settle(Rejected(error=Error(condition=ErrorCondition.NOT_FOUND, description="link has no node")))
+            return
+        node = entry[1]
+        try:
+            msg = self._queued_message(d.payload)
+        except DecodeError as exc:
+            if not d.remote_settled:
+                d.settle(Rejected(error=Error(condition=ErrorCondition.DECODE_ERROR, description=str(exc))))
+            self._touched.add(id(link))
+            return
+        presettled = d.remote_settled
+
+        def stored() -> None:
+            if not presettled and not d.settled and not d._settle_pending:
+                try:
+                    d.settle(Accepted())
+                except IllegalStateError:
+                    pass
+                self.wake()
+
+        if not node.publish(msg, stored):
+            if not presettled:
+                d.settle(Rejected(error=Error(condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED, description=f"node {node.name!r} is full")))
+        self._touched.add(id(link))
+
+    def _queued_message(self, payload: bytes) -> QueuedMessage:
+        lm = LazyMessage(payload)
+        h = lm.header
+        durable = False
+        priority = 4
+        expiry = None
+        now = self.broker.now()
+        if h is not None:
+            durable = bool(h.durable)
+            if h.priority is not None:
+                priority = int(h.priority)
+            if h.ttl:
+                expiry = now + h.ttl / 1000
+        p = lm.properties
+        message_id = None
+        if p is not None:
+            if p.absolute_expiry_time:
+                abs_exp = p.absolute_expiry_time / 1000
+                expiry = abs_exp if expiry is None else min(expiry, abs_exp)
+            if p.message_id is not None:
+                message_id = repr(p.message_id)
+        return QueuedMessage(
+            payload,
+            priority=priority,
+            durable=durable,
+            expiry=expiry,
+            message_id=message_id,
+            delivery_count=int(h.delivery_count or 0) if h is not None else 0,
+            arrival=now,
+        )
+
+    def _on_aborted(self, e: DeliveryAborted) -> None:
+        if id(e.link) in self.publishers:
+            self._touched.add(id(e.link))
+
+    def _on_update(self, e: DeliveryUpdated) -> None:
+        d = e.delivery
+        c = self.consumers.get(id(e.link))
+        if c is None:
+            return
+        if e.settled or _is_terminal(e.state):
+            c.settled(d, e.state if e.state is not None else d.remote_state)
+            if not d.settled:
+                try:
+                    d.settle()
+                except IllegalStateError:
+                    pass
+
+    def _on_credit(self, e: CreditAdded) -> None:
+        c = self.consumers.get(id(e.link))
+        if c is not None:
+            c.node.dispatch()
+
+    def _on_drain(self, e: DrainRequested) -> None:
+        c = self.consumers.get(id(e.link))
+        if c is not None:
+            c.node.dispatch()
+        e.link.drained()
+
+
+def _is_terminal(state: Any) -> bool:
+    return isinstance(state, (Accepted, Rejected, Released, Modified))

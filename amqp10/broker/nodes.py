@@ -1,0 +1,486 @@
+"""Broker nodes: queues (anycast) and topics (multicast), free of any I/O.
+
+A node holds :class:`QueuedMessage` records and hands them to consumers (the
+broker's outgoing links) as their credit allows. What a consumer is — a link on
+some connection — is the server's business; here it is anything with
+:class:`Consumer`'s methods. Durability goes through a :class:`Journal`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+from . import store as _store
+from .config import QueuePolicy
+
+__all__ = ["Consumer", "Journal", "Node", "Queue", "QueuedMessage", "Topic"]
+
+PRIORITY_LEVELS = 10
+DEFAULT_PRIORITY = 4
+
+
+class QueuedMessage:
+    """One message in a node: its encoded bytes and what routing needs to know."""
+
+    __slots__ = (
+        "arrival",
+        "data",
+        "delivery_count",
+        "durable",
+        "excluded",
+        "expiry",
+        "message_id",
+        "priority",
+        "seq",
+        "size",
+    )
+
+    def __init__(
+        self,
+        data: bytes,
+        *,
+        priority: int = DEFAULT_PRIORITY,
+        durable: bool = False,
+        expiry: float | None = None,
+        message_id: str | None = None,
+        delivery_count: int = 0,
+        arrival: float = 0.0,
+        seq: int = 0,
+    ) -> None:
+        self.data = data
+        self.size = len(data)
+        self.priority = min(max(priority, 0), PRIORITY_LEVELS - 1)
+        self.durable = durable
+        self.expiry = expiry
+        self.message_id = message_id
+        self.delivery_count = delivery_count
+        self.arrival = arrival
+        self.seq = seq
+        self.excluded: set[int] | None = None  # consumers it is undeliverable to
+
+    def copy(self) -> QueuedMessage:
+        m = QueuedMessage(
+            self.data,
+            priority=self.priority,
+            durable=self.durable,
+            expiry=self.expiry,
+            message_id=self.message_id,
+            delivery_count=self.delivery_count,
+            arrival=self.arrival,
+        )
+        return m
+
+    def __repr__(self) -> str:
+        return f"QueuedMessage(seq={self.seq}, size={self.size}, priority={self.priority}, dc={self.delivery_count})"
+
+
+class Consumer(Protocol):
+    """What a node delivers to: an outgoing link, seen from the node."""
+
+    id: int
+    browse: bool
+
+    def credit(self) -> int:
+        """How many more messages the consumer can take now."""
+
+    def deliver(self, node: Node, msg: QueuedMessage) -> None:
+        """Send ``msg``; the consumer later calls ``node.settle(...)`` with the outcome."""
+
+
+class Journal(Protocol):
+    """Where a durable node writes its changes (the group committer, or nothing)."""
+
+    def submit(self, op: tuple[Any, ...], on_commit: Callable[[], None] | None = None) -> None: ...
+
+
+class NullJournal:
+    """The journal of a node that keeps nothing on disk."""
+
+    def submit(self, op: tuple[Any, ...], on_commit: Callable[[], None] | None = None) -> None:
+        if on_commit is not None:
+            on_commit()
+
+
+NULL_JOURNAL = NullJournal()
+
+
+class Stats:
+    __slots__ = ("acked", "dead_lettered", "delivered", "dropped", "enqueued", "expired", "rejected", "released")
+
+    def __init__(self) -> None:
+        self.enqueued = self.delivered = self.acked = self.released = 0
+        self.rejected = self.dropped = self.expired = self.dead_lettered = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+class Node:
+    """Common base: a named node with a policy."""
+
+    kind = "node"
+
+    def __init__(self, name: str, policy: QueuePolicy, *, dynamic: bool = False) -> None:
+        self.name = name
+        self.policy = policy
+        self.dynamic = dynamic
+        self.stats = Stats()
+
+    def can_accept(self, size: int) -> bool:
+        return True
+
+    def room(self) -> int | None:
+        """How many more messages a publisher may send (None: no limit)."""
+        return None
+
+    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
+        raise NotImplementedError
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        raise NotImplementedError
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        raise NotImplementedError
+
+    def dispatch(self) -> None:
+        """Deliver what consumers' credit allows."""
+
+
+class Queue(Node):
+    """An anycast queue: competing consumers, FIFO per priority level.
+
+    ``dead_letter`` routes a message to the dead-letter address (the router's
+    business); ``now`` is the clock (injected for tests).
+    """
+
+    kind = "queue"
+
+    def __init__(
+        self,
+        name: str,
+        policy: QueuePolicy,
+        *,
+        journal: Journal = NULL_JOURNAL,
+        dead_letter: Callable[[QueuedMessage, str], None] | None = None,
+        now: Callable[[], float],
+        dynamic: bool = False,
+        durable_node: bool = False,
+    ) -> None:
+        super().__init__(name, policy, dynamic=dynamic)
+        self.journal = journal
+        self.dead_letter = dead_letter
+        self.now = now
+        self.durable_node = durable_node
+        self._levels: list[deque[QueuedMessage]] = [deque() for _ in range(PRIORITY_LEVELS)]
+        self._seq = itertools.count(1)
+        self.count = 0
+        self.bytes = 0
+        self.consumers: list[Consumer] = []
+        self._rr = 0
+        self.browsers: dict[int, int] = {}  # consumer id -> last seq browsed
+        self._dispatching = False
+        self._last_size = 1
+        # publishers held back by this queue's limits, told when messages leave
+        self.space_listeners: set[Callable[[], None]] = set()
+
+    # -- inbound --------------------------------------------------------------------
+    def is_full(self, extra: int = 0) -> bool:
+        p = self.policy
+        return (p.max_length is not None and self.count >= p.max_length) or (
+            p.max_bytes is not None and self.bytes + extra > p.max_bytes
+        )
+
+    def can_accept(self, size: int = 0) -> bool:
+        return self.policy.overflow != "block" or not self.is_full(size)
+
+    def room(self) -> int | None:
+        """How many more messages fit before a ``block`` queue is full (None: no limit)."""
+        p = self.policy
+        if p.overflow != "block":
+            return None
+        room: int | None = None
+        if p.max_length is not None:
+            room = max(p.max_length - self.count, 0)
+        if p.max_bytes is not None:
+            by_bytes = max(p.max_bytes - self.bytes, 0) // max(self._last_size, 1)
+            room = by_bytes if room is None else min(room, by_bytes)
+        return room
+
+    def restore(self, msg: QueuedMessage) -> None:
+        """Put back a message recovered from the store (already durable)."""
+        self._next_seq_at_least(msg.seq + 1)
+        self._levels[msg.priority].append(msg)
+        self.count += 1
+        self.bytes += msg.size
+
+    def _next_seq_at_least(self, n: int) -> None:
+        nxt = next(self._seq)
+        if nxt < n:
+            self._seq = itertools.count(n)
+        else:
+            self._seq = itertools.count(nxt)
+
+    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
+        """Enqueue ``msg``; ``on_stored`` runs once it is safe (stored, if durable).
+
+        Returns False (and does nothing) when the queue is full and its overflow
+        policy is ``reject``.
+        """
+        if self.is_full(msg.size):
+            if self.policy.overflow == "reject":
+                return False
+            if self.policy.overflow == "drop-oldest":
+                while self.count and self.is_full(msg.size):
+                    old = self._pop_oldest()
+                    if old is None:
+                        break
+                    self.stats.dropped += 1
+                    self._journal_delete(old)
+        msg.seq = next(self._seq)
+        self._last_size = msg.size
+        if msg.arrival == 0.0:
+            msg.arrival = self.now()
+        self._levels[msg.priority].append(msg)
+        self.count += 1
+        self.bytes += msg.size
+        self.stats.enqueued += 1
+        if self._persistent(msg):
+            self.journal.submit(
+                (
+                    _store.PUT,
+                    self.name,
+                    msg.seq,
+                    msg.priority,
+                    msg.delivery_count,
+                    msg.expiry,
+                    msg.arrival,
+                    msg.message_id,
+                    msg.data,
+                ),
+                on_stored,
+            )
+        else:
+            on_stored()
+        self.dispatch()
+        return True
+
+    def _persistent(self, msg: QueuedMessage) -> bool:
+        return self.durable_node and (msg.durable or self.policy.durable)
+
+    def _journal_delete(self, msg: QueuedMessage) -> None:
+        if self._persistent(msg):
+            self.journal.submit((_store.DELETE, self.name, msg.seq))
+
+    def _pop_oldest(self) -> QueuedMessage | None:
+        best: deque[QueuedMessage] | None = None
+        for level in self._levels:
+            if level and (best is None or level[0].seq < best[0].seq):
+                best = level
+        if best is None:
+            return None
+        msg = best.popleft()
+        self.count -= 1
+        self.bytes -= msg.size
+        return msg
+
+    # -- consumers ------------------------------------------------------------------
+    def add_consumer(self, consumer: Consumer) -> None:
+        if consumer.browse:
+            self.browsers[consumer.id] = 0
+        self.consumers.append(consumer)
+        self.dispatch()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+        self.browsers.pop(consumer.id, None)
+
+    def __iter__(self) -> Iterator[QueuedMessage]:
+        """Messages in delivery order (highest priority first, FIFO within a level)."""
+        for level in reversed(self._levels):
+            yield from level
+
+    def dispatch(self) -> None:
+        """Hand messages to consumers with credit, round-robin, until one side runs out."""
+        if self._dispatching or not self.consumers:
+            return
+        self._dispatching = True
+        try:
+            self._dispatch_browsers()
+            consumers = [c for c in self.consumers if not c.browse]
+            n = len(consumers)
+            if not n or not self.count:
+                return
+            idle = 0
+            taken = 0
+            while self.count and idle < n:
+                c = consumers[self._rr % n]
+                self._rr += 1
+                if c.credit() <= 0:
+                    idle += 1
+                    continue
+                msg = self._take_for(c)
+                if msg is None:
+                    idle += 1
+                    continue
+                idle = 0
+                taken += 1
+                self.stats.delivered += 1
+                c.deliver(self, msg)
+            if taken and self.space_listeners:
+                for listener in list(self.space_listeners):
+                    listener()
+        finally:
+            self._dispatching = False
+
+    def _take_for(self, consumer: Consumer) -> QueuedMessage | None:
+        now = None
+        for level in reversed(self._levels):
+            skipped: list[QueuedMessage] = []
+            while level:
+                msg = level.popleft()
+                if msg.expiry is not None:
+                    if now is None:
+                        now = self.now()
+                    if msg.expiry <= now:
+                        self.count -= 1
+                        self.bytes -= msg.size
+                        self._expire(msg)
+                        continue
+                if msg.excluded and consumer.id in msg.excluded:
+                    skipped.append(msg)
+                    continue
+                level.extendleft(reversed(skipped))
+                self.count -= 1
+                self.bytes -= msg.size
+                if self._persistent(msg):
+                    self.journal.submit((_store.UPDATE, self.name, msg.seq, msg.delivery_count, 1))
+                return msg
+            level.extendleft(reversed(skipped))
+        return None
+
+    def _dispatch_browsers(self) -> None:
+        for c in self.consumers:
+            if not c.browse:
+                continue
+            last = self.browsers.get(c.id, 0)
+            if c.credit() <= 0:
+                continue
+            for msg in sorted((m for m in self if m.seq > last), key=lambda m: m.seq):
+                if c.credit() <= 0:
+                    break
+                self.browsers[c.id] = msg.seq
+                c.deliver(self, msg.copy())
+
+    def _expire(self, msg: QueuedMessage) -> None:
+        self.stats.expired += 1
+        self._journal_delete(msg)
+        if self.dead_letter is not None and self.policy.dead_letter_address:
+            self.stats.dead_lettered += 1
+            self.dead_letter(msg, "expired")
+
+    # -- outcomes from consumers ---------------------------------------------------------
+    def ack(self, msg: QueuedMessage) -> None:
+        """The consumer accepted the message: it is gone for good."""
+        self.stats.acked += 1
+        self._journal_delete(msg)
+
+    def release(self, msg: QueuedMessage, *, delivery_failed: bool = False, undeliverable_to: int | None = None) -> None:
+        """Put the message back at the head of its level (released or modified)."""
+        self.stats.released += 1
+        if delivery_failed:
+            msg.delivery_count += 1
+            limit = self.policy.delivery_limit
+            if limit is not None and msg.delivery_count >= limit:
+                self._journal_delete(msg)
+                self._dead_letter_or_drop(msg, "delivery limit reached")
+                return
+        if undeliverable_to is not None:
+            if msg.excluded is None:
+                msg.excluded = set()
+            msg.excluded.add(undeliverable_to)
+        self._levels[msg.priority].appendleft(msg)
+        self.count += 1
+        self.bytes += msg.size
+        if self._persistent(msg):
+            self.journal.submit((_store.UPDATE, self.name, msg.seq, msg.delivery_count, 0))
+        self.dispatch()
+
+    def reject(self, msg: QueuedMessage) -> None:
+        """The consumer rejected the message: dead-letter it (or drop it, counted)."""
+        self.stats.rejected += 1
+        self._journal_delete(msg)
+        self._dead_letter_or_drop(msg, "rejected")
+
+    def _dead_letter_or_drop(self, msg: QueuedMessage, reason: str) -> None:
+        if self.dead_letter is not None and self.policy.dead_letter_address:
+            self.stats.dead_lettered += 1
+            self.dead_letter(msg, reason)
+        else:
+            self.stats.dropped += 1
+
+    def purge(self) -> int:
+        n = self.count
+        for level in self._levels:
+            for msg in level:
+                self._journal_delete(msg)
+            level.clear()
+        self.count = 0
+        self.bytes = 0
+        return n
+
+
+class Topic(Node):
+    """A multicast node: each subscriber gets its own copy in its own subscription queue."""
+
+    kind = "topic"
+
+    def __init__(self, name: str, policy: QueuePolicy, *, make_queue: Callable[[str, bool], Queue]) -> None:
+        super().__init__(name, policy)
+        self.make_queue = make_queue
+        self.subscriptions: dict[str, Queue] = {}
+
+    def subscribe(self, key: str, *, durable: bool) -> Queue:
+        """The subscription queue for ``key`` (created on first use)."""
+        q = self.subscriptions.get(key)
+        if q is None:
+            q = self.make_queue(key, durable)
+            self.subscriptions[key] = q
+        return q
+
+    def unsubscribe(self, key: str) -> Queue | None:
+        return self.subscriptions.pop(key, None)
+
+    def can_accept(self, size: int = 0) -> bool:
+        return all(q.can_accept(size) for q in self.subscriptions.values())
+
+    def room(self) -> int | None:
+        rooms = [r for r in (q.room() for q in self.subscriptions.values()) if r is not None]
+        return min(rooms) if rooms else None
+
+    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
+        subs = list(self.subscriptions.values())
+        self.stats.enqueued += 1
+        if not subs:
+            self.stats.dropped += 1
+            on_stored()
+            return True
+        remaining = [len(subs)]
+
+        def one_stored() -> None:
+            remaining[0] -= 1
+            if remaining[0] == 0:
+                on_stored()
+
+        for q in subs:
+            q.publish(msg.copy(), one_stored)
+        return True
+
+    def add_consumer(self, consumer: Consumer) -> None:  # subscribers attach to their queue
+        raise TypeError("consumers attach to a topic through subscribe()")
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        raise TypeError("consumers attach to a topic through subscribe()")
