@@ -1,0 +1,212 @@
+"""The broker on the network: listeners, SASL, one driver per connection, the store.
+
+:class:`BrokerService` ties :class:`~amqp10.broker.core.Broker` (nodes, no I/O)
+to sockets through the shared :class:`~amqp10.io.driver.Driver`. Durable
+messages go through a :class:`~amqp10.broker.store.GroupCommitter`; a producer
+is told ``accepted`` only after the commit that holds its message.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import ByteStream, TaskStatus
+
+from ..io.driver import Driver
+from ..io.net import Listener
+from ..io.tls import server_context
+from ..sasl.connection import SaslConnection
+from ..sasl.events import SaslCompleted, SaslFailed
+from ..sasl.layer import SaslServer
+from ..transport import ConnectionState
+from ..types import Error, ErrorCondition
+from .config import BrokerConfig
+from .core import Broker, ConnectionHandler
+from .store import GroupCommitter, Store
+from .users import load_users
+
+__all__ = ["BrokerService"]
+
+log = logging.getLogger("amqp10.broker")
+
+
+class _Client:
+    """One accepted connection: its engine, driver and handler."""
+
+    def __init__(self, conn: SaslConnection, driver: Driver, handler: ConnectionHandler, peer: str) -> None:
+        self.conn = conn
+        self.driver = driver
+        self.handler = handler
+        self.peer = peer
+
+
+class BrokerService:
+    """Runs the broker until cancelled; ``ports`` holds the ports actually bound."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.store: Store | None = None
+        self.committer: GroupCommitter | None = None
+        self.broker: Broker | None = None
+        self.listeners: list[Listener] = []
+        self.clients: set[_Client] = set()
+        self.recovered = 0
+        self._users: Any = None
+        self._accepting = True
+
+    @property
+    def ports(self) -> list[int]:
+        return [lst.port for lst in self.listeners]
+
+    async def run(self, *, task_status: TaskStatus[BrokerService] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Open the store, recover, listen; on cancellation shut down gracefully."""
+        cfg = self.config
+        if cfg.sasl.users_file is not None:
+            self._users = load_users(Path(cfg.sasl.users_file))
+        self.store = Store(cfg.store.path)
+        self.committer = GroupCommitter(
+            self.store, interval=cfg.store.commit_interval_ms / 1000, max_batch=cfg.store.max_batch
+        )
+        self.broker = Broker(cfg, journal=self.committer, now=time.time)
+        started = time.monotonic()
+        self.recovered = self.broker.recover(self.store)
+        log.info(
+            "recovered %d messages in %d nodes from %s in %.2fs",
+            self.recovered,
+            len(self.broker.nodes),
+            cfg.store.path,
+            time.monotonic() - started,
+        )
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self.committer.run)
+                for spec in cfg.listeners:
+                    ctx = None
+                    if spec.tls_cert is not None:
+                        ctx = server_context(
+                            spec.tls_cert,
+                            spec.tls_key,
+                            cafile=spec.tls_ca,
+                            require_client_cert=spec.require_client_cert,
+                        )
+                    lst = await Listener.bind(spec.host, spec.port, ssl_context=ctx)
+                    self.listeners.append(lst)
+                    log.info("listening on %s%s", lst.address, " (TLS)" if ctx else "")
+                    tg.start_soon(self._serve, lst, tg)
+                task_status.started(self)
+                await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._shutdown()
+
+    async def _serve(self, listener: Listener, tg: Any) -> None:
+        await listener.serve(self._handle, tg, handshake_timeout=self.config.limits.handshake_timeout)
+
+    async def _shutdown(self) -> None:
+        """Stop accepting, close every connection with connection:forced, flush the store."""
+        self._accepting = False
+        for lst in self.listeners:
+            with anyio.move_on_after(1):
+                await lst.aclose()
+        forced = Error(condition=ErrorCondition.CONNECTION_FORCED, description="the broker is shutting down")
+        for c in list(self.clients):
+            try:
+                if c.conn.connection.state not in (ConnectionState.START, ConnectionState.END):
+                    c.conn.connection.close(forced)
+                c.driver.flush_soon()
+            except Exception:  # pragma: no cover - a half-open engine
+                log.debug("closing %s", c.peer, exc_info=True)
+        with anyio.move_on_after(2):
+            for c in list(self.clients):
+                await c.driver.wait_done()
+        for c in list(self.clients):
+            c.driver.abort()
+        if self.committer is not None:
+            with anyio.move_on_after(10):
+                await self.committer._commit_pending()
+        if self.store is not None:
+            self.store.close()
+        log.info("broker stopped")
+
+    async def _handle(self, stream: ByteStream, peer: str) -> None:
+        assert self.broker is not None
+        cfg = self.config
+        limits = cfg.limits
+        if not self._accepting or len(self.clients) >= limits.max_connections:
+            log.warning("refusing %s: connection limit %d reached", peer, limits.max_connections)
+            await anyio.aclose_forcefully(stream)
+            return
+        tls_identity = _tls_identity(stream)
+        mechanisms = [m for m in cfg.sasl.mechanisms if m != "EXTERNAL" or tls_identity]
+        if self._users is None:
+            mechanisms = [m for m in mechanisms if m in ("ANONYMOUS", "EXTERNAL")]
+        if not cfg.sasl.allow_anonymous:
+            mechanisms = [m for m in mechanisms if m != "ANONYMOUS"]
+        sasl = SaslServer(
+            mechanisms,
+            self._users,
+            tls_identity=tls_identity,
+            require=not cfg.sasl.allow_anonymous,
+            handshake_timeout=limits.handshake_timeout,
+        )
+        conn = SaslConnection.server(
+            sasl,
+            cfg.container_id,
+            max_frame_size=limits.max_frame_size,
+            idle_timeout=limits.idle_timeout,
+            channel_max=max(limits.max_sessions_per_connection - 1, 0),
+        )
+        handler = ConnectionHandler(self.broker, conn.connection)
+
+        def on_events(events: list[Any]) -> None:
+            for e in events:
+                if isinstance(e, SaslCompleted):
+                    handler.user = e.identity
+                    log.info("%s authenticated as %s with %s", peer, e.identity or "anonymous", e.mechanism)
+                elif isinstance(e, SaslFailed):
+                    log.info("%s failed authentication: %s", peer, e.reason)
+            handler.handle(events)
+
+        driver = Driver(stream, conn, on_events, peer=peer)
+        handler.wake = driver.flush_soon
+        client = _Client(conn, driver, handler, peer)
+        self.clients.add(client)
+        log.debug("connection from %s", peer)
+
+        async def handshake_watch() -> None:
+            await anyio.sleep(limits.handshake_timeout)
+            if conn.connection.remote_open is None:
+                log.info("%s said nothing useful within %gs: closing", peer, limits.handshake_timeout)
+                driver.abort()
+
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(handshake_watch)
+                await driver.run()
+                tg.cancel_scope.cancel()
+        finally:
+            handler.cleanup()
+            self.clients.discard(client)
+            log.debug("connection from %s ended", peer)
+
+
+def _tls_identity(stream: ByteStream) -> str | None:
+    """The subject of a verified TLS client certificate, for SASL EXTERNAL."""
+    from anyio.streams.tls import TLSAttribute
+
+    try:
+        cert = stream.extra(TLSAttribute.peer_certificate)
+    except Exception:
+        return None
+    if not cert:
+        return None
+    parts = []
+    for rdn in cert.get("subject", ()):
+        for key, value in rdn:
+            short = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU", "countryName": "C"}.get(key, key)
+            parts.append(f"{short}={value}")
+    return ",".join(parts) or None
