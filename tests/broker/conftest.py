@@ -40,7 +40,7 @@ def start_broker(config: BrokerConfig) -> Iterator[RunningBroker]:
         future.cancel()
         try:
             future.result(timeout=10)
-        except BaseException:  # noqa: S110 - cancelled on purpose
+        except BaseException:
             pass
 
 
