@@ -20,6 +20,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Protocol, TypeAlias
 
+from ..types import SaslCode  # re-exported below; its one definition is in amqp10.types
 from .credentials import CredentialStore, ScramCredential, verify_password
 from .scram import (
     ClientFirst,
@@ -100,21 +101,6 @@ class SaslAuthenticationError(SaslError):
 
 class SaslMechanismError(SaslError):
     """No usable mechanism: nothing in common, unknown name, or missing credentials."""
-
-
-class SaslCode(enum.IntEnum):
-    """The sasl-code of AMQP Part 5 §5.3.3.6, carried in sasl-outcome."""
-
-    OK = 0
-    """Authentication succeeded."""
-    AUTH = 1
-    """Failed: bad credentials supplied."""
-    SYS = 2
-    """Failed: a system error."""
-    SYS_PERM = 3
-    """Failed: an unrecoverable error."""
-    SYS_TEMP = 4
-    """Failed: a transient error."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
