@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ..message import LazyMessage
+from ..message import LazyMessage, Message
 from ..transport import (
     Connection,
     ConnectionClosed,
@@ -55,11 +55,16 @@ from ..types import (
     Source,
     Target,
     symbol,
+    timestamp,
 )
 from ..types.transactions import Coordinator
 from . import store as _store
 from .config import BrokerConfig, QueuePolicy
-from .nodes import Node, Queue, QueuedMessage, Topic
+from .nodes import Node, Queue, QueuedMessage, Stream, Topic
+
+MANAGEMENT_ADDRESS = "$management"
+STREAM_OFFSET_FILTER = symbol("amqp10:stream-offset")
+STREAM_CAPABILITY = "stream"
 
 __all__ = ["Broker", "ConnectionHandler"]
 
@@ -84,6 +89,7 @@ class Broker:
         self.nodes: dict[str, Node] = {}
         self.connections: set[ConnectionHandler] = set()
         self._dynamic = itertools.count(1)
+        self.management = Management(self)
         for name in config.queues:
             self.create_node(name, "queue")
         for name in config.topics:
@@ -101,6 +107,8 @@ class Broker:
         kind = kind or rule_kind
         if kind == "topic":
             node: Node = Topic(address, policy, make_queue=lambda key, durable: self._subscription_queue(address, key, durable))
+        elif kind == "stream":
+            node = Stream(address, policy, journal=self.journal, now=self.now, annotate=_annotate_offset)
         else:
             node = self._make_queue(address, policy, durable=not dynamic, dynamic=dynamic)
         self.nodes[address] = node
@@ -127,12 +135,15 @@ class Broker:
             self.journal.submit((_store.NODE, name, "subscription", "{}"))
         return q
 
-    def lookup(self, address: str | None, *, create: bool) -> Node | None:
+    def lookup(self, address: str | None, *, create: bool, kind: str | None = None) -> Node | None:
+        """The node at ``address``, auto-created (as ``kind``, else per the rules) if allowed."""
         if not address:
             return None
+        if address == MANAGEMENT_ADDRESS:
+            return self.management
         node = self.nodes.get(address)
         if node is None and create and self.config.auto_create:
-            node = self.create_node(address)
+            node = self.create_node(address, kind)
         return node
 
     def create_dynamic(self) -> Queue:
@@ -170,9 +181,9 @@ class Broker:
                     t.subscriptions[key] = self._make_queue(rec.name, t.policy, durable=True)
             elif rec.name not in self.nodes:
                 self.create_node(rec.name, rec.kind, persist=False)
-        queues: dict[str, Queue] = {}
+        queues: dict[str, Queue | Stream] = {}
         for node in self.nodes.values():
-            if isinstance(node, Queue):
+            if isinstance(node, (Queue, Stream)):
                 queues[node.name] = node
             elif isinstance(node, Topic):
                 queues.update({q.name: q for q in node.subscriptions.values()})
@@ -199,7 +210,7 @@ class Broker:
     def total_bytes(self) -> int:
         total = 0
         for node in self.nodes.values():
-            if isinstance(node, Queue):
+            if isinstance(node, (Queue, Stream)):
                 total += node.bytes
             elif isinstance(node, Topic):
                 total += sum(q.bytes for q in node.subscriptions.values())
@@ -218,7 +229,7 @@ def _store_null() -> Any:
 class LinkConsumer:
     """A broker sender link consuming from a queue (or browsing it)."""
 
-    def __init__(self, handler: ConnectionHandler, link: Sender, node: Queue, *, browse: bool) -> None:
+    def __init__(self, handler: ConnectionHandler, link: Sender, node: Queue | Stream, *, browse: bool) -> None:
         self.id = next(_ids)
         self.handler = handler
         self.link = link
@@ -389,7 +400,7 @@ class ConnectionHandler:
         if target.dynamic:
             node: Node | None = self.broker.create_dynamic()
         else:
-            node = self.broker.lookup(target.address, create=True)
+            node = self.broker.lookup(target.address, create=True, kind=_kind_from(target.capabilities))
         if node is None:
             self._refuse(link, ErrorCondition.NOT_FOUND, f"no node at address {target.address!r}")
             return
@@ -450,12 +461,25 @@ class ConnectionHandler:
         if source.dynamic:
             node: Node | None = self.broker.create_dynamic()
         else:
-            node = self.broker.lookup(source.address, create=True)
-        if node is None:
+            node = self.broker.lookup(source.address, create=True, kind=_kind_from(source.capabilities))
+        if node is None or isinstance(node, Management):
             self._refuse(link, ErrorCondition.NOT_FOUND, f"no node at address {source.address!r}")
             return
         browse = source.distribution_mode == "copy"
-        if isinstance(node, Topic):
+        filters = None
+        start: int | None = None
+        if isinstance(node, Stream):
+            spec = (source.filter or {}).get(STREAM_OFFSET_FILTER)
+            try:
+                start = node.start_offset(spec)
+            except ValueError as exc:
+                self._refuse(link, ErrorCondition.INVALID_FIELD, str(exc))
+                return
+            if spec is not None:
+                filters = {STREAM_OFFSET_FILTER: spec}
+            queue: Queue | Stream = node
+            browse = False
+        elif isinstance(node, Topic):
             durable = bool(source.durable) and source.expiry_policy == "never"
             key = f"{self.remote_container_id}#{link.name}" if durable else f"tmp.{uuid.uuid4().hex}"
             queue = node.subscribe(key, durable=durable)
@@ -471,6 +495,7 @@ class ConnectionHandler:
                 timeout=source.timeout,
                 dynamic=source.dynamic,
                 distribution_mode=symbol("copy") if browse else source.distribution_mode,
+                filter=filters,
                 default_outcome=Released() if source.default_outcome is None else source.default_outcome,
                 outcomes=[symbol("amqp:accepted:list"), symbol("amqp:rejected:list"), symbol("amqp:released:list"), symbol("amqp:modified:list")],
                 capabilities=source.capabilities,
@@ -480,7 +505,10 @@ class ConnectionHandler:
         consumer_topic = node if isinstance(node, Topic) else None
         link.context = (consumer, consumer_topic, source)
         self.consumers[id(link)] = consumer
-        queue.add_consumer(consumer)
+        if isinstance(queue, Stream):
+            queue.add_consumer(consumer, start)
+        else:
+            queue.add_consumer(consumer)
 
     def _on_link_detached(self, e: Any) -> None:
         link = e.link
@@ -509,7 +537,7 @@ class ConnectionHandler:
                         if q.durable_node:
                             q.purge()
                             self.broker.journal.submit((_store.DROP_NODE, q.name))
-        elif c.node.dynamic:
+        elif isinstance(c.node, Queue) and c.node.dynamic:
             self.broker.delete_node(c.node.name)
 
     # -- deliveries ------------------------------------------------------------------------
@@ -602,6 +630,59 @@ class ConnectionHandler:
         if c is not None:
             c.node.dispatch()
         e.link.drained()
+
+
+def _kind_from(capabilities: Any) -> str | None:
+    """The node kind a terminus asks for through its capabilities (``stream``)."""
+    if capabilities and STREAM_CAPABILITY in capabilities:
+        return "stream"
+    return None
+
+
+def _annotate_offset(msg: QueuedMessage, offset: int) -> bytes:
+    """The message bytes with ``x-opt-offset`` and ``x-opt-timestamp`` annotations."""
+    try:
+        return LazyMessage(msg.data).with_annotations(
+            {symbol("x-opt-offset"): offset, symbol("x-opt-timestamp"): timestamp(int(msg.arrival * 1000))}
+        )
+    except DecodeError:
+        return msg.data
+
+
+class Management(Node):
+    """``$management``: request/response operations on the broker (stream-info)."""
+
+    kind = "management"
+
+    def __init__(self, broker: Broker) -> None:
+        super().__init__(MANAGEMENT_ADDRESS, QueuePolicy())
+        self.broker = broker
+
+    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
+        on_stored()
+        try:
+            request = Message.decode(msg.data)
+        except DecodeError:
+            return True
+        props = request.application_properties or {}
+        op = props.get("operation")
+        status, body = 200, None
+        if op == "stream-info":
+            node = self.broker.nodes.get(str(props.get("address")))
+            if isinstance(node, Stream):
+                body = node.info()
+            else:
+                status, body = 404, {"error": f"no stream at {props.get('address')!r}"}
+        else:
+            status, body = 400, {"error": f"unknown operation {op!r}"}
+        reply_to = request.reply_to
+        if reply_to:
+            target = self.broker.lookup(reply_to, create=False)
+            if target is not None:
+                reply = Message(body=body, correlation_id=request.id if request.correlation_id is None else request.correlation_id)
+                reply.application_properties = {"status-code": status}
+                target.publish(QueuedMessage(reply.encode(), arrival=self.broker.now()), lambda: None)
+        return True
 
 
 def _is_terminal(state: Any) -> bool:

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from . import store as _store
 from .config import QueuePolicy
 
-__all__ = ["Consumer", "Journal", "Node", "Queue", "QueuedMessage", "Topic"]
+__all__ = ["Consumer", "DuplicateWindow", "Journal", "Node", "Queue", "QueuedMessage", "Stream", "Topic"]
 
 PRIORITY_LEVELS = 10
 DEFAULT_PRIORITY = 4
@@ -183,6 +183,7 @@ class Queue(Node):
         self.browsers: dict[int, int] = {}  # consumer id -> last seq browsed
         self._dispatching = False
         self._last_size = 1
+        self.dedup = DuplicateWindow(policy.duplicate_window)
         # publishers held back by this queue's limits, told when messages leave
         self.space_listeners: set[Callable[[], None]] = set()
 
@@ -211,6 +212,7 @@ class Queue(Node):
 
     def restore(self, msg: QueuedMessage) -> None:
         """Put back a message recovered from the store (already durable)."""
+        self.dedup.seen(msg.message_id)
         self._next_seq_at_least(msg.seq + 1)
         self._levels[msg.priority].append(msg)
         self.count += 1
@@ -227,8 +229,12 @@ class Queue(Node):
         """Enqueue ``msg``; ``on_stored`` runs once it is safe (stored, if durable).
 
         Returns False (and does nothing) when the queue is full and its overflow
-        policy is ``reject``.
+        policy is ``reject``. A message-id seen within the duplicate window is
+        acknowledged and not stored again.
         """
+        if self.dedup.seen(msg.message_id):
+            on_stored()
+            return True
         if self.is_full(msg.size):
             if self.policy.overflow == "reject":
                 return False
@@ -484,3 +490,181 @@ class Topic(Node):
 
     def remove_consumer(self, consumer: Consumer) -> None:
         raise TypeError("consumers attach to a topic through subscribe()")
+
+
+class DuplicateWindow:
+    """The last ``size`` message-ids a node has stored (publishes seen again are not stored)."""
+
+    __slots__ = ("_ids", "size")
+
+    def __init__(self, size: int) -> None:
+        from collections import OrderedDict
+
+        self.size = size
+        self._ids: OrderedDict[str, None] = OrderedDict()
+
+    def seen(self, message_id: str | None) -> bool:
+        """True if ``message_id`` is in the window; otherwise remember it and return False."""
+        if message_id is None or self.size <= 0:
+            return False
+        ids = self._ids
+        if message_id in ids:
+            return True
+        ids[message_id] = None
+        if len(ids) > self.size:
+            ids.popitem(last=False)
+        return False
+
+
+class Stream(Node):
+    """An append-only log: consecutive offsets, durable, not removed by consumption.
+
+    Each consumer reads from its own position, chosen at attach time (first,
+    last, next, an offset, or a timestamp). Retention drops the oldest entries
+    by age and by total size.
+    """
+
+    kind = "stream"
+
+    def __init__(
+        self,
+        name: str,
+        policy: QueuePolicy,
+        *,
+        journal: Journal = NULL_JOURNAL,
+        now: Callable[[], float],
+        annotate: Callable[[QueuedMessage, int], bytes] | None = None,
+    ) -> None:
+        super().__init__(name, policy)
+        self.journal = journal
+        self.now = now
+        self.annotate = annotate
+        self._entries: list[QueuedMessage] = []  # offset = first + index - _base
+        self._base = 0  # index of the first retained entry in _entries
+        self.first = 0  # offset of the oldest retained message
+        self.next = 0  # offset the next message gets
+        self.bytes = 0
+        self.positions: dict[int, int] = {}  # consumer id -> next offset to deliver
+        self.consumers: list[Consumer] = []
+        self.dedup = DuplicateWindow(policy.duplicate_window)
+        self._dispatching = False
+
+    @property
+    def count(self) -> int:
+        return self.next - self.first
+
+    def _get(self, offset: int) -> QueuedMessage:
+        return self._entries[self._base + offset - self.first]
+
+    def restore(self, msg: QueuedMessage) -> None:
+        """Append a message recovered from the store (its seq is its offset)."""
+        if not self._entries[self._base :]:
+            self.first = self.next = msg.seq
+        self._entries.append(msg)
+        self.next = msg.seq + 1
+        self.bytes += msg.size
+        self.dedup.seen(msg.message_id)
+
+    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
+        if self.dedup.seen(msg.message_id):
+            on_stored()  # a replayed publish: accepted again, stored once
+            return True
+        offset = self.next
+        msg.seq = offset
+        if msg.arrival == 0.0:
+            msg.arrival = self.now()
+        if self.annotate is not None:
+            msg.data = self.annotate(msg, offset)
+            msg.size = len(msg.data)
+        self._entries.append(msg)
+        self.next = offset + 1
+        self.bytes += msg.size
+        self.stats.enqueued += 1
+        self.journal.submit(
+            (_store.PUT, self.name, offset, msg.priority, 0, None, msg.arrival, msg.message_id, msg.data),
+            on_stored,
+        )
+        self._retain()
+        self.dispatch()
+        return True
+
+    def _retain(self) -> None:
+        p = self.policy
+        cutoff = self.now() - p.max_age_seconds if p.max_age_seconds else None
+        while self.first < self.next:
+            oldest = self._get(self.first)
+            too_old = cutoff is not None and oldest.arrival < cutoff
+            too_big = p.retention_bytes is not None and self.bytes > p.retention_bytes and self.count > 1
+            if not (too_old or too_big):
+                break
+            self.journal.submit((_store.DELETE, self.name, self.first))
+            self.bytes -= oldest.size
+            self._base += 1
+            self.first += 1
+        if self._base > 1024 and self._base > len(self._entries) // 2:
+            del self._entries[: self._base]
+            self._base = 0
+
+    def start_offset(self, spec: Any) -> int:
+        """Where a consumer starts for a filter value: first/last/next, an offset or a timestamp."""
+        from ..types import timestamp
+
+        if spec is None or spec == "next":
+            return self.next
+        if spec == "first":
+            return self.first
+        if spec == "last":
+            return max(self.next - 1, self.first)
+        if isinstance(spec, timestamp):
+            ms = int(spec) / 1000
+            lo, hi = self.first, self.next
+            while lo < hi:  # arrival times only grow: binary search
+                mid = (lo + hi) // 2
+                if self._get(mid).arrival < ms:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            return lo
+        if isinstance(spec, int) and not isinstance(spec, bool):
+            return min(max(spec, self.first), self.next)
+        raise ValueError(f"unsupported stream offset {spec!r}: use first, last, next, an offset or a timestamp")
+
+    def add_consumer(self, consumer: Consumer, start: int | None = None) -> None:
+        self.positions[consumer.id] = self.next if start is None else start
+        self.consumers.append(consumer)
+        self.dispatch()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+        self.positions.pop(consumer.id, None)
+
+    def dispatch(self) -> None:
+        if self._dispatching:
+            return
+        self._dispatching = True
+        try:
+            for c in self.consumers:
+                pos = max(self.positions.get(c.id, self.next), self.first)
+                while pos < self.next and c.credit() > 0:
+                    msg = self._get(pos)
+                    pos += 1
+                    self.positions[c.id] = pos
+                    self.stats.delivered += 1
+                    c.deliver(self, msg)
+                self.positions[c.id] = pos
+        finally:
+            self._dispatching = False
+
+    # outcomes do not remove anything from a stream
+    def ack(self, msg: QueuedMessage) -> None:
+        self.stats.acked += 1
+
+    def release(self, msg: QueuedMessage, *, delivery_failed: bool = False, undeliverable_to: int | None = None) -> None:
+        self.stats.released += 1
+
+    def reject(self, msg: QueuedMessage) -> None:
+        self.stats.rejected += 1
+
+    def info(self) -> dict[str, int]:
+        return {"first": self.first, "next": self.next, "count": self.count, "bytes": self.bytes}

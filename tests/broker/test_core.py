@@ -198,3 +198,87 @@ def test_outcome_events_reach_sender() -> None:
     assert isinstance(d.remote_state, Accepted) and d.remote_settled
     assert any(isinstance(e, DeliveryUpdated) for e in c.events)
     assert not isinstance(d.remote_state, (Rejected, Released))
+
+
+def stream_net(**policy: object) -> Net:
+    return Net(BrokerConfig(addresses=[AddressRule(pattern="events*", kind="stream", policy=QueuePolicy(**policy))]))
+
+
+def offsets(deliveries: list) -> list[int]:
+    return [Message.decode(d.payload).message_annotations["x-opt-offset"] for d in deliveries]
+
+
+def test_stream_offsets_and_independent_consumers() -> None:
+    from amqp10.types import symbol, timestamp
+
+    net = stream_net()
+    c = net.client()
+    s = c.sender("events")
+    for i in range(5):
+        c.send(s, Message(body=i))
+    f = symbol("amqp10:stream-offset")
+    first = c.receiver("events", credit=10, source=Source(address="events", filter={f: "first"}))
+    got = c.received(first)
+    assert offsets(got) == [0, 1, 2, 3, 4]
+    assert [body(d) for d in got] == [0, 1, 2, 3, 4]
+    for d in got:
+        d.accept()  # consumption does not remove anything from a stream
+    net.pump()
+    at3 = c.receiver("events", credit=10, source=Source(address="events", filter={f: 3}))
+    assert offsets(c.received(at3)) == [3, 4]
+    nxt = c.receiver("events", credit=10, source=Source(address="events", filter={f: "next"}))
+    assert c.received(nxt) == []
+    c.send(s, Message(body=5))
+    assert offsets(c.received(nxt)) == [5]
+    assert offsets(c.received(first)) == [5]
+    assert offsets(c.received(at3)) == [5]
+    assert nxt.remote_source.filter == {f: "next"}
+    ts = c.receiver("events", credit=10, source=Source(address="events", filter={f: timestamp(0)}))
+    assert offsets(c.received(ts)) == [0, 1, 2, 3, 4, 5]
+    node = net.broker.nodes["events"]
+    assert node.info() == {"first": 0, "next": 6, "count": 6, "bytes": node.bytes}
+
+
+def test_stream_retention_by_bytes() -> None:
+    from amqp10.types import symbol
+
+    net = stream_net(retention_bytes=400)
+    c = net.client()
+    s = c.sender("events-r")
+    for _ in range(20):
+        c.send(s, Message(body=b"x" * 50))
+    node = net.broker.nodes["events-r"]
+    assert node.bytes <= 400 and node.first > 0 and node.next == 20
+    r = c.receiver("events-r", credit=50, source=Source(address="events-r", filter={symbol("amqp10:stream-offset"): "first"}))
+    assert offsets(c.received(r))[0] == node.first
+
+
+def test_stream_auto_created_by_capability_and_info_over_management() -> None:
+    from amqp10.types import symbol
+
+    net = Net()
+    c = net.client()
+    s = c.sender("logs", target=__import__("amqp10.types", fromlist=["Target"]).Target(address="logs", capabilities=[symbol("stream")]))
+    for i in range(3):
+        c.send(s, Message(body=i))
+    assert net.broker.nodes["logs"].kind == "stream"
+    reply = c.receiver(None, credit=5, source=Source(dynamic=True))
+    m = c.sender("$management")
+    req = Message(body=None, reply_to=reply.remote_source.address, id="q1")
+    req.application_properties = {"operation": "stream-info", "address": "logs"}
+    c.send(m, req)
+    (d,) = c.received(reply)
+    answer = Message.decode(d.payload)
+    assert answer.body == {"first": 0, "next": 3, "count": 3, "bytes": net.broker.nodes["logs"].bytes}
+    assert answer.correlation_id == "q1"
+
+
+def test_duplicate_message_ids_stored_once() -> None:
+    net = Net(BrokerConfig(default_policy=QueuePolicy(duplicate_window=100)))
+    c = net.client()
+    s = c.sender("dedup")
+    d1 = c.send(s, Message(body="a", id="m-1"))
+    d2 = c.send(s, Message(body="a again", id="m-1"))
+    c.send(s, Message(body="b", id="m-2"))
+    assert isinstance(d1.remote_state, Accepted) and isinstance(d2.remote_state, Accepted)
+    assert net.broker.nodes["dedup"].count == 2

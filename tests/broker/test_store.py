@@ -96,3 +96,36 @@ def test_broker_recovers_queues_in_order(tmp_path: Path) -> None:
     msgs = list(q)
     assert [Message.decode(m.data).body for m in msgs] == [1, 2, 3, 4]
     assert [m.delivery_count for m in msgs] == [1, 0, 0, 0]  # message 1 was in flight
+
+
+def test_stream_recovers_offsets_and_dedup_window(tmp_path: Path) -> None:
+    from amqp10.broker.config import AddressRule, QueuePolicy
+    from amqp10.broker.nodes import Stream
+
+    s = st.Store(tmp_path / "db.sqlite3")
+
+    class SyncJournal:
+        def submit(self, op: tuple[object, ...], on_commit: object = None) -> None:
+            s.apply([op])
+            if on_commit is not None:
+                on_commit()  # type: ignore[operator]
+
+    cfg = BrokerConfig(
+        addresses=[AddressRule(pattern="ev", kind="stream", policy=QueuePolicy(duplicate_window=10))]
+    )
+    net = Net()
+    net.broker = Broker(cfg, journal=SyncJournal())
+    c = net.client()
+    snd = c.sender("ev")
+    for i in range(4):
+        c.send(snd, Message(body=i, id=f"id-{i}"))
+    fresh = Broker(cfg)
+    assert fresh.recover(s) == 4
+    node = fresh.nodes["ev"]
+    assert isinstance(node, Stream)
+    assert node.info()["first"] == 0 and node.info()["next"] == 4
+    called: list[int] = []
+    from amqp10.broker.nodes import QueuedMessage
+
+    node.publish(QueuedMessage(b"\x00Su\xa0\x01x", message_id=repr("id-2")), lambda: called.append(1))
+    assert called == [1] and node.next == 4  # a replay after restart is stored once
