@@ -11,8 +11,9 @@ here. Each integer class checks its range on construction, so a negative
 from __future__ import annotations
 
 import datetime as _dt
+import struct as _struct
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Self
 
 __all__ = [
     "Array",
@@ -42,7 +43,7 @@ class _BoundedInt(int):
     _min = 0
     _max = 0
 
-    def __new__(cls, value: Any = 0) -> Any:
+    def __new__(cls, value: Any = 0) -> Self:
         v = int.__new__(cls, value)
         if not cls._min <= v <= cls._max:
             raise ValueError(f"{cls.__name__} out of range [{cls._min}, {cls._max}]: {int(v)}")
@@ -123,7 +124,7 @@ class timestamp(_BoundedInt):
     def from_datetime(cls, value: _dt.datetime) -> timestamp:
         """The timestamp of an aware (or UTC-naive) datetime, truncated to milliseconds."""
         if value.tzinfo is None:
-            value = value.replace(tzinfo=_dt.timezone.utc)
+            value = value.replace(tzinfo=_dt.UTC)
         delta = value - _EPOCH
         return cls((delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000)
 
@@ -132,7 +133,8 @@ class timestamp(_BoundedInt):
         return _EPOCH + _dt.timedelta(milliseconds=int(self))
 
 
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+_F32 = _struct.Struct(">f")
 
 
 class decimal32(_BoundedInt):
@@ -165,9 +167,21 @@ class decimal128(bytes):
 
 
 class float32(float):
-    """AMQP float: 32-bit IEEE 754 (values are rounded to single precision on encode)."""
+    """AMQP float: 32-bit IEEE 754.
+
+    The value is rounded to single precision when made, so a ``float32`` holds
+    exactly what travels (and ``decode(encode(x)) == x``); a finite value too
+    large for 32 bits is a ``ValueError``.
+    """
 
     __slots__ = ()
+
+    def __new__(cls, value: Any = 0.0) -> float32:
+        try:
+            single = _F32.unpack(_F32.pack(float(value)))[0]
+        except OverflowError:
+            raise ValueError(f"float32 out of range: {value!r}") from None
+        return float.__new__(cls, single)
 
     def __repr__(self) -> str:
         return f"float32({float(self)!r})"
@@ -182,6 +196,8 @@ class char(str):
         v = str.__new__(cls, value)
         if len(v) != 1:
             raise ValueError(f"char needs exactly one code point, got {len(v)}")
+        if 0xD800 <= ord(v) <= 0xDFFF:
+            raise ValueError(f"char must be a Unicode scalar value, not surrogate {ord(v):#x}")
         return v
 
     def __repr__(self) -> str:
@@ -209,7 +225,7 @@ class Described:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Described):
             return NotImplemented
-        return self.descriptor == other.descriptor and self.value == other.value
+        return bool(self.descriptor == other.descriptor and self.value == other.value)
 
     def __hash__(self) -> int:
         return hash((Described, self.descriptor))
@@ -233,7 +249,8 @@ class Array:
     def __init__(
         self, element_type: type, elements: Iterable[Any] = (), descriptor: Any = None
     ) -> None:
-        self.element_type = element_type
+        # ``long`` is what a plain ``int`` already travels as, and decodes as ``int``
+        self.element_type = int if element_type is long else element_type
         self.elements: Sequence[Any] = list(elements)
         self.descriptor = descriptor
 
