@@ -1047,11 +1047,22 @@ def register_described(code: int, name: str, builder: Callable[[Any], Any]) -> N
     _DESCRIBED_BY_NAME[name] = builder
 
 
+_DESCRIBED_RAW: dict[int, Decoder] = {}
+
+
+def register_described_raw(code: int, decoder: Decoder) -> None:
+    """Decode values described by ulong ``code`` (< 256) straight from the bytes."""
+    _DESCRIBED_RAW[code] = decoder
+
+
 def _d_described(data: Buffer, pos: int, depth: int, lim: Limits) -> tuple[Any, int]:
     if depth >= lim.max_depth:
         raise DecodeError(f"nesting deeper than the limit of {lim.max_depth}")
     code = data[pos]
     if code == 0x53:  # smallulong: every spec descriptor fits, so this is the hot path
+        raw = _DESCRIBED_RAW.get(data[pos + 1])
+        if raw is not None:
+            return raw(data, pos + 2, depth + 1, lim)
         descriptor: Any = _mk_ulong(data[pos + 1])
         pos += 2
     elif code == 0x00:

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
 from . import definitions as _definitions  # noqa: F401  (restricted types first)
 from .composite import Composite, DescribedType, Field
+from .primitives import symbol
+
+if TYPE_CHECKING:
+    from .transport import Error
 
 __all__ = [
     "Accepted",
@@ -46,6 +53,23 @@ class Header(Composite):
         Field("delivery-count", "uint"),
     )
     __slots__ = tuple(f.attr for f in FIELDS)
+    durable: bool | None
+    priority: int | None
+    ttl: int | None
+    first_acquirer: bool | None
+    delivery_count: int | None
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            durable: bool | None = None,
+            priority: int | None = None,
+            ttl: int | None = None,
+            first_acquirer: bool | None = None,
+            delivery_count: int | None = None,
+        ) -> None: ...
 
 
 class DeliveryAnnotations(DescribedType):
@@ -93,6 +117,39 @@ class Properties(Composite):
         Field("reply-to-group-id", "string"),
     )
     __slots__ = tuple(f.attr for f in FIELDS)
+    message_id: Any
+    user_id: bytes | None
+    to: Any
+    subject: str | None
+    reply_to: Any
+    correlation_id: Any
+    content_type: symbol | None
+    content_encoding: symbol | None
+    absolute_expiry_time: int | None
+    creation_time: int | None
+    group_id: str | None
+    group_sequence: int | None
+    reply_to_group_id: str | None
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            message_id: Any = None,
+            user_id: bytes | None = None,
+            to: Any = None,
+            subject: str | None = None,
+            reply_to: Any = None,
+            correlation_id: Any = None,
+            content_type: str | None = None,
+            content_encoding: str | None = None,
+            absolute_expiry_time: int | None = None,
+            creation_time: int | None = None,
+            group_id: str | None = None,
+            group_sequence: int | None = None,
+            reply_to_group_id: str | None = None,
+        ) -> None: ...
 
 
 class ApplicationProperties(DescribedType):
@@ -165,6 +222,17 @@ class Received(Composite):
         Field("section-offset", "ulong", mandatory=True),
     )
     __slots__ = tuple(f.attr for f in FIELDS)
+    section_number: int
+    section_offset: int
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            section_number: int,
+            section_offset: int,
+        ) -> None: ...
 
 
 class Accepted(Composite):
@@ -187,6 +255,15 @@ class Rejected(Composite):
     PROVIDES = "delivery-state, outcome"
     FIELDS = (Field("error", "error"),)
     __slots__ = ("error",)
+    error: Error | None
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            error: Error | None = None,
+        ) -> None: ...
 
 
 class Released(Composite):
@@ -213,6 +290,19 @@ class Modified(Composite):
         Field("message-annotations", "fields"),
     )
     __slots__ = tuple(f.attr for f in FIELDS)
+    delivery_failed: bool | None
+    undeliverable_here: bool | None
+    message_annotations: dict[Any, Any] | None
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            delivery_failed: bool | None = None,
+            undeliverable_here: bool | None = None,
+            message_annotations: dict[Any, Any] | None = None,
+        ) -> None: ...
 
 
 # --- addressing --------------------------------------------------------------------------
@@ -228,7 +318,7 @@ class Source(Composite):
     FIELDS = (
         Field("address", "*", requires="address"),
         Field("durable", "terminus-durability", default=0),
-        Field("expiry-policy", "terminus-expiry-policy", default="session-end"),
+        Field("expiry-policy", "terminus-expiry-policy", default=symbol("session-end")),
         Field("timeout", "seconds", default=0),
         Field("dynamic", "boolean", default=False),
         Field("dynamic-node-properties", "node-properties"),
@@ -239,6 +329,35 @@ class Source(Composite):
         Field("capabilities", "symbol", multiple=True),
     )
     __slots__ = tuple(f.attr for f in FIELDS)
+    address: Any
+    durable: int
+    expiry_policy: symbol
+    timeout: int
+    dynamic: bool
+    dynamic_node_properties: dict[Any, Any] | None
+    distribution_mode: symbol | None
+    filter: dict[Any, Any] | None
+    default_outcome: Any
+    outcomes: list[symbol] | None
+    capabilities: list[symbol] | None
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            address: Any = None,
+            durable: int | None = None,
+            expiry_policy: str | None = None,
+            timeout: int | None = None,
+            dynamic: bool | None = None,
+            dynamic_node_properties: dict[Any, Any] | None = None,
+            distribution_mode: str | None = None,
+            filter: dict[Any, Any] | None = None,
+            default_outcome: Any = None,
+            outcomes: str | Sequence[str] | None = None,
+            capabilities: str | Sequence[str] | None = None,
+        ) -> None: ...
 
 
 class Target(Composite):
@@ -251,13 +370,34 @@ class Target(Composite):
     FIELDS = (
         Field("address", "*", requires="address"),
         Field("durable", "terminus-durability", default=0),
-        Field("expiry-policy", "terminus-expiry-policy", default="session-end"),
+        Field("expiry-policy", "terminus-expiry-policy", default=symbol("session-end")),
         Field("timeout", "seconds", default=0),
         Field("dynamic", "boolean", default=False),
         Field("dynamic-node-properties", "node-properties"),
         Field("capabilities", "symbol", multiple=True),
     )
     __slots__ = tuple(f.attr for f in FIELDS)
+    address: Any
+    durable: int
+    expiry_policy: symbol
+    timeout: int
+    dynamic: bool
+    dynamic_node_properties: dict[Any, Any] | None
+    capabilities: list[symbol] | None
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            address: Any = None,
+            durable: int | None = None,
+            expiry_policy: str | None = None,
+            timeout: int | None = None,
+            dynamic: bool | None = None,
+            dynamic_node_properties: dict[Any, Any] | None = None,
+            capabilities: str | Sequence[str] | None = None,
+        ) -> None: ...
 
 
 class DeleteOnClose(Composite):

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from . import definitions as _definitions  # noqa: F401  (restricted types first)
 from .composite import Composite, Field
+from .primitives import symbol
 
 __all__ = ["SASL_FRAMES", "SaslChallenge", "SaslInit", "SaslMechanisms", "SaslOutcome", "SaslResponse"]
 
@@ -17,6 +21,15 @@ class SaslMechanisms(Composite):
     PROVIDES = "sasl-frame"
     FIELDS = (Field("sasl-server-mechanisms", "symbol", mandatory=True, multiple=True),)
     __slots__ = ("sasl_server_mechanisms",)
+    sasl_server_mechanisms: list[symbol]
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            sasl_server_mechanisms: str | Sequence[str],
+        ) -> None: ...
 
 
 class SaslInit(Composite):
@@ -32,6 +45,19 @@ class SaslInit(Composite):
         Field("hostname", "string"),
     )
     __slots__ = tuple(f.attr for f in FIELDS)
+    mechanism: symbol
+    initial_response: bytes | None
+    hostname: str | None
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            mechanism: str,
+            initial_response: bytes | None = None,
+            hostname: str | None = None,
+        ) -> None: ...
 
 
 class SaslChallenge(Composite):
@@ -43,6 +69,15 @@ class SaslChallenge(Composite):
     PROVIDES = "sasl-frame"
     FIELDS = (Field("challenge", "binary", mandatory=True),)
     __slots__ = ("challenge",)
+    challenge: bytes
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            challenge: bytes,
+        ) -> None: ...
 
 
 class SaslResponse(Composite):
@@ -54,6 +89,15 @@ class SaslResponse(Composite):
     PROVIDES = "sasl-frame"
     FIELDS = (Field("response", "binary", mandatory=True),)
     __slots__ = ("response",)
+    response: bytes
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            response: bytes,
+        ) -> None: ...
 
 
 class SaslOutcome(Composite):
@@ -68,6 +112,17 @@ class SaslOutcome(Composite):
         Field("additional-data", "binary"),
     )
     __slots__ = tuple(f.attr for f in FIELDS)
+    code: int
+    additional_data: bytes | None
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            code: int,
+            additional_data: bytes | None = None,
+        ) -> None: ...
 
 
 SASL_FRAMES: tuple[type[Composite], ...] = (

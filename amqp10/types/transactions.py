@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
 from . import definitions as _definitions  # noqa: F401  (restricted types first)
 from .composite import Composite, Field
+from .primitives import symbol
 
 __all__ = ["Coordinator", "Declare", "Declared", "Discharge", "TransactionalState"]
 
@@ -17,6 +21,15 @@ class Coordinator(Composite):
     PROVIDES = "target"
     FIELDS = (Field("capabilities", "symbol", multiple=True, requires="txn-capability"),)
     __slots__ = ("capabilities",)
+    capabilities: list[symbol] | None
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            capabilities: str | Sequence[str] | None = None,
+        ) -> None: ...
 
 
 class Declare(Composite):
@@ -27,6 +40,15 @@ class Declare(Composite):
     DESCRIPTOR_CODE = 0x31
     FIELDS = (Field("global-id", "*", requires="global-tx-id"),)
     __slots__ = ("global_id",)
+    global_id: Any
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            global_id: Any = None,
+        ) -> None: ...
 
 
 class Discharge(Composite):
@@ -39,7 +61,18 @@ class Discharge(Composite):
         Field("txn-id", "*", mandatory=True, requires="txn-id"),
         Field("fail", "boolean"),
     )
-    __slots__ = ("txn_id", "fail")
+    __slots__ = ("fail", "txn_id")
+    txn_id: Any
+    fail: bool | None
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            txn_id: Any,
+            fail: bool | None = None,
+        ) -> None: ...
 
 
 class Declared(Composite):
@@ -51,6 +84,15 @@ class Declared(Composite):
     PROVIDES = "delivery-state, outcome"
     FIELDS = (Field("txn-id", "*", mandatory=True, requires="txn-id"),)
     __slots__ = ("txn_id",)
+    txn_id: Any
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            txn_id: Any,
+        ) -> None: ...
 
 
 class TransactionalState(Composite):
@@ -64,4 +106,15 @@ class TransactionalState(Composite):
         Field("txn-id", "*", mandatory=True, requires="txn-id"),
         Field("outcome", "*", requires="outcome"),
     )
-    __slots__ = ("txn_id", "outcome")
+    __slots__ = ("outcome", "txn_id")
+    txn_id: Any
+    outcome: Any
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            txn_id: Any,
+            outcome: Any = None,
+        ) -> None: ...

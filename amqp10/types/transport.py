@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from . import definitions as _definitions  # noqa: F401  (restricted types first)
 from .composite import Composite, Field
+from .definitions import Role
+from .primitives import symbol
 
 __all__ = [
     "Attach",
@@ -36,9 +38,19 @@ class Error(Composite):
         Field("info", "fields"),
     )
     __slots__ = ("condition", "description", "info")
-    condition: Any
+    condition: symbol
     description: str | None
     info: dict[Any, Any] | None
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            condition: str,
+            description: str | None = None,
+            info: dict[Any, Any] | None = None,
+        ) -> None: ...
 
 
 class Open(Composite):
@@ -61,6 +73,33 @@ class Open(Composite):
         Field("properties", "fields"),
     )
     __slots__ = tuple(f.attr for f in FIELDS)
+    container_id: str
+    hostname: str | None
+    max_frame_size: int
+    channel_max: int
+    idle_time_out: int | None
+    outgoing_locales: list[symbol] | None
+    incoming_locales: list[symbol] | None
+    offered_capabilities: list[symbol] | None
+    desired_capabilities: list[symbol] | None
+    properties: dict[Any, Any] | None
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            container_id: str,
+            hostname: str | None = None,
+            max_frame_size: int | None = None,
+            channel_max: int | None = None,
+            idle_time_out: int | None = None,
+            outgoing_locales: str | Sequence[str] | None = None,
+            incoming_locales: str | Sequence[str] | None = None,
+            offered_capabilities: str | Sequence[str] | None = None,
+            desired_capabilities: str | Sequence[str] | None = None,
+            properties: dict[Any, Any] | None = None,
+        ) -> None: ...
 
 
 class Begin(Composite):
@@ -81,6 +120,29 @@ class Begin(Composite):
         Field("properties", "fields"),
     )
     __slots__ = tuple(f.attr for f in FIELDS)
+    remote_channel: int | None
+    next_outgoing_id: int
+    incoming_window: int
+    outgoing_window: int
+    handle_max: int
+    offered_capabilities: list[symbol] | None
+    desired_capabilities: list[symbol] | None
+    properties: dict[Any, Any] | None
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            remote_channel: int | None = None,
+            next_outgoing_id: int,
+            incoming_window: int,
+            outgoing_window: int,
+            handle_max: int | None = None,
+            offered_capabilities: str | Sequence[str] | None = None,
+            desired_capabilities: str | Sequence[str] | None = None,
+            properties: dict[Any, Any] | None = None,
+        ) -> None: ...
 
 
 class Attach(Composite):
@@ -107,6 +169,41 @@ class Attach(Composite):
         Field("properties", "fields"),
     )
     __slots__ = tuple(f.attr for f in FIELDS)
+    name: str
+    handle: int
+    role: bool
+    snd_settle_mode: int
+    rcv_settle_mode: int
+    source: Any
+    target: Any
+    unsettled: dict[Any, Any] | None
+    incomplete_unsettled: bool
+    initial_delivery_count: int | None
+    max_message_size: int | None
+    offered_capabilities: list[symbol] | None
+    desired_capabilities: list[symbol] | None
+    properties: dict[Any, Any] | None
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            name: str,
+            handle: int,
+            role: bool | Role,
+            snd_settle_mode: int | None = None,
+            rcv_settle_mode: int | None = None,
+            source: Any = None,
+            target: Any = None,
+            unsettled: dict[Any, Any] | None = None,
+            incomplete_unsettled: bool | None = None,
+            initial_delivery_count: int | None = None,
+            max_message_size: int | None = None,
+            offered_capabilities: str | Sequence[str] | None = None,
+            desired_capabilities: str | Sequence[str] | None = None,
+            properties: dict[Any, Any] | None = None,
+        ) -> None: ...
 
 
 class Flow(Composite):
@@ -130,6 +227,35 @@ class Flow(Composite):
         Field("properties", "fields"),
     )
     __slots__ = tuple(f.attr for f in FIELDS)
+    next_incoming_id: int | None
+    incoming_window: int
+    next_outgoing_id: int
+    outgoing_window: int
+    handle: int | None
+    delivery_count: int | None
+    link_credit: int | None
+    available: int | None
+    drain: bool
+    echo: bool
+    properties: dict[Any, Any] | None
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            next_incoming_id: int | None = None,
+            incoming_window: int,
+            next_outgoing_id: int,
+            outgoing_window: int,
+            handle: int | None = None,
+            delivery_count: int | None = None,
+            link_credit: int | None = None,
+            available: int | None = None,
+            drain: bool | None = None,
+            echo: bool | None = None,
+            properties: dict[Any, Any] | None = None,
+        ) -> None: ...
 
 
 class Transfer(Composite):
@@ -153,6 +279,35 @@ class Transfer(Composite):
         Field("batchable", "boolean", default=False),
     )
     __slots__ = tuple(f.attr for f in FIELDS)
+    handle: int
+    delivery_id: int | None
+    delivery_tag: bytes | None
+    message_format: int | None
+    settled: bool | None
+    more: bool
+    rcv_settle_mode: int | None
+    state: Any
+    resume: bool
+    aborted: bool
+    batchable: bool
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            handle: int,
+            delivery_id: int | None = None,
+            delivery_tag: bytes | None = None,
+            message_format: int | None = None,
+            settled: bool | None = None,
+            more: bool | None = None,
+            rcv_settle_mode: int | None = None,
+            state: Any = None,
+            resume: bool | None = None,
+            aborted: bool | None = None,
+            batchable: bool | None = None,
+        ) -> None: ...
 
 
 class Disposition(Composite):
@@ -171,6 +326,25 @@ class Disposition(Composite):
         Field("batchable", "boolean", default=False),
     )
     __slots__ = tuple(f.attr for f in FIELDS)
+    role: bool
+    first: int
+    last: int | None
+    settled: bool
+    state: Any
+    batchable: bool
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            role: bool | Role,
+            first: int,
+            last: int | None = None,
+            settled: bool | None = None,
+            state: Any = None,
+            batchable: bool | None = None,
+        ) -> None: ...
 
 
 class Detach(Composite):
@@ -186,6 +360,19 @@ class Detach(Composite):
         Field("error", "error"),
     )
     __slots__ = tuple(f.attr for f in FIELDS)
+    handle: int
+    closed: bool
+    error: Error | None
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            handle: int,
+            closed: bool | None = None,
+            error: Error | None = None,
+        ) -> None: ...
 
 
 class End(Composite):
@@ -197,6 +384,15 @@ class End(Composite):
     PROVIDES = "frame"
     FIELDS = (Field("error", "error"),)
     __slots__ = ("error",)
+    error: Error | None
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            error: Error | None = None,
+        ) -> None: ...
 
 
 class Close(Composite):
@@ -208,6 +404,15 @@ class Close(Composite):
     PROVIDES = "frame"
     FIELDS = (Field("error", "error"),)
     __slots__ = ("error",)
+    error: Error | None
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            error: Error | None = None,
+        ) -> None: ...
 
 
 PERFORMATIVES: tuple[type[Composite], ...] = (
