@@ -788,7 +788,7 @@ def _variable(width: int, kind: str) -> Decoder:
     if kind == "binary":
 
         def dec(data: Buffer, pos: int, depth: int, lim: Limits) -> tuple[Any, int]:
-            n = hdr.unpack_from(data, pos)[0]
+            n = data[pos] if width == 1 else hdr.unpack_from(data, pos)[0]
             pos += width
             end = pos + n
             if end > len(data):
@@ -798,7 +798,7 @@ def _variable(width: int, kind: str) -> Decoder:
     elif kind == "string":
 
         def dec(data: Buffer, pos: int, depth: int, lim: Limits) -> tuple[Any, int]:
-            n = hdr.unpack_from(data, pos)[0]
+            n = data[pos] if width == 1 else hdr.unpack_from(data, pos)[0]
             pos += width
             end = pos + n
             if end > len(data):
@@ -811,7 +811,7 @@ def _variable(width: int, kind: str) -> Decoder:
     else:
 
         def dec(data: Buffer, pos: int, depth: int, lim: Limits) -> tuple[Any, int]:
-            n = hdr.unpack_from(data, pos)[0]
+            n = data[pos] if width == 1 else hdr.unpack_from(data, pos)[0]
             pos += width
             end = pos + n
             if end > len(data):
@@ -851,7 +851,16 @@ def _compound_header(
 
 def _list(width: int) -> Decoder:
     def dec(data: Buffer, pos: int, depth: int, lim: Limits) -> tuple[Any, int]:
-        count, pos, end = _compound_header(data, pos, width, depth, lim, "list")
+        if width == 1:  # list8: read the header inline; anything odd takes the checked path
+            size = data[pos]
+            count = data[pos + 1]
+            end = pos + 1 + size
+            if count >= size or end > len(data) or count > lim.max_elements or depth >= lim.max_depth:
+                count, pos, end = _compound_header(data, pos, 1, depth, lim, "list")
+            else:
+                pos += 2
+        else:
+            count, pos, end = _compound_header(data, pos, width, depth, lim, "list")
         out: list[Any] = []
         append = out.append
         table = _DECODERS
@@ -868,7 +877,16 @@ def _list(width: int) -> Decoder:
 
 def _map(width: int) -> Decoder:
     def dec(data: Buffer, pos: int, depth: int, lim: Limits) -> tuple[Any, int]:
-        count, pos, end = _compound_header(data, pos, width, depth, lim, "map")
+        if width == 1:  # map8: read the header inline; anything odd takes the checked path
+            size = data[pos]
+            count = data[pos + 1]
+            end = pos + 1 + size
+            if count >= size or end > len(data) or count > lim.max_elements or depth >= lim.max_depth:
+                count, pos, end = _compound_header(data, pos, 1, depth, lim, "map")
+            else:
+                pos += 2
+        else:
+            count, pos, end = _compound_header(data, pos, width, depth, lim, "map")
         if count & 1:
             raise DecodeError(f"map has an odd element count {count}")
         out: dict[Any, Any] = {}
