@@ -8,7 +8,7 @@ are no sockets, threads, clocks or sleeps in here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from ..types import (
     Attach,
@@ -25,9 +25,22 @@ from ..types import (
     Transfer,
     codec,
 )
-from .connection_state import DISCARDS_FRAMES, ConnectionInput, ConnectionState, next_state
+from .connection_state import (
+    ACCEPTS_FRAMES,
+    DISCARDS_FRAMES,
+    ConnectionInput,
+    ConnectionState,
+    next_state,
+)
 from .errors import IllegalStateError, ProtocolViolation
-from .events import ConnectionClosed, ConnectionFailed, ConnectionOpened, Event, LinkFailed, SessionFailed
+from .events import (
+    ConnectionClosed,
+    ConnectionFailed,
+    ConnectionOpened,
+    Event,
+    LinkFailed,
+    SessionFailed,
+)
 from .framing import (
     AMQP_HEADER,
     FRAME_AMQP,
@@ -39,6 +52,7 @@ from .framing import (
 from .link import Link
 from .link_state import LinkState
 from .session import Session
+from .session_state import ACCEPTS_FRAMES as SESSION_ACCEPTS_FRAMES
 from .session_state import SessionState
 
 __all__ = ["Connection"]
@@ -46,6 +60,8 @@ __all__ = ["Connection"]
 S = ConnectionState
 I = ConnectionInput  # noqa: E741
 _U32 = 0xFFFFFFFF
+# states in which we have sent our open and not yet our close: frames may be written
+_WRITABLE = frozenset({S.OPEN_PIPE, S.OPEN_SENT, S.OPENED, S.CLOSE_RCVD})
 _decode_at = codec.decode_at
 _unpack_header = FRAME_HEADER.unpack_from
 # the transfer performative's worst-case size without its delivery-tag (first frame)
@@ -95,7 +111,7 @@ class Connection:
         self.context: Any = None
         # what the peer accepts from us (until its open: the spec's minimum)
         self.remote_max_frame_size = MIN_MAX_FRAME_SIZE
-        self.remote_channel_max = 0xFFFF
+        self.remote_channel_max = 0  # §2.4.1: until the peer's open, channel 0 only
         self.remote_idle_timeout: float | None = None
         self._max_transfer_payload = MIN_MAX_FRAME_SIZE - 8
         self._sessions: dict[int, Session] = {}  # by our channel
@@ -108,6 +124,7 @@ class Connection:
         self._header_sent = False
         self._header_received = False
         self._eof = False
+        self._framing_broken = False
         # idle-timeout bookkeeping: byte counters seen at the last tick
         self._bytes_in = 0
         self._bytes_out = 0
@@ -146,18 +163,24 @@ class Connection:
         if self.state in (S.CLOSE_SENT, S.DISCARDING, S.END, S.OC_PIPE, S.CLOSE_PIPE):
             return
         if self.state is S.START:
-            self.state = S.END
+            self._end()
             return
         if not self._header_sent:
             self._send_header()
         if self.state in (S.HDR_SENT, S.HDR_EXCH, S.OPEN_RCVD):
             self.open()
+        self._flush_sessions()  # batched dispositions go out before the close
         self._move(I.SEND_CLOSE_ERROR if error is not None else I.SEND_CLOSE)
-        self._flush_sessions()
         self._write_frame(0, Close(error=error))
+        self._end_if_done()
 
     def session(self, **kwargs: Any) -> Session:
-        """Create a session on the lowest free channel (call ``begin()`` on it)."""
+        """Create a session on the lowest free channel (call ``begin()`` on it).
+
+        Channels are bounded by our channel-max and the peer's; until the peer's
+        open arrives, only channel 0 may be used (§2.4.1). ``kwargs`` go to
+        :class:`Session` (``incoming_window``, ``handle_max``, ...).
+        """
         limit = min(self.channel_max, self.remote_channel_max)
         for ch in range(min(len(self._sessions) + 1, limit + 1)):
             if ch not in self._sessions:
@@ -189,7 +212,14 @@ class Connection:
             self._on_eof()
         elif self.state is not S.END:
             self._bytes_in += len(data)
-            self._process(data)
+            try:
+                self._process(data)
+            except Exception as exc:  # a bug of ours: never let the peer's input crash the caller
+                self._inbuf.clear()
+                self._fail(
+                    Error(condition=ErrorCondition.INTERNAL_ERROR, description=f"{type(exc).__name__}: {exc}")
+                )
+        self._end_if_done()
         events, self._events = self._events, []
         return events
 
@@ -212,27 +242,37 @@ class Connection:
     def tick(self, now: float) -> float | None:
         """Run the idle timers at time ``now`` (seconds); return the next deadline or None.
 
-        Closes a silent peer with ``amqp:resource-limit-exceeded`` once our
-        idle-time-out passes without input, and writes an empty frame when we
-        would otherwise be silent for half the peer's idle-time-out.
+        §2.4.5: when our ``idle_timeout`` passes with no bytes from the peer, the
+        connection is closed with ``amqp:resource-limit-exceeded`` (and a
+        ``ConnectionFailed`` event, from ``poll_events()``); if the peer does not
+        answer that close within another ``idle_timeout``, the connection ends.
+        When we would otherwise be silent for half the peer's idle-time-out, an
+        empty frame is written. (We advertise ``idle_timeout`` itself and the peer
+        sends at half of it, so a live peer has a margin of two.)
         """
         if self.state is S.END:
             return None
         deadlines = []
-        if self.idle_timeout and self.state not in (S.START, S.HDR_SENT):
+        if self.idle_timeout:
             if self._bytes_in != self._tick_in or self._rx_deadline is None:
                 self._tick_in = self._bytes_in
                 self._rx_deadline = now + self.idle_timeout
             elif now >= self._rx_deadline:
+                if self._closing():
+                    self._end()  # the peer never answered our close: give up on it
+                    return None
                 self._fail(
                     Error(
                         condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED,
                         description=f"no frames from the peer for {self.idle_timeout:g}s (idle-time-out)",
                     )
                 )
-                return None
+                if self.is_closed:  # no connection was established: nothing to wait for
+                    return None
+                self._rx_deadline = now + self.idle_timeout
             deadlines.append(self._rx_deadline)
-        if self.remote_idle_timeout and self.state in (S.OPENED, S.OPEN_RCVD, S.CLOSE_RCVD):
+        # §2.4.5: empty frames only after our open and before our close
+        if self.remote_idle_timeout and self.state is S.OPENED:
             interval = self.remote_idle_timeout / 2
             if self._bytes_out != self._tick_out or self._tx_deadline is None:
                 self._tick_out = self._bytes_out
@@ -282,8 +322,12 @@ class Connection:
             s._flush()
 
     def _check_can_begin(self) -> None:
-        if self.state not in (S.OPENED, S.OPEN_SENT, S.OPEN_PIPE):
+        if self.state not in _WRITABLE or self.state is S.CLOSE_RCVD:
             raise IllegalStateError(f"connection is not open ({self.state.name})")
+
+    def _can_write(self) -> bool:
+        """True between sending our open and sending our close (§2.4.6, figure 2.24)."""
+        return self.state in _WRITABLE
 
     def _unmap_session(self, session: Session) -> None:
         if self._sessions.get(session.channel) is session:
@@ -293,24 +337,39 @@ class Connection:
             del self._remote_sessions[rc]
         self._dirty_sessions.discard(session)
 
+    def _closing(self) -> bool:
+        """Our close is written: we only wait for the peer's."""
+        return self.state in (S.DISCARDING, S.CLOSE_SENT, S.OC_PIPE, S.CLOSE_PIPE)
+
     def _fail(self, error: Error) -> None:
         """Close because of a peer's violation (or a timeout) and report it."""
-        if self.state in (S.DISCARDING, S.END, S.CLOSE_SENT, S.OC_PIPE, S.CLOSE_PIPE):
-            if self.state is not S.END and error.condition == ErrorCondition.RESOURCE_LIMIT_EXCEEDED:
-                self.state = S.END  # the peer never answered our close
-                self.error = error
-                self._emit(ConnectionFailed(error=error))
-            return
+        if self.state is S.END or self._closing():
+            return  # already closing: the first reason stands
         self.error = error
-        if self.state in (S.START, S.HDR_RCVD) or not self._header_received:
-            # no AMQP connection was ever established: nothing to close politely
+        if not self._header_received:
+            # §2.2: no AMQP connection was established: send our header (telling the
+            # peer what we speak) and nothing else
             if not self._header_sent:
                 self._out += AMQP_HEADER
                 self._header_sent = True
-            self.state = S.END
+            self._end()
         else:
             self.close(error)
         self._emit(ConnectionFailed(error=error))
+
+    def _end(self) -> None:
+        """Move to END: nothing more is read or written; sessions and links are gone."""
+        self.state = S.END
+        self._end_if_done()
+
+    def _end_if_done(self) -> None:
+        if self.state is S.END and (self._sessions or self._remote_sessions):
+            self._inbuf.clear()
+            for session in {*self._sessions.values(), *self._remote_sessions.values()}:
+                session._teardown()
+            self._sessions.clear()
+            self._remote_sessions.clear()
+            self._dirty_sessions.clear()
 
     def _on_eof(self) -> None:
         if self._eof:
@@ -318,19 +377,21 @@ class Connection:
         self._eof = True
         if self.state is S.END:
             return
-        if self.state in (S.CLOSE_SENT, S.DISCARDING):
-            self.state = S.END
+        if self._closing():
+            self._end()  # we closed; the peer hung up without its close: that will do
             return
         error = Error(
             condition=ErrorCondition.CONNECTION_FORCED,
             description="the peer closed the stream without closing the connection",
         )
         self.error = error
-        self.state = S.END
+        self._end()
         self._emit(ConnectionFailed(error=error))
 
     # -- internals: parsing ---------------------------------------------------------------
     def _process(self, data: bytes) -> None:
+        if self._framing_broken:
+            return  # after a framing error the byte stream cannot be followed (§2.3)
         if self._inbuf:
             self._inbuf += data
             buf: bytes | bytearray = self._inbuf
@@ -338,58 +399,51 @@ class Connection:
             buf = data
         pos = 0
         n = len(buf)
-        try:
-            if not self._header_received:
-                avail = min(n, 8)
-                if bytes(buf[:avail]) != AMQP_HEADER[:avail]:
-                    self._on_bad_header(bytes(buf[:8]))
-                    return
-                if n < 8:
-                    self._keep(buf, 0)
-                    return
-                self._on_header()
-                pos = 8
-            limit = self.max_frame_size
-            while n - pos >= 8 and self.state is not S.END:
-                size, doff, ftype, channel = _unpack_header(buf, pos)
+        if not self._header_received:
+            avail = min(n, 8)
+            if bytes(buf[:avail]) != AMQP_HEADER[:avail]:
+                self._on_bad_header(bytes(buf[:8]))
+                return
+            if n < 8:
+                self._keep(buf, 0)
+                return
+            self._on_header()
+            pos = 8
+        limit = self.max_frame_size
+        on_frame = self._on_frame
+        while n - pos >= 8 and self.state is not S.END:
+            size, doff, ftype, channel = _unpack_header(buf, pos)
+            # checked on the header alone: an oversized frame is refused before it is
+            # buffered (§2.7.1 max-frame-size: "close the connection with framing-error")
+            if size > limit or doff < 2 or doff * 4 > size or ftype != FRAME_AMQP:
                 if size > limit:
-                    raise ProtocolViolation(
-                        ErrorCondition.FRAMING_ERROR,
-                        f"frame of {size} bytes exceeds max-frame-size {limit}",
-                    )
-                body = doff * 4
-                if doff < 2 or body > size:
-                    raise ProtocolViolation(
-                        ErrorCondition.FRAMING_ERROR, f"invalid frame header (size {size}, doff {doff})"
-                    )
-                if n - pos < size:
-                    break
-                end = pos + size
-                if ftype != FRAME_AMQP:
-                    raise ProtocolViolation(
-                        ErrorCondition.FRAMING_ERROR, f"frame of type {ftype:#04x} on an AMQP connection"
-                    )
-                if body == size:  # an empty frame: a heartbeat
-                    pos = end
-                    continue
-                try:
-                    perf, pend = _decode_at(buf, pos + body)
-                except DecodeError as exc:
-                    raise ProtocolViolation(ErrorCondition.DECODE_ERROR, f"bad frame body: {exc}") from None
+                    why = f"frame of {size} bytes exceeds max-frame-size {limit}"
+                elif ftype != FRAME_AMQP:
+                    why = f"frame of type {ftype:#04x} on an AMQP connection"
+                else:
+                    why = f"invalid frame header (size {size}, doff {doff})"
+                self._framing_broken = True
+                self._inbuf.clear()
+                self._on_violation(ProtocolViolation(ErrorCondition.FRAMING_ERROR, why))
+                return
+            if n - pos < size:
+                break
+            end = pos + size
+            body = pos + doff * 4
+            pos = end
+            if body == end:  # an empty frame: a heartbeat (§2.4.5)
+                continue
+            try:
+                perf, pend = _decode_at(buf, body)
                 if pend > end:
                     raise ProtocolViolation(ErrorCondition.FRAMING_ERROR, "performative overruns its frame")
-                payload = bytes(buf[pend:end]) if pend < end else b""
-                pos = end
-                try:
-                    self._on_frame(channel, perf, payload)
-                except ProtocolViolation as v:
-                    if v.scope == "connection":
-                        raise
-                    self._on_violation(v)  # a session or link is torn down; the rest goes on
-        except ProtocolViolation as v:
-            self._inbuf.clear()
-            self._on_violation(v)
-            return
+                on_frame(channel, perf, bytes(buf[pend:end]) if pend < end else b"")
+            except DecodeError as exc:
+                self._on_violation(ProtocolViolation(ErrorCondition.DECODE_ERROR, f"bad frame body: {exc}"))
+            except ProtocolViolation as v:
+                self._on_violation(v)  # its scope says what is torn down; framing is intact
+            except IllegalStateError as exc:  # a handler's reply the state does not allow
+                self._on_violation(ProtocolViolation(ErrorCondition.ILLEGAL_STATE, str(exc)))
         self._keep(buf, pos)
 
     def _keep(self, buf: bytes | bytearray, pos: int) -> None:
@@ -400,12 +454,18 @@ class Connection:
 
     def _on_bad_header(self, got: bytes) -> None:
         self._inbuf.clear()
-        self._fail(
-            Error(
-                condition=ErrorCondition.NOT_IMPLEMENTED,
-                description=f"unsupported protocol header {got!r}; this peer speaks AMQP 1.0.0",
-            )
+        error = Error(
+            condition=ErrorCondition.NOT_IMPLEMENTED,
+            description=f"unsupported protocol header {got!r}; this peer speaks AMQP 1.0.0",
         )
+        if self._closing():
+            # our pipelined close is out (OC_PIPE): no AMQP connection will follow a bad
+            # header, so there is no close to wait for (§2.2)
+            self.error = error
+            self._end()
+            self._emit(ConnectionFailed(error=error))
+            return
+        self._fail(error)
 
     def _on_header(self) -> None:
         self._move(I.RECV_HEADER)
@@ -422,7 +482,7 @@ class Connection:
                 return
         if tp in self._session_dispatch:
             handler = self._session_dispatch[tp]
-            if self.state is not S.OPENED:
+            if self.state not in ACCEPTS_FRAMES:
                 raise ProtocolViolation(
                     ErrorCondition.ILLEGAL_STATE,
                     f"{tp.__name__.lower()} before the connection is open ({self.state.name})",
@@ -435,7 +495,7 @@ class Connection:
                 raise ProtocolViolation(
                     ErrorCondition.FRAMING_ERROR, f"{tp.__name__.lower()} on unused channel {channel}"
                 )
-            if session.state not in (SessionState.MAPPED, SessionState.END_SENT):
+            if session.state not in SESSION_ACCEPTS_FRAMES:
                 if tp is End:
                     session._on_end(perf)
                 return  # a session we ended with an error: discard until its end
@@ -453,7 +513,7 @@ class Connection:
                 ErrorCondition.FRAMING_ERROR, f"frame body is not a performative: {type(perf).__name__}"
             )
 
-    _session_dispatch: dict[type, Any] = {
+    _session_dispatch: ClassVar[dict[type, Any]] = {
         Begin: None,  # handled by the connection: it maps the channel
         Attach: Session._on_attach,
         Flow: Session._on_flow,
@@ -482,9 +542,15 @@ class Connection:
         self._emit(ConnectionOpened(remote=open_))
 
     def _on_close(self, close: Close) -> None:
+        if self.state is S.OPEN_RCVD:
+            # the peer pipelined open and close (its OC_PIPE): we answer in kind, and
+            # a close must follow our open (§2.4.1)
+            self.open()
         new = next_state(self.state, I.RECV_CLOSE)
         if new is None:
             raise ProtocolViolation(ErrorCondition.ILLEGAL_STATE, f"close in state {self.state.name}")
+        if self.state is S.OPEN_RCVD:
+            self.open()  # our open must precede our close (§2.4.1: open is the first frame)
         self.state = new
         self.remote_close = close
         self._emit(ConnectionClosed(error=close.error))
@@ -511,10 +577,19 @@ class Connection:
         session._on_begin(begin, channel)
 
     def _on_violation(self, v: ProtocolViolation) -> None:
-        """Tear down what the violation's scope says, with its condition."""
+        """Tear down what the violation's scope says, with its condition.
+
+        A link is detached (§2.6.5), a session ended (§2.5.4), or the connection
+        closed; each with an event. A narrower teardown that is impossible (the
+        endpoint is not in a state to send it) widens to the next scope; one in an
+        endpoint already ending is dropped: its end is on the way.
+        """
         error = v.to_error()
         target = v.target
         if v.scope == "link" and isinstance(target, Link):
+            session = target.session
+            if not session._can_send():
+                return
             if target.state in (LinkState.ATTACHED, LinkState.ATTACH_RCVD):
                 try:
                     target.detach(error)
@@ -523,10 +598,14 @@ class Connection:
                 else:
                     self._emit(LinkFailed(link=target, error=error))
                     return
-            v = ProtocolViolation(v.condition, v.description, "session", target.session)
-            target = target.session
+            elif target.state is LinkState.DETACH_SENT:
+                return  # already detaching: frames are ignored until the peer's detach
+            v = ProtocolViolation(v.condition, v.description, "session", session)
+            target = session
         if v.scope == "session" and isinstance(target, Session):
-            if target.state in (SessionState.MAPPED, SessionState.BEGIN_RCVD):
+            if target.state in (SessionState.END_SENT, SessionState.DISCARDING, SessionState.UNMAPPED):
+                return
+            if target.state in (SessionState.MAPPED, SessionState.BEGIN_RCVD) and self._can_write():
                 try:
                     target.end(error)
                 except IllegalStateError:
@@ -534,6 +613,5 @@ class Connection:
                 else:
                     self._emit(SessionFailed(session=target, error=error))
                     return
-        self._inbuf.clear()
         self._fail(error)
 

@@ -61,6 +61,8 @@ TRANSITIONS: dict[tuple[ConnectionState, ConnectionInput], ConnectionState] = {
     (S.OPEN_SENT, I.SEND_CLOSE_ERROR): S.CLOSE_PIPE,
     (S.CLOSE_PIPE, I.RECV_OPEN): S.CLOSE_SENT,
     (S.OPEN_RCVD, I.SEND_OPEN): S.OPENED,
+    # the peer pipelined open and close (its OC_PIPE): we answer with open, then close
+    (S.OPEN_RCVD, I.RECV_CLOSE): S.CLOSE_RCVD,
     (S.OPENED, I.RECV_CLOSE): S.CLOSE_RCVD,
     (S.OPENED, I.SEND_CLOSE): S.CLOSE_SENT,
     (S.OPENED, I.SEND_CLOSE_ERROR): S.DISCARDING,
@@ -72,8 +74,9 @@ TRANSITIONS: dict[tuple[ConnectionState, ConnectionInput], ConnectionState] = {
     (S.CLOSE_PIPE, I.RECV_CLOSE): S.END,
 }
 
-# States in which frames other than open/close from the peer are processed.
-ACCEPTS_FRAMES = frozenset({S.OPENED, S.CLOSE_SENT})
+# States in which frames other than open/close from the peer are processed: once the
+# peer's open has arrived (it may pipeline begin/attach before we answer its open).
+ACCEPTS_FRAMES = frozenset({S.OPENED, S.OPEN_RCVD, S.CLOSE_SENT})
 # States in which the peer's frames are ignored until its close arrives.
 DISCARDS_FRAMES = frozenset({S.DISCARDING, S.CLOSE_SENT, S.END})
 

@@ -23,8 +23,12 @@ class Delivery:
 
     __slots__ = (
         "_chunks",
+        "_ignored",
+        "_no_payload",
         "_offset",
+        "_resume",
         "_settle_pending",
+        "_xfer_state",
         "aborted",
         "context",
         "delivery_id",
@@ -57,8 +61,12 @@ class Delivery:
         self.size = len(payload)
         self.context: Any = None  # free for the application (e.g. a future to resolve)
         self._chunks: list[bytes] | None = None
-        self._offset = 0
-        self._settle_pending = False
+        self._offset = 0  # sender: bytes of ``payload`` written so far
+        self._settle_pending = False  # receiver, rcv-settle-mode second: waiting for the sender
+        self._resume = False  # sender: the next transfer resumes it (§2.6.13)
+        self._xfer_state: Any = None  # sender: the state carried on its first transfer frame
+        self._ignored = False  # receiver: a resumed delivery we do not know (§2.7.5 resume)
+        self._no_payload = False  # sender: carried over by tag and state only (§2.6.13)
 
     def __repr__(self) -> str:
         return (
@@ -71,8 +79,7 @@ class Delivery:
     def update(self, state: Any) -> None:
         """Tell the peer this delivery's (non-final or final) state without settling."""
         self._check_open()
-        self.state = state
-        self.link._delivery_update(self, state, settled=False)
+        self.link._delivery_update(self, state)
 
     def settle(self, state: Any = None) -> None:
         """Settle the delivery, with ``state`` as its final outcome if given.
@@ -81,9 +88,7 @@ class Delivery:
         and the delivery settles once the sender has settled it (§2.6.12).
         """
         self._check_open()
-        if state is not None:
-            self.state = state
-        self.link._delivery_settle(self)
+        self.link._delivery_settle(self, state)
 
     def accept(self) -> None:
         """Settle with the ``accepted`` outcome."""
@@ -114,8 +119,15 @@ class Delivery:
         )
 
     def abort(self) -> None:
-        """Abort a delivery the sender has not finished sending (§2.6.14)."""
-        self._check_open()
+        """Abort a delivery the sender has not finished sending (§2.6.14).
+
+        A pre-settled delivery (settled from the start) can be aborted too,
+        until its last frame is written.
+        """
+        if self.aborted:
+            raise IllegalStateError(f"delivery {self.tag!r} was aborted")
+        if self._settle_pending or (self.settled and self.sent):
+            raise IllegalStateError(f"delivery {self.tag!r} is already settled")
         self.link._delivery_abort(self)
 
     def _check_open(self) -> None:

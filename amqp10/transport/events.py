@@ -34,15 +34,12 @@ __all__ = [
     "SessionFailed",
 ]
 
-_dc = dataclass(frozen=True, kw_only=True, slots=True)
-
-
-@_dc
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Event:
     """Base class of every engine event."""
 
 
-@_dc
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ConnectionOpened(Event):
     """The peer's ``open`` arrived (a reply to ours, or asking us to open)."""
 
@@ -50,7 +47,7 @@ class ConnectionOpened(Event):
     """The peer's open performative: container-id, limits, capabilities, properties."""
 
 
-@_dc
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ConnectionClosed(Event):
     """The peer closed the connection (with an error if it had one)."""
 
@@ -58,7 +55,7 @@ class ConnectionClosed(Event):
     """The peer's reason, or None for a clean close."""
 
 
-@_dc
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ConnectionFailed(Event):
     """The engine closed the connection because the peer broke the protocol."""
 
@@ -66,7 +63,7 @@ class ConnectionFailed(Event):
     """The condition and description sent to the peer in our close."""
 
 
-@_dc
+@dataclass(frozen=True, kw_only=True, slots=True)
 class SessionBegun(Event):
     """The peer's ``begin`` arrived: a reply to ours, or a new session to accept."""
 
@@ -74,23 +71,27 @@ class SessionBegun(Event):
     """The session; if the peer began it, call ``session.begin()`` to accept."""
 
 
-@_dc
+@dataclass(frozen=True, kw_only=True, slots=True)
 class SessionEnded(Event):
-    """The peer ended the session."""
+    """The peer ended the session (the engine has answered with our end)."""
 
     session: Session
+    """The session; its links are detached (their unsettled deliveries stay for resuming)."""
     error: Error | None
+    """The peer's reason, or None for a clean end."""
 
 
-@_dc
+@dataclass(frozen=True, kw_only=True, slots=True)
 class SessionFailed(Event):
     """The engine ended a session because the peer broke the protocol in it."""
 
     session: Session
+    """The session, now ending: frames on it are discarded until the peer's end."""
     error: Error
+    """The condition and description sent to the peer in our end."""
 
 
-@_dc
+@dataclass(frozen=True, kw_only=True, slots=True)
 class LinkAttached(Event):
     """The peer's ``attach`` arrived: a reply to ours, or a new link to accept.
 
@@ -100,77 +101,108 @@ class LinkAttached(Event):
     """
 
     link: Link
+    """The link; ``link.remote_attach`` is the peer's attach."""
     resumed: bool = False
-    """True when the attach carried an unsettled map (link resumption)."""
+    """True when the attach carried an unsettled map: the peer resumes the link (§2.6.13)."""
 
 
-@_dc
+@dataclass(frozen=True, kw_only=True, slots=True)
 class LinkDetached(Event):
-    """The peer detached (or, with ``closed``, closed) the link."""
+    """The peer detached (or, with ``closed``, closed) the link; the engine answered in kind."""
 
     link: Link
+    """The link, now detached."""
     closed: bool
+    """True if the peer closed the link (its terminus state may be discarded)."""
     error: Error | None
+    """The peer's reason, or None."""
 
 
-@_dc
+@dataclass(frozen=True, kw_only=True, slots=True)
 class LinkFailed(Event):
-    """The engine detached a link because the peer broke the protocol on it."""
+    """The engine detached a link: the peer broke the protocol on it, or stole it.
+
+    ``amqp:link:stolen`` (§2.6.1) means a new attach with the link's name took
+    it over; the other conditions are the peer's violations (§2.8.18).
+    """
 
     link: Link
+    """The link, detaching: its frames are discarded until the peer's detach."""
     error: Error
+    """The condition and description sent to the peer in our detach."""
 
 
-@_dc
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CreditAdded(Event):
     """A sender got credit (it may now send ``link.credit`` deliveries)."""
 
     link: Sender
+    """The sender."""
     credit: int
+    """Its link-credit now."""
 
 
-@_dc
+@dataclass(frozen=True, kw_only=True, slots=True)
 class DrainRequested(Event):
     """The receiver asked the sender to use up or give back all its credit.
 
-    Send what is available, then call ``sender.drained()``.
+    Send what is available, then call ``sender.drained()``. (When the credit is
+    used up by deliveries already queued, the engine finishes the drain itself
+    and this event is not raised.)
     """
 
     link: Sender
+    """The sender asked to drain."""
 
 
-@_dc
+@dataclass(frozen=True, kw_only=True, slots=True)
 class FlowReceived(Event):
     """A receiver got the sender's flow state (delivery-count, available, drain done)."""
 
     link: Receiver
+    """The receiver; ``link.credit`` and ``link.delivery_count`` are updated."""
     available: int | None
+    """The sender's ``available`` (deliveries it could send with more credit), if given."""
     drained: bool
     """True when this flow completes a drain the receiver asked for."""
 
 
-@_dc
+@dataclass(frozen=True, kw_only=True, slots=True)
 class DeliveryReceived(Event):
-    """A complete message arrived (all its transfer frames)."""
+    """A complete message arrived (all its transfer frames).
+
+    ``delivery.payload`` holds the bytes; ``delivery.remote_settled`` is True for a
+    pre-settled delivery; ``delivery.resumed`` marks a resumed delivery (§2.6.13).
+    """
 
     link: Receiver
+    """The receiver."""
     delivery: Delivery
+    """The delivery: settle it (``accept()``, ...) unless the sender pre-settled it."""
 
 
-@_dc
+@dataclass(frozen=True, kw_only=True, slots=True)
 class DeliveryAborted(Event):
-    """The sender aborted a multi-frame delivery; its partial payload was discarded."""
+    """A delivery was aborted (§2.6.14): it is settled and its data is gone.
 
-    link: Receiver
+    On a receiver: the sender aborted it part-way; what arrived was discarded.
+    On a sender: resuming the link (§2.6.13) found it could not be resumed.
+    """
+
+    link: Link
+    """The link."""
     delivery: Delivery
+    """The delivery (``delivery.aborted`` is True)."""
 
 
-@_dc
+@dataclass(frozen=True, kw_only=True, slots=True)
 class DeliveryUpdated(Event):
     """The peer changed a delivery's state and/or settled it."""
 
     link: Link
+    """The link the delivery belongs to."""
     delivery: Delivery
+    """The delivery; ``remote_state``/``remote_settled`` hold the peer's view."""
     state: Any
     """The peer's delivery state (Accepted(), Rejected(...), Received(...), ...) or None."""
     settled: bool

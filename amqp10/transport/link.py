@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..types import (
@@ -13,8 +14,6 @@ from ..types import (
     ReceiverSettleMode,
     Role,
     SenderSettleMode,
-    Source,
-    Target,
     Transfer,
 )
 from . import serial
@@ -30,7 +29,8 @@ from .events import (
     LinkAttached,
     LinkDetached,
 )
-from .link_state import ACCEPTS_FRAMES, LinkInput, LinkState, next_state
+from .link_state import LinkInput, LinkState, next_state
+from .resume import attach_unsettled, prepare_resume, resume_link
 
 if TYPE_CHECKING:
     from ..types import Flow
@@ -41,8 +41,25 @@ __all__ = ["Link", "Receiver", "Sender"]
 _MASK = serial.MASK
 
 
+def _is_outcome(state: Any) -> bool:
+    """A terminal delivery state (Part 3 §3.4: accepted, rejected, released, modified)."""
+    return "outcome" in (getattr(type(state), "PROVIDES", None) or "")
+
+
 class Link:
-    """A link endpoint; use :class:`Sender` or :class:`Receiver`."""
+    """A link endpoint; use :class:`Sender` or :class:`Receiver`.
+
+    Resuming a link (§2.6.3, §2.6.13): pass ``unsettled={tag: state}`` and/or
+    ``resume_deliveries=old_link.unsettled.values()`` (here or to ``attach()``);
+    the attach then carries the unsettled map and, once the peer's attach is in,
+    the deliveries are reconciled as :mod:`amqp10.transport.resume` describes.
+    Without either, the attach carries no map: a new link, or a re-attach.
+
+    ``max_message_size`` is the largest message we accept (receivers detach with
+    ``amqp:link:message-size-exceeded`` beyond it); ``max_unsettled`` bounds the
+    deliveries the peer may leave unsettled with us on this link (the link is
+    detached with ``amqp:resource-limit-exceeded`` beyond it).
+    """
 
     role: Role = Role.SENDER
 
@@ -59,8 +76,16 @@ class Link:
         properties: dict[Any, Any] | None = None,
         offered_capabilities: list[str] | None = None,
         desired_capabilities: list[str] | None = None,
-        unsettled: dict[bytes, Any] | None = None,
+        unsettled: Mapping[bytes, Any] | None = None,
+        resume_deliveries: Iterable[Delivery] | None = None,
+        incomplete_unsettled: bool = False,
+        max_unsettled: int | None = None,
+        initial_delivery_count: int = 0,
     ) -> None:
+        if max_message_size is not None and not 0 <= max_message_size < 1 << 64:
+            raise ValueError(f"max_message_size must be a ulong, got {max_message_size}")
+        if not 0 <= initial_delivery_count <= _MASK:
+            raise ValueError(f"initial_delivery_count must be a uint, got {initial_delivery_count}")
         self.session = session
         self.name = name
         self.state = LinkState.DETACHED
@@ -78,14 +103,21 @@ class Link:
         self.remote_detach: Detach | None = None
         self.closed = False
         # credit-based flow control (§2.6.7)
-        self.delivery_count = 0
+        self.delivery_count = initial_delivery_count if self.role == Role.SENDER else 0
         self.credit = 0
         self.available = 0
         self.drain = False
         # deliveries this end has not settled, by tag (what an unsettled map reports)
         self.unsettled: dict[bytes, Delivery] = {}
-        self.resume_unsettled = unsettled
+        self.incomplete_unsettled = incomplete_unsettled
+        self.max_unsettled = max_unsettled
+        self._resuming = False  # our attach carries an unsettled map (§2.6.13)
+        self._attached_once = False
+        if unsettled is not None or resume_deliveries is not None:
+            self._resuming = True
+            prepare_resume(self, unsettled, resume_deliveries)
         self._initial_count = 0  # the initial-delivery-count we announced (senders)
+        self._max_limit = 0  # highest delivery-count + link-credit advertised (receivers)
         self.context: Any = None  # free for the application
 
     def __repr__(self) -> str:
@@ -132,44 +164,55 @@ class Link:
             raise IllegalStateError(f"link {self.name!r}: cannot {event.value} in state {self.state.name}")
         self.state = new
 
-    def attach(self, *, source: Any = None, target: Any = None) -> None:
+    def attach(
+        self,
+        *,
+        source: Any = None,
+        target: Any = None,
+        unsettled: Mapping[bytes, Any] | None = None,
+        resume_deliveries: Iterable[Delivery] | None = None,
+    ) -> None:
         """Send our attach: opening a link, or accepting one the peer opened.
 
         ``source``/``target`` given here replace the ones given at creation (a
         node container answering a peer's attach sets the terminus it grants).
+        ``unsettled``/``resume_deliveries`` resume the link (see the class doc): a
+        container that finds the peer's link in its store passes them here.
         """
         if next_state(self.state, LinkInput.SEND_ATTACH) is None:
             raise IllegalStateError(f"link {self.name!r}: cannot attach in state {self.state.name}")
-        self.session._check_can_attach()
-        names = self.session.connection._link_names
+        session = self.session
+        session._check_can_attach()
+        names = session.connection._link_names
         key = (self.name, self.role)
         other = names.get(key)
         if other is not None and other is not self and other.state is not LinkState.DETACHED:
             raise IllegalStateError(f"a {self.role.name.lower()} link named {self.name!r} is already attached")
-        names[key] = self
+        handle = self.handle
+        if handle is None or session.links.get(handle) is not self:
+            handle = session._free_handle()
+        if unsettled is not None or resume_deliveries is not None:
+            self._resuming = True
+            prepare_resume(self, unsettled, resume_deliveries)
+        elif self._attached_once:
+            # a later attach of this endpoint is a re-attach, not a resume: no map
+            # (§2.7.3), and the restrictions of an incomplete map are over
+            self._resuming = False
         if source is not None:
             self.source = source
         if target is not None:
             self.target = target
-        if self.handle is None:
-            self.handle = self.session._allocate_handle(self)
-        self._move(LinkInput.SEND_ATTACH)
-        self._initial_count = self.delivery_count
-        unsettled = None
-        if self.resume_unsettled is not None:
-            unsettled = dict(self.resume_unsettled)
-        elif self.unsettled:
-            unsettled = {tag: d.state for tag, d in self.unsettled.items()}
-        self.session._write(
+        session._write(
             Attach(
                 name=self.name,
-                handle=self.handle,
+                handle=handle,
                 role=bool(self.role),
                 snd_settle_mode=self.snd_settle_mode,
                 rcv_settle_mode=self.rcv_settle_mode,
                 source=self.source,
                 target=self.target,
-                unsettled=unsettled,
+                unsettled=attach_unsettled(self),
+                incomplete_unsettled=self.incomplete_unsettled if self._resuming else None,
                 initial_delivery_count=self.delivery_count if self.role == Role.SENDER else None,
                 max_message_size=self.max_message_size,
                 offered_capabilities=self.offered_capabilities,
@@ -177,6 +220,15 @@ class Link:
                 properties=self.properties,
             )
         )
+        # the attach is written: only now change anything (a failed write changes nothing)
+        names[key] = self
+        self.handle = handle
+        session.links[handle] = self
+        self._move(LinkInput.SEND_ATTACH)
+        self._attached_once = True
+        self._initial_count = self.delivery_count
+        if isinstance(self, Sender):
+            self._resume_only = False
         if self.state is LinkState.ATTACHED:
             self._on_attached()
 
@@ -187,15 +239,19 @@ class Link:
         no terminus, as §2.6.3 requires of a refusal.
         """
         if self.state is LinkState.ATTACH_RCVD:
-            self.source = None if self.role == Role.RECEIVER else self.source
-            self.target = None if self.role == Role.SENDER else self.target
+            # our local terminus is null: the target for a receiver, the source for a
+            # sender; the other echoes the peer's (§2.6.3, figure 2.33)
+            if self.role == Role.RECEIVER:
+                self.source, self.target = self.remote_source, None
+            else:
+                self.source, self.target = None, self.remote_target
             self.attach()
         if next_state(self.state, LinkInput.SEND_DETACH) is None:
             raise IllegalStateError(f"link {self.name!r}: cannot detach in state {self.state.name}")
-        self._move(LinkInput.SEND_DETACH)
-        self.closed = self.closed or closed
         assert self.handle is not None
         self.session._write(Detach(handle=self.handle, closed=closed, error=error))
+        self._move(LinkInput.SEND_DETACH)
+        self.closed = self.closed or closed
         if self.state is LinkState.DETACHED:
             self.session._release_link(self)
 
@@ -219,6 +275,7 @@ class Link:
         self.state = new
         if self.role == Role.RECEIVER and attach.initial_delivery_count is not None:
             self.delivery_count = attach.initial_delivery_count
+            self._max_limit = (self.delivery_count + self.credit) & _MASK if self.credit else self.delivery_count
         elif self.role == Role.RECEIVER and attach.source is not None:
             raise ProtocolViolation(
                 ErrorCondition.INVALID_FIELD,
@@ -228,15 +285,12 @@ class Link:
             )
         if was is LinkState.DETACH_SENT:
             return
-        resumed = attach.unsettled is not None and len(attach.unsettled) > 0
+        self.session.connection._emit(LinkAttached(link=self, resumed=attach.unsettled is not None))
         if self.state is LinkState.ATTACHED:
             self._on_attached()
-        self.session.connection._emit(LinkAttached(link=self, resumed=resumed))
 
     def _on_attached(self) -> None:
         """Both attaches exchanged: resume deliveries and start flowing."""
-        from .resume import resume_link
-
         resume_link(self)
 
     def _on_detach(self, detach: Detach) -> None:
@@ -248,16 +302,27 @@ class Link:
                 "session",
                 self.session,
             )
+        if self.state is LinkState.ATTACH_RCVD:
+            # attached and detached before we answered: detach() answers with a refusing
+            # attach first (§2.6.3), and the peer's detach then completes ours; in a
+            # session we have not begun yet nothing can be written: forget the link
+            if self.session._can_send():
+                self.detach(closed=detach.closed)
+                new = next_state(self.state, LinkInput.RECV_DETACH) or LinkState.DETACHED
+            else:
+                new = LinkState.DETACHED
         self.remote_detach = detach
         self.state = new
         self.closed = self.closed or detach.closed
         self.session.connection._emit(
             LinkDetached(link=self, closed=detach.closed, error=detach.error)
         )
-        if self.state is LinkState.DETACH_RCVD:
+        if self.state is LinkState.DETACH_RCVD and self.session._can_send():
             # answer in kind (detach for detach, close for close)
             self.detach(closed=detach.closed)
         else:
+            # detached; or our end is out, which detaches every link of the session
+            self.state = LinkState.DETACHED
             self.session._release_link(self)
 
     def _on_flow(self, flow: Flow) -> None:
@@ -272,12 +337,15 @@ class Link:
         )
 
     def _on_disposition(self, delivery: Delivery, state: Any, settled: bool) -> None:
-        if delivery.settled:
-            return
+        if delivery.settled or delivery.remote_settled:
+            return  # the peer forgot it already: a later disposition cannot change it
         if state is not None:
             delivery.remote_state = state
         if settled:
             delivery.remote_settled = True
+            if delivery.delivery_id is not None:
+                # the peer will not refer to this id again: drop it from the session's table
+                self.session._forget_delivery(self.role, delivery.delivery_id)
         if delivery._settle_pending and settled:
             # rcv-settle-mode second: the sender settled, so we settle too (§2.6.12)
             delivery._settle_pending = False
@@ -287,25 +355,29 @@ class Link:
         )
 
     # -- delivery verbs (called by Delivery) -------------------------------------------
-    def _delivery_update(self, d: Delivery, state: Any, settled: bool) -> None:
+    def _delivery_update(self, d: Delivery, state: Any) -> None:
         if d.delivery_id is None:
             raise IllegalStateError("delivery has not been sent yet")
-        self.session._queue_disposition(self.role, d.delivery_id, settled, state)
+        d.state = state
+        if not d.remote_settled:
+            self.session._queue_disposition(self.role, d.delivery_id, False, state)
 
-    def _delivery_settle(self, d: Delivery) -> None:
+    def _delivery_settle(self, d: Delivery, state: Any) -> None:
         if d.delivery_id is None:
             raise IllegalStateError("delivery has not been sent yet; abort() it instead")
-        if (
-            self.role == Role.RECEIVER
-            and self.effective_rcv_settle_mode == ReceiverSettleMode.SECOND
-            and not d.remote_settled
-        ):
+        if state is not None:
+            d.state = state
+        if d.remote_settled:
+            # The peer has forgotten the delivery (pre-settled, or settled first): a
+            # disposition would be meaningless to it (§2.6.12, figure 2.54).
+            self._forget(d)
+            return
+        if self.role == Role.RECEIVER and self.effective_rcv_settle_mode == ReceiverSettleMode.SECOND:
+            # §2.6.12 / §2.8.3: state first, unsettled; we settle once the sender has
             d._settle_pending = True
             self.session._queue_disposition(self.role, d.delivery_id, False, d.state)
             return
-        # No disposition is needed if the peer already settled and we add no state.
-        if not (d.remote_settled and d.state is None):
-            self.session._queue_disposition(self.role, d.delivery_id, True, d.state)
+        self.session._queue_disposition(self.role, d.delivery_id, True, d.state)
         self._forget(d)
 
     def _delivery_abort(self, d: Delivery) -> None:
@@ -318,7 +390,13 @@ class Link:
             self.session._forget_delivery(self.role, d.delivery_id)
 
     def _write_flow(self, *, echo: bool = False) -> None:
-        assert self.handle is not None
+        if self.handle is None or not self.session._can_send():
+            # an echo asked for before our attach (our attach answers it), or one
+            # that arrives after our end: nothing to say
+            return
+        limit = (self.delivery_count + self.credit) & _MASK
+        if serial.lt(self._max_limit, limit):
+            self._max_limit = limit
         self.session._write_flow(self, echo=echo)
 
 
@@ -331,6 +409,11 @@ class Sender(Link):
         super().__init__(session, name, **kwargs)
         self._queue: deque[Delivery] = deque()
         self._next_tag = 0
+        self._drain_open = False  # a drain the receiver asked for is not finished yet
+        self._drain_after_queue = False  # drained() was called with deliveries queued
+        # §2.7.3 incomplete-unsettled: after such an attach exchange, only resuming
+        # transfers may be sent until the link is detached and re-attached
+        self._resume_only = False
 
     @property
     def queued(self) -> int:
@@ -351,7 +434,7 @@ class Sender(Link):
         sender settle mode says (``settled`` mode: True, otherwise False); in
         ``mixed`` mode either value may be given.
         """
-        if self.state not in (LinkState.ATTACHED, LinkState.ATTACH_SENT):
+        if self.state not in (LinkState.ATTACHED, LinkState.ATTACH_SENT) or not self.session._can_send():
             raise IllegalStateError(f"sender {self.name!r} is not attached ({self.state.name})")
         mode = self.snd_settle_mode
         if settled is None:
@@ -365,30 +448,55 @@ class Sender(Link):
             raise IllegalStateError(
                 f"message of {len(payload)} bytes exceeds the peer's max-message-size {limit}"
             )
+        if not 0 <= message_format <= _MASK:
+            raise IllegalStateError(f"message-format must be a uint, got {message_format}")
         if tag is None:
             n = self._next_tag
+            tag = str(n).encode()  # ASCII decimal, as Proton does: some peers decode tags as UTF-8
+            while tag in self.unsettled:  # skip tags still held by resumed deliveries
+                n += 1
+                tag = str(n).encode()
             self._next_tag = n + 1
-            # ASCII decimal, as Proton does: some peers decode tags as UTF-8
-            tag = str(n).encode()
         elif len(tag) > 32:
             raise IllegalStateError("delivery-tag is at most 32 bytes")
-        d = Delivery(self, tag, payload, message_format)
+        elif tag in self.unsettled:
+            # §2.6.12: unique amongst all deliveries either end may consider unsettled
+            raise IllegalStateError(f"delivery-tag {tag!r} is already in use on this link")
+        d = Delivery(self, bytes(tag), bytes(payload), message_format)
         d.settled = settled
         if not settled:
-            if tag in self.unsettled:
-                raise IllegalStateError(f"delivery-tag {tag!r} is already in use on this link")
-            self.unsettled[tag] = d
+            self.unsettled[d.tag] = d
         self._queue.append(d)
         if self.state is LinkState.ATTACHED:
             self.session._pump(self)
         return d
 
     def drained(self) -> None:
-        """Finish a drain: give back unused credit (delivery-count advances over it)."""
-        if self.credit > 0 and self.drain and not self._queue:
-            self.delivery_count = (self.delivery_count + self.credit) & _MASK
-            self.credit = 0
-            self._write_flow()
+        """Finish a drain the receiver asked for (after ``DrainRequested``).
+
+        The unused credit is given back: delivery-count advances over it and our
+        flow state goes to the receiver (§2.6.7 drain). Deliveries still queued
+        go first; the drain completes once they are written. A no-op when no
+        drain is outstanding.
+        """
+        if not self._drain_open or self.state is not LinkState.ATTACHED:
+            return
+        if self._queue:
+            self._drain_after_queue = True
+            return
+        self._finish_drain()
+
+    def _finish_drain(self) -> None:
+        self._drain_open = False
+        self._drain_after_queue = False
+        self.delivery_count = (self.delivery_count + self.credit) & _MASK
+        self.credit = 0
+        self._write_flow()
+
+    def _after_pump(self) -> None:
+        """A drain is done once the credit is used up (or the queue is empty, if asked)."""
+        if self._drain_open and (self.credit <= 0 or (self._drain_after_queue and not self._queue)):
+            self._finish_drain()
 
     def set_available(self, available: int) -> None:
         """Tell the receiver how many messages we could send (§2.6.7 ``available``)."""
@@ -412,11 +520,20 @@ class Sender(Link):
         conn = self.session.connection
         if self.credit > old:
             conn._emit(CreditAdded(link=self, credit=self.credit))
-        if self._queue and self.credit > 0:
-            self.session._pump(self)
-        if self.drain and self.credit > 0:
-            conn._emit(DrainRequested(link=self))
-        if flow.echo:
+        if not self.drain:
+            self._drain_open = self._drain_after_queue = False
+        elif self.state is LinkState.ATTACHED:
+            self._drain_open = True
+        wrote = False
+        if self.state is LinkState.ATTACHED:
+            if self._queue and self.credit > 0:
+                self.session._pump(self)  # may finish the drain (and write our flow)
+            elif self._drain_open and self.credit <= 0:
+                self._finish_drain()  # nothing to give back: answer at once
+            wrote = self._drain_open is False and self.drain
+            if self._drain_open and not self._drain_after_queue:
+                conn._emit(DrainRequested(link=self))
+        if flow.echo and not wrote:
             self._write_flow()
 
     def _initial_delivery_count(self) -> int:
@@ -434,14 +551,13 @@ class Sender(Link):
             except ValueError:
                 pass
             return
-        self._queue.remove(d)
-        assert self.handle is not None
-        self.session._write_transfer(
-            Transfer(handle=self.handle, aborted=True, more=False, settled=True), b""
-        )
+        # The aborting transfer stays at the head of the queue: it is a transfer like
+        # any other and waits for the peer's session window (Proton closes with
+        # window-violation otherwise); Session._pump writes it.
         d.settled = True
         if d.delivery_id is not None:
             self.session._forget_delivery(Role.SENDER, d.delivery_id)
+        self.session._pump(self)
 
 
 class Receiver(Link):
@@ -503,41 +619,17 @@ class Receiver(Link):
     def _on_transfer(self, t: Transfer, payload: bytes) -> None:
         d = self._current
         if d is None:
-            # the first frame of a new delivery
-            if t.delivery_id is None or t.delivery_tag is None:
-                raise ProtocolViolation(
-                    ErrorCondition.INVALID_FIELD,
-                    "the first transfer of a delivery must carry delivery-id and delivery-tag",
-                    "link",
-                    self,
-                )
-            if self.credit <= 0:
-                raise ProtocolViolation(
-                    ErrorCondition.TRANSFER_LIMIT_EXCEEDED,
-                    f"transfer on link {self.name!r} without link credit",
-                    "link",
-                    self,
-                )
-            self.credit -= 1
-            self.delivery_count = (self.delivery_count + 1) & _MASK
-            d = Delivery(self, t.delivery_tag, b"", t.message_format or 0)
-            d.delivery_id = t.delivery_id
-            d.remote_settled = bool(t.settled)
-            d.resumed = t.resume
-            if t.state is not None:
-                d.remote_state = t.state
-            if not d.remote_settled:
-                self.unsettled[d.tag] = d
-                self.session._track_incoming(d)
-            if t.more:
-                d._chunks = [payload]
+            d = self._first_transfer(t)
+            if t.more and not t.aborted:
+                d._chunks = [] if d._ignored else [payload]
                 d.size = len(payload)
                 self._current = d
                 self._check_size(d)
                 return
-            d.payload = payload
-            d.size = len(payload)
-            self._check_size(d)
+            if not d._ignored:
+                d.payload = payload
+                d.size = len(payload)
+                self._check_size(d)
             self._deliver(d, t)
             return
         # a continuation frame
@@ -550,23 +642,87 @@ class Receiver(Link):
             )
         if t.settled:
             d.remote_settled = True
+        if t.state is not None:
+            d.remote_state = t.state
         if t.aborted:
             self._current = None
-            d.aborted = True
             d._chunks = None
-            self._forget(d)
-            self.session.connection._emit(DeliveryAborted(link=self, delivery=d))
+            self._deliver(d, t)
             return
         assert d._chunks is not None
-        d._chunks.append(payload)
         d.size += len(payload)
-        self._check_size(d)
+        if not d._ignored:
+            d._chunks.append(payload)
+            self._check_size(d)
         if t.more:
             return
         self._current = None
         d.payload = b"".join(d._chunks)
         d._chunks = None
         self._deliver(d, t)
+
+    def _first_transfer(self, t: Transfer) -> Delivery:
+        """Account for a delivery's first frame: credit, ids, the unsettled map."""
+        tag = t.delivery_tag
+        if t.delivery_id is None or tag is None:
+            raise ProtocolViolation(
+                ErrorCondition.INVALID_FIELD,
+                "the first transfer of a delivery must carry delivery-id and delivery-tag",
+                "link",
+                self,
+            )
+        # The sender may have used credit we have since reduced (§2.6.7: a flow
+        # takes effect when the sender sees it), so the limit is the highest
+        # delivery-count + link-credit we ever advertised, not our current credit.
+        if not serial.lt(self.delivery_count, self._max_limit):
+            raise ProtocolViolation(
+                ErrorCondition.TRANSFER_LIMIT_EXCEEDED,
+                f"transfer on link {self.name!r} without link credit",
+                "link",
+                self,
+            )
+        if not t.resume and self._resuming and self.incomplete_unsettled:
+            # §2.7.3: after sending an incomplete unsettled map, only resumed deliveries
+            raise ProtocolViolation(
+                ErrorCondition.ILLEGAL_STATE,
+                "a new delivery after our incomplete unsettled map",
+                "link",
+                self,
+            )
+        settled = bool(t.settled) or t.aborted
+        if not settled and self.max_unsettled is not None and len(self.unsettled) >= self.max_unsettled:
+            raise ProtocolViolation(
+                ErrorCondition.RESOURCE_LIMIT_EXCEEDED,
+                f"more than {self.max_unsettled} unsettled deliveries on link {self.name!r}",
+                "link",
+                self,
+            )
+        self.credit = max(self.credit - 1, 0)
+        self.delivery_count = (self.delivery_count + 1) & _MASK
+        if self.available:
+            self.available -= 1  # §2.6.7: a floor of zero
+        tag = bytes(tag)
+        d: Delivery | None = None
+        if t.resume:
+            # §2.7.5: a resumed delivery we do not hold unsettled is ignored
+            known = self.unsettled.get(tag)
+            if known is not None and known.resumed and known.delivery_id is None:
+                d = known
+                d.message_format = t.message_format or 0
+            else:
+                d = Delivery(self, tag, b"", t.message_format or 0)
+                d._ignored = True
+        if d is None:
+            d = Delivery(self, tag, b"", t.message_format or 0)
+        d.delivery_id = t.delivery_id
+        d.remote_settled = settled
+        d.resumed = t.resume
+        if t.state is not None:
+            d.remote_state = t.state
+        if not settled and not d._ignored:
+            self.unsettled[tag] = d
+            self.session._track_incoming(d)
+        return d
 
     def _check_size(self, d: Delivery) -> None:
         limit = self.max_message_size
@@ -579,12 +735,24 @@ class Receiver(Link):
             )
 
     def _deliver(self, d: Delivery, t: Transfer) -> None:
-        if t.aborted:
-            d.aborted = True
-            self._forget(d)
-            self.session.connection._emit(DeliveryAborted(link=self, delivery=d))
+        """The delivery's last frame is in: report it."""
+        emit = self.session.connection._emit
+        if d._ignored:
             return
-        if d.remote_settled and d.tag in self.unsettled:
-            # settled by the sender in a later frame: nothing left to report back
-            pass
-        self.session.connection._emit(DeliveryReceived(link=self, delivery=d))
+        if t.aborted:
+            # §2.6.14: the data received so far is discarded; an aborted delivery is settled
+            d.aborted = True
+            d.payload = b""
+            d.remote_settled = True
+            self._forget(d)
+            emit(DeliveryAborted(link=self, delivery=d))
+            return
+        if d.resumed and not d.payload and (d.remote_settled or _is_outcome(d.remote_state)):
+            # §2.6.13: a resumed transfer carrying only the sender's state and settlement
+            if d.remote_settled:
+                self._forget(d)
+            else:
+                self._delivery_settle(d, d.remote_state)  # the sender restates: echo and settle
+            emit(DeliveryUpdated(link=self, delivery=d, state=d.remote_state, settled=d.remote_settled))
+            return
+        emit(DeliveryReceived(link=self, delivery=d))

@@ -34,6 +34,8 @@ TRANSITIONS: dict[tuple[LinkState, LinkInput], LinkState] = {
     (S.ATTACH_SENT, I.RECV_ATTACH): S.ATTACHED,
     (S.ATTACH_SENT, I.SEND_DETACH): S.DETACH_SENT,
     (S.ATTACH_RCVD, I.SEND_ATTACH): S.ATTACHED,
+    # the peer attached and detached before we answered: we answer with attach, then detach
+    (S.ATTACH_RCVD, I.RECV_DETACH): S.DETACH_RCVD,
     (S.ATTACHED, I.SEND_DETACH): S.DETACH_SENT,
     (S.ATTACHED, I.RECV_DETACH): S.DETACH_RCVD,
     (S.DETACH_SENT, I.RECV_DETACH): S.DETACHED,

@@ -15,12 +15,14 @@ from ..types import (
     Flow,
     Role,
     Transfer,
+    codec,
 )
 from . import serial
 from .errors import IllegalStateError, ProtocolViolation
-from .events import SessionBegun, SessionEnded
+from .events import LinkFailed, SessionBegun, SessionEnded
 from .link import Link, Receiver, Sender
-from .link_state import ACCEPTS_FRAMES as LINK_ACCEPTS, LinkState
+from .link_state import ACCEPTS_FRAMES as LINK_ACCEPTS
+from .link_state import LinkState
 from .session_state import ACCEPTS_FRAMES, SessionInput, SessionState, next_state
 
 if TYPE_CHECKING:
@@ -30,11 +32,30 @@ if TYPE_CHECKING:
 __all__ = ["Session"]
 
 _MASK = serial.MASK
+encode = codec.encode
 _MAX_WINDOW = 0x7FFFFFFF
+# upper bounds of a transfer performative's encoding plus the frame header: a first
+# frame without a state (all fields present, uint handle/id/format, the tag's bytes
+# added on top) and a continuation frame; above these the size is measured exactly
+_TRANSFER_BOUND = 8 + 48
+_CONTINUATION_BOUND = 8 + 24
+# link states in which a peer's attach answers ours
+_AWAITING_ATTACH = frozenset({LinkState.ATTACH_SENT, LinkState.DETACH_SENT})
+# link states in which a second attach of the same name steals the link (§2.6.1)
+_STEALABLE = frozenset({LinkState.ATTACHED, LinkState.ATTACH_RCVD})
+# states in which we may write frames on the session's channel (§2.5.5)
+_SENDING = frozenset({SessionState.BEGIN_SENT, SessionState.MAPPED, SessionState.END_RCVD})
 
 
 class Session:
-    """A session endpoint: create links on it with ``sender()``/``receiver()``."""
+    """A session endpoint: create links on it with ``sender()``/``receiver()``.
+
+    ``incoming_window`` is the number of transfer frames we let the peer send
+    ahead (§2.5.6); the engine re-opens it with a session flow once half of it
+    is used, so the application never has to. ``next_outgoing_id`` is the first
+    transfer-id (and delivery-id) we assign: any value, counting on with RFC-1982
+    wrap-around. ``handle_max`` bounds the handles the peer may attach with.
+    """
 
     def __init__(
         self,
@@ -44,10 +65,19 @@ class Session:
         incoming_window: int = 2048,
         outgoing_window: int = _MAX_WINDOW,
         handle_max: int = 0xFFFFFFFF,
+        next_outgoing_id: int = 0,
         properties: dict[Any, Any] | None = None,
         offered_capabilities: list[str] | None = None,
         desired_capabilities: list[str] | None = None,
     ) -> None:
+        if not 0 < incoming_window <= _MASK:
+            raise ValueError(f"incoming_window must be in [1, 2**32-1], got {incoming_window}")
+        if not 0 <= outgoing_window <= _MASK:
+            raise ValueError(f"outgoing_window must be in [0, 2**32-1], got {outgoing_window}")
+        if not 0 <= handle_max <= _MASK:
+            raise ValueError(f"handle_max must be in [0, 2**32-1], got {handle_max}")
+        if not 0 <= next_outgoing_id <= _MASK:
+            raise ValueError(f"next_outgoing_id must be in [0, 2**32-1], got {next_outgoing_id}")
         self.connection = connection
         self.channel = channel
         self.remote_channel: int | None = None
@@ -59,16 +89,20 @@ class Session:
         self.desired_capabilities = desired_capabilities
         self.context: Any = None
         # session flow control (§2.5.6)
-        self.next_outgoing_id = 0
+        self.next_outgoing_id = next_outgoing_id
+        self._initial_outgoing_id = next_outgoing_id
         self.outgoing_window = outgoing_window
         self.max_incoming_window = incoming_window
-        self.incoming_window = incoming_window
+        self.incoming_window = incoming_window  # what we last told the peer
         self.next_incoming_id = 0
+        # the first transfer-id beyond what we last allowed the peer (its next-outgoing-id
+        # when we told it our incoming-window, plus that window); None until both known
+        self._incoming_limit: int | None = None
         self.remote_incoming_window = 0
         self.remote_outgoing_window = 0
         self.handle_max = handle_max
         self.remote_handle_max = 0xFFFFFFFF
-        self._next_delivery_id = 0
+        self._next_delivery_id = next_outgoing_id  # delivery-ids: an independent sequence
         # links by our handle, by the peer's handle, and by (name, role)
         self.links: dict[int, Link] = {}
         self._remote_links: dict[int, Link] = {}
@@ -78,6 +112,7 @@ class Session:
         self._dispositions: list[list[Any]] = []  # [role, first, last, settled, state]
         self._flow_pending = False
         self._blocked: list[Sender] = []  # senders waiting for the remote incoming window
+        self._done = False
 
     def __repr__(self) -> str:
         return f"Session(channel={self.channel}, remote_channel={self.remote_channel}, state={self.state.name})"
@@ -89,36 +124,61 @@ class Session:
             raise IllegalStateError(f"session: cannot {event.value} in state {self.state.name}")
         self.state = new
 
-    def begin(self) -> None:
-        """Send our begin: starting a session, or accepting one the peer began."""
-        if next_state(self.state, SessionInput.SEND_BEGIN) is None:
+    def begin(
+        self,
+        *,
+        incoming_window: int | None = None,
+        handle_max: int | None = None,
+        next_outgoing_id: int | None = None,
+    ) -> None:
+        """Send our begin: starting a session, or accepting one the peer began.
+
+        The keyword arguments override the constructor's (useful when accepting
+        a session the engine created for the peer's begin).
+        """
+        if next_state(self.state, SessionInput.SEND_BEGIN) is None or self._done:
             raise IllegalStateError(f"session: cannot begin in state {self.state.name}")
         self.connection._check_can_begin()
-        self._move(SessionInput.SEND_BEGIN)
+        if incoming_window is not None and not 0 < incoming_window <= _MASK:
+            raise IllegalStateError(f"incoming_window must be in [1, 2**32-1], got {incoming_window}")
+        if handle_max is not None and not 0 <= handle_max <= _MASK:
+            raise IllegalStateError(f"handle_max must be in [0, 2**32-1], got {handle_max}")
+        if next_outgoing_id is not None and not 0 <= next_outgoing_id <= _MASK:
+            raise IllegalStateError(f"next_outgoing_id must be in [0, 2**32-1], got {next_outgoing_id}")
+        window = self.max_incoming_window if incoming_window is None else incoming_window
+        hmax = self.handle_max if handle_max is None else handle_max
+        nid = self.next_outgoing_id if next_outgoing_id is None else next_outgoing_id
         self.connection._write_frame(
             self.channel,
             Begin(
                 remote_channel=self.remote_channel,
-                next_outgoing_id=self.next_outgoing_id,
-                incoming_window=self.incoming_window,
+                next_outgoing_id=nid,
+                incoming_window=window,
                 outgoing_window=self.outgoing_window,
-                handle_max=self.handle_max,
+                handle_max=hmax,
                 offered_capabilities=self.offered_capabilities,
                 desired_capabilities=self.desired_capabilities,
                 properties=self.properties,
             ),
         )
+        # written: now change state (a failed write changes nothing)
+        self._move(SessionInput.SEND_BEGIN)
+        self.max_incoming_window = self.incoming_window = window
+        self.handle_max = hmax
+        self.next_outgoing_id = self._initial_outgoing_id = self._next_delivery_id = nid
+        if self.remote_begin is not None:
+            self._incoming_limit = (self.next_incoming_id + window) & _MASK
 
     def end(self, error: Error | None = None) -> None:
         """End the session (detaching its links); a session the peer began is begun first."""
-        if self.state is SessionState.BEGIN_RCVD:
-            self.begin()
         event = SessionInput.SEND_END_ERROR if error is not None else SessionInput.SEND_END
-        if next_state(self.state, event) is None:
+        if self.state is SessionState.BEGIN_RCVD:
+            self.begin()  # a refusal: §2.5.1 wants our begin before our end
+        if next_state(self.state, event) is None or not self.connection._can_write():
             raise IllegalStateError(f"session: cannot end in state {self.state.name}")
         self._flush_dispositions()
-        self._move(event)
         self.connection._write_frame(self.channel, End(error=error))
+        self._move(event)
         self._unmap_if_done()
 
     @property
@@ -138,24 +198,29 @@ class Session:
         if self.state not in (SessionState.MAPPED, SessionState.BEGIN_SENT):
             raise IllegalStateError(f"session is not mapped ({self.state.name})")
 
-    def _allocate_handle(self, link: Link) -> int:
-        for h in range(min(len(self.links) + 1, self.handle_max + 1, self.remote_handle_max + 1)):
+    def _free_handle(self) -> int:
+        """The lowest free handle; ours are bounded by the peer's handle-max (§2.7.2)."""
+        for h in range(min(len(self.links) + 1, self.remote_handle_max + 1)):
             if h not in self.links:
-                self.links[h] = link
                 return h
-        raise IllegalStateError("no link handle free (handle-max reached)")
+        raise IllegalStateError(f"no link handle free (the peer's handle-max is {self.remote_handle_max})")
 
     def _release_link(self, link: Link) -> None:
         if link.handle is not None and self.links.get(link.handle) is link:
             del self.links[link.handle]
         if link.remote_handle is not None and self._remote_links.get(link.remote_handle) is link:
             del self._remote_links[link.remote_handle]
-        if link in self._blocked:
-            self._blocked.remove(link)  # type: ignore[arg-type]
-        self.connection._link_names.pop((link.name, link.role), None)
+        if isinstance(link, Sender) and link in self._blocked:
+            self._blocked.remove(link)
+        names = self.connection._link_names
+        key = (link.name, link.role)
+        if names.get(key) is link:  # a link that stole the name keeps it
+            del names[key]
 
     # -- output -----------------------------------------------------------------------
     def _write(self, performative: Any) -> None:
+        if not self._can_send():
+            raise IllegalStateError(f"session on channel {self.channel} cannot send ({self.state.name})")
         if self._dispositions:
             self._flush_dispositions()
         self.connection._write_frame(self.channel, performative)
@@ -168,6 +233,11 @@ class Session:
         self.remote_incoming_window -= 1
 
     def _session_flow_fields(self) -> dict[str, Any]:
+        # Each flow re-opens the incoming window in full (§2.5.6): from here on the
+        # peer may send incoming-window transfers past next-incoming-id.
+        self.incoming_window = self.max_incoming_window
+        if self.remote_begin is not None:
+            self._incoming_limit = (self.next_incoming_id + self.incoming_window) & _MASK
         return {
             "next_incoming_id": self.next_incoming_id if self.remote_begin is not None else None,
             "incoming_window": self.incoming_window,
@@ -192,7 +262,14 @@ class Session:
             )
         )
 
+    def _can_send(self) -> bool:
+        """True while our begin is sent and our end is not (and the connection writable)."""
+        return self.state in _SENDING and self.connection._can_write()
+
     def _queue_disposition(self, role: Role, delivery_id: int, settled: bool, state: Any) -> None:
+        """Batch a disposition: consecutive ids with the same outcome share one frame."""
+        if not self._can_send():
+            return  # the session is gone: the peer learns of it on resumption, if ever
         d = self._dispositions
         if not d:
             self.connection._dirty_sessions.add(self)
@@ -235,47 +312,83 @@ class Session:
 
     # -- sending deliveries ---------------------------------------------------------------
     def _pump(self, link: Sender) -> None:
-        """Write as much of the sender's queue as credit and the session window allow."""
+        """Write as much of the sender's queue as credit and the session window allow.
+
+        A delivery takes one unit of link-credit when its first frame goes out
+        (§2.6.7); every frame takes one unit of the peer's incoming window (§2.5.6).
+        Frames are cut to the peer's max-frame-size; a delivery's frames are never
+        interleaved with another delivery's on the same link (§2.6.14).
+        """
         queue = link._queue
-        max_payload = self.connection._max_transfer_payload
+        max_frame = self.connection._max_transfer_payload + 8
+        handle = link.handle
+        assert handle is not None
         while queue:
-            if self.remote_incoming_window <= 0 or self.state is not SessionState.MAPPED:
+            if (
+                self.remote_incoming_window <= 0
+                or self.state is not SessionState.MAPPED
+                or not self.connection._can_write()
+            ):
                 if link not in self._blocked:
                     self._blocked.append(link)
                 return
             d = queue[0]
-            if d.delivery_id is None:
+            if d.aborted and d.delivery_id is not None:
+                # a partly sent delivery the application aborted: the aborting
+                # transfer waits for the window like any other (§2.6.14)
+                self._write_transfer(Transfer(handle=handle, aborted=True, settled=True), b"")
+                queue.popleft()
+                continue
+            first = d.delivery_id is None
+            if first:
                 if link.credit <= 0:
-                    return
+                    break
+                if link._resume_only and not d._resume:
+                    break  # §2.7.3 incomplete-unsettled: only resuming transfers for now
                 link.credit -= 1
                 link.delivery_count = (link.delivery_count + 1) & _MASK
                 d.delivery_id = self._next_delivery_id
                 self._next_delivery_id = (self._next_delivery_id + 1) & _MASK
                 if not d.settled:
                     self._outgoing[d.delivery_id] = d
-                first = True
-            else:
-                first = False
             payload = d.payload
             size = len(payload)
             while True:
-                # room left in a frame once the transfer performative is written
-                room = max_payload - (26 + len(d.tag) if first else 17)
-                end = d._offset + room
-                more = end < size
-                chunk = payload[d._offset : end] if (more or d._offset) else payload
-                assert link.handle is not None
                 if first:
                     t = Transfer(
-                        handle=link.handle,
+                        handle=handle,
                         delivery_id=d.delivery_id,
                         delivery_tag=d.tag,
                         message_format=d.message_format,
                         settled=d.settled,
-                        more=more,
+                        more=True,
+                        state=d._xfer_state,
+                        resume=d._resume,
+                        aborted=d.aborted,
                     )
                 else:
-                    t = Transfer(handle=link.handle, more=more)
+                    t = Transfer(handle=handle, more=True)
+                left = size - d._offset
+                if first and d._xfer_state is None:
+                    overhead = _TRANSFER_BOUND + len(d.tag)  # a safe upper bound
+                elif not first:
+                    overhead = _CONTINUATION_BOUND
+                else:
+                    overhead = 8 + len(encode(t))
+                if d.aborted or left + overhead <= max_frame:
+                    room = left  # everything left fits: no need to measure
+                else:
+                    overhead = 8 + len(encode(t))  # measure: more=True is the larger form
+                    room = max_frame - overhead
+                end = d._offset + room
+                more = end < size
+                t.more = more
+                if d.aborted:
+                    chunk: bytes | memoryview = b""
+                elif d._offset == 0 and not more:
+                    chunk = payload
+                else:
+                    chunk = memoryview(payload)[d._offset : end]
                 self._write_transfer(t, chunk)
                 first = False
                 d._offset = min(end, size)
@@ -287,8 +400,10 @@ class Session:
                     return
             d.sent = True
             queue.popleft()
-            if link.drain and link.credit > 0 and not queue:
-                pass  # the application finishes the drain with drained()
+            if d.aborted or (d._resume and d.settled):
+                # a resumed delivery aborted or settled by its only transfer (§2.6.13)
+                link._forget(d)
+        link._after_pump()
 
     def _unblock(self) -> None:
         blocked, self._blocked = self._blocked, []
@@ -322,12 +437,23 @@ class Session:
         # what the peer will accept from us: its incoming window from our first id
         self.remote_incoming_window = begin.incoming_window
         self.remote_handle_max = begin.handle_max
+        if self.state is SessionState.MAPPED:  # it answers ours: our window counts from here
+            self._incoming_limit = (self.next_incoming_id + self.incoming_window) & _MASK
         self.connection._emit(SessionBegun(session=self))
 
     def _on_end(self, end: End) -> None:
         new = next_state(self.state, SessionInput.RECV_END)
         if new is None:
             raise ProtocolViolation(ErrorCondition.ILLEGAL_STATE, f"end in session state {self.state.name}")
+        if self.state is SessionState.BEGIN_RCVD:
+            # begun and ended before we answered: our begin must precede our end; before
+            # our open nothing may be written, so the session is just forgotten
+            if not self.connection._can_write():
+                self.remote_end = end
+                self.connection._emit(SessionEnded(session=self, error=end.error))
+                self._teardown()
+                return
+            self.begin()
         self.state = new
         self.remote_end = end
         self.connection._emit(SessionEnded(session=self, error=end.error))
@@ -338,7 +464,29 @@ class Session:
 
     def _unmap_if_done(self) -> None:
         if self.state is SessionState.UNMAPPED:
-            self.connection._unmap_session(self)
+            self._teardown()
+
+    def _teardown(self) -> None:
+        """The session is gone (ended, or its connection closed): its links are detached.
+
+        Unsettled deliveries stay in ``link.unsettled``, to resume the links
+        elsewhere (§2.6.13); partly received deliveries are dropped.
+        """
+        self.state = SessionState.UNMAPPED
+        self._done = True  # a session endpoint is not reused (§2.5.5: no need to retain it)
+        self.connection._unmap_session(self)
+        self._dispositions = []
+        self._flow_pending = False
+        self._blocked = []
+        for link in [*self.links.values(), *self._remote_links.values()]:
+            link.state = LinkState.DETACHED
+            if isinstance(link, Receiver):
+                link._current = None
+            self._release_link(link)
+        self.links.clear()
+        self._remote_links.clear()
+        self._outgoing.clear()
+        self._incoming.clear()
 
     def _accepts_frames(self) -> bool:
         return self.state in ACCEPTS_FRAMES
@@ -346,13 +494,12 @@ class Session:
     def _on_attach(self, attach: Attach) -> None:
         h = attach.handle
         if h > self.handle_max:
+            # §2.7.2 handle-max: "MUST close the connection with the framing-error"
             raise ProtocolViolation(
-                ErrorCondition.NOT_ALLOWED,
-                f"handle {h} exceeds handle-max {self.handle_max}",
-                "session",
-                self,
+                ErrorCondition.FRAMING_ERROR, f"handle {h} exceeds handle-max {self.handle_max}"
             )
         if h in self._remote_links:
+            # §2.7.3 handle: "responded to with ... a handle-in-use session-error"
             raise ProtocolViolation(
                 ErrorCondition.HANDLE_IN_USE, f"handle {h} is already attached", "session", self
             )
@@ -360,18 +507,23 @@ class Session:
         our_role = Role.SENDER if attach.role else Role.RECEIVER
         key = (attach.name, our_role)
         link = self.connection._link_names.get(key)
-        if link is not None and link.session is not self:
-            link = None  # named link on another session: handled as stealing below
-        if link is None or link.state not in (LinkState.ATTACH_SENT, LinkState.DETACH_SENT):
-            if link is not None and link.state in LINK_ACCEPTS:
-                # a new attach for a link already active: the new one steals the name (§2.6.1)
-                link.detach(Error(condition=ErrorCondition.STOLEN, description="link stolen by a new attach"))
-            old = self.connection._link_names.get(key)
-            if old is not None and old.session is not self and old.state in LINK_ACCEPTS:
-                old.detach(Error(condition=ErrorCondition.STOLEN, description="link stolen by a new attach"))
+        if link is not None and link.session is self and link.state in _AWAITING_ATTACH:
+            pass  # the answer to our attach (or one crossing our detach)
+        else:
+            if link is not None and link.state in _STEALABLE:
+                # §2.6.1: a second attach of an active link steals it; the first is
+                # detached with amqp:link:stolen. (Not closed: the terminus lives on,
+                # now with the new link.)
+                error = Error(condition=ErrorCondition.STOLEN, description=f"link {attach.name!r} stolen by a new attach")
+                if link.session._can_send():
+                    link.detach(error)
+                else:  # its session is ending: that detaches it anyway
+                    link.state = LinkState.DETACHED
+                    link.session._release_link(link)
+                self.connection._emit(LinkFailed(link=link, error=error))
             link = Receiver(self, attach.name) if our_role == Role.RECEIVER else Sender(self, attach.name)
-            link.snd_settle_mode = attach.snd_settle_mode
-            link.rcv_settle_mode = attach.rcv_settle_mode
+            link.snd_settle_mode = int(attach.snd_settle_mode)
+            link.rcv_settle_mode = int(attach.rcv_settle_mode)
             self.connection._link_names[key] = link
         self._remote_links[h] = link
         link._on_attach(attach)
@@ -395,33 +547,38 @@ class Session:
         # remote-incoming-window := next-incoming-id(flow) + incoming-window(flow) - next-outgoing-id
         nid = flow.next_incoming_id
         if nid is None:
-            nid = 0  # the peer has not seen our begin: our initial next-outgoing-id
+            nid = self._initial_outgoing_id  # the peer has not seen our begin yet
         self.remote_incoming_window = serial.diff(
             (nid + flow.incoming_window) & _MASK, self.next_outgoing_id
         )
         self.remote_outgoing_window = flow.outgoing_window
         if flow.handle is not None:
             link = self._link_for(flow.handle, "flow")
-            if link.state in LINK_ACCEPTS:
+            if link.state in LINK_ACCEPTS or link.state is LinkState.ATTACH_RCVD:
+                # a peer may send its flow right behind its attach, before we answer
+                # it (Proton's receivers do): keep the credit for when we attach
                 link._on_flow(flow)
-        elif flow.echo:
+        elif flow.echo and self._can_send():
             self._write_flow()
         if self._blocked and self.remote_incoming_window > 0:
             self._unblock()
 
     def _on_transfer(self, transfer: Transfer, payload: bytes) -> None:
-        if self.incoming_window <= 0:
+        # §2.5.6: the transfer-id (implicitly next-incoming-id) must lie below the limit
+        # we announced: next-incoming-id + incoming-window as of our last begin or flow
+        limit = self._incoming_limit
+        if limit is None or not serial.lt(self.next_incoming_id, limit):
             raise ProtocolViolation(
                 ErrorCondition.WINDOW_VIOLATION,
-                "transfer beyond the session's incoming window",
+                f"transfer {self.next_incoming_id} beyond the session's incoming window",
                 "session",
                 self,
             )
-        self.next_incoming_id = (self.next_incoming_id + 1) & _MASK
-        self.incoming_window -= 1
+        self.next_incoming_id = nid = (self.next_incoming_id + 1) & _MASK
         self.remote_outgoing_window -= 1
-        if self.incoming_window <= self.max_incoming_window // 2:
-            self.incoming_window = self.max_incoming_window
+        self.incoming_window = left = serial.diff(limit, nid)
+        if left <= self.max_incoming_window // 2 and not self._flow_pending:
+            # re-open the window with a session flow, written with the next output
             self._flow_pending = True
             self.connection._dirty_sessions.add(self)
         link = self._link_for(transfer.handle, "transfer")

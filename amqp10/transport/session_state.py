@@ -37,6 +37,8 @@ TRANSITIONS: dict[tuple[SessionState, SessionInput], SessionState] = {
     (S.BEGIN_SENT, I.SEND_END): S.END_SENT,
     (S.BEGIN_SENT, I.SEND_END_ERROR): S.DISCARDING,
     (S.BEGIN_RCVD, I.SEND_BEGIN): S.MAPPED,
+    # the peer began and ended before we answered: we answer with begin, then end
+    (S.BEGIN_RCVD, I.RECV_END): S.END_RCVD,
     (S.MAPPED, I.SEND_END): S.END_SENT,
     (S.MAPPED, I.SEND_END_ERROR): S.DISCARDING,
     (S.MAPPED, I.RECV_END): S.END_RCVD,
@@ -48,8 +50,9 @@ TRANSITIONS: dict[tuple[SessionState, SessionInput], SessionState] = {
     (S.END_RCVD, I.SEND_END_ERROR): S.UNMAPPED,
 }
 
-# States in which the peer's link and transfer frames are processed.
-ACCEPTS_FRAMES = frozenset({S.MAPPED, S.END_SENT})
+# States in which the peer's link and transfer frames are processed: once its begin
+# has arrived (it may pipeline attaches before we answer the begin).
+ACCEPTS_FRAMES = frozenset({S.MAPPED, S.BEGIN_RCVD, S.END_SENT})
 
 
 def next_state(state: SessionState, event: SessionInput) -> SessionState | None:

@@ -1,0 +1,18 @@
+"""Fixtures for the engine tests: every pair-harness test runs fed whole and byte by byte."""
+
+from __future__ import annotations
+
+import pytest
+
+from .pair import Pair
+
+
+@pytest.fixture(params=[None, 1], ids=["whole", "bytewise"])
+def chunk(request: pytest.FixtureRequest) -> int | None:
+    """How the harness feeds bytes: None = as written, 1 = one byte per receive_data()."""
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def pair(chunk: int | None) -> Pair:
+    return Pair(chunk=chunk)
