@@ -1,0 +1,32 @@
+"""The async client and direct peer: ``connect()``, ``serve()``/``listen()``.
+
+``amqp10.sync`` offers the same API without ``await`` (a blocking portal).
+"""
+
+from __future__ import annotations
+
+from ._common import Outcome, SettleMode
+from .connection import DEFAULT_TIMEOUT, Connection, ConnectOptions, connect, connect_with
+from .links import Delivery, Link, Receiver, Sender, Session
+from .server import Server, listen, serve
+from .url import URL, parse_url
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "URL",
+    "ConnectOptions",
+    "Connection",
+    "Delivery",
+    "Link",
+    "Outcome",
+    "Receiver",
+    "Sender",
+    "Server",
+    "Session",
+    "SettleMode",
+    "connect",
+    "connect_with",
+    "listen",
+    "parse_url",
+    "serve",
+]

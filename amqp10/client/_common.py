@@ -1,0 +1,127 @@
+"""Small pieces shared by the client modules: settle modes, deadlines, payloads."""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, TypeAlias
+
+import anyio
+
+from .. import errors
+from ..message import Message
+from ..types import (
+    Accepted,
+    Modified,
+    ReceiverSettleMode,
+    Rejected,
+    Released,
+    SenderSettleMode,
+)
+
+__all__ = ["OUTCOMES", "Outcome", "SettleMode", "deadline", "encode_payload"]
+
+Outcome: TypeAlias = Accepted | Rejected | Released | Modified
+"""A terminal delivery state (Part 3 §3.4)."""
+
+OUTCOMES = (Accepted, Rejected, Released, Modified)
+
+
+class SettleMode(enum.Enum):
+    """How a link's deliveries are settled: the (snd-settle-mode, rcv-settle-mode) pair.
+
+    ``AT_MOST_ONCE``: the sender settles before sending (nothing comes back).
+    ``AT_LEAST_ONCE``: the sender waits for the receiver's outcome, then settles.
+    ``MIXED`` (default): the sender picks per message (``send(settled=...)``);
+    receivers settle first, as in ``AT_LEAST_ONCE``.
+    ``TWO_PHASE``: as ``AT_LEAST_ONCE``, but the receiver's outcome only becomes
+    final once the sender has settled (rcv-settle-mode *second*, §2.6.12).
+    """
+
+    AT_MOST_ONCE = "at-most-once"
+    AT_LEAST_ONCE = "at-least-once"
+    MIXED = "mixed"
+    TWO_PHASE = "two-phase"
+
+    @property
+    def snd_settle_mode(self) -> SenderSettleMode:
+        return _MODES[self][0]
+
+    @property
+    def rcv_settle_mode(self) -> ReceiverSettleMode:
+        return _MODES[self][1]
+
+
+_MODES = {
+    SettleMode.AT_MOST_ONCE: (SenderSettleMode.SETTLED, ReceiverSettleMode.FIRST),
+    SettleMode.AT_LEAST_ONCE: (SenderSettleMode.UNSETTLED, ReceiverSettleMode.FIRST),
+    SettleMode.MIXED: (SenderSettleMode.MIXED, ReceiverSettleMode.FIRST),
+    SettleMode.TWO_PHASE: (SenderSettleMode.UNSETTLED, ReceiverSettleMode.SECOND),
+}
+
+
+def settle_mode(value: SettleMode | str) -> SettleMode:
+    """Accept the enum or its value (``"at-least-once"``)."""
+    if isinstance(value, SettleMode):
+        return value
+    try:
+        return SettleMode(value)
+    except ValueError:
+        choices = ", ".join(repr(m.value) for m in SettleMode)
+        raise ValueError(f"settle_mode must be one of {choices}, not {value!r}") from None
+
+
+@contextmanager
+def deadline(timeout: float, what: str, shown: float | None = None) -> Iterator[None]:
+    """Bound the body by ``timeout`` seconds (``math.inf``: unbounded).
+
+    anyio's cancellation becomes :class:`amqp10.errors.TimeoutError` saying
+    ``what timed out after Ns`` (N is ``shown`` if given: the limit the caller
+    set, when ``timeout`` is what is left of it).
+    """
+    if math.isinf(timeout):
+        yield
+        return
+    try:
+        with anyio.fail_after(timeout):
+            yield
+    except TimeoutError as exc:
+        if isinstance(exc, errors.TimeoutError):
+            raise
+        limit = timeout if shown is None else shown
+        raise errors.TimeoutError(f"{what} timed out after {limit:g}s") from None
+
+
+Payload: TypeAlias = Message | bytes | bytearray | memoryview
+
+
+def encode_payload(message: Any) -> bytes:
+    """A :class:`Message` encoded, or bytes taken as an already-encoded message."""
+    if isinstance(message, Message):
+        return message.encode()
+    if isinstance(message, bytes):
+        return message
+    if isinstance(message, (bytearray, memoryview)):
+        return bytes(message)
+    raise TypeError(
+        f"send() takes a Message or the bytes of an encoded message, not {type(message).__name__}"
+    )
+
+
+def describe_outcome(state: Any) -> str:
+    """``rejected (amqp:...: text)``, ``released``, ... for messages."""
+    if isinstance(state, Rejected):
+        e = state.error
+        if e is None:
+            return "rejected"
+        text = str(e.condition) + (f": {e.description}" if e.description else "")
+        return f"rejected ({text})"
+    if isinstance(state, Released):
+        return "released"
+    if isinstance(state, Modified):
+        return "modified"
+    if isinstance(state, Accepted):
+        return "accepted"
+    return "settled without an outcome" if state is None else repr(state)

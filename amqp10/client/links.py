@@ -1,0 +1,675 @@
+"""Sessions, senders, receivers and received deliveries of the async client.
+
+These wrap the engine's endpoints (``amqp10.transport``); the connection's
+event handler updates them, and the application awaits on them. Everything
+runs in the connection's event loop: no locks, just wake-up signals.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .. import errors
+from ..io.driver import Signal
+from ..message import Message
+from ..transport import Delivery as EngineDelivery
+from ..transport import IllegalStateError, LinkState, SessionState
+from ..transport import Link as EngineLink
+from ..transport import Receiver as EngineReceiver
+from ..transport import Sender as EngineSender
+from ..transport import Session as EngineSession
+from ..types import Accepted, Error, Modified, Rejected, Released
+from ._common import OUTCOMES, Outcome, Payload, deadline, encode_payload
+
+if TYPE_CHECKING:
+    from .connection import Connection
+
+__all__ = ["Delivery", "Link", "Receiver", "Sender", "Session"]
+
+log = logging.getLogger("amqp10.client")
+
+_LIVE_LINK = (LinkState.ATTACHED, LinkState.ATTACH_SENT)
+
+
+class Session:
+    """An AMQP session: a group of links sharing flow-control windows.
+
+    Connections open a default session for links opened without one; open more
+    with :meth:`Connection.session` (e.g. to isolate a slow consumer's window).
+    """
+
+    def __init__(self, conn: Connection, session: EngineSession, *, incoming: bool = False) -> None:
+        self._conn = conn
+        self._session = session
+        session.context = self
+        self._links: set[Link] = set()
+        self._error: errors.AMQPError | None = None
+        self._begun = incoming
+        self._closing = False
+        self.incoming = incoming
+        """True for a session the peer began."""
+
+    def __repr__(self) -> str:
+        return f"<Session channel={self._session.channel} {self._session.state.name}>"
+
+    @property
+    def is_open(self) -> bool:
+        return self._error is None and self._session.state is SessionState.MAPPED
+
+    async def open_sender(self, address: str | None, **kwargs: Any) -> Sender:
+        """Open a sender on this session (see :meth:`Connection.open_sender`)."""
+        return await self._conn.open_sender(address, session=self, **kwargs)
+
+    async def open_receiver(self, address: str | None, **kwargs: Any) -> Receiver:
+        """Open a receiver on this session (see :meth:`Connection.open_receiver`)."""
+        return await self._conn.open_receiver(address, session=self, **kwargs)
+
+    async def close(self, *, timeout: float | None = None) -> None:
+        """End the session (its links go with it) and wait for the peer's end."""
+        conn = self._conn
+        if self._error is None and conn._error is None and not self._closing:
+            self._closing = True
+            try:
+                self._session.end()
+            except IllegalStateError:
+                pass
+            conn._wake()
+            try:
+                with deadline(conn._timeout_for(timeout), "ending the session"):
+                    while self._session.state is not SessionState.UNMAPPED and self._error is None:
+                        await conn._changed.wait()
+            finally:
+                self._fail(errors.SessionError("the session is closed"))
+        conn._sessions.discard(self)
+
+    def _check_usable(self) -> None:
+        if self._error is not None:
+            raise self._error
+        self._conn._check_open()
+
+    def _fail(self, error: errors.AMQPError, *, link_error: errors.AMQPError | None = None) -> None:
+        if self._error is None:
+            self._error = error
+        for link in list(self._links):
+            link._fail(
+                link_error
+                or errors.LinkDetached(f"the {link._what()} ended with its session ({error})")
+            )
+        if self._conn._default_session is self:
+            self._conn._default_session = None
+        self._conn._changed.fire()
+
+
+class Link:
+    """What senders and receivers share: name, address, state, closing."""
+
+    kind = "link"
+
+    def __init__(
+        self,
+        conn: Connection,
+        session: Session,
+        link: EngineLink,
+        *,
+        address: str | None,
+        incoming: bool = False,
+    ) -> None:
+        self._conn = conn
+        self._session = session
+        self._link = link
+        link.context = self
+        self._address = address
+        self.incoming = incoming
+        """True for a link the peer attached (accepted by us)."""
+        self._ready = incoming
+        self._refused = False
+        self._closing = False
+        self._error: errors.AMQPError | None = None
+        self._sig = Signal()
+        session._links.add(self)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} address={self._address!r} {self._link.state.name}>"
+
+    def _what(self) -> str:
+        if self.kind == "sender":
+            return f"sender to {self._address!r}"
+        return f"receiver from {self._address!r}"
+
+    @property
+    def name(self) -> str:
+        return self._link.name
+
+    @property
+    def address(self) -> str | None:
+        """The node this link talks to (for a dynamic receiver: the address the peer assigned)."""
+        return self._address
+
+    @property
+    def session(self) -> Session:
+        return self._session
+
+    @property
+    def remote_source(self) -> Any:
+        return self._link.remote_source
+
+    @property
+    def remote_target(self) -> Any:
+        return self._link.remote_target
+
+    @property
+    def is_open(self) -> bool:
+        return self._error is None and self._link.state is LinkState.ATTACHED
+
+    @property
+    def error(self) -> errors.AMQPError | None:
+        """Why the link stopped (``LinkDetached`` after a clean close), or None while open."""
+        return self._error
+
+    def _check_usable(self) -> None:
+        if self._error is not None:
+            raise self._error
+        self._conn._check_open()
+
+    # -- engine events (from the connection) ------------------------------------------
+    def _on_attached(self) -> None:
+        link = self._link
+        terminus = link.remote_target if isinstance(link, EngineSender) else link.remote_source
+        if terminus is None:
+            self._refused = True  # §2.6.3: a detach with the reason follows
+        else:
+            self._ready = True
+        self._sig.fire()
+
+    def _on_detached(self, error: Error | None, *, closed: bool, failed: bool = False) -> None:
+        if self._closing:
+            exc: errors.AMQPError = errors.LinkDetached(f"{self._what()} is closed")
+        elif self._refused or not self._ready:
+            exc = errors.LinkError.from_error(
+                f"the peer refused the {self._what()}", error, default="no reason given"
+            )
+        elif failed:
+            exc = errors.LinkError.from_error(f"{self._what()} failed", error)
+        elif error is not None:
+            exc = errors.LinkError.from_error(f"{self._what()} detached by the peer", error)
+        else:
+            how = "closed" if closed else "detached"
+            exc = errors.LinkDetached(f"{self._what()} {how} by the peer")
+        self._fail(exc)
+
+    def _fail(self, error: errors.AMQPError) -> None:
+        if self._error is None:
+            self._error = error
+        self._session._links.discard(self)
+        self._sig.fire()
+        self._conn._changed.fire()
+
+    # -- verbs --------------------------------------------------------------------------
+    async def close(self, error: Error | None = None, *, timeout: float | None = None) -> None:
+        """Close the link (detach with closed=true) and wait for the peer's answer."""
+        await self._detach(error, closed=True, timeout=timeout)
+
+    async def detach(self, error: Error | None = None, *, timeout: float | None = None) -> None:
+        """Detach without closing (the peer keeps the link's state, e.g. a durable subscription)."""
+        await self._detach(error, closed=False, timeout=timeout)
+
+    async def _detach(self, error: Error | None, *, closed: bool, timeout: float | None) -> None:
+        conn = self._conn
+        if self._error is not None or conn._error is not None:
+            self._fail(errors.LinkDetached(f"{self._what()} is closed"))
+            return
+        self._closing = True
+        self._before_close()
+        link = self._link
+        try:
+            link.detach(error, closed=closed)
+        except IllegalStateError:
+            pass
+        conn._wake()
+        try:
+            with deadline(conn._timeout_for(timeout), f"closing the {self._what()}"):
+                while (
+                    link.state is not LinkState.DETACHED
+                    and self._error is None
+                    and conn._error is None
+                ):
+                    await self._sig.wait()
+        finally:
+            self._fail(errors.LinkDetached(f"{self._what()} is closed"))
+
+    def _before_close(self) -> None:
+        """Hook: settle or release what the link holds before its detach goes out."""
+
+    async def __aenter__(self) -> Link:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.close(timeout=self._conn._close_timeout())
+            except errors.AMQPError:
+                pass
+
+
+class _Pending:
+    """One send waiting for its outcome."""
+
+    __slots__ = ("done", "error", "outcome")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.outcome: Any = None
+        self.error: errors.AMQPError | None = None
+
+    def resolve(self, outcome: Any) -> None:
+        if not self.done.is_set():
+            self.outcome = outcome
+            self.done.set()
+
+    def fail(self, error: errors.AMQPError) -> None:
+        if not self.done.is_set():
+            self.error = error
+            self.done.set()
+
+
+class Sender(Link):
+    """Sends messages; :meth:`send` returns the peer's outcome."""
+
+    kind = "sender"
+    _link: EngineSender
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._pending: dict[EngineDelivery, _Pending] = {}
+        self._unsent: deque[EngineDelivery] = deque()  # pre-settled, waiting for credit
+
+    @property
+    def credit(self) -> int:
+        """Deliveries the peer lets us send right now."""
+        return self._link.credit
+
+    @property
+    def queued(self) -> int:
+        """Messages given to :meth:`send` and not yet written (waiting for credit)."""
+        return self._link.queued
+
+    async def __aenter__(self) -> Sender:
+        return self
+
+    async def send(
+        self,
+        message: Payload,
+        *,
+        settled: bool | None = None,
+        timeout: float | None = None,
+    ) -> Outcome | None:
+        """Send a message; return its outcome once the peer settles it.
+
+        ``message`` is a :class:`~amqp10.Message` or the bytes of an encoded
+        message. ``settled=True`` sends it pre-settled (at most once): the call
+        returns None once the message is written. The default follows the link's
+        settle mode (pre-settled only for ``AT_MOST_ONCE``).
+
+        Waits for credit and then for the outcome, at most ``timeout`` seconds
+        (the connection's default when None). Cancelling or timing out before
+        the message went out withdraws it (an aborted transfer if it was half
+        written); after that, the outcome is settled and ignored when it comes.
+        """
+        payload = encode_payload(message)
+        self._check_usable()
+        conn = self._conn
+        limit = conn._timeout_for(timeout)
+        try:
+            d = self._link.send(payload, settled=settled)
+        except IllegalStateError as exc:
+            raise errors.IllegalStateError(f"cannot send on the {self._what()}: {exc}") from None
+        pending = _Pending()
+        d.context = pending
+        conn._wake()
+        if d.settled:
+            if d.sent:
+                pending.resolve(None)
+            else:
+                self._unsent.append(d)
+                conn._waiting_senders.add(self)
+        else:
+            self._pending[d] = pending
+        try:
+            with deadline(limit, f"send to {self._address!r}"):
+                await pending.done.wait()
+                if d.settled and pending.error is None:
+                    await conn._driver.flush()
+        except BaseException as exc:
+            self._withdraw(d)
+            if isinstance(exc, errors.TimeoutError):
+                why = "waiting for the peer's outcome" if d.sent else "no credit from the peer"
+                raise errors.TimeoutError(
+                    f"send to {self._address!r} timed out after {limit:g}s ({why})"
+                ) from None
+            raise
+        finally:
+            self._pending.pop(d, None)
+        if pending.error is not None:
+            raise pending.error
+        return pending.outcome  # type: ignore[no-any-return]
+
+    def _withdraw(self, d: EngineDelivery) -> None:
+        """Take back a send the application stopped waiting for."""
+        if not d.sent and not d.aborted:
+            try:
+                d.abort()
+            except IllegalStateError:
+                pass
+            self._conn._wake()
+        try:
+            self._unsent.remove(d)
+        except ValueError:
+            pass
+
+    # -- from the connection --------------------------------------------------------------
+    def _on_update(self, d: EngineDelivery, settled: bool) -> None:
+        state = d.remote_state
+        if not (settled or isinstance(state, OUTCOMES)):
+            return  # a non-terminal state (received): keep waiting
+        if not d.settled:
+            try:
+                d.settle()
+            except IllegalStateError:
+                pass
+            self._conn._wake()
+        pending = d.context
+        if isinstance(pending, _Pending):
+            pending.resolve(state)
+
+    def _after_io(self) -> bool:
+        """Resolve pre-settled sends that went out; True while some still wait for credit."""
+        unsent = self._unsent
+        while unsent and (unsent[0].sent or unsent[0].aborted):
+            pending = unsent.popleft().context
+            if isinstance(pending, _Pending):
+                pending.resolve(None)
+        return bool(unsent)
+
+    def _fail(self, error: errors.AMQPError) -> None:
+        first = self._error is None
+        super()._fail(error)
+        if first:
+            for pending in self._pending.values():
+                pending.fail(self._error or error)
+            for d in self._unsent:
+                if isinstance(d.context, _Pending):
+                    d.context.fail(self._error or error)
+            self._unsent.clear()
+
+
+class Delivery:
+    """A message received on a :class:`Receiver`, and the verbs to settle it.
+
+    ``payload`` is the encoded message; ``message`` decodes it (once, on first
+    use). Settle with :meth:`accept`, :meth:`reject`, :meth:`release` or
+    :meth:`modify` (for a message the sender pre-settled these only settle it
+    locally: the sender does not want an outcome).
+    """
+
+    __slots__ = ("_d", "_message", "_receiver")
+
+    def __init__(self, receiver: Receiver, delivery: EngineDelivery) -> None:
+        self._receiver = receiver
+        self._d = delivery
+        self._message: Message | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"<Delivery tag={self._d.tag!r} size={len(self._d.payload)} settled={self._d.settled}>"
+        )
+
+    @property
+    def payload(self) -> bytes:
+        return self._d.payload
+
+    @property
+    def message(self) -> Message:
+        """The decoded message (raises ``amqp10.types.DecodeError`` if it is malformed)."""
+        if self._message is None:
+            self._message = Message.decode(self._d.payload)
+        return self._message
+
+    @property
+    def tag(self) -> bytes:
+        return self._d.tag
+
+    @property
+    def receiver(self) -> Receiver:
+        return self._receiver
+
+    @property
+    def settled(self) -> bool:
+        """True once we settled it (for rcv-settle-mode second: once the sender settled too)."""
+        return self._d.settled
+
+    @property
+    def remote_settled(self) -> bool:
+        """True if the sender settled it (pre-settled: at most once)."""
+        return self._d.remote_settled
+
+    @property
+    def state(self) -> Any:
+        """The outcome we gave it, if any."""
+        return self._d.state
+
+    async def accept(self) -> None:
+        await self.settle(Accepted())
+
+    async def reject(self, error: Error | None = None) -> None:
+        await self.settle(Rejected(error=error))
+
+    async def release(self) -> None:
+        await self.settle(Released())
+
+    async def modify(
+        self,
+        *,
+        delivery_failed: bool = True,
+        undeliverable_here: bool = False,
+        message_annotations: dict[Any, Any] | None = None,
+    ) -> None:
+        await self.settle(
+            Modified(
+                delivery_failed=delivery_failed,
+                undeliverable_here=undeliverable_here,
+                message_annotations=message_annotations,
+            )
+        )
+
+    async def settle(self, state: Any = None) -> None:
+        """Settle with ``state`` as the outcome (None: settle without one)."""
+        self._receiver._settle(self._d, state)
+        await anyio.lowlevel.checkpoint()
+
+
+DeliveryHook = Callable[["Receiver", EngineDelivery], None]
+
+
+class Receiver(Link):
+    """Receives messages: ``async for delivery in receiver`` or :meth:`receive`.
+
+    With a credit window (``credit=N`` at open, the default 100) the receiver
+    keeps the sender supplied: it tops the credit back up to N as the
+    application takes deliveries. With ``credit=0`` the application grants
+    credit itself (:meth:`add_credit`) and may :meth:`drain` it.
+    """
+
+    kind = "receiver"
+    _link: EngineReceiver
+
+    def __init__(
+        self,
+        *args: Any,
+        window: int = 100,
+        auto_accept: bool = False,
+        on_delivery: DeliveryHook | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self._window = window
+        self._auto_accept = auto_accept
+        self._on_delivery = on_delivery
+        self._buffer: deque[EngineDelivery] = deque()
+        self._links: list[EngineReceiver] = [
+            self._link
+        ]  # more when the peer attaches to our address
+        self._held: dict[EngineLink, int] = {}
+        self._draining = False
+
+    async def __aenter__(self) -> Receiver:
+        return self
+
+    @property
+    def credit(self) -> int:
+        """Credit the sender still has from us (on the main link)."""
+        return self._link.credit
+
+    @property
+    def buffered(self) -> int:
+        """Deliveries received and not yet taken by the application."""
+        return len(self._buffer)
+
+    # -- taking deliveries ----------------------------------------------------------------
+    def __aiter__(self) -> Receiver:
+        return self
+
+    async def __anext__(self) -> Delivery:
+        """The next delivery; the iteration ends once the link is closed and drained of them."""
+        while not self._buffer:
+            if self._error is not None or self._conn._error is not None:
+                raise StopAsyncIteration
+            self._replenish()
+            await self._sig.wait()
+        return self._take()
+
+    async def receive(self, *, timeout: float | None = None) -> Delivery:
+        """The next delivery, waiting at most ``timeout`` seconds.
+
+        Raises the link's (or connection's) error once it is closed and nothing
+        is buffered. Cancelling takes nothing off the buffer.
+        """
+        if not self._buffer:
+            conn = self._conn
+            with deadline(conn._timeout_for(timeout), f"receive from {self._address!r}"):
+                while not self._buffer:
+                    self._check_usable()
+                    self._replenish()
+                    await self._sig.wait()
+        return self._take()
+
+    def _take(self) -> Delivery:
+        d = self._buffer.popleft()
+        link = d.link
+        self._held[link] = self._held.get(link, 1) - 1
+        self._conn._took(1)
+        self._replenish()
+        delivery = Delivery(self, d)
+        if self._auto_accept and not d.settled:
+            self._settle(d, Accepted())
+        return delivery
+
+    # -- credit -------------------------------------------------------------------------
+    def add_credit(self, n: int) -> None:
+        """Grant ``n`` more deliveries of credit (for receivers opened with ``credit=0``)."""
+        self._check_usable()
+        if n < 0:
+            raise ValueError("credit must not be negative")
+        link = self._link
+        link.flow(link.credit + n, drain=False)
+        self._conn._wake()
+
+    async def drain(self, *, timeout: float | None = None) -> None:
+        """Ask the sender to use its credit now or give it back; wait until it has.
+
+        Deliveries sent to use up the credit land in the buffer as usual. With a
+        credit window the window is restored as the application takes deliveries.
+        """
+        self._check_usable()
+        link = self._link
+        if link.credit == 0:
+            return
+        conn = self._conn
+        self._draining = True
+        try:
+            link.drain_credit()
+            conn._wake()
+            with deadline(conn._timeout_for(timeout), f"drain of the {self._what()}"):
+                while link.credit > 0:
+                    self._check_usable()
+                    await self._sig.wait()
+        finally:
+            self._draining = False
+
+    def _replenish(self) -> None:
+        window = self._window
+        if window <= 0 or self._draining or self._error is not None:
+            return
+        wake = False
+        for link in self._links:
+            if link.state not in _LIVE_LINK:
+                continue
+            held = self._held.get(link, 0)
+            if link.credit + held <= window // 2 and held < window:
+                link.flow(window - held, drain=False)
+                wake = True
+        if wake:
+            self._conn._wake()
+
+    # -- settling -------------------------------------------------------------------------
+    def _settle(self, d: EngineDelivery, state: Any) -> None:
+        if d.settled:
+            raise errors.IllegalStateError(f"delivery {d.tag!r} is already settled")
+        if not d.remote_settled:
+            link = d.link
+            if link.state is not LinkState.ATTACHED or self._conn._error is not None:
+                if self._conn._error is not None:
+                    raise self._conn._error
+                raise self._error or errors.LinkDetached(f"{self._what()} is detached")
+        try:
+            d.settle(state)
+        except IllegalStateError as exc:
+            raise errors.IllegalStateError(f"cannot settle delivery {d.tag!r}: {exc}") from None
+        self._conn._wake()
+
+    # -- from the connection ------------------------------------------------------------
+    def _add_link(self, link: EngineReceiver) -> None:
+        """Merge another engine link (the peer attached to our address) into this receiver."""
+        link.context = self
+        self._links.append(link)
+        self._replenish()
+
+    def _deliver(self, d: EngineDelivery) -> None:
+        if self._on_delivery is not None:
+            self._on_delivery(self, d)
+            self._replenish()
+            return
+        self._buffer.append(d)
+        link = d.link
+        self._held[link] = self._held.get(link, 0) + 1
+        self._conn._buffered_more(1)
+        self._sig.fire()
+
+    def _on_flow(self) -> None:
+        self._sig.fire()
+
+    def _before_close(self) -> None:
+        # give back what the application never took, so the sender can redeliver it
+        for d in self._buffer:
+            if not d.settled and not d.remote_settled and d.link.state is LinkState.ATTACHED:
+                try:
+                    d.release()
+                except IllegalStateError:
+                    pass
+        self._conn._took(len(self._buffer))
+        self._buffer.clear()
+        self._held.clear()

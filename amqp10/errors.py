@@ -1,0 +1,132 @@
+"""The exceptions the library raises to applications (I/O driver and client API).
+
+Every exception carries the AMQP ``condition`` and ``description`` when the
+failure came with an AMQP ``error`` (a close, end or detach from the peer, or
+one our engine sent), and reads as one line: ``str(exc)`` says what failed,
+where, and why.
+
+``ConnectionError`` and ``TimeoutError`` also derive from the built-in
+exceptions of the same names, so ``except OSError`` / ``except TimeoutError``
+keep working around network code.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any, Self
+
+from .types import Error
+
+__all__ = [
+    "AMQPError",
+    "AuthenticationError",
+    "ConnectError",
+    "ConnectionClosed",
+    "ConnectionError",
+    "DeliveryError",
+    "IllegalStateError",
+    "LinkDetached",
+    "LinkError",
+    "SessionError",
+    "TLSError",
+    "TimeoutError",
+]
+
+
+class AMQPError(Exception):
+    """Base class of the library's exceptions.
+
+    ``condition`` is the AMQP error condition (a symbol such as
+    ``amqp:not-found``) or None; ``description`` the peer's (or our) text;
+    ``info`` the error's info map.
+    """
+
+    condition: str | None
+    description: str | None
+    info: dict[Any, Any] | None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        condition: str | None = None,
+        description: str | None = None,
+        info: dict[Any, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.condition = None if condition is None else str(condition)
+        self.description = description
+        self.info = info
+
+    @classmethod
+    def from_error(cls, what: str, error: Error | None, default: str = "") -> Self:
+        """``what: condition: description`` from an AMQP error (``default`` if none)."""
+        if error is None:
+            return cls(f"{what}{': ' + default if default else ''}")
+        cond = str(error.condition)
+        text = f"{what}: {cond}"
+        if error.description:
+            text += f": {error.description}"
+        return cls(text, condition=cond, description=error.description, info=error.info)
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class ConnectionError(AMQPError, builtins.ConnectionError):
+    """The connection could not be used: closed by the peer, lost, or refused."""
+
+    def __init__(self, message: str, **kwargs: Any) -> None:
+        AMQPError.__init__(self, message, **kwargs)
+
+
+class ConnectError(ConnectionError):
+    """The TCP connection could not be established (refused, unreachable, no such host)."""
+
+
+class TLSError(ConnectionError):
+    """The TLS handshake failed (certificate not trusted, wrong host name, bad protocol)."""
+
+
+class AuthenticationError(ConnectionError):
+    """The peer refused the SASL login (or offered no mechanism we can use)."""
+
+
+class ConnectionClosed(ConnectionError):
+    """The connection was closed (by us or, cleanly, by the peer): nothing more can be done on it."""
+
+
+class SessionError(AMQPError):
+    """A session ended: refused or ended by the peer, or torn down by a protocol error."""
+
+
+class LinkError(AMQPError):
+    """A link could not be attached, or was detached with an error."""
+
+
+class LinkDetached(LinkError):
+    """The link was detached or closed (without an error, or by us)."""
+
+
+class TimeoutError(AMQPError, builtins.TimeoutError):
+    """An operation did not finish within its timeout."""
+
+    def __init__(self, message: str, **kwargs: Any) -> None:
+        AMQPError.__init__(self, message, **kwargs)
+
+
+class IllegalStateError(AMQPError, RuntimeError):
+    """The object's state does not allow the call (e.g. settling a delivery twice)."""
+
+
+class DeliveryError(AMQPError):
+    """A message was not accepted by the peer (rejected, released or modified).
+
+    ``outcome`` is the peer's outcome (``Rejected(...)``, ``Released()``, ...).
+    """
+
+    outcome: object
+
+    def __init__(self, message: str, *, outcome: object = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.outcome = outcome

@@ -1,0 +1,266 @@
+"""Sockets: outgoing TCP/TLS connections, listeners, and the mapping of I/O errors.
+
+This module and :mod:`amqp10.io.driver` are the only places that touch sockets.
+anyio, OS and ``ssl`` exceptions leave here as :mod:`amqp10.errors` exceptions
+with one-line messages (the original exception stays chained as ``__cause__``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import socket
+import ssl
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+from anyio.abc import ByteStream, SocketAttribute, TaskGroup, TaskStatus
+from anyio.streams.tls import TLSStream
+
+from .. import errors
+
+__all__ = ["Listener", "connect_stream", "describe_io_error", "map_io_error", "peer_name"]
+
+log = logging.getLogger("amqp10.io")
+
+# anyio's own failures (closed/broken streams) are not OSErrors; these are what
+# a read or write on a connected stream can raise.
+IO_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    anyio.BrokenResourceError,
+    anyio.ClosedResourceError,
+    anyio.EndOfStream,
+)
+TLS_ERRORS: tuple[type[BaseException], ...] = (*IO_ERRORS, ssl.SSLError)
+HANDSHAKE_ERRORS: tuple[type[BaseException], ...] = (TimeoutError, *TLS_ERRORS)
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The innermost informative exception behind anyio's wrappers."""
+    seen = 0
+    while seen < 8:
+        seen += 1
+        cause = exc.__cause__
+        if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]
+            continue
+        if cause is None:
+            break
+        if isinstance(exc, (anyio.BrokenResourceError, anyio.ClosedResourceError)) or (
+            type(exc) is OSError and not exc.errno
+        ):
+            exc = cause
+            continue
+        break
+    return exc
+
+
+def describe_io_error(exc: BaseException) -> str:
+    """A short lower-case reason for an I/O failure ("connection refused", ...)."""
+    root = _root_cause(exc)
+    if isinstance(root, ssl.SSLCertVerificationError):
+        return f"certificate verify failed: {root.verify_message or root.reason}"
+    if isinstance(root, ssl.SSLError):
+        reason = root.reason or root.strerror or str(root)
+        return str(reason).replace("_", " ").lower()
+    if isinstance(root, socket.gaierror):
+        return f"name resolution failed: {root.strerror or root}"
+    if isinstance(root, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(root, ConnectionResetError):
+        return "connection reset by peer"
+    if isinstance(root, BrokenPipeError):
+        return "broken pipe"
+    if isinstance(root, anyio.EndOfStream):
+        return "the peer closed the connection"
+    if isinstance(root, anyio.BrokenResourceError):
+        return "the connection broke"
+    if isinstance(root, anyio.ClosedResourceError):
+        return "the stream was closed"
+    if isinstance(root, OSError) and root.strerror:
+        return root.strerror[0].lower() + root.strerror[1:]
+    text = str(root) or type(root).__name__
+    return text[0].lower() + text[1:]
+
+
+def _is_tls_failure(exc: BaseException) -> bool:
+    return isinstance(_root_cause(exc), ssl.SSLError)
+
+
+def map_io_error(
+    exc: BaseException, what: str, *, connecting: bool = False
+) -> errors.ConnectionError:
+    """``what: reason`` as the right :mod:`amqp10.errors` exception.
+
+    ``connecting`` picks :class:`~amqp10.errors.ConnectError` for failures to
+    reach the peer; a TLS failure is always a :class:`~amqp10.errors.TLSError`.
+    """
+    reason = describe_io_error(exc)
+    cls: type[errors.ConnectionError]
+    if _is_tls_failure(exc):
+        cls = errors.TLSError
+    elif connecting:
+        cls = errors.ConnectError
+    else:
+        cls = errors.ConnectionError
+    return cls(f"{what}: {reason}")
+
+
+def peer_name(host: str, port: int) -> str:
+    """``host:port`` (``[v6]:port`` for IPv6 literals), as messages show a peer."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+async def connect_stream(
+    host: str,
+    port: int,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    server_hostname: str | None = None,
+    timeout: float = math.inf,
+) -> ByteStream:
+    """Open a TCP connection (and do the TLS handshake when ``ssl_context`` is given).
+
+    TLS is set up without the close-notify requirement: AMQP peers commonly
+    close the socket right after the AMQP close, and that must read as a clean
+    end of stream.
+    """
+    peer = peer_name(host, port)
+    try:
+        with anyio.fail_after(timeout):
+            stream = await anyio.connect_tcp(host, port)
+    except TimeoutError as exc:
+        raise errors.TimeoutError(f"connecting to {peer} timed out after {timeout:g}s") from exc
+    except IO_ERRORS as exc:
+        raise map_io_error(exc, f"could not connect to {peer}", connecting=True) from exc
+    if ssl_context is None:
+        return stream
+    try:
+        with anyio.fail_after(timeout):
+            return await TLSStream.wrap(
+                stream,
+                server_side=False,
+                hostname=server_hostname or host,
+                ssl_context=ssl_context,
+                standard_compatible=False,
+            )
+    except TimeoutError as exc:
+        await anyio.aclose_forcefully(stream)
+        raise errors.TimeoutError(
+            f"TLS handshake with {peer} timed out after {timeout:g}s"
+        ) from exc
+    except TLS_ERRORS as exc:
+        await anyio.aclose_forcefully(stream)
+        err = map_io_error(exc, f"TLS handshake with {peer} failed")
+        if not isinstance(err, errors.TLSError):
+            err = errors.TLSError(str(err))
+        raise err from exc
+    except BaseException:
+        await anyio.aclose_forcefully(stream)
+        raise
+
+
+StreamHandler = Callable[[ByteStream, str], Awaitable[None]]
+
+
+class Listener:
+    """A bound TCP listener (optionally TLS) that hands each connection to a coroutine.
+
+    Create with :meth:`bind`; ``port`` is the port actually bound (ask for 0 to
+    get a free one). :meth:`serve` accepts until cancelled or :meth:`aclose`.
+    """
+
+    def __init__(
+        self, listener: Any, host: str, port: int, ssl_context: ssl.SSLContext | None
+    ) -> None:
+        self._listener = listener
+        self.host = host
+        self.port = port
+        self.ssl_context = ssl_context
+
+    @classmethod
+    async def bind(
+        cls,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        backlog: int = 128,
+    ) -> Listener:
+        """Bind and listen; raise :class:`~amqp10.errors.ConnectError` if the address is unusable."""
+        try:
+            listener = await anyio.create_tcp_listener(
+                local_host=host, local_port=port, backlog=backlog
+            )
+        except OSError as exc:
+            raise errors.ConnectError(
+                f"cannot listen on {peer_name(host, port)}: {describe_io_error(exc)}"
+            ) from exc
+        bound = listener.extra(SocketAttribute.local_port)
+        return cls(listener, host, bound, ssl_context)
+
+    @property
+    def address(self) -> str:
+        return peer_name(self.host, self.port)
+
+    async def serve(
+        self,
+        handler: StreamHandler,
+        task_group: TaskGroup,
+        *,
+        handshake_timeout: float = 10.0,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Accept connections forever, running ``handler(stream, peer)`` for each in ``task_group``.
+
+        A failed TLS handshake is logged and the socket closed; the handler never
+        sees it. The handler owns the stream and must close it. With
+        ``await tg.start(listener.serve, ...)`` it returns once accepting.
+        """
+        async with anyio.create_task_group() as accepting:
+            for sub in getattr(self._listener, "listeners", [self._listener]):
+                accepting.start_soon(self._accept_loop, sub, handler, task_group, handshake_timeout)
+            task_status.started()
+
+    async def _accept_loop(
+        self, listener: Any, handler: StreamHandler, task_group: TaskGroup, handshake_timeout: float
+    ) -> None:
+        while True:
+            try:
+                stream = await listener.accept()
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return
+            except OSError as exc:  # e.g. EMFILE: keep listening
+                log.warning("accept on %s failed: %s", self.address, describe_io_error(exc))
+                await anyio.sleep(0.1)
+                continue
+            task_group.start_soon(self._handle, stream, handler, handshake_timeout)
+
+    async def _handle(self, stream: Any, handler: StreamHandler, handshake_timeout: float) -> None:
+        try:
+            host, port = stream.extra(SocketAttribute.remote_address)[:2]
+            peer = peer_name(str(host), int(port))
+        except Exception:  # pragma: no cover - unix sockets, exotic transports
+            peer = "unknown peer"
+        wrapped: ByteStream = stream
+        if self.ssl_context is not None:
+            try:
+                with anyio.fail_after(handshake_timeout):
+                    wrapped = await TLSStream.wrap(
+                        stream,
+                        server_side=True,
+                        ssl_context=self.ssl_context,
+                        standard_compatible=False,
+                    )
+            except HANDSHAKE_ERRORS as exc:
+                log.info("TLS handshake with %s failed: %s", peer, describe_io_error(exc))
+                await anyio.aclose_forcefully(stream)
+                return
+            except BaseException:
+                await anyio.aclose_forcefully(stream)
+                raise
+        await handler(wrapped, peer)
+
+    async def aclose(self) -> None:
+        await self._listener.aclose()
