@@ -148,6 +148,17 @@ def _one_line(exc: ValidationError) -> str:
     return f"{loc}: {first['msg']}{more}"
 
 
+def _merge(data: dict[str, object], overrides: dict[str, object]) -> None:
+    """Apply ``overrides`` to ``data``; a table overrides only the keys it names
+    (``--data-dir`` sets store.path and keeps the file's other [store] settings)."""
+    for key, value in overrides.items():
+        current = data.get(key)
+        if isinstance(value, dict) and isinstance(current, dict):
+            _merge(current, value)
+        else:
+            data[key] = value
+
+
 def load_config(path: Path | None = None, **overrides: object) -> BrokerConfig:
     """Read and validate a TOML config file (or the defaults), then apply ``overrides``."""
     data: dict[str, object] = {}
@@ -158,7 +169,7 @@ def load_config(path: Path | None = None, **overrides: object) -> BrokerConfig:
             raise ConfigError(f"config file not found: {path}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    data.update({k: v for k, v in overrides.items() if v is not None})
+    _merge(data, {k: v for k, v in overrides.items() if v is not None})
     try:
         return BrokerConfig.model_validate(data)
     except ValidationError as exc:

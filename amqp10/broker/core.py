@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import struct
 import time
 import uuid
 from collections.abc import Callable
@@ -54,6 +55,7 @@ from ..types import (
     SenderSettleMode,
     Source,
     Target,
+    decode_at,
     symbol,
     timestamp,
 )
@@ -71,6 +73,9 @@ __all__ = ["Broker", "ConnectionHandler"]
 log = logging.getLogger("amqp10.broker")
 
 _ids = itertools.count(1)
+# one accepted outcome for every message the broker accepts: the engine batches
+# consecutive dispositions with the same state, and identity is the cheapest test
+_ACCEPTED = Accepted()
 
 
 class Broker:
@@ -296,6 +301,7 @@ class ConnectionHandler:
         self.publishers: dict[int, tuple[Receiver, Node]] = {}
         self.blocked: set[int] = set()
         self._touched: set[int] = set()
+        self._handling = False  # inside handle(): the caller writes our output afterwards
         self.closed = False
         broker.connections.add(self)
         self._handlers: dict[type, Callable[[Any], None]] = {
@@ -321,10 +327,15 @@ class ConnectionHandler:
         return ro.container_id if ro is not None else ""
 
     def handle(self, events: list[Event]) -> None:
-        for e in events:
-            h = self._handlers.get(type(e))
-            if h is not None:
-                h(e)
+        handlers = self._handlers
+        self._handling = True
+        try:
+            for e in events:
+                h = handlers.get(type(e))
+                if h is not None:
+                    h(e)
+        finally:
+            self._handling = False
         if self._touched:
             # credit is topped up once per batch of events: the engine has already
             # counted every transfer in the batch against the link's credit
@@ -346,8 +357,10 @@ class ConnectionHandler:
         if self.closed:
             return
         self.closed = True
+        # a connection that ends detaches its links, it does not close them (§2.6.5):
+        # durable subscriptions stay for the next attach with the same name
         for c in list(self.consumers.values()):
-            self._drop_consumer(c, closed=True)
+            self._drop_consumer(c, closed=False)
         for _, node in self.publishers.values():
             queues = list(node.subscriptions.values()) if isinstance(node, Topic) else [node]
             for q in queues:
@@ -358,8 +371,8 @@ class ConnectionHandler:
 
     def _on_session_begun(self, e: SessionBegun) -> None:
         s = e.session
-        if s.state.name != "BEGIN_RCVD":
-            return
+        if s.state.name != "BEGIN_RCVD" or self.conn.state.name != "OPENED":
+            return  # the connection ended later in the same batch of frames: nothing to answer
         if len(self.conn.sessions) > self.broker.config.limits.max_sessions_per_connection:
             s.end(Error(condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED, description="too many sessions"))
             return
@@ -378,8 +391,8 @@ class ConnectionHandler:
 
     def _on_link_attached(self, e: LinkAttached) -> None:
         link = e.link
-        if link.state.name != "ATTACH_RCVD":
-            return
+        if link.state.name != "ATTACH_RCVD" or link.session.state.name != "MAPPED" or self.conn.state.name != "OPENED":
+            return  # its session or connection ended later in the same batch of frames
         if len(link.session.links) >= self.broker.config.limits.max_links_per_session:
             self._refuse(link, ErrorCondition.RESOURCE_LIMIT_EXCEEDED, "too many links on this session")
             return
@@ -551,7 +564,7 @@ class ConnectionHandler:
             return
         node = entry[1]
         try:
-            msg = self._queued_message(d.payload)
+            msg = self._queued_message(d.payload, node)
         except DecodeError as exc:
             if not d.remote_settled:
                 d.settle(Rejected(error=Error(condition=ErrorCondition.DECODE_ERROR, description=str(exc))))
@@ -562,23 +575,77 @@ class ConnectionHandler:
         def stored() -> None:
             if not presettled and not d.settled and not d._settle_pending:
                 try:
-                    d.settle(Accepted())
+                    d.settle(_ACCEPTED)
                 except IllegalStateError:
                     pass
-                self.wake()
+                if not self._handling:  # a commit callback: nobody else will flush
+                    self.wake()
 
         if not node.publish(msg, stored):
             if not presettled:
                 d.settle(Rejected(error=Error(condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED, description=f"node {node.name!r} is full")))
         self._touched.add(id(link))
 
-    def _queued_message(self, payload: bytes) -> QueuedMessage:
+    def _queued_message(self, payload: bytes, node: Node | None = None) -> QueuedMessage:
+        """What routing needs from a message: header fields, absolute expiry, message-id.
+
+        The common shapes (sections with ``00 53 xx`` descriptors; an absent or
+        empty header and properties) are scanned here without building a
+        :class:`LazyMessage`; the properties are decoded only if they can hold an
+        absolute-expiry-time or the node needs message-ids (duplicate detection,
+        the store). Anything unusual takes the general path, which also reports
+        malformed messages.
+        """
+        now = self.broker.now()
+        spans = _scan_sections(payload)
+        if spans is None:
+            return self._queued_message_slow(payload, now)
+        hpos, ppos = spans
+        durable = False
+        priority = 4
+        expiry = None
+        delivery_count = 0
+        if hpos >= 0 and payload[hpos + 3] != 0x45:
+            h = _decode_at(payload, hpos)[0]
+            durable = bool(h.durable)
+            if h.priority is not None:
+                priority = int(h.priority)
+            if h.ttl:
+                expiry = now + h.ttl / 1000
+            delivery_count = int(h.delivery_count or 0)
+        message_id = None
+        if ppos >= 0:
+            c = payload[ppos + 3]
+            if c == 0xC0:
+                count = payload[ppos + 5]
+            elif c == 0x45:
+                count = 0
+            else:
+                count = 9  # list32 (or invalid): decode
+            need_id = node is None or node.needs_message_ids or durable
+            if count > 8 or (count and need_id):
+                p = _decode_at(payload, ppos)[0]
+                if p.absolute_expiry_time:
+                    abs_exp = p.absolute_expiry_time / 1000
+                    expiry = abs_exp if expiry is None else min(expiry, abs_exp)
+                if p.message_id is not None and need_id:
+                    message_id = repr(p.message_id)
+        return QueuedMessage(
+            payload,
+            priority=priority,
+            durable=durable,
+            expiry=expiry,
+            message_id=message_id,
+            delivery_count=delivery_count,
+            arrival=now,
+        )
+
+    def _queued_message_slow(self, payload: bytes, now: float) -> QueuedMessage:
         lm = LazyMessage(payload)
         h = lm.header
         durable = False
         priority = 4
         expiry = None
-        now = self.broker.now()
         if h is not None:
             durable = bool(h.durable)
             if h.priority is not None:
@@ -630,6 +697,74 @@ class ConnectionHandler:
         if c is not None:
             c.node.dispatch()
         e.link.drained()
+
+
+# Width of what follows a section value's constructor, for the fast scan: >= 0 fixed
+# bytes, -1 a one-byte size, -4 a four-byte size; None: not handled here (described
+# values, invalid constructors), which sends the message down the general path.
+_WIDTH: list[int | None] = [None] * 256
+for _c, _w in (
+    ((0x40, 0x41, 0x42, 0x43, 0x44, 0x45), 0),
+    ((0x50, 0x51, 0x52, 0x53, 0x54, 0x55, 0x56), 1),
+    ((0x60, 0x61), 2),
+    ((0x70, 0x71, 0x72, 0x73, 0x74), 4),
+    ((0x80, 0x81, 0x82, 0x83, 0x84), 8),
+    ((0x94, 0x98), 16),
+    ((0xA0, 0xA1, 0xA3, 0xC0, 0xC1, 0xE0), -1),
+    ((0xB0, 0xB1, 0xB3, 0xD0, 0xD1, 0xF0), -4),
+):
+    for _x in _c:
+        _WIDTH[_x] = _w
+del _c, _w, _x
+# section descriptor code -> rank in the spec's order (the three body kinds share 5)
+_SECTION_RANK: list[int] = [-1] * 256
+for _code, _rank in ((0x70, 0), (0x71, 1), (0x72, 2), (0x73, 3), (0x74, 4), (0x75, 5), (0x76, 5), (0x77, 5), (0x78, 6)):
+    _SECTION_RANK[_code] = _rank
+del _code, _rank
+_unpack_u32 = struct.Struct(">I").unpack_from
+_decode_at = decode_at
+
+
+def _scan_sections(raw: bytes) -> tuple[int, int] | None:
+    """Where the header and properties sections start (-1: absent), for well-formed
+    messages of the usual shape; None sends the message to :class:`LazyMessage`."""
+    n = len(raw)
+    pos = 0
+    rank = -1
+    last = -1
+    hpos = ppos = -1
+    width = _WIDTH
+    try:
+        while pos < n:
+            if raw[pos] != 0x00 or raw[pos + 1] != 0x53:
+                return None
+            code = raw[pos + 2]
+            r = _SECTION_RANK[code]
+            if r < 0 or r < rank or (r == rank and (r != 5 or code != last or code == 0x77)):
+                return None  # out of order, repeated, or not a section: let LazyMessage say
+            c = raw[pos + 3]
+            w = width[c]
+            if w is None or (code == 0x75 and c != 0xA0 and c != 0xB0):
+                return None
+            if code == 0x76 and c != 0xC0 and c != 0x45 and c != 0xD0:
+                return None
+            if r == 0:
+                hpos = pos
+            elif r == 3:
+                ppos = pos
+            if w == -1:
+                pos += 5 + raw[pos + 4]
+            elif w == -4:
+                pos += 8 + _unpack_u32(raw, pos + 4)[0]
+            else:
+                pos += 4 + w
+            rank = r
+            last = code
+    except IndexError:
+        return None
+    if pos != n:
+        return None
+    return hpos, ppos
 
 
 def _kind_from(capabilities: Any) -> str | None:

@@ -122,6 +122,8 @@ class Node:
     """Common base: a named node with a policy."""
 
     kind = "node"
+    needs_message_ids = True
+    """Whether publishers must extract message-ids for this node (duplicate detection, the store)."""
 
     def __init__(self, name: str, policy: QueuePolicy, *, dynamic: bool = False) -> None:
         self.name = name
@@ -186,13 +188,21 @@ class Queue(Node):
         self.dedup = DuplicateWindow(policy.duplicate_window)
         # publishers held back by this queue's limits, told when messages leave
         self.space_listeners: set[Callable[[], None]] = set()
+        # the policy is immutable: what the per-message paths need, read once
+        self._max_length = policy.max_length
+        self._max_bytes = policy.max_bytes
+        self._limited = policy.max_length is not None or policy.max_bytes is not None
+        self._store_all = durable_node and policy.durable
+        self._movers: list[Consumer] = []  # consumers that take messages (not browsers)
+        self.needs_message_ids = self.dedup.size > 0 or self._store_all
 
     # -- inbound --------------------------------------------------------------------
     def is_full(self, extra: int = 0) -> bool:
-        p = self.policy
-        return (p.max_length is not None and self.count >= p.max_length) or (
-            p.max_bytes is not None and self.bytes + extra > p.max_bytes
-        )
+        if not self._limited:
+            return False
+        ml = self._max_length
+        mb = self._max_bytes
+        return (ml is not None and self.count >= ml) or (mb is not None and self.bytes + extra > mb)
 
     def can_accept(self, size: int = 0) -> bool:
         return self.policy.overflow != "block" or not self.is_full(size)
@@ -232,10 +242,10 @@ class Queue(Node):
         policy is ``reject``. A message-id seen within the duplicate window is
         acknowledged and not stored again.
         """
-        if self.dedup.seen(msg.message_id):
+        if msg.message_id is not None and self.dedup.seen(msg.message_id):
             on_stored()
             return True
-        if self.is_full(msg.size):
+        if self._limited and self.is_full(msg.size):
             if self.policy.overflow == "reject":
                 return False
             if self.policy.overflow == "drop-oldest":
@@ -253,7 +263,7 @@ class Queue(Node):
         self.count += 1
         self.bytes += msg.size
         self.stats.enqueued += 1
-        if self._persistent(msg):
+        if self.durable_node and (msg.durable or self._store_all):
             self.journal.submit(
                 (
                     _store.PUT,
@@ -274,7 +284,7 @@ class Queue(Node):
         return True
 
     def _persistent(self, msg: QueuedMessage) -> bool:
-        return self.durable_node and (msg.durable or self.policy.durable)
+        return self.durable_node and (msg.durable or self._store_all)
 
     def _journal_delete(self, msg: QueuedMessage) -> None:
         if self._persistent(msg):
@@ -296,12 +306,16 @@ class Queue(Node):
     def add_consumer(self, consumer: Consumer) -> None:
         if consumer.browse:
             self.browsers[consumer.id] = 0
+        else:
+            self._movers.append(consumer)
         self.consumers.append(consumer)
         self.dispatch()
 
     def remove_consumer(self, consumer: Consumer) -> None:
         if consumer in self.consumers:
             self.consumers.remove(consumer)
+        if consumer in self._movers:
+            self._movers.remove(consumer)
         self.browsers.pop(consumer.id, None)
 
     def __iter__(self) -> Iterator[QueuedMessage]:
@@ -315,27 +329,39 @@ class Queue(Node):
             return
         self._dispatching = True
         try:
-            self._dispatch_browsers()
-            consumers = [c for c in self.consumers if not c.browse]
+            if self.browsers:
+                self._dispatch_browsers()
+            consumers = self._movers
             n = len(consumers)
             if not n or not self.count:
                 return
-            idle = 0
             taken = 0
-            while self.count and idle < n:
-                c = consumers[self._rr % n]
-                self._rr += 1
-                if c.credit() <= 0:
-                    idle += 1
-                    continue
-                msg = self._take_for(c)
-                if msg is None:
-                    idle += 1
-                    continue
+            take = self._take_for
+            if n == 1:  # the common case: no round robin to keep
+                c = consumers[0]
+                deliver = c.deliver
+                while self.count and c.credit() > 0:
+                    msg = take(c)
+                    if msg is None:
+                        break
+                    taken += 1
+                    deliver(self, msg)
+            else:
                 idle = 0
-                taken += 1
-                self.stats.delivered += 1
-                c.deliver(self, msg)
+                while self.count and idle < n:
+                    c = consumers[self._rr % n]
+                    self._rr += 1
+                    if c.credit() <= 0:
+                        idle += 1
+                        continue
+                    msg = take(c)
+                    if msg is None:
+                        idle += 1
+                        continue
+                    idle = 0
+                    taken += 1
+                    c.deliver(self, msg)
+            self.stats.delivered += taken
             if taken and self.space_listeners:
                 for listener in list(self.space_listeners):
                     listener()
@@ -345,6 +371,16 @@ class Queue(Node):
     def _take_for(self, consumer: Consumer) -> QueuedMessage | None:
         now = None
         for level in reversed(self._levels):
+            if not level:
+                continue
+            msg = level[0]
+            if msg.expiry is None and not msg.excluded:  # the usual head: take it
+                level.popleft()
+                self.count -= 1
+                self.bytes -= msg.size
+                if self.durable_node and (msg.durable or self._store_all):
+                    self.journal.submit((_store.UPDATE, self.name, msg.seq, msg.delivery_count, 1))
+                return msg
             skipped: list[QueuedMessage] = []
             while level:
                 msg = level.popleft()

@@ -57,6 +57,7 @@ class BrokerService:
         self.recovered = 0
         self._users: Any = None
         self._accepting = True
+        self._conns_scope: anyio.CancelScope | None = None
 
     @property
     def ports(self) -> list[int]:
@@ -82,7 +83,18 @@ class BrokerService:
             time.monotonic() - started,
         )
         try:
-            async with anyio.create_task_group() as tg:
+            await self._run_tasks(task_status)
+        finally:
+            # after the task group: the committer has stopped, the connections are gone
+            with anyio.CancelScope(shield=True):
+                await self._close_store()
+
+    async def _run_tasks(self, task_status: TaskStatus[BrokerService]) -> None:
+        cfg = self.config
+        assert self.committer is not None
+        async with anyio.create_task_group() as tg:
+            conns = await tg.start(self._host_connections)
+            try:
                 tg.start_soon(self.committer.run)
                 for spec in cfg.listeners:
                     ctx = None
@@ -96,18 +108,31 @@ class BrokerService:
                     lst = await Listener.bind(spec.host, spec.port, ssl_context=ctx)
                     self.listeners.append(lst)
                     log.info("listening on %s%s", lst.address, " (TLS)" if ctx else "")
-                    tg.start_soon(self._serve, lst, tg)
+                    tg.start_soon(self._serve, lst, conns)
                 task_status.started(self)
                 await anyio.sleep_forever()
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self._shutdown()
+            finally:
+                try:
+                    with anyio.CancelScope(shield=True):
+                        await self._shutdown()
+                finally:
+                    assert self._conns_scope is not None
+                    self._conns_scope.cancel()
+
+    async def _host_connections(self, *, task_status: TaskStatus[Any] = anyio.TASK_STATUS_IGNORED) -> None:
+        """The task group of the connections, shielded from the service's cancellation:
+        their drivers must still run while ``_shutdown`` closes them (connection:forced)."""
+        with anyio.CancelScope(shield=True) as scope:
+            self._conns_scope = scope
+            async with anyio.create_task_group() as conns:
+                task_status.started(conns)
+                await anyio.sleep_forever()
 
     async def _serve(self, listener: Listener, tg: Any) -> None:
         await listener.serve(self._handle, tg, handshake_timeout=self.config.limits.handshake_timeout)
 
     async def _shutdown(self) -> None:
-        """Stop accepting, close every connection with connection:forced, flush the store."""
+        """Stop accepting, close every connection with connection:forced (see ``_close_store``)."""
         self._accepting = False
         for lst in self.listeners:
             with anyio.move_on_after(1):
@@ -125,6 +150,9 @@ class BrokerService:
                 await c.driver.wait_done()
         for c in list(self.clients):
             c.driver.abort()
+
+    async def _close_store(self) -> None:
+        """Commit what is left (after the committer's task has ended) and close the store."""
         if self.committer is not None:
             with anyio.move_on_after(10):
                 await self.committer._commit_pending()

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import re
+import signal
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -55,3 +61,91 @@ def broker_config(tmp_path: Path) -> BrokerConfig:
 @pytest.fixture
 def running_broker(broker_config: BrokerConfig) -> Iterator[RunningBroker]:
     yield from start_broker(broker_config)
+
+
+def make_config(tmp_path: Path, **kw: Any) -> BrokerConfig:
+    """A broker config on a free port of 127.0.0.1 with a store in ``tmp_path``.
+
+    ``kw`` are BrokerConfig fields; ``limits``/``sasl`` may be given as dicts.
+    """
+    kw.setdefault("listeners", [Listener(host="127.0.0.1", port=0)])
+    kw.setdefault("store", StoreConfig(path=tmp_path / "store.sqlite3", commit_interval_ms=1))
+    return BrokerConfig.model_validate(kw)
+
+
+@contextmanager
+def broker_with(tmp_path: Path, **kw: Any) -> Iterator[RunningBroker]:
+    """``with broker_with(tmp_path, limits={...}) as b:`` a broker for one test."""
+    yield from start_broker(make_config(tmp_path, **kw))
+
+
+@pytest.fixture(scope="session")
+def users_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A users file with alice/secret and bob/hunter2 (SCRAM credentials, 4096 iterations)."""
+    from amqp10.broker.users import add_user
+
+    path = tmp_path_factory.mktemp("users") / "users.toml"
+    add_user(path, "alice", "secret")
+    add_user(path, "bob", "hunter2")
+    return path
+
+
+def cli(*args: str) -> list[str]:
+    """The command line of ``amqp10 broker ARGS`` run with this interpreter."""
+    return [sys.executable, "-m", "amqp10.cli", "broker", *args]
+
+
+class BrokerProcess:
+    """``amqp10 broker ARGS`` in a subprocess: ``port`` once it listens, ``log`` its stderr."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(cli(*args), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.lines: list[str] = []
+        self.port = 0
+        self._listening = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        if not self._listening.wait(30):
+            self.kill()
+            raise AssertionError("the broker did not start:\n" + self.log)
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        with self.proc.stderr:
+            for raw in self.proc.stderr:
+                line = raw.decode(errors="replace")
+                self.lines.append(line)
+                m = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
+                if m:
+                    self.port = int(m.group(1))
+                    self._listening.set()
+
+    @property
+    def url(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log(self) -> str:
+        return "".join(self.lines)
+
+    def terminate(self, timeout: float = 20) -> int:
+        """SIGTERM, then the exit code."""
+        self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout)
+        self._reader.join(5)
+        return code
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self._reader.join(5)
+
+
+@contextmanager
+def broker_process(*args: str) -> Iterator[BrokerProcess]:
+    bp = BrokerProcess(*args)
+    try:
+        yield bp
+    finally:
+        bp.kill()
