@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
 
-.PHONY: broker test lint typecheck bench clean
+.PHONY: broker test lint typecheck bench interop clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -33,6 +33,10 @@ typecheck: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/codec_bench.py
+
+## Interop matrix (interop/README.md): PyPI-only columns; ARGS="--install --all" adds the Debian peers.
+interop: $(STAMP)
+	$(BIN)/python -m interop.matrix $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

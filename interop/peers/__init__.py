@@ -1,0 +1,1 @@
+"""Server peers of the interop matrix: our broker, the Proton broker, RabbitMQ, ActiveMQ."""

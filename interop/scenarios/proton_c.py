@@ -1,0 +1,211 @@
+"""The scenarios driven by Proton's C example clients (``send``, ``receive``, ``send-ssl``).
+
+The examples are what Debian ships in ``libqpid-proton11-dev-examples``,
+compiled unchanged (see :mod:`interop.peers.proton_c`). They take
+``host port address count [user password]`` and do one thing each: ``send``
+sends ``count`` unsettled messages (a map body) and wants each accepted,
+``receive`` accepts ``count`` messages, ``send-ssl`` is ``send`` over TLS
+(with a user and password: SASL PLAIN and a verified server certificate;
+without: ANONYMOUS and no verification). Whatever they cannot express is n/a.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from ..peers.base import HOST
+from ..peers.proton_c import build_examples
+from . import Ctx, NotApplicable, ScenarioFailed, check
+
+__all__ = ["NA", "prepare", "run"]
+
+WAIT = 20.0
+EMPTY_WAIT = 1.0
+IDLE_WAIT_MAX = 12.0
+
+_ONLY = "Proton's C examples"
+NA = {
+    "at-most-once": f"{_ONLY} only send unsettled (at-least-once)",
+    "rcv-settle-second": f"{_ONLY} have no rcv-settle-mode option",
+    "outcome-reject": f"{_ONLY} only accept",
+    "outcome-release": f"{_ONLY} only accept",
+    "outcome-modify": f"{_ONLY} only accept",
+    "large-message": f"{_ONLY} only send a small map body",
+    "message-sections": f"{_ONLY} only send a small map body",
+    "drain": f"{_ONLY} have no drain option",
+    "request-response": f"{_ONLY} have no dynamic receiver or reply-to",
+    "browse": f"{_ONLY} have no distribution-mode option",
+    "link-resume": f"{_ONLY} have no link recovery",
+}
+
+_binaries: dict[str, Path] = {}
+
+
+def prepare(install: bool = False) -> None:
+    """Build the examples (raises PeerUnavailable with the reason if that cannot be done)."""
+    _binaries.update(build_examples(install=install))
+
+
+def _run(name: str, *args: Any, env: dict[str, str] | None = None, timeout: float = WAIT) -> str:
+    if not _binaries:
+        prepare()
+    argv = [str(_binaries[name]), *map(str, args)]
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        raise ScenarioFailed(f"{name} did not finish within {timeout:g}s") from None
+    if r.returncode != 0:
+        err = (r.stderr.strip() or r.stdout.strip() or f"exit status {r.returncode}").splitlines()[
+            -1
+        ]
+        raise ScenarioFailed(f"{name} failed: {err}")
+    return r.stdout
+
+
+def _send(ctx: Ctx, address: str, n: int) -> None:
+    out = _run("send", HOST, ctx.ep.port, address, n)
+    check(f"{n} messages sent and acknowledged" in out, f"send said: {out.strip()[-80:]!r}")
+
+
+def _receive(ctx: Ctx, address: str, n: int) -> list[str]:
+    out = _run("receive", HOST, ctx.ep.port, address, n)
+    check(f"{n} messages received" in out, f"receive said: {out.strip()[-80:]!r}")
+    return re.findall(r'\{"sequence"=(\d+)\}', out)
+
+
+def _expect_empty(ctx: Ctx, address: str) -> None:
+    """``receive ... 1`` must still be waiting after EMPTY_WAIT seconds."""
+    argv = [str(_binaries["receive"]), HOST, str(ctx.ep.port), address, "1"]
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out, _ = p.communicate(timeout=EMPTY_WAIT)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate(timeout=5)
+        return
+    raise ScenarioFailed(f"{address} should be empty, but receive got: {out.strip()[-80:]!r}")
+
+
+def _sasl_lines(ctx: Ctx, mech: str) -> int:
+    return len(re.findall(rf"authenticated as \S+ with {mech}", ctx.ep.log_text()))
+
+
+# -- scenarios ----------------------------------------------------------------------------
+def sasl_anonymous(ctx: Ctx) -> str | None:
+    a = ctx.addr()
+    before = _sasl_lines(ctx, "ANONYMOUS")
+    _send(ctx, a, 1)
+    check(_receive(ctx, a, 1) == ["1"], "received something else")
+    if _sasl_lines(ctx, "ANONYMOUS") < before + 2:
+        raise NotApplicable(
+            "send/receive connected and worked, but without a SASL layer (Proton C adds one only when asked)"
+        )
+    return None
+
+
+def sasl_plain(ctx: Ctx) -> str | None:
+    ep = ctx.ep
+    if ep.plain is None or ep.tls_port is None or ep.ca is None:
+        raise NotApplicable("the peer has no PLAIN credentials or no TLS listener")
+    a = ctx.addr()
+    before = _sasl_lines(ctx, "PLAIN")
+    env = dict(os.environ, SSL_CERT_FILE=str(ep.ca))  # OpenSSL's default trust store: our CA
+    out = _run("send-ssl", HOST, ep.tls_port, a, 1, *ep.plain, env=env)
+    check("1 messages sent and acknowledged" in out, f"send-ssl said: {out.strip()[-80:]!r}")
+    check("secure connection" in out, "send-ssl did not verify the server certificate")
+    check(_receive(ctx, a, 1) == ["1"], "received something else")
+    check(_sasl_lines(ctx, "PLAIN") > before, "the broker logged no SASL PLAIN login")
+    return None
+
+
+def at_least_once(ctx: Ctx) -> str | None:
+    a = ctx.addr()
+    _send(ctx, a, 10)
+    got = _receive(ctx, a, 10)
+    check(got == [str(i) for i in range(1, 11)], f"received sequence {got}")
+    _expect_empty(ctx, a)
+    return None
+
+
+def outcome_accept(ctx: Ctx) -> str | None:
+    a = ctx.addr()
+    _send(ctx, a, 1)  # send.c fails unless the broker says accepted
+    check(_receive(ctx, a, 1) == ["1"], "received something else")  # receive.c accepts
+    _expect_empty(ctx, a)
+    return None
+
+
+def tls(ctx: Ctx) -> str | None:
+    ep = ctx.ep
+    if ep.tls_port is None:
+        raise NotApplicable("the peer has no TLS listener")
+    a = ctx.addr()
+    out = _run("send-ssl", HOST, ep.tls_port, a, 3)
+    check("3 messages sent and acknowledged" in out, f"send-ssl said: {out.strip()[-80:]!r}")
+    check(
+        "connection: " in out and "TLS" in out,
+        f"send-ssl reported no TLS session: {out.strip()[:80]!r}",
+    )
+    check(_receive(ctx, a, 3) == ["1", "2", "3"], "received something else")
+    return "without credentials send-ssl does not verify the server (ANONYMOUS_PEER)"
+
+
+def idle_timeout(ctx: Ctx) -> str | None:
+    """``receive`` waits, idle, past the broker's idle timeout; then a message still reaches it."""
+    ep = ctx.ep
+    if not ep.idle_timeout:
+        raise NotApplicable("the peer has no idle timeout configured")
+    a = ctx.addr()
+    argv = [str(_binaries["receive"]), HOST, str(ep.port), a, "1"]
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        time.sleep(min(2.5 * ep.idle_timeout, IDLE_WAIT_MAX))
+        if p.poll() is not None:
+            out = p.communicate(timeout=5)[0]
+            raise ScenarioFailed(f"receive ended while idle: {out.strip()[-80:]!r}")
+        _send(ctx, a, 1)
+        out, _ = p.communicate(timeout=WAIT)
+        check(
+            p.returncode == 0 and "1 messages received" in out,
+            f"receive said: {out.strip()[-80:]!r}",
+        )
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate(timeout=5)
+    return None
+
+
+SCENARIOS = {
+    "sasl-anonymous": sasl_anonymous,
+    "sasl-plain": sasl_plain,
+    "at-least-once": at_least_once,
+    "outcome-accept": outcome_accept,
+    "tls": tls,
+    "idle-timeout": idle_timeout,
+}
+
+
+def client_version() -> str:
+    try:
+        out = subprocess.run(
+            ["dpkg-query", "-W", "-f", "${Version}", "libqpid-proton11-dev-examples"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    return f"Proton C examples {out or '?'}"
+
+
+def run(ctx: Ctx) -> str | None:
+    fn = SCENARIOS.get(ctx.scenario)
+    if fn is None:
+        raise NotApplicable(NA.get(ctx.scenario, f"{_ONLY} cannot do this"))
+    return fn(ctx)

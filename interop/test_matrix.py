@@ -1,0 +1,63 @@
+"""The interop matrix's PyPI-only columns, as tests (real sockets on 127.0.0.1).
+
+1. our client -> our broker
+2. python-qpid-proton clients -> our broker
+3. our client -> the Proton-based broker (``interop/proton_broker.py``)
+
+Each column runs once per module (its peer in a subprocess); every scenario is
+then one test that must be ``pass``, or ``n/a`` for one of the reasons listed
+in ``EXPECTED_NA`` (what the peer or client really cannot do). Nothing here
+is skipped. The Debian-backed columns run with ``make interop-all``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from interop.certs import have_openssl, make_certs
+from interop.matrix import NA, PAIRINGS, PASS, Column, run_column
+from interop.scenarios import scenario_ids
+
+pytestmark = pytest.mark.proton
+
+COLUMNS = ("ours-ours", "protonpy-ours", "ours-proton")
+
+# (pairing, scenario) -> a substring of the n/a reason that is acceptable
+EXPECTED_NA = {
+    ("ours-ours", "link-resume"): "carried no unsettled map",  # our broker has no link recovery
+    ("ours-proton", "link-resume"): "carried no unsettled map",  # nor has Proton
+    ("protonpy-ours", "link-resume"): "python-qpid-proton has no link recovery",
+    ("ours-proton", "sasl-plain"): "without Cyrus SASL",
+}
+
+
+@pytest.fixture(scope="module")
+def columns(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Column]]:
+    if not have_openssl():  # pragma: no cover - the CI image has it
+        pytest.fail("the openssl command is needed for the TLS scenario")
+    base: Path = tmp_path_factory.mktemp("interop")
+    certs = make_certs(base / "certs")
+    done: dict[str, Column] = {}
+    for pairing in PAIRINGS:
+        if pairing.id in COLUMNS:
+            done[pairing.id] = run_column(pairing, base, certs)
+    yield done
+
+
+@pytest.mark.parametrize("scenario", scenario_ids())
+@pytest.mark.parametrize("pairing", COLUMNS)
+def test_cell(columns: dict[str, Column], pairing: str, scenario: str) -> None:
+    cell = columns[pairing].cells[scenario]
+    expected = EXPECTED_NA.get((pairing, scenario))
+    if expected is not None:
+        assert cell.status == NA and expected in cell.reason, f"{cell.status}: {cell.reason}"
+    else:
+        assert cell.status == PASS, f"{cell.status}: {cell.reason}"
+
+
+def test_columns_ran_quickly(columns: dict[str, Column]) -> None:
+    took = sum(c.seconds for c in columns.values())
+    assert took < 110, f"the three columns took {took:.0f}s"
