@@ -110,10 +110,15 @@ class _ReactorSendThenReceive(MessagingHandler):  # type: ignore[misc]
 
     def on_accepted(self, event) -> None:  # type: ignore[no-untyped-def]
         self.confirmed += 1
+        self._maybe_close(event)
 
     def on_message(self, event) -> None:  # type: ignore[no-untyped-def]
         self.received.append(event.message.body)
-        if len(self.received) == self.count:
+        self._maybe_close(event)
+
+    def _maybe_close(self, event) -> None:  # type: ignore[no-untyped-def]
+        # both directions share the connection: close once every send is confirmed too
+        if len(self.received) == self.count and self.confirmed == self.count:
             event.connection.close()
 
 
