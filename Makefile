@@ -1,8 +1,10 @@
 # The two quick-start commands live here: `make broker` and `make test`.
-# Each creates its own virtual environment (.venv) and installs into it.
+# Each creates its own virtual environment (.venv) and installs into it: the broker
+# needs only the package; the tests add the test tools, Proton and Spark.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+STAMP_RUN := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed-test
 
 .PHONY: broker test lint typecheck bench interop clean
@@ -11,22 +13,26 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+$(STAMP_RUN): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(STAMP_RUN)
 
-## Start the main job (the broker; until it lands, the closest runnable thing).
-broker: $(STAMP)
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
+	touch $(STAMP) $(STAMP_RUN)
+
+## Start the main job: the broker on 127.0.0.1:5672 with its store in ./data.
+broker: $(STAMP_RUN)
 	$(BIN)/amqp10 broker
 
 ## Install what the tests need and run them all (lint and type checks included).
 test: $(STAMP)
-	$(BIN)/ruff check amqp10 tests bench interop
+	$(BIN)/ruff check amqp10 tests bench interop examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check amqp10 tests bench interop
+	$(BIN)/ruff check amqp10 tests bench interop examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -1,0 +1,229 @@
+"""The ``amqp10`` data source's options, parsed once and checked with a message a person can act on.
+
+Spark hands a data source its options as a case-insensitive ``str -> str`` map.
+:class:`SourceOptions` is the parsed form: a frozen dataclass, so it pickles to
+the executors unchanged. Nothing here opens a connection or builds an
+``ssl.SSLContext`` (neither pickles): :meth:`SourceOptions.connect_kwargs` is
+called in the process that connects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import quote
+
+from ..client.url import parse_url
+
+__all__ = ["OptionError", "SourceOptions", "StartSpec"]
+
+Mode = Literal["stream", "queue"]
+StartSpec = str | int
+"""``"first"``, ``"last"``, ``"next"`` or an offset."""
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+class OptionError(ValueError):
+    """An option of the ``amqp10`` data source is missing or malformed."""
+
+
+def _bool(name: str, value: str | None, default: bool) -> bool:
+    if value is None or value == "":
+        return default
+    v = value.strip().lower()
+    if v in _TRUE:
+        return True
+    if v in _FALSE:
+        return False
+    raise OptionError(f"option {name!r} must be true or false, not {value!r}")
+
+
+def _positive_int(name: str, value: str | None, default: int | None) -> int | None:
+    if value is None or value == "":
+        return default
+    try:
+        n = int(value)
+    except ValueError:
+        raise OptionError(f"option {name!r} must be a whole number, not {value!r}") from None
+    if n <= 0:
+        raise OptionError(f"option {name!r} must be positive, not {n}")
+    return n
+
+
+def _positive_float(name: str, value: str | None, default: float) -> float:
+    if value is None or value == "":
+        return default
+    try:
+        x = float(value)
+    except ValueError:
+        raise OptionError(f"option {name!r} must be a number of seconds, not {value!r}") from None
+    if x <= 0:
+        raise OptionError(f"option {name!r} must be positive, not {value!r}")
+    return x
+
+
+def _start(name: str, value: str | None, default: str) -> StartSpec:
+    if value is None or value == "":
+        return default
+    v = value.strip().lower()
+    if v in ("first", "last", "next"):
+        return v
+    if v in ("earliest", "latest"):  # Kafka's words, for people who type them by habit
+        return "first" if v == "earliest" else "next"
+    try:
+        n = int(v)
+    except ValueError:
+        raise OptionError(
+            f"option {name!r} must be first, last, next or an offset, not {value!r}"
+        ) from None
+    if n < 0:
+        raise OptionError(f"option {name!r} must not be negative, not {n}")
+    return n
+
+
+@dataclass(frozen=True, slots=True)
+class SourceOptions:
+    """The options of one ``spark.read``/``readStream``/``write`` on ``format("amqp10")``.
+
+    See ``examples/README.md`` for the user-facing table.
+    """
+
+    url: str
+    """The broker, ``amqp[s]://[user:pass@]host[:port]``; user/password options are folded in."""
+    address: str
+    mode: Mode | None = None
+    """``stream`` or ``queue``; None: ask the broker (stream-info) and fall back to queue."""
+    starting_offset: StartSpec | None = None
+    """Where a stream read starts; None: ``first`` for batch reads, ``next`` for streaming."""
+    ending_offset: int | None = None
+    """Exclusive end offset of a batch read of a stream; None: the stream's end when planned."""
+    max_messages_per_batch: int | None = None
+    """The default read limit of a streaming query (``ReadMaxRows``); None: no limit."""
+    messages_per_partition: int = 10_000
+    timeout: float = 30.0
+    """Seconds any single wait (connect, attach, receive, outcome) may take."""
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    verify: bool = True
+    state_dir: str | None = None
+    """Queue streaming: where received-but-uncommitted batches are recorded (driver side)."""
+    write_id: str | None = None
+    """Batch writes: the message-id prefix (default: a fresh UUID per ``save()``)."""
+    durable: bool = True
+    """Writes: header.durable of published messages unless a ``durable`` column says otherwise."""
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
+        """Parse Spark's options (keys are case-insensitive)."""
+        opts = {k.lower(): v for k, v in options.items()}
+        address = opts.get("address") or opts.get("path")
+        if not address:
+            raise OptionError(
+                'the amqp10 data source needs an address: .option("address", "orders")'
+            )
+        url = opts.get("url") or "amqp://127.0.0.1"
+        try:
+            u = parse_url(url)
+        except ValueError as exc:
+            raise OptionError(f"option 'url': {exc}") from None
+        user = opts.get("user") or opts.get("username")
+        password = opts.get("password")
+        if user or password:
+            if u.username and user and u.username != user:
+                raise OptionError(
+                    "the user is given twice (in the url and as an option), differently"
+                )
+            url = _with_credentials(
+                url, user or u.username or "", password if password is not None else u.password
+            )
+        mode = opts.get("mode")
+        if mode is not None and mode != "":
+            mode = mode.strip().lower()
+            if mode not in ("stream", "queue"):
+                raise OptionError(f"option 'mode' must be stream or queue, not {opts['mode']!r}")
+        else:
+            mode = None
+        ending = opts.get("endingoffset")
+        ending_offset: int | None = None
+        if ending not in (None, "", "latest", "next"):
+            assert ending is not None
+            try:
+                ending_offset = int(ending)
+            except ValueError:
+                raise OptionError(
+                    f"option 'endingOffset' must be latest or an offset, not {ending!r}"
+                ) from None
+            if ending_offset < 0:
+                raise OptionError(
+                    f"option 'endingOffset' must not be negative, not {ending_offset}"
+                )
+        starting = opts.get("startingoffset")
+        return cls(
+            url=url,
+            address=address,
+            mode=mode,  # type: ignore[arg-type]
+            starting_offset=None if not starting else _start("startingOffset", starting, "first"),
+            ending_offset=ending_offset,
+            max_messages_per_batch=_positive_int(
+                "maxMessagesPerBatch", opts.get("maxmessagesperbatch"), None
+            ),
+            messages_per_partition=_positive_int(
+                "messagesPerPartition", opts.get("messagesperpartition"), 10_000
+            )
+            or 10_000,
+            timeout=_positive_float("timeout", opts.get("timeout"), 30.0),
+            ca=opts.get("ca") or None,
+            cert=opts.get("cert") or None,
+            key=opts.get("key") or None,
+            verify=_bool("verify", opts.get("verify"), True),
+            state_dir=opts.get("statedir") or None,
+            write_id=opts.get("writeid") or None,
+            durable=_bool("durable", opts.get("durable"), True),
+        )
+
+    @property
+    def tls(self) -> bool:
+        return self.url.lower().startswith("amqps://") or any((self.ca, self.cert, self.key))
+
+    def connect_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for :func:`amqp10.client.connect` (builds the TLS context)."""
+        kwargs: dict[str, Any] = {"timeout": self.timeout}
+        if self.tls:
+            from ..io.tls import client_context
+
+            kwargs["ssl"] = client_context(
+                cafile=self.ca, certfile=self.cert, keyfile=self.key, verify=self.verify
+            )
+        return kwargs
+
+    @property
+    def safe_url(self) -> str:
+        """The url without its password, for messages and file names."""
+        return str(parse_url(self.url))
+
+    def queue_state_dir(self) -> str:
+        """The directory of queue-streaming state (``stateDir``, else one per url and address)."""
+        if self.state_dir:
+            return self.state_dir
+        digest = hashlib.sha256(f"{self.safe_url}\0{self.address}".encode()).hexdigest()[:16]
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", self.address)[:40]
+        return os.path.join(tempfile.gettempdir(), "amqp10-spark", f"{name}-{digest}")
+
+
+def _with_credentials(url: str, user: str, password: str | None) -> str:
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "amqp", url
+    hostpart = rest.rpartition("@")[2]
+    cred = quote(user, safe="")
+    if password is not None:
+        cred += ":" + quote(password, safe="")
+    return f"{scheme}://{cred}@{hostpart}"

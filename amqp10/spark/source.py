@@ -1,0 +1,516 @@
+"""Reading broker nodes from Spark: batch reads, and streaming reads of streams and queues.
+
+Who runs what (pyspark 4's Python data sources):
+
+- ``reader()``/``streamReader()`` build reader objects that Spark pickles to its
+  executors, so no reader opens a connection before it is used, and none keeps
+  one when pickled.
+- The driver keeps one :class:`AMQPStreamReader` alive per query (in Spark's
+  Python "streaming source runner"): it answers ``initialOffset``,
+  ``latestOffset``, ``partitions`` and ``commit``.
+- ``read(partition)`` runs on an executor, with its own connection.
+
+A *stream* is read by offset: a micro-batch is an offset range ``[start,
+end)``, split into partitions that each read exactly their range through a
+``amqp10:stream-offset`` filter. A replayed micro-batch reads the same ranges,
+so a query into an idempotent sink gets every message exactly once.
+
+A *queue* has no offsets to replay from, so it is read at least once: the
+driver's reader takes messages without settling them, records each batch's
+messages in a file under ``stateDir``, hands them to the executors inside the
+partitions, and accepts them only once Spark is done with the batch. If the
+driver dies, its connection drops and the broker puts every unaccepted message
+back on the queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from .. import errors
+from ..client import Delivery, Receiver
+from ._client import CHUNK, BrokerClient, StreamInfo, read_range
+from .options import OptionError, SourceOptions, StartSpec
+from .rows import SCHEMA, row_from_message, row_from_payload
+
+__all__ = [
+    "AMQPBatchReader",
+    "AMQPDataSource",
+    "AMQPStreamReader",
+    "BrowsePartition",
+    "HeldPartition",
+    "OffsetRange",
+    "QUEUE_BATCH_CAP",
+]
+
+log = logging.getLogger("amqp10.spark")
+
+QUEUE_BATCH_CAP = 100_000
+"""Most messages one micro-batch takes from a queue when Spark sets no read limit."""
+
+
+# -- partitions -----------------------------------------------------------------------------
+class OffsetRange(InputPartition):
+    """Offsets ``[start, end)`` of a stream."""
+
+    def __init__(self, start: int, end: int) -> None:
+        super().__init__((start, end))
+        self.start = start
+        self.end = end
+
+
+class BrowsePartition(InputPartition):
+    """A queue's current messages, copied (browsed) without taking them."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+
+
+class HeldPartition(InputPartition):
+    """Messages the driver took from a queue and holds unsettled: their encoded bytes."""
+
+    def __init__(self, payloads: list[bytes]) -> None:
+        super().__init__(len(payloads))
+        self.payloads = payloads
+
+
+def split_range(start: int, end: int, size: int) -> list[InputPartition]:
+    """``[start, end)`` as consecutive ranges of at most ``size`` offsets."""
+    return [OffsetRange(s, min(s + size, end)) for s in range(start, end, size)]
+
+
+def read_partition(options: SourceOptions, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    """The rows of one partition (runs on an executor)."""
+    if isinstance(partition, HeldPartition):
+        for payload in partition.payloads:
+            yield row_from_payload(payload, with_offset=False)
+        return
+    if isinstance(partition, OffsetRange):
+        with BrokerClient(options) as client:
+            for _offset, message in read_range(
+                client, options.address, partition.start, partition.end
+            ):
+                yield row_from_message(message)
+        return
+    if isinstance(partition, BrowsePartition):
+        with BrokerClient(options) as client:
+            receiver = client.open_queue(options.address, browse=True)
+            while True:
+                batch = client.drain(receiver, CHUNK)
+                for d in batch:
+                    yield row_from_payload(d.payload, with_offset=False)
+                if len(batch) < CHUNK:
+                    break
+            client.close_link(receiver)
+        return
+    # an empty plan: Spark reads one partition with no value
+
+
+# -- offsets -------------------------------------------------------------------------------
+def offset_of(offset: dict[str, Any]) -> int:
+    """The position in a Spark offset ``{"offset": N}``."""
+    return int(offset["offset"])
+
+
+def spark_offset(n: int) -> dict[str, int]:
+    return {"offset": n}
+
+
+def resolve_start(spec: StartSpec, info: StreamInfo) -> int:
+    """The offset a start spec means for a stream with ``info``."""
+    first, nxt = info["first"], info["next"]
+    if spec == "first":
+        return first
+    if spec == "last":
+        return max(nxt - 1, first)
+    if spec == "next":
+        return nxt
+    assert isinstance(spec, int)
+    return max(spec, first)
+
+
+_EMPTY_STREAM: StreamInfo = {"first": 0, "next": 0, "count": 0, "bytes": 0}
+
+
+def resolve_mode(client: BrokerClient, options: SourceOptions) -> tuple[str, StreamInfo | None]:
+    """``("stream", info)`` or ``("queue", None)``: the option, else what the broker says."""
+    if options.mode == "queue":
+        return "queue", None
+    info = client.stream_info(options.address)
+    if info is None:
+        if options.mode == "stream":
+            return "stream", dict(_EMPTY_STREAM)  # created by the first publish or attach
+        return "queue", None
+    return "stream", info
+
+
+def _check_queue_options(options: SourceOptions) -> None:
+    if options.starting_offset is not None or options.ending_offset is not None:
+        raise OptionError(
+            f"startingOffset/endingOffset apply to streams, and {options.address!r} is a queue "
+            '(set .option("mode", "stream") if it is meant to be a stream)'
+        )
+
+
+# -- the data source -------------------------------------------------------------------------
+class AMQPDataSource(DataSource):
+    """``format("amqp10")``: read and write the nodes of an AMQP 1.0 broker (amqp10's own).
+
+    Register it with ``amqp10.spark.register(spark)``; see ``examples/README.md``
+    for the options and the schema.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "amqp10"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def _options(self) -> SourceOptions:
+        return SourceOptions.parse(self.options)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return AMQPBatchReader(self._options())
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return AMQPStreamReader(self._options())
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from .sink import AMQPWriter
+
+        return AMQPWriter(self._options(), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from .sink import AMQPStreamWriter
+
+        return AMQPStreamWriter(self._options(), schema)
+
+
+class AMQPBatchReader(DataSourceReader):
+    """``spark.read.format("amqp10")``: a stream by offset range, a queue by browsing."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> Sequence[InputPartition]:
+        o = self.options
+        with BrokerClient(o) as client:
+            mode, info = resolve_mode(client, o)
+        if mode == "queue":
+            _check_queue_options(o)
+            return [BrowsePartition()]
+        assert info is not None
+        start = resolve_start(o.starting_offset if o.starting_offset is not None else "first", info)
+        end = info["next"] if o.ending_offset is None else min(o.ending_offset, info["next"])
+        start = min(start, end)
+        log.info("reading stream %r offsets [%d, %d)", o.address, start, end)
+        return split_range(start, end, o.messages_per_partition)
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        return read_partition(self.options, partition)
+
+
+class AMQPStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("amqp10")``: offsets are ``{"offset": N}``.
+
+    For a stream N is the stream offset (the next to read); for a queue it
+    counts the messages this query has taken.
+    """
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._impl: _StreamOffsets | _QueueHolds | None = None
+        self._available_now = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        # executors get the options only: the driver's connection stays on the driver
+        return {"options": self.options, "_impl": None, "_available_now": False}
+
+    def _strategy(self) -> _StreamOffsets | _QueueHolds:
+        if self._impl is None:
+            client = BrokerClient(self.options)
+            try:
+                mode, _info = resolve_mode(client, self.options)
+                if mode == "stream":
+                    self._impl = _StreamOffsets(self.options, client)
+                else:
+                    _check_queue_options(self.options)
+                    self._impl = _QueueHolds(self.options, client)
+            except BaseException:
+                client.close()
+                raise
+            log.info(
+                "streaming %r from %s as a %s", self.options.address, self.options.safe_url, mode
+            )
+            if self._available_now:
+                self._impl.prepare_available_now()
+        return self._impl
+
+    def initialOffset(self) -> dict[str, int]:
+        return spark_offset(self._strategy().initial())
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        n = self.options.max_messages_per_batch
+        return ReadAllAvailable() if n is None else ReadMaxRows(n)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, int]:
+        most = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        return spark_offset(self._strategy().latest(offset_of(start), most))
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._available_now = True
+        if self._impl is not None:
+            self._impl.prepare_available_now()
+
+    def reportLatestOffset(self) -> dict[str, int] | None:
+        n = self._strategy().report_latest()
+        return None if n is None else spark_offset(n)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        return self._strategy().partitions(offset_of(start), offset_of(end))
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        return read_partition(self.options, partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        if self._impl is not None:
+            self._impl.commit(offset_of(end))
+
+    def stop(self) -> None:
+        impl, self._impl = self._impl, None
+        if impl is not None:
+            impl.close()
+
+
+class _StreamOffsets:
+    """The driver side of streaming from a stream: offsets from stream-info."""
+
+    def __init__(self, options: SourceOptions, client: BrokerClient) -> None:
+        self.options = options
+        self.client = client
+        self.target: int | None = None  # availableNow: the end fixed when the query started
+
+    def info(self) -> StreamInfo:
+        try:
+            info = self.client.stream_info(self.options.address)
+        except errors.ConnectionError as exc:
+            # the driver holds nothing unsettled for a stream: a fresh connection loses nothing
+            log.warning("stream-info for %r failed (%s); reconnecting", self.options.address, exc)
+            self.client.close()
+            self.client = BrokerClient(self.options)
+            info = self.client.stream_info(self.options.address)
+        return info or dict(_EMPTY_STREAM)
+
+    def initial(self) -> int:
+        spec = self.options.starting_offset
+        return resolve_start("next" if spec is None else spec, self.info())
+
+    def latest(self, start: int, most: int | None) -> int:
+        info = self.info()
+        end = info["next"]
+        if self.target is not None:
+            end = min(end, self.target)
+        if most is not None:
+            end = min(end, max(start, info["first"]) + most)
+        return max(end, start)
+
+    def prepare_available_now(self) -> None:
+        self.target = self.info()["next"]
+
+    def report_latest(self) -> int | None:
+        return self.info()["next"]
+
+    def partitions(self, start: int, end: int) -> list[InputPartition]:
+        return split_range(start, end, self.options.messages_per_partition)
+
+    def commit(self, end: int) -> None:
+        """Nothing to do: a stream keeps its messages; Spark's checkpoint has the position."""
+
+    def close(self) -> None:
+        self.client.close()
+
+
+_LEN = struct.Struct(">I")
+
+
+class _QueueHolds:
+    """The driver side of streaming from a queue: at least once, settled after the batch.
+
+    Each ``latestOffset`` drains up to the read limit from the queue without
+    settling, numbers the messages on from the start offset, and writes them to
+    ``<stateDir>/<start>-<end>.amqp`` (fsynced) before Spark hears of the new
+    offset: a micro-batch Spark replays after a driver restart reads that file.
+    The held messages are accepted once Spark is done with their batch:
+    ``commit(end)``, or ``latestOffset(start)`` for everything before ``start``
+    (Spark plans a batch only after the previous one reached the sink and its
+    commit log, and its ``commit`` call for the last batch of a run comes only
+    with a next batch, which an ``availableNow`` run never plans).
+    """
+
+    def __init__(self, options: SourceOptions, client: BrokerClient) -> None:
+        self.options = options
+        self.client = client
+        self.dir = options.queue_state_dir()
+        os.makedirs(self.dir, exist_ok=True)
+        self.receiver: Receiver | None = None
+        self.next_seq: int | None = None
+        self.held: list[tuple[int, int, list[Delivery]]] = []  # (start, end, unsettled deliveries)
+        self.cache: dict[tuple[int, int], list[bytes]] = {}
+        self.available_now = False
+        self.exhausted = False
+
+    def _receiver(self) -> Receiver:
+        if self.receiver is None:
+            self.receiver = self.client.open_queue(self.options.address)
+        return self.receiver
+
+    # -- files ----------------------------------------------------------------------------
+    def _files(self) -> list[tuple[int, int, str]]:
+        out = []
+        for name in os.listdir(self.dir):
+            stem, _dot, ext = name.partition(".")
+            a, dash, b = stem.partition("-")
+            if ext == "amqp" and dash and a.isdigit() and b.isdigit():
+                out.append((int(a), int(b), os.path.join(self.dir, name)))
+        return sorted(out)
+
+    def _record(self, start: int, end: int, payloads: list[bytes]) -> None:
+        path = os.path.join(self.dir, f"{start:020d}-{end:020d}.amqp")
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            for p in payloads:
+                f.write(_LEN.pack(len(p)))
+                f.write(p)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(self.dir)
+
+    @staticmethod
+    def _load(path: str) -> list[bytes]:
+        with open(path, "rb") as f:
+            data = f.read()
+        out = []
+        pos = 0
+        while pos < len(data):
+            (n,) = _LEN.unpack_from(data, pos)
+            pos += 4
+            out.append(data[pos : pos + n])
+            pos += n
+        return out
+
+    # -- offsets ----------------------------------------------------------------------------
+    def initial(self) -> int:
+        # a new query: state left by an earlier query on this stateDir is stale
+        for _a, _b, path in self._files():
+            os.remove(path)
+        return 0
+
+    def prepare_available_now(self) -> None:
+        self.available_now = True
+
+    def report_latest(self) -> int | None:
+        return None
+
+    def latest(self, start: int, most: int | None) -> int:
+        self.commit(start)
+        if self.next_seq is None or self.next_seq < start:
+            self.next_seq = start
+        if self.next_seq > start:  # handed out before and not yet planned: the same end again
+            return self.next_seq
+        if self.exhausted:
+            return start
+        n = QUEUE_BATCH_CAP if most is None else min(most, QUEUE_BATCH_CAP)
+        deliveries = self.client.drain(self._receiver(), n)
+        if not deliveries:
+            if self.available_now:
+                # a queue has no end offset: availableNow stops once it is empty
+                self.exhausted = True
+            return start
+        end = start + len(deliveries)
+        payloads = [d.payload for d in deliveries]
+        self._record(start, end, payloads)
+        self.held.append((start, end, deliveries))
+        self.cache[(start, end)] = payloads
+        self.next_seq = end
+        return end
+
+    def partitions(self, start: int, end: int) -> list[InputPartition]:
+        payloads: list[bytes] = []
+        ranges = [(a, b, self.cache[(a, b)]) for (a, b) in sorted(self.cache)]
+        if not _covers(ranges, start, end):
+            ranges = [(a, b, self._load(path)) for a, b, path in self._files()]
+        for a, b, batch in ranges:
+            lo, hi = max(a, start), min(b, end)
+            if lo < hi:
+                payloads.extend(batch[lo - a : hi - a])
+        if len(payloads) < end - start:
+            log.warning(
+                "queue %r: %d of the %d messages of batch [%d, %d) are not recorded in %s "
+                "(they went back to the queue when the earlier run ended)",
+                self.options.address,
+                end - start - len(payloads),
+                end - start,
+                start,
+                end,
+                self.dir,
+            )
+        size = self.options.messages_per_partition
+        return [HeldPartition(payloads[i : i + size]) for i in range(0, len(payloads), size)]
+
+    def commit(self, end: int) -> None:
+        done = [h for h in self.held if h[1] <= end]
+        if done:
+            self.client.settle([d for _a, _b, ds in done for d in ds], accept=True)
+            self.held = [h for h in self.held if h[1] > end]
+        for key in [k for k in self.cache if k[1] <= end]:
+            del self.cache[key]
+        for _a, b, path in self._files():
+            if b <= end:
+                os.remove(path)
+
+    def close(self) -> None:
+        # unaccepted messages go back to the queue with the connection
+        self.client.close()
+
+
+def _covers(ranges: list[tuple[int, int, list[bytes]]], start: int, end: int) -> bool:
+    pos = start
+    for a, b, _ in ranges:
+        if a <= pos < b:
+            pos = b
+    return pos >= end
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,154 @@
+"""Messages to rows and rows to messages, and option parsing: no Spark needed."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+import pytest
+
+from amqp10.message import Message
+from amqp10.spark.options import OptionError, SourceOptions
+from amqp10.spark.rows import COLUMNS, message_from_row, row_from_message, row_from_payload, text
+from amqp10.types import encode, symbol, timestamp, ulong
+
+
+def as_dict(message: Message) -> dict[str, object]:
+    return dict(zip(COLUMNS, row_from_payload(message.encode())))
+
+
+def test_string_body() -> None:
+    m = Message(body="héllo", id="a1", subject="greeting", content_type="text/plain")
+    m.message_annotations = {
+        symbol("x-opt-offset"): 7,
+        symbol("x-opt-timestamp"): timestamp(1_700_000_000_123),
+    }
+    m.application_properties = {"n": 3, "ok": True, "f": 1.5}
+    m.durable = True
+    m.priority = 7
+    m.creation_time = 1_700_000_000.5
+    row = as_dict(m)
+    assert row["offset"] == 7
+    assert row["body"] == encode("héllo")
+    assert row["body_string"] == "héllo"
+    assert row["body_map"] is None
+    assert row["properties"] == {
+        "message-id": "a1",
+        "subject": "greeting",
+        "content-type": "text/plain",
+        "creation-time": "1700000000500",
+    }
+    assert row["application_properties"] == {"n": "3", "ok": "true", "f": "1.5"}
+    assert row["message_annotations"] == {"x-opt-offset": "7", "x-opt-timestamp": "1700000000123"}
+    assert row["durable"] is True
+    assert row["priority"] == 7
+    assert row["creation_time"] == dt.datetime(2023, 11, 14, 22, 13, 20, 500000, tzinfo=dt.UTC)
+
+
+def test_data_sections_are_joined_and_decoded_when_utf8() -> None:
+    row = as_dict(Message([b"ab", "ç".encode()], body_type="data"))
+    assert row["body"] == b"ab\xc3\xa7"
+    assert row["body_string"] == "abç"
+    assert row["offset"] is None  # a queue message has no offset
+    assert row["durable"] is False and row["priority"] == 4
+    assert as_dict(Message([b"\xff\x00"], body_type="data"))["body_string"] is None
+
+
+def test_binary_value_map_and_other_bodies() -> None:
+    assert as_dict(Message(body=b"raw"))["body"] == b"raw"
+    row = as_dict(Message(body={"k": 1, "u": uuid.UUID(int=1), "b": b"\x01"}))
+    assert row["body_map"] == {"k": "1", "u": "00000000-0000-0000-0000-000000000001", "b": "01"}
+    assert row["body_string"] is None
+    assert row["body"] == encode({"k": 1, "u": uuid.UUID(int=1), "b": b"\x01"})
+    row = as_dict(Message(body=[1, 2]))
+    assert row["body"] == encode([1, 2]) and row["body_string"] is None
+    row = as_dict(Message(body=None))
+    assert row["body"] is None and row["body_string"] is None
+
+
+def test_text_of_values() -> None:
+    assert text(ulong(5)) == "5"
+    assert text(False) == "false"
+    assert text([1, "a"]) == '[1, "a"]'
+    assert text(None) is None
+
+
+def test_message_from_row_round_trip() -> None:
+    row = {
+        "body": b"\x00\x01",
+        "properties": {
+            "correlation-id": "c9",
+            "content-type": "application/octet-stream",
+            "to": "x",
+        },
+        "application_properties": {"tenant": "t1", "n": 5},
+        "subject": "s",
+        "durable": False,
+        "priority": 9,
+        "creation_time": dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC),
+    }
+    m = Message.decode(message_from_row(row, "q:1:0:17").encode())
+    assert m.body == [b"\x00\x01"] and m.body_type == "data"
+    assert m.id == "q:1:0:17"
+    assert m.correlation_id == "c9" and m.content_type == "application/octet-stream" and m.to == "x"
+    assert m.subject == "s"
+    assert m.application_properties == {"tenant": "t1", "n": 5}
+    assert m.durable is False and m.priority == 9
+    assert m.creation_time == dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC).timestamp()
+    back = dict(zip(COLUMNS, row_from_message(m)))
+    assert back["body"] == b"\x00\x01" and back["properties"]["message-id"] == "q:1:0:17"
+
+
+def test_message_from_row_string_body_and_own_message_id() -> None:
+    m = message_from_row({"body": "text", "properties": {"message-id": "mine"}}, "generated")
+    assert m.body == "text" and m.body_type == "value"
+    assert m.id == "mine"
+    assert m.durable is True  # the writer's default
+    m = message_from_row({"body": None, "body_string": "fallback"}, None, durable=False)
+    assert m.body == "fallback" and m.id is None and m.durable is False
+
+
+def test_options() -> None:
+    o = SourceOptions.parse(
+        {
+            "URL": "amqps://broker.example:5671",
+            "Address": "events",
+            "user": "ann",
+            "password": "p@ss:word",
+            "maxMessagesPerBatch": "500",
+            "startingOffset": "42",
+            "verify": "false",
+        }
+    )
+    assert o.url == "amqps://ann:p%40ss%3Aword@broker.example:5671"
+    assert o.safe_url == "amqps://ann@broker.example:5671"
+    assert o.max_messages_per_batch == 500 and o.starting_offset == 42
+    assert o.tls and o.verify is False
+    assert o.connect_kwargs()["ssl"].check_hostname is False
+    plain = SourceOptions.parse({"url": "127.0.0.1:5672", "address": "q"})
+    assert plain.mode is None and plain.starting_offset is None and not plain.tls
+    assert "ssl" not in plain.connect_kwargs()
+    assert (
+        SourceOptions.parse({"address": "s", "startingOffset": "earliest"}).starting_offset
+        == "first"
+    )
+    assert (
+        plain.queue_state_dir()
+        != SourceOptions.parse({"url": "127.0.0.1:5672", "address": "r"}).queue_state_dir()
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({}, "needs an address"),
+        ({"address": "a", "mode": "topic"}, "'mode' must be stream or queue"),
+        ({"address": "a", "startingOffset": "middle"}, "first, last, next or an offset"),
+        ({"address": "a", "maxMessagesPerBatch": "0"}, "must be positive"),
+        ({"address": "a", "url": "http://x"}, "unsupported URL scheme"),
+        ({"address": "a", "verify": "maybe"}, "true or false"),
+    ],
+)
+def test_bad_options(options: dict[str, str], message: str) -> None:
+    with pytest.raises(OptionError, match=message):
+        SourceOptions.parse(options)
