@@ -392,9 +392,17 @@ class Connection:
     def _process(self, data: bytes) -> None:
         if self._framing_broken:
             return  # after a framing error the byte stream cannot be followed (§2.3)
+        buf: bytes | bytearray
         if self._inbuf:
-            self._inbuf += data
-            buf: bytes | bytearray = self._inbuf
+            inbuf = self._inbuf
+            inbuf += data
+            if self._header_received and len(inbuf) >= 8:
+                size = _unpack_header(inbuf, 0)[0]
+                if len(inbuf) < size <= self.max_frame_size:
+                    return  # the first frame is still incomplete: keep collecting
+            # frames are sliced out of an immutable copy: one copy per payload, not two
+            buf = bytes(inbuf)
+            inbuf.clear()
         else:
             buf = data
         pos = 0

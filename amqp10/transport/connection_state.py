@@ -13,6 +13,10 @@ import enum
 class ConnectionState(enum.Enum):
     """The spec's connection endpoint states."""
 
+    # members are singletons compared by identity: hash them by identity too, in C
+    # (Enum.__hash__ is a Python call, and states are looked up in sets per frame)
+    __hash__ = object.__hash__
+
     START = "START"
     HDR_RCVD = "HDR_RCVD"
     HDR_SENT = "HDR_SENT"
@@ -31,6 +35,10 @@ class ConnectionState(enum.Enum):
 
 class ConnectionInput(enum.Enum):
     """What moves the connection: headers, open and close, sent or received."""
+
+    # members are singletons compared by identity: hash them by identity too, in C
+    # (Enum.__hash__ is a Python call, and states are looked up in sets per frame)
+    __hash__ = object.__hash__
 
     SEND_HEADER = "send header"
     RECV_HEADER = "receive header"

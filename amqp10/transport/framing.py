@@ -58,6 +58,51 @@ def encode_frame(
     return size
 
 
+_UINT_SMALL = [b"\x43"] + [bytes((0x52, i)) for i in range(1, 256)]
+_PACK_UINT = struct.Struct(">BI").pack
+_TRANSFER_PFX = b"\x00\x53\x14\xc0"
+_SETTLED = (b"\x42", b"\x41")
+_pack_header_into = FRAME_HEADER.pack_into
+
+
+def encode_transfer_frame(
+    buf: bytearray,
+    channel: int,
+    handle: int,
+    delivery_id: int,
+    delivery_tag: bytes,
+    message_format: int,
+    settled: bool,
+    payload: bytes | memoryview,
+) -> int:
+    """Append the first (and only) frame of a delivery; return its size.
+
+    The same bytes as ``encode_frame(buf, channel, Transfer(handle=..., delivery_id=...,
+    delivery_tag=..., message_format=..., settled=..., more=False), payload)``, without
+    building the performative: the per-message path of every sender. The tag is at
+    most 32 bytes (§2.8.7), so the field list always fits a list8.
+    """
+    fields = (
+        (_UINT_SMALL[handle] if handle < 256 else _PACK_UINT(0x70, handle))
+        + (_UINT_SMALL[delivery_id] if delivery_id < 256 else _PACK_UINT(0x70, delivery_id))
+        + bytes((0xA0, len(delivery_tag)))
+        + delivery_tag
+        + (_UINT_SMALL[message_format] if message_format < 256 else _PACK_UINT(0x70, message_format))
+        + _SETTLED[settled]
+    )
+    start = len(buf)
+    buf += _PLACEHOLDER
+    buf += _TRANSFER_PFX
+    buf.append(len(fields) + 1)
+    buf.append(5)
+    buf += fields
+    if payload:
+        buf += payload
+    size = len(buf) - start
+    _pack_header_into(buf, start, size, 2, FRAME_AMQP, channel)
+    return size
+
+
 def encode_empty_frame(buf: bytearray) -> None:
     """Append an empty frame (a heartbeat, §2.4.5)."""
     buf += _EMPTY_FRAME

@@ -443,29 +443,36 @@ class Sender(Link):
             raise IllegalStateError("this link's snd-settle-mode is 'settled': deliveries go pre-settled")
         elif mode == SenderSettleMode.UNSETTLED and settled:
             raise IllegalStateError("this link's snd-settle-mode is 'unsettled': deliveries cannot be pre-settled")
-        limit = self.remote_max_message_size
-        if limit is not None and len(payload) > limit:
+        remote = self.remote_attach
+        limit = remote.max_message_size if remote is not None else None
+        if limit and len(payload) > limit:
             raise IllegalStateError(
                 f"message of {len(payload)} bytes exceeds the peer's max-message-size {limit}"
             )
-        if not 0 <= message_format <= _MASK:
+        if message_format != 0 and not 0 <= message_format <= _MASK:
             raise IllegalStateError(f"message-format must be a uint, got {message_format}")
+        unsettled = self.unsettled
         if tag is None:
             n = self._next_tag
             tag = str(n).encode()  # ASCII decimal, as Proton does: some peers decode tags as UTF-8
-            while tag in self.unsettled:  # skip tags still held by resumed deliveries
+            while tag in unsettled:  # skip tags still held by resumed deliveries
                 n += 1
                 tag = str(n).encode()
             self._next_tag = n + 1
-        elif len(tag) > 32:
-            raise IllegalStateError("delivery-tag is at most 32 bytes")
-        elif tag in self.unsettled:
-            # §2.6.12: unique amongst all deliveries either end may consider unsettled
-            raise IllegalStateError(f"delivery-tag {tag!r} is already in use on this link")
-        d = Delivery(self, bytes(tag), bytes(payload), message_format)
+        else:
+            if type(tag) is not bytes:
+                tag = bytes(tag)
+            if len(tag) > 32:
+                raise IllegalStateError("delivery-tag is at most 32 bytes")
+            if tag in unsettled:
+                # §2.6.12: unique amongst all deliveries either end may consider unsettled
+                raise IllegalStateError(f"delivery-tag {tag!r} is already in use on this link")
+        if type(payload) is not bytes:
+            payload = bytes(payload)
+        d = Delivery(self, tag, payload, message_format)
         d.settled = settled
         if not settled:
-            self.unsettled[d.tag] = d
+            unsettled[tag] = d
         self._queue.append(d)
         if self.state is LinkState.ATTACHED:
             self.session._pump(self)

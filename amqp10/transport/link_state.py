@@ -8,6 +8,10 @@ import enum
 class LinkState(enum.Enum):
     """Link endpoint states."""
 
+    # members are singletons compared by identity: hash them by identity too, in C
+    # (Enum.__hash__ is a Python call, and states are looked up in sets per frame)
+    __hash__ = object.__hash__
+
     DETACHED = "DETACHED"
     ATTACH_SENT = "ATTACH_SENT"
     ATTACH_RCVD = "ATTACH_RCVD"
@@ -18,6 +22,10 @@ class LinkState(enum.Enum):
 
 class LinkInput(enum.Enum):
     """Attach and detach, sent or received."""
+
+    # members are singletons compared by identity: hash them by identity too, in C
+    # (Enum.__hash__ is a Python call, and states are looked up in sets per frame)
+    __hash__ = object.__hash__
 
     SEND_ATTACH = "send attach"
     RECV_ATTACH = "receive attach"

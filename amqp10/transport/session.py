@@ -20,6 +20,7 @@ from ..types import (
 from . import serial
 from .errors import IllegalStateError, ProtocolViolation
 from .events import LinkFailed, SessionBegun, SessionEnded
+from .framing import encode_transfer_frame
 from .link import Link, Receiver, Sender
 from .link_state import ACCEPTS_FRAMES as LINK_ACCEPTS
 from .link_state import LinkState
@@ -278,7 +279,7 @@ class Session:
             if (
                 last[0] == role
                 and last[3] == settled
-                and last[4] == state
+                and (last[4] is state or last[4] == state)  # a shared outcome object: no __eq__ call
                 and ((last[2] + 1) & _MASK) == delivery_id
             ):
                 last[2] = delivery_id
@@ -353,6 +354,28 @@ class Session:
                     self._outgoing[d.delivery_id] = d
             payload = d.payload
             size = len(payload)
+            if (
+                first
+                and d._xfer_state is None
+                and not d._resume
+                and not d.aborted
+                and size + _TRANSFER_BOUND + len(d.tag) <= max_frame
+            ):
+                # the common case, one frame for the whole delivery: encoded without
+                # building a Transfer (the bytes are the same, see encode_transfer_frame)
+                if self._dispositions:
+                    self._flush_dispositions()
+                assert d.delivery_id is not None  # assigned when the credit was taken
+                encode_transfer_frame(
+                    self.connection._out, self.channel, handle, d.delivery_id, d.tag,
+                    d.message_format, d.settled, payload,
+                )
+                self.next_outgoing_id = (self.next_outgoing_id + 1) & _MASK
+                self.remote_incoming_window -= 1
+                d._offset = size
+                d.sent = True
+                queue.popleft()
+                continue
             while True:
                 if first:
                     t = Transfer(

@@ -8,6 +8,10 @@ import enum
 class SessionState(enum.Enum):
     """The spec's session endpoint states."""
 
+    # members are singletons compared by identity: hash them by identity too, in C
+    # (Enum.__hash__ is a Python call, and states are looked up in sets per frame)
+    __hash__ = object.__hash__
+
     UNMAPPED = "UNMAPPED"
     BEGIN_SENT = "BEGIN_SENT"
     BEGIN_RCVD = "BEGIN_RCVD"
@@ -19,6 +23,10 @@ class SessionState(enum.Enum):
 
 class SessionInput(enum.Enum):
     """Begin and end, sent or received."""
+
+    # members are singletons compared by identity: hash them by identity too, in C
+    # (Enum.__hash__ is a Python call, and states are looked up in sets per frame)
+    __hash__ = object.__hash__
 
     SEND_BEGIN = "send begin"
     RECV_BEGIN = "receive begin"
