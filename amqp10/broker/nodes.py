@@ -340,11 +340,13 @@ class Queue(Node):
             if n == 1:  # the common case: no round robin to keep
                 c = consumers[0]
                 deliver = c.deliver
-                while self.count and c.credit() > 0:
+                credit = c.credit()  # each delivery takes exactly one
+                while credit > 0 and self.count:
                     msg = take(c)
                     if msg is None:
                         break
                     taken += 1
+                    credit -= 1
                     deliver(self, msg)
             else:
                 idle = 0
