@@ -13,10 +13,11 @@ _LAZY = {
     "serve": "amqp10.client",
     "listen": "amqp10.client",
     "SettleMode": "amqp10.client",
+    "ReconnectPolicy": "amqp10.client",
 }
 
 if TYPE_CHECKING:
-    from .client import SettleMode, connect, listen, serve
+    from .client import ReconnectPolicy, SettleMode, connect, listen, serve
 
 
 def __getattr__(name: str) -> Any:
@@ -30,4 +31,4 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["SettleMode", "__version__", "connect", "listen", "serve"]
+__all__ = ["ReconnectPolicy", "SettleMode", "__version__", "connect", "listen", "serve"]

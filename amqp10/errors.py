@@ -27,6 +27,7 @@ __all__ = [
     "IllegalStateError",
     "LinkDetached",
     "LinkError",
+    "ReconnectError",
     "SessionError",
     "TLSError",
     "TimeoutError",
@@ -82,6 +83,32 @@ class ConnectionError(AMQPError, builtins.ConnectionError):
 
 class ConnectError(ConnectionError):
     """The TCP connection could not be established (refused, unreachable, no such host)."""
+
+
+class ReconnectError(ConnectError):
+    """Connecting (or reconnecting after a drop) gave up: the policy's attempts or time ran out.
+
+    ``attempts`` and ``elapsed`` say how hard it tried; ``last_error`` (also the
+    ``__cause__``) is the failure of the last attempt.
+    """
+
+    attempts: int
+    elapsed: float
+    last_error: BaseException | None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        attempts: int = 0,
+        elapsed: float = 0.0,
+        last_error: BaseException | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(message, **kwargs)
+        self.attempts = attempts
+        self.elapsed = elapsed
+        self.last_error = last_error
 
 
 class TLSError(ConnectionError):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from ._common import Outcome, SettleMode
 from .connection import DEFAULT_TIMEOUT, Connection, ConnectOptions, connect, connect_with
 from .links import Delivery, Link, Receiver, Sender, Session
+from .reconnect import ReconnectPolicy
 from .server import Server, listen, serve
 from .url import URL, parse_url
 
@@ -19,6 +20,7 @@ __all__ = [
     "Delivery",
     "Link",
     "Outcome",
+    "ReconnectPolicy",
     "Receiver",
     "Sender",
     "Server",

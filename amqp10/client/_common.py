@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, TypeAlias
 
 import anyio
@@ -73,8 +73,10 @@ def settle_mode(value: SettleMode | str) -> SettleMode:
         raise ValueError(f"settle_mode must be one of {choices}, not {value!r}") from None
 
 
-@contextmanager
-def deadline(timeout: float, what: str, shown: float | None = None) -> Iterator[None]:
+_UNBOUNDED: AbstractContextManager[None] = nullcontext()
+
+
+def deadline(timeout: float, what: str, shown: float | None = None) -> AbstractContextManager[None]:
     """Bound the body by ``timeout`` seconds (``math.inf``: unbounded).
 
     anyio's cancellation becomes :class:`amqp10.errors.TimeoutError` saying
@@ -82,8 +84,12 @@ def deadline(timeout: float, what: str, shown: float | None = None) -> Iterator[
     set, when ``timeout`` is what is left of it).
     """
     if math.isinf(timeout):
-        yield
-        return
+        return _UNBOUNDED  # no generator and no cancel scope: it is on every send's path
+    return _bounded(timeout, what, shown)
+
+
+@contextmanager
+def _bounded(timeout: float, what: str, shown: float | None) -> Iterator[None]:
     try:
         with anyio.fail_after(timeout):
             yield

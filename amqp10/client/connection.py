@@ -6,8 +6,13 @@ engine's events are handled synchronously in the driver's tasks
 (:meth:`Connection._on_events`, a dispatch table by event type); the
 application's coroutines only change the engine and wait on signals.
 
-A ``reconnect=`` policy will wrap :func:`connect`: everything a connection
-needs to be re-made is in :class:`ConnectOptions`.
+With a ``reconnect=`` policy (:mod:`amqp10.client.reconnect`) the same
+:class:`Connection` object outlives its TCP connections: when one drops, the
+driver task (:meth:`Connection._run`) dials again from the
+:class:`ConnectOptions` it was made with, swaps in a new engine and driver,
+and on the peer's open re-begins the sessions and re-attaches the links
+(:meth:`Connection._restore`). Applications keep their ``Sender``/``Receiver``
+objects; calls made meanwhile wait for the new connection.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import math
 import ssl as _ssl
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -59,6 +64,15 @@ from ..transport import Receiver as EngineReceiver
 from ..types import Accepted, Error, ErrorCondition, Source, Target
 from ._common import SettleMode, deadline, describe_outcome, settle_mode
 from .links import Delivery, Link, Receiver, Sender, Session, _Pending
+from .reconnect import (
+    ConnectionLost,
+    Reconnected,
+    ReconnectEvent,
+    ReconnectFailed,
+    ReconnectPolicy,
+    Schedule,
+    once_each,
+)
 from .url import URL, parse_url
 
 __all__ = ["DEFAULT_TIMEOUT", "ConnectOptions", "Connection", "connect"]
@@ -77,6 +91,11 @@ LinkFilter = Callable[[str, "str | None"], "Error | None"]
 
 MAX_PENDING_LINKS = 1000
 """Links the peer attached that the application has not taken yet; more are refused."""
+
+STABLE_AFTER = 2.0
+"""Seconds a re-made connection must stay up before a new drop starts a fresh backoff
+schedule: a peer that accepts and drops at once is retried with growing delays,
+and within the policy's bounds, not in a tight loop."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +130,18 @@ def _ssl_context(ssl: _ssl.SSLContext | bool | None, url: URL) -> _ssl.SSLContex
     if isinstance(ssl, _ssl.SSLContext):
         return ssl
     raise TypeError(f"ssl must be an ssl.SSLContext or a bool, not {type(ssl).__name__}")
+
+
+@dataclass(slots=True)
+class _Outage:
+    """A dropped connection being re-made: the attempts so far and what was lost."""
+
+    schedule: Schedule
+    error: errors.AMQPError
+    peer: str
+    since: float
+    attempting: bool = False  # a new driver runs the handshake of an attempt
+    open_limit: float = DEFAULT_TIMEOUT
 
 
 class _IncomingLinks:
@@ -164,10 +195,7 @@ class Connection:
         """``host:port`` of the other end."""
         self.timeout = timeout
         self._accepting = accepting
-        pause_limit = engine.idle_timeout / 2 if engine.idle_timeout else None
-        self._driver = Driver(
-            stream, self._protocol, self._on_events, peer=peer, pause_limit=pause_limit
-        )
+        self._driver = self._make_driver(stream)
         self._changed = Signal()  # open/close, sessions, links: control-plane changes
         self._activity = Signal()  # after every batch of engine events
         self._error: errors.AMQPError | None = None
@@ -193,6 +221,27 @@ class Connection:
         self._senders_by_address: dict[str, Sender] = {}
         self.authenticated_as: str | None = None
         """The identity SASL established (server side: the peer's user), if any."""
+        # reconnecting (connect(..., reconnect=...)); see _run
+        self._policy: ReconnectPolicy | None = None
+        self._targets: tuple[ConnectOptions, ...] = ()
+        self._target = 0  # index of the options in use
+        self._factory: ProtocolFactory | None = None
+        self._outage: _Outage | None = None
+        self._attempt_error: errors.AMQPError | None = None
+        self._reconnect_scope: anyio.CancelScope | None = None
+        self._restored: tuple[float, Schedule] | None = None  # when, and the schedule used
+        self.reconnects = 0
+        """How many times the connection was re-established after a drop."""
+
+    def _make_driver(self, stream: ByteStream) -> Driver:
+        idle = self._engine.idle_timeout
+        return Driver(
+            stream,
+            self._protocol,
+            self._on_events,
+            peer=self.peer,
+            pause_limit=idle / 2 if idle else None,
+        )
 
     def __repr__(self) -> str:
         return f"<Connection {self.peer} {self._engine.state.name}>"
@@ -215,6 +264,11 @@ class Connection:
     @property
     def is_open(self) -> bool:
         return self._opened and self._error is None and not self._closing
+
+    @property
+    def reconnecting(self) -> bool:
+        """True while a dropped connection is being re-made (calls wait for it)."""
+        return self._outage is not None and self._error is None
 
     @property
     def error(self) -> errors.AMQPError | None:
@@ -243,20 +297,275 @@ class Connection:
 
     # -- lifecycle ----------------------------------------------------------------------
     async def _run(self) -> None:
-        """The driver task: runs until the connection ends."""
+        """The driver task: runs until the connection ends.
+
+        With a reconnect policy it goes on after a drop: it dials again (with
+        backoff), swaps in the new engine and driver, and runs that one; the
+        peer's open then restores the sessions and links (:meth:`_restore`).
+        """
         self._running = True
         try:
-            await self._driver.run()
+            while True:
+                await self._run_driver()
+                if self._error is not None:
+                    return
+                outage = self._outage
+                if outage is None:
+                    if not self._lost(self._end_error()):
+                        return
+                elif outage.attempting:  # an attempt ended before the peer's open
+                    err = self._attempt_error or self._end_error()
+                    self._attempt_error = None
+                    outage.schedule.last_error = err
+                    log.info("reconnecting to %s failed: %s", self.peer, err)
+                    if self._closing or not self._policy_retries(err):
+                        self._give_up(None if self._closing else err)
+                        return
+                if not await self._redial():
+                    return
         finally:
-            err = self._driver.error
-            if err is None and self._engine.error is not None and not self._closing:
-                err = errors.ConnectionError.from_error(
-                    f"connection to {self.peer} failed", self._engine.error
-                )
-            if err is None:
-                how = "is closed" if self._closing else "was closed by the peer"
-                err = errors.ConnectionClosed(f"connection to {self.peer} {how}")
+            if self._error is None:
+                self._terminate(self._end_error())
+
+    def _end_error(self) -> errors.AMQPError:
+        """Why the current driver stopped, as the error the connection ends with."""
+        err: errors.AMQPError | None = self._driver.error
+        if err is None and self._engine.error is not None and not self._closing:
+            err = errors.ConnectionError.from_error(
+                f"connection to {self.peer} failed", self._engine.error
+            )
+        if err is None:
+            how = "is closed" if self._closing else "was closed by the peer"
+            err = errors.ConnectionClosed(f"connection to {self.peer} {how}")
+        return err
+
+    async def _run_driver(self) -> None:
+        outage = self._outage
+        if outage is None or not outage.attempting:
+            await self._driver.run()
+            return
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._open_watchdog, outage.open_limit)
+            await self._driver.run()
+            tg.cancel_scope.cancel()
+
+    async def _open_watchdog(self, limit: float) -> None:
+        """Bound a reconnect attempt's handshake (the first connect has its own deadline)."""
+        with anyio.move_on_after(limit):
+            while self._outage is not None and self._error is None:
+                await self._changed.wait()
+            return
+        if self._attempt_error is None:
+            self._attempt_error = errors.TimeoutError(
+                f"opening the connection to {self.peer} timed out after {limit:g}s"
+            )
+        self._driver.abort()
+
+    def _policy_retries(self, err: errors.AMQPError) -> bool:
+        return self._policy is not None and self._policy.retryable(err)
+
+    def _lost(self, err: errors.AMQPError) -> bool:
+        """The connection failed or was closed: reconnect (True) or end it (False)."""
+        if self._error is not None:
+            return False
+        if self._outage is not None:
+            # the handshake of a reconnect attempt failed: _run decides what next
+            if self._attempt_error is None:
+                self._attempt_error = err
+            return True
+        if self._closing or not self._opened or self._accepting or not self._policy_retries(err):
             self._terminate(err)
+            return False
+        self._begin_outage(err)
+        return True
+
+    def _emit(self, event: ReconnectEvent) -> None:
+        hook = self._policy.on_event if self._policy is not None else None
+        if hook is not None:
+            try:
+                hook(event)
+            except Exception:
+                log.exception("reconnect event handler failed on %r", event)
+
+    def _begin_outage(self, err: errors.AMQPError) -> None:
+        """Keep what can be restored on a new connection; end what cannot."""
+        assert self._policy is not None
+        now = anyio.current_time()
+        restored = self._restored
+        if restored is not None and now - restored[0] < STABLE_AFTER:
+            schedule = restored[1]  # it dropped again at once: keep backing off
+        else:
+            schedule = Schedule(self._policy, len(self._targets), self._target, now)
+        schedule.last_error = err
+        self._outage = _Outage(schedule=schedule, error=err, peer=self.peer, since=now)
+        self._opened = False
+        log.warning("connection to %s lost (%s): reconnecting", self.peer, err)
+        self._emit(ConnectionLost(peer=self.peer, error=err))
+        why = f"the connection to {self.peer} was lost ({err})"
+        for session in list(self._sessions):
+            if session.incoming or session._closing:
+                session._fail(errors.SessionError(f"the session ended: {why}"))
+                self._sessions.discard(session)
+                continue
+            for link in list(session._links):
+                if link.incoming or link._closing or link._dynamic:
+                    # the peer's links are the peer's to restore; a dynamic node
+                    # (and its address) belonged to the lost connection
+                    link._fail(errors.LinkError(f"the {link._what()} ended: {why}"))
+                else:
+                    link._sig.fire()
+        self._served.clear()
+        self._dynamic.clear()
+        for pending in self._requests.values():
+            pending.fail(
+                errors.ConnectionError(
+                    f"{why} while waiting for a response (the request may have been processed)"
+                )
+            )
+        self._waiting_senders.clear()
+        self._changed.fire()
+        self._incoming_sig.fire()
+
+    async def _redial(self) -> bool:
+        """Dial the next target(s) until one connects (True) or the policy is spent (False).
+
+        On success the new engine and driver are in place, with our open
+        queued; the handshake runs when :meth:`_run` runs the driver.
+        """
+        outage = self._outage
+        assert outage is not None and self._factory is not None
+        schedule = outage.schedule
+        with anyio.CancelScope() as scope:
+            self._reconnect_scope = scope
+            try:
+                while not self._closing:
+                    step = schedule.next(anyio.current_time())
+                    if step is None:
+                        break
+                    delay, index = step
+                    if delay:
+                        await anyio.sleep(delay)
+                    options = self._targets[index]
+                    limit = min(options.timeout, schedule.remaining(anyio.current_time()))
+                    limit = max(limit, 0.001)
+                    try:
+                        engine, protocol, stream = await _dial(options, self._factory, limit)
+                    except errors.AMQPError as exc:
+                        schedule.last_error = exc
+                        log.info(
+                            "reconnect attempt %d to %s failed: %s",
+                            schedule.attempts,
+                            peer_name(options.url.host, options.url.port),
+                            exc,
+                        )
+                        if not self._policy_retries(exc):
+                            self._give_up(exc)
+                            return False
+                        continue
+                    self._engine = engine
+                    self._protocol = protocol
+                    self.peer = peer_name(options.url.host, options.url.port)
+                    self._driver = self._make_driver(stream)
+                    self._target = index
+                    self._attempt_error = None
+                    outage.attempting = True
+                    outage.open_limit = limit
+                    engine.open()
+                    return True
+            finally:
+                self._reconnect_scope = None
+        self._give_up(None)
+        return False
+
+    def _give_up(self, err: errors.AMQPError | None) -> None:
+        """End the connection after a failed outage: ``err`` if final, else the policy is spent."""
+        outage = self._outage
+        if outage is None or self._error is not None:
+            return
+        if err is None and self._closing:
+            self._terminate(errors.ConnectionClosed(f"connection to {self.peer} is closed"))
+            return
+        s = outage.schedule
+        if err is None:
+            elapsed = anyio.current_time() - s.started
+            last = s.last_error
+            err = errors.ReconnectError(
+                f"connection to {outage.peer} lost and not re-established after "
+                f"{s.attempts} attempt{'s' if s.attempts != 1 else ''} in {elapsed:.1f}s; "
+                f"last error: {last}",
+                attempts=s.attempts,
+                elapsed=elapsed,
+                last_error=last,
+            )
+            err.__cause__ = last
+        log.error("giving up on the connection to %s: %s", outage.peer, err)
+        self._emit(ReconnectFailed(error=err))
+        self._terminate(err)
+
+    def _restore(self) -> None:
+        """The peer's open arrived on a new connection: re-begin sessions, re-attach links."""
+        outage = self._outage
+        assert outage is not None
+        self._outage = None
+        self._restored = (anyio.current_time(), outage.schedule)
+        self.reconnects += 1
+        links = unsettled = 0
+        for session in list(self._sessions):
+            if session._error is not None:
+                self._sessions.discard(session)
+                continue
+            es = self._engine.session()
+            es.begin()
+            session._rebind(es)
+            for link in list(session._links):
+                unsettled += link._reattach(es)
+                links += 1
+        self._wake()
+        downtime = anyio.current_time() - outage.since
+        attempts = outage.schedule.attempts
+        log.warning(
+            "reconnected to %s (attempt %d, %.2fs after the drop): re-attaching %d link%s, "
+            "%d unsettled send%s",
+            self.peer,
+            attempts,
+            downtime,
+            links,
+            "" if links == 1 else "s",
+            unsettled,
+            "" if unsettled == 1 else "s",
+        )
+        self._emit(
+            Reconnected(
+                peer=self.peer,
+                attempts=attempts,
+                downtime=downtime,
+                links=links,
+                unsettled=unsettled,
+            )
+        )
+        self._changed.fire()
+
+    def _usable(self) -> bool:
+        return (
+            self._outage is None
+            and self._error is None
+            and self._engine.state is ConnectionState.OPENED
+        )
+
+    async def _until_usable(self, timeout: float, what: str) -> None:
+        """With a reconnect policy: wait (at most ``timeout``) until the connection is back."""
+        if self._policy is None or self._usable():
+            return
+        try:
+            with deadline(timeout, what):
+                while not self._usable():
+                    self._check_open()
+                    await self._changed.wait()
+        except errors.TimeoutError:
+            raise errors.TimeoutError(
+                f"{what} timed out after {timeout:g}s: the connection to {self.peer} "
+                "was not re-established in time"
+            ) from None
 
     async def _wait_open(self, timeout: float, shown: float | None = None) -> None:
         with deadline(timeout, f"opening the connection to {self.peer}", shown):
@@ -269,6 +578,7 @@ class Connection:
         if self._error is not None:
             return
         self._error = error
+        self._outage = None
         for session in list(self._sessions):
             session._fail(error, link_error=error)
         self._sessions.clear()
@@ -288,7 +598,11 @@ class Connection:
         """
         if not self._closing:
             self._closing = True
-            if self._error is None and not self._engine.is_closed:
+            if self._reconnect_scope is not None:
+                self._reconnect_scope.cancel()
+            if self._outage is not None:
+                self._driver.abort()  # a handshake in progress: nothing to close cleanly
+            elif self._error is None and not self._engine.is_closed:
                 try:
                     self._engine.close(error)
                 except IllegalStateError:
@@ -352,6 +666,7 @@ class Connection:
     # -- sessions and links ---------------------------------------------------------------
     async def session(self, *, timeout: float | None = None) -> Session:
         """Begin a new session and wait for the peer's begin."""
+        await self._until_usable(self._timeout_for(timeout), "beginning a session")
         s = self._new_session()
         with deadline(self._timeout_for(timeout), "beginning a session"):
             while not s._begun:
@@ -400,6 +715,7 @@ class Connection:
         Raises :class:`~amqp10.errors.LinkError` with the peer's reason if it refuses.
         """
         mode = settle_mode_of(settle_mode)
+        await self._until_usable(self._timeout_for(timeout), f"attaching a sender to {address!r}")
         s = self._session_for(session)
         link = s._session.sender(
             name or self._link_name("sender", address),
@@ -438,6 +754,8 @@ class Connection:
         mode = settle_mode_of(settle_mode)
         if source is None:
             source = Source(address=None, dynamic=True) if dynamic else Source(address=address)
+        what = f"attaching a receiver from {address!r}"
+        await self._until_usable(self._timeout_for(timeout), what)
         s = self._session_for(session)
         link = s._session.receiver(
             name or self._link_name("receiver", address),
@@ -479,7 +797,7 @@ class Connection:
             if link._error is None:
                 link._closing = True
                 try:
-                    el.detach(closed=True)
+                    link._link.detach(closed=True)
                 except IllegalStateError:
                     pass
                 link._fail(errors.LinkDetached(f"{link._what()} was not attached"))
@@ -580,7 +898,7 @@ class Connection:
     async def _cached_sender(self, address: str) -> Sender:
         async with self._lock():
             s = self._senders_by_address.get(address)
-            if s is None or not s.is_open:
+            if s is None or s.error is not None:
                 s = await self.open_sender(address)
                 self._senders_by_address[address] = s
             return s
@@ -635,6 +953,8 @@ class Connection:
         if self._accepting and self._engine.state is ConnectionState.OPEN_RCVD:
             self._engine.open()
         self._opened = True
+        if self._outage is not None:
+            self._restore()
         self._changed.fire()
 
     def _on_closed(self, event: ConnectionClosed) -> None:
@@ -646,17 +966,17 @@ class Connection:
             err = errors.ConnectionClosed(f"connection to {self.peer} is closed")
         else:
             err = errors.ConnectionClosed(f"connection to {self.peer} was closed by the peer")
-        self._terminate(err)
+        self._lost(err)
 
     def _on_failed(self, event: ConnectionFailed) -> None:
         err = self._driver.error or errors.ConnectionError.from_error(
             f"connection to {self.peer} failed", event.error
         )
-        self._terminate(err)
+        self._lost(err)
 
     def _on_sasl_failed(self, event: SaslFailed) -> None:
         if self._driver.error is not None:  # the stream failed: that is the news
-            self._terminate(self._driver.error)
+            self._lost(self._driver.error)
             return
         if self._accepting:
             log.info("SASL authentication of %s failed: %s", self.peer, event.reason)
@@ -664,7 +984,7 @@ class Connection:
             f"SASL authentication with {self.peer} failed: {event.reason}"
         )
         err.condition = f"sasl:{event.outcome.name.lower().replace('_', '-')}"
-        self._terminate(err)
+        self._lost(err)
 
     def _on_sasl_completed(self, event: SaslCompleted) -> None:
         self.authenticated_as = event.identity
@@ -742,6 +1062,8 @@ class Connection:
         owner = event.link.context
         if isinstance(owner, Receiver):
             owner._replenish()
+        elif isinstance(owner, Sender):
+            owner._on_aborted(event.delivery)
 
     def _on_updated(self, event: DeliveryUpdated) -> None:
         owner = event.link.context
@@ -883,7 +1205,7 @@ def _client_protocol(engine: Engine, options: ConnectOptions) -> EngineProtocol:
 
 
 async def connect(
-    url: str = "amqp://127.0.0.1",
+    url: str | Sequence[str] = "amqp://127.0.0.1",
     *,
     container_id: str | None = None,
     hostname: str | None = None,
@@ -896,11 +1218,13 @@ async def connect(
     channel_max: int = 65535,
     properties: dict[Any, Any] | None = None,
     max_buffered: int = 1000,
+    reconnect: ReconnectPolicy | bool | None = None,
 ) -> Connection:
     """Connect, open the AMQP connection, and return it (use with ``async with``).
 
     ``url``: ``amqp://[user:pass@]host[:port]`` or ``amqps://`` (TLS, port
-    5671). ``ssl``: an ``ssl.SSLContext`` (client certificates, private CAs),
+    5671), or a list of them: tried in turn (once each, or as ``reconnect``
+    says). ``ssl``: an ``ssl.SSLContext`` (client certificates, private CAs),
     True for the system defaults, or None to follow the scheme; host names are
     verified unless the context says otherwise. SASL: ANONYMOUS without
     credentials, else SCRAM or PLAIN with the URL's user and password
@@ -912,34 +1236,113 @@ async def connect(
     ``max_buffered``: deliveries held for the application across receivers
     before the connection stops reading (back-pressure).
 
+    ``reconnect``: a :class:`~amqp10.client.reconnect.ReconnectPolicy` (True:
+    the default one). The first connect retries as the policy says, and a
+    dropped connection is re-made: sessions begun again, links re-attached
+    under their names (same container-id), unsettled sends resumed or sent
+    again (at least once). Calls made meanwhile wait, within their timeouts.
+
     Raises :class:`~amqp10.errors.ConnectError`, :class:`~amqp10.errors.TLSError`,
     :class:`~amqp10.errors.AuthenticationError`, :class:`~amqp10.errors.ConnectionError`
-    or :class:`~amqp10.errors.TimeoutError`.
+    or :class:`~amqp10.errors.TimeoutError`; :class:`~amqp10.errors.ReconnectError`
+    when a list of URLs or a policy's attempts are used up.
     """
-    u = parse_url(url)
-    options = ConnectOptions(
-        url=u,
-        container_id=container_id or f"amqp10-{uuid.uuid4()}",
-        hostname=hostname or u.vhost or u.host,
-        idle_timeout=idle_timeout,
-        ssl_context=_ssl_context(ssl, u),
-        sasl_mechanisms=tuple(sasl_mechanisms) if sasl_mechanisms else None,
-        sasl=sasl,
-        timeout=timeout,
-        max_frame_size=max_frame_size,
-        channel_max=channel_max,
-        properties=properties,
-        max_buffered=max_buffered,
-    )
-    return await connect_with(options)
+    urls = [url] if isinstance(url, str) else list(url)
+    if not urls:
+        raise ValueError("connect() needs at least one URL")
+    cid = container_id or f"amqp10-{uuid.uuid4()}"
+    targets = []
+    for one in urls:
+        u = parse_url(one)
+        targets.append(
+            ConnectOptions(
+                url=u,
+                container_id=cid,
+                hostname=hostname or u.vhost or u.host,
+                idle_timeout=idle_timeout,
+                ssl_context=_ssl_context(ssl, u),
+                sasl_mechanisms=tuple(sasl_mechanisms) if sasl_mechanisms else None,
+                sasl=sasl,
+                timeout=timeout,
+                max_frame_size=max_frame_size,
+                channel_max=channel_max,
+                properties=properties,
+                max_buffered=max_buffered,
+            )
+        )
+    policy = ReconnectPolicy() if reconnect is True else (reconnect or None)
+    return await connect_with(targets, reconnect=policy)
 
 
 async def connect_with(
-    options: ConnectOptions, protocol_factory: ProtocolFactory | None = None
+    options: ConnectOptions | Sequence[ConnectOptions],
+    protocol_factory: ProtocolFactory | None = None,
+    *,
+    reconnect: ReconnectPolicy | None = None,
 ) -> Connection:
-    """:func:`connect` from prepared options (what a reconnect policy calls again)."""
+    """:func:`connect` from prepared options (one per URL, all with the same container-id).
+
+    Without ``reconnect`` a single target is tried once and its failure raised
+    as it is; several are tried once each, in order.
+    """
+    targets = (options,) if isinstance(options, ConnectOptions) else tuple(options)
+    if not targets:
+        raise ValueError("connect_with() needs at least one ConnectOptions")
+    if len({t.container_id for t in targets}) != 1:
+        raise ValueError("every target of one connection must use the same container_id")
+    factory = protocol_factory or _client_protocol
+    first = reconnect if reconnect is not None else once_each(len(targets))
+    if reconnect is None and len(targets) == 1:
+        conn = await _connect_once(targets[0], factory, targets[0].timeout)
+        index = 0
+    else:
+        conn, index = await _connect_any(targets, factory, first)
+    conn._policy = reconnect
+    conn._targets = targets
+    conn._target = index
+    conn._factory = factory
+    return conn
+
+
+async def _connect_any(
+    targets: tuple[ConnectOptions, ...], factory: ProtocolFactory, policy: ReconnectPolicy
+) -> tuple[Connection, int]:
+    """The first connect, tried on each target in turn, as ``policy`` allows."""
+    schedule = Schedule(policy, len(targets), 0, anyio.current_time())
+    while True:
+        step = schedule.next(anyio.current_time())
+        if step is None:
+            break
+        delay, index = step
+        if delay:
+            await anyio.sleep(delay)
+        opts = targets[index]
+        limit = max(min(opts.timeout, schedule.remaining(anyio.current_time())), 0.001)
+        try:
+            return await _connect_once(opts, factory, limit), index
+        except errors.AMQPError as exc:
+            schedule.last_error = exc
+            if not policy.retryable(exc):
+                raise
+            log.info("connect attempt %d failed: %s", schedule.attempts, exc)
+    elapsed = anyio.current_time() - schedule.started
+    last = schedule.last_error
+    names = ", ".join(peer_name(t.url.host, t.url.port) for t in targets)
+    n = schedule.attempts
+    raise errors.ReconnectError(
+        f"gave up connecting to {names} after {n} attempt{'s' if n != 1 else ''} "
+        f"in {elapsed:.1f}s; last error: {last}",
+        attempts=n,
+        elapsed=elapsed,
+        last_error=last,
+    ) from last
+
+
+async def _dial(
+    options: ConnectOptions, factory: ProtocolFactory, limit: float
+) -> tuple[Engine, EngineProtocol, ByteStream]:
+    """A new engine (behind its protocol layers) and a connected stream for ``options``."""
     u = options.url
-    peer = peer_name(u.host, u.port)
     engine = Engine(
         options.container_id,
         hostname=options.hostname,
@@ -948,19 +1351,28 @@ async def connect_with(
         idle_timeout=options.idle_timeout,
         properties=options.properties,
     )
-    protocol = (protocol_factory or _client_protocol)(engine, options)
-    started = anyio.current_time()
+    protocol = factory(engine, options)
     stream = await connect_stream(
         u.host,
         u.port,
         ssl_context=options.ssl_context,
         server_hostname=u.host,
-        timeout=options.timeout,
+        timeout=limit,
     )
+    return engine, protocol, stream
+
+
+async def _connect_once(
+    options: ConnectOptions, factory: ProtocolFactory, limit: float
+) -> Connection:
+    """Connect to one target and wait for the open, within ``limit`` seconds."""
+    u = options.url
+    started = anyio.current_time()
+    engine, protocol, stream = await _dial(options, factory, limit)
     conn = Connection(
         engine,
         stream,
-        peer=peer,
+        peer=peer_name(u.host, u.port),
         protocol=protocol,
         timeout=options.timeout,
         max_buffered=options.max_buffered,
@@ -970,8 +1382,8 @@ async def connect_with(
     await tg.__aenter__()
     try:
         tg.start_soon(conn._run)
-        remaining = max(options.timeout - (anyio.current_time() - started), 0.0)
-        await conn._wait_open(remaining, options.timeout)
+        remaining = max(limit - (anyio.current_time() - started), 0.0)
+        await conn._wait_open(remaining, limit)
     except BaseException as exc:
         await conn._settle_failure(exc)
         await tg.__aexit__(None, None, None)

@@ -72,6 +72,9 @@ class Session:
     async def close(self, *, timeout: float | None = None) -> None:
         """End the session (its links go with it) and wait for the peer's end."""
         conn = self._conn
+        if conn._outage is not None and self._error is None:
+            # the connection is being re-made: the old session is gone with it
+            self._fail(errors.SessionError("the session is closed"))
         if self._error is None and conn._error is None and not self._closing:
             self._closing = True
             try:
@@ -91,6 +94,12 @@ class Session:
         if self._error is not None:
             raise self._error
         self._conn._check_open()
+
+    def _rebind(self, session: EngineSession) -> None:
+        """Take over a new engine session after a reconnect (its begin is queued)."""
+        self._session = session
+        session.context = self
+        self._begun = False
 
     def _fail(self, error: errors.AMQPError, *, link_error: errors.AMQPError | None = None) -> None:
         if self._error is None:
@@ -176,6 +185,38 @@ class Link:
             raise self._error
         self._conn._check_open()
 
+    @property
+    def _dynamic(self) -> bool:
+        """We asked the peer for a dynamic node: its address dies with the connection."""
+        link = self._link
+        terminus = link.target if isinstance(link, EngineSender) else link.source
+        return bool(getattr(terminus, "dynamic", False))
+
+    # -- reconnecting -------------------------------------------------------------------
+    def _link_options(self) -> dict[str, Any]:
+        """What the link was created with, for its re-attach under the same name."""
+        old = self._link
+        return {
+            "source": old.source,
+            "target": old.target,
+            "snd_settle_mode": old.snd_settle_mode,
+            "rcv_settle_mode": old.rcv_settle_mode,
+            "max_message_size": old.max_message_size,
+            "properties": old.properties,
+            "offered_capabilities": old.offered_capabilities,
+            "desired_capabilities": old.desired_capabilities,
+        }
+
+    def _adopt(self, link: EngineLink) -> None:
+        self._link = link
+        link.context = self
+        self._ready = False
+        self._refused = False
+
+    def _reattach(self, session: EngineSession) -> int:
+        """Re-create the link on a new session and attach it; return the unsettled sends offered."""
+        raise NotImplementedError
+
     # -- engine events (from the connection) ------------------------------------------
     def _on_attached(self) -> None:
         link = self._link
@@ -220,7 +261,7 @@ class Link:
 
     async def _detach(self, error: Error | None, *, closed: bool, timeout: float | None) -> None:
         conn = self._conn
-        if self._error is not None or conn._error is not None:
+        if self._error is not None or conn._error is not None or conn._outage is not None:
             self._fail(errors.LinkDetached(f"{self._what()} is closed"))
             return
         self._closing = True
@@ -257,14 +298,25 @@ class Link:
 
 
 class _Pending:
-    """One send waiting for its outcome."""
+    """One send (or request) waiting for its outcome.
 
-    __slots__ = ("done", "error", "outcome")
+    ``delivery`` is the engine delivery carrying the message now: a reconnect
+    replaces it with the one on the re-attached link. ``payload`` is kept to
+    send the message again if resumption aborts it.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("delivery", "done", "error", "outcome", "payload")
+
+    def __init__(self, delivery: EngineDelivery | None = None, payload: bytes = b"") -> None:
         self.done = anyio.Event()
         self.outcome: Any = None
         self.error: errors.AMQPError | None = None
+        self.delivery = delivery
+        self.payload = payload
+
+    @property
+    def waiting(self) -> bool:
+        return not self.done.is_set()
 
     def resolve(self, outcome: Any) -> None:
         if not self.done.is_set():
@@ -285,8 +337,9 @@ class Sender(Link):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._pending: dict[EngineDelivery, _Pending] = {}
+        self._pending: set[_Pending] = set()  # sends waiting for an outcome
         self._unsent: deque[EngineDelivery] = deque()  # pre-settled, waiting for credit
+        self._carried: list[EngineDelivery] = []  # offered for resumption by the last re-attach
 
     @property
     def credit(self) -> int:
@@ -319,16 +372,26 @@ class Sender(Link):
         (the connection's default when None). Cancelling or timing out before
         the message went out withdraws it (an aborted transfer if it was half
         written); after that, the outcome is settled and ignored when it comes.
+
+        With a reconnect policy, a send waiting for its outcome when the
+        connection drops carries on over the new connection (resumed, or sent
+        again: at least once), and a send made while it is being re-made waits
+        for it; both within ``timeout``.
         """
         payload = encode_payload(message)
         self._check_usable()
         conn = self._conn
-        limit = conn._timeout_for(timeout)
+        limit = left = conn._timeout_for(timeout)
+        if conn._policy is not None and not conn._usable():
+            started = anyio.current_time()
+            await conn._until_usable(limit, f"send to {self._address!r}")
+            self._check_usable()
+            left = max(limit - (anyio.current_time() - started), 0.0)
         try:
             d = self._link.send(payload, settled=settled)
         except IllegalStateError as exc:
             raise errors.IllegalStateError(f"cannot send on the {self._what()}: {exc}") from None
-        pending = _Pending()
+        pending = _Pending(d, payload)
         d.context = pending
         conn._wake()
         if d.settled:
@@ -338,29 +401,44 @@ class Sender(Link):
                 self._unsent.append(d)
                 conn._waiting_senders.add(self)
         else:
-            self._pending[d] = pending
+            self._pending.add(pending)
         try:
-            with deadline(limit, f"send to {self._address!r}"):
+            with deadline(left, f"send to {self._address!r}", limit):
                 await pending.done.wait()
-                if d.settled and pending.error is None:
-                    await conn._driver.flush()
+                pd = pending.delivery
+                # a pre-settled send returns once written; once the peer has settled the
+                # delivery (its outcome came), nothing of ours is left to write: no flush
+                if pd is not None and pd.settled and not pd.remote_settled:
+                    if pending.error is None and conn._outage is None:
+                        try:
+                            await conn._driver.flush()
+                        except errors.ConnectionError:
+                            if conn._policy is None:
+                                raise  # with a policy: at most once, as pre-settled means
         except BaseException as exc:
-            self._withdraw(d)
+            self._withdraw(pending)
             if isinstance(exc, errors.TimeoutError):
-                why = "waiting for the peer's outcome" if d.sent else "no credit from the peer"
+                sent = pending.delivery is not None and pending.delivery.sent
+                why = "waiting for the peer's outcome" if sent else "no credit from the peer"
                 raise errors.TimeoutError(
                     f"send to {self._address!r} timed out after {limit:g}s ({why})"
                 ) from None
             raise
         finally:
-            self._pending.pop(d, None)
+            self._pending.discard(pending)
         if pending.error is not None:
             raise pending.error
         return pending.outcome  # type: ignore[no-any-return]
 
-    def _withdraw(self, d: EngineDelivery) -> None:
+    def _withdraw(self, pending: _Pending) -> None:
         """Take back a send the application stopped waiting for."""
-        if not d.sent and not d.aborted:
+        if not pending.waiting:
+            return
+        pending.fail(errors.IllegalStateError("the send was withdrawn"))
+        d = pending.delivery
+        if d is None:
+            return
+        if not d.sent and not d.aborted and d.link is self._link:
             try:
                 d.abort()
             except IllegalStateError:
@@ -370,6 +448,54 @@ class Sender(Link):
             self._unsent.remove(d)
         except ValueError:
             pass
+
+    # -- reconnecting -------------------------------------------------------------------
+    def _reattach(self, session: EngineSession) -> int:
+        """Attach under the same name, offering the unsettled sends for resumption (§2.6.13).
+
+        Pre-settled messages that had not gone out are queued again as new
+        deliveries; sends nobody waits for any more are dropped.
+        """
+        old = self._link
+        carried = [d for d in old.unsettled.values() if _waited_for(d)]
+        unsent = [d for d in self._unsent if not d.sent and not d.aborted and _waited_for(d)]
+        link = session.sender(
+            old.name,
+            resume_deliveries=carried if carried else None,
+            **self._link_options(),
+        )
+        self._adopt(link)
+        self._carried = list(link.unsettled.values())
+        for d in self._carried:
+            if isinstance(d.context, _Pending):
+                d.context.delivery = d
+        link.attach()
+        self._unsent = deque()
+        for d in unsent:
+            nd = link.send(d.payload, settled=True, message_format=d.message_format)
+            nd.context = d.context
+            d.context.delivery = nd
+            self._unsent.append(nd)
+        if self._unsent:
+            self._conn._waiting_senders.add(self)
+        return len(carried)
+
+    def _on_attached(self) -> None:
+        super()._on_attached()
+        carried, self._carried = self._carried, []
+        if carried and self._ready:
+            remote = self._link.remote_attach
+            resumed = sum(1 for d in carried if d.resumed)
+            log.info(
+                "%s re-attached: of %d unsettled sends, %d resumed, %d sent again%s",
+                self._what(),
+                len(carried),
+                resumed,
+                len(carried) - resumed,
+                ""
+                if remote is not None and remote.unsettled is not None
+                else " (the peer keeps no unsettled state)",
+            )
 
     # -- from the connection --------------------------------------------------------------
     def _on_update(self, d: EngineDelivery, settled: bool) -> None:
@@ -386,6 +512,22 @@ class Sender(Link):
         if isinstance(pending, _Pending):
             pending.resolve(state)
 
+    def _on_aborted(self, d: EngineDelivery) -> None:
+        """Resumption aborted a delivery (§2.6.13): send the message again, as a new one."""
+        pending = d.context
+        if not isinstance(pending, _Pending) or not pending.waiting:
+            return
+        try:
+            nd = self._link.send(pending.payload, settled=False, message_format=d.message_format)
+        except IllegalStateError as exc:
+            pending.fail(
+                errors.LinkError(f"cannot send the message again on the {self._what()}: {exc}")
+            )
+            return
+        nd.context = pending
+        pending.delivery = nd
+        self._conn._wake()
+
     def _after_io(self) -> bool:
         """Resolve pre-settled sends that went out; True while some still wait for credit."""
         unsent = self._unsent
@@ -399,12 +541,17 @@ class Sender(Link):
         first = self._error is None
         super()._fail(error)
         if first:
-            for pending in self._pending.values():
+            for pending in self._pending:
                 pending.fail(self._error or error)
             for d in self._unsent:
                 if isinstance(d.context, _Pending):
                     d.context.fail(self._error or error)
             self._unsent.clear()
+
+
+def _waited_for(d: EngineDelivery) -> bool:
+    """A send's delivery whose ``send()`` still waits for it (worth carrying over)."""
+    return isinstance(d.context, _Pending) and d.context.waiting
 
 
 class Delivery:
@@ -525,6 +672,7 @@ class Receiver(Link):
         ]  # more when the peer attaches to our address
         self._held: dict[EngineLink, int] = {}
         self._draining = False
+        self._owed = 0  # credit granted while the connection was being re-made
 
     async def __aenter__(self) -> Receiver:
         return self
@@ -584,6 +732,9 @@ class Receiver(Link):
         self._check_usable()
         if n < 0:
             raise ValueError("credit must not be negative")
+        if self._conn._outage is not None:
+            self._owed += n  # granted on the re-attached link
+            return
         link = self._link
         link.flow(link.credit + n, drain=False)
         self._conn._wake()
@@ -595,16 +746,19 @@ class Receiver(Link):
         credit window the window is restored as the application takes deliveries.
         """
         self._check_usable()
+        conn = self._conn
+        limit = conn._timeout_for(timeout)
+        await conn._until_usable(limit, f"drain of the {self._what()}")
         link = self._link
         if link.credit == 0:
             return
-        conn = self._conn
         self._draining = True
         try:
             link.drain_credit()
             conn._wake()
-            with deadline(conn._timeout_for(timeout), f"drain of the {self._what()}"):
-                while link.credit > 0:
+            with deadline(limit, f"drain of the {self._what()}"):
+                # a reconnect meanwhile ends the drain: the old link's credit is gone
+                while link.credit > 0 and link is self._link and conn._outage is None:
                     self._check_usable()
                     await self._sig.wait()
         finally:
@@ -612,7 +766,12 @@ class Receiver(Link):
 
     def _replenish(self) -> None:
         window = self._window
-        if window <= 0 or self._draining or self._error is not None:
+        if (
+            window <= 0
+            or self._draining
+            or self._error is not None
+            or self._conn._outage is not None
+        ):
             return
         wake = False
         for link in self._links:
@@ -629,6 +788,19 @@ class Receiver(Link):
     def _settle(self, d: EngineDelivery, state: Any) -> None:
         if d.settled:
             raise errors.IllegalStateError(f"delivery {d.tag!r} is already settled")
+        conn = self._conn
+        if (
+            conn._policy is not None
+            and conn._error is None
+            and (conn._outage is not None or d.link not in self._links)
+        ):
+            # it came on a link lost with its connection: the peer gives an unsettled
+            # message out again (at least once); settling here is all there is to do
+            d.settled = True
+            d.state = state
+            if not d.remote_settled:
+                log.debug("delivery %r came before a reconnect: the peer will redeliver it", d.tag)
+            return
         if not d.remote_settled:
             link = d.link
             if link.state is not LinkState.ATTACHED or self._conn._error is not None:
@@ -640,6 +812,31 @@ class Receiver(Link):
         except IllegalStateError as exc:
             raise errors.IllegalStateError(f"cannot settle delivery {d.tag!r}: {exc}") from None
         self._conn._wake()
+
+    # -- reconnecting -------------------------------------------------------------------
+    def _reattach(self, session: EngineSession) -> int:
+        """Attach under the same name and grant credit again.
+
+        Buffered messages the sender had not settled are dropped: the link they
+        came on is gone, and the peer delivers them again. Pre-settled ones stay.
+        """
+        old = self._link
+        link = session.receiver(old.name, **self._link_options())
+        self._adopt(link)
+        kept = deque(d for d in self._buffer if d.remote_settled)
+        dropped = len(self._buffer) - len(kept)
+        self._buffer = kept
+        if dropped:
+            self._conn._took(dropped)
+        self._links = [link]
+        self._held = {}
+        link.attach()
+        credit = self._window if self._window > 0 else old.credit + self._owed
+        self._owed = 0
+        if credit > 0 and not self._draining:
+            link.flow(credit)
+        self._sig.fire()
+        return 0
 
     # -- from the connection ------------------------------------------------------------
     def _add_link(self, link: EngineReceiver) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import ssl as _ssl
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from functools import partial
 from types import TracebackType
 from typing import Any, TypeVar
@@ -275,6 +275,14 @@ class Connection(_Proxy):
         return self._c.is_open
 
     @property
+    def reconnecting(self) -> bool:
+        return self._c.reconnecting
+
+    @property
+    def reconnects(self) -> int:
+        return self._c.reconnects
+
+    @property
     def error(self) -> Exception | None:
         return self._c.error
 
@@ -372,13 +380,15 @@ async def _next_link_or_none(conn: _conn.Connection) -> _links.Sender | _links.R
 
 
 @contextlib.asynccontextmanager
-async def _connected(url: str, kwargs: dict[str, Any]) -> AsyncIterator[_conn.Connection]:
+async def _connected(
+    url: str | Sequence[str], kwargs: dict[str, Any]
+) -> AsyncIterator[_conn.Connection]:
     async with await _conn.connect(url, **kwargs) as conn:
         yield conn
 
 
 def connect(
-    url: str = "amqp://127.0.0.1",
+    url: str | Sequence[str] = "amqp://127.0.0.1",
     *,
     container_id: str | None = None,
     hostname: str | None = None,
@@ -389,6 +399,9 @@ def connect(
     **kwargs: Any,
 ) -> Connection:
     """Connect and return a blocking :class:`Connection` (see :func:`amqp10.connect`).
+
+    ``reconnect=ReconnectPolicy(...)`` (or True) and lists of URLs work as there:
+    a blocked call waits for the connection to be re-made.
 
     The connection's event loop runs in its own thread until :meth:`Connection.close`.
     """
