@@ -181,10 +181,19 @@ def _fail(command: str, text: str) -> None:
 
 def _run(command: str, main: Any, *args: Any) -> int:
     """Run ``main(*args)`` on asyncio; every failure becomes one line on stderr."""
+    import logging
+
     import anyio
 
     from . import errors
 
+    # the client's warnings (a reconnect: lost, back) as lines like our own
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"amqp10 {command}: %(message)s"))
+    log = logging.getLogger("amqp10")
+    log.handlers[:] = [handler]
+    log.setLevel(logging.WARNING)
+    log.propagate = False
     try:
         result: int = anyio.run(main, *args)
     except BrokenPipeError:

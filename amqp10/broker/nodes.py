@@ -446,7 +446,15 @@ class Queue(Node):
             if msg.excluded is None:
                 msg.excluded = set()
             msg.excluded.add(undeliverable_to)
-        self._levels[msg.priority].appendleft(msg)
+        # Back to the head, but in arrival order among other returned messages:
+        # releasing 1, 2, 3 must redeliver 1, 2, 3 (the walk stops at the first
+        # newer message, so it is short: returned messages sit at the front).
+        level = self._levels[msg.priority]
+        i = 0
+        n = len(level)
+        while i < n and level[i].seq < msg.seq:
+            i += 1
+        level.insert(i, msg)
         self.count += 1
         self.bytes += msg.size
         if self._persistent(msg):

@@ -282,3 +282,20 @@ def test_duplicate_message_ids_stored_once() -> None:
     c.send(s, Message(body="b", id="m-2"))
     assert isinstance(d1.remote_state, Accepted) and isinstance(d2.remote_state, Accepted)
     assert net.broker.nodes["dedup"].count == 2
+
+
+def test_released_messages_return_in_arrival_order() -> None:
+    net = Net()
+    c = net.client()
+    s = c.sender("order-q")
+    for i in range(6):
+        c.send(s, Message(body=i))
+    r = c.receiver("order-q", credit=4)
+    got = c.received(r)
+    assert [body(d) for d in got] == [0, 1, 2, 3]
+    for d in got:
+        d.release()
+    net.pump()
+    r.add_credit(6)
+    net.pump()
+    assert [body(d) for d in c.received(r)] == [0, 1, 2, 3, 4, 5]

@@ -399,6 +399,7 @@ async def test_memory_limit_stops_publisher_credit(tmp_path: Path) -> None:
 
 
 def test_users_add_cli_then_login(tmp_path: Path) -> None:
+    PASSWORD = "correct horse battery staple"
     users = tmp_path / "users.toml"
     res = subprocess.run(
         [
@@ -410,21 +411,21 @@ def test_users_add_cli_then_login(tmp_path: Path) -> None:
             str(users),
             "carol",
             "--password",
-            "pw",
+            PASSWORD,
         ],
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert res.returncode == 0, res.stderr
-    assert "pw" not in users.read_text()
+    assert PASSWORD not in users.read_text()  # random base64 could hold a short one by chance
     assert oct(os.stat(users).st_mode & 0o777) == "0o600"
     with broker_with(tmp_path, sasl={"users_file": users, "allow_anonymous": False}) as b:
         pconn = BlockingConnection(
             b.url,
             timeout=T,
             user="carol",
-            password="pw",
+            password=PASSWORD,
             allowed_mechs="PLAIN",
             allow_insecure_mechs=True,
         )
