@@ -797,7 +797,7 @@ def run_generated(rng: random.Random, mode: str) -> tuple[list[bytes], list[int]
 # --------------------------------------------------------------------------------------
 # the brief run for the test suite (bench/fuzz_engine.py runs the same for longer)
 # --------------------------------------------------------------------------------------
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def mid_session_prefix() -> list[bytes]:
@@ -830,7 +830,7 @@ def test_binary_mid_session(data: bytes, chunk: int | None) -> None:
 
 
 @given(seed=st.integers(0, 2**64 - 1), mode=st.sampled_from(MODES))
-@settings(FUZZ, max_examples=600)
+@settings(FUZZ, max_examples=2000)
 def test_mutated_frames(seed: int, mode: str) -> None:
     run_generated(random.Random(seed), mode)
 

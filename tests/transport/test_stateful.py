@@ -1075,7 +1075,7 @@ class EnginePairMachine(RuleBasedStateMachine):
 
 LONG = os.environ.get("AMQP10_STATEFUL") == "long"
 STATEFUL_SETTINGS = settings(
-    max_examples=2000 if LONG else 150,
+    max_examples=2000 if LONG else 200,
     stateful_step_count=100 if LONG else 50,
     deadline=None,
     report_multiple_bugs=False,
