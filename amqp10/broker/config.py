@@ -71,7 +71,7 @@ class SaslConfig(_Model):
 class QueuePolicy(_Model):
     """Limits and policies of a node (queue, topic subscription or stream)."""
 
-    durable: bool = Field(True, description="store every message, not only header.durable ones")
+    durable: bool = Field(False, description="store every message, not only header.durable ones (those always are)")
     max_length: int | None = Field(None, ge=1)
     max_bytes: int | None = Field(None, ge=1)
     overflow: Literal["block", "drop-oldest", "reject"] = "block"

@@ -48,7 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--top", type=int, default=30)
     p.add_argument("--profiler", choices=["cprofile", "py-spy"], default="cprofile")
     p.add_argument("--out", help="also write the report here")
-    p.add_argument("--tree", help="run the broker from this directory's amqp10 (e.g. a snapshot from before a change)")
+    p.add_argument(
+        "--tree",
+        help="run the broker from this directory's amqp10 (e.g. a snapshot from before a change)",
+    )
     args = p.parse_args(argv)
 
     import compare  # bench/compare.py: the client factories
