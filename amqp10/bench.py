@@ -322,12 +322,10 @@ WorkerFactory = Callable[[str, int, str, BenchConfig, int], WorkerSpec]
 ``count`` the messages that worker sends (producers) or the total expected (consumers)."""
 
 
-def our_worker(role: str, index: int, url: str, cfg: BenchConfig, count: int) -> WorkerSpec:
-    """A worker that uses the amqp10 client (this module run as ``-m amqp10.bench``)."""
+def worker_argv(program: list[str], role: str, url: str, cfg: BenchConfig, count: int) -> list[str]:
+    """The command line of a bench worker: ``program`` plus the workload's options."""
     argv = [
-        sys.executable,
-        "-m",
-        "amqp10.bench",
+        *program,
         role,
         "--url",
         url,
@@ -346,6 +344,12 @@ def our_worker(role: str, index: int, url: str, cfg: BenchConfig, count: int) ->
     ]
     if cfg.durable:
         argv.append("--durable")
+    return argv
+
+
+def our_worker(role: str, index: int, url: str, cfg: BenchConfig, count: int) -> WorkerSpec:
+    """A worker that uses the amqp10 client (this module run as ``-m amqp10.bench``)."""
+    argv = worker_argv([sys.executable, "-m", "amqp10.bench"], role, url, cfg, count)
     if role == "consumer" and cfg.consumers > 1:
         argv.append("--until-stopped")
     if role == "consumer" and cfg.rate:

@@ -62,6 +62,7 @@ from amqp10.bench import (  # noqa: E402
     peak_rss,
     run_bench,
     start_our_broker,
+    worker_argv,
 )
 
 BUILD = ROOT / "bench" / ".build"
@@ -77,27 +78,7 @@ BEGIN, END = "<!-- compare:begin -->", "<!-- compare:end -->"
 def proton_python_worker(
     role: str, index: int, url: str, cfg: BenchConfig, count: int
 ) -> WorkerSpec:
-    argv = [
-        sys.executable,
-        str(ROOT / "bench" / "proton_clients.py"),
-        role,
-        "--url",
-        url,
-        "--address",
-        cfg.address,
-        "--count",
-        str(count),
-        "--size",
-        str(cfg.size),
-        "--settle",
-        cfg.settle,
-        "--credit",
-        str(cfg.credit),
-        "--timeout",
-        str(cfg.timeout),
-    ]
-    if cfg.durable:
-        argv.append("--durable")
+    argv = worker_argv([sys.executable, str(ROOT / "bench" / "proton_clients.py")], role, url, cfg, count)
     return WorkerSpec(argv, name=f"Proton Python {role}")
 
 

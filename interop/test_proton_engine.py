@@ -35,16 +35,14 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
+import proton
 import pytest
+from proton import Condition, Disposition, Endpoint, Terminus
+from proton import Event as PEvent
+from proton import symbol as psymbol
 
-proton = pytest.importorskip("proton")
-
-from proton import Condition, Disposition, Endpoint, Terminus  # noqa: E402
-from proton import Event as PEvent  # noqa: E402
-from proton import symbol as psymbol  # noqa: E402
-
-from amqp10.message import Message  # noqa: E402
-from amqp10.transport import (  # noqa: E402
+from amqp10.message import Message
+from amqp10.transport import (
     Connection,
     ConnectionClosed,
     ConnectionFailed,
@@ -64,7 +62,7 @@ from amqp10.transport import (  # noqa: E402
     SessionBegun,
     SessionEnded,
 )
-from amqp10.types import (  # noqa: E402
+from amqp10.types import (
     Accepted,
     Error,
     ErrorCondition,
@@ -75,7 +73,7 @@ from amqp10.types import (  # noqa: E402
     Target,
     symbol,
 )
-from interop.proton_pump import ProtonPump  # noqa: E402
+from interop.proton_pump import ProtonPump
 
 pytestmark = pytest.mark.proton
 

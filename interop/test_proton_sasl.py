@@ -43,16 +43,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import proton
 import pytest
+from proton import SASL, Collector, Endpoint, SSLDomain, Transport
+from proton import Connection as ProtonConnection
+from proton import Event as PEvent
+from proton.utils import BlockingConnection
 
-proton = pytest.importorskip("proton")
-
-from proton import SASL, Collector, Endpoint, SSLDomain, Transport  # noqa: E402
-from proton import Connection as ProtonConnection  # noqa: E402
-from proton import Event as PEvent  # noqa: E402
-from proton.utils import BlockingConnection  # noqa: E402
-
-from amqp10.sasl import (  # noqa: E402
+from amqp10.sasl import (
     InMemoryCredentialStore,
     SaslClient,
     SaslCode,
@@ -63,7 +61,7 @@ from amqp10.sasl import (  # noqa: E402
     SaslSkipped,
     tls_identity,
 )
-from amqp10.transport import ConnectionOpened, ConnectionState  # noqa: E402
+from amqp10.transport import ConnectionOpened, ConnectionState
 
 pytestmark = pytest.mark.proton
 
@@ -356,7 +354,7 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A throwaway CA, a server certificate for localhost and a client certificate for bob."""
     openssl = shutil.which("openssl")
     if openssl is None:
-        pytest.skip("the openssl command is needed to make test certificates")
+        pytest.fail("the openssl command is needed to make test certificates")
     d = tmp_path_factory.mktemp("certs")
 
     def run(*args: str) -> None:

@@ -6,6 +6,7 @@ import datetime as dt
 import uuid
 from typing import Any
 
+import proton
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -44,8 +45,6 @@ from amqp10.types import (
     ulong,
     ushort,
 )
-
-proton = pytest.importorskip("proton")
 
 # ======================================================================================
 # Helpers

@@ -411,7 +411,7 @@ async def test_anonymous_is_refused(secured: RunningBroker) -> None:
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
     if not have_openssl():
-        pytest.skip("the openssl command is needed to make test certificates")
+        pytest.fail("the openssl command is needed to make test certificates")
     return make_certs(tmp_path_factory.mktemp("certs"))
 
 

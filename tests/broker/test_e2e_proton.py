@@ -668,7 +668,7 @@ def test_command_line_users_file_and_no_anonymous(tmp_path: Path, users_file: Pa
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
     if not have_openssl():
-        pytest.skip("the openssl command is needed to make test certificates")
+        pytest.fail("the openssl command is needed to make test certificates")
     return make_certs(tmp_path_factory.mktemp("certs"))
 
 

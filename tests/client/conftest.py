@@ -16,5 +16,5 @@ def anyio_backend(request: pytest.FixtureRequest) -> Any:
 @pytest.fixture(scope="session")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Certs]:
     if not have_openssl():
-        pytest.skip("the openssl command is needed to make test certificates")
+        pytest.fail("the openssl command is needed to make test certificates")
     yield make_certs(tmp_path_factory.mktemp("certs"))
