@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import itertools
 import json
 import math
 import os
@@ -41,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -777,7 +777,7 @@ async def _producer(ns: argparse.Namespace) -> None:
     import anyio
     import anyio.to_thread
 
-    from .client import SettleMode, connect
+    from .client import SettleMode, Tracker, connect
     from .message import Message
     from .types import Accepted
 
@@ -791,21 +791,33 @@ async def _producer(ns: argparse.Namespace) -> None:
         _say("ready")
         if not await anyio.to_thread.run_sync(_stdin_words("go")):
             return
-        seq = itertools.count()
         durable = True if ns.durable else None
+        window = max(1, min(ns.credit, count))
 
-        async def lane() -> None:
+        async def produce() -> None:
+            # one task keeps up to ``window`` messages in flight: submit() queues without
+            # yielding, and the oldest tracker is awaited only when the window is full
             nonlocal sent
-            send = sender.send
-            while True:
-                i = next(seq)
-                if i >= count:
-                    return
-                msg = Message([payload_for(i, pad)], body_type="data", durable=durable)
-                outcome = await send(msg, timeout=math.inf)
+            submit = sender.submit
+            in_flight: deque[Tracker] = deque()
+
+            async def retire_oldest() -> None:
+                nonlocal sent
+                tracker = in_flight.popleft()
+                outcome = await tracker.wait(math.inf)
                 if not presettled and not isinstance(outcome, Accepted):
-                    raise BenchError(f"message {i} was not accepted: {outcome!r}")
+                    raise BenchError(f"message {sent} was not accepted: {outcome!r}")
                 sent += 1
+
+            for i in range(count):
+                if len(in_flight) >= window:
+                    await retire_oldest()
+                    while in_flight and in_flight[0].done:
+                        await retire_oldest()
+                msg = Message([payload_for(i, pad)], body_type="data", durable=durable)
+                in_flight.append(submit(msg))
+            while in_flight:
+                await retire_oldest()
 
         async def report() -> None:
             while True:
@@ -817,9 +829,7 @@ async def _producer(ns: argparse.Namespace) -> None:
         with anyio.fail_after(ns.timeout):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(report)
-                async with anyio.create_task_group() as lanes:
-                    for _ in range(max(1, min(ns.credit, count))):
-                        lanes.start_soon(lane)
+                await produce()
                 tg.cancel_scope.cancel()
         last_ns = time.monotonic_ns()
         _say(

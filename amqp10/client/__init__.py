@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ._common import Outcome, SettleMode
 from .connection import DEFAULT_TIMEOUT, Connection, ConnectOptions, connect, connect_with
-from .links import Delivery, Link, Receiver, Sender, Session
+from .links import Delivery, Link, Receiver, Sender, Session, Tracker
 from .reconnect import ReconnectPolicy
 from .server import Server, listen, serve
 from .url import URL, parse_url
@@ -26,6 +26,7 @@ __all__ = [
     "Server",
     "Session",
     "SettleMode",
+    "Tracker",
     "connect",
     "connect_with",
     "listen",

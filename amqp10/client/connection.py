@@ -63,7 +63,7 @@ from ..transport import Link as EngineLink
 from ..transport import Receiver as EngineReceiver
 from ..types import Accepted, Error, ErrorCondition, Source, Target
 from ._common import SettleMode, deadline, describe_outcome, settle_mode
-from .links import Delivery, Link, Receiver, Sender, Session, _Pending
+from .links import Delivery, Link, Receiver, Sender, Session, Tracker
 from .reconnect import (
     ConnectionLost,
     Reconnected,
@@ -217,7 +217,7 @@ class Connection:
         self._names = itertools.count(1)
         self._setup_lock: anyio.Lock | None = None
         self._replies: Receiver | None = None
-        self._requests: dict[Any, _Pending] = {}
+        self._requests: dict[Any, Tracker] = {}
         self._senders_by_address: dict[str, Sender] = {}
         self.authenticated_as: str | None = None
         """The identity SASL established (server side: the peer's user), if any."""
@@ -840,7 +840,7 @@ class Connection:
                 message.id = uuid.uuid4()
             message.reply_to = replies.address
             key = message.id
-            pending = _Pending()
+            pending = Tracker()
             self._requests[key] = pending
             try:
                 outcome = await sender.send(message, settled=False, timeout=math.inf)
@@ -848,7 +848,7 @@ class Connection:
                     raise errors.DeliveryError(
                         f"request to {address!r} was {describe_outcome(outcome)}", outcome=outcome
                     )
-                await pending.done.wait()
+                await pending._settled()
             finally:
                 self._requests.pop(key, None)
         if pending.error is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -24,12 +24,12 @@ from ..transport import Receiver as EngineReceiver
 from ..transport import Sender as EngineSender
 from ..transport import Session as EngineSession
 from ..types import Accepted, Error, Modified, Rejected, Released
-from ._common import OUTCOMES, Outcome, Payload, deadline, encode_payload
+from ._common import OUTCOMES, Outcome, Payload, deadline, describe_outcome, encode_payload
 
 if TYPE_CHECKING:
     from .connection import Connection
 
-__all__ = ["Delivery", "Link", "Receiver", "Sender", "Session"]
+__all__ = ["Delivery", "Link", "Receiver", "Sender", "Session", "Tracker"]
 
 log = logging.getLogger("amqp10.client")
 
@@ -297,36 +297,98 @@ class Link:
                 pass
 
 
-class _Pending:
-    """One send (or request) waiting for its outcome.
+class Tracker:
+    """A message given to :meth:`Sender.submit`, and its outcome once the peer settles it.
+
+    ``await tracker`` (or :meth:`wait`, with a timeout) returns the outcome, or
+    None for a pre-settled message once it is written; it raises what failed the
+    send. :attr:`done` tells without waiting, and :meth:`result` reads it then.
 
     ``delivery`` is the engine delivery carrying the message now: a reconnect
     replaces it with the one on the re-attached link. ``payload`` is kept to
-    send the message again if resumption aborts it.
+    send the message again if resumption aborts it. The wake-up event is made
+    only when somebody waits on an unsettled send: a pipelining producer that
+    looks at :attr:`done` first pays for none.
     """
 
-    __slots__ = ("delivery", "done", "error", "outcome", "payload")
+    __slots__ = ("_event", "_sender", "delivery", "done", "error", "outcome", "payload", "settled")
 
-    def __init__(self, delivery: EngineDelivery | None = None, payload: bytes = b"") -> None:
-        self.done = anyio.Event()
+    def __init__(
+        self,
+        delivery: EngineDelivery | None = None,
+        payload: bytes = b"",
+        sender: Sender | None = None,
+        settled: bool | None = None,
+    ) -> None:
+        self.done = False  # the outcome (or the error) is in
         self.outcome: Any = None
         self.error: errors.AMQPError | None = None
         self.delivery = delivery
         self.payload = payload
+        self.settled = settled  # as asked of submit(), for a send deferred by a reconnect
+        self._sender = sender
+        self._event: anyio.Event | None = None
+
+    def __repr__(self) -> str:
+        if not self.done:
+            return "<Tracker waiting>"
+        if self.error is not None:
+            return f"<Tracker failed: {self.error}>"
+        return f"<Tracker {describe_outcome(self.outcome) if self.outcome is not None else 'sent'}>"
 
     @property
     def waiting(self) -> bool:
-        return not self.done.is_set()
+        return not self.done
 
     def resolve(self, outcome: Any) -> None:
-        if not self.done.is_set():
+        if not self.done:
             self.outcome = outcome
-            self.done.set()
+            self._finish()
 
     def fail(self, error: errors.AMQPError) -> None:
-        if not self.done.is_set():
+        if not self.done:
             self.error = error
-            self.done.set()
+            self._finish()
+
+    def _finish(self) -> None:
+        self.done = True
+        if self._sender is not None:
+            self._sender._pending.discard(self)
+        if self._event is not None:
+            self._event.set()
+
+    def result(self) -> Outcome | None:
+        """The outcome (None if sent pre-settled); raises what failed the send, or
+        :class:`~amqp10.errors.IllegalStateError` while it is still waiting."""
+        if not self.done:
+            raise errors.IllegalStateError("the send is still waiting for its outcome")
+        if self.error is not None:
+            raise self.error
+        return self.outcome  # type: ignore[no-any-return]
+
+    async def _settled(self) -> None:
+        """Until :attr:`done`: no scheduling point if it already is."""
+        if not self.done:
+            if self._event is None:
+                self._event = anyio.Event()
+            await self._event.wait()
+
+    async def wait(self, timeout: float | None = None) -> Outcome | None:
+        """The outcome, once the peer settles the message (see :meth:`Sender.send`).
+
+        Waits at most ``timeout`` seconds (the connection's default when None).
+        Cancelling the wait or timing out withdraws the message, as for
+        :meth:`Sender.send`.
+        """
+        sender = self._sender
+        if sender is None:
+            raise errors.IllegalStateError("not a tracker of a send")
+        limit = sender._conn._timeout_for(timeout)
+        await sender._outcome_of(self, limit, limit)
+        return self.result()
+
+    def __await__(self) -> Generator[Any, None, Outcome | None]:
+        return self.wait().__await__()
 
 
 class Sender(Link):
@@ -337,7 +399,8 @@ class Sender(Link):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._pending: set[_Pending] = set()  # sends waiting for an outcome
+        self._pending: set[Tracker] = set()  # sends waiting for an outcome
+        self._deferred: list[Tracker] = []  # submitted while the connection was being re-made
         self._unsent: deque[EngineDelivery] = deque()  # pre-settled, waiting for credit
         self._carried: list[EngineDelivery] = []  # offered for resumption by the last re-attach
 
@@ -377,6 +440,9 @@ class Sender(Link):
         connection drops carries on over the new connection (resumed, or sent
         again: at least once), and a send made while it is being re-made waits
         for it; both within ``timeout``.
+
+        One message at a time per task; to keep many in flight from one task,
+        :meth:`submit` them and await the trackers.
         """
         payload = encode_payload(message)
         self._check_usable()
@@ -387,56 +453,93 @@ class Sender(Link):
             await conn._until_usable(limit, f"send to {self._address!r}")
             self._check_usable()
             left = max(limit - (anyio.current_time() - started), 0.0)
+        tracker = self._submit(payload, settled)
+        await self._outcome_of(tracker, left, limit)
+        return tracker.result()
+
+    def submit(self, message: Payload, *, settled: bool | None = None) -> Tracker:
+        """Send a message without waiting: the returned :class:`Tracker` gets its outcome.
+
+        The pipelined form of :meth:`send`, for one task keeping many messages
+        in flight: the message is queued at once (written as the peer's credit
+        allows, in order with the other sends of this link) and nothing here
+        yields. ``await tracker`` returns the outcome. Messages queue without
+        bound: bound them yourself, e.g. by awaiting the oldest tracker once
+        some number are in flight (:attr:`queued` counts those waiting for credit).
+
+        With a reconnect policy, a message submitted while the connection is
+        being re-made goes out on the re-attached link.
+        """
+        payload = encode_payload(message)
+        self._check_usable()
+        conn = self._conn
+        if conn._policy is not None and not conn._usable():
+            tracker = Tracker(None, payload, self, settled)
+            self._deferred.append(tracker)
+            self._pending.add(tracker)
+            return tracker
+        return self._submit(payload, settled)
+
+    def _submit(self, payload: bytes, settled: bool | None) -> Tracker:
         try:
             d = self._link.send(payload, settled=settled)
         except IllegalStateError as exc:
             raise errors.IllegalStateError(f"cannot send on the {self._what()}: {exc}") from None
-        pending = _Pending(d, payload)
-        d.context = pending
-        conn._wake()
+        tracker = Tracker(d, payload, self, settled)
+        self._track(d, tracker)
+        self._conn._wake()
+        return tracker
+
+    def _track(self, d: EngineDelivery, tracker: Tracker) -> None:
+        """``d`` carries ``tracker``'s message now."""
+        d.context = tracker
+        tracker.delivery = d
         if d.settled:
             if d.sent:
-                pending.resolve(None)
+                tracker.resolve(None)
             else:
                 self._unsent.append(d)
-                conn._waiting_senders.add(self)
+                self._conn._waiting_senders.add(self)
         else:
-            self._pending.add(pending)
+            self._pending.add(tracker)
+
+    async def _outcome_of(self, tracker: Tracker, left: float, limit: float) -> None:
+        """Wait for ``tracker``'s outcome; withdraw the send if cancelled or timed out."""
+        conn = self._conn
         try:
             with deadline(left, f"send to {self._address!r}", limit):
-                await pending.done.wait()
-                pd = pending.delivery
+                await tracker._settled()
+                pd = tracker.delivery
                 # a pre-settled send returns once written; once the peer has settled the
                 # delivery (its outcome came), nothing of ours is left to write: no flush
                 if pd is not None and pd.settled and not pd.remote_settled:
-                    if pending.error is None and conn._outage is None:
+                    if tracker.error is None and conn._outage is None:
                         try:
                             await conn._driver.flush()
                         except errors.ConnectionError:
                             if conn._policy is None:
                                 raise  # with a policy: at most once, as pre-settled means
         except BaseException as exc:
-            self._withdraw(pending)
+            self._withdraw(tracker)
             if isinstance(exc, errors.TimeoutError):
-                sent = pending.delivery is not None and pending.delivery.sent
+                sent = tracker.delivery is not None and tracker.delivery.sent
                 why = "waiting for the peer's outcome" if sent else "no credit from the peer"
                 raise errors.TimeoutError(
                     f"send to {self._address!r} timed out after {limit:g}s ({why})"
                 ) from None
             raise
-        finally:
-            self._pending.discard(pending)
-        if pending.error is not None:
-            raise pending.error
-        return pending.outcome  # type: ignore[no-any-return]
 
-    def _withdraw(self, pending: _Pending) -> None:
+    def _withdraw(self, pending: Tracker) -> None:
         """Take back a send the application stopped waiting for."""
         if not pending.waiting:
             return
         pending.fail(errors.IllegalStateError("the send was withdrawn"))
         d = pending.delivery
-        if d is None:
+        if d is None:  # deferred by a reconnect
+            try:
+                self._deferred.remove(pending)
+            except ValueError:
+                pass
             return
         if not d.sent and not d.aborted and d.link is self._link:
             try:
@@ -454,7 +557,8 @@ class Sender(Link):
         """Attach under the same name, offering the unsettled sends for resumption (§2.6.13).
 
         Pre-settled messages that had not gone out are queued again as new
-        deliveries; sends nobody waits for any more are dropped.
+        deliveries, then the messages submitted during the outage; sends nobody
+        waits for any more are dropped.
         """
         old = self._link
         carried = [d for d in old.unsettled.values() if _waited_for(d)]
@@ -467,7 +571,7 @@ class Sender(Link):
         self._adopt(link)
         self._carried = list(link.unsettled.values())
         for d in self._carried:
-            if isinstance(d.context, _Pending):
+            if isinstance(d.context, Tracker):
                 d.context.delivery = d
         link.attach()
         self._unsent = deque()
@@ -478,6 +582,9 @@ class Sender(Link):
             self._unsent.append(nd)
         if self._unsent:
             self._conn._waiting_senders.add(self)
+        deferred, self._deferred = self._deferred, []
+        for tracker in deferred:
+            self._track(link.send(tracker.payload, settled=tracker.settled), tracker)
         return len(carried)
 
     def _on_attached(self) -> None:
@@ -509,13 +616,13 @@ class Sender(Link):
                 pass
             self._conn._wake()
         pending = d.context
-        if isinstance(pending, _Pending):
+        if isinstance(pending, Tracker):
             pending.resolve(state)
 
     def _on_aborted(self, d: EngineDelivery) -> None:
         """Resumption aborted a delivery (§2.6.13): send the message again, as a new one."""
         pending = d.context
-        if not isinstance(pending, _Pending) or not pending.waiting:
+        if not isinstance(pending, Tracker) or not pending.waiting:
             return
         try:
             nd = self._link.send(pending.payload, settled=False, message_format=d.message_format)
@@ -533,7 +640,7 @@ class Sender(Link):
         unsent = self._unsent
         while unsent and (unsent[0].sent or unsent[0].aborted):
             pending = unsent.popleft().context
-            if isinstance(pending, _Pending):
+            if isinstance(pending, Tracker):
                 pending.resolve(None)
         return bool(unsent)
 
@@ -541,17 +648,18 @@ class Sender(Link):
         first = self._error is None
         super()._fail(error)
         if first:
-            for pending in self._pending:
+            for pending in list(self._pending):
                 pending.fail(self._error or error)
+            self._deferred.clear()
             for d in self._unsent:
-                if isinstance(d.context, _Pending):
+                if isinstance(d.context, Tracker):
                     d.context.fail(self._error or error)
             self._unsent.clear()
 
 
 def _waited_for(d: EngineDelivery) -> bool:
     """A send's delivery whose ``send()`` still waits for it (worth carrying over)."""
-    return isinstance(d.context, _Pending) and d.context.waiting
+    return isinstance(d.context, Tracker) and d.context.waiting
 
 
 class Delivery:

@@ -41,6 +41,7 @@ __all__ = [
     "Sender",
     "Server",
     "Session",
+    "Tracker",
     "connect",
     "serve",
 ]
@@ -169,10 +170,45 @@ class Sender(_Link):
     def credit(self) -> int:
         return self._link.credit
 
+    @property
+    def queued(self) -> int:
+        return self._link.queued
+
     def send(
         self, message: Payload, *, settled: bool | None = None, timeout: float | None = None
     ) -> Outcome | None:
         return self._run(self._link.send, message, settled=settled, timeout=timeout)
+
+    def submit(self, message: Payload, *, settled: bool | None = None) -> Tracker:
+        """Send without waiting for the outcome (see :meth:`amqp10.client.Sender.submit`)."""
+
+        async def submit() -> _links.Tracker:
+            return self._link.submit(message, settled=settled)
+
+        return Tracker(self._call, self._run(submit))
+
+
+class Tracker(_Proxy):
+    """A submitted message's outcome (see :class:`amqp10.client.Tracker`)."""
+
+    __slots__ = ("_t",)
+
+    def __init__(self, call: Call, tracker: _links.Tracker) -> None:
+        super().__init__(call)
+        self._t = tracker
+
+    def __repr__(self) -> str:
+        return repr(self._t)
+
+    @property
+    def done(self) -> bool:
+        return self._t.done
+
+    def result(self) -> Outcome | None:
+        return self._t.result()
+
+    def wait(self, timeout: float | None = None) -> Outcome | None:
+        return self._run(self._t.wait, timeout)
 
 
 class Receiver(_Link):

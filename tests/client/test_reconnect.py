@@ -288,6 +288,33 @@ async def test_send_during_the_outage_completes_after_the_restart(tmp_path: Path
             bp.kill()
 
 
+async def test_submit_during_the_outage_goes_out_after_the_restart(tmp_path: Path) -> None:
+    bp = await start_broker(tmp_path, 0)
+    port = bp.port
+    try:
+        async with await connect(bp.url, reconnect=FAST, timeout=20.0) as conn:
+            sender = await conn.open_sender("q", settle_mode=SettleMode.AT_LEAST_ONCE)
+            receiver = await conn.open_receiver("q", credit=10)
+            bp.kill()
+            await wait_for(conn._changed, lambda: conn.reconnecting)
+            trackers = [sender.submit(Message(body=f"during {i}", durable=True)) for i in range(3)]
+            await anyio.sleep(0.2)  # parked until the broker is back
+            assert not any(t.done for t in trackers) and conn.reconnecting
+            bp = await start_broker(tmp_path, port)
+            with anyio.fail_after(20):
+                outcomes = [await t for t in trackers]
+                bodies = []
+                async for d in receiver:
+                    bodies.append(d.message.body)
+                    await d.accept()
+                    if len(bodies) == 3:
+                        break
+            assert all(isinstance(o, Accepted) for o in outcomes)
+            assert bodies == ["during 0", "during 1", "during 2"]
+    finally:
+        bp.kill()
+
+
 @pytest.mark.slow
 async def test_broker_gone_for_good_ends_with_a_clear_error(tmp_path: Path) -> None:
     events: list[ReconnectEvent] = []

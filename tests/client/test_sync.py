@@ -103,6 +103,22 @@ def test_blocking_client_from_a_plain_thread(server: amqp10.sync.Server) -> None
     assert bodies == ["m0", "m1", "m2"]
 
 
+def test_blocking_submit_keeps_many_in_flight(server: amqp10.sync.Server) -> None:
+    def client() -> list[Any]:
+        with amqp10.sync.connect(server.url, timeout=WAIT) as conn:
+            sender = conn.open_sender("svc")
+            trackers = [sender.submit(Message(body=i)) for i in range(20)]
+            trackers.append(sender.submit(Message(body="no", subject="reject")))
+            outcomes = [t.wait() for t in trackers]
+            assert all(t.done for t in trackers)
+            assert trackers[0].result() is outcomes[0]
+            return outcomes
+
+    outcomes = _run_in_thread(client)
+    assert all(isinstance(o, Accepted) for o in outcomes[:20])
+    assert isinstance(outcomes[20], Rejected)
+
+
 def test_blocking_iteration_drain_and_sessions(server: amqp10.sync.Server) -> None:
     def client() -> tuple[list[Any], int]:
         with amqp10.sync.connect(server.url, timeout=WAIT) as conn:

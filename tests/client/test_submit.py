@@ -1,0 +1,120 @@
+"""Pipelined sends: ``Sender.submit`` and its ``Tracker``, against our direct peer on 127.0.0.1."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from amqp10 import errors
+from amqp10.client import Receiver, SettleMode, connect
+from amqp10.message import Message
+from amqp10.types import Accepted, Error, ErrorCondition, Modified, Rejected, Released
+
+from .helpers import WAIT, Service, no_leftover_tasks, running
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_submit_queues_without_yielding_and_outcomes_arrive_in_order() -> None:
+    svc = Service()
+    async with (
+        no_leftover_tasks(),
+        running(svc) as server,
+        await connect(server.url, timeout=WAIT) as conn,
+    ):
+        sender = await conn.open_sender("queue")
+        trackers = [sender.submit(Message(body=i)) for i in range(50)]
+        # nothing yielded: nothing can have gone out, let alone come back
+        assert not any(t.done for t in trackers)
+        assert repr(trackers[0]) == "<Tracker waiting>"
+        with pytest.raises(errors.IllegalStateError, match="still waiting"):
+            trackers[0].result()
+        outcomes = [await t for t in trackers]
+        assert all(isinstance(o, Accepted) for o in outcomes)
+        assert all(t.done and isinstance(t.result(), Accepted) for t in trackers)
+        assert repr(trackers[-1]) == "<Tracker accepted>"
+        assert [d.message.body for d in svc.received] == list(range(50))
+        assert not sender._pending  # nothing is kept once settled
+
+
+@pytest.mark.parametrize(
+    ("subject", "expected"),
+    [("reject", Rejected), ("release", Released), ("modify", Modified), ("ok", Accepted)],
+)
+async def test_each_tracker_gets_its_own_outcome(subject: str, expected: type) -> None:
+    svc = Service()
+    async with running(svc) as server, await connect(server.url, timeout=WAIT) as conn:
+        sender = await conn.open_sender("queue")
+        first = sender.submit(Message(body=0))
+        tracker = sender.submit(Message(body=1, subject=subject))
+        last = sender.submit(Message(body=2))
+        assert type(await tracker.wait()) is expected
+        assert isinstance(await first, Accepted) and isinstance(await last, Accepted)
+
+
+async def test_pre_settled_submit_resolves_once_written() -> None:
+    svc = Service()
+    async with running(svc) as server, await connect(server.url, timeout=WAIT) as conn:
+        sender = await conn.open_sender("queue", settle_mode=SettleMode.AT_MOST_ONCE)
+        trackers = [sender.submit(Message(body=i)) for i in range(5)]
+        assert [await t for t in trackers] == [None] * 5
+        assert repr(trackers[0]) == "<Tracker sent>"
+        await svc.wait(lambda: len(svc.received) == 5)
+        assert all(d.remote_settled for d in svc.received)
+
+
+async def test_waiting_times_out_and_withdraws_a_message_without_credit() -> None:
+    svc = Service()
+    async with (
+        running(svc, link_credit=0) as server,
+        no_leftover_tasks(),
+        await connect(server.url, timeout=WAIT) as conn,
+    ):
+        sender = await conn.open_sender("q")
+        tracker = sender.submit(Message(body="never"))
+        assert sender.queued == 1
+        with pytest.raises(errors.TimeoutError, match=r"timed out after 0.1s \(no credit"):
+            await tracker.wait(0.1)
+        assert sender.queued == 0
+        with pytest.raises(errors.IllegalStateError, match="withdrawn"):
+            tracker.result()
+        server_receiver = svc.links[0]
+        assert isinstance(server_receiver, Receiver)
+        server_receiver.add_credit(10)
+        assert isinstance(await sender.submit(Message(body="wanted")), Accepted)
+        await svc.wait(lambda: len(svc.received) == 1)
+        assert [d.message.body for d in svc.received] == ["wanted"]
+
+
+async def test_a_detach_fails_every_waiting_tracker() -> None:
+    svc = Service()
+    async with running(svc) as server, await connect(server.url, timeout=WAIT) as conn:
+        sender = await conn.open_sender("q")
+        held = [sender.submit(Message(body=i, subject="hold")) for i in range(3)]
+        await svc.wait(lambda: len(svc.held) == 3)
+        await svc.links[0].close(Error(condition=ErrorCondition.RESOURCE_DELETED, description="gone"))
+        for t in held:
+            with pytest.raises(errors.LinkError, match="detached by the peer") as info:
+                await t
+            assert info.value.condition == "amqp:resource-deleted"
+        assert not sender._pending
+        with pytest.raises(errors.LinkError):
+            sender.submit(Message(body="late"))
+
+
+async def test_trackers_can_be_awaited_from_other_tasks() -> None:
+    svc = Service()
+    async with running(svc) as server, await connect(server.url, timeout=WAIT) as conn:
+        sender = await conn.open_sender("q")
+        held = sender.submit(Message(body="h", subject="hold"))
+        got: list[object] = []
+
+        async def waiter() -> None:
+            got.append(await held)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(waiter)
+            tg.start_soon(waiter)
+            await svc.wait(lambda: len(svc.held) == 1)
+            await svc.held[0].accept()
+        assert len(got) == 2 and all(isinstance(o, Accepted) for o in got)
