@@ -12,8 +12,10 @@ library it needs are not packaged (and no registry this project may use has
 them), so the broker refuses the ``amqp`` connector ("Transport scheme NOT
 recognized: [amqp]") and the column is skipped with that reason. Point
 ``AMQP10_ACTIVEMQ_LIB`` at a directory holding ``activemq-amqp-5.17.x.jar`` and
-``proton-j-0.34.x.jar`` to run it: the jars go on the broker's extension
-class path (``${activemq.base}/lib``).
+the ``proton-j`` jar it was built against (0.33.10 for 5.17.2) to run it: the
+jars go on the broker's extension class path (``${activemq.base}/lib``). The
+broker's log (a private log4j configuration, to its console) is ``activemq.log``
+in its directory.
 """
 
 from __future__ import annotations
@@ -67,6 +69,13 @@ _CONFIG = """<beans xmlns="http://www.springframework.org/schema/beans"
 </beans>
 """
 
+# Debian's package has no log4j configuration on this class path: without one the log is empty
+_LOG4J = """log4j.rootLogger=INFO, out
+log4j.appender.out=org.apache.log4j.ConsoleAppender
+log4j.appender.out.layout=org.apache.log4j.PatternLayout
+log4j.appender.out.layout.ConversionPattern=%d %-5p [%t] %c - %m%n
+"""
+
 _SSL = """<sslContext>
       <sslContext keyStore="file:{p12}" keyStorePassword="{pw}" keyStoreType="PKCS12"/>
     </sslContext>"""
@@ -117,6 +126,7 @@ class ActiveMQ(Peer):
                 f'<transportConnector name="amqps" uri="amqp+ssl://{HOST}:{tls_port}'
                 f'?transport.transformer=jms&amp;transport.wireFormat.idleTimeout={IDLE_TIMEOUT_MS}"/>'
             )
+        (conf / "log4j.properties").write_text(_LOG4J)
         config = conf / "activemq.xml"
         config.write_text(
             _CONFIG.format(

@@ -348,7 +348,7 @@ FIDELITY_BODY = {
 FIDELITY_APP = {"s": "str", "i": 7, "neg": -5, "b": True, "f": 1.25, "none": None}
 
 
-def _fidelity_message() -> Message:
+def _fidelity_message(reply_to: str) -> Message:
     m = Message(body=dict(FIDELITY_BODY))
     m.durable = True
     m.priority = 7
@@ -356,7 +356,7 @@ def _fidelity_message() -> Message:
     m.message_annotations = {"x-opt-interop": "yes"}
     m.id = uuid.UUID(int=0x1234)
     m.subject = "fidelity"
-    m.reply_to = "interop.reply"
+    m.reply_to = reply_to  # in the peer's address syntax: a JMS broker qualifies it otherwise
     m.correlation_id = "corr-1"
     m.content_type = "application/x-interop"
     m.creation_time = 1700000000.0
@@ -391,7 +391,7 @@ def _fidelity_diff(sent: Message, got: Message) -> tuple[list[str], list[str]]:
 
 async def message_sections(ctx: Ctx) -> str | None:
     a = ctx.addr()
-    sent = _fidelity_message()
+    sent = _fidelity_message(ctx.ep.address("interop.reply"))
     async with await _connect(ctx) as conn:
         async with await conn.open_sender(a, settle_mode=SettleMode.AT_LEAST_ONCE) as snd:
             outcome = await snd.send(sent, timeout=WAIT)
