@@ -113,6 +113,9 @@ class Limits(_Model):
     idle_timeout: float | None = Field(60.0, gt=0)
     memory_limit_bytes: int = Field(512 * 1024 * 1024, ge=1024)
     credit_window: int = Field(1000, ge=1, le=100_000)
+    max_suspended_links: int = Field(
+        10_000, ge=0, description="links kept for recovery at once (the oldest expire first)"
+    )
 
 
 class BrokerConfig(_Model):
@@ -128,6 +131,13 @@ class BrokerConfig(_Model):
     topics: list[str] = Field([], description="topics created at start")
     store: StoreConfig = StoreConfig()
     limits: Limits = Limits()
+    link_recovery_seconds: float = Field(
+        60.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="how long a link lost with its connection (or detached without closing) "
+        "keeps its unsettled deliveries for a resuming attach (Part 2 §2.6.13); 0: no recovery",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     def rule_for(self, address: str) -> AddressRule | None:

@@ -52,6 +52,7 @@ from ..types import (
     Modified,
     Rejected,
     Released,
+    Role,
     SenderSettleMode,
     Source,
     Target,
@@ -63,6 +64,7 @@ from ..types.transactions import Coordinator
 from . import store as _store
 from .config import BrokerConfig, QueuePolicy
 from .nodes import Node, Queue, QueuedMessage, Stream, Topic
+from .recovery import LinkRecovery, SuspendedLink
 
 MANAGEMENT_ADDRESS = "$management"
 STREAM_OFFSET_FILTER = symbol("amqp10:stream-offset")
@@ -95,6 +97,7 @@ class Broker:
         self.connections: set[ConnectionHandler] = set()
         self._dynamic = itertools.count(1)
         self.management = Management(self)
+        self.recovery = LinkRecovery(config.link_recovery_seconds, config.limits.max_suspended_links, now)
         for name in config.queues:
             self.create_node(name, "queue")
         for name in config.topics:
@@ -358,10 +361,16 @@ class ConnectionHandler:
             return
         self.closed = True
         # a connection that ends detaches its links, it does not close them (§2.6.5):
-        # durable subscriptions stay for the next attach with the same name
+        # durable subscriptions stay for the next attach with the same name. One that
+        # is lost (no close from the peer: a dropped socket, an error, a time-out)
+        # suspends its links for recovery (§2.6.13); a clean close gives back what
+        # they held.
+        suspend = self.conn.remote_close is None
         for c in list(self.consumers.values()):
-            self._drop_consumer(c, closed=False)
-        for _, node in self.publishers.values():
+            self._drop_consumer(c, closed=False, suspend=suspend)
+        for link, node in self.publishers.values():
+            if suspend:
+                self._suspend_publisher(link, node)
             queues = list(node.subscriptions.values()) if isinstance(node, Topic) else [node]
             for q in queues:
                 if isinstance(q, Queue):
@@ -418,6 +427,25 @@ class ConnectionHandler:
             self._refuse(link, ErrorCondition.NOT_FOUND, f"no node at address {target.address!r}")
             return
         link.max_message_size = self.broker.config.limits.max_message_size
+        record = self._take_suspended(link, target.address, None if node.dynamic else node)
+        if record is not None and any(_awaits_store(d) for d in record.deliveries):
+            # A message that came before the loss is still being committed: its
+            # outcome goes into our unsettled map (else the sender would send it
+            # again), so the attach is answered once every earlier commit is done.
+            def answer() -> None:
+                if self._can_answer(link):
+                    self._answer_publisher(link, node, record)
+                    if not self._handling:
+                        self.wake()
+                else:
+                    record.drop()
+
+            self.broker.journal.submit((_store.BARRIER,), answer)
+            return
+        self._answer_publisher(link, node, record)
+
+    def _answer_publisher(self, link: Receiver, node: Node, record: SuspendedLink | None) -> None:
+        target = link.remote_target
         link.attach(
             target=Target(
                 address=node.name,
@@ -425,8 +453,11 @@ class ConnectionHandler:
                 expiry_policy=target.expiry_policy,
                 dynamic=target.dynamic,
                 capabilities=target.capabilities,
-            )
+            ),
+            resume_deliveries=record.deliveries if record is not None else None,
         )
+        if record is not None:
+            self.broker.recovery.resumed += 1
         self.publishers[id(link)] = (link, node)
         link.context = node
         self._grant(link, node)
@@ -500,7 +531,10 @@ class ConnectionHandler:
         else:
             assert isinstance(node, Queue)
             queue = node
+        resumable = isinstance(queue, Queue) and not browse and not queue.dynamic
+        record = self._take_suspended(link, source.address, queue if resumable else None)
         link.attach(
+            resume_deliveries=record.deliveries if record is not None else None,
             source=Source(
                 address=node.name,
                 durable=source.durable,
@@ -515,6 +549,10 @@ class ConnectionHandler:
             )
         )
         consumer = LinkConsumer(self, link, queue, browse=browse)
+        if record is not None:
+            # the resumed deliveries refer to these messages, by delivery-tag
+            consumer.in_flight = record.consumer.in_flight
+            self.broker.recovery.resumed += 1
         consumer_topic = node if isinstance(node, Topic) else None
         link.context = (consumer, consumer_topic, source)
         self.consumers[id(link)] = consumer
@@ -523,21 +561,97 @@ class ConnectionHandler:
         else:
             queue.add_consumer(consumer)
 
+    # -- link recovery (§2.6.13; see recovery.py) ------------------------------------------
+    def _suspend_consumer(self, c: LinkConsumer) -> bool:
+        """Keep a lost consumer's unsettled messages acquired for its resumption; False: not kept."""
+        recovery = self.broker.recovery
+        q = c.node
+        if not recovery.enabled or not c.in_flight or c.browse or not isinstance(q, Queue) or q.dynamic:
+            return False
+        ctx = c.link.context
+        topic = ctx[1] if isinstance(ctx, tuple) else None
+        source = ctx[2] if isinstance(ctx, tuple) else None
+        if isinstance(topic, Topic) and not (
+            source is not None and bool(source.durable) and source.expiry_policy == "never"
+        ):
+            return False  # a non-durable subscription ends with its link
+        recovery.suspend(
+            SuspendedLink(
+                (self.remote_container_id, c.link.name, Role.SENDER),
+                address=source.address if source is not None else None,
+                deliveries=list(c.link.unsettled.values()),
+                node=q,
+                consumer=c,
+                on_drop=c.release_all,
+            )
+        )
+        return True
+
+    def _suspend_publisher(self, link: Receiver, node: Node) -> None:
+        """Keep what a lost producer had not settled, with our state, for its resumption."""
+        recovery = self.broker.recovery
+        if not recovery.enabled or node.dynamic or not link.unsettled:
+            return
+        deliveries = [d for d in link.unsettled.values() if not d.settled]
+        if deliveries:
+            target = link.remote_target
+            recovery.suspend(
+                SuspendedLink(
+                    (self.remote_container_id, link.name, Role.RECEIVER),
+                    address=getattr(target, "address", None),
+                    deliveries=deliveries,
+                    node=node,
+                )
+            )
+
+    def _take_suspended(self, link: Link, address: str | None, node: Node | None) -> SuspendedLink | None:
+        """The suspended record ``link``'s attach resumes, if it does (else the record is dropped).
+
+        It does if it carries an unsettled map, for the same address and node
+        (``node`` None: this attach cannot resume a link).
+        """
+        recovery = self.broker.recovery
+        if not recovery.records:
+            return None
+        record = recovery.take((self.remote_container_id, link.name, link.role))
+        if record is None:
+            return None
+        remote = link.remote_attach
+        if remote is None or remote.unsettled is None or record.address != address or node is None or record.node is not node:
+            record.drop()  # not a resume of that link: what it held goes back, as at its loss
+            return None
+        log.info("resuming %r", record)
+        return record
+
+    def _can_answer(self, link: Link) -> bool:
+        """``link`` still waits for our attach (its session and connection are open)."""
+        return (
+            not self.closed
+            and link.state.name == "ATTACH_RCVD"
+            and link.session.state.name == "MAPPED"
+            and self.conn.state.name == "OPENED"
+        )
+
     def _on_link_detached(self, e: Any) -> None:
         link = e.link
+        # LinkFailed (our detach, for the peer's violation) has no ``closed``: it ends the link
         closed = getattr(e, "closed", True)
         c = self.consumers.get(id(link))
         if c is not None:
-            self._drop_consumer(c, closed=closed)
+            self._drop_consumer(c, closed=closed, suspend=not closed)
         entry = self.publishers.pop(id(link), None)
-        if entry is not None and entry[1].dynamic:
-            self.broker.delete_node(entry[1].name)
+        if entry is not None:
+            if not closed:
+                self._suspend_publisher(*entry)  # §2.6.13: detached, not closed: its state stays
+            if entry[1].dynamic:
+                self.broker.delete_node(entry[1].name)
         self.blocked.discard(id(link))
 
-    def _drop_consumer(self, c: LinkConsumer, *, closed: bool) -> None:
+    def _drop_consumer(self, c: LinkConsumer, *, closed: bool, suspend: bool = False) -> None:
         self.consumers.pop(id(c.link), None)
         c.node.remove_consumer(c)
-        c.release_all()
+        if not (suspend and self._suspend_consumer(c)):
+            c.release_all()
         ctx = c.link.context
         topic = ctx[1] if isinstance(ctx, tuple) else None
         source = ctx[2] if isinstance(ctx, tuple) else None
@@ -673,6 +787,11 @@ class ConnectionHandler:
     def _on_aborted(self, e: DeliveryAborted) -> None:
         if id(e.link) in self.publishers:
             self._touched.add(id(e.link))
+            return
+        c = self.consumers.get(id(e.link))
+        if c is not None:
+            # resumption could not carry the delivery over (§2.6.13): the message goes back
+            c.settled(e.delivery, None)
 
     def _on_update(self, e: DeliveryUpdated) -> None:
         d = e.delivery
@@ -818,6 +937,11 @@ class Management(Node):
                 reply.application_properties = {"status-code": status}
                 target.publish(QueuedMessage(reply.encode(), arrival=self.broker.now()), lambda: None)
         return True
+
+
+def _awaits_store(d: Delivery) -> bool:
+    """A producer's complete delivery with no outcome yet: its message waits for a commit."""
+    return d.state is None and bool(d.payload) and not d.remote_settled
 
 
 def _is_terminal(state: Any) -> bool:

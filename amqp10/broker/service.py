@@ -9,6 +9,7 @@ is told ``accepted`` only after the commit that holds its message.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import anyio
 from anyio.abc import ByteStream, TaskStatus
 
-from ..io.driver import Driver
+from ..io.driver import Driver, Signal
 from ..io.net import Listener
 from ..io.tls import server_context
 from ..sasl.connection import SaslConnection
@@ -96,6 +97,8 @@ class BrokerService:
             conns = await tg.start(self._host_connections)
             try:
                 tg.start_soon(self.committer.run)
+                if self.broker is not None and self.broker.recovery.enabled:
+                    tg.start_soon(self._expire_suspended_links)
                 for spec in cfg.listeners:
                     ctx = None
                     if spec.tls_cert is not None:
@@ -127,6 +130,20 @@ class BrokerService:
             async with anyio.create_task_group() as conns:
                 task_status.started(conns)
                 await anyio.sleep_forever()
+
+    async def _expire_suspended_links(self) -> None:
+        """Drop suspended links (link recovery) when their time is up."""
+        assert self.broker is not None
+        recovery = self.broker.recovery
+        now = self.broker.now
+        changed = Signal()
+        recovery.on_change = changed.fire
+        while True:
+            deadline = recovery.next_deadline()
+            delay = math.inf if deadline is None else max(deadline - now(), 0.0)
+            with anyio.move_on_after(delay):
+                await changed.wait()
+            recovery.expire_due()
 
     async def _serve(self, listener: Listener, tg: Any) -> None:
         await listener.serve(self._handle, tg, handshake_timeout=self.config.limits.handshake_timeout)

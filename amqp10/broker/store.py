@@ -71,6 +71,7 @@ DELETE = 1  # (DELETE, node, seq)
 UPDATE = 2  # (UPDATE, node, seq, delivery_count, in_flight)
 NODE = 3  # (NODE, name, kind, properties)
 DROP_NODE = 4  # (DROP_NODE, name)
+BARRIER = 5  # (BARRIER,): writes nothing; its on_commit runs after those of every earlier op
 Op = tuple[Any, ...]
 
 
@@ -147,6 +148,8 @@ class Store:
                         self._flush(puts, deletes, updates)
                         db.execute("DELETE FROM messages WHERE node = ?", (op[1],))
                         db.execute("DELETE FROM nodes WHERE name = ?", (op[1],))
+                    elif kind == BARRIER:
+                        pass
                     else:  # pragma: no cover - a programming error
                         raise ValueError(f"unknown store operation {kind!r}")
                 self._flush(puts, deletes, updates)

@@ -467,10 +467,17 @@ async def link_resume(ctx: Ctx) -> str | None:
             raise NotApplicable(
                 "the peer's re-attach carried no unsettled map: it does not resume links"
             )
-        for d in list(link.unsettled.values()):
-            if not d.settled:
-                d.settle(Accepted())
-        conn._wake()
+        # the peer resumes what both maps hold (transfers with resume=true, which
+        # may come after its attach) and forgets the rest: settle each as it comes
+        resumed = [d for d in link.unsettled.values() if not d.settled]
+        got = [await again.receive(timeout=WAIT) for _ in resumed]
+        bodies = [_body(d) for d in got]
+        check(
+            len(set(bodies)) == len(bodies) <= 2 and set(bodies) <= {"r0", "r1"},
+            f"resumed {bodies}",
+        )
+        for d in got:
+            await d.accept()
         await again.close()
         await _expect_empty(conn, a)
     return None

@@ -1,0 +1,165 @@
+"""Link recovery: links kept suspended, with their unsettled deliveries, for a resuming attach.
+
+Part 2 §2.6.13: a link's state outlives its connection (and a detach that does
+not close it), so that the peer can attach the link again and both ends can
+settle what was in doubt. The broker keeps such a link as a
+:class:`SuspendedLink`, keyed by (remote container-id, link name, the broker's
+role on it), for ``link_recovery_seconds``:
+
+- a link on which the broker *sends* (a consumer) keeps the queue messages it
+  had delivered unsettled: they stay acquired, no other consumer gets them;
+- a link on which the broker *receives* (a producer) keeps the deliveries the
+  sender had not settled, with the broker's state (e.g. accepted, under
+  rcv-settle-mode second).
+
+An attach of the same link that carries an unsettled map takes the record
+(``ConnectionHandler`` in :mod:`.core` does the rest: the engine reconciles the
+two maps). A record that expires, is pushed out by the bound on the number of
+records, or is met by an attach that is not a resume, is dropped: a consumer's
+messages go back to their queue, as they would have when the link was lost.
+
+Nothing here is written to the store: after a crash, durable messages a
+suspended consumer held come back from the store (marked in flight), as any
+unsettled delivery does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..transport import Delivery
+from ..types import Role
+
+__all__ = ["LinkKey", "LinkRecovery", "SuspendedLink"]
+
+log = logging.getLogger("amqp10.broker")
+
+LinkKey = tuple[str, str, Role]
+"""(remote container-id, link name, the broker's role on the link)."""
+
+
+class SuspendedLink:
+    """One link waiting to be resumed: its unsettled deliveries and what they refer to.
+
+    ``deliveries`` are the old engine endpoint's unsettled deliveries (for
+    ``resume_deliveries=``; a consumer's carry their queue message as
+    ``context``); ``address`` the address of the terminus the peer asked for;
+    ``node`` the node (queue) they belong to; ``consumer`` the old
+    :class:`~amqp10.broker.core.LinkConsumer` (its ``in_flight`` messages), or
+    None for a producer; ``on_drop`` releases what the record holds.
+    """
+
+    __slots__ = ("address", "consumer", "deliveries", "expires", "key", "node", "on_drop")
+
+    def __init__(
+        self,
+        key: LinkKey,
+        *,
+        address: str | None,
+        deliveries: Sequence[Delivery],
+        node: Any,
+        consumer: Any = None,
+        on_drop: Callable[[], None] | None = None,
+    ) -> None:
+        self.key = key
+        self.address = address
+        self.deliveries = list(deliveries)
+        self.node = node
+        self.consumer = consumer
+        self.on_drop = on_drop
+        self.expires = 0.0
+
+    def drop(self) -> None:
+        """Give up on resuming: release what the record holds (once)."""
+        on_drop, self.on_drop = self.on_drop, None
+        if on_drop is not None:
+            on_drop()
+
+    def __repr__(self) -> str:
+        container, name, role = self.key
+        return f"SuspendedLink({container!r}, {name!r}, {role.name.lower()}, {len(self.deliveries)} unsettled)"
+
+
+class LinkRecovery:
+    """The suspended links of a broker, with their expiry (``seconds``) and bound (``limit``).
+
+    No timers here: :meth:`expire_due` is called on every suspend and take, and
+    by the service when :meth:`next_deadline` passes (``on_change`` tells it
+    the deadline may have moved). ``seconds <= 0`` or ``limit <= 0`` disables
+    recovery: nothing is ever suspended.
+    """
+
+    def __init__(self, seconds: float, limit: int, now: Callable[[], float]) -> None:
+        self.seconds = seconds
+        self.limit = limit
+        self.now = now
+        self.enabled = seconds > 0 and limit > 0
+        # insertion order is expiry order: every record lives the same time
+        self.records: dict[LinkKey, SuspendedLink] = {}
+        self.on_change: Callable[[], None] = lambda: None
+        self.resumed = 0
+        self.expired = 0
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def suspend(self, record: SuspendedLink) -> None:
+        """Keep ``record`` until it is taken or expires (an older one of the same link is dropped)."""
+        if not self.enabled:
+            record.drop()
+            return
+        self.expire_due()
+        old = self.records.pop(record.key, None)
+        if old is not None:
+            old.drop()
+        record.expires = self.now() + self.seconds
+        self.records[record.key] = record
+        while len(self.records) > self.limit:
+            oldest = next(iter(self.records))
+            self._expire(self.records.pop(oldest), "the bound on suspended links was reached")
+        log.info("suspended %r for %gs", record, self.seconds)
+        self.on_change()
+
+    def take(self, key: LinkKey) -> SuspendedLink | None:
+        """The record of ``key`` (removed), if one lives."""
+        if not self.records:
+            return None
+        self.expire_due()
+        record = self.records.pop(key, None)
+        if record is not None:
+            self.on_change()
+        return record
+
+    def next_deadline(self) -> float | None:
+        """When the oldest record expires (None: there are none)."""
+        for record in self.records.values():
+            return record.expires
+        return None
+
+    def expire_due(self) -> int:
+        """Drop the records whose time is up; return how many."""
+        if not self.records:
+            return 0
+        now = self.now()
+        n = 0
+        while self.records:
+            key, record = next(iter(self.records.items()))
+            if record.expires > now:
+                break
+            del self.records[key]
+            self._expire(record, "it expired")
+            n += 1
+        return n
+
+    def _expire(self, record: SuspendedLink, why: str) -> None:
+        self.expired += 1
+        log.info("dropping %r: %s", record, why)
+        record.drop()
+
+    def clear(self) -> None:
+        """Drop every record (the broker is stopping)."""
+        records, self.records = self.records, {}
+        for record in records.values():
+            record.drop()
