@@ -923,13 +923,20 @@ class Receiver(Link):
 
     # -- reconnecting -------------------------------------------------------------------
     def _reattach(self, session: EngineSession) -> int:
-        """Attach under the same name and grant credit again.
+        """Attach under the same name, offering what we hold unsettled (§2.6.13), and
+        grant credit again.
 
-        Buffered messages the sender had not settled are dropped: the link they
-        came on is gone, and the peer delivers them again. Pre-settled ones stay.
+        A peer that keeps link state (our broker does) resumes the link: outcomes
+        we gave and could not see settled (rcv-settle-mode second) are applied
+        there rather than the messages delivered again, and what we had not
+        settled comes again once. Buffered messages the sender had not settled
+        are dropped: the link they came on is gone, and the peer delivers them
+        again (resumed, or anew from a peer that does not resume). Pre-settled
+        ones stay.
         """
         old = self._link
-        link = session.receiver(old.name, **self._link_options())
+        offered = {tag: d.state for tag, d in old.unsettled.items() if not d.settled}
+        link = session.receiver(old.name, unsettled=offered or None, **self._link_options())
         self._adopt(link)
         kept = deque(d for d in self._buffer if d.remote_settled)
         dropped = len(self._buffer) - len(kept)

@@ -7,10 +7,8 @@ wait), so that the order of events around a connection loss is the test's
 choice. Our client reconnects with a :class:`ReconnectPolicy`. Every wait is
 bounded; nothing sleeps to synchronise.
 
-Our client's receiver re-attaches *without* an unsettled map (it leaves
-unsettled messages to be redelivered); :func:`offer_unsettled_map` makes one
-re-attach as a resuming receiver does, offering the state of each delivery it
-holds (accepted, or nothing yet).
+Our client's receiver re-attaches offering an unsettled map with the state of
+each delivery it holds unsettled (accepted, or nothing yet), as §2.6.13 asks.
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ from anyio.abc import SocketAttribute
 from amqp10.broker.config import ConfigError, load_config
 from amqp10.broker.nodes import Queue
 from amqp10.broker.service import BrokerService
-from amqp10.client import Connection, Receiver, SettleMode, connect
+from amqp10.client import Connection, SettleMode, connect
 from amqp10.client.reconnect import ReconnectPolicy
 from amqp10.message import Message
 from amqp10.types import Accepted, Role
@@ -146,23 +144,6 @@ async def proxy_to(port: int) -> AsyncIterator[Proxy]:
             tg.cancel_scope.cancel()
 
 
-def offer_unsettled_map(receiver: Receiver) -> None:
-    """Make ``receiver`` re-attach resuming (§2.6.13): its attach carries an unsettled map
-    with the state of every delivery its lost link held (accepted, or null)."""
-    reattach = receiver._reattach
-
-    def resuming(session: Any) -> int:
-        unsettled = {tag: d.state for tag, d in receiver._link.unsettled.items()}
-        make = session.receiver
-        session.receiver = lambda name, **kw: make(name, unsettled=unsettled, **kw)
-        try:
-            return reattach(session)
-        finally:
-            del session.receiver
-
-    receiver._reattach = resuming  # type: ignore[method-assign]
-
-
 async def send_bodies(url: str, address: str, bodies: list[Any], *, durable: bool = False) -> None:
     async with await connect(url, timeout=WAIT) as conn:
         sender = await conn.open_sender(address, settle_mode=SettleMode.AT_LEAST_ONCE)
@@ -222,7 +203,6 @@ async def test_resumed_consumer_gets_exactly_once(tmp_path: Path) -> None:
             proxy.freeze()
             for d in first[:3]:
                 await d.accept()  # rcv-settle-mode second: held unsettled, state accepted
-            offer_unsettled_map(rcv)
             proxy.hold()
             key = ("c1", "r", Role.SENDER)
             await proxy.cut(broker_side_first=lambda: key in records(svc))
@@ -279,9 +259,9 @@ async def test_suspended_messages_go_back_when_the_record_expires(tmp_path: Path
             )
 
 
-async def test_reattach_without_a_map_redelivers_as_before(tmp_path: Path) -> None:
-    """Our client's receiver re-attaches with no unsettled map: that is not a resume, the
-    record is dropped and its messages are redelivered (at least once), as without recovery."""
+async def test_resumed_consumer_gets_what_it_had_not_settled_once(tmp_path: Path) -> None:
+    """Deliveries received and not settled yet are offered with no state: the broker
+    resumes them, so each comes again exactly once, on the resumed link."""
     async with broker(tmp_path) as svc, proxy_to(svc.ports[0]) as proxy:
         await send_bodies(url_of(svc), "q", list(range(N)))
         async with await connect(
@@ -297,6 +277,36 @@ async def test_reattach_without_a_map_redelivers_as_before(tmp_path: Path) -> No
             again = [await rcv.receive(timeout=WAIT) for _ in range(N)]
             assert [d.message.body for d in again] == list(range(N))
             assert not records(svc)
+            assert svc.broker is not None and svc.broker.recovery.resumed == 1
+            for d in again:
+                await d.accept()
+            await until(lambda: queue(svc, "q").stats.acked == N, "all are acknowledged")
+            rcv.add_credit(N)
+            await rcv.drain(timeout=WAIT)
+            assert rcv.buffered == 0
+
+
+async def test_settled_first_consumer_is_at_least_once(tmp_path: Path) -> None:
+    """rcv-settle-mode first: accepting settles at once, so when the dispositions are lost
+    the client holds nothing unsettled and re-attaches without a map. That is not a
+    resume: the record is dropped and the messages are delivered again (at least once)."""
+    async with broker(tmp_path) as svc, proxy_to(svc.ports[0]) as proxy:
+        await send_bodies(url_of(svc), "q", list(range(N)))
+        async with await connect(
+            proxy.url, reconnect=policy(), timeout=WAIT, container_id="c1"
+        ) as conn:
+            rcv = await conn.open_receiver("q", credit=N, name="r")
+            first = [await rcv.receive(timeout=WAIT) for _ in range(N)]
+            proxy.freeze()
+            for d in first:
+                await d.accept()
+            proxy.hold()
+            await proxy.cut(broker_side_first=lambda: ("c1", "r", Role.SENDER) in records(svc))
+            proxy.release()
+            again = [await rcv.receive(timeout=WAIT) for _ in range(N)]
+            assert [d.message.body for d in again] == list(range(N))
+            assert not records(svc)
+            assert svc.broker is not None and svc.broker.recovery.resumed == 0
             for d in again:
                 await d.accept()
             await until(lambda: queue(svc, "q").stats.acked == N, "all are acknowledged")
