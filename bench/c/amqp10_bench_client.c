@@ -23,18 +23,10 @@
  *           -lqpid-proton -lpthread
  */
 
-#include <proton/condition.h>
-#include <proton/connection.h>
-#include <proton/delivery.h>
-#include <proton/disposition.h>
-#include <proton/event.h>
-#include <proton/link.h>
+#include <proton/engine.h> /* connection, session, link, delivery, event, transport */
 #include <proton/message.h>
 #include <proton/proactor.h>
 #include <proton/sasl.h>
-#include <proton/session.h>
-#include <proton/terminus.h>
-#include <proton/transport.h>
 
 #include <errno.h>
 #include <inttypes.h>
@@ -49,8 +41,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define STAMP_SIZE 16     /* send time + sequence number at the start of the body */
-#define PROGRESS_MS 100   /* between "n <count>" lines, as the Python worker */
+#define STAMP_SIZE 16   /* send time + sequence number at the start of the body */
+#define PROGRESS_MS 100 /* between "n <count>" lines, as amqp10/bench.py's worker */
 
 /* ------------------------------------------------------------------ state */
 
@@ -114,13 +106,16 @@ static uint64_t get_be64(const char *p) {
     return v;
 }
 
-/* One protocol line on stdout, flushed at once. */
+/* One protocol line on stdout (line breaks in the text become spaces), flushed. */
 static void say(const char *fmt, ...) {
+    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stdout, fmt, ap);
+    vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    fputc('\n', stdout);
+    for (char *c = line; *c; c++)
+        if (*c == '\n' || *c == '\r') *c = ' ';
+    puts(line);
     fflush(stdout);
 }
 
@@ -133,24 +128,19 @@ static void *xrealloc(void *p, size_t n) {
     return q;
 }
 
-/* Report a failure (once), then drop the connection: the loop ends when it is gone. */
-static void fail(bench_t *b, const char *name, const char *desc) {
-    if (b->failed || (!b->sender && b->finished)) return;  /* receiver: done already said */
+/* Report a failure (once: "error <text>"), then drop the connection; the loop ends
+   when it is gone. A receiver that has said "done" has nothing more to report. */
+static void fail(bench_t *b, pn_condition_t *cond, const char *text) {
+    if (b->failed || (!b->sender && b->finished)) return;
     b->failed = b->closing = true;
-    fprintf(stdout, "error %s: ", name ? name : "error");
-    for (const char *c = desc ? desc : ""; *c; c++) fputc(*c == '\n' || *c == '\r' ? ' ' : *c, stdout);
-    fputc('\n', stdout);
-    fflush(stdout);
+    if (cond != NULL && pn_condition_is_set(cond)) {
+        const char *desc = pn_condition_get_description(cond);
+        say("error %s: %s", pn_condition_get_name(cond), desc ? desc : text);
+    } else {
+        say("error %s", text);
+    }
     pn_proactor_cancel_timeout(b->proactor);
     pn_proactor_disconnect(b->proactor, NULL);
-}
-
-/* A failure described by a peer's condition, or by `fallback` if it has none. */
-static void fail_condition(bench_t *b, pn_condition_t *cond, const char *fallback) {
-    if (cond != NULL && pn_condition_is_set(cond))
-        fail(b, pn_condition_get_name(cond), pn_condition_get_description(cond));
-    else
-        fail(b, "error", fallback);
 }
 
 /* Close the link and the connection politely; the loop ends once they are closed. */
@@ -228,7 +218,7 @@ static void send_some(bench_t *b) {
         pn_delivery_t *d = pn_delivery(b->link, pn_dtag(tag, sizeof tag));
         ssize_t n = pn_link_send(b->link, b->buf, len);
         if (n < 0 || (size_t)n != len) {
-            fail(b, "error", "pn_link_send failed");
+            fail(b, NULL, "pn_link_send failed");
             return;
         }
         pn_link_advance(b->link);
@@ -254,15 +244,15 @@ static void on_outcome(bench_t *b, pn_delivery_t *d) {
             send_some(b);  /* the window has room again */
     } else if (state == PN_REJECTED || state == PN_RELEASED || state == PN_MODIFIED) {
         pn_delivery_tag_t tag = pn_delivery_tag(d);
-        uint64_t seq = tag.size == 8 ? get_be64(tag.start) : 0;
         pn_condition_t *cond = pn_disposition_condition(pn_delivery_remote(d));
-        const char *why = state == PN_REJECTED ? "rejected" : state == PN_RELEASED ? "released" : "modified";
-        char text[512];
         const char *desc = pn_condition_is_set(cond) ? pn_condition_get_description(cond) : NULL;
-        snprintf(text, sizeof text, "message %" PRIu64 " was not accepted: %s%s%s", seq, why,
-                 desc ? " " : "", desc ? desc : "");
+        char text[512];
+        snprintf(text, sizeof text, "message %" PRIu64 " was not accepted: %s%s%s",
+                 tag.size == 8 ? get_be64(tag.start) : 0,
+                 state == PN_REJECTED ? "rejected" : state == PN_RELEASED ? "released" : "modified",
+                 desc ? ": " : "", desc ? desc : "");
         pn_delivery_settle(d);
-        fail(b, "outcome", text);
+        fail(b, NULL, text);
     }  /* anything else (no outcome yet, "received"): wait */
 }
 
@@ -270,10 +260,10 @@ static void on_outcome(bench_t *b, pn_delivery_t *d) {
 
 static void finish_receiver(bench_t *b) {
     b->finished = true;
-    fprintf(stdout, "done {\"count\": %" PRIu64 ", \"first_ns\": %" PRId64 ", \"last_ns\": %" PRId64
-                    ", \"cpu_s\": %.6f, \"lat_us\": [",
-            b->progress, b->first_ns, b->last_ns, cpu_seconds() - b->cpu0);
-    for (size_t i = 0; i < b->lat_len; i++) fprintf(stdout, i ? ", %" PRId64 : "%" PRId64, b->lat_us[i]);
+    printf("done {\"count\": %" PRIu64 ", \"first_ns\": %" PRId64 ", \"last_ns\": %" PRId64
+           ", \"cpu_s\": %.6f, \"lat_us\": [",
+           b->progress, b->first_ns, b->last_ns, cpu_seconds() - b->cpu0);
+    for (size_t i = 0; i < b->lat_len; i++) printf(i ? ", %" PRId64 : "%" PRId64, b->lat_us[i]);
     fputs("]}\n", stdout);
     fflush(stdout);
     close_all(b);
@@ -306,10 +296,11 @@ static void on_receive(bench_t *b) {
         if (n >= 0 && pn_message_decode(b->msg, b->buf, (size_t)n) == 0) {
             pn_data_t *body = pn_message_body(b->msg);
             pn_data_rewind(body);
-            if (pn_data_next(body) && pn_data_type(body) == PN_BINARY) data = pn_data_get_binary(body);
+            if (pn_data_next(body) && pn_data_type(body) == PN_BINARY)
+                data = pn_data_get_binary(body);
         }
         if (data.size < STAMP_SIZE) {
-            fail(b, "error", "a message without the bench's data section");
+            fail(b, NULL, "a message without the bench's data section");
             return;
         }
         int64_t sent_ns = (int64_t)get_be64(data.start);
@@ -323,10 +314,12 @@ static void on_receive(bench_t *b) {
         if (++b->progress >= b->count) finish_receiver(b);
     }
     if (b->finished || b->closing) return;
-    /* Top up in batches, never granting more than the messages still wanted. */
-    uint64_t credit = (uint64_t)pn_link_credit(l);
-    if (credit <= b->window / 2) {
-        uint64_t want = b->count - b->progress < b->window ? b->count - b->progress : b->window;
+    /* Top up in batches, never granting more than the messages still wanted. The
+       credit may be negative: some brokers (RabbitMQ 3.10) send beyond it. */
+    int64_t credit = pn_link_credit(l);
+    if (credit <= (int64_t)(b->window / 2)) {
+        uint64_t left = b->count - b->progress;
+        int64_t want = (int64_t)(left < b->window ? left : b->window);
         if (want > credit) pn_link_flow(l, (int)(want - credit));
     }
 }
@@ -362,7 +355,7 @@ static bool handle(bench_t *b, pn_event_t *e) {
             b->ready = true;
             b->cpu0 = cpu_seconds();
             say("ready");
-            if (atomic_load(&saw_go) || atomic_load(&saw_stop) || atomic_load(&saw_eof)) on_wake(b);
+            on_wake(b);  /* in case stdin spoke already */
         }
         if (b->sender) send_some(b);
         break;
@@ -387,23 +380,26 @@ static bool handle(bench_t *b, pn_event_t *e) {
         if (b->ready) say("n %" PRIu64, b->progress);
         pn_proactor_set_timeout(b->proactor, PROGRESS_MS);
         break;
+    /* Ends we did not ask for are failures (with the peer's reason, if any). */
     case PN_LINK_REMOTE_CLOSE:
     case PN_LINK_REMOTE_DETACH:
-        if (!b->closing) fail_condition(b, pn_link_remote_condition(pn_event_link(e)), "the peer detached the link");
+        if (!b->closing)
+            fail(b, pn_link_remote_condition(pn_event_link(e)), "the peer detached the link");
         break;
     case PN_SESSION_REMOTE_CLOSE:
-        if (!b->closing) fail_condition(b, pn_session_remote_condition(pn_event_session(e)), "the peer ended the session");
+        if (!b->closing)
+            fail(b, pn_session_remote_condition(pn_event_session(e)), "the peer ended the session");
         break;
     case PN_CONNECTION_REMOTE_CLOSE:
-        if (!b->closing) fail_condition(b, pn_connection_remote_condition(pn_event_connection(e)), "the peer closed the connection");
+        if (!b->closing)
+            fail(b, pn_connection_remote_condition(pn_event_connection(e)),
+                 "the peer closed the connection");
         pn_connection_close(pn_event_connection(e));
         break;
-    case PN_TRANSPORT_CLOSED: {
+    case PN_TRANSPORT_CLOSED: {  /* also: connection refused, SASL failure, I/O error */
         pn_condition_t *cond = pn_transport_condition(pn_event_transport(e));
-        if (pn_condition_is_set(cond))
-            fail_condition(b, cond, NULL);  /* ignored once the receiver has said "done" */
-        else if (!b->closing)
-            fail(b, "error", "the connection ended unexpectedly");
+        if (pn_condition_is_set(cond) || !b->closing)
+            fail(b, cond, "the connection ended unexpectedly");
         b->conn = NULL;  /* the proactor frees it after this batch */
         b->closing = true;
         pn_proactor_cancel_timeout(b->proactor);
@@ -429,8 +425,9 @@ static bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out) 
 }
 
 static int usage(const char *why) {
-    fprintf(stderr, "amqp10_bench_client: %s; usage: amqp10_bench_client send HOST PORT ADDRESS COUNT SIZE "
-                    "PRESETTLED DURABLE CREDIT | recv HOST PORT ADDRESS COUNT CREDIT PRESETTLED\n", why);
+    fprintf(stderr, "amqp10_bench_client: %s (usage: amqp10_bench_client"
+                    " send HOST PORT ADDRESS COUNT SIZE PRESETTLED DURABLE CREDIT"
+                    " | recv HOST PORT ADDRESS COUNT CREDIT PRESETTLED)\n", why);
     return 2;
 }
 
@@ -439,10 +436,11 @@ int main(int argc, char **argv) {
     uint64_t v[5];
     if (argc >= 2 && strcmp(argv[1], "send") == 0 && argc == 10) {
         b.sender = true;
-        if (!parse_u64(argv[5], 1, INT64_MAX, &v[0]) || !parse_u64(argv[6], STAMP_SIZE, 1u << 30, &v[1]) ||
-            !parse_u64(argv[7], 0, 1, &v[2]) || !parse_u64(argv[8], 0, 1, &v[3]) ||
-            !parse_u64(argv[9], 1, INT32_MAX, &v[4]))
-            return usage("bad COUNT (>= 1), SIZE (>= 16), PRESETTLED, DURABLE (0/1) or CREDIT (>= 1)");
+        if (!parse_u64(argv[5], 1, INT64_MAX, &v[0]) ||
+            !parse_u64(argv[6], STAMP_SIZE, 1u << 30, &v[1]) || !parse_u64(argv[7], 0, 1, &v[2]) ||
+            !parse_u64(argv[8], 0, 1, &v[3]) || !parse_u64(argv[9], 1, INT32_MAX, &v[4]))
+            return usage("bad COUNT (>= 1), SIZE (>= 16), PRESETTLED, DURABLE (0/1)"
+                         " or CREDIT (>= 1)");
         b.count = v[0], b.size = v[1], b.presettled = v[2], b.durable = v[3], b.window = v[4];
     } else if (argc >= 2 && strcmp(argv[1], "recv") == 0 && argc == 8) {
         if (!parse_u64(argv[5], 1, INT64_MAX, &v[0]) || !parse_u64(argv[6], 1, INT32_MAX, &v[1]) ||
@@ -512,8 +510,8 @@ int main(int argc, char **argv) {
     if (b.failed) {
         status = 1;
     } else if (b.sender && b.finished) {  /* closed cleanly: everything was delivered */
-        say("done {\"count\": %" PRIu64 ", \"first_ns\": %" PRId64 ", \"last_ns\": %" PRId64 ", \"cpu_s\": %.6f}",
-            b.progress, b.first_ns, b.last_ns, cpu_seconds() - b.cpu0);
+        say("done {\"count\": %" PRIu64 ", \"first_ns\": %" PRId64 ", \"last_ns\": %" PRId64
+            ", \"cpu_s\": %.6f}", b.progress, b.first_ns, b.last_ns, cpu_seconds() - b.cpu0);
     } else if (!b.finished && !b.quiet) {
         say("error the connection ended before the run did");
         status = 1;
