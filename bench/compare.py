@@ -12,13 +12,12 @@ accepts each message). Scenarios, each with a fresh broker:
     f1 amqp10 client      -> RabbitMQ (rabbitmq_amqp1_0)
     f2 Proton C           -> RabbitMQ
 
-The Proton C pairings use bench clients ``bench/c/bench_send.c`` /
-``bench_recv.c`` that speak the bench line protocol; they are not shipped in
-this repository (the versions measured were adapted from Proton's example code,
-which the project does not carry), so those pairings are skipped with a note
-unless such clients are supplied there. The stock ``broker.c`` is compiled into
-``bench/.build/`` from Debian's ``libqpid-proton11-dev-examples``. Missing
-pieces (no compiler, no RabbitMQ) skip their scenarios with a note.
+The Proton C pairings use ``bench/c/amqp10_bench_client.c``, this project's own
+bench worker on Proton's C API (``libqpid-proton11-dev``), speaking the same line
+protocol as the Python workers; Proton's stock ``broker.c`` is compiled from
+Debian's ``libqpid-proton11-dev-examples``. Both are compiled into
+``bench/.build/`` at run time. Missing pieces (no compiler, no Proton C, no
+RabbitMQ) skip their scenarios with a note.
 
     .venv/bin/python bench/compare.py                      # the full run, writes bench/RESULTS.md
     .venv/bin/python bench/compare.py --count 20000 --no-write
@@ -86,27 +85,12 @@ def proton_c_worker(role: str, index: int, url: str, cfg: BenchConfig, count: in
     u = urlsplit(url)
     host, port = u.hostname or "127.0.0.1", str(u.port or 5672)
     presettled = "1" if cfg.settle == "at-most-once" else "0"
+    program = str(BUILD / "amqp10_bench_client")
     if role == "producer":
-        argv = [
-            str(BUILD / "bench_send"),
-            host,
-            port,
-            cfg.address,
-            str(count),
-            str(cfg.size),
-            presettled,
-            "1" if cfg.durable else "0",
-        ]
+        argv = [program, "send", host, port, cfg.address, str(count), str(cfg.size),
+                presettled, "1" if cfg.durable else "0", str(cfg.credit)]  # fmt: skip
     else:
-        argv = [
-            str(BUILD / "bench_recv"),
-            host,
-            port,
-            cfg.address,
-            str(count),
-            str(cfg.credit),
-            presettled,
-        ]
+        argv = [program, "recv", host, port, cfg.address, str(count), str(cfg.credit), presettled]
     return WorkerSpec(argv, name=f"Proton C {role}")
 
 
@@ -124,12 +108,10 @@ def build_c(verbose: bool = False) -> str | None:
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         return "no C compiler"
-    if not (C_SOURCES / "bench_send.c").exists() or not (C_SOURCES / "bench_recv.c").exists():
-        return f"no C bench clients in {C_SOURCES} (not shipped: see this script's docstring)"
+    client_c = C_SOURCES / "amqp10_bench_client.c"
     BUILD.mkdir(parents=True, exist_ok=True)
     jobs = [
-        (BUILD / "bench_send", C_SOURCES / "bench_send.c"),
-        (BUILD / "bench_recv", C_SOURCES / "bench_recv.c"),
+        (BUILD / "amqp10_bench_client", client_c),
         (BUILD / "proton_c_broker", EXAMPLES_C / "broker.c"),
     ]
     for out, src in jobs:

@@ -454,7 +454,7 @@ int main(int argc, char **argv) {
 
     b.msg = pn_message();
     if (b.sender) {
-        b.body = calloc(1, b.size);
+        b.body = memset(xrealloc(NULL, b.size), 0, b.size);
         b.buf_size = b.size + 256;  /* room for the sections around the body */
         b.buf = xrealloc(NULL, b.buf_size);
         pn_message_set_inferred(b.msg, true);  /* a binary body is a data section */
