@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib
+import os
 import platform
 import re
 import shlex
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from .certs import Certs, have_openssl, make_certs
+from .peers.activemq import EXTRA_LIB_ENV
 from .peers.base import Endpoint, Peer, PeerUnavailable
 from .scenarios import SCENARIOS, Ctx, NotApplicable, scenario_ids
 
@@ -442,6 +444,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_write:
         given = sys.argv[1:] if argv is None else list(argv)
         command = " ".join(["python -m interop.matrix", shlex.join(given)]).strip()
+        if "ours-activemq" in ran and os.environ.get(EXTRA_LIB_ENV):
+            command = f"{EXTRA_LIB_ENV}={shlex.quote(os.environ[EXTRA_LIB_ENV])} {command}"
         Path(args.output).write_text(results_document(columns, command))
         print(f"\nwrote {args.output}", file=sys.stderr)
     failed = any(cell.status == FAIL for c in columns for cell in c.cells.values())
