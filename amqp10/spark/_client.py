@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections import deque
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
@@ -20,7 +21,7 @@ import anyio
 import anyio.from_thread
 
 from .. import errors
-from ..client import Connection, Delivery, Receiver, Sender, SettleMode, connect
+from ..client import Connection, Delivery, Receiver, Sender, SettleMode, Tracker, connect
 from ..message import Message
 from ..types import Accepted, Source, Target, symbol
 from .options import SourceOptions, StartSpec
@@ -212,24 +213,23 @@ class BrokerClient:
         self, address: str, payloads: list[bytes], stream: bool, window: int
     ) -> None:
         sender = await self._sender(address, stream)
-        limiter = anyio.Semaphore(window)
-        failed: list[Any] = []
         timeout = self.timeout
+        in_flight: deque[Tracker] = deque()  # at most ``window``, oldest first
+        failed: list[Any] = []
 
-        async def send_one(payload: bytes) -> None:
-            try:
-                outcome = await sender.send(payload, settled=False, timeout=timeout)
-                if not isinstance(outcome, Accepted):
-                    failed.append(outcome)
-            finally:
-                limiter.release()
+        async def retire_oldest() -> None:
+            outcome = await in_flight.popleft().wait(timeout)
+            if not isinstance(outcome, Accepted):
+                failed.append(outcome)
 
-        async with anyio.create_task_group() as tg:
-            for payload in payloads:
-                await limiter.acquire()
+        for payload in payloads:
+            if len(in_flight) >= window:
+                await retire_oldest()
                 if failed:
                     break
-                tg.start_soon(send_one, payload)
+            in_flight.append(sender.submit(payload, settled=False))
+        while in_flight:  # every outcome, so that the error counts them all
+            await retire_oldest()
         if failed:
             raise errors.DeliveryError(
                 f"{len(failed)} message(s) to {address!r} were not accepted: {failed[0]!r}",
