@@ -60,11 +60,12 @@ from ..types import (
     symbol,
     timestamp,
 )
-from ..types.transactions import Coordinator
+from ..types.transactions import Coordinator, TransactionalState
 from . import store as _store
 from .config import BrokerConfig, QueuePolicy
 from .nodes import Node, Queue, QueuedMessage, Stream, Topic
 from .recovery import LinkRecovery, SuspendedLink
+from .transactions import Transactions
 
 MANAGEMENT_ADDRESS = "$management"
 STREAM_OFFSET_FILTER = symbol("amqp10:stream-offset")
@@ -269,8 +270,11 @@ class LinkConsumer:
     def settled(self, d: Delivery, state: Any) -> None:
         """The consumer settled ``d`` with ``state``: apply the outcome to the queue."""
         msg = self.in_flight.pop(d.tag, None)
-        if msg is None:
-            return
+        if msg is not None:
+            self.apply(msg, state)
+
+    def apply(self, msg: QueuedMessage, state: Any) -> None:
+        """Apply an outcome to a message this consumer took (now, or at a transaction's commit)."""
         q = self.node
         if isinstance(state, Accepted):
             q.ack(msg)
@@ -306,6 +310,7 @@ class ConnectionHandler:
         self._touched: set[int] = set()
         self._handling = False  # inside handle(): the caller writes our output afterwards
         self.closed = False
+        self.txns: Transactions | None = None  # made by the first coordinator link (Part 4)
         broker.connections.add(self)
         self._handlers: dict[type, Callable[[Any], None]] = {
             ConnectionOpened: self._on_open,
@@ -376,6 +381,8 @@ class ConnectionHandler:
                 if isinstance(q, Queue):
                     q.space_listeners.discard(self._unblock_all)
         self.publishers.clear()
+        if self.txns is not None:
+            self.txns.close()  # §4.2: transactions end with their connection, rolled back
         self.broker.connections.discard(self)
 
     def _on_session_begun(self, e: SessionBegun) -> None:
@@ -391,12 +398,27 @@ class ConnectionHandler:
         session: Session = e.session
         for c in [c for c in self.consumers.values() if c.link.session is session]:
             self._drop_consumer(c, closed=False)
+        if self.txns is not None:
+            for link in [c for c in self.txns.coordinators.values() if c.session is session]:
+                self.txns.link_gone(link)
         for key in [k for k, (link, _) in self.publishers.items() if link.session is session]:
             del self.publishers[key]
 
     # -- links ---------------------------------------------------------------------------
     def _refuse(self, link: Link, condition: ErrorCondition, description: str) -> None:
         link.detach(Error(condition=condition, description=description), closed=True)
+
+    def fail_link(self, link: Link, condition: ErrorCondition, description: str) -> None:
+        """Close an attached link for its peer's error, and forget it at once."""
+        c = self.consumers.get(id(link))
+        if c is not None:
+            self._drop_consumer(c, closed=True)
+        self.publishers.pop(id(link), None)
+        self.blocked.discard(id(link))
+        try:
+            self._refuse(link, condition, description)
+        except IllegalStateError:
+            pass
 
     def _on_link_attached(self, e: LinkAttached) -> None:
         link = e.link
@@ -414,7 +436,7 @@ class ConnectionHandler:
     def _attach_publisher(self, link: Receiver) -> None:
         target = link.remote_target
         if isinstance(target, Coordinator):
-            self._refuse(link, ErrorCondition.NOT_IMPLEMENTED, "transactions are not supported yet")
+            self._transactions().attach(link)
             return
         if not isinstance(target, Target):
             self._refuse(link, ErrorCondition.INVALID_FIELD, "a publisher's attach needs a target")
@@ -636,6 +658,8 @@ class ConnectionHandler:
         link = e.link
         # LinkFailed (our detach, for the peer's violation) has no ``closed``: it ends the link
         closed = getattr(e, "closed", True)
+        if self.txns is not None:
+            self.txns.link_gone(link)
         c = self.consumers.get(id(link))
         if c is not None:
             self._drop_consumer(c, closed=closed, suspend=not closed)
@@ -673,6 +697,9 @@ class ConnectionHandler:
         d = e.delivery
         entry = self.publishers.get(id(link))
         if entry is None:
+            if self.txns is not None and self.txns.is_coordinator(link):
+                self.txns.control(link, d)
+                return
             if not d.remote_settled:
                 d.settle(Rejected(error=Error(condition=ErrorCondition.NOT_FOUND, description="link has no node")))
             return
@@ -683,6 +710,9 @@ class ConnectionHandler:
             if not d.remote_settled:
                 d.settle(Rejected(error=Error(condition=ErrorCondition.DECODE_ERROR, description=str(exc))))
             self._touched.add(id(link))
+            return
+        if d.remote_state is not None and isinstance(d.remote_state, TransactionalState):
+            self._post(link, d, node, msg)
             return
         presettled = d.remote_settled
 
@@ -699,6 +729,20 @@ class ConnectionHandler:
             if not presettled:
                 d.settle(Rejected(error=Error(condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED, description=f"node {node.name!r} is full")))
         self._touched.add(id(link))
+
+    def _transactions(self) -> Transactions:
+        if self.txns is None:
+            self.txns = Transactions(self)
+        return self.txns
+
+    def _post(self, link: Receiver, d: Delivery, node: Node, msg: QueuedMessage) -> None:
+        """A transfer in a transaction: transactional posting (§4.4.1)."""
+        state: TransactionalState = d.remote_state
+        self._touched.add(id(link))
+        txns = self._transactions()
+        txn = txns.find(state, link)
+        if txn is not None:
+            txns.post(txn, d, node, msg)
 
     def _queued_message(self, payload: bytes, node: Node | None = None) -> QueuedMessage:
         """What routing needs from a message: header fields, absolute expiry, message-id.
@@ -798,13 +842,34 @@ class ConnectionHandler:
         c = self.consumers.get(id(e.link))
         if c is None:
             return
-        if e.settled or _is_terminal(e.state):
-            c.settled(d, e.state if e.state is not None else d.remote_state)
-            if not d.settled:
-                try:
-                    d.settle()
-                except IllegalStateError:
-                    pass
+        state = e.state
+        if not _is_terminal(state):
+            if state is None and e.settled:
+                state = d.remote_state
+            if isinstance(state, TransactionalState):
+                self._retire(c, d, state)
+                return
+            if not e.settled:
+                return
+        c.settled(d, state)
+        if not d.settled:
+            try:
+                d.settle()
+            except IllegalStateError:
+                pass
+
+    def _retire(self, c: LinkConsumer, d: Delivery, state: TransactionalState) -> None:
+        """A consumer's outcome inside a transaction (§4.4.2): applied at its commit."""
+        txns = self._transactions()
+        txn = txns.find(state, c.link)
+        if txn is None:
+            return
+        txns.retire(txn, c, d, state.outcome)
+        if not d.settled:
+            try:
+                d.settle()
+            except IllegalStateError:
+                pass
 
     def _on_credit(self, e: CreditAdded) -> None:
         c = self.consumers.get(id(e.link))

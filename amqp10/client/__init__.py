@@ -10,6 +10,7 @@ from .connection import DEFAULT_TIMEOUT, Connection, ConnectOptions, connect, co
 from .links import Delivery, Link, Receiver, Sender, Session, Tracker
 from .reconnect import ReconnectPolicy
 from .server import Server, listen, serve
+from .transactions import Transaction, TransactionError
 from .url import URL, parse_url
 
 __all__ = [
@@ -27,6 +28,8 @@ __all__ = [
     "Session",
     "SettleMode",
     "Tracker",
+    "Transaction",
+    "TransactionError",
     "connect",
     "connect_with",
     "listen",

@@ -62,6 +62,7 @@ from ..transport import Delivery as EngineDelivery
 from ..transport import Link as EngineLink
 from ..transport import Receiver as EngineReceiver
 from ..types import Accepted, Error, ErrorCondition, Source, Target
+from ..types.transactions import Coordinator
 from ._common import SettleMode, deadline, describe_outcome, settle_mode
 from .links import Delivery, Link, Receiver, Sender, Session, Tracker
 from .reconnect import (
@@ -73,6 +74,7 @@ from .reconnect import (
     Schedule,
     once_each,
 )
+from .transactions import Transaction
 from .url import URL, parse_url
 
 __all__ = ["DEFAULT_TIMEOUT", "ConnectOptions", "Connection", "connect"]
@@ -216,6 +218,7 @@ class Connection:
         self._served: dict[str, Sender] = {}  # links the peer attached to receive from, by address
         self._names = itertools.count(1)
         self._setup_lock: anyio.Lock | None = None
+        self._coordinator: Sender | None = None  # transactions' control link (made on first use)
         self._replies: Receiver | None = None
         self._requests: dict[Any, Tracker] = {}
         self._senders_by_address: dict[str, Sender] = {}
@@ -705,13 +708,14 @@ class Connection:
         settle_mode: SettleMode | str = SettleMode.MIXED,
         name: str | None = None,
         session: Session | None = None,
-        target: Target | None = None,
+        target: Target | Coordinator | None = None,
         source: Source | None = None,
         timeout: float | None = None,
     ) -> Sender:
         """Attach a sender to the node at ``address`` and wait for the peer's attach.
 
-        ``target``/``source`` replace the default termini (``Target(address=address)``).
+        ``target``/``source`` replace the default termini (``Target(address=address)``;
+        a :class:`~amqp10.types.Coordinator` target links to the transaction coordinator).
         Raises :class:`~amqp10.errors.LinkError` with the peer's reason if it refuses.
         """
         mode = settle_mode_of(settle_mode)
@@ -822,6 +826,19 @@ class Connection:
         return self._incoming.popleft()
 
     # -- request / response ---------------------------------------------------------------
+    def transaction(self, *, timeout: float | None = None) -> Transaction:
+        """A local transaction (AMQP Part 4) on this connection's coordinator.
+
+        ``async with conn.transaction() as txn:`` declares it, commits when the
+        block ends and rolls back (then re-raises) if the block raises;
+        ``txn = await conn.transaction()`` declares it for explicit
+        ``await txn.commit()`` / ``await txn.rollback()``. Work joins it with
+        ``sender.send(msg, txn=txn)`` and ``delivery.accept(txn=txn)`` (and the
+        other outcomes). ``timeout`` bounds each declare/discharge exchange.
+        """
+        self._check_open()
+        return Transaction(self, timeout=timeout)
+
     async def request(
         self, address: str, message: Message, *, timeout: float | None = None
     ) -> Message:

@@ -24,10 +24,12 @@ from ..transport import Receiver as EngineReceiver
 from ..transport import Sender as EngineSender
 from ..transport import Session as EngineSession
 from ..types import Accepted, Error, Modified, Rejected, Released
+from ..types.transactions import Declared, TransactionalState
 from ._common import OUTCOMES, Outcome, Payload, deadline, describe_outcome, encode_payload
 
 if TYPE_CHECKING:
     from .connection import Connection
+    from .transactions import Transaction
 
 __all__ = ["Delivery", "Link", "Receiver", "Sender", "Session", "Tracker"]
 
@@ -423,6 +425,7 @@ class Sender(Link):
         *,
         settled: bool | None = None,
         timeout: float | None = None,
+        txn: Transaction | None = None,
     ) -> Outcome | None:
         """Send a message; return its outcome once the peer settles it.
 
@@ -441,6 +444,10 @@ class Sender(Link):
         again: at least once), and a send made while it is being re-made waits
         for it; both within ``timeout``.
 
+        With ``txn`` the message is posted in that transaction (Part 4 §4.4.1):
+        the outcome is the one the peer gives within it (accepted), and the
+        message only reaches its node when the transaction commits.
+
         One message at a time per task; to keep many in flight from one task,
         :meth:`submit` them and await the trackers.
         """
@@ -453,11 +460,16 @@ class Sender(Link):
             await conn._until_usable(limit, f"send to {self._address!r}")
             self._check_usable()
             left = max(limit - (anyio.current_time() - started), 0.0)
-        tracker = self._submit(payload, settled)
+        if txn is None:
+            tracker = self._submit(payload, settled)
+        else:
+            tracker = self._submit(payload, settled, txn._state_for(conn))
         await self._outcome_of(tracker, left, limit)
         return tracker.result()
 
-    def submit(self, message: Payload, *, settled: bool | None = None) -> Tracker:
+    def submit(
+        self, message: Payload, *, settled: bool | None = None, txn: Transaction | None = None
+    ) -> Tracker:
         """Send a message without waiting: the returned :class:`Tracker` gets its outcome.
 
         The pipelined form of :meth:`send`, for one task keeping many messages
@@ -468,11 +480,17 @@ class Sender(Link):
         some number are in flight (:attr:`queued` counts those waiting for credit).
 
         With a reconnect policy, a message submitted while the connection is
-        being re-made goes out on the re-attached link.
+        being re-made goes out on the re-attached link. ``txn``: posted in a
+        transaction, as for :meth:`send`.
         """
         payload = encode_payload(message)
         self._check_usable()
         conn = self._conn
+        if txn is not None:
+            state = txn._state_for(conn)
+            if conn._policy is not None and not conn._usable():
+                raise errors.IllegalStateError("a transaction does not outlive its connection")
+            return self._submit(payload, settled, state)
         if conn._policy is not None and not conn._usable():
             tracker = Tracker(None, payload, self, settled)
             self._deferred.append(tracker)
@@ -480,9 +498,12 @@ class Sender(Link):
             return tracker
         return self._submit(payload, settled)
 
-    def _submit(self, payload: bytes, settled: bool | None) -> Tracker:
+    def _submit(self, payload: bytes, settled: bool | None, state: Any = None) -> Tracker:
         try:
-            d = self._link.send(payload, settled=settled)
+            if state is None:
+                d = self._link.send(payload, settled=settled)
+            else:
+                d = self._link.send(payload, settled=settled, state=state)
         except IllegalStateError as exc:
             raise errors.IllegalStateError(f"cannot send on the {self._what()}: {exc}") from None
         tracker = Tracker(d, payload, self, settled)
@@ -607,8 +628,13 @@ class Sender(Link):
     # -- from the connection --------------------------------------------------------------
     def _on_update(self, d: EngineDelivery, settled: bool) -> None:
         state = d.remote_state
-        if not (settled or isinstance(state, OUTCOMES)):
-            return  # a non-terminal state (received): keep waiting
+        if not isinstance(state, OUTCOMES):
+            if isinstance(state, TransactionalState):
+                state = state.outcome  # posted in a transaction (§4.4.1): its outcome there
+                if not (settled or isinstance(state, OUTCOMES)):
+                    return
+            elif not (settled or isinstance(state, Declared)):
+                return  # a non-terminal state (received): keep waiting
         if not d.settled:
             try:
                 d.settle()
@@ -717,14 +743,14 @@ class Delivery:
         """The outcome we gave it, if any."""
         return self._d.state
 
-    async def accept(self) -> None:
-        await self.settle(Accepted())
+    async def accept(self, *, txn: Transaction | None = None) -> None:
+        await self.settle(Accepted(), txn=txn)
 
-    async def reject(self, error: Error | None = None) -> None:
-        await self.settle(Rejected(error=error))
+    async def reject(self, error: Error | None = None, *, txn: Transaction | None = None) -> None:
+        await self.settle(Rejected(error=error), txn=txn)
 
-    async def release(self) -> None:
-        await self.settle(Released())
+    async def release(self, *, txn: Transaction | None = None) -> None:
+        await self.settle(Released(), txn=txn)
 
     async def modify(
         self,
@@ -732,17 +758,26 @@ class Delivery:
         delivery_failed: bool = True,
         undeliverable_here: bool = False,
         message_annotations: dict[Any, Any] | None = None,
+        txn: Transaction | None = None,
     ) -> None:
         await self.settle(
             Modified(
                 delivery_failed=delivery_failed,
                 undeliverable_here=undeliverable_here,
                 message_annotations=message_annotations,
-            )
+            ),
+            txn=txn,
         )
 
-    async def settle(self, state: Any = None) -> None:
-        """Settle with ``state`` as the outcome (None: settle without one)."""
+    async def settle(self, state: Any = None, *, txn: Transaction | None = None) -> None:
+        """Settle with ``state`` as the outcome (None: settle without one).
+
+        With ``txn`` the outcome is given within that transaction (Part 4
+        §4.4.2): the peer applies it when the transaction commits; a rollback
+        gives the message back to its node.
+        """
+        if txn is not None:
+            state = txn._outcome_state(self._receiver._conn, state)
         self._receiver._settle(self._d, state)
         await anyio.lowlevel.checkpoint()
 

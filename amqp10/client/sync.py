@@ -32,6 +32,7 @@ from ..types import Error
 from . import connection as _conn
 from . import links as _links
 from . import server as _server
+from . import transactions as _txn
 from ._common import Outcome, Payload, SettleMode
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "Server",
     "Session",
     "Tracker",
+    "Transaction",
     "connect",
     "serve",
 ]
@@ -101,20 +103,20 @@ class Delivery(_Proxy):
     def remote_settled(self) -> bool:
         return self._d.remote_settled
 
-    def accept(self) -> None:
-        self._run(self._d.accept)
+    def accept(self, *, txn: Transaction | None = None) -> None:
+        self._run(self._d.accept, txn=_inner(txn))
 
-    def reject(self, error: Error | None = None) -> None:
-        self._run(self._d.reject, error)
+    def reject(self, error: Error | None = None, *, txn: Transaction | None = None) -> None:
+        self._run(self._d.reject, error, txn=_inner(txn))
 
-    def release(self) -> None:
-        self._run(self._d.release)
+    def release(self, *, txn: Transaction | None = None) -> None:
+        self._run(self._d.release, txn=_inner(txn))
 
-    def modify(self, **kwargs: Any) -> None:
-        self._run(self._d.modify, **kwargs)
+    def modify(self, *, txn: Transaction | None = None, **kwargs: Any) -> None:
+        self._run(self._d.modify, txn=_inner(txn), **kwargs)
 
-    def settle(self, state: Any = None) -> None:
-        self._run(self._d.settle, state)
+    def settle(self, state: Any = None, *, txn: Transaction | None = None) -> None:
+        self._run(self._d.settle, state, txn=_inner(txn))
 
 
 class _Link(_Proxy):
@@ -175,17 +177,78 @@ class Sender(_Link):
         return self._link.queued
 
     def send(
-        self, message: Payload, *, settled: bool | None = None, timeout: float | None = None
+        self,
+        message: Payload,
+        *,
+        settled: bool | None = None,
+        timeout: float | None = None,
+        txn: Transaction | None = None,
     ) -> Outcome | None:
-        return self._run(self._link.send, message, settled=settled, timeout=timeout)
+        return self._run(
+            self._link.send, message, settled=settled, timeout=timeout, txn=_inner(txn)
+        )
 
-    def submit(self, message: Payload, *, settled: bool | None = None) -> Tracker:
+    def submit(
+        self, message: Payload, *, settled: bool | None = None, txn: Transaction | None = None
+    ) -> Tracker:
         """Send without waiting for the outcome (see :meth:`amqp10.client.Sender.submit`)."""
 
         async def submit() -> _links.Tracker:
-            return self._link.submit(message, settled=settled)
+            return self._link.submit(message, settled=settled, txn=_inner(txn))
 
         return Tracker(self._call, self._run(submit))
+
+
+class Transaction(_Proxy):
+    """A local transaction (see :meth:`amqp10.client.Connection.transaction`).
+
+    ``with conn.transaction() as txn:`` declares it, commits at the end of the
+    block and rolls back (re-raising) if the block raises; :meth:`commit` and
+    :meth:`rollback` end it explicitly.
+    """
+
+    __slots__ = ("_t",)
+
+    def __init__(self, call: Call, txn: _txn.Transaction) -> None:
+        super().__init__(call)
+        self._t = txn
+
+    def __repr__(self) -> str:
+        return repr(self._t)
+
+    @property
+    def txn_id(self) -> bytes | None:
+        return self._t.txn_id
+
+    @property
+    def state(self) -> str:
+        return self._t.state
+
+    def declare(self) -> Transaction:
+        self._run(self._t.declare)
+        return self
+
+    def commit(self) -> None:
+        self._run(self._t.commit)
+
+    def rollback(self) -> None:
+        self._run(self._t.rollback)
+
+    def __enter__(self) -> Transaction:
+        self._run(self._t.__aenter__)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._run(self._t.__aexit__, exc_type, exc, tb)
+
+
+def _inner(txn: Transaction | None) -> _txn.Transaction | None:
+    return None if txn is None else txn._t
 
 
 class Tracker(_Proxy):
@@ -358,6 +421,14 @@ class Connection(_Proxy):
 
     def session(self, *, timeout: float | None = None) -> Session:
         return Session(self._call, self._run(self._c.session, timeout=timeout))
+
+    def transaction(self, *, timeout: float | None = None) -> Transaction:
+        """A local transaction: ``with conn.transaction() as txn:`` (see the async one)."""
+
+        async def make() -> _txn.Transaction:
+            return self._c.transaction(timeout=timeout)
+
+        return Transaction(self._call, self._run(make))
 
     def request(self, address: str, message: Message, *, timeout: float | None = None) -> Message:
         return self._run(self._c.request, address, message, timeout=timeout)

@@ -427,12 +427,15 @@ class Sender(Link):
         tag: bytes | None = None,
         settled: bool | None = None,
         message_format: int = 0,
+        state: Any = None,
     ) -> Delivery:
         """Queue a delivery; it is written as soon as credit and the session window allow.
 
         ``settled`` (pre-settled, "at most once") defaults to what the link's
         sender settle mode says (``settled`` mode: True, otherwise False); in
-        ``mixed`` mode either value may be given.
+        ``mixed`` mode either value may be given. ``state`` goes on the first
+        transfer frame (e.g. a ``transactional-state``, Part 4 §4.4.1) and is
+        the delivery's local state from then on.
         """
         if self.state not in (LinkState.ATTACHED, LinkState.ATTACH_SENT) or not self.session._can_send():
             raise IllegalStateError(f"sender {self.name!r} is not attached ({self.state.name})")
@@ -471,6 +474,8 @@ class Sender(Link):
             payload = bytes(payload)
         d = Delivery(self, tag, payload, message_format)
         d.settled = settled
+        if state is not None:
+            d.state = d._xfer_state = state
         if not settled:
             unsettled[tag] = d
         self._queue.append(d)

@@ -1,0 +1,255 @@
+"""Local transactions (AMQP 1.0 Part 4, §4.1-4.5): the coordinator and its transactions.
+
+A controller attaches a link to a :class:`~amqp10.types.Coordinator` target and
+sends it ``declare`` and ``discharge`` messages (amqp-value bodies). A declared
+transaction collects work until its discharge:
+
+- transactional posting (§4.4.1): a transfer whose state is a
+  ``transactional-state`` is answered with ``transactional-state(txn-id,
+  accepted)`` and held here; nothing reaches the node until the commit, which
+  publishes every posted message synchronously, so the store's group committer
+  writes them (and the retirements' deletes) in one SQLite transaction, and the
+  discharge is accepted only once that transaction is committed. A crash before
+  the commit loses the posted messages (never acknowledged); a crash after the
+  discharge was accepted loses nothing.
+- transactional retirement (§4.4.2): a consumer's disposition with a
+  ``transactional-state(txn-id, outcome)`` settles the delivery, keeps the
+  message acquired (not redelivered) and applies the outcome at commit through
+  :meth:`LinkConsumer.apply` (the same code as a plain outcome). A rollback
+  puts the message back on its queue as a failed delivery (delivery-count + 1,
+  as a ``modified(delivery-failed)`` would).
+- transactional acquisition (§4.4.3, a flow with ``txn-id`` in its properties)
+  is not supported: such a flow is ignored (the credit is plain credit), and we
+  do not offer ``amqp:multi-txns-per-ssn``-style capabilities beyond
+  ``amqp:local-transactions``.
+
+Transactions belong to the connection that declared them (§4.2): a coordinator
+link that detaches, or a connection that ends, rolls back its open
+transactions. A transfer or disposition naming a txn-id this connection does not
+know detaches its link with ``amqp:transaction:unknown-id``. ``declare`` with a
+global-id (distributed transactions) is rejected with ``amqp:not-implemented``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ..message import Message
+from ..transport import Delivery, IllegalStateError, Link, Receiver
+from ..types import (
+    Accepted,
+    DecodeError,
+    Error,
+    ErrorCondition,
+    Rejected,
+    TxnCapability,
+    symbol,
+)
+from ..types.transactions import Coordinator, Declare, Declared, Discharge, TransactionalState
+from . import store as _store
+from .nodes import Node, Queue, QueuedMessage
+
+if TYPE_CHECKING:
+    from .core import ConnectionHandler, LinkConsumer
+
+__all__ = ["Transaction", "Transactions"]
+
+log = logging.getLogger("amqp10.broker")
+
+CAPABILITIES = [symbol(TxnCapability.LOCAL_TRANSACTIONS)]
+COORDINATOR_CREDIT = 100
+_txn_ids = itertools.count(1)  # broker-wide: a txn-id from another connection is never ours
+
+
+class Transaction:
+    """One declared transaction: the messages posted in it and the outcomes given in it."""
+
+    __slots__ = ("coordinator", "posted", "retired", "txn_id")
+
+    def __init__(self, txn_id: bytes, coordinator: Link) -> None:
+        self.txn_id = txn_id
+        self.coordinator = coordinator
+        self.posted: list[tuple[Node, QueuedMessage]] = []
+        self.retired: list[tuple[LinkConsumer, QueuedMessage, Any]] = []
+
+    def __repr__(self) -> str:
+        return f"Transaction({self.txn_id.hex()}, posted={len(self.posted)}, retired={len(self.retired)})"
+
+
+class Transactions:
+    """The coordinator of one connection: its coordinator links and open transactions."""
+
+    def __init__(self, handler: ConnectionHandler) -> None:
+        self.handler = handler
+        self.coordinators: dict[int, Receiver] = {}  # by id(link)
+        self.open: dict[bytes, Transaction] = {}
+        self.committed = 0
+        self.rolled_back = 0
+
+    # -- coordinator links ------------------------------------------------------------------
+    def attach(self, link: Receiver) -> None:
+        """Accept a link to the coordinator, offering local transactions."""
+        link.attach(target=Coordinator(capabilities=CAPABILITIES))
+        self.coordinators[id(link)] = link
+        link.flow(COORDINATOR_CREDIT)
+
+    def is_coordinator(self, link: Link) -> bool:
+        return id(link) in self.coordinators
+
+    def link_gone(self, link: Link) -> None:
+        """A link detached: if it was a coordinator, its open transactions roll back (§4.2)."""
+        if self.coordinators.pop(id(link), None) is None:
+            return
+        for txn in [t for t in self.open.values() if t.coordinator is link]:
+            del self.open[txn.txn_id]
+            self._rollback(txn)
+
+    def close(self) -> None:
+        """The connection ended: every open transaction rolls back."""
+        self.coordinators.clear()
+        txns, self.open = list(self.open.values()), {}
+        for txn in txns:
+            self._rollback(txn)
+
+    # -- control messages ---------------------------------------------------------------------
+    def control(self, link: Receiver, d: Delivery) -> None:
+        """A ``declare`` or ``discharge`` arrived on a coordinator link."""
+        if link.credit <= COORDINATOR_CREDIT // 2:
+            link.flow(COORDINATOR_CREDIT)
+        try:
+            body = Message.decode(d.payload).body
+        except DecodeError as exc:
+            self._answer(d, _rejected(ErrorCondition.DECODE_ERROR, str(exc)))
+            return
+        if isinstance(body, Declare):
+            if body.global_id is not None:
+                self._answer(
+                    d,
+                    _rejected(
+                        ErrorCondition.NOT_IMPLEMENTED, "distributed transactions are not supported"
+                    ),
+                )
+                return
+            txn_id = next(_txn_ids).to_bytes(8, "big")
+            self.open[txn_id] = Transaction(txn_id, link)
+            log.debug("declared transaction %s", txn_id.hex())
+            self._answer(d, Declared(txn_id=txn_id))
+        elif isinstance(body, Discharge):
+            txn = self.open.pop(_txn_key(body.txn_id), None)
+            if txn is None:
+                self._answer(
+                    d,
+                    _rejected(
+                        ErrorCondition.TRANSACTION_UNKNOWN_ID, f"no transaction {body.txn_id!r}"
+                    ),
+                )
+            elif body.fail:
+                self._rollback(txn)
+                self._answer(d, Accepted())
+            else:
+                self._commit(txn, d)
+        else:
+            self._answer(
+                d,
+                _rejected(
+                    ErrorCondition.DECODE_ERROR,
+                    "a coordinator takes declare and discharge messages",
+                ),
+            )
+
+    def _answer(self, d: Delivery, state: Any) -> None:
+        if d.settled or d._settle_pending:
+            return
+        try:
+            d.settle(state)
+        except IllegalStateError:
+            return  # the link went meanwhile
+        if not self.handler._handling:  # a store callback: nobody else will flush
+            self.handler.wake()
+
+    # -- work in a transaction ----------------------------------------------------------------
+    def find(self, state: TransactionalState, link: Link) -> Transaction | None:
+        """The transaction ``state`` names; None (and ``link`` detached) if there is none."""
+        txn = self.open.get(_txn_key(state.txn_id))
+        if txn is None:
+            self.handler.fail_link(
+                link,
+                ErrorCondition.TRANSACTION_UNKNOWN_ID,
+                f"no transaction {state.txn_id!r} on this connection",
+            )
+        return txn
+
+    def post(self, txn: Transaction, d: Delivery, node: Node, msg: QueuedMessage) -> None:
+        """Transactional posting (§4.4.1): hold ``msg`` until the commit."""
+        txn.posted.append((node, msg))
+        if not d.remote_settled and not d.settled:
+            d.settle(TransactionalState(txn_id=txn.txn_id, outcome=Accepted()))
+
+    def retire(self, txn: Transaction, consumer: LinkConsumer, d: Delivery, outcome: Any) -> None:
+        """Transactional retirement (§4.4.2): the message stays acquired until the commit."""
+        msg = consumer.in_flight.pop(d.tag, None)
+        if msg is not None:
+            txn.retired.append((consumer, msg, outcome))
+
+    # -- discharge ---------------------------------------------------------------------------
+    def _commit(self, txn: Transaction, d: Delivery) -> None:
+        full = _overfull(txn.posted)
+        if full is not None:
+            self._rollback(txn)
+            self._answer(
+                d,
+                _rejected(
+                    ErrorCondition.TRANSACTION_ROLLBACK,
+                    f"node {full!r} has no room for the transaction's messages",
+                ),
+            )
+            return
+        # Everything below is submitted to the journal without yielding: the group
+        # committer takes it as one batch, i.e. one SQLite transaction.
+        for node, msg in txn.posted:
+            node.publish(msg, _nothing)
+        for consumer, msg, outcome in txn.retired:
+            consumer.apply(msg, outcome)
+        self.committed += 1
+        log.debug("committed %r", txn)
+        # the barrier's callback runs once every write above is durable
+        self.handler.broker.journal.submit((_store.BARRIER,), lambda: self._answer(d, Accepted()))
+
+    def _rollback(self, txn: Transaction) -> None:
+        self.rolled_back += 1
+        log.debug("rolled back %r", txn)
+        txn.posted.clear()
+        retired, txn.retired = txn.retired, []
+        for consumer, msg, _ in retired:
+            # the delivery happened: count it, as a modified(delivery-failed) would
+            consumer.node.release(msg, delivery_failed=True)
+
+
+def _txn_key(txn_id: Any) -> bytes:
+    return bytes(txn_id) if isinstance(txn_id, (bytes, bytearray, memoryview)) else b""
+
+
+def _rejected(condition: ErrorCondition, description: str) -> Rejected:
+    return Rejected(error=Error(condition=condition, description=description))
+
+
+def _nothing() -> None:
+    pass
+
+
+def _overfull(posted: list[tuple[Node, QueuedMessage]]) -> str | None:
+    """A queue with the ``reject`` overflow policy that the posted messages would overflow."""
+    need: dict[int, tuple[Queue, int, int]] = {}
+    for node, msg in posted:
+        if isinstance(node, Queue) and node.policy.overflow == "reject":
+            q, n, size = need.get(id(node), (node, 0, 0))
+            need[id(node)] = (q, n + 1, size + msg.size)
+    for q, n, size in need.values():
+        p = q.policy
+        if (p.max_length is not None and q.count + n > p.max_length) or (
+            p.max_bytes is not None and q.bytes + size > p.max_bytes
+        ):
+            return q.name
+    return None
