@@ -597,6 +597,9 @@ class ConnectionHandler:
             source is not None and bool(source.durable) and source.expiry_policy == "never"
         ):
             return False  # a non-durable subscription ends with its link
+        lifetime = recovery.retention(source)
+        if lifetime <= 0:
+            return False  # the source expires with its link: nothing to resume
         recovery.suspend(
             SuspendedLink(
                 (self.remote_container_id, c.link.name, Role.SENDER),
@@ -605,7 +608,8 @@ class ConnectionHandler:
                 node=q,
                 consumer=c,
                 on_drop=c.release_all,
-            )
+            ),
+            lifetime,
         )
         return True
 
@@ -614,16 +618,20 @@ class ConnectionHandler:
         recovery = self.broker.recovery
         if not recovery.enabled or node.dynamic or not link.unsettled:
             return
+        target = link.remote_target
+        lifetime = recovery.retention(target)
+        if lifetime <= 0:
+            return
         deliveries = [d for d in link.unsettled.values() if not d.settled]
         if deliveries:
-            target = link.remote_target
             recovery.suspend(
                 SuspendedLink(
                     (self.remote_container_id, link.name, Role.RECEIVER),
                     address=getattr(target, "address", None),
                     deliveries=deliveries,
                     node=node,
-                )
+                ),
+                lifetime,
             )
 
     def _take_suspended(self, link: Link, address: str | None, node: Node | None) -> SuspendedLink | None:

@@ -12,6 +12,12 @@ role on it), for ``link_recovery_seconds``:
   sender had not settled, with the broker's state (e.g. accepted, under
   rcv-settle-mode second).
 
+Only a link whose terminus asks to outlive it is kept (Part 3 §3.5.6-3.5.7: its
+``expiry-policy`` is ``never``, or its ``timeout`` is above zero; the default,
+``session-end`` with timeout 0, expires with the link), for the shorter of that
+and ``link_recovery_seconds``: a peer that cannot resume gets what its lost link
+held back in the queue at once, as before.
+
 An attach of the same link that carries an unsettled map takes the record
 (``ConnectionHandler`` in :mod:`.core` does the rest: the engine reconciles the
 two maps). A record that expires, is pushed out by the bound on the number of
@@ -25,7 +31,10 @@ unsettled delivery does.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -96,8 +105,11 @@ class LinkRecovery:
         self.limit = limit
         self.now = now
         self.enabled = seconds > 0 and limit > 0
-        # insertion order is expiry order: every record lives the same time
+        # insertion order is age (for the bound); the heap is expiry order (records live
+        # as long as their terminus asks, at most ``seconds``): stale entries are skipped
         self.records: dict[LinkKey, SuspendedLink] = {}
+        self._deadlines: list[tuple[float, int, SuspendedLink]] = []
+        self._seq = itertools.count()
         self.on_change: Callable[[], None] = lambda: None
         self.resumed = 0
         self.expired = 0
@@ -105,17 +117,29 @@ class LinkRecovery:
     def __len__(self) -> int:
         return len(self.records)
 
-    def suspend(self, record: SuspendedLink) -> None:
-        """Keep ``record`` until it is taken or expires (an older one of the same link is dropped)."""
-        if not self.enabled:
+    @staticmethod
+    def retention(terminus: Any) -> float:
+        """How long ``terminus`` asks to outlive its link (seconds; 0: not at all)."""
+        if terminus is None:
+            return 0.0
+        if str(terminus.expiry_policy or "session-end") == "never":
+            return math.inf
+        return float(terminus.timeout or 0)
+
+    def suspend(self, record: SuspendedLink, lifetime: float = math.inf) -> None:
+        """Keep ``record`` until it is taken or expires, after ``lifetime`` seconds at most
+        (an older one of the same link is dropped)."""
+        lifetime = min(lifetime, self.seconds)
+        if not self.enabled or lifetime <= 0:
             record.drop()
             return
         self.expire_due()
         old = self.records.pop(record.key, None)
         if old is not None:
             old.drop()
-        record.expires = self.now() + self.seconds
+        record.expires = self.now() + lifetime
         self.records[record.key] = record
+        heapq.heappush(self._deadlines, (record.expires, next(self._seq), record))
         while len(self.records) > self.limit:
             oldest = next(iter(self.records))
             self._expire(self.records.pop(oldest), "the bound on suspended links was reached")
@@ -132,11 +156,15 @@ class LinkRecovery:
             self.on_change()
         return record
 
+    def _live(self, record: SuspendedLink) -> bool:
+        return self.records.get(record.key) is record
+
     def next_deadline(self) -> float | None:
-        """When the oldest record expires (None: there are none)."""
-        for record in self.records.values():
-            return record.expires
-        return None
+        """When the next record expires (None: there are none)."""
+        heap = self._deadlines
+        while heap and not self._live(heap[0][2]):
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
 
     def expire_due(self) -> int:
         """Drop the records whose time is up; return how many."""
@@ -144,13 +172,13 @@ class LinkRecovery:
             return 0
         now = self.now()
         n = 0
-        while self.records:
-            key, record = next(iter(self.records.items()))
-            if record.expires > now:
-                break
-            del self.records[key]
-            self._expire(record, "it expired")
-            n += 1
+        heap = self._deadlines
+        while heap and heap[0][0] <= now:
+            record = heapq.heappop(heap)[2]
+            if self._live(record):
+                del self.records[record.key]
+                self._expire(record, "it expired")
+                n += 1
         return n
 
     def _expire(self, record: SuspendedLink, why: str) -> None:
@@ -161,5 +189,6 @@ class LinkRecovery:
     def clear(self) -> None:
         """Drop every record (the broker is stopping)."""
         records, self.records = self.records, {}
+        self._deadlines.clear()
         for record in records.values():
             record.drop()

@@ -61,7 +61,7 @@ from ..transport import (
 from ..transport import Delivery as EngineDelivery
 from ..transport import Link as EngineLink
 from ..transport import Receiver as EngineReceiver
-from ..types import Accepted, Error, ErrorCondition, Source, Target
+from ..types import Accepted, Error, ErrorCondition, ExpiryPolicy, Source, Target
 from ..types.transactions import Coordinator
 from ._common import SettleMode, deadline, describe_outcome, settle_mode
 from .links import Delivery, Link, Receiver, Sender, Session, Tracker
@@ -698,6 +698,18 @@ class Connection:
             s = self._default_session = self._new_session()
         return s
 
+    def _kept(self) -> dict[str, Any]:
+        """Fields of our default termini. With a reconnect policy they ask the peer to keep
+        the link's state as long as we may take to come back (Part 3 §3.5.6 ``timeout``),
+        so that a peer that resumes links can resume ours (§2.6.13); without one the
+        defaults stand (``session-end``, timeout 0: the state goes with the link)."""
+        policy = self._policy
+        if policy is None:
+            return {}
+        if policy.max_time is None or math.isinf(policy.max_time):
+            return {"expiry_policy": ExpiryPolicy.NEVER}
+        return {"timeout": math.ceil(policy.max_time)}
+
     def _link_name(self, kind: str, address: str | None) -> str:
         return f"{self.container_id}-{kind}-{next(self._names)}-{address or 'dynamic'}"
 
@@ -724,7 +736,7 @@ class Connection:
         link = s._session.sender(
             name or self._link_name("sender", address),
             source=source if source is not None else Source(),
-            target=target if target is not None else Target(address=address),
+            target=target if target is not None else Target(address=address, **self._kept()),
             snd_settle_mode=mode.snd_settle_mode,
             rcv_settle_mode=mode.rcv_settle_mode,
         )
@@ -757,7 +769,11 @@ class Connection:
             raise ValueError("credit must not be negative")
         mode = settle_mode_of(settle_mode)
         if source is None:
-            source = Source(address=None, dynamic=True) if dynamic else Source(address=address)
+            source = (
+                Source(address=None, dynamic=True)
+                if dynamic
+                else Source(address=address, **self._kept())
+            )
         what = f"attaching a receiver from {address!r}"
         await self._until_usable(self._timeout_for(timeout), what)
         s = self._session_for(session)

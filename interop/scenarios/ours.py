@@ -444,7 +444,9 @@ async def link_resume(ctx: Ctx) -> str | None:
     async with await _connect(ctx) as conn:
         await _send_all(conn, a, ["r0", "r1"])
         name = f"interop-resume-{ctx.prefix}"
-        rcv = await conn.open_receiver(a, credit=2, name=name)
+        # the source asks to outlive the link (Part 3 §3.5.6), or there is nothing to resume
+        kept = Source(address=a, timeout=60)
+        rcv = await conn.open_receiver(a, credit=2, name=name, source=kept)
         held = [await rcv.receive(timeout=WAIT) for _ in range(2)]
         check([_body(d) for d in held] == ["r0", "r1"], f"received {[_body(d) for d in held]}")
         old = rcv._link
@@ -453,7 +455,7 @@ async def link_resume(ctx: Ctx) -> str | None:
         session = conn._session_for(None)
         link = session._session.receiver(
             name,
-            source=Source(address=a),
+            source=kept,
             target=old.target,
             snd_settle_mode=old.snd_settle_mode,
             rcv_settle_mode=old.rcv_settle_mode,

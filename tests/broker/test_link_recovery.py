@@ -13,6 +13,7 @@ each delivery it holds unsettled (accepted, or nothing yet), as §2.6.13 asks.
 
 from __future__ import annotations
 
+import math
 import signal
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -29,7 +30,7 @@ from amqp10.broker.service import BrokerService
 from amqp10.client import Connection, SettleMode, connect
 from amqp10.client.reconnect import ReconnectPolicy
 from amqp10.message import Message
-from amqp10.types import Accepted, Role
+from amqp10.types import Accepted, Role, Source
 from tests.broker.conftest import BrokerProcess, make_config
 
 pytestmark = pytest.mark.anyio
@@ -165,6 +166,12 @@ async def drain_bodies(conn: Connection, address: str) -> list[Any]:
     return got
 
 
+def kept(address: str) -> Source:
+    """A source that asks to outlive its link for a minute (Part 3 §3.5.6): a reconnecting
+    client's default; without it (timeout 0) the broker has nothing to keep."""
+    return Source(address=address, timeout=60)
+
+
 def queue(service: BrokerService, name: str) -> Queue:
     assert service.broker is not None
     node = service.broker.nodes[name]
@@ -239,7 +246,7 @@ async def test_suspended_messages_go_back_when_the_record_expires(tmp_path: Path
     async with broker(tmp_path, link_recovery_seconds=0.5) as svc, proxy_to(svc.ports[0]) as proxy:
         await send_bodies(url_of(svc), "q", list(range(N)))
         async with await connect(proxy.url, timeout=WAIT, container_id="c1") as conn:
-            rcv = await conn.open_receiver("q", credit=N, name="r")
+            rcv = await conn.open_receiver("q", credit=N, name="r", source=kept("q"))
             assert [(await rcv.receive(timeout=WAIT)).message.body for _ in range(N)] == list(
                 range(N)
             )
@@ -328,13 +335,46 @@ async def test_recovery_disabled_releases_at_once(tmp_path: Path) -> None:
             assert await drain_bodies(conn, "q") == list(range(N))
 
 
+async def test_a_source_that_expires_with_its_link_is_not_kept(tmp_path: Path) -> None:
+    """The default source (session-end, timeout 0) asks nothing to outlive the link: a
+    client that cannot resume (no reconnect policy) loses its connection and what it
+    held goes back to the queue at once, recovery or not."""
+    async with broker(tmp_path) as svc, proxy_to(svc.ports[0]) as proxy:
+        assert svc.broker is not None and svc.broker.recovery.enabled
+        await send_bodies(url_of(svc), "q", list(range(N)))
+        q = queue(svc, "q")
+        async with await connect(proxy.url, timeout=WAIT, container_id="c1") as conn:
+            rcv = await conn.open_receiver("q", credit=N, name="r")
+            assert [(await rcv.receive(timeout=WAIT)).message.body for _ in range(N)] == list(
+                range(N)
+            )
+            await proxy.cut(broker_side_first=lambda: q.count == N)
+        assert not records(svc)
+        async with await connect(url_of(svc), timeout=WAIT) as conn:
+            assert await drain_bodies(conn, "q") == list(range(N))
+
+
+async def test_a_reconnecting_client_asks_the_broker_to_keep_its_links(tmp_path: Path) -> None:
+    """With a reconnect policy, the client's default termini carry a timeout (the policy's
+    max_time): that is what makes the broker keep them."""
+    async with broker(tmp_path) as svc:
+        async with await connect(url_of(svc), timeout=WAIT, reconnect=policy()) as conn:
+            rcv = await conn.open_receiver("q", credit=1)
+            snd = await conn.open_sender("q")
+            assert rcv._link.source is not None and rcv._link.source.timeout == math.ceil(WAIT)
+            assert snd._link.target is not None and snd._link.target.timeout == math.ceil(WAIT)
+        async with await connect(url_of(svc), timeout=WAIT) as conn:
+            rcv = await conn.open_receiver("q", credit=1)
+            assert rcv._link.source is not None and not rcv._link.source.timeout
+
+
 async def test_detach_without_closing_suspends(tmp_path: Path) -> None:
     """A detach with closed=false keeps the link's state (§2.6.13); a close does not."""
     async with broker(tmp_path) as svc:
         await send_bodies(url_of(svc), "q", [1, 2])
         q = queue(svc, "q")
         async with await connect(url_of(svc), timeout=WAIT, container_id="c1") as conn:
-            rcv = await conn.open_receiver("q", credit=2, name="r")
+            rcv = await conn.open_receiver("q", credit=2, name="r", source=kept("q"))
             [await rcv.receive(timeout=WAIT) for _ in range(2)]
             await rcv.detach(timeout=WAIT)
             assert ("c1", "r", Role.SENDER) in records(svc) and q.count == 0
@@ -350,13 +390,12 @@ async def test_resume_with_another_address_drops_the_record(tmp_path: Path) -> N
     """The same link name re-attached (resuming) from another address is not that link:
     the record is dropped, its messages go back to their queue; the attach is a new link."""
     from amqp10.client.links import Receiver as ClientReceiver
-    from amqp10.types import Source
 
     async with broker(tmp_path) as svc:
         await send_bodies(url_of(svc), "q", [1, 2])
         q = queue(svc, "q")
         async with await connect(url_of(svc), timeout=WAIT, container_id="c1") as conn:
-            rcv = await conn.open_receiver("q", credit=2, name="r")
+            rcv = await conn.open_receiver("q", credit=2, name="r", source=kept("q"))
             [await rcv.receive(timeout=WAIT) for _ in range(2)]
             old = rcv._link
             held = list(old.unsettled.values())
@@ -456,7 +495,7 @@ async def test_suspended_durable_messages_survive_a_crash(tmp_path: Path) -> Non
             proxy_to(bp.port) as proxy,
             await connect(proxy.url, timeout=WAIT, container_id="c1") as conn,
         ):
-            rcv = await conn.open_receiver("q", credit=N, name="r")
+            rcv = await conn.open_receiver("q", credit=N, name="r", source=kept("q"))
             got = [await rcv.receive(timeout=WAIT) for _ in range(N)]
             assert [d.message.body for d in got] == list(range(N))
             await proxy.cut(broker_side_first=lambda: "suspended SuspendedLink('c1', 'r'" in bp.log)
