@@ -30,6 +30,8 @@ EXPECTED_NA = {
     ("ours-proton", "link-resume"): "carried no unsettled map",  # Proton has no link recovery
     ("protonpy-ours", "link-resume"): "python-qpid-proton has no link recovery",
     ("ours-proton", "sasl-plain"): "without Cyrus SASL",
+    ("ours-proton", "transactions"): "no transaction coordinator",  # our Proton broker has none
+    ("protonpy-ours", "transactions"): "blocking API has no transactions",
 }
 
 

@@ -41,6 +41,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("tls", "TLS (amqps, throwaway CA)"),
     Scenario("idle-timeout", "idle timeout: heartbeats keep it alive"),
     Scenario("link-resume", "link resumption"),
+    Scenario("transactions", "local transactions (commit, rollback)"),
 )
 
 

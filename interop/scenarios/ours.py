@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 
 from amqp10 import errors
-from amqp10.client import Connection, SettleMode, connect
+from amqp10.client import Connection, SettleMode, TransactionError, connect
 from amqp10.io.tls import client_context
 from amqp10.message import Message
 from amqp10.types import Accepted, ReceiverSettleMode, SenderSettleMode, Source, symbol
@@ -485,6 +485,37 @@ async def link_resume(ctx: Ctx) -> str | None:
     return None
 
 
+async def transactions(ctx: Ctx) -> str | None:
+    """Local transactions (Part 4): posting commits and rolls back; retirement rolls back."""
+    a = ctx.addr()
+    async with await _connect(ctx) as conn:
+        try:
+            txn = await conn.transaction()
+        except (errors.LinkError, TransactionError) as exc:
+            raise NotApplicable(f"the peer has no transaction coordinator: {exc}") from None
+        async with await conn.open_sender(a, settle_mode=SettleMode.AT_LEAST_ONCE) as snd:
+            for body in ("t0", "t1"):
+                outcome = await snd.send(Message(body=body), txn=txn, timeout=WAIT)
+                check(isinstance(outcome, Accepted), f"a send in the transaction got {outcome!r}")
+            await _expect_empty(conn, a)  # posted, not yet committed: invisible
+            await txn.commit()
+            txn = await conn.transaction()
+            await snd.send(Message(body="t2"), txn=txn, timeout=WAIT)
+            await txn.rollback()
+        async with await conn.open_receiver(a, credit=2) as rcv:
+            got = [await rcv.receive(timeout=WAIT) for _ in range(2)]
+            check([_body(d) for d in got] == ["t0", "t1"], f"after commit: {[_body(d) for d in got]}")
+            txn = await conn.transaction()
+            await got[0].accept(txn=txn)
+            await got[1].accept()
+            await txn.rollback()  # t0's acceptance is undone: it comes back
+            again = await rcv.receive(timeout=WAIT)
+            check(_body(again) == "t0", f"after the rolled-back accept: {_body(again)!r}")
+            await again.accept()
+        await _expect_empty(conn, a)  # t2 was rolled back, t0 and t1 are accepted
+    return None
+
+
 def _mode_name(mode: Any) -> str:
     return {0: "unsettled", 1: "settled", 2: "mixed"}.get(
         int(mode) if mode is not None else 2, str(mode)
@@ -513,6 +544,7 @@ SCENARIOS: dict[str, Fn] = {
     "tls": tls,
     "idle-timeout": idle_timeout,
     "link-resume": link_resume,
+    "transactions": transactions,
 }
 
 

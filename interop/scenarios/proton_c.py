@@ -41,6 +41,7 @@ NA = {
     "request-response": f"{_ONLY} have no dynamic receiver or reply-to",
     "browse": f"{_ONLY} have no distribution-mode option",
     "link-resume": f"{_ONLY} have no link recovery",
+    "transactions": f"{_ONLY} have no transactions",
 }
 
 _binaries: dict[str, Path] = {}
