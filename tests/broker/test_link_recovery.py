@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import signal
+import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -499,6 +500,8 @@ async def test_suspended_durable_messages_survive_a_crash(tmp_path: Path) -> Non
             got = [await rcv.receive(timeout=WAIT) for _ in range(N)]
             assert [d.message.body for d in got] == list(range(N))
             await proxy.cut(broker_side_first=lambda: "suspended SuspendedLink('c1', 'r'" in bp.log)
+            # the in-flight marks reach the store by group commit, a moment after delivery
+            await until(lambda: _in_flight_rows(data) == N, "the in-flight marks are stored")
         bp.proc.send_signal(signal.SIGKILL)
         await anyio.to_thread.run_sync(bp.proc.wait, WAIT)
     finally:
@@ -519,6 +522,15 @@ async def test_suspended_durable_messages_survive_a_crash(tmp_path: Path) -> Non
 
 
 # -- configuration ----------------------------------------------------------------------------
+
+
+def _in_flight_rows(data: Path) -> int:
+    """Messages the broker's store marks in flight (read alongside the broker: WAL mode)."""
+    db = sqlite3.connect(f"file:{data / 'amqp10.sqlite3'}?mode=ro", uri=True)
+    try:
+        return int(db.execute("SELECT count(*) FROM messages WHERE in_flight = 1").fetchone()[0])
+    finally:
+        db.close()
 
 
 def test_link_recovery_config(tmp_path: Path) -> None:
