@@ -313,7 +313,9 @@ class Tracker:
     looks at :attr:`done` first pays for none.
     """
 
-    __slots__ = ("_event", "_sender", "delivery", "done", "error", "outcome", "payload", "settled")
+    __slots__ = (
+        "_event", "_mark", "_sender", "delivery", "done", "error", "outcome", "payload", "settled",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -330,6 +332,7 @@ class Tracker:
         self.settled = settled  # as asked of submit(), for a send deferred by a reconnect
         self._sender = sender
         self._event: anyio.Event | None = None
+        self._mark: tuple[Any, int] | None = None  # pre-settled: (driver, flush mark) once queued
 
     def __repr__(self) -> str:
         if not self.done:
@@ -517,7 +520,7 @@ class Sender(Link):
         tracker.delivery = d
         if d.settled:
             if d.sent:
-                tracker.resolve(None)
+                self._written_out(tracker)
             else:
                 self._unsent.append(d)
                 self._conn._waiting_senders.add(self)
@@ -535,8 +538,9 @@ class Sender(Link):
                 # delivery (its outcome came), nothing of ours is left to write: no flush
                 if pd is not None and pd.settled and not pd.remote_settled:
                     if tracker.error is None and conn._outage is None:
+                        driver, mark = tracker._mark or (None, None)
                         try:
-                            await conn._driver.flush()
+                            await conn._driver.flush(mark if driver is conn._driver else None)
                         except errors.ConnectionError:
                             if conn._policy is None:
                                 raise  # with a policy: at most once, as pre-settled means
@@ -667,8 +671,14 @@ class Sender(Link):
         while unsent and (unsent[0].sent or unsent[0].aborted):
             pending = unsent.popleft().context
             if isinstance(pending, Tracker):
-                pending.resolve(None)
+                self._written_out(pending)
         return bool(unsent)
+
+    def _written_out(self, tracker: Tracker) -> None:
+        """A pre-settled send is in the engine's output: done once that is written."""
+        driver = self._conn._driver
+        tracker._mark = (driver, driver.flush_mark)
+        tracker.resolve(None)
 
     def _fail(self, error: errors.AMQPError) -> None:
         first = self._error is None

@@ -137,10 +137,25 @@ class Driver:
         if self._wake is not None:
             self._wake.set()
 
-    async def flush(self) -> None:
-        """Wait until everything the engine queued before this call was written to the stream."""
-        self._requested += 1
-        target = self._requested
+    @property
+    def flush_mark(self) -> int:
+        """Taken once some bytes are queued in the engine: ``flush(after=mark)`` waits for them."""
+        return self._requested
+
+    async def flush(self, after: int | None = None) -> None:
+        """Wait until everything the engine queued before this call was written to the stream.
+
+        ``after``: wait only for what was queued before :attr:`flush_mark` read
+        ``after``. If a flush was asked for since, its write covers those bytes,
+        so many waiters share one write instead of asking for one each.
+        """
+        if after is not None and self._requested > after:
+            target = after + 1  # asked for after those bytes were queued: it covers them
+        else:
+            self._requested += 1
+            target = self._requested
+        if self._written >= target:
+            return
         self.flush_soon()
         while self._written < target:
             if self.done:

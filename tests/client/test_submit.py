@@ -118,3 +118,18 @@ async def test_trackers_can_be_awaited_from_other_tasks() -> None:
             await svc.wait(lambda: len(svc.held) == 1)
             await svc.held[0].accept()
         assert len(got) == 2 and all(isinstance(o, Accepted) for o in got)
+
+
+async def test_pre_settled_trackers_share_their_flushes() -> None:
+    """Awaiting many pre-settled trackers asks for a write once per batch, not per message:
+    a flush asked for after a message was queued covers it (``Driver.flush(after=...)``)."""
+    svc = Service()
+    async with running(svc) as server, await connect(server.url, timeout=WAIT) as conn:
+        sender = await conn.open_sender("queue", settle_mode=SettleMode.AT_MOST_ONCE)
+        driver = conn._driver
+        before = driver._requested  # flushes asked for
+        trackers = [sender.submit(Message(body=i)) for i in range(200)]
+        assert [await t for t in trackers] == [None] * 200
+        assert driver._requested - before <= 5
+        await svc.wait(lambda: len(svc.received) == 200)
+        assert [d.message.body for d in svc.received] == list(range(200))
