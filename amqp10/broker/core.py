@@ -25,6 +25,7 @@ from ..transport import (
     ConnectionClosed,
     ConnectionFailed,
     ConnectionOpened,
+    ConnectionState,
     CreditAdded,
     Delivery,
     DeliveryAborted,
@@ -37,12 +38,14 @@ from ..transport import (
     LinkAttached,
     LinkDetached,
     LinkFailed,
+    LinkState,
     Receiver,
     Sender,
     Session,
     SessionBegun,
     SessionEnded,
     SessionFailed,
+    SessionState,
 )
 from ..types import (
     Accepted,
@@ -355,7 +358,7 @@ class ConnectionHandler:
 
     # -- connection and sessions ---------------------------------------------------------
     def _on_open(self, e: ConnectionOpened) -> None:
-        if self.conn.state.name == "OPEN_RCVD":
+        if self.conn.state is ConnectionState.OPEN_RCVD:
             self.conn.open()
 
     def _on_closed(self, e: Any) -> None:
@@ -657,9 +660,9 @@ class ConnectionHandler:
         """``link`` still waits for our attach (its session and connection are open)."""
         return (
             not self.closed
-            and link.state.name == "ATTACH_RCVD"
-            and link.session.state.name == "MAPPED"
-            and self.conn.state.name == "OPENED"
+            and link.state is LinkState.ATTACH_RCVD
+            and link.session.state is SessionState.MAPPED
+            and self.conn.state is ConnectionState.OPENED
         )
 
     def _on_link_detached(self, e: Any) -> None:

@@ -111,11 +111,7 @@ class LinkRecovery:
         self._deadlines: list[tuple[float, int, SuspendedLink]] = []
         self._seq = itertools.count()
         self.on_change: Callable[[], None] = lambda: None
-        self.resumed = 0
-        self.expired = 0
-
-    def __len__(self) -> int:
-        return len(self.records)
+        self.resumed = 0  # records taken by a resuming attach (for tests and logs)
 
     @staticmethod
     def retention(terminus: Any) -> float:
@@ -182,7 +178,6 @@ class LinkRecovery:
         return n
 
     def _expire(self, record: SuspendedLink, why: str) -> None:
-        self.expired += 1
         log.info("dropping %r: %s", record, why)
         record.drop()
 
