@@ -40,7 +40,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -777,7 +776,7 @@ async def _producer(ns: argparse.Namespace) -> None:
     import anyio
     import anyio.to_thread
 
-    from .client import SettleMode, Tracker, connect
+    from .client import SettleMode, connect
     from .message import Message
     from .types import Accepted
 
@@ -795,29 +794,19 @@ async def _producer(ns: argparse.Namespace) -> None:
         window = max(1, min(ns.credit, count))
 
         async def produce() -> None:
-            # one task keeps up to ``window`` messages in flight: submit() queues without
-            # yielding, and the oldest tracker is awaited only when the window is full
+            # one task keeps up to ``window`` messages in flight (Sender.pipeline)
             nonlocal sent
-            submit = sender.submit
-            in_flight: deque[Tracker] = deque()
-
-            async def retire_oldest() -> None:
-                nonlocal sent
-                tracker = in_flight.popleft()
-                outcome = await tracker.wait(math.inf)
-                if not presettled and not isinstance(outcome, Accepted):
-                    raise BenchError(f"message {sent} was not accepted: {outcome!r}")
-                sent += 1
-
-            for i in range(count):
-                if len(in_flight) >= window:
-                    await retire_oldest()
-                    while in_flight and in_flight[0].done:
-                        await retire_oldest()
-                msg = Message([payload_for(i, pad)], body_type="data", durable=durable)
-                in_flight.append(submit(msg))
-            while in_flight:
-                await retire_oldest()
+            messages = (
+                Message([payload_for(i, pad)], body_type="data", durable=durable)
+                for i in range(count)
+            )
+            async with contextlib.aclosing(
+                sender.pipeline(messages, window=window, timeout=math.inf)
+            ) as outcomes:
+                async for outcome in outcomes:
+                    if not presettled and not isinstance(outcome, Accepted):
+                        raise BenchError(f"message {sent} was not accepted: {outcome!r}")
+                    sent += 1
 
         async def report() -> None:
             while True:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Generator
+from collections.abc import AsyncIterator, Callable, Generator, Iterable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -341,10 +341,6 @@ class Tracker:
             return f"<Tracker failed: {self.error}>"
         return f"<Tracker {describe_outcome(self.outcome) if self.outcome is not None else 'sent'}>"
 
-    @property
-    def waiting(self) -> bool:
-        return not self.done
-
     def resolve(self, outcome: Any) -> None:
         if not self.done:
             self.outcome = outcome
@@ -501,6 +497,41 @@ class Sender(Link):
             return tracker
         return self._submit(payload, settled)
 
+    async def pipeline(
+        self,
+        messages: Iterable[Payload],
+        *,
+        window: int,
+        settled: bool | None = None,
+        timeout: float | None = None,
+    ) -> AsyncIterator[Outcome | None]:
+        """Send ``messages`` with up to ``window`` in flight; yield each outcome, in order.
+
+        The oldest send is awaited (at most ``timeout`` seconds, as
+        :meth:`Tracker.wait`) only when the window is full, and the next message
+        is taken from ``messages`` only once there is room: an iterator that
+        stops (say, after a refusal it was told of) stops the sending, and the
+        outcomes of what is in flight still come. Use it inside
+        ``contextlib.aclosing`` if you may stop iterating early.
+        """
+        if window < 1:
+            raise ValueError("window must be at least 1")
+        in_flight: deque[Tracker] = deque()
+        source = iter(messages)
+        try:
+            while True:
+                while len(in_flight) >= window:
+                    yield await in_flight.popleft().wait(timeout)
+                message = next(source, None)
+                if message is None:
+                    break
+                in_flight.append(self.submit(message, settled=settled))
+            while in_flight:
+                yield await in_flight.popleft().wait(timeout)
+        finally:
+            for tracker in in_flight:  # nobody will wait for these: withdraw what did not go out
+                self._withdraw(tracker)
+
     def _submit(self, payload: bytes, settled: bool | None, state: Any = None) -> Tracker:
         try:
             if state is None:
@@ -556,7 +587,7 @@ class Sender(Link):
 
     def _withdraw(self, pending: Tracker) -> None:
         """Take back a send the application stopped waiting for."""
-        if not pending.waiting:
+        if pending.done:
             return
         pending.fail(errors.IllegalStateError("the send was withdrawn"))
         d = pending.delivery
@@ -652,7 +683,7 @@ class Sender(Link):
     def _on_aborted(self, d: EngineDelivery) -> None:
         """Resumption aborted a delivery (§2.6.13): send the message again, as a new one."""
         pending = d.context
-        if not isinstance(pending, Tracker) or not pending.waiting:
+        if not isinstance(pending, Tracker) or pending.done:
             return
         try:
             nd = self._link.send(pending.payload, settled=False, message_format=d.message_format)
@@ -695,7 +726,7 @@ class Sender(Link):
 
 def _waited_for(d: EngineDelivery) -> bool:
     """A send's delivery whose ``send()`` still waits for it (worth carrying over)."""
-    return isinstance(d.context, Tracker) and d.context.waiting
+    return isinstance(d.context, Tracker) and not d.context.done
 
 
 class Delivery:

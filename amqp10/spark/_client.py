@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections import deque
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
@@ -21,7 +20,7 @@ import anyio
 import anyio.from_thread
 
 from .. import errors
-from ..client import Connection, Delivery, Receiver, Sender, SettleMode, Tracker, connect
+from ..client import Connection, Delivery, Receiver, Sender, SettleMode, connect
 from ..message import Message
 from ..types import Accepted, Source, Target, symbol
 from .options import SourceOptions, StartSpec
@@ -213,23 +212,20 @@ class BrokerClient:
         self, address: str, payloads: list[bytes], stream: bool, window: int
     ) -> None:
         sender = await self._sender(address, stream)
-        timeout = self.timeout
-        in_flight: deque[Tracker] = deque()  # at most ``window``, oldest first
         failed: list[Any] = []
 
-        async def retire_oldest() -> None:
-            outcome = await in_flight.popleft().wait(timeout)
-            if not isinstance(outcome, Accepted):
-                failed.append(outcome)
-
-        for payload in payloads:
-            if len(in_flight) >= window:
-                await retire_oldest()
+        def until_refused() -> Iterator[bytes]:
+            for payload in payloads:
                 if failed:
-                    break
-            in_flight.append(sender.submit(payload, settled=False))
-        while in_flight:  # every outcome, so that the error counts them all
-            await retire_oldest()
+                    return  # stop sending; the outcomes of those in flight still count
+                yield payload
+
+        async with contextlib.aclosing(
+            sender.pipeline(until_refused(), window=window, settled=False, timeout=self.timeout)
+        ) as outcomes:
+            async for outcome in outcomes:
+                if not isinstance(outcome, Accepted):
+                    failed.append(outcome)
         if failed:
             raise errors.DeliveryError(
                 f"{len(failed)} message(s) to {address!r} were not accepted: {failed[0]!r}",

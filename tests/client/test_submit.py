@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import aclosing
+
 import anyio
 import pytest
 
@@ -133,3 +136,44 @@ async def test_pre_settled_trackers_share_their_flushes() -> None:
         assert driver._requested - before <= 5
         await svc.wait(lambda: len(svc.received) == 200)
         assert [d.message.body for d in svc.received] == list(range(200))
+
+
+async def test_pipeline_keeps_a_bounded_window_and_yields_outcomes_in_order() -> None:
+    svc = Service()
+    async with running(svc) as server, await connect(server.url, timeout=WAIT) as conn:
+        sender = await conn.open_sender("queue")
+        in_flight_seen: list[int] = []
+
+        def messages() -> Iterator[Message]:
+            for i in range(30):
+                in_flight_seen.append(len(sender._pending))  # before this one is submitted
+                yield Message(body=i, subject="reject" if i == 7 else None)
+
+        outcomes = [o async for o in sender.pipeline(messages(), window=4)]
+        assert [type(o) for o in outcomes] == [Rejected if i == 7 else Accepted for i in range(30)]
+        assert max(in_flight_seen) == 3  # room for one more: never more than 4 in flight
+        assert [d.message.body for d in svc.received] == list(range(30))
+        with pytest.raises(ValueError, match="window"):
+            [o async for o in sender.pipeline([Message(body=0)], window=0)]
+
+
+async def test_stopping_a_pipeline_withdraws_what_did_not_go_out() -> None:
+    svc = Service()
+    async with (
+        running(svc, link_credit=0) as server,
+        await connect(server.url, timeout=WAIT) as conn,
+    ):
+        sender = await conn.open_sender("q")
+        server_receiver = svc.links[0]
+        assert isinstance(server_receiver, Receiver)
+        server_receiver.add_credit(1)
+        async with aclosing(
+            sender.pipeline((Message(body=i) for i in range(10)), window=3)
+        ) as outcomes:
+            async for outcome in outcomes:
+                assert isinstance(outcome, Accepted)
+                break  # the first is in; the next two wait for credit
+        assert sender.queued == 0 and not sender._pending
+        server_receiver.add_credit(10)
+        assert isinstance(await sender.send(Message(body="after")), Accepted)
+        assert [d.message.body for d in svc.received] == [0, "after"]
