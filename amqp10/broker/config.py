@@ -35,12 +35,16 @@ class _Model(BaseModel):
 class Listener(_Model):
     """A socket the broker accepts connections on."""
 
-    host: str = "127.0.0.1"
-    port: int = Field(5672, ge=0, le=65535)
-    tls_cert: Path | None = None
-    tls_key: Path | None = None
+    host: str = Field("127.0.0.1", description="address to listen on")
+    port: int = Field(5672, ge=0, le=65535, description="port to listen on (0: any free port)")
+    tls_cert: Path | None = Field(
+        None, description="server certificate (PEM); set with tls_key, it makes this a TLS listener"
+    )
+    tls_key: Path | None = Field(None, description="private key of tls_cert (PEM)")
     tls_ca: Path | None = Field(None, description="CA file for verifying client certificates")
-    require_client_cert: bool = False
+    require_client_cert: bool = Field(
+        False, description="refuse TLS clients without a certificate that tls_ca verifies"
+    )
 
     @model_validator(mode="after")
     def _tls_pair(self) -> Listener:
@@ -54,9 +58,17 @@ class Listener(_Model):
 class SaslConfig(_Model):
     """Which SASL mechanisms the broker offers, and where its users are."""
 
-    mechanisms: list[str] = ["ANONYMOUS", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-1", "SCRAM-SHA-512"]
-    users_file: Path | None = None
-    allow_anonymous: bool = True
+    mechanisms: list[str] = Field(
+        ["ANONYMOUS", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-1", "SCRAM-SHA-512"],
+        description="mechanisms offered, in this order; PLAIN and SCRAM need users_file, "
+        "EXTERNAL a verified TLS client certificate",
+    )
+    users_file: Path | None = Field(
+        None, description="TOML file of users and their SCRAM credentials (`amqp10 users add`)"
+    )
+    allow_anonymous: bool = Field(
+        True, description="offer ANONYMOUS; false: every connection must log in"
+    )
 
     @field_validator("mechanisms")
     @classmethod
@@ -72,11 +84,19 @@ class QueuePolicy(_Model):
     """Limits and policies of a node (queue, topic subscription or stream)."""
 
     durable: bool = Field(False, description="store every message, not only header.durable ones (those always are)")
-    max_length: int | None = Field(None, ge=1)
-    max_bytes: int | None = Field(None, ge=1)
-    overflow: Literal["block", "drop-oldest", "reject"] = "block"
-    dead_letter_address: str | None = None
-    delivery_limit: int | None = Field(None, ge=1)
+    max_length: int | None = Field(None, ge=1, description="most messages a queue holds (unset: no limit)")
+    max_bytes: int | None = Field(None, ge=1, description="most message bytes a queue holds (unset: no limit)")
+    overflow: Literal["block", "drop-oldest", "reject"] = Field(
+        "block",
+        description="a full queue: block (no credit to publishers), drop-oldest, "
+        "or reject the new message",
+    )
+    dead_letter_address: str | None = Field(
+        None, description="where rejected, expired and over-delivered messages go (unset: dropped)"
+    )
+    delivery_limit: int | None = Field(
+        None, ge=1, description="failed deliveries after which a message is dead-lettered"
+    )
     max_age_seconds: float | None = Field(None, gt=0, description="stream retention by age")
     retention_bytes: int | None = Field(None, ge=1, description="stream retention by size")
     duplicate_window: int = Field(0, ge=0, description="message-ids remembered for duplicate detection")
@@ -85,9 +105,9 @@ class QueuePolicy(_Model):
 class AddressRule(_Model):
     """What kind of node an address pattern creates (fnmatch patterns: ``orders.*``)."""
 
-    pattern: str
-    kind: NodeKind = "queue"
-    policy: QueuePolicy = QueuePolicy()
+    pattern: str = Field(description="fnmatch pattern of the addresses this rule covers")
+    kind: NodeKind = Field("queue", description="the kind of node an auto-created address gets")
+    policy: QueuePolicy = Field(QueuePolicy(), description="policy of the nodes this rule covers")
 
     def matches(self, address: str) -> bool:
         return fnmatch.fnmatchcase(address, self.pattern)
@@ -96,23 +116,37 @@ class AddressRule(_Model):
 class StoreConfig(_Model):
     """The embedded SQLite store."""
 
-    path: Path = Path("data/amqp10.sqlite3")
+    path: Path = Field(Path("data/amqp10.sqlite3"), description="the SQLite database file")
     commit_interval_ms: float = Field(2.0, ge=0, description="how long a group commit waits for company")
-    max_batch: int = Field(2048, ge=1)
+    max_batch: int = Field(2048, ge=1, description="operations that make a group commit at once")
 
 
 class Limits(_Model):
     """Limits that protect the broker from clients."""
 
-    max_connections: int = Field(1000, ge=1)
-    max_sessions_per_connection: int = Field(64, ge=1, le=65536)
-    max_links_per_session: int = Field(1024, ge=1)
-    max_frame_size: int = Field(65536, ge=512)
-    max_message_size: int = Field(16 * 1024 * 1024, ge=1)
-    handshake_timeout: float = Field(10.0, gt=0)
-    idle_timeout: float | None = Field(60.0, gt=0)
-    memory_limit_bytes: int = Field(512 * 1024 * 1024, ge=1024)
-    credit_window: int = Field(1000, ge=1, le=100_000)
+    max_connections: int = Field(1000, ge=1, description="connections at once; more are refused")
+    max_sessions_per_connection: int = Field(
+        64, ge=1, le=65536, description="sessions per connection (sets channel-max)"
+    )
+    max_links_per_session: int = Field(1024, ge=1, description="links per session")
+    max_frame_size: int = Field(65536, ge=512, description="max-frame-size the broker offers in open")
+    max_message_size: int = Field(
+        16 * 1024 * 1024, ge=1, description="max-message-size of the broker's receiving links"
+    )
+    handshake_timeout: float = Field(
+        10.0, gt=0, description="seconds for TLS, SASL and open before the broker hangs up"
+    )
+    idle_timeout: float | None = Field(
+        60.0, gt=0, description="seconds without a frame from the peer after which a connection is closed"
+    )
+    memory_limit_bytes: int = Field(
+        512 * 1024 * 1024,
+        ge=1024,
+        description="bytes of queued messages above which publishers get no credit",
+    )
+    credit_window: int = Field(
+        1000, ge=1, le=100_000, description="credit a publisher's link is kept topped up to"
+    )
     max_suspended_links: int = Field(
         10_000, ge=0, description="links kept for recovery at once (the oldest expire first)"
     )
@@ -121,16 +155,22 @@ class Limits(_Model):
 class BrokerConfig(_Model):
     """The whole broker configuration."""
 
-    container_id: str = "amqp10-broker"
-    listeners: list[Listener] = [Listener()]
-    sasl: SaslConfig = SaslConfig()
-    auto_create: bool = True
-    default_policy: QueuePolicy = QueuePolicy()
-    addresses: list[AddressRule] = []
+    container_id: str = Field("amqp10-broker", description="the broker's container-id in open")
+    listeners: list[Listener] = Field([Listener()], description="sockets to accept connections on")
+    sasl: SaslConfig = Field(SaslConfig(), description="authentication")
+    auto_create: bool = Field(
+        True, description="attaching to an unknown address creates a node (per addresses)"
+    )
+    default_policy: QueuePolicy = Field(
+        QueuePolicy(), description="policy of nodes that no addresses rule matches"
+    )
+    addresses: list[AddressRule] = Field(
+        [], description="rules by address pattern, first match wins"
+    )
     queues: list[str] = Field([], description="queues created at start")
     topics: list[str] = Field([], description="topics created at start")
-    store: StoreConfig = StoreConfig()
-    limits: Limits = Limits()
+    store: StoreConfig = Field(StoreConfig(), description="the durable store")
+    limits: Limits = Field(Limits(), description="limits that protect the broker")
     link_recovery_seconds: float = Field(
         60.0,
         ge=0,
@@ -138,7 +178,9 @@ class BrokerConfig(_Model):
         description="how long a link lost with its connection (or detached without closing) "
         "keeps its unsettled deliveries for a resuming attach (Part 2 §2.6.13); 0: no recovery",
     )
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        "info", description="least severe log lines written to stderr"
+    )
 
     def rule_for(self, address: str) -> AddressRule | None:
         for rule in self.addresses:
