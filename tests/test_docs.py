@@ -160,3 +160,13 @@ def test_every_state_transition_is_listed(reference: ModuleType) -> None:
         section = text.split(heading + "\n", 1)[1].split("\n## ", 1)[0]
         for (state, inp), new in table.items():
             assert f"| `{state.name}` | {inp.value} | `{new.name}` |" in section
+
+
+def test_the_examples_table_names_every_spark_option() -> None:
+    """examples/README.md keeps a hand-written table for readers of the repository."""
+    from amqp10.spark.options import OPTIONS
+
+    readme = (HOOK.parents[2] / "examples" / "README.md").read_text()
+    table = readme.split("### Options", 1)[1].split("\n### ", 1)[0]
+    for option in OPTIONS:
+        assert f"`{option.name}`" in table, option.name
