@@ -178,7 +178,9 @@ def _expand_help(action: argparse.Action, prog: str) -> str:
 
 def _argument(action: argparse.Action) -> str:
     if not action.option_strings:
-        return f"`{action.metavar or action.dest}`"
+        name = action.metavar or action.dest
+        repeat = {"*": f"[{name} ...]", "+": f"{name} [{name} ...]", "?": f"[{name}]"}
+        return f"`{repeat.get(str(action.nargs), name)}`"
     names = ", ".join(action.option_strings)
     if action.nargs == 0:
         return f"`{names}`"
@@ -191,7 +193,7 @@ def _default(action: argparse.Action) -> str:
     if action.nargs == 0:  # a flag: store_true / store_const / count
         return "off"
     if value is None or value is argparse.SUPPRESS:
-        return "required" if action.required else ""
+        return "required" if action.required and action.nargs not in ("*", "?") else ""
     return f"`{value}`"
 
 
