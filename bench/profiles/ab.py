@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from amqp10.bench import _BROKER_CONFIG, BenchConfig, BrokerProcess, run_bench  # noqa: E402
+from amqp10.cli.bench.harness import _BROKER_CONFIG, BenchConfig, BrokerProcess, run_bench  # noqa: E402
 
 
 def one(pkg_dir: Path, cfg: BenchConfig, factory, settle: str) -> tuple[float, float]:  # type: ignore[no-untyped-def]

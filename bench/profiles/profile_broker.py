@@ -24,7 +24,13 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from amqp10.bench import _BROKER_CONFIG, BenchConfig, BrokerProcess, format_result, run_bench  # noqa: E402
+from amqp10.cli.bench.harness import (  # noqa: E402
+    _BROKER_CONFIG,
+    BenchConfig,
+    BrokerProcess,
+    format_result,
+    run_bench,
+)
 
 _RUNNER = """
 import cProfile, sys

@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from ._progress import Progress
+from ..progress import Progress
 
 __all__ = [
     "BenchConfig",
@@ -347,8 +347,8 @@ def worker_argv(program: list[str], role: str, url: str, cfg: BenchConfig, count
 
 
 def our_worker(role: str, index: int, url: str, cfg: BenchConfig, count: int) -> WorkerSpec:
-    """A worker that uses the amqp10 client (this module run as ``-m amqp10.bench``)."""
-    argv = worker_argv([sys.executable, "-m", "amqp10.bench"], role, url, cfg, count)
+    """A worker that uses the amqp10 client (this module run as ``-m amqp10.cli.bench.harness``)."""
+    argv = worker_argv([sys.executable, "-m", "amqp10.cli.bench.harness"], role, url, cfg, count)
     if role == "consumer" and cfg.consumers > 1:
         argv.append("--until-stopped")
     if role == "consumer" and cfg.rate:
@@ -749,7 +749,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 # =====================================================================================
-# The workers (amqp10 client), run as ``python -m amqp10.bench producer|consumer ...``
+# The workers (amqp10 client), run as ``python -m amqp10.cli.bench.harness producer|consumer ...``
 # =====================================================================================
 
 
@@ -776,9 +776,9 @@ async def _producer(ns: argparse.Namespace) -> None:
     import anyio
     import anyio.to_thread
 
-    from .client import SettleMode, connect
-    from .message import Message
-    from .types import Accepted
+    from ...client import SettleMode, connect
+    from ...message import Message
+    from ...types import Accepted
 
     mode = SettleMode.AT_MOST_ONCE if ns.settle == "at-most-once" else SettleMode.AT_LEAST_ONCE
     presettled = mode is SettleMode.AT_MOST_ONCE
@@ -841,7 +841,7 @@ async def _consumer(ns: argparse.Namespace) -> None:
     import anyio
     import anyio.to_thread
 
-    from .client import SettleMode, connect
+    from ...client import SettleMode, connect
 
     mode = SettleMode.AT_MOST_ONCE if ns.settle == "at-most-once" else SettleMode.AT_LEAST_ONCE
     expected = None if ns.until_stopped else ns.count
@@ -861,7 +861,7 @@ async def _consumer(ns: argparse.Namespace) -> None:
 
         async def take(scope: anyio.CancelScope) -> None:
             nonlocal received, first_ns, last_ns
-            from .message import Message
+            from ...message import Message
 
             rate = ns.rate
             async for d in receiver:
@@ -913,7 +913,9 @@ async def _consumer(ns: argparse.Namespace) -> None:
 
 
 def _worker_main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m amqp10.bench", description="an amqp10 bench worker")
+    p = argparse.ArgumentParser(
+        prog="python -m amqp10.cli.bench.harness", description="an amqp10 bench worker"
+    )
     p.add_argument("role", choices=["producer", "consumer"])
     p.add_argument("--url", required=True)
     p.add_argument("--address", default="bench")

@@ -7,7 +7,7 @@
 
 Each is a thin layer over the async client (:func:`amqp10.connect`), run on
 asyncio. A person sees one summary line, an optional progress bar on stderr
-(:mod:`amqp10._progress`), and on failure one line on stderr and a non-zero
+(:mod:`amqp10.cli.progress`), and on failure one line on stderr and a non-zero
 exit code, never a traceback.
 """
 
@@ -185,7 +185,7 @@ def _run(command: str, main: Any, *args: Any) -> int:
 
     import anyio
 
-    from . import errors
+    from .. import errors
 
     # the client's warnings (a reconnect: lost, back) as lines like our own
     handler = logging.StreamHandler(sys.stderr)
@@ -249,7 +249,7 @@ def _one_line(exc: BaseException) -> str:
 
 def _progress(args: argparse.Namespace, total: int | None, *, prints: bool = False) -> Any:
     """The bar: on request, or on a terminal's stderr (unless messages print to it too)."""
-    from ._progress import Progress
+    from .progress import Progress
 
     auto = sys.stderr.isatty() and not (prints and sys.stdout.isatty())
     return Progress(total, sys.stderr, enabled=args.progress or auto)
@@ -258,7 +258,7 @@ def _progress(args: argparse.Namespace, total: int | None, *, prints: bool = Fal
 def _policy(args: argparse.Namespace) -> Any:
     if not args.reconnect:
         return None
-    from .client.reconnect import ReconnectPolicy
+    from ..client.reconnect import ReconnectPolicy
 
     return ReconnectPolicy(max_time=max(args.timeout or DEFAULT_TIMEOUT, 30.0))
 
@@ -281,7 +281,7 @@ class SendStats:
 
 def cmd_send(args: argparse.Namespace) -> int:
     try:
-        from .client.url import parse_url
+        from ..client.url import parse_url
 
         parse_url(args.url)
         properties = dict(parse_property(p) for p in args.property)
@@ -352,7 +352,7 @@ async def _bodies(args: argparse.Namespace, use_stdin: bool) -> AsyncGenerator[s
 
 
 def _message(args: argparse.Namespace, body: str, properties: dict[str, Any]) -> Any:
-    from .message import Message
+    from ..message import Message
 
     msg = Message(body.encode() if args.data else body, body_type="data" if args.data else "value")
     if args.durable:
@@ -371,8 +371,8 @@ async def _send(args: argparse.Namespace, properties: dict[str, Any], use_stdin:
 
     import amqp10
 
-    from .client._common import describe_outcome
-    from .types import Accepted, Modified, Rejected, Released
+    from ..client._common import describe_outcome
+    from ..types import Accepted, Modified, Rejected, Released
 
     stats = SendStats()
     total = (
@@ -460,7 +460,7 @@ async def _send(args: argparse.Namespace, properties: dict[str, Any], use_stdin:
 # -- receive ------------------------------------------------------------------------------------
 def cmd_receive(args: argparse.Namespace) -> int:
     try:
-        from .client.url import parse_url
+        from ..client.url import parse_url
 
         parse_url(args.url)
     except ValueError as exc:
@@ -472,8 +472,8 @@ def cmd_receive(args: argparse.Namespace) -> int:
 async def _receive(args: argparse.Namespace) -> int:
     import amqp10
 
-    from . import errors
-    from .types import Source, symbol
+    from .. import errors
+    from ..types import Source, symbol
 
     bar = _progress(args, args.count, prints=True)
     out = sys.stdout
@@ -586,7 +586,7 @@ def message_to_json(message: Any) -> dict[str, Any]:
 
 def _jsonable(value: Any, depth: int = 0) -> Any:
     """Plain JSON values for AMQP ones (bounded depth: the codec bounds nesting anyway)."""
-    from .types import Array, Composite, Described
+    from ..types import Array, Composite, Described
 
     if depth > 64:
         return "..."

@@ -57,16 +57,21 @@ def _tune_gc() -> None:
 def _cmd_broker(args: argparse.Namespace) -> int:
     import anyio
 
-    from .broker.config import ConfigError, load_config
-    from .broker.service import BrokerService
+    from ..broker.config import ConfigError, load_config
+    from ..broker.service import BrokerService
 
     overrides: dict[str, Any] = {}
     if args.host or args.port is not None:
-        overrides["listeners"] = [{"host": args.host or "127.0.0.1", "port": 5672 if args.port is None else args.port}]
+        overrides["listeners"] = [
+            {"host": args.host or "127.0.0.1", "port": 5672 if args.port is None else args.port}
+        ]
     if args.data_dir:
         overrides["store"] = {"path": str(Path(args.data_dir) / "amqp10.sqlite3")}
     if args.users_file:
-        overrides["sasl"] = {"users_file": args.users_file, "allow_anonymous": not args.no_anonymous}
+        overrides["sasl"] = {
+            "users_file": args.users_file,
+            "allow_anonymous": not args.no_anonymous,
+        }
     elif args.no_anonymous:
         overrides["sasl"] = {"allow_anonymous": False}
     if args.log_level:
@@ -85,7 +90,9 @@ def _cmd_broker(args: argparse.Namespace) -> int:
             await tg.start(service.run)
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for sig in signals:
-                    logging.getLogger("amqp10.broker").info("received %s: shutting down", signal.Signals(sig).name)
+                    logging.getLogger("amqp10.broker").info(
+                        "received %s: shutting down", signal.Signals(sig).name
+                    )
                     tg.cancel_scope.cancel()
                     break
 
@@ -100,7 +107,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
 
 def _cmd_users_add(args: argparse.Namespace) -> int:
-    from .broker.users import UsersFileError, add_user
+    from ..broker.users import UsersFileError, add_user
 
     password = args.password
     if password is None:
@@ -137,11 +144,11 @@ def build_parser() -> argparse.ArgumentParser:
     ua.add_argument("--iterations", type=int, default=4096)
     ua.set_defaults(func=_cmd_users_add)
 
-    from .bench import add_parser as _add_bench_parser
+    from .bench.harness import add_parser as _add_bench_parser
 
     _add_bench_parser(sub)
 
-    from ._sendrecv import add_parsers as _add_send_receive_parsers
+    from .sendrecv import add_parsers as _add_send_receive_parsers
 
     _add_send_receive_parsers(sub)
     return p
@@ -152,7 +159,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result: int = args.func(args)
     return result
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

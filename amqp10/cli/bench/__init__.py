@@ -1,0 +1,1 @@
+"""``amqp10 bench``: throughput and latency of a broker under N producers and M consumers."""
