@@ -7,7 +7,7 @@
 
 Each is a thin layer over the async client (:func:`amqp10.connect`), run on
 asyncio. A person sees one summary line, an optional progress bar on stderr
-(:mod:`amqp10._progress`), and on failure one line on stderr and a non-zero
+(:mod:`amqp10.cli.progress`), and on failure one line on stderr and a non-zero
 exit code, never a traceback.
 """
 
@@ -25,7 +25,16 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["add_parsers", "message_to_json"]
+from ._common import fail, log_to_stderr
+
+__all__ = [
+    "CliError",
+    "add_parsers",
+    "cmd_receive",
+    "cmd_send",
+    "message_to_json",
+    "parse_property",
+]
 
 IN_FLIGHT = 256
 """Sends awaiting their outcome at once (pipelining: one round trip is not one message)."""
@@ -175,49 +184,40 @@ def _common_options(p: argparse.ArgumentParser, *, receiving: bool = False) -> N
 
 
 # -- running ---------------------------------------------------------------------------------
-def _fail(command: str, text: str) -> None:
-    print(f"amqp10 {command}: {text}", file=sys.stderr)
-
-
 def _run(command: str, main: Any, *args: Any) -> int:
     """Run ``main(*args)`` on asyncio; every failure becomes one line on stderr."""
     import logging
 
     import anyio
 
-    from . import errors
+    from .. import errors
 
     # the client's warnings (a reconnect: lost, back) as lines like our own
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(f"amqp10 {command}: %(message)s"))
-    log = logging.getLogger("amqp10")
-    log.handlers[:] = [handler]
-    log.setLevel(logging.WARNING)
-    log.propagate = False
+    log_to_stderr(logging.Formatter(f"amqp10 {command}: %(message)s"), logging.WARNING)
     try:
         result: int = anyio.run(main, *args)
     except BrokenPipeError:
         return _reader_gone()
     except KeyboardInterrupt:
-        _fail(command, "interrupted")
+        fail(command, "interrupted")
         return 130
     except CliError as exc:
-        _fail(command, str(exc))
+        fail(command, str(exc))
         return exc.code
     except (errors.AMQPError, OSError, ValueError) as exc:
-        _fail(command, _one_line(exc))
+        fail(command, _one_line(exc))
         return 1
     except BaseExceptionGroup as group:
         first = _first_error(group)
         if isinstance(first, BrokenPipeError):
             return _reader_gone()
         if isinstance(first, KeyboardInterrupt):
-            _fail(command, "interrupted")
+            fail(command, "interrupted")
             return 130
-        _fail(command, _one_line(first))
+        fail(command, _one_line(first))
         return first.code if isinstance(first, CliError) else 1
     except Exception as exc:  # a bug of ours: still one line (the type says where to look)
-        _fail(command, f"internal error: {type(exc).__name__}: {_one_line(exc)}")
+        fail(command, f"internal error: {type(exc).__name__}: {_one_line(exc)}")
         return 1
     return result
 
@@ -249,7 +249,7 @@ def _one_line(exc: BaseException) -> str:
 
 def _progress(args: argparse.Namespace, total: int | None, *, prints: bool = False) -> Any:
     """The bar: on request, or on a terminal's stderr (unless messages print to it too)."""
-    from ._progress import Progress
+    from .progress import Progress
 
     auto = sys.stderr.isatty() and not (prints and sys.stdout.isatty())
     return Progress(total, sys.stderr, enabled=args.progress or auto)
@@ -258,7 +258,7 @@ def _progress(args: argparse.Namespace, total: int | None, *, prints: bool = Fal
 def _policy(args: argparse.Namespace) -> Any:
     if not args.reconnect:
         return None
-    from .client.reconnect import ReconnectPolicy
+    from ..client.reconnect import ReconnectPolicy
 
     return ReconnectPolicy(max_time=max(args.timeout or DEFAULT_TIMEOUT, 30.0))
 
@@ -281,19 +281,19 @@ class SendStats:
 
 def cmd_send(args: argparse.Namespace) -> int:
     try:
-        from .client.url import parse_url
+        from ..client.url import parse_url
 
         parse_url(args.url)
         properties = dict(parse_property(p) for p in args.property)
     except (ValueError, CliError) as exc:
-        _fail("send", str(exc))
+        fail("send", str(exc))
         return 2
     use_stdin = args.file == "-" or args.messages == ["-"]
     if args.file is not None and args.messages:
-        _fail("send", "give messages as arguments or with --file, not both")
+        fail("send", "give messages as arguments or with --file, not both")
         return 2
     if args.file is None and not args.messages and sys.stdin.isatty():
-        _fail("send", "nothing to send: give messages as arguments, --file FILE, or - for stdin")
+        fail("send", "nothing to send: give messages as arguments, --file FILE, or - for stdin")
         return 2
     if args.file is None and not args.messages:
         use_stdin = True
@@ -302,7 +302,7 @@ def cmd_send(args: argparse.Namespace) -> int:
             with open(args.file, "rb"):
                 pass
         except OSError as exc:
-            _fail("send", f"cannot read {args.file}: {(exc.strerror or str(exc)).lower()}")
+            fail("send", f"cannot read {args.file}: {(exc.strerror or str(exc)).lower()}")
             return 2
     return _run("send", _send, args, properties, use_stdin)
 
@@ -352,7 +352,7 @@ async def _bodies(args: argparse.Namespace, use_stdin: bool) -> AsyncGenerator[s
 
 
 def _message(args: argparse.Namespace, body: str, properties: dict[str, Any]) -> Any:
-    from .message import Message
+    from ..message import Message
 
     msg = Message(body.encode() if args.data else body, body_type="data" if args.data else "value")
     if args.durable:
@@ -371,8 +371,8 @@ async def _send(args: argparse.Namespace, properties: dict[str, Any], use_stdin:
 
     import amqp10
 
-    from .client._common import describe_outcome
-    from .types import Accepted, Modified, Rejected, Released
+    from ..client._common import describe_outcome
+    from ..types import Accepted, Modified, Rejected, Released
 
     stats = SendStats()
     total = (
@@ -450,9 +450,7 @@ async def _send(args: argparse.Namespace, properties: dict[str, Any], use_stdin:
         f"({rate:,.0f} msg/s)"
     )
     if stats.refused:
-        _fail(
-            "send", f"{stats.refused} of {stats.sent} not accepted (first: {stats.first_refusal})"
-        )
+        fail("send", f"{stats.refused} of {stats.sent} not accepted (first: {stats.first_refusal})")
         return 1
     return 0
 
@@ -460,11 +458,11 @@ async def _send(args: argparse.Namespace, properties: dict[str, Any], use_stdin:
 # -- receive ------------------------------------------------------------------------------------
 def cmd_receive(args: argparse.Namespace) -> int:
     try:
-        from .client.url import parse_url
+        from ..client.url import parse_url
 
         parse_url(args.url)
     except ValueError as exc:
-        _fail("receive", str(exc))
+        fail("receive", str(exc))
         return 2
     return _run("receive", _receive, args)
 
@@ -472,8 +470,8 @@ def cmd_receive(args: argparse.Namespace) -> int:
 async def _receive(args: argparse.Namespace) -> int:
     import amqp10
 
-    from . import errors
-    from .types import Source, symbol
+    from .. import errors
+    from ..types import Source, symbol
 
     bar = _progress(args, args.count, prints=True)
     out = sys.stdout
@@ -506,7 +504,7 @@ async def _receive(args: argparse.Namespace) -> int:
             try:
                 message = d.message
             except Exception as exc:  # undecodable: say so, refuse it, go on
-                _fail("receive", f"undecodable message skipped: {_one_line(exc)}")
+                fail("receive", f"undecodable message skipped: {_one_line(exc)}")
                 if not d.remote_settled:
                     await d.reject()
                 continue
@@ -586,7 +584,7 @@ def message_to_json(message: Any) -> dict[str, Any]:
 
 def _jsonable(value: Any, depth: int = 0) -> Any:
     """Plain JSON values for AMQP ones (bounded depth: the codec bounds nesting anyway)."""
-    from .types import Array, Composite, Described
+    from ..types import Array, Composite, Described
 
     if depth > 64:
         return "..."
