@@ -113,8 +113,8 @@ def test_every_cli_command_and_option_is_documented(reference: ModuleType) -> No
                 continue
             for name in action.option_strings or [action.metavar or action.dest]:
                 assert name in section, f"{parser.prog}: {name}"
-            if action.help:
-                assert reference._expand_help(action, parser.prog) in section
+            assert action.help, f"{parser.prog}: {action.dest} has no help text"
+            assert reference._expand_help(action, parser.prog) in section
             for choice in action.choices or ():
                 assert f"`{choice}`" in section
 

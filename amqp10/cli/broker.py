@@ -24,7 +24,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     b.add_argument("--data-dir", help="directory of the SQLite store (default ./data)")
     b.add_argument("--users-file", help="users file with SCRAM credentials (amqp10 users add)")
     b.add_argument("--no-anonymous", action="store_true", help="refuse SASL ANONYMOUS")
-    b.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    b.add_argument(
+        "--log-level",
+        choices=["debug", "info", "warning", "error"],
+        help="least severe log lines written to stderr (default info)",
+    )
     b.set_defaults(func=cmd_broker)
     return b
 

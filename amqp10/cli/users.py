@@ -17,10 +17,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     u: argparse.ArgumentParser = sub.add_parser("users", help="manage the broker's users file")
     usub = u.add_subparsers(dest="users_command", required=True)
     ua = usub.add_parser("add", help="add or replace a user (asks for the password)")
-    ua.add_argument("file")
-    ua.add_argument("name")
+    ua.add_argument("file", help="the users file (TOML; created if missing)")
+    ua.add_argument("name", help="the user name")
     ua.add_argument("--password", help="the password (default: ask)")
-    ua.add_argument("--iterations", type=int, default=4096)
+    ua.add_argument(
+        "--iterations", type=int, default=4096, help="SCRAM hash iterations (default %(default)s)"
+    )
     ua.set_defaults(func=cmd_users_add)
     return u
 
