@@ -6,9 +6,10 @@
 from __future__ import annotations
 
 from ._common import DEFAULT_TIMEOUT, Outcome, SettleMode
-from .connection import Connection, connect, connect_with
+from .connection import Connection
 from .dial import ConnectOptions
 from .link import Link
+from .opening import connect, connect_with
 from .receiver import Delivery, Receiver
 from .reconnect import ReconnectPolicy
 from .sender import Sender, Tracker

@@ -31,6 +31,7 @@ from ..message import Message
 from ..types import Error
 from . import connection as _conn
 from . import link as _link
+from . import opening as _opening
 from . import receiver as _receiver
 from . import sender as _sender
 from . import server as _server
@@ -493,7 +494,7 @@ async def _next_link_or_none(conn: _conn.Connection) -> _sender.Sender | _receiv
 async def _connected(
     url: str | Sequence[str], kwargs: dict[str, Any]
 ) -> AsyncIterator[_conn.Connection]:
-    async with await _conn.connect(url, **kwargs) as conn:
+    async with await _opening.connect(url, **kwargs) as conn:
         yield conn
 
 

@@ -14,6 +14,7 @@ import amqp10.client
 
 PACKAGE = "amqp10.client"
 ROOT = Path(amqp10.client.__file__).parent
+MAX_LINES = 800  # a module above this holds more than one responsibility: split it
 
 
 def _module_name(path: Path, root: Path) -> str:
@@ -90,6 +91,11 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_no_import_cycle_in_the_client_package() -> None:
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_no_module_is_a_grab_bag() -> None:
+    sizes = {p.name: len(p.read_text().splitlines()) for p in ROOT.rglob("*.py")}
+    assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
 
 
 def test_the_checker_sees_every_kind_of_import(tmp_path: Path) -> None:
