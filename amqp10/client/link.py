@@ -26,13 +26,22 @@ __all__ = ["Link", "LinkSession", "TransactionLike"]
 
 
 class LinkSession(Protocol):
-    """What a link knows of its session (a :class:`~amqp10.client.Session`)."""
+    """What a link knows of its session (a :class:`~amqp10.client.Session`).
+
+    A protocol rather than the class: sessions open senders and receivers,
+    which build on this module, so it cannot import them (the links opened
+    here are typed as :class:`Link`).
+    """
 
     _links: set[Link]
     incoming: bool
 
     @property
     def is_open(self) -> bool: ...
+
+    async def open_sender(self, address: str | None, **kwargs: Any) -> Link: ...
+
+    async def open_receiver(self, address: str | None, **kwargs: Any) -> Link: ...
 
     async def close(self, *, timeout: float | None = None) -> None: ...
 
