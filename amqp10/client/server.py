@@ -30,7 +30,9 @@ from ..io.net import Listener, peer_name
 from ..sasl import PASSWORD_MECHANISMS, CredentialStore, SaslConnection, SaslServer, tls_identity
 from ..transport import Connection as Engine
 from ..types import Error, ErrorCondition
-from .connection import DEFAULT_TIMEOUT, Connection, LinkFilter
+from ._common import DEFAULT_TIMEOUT
+from .connection import Connection
+from .core import LinkFilter
 
 __all__ = ["Handler", "Server", "listen", "serve"]
 
