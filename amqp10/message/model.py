@@ -22,7 +22,7 @@ import uuid as _uuid
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
-from .types import (
+from ..types import (
     DEFAULT_LIMITS,
     AmqpSequence,
     AmqpValue,
