@@ -49,6 +49,7 @@ from ..transport import (
     DeliveryReceived,
     DeliveryUpdated,
     DrainRequested,
+    Event,
     FlowReceived,
     IllegalStateError,
     LinkAttached,
@@ -184,7 +185,7 @@ class Connection:
         stream: ByteStream,
         *,
         peer: str,
-        protocol: EngineProtocol | None = None,
+        protocol: EngineProtocol[Event] | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         max_buffered: int = 1000,
         accepting: bool = False,
@@ -192,7 +193,7 @@ class Connection:
         link_filter: LinkFilter | None = None,
     ) -> None:
         self._engine = engine
-        self._protocol: EngineProtocol = protocol if protocol is not None else engine
+        self._protocol: EngineProtocol[Event] = protocol if protocol is not None else engine
         self.peer = peer
         """``host:port`` of the other end."""
         self.timeout = timeout
@@ -236,7 +237,7 @@ class Connection:
         self.reconnects = 0
         """How many times the connection was re-established after a drop."""
 
-    def _make_driver(self, stream: ByteStream) -> Driver:
+    def _make_driver(self, stream: ByteStream) -> Driver[Event]:
         idle = self._engine.idle_timeout
         return Driver(
             stream,
@@ -279,7 +280,7 @@ class Connection:
         return self._error
 
     @property
-    def driver(self) -> Driver:
+    def driver(self) -> Driver[Event]:
         """The I/O driver (counters, back-pressure state): for diagnostics and tests."""
         return self._driver
 
@@ -1206,10 +1207,10 @@ _HANDLERS: dict[type, Callable[[Connection, Any], None]] = {
 
 
 # -- connecting ---------------------------------------------------------------------------
-ProtocolFactory = Callable[[Engine, ConnectOptions], EngineProtocol]
+ProtocolFactory = Callable[[Engine, ConnectOptions], EngineProtocol[Event]]
 
 
-def _client_protocol(engine: Engine, options: ConnectOptions) -> EngineProtocol:
+def _client_protocol(engine: Engine, options: ConnectOptions) -> EngineProtocol[Event]:
     """The engine, behind a SASL client unless ``sasl=False``.
 
     ANONYMOUS without credentials; with a user name and password from the URL
@@ -1373,7 +1374,7 @@ async def _connect_any(
 
 async def _dial(
     options: ConnectOptions, factory: ProtocolFactory, limit: float
-) -> tuple[Engine, EngineProtocol, ByteStream]:
+) -> tuple[Engine, EngineProtocol[Event], ByteStream]:
     """A new engine (behind its protocol layers) and a connected stream for ``options``."""
     u = options.url
     engine = Engine(

@@ -166,6 +166,7 @@ class LazyMessage:
         self._cache: dict[int, Any] = {}
         spans: list[tuple[int, int] | None] = [None] * 7
         body_type: BodyType | None = None
+        body_start = 0  # where the first body section starts
         rank = -1
         pos = 0
         n = len(raw)
@@ -177,12 +178,12 @@ class LazyMessage:
                 if r == BODY_RANK:
                     kind = KIND_BY_CODE[code]
                     if rank == BODY_RANK and kind == body_type and kind != "value":
-                        start = spans[_S_BODY][0]  # type: ignore[index]
-                        spans[_S_BODY] = (start, end)
+                        spans[_S_BODY] = (body_start, end)
                     else:
                         if rank >= BODY_RANK:
                             raise order_error(SECTION_NAMES[code], rank, body_type or "value")
                         body_type = kind
+                        body_start = pos
                         spans[_S_BODY] = (pos, end)
                     first = raw[vpos]
                     if code == DATA and first not in (0xA0, 0xB0):

@@ -317,7 +317,7 @@ class Message(ProtonFields):
         assert isinstance(other, Message)
         return all(getattr(self, a) == getattr(other, a) for a in Message.__slots__)
 
-    __hash__ = None  # type: ignore[assignment]
+    # Defining __eq__ sets __hash__ to None: a message is mutable, so it is unhashable.
 
     def __repr__(self) -> str:
         parts = [f"{self.body!r}"] if self.body is not None else []
