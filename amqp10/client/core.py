@@ -21,7 +21,7 @@ from anyio.abc import ByteStream
 from .. import errors
 from ..io.driver import Driver, EngineProtocol, Signal
 from ..transport import Connection as Engine
-from ..transport import ConnectionState
+from ..transport import ConnectionState, Event
 from ..types import Error
 from ._common import DEFAULT_TIMEOUT, deadline
 from .reconnect import ReconnectPolicy, Schedule
@@ -63,7 +63,7 @@ class ConnectionCore:
         stream: ByteStream,
         *,
         peer: str,
-        protocol: EngineProtocol | None = None,
+        protocol: EngineProtocol[Event] | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         max_buffered: int = 1000,
         accepting: bool = False,
@@ -71,7 +71,7 @@ class ConnectionCore:
         link_filter: LinkFilter | None = None,
     ) -> None:
         self._engine = engine
-        self._protocol: EngineProtocol = protocol if protocol is not None else engine
+        self._protocol: EngineProtocol[Event] = protocol if protocol is not None else engine
         self.peer = peer
         """``host:port`` of the other end."""
         self.timeout = timeout
@@ -104,7 +104,7 @@ class ConnectionCore:
         is made with this class's ``__init__`` signature, checked as written.
         """
 
-    def _make_driver(self, stream: ByteStream) -> Driver:
+    def _make_driver(self, stream: ByteStream) -> Driver[Event]:
         idle = self._engine.idle_timeout
         return Driver(
             stream,
@@ -151,7 +151,7 @@ class ConnectionCore:
         return self._error
 
     @property
-    def driver(self) -> Driver:
+    def driver(self) -> Driver[Event]:
         """The I/O driver (counters, back-pressure state): for diagnostics and tests."""
         return self._driver
 

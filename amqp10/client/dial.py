@@ -21,6 +21,7 @@ from ..io.net import connect_stream, peer_name
 from ..io.tls import client_context
 from ..sasl import SaslClient, SaslConnection
 from ..transport import Connection as Engine
+from ..transport import Event
 from ._common import DEFAULT_TIMEOUT
 from .url import URL
 
@@ -62,10 +63,10 @@ def ssl_context(ssl: _ssl.SSLContext | bool | None, url: URL) -> _ssl.SSLContext
     raise TypeError(f"ssl must be an ssl.SSLContext or a bool, not {type(ssl).__name__}")
 
 
-ProtocolFactory = Callable[[Engine, ConnectOptions], EngineProtocol]
+ProtocolFactory = Callable[[Engine, ConnectOptions], EngineProtocol[Event]]
 
 
-def client_protocol(engine: Engine, options: ConnectOptions) -> EngineProtocol:
+def client_protocol(engine: Engine, options: ConnectOptions) -> EngineProtocol[Event]:
     """The engine, behind a SASL client unless ``sasl=False``.
 
     ANONYMOUS without credentials; with a user name and password from the URL
@@ -95,7 +96,7 @@ def client_protocol(engine: Engine, options: ConnectOptions) -> EngineProtocol:
 
 async def dial(
     options: ConnectOptions, factory: ProtocolFactory, limit: float
-) -> tuple[Engine, EngineProtocol, ByteStream]:
+) -> tuple[Engine, EngineProtocol[Event], ByteStream]:
     """A new engine (behind its protocol layers) and a connected stream for ``options``."""
     u = options.url
     engine = Engine(
