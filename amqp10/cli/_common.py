@@ -6,11 +6,16 @@ wrong``, never a traceback.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 import time
+from typing import TypeAlias
 
-__all__ = ["KeyValueFormatter", "fail", "log_to_stderr"]
+__all__ = ["KeyValueFormatter", "Subparsers", "fail", "log_to_stderr"]
+
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+"""What ``ArgumentParser.add_subparsers()`` returns: where each command adds its parser."""
 
 
 class KeyValueFormatter(logging.Formatter):

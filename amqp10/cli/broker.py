@@ -6,18 +6,15 @@ import argparse
 import logging
 import signal
 from pathlib import Path
-from typing import Any
 
-from ._common import KeyValueFormatter, fail, log_to_stderr
+from ._common import KeyValueFormatter, Subparsers, fail, log_to_stderr
 
 __all__ = ["add_parser", "cmd_broker"]
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     """Register ``broker`` on the ``amqp10`` command's subparsers."""
-    b: argparse.ArgumentParser = sub.add_parser(
-        "broker", help="run the broker (queues, topics, durable store)"
-    )
+    b = sub.add_parser("broker", help="run the broker (queues, topics, durable store)")
     b.add_argument("--config", "-c", help="TOML configuration file")
     b.add_argument("--host", help="listen address (default 127.0.0.1)")
     b.add_argument("--port", type=int, help="listen port (default 5672)")
@@ -55,7 +52,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
     from ..broker.config import ConfigError, load_config
     from ..broker.service import BrokerService
 
-    overrides: dict[str, Any] = {}
+    overrides: dict[str, object] = {}
     if args.host or args.port is not None:
         overrides["listeners"] = [
             {"host": args.host or "127.0.0.1", "port": 5672 if args.port is None else args.port}

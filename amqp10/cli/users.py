@@ -5,16 +5,15 @@ from __future__ import annotations
 import argparse
 import getpass
 from pathlib import Path
-from typing import Any
 
-from ._common import fail
+from ._common import Subparsers, fail
 
 __all__ = ["add_parser", "cmd_users_add"]
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     """Register ``users`` (and its ``add``) on the ``amqp10`` command's subparsers."""
-    u: argparse.ArgumentParser = sub.add_parser("users", help="manage the broker's users file")
+    u = sub.add_parser("users", help="manage the broker's users file")
     usub = u.add_subparsers(dest="users_command", required=True)
     ua = usub.add_parser("add", help="add or replace a user (asks for the password)")
     ua.add_argument("file", help="the users file (TOML; created if missing)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Generator, Iterable
+from collections.abc import AsyncGenerator, Generator, Iterable
 from typing import Any
 
 import anyio
@@ -228,7 +228,7 @@ class Sender(Link):
         window: int,
         settled: bool | None = None,
         timeout: float | None = None,
-    ) -> AsyncIterator[Outcome | None]:
+    ) -> AsyncGenerator[Outcome | None, None]:
         """Send ``messages`` with up to ``window`` in flight; yield each outcome, in order.
 
         The oldest send is awaited (at most ``timeout`` seconds, as

@@ -15,12 +15,15 @@ import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal, TypedDict
 from urllib.parse import quote
 
 from ..client.url import parse_url
 
-__all__ = ["OPTIONS", "Option", "OptionError", "SourceOptions", "StartSpec"]
+if TYPE_CHECKING:
+    import ssl
+
+__all__ = ["OPTIONS", "ConnectKwargs", "Option", "OptionError", "SourceOptions", "StartSpec"]
 
 Mode = Literal["stream", "queue"]
 StartSpec = str | int
@@ -28,6 +31,14 @@ StartSpec = str | int
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
+
+
+class ConnectKwargs(TypedDict, total=False):
+    """The keyword arguments of :func:`amqp10.client.connect` that the data source sets."""
+
+    timeout: float
+    ssl: ssl.SSLContext
+    max_buffered: int
 
 
 class OptionError(ValueError):
@@ -159,6 +170,17 @@ def _positive_float(name: str, value: str | None, default: float) -> float:
     return x
 
 
+def _mode(value: str | None) -> Mode | None:
+    if value is None or value == "":
+        return None
+    v = value.strip().lower()
+    if v == "stream":
+        return "stream"
+    if v == "queue":
+        return "queue"
+    raise OptionError(f"option 'mode' must be stream or queue, not {value!r}")
+
+
 def _start(name: str, value: str | None, default: str) -> StartSpec:
     if value is None or value == "":
         return default
@@ -234,13 +256,7 @@ class SourceOptions:
             url = _with_credentials(
                 url, user or u.username or "", password if password is not None else u.password
             )
-        mode = _get(opts, "mode")
-        if mode is not None and mode != "":
-            mode = mode.strip().lower()
-            if mode not in ("stream", "queue"):
-                raise OptionError(f"option 'mode' must be stream or queue, not {opts['mode']!r}")
-        else:
-            mode = None
+        mode = _mode(_get(opts, "mode"))
         ending = _get(opts, "endingOffset")
         ending_offset: int | None = None
         if ending not in (None, "", "latest", "next"):
@@ -259,7 +275,7 @@ class SourceOptions:
         return cls(
             url=url,
             address=address,
-            mode=mode,  # type: ignore[arg-type]
+            mode=mode,
             starting_offset=None if not starting else _start("startingOffset", starting, "first"),
             ending_offset=ending_offset,
             max_messages_per_batch=_positive_int(
@@ -283,9 +299,9 @@ class SourceOptions:
     def tls(self) -> bool:
         return self.url.lower().startswith("amqps://") or any((self.ca, self.cert, self.key))
 
-    def connect_kwargs(self) -> dict[str, Any]:
+    def connect_kwargs(self) -> ConnectKwargs:
         """Keyword arguments for :func:`amqp10.client.connect` (builds the TLS context)."""
-        kwargs: dict[str, Any] = {"timeout": self.timeout}
+        kwargs: ConnectKwargs = {"timeout": self.timeout}
         if self.tls:
             from ..io.tls import client_context
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
-from .._common import fail
+from .._common import Subparsers, fail
 from ..progress import Progress
 from .harness import SETTLE_MODES, BenchConfig, BenchError, BenchResult, run_bench
 
@@ -48,9 +47,9 @@ def format_result(r: BenchResult) -> str:
     return "\n".join(lines)
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     """Register ``bench`` on the ``amqp10`` command's subparsers."""
-    b: argparse.ArgumentParser = sub.add_parser(
+    b = sub.add_parser(
         "bench",
         help="measure a broker's throughput and latency",
         description="Start a broker (ours, unless --url) and N producers and M consumers using "

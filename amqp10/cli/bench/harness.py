@@ -134,7 +134,7 @@ class BenchResult:
         v = percentile(self.latencies_us, p)
         return None if v is None else v / 1000.0
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         c = self.config
         return {
             "broker": self.broker,
@@ -387,6 +387,7 @@ class _Worker:
         )
         self.count = 0
         self.ready = False
+        # the "done" line's JSON, from any client: each field is converted where it is read
         self.done: dict[str, Any] | None = None
         self.error: str | None = None
         self.stderr_tail: list[str] = []

@@ -15,7 +15,6 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from .harness import MIN_SIZE, SETTLE_MODES, STAMP, BenchError
 
@@ -204,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ns = p.parse_args(argv)
     import anyio
 
-    backend_options: dict[str, Any] = {}
+    backend_options: dict[str, object] = {}
     if importlib.util.find_spec("uvloop") is not None:
         backend_options["use_uvloop"] = True
     fn = _producer if ns.role == "producer" else _consumer
