@@ -17,6 +17,7 @@ __all__ = [
     "AddressRule",
     "BrokerConfig",
     "ConfigError",
+    "HttpConfig",
     "Limits",
     "Listener",
     "QueuePolicy",
@@ -53,6 +54,44 @@ class Listener(_Model):
         if self.require_client_cert and self.tls_ca is None:
             raise ValueError("require_client_cert needs tls_ca")
         return self
+
+
+# -- [http] (issue 18): the HTTP listener: AMQP over WebSockets, health endpoints -------------
+DEFAULT_HTTP_PORT = 8672
+"""Beside AMQP's 5672, and clear of RabbitMQ's management port (15672) on the same machine."""
+
+
+class HttpConfig(_Model):
+    """The HTTP listener: AMQP over WebSockets (``ws://HOST:PORT/$amqp``) and health endpoints."""
+
+    enabled: bool = Field(True, description="serve HTTP (WebSockets, /healthz, /readyz)")
+    host: str = Field("127.0.0.1", description="address the HTTP listener binds")
+    port: int | None = Field(
+        None,
+        ge=0,
+        le=65535,
+        description=f"port of the HTTP listener (unset: {DEFAULT_HTTP_PORT}, or any free port "
+        "when every AMQP listener asks for port 0; 0: any free port)",
+    )
+    tls_cert: Path | None = Field(
+        None, description="server certificate (PEM); set with tls_key, it serves https and wss"
+    )
+    tls_key: Path | None = Field(None, description="private key of tls_cert (PEM)")
+    max_ws_message_size: int = Field(
+        16 * 1024 * 1024,
+        ge=512,
+        description="bytes one WebSocket message may carry; a bigger one closes that "
+        "connection (close code 1009)",
+    )
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> HttpConfig:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together")
+        return self
+
+
+# -- end of [http] ----------------------------------------------------------------------------
 
 
 class SaslConfig(_Model):
@@ -171,6 +210,9 @@ class BrokerConfig(_Model):
     topics: list[str] = Field([], description="topics created at start")
     store: StoreConfig = Field(StoreConfig(), description="the durable store")
     limits: Limits = Field(Limits(), description="limits that protect the broker")
+    http: HttpConfig = Field(
+        HttpConfig(), description="the HTTP listener (AMQP over WebSockets, health endpoints)"
+    )
     link_recovery_seconds: float = Field(
         60.0,
         ge=0,
@@ -181,6 +223,15 @@ class BrokerConfig(_Model):
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="least severe log lines written to stderr"
     )
+
+    @property
+    def http_port(self) -> int:
+        """The port the HTTP listener asks for (``http.port``, or its default as documented)."""
+        if self.http.port is not None:
+            return self.http.port
+        if self.listeners and all(lst.port == 0 for lst in self.listeners):
+            return 0  # embedded or under test: no fixed port either
+        return DEFAULT_HTTP_PORT
 
     def rule_for(self, address: str) -> AddressRule | None:
         for rule in self.addresses:

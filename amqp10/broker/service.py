@@ -27,6 +27,7 @@ from ..transport import ConnectionState
 from ..types import Error, ErrorCondition
 from .config import BrokerConfig
 from .core import Broker, ConnectionHandler
+from .http import broker_routes, start_http
 from .store import GroupCommitter, Store
 from .users import load_users
 
@@ -59,10 +60,29 @@ class BrokerService:
         self._users: Any = None
         self._accepting = True
         self._conns_scope: anyio.CancelScope | None = None
+        self.http: Listener | None = None  # [http]: WebSockets and health (see .http)
 
     @property
     def ports(self) -> list[int]:
         return [lst.port for lst in self.listeners]
+
+    # -- [http] hooks (issue 18) --------------------------------------------------------
+    @property
+    def http_port(self) -> int | None:
+        """The port the HTTP listener bound (None: ``[http]`` is off or not started)."""
+        return None if self.http is None else self.http.port
+
+    def not_ready(self) -> str | None:
+        """Why the broker is not ready to serve (``/readyz``), or None when it is."""
+        if not self._accepting:
+            return "shutting down"
+        if self.store is None:
+            return "the store is not open"
+        if len(self.listeners) < len(self.config.listeners):
+            return "the AMQP listeners are not bound yet"
+        return None
+
+    # -- end of [http] hooks ------------------------------------------------------------
 
     async def run(self, *, task_status: TaskStatus[BrokerService] = anyio.TASK_STATUS_IGNORED) -> None:
         """Open the store, recover, listen; on cancellation shut down gracefully."""
@@ -112,6 +132,9 @@ class BrokerService:
                     self.listeners.append(lst)
                     log.info("listening on %s%s", lst.address, " (TLS)" if ctx else "")
                     tg.start_soon(self._serve, lst, conns)
+                if cfg.http.enabled:  # [http]: an upgraded WebSocket goes to self._handle
+                    routes = broker_routes(amqp=self._handle, not_ready=self.not_ready)
+                    self.http = await start_http(cfg, routes, tg, conns)
                 task_status.started(self)
                 await anyio.sleep_forever()
             finally:
@@ -151,7 +174,7 @@ class BrokerService:
     async def _shutdown(self) -> None:
         """Stop accepting, close every connection with connection:forced (see ``_close_store``)."""
         self._accepting = False
-        for lst in self.listeners:
+        for lst in [*self.listeners, *([self.http] if self.http else [])]:
             with anyio.move_on_after(1):
                 await lst.aclose()
         forced = Error(condition=ErrorCondition.CONNECTION_FORCED, description="the broker is shutting down")

@@ -13,17 +13,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 from anyio.abc import ByteStream
 
 from .. import errors
 from ..io.driver import EngineProtocol
 from ..io.net import connect_stream, peer_name
 from ..io.tls import client_context
+from ..io.websocket import connect_websocket
 from ..sasl import SaslClient, SaslConnection
 from ..transport import Connection as Engine
 from ..transport import Event
 from ._common import DEFAULT_TIMEOUT
-from .url import URL
+from .url import URL, WS_PORT, WSS_PORT
 
 __all__ = ["ConnectOptions", "ProtocolFactory", "client_protocol", "dial", "ssl_context"]
 
@@ -55,7 +57,7 @@ def ssl_context(ssl: _ssl.SSLContext | bool | None, url: URL) -> _ssl.SSLContext
     if ssl is False:
         if url.tls:
             raise ValueError(
-                "amqps:// needs TLS: pass ssl=True or an ssl.SSLContext, not ssl=False"
+                f"{url.scheme}:// needs TLS: pass ssl=True or an ssl.SSLContext, not ssl=False"
             )
         return None
     if isinstance(ssl, _ssl.SSLContext):
@@ -97,7 +99,11 @@ def client_protocol(engine: Engine, options: ConnectOptions) -> EngineProtocol[E
 async def dial(
     options: ConnectOptions, factory: ProtocolFactory, limit: float
 ) -> tuple[Engine, EngineProtocol[Event], ByteStream]:
-    """A new engine (behind its protocol layers) and a connected stream for ``options``."""
+    """A new engine (behind its protocol layers) and a connected stream for ``options``.
+
+    For ``ws://`` and ``wss://`` the stream is the WebSocket (after its upgrade
+    handshake, within the same ``limit``) carrying AMQP.
+    """
     u = options.url
     engine = Engine(
         options.container_id,
@@ -108,6 +114,7 @@ async def dial(
         properties=options.properties,
     )
     protocol = factory(engine, options)
+    deadline = anyio.current_time() + limit
     stream = await connect_stream(
         u.host,
         u.port,
@@ -115,4 +122,18 @@ async def dial(
         server_hostname=u.host,
         timeout=limit,
     )
+    if u.websocket:
+        stream = await connect_websocket(
+            stream,
+            _host_header(u),
+            u.path or "/",
+            peer=peer_name(u.host, u.port),
+            timeout=max(deadline - anyio.current_time(), 0.0),  # the rest of the same limit
+        )
     return engine, protocol, stream
+
+
+def _host_header(u: URL) -> str:
+    host = f"[{u.host}]" if ":" in u.host else u.host
+    default = WSS_PORT if u.tls else WS_PORT
+    return host if u.port == default else f"{host}:{u.port}"

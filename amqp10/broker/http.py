@@ -1,0 +1,93 @@
+"""The broker's HTTP listener: AMQP over WebSockets and the health endpoints.
+
+One listener (config ``[http]``) serves everything a browser, a load balancer
+or a firewall-bound client needs. The routes are one table,
+:func:`broker_routes`:
+
+- ``/$amqp`` and ``/``: the WebSocket upgrade (subprotocol ``amqp``); the
+  upgraded stream goes to the same per-connection handler as a TCP connection,
+  so SASL, limits and everything after are the same;
+- ``/healthz``: 200 while the process serves;
+- ``/readyz``: 200 when the listeners are bound and the store is open, else 503
+  with the reason.
+
+Everything else is 404 as JSON. ``/metrics`` and the web console join the table.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from anyio.abc import TaskGroup
+
+from ..io.http import HttpRequest, HttpResponse, HttpServer, Route, WebSocketHandler
+from ..io.net import Listener
+from ..io.tls import server_context
+from .config import BrokerConfig
+
+__all__ = ["AMQP_WEBSOCKET_PATHS", "broker_routes", "start_http"]
+
+log = logging.getLogger("amqp10.broker")
+
+AMQP_WEBSOCKET_PATHS = ("/$amqp", "/")
+"""Where AMQP over WebSockets is served (``/`` for clients that do not name a path)."""
+
+
+def broker_routes(
+    *, amqp: WebSocketHandler, not_ready: Callable[[], str | None]
+) -> dict[str, Route]:
+    """The route table: ``amqp`` takes upgraded connections, ``not_ready()`` says why not ready.
+
+    (``/metrics`` and the console's pages are added here.)
+    """
+
+    async def healthz(request: HttpRequest) -> HttpResponse:
+        return HttpResponse.json(200, {"status": "ok"})
+
+    async def readyz(request: HttpRequest) -> HttpResponse:
+        reason = not_ready()
+        if reason is not None:
+            return HttpResponse.json(503, {"status": "not ready", "reason": reason})
+        return HttpResponse.json(200, {"status": "ready"})
+
+    routes = {path: Route(websocket=amqp) for path in AMQP_WEBSOCKET_PATHS}
+    routes["/healthz"] = Route(get=healthz)
+    routes["/readyz"] = Route(get=readyz)
+    return routes
+
+
+async def start_http(
+    config: BrokerConfig,
+    routes: dict[str, Route],
+    task_group: TaskGroup,
+    connections: TaskGroup,
+) -> Listener:
+    """Bind the HTTP listener of ``config.http`` and serve ``routes`` on it.
+
+    The accept loop runs in ``task_group``, each connection in ``connections``.
+    Raises :class:`~amqp10.errors.ConnectError` if the address is unusable.
+    """
+    http = config.http
+    ctx = server_context(http.tls_cert, http.tls_key) if http.tls_cert is not None else None
+    listener = await Listener.bind(http.host, config.http_port, ssl_context=ctx)
+    timeout = config.limits.handshake_timeout
+    server = HttpServer(
+        routes, request_timeout=timeout, max_ws_message_size=http.max_ws_message_size
+    )
+    scheme = "wss" if ctx else "ws"
+    log.info(
+        "HTTP on %s%s: AMQP over WebSockets at %s://%s/$amqp, /healthz, /readyz",
+        listener.address,
+        " (TLS)" if ctx else "",
+        scheme,
+        listener.address,
+    )
+    task_group.start_soon(_serve, listener, server, connections, timeout)
+    return listener
+
+
+async def _serve(
+    listener: Listener, server: HttpServer, connections: TaskGroup, timeout: float
+) -> None:
+    await listener.serve(server.handle, connections, handshake_timeout=timeout)
