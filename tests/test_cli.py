@@ -240,7 +240,7 @@ def test_refused_connection_is_one_line() -> None:
 @pytest.mark.parametrize(
     ("url", "expected"),
     [
-        ("http://127.0.0.1", "unsupported URL scheme 'http' (use amqp:// or amqps://)"),
+        ("http://127.0.0.1", "unsupported URL scheme 'http' (use amqp://, amqps://, ws:// or wss://)"),
         ("amqp://127.0.0.1:notaport", "bad port in URL"),
         ("amqp://", "no host in URL"),
     ],

@@ -79,9 +79,10 @@ class HttpConfig(_Model):
     tls_key: Path | None = Field(None, description="private key of tls_cert (PEM)")
     max_ws_message_size: int = Field(
         16 * 1024 * 1024,
-        ge=512,
+        ge=65536,
         description="bytes one WebSocket message may carry; a bigger one closes that "
-        "connection (close code 1009)",
+        "connection (close code 1009). At least 64 KiB: clients cut their bytes into "
+        "messages of about one frame",
     )
 
     @model_validator(mode="after")

@@ -18,6 +18,12 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     b.add_argument("--config", "-c", help="TOML configuration file")
     b.add_argument("--host", help="listen address (default 127.0.0.1)")
     b.add_argument("--port", type=int, help="listen port (default 5672)")
+    b.add_argument(
+        "--http-port",
+        type=int,
+        help="port of the HTTP listener: AMQP over WebSockets, /healthz, /readyz (default 8672)",
+    )
+    b.add_argument("--no-http", action="store_true", help="no HTTP listener")
     b.add_argument("--data-dir", help="directory of the SQLite store (default ./data)")
     b.add_argument("--users-file", help="users file with SCRAM credentials (amqp10 users add)")
     b.add_argument("--no-anonymous", action="store_true", help="refuse SASL ANONYMOUS")
@@ -57,6 +63,11 @@ def cmd_broker(args: argparse.Namespace) -> int:
         overrides["listeners"] = [
             {"host": args.host or "127.0.0.1", "port": 5672 if args.port is None else args.port}
         ]
+    if args.no_http or args.http_port is not None:
+        http: dict[str, object] = {"enabled": not args.no_http}
+        if args.http_port is not None:
+            http["port"] = args.http_port
+        overrides["http"] = http
     if args.data_dir:
         overrides["store"] = {"path": str(Path(args.data_dir) / "amqp10.sqlite3")}
     if args.users_file:

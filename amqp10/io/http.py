@@ -220,9 +220,7 @@ class HttpServer:
             method=head.method.decode("ascii", "replace"),
             target=target,
             path=target.split("?", 1)[0],
-            headers=tuple(
-                (k.decode("latin-1"), v.decode("latin-1")) for k, v in head.headers
-            ),
+            headers=tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in head.headers),
             peer=peer,
             body=bytes(body),
         )
@@ -266,7 +264,9 @@ class HttpServer:
         if request is None:  # an error before (or instead of) a request: nothing follows
             headers.append((b"connection", b"close"))
         try:
-            head = h11.Response(status_code=response.status, headers=headers, reason=_reason(response.status))
+            head = h11.Response(
+                status_code=response.status, headers=headers, reason=_reason(response.status)
+            )
             data = conn.send(head) or b""
             if request is None or request.method != "HEAD":
                 data += conn.send(h11.Data(data=response.body)) or b""

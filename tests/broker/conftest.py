@@ -7,11 +7,12 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import anyio.from_thread
 import pytest
 
@@ -71,6 +72,18 @@ def make_config(tmp_path: Path, **kw: Any) -> BrokerConfig:
     kw.setdefault("listeners", [Listener(host="127.0.0.1", port=0)])
     kw.setdefault("store", StoreConfig(path=tmp_path / "store.sqlite3", commit_interval_ms=1))
     return BrokerConfig.model_validate(kw)
+
+
+@asynccontextmanager
+async def broker_in_loop(tmp_path: Path, **kw: Any) -> AsyncIterator[BrokerService]:
+    """Our broker in the caller's event loop (its state read without races), stopped on exit."""
+    service = BrokerService(make_config(tmp_path, **kw))
+    async with anyio.create_task_group() as tg:
+        await tg.start(service.run)
+        try:
+            yield service
+        finally:
+            tg.cancel_scope.cancel()
 
 
 @contextmanager

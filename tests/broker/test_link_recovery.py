@@ -32,7 +32,7 @@ from amqp10.client import Connection, SettleMode, connect
 from amqp10.client.reconnect import ReconnectPolicy
 from amqp10.message import Message
 from amqp10.types import Accepted, Role, Source
-from tests.broker.conftest import BrokerProcess, make_config
+from tests.broker.conftest import BrokerProcess, broker_in_loop
 
 pytestmark = pytest.mark.anyio
 
@@ -59,16 +59,7 @@ async def until(predicate: Callable[[], bool], what: str, timeout: float = WAIT)
         raise AssertionError(f"timed out waiting until {what}") from None
 
 
-@asynccontextmanager
-async def broker(tmp_path: Path, **kw: Any) -> AsyncIterator[BrokerService]:
-    """Our broker in this event loop (a store in ``tmp_path``), stopped on the way out."""
-    service = BrokerService(make_config(tmp_path, **kw))
-    async with anyio.create_task_group() as tg:
-        await tg.start(service.run)
-        try:
-            yield service
-        finally:
-            tg.cancel_scope.cancel()
+broker = broker_in_loop
 
 
 class Proxy:
