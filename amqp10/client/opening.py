@@ -48,7 +48,8 @@ async def connect(
     """Connect, open the AMQP connection, and return it (use with ``async with``).
 
     ``url``: ``amqp://[user:pass@]host[:port]`` or ``amqps://`` (TLS, port
-    5671), or a list of them: tried in turn (once each, or as ``reconnect``
+    5671); ``ws://host[:port]/path`` or ``wss://`` for AMQP over WebSockets
+    (the path is the HTTP resource, e.g. ``/$amqp``); or a list of them: tried in turn (once each, or as ``reconnect``
     says). ``ssl``: an ``ssl.SSLContext`` (client certificates, private CAs),
     True for the system defaults, or None to follow the scheme; host names are
     verified unless the context says otherwise. SASL: ANONYMOUS without

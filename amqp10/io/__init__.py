@@ -1,4 +1,8 @@
-"""The anyio driver (L2): runs an engine over TCP or TLS; the only place with sockets."""
+"""The anyio driver (L2): runs an engine over TCP, TLS or a WebSocket; the only place with sockets.
+
+:mod:`.websocket` is the WebSocket byte stream (AMQP WebSocket binding) and
+:mod:`.http` the minimal HTTP/1.1 server that upgrades to it.
+"""
 
 from __future__ import annotations
 

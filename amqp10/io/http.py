@@ -163,6 +163,8 @@ class HttpServer:
                     return
         except IO_ERRORS as exc:
             log.debug("HTTP connection from %s failed: %s", peer, describe_io_error(exc))
+        except Exception:  # a bug must cost one connection, not the listener
+            log.exception("HTTP connection from %s failed", peer)
         finally:
             if not handed_over:
                 await anyio.aclose_forcefully(stream)
@@ -305,7 +307,7 @@ class HttpServer:
             upgrade = next((e for e in ws.events() if isinstance(e, Request)), None)
             if upgrade is None:
                 raise RemoteProtocolError("not a WebSocket upgrade request")
-        except RemoteProtocolError as exc:
+        except (RemoteProtocolError, h11.ProtocolError) as exc:
             log.info("bad WebSocket handshake from %s: %s", peer, exc)
             await self._send_error(conn, stream, 400, f"bad WebSocket handshake: {exc}")
             return False

@@ -173,7 +173,11 @@ class WebSocketStream(ByteStream):
         self.close_code = code
         if self._ws.state is ConnectionState.REMOTE_CLOSING:  # a close frame: answer it
             await self._send_frame(event.response(), quiet=True)
-            if code in (CloseReason.NORMAL_CLOSURE, CloseReason.GOING_AWAY):
+            if code in (
+                CloseReason.NORMAL_CLOSURE,
+                CloseReason.GOING_AWAY,
+                CloseReason.NO_STATUS_RCVD,
+            ):
                 self._failure = anyio.EndOfStream()
                 return
             reason = f"the peer closed the WebSocket with code {code}"

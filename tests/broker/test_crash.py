@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.proton]
 
 def start(data_dir: Path, port: int = 0) -> tuple[subprocess.Popen[bytes], int]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "amqp10.cli", "broker", "--port", str(port), "--data-dir", str(data_dir), "--log-level", "info"],
+        [sys.executable, "-m", "amqp10.cli", "broker", "--port", str(port), "--http-port", "0", "--data-dir", str(data_dir), "--log-level", "info"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )

@@ -65,7 +65,7 @@ async def _free_port() -> int:
 @contextmanager
 def broker(data_dir: Path, port: int = 0, *args: str) -> Iterator[BrokerProcess]:
     """``amqp10 broker`` in a subprocess, killed on the way out whatever happened."""
-    bp = BrokerProcess("--port", str(port), "--data-dir", str(data_dir), *args)
+    bp = BrokerProcess("--port", str(port), "--http-port", "0", "--data-dir", str(data_dir), *args)
     try:
         yield bp
     finally:
@@ -75,7 +75,7 @@ def broker(data_dir: Path, port: int = 0, *args: str) -> Iterator[BrokerProcess]
 async def start_broker(data_dir: Path, port: int) -> BrokerProcess:
     """Start (restart) a broker without blocking the event loop."""
     return await anyio.to_thread.run_sync(
-        lambda: BrokerProcess("--port", str(port), "--data-dir", str(data_dir))
+        lambda: BrokerProcess("--port", str(port), "--http-port", "0", "--data-dir", str(data_dir))
     )
 
 
