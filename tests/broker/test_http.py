@@ -277,8 +277,14 @@ def test_command_line_http_flags(tmp_path: Path) -> None:
         assert parse(raw) == (200, {"status": "ok"})
         assert bp.terminate() == 0
     with broker_process("--port", "0", "--data-dir", str(tmp_path), "--no-http") as bp:
+        anyio.run(_amqp_round_trip, bp.url)  # it serves (and handles SIGTERM by now)
         assert bp.terminate() == 0
         assert "HTTP on" not in bp.log and "broker stopped" in bp.log
+
+
+async def _amqp_round_trip(url: str) -> None:
+    async with await connect(f"amqp://{url}", timeout=T) as conn:
+        assert isinstance(await (await conn.open_sender("q")).send(Message(body=1)), Accepted)
 
 
 def _http_port(bp: Any) -> int:
