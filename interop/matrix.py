@@ -95,6 +95,18 @@ def _our_broker() -> Peer:
     return OurBroker()
 
 
+def _our_broker_ws() -> Peer:
+    from .peers.ours import OurBroker
+
+    return OurBroker(websocket="ws")
+
+
+def _our_broker_wss() -> Peer:
+    from .peers.ours import OurBroker
+
+    return OurBroker(websocket="wss")
+
+
 def _proton_broker() -> Peer:
     from .peers.proton import ProtonBroker
 
@@ -141,6 +153,8 @@ PAIRINGS: tuple[Pairing, ...] = (
         debian=True,
         option="proton-c",
     ),
+    Pairing("ours-ours-ws", "our client → our broker over ws://", "ours", _our_broker_ws),
+    Pairing("ours-ours-wss", "our client → our broker over wss://", "ours", _our_broker_wss),
 )
 PEER_OPTIONS = {p.option: p for p in PAIRINGS if p.option}
 

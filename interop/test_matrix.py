@@ -3,6 +3,8 @@
 1. our client -> our broker
 2. python-qpid-proton clients -> our broker
 3. our client -> the Proton-based broker (``interop/proton_broker.py``)
+7. our client -> our broker over ws:// (its HTTP listener, ``/$amqp``)
+8. our client -> our broker over wss:// (every scenario over TLS)
 
 Each column runs once per module (its peer in a subprocess); every scenario is
 then one test that must be ``pass``, or ``n/a`` for one of the reasons listed
@@ -23,7 +25,7 @@ from interop.scenarios import scenario_ids
 
 pytestmark = pytest.mark.proton
 
-COLUMNS = ("ours-ours", "protonpy-ours", "ours-proton")
+COLUMNS = ("ours-ours", "protonpy-ours", "ours-proton", "ours-ours-ws", "ours-ours-wss")
 
 # (pairing, scenario) -> a substring of the n/a reason that is acceptable
 EXPECTED_NA = {
@@ -32,6 +34,7 @@ EXPECTED_NA = {
     ("ours-proton", "sasl-plain"): "without Cyrus SASL",
     ("ours-proton", "transactions"): "no transaction coordinator",  # our Proton broker has none
     ("protonpy-ours", "transactions"): "blocking API has no transactions",
+    ("ours-ours-ws", "tls"): "no TLS listener",  # one HTTP listener: wss is the next column
 }
 
 
@@ -61,4 +64,4 @@ def test_cell(columns: dict[str, Column], pairing: str, scenario: str) -> None:
 
 def test_columns_ran_quickly(columns: dict[str, Column]) -> None:
     took = sum(c.seconds for c in columns.values())
-    assert took < 110, f"the three columns took {took:.0f}s"
+    assert took < 37 * len(columns), f"the {len(columns)} columns took {took:.0f}s"

@@ -69,13 +69,20 @@ class Endpoint:
     version: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
+    scheme: str = "amqp"
+    """``amqp``, or ``ws``/``wss`` for AMQP over WebSockets (then ``path`` is the HTTP path)."""
+    path: str = ""
+
     @property
     def url(self) -> str:
-        return f"amqp://{HOST}:{self.port}"
+        return f"{self.scheme}://{HOST}:{self.port}{self.path}"
 
     @property
     def tls_url(self) -> str | None:
-        return None if self.tls_port is None else f"amqps://{HOST}:{self.tls_port}"
+        if self.tls_port is None:
+            return None
+        scheme = "amqps" if self.scheme == "amqp" else "wss"
+        return f"{scheme}://{HOST}:{self.tls_port}{self.path}"
 
     def log_text(self) -> str:
         if self.log is None or not self.log.exists():

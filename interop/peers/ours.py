@@ -25,8 +25,10 @@ class OurBroker(Peer):
     id = "ours"
     title = "our broker"
 
-    def __init__(self, idle_timeout: float = IDLE_TIMEOUT) -> None:
+    def __init__(self, idle_timeout: float = IDLE_TIMEOUT, websocket: str = "") -> None:
+        """``websocket``: "ws" or "wss" to reach the broker over its HTTP listener (wss: TLS)."""
         self.idle_timeout = idle_timeout
+        self.websocket = websocket
         self.proc: Process | None = None
 
     def start(self, workdir: Path, certs: Certs | None) -> Endpoint:
@@ -62,6 +64,7 @@ class OurBroker(Peer):
             + f'\n[sasl]\nusers_file = "{users}"\n'
             + f'\n[store]\npath = "{d / "store.sqlite3"}"\ncommit_interval_ms = 1\n'
             + f"\n[limits]\nidle_timeout = {self.idle_timeout}\n"
+            + self._http_config(certs)
         )
         self.proc = proc = Process(
             [sys.executable, "-m", "amqp10.cli", "broker", "--config", str(config)],
@@ -72,6 +75,8 @@ class OurBroker(Peer):
         ports = {bool(m.group(2)): int(m.group(1)) for m in found}
         if len(ports) < want:
             raise PeerUnavailable(f"our broker did not start: {proc.last_lines(3)}")
+        if self.websocket:
+            return self._websocket_endpoint(proc, certs)
         return Endpoint(
             name=self.title,
             port=ports[False],
@@ -80,6 +85,36 @@ class OurBroker(Peer):
             plain=(USER, PASSWORD),
             idle_timeout=self.idle_timeout,
             log=d / "broker.log",
+            version=_version(),
+            extra={"process": proc},
+        )
+
+    def _http_config(self, certs: Certs | None) -> str:
+        if not self.websocket:
+            return ""  # the default: an HTTP listener on a free port, unused here
+        tls = ""
+        if self.websocket == "wss":
+            if certs is None:
+                raise PeerUnavailable("wss:// needs the test certificates")
+            tls = f'tls_cert = "{certs.server_cert}"\ntls_key = "{certs.server_key}"\n'
+        return f'\n[http]\nhost = "{HOST}"\nport = 0\n' + tls
+
+    def _websocket_endpoint(self, proc: Process, certs: Certs | None) -> Endpoint:
+        found = proc.wait_count(r"HTTP on 127\.0\.0\.1:(\d+)", 1, START_TIMEOUT)
+        if not found:
+            raise PeerUnavailable(f"our broker's HTTP listener did not start: {proc.last_lines(3)}")
+        port = int(found[0].group(1))
+        wss = self.websocket == "wss"
+        return Endpoint(
+            name=f"{self.title} over {self.websocket}://",
+            port=port,
+            tls_port=port if wss else None,
+            ca=certs.ca if certs is not None and wss else None,
+            scheme=self.websocket,
+            path="/$amqp",
+            plain=(USER, PASSWORD),
+            idle_timeout=self.idle_timeout,
+            log=proc.log,
             version=_version(),
             extra={"process": proc},
         )

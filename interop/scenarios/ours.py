@@ -22,6 +22,7 @@ import anyio
 
 from amqp10 import errors
 from amqp10.client import Connection, SettleMode, TransactionError, connect
+from amqp10.client.url import parse_url
 from amqp10.io.tls import client_context
 from amqp10.message import Message
 from amqp10.types import Accepted, ReceiverSettleMode, SenderSettleMode, Source, symbol
@@ -43,6 +44,8 @@ Fn = Callable[[Ctx], Awaitable["str | None"]]
 async def _connect(ctx: Ctx, **kwargs: Any) -> Connection:
     kwargs.setdefault("timeout", WAIT)
     url = kwargs.pop("url", ctx.ep.url)
+    if "ssl" not in kwargs and ctx.ep.ca is not None and parse_url(url).tls:
+        kwargs["ssl"] = client_context(cafile=ctx.ep.ca)  # e.g. every scenario over wss://
     return await connect(url, **kwargs)
 
 
@@ -104,7 +107,7 @@ async def sasl_plain(ctx: Ctx) -> str | None:
     if ctx.ep.plain is None:
         raise NotApplicable("the peer has no PLAIN credentials configured")
     user, password = ctx.ep.plain
-    url = ctx.ep.url.replace("amqp://", f"amqp://{user}:{password}@")
+    url = ctx.ep.url.replace("://", f"://{user}:{password}@", 1)
     async with await _connect(ctx, url=url, sasl_mechanisms=["PLAIN"]) as conn:
         await _roundtrip(conn, ctx.addr())
     return None
