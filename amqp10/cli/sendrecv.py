@@ -115,6 +115,9 @@ def parse_property(text: str) -> tuple[str, PropertyValue]:
     return key, value
 
 
+URL_HELP = "amqp[s]://[user:pass@]host[:port], or ws[s]://[user:pass@]host[:port]/path"
+
+
 def add_parsers(sub: Subparsers) -> None:
     """Add ``send`` and ``receive`` to the ``amqp10`` command's subparsers."""
     s = sub.add_parser(
@@ -123,7 +126,7 @@ def add_parsers(sub: Subparsers) -> None:
         description="Send messages (arguments, lines of a file, or lines of stdin) and "
         "print how many the peer accepted.",
     )
-    s.add_argument("url", metavar="URL", help="amqp[s]://[user:pass@]host[:port]")
+    s.add_argument("url", metavar="URL", help=URL_HELP)
     s.add_argument("address", metavar="ADDRESS", help="the node to send to (a queue, topic, ...)")
     s.add_argument(
         "messages", nargs="*", metavar="MESSAGE", help="message bodies ('-': read stdin)"
@@ -164,7 +167,7 @@ def add_parsers(sub: Subparsers) -> None:
         description="Print messages as they arrive (and accept them), until --count "
         "messages or --timeout seconds without one.",
     )
-    r.add_argument("url", metavar="URL", help="amqp[s]://[user:pass@]host[:port]")
+    r.add_argument("url", metavar="URL", help=URL_HELP)
     r.add_argument("address", metavar="ADDRESS", help="the node to receive from")
     r.add_argument("--count", "-n", type=_positive_int, metavar="N", help="stop after N messages")
     r.add_argument(
