@@ -73,7 +73,10 @@ async def start_http(
     listener = await Listener.bind(http.host, config.http_port, ssl_context=ctx)
     timeout = config.limits.handshake_timeout
     server = HttpServer(
-        routes, request_timeout=timeout, max_ws_message_size=http.max_ws_message_size
+        routes,
+        request_timeout=timeout,
+        max_ws_message_size=http.max_ws_message_size,
+        max_connections=config.limits.max_connections,
     )
     scheme = "wss" if ctx else "ws"
     log.info(

@@ -125,7 +125,8 @@ class HttpServer:
 
     ``request_timeout``: seconds a request may take to arrive (and a keep-alive
     connection may sit idle); ``max_ws_message_size``: the limit of the
-    WebSocket streams it makes.
+    WebSocket streams it makes; ``max_connections``: HTTP connections served
+    at once (upgraded ones are the handler's to count), more get a 503.
     """
 
     def __init__(
@@ -134,23 +135,40 @@ class HttpServer:
         *,
         request_timeout: float = 10.0,
         max_ws_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        max_connections: int = 1000,
     ) -> None:
         self.routes = dict(routes)
         self.request_timeout = request_timeout
         self.max_ws_message_size = max_ws_message_size
+        self.max_connections = max_connections
+        self.connections = 0
+        """HTTP connections being served now (not counting upgraded ones)."""
 
     async def handle(self, stream: ByteStream, peer: str) -> None:
         """Serve requests on ``stream`` until the client is done (a :class:`Listener` handler)."""
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=16 * 1024)
         handed_over = False
+        self.connections += 1
         try:
+            if self.connections > self.max_connections:
+                log.warning(
+                    "refusing HTTP from %s: connection limit %d reached", peer, self.max_connections
+                )
+                busy = HttpResponse.error(503, "too many connections")
+                with anyio.move_on_after(1):
+                    await self._send_response(conn, stream, None, busy)
+                return
             while True:
                 request = await self._read_request(conn, stream, peer)
                 if request is None:
                     return
                 route = self.routes.get(request.path)
                 if route is not None and route.websocket is not None and request.wants_websocket:
-                    handed_over = await self._upgrade(conn, stream, request, route.websocket)
+                    self.connections -= 1  # counted by the handler from here on
+                    try:
+                        handed_over = await self._upgrade(conn, stream, request, route.websocket)
+                    finally:
+                        self.connections += 1
                     return
                 response = await self._answer(route, request)
                 if not await self._send_response(conn, stream, request, response):
@@ -166,6 +184,7 @@ class HttpServer:
         except Exception:  # a bug must cost one connection, not the listener
             log.exception("HTTP connection from %s failed", peer)
         finally:
+            self.connections -= 1
             if not handed_over:
                 await anyio.aclose_forcefully(stream)
 

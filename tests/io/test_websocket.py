@@ -59,13 +59,20 @@ async def broken(request: HttpRequest) -> HttpResponse:
 
 
 @asynccontextmanager
-async def http_server(request_timeout: float = 2.0) -> AsyncIterator[int]:
+async def http_server(
+    request_timeout: float = 2.0, max_connections: int = 100
+) -> AsyncIterator[int]:
     routes = {
         "/$amqp": Route(websocket=echo),
         "/hello": Route(get=hello),
         "/broken": Route(get=broken),
     }
-    server = HttpServer(routes, request_timeout=request_timeout, max_ws_message_size=LIMIT)
+    server = HttpServer(
+        routes,
+        request_timeout=request_timeout,
+        max_ws_message_size=LIMIT,
+        max_connections=max_connections,
+    )
     listener = await Listener.bind("127.0.0.1", 0)
     async with anyio.create_task_group() as tg:
         await tg.start(listener.serve, server.handle, tg)
@@ -101,6 +108,48 @@ async def test_routes_answer_json_and_errors_hold_no_internals(
         assert b"allow: GET, HEAD" in raw.lower() or b"allow: GET, HEAD" in raw
         status, body = parse(await http_exchange(port, b"NOT HTTP AT ALL\r\n\r\n"))
         assert status == 400 and str(body["error"]).startswith("bad request")
+
+
+async def test_head_and_query_strings() -> None:
+    async with http_server() as port:
+        raw = await http_exchange(port, get("/hello?verbose=1", "Connection: close"))
+        assert parse(raw)[0] == 200
+        head = b"HEAD /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        raw = await http_exchange(port, head)
+        assert raw.startswith(b"HTTP/1.1 200 OK") and raw.endswith(b"\r\n\r\n")  # no body
+        assert _header(raw, b"content-length") not in (None, b"0")
+
+
+def _header(raw: bytes, name: bytes) -> bytes | None:
+    for line in raw.split(b"\r\n\r\n")[0].split(b"\r\n")[1:]:
+        key, _, value = line.partition(b":")
+        if key.strip().lower() == name:
+            return value.strip()
+    return None
+
+
+async def test_connections_over_the_limit_get_503_and_upgraded_ones_do_not_count() -> None:
+    async with http_server(max_connections=1) as port:
+        async with await anyio.connect_tcp("127.0.0.1", port) as idle:
+            await idle.send(b"GET /hel")  # holds the one HTTP slot (once the server counts it)
+            body = await until_status(port, 503)
+            assert body == {"error": "too many connections"}
+        await until_status(port, 200)  # free again once the server saw the close
+        async with await anyio.connect_tcp("127.0.0.1", port) as tcp:
+            ws = await connect_websocket(tcp, "127.0.0.1", "/$amqp", timeout=WAIT)
+            raw = await http_exchange(port, get("/hello", "Connection: close"))
+            assert parse(raw)[0] == 200  # the WebSocket took no HTTP slot
+            await ws.aclose()
+
+
+async def until_status(port: int, status: int) -> dict[str, object]:
+    """GET /hello until it answers ``status`` (bounded); that answer's body."""
+    with anyio.fail_after(WAIT):
+        while True:
+            got, body = parse(await http_exchange(port, get("/hello", "Connection: close")))
+            if got == status:
+                return body
+            await anyio.sleep(0.01)
 
 
 async def test_keep_alive_serves_several_requests_on_one_connection() -> None:
