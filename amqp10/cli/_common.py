@@ -12,7 +12,7 @@ import sys
 import time
 from typing import TypeAlias
 
-__all__ = ["KeyValueFormatter", "Subparsers", "fail", "log_to_stderr"]
+__all__ = ["KeyValueFormatter", "Subparsers", "fail", "first_error", "log_to_stderr"]
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 """What ``ArgumentParser.add_subparsers()`` returns: where each command adds its parser."""
@@ -46,3 +46,12 @@ def log_to_stderr(formatter: logging.Formatter, level: int | str) -> None:
 def fail(command: str, text: str) -> None:
     """Say on stderr, in one line, why ``amqp10 COMMAND`` failed."""
     print(f"amqp10 {command}: {text}", file=sys.stderr)
+
+
+def first_error(exc: BaseException) -> BaseException:
+    """The first exception inside (nested) exception groups; ``exc`` itself if none."""
+    for _ in range(16):
+        if not isinstance(exc, BaseExceptionGroup) or not exc.exceptions:
+            break
+        exc = exc.exceptions[0]
+    return exc

@@ -7,7 +7,7 @@ import logging
 import signal
 from pathlib import Path
 
-from ._common import KeyValueFormatter, Subparsers, fail, log_to_stderr
+from ._common import KeyValueFormatter, Subparsers, fail, first_error, log_to_stderr
 
 __all__ = ["add_parser", "cmd_broker"]
 
@@ -103,7 +103,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
         anyio.run(run)
     except KeyboardInterrupt:  # pragma: no cover - a second Ctrl-C
         return 130
-    except Exception as exc:
-        fail("broker", str(exc))
+    except Exception as exc:  # e.g. a port in use: one line, not the task group's wrapper
+        fail("broker", str(first_error(exc)))
         return 1
     return 0

@@ -25,7 +25,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO, TypeAlias, TypeVarTuple, Unpack
 
-from ._common import Subparsers, fail, log_to_stderr
+from ._common import Subparsers, fail, first_error, log_to_stderr
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream
@@ -230,7 +230,7 @@ def _run(command: str, main: Callable[[Unpack[_Args]], Awaitable[int]], *args: *
         fail(command, _one_line(exc))
         return 1
     except BaseExceptionGroup as group:
-        first = _first_error(group)
+        first = first_error(group)
         if isinstance(first, BrokenPipeError):
             return _reader_gone()
         if isinstance(first, KeyboardInterrupt):
@@ -253,15 +253,6 @@ def _reader_gone() -> int:
     except OSError:
         pass
     return 0
-
-
-def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    exc: BaseException = group
-    for _ in range(16):
-        if not isinstance(exc, BaseExceptionGroup) or not exc.exceptions:
-            break
-        exc = exc.exceptions[0]
-    return exc
 
 
 def _one_line(exc: BaseException) -> str:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import re
+import socket
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,7 +35,7 @@ from amqp10.types import Accepted
 from tests.client.helpers import Certs, have_openssl, make_certs
 from tests.io.http_helpers import RawWebSocket, get, http_exchange, parse
 
-from .conftest import broker_in_loop, broker_process
+from .conftest import broker_in_loop, broker_process, cli
 
 pytestmark = pytest.mark.anyio
 
@@ -280,6 +282,18 @@ def test_command_line_http_flags(tmp_path: Path) -> None:
         anyio.run(_amqp_round_trip, bp.url)  # it serves (and handles SIGTERM by now)
         assert bp.terminate() == 0
         assert "HTTP on" not in bp.log and "broker stopped" in bp.log
+
+
+def test_http_port_in_use_stops_the_broker_with_one_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        args = ("--port", "0", "--data-dir", str(tmp_path), "--http-port", str(port))
+        res = subprocess.run(cli(*args), capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1
+    last = res.stderr.strip().splitlines()[-1]
+    assert last == f"amqp10 broker: cannot listen on 127.0.0.1:{port}: address already in use"
 
 
 async def _amqp_round_trip(url: str) -> None:
