@@ -35,7 +35,7 @@ from amqp10.types import Accepted
 from tests.client.helpers import Certs, have_openssl, make_certs
 from tests.io.http_helpers import RawWebSocket, get, http_exchange, parse
 
-from .conftest import broker_in_loop, broker_process, cli
+from .conftest import broker_in_loop, broker_process, cli, make_config
 
 pytestmark = pytest.mark.anyio
 
@@ -158,6 +158,31 @@ async def test_ws_client_counts_against_max_connections(tmp_path: Path) -> None:
     ):
         with pytest.raises(errors.ConnectionError):
             await connect(ws_url(service), timeout=2)
+
+
+async def test_shutdown_closes_websocket_clients_with_connection_forced(tmp_path: Path) -> None:
+    service = BrokerService(make_config(tmp_path))
+    stop = anyio.CancelScope()
+
+    async def run_broker(*, task_status: Any) -> None:
+        with stop:  # cancels the broker only, as SIGTERM does
+            await service.run(task_status=task_status)
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(run_broker)
+        async with await connect(ws_url(service), timeout=T) as conn:
+            await conn.open_sender("q")
+            stream = conn.driver.stream
+            stop.cancel()
+            with anyio.fail_after(T):
+                await conn.wait_closed()
+            assert isinstance(conn.error, errors.ConnectionError)
+            assert conn.error.condition == "amqp:connection:forced", conn.error
+        # then the WebSocket closes normally (whichever side's close frame came first)
+        assert isinstance(stream, WebSocketStream) and stream.close_code == 1000
+    assert service.http is not None
+    with pytest.raises(OSError):  # the HTTP listener is closed too
+        await anyio.connect_tcp("127.0.0.1", service.http.port)
 
 
 # -- health ------------------------------------------------------------------------------------
