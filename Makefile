@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
 	touch $(STAMP) $(STAMP_RUN)
 
-## Start the main job: the broker on 127.0.0.1:5672 with its store in ./data.
+## Start the main job: the broker on 127.0.0.1:5672 (HTTP and ws:// on 8672) with its store in ./data.
 broker: $(STAMP_RUN)
 	$(BIN)/amqp10 broker
 
