@@ -1,0 +1,297 @@
+"""Per user and virtual host permissions, with RabbitMQ's meaning; protocol-neutral.
+
+Each user has, per virtual host, three regular expressions over resource names:
+
+- ``configure``: declare and delete the resource (queue, exchange, 1.0 topic);
+- ``write``: publish to it (an exchange, or a 1.0 node), bind *to* a queue;
+- ``read``: consume from a queue, bind *from* an exchange, purge.
+
+As in RabbitMQ, a pattern must match the *whole* name (``re.fullmatch``, so
+``orders`` does not allow ``orders.eu``; write ``orders.*`` for that), the empty
+pattern ``""`` matches nothing (not even the empty name), and the nameless default
+exchange is checked under the name ``amq.default``. A user with no entry for a
+virtual host may not use that virtual host at all.
+
+A :class:`PermissionChecker` compiles each (user, vhost) entry once, on first use,
+and keeps a bounded cache of recent answers, so a check is a dict lookup (and, the
+first time a name is seen, one precompiled ``fullmatch``). A refusal raises
+:class:`PermissionDenied`, which carries the error each protocol reports:
+``amqp:unauthorized-access`` on 1.0, ``ACCESS_REFUSED`` (403) on 0-9-1. It is logged
+at warning level with the user, vhost, action and resource.
+
+This module imports no protocol engine: front ends catch :class:`PermissionDenied`
+and turn its ``condition`` / ``reply_code`` into their own frames.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar, Final, Literal, get_args
+
+__all__ = [
+    "ACTIONS",
+    "ANONYMOUS",
+    "DEFAULT_EXCHANGE_NAME",
+    "DEFAULT_VHOST",
+    "FULL_ACCESS",
+    "KNOWN_TAGS",
+    "NO_ACCESS",
+    "Action",
+    "PermissionChecker",
+    "PermissionDenied",
+    "ResourceKind",
+    "VhostAccessDenied",
+    "VhostPermissions",
+    "check_pattern",
+    "check_tags",
+]
+
+log = logging.getLogger("amqp10.broker.permissions")
+
+Action = Literal["configure", "write", "read"]
+"""RabbitMQ's three permissions: declare/delete, publish, consume/bind from."""
+
+ResourceKind = Literal["queue", "exchange", "topic"]
+"""What a name names: a queue, an exchange, or a 1.0 topic node (an exchange underneath)."""
+
+ACTIONS: Final[tuple[Action, ...]] = get_args(Action)
+
+KNOWN_TAGS: Final[frozenset[str]] = frozenset(
+    {"administrator", "management", "monitoring", "policymaker", "impersonator"}
+)
+"""User tags with a meaning (RabbitMQ's): who may use the management operations."""
+
+DEFAULT_VHOST: Final = "/"
+
+DEFAULT_EXCHANGE_NAME: Final = "amq.default"
+"""The name under which the nameless default exchange is checked (as RabbitMQ does)."""
+
+ANONYMOUS: Final = "anonymous"
+"""How logs and messages name a connection without an identity."""
+
+_CACHE_SIZE: Final = 1024
+"""Answers remembered per (user, vhost); the cache is simply cleared when full."""
+
+
+def check_pattern(pattern: str) -> str:
+    """Return ``pattern`` if it compiles as a regular expression; else raise ValueError."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"{pattern!r} is not a valid regular expression: {exc}") from None
+    return pattern
+
+
+def check_tags(tags: object) -> tuple[str, ...]:
+    """Normalise tags (a list, or RabbitMQ's comma-separated string) and refuse unknown ones."""
+    if isinstance(tags, str):
+        items = [t.strip() for t in tags.split(",")]
+    elif isinstance(tags, list | tuple):
+        items = [str(t).strip() for t in tags]
+    else:
+        raise ValueError("tags must be a list of names or a comma-separated string")
+    names = tuple(dict.fromkeys(t for t in items if t))
+    bad = [t for t in names if t not in KNOWN_TAGS]
+    if bad:
+        raise ValueError(f"unknown tag(s) {', '.join(bad)}; known: {', '.join(sorted(KNOWN_TAGS))}")
+    return names
+
+
+@dataclass(frozen=True, slots=True)
+class VhostPermissions:
+    """One user's three patterns for one virtual host (RabbitMQ's ``set_permissions``)."""
+
+    configure: str
+    write: str
+    read: str
+
+    def __post_init__(self) -> None:
+        for action in ACTIONS:
+            check_pattern(getattr(self, action))
+
+    def pattern(self, action: Action) -> str:
+        """The pattern for ``action``."""
+        pattern: str = getattr(self, action)
+        return pattern
+
+
+FULL_ACCESS: Final = VhostPermissions(".*", ".*", ".*")
+"""Everything (RabbitMQ's default user on ``/``; users of a users file without permissions)."""
+
+NO_ACCESS: Final = VhostPermissions("", "", "")
+"""Access to the virtual host, but to no resource in it."""
+
+
+class PermissionDenied(Exception):
+    """A user may not do an action on a resource; ``str()`` is one line for logs and peers."""
+
+    condition: ClassVar[str] = "amqp:unauthorized-access"
+    """The AMQP 1.0 error condition a front end reports (on the link, or the connection)."""
+    reply_code: ClassVar[int] = 403
+    """The 0-9-1 reply code (``ACCESS_REFUSED``, a channel exception)."""
+    reply_text: ClassVar[str] = "ACCESS_REFUSED"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        user: str | None,
+        vhost: str,
+        action: Action | None = None,
+        kind: ResourceKind | None = None,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.user = user
+        self.vhost = vhost
+        self.action = action
+        self.kind = kind
+        self.name = name
+
+
+class VhostAccessDenied(PermissionDenied):
+    """A user may not use a virtual host at all (no permission entry for it)."""
+
+    reply_code: ClassVar[int] = 530
+    """0-9-1 refuses ``connection.open`` with ``NOT_ALLOWED`` (a connection exception)."""
+    reply_text: ClassVar[str] = "NOT_ALLOWED"
+
+
+@dataclass(slots=True)
+class _Compiled:
+    """One (user, vhost) entry, compiled: a precompiled pattern per action, None for ``""``."""
+
+    patterns: dict[Action, re.Pattern[str] | None]
+    cache: dict[tuple[Action, str], bool] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, perms: VhostPermissions) -> _Compiled:
+        patterns: dict[Action, re.Pattern[str] | None] = {}
+        for action in ACTIONS:
+            text = perms.pattern(action)
+            patterns[action] = re.compile(text) if text else None
+        return cls(patterns)
+
+    def allows(self, action: Action, name: str) -> bool:
+        key = (action, name)
+        answer = self.cache.get(key)
+        if answer is None:
+            pattern = self.patterns[action]
+            answer = pattern is not None and pattern.fullmatch(name) is not None
+            if len(self.cache) >= _CACHE_SIZE:
+                self.cache.clear()
+            self.cache[key] = answer
+        return answer
+
+
+_UNKNOWN: Final = object()
+
+
+class PermissionChecker:
+    """Answers "may this user do that here?" from a table ``{user: {vhost: VhostPermissions}}``.
+
+    ``user`` None is an anonymous connection: it is checked as ``anonymous_user`` when
+    one is given (a user of the table; absent from it means no access), and otherwise
+    has full access to ``/`` and nothing else (what every connection had before
+    permissions existed). :meth:`allow_all` is a checker that refuses nothing (a broker
+    without a users file).
+    """
+
+    def __init__(
+        self,
+        table: Mapping[str, Mapping[str, VhostPermissions]],
+        *,
+        anonymous_user: str | None = None,
+    ) -> None:
+        self._table = {user: dict(vhosts) for user, vhosts in table.items()}
+        self.anonymous_user = anonymous_user
+        self._compiled: dict[tuple[str | None, str], _Compiled | None] = {}
+        self._allow_all = False
+
+    @classmethod
+    def allow_all(cls) -> PermissionChecker:
+        """A checker that allows every user everything in every virtual host."""
+        checker = cls({})
+        checker._allow_all = True
+        return checker
+
+    def update(
+        self, table: Mapping[str, Mapping[str, VhostPermissions]], *, anonymous_user: str | None
+    ) -> None:
+        """Replace the table (e.g. after the users file changed); forgets compiled entries."""
+        self._table = {user: dict(vhosts) for user, vhosts in table.items()}
+        self.anonymous_user = anonymous_user
+        self._compiled.clear()
+
+    def _entry(self, user: str | None, vhost: str) -> _Compiled | None:
+        key = (user, vhost)
+        entry = self._compiled.get(key, _UNKNOWN)
+        if entry is _UNKNOWN:
+            perms: VhostPermissions | None
+            if user is None and self.anonymous_user is None:
+                perms = FULL_ACCESS if vhost == DEFAULT_VHOST else None
+            else:
+                name = self.anonymous_user if user is None else user
+                perms = self._table.get(name or "", {}).get(vhost)
+            entry = None if perms is None else _Compiled.of(perms)
+            self._compiled[key] = entry
+        assert entry is None or isinstance(entry, _Compiled)
+        return entry
+
+    def _who(self, user: str | None) -> str:
+        if user is None:
+            return (
+                ANONYMOUS if self.anonymous_user is None else f"{ANONYMOUS} ({self.anonymous_user})"
+            )
+        return user
+
+    # -- questions ---------------------------------------------------------------------
+    def vhost_access(self, user: str | None, vhost: str) -> bool:
+        """Whether ``user`` may use ``vhost`` at all (has a permission entry for it)."""
+        return self._allow_all or self._entry(user, vhost) is not None
+
+    def allowed(
+        self, user: str | None, vhost: str, action: Action, kind: ResourceKind, name: str
+    ) -> bool:
+        """Whether ``user`` may do ``action`` on the resource; never raises, never logs."""
+        if self._allow_all:
+            return True
+        entry = self._entry(user, vhost)
+        if entry is None:
+            return False
+        if kind != "queue" and not name:
+            name = DEFAULT_EXCHANGE_NAME
+        return entry.allows(action, name)
+
+    # -- checks (raise and log) ----------------------------------------------------------
+    def check_vhost_access(self, user: str | None, vhost: str) -> None:
+        """Raise :class:`VhostAccessDenied` (and log it) unless ``user`` may use ``vhost``."""
+        if self.vhost_access(user, vhost):
+            return
+        who = self._who(user)
+        message = f"access to vhost {vhost!r} refused for user {who!r}"
+        log.warning("permission denied: %s", message)
+        raise VhostAccessDenied(message, user=user, vhost=vhost)
+
+    def check(
+        self, user: str | None, vhost: str, action: Action, kind: ResourceKind, name: str
+    ) -> None:
+        """Raise :class:`PermissionDenied` (and log it) unless ``user`` may do ``action``.
+
+        ``kind`` names the resource in the message; the default exchange (``name`` "",
+        ``kind`` exchange or topic) is checked as ``amq.default``.
+        """
+        if self.allowed(user, vhost, action, kind, name):
+            return
+        if not self.vhost_access(user, vhost):
+            self.check_vhost_access(user, vhost)
+        shown = name if name or kind == "queue" else DEFAULT_EXCHANGE_NAME
+        who = self._who(user)
+        message = f"{action} access to {kind} {shown!r} in vhost {vhost!r} refused for user {who!r}"
+        log.warning("permission denied: %s", message)
+        raise PermissionDenied(
+            message, user=user, vhost=vhost, action=action, kind=kind, name=shown
+        )
