@@ -1,0 +1,46 @@
+"""Users imported from a RabbitMQ definitions file log in to a real broker with PLAIN."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+import amqp10.sync
+from amqp10 import errors
+from amqp10.broker.definitions import InMemoryTopology, import_definitions, load_definitions
+from amqp10.broker.users import UsersFile, write_users_file
+from amqp10.message import Message
+from amqp10.types import Accepted
+
+from .conftest import broker_with
+
+T = 10.0
+EXPORT = Path(__file__).parent / "fixtures" / "rabbitmq_definitions.json"
+
+
+def test_plain_login_with_a_rabbitmq_password_hash(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    defs, _ = load_definitions(EXPORT)
+    users = UsersFile()
+    import_definitions(defs, users, InMemoryTopology())
+    f = tmp_path / "users.toml"
+    write_users_file(f, users)
+    sasl = {"users_file": f, "allow_anonymous": False}
+    with broker_with(tmp_path, sasl=sasl) as b, caplog.at_level(logging.INFO, "amqp10.broker"):
+        for user, password in (("guest", "guest"), ("monitor", "monitor-pw")):  # SHA-256, SHA-512
+            url = f"amqp://{user}:{password}@{b.url}"
+            with amqp10.sync.connect(url, sasl_mechanisms=["PLAIN"], timeout=T) as conn:
+                outcome = conn.open_sender("imported").send(Message(body=user))
+                assert isinstance(outcome, Accepted)
+        with pytest.raises(errors.AuthenticationError):
+            amqp10.sync.connect(f"amqp://guest:wrong@{b.url}", sasl_mechanisms=["PLAIN"], timeout=T)
+        with pytest.raises(errors.AuthenticationError):
+            amqp10.sync.connect(
+                f"amqp://guest:guest@{b.url}", sasl_mechanisms=["SCRAM-SHA-256"], timeout=T
+            )
+    assert "authenticated as guest with PLAIN" in caplog.text
+    assert "authenticated as monitor with PLAIN" in caplog.text
+    assert "the user has only a RabbitMQ password hash, usable with PLAIN only" in caplog.text
