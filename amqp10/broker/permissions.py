@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Final, Literal, get_args
 
@@ -55,7 +55,8 @@ Action = Literal["configure", "write", "read"]
 """RabbitMQ's three permissions: declare/delete, publish, consume/bind from."""
 
 ResourceKind = Literal["queue", "exchange", "topic"]
-"""What a name names: a queue, an exchange, or a 1.0 topic node (an exchange underneath)."""
+"""What a name names: a queue (streams are queues), an exchange, or a 1.0 topic node
+(an exchange underneath)."""
 
 ACTIONS: Final[tuple[Action, ...]] = get_args(Action)
 
@@ -187,29 +188,27 @@ class _Compiled:
         return answer
 
 
-_UNKNOWN: Final = object()
-
-
 class PermissionChecker:
-    """Answers "may this user do that here?" from a table ``{user: {vhost: VhostPermissions}}``.
+    """Answers "may this user do that here?" from a table ``{user: {vhost: VhostPermissions}}``
+    and the users' tags.
 
     ``user`` None is an anonymous connection: it is checked as ``anonymous_user`` when
     one is given (a user of the table; absent from it means no access), and otherwise
-    has full access to ``/`` and nothing else (what every connection had before
-    permissions existed). :meth:`allow_all` is a checker that refuses nothing (a broker
-    without a users file).
+    has full access to ``/`` and nothing else, and every tag (what every connection
+    had before permissions existed). :meth:`allow_all` is a checker that refuses
+    nothing (a broker without a users file).
     """
 
     def __init__(
         self,
         table: Mapping[str, Mapping[str, VhostPermissions]],
         *,
+        tags: Mapping[str, Iterable[str]] | None = None,
         anonymous_user: str | None = None,
     ) -> None:
-        self._table = {user: dict(vhosts) for user, vhosts in table.items()}
-        self.anonymous_user = anonymous_user
-        self._compiled: dict[tuple[str | None, str], _Compiled | None] = {}
         self._allow_all = False
+        self._compiled: dict[tuple[str | None, str], _Compiled] = {}
+        self.update(table, tags=tags, anonymous_user=anonymous_user)
 
     @classmethod
     def allow_all(cls) -> PermissionChecker:
@@ -219,36 +218,42 @@ class PermissionChecker:
         return checker
 
     def update(
-        self, table: Mapping[str, Mapping[str, VhostPermissions]], *, anonymous_user: str | None
+        self,
+        table: Mapping[str, Mapping[str, VhostPermissions]],
+        *,
+        tags: Mapping[str, Iterable[str]] | None = None,
+        anonymous_user: str | None = None,
     ) -> None:
-        """Replace the table (e.g. after the users file changed); forgets compiled entries."""
+        """Replace table, tags and anonymous user (e.g. after the users file changed)."""
         self._table = {user: dict(vhosts) for user, vhosts in table.items()}
+        self._tags = {user: frozenset(t) for user, t in (tags or {}).items()}
         self.anonymous_user = anonymous_user
         self._compiled.clear()
 
     def _entry(self, user: str | None, vhost: str) -> _Compiled | None:
-        key = (user, vhost)
-        entry = self._compiled.get(key, _UNKNOWN)
-        if entry is _UNKNOWN:
+        entry = self._compiled.get((user, vhost))
+        if entry is None:
+            # Only entries that exist are kept: names a client makes up (a vhost in its
+            # open frame) must not grow this dict.
             perms: VhostPermissions | None
             if user is None and self.anonymous_user is None:
                 perms = FULL_ACCESS if vhost == DEFAULT_VHOST else None
             else:
                 name = self.anonymous_user if user is None else user
                 perms = self._table.get(name or "", {}).get(vhost)
-            entry = None if perms is None else _Compiled.of(perms)
-            self._compiled[key] = entry
-        assert entry is None or isinstance(entry, _Compiled)
+            if perms is None:
+                return None
+            entry = self._compiled[user, vhost] = _Compiled.of(perms)
         return entry
 
     def _who(self, user: str | None) -> str:
         if user is None:
-            return (
-                ANONYMOUS if self.anonymous_user is None else f"{ANONYMOUS} ({self.anonymous_user})"
-            )
+            if self.anonymous_user is None:
+                return ANONYMOUS
+            return f"{ANONYMOUS} ({self.anonymous_user})"
         return user
 
-    # -- questions ---------------------------------------------------------------------
+    # -- questions (never raise, never log) ------------------------------------------------
     def vhost_access(self, user: str | None, vhost: str) -> bool:
         """Whether ``user`` may use ``vhost`` at all (has a permission entry for it)."""
         return self._allow_all or self._entry(user, vhost) is not None
@@ -256,7 +261,7 @@ class PermissionChecker:
     def allowed(
         self, user: str | None, vhost: str, action: Action, kind: ResourceKind, name: str
     ) -> bool:
-        """Whether ``user`` may do ``action`` on the resource; never raises, never logs."""
+        """Whether ``user`` may do ``action`` on the resource."""
         if self._allow_all:
             return True
         entry = self._entry(user, vhost)
@@ -266,32 +271,58 @@ class PermissionChecker:
             name = DEFAULT_EXCHANGE_NAME
         return entry.allows(action, name)
 
-    # -- checks (raise and log) ----------------------------------------------------------
+    def has_tag(self, user: str | None, tag: str) -> bool:
+        """Whether ``user`` has ``tag`` (e.g. "administrator" for management operations)."""
+        if self._allow_all or (user is None and self.anonymous_user is None):
+            return True
+        name = self.anonymous_user if user is None else user
+        return tag in self._tags.get(name or "", ())
+
+    # -- checks (log a refusal) ------------------------------------------------------------
+    def vhost_denial(self, user: str | None, vhost: str) -> VhostAccessDenied | None:
+        """None if ``user`` may use ``vhost``; else the refusal (logged), to raise or report."""
+        if self.vhost_access(user, vhost):
+            return None
+        message = f"access to vhost {vhost!r} refused for user {self._who(user)!r}"
+        log.warning("permission denied: %s", message)
+        return VhostAccessDenied(message, user=user, vhost=vhost)
+
+    def denial(
+        self, user: str | None, vhost: str, action: Action, kind: ResourceKind, name: str
+    ) -> PermissionDenied | None:
+        """None if ``user`` may do ``action`` on the resource; else the refusal (logged).
+
+        For callers that answer with a value rather than an exception (a front end's
+        ``authorize`` hook): the refusal's ``str()``, ``condition`` and ``reply_code``
+        are what goes to the peer. The default exchange (``name`` "" for an exchange or
+        topic) is named ``amq.default``.
+        """
+        if self.allowed(user, vhost, action, kind, name):
+            return None
+        refused = self.vhost_denial(user, vhost)
+        if refused is not None:
+            return refused
+        shown = name if name or kind == "queue" else DEFAULT_EXCHANGE_NAME
+        message = (
+            f"{action} access to {kind} {shown!r} in vhost {vhost!r}"
+            f" refused for user {self._who(user)!r}"
+        )
+        log.warning("permission denied: %s", message)
+        return PermissionDenied(
+            message, user=user, vhost=vhost, action=action, kind=kind, name=shown
+        )
+
     def check_vhost_access(self, user: str | None, vhost: str) -> None:
         """Raise :class:`VhostAccessDenied` (and log it) unless ``user`` may use ``vhost``."""
-        if self.vhost_access(user, vhost):
-            return
-        who = self._who(user)
-        message = f"access to vhost {vhost!r} refused for user {who!r}"
-        log.warning("permission denied: %s", message)
-        raise VhostAccessDenied(message, user=user, vhost=vhost)
+        refused = self.vhost_denial(user, vhost)
+        if refused is not None:
+            raise refused
 
     def check(
         self, user: str | None, vhost: str, action: Action, kind: ResourceKind, name: str
     ) -> None:
-        """Raise :class:`PermissionDenied` (and log it) unless ``user`` may do ``action``.
-
-        ``kind`` names the resource in the message; the default exchange (``name`` "",
-        ``kind`` exchange or topic) is checked as ``amq.default``.
-        """
-        if self.allowed(user, vhost, action, kind, name):
-            return
-        if not self.vhost_access(user, vhost):
-            self.check_vhost_access(user, vhost)
-        shown = name if name or kind == "queue" else DEFAULT_EXCHANGE_NAME
-        who = self._who(user)
-        message = f"{action} access to {kind} {shown!r} in vhost {vhost!r} refused for user {who!r}"
-        log.warning("permission denied: %s", message)
-        raise PermissionDenied(
-            message, user=user, vhost=vhost, action=action, kind=kind, name=shown
-        )
+        """Raise :class:`PermissionDenied` (and log it) unless ``user`` may do ``action``
+        (:class:`VhostAccessDenied` if the user may not use ``vhost`` at all)."""
+        refused = self.denial(user, vhost, action, kind, name)
+        if refused is not None:
+            raise refused

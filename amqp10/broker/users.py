@@ -123,7 +123,8 @@ class UsersFile:
 
     def permission_checker(self, *, anonymous_user: str | None = None) -> PermissionChecker:
         """A checker over this file's permissions (see :class:`PermissionChecker`)."""
-        return PermissionChecker(self.permission_table(), anonymous_user=anonymous_user)
+        tags = {name: user.tags for name, user in self.users.items()}
+        return PermissionChecker(self.permission_table(), tags=tags, anonymous_user=anonymous_user)
 
     def user(self, name: str) -> User:
         """The user called ``name``; raises :class:`UsersFileError` if there is none."""

@@ -181,3 +181,37 @@ def test_tags_accept_lists_and_comma_strings(given: object, expected: tuple[str,
 def test_unknown_tag_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown tag"):
         check_tags(["admin"])
+
+
+def test_denial_returns_the_refusal_for_bool_style_callers(
+    checker: PermissionChecker, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="amqp10.broker.permissions"):
+        assert checker.denial("alice", "orders", "read", "queue", "orders") is None
+        assert caplog.records == []
+        refused = checker.denial("alice", "orders", "read", "queue", "billing")
+        assert isinstance(refused, PermissionDenied) and refused.kind == "queue"
+        assert len(caplog.records) == 1
+        assert isinstance(
+            checker.denial("alice", "nowhere", "read", "queue", "q"), VhostAccessDenied
+        )
+        assert checker.vhost_denial("alice", "orders") is None
+
+
+def test_made_up_vhosts_do_not_grow_the_compiled_entries(checker: PermissionChecker) -> None:
+    for i in range(100):
+        assert not checker.vhost_access("alice", f"vhost-{i}")
+        assert not checker.allowed("stranger", f"vhost-{i}", "read", "queue", "q")
+    assert checker.allowed("alice", "/", "read", "queue", "q")
+    assert set(checker._compiled) == {("alice", "/")}
+
+
+def test_tags() -> None:
+    tags = {"alice": ("administrator",), "guest": ("monitoring",)}
+    c = PermissionChecker(TABLE, tags=tags)
+    assert c.has_tag("alice", "administrator") and not c.has_tag("alice", "monitoring")
+    assert not c.has_tag("stranger", "management")
+    assert c.has_tag(None, "administrator")  # anonymous by default: as before, everything
+    c = PermissionChecker(TABLE, tags=tags, anonymous_user="guest")
+    assert c.has_tag(None, "monitoring") and not c.has_tag(None, "administrator")
+    assert PermissionChecker.allow_all().has_tag("anyone", "administrator")

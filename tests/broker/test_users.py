@@ -264,3 +264,10 @@ def test_cli_as_a_subprocess(tmp_path: Path) -> None:
     assert users("add", str(f), "carol", "--password", "pw", "--iterations", "16").returncode == 0
     done = users("list", str(f))
     assert done.returncode == 0 and done.stdout == "carol\t[]\n"
+
+
+def test_the_checker_of_a_file_knows_tags(tmp_path: Path) -> None:
+    f = tmp_path / "users.toml"
+    add_user(f, "alice", "pw", iterations=16, tags=["administrator"])
+    checker = read_users_file(f).permission_checker()
+    assert checker.has_tag("alice", "administrator") and not checker.has_tag("alice", "monitoring")
