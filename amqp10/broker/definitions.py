@@ -381,7 +381,8 @@ class Topology(Protocol):
 
     Listings return what was declared (not the predeclared ``amq.*`` exchanges or the
     default exchange, as RabbitMQ's exports leave them out); ``declare_*`` create or
-    update, raising ValueError (worded for a person) for what the core cannot do.
+    update, raising ValueError (worded for a person; or the exceptions given to
+    :func:`import_definitions` as ``refused``) for what the core cannot do.
     """
 
     def list_vhosts(self) -> list[VhostDef]: ...
@@ -499,20 +500,29 @@ def _credentials(u: UserDef) -> list[Credential]:
     return []
 
 
-def import_definitions(defs: Definitions, users: UsersFile, topology: Topology) -> ImportReport:
+def import_definitions(
+    defs: Definitions,
+    users: UsersFile,
+    topology: Topology,
+    *,
+    refused: tuple[type[Exception], ...] = (),
+) -> ImportReport:
     """Apply ``defs``: users and permissions into ``users`` (the caller writes the file),
-    the rest into ``topology``. Imported users replace existing ones of the same name.
+    the rest into ``topology``. Imported users replace existing ones of the same name
+    (their permissions on vhosts the file does not mention stay).
 
     An entry that cannot be applied (a bad hash, a binding to nothing, a type the core
-    refuses) is skipped and reported in the result; the others are applied, in
-    RabbitMQ's order: users, vhosts, permissions, policies, exchanges, queues, bindings.
+    refuses: ValueError, or one of ``refused``, the core's own refusals) is
+    skipped and reported in the result; the others are applied, in RabbitMQ's order:
+    users, vhosts, permissions, policies, exchanges, queues, bindings.
     """
     report = ImportReport()
+    skipped: tuple[type[Exception], ...] = (ValueError, *refused)
 
     def apply(kind: str, path: str, action: Any, *args: Any) -> None:
         try:
             action(*args)
-        except ValueError as exc:
+        except skipped as exc:
             report.errors.append(f"{path}: {exc}")
         else:
             report.counts[kind] = report.counts.get(kind, 0) + 1

@@ -244,3 +244,22 @@ def test_cli_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
     assert main(["definitions", "check", str(tmp_path / "none.json")]) == 2
     assert capsys.readouterr().err.startswith("amqp10 definitions: definitions file not found")
+
+
+class CoreRefusal(Exception):
+    """Stands for the core's own error classes (not ValueError)."""
+
+
+class RefusingTopology(InMemoryTopology):
+    def declare_queue(self, queue: Any) -> None:
+        raise CoreRefusal(f"queue {queue.name!r} refused")
+
+
+def test_the_cores_own_refusals_are_reported_when_named() -> None:
+    defs, _ = parse_definitions(
+        {"vhosts": [{"name": "/"}], "queues": [{"name": "q", "vhost": "/"}]}
+    )
+    report = import_definitions(defs, UsersFile(), RefusingTopology(), refused=(CoreRefusal,))
+    assert report.errors == ["$.queues[0]: queue 'q' refused"]
+    with pytest.raises(CoreRefusal):  # not named: a bug, not a refusal
+        import_definitions(defs, UsersFile(), RefusingTopology())
