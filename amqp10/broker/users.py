@@ -109,9 +109,8 @@ class UsersFile:
 
     def credential_store(self) -> InMemoryCredentialStore:
         """A credential store holding every user's credentials."""
-        store = InMemoryCredentialStore(
-            secret=None if self.secret is None else bytes.fromhex(self.secret)
-        )
+        # No (or an empty) secret: random decoys, stable only until the next load.
+        store = InMemoryCredentialStore(secret=bytes.fromhex(self.secret) if self.secret else None)
         for name, user in self.users.items():
             for credential in user.credentials:
                 store.add_credential(name, credential)
@@ -276,8 +275,8 @@ def _render(users: UsersFile) -> str:
 
 def write_users_file(path: Path, users: UsersFile) -> None:
     """Write the file atomically (a temporary file in the same directory, then a rename),
-    readable by its owner only; a missing ``secret`` is drawn at random."""
-    if users.secret is None:
+    readable by its owner only; a missing or empty ``secret`` is drawn at random."""
+    if not users.secret:
         users.secret = os.urandom(32).hex()
     text = _render(users)
     path.parent.mkdir(parents=True, exist_ok=True)

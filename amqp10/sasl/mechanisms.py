@@ -501,6 +501,10 @@ class PlainServer(_ServerBase):
         if credential is None:
             # Spend the same PBKDF2 time, so timing does not tell which users exist.
             credential = self._store.decoy(username, "SCRAM-SHA-256")
+        elif isinstance(credential, PasswordHashCredential):
+            # A RabbitMQ hash takes one SHA-2 run; spend the PBKDF2 time an unknown
+            # user costs too, so timing does not single such users out.
+            verify_password(self._store.decoy(username, "SCRAM-SHA-256"), password)
         if not (verify_password(credential, password) and known):
             why = "wrong password" if known else "unknown user"
             return _fail(f"PLAIN: authentication failed for {username!r}: {why}")

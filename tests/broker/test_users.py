@@ -271,3 +271,10 @@ def test_the_checker_of_a_file_knows_tags(tmp_path: Path) -> None:
     add_user(f, "alice", "pw", iterations=16, tags=["administrator"])
     checker = read_users_file(f).permission_checker()
     assert checker.has_tag("alice", "administrator") and not checker.has_tag("alice", "monitoring")
+
+
+def test_an_empty_secret_is_replaced_on_write(tmp_path: Path) -> None:
+    f = tmp_path / "users.toml"
+    f.write_text('secret = ""\n')
+    add_user(f, "alice", "pw", iterations=16)
+    assert len(bytes.fromhex(tomllib.loads(f.read_text())["secret"])) == 32

@@ -1001,3 +1001,17 @@ def test_scram_login_for_a_hash_only_user_fails_with_the_reason() -> None:
     assert "only a RabbitMQ password hash, usable with PLAIN only" in out.reason
     ghost = run(ScramClient("SCRAM-SHA-256", "ghost", "x"), ScramServer("SCRAM-SHA-256", store))
     assert not ghost.ok and "unknown user" in ghost.reason
+
+
+def test_plain_with_a_rabbit_hash_spends_the_decoys_pbkdf2_time_too() -> None:
+    calls: list[str] = []
+
+    class CountingStore(InMemoryCredentialStore):
+        def decoy(self, username: str, mechanism: str) -> ScramCredential:
+            calls.append(username)
+            return super().decoy(username, mechanism)
+
+    store = CountingStore(default_iterations=LOW)
+    store.add_credential("guest", make_password_hash("guest"))
+    assert run(PlainClient("guest", "guest"), PlainServer(store)).ok
+    assert calls == ["guest"]
