@@ -246,8 +246,9 @@ def load_access(sasl: SaslConfig) -> tuple[InMemoryCredentialStore | None, Permi
 
 
 def _toml_str(s: str) -> str:
-    # A JSON string is a valid TOML basic string (same escapes, \uXXXX for controls).
-    return json.dumps(s, ensure_ascii=False)
+    # A JSON string is a TOML basic string (same escapes, \uXXXX for controls), except
+    # that TOML wants DEL escaped too.
+    return json.dumps(s, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def _toml_list(items: Iterable[str]) -> str:

@@ -4,16 +4,21 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from amqp10.broker.config import SaslConfig
-from amqp10.broker.permissions import FULL_ACCESS, VhostPermissions
+from amqp10.broker.permissions import FULL_ACCESS, KNOWN_TAGS, VhostPermissions
 from amqp10.broker.users import (
+    User,
+    UsersFile,
     UsersFileError,
     add_user,
     load_access,
@@ -278,3 +283,37 @@ def test_an_empty_secret_is_replaced_on_write(tmp_path: Path) -> None:
     f.write_text('secret = ""\n')
     add_user(f, "alice", "pw", iterations=16)
     assert len(bytes.fromhex(tomllib.loads(f.read_text())["secret"])) == 32
+
+
+CRED = make_password_hash("pw")
+
+# Names and patterns as a person might type them, minus what TOML cannot hold (lone
+# surrogates); patterns are escaped literals so that they always compile.
+names = st.text(st.characters(exclude_categories=["Cs"]), min_size=1, max_size=12)
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(users={"del\x7f\x00\n\"\\": (["administrator"], {"/\x7f": ("\x1f", "", "é")})})
+@given(
+    users=st.dictionaries(
+        names,
+        st.tuples(
+            st.lists(st.sampled_from(sorted(KNOWN_TAGS)), unique=True, max_size=3),
+            st.dictionaries(names, st.tuples(names, names, names), max_size=3),
+        ),
+        max_size=4,
+    )
+)
+def test_any_names_and_patterns_survive_a_write_and_a_read(
+    tmp_path: Path, users: dict[str, tuple[list[str], dict[str, tuple[str, str, str]]]]
+) -> None:
+    f = tmp_path / "users.toml"
+    model = UsersFile(secret="ab")
+    for name, (tags, perms) in users.items():
+        model.users[name] = User(
+            [CRED],
+            tuple(tags),
+            {v: VhostPermissions(*(re.escape(p) for p in ps)) for v, ps in perms.items()},
+        )
+    write_users_file(f, model)
+    assert read_users_file(f) == model
