@@ -13,6 +13,13 @@ other than :data:`~amqp10.broker.permissions.KNOWN_TAGS`. A field this module do
 know is never dropped silently either: :func:`parse_definitions` returns a warning
 naming its JSON path (``$.queues[3].x-foo``).
 
+Both shapes RabbitMQ writes are read: ``rabbitmqctl export_definitions`` (vhosts as
+``name``/``limits``/``metadata``, queues with ``type``, exchanges without ``internal``,
+internal exchanges left out) and the management API's (vhost description, tags and
+default queue type at the top level, exchanges with ``internal``). Export writes the
+union (:meth:`VhostDef.canonical`; ``internal`` exchanges included, so that nothing
+declared is lost).
+
 Passwords: RabbitMQ's ``password_hash`` (base64 of a 4-byte salt and SHA-256 or
 SHA-512 of salt + password) becomes a
 :class:`~amqp10.sasl.credentials.PasswordHashCredential`, which PLAIN can check and
@@ -96,6 +103,14 @@ KNOWN_QUEUE_ARGUMENTS = frozenset(
 KNOWN_EXCHANGE_ARGUMENTS = frozenset({"alternate-exchange"})
 
 QUEUE_TYPES = frozenset({"classic", "stream"})
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 policy``, ``2 policies``."""
+    if n == 1:
+        return f"1 {noun}"
+    plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
+    return f"{n} {plural}"
 
 
 class DefinitionsError(Exception):
@@ -305,7 +320,7 @@ def _not_applied(defs: Definitions) -> Iterator[DefinitionsWarning]:
     for section, why in sections.items():
         items = getattr(defs, section)
         if items:
-            yield DefinitionsWarning(f"$.{section}", f"{len(items)} entries read; {why}")
+            yield DefinitionsWarning(f"$.{section}", f"{_count(len(items), 'entry')} read; {why}")
     for i, u in enumerate(defs.users):
         if u.limits:
             yield DefinitionsWarning(f"$.users[{i}].limits", "user limits are not applied")
@@ -487,7 +502,7 @@ class ImportReport:
 
     def summary(self) -> str:
         """``3 users, 2 vhosts, ...`` (kinds with none left out)."""
-        return ", ".join(f"{n} {kind}" for kind, n in self.counts.items() if n) or "nothing"
+        return ", ".join(_count(n, kind) for kind, n in self.counts.items() if n) or "nothing"
 
 
 def _credentials(u: UserDef) -> list[Credential]:
@@ -514,7 +529,8 @@ def import_definitions(
     An entry that cannot be applied (a bad hash, a binding to nothing, a type the core
     refuses: ValueError, or one of ``refused``, the core's own refusals) is
     skipped and reported in the result; the others are applied, in RabbitMQ's order:
-    users, vhosts, permissions, policies, exchanges, queues, bindings.
+    users, vhosts, permissions, exchanges, policies (before the queues they apply to),
+    queues, bindings.
     """
     report = ImportReport()
     skipped: tuple[type[Exception], ...] = (ValueError, *refused)
@@ -539,24 +555,24 @@ def import_definitions(
         users.users[p.user].permissions[p.vhost] = VhostPermissions(p.configure, p.write, p.read)
 
     for i, u in enumerate(defs.users):
-        apply("users", f"$.users[{i}]", add_user, u)
+        apply("user", f"$.users[{i}]", add_user, u)
     for i, v in enumerate(defs.vhosts):
-        apply("vhosts", f"$.vhosts[{i}]", topology.declare_vhost, v)
+        apply("vhost", f"$.vhosts[{i}]", topology.declare_vhost, v)
     for i, p in enumerate(defs.permissions):
-        apply("permissions", f"$.permissions[{i}]", add_permission, p)
-    for i, pol in enumerate(defs.policies):
-        apply("policies", f"$.policies[{i}]", topology.declare_policy, pol)
+        apply("permission", f"$.permissions[{i}]", add_permission, p)
     for i, x in enumerate(defs.exchanges):
         if x.name == "" or x.name.startswith("amq."):
             report.errors.append(
                 f"$.exchanges[{i}]: {x.name or '(default)'!s} is predeclared, skipped"
             )
             continue
-        apply("exchanges", f"$.exchanges[{i}]", topology.declare_exchange, x)
+        apply("exchange", f"$.exchanges[{i}]", topology.declare_exchange, x)
+    for i, pol in enumerate(defs.policies):
+        apply("policy", f"$.policies[{i}]", topology.declare_policy, pol)
     for i, q in enumerate(defs.queues):
-        apply("queues", f"$.queues[{i}]", topology.declare_queue, q)
+        apply("queue", f"$.queues[{i}]", topology.declare_queue, q)
     for i, b in enumerate(defs.bindings):
-        apply("bindings", f"$.bindings[{i}]", topology.declare_binding, b)
+        apply("binding", f"$.bindings[{i}]", topology.declare_binding, b)
     return report
 
 

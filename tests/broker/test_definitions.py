@@ -44,7 +44,7 @@ def normalised(defs: Definitions) -> dict[str, Any]:
 def test_a_rabbitmq_export_parses_with_only_the_ignored_parts_reported() -> None:
     defs, warnings = load_definitions(EXPORT)
     assert [str(w) for w in warnings] == [
-        "$.global_parameters: 2 entries read; global parameters are not applied"
+        "$.global_parameters: 1 entry read; global parameters are not applied"
     ]
     assert [u.name for u in defs.users] == ["guest", "orders-app", "monitor"]
     assert defs.users[2].tags == ("monitoring", "management")
@@ -58,7 +58,7 @@ def test_round_trip_through_the_users_file_and_a_topology(tmp_path: Path) -> Non
     report = import_definitions(original, users, topology)
     assert report.errors == []
     assert report.summary() == (
-        "3 users, 2 vhosts, 4 permissions, 1 policies, 4 exchanges, 4 queues, 6 bindings"
+        "3 users, 2 vhosts, 4 permissions, 4 exchanges, 1 policy, 4 queues, 6 bindings"
     )
     # the users file keeps the RabbitMQ hashes through a write and a read
     f = tmp_path / "users.toml"
@@ -173,7 +173,7 @@ def test_import_skips_and_reports_what_cannot_be_applied() -> None:
         "$.exchanges[2]: no vhost 'nowhere'",
         "$.bindings[0]: no exchange 'z' in vhost '/'",
     ]
-    assert report.summary() == "1 vhosts" and users.users == {}
+    assert report.summary() == "1 vhost" and users.users == {}
 
 
 def test_plain_password_on_import_becomes_scram_and_is_never_kept(tmp_path: Path) -> None:
@@ -227,8 +227,8 @@ def test_cli_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["definitions", "check", str(EXPORT)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out == [
-        "warning: $.global_parameters: 2 entries read; global parameters are not applied",
-        "would import: 3 users, 2 vhosts, 4 permissions, 1 policies, 4 exchanges, 4 queues, 6 bindings",
+        "warning: $.global_parameters: 1 entry read; global parameters are not applied",
+        "would import: 3 users, 2 vhosts, 4 permissions, 4 exchanges, 1 policy, 4 queues, 6 bindings",
     ]
     f = tmp_path / "users.toml"
     add_user(f, "guest", "pw", iterations=16)
