@@ -104,6 +104,9 @@ KNOWN_EXCHANGE_ARGUMENTS = frozenset({"alternate-exchange"})
 
 QUEUE_TYPES = frozenset({"classic", "stream"})
 
+_MD5_ERA = tuple(f"3.{minor}." for minor in range(6))
+"""RabbitMQ versions whose password hashes were MD5 (their exports do not say so)."""
+
 
 def _count(n: int, noun: str) -> str:
     """``1 policy``, ``2 policies``."""
@@ -142,13 +145,23 @@ class UserDef(_Def):
 
     name: str
     password_hash: str = ""
-    hashing_algorithm: str = "rabbit_password_hashing_sha256"
+    hashing_algorithm: str | None = None
+    """Absent in files from RabbitMQ before 3.6.1; see :meth:`algorithm`."""
     tags: tuple[str, ...] = ()
     limits: dict[str, Any] = {}
     password: str | None = Field(default=None, repr=False)
     """A cleartext password (RabbitMQ accepts one on import): hashed at once, never kept."""
     amqp10_credentials: list[str] | None = None
     """This broker's SCRAM credentials (``format_credential`` form); ignored by RabbitMQ."""
+
+    def algorithm(self, version: str | None) -> str:
+        """The hashing algorithm of ``password_hash``; when the file names none, what
+        RabbitMQ assumes for a file of ``version``: MD5 before 3.6, SHA-256 since."""
+        if self.hashing_algorithm is not None:
+            return self.hashing_algorithm
+        if version is not None and version.startswith(_MD5_ERA):
+            return "rabbit_password_hashing_md5"
+        return "rabbit_password_hashing_sha256"
 
     @field_validator("tags", mode="before")
     @classmethod
@@ -505,13 +518,14 @@ class ImportReport:
         return ", ".join(_count(n, kind) for kind, n in self.counts.items() if n) or "nothing"
 
 
-def _credentials(u: UserDef) -> list[Credential]:
+def _credentials(u: UserDef, version: str | None) -> list[Credential]:
+    # A cleartext password wins over a hash, as in RabbitMQ's import.
     if u.amqp10_credentials:
         return [parse_credential(c) for c in u.amqp10_credentials]
-    if u.password_hash:
-        return [PasswordHashCredential.from_rabbit(u.password_hash, u.hashing_algorithm)]
     if u.password:
         return scram_credentials(u.password)
+    if u.password_hash:
+        return [PasswordHashCredential.from_rabbit(u.password_hash, u.algorithm(version))]
     return []
 
 
@@ -533,6 +547,7 @@ def import_definitions(
     queues, bindings.
     """
     report = ImportReport()
+    version = defs.rabbitmq_version or defs.rabbit_version
     skipped: tuple[type[Exception], ...] = (ValueError, *refused)
 
     def apply(kind: str, path: str, action: Any, *args: Any) -> None:
@@ -547,7 +562,7 @@ def import_definitions(
         tags = tuple(t for t in u.tags if t in KNOWN_TAGS)
         old = users.users.get(u.name)
         permissions = {} if old is None else old.permissions
-        users.users[u.name] = User(_credentials(u), tags, permissions)
+        users.users[u.name] = User(_credentials(u, version), tags, permissions)
 
     def add_permission(p: PermissionDef) -> None:
         if p.user not in users.users:

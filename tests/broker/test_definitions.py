@@ -21,7 +21,12 @@ from amqp10.broker.definitions import (
 from amqp10.broker.permissions import VhostPermissions
 from amqp10.broker.users import UsersFile, add_user, read_users_file, write_users_file
 from amqp10.cli import main
-from amqp10.sasl.credentials import PasswordHashCredential, ScramCredential, verify_password
+from amqp10.sasl.credentials import (
+    PasswordHashCredential,
+    ScramCredential,
+    make_password_hash,
+    verify_password,
+)
 
 EXPORT = Path(__file__).parent / "fixtures" / "rabbitmq_definitions.json"
 IGNORED = ("topic_permissions", "parameters", "global_parameters")
@@ -263,3 +268,43 @@ def test_the_cores_own_refusals_are_reported_when_named() -> None:
     assert report.errors == ["$.queues[0]: queue 'q' refused"]
     with pytest.raises(CoreRefusal):  # not named: a bug, not a refusal
         import_definitions(defs, UsersFile(), RefusingTopology())
+
+
+@pytest.mark.parametrize(
+    ("version", "algorithm"),
+    [
+        ("3.5.7", "rabbit_password_hashing_md5"),
+        ("3.0.0", "rabbit_password_hashing_md5"),
+        ("3.6.0", "rabbit_password_hashing_sha256"),
+        ("3.13.7", "rabbit_password_hashing_sha256"),
+        (None, "rabbit_password_hashing_sha256"),
+    ],
+)
+def test_a_hash_without_algorithm_is_read_as_rabbitmq_would(
+    version: str | None, algorithm: str
+) -> None:
+    cred = make_password_hash("pw", algorithm)
+    doc: dict[str, Any] = {
+        "users": [{"name": "old", "password_hash": cred.to_rabbit(), "tags": ""}]
+    }
+    if version is not None:
+        doc["rabbit_version"] = version
+    defs, _ = parse_definitions(doc)
+    users = UsersFile()
+    assert import_definitions(defs, users, InMemoryTopology()).errors == []
+    (got,) = users.users["old"].credentials
+    assert isinstance(got, PasswordHashCredential) and got.algorithm == algorithm
+    assert got.verify("pw")
+
+
+def test_a_cleartext_password_wins_over_a_hash_as_in_rabbitmq() -> None:
+    doc = {
+        "users": [
+            {"name": "u", "password": "new", "password_hash": make_password_hash("old").to_rabbit()}
+        ]
+    }
+    defs, _ = parse_definitions(doc)
+    users = UsersFile()
+    import_definitions(defs, users, InMemoryTopology())
+    assert all(isinstance(c, ScramCredential) for c in users.users["u"].credentials)
+    assert verify_password(users.users["u"].credentials[0], "new")
