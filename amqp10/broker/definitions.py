@@ -607,8 +607,16 @@ def _user_def(name: str, user: User) -> UserDef:
 
 
 def export_definitions(users: UsersFile, topology: Topology) -> Definitions:
-    """The users file and the topology as one definitions document."""
+    """The users file and the topology as one definitions document.
+
+    Virtual hosts that permissions name but the topology does not know are listed
+    too (bare), so that RabbitMQ, which refuses permissions on a missing vhost, can
+    import the document.
+    """
     vhosts = topology.list_vhosts()
+    known = {v.name for v in vhosts}
+    named = dict.fromkeys(vhost for u in users.users.values() for vhost in u.permissions)
+    vhosts += [VhostDef(name=name) for name in named if name not in known]
     names = [v.name for v in vhosts]
     return Definitions(
         rabbit_version=FORMAT_VERSION,

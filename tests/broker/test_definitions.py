@@ -308,3 +308,49 @@ def test_a_cleartext_password_wins_over_a_hash_as_in_rabbitmq() -> None:
     import_definitions(defs, users, InMemoryTopology())
     assert all(isinstance(c, ScramCredential) for c in users.users["u"].credentials)
     assert verify_password(users.users["u"].credentials[0], "new")
+
+
+def test_cli_import_then_export_the_users_part(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = tmp_path / "users.toml"
+    add_user(f, "alice", "pw", iterations=16)
+    secret = read_users_file(f).secret
+    assert main(["definitions", "import", str(EXPORT), "--users-file", str(f)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2:] == [
+        f"imported into {f}: 3 users, 4 permissions",
+        "not imported (they need a running broker): 2 vhosts, 4 exchanges, 1 policy, 4 queues, 6 bindings",
+    ]
+    users = read_users_file(f)
+    assert list(users.users) == ["alice", "guest", "orders-app", "monitor"]
+    assert users.secret == secret
+    assert verify_password(users.users["guest"].credentials[0], "guest")
+
+    out_file = tmp_path / "export.json"
+    assert main(["definitions", "export", str(out_file), "--users-file", str(f)]) == 0
+    exported, warnings = load_definitions(out_file)
+    assert warnings == []
+    original, _ = load_definitions(EXPORT)
+    alice = {"user": "alice", "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"}
+    expected = [*normalised(original)["permissions"], alice]
+    assert normalised(exported)["permissions"] == sorted(
+        expected, key=lambda p: json.dumps(p, sort_keys=True)
+    )
+    # vhosts that permissions name are there, so that RabbitMQ can import the file
+    assert sorted(v.name for v in exported.vhosts) == ["/", "orders"]
+    assert main(["definitions", "export", "-", "--users-file", str(f)]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(out_file.read_text())
+
+
+def test_cli_import_writes_nothing_when_a_user_entry_is_bad(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"users": [{"name": "u", "password_hash": "AAAA"}]}))
+    f = tmp_path / "users.toml"
+    assert main(["definitions", "import", str(bad), "--users-file", str(f)]) == 1
+    captured = capsys.readouterr()
+    assert "would skip: $.users[0]: salt must be 4 bytes long" in captured.out
+    assert captured.err == f"amqp10 definitions: nothing written to {f}: fix the entries above\n"
+    assert not f.exists()
