@@ -6,15 +6,20 @@ Each user has, per virtual host, three regular expressions over resource names:
 - ``write``: publish to it (an exchange, or a 1.0 node), bind *to* a queue;
 - ``read``: consume from a queue, bind *from* an exchange, purge.
 
-As in RabbitMQ, a pattern must match the *whole* name (``re.fullmatch``, so
-``orders`` does not allow ``orders.eu``; write ``orders.*`` for that), the empty
-pattern ``""`` matches nothing (not even the empty name), and the nameless default
-exchange is checked under the name ``amq.default``. A user with no entry for a
-virtual host may not use that virtual host at all.
+Matching is RabbitMQ's own (``rabbit_auth_backend_internal:check_resource_access``
+runs ``re:run`` on the name): a pattern matches if it is found *anywhere* in the
+name (``re.search``), so anchor it to mean a prefix or a whole name: ``^orders\\.``
+allows ``orders.eu``, ``^orders$`` only ``orders``, and plain ``orders`` also
+``my-orders``. A definitions file exported from RabbitMQ therefore means here what it
+meant there. The empty pattern ``""`` matches nothing (RabbitMQ reads it as ``^$``,
+and no checked name is empty), and the nameless default exchange is checked under
+the name ``amq.default``. A user with no entry for a virtual host may not use that
+virtual host at all. Patterns are Python regular expressions, which agree with
+RabbitMQ's PCRE on everything but exotic syntax.
 
 A :class:`PermissionChecker` compiles each (user, vhost) entry once, on first use,
 and keeps a bounded cache of recent answers, so a check is a dict lookup (and, the
-first time a name is seen, one precompiled ``fullmatch``). A refusal raises
+first time a name is seen, one precompiled ``search``). A refusal raises
 :class:`PermissionDenied`, which carries the error each protocol reports:
 ``amqp:unauthorized-access`` on 1.0, ``ACCESS_REFUSED`` (403) on 0-9-1. It is logged
 at warning level with the user, vhost, action and resource.
@@ -181,7 +186,7 @@ class _Compiled:
         answer = self.cache.get(key)
         if answer is None:
             pattern = self.patterns[action]
-            answer = pattern is not None and pattern.fullmatch(name) is not None
+            answer = pattern is not None and pattern.search(name) is not None
             if len(self.cache) >= _CACHE_SIZE:
                 self.cache.clear()
             self.cache[key] = answer

@@ -19,7 +19,9 @@ from amqp10.broker.permissions import (
 )
 from amqp10.types import ErrorCondition
 
-ORDERS = VhostPermissions(configure=r"orders\..*", write=r"orders\..*|amq\.default", read="orders")
+ORDERS = VhostPermissions(
+    configure=r"^orders\.", write=r"^(orders\..*|amq\.default)$", read="^orders$"
+)
 TABLE = {
     "alice": {"/": FULL_ACCESS, "orders": ORDERS},
     "nobody": {"/": NO_ACCESS},
@@ -35,31 +37,44 @@ def checker() -> PermissionChecker:
 @pytest.mark.parametrize(
     ("action", "kind", "name", "allowed"),
     [
-        ("configure", "queue", "orders.eu", True),
+        ("configure", "queue", "orders.eu", True),  # ^orders\. : a prefix
+        ("configure", "queue", "orders.eu.1", True),
         ("configure", "queue", "orders", False),  # the pattern needs the dot
-        ("configure", "queue", "xorders.eu", False),  # anchored at the start...
-        ("read", "queue", "orders", True),
-        ("read", "queue", "orders.eu", False),  # ...and at the end: "orders" is not "orders.*"
+        ("configure", "queue", "xorders.eu", False),  # anchored at the start
+        ("read", "queue", "orders", True),  # ^orders$ : that name only
+        ("read", "queue", "orders.eu", False),
         ("write", "exchange", "", True),  # the default exchange is checked as amq.default
         ("write", "exchange", "amq.default", True),
         ("write", "topic", "", True),
         ("write", "exchange", "amq.topic", False),
+        ("write", "exchange", "xamq.default", False),
         ("write", "queue", "", False),  # a queue named "" is not the default exchange
     ],
 )
-def test_patterns_match_whole_names(
+def test_anchored_patterns(
     checker: PermissionChecker, action: str, kind: str, name: str, allowed: bool
 ) -> None:
     assert checker.allowed("alice", "orders", action, kind, name) is allowed  # type: ignore[arg-type]
 
 
-def test_an_alternation_is_anchored_as_a_whole() -> None:
-    # "a|b" must not become "^a|b$" (which would allow "ab..." and "...b").
-    c = PermissionChecker({"u": {"/": VhostPermissions("a|b", "", "")}})
-    assert c.allowed("u", "/", "configure", "queue", "a")
-    assert c.allowed("u", "/", "configure", "queue", "b")
-    assert not c.allowed("u", "/", "configure", "queue", "ab")
-    assert not c.allowed("u", "/", "configure", "queue", "xb")
+@pytest.mark.parametrize(
+    ("pattern", "name", "allowed"),
+    [
+        ("orders", "orders", True),
+        ("orders", "my-orders-archive", True),  # found anywhere, as RabbitMQ's re:run
+        ("orders", "order", False),
+        ("a|b", "xbx", True),
+        ("^a|b$", "ab", True),  # each alternative anchored on its own side
+        ("^(a|b)$", "ab", False),
+        ("^$", "q", False),
+        (".*", "", True),
+    ],
+)
+def test_unanchored_patterns_match_anywhere_as_in_rabbitmq(
+    pattern: str, name: str, allowed: bool
+) -> None:
+    c = PermissionChecker({"u": {"/": VhostPermissions(pattern, "", "")}})
+    assert c.allowed("u", "/", "configure", "queue", name) is allowed
 
 
 def test_empty_pattern_matches_nothing_not_even_the_empty_name(checker: PermissionChecker) -> None:
