@@ -293,7 +293,7 @@ names = st.text(st.characters(exclude_categories=["Cs"]), min_size=1, max_size=1
 
 
 @settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@example(users={"del\x7f\x00\n\"\\": (["administrator"], {"/\x7f": ("\x1f", "", "é")})})
+@example(users={'del\x7f\x00\n"\\': (["administrator"], {"/\x7f": ("\x1f", "", "é")})})
 @given(
     users=st.dictionaries(
         names,
