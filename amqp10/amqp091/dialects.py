@@ -192,7 +192,9 @@ class Dialect:
         try:
             class_id, method_id = _CID_MID.unpack_from(data, 0)
         except struct.error:
-            raise ConnectionException(ReplyCode.FRAME_ERROR, "method frame too short") from None
+            raise ConnectionException(
+                ReplyCode.FRAME_ERROR, "FRAME_ERROR - method frame too short"
+            ) from None
         decode = self._decoders.get(class_id << 16 | method_id)
         if decode is None:
             raise ConnectionException(
