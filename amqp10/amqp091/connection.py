@@ -58,6 +58,7 @@ from .framing import (
 from .methods import (
     FRAME_MIN_SIZE,
     ChannelClose,
+    ChannelFlow,
     ChannelOpen,
     ChannelOpenOk,
     ConnectionClose,
@@ -493,6 +494,13 @@ class Connection:
         )
         ch.send_close(close)
         self._send_method(channel, close)
+
+    def flow(self, channel: int, active: bool) -> None:
+        """Ask the peer to stop (``active=False``) or resume sending content on a channel;
+        its ``flow-ok`` arrives as ``MethodReceived``."""
+        self._expect_open()
+        self._channel(channel).move(ChannelInput.SEND_METHOD)
+        self._send_method(channel, ChannelFlow(active=active))
 
     def send_method(self, channel: int, method: Method) -> None:
         """Send a method without content on an open channel (``queue.declare-ok``, ``basic.ack``…).
