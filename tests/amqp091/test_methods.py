@@ -9,7 +9,7 @@ from typing import Any
 import pika.frame
 import pika.spec
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from amqp10.amqp091 import methods
@@ -23,6 +23,8 @@ from .strategies import methods_of, pika_tables, shortstr, tables
 
 ALL = sorted(METHODS.values(), key=lambda c: c.INDEX)
 ids = [c.NAME for c in ALL]
+# 70 methods of a few fields each: a quarter of the profile's examples per method
+per_method = settings(max_examples=max(20, settings.default.max_examples // 4))
 
 
 def test_committed_module_is_the_generator_output() -> None:
@@ -113,6 +115,7 @@ def wire(method: Method) -> bytes:
 
 
 @pytest.mark.parametrize("cls", ALL, ids=ids)
+@per_method
 @given(data=st.data())
 def test_every_method_round_trips(cls: type[Method], data: st.DataObject) -> None:
     method = data.draw(methods_of(cls))
@@ -136,6 +139,7 @@ PIKA_DECODE_BROKEN = {methods.ConnectionUpdateSecret}
 
 
 @pytest.mark.parametrize("cls", ALL, ids=ids)
+@per_method
 @given(data=st.data())
 def test_every_method_against_pika(cls: type[Method], data: st.DataObject) -> None:
     """Ours → pika decodes and re-encodes the same bytes; pika's bytes → ours decodes the same method."""

@@ -1,0 +1,107 @@
+"""Every received connection method in every reachable state, held to the transition table.
+
+A method the table allows moves the state as the table says; any other is a
+connection exception (COMMAND_INVALID), for both roles (h2's
+``test_state_machines`` idea, over the whole (state, input) space we can reach).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from amqp10.amqp091 import AMQP_0_9_1, Connection, ConnectionFailed, ConnectionState, ReplyCode
+from amqp10.amqp091 import methods as m
+from amqp10.amqp091.base import Method
+from amqp10.amqp091.connection_state import RECEIVED, TRANSITIONS, ConnectionInput
+
+from .pair import method_frame
+
+S = ConnectionState
+CONNECTION_METHODS = [cls for cls in m.METHODS.values() if cls.CLASS_ID == 10]
+
+
+def _server(steps: int) -> Connection:
+    server = Connection("server")
+    script: list[Callable[[], object]] = [
+        lambda: server.receive_data(AMQP_0_9_1.header),
+        lambda: server.receive_data(
+            method_frame(0, m.ConnectionStartOk(mechanism="PLAIN", response=b"\0u\0p"))
+        ),
+        lambda: server.accept_login(),
+        lambda: server.receive_data(
+            method_frame(0, m.ConnectionTuneOk(channel_max=10, frame_max=4096))
+        ),
+        lambda: server.receive_data(method_frame(0, m.ConnectionOpen(virtual_host="/"))),
+        lambda: server.accept_open(),
+    ]
+    for step in script[:steps]:
+        step()
+    server.data_to_send()
+    server.poll_events()
+    return server
+
+
+def _client(steps: int) -> Connection:
+    client = Connection("client")
+    script: list[Callable[[], object]] = [
+        lambda: client.receive_data(method_frame(0, m.ConnectionStart(mechanisms=b"PLAIN"))),
+        lambda: client.receive_data(
+            method_frame(0, m.ConnectionTune(channel_max=10, frame_max=4096))
+        ),
+        lambda: client.receive_data(method_frame(0, m.ConnectionOpenOk())),
+    ]
+    for step in script[:steps]:
+        step()
+    client.data_to_send()
+    client.poll_events()
+    return client
+
+
+SERVER_STATES = {
+    S.START_SENT: 1,
+    S.AUTHENTICATING: 2,
+    S.TUNE_SENT: 3,
+    S.TUNED: 4,
+    S.OPEN_RCVD: 5,
+    S.OPEN: 6,
+}
+CLIENT_STATES = {S.HEADER_SENT: 0, S.START_OK_SENT: 1, S.OPEN_SENT: 2, S.OPEN: 3}
+CASES = [("server", st, cls) for st in SERVER_STATES for cls in CONNECTION_METHODS] + [
+    ("client", st, cls) for st in CLIENT_STATES for cls in CONNECTION_METHODS
+]
+
+
+@pytest.mark.parametrize(
+    ("role", "state", "cls"), CASES, ids=[f"{r}-{s.name}-{c.NAME}" for r, s, c in CASES]
+)
+def test_received_connection_method(role: str, state: ConnectionState, cls: type[Method]) -> None:
+    conn = _server(SERVER_STATES[state]) if role == "server" else _client(CLIENT_STATES[state])
+    assert conn.state is state
+    method = cls(reply_code=200) if cls is m.ConnectionClose else cls()
+    events = conn.receive_data(method_frame(0, method))
+    failed = [e for e in events if isinstance(e, ConnectionFailed)]
+    event = RECEIVED.get(cls.NAME)
+    allowed = role in cls.RECEIVED_BY and (
+        (event is not None and (state, event) in TRANSITIONS)
+        or (event is None and state is S.OPEN)  # RabbitMQ's extensions, once open
+    )
+    if not allowed:
+        assert [f.reply_code for f in failed] == [ReplyCode.COMMAND_INVALID], (events, conn.state)
+        assert conn.state is S.CLOSE_SENT
+        return
+    if cls is m.ConnectionStartOk:
+        # allowed, but its empty mechanism is not one we offered
+        assert [f.reply_code for f in failed] == [ReplyCode.COMMAND_INVALID]
+        return
+    assert not failed, events
+    if event is ConnectionInput.RECV_CLOSE:
+        assert conn.state is S.CLOSED  # answered with close-ok at once
+    elif event is not None:
+        expected = TRANSITIONS[state, event]
+        # the client answers tune and start itself, moving on at once
+        follow = {S.TUNE_RCVD: S.OPEN_SENT, S.START_RCVD: S.START_OK_SENT}
+        assert conn.state is follow.get(expected, expected)
+    else:
+        assert conn.state is S.OPEN
