@@ -633,7 +633,6 @@ class Connection:
     def _receive_header(self) -> bool:
         """Handle the protocol header; True when frames may follow."""
         buf = self._in
-        expected = self.dialect.header
         if self.state is S.HEADER_SENT:
             # a server that refuses our version answers with its own header
             if buf[:1] == b"A":
@@ -644,11 +643,12 @@ class Connection:
                 )
                 return False
             return True
+        accepted = self.dialect.accepted_headers
         if len(buf) < 8:
-            if bytes(buf) != expected[: len(buf)]:
+            if not any(h.startswith(bytes(buf)) for h in accepted):
                 self._refuse_header()
             return False
-        if bytes(buf[:8]) != expected:
+        if bytes(buf[:8]) not in accepted:
             self._refuse_header()
             return False
         del buf[:8]

@@ -115,11 +115,14 @@ class Dialect:
         variants: tuple[Variant, ...] = (),
         reply_codes_absent: frozenset[int] = frozenset(),
         reply_codes_extra: tuple[tuple[int, str], ...] = (),
+        aliases: tuple[bytes, ...] = (),
     ) -> None:
         self.name = name
         """``"0-9-1"``, ``"0-9"``, ``"0-8"``."""
         self.header = header
-        """The 8-byte protocol header."""
+        """The 8-byte protocol header (the one a server answers with)."""
+        self.accepted_headers = frozenset({header, *aliases})
+        """Every header that asks for this version."""
         self.version = version
         """``(version-major, version-minor)`` as sent in ``connection.start``."""
         self.absent = absent
@@ -222,7 +225,13 @@ class Dialect:
         return method
 
 
-AMQP_0_9_1: Final = Dialect("0-9-1", b"AMQP\x00\x00\x09\x01", (0, 9))
+AMQP_0_9_1: Final = Dialect(
+    "0-9-1",
+    b"AMQP\x00\x00\x09\x01",
+    (0, 9),
+    # the header some early 0-9-1 clients sent; RabbitMQ takes it as 0-9-1 too
+    aliases=(b"AMQP\x01\x01\x09\x01",),
+)
 
 # in neither older version: RabbitMQ's extensions and 0-9-1's additions
 _NEWER = frozenset({

@@ -5,6 +5,10 @@ protocol (0-9-1, 0-9, 0-8, or 1.0 plain/SASL/TLS) or, for anything else (0-10,
 a 1.0 header with another version, not AMQP at all), gives the header to write
 back before closing, as 0-9-1 §4.2.2 says: the preferred version of the same
 family (the 1.0 header for the 1.0 family, 0-9-1's otherwise).
+
+For the pre-1.0 protocols the listener then makes
+``Connection("server", dialect=protocol.dialect)`` and feeds it everything it
+read, the 8 header bytes included.
 """
 
 from __future__ import annotations
@@ -44,11 +48,7 @@ _DIALECT: Final = {
 
 AMQP_1_0_HEADER: Final = b"AMQP\x00\x01\x00\x00"
 _KNOWN: Final = {
-    AMQP_0_9_1.header: Protocol.AMQP_0_9_1,
-    # the header some early 0-9-1 clients sent; RabbitMQ takes it as 0-9-1 too
-    b"AMQP\x01\x01\x09\x01": Protocol.AMQP_0_9_1,
-    AMQP_0_9.header: Protocol.AMQP_0_9,
-    AMQP_0_8.header: Protocol.AMQP_0_8,
+    **{h: p for p, d in _DIALECT.items() for h in d.accepted_headers},
     AMQP_1_0_HEADER: Protocol.AMQP_1_0,
     b"AMQP\x03\x01\x00\x00": Protocol.AMQP_1_0_SASL,
     b"AMQP\x02\x01\x00\x00": Protocol.AMQP_1_0_TLS,

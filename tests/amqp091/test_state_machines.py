@@ -8,10 +8,18 @@ connection exception (COMMAND_INVALID), for both roles (h2's
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-from amqp10.amqp091 import AMQP_0_9_1, Connection, ConnectionFailed, ConnectionState, ReplyCode
+from amqp10.amqp091 import (
+    AMQP_0_9_1,
+    Connection,
+    ConnectionFailed,
+    ConnectionState,
+    ReplyCode,
+    channel_state,
+)
 from amqp10.amqp091 import methods as m
 from amqp10.amqp091.base import Method
 from amqp10.amqp091.connection_state import RECEIVED, TRANSITIONS, ConnectionInput
@@ -105,3 +113,40 @@ def test_received_connection_method(role: str, state: ConnectionState, cls: type
         assert conn.state is follow.get(expected, expected)
     else:
         assert conn.state is S.OPEN
+
+
+def _reachable(table: dict[tuple[Any, Any], Any], start: Any) -> set[Any]:
+    seen = {start}
+    todo = [start]
+    while todo:
+        state = todo.pop()
+        for (src, _), dst in table.items():
+            if src is state and dst not in seen:
+                seen.add(dst)
+                todo.append(dst)
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("table", "states", "start", "end"),
+    [
+        (TRANSITIONS, ConnectionState, S.START, S.CLOSED),
+        (channel_state.TRANSITIONS, channel_state.ChannelState, channel_state.ChannelState.CLOSED,
+         channel_state.ChannelState.CLOSED),
+        (channel_state.CONTENT_TRANSITIONS, channel_state.ContentState, channel_state.ContentState.IDLE,
+         channel_state.ContentState.IDLE),
+    ],
+)  # fmt: skip
+def test_every_state_is_reachable_and_can_end(
+    table: Any, states: Any, start: Any, end: Any
+) -> None:
+    """No dead state in the tables: each is reachable, and from each the end is."""
+    assert _reachable(table, start) == set(states)
+    for state in states:
+        assert end in _reachable(table, state), state
+
+
+def test_the_alias_header_opens_a_0_9_1_connection() -> None:
+    server = Connection("server")
+    server.receive_data(b"AMQP\x01\x01\x09\x01")
+    assert server.state is S.START_SENT
