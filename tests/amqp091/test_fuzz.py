@@ -29,7 +29,7 @@ from amqp10.amqp091 import (
 from amqp10.amqp091 import methods as m
 from amqp10.amqp091.methods import HARD_ERRORS, SOFT_ERRORS
 
-from .pair import Pair, frames
+from .pair import Pair, frames, method_frame
 
 
 def _client_stream() -> bytes:
@@ -91,6 +91,7 @@ def _feed(data: bytes, chunks: list[int], server: Connection | None = None) -> C
 
 
 def _check(server: Connection, events: list[Event]) -> None:
+    """The invariant, for either role (``server`` names the engine under test)."""
     failed = False
     for e in events:
         assert isinstance(e, Event)
@@ -152,3 +153,35 @@ def mutated(draw: st.DrawFn) -> bytes:
 @given(mutated())
 def test_mutated_valid_streams(data: bytes) -> None:
     _feed(data, PIECES)
+
+
+def _open_client() -> Connection:
+    client = Connection("client")
+    client.receive_data(
+        b"".join(
+            f
+            for f in (
+                method_frame(0, m.ConnectionStart(mechanisms=b"PLAIN")),
+                method_frame(0, m.ConnectionTune(frame_max=4096)),
+                method_frame(0, m.ConnectionOpenOk()),
+            )
+        )
+    )
+    client.open_channel()
+    client.receive_data(method_frame(1, m.ChannelOpenOk()))
+    client.data_to_send()
+    return client
+
+
+@given(st.binary(max_size=400))
+def test_random_bytes_into_an_open_client(data: bytes) -> None:
+    """The client role holds the same invariant against a hostile server."""
+    client = _open_client()
+    _check(client, client.receive_data(data))
+
+
+@given(st.binary(max_size=400))
+def test_random_bytes_into_a_client_waiting_for_start(data: bytes) -> None:
+    client = Connection("client")
+    client.data_to_send()
+    _check(client, client.receive_data(data))
