@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from .base import Method, Properties
 from .channel_state import ChannelState
-from .connection import CAPABILITIES, Connection
+from .connection import Connection
 from .connection_state import ConnectionState
 from .dialects import AMQP_0_8, AMQP_0_9, AMQP_0_9_1, DIALECTS, Dialect
 from .errors import (
@@ -81,6 +81,7 @@ from .events import (
     SecureResponse,
     VirtualHostRequested,
 )
+from .handshake import CAPABILITIES
 from .methods import BasicProperties, ReplyCode
 from .negotiate import Protocol, Unsupported, identify_header
 

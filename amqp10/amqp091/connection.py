@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
-from .auth import MECHANISMS, amqplain_response, parse_credentials, plain_response
+from .auth import MECHANISMS, parse_credentials
 from .base import Method, Properties
 from .channel import Channel
 from .channel_state import ChannelInput, ChannelState
@@ -55,6 +55,7 @@ from .framing import (
     end_frame,
     start_frame,
 )
+from .handshake import CAPABILITIES, check_tune_ok, client_start_ok, client_tune_ok, server_start
 from .methods import (
     FRAME_MIN_SIZE,
     ChannelClose,
@@ -81,38 +82,19 @@ from .methods import (
 from .methods import (
     ConnectionUnblocked as Unblocked,
 )
+from .timers import Timers
 
-__all__ = ["CAPABILITIES", "Connection", "Role"]
+__all__ = ["Connection", "Role"]
 
 Role = Literal["server", "client"]
 S = ConnectionState
 I = ConnectionInput  # noqa: E741
-
-CAPABILITIES: Final = {
-    "publisher_confirms": True,
-    "exchange_exchange_bindings": True,
-    "basic.nack": True,
-    "consumer_cancel_notify": True,
-    "connection.blocked": True,
-    "consumer_priorities": True,
-    "authentication_failure_close": True,
-    "per_consumer_qos": True,
-    "direct_reply_to": True,
-}
-"""The server capabilities table clients look for (RabbitMQ's names)."""
 
 _PRE_TUNE: Final = (S.START, S.HEADER_RCVD, S.HEADER_SENT, S.START_SENT, S.START_RCVD, S.START_OK_SENT,
                     S.AUTHENTICATING, S.SECURE_SENT, S.SECURE_RCVD, S.TUNE_SENT, S.TUNE_RCVD)  # fmt: skip
 _HANDSHAKE: Final = frozenset(_PRE_TUNE) | {S.TUNED, S.OPEN_RCVD, S.OPEN_SENT}
 _U32: Final = 0xFFFFFFFF
 _unpack_prefix = FRAME_PREFIX.unpack_from
-
-
-def _negotiate(ours: int, theirs: int) -> int:
-    """0-9-1's limit negotiation: 0 means no limit, else the lower one wins."""
-    if not ours or not theirs:
-        return ours or theirs
-    return min(ours, theirs)
 
 
 class Connection:
@@ -191,14 +173,8 @@ class Connection:
         # until tuning, frames are at most frame-min-size both ways (§4.2.3)
         self._recv_frame_max = FRAME_MIN_SIZE
         self._send_frame_max = FRAME_MIN_SIZE
-        self._heartbeat = 0  # the negotiated interval, once tuned
-        self._recv_flag = False
-        self._sent_flag = False
+        self._timers = Timers(handshake_timeout, close_timeout)
         self._stamped = 0  # bytes at the head of _out whose sending tick() has stamped
-        self._last_recv: float | None = None
-        self._last_sent: float | None = None
-        self._started: float | None = None
-        self._close_started: float | None = None
         self._handlers: dict[type[Method], Callable[[Any], None]] = {
             ConnectionStart: self._on_start,
             ConnectionStartOk: self._on_start_ok,
@@ -234,7 +210,7 @@ class Connection:
         self._out.clear()
         # a heartbeat tick() queued is already stamped with its time; only later bytes count
         if len(out) > self._stamped:
-            self._sent_flag = True
+            self._timers.sent()
         self._stamped = 0
         return out
 
@@ -251,7 +227,7 @@ class Connection:
             return self.poll_events()
         if self.state is S.CLOSED or self._discard_input:
             return self.poll_events()
-        self._recv_flag = True
+        self._timers.received()
         buf = self._in
         buf += data
         if self.state is S.START or self.state is S.HEADER_SENT:
@@ -301,41 +277,18 @@ class Connection:
         Returns when to call again (None: no timer needed). Events it raises are in
         ``poll_events()``.
         """
-        if self._started is None:
-            self._started = now
-            self._last_recv = self._last_sent = now
-        if self._recv_flag:
-            self._last_recv, self._recv_flag = now, False
-        if self._sent_flag:
-            self._last_sent, self._sent_flag = now, False
+        due = self._timers.check(
+            now, handshaking=self.state in _HANDSHAKE, closing=self.state is S.CLOSE_SENT
+        )
         if self.state is S.CLOSED:
             return None
-        deadlines: list[float] = []
-        if self.state in _HANDSHAKE and self.handshake_timeout is not None:
-            if now - self._started >= self.handshake_timeout:
-                self._lose(f"handshake not done within {self.handshake_timeout}s")
-                return None
-            deadlines.append(self._started + self.handshake_timeout)
-        if self.state is S.CLOSE_SENT and self.close_timeout is not None:
-            if self._close_started is None:
-                self._close_started = now
-            if now - self._close_started >= self.close_timeout:
-                self._lose(f"no close-ok within {self.close_timeout}s")
-                return None
-            deadlines.append(self._close_started + self.close_timeout)
-        hb = self._heartbeat
-        if hb:
-            assert self._last_recv is not None and self._last_sent is not None
-            if now - self._last_recv >= 2 * hb:
-                self._lose(f"missed heartbeats from the peer, timeout: {hb}s")
-                return None
-            # heartbeats at half the interval, as RabbitMQ does: one late tick never loses us
-            if now - self._last_sent >= hb / 2 and self.state not in (S.CLOSE_RCVD,):
-                encode_heartbeat(self._out)
-                self._last_sent = now
-                self._stamped = len(self._out)
-            deadlines += (self._last_sent + hb / 2, self._last_recv + 2 * hb)
-        return min(deadlines) if deadlines else None
+        if due.lost is not None:
+            self._lose(due.lost)
+            return None
+        if due.heartbeat and self.state is not S.CLOSE_RCVD:
+            encode_heartbeat(self._out)
+            self._stamped = len(self._out)  # its sending time is stamped already
+        return due.deadline
 
     # -- the application's side: connection -------------------------------------------------
 
@@ -654,19 +607,8 @@ class Connection:
         del buf[:8]
         self._move(I.RECV_HEADER)
         self._move(I.SEND_START)
-        props = dict(self.server_properties or {})
-        props.setdefault("product", "amqp10")
-        props.setdefault("platform", "Python")
-        props.setdefault("capabilities", dict(CAPABILITIES))
         self._send_method(
-            0,
-            ConnectionStart(
-                version_major=self.dialect.version[0],
-                version_minor=self.dialect.version[1],
-                server_properties=props,
-                mechanisms=" ".join(self.mechanisms).encode(),
-                locales=" ".join(self.locales).encode(),
-            ),
+            0, server_start(self.dialect, self.server_properties, self.mechanisms, self.locales)
         )
         return True
 
@@ -821,27 +763,11 @@ class Connection:
     def _on_start(self, method: ConnectionStart) -> None:
         self.peer_properties = method.server_properties
         self.peer_mechanisms = tuple(method.mechanisms.decode(errors="replace").split())
-        if self.mechanism == "AMQPLAIN":
-            response = amqplain_response(self.username, self.password)
-        elif self.mechanism == "PLAIN":
-            response = plain_response(self.username, self.password)
-        else:
-            response = b""
-        props = dict(self.client_properties or {})
-        props.setdefault("product", "amqp10")
-        props.setdefault("platform", "Python")
-        props.setdefault(
-            "capabilities",
-            {k: True for k in ("publisher_confirms", "exchange_exchange_bindings", "basic.nack",
-                                "consumer_cancel_notify", "connection.blocked",
-                                "authentication_failure_close")},
-        )  # fmt: skip
         self._move(I.SEND_START_OK)
-        locale = (method.locales.decode(errors="replace").split() or ["en_US"])[0]
         self._send_method(
             0,
-            ConnectionStartOk(
-                client_properties=props, mechanism=self.mechanism, response=response, locale=locale
+            client_start_ok(
+                method, self.mechanism, self.username, self.password, self.client_properties
             ),
         )
 
@@ -876,38 +802,19 @@ class Connection:
         self._events.append(SecureResponse(response=method.response))
 
     def _on_tune(self, method: ConnectionTune) -> None:
-        channel_max = _negotiate(self.channel_max, method.channel_max)
-        frame_max = _negotiate(self.frame_max, method.frame_max)
-        heartbeat = method.heartbeat if self.heartbeat is None else self.heartbeat
-        if method.heartbeat and heartbeat:
-            heartbeat = min(heartbeat, method.heartbeat)
+        tune_ok = client_tune_ok(method, self.channel_max, self.frame_max, self.heartbeat)
         self._move(I.SEND_TUNE_OK)
-        self._send_method(
-            0, ConnectionTuneOk(channel_max=channel_max, frame_max=frame_max, heartbeat=heartbeat)
-        )
-        self._tuned(channel_max, frame_max, heartbeat)
+        self._send_method(0, tune_ok)
+        self._tuned(tune_ok.channel_max, tune_ok.frame_max, tune_ok.heartbeat)
         self._move(I.SEND_OPEN)
         self._send_method(0, ConnectionOpen(virtual_host=self.virtual_host))
 
     def _on_tune_ok(self, method: ConnectionTuneOk) -> None:
-        def refuse(text: str) -> ConnectionException:
-            return ConnectionException(ReplyCode.NOT_ALLOWED, f"NOT_ALLOWED - {text}", 10, 31)
-
-        if self.channel_max and method.channel_max > self.channel_max:
-            raise refuse(f"channel_max={method.channel_max} > {self.channel_max} max")
-        if self.frame_max and method.frame_max > self.frame_max:
-            raise refuse(f"frame_max={method.frame_max} > {self.frame_max} max size")
-        if method.frame_max and method.frame_max < FRAME_MIN_SIZE:
-            raise refuse(f"frame_max={method.frame_max} < {FRAME_MIN_SIZE} min size")
-        self._tuned(
-            method.channel_max or self.channel_max,
-            method.frame_max or self.frame_max,
-            method.heartbeat,
-        )
+        self._tuned(*check_tune_ok(method, self.channel_max, self.frame_max))
 
     def _tuned(self, channel_max: int, frame_max: int, heartbeat: int) -> None:
         self.channel_max, self.frame_max, self.heartbeat = channel_max, frame_max, heartbeat
-        self._heartbeat = heartbeat
+        self._timers.heartbeat = heartbeat
         self._recv_frame_max = self._send_frame_max = frame_max or _U32
         self._events.append(
             ConnectionTuned(channel_max=channel_max, frame_max=frame_max, heartbeat=heartbeat)
