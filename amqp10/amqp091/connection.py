@@ -55,7 +55,7 @@ from .framing import (
     end_frame,
     start_frame,
 )
-from .handshake import CAPABILITIES, check_tune_ok, client_start_ok, client_tune_ok, server_start
+from .handshake import check_tune_ok, client_start_ok, client_tune_ok, server_start
 from .methods import (
     FRAME_MIN_SIZE,
     ChannelClose,
