@@ -150,3 +150,49 @@ def test_the_alias_header_opens_a_0_9_1_connection() -> None:
     server = Connection("server")
     server.receive_data(b"AMQP\x01\x01\x09\x01")
     assert server.state is S.START_SENT
+
+
+CHANNEL_METHODS = [
+    m.ChannelOpen(),
+    m.ChannelFlow(active=True),
+    m.ChannelFlowOk(active=True),
+    m.ChannelClose(reply_code=200),
+    m.ChannelCloseOk(),
+    m.BasicQos(),
+]
+CI = channel_state.ChannelInput
+CS = channel_state.ChannelState
+_INPUT = {m.ChannelClose: CI.RECV_CLOSE, m.ChannelCloseOk: CI.RECV_CLOSE_OK}
+
+
+@pytest.mark.parametrize("closing", [False, True], ids=["OPEN", "CLOSING"])
+@pytest.mark.parametrize("method", CHANNEL_METHODS, ids=[x.NAME for x in CHANNEL_METHODS])
+def test_received_channel_method(closing: bool, method: Method) -> None:
+    """A server channel OPEN or CLOSING (we sent close) against each method the client may send."""
+    server = _server(6)
+    server.receive_data(method_frame(1, m.ChannelOpen()))
+    if closing:
+        server.close_channel(1, 406, "PRECONDITION_FAILED - x")
+    server.data_to_send()
+    state = CS.CLOSING if closing else CS.OPEN
+    events = server.receive_data(method_frame(1, method))
+    failed = [e.reply_code for e in events if isinstance(e, ConnectionFailed)]
+    event = _INPUT.get(type(method), CI.RECV_METHOD)
+    if type(method) is m.ChannelOpen and not closing:
+        assert failed == [ReplyCode.CHANNEL_ERROR]  # a second open
+    elif closing and type(method) is not m.ChannelOpen:
+        assert not failed  # discarded, or the close handshake
+        assert (state, event) in channel_state.TRANSITIONS
+    elif (state, event) in channel_state.TRANSITIONS:
+        assert not failed, events
+    else:
+        assert failed == [ReplyCode.COMMAND_INVALID], events
+    # what the channel became: the table's answer (close and close-ok end it)
+    if not failed:
+        expected = channel_state.TRANSITIONS.get((state, event), state)
+        if expected is CS.CLOSE_RCVD or (closing and event is CI.RECV_CLOSE_OK):
+            assert 1 not in server.channels
+        elif closing and event is CI.RECV_CLOSE:
+            assert server.channels == {1: CS.CLOSING}
+        else:
+            assert server.channels == {1: expected}
