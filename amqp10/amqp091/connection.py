@@ -551,11 +551,8 @@ class Connection:
         """A connection exception: close with its code (once), report it, discard channel input."""
         if discard:
             self._discard_input = True
+        # (CLOSE_RCVD never lasts: the peer's close is answered as it is handled)
         if self.state in (S.CLOSE_SENT, S.CLOSED):
-            return
-        if self.state is S.CLOSE_RCVD:  # we owe a close-ok; a second close would be wrong
-            self._move(I.SEND_CLOSE_OK)
-            self._send_method(0, ConnectionCloseOk())
             return
         if self.state is S.START:  # before any header: nothing to close
             self._lose(exc.reply_text)

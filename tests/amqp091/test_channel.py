@@ -254,3 +254,13 @@ def test_0_8_consume_without_arguments() -> None:
     assert req.method == m.BasicConsume(queue="q", consumer_tag="t", no_ack=True)
     with pytest.raises(ValueError, match="does not exist"):
         pair.client.send_method(ch, m.ConfirmSelect())
+
+
+def test_content_header_beyond_frame_max_is_refused_whole() -> None:
+    pair = Pair(client={"frame_max": 4096}).open()
+    ch = pair.open_channel()
+    with pytest.raises(ValueError, match="frame-max"):
+        pair.client.send_content(
+            ch, m.BasicPublish(), BasicProperties(headers={"x": "y" * 5000}), b"body"
+        )
+    assert pair.client.data_to_send() == b""  # nothing half-written

@@ -440,3 +440,28 @@ def test_application_misuse_raises_before_anything_changes() -> None:
         Connection("server", frame_max=100)
     with pytest.raises(ValueError):
         Connection("server", mechanisms=("GSSAPI",))
+
+
+def test_a_bug_of_ours_is_internal_error_never_an_exception(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pair = Pair().open()
+    ch = pair.open_channel()
+
+    def broken(*args: Any) -> None:
+        raise KeyError("oops")
+
+    monkeypatch.setattr(pair.server, "_channel_method", broken)
+    events = pair.server.receive_data(method_frame(ch, m.BasicQos()))
+    (failed,) = of(events, ConnectionFailed)
+    assert failed.reply_code == ReplyCode.INTERNAL_ERROR
+    assert failed.reply_text == "INTERNAL_ERROR - KeyError: 'oops'"
+
+
+def test_channel_numbers_run_out() -> None:
+    pair = Pair(client={"channel_max": 2}).open()
+    assert [pair.client.open_channel(), pair.client.open_channel()] == [1, 2]
+    with pytest.raises(IllegalStateError, match="all 2 channels"):
+        pair.client.open_channel()
+    with pytest.raises(ValueError):
+        pair.client.open_channel(3)

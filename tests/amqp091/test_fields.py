@@ -155,3 +155,15 @@ def test_shortstr_helpers() -> None:
     assert get_shortstr(bytes(buf), 0) == ("héllo", len(buf))
     with pytest.raises(DecodeError):
         get_shortstr(b"\x05ab", 0)
+
+
+def test_subclasses_and_naive_datetimes() -> None:
+    import enum
+    from collections import OrderedDict
+
+    class Level(enum.IntEnum):
+        HIGH = 9
+
+    assert enc(Level.HIGH) == enc(9)
+    assert enc(OrderedDict(a=1)) == enc({"a": 1})
+    assert enc(datetime(1970, 1, 1, 0, 0, 7)) == b"T" + struct.pack(">Q", 7)  # naive: UTC
