@@ -31,7 +31,8 @@ Open connection:
 - ``close_channel(channel, code, text, class_id, method_id)`` is a channel exception
   (403/404/405/406 with ``errors.reply_text``/``not_found``); ``ChannelClosed`` follows.
   ``close(code, text)`` closes the connection; ``ConnectionClosed`` follows.
-- ``ChannelFlowChanged`` (answered), ``SecretUpdateRequested`` → ``update_secret_ok()``,
+- ``ChannelFlowChanged`` (answered with flow-ok; ``flow(channel, active)`` asks the
+  peer), ``SecretUpdateRequested`` → ``update_secret_ok()``,
   ``block(reason)``/``unblock()`` (only if the client announced ``connection.blocked``).
 - ``ConnectionFailed`` when the engine closed the connection for a peer violation
   (501-505, 530, 540, 541: the reply code and text it sent); ``ConnectionLost`` when
@@ -42,7 +43,9 @@ Open connection:
 The codec: ``methods`` (classes generated from the spec XML by ``_generate``),
 ``fields`` (field tables, RabbitMQ's errata types), ``framing``, ``dialects``
 (0-9 and 0-8 as difference tables; pass ``dialect=`` to the connection), and
-``negotiate.identify_header`` for the listener's first 8 bytes.
+``negotiate.identify_header`` for the listener's first 8 bytes. The state tables
+are in ``connection_state`` and ``channel_state``; ``python -m
+amqp10.amqp091._diagrams`` draws them.
 """
 
 from __future__ import annotations

@@ -196,3 +196,13 @@ def test_received_channel_method(closing: bool, method: Method) -> None:
             assert server.channels == {1: CS.CLOSING}
         else:
             assert server.channels == {1: expected}
+
+
+@pytest.mark.parametrize("name", ["connection", "channel", "content"])
+def test_diagrams_draw_every_transition(name: str) -> None:
+    from amqp10.amqp091._diagrams import TABLES, mermaid
+
+    source = mermaid(name)
+    table, _ = TABLES[name]
+    assert source.startswith("stateDiagram-v2\n")
+    assert source.count(" --> ") == len(table) + 1
