@@ -306,6 +306,8 @@ class Sender(Link):
 
     async def _outcome_of(self, tracker: Tracker, left: float, limit: float) -> None:
         """Wait for ``tracker``'s outcome; withdraw the send if cancelled or timed out."""
+        if tracker.done and not self.unflushed(tracker):
+            return  # nothing to wait for: no cancel scope (a pipeline mostly finds them done)
         try:
             with deadline(left, f"send to {self._address!r}", limit):
                 await tracker._settled()
