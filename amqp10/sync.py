@@ -6,6 +6,28 @@ The same client as :mod:`amqp10.client`, without ``await``; see
 
 from __future__ import annotations
 
-from .client.sync import Connection, Delivery, Receiver, Sender, Server, Session, connect, serve
+from .client.sync import (
+    Connection,
+    Delivery,
+    Receiver,
+    Sender,
+    Server,
+    Session,
+    Tracker,
+    Transaction,
+    connect,
+    serve,
+)
 
-__all__ = ["Connection", "Delivery", "Receiver", "Sender", "Server", "Session", "connect", "serve"]
+__all__ = [
+    "Connection",
+    "Delivery",
+    "Receiver",
+    "Sender",
+    "Server",
+    "Session",
+    "Tracker",
+    "Transaction",
+    "connect",
+    "serve",
+]
