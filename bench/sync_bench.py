@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -57,8 +58,25 @@ BODY = b"x" * SIZE
 WAIT = 60.0  # seconds any single wait may take
 
 
-Case = Callable[[str, str, int, int], float]
-"""``(url, queue, count, window) -> seconds``."""
+@dataclass(frozen=True)
+class Timing:
+    wall: float  # seconds
+    cpu: float  # CPU seconds of this process (every thread: the event loop's, Proton's C)
+
+
+class Clock:
+    """Started when made; :meth:`stop` gives the wall and CPU time since."""
+
+    def __init__(self) -> None:
+        self.wall = time.perf_counter()
+        self.cpu = time.process_time()
+
+    def stop(self) -> Timing:
+        return Timing(time.perf_counter() - self.wall, time.process_time() - self.cpu)
+
+
+Case = Callable[[str, str, int, int], Timing]
+"""``(url, queue, count, window) -> Timing`` of the timed part (not connecting)."""
 
 
 def our_messages(n: int) -> Iterator[Message]:
@@ -67,53 +85,53 @@ def our_messages(n: int) -> Iterator[Message]:
 
 
 # -- send ---------------------------------------------------------------------------------
-def async_pipeline(url: str, queue: str, n: int, window: int) -> float:
-    async def run() -> float:
+def async_pipeline(url: str, queue: str, n: int, window: int) -> Timing:
+    async def run() -> Timing:
         async with await amqp10.connect(url, timeout=WAIT) as conn:
             sender = await conn.open_sender(queue, settle_mode=SettleMode.AT_LEAST_ONCE)
-            started = time.perf_counter()
+            clock = Clock()
             accepted = 0
             async for outcome in sender.pipeline(our_messages(n), window=window):
                 accepted += isinstance(outcome, Accepted)
-            elapsed = time.perf_counter() - started
+            elapsed = clock.stop()
         _check(accepted, n, "accepted")
         return elapsed
 
     return anyio.run(run, backend="asyncio")
 
 
-def sync_pipeline(url: str, queue: str, n: int, window: int) -> float:
+def sync_pipeline(url: str, queue: str, n: int, window: int) -> Timing:
     with amqp10.sync.connect(url, timeout=WAIT) as conn:
         sender = conn.open_sender(queue, settle_mode=SettleMode.AT_LEAST_ONCE)
-        started = time.perf_counter()
+        clock = Clock()
         accepted = 0
         for outcome in sender.pipeline(our_messages(n), window=window):
             accepted += isinstance(outcome, Accepted)
-        elapsed = time.perf_counter() - started
+        elapsed = clock.stop()
     _check(accepted, n, "accepted")
     return elapsed
 
 
-def sync_send(url: str, queue: str, n: int, window: int) -> float:
+def sync_send(url: str, queue: str, n: int, window: int) -> Timing:
     with amqp10.sync.connect(url, timeout=WAIT) as conn:
         sender = conn.open_sender(queue, settle_mode=SettleMode.AT_LEAST_ONCE)
-        started = time.perf_counter()
+        clock = Clock()
         accepted = 0
         for message in our_messages(n):
             accepted += isinstance(sender.send(message), Accepted)
-        elapsed = time.perf_counter() - started
+        elapsed = clock.stop()
     _check(accepted, n, "accepted")
     return elapsed
 
 
-def proton_send(url: str, queue: str, n: int, window: int) -> float:
+def proton_send(url: str, queue: str, n: int, window: int) -> Timing:
     conn = BlockingConnection(url, timeout=WAIT)
     try:
         sender = conn.create_sender(queue)
-        started = time.perf_counter()
+        clock = Clock()
         for _ in range(n):
             sender.send(ProtonMessage(body=BODY))  # waits until the broker settles it
-        elapsed = time.perf_counter() - started
+        elapsed = clock.stop()
     finally:
         conn.close()
     return elapsed
@@ -123,15 +141,15 @@ def proton_send(url: str, queue: str, n: int, window: int) -> float:
 def _async_receiving(consume: Callable[[Any, int, int], Awaitable[None]]) -> Case:
     """A receive case on the async client: ``consume(receiver, n, window)`` takes and accepts n."""
 
-    def case(url: str, queue: str, n: int, window: int) -> float:
-        async def run() -> float:
+    def case(url: str, queue: str, n: int, window: int) -> Timing:
+        async def run() -> Timing:
             async with await amqp10.connect(url, timeout=WAIT) as conn:
                 receiver = await conn.open_receiver(
                     queue, credit=window, settle_mode=SettleMode.AT_LEAST_ONCE
                 )
-                started = time.perf_counter()
+                clock = Clock()
                 await consume(receiver, n, window)
-                return time.perf_counter() - started
+                return clock.stop()
 
         return anyio.run(run, backend="asyncio")
 
@@ -161,10 +179,10 @@ async_receive = _async_receiving(_one_by_one)
 async_fetch = _async_receiving(_in_batches)
 
 
-def sync_fetch(url: str, queue: str, n: int, window: int) -> float:
+def sync_fetch(url: str, queue: str, n: int, window: int) -> Timing:
     with amqp10.sync.connect(url, timeout=WAIT) as conn:
         receiver = conn.open_receiver(queue, credit=window, settle_mode=SettleMode.AT_LEAST_ONCE)
-        started = time.perf_counter()
+        clock = Clock()
         got = 0
         while got < n:
             batch = receiver.fetch(min(window, n - got))
@@ -172,29 +190,29 @@ def sync_fetch(url: str, queue: str, n: int, window: int) -> float:
                 raise SystemExit(f"{queue}: nothing received for {WAIT:g}s after {got}")
             receiver.accept_all(batch)
             got += len(batch)
-        elapsed = time.perf_counter() - started
+        elapsed = clock.stop()
     return elapsed
 
 
-def sync_receive(url: str, queue: str, n: int, window: int) -> float:
+def sync_receive(url: str, queue: str, n: int, window: int) -> Timing:
     with amqp10.sync.connect(url, timeout=WAIT) as conn:
         receiver = conn.open_receiver(queue, credit=window, settle_mode=SettleMode.AT_LEAST_ONCE)
-        started = time.perf_counter()
+        clock = Clock()
         for _ in range(n):
             receiver.receive().accept()
-        elapsed = time.perf_counter() - started
+        elapsed = clock.stop()
     return elapsed
 
 
-def proton_receive(url: str, queue: str, n: int, window: int) -> float:
+def proton_receive(url: str, queue: str, n: int, window: int) -> Timing:
     conn = BlockingConnection(url, timeout=WAIT)
     try:
         receiver = conn.create_receiver(queue, credit=window)
-        started = time.perf_counter()
+        clock = Clock()
         for _ in range(n):
             receiver.receive(timeout=WAIT)
             receiver.accept()
-        elapsed = time.perf_counter() - started
+        elapsed = clock.stop()
     finally:
         conn.close()
     return elapsed
@@ -240,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     pairs = [pair for pair in PAIRS if pair[0] not in ns.skip]
     load = os.getloadavg()[0]
     rates: dict[tuple[str, str], list[float]] = {}
+    cpu: dict[tuple[str, str], list[float]] = {}  # client CPU µs per message
     with tempfile.TemporaryDirectory(prefix="sync-bench-") as data:
         broker = BrokerProcess(
             [sys.executable, "-m", "amqp10.cli", "broker", "--port", "0", "--data-dir", data],
@@ -253,13 +272,19 @@ def main(argv: list[str] | None = None) -> int:
                     for key, _, send, receive in order:
                         n = slow if key in ("proton", "sync1") else ns.count
                         case = send if phase == "send" else receive
-                        elapsed = case(url, f"sync-bench-{r}-{key}", n, ns.window)
-                        rate = n / elapsed
+                        timing = case(url, f"sync-bench-{r}-{key}", n, ns.window)
+                        rate = n / timing.wall
+                        per_msg = timing.cpu * 1e6 / n
                         rates.setdefault((key, phase), []).append(rate)
-                        print(f"round {r + 1} {phase:7} {key:7} {rate:10,.0f} msg/s", flush=True)
+                        cpu.setdefault((key, phase), []).append(per_msg)
+                        print(
+                            f"round {r + 1} {phase:7} {key:7} {rate:10,.0f} msg/s "
+                            f"{per_msg:6.1f} µs CPU/msg",
+                            flush=True,
+                        )
         finally:
             broker.stop()
-    section = report(ns, argv, pairs, rates, load, slow)
+    section = report(ns, argv, pairs, rates, cpu, load, slow)
     print(section)
     if ns.results is not None:
         with ns.results.open("a") as f:
@@ -272,6 +297,7 @@ def report(
     argv: list[str] | None,
     pairs: list[tuple[str, str, Case, Case]],
     rates: dict[tuple[str, str], list[float]],
+    cpu: dict[tuple[str, str], list[float]],
     load: float,
     slow: int,
 ) -> str:
@@ -296,17 +322,18 @@ def report(
         "",
         f"    {command}",
         "",
-        "| client | send | msg/s | receive + accept | msg/s |",
-        "|---|---|---:|---|---:|",
+        "| client | send | msg/s | CPU µs/msg | receive + accept | msg/s | CPU µs/msg |",
+        "|---|---|---:|---:|---|---:|---:|",
     ]
     for key, label, _, _ in pairs:
         how_send, how_recv = HOW[key]
         cells = []
         for phase in ("send", "receive"):
             rounds = ", ".join(f"{v:,.0f}" for v in rates[(key, phase)])
-            cells.append(f"{med(key, phase):,.0f} ({rounds})")
+            cells.append(
+                f"{med(key, phase):,.0f} ({rounds}) | {statistics.median(cpu[(key, phase)]):.1f}"
+            )
         lines.append(f"| {label} | {how_send} | {cells[0]} | {how_recv} | {cells[1]} |")
-    lines += ["", "Targets (issue 21):", ""]
 
     def target(name: str, a: str, b: str, phase: str, factor: float) -> None:
         ratio = med(a, phase) / med(b, phase)
@@ -318,11 +345,24 @@ def report(
             f"{', '.join(f'{v:.2f}x' for v in per_round)} (met in {met} of {len(per_round)})"
         )
 
+    lines += [
+        "",
+        "CPU µs/msg is this process's CPU time (every thread, Proton's C included) per",
+        "message, median of the rounds: steadier than msg/s on a shared machine. The",
+        "broker's CPU is not in it.",
+        "",
+        "Targets (issue 21):",
+        "",
+    ]
     target("blocking pipeline vs async pipeline", "sync", "async", "send", 0.8)
     target("blocking receive-and-accept vs async (per message)", "sync", "async", "receive", 0.8)
     target("blocking receive-and-accept vs async (batches)", "sync", "asyncb", "receive", 0.8)
     target("blocking send vs Proton BlockingConnection", "sync", "proton", "send", 3.0)
     target("blocking receive vs Proton BlockingConnection", "sync", "proton", "receive", 3.0)
+    lines += ["", "Client CPU per message, blocking fast path / async (lower is cheaper):", ""]
+    for phase, b in (("send", "async"), ("receive", "asyncb")):
+        ratio = statistics.median(cpu[("sync", phase)]) / statistics.median(cpu[(b, phase)])
+        lines.append(f"- {phase}: {ratio:.2f}x the CPU of `{b}`")
     return "\n".join(lines) + "\n"
 
 
