@@ -104,7 +104,10 @@ class Loop:
         if not self._woken:
             self._woken = True
             assert self._soon is not None, "the pump was not started"
-            self._soon(self._kick)
+            try:
+                self._soon(self._kick)
+            except RuntimeError:  # the event loop ended under us: the connection is gone
+                raise errors.ConnectionClosed("the connection is closed") from None
 
     def written(self, tracker: Tracker) -> None:
         """(In the loop) complete ``tracker``, a pre-settled send, once it is written out."""
