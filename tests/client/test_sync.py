@@ -57,24 +57,14 @@ def echo_service(conn: amqp10.sync.Connection) -> None:
         messages = (Message(body=f"p{i}") for i in range(n))
         assert list(link.pipeline(messages, window=3, settled=True)) == [None] * n
 
+    producers = {"gen": produce, "pipe": pipe}
     threads = []
     for link in conn.incoming_links():
+        kind, _, n = (link.address or "").partition("/")
         if isinstance(link, amqp10.sync.Receiver):
             threads.append(threading.Thread(target=consume, args=(link,)))
-        elif (
-            isinstance(link, amqp10.sync.Sender)
-            and link.address
-            and link.address.startswith("gen/")
-        ):
-            n = int(link.address.split("/")[1])
-            threads.append(threading.Thread(target=produce, args=(link, n)))
-        elif (
-            isinstance(link, amqp10.sync.Sender)
-            and link.address
-            and link.address.startswith("pipe/")
-        ):
-            n = int(link.address.split("/")[1])
-            threads.append(threading.Thread(target=pipe, args=(link, n)))
+        elif isinstance(link, amqp10.sync.Sender) and kind in producers:
+            threads.append(threading.Thread(target=producers[kind], args=(link, int(n))))
         else:
             continue
         threads[-1].start()
