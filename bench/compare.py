@@ -77,9 +77,7 @@ BEGIN, END = "<!-- compare:begin -->", "<!-- compare:end -->"
 def proton_python_worker(
     role: str, index: int, url: str, cfg: BenchConfig, count: int
 ) -> WorkerSpec:
-    argv = worker_argv(
-        [sys.executable, str(ROOT / "bench" / "proton_clients.py")], role, url, cfg, count
-    )
+    argv = worker_argv([sys.executable, str(ROOT / "bench" / "proton_clients.py")], role, url, cfg, count)
     return WorkerSpec(argv, name=f"Proton Python {role}")
 
 
