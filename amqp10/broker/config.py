@@ -24,6 +24,7 @@ __all__ = [
     "SaslConfig",
     "StoreConfig",
     "load_config",
+    "one_line_error",
 ]
 
 NodeKind = Literal["queue", "topic", "stream"]
@@ -109,6 +110,17 @@ class SaslConfig(_Model):
     allow_anonymous: bool = Field(
         True, description="offer ANONYMOUS; false: every connection must log in"
     )
+    anonymous_user: str | None = Field(
+        default=None,
+        description="the users-file user whose tags and permissions anonymous connections get "
+        "(default: full access to the virtual host '/', nothing else)",
+    )
+
+    @model_validator(mode="after")
+    def _anonymous_user_needs_users(self) -> SaslConfig:
+        if self.anonymous_user is not None and self.users_file is None:
+            raise ValueError("anonymous_user needs users_file (the user is one of its users)")
+        return self
 
     @field_validator("mechanisms")
     @classmethod
@@ -245,7 +257,8 @@ class ConfigError(Exception):
     """A configuration problem, worded for a person (one line)."""
 
 
-def _one_line(exc: ValidationError) -> str:
+def one_line_error(exc: ValidationError) -> str:
+    """A pydantic error as one line: the first problem's location and message."""
     first = exc.errors()[0]
     loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
     more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
@@ -278,4 +291,4 @@ def load_config(path: Path | None = None, **overrides: object) -> BrokerConfig:
         return BrokerConfig.model_validate(data)
     except ValidationError as exc:
         where = f"{path}: " if path else ""
-        raise ConfigError(f"{where}{_one_line(exc)}") from None
+        raise ConfigError(f"{where}{one_line_error(exc)}") from None

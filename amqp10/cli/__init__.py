@@ -1,7 +1,7 @@
-"""The ``amqp10`` command: ``broker``, ``users``, ``bench``, ``send`` and ``receive``.
+"""The ``amqp10`` command: ``broker``, ``users``, ``definitions``, ``bench``, ``send``, ``receive``.
 
 One module per command, each registering its subcommand with ``add_parser``:
-:mod:`~amqp10.cli.broker`, :mod:`~amqp10.cli.users`,
+:mod:`~amqp10.cli.broker`, :mod:`~amqp10.cli.users`, :mod:`~amqp10.cli.definitions`,
 :mod:`~amqp10.cli.bench` (its harness is a library of its own),
 :mod:`~amqp10.cli.sendrecv`. Errors a person sees are one line on stderr,
 never a traceback.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from . import broker, sendrecv, users
+from . import broker, definitions, sendrecv, users
 from .bench import command as bench
 
 __all__ = ["build_parser", "main"]
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     broker.add_parser(sub)
     users.add_parser(sub)
+    definitions.add_parser(sub)
     bench.add_parser(sub)
     sendrecv.add_parsers(sub)
     return p
