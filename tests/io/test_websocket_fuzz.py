@@ -10,6 +10,7 @@ garbage make sure the fuzzer gets past the first header.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -120,3 +121,67 @@ def test_any_input_yields_data_or_a_clean_failure(parts: list[bytes], cuts: list
             assert [c.code for c in closes] == [cause.code]
         else:  # the peer closed it with an unusual code: we answered its close
             assert stream.close_code == cause.code
+
+
+# -- the HTTP side: arbitrary requests ------------------------------------------------------------
+request_pieces = st.one_of(
+    st.binary(max_size=40),
+    st.sampled_from(
+        [
+            b"GET /$amqp HTTP/1.1\r\n",
+            b"GET /healthz HTTP/1.1\r\n",
+            b"POST /healthz HTTP/1.1\r\n",
+            b"Host: x\r\n",
+            b"Upgrade: websocket\r\n",
+            b"Connection: Upgrade\r\n",
+            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n",
+            b"Sec-WebSocket-Version: 13\r\n",
+            b"Sec-WebSocket-Protocol: amqp\r\n",
+            b"Content-Length: 3\r\n",
+            b"Transfer-Encoding: chunked\r\n",
+            b"\r\n",
+        ]
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(request_pieces, max_size=12), cut=st.integers(1, 64))
+def test_any_request_bytes_get_an_http_answer_or_nothing(parts: list[bytes], cut: int) -> None:
+    from amqp10.io.http import HttpRequest, HttpResponse, HttpServer, Route
+
+    data = b"".join(parts)
+    transport = ScriptedStream([data[i : i + cut] for i in range(0, len(data), cut)])
+
+    async def ok(request: HttpRequest) -> HttpResponse:
+        return HttpResponse.json(200, {"status": "ok"})
+
+    async def amqp(stream: WebSocketStream, peer: str) -> None:
+        try:
+            while True:
+                await stream.receive()
+        except (anyio.EndOfStream, anyio.BrokenResourceError):
+            pass
+
+    server = HttpServer({"/healthz": Route(get=ok), "/$amqp": Route(websocket=amqp)})
+    failures: list[logging.LogRecord] = []
+    handler = _Collect(failures)
+    log = logging.getLogger("amqp10.http")
+    log.addHandler(handler)
+    try:
+        anyio.run(server.handle, transport, "fuzz")
+    finally:
+        log.removeHandler(handler)
+    assert not [r for r in failures if r.exc_info], [r.getMessage() for r in failures]
+    sent = bytes(transport.sent)
+    assert sent == b"" or sent.startswith(b"HTTP/1.1 "), sent[:80]
+    assert server.connections == 0
+
+
+class _Collect(logging.Handler):
+    def __init__(self, into: list[logging.LogRecord]) -> None:
+        super().__init__(logging.DEBUG)
+        self.into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.into.append(record)
