@@ -36,10 +36,10 @@ class Listener(_Model):
     """A socket the broker accepts connections on."""
 
     host: str = "127.0.0.1"
-    port: int = Field(5672, ge=0, le=65535)
+    port: int = Field(default=5672, ge=0, le=65535)
     tls_cert: Path | None = None
     tls_key: Path | None = None
-    tls_ca: Path | None = Field(None, description="CA file for verifying client certificates")
+    tls_ca: Path | None = Field(default=None, description="CA file for verifying client certificates")
     require_client_cert: bool = False
 
     @model_validator(mode="after")
@@ -71,15 +71,15 @@ class SaslConfig(_Model):
 class QueuePolicy(_Model):
     """Limits and policies of a node (queue, topic subscription or stream)."""
 
-    durable: bool = Field(False, description="store every message, not only header.durable ones (those always are)")
-    max_length: int | None = Field(None, ge=1)
-    max_bytes: int | None = Field(None, ge=1)
+    durable: bool = Field(default=False, description="store every message, not only header.durable ones (those always are)")
+    max_length: int | None = Field(default=None, ge=1)
+    max_bytes: int | None = Field(default=None, ge=1)
     overflow: Literal["block", "drop-oldest", "reject"] = "block"
     dead_letter_address: str | None = None
-    delivery_limit: int | None = Field(None, ge=1)
-    max_age_seconds: float | None = Field(None, gt=0, description="stream retention by age")
-    retention_bytes: int | None = Field(None, ge=1, description="stream retention by size")
-    duplicate_window: int = Field(0, ge=0, description="message-ids remembered for duplicate detection")
+    delivery_limit: int | None = Field(default=None, ge=1)
+    max_age_seconds: float | None = Field(default=None, gt=0, description="stream retention by age")
+    retention_bytes: int | None = Field(default=None, ge=1, description="stream retention by size")
+    duplicate_window: int = Field(default=0, ge=0, description="message-ids remembered for duplicate detection")
 
 
 class AddressRule(_Model):
@@ -97,24 +97,24 @@ class StoreConfig(_Model):
     """The embedded SQLite store."""
 
     path: Path = Path("data/amqp10.sqlite3")
-    commit_interval_ms: float = Field(2.0, ge=0, description="how long a group commit waits for company")
-    max_batch: int = Field(2048, ge=1)
+    commit_interval_ms: float = Field(default=2.0, ge=0, description="how long a group commit waits for company")
+    max_batch: int = Field(default=2048, ge=1)
 
 
 class Limits(_Model):
     """Limits that protect the broker from clients."""
 
-    max_connections: int = Field(1000, ge=1)
-    max_sessions_per_connection: int = Field(64, ge=1, le=65536)
-    max_links_per_session: int = Field(1024, ge=1)
-    max_frame_size: int = Field(65536, ge=512)
-    max_message_size: int = Field(16 * 1024 * 1024, ge=1)
-    handshake_timeout: float = Field(10.0, gt=0)
-    idle_timeout: float | None = Field(60.0, gt=0)
-    memory_limit_bytes: int = Field(512 * 1024 * 1024, ge=1024)
-    credit_window: int = Field(1000, ge=1, le=100_000)
+    max_connections: int = Field(default=1000, ge=1)
+    max_sessions_per_connection: int = Field(default=64, ge=1, le=65536)
+    max_links_per_session: int = Field(default=1024, ge=1)
+    max_frame_size: int = Field(default=65536, ge=512)
+    max_message_size: int = Field(default=16 * 1024 * 1024, ge=1)
+    handshake_timeout: float = Field(default=10.0, gt=0)
+    idle_timeout: float | None = Field(default=60.0, gt=0)
+    memory_limit_bytes: int = Field(default=512 * 1024 * 1024, ge=1024)
+    credit_window: int = Field(default=1000, ge=1, le=100_000)
     max_suspended_links: int = Field(
-        10_000, ge=0, description="links kept for recovery at once (the oldest expire first)"
+        default=10_000, ge=0, description="links kept for recovery at once (the oldest expire first)"
     )
 
 
@@ -127,12 +127,12 @@ class BrokerConfig(_Model):
     auto_create: bool = True
     default_policy: QueuePolicy = QueuePolicy()
     addresses: list[AddressRule] = []
-    queues: list[str] = Field([], description="queues created at start")
-    topics: list[str] = Field([], description="topics created at start")
+    queues: list[str] = Field(default=[], description="queues created at start")
+    topics: list[str] = Field(default=[], description="topics created at start")
     store: StoreConfig = StoreConfig()
     limits: Limits = Limits()
     link_recovery_seconds: float = Field(
-        60.0,
+        default=60.0,
         ge=0,
         allow_inf_nan=False,
         description="how long a link lost with its connection (or detached without closing) "

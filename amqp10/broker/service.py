@@ -1,8 +1,8 @@
 """The broker on the network: listeners, SASL, one driver per connection, the store.
 
 :class:`BrokerService` ties :class:`~amqp10.broker.core.Broker` (nodes, no I/O)
-to sockets through the shared :class:`~amqp10.io.driver.Driver`. Durable
-messages go through a :class:`~amqp10.broker.store.GroupCommitter`; a producer
+and its protocol front ends (:mod:`amqp10.broker.amqp1`) to sockets through the shared :class:`~amqp10.io.driver.Driver`. Durable
+messages go through a :class:`~amqp10.broker.core.store.GroupCommitter`; a producer
 is told ``accepted`` only after the commit that holds its message.
 """
 
@@ -25,9 +25,10 @@ from ..sasl.events import SaslCompleted, SaslFailed
 from ..sasl.layer import SaslServer
 from ..transport import ConnectionState
 from ..types import Error, ErrorCondition
+from .amqp1 import ConnectionHandler
 from .config import BrokerConfig
-from .core import Broker, ConnectionHandler
-from .store import GroupCommitter, Store
+from .core import Broker
+from .core.store import GroupCommitter, Store
 from .users import load_users
 
 __all__ = ["BrokerService"]
@@ -185,6 +186,15 @@ class BrokerService:
             log.warning("refusing %s: connection limit %d reached", peer, limits.max_connections)
             await anyio.aclose_forcefully(stream)
             return
+        # The one place a connection gets its protocol front end. Only AMQP 1.0 today;
+        # 0-9-1 will read the 8-byte protocol header here and choose by it.
+        await self._serve_amqp1(stream, peer)
+
+    async def _serve_amqp1(self, stream: ByteStream, peer: str) -> None:
+        """Serve one connection with the AMQP 1.0 front end (SASL, engine, handler)."""
+        assert self.broker is not None
+        cfg = self.config
+        limits = cfg.limits
         tls_identity = _tls_identity(stream)
         mechanisms = [m for m in cfg.sasl.mechanisms if m != "EXTERNAL" or tls_identity]
         if self._users is None:
@@ -250,7 +260,8 @@ def _tls_identity(stream: ByteStream) -> str | None:
     if not cert:
         return None
     parts = []
-    for rdn in cert.get("subject", ()):
+    subject: Any = cert.get("subject", ())  # typeshed's _PeerCertRetDictType is loose here
+    for rdn in subject:
         for key, value in rdn:
             short = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU", "countryName": "C"}.get(key, key)
             parts.append(f"{short}={value}")

@@ -27,8 +27,9 @@ from pathlib import Path
 
 
 def run(n: int, settle: str, shape: str, profile: bool) -> float:
+    from amqp10.broker.amqp1 import ConnectionHandler
     from amqp10.broker.config import BrokerConfig, QueuePolicy
-    from amqp10.broker.core import Broker, ConnectionHandler
+    from amqp10.broker.core import Broker
     from amqp10.transport import Connection, DeliveryReceived, DeliveryUpdated
     from amqp10.types import SenderSettleMode, Source, Target
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from amqp10.broker.amqp1 import ConnectionHandler
 from amqp10.broker.config import BrokerConfig
-from amqp10.broker.core import Broker, ConnectionHandler
+from amqp10.broker.core import Broker
 from amqp10.message import Message
 from amqp10.transport import (
     Connection,

@@ -26,7 +26,7 @@ import pytest
 from anyio.abc import SocketAttribute
 
 from amqp10.broker.config import ConfigError, load_config
-from amqp10.broker.nodes import Queue
+from amqp10.broker.core import Queue
 from amqp10.broker.service import BrokerService
 from amqp10.client import Connection, SettleMode, connect
 from amqp10.client.reconnect import ReconnectPolicy

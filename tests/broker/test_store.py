@@ -7,10 +7,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from amqp10.broker import store as st
 from amqp10.broker.config import BrokerConfig
-from amqp10.broker.core import Broker
-from amqp10.broker.nodes import Queue
+from amqp10.broker.core import Broker, Queue
+from amqp10.broker.core import store as st
 from amqp10.message import Message
 
 from .harness import Net
@@ -100,7 +99,7 @@ def test_broker_recovers_queues_in_order(tmp_path: Path) -> None:
 
 def test_stream_recovers_offsets_and_dedup_window(tmp_path: Path) -> None:
     from amqp10.broker.config import AddressRule, QueuePolicy
-    from amqp10.broker.nodes import Stream
+    from amqp10.broker.core import Stream
 
     s = st.Store(tmp_path / "db.sqlite3")
 
@@ -125,7 +124,7 @@ def test_stream_recovers_offsets_and_dedup_window(tmp_path: Path) -> None:
     assert isinstance(node, Stream)
     assert node.info()["first"] == 0 and node.info()["next"] == 4
     called: list[int] = []
-    from amqp10.broker.nodes import QueuedMessage
+    from amqp10.broker.amqp1 import Amqp1Message
 
-    node.publish(QueuedMessage(b"\x00Su\xa0\x01x", message_id=repr("id-2")), lambda: called.append(1))
+    node.publish(Amqp1Message(b"\x00Su\xa0\x01x", message_id=repr("id-2")), lambda: called.append(1))
     assert called == [1] and node.next == 4  # a replay after restart is stored once

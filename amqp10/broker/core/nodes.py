@@ -13,68 +13,11 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
+from ..config import QueuePolicy
 from . import store as _store
-from .config import QueuePolicy
+from .message import PRIORITY_LEVELS, QueuedMessage
 
-__all__ = ["Consumer", "DuplicateWindow", "Journal", "Node", "Queue", "QueuedMessage", "Stream", "Topic"]
-
-PRIORITY_LEVELS = 10
-DEFAULT_PRIORITY = 4
-
-
-class QueuedMessage:
-    """One message in a node: its encoded bytes and what routing needs to know."""
-
-    __slots__ = (
-        "arrival",
-        "data",
-        "delivery_count",
-        "durable",
-        "excluded",
-        "expiry",
-        "message_id",
-        "priority",
-        "seq",
-        "size",
-    )
-
-    def __init__(
-        self,
-        data: bytes,
-        *,
-        priority: int = DEFAULT_PRIORITY,
-        durable: bool = False,
-        expiry: float | None = None,
-        message_id: str | None = None,
-        delivery_count: int = 0,
-        arrival: float = 0.0,
-        seq: int = 0,
-    ) -> None:
-        self.data = data
-        self.size = len(data)
-        self.priority = min(max(priority, 0), PRIORITY_LEVELS - 1)
-        self.durable = durable
-        self.expiry = expiry
-        self.message_id = message_id
-        self.delivery_count = delivery_count
-        self.arrival = arrival
-        self.seq = seq
-        self.excluded: set[int] | None = None  # consumers it is undeliverable to
-
-    def copy(self) -> QueuedMessage:
-        m = QueuedMessage(
-            self.data,
-            priority=self.priority,
-            durable=self.durable,
-            expiry=self.expiry,
-            message_id=self.message_id,
-            delivery_count=self.delivery_count,
-            arrival=self.arrival,
-        )
-        return m
-
-    def __repr__(self) -> str:
-        return f"QueuedMessage(seq={self.seq}, size={self.size}, priority={self.priority}, dc={self.delivery_count})"
+__all__ = ["Consumer", "DuplicateWindow", "Journal", "Node", "Queue", "Stream", "Topic"]
 
 
 class Consumer(Protocol):
@@ -149,6 +92,16 @@ class Node:
 
     def dispatch(self) -> None:
         """Deliver what consumers' credit allows."""
+
+    # -- settlement: what a consumer's outcome does (nothing, for a node that keeps no messages)
+    def ack(self, msg: QueuedMessage) -> None:
+        """The consumer is done with ``msg`` (1.0 accepted, 0-9-1 basic.ack)."""
+
+    def release(self, msg: QueuedMessage, *, delivery_failed: bool = False, undeliverable_to: int | None = None) -> None:
+        """``msg`` goes back for redelivery (1.0 released/modified, 0-9-1 nack/reject with requeue)."""
+
+    def reject(self, msg: QueuedMessage) -> None:
+        """``msg`` is dead (1.0 rejected, 0-9-1 nack/reject without requeue): dead-letter or drop it."""
 
 
 class Queue(Node):
@@ -579,12 +532,10 @@ class Stream(Node):
         *,
         journal: Journal = NULL_JOURNAL,
         now: Callable[[], float],
-        annotate: Callable[[QueuedMessage, int], bytes] | None = None,
     ) -> None:
         super().__init__(name, policy)
         self.journal = journal
         self.now = now
-        self.annotate = annotate
         self._entries: list[QueuedMessage] = []  # offset = first + index - _base
         self._base = 0  # index of the first retained entry in _entries
         self.first = 0  # offset of the oldest retained message
@@ -619,9 +570,8 @@ class Stream(Node):
         msg.seq = offset
         if msg.arrival == 0.0:
             msg.arrival = self.now()
-        if self.annotate is not None:
-            msg.data = self.annotate(msg, offset)
-            msg.size = len(msg.data)
+        msg.data = msg.with_stream_position(offset)
+        msg.size = len(msg.data)
         self._entries.append(msg)
         self.next = offset + 1
         self.bytes += msg.size
@@ -653,7 +603,7 @@ class Stream(Node):
 
     def start_offset(self, spec: Any) -> int:
         """Where a consumer starts for a filter value: first/last/next, an offset or a timestamp."""
-        from ..types import timestamp
+        from ...types import timestamp
 
         if spec is None or spec == "next":
             return self.next

@@ -1,0 +1,189 @@
+"""The message container: a message as it arrived, plus what routing needs, read once.
+
+A :class:`QueuedMessage` keeps the message in the form its publisher's
+protocol gave it (``data``: for AMQP 1.0 the encoded sections, untouched) and
+the few fields queues need on every message (priority, durability, expiry,
+size, message-id), which the front end reads as the message arrives.
+
+The fields only some routing needs (the routing key / ``subject``, ``to``, the
+headers a headers exchange matches) are read lazily, once, by the subclass of
+the publisher's protocol (:meth:`QueuedMessage._read_routing`), so a message
+published straight to a queue never pays for them.
+
+A consumer speaking another protocol asks for :meth:`QueuedMessage.form`:
+the conversion runs once per target protocol and is cached on the message.
+Each protocol's front end registers its subclass with :func:`register_format`
+(the store keeps the format's name with each message) and its conversions with
+:func:`register_conversion`. Only AMQP 1.0 exists today; the 0-9-1 front end
+adds its subclass (properties + body) and the two conversions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+__all__ = [
+    "DEFAULT_PRIORITY",
+    "FORMATS",
+    "PRIORITY_LEVELS",
+    "QueuedMessage",
+    "Routing",
+    "format_named",
+    "register_conversion",
+    "register_format",
+]
+
+PRIORITY_LEVELS = 10
+DEFAULT_PRIORITY = 4
+
+_EMPTY: Mapping[str, Any] = {}
+
+
+class Routing:
+    """The routing fields of a message, read once from its native form."""
+
+    __slots__ = ("headers", "subject", "to")
+
+    def __init__(self, subject: str | None = None, to: str | None = None, headers: Mapping[str, Any] = _EMPTY) -> None:
+        self.subject = subject
+        """The routing key: 1.0 ``properties.subject``; 0-9-1 basic.publish's routing key."""
+        self.to = to
+        """1.0 ``properties.to`` (an address, for a null-target publisher); None elsewhere."""
+        self.headers = headers
+        """What a headers exchange matches: 1.0 application-properties; 0-9-1 headers."""
+
+
+_NO_ROUTING = Routing()
+
+
+class QueuedMessage:
+    """One message in the broker: its native form and what queues need to know.
+
+    The base class is an opaque message with no routing fields (used for
+    messages whose protocol is unknown); front ends subclass it.
+    """
+
+    __slots__ = (
+        "_forms",
+        "_routing",
+        "arrival",
+        "data",
+        "delivery_count",
+        "durable",
+        "excluded",
+        "expiry",
+        "message_id",
+        "priority",
+        "seq",
+        "size",
+    )
+
+    _routing: Routing
+    _forms: dict[str, Any]
+
+    format: ClassVar[str] = "opaque"
+    """The name of the protocol form ``data`` is in (the key of :data:`FORMATS`)."""
+
+    def __init__(
+        self,
+        data: bytes,
+        *,
+        priority: int = DEFAULT_PRIORITY,
+        durable: bool = False,
+        expiry: float | None = None,
+        message_id: str | None = None,
+        delivery_count: int = 0,
+        arrival: float = 0.0,
+        seq: int = 0,
+    ) -> None:
+        self.data = data
+        self.size = len(data)
+        self.priority = min(max(priority, 0), PRIORITY_LEVELS - 1)
+        self.durable = durable
+        self.expiry = expiry
+        self.message_id = message_id
+        self.delivery_count = delivery_count
+        self.arrival = arrival
+        self.seq = seq
+        self.excluded: set[int] | None = None  # consumers it is undeliverable to
+        # _routing and _forms stay unset until asked for: nothing per message up front
+
+    def copy(self) -> QueuedMessage:
+        """A fresh record of the same message (same class, same routing fields, no queue state)."""
+        m = type(self)(
+            self.data,
+            priority=self.priority,
+            durable=self.durable,
+            expiry=self.expiry,
+            message_id=self.message_id,
+            delivery_count=self.delivery_count,
+            arrival=self.arrival,
+        )
+        try:
+            m._routing = self._routing
+        except AttributeError:
+            pass
+        return m
+
+    # -- routing fields, read once ---------------------------------------------------------
+    @property
+    def routing(self) -> Routing:
+        """The message's routing fields (read from ``data`` on first use)."""
+        try:
+            return self._routing
+        except AttributeError:
+            r = self._routing = self._read_routing()
+            return r
+
+    def _read_routing(self) -> Routing:
+        """Read the routing fields from ``data`` (a subclass knows how)."""
+        return _NO_ROUTING
+
+    # -- other protocols' forms -------------------------------------------------------------
+    def form(self, fmt: str) -> Any:
+        """The message in protocol ``fmt``'s form: ``data`` itself, or a cached conversion."""
+        if fmt == self.format:
+            return self.data
+        try:
+            forms = self._forms
+        except AttributeError:
+            forms = self._forms = {}
+        if fmt not in forms:
+            convert = _CONVERSIONS.get((self.format, fmt))
+            if convert is None:
+                raise LookupError(f"no conversion from {self.format} to {fmt}")
+            forms[fmt] = convert(self)
+        return forms[fmt]
+
+    def with_stream_position(self, offset: int) -> bytes:
+        """``data`` marked with its stream offset and arrival time (as the protocol shows them)."""
+        return self.data
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(seq={self.seq}, size={self.size}, priority={self.priority}, dc={self.delivery_count})"
+
+
+FORMATS: dict[str, type[QueuedMessage]] = {QueuedMessage.format: QueuedMessage}
+"""Message classes by format name (what the store records with each message)."""
+
+_CONVERSIONS: dict[tuple[str, str], Callable[[QueuedMessage], Any]] = {}
+
+
+def register_format(cls: type[QueuedMessage]) -> type[QueuedMessage]:
+    """Make ``cls`` the message class of its ``format`` (a front end does this on import)."""
+    FORMATS[cls.format] = cls
+    return cls
+
+
+def register_conversion(source: str, target: str, convert: Callable[[QueuedMessage], Any]) -> None:
+    """Declare how a ``source``-format message becomes ``target``'s form (the 0-9-1 hook)."""
+    _CONVERSIONS[(source, target)] = convert
+
+
+def format_named(name: str) -> type[QueuedMessage]:
+    """The message class of format ``name`` (its front end must have been imported)."""
+    cls = FORMATS.get(name)
+    if cls is None:
+        raise LookupError(f"no front end has registered the message format {name!r}")
+    return cls
