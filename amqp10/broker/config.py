@@ -15,13 +15,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 __all__ = [
     "AddressRule",
+    "BindingConfig",
     "BrokerConfig",
     "ConfigError",
+    "ExchangeConfig",
     "Limits",
     "Listener",
     "QueuePolicy",
     "SaslConfig",
     "StoreConfig",
+    "VhostConfig",
     "load_config",
 ]
 
@@ -93,6 +96,49 @@ class AddressRule(_Model):
         return fnmatch.fnmatchcase(address, self.pattern)
 
 
+class ExchangeConfig(_Model):
+    """An exchange declared at start (RabbitMQ's exchange properties)."""
+
+    name: str = Field(description="the exchange's name (not starting with 'amq.', which is reserved)")
+    type: Literal["direct", "fanout", "topic", "headers"] = Field(default="direct", description="how it routes")
+    durable: bool = Field(default=True, description="kept in the store across restarts")
+    auto_delete: bool = Field(default=False, description="deleted when its last binding is removed")
+    internal: bool = Field(default=False, description="publishers cannot publish to it, only other exchanges")
+    alternate_exchange: str | None = Field(
+        default=None, description="where messages that match none of its bindings go"
+    )
+    arguments: dict[str, str | int | float | bool] = Field(default={}, description="extra arguments, as RabbitMQ's")
+
+    @field_validator("name")
+    @classmethod
+    def _not_reserved(cls, v: str) -> str:
+        if not v or v.startswith("amq."):
+            raise ValueError("exchange names must be non-empty and not start with 'amq.'")
+        return v
+
+
+class BindingConfig(_Model):
+    """A binding declared at start: from an exchange to a queue or another exchange."""
+
+    source: str = Field(description="the exchange messages come from ('amq.topic', or one declared here)")
+    destination: str = Field(description="the queue (or exchange) they go to")
+    destination_type: Literal["queue", "exchange"] = Field(default="queue", description="what destination names")
+    routing_key: str = Field(default="", description="binding key (topic: '*' one word, '#' zero or more)")
+    arguments: dict[str, str | int | float | bool | None] = Field(
+        default={}, description="binding arguments (headers exchanges: the headers to match and x-match)"
+    )
+
+
+class VhostConfig(_Model):
+    """A virtual host: an isolated name space of queues, exchanges and bindings."""
+
+    name: str = Field(description="its name; 1.0 clients choose it with the open frame's hostname 'vhost:NAME'")
+    hostnames: list[str] = Field(default=[], description="open-frame host names that also choose this virtual host")
+    exchanges: list[ExchangeConfig] = Field(default=[], description="exchanges declared at start")
+    queues: list[str] = Field(default=[], description="durable queues declared at start")
+    bindings: list[BindingConfig] = Field(default=[], description="bindings declared at start")
+
+
 class StoreConfig(_Model):
     """The embedded SQLite store."""
 
@@ -129,6 +175,11 @@ class BrokerConfig(_Model):
     addresses: list[AddressRule] = []
     queues: list[str] = Field(default=[], description="queues created at start")
     topics: list[str] = Field(default=[], description="topics created at start")
+    vhosts: list[VhostConfig] = Field(
+        default=[],
+        description="virtual hosts besides the default '/' (list '/' to declare exchanges and bindings in it); "
+        "the top-level queues and topics are in '/'",
+    )
     store: StoreConfig = StoreConfig()
     limits: Limits = Limits()
     link_recovery_seconds: float = Field(
@@ -139,6 +190,14 @@ class BrokerConfig(_Model):
         "keeps its unsettled deliveries for a resuming attach (Part 2 §2.6.13); 0: no recovery",
     )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    @model_validator(mode="after")
+    def _unique_vhosts(self) -> BrokerConfig:
+        names = [v.name for v in self.vhosts]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"virtual host(s) declared twice: {', '.join(sorted(dup))}")
+        return self
 
     def rule_for(self, address: str) -> AddressRule | None:
         for rule in self.addresses:

@@ -23,9 +23,9 @@ from amqp10.types import Source, Target
 class Client:
     """One client connection to the in-memory broker, with simple helpers."""
 
-    def __init__(self, net: Net, name: str) -> None:
+    def __init__(self, net: Net, name: str, hostname: str | None = None) -> None:
         self.net = net
-        self.conn = Connection(name)
+        self.conn = Connection(name, hostname=hostname)
         self.server = Connection(net.broker.config.container_id, send_header=False)
         self.handler = ConnectionHandler(net.broker, self.server)
         self.events: list[Event] = []
@@ -72,8 +72,8 @@ class Net:
         self.broker = Broker(config or BrokerConfig(), **kw)
         self.clients: list[Client] = []
 
-    def client(self, name: str = "client") -> Client:
-        return Client(self, name)
+    def client(self, name: str = "client", hostname: str | None = None) -> Client:
+        return Client(self, name, hostname)
 
     def pump(self, rounds: int = 10_000) -> None:
         for _ in range(rounds):

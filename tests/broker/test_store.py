@@ -16,39 +16,40 @@ from .harness import Net
 
 
 def put(node: str, seq: int, data: bytes = b"x", priority: int = 4) -> tuple[object, ...]:
-    return (st.PUT, node, seq, priority, 0, None, 1.0, None, data)
+    return (st.PUT, "/", node, seq, priority, 0, None, 1.0, None, "amqp1", data)
 
 
 def test_put_load_delete_roundtrip(tmp_path: Path) -> None:
     s = st.Store(tmp_path / "db.sqlite3")
-    s.apply([(st.NODE, "q", "queue", "{}"), put("q", 1, b"a"), put("q", 2, b"b"), put("q", 3, b"c")])
-    s.apply([(st.DELETE, "q", 2)])
+    s.apply([(st.NODE, "/", "q", "queue", "{}"), put("q", 1, b"a"), put("q", 2, b"b"), put("q", 3, b"c")])
+    s.apply([(st.DELETE, "/", "q", 2)])
     s.close()
     s2 = st.Store(tmp_path / "db.sqlite3")
-    nodes, msgs = s2.load()
+    loaded = s2.load()
+    nodes, msgs = loaded.nodes, loaded.messages
     assert [(n.name, n.kind) for n in nodes] == [("q", "queue")]
     assert [(m.seq, m.data) for m in msgs] == [(1, b"a"), (3, b"c")]
 
 
 def test_in_flight_messages_recover_with_delivery_count_raised(tmp_path: Path) -> None:
     s = st.Store(tmp_path / "db.sqlite3")
-    s.apply([put("q", 1), put("q", 2), (st.UPDATE, "q", 1, 0, 1)])
-    _, msgs = s.load()
+    s.apply([put("q", 1), put("q", 2), (st.UPDATE, "/", "q", 1, 0, 1)])
+    msgs = s.load().messages
     assert [(m.seq, m.delivery_count) for m in msgs] == [(1, 1), (2, 0)]
-    _, again = s.load()  # the raised count was written back, and counted only once
+    again = s.load().messages  # the raised count was written back, and counted only once
     assert [(m.seq, m.delivery_count) for m in again] == [(1, 1), (2, 0)]
 
 
 def test_put_then_delete_in_one_batch_leaves_nothing(tmp_path: Path) -> None:
     s = st.Store(tmp_path / "db.sqlite3")
-    s.apply([put("q", 1), (st.UPDATE, "q", 1, 2, 1), (st.DELETE, "q", 1), put("q", 2)])
-    assert [m.seq for m in s.load()[1]] == [2]
+    s.apply([put("q", 1), (st.UPDATE, "/", "q", 1, 2, 1), (st.DELETE, "/", "q", 1), put("q", 2)])
+    assert [m.seq for m in s.load().messages] == [2]
 
 
 def test_drop_node_removes_its_messages(tmp_path: Path) -> None:
     s = st.Store(tmp_path / "db.sqlite3")
-    s.apply([(st.NODE, "t", "queue", "{}"), put("t", 1), (st.DROP_NODE, "t")])
-    assert s.load() == ([], [])
+    s.apply([(st.NODE, "/", "t", "queue", "{}"), put("t", 1), (st.DROP_NODE, "/", "t")])
+    assert s.load() == st.Loaded([], [], [], [])
 
 
 @pytest.mark.anyio
@@ -65,7 +66,7 @@ async def test_group_commit_batches_and_calls_back_after_commit(tmp_path: Path) 
         tg.cancel_scope.cancel()
     assert done == list(range(500))
     assert gc.commits < 50  # grouped: far fewer commits than messages
-    assert len(s.load()[1]) == 500
+    assert len(s.load().messages) == 500
 
 
 def test_broker_recovers_queues_in_order(tmp_path: Path) -> None:

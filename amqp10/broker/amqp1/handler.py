@@ -61,8 +61,19 @@ from ...types import (
     symbol,
 )
 from ...types.transactions import Coordinator, TransactionalState
-from ..core import Broker, Node, Queue, QueuedMessage, Stream, SuspendedLink, Topic
+from ..core import (
+    Broker,
+    Exchange,
+    Node,
+    Queue,
+    QueuedMessage,
+    Stream,
+    SuspendedLink,
+    Topic,
+    VirtualHost,
+)
 from ..core import store as _store
+from .addresses import AddressError, AnonymousTarget, ExchangeTarget, parse, resolve_target
 from .management import MANAGEMENT_ADDRESS, Management
 from .message import Amqp1Message, parse_transfer
 from .transactions import Transactions
@@ -78,6 +89,14 @@ _ids = itertools.count(1)
 # one accepted outcome for every message the broker accepts: the engine batches
 # consecutive dispositions with the same state, and identity is the cheapest test
 _ACCEPTED = Accepted()
+_RELEASED = Released()
+# publishers' targets that route (a message that reaches no queue is released, not rejected)
+_ROUTERS = (Exchange, ExchangeTarget, AnonymousTarget)
+_CONDITIONS = {
+    "not-found": ErrorCondition.NOT_FOUND,
+    "invalid-field": ErrorCondition.INVALID_FIELD,
+    "unauthorized-access": ErrorCondition.UNAUTHORIZED_ACCESS,
+}
 
 
 class LinkConsumer:
@@ -155,6 +174,7 @@ class ConnectionHandler:
         self.closed = False
         self.txns: Transactions | None = None  # made by the first coordinator link (Part 4)
         self._management: Management | None = None
+        self.vhost: VirtualHost = broker.default  # until the open frame names another
         broker.connections.add(self)
         self._handlers: dict[type, Callable[[Any], None]] = {
             ConnectionOpened: self._on_open,
@@ -199,8 +219,17 @@ class ConnectionHandler:
 
     # -- connection and sessions ---------------------------------------------------------
     def _on_open(self, e: ConnectionOpened) -> None:
-        if self.conn.state is ConnectionState.OPEN_RCVD:
-            self.conn.open()
+        if self.conn.state is not ConnectionState.OPEN_RCVD:
+            return
+        ro = self.conn.remote_open
+        hostname = ro.hostname if ro is not None else None
+        vhost = self.broker.vhost_for_hostname(hostname)
+        self.conn.open()
+        if vhost is None:
+            log.info("refusing a connection to %r: no such virtual host", hostname)
+            self.conn.close(Error(condition=ErrorCondition.NOT_FOUND, description=f"no virtual host {hostname!r}"))
+            return
+        self.vhost = vhost
 
     def _on_closed(self, e: Any) -> None:
         self.cleanup()
@@ -278,12 +307,51 @@ class ConnectionHandler:
             self._attach_consumer(link)
 
     def _lookup(self, address: str | None, *, kind: str | None) -> Node | None:
-        """The node an attach names (``$management`` is this front end's own)."""
+        """The node a plain name names (``$management`` is this front end's own)."""
         if address == MANAGEMENT_ADDRESS:
             if self._management is None:
-                self._management = Management(self.broker)
+                vhost = self.vhost
+                self._management = Management(
+                    vhost, lambda resource: self.broker.authorize(vhost, self.user, resource, "configure")
+                )
             return self._management
-        return self.broker.lookup(address, create=True, kind=kind)
+        return self.vhost.lookup(address, create=True, kind=kind)
+
+    def _target_node(self, target: Target) -> Node:
+        """The node a publisher's target names: a v2 address, a plain name, or (null) each
+        message's ``to``; raises :class:`AddressError`."""
+        kind = _kind_from(target.capabilities)
+        if target.dynamic:
+            return self.vhost.create_dynamic()
+        if target.address is None:
+            return AnonymousTarget(self.vhost, lambda to: self._resolve(to, None))
+        return self._resolve(target.address, kind)
+
+    def _resolve(self, address: str, kind: str | None) -> Node:
+        node = resolve_target(self.vhost, address, lambda a: self._lookup(a, kind=kind))
+        if not self.broker.authorize(self.vhost, self.user, node.name, "write"):
+            raise AddressError("unauthorized-access", f"access to {address!r} refused")
+        return node
+
+    def _source_node(self, source: Source) -> Node:
+        """The node a consumer's source names (a v2 ``/queues/Q`` address or a plain name)."""
+        if source.dynamic:
+            node: Node | None = self.vhost.create_dynamic()
+        else:
+            address = source.address
+            parsed = parse(address) if address else None
+            if parsed is not None:
+                if parsed[0] != "queue":
+                    raise AddressError("invalid-field", f"consume from a queue (/queues/NAME), not {address!r}")
+                node = self.vhost.queue(parsed[1])
+            else:
+                node = self._lookup(address, kind=_kind_from(source.capabilities))
+            if node is None or isinstance(node, Management):
+                raise AddressError("not-found", f"no node at address {address!r}")
+        assert node is not None
+        if not self.broker.authorize(self.vhost, self.user, node.name, "read"):
+            raise AddressError("unauthorized-access", f"access to {source.address!r} refused")
+        return node
 
     def _attach_publisher(self, link: Receiver) -> None:
         target = link.remote_target
@@ -293,12 +361,10 @@ class ConnectionHandler:
         if not isinstance(target, Target):
             self._refuse(link, ErrorCondition.INVALID_FIELD, "a publisher's attach needs a target")
             return
-        if target.dynamic:
-            node: Node | None = self.broker.create_dynamic()
-        else:
-            node = self._lookup(target.address, kind=_kind_from(target.capabilities))
-        if node is None:
-            self._refuse(link, ErrorCondition.NOT_FOUND, f"no node at address {target.address!r}")
+        try:
+            node = self._target_node(target)
+        except AddressError as exc:
+            self._refuse(link, _CONDITIONS[exc.condition], exc.description)
             return
         link.max_message_size = self.broker.config.limits.max_message_size
         record = self._take_suspended(link, target.address, None if node.dynamic else node)
@@ -322,7 +388,7 @@ class ConnectionHandler:
         target = link.remote_target
         link.attach(
             target=Target(
-                address=node.name,
+                address=node.name if target.dynamic else target.address,
                 durable=target.durable,
                 expiry_policy=target.expiry_policy,
                 dynamic=target.dynamic,
@@ -376,12 +442,10 @@ class ConnectionHandler:
         if not isinstance(source, Source):
             self._refuse(link, ErrorCondition.INVALID_FIELD, "a consumer's attach needs a source")
             return
-        if source.dynamic:
-            node: Node | None = self.broker.create_dynamic()
-        else:
-            node = self._lookup(source.address, kind=_kind_from(source.capabilities))
-        if node is None or isinstance(node, Management):
-            self._refuse(link, ErrorCondition.NOT_FOUND, f"no node at address {source.address!r}")
+        try:
+            node = self._source_node(source)
+        except AddressError as exc:
+            self._refuse(link, _CONDITIONS[exc.condition], exc.description)
             return
         browse = source.distribution_mode == "copy"
         filters = None
@@ -410,7 +474,7 @@ class ConnectionHandler:
         link.attach(
             resume_deliveries=record.deliveries if record is not None else None,
             source=Source(
-                address=node.name,
+                address=node.name if source.dynamic else source.address,
                 durable=source.durable,
                 expiry_policy=source.expiry_policy,
                 timeout=source.timeout,
@@ -528,7 +592,7 @@ class ConnectionHandler:
             if not closed:
                 self._suspend_publisher(*entry)  # §2.6.13: detached, not closed: its state stays
             if entry[1].dynamic:
-                self.broker.delete_node(entry[1].name)
+                self.vhost.delete_node(entry[1].name)
         self.blocked.discard(id(link))
 
     def _drop_consumer(self, c: LinkConsumer, *, closed: bool, suspend: bool = False) -> None:
@@ -543,9 +607,9 @@ class ConnectionHandler:
             durable = source is not None and bool(source.durable) and source.expiry_policy == "never"
             if not durable or closed:
                 if isinstance(c.node, Queue):
-                    self.broker.drop_subscription(topic, c.node)
+                    self.vhost.drop_subscription(topic, c.node)
         elif isinstance(c.node, Queue) and c.node.dynamic:
-            self.broker.delete_node(c.node.name)
+            self.vhost.delete_node(c.node.name)
 
     # -- deliveries ------------------------------------------------------------------------
     def _on_delivery(self, e: DeliveryReceived) -> None:
@@ -582,7 +646,11 @@ class ConnectionHandler:
                     self.wake()
 
         if not node.publish(msg, stored):
-            if not presettled:
+            if presettled:
+                pass
+            elif isinstance(node, _ROUTERS) and not isinstance(node, Topic):
+                d.settle(_RELEASED)  # no queue took it (RabbitMQ 4 answers the same)
+            else:
                 d.settle(Rejected(error=Error(condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED, description=f"node {node.name!r} is full")))
         self._touched.add(id(link))
 

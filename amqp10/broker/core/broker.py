@@ -1,41 +1,41 @@
-"""The broker object: the address space and its nodes, shared by every connection.
+"""The broker object: its virtual hosts, shared by every connection and every protocol.
 
-Protocol-neutral: front ends (:mod:`amqp10.broker.amqp1`, later 0-9-1) call
-:meth:`Broker.lookup` / :meth:`Broker.create_node` to declare or find a node,
-then the node's own operations: ``publish``, ``add_consumer`` /
-``remove_consumer`` (consume, cancel) and ``ack`` / ``release`` / ``reject``
-(settle). Every operation on a named resource on a user's behalf passes
-:meth:`Broker.authorize` first: the one place a permission check goes.
+Protocol-neutral: front ends (:mod:`amqp10.broker.amqp1`, later 0-9-1) pick a
+:class:`~amqp10.broker.core.vhost.VirtualHost` for a connection
+(:meth:`Broker.vhost`), then declare, look up, bind and publish through it,
+and consume and settle through the nodes (``add_consumer`` /
+``remove_consumer``, ``ack`` / ``release`` / ``reject``). Every operation on a
+named resource on a user's behalf passes :meth:`Broker.authorize` first: the one
+place a permission check goes.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from typing import Literal
 
-from ..config import BrokerConfig, QueuePolicy
+from ..config import BrokerConfig
 from . import store as _store
+from .exchanges import Topic
 from .message import QueuedMessage, format_named
-from .nodes import NULL_JOURNAL, Journal, Node, Queue, Stream, Topic
+from .nodes import NULL_JOURNAL, Journal, Node, Queue, Stream
 from .recovery import LinkRecovery
+from .vhost import VirtualHost
 
-__all__ = ["Action", "Broker", "LEGACY_FORMAT"]
+__all__ = ["DEFAULT_VHOST", "Action", "Broker"]
 
 log = logging.getLogger("amqp10.broker")
 
-LEGACY_FORMAT = "amqp1"
-"""The format of stored messages that carry none: every broker before 0-9-1 kept 1.0 messages."""
+DEFAULT_VHOST = "/"
 
 Action = Literal["configure", "write", "read"]
 """RabbitMQ's three permissions: declare/delete, publish, consume/bind from."""
 
 
 class Broker:
-    """The address space and its nodes (queues, topics, streams), shared by all connections."""
+    """The virtual hosts and what they share: config, store journal, clock, link recovery."""
 
     def __init__(
         self,
@@ -47,129 +47,108 @@ class Broker:
         self.config = config
         self.journal: Journal = journal if journal is not None else NULL_JOURNAL
         self.now = now
-        self.nodes: dict[str, Node] = {}
         self.connections: set[object] = set()
         """The front ends' connection handlers (for listings and shutdown)."""
-        self._dynamic = itertools.count(1)
         self.recovery = LinkRecovery(config.link_recovery_seconds, config.limits.max_suspended_links, now)
+        self.vhosts: dict[str, VirtualHost] = {}
+        self.default = self.add_vhost(DEFAULT_VHOST)
         for name in config.queues:
-            self.create_node(name, "queue")
+            self.default.create_node(name, "queue")
         for name in config.topics:
-            self.create_node(name, "topic")
+            self.default.create_node(name, "topic")
+        for vc in config.vhosts:
+            vhost = self.add_vhost(vc.name)
+            for xc in vc.exchanges:
+                vhost.declare_exchange(
+                    xc.name,
+                    xc.type,
+                    durable=xc.durable,
+                    auto_delete=xc.auto_delete,
+                    internal=xc.internal,
+                    alternate=xc.alternate_exchange,
+                    arguments=xc.arguments,
+                )
+            for qname in vc.queues:
+                vhost.declare_queue(qname)
+            for bc in vc.bindings:
+                vhost.bind(bc.source, bc.destination, bc.routing_key, bc.arguments, destination_kind=bc.destination_type)
+
+    # -- virtual hosts -----------------------------------------------------------------------
+    def add_vhost(self, name: str) -> VirtualHost:
+        """The virtual host ``name`` (made if new)."""
+        vhost = self.vhosts.get(name)
+        if vhost is None:
+            vhost = self.vhosts[name] = VirtualHost(self, name)
+        return vhost
+
+    def vhost(self, name: str | None) -> VirtualHost | None:
+        """The virtual host ``name`` (None: the default one); None if there is no such host."""
+        if not name:
+            return self.default
+        return self.vhosts.get(name)
+
+    def vhost_for_hostname(self, hostname: str | None) -> VirtualHost | None:
+        """The virtual host a connection's host name asks for: ``vhost:NAME`` (as RabbitMQ),
+        a host name configured for a virtual host, else the default; None: ``vhost:`` names
+        a host that does not exist."""
+        if hostname and hostname.startswith("vhost:"):
+            return self.vhosts.get(hostname[len("vhost:") :])
+        if hostname:
+            for vc in self.config.vhosts:
+                if hostname in vc.hostnames:
+                    return self.vhosts.get(vc.name)
+        return self.default
 
     # -- access ----------------------------------------------------------------------------
-    def authorize(self, user: str | None, resource: str, action: Action) -> bool:
-        """Whether ``user`` may do ``action`` on ``resource`` (every user may, until permissions exist)."""
+    def authorize(self, vhost: VirtualHost, user: str | None, resource: str, action: Action) -> bool:
+        """Whether ``user`` may do ``action`` on ``resource`` in ``vhost``.
+
+        Every front end asks before declaring, deleting, binding (configure),
+        publishing (write) or consuming (read) on a user's behalf. There are no
+        permissions yet: every user may do everything.
+        """
         return True
 
-    # -- nodes -----------------------------------------------------------------------------
-    def policy_for(self, address: str) -> tuple[str, QueuePolicy]:
-        rule = self.config.rule_for(address)
-        if rule is None:
-            return "queue", self.config.default_policy
-        return rule.kind, rule.policy
-
-    def create_node(self, address: str, kind: str | None = None, *, dynamic: bool = False, persist: bool = True) -> Node:
-        rule_kind, policy = self.policy_for(address)
-        kind = kind or rule_kind
-        if kind == "topic":
-            node: Node = Topic(address, policy, make_queue=lambda key, durable: self._subscription_queue(address, key, durable))
-        elif kind == "stream":
-            node = Stream(address, policy, journal=self.journal, now=self.now)
-        else:
-            node = self._make_queue(address, policy, durable=not dynamic, dynamic=dynamic)
-        self.nodes[address] = node
-        if persist and not dynamic:
-            self.journal.submit((_store.NODE, address, kind, "{}"))
-        log.info("created %s %r", kind, address)
-        return node
-
-    def _make_queue(self, name: str, policy: QueuePolicy, *, durable: bool, dynamic: bool = False) -> Queue:
-        return Queue(
-            name,
-            policy,
-            journal=self.journal,
-            dead_letter=lambda msg, reason: self.dead_letter(policy, msg, reason),
-            now=self.now,
-            dynamic=dynamic,
-            durable_node=durable,
-        )
-
-    def _subscription_queue(self, topic: str, key: str, durable: bool) -> Queue:
-        name = f"{topic}::{key}"
-        q = self._make_queue(name, self.policy_for(topic)[1], durable=durable)
-        if durable:
-            self.journal.submit((_store.NODE, name, "subscription", "{}"))
-        return q
+    # -- the default virtual host's nodes (what 1.0 clients without a vhost see) ------------------
+    @property
+    def nodes(self) -> dict[str, Node]:
+        return self.default.nodes
 
     def lookup(self, address: str | None, *, create: bool, kind: str | None = None) -> Node | None:
-        """The node at ``address``, auto-created (as ``kind``, else per the rules) if allowed."""
-        if not address:
-            return None
-        node = self.nodes.get(address)
-        if node is None and create and self.config.auto_create:
-            node = self.create_node(address, kind)
-        return node
+        return self.default.lookup(address, create=create, kind=kind)
 
-    def create_dynamic(self) -> Queue:
-        """A fresh, uniquely named, non-durable queue (deleted with its link)."""
-        address = f"amqp10.dynamic.{next(self._dynamic)}.{uuid.uuid4().hex[:12]}"
-        node = self.create_node(address, "queue", dynamic=True)
-        assert isinstance(node, Queue)
-        return node
-
-    def delete_node(self, address: str) -> None:
-        node = self.nodes.pop(address, None)
-        if isinstance(node, Queue):
-            node.purge()
-            if node.durable_node:
-                self.journal.submit((_store.DROP_NODE, address))
-
-    def drop_subscription(self, topic: Topic, queue: Queue) -> None:
-        """Remove a subscription queue from its topic (and from the store, if durable)."""
-        for key, q in list(topic.subscriptions.items()):
-            if q is queue:
-                topic.unsubscribe(key)
-                if q.durable_node:
-                    q.purge()
-                    self.journal.submit((_store.DROP_NODE, q.name))
-
-    def dead_letter(self, policy: QueuePolicy, msg: QueuedMessage, reason: str) -> None:
-        """Route a dead message (rejected, expired, over its delivery limit) to the policy's address."""
-        dla = policy.dead_letter_address
-        target = self.lookup(dla, create=True) if dla else None
-        if target is None:
-            log.warning("dropping a %s message: dead-letter address %r has no node", reason, dla)
-            return
-        dead = msg.copy()
-        dead.expiry = None  # an expired message must not expire again where it is kept
-        target.publish(dead, lambda: None)
-
+    # -- recovery and limits ---------------------------------------------------------------------
     def recover(self, store: _store.Store) -> int:
-        """Recreate durable nodes and their messages from the store; return the message count."""
-        records, messages = store.load()
-        for rec in records:
+        """Recreate durable nodes, exchanges, bindings and messages from the store; return the message count."""
+        loaded = store.load()
+        for rec in loaded.nodes:
+            vhost = self.add_vhost(rec.vhost)
             if rec.kind == "subscription":
-                topic, _, key = rec.name.partition("::")
-                t = self.nodes.get(topic) or self.create_node(topic, "topic", persist=False)
+                topic_name, _, key = rec.name.partition("::")
+                t = vhost.nodes.get(topic_name) or vhost.create_node(topic_name, "topic", persist=False)
                 if isinstance(t, Topic):
-                    t.subscriptions[key] = self._make_queue(rec.name, t.policy, durable=True)
-            elif rec.name not in self.nodes:
-                self.create_node(rec.name, rec.kind, persist=False)
-        queues: dict[str, Queue | Stream] = {}
-        for node in self.nodes.values():
-            if isinstance(node, (Queue, Stream)):
-                queues[node.name] = node
-            elif isinstance(node, Topic):
-                queues.update({q.name: q for q in node.subscriptions.values()})
+                    t.attach_subscription(key, vhost._make_queue(rec.name, t.policy, durable=True))
+            elif rec.name not in vhost.nodes:
+                vhost.create_node(rec.name, rec.kind, persist=False)
+        for xrec in loaded.exchanges:
+            self.add_vhost(xrec.vhost).restore_exchange(xrec)
+        for brec in loaded.bindings:
+            self.add_vhost(brec.vhost).restore_binding(brec)
+        queues: dict[tuple[str, str], Queue | Stream] = {}
+        for vhost in self.vhosts.values():
+            for q in vhost.queues():
+                queues[(vhost.name, q.name)] = q
+        classes: dict[str, type[QueuedMessage]] = {}
         n = 0
-        make = format_named(LEGACY_FORMAT) if messages else QueuedMessage
-        for m in messages:
-            q = queues.get(m.node)
-            if q is None:
+        for m in loaded.messages:
+            target = queues.get((m.vhost, m.node))
+            if target is None:
                 continue
-            q.restore(
-                make(
+            cls = classes.get(m.format)
+            if cls is None:
+                cls = classes[m.format] = format_named(m.format)
+            target.restore(
+                cls(
                     m.data,
                     priority=m.priority,
                     durable=True,
@@ -184,13 +163,7 @@ class Broker:
         return n
 
     def total_bytes(self) -> int:
-        total = 0
-        for node in self.nodes.values():
-            if isinstance(node, (Queue, Stream)):
-                total += node.bytes
-            elif isinstance(node, Topic):
-                total += sum(q.bytes for q in node.subscriptions.values())
-        return total
+        return sum(v.total_bytes() for v in self.vhosts.values())
 
     def memory_ok(self) -> bool:
         return self.total_bytes() < self.config.limits.memory_limit_bytes

@@ -1,4 +1,4 @@
-"""Broker nodes: queues (anycast) and topics (multicast), free of any I/O.
+"""Broker nodes: queues (anycast) and streams (append-only logs), free of any I/O.
 
 A node holds :class:`QueuedMessage` records and hands them to consumers (the
 broker's outgoing links) as their credit allows. What a consumer is — a link on
@@ -17,7 +17,7 @@ from ..config import QueuePolicy
 from . import store as _store
 from .message import PRIORITY_LEVELS, QueuedMessage
 
-__all__ = ["Consumer", "DuplicateWindow", "Journal", "Node", "Queue", "Stream", "Topic"]
+__all__ = ["Consumer", "DuplicateWindow", "Journal", "Node", "Queue", "Stream"]
 
 
 class Consumer(Protocol):
@@ -123,8 +123,10 @@ class Queue(Node):
         now: Callable[[], float],
         dynamic: bool = False,
         durable_node: bool = False,
+        vhost: str = "/",
     ) -> None:
         super().__init__(name, policy, dynamic=dynamic)
+        self.vhost = vhost
         self.journal = journal
         self.dead_letter = dead_letter
         self.now = now
@@ -220,6 +222,7 @@ class Queue(Node):
             self.journal.submit(
                 (
                     _store.PUT,
+                    self.vhost,
                     self.name,
                     msg.seq,
                     msg.priority,
@@ -227,6 +230,7 @@ class Queue(Node):
                     msg.expiry,
                     msg.arrival,
                     msg.message_id,
+                    msg.format,
                     msg.data,
                 ),
                 on_stored,
@@ -241,7 +245,7 @@ class Queue(Node):
 
     def _journal_delete(self, msg: QueuedMessage) -> None:
         if self._persistent(msg):
-            self.journal.submit((_store.DELETE, self.name, msg.seq))
+            self.journal.submit((_store.DELETE, self.vhost, self.name, msg.seq))
 
     def _pop_oldest(self) -> QueuedMessage | None:
         best: deque[QueuedMessage] | None = None
@@ -334,7 +338,7 @@ class Queue(Node):
                 self.count -= 1
                 self.bytes -= msg.size
                 if self.durable_node and (msg.durable or self._store_all):
-                    self.journal.submit((_store.UPDATE, self.name, msg.seq, msg.delivery_count, 1))
+                    self.journal.submit((_store.UPDATE, self.vhost, self.name, msg.seq, msg.delivery_count, 1))
                 return msg
             skipped: list[QueuedMessage] = []
             while level:
@@ -354,7 +358,7 @@ class Queue(Node):
                 self.count -= 1
                 self.bytes -= msg.size
                 if self._persistent(msg):
-                    self.journal.submit((_store.UPDATE, self.name, msg.seq, msg.delivery_count, 1))
+                    self.journal.submit((_store.UPDATE, self.vhost, self.name, msg.seq, msg.delivery_count, 1))
                 return msg
             level.extendleft(reversed(skipped))
         return None
@@ -411,7 +415,7 @@ class Queue(Node):
         self.count += 1
         self.bytes += msg.size
         if self._persistent(msg):
-            self.journal.submit((_store.UPDATE, self.name, msg.seq, msg.delivery_count, 0))
+            self.journal.submit((_store.UPDATE, self.vhost, self.name, msg.seq, msg.delivery_count, 0))
         self.dispatch()
 
     def reject(self, msg: QueuedMessage) -> None:
@@ -436,59 +440,6 @@ class Queue(Node):
         self.count = 0
         self.bytes = 0
         return n
-
-
-class Topic(Node):
-    """A multicast node: each subscriber gets its own copy in its own subscription queue."""
-
-    kind = "topic"
-
-    def __init__(self, name: str, policy: QueuePolicy, *, make_queue: Callable[[str, bool], Queue]) -> None:
-        super().__init__(name, policy)
-        self.make_queue = make_queue
-        self.subscriptions: dict[str, Queue] = {}
-
-    def subscribe(self, key: str, *, durable: bool) -> Queue:
-        """The subscription queue for ``key`` (created on first use)."""
-        q = self.subscriptions.get(key)
-        if q is None:
-            q = self.make_queue(key, durable)
-            self.subscriptions[key] = q
-        return q
-
-    def unsubscribe(self, key: str) -> Queue | None:
-        return self.subscriptions.pop(key, None)
-
-    def can_accept(self, size: int = 0) -> bool:
-        return all(q.can_accept(size) for q in self.subscriptions.values())
-
-    def room(self) -> int | None:
-        rooms = [r for r in (q.room() for q in self.subscriptions.values()) if r is not None]
-        return min(rooms) if rooms else None
-
-    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
-        subs = list(self.subscriptions.values())
-        self.stats.enqueued += 1
-        if not subs:
-            self.stats.dropped += 1
-            on_stored()
-            return True
-        remaining = [len(subs)]
-
-        def one_stored() -> None:
-            remaining[0] -= 1
-            if remaining[0] == 0:
-                on_stored()
-
-        for q in subs:
-            q.publish(msg.copy(), one_stored)
-        return True
-
-    def add_consumer(self, consumer: Consumer) -> None:  # subscribers attach to their queue
-        raise TypeError("consumers attach to a topic through subscribe()")
-
-    def remove_consumer(self, consumer: Consumer) -> None:
-        raise TypeError("consumers attach to a topic through subscribe()")
 
 
 class DuplicateWindow:
@@ -532,8 +483,10 @@ class Stream(Node):
         *,
         journal: Journal = NULL_JOURNAL,
         now: Callable[[], float],
+        vhost: str = "/",
     ) -> None:
         super().__init__(name, policy)
+        self.vhost = vhost
         self.journal = journal
         self.now = now
         self._entries: list[QueuedMessage] = []  # offset = first + index - _base
@@ -577,7 +530,7 @@ class Stream(Node):
         self.bytes += msg.size
         self.stats.enqueued += 1
         self.journal.submit(
-            (_store.PUT, self.name, offset, msg.priority, 0, None, msg.arrival, msg.message_id, msg.data),
+            (_store.PUT, self.vhost, self.name, offset, msg.priority, 0, None, msg.arrival, msg.message_id, msg.format, msg.data),
             on_stored,
         )
         self._retain()
@@ -593,7 +546,7 @@ class Stream(Node):
             too_big = p.retention_bytes is not None and self.bytes > p.retention_bytes and self.count > 1
             if not (too_old or too_big):
                 break
-            self.journal.submit((_store.DELETE, self.name, self.first))
+            self.journal.submit((_store.DELETE, self.vhost, self.name, self.first))
             self.bytes -= oldest.size
             self._base += 1
             self.first += 1

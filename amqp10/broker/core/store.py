@@ -19,15 +19,23 @@ from typing import Any
 
 import anyio
 
-__all__ = ["GroupCommitter", "NodeRecord", "Store", "StoredMessage"]
+__all__ = ["BindingRecord", "ExchangeRecord", "GroupCommitter", "Loaded", "NodeRecord", "Store", "StoredMessage"]
+
+SCHEMA_VERSION = 2
+"""``PRAGMA user_version`` of the current schema. Version 0 is the schema of the
+brokers before virtual hosts (nodes and messages keyed by name alone, every
+message a 1.0 message); :meth:`Store.__init__` migrates it in place."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS nodes (
-    name TEXT PRIMARY KEY,
+    vhost TEXT NOT NULL DEFAULT '/',
+    name TEXT NOT NULL,
     kind TEXT NOT NULL,
-    properties TEXT NOT NULL DEFAULT '{}'
+    properties TEXT NOT NULL DEFAULT '{}',
+    PRIMARY KEY (vhost, name)
 );
 CREATE TABLE IF NOT EXISTS messages (
+    vhost TEXT NOT NULL DEFAULT '/',
     node TEXT NOT NULL,
     seq INTEGER NOT NULL,
     priority INTEGER NOT NULL,
@@ -36,9 +44,41 @@ CREATE TABLE IF NOT EXISTS messages (
     expiry REAL,
     arrival REAL NOT NULL DEFAULT 0,
     message_id TEXT,
+    format TEXT NOT NULL DEFAULT 'amqp1',
     data BLOB NOT NULL,
-    PRIMARY KEY (node, seq)
+    PRIMARY KEY (vhost, node, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS exchanges (
+    vhost TEXT NOT NULL,
+    name TEXT NOT NULL,
+    type TEXT NOT NULL,
+    properties TEXT NOT NULL DEFAULT '{}',
+    PRIMARY KEY (vhost, name)
+);
+CREATE TABLE IF NOT EXISTS bindings (
+    vhost TEXT NOT NULL,
+    source TEXT NOT NULL,
+    destination_kind TEXT NOT NULL,
+    destination TEXT NOT NULL,
+    routing_key TEXT NOT NULL,
+    arguments TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (vhost, source, destination_kind, destination, routing_key, arguments)
+);
+"""
+
+# Version 0 -> 2: the old tables are renamed, the new ones made, the rows copied into
+# the default virtual host (every old message is a 1.0 message), the old tables dropped;
+# all in one transaction, so an interrupted migration leaves the old store as it was.
+_MIGRATE_FROM_0 = """
+ALTER TABLE nodes RENAME TO nodes_v0;
+ALTER TABLE messages RENAME TO messages_v0;
+{schema}
+INSERT INTO nodes (vhost, name, kind, properties) SELECT '/', name, kind, properties FROM nodes_v0;
+INSERT INTO messages (vhost, node, seq, priority, delivery_count, in_flight, expiry, arrival, message_id, format, data)
+    SELECT '/', node, seq, priority, delivery_count, in_flight, expiry, arrival, message_id, 'amqp1', data
+    FROM messages_v0;
+DROP TABLE nodes_v0;
+DROP TABLE messages_v0;
 """
 
 
@@ -46,6 +86,7 @@ CREATE TABLE IF NOT EXISTS messages (
 class StoredMessage:
     """A message row as recovered from the store."""
 
+    vhost: str
     node: str
     seq: int
     priority: int
@@ -53,6 +94,7 @@ class StoredMessage:
     expiry: float | None
     arrival: float
     message_id: str | None
+    format: str
     data: bytes
 
 
@@ -60,18 +102,55 @@ class StoredMessage:
 class NodeRecord:
     """A durable node (queue, topic subscription, stream) to recreate at start."""
 
+    vhost: str
     name: str
     kind: str
     properties: str
 
 
+@dataclass(frozen=True, slots=True)
+class ExchangeRecord:
+    """A durable exchange: its type and properties (JSON: auto_delete, internal, alternate, arguments)."""
+
+    vhost: str
+    name: str
+    type: str
+    properties: str
+
+
+@dataclass(frozen=True, slots=True)
+class BindingRecord:
+    """A durable binding: source exchange to a queue or exchange, key and arguments (JSON)."""
+
+    vhost: str
+    source: str
+    destination_kind: str
+    destination: str
+    routing_key: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """Everything a store holds, as :meth:`Store.load` reads it."""
+
+    nodes: list[NodeRecord]
+    messages: list[StoredMessage]
+    exchanges: list[ExchangeRecord]
+    bindings: list[BindingRecord]
+
+
 # Operations applied in one transaction (tuples keep the hot path cheap).
-PUT = 0  # (PUT, node, seq, priority, delivery_count, expiry, arrival, message_id, data)
-DELETE = 1  # (DELETE, node, seq)
-UPDATE = 2  # (UPDATE, node, seq, delivery_count, in_flight)
-NODE = 3  # (NODE, name, kind, properties)
-DROP_NODE = 4  # (DROP_NODE, name)
+PUT = 0  # (PUT, vhost, node, seq, priority, delivery_count, expiry, arrival, message_id, format, data)
+DELETE = 1  # (DELETE, vhost, node, seq)
+UPDATE = 2  # (UPDATE, vhost, node, seq, delivery_count, in_flight)
+NODE = 3  # (NODE, vhost, name, kind, properties)
+DROP_NODE = 4  # (DROP_NODE, vhost, name)
 BARRIER = 5  # (BARRIER,): writes nothing; its on_commit runs after those of every earlier op
+EXCHANGE = 6  # (EXCHANGE, vhost, name, type, properties)
+DROP_EXCHANGE = 7  # (DROP_EXCHANGE, vhost, name): the exchange and every binding from or to it
+BIND = 8  # (BIND, vhost, source, destination_kind, destination, routing_key, arguments)
+UNBIND = 9  # (UNBIND, vhost, source, destination_kind, destination, routing_key, arguments)
 Op = tuple[Any, ...]
 
 
@@ -85,15 +164,37 @@ class Store:
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={synchronous}")
-        self._db.executescript(_SCHEMA)
+        self.migrated_from: int | None = None
+        self._migrate()
         self._lock = threading.Lock()
+
+    def _migrate(self) -> None:
+        """Bring the schema to :data:`SCHEMA_VERSION` (a new store is simply created)."""
+        db = self._db
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version == SCHEMA_VERSION:
+            return
+        old_tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if version == 0 and "messages" in old_tables:
+            script = _MIGRATE_FROM_0.format(schema=_SCHEMA)
+            self.migrated_from = 0
+        elif version == 0:
+            script = _SCHEMA
+        else:
+            raise ValueError(f"{self.path}: store schema version {version} is newer than this broker's ({SCHEMA_VERSION})")
+        try:
+            db.executescript(f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {SCHEMA_VERSION};\nCOMMIT;")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
 
-    def load(self) -> tuple[list[NodeRecord], list[StoredMessage]]:
-        """Every durable node, and every stored message in (node, seq) order.
+    def load(self) -> Loaded:
+        """Every durable node, exchange and binding, and every stored message in (vhost, node, seq) order.
 
         Messages marked in flight come back with delivery-count + 1, and the
         change is written back so a second crash does not lose the count.
@@ -106,16 +207,25 @@ class Store:
                     "UPDATE messages SET delivery_count = delivery_count + 1, in_flight = 0 "
                     "WHERE in_flight = 1"
                 )
-                nodes = [NodeRecord(*r) for r in db.execute("SELECT name, kind, properties FROM nodes")]
+                nodes = [NodeRecord(*r) for r in db.execute("SELECT vhost, name, kind, properties FROM nodes")]
+                exchanges = [
+                    ExchangeRecord(*r) for r in db.execute("SELECT vhost, name, type, properties FROM exchanges")
+                ]
+                bindings = [
+                    BindingRecord(*r)
+                    for r in db.execute(
+                        "SELECT vhost, source, destination_kind, destination, routing_key, arguments FROM bindings"
+                    )
+                ]
                 rows = db.execute(
-                    "SELECT node, seq, priority, delivery_count, expiry, arrival, message_id, data "
-                    "FROM messages ORDER BY node, seq"
+                    "SELECT vhost, node, seq, priority, delivery_count, expiry, arrival, message_id, format, data "
+                    "FROM messages ORDER BY vhost, node, seq"
                 ).fetchall()
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
-        return nodes, [StoredMessage(*r) for r in rows]
+        return Loaded(nodes, [StoredMessage(*r) for r in rows], exchanges, bindings)
 
     def apply(self, ops: Iterable[Op]) -> None:
         """Apply a batch of operations in one transaction (one fsync)."""
@@ -137,26 +247,50 @@ class Store:
                     elif kind == UPDATE:
                         if deletes:
                             self._flush(puts, deletes, updates)
-                        updates.append((op[3], op[4], op[1], op[2]))
-                    elif kind == NODE:
-                        self._flush(puts, deletes, updates)
-                        db.execute(
-                            "INSERT OR REPLACE INTO nodes (name, kind, properties) VALUES (?, ?, ?)",
-                            op[1:],
-                        )
-                    elif kind == DROP_NODE:
-                        self._flush(puts, deletes, updates)
-                        db.execute("DELETE FROM messages WHERE node = ?", (op[1],))
-                        db.execute("DELETE FROM nodes WHERE name = ?", (op[1],))
+                        updates.append((op[4], op[5], op[1], op[2], op[3]))
                     elif kind == BARRIER:
                         pass
-                    else:  # pragma: no cover - a programming error
-                        raise ValueError(f"unknown store operation {kind!r}")
+                    else:
+                        self._flush(puts, deletes, updates)
+                        self._definition(op)
                 self._flush(puts, deletes, updates)
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
+
+    def _definition(self, op: Op) -> None:
+        """Apply one change to the durable definitions (nodes, exchanges, bindings)."""
+        db = self._db
+        kind = op[0]
+        if kind == NODE:
+            db.execute("INSERT OR REPLACE INTO nodes (vhost, name, kind, properties) VALUES (?, ?, ?, ?)", op[1:])
+        elif kind == DROP_NODE:
+            db.execute("DELETE FROM messages WHERE vhost = ? AND node = ?", op[1:])
+            db.execute("DELETE FROM nodes WHERE vhost = ? AND name = ?", op[1:])
+            db.execute("DELETE FROM bindings WHERE vhost = ? AND destination_kind = 'queue' AND destination = ?", op[1:])
+        elif kind == EXCHANGE:
+            db.execute("INSERT OR REPLACE INTO exchanges (vhost, name, type, properties) VALUES (?, ?, ?, ?)", op[1:])
+        elif kind == DROP_EXCHANGE:
+            db.execute("DELETE FROM exchanges WHERE vhost = ? AND name = ?", op[1:])
+            db.execute("DELETE FROM bindings WHERE vhost = ? AND source = ?", op[1:])
+            db.execute(
+                "DELETE FROM bindings WHERE vhost = ? AND destination_kind = 'exchange' AND destination = ?", op[1:]
+            )
+        elif kind == BIND:
+            db.execute(
+                "INSERT OR REPLACE INTO bindings (vhost, source, destination_kind, destination, routing_key, arguments) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                op[1:],
+            )
+        elif kind == UNBIND:
+            db.execute(
+                "DELETE FROM bindings WHERE vhost = ? AND source = ? AND destination_kind = ? AND destination = ? "
+                "AND routing_key = ? AND arguments = ?",
+                op[1:],
+            )
+        else:  # pragma: no cover - a programming error
+            raise ValueError(f"unknown store operation {kind!r}")
 
     def _flush(
         self, puts: list[tuple[Any, ...]], deletes: list[tuple[Any, ...]], updates: list[tuple[Any, ...]]
@@ -165,19 +299,19 @@ class Store:
         if puts:
             db.executemany(
                 "INSERT OR REPLACE INTO messages "
-                "(node, seq, priority, delivery_count, expiry, arrival, message_id, data) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "(vhost, node, seq, priority, delivery_count, expiry, arrival, message_id, format, data) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 puts,
             )
             puts.clear()
         if updates:
             db.executemany(
-                "UPDATE messages SET delivery_count = ?, in_flight = ? WHERE node = ? AND seq = ?",
+                "UPDATE messages SET delivery_count = ?, in_flight = ? WHERE vhost = ? AND node = ? AND seq = ?",
                 updates,
             )
             updates.clear()
         if deletes:
-            db.executemany("DELETE FROM messages WHERE node = ? AND seq = ?", deletes)
+            db.executemany("DELETE FROM messages WHERE vhost = ? AND node = ? AND seq = ?", deletes)
             deletes.clear()
 
 
