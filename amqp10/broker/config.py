@@ -21,6 +21,7 @@ __all__ = [
     "ExchangeConfig",
     "Limits",
     "Listener",
+    "QueueConfig",
     "QueuePolicy",
     "SaslConfig",
     "StoreConfig",
@@ -71,26 +72,93 @@ class SaslConfig(_Model):
         return [m.upper() for m in v]
 
 
+Overflow = Literal["block", "drop-oldest", "reject", "drop-head", "reject-publish", "reject-publish-dlx"]
+
+
 class QueuePolicy(_Model):
-    """Limits and policies of a node (queue, topic subscription or stream)."""
+    """Limits and policies of a node (queue, topic subscription or stream).
+
+    Each setting also has its RabbitMQ queue-argument name (``x-message-ttl``,
+    ``x-max-length``, ...; see :mod:`amqp10.broker.core.arguments`), so a queue
+    declared with arguments and a queue configured here mean the same thing.
+    """
 
     durable: bool = Field(default=False, description="store every message, not only header.durable ones (those always are)")
-    max_length: int | None = Field(default=None, ge=1)
-    max_bytes: int | None = Field(default=None, ge=1)
-    overflow: Literal["block", "drop-oldest", "reject"] = "block"
-    dead_letter_address: str | None = None
-    delivery_limit: int | None = Field(default=None, ge=1)
+    max_length: int | None = Field(default=None, ge=0, description="at most this many messages (x-max-length)")
+    max_bytes: int | None = Field(default=None, ge=0, description="at most this many bytes of messages (x-max-length-bytes)")
+    overflow: Overflow = Field(
+        default="block",
+        description="what a full queue does (x-overflow): block (no credit for publishers), "
+        "drop-head (= drop-oldest: drop the oldest, dead-lettering it if a dead-letter exchange is set), "
+        "reject-publish (= reject: refuse new messages), reject-publish-dlx (refuse and dead-letter them)",
+    )
+    dead_letter_address: str | None = Field(
+        default=None, description="the node dead messages go to (a 1.0 address; see dead_letter_exchange)"
+    )
+    dead_letter_exchange: str | None = Field(
+        default=None,
+        description="the exchange dead messages are republished to (x-dead-letter-exchange; '' the default "
+        "exchange), with an x-death record",
+    )
+    dead_letter_routing_key: str | None = Field(
+        default=None, description="their routing key there (x-dead-letter-routing-key; default: their own)"
+    )
+    delivery_limit: int | None = Field(default=None, ge=1, description="deliveries before a message is dead (x-delivery-limit)")
+    message_ttl: float | None = Field(
+        default=None, ge=0, description="seconds a message may wait in the queue (x-message-ttl, in ms there)"
+    )
+    expires: float | None = Field(
+        default=None, gt=0, description="seconds a queue may go unused before it is deleted (x-expires, in ms there)"
+    )
+    max_priority: int | None = Field(
+        default=None, ge=0, le=255, description="highest priority honoured (x-max-priority; at most 9 levels apart)"
+    )
+    single_active_consumer: bool = Field(
+        default=False, description="one consumer at a time gets messages, the next takes over (x-single-active-consumer)"
+    )
     max_age_seconds: float | None = Field(default=None, gt=0, description="stream retention by age")
     retention_bytes: int | None = Field(default=None, ge=1, description="stream retention by size")
     duplicate_window: int = Field(default=0, ge=0, description="message-ids remembered for duplicate detection")
 
+    @property
+    def overflow_mode(self) -> Literal["block", "drop", "reject"]:
+        """The overflow behaviour, RabbitMQ's names and ours folded together."""
+        if self.overflow in ("drop-oldest", "drop-head"):
+            return "drop"
+        if self.overflow in ("reject", "reject-publish", "reject-publish-dlx"):
+            return "reject"
+        return "block"
+
+    @property
+    def dead_letters(self) -> bool:
+        """Whether dead messages go somewhere (an address or an exchange)."""
+        return self.dead_letter_address is not None or self.dead_letter_exchange is not None
+
 
 class AddressRule(_Model):
-    """What kind of node an address pattern creates (fnmatch patterns: ``orders.*``)."""
+    """What kind of node an address pattern creates, with what policy (fnmatch patterns: ``orders.*``).
+
+    ``arguments`` are RabbitMQ queue arguments (``x-max-length = 1000``): the same
+    settings as ``policy`` under their RabbitMQ names, applied on top of it.
+    """
 
     pattern: str
     kind: NodeKind = "queue"
     policy: QueuePolicy = QueuePolicy()
+    arguments: dict[str, str | int | float | bool] = Field(
+        default={}, description="RabbitMQ queue arguments applied on top of policy (x-message-ttl, x-max-length, ...)"
+    )
+
+    @model_validator(mode="after")
+    def _apply_arguments(self) -> AddressRule:
+        if self.arguments:
+            from .core.arguments import ArgumentError, policy_with_arguments
+
+            try:
+                object.__setattr__(self, "policy", policy_with_arguments(self.policy, self.arguments))
+            except ArgumentError as exc:
+                raise ValueError(str(exc)) from None
+        return self
 
     def matches(self, address: str) -> bool:
         return fnmatch.fnmatchcase(address, self.pattern)
@@ -129,13 +197,25 @@ class BindingConfig(_Model):
     )
 
 
+class QueueConfig(_Model):
+    """A queue declared at start, with RabbitMQ queue arguments."""
+
+    name: str = Field(description="the queue's name")
+    durable: bool = Field(default=True, description="kept (with its durable messages) across restarts")
+    arguments: dict[str, str | int | float | bool] = Field(
+        default={}, description="x-message-ttl, x-max-length, x-queue-type = 'stream', ... (RabbitMQ's names)"
+    )
+
+
 class VhostConfig(_Model):
     """A virtual host: an isolated name space of queues, exchanges and bindings."""
 
     name: str = Field(description="its name; 1.0 clients choose it with the open frame's hostname 'vhost:NAME'")
     hostnames: list[str] = Field(default=[], description="open-frame host names that also choose this virtual host")
     exchanges: list[ExchangeConfig] = Field(default=[], description="exchanges declared at start")
-    queues: list[str] = Field(default=[], description="durable queues declared at start")
+    queues: list[str | QueueConfig] = Field(
+        default=[], description="queues declared at start: a name (durable, no arguments) or a table"
+    )
     bindings: list[BindingConfig] = Field(default=[], description="bindings declared at start")
 
 

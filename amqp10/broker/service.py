@@ -35,6 +35,8 @@ __all__ = ["BrokerService"]
 
 log = logging.getLogger("amqp10.broker")
 
+TICK_SECONDS = 1.0
+
 
 class _Client:
     """One accepted connection: its engine, driver and handler."""
@@ -100,6 +102,7 @@ class BrokerService:
                 tg.start_soon(self.committer.run)
                 if self.broker is not None and self.broker.recovery.enabled:
                     tg.start_soon(self._expire_suspended_links)
+                tg.start_soon(self._tick)
                 for spec in cfg.listeners:
                     ctx = None
                     if spec.tls_cert is not None:
@@ -145,6 +148,13 @@ class BrokerService:
             with anyio.move_on_after(delay):
                 await changed.wait()
             recovery.expire_due()
+
+    async def _tick(self) -> None:
+        """The broker's time-driven work (unused queues expiring), once a second."""
+        assert self.broker is not None
+        while True:
+            await anyio.sleep(TICK_SECONDS)
+            self.broker.tick()
 
     async def _serve(self, listener: Listener, tg: Any) -> None:
         await listener.serve(self._handle, tg, handshake_timeout=self.config.limits.handshake_timeout)

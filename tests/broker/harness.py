@@ -64,6 +64,18 @@ class Client:
         return out
 
 
+class SyncJournal:
+    """A journal that writes each operation to a store at once (no group commit)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def submit(self, op: tuple[object, ...], on_commit: Any = None) -> None:
+        self.store.apply([op])
+        if on_commit is not None:
+            on_commit()
+
+
 class Net:
     """Pumps bytes between every client and its broker-side connection until quiet."""
 

@@ -33,7 +33,7 @@ from amqp10.message import Message
 from amqp10.transport import LinkDetached
 from amqp10.types import Accepted, ErrorCondition, Released
 
-from .harness import Client, Net
+from .harness import Client, Net, SyncJournal
 
 DATA = Path(__file__).with_name("fixtures")
 
@@ -437,16 +437,6 @@ def test_management_declares_exchanges_queues_and_bindings() -> None:
 
 
 # -- durability -----------------------------------------------------------------------------------------
-class SyncJournal:
-    def __init__(self, s: store_.Store) -> None:
-        self.s = s
-
-    def submit(self, op: tuple[object, ...], on_commit: Any = None) -> None:
-        self.s.apply([op])
-        if on_commit is not None:
-            on_commit()
-
-
 def test_durable_exchanges_and_bindings_survive_restart(tmp_path: Path) -> None:
     s = store_.Store(tmp_path / "db.sqlite3")
     b = Broker(BrokerConfig(), journal=SyncJournal(s))

@@ -256,6 +256,7 @@ class ConnectionHandler:
         self.publishers.clear()
         if self.txns is not None:
             self.txns.close()  # §4.2: transactions end with their connection, rolled back
+        self.vhost.owner_gone(self)  # exclusive queues end with their connection
         self.broker.connections.discard(self)
 
     def _on_session_begun(self, e: SessionBegun) -> None:

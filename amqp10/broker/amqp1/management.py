@@ -8,7 +8,8 @@ The reply carries ``status-code`` (200 done, 201 created, 400 bad request,
 Operations: ``stream-info`` (``address``); ``declare-exchange`` (``name``,
 ``type``, ``durable``, ``auto_delete``, ``internal``, ``alternate_exchange``,
 ``arguments``); ``delete-exchange`` (``name``); ``declare-queue`` (``name``,
-``durable``, ``type``: queue or stream); ``delete-queue`` (``name``); ``bind`` and
+``durable``, ``type``: queue or stream, ``arguments``: RabbitMQ's ``x-`` queue
+arguments); ``delete-queue`` (``name``); ``bind`` and
 ``unbind`` (``source``, ``destination``, ``destination_type``: queue or
 exchange, ``routing_key``, ``arguments``).
 """
@@ -121,7 +122,14 @@ class Management(Node):
     def _declare_queue(self, args: Mapping[str, Any]) -> Reply:
         name = str(args["name"])
         existed = name in self.vhost.nodes
-        q = self.vhost.declare_queue(name, durable=bool(args.get("durable", True)), kind=str(args.get("type", "queue")))
+        arguments = dict(args.get("arguments") or {})
+        kind = args.get("type")
+        q = self.vhost.declare_queue(
+            name,
+            durable=bool(args.get("durable", True)),
+            kind=None if kind is None else str(kind),
+            arguments=arguments,
+        )
         return (200 if existed else 201), {"name": q.name, "message_count": q.count}
 
     def _delete_queue(self, args: Mapping[str, Any]) -> Reply:

@@ -10,14 +10,17 @@ only when an exchange asks for them.
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
+from typing import Any
 
 from ...message import LazyMessage
-from ...types import DecodeError, decode_at, symbol, timestamp
+from ...types import DecodeError, decode_at, symbol, timestamp, ulong
 from ..core.message import QueuedMessage, Routing, register_format
 
-__all__ = ["FORMAT", "Amqp1Message", "parse_transfer"]
+__all__ = ["FORMAT", "X_OPT_DEATHS", "Amqp1Message", "parse_transfer"]
 
 FORMAT = "amqp1"
+X_OPT_DEATHS = symbol("x-opt-deaths")
 
 
 class Amqp1Message(QueuedMessage):
@@ -47,6 +50,46 @@ class Amqp1Message(QueuedMessage):
             )
         except DecodeError:
             return self.data
+
+    def dead_lettered(self, death: Mapping[str, Any], now: float) -> QueuedMessage:
+        """The message with its ``x-opt-deaths`` message annotation updated (RabbitMQ 4's
+        form of 0-9-1's ``x-death``): the newest death first; a repeat of the same
+        queue and reason counts up and moves to the front."""
+        try:
+            lm = LazyMessage(self.data)
+            annotations = lm.message_annotations or {}
+            deaths = [dict(d) for d in (annotations.get(X_OPT_DEATHS) or []) if isinstance(d, Mapping)]
+        except DecodeError:
+            return super().dead_lettered(death, now)
+        stamp = timestamp(int(now * 1000))
+        record: dict[Any, Any] = {}
+        for i, d in enumerate(deaths):
+            if d.get(symbol("queue")) == death["queue"] and d.get(symbol("reason")) == symbol(death["reason"]):
+                record = deaths.pop(i)
+                break
+        if not record:
+            record = {
+                symbol("queue"): death["queue"],
+                symbol("reason"): symbol(death["reason"]),
+                symbol("count"): ulong(0),
+                symbol("first-time"): stamp,
+                symbol("exchange"): death["exchange"],
+                symbol("routing-keys"): list(death["routing-keys"]),
+            }
+        record[symbol("count")] = ulong(int(record.get(symbol("count"), 0)) + 1)
+        record[symbol("last-time")] = stamp
+        deaths.insert(0, record)
+        data = lm.with_annotations({X_OPT_DEATHS: deaths})
+        m = Amqp1Message(
+            data,
+            priority=self.priority,
+            durable=self.durable,
+            expiry=None,
+            message_id=self.message_id,
+            delivery_count=self.delivery_count,
+            arrival=now,
+        )
+        return m
 
     def redelivery_form(self) -> bytes:
         """The bytes to send again: the header carries the delivery-count (Part 3 §3.2.1)."""

@@ -27,6 +27,7 @@ Refusals raise :class:`NotFound`, :class:`AccessRefused` or
 
 from __future__ import annotations
 
+from .arguments import ArgumentError, arguments_of, policy_with_arguments
 from .broker import DEFAULT_VHOST, Action, Broker
 from .exchanges import (
     Binding,
@@ -58,6 +59,7 @@ from .vhost import (
     ModelError,
     NotFound,
     PreconditionFailed,
+    ResourceLocked,
     VirtualHost,
 )
 
@@ -69,6 +71,7 @@ __all__ = [
     "PREDECLARED",
     "PRIORITY_LEVELS",
     "AccessRefused",
+    "ArgumentError",
     "Action",
     "Binding",
     "Broker",
@@ -86,6 +89,7 @@ __all__ = [
     "PreconditionFailed",
     "Queue",
     "QueuedMessage",
+    "ResourceLocked",
     "Routing",
     "Stream",
     "SuspendedLink",
@@ -94,8 +98,10 @@ __all__ = [
     "TopicTrie",
     "Transaction",
     "VirtualHost",
+    "arguments_of",
     "format_named",
     "make_exchange",
+    "policy_with_arguments",
     "register_conversion",
     "register_format",
 ]

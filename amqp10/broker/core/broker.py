@@ -68,8 +68,11 @@ class Broker:
                     alternate=xc.alternate_exchange,
                     arguments=xc.arguments,
                 )
-            for qname in vc.queues:
-                vhost.declare_queue(qname)
+            for qc in vc.queues:
+                if isinstance(qc, str):
+                    vhost.declare_queue(qc)
+                else:
+                    vhost.declare_queue(qc.name, durable=qc.durable, arguments=qc.arguments)
             for bc in vc.bindings:
                 vhost.bind(bc.source, bc.destination, bc.routing_key, bc.arguments, destination_kind=bc.destination_type)
 
@@ -128,8 +131,8 @@ class Broker:
                 t = vhost.nodes.get(topic_name) or vhost.create_node(topic_name, "topic", persist=False)
                 if isinstance(t, Topic):
                     t.attach_subscription(key, vhost._make_queue(rec.name, t.policy, durable=True))
-            elif rec.name not in vhost.nodes:
-                vhost.create_node(rec.name, rec.kind, persist=False)
+            else:
+                vhost.restore_node(rec)
         for xrec in loaded.exchanges:
             self.add_vhost(xrec.vhost).restore_exchange(xrec)
         for brec in loaded.bindings:
@@ -161,6 +164,11 @@ class Broker:
             )
             n += 1
         return n
+
+    def tick(self) -> None:
+        """Time-driven work: delete queues whose ``expires`` ran out (the service calls this)."""
+        for vhost in self.vhosts.values():
+            vhost.expire_unused()
 
     def total_bytes(self) -> int:
         return sum(v.total_bytes() for v in self.vhosts.values())

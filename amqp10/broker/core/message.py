@@ -66,6 +66,7 @@ class QueuedMessage:
 
     __slots__ = (
         "_forms",
+        "_published",
         "_routing",
         "arrival",
         "data",
@@ -81,6 +82,7 @@ class QueuedMessage:
 
     _routing: Routing
     _forms: dict[str, Any]
+    _published: tuple[str, str | None]
 
     format: ClassVar[str] = "opaque"
     """The name of the protocol form ``data`` is in (the key of :data:`FORMATS`)."""
@@ -124,6 +126,10 @@ class QueuedMessage:
             m._routing = self._routing
         except AttributeError:
             pass
+        try:
+            m._published = self._published
+        except AttributeError:
+            pass
         return m
 
     # -- routing fields, read once ---------------------------------------------------------
@@ -139,6 +145,28 @@ class QueuedMessage:
     def _read_routing(self) -> Routing:
         """Read the routing fields from ``data`` (a subclass knows how)."""
         return _NO_ROUTING
+
+    def mark_published(self, exchange: str, key: str | None) -> None:
+        """Remember the exchange (and explicit routing key) it was published through."""
+        self._published = (exchange, key)
+
+    @property
+    def published_to(self) -> tuple[str, str]:
+        """(exchange, routing key) it was published with; ("", subject) if not through an exchange
+        (or after a restart: this is not stored)."""
+        try:
+            exchange, key = self._published
+        except AttributeError:
+            exchange, key = "", None
+        return exchange, key if key is not None else (self.routing.subject or "")
+
+    # -- dead-lettering -----------------------------------------------------------------------
+    def dead_lettered(self, death: Mapping[str, Any], now: float) -> QueuedMessage:
+        """A new message to republish to a dead-letter exchange, its death history updated
+        with ``death`` (queue, reason, exchange, routing-keys; RabbitMQ's x-death record)."""
+        m = self.copy()
+        m.expiry = None  # an expired message must not expire again where it is kept
+        return m
 
     # -- other protocols' forms -------------------------------------------------------------
     def form(self, fmt: str) -> Any:

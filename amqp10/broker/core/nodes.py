@@ -124,9 +124,12 @@ class Queue(Node):
         dynamic: bool = False,
         durable_node: bool = False,
         vhost: str = "/",
+        arguments: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(name, policy, dynamic=dynamic)
         self.vhost = vhost
+        self.arguments: dict[str, Any] = dict(arguments or {})
+        """The arguments it was declared with (already applied to ``policy``)."""
         self.journal = journal
         self.dead_letter = dead_letter
         self.now = now
@@ -147,9 +150,21 @@ class Queue(Node):
         self._max_length = policy.max_length
         self._max_bytes = policy.max_bytes
         self._limited = policy.max_length is not None or policy.max_bytes is not None
+        self._overflow = policy.overflow_mode
+        self._ttl = policy.message_ttl
+        self._top = PRIORITY_LEVELS - 1 if policy.max_priority is None else min(policy.max_priority, PRIORITY_LEVELS - 1)
+        self._single_active = policy.single_active_consumer
         self._store_all = durable_node and policy.durable
         self._movers: list[Consumer] = []  # consumers that take messages (not browsers)
         self.needs_message_ids = self.dedup.size > 0 or self._store_all
+        # exclusive and auto-delete queues (0-9-1's queue.declare): see VirtualHost
+        self.owner: object | None = None
+        """The connection an exclusive queue belongs to (None: not exclusive)."""
+        self.auto_delete = False
+        self.on_unused: Callable[[Queue], None] | None = None
+        """Called when an auto-delete queue loses its last consumer."""
+        self.last_used = now()
+        """When it was declared or last lost a consumer (for ``expires``)."""
 
     # -- inbound --------------------------------------------------------------------
     def is_full(self, extra: int = 0) -> bool:
@@ -160,12 +175,12 @@ class Queue(Node):
         return (ml is not None and self.count >= ml) or (mb is not None and self.bytes + extra > mb)
 
     def can_accept(self, size: int = 0) -> bool:
-        return self.policy.overflow != "block" or not self.is_full(size)
+        return self._overflow != "block" or not self.is_full(size)
 
     def room(self) -> int | None:
         """How many more messages fit before a ``block`` queue is full (None: no limit)."""
         p = self.policy
-        if p.overflow != "block":
+        if self._overflow != "block":
             return None
         room: int | None = None
         if p.max_length is not None:
@@ -179,6 +194,8 @@ class Queue(Node):
         """Put back a message recovered from the store (already durable)."""
         self.dedup.seen(msg.message_id)
         self._next_seq_at_least(msg.seq + 1)
+        if msg.priority > self._top:
+            msg.priority = self._top
         self._levels[msg.priority].append(msg)
         self.count += 1
         self.bytes += msg.size
@@ -201,15 +218,27 @@ class Queue(Node):
             on_stored()
             return True
         if self._limited and self.is_full(msg.size):
-            if self.policy.overflow == "reject":
+            if self._overflow == "reject":
+                if self.policy.overflow == "reject-publish-dlx":
+                    self._dead_letter_or_drop(msg, "maxlen")
                 return False
-            if self.policy.overflow == "drop-oldest":
+            if self._overflow == "drop":
                 while self.count and self.is_full(msg.size):
                     old = self._pop_oldest()
                     if old is None:
                         break
-                    self.stats.dropped += 1
                     self._journal_delete(old)
+                    self._dead_letter_or_drop(old, "maxlen")
+                if self.is_full(msg.size):  # x-max-length 0, or a message bigger than the byte limit
+                    self._dead_letter_or_drop(msg, "maxlen")
+                    on_stored()
+                    return True
+        if self._ttl is not None:
+            queue_expiry = (msg.arrival or self.now()) + self._ttl
+            if msg.expiry is None or queue_expiry < msg.expiry:
+                msg.expiry = queue_expiry
+        if msg.priority > self._top:
+            msg.priority = self._top
         msg.seq = next(self._seq)
         self._last_size = msg.size
         if msg.arrival == 0.0:
@@ -273,7 +302,18 @@ class Queue(Node):
             self.consumers.remove(consumer)
         if consumer in self._movers:
             self._movers.remove(consumer)
+            if self._single_active and self._movers:
+                self.dispatch()  # the next consumer takes over
         self.browsers.pop(consumer.id, None)
+        if not self.consumers:
+            self.last_used = self.now()
+            if self.auto_delete and self.on_unused is not None:
+                self.on_unused(self)
+
+    @property
+    def active_consumer(self) -> Consumer | None:
+        """With ``single_active_consumer``: the one consumer that gets messages."""
+        return self._movers[0] if self._movers else None
 
     def __iter__(self) -> Iterator[QueuedMessage]:
         """Messages in delivery order (highest priority first, FIFO within a level)."""
@@ -288,7 +328,7 @@ class Queue(Node):
         try:
             if self.browsers:
                 self._dispatch_browsers()
-            consumers = self._movers
+            consumers = self._movers[:1] if self._single_active else self._movers
             n = len(consumers)
             if not n or not self.count:
                 return
@@ -379,7 +419,7 @@ class Queue(Node):
     def _expire(self, msg: QueuedMessage) -> None:
         self.stats.expired += 1
         self._journal_delete(msg)
-        if self.dead_letter is not None and self.policy.dead_letter_address:
+        if self.dead_letter is not None and self.policy.dead_letters:
             self.stats.dead_lettered += 1
             self.dead_letter(msg, "expired")
 
@@ -397,7 +437,7 @@ class Queue(Node):
             limit = self.policy.delivery_limit
             if limit is not None and msg.delivery_count >= limit:
                 self._journal_delete(msg)
-                self._dead_letter_or_drop(msg, "delivery limit reached")
+                self._dead_letter_or_drop(msg, "delivery_limit")
                 return
         if undeliverable_to is not None:
             if msg.excluded is None:
@@ -425,7 +465,7 @@ class Queue(Node):
         self._dead_letter_or_drop(msg, "rejected")
 
     def _dead_letter_or_drop(self, msg: QueuedMessage, reason: str) -> None:
-        if self.dead_letter is not None and self.policy.dead_letter_address:
+        if self.dead_letter is not None and self.policy.dead_letters:
             self.stats.dead_lettered += 1
             self.dead_letter(msg, reason)
         else:

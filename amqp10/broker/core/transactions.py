@@ -54,7 +54,7 @@ class Transaction:
         """The name of a ``reject``-overflow queue the posted messages would overflow."""
         need: dict[int, tuple[Queue, int, int]] = {}
         for node, msg in self.posted:
-            if isinstance(node, Queue) and node.policy.overflow == "reject":
+            if isinstance(node, Queue) and node.policy.overflow_mode == "reject":
                 q, n, size = need.get(id(node), (node, 0, 0))
                 need[id(node)] = (q, n + 1, size + msg.size)
         for q, n, size in need.values():

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import QueuePolicy
 from . import store as _store
+from .arguments import ArgumentError, policy_with_arguments, queue_kind
 from .exchanges import (
     Binding,
     DirectExchange,
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from .broker import Broker
     from .exchanges import Destination
 
-__all__ = ["DEFAULT_EXCHANGE", "PREDECLARED", "AccessRefused", "ModelError", "NotFound", "PreconditionFailed", "VirtualHost"]
+__all__ = ["DEFAULT_EXCHANGE", "PREDECLARED", "AccessRefused", "ModelError", "NotFound", "PreconditionFailed", "ResourceLocked", "VirtualHost"]
 
 log = logging.getLogger("amqp10.broker")
 
@@ -63,6 +64,10 @@ class AccessRefused(ModelError):
     """Not allowed on this resource (1.0 amqp:unauthorized-access; 0-9-1 ACCESS_REFUSED 403)."""
 
 
+class ResourceLocked(ModelError):
+    """An exclusive queue of another connection (1.0 amqp:resource-locked; 0-9-1 RESOURCE_LOCKED 405)."""
+
+
 class PreconditionFailed(ModelError):
     """Exists with other properties (1.0 amqp:precondition-failed; 0-9-1 PRECONDITION_FAILED 406)."""
 
@@ -77,6 +82,7 @@ class VirtualHost:
         self.nodes: dict[str, Node] = {}
         self.exchanges: dict[str, Exchange] = {}
         self._dynamic = itertools.count(1)
+        self._exclusive: dict[int, list[str]] = {}  # id(owner) -> its exclusive queues
         self.default_exchange = _DefaultExchange(self)
         self.exchanges[DEFAULT_EXCHANGE] = self.default_exchange
         for xname, xtype in PREDECLARED.items():
@@ -119,16 +125,25 @@ class VirtualHost:
         log.info("created %s %r in vhost %r", kind, address, self.name)
         return node
 
-    def _make_queue(self, name: str, policy: QueuePolicy, *, durable: bool, dynamic: bool = False) -> Queue:
+    def _make_queue(
+        self,
+        name: str,
+        policy: QueuePolicy,
+        *,
+        durable: bool,
+        dynamic: bool = False,
+        arguments: Mapping[str, Any] | None = None,
+    ) -> Queue:
         return Queue(
             name,
             policy,
             journal=self.journal,
-            dead_letter=lambda msg, reason: self.dead_letter(policy, msg, reason),
+            dead_letter=lambda msg, reason: self.dead_letter(policy, msg, reason, name),
             now=self.now,
             dynamic=dynamic,
             durable_node=durable,
             vhost=self.name,
+            arguments=dict(arguments or {}),
         )
 
     def _subscription_queue(self, topic: str, key: str, durable: bool) -> Queue:
@@ -152,26 +167,82 @@ class VirtualHost:
         node = self.nodes.get(name)
         return node if isinstance(node, (Queue, Stream)) else None
 
-    def declare_queue(self, name: str, *, durable: bool = True, kind: str = "queue", passive: bool = False) -> Queue | Stream:
-        """Declare a queue (or a stream, ``kind="stream"``): the existing one, or a new one."""
+    def declare_queue(
+        self,
+        name: str,
+        *,
+        durable: bool = True,
+        kind: str | None = None,
+        passive: bool = False,
+        arguments: Mapping[str, Any] | None = None,
+        exclusive_owner: object | None = None,
+        auto_delete: bool = False,
+        persist: bool = True,
+    ) -> Queue | Stream:
+        """Declare a queue: the existing one, or a new one.
+
+        ``arguments`` are RabbitMQ's queue arguments (see :mod:`.arguments`;
+        ``x-queue-type = stream`` makes a stream), applied on top of the policy
+        the address rules give ``name``. ``exclusive_owner`` (a connection)
+        makes it exclusive: only that owner may use it, and it is deleted with
+        :meth:`owner_gone`. ``auto_delete``: deleted when its last consumer goes.
+        """
         node = self.nodes.get(name)
         if node is not None:
             if not isinstance(node, (Queue, Stream)):
                 raise PreconditionFailed(f"{name!r} in vhost {self.name!r} is a {node.kind}, not a queue")
+            owner = node.owner if isinstance(node, Queue) else None
+            if owner is not None and owner is not exclusive_owner:
+                raise ResourceLocked(f"cannot obtain exclusive access to locked queue {name!r} in vhost {self.name!r}")
             return node
         if passive:
             raise NotFound(f"no queue {name!r} in vhost {self.name!r}")
-        if kind not in ("queue", "stream"):
-            raise ValueError(f"a queue's type is queue or stream, not {kind!r}")
+        try:
+            if kind is None:
+                kind = queue_kind(arguments)
+            elif kind not in ("queue", "stream"):
+                raise ArgumentError(f"a queue's type is queue or stream, not {kind!r}")
+            policy = policy_with_arguments(self.policy_for(name)[1], arguments)
+        except ArgumentError as exc:
+            raise PreconditionFailed(f"invalid arguments for queue {name!r} in vhost {self.name!r}: {exc}") from None
+        props = json.dumps({"arguments": dict(arguments or {})}, sort_keys=True, default=repr) if arguments else "{}"
+        made: Queue | Stream
         if kind == "stream":
-            made = self.create_node(name, "stream")
+            made = Stream(name, policy, journal=self.journal, now=self.now, vhost=self.name)
+            durable = True
         else:
-            made = self._make_queue(name, self.policy_for(name)[1], durable=durable)
-            self.nodes[name] = made
-            if durable:
-                self.journal.submit((_store.NODE, self.name, name, "queue", "{}"))
-        assert isinstance(made, (Queue, Stream))
+            q = self._make_queue(name, policy, durable=durable and exclusive_owner is None, arguments=arguments)
+            q.owner = exclusive_owner
+            if exclusive_owner is not None:
+                self._exclusive.setdefault(id(exclusive_owner), []).append(name)
+            q.auto_delete = auto_delete
+            if auto_delete:
+                q.on_unused = lambda queue: self.delete_node(queue.name) if self.nodes.get(queue.name) is queue else None
+            made = q
+        self.nodes[name] = made
+        if durable and exclusive_owner is None and persist:
+            self.journal.submit((_store.NODE, self.name, name, kind, props))
+        log.info("declared %s %r in vhost %r", kind, name, self.name)
         return made
+
+    def owner_gone(self, owner: object) -> None:
+        """A connection ended: its exclusive queues go with it."""
+        for name in self._exclusive.pop(id(owner), ()):
+            node = self.nodes.get(name)
+            if isinstance(node, Queue) and node.owner is owner:
+                self.delete_node(name)
+
+    def expire_unused(self) -> list[str]:
+        """Delete the queues whose ``expires`` has run out unused (no consumers); return their names."""
+        now = self.now()
+        gone = []
+        for name, node in list(self.nodes.items()):
+            if isinstance(node, Queue) and node.policy.expires is not None and not node.consumers:
+                if now - node.last_used >= node.policy.expires:
+                    log.info("queue %r in vhost %r expired unused", name, self.name)
+                    self.delete_node(name)
+                    gone.append(name)
+        return gone
 
     def create_dynamic(self) -> Queue:
         """A fresh, uniquely named, non-durable queue (deleted with its link)."""
@@ -199,8 +270,21 @@ class VirtualHost:
                     q.purge()
                     self.journal.submit((_store.DROP_NODE, self.name, q.name))
 
-    def dead_letter(self, policy: QueuePolicy, msg: QueuedMessage, reason: str) -> None:
-        """Route a dead message (rejected, expired, over its delivery limit) to the policy's address."""
+    def dead_letter(self, policy: QueuePolicy, msg: QueuedMessage, reason: str, queue: str = "") -> None:
+        """Send on a dead message (``reason``: rejected, expired, maxlen, delivery_limit): to
+        the policy's dead-letter exchange, with an x-death record, or to its dead-letter address."""
+        if policy.dead_letter_exchange is not None:
+            x = self.exchanges.get(policy.dead_letter_exchange)
+            if x is None:
+                log.warning("dropping a %s message: no dead-letter exchange %r", reason, policy.dead_letter_exchange)
+                return
+            exchange, key = msg.published_to
+            death = {"queue": queue, "reason": reason, "exchange": exchange, "routing-keys": [key]}
+            dead = msg.dead_lettered(death, self.now())
+            dl_key = policy.dead_letter_routing_key if policy.dead_letter_routing_key is not None else key
+            if not self.route(x, dead, dl_key, _nothing):
+                log.info("a dead-lettered message from %r reached no queue through %r", queue, x.name)
+            return
         dla = policy.dead_letter_address
         target = self.lookup(dla, create=True) if dla else None
         if target is None:
@@ -394,6 +478,7 @@ class VirtualHost:
         queues = self.destinations(exchange, msg, key)
         if not queues:
             return False
+        msg.mark_published(exchange.name, key)
         if len(queues) == 1:
             return queues[0].publish(msg, on_stored)
         remaining = [len(queues) + 1]  # one extra hold, let go below if any queue took it
@@ -414,6 +499,20 @@ class VirtualHost:
         return taken > 0
 
     # -- recovery -----------------------------------------------------------------------------
+    def restore_node(self, rec: _store.NodeRecord) -> None:
+        """Recreate a durable queue, topic or stream from its store record."""
+        if rec.name in self.nodes:
+            return
+        props = json.loads(rec.properties or "{}")
+        arguments = props.get("arguments")
+        if arguments and rec.kind in ("queue", "stream"):
+            try:
+                self.declare_queue(rec.name, kind=rec.kind, arguments=arguments, persist=False)
+                return
+            except ModelError as exc:
+                log.warning("queue %r in vhost %r: %s; recreated without its arguments", rec.name, self.name, exc)
+        self.create_node(rec.name, rec.kind, persist=False)
+
     def restore_exchange(self, rec: _store.ExchangeRecord) -> None:
         props = json.loads(rec.properties or "{}")
         if rec.name in self.exchanges:
@@ -454,6 +553,10 @@ class _DefaultExchange(DirectExchange):
         k = key if key is not None else (msg.routing.subject or "")
         q = self.vhost.queue(k)
         return [q] if q is not None else []
+
+
+def _nothing() -> None:
+    pass
 
 
 def _durable(d: Destination) -> bool:
