@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed-test
 
-.PHONY: broker test lint typecheck bench interop clean
+.PHONY: broker test lint typecheck docs bench interop clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -25,17 +25,21 @@ $(STAMP): pyproject.toml | $(BIN)/python
 broker: $(STAMP_RUN)
 	$(BIN)/amqp10 broker
 
-## Install what the tests need and run them all (lint and type checks included).
-test: $(STAMP)
-	$(BIN)/ruff check amqp10 tests bench interop examples
+## Install what the tests need and run them all (lint, type checks and the docs build included).
+test: $(STAMP) docs
+	$(BIN)/ruff check amqp10 tests bench interop examples docs
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check amqp10 tests bench interop examples
+	$(BIN)/ruff check amqp10 tests bench interop examples docs
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
+
+## Build the documentation into site/ (mkdocs.yml; warnings are errors).
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --quiet
 
 bench: $(STAMP)
 	$(BIN)/python bench/codec_bench.py
@@ -45,4 +49,4 @@ interop: $(STAMP)
 	$(BIN)/python -m interop.matrix $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis site

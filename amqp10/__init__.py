@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .client import ReconnectPolicy, SettleMode, connect, listen, serve
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'amqp10' has no attribute {name!r}")

@@ -13,7 +13,7 @@ keep working around network code.
 from __future__ import annotations
 
 import builtins
-from typing import Any, Self
+from typing import Any, Self, TypedDict, Unpack
 
 from .types import Error
 
@@ -32,6 +32,14 @@ __all__ = [
     "TLSError",
     "TimeoutError",
 ]
+
+
+class ErrorFields(TypedDict, total=False):
+    """The AMQP error fields every exception takes as keywords (see :class:`AMQPError`)."""
+
+    condition: str | None
+    description: str | None
+    info: dict[Any, Any] | None
 
 
 class AMQPError(Exception):
@@ -77,7 +85,7 @@ class AMQPError(Exception):
 class ConnectionError(AMQPError, builtins.ConnectionError):
     """The connection could not be used: closed by the peer, lost, or refused."""
 
-    def __init__(self, message: str, **kwargs: Any) -> None:
+    def __init__(self, message: str, **kwargs: Unpack[ErrorFields]) -> None:
         AMQPError.__init__(self, message, **kwargs)
 
 
@@ -103,7 +111,7 @@ class ReconnectError(ConnectError):
         attempts: int = 0,
         elapsed: float = 0.0,
         last_error: BaseException | None = None,
-        **kwargs: Any,
+        **kwargs: Unpack[ErrorFields],
     ) -> None:
         super().__init__(message, **kwargs)
         self.attempts = attempts
@@ -138,7 +146,7 @@ class LinkDetached(LinkError):
 class TimeoutError(AMQPError, builtins.TimeoutError):
     """An operation did not finish within its timeout."""
 
-    def __init__(self, message: str, **kwargs: Any) -> None:
+    def __init__(self, message: str, **kwargs: Unpack[ErrorFields]) -> None:
         AMQPError.__init__(self, message, **kwargs)
 
 
@@ -154,6 +162,6 @@ class DeliveryError(AMQPError):
 
     outcome: object
 
-    def __init__(self, message: str, *, outcome: object = None, **kwargs: Any) -> None:
+    def __init__(self, message: str, *, outcome: object = None, **kwargs: Unpack[ErrorFields]) -> None:
         super().__init__(message, **kwargs)
         self.outcome = outcome

@@ -50,12 +50,11 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from amqp10.bench import (  # noqa: E402
+from amqp10.cli.bench.harness import (  # noqa: E402
     BenchConfig,
     BenchError,
     BenchResult,
     BrokerProcess,
-    Progress,
     WorkerSpec,
     our_worker,
     peak_rss,
@@ -63,6 +62,7 @@ from amqp10.bench import (  # noqa: E402
     start_our_broker,
     worker_argv,
 )
+from amqp10.cli.progress import Progress  # noqa: E402
 
 BUILD = ROOT / "bench" / ".build"
 C_SOURCES = ROOT / "bench" / "c"

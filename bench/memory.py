@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from amqp10.bench import BenchConfig, BenchError, peak_rss, run_bench, start_our_broker  # noqa: E402
+from amqp10.cli.bench.harness import BenchConfig, BenchError, peak_rss, run_bench, start_our_broker  # noqa: E402
 
 
 def _rss_kib(pid: int) -> int | None:

@@ -1,6 +1,6 @@
 """Bench workers on Proton's Python binding (python-qpid-proton), for ``bench/compare.py``.
 
-They speak the line protocol of :mod:`amqp10.bench` (``ready``, ``go``, ``n``,
+They speak the line protocol of :mod:`amqp10.cli.bench` (``ready``, ``go``, ``n``,
 ``done``, ``error``) and carry the same body: one data section holding the
 send time (CLOCK_MONOTONIC ns), the sequence number, then padding. They use
 Proton's usual high-level API: a ``MessagingHandler`` in a ``Container``.

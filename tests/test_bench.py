@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from amqp10.bench import BenchConfig, Progress, percentile
+from amqp10.cli.bench.harness import BenchConfig, percentile
+from amqp10.cli.progress import Progress
 
 pytestmark = pytest.mark.slow
 

@@ -23,8 +23,8 @@ import anyio
 import anyio.from_thread
 import pytest
 
-from amqp10._progress import Progress
-from amqp10._sendrecv import CliError, message_to_json, parse_property
+from amqp10.cli.progress import Progress
+from amqp10.cli.sendrecv import CliError, message_to_json, parse_property
 from amqp10.message import Message
 from amqp10.types import symbol
 from tests.broker.conftest import RunningBroker, make_config, start_broker

@@ -14,19 +14,20 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 __all__ = [
-    "AddressRule",
+    "VhostConfig",
+    "QueueConfig",
+    "ExchangeConfig",
     "BindingConfig",
+    "AddressRule",
     "BrokerConfig",
     "ConfigError",
-    "ExchangeConfig",
     "Limits",
     "Listener",
-    "QueueConfig",
     "QueuePolicy",
     "SaslConfig",
     "StoreConfig",
-    "VhostConfig",
     "load_config",
+    "one_line_error",
 ]
 
 NodeKind = Literal["queue", "topic", "stream"]
@@ -39,12 +40,16 @@ class _Model(BaseModel):
 class Listener(_Model):
     """A socket the broker accepts connections on."""
 
-    host: str = "127.0.0.1"
-    port: int = Field(default=5672, ge=0, le=65535)
-    tls_cert: Path | None = None
-    tls_key: Path | None = None
+    host: str = Field(default="127.0.0.1", description="address to listen on")
+    port: int = Field(default=5672, ge=0, le=65535, description="port to listen on (0: any free port)")
+    tls_cert: Path | None = Field(
+        default=None, description="server certificate (PEM); set with tls_key, it makes this a TLS listener"
+    )
+    tls_key: Path | None = Field(default=None, description="private key of tls_cert (PEM)")
     tls_ca: Path | None = Field(default=None, description="CA file for verifying client certificates")
-    require_client_cert: bool = False
+    require_client_cert: bool = Field(
+        default=False, description="refuse TLS clients without a certificate that tls_ca verifies"
+    )
 
     @model_validator(mode="after")
     def _tls_pair(self) -> Listener:
@@ -58,9 +63,28 @@ class Listener(_Model):
 class SaslConfig(_Model):
     """Which SASL mechanisms the broker offers, and where its users are."""
 
-    mechanisms: list[str] = ["ANONYMOUS", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-1", "SCRAM-SHA-512"]
-    users_file: Path | None = None
-    allow_anonymous: bool = True
+    mechanisms: list[str] = Field(
+        default=["ANONYMOUS", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-1", "SCRAM-SHA-512"],
+        description="mechanisms offered, in this order; PLAIN and SCRAM need users_file, "
+        "EXTERNAL a verified TLS client certificate",
+    )
+    users_file: Path | None = Field(
+        default=None, description="TOML file of users and their SCRAM credentials (`amqp10 users add`)"
+    )
+    allow_anonymous: bool = Field(
+        default=True, description="offer ANONYMOUS; false: every connection must log in"
+    )
+    anonymous_user: str | None = Field(
+        default=None,
+        description="the users-file user whose tags and permissions anonymous connections get "
+        "(default: full access to the virtual host '/', nothing else)",
+    )
+
+    @model_validator(mode="after")
+    def _anonymous_user_needs_users(self) -> SaslConfig:
+        if self.anonymous_user is not None and self.users_file is None:
+            raise ValueError("anonymous_user needs users_file (the user is one of its users)")
+        return self
 
     @field_validator("mechanisms")
     @classmethod
@@ -142,9 +166,9 @@ class AddressRule(_Model):
     settings as ``policy`` under their RabbitMQ names, applied on top of it.
     """
 
-    pattern: str
-    kind: NodeKind = "queue"
-    policy: QueuePolicy = QueuePolicy()
+    pattern: str = Field(description="fnmatch pattern of the addresses this rule covers")
+    kind: NodeKind = Field(default="queue", description="the kind of node an auto-created address gets")
+    policy: QueuePolicy = Field(default=QueuePolicy(), description="policy of the nodes this rule covers")
     arguments: dict[str, str | int | float | bool] = Field(
         default={}, description="RabbitMQ queue arguments applied on top of policy (x-message-ttl, x-max-length, ...)"
     )
@@ -222,23 +246,37 @@ class VhostConfig(_Model):
 class StoreConfig(_Model):
     """The embedded SQLite store."""
 
-    path: Path = Path("data/amqp10.sqlite3")
+    path: Path = Field(default=Path("data/amqp10.sqlite3"), description="the SQLite database file")
     commit_interval_ms: float = Field(default=2.0, ge=0, description="how long a group commit waits for company")
-    max_batch: int = Field(default=2048, ge=1)
+    max_batch: int = Field(default=2048, ge=1, description="operations that make a group commit at once")
 
 
 class Limits(_Model):
     """Limits that protect the broker from clients."""
 
-    max_connections: int = Field(default=1000, ge=1)
-    max_sessions_per_connection: int = Field(default=64, ge=1, le=65536)
-    max_links_per_session: int = Field(default=1024, ge=1)
-    max_frame_size: int = Field(default=65536, ge=512)
-    max_message_size: int = Field(default=16 * 1024 * 1024, ge=1)
-    handshake_timeout: float = Field(default=10.0, gt=0)
-    idle_timeout: float | None = Field(default=60.0, gt=0)
-    memory_limit_bytes: int = Field(default=512 * 1024 * 1024, ge=1024)
-    credit_window: int = Field(default=1000, ge=1, le=100_000)
+    max_connections: int = Field(default=1000, ge=1, description="connections at once; more are refused")
+    max_sessions_per_connection: int = Field(
+        default=64, ge=1, le=65536, description="sessions per connection (sets channel-max)"
+    )
+    max_links_per_session: int = Field(default=1024, ge=1, description="links per session")
+    max_frame_size: int = Field(default=65536, ge=512, description="max-frame-size the broker offers in open")
+    max_message_size: int = Field(
+        default=16 * 1024 * 1024, ge=1, description="max-message-size of the broker's receiving links"
+    )
+    handshake_timeout: float = Field(
+        default=10.0, gt=0, description="seconds for TLS, SASL and open before the broker hangs up"
+    )
+    idle_timeout: float | None = Field(
+        default=60.0, gt=0, description="seconds without a frame from the peer after which a connection is closed"
+    )
+    memory_limit_bytes: int = Field(
+        default=512 * 1024 * 1024,
+        ge=1024,
+        description="bytes of queued messages above which publishers get no credit",
+    )
+    credit_window: int = Field(
+        default=1000, ge=1, le=100_000, description="credit a publisher's link is kept topped up to"
+    )
     max_suspended_links: int = Field(
         default=10_000, ge=0, description="links kept for recovery at once (the oldest expire first)"
     )
@@ -247,12 +285,18 @@ class Limits(_Model):
 class BrokerConfig(_Model):
     """The whole broker configuration."""
 
-    container_id: str = "amqp10-broker"
-    listeners: list[Listener] = [Listener()]
-    sasl: SaslConfig = SaslConfig()
-    auto_create: bool = True
-    default_policy: QueuePolicy = QueuePolicy()
-    addresses: list[AddressRule] = []
+    container_id: str = Field(default="amqp10-broker", description="the broker's container-id in open")
+    listeners: list[Listener] = Field(default=[Listener()], description="sockets to accept connections on")
+    sasl: SaslConfig = Field(default=SaslConfig(), description="authentication")
+    auto_create: bool = Field(
+        default=True, description="attaching to an unknown address creates a node (per addresses)"
+    )
+    default_policy: QueuePolicy = Field(
+        default=QueuePolicy(), description="policy of nodes that no addresses rule matches"
+    )
+    addresses: list[AddressRule] = Field(
+        default=[], description="rules by address pattern, first match wins"
+    )
     queues: list[str] = Field(default=[], description="queues created at start")
     topics: list[str] = Field(default=[], description="topics created at start")
     vhosts: list[VhostConfig] = Field(
@@ -260,8 +304,8 @@ class BrokerConfig(_Model):
         description="virtual hosts besides the default '/' (list '/' to declare exchanges and bindings in it); "
         "the top-level queues and topics are in '/'",
     )
-    store: StoreConfig = StoreConfig()
-    limits: Limits = Limits()
+    store: StoreConfig = Field(default=StoreConfig(), description="the durable store")
+    limits: Limits = Field(default=Limits(), description="limits that protect the broker")
     link_recovery_seconds: float = Field(
         default=60.0,
         ge=0,
@@ -269,7 +313,9 @@ class BrokerConfig(_Model):
         description="how long a link lost with its connection (or detached without closing) "
         "keeps its unsettled deliveries for a resuming attach (Part 2 §2.6.13); 0: no recovery",
     )
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="least severe log lines written to stderr"
+    )
 
     @model_validator(mode="after")
     def _unique_vhosts(self) -> BrokerConfig:
@@ -290,7 +336,8 @@ class ConfigError(Exception):
     """A configuration problem, worded for a person (one line)."""
 
 
-def _one_line(exc: ValidationError) -> str:
+def one_line_error(exc: ValidationError) -> str:
+    """A pydantic error as one line: the first problem's location and message."""
     first = exc.errors()[0]
     loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
     more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
@@ -323,4 +370,4 @@ def load_config(path: Path | None = None, **overrides: object) -> BrokerConfig:
         return BrokerConfig.model_validate(data)
     except ValidationError as exc:
         where = f"{path}: " if path else ""
-        raise ConfigError(f"{where}{_one_line(exc)}") from None
+        raise ConfigError(f"{where}{one_line_error(exc)}") from None

@@ -41,7 +41,7 @@ TICK_SECONDS = 1.0
 class _Client:
     """One accepted connection: its engine, driver and handler."""
 
-    def __init__(self, conn: SaslConnection, driver: Driver, handler: ConnectionHandler, peer: str) -> None:
+    def __init__(self, conn: SaslConnection, driver: Driver[Any], handler: ConnectionHandler, peer: str) -> None:
         self.conn = conn
         self.driver = driver
         self.handler = handler

@@ -5,11 +5,16 @@
 
 from __future__ import annotations
 
-from ._common import Outcome, SettleMode
-from .connection import DEFAULT_TIMEOUT, Connection, ConnectOptions, connect, connect_with
-from .links import Delivery, Link, Receiver, Sender, Session, Tracker
+from ._common import DEFAULT_TIMEOUT, Outcome, SettleMode
+from .connection import Connection
+from .dial import ConnectOptions
+from .link import Link
+from .opening import connect, connect_with
+from .receiver import Delivery, Receiver
 from .reconnect import ReconnectPolicy
+from .sender import Sender, Tracker
 from .server import Server, listen, serve
+from .sessions import Session
 from .transactions import Transaction, TransactionError
 from .url import URL, parse_url
 

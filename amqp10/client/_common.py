@@ -1,4 +1,4 @@
-"""Small pieces shared by the client modules: settle modes, deadlines, payloads."""
+"""Small pieces shared by the client modules: settle modes, deadlines, payloads, timeouts."""
 
 from __future__ import annotations
 
@@ -21,7 +21,10 @@ from ..types import (
     SenderSettleMode,
 )
 
-__all__ = ["OUTCOMES", "Outcome", "SettleMode", "deadline", "encode_payload"]
+__all__ = ["DEFAULT_TIMEOUT", "OUTCOMES", "Outcome", "SettleMode", "deadline", "encode_payload"]
+
+DEFAULT_TIMEOUT = 30.0
+"""Seconds any single wait may take unless a ``timeout`` says otherwise."""
 
 Outcome: TypeAlias = Accepted | Rejected | Released | Modified
 """A terminal delivery state (Part 3 §3.4)."""

@@ -29,8 +29,11 @@ from ..io.driver import EngineProtocol, Signal
 from ..io.net import Listener, peer_name
 from ..sasl import PASSWORD_MECHANISMS, CredentialStore, SaslConnection, SaslServer, tls_identity
 from ..transport import Connection as Engine
+from ..transport import Event
 from ..types import Error, ErrorCondition
-from .connection import DEFAULT_TIMEOUT, Connection, LinkFilter
+from ._common import DEFAULT_TIMEOUT
+from .connection import Connection
+from .core import LinkFilter
 
 __all__ = ["Handler", "Server", "listen", "serve"]
 
@@ -206,7 +209,7 @@ class Server:
             self._gone.fire()
             await conn._driver.close_if_unused()
 
-    def _protocol(self, engine: Engine, stream: ByteStream) -> EngineProtocol:
+    def _protocol(self, engine: Engine, stream: ByteStream) -> EngineProtocol[Event]:
         """The engine behind a SASL server (EXTERNAL for a verified TLS client certificate)."""
         if not self.sasl_mechanisms:
             return engine

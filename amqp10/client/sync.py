@@ -30,10 +30,14 @@ import anyio.to_thread
 from ..message import Message
 from ..types import Error
 from . import connection as _conn
-from . import links as _links
+from . import link as _link
+from . import opening as _opening
+from . import receiver as _receiver
+from . import sender as _sender
 from . import server as _server
+from . import sessions as _sessions
 from . import transactions as _txn
-from ._common import Outcome, Payload, SettleMode
+from ._common import DEFAULT_TIMEOUT, Outcome, Payload, SettleMode
 
 __all__ = [
     "Connection",
@@ -76,7 +80,7 @@ class Delivery(_Proxy):
 
     __slots__ = ("_d",)
 
-    def __init__(self, call: Call, delivery: _links.Delivery) -> None:
+    def __init__(self, call: Call, delivery: _receiver.Delivery) -> None:
         super().__init__(call)
         self._d = delivery
 
@@ -122,7 +126,7 @@ class Delivery(_Proxy):
 class _Link(_Proxy):
     __slots__ = ("_link",)
 
-    def __init__(self, call: Call, link: _links.Link) -> None:
+    def __init__(self, call: Call, link: _link.Link) -> None:
         super().__init__(call)
         self._link = link
 
@@ -166,7 +170,7 @@ class Sender(_Link):
     """Sends messages (see :class:`amqp10.client.Sender`)."""
 
     __slots__ = ()
-    _link: _links.Sender
+    _link: _sender.Sender
 
     @property
     def credit(self) -> int:
@@ -193,7 +197,7 @@ class Sender(_Link):
     ) -> Tracker:
         """Send without waiting for the outcome (see :meth:`amqp10.client.Sender.submit`)."""
 
-        async def submit() -> _links.Tracker:
+        async def submit() -> _sender.Tracker:
             return self._link.submit(message, settled=settled, txn=_inner(txn))
 
         return Tracker(self._call, self._run(submit))
@@ -256,7 +260,7 @@ class Tracker(_Proxy):
 
     __slots__ = ("_t",)
 
-    def __init__(self, call: Call, tracker: _links.Tracker) -> None:
+    def __init__(self, call: Call, tracker: _sender.Tracker) -> None:
         super().__init__(call)
         self._t = tracker
 
@@ -278,7 +282,7 @@ class Receiver(_Link):
     """Receives messages: ``for delivery in receiver`` (see :class:`amqp10.client.Receiver`)."""
 
     __slots__ = ()
-    _link: _links.Receiver
+    _link: _receiver.Receiver
 
     @property
     def credit(self) -> int:
@@ -310,15 +314,15 @@ class Receiver(_Link):
         return Delivery(self._call, d)
 
 
-async def _next_or_none(receiver: _links.Receiver) -> _links.Delivery | None:
+async def _next_or_none(receiver: _receiver.Receiver) -> _receiver.Delivery | None:
     try:
         return await receiver.__anext__()
     except StopAsyncIteration:
         return None
 
 
-def _wrap_link(call: Call, link: _links.Sender | _links.Receiver) -> Sender | Receiver:
-    if isinstance(link, _links.Sender):
+def _wrap_link(call: Call, link: _sender.Sender | _receiver.Receiver) -> Sender | Receiver:
+    if isinstance(link, _sender.Sender):
         return Sender(call, link)
     return Receiver(call, link)
 
@@ -328,7 +332,7 @@ class Session(_Proxy):
 
     __slots__ = ("_s",)
 
-    def __init__(self, call: Call, session: _links.Session) -> None:
+    def __init__(self, call: Call, session: _sessions.Session) -> None:
         super().__init__(call)
         self._s = session
 
@@ -479,7 +483,7 @@ class Connection(_Proxy):
         self.close()
 
 
-async def _next_link_or_none(conn: _conn.Connection) -> _links.Sender | _links.Receiver | None:
+async def _next_link_or_none(conn: _conn.Connection) -> _sender.Sender | _receiver.Receiver | None:
     try:
         return await conn.incoming_links().__anext__()
     except StopAsyncIteration:
@@ -490,7 +494,7 @@ async def _next_link_or_none(conn: _conn.Connection) -> _links.Sender | _links.R
 async def _connected(
     url: str | Sequence[str], kwargs: dict[str, Any]
 ) -> AsyncIterator[_conn.Connection]:
-    async with await _conn.connect(url, **kwargs) as conn:
+    async with await _opening.connect(url, **kwargs) as conn:
         yield conn
 
 
@@ -502,7 +506,7 @@ def connect(
     idle_timeout: float | None = None,
     ssl: _ssl.SSLContext | bool | None = None,
     sasl_mechanisms: list[str] | tuple[str, ...] | None = None,
-    timeout: float = _conn.DEFAULT_TIMEOUT,
+    timeout: float = DEFAULT_TIMEOUT,
     **kwargs: Any,
 ) -> Connection:
     """Connect and return a blocking :class:`Connection` (see :func:`amqp10.connect`).

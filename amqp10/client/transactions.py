@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Generator
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
@@ -29,12 +29,11 @@ from ..message import Message
 from ..types import Accepted, Rejected, TxnCapability, symbol
 from ..types.transactions import Coordinator, Declare, Declared, Discharge, TransactionalState
 from ._common import describe_outcome
+from .core import ConnectionCore
+from .sender import Sender
+from .sessions import Endpoints
 
-if TYPE_CHECKING:
-    from .connection import Connection
-    from .links import Sender
-
-__all__ = ["Transaction", "TransactionError"]
+__all__ = ["Transaction", "TransactionError", "Transactions"]
 
 log = logging.getLogger("amqp10.client")
 
@@ -54,7 +53,7 @@ class Transaction:
     ``"rolled back"`` or ``"failed"``; ``txn_id`` the coordinator's id once declared.
     """
 
-    def __init__(self, conn: Connection, *, timeout: float | None = None) -> None:
+    def __init__(self, conn: Transactions, *, timeout: float | None = None) -> None:
         self._conn = conn
         self._timeout = timeout
         self._coordinator: Sender | None = None
@@ -135,7 +134,7 @@ class Transaction:
             )
         return coordinator
 
-    def _state_for(self, conn: Connection) -> TransactionalState:
+    def _state_for(self, conn: ConnectionCore) -> TransactionalState:
         """The ``transactional-state`` a transfer on ``conn`` carries (checks it may)."""
         if conn is not self._conn:
             raise errors.IllegalStateError("the transaction belongs to another connection")
@@ -143,7 +142,7 @@ class Transaction:
         assert self._txn_state is not None
         return self._txn_state
 
-    def _outcome_state(self, conn: Connection, outcome: Any) -> TransactionalState:
+    def _outcome_state(self, conn: ConnectionCore, outcome: Any) -> TransactionalState:
         """The state of a disposition giving ``outcome`` within the transaction."""
         return TransactionalState(txn_id=self._state_for(conn).txn_id, outcome=outcome)
 
@@ -173,7 +172,28 @@ class Transaction:
             log.warning("rolling back %r failed: %s", self, rollback_error)
 
 
-async def _coordinator_of(conn: Connection, timeout: float | None) -> Sender:
+class Transactions(Endpoints):
+    """The layer of :class:`~amqp10.client.Connection` that makes transactions."""
+
+    def _init_layer(self) -> None:
+        super()._init_layer()
+        self._coordinator: Sender | None = None  # the control link (made on first use)
+
+    def transaction(self, *, timeout: float | None = None) -> Transaction:
+        """A local transaction (AMQP Part 4) on this connection's coordinator.
+
+        ``async with conn.transaction() as txn:`` declares it, commits when the
+        block ends and rolls back (then re-raises) if the block raises;
+        ``txn = await conn.transaction()`` declares it for explicit
+        ``await txn.commit()`` / ``await txn.rollback()``. Work joins it with
+        ``sender.send(msg, txn=txn)`` and ``delivery.accept(txn=txn)`` (and the
+        other outcomes). ``timeout`` bounds each declare/discharge exchange.
+        """
+        self._check_open()
+        return Transaction(self, timeout=timeout)
+
+
+async def _coordinator_of(conn: Transactions, timeout: float | None) -> Sender:
     """The connection's coordinator link, attached on first use."""
     async with conn._lock():
         c = conn._coordinator

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Generic, Protocol, TypeVar
 
 import anyio
 from anyio.abc import ByteStream
@@ -41,16 +41,20 @@ __all__ = ["Driver", "EngineProtocol", "Signal"]
 log = logging.getLogger("amqp10.io")
 
 
-class EngineProtocol(Protocol):
+EventT = TypeVar("EventT")
+"""The type of the events an engine emits (its own event classes)."""
+
+
+class EngineProtocol(Protocol[EventT]):
     """What the driver needs from an engine (the transport Connection or a SASL layer)."""
 
-    def receive_data(self, data: bytes) -> list[Any]: ...
+    def receive_data(self, data: bytes) -> list[EventT]: ...
 
     def data_to_send(self) -> bytes: ...
 
     def tick(self, now: float) -> float | None: ...
 
-    def poll_events(self) -> list[Any]: ...
+    def poll_events(self) -> list[EventT]: ...
 
     @property
     def is_closed(self) -> bool: ...
@@ -81,10 +85,10 @@ class Signal:
         await event.wait()
 
 
-EventCallback = Callable[[list[Any]], None]
+EventCallback = Callable[[list[EventT]], None]
 
 
-class Driver:
+class Driver(Generic[EventT]):
     """Runs ``protocol`` over ``stream`` until the engine closes or the stream fails.
 
     ``on_events(events)`` is called (synchronously, in the driver's tasks) with
@@ -95,8 +99,8 @@ class Driver:
     def __init__(
         self,
         stream: ByteStream,
-        protocol: EngineProtocol,
-        on_events: EventCallback,
+        protocol: EngineProtocol[EventT],
+        on_events: EventCallback[EventT],
         *,
         peer: str = "peer",
         max_read: int = 65536,
@@ -215,7 +219,7 @@ class Driver:
                 self._resumed.fire()
                 self._finished.set()
 
-    def _dispatch(self, events: list[Any]) -> None:
+    def _dispatch(self, events: list[EventT]) -> None:
         try:
             self._on_events(events)
         except Exception as exc:

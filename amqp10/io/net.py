@@ -12,10 +12,17 @@ import math
 import socket
 import ssl
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import anyio
-from anyio.abc import ByteStream, SocketAttribute, TaskGroup, TaskStatus
+from anyio.abc import (
+    ByteStream,
+    SocketAttribute,
+    SocketListener,
+    SocketStream,
+    TaskGroup,
+    TaskStatus,
+)
+from anyio.streams.stapled import MultiListener
 from anyio.streams.tls import TLSStream
 
 from .. import errors
@@ -172,7 +179,11 @@ class Listener:
     """
 
     def __init__(
-        self, listener: Any, host: str, port: int, ssl_context: ssl.SSLContext | None
+        self,
+        listener: MultiListener[SocketStream],
+        host: str,
+        port: int,
+        ssl_context: ssl.SSLContext | None,
     ) -> None:
         self._listener = listener
         self.host = host
@@ -219,12 +230,18 @@ class Listener:
         ``await tg.start(listener.serve, ...)`` it returns once accepting.
         """
         async with anyio.create_task_group() as accepting:
-            for sub in getattr(self._listener, "listeners", [self._listener]):
+            for sub in self._listener.listeners:
+                if not isinstance(sub, SocketListener):  # pragma: no cover - anyio makes only these
+                    raise TypeError(f"cannot accept on {sub!r}: not a socket listener")
                 accepting.start_soon(self._accept_loop, sub, handler, task_group, handshake_timeout)
             task_status.started()
 
     async def _accept_loop(
-        self, listener: Any, handler: StreamHandler, task_group: TaskGroup, handshake_timeout: float
+        self,
+        listener: SocketListener,
+        handler: StreamHandler,
+        task_group: TaskGroup,
+        handshake_timeout: float,
     ) -> None:
         while True:
             try:
@@ -237,11 +254,13 @@ class Listener:
                 continue
             task_group.start_soon(self._handle, stream, handler, handshake_timeout)
 
-    async def _handle(self, stream: Any, handler: StreamHandler, handshake_timeout: float) -> None:
-        try:
-            host, port = stream.extra(SocketAttribute.remote_address)[:2]
-            peer = peer_name(str(host), int(port))
-        except Exception:  # pragma: no cover - unix sockets, exotic transports
+    async def _handle(
+        self, stream: SocketStream, handler: StreamHandler, handshake_timeout: float
+    ) -> None:
+        address = stream.extra(SocketAttribute.remote_address, None)
+        if isinstance(address, tuple):  # (host, port), plus flow and scope for IPv6
+            peer = peer_name(str(address[0]), int(address[1]))
+        else:  # pragma: no cover - unix sockets, exotic transports
             peer = "unknown peer"
         wrapped: ByteStream = stream
         if self.ssl_context is not None:

@@ -2,30 +2,42 @@
 
 A server never keeps plain passwords: it keeps, per user and hash, the salt, iteration
 count, StoredKey and ServerKey of RFC 5802. PLAIN is checked against the same records.
+
+A user imported from RabbitMQ may instead have a :class:`PasswordHashCredential`
+(RabbitMQ's ``rabbit_password_hashing_sha256``: a 4-byte salt and H(salt + password)).
+Such a hash cannot answer a SCRAM exchange, so it serves PLAIN only; a store keeps it
+under the mechanism name "PLAIN".
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import ClassVar, Final, Protocol, TypeAlias
 
 from .scram import SCRAM_HASHES, SaslPrepError, b64encode, saslprep, scram_hash
 
 __all__ = [
     "DEFAULT_ITERATIONS",
     "DEFAULT_SALT_SIZE",
+    "PASSWORD_HASH_ALGORITHMS",
+    "Credential",
     "CredentialFormatError",
     "CredentialStore",
     "InMemoryCredentialStore",
+    "PasswordHashCredential",
     "ScramCredential",
+    "format_credential",
     "format_scram_credential",
     "make_decoy_credential",
+    "make_password_hash",
     "make_scram_credential",
+    "parse_credential",
     "parse_scram_credential",
     "verify_password",
 ]
@@ -71,6 +83,87 @@ class ScramCredential:
         return f"SCRAM-{self.hash_name}"
 
 
+PASSWORD_HASH_ALGORITHMS: Final[dict[str, str]] = {
+    "rabbit_password_hashing_sha256": "sha256",
+    "rabbit_password_hashing_sha512": "sha512",
+    "rabbit_password_hashing_md5": "md5",
+}
+"""RabbitMQ's password hashing modules, by the name its definitions use, and their hashlib hash."""
+
+_PASSWORD_HASH_SALT_SIZE: Final = 4
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PasswordHashCredential:
+    """A RabbitMQ password hash: ``salt`` (4 bytes) and H(salt + UTF-8 password).
+
+    What ``rabbitmqctl export_definitions`` writes as ``password_hash`` (base64 of salt
+    followed by digest). Verifiable against a cleartext password (PLAIN), useless for
+    SCRAM, which needs keys derived with PBKDF2.
+    """
+
+    algorithm: str
+    """The RabbitMQ name, e.g. "rabbit_password_hashing_sha256"."""
+    salt: bytes = field(repr=False)
+    digest: bytes = field(repr=False)
+
+    mechanism: ClassVar[str] = "PLAIN"
+    """The only mechanism that can use it (and the key a store files it under)."""
+
+    def __post_init__(self) -> None:
+        hash_name = PASSWORD_HASH_ALGORITHMS.get(self.algorithm)
+        if hash_name is None:
+            known = ", ".join(PASSWORD_HASH_ALGORITHMS)
+            raise ValueError(
+                f"unknown hashing algorithm {self.algorithm[:60]!r} (expected {known})"
+            )
+        if len(self.salt) != _PASSWORD_HASH_SALT_SIZE:
+            raise ValueError(f"salt must be {_PASSWORD_HASH_SALT_SIZE} bytes long")
+        size = hashlib.new(hash_name).digest_size
+        if len(self.digest) != size:
+            raise ValueError(f"{self.algorithm} digest must be {size} bytes long")
+
+    @classmethod
+    def from_rabbit(cls, password_hash: str, algorithm: str) -> PasswordHashCredential:
+        """Parse RabbitMQ's ``password_hash`` (base64 of salt + digest); raises ValueError."""
+        try:
+            raw = base64.b64decode(password_hash.encode("ascii"), validate=True)
+        except (binascii.Error, UnicodeEncodeError):
+            raise CredentialFormatError("password_hash is not valid base64") from None
+        return cls(
+            algorithm=algorithm,
+            salt=raw[:_PASSWORD_HASH_SALT_SIZE],
+            digest=raw[_PASSWORD_HASH_SALT_SIZE:],
+        )
+
+    def to_rabbit(self) -> str:
+        """RabbitMQ's ``password_hash`` form: base64 of salt + digest."""
+        return b64encode(self.salt + self.digest)
+
+    def verify(self, password: str) -> bool:
+        """Whether ``password`` is the one hashed; compares in constant time."""
+        data = self.salt + password.encode("utf-8", "surrogatepass")
+        digest = hashlib.new(PASSWORD_HASH_ALGORITHMS[self.algorithm], data).digest()
+        return hmac.compare_digest(digest, self.digest)
+
+
+def make_password_hash(
+    password: str, algorithm: str = "rabbit_password_hashing_sha256", salt: bytes | None = None
+) -> PasswordHashCredential:
+    """Hash ``password`` the way RabbitMQ does (for tests and tools that must produce one)."""
+    hash_name = PASSWORD_HASH_ALGORITHMS.get(algorithm)
+    if hash_name is None:
+        raise ValueError(f"unknown hashing algorithm {algorithm[:60]!r}")
+    if salt is None:
+        salt = os.urandom(_PASSWORD_HASH_SALT_SIZE)
+    digest = hashlib.new(hash_name, salt + password.encode("utf-8", "surrogatepass")).digest()
+    return PasswordHashCredential(algorithm=algorithm, salt=salt, digest=digest)
+
+
+Credential: TypeAlias = ScramCredential | PasswordHashCredential
+"""Anything a store may hold for a user."""
+
+
 def make_scram_credential(
     password: str,
     hash_name: str,
@@ -97,11 +190,14 @@ def make_scram_credential(
     )
 
 
-def verify_password(credential: ScramCredential, password: str) -> bool:
-    """Check a cleartext password (from PLAIN) against a stored SCRAM credential.
+def verify_password(credential: Credential, password: str) -> bool:
+    """Check a cleartext password (from PLAIN) against a stored credential.
 
-    Costs one PBKDF2 run at the credential's iteration count; compares in constant time.
+    For SCRAM, costs one PBKDF2 run at the credential's iteration count; compares in
+    constant time.
     """
+    if isinstance(credential, PasswordHashCredential):
+        return credential.verify(password)
     h = scram_hash(credential.hash_name)
     try:
         prepared = saslprep(password)
@@ -193,14 +289,38 @@ def parse_scram_credential(text: str) -> ScramCredential:
         raise CredentialFormatError(f"bad SCRAM credential: {exc}") from None
 
 
+def format_credential(credential: Credential) -> str:
+    """The users-file form of any credential: SCRAM as `format_scram_credential`, a
+    RabbitMQ hash as ``rabbit_password_hashing_sha256$<base64 salt + digest>``."""
+    if isinstance(credential, PasswordHashCredential):
+        return f"{credential.algorithm}${credential.to_rabbit()}"
+    return format_scram_credential(credential)
+
+
+def parse_credential(text: str) -> Credential:
+    """Parse the output of `format_credential`; raises `CredentialFormatError`."""
+    algorithm, sep, rest = text.strip().partition("$")
+    if sep and algorithm in PASSWORD_HASH_ALGORITHMS:
+        try:
+            return PasswordHashCredential.from_rabbit(rest, algorithm)
+        except ValueError as exc:
+            raise CredentialFormatError(f"bad {algorithm} credential: {exc}") from None
+    return parse_scram_credential(text)
+
+
 # --------------------------------------------------------------------------- stores
 
 
 class CredentialStore(Protocol):
     """Where server mechanisms find users. Names are SASLprepped before lookup."""
 
-    def lookup(self, username: str, mechanism: str) -> ScramCredential | None:
-        """The credential for `username` and a SCRAM mechanism ("SCRAM-SHA-256"), or None."""
+    def lookup(self, username: str, mechanism: str) -> Credential | None:
+        """The credential for `username` and a mechanism, or None.
+
+        `mechanism` is a SCRAM mechanism ("SCRAM-SHA-256"), answered with a
+        `ScramCredential`, or "PLAIN", answered with a `PasswordHashCredential` (a
+        password hash that only PLAIN can check), if the user has one.
+        """
         ...
 
     def decoy(self, username: str, mechanism: str) -> ScramCredential:
@@ -226,7 +346,7 @@ class InMemoryCredentialStore:
             raise ValueError("default_iterations must be positive")
         self._secret = os.urandom(32) if secret is None else secret
         self.default_iterations = default_iterations
-        self._users: dict[str, dict[str, ScramCredential]] = {}
+        self._users: dict[str, dict[str, Credential]] = {}
 
     def add_user(
         self,
@@ -243,7 +363,7 @@ class InMemoryCredentialStore:
         for hash_name in hash_names:
             self.add_credential(username, make_scram_credential(password, hash_name, count))
 
-    def add_credential(self, username: str, credential: ScramCredential) -> None:
+    def add_credential(self, username: str, credential: Credential) -> None:
         """Store one pre-computed credential (e.g. parsed from a users file)."""
         name = saslprep(username, allow_unassigned=False)
         if not name:
@@ -254,7 +374,7 @@ class InMemoryCredentialStore:
         """Forget every credential of `username`; no error if it is unknown."""
         self._users.pop(saslprep(username), None)
 
-    def lookup(self, username: str, mechanism: str) -> ScramCredential | None:
+    def lookup(self, username: str, mechanism: str) -> Credential | None:
         """See `CredentialStore.lookup`."""
         return self._users.get(username, {}).get(mechanism)
 

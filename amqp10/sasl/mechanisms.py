@@ -21,7 +21,13 @@ from dataclasses import dataclass
 from typing import ClassVar, Protocol, TypeAlias
 
 from ..types import SaslCode  # re-exported below; its one definition is in amqp10.types
-from .credentials import CredentialStore, ScramCredential, verify_password
+from .credentials import (
+    Credential,
+    CredentialStore,
+    PasswordHashCredential,
+    ScramCredential,
+    verify_password,
+)
 from .scram import (
     ClientFirst,
     SaslPrepError,
@@ -451,14 +457,20 @@ class AnonymousServer(_ServerBase):
 
 
 class PlainServer(_ServerBase):
-    """PLAIN, checked against the store's SCRAM credentials (no cleartext passwords kept).
+    """PLAIN, checked against the store's SCRAM credentials (no cleartext passwords kept),
+    or a RabbitMQ password hash (a user imported from a RabbitMQ definitions file).
 
     An authzid is accepted only when it names the authenticating user itself.
     """
 
     name = "PLAIN"
     _max_steps = 2
-    _LOOKUP_ORDER: ClassVar[tuple[str, ...]] = ("SCRAM-SHA-512", "SCRAM-SHA-256", "SCRAM-SHA-1")
+    _LOOKUP_ORDER: ClassVar[tuple[str, ...]] = (
+        "SCRAM-SHA-512",
+        "SCRAM-SHA-256",
+        "SCRAM-SHA-1",
+        PasswordHashCredential.mechanism,
+    )
 
     def __init__(
         self, store: CredentialStore, *, max_response_size: int = MAX_RESPONSE_SIZE
@@ -480,7 +492,7 @@ class PlainServer(_ServerBase):
         username = saslprep(authcid)
         if not username:
             raise _MalformedResponse("PLAIN username is empty after SASLprep")
-        credential: ScramCredential | None = None
+        credential: Credential | None = None
         for mechanism in self._LOOKUP_ORDER:
             credential = self._store.lookup(username, mechanism)
             if credential is not None:
@@ -489,6 +501,10 @@ class PlainServer(_ServerBase):
         if credential is None:
             # Spend the same PBKDF2 time, so timing does not tell which users exist.
             credential = self._store.decoy(username, "SCRAM-SHA-256")
+        elif isinstance(credential, PasswordHashCredential):
+            # A RabbitMQ hash takes one SHA-2 run; spend the PBKDF2 time an unknown
+            # user costs too, so timing does not single such users out.
+            verify_password(self._store.decoy(username, "SCRAM-SHA-256"), password)
         if not (verify_password(credential, password) and known):
             why = "wrong password" if known else "unknown user"
             return _fail(f"PLAIN: authentication failed for {username!r}: {why}")
@@ -564,6 +580,7 @@ class ScramServer(_ServerBase):
         self._client_first: ClientFirst | None = None
         self._username = ""
         self._known = False
+        self._unknown_why = "unknown user"
         self._credential: ScramCredential | None = None
         self._server_first = ""
         self._nonce = ""
@@ -594,8 +611,16 @@ class ScramServer(_ServerBase):
         if first.authzid and saslprep(first.authzid) != username:
             return _fail(f"{self.name}: {username!r} may not act as {first.authzid!r}")
         credential = self._store.lookup(username, self.name)
-        self._known = credential is not None
-        if credential is None:
+        self._known = isinstance(credential, ScramCredential)
+        if not isinstance(credential, ScramCredential):
+            if isinstance(
+                self._store.lookup(username, PasswordHashCredential.mechanism),
+                PasswordHashCredential,
+            ):
+                # Said only in the local log (the reason): the peer sees a plain failure.
+                self._unknown_why = (
+                    "the user has only a RabbitMQ password hash, usable with PLAIN only"
+                )
             credential = self._store.decoy(username, self.name)
         if credential.hash_name != self._hash.name:
             return _fail(
@@ -630,7 +655,7 @@ class ScramServer(_ServerBase):
         auth_message = f"{first.bare},{self._server_first},{final.without_proof}".encode()
         client_key = xor_bytes(final.proof, h.hmac(credential.stored_key, auth_message))
         if not (hmac.compare_digest(h.digest(client_key), credential.stored_key) and self._known):
-            why = "wrong password" if self._known else "unknown user"
+            why = "wrong password" if self._known else self._unknown_why
             return _fail(
                 f"{self.name}: authentication failed for {self._username!r}: {why}",
                 data=b"e=invalid-proof",

@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from typing import TypeVar, TypeVarTuple, Unpack
 
 import anyio
 import anyio.from_thread
 
 from .. import errors
-from ..client import Connection, Delivery, Receiver, Sender, SettleMode, connect
+from ..client import Connection, Delivery, Outcome, Receiver, Sender, SettleMode, connect
 from ..message import Message
 from ..types import Accepted, Source, Target, symbol
-from .options import SourceOptions, StartSpec
+from .options import ConnectKwargs, SourceOptions, StartSpec
 from .rows import message_offset
 
 __all__ = [
@@ -47,9 +47,12 @@ StreamInfo = dict[str, int]
 CHUNK = 1000
 """Credit granted per round: a chunk of messages in flight per receiver."""
 
+_T = TypeVar("_T")
+_Args = TypeVarTuple("_Args")
+
 
 @contextlib.asynccontextmanager
-async def _connected(url: str, kwargs: dict[str, Any]) -> AsyncIterator[Connection]:
+async def _connected(url: str, kwargs: ConnectKwargs) -> AsyncIterator[Connection]:
     async with await connect(url, **kwargs) as conn:
         yield conn
 
@@ -83,14 +86,15 @@ class BrokerClient:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def call(self, fn: Any, *args: Any) -> Any:
+    def call(self, fn: Callable[[Unpack[_Args]], Awaitable[_T]], *args: *_Args) -> _T:
+        """Run ``fn(*args)`` in the event loop thread; its result (or what it raised)."""
         return self._portal.call(fn, *args)
 
     # -- streams --------------------------------------------------------------------------
     def stream_info(self, address: str) -> StreamInfo | None:
         """The stream's offsets, or None if ``address`` is not a stream (or does not exist)."""
         request = Message(application_properties={"operation": "stream-info", "address": address})
-        reply: Message = self.call(self._request, request)
+        reply = self.call(self._request, request)
         status = (reply.application_properties or {}).get("status-code", 200)
         body = reply.body
         if status != 200 or not isinstance(body, dict):
@@ -107,13 +111,13 @@ class BrokerClient:
             filter={STREAM_OFFSET_FILTER: start},
             capabilities=[STREAM_CAPABILITY],
         )
-        return self.call(self._open_receiver, source, SettleMode.AT_MOST_ONCE)  # type: ignore[no-any-return]
+        return self.call(self._open_receiver, source, SettleMode.AT_MOST_ONCE)
 
     def open_queue(self, address: str, *, browse: bool = False) -> Receiver:
         """A receiver taking (or, with ``browse``, copying) from a queue; no credit until asked."""
         source = Source(address=address, distribution_mode=symbol("copy") if browse else None)
         mode = SettleMode.AT_MOST_ONCE if browse else SettleMode.AT_LEAST_ONCE
-        return self.call(self._open_receiver, source, mode)  # type: ignore[no-any-return]
+        return self.call(self._open_receiver, source, mode)
 
     async def _open_receiver(self, source: Source, mode: SettleMode) -> Receiver:
         return await self._conn.open_receiver(
@@ -125,7 +129,7 @@ class BrokerClient:
 
         Returns fewer only if the broker sends nothing for ``timeout`` seconds.
         """
-        return self.call(self._fetch, receiver, want, prefetch)  # type: ignore[no-any-return]
+        return self.call(self._fetch, receiver, want, prefetch)
 
     async def _fetch(self, receiver: Receiver, want: int, prefetch: int) -> list[bytes]:
         missing = want - receiver.credit - receiver.buffered
@@ -146,7 +150,7 @@ class BrokerClient:
 
     def drain(self, receiver: Receiver, most: int) -> list[Delivery]:
         """Whatever ``receiver``'s node has now, up to ``most`` messages (not settled)."""
-        return self.call(self._drain, receiver, most)  # type: ignore[no-any-return]
+        return self.call(self._drain, receiver, most)
 
     async def _drain(self, receiver: Receiver, most: int) -> list[Delivery]:
         out: list[Delivery] = []
@@ -212,7 +216,7 @@ class BrokerClient:
         self, address: str, payloads: list[bytes], stream: bool, window: int
     ) -> None:
         sender = await self._sender(address, stream)
-        failed: list[Any] = []
+        failed: list[Outcome | None] = []
 
         def until_refused() -> Iterator[bytes]:
             for payload in payloads:

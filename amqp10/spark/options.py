@@ -15,12 +15,15 @@ import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal, TypedDict
 from urllib.parse import quote
 
 from ..client.url import parse_url
 
-__all__ = ["OptionError", "SourceOptions", "StartSpec"]
+if TYPE_CHECKING:
+    import ssl
+
+__all__ = ["OPTIONS", "ConnectKwargs", "Option", "OptionError", "SourceOptions", "StartSpec"]
 
 Mode = Literal["stream", "queue"]
 StartSpec = str | int
@@ -30,8 +33,106 @@ _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
 
+class ConnectKwargs(TypedDict, total=False):
+    """The keyword arguments of :func:`amqp10.client.connect` that the data source sets."""
+
+    timeout: float
+    ssl: ssl.SSLContext
+    max_buffered: int
+
+
 class OptionError(ValueError):
     """An option of the ``amqp10`` data source is missing or malformed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One option as a person writes it in ``.option(name, value)``, for the docs."""
+
+    name: str
+    default: str
+    """The default, in words."""
+    meaning: str
+    aliases: tuple[str, ...] = ()
+    """Other names accepted for it."""
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "url",
+        "`amqp://127.0.0.1`",
+        "the broker, `amqp[s]://[user:pass@]host[:port]`; `amqps://` for TLS",
+    ),
+    Option(
+        "address",
+        "(required)",
+        "the node to read or write (or `load(address)` / `save(address)`)",
+        ("path",),
+    ),
+    Option("user", "none", "SASL user name (instead of putting it in the url)", ("username",)),
+    Option("password", "none", "SASL password (instead of putting it in the url)"),
+    Option(
+        "mode",
+        "ask the broker",
+        "`stream` or `queue`. Reads send a `stream-info` request to `$management` "
+        "and fall back to `queue`; `stream` on a write (or a read of a new address) asks the broker to "
+        "create a stream",
+    ),
+    Option(
+        "startingOffset",
+        "`first` (batch), `next` (streaming)",
+        "streams: `first`, `last`, `next` or an offset "
+        "(`earliest`/`latest` are read as `first`/`next`)",
+    ),
+    Option(
+        "endingOffset",
+        "`latest`",
+        "batch reads of streams: exclusive end offset; `latest`: the end when the query is planned",
+    ),
+    Option(
+        "maxMessagesPerBatch",
+        "no limit",
+        "the streaming read limit per micro-batch "
+        "(`trigger(availableNow=True)` still reads everything, in batches of this size)",
+    ),
+    Option(
+        "messagesPerPartition",
+        "10000",
+        "a stream range (or a queue batch) is split into Spark partitions of this size",
+    ),
+    Option("timeout", "30", "seconds any single wait (connect, attach, receive, outcome) may take"),
+    Option("ca", "the system's CAs", "TLS: CA file to verify the broker with"),
+    Option("cert", "none", "TLS: client certificate file"),
+    Option("key", "none", "TLS: the client certificate's key file"),
+    Option("verify", "`true`", "TLS: `false` skips verifying the broker (tests only)"),
+    Option(
+        "stateDir",
+        "a temp directory per url and address",
+        "queue streaming: where the driver records "
+        "taken-but-unacknowledged batches. Give each query on a queue its own (e.g. next to the checkpoint)",
+    ),
+    Option(
+        "writeId",
+        "a new UUID per `save()`",
+        "batch writes: prefix of the message-ids; run a failed write "
+        "again with the same `writeId` and the broker's duplicate detection stores each message once",
+    ),
+    Option(
+        "durable", "`true`", "writes: `header.durable` unless a `durable` column says otherwise"
+    ),
+)
+"""Every option :meth:`SourceOptions.parse` reads; it reads none that is not here."""
+
+_BY_NAME = {o.name: o for o in OPTIONS}
+
+
+def _get(opts: Mapping[str, str], name: str) -> str | None:
+    """The value of option ``name`` (or the first of its aliases that is set) in lower-cased ``opts``."""
+    option = _BY_NAME[name]  # a KeyError here: an option missing from OPTIONS
+    value = opts.get(name.lower())
+    for alias in option.aliases:
+        value = value or opts.get(alias.lower())
+    return value
 
 
 def _bool(name: str, value: str | None, default: bool) -> bool:
@@ -67,6 +168,17 @@ def _positive_float(name: str, value: str | None, default: float) -> float:
     if x <= 0:
         raise OptionError(f"option {name!r} must be positive, not {value!r}")
     return x
+
+
+def _mode(value: str | None) -> Mode | None:
+    if value is None or value == "":
+        return None
+    v = value.strip().lower()
+    if v == "stream":
+        return "stream"
+    if v == "queue":
+        return "queue"
+    raise OptionError(f"option 'mode' must be stream or queue, not {value!r}")
 
 
 def _start(name: str, value: str | None, default: str) -> StartSpec:
@@ -124,18 +236,18 @@ class SourceOptions:
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
         """Parse Spark's options (keys are case-insensitive)."""
         opts = {k.lower(): v for k, v in options.items()}
-        address = opts.get("address") or opts.get("path")
+        address = _get(opts, "address")
         if not address:
             raise OptionError(
                 'the amqp10 data source needs an address: .option("address", "orders")'
             )
-        url = opts.get("url") or "amqp://127.0.0.1"
+        url = _get(opts, "url") or "amqp://127.0.0.1"
         try:
             u = parse_url(url)
         except ValueError as exc:
             raise OptionError(f"option 'url': {exc}") from None
-        user = opts.get("user") or opts.get("username")
-        password = opts.get("password")
+        user = _get(opts, "user")
+        password = _get(opts, "password")
         if user or password:
             if u.username and user and u.username != user:
                 raise OptionError(
@@ -144,14 +256,8 @@ class SourceOptions:
             url = _with_credentials(
                 url, user or u.username or "", password if password is not None else u.password
             )
-        mode = opts.get("mode")
-        if mode is not None and mode != "":
-            mode = mode.strip().lower()
-            if mode not in ("stream", "queue"):
-                raise OptionError(f"option 'mode' must be stream or queue, not {opts['mode']!r}")
-        else:
-            mode = None
-        ending = opts.get("endingoffset")
+        mode = _mode(_get(opts, "mode"))
+        ending = _get(opts, "endingOffset")
         ending_offset: int | None = None
         if ending not in (None, "", "latest", "next"):
             assert ending is not None
@@ -165,37 +271,37 @@ class SourceOptions:
                 raise OptionError(
                     f"option 'endingOffset' must not be negative, not {ending_offset}"
                 )
-        starting = opts.get("startingoffset")
+        starting = _get(opts, "startingOffset")
         return cls(
             url=url,
             address=address,
-            mode=mode,  # type: ignore[arg-type]
+            mode=mode,
             starting_offset=None if not starting else _start("startingOffset", starting, "first"),
             ending_offset=ending_offset,
             max_messages_per_batch=_positive_int(
-                "maxMessagesPerBatch", opts.get("maxmessagesperbatch"), None
+                "maxMessagesPerBatch", _get(opts, "maxMessagesPerBatch"), None
             ),
             messages_per_partition=_positive_int(
-                "messagesPerPartition", opts.get("messagesperpartition"), 10_000
+                "messagesPerPartition", _get(opts, "messagesPerPartition"), 10_000
             )
             or 10_000,
-            timeout=_positive_float("timeout", opts.get("timeout"), 30.0),
-            ca=opts.get("ca") or None,
-            cert=opts.get("cert") or None,
-            key=opts.get("key") or None,
-            verify=_bool("verify", opts.get("verify"), True),
-            state_dir=opts.get("statedir") or None,
-            write_id=opts.get("writeid") or None,
-            durable=_bool("durable", opts.get("durable"), True),
+            timeout=_positive_float("timeout", _get(opts, "timeout"), 30.0),
+            ca=_get(opts, "ca") or None,
+            cert=_get(opts, "cert") or None,
+            key=_get(opts, "key") or None,
+            verify=_bool("verify", _get(opts, "verify"), True),
+            state_dir=_get(opts, "stateDir") or None,
+            write_id=_get(opts, "writeId") or None,
+            durable=_bool("durable", _get(opts, "durable"), True),
         )
 
     @property
     def tls(self) -> bool:
         return self.url.lower().startswith("amqps://") or any((self.ca, self.cert, self.key))
 
-    def connect_kwargs(self) -> dict[str, Any]:
+    def connect_kwargs(self) -> ConnectKwargs:
         """Keyword arguments for :func:`amqp10.client.connect` (builds the TLS context)."""
-        kwargs: dict[str, Any] = {"timeout": self.timeout}
+        kwargs: ConnectKwargs = {"timeout": self.timeout}
         if self.tls:
             from ..io.tls import client_context
 

@@ -23,7 +23,7 @@ import datetime as _dt
 import json
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
 from ..message import Message
 from ..types import Properties, encode, symbol, timestamp
@@ -32,6 +32,8 @@ __all__ = [
     "COLUMNS",
     "SCHEMA",
     "OFFSET_ANNOTATION",
+    "ReadRow",
+    "TextMap",
     "message_from_row",
     "WRITE_COLUMNS",
     "message_offset",
@@ -61,12 +63,31 @@ COLUMNS = (
     "creation_time",
 )
 
+TextMap: TypeAlias = dict[str, str | None]
+"""A ``map<string,string>`` column's value."""
+
+ReadRow: TypeAlias = tuple[
+    int | None,  # offset
+    bytes | None,  # body
+    str | None,  # body_string
+    TextMap | None,  # body_map
+    TextMap | None,  # properties
+    TextMap | None,  # application_properties
+    TextMap | None,  # message_annotations
+    bool,  # durable
+    int,  # priority
+    _dt.datetime | None,  # creation_time
+]
+"""A row of :data:`SCHEMA`, in :data:`COLUMNS` order."""
+
+_K = TypeVar("_K")
+
 OFFSET_ANNOTATION = symbol("x-opt-offset")
 _PROPERTY_FIELDS = tuple((f.attr, f.name) for f in Properties.FIELDS)
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
 
-def text(value: Any) -> str | None:
+def text(value: object) -> str | None:
     """A value as it appears in a ``map<string,string>`` column."""
     if value is None or isinstance(value, str):
         return value
@@ -85,13 +106,13 @@ def text(value: Any) -> str | None:
     return json.dumps(value, default=_json_default, sort_keys=True)
 
 
-def _json_default(value: Any) -> Any:
+def _json_default(value: object) -> str:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).hex()
     return str(value)
 
 
-def _text_map(m: Mapping[Any, Any] | None) -> dict[str, str | None] | None:
+def _text_map(m: Mapping[_K, object] | None) -> TextMap | None:
     if m is None:
         return None
     return {str(k): text(v) for k, v in m.items()}
@@ -108,7 +129,7 @@ def message_offset(message: Message) -> int | None:
 
 def _body_columns(
     message: Message,
-) -> tuple[bytes | None, str | None, dict[str, str | None] | None]:
+) -> tuple[bytes | None, str | None, TextMap | None]:
     body = message.body
     kind = message.body_type
     raw: bytes | None
@@ -133,11 +154,11 @@ def _body_columns(
     return raw, None, None
 
 
-def row_from_message(message: Message, *, with_offset: bool = True) -> tuple[Any, ...]:
+def row_from_message(message: Message, *, with_offset: bool = True) -> ReadRow:
     """The row (a tuple in :data:`COLUMNS` order) for a received message."""
     body, body_string, body_map = _body_columns(message)
     props = message.properties
-    pmap: dict[str, str | None] | None = None
+    pmap: TextMap | None = None
     creation: _dt.datetime | None = None
     if props is not None:
         pmap = {}
@@ -163,7 +184,7 @@ def row_from_message(message: Message, *, with_offset: bool = True) -> tuple[Any
     )
 
 
-def row_from_payload(payload: bytes, *, with_offset: bool = True) -> tuple[Any, ...]:
+def row_from_payload(payload: bytes, *, with_offset: bool = True) -> ReadRow:
     """The row for the bytes of an encoded message."""
     return row_from_message(Message.decode(payload), with_offset=with_offset)
 
@@ -199,7 +220,7 @@ WRITE_COLUMNS = frozenset(
 """Columns the writer uses; any others are ignored."""
 
 
-def _amqp_value(value: Any) -> Any:
+def _amqp_value(value: object) -> object:
     """A Spark row value as an AMQP value (application properties, annotations)."""
     if isinstance(value, _dt.datetime):
         if value.tzinfo is None:
@@ -213,7 +234,10 @@ def _amqp_value(value: Any) -> Any:
 
 
 def message_from_row(
-    row: Mapping[str, Any], message_id: str | None, *, durable: bool = True
+    row: Mapping[str, Any],  # column -> value as pyspark gives it: typed by the DataFrame
+    message_id: str | None,
+    *,
+    durable: bool = True,
 ) -> Message:
     """The message a row becomes when written.
 

@@ -20,7 +20,7 @@ import logging
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Row
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
@@ -29,6 +29,9 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 from ._client import CHUNK, BrokerClient
 from .options import OptionError, SourceOptions
 from .rows import WRITE_COLUMNS, message_from_row
+
+if TYPE_CHECKING:
+    from pyspark import TaskContext
 
 __all__ = ["AMQPStreamWriter", "AMQPWriter", "Published", "publish_rows"]
 
@@ -93,7 +96,7 @@ def publish_rows(
     return n
 
 
-def _task() -> tuple[int, Any]:
+def _task() -> tuple[int, TaskContext | None]:
     from pyspark import TaskContext
 
     tc = TaskContext.get()

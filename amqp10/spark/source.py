@@ -29,7 +29,7 @@ import logging
 import os
 import struct
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TypeAlias
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -51,7 +51,7 @@ from .. import errors
 from ..client import Delivery, Receiver
 from ._client import CHUNK, BrokerClient, StreamInfo, read_range
 from .options import OptionError, SourceOptions, StartSpec
-from .rows import SCHEMA, row_from_message, row_from_payload
+from .rows import SCHEMA, ReadRow, row_from_message, row_from_payload
 
 __all__ = [
     "AMQPBatchReader",
@@ -64,6 +64,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("amqp10.spark")
+
+SparkOffset: TypeAlias = dict[str, int]
+"""An offset as Spark keeps it in its checkpoint (JSON): ``{"offset": N}``."""
 
 QUEUE_BATCH_CAP = 100_000
 """Most messages one micro-batch takes from a queue when Spark sets no read limit."""
@@ -99,7 +102,7 @@ def split_range(start: int, end: int, size: int) -> list[InputPartition]:
     return [OffsetRange(s, min(s + size, end)) for s in range(start, end, size)]
 
 
-def read_partition(options: SourceOptions, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+def read_partition(options: SourceOptions, partition: InputPartition) -> Iterator[ReadRow]:
     """The rows of one partition (runs on an executor)."""
     if isinstance(partition, HeldPartition):
         for payload in partition.payloads:
@@ -127,12 +130,12 @@ def read_partition(options: SourceOptions, partition: InputPartition) -> Iterato
 
 
 # -- offsets -------------------------------------------------------------------------------
-def offset_of(offset: dict[str, Any]) -> int:
+def offset_of(offset: SparkOffset) -> int:
     """The position in a Spark offset ``{"offset": N}``."""
     return int(offset["offset"])
 
 
-def spark_offset(n: int) -> dict[str, int]:
+def spark_offset(n: int) -> SparkOffset:
     return {"offset": n}
 
 
@@ -227,7 +230,7 @@ class AMQPBatchReader(DataSourceReader):
         log.info("reading stream %r offsets [%d, %d)", o.address, start, end)
         return split_range(start, end, o.messages_per_partition)
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[ReadRow]:
         return read_partition(self.options, partition)
 
 
@@ -243,7 +246,7 @@ class AMQPStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._impl: _StreamOffsets | _QueueHolds | None = None
         self._available_now = False
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         # executors get the options only: the driver's connection stays on the driver
         return {"options": self.options, "_impl": None, "_available_now": False}
 
@@ -267,14 +270,14 @@ class AMQPStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._impl.prepare_available_now()
         return self._impl
 
-    def initialOffset(self) -> dict[str, int]:
+    def initialOffset(self) -> SparkOffset:
         return spark_offset(self._strategy().initial())
 
     def getDefaultReadLimit(self) -> ReadLimit:
         n = self.options.max_messages_per_batch
         return ReadAllAvailable() if n is None else ReadMaxRows(n)
 
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, int]:
+    def latestOffset(self, start: SparkOffset, limit: ReadLimit) -> SparkOffset:
         most = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         return spark_offset(self._strategy().latest(offset_of(start), most))
 
@@ -283,17 +286,17 @@ class AMQPStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._impl is not None:
             self._impl.prepare_available_now()
 
-    def reportLatestOffset(self) -> dict[str, int] | None:
+    def reportLatestOffset(self) -> SparkOffset | None:
         n = self._strategy().report_latest()
         return None if n is None else spark_offset(n)
 
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+    def partitions(self, start: SparkOffset, end: SparkOffset) -> Sequence[InputPartition]:
         return self._strategy().partitions(offset_of(start), offset_of(end))
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[ReadRow]:
         return read_partition(self.options, partition)
 
-    def commit(self, end: dict[str, Any]) -> None:
+    def commit(self, end: SparkOffset) -> None:
         if self._impl is not None:
             self._impl.commit(offset_of(end))
 

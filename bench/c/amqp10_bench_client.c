@@ -1,6 +1,6 @@
 /*
  * amqp10_bench_client.c - a bench worker for amqp10's benchmark harness
- * (amqp10/bench.py, bench/compare.py), written on Qpid Proton's C proactor API.
+ * (amqp10/cli/bench, bench/compare.py), written on Qpid Proton's C proactor API.
  *
  *   amqp10_bench_client send HOST PORT ADDRESS COUNT SIZE PRESETTLED DURABLE CREDIT
  *   amqp10_bench_client recv HOST PORT ADDRESS COUNT CREDIT PRESETTLED
@@ -42,7 +42,7 @@
 #include <unistd.h>
 
 #define STAMP_SIZE 16   /* send time + sequence number at the start of the body */
-#define PROGRESS_MS 100 /* between "n <count>" lines, as amqp10/bench.py's worker */
+#define PROGRESS_MS 100 /* between "n <count>" lines, as amqp10/cli/bench's worker */
 
 /* ------------------------------------------------------------------ state */
 

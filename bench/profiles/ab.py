@@ -24,14 +24,14 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from amqp10.bench import _BROKER_CONFIG, BenchConfig, BrokerProcess, run_bench  # noqa: E402
+from amqp10.cli.bench.harness import BROKER_CONFIG, BenchConfig, BrokerProcess, run_bench  # noqa: E402
 
 
 def one(pkg_dir: Path, cfg: BenchConfig, factory, settle: str) -> tuple[float, float]:  # type: ignore[no-untyped-def]
     tmp = Path(tempfile.mkdtemp(prefix="amqp10-ab-"))
     try:
         conf = tmp / "b.toml"
-        conf.write_text(_BROKER_CONFIG)
+        conf.write_text(BROKER_CONFIG)
         env = {**os.environ, "PYTHONPATH": str(pkg_dir.resolve())}
         argv = [
             sys.executable,

@@ -24,7 +24,13 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from amqp10.bench import _BROKER_CONFIG, BenchConfig, BrokerProcess, format_result, run_bench  # noqa: E402
+from amqp10.cli.bench.command import format_result  # noqa: E402
+from amqp10.cli.bench.harness import (  # noqa: E402
+    BROKER_CONFIG,
+    BenchConfig,
+    BrokerProcess,
+    run_bench,
+)
 
 _RUNNER = """
 import cProfile, sys
@@ -69,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="amqp10-profile-"))
     stats_path = tmp / "broker.prof"
     conf = tmp / "broker.toml"
-    conf.write_text(_BROKER_CONFIG)
+    conf.write_text(BROKER_CONFIG)
     broker_args = ["broker", "--port", "0", "--data-dir", str(tmp), "--config", str(conf)]
     spy = None
     try:

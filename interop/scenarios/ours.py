@@ -438,7 +438,7 @@ async def link_resume(ctx: Ctx) -> str | None:
     The peer supports resumption if its attach carries an unsettled map; if it
     does, the deliveries we still hold must be settleable on the new link.
     """
-    from amqp10.client.links import Receiver as ClientReceiver
+    from amqp10.client.receiver import Receiver as ClientReceiver
 
     a = ctx.addr()
     async with await _connect(ctx) as conn:

@@ -390,7 +390,7 @@ async def test_detach_without_closing_suspends(tmp_path: Path) -> None:
 async def test_resume_with_another_address_drops_the_record(tmp_path: Path) -> None:
     """The same link name re-attached (resuming) from another address is not that link:
     the record is dropped, its messages go back to their queue; the attach is a new link."""
-    from amqp10.client.links import Receiver as ClientReceiver
+    from amqp10.client.receiver import Receiver as ClientReceiver
 
     async with broker(tmp_path) as svc:
         await send_bodies(url_of(svc), "q", [1, 2])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
@@ -15,10 +16,14 @@ from hypothesis import strategies as st
 from amqp10.sasl.credentials import (
     CredentialFormatError,
     InMemoryCredentialStore,
+    PasswordHashCredential,
     ScramCredential,
+    format_credential,
     format_scram_credential,
     make_decoy_credential,
+    make_password_hash,
     make_scram_credential,
+    parse_credential,
     parse_scram_credential,
     verify_password,
 )
@@ -925,3 +930,88 @@ def test_fuzz_scram_client_raises_only_sasl_errors(messages: list[bytes], prefix
         assert isinstance(response, bytes)
     with contextlib.suppress(SaslError):
         client.verify_outcome(prefix + messages[0])
+
+
+# -- RabbitMQ password hashes: PLAIN verifies them, SCRAM cannot use them ---------------
+
+SALT = bytes.fromhex("908dc60a")
+
+
+def test_matches_rabbitmqs_documented_algorithm() -> None:
+    # base64(salt ++ sha256(salt ++ utf8(password))), salt 4 bytes (RabbitMQ's docs).
+    expected = base64.b64encode(SALT + hashlib.sha256(SALT + b"test12").digest()).decode()
+    cred = make_password_hash("test12", salt=SALT)
+    assert cred.to_rabbit() == expected and len(expected) == 48
+    parsed = PasswordHashCredential.from_rabbit(expected, "rabbit_password_hashing_sha256")
+    assert parsed == cred and parsed.verify("test12") and not parsed.verify("test13")
+
+
+@pytest.mark.parametrize(
+    "algorithm",
+    [
+        "rabbit_password_hashing_sha256",
+        "rabbit_password_hashing_sha512",
+        "rabbit_password_hashing_md5",
+    ],
+)
+def test_every_algorithm_round_trips_through_the_text_form(algorithm: str) -> None:
+    cred = make_password_hash("pässword", algorithm)
+    text = format_credential(cred)
+    assert text.startswith(algorithm + "$")
+    again = parse_credential(text)
+    assert again == cred and verify_password(again, "pässword")
+    assert not verify_password(again, "password")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("rabbit_password_hashing_sha256$!!!", "not valid base64"),
+        ("rabbit_password_hashing_sha256$AAAA", "salt must be 4 bytes"),
+        (
+            "rabbit_password_hashing_sha256$" + base64.b64encode(bytes(20)).decode(),
+            "digest must be 32",
+        ),
+        ("rabbit_password_hashing_sha1$AAAA", "bad SCRAM credential"),
+    ],
+)
+def test_bad_hashes_are_refused(text: str, message: str) -> None:
+    with pytest.raises(CredentialFormatError, match=message):
+        parse_credential(text)
+
+
+def store_with_rabbit_user() -> InMemoryCredentialStore:
+    store = InMemoryCredentialStore()  # the decoys' iteration count: what clients accept
+    store.add_credential("guest", make_password_hash("guest"))
+    return store
+
+
+def test_plain_login_with_a_rabbit_hash() -> None:
+    store = store_with_rabbit_user()
+    ok = run(PlainClient("guest", "guest"), PlainServer(store))
+    assert ok.ok and ok.identity == "guest"
+    wrong = run(PlainClient("guest", "nope"), PlainServer(store))
+    assert not wrong.ok and "wrong password" in wrong.reason
+
+
+def test_scram_login_for_a_hash_only_user_fails_with_the_reason() -> None:
+    store = store_with_rabbit_user()
+    out = run(ScramClient("SCRAM-SHA-256", "guest", "guest"), ScramServer("SCRAM-SHA-256", store))
+    assert not out.ok
+    assert "only a RabbitMQ password hash, usable with PLAIN only" in out.reason
+    ghost = run(ScramClient("SCRAM-SHA-256", "ghost", "x"), ScramServer("SCRAM-SHA-256", store))
+    assert not ghost.ok and "unknown user" in ghost.reason
+
+
+def test_plain_with_a_rabbit_hash_spends_the_decoys_pbkdf2_time_too() -> None:
+    calls: list[str] = []
+
+    class CountingStore(InMemoryCredentialStore):
+        def decoy(self, username: str, mechanism: str) -> ScramCredential:
+            calls.append(username)
+            return super().decoy(username, mechanism)
+
+    store = CountingStore(default_iterations=LOW)
+    store.add_credential("guest", make_password_hash("guest"))
+    assert run(PlainClient("guest", "guest"), PlainServer(store)).ok
+    assert calls == ["guest"]

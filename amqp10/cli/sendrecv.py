@@ -7,7 +7,7 @@
 
 Each is a thin layer over the async client (:func:`amqp10.connect`), run on
 asyncio. A person sees one summary line, an optional progress bar on stderr
-(:mod:`amqp10._progress`), and on failure one line on stderr and a non-zero
+(:mod:`amqp10.cli.progress`), and on failure one line on stderr and a non-zero
 exit code, never a traceback.
 """
 
@@ -20,12 +20,30 @@ import json
 import math
 import sys
 import uuid
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, TextIO, TypeAlias, TypeVarTuple, Unpack
 
-__all__ = ["add_parsers", "message_to_json"]
+from ._common import Subparsers, fail, log_to_stderr
+
+if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectReceiveStream
+
+    from ..client import Delivery, Outcome, ReconnectPolicy
+    from ..message import Message
+    from .progress import Progress
+
+__all__ = [
+    "CliError",
+    "JsonValue",
+    "PropertyValue",
+    "add_parsers",
+    "cmd_receive",
+    "cmd_send",
+    "message_to_json",
+    "parse_property",
+]
 
 IN_FLIGHT = 256
 """Sends awaiting their outcome at once (pipelining: one round trip is not one message)."""
@@ -35,6 +53,15 @@ DEFAULT_TIMEOUT = 10.0
 FLUSH_EVERY = 100
 """Printed messages are flushed (then accepted: at least once) at least this often,
 and whenever no more are waiting."""
+
+
+PropertyValue: TypeAlias = str | int | float | bool | None
+"""An application property given with ``--property``: a string, or a JSON scalar."""
+
+JsonValue: TypeAlias = "bool | int | float | str | list[JsonValue] | dict[str, JsonValue] | None"
+"""What :func:`json.dumps` writes: the form :func:`message_to_json` gives a message."""
+
+_Args = TypeVarTuple("_Args")
 
 
 class CliError(Exception):
@@ -66,20 +93,21 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def parse_property(text: str) -> tuple[str, Any]:
+def parse_property(text: str) -> tuple[str, PropertyValue]:
     """``key=value`` (a string) or ``key:=JSON`` (a number, true/false, null, ...)."""
     eq = text.find("=")
     if eq < 0:
         raise CliError(f"--property {text!r}: expected KEY=VALUE or KEY:=JSON", 2)
-    value: Any
+    value: PropertyValue
     if eq > 0 and text[eq - 1] == ":":
         key = text[: eq - 1]
         try:
-            value = json.loads(text[eq + 1 :])
+            loaded: object = json.loads(text[eq + 1 :])
         except ValueError:
             raise CliError(f"--property {text!r}: the value after ':=' is not JSON", 2) from None
-        if isinstance(value, (dict, list)):
+        if not isinstance(loaded, (str, int, float, bool)) and loaded is not None:  # dict, list
             raise CliError(f"--property {text!r}: application properties are simple values", 2)
+        value = loaded
     else:
         key, value = text[:eq], text[eq + 1 :]
     if not key:
@@ -87,7 +115,7 @@ def parse_property(text: str) -> tuple[str, Any]:
     return key, value
 
 
-def add_parsers(sub: Any) -> None:
+def add_parsers(sub: Subparsers) -> None:
     """Add ``send`` and ``receive`` to the ``amqp10`` command's subparsers."""
     s = sub.add_parser(
         "send",
@@ -175,49 +203,40 @@ def _common_options(p: argparse.ArgumentParser, *, receiving: bool = False) -> N
 
 
 # -- running ---------------------------------------------------------------------------------
-def _fail(command: str, text: str) -> None:
-    print(f"amqp10 {command}: {text}", file=sys.stderr)
-
-
-def _run(command: str, main: Any, *args: Any) -> int:
+def _run(command: str, main: Callable[[Unpack[_Args]], Awaitable[int]], *args: *_Args) -> int:
     """Run ``main(*args)`` on asyncio; every failure becomes one line on stderr."""
     import logging
 
     import anyio
 
-    from . import errors
+    from .. import errors
 
     # the client's warnings (a reconnect: lost, back) as lines like our own
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(f"amqp10 {command}: %(message)s"))
-    log = logging.getLogger("amqp10")
-    log.handlers[:] = [handler]
-    log.setLevel(logging.WARNING)
-    log.propagate = False
+    log_to_stderr(logging.Formatter(f"amqp10 {command}: %(message)s"), logging.WARNING)
     try:
-        result: int = anyio.run(main, *args)
+        result = anyio.run(main, *args)
     except BrokenPipeError:
         return _reader_gone()
     except KeyboardInterrupt:
-        _fail(command, "interrupted")
+        fail(command, "interrupted")
         return 130
     except CliError as exc:
-        _fail(command, str(exc))
+        fail(command, str(exc))
         return exc.code
     except (errors.AMQPError, OSError, ValueError) as exc:
-        _fail(command, _one_line(exc))
+        fail(command, _one_line(exc))
         return 1
     except BaseExceptionGroup as group:
         first = _first_error(group)
         if isinstance(first, BrokenPipeError):
             return _reader_gone()
         if isinstance(first, KeyboardInterrupt):
-            _fail(command, "interrupted")
+            fail(command, "interrupted")
             return 130
-        _fail(command, _one_line(first))
+        fail(command, _one_line(first))
         return first.code if isinstance(first, CliError) else 1
     except Exception as exc:  # a bug of ours: still one line (the type says where to look)
-        _fail(command, f"internal error: {type(exc).__name__}: {_one_line(exc)}")
+        fail(command, f"internal error: {type(exc).__name__}: {_one_line(exc)}")
         return 1
     return result
 
@@ -233,7 +252,7 @@ def _reader_gone() -> int:
     return 0
 
 
-def _first_error(group: BaseExceptionGroup[Any]) -> BaseException:
+def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     exc: BaseException = group
     for _ in range(16):
         if not isinstance(exc, BaseExceptionGroup) or not exc.exceptions:
@@ -247,18 +266,18 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
-def _progress(args: argparse.Namespace, total: int | None, *, prints: bool = False) -> Any:
+def _progress(args: argparse.Namespace, total: int | None, *, prints: bool = False) -> Progress:
     """The bar: on request, or on a terminal's stderr (unless messages print to it too)."""
-    from ._progress import Progress
+    from .progress import Progress
 
     auto = sys.stderr.isatty() and not (prints and sys.stdout.isatty())
     return Progress(total, sys.stderr, enabled=args.progress or auto)
 
 
-def _policy(args: argparse.Namespace) -> Any:
+def _policy(args: argparse.Namespace) -> ReconnectPolicy | None:
     if not args.reconnect:
         return None
-    from .client.reconnect import ReconnectPolicy
+    from ..client.reconnect import ReconnectPolicy
 
     return ReconnectPolicy(max_time=max(args.timeout or DEFAULT_TIMEOUT, 30.0))
 
@@ -281,19 +300,19 @@ class SendStats:
 
 def cmd_send(args: argparse.Namespace) -> int:
     try:
-        from .client.url import parse_url
+        from ..client.url import parse_url
 
         parse_url(args.url)
         properties = dict(parse_property(p) for p in args.property)
     except (ValueError, CliError) as exc:
-        _fail("send", str(exc))
+        fail("send", str(exc))
         return 2
     use_stdin = args.file == "-" or args.messages == ["-"]
     if args.file is not None and args.messages:
-        _fail("send", "give messages as arguments or with --file, not both")
+        fail("send", "give messages as arguments or with --file, not both")
         return 2
     if args.file is None and not args.messages and sys.stdin.isatty():
-        _fail("send", "nothing to send: give messages as arguments, --file FILE, or - for stdin")
+        fail("send", "nothing to send: give messages as arguments, --file FILE, or - for stdin")
         return 2
     if args.file is None and not args.messages:
         use_stdin = True
@@ -302,7 +321,7 @@ def cmd_send(args: argparse.Namespace) -> int:
             with open(args.file, "rb"):
                 pass
         except OSError as exc:
-            _fail("send", f"cannot read {args.file}: {(exc.strerror or str(exc)).lower()}")
+            fail("send", f"cannot read {args.file}: {(exc.strerror or str(exc)).lower()}")
             return 2
     return _run("send", _send, args, properties, use_stdin)
 
@@ -351,8 +370,8 @@ async def _bodies(args: argparse.Namespace, use_stdin: bool) -> AsyncGenerator[s
             sent += 1
 
 
-def _message(args: argparse.Namespace, body: str, properties: dict[str, Any]) -> Any:
-    from .message import Message
+def _message(args: argparse.Namespace, body: str, properties: dict[str, PropertyValue]) -> Message:
+    from ..message import Message
 
     msg = Message(body.encode() if args.data else body, body_type="data" if args.data else "value")
     if args.durable:
@@ -366,13 +385,16 @@ def _message(args: argparse.Namespace, body: str, properties: dict[str, Any]) ->
     return msg
 
 
-async def _send(args: argparse.Namespace, properties: dict[str, Any], use_stdin: bool) -> int:
+async def _send(
+    args: argparse.Namespace, properties: dict[str, PropertyValue], use_stdin: bool
+) -> int:
     import anyio
 
     import amqp10
 
-    from .client._common import describe_outcome
-    from .types import Accepted, Modified, Rejected, Released
+    from ..client._common import describe_outcome
+    from ..message import Message
+    from ..types import Accepted, Modified, Rejected, Released
 
     stats = SendStats()
     total = (
@@ -387,10 +409,10 @@ async def _send(args: argparse.Namespace, properties: dict[str, Any], use_stdin:
         sender = await conn.open_sender(args.address, settle_mode=args.settle)
         # a reader fills a bounded queue; IN_FLIGHT lanes send from it, each waiting for
         # its message's outcome: messages are queued on the link in the input's order
-        queue_in, queue_out = anyio.create_memory_object_stream[Any](IN_FLIGHT)
+        queue_in, queue_out = anyio.create_memory_object_stream[Message](IN_FLIGHT)
         started = anyio.current_time()
 
-        def count(outcome: Any) -> None:
+        def count(outcome: Outcome | None) -> None:
             stats.sent += 1
             if presettled or isinstance(outcome, Accepted):
                 stats.accepted += 1
@@ -415,7 +437,7 @@ async def _send(args: argparse.Namespace, properties: dict[str, Any], use_stdin:
                     await queue_in.send(_message(args, body, properties))
                     i += 1
 
-        async def lane(messages: Any) -> None:
+        async def lane(messages: MemoryObjectReceiveStream[Message]) -> None:
             async with messages:
                 async for msg in messages:
                     try:
@@ -450,9 +472,7 @@ async def _send(args: argparse.Namespace, properties: dict[str, Any], use_stdin:
         f"({rate:,.0f} msg/s)"
     )
     if stats.refused:
-        _fail(
-            "send", f"{stats.refused} of {stats.sent} not accepted (first: {stats.first_refusal})"
-        )
+        fail("send", f"{stats.refused} of {stats.sent} not accepted (first: {stats.first_refusal})")
         return 1
     return 0
 
@@ -460,11 +480,11 @@ async def _send(args: argparse.Namespace, properties: dict[str, Any], use_stdin:
 # -- receive ------------------------------------------------------------------------------------
 def cmd_receive(args: argparse.Namespace) -> int:
     try:
-        from .client.url import parse_url
+        from ..client.url import parse_url
 
         parse_url(args.url)
     except ValueError as exc:
-        _fail("receive", str(exc))
+        fail("receive", str(exc))
         return 2
     return _run("receive", _receive, args)
 
@@ -472,8 +492,8 @@ def cmd_receive(args: argparse.Namespace) -> int:
 async def _receive(args: argparse.Namespace) -> int:
     import amqp10
 
-    from . import errors
-    from .types import Source, symbol
+    from .. import errors
+    from ..types import Source, symbol
 
     bar = _progress(args, args.count, prints=True)
     out = sys.stdout
@@ -488,7 +508,7 @@ async def _receive(args: argparse.Namespace) -> int:
         # to the queue on closing, out of order
         credit = min(args.credit, args.count) if args.count is not None else args.credit
         receiver = await conn.open_receiver(args.address, credit=credit, source=source)
-        printed: list[Any] = []  # written, not yet flushed: accepted once they are out
+        printed: list[Delivery] = []  # written, not yet flushed: accepted once they are out
 
         async def flush() -> None:
             out.flush()
@@ -506,7 +526,7 @@ async def _receive(args: argparse.Namespace) -> int:
             try:
                 message = d.message
             except Exception as exc:  # undecodable: say so, refuse it, go on
-                _fail("receive", f"undecodable message skipped: {_one_line(exc)}")
+                fail("receive", f"undecodable message skipped: {_one_line(exc)}")
                 if not d.remote_settled:
                     await d.reject()
                 continue
@@ -526,7 +546,7 @@ async def _receive(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write(out: Any, message: Any, fmt: str) -> None:
+def _write(out: TextIO, message: Message, fmt: str) -> None:
     """Print one message (the caller flushes)."""
     if fmt == "json":
         out.write(json.dumps(message_to_json(message), ensure_ascii=False) + "\n")
@@ -537,7 +557,7 @@ def _write(out: Any, message: Any, fmt: str) -> None:
         out.write(_body_text(message) + "\n")
 
 
-def _body_bytes(message: Any) -> bytes:
+def _body_bytes(message: Message) -> bytes:
     body = message.body
     if message.body_type == "data":
         return b"".join(bytes(b) for b in body or ())
@@ -548,7 +568,7 @@ def _body_bytes(message: Any) -> bytes:
     return b"" if body is None else json.dumps(_jsonable(body)).encode()
 
 
-def _body_text(message: Any) -> str:
+def _body_text(message: Message) -> str:
     body = message.body
     if message.body_type == "value" and isinstance(body, str):
         return body
@@ -559,13 +579,13 @@ def _body_text(message: Any) -> str:
     return json.dumps(_jsonable(body), ensure_ascii=False)
 
 
-def message_to_json(message: Any) -> dict[str, Any]:
+def message_to_json(message: Message) -> dict[str, JsonValue]:
     """A message as JSON-ready data: every section present, bytes as base64.
 
     ``body`` is the body (a data body, or a binary value, as base64 with
     ``"binary": true``); ``body_type`` is ``value``, ``data`` or ``sequence``.
     """
-    doc: dict[str, Any] = {}
+    doc: dict[str, JsonValue] = {}
     for name in ("header", "delivery_annotations", "message_annotations", "properties"):
         section = getattr(message, name)
         if section is not None:
@@ -584,9 +604,9 @@ def message_to_json(message: Any) -> dict[str, Any]:
     return doc
 
 
-def _jsonable(value: Any, depth: int = 0) -> Any:
+def _jsonable(value: object, depth: int = 0) -> JsonValue:
     """Plain JSON values for AMQP ones (bounded depth: the codec bounds nesting anyway)."""
-    from .types import Array, Composite, Described
+    from ..types import Array, Composite, Described
 
     if depth > 64:
         return "..."
@@ -605,7 +625,8 @@ def _jsonable(value: Any, depth: int = 0) -> Any:
     if isinstance(value, dict):
         return {_key(k): _jsonable(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple, Array)):
-        return [_jsonable(v, depth + 1) for v in _items(value)]
+        items = value.elements if isinstance(value, Array) else value
+        return [_jsonable(v, depth + 1) for v in items]
     if isinstance(value, Composite):
         fields = ((f.attr, getattr(value, f.attr)) for f in type(value).FIELDS)
         return {k: _jsonable(v, depth + 1) for k, v in fields if v is not None}
@@ -617,12 +638,7 @@ def _jsonable(value: Any, depth: int = 0) -> Any:
     return str(value)
 
 
-def _items(value: Any) -> Iterable[Any]:
-    items: Iterable[Any] = value.elements if hasattr(value, "elements") else value
-    return items
-
-
-def _key(key: Any) -> str:
+def _key(key: object) -> str:
     if isinstance(key, str):
         return str(key)
     if isinstance(key, (bytes, bytearray)):

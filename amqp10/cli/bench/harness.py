@@ -1,12 +1,15 @@
-"""``amqp10 bench``: throughput and latency of a broker under N producers and M consumers.
+"""The bench harness: a broker, N producers and M consumers as processes; what they measured.
+
+The library behind ``amqp10 bench`` (:mod:`amqp10.cli.bench.command`), and behind
+``bench/compare.py``, which drives other clients and brokers with it.
 
 The run is a set of processes: a broker (ours, started here, unless ``--url``
 names one), M consumers and N producers, each a separate Python process using
-the amqp10 client. Every message body carries the producer's send time
-(``CLOCK_MONOTONIC``, shared by all processes of the machine), so a consumer
-measures each message's latency. The run is bounded: it ends when the
-consumers have received ``--count`` messages, or fails after ``--timeout``
-seconds, with one line on stderr.
+the amqp10 client (:mod:`amqp10.cli.bench.worker`). Every message body carries
+the producer's send time (``CLOCK_MONOTONIC``, shared by all processes of the
+machine), so a consumer measures each message's latency. The run is bounded: it
+ends when the consumers have received ``--count`` messages, or fails after
+``--timeout`` seconds, with one line on stderr.
 
 Workers speak a line protocol, so that other clients (Proton's Python binding,
 Proton's C examples: see ``bench/compare.py``) can be driven by the same
@@ -27,7 +30,6 @@ then padding.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import math
@@ -44,25 +46,31 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from ._progress import Progress
+from ..progress import Progress
 
 __all__ = [
+    "BROKER_CONFIG",
+    "MIN_SIZE",
+    "SETTLE_MODES",
+    "STAMP",
     "BenchConfig",
     "BenchError",
     "BenchResult",
     "BrokerProcess",
+    "WorkerFactory",
     "WorkerSpec",
-    "add_parser",
-    "format_result",
-    "percentile",
+    "cpu_seconds",
+    "our_worker",
     "peak_rss",
+    "percentile",
     "run_bench",
+    "start_our_broker",
+    "worker_argv",
 ]
 
 SETTLE_MODES = ("at-least-once", "at-most-once")
 STAMP = struct.Struct(">QQ")
 MIN_SIZE = STAMP.size
-PROGRESS_EVERY = 0.1  # seconds between a worker's progress lines
 
 
 class BenchError(Exception):
@@ -126,7 +134,7 @@ class BenchResult:
         v = percentile(self.latencies_us, p)
         return None if v is None else v / 1000.0
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         c = self.config
         return {
             "broker": self.broker,
@@ -191,13 +199,14 @@ def peak_rss(pid: int) -> int | None:
 # The broker under test
 # =====================================================================================
 
-_BROKER_CONFIG = """\
+BROKER_CONFIG = """\
 # written by amqp10 bench: messages are stored only if they ask to be (header.durable)
 log_level = "info"
 
 [default_policy]
 durable = false
 """
+"""Our broker's configuration in a run (:func:`start_our_broker` may append more TOML)."""
 
 
 class BrokerProcess:
@@ -286,7 +295,7 @@ def start_our_broker(
     """Our broker on an ephemeral port, storing into ``data_dir``."""
     config = os.path.join(data_dir, "bench-broker.toml")
     with open(config, "w") as f:
-        f.write(_BROKER_CONFIG + extra_config)
+        f.write(BROKER_CONFIG + extra_config)
     argv = [
         python,
         "-m",
@@ -347,8 +356,8 @@ def worker_argv(program: list[str], role: str, url: str, cfg: BenchConfig, count
 
 
 def our_worker(role: str, index: int, url: str, cfg: BenchConfig, count: int) -> WorkerSpec:
-    """A worker that uses the amqp10 client (this module run as ``-m amqp10.bench``)."""
-    argv = worker_argv([sys.executable, "-m", "amqp10.bench"], role, url, cfg, count)
+    """A worker that uses the amqp10 client (:mod:`amqp10.cli.bench.worker`)."""
+    argv = worker_argv([sys.executable, "-m", "amqp10.cli.bench.worker"], role, url, cfg, count)
     if role == "consumer" and cfg.consumers > 1:
         argv.append("--until-stopped")
     if role == "consumer" and cfg.rate:
@@ -378,6 +387,7 @@ class _Worker:
         )
         self.count = 0
         self.ready = False
+        # the "done" line's JSON, from any client: each field is converted where it is read
         self.done: dict[str, Any] | None = None
         self.error: str | None = None
         self.stderr_tail: list[str] = []
@@ -615,356 +625,3 @@ def _drive(
         producer_cpu_s=cpu(pdone),
         consumer_cpu_s=cpu(cdone),
     )
-
-
-def format_result(r: BenchResult) -> str:
-    """The human-readable summary of a run."""
-    c = r.config
-    lines = [
-        f"broker     {r.broker}",
-        f"workload   {c.count:,} messages of {c.size} bytes, {c.producers} producer(s), "
-        f"{c.consumers} consumer(s), {c.settle}{', durable' if c.durable else ''}",
-        f"throughput {r.throughput:,.0f} msg/s  ({r.received:,} received in {r.elapsed:.2f}s; "
-        f"producers {r.send_rate:,.0f} msg/s)",
-    ]
-    if r.latencies_us:
-        parts = []
-        for name, p in (("p50", 50), ("p90", 90), ("p99", 99), ("max", 100)):
-            v = r.latency(p)
-            parts.append(f"{name} {v:.2f}" if v is not None else f"{name} -")
-        lines.append("latency ms " + "  ".join(parts))
-    if r.broker_rss_kib is not None:
-        lines.append(f"broker RSS {r.broker_rss_kib / 1024:.1f} MiB peak")
-    cpu = [
-        (n, v)
-        for n, v in (
-            ("broker", r.broker_cpu_s),
-            ("producers", r.producer_cpu_s),
-            ("consumers", r.consumer_cpu_s),
-        )
-        if v is not None
-    ]
-    if cpu:
-        per = r.received or 1
-        lines.append(
-            "cpu        " + "  ".join(f"{n} {v:.2f}s ({v / per * 1e6:.0f} us/msg)" for n, v in cpu)
-        )
-    return "\n".join(lines)
-
-
-# =====================================================================================
-# The command line
-# =====================================================================================
-
-
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    """Register ``bench`` on the ``amqp10`` command's subparsers."""
-    b: argparse.ArgumentParser = sub.add_parser(
-        "bench",
-        help="measure a broker's throughput and latency",
-        description="Start a broker (ours, unless --url) and N producers and M consumers using "
-        "the amqp10 client in separate processes; print messages/s and latency percentiles.",
-    )
-    b.add_argument("--url", help="an existing broker to measure (default: start ours)")
-    b.add_argument("--producers", "-p", type=int, default=1, help="producer processes (default 1)")
-    b.add_argument("--consumers", "-c", type=int, default=1, help="consumer processes (default 1)")
-    b.add_argument(
-        "--count", "-n", type=int, default=10_000, help="messages in all (default 10000)"
-    )
-    b.add_argument(
-        "--size",
-        "-s",
-        type=int,
-        default=100,
-        help="body bytes per message (default 100, at least 16)",
-    )
-    b.add_argument(
-        "--settle",
-        choices=SETTLE_MODES,
-        default="at-least-once",
-        help="at-least-once (outcomes; default) or at-most-once (pre-settled)",
-    )
-    b.add_argument(
-        "--durable", action="store_true", help="send durable messages (the broker stores them)"
-    )
-    b.add_argument("--address", default="bench", help="queue address (default bench)")
-    b.add_argument(
-        "--credit",
-        type=int,
-        default=1000,
-        help="consumer credit window and producer in-flight limit (default 1000)",
-    )
-    b.add_argument(
-        "--timeout", type=float, default=120.0, help="give up after this many seconds (default 120)"
-    )
-    b.add_argument(
-        "--rate",
-        type=float,
-        default=0.0,
-        help="slow consumers: each takes at most this many messages/s (default: no limit)",
-    )
-    b.add_argument(
-        "--json", metavar="PATH", help="also write the result as JSON to PATH ('-' for stdout)"
-    )
-    b.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    b.set_defaults(func=cmd_bench)
-    return b
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    try:
-        cfg = BenchConfig(
-            count=args.count,
-            size=args.size,
-            producers=args.producers,
-            consumers=args.consumers,
-            settle=args.settle,
-            durable=args.durable,
-            address=args.address,
-            credit=args.credit,
-            timeout=args.timeout,
-            url=args.url,
-            rate=args.rate,
-        )
-    except ValueError as exc:
-        print(f"amqp10 bench: {exc}", file=sys.stderr)
-        return 2
-    try:
-        result = run_bench(cfg, progress=Progress(cfg.count, enabled=not args.no_progress))
-    except BenchError as exc:
-        print(f"amqp10 bench: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("amqp10 bench: interrupted", file=sys.stderr)
-        return 130
-    print(format_result(result))
-    if args.json:
-        text = json.dumps(result.as_dict(), indent=2)
-        if args.json == "-":
-            print(text)
-        else:
-            with open(args.json, "w") as f:
-                f.write(text + "\n")
-    return 0
-
-
-# =====================================================================================
-# The workers (amqp10 client), run as ``python -m amqp10.bench producer|consumer ...``
-# =====================================================================================
-
-
-def _say(line: str) -> None:
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
-
-
-def _stdin_words(wanted: str) -> Callable[[], bool]:
-    """Block until ``wanted`` (or EOF) comes on stdin; True if it was ``wanted``."""
-
-    def wait() -> bool:
-        return any(line.strip() == wanted for line in sys.stdin)
-
-    return wait
-
-
-def payload_for(seq: int, pad: bytes) -> bytes:
-    """A message body: send time (ns), sequence number, padding."""
-    return STAMP.pack(time.monotonic_ns(), seq) + pad
-
-
-async def _producer(ns: argparse.Namespace) -> None:
-    import anyio
-    import anyio.to_thread
-
-    from .client import SettleMode, connect
-    from .message import Message
-    from .types import Accepted
-
-    mode = SettleMode.AT_MOST_ONCE if ns.settle == "at-most-once" else SettleMode.AT_LEAST_ONCE
-    presettled = mode is SettleMode.AT_MOST_ONCE
-    pad = b"\x00" * (ns.size - MIN_SIZE)
-    count = ns.count
-    sent = 0
-    async with await connect(ns.url, timeout=min(ns.timeout, 30.0)) as conn:
-        sender = await conn.open_sender(ns.address, settle_mode=mode)
-        _say("ready")
-        if not await anyio.to_thread.run_sync(_stdin_words("go")):
-            return
-        durable = True if ns.durable else None
-        window = max(1, min(ns.credit, count))
-
-        async def produce() -> None:
-            # one task keeps up to ``window`` messages in flight (Sender.pipeline)
-            nonlocal sent
-            messages = (
-                Message([payload_for(i, pad)], body_type="data", durable=durable)
-                for i in range(count)
-            )
-            async with contextlib.aclosing(
-                sender.pipeline(messages, window=window, timeout=math.inf)
-            ) as outcomes:
-                async for outcome in outcomes:
-                    if not presettled and not isinstance(outcome, Accepted):
-                        raise BenchError(f"message {sent} was not accepted: {outcome!r}")
-                    sent += 1
-
-        async def report() -> None:
-            while True:
-                await anyio.sleep(PROGRESS_EVERY)
-                _say(f"n {sent}")
-
-        first_ns = time.monotonic_ns()
-        cpu0 = time.process_time()
-        with anyio.fail_after(ns.timeout):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(report)
-                await produce()
-                tg.cancel_scope.cancel()
-        last_ns = time.monotonic_ns()
-        _say(
-            "done "
-            + json.dumps(
-                {
-                    "count": sent,
-                    "first_ns": first_ns,
-                    "last_ns": last_ns,
-                    "cpu_s": time.process_time() - cpu0,
-                }
-            )
-        )
-        await sender.close()
-
-
-async def _consumer(ns: argparse.Namespace) -> None:
-    from array import array
-
-    import anyio
-    import anyio.to_thread
-
-    from .client import SettleMode, connect
-
-    mode = SettleMode.AT_MOST_ONCE if ns.settle == "at-most-once" else SettleMode.AT_LEAST_ONCE
-    expected = None if ns.until_stopped else ns.count
-    lat = array("q")
-    received = 0
-    first_ns = last_ns = 0
-    unpack = STAMP.unpack_from
-    async with await connect(
-        ns.url, timeout=min(ns.timeout, 30.0), max_buffered=max(ns.credit, 1000)
-    ) as conn:
-        # auto_accept: each delivery is accepted as it is taken, without a scheduling
-        # point per message, so the accepts of a burst go out as one disposition range
-        receiver = await conn.open_receiver(
-            ns.address, credit=ns.credit, settle_mode=mode, auto_accept=True
-        )
-        _say("ready")
-
-        async def take(scope: anyio.CancelScope) -> None:
-            nonlocal received, first_ns, last_ns
-            from .message import Message
-
-            rate = ns.rate
-            async for d in receiver:
-                now = time.monotonic_ns()
-                if rate and received:  # a slow consumer: pace to ``rate`` messages/s
-                    due = first_ns + int(received / rate * 1e9)
-                    if due > now:
-                        await anyio.sleep((due - now) / 1e9)
-                body = Message.decode(d.payload).body
-                stamp = unpack(body[0])[0]
-                lat.append((now - stamp) // 1000)
-                if not received:
-                    first_ns = now
-                last_ns = now
-                received += 1
-                if expected is not None and received >= expected:
-                    break
-            scope.cancel()
-
-        async def report() -> None:
-            while True:
-                await anyio.sleep(PROGRESS_EVERY)
-                _say(f"n {received}")
-
-        async def stopped(scope: anyio.CancelScope) -> None:
-            await anyio.to_thread.run_sync(_stdin_words("stop"), abandon_on_cancel=True)
-            scope.cancel()
-
-        cpu0 = time.process_time()
-        with anyio.fail_after(ns.timeout):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(take, tg.cancel_scope)
-                tg.start_soon(report)
-                tg.start_soon(stopped, tg.cancel_scope)
-        _say(
-            "done "
-            + json.dumps(
-                {
-                    "count": received,
-                    "first_ns": first_ns,
-                    "last_ns": last_ns,
-                    "cpu_s": time.process_time() - cpu0,
-                    "lat_us": lat.tolist(),
-                }
-            )
-        )
-        with contextlib.suppress(Exception):
-            await receiver.close()
-
-
-def _worker_main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m amqp10.bench", description="an amqp10 bench worker")
-    p.add_argument("role", choices=["producer", "consumer"])
-    p.add_argument("--url", required=True)
-    p.add_argument("--address", default="bench")
-    p.add_argument("--count", type=int, required=True)
-    p.add_argument("--size", type=int, default=100)
-    p.add_argument("--settle", choices=SETTLE_MODES, default="at-least-once")
-    p.add_argument("--credit", type=int, default=1000)
-    p.add_argument("--durable", action="store_true")
-    p.add_argument("--timeout", type=float, default=120.0)
-    p.add_argument(
-        "--until-stopped", action="store_true", help="consumer: run until 'stop' on stdin"
-    )
-    p.add_argument("--rate", type=float, default=0.0, help="consumer: at most this many messages/s")
-    ns = p.parse_args(argv)
-    import anyio
-
-    backend_options: dict[str, Any] = {}
-    try:
-        import uvloop  # noqa: F401
-
-        backend_options["use_uvloop"] = True
-    except ImportError:
-        pass
-    fn = _producer if ns.role == "producer" else _consumer
-    profile_dir = os.environ.get("AMQP10_BENCH_PROFILE")  # for bench/profiles: cProfile the worker
-    prof = None
-    if profile_dir:
-        import cProfile
-
-        prof = cProfile.Profile()
-        prof.enable()
-    try:
-        anyio.run(fn, ns, backend_options=backend_options)
-    except KeyboardInterrupt:
-        return 130
-    except BaseException as exc:  # one line for the harness, whatever it was
-        exc = _unwrap(exc)
-        _say(f"error {type(exc).__name__}: {exc}".replace("\n", " "))
-        return 1
-    finally:
-        if prof is not None:
-            prof.disable()
-            prof.dump_stats(os.path.join(profile_dir or ".", f"{ns.role}-{os.getpid()}.prof"))
-    return 0
-
-
-def _unwrap(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
-
-
-if __name__ == "__main__":
-    sys.exit(_worker_main())

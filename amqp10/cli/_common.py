@@ -1,0 +1,48 @@
+"""What the ``amqp10`` commands share: their log lines and their one-line errors.
+
+A person sees failures as one line on stderr, ``amqp10 COMMAND: what went
+wrong``, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from typing import TypeAlias
+
+__all__ = ["KeyValueFormatter", "Subparsers", "fail", "log_to_stderr"]
+
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+"""What ``ArgumentParser.add_subparsers()`` returns: where each command adds its parser."""
+
+
+class KeyValueFormatter(logging.Formatter):
+    """Structured log lines: ``ts=... level=... logger=... msg="..."``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+        msg = record.getMessage().replace('"', "'")
+        line = (
+            f"ts={ts}.{int(record.msecs):03d}Z level={record.levelname.lower()} "
+            f'logger={record.name} msg="{msg}"'
+        )
+        if record.exc_info:
+            line += f' exc="{self.formatException(record.exc_info).splitlines()[-1]}"'
+        return line
+
+
+def log_to_stderr(formatter: logging.Formatter, level: int | str) -> None:
+    """Send the ``amqp10`` loggers' records at ``level`` and above to stderr, and only there."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(formatter)
+    log = logging.getLogger("amqp10")
+    log.handlers[:] = [handler]
+    log.setLevel(level)
+    log.propagate = False
+
+
+def fail(command: str, text: str) -> None:
+    """Say on stderr, in one line, why ``amqp10 COMMAND`` failed."""
+    print(f"amqp10 {command}: {text}", file=sys.stderr)
