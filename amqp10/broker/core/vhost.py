@@ -260,6 +260,8 @@ class VirtualHost:
             node.purge()
             if node.durable_node:
                 self.journal.submit((_store.DROP_NODE, self.name, address))
+        elif isinstance(node, Stream):
+            self.journal.submit((_store.DROP_NODE, self.name, address))
 
     def drop_subscription(self, topic: Topic, queue: Queue) -> None:
         """Remove a subscription queue from its topic (and from the store, if durable)."""
