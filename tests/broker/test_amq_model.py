@@ -524,3 +524,21 @@ def test_routing_fields_are_read_once_and_only_when_asked() -> None:
     assert m.form("amqp1") is raw
     with pytest.raises(LookupError):
         m.form("amqp091")  # no 0-9-1 front end yet
+
+
+def test_messages_of_same_named_queues_in_two_vhosts_recover_apart(tmp_path: Path) -> None:
+    s = store_.Store(tmp_path / "db.sqlite3")
+    net = Net(BrokerConfig(vhosts=[VhostConfig(name="other")]))
+    net.broker = Broker(BrokerConfig(vhosts=[VhostConfig(name="other")]), journal=SyncJournal(s))
+    for host, text in (("vhost:other", "in other"), (None, "in /")):
+        c = net.client(hostname=host)
+        c.send(c.sender("orders"), Message(body=text, durable=True))
+    s.close()
+    fresh = Broker(BrokerConfig())
+    assert fresh.recover(store_.Store(tmp_path / "db.sqlite3")) == 2
+    for vname, text in (("other", "in other"), ("/", "in /")):
+        q = fresh.vhosts[vname].nodes["orders"]
+        assert isinstance(q, Queue)
+        assert [Message.decode(m.data).body for m in q] == [text]
+    assert store_.split_message_key(store_.message_key("other", "orders")) == ("other", "orders")
+    assert store_.message_key("/", "orders") == "orders"

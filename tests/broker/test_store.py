@@ -16,13 +16,13 @@ from .harness import Net
 
 
 def put(node: str, seq: int, data: bytes = b"x", priority: int = 4) -> tuple[object, ...]:
-    return (st.PUT, "/", node, seq, priority, 0, None, 1.0, None, "amqp1", data)
+    return (st.PUT, node, seq, priority, 0, None, 1.0, None, "amqp1", data)
 
 
 def test_put_load_delete_roundtrip(tmp_path: Path) -> None:
     s = st.Store(tmp_path / "db.sqlite3")
     s.apply([(st.NODE, "/", "q", "queue", "{}"), put("q", 1, b"a"), put("q", 2, b"b"), put("q", 3, b"c")])
-    s.apply([(st.DELETE, "/", "q", 2)])
+    s.apply([(st.DELETE, "q", 2)])
     s.close()
     s2 = st.Store(tmp_path / "db.sqlite3")
     loaded = s2.load()
@@ -33,7 +33,7 @@ def test_put_load_delete_roundtrip(tmp_path: Path) -> None:
 
 def test_in_flight_messages_recover_with_delivery_count_raised(tmp_path: Path) -> None:
     s = st.Store(tmp_path / "db.sqlite3")
-    s.apply([put("q", 1), put("q", 2), (st.UPDATE, "/", "q", 1, 0, 1)])
+    s.apply([put("q", 1), put("q", 2), (st.UPDATE, "q", 1, 0, 1)])
     msgs = s.load().messages
     assert [(m.seq, m.delivery_count) for m in msgs] == [(1, 1), (2, 0)]
     again = s.load().messages  # the raised count was written back, and counted only once
@@ -42,7 +42,7 @@ def test_in_flight_messages_recover_with_delivery_count_raised(tmp_path: Path) -
 
 def test_put_then_delete_in_one_batch_leaves_nothing(tmp_path: Path) -> None:
     s = st.Store(tmp_path / "db.sqlite3")
-    s.apply([put("q", 1), (st.UPDATE, "/", "q", 1, 2, 1), (st.DELETE, "/", "q", 1), put("q", 2)])
+    s.apply([put("q", 1), (st.UPDATE, "q", 1, 2, 1), (st.DELETE, "q", 1), put("q", 2)])
     assert [m.seq for m in s.load().messages] == [2]
 
 

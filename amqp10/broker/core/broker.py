@@ -137,14 +137,14 @@ class Broker:
             self.add_vhost(xrec.vhost).restore_exchange(xrec)
         for brec in loaded.bindings:
             self.add_vhost(brec.vhost).restore_binding(brec)
-        queues: dict[tuple[str, str], Queue | Stream] = {}
+        queues: dict[str, Queue | Stream] = {}
         for vhost in self.vhosts.values():
             for q in vhost.queues():
-                queues[(vhost.name, q.name)] = q
+                queues[_store.message_key(vhost.name, q.name)] = q
         classes: dict[str, type[QueuedMessage]] = {}
         n = 0
         for m in loaded.messages:
-            target = queues.get((m.vhost, m.node))
+            target = queues.get(m.node)
             if target is None:
                 continue
             cls = classes.get(m.format)

@@ -128,6 +128,7 @@ class Queue(Node):
     ) -> None:
         super().__init__(name, policy, dynamic=dynamic)
         self.vhost = vhost
+        self._key = _store.message_key(vhost, name)  # what its messages are stored under
         self.arguments: dict[str, Any] = dict(arguments or {})
         """The arguments it was declared with (already applied to ``policy``)."""
         self.journal = journal
@@ -251,8 +252,7 @@ class Queue(Node):
             self.journal.submit(
                 (
                     _store.PUT,
-                    self.vhost,
-                    self.name,
+                    self._key,
                     msg.seq,
                     msg.priority,
                     msg.delivery_count,
@@ -274,7 +274,7 @@ class Queue(Node):
 
     def _journal_delete(self, msg: QueuedMessage) -> None:
         if self._persistent(msg):
-            self.journal.submit((_store.DELETE, self.vhost, self.name, msg.seq))
+            self.journal.submit((_store.DELETE, self._key, msg.seq))
 
     def _pop_oldest(self) -> QueuedMessage | None:
         best: deque[QueuedMessage] | None = None
@@ -378,7 +378,7 @@ class Queue(Node):
                 self.count -= 1
                 self.bytes -= msg.size
                 if self.durable_node and (msg.durable or self._store_all):
-                    self.journal.submit((_store.UPDATE, self.vhost, self.name, msg.seq, msg.delivery_count, 1))
+                    self.journal.submit((_store.UPDATE, self._key, msg.seq, msg.delivery_count, 1))
                 return msg
             skipped: list[QueuedMessage] = []
             while level:
@@ -398,7 +398,7 @@ class Queue(Node):
                 self.count -= 1
                 self.bytes -= msg.size
                 if self._persistent(msg):
-                    self.journal.submit((_store.UPDATE, self.vhost, self.name, msg.seq, msg.delivery_count, 1))
+                    self.journal.submit((_store.UPDATE, self._key, msg.seq, msg.delivery_count, 1))
                 return msg
             level.extendleft(reversed(skipped))
         return None
@@ -455,7 +455,7 @@ class Queue(Node):
         self.count += 1
         self.bytes += msg.size
         if self._persistent(msg):
-            self.journal.submit((_store.UPDATE, self.vhost, self.name, msg.seq, msg.delivery_count, 0))
+            self.journal.submit((_store.UPDATE, self._key, msg.seq, msg.delivery_count, 0))
         self.dispatch()
 
     def reject(self, msg: QueuedMessage) -> None:
@@ -527,6 +527,7 @@ class Stream(Node):
     ) -> None:
         super().__init__(name, policy)
         self.vhost = vhost
+        self._key = _store.message_key(vhost, name)
         self.journal = journal
         self.now = now
         self._entries: list[QueuedMessage] = []  # offset = first + index - _base
@@ -570,7 +571,7 @@ class Stream(Node):
         self.bytes += msg.size
         self.stats.enqueued += 1
         self.journal.submit(
-            (_store.PUT, self.vhost, self.name, offset, msg.priority, 0, None, msg.arrival, msg.message_id, msg.format, msg.data),
+            (_store.PUT, self._key, offset, msg.priority, 0, None, msg.arrival, msg.message_id, msg.format, msg.data),
             on_stored,
         )
         self._retain()
@@ -586,7 +587,7 @@ class Stream(Node):
             too_big = p.retention_bytes is not None and self.bytes > p.retention_bytes and self.count > 1
             if not (too_old or too_big):
                 break
-            self.journal.submit((_store.DELETE, self.vhost, self.name, self.first))
+            self.journal.submit((_store.DELETE, self._key, self.first))
             self.bytes -= oldest.size
             self._base += 1
             self.first += 1

@@ -19,7 +19,10 @@ from typing import Any
 
 import anyio
 
-__all__ = ["BindingRecord", "ExchangeRecord", "GroupCommitter", "Loaded", "NodeRecord", "Store", "StoredMessage"]
+__all__ = [
+    "message_key",
+    "split_message_key",
+    "BindingRecord", "ExchangeRecord", "GroupCommitter", "Loaded", "NodeRecord", "Store", "StoredMessage"]
 
 SCHEMA_VERSION = 2
 """``PRAGMA user_version`` of the current schema. Version 0 is the schema of the
@@ -35,7 +38,6 @@ CREATE TABLE IF NOT EXISTS nodes (
     PRIMARY KEY (vhost, name)
 );
 CREATE TABLE IF NOT EXISTS messages (
-    vhost TEXT NOT NULL DEFAULT '/',
     node TEXT NOT NULL,
     seq INTEGER NOT NULL,
     priority INTEGER NOT NULL,
@@ -46,7 +48,7 @@ CREATE TABLE IF NOT EXISTS messages (
     message_id TEXT,
     format TEXT NOT NULL DEFAULT 'amqp1',
     data BLOB NOT NULL,
-    PRIMARY KEY (vhost, node, seq)
+    PRIMARY KEY (node, seq)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS exchanges (
     vhost TEXT NOT NULL,
@@ -66,27 +68,36 @@ CREATE TABLE IF NOT EXISTS bindings (
 );
 """
 
-# Version 0 -> 2: the old tables are renamed, the new ones made, the rows copied into
-# the default virtual host (every old message is a 1.0 message), the old tables dropped;
-# all in one transaction, so an interrupted migration leaves the old store as it was.
+# Version 0 -> 2: the nodes move into the default virtual host (a new table, the rows
+# copied); the messages keep their rows (the default host's message keys are the node
+# names) and gain the format column (every old message is a 1.0 message). All in one
+# transaction, so an interrupted migration leaves the old store as it was.
 _MIGRATE_FROM_0 = """
 ALTER TABLE nodes RENAME TO nodes_v0;
-ALTER TABLE messages RENAME TO messages_v0;
+ALTER TABLE messages ADD COLUMN format TEXT NOT NULL DEFAULT 'amqp1';
 {schema}
 INSERT INTO nodes (vhost, name, kind, properties) SELECT '/', name, kind, properties FROM nodes_v0;
-INSERT INTO messages (vhost, node, seq, priority, delivery_count, in_flight, expiry, arrival, message_id, format, data)
-    SELECT '/', node, seq, priority, delivery_count, in_flight, expiry, arrival, message_id, 'amqp1', data
-    FROM messages_v0;
 DROP TABLE nodes_v0;
-DROP TABLE messages_v0;
 """
+
+
+def message_key(vhost: str, node: str) -> str:
+    """The ``messages.node`` of a node's messages: its name in the default virtual host,
+    else the host's name and the node's joined by a unit separator (a character no
+    address holds). Messages are keyed by one short text: a key of two costs every write."""
+    return node if vhost == "/" else f"{vhost}\x1f{node}"
+
+
+def split_message_key(key: str) -> tuple[str, str]:
+    """(vhost, node) of a :func:`message_key`."""
+    vhost, sep, node = key.partition("\x1f")
+    return (vhost, node) if sep else ("/", key)
 
 
 @dataclass(frozen=True, slots=True)
 class StoredMessage:
-    """A message row as recovered from the store."""
+    """A message row as recovered from the store (``node``: its :func:`message_key`)."""
 
-    vhost: str
     node: str
     seq: int
     priority: int
@@ -141,9 +152,10 @@ class Loaded:
 
 
 # Operations applied in one transaction (tuples keep the hot path cheap).
-PUT = 0  # (PUT, vhost, node, seq, priority, delivery_count, expiry, arrival, message_id, format, data)
-DELETE = 1  # (DELETE, vhost, node, seq)
-UPDATE = 2  # (UPDATE, vhost, node, seq, delivery_count, in_flight)
+# ``key`` is the node's message_key(vhost, name).
+PUT = 0  # (PUT, key, seq, priority, delivery_count, expiry, arrival, message_id, format, data)
+DELETE = 1  # (DELETE, key, seq)
+UPDATE = 2  # (UPDATE, key, seq, delivery_count, in_flight)
 NODE = 3  # (NODE, vhost, name, kind, properties)
 DROP_NODE = 4  # (DROP_NODE, vhost, name)
 BARRIER = 5  # (BARRIER,): writes nothing; its on_commit runs after those of every earlier op
@@ -194,7 +206,7 @@ class Store:
             self._db.close()
 
     def load(self) -> Loaded:
-        """Every durable node, exchange and binding, and every stored message in (vhost, node, seq) order.
+        """Every durable node, exchange and binding, and every stored message in (node key, seq) order.
 
         Messages marked in flight come back with delivery-count + 1, and the
         change is written back so a second crash does not lose the count.
@@ -218,8 +230,8 @@ class Store:
                     )
                 ]
                 rows = db.execute(
-                    "SELECT vhost, node, seq, priority, delivery_count, expiry, arrival, message_id, format, data "
-                    "FROM messages ORDER BY vhost, node, seq"
+                    "SELECT node, seq, priority, delivery_count, expiry, arrival, message_id, format, data "
+                    "FROM messages ORDER BY node, seq"
                 ).fetchall()
                 db.execute("COMMIT")
             except BaseException:
@@ -247,7 +259,7 @@ class Store:
                     elif kind == UPDATE:
                         if deletes:
                             self._flush(puts, deletes, updates)
-                        updates.append((op[4], op[5], op[1], op[2], op[3]))
+                        updates.append((op[3], op[4], op[1], op[2]))
                     elif kind == BARRIER:
                         pass
                     else:
@@ -266,7 +278,7 @@ class Store:
         if kind == NODE:
             db.execute("INSERT OR REPLACE INTO nodes (vhost, name, kind, properties) VALUES (?, ?, ?, ?)", op[1:])
         elif kind == DROP_NODE:
-            db.execute("DELETE FROM messages WHERE vhost = ? AND node = ?", op[1:])
+            db.execute("DELETE FROM messages WHERE node = ?", (message_key(op[1], op[2]),))
             db.execute("DELETE FROM nodes WHERE vhost = ? AND name = ?", op[1:])
             db.execute("DELETE FROM bindings WHERE vhost = ? AND destination_kind = 'queue' AND destination = ?", op[1:])
         elif kind == EXCHANGE:
@@ -299,19 +311,19 @@ class Store:
         if puts:
             db.executemany(
                 "INSERT OR REPLACE INTO messages "
-                "(vhost, node, seq, priority, delivery_count, expiry, arrival, message_id, format, data) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "(node, seq, priority, delivery_count, expiry, arrival, message_id, format, data) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 puts,
             )
             puts.clear()
         if updates:
             db.executemany(
-                "UPDATE messages SET delivery_count = ?, in_flight = ? WHERE vhost = ? AND node = ? AND seq = ?",
+                "UPDATE messages SET delivery_count = ?, in_flight = ? WHERE node = ? AND seq = ?",
                 updates,
             )
             updates.clear()
         if deletes:
-            db.executemany("DELETE FROM messages WHERE vhost = ? AND node = ? AND seq = ?", deletes)
+            db.executemany("DELETE FROM messages WHERE node = ? AND seq = ?", deletes)
             deletes.clear()
 
 
