@@ -278,3 +278,41 @@ def test_management_declares_a_queue_with_arguments() -> None:
     (d,) = c.received(r)
     assert Message.decode(d.payload).application_properties == {"status-code": 409}
 
+
+
+def test_deleting_a_queue_cancels_its_consumers() -> None:
+    from amqp10.transport import LinkDetached
+    from amqp10.types import ErrorCondition
+
+    net, v = net_with()
+    v.declare_queue("doomed")
+    c = net.client()
+    c.send(c.sender("/queues/doomed"), Message(body=1))
+    r = c.receiver("/queues/doomed", credit=5)
+    assert len(c.received(r)) == 1  # in flight when the queue goes
+    v.delete_node("doomed")
+    net.pump()
+    (gone,) = [e for e in c.events if isinstance(e, LinkDetached)]
+    assert gone.link is r and gone.error is not None
+    assert gone.error.condition == ErrorCondition.RESOURCE_DELETED
+    assert "doomed" not in v.nodes
+
+
+def test_get_takes_one_message_without_a_consumer() -> None:
+    net, v = net_with()
+    q = v.declare_queue("pull")
+    assert isinstance(q, Queue)
+    c = net.client()
+    s = c.sender("/queues/pull")
+    for i in range(2):
+        c.send(s, Message(body=i))
+    first = q.get()
+    assert first is not None and Message.decode(first.data).body == 0
+    q.release(first, delivery_failed=True)  # basic.nack with requeue
+    again = q.get()
+    assert again is first and again.delivery_count == 1
+    q.ack(again)
+    last = q.get()
+    assert last is not None and Message.decode(last.data).body == 1
+    q.ack(last)
+    assert q.get() is None and q.stats.acked == 2

@@ -151,6 +151,11 @@ class LinkConsumer:
         else:  # released, or settled with no outcome: back to the queue
             q.release(msg)
 
+    def cancelled(self) -> None:
+        """The queue was deleted: the link is closed with amqp:resource-deleted."""
+        self.handler.fail_link(self.link, ErrorCondition.RESOURCE_DELETED, f"node {self.node.name!r} was deleted")
+        self.handler.wake()
+
     def release_all(self) -> None:
         """The link is gone: everything unsettled goes back (counted as a failed delivery)."""
         pending, self.in_flight = self.in_flight, {}

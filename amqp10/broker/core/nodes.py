@@ -21,16 +21,26 @@ __all__ = ["Consumer", "DuplicateWindow", "Journal", "Node", "Queue", "Stream"]
 
 
 class Consumer(Protocol):
-    """What a node delivers to: an outgoing link, seen from the node."""
+    """What a node delivers to: a 1.0 outgoing link or a 0-9-1 basic.consume, seen from the node."""
 
     id: int
     browse: bool
 
     def credit(self) -> int:
-        """How many more messages the consumer can take now."""
+        """How many more messages the consumer can take now (link credit, prefetch room)."""
 
     def deliver(self, node: Node, msg: QueuedMessage) -> None:
-        """Send ``msg``; the consumer later calls ``node.settle(...)`` with the outcome."""
+        """Send ``msg``; the consumer later calls ``node.ack``/``release``/``reject`` with the outcome."""
+
+    def cancelled(self) -> None:
+        """The node was deleted under the consumer (1.0: detach with amqp:resource-deleted;
+        0-9-1: basic.cancel). It has already been removed from the node."""
+
+
+def cancel_consumers(consumers: list[Consumer]) -> None:
+    """Tell each of ``consumers`` (already removed from their deleted node) it is cancelled."""
+    for c in consumers:
+        c.cancelled()
 
 
 class Journal(Protocol):
@@ -471,6 +481,27 @@ class Queue(Node):
         else:
             self.stats.dropped += 1
 
+    def get(self) -> QueuedMessage | None:
+        """Take the next message without a consumer (0-9-1 basic.get), or None if there is
+        none; the caller settles it with ack/release/reject as a consumer would."""
+        if not self.count:
+            return None
+        msg = self._take_for(_PULL)
+        if msg is not None:
+            self.stats.delivered += 1
+            self.last_used = self.now()
+            for listener in list(self.space_listeners):
+                listener()
+        return msg
+
+    def delete(self) -> int:
+        """The queue is being deleted: purge it and cancel its consumers; return the purged count."""
+        consumers, self.consumers, self._movers = self.consumers, [], []
+        self.browsers.clear()
+        n = self.purge()
+        cancel_consumers(consumers)
+        return n
+
     def purge(self) -> int:
         n = self.count
         for level in self._levels:
@@ -656,5 +687,21 @@ class Stream(Node):
     def reject(self, msg: QueuedMessage) -> None:
         self.stats.rejected += 1
 
+    def delete(self) -> None:
+        """The stream is being deleted: cancel its consumers."""
+        consumers, self.consumers = self.consumers, []
+        self.positions.clear()
+        cancel_consumers(consumers)
+
     def info(self) -> dict[str, int]:
         return {"first": self.first, "next": self.next, "count": self.count, "bytes": self.bytes}
+
+
+class _PullConsumer:
+    """Who takes a message by basic.get: no consumer, excluded from nothing."""
+
+    id = 0
+    browse = False
+
+
+_PULL: Any = _PullConsumer()

@@ -257,10 +257,11 @@ class VirtualHost:
         if isinstance(node, (Queue, Stream)):
             self._unbind_everywhere(node)
         if isinstance(node, Queue):
-            node.purge()
+            node.delete()
             if node.durable_node:
                 self.journal.submit((_store.DROP_NODE, self.name, address))
         elif isinstance(node, Stream):
+            node.delete()
             self.journal.submit((_store.DROP_NODE, self.name, address))
 
     def drop_subscription(self, topic: Topic, queue: Queue) -> None:
