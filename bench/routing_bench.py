@@ -22,10 +22,10 @@ from pathlib import Path
 # Run from a checkout without installing: make the repo root importable.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from amqp10.broker.amqp1 import Amqp1Message  # noqa: E402
-from amqp10.broker.config import BrokerConfig, QueuePolicy  # noqa: E402
-from amqp10.broker.core import Broker, Queue  # noqa: E402
-from amqp10.message import Message  # noqa: E402
+from amqp10.broker.amqp1 import Amqp1Message
+from amqp10.broker.config import BrokerConfig, QueuePolicy
+from amqp10.broker.core import Broker, Queue
+from amqp10.message import Message
 
 SIZES = (1, 1_000, 10_000)
 
