@@ -66,6 +66,13 @@ class ExchangeTarget(Node):
     def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
         return self.vhost.route(self.exchange, msg, self.key, on_stored)
 
+    def __eq__(self, other: object) -> bool:
+        # the same exchange and key: what a resuming attach must find again (link recovery)
+        return isinstance(other, ExchangeTarget) and other.exchange is self.exchange and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash((id(self.exchange), self.key))
+
 
 class AnonymousTarget(Node):
     """A null target: each message goes where its ``to`` says (a v2 address or a node name)."""
@@ -76,6 +83,12 @@ class AnonymousTarget(Node):
         super().__init__("", QueuePolicy())
         self.vhost = vhost
         self.resolve = resolve
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AnonymousTarget) and other.vhost is self.vhost
+
+    def __hash__(self) -> int:
+        return hash(id(self.vhost))
 
     def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
         to = msg.routing.to

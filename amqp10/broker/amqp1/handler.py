@@ -569,7 +569,7 @@ class ConnectionHandler:
         if record is None:
             return None
         remote = link.remote_attach
-        if remote is None or remote.unsettled is None or record.address != address or node is None or record.node is not node:
+        if remote is None or remote.unsettled is None or record.address != address or node is None or record.node != node:
             record.drop()  # not a resume of that link: what it held goes back, as at its loss
             return None
         log.info("resuming %r", record)
