@@ -542,3 +542,21 @@ def test_messages_of_same_named_queues_in_two_vhosts_recover_apart(tmp_path: Pat
         assert [Message.decode(m.data).body for m in q] == [text]
     assert store_.split_message_key(store_.message_key("other", "orders")) == ("other", "orders")
     assert store_.message_key("/", "orders") == "orders"
+
+
+@pytest.mark.parametrize("address", ["/queues/gone", "gone", "/exchanges/x-gone/k"])
+def test_publishers_to_a_deleted_node_are_detached(address: str) -> None:
+    net = Net()
+    v = setup(net)
+    v.declare_queue("gone")
+    v.declare_exchange("x-gone", "direct")
+    v.bind("x-gone", "gone", "k")
+    c = net.client()
+    s = c.sender(address)
+    c.send(s, Message(body=1))
+    if address.startswith("/exchanges/"):
+        v.delete_exchange("x-gone")
+    else:
+        v.delete_node("gone")
+    c.send(s, Message(body=2))
+    assert refusal(c) == ErrorCondition.RESOURCE_DELETED

@@ -63,6 +63,15 @@ class ExchangeTarget(Node):
         self.key = key
         self.vhost = vhost
 
+    @property
+    def deleted(self) -> bool:
+        """Its exchange's: a publisher to a deleted exchange is told."""
+        return self.exchange.deleted
+
+    @deleted.setter
+    def deleted(self, value: bool) -> None:
+        self.exchange.deleted = value
+
     def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
         return self.vhost.route(self.exchange, msg, self.key, on_stored)
 

@@ -630,6 +630,9 @@ class ConnectionHandler:
                 d.settle(Rejected(error=Error(condition=ErrorCondition.NOT_FOUND, description="link has no node")))
             return
         node = entry[1]
+        if node.deleted:
+            self.fail_link(link, ErrorCondition.RESOURCE_DELETED, f"node {node.name!r} was deleted")
+            return
         try:
             msg = parse_transfer(d.payload, self.broker.now(), node.needs_message_ids)
         except DecodeError as exc:

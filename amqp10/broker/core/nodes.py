@@ -75,6 +75,8 @@ class Node:
     """Common base: a named node with a policy."""
 
     kind = "node"
+    deleted = False
+    """Set once the node is deleted: publishers still holding it are told (1.0: detached)."""
     needs_message_ids = True
     """Whether publishers must extract message-ids for this node (duplicate detection, the store)."""
 
@@ -496,6 +498,7 @@ class Queue(Node):
 
     def delete(self) -> int:
         """The queue is being deleted: purge it and cancel its consumers; return the purged count."""
+        self.deleted = True
         consumers, self.consumers, self._movers = self.consumers, [], []
         self.browsers.clear()
         n = self.purge()
@@ -689,6 +692,7 @@ class Stream(Node):
 
     def delete(self) -> None:
         """The stream is being deleted: cancel its consumers."""
+        self.deleted = True
         consumers, self.consumers = self.consumers, []
         self.positions.clear()
         cancel_consumers(consumers)

@@ -365,6 +365,7 @@ class VirtualHost:
         if if_unused and x.bindings:
             raise PreconditionFailed(f"exchange {name!r} in vhost {self.name!r} in use")
         del self.exchanges[name]
+        x.deleted = True
         self._unbind_everywhere(x)
         if x.durable:
             self.journal.submit((_store.DROP_EXCHANGE, self.name, name))
@@ -435,6 +436,7 @@ class VirtualHost:
         if x.auto_delete and not x.bindings and self.exchanges.get(x.name) is x:
             log.info("auto-deleting exchange %r in vhost %r: its last binding is gone", x.name, self.name)
             del self.exchanges[x.name]
+            x.deleted = True
             self._unbind_everywhere(x)
             if x.durable:
                 self.journal.submit((_store.DROP_EXCHANGE, self.name, x.name))
