@@ -31,16 +31,19 @@ class Amqp1Message(QueuedMessage):
 
     def _read_routing(self) -> Routing:
         try:
-            lm = LazyMessage(self.data)
-            p = lm.properties
-            headers = lm.application_properties
+            p = LazyMessage(self.data).properties
         except DecodeError:
             return Routing()
-        subject = to = None
-        if p is not None:
-            subject = None if p.subject is None else str(p.subject)
-            to = None if p.to is None else str(p.to)
-        return Routing(subject, to, dict(headers) if headers else {})
+        if p is None:
+            return Routing()
+        return Routing(None if p.subject is None else str(p.subject), None if p.to is None else str(p.to))
+
+    def _read_headers(self) -> Mapping[str, Any]:
+        try:
+            headers = LazyMessage(self.data).application_properties
+        except DecodeError:
+            return {}
+        return dict(headers) if headers else {}
 
     def with_stream_position(self, offset: int) -> bytes:
         """The bytes with ``x-opt-offset`` and ``x-opt-timestamp`` message annotations."""

@@ -367,7 +367,7 @@ class HeadersExchange(Exchange):
     def match(self, msg: QueuedMessage, key: str | None) -> Iterable[Destination]:
         if not self.bindings:
             return ()
-        headers = msg.routing.headers
+        headers = msg.headers
         return [b.destination for b in self.bindings.values() if headers_match(b.arguments, headers)]
 
 

@@ -7,7 +7,8 @@ size, message-id), which the front end reads as the message arrives.
 
 The fields only some routing needs (the routing key / ``subject``, ``to``, the
 headers a headers exchange matches) are read lazily, once, by the subclass of
-the publisher's protocol (:meth:`QueuedMessage._read_routing`), so a message
+the publisher's protocol (:meth:`QueuedMessage._read_routing`,
+:meth:`QueuedMessage._read_headers`), so a message
 published straight to a queue never pays for them.
 
 A consumer speaking another protocol asks for :meth:`QueuedMessage.form`:
@@ -41,17 +42,16 @@ _EMPTY: Mapping[str, Any] = {}
 
 
 class Routing:
-    """The routing fields of a message, read once from its native form."""
+    """The routing key and address of a message, read once from its native form
+    (the headers a headers exchange matches are read apart: :attr:`QueuedMessage.headers`)."""
 
-    __slots__ = ("headers", "subject", "to")
+    __slots__ = ("subject", "to")
 
-    def __init__(self, subject: str | None = None, to: str | None = None, headers: Mapping[str, Any] = _EMPTY) -> None:
+    def __init__(self, subject: str | None = None, to: str | None = None) -> None:
         self.subject = subject
         """The routing key: 1.0 ``properties.subject``; 0-9-1 basic.publish's routing key."""
         self.to = to
         """1.0 ``properties.to`` (an address, for a null-target publisher); None elsewhere."""
-        self.headers = headers
-        """What a headers exchange matches: 1.0 application-properties; 0-9-1 headers."""
 
 
 _NO_ROUTING = Routing()
@@ -66,6 +66,7 @@ class QueuedMessage:
 
     __slots__ = (
         "_forms",
+        "_headers",
         "_published",
         "_routing",
         "arrival",
@@ -81,6 +82,7 @@ class QueuedMessage:
     )
 
     _routing: Routing
+    _headers: Mapping[str, Any]
     _forms: dict[str, Any]
     _published: tuple[str, str | None]
 
@@ -122,14 +124,11 @@ class QueuedMessage:
             delivery_count=self.delivery_count,
             arrival=self.arrival,
         )
-        try:
-            m._routing = self._routing
-        except AttributeError:
-            pass
-        try:
-            m._published = self._published
-        except AttributeError:
-            pass
+        for name in ("_routing", "_headers", "_published"):  # what was read once stays read
+            try:
+                setattr(m, name, getattr(self, name))
+            except AttributeError:
+                pass
         return m
 
     # -- routing fields, read once ---------------------------------------------------------
@@ -145,6 +144,20 @@ class QueuedMessage:
     def _read_routing(self) -> Routing:
         """Read the routing fields from ``data`` (a subclass knows how)."""
         return _NO_ROUTING
+
+    @property
+    def headers(self) -> Mapping[str, Any]:
+        """What a headers exchange matches (1.0 application-properties; 0-9-1 headers),
+        read from ``data`` on first use."""
+        try:
+            return self._headers
+        except AttributeError:
+            h = self._headers = self._read_headers()
+            return h
+
+    def _read_headers(self) -> Mapping[str, Any]:
+        """Read the headers from ``data`` (a subclass knows how)."""
+        return _EMPTY
 
     def mark_published(self, exchange: str, key: str | None) -> None:
         """Remember the exchange (and explicit routing key) it was published through."""
