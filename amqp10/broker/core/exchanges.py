@@ -114,6 +114,7 @@ class Exchange(Node):
         self.alternate = alternate
         self.arguments: dict[str, Any] = dict(arguments or {})
         self.bindings: dict[tuple[str, str, str, str], Binding] = {}
+        self._by_destination: dict[int, dict[tuple[str, str, str, str], Binding]] = {}
 
     # -- bindings --------------------------------------------------------------------------
     def bind(self, binding: Binding) -> bool:
@@ -121,8 +122,9 @@ class Exchange(Node):
         ident = binding.identity
         if ident in self.bindings:
             return False
-        self.bindings[ident] = binding
         self._index(binding)
+        self.bindings[ident] = binding
+        self._by_destination.setdefault(id(binding.destination), {})[ident] = binding
         return True
 
     def unbind(self, ident: tuple[str, str, str, str]) -> Binding | None:
@@ -130,10 +132,16 @@ class Exchange(Node):
         binding = self.bindings.pop(ident, None)
         if binding is not None:
             self._unindex(binding)
+            mine = self._by_destination.get(id(binding.destination))
+            if mine is not None:
+                mine.pop(ident, None)
+                if not mine:
+                    del self._by_destination[id(binding.destination)]
         return binding
 
     def bindings_to(self, destination: Destination) -> list[Binding]:
-        return [b for b in self.bindings.values() if b.destination is destination]
+        """Its bindings to ``destination`` (without a scan of the others)."""
+        return list(self._by_destination.get(id(destination), {}).values())
 
     def _index(self, binding: Binding) -> None:
         raise NotImplementedError
