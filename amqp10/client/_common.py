@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 import anyio
 
@@ -21,7 +22,17 @@ from ..types import (
     SenderSettleMode,
 )
 
-__all__ = ["DEFAULT_TIMEOUT", "OUTCOMES", "Outcome", "SettleMode", "deadline", "encode_payload"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "OUTCOMES",
+    "Outcome",
+    "SettleMode",
+    "deadline",
+    "encode_payload",
+    "windowed",
+]
+
+T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 30.0
 """Seconds any single wait may take unless a ``timeout`` says otherwise."""
@@ -134,3 +145,28 @@ def describe_outcome(state: Any) -> str:
     if isinstance(state, Accepted):
         return "accepted"
     return "settled without an outcome" if state is None else repr(state)
+
+
+def windowed(
+    messages: Iterable[Payload], window: int, submit: Callable[[Payload], T], in_flight: deque[T]
+) -> Iterator[T]:
+    """The windowing of a pipeline: ``submit`` each message, at most ``window`` in flight.
+
+    Yields the oldest submission (taken off ``in_flight``) whenever the caller
+    must wait for it: the window is full, or the messages ran out. The next
+    message is taken only once there is room, so a source that stops (say,
+    after a refusal it was told of) stops the sending. The two pipelines,
+    async and blocking, are this plus their way of waiting.
+    """
+    if window < 1:
+        raise ValueError("window must be at least 1")
+    source = iter(messages)
+    while True:
+        while len(in_flight) >= window:
+            yield in_flight.popleft()
+        message = next(source, None)
+        if message is None:
+            break
+        in_flight.append(submit(message))
+    while in_flight:
+        yield in_flight.popleft()

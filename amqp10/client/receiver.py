@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import anyio
@@ -117,10 +117,13 @@ class Delivery:
         §4.4.2): the peer applies it when the transaction commits; a rollback
         gives the message back to its node.
         """
+        self._settle_now(state, txn)
+        await anyio.lowlevel.checkpoint()
+
+    def _settle_now(self, state: Any, txn: TransactionLike | None) -> None:
         if txn is not None:
             state = txn._outcome_state(self._receiver._conn, state)
         self._receiver._settle(self._d, state)
-        await anyio.lowlevel.checkpoint()
 
 
 DeliveryHook = Callable[["Receiver", EngineDelivery], None]
@@ -191,20 +194,72 @@ class Receiver(Link):
         is buffered. Cancelling takes nothing off the buffer.
         """
         if not self._buffer:
-            conn = self._conn
-            with deadline(conn._timeout_for(timeout), f"receive from {self._address!r}"):
-                while not self._buffer:
-                    self._check_usable()
-                    self._replenish()
-                    await self._sig.wait()
+            await self._arrival(timeout)
         return self._take()
 
+    async def fetch(self, most: int, *, timeout: float | None = None) -> list[Delivery]:
+        """What has arrived, up to ``most`` deliveries, in order; [] if nothing comes in time.
+
+        Waits at most ``timeout`` seconds (the connection's default when None;
+        ``math.inf`` waits without limit) for the first delivery, then takes
+        whatever else is buffered without waiting more. Raises the link's (or
+        connection's) error once it is closed and nothing is buffered. One call
+        per batch: settle them with :meth:`accept_all` or :meth:`settle_all`.
+        """
+        if most < 1:
+            raise ValueError("most must be at least 1")
+        if not self._buffer:
+            try:
+                await self._arrival(timeout)
+            except errors.TimeoutError:
+                return []
+        buffer = self._buffer
+        n = min(most, len(buffer))
+        taken = [self._taken(buffer.popleft()) for _ in range(n)]
+        self._conn._took(n)
+        self._replenish()
+        return taken
+
+    async def accept_all(
+        self, deliveries: Iterable[Delivery], *, txn: TransactionLike | None = None
+    ) -> None:
+        """Accept every one of ``deliveries`` (see :meth:`settle_all`)."""
+        await self.settle_all(deliveries, Accepted(), txn=txn)
+
+    async def settle_all(
+        self,
+        deliveries: Iterable[Delivery],
+        state: Any = None,
+        *,
+        txn: TransactionLike | None = None,
+    ) -> None:
+        """Settle ``deliveries`` in order with ``state`` as each one's outcome, in one go.
+
+        As :meth:`Delivery.settle` on each (they may come from any receiver);
+        the first that fails raises, leaving those before it settled.
+        """
+        for d in deliveries:
+            d._settle_now(state, txn)
+        await anyio.lowlevel.checkpoint()
+
+    async def _arrival(self, timeout: float | None) -> None:
+        """Until something is buffered, at most ``timeout``; raises once the link is closed."""
+        with deadline(self._conn._timeout_for(timeout), f"receive from {self._address!r}"):
+            while not self._buffer:
+                self._check_usable()
+                self._replenish()
+                await self._sig.wait()
+
     def _take(self) -> Delivery:
-        d = self._buffer.popleft()
-        link = d.link
-        self._held[link] = self._held.get(link, 1) - 1
+        delivery = self._taken(self._buffer.popleft())
         self._conn._took(1)
         self._replenish()
+        return delivery
+
+    def _taken(self, d: EngineDelivery) -> Delivery:
+        """``d``, off the buffer, handed to the application."""
+        link = d.link
+        self._held[link] = self._held.get(link, 1) - 1
         delivery = Delivery(self, d)
         if self._auto_accept and not d.settled:
             self._settle(d, Accepted())

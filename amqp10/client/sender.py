@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import AsyncGenerator, Generator, Iterable
+from collections.abc import AsyncGenerator, Callable, Generator, Iterable
+from functools import partial
 from typing import Any
 
 import anyio
@@ -15,7 +16,15 @@ from ..transport import IllegalStateError
 from ..transport import Sender as EngineSender
 from ..transport import Session as EngineSession
 from ..types.transactions import Declared, TransactionalState
-from ._common import OUTCOMES, Outcome, Payload, deadline, describe_outcome, encode_payload
+from ._common import (
+    OUTCOMES,
+    Outcome,
+    Payload,
+    deadline,
+    describe_outcome,
+    encode_payload,
+    windowed,
+)
 from .link import Link, TransactionLike
 
 __all__ = ["Sender", "Tracker"]
@@ -38,7 +47,8 @@ class Tracker:
     """
 
     __slots__ = (
-        "_event", "_mark", "_sender", "delivery", "done", "error", "outcome", "payload", "settled",
+        "_callbacks", "_event", "_mark", "_sender", "delivery", "done", "error", "outcome",
+        "payload", "settled",
     )  # fmt: skip
 
     def __init__(
@@ -57,6 +67,7 @@ class Tracker:
         self._sender = sender
         self._event: anyio.Event | None = None
         self._mark: tuple[Any, int] | None = None  # pre-settled: (driver, flush mark) once queued
+        self._callbacks: list[Callable[[Tracker], None]] | None = None
 
     def __repr__(self) -> str:
         if not self.done:
@@ -81,6 +92,26 @@ class Tracker:
             self._sender._pending.discard(self)
         if self._event is not None:
             self._event.set()
+        callbacks, self._callbacks = self._callbacks, None
+        if callbacks is not None:
+            for callback in callbacks:
+                callback(self)
+
+    def add_done_callback(self, callback: Callable[[Tracker], None]) -> None:
+        """Call ``callback(tracker)`` once :attr:`done` (at once if it already is).
+
+        It runs in the event loop, from inside the connection's event handling:
+        it must be quick and must not raise. For a pre-settled send, done means
+        queued for writing; :meth:`Sender.flushed` waits until it is written.
+        The blocking facade completes its trackers this way, without a task per
+        message.
+        """
+        if self.done:
+            callback(self)
+        elif self._callbacks is None:
+            self._callbacks = [callback]
+        else:
+            self._callbacks.append(callback)
 
     def result(self) -> Outcome | None:
         """The outcome (None if sent pre-settled); raises what failed the send, or
@@ -238,20 +269,11 @@ class Sender(Link):
         outcomes of what is in flight still come. Use it inside
         ``contextlib.aclosing`` if you may stop iterating early.
         """
-        if window < 1:
-            raise ValueError("window must be at least 1")
         in_flight: deque[Tracker] = deque()
-        source = iter(messages)
+        submit = partial(self.submit, settled=settled)
         try:
-            while True:
-                while len(in_flight) >= window:
-                    yield await in_flight.popleft().wait(timeout)
-                message = next(source, None)
-                if message is None:
-                    break
-                in_flight.append(self.submit(message, settled=settled))
-            while in_flight:
-                yield await in_flight.popleft().wait(timeout)
+            for tracker in windowed(messages, window, submit, in_flight):
+                yield await tracker.wait(timeout)
         finally:
             for tracker in in_flight:  # nobody will wait for these: withdraw what did not go out
                 self._withdraw(tracker)
@@ -284,21 +306,13 @@ class Sender(Link):
 
     async def _outcome_of(self, tracker: Tracker, left: float, limit: float) -> None:
         """Wait for ``tracker``'s outcome; withdraw the send if cancelled or timed out."""
-        conn = self._conn
+        if tracker.done and not self.unflushed(tracker):
+            return  # nothing to wait for: no cancel scope (a pipeline mostly finds them done)
         try:
             with deadline(left, f"send to {self._address!r}", limit):
                 await tracker._settled()
-                pd = tracker.delivery
-                # a pre-settled send returns once written; once the peer has settled the
-                # delivery (its outcome came), nothing of ours is left to write: no flush
-                if pd is not None and pd.settled and not pd.remote_settled:
-                    if tracker.error is None and conn._outage is None:
-                        driver, mark = tracker._mark or (None, None)
-                        try:
-                            await conn._driver.flush(mark if driver is conn._driver else None)
-                        except errors.ConnectionError:
-                            if conn._policy is None:
-                                raise  # with a policy: at most once, as pre-settled means
+                if self.unflushed(tracker):
+                    await self.flushed(tracker)
         except BaseException as exc:
             self._withdraw(tracker)
             if isinstance(exc, errors.TimeoutError):
@@ -308,6 +322,35 @@ class Sender(Link):
                     f"send to {self._address!r} timed out after {limit:g}s ({why})"
                 ) from None
             raise
+
+    def unflushed(self, tracker: Tracker) -> bool:
+        """True for a done pre-settled send whose bytes may not be written yet.
+
+        Once the peer has settled the delivery (its outcome came), nothing of
+        ours is left to write: no flush.
+        """
+        pd = tracker.delivery
+        return (
+            pd is not None
+            and pd.settled
+            and not pd.remote_settled
+            and tracker.error is None
+            and self._conn._outage is None
+        )
+
+    async def flushed(self, tracker: Tracker) -> None:
+        """Wait until a done pre-settled send (see :meth:`unflushed`) is written out.
+
+        Many waiters share one write. With a reconnect policy a connection lost
+        meanwhile is not an error: pre-settled means at most once.
+        """
+        conn = self._conn
+        driver, mark = tracker._mark or (None, None)
+        try:
+            await conn._driver.flush(mark if driver is conn._driver else None)
+        except errors.ConnectionError:
+            if conn._policy is None:
+                raise
 
     def _withdraw(self, pending: Tracker) -> None:
         """Take back a send the application stopped waiting for."""

@@ -5,9 +5,20 @@ and runs the async :class:`~amqp10.client.Connection` there; the classes below
 only forward calls through the portal and wrap what comes back. There is no
 second copy of any logic: fix the async core and this follows.
 
+A round trip between threads costs more than sending a message, so the fast
+paths cross once per batch: :meth:`Sender.submit` queues without a round trip
+(the loop starts everything queued at once, see :mod:`.syncloop`), trackers
+complete without one, :meth:`Sender.pipeline` is built on the two, and
+:meth:`Receiver.fetch` / :meth:`Receiver.batches` take and
+:meth:`Receiver.accept_all` settles a whole batch per call.
+
 >>> with amqp10.sync.connect("amqp://127.0.0.1") as conn:     # doctest: +SKIP
 ...     sender = conn.open_sender("queue")
-...     sender.send(Message(body="hello"))
+...     for outcome in sender.pipeline(messages, window=1000):
+...         ...
+...     receiver = conn.open_receiver("queue", credit=1000)
+...     for batch in receiver.batches(1000, idle=1.0):
+...         receiver.accept_all(batch)
 
 :func:`serve` runs a direct peer whose handler is a plain function, called in
 a worker thread per connection.
@@ -16,17 +27,20 @@ a worker thread per connection.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
+import math
 import ssl as _ssl
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from functools import partial
 from types import TracebackType
 from typing import Any, TypeVar
 
 import anyio
+import anyio.abc
 import anyio.from_thread
 import anyio.to_thread
 
+from .. import errors
 from ..message import Message
 from ..types import Error
 from . import connection as _conn
@@ -37,7 +51,8 @@ from . import sender as _sender
 from . import server as _server
 from . import sessions as _sessions
 from . import transactions as _txn
-from ._common import DEFAULT_TIMEOUT, Outcome, Payload, SettleMode
+from ._common import DEFAULT_TIMEOUT, Outcome, Payload, SettleMode, encode_payload, windowed
+from .syncloop import Loop, Tracker, start_loop, withdraw_all
 
 __all__ = [
     "Connection",
@@ -53,25 +68,16 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-Call = Callable[[Callable[[], Awaitable[Any]]], Any]
-"""Runs a coroutine function in the event loop and returns its result (blocking)."""
-
-
-def _portal_backend() -> tuple[str, dict[str, Any]]:
-    """asyncio, on uvloop when it is installed (it is not a dependency)."""
-    if importlib.util.find_spec("uvloop") is None:
-        return "asyncio", {}
-    return "asyncio", {"use_uvloop": True}
 
 
 class _Proxy:
-    __slots__ = ("_call",)
+    __slots__ = ("_loop",)
 
-    def __init__(self, call: Call) -> None:
-        self._call = call
+    def __init__(self, loop: Loop) -> None:
+        self._loop = loop
 
     def _run(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
-        result: T = self._call(partial(fn, *args, **kwargs))
+        result: T = self._loop.call(partial(fn, *args, **kwargs))
         return result
 
 
@@ -80,8 +86,8 @@ class Delivery(_Proxy):
 
     __slots__ = ("_d",)
 
-    def __init__(self, call: Call, delivery: _receiver.Delivery) -> None:
-        super().__init__(call)
+    def __init__(self, loop: Loop, delivery: _receiver.Delivery) -> None:
+        super().__init__(loop)
         self._d = delivery
 
     def __repr__(self) -> str:
@@ -126,8 +132,8 @@ class Delivery(_Proxy):
 class _Link(_Proxy):
     __slots__ = ("_link",)
 
-    def __init__(self, call: Call, link: _link.Link) -> None:
-        super().__init__(call)
+    def __init__(self, loop: Loop, link: _link.Link) -> None:
+        super().__init__(loop)
         self._link = link
 
     def __repr__(self) -> str:
@@ -195,12 +201,46 @@ class Sender(_Link):
     def submit(
         self, message: Payload, *, settled: bool | None = None, txn: Transaction | None = None
     ) -> Tracker:
-        """Send without waiting for the outcome (see :meth:`amqp10.client.Sender.submit`)."""
+        """Send without waiting for the outcome (see :meth:`amqp10.client.Sender.submit`).
 
-        async def submit() -> _sender.Tracker:
-            return self._link.submit(message, settled=settled, txn=_inner(txn))
+        No round trip to the event loop: the message is encoded here and queued,
+        and the loop sends everything queued at once when it next runs. Sends
+        go out in the order they were submitted, from any number of threads.
+        A link or connection already known to be closed raises here; what fails
+        later fails the tracker.
+        """
+        payload = encode_payload(message)
+        self._link._check_usable()
+        tracker = Tracker(self._loop, self._link, payload, settled, _inner(txn))
+        self._loop.post(tracker)
+        return tracker
 
-        return Tracker(self._call, self._run(submit))
+    def pipeline(
+        self,
+        messages: Iterable[Payload],
+        *,
+        window: int,
+        settled: bool | None = None,
+        timeout: float | None = None,
+    ) -> Iterator[Outcome | None]:
+        """Send ``messages`` with up to ``window`` in flight; yield each outcome, in order.
+
+        As :meth:`amqp10.client.Sender.pipeline`, with :meth:`submit` and
+        :meth:`Tracker.wait`: the calling thread only meets the event loop when
+        it has to wait for the oldest outcome. ``messages`` is read in the
+        calling thread, one message once there is room. Stopping early (close
+        the generator, or leave a ``with contextlib.closing(...)`` block)
+        withdraws what did not go out.
+        """
+        in_flight: deque[Tracker] = deque()
+        submit = partial(self.submit, settled=settled)
+        try:
+            for tracker in windowed(messages, window, submit, in_flight):
+                yield tracker.wait(timeout)
+        finally:
+            waiting = [t for t in in_flight if not t.done]
+            if waiting and self._loop.closed is None:
+                self._run(withdraw_all, waiting)
 
 
 class Transaction(_Proxy):
@@ -213,8 +253,8 @@ class Transaction(_Proxy):
 
     __slots__ = ("_t",)
 
-    def __init__(self, call: Call, txn: _txn.Transaction) -> None:
-        super().__init__(call)
+    def __init__(self, loop: Loop, txn: _txn.Transaction) -> None:
+        super().__init__(loop)
         self._t = txn
 
     def __repr__(self) -> str:
@@ -255,29 +295,6 @@ def _inner(txn: Transaction | None) -> _txn.Transaction | None:
     return None if txn is None else txn._t
 
 
-class Tracker(_Proxy):
-    """A submitted message's outcome (see :class:`amqp10.client.Tracker`)."""
-
-    __slots__ = ("_t",)
-
-    def __init__(self, call: Call, tracker: _sender.Tracker) -> None:
-        super().__init__(call)
-        self._t = tracker
-
-    def __repr__(self) -> str:
-        return repr(self._t)
-
-    @property
-    def done(self) -> bool:
-        return self._t.done
-
-    def result(self) -> Outcome | None:
-        return self._t.result()
-
-    def wait(self, timeout: float | None = None) -> Outcome | None:
-        return self._run(self._t.wait, timeout)
-
-
 class Receiver(_Link):
     """Receives messages: ``for delivery in receiver`` (see :class:`amqp10.client.Receiver`)."""
 
@@ -293,7 +310,47 @@ class Receiver(_Link):
         return self._link.buffered
 
     def receive(self, *, timeout: float | None = None) -> Delivery:
-        return Delivery(self._call, self._run(self._link.receive, timeout=timeout))
+        return Delivery(self._loop, self._run(self._link.receive, timeout=timeout))
+
+    def fetch(self, most: int = 100, *, timeout: float | None = None) -> list[Delivery]:
+        """What has arrived, up to ``most`` deliveries; [] if nothing comes within ``timeout``.
+
+        One round trip to the event loop for the batch (see
+        :meth:`amqp10.client.Receiver.fetch`); settle it with :meth:`accept_all`
+        or :meth:`settle_all`, one more.
+        """
+        got = self._run(self._link.fetch, most, timeout=timeout)
+        return [Delivery(self._loop, d) for d in got]
+
+    def batches(self, most: int = 100, *, idle: float | None = None) -> Iterator[list[Delivery]]:
+        """``for batch in receiver.batches(): ...``: what has arrived, a batch per round trip.
+
+        Each batch holds at least one delivery and at most ``most``. The
+        iteration ends once the link is closed, or once nothing arrived for
+        ``idle`` seconds (None: it waits as long as it takes, as ``for d in
+        receiver`` does).
+        """
+        wait = math.inf if idle is None else idle
+        while True:
+            got = self._run(_fetch_or_none, self._link, most, wait)
+            if not got:
+                return
+            yield [Delivery(self._loop, d) for d in got]
+
+    def accept_all(self, deliveries: Iterable[Delivery], *, txn: Transaction | None = None) -> None:
+        """Accept every one of ``deliveries`` in one round trip (see :meth:`settle_all`)."""
+        self._run(self._link.accept_all, [d._d for d in deliveries], txn=_inner(txn))
+
+    def settle_all(
+        self,
+        deliveries: Iterable[Delivery],
+        state: Any = None,
+        *,
+        txn: Transaction | None = None,
+    ) -> None:
+        """Settle ``deliveries`` with ``state`` in one round trip (see
+        :meth:`amqp10.client.Receiver.settle_all`)."""
+        self._run(self._link.settle_all, [d._d for d in deliveries], state, txn=_inner(txn))
 
     def drain(self, *, timeout: float | None = None) -> None:
         self._run(self._link.drain, timeout=timeout)
@@ -311,7 +368,17 @@ class Receiver(_Link):
         d = self._run(_next_or_none, self._link)
         if d is None:
             raise StopIteration
-        return Delivery(self._call, d)
+        return Delivery(self._loop, d)
+
+
+async def _fetch_or_none(
+    receiver: _receiver.Receiver, most: int, idle: float
+) -> list[_receiver.Delivery] | None:
+    """A batch; None once the link is closed (the iteration ends, as ``async for`` does)."""
+    try:
+        return await receiver.fetch(most, timeout=idle)
+    except errors.AMQPError:
+        return None
 
 
 async def _next_or_none(receiver: _receiver.Receiver) -> _receiver.Delivery | None:
@@ -321,10 +388,10 @@ async def _next_or_none(receiver: _receiver.Receiver) -> _receiver.Delivery | No
         return None
 
 
-def _wrap_link(call: Call, link: _sender.Sender | _receiver.Receiver) -> Sender | Receiver:
+def _wrap_link(loop: Loop, link: _sender.Sender | _receiver.Receiver) -> Sender | Receiver:
     if isinstance(link, _sender.Sender):
-        return Sender(call, link)
-    return Receiver(call, link)
+        return Sender(loop, link)
+    return Receiver(loop, link)
 
 
 class Session(_Proxy):
@@ -332,15 +399,15 @@ class Session(_Proxy):
 
     __slots__ = ("_s",)
 
-    def __init__(self, call: Call, session: _sessions.Session) -> None:
-        super().__init__(call)
+    def __init__(self, loop: Loop, session: _sessions.Session) -> None:
+        super().__init__(loop)
         self._s = session
 
     def open_sender(self, address: str | None, **kwargs: Any) -> Sender:
-        return Sender(self._call, self._run(self._s.open_sender, address, **kwargs))
+        return Sender(self._loop, self._run(self._s.open_sender, address, **kwargs))
 
     def open_receiver(self, address: str | None, **kwargs: Any) -> Receiver:
-        return Receiver(self._call, self._run(self._s.open_receiver, address, **kwargs))
+        return Receiver(self._loop, self._run(self._s.open_receiver, address, **kwargs))
 
     def close(self, *, timeout: float | None = None) -> None:
         self._run(self._s.close, timeout=timeout)
@@ -352,9 +419,9 @@ class Connection(_Proxy):
     __slots__ = ("_c", "_on_close")
 
     def __init__(
-        self, call: Call, conn: _conn.Connection, on_close: Callable[[], None] | None = None
+        self, loop: Loop, conn: _conn.Connection, on_close: Callable[[], None] | None = None
     ) -> None:
-        super().__init__(call)
+        super().__init__(loop)
         self._c = conn
         self._on_close = on_close
 
@@ -402,7 +469,7 @@ class Connection(_Proxy):
         **kwargs: Any,
     ) -> Sender:
         sender = self._run(self._c.open_sender, address, settle_mode=settle_mode, **kwargs)
-        return Sender(self._call, sender)
+        return Sender(self._loop, sender)
 
     def open_receiver(
         self,
@@ -421,10 +488,10 @@ class Connection(_Proxy):
             dynamic=dynamic,
             **kwargs,
         )
-        return Receiver(self._call, receiver)
+        return Receiver(self._loop, receiver)
 
     def session(self, *, timeout: float | None = None) -> Session:
-        return Session(self._call, self._run(self._c.session, timeout=timeout))
+        return Session(self._loop, self._run(self._c.session, timeout=timeout))
 
     def transaction(self, *, timeout: float | None = None) -> Transaction:
         """A local transaction: ``with conn.transaction() as txn:`` (see the async one)."""
@@ -432,7 +499,7 @@ class Connection(_Proxy):
         async def make() -> _txn.Transaction:
             return self._c.transaction(timeout=timeout)
 
-        return Transaction(self._call, self._run(make))
+        return Transaction(self._loop, self._run(make))
 
     def request(self, address: str, message: Message, *, timeout: float | None = None) -> Message:
         return self._run(self._c.request, address, message, timeout=timeout)
@@ -448,7 +515,7 @@ class Connection(_Proxy):
         return self._run(self._c.reply, req, response, timeout=timeout)
 
     def next_link(self, *, timeout: float | None = None) -> Sender | Receiver:
-        return _wrap_link(self._call, self._run(self._c.next_link, timeout=timeout))
+        return _wrap_link(self._loop, self._run(self._c.next_link, timeout=timeout))
 
     def incoming_links(self) -> Iterator[Sender | Receiver]:
         """Links the peer attaches, until the connection closes."""
@@ -456,7 +523,7 @@ class Connection(_Proxy):
             link = self._run(_next_link_or_none, self._c)
             if link is None:
                 return
-            yield _wrap_link(self._call, link)
+            yield _wrap_link(self._loop, link)
 
     def wait_closed(self) -> None:
         self._run(self._c.wait_closed)
@@ -524,15 +591,14 @@ def connect(
         sasl_mechanisms=sasl_mechanisms,
         timeout=timeout,
     )
-    backend, options = _portal_backend()
     stack = contextlib.ExitStack()
     try:
-        portal = stack.enter_context(anyio.from_thread.start_blocking_portal(backend, options))
-        conn = stack.enter_context(portal.wrap_async_context_manager(_connected(url, kwargs)))
+        loop = start_loop(stack)
+        conn = stack.enter_context(loop._portal.wrap_async_context_manager(_connected(url, kwargs)))
     except BaseException:
         stack.close()
         raise
-    return Connection(portal.call, conn, on_close=stack.close)
+    return Connection(loop, conn, on_close=stack.close)
 
 
 # -- the direct peer ------------------------------------------------------------------------
@@ -586,23 +652,24 @@ def serve(
         raise TypeError("serve() needs a handler: def handler(conn) -> None")
     sync_handler = handler
     limiter: anyio.CapacityLimiter | None = None
-    portal: anyio.from_thread.BlockingPortal | None = None
+    loop: Loop | None = None
 
     async def run_handler(conn: _conn.Connection) -> None:
         nonlocal limiter
         if limiter is None:
             limiter = anyio.CapacityLimiter(max_threads)
-        assert portal is not None
+        assert loop is not None
         # calls go through the portal, so the handler may hand the connection
         # (or its links) to threads of its own
-        await anyio.to_thread.run_sync(sync_handler, Connection(portal.call, conn), limiter=limiter)
+        await anyio.to_thread.run_sync(sync_handler, Connection(loop, conn), limiter=limiter)
 
-    backend, options = _portal_backend()
     stack = contextlib.ExitStack()
     try:
-        portal = stack.enter_context(anyio.from_thread.start_blocking_portal(backend, options))
+        loop = start_loop(stack)
         server = stack.enter_context(
-            portal.wrap_async_context_manager(_server.serve(host, port, run_handler, **kwargs))
+            loop._portal.wrap_async_context_manager(
+                _server.serve(host, port, run_handler, **kwargs)
+            )
         )
     except BaseException:
         stack.close()

@@ -22,7 +22,7 @@ import anyio.from_thread
 from .. import errors
 from ..client import Connection, Delivery, Outcome, Receiver, Sender, SettleMode, connect
 from ..message import Message
-from ..types import Accepted, Source, Target, symbol
+from ..types import Accepted, Released, Source, Target, symbol
 from .options import ConnectKwargs, SourceOptions, StartSpec
 from .rows import message_offset
 
@@ -158,11 +158,10 @@ class BrokerClient:
             n = min(CHUNK, most - len(out))
             receiver.add_credit(n)
             await receiver.drain(timeout=self.timeout)
-            got = 0
-            while receiver.buffered:
-                out.append(await receiver.receive(timeout=self.timeout))
-                got += 1
-            if got < n:
+            before = len(out)
+            if receiver.buffered:
+                out += await receiver.fetch(receiver.buffered)
+            if len(out) - before < n:
                 break
         return out
 
@@ -172,13 +171,9 @@ class BrokerClient:
             self.call(self._settle, list(deliveries), accept)
 
     async def _settle(self, deliveries: list[Delivery], accept: bool) -> None:
-        for d in deliveries:
-            if d.settled:
-                continue
-            if accept:
-                await d.accept()
-            else:
-                await d.release()
+        pending = [d for d in deliveries if not d.settled]
+        if pending:
+            await pending[0].receiver.settle_all(pending, Accepted() if accept else Released())
 
     def close_link(self, link: Receiver | Sender) -> None:
         try:

@@ -293,3 +293,30 @@ async def test_dynamic_receiver_and_peer_sessions() -> None:
             assert got.message.body == "direct"
             await got.accept()
         assert isinstance(outcomes[0], Accepted)
+
+
+async def test_fetch_takes_what_arrived_and_settle_all_settles_the_batch() -> None:
+    svc = Service()
+    async with running(svc) as server, await connect(server.url, timeout=WAIT) as conn:
+        receiver = await conn.open_receiver("gen/6", credit=10)
+        await wait_for(receiver._sig, lambda: receiver.buffered == 6)
+        first = await receiver.fetch(4)
+        assert len(first) == 4 and receiver.buffered == 2
+        rest = await receiver.fetch(10)  # what is there, without waiting for more
+        assert len(rest) == 2 and receiver.buffered == 0
+        assert receiver.credit == 10  # the window is topped up once the batch is taken
+        assert sorted(d.message.body for d in first + rest) == [f"m{i}" for i in range(6)]
+        await receiver.accept_all(first)
+        await receiver.settle_all(rest, Released())
+        assert all(d.settled for d in first + rest)
+        await svc.wait(lambda: len(svc.outcomes) == 6)
+        assert sorted(type(o).__name__ for o in svc.outcomes) == ["Accepted"] * 4 + ["Released"] * 2
+        with anyio.fail_after(WAIT):
+            assert await receiver.fetch(10, timeout=0.05) == []  # nothing came in time
+        with pytest.raises(ValueError, match="at least 1"):
+            await receiver.fetch(0)
+        with pytest.raises(amqp10.errors.IllegalStateError, match="already settled"):
+            await receiver.accept_all(first[:1])
+        await receiver.close()
+        with pytest.raises(amqp10.errors.AMQPError):
+            await receiver.fetch(1, timeout=0.05)

@@ -177,3 +177,26 @@ async def test_stopping_a_pipeline_withdraws_what_did_not_go_out() -> None:
         server_receiver.add_credit(10)
         assert isinstance(await sender.send(Message(body="after")), Accepted)
         assert [d.message.body for d in svc.received] == [0, "after"]
+
+
+async def test_done_callbacks_run_once_when_the_outcome_comes() -> None:
+    svc = Service()
+    async with running(svc) as server, await connect(server.url, timeout=WAIT) as conn:
+        sender = await conn.open_sender("queue")
+        seen: list[tuple[str, object]] = []
+        tracker = sender.submit(Message(body=1, subject="reject"))
+        tracker.add_done_callback(lambda t: seen.append(("first", t.outcome)))
+        tracker.add_done_callback(lambda t: seen.append(("second", t.done)))
+        assert seen == []  # nothing yielded yet
+        await tracker
+        assert [name for name, _ in seen] == ["first", "second"]
+        assert isinstance(seen[0][1], Rejected) and seen[1][1] is True
+        tracker.add_done_callback(lambda t: seen.append(("late", t.done)))  # done: runs at once
+        assert seen[-1] == ("late", True)
+        # a failed send calls back too, with the error on the tracker
+        pending = sender.submit(Message(body=2, subject="hold"))
+        failed: list[object] = []
+        pending.add_done_callback(lambda t: failed.append(t.error))
+        await svc.wait(lambda: len(svc.held) == 1)
+        await sender.detach()
+        assert len(failed) == 1 and isinstance(failed[0], errors.AMQPError)

@@ -38,7 +38,7 @@ def _run_in_thread(fn: Callable[[], Any]) -> Any:
 
 def echo_service(conn: amqp10.sync.Connection) -> None:
     """A blocking service, a thread per link: answers requests, rejects subject
-    'reject', feeds 'gen/N'."""
+    'reject', feeds 'gen/N' (send() one by one) and 'pipe/N' (a pre-settled pipeline)."""
 
     def consume(link: amqp10.sync.Receiver) -> None:
         for d in link:
@@ -53,17 +53,18 @@ def echo_service(conn: amqp10.sync.Connection) -> None:
         for i in range(n):
             link.send(Message(body=f"m{i}"), settled=True)
 
+    def pipe(link: amqp10.sync.Sender, n: int) -> None:
+        messages = (Message(body=f"p{i}") for i in range(n))
+        assert list(link.pipeline(messages, window=3, settled=True)) == [None] * n
+
+    producers = {"gen": produce, "pipe": pipe}
     threads = []
     for link in conn.incoming_links():
+        kind, _, n = (link.address or "").partition("/")
         if isinstance(link, amqp10.sync.Receiver):
             threads.append(threading.Thread(target=consume, args=(link,)))
-        elif (
-            isinstance(link, amqp10.sync.Sender)
-            and link.address
-            and link.address.startswith("gen/")
-        ):
-            n = int(link.address.split("/")[1])
-            threads.append(threading.Thread(target=produce, args=(link, n)))
+        elif isinstance(link, amqp10.sync.Sender) and kind in producers:
+            threads.append(threading.Thread(target=producers[kind], args=(link, int(n))))
         else:
             continue
         threads[-1].start()
@@ -156,3 +157,21 @@ def test_blocking_connect_failure_cleans_up() -> None:
     with pytest.raises(errors.ConnectError, match="connection refused"):
         amqp10.sync.connect("amqp://127.0.0.1:1", timeout=WAIT)
     assert set(threading.enumerate()) <= before
+
+
+def test_a_blocking_service_pipelines_and_the_client_takes_batches(
+    server: amqp10.sync.Server,
+) -> None:
+    def client() -> list[Any]:
+        with amqp10.sync.connect(server.url, timeout=WAIT) as conn:
+            receiver = conn.open_receiver("pipe/7", credit=10)
+            got: list[Any] = []
+            for batch in receiver.batches(4, idle=WAIT):
+                assert 1 <= len(batch) <= 4
+                assert all(d.remote_settled for d in batch)  # the service sent them pre-settled
+                got += [d.message.body for d in batch]
+                if len(got) == 7:
+                    break
+            return got
+
+    assert _run_in_thread(client) == [f"p{i}" for i in range(7)]

@@ -1,0 +1,92 @@
+"""0-9-1 frames: method, content header, content body, heartbeat (spec §4.2.3).
+
+A frame is ``type:octet channel:short size:long payload frame-end`` where
+frame-end is 0xCE; ``frame-max`` bounds the whole frame (header and end octet
+included), so a body frame carries at most ``frame_max - 8`` bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Final
+
+from .base import Properties
+from .methods import FRAME_BODY, FRAME_END, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD
+
+__all__ = [
+    "CONTENT_HEADER",
+    "FRAME_BODY",
+    "FRAME_END",
+    "FRAME_HEADER",
+    "FRAME_HEARTBEAT",
+    "FRAME_METHOD",
+    "FRAME_OVERHEAD",
+    "FRAME_PREFIX",
+    "encode_content",
+    "encode_heartbeat",
+    "start_frame",
+    "end_frame",
+]
+
+FRAME_PREFIX = struct.Struct(">BHI")
+"""type, channel, payload size."""
+CONTENT_HEADER = struct.Struct(">HHQ")
+"""class-id, weight (always 0), body-size; the property flags and list follow."""
+FRAME_OVERHEAD: Final = 8
+_END: Final = bytes((FRAME_END,))
+_HEARTBEAT: Final = FRAME_PREFIX.pack(FRAME_HEARTBEAT, 0, 0) + _END
+_PLACEHOLDER: Final = b"\x00" * 7
+_pack_prefix_into = FRAME_PREFIX.pack_into
+_pack_prefix = FRAME_PREFIX.pack
+
+
+def start_frame(buf: bytearray) -> int:
+    """Reserve a frame's 7-byte prefix; returns where it starts (see ``end_frame``)."""
+    start = len(buf)
+    buf += _PLACEHOLDER
+    return start
+
+
+def end_frame(buf: bytearray, start: int, frame_type: int, channel: int) -> int:
+    """Fill in the prefix reserved at ``start``, append frame-end; return the frame's size."""
+    size = len(buf) - start - 7
+    _pack_prefix_into(buf, start, frame_type, channel, size)
+    buf += _END
+    return size + FRAME_OVERHEAD
+
+
+def encode_heartbeat(buf: bytearray) -> None:
+    """Append a heartbeat frame (channel 0, empty payload)."""
+    buf += _HEARTBEAT
+
+
+def encode_content(
+    buf: bytearray,
+    channel: int,
+    class_id: int,
+    properties: Properties | bytes,
+    body: bytes | memoryview,
+    frame_max: int,
+) -> None:
+    """Append a content header frame and the body frames, cut to ``frame_max`` (0: no limit).
+
+    ``properties`` may be raw bytes (flags word and list, as received): a broker
+    passes a publisher's properties on without decoding them.
+    """
+    start = start_frame(buf)
+    buf += CONTENT_HEADER.pack(class_id, 0, len(body))
+    if isinstance(properties, Properties):
+        properties.encode(buf)
+    else:
+        buf += properties
+    end_frame(buf, start, FRAME_HEADER, channel)
+    if frame_max and len(buf) - start > frame_max:
+        del buf[start:]
+        raise ValueError(f"content header larger than frame-max {frame_max}")
+    step = frame_max - FRAME_OVERHEAD if frame_max else max(len(body), 1)
+    view = memoryview(body)
+    for pos in range(0, len(body), step):
+        chunk = view[pos : pos + step]
+        buf += _pack_prefix(FRAME_BODY, channel, len(chunk))
+        buf += chunk
+        buf += _END

@@ -1,0 +1,318 @@
+"""The blocking facade's fast paths against a real broker: submit and wait without
+a round trip each, the blocking pipeline, batch fetch and batch settle."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import amqp10.sync
+from amqp10 import errors
+from amqp10.broker.config import AddressRule, QueuePolicy
+from amqp10.client import SettleMode
+from amqp10.message import Message
+from amqp10.types import Accepted, Rejected, Released
+from tests.broker.conftest import RunningBroker, broker_with
+
+from .helpers import WAIT
+
+QUIET = 0.2  # how long "nothing arrives" is watched for
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[RunningBroker]:
+    rules = [
+        AddressRule(pattern="full.*", policy=QueuePolicy(max_length=1)),  # blocks the sender
+        AddressRule(pattern="cap.*", policy=QueuePolicy(max_length=3, overflow="reject")),
+    ]
+    with broker_with(tmp_path, addresses=rules) as b:
+        yield b
+
+
+@pytest.fixture
+def conn(broker: RunningBroker) -> Iterator[amqp10.sync.Connection]:
+    with amqp10.sync.connect(f"amqp://{broker.url}", timeout=WAIT) as c:
+        yield c
+
+
+class Spy:
+    """Counts calls through ``target.attr`` (a callable attribute)."""
+
+    def __init__(self, target: Any, attr: str) -> None:
+        self.calls = 0
+        inner = getattr(target, attr)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            return inner(*args, **kwargs)
+
+        setattr(target, attr, counted)
+
+
+def portal_calls(conn: amqp10.sync.Connection) -> Spy:
+    """Counts the round trips into the connection's event loop thread from now on."""
+    return Spy(conn._loop, "call")
+
+
+def bodies(batch: list[amqp10.sync.Delivery]) -> list[Any]:
+    return [d.message.body for d in batch]
+
+
+def fill(conn: amqp10.sync.Connection, address: str, n: int) -> None:
+    sender = conn.open_sender(address, settle_mode=SettleMode.AT_LEAST_ONCE)
+    outcomes = list(sender.pipeline((Message(body=i) for i in range(n)), window=10))
+    assert all(isinstance(o, Accepted) for o in outcomes)
+    sender.close()
+
+
+def fetch_all(receiver: amqp10.sync.Receiver, n: int, most: int) -> list[list[Any]]:
+    """Fetch until ``n`` arrived, in batches of at most ``most``; the batches' bodies."""
+    batches: list[list[Any]] = []
+    while sum(map(len, batches)) < n:
+        batch = receiver.fetch(most, timeout=WAIT)
+        assert batch, "nothing arrived in time"
+        receiver.accept_all(batch)
+        batches.append(bodies(batch))
+    return batches
+
+
+# -- fetch ---------------------------------------------------------------------------------
+def test_fetch_returns_what_arrived_up_to_most_in_order(conn: amqp10.sync.Connection) -> None:
+    fill(conn, "q", 7)
+    receiver = conn.open_receiver("q", credit=10)
+    batches = fetch_all(receiver, 7, 3)
+    assert all(1 <= len(b) <= 3 for b in batches)
+    assert [body for b in batches for body in b] == list(range(7))
+    # what has arrived comes at once: fetch does not wait to fill ``most``
+    fill(conn, "q", 2)
+    started = time.monotonic()
+    got = fetch_all(receiver, 2, 100)
+    assert [body for b in got for body in b] == [0, 1]
+    assert time.monotonic() - started < WAIT / 2
+
+
+def test_fetch_times_out_empty_and_the_connection_stays_usable(
+    conn: amqp10.sync.Connection,
+) -> None:
+    receiver = conn.open_receiver("empty", credit=10)
+    started = time.monotonic()
+    assert receiver.fetch(10, timeout=QUIET) == []
+    assert QUIET * 0.9 <= time.monotonic() - started < WAIT
+    fill(conn, "empty", 1)
+    assert bodies(receiver.fetch(10, timeout=WAIT)) == [0]
+    with pytest.raises(ValueError, match="at least 1"):
+        receiver.fetch(0)
+
+
+def test_fetch_on_a_closed_receiver_raises_and_batches_end(conn: amqp10.sync.Connection) -> None:
+    receiver = conn.open_receiver("q", credit=10)
+    receiver.close()
+    with pytest.raises(errors.AMQPError):
+        receiver.fetch(10, timeout=QUIET)
+    assert list(receiver.batches(10)) == []
+
+
+def test_batches_yield_until_idle(conn: amqp10.sync.Connection) -> None:
+    fill(conn, "q", 25)
+    receiver = conn.open_receiver("q", credit=10)
+    got: list[Any] = []
+    for batch in receiver.batches(10, idle=QUIET):
+        assert 1 <= len(batch) <= 10
+        receiver.accept_all(batch)
+        got += bodies(batch)
+    assert got == list(range(25))
+
+
+# -- batch settle ----------------------------------------------------------------------------
+def unsettled(receiver: amqp10.sync.Receiver, n: int) -> list[amqp10.sync.Delivery]:
+    """``n`` deliveries, fetched and left unsettled."""
+    got: list[amqp10.sync.Delivery] = []
+    while len(got) < n:
+        batch = receiver.fetch(n, timeout=WAIT)
+        assert batch, "nothing arrived in time"
+        got += batch
+    return got
+
+
+def test_accept_all_settles_a_batch_in_one_round_trip(conn: amqp10.sync.Connection) -> None:
+    fill(conn, "q", 10)
+    receiver = conn.open_receiver("q", credit=20)
+    batch = unsettled(receiver, 10)
+    calls = portal_calls(conn)
+    receiver.accept_all(batch)
+    assert calls.calls == 1
+    assert all(d.settled for d in batch)
+    with pytest.raises(errors.IllegalStateError, match="already settled"):
+        receiver.accept_all(batch[:1])
+    receiver.close()
+    # accepted: gone from the queue
+    again = conn.open_receiver("q", credit=20)
+    assert again.fetch(20, timeout=QUIET) == []
+
+
+def test_settle_all_with_released_gives_the_batch_back(conn: amqp10.sync.Connection) -> None:
+    fill(conn, "q", 4)
+    receiver = conn.open_receiver("q", credit=10)
+    batch = unsettled(receiver, 4)
+    receiver.settle_all(batch, Released())
+    receiver.close()
+    again = conn.open_receiver("q", credit=10)
+    assert sorted(b for bs in fetch_all(again, 4, 10) for b in bs) == [0, 1, 2, 3]
+
+
+# -- the blocking pipeline -----------------------------------------------------------------
+def test_blocking_pipeline_yields_outcomes_in_order_with_rejections(
+    conn: amqp10.sync.Connection,
+) -> None:
+    sender = conn.open_sender("cap.q", settle_mode=SettleMode.AT_LEAST_ONCE)
+    calls = portal_calls(conn)
+    outcomes = list(sender.pipeline((Message(body=i) for i in range(6)), window=2))
+    assert [type(o) for o in outcomes] == [Accepted] * 3 + [Rejected] * 3
+    assert calls.calls == 0  # submitting and waiting never cross into the loop one by one
+    receiver = conn.open_receiver("cap.q", credit=10)
+    assert [b for bs in fetch_all(receiver, 3, 10) for b in bs] == [0, 1, 2]
+
+
+def test_blocking_pipeline_rejects_a_window_below_one(conn: amqp10.sync.Connection) -> None:
+    sender = conn.open_sender("q")
+    with pytest.raises(ValueError, match="at least 1"):
+        next(sender.pipeline([Message(body=1)], window=0))
+
+
+def test_pre_settled_submit_resolves_once_written(conn: amqp10.sync.Connection) -> None:
+    sender = conn.open_sender("q", settle_mode=SettleMode.AT_MOST_ONCE)
+    trackers = [sender.submit(Message(body=i)) for i in range(5)]
+    assert [t.wait() for t in trackers] == [None] * 5
+    receiver = conn.open_receiver("q", credit=10)
+    got: list[Any] = []
+    while len(got) < 5:
+        got += bodies(receiver.fetch(10, timeout=WAIT))
+    assert got == list(range(5))
+
+
+# -- submit and wait without the loop ---------------------------------------------------------
+def test_submit_and_wait_make_no_round_trip_and_wake_the_loop_per_batch(
+    conn: amqp10.sync.Connection,
+) -> None:
+    sender = conn.open_sender("q", settle_mode=SettleMode.AT_LEAST_ONCE)
+    calls = portal_calls(conn)
+    loop = conn._loop
+    wakes = Spy(loop, "_soon")
+    trackers = [sender.submit(Message(body=i)) for i in range(1000)]
+    outcomes = [t.wait() for t in trackers]
+    assert all(isinstance(o, Accepted) for o in outcomes)
+    assert calls.calls == 0
+    assert wakes.calls <= 100  # one per batch, not one per message
+    # a done tracker is read in this thread: not even the wake-up path is taken
+    wakes.calls = 0
+    assert trackers[0].done
+    assert isinstance(trackers[0].wait(), Accepted)
+    assert isinstance(trackers[0].result(), Accepted)
+    assert calls.calls == 0 and wakes.calls == 0
+    # the spy does count round trips
+    conn.open_receiver("other").close()
+    assert calls.calls >= 1
+
+
+def test_submit_from_many_threads_keeps_each_threads_order(conn: amqp10.sync.Connection) -> None:
+    sender = conn.open_sender("q", settle_mode=SettleMode.AT_LEAST_ONCE)
+    per_thread = 200
+    trackers: dict[int, list[amqp10.sync.Tracker]] = {}
+
+    def producer(k: int) -> None:
+        trackers[k] = [sender.submit(Message(body=[k, i])) for i in range(per_thread)]
+
+    threads = [threading.Thread(target=producer, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT)
+    assert all(isinstance(t.wait(), Accepted) for ts in trackers.values() for t in ts)
+    receiver = conn.open_receiver("q", credit=100)
+    got = [b for bs in fetch_all(receiver, 4 * per_thread, 100) for b in bs]
+    assert len(got) == 4 * per_thread
+    for k in range(4):
+        assert [i for kk, i in got if kk == k] == list(range(per_thread))
+
+
+# -- timeouts, withdrawal, closing -----------------------------------------------------------
+def test_a_wait_that_times_out_withdraws_and_the_connection_stays_usable(
+    conn: amqp10.sync.Connection,
+) -> None:
+    sender = conn.open_sender("full.q", settle_mode=SettleMode.AT_LEAST_ONCE)
+    assert isinstance(sender.send(Message(body="first")), Accepted)  # the queue is full now
+    tracker = sender.submit(Message(body="withdrawn"))
+    with pytest.raises(errors.TimeoutError, match=r"send to .full\.q. timed out after 0\.2s"):
+        tracker.wait(timeout=QUIET)
+    assert tracker.done
+    with pytest.raises(errors.IllegalStateError, match="withdrawn"):
+        tracker.result()
+    # the connection (and the link) carry on
+    assert isinstance(conn.open_sender("q").send(Message(body="ok")), Accepted)
+    receiver = conn.open_receiver("full.q", credit=10)
+    assert bodies(receiver.fetch(10, timeout=WAIT)) == ["first"]
+    assert receiver.fetch(10, timeout=QUIET) == []
+    assert isinstance(sender.submit(Message(body="after")).wait(), Accepted)
+
+
+def test_stopping_a_blocking_pipeline_early_withdraws_the_rest(
+    conn: amqp10.sync.Connection,
+) -> None:
+    sender = conn.open_sender("full.q", settle_mode=SettleMode.AT_LEAST_ONCE)
+    outcomes = sender.pipeline((Message(body=i) for i in range(5)), window=3, timeout=QUIET)
+    assert isinstance(next(outcomes), Accepted)  # 0 fills the queue; 1 and 2 wait for credit
+    with pytest.raises(errors.TimeoutError, match="no credit"):
+        next(outcomes)
+    outcomes.close()
+    receiver = conn.open_receiver("full.q", credit=10)
+    assert bodies(receiver.fetch(10, timeout=WAIT)) == [0]
+    assert receiver.fetch(10, timeout=QUIET) == []  # 2 was withdrawn, 3 and 4 never sent
+    assert isinstance(conn.open_sender("q").send(Message(body="ok")), Accepted)
+
+
+def test_closing_the_connection_fails_pending_trackers(broker: RunningBroker) -> None:
+    conn = amqp10.sync.connect(f"amqp://{broker.url}", timeout=WAIT)
+    sender = conn.open_sender("full.q", settle_mode=SettleMode.AT_LEAST_ONCE)
+    sender.send(Message(body="first"))
+    pending = [sender.submit(Message(body=i)) for i in range(3)]  # no credit: they wait
+    failures: list[BaseException] = []
+
+    def waiter() -> None:
+        try:
+            pending[0].wait(timeout=60)
+        except BaseException as exc:
+            failures.append(exc)
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    started = time.monotonic()
+    conn.close()
+    t.join(WAIT)
+    assert not t.is_alive(), "the waiting thread hangs"
+    assert time.monotonic() - started < WAIT
+    assert len(failures) == 1 and isinstance(failures[0], errors.ConnectionClosed)
+    for tracker in pending:
+        assert tracker.done
+        with pytest.raises(errors.ConnectionClosed):
+            tracker.wait()
+    with pytest.raises(errors.AMQPError):
+        sender.submit(Message(body="late"))
+
+
+def _in_thread(fn: Callable[[], Any]) -> Any:
+    out: list[Any] = []
+    t = threading.Thread(target=lambda: out.append(fn()))
+    t.start()
+    t.join(WAIT)
+    return out[0]
+
+
+def test_a_tracker_can_be_waited_for_from_another_thread(conn: amqp10.sync.Connection) -> None:
+    sender = conn.open_sender("q", settle_mode=SettleMode.AT_LEAST_ONCE)
+    tracker = sender.submit(Message(body="x"))
+    assert isinstance(_in_thread(tracker.wait), Accepted)
