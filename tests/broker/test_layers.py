@@ -8,7 +8,15 @@ from pathlib import Path
 import amqp10.broker.core
 
 CORE = Path(amqp10.broker.core.__file__).parent
-FORBIDDEN = ("amqp10.transport", "amqp10.sasl", "amqp10.io", "amqp10.broker.amqp1", "amqp10.broker.service")
+# the protocol engines, the network, and the front ends built on them
+FORBIDDEN = (
+    "amqp10.transport",
+    "amqp10.amqp091",
+    "amqp10.sasl",
+    "amqp10.io",
+    "amqp10.broker.amqp1",
+    "amqp10.broker.service",
+)
 
 
 def _package_of(path: Path) -> str:
