@@ -58,7 +58,8 @@ def test_config_rows_carry_type_default_and_meaning(reference: ModuleType) -> No
         in text
     )
     assert (
-        '| `default_policy.overflow` | one of "block", "drop-oldest", "reject" | `"block"` |'
+        '| `default_policy.overflow` | one of "block", "drop-oldest", "reject", "drop-head", '
+        '"reject-publish", "reject-publish-dlx" | `"block"` |'
         in text
     )
     assert '| `store.path` | path | `"data/amqp10.sqlite3"` |' in text

@@ -14,6 +14,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 __all__ = [
+    "VhostConfig",
+    "QueueConfig",
+    "ExchangeConfig",
+    "BindingConfig",
     "AddressRule",
     "BrokerConfig",
     "ConfigError",
@@ -37,15 +41,20 @@ class _Model(BaseModel):
 class Listener(_Model):
     """A socket the broker accepts connections on."""
 
-    host: str = Field("127.0.0.1", description="address to listen on")
-    port: int = Field(5672, ge=0, le=65535, description="port to listen on (0: any free port)")
-    tls_cert: Path | None = Field(
-        None, description="server certificate (PEM); set with tls_key, it makes this a TLS listener"
+    host: str = Field(default="127.0.0.1", description="address to listen on")
+    port: int = Field(
+        default=5672, ge=0, le=65535, description="port to listen on (0: any free port)"
     )
-    tls_key: Path | None = Field(None, description="private key of tls_cert (PEM)")
-    tls_ca: Path | None = Field(None, description="CA file for verifying client certificates")
+    tls_cert: Path | None = Field(
+        default=None,
+        description="server certificate (PEM); set with tls_key, it makes this a TLS listener",
+    )
+    tls_key: Path | None = Field(default=None, description="private key of tls_cert (PEM)")
+    tls_ca: Path | None = Field(
+        default=None, description="CA file for verifying client certificates"
+    )
     require_client_cert: bool = Field(
-        False, description="refuse TLS clients without a certificate that tls_ca verifies"
+        default=False, description="refuse TLS clients without a certificate that tls_ca verifies"
     )
 
     @model_validator(mode="after")
@@ -65,21 +74,22 @@ DEFAULT_HTTP_PORT = 8672
 class HttpConfig(_Model):
     """The HTTP listener: AMQP over WebSockets (``ws://HOST:PORT/$amqp``) and health endpoints."""
 
-    enabled: bool = Field(True, description="serve HTTP (WebSockets, /healthz, /readyz)")
-    host: str = Field("127.0.0.1", description="address the HTTP listener binds")
+    enabled: bool = Field(default=True, description="serve HTTP (WebSockets, /healthz, /readyz)")
+    host: str = Field(default="127.0.0.1", description="address the HTTP listener binds")
     port: int | None = Field(
-        None,
+        default=None,
         ge=0,
         le=65535,
         description=f"port of the HTTP listener (unset: {DEFAULT_HTTP_PORT}, or any free port "
         "when every AMQP listener asks for port 0; 0: any free port)",
     )
     tls_cert: Path | None = Field(
-        None, description="server certificate (PEM); set with tls_key, it serves https and wss"
+        default=None,
+        description="server certificate (PEM); set with tls_key, it serves https and wss",
     )
-    tls_key: Path | None = Field(None, description="private key of tls_cert (PEM)")
+    tls_key: Path | None = Field(default=None, description="private key of tls_cert (PEM)")
     max_ws_message_size: int = Field(
-        16 * 1024 * 1024,
+        default=16 * 1024 * 1024,
         ge=65536,
         description="bytes one WebSocket message may carry; a bigger one closes that "
         "connection (close code 1009). At least 64 KiB: clients cut their bytes into "
@@ -100,15 +110,16 @@ class SaslConfig(_Model):
     """Which SASL mechanisms the broker offers, and where its users are."""
 
     mechanisms: list[str] = Field(
-        ["ANONYMOUS", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-1", "SCRAM-SHA-512"],
+        default=["ANONYMOUS", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-1", "SCRAM-SHA-512"],
         description="mechanisms offered, in this order; PLAIN and SCRAM need users_file, "
         "EXTERNAL a verified TLS client certificate",
     )
     users_file: Path | None = Field(
-        None, description="TOML file of users and their SCRAM credentials (`amqp10 users add`)"
+        default=None,
+        description="TOML file of users and their SCRAM credentials (`amqp10 users add`)",
     )
     allow_anonymous: bool = Field(
-        True, description="offer ANONYMOUS; false: every connection must log in"
+        default=True, description="offer ANONYMOUS; false: every connection must log in"
     )
     anonymous_user: str | None = Field(
         default=None,
@@ -128,113 +139,306 @@ class SaslConfig(_Model):
         known = {"ANONYMOUS", "PLAIN", "EXTERNAL", "SCRAM-SHA-1", "SCRAM-SHA-256", "SCRAM-SHA-512"}
         bad = [m for m in v if m.upper() not in known]
         if bad:
-            raise ValueError(f"unknown mechanism(s) {', '.join(bad)}; known: {', '.join(sorted(known))}")
+            raise ValueError(
+                f"unknown mechanism(s) {', '.join(bad)}; known: {', '.join(sorted(known))}"
+            )
         return [m.upper() for m in v]
 
 
-class QueuePolicy(_Model):
-    """Limits and policies of a node (queue, topic subscription or stream)."""
+Overflow = Literal[
+    "block", "drop-oldest", "reject", "drop-head", "reject-publish", "reject-publish-dlx"
+]
 
-    durable: bool = Field(False, description="store every message, not only header.durable ones (those always are)")
-    max_length: int | None = Field(None, ge=1, description="most messages a queue holds (unset: no limit)")
-    max_bytes: int | None = Field(None, ge=1, description="most message bytes a queue holds (unset: no limit)")
-    overflow: Literal["block", "drop-oldest", "reject"] = Field(
-        "block",
-        description="a full queue: block (no credit to publishers), drop-oldest, "
-        "or reject the new message",
+
+class QueuePolicy(_Model):
+    """Limits and policies of a node (queue, topic subscription or stream).
+
+    Each setting also has its RabbitMQ queue-argument name (``x-message-ttl``,
+    ``x-max-length``, ...; see :mod:`amqp10.broker.core.arguments`), so a queue
+    declared with arguments and a queue configured here mean the same thing.
+    """
+
+    durable: bool = Field(
+        default=False,
+        description="store every message, not only header.durable ones (those always are)",
+    )
+    max_length: int | None = Field(
+        default=None, ge=0, description="at most this many messages (x-max-length)"
+    )
+    max_bytes: int | None = Field(
+        default=None, ge=0, description="at most this many bytes of messages (x-max-length-bytes)"
+    )
+    overflow: Overflow = Field(
+        default="block",
+        description="what a full queue does (x-overflow): block (no credit for publishers), "
+        "drop-head (= drop-oldest: drop the oldest, dead-lettering it if a dead-letter exchange is set), "
+        "reject-publish (= reject: refuse new messages), reject-publish-dlx (refuse and dead-letter them)",
     )
     dead_letter_address: str | None = Field(
-        None, description="where rejected, expired and over-delivered messages go (unset: dropped)"
+        default=None,
+        description="the node dead messages go to (a 1.0 address; see dead_letter_exchange)",
+    )
+    dead_letter_exchange: str | None = Field(
+        default=None,
+        description="the exchange dead messages are republished to (x-dead-letter-exchange; '' the default "
+        "exchange), with an x-death record",
+    )
+    dead_letter_routing_key: str | None = Field(
+        default=None,
+        description="their routing key there (x-dead-letter-routing-key; default: their own)",
     )
     delivery_limit: int | None = Field(
-        None, ge=1, description="failed deliveries after which a message is dead-lettered"
+        default=None, ge=1, description="deliveries before a message is dead (x-delivery-limit)"
     )
-    max_age_seconds: float | None = Field(None, gt=0, description="stream retention by age")
-    retention_bytes: int | None = Field(None, ge=1, description="stream retention by size")
-    duplicate_window: int = Field(0, ge=0, description="message-ids remembered for duplicate detection")
+    message_ttl: float | None = Field(
+        default=None,
+        ge=0,
+        description="seconds a message may wait in the queue (x-message-ttl, in ms there)",
+    )
+    expires: float | None = Field(
+        default=None,
+        gt=0,
+        description="seconds a queue may go unused before it is deleted (x-expires, in ms there)",
+    )
+    max_priority: int | None = Field(
+        default=None,
+        ge=0,
+        le=255,
+        description="highest priority honoured (x-max-priority; at most 9 levels apart)",
+    )
+    single_active_consumer: bool = Field(
+        default=False,
+        description="one consumer at a time gets messages, the next takes over (x-single-active-consumer)",
+    )
+    max_age_seconds: float | None = Field(default=None, gt=0, description="stream retention by age")
+    retention_bytes: int | None = Field(default=None, ge=1, description="stream retention by size")
+    duplicate_window: int = Field(
+        default=0, ge=0, description="message-ids remembered for duplicate detection"
+    )
+
+    @property
+    def overflow_mode(self) -> Literal["block", "drop", "reject"]:
+        """The overflow behaviour, RabbitMQ's names and ours folded together."""
+        if self.overflow in ("drop-oldest", "drop-head"):
+            return "drop"
+        if self.overflow in ("reject", "reject-publish", "reject-publish-dlx"):
+            return "reject"
+        return "block"
+
+    @property
+    def dead_letters(self) -> bool:
+        """Whether dead messages go somewhere (an address or an exchange)."""
+        return self.dead_letter_address is not None or self.dead_letter_exchange is not None
 
 
 class AddressRule(_Model):
-    """What kind of node an address pattern creates (fnmatch patterns: ``orders.*``)."""
+    """What kind of node an address pattern creates, with what policy (fnmatch patterns: ``orders.*``).
+
+    ``arguments`` are RabbitMQ queue arguments (``x-max-length = 1000``): the same
+    settings as ``policy`` under their RabbitMQ names, applied on top of it.
+    """
 
     pattern: str = Field(description="fnmatch pattern of the addresses this rule covers")
-    kind: NodeKind = Field("queue", description="the kind of node an auto-created address gets")
-    policy: QueuePolicy = Field(QueuePolicy(), description="policy of the nodes this rule covers")
+    kind: NodeKind = Field(
+        default="queue", description="the kind of node an auto-created address gets"
+    )
+    policy: QueuePolicy = Field(
+        default=QueuePolicy(), description="policy of the nodes this rule covers"
+    )
+    arguments: dict[str, str | int | float | bool] = Field(
+        default={},
+        description="RabbitMQ queue arguments applied on top of policy (x-message-ttl, x-max-length, ...)",
+    )
+
+    @model_validator(mode="after")
+    def _apply_arguments(self) -> AddressRule:
+        if self.arguments:
+            from .core.arguments import ArgumentError, policy_with_arguments
+
+            try:
+                object.__setattr__(
+                    self, "policy", policy_with_arguments(self.policy, self.arguments)
+                )
+            except ArgumentError as exc:
+                raise ValueError(str(exc)) from None
+        return self
 
     def matches(self, address: str) -> bool:
         return fnmatch.fnmatchcase(address, self.pattern)
 
 
+class ExchangeConfig(_Model):
+    """An exchange declared at start (RabbitMQ's exchange properties)."""
+
+    name: str = Field(
+        description="the exchange's name (not starting with 'amq.', which is reserved)"
+    )
+    type: Literal["direct", "fanout", "topic", "headers"] = Field(
+        default="direct", description="how it routes"
+    )
+    durable: bool = Field(default=True, description="kept in the store across restarts")
+    auto_delete: bool = Field(default=False, description="deleted when its last binding is removed")
+    internal: bool = Field(
+        default=False, description="publishers cannot publish to it, only other exchanges"
+    )
+    alternate_exchange: str | None = Field(
+        default=None, description="where messages that match none of its bindings go"
+    )
+    arguments: dict[str, str | int | float | bool] = Field(
+        default={}, description="extra arguments, as RabbitMQ's"
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _not_reserved(cls, v: str) -> str:
+        if not v or v.startswith("amq."):
+            raise ValueError("exchange names must be non-empty and not start with 'amq.'")
+        return v
+
+
+class BindingConfig(_Model):
+    """A binding declared at start: from an exchange to a queue or another exchange."""
+
+    source: str = Field(
+        description="the exchange messages come from ('amq.topic', or one declared here)"
+    )
+    destination: str = Field(description="the queue (or exchange) they go to")
+    destination_type: Literal["queue", "exchange"] = Field(
+        default="queue", description="what destination names"
+    )
+    routing_key: str = Field(
+        default="", description="binding key (topic: '*' one word, '#' zero or more)"
+    )
+    arguments: dict[str, str | int | float | bool | None] = Field(
+        default={},
+        description="binding arguments (headers exchanges: the headers to match and x-match)",
+    )
+
+
+class QueueConfig(_Model):
+    """A queue declared at start, with RabbitMQ queue arguments."""
+
+    name: str = Field(description="the queue's name")
+    durable: bool = Field(
+        default=True, description="kept (with its durable messages) across restarts"
+    )
+    arguments: dict[str, str | int | float | bool] = Field(
+        default={},
+        description="x-message-ttl, x-max-length, x-queue-type = 'stream', ... (RabbitMQ's names)",
+    )
+
+
+class VhostConfig(_Model):
+    """A virtual host: an isolated name space of queues, exchanges and bindings."""
+
+    name: str = Field(
+        description="its name; 1.0 clients choose it with the open frame's hostname 'vhost:NAME'"
+    )
+    hostnames: list[str] = Field(
+        default=[], description="open-frame host names that also choose this virtual host"
+    )
+    exchanges: list[ExchangeConfig] = Field(default=[], description="exchanges declared at start")
+    queues: list[str | QueueConfig] = Field(
+        default=[],
+        description="queues declared at start: a name (durable, no arguments) or a table",
+    )
+    bindings: list[BindingConfig] = Field(default=[], description="bindings declared at start")
+
+
 class StoreConfig(_Model):
     """The embedded SQLite store."""
 
-    path: Path = Field(Path("data/amqp10.sqlite3"), description="the SQLite database file")
-    commit_interval_ms: float = Field(2.0, ge=0, description="how long a group commit waits for company")
-    max_batch: int = Field(2048, ge=1, description="operations that make a group commit at once")
+    path: Path = Field(default=Path("data/amqp10.sqlite3"), description="the SQLite database file")
+    commit_interval_ms: float = Field(
+        default=2.0, ge=0, description="how long a group commit waits for company"
+    )
+    max_batch: int = Field(
+        default=2048, ge=1, description="operations that make a group commit at once"
+    )
 
 
 class Limits(_Model):
     """Limits that protect the broker from clients."""
 
-    max_connections: int = Field(1000, ge=1, description="connections at once; more are refused")
-    max_sessions_per_connection: int = Field(
-        64, ge=1, le=65536, description="sessions per connection (sets channel-max)"
+    max_connections: int = Field(
+        default=1000, ge=1, description="connections at once; more are refused"
     )
-    max_links_per_session: int = Field(1024, ge=1, description="links per session")
-    max_frame_size: int = Field(65536, ge=512, description="max-frame-size the broker offers in open")
+    max_sessions_per_connection: int = Field(
+        default=64, ge=1, le=65536, description="sessions per connection (sets channel-max)"
+    )
+    max_links_per_session: int = Field(default=1024, ge=1, description="links per session")
+    max_frame_size: int = Field(
+        default=65536, ge=512, description="max-frame-size the broker offers in open"
+    )
     max_message_size: int = Field(
-        16 * 1024 * 1024, ge=1, description="max-message-size of the broker's receiving links"
+        default=16 * 1024 * 1024,
+        ge=1,
+        description="max-message-size of the broker's receiving links",
     )
     handshake_timeout: float = Field(
-        10.0, gt=0, description="seconds for TLS, SASL and open before the broker hangs up"
+        default=10.0, gt=0, description="seconds for TLS, SASL and open before the broker hangs up"
     )
     idle_timeout: float | None = Field(
-        60.0, gt=0, description="seconds without a frame from the peer after which a connection is closed"
+        default=60.0,
+        gt=0,
+        description="seconds without a frame from the peer after which a connection is closed",
     )
     memory_limit_bytes: int = Field(
-        512 * 1024 * 1024,
+        default=512 * 1024 * 1024,
         ge=1024,
         description="bytes of queued messages above which publishers get no credit",
     )
     credit_window: int = Field(
-        1000, ge=1, le=100_000, description="credit a publisher's link is kept topped up to"
+        default=1000, ge=1, le=100_000, description="credit a publisher's link is kept topped up to"
     )
     max_suspended_links: int = Field(
-        10_000, ge=0, description="links kept for recovery at once (the oldest expire first)"
+        default=10_000,
+        ge=0,
+        description="links kept for recovery at once (the oldest expire first)",
     )
 
 
 class BrokerConfig(_Model):
     """The whole broker configuration."""
 
-    container_id: str = Field("amqp10-broker", description="the broker's container-id in open")
-    listeners: list[Listener] = Field([Listener()], description="sockets to accept connections on")
-    sasl: SaslConfig = Field(SaslConfig(), description="authentication")
+    container_id: str = Field(
+        default="amqp10-broker", description="the broker's container-id in open"
+    )
+    listeners: list[Listener] = Field(
+        default=[Listener()], description="sockets to accept connections on"
+    )
+    sasl: SaslConfig = Field(default=SaslConfig(), description="authentication")
     auto_create: bool = Field(
-        True, description="attaching to an unknown address creates a node (per addresses)"
+        default=True, description="attaching to an unknown address creates a node (per addresses)"
     )
     default_policy: QueuePolicy = Field(
-        QueuePolicy(), description="policy of nodes that no addresses rule matches"
+        default=QueuePolicy(), description="policy of nodes that no addresses rule matches"
     )
     addresses: list[AddressRule] = Field(
-        [], description="rules by address pattern, first match wins"
+        default=[], description="rules by address pattern, first match wins"
     )
-    queues: list[str] = Field([], description="queues created at start")
-    topics: list[str] = Field([], description="topics created at start")
-    store: StoreConfig = Field(StoreConfig(), description="the durable store")
-    limits: Limits = Field(Limits(), description="limits that protect the broker")
+    queues: list[str] = Field(default=[], description="queues created at start")
+    topics: list[str] = Field(default=[], description="topics created at start")
+    vhosts: list[VhostConfig] = Field(
+        default=[],
+        description="virtual hosts besides the default '/' (list '/' to declare exchanges and bindings in it); "
+        "the top-level queues and topics are in '/'",
+    )
+    store: StoreConfig = Field(default=StoreConfig(), description="the durable store")
+    limits: Limits = Field(default=Limits(), description="limits that protect the broker")
     http: HttpConfig = Field(
-        HttpConfig(), description="the HTTP listener (AMQP over WebSockets, health endpoints)"
+        default=HttpConfig(),
+        description="the HTTP listener (AMQP over WebSockets, health endpoints)",
     )
     link_recovery_seconds: float = Field(
-        60.0,
+        default=60.0,
         ge=0,
         allow_inf_nan=False,
         description="how long a link lost with its connection (or detached without closing) "
         "keeps its unsettled deliveries for a resuming attach (Part 2 §2.6.13); 0: no recovery",
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field(
-        "info", description="least severe log lines written to stderr"
+        default="info", description="least severe log lines written to stderr"
     )
 
     @property
@@ -245,6 +449,14 @@ class BrokerConfig(_Model):
         if self.listeners and all(lst.port == 0 for lst in self.listeners):
             return 0  # embedded or under test: no fixed port either
         return DEFAULT_HTTP_PORT
+
+    @model_validator(mode="after")
+    def _unique_vhosts(self) -> BrokerConfig:
+        names = [v.name for v in self.vhosts]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"virtual host(s) declared twice: {', '.join(sorted(dup))}")
+        return self
 
     def rule_for(self, address: str) -> AddressRule | None:
         for rule in self.addresses:

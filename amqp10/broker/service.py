@@ -1,8 +1,8 @@
 """The broker on the network: listeners, SASL, one driver per connection, the store.
 
 :class:`BrokerService` ties :class:`~amqp10.broker.core.Broker` (nodes, no I/O)
-to sockets through the shared :class:`~amqp10.io.driver.Driver`. Durable
-messages go through a :class:`~amqp10.broker.store.GroupCommitter`; a producer
+and its protocol front ends (:mod:`amqp10.broker.amqp1`) to sockets through the shared :class:`~amqp10.io.driver.Driver`. Durable
+messages go through a :class:`~amqp10.broker.core.store.GroupCommitter`; a producer
 is told ``accepted`` only after the commit that holds its message.
 """
 
@@ -25,21 +25,24 @@ from ..sasl.events import SaslCompleted, SaslFailed
 from ..sasl.layer import SaslServer
 from ..transport import ConnectionState
 from ..types import Error, ErrorCondition
+from .amqp1 import ConnectionHandler
 from .config import BrokerConfig
-from .core import Broker, ConnectionHandler
+from .core import Broker
+from .core.store import GroupCommitter, Store
 from .http import broker_routes, start_http
-from .store import GroupCommitter, Store
 from .users import load_users
 
 __all__ = ["BrokerService"]
 
 log = logging.getLogger("amqp10.broker")
 
+TICK_SECONDS = 1.0
+
 
 class _Client:
     """One accepted connection: its engine, driver and handler."""
 
-    def __init__(self, conn: SaslConnection, driver: Driver, handler: ConnectionHandler, peer: str) -> None:
+    def __init__(self, conn: SaslConnection, driver: Driver[Any], handler: ConnectionHandler, peer: str) -> None:
         self.conn = conn
         self.driver = driver
         self.handler = handler
@@ -119,6 +122,7 @@ class BrokerService:
                 tg.start_soon(self.committer.run)
                 if self.broker is not None and self.broker.recovery.enabled:
                     tg.start_soon(self._expire_suspended_links)
+                tg.start_soon(self._tick)
                 for spec in cfg.listeners:
                     ctx = None
                     if spec.tls_cert is not None:
@@ -168,6 +172,13 @@ class BrokerService:
                 await changed.wait()
             recovery.expire_due()
 
+    async def _tick(self) -> None:
+        """The broker's time-driven work (unused queues expiring), once a second."""
+        assert self.broker is not None
+        while True:
+            await anyio.sleep(TICK_SECONDS)
+            self.broker.tick()
+
     async def _serve(self, listener: Listener, tg: Any) -> None:
         await listener.serve(self._handle, tg, handshake_timeout=self.config.limits.handshake_timeout)
 
@@ -208,6 +219,15 @@ class BrokerService:
             log.warning("refusing %s: connection limit %d reached", peer, limits.max_connections)
             await anyio.aclose_forcefully(stream)
             return
+        # The one place a connection gets its protocol front end. Only AMQP 1.0 today;
+        # 0-9-1 will read the 8-byte protocol header here and choose by it.
+        await self._serve_amqp1(stream, peer)
+
+    async def _serve_amqp1(self, stream: ByteStream, peer: str) -> None:
+        """Serve one connection with the AMQP 1.0 front end (SASL, engine, handler)."""
+        assert self.broker is not None
+        cfg = self.config
+        limits = cfg.limits
         tls_identity = _tls_identity(stream)
         mechanisms = [m for m in cfg.sasl.mechanisms if m != "EXTERNAL" or tls_identity]
         if self._users is None:
@@ -273,7 +293,8 @@ def _tls_identity(stream: ByteStream) -> str | None:
     if not cert:
         return None
     parts = []
-    for rdn in cert.get("subject", ()):
+    subject: Any = cert.get("subject", ())  # typeshed's _PeerCertRetDictType is loose here
+    for rdn in subject:
         for key, value in rdn:
             short = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU", "countryName": "C"}.get(key, key)
             parts.append(f"{short}={value}")

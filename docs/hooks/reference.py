@@ -71,6 +71,8 @@ def _type_name(annotation: Any) -> str:
         (item,) = args
         model, _ = _model_of(annotation)
         return "list of tables" if model else f"list of {_type_name(item)}"
+    if origin is dict:
+        return f"table of {_type_name(args[1])}"
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return "table"
     if annotation in _TYPE_NAMES:
@@ -106,6 +108,8 @@ def _toml_value(value: Any) -> str:
         return f"`{json.dumps(value)}`"
     if isinstance(value, (str, int, float)):
         return f"`{json.dumps(value)}`"
+    if isinstance(value, dict) and not value:
+        return "empty"
     raise TypeError(f"no documentation form for the default {value!r}")
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from amqp10.broker.amqp1 import ConnectionHandler
 from amqp10.broker.config import BrokerConfig
-from amqp10.broker.core import Broker, ConnectionHandler
+from amqp10.broker.core import Broker
 from amqp10.message import Message
 from amqp10.transport import (
     Connection,
@@ -22,9 +23,9 @@ from amqp10.types import Source, Target
 class Client:
     """One client connection to the in-memory broker, with simple helpers."""
 
-    def __init__(self, net: Net, name: str) -> None:
+    def __init__(self, net: Net, name: str, hostname: str | None = None) -> None:
         self.net = net
-        self.conn = Connection(name)
+        self.conn = Connection(name, hostname=hostname)
         self.server = Connection(net.broker.config.container_id, send_header=False)
         self.handler = ConnectionHandler(net.broker, self.server)
         self.events: list[Event] = []
@@ -63,6 +64,18 @@ class Client:
         return out
 
 
+class SyncJournal:
+    """A journal that writes each operation to a store at once (no group commit)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def submit(self, op: tuple[object, ...], on_commit: Any = None) -> None:
+        self.store.apply([op])
+        if on_commit is not None:
+            on_commit()
+
+
 class Net:
     """Pumps bytes between every client and its broker-side connection until quiet."""
 
@@ -71,8 +84,8 @@ class Net:
         self.broker = Broker(config or BrokerConfig(), **kw)
         self.clients: list[Client] = []
 
-    def client(self, name: str = "client") -> Client:
-        return Client(self, name)
+    def client(self, name: str = "client", hostname: str | None = None) -> Client:
+        return Client(self, name, hostname)
 
     def pump(self, rounds: int = 10_000) -> None:
         for _ in range(rounds):

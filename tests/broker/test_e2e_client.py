@@ -22,7 +22,7 @@ from anyio.streams.tls import TLSAttribute
 import amqp10.sync
 from amqp10 import errors
 from amqp10.broker.config import AddressRule, Listener, QueuePolicy
-from amqp10.broker.nodes import Queue, Topic
+from amqp10.broker.core import Queue, Topic
 from amqp10.client import Connection, Receiver, connect
 from amqp10.io.tls import client_context
 from amqp10.message import Message

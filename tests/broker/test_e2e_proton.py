@@ -22,7 +22,7 @@ from proton.reactor import AtMostOnce, Container, Copy, DurableSubscription, Lin
 from proton.utils import BlockingConnection, LinkDetached, SyncRequestResponse
 
 from amqp10.broker.config import AddressRule, Listener, QueuePolicy
-from amqp10.broker.nodes import Queue, Topic
+from amqp10.broker.core import Queue, Topic
 from tests.client.helpers import Certs, have_openssl, make_certs
 
 from .conftest import RunningBroker, broker_process, broker_with

@@ -6,18 +6,12 @@ from typing import Any
 
 import pytest
 
+from amqp10.broker.amqp1.message import _parse_slow, _scan_sections, parse_transfer
 from amqp10.broker.config import BrokerConfig, QueuePolicy
-from amqp10.broker.core import Broker, ConnectionHandler, _scan_sections
 from amqp10.message import Message
-from amqp10.transport import Connection
 from amqp10.types import DecodeError, Header, Properties, timestamp, ulong
 
 from .harness import Net
-
-
-def _handler(now: float = 1000.0) -> ConnectionHandler:
-    broker = Broker(BrokerConfig(), now=lambda: now)
-    return ConnectionHandler(broker, Connection("broker", send_header=False))
 
 
 def _fields(m: Any) -> tuple[Any, ...]:
@@ -48,17 +42,16 @@ MESSAGES = [
 
 @pytest.mark.parametrize("msg", MESSAGES, ids=range(len(MESSAGES)))
 def test_routing_fields_match_the_general_path(msg: Message) -> None:
-    h = _handler()
     raw = msg.encode()
-    fast = h._queued_message(raw)  # node None: every field extracted
-    slow = h._queued_message_slow(raw, 1000.0)
+    fast = parse_transfer(raw, 1000.0)  # need_ids: every field extracted
+    slow = _parse_slow(raw, 1000.0)
     assert _fields(fast) == _fields(slow)
 
 
 def test_proton_shaped_message_takes_the_fast_path() -> None:
     raw = b"\x00\x53\x70\x45\x00\x53\x73\x45\x00\x53\x75\xa0\x03abc"
     assert _scan_sections(raw) == (0, 4)
-    m = _handler()._queued_message(raw)
+    m = parse_transfer(raw, 1000.0)
     assert (m.durable, m.priority, m.expiry, m.message_id) == (False, 4, None, None)
 
 
@@ -76,7 +69,7 @@ def test_proton_shaped_message_takes_the_fast_path() -> None:
 def test_malformed_messages_are_refused_as_before(raw: bytes) -> None:
     assert _scan_sections(raw) is None
     with pytest.raises(DecodeError):
-        _handler()._queued_message(raw)
+        parse_transfer(raw, 1000.0)
 
 
 def test_message_ids_skipped_only_where_nothing_needs_them() -> None:

@@ -26,7 +26,7 @@ import pytest
 from anyio.abc import SocketAttribute
 
 from amqp10.broker.config import ConfigError, load_config
-from amqp10.broker.nodes import Queue
+from amqp10.broker.core import Queue
 from amqp10.broker.service import BrokerService
 from amqp10.client import Connection, SettleMode, connect
 from amqp10.client.reconnect import ReconnectPolicy
@@ -231,7 +231,7 @@ async def test_resumed_consumer_gets_exactly_once(tmp_path: Path) -> None:
         # the store forgot them too
         assert svc.store is not None and svc.committer is not None
         await svc.committer.flush()
-        assert svc.store.load()[1] == []
+        assert svc.store.load().messages == []
 
 
 async def test_suspended_messages_go_back_when_the_record_expires(tmp_path: Path) -> None:
@@ -408,11 +408,18 @@ async def test_resume_with_another_address_drops_the_record(tmp_path: Path) -> N
 
 
 async def _lose_outcomes(
-    svc: BrokerService, proxy: Proxy, conn: Connection, mode: SettleMode, *, suspended: bool
+    svc: BrokerService,
+    proxy: Proxy,
+    conn: Connection,
+    mode: SettleMode,
+    *,
+    suspended: bool,
+    address: str = "p",
 ) -> tuple[list[Any], Queue]:
-    """Send N durable messages whose outcomes never reach the client, then cut the
-    connection; ``suspended``: whether the broker then keeps the link for recovery."""
-    sender = await conn.open_sender("p", settle_mode=mode, name="s")
+    """Send N durable messages (to ``address``, which reaches the queue ``p``) whose
+    outcomes never reach the client, then cut the connection; ``suspended``: whether the
+    broker then keeps the link for recovery."""
+    sender = await conn.open_sender(address, settle_mode=mode, name="s")
     proxy.freeze(up=False, down=True)  # our transfers arrive; the broker's answers do not
     trackers = [sender.submit(Message(body=i, durable=True)) for i in range(N)]
     q = queue(svc, "p")
@@ -452,6 +459,22 @@ async def test_resumed_producer_two_phase_no_duplicates(tmp_path: Path) -> None:
         assert q.count == N
         async with await connect(url_of(svc), timeout=WAIT) as conn:
             assert sorted(await drain_bodies(conn, "p")) == list(range(N))
+
+
+async def test_resumed_producer_to_an_exchange_address_no_duplicates(tmp_path: Path) -> None:
+    """The same through /exchanges/X/KEY: the resuming attach finds the same exchange and key."""
+    vhosts = [{"name": "/", "queues": ["p"], "bindings": [{"source": "amq.direct", "destination": "p", "routing_key": "k"}]}]
+    async with broker(tmp_path, vhosts=vhosts) as svc, proxy_to(svc.ports[0]) as proxy:
+        async with await connect(
+            proxy.url, reconnect=policy(), timeout=WAIT, container_id="c1"
+        ) as conn:
+            trackers, q = await _lose_outcomes(
+                svc, proxy, conn, SettleMode.TWO_PHASE, suspended=True, address="/exchanges/amq.direct/k"
+            )
+            outcomes = [await t.wait(timeout=WAIT) for t in trackers]
+            assert all(isinstance(o, Accepted) for o in outcomes), outcomes
+            assert svc.broker is not None and svc.broker.recovery.resumed == 1
+        assert q.count == N
 
 
 async def test_resumed_producer_at_least_once_loses_nothing(tmp_path: Path) -> None:

@@ -7,26 +7,26 @@ from pathlib import Path
 import anyio
 import pytest
 
-from amqp10.broker import store as st
 from amqp10.broker.config import BrokerConfig
-from amqp10.broker.core import Broker
-from amqp10.broker.nodes import Queue
+from amqp10.broker.core import Broker, Queue
+from amqp10.broker.core import store as st
 from amqp10.message import Message
 
 from .harness import Net
 
 
 def put(node: str, seq: int, data: bytes = b"x", priority: int = 4) -> tuple[object, ...]:
-    return (st.PUT, node, seq, priority, 0, None, 1.0, None, data)
+    return (st.PUT, node, seq, priority, 0, None, 1.0, None, "amqp1", data)
 
 
 def test_put_load_delete_roundtrip(tmp_path: Path) -> None:
     s = st.Store(tmp_path / "db.sqlite3")
-    s.apply([(st.NODE, "q", "queue", "{}"), put("q", 1, b"a"), put("q", 2, b"b"), put("q", 3, b"c")])
+    s.apply([(st.NODE, "/", "q", "queue", "{}"), put("q", 1, b"a"), put("q", 2, b"b"), put("q", 3, b"c")])
     s.apply([(st.DELETE, "q", 2)])
     s.close()
     s2 = st.Store(tmp_path / "db.sqlite3")
-    nodes, msgs = s2.load()
+    loaded = s2.load()
+    nodes, msgs = loaded.nodes, loaded.messages
     assert [(n.name, n.kind) for n in nodes] == [("q", "queue")]
     assert [(m.seq, m.data) for m in msgs] == [(1, b"a"), (3, b"c")]
 
@@ -34,22 +34,22 @@ def test_put_load_delete_roundtrip(tmp_path: Path) -> None:
 def test_in_flight_messages_recover_with_delivery_count_raised(tmp_path: Path) -> None:
     s = st.Store(tmp_path / "db.sqlite3")
     s.apply([put("q", 1), put("q", 2), (st.UPDATE, "q", 1, 0, 1)])
-    _, msgs = s.load()
+    msgs = s.load().messages
     assert [(m.seq, m.delivery_count) for m in msgs] == [(1, 1), (2, 0)]
-    _, again = s.load()  # the raised count was written back, and counted only once
+    again = s.load().messages  # the raised count was written back, and counted only once
     assert [(m.seq, m.delivery_count) for m in again] == [(1, 1), (2, 0)]
 
 
 def test_put_then_delete_in_one_batch_leaves_nothing(tmp_path: Path) -> None:
     s = st.Store(tmp_path / "db.sqlite3")
     s.apply([put("q", 1), (st.UPDATE, "q", 1, 2, 1), (st.DELETE, "q", 1), put("q", 2)])
-    assert [m.seq for m in s.load()[1]] == [2]
+    assert [m.seq for m in s.load().messages] == [2]
 
 
 def test_drop_node_removes_its_messages(tmp_path: Path) -> None:
     s = st.Store(tmp_path / "db.sqlite3")
-    s.apply([(st.NODE, "t", "queue", "{}"), put("t", 1), (st.DROP_NODE, "t")])
-    assert s.load() == ([], [])
+    s.apply([(st.NODE, "/", "t", "queue", "{}"), put("t", 1), (st.DROP_NODE, "/", "t")])
+    assert s.load() == st.Loaded([], [], [], [])
 
 
 @pytest.mark.anyio
@@ -66,7 +66,7 @@ async def test_group_commit_batches_and_calls_back_after_commit(tmp_path: Path) 
         tg.cancel_scope.cancel()
     assert done == list(range(500))
     assert gc.commits < 50  # grouped: far fewer commits than messages
-    assert len(s.load()[1]) == 500
+    assert len(s.load().messages) == 500
 
 
 def test_broker_recovers_queues_in_order(tmp_path: Path) -> None:
@@ -100,7 +100,7 @@ def test_broker_recovers_queues_in_order(tmp_path: Path) -> None:
 
 def test_stream_recovers_offsets_and_dedup_window(tmp_path: Path) -> None:
     from amqp10.broker.config import AddressRule, QueuePolicy
-    from amqp10.broker.nodes import Stream
+    from amqp10.broker.core import Stream
 
     s = st.Store(tmp_path / "db.sqlite3")
 
@@ -125,7 +125,7 @@ def test_stream_recovers_offsets_and_dedup_window(tmp_path: Path) -> None:
     assert isinstance(node, Stream)
     assert node.info()["first"] == 0 and node.info()["next"] == 4
     called: list[int] = []
-    from amqp10.broker.nodes import QueuedMessage
+    from amqp10.broker.amqp1 import Amqp1Message
 
-    node.publish(QueuedMessage(b"\x00Su\xa0\x01x", message_id=repr("id-2")), lambda: called.append(1))
+    node.publish(Amqp1Message(b"\x00Su\xa0\x01x", message_id=repr("id-2")), lambda: called.append(1))
     assert called == [1] and node.next == 4  # a replay after restart is stored once

@@ -20,7 +20,7 @@ import pytest
 
 import amqp10.sync
 from amqp10 import errors
-from amqp10.broker.nodes import Queue
+from amqp10.broker.core import Queue
 from amqp10.client import Connection, Receiver, TransactionError, connect
 from amqp10.client.transactions import _coordinator_of
 from amqp10.message import Message

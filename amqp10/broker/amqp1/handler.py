@@ -1,26 +1,25 @@
-"""The node container: address space, nodes, and the per-connection event handler.
+"""The AMQP 1.0 front end: one engine connection's events turned into core operations.
 
-Nothing here does I/O. :class:`Broker` owns the nodes and the store journal;
-:class:`ConnectionHandler` turns one engine connection's events into node
-operations (attach → consumer or publisher, transfer → publish, disposition →
-ack/release/reject). The network side (``service.py``) feeds it events and
-writes what the engine produces; ``wake`` tells it a connection has output
-that was produced from outside its own event handling (a delivery dispatched
-from another connection's publish).
+Nothing here does I/O. :class:`ConnectionHandler` turns one engine
+connection's events into node operations (attach → consumer or publisher,
+transfer → publish, disposition → ack/release/reject) on the protocol-neutral
+core (:mod:`amqp10.broker.core`); it owns what is 1.0's alone: termini, link
+credit, dispositions, link recovery's engine side, the transaction
+coordinator. The network side (``service.py``) feeds it events and writes
+what the engine produces; ``wake`` tells it a connection has output that was
+produced from outside its own event handling (a delivery dispatched from
+another connection's publish).
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-import struct
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ..message import LazyMessage, Message
-from ..transport import (
+from ...transport import (
     Connection,
     ConnectionClosed,
     ConnectionFailed,
@@ -47,7 +46,7 @@ from ..transport import (
     SessionFailed,
     SessionState,
 )
-from ..types import (
+from ...types import (
     Accepted,
     DecodeError,
     Error,
@@ -59,22 +58,30 @@ from ..types import (
     SenderSettleMode,
     Source,
     Target,
-    decode_at,
     symbol,
-    timestamp,
 )
-from ..types.transactions import Coordinator, TransactionalState
-from . import store as _store
-from .config import BrokerConfig, QueuePolicy
-from .nodes import Node, Queue, QueuedMessage, Stream, Topic
-from .recovery import LinkRecovery, SuspendedLink
+from ...types.transactions import Coordinator, TransactionalState
+from ..core import (
+    Broker,
+    Exchange,
+    Node,
+    Queue,
+    QueuedMessage,
+    Stream,
+    SuspendedLink,
+    Topic,
+    VirtualHost,
+)
+from ..core import store as _store
+from .addresses import AddressError, AnonymousTarget, ExchangeTarget, parse, resolve_target
+from .management import MANAGEMENT_ADDRESS, Management
+from .message import Amqp1Message, parse_transfer
 from .transactions import Transactions
 
-MANAGEMENT_ADDRESS = "$management"
 STREAM_OFFSET_FILTER = symbol("amqp10:stream-offset")
 STREAM_CAPABILITY = "stream"
 
-__all__ = ["Broker", "ConnectionHandler"]
+__all__ = ["ConnectionHandler", "LinkConsumer"]
 
 log = logging.getLogger("amqp10.broker")
 
@@ -82,160 +89,14 @@ _ids = itertools.count(1)
 # one accepted outcome for every message the broker accepts: the engine batches
 # consecutive dispositions with the same state, and identity is the cheapest test
 _ACCEPTED = Accepted()
-
-
-class Broker:
-    """The address space and its nodes (queues, topics), shared by all connections."""
-
-    def __init__(
-        self,
-        config: BrokerConfig,
-        *,
-        journal: Any = None,
-        now: Callable[[], float] = time.time,
-    ) -> None:
-        self.config = config
-        self.journal = journal if journal is not None else _store_null()
-        self.now = now
-        self.nodes: dict[str, Node] = {}
-        self.connections: set[ConnectionHandler] = set()
-        self._dynamic = itertools.count(1)
-        self.management = Management(self)
-        self.recovery = LinkRecovery(config.link_recovery_seconds, config.limits.max_suspended_links, now)
-        for name in config.queues:
-            self.create_node(name, "queue")
-        for name in config.topics:
-            self.create_node(name, "topic")
-
-    # -- nodes --------------------------------------------------------------------------
-    def policy_for(self, address: str) -> tuple[str, QueuePolicy]:
-        rule = self.config.rule_for(address)
-        if rule is None:
-            return "queue", self.config.default_policy
-        return rule.kind, rule.policy
-
-    def create_node(self, address: str, kind: str | None = None, *, dynamic: bool = False, persist: bool = True) -> Node:
-        rule_kind, policy = self.policy_for(address)
-        kind = kind or rule_kind
-        if kind == "topic":
-            node: Node = Topic(address, policy, make_queue=lambda key, durable: self._subscription_queue(address, key, durable))
-        elif kind == "stream":
-            node = Stream(address, policy, journal=self.journal, now=self.now, annotate=_annotate_offset)
-        else:
-            node = self._make_queue(address, policy, durable=not dynamic, dynamic=dynamic)
-        self.nodes[address] = node
-        if persist and not dynamic:
-            self.journal.submit((_store.NODE, address, kind, "{}"))
-        log.info("created %s %r", kind, address)
-        return node
-
-    def _make_queue(self, name: str, policy: QueuePolicy, *, durable: bool, dynamic: bool = False) -> Queue:
-        return Queue(
-            name,
-            policy,
-            journal=self.journal,
-            dead_letter=lambda msg, reason: self.dead_letter(policy, msg, reason),
-            now=self.now,
-            dynamic=dynamic,
-            durable_node=durable,
-        )
-
-    def _subscription_queue(self, topic: str, key: str, durable: bool) -> Queue:
-        name = f"{topic}::{key}"
-        q = self._make_queue(name, self.policy_for(topic)[1], durable=durable)
-        if durable:
-            self.journal.submit((_store.NODE, name, "subscription", "{}"))
-        return q
-
-    def lookup(self, address: str | None, *, create: bool, kind: str | None = None) -> Node | None:
-        """The node at ``address``, auto-created (as ``kind``, else per the rules) if allowed."""
-        if not address:
-            return None
-        if address == MANAGEMENT_ADDRESS:
-            return self.management
-        node = self.nodes.get(address)
-        if node is None and create and self.config.auto_create:
-            node = self.create_node(address, kind)
-        return node
-
-    def create_dynamic(self) -> Queue:
-        address = f"amqp10.dynamic.{next(self._dynamic)}.{uuid.uuid4().hex[:12]}"
-        node = self.create_node(address, "queue", dynamic=True)
-        assert isinstance(node, Queue)
-        return node
-
-    def delete_node(self, address: str) -> None:
-        node = self.nodes.pop(address, None)
-        if isinstance(node, Queue):
-            node.purge()
-            if node.durable_node:
-                self.journal.submit((_store.DROP_NODE, address))
-
-    def dead_letter(self, policy: QueuePolicy, msg: QueuedMessage, reason: str) -> None:
-        """Route a dead message (rejected, expired, over its delivery limit) to the policy's address."""
-        dla = policy.dead_letter_address
-        target = self.lookup(dla, create=True) if dla else None
-        if target is None:
-            log.warning("dropping a %s message: dead-letter address %r has no node", reason, dla)
-            return
-        dead = msg.copy()
-        dead.expiry = None  # an expired message must not expire again where it is kept
-        target.publish(dead, lambda: None)
-
-    def recover(self, store: _store.Store) -> int:
-        """Recreate durable nodes and their messages from the store; return the message count."""
-        records, messages = store.load()
-        for rec in records:
-            if rec.kind == "subscription":
-                topic, _, key = rec.name.partition("::")
-                t = self.nodes.get(topic) or self.create_node(topic, "topic", persist=False)
-                if isinstance(t, Topic):
-                    t.subscriptions[key] = self._make_queue(rec.name, t.policy, durable=True)
-            elif rec.name not in self.nodes:
-                self.create_node(rec.name, rec.kind, persist=False)
-        queues: dict[str, Queue | Stream] = {}
-        for node in self.nodes.values():
-            if isinstance(node, (Queue, Stream)):
-                queues[node.name] = node
-            elif isinstance(node, Topic):
-                queues.update({q.name: q for q in node.subscriptions.values()})
-        n = 0
-        for m in messages:
-            q = queues.get(m.node)
-            if q is None:
-                continue
-            q.restore(
-                QueuedMessage(
-                    m.data,
-                    priority=m.priority,
-                    durable=True,
-                    expiry=m.expiry,
-                    message_id=m.message_id,
-                    delivery_count=m.delivery_count,
-                    arrival=m.arrival,
-                    seq=m.seq,
-                )
-            )
-            n += 1
-        return n
-
-    def total_bytes(self) -> int:
-        total = 0
-        for node in self.nodes.values():
-            if isinstance(node, (Queue, Stream)):
-                total += node.bytes
-            elif isinstance(node, Topic):
-                total += sum(q.bytes for q in node.subscriptions.values())
-        return total
-
-    def memory_ok(self) -> bool:
-        return self.total_bytes() < self.config.limits.memory_limit_bytes
-
-
-def _store_null() -> Any:
-    from .nodes import NULL_JOURNAL
-
-    return NULL_JOURNAL
+_RELEASED = Released()
+# publishers' targets that route (a message that reaches no queue is released, not rejected)
+_ROUTERS = (Exchange, ExchangeTarget, AnonymousTarget)
+_CONDITIONS = {
+    "not-found": ErrorCondition.NOT_FOUND,
+    "invalid-field": ErrorCondition.INVALID_FIELD,
+    "unauthorized-access": ErrorCondition.UNAUTHORIZED_ACCESS,
+}
 
 
 class LinkConsumer:
@@ -255,12 +116,10 @@ class LinkConsumer:
         return link.credit - link.queued if link.is_attached else 0
 
     def deliver(self, node: Node, msg: QueuedMessage) -> None:
-        data = msg.data
-        if msg.delivery_count:
-            try:
-                data = LazyMessage(data).with_header(delivery_count=msg.delivery_count, first_acquirer=False)
-            except DecodeError:
-                pass
+        if msg.delivery_count or type(msg) is not Amqp1Message:
+            data = _redelivery_form(msg)
+        else:
+            data = msg.data  # as it arrived: nothing to convert or rewrite
         d = self.link.send(data, settled=self.presettled)
         if self.presettled:
             if not self.browse:
@@ -292,6 +151,11 @@ class LinkConsumer:
         else:  # released, or settled with no outcome: back to the queue
             q.release(msg)
 
+    def cancelled(self) -> None:
+        """The queue was deleted: the link is closed with amqp:resource-deleted."""
+        self.handler.fail_link(self.link, ErrorCondition.RESOURCE_DELETED, f"node {self.node.name!r} was deleted")
+        self.handler.wake()
+
     def release_all(self) -> None:
         """The link is gone: everything unsettled goes back (counted as a failed delivery)."""
         pending, self.in_flight = self.in_flight, {}
@@ -314,6 +178,8 @@ class ConnectionHandler:
         self._handling = False  # inside handle(): the caller writes our output afterwards
         self.closed = False
         self.txns: Transactions | None = None  # made by the first coordinator link (Part 4)
+        self._management: Management | None = None
+        self.vhost: VirtualHost = broker.default  # until the open frame names another
         broker.connections.add(self)
         self._handlers: dict[type, Callable[[Any], None]] = {
             ConnectionOpened: self._on_open,
@@ -358,8 +224,17 @@ class ConnectionHandler:
 
     # -- connection and sessions ---------------------------------------------------------
     def _on_open(self, e: ConnectionOpened) -> None:
-        if self.conn.state is ConnectionState.OPEN_RCVD:
-            self.conn.open()
+        if self.conn.state is not ConnectionState.OPEN_RCVD:
+            return
+        ro = self.conn.remote_open
+        hostname = ro.hostname if ro is not None else None
+        vhost = self.broker.vhost_for_hostname(hostname)
+        self.conn.open()
+        if vhost is None:
+            log.info("refusing a connection to %r: no such virtual host", hostname)
+            self.conn.close(Error(condition=ErrorCondition.NOT_FOUND, description=f"no virtual host {hostname!r}"))
+            return
+        self.vhost = vhost
 
     def _on_closed(self, e: Any) -> None:
         self.cleanup()
@@ -386,6 +261,7 @@ class ConnectionHandler:
         self.publishers.clear()
         if self.txns is not None:
             self.txns.close()  # §4.2: transactions end with their connection, rolled back
+        self.vhost.owner_gone(self)  # exclusive queues end with their connection
         self.broker.connections.discard(self)
 
     def _on_session_begun(self, e: SessionBegun) -> None:
@@ -436,6 +312,53 @@ class ConnectionHandler:
             assert isinstance(link, Sender)
             self._attach_consumer(link)
 
+    def _lookup(self, address: str | None, *, kind: str | None) -> Node | None:
+        """The node a plain name names (``$management`` is this front end's own)."""
+        if address == MANAGEMENT_ADDRESS:
+            if self._management is None:
+                vhost = self.vhost
+                self._management = Management(
+                    vhost, lambda resource: self.broker.authorize(vhost, self.user, resource, "configure")
+                )
+            return self._management
+        return self.vhost.lookup(address, create=True, kind=kind)
+
+    def _target_node(self, target: Target) -> Node:
+        """The node a publisher's target names: a v2 address, a plain name, or (null) each
+        message's ``to``; raises :class:`AddressError`."""
+        kind = _kind_from(target.capabilities)
+        if target.dynamic:
+            return self.vhost.create_dynamic()
+        if target.address is None:
+            return AnonymousTarget(self.vhost, lambda to: self._resolve(to, None))
+        return self._resolve(target.address, kind)
+
+    def _resolve(self, address: str, kind: str | None) -> Node:
+        node = resolve_target(self.vhost, address, lambda a: self._lookup(a, kind=kind))
+        if not self.broker.authorize(self.vhost, self.user, node.name, "write"):
+            raise AddressError("unauthorized-access", f"access to {address!r} refused")
+        return node
+
+    def _source_node(self, source: Source) -> Node:
+        """The node a consumer's source names (a v2 ``/queues/Q`` address or a plain name)."""
+        if source.dynamic:
+            node: Node | None = self.vhost.create_dynamic()
+        else:
+            address = source.address
+            parsed = parse(address) if address else None
+            if parsed is not None:
+                if parsed[0] != "queue":
+                    raise AddressError("invalid-field", f"consume from a queue (/queues/NAME), not {address!r}")
+                node = self.vhost.queue(parsed[1])
+            else:
+                node = self._lookup(address, kind=_kind_from(source.capabilities))
+            if node is None or isinstance(node, Management):
+                raise AddressError("not-found", f"no node at address {address!r}")
+        assert node is not None
+        if not self.broker.authorize(self.vhost, self.user, node.name, "read"):
+            raise AddressError("unauthorized-access", f"access to {source.address!r} refused")
+        return node
+
     def _attach_publisher(self, link: Receiver) -> None:
         target = link.remote_target
         if isinstance(target, Coordinator):
@@ -444,12 +367,10 @@ class ConnectionHandler:
         if not isinstance(target, Target):
             self._refuse(link, ErrorCondition.INVALID_FIELD, "a publisher's attach needs a target")
             return
-        if target.dynamic:
-            node: Node | None = self.broker.create_dynamic()
-        else:
-            node = self.broker.lookup(target.address, create=True, kind=_kind_from(target.capabilities))
-        if node is None:
-            self._refuse(link, ErrorCondition.NOT_FOUND, f"no node at address {target.address!r}")
+        try:
+            node = self._target_node(target)
+        except AddressError as exc:
+            self._refuse(link, _CONDITIONS[exc.condition], exc.description)
             return
         link.max_message_size = self.broker.config.limits.max_message_size
         record = self._take_suspended(link, target.address, None if node.dynamic else node)
@@ -473,7 +394,7 @@ class ConnectionHandler:
         target = link.remote_target
         link.attach(
             target=Target(
-                address=node.name,
+                address=node.name if target.dynamic else target.address,
                 durable=target.durable,
                 expiry_policy=target.expiry_policy,
                 dynamic=target.dynamic,
@@ -527,12 +448,10 @@ class ConnectionHandler:
         if not isinstance(source, Source):
             self._refuse(link, ErrorCondition.INVALID_FIELD, "a consumer's attach needs a source")
             return
-        if source.dynamic:
-            node: Node | None = self.broker.create_dynamic()
-        else:
-            node = self.broker.lookup(source.address, create=True, kind=_kind_from(source.capabilities))
-        if node is None or isinstance(node, Management):
-            self._refuse(link, ErrorCondition.NOT_FOUND, f"no node at address {source.address!r}")
+        try:
+            node = self._source_node(source)
+        except AddressError as exc:
+            self._refuse(link, _CONDITIONS[exc.condition], exc.description)
             return
         browse = source.distribution_mode == "copy"
         filters = None
@@ -561,7 +480,7 @@ class ConnectionHandler:
         link.attach(
             resume_deliveries=record.deliveries if record is not None else None,
             source=Source(
-                address=node.name,
+                address=node.name if source.dynamic else source.address,
                 durable=source.durable,
                 expiry_policy=source.expiry_policy,
                 timeout=source.timeout,
@@ -650,7 +569,7 @@ class ConnectionHandler:
         if record is None:
             return None
         remote = link.remote_attach
-        if remote is None or remote.unsettled is None or record.address != address or node is None or record.node is not node:
+        if remote is None or remote.unsettled is None or record.address != address or node is None or record.node != node:
             record.drop()  # not a resume of that link: what it held goes back, as at its loss
             return None
         log.info("resuming %r", record)
@@ -679,7 +598,7 @@ class ConnectionHandler:
             if not closed:
                 self._suspend_publisher(*entry)  # §2.6.13: detached, not closed: its state stays
             if entry[1].dynamic:
-                self.broker.delete_node(entry[1].name)
+                self.vhost.delete_node(entry[1].name)
         self.blocked.discard(id(link))
 
     def _drop_consumer(self, c: LinkConsumer, *, closed: bool, suspend: bool = False) -> None:
@@ -693,14 +612,10 @@ class ConnectionHandler:
         if isinstance(topic, Topic):
             durable = source is not None and bool(source.durable) and source.expiry_policy == "never"
             if not durable or closed:
-                for key, q in list(topic.subscriptions.items()):
-                    if q is c.node:
-                        topic.unsubscribe(key)
-                        if q.durable_node:
-                            q.purge()
-                            self.broker.journal.submit((_store.DROP_NODE, q.name))
+                if isinstance(c.node, Queue):
+                    self.vhost.drop_subscription(topic, c.node)
         elif isinstance(c.node, Queue) and c.node.dynamic:
-            self.broker.delete_node(c.node.name)
+            self.vhost.delete_node(c.node.name)
 
     # -- deliveries ------------------------------------------------------------------------
     def _on_delivery(self, e: DeliveryReceived) -> None:
@@ -715,8 +630,11 @@ class ConnectionHandler:
                 d.settle(Rejected(error=Error(condition=ErrorCondition.NOT_FOUND, description="link has no node")))
             return
         node = entry[1]
+        if node.deleted:
+            self.fail_link(link, ErrorCondition.RESOURCE_DELETED, f"node {node.name!r} was deleted")
+            return
         try:
-            msg = self._queued_message(d.payload, node)
+            msg = parse_transfer(d.payload, self.broker.now(), node.needs_message_ids)
         except DecodeError as exc:
             if not d.remote_settled:
                 d.settle(Rejected(error=Error(condition=ErrorCondition.DECODE_ERROR, description=str(exc))))
@@ -737,7 +655,11 @@ class ConnectionHandler:
                     self.wake()
 
         if not node.publish(msg, stored):
-            if not presettled:
+            if presettled:
+                pass
+            elif isinstance(node, _ROUTERS) and not isinstance(node, Topic):
+                d.settle(_RELEASED)  # no queue took it (RabbitMQ 4 answers the same)
+            else:
                 d.settle(Rejected(error=Error(condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED, description=f"node {node.name!r} is full")))
         self._touched.add(id(link))
 
@@ -754,90 +676,6 @@ class ConnectionHandler:
         txn = txns.find(state, link)
         if txn is not None:
             txns.post(txn, d, node, msg)
-
-    def _queued_message(self, payload: bytes, node: Node | None = None) -> QueuedMessage:
-        """What routing needs from a message: header fields, absolute expiry, message-id.
-
-        The common shapes (sections with ``00 53 xx`` descriptors; an absent or
-        empty header and properties) are scanned here without building a
-        :class:`LazyMessage`; the properties are decoded only if they can hold an
-        absolute-expiry-time or the node needs message-ids (duplicate detection,
-        the store). Anything unusual takes the general path, which also reports
-        malformed messages.
-        """
-        now = self.broker.now()
-        spans = _scan_sections(payload)
-        if spans is None:
-            return self._queued_message_slow(payload, now)
-        hpos, ppos = spans
-        durable = False
-        priority = 4
-        expiry = None
-        delivery_count = 0
-        if hpos >= 0 and payload[hpos + 3] != 0x45:
-            h = _decode_at(payload, hpos)[0]
-            durable = bool(h.durable)
-            if h.priority is not None:
-                priority = int(h.priority)
-            if h.ttl:
-                expiry = now + h.ttl / 1000
-            delivery_count = int(h.delivery_count or 0)
-        message_id = None
-        if ppos >= 0:
-            c = payload[ppos + 3]
-            if c == 0xC0:
-                count = payload[ppos + 5]
-            elif c == 0x45:
-                count = 0
-            else:
-                count = 9  # list32 (or invalid): decode
-            need_id = node is None or node.needs_message_ids or durable
-            if count > 8 or (count and need_id):
-                p = _decode_at(payload, ppos)[0]
-                if p.absolute_expiry_time:
-                    abs_exp = p.absolute_expiry_time / 1000
-                    expiry = abs_exp if expiry is None else min(expiry, abs_exp)
-                if p.message_id is not None and need_id:
-                    message_id = repr(p.message_id)
-        return QueuedMessage(
-            payload,
-            priority=priority,
-            durable=durable,
-            expiry=expiry,
-            message_id=message_id,
-            delivery_count=delivery_count,
-            arrival=now,
-        )
-
-    def _queued_message_slow(self, payload: bytes, now: float) -> QueuedMessage:
-        lm = LazyMessage(payload)
-        h = lm.header
-        durable = False
-        priority = 4
-        expiry = None
-        if h is not None:
-            durable = bool(h.durable)
-            if h.priority is not None:
-                priority = int(h.priority)
-            if h.ttl:
-                expiry = now + h.ttl / 1000
-        p = lm.properties
-        message_id = None
-        if p is not None:
-            if p.absolute_expiry_time:
-                abs_exp = p.absolute_expiry_time / 1000
-                expiry = abs_exp if expiry is None else min(expiry, abs_exp)
-            if p.message_id is not None:
-                message_id = repr(p.message_id)
-        return QueuedMessage(
-            payload,
-            priority=priority,
-            durable=durable,
-            expiry=expiry,
-            message_id=message_id,
-            delivery_count=int(h.delivery_count or 0) if h is not None else 0,
-            arrival=now,
-        )
 
     def _on_aborted(self, e: DeliveryAborted) -> None:
         if id(e.link) in self.publishers:
@@ -894,74 +732,6 @@ class ConnectionHandler:
         e.link.drained()
 
 
-# Width of what follows a section value's constructor, for the fast scan: >= 0 fixed
-# bytes, -1 a one-byte size, -4 a four-byte size; None: not handled here (described
-# values, invalid constructors), which sends the message down the general path.
-_WIDTH: list[int | None] = [None] * 256
-for _c, _w in (
-    ((0x40, 0x41, 0x42, 0x43, 0x44, 0x45), 0),
-    ((0x50, 0x51, 0x52, 0x53, 0x54, 0x55, 0x56), 1),
-    ((0x60, 0x61), 2),
-    ((0x70, 0x71, 0x72, 0x73, 0x74), 4),
-    ((0x80, 0x81, 0x82, 0x83, 0x84), 8),
-    ((0x94, 0x98), 16),
-    ((0xA0, 0xA1, 0xA3, 0xC0, 0xC1, 0xE0), -1),
-    ((0xB0, 0xB1, 0xB3, 0xD0, 0xD1, 0xF0), -4),
-):
-    for _x in _c:
-        _WIDTH[_x] = _w
-del _c, _w, _x
-# section descriptor code -> rank in the spec's order (the three body kinds share 5)
-_SECTION_RANK: list[int] = [-1] * 256
-for _code, _rank in ((0x70, 0), (0x71, 1), (0x72, 2), (0x73, 3), (0x74, 4), (0x75, 5), (0x76, 5), (0x77, 5), (0x78, 6)):
-    _SECTION_RANK[_code] = _rank
-del _code, _rank
-_unpack_u32 = struct.Struct(">I").unpack_from
-_decode_at = decode_at
-
-
-def _scan_sections(raw: bytes) -> tuple[int, int] | None:
-    """Where the header and properties sections start (-1: absent), for well-formed
-    messages of the usual shape; None sends the message to :class:`LazyMessage`."""
-    n = len(raw)
-    pos = 0
-    rank = -1
-    last = -1
-    hpos = ppos = -1
-    width = _WIDTH
-    try:
-        while pos < n:
-            if raw[pos] != 0x00 or raw[pos + 1] != 0x53:
-                return None
-            code = raw[pos + 2]
-            r = _SECTION_RANK[code]
-            if r < 0 or r < rank or (r == rank and (r != 5 or code != last or code == 0x77)):
-                return None  # out of order, repeated, or not a section: let LazyMessage say
-            c = raw[pos + 3]
-            w = width[c]
-            if w is None or (code == 0x75 and c != 0xA0 and c != 0xB0):
-                return None
-            if code == 0x76 and c != 0xC0 and c != 0x45 and c != 0xD0:
-                return None
-            if r == 0:
-                hpos = pos
-            elif r == 3:
-                ppos = pos
-            if w == -1:
-                pos += 5 + raw[pos + 4]
-            elif w == -4:
-                pos += 8 + _unpack_u32(raw, pos + 4)[0]
-            else:
-                pos += 4 + w
-            rank = r
-            last = code
-    except IndexError:
-        return None
-    if pos != n:
-        return None
-    return hpos, ppos
-
-
 def _kind_from(capabilities: Any) -> str | None:
     """The node kind a terminus asks for through its capabilities (``stream``)."""
     if capabilities and STREAM_CAPABILITY in capabilities:
@@ -969,50 +739,12 @@ def _kind_from(capabilities: Any) -> str | None:
     return None
 
 
-def _annotate_offset(msg: QueuedMessage, offset: int) -> bytes:
-    """The message bytes with ``x-opt-offset`` and ``x-opt-timestamp`` annotations."""
-    try:
-        return LazyMessage(msg.data).with_annotations(
-            {symbol("x-opt-offset"): offset, symbol("x-opt-timestamp"): timestamp(int(msg.arrival * 1000))}
-        )
-    except DecodeError:
-        return msg.data
-
-
-class Management(Node):
-    """``$management``: request/response operations on the broker (stream-info)."""
-
-    kind = "management"
-
-    def __init__(self, broker: Broker) -> None:
-        super().__init__(MANAGEMENT_ADDRESS, QueuePolicy())
-        self.broker = broker
-
-    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
-        on_stored()
-        try:
-            request = Message.decode(msg.data)
-        except DecodeError:
-            return True
-        props = request.application_properties or {}
-        op = props.get("operation")
-        status, body = 200, None
-        if op == "stream-info":
-            node = self.broker.nodes.get(str(props.get("address")))
-            if isinstance(node, Stream):
-                body = node.info()
-            else:
-                status, body = 404, {"error": f"no stream at {props.get('address')!r}"}
-        else:
-            status, body = 400, {"error": f"unknown operation {op!r}"}
-        reply_to = request.reply_to
-        if reply_to:
-            target = self.broker.lookup(reply_to, create=False)
-            if target is not None:
-                reply = Message(body=body, correlation_id=request.id if request.correlation_id is None else request.correlation_id)
-                reply.application_properties = {"status-code": status}
-                target.publish(QueuedMessage(reply.encode(), arrival=self.broker.now()), lambda: None)
-        return True
+def _redelivery_form(msg: QueuedMessage) -> bytes:
+    """The 1.0 bytes of a message from another protocol, or sent again (delivery-count set)."""
+    if isinstance(msg, Amqp1Message):
+        return msg.redelivery_form()
+    data: bytes = msg.form(Amqp1Message.format)
+    return data
 
 
 def _awaits_store(d: Delivery) -> bool:

@@ -1,4 +1,4 @@
-"""Broker nodes: queues (anycast) and topics (multicast), free of any I/O.
+"""Broker nodes: queues (anycast) and streams (append-only logs), free of any I/O.
 
 A node holds :class:`QueuedMessage` records and hands them to consumers (the
 broker's outgoing links) as their credit allows. What a consumer is — a link on
@@ -13,81 +13,34 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
+from ..config import QueuePolicy
 from . import store as _store
-from .config import QueuePolicy
+from .message import PRIORITY_LEVELS, QueuedMessage
 
-__all__ = ["Consumer", "DuplicateWindow", "Journal", "Node", "Queue", "QueuedMessage", "Stream", "Topic"]
-
-PRIORITY_LEVELS = 10
-DEFAULT_PRIORITY = 4
-
-
-class QueuedMessage:
-    """One message in a node: its encoded bytes and what routing needs to know."""
-
-    __slots__ = (
-        "arrival",
-        "data",
-        "delivery_count",
-        "durable",
-        "excluded",
-        "expiry",
-        "message_id",
-        "priority",
-        "seq",
-        "size",
-    )
-
-    def __init__(
-        self,
-        data: bytes,
-        *,
-        priority: int = DEFAULT_PRIORITY,
-        durable: bool = False,
-        expiry: float | None = None,
-        message_id: str | None = None,
-        delivery_count: int = 0,
-        arrival: float = 0.0,
-        seq: int = 0,
-    ) -> None:
-        self.data = data
-        self.size = len(data)
-        self.priority = min(max(priority, 0), PRIORITY_LEVELS - 1)
-        self.durable = durable
-        self.expiry = expiry
-        self.message_id = message_id
-        self.delivery_count = delivery_count
-        self.arrival = arrival
-        self.seq = seq
-        self.excluded: set[int] | None = None  # consumers it is undeliverable to
-
-    def copy(self) -> QueuedMessage:
-        m = QueuedMessage(
-            self.data,
-            priority=self.priority,
-            durable=self.durable,
-            expiry=self.expiry,
-            message_id=self.message_id,
-            delivery_count=self.delivery_count,
-            arrival=self.arrival,
-        )
-        return m
-
-    def __repr__(self) -> str:
-        return f"QueuedMessage(seq={self.seq}, size={self.size}, priority={self.priority}, dc={self.delivery_count})"
+__all__ = ["Consumer", "DuplicateWindow", "Journal", "Node", "Queue", "Stream"]
 
 
 class Consumer(Protocol):
-    """What a node delivers to: an outgoing link, seen from the node."""
+    """What a node delivers to: a 1.0 outgoing link or a 0-9-1 basic.consume, seen from the node."""
 
     id: int
     browse: bool
 
     def credit(self) -> int:
-        """How many more messages the consumer can take now."""
+        """How many more messages the consumer can take now (link credit, prefetch room)."""
 
     def deliver(self, node: Node, msg: QueuedMessage) -> None:
-        """Send ``msg``; the consumer later calls ``node.settle(...)`` with the outcome."""
+        """Send ``msg``; the consumer later calls ``node.ack``/``release``/``reject`` with the outcome."""
+
+    def cancelled(self) -> None:
+        """The node was deleted under the consumer (1.0: detach with amqp:resource-deleted;
+        0-9-1: basic.cancel). It has already been removed from the node."""
+
+
+def cancel_consumers(consumers: list[Consumer]) -> None:
+    """Tell each of ``consumers`` (already removed from their deleted node) it is cancelled."""
+    for c in consumers:
+        c.cancelled()
 
 
 class Journal(Protocol):
@@ -122,6 +75,8 @@ class Node:
     """Common base: a named node with a policy."""
 
     kind = "node"
+    deleted = False
+    """Set once the node is deleted: publishers still holding it are told (1.0: detached)."""
     needs_message_ids = True
     """Whether publishers must extract message-ids for this node (duplicate detection, the store)."""
 
@@ -150,6 +105,16 @@ class Node:
     def dispatch(self) -> None:
         """Deliver what consumers' credit allows."""
 
+    # -- settlement: what a consumer's outcome does (nothing, for a node that keeps no messages)
+    def ack(self, msg: QueuedMessage) -> None:
+        """The consumer is done with ``msg`` (1.0 accepted, 0-9-1 basic.ack)."""
+
+    def release(self, msg: QueuedMessage, *, delivery_failed: bool = False, undeliverable_to: int | None = None) -> None:
+        """``msg`` goes back for redelivery (1.0 released/modified, 0-9-1 nack/reject with requeue)."""
+
+    def reject(self, msg: QueuedMessage) -> None:
+        """``msg`` is dead (1.0 rejected, 0-9-1 nack/reject without requeue): dead-letter or drop it."""
+
 
 class Queue(Node):
     """An anycast queue: competing consumers, FIFO per priority level.
@@ -170,8 +135,14 @@ class Queue(Node):
         now: Callable[[], float],
         dynamic: bool = False,
         durable_node: bool = False,
+        vhost: str = "/",
+        arguments: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(name, policy, dynamic=dynamic)
+        self.vhost = vhost
+        self._key = _store.message_key(vhost, name)  # what its messages are stored under
+        self.arguments: dict[str, Any] = dict(arguments or {})
+        """The arguments it was declared with (already applied to ``policy``)."""
         self.journal = journal
         self.dead_letter = dead_letter
         self.now = now
@@ -192,9 +163,21 @@ class Queue(Node):
         self._max_length = policy.max_length
         self._max_bytes = policy.max_bytes
         self._limited = policy.max_length is not None or policy.max_bytes is not None
+        self._overflow = policy.overflow_mode
+        self._ttl = policy.message_ttl
+        self._top = PRIORITY_LEVELS - 1 if policy.max_priority is None else min(policy.max_priority, PRIORITY_LEVELS - 1)
+        self._single_active = policy.single_active_consumer
         self._store_all = durable_node and policy.durable
         self._movers: list[Consumer] = []  # consumers that take messages (not browsers)
         self.needs_message_ids = self.dedup.size > 0 or self._store_all
+        # exclusive and auto-delete queues (0-9-1's queue.declare): see VirtualHost
+        self.owner: object | None = None
+        """The connection an exclusive queue belongs to (None: not exclusive)."""
+        self.auto_delete = False
+        self.on_unused: Callable[[Queue], None] | None = None
+        """Called when an auto-delete queue loses its last consumer."""
+        self.last_used = now()
+        """When it was declared or last lost a consumer (for ``expires``)."""
 
     # -- inbound --------------------------------------------------------------------
     def is_full(self, extra: int = 0) -> bool:
@@ -205,12 +188,12 @@ class Queue(Node):
         return (ml is not None and self.count >= ml) or (mb is not None and self.bytes + extra > mb)
 
     def can_accept(self, size: int = 0) -> bool:
-        return self.policy.overflow != "block" or not self.is_full(size)
+        return self._overflow != "block" or not self.is_full(size)
 
     def room(self) -> int | None:
         """How many more messages fit before a ``block`` queue is full (None: no limit)."""
         p = self.policy
-        if p.overflow != "block":
+        if self._overflow != "block":
             return None
         room: int | None = None
         if p.max_length is not None:
@@ -224,6 +207,8 @@ class Queue(Node):
         """Put back a message recovered from the store (already durable)."""
         self.dedup.seen(msg.message_id)
         self._next_seq_at_least(msg.seq + 1)
+        if msg.priority > self._top:
+            msg.priority = self._top
         self._levels[msg.priority].append(msg)
         self.count += 1
         self.bytes += msg.size
@@ -246,15 +231,27 @@ class Queue(Node):
             on_stored()
             return True
         if self._limited and self.is_full(msg.size):
-            if self.policy.overflow == "reject":
+            if self._overflow == "reject":
+                if self.policy.overflow == "reject-publish-dlx":
+                    self._dead_letter_or_drop(msg, "maxlen")
                 return False
-            if self.policy.overflow == "drop-oldest":
+            if self._overflow == "drop":
                 while self.count and self.is_full(msg.size):
                     old = self._pop_oldest()
                     if old is None:
                         break
-                    self.stats.dropped += 1
                     self._journal_delete(old)
+                    self._dead_letter_or_drop(old, "maxlen")
+                if self.is_full(msg.size):  # x-max-length 0, or a message bigger than the byte limit
+                    self._dead_letter_or_drop(msg, "maxlen")
+                    on_stored()
+                    return True
+        if self._ttl is not None:
+            queue_expiry = (msg.arrival or self.now()) + self._ttl
+            if msg.expiry is None or queue_expiry < msg.expiry:
+                msg.expiry = queue_expiry
+        if msg.priority > self._top:
+            msg.priority = self._top
         msg.seq = next(self._seq)
         self._last_size = msg.size
         if msg.arrival == 0.0:
@@ -267,13 +264,14 @@ class Queue(Node):
             self.journal.submit(
                 (
                     _store.PUT,
-                    self.name,
+                    self._key,
                     msg.seq,
                     msg.priority,
                     msg.delivery_count,
                     msg.expiry,
                     msg.arrival,
                     msg.message_id,
+                    msg.format,
                     msg.data,
                 ),
                 on_stored,
@@ -288,7 +286,7 @@ class Queue(Node):
 
     def _journal_delete(self, msg: QueuedMessage) -> None:
         if self._persistent(msg):
-            self.journal.submit((_store.DELETE, self.name, msg.seq))
+            self.journal.submit((_store.DELETE, self._key, msg.seq))
 
     def _pop_oldest(self) -> QueuedMessage | None:
         best: deque[QueuedMessage] | None = None
@@ -316,7 +314,18 @@ class Queue(Node):
             self.consumers.remove(consumer)
         if consumer in self._movers:
             self._movers.remove(consumer)
+            if self._single_active and self._movers:
+                self.dispatch()  # the next consumer takes over
         self.browsers.pop(consumer.id, None)
+        if not self.consumers:
+            self.last_used = self.now()
+            if self.auto_delete and self.on_unused is not None:
+                self.on_unused(self)
+
+    @property
+    def active_consumer(self) -> Consumer | None:
+        """With ``single_active_consumer``: the one consumer that gets messages."""
+        return self._movers[0] if self._movers else None
 
     def __iter__(self) -> Iterator[QueuedMessage]:
         """Messages in delivery order (highest priority first, FIFO within a level)."""
@@ -331,7 +340,7 @@ class Queue(Node):
         try:
             if self.browsers:
                 self._dispatch_browsers()
-            consumers = self._movers
+            consumers = self._movers[:1] if self._single_active else self._movers
             n = len(consumers)
             if not n or not self.count:
                 return
@@ -381,7 +390,7 @@ class Queue(Node):
                 self.count -= 1
                 self.bytes -= msg.size
                 if self.durable_node and (msg.durable or self._store_all):
-                    self.journal.submit((_store.UPDATE, self.name, msg.seq, msg.delivery_count, 1))
+                    self.journal.submit((_store.UPDATE, self._key, msg.seq, msg.delivery_count, 1))
                 return msg
             skipped: list[QueuedMessage] = []
             while level:
@@ -401,7 +410,7 @@ class Queue(Node):
                 self.count -= 1
                 self.bytes -= msg.size
                 if self._persistent(msg):
-                    self.journal.submit((_store.UPDATE, self.name, msg.seq, msg.delivery_count, 1))
+                    self.journal.submit((_store.UPDATE, self._key, msg.seq, msg.delivery_count, 1))
                 return msg
             level.extendleft(reversed(skipped))
         return None
@@ -422,7 +431,7 @@ class Queue(Node):
     def _expire(self, msg: QueuedMessage) -> None:
         self.stats.expired += 1
         self._journal_delete(msg)
-        if self.dead_letter is not None and self.policy.dead_letter_address:
+        if self.dead_letter is not None and self.policy.dead_letters:
             self.stats.dead_lettered += 1
             self.dead_letter(msg, "expired")
 
@@ -440,7 +449,7 @@ class Queue(Node):
             limit = self.policy.delivery_limit
             if limit is not None and msg.delivery_count >= limit:
                 self._journal_delete(msg)
-                self._dead_letter_or_drop(msg, "delivery limit reached")
+                self._dead_letter_or_drop(msg, "delivery_limit")
                 return
         if undeliverable_to is not None:
             if msg.excluded is None:
@@ -458,7 +467,7 @@ class Queue(Node):
         self.count += 1
         self.bytes += msg.size
         if self._persistent(msg):
-            self.journal.submit((_store.UPDATE, self.name, msg.seq, msg.delivery_count, 0))
+            self.journal.submit((_store.UPDATE, self._key, msg.seq, msg.delivery_count, 0))
         self.dispatch()
 
     def reject(self, msg: QueuedMessage) -> None:
@@ -468,11 +477,33 @@ class Queue(Node):
         self._dead_letter_or_drop(msg, "rejected")
 
     def _dead_letter_or_drop(self, msg: QueuedMessage, reason: str) -> None:
-        if self.dead_letter is not None and self.policy.dead_letter_address:
+        if self.dead_letter is not None and self.policy.dead_letters:
             self.stats.dead_lettered += 1
             self.dead_letter(msg, reason)
         else:
             self.stats.dropped += 1
+
+    def get(self) -> QueuedMessage | None:
+        """Take the next message without a consumer (0-9-1 basic.get), or None if there is
+        none; the caller settles it with ack/release/reject as a consumer would."""
+        if not self.count:
+            return None
+        msg = self._take_for(_PULL)
+        if msg is not None:
+            self.stats.delivered += 1
+            self.last_used = self.now()
+            for listener in list(self.space_listeners):
+                listener()
+        return msg
+
+    def delete(self) -> int:
+        """The queue is being deleted: purge it and cancel its consumers; return the purged count."""
+        self.deleted = True
+        consumers, self.consumers, self._movers = self.consumers, [], []
+        self.browsers.clear()
+        n = self.purge()
+        cancel_consumers(consumers)
+        return n
 
     def purge(self) -> int:
         n = self.count
@@ -483,59 +514,6 @@ class Queue(Node):
         self.count = 0
         self.bytes = 0
         return n
-
-
-class Topic(Node):
-    """A multicast node: each subscriber gets its own copy in its own subscription queue."""
-
-    kind = "topic"
-
-    def __init__(self, name: str, policy: QueuePolicy, *, make_queue: Callable[[str, bool], Queue]) -> None:
-        super().__init__(name, policy)
-        self.make_queue = make_queue
-        self.subscriptions: dict[str, Queue] = {}
-
-    def subscribe(self, key: str, *, durable: bool) -> Queue:
-        """The subscription queue for ``key`` (created on first use)."""
-        q = self.subscriptions.get(key)
-        if q is None:
-            q = self.make_queue(key, durable)
-            self.subscriptions[key] = q
-        return q
-
-    def unsubscribe(self, key: str) -> Queue | None:
-        return self.subscriptions.pop(key, None)
-
-    def can_accept(self, size: int = 0) -> bool:
-        return all(q.can_accept(size) for q in self.subscriptions.values())
-
-    def room(self) -> int | None:
-        rooms = [r for r in (q.room() for q in self.subscriptions.values()) if r is not None]
-        return min(rooms) if rooms else None
-
-    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
-        subs = list(self.subscriptions.values())
-        self.stats.enqueued += 1
-        if not subs:
-            self.stats.dropped += 1
-            on_stored()
-            return True
-        remaining = [len(subs)]
-
-        def one_stored() -> None:
-            remaining[0] -= 1
-            if remaining[0] == 0:
-                on_stored()
-
-        for q in subs:
-            q.publish(msg.copy(), one_stored)
-        return True
-
-    def add_consumer(self, consumer: Consumer) -> None:  # subscribers attach to their queue
-        raise TypeError("consumers attach to a topic through subscribe()")
-
-    def remove_consumer(self, consumer: Consumer) -> None:
-        raise TypeError("consumers attach to a topic through subscribe()")
 
 
 class DuplicateWindow:
@@ -579,12 +557,13 @@ class Stream(Node):
         *,
         journal: Journal = NULL_JOURNAL,
         now: Callable[[], float],
-        annotate: Callable[[QueuedMessage, int], bytes] | None = None,
+        vhost: str = "/",
     ) -> None:
         super().__init__(name, policy)
+        self.vhost = vhost
+        self._key = _store.message_key(vhost, name)
         self.journal = journal
         self.now = now
-        self.annotate = annotate
         self._entries: list[QueuedMessage] = []  # offset = first + index - _base
         self._base = 0  # index of the first retained entry in _entries
         self.first = 0  # offset of the oldest retained message
@@ -619,15 +598,14 @@ class Stream(Node):
         msg.seq = offset
         if msg.arrival == 0.0:
             msg.arrival = self.now()
-        if self.annotate is not None:
-            msg.data = self.annotate(msg, offset)
-            msg.size = len(msg.data)
+        msg.data = msg.with_stream_position(offset)
+        msg.size = len(msg.data)
         self._entries.append(msg)
         self.next = offset + 1
         self.bytes += msg.size
         self.stats.enqueued += 1
         self.journal.submit(
-            (_store.PUT, self.name, offset, msg.priority, 0, None, msg.arrival, msg.message_id, msg.data),
+            (_store.PUT, self._key, offset, msg.priority, 0, None, msg.arrival, msg.message_id, msg.format, msg.data),
             on_stored,
         )
         self._retain()
@@ -643,7 +621,7 @@ class Stream(Node):
             too_big = p.retention_bytes is not None and self.bytes > p.retention_bytes and self.count > 1
             if not (too_old or too_big):
                 break
-            self.journal.submit((_store.DELETE, self.name, self.first))
+            self.journal.submit((_store.DELETE, self._key, self.first))
             self.bytes -= oldest.size
             self._base += 1
             self.first += 1
@@ -653,7 +631,7 @@ class Stream(Node):
 
     def start_offset(self, spec: Any) -> int:
         """Where a consumer starts for a filter value: first/last/next, an offset or a timestamp."""
-        from ..types import timestamp
+        from ...types import timestamp
 
         if spec is None or spec == "next":
             return self.next
@@ -712,5 +690,22 @@ class Stream(Node):
     def reject(self, msg: QueuedMessage) -> None:
         self.stats.rejected += 1
 
+    def delete(self) -> None:
+        """The stream is being deleted: cancel its consumers."""
+        self.deleted = True
+        consumers, self.consumers = self.consumers, []
+        self.positions.clear()
+        cancel_consumers(consumers)
+
     def info(self) -> dict[str, int]:
         return {"first": self.first, "next": self.next, "count": self.count, "bytes": self.bytes}
+
+
+class _PullConsumer:
+    """Who takes a message by basic.get: no consumer, excluded from nothing."""
+
+    id = 0
+    browse = False
+
+
+_PULL: Any = _PullConsumer()

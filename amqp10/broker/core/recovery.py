@@ -19,7 +19,7 @@ and ``link_recovery_seconds``: a peer that cannot resume gets what its lost link
 held back in the queue at once, as before.
 
 An attach of the same link that carries an unsettled map takes the record
-(``ConnectionHandler`` in :mod:`.core` does the rest: the engine reconciles the
+(the front end, e.g. :mod:`amqp10.broker.amqp1`, does the rest: the engine reconciles the
 two maps). A record that expires, is pushed out by the bound on the number of
 records, or is met by an attach that is not a resume, is dropped: a consumer's
 messages go back to their queue, as they would have when the link was lost.
@@ -38,25 +38,23 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..transport import Delivery
-from ..types import Role
-
 __all__ = ["LinkKey", "LinkRecovery", "SuspendedLink"]
 
 log = logging.getLogger("amqp10.broker")
 
-LinkKey = tuple[str, str, Role]
-"""(remote container-id, link name, the broker's role on the link)."""
+LinkKey = tuple[str, str, Any]
+"""(remote container-id, link name, the broker's role on the link): the front end's key."""
 
 
 class SuspendedLink:
     """One link waiting to be resumed: its unsettled deliveries and what they refer to.
 
-    ``deliveries`` are the old engine endpoint's unsettled deliveries (for
+    The core keeps these records without looking into them. ``deliveries`` are
+    the old engine endpoint's unsettled deliveries (for
     ``resume_deliveries=``; a consumer's carry their queue message as
     ``context``); ``address`` the address of the terminus the peer asked for;
     ``node`` the node (queue) they belong to; ``consumer`` the old
-    :class:`~amqp10.broker.core.LinkConsumer` (its ``in_flight`` messages), or
+    :class:`~amqp10.broker.amqp1.LinkConsumer` (its ``in_flight`` messages), or
     None for a producer; ``on_drop`` releases what the record holds.
     """
 
@@ -67,7 +65,7 @@ class SuspendedLink:
         key: LinkKey,
         *,
         address: str | None,
-        deliveries: Sequence[Delivery],
+        deliveries: Sequence[Any],
         node: Any,
         consumer: Any = None,
         on_drop: Callable[[], None] | None = None,
@@ -88,7 +86,8 @@ class SuspendedLink:
 
     def __repr__(self) -> str:
         container, name, role = self.key
-        return f"SuspendedLink({container!r}, {name!r}, {role.name.lower()}, {len(self.deliveries)} unsettled)"
+        role_name = getattr(role, "name", str(role)).lower()
+        return f"SuspendedLink({container!r}, {name!r}, {role_name}, {len(self.deliveries)} unsettled)"
 
 
 class LinkRecovery:

@@ -36,9 +36,9 @@ import itertools
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ..message import Message
-from ..transport import Delivery, IllegalStateError, Link, Receiver
-from ..types import (
+from ...message import Message
+from ...transport import Delivery, IllegalStateError, Link, Receiver
+from ...types import (
     Accepted,
     DecodeError,
     Error,
@@ -47,35 +47,19 @@ from ..types import (
     TxnCapability,
     symbol,
 )
-from ..types.transactions import Coordinator, Declare, Declared, Discharge, TransactionalState
-from . import store as _store
-from .nodes import Node, Queue, QueuedMessage
+from ...types.transactions import Coordinator, Declare, Declared, Discharge, TransactionalState
+from ..core import Node, QueuedMessage, Transaction
 
 if TYPE_CHECKING:
-    from .core import ConnectionHandler, LinkConsumer
+    from .handler import ConnectionHandler, LinkConsumer
 
-__all__ = ["Transaction", "Transactions"]
+__all__ = ["Transactions"]
 
 log = logging.getLogger("amqp10.broker")
 
 CAPABILITIES = [symbol(TxnCapability.LOCAL_TRANSACTIONS)]
 COORDINATOR_CREDIT = 100
 _txn_ids = itertools.count(1)  # broker-wide: a txn-id from another connection is never ours
-
-
-class Transaction:
-    """One declared transaction: the messages posted in it and the outcomes given in it."""
-
-    __slots__ = ("coordinator", "posted", "retired", "txn_id")
-
-    def __init__(self, txn_id: bytes, coordinator: Link) -> None:
-        self.txn_id = txn_id
-        self.coordinator = coordinator
-        self.posted: list[tuple[Node, QueuedMessage]] = []
-        self.retired: list[tuple[LinkConsumer, QueuedMessage, Any]] = []
-
-    def __repr__(self) -> str:
-        return f"Transaction({self.txn_id.hex()}, posted={len(self.posted)}, retired={len(self.retired)})"
 
 
 class Transactions:
@@ -85,6 +69,7 @@ class Transactions:
         self.handler = handler
         self.coordinators: dict[int, Receiver] = {}  # by id(link)
         self.open: dict[bytes, Transaction] = {}
+        self._coordinator_of: dict[bytes, Link] = {}  # txn-id -> the link that declared it
         self.committed = 0
         self.rolled_back = 0
 
@@ -102,7 +87,7 @@ class Transactions:
         """A link detached: if it was a coordinator, its open transactions roll back (§4.2)."""
         if self.coordinators.pop(id(link), None) is None:
             return
-        for txn in [t for t in self.open.values() if t.coordinator is link]:
+        for txn in [t for t in self.open.values() if self._coordinator_of.get(t.txn_id) is link]:
             del self.open[txn.txn_id]
             self._rollback(txn)
 
@@ -133,7 +118,8 @@ class Transactions:
                 )
                 return
             txn_id = next(_txn_ids).to_bytes(8, "big")
-            self.open[txn_id] = Transaction(txn_id, link)
+            self.open[txn_id] = Transaction(txn_id)
+            self._coordinator_of[txn_id] = link
             log.debug("declared transaction %s", txn_id.hex())
             self._answer(d, Declared(txn_id=txn_id))
         elif isinstance(body, Discharge):
@@ -183,7 +169,7 @@ class Transactions:
 
     def post(self, txn: Transaction, d: Delivery, node: Node, msg: QueuedMessage) -> None:
         """Transactional posting (§4.4.1): hold ``msg`` until the commit."""
-        txn.posted.append((node, msg))
+        txn.post(node, msg)
         if not d.remote_settled and not d.settled:
             d.settle(TransactionalState(txn_id=txn.txn_id, outcome=Accepted()))
 
@@ -191,11 +177,12 @@ class Transactions:
         """Transactional retirement (§4.4.2): the message stays acquired until the commit."""
         msg = consumer.in_flight.pop(d.tag, None)
         if msg is not None:
-            txn.retired.append((consumer, msg, outcome))
+            txn.retire(consumer.node, msg, lambda: consumer.apply(msg, outcome))
 
     # -- discharge ---------------------------------------------------------------------------
     def _commit(self, txn: Transaction, d: Delivery) -> None:
-        full = _overfull(txn.posted)
+        self._coordinator_of.pop(txn.txn_id, None)
+        full = txn.overfull()
         if full is not None:
             self._rollback(txn)
             self._answer(
@@ -206,25 +193,15 @@ class Transactions:
                 ),
             )
             return
-        # Everything below is submitted to the journal without yielding: the group
-        # committer takes it as one batch, i.e. one SQLite transaction.
-        for node, msg in txn.posted:
-            node.publish(msg, _nothing)
-        for consumer, msg, outcome in txn.retired:
-            consumer.apply(msg, outcome)
+        log.debug("committing %r", txn)
+        txn.commit(self.handler.broker.journal, lambda: self._answer(d, Accepted()))
         self.committed += 1
-        log.debug("committed %r", txn)
-        # the barrier's callback runs once every write above is durable
-        self.handler.broker.journal.submit((_store.BARRIER,), lambda: self._answer(d, Accepted()))
 
     def _rollback(self, txn: Transaction) -> None:
+        self._coordinator_of.pop(txn.txn_id, None)
         self.rolled_back += 1
         log.debug("rolled back %r", txn)
-        txn.posted.clear()
-        retired, txn.retired = txn.retired, []
-        for consumer, msg, _ in retired:
-            # the delivery happened: count it, as a modified(delivery-failed) would
-            consumer.node.release(msg, delivery_failed=True)
+        txn.rollback()
 
 
 def _txn_key(txn_id: Any) -> bytes:
@@ -233,23 +210,3 @@ def _txn_key(txn_id: Any) -> bytes:
 
 def _rejected(condition: ErrorCondition, description: str) -> Rejected:
     return Rejected(error=Error(condition=condition, description=description))
-
-
-def _nothing() -> None:
-    pass
-
-
-def _overfull(posted: list[tuple[Node, QueuedMessage]]) -> str | None:
-    """A queue with the ``reject`` overflow policy that the posted messages would overflow."""
-    need: dict[int, tuple[Queue, int, int]] = {}
-    for node, msg in posted:
-        if isinstance(node, Queue) and node.policy.overflow == "reject":
-            q, n, size = need.get(id(node), (node, 0, 0))
-            need[id(node)] = (q, n + 1, size + msg.size)
-    for q, n, size in need.values():
-        p = q.policy
-        if (p.max_length is not None and q.count + n > p.max_length) or (
-            p.max_bytes is not None and q.bytes + size > p.max_bytes
-        ):
-            return q.name
-    return None

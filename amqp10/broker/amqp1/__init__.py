@@ -1,0 +1,9 @@
+"""The AMQP 1.0 front end of the broker (see :mod:`amqp10.broker.amqp1.handler`)."""
+
+from __future__ import annotations
+
+from .handler import ConnectionHandler, LinkConsumer
+from .management import MANAGEMENT_ADDRESS, Management
+from .message import Amqp1Message, parse_transfer
+
+__all__ = ["MANAGEMENT_ADDRESS", "Amqp1Message", "ConnectionHandler", "LinkConsumer", "Management", "parse_transfer"]

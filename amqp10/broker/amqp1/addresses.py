@@ -1,0 +1,134 @@
+"""1.0 addresses onto the AMQ model, in RabbitMQ 4's forms (its "v2" addresses).
+
+- ``/queues/Q``: the queue (or stream) ``Q``; a source or a target.
+- ``/exchanges/X/KEY``: exchange ``X`` with routing key ``KEY``; a target only.
+- ``/exchanges/X``: exchange ``X``, the routing key taken from each message's
+  ``subject``; a target only.
+- a null target address: each message's ``to`` holds one of these (or a plain
+  node name), resolved per message (an anonymous relay).
+- anything else is a plain node name, as before (queues, 1.0 topics, streams).
+
+Segments are percent-encoded (``/queues/a%2Fb`` is the queue ``a/b``);
+``amq.default`` names the nameless default exchange.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from urllib.parse import unquote
+
+from ..config import QueuePolicy
+from ..core import DEFAULT_EXCHANGE, Exchange, Node, QueuedMessage, VirtualHost
+
+__all__ = ["AddressError", "AnonymousTarget", "ExchangeTarget", "parse", "resolve_target"]
+
+QUEUES = "/queues/"
+EXCHANGES = "/exchanges/"
+
+
+class AddressError(Exception):
+    """An address that names nothing usable; ``condition`` says why (not-found, ...)."""
+
+    def __init__(self, condition: str, description: str) -> None:
+        super().__init__(description)
+        self.condition = condition
+        self.description = description
+
+
+def parse(address: str) -> tuple[str, str, str | None] | None:
+    """``("queue", Q, None)``, ``("exchange", X, KEY or None)``, or None: a plain name."""
+    if address.startswith(QUEUES):
+        name = address[len(QUEUES) :]
+        if not name or "/" in name:
+            raise AddressError("invalid-field", f"bad queue address {address!r}: use /queues/NAME")
+        return ("queue", unquote(name), None)
+    if address.startswith(EXCHANGES):
+        rest = address[len(EXCHANGES) :]
+        name, slash, key = rest.partition("/")
+        if not name or "/" in key:
+            raise AddressError("invalid-field", f"bad exchange address {address!r}: use /exchanges/NAME[/KEY]")
+        x = unquote(name)
+        return ("exchange", DEFAULT_EXCHANGE if x == "amq.default" else x, unquote(key) if slash else None)
+    return None
+
+
+class ExchangeTarget(Node):
+    """A publisher's target: an exchange with a fixed routing key (``/exchanges/X/KEY``)."""
+
+    kind = "exchange-target"
+
+    def __init__(self, address: str, exchange: Exchange, key: str, vhost: VirtualHost) -> None:
+        super().__init__(address, QueuePolicy())
+        self.exchange = exchange
+        self.key = key
+        self.vhost = vhost
+
+    @property
+    def deleted(self) -> bool:
+        """Its exchange's: a publisher to a deleted exchange is told."""
+        return self.exchange.deleted
+
+    @deleted.setter
+    def deleted(self, value: bool) -> None:
+        self.exchange.deleted = value
+
+    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
+        return self.vhost.route(self.exchange, msg, self.key, on_stored)
+
+    def __eq__(self, other: object) -> bool:
+        # the same exchange and key: what a resuming attach must find again (link recovery)
+        return isinstance(other, ExchangeTarget) and other.exchange is self.exchange and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash((id(self.exchange), self.key))
+
+
+class AnonymousTarget(Node):
+    """A null target: each message goes where its ``to`` says (a v2 address or a node name)."""
+
+    kind = "anonymous"
+
+    def __init__(self, vhost: VirtualHost, resolve: Callable[[str], Node]) -> None:
+        super().__init__("", QueuePolicy())
+        self.vhost = vhost
+        self.resolve = resolve
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AnonymousTarget) and other.vhost is self.vhost
+
+    def __hash__(self) -> int:
+        return hash(id(self.vhost))
+
+    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
+        to = msg.routing.to
+        if not to:
+            return False
+        try:
+            node = self.resolve(to)
+        except AddressError:
+            return False
+        return node.publish(msg, on_stored)
+
+
+def resolve_target(vhost: VirtualHost, address: str, lookup: Callable[[str], Node | None]) -> Node:
+    """The node a publisher's target address names (``lookup`` for plain names)."""
+    parsed = parse(address)
+    if parsed is None:
+        node = lookup(address)
+        if node is None:
+            raise AddressError("not-found", f"no node at address {address!r}")
+        return node
+    kind, name, key = parsed
+    if kind == "queue":
+        q = vhost.queue(name)
+        if q is None:
+            raise AddressError("not-found", f"no queue {name!r} in vhost {vhost.name!r}")
+        return q
+    x = vhost.exchange(name)
+    if x is None:
+        raise AddressError("not-found", f"no exchange {name!r} in vhost {vhost.name!r}")
+    if x.internal:
+        raise AddressError("unauthorized-access", f"exchange {name!r} is internal: publishers cannot use it")
+    if key is None:
+        return x  # an exchange is a node: publish() takes the key from the subject
+    return ExchangeTarget(address, x, key, vhost)

@@ -1,0 +1,107 @@
+"""The protocol-neutral broker core: virtual hosts, exchanges, queues, the message container.
+
+Nothing here imports a protocol engine (``amqp10.transport``, ``amqp10.sasl``,
+``amqp10.io``; a test holds the package to that). Front ends
+(:mod:`amqp10.broker.amqp1`; 0-9-1 later) turn their engine's events into the
+core's operations:
+
+- choose a virtual host: :meth:`Broker.vhost`, :meth:`Broker.vhost_for_hostname`;
+- declare / look up: :meth:`VirtualHost.declare_queue`,
+  :meth:`VirtualHost.declare_exchange`, :meth:`VirtualHost.lookup` (1.0 node
+  names), :meth:`VirtualHost.create_dynamic`, ``delete_node`` / ``delete_exchange``;
+- bind: :meth:`VirtualHost.bind` / :meth:`VirtualHost.unbind`;
+- publish: :meth:`VirtualHost.route` (exchange + routing key), or
+  ``node.publish(msg, on_stored)`` on a queue or exchange, with a
+  :class:`QueuedMessage` subclass of the publisher's protocol;
+- consume / cancel: ``node.add_consumer(c)`` / ``node.remove_consumer(c)``, ``c``
+  a :class:`Consumer` (its ``credit()`` is 1.0 link credit or 0-9-1 prefetch room);
+- settle: ``node.ack(msg)``, ``node.release(msg, delivery_failed=...,
+  undeliverable_to=...)``, ``node.reject(msg)``;
+- transactions: :class:`Transaction`;
+- permissions: :meth:`Broker.authorize` (vhost, user, resource, action) before
+  any of the above on a user's behalf.
+
+Refusals raise :class:`NotFound`, :class:`AccessRefused` or
+:class:`PreconditionFailed`, which each front end maps to its protocol's code.
+"""
+
+from __future__ import annotations
+
+from .arguments import ArgumentError, arguments_of, policy_with_arguments
+from .broker import DEFAULT_VHOST, Action, Broker
+from .exchanges import (
+    Binding,
+    DirectExchange,
+    Exchange,
+    FanoutExchange,
+    HeadersExchange,
+    Topic,
+    TopicExchange,
+    TopicTrie,
+    make_exchange,
+)
+from .message import (
+    DEFAULT_PRIORITY,
+    PRIORITY_LEVELS,
+    QueuedMessage,
+    Routing,
+    format_named,
+    register_conversion,
+    register_format,
+)
+from .nodes import NULL_JOURNAL, Consumer, DuplicateWindow, Journal, Node, Queue, Stream
+from .recovery import LinkRecovery, SuspendedLink
+from .transactions import Transaction
+from .vhost import (
+    DEFAULT_EXCHANGE,
+    PREDECLARED,
+    AccessRefused,
+    ModelError,
+    NotFound,
+    PreconditionFailed,
+    ResourceLocked,
+    VirtualHost,
+)
+
+__all__ = [
+    "DEFAULT_EXCHANGE",
+    "DEFAULT_PRIORITY",
+    "DEFAULT_VHOST",
+    "NULL_JOURNAL",
+    "PREDECLARED",
+    "PRIORITY_LEVELS",
+    "AccessRefused",
+    "ArgumentError",
+    "Action",
+    "Binding",
+    "Broker",
+    "Consumer",
+    "DirectExchange",
+    "DuplicateWindow",
+    "Exchange",
+    "FanoutExchange",
+    "HeadersExchange",
+    "Journal",
+    "LinkRecovery",
+    "ModelError",
+    "Node",
+    "NotFound",
+    "PreconditionFailed",
+    "Queue",
+    "QueuedMessage",
+    "ResourceLocked",
+    "Routing",
+    "Stream",
+    "SuspendedLink",
+    "Topic",
+    "TopicExchange",
+    "TopicTrie",
+    "Transaction",
+    "VirtualHost",
+    "arguments_of",
+    "format_named",
+    "make_exchange",
+    "policy_with_arguments",
+    "register_conversion",
+    "register_format",
+]

@@ -1,0 +1,152 @@
+"""RabbitMQ's queue arguments, mapped onto :class:`~amqp10.broker.config.QueuePolicy`.
+
+A queue's behaviour is one ``QueuePolicy``: from the broker config (address
+rules, the default policy), with a declaration's arguments applied on top under
+RabbitMQ's names. The table below is the whole mapping:
+
+==============================  =============================  ==========================
+argument                        policy field                   value
+==============================  =============================  ==========================
+``x-message-ttl``               ``message_ttl``                ms (seconds in the policy)
+``x-expires``                   ``expires``                    ms (seconds in the policy)
+``x-max-length``                ``max_length``                 messages
+``x-max-length-bytes``          ``max_bytes``                  bytes
+``x-overflow``                  ``overflow``                   drop-head, reject-publish,
+                                                               reject-publish-dlx
+``x-dead-letter-exchange``      ``dead_letter_exchange``       exchange name
+``x-dead-letter-routing-key``   ``dead_letter_routing_key``    routing key
+``x-delivery-limit``            ``delivery_limit``             deliveries
+``x-max-priority``              ``max_priority``               0-255
+``x-single-active-consumer``    ``single_active_consumer``     bool
+``x-queue-type``                (the node kind)                classic, stream
+==============================  =============================  ==========================
+
+As in RabbitMQ, a queue given a length limit by its arguments and no
+``x-overflow`` drops its oldest messages (``drop-head``); a queue limited by the
+broker config keeps that config's overflow (``block`` by default: 1.0
+publishers wait for credit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..config import QueuePolicy
+
+__all__ = ["ARGUMENTS", "QUEUE_TYPES", "ArgumentError", "arguments_of", "policy_with_arguments", "queue_kind"]
+
+QUEUE_TYPES = {"classic": "queue", "stream": "stream"}
+
+
+class ArgumentError(ValueError):
+    """A queue argument with an unknown name or a value of the wrong kind."""
+
+
+def _non_negative_int(name: str, v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ArgumentError(f"{name} must be a non-negative integer, not {v!r}")
+    return v
+
+
+def _ms_to_seconds(name: str, v: Any) -> float:
+    return _non_negative_int(name, v) / 1000
+
+
+def _positive_ms_to_seconds(name: str, v: Any) -> float:
+    if _non_negative_int(name, v) == 0:
+        raise ArgumentError(f"{name} must be above 0")
+    return float(v) / 1000
+
+
+def _positive_int(name: str, v: Any) -> int:
+    if _non_negative_int(name, v) == 0:
+        raise ArgumentError(f"{name} must be above 0")
+    return int(v)
+
+
+def _string(name: str, v: Any) -> str:
+    if not isinstance(v, str):
+        raise ArgumentError(f"{name} must be a string, not {v!r}")
+    return v
+
+
+def _overflow(name: str, v: Any) -> str:
+    if v not in ("drop-head", "reject-publish", "reject-publish-dlx"):
+        raise ArgumentError(f"{name} must be drop-head, reject-publish or reject-publish-dlx, not {v!r}")
+    return str(v)
+
+
+def _priority(name: str, v: Any) -> int:
+    n = _non_negative_int(name, v)
+    if n > 255:
+        raise ArgumentError(f"{name} must be at most 255, not {v!r}")
+    return n
+
+
+def _bool(name: str, v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise ArgumentError(f"{name} must be true or false, not {v!r}")
+    return v
+
+
+ARGUMENTS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
+    "x-message-ttl": ("message_ttl", _ms_to_seconds),
+    "x-expires": ("expires", _positive_ms_to_seconds),
+    "x-max-length": ("max_length", _non_negative_int),
+    "x-max-length-bytes": ("max_bytes", _non_negative_int),
+    "x-overflow": ("overflow", _overflow),
+    "x-dead-letter-exchange": ("dead_letter_exchange", _string),
+    "x-dead-letter-routing-key": ("dead_letter_routing_key", _string),
+    "x-delivery-limit": ("delivery_limit", _positive_int),
+    "x-max-priority": ("max_priority", _priority),
+    "x-single-active-consumer": ("single_active_consumer", _bool),
+}
+"""Argument name -> (QueuePolicy field, converter from the argument's value)."""
+
+
+def queue_kind(arguments: Mapping[str, Any] | None) -> str:
+    """The node kind ``x-queue-type`` asks for: ``queue`` (classic, the default) or ``stream``."""
+    qt = (arguments or {}).get("x-queue-type", "classic")
+    kind = QUEUE_TYPES.get(qt) if isinstance(qt, str) else None
+    if kind is None:
+        raise ArgumentError(f"x-queue-type must be one of {', '.join(QUEUE_TYPES)}, not {qt!r}")
+    return kind
+
+
+def policy_with_arguments(base: QueuePolicy, arguments: Mapping[str, Any] | None) -> QueuePolicy:
+    """``base`` with ``arguments`` (RabbitMQ names) applied; unknown ``x-`` names are refused."""
+    if not arguments:
+        return base
+    changes: dict[str, Any] = {}
+    for name, value in arguments.items():
+        if name == "x-queue-type":
+            queue_kind(arguments)
+            continue
+        entry = ARGUMENTS.get(name)
+        if entry is None:
+            raise ArgumentError(f"unknown queue argument {name!r}")
+        field, convert = entry
+        changes[field] = convert(name, value)
+    limited = "max_length" in changes or "max_bytes" in changes
+    if limited and "overflow" not in changes:
+        changes["overflow"] = "drop-head"  # RabbitMQ's default for a length-limited queue
+    return base.model_copy(update=changes)
+
+
+def arguments_of(policy: QueuePolicy) -> dict[str, Any]:
+    """The RabbitMQ arguments that express ``policy``'s settings (for listings and definitions)."""
+    out: dict[str, Any] = {}
+    for name, (field, _) in ARGUMENTS.items():
+        value = getattr(policy, field)
+        if value is None or value is False:
+            continue
+        if field in ("message_ttl", "expires"):
+            value = round(value * 1000)
+        elif field == "overflow":
+            mode = policy.overflow_mode
+            if mode == "block":
+                continue
+            value = {"drop": "drop-head", "reject": policy.overflow if policy.overflow == "reject-publish-dlx" else "reject-publish"}[mode]
+        out[name] = value
+    return out

@@ -1,0 +1,230 @@
+"""The message container: a message as it arrived, plus what routing needs, read once.
+
+A :class:`QueuedMessage` keeps the message in the form its publisher's
+protocol gave it (``data``: for AMQP 1.0 the encoded sections, untouched) and
+the few fields queues need on every message (priority, durability, expiry,
+size, message-id), which the front end reads as the message arrives.
+
+The fields only some routing needs (the routing key / ``subject``, ``to``, the
+headers a headers exchange matches) are read lazily, once, by the subclass of
+the publisher's protocol (:meth:`QueuedMessage._read_routing`,
+:meth:`QueuedMessage._read_headers`), so a message
+published straight to a queue never pays for them.
+
+A consumer speaking another protocol asks for :meth:`QueuedMessage.form`:
+the conversion runs once per target protocol and is cached on the message.
+Each protocol's front end registers its subclass with :func:`register_format`
+(the store keeps the format's name with each message) and its conversions with
+:func:`register_conversion`. Only AMQP 1.0 exists today; the 0-9-1 front end
+adds its subclass (properties + body) and the two conversions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+__all__ = [
+    "DEFAULT_PRIORITY",
+    "FORMATS",
+    "PRIORITY_LEVELS",
+    "QueuedMessage",
+    "Routing",
+    "format_named",
+    "register_conversion",
+    "register_format",
+]
+
+PRIORITY_LEVELS = 10
+DEFAULT_PRIORITY = 4
+
+_EMPTY: Mapping[str, Any] = {}
+
+
+class Routing:
+    """The routing key and address of a message, read once from its native form
+    (the headers a headers exchange matches are read apart: :attr:`QueuedMessage.headers`)."""
+
+    __slots__ = ("subject", "to")
+
+    def __init__(self, subject: str | None = None, to: str | None = None) -> None:
+        self.subject = subject
+        """The routing key: 1.0 ``properties.subject``; 0-9-1 basic.publish's routing key."""
+        self.to = to
+        """1.0 ``properties.to`` (an address, for a null-target publisher); None elsewhere."""
+
+
+_NO_ROUTING = Routing()
+
+
+class QueuedMessage:
+    """One message in the broker: its native form and what queues need to know.
+
+    The base class is an opaque message with no routing fields (used for
+    messages whose protocol is unknown); front ends subclass it.
+    """
+
+    __slots__ = (
+        "_forms",
+        "_headers",
+        "_published",
+        "_routing",
+        "arrival",
+        "data",
+        "delivery_count",
+        "durable",
+        "excluded",
+        "expiry",
+        "message_id",
+        "priority",
+        "seq",
+        "size",
+    )
+
+    _routing: Routing
+    _headers: Mapping[str, Any]
+    _forms: dict[str, Any]
+    _published: tuple[str, str | None]
+
+    format: ClassVar[str] = "opaque"
+    """The name of the protocol form ``data`` is in (the key of :data:`FORMATS`)."""
+
+    def __init__(
+        self,
+        data: bytes,
+        *,
+        priority: int = DEFAULT_PRIORITY,
+        durable: bool = False,
+        expiry: float | None = None,
+        message_id: str | None = None,
+        delivery_count: int = 0,
+        arrival: float = 0.0,
+        seq: int = 0,
+    ) -> None:
+        self.data = data
+        self.size = len(data)
+        self.priority = min(max(priority, 0), PRIORITY_LEVELS - 1)
+        self.durable = durable
+        self.expiry = expiry
+        self.message_id = message_id
+        self.delivery_count = delivery_count
+        self.arrival = arrival
+        self.seq = seq
+        self.excluded: set[int] | None = None  # consumers it is undeliverable to
+        # _routing and _forms stay unset until asked for: nothing per message up front
+
+    def copy(self) -> QueuedMessage:
+        """A fresh record of the same message (same class, same routing fields, no queue state)."""
+        m = type(self)(
+            self.data,
+            priority=self.priority,
+            durable=self.durable,
+            expiry=self.expiry,
+            message_id=self.message_id,
+            delivery_count=self.delivery_count,
+            arrival=self.arrival,
+        )
+        for name in ("_routing", "_headers", "_published"):  # what was read once stays read
+            try:
+                setattr(m, name, getattr(self, name))
+            except AttributeError:
+                pass
+        return m
+
+    # -- routing fields, read once ---------------------------------------------------------
+    @property
+    def routing(self) -> Routing:
+        """The message's routing fields (read from ``data`` on first use)."""
+        try:
+            return self._routing
+        except AttributeError:
+            r = self._routing = self._read_routing()
+            return r
+
+    def _read_routing(self) -> Routing:
+        """Read the routing fields from ``data`` (a subclass knows how)."""
+        return _NO_ROUTING
+
+    @property
+    def headers(self) -> Mapping[str, Any]:
+        """What a headers exchange matches (1.0 application-properties; 0-9-1 headers),
+        read from ``data`` on first use."""
+        try:
+            return self._headers
+        except AttributeError:
+            h = self._headers = self._read_headers()
+            return h
+
+    def _read_headers(self) -> Mapping[str, Any]:
+        """Read the headers from ``data`` (a subclass knows how)."""
+        return _EMPTY
+
+    def mark_published(self, exchange: str, key: str | None) -> None:
+        """Remember the exchange (and explicit routing key) it was published through."""
+        self._published = (exchange, key)
+
+    @property
+    def published_to(self) -> tuple[str, str]:
+        """(exchange, routing key) it was published with; ("", subject) if not through an exchange
+        (or after a restart: this is not stored)."""
+        try:
+            exchange, key = self._published
+        except AttributeError:
+            exchange, key = "", None
+        return exchange, key if key is not None else (self.routing.subject or "")
+
+    # -- dead-lettering -----------------------------------------------------------------------
+    def dead_lettered(self, death: Mapping[str, Any], now: float) -> QueuedMessage:
+        """A new message to republish to a dead-letter exchange, its death history updated
+        with ``death`` (queue, reason, exchange, routing-keys; RabbitMQ's x-death record)."""
+        m = self.copy()
+        m.expiry = None  # an expired message must not expire again where it is kept
+        return m
+
+    # -- other protocols' forms -------------------------------------------------------------
+    def form(self, fmt: str) -> Any:
+        """The message in protocol ``fmt``'s form: ``data`` itself, or a cached conversion."""
+        if fmt == self.format:
+            return self.data
+        try:
+            forms = self._forms
+        except AttributeError:
+            forms = self._forms = {}
+        if fmt not in forms:
+            convert = _CONVERSIONS.get((self.format, fmt))
+            if convert is None:
+                raise LookupError(f"no conversion from {self.format} to {fmt}")
+            forms[fmt] = convert(self)
+        return forms[fmt]
+
+    def with_stream_position(self, offset: int) -> bytes:
+        """``data`` marked with its stream offset and arrival time (as the protocol shows them)."""
+        return self.data
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(seq={self.seq}, size={self.size}, priority={self.priority}, dc={self.delivery_count})"
+
+
+FORMATS: dict[str, type[QueuedMessage]] = {QueuedMessage.format: QueuedMessage}
+"""Message classes by format name (what the store records with each message)."""
+
+_CONVERSIONS: dict[tuple[str, str], Callable[[QueuedMessage], Any]] = {}
+
+
+def register_format(cls: type[QueuedMessage]) -> type[QueuedMessage]:
+    """Make ``cls`` the message class of its ``format`` (a front end does this on import)."""
+    FORMATS[cls.format] = cls
+    return cls
+
+
+def register_conversion(source: str, target: str, convert: Callable[[QueuedMessage], Any]) -> None:
+    """Declare how a ``source``-format message becomes ``target``'s form (the 0-9-1 hook)."""
+    _CONVERSIONS[(source, target)] = convert
+
+
+def format_named(name: str) -> type[QueuedMessage]:
+    """The message class of format ``name`` (its front end must have been imported)."""
+    cls = FORMATS.get(name)
+    if cls is None:
+        raise LookupError(f"no front end has registered the message format {name!r}")
+    return cls

@@ -1,0 +1,94 @@
+"""The node side of a local transaction: work held until commit, undone at rollback.
+
+A front end (the 1.0 coordinator in :mod:`amqp10.broker.amqp1.transactions`;
+0-9-1's ``tx.select`` later) declares a :class:`Transaction`, posts messages and
+retires consumed ones in it, and discharges it. Nothing posted reaches a node
+before the commit, which publishes every posted message and applies every
+retirement synchronously: the store's group committer takes the writes as one
+batch, i.e. one SQLite transaction. A rollback puts retired messages back on
+their queues as failed deliveries (delivery-count + 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from . import store as _store
+from .message import QueuedMessage
+from .nodes import Journal, Node, Queue
+
+__all__ = ["Retirement", "Transaction"]
+
+
+class Retirement:
+    """A consumed message whose outcome waits for the commit."""
+
+    __slots__ = ("apply", "msg", "node")
+
+    def __init__(self, node: Node, msg: QueuedMessage, apply: Callable[[], None]) -> None:
+        self.node = node
+        self.msg = msg
+        self.apply = apply
+        """Applies the outcome (the front end's settle code, the same as outside a transaction)."""
+
+
+class Transaction:
+    """One declared transaction: the messages posted in it and the outcomes given in it."""
+
+    __slots__ = ("posted", "retired", "txn_id")
+
+    def __init__(self, txn_id: bytes) -> None:
+        self.txn_id = txn_id
+        self.posted: list[tuple[Node, QueuedMessage]] = []
+        self.retired: list[Retirement] = []
+
+    def post(self, node: Node, msg: QueuedMessage) -> None:
+        """Hold ``msg`` for ``node`` until the commit."""
+        self.posted.append((node, msg))
+
+    def retire(self, node: Node, msg: QueuedMessage, apply: Callable[[], None]) -> None:
+        """``msg`` (taken from ``node``) stays acquired; ``apply`` settles it at the commit."""
+        self.retired.append(Retirement(node, msg, apply))
+
+    def overfull(self) -> str | None:
+        """The name of a ``reject``-overflow queue the posted messages would overflow."""
+        need: dict[int, tuple[Queue, int, int]] = {}
+        for node, msg in self.posted:
+            if isinstance(node, Queue) and node.policy.overflow_mode == "reject":
+                q, n, size = need.get(id(node), (node, 0, 0))
+                need[id(node)] = (q, n + 1, size + msg.size)
+        for q, n, size in need.values():
+            p = q.policy
+            if (p.max_length is not None and q.count + n > p.max_length) or (
+                p.max_bytes is not None and q.bytes + size > p.max_bytes
+            ):
+                return q.name
+        return None
+
+    def commit(self, journal: Journal, on_durable: Callable[[], None]) -> None:
+        """Publish what was posted, apply what was retired; ``on_durable`` once it is stored."""
+        # Everything below is submitted to the journal without yielding: the group
+        # committer takes it as one batch, i.e. one SQLite transaction.
+        posted, self.posted = self.posted, []
+        retired, self.retired = self.retired, []
+        for node, msg in posted:
+            node.publish(msg, _nothing)
+        for r in retired:
+            r.apply()
+        # the barrier's callback runs once every write above is durable
+        journal.submit((_store.BARRIER,), on_durable)
+
+    def rollback(self) -> None:
+        """Forget what was posted; retired messages go back as failed deliveries."""
+        self.posted.clear()
+        retired, self.retired = self.retired, []
+        for r in retired:
+            # the delivery happened: count it, as a modified(delivery-failed) would
+            r.node.release(r.msg, delivery_failed=True)
+
+    def __repr__(self) -> str:
+        return f"Transaction({self.txn_id.hex()}, posted={len(self.posted)}, retired={len(self.retired)})"
+
+
+def _nothing() -> None:
+    pass

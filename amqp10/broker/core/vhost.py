@@ -1,0 +1,589 @@
+"""A virtual host: one isolated name space of queues, streams, exchanges and bindings.
+
+Queues and streams (and 1.0 topics, which are fanout exchanges underneath) are
+*nodes*, found by name: :meth:`VirtualHost.lookup`. Exchanges have their own
+name space: :meth:`VirtualHost.exchange`. Every virtual host has the nameless
+default exchange (routing key = queue name, a binding to every queue that
+cannot be changed) and the predeclared ``amq.direct``, ``amq.fanout``,
+``amq.topic``, ``amq.headers`` and ``amq.match``.
+
+Front ends check :meth:`~amqp10.broker.core.broker.Broker.authorize` with
+(vhost, user, resource, action) before acting on a user's behalf.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..config import QueuePolicy
+from . import store as _store
+from .arguments import ArgumentError, policy_with_arguments, queue_kind
+from .exchanges import (
+    Binding,
+    DirectExchange,
+    Exchange,
+    Topic,
+    args_key,
+    make_exchange,
+)
+from .message import QueuedMessage
+from .nodes import Journal, Node, Queue, Stream
+
+if TYPE_CHECKING:
+    from .broker import Broker
+    from .exchanges import Destination
+
+__all__ = ["DEFAULT_EXCHANGE", "PREDECLARED", "AccessRefused", "ModelError", "NotFound", "PreconditionFailed", "ResourceLocked", "VirtualHost"]
+
+log = logging.getLogger("amqp10.broker")
+
+DEFAULT_EXCHANGE = ""
+PREDECLARED: dict[str, str] = {
+    "amq.direct": "direct",
+    "amq.fanout": "fanout",
+    "amq.topic": "topic",
+    "amq.headers": "headers",
+    "amq.match": "headers",
+}
+
+
+class ModelError(Exception):
+    """A refused AMQ-model operation; front ends map the class to their own error code."""
+
+
+class NotFound(ModelError):
+    """No such exchange, queue or binding (1.0 amqp:not-found; 0-9-1 NOT_FOUND 404)."""
+
+
+class AccessRefused(ModelError):
+    """Not allowed on this resource (1.0 amqp:unauthorized-access; 0-9-1 ACCESS_REFUSED 403)."""
+
+
+class ResourceLocked(ModelError):
+    """An exclusive queue of another connection (1.0 amqp:resource-locked; 0-9-1 RESOURCE_LOCKED 405)."""
+
+
+class PreconditionFailed(ModelError):
+    """Exists with other properties (1.0 amqp:precondition-failed; 0-9-1 PRECONDITION_FAILED 406)."""
+
+
+class VirtualHost:
+    """One virtual host's nodes, exchanges and bindings."""
+
+    def __init__(self, broker: Broker, name: str) -> None:
+        self.broker = broker
+        self.name = name
+        self.config = broker.config
+        self.nodes: dict[str, Node] = {}
+        self.exchanges: dict[str, Exchange] = {}
+        self._dynamic = itertools.count(1)
+        self._exclusive: dict[int, list[str]] = {}  # id(owner) -> its exclusive queues
+        self.default_exchange = _DefaultExchange(self)
+        self.exchanges[DEFAULT_EXCHANGE] = self.default_exchange
+        for xname, xtype in PREDECLARED.items():
+            self.exchanges[xname] = make_exchange(xtype, xname, router=self.route, durable=True)
+
+    @property
+    def journal(self) -> Journal:
+        return self.broker.journal
+
+    def now(self) -> float:
+        return self.broker.now()
+
+    # -- nodes (queues, streams, 1.0 topics) ------------------------------------------------
+    def policy_for(self, address: str) -> tuple[str, QueuePolicy]:
+        rule = self.config.rule_for(address)
+        if rule is None:
+            return "queue", self.config.default_policy
+        return rule.kind, rule.policy
+
+    def create_node(self, address: str, kind: str | None = None, *, dynamic: bool = False, persist: bool = True) -> Node:
+        """Make a node (``kind`` queue, topic or stream; else per the address rules)."""
+        rule_kind, policy = self.policy_for(address)
+        kind = kind or rule_kind
+        if kind == "topic":
+            topic = Topic(
+                address,
+                policy,
+                make_queue=lambda key, durable: self._subscription_queue(address, key, durable),
+                router=self.route,
+            )
+            self.exchanges.setdefault(address, topic)
+            node: Node = topic
+        elif kind == "stream":
+            node = Stream(address, policy, journal=self.journal, now=self.now, vhost=self.name)
+        else:
+            node = self._make_queue(address, policy, durable=not dynamic, dynamic=dynamic)
+        self.nodes[address] = node
+        if persist and not dynamic:
+            self.journal.submit((_store.NODE, self.name, address, kind, "{}"))
+        log.info("created %s %r in vhost %r", kind, address, self.name)
+        return node
+
+    def _make_queue(
+        self,
+        name: str,
+        policy: QueuePolicy,
+        *,
+        durable: bool,
+        dynamic: bool = False,
+        arguments: Mapping[str, Any] | None = None,
+    ) -> Queue:
+        return Queue(
+            name,
+            policy,
+            journal=self.journal,
+            dead_letter=lambda msg, reason: self.dead_letter(policy, msg, reason, name),
+            now=self.now,
+            dynamic=dynamic,
+            durable_node=durable,
+            vhost=self.name,
+            arguments=dict(arguments or {}),
+        )
+
+    def _subscription_queue(self, topic: str, key: str, durable: bool) -> Queue:
+        name = f"{topic}::{key}"
+        q = self._make_queue(name, self.policy_for(topic)[1], durable=durable)
+        if durable:
+            self.journal.submit((_store.NODE, self.name, name, "subscription", "{}"))
+        return q
+
+    def lookup(self, address: str | None, *, create: bool, kind: str | None = None) -> Node | None:
+        """The node at ``address``, auto-created (as ``kind``, else per the rules) if allowed."""
+        if not address:
+            return None
+        node = self.nodes.get(address)
+        if node is None and create and self.config.auto_create:
+            node = self.create_node(address, kind)
+        return node
+
+    def queue(self, name: str) -> Queue | Stream | None:
+        """The queue or stream called ``name`` (what the default exchange routes to)."""
+        node = self.nodes.get(name)
+        return node if isinstance(node, (Queue, Stream)) else None
+
+    def declare_queue(
+        self,
+        name: str,
+        *,
+        durable: bool = True,
+        kind: str | None = None,
+        passive: bool = False,
+        arguments: Mapping[str, Any] | None = None,
+        exclusive_owner: object | None = None,
+        auto_delete: bool = False,
+        persist: bool = True,
+    ) -> Queue | Stream:
+        """Declare a queue: the existing one, or a new one.
+
+        ``arguments`` are RabbitMQ's queue arguments (see :mod:`.arguments`;
+        ``x-queue-type = stream`` makes a stream), applied on top of the policy
+        the address rules give ``name``. ``exclusive_owner`` (a connection)
+        makes it exclusive: only that owner may use it, and it is deleted with
+        :meth:`owner_gone`. ``auto_delete``: deleted when its last consumer goes.
+        """
+        node = self.nodes.get(name)
+        if node is not None:
+            if not isinstance(node, (Queue, Stream)):
+                raise PreconditionFailed(f"{name!r} in vhost {self.name!r} is a {node.kind}, not a queue")
+            owner = node.owner if isinstance(node, Queue) else None
+            if owner is not None and owner is not exclusive_owner:
+                raise ResourceLocked(f"cannot obtain exclusive access to locked queue {name!r} in vhost {self.name!r}")
+            return node
+        if passive:
+            raise NotFound(f"no queue {name!r} in vhost {self.name!r}")
+        try:
+            if kind is None:
+                kind = queue_kind(arguments)
+            elif kind not in ("queue", "stream"):
+                raise ArgumentError(f"a queue's type is queue or stream, not {kind!r}")
+            policy = policy_with_arguments(self.policy_for(name)[1], arguments)
+        except ArgumentError as exc:
+            raise PreconditionFailed(f"invalid arguments for queue {name!r} in vhost {self.name!r}: {exc}") from None
+        props = json.dumps({"arguments": dict(arguments or {})}, sort_keys=True, default=repr) if arguments else "{}"
+        made: Queue | Stream
+        if kind == "stream":
+            made = Stream(name, policy, journal=self.journal, now=self.now, vhost=self.name)
+            durable = True
+        else:
+            q = self._make_queue(name, policy, durable=durable and exclusive_owner is None, arguments=arguments)
+            q.owner = exclusive_owner
+            if exclusive_owner is not None:
+                self._exclusive.setdefault(id(exclusive_owner), []).append(name)
+            q.auto_delete = auto_delete
+            if auto_delete:
+                q.on_unused = lambda queue: self.delete_node(queue.name) if self.nodes.get(queue.name) is queue else None
+            made = q
+        self.nodes[name] = made
+        if durable and exclusive_owner is None and persist:
+            self.journal.submit((_store.NODE, self.name, name, kind, props))
+        log.info("declared %s %r in vhost %r", kind, name, self.name)
+        return made
+
+    def owner_gone(self, owner: object) -> None:
+        """A connection ended: its exclusive queues go with it."""
+        for name in self._exclusive.pop(id(owner), ()):
+            node = self.nodes.get(name)
+            if isinstance(node, Queue) and node.owner is owner:
+                self.delete_node(name)
+
+    def expire_unused(self) -> list[str]:
+        """Delete the queues whose ``expires`` has run out unused (no consumers); return their names."""
+        now = self.now()
+        gone = []
+        for name, node in list(self.nodes.items()):
+            if isinstance(node, Queue) and node.policy.expires is not None and not node.consumers:
+                if now - node.last_used >= node.policy.expires:
+                    log.info("queue %r in vhost %r expired unused", name, self.name)
+                    self.delete_node(name)
+                    gone.append(name)
+        return gone
+
+    def create_dynamic(self) -> Queue:
+        """A fresh, uniquely named, non-durable queue (deleted with its link)."""
+        address = f"amqp10.dynamic.{next(self._dynamic)}.{uuid.uuid4().hex[:12]}"
+        node = self.create_node(address, "queue", dynamic=True)
+        assert isinstance(node, Queue)
+        return node
+
+    def delete_node(self, address: str) -> None:
+        """Remove a queue (its messages, its bindings, its store records)."""
+        node = self.nodes.pop(address, None)
+        if isinstance(node, (Queue, Stream)):
+            self._unbind_everywhere(node)
+        if isinstance(node, Queue):
+            node.delete()
+            if node.durable_node:
+                self.journal.submit((_store.DROP_NODE, self.name, address))
+        elif isinstance(node, Stream):
+            node.delete()
+            self.journal.submit((_store.DROP_NODE, self.name, address))
+
+    def drop_subscription(self, topic: Topic, queue: Queue) -> None:
+        """Remove a subscription queue from its topic (and from the store, if durable)."""
+        for key, q in list(topic.subscriptions.items()):
+            if q is queue:
+                topic.unsubscribe(key)
+                if q.durable_node:
+                    q.purge()
+                    self.journal.submit((_store.DROP_NODE, self.name, q.name))
+
+    def dead_letter(self, policy: QueuePolicy, msg: QueuedMessage, reason: str, queue: str = "") -> None:
+        """Send on a dead message (``reason``: rejected, expired, maxlen, delivery_limit): to
+        the policy's dead-letter exchange, with an x-death record, or to its dead-letter address."""
+        if policy.dead_letter_exchange is not None:
+            x = self.exchanges.get(policy.dead_letter_exchange)
+            if x is None:
+                log.warning("dropping a %s message: no dead-letter exchange %r", reason, policy.dead_letter_exchange)
+                return
+            exchange, key = msg.published_to
+            death = {"queue": queue, "reason": reason, "exchange": exchange, "routing-keys": [key]}
+            dead = msg.dead_lettered(death, self.now())
+            dl_key = policy.dead_letter_routing_key if policy.dead_letter_routing_key is not None else key
+            if not self.route(x, dead, dl_key, _nothing):
+                log.info("a dead-lettered message from %r reached no queue through %r", queue, x.name)
+            return
+        dla = policy.dead_letter_address
+        target = self.lookup(dla, create=True) if dla else None
+        if target is None:
+            log.warning("dropping a %s message: dead-letter address %r has no node", reason, dla)
+            return
+        dead = msg.copy()
+        dead.expiry = None  # an expired message must not expire again where it is kept
+        target.publish(dead, lambda: None)
+
+    def queues(self) -> list[Queue | Stream]:
+        """Every queue and stream, subscription queues of 1.0 topics included."""
+        out: list[Queue | Stream] = []
+        for node in self.nodes.values():
+            if isinstance(node, (Queue, Stream)):
+                out.append(node)
+            elif isinstance(node, Topic):
+                out.extend(node.subscriptions.values())
+        return out
+
+    def total_bytes(self) -> int:
+        return sum(q.bytes for q in self.queues())
+
+    # -- exchanges ----------------------------------------------------------------------------
+    def exchange(self, name: str) -> Exchange | None:
+        return self.exchanges.get(name)
+
+    def declare_exchange(
+        self,
+        name: str,
+        type_: str,
+        *,
+        durable: bool = True,
+        auto_delete: bool = False,
+        internal: bool = False,
+        alternate: str | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        passive: bool = False,
+        persist: bool = True,
+    ) -> Exchange:
+        """Declare an exchange: the existing one if its type matches, else a new one."""
+        x = self.exchanges.get(name)
+        if x is not None:
+            if not passive and x.type != type_:
+                raise PreconditionFailed(
+                    f"exchange {name!r} in vhost {self.name!r} has type {x.type!r}, not {type_!r}"
+                )
+            return x
+        if passive:
+            raise NotFound(f"no exchange {name!r} in vhost {self.name!r}")
+        if name == DEFAULT_EXCHANGE or name.startswith("amq."):
+            raise AccessRefused(f"exchange names starting with 'amq.' are reserved: {name!r}")
+        alternate = alternate or _str_or_none((arguments or {}).get("alternate-exchange"))
+        x = make_exchange(
+            type_,
+            name,
+            router=self.route,
+            durable=durable,
+            auto_delete=auto_delete,
+            internal=internal,
+            alternate=alternate,
+            arguments=arguments,
+        )
+        self.exchanges[name] = x
+        if durable and persist:
+            self.journal.submit((_store.EXCHANGE, self.name, name, x.type, _exchange_properties(x)))
+        log.info("declared %s exchange %r in vhost %r", x.type, name, self.name)
+        return x
+
+    def delete_exchange(self, name: str, *, if_unused: bool = False) -> None:
+        x = self.exchanges.get(name)
+        if x is None:
+            raise NotFound(f"no exchange {name!r} in vhost {self.name!r}")
+        if name == DEFAULT_EXCHANGE or name in PREDECLARED or isinstance(x, Topic):
+            raise AccessRefused(f"exchange {name!r} in vhost {self.name!r} cannot be deleted")
+        if if_unused and x.bindings:
+            raise PreconditionFailed(f"exchange {name!r} in vhost {self.name!r} in use")
+        del self.exchanges[name]
+        x.deleted = True
+        self._unbind_everywhere(x)
+        if x.durable:
+            self.journal.submit((_store.DROP_EXCHANGE, self.name, name))
+
+    # -- bindings -----------------------------------------------------------------------------
+    def _destination(self, kind: str, name: str) -> Destination:
+        if kind == "exchange":
+            x = self.exchanges.get(name)
+            if x is None:
+                raise NotFound(f"no exchange {name!r} in vhost {self.name!r}")
+            return x
+        q = self.queue(name)
+        if q is None:
+            raise NotFound(f"no queue {name!r} in vhost {self.name!r}")
+        return q
+
+    def _bindable(self, source: str) -> Exchange:
+        """The exchange ``source``, if its bindings may be changed."""
+        x = self.exchanges.get(source)
+        if x is None:
+            raise NotFound(f"no exchange {source!r} in vhost {self.name!r}")
+        if x is self.default_exchange:
+            raise AccessRefused("the default exchange's bindings cannot be changed")
+        return x
+
+    def bind(
+        self,
+        source: str,
+        destination: str,
+        key: str = "",
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        destination_kind: str = "queue",
+        persist: bool = True,
+    ) -> Binding:
+        """Bind ``destination`` (a queue, or an exchange) to exchange ``source``."""
+        x = self._bindable(source)
+        dest = self._destination(destination_kind, destination)
+        binding = Binding(x, dest, key, arguments)
+        try:
+            added = x.bind(binding)
+        except ValueError as exc:
+            raise PreconditionFailed(str(exc)) from None
+        if added and persist and _durable(x) and _durable(dest):
+            self.journal.submit((_store.BIND, self.name, *_binding_row(binding)))
+        return binding
+
+    def unbind(
+        self,
+        source: str,
+        destination: str,
+        key: str = "",
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        destination_kind: str = "queue",
+    ) -> None:
+        x = self._bindable(source)
+        ident = (destination_kind, destination, key, args_key(arguments))
+        binding = x.unbind(ident)
+        if binding is None:
+            raise NotFound(f"no such binding from {source!r} to {destination!r} in vhost {self.name!r}")
+        self._unbound(binding)
+
+    def _unbound(self, binding: Binding) -> None:
+        x = binding.source
+        if _durable(x) and _durable(binding.destination):
+            self.journal.submit((_store.UNBIND, self.name, *_binding_row(binding)))
+        if x.auto_delete and not x.bindings and self.exchanges.get(x.name) is x:
+            log.info("auto-deleting exchange %r in vhost %r: its last binding is gone", x.name, self.name)
+            del self.exchanges[x.name]
+            x.deleted = True
+            self._unbind_everywhere(x)
+            if x.durable:
+                self.journal.submit((_store.DROP_EXCHANGE, self.name, x.name))
+
+    def _unbind_everywhere(self, dest: Destination) -> None:
+        """Remove every binding to ``dest`` (and, for an exchange, from it)."""
+        if isinstance(dest, Exchange):
+            for b in list(dest.bindings.values()):
+                dest.unbind(b.identity)
+        for x in list(self.exchanges.values()):
+            for b in x.bindings_to(dest):
+                x.unbind(b.identity)
+                self._unbound(b)
+
+    # -- routing ----------------------------------------------------------------------------
+    def destinations(self, exchange: Exchange, msg: QueuedMessage, key: str | None) -> list[Queue | Stream]:
+        """The queues ``msg`` reaches from ``exchange``: through exchange-to-exchange bindings,
+        and through an exchange's alternate exchange when its own bindings match nothing."""
+        queues: dict[int, Queue | Stream] = {}
+        seen: set[int] = set()
+        pending = [exchange]
+        while pending:
+            x = pending.pop()
+            if id(x) in seen:
+                continue
+            seen.add(id(x))
+            matched = False
+            for d in x.match(msg, key):
+                matched = True
+                if isinstance(d, Exchange):
+                    pending.append(d)
+                else:
+                    queues[id(d)] = d
+            if not matched and x.alternate:
+                ae = self.exchanges.get(x.alternate)
+                if ae is not None:
+                    pending.append(ae)
+        return list(queues.values())
+
+    def route(self, exchange: Exchange, msg: QueuedMessage, key: str | None, on_stored: Callable[[], None]) -> bool:
+        """Publish ``msg`` to every queue it reaches from ``exchange`` (``key`` None: the
+        message's own routing key). ``on_stored`` runs once every queue that took it has it
+        safe; False (and ``on_stored`` never called) if no queue took it."""
+        queues = self.destinations(exchange, msg, key)
+        if not queues:
+            return False
+        msg.mark_published(exchange.name, key)
+        if len(queues) == 1:
+            return queues[0].publish(msg, on_stored)
+        remaining = [len(queues) + 1]  # one extra hold, let go below if any queue took it
+
+        def one_stored() -> None:
+            remaining[0] -= 1
+            if remaining[0] == 0:
+                on_stored()
+
+        taken = 0
+        for q in queues:
+            if q.publish(msg.copy(), one_stored):
+                taken += 1
+            else:
+                remaining[0] -= 1
+        if taken:
+            one_stored()
+        return taken > 0
+
+    # -- recovery -----------------------------------------------------------------------------
+    def restore_node(self, rec: _store.NodeRecord) -> None:
+        """Recreate a durable queue, topic or stream from its store record."""
+        if rec.name in self.nodes:
+            return
+        props = json.loads(rec.properties or "{}")
+        arguments = props.get("arguments")
+        if arguments and rec.kind in ("queue", "stream"):
+            try:
+                self.declare_queue(rec.name, kind=rec.kind, arguments=arguments, persist=False)
+                return
+            except ModelError as exc:
+                log.warning("queue %r in vhost %r: %s; recreated without its arguments", rec.name, self.name, exc)
+        self.create_node(rec.name, rec.kind, persist=False)
+
+    def restore_exchange(self, rec: _store.ExchangeRecord) -> None:
+        props = json.loads(rec.properties or "{}")
+        if rec.name in self.exchanges:
+            return
+        self.declare_exchange(
+            rec.name,
+            rec.type,
+            durable=True,
+            auto_delete=bool(props.get("auto_delete")),
+            internal=bool(props.get("internal")),
+            alternate=props.get("alternate"),
+            arguments=props.get("arguments") or {},
+            persist=False,
+        )
+
+    def restore_binding(self, rec: _store.BindingRecord) -> None:
+        try:
+            self.bind(
+                rec.source,
+                rec.destination,
+                rec.routing_key,
+                json.loads(rec.arguments) if rec.arguments else None,
+                destination_kind=rec.destination_kind,
+                persist=False,
+            )
+        except ModelError as exc:
+            log.warning("not restoring a binding in vhost %r: %s", self.name, exc)
+
+
+class _DefaultExchange(DirectExchange):
+    """The nameless exchange: routing key = queue name, bound to every queue implicitly."""
+
+    def __init__(self, vhost: VirtualHost) -> None:
+        super().__init__(DEFAULT_EXCHANGE, router=vhost.route, durable=True)
+        self.vhost = vhost
+
+    def match(self, msg: QueuedMessage, key: str | None) -> list[Destination]:
+        k = key if key is not None else (msg.routing.subject or "")
+        q = self.vhost.queue(k)
+        return [q] if q is not None else []
+
+
+def _nothing() -> None:
+    pass
+
+
+def _durable(d: Destination) -> bool:
+    if isinstance(d, Exchange):
+        return d.durable
+    if isinstance(d, Queue):
+        return d.durable_node
+    return True  # streams are always durable
+
+
+def _binding_row(b: Binding) -> tuple[str, str, str, str, str]:
+    kind, dest, key, args = b.identity
+    return (b.source.name, kind, dest, key, args)
+
+
+def _exchange_properties(x: Exchange) -> str:
+    return json.dumps(
+        {"auto_delete": x.auto_delete, "internal": x.internal, "alternate": x.alternate, "arguments": x.arguments},
+        sort_keys=True,
+        default=repr,
+    )
+
+
+def _str_or_none(v: Any) -> str | None:
+    return None if v is None else str(v)

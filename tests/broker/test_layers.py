@@ -1,0 +1,63 @@
+"""The broker core is protocol-neutral: it imports no protocol engine or network code."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import amqp10.broker.core
+
+CORE = Path(amqp10.broker.core.__file__).parent
+# the protocol engines, the network, and the front ends built on them
+FORBIDDEN = (
+    "amqp10.transport",
+    "amqp10.amqp091",
+    "amqp10.sasl",
+    "amqp10.io",
+    "amqp10.broker.amqp1",
+    "amqp10.broker.service",
+)
+
+
+def _package_of(path: Path) -> str:
+    return "amqp10.broker.core" + "".join(f".{p}" for p in path.relative_to(CORE).parent.parts)
+
+
+def _imports(source: str, package: str) -> list[str]:
+    """Every module (and imported name) ``source`` imports, relative imports resolved in ``package``."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.extend(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                module = f"{base}.{node.module}" if node.module else base
+                names.extend([module] + [f"{module}.{a.name}" for a in node.names])
+            elif node.module:
+                names.extend([node.module] + [f"{node.module}.{a.name}" for a in node.names])
+    return names
+
+
+def _forbidden(name: str) -> bool:
+    return any(name == f or name.startswith(f + ".") for f in FORBIDDEN)
+
+
+def test_the_core_imports_no_protocol_engine() -> None:
+    files = sorted(CORE.rglob("*.py"))
+    assert len(files) >= 5
+    bad = [(f.name, n) for f in files for n in _imports(f.read_text(), _package_of(f)) if _forbidden(n)]
+    assert bad == []
+
+
+def test_the_checker_sees_relative_imports() -> None:
+    source = "from ...transport import Connection\nfrom ..amqp1 import handler\nimport amqp10.io.net\nfrom . import store\n"
+    names = _imports(source, "amqp10.broker.core")
+    assert "amqp10.broker.core.store" in names
+    assert [n for n in names if _forbidden(n)] == [
+        "amqp10.transport",
+        "amqp10.transport.Connection",
+        "amqp10.broker.amqp1",
+        "amqp10.broker.amqp1.handler",
+        "amqp10.io.net",
+    ]
