@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -30,7 +29,7 @@ from .config import BrokerConfig
 from .core import Broker
 from .core.store import GroupCommitter, Store
 from .http import broker_routes, start_http
-from .users import load_users
+from .users import load_access
 
 __all__ = ["BrokerService"]
 
@@ -90,13 +89,12 @@ class BrokerService:
     async def run(self, *, task_status: TaskStatus[BrokerService] = anyio.TASK_STATUS_IGNORED) -> None:
         """Open the store, recover, listen; on cancellation shut down gracefully."""
         cfg = self.config
-        if cfg.sasl.users_file is not None:
-            self._users = load_users(Path(cfg.sasl.users_file))
+        self._users, permissions = load_access(cfg.sasl)
         self.store = Store(cfg.store.path)
         self.committer = GroupCommitter(
             self.store, interval=cfg.store.commit_interval_ms / 1000, max_batch=cfg.store.max_batch
         )
-        self.broker = Broker(cfg, journal=self.committer, now=time.time)
+        self.broker = Broker(cfg, journal=self.committer, now=time.time, permissions=permissions)
         started = time.monotonic()
         self.recovered = self.broker.recover(self.store)
         log.info(

@@ -103,6 +103,20 @@ def users_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def with_certificate_user(users_file: Path, tmp_path: Path) -> Path:
+    """A copy of ``users_file`` that also holds the test client certificate's identity: an
+    EXTERNAL login names a user of the users file, whose permissions apply (as in RabbitMQ)."""
+    import secrets
+    import shutil
+
+    from amqp10.broker.users import add_user
+
+    users = tmp_path / "users-with-certificate.toml"
+    shutil.copy(users_file, users)
+    add_user(users, "CN=amqp10-test-client", secrets.token_hex(8), iterations=1000)
+    return users
+
+
 def cli(*args: str) -> list[str]:
     """The command line of ``amqp10 broker ARGS`` run with this interpreter."""
     return [sys.executable, "-m", "amqp10.cli", "broker", *args]

@@ -37,7 +37,7 @@ from amqp10.types import (
 )
 from tests.client.helpers import Certs, have_openssl, make_certs, wait_for
 
-from .conftest import RunningBroker, broker_with
+from .conftest import RunningBroker, broker_with, with_certificate_user
 
 pytestmark = pytest.mark.anyio
 
@@ -415,8 +415,7 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
     return make_certs(tmp_path_factory.mktemp("certs"))
 
 
-@pytest.fixture
-def tls_broker(tmp_path: Path, certs: Certs, users_file: Path) -> Iterator[RunningBroker]:
+def _tls_broker(tmp_path: Path, certs: Certs, users: Path) -> Iterator[RunningBroker]:
     listener = Listener(
         host="127.0.0.1",
         port=0,
@@ -425,12 +424,18 @@ def tls_broker(tmp_path: Path, certs: Certs, users_file: Path) -> Iterator[Runni
         tls_ca=certs.ca,
     )
     sasl = {
-        "users_file": users_file,
+        "users_file": users,
         "allow_anonymous": False,
         "mechanisms": ["EXTERNAL", "SCRAM-SHA-256"],
     }
     with broker_with(tmp_path, listeners=[listener], sasl=sasl) as b:
         yield b
+
+
+@pytest.fixture
+def tls_broker(tmp_path: Path, certs: Certs, users_file: Path) -> Iterator[RunningBroker]:
+    """A TLS broker whose users file also holds the client certificate's identity."""
+    yield from _tls_broker(tmp_path, certs, with_certificate_user(users_file, tmp_path))
 
 
 async def test_tls_with_scram(tls_broker: RunningBroker, certs: Certs) -> None:
@@ -467,6 +472,16 @@ async def test_tls_untrusted_broker_certificate(tls_broker: RunningBroker, certs
         await connect(
             f"amqps://{tls_broker.url}", ssl=client_context(cafile=certs.rogue_ca), timeout=T
         )
+
+
+async def test_tls_external_identity_without_a_user_is_refused(
+    tmp_path: Path, certs: Certs, users_file: Path
+) -> None:
+    ctx = client_context(cafile=certs.ca, certfile=certs.client_cert, keyfile=certs.client_key)
+    for b in _tls_broker(tmp_path, certs, users_file):
+        with pytest.raises(errors.ConnectionError) as refused:
+            await connect(f"amqps://{b.url}", ssl=ctx, sasl_mechanisms=["EXTERNAL"], timeout=T)
+        assert refused.value.condition == "amqp:unauthorized-access"
 
 
 # -- the blocking facade ----------------------------------------------------------------------------

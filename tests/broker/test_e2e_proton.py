@@ -25,7 +25,7 @@ from amqp10.broker.config import AddressRule, Listener, QueuePolicy
 from amqp10.broker.core import Queue, Topic
 from tests.client.helpers import Certs, have_openssl, make_certs
 
-from .conftest import RunningBroker, broker_process, broker_with
+from .conftest import RunningBroker, broker_process, broker_with, with_certificate_user
 
 pytestmark = pytest.mark.proton
 
@@ -682,7 +682,8 @@ def test_tls_and_external_with_a_client_certificate(
         tls_key=certs.server_key,
         tls_ca=certs.ca,
     )
-    sasl = {"users_file": users_file, "allow_anonymous": False, "mechanisms": ["EXTERNAL", "PLAIN"]}
+    users = with_certificate_user(users_file, tmp_path)
+    sasl = {"users_file": users, "allow_anonymous": False, "mechanisms": ["EXTERNAL", "PLAIN"]}
     with broker_with(tmp_path, listeners=[listener], sasl=sasl) as b:
         url = f"amqps://{b.url}"
         # server authentication only, then PLAIN inside TLS

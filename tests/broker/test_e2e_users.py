@@ -35,7 +35,7 @@ def imported_users(tmp_path: Path) -> Path:
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[RunningBroker]:
     sasl = {"users_file": imported_users(tmp_path), "allow_anonymous": False}
-    with broker_with(tmp_path, sasl=sasl) as b:
+    with broker_with(tmp_path, sasl=sasl, vhosts=[{"name": "orders"}]) as b:
         yield b
 
 
@@ -43,11 +43,16 @@ def test_plain_login_with_a_rabbitmq_password_hash(
     broker: RunningBroker, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.INFO, "amqp10.broker"):
-        for user, password in (("guest", "guest"), ("monitor", "monitor-pw")):  # SHA-256, SHA-512
-            url = f"amqp://{user}:{password}@{broker.url}"
-            with amqp10.sync.connect(url, sasl_mechanisms=["PLAIN"], timeout=T) as conn:
-                outcome = conn.open_sender("imported").send(Message(body=user))
-                assert isinstance(outcome, Accepted)
+        url = f"amqp://guest:guest@{broker.url}"  # a SHA-256 hash
+        with amqp10.sync.connect(url, sasl_mechanisms=["PLAIN"], timeout=T) as conn:
+            assert isinstance(conn.open_sender("imported").send(Message(body="guest")), Accepted)
+        url = f"amqp://monitor:monitor-pw@{broker.url}"  # a SHA-512 hash; may read, not write
+        with amqp10.sync.connect(url, sasl_mechanisms=["PLAIN"], timeout=T) as conn:
+            delivery = conn.open_receiver("imported").receive(timeout=T)
+            assert delivery.message.body == "guest"
+            delivery.accept()
+            with pytest.raises(errors.LinkError, match="amqp:unauthorized-access"):
+                conn.open_sender("imported")
         with pytest.raises(errors.AuthenticationError):
             amqp10.sync.connect(
                 f"amqp://guest:wrong@{broker.url}", sasl_mechanisms=["PLAIN"], timeout=T
@@ -74,10 +79,11 @@ def test_proton_plain_login_with_a_rabbitmq_password_hash(broker: RunningBroker)
         password="orders-secret",
         allowed_mechs="PLAIN",
         allow_insecure_mechs=True,
+        virtual_host="vhost:orders",  # the only virtual host this user may use
     )
     try:
         assert conn.conn.transport.authenticated
-        conn.create_sender("from-proton").send(ProtonMessage(body="hi"))
+        conn.create_sender("orders.from-proton").send(ProtonMessage(body="hi"))
     finally:
         conn.close()
     with pytest.raises(ConnectionException, match="amqp:unauthorized-access"):

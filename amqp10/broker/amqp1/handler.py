@@ -67,6 +67,7 @@ from ..core import (
     Node,
     Queue,
     QueuedMessage,
+    ResourceKind,
     Stream,
     SuspendedLink,
     Topic,
@@ -234,6 +235,10 @@ class ConnectionHandler:
             log.info("refusing a connection to %r: no such virtual host", hostname)
             self.conn.close(Error(condition=ErrorCondition.NOT_FOUND, description=f"no virtual host {hostname!r}"))
             return
+        refused = self.broker.vhost_denial(vhost, self.user)
+        if refused is not None:
+            self.conn.close(Error(condition=ErrorCondition.UNAUTHORIZED_ACCESS, description=refused))
+            return
         self.vhost = vhost
 
     def _on_closed(self, e: Any) -> None:
@@ -321,7 +326,15 @@ class ConnectionHandler:
                     vhost, lambda resource: self.broker.authorize(vhost, self.user, resource, "configure")
                 )
             return self._management
-        return self.vhost.lookup(address, create=True, kind=kind)
+        node = self.vhost.lookup(address, create=False)
+        if node is None and address and self.broker.config.auto_create:
+            # creating a node is declaring it: RabbitMQ's configure permission
+            what: ResourceKind = "exchange" if kind == "topic" else "queue"
+            refused = self.broker.denial(self.vhost, self.user, address, what, "configure")
+            if refused is not None:
+                raise AddressError("unauthorized-access", refused)
+            node = self.vhost.lookup(address, create=True, kind=kind)
+        return node
 
     def _target_node(self, target: Target) -> Node:
         """The node a publisher's target names: a v2 address, a plain name, or (null) each
@@ -335,8 +348,9 @@ class ConnectionHandler:
 
     def _resolve(self, address: str, kind: str | None) -> Node:
         node = resolve_target(self.vhost, address, lambda a: self._lookup(a, kind=kind))
-        if not self.broker.authorize(self.vhost, self.user, node.name, "write"):
-            raise AddressError("unauthorized-access", f"access to {address!r} refused")
+        refused = self.broker.denial(self.vhost, self.user, *_resource(node), "write")
+        if refused is not None:
+            raise AddressError("unauthorized-access", refused)
         return node
 
     def _source_node(self, source: Source) -> Node:
@@ -355,8 +369,9 @@ class ConnectionHandler:
             if node is None or isinstance(node, Management):
                 raise AddressError("not-found", f"no node at address {address!r}")
         assert node is not None
-        if not self.broker.authorize(self.vhost, self.user, node.name, "read"):
-            raise AddressError("unauthorized-access", f"access to {source.address!r} refused")
+        refused = self.broker.denial(self.vhost, self.user, *_resource(node), "read")
+        if refused is not None:
+            raise AddressError("unauthorized-access", refused)
         return node
 
     def _attach_publisher(self, link: Receiver) -> None:
@@ -730,6 +745,16 @@ class ConnectionHandler:
         if c is not None:
             c.node.dispatch()
         e.link.drained()
+
+
+def _resource(node: Node) -> tuple[str, ResourceKind]:
+    """What a permission check names for ``node``: an exchange (also behind
+    ``/exchanges/X/KEY`` and a 1.0 topic) or a queue (queues and streams)."""
+    if isinstance(node, ExchangeTarget):
+        return node.exchange.name, "exchange"
+    if isinstance(node, Exchange):
+        return node.name, "exchange"
+    return node.name, "queue"
 
 
 def _kind_from(capabilities: Any) -> str | None:

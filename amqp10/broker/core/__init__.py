@@ -28,7 +28,7 @@ Refusals raise :class:`NotFound`, :class:`AccessRefused` or
 from __future__ import annotations
 
 from .arguments import ArgumentError, arguments_of, policy_with_arguments
-from .broker import DEFAULT_VHOST, Action, Broker
+from .broker import DEFAULT_VHOST, Action, Authorizer, Broker, ResourceKind
 from .exchanges import (
     Binding,
     DirectExchange,
@@ -73,6 +73,7 @@ __all__ = [
     "AccessRefused",
     "ArgumentError",
     "Action",
+    "Authorizer",
     "Binding",
     "Broker",
     "Consumer",
@@ -104,4 +105,5 @@ __all__ = [
     "policy_with_arguments",
     "register_conversion",
     "register_format",
+    "ResourceKind",
 ]

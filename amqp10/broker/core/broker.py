@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, Protocol
 
 from ..config import BrokerConfig
 from . import store as _store
@@ -24,7 +24,7 @@ from .nodes import NULL_JOURNAL, Journal, Node, Queue, Stream
 from .recovery import LinkRecovery
 from .vhost import VirtualHost
 
-__all__ = ["DEFAULT_VHOST", "Action", "Broker"]
+__all__ = ["DEFAULT_VHOST", "Action", "Authorizer", "Broker", "ResourceKind"]
 
 log = logging.getLogger("amqp10.broker")
 
@@ -32,6 +32,23 @@ DEFAULT_VHOST = "/"
 
 Action = Literal["configure", "write", "read"]
 """RabbitMQ's three permissions: declare/delete, publish, consume/bind from."""
+
+ResourceKind = Literal["queue", "exchange", "topic"]
+"""What a permission names: a queue (or stream), an exchange, or a topic."""
+
+
+class Authorizer(Protocol):
+    """Who may do what (:class:`amqp10.broker.permissions.PermissionChecker`).
+
+    Each method returns None when allowed, else the refusal: its ``str()`` is the
+    one-line reason a front end sends to the peer.
+    """
+
+    def denial(
+        self, user: str | None, vhost: str, action: Action, kind: ResourceKind, name: str
+    ) -> Exception | None: ...
+
+    def vhost_denial(self, user: str | None, vhost: str) -> Exception | None: ...
 
 
 class Broker:
@@ -43,8 +60,11 @@ class Broker:
         *,
         journal: Journal | None = None,
         now: Callable[[], float] = time.time,
+        permissions: Authorizer | None = None,
     ) -> None:
         self.config = config
+        self.permissions = permissions
+        """None: every user may do everything (a broker without a users file)."""
         self.journal: Journal = journal if journal is not None else NULL_JOURNAL
         self.now = now
         self.connections: set[object] = set()
@@ -103,14 +123,31 @@ class Broker:
         return self.default
 
     # -- access ----------------------------------------------------------------------------
-    def authorize(self, vhost: VirtualHost, user: str | None, resource: str, action: Action) -> bool:
+    def authorize(
+        self, vhost: VirtualHost, user: str | None, resource: str, action: Action, kind: ResourceKind = "queue"
+    ) -> bool:
         """Whether ``user`` may do ``action`` on ``resource`` in ``vhost``.
 
         Every front end asks before declaring, deleting, binding (configure),
-        publishing (write) or consuming (read) on a user's behalf. There are no
-        permissions yet: every user may do everything.
+        publishing (write) or consuming (read) on a user's behalf.
         """
-        return True
+        return self.denial(vhost, user, resource, kind, action) is None
+
+    def denial(
+        self, vhost: VirtualHost, user: str | None, resource: str, kind: ResourceKind, action: Action
+    ) -> str | None:
+        """None if ``user`` may do ``action`` on ``resource`` in ``vhost``; else why not (one line, logged)."""
+        if self.permissions is None:
+            return None
+        refused = self.permissions.denial(user, vhost.name, action, kind, resource)
+        return None if refused is None else str(refused)
+
+    def vhost_denial(self, vhost: VirtualHost, user: str | None) -> str | None:
+        """None if ``user`` may use ``vhost`` at all; else why not (one line, logged)."""
+        if self.permissions is None:
+            return None
+        refused = self.permissions.vhost_denial(user, vhost.name)
+        return None if refused is None else str(refused)
 
     # -- the default virtual host's nodes (what 1.0 clients without a vhost see) ------------------
     @property
