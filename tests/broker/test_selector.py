@@ -53,19 +53,19 @@ def _extend(children: st.SearchStrategy[Node], ops: list[str]) -> st.SearchStrat
         st.builds(Binary, st.sampled_from(ops), children, children),
         st.builds(Between, children, children, children, st.booleans()),
         st.builds(In, children, st.lists(in_items, min_size=1, max_size=4).map(tuple), st.booleans()),
-        st.builds(Like, children, text, st.sampled_from([None, "!", "\\", "'"]), st.booleans()).filter(
+        st.builds(Like, children, text, st.sampled_from([None, "!", "\\", "'"]), st.booleans()).map(
             _valid_like
         ),
         st.builds(IsNull, children, st.booleans()),
     )
 
 
-def _valid_like(node: Like) -> bool:
-    try:  # a pattern that ends in its escape character does not parse: leave those out
+def _valid_like(node: Like) -> Like:
+    try:  # a pattern that ends in its escape character does not parse: complete it
         compile_selector(unparse(Like(Literal("x"), node.pattern, node.escape)))
     except SelectorError:
-        return False
-    return True
+        return Like(node.expr, node.pattern + "%", node.escape, node.negated)
+    return node
 
 
 JMS_OPS = ["+", "-", "*", "/", "=", "<>", "<", "<=", ">", ">=", "AND", "OR"]
