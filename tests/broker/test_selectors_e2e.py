@@ -25,7 +25,7 @@ from amqp10.message import Message
 from amqp10.types import Described, Properties, Source, symbol, ulong
 
 from .conftest import RunningBroker, broker_with
-from .test_e2e_client import T, client, in_broker, nothing_arrives, queue, take
+from .test_e2e_client import T, client, durable_source, in_broker, nothing_arrives, queue, take
 
 SELECTOR = symbol("apache.org:selector-filter:string")
 
@@ -210,3 +210,44 @@ async def test_deep_queue_is_walked_once(broker: RunningBroker) -> None:
             assert await take(r, 10) == list(range(99, 1000, 100))
     q = queue(broker, "deep")
     assert await in_broker(broker, lambda: q.count) == 990
+
+
+def test_a_stream_consumer_reads_past_what_its_selector_leaves_out() -> None:
+    from amqp10.broker.config import BrokerConfig
+
+    from .harness import Net
+
+    net = Net(BrokerConfig(addresses=[AddressRule(pattern="events", kind="stream")]))
+    c = net.client()
+    s = c.sender("events")
+    for i in range(6):
+        c.send(s, msg(i, "red" if i % 2 else "blue"))
+    offset = symbol("amqp10:stream-offset")
+    selector = Described(SELECTOR, "color = 'red'")
+    r = c.receiver(
+        "events", credit=10, source=Source(address="events", filter={offset: "first", symbol("sel"): selector})
+    )
+    got = [Message.decode(d.payload).body for d in c.received(r)]
+    assert got == [1, 3, 5]
+    assert set(r.remote_source.filter) == {offset, symbol("sel")}
+    plain = c.receiver("events", credit=10, source=Source(address="events", filter={offset: "first"}))
+    assert len(c.received(plain)) == 6  # another consumer's view is its own
+
+
+@pytest.mark.anyio
+async def test_a_durable_subscription_filters_while_its_subscriber_is_away(broker: RunningBroker) -> None:
+    def source() -> Source:
+        s = durable_source("news.durable")
+        s.filter = {symbol("jms-selector"): Described(SELECTOR, "color = 'red'")}
+        return s
+
+    async with client(broker) as pub_conn:
+        async with client(broker, container_id="away") as c1:
+            sub = await c1.open_receiver("news.durable", name="d", credit=0, source=source())
+            await sub.detach()
+        await publish(pub_conn, "news.durable", [msg(i, "red" if i in (1, 4) else "blue") for i in range(6)])
+        async with client(broker, container_id="away") as c2:
+            sub = await c2.open_receiver("news.durable", name="d", credit=10, source=source())
+            assert await take(sub, 2) == [1, 4]
+            assert await nothing_arrives(sub)
+            await sub.close()
