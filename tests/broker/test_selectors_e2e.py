@@ -251,3 +251,11 @@ async def test_a_durable_subscription_filters_while_its_subscriber_is_away(broke
             assert await take(sub, 2) == [1, 4]
             assert await nothing_arrives(sub)
             await sub.close()
+
+
+@pytest.mark.anyio
+async def test_an_empty_selector_is_no_selector(broker: RunningBroker) -> None:
+    async with client(broker) as conn:
+        await publish(conn, "empty", [msg(0, "blue"), msg(1, "red")])
+        r = await conn.open_receiver("empty", credit=5, selector="  ")
+        assert await take(r, 2) == [0, 1]

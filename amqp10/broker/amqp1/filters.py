@@ -54,10 +54,12 @@ def _kind_of(value: Any) -> str | None:
     return None
 
 
-def _compile(kind: str, value: Any) -> Predicate:
+def _compile(kind: str, value: Any) -> Predicate | None:
     if kind in (_SELECTOR, _SQL):
         if not isinstance(value, str):
             raise FilterError(f"a selector must be a string, not {type(value).__name__}")
+        if not value.strip():
+            return None  # JMS: an empty selector is no selector
         try:
             return compile_selector(value, "jms" if kind == _SELECTOR else "sql")
         except SelectorError as exc:
@@ -105,6 +107,8 @@ def consumer_filters(filter_set: Mapping[Any, Any] | None) -> ConsumerFilters:
         if kind == _NO_LOCAL:
             out.no_local = True
         else:
-            out.predicates.append(_compile(kind, value.value))
+            predicate = _compile(kind, value.value)
+            if predicate is not None:
+                out.predicates.append(predicate)
         out.applied[key] = value
     return out

@@ -19,6 +19,11 @@ Two dialects share the grammar:
     ``p.group-id``, ``application_properties.key``/``a.key``; a bare name is an
     application property), and ``%``, ``!=`` and ``UTC()`` are added.
 
+Literals are JMS's: strings in single quotes (``''`` is a quote), exact numbers in Java's
+integer syntax (``57``, ``10L``, ``0x1F``, octal ``017``; the range of a long), approximate
+numbers in Java's floating-point syntax (``7E3``, ``-57.9E2``, ``.5``, ``2f``), ``TRUE``
+and ``FALSE``. Keywords are case-insensitive, identifiers are not.
+
 Evaluation follows SQL's three-valued logic: a missing property is NULL, which
 makes comparisons and arithmetic *unknown*; ``AND``/``OR``/``NOT`` combine
 true, false and unknown by the JMS truth tables; only *true* selects a message.
