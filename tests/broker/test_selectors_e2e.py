@@ -259,3 +259,19 @@ async def test_an_empty_selector_is_no_selector(broker: RunningBroker) -> None:
         await publish(conn, "empty", [msg(0, "blue"), msg(1, "red")])
         r = await conn.open_receiver("empty", credit=5, selector="  ")
         assert await take(r, 2) == [0, 1]
+
+
+@pytest.mark.anyio
+async def test_a_browser_sees_only_its_selection_and_takes_nothing(broker: RunningBroker) -> None:
+    async with client(broker) as conn:
+        await publish(conn, "browsed", [msg(i, "red" if i % 2 else "blue") for i in range(6)])
+        source = Source(
+            address="browsed",
+            distribution_mode=symbol("copy"),
+            filter={symbol("jms-selector"): Described(SELECTOR, "color = 'red'")},
+        )
+        b = await conn.open_receiver("browsed", credit=10, source=source)
+        assert await take(b, 3) == [1, 3, 5]
+        assert await nothing_arrives(b)
+    q = queue(broker, "browsed")
+    assert await in_broker(broker, lambda: q.count) == 6

@@ -484,11 +484,13 @@ class Queue(Node):
             last = self.browsers.get(c.id, 0)
             if c.credit() <= 0:
                 continue
+            selector = getattr(c, "selector", None)
             for msg in sorted((m for m in self if m.seq > last), key=lambda m: m.seq):
                 if c.credit() <= 0:
                     break
                 self.browsers[c.id] = msg.seq
-                c.deliver(self, msg.copy())
+                if selector is None or selector(msg):
+                    c.deliver(self, msg.copy())
 
     def _expire(self, msg: QueuedMessage) -> None:
         self.stats.expired += 1
