@@ -19,7 +19,7 @@ from ..transport import IllegalStateError, SessionState
 from ..transport import Link as EngineLink
 from ..transport import Receiver as EngineReceiver
 from ..transport import Session as EngineSession
-from ..types import Error, ErrorCondition, ExpiryPolicy, Source, Target
+from ..types import Described, Error, ErrorCondition, ExpiryPolicy, Source, Target, symbol
 from ..types.transactions import Coordinator
 from ._common import SettleMode, deadline
 from ._common import settle_mode as settle_mode_of
@@ -32,6 +32,11 @@ __all__ = ["Endpoints", "Session"]
 
 MAX_PENDING_LINKS = 1000
 """Links the peer attached that the application has not taken yet; more are refused."""
+
+
+SELECTOR_KEY = symbol("jms-selector")
+"""The filter-set key a ``selector`` goes under (the name Qpid JMS uses)."""
+SELECTOR_FILTER = symbol("apache.org:selector-filter:string")
 
 
 class Session:
@@ -235,6 +240,7 @@ class Endpoints(ConnectionCore):
         source: Source | None = None,
         target: Target | None = None,
         timeout: float | None = None,
+        selector: str | None = None,
     ) -> Receiver:
         """Attach a receiver from the node at ``address`` and wait for the peer's attach.
 
@@ -242,6 +248,9 @@ class Endpoints(ConnectionCore):
         with ``add_credit``). ``dynamic=True`` asks the peer to create a node
         (e.g. a temporary reply queue); its address is then ``receiver.address``.
         ``auto_accept`` accepts each delivery as the application takes it.
+        ``selector`` is a JMS message selector (``"color = 'red' AND n > 2"``), sent as
+        the source's ``apache.org:selector-filter:string`` filter; a peer that applies
+        it echoes it in ``receiver.remote_source.filter``.
         """
         if credit < 0:
             raise ValueError("credit must not be negative")
@@ -252,6 +261,8 @@ class Endpoints(ConnectionCore):
                 if dynamic
                 else Source(address=address, **self._kept())
             )
+        if selector is not None:
+            source.filter = {**(source.filter or {}), SELECTOR_KEY: Described(SELECTOR_FILTER, selector)}
         what = f"attaching a receiver from {address!r}"
         await self._until_usable(self._timeout_for(timeout), what)
         s = self._session_for(session)

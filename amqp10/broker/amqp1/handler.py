@@ -75,6 +75,7 @@ from ..core import (
 )
 from ..core import store as _store
 from .addresses import AddressError, AnonymousTarget, ExchangeTarget, parse, resolve_target
+from .filters import FilterError, consumer_filters
 from .management import MANAGEMENT_ADDRESS, Management
 from .message import Amqp1Message, parse_transfer
 from .transactions import Transactions
@@ -111,6 +112,10 @@ class LinkConsumer:
         self.browse = browse
         self.presettled = link.snd_settle_mode == SenderSettleMode.SETTLED or browse
         self.in_flight: dict[bytes, QueuedMessage] = {}
+        self.selector: Callable[[QueuedMessage], bool] | None = None
+        """The consumer's view of a queue or stream (its source's filters); None: every message."""
+        self.filters: dict[Any, Any] = {}
+        """The source filter-set entries applied, for the attach answer (unsupported ones left out)."""
 
     def credit(self) -> int:
         link = self.link
@@ -181,6 +186,7 @@ class ConnectionHandler:
         self.txns: Transactions | None = None  # made by the first coordinator link (Part 4)
         self._management: Management | None = None
         self.vhost: VirtualHost = broker.default  # until the open frame names another
+        self.origin = object()  # marks what this connection publishes (for no-local filters)
         broker.connections.add(self)
         self._handlers: dict[type, Callable[[Any], None]] = {
             ConnectionOpened: self._on_open,
@@ -468,6 +474,12 @@ class ConnectionHandler:
         except AddressError as exc:
             self._refuse(link, _CONDITIONS[exc.condition], exc.description)
             return
+        try:
+            wanted = consumer_filters(source.filter)
+        except FilterError as exc:
+            self._refuse(link, ErrorCondition.INVALID_FIELD, str(exc))
+            return
+        view = wanted.predicate(self.origin)
         browse = source.distribution_mode == "copy"
         filters = None
         start: int | None = None
@@ -486,12 +498,15 @@ class ConnectionHandler:
             durable = bool(source.durable) and source.expiry_policy == "never"
             key = f"{self.remote_container_id}#{link.name}" if durable else f"tmp.{uuid.uuid4().hex}"
             queue = node.subscribe(key, durable=durable)
+            queue.admit, view = view, None  # on a topic, the filters decide what the subscription keeps
             browse = False
         else:
             assert isinstance(node, Queue)
             queue = node
         resumable = isinstance(queue, Queue) and not browse and not queue.dynamic
         record = self._take_suspended(link, source.address, queue if resumable else None)
+        if wanted.applied:
+            filters = {**(filters or {}), **wanted.applied}
         link.attach(
             resume_deliveries=record.deliveries if record is not None else None,
             source=Source(
@@ -508,6 +523,8 @@ class ConnectionHandler:
             )
         )
         consumer = LinkConsumer(self, link, queue, browse=browse)
+        consumer.selector = view
+        consumer.filters = filters or {}
         if record is not None:
             # the resumed deliveries refer to these messages, by delivery-tag
             consumer.in_flight = record.consumer.in_flight
@@ -655,6 +672,7 @@ class ConnectionHandler:
                 d.settle(Rejected(error=Error(condition=ErrorCondition.DECODE_ERROR, description=str(exc))))
             self._touched.add(id(link))
             return
+        msg.mark_origin(self.origin)
         if d.remote_state is not None and isinstance(d.remote_state, TransactionalState):
             self._post(link, d, node, msg)
             return

@@ -14,12 +14,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...message import LazyMessage
-from ...types import DecodeError, decode_at, symbol, timestamp, ulong
+from ...types import DecodeError, Properties, decode_at, symbol, timestamp, ulong
 from ..core.message import QueuedMessage, Routing, register_format
 
 __all__ = ["FORMAT", "X_OPT_DEATHS", "Amqp1Message", "parse_transfer"]
 
 FORMAT = "amqp1"
+_PROPERTY_FIELDS = tuple(f.attr for f in Properties.FIELDS)
+_HEADER_FIELDS = ("ttl", "first_acquirer")  # the rest of the header is the container's own
 X_OPT_DEATHS = symbol("x-opt-deaths")
 
 
@@ -44,6 +46,22 @@ class Amqp1Message(QueuedMessage):
         except DecodeError:
             return {}
         return dict(headers) if headers else {}
+
+    def _read_fields(self) -> Mapping[str, Any]:
+        try:
+            lm = LazyMessage(self.data)
+            p = lm.properties
+            h = lm.header
+        except DecodeError:
+            return {}
+        fields: dict[str, Any] = {}
+        for section, names in ((p, _PROPERTY_FIELDS), (h, _HEADER_FIELDS)):
+            if section is not None:
+                for name in names:
+                    v = getattr(section, name)
+                    if v is not None:
+                        fields[name] = v
+        return fields
 
     def with_stream_position(self, offset: int) -> bytes:
         """The bytes with ``x-opt-offset`` and ``x-opt-timestamp`` message annotations."""

@@ -55,6 +55,7 @@ class Routing:
 
 
 _NO_ROUTING = Routing()
+_OWN_FIELDS = frozenset({"priority", "durable", "delivery_count"})
 
 
 class QueuedMessage:
@@ -65,8 +66,10 @@ class QueuedMessage:
     """
 
     __slots__ = (
+        "_fields",
         "_forms",
         "_headers",
+        "_origin",
         "_published",
         "_routing",
         "arrival",
@@ -83,6 +86,8 @@ class QueuedMessage:
 
     _routing: Routing
     _headers: Mapping[str, Any]
+    _fields: Mapping[str, Any]
+    _origin: object
     _forms: dict[str, Any]
     _published: tuple[str, str | None]
 
@@ -124,7 +129,7 @@ class QueuedMessage:
             delivery_count=self.delivery_count,
             arrival=self.arrival,
         )
-        for name in ("_routing", "_headers", "_published"):  # what was read once stays read
+        for name in ("_routing", "_headers", "_fields", "_published", "_origin"):  # what was read once stays read
             try:
                 setattr(m, name, getattr(self, name))
             except AttributeError:
@@ -158,6 +163,35 @@ class QueuedMessage:
     def _read_headers(self) -> Mapping[str, Any]:
         """Read the headers from ``data`` (a subclass knows how)."""
         return _EMPTY
+
+    def field(self, name: str) -> Any:
+        """A header or properties field by its 1.0 name, underscored (``correlation_id``,
+        ``creation_time``, ``durable``…), or None: what selectors read. The queue's own
+        ``priority``, ``durable`` and ``delivery_count`` answer for the header; the rest is
+        read from ``data`` once, on first use."""
+        if name in _OWN_FIELDS:
+            return getattr(self, name)
+        try:
+            fields = self._fields
+        except AttributeError:
+            fields = self._fields = self._read_fields()
+        return fields.get(name)
+
+    def _read_fields(self) -> Mapping[str, Any]:
+        """Read the header and properties fields from ``data`` (a subclass knows how)."""
+        return _EMPTY
+
+    def mark_origin(self, origin: object) -> None:
+        """Remember the connection that published it (for no-local subscriptions)."""
+        self._origin = origin
+
+    @property
+    def origin(self) -> object | None:
+        """The connection that published it (None: not known, as after a restart)."""
+        try:
+            return self._origin
+        except AttributeError:
+            return None
 
     def mark_published(self, exchange: str, key: str | None) -> None:
         """Remember the exchange (and explicit routing key) it was published through."""

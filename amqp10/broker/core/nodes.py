@@ -9,6 +9,7 @@ some connection — is the server's business; here it is anything with
 from __future__ import annotations
 
 import itertools
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
@@ -178,6 +179,11 @@ class Queue(Node):
         """Called when an auto-delete queue loses its last consumer."""
         self.last_used = now()
         """When it was declared or last lost a consumer (for ``expires``)."""
+        self.admit: Callable[[QueuedMessage], bool] | None = None
+        """What it keeps (a topic subscription's selector); None: everything."""
+        # consumers with a selector: per priority level, the seq up to which every message
+        # is known not to match (so a take looks only at what is newer)
+        self._scanned: dict[int, list[int]] = {}
 
     # -- inbound --------------------------------------------------------------------
     def is_full(self, extra: int = 0) -> bool:
@@ -225,8 +231,12 @@ class Queue(Node):
 
         Returns False (and does nothing) when the queue is full and its overflow
         policy is ``reject``. A message-id seen within the duplicate window is
-        acknowledged and not stored again.
+        acknowledged and not stored again. A message the queue's ``admit`` refuses
+        is acknowledged and not kept.
         """
+        if self.admit is not None and not self.admit(msg):
+            on_stored()
+            return True
         if msg.message_id is not None and self.dedup.seen(msg.message_id):
             on_stored()
             return True
@@ -317,6 +327,7 @@ class Queue(Node):
             if self._single_active and self._movers:
                 self.dispatch()  # the next consumer takes over
         self.browsers.pop(consumer.id, None)
+        self._scanned.pop(consumer.id, None)
         if not self.consumers:
             self.last_used = self.now()
             if self.auto_delete and self.on_unused is not None:
@@ -380,6 +391,9 @@ class Queue(Node):
             self._dispatching = False
 
     def _take_for(self, consumer: Consumer) -> QueuedMessage | None:
+        selector = getattr(consumer, "selector", None)
+        if selector is not None:
+            return self._take_selected(consumer.id, selector)
         now = None
         for level in reversed(self._levels):
             if not level:
@@ -415,6 +429,54 @@ class Queue(Node):
             level.extendleft(reversed(skipped))
         return None
 
+    def _take_selected(self, cid: int, selector: Callable[[QueuedMessage], bool]) -> QueuedMessage | None:
+        """The first message ``selector`` matches, in delivery order; the others stay where
+        they are for other consumers. Each level is looked at only past what this consumer
+        has already found not to match (``_scanned``), so a deep queue is walked once."""
+        marks = self._scanned.get(cid)
+        if marks is None:
+            marks = self._scanned[cid] = [0] * PRIORITY_LEVELS
+        now = None
+        for p in range(PRIORITY_LEVELS - 1, -1, -1):
+            level = self._levels[p]
+            if not level:
+                continue
+            start = bisect_right(level, marks[p], key=_seq) if marks[p] else 0
+            expired: list[int] = []
+            found = -1
+            for j, msg in enumerate(itertools.islice(level, start, None), start):
+                if msg.expiry is not None:
+                    if now is None:
+                        now = self.now()
+                    if msg.expiry <= now:
+                        expired.append(j)
+                        continue
+                if msg.excluded and cid in msg.excluded:
+                    continue
+                if selector(msg):
+                    found = j
+                    break
+            taken = None
+            if found >= 0:
+                taken = level[found]
+                marks[p] = taken.seq
+                del level[found]
+            elif len(level) > start:
+                marks[p] = level[-1].seq
+            for j in reversed(expired):
+                msg = level[j]
+                del level[j]
+                self.count -= 1
+                self.bytes -= msg.size
+                self._expire(msg)
+            if taken is not None:
+                self.count -= 1
+                self.bytes -= taken.size
+                if self._persistent(taken):
+                    self.journal.submit((_store.UPDATE, self._key, taken.seq, taken.delivery_count, 1))
+                return taken
+        return None
+
     def _dispatch_browsers(self) -> None:
         for c in self.consumers:
             if not c.browse:
@@ -422,11 +484,13 @@ class Queue(Node):
             last = self.browsers.get(c.id, 0)
             if c.credit() <= 0:
                 continue
+            selector = getattr(c, "selector", None)
             for msg in sorted((m for m in self if m.seq > last), key=lambda m: m.seq):
                 if c.credit() <= 0:
                     break
                 self.browsers[c.id] = msg.seq
-                c.deliver(self, msg.copy())
+                if selector is None or selector(msg):
+                    c.deliver(self, msg.copy())
 
     def _expire(self, msg: QueuedMessage) -> None:
         self.stats.expired += 1
@@ -459,6 +523,9 @@ class Queue(Node):
         # releasing 1, 2, 3 must redeliver 1, 2, 3 (the walk stops at the first
         # newer message, so it is short: returned messages sit at the front).
         level = self._levels[msg.priority]
+        for marks in self._scanned.values():  # selective consumers look at it again
+            if marks[msg.priority] >= msg.seq:
+                marks[msg.priority] = msg.seq - 1
         i = 0
         n = len(level)
         while i < n and level[i].seq < msg.seq:
@@ -670,10 +737,13 @@ class Stream(Node):
         try:
             for c in self.consumers:
                 pos = max(self.positions.get(c.id, self.next), self.first)
+                selector = getattr(c, "selector", None)
                 while pos < self.next and c.credit() > 0:
                     msg = self._get(pos)
                     pos += 1
                     self.positions[c.id] = pos
+                    if selector is not None and not selector(msg):
+                        continue  # not in this consumer's view: it reads on
                     self.stats.delivered += 1
                     c.deliver(self, msg)
                 self.positions[c.id] = pos
@@ -699,6 +769,10 @@ class Stream(Node):
 
     def info(self) -> dict[str, int]:
         return {"first": self.first, "next": self.next, "count": self.count, "bytes": self.bytes}
+
+
+def _seq(msg: QueuedMessage) -> int:
+    return msg.seq
 
 
 class _PullConsumer:
