@@ -80,6 +80,11 @@ from .transactions import Transactions
 
 STREAM_OFFSET_FILTER = symbol("amqp10:stream-offset")
 STREAM_CAPABILITY = "stream"
+ANONYMOUS_RELAY = symbol("ANONYMOUS-RELAY")
+SHARED_SUBS = symbol("SHARED-SUBS")
+# what our open offers: the anonymous relay (OASIS "Using the AMQP Anonymous Terminus
+# for Message Routing") and shared subscriptions (the AMQP JMS mapping)
+OFFERED_CAPABILITIES = [ANONYMOUS_RELAY, SHARED_SUBS]
 
 __all__ = ["ConnectionHandler", "LinkConsumer"]
 
@@ -91,7 +96,7 @@ _ids = itertools.count(1)
 _ACCEPTED = Accepted()
 _RELEASED = Released()
 # publishers' targets that route (a message that reaches no queue is released, not rejected)
-_ROUTERS = (Exchange, ExchangeTarget, AnonymousTarget)
+_ROUTERS = (Exchange, ExchangeTarget)
 _CONDITIONS = {
     "not-found": ErrorCondition.NOT_FOUND,
     "invalid-field": ErrorCondition.INVALID_FIELD,
@@ -229,6 +234,8 @@ class ConnectionHandler:
         ro = self.conn.remote_open
         hostname = ro.hostname if ro is not None else None
         vhost = self.broker.vhost_for_hostname(hostname)
+        offered = list(self.conn.offered_capabilities or [])
+        self.conn.offered_capabilities = offered + [c for c in OFFERED_CAPABILITIES if c not in offered]
         self.conn.open()
         if vhost is None:
             log.info("refusing a connection to %r: no such virtual host", hostname)
@@ -312,7 +319,7 @@ class ConnectionHandler:
             assert isinstance(link, Sender)
             self._attach_consumer(link)
 
-    def _lookup(self, address: str | None, *, kind: str | None) -> Node | None:
+    def _lookup(self, address: str | None, *, kind: str | None, create: bool = True) -> Node | None:
         """The node a plain name names (``$management`` is this front end's own)."""
         if address == MANAGEMENT_ADDRESS:
             if self._management is None:
@@ -321,7 +328,7 @@ class ConnectionHandler:
                     vhost, lambda resource: self.broker.authorize(vhost, self.user, resource, "configure")
                 )
             return self._management
-        return self.vhost.lookup(address, create=True, kind=kind)
+        return self.vhost.lookup(address, create=create, kind=kind)
 
     def _target_node(self, target: Target) -> Node:
         """The node a publisher's target names: a v2 address, a plain name, or (null) each
@@ -330,11 +337,11 @@ class ConnectionHandler:
         if target.dynamic:
             return self.vhost.create_dynamic()
         if target.address is None:
-            return AnonymousTarget(self.vhost, lambda to: self._resolve(to, None))
+            return AnonymousTarget(self.vhost, lambda to: self._resolve(to, None, create=False))
         return self._resolve(target.address, kind)
 
-    def _resolve(self, address: str, kind: str | None) -> Node:
-        node = resolve_target(self.vhost, address, lambda a: self._lookup(a, kind=kind))
+    def _resolve(self, address: str, kind: str | None, *, create: bool = True) -> Node:
+        node = resolve_target(self.vhost, address, lambda a: self._lookup(a, kind=kind, create=create))
         if not self.broker.authorize(self.vhost, self.user, node.name, "write"):
             raise AddressError("unauthorized-access", f"access to {address!r} refused")
         return node
@@ -364,7 +371,9 @@ class ConnectionHandler:
         if isinstance(target, Coordinator):
             self._transactions().attach(link)
             return
-        if not isinstance(target, Target):
+        if target is None:
+            target = Target()  # no target at all: the anonymous relay, as one with no address
+        elif not isinstance(target, Target):
             self._refuse(link, ErrorCondition.INVALID_FIELD, "a publisher's attach needs a target")
             return
         try:
@@ -380,7 +389,7 @@ class ConnectionHandler:
             # again), so the attach is answered once every earlier commit is done.
             def answer() -> None:
                 if self._can_answer(link):
-                    self._answer_publisher(link, node, record)
+                    self._answer_publisher(link, target, node, record)
                     if not self._handling:
                         self.wake()
                 else:
@@ -388,11 +397,11 @@ class ConnectionHandler:
 
             self.broker.journal.submit((_store.BARRIER,), answer)
             return
-        self._answer_publisher(link, node, record)
+        self._answer_publisher(link, target, node, record)
 
-    def _answer_publisher(self, link: Receiver, node: Node, record: SuspendedLink | None) -> None:
-        target = link.remote_target
+    def _answer_publisher(self, link: Receiver, target: Target, node: Node, record: SuspendedLink | None) -> None:
         link.attach(
+            source=_echo(link.remote_source, Source),
             target=Target(
                 address=node.name if target.dynamic else target.address,
                 durable=target.durable,
@@ -479,6 +488,7 @@ class ConnectionHandler:
         record = self._take_suspended(link, source.address, queue if resumable else None)
         link.attach(
             resume_deliveries=record.deliveries if record is not None else None,
+            target=_echo(link.remote_target, Target),
             source=Source(
                 address=node.name if source.dynamic else source.address,
                 durable=source.durable,
@@ -640,6 +650,13 @@ class ConnectionHandler:
                 d.settle(Rejected(error=Error(condition=ErrorCondition.DECODE_ERROR, description=str(exc))))
             self._touched.add(id(link))
             return
+        if type(node) is AnonymousTarget:
+            try:
+                node = node.node_for(msg)
+            except AddressError as exc:
+                self._touched.add(id(link))
+                self._unroutable(link, d, exc)
+                return
         if d.remote_state is not None and isinstance(d.remote_state, TransactionalState):
             self._post(link, d, node, msg)
             return
@@ -662,6 +679,20 @@ class ConnectionHandler:
             else:
                 d.settle(Rejected(error=Error(condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED, description=f"node {node.name!r} is full")))
         self._touched.add(id(link))
+
+    def _unroutable(self, link: Receiver, d: Delivery, exc: AddressError) -> None:
+        """A message to the anonymous relay whose ``to`` names no node (or one it may not use):
+        rejected, and the link stays up (the anonymous terminus spec, §2.2)."""
+        if d.remote_settled or d.settled:
+            return  # pre-settled: nothing to tell the sender
+        rejected = Rejected(error=Error(condition=_CONDITIONS[exc.condition], description=exc.description))
+        state = d.remote_state
+        if isinstance(state, TransactionalState):
+            txn = self._transactions().find(state, link)
+            if txn is not None:
+                d.settle(TransactionalState(txn_id=txn.txn_id, outcome=rejected))
+            return
+        d.settle(rejected)
 
     def _transactions(self) -> Transactions:
         if self.txns is None:
@@ -737,6 +768,12 @@ def _kind_from(capabilities: Any) -> str | None:
     if capabilities and STREAM_CAPABILITY in capabilities:
         return "stream"
     return None
+
+
+def _echo(terminus: Any, cls: type[Source] | type[Target]) -> Any:
+    """The peer's terminus as sent, for our attach's other side (§2.6.3); an empty one
+    if it sent none (a null terminus in an answer means a refused link)."""
+    return terminus if isinstance(terminus, cls) else cls()
 
 
 def _redelivery_form(msg: QueuedMessage) -> bytes:
