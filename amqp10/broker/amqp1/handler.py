@@ -134,6 +134,16 @@ class LinkConsumer:
             self.in_flight[d.tag] = msg
         self.handler.wake()
 
+    def has_more(self) -> bool:
+        """Whether the node holds messages this consumer could still be given."""
+        node = self.node
+        if isinstance(node, Stream):
+            return node.positions.get(self.id, node.next) < node.next
+        if self.browse:
+            last = node.browsers.get(self.id, 0)
+            return any(m.seq > last for m in node)
+        return node.count > 0
+
     def settled(self, d: Delivery, state: Any) -> None:
         """The consumer settled ``d`` with ``state``: apply the outcome to the queue."""
         msg = self.in_flight.pop(d.tag, None)
@@ -757,9 +767,15 @@ class ConnectionHandler:
             c.node.dispatch()
 
     def _on_drain(self, e: DrainRequested) -> None:
+        """§2.6.7 drain: send what the node has, then give back the rest of the credit
+        with a flow (drain, credit 0), also when the transfers took exactly all there
+        was. If the credit ran out with messages still waiting, the drain was met by
+        transfers alone: no flow, which would tell the receiver the node is empty."""
         c = self.consumers.get(id(e.link))
         if c is not None:
             c.node.dispatch()
+            if c.credit() <= 0 and c.has_more():
+                return
         e.link.drained()
 
 
