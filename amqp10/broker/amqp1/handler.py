@@ -76,6 +76,15 @@ from ..core import store as _store
 from .addresses import AddressError, AnonymousTarget, ExchangeTarget, parse, resolve_target
 from .management import MANAGEMENT_ADDRESS, Management
 from .message import Amqp1Message, parse_transfer
+from .topics import (
+    Subscription,
+    WildcardSubscription,
+    capabilities_of,
+    is_pattern,
+    node_name_and_kind,
+    subscription_for,
+    wildcards_of,
+)
 from .transactions import Transactions
 
 STREAM_OFFSET_FILTER = symbol("amqp10:stream-offset")
@@ -95,6 +104,12 @@ _ids = itertools.count(1)
 # consecutive dispositions with the same state, and identity is the cheapest test
 _ACCEPTED = Accepted()
 _RELEASED = Released()
+_OUTCOMES = [
+    symbol("amqp:accepted:list"),
+    symbol("amqp:rejected:list"),
+    symbol("amqp:released:list"),
+    symbol("amqp:modified:list"),
+]
 # publishers' targets that route (a message that reaches no queue is released, not rejected)
 _ROUTERS = (Exchange, ExchangeTarget)
 _CONDITIONS = {
@@ -343,12 +358,11 @@ class ConnectionHandler:
     def _target_node(self, target: Target) -> Node:
         """The node a publisher's target names: a v2 address, a plain name, or (null) each
         message's ``to``; raises :class:`AddressError`."""
-        kind = _kind_from(target.capabilities)
         if target.dynamic:
             return self.vhost.create_dynamic()
         if target.address is None:
-            return AnonymousTarget(self.vhost, lambda to: self._resolve(to, None, create=False))
-        return self._resolve(target.address, kind)
+            return AnonymousTarget(self.vhost, lambda to: self._resolve(*node_name_and_kind(to, None), create=False))
+        return self._resolve(*node_name_and_kind(target.address, target.capabilities))
 
     def _resolve(self, address: str, kind: str | None, *, create: bool = True) -> Node:
         node = resolve_target(self.vhost, address, lambda a: self._lookup(a, kind=kind, create=create))
@@ -368,7 +382,8 @@ class ConnectionHandler:
                     raise AddressError("invalid-field", f"consume from a queue (/queues/NAME), not {address!r}")
                 node = self.vhost.queue(parsed[1])
             else:
-                node = self._lookup(address, kind=_kind_from(source.capabilities))
+                name, kind = node_name_and_kind(address, source.capabilities)
+                node = self._lookup(name, kind=kind)
             if node is None or isinstance(node, Management):
                 raise AddressError("not-found", f"no node at address {address!r}")
         assert node is not None
@@ -414,10 +429,11 @@ class ConnectionHandler:
             source=_echo(link.remote_source, Source),
             target=Target(
                 address=node.name if target.dynamic else target.address,
-                durable=target.durable,
-                expiry_policy=target.expiry_policy,
+                durable=target.durable or 0,
+                expiry_policy=target.expiry_policy or symbol("session-end"),
+                timeout=target.timeout or 0,
                 dynamic=target.dynamic,
-                capabilities=target.capabilities,
+                capabilities=_capabilities(node, None, None) or target.capabilities,
             ),
             resume_deliveries=record.deliveries if record is not None else None,
         )
@@ -464,9 +480,17 @@ class ConnectionHandler:
 
     def _attach_consumer(self, link: Sender) -> None:
         source = link.remote_source
+        if source is None:
+            self._attach_existing_subscription(link)
+            return
         if not isinstance(source, Source):
             self._refuse(link, ErrorCondition.INVALID_FIELD, "a consumer's attach needs a source")
             return
+        if not source.dynamic and source.address:
+            name, kind = node_name_and_kind(source.address, source.capabilities)
+            if kind == "topic" and is_pattern(name):
+                self._attach_wildcard(link, source, name)
+                return
         try:
             node = self._source_node(source)
         except AddressError as exc:
@@ -475,6 +499,7 @@ class ConnectionHandler:
         browse = source.distribution_mode == "copy"
         filters = None
         start: int | None = None
+        sub: Subscription | None = None
         if isinstance(node, Stream):
             spec = (source.filter or {}).get(STREAM_OFFSET_FILTER)
             try:
@@ -488,8 +513,10 @@ class ConnectionHandler:
             browse = False
         elif isinstance(node, Topic):
             durable = bool(source.durable) and source.expiry_policy == "never"
-            key = f"{self.remote_container_id}#{link.name}" if durable else f"tmp.{uuid.uuid4().hex}"
-            queue = node.subscribe(key, durable=durable)
+            sub = subscription_for(
+                self.remote_container_id, link.name, source.capabilities, durable=durable, unique=uuid.uuid4().hex
+            )
+            queue = node.subscribe(sub.key, durable=sub.durable)
             browse = False
         else:
             assert isinstance(node, Queue)
@@ -499,31 +526,96 @@ class ConnectionHandler:
         link.attach(
             resume_deliveries=record.deliveries if record is not None else None,
             target=_echo(link.remote_target, Target),
-            source=Source(
+            source=self._source_answer(
+                source,
                 address=node.name if source.dynamic else source.address,
-                durable=source.durable,
-                expiry_policy=source.expiry_policy,
-                timeout=source.timeout,
-                dynamic=source.dynamic,
-                distribution_mode=symbol("copy") if browse else source.distribution_mode,
-                filter=filters,
-                default_outcome=Released() if source.default_outcome is None else source.default_outcome,
-                outcomes=[symbol("amqp:accepted:list"), symbol("amqp:rejected:list"), symbol("amqp:released:list"), symbol("amqp:modified:list")],
-                capabilities=source.capabilities,
-            )
+                browse=browse,
+                filters=filters,
+                capabilities=_capabilities(node, source.capabilities, sub),
+            ),
         )
         consumer = LinkConsumer(self, link, queue, browse=browse)
         if record is not None:
             # the resumed deliveries refer to these messages, by delivery-tag
             consumer.in_flight = record.consumer.in_flight
             self.broker.recovery.resumed += 1
-        consumer_topic = node if isinstance(node, Topic) else None
-        link.context = (consumer, consumer_topic, source)
+        self._add_consumer(link, consumer, node if isinstance(node, Topic) else None, source, sub, start)
+
+    def _add_consumer(
+        self,
+        link: Sender,
+        consumer: LinkConsumer,
+        topic: Topic | WildcardSubscription | None,
+        source: Source,
+        sub: Subscription | None,
+        start: int | None = None,
+    ) -> None:
+        link.context = (consumer, topic, source, sub)
         self.consumers[id(link)] = consumer
+        queue = consumer.node
         if isinstance(queue, Stream):
             queue.add_consumer(consumer, start)
         else:
             queue.add_consumer(consumer)
+
+    @staticmethod
+    def _source_answer(
+        source: Source, *, address: str | None, browse: bool, filters: Any, capabilities: list[Any]
+    ) -> Source:
+        """Our source for a consumer: the node as we serve it, every field filled in."""
+        return Source(
+            address=address,
+            durable=source.durable or 0,
+            expiry_policy=source.expiry_policy or symbol("session-end"),
+            timeout=source.timeout or 0,
+            dynamic=source.dynamic,
+            distribution_mode=symbol("copy") if browse else symbol("move"),
+            filter=filters,
+            default_outcome=Released() if source.default_outcome is None else source.default_outcome,
+            outcomes=_OUTCOMES,
+            capabilities=capabilities,
+        )
+
+    def _attach_wildcard(self, link: Sender, source: Source, pattern: str) -> None:
+        """A consumer on a topic pattern: a queue of its own, bound to every matching topic."""
+        if bool(source.durable) and source.expiry_policy == "never":
+            self._refuse(link, ErrorCondition.NOT_IMPLEMENTED, "durable wildcard subscriptions are not supported")
+            return
+        if not self.broker.authorize(self.vhost, self.user, pattern, "read"):
+            self._refuse(link, ErrorCondition.UNAUTHORIZED_ACCESS, f"access to {source.address!r} refused")
+            return
+        sub = wildcards_of(self.vhost).subscribe(pattern)
+        link.attach(
+            target=_echo(link.remote_target, Target),
+            source=self._source_answer(
+                source, address=source.address, browse=False, filters=None, capabilities=[symbol("topic")]
+            ),
+        )
+        self._add_consumer(link, LinkConsumer(self, link, sub.queue, browse=False), sub, source, None)
+
+    def _attach_existing_subscription(self, link: Sender) -> None:
+        """A null source: the JMS mapping's look-up of a durable subscription by its link
+        name (how a JMS client unsubscribes: attach, then detach with closed=true).
+        Answered with the subscription's source, or refused (null source) if none."""
+        caps = link.remote_attach.desired_capabilities if link.remote_attach is not None else None
+        for scope in (self.remote_container_id, ""):
+            sub = subscription_for(scope, link.name, caps, durable=True, unique="")
+            for topic in [n for n in self.vhost.nodes.values() if isinstance(n, Topic)]:
+                queue = topic.subscriptions.get(sub.key)
+                if queue is None:
+                    continue
+                source = Source(
+                    address=topic.name, durable=2, expiry_policy=symbol("never"), capabilities=[symbol("topic")]
+                )
+                link.attach(
+                    target=_echo(link.remote_target, Target),
+                    source=self._source_answer(
+                        source, address=topic.name, browse=False, filters=None, capabilities=[symbol("topic")]
+                    ),
+                )
+                self._add_consumer(link, LinkConsumer(self, link, queue, browse=False), topic, source, sub)
+                return
+        self._refuse(link, ErrorCondition.NOT_FOUND, f"no durable subscription {link.name!r}")
 
     # -- link recovery (§2.6.13; see recovery.py) ------------------------------------------
     def _suspend_consumer(self, c: LinkConsumer) -> bool:
@@ -535,9 +627,8 @@ class ConnectionHandler:
         ctx = c.link.context
         topic = ctx[1] if isinstance(ctx, tuple) else None
         source = ctx[2] if isinstance(ctx, tuple) else None
-        if isinstance(topic, Topic) and not (
-            source is not None and bool(source.durable) and source.expiry_policy == "never"
-        ):
+        sub = ctx[3] if isinstance(ctx, tuple) else None
+        if isinstance(topic, Topic) and not (sub is not None and sub.durable):
             return False  # a non-durable subscription ends with its link
         lifetime = recovery.retention(source)
         if lifetime <= 0:
@@ -628,12 +719,16 @@ class ConnectionHandler:
             c.release_all()
         ctx = c.link.context
         topic = ctx[1] if isinstance(ctx, tuple) else None
-        source = ctx[2] if isinstance(ctx, tuple) else None
-        if isinstance(topic, Topic):
-            durable = source is not None and bool(source.durable) and source.expiry_policy == "never"
-            if not durable or closed:
-                if isinstance(c.node, Queue):
-                    self.vhost.drop_subscription(topic, c.node)
+        sub = ctx[3] if isinstance(ctx, tuple) else None
+        if isinstance(topic, WildcardSubscription):
+            wildcards_of(self.vhost).unsubscribe(topic)
+        elif isinstance(topic, Topic):
+            durable = sub is not None and sub.durable
+            # a shared subscription stays while any of its consumers does (JMS unsubscribes
+            # one that has none); a durable one until a detach that closes the link
+            in_use = sub is not None and sub.shared and isinstance(c.node, Queue) and bool(c.node.consumers)
+            if (not durable or closed) and not in_use and isinstance(c.node, Queue):
+                self.vhost.drop_subscription(topic, c.node)
         elif isinstance(c.node, Queue) and c.node.dynamic:
             self.vhost.delete_node(c.node.name)
 
@@ -779,11 +874,14 @@ class ConnectionHandler:
         e.link.drained()
 
 
-def _kind_from(capabilities: Any) -> str | None:
-    """The node kind a terminus asks for through its capabilities (``stream``)."""
-    if capabilities and STREAM_CAPABILITY in capabilities:
-        return "stream"
-    return None
+def _capabilities(node: Node, requested: Any, sub: Subscription | None) -> list[Any]:
+    """A terminus's capabilities in our answer: the node's kind (``queue``, ``topic``,
+    ``stream``, as the AMQP JMS mapping looks for them) and the subscription's
+    ``shared``/``global``, which we honour."""
+    caps = [node.kind] if node.kind in ("queue", "topic", STREAM_CAPABILITY) else []
+    if sub is not None and sub.shared:
+        caps += [c for c in capabilities_of(requested) if c in ("shared", "global")]
+    return [symbol(c) for c in caps]
 
 
 def _echo(terminus: Any, cls: type[Source] | type[Target]) -> Any:
