@@ -14,7 +14,7 @@ import pytest
 import amqp10.sync
 from amqp10.client import Connection, connect
 from amqp10.message import Message
-from amqp10.types import Accepted, ErrorCondition, Rejected
+from amqp10.types import Accepted, ErrorCondition, Rejected, Source, symbol
 
 from .conftest import RunningBroker, broker_with
 
@@ -110,3 +110,31 @@ async def test_request_response_through_the_relay(broker: RunningBroker) -> None
                 got.append((d.message.correlation_id, d.message.body))
                 await d.accept()
         assert got == [(0, "TIC"), (1, "TAC"), (2, "TOE")]
+
+
+# -- topics ------------------------------------------------------------------------------------
+async def test_wildcard_and_shared_subscriptions_with_our_client(broker: RunningBroker) -> None:
+    async with client(broker) as conn:
+        wild = await conn.open_receiver("topic://e2e.orders.*", credit=10)
+        assert list(wild.remote_source.capabilities) == ["topic"]
+        shared = Source(address="topic://e2e.prices", capabilities=[symbol("topic"), symbol("shared")])
+        a = await conn.open_receiver(None, name="prices-sub", source=shared, credit=0)
+        b = await conn.open_receiver(None, name="prices-sub|2", source=shared, credit=0)
+        for address, body in [("topic://e2e.orders.new", "o1"), ("topic://e2e.orders.eu.new", "no"), ("topic://e2e.prices", "p")]:
+            s = await conn.open_sender(address)
+            n = 4 if address.endswith("prices") else 1
+            for i in range(n):
+                assert isinstance(await s.send(Message(body=f"{body}{i}")), Accepted)
+            await s.close()
+        d = await wild.receive(timeout=T)
+        assert d.message.body == "o10"  # orders.eu.new is two words: no match for '*'
+        await d.accept()
+        a.add_credit(2)
+        b.add_credit(2)
+        got = []
+        for r in (a, b):
+            for _ in range(2):
+                d = await r.receive(timeout=T)
+                got.append(d.message.body)
+                await d.accept()
+        assert sorted(got) == ["p0", "p1", "p2", "p3"]  # one subscription, shared by both
