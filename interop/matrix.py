@@ -1,17 +1,18 @@
 """The interop matrix: scenarios (rows) x pairings of a client and a server peer (columns).
 
-``python -m interop.matrix`` runs the pairings that need only PyPI packages:
+``python -m interop.matrix`` runs the pairings that need only PyPI packages (and npm):
 
 1. our client -> our broker
 2. python-qpid-proton clients (BlockingConnection / reactor) -> our broker
 3. our client -> a Proton-based broker (``interop/proton_broker.py``)
+4. rhea (Node.js, ``npm install``-ed) clients -> our broker
 
 and, when asked (``--peers rabbitmq,activemq,proton-c`` or ``--all``), the
 Debian-backed ones (``--install`` apt-gets them first):
 
-4. our client -> RabbitMQ 3.10 (``rabbitmq_amqp1_0`` plugin)
-5. our client -> Apache ActiveMQ 5.17 (AMQP transport connector)
-6. Proton's C example clients -> our broker
+5. our client -> RabbitMQ 3.10 (``rabbitmq_amqp1_0`` plugin)
+6. our client -> Apache ActiveMQ 5.17 (AMQP transport connector)
+7. Proton's C example clients -> our broker
 
 Every peer runs on 127.0.0.1 only and is stopped afterwards. It prints the
 table and writes it as Markdown to ``interop/RESULTS.md`` (``--output``).
@@ -129,6 +130,7 @@ PAIRINGS: tuple[Pairing, ...] = (
     Pairing("ours-ours", "our client → our broker", "ours", _our_broker),
     Pairing("protonpy-ours", "Proton Python clients → our broker", "proton_py", _our_broker),
     Pairing("ours-proton", "our client → Proton broker", "ours", _proton_broker),
+    Pairing("rhea-ours", "rhea (Node.js) clients → our broker", "rhea", _our_broker),
     Pairing(
         "ours-rabbitmq",
         "our client → RabbitMQ 3.10",

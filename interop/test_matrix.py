@@ -3,8 +3,9 @@
 1. our client -> our broker
 2. python-qpid-proton clients -> our broker
 3. our client -> the Proton-based broker (``interop/proton_broker.py``)
-7. our client -> our broker over ws:// (its HTTP listener, ``/$amqp``)
-8. our client -> our broker over wss:// (every scenario over TLS)
+4. rhea (Node.js, from the npm registry) clients -> our broker
+8. our client -> our broker over ws:// (its HTTP listener, ``/$amqp``)
+9. our client -> our broker over wss:// (every scenario over TLS)
 
 Each column runs once per module (its peer in a subprocess); every scenario is
 then one test that must be ``pass``, or ``n/a`` for one of the reasons listed
@@ -22,10 +23,11 @@ import pytest
 from interop.certs import have_openssl, make_certs
 from interop.matrix import NA, PAIRINGS, PASS, Column, run_column
 from interop.scenarios import scenario_ids
+from interop.scenarios.rhea import NA as RHEA_NA
 
 pytestmark = pytest.mark.proton
 
-COLUMNS = ("ours-ours", "protonpy-ours", "ours-proton", "ours-ours-ws", "ours-ours-wss")
+COLUMNS = ("ours-ours", "protonpy-ours", "ours-proton", "rhea-ours", "ours-ours-ws", "ours-ours-wss")
 
 # (pairing, scenario) -> a substring of the n/a reason that is acceptable
 EXPECTED_NA = {
@@ -35,6 +37,9 @@ EXPECTED_NA = {
     ("ours-proton", "transactions"): "no transaction coordinator",  # our Proton broker has none
     ("protonpy-ours", "transactions"): "blocking API has no transactions",
     ("ours-ours-ws", "tls"): "no TLS listener",  # one HTTP listener: wss is the next column
+    ("ours-proton", "anonymous-relay"): "does not offer ANONYMOUS-RELAY",  # our Proton broker
+    # rhea's rows are the ones its examples show (see interop/scenarios/rhea.py)
+    **{("rhea-ours", sid): "no rhea scenario written" for sid in RHEA_NA},
 }
 
 

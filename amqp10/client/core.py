@@ -132,6 +132,21 @@ class ConnectionCore:
         return remote.container_id if remote is not None else None
 
     @property
+    def remote_offered_capabilities(self) -> list[str]:
+        """What the peer's open offers (e.g. ``ANONYMOUS-RELAY``: a sender with no
+        address may send each message wherever its ``to`` says)."""
+        remote = self._engine.remote_open
+        caps = remote.offered_capabilities if remote is not None else None
+        if caps is None:
+            return []
+        return [str(c) for c in ([caps] if isinstance(caps, str) else caps)]
+
+    @property
+    def anonymous_relay(self) -> bool:
+        """Whether the peer offers ``ANONYMOUS-RELAY`` (``open_sender(None)``)."""
+        return "ANONYMOUS-RELAY" in self.remote_offered_capabilities
+
+    @property
     def remote_properties(self) -> dict[Any, Any] | None:
         remote = self._engine.remote_open
         return remote.properties if remote is not None else None

@@ -209,6 +209,9 @@ class Endpoints(ConnectionCore):
     ) -> Sender:
         """Attach a sender to the node at ``address`` and wait for the peer's attach.
 
+        ``address`` None attaches to the peer's anonymous relay (when it offers
+        ``ANONYMOUS-RELAY``: see :attr:`anonymous_relay`): each message's ``to``
+        then chooses its node, and one whose ``to`` names none comes back rejected.
         ``target``/``source`` replace the default termini (``Target(address=address)``;
         a :class:`~amqp10.types.Coordinator` target links to the transaction coordinator).
         Raises :class:`~amqp10.errors.LinkError` with the peer's reason if it refuses.

@@ -437,6 +437,14 @@ class Connection(_Proxy):
         return self._c.remote_container_id
 
     @property
+    def remote_offered_capabilities(self) -> list[str]:
+        return self._c.remote_offered_capabilities
+
+    @property
+    def anonymous_relay(self) -> bool:
+        return self._c.anonymous_relay
+
+    @property
     def peer(self) -> str:
         return self._c.peer
 

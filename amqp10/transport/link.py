@@ -411,6 +411,7 @@ class Sender(Link):
         self._next_tag = 0
         self._drain_open = False  # a drain the receiver asked for is not finished yet
         self._drain_after_queue = False  # drained() was called with deliveries queued
+        self._drains_finished = 0  # drains answered with our flow (so an echo is not sent twice)
         # §2.7.3 incomplete-unsettled: after such an attach exchange, only resuming
         # transfers may be sent until the link is detached and re-attached
         self._resume_only = False
@@ -484,12 +485,20 @@ class Sender(Link):
         return d
 
     def drained(self) -> None:
-        """Finish a drain the receiver asked for (after ``DrainRequested``).
+        """Finish a drain the receiver asked for (after ``DrainRequested``): we have
+        nothing more to send.
 
         The unused credit is given back: delivery-count advances over it and our
-        flow state goes to the receiver (§2.6.7 drain). Deliveries still queued
-        go first; the drain completes once they are written. A no-op when no
-        drain is outstanding.
+        flow state goes to the receiver (§2.6.7 drain), also when the transfers
+        alone used the credit up (then the flow says credit 0: nothing is left).
+        Deliveries still queued go first; the drain completes once they are
+        written. A no-op when no drain is outstanding.
+
+        An application that still has messages when the credit runs out does not
+        call it: the receiver's credit is used up by transfers, which is all a
+        drain asks, and the receiver learns there is more when it grants credit
+        again (a flow saying drained would tell it the node is empty: receivers
+        such as rhea stop at that flow).
         """
         if not self._drain_open or self.state is not LinkState.ATTACHED:
             return
@@ -499,6 +508,7 @@ class Sender(Link):
         self._finish_drain()
 
     def _finish_drain(self) -> None:
+        self._drains_finished += 1
         self._drain_open = False
         self._drain_after_queue = False
         self.delivery_count = (self.delivery_count + self.credit) & _MASK
@@ -506,9 +516,15 @@ class Sender(Link):
         self._write_flow()
 
     def _after_pump(self) -> None:
-        """A drain is done once the credit is used up (or the queue is empty, if asked)."""
-        if self._drain_open and (self.credit <= 0 or (self._drain_after_queue and not self._queue)):
-            self._finish_drain()
+        """A drain is done once the queue is written, if the application said it has no more;
+        or, silently, once transfers used the credit up with more still queued."""
+        if not self._drain_open:
+            return
+        if self._drain_after_queue:
+            if not self._queue:
+                self._finish_drain()
+        elif self.credit <= 0 and self._queue:
+            self._drain_open = False  # the credit went on transfers and more wait: no flow
 
     def set_available(self, available: int) -> None:
         """Tell the receiver how many messages we could send (§2.6.7 ``available``)."""
@@ -538,11 +554,12 @@ class Sender(Link):
             self._drain_open = True
         wrote = False
         if self.state is LinkState.ATTACHED:
+            finished = self._drains_finished
             if self._queue and self.credit > 0:
                 self.session._pump(self)  # may finish the drain (and write our flow)
             elif self._drain_open and self.credit <= 0:
                 self._finish_drain()  # nothing to give back: answer at once
-            wrote = self._drain_open is False and self.drain
+            wrote = self._drains_finished != finished
             if self._drain_open and not self._drain_after_queue:
                 conn._emit(DrainRequested(link=self))
         if flow.echo and not wrote:

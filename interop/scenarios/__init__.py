@@ -42,6 +42,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("idle-timeout", "idle timeout: heartbeats keep it alive"),
     Scenario("link-resume", "link resumption"),
     Scenario("transactions", "local transactions (commit, rollback)"),
+    Scenario("anonymous-relay", "anonymous relay: request/response through a sender with no target"),
 )
 
 

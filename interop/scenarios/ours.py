@@ -25,7 +25,7 @@ from amqp10.client import Connection, SettleMode, TransactionError, connect
 from amqp10.client.url import parse_url
 from amqp10.io.tls import client_context
 from amqp10.message import Message
-from amqp10.types import Accepted, ReceiverSettleMode, SenderSettleMode, Source, symbol
+from amqp10.types import Accepted, ReceiverSettleMode, Rejected, SenderSettleMode, Source, symbol
 
 from . import Ctx, NotApplicable, ScenarioFailed, check
 
@@ -307,6 +307,46 @@ async def request_response(ctx: Ctx) -> str | None:
     return None
 
 
+async def anonymous_relay(ctx: Ctx) -> str | None:
+    """Proton's server.py/client.py shape with our client: the server answers each
+    request through one sender with no target, to the request's reply-to."""
+    a = ctx.addr("requests")
+    async with await _connect(ctx) as server, await _connect(ctx) as client:
+        if not server.anonymous_relay:
+            raise NotApplicable("the peer does not offer ANONYMOUS-RELAY")
+        requests = await server.open_receiver(a, credit=5)
+        relay = await server.open_sender(None)
+        replies = await client.open_receiver(dynamic=True, credit=5)
+        words = ["tic", "tac", "toe"]
+
+        async def serve() -> None:
+            for _ in words:
+                d = await requests.receive(timeout=WAIT)
+                req = d.message
+                await d.accept()
+                reply = Message(body=str(req.body).upper(), to=req.reply_to, correlation_id=req.correlation_id)
+                outcome = await relay.send(reply, timeout=WAIT)
+                check(isinstance(outcome, Accepted), f"the relay answered {outcome!r}")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(serve)
+            ask = await client.open_sender(a)
+            for i, w in enumerate(words):
+                await ask.send(Message(body=w, reply_to=replies.address, correlation_id=i), timeout=WAIT)
+            got = []
+            for _ in words:
+                d = await replies.receive(timeout=WAIT)
+                got.append((d.message.correlation_id, d.message.body))
+                await d.accept()
+        check(got == [(0, "TIC"), (1, "TAC"), (2, "TOE")], f"the replies were {got}")
+        unknown = await relay.send(Message(body="x", to=ctx.addr("absent")), timeout=WAIT)
+        note = None
+        if not isinstance(unknown, Rejected):
+            note = f"a message to no node got {type(unknown).__name__}, not rejected"
+        await requests.close()
+    return note
+
+
 async def browse(ctx: Ctx) -> str | None:
     a, bodies = ctx.addr(), ["b0", "b1", "b2"]
     async with await _connect(ctx) as conn:
@@ -530,6 +570,7 @@ def _rcv_name(mode: Any) -> str:
 
 
 SCENARIOS: dict[str, Fn] = {
+    "anonymous-relay": anonymous_relay,
     "sasl-anonymous": sasl_anonymous,
     "sasl-plain": sasl_plain,
     "at-most-once": at_most_once,

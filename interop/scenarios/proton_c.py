@@ -42,6 +42,7 @@ NA = {
     "browse": f"{_ONLY} have no distribution-mode option",
     "link-resume": f"{_ONLY} have no link recovery",
     "transactions": f"{_ONLY} have no transactions",
+    "anonymous-relay": f"{_ONLY} have no sender without a target",
 }
 
 _binaries: dict[str, Path] = {}

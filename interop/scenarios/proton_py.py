@@ -439,6 +439,130 @@ def request_response(ctx: Ctx) -> str | None:
     return None
 
 
+REQUESTS = ["Twas brillig, and the slithy toves", "Did gire and gymble in the wabe."]
+
+
+class _RelayServer(MessagingHandler):
+    """Behaves like Proton's examples/python/server.py: asks for ANONYMOUS-RELAY, then
+    answers every request through one sender with no target, addressed to its
+    reply-to. Closes after ``n`` requests (the example runs until interrupted)."""
+
+    def __init__(self, url: str, address: str, n: int) -> None:
+        super().__init__()
+        self.url, self.address, self.n = url, address, n
+        self.served = 0
+        self.ready = threading.Event()
+        self.problems: list[str] = []
+
+    def on_start(self, event: Any) -> None:
+        self.conn = event.container.connect(self.url, desired_capabilities="ANONYMOUS-RELAY")
+
+    def on_connection_opened(self, event: Any) -> None:
+        caps = event.connection.remote_offered_capabilities
+        if not caps or "ANONYMOUS-RELAY" not in caps:
+            self.problems.append("the broker does not offer ANONYMOUS-RELAY")
+            event.connection.close()
+            self.ready.set()
+            return
+        self.receiver = event.container.create_receiver(self.conn, self.address)
+        self.server = event.container.create_sender(self.conn, None)
+
+    def on_link_opened(self, event: Any) -> None:
+        if event.link.is_receiver:
+            self.ready.set()
+
+    def on_message(self, event: Any) -> None:
+        m = event.message
+        self.server.send(Message(address=m.reply_to, body=m.body.upper(), correlation_id=m.correlation_id))
+        self.served += 1
+        if self.served == self.n:
+            event.connection.close()
+
+    def on_transport_error(self, event: Any) -> None:
+        self.problems.append(f"transport error: {event.transport.condition}")
+        self.ready.set()
+
+
+class _RelayClient(MessagingHandler):
+    """Behaves like Proton's examples/python/client.py: a dynamic receiver for the replies,
+    one request at a time, each answer matched by correlation-id."""
+
+    def __init__(self, url: str, address: str, requests: list[str]) -> None:
+        super().__init__(auto_accept=False)
+        self.url, self.address, self.requests = url, address, list(requests)
+        self.outstanding: dict[int, str] = {}
+        self.msgs = 0
+        self.answers: list[tuple[str, str]] = []
+        self.problems: list[str] = []
+
+    def on_start(self, event: Any) -> None:
+        conn = event.container.connect(self.url)
+        self.sender = event.container.create_sender(conn, self.address)
+        self.receiver = event.container.create_receiver(conn, None, dynamic=True)
+
+    def next_request(self) -> None:
+        if self.receiver.remote_source.address:
+            request = self.requests.pop(0)
+            req = Message(reply_to=self.receiver.remote_source.address, correlation_id=self.msgs, body=request)
+            self.outstanding[self.msgs] = request
+            self.msgs += 1
+            self.sender.send(req)
+
+    def on_link_opened(self, event: Any) -> None:
+        if event.receiver == self.receiver:
+            self.next_request()
+
+    def on_message(self, event: Any) -> None:
+        if self.requests:
+            self.next_request()
+        request = self.outstanding.pop(event.message.correlation_id, None)
+        if request is None:
+            self.problems.append(f"a reply with an unknown correlation-id {event.message.correlation_id!r}")
+            self.reject(event.delivery)
+        else:
+            self.answers.append((request, event.message.body))
+            self.accept(event.delivery)
+        if not self.outstanding:
+            event.connection.close()
+
+    def on_transport_error(self, event: Any) -> None:
+        self.problems.append(f"transport error: {event.transport.condition}")
+
+
+def anonymous_relay(ctx: Ctx) -> str | None:
+    """Proton's server.py against client.py, then sync_client.py, through our broker
+    (scenarios written to behave like those examples; they are not in the wheel)."""
+    a = ctx.addr("examples")
+    server = _RelayServer(ctx.ep.url, a, 2 * len(REQUESTS))
+    sc = Container(server)
+    sc.timeout = 0.5
+    st = threading.Thread(target=sc.run, name="proton-relay-server", daemon=True)
+    st.start()
+    try:
+        check(server.ready.wait(WAIT), "the server's receiver was not attached in time")
+        if server.problems:
+            raise NotApplicable(server.problems[0])
+        client = _RelayClient(ctx.ep.url, a, REQUESTS)
+        _run_reactor(client)
+        expected = [(r, r.upper()) for r in REQUESTS]
+        check(client.answers == expected, f"client.py got {client.answers}")
+        bc = _bc(ctx)
+        try:
+            sync = SyncRequestResponse(bc, a)
+            got = [sync.call(Message(body=r)).body for r in REQUESTS]
+            check(got == [r.upper() for r in REQUESTS], f"sync_client.py got {got}")
+        finally:
+            bc.close()
+    finally:
+        st.join(WAIT)
+        if st.is_alive():
+            sc.stop()
+            st.join(2)
+    if server.problems:
+        raise ScenarioFailed(server.problems[0])
+    return None
+
+
 def browse(ctx: Ctx) -> str | None:
     a, bodies = ctx.addr(), ["b0", "b1", "b2"]
     bc = _bc(ctx)
@@ -516,6 +640,7 @@ SCENARIOS: dict[str, Callable[[Ctx], str | None]] = {
     "message-sections": message_sections,
     "drain": drain,
     "request-response": request_response,
+    "anonymous-relay": anonymous_relay,
     "browse": browse,
     "tls": tls,
     "idle-timeout": idle_timeout,

@@ -31,7 +31,7 @@ from amqp10.broker.core import (
 from amqp10.broker.core import store as store_
 from amqp10.message import Message
 from amqp10.transport import LinkDetached
-from amqp10.types import Accepted, ErrorCondition, Released
+from amqp10.types import Accepted, ErrorCondition, Rejected, Released
 
 from .harness import Client, Net, SyncJournal
 
@@ -313,7 +313,7 @@ def test_null_target_routes_each_message_by_its_to() -> None:
     c.send(s, Message(body=2, to="/exchanges/amq.direct/two"))
     c.send(s, Message(body=3, to="q1"))  # a plain name works too
     d = c.send(s, Message(body=4))  # no 'to': nowhere to go
-    assert isinstance(d.remote_state, Released)
+    assert isinstance(d.remote_state, Rejected) and d.remote_state.error.condition == ErrorCondition.NOT_FOUND
     assert bodies(c, c.receiver("q1", credit=5)) == [1, 3]
     assert bodies(c, c.receiver("q2", credit=5)) == [2]
 

@@ -132,3 +132,27 @@ def test_reactor_client_round_trip(running_broker: RunningBroker) -> None:
     assert not t.is_alive()
     assert h.received == list(range(200))
     assert h.confirmed == 200
+
+
+def test_proton_anonymous_sender_routes_by_address(running_broker: RunningBroker) -> None:
+    """What Proton's server.py relies on: ANONYMOUS-RELAY offered, a sender with no
+    target, each message sent where its address (``to``) says."""
+    from proton import Delivery
+    from proton.utils import SendException
+
+    conn = BlockingConnection(running_broker.url, timeout=10)
+    try:
+        assert "ANONYMOUS-RELAY" in (conn.conn.remote_offered_capabilities or [])
+        conn.create_receiver("pq-relay", credit=0).close()  # the queue exists
+        relay = conn.create_sender(None)
+        relay.send(Message(address="pq-relay", body="routed"))  # raises unless accepted
+        with pytest.raises(SendException) as info:
+            relay.send(Message(address="pq-relay-absent", body="lost"))
+        assert info.value.state == Delivery.REJECTED
+        relay.send(Message(address="/queues/pq-relay", body="still up"))
+        rcv = conn.create_receiver("pq-relay", credit=5)
+        got = [rcv.receive(timeout=5).body for _ in range(2)]
+        rcv.accept()
+        assert got == ["routed", "still up"]
+    finally:
+        conn.close()

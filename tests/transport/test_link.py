@@ -240,15 +240,41 @@ def test_drain_sends_what_is_queued_first(pair: Pair) -> None:
     assert snd.delivery_count == rcv.delivery_count == 5
 
 
-def test_drain_completes_by_itself_when_the_queue_uses_all_credit(pair: Pair) -> None:
+def test_drain_used_up_by_transfers_with_more_queued_sends_no_flow(pair: Pair) -> None:
+    """More is queued than the credit: the transfers use it up and the sender says
+    nothing else (a drained flow would tell the receiver there is no more)."""
     snd, rcv = pair.attached()
     for i in range(3):
         snd.send(b"%d" % i)
+    m = pair.mark()
     rcv.flow(2, drain=True)
     ce, se = pair.pump()
     assert not of_type(ce, DrainRequested)
+    assert not of_type(se, FlowReceived) and not pair.performatives(C2S, m, Flow)
+    assert rcv.credit == 0 and snd.queued == 1 and rcv.drain
+    rcv.add_credit(2)  # rhea's drain.js: more credit, still draining
+    ce, se = pair.pump()
+    assert received(pair, rcv)[-1] == b"2"
+    assert names(ce) == ["CreditAdded", "DrainRequested"]
+    snd.drained()  # nothing more: the rest of the credit is given back
+    _, se = pair.pump()
     assert of_type(se, FlowReceived)[-1].drained
-    assert rcv.credit == 0 and snd.queued == 1
+    assert snd.delivery_count == rcv.delivery_count == 4 and rcv.credit == 0
+
+
+def test_drain_used_up_exactly_by_transfers_is_answered_when_nothing_is_left(pair: Pair) -> None:
+    snd, rcv = pair.attached()
+    rcv.flow(2, drain=True)
+    ce, _ = pair.pump()
+    assert names(ce) == ["CreditAdded", "DrainRequested"]
+    snd.send(b"a")
+    snd.send(b"b")  # the credit is used up by transfers alone
+    m = pair.mark()
+    snd.drained()  # ... and nothing is left: the receiver is told, credit 0
+    _, se = pair.pump()
+    flow = pair.performatives(C2S, m, Flow)
+    assert len(flow) == 1 and flow[0].drain and (flow[0].delivery_count, flow[0].link_credit) == (2, 0)
+    assert of_type(se, FlowReceived)[-1].drained
 
 
 def test_drain_with_no_credit_is_answered_at_once(pair: Pair) -> None:

@@ -4,8 +4,9 @@
 - ``/exchanges/X/KEY``: exchange ``X`` with routing key ``KEY``; a target only.
 - ``/exchanges/X``: exchange ``X``, the routing key taken from each message's
   ``subject``; a target only.
-- a null target address: each message's ``to`` holds one of these (or a plain
-  node name), resolved per message (an anonymous relay).
+- a null target, or one with no address: each message's ``to`` holds one of
+  these (or a plain node name), resolved per message (the anonymous relay; it
+  never auto-creates a node).
 - anything else is a plain node name, as before (queues, 1.0 topics, streams).
 
 Segments are percent-encoded (``/queues/a%2Fb`` is the queue ``a/b``);
@@ -84,7 +85,13 @@ class ExchangeTarget(Node):
 
 
 class AnonymousTarget(Node):
-    """A null target: each message goes where its ``to`` says (a v2 address or a node name)."""
+    """A null target (the OASIS anonymous terminus): each message goes where its ``to`` says.
+
+    ``to`` holds a v2 address or a plain node name; :meth:`node_for` finds that
+    node for each message. The relay never creates a node: a ``to`` that names
+    none is the sender's error (a typo, or a reply queue already gone), which
+    the front end answers with ``rejected(amqp:not-found)``.
+    """
 
     kind = "anonymous"
 
@@ -99,12 +106,16 @@ class AnonymousTarget(Node):
     def __hash__(self) -> int:
         return hash(id(self.vhost))
 
-    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
+    def node_for(self, msg: QueuedMessage) -> Node:
+        """The node ``msg``'s ``to`` names; raises :class:`AddressError` if none."""
         to = msg.routing.to
         if not to:
-            return False
+            raise AddressError("not-found", "a message to the anonymous relay needs a 'to' address")
+        return self.resolve(to)
+
+    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
         try:
-            node = self.resolve(to)
+            node = self.node_for(msg)
         except AddressError:
             return False
         return node.publish(msg, on_stored)

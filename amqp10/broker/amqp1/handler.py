@@ -78,10 +78,24 @@ from .addresses import AddressError, AnonymousTarget, ExchangeTarget, parse, res
 from .filters import FilterError, consumer_filters
 from .management import MANAGEMENT_ADDRESS, Management
 from .message import Amqp1Message, parse_transfer
+from .topics import (
+    Subscription,
+    WildcardSubscription,
+    capabilities_of,
+    is_pattern,
+    node_name_and_kind,
+    subscription_for,
+    wildcards_of,
+)
 from .transactions import Transactions
 
 STREAM_OFFSET_FILTER = symbol("amqp10:stream-offset")
 STREAM_CAPABILITY = "stream"
+ANONYMOUS_RELAY = symbol("ANONYMOUS-RELAY")
+SHARED_SUBS = symbol("SHARED-SUBS")
+# what our open offers: the anonymous relay (OASIS "Using the AMQP Anonymous Terminus
+# for Message Routing") and shared subscriptions (the AMQP JMS mapping)
+OFFERED_CAPABILITIES = [ANONYMOUS_RELAY, SHARED_SUBS]
 
 __all__ = ["ConnectionHandler", "LinkConsumer"]
 
@@ -92,8 +106,14 @@ _ids = itertools.count(1)
 # consecutive dispositions with the same state, and identity is the cheapest test
 _ACCEPTED = Accepted()
 _RELEASED = Released()
+_OUTCOMES = [
+    symbol("amqp:accepted:list"),
+    symbol("amqp:rejected:list"),
+    symbol("amqp:released:list"),
+    symbol("amqp:modified:list"),
+]
 # publishers' targets that route (a message that reaches no queue is released, not rejected)
-_ROUTERS = (Exchange, ExchangeTarget, AnonymousTarget)
+_ROUTERS = (Exchange, ExchangeTarget)
 _CONDITIONS = {
     "not-found": ErrorCondition.NOT_FOUND,
     "invalid-field": ErrorCondition.INVALID_FIELD,
@@ -134,6 +154,16 @@ class LinkConsumer:
             d.context = msg
             self.in_flight[d.tag] = msg
         self.handler.wake()
+
+    def has_more(self) -> bool:
+        """Whether the node holds messages this consumer could still be given."""
+        node = self.node
+        if isinstance(node, Stream):
+            return node.positions.get(self.id, node.next) < node.next
+        if self.browse:
+            last = node.browsers.get(self.id, 0)
+            return any(m.seq > last for m in node)
+        return node.count > 0
 
     def settled(self, d: Delivery, state: Any) -> None:
         """The consumer settled ``d`` with ``state``: apply the outcome to the queue."""
@@ -236,6 +266,8 @@ class ConnectionHandler:
         ro = self.conn.remote_open
         hostname = ro.hostname if ro is not None else None
         vhost = self.broker.vhost_for_hostname(hostname)
+        offered = list(self.conn.offered_capabilities or [])
+        self.conn.offered_capabilities = offered + [c for c in OFFERED_CAPABILITIES if c not in offered]
         self.conn.open()
         if vhost is None:
             log.info("refusing a connection to %r: no such virtual host", hostname)
@@ -323,7 +355,7 @@ class ConnectionHandler:
             assert isinstance(link, Sender)
             self._attach_consumer(link)
 
-    def _lookup(self, address: str | None, *, kind: str | None) -> Node | None:
+    def _lookup(self, address: str | None, *, kind: str | None, create: bool = True) -> Node | None:
         """The node a plain name names (``$management`` is this front end's own)."""
         if address == MANAGEMENT_ADDRESS:
             if self._management is None:
@@ -333,7 +365,7 @@ class ConnectionHandler:
                 )
             return self._management
         node = self.vhost.lookup(address, create=False)
-        if node is None and address and self.broker.config.auto_create:
+        if node is None and create and address and self.broker.config.auto_create:
             # creating a node is declaring it: RabbitMQ's configure permission
             what: ResourceKind = "exchange" if kind == "topic" else "queue"
             refused = self.broker.denial(self.vhost, self.user, address, what, "configure")
@@ -345,15 +377,14 @@ class ConnectionHandler:
     def _target_node(self, target: Target) -> Node:
         """The node a publisher's target names: a v2 address, a plain name, or (null) each
         message's ``to``; raises :class:`AddressError`."""
-        kind = _kind_from(target.capabilities)
         if target.dynamic:
             return self.vhost.create_dynamic()
         if target.address is None:
-            return AnonymousTarget(self.vhost, lambda to: self._resolve(to, None))
-        return self._resolve(target.address, kind)
+            return AnonymousTarget(self.vhost, lambda to: self._resolve(*node_name_and_kind(to, None), create=False))
+        return self._resolve(*node_name_and_kind(target.address, target.capabilities))
 
-    def _resolve(self, address: str, kind: str | None) -> Node:
-        node = resolve_target(self.vhost, address, lambda a: self._lookup(a, kind=kind))
+    def _resolve(self, address: str, kind: str | None, *, create: bool = True) -> Node:
+        node = resolve_target(self.vhost, address, lambda a: self._lookup(a, kind=kind, create=create))
         refused = self.broker.denial(self.vhost, self.user, *_resource(node), "write")
         if refused is not None:
             raise AddressError("unauthorized-access", refused)
@@ -371,7 +402,8 @@ class ConnectionHandler:
                     raise AddressError("invalid-field", f"consume from a queue (/queues/NAME), not {address!r}")
                 node = self.vhost.queue(parsed[1])
             else:
-                node = self._lookup(address, kind=_kind_from(source.capabilities))
+                name, kind = node_name_and_kind(address, source.capabilities)
+                node = self._lookup(name, kind=kind)
             if node is None or isinstance(node, Management):
                 raise AddressError("not-found", f"no node at address {address!r}")
         assert node is not None
@@ -385,7 +417,9 @@ class ConnectionHandler:
         if isinstance(target, Coordinator):
             self._transactions().attach(link)
             return
-        if not isinstance(target, Target):
+        if target is None:
+            target = Target()  # no target at all: the anonymous relay, as one with no address
+        elif not isinstance(target, Target):
             self._refuse(link, ErrorCondition.INVALID_FIELD, "a publisher's attach needs a target")
             return
         try:
@@ -401,7 +435,7 @@ class ConnectionHandler:
             # again), so the attach is answered once every earlier commit is done.
             def answer() -> None:
                 if self._can_answer(link):
-                    self._answer_publisher(link, node, record)
+                    self._answer_publisher(link, target, node, record)
                     if not self._handling:
                         self.wake()
                 else:
@@ -409,17 +443,18 @@ class ConnectionHandler:
 
             self.broker.journal.submit((_store.BARRIER,), answer)
             return
-        self._answer_publisher(link, node, record)
+        self._answer_publisher(link, target, node, record)
 
-    def _answer_publisher(self, link: Receiver, node: Node, record: SuspendedLink | None) -> None:
-        target = link.remote_target
+    def _answer_publisher(self, link: Receiver, target: Target, node: Node, record: SuspendedLink | None) -> None:
         link.attach(
+            source=_echo(link.remote_source, Source),
             target=Target(
                 address=node.name if target.dynamic else target.address,
-                durable=target.durable,
-                expiry_policy=target.expiry_policy,
+                durable=target.durable or 0,
+                expiry_policy=target.expiry_policy or symbol("session-end"),
+                timeout=target.timeout or 0,
                 dynamic=target.dynamic,
-                capabilities=target.capabilities,
+                capabilities=_capabilities(node, None, None) or target.capabilities,
             ),
             resume_deliveries=record.deliveries if record is not None else None,
         )
@@ -466,9 +501,17 @@ class ConnectionHandler:
 
     def _attach_consumer(self, link: Sender) -> None:
         source = link.remote_source
+        if source is None:
+            self._attach_existing_subscription(link)
+            return
         if not isinstance(source, Source):
             self._refuse(link, ErrorCondition.INVALID_FIELD, "a consumer's attach needs a source")
             return
+        if not source.dynamic and source.address:
+            name, kind = node_name_and_kind(source.address, source.capabilities)
+            if kind == "topic" and is_pattern(name):
+                self._attach_wildcard(link, source, name)
+                return
         try:
             node = self._source_node(source)
         except AddressError as exc:
@@ -483,6 +526,7 @@ class ConnectionHandler:
         browse = source.distribution_mode == "copy"
         filters = None
         start: int | None = None
+        sub: Subscription | None = None
         if isinstance(node, Stream):
             spec = (source.filter or {}).get(STREAM_OFFSET_FILTER)
             try:
@@ -496,8 +540,10 @@ class ConnectionHandler:
             browse = False
         elif isinstance(node, Topic):
             durable = bool(source.durable) and source.expiry_policy == "never"
-            key = f"{self.remote_container_id}#{link.name}" if durable else f"tmp.{uuid.uuid4().hex}"
-            queue = node.subscribe(key, durable=durable)
+            sub = subscription_for(
+                self.remote_container_id, link.name, source.capabilities, durable=durable, unique=uuid.uuid4().hex
+            )
+            queue = node.subscribe(sub.key, durable=sub.durable)
             queue.admit, view = view, None  # on a topic, the filters decide what the subscription keeps
             browse = False
         else:
@@ -509,18 +555,14 @@ class ConnectionHandler:
             filters = {**(filters or {}), **wanted.applied}
         link.attach(
             resume_deliveries=record.deliveries if record is not None else None,
-            source=Source(
+            target=_echo(link.remote_target, Target),
+            source=self._source_answer(
+                source,
                 address=node.name if source.dynamic else source.address,
-                durable=source.durable,
-                expiry_policy=source.expiry_policy,
-                timeout=source.timeout,
-                dynamic=source.dynamic,
-                distribution_mode=symbol("copy") if browse else source.distribution_mode,
-                filter=filters,
-                default_outcome=Released() if source.default_outcome is None else source.default_outcome,
-                outcomes=[symbol("amqp:accepted:list"), symbol("amqp:rejected:list"), symbol("amqp:released:list"), symbol("amqp:modified:list")],
-                capabilities=source.capabilities,
-            )
+                browse=browse,
+                filters=filters,
+                capabilities=_capabilities(node, source.capabilities, sub),
+            ),
         )
         consumer = LinkConsumer(self, link, queue, browse=browse)
         consumer.selector = view
@@ -529,13 +571,83 @@ class ConnectionHandler:
             # the resumed deliveries refer to these messages, by delivery-tag
             consumer.in_flight = record.consumer.in_flight
             self.broker.recovery.resumed += 1
-        consumer_topic = node if isinstance(node, Topic) else None
-        link.context = (consumer, consumer_topic, source)
+        self._add_consumer(link, consumer, node if isinstance(node, Topic) else None, source, sub, start)
+
+    def _add_consumer(
+        self,
+        link: Sender,
+        consumer: LinkConsumer,
+        topic: Topic | WildcardSubscription | None,
+        source: Source,
+        sub: Subscription | None,
+        start: int | None = None,
+    ) -> None:
+        link.context = (consumer, topic, source, sub)
         self.consumers[id(link)] = consumer
+        queue = consumer.node
         if isinstance(queue, Stream):
             queue.add_consumer(consumer, start)
         else:
             queue.add_consumer(consumer)
+
+    @staticmethod
+    def _source_answer(
+        source: Source, *, address: str | None, browse: bool, filters: Any, capabilities: list[Any]
+    ) -> Source:
+        """Our source for a consumer: the node as we serve it, every field filled in."""
+        return Source(
+            address=address,
+            durable=source.durable or 0,
+            expiry_policy=source.expiry_policy or symbol("session-end"),
+            timeout=source.timeout or 0,
+            dynamic=source.dynamic,
+            distribution_mode=symbol("copy") if browse else symbol("move"),
+            filter=filters,
+            default_outcome=Released() if source.default_outcome is None else source.default_outcome,
+            outcomes=_OUTCOMES,
+            capabilities=capabilities,
+        )
+
+    def _attach_wildcard(self, link: Sender, source: Source, pattern: str) -> None:
+        """A consumer on a topic pattern: a queue of its own, bound to every matching topic."""
+        if bool(source.durable) and source.expiry_policy == "never":
+            self._refuse(link, ErrorCondition.NOT_IMPLEMENTED, "durable wildcard subscriptions are not supported")
+            return
+        if not self.broker.authorize(self.vhost, self.user, pattern, "read"):
+            self._refuse(link, ErrorCondition.UNAUTHORIZED_ACCESS, f"access to {source.address!r} refused")
+            return
+        sub = wildcards_of(self.vhost).subscribe(pattern)
+        link.attach(
+            target=_echo(link.remote_target, Target),
+            source=self._source_answer(
+                source, address=source.address, browse=False, filters=None, capabilities=[symbol("topic")]
+            ),
+        )
+        self._add_consumer(link, LinkConsumer(self, link, sub.queue, browse=False), sub, source, None)
+
+    def _attach_existing_subscription(self, link: Sender) -> None:
+        """A null source: the JMS mapping's look-up of a durable subscription by its link
+        name (how a JMS client unsubscribes: attach, then detach with closed=true).
+        Answered with the subscription's source, or refused (null source) if none."""
+        caps = link.remote_attach.desired_capabilities if link.remote_attach is not None else None
+        for scope in (self.remote_container_id, ""):
+            sub = subscription_for(scope, link.name, caps, durable=True, unique="")
+            for topic in [n for n in self.vhost.nodes.values() if isinstance(n, Topic)]:
+                queue = topic.subscriptions.get(sub.key)
+                if queue is None:
+                    continue
+                source = Source(
+                    address=topic.name, durable=2, expiry_policy=symbol("never"), capabilities=[symbol("topic")]
+                )
+                link.attach(
+                    target=_echo(link.remote_target, Target),
+                    source=self._source_answer(
+                        source, address=topic.name, browse=False, filters=None, capabilities=[symbol("topic")]
+                    ),
+                )
+                self._add_consumer(link, LinkConsumer(self, link, queue, browse=False), topic, source, sub)
+                return
+        self._refuse(link, ErrorCondition.NOT_FOUND, f"no durable subscription {link.name!r}")
 
     # -- link recovery (§2.6.13; see recovery.py) ------------------------------------------
     def _suspend_consumer(self, c: LinkConsumer) -> bool:
@@ -547,9 +659,8 @@ class ConnectionHandler:
         ctx = c.link.context
         topic = ctx[1] if isinstance(ctx, tuple) else None
         source = ctx[2] if isinstance(ctx, tuple) else None
-        if isinstance(topic, Topic) and not (
-            source is not None and bool(source.durable) and source.expiry_policy == "never"
-        ):
+        sub = ctx[3] if isinstance(ctx, tuple) else None
+        if isinstance(topic, Topic) and not (sub is not None and sub.durable):
             return False  # a non-durable subscription ends with its link
         lifetime = recovery.retention(source)
         if lifetime <= 0:
@@ -640,12 +751,16 @@ class ConnectionHandler:
             c.release_all()
         ctx = c.link.context
         topic = ctx[1] if isinstance(ctx, tuple) else None
-        source = ctx[2] if isinstance(ctx, tuple) else None
-        if isinstance(topic, Topic):
-            durable = source is not None and bool(source.durable) and source.expiry_policy == "never"
-            if not durable or closed:
-                if isinstance(c.node, Queue):
-                    self.vhost.drop_subscription(topic, c.node)
+        sub = ctx[3] if isinstance(ctx, tuple) else None
+        if isinstance(topic, WildcardSubscription):
+            wildcards_of(self.vhost).unsubscribe(topic)
+        elif isinstance(topic, Topic):
+            durable = sub is not None and sub.durable
+            # a shared subscription stays while any of its consumers does (JMS unsubscribes
+            # one that has none); a durable one until a detach that closes the link
+            in_use = sub is not None and sub.shared and isinstance(c.node, Queue) and bool(c.node.consumers)
+            if (not durable or closed) and not in_use and isinstance(c.node, Queue):
+                self.vhost.drop_subscription(topic, c.node)
         elif isinstance(c.node, Queue) and c.node.dynamic:
             self.vhost.delete_node(c.node.name)
 
@@ -673,6 +788,13 @@ class ConnectionHandler:
             self._touched.add(id(link))
             return
         msg.mark_origin(self.origin)
+        if type(node) is AnonymousTarget:
+            try:
+                node = node.node_for(msg)
+            except AddressError as exc:
+                self._touched.add(id(link))
+                self._unroutable(link, d, exc)
+                return
         if d.remote_state is not None and isinstance(d.remote_state, TransactionalState):
             self._post(link, d, node, msg)
             return
@@ -695,6 +817,20 @@ class ConnectionHandler:
             else:
                 d.settle(Rejected(error=Error(condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED, description=f"node {node.name!r} is full")))
         self._touched.add(id(link))
+
+    def _unroutable(self, link: Receiver, d: Delivery, exc: AddressError) -> None:
+        """A message to the anonymous relay whose ``to`` names no node (or one it may not use):
+        rejected, and the link stays up (the anonymous terminus spec, §2.2)."""
+        if d.remote_settled or d.settled:
+            return  # pre-settled: nothing to tell the sender
+        rejected = Rejected(error=Error(condition=_CONDITIONS[exc.condition], description=exc.description))
+        state = d.remote_state
+        if isinstance(state, TransactionalState):
+            txn = self._transactions().find(state, link)
+            if txn is not None:
+                d.settle(TransactionalState(txn_id=txn.txn_id, outcome=rejected))
+            return
+        d.settle(rejected)
 
     def _transactions(self) -> Transactions:
         if self.txns is None:
@@ -759,9 +895,15 @@ class ConnectionHandler:
             c.node.dispatch()
 
     def _on_drain(self, e: DrainRequested) -> None:
+        """§2.6.7 drain: send what the node has, then give back the rest of the credit
+        with a flow (drain, credit 0), also when the transfers took exactly all there
+        was. If the credit ran out with messages still waiting, the drain was met by
+        transfers alone: no flow, which would tell the receiver the node is empty."""
         c = self.consumers.get(id(e.link))
         if c is not None:
             c.node.dispatch()
+            if c.credit() <= 0 and c.has_more():
+                return
         e.link.drained()
 
 
@@ -775,11 +917,20 @@ def _resource(node: Node) -> tuple[str, ResourceKind]:
     return node.name, "queue"
 
 
-def _kind_from(capabilities: Any) -> str | None:
-    """The node kind a terminus asks for through its capabilities (``stream``)."""
-    if capabilities and STREAM_CAPABILITY in capabilities:
-        return "stream"
-    return None
+def _capabilities(node: Node, requested: Any, sub: Subscription | None) -> list[Any]:
+    """A terminus's capabilities in our answer: the node's kind (``queue``, ``topic``,
+    ``stream``, as the AMQP JMS mapping looks for them) and the subscription's
+    ``shared``/``global``, which we honour."""
+    caps = [node.kind] if node.kind in ("queue", "topic", STREAM_CAPABILITY) else []
+    if sub is not None and sub.shared:
+        caps += [c for c in capabilities_of(requested) if c in ("shared", "global")]
+    return [symbol(c) for c in caps]
+
+
+def _echo(terminus: Any, cls: type[Source] | type[Target]) -> Any:
+    """The peer's terminus as sent, for our attach's other side (§2.6.3); an empty one
+    if it sent none (a null terminus in an answer means a refused link)."""
+    return terminus if isinstance(terminus, cls) else cls()
 
 
 def _redelivery_form(msg: QueuedMessage) -> bytes:

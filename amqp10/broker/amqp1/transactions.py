@@ -44,6 +44,7 @@ from ...types import (
     Error,
     ErrorCondition,
     Rejected,
+    Source,
     TxnCapability,
     symbol,
 )
@@ -76,7 +77,8 @@ class Transactions:
     # -- coordinator links ------------------------------------------------------------------
     def attach(self, link: Receiver) -> None:
         """Accept a link to the coordinator, offering local transactions."""
-        link.attach(target=Coordinator(capabilities=CAPABILITIES))
+        remote = link.remote_source
+        link.attach(source=remote if isinstance(remote, Source) else Source(), target=Coordinator(capabilities=CAPABILITIES))
         self.coordinators[id(link)] = link
         link.flow(COORDINATOR_CREDIT)
 

@@ -83,6 +83,9 @@ class VirtualHost:
         self.exchanges: dict[str, Exchange] = {}
         self._dynamic = itertools.count(1)
         self._exclusive: dict[int, list[str]] = {}  # id(owner) -> its exclusive queues
+        self.node_listeners: list[Callable[[Node], None]] = []
+        """Called with each node made by :meth:`create_node` (e.g. a front end's wildcard
+        subscriptions, bound to every topic that matches)."""
         self.default_exchange = _DefaultExchange(self)
         self.exchanges[DEFAULT_EXCHANGE] = self.default_exchange
         for xname, xtype in PREDECLARED.items():
@@ -123,6 +126,8 @@ class VirtualHost:
         if persist and not dynamic:
             self.journal.submit((_store.NODE, self.name, address, kind, "{}"))
         log.info("created %s %r in vhost %r", kind, address, self.name)
+        for listener in self.node_listeners:
+            listener(node)
         return node
 
     def _make_queue(

@@ -1,0 +1,166 @@
+"""Topics as 1.0 clients name them: node kinds from addresses and capabilities,
+JMS-style subscription names, and wildcard subscriptions.
+
+- ``topic://NAME`` and ``queue://NAME`` (and the terminus capabilities
+  ``topic``/``queue``/``stream``) choose the kind of a node the broker
+  auto-creates; a node that exists keeps its kind.
+- Subscriptions to a topic follow the AMQP JMS mapping: a durable one is named
+  by the container-id and the link name (``shared``: the link name up to its
+  ``|``, so ``sub``, ``sub|2`` ... are one subscription; ``global``: without
+  the container-id); its consumers share (load-balance) its queue.
+- A consumer on a topic pattern (``orders.*``: one word, ``orders.#``: zero or
+  more, ``.``-separated) gets a queue bound to every topic whose name matches,
+  now or created later (:class:`Wildcards`, one per virtual host).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core import Node, Queue, Topic, TopicTrie, VirtualHost
+
+__all__ = [
+    "Subscription",
+    "WildcardSubscription",
+    "Wildcards",
+    "capabilities_of",
+    "is_pattern",
+    "node_name_and_kind",
+    "subscription_for",
+    "wildcards_of",
+]
+
+TOPIC_PREFIX = "topic://"
+QUEUE_PREFIX = "queue://"
+_KINDS = ("stream", "topic", "queue")  # in order of precedence, if a terminus names several
+
+
+def capabilities_of(capabilities: Any) -> list[str]:
+    """A terminus's capabilities as strings (the field is one symbol or an array of them)."""
+    if not capabilities:
+        return []
+    if isinstance(capabilities, str):
+        return [str(capabilities)]
+    return [str(c) for c in capabilities]
+
+
+def node_name_and_kind(address: str, capabilities: Any) -> tuple[str, str | None]:
+    """The node name an address means, and the kind to create it as (None: the rules')."""
+    if address.startswith(TOPIC_PREFIX):
+        return address[len(TOPIC_PREFIX) :], "topic"
+    if address.startswith(QUEUE_PREFIX):
+        return address[len(QUEUE_PREFIX) :], "queue"
+    caps = capabilities_of(capabilities)
+    for kind in _KINDS:
+        if kind in caps:
+            return address, kind
+    return address, None
+
+
+def is_pattern(name: str) -> bool:
+    """Whether a topic name is a pattern (a ``*`` or ``#`` word)."""
+    return any(word in ("*", "#") for word in name.split("."))
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """Which subscription of a topic a consumer's link is (the AMQP JMS mapping)."""
+
+    key: str
+    """Its name within the topic; ``tmp.`` ones end with their link."""
+    durable: bool
+    shared: bool
+
+
+def subscription_for(container_id: str, link_name: str, capabilities: Any, *, durable: bool, unique: str) -> Subscription:
+    """The subscription a consumer attaching ``link_name`` from ``container_id`` means.
+
+    Durable: the container-id and the link name (JMS: client-id and subscription
+    name). ``shared``: every link named ``NAME`` or ``NAME|...`` is one
+    subscription, its consumers competing; ``global``: shared across containers
+    (no client-id). Otherwise a subscription of its own (``unique``).
+    """
+    caps = capabilities_of(capabilities)
+    shared = "shared" in caps
+    if not durable and not shared:
+        return Subscription(f"tmp.{unique}", durable=False, shared=False)
+    name = link_name.split("|", 1)[0] if shared else link_name
+    scope = "" if "global" in caps else container_id
+    key = f"{scope}#{name}" if durable else f"{scope}#{name}|volatile"
+    return Subscription(key, durable=durable, shared=shared)
+
+
+@dataclass(eq=False)
+class WildcardSubscription:
+    """A consumer's queue bound to every topic whose name matches ``pattern``."""
+
+    pattern: str
+    key: str
+    queue: Queue
+    topics: list[Topic] = field(default_factory=list)
+
+    def bind(self, topic: Topic) -> None:
+        topic.attach_subscription(self.key, self.queue)
+        self.topics.append(topic)
+
+
+def _matches(pattern: str, name: str) -> bool:
+    trie = TopicTrie()
+    trie.add(pattern, 0, 0)
+    return bool(trie.match(name))
+
+
+class Wildcards:
+    """A virtual host's wildcard subscriptions, bound to topics as they appear."""
+
+    def __init__(self, vhost: VirtualHost) -> None:
+        # weak: the registry below is keyed by the vhost, which must stay collectable
+        self._vhost = weakref.ref(vhost)
+        self.trie = TopicTrie()
+        vhost.node_listeners.append(self._created)
+
+    @property
+    def vhost(self) -> VirtualHost:
+        vhost = self._vhost()
+        assert vhost is not None
+        return vhost
+
+    def subscribe(self, pattern: str) -> WildcardSubscription:
+        """A new (non-durable) subscription to every topic matching ``pattern``."""
+        q = self.vhost.create_dynamic()
+        sub = WildcardSubscription(pattern, f"wildcard.{q.name}", q)
+        self.trie.add(pattern, sub.key, sub)
+        for topic in _topics(self.vhost.nodes.values()):
+            if _matches(pattern, topic.name):
+                sub.bind(topic)
+        return sub
+
+    def unsubscribe(self, sub: WildcardSubscription) -> None:
+        self.trie.remove(sub.pattern, sub.key)
+        for topic in sub.topics:
+            topic.unsubscribe(sub.key)
+        sub.topics.clear()
+        self.vhost.delete_node(sub.queue.name)
+
+    def _created(self, node: Node) -> None:
+        if isinstance(node, Topic):
+            for sub in self.trie.match(node.name).values():
+                sub.bind(node)
+
+
+def _topics(nodes: Iterable[Node]) -> list[Topic]:
+    return [n for n in nodes if isinstance(n, Topic)]
+
+
+_REGISTRIES: weakref.WeakKeyDictionary[VirtualHost, Wildcards] = weakref.WeakKeyDictionary()
+
+
+def wildcards_of(vhost: VirtualHost) -> Wildcards:
+    """The wildcard subscriptions of ``vhost`` (made on first use)."""
+    w = _REGISTRIES.get(vhost)
+    if w is None:
+        w = _REGISTRIES[vhost] = Wildcards(vhost)
+    return w
