@@ -12,6 +12,15 @@ Operations: ``stream-info`` (``address``); ``declare-exchange`` (``name``,
 arguments); ``delete-queue`` (``name``); ``bind`` and
 ``unbind`` (``source``, ``destination``, ``destination_type``: queue or
 exchange, ``routing_key``, ``arguments``).
+
+Definitions (the whole broker's, in RabbitMQ's JSON format; see
+:mod:`amqp10.broker.definitions`), for users with the ``administrator`` tag only
+(403 for others): ``export-definitions`` replies with the JSON text as the body;
+``import-definitions`` takes the document as the body (JSON text, or a map) and
+replies with a map: ``imported`` (counts per kind), ``warnings`` (what is read but
+not applied, unknown fields) and ``skipped`` (entries that could not be applied,
+each with its reason); 400 if the document cannot be read at all, 501 if the
+broker offers no definitions.
 """
 
 from __future__ import annotations
@@ -37,11 +46,19 @@ class Management(Node):
 
     kind = "management"
 
-    def __init__(self, vhost: VirtualHost, may_configure: Callable[[str], bool] = lambda resource: True) -> None:
+    def __init__(
+        self,
+        vhost: VirtualHost,
+        may_configure: Callable[[str], bool] = lambda resource: True,
+        *,
+        is_administrator: Callable[[], bool] = lambda: False,
+    ) -> None:
         super().__init__(MANAGEMENT_ADDRESS, QueuePolicy())
         self.vhost = vhost
         self.may_configure = may_configure
         """The permission check for declaring, deleting and binding (the connection's user)."""
+        self.is_administrator = is_administrator
+        """Whether the connection's user has the ``administrator`` tag (definitions)."""
         self._operations: dict[str, Callable[[Mapping[str, Any]], Reply]] = {
             "stream-info": self._stream_info,
             "declare-exchange": self._declare_exchange,
@@ -59,27 +76,20 @@ class Management(Node):
         except (DecodeError, LookupError):
             return True
         props = request.application_properties or {}
-        op = props.get("operation")
-        handler = self._operations.get(str(op))
-        status: int
-        body: Any
-        if handler is None:
-            status, body = 400, {"error": f"unknown operation {op!r}"}
-        else:
-            args = request.body if isinstance(request.body, Mapping) else {}
-            merged = {**{k: v for k, v in props.items() if k != "operation"}, **args}
-            try:
-                if handler != self._stream_info:
-                    self._check(merged)
-                status, body = handler(merged)
-            except NotFound as exc:
-                status, body = 404, {"error": str(exc)}
-            except AccessRefused as exc:
-                status, body = 403, {"error": str(exc)}
-            except ModelError as exc:
-                status, body = 409, {"error": str(exc)}
-            except (KeyError, TypeError, ValueError) as exc:
-                status, body = 400, {"error": f"bad request: {exc}"}
+        op = str(props.get("operation"))
+        try:
+            if op in ("export-definitions", "import-definitions"):
+                status, body = self._definitions(op, request.body)
+            else:
+                status, body = self._operation(op, props, request.body)
+        except NotFound as exc:
+            status, body = 404, {"error": str(exc)}
+        except AccessRefused as exc:
+            status, body = 403, {"error": str(exc)}
+        except ModelError as exc:
+            status, body = 409, {"error": str(exc)}
+        except (KeyError, TypeError, ValueError) as exc:
+            status, body = 400, {"error": f"bad request: {exc}"}
         reply_to = request.reply_to
         if reply_to:
             target = self.vhost.lookup(reply_to, create=False)
@@ -88,6 +98,28 @@ class Management(Node):
                 reply.application_properties = {"status-code": status}
                 target.publish(Amqp1Message(reply.encode(), arrival=self.vhost.now()), lambda: None)
         return True
+
+    def _operation(self, op: str, props: Mapping[str, Any], request_body: Any) -> Reply:
+        handler = self._operations.get(op)
+        if handler is None:
+            return 400, {"error": f"unknown operation {op!r}"}
+        args = request_body if isinstance(request_body, Mapping) else {}
+        merged = {**{k: v for k, v in props.items() if k != "operation"}, **args}
+        if handler != self._stream_info:
+            self._check(merged)
+        return handler(merged)
+
+    def _definitions(self, op: str, request_body: Any) -> Reply:
+        if not self.is_administrator():
+            raise AccessRefused(f"{op} needs the administrator tag")
+        port = self.vhost.broker.definitions
+        if port is None:
+            return 501, {"error": "this broker offers no definitions"}
+        if op == "export-definitions":
+            return 200, port.export_json()
+        if not isinstance(request_body, str | bytes | Mapping):
+            raise ValueError("the body must be the definitions document (JSON text or a map)")
+        return 200, port.import_document(request_body)
 
     def _check(self, args: Mapping[str, Any]) -> None:
         for key in ("name", "destination"):
