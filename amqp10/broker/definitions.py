@@ -8,8 +8,10 @@ the users file (:mod:`amqp10.broker.users`) and the broker's topology (a
 What is read but not applied, each reported as a warning when present:
 ``topic_permissions`` (RabbitMQ's routing-key patterns per exchange), ``parameters``
 (runtime parameters: shovels, federation upstreams, vhost limits, operator policies),
-``global_parameters`` (cluster name and id), users' and vhosts' ``limits``, and tags
-other than :data:`~amqp10.broker.permissions.KNOWN_TAGS`. A field this module does not
+``global_parameters`` (cluster name and id), users' and vhosts' ``limits``, tags
+other than :data:`~amqp10.broker.permissions.KNOWN_TAGS`, and policy keys other than
+:data:`~amqp10.broker.core.policies.POLICY_KEYS` (kept: an export gives them back).
+A running broker is a :class:`Topology` through :mod:`amqp10.broker.topology`. A field this module does not
 know is never dropped silently either: :func:`parse_definitions` returns a warning
 naming its JSON path (``$.queues[3].x-foo``).
 
