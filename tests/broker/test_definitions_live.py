@@ -21,6 +21,7 @@ from amqp10.broker.core import Broker, PreconditionFailed, Queue, RuntimePolicy
 from amqp10.broker.core import store as st
 from amqp10.broker.definitions import DefinitionsError
 from amqp10.broker.service import BrokerService
+from amqp10.broker.topology import LiveDefinitions
 from amqp10.broker.users import add_user, read_users_file, update_users_file
 from amqp10.cli import main as cli_main
 from amqp10.message import Message
@@ -316,3 +317,41 @@ def test_imported_users_keep_the_users_file_consistent(broker: RunningBroker, tm
     update_users_file(users, lambda u: None)
     names = set(read_users_file(users).users)
     assert names == {"admin", "bob", "guest", "orders-app", "monitor"}
+
+
+def test_listings_leave_out_what_definitions_cannot_recreate() -> None:
+    broker = Broker(BrokerConfig())
+    v = broker.default
+    v.declare_exchange("x", "direct")
+    v.declare_queue("kept", arguments={"x-max-length": 3})
+    v.declare_queue("mine", exclusive_owner=object())
+    v.create_dynamic()
+    v.create_node("news", "topic")
+    v.bind("x", "kept", "k")
+    v.bind("x", "mine", "k")
+    v.bind("amq.direct", "kept", "k")
+    live = LiveDefinitions(broker)
+    defs = live.export()
+    assert [x.name for x in defs.exchanges] == ["x"]
+    assert [(q.name, q.arguments) for q in defs.queues] == [("kept", {"x-max-length": 3})]
+    assert [(b.source, b.destination) for b in defs.bindings] == [("x", "kept")]
+    # without a users file, users and permissions are reported, not imported
+    body = live.import_document(FIXTURE.read_bytes())
+    assert "$.users: 3 users, 4 permissions not imported: the broker has no users file" in body["skipped"]
+    assert "user" not in body["imported"] and body["imported"]["queue"] == 4
+
+
+def test_policies_are_declared_and_deleted_through_management(broker: RunningBroker) -> None:
+    policy = {"name": "short", "pattern": "^jobs$", "apply-to": "queues", "definition": {"message-ttl": 500}, "priority": 1}
+    with connect(broker, "bob", "bob-pw") as conn:
+        status, reply = management(conn, "declare-policy", policy)
+        assert status == 403 and "policymaker" in reply["error"]
+    with connect(broker, "admin", "admin-pw") as conn:
+        conn.open_sender("jobs").send(Message(body="x"))
+        jobs = broker.broker.default.nodes["jobs"]
+        assert management(conn, "declare-policy", policy) == (201, {})
+        assert jobs.policy.message_ttl == 0.5
+        assert management(conn, "declare-policy", {**policy, "definition": {"message-ttl": "soon"}})[0] == 409
+        assert management(conn, "delete-policy", {"name": "short"}) == (200, {})
+        assert jobs.policy.message_ttl is None
+        assert management(conn, "delete-policy", {"name": "short"})[0] == 404

@@ -325,7 +325,7 @@ class ConnectionHandler:
                 self._management = Management(
                     vhost,
                     lambda resource: self.broker.authorize(vhost, self.user, resource, "configure"),
-                    is_administrator=lambda: self.broker.has_tag(self.user, "administrator"),
+                    has_tag=lambda tag: self.broker.has_tag(self.user, tag),
                 )
             return self._management
         node = self.vhost.lookup(address, create=False)

@@ -13,6 +13,10 @@ arguments); ``delete-queue`` (``name``); ``bind`` and
 ``unbind`` (``source``, ``destination``, ``destination_type``: queue or
 exchange, ``routing_key``, ``arguments``).
 
+Policies (RabbitMQ's, see :mod:`amqp10.broker.core.policies`), for users with the
+``administrator`` or ``policymaker`` tag: ``declare-policy`` (``name``, ``pattern``,
+``apply-to``, ``definition``: a map, ``priority``) and ``delete-policy`` (``name``).
+
 Definitions (the whole broker's, in RabbitMQ's JSON format; see
 :mod:`amqp10.broker.definitions`), for users with the ``administrator`` tag only
 (403 for others): ``export-definitions`` replies with the JSON text as the body;
@@ -31,7 +35,16 @@ from typing import Any
 from ...message import Message
 from ...types import DecodeError
 from ..config import QueuePolicy
-from ..core import AccessRefused, ModelError, Node, NotFound, QueuedMessage, Stream, VirtualHost
+from ..core import (
+    AccessRefused,
+    ModelError,
+    Node,
+    NotFound,
+    QueuedMessage,
+    RuntimePolicy,
+    Stream,
+    VirtualHost,
+)
 from .message import Amqp1Message
 
 __all__ = ["MANAGEMENT_ADDRESS", "Management"]
@@ -51,14 +64,14 @@ class Management(Node):
         vhost: VirtualHost,
         may_configure: Callable[[str], bool] = lambda resource: True,
         *,
-        is_administrator: Callable[[], bool] = lambda: False,
+        has_tag: Callable[[str], bool] = lambda tag: False,
     ) -> None:
         super().__init__(MANAGEMENT_ADDRESS, QueuePolicy())
         self.vhost = vhost
         self.may_configure = may_configure
         """The permission check for declaring, deleting and binding (the connection's user)."""
-        self.is_administrator = is_administrator
-        """Whether the connection's user has the ``administrator`` tag (definitions)."""
+        self.has_tag = has_tag
+        """Whether the connection's user has a tag (``administrator``: definitions and policies)."""
         self._operations: dict[str, Callable[[Mapping[str, Any]], Reply]] = {
             "stream-info": self._stream_info,
             "declare-exchange": self._declare_exchange,
@@ -80,6 +93,8 @@ class Management(Node):
         try:
             if op in ("export-definitions", "import-definitions"):
                 status, body = self._definitions(op, request.body)
+            elif op in ("declare-policy", "delete-policy"):
+                status, body = self._policy(op, {**props, **(request.body if isinstance(request.body, Mapping) else {})})
             else:
                 status, body = self._operation(op, props, request.body)
         except NotFound as exc:
@@ -110,7 +125,7 @@ class Management(Node):
         return handler(merged)
 
     def _definitions(self, op: str, request_body: Any) -> Reply:
-        if not self.is_administrator():
+        if not self.has_tag("administrator"):
             raise AccessRefused(f"{op} needs the administrator tag")
         port = self.vhost.broker.definitions
         if port is None:
@@ -120,6 +135,22 @@ class Management(Node):
         if not isinstance(request_body, str | bytes | Mapping):
             raise ValueError("the body must be the definitions document (JSON text or a map)")
         return 200, port.import_document(request_body)
+
+    def _policy(self, op: str, args: Mapping[str, Any]) -> Reply:
+        if not (self.has_tag("administrator") or self.has_tag("policymaker")):
+            raise AccessRefused(f"{op} needs the administrator or policymaker tag")
+        name = str(args["name"])
+        if op == "delete-policy":
+            self.vhost.delete_policy(name)
+            return 200, {}
+        existed = name in self.vhost.policies
+        definition = args.get("definition") or {}
+        if not isinstance(definition, Mapping):
+            raise ValueError("definition must be a map")
+        apply_to = args.get("apply-to", args.get("apply_to", "all"))
+        policy = RuntimePolicy(name, str(args["pattern"]), str(apply_to), dict(definition), int(args.get("priority", 0)))
+        self.vhost.declare_policy(policy)
+        return (200 if existed else 201), {}
 
     def _check(self, args: Mapping[str, Any]) -> None:
         for key in ("name", "destination"):
