@@ -106,12 +106,10 @@ def _import_live(args: argparse.Namespace) -> int:
 
 def _prepare(args: argparse.Namespace, *, users_must_exist: bool) -> Any:
     """Read both files and run the import in memory; None (reported) if one is unreadable."""
-    from ..broker.definitions import (
-        DefinitionsError,
-        InMemoryTopology,
-        import_definitions,
-        load_definitions,
-    )
+    from ..broker.config import BrokerConfig
+    from ..broker.core import Broker, ModelError
+    from ..broker.definitions import DefinitionsError, import_definitions, load_definitions
+    from ..broker.topology import BrokerTopology
     from ..broker.users import UsersFile, UsersFileError, read_users_file
 
     try:
@@ -125,9 +123,10 @@ def _prepare(args: argparse.Namespace, *, users_must_exist: bool) -> Any:
         fail("definitions", str(exc))
         return None
     replaced = [u.name for u in defs.users if u.name in users.users]
-    # The topology is a stand-in holding only what the file declares: a binding to a
-    # queue that exists only on a running broker is reported as skipped.
-    report = import_definitions(defs, users, InMemoryTopology())
+    # A fresh broker core in memory (no store) holding only what the file declares: it
+    # refuses what a running broker would refuse; a binding to a queue that exists only
+    # on a running broker is reported as skipped.
+    report = import_definitions(defs, users, BrokerTopology(Broker(BrokerConfig())), refused=(ModelError,))
     for w in warnings:
         print(f"warning: {w}")
     for e in report.errors:
