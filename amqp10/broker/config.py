@@ -425,6 +425,12 @@ class BrokerConfig(_Model):
         "the top-level queues and topics are in '/'",
     )
     store: StoreConfig = Field(default=StoreConfig(), description="the durable store")
+    definitions_file: Path | None = Field(
+        default=None,
+        description="a definitions file (RabbitMQ's JSON, as `rabbitmqctl export_definitions` writes "
+        "it; RabbitMQ's load_definitions) imported at every start, after recovery: vhosts, exchanges, "
+        "queues, bindings and policies into the broker, users and permissions into sasl.users_file",
+    )
     limits: Limits = Field(default=Limits(), description="limits that protect the broker")
     http: HttpConfig = Field(
         default=HttpConfig(),

@@ -8,8 +8,10 @@ the users file (:mod:`amqp10.broker.users`) and the broker's topology (a
 What is read but not applied, each reported as a warning when present:
 ``topic_permissions`` (RabbitMQ's routing-key patterns per exchange), ``parameters``
 (runtime parameters: shovels, federation upstreams, vhost limits, operator policies),
-``global_parameters`` (cluster name and id), users' and vhosts' ``limits``, and tags
-other than :data:`~amqp10.broker.permissions.KNOWN_TAGS`. A field this module does not
+``global_parameters`` (cluster name and id), users' and vhosts' ``limits``, tags
+other than :data:`~amqp10.broker.permissions.KNOWN_TAGS`, and policy keys other than
+:data:`~amqp10.broker.core.policies.POLICY_KEYS` (kept: an export gives them back).
+A running broker is a :class:`Topology` through :mod:`amqp10.broker.topology`. A field this module does not
 know is never dropped silently either: :func:`parse_definitions` returns a warning
 naming its JSON path (``$.queues[3].x-foo``).
 
@@ -50,6 +52,7 @@ from ..sasl.credentials import (
     parse_credential,
 )
 from .config import one_line_error
+from .core.policies import APPLY_TO, POLICY_KEYS
 from .permissions import KNOWN_TAGS, VhostPermissions
 from .users import User, UsersFile, scram_credentials
 
@@ -95,6 +98,7 @@ KNOWN_QUEUE_ARGUMENTS = frozenset(
         "x-dead-letter-routing-key",
         "x-max-priority",
         "x-single-active-consumer",
+        "x-delivery-limit",
         "x-queue-type",
     }
 )
@@ -353,7 +357,18 @@ def _not_applied(defs: Definitions) -> Iterator[DefinitionsWarning]:
                 )
         qtype = q.type or q.arguments.get("x-queue-type")
         if qtype is not None and qtype not in QUEUE_TYPES:
-            yield DefinitionsWarning(f"$.queues[{i}]", f"queue type {qtype!r} not supported")
+            yield DefinitionsWarning(
+                f"$.queues[{i}]", f"queue type {qtype!r} not supported; declared as a classic queue"
+            )
+    for i, pol in enumerate(defs.policies):
+        if pol.apply_to not in APPLY_TO:
+            continue  # refused on import, with the reason
+        for key in pol.definition:
+            applied = key in POLICY_KEYS and APPLY_TO[pol.apply_to] - {"exchange"}
+            if not applied:
+                yield DefinitionsWarning(
+                    f"$.policies[{i}].definition.{key}", "policy key not applied (kept for export)"
+                )
     for i, x in enumerate(defs.exchanges):
         for arg in x.arguments:
             if arg not in KNOWN_EXCHANGE_ARGUMENTS:

@@ -29,7 +29,8 @@ from .config import BrokerConfig
 from .core import Broker
 from .core.store import GroupCommitter, Store
 from .http import broker_routes, start_http
-from .users import load_access
+from .topology import LiveDefinitions
+from .users import UsersFile, load_access
 
 __all__ = ["BrokerService"]
 
@@ -105,11 +106,31 @@ class BrokerService:
             time.monotonic() - started,
         )
         try:
+            self._start_definitions(permissions)
             await self._run_tasks(task_status)
         finally:
             # after the task group: the committer has stopped, the connections are gone
             with anyio.CancelScope(shield=True):
                 await self._close_store()
+
+    def _start_definitions(self, permissions: Any) -> None:
+        """Offer definitions import/export; import ``definitions_file`` (raises
+        DefinitionsError, one line naming the file, if it cannot be read)."""
+        assert self.broker is not None
+        sasl = self.config.sasl
+
+        def users_changed(users: UsersFile) -> None:
+            self._users = users.credential_store()
+            permissions.update(
+                users.permission_table(),
+                tags={name: u.tags for name, u in users.users.items()},
+                anonymous_user=sasl.anonymous_user,
+            )
+
+        live = LiveDefinitions(self.broker, sasl.users_file, users_changed)
+        self.broker.definitions = live
+        if self.config.definitions_file is not None:
+            live.load_file(self.config.definitions_file)
 
     async def _run_tasks(self, task_status: TaskStatus[BrokerService]) -> None:
         cfg = self.config

@@ -2,12 +2,15 @@
 
 ``check FILE`` reads a file and says what an import would do: every unknown field
 (with its JSON path), what is read but not applied, what would be skipped and why,
-and how many of each kind would be imported. ``import FILE --users-file USERS``
-takes the users (with their RabbitMQ password hashes) and permissions into the users
-file; ``export FILE --users-file USERS`` writes them out in the same format.
-Virtual hosts, exchanges, queues, bindings and policies go to and come from a
-running broker, which these commands do not reach yet: ``import`` lists what it
-leaves out, ``export`` writes only the virtual hosts that permissions name.
+and how many of each kind would be imported.
+
+``import FILE --url URL`` and ``export FILE --url URL`` talk to a running broker
+through its ``$management`` node (``import-definitions``, ``export-definitions``;
+the URL's user needs the ``administrator`` tag): everything, the broker's topology
+(vhosts, exchanges, queues, bindings, policies) and its users file. Offline,
+``import FILE --users-file USERS`` takes only the users (with their RabbitMQ
+password hashes) and permissions into a users file, and ``export FILE --users-file
+USERS`` writes them out in the same format.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ._common import fail
+from .sendrecv import URL_HELP
 
 __all__ = ["add_parser"]
 
@@ -35,27 +39,77 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     c.add_argument("file", help="the definitions file (JSON, as RabbitMQ exports it)")
     c.add_argument("--users-file", help="the users file an import would merge into")
     c.set_defaults(func=cmd_check)
-    i = dsub.add_parser("import", help="import a definitions file's users and permissions")
-    i.add_argument("file", help="the definitions file (JSON, as RabbitMQ exports it)")
-    i.add_argument("--users-file", required=True, help="the users file to merge them into")
-    i.set_defaults(func=cmd_import)
-    e = dsub.add_parser("export", help="export the users file as a definitions file")
-    e.add_argument("file", help="where to write the JSON ('-': standard output)")
-    e.add_argument(
-        "--users-file", required=True, help="the users file to export users and permissions from"
+    i = dsub.add_parser(
+        "import", help="import a definitions file into a running broker (or a users file)"
     )
+    i.add_argument("file", help="the definitions file (JSON, as RabbitMQ exports it)")
+    where = i.add_mutually_exclusive_group(required=True)
+    where.add_argument("--url", help=f"the running broker: {URL_HELP}")
+    where.add_argument(
+        "--users-file", help="offline: merge only users and permissions into this users file"
+    )
+    i.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the broker")
+    i.set_defaults(func=cmd_import)
+    e = dsub.add_parser(
+        "export", help="export a running broker's definitions (or a users file's) as JSON"
+    )
+    e.add_argument("file", help="where to write the JSON ('-': standard output)")
+    where = e.add_mutually_exclusive_group(required=True)
+    where.add_argument("--url", help=f"the running broker: {URL_HELP}")
+    where.add_argument(
+        "--users-file", help="offline: export only users and permissions from this users file"
+    )
+    e.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the broker")
     e.set_defaults(func=cmd_export)
     return d
 
 
+def _management(args: argparse.Namespace, operation: str, body: str | None) -> Any:
+    """Ask the broker at ``args.url``; the reply's body, or None (reported) on failure."""
+    import amqp10.sync
+    from amqp10 import errors
+    from amqp10.message import Message
+
+    try:
+        with amqp10.sync.connect(args.url, timeout=args.timeout) as conn:
+            request = Message(body=body, application_properties={"operation": operation})
+            reply = conn.request("$management", request, timeout=args.timeout)
+    except (errors.AMQPError, OSError, ValueError) as exc:
+        fail("definitions", f"{args.url}: {exc}")
+        return None
+    status = (reply.application_properties or {}).get("status-code")
+    if status != 200:
+        error = reply.body.get("error") if isinstance(reply.body, dict) else reply.body
+        fail("definitions", f"{operation} refused ({status}): {error}")
+        return None
+    return reply.body
+
+
+def _import_live(args: argparse.Namespace) -> int:
+    try:
+        text = Path(args.file).read_text()
+    except OSError as exc:
+        fail("definitions", str(exc))
+        return 2
+    outcome = _management(args, "import-definitions", text)
+    if not isinstance(outcome, dict):
+        return 2
+    for w in outcome.get("warnings", []):
+        print(f"warning: {w}")
+    for e in outcome.get("skipped", []):
+        print(f"skipped: {e}")
+    counts = outcome.get("imported", {})
+    summary = ", ".join(f"{n} {kind}(s)" for kind, n in counts.items() if n) or "nothing"
+    print(f"imported into {args.url}: {summary}")
+    return 1 if outcome.get("skipped") else 0
+
+
 def _prepare(args: argparse.Namespace, *, users_must_exist: bool) -> Any:
     """Read both files and run the import in memory; None (reported) if one is unreadable."""
-    from ..broker.definitions import (
-        DefinitionsError,
-        InMemoryTopology,
-        import_definitions,
-        load_definitions,
-    )
+    from ..broker.config import BrokerConfig
+    from ..broker.core import Broker, ModelError
+    from ..broker.definitions import DefinitionsError, import_definitions, load_definitions
+    from ..broker.topology import BrokerTopology
     from ..broker.users import UsersFile, UsersFileError, read_users_file
 
     try:
@@ -69,9 +123,10 @@ def _prepare(args: argparse.Namespace, *, users_must_exist: bool) -> Any:
         fail("definitions", str(exc))
         return None
     replaced = [u.name for u in defs.users if u.name in users.users]
-    # The topology is a stand-in holding only what the file declares: a binding to a
-    # queue that exists only on a running broker is reported as skipped.
-    report = import_definitions(defs, users, InMemoryTopology())
+    # A fresh broker core in memory (no store) holding only what the file declares: it
+    # refuses what a running broker would refuse; a binding to a queue that exists only
+    # on a running broker is reported as skipped.
+    report = import_definitions(defs, users, BrokerTopology(Broker(BrokerConfig())), refused=(ModelError,))
     for w in warnings:
         print(f"warning: {w}")
     for e in report.errors:
@@ -93,11 +148,14 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    """Run ``amqp10 definitions import``; exit code 0 written, 1 nothing written because
-    a user or permission entry is bad, 2 a file cannot be read or written."""
+    """Run ``amqp10 definitions import``; exit code 0 imported, 1 some entries skipped
+    (``--url``) or nothing written because a user or permission entry is bad
+    (``--users-file``), 2 a file or the broker cannot be read or written."""
     from ..broker.definitions import ImportReport
     from ..broker.users import UsersFileError, write_users_file
 
+    if args.url is not None:
+        return _import_live(args)
     prepared = _prepare(args, users_must_exist=False)
     if prepared is None:
         return 2
@@ -120,15 +178,20 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """Run ``amqp10 definitions export``; exit code 0 written, 2 a file cannot be read
-    or written."""
+    """Run ``amqp10 definitions export``; exit code 0 written, 2 a file or the broker
+    cannot be read or written."""
     from ..broker.definitions import InMemoryTopology, dump_definitions, export_definitions
     from ..broker.users import UsersFileError, read_users_file
 
     try:
-        text = dump_definitions(
-            export_definitions(read_users_file(Path(args.users_file)), InMemoryTopology())
-        )
+        if args.url is not None:
+            text = _management(args, "export-definitions", None)
+            if not isinstance(text, str):
+                return 2
+        else:
+            text = dump_definitions(
+                export_definitions(read_users_file(Path(args.users_file)), InMemoryTopology())
+            )
         if args.file == "-":
             sys.stdout.write(text)
         else:

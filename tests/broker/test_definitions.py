@@ -245,7 +245,16 @@ def test_cli_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["definitions", "check", str(bad)]) == 1
     out = capsys.readouterr().out.splitlines()
     assert "warning: $.bindings[0].extra: unknown field, ignored" in out
-    assert "would skip: $.bindings[0]: no vhost '/'" in out
+    # check asks a broker core in memory: '/' exists, the exchange does not
+    assert "would skip: $.bindings[0]: no exchange 'x' in vhost '/'" in out
+    # ... and the core refuses what a running broker would refuse
+    policy = {"vhost": "/", "name": "p", "pattern": ".*", "definition": {"max-length": "many"}}
+    queue = {"vhost": "/", "name": "q", "arguments": {"x-max-priority": 1000}}
+    bad.write_text(json.dumps({"policies": [policy], "queues": [queue]}))
+    assert main(["definitions", "check", str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert "would skip: $.policies[0]: policy 'p' in vhost '/': x-max-length must be a non-negative integer" in out
+    assert "would skip: $.queues[0]: invalid arguments for queue 'q' in vhost '/'" in out
 
     assert main(["definitions", "check", str(tmp_path / "none.json")]) == 2
     assert capsys.readouterr().err.startswith("amqp10 definitions: definitions file not found")

@@ -361,7 +361,9 @@ class ConnectionHandler:
             if self._management is None:
                 vhost = self.vhost
                 self._management = Management(
-                    vhost, lambda resource: self.broker.authorize(vhost, self.user, resource, "configure")
+                    vhost,
+                    lambda resource: self.broker.authorize(vhost, self.user, resource, "configure"),
+                    has_tag=lambda tag: self.broker.has_tag(self.user, tag),
                 )
             return self._management
         node = self.vhost.lookup(address, create=False)

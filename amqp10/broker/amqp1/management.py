@@ -12,6 +12,19 @@ Operations: ``stream-info`` (``address``); ``declare-exchange`` (``name``,
 arguments); ``delete-queue`` (``name``); ``bind`` and
 ``unbind`` (``source``, ``destination``, ``destination_type``: queue or
 exchange, ``routing_key``, ``arguments``).
+
+Policies (RabbitMQ's, see :mod:`amqp10.broker.core.policies`), for users with the
+``administrator`` or ``policymaker`` tag: ``declare-policy`` (``name``, ``pattern``,
+``apply-to``, ``definition``: a map, ``priority``) and ``delete-policy`` (``name``).
+
+Definitions (the whole broker's, in RabbitMQ's JSON format; see
+:mod:`amqp10.broker.definitions`), for users with the ``administrator`` tag only
+(403 for others): ``export-definitions`` replies with the JSON text as the body;
+``import-definitions`` takes the document as the body (JSON text, or a map) and
+replies with a map: ``imported`` (counts per kind), ``warnings`` (what is read but
+not applied, unknown fields) and ``skipped`` (entries that could not be applied,
+each with its reason); 400 if the document cannot be read at all, 501 if the
+broker offers no definitions.
 """
 
 from __future__ import annotations
@@ -22,7 +35,16 @@ from typing import Any
 from ...message import Message
 from ...types import DecodeError
 from ..config import QueuePolicy
-from ..core import AccessRefused, ModelError, Node, NotFound, QueuedMessage, Stream, VirtualHost
+from ..core import (
+    AccessRefused,
+    ModelError,
+    Node,
+    NotFound,
+    QueuedMessage,
+    RuntimePolicy,
+    Stream,
+    VirtualHost,
+)
 from .message import Amqp1Message
 
 __all__ = ["MANAGEMENT_ADDRESS", "Management"]
@@ -37,11 +59,19 @@ class Management(Node):
 
     kind = "management"
 
-    def __init__(self, vhost: VirtualHost, may_configure: Callable[[str], bool] = lambda resource: True) -> None:
+    def __init__(
+        self,
+        vhost: VirtualHost,
+        may_configure: Callable[[str], bool] = lambda resource: True,
+        *,
+        has_tag: Callable[[str], bool] = lambda tag: False,
+    ) -> None:
         super().__init__(MANAGEMENT_ADDRESS, QueuePolicy())
         self.vhost = vhost
         self.may_configure = may_configure
         """The permission check for declaring, deleting and binding (the connection's user)."""
+        self.has_tag = has_tag
+        """Whether the connection's user has a tag (``administrator``: definitions and policies)."""
         self._operations: dict[str, Callable[[Mapping[str, Any]], Reply]] = {
             "stream-info": self._stream_info,
             "declare-exchange": self._declare_exchange,
@@ -59,27 +89,22 @@ class Management(Node):
         except (DecodeError, LookupError):
             return True
         props = request.application_properties or {}
-        op = props.get("operation")
-        handler = self._operations.get(str(op))
-        status: int
-        body: Any
-        if handler is None:
-            status, body = 400, {"error": f"unknown operation {op!r}"}
-        else:
-            args = request.body if isinstance(request.body, Mapping) else {}
-            merged = {**{k: v for k, v in props.items() if k != "operation"}, **args}
-            try:
-                if handler != self._stream_info:
-                    self._check(merged)
-                status, body = handler(merged)
-            except NotFound as exc:
-                status, body = 404, {"error": str(exc)}
-            except AccessRefused as exc:
-                status, body = 403, {"error": str(exc)}
-            except ModelError as exc:
-                status, body = 409, {"error": str(exc)}
-            except (KeyError, TypeError, ValueError) as exc:
-                status, body = 400, {"error": f"bad request: {exc}"}
+        op = str(props.get("operation"))
+        try:
+            if op in ("export-definitions", "import-definitions"):
+                status, body = self._definitions(op, request.body)
+            elif op in ("declare-policy", "delete-policy"):
+                status, body = self._policy(op, {**props, **(request.body if isinstance(request.body, Mapping) else {})})
+            else:
+                status, body = self._operation(op, props, request.body)
+        except NotFound as exc:
+            status, body = 404, {"error": str(exc)}
+        except AccessRefused as exc:
+            status, body = 403, {"error": str(exc)}
+        except ModelError as exc:
+            status, body = 409, {"error": str(exc)}
+        except (KeyError, TypeError, ValueError) as exc:
+            status, body = 400, {"error": f"bad request: {exc}"}
         reply_to = request.reply_to
         if reply_to:
             target = self.vhost.lookup(reply_to, create=False)
@@ -88,6 +113,44 @@ class Management(Node):
                 reply.application_properties = {"status-code": status}
                 target.publish(Amqp1Message(reply.encode(), arrival=self.vhost.now()), lambda: None)
         return True
+
+    def _operation(self, op: str, props: Mapping[str, Any], request_body: Any) -> Reply:
+        handler = self._operations.get(op)
+        if handler is None:
+            return 400, {"error": f"unknown operation {op!r}"}
+        args = request_body if isinstance(request_body, Mapping) else {}
+        merged = {**{k: v for k, v in props.items() if k != "operation"}, **args}
+        if handler != self._stream_info:
+            self._check(merged)
+        return handler(merged)
+
+    def _definitions(self, op: str, request_body: Any) -> Reply:
+        if not self.has_tag("administrator"):
+            raise AccessRefused(f"{op} needs the administrator tag")
+        port = self.vhost.broker.definitions
+        if port is None:
+            return 501, {"error": "this broker offers no definitions"}
+        if op == "export-definitions":
+            return 200, port.export_json()
+        if not isinstance(request_body, str | bytes | Mapping):
+            raise ValueError("the body must be the definitions document (JSON text or a map)")
+        return 200, port.import_document(request_body)
+
+    def _policy(self, op: str, args: Mapping[str, Any]) -> Reply:
+        if not (self.has_tag("administrator") or self.has_tag("policymaker")):
+            raise AccessRefused(f"{op} needs the administrator or policymaker tag")
+        name = str(args["name"])
+        if op == "delete-policy":
+            self.vhost.delete_policy(name)
+            return 200, {}
+        existed = name in self.vhost.policies
+        definition = args.get("definition") or {}
+        if not isinstance(definition, Mapping):
+            raise ValueError("definition must be a map")
+        apply_to = args.get("apply-to", args.get("apply_to", "all"))
+        policy = RuntimePolicy(name, str(args["pattern"]), str(apply_to), dict(definition), int(args.get("priority", 0)))
+        self.vhost.declare_policy(policy)
+        return (200 if existed else 201), {}
 
     def _check(self, args: Mapping[str, Any]) -> None:
         for key in ("name", "destination"):

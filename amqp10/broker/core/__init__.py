@@ -28,7 +28,7 @@ Refusals raise :class:`NotFound`, :class:`AccessRefused` or
 from __future__ import annotations
 
 from .arguments import ArgumentError, arguments_of, policy_with_arguments
-from .broker import DEFAULT_VHOST, Action, Authorizer, Broker, ResourceKind
+from .broker import DEFAULT_VHOST, Action, Authorizer, Broker, DefinitionsPort, ResourceKind
 from .exchanges import (
     Binding,
     DirectExchange,
@@ -50,6 +50,7 @@ from .message import (
     register_format,
 )
 from .nodes import NULL_JOURNAL, Consumer, DuplicateWindow, Journal, Node, Queue, Stream
+from .policies import RuntimePolicy
 from .recovery import LinkRecovery, SuspendedLink
 from .transactions import Transaction
 from .vhost import (
@@ -77,6 +78,7 @@ __all__ = [
     "Binding",
     "Broker",
     "Consumer",
+    "DefinitionsPort",
     "DirectExchange",
     "DuplicateWindow",
     "Exchange",
@@ -92,6 +94,7 @@ __all__ = [
     "QueuedMessage",
     "ResourceLocked",
     "Routing",
+    "RuntimePolicy",
     "Stream",
     "SuspendedLink",
     "Topic",

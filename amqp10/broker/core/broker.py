@@ -11,10 +11,11 @@ place a permission check goes.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
-from collections.abc import Callable
-from typing import Literal, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, Protocol
 
 from ..config import BrokerConfig
 from . import store as _store
@@ -24,7 +25,7 @@ from .nodes import NULL_JOURNAL, Journal, Node, Queue, Stream
 from .recovery import LinkRecovery
 from .vhost import VirtualHost
 
-__all__ = ["DEFAULT_VHOST", "Action", "Authorizer", "Broker", "ResourceKind"]
+__all__ = ["DEFAULT_VHOST", "Action", "Authorizer", "Broker", "DefinitionsPort", "ResourceKind"]
 
 log = logging.getLogger("amqp10.broker")
 
@@ -50,6 +51,22 @@ class Authorizer(Protocol):
 
     def vhost_denial(self, user: str | None, vhost: str) -> Exception | None: ...
 
+    def has_tag(self, user: str | None, tag: str) -> bool: ...
+
+
+class DefinitionsPort(Protocol):
+    """Definitions export and import on the running broker
+    (:class:`amqp10.broker.topology.LiveDefinitions`), for management operations."""
+
+    def export_json(self) -> str:
+        """The whole broker's definitions, as RabbitMQ's JSON."""
+        ...
+
+    def import_document(self, document: str | bytes | Mapping[str, Any]) -> dict[str, Any]:
+        """Import a definitions document; the outcome (counts, warnings, skipped entries).
+        Raises ValueError (one line) for a document that cannot be read at all."""
+        ...
+
 
 class Broker:
     """The virtual hosts and what they share: config, store journal, clock, link recovery."""
@@ -65,6 +82,8 @@ class Broker:
         self.config = config
         self.permissions = permissions
         """None: every user may do everything (a broker without a users file)."""
+        self.definitions: DefinitionsPort | None = None
+        """Definitions export and import, when the service provides them."""
         self.journal: Journal = journal if journal is not None else NULL_JOURNAL
         self.now = now
         self.connections: set[object] = set()
@@ -149,6 +168,10 @@ class Broker:
         refused = self.permissions.vhost_denial(user, vhost.name)
         return None if refused is None else str(refused)
 
+    def has_tag(self, user: str | None, tag: str) -> bool:
+        """Whether ``user`` has ``tag`` (``administrator`` for definitions import and export)."""
+        return self.permissions is None or self.permissions.has_tag(user, tag)
+
     # -- the default virtual host's nodes (what 1.0 clients without a vhost see) ------------------
     @property
     def nodes(self) -> dict[str, Node]:
@@ -161,6 +184,10 @@ class Broker:
     def recover(self, store: _store.Store) -> int:
         """Recreate durable nodes, exchanges, bindings and messages from the store; return the message count."""
         loaded = store.load()
+        for vrec in loaded.vhosts:
+            self.add_vhost(vrec.name).set_metadata(json.loads(vrec.metadata or "{}"), persist=False)
+        for prec in loaded.policies:  # before the queues they apply to
+            self.add_vhost(prec.vhost).restore_policy(prec)
         for rec in loaded.nodes:
             vhost = self.add_vhost(rec.vhost)
             if rec.kind == "subscription":

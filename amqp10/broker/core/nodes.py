@@ -160,15 +160,7 @@ class Queue(Node):
         self.dedup = DuplicateWindow(policy.duplicate_window)
         # publishers held back by this queue's limits, told when messages leave
         self.space_listeners: set[Callable[[], None]] = set()
-        # the policy is immutable: what the per-message paths need, read once
-        self._max_length = policy.max_length
-        self._max_bytes = policy.max_bytes
-        self._limited = policy.max_length is not None or policy.max_bytes is not None
-        self._overflow = policy.overflow_mode
-        self._ttl = policy.message_ttl
-        self._top = PRIORITY_LEVELS - 1 if policy.max_priority is None else min(policy.max_priority, PRIORITY_LEVELS - 1)
-        self._single_active = policy.single_active_consumer
-        self._store_all = durable_node and policy.durable
+        self.set_policy(policy)
         self._movers: list[Consumer] = []  # consumers that take messages (not browsers)
         self.needs_message_ids = self.dedup.size > 0 or self._store_all
         # exclusive and auto-delete queues (0-9-1's queue.declare): see VirtualHost
@@ -184,6 +176,20 @@ class Queue(Node):
         # consumers with a selector: per priority level, the seq up to which every message
         # is known not to match (so a take looks only at what is newer)
         self._scanned: dict[int, list[int]] = {}
+
+    def set_policy(self, policy: QueuePolicy) -> None:
+        """Take ``policy`` (at creation, and when a runtime policy changes); it applies
+        to messages published and delivered from now on."""
+        self.policy = policy
+        # the policy is immutable: what the per-message paths need, read once
+        self._max_length = policy.max_length
+        self._max_bytes = policy.max_bytes
+        self._limited = policy.max_length is not None or policy.max_bytes is not None
+        self._overflow = policy.overflow_mode
+        self._ttl = policy.message_ttl
+        self._top = PRIORITY_LEVELS - 1 if policy.max_priority is None else min(policy.max_priority, PRIORITY_LEVELS - 1)
+        self._single_active = policy.single_active_consumer
+        self._store_all = self.durable_node and policy.durable
 
     # -- inbound --------------------------------------------------------------------
     def is_full(self, extra: int = 0) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +22,14 @@ import anyio
 __all__ = [
     "message_key",
     "split_message_key",
-    "BindingRecord", "ExchangeRecord", "GroupCommitter", "Loaded", "NodeRecord", "Store", "StoredMessage"]
+    "BindingRecord", "ExchangeRecord", "GroupCommitter", "Loaded", "NodeRecord", "PolicyRecord", "Store",
+    "StoredMessage", "VhostRecord"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """``PRAGMA user_version`` of the current schema. Version 0 is the schema of the
 brokers before virtual hosts (nodes and messages keyed by name alone, every
-message a 1.0 message); :meth:`Store.__init__` migrates it in place."""
+message a 1.0 message); version 2 has no policies or vhosts tables.
+:meth:`Store.__init__` migrates both in place."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS nodes (
@@ -66,6 +68,19 @@ CREATE TABLE IF NOT EXISTS bindings (
     arguments TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (vhost, source, destination_kind, destination, routing_key, arguments)
 );
+CREATE TABLE IF NOT EXISTS policies (
+    vhost TEXT NOT NULL,
+    name TEXT NOT NULL,
+    pattern TEXT NOT NULL,
+    apply_to TEXT NOT NULL,
+    definition TEXT NOT NULL,
+    priority INTEGER NOT NULL,
+    PRIMARY KEY (vhost, name)
+);
+CREATE TABLE IF NOT EXISTS vhosts (
+    name TEXT PRIMARY KEY,
+    metadata TEXT NOT NULL DEFAULT '{}'
+);
 """
 
 # Version 0 -> 2: the nodes move into the default virtual host (a new table, the rows
@@ -79,6 +94,7 @@ ALTER TABLE messages ADD COLUMN format TEXT NOT NULL DEFAULT 'amqp1';
 INSERT INTO nodes (vhost, name, kind, properties) SELECT '/', name, kind, properties FROM nodes_v0;
 DROP TABLE nodes_v0;
 """
+# Version 2 -> 3: new tables only (runtime policies, declared virtual hosts).
 
 
 def message_key(vhost: str, node: str) -> str:
@@ -142,6 +158,26 @@ class BindingRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class PolicyRecord:
+    """A runtime policy (RabbitMQ's): queues whose names match ``pattern`` get ``definition`` (JSON)."""
+
+    vhost: str
+    name: str
+    pattern: str
+    apply_to: str
+    definition: str
+    priority: int
+
+
+@dataclass(frozen=True, slots=True)
+class VhostRecord:
+    """A virtual host declared at run time (definitions import), with its metadata (JSON)."""
+
+    name: str
+    metadata: str
+
+
+@dataclass(frozen=True, slots=True)
 class Loaded:
     """Everything a store holds, as :meth:`Store.load` reads it."""
 
@@ -149,6 +185,8 @@ class Loaded:
     messages: list[StoredMessage]
     exchanges: list[ExchangeRecord]
     bindings: list[BindingRecord]
+    policies: list[PolicyRecord] = field(default_factory=list)
+    vhosts: list[VhostRecord] = field(default_factory=list)
 
 
 # Operations applied in one transaction (tuples keep the hot path cheap).
@@ -163,6 +201,9 @@ EXCHANGE = 6  # (EXCHANGE, vhost, name, type, properties)
 DROP_EXCHANGE = 7  # (DROP_EXCHANGE, vhost, name): the exchange and every binding from or to it
 BIND = 8  # (BIND, vhost, source, destination_kind, destination, routing_key, arguments)
 UNBIND = 9  # (UNBIND, vhost, source, destination_kind, destination, routing_key, arguments)
+POLICY = 10  # (POLICY, vhost, name, pattern, apply_to, definition, priority)
+DROP_POLICY = 11  # (DROP_POLICY, vhost, name)
+VHOST = 12  # (VHOST, name, metadata)
 Op = tuple[Any, ...]
 
 
@@ -190,8 +231,11 @@ class Store:
         if version == 0 and "messages" in old_tables:
             script = _MIGRATE_FROM_0.format(schema=_SCHEMA)
             self.migrated_from = 0
-        elif version == 0:
+        elif version in (0, 2):
+            # a new store, or version 2: every table it lacks is created, nothing else changes
             script = _SCHEMA
+            if version == 2:
+                self.migrated_from = 2
         else:
             raise ValueError(f"{self.path}: store schema version {version} is newer than this broker's ({SCHEMA_VERSION})")
         try:
@@ -229,6 +273,11 @@ class Store:
                         "SELECT vhost, source, destination_kind, destination, routing_key, arguments FROM bindings"
                     )
                 ]
+                policies = [
+                    PolicyRecord(*r)
+                    for r in db.execute("SELECT vhost, name, pattern, apply_to, definition, priority FROM policies")
+                ]
+                vhosts = [VhostRecord(*r) for r in db.execute("SELECT name, metadata FROM vhosts")]
                 rows = db.execute(
                     "SELECT node, seq, priority, delivery_count, expiry, arrival, message_id, format, data "
                     "FROM messages ORDER BY node, seq"
@@ -237,7 +286,7 @@ class Store:
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
-        return Loaded(nodes, [StoredMessage(*r) for r in rows], exchanges, bindings)
+        return Loaded(nodes, [StoredMessage(*r) for r in rows], exchanges, bindings, policies, vhosts)
 
     def apply(self, ops: Iterable[Op]) -> None:
         """Apply a batch of operations in one transaction (one fsync)."""
@@ -272,7 +321,7 @@ class Store:
                 raise
 
     def _definition(self, op: Op) -> None:
-        """Apply one change to the durable definitions (nodes, exchanges, bindings)."""
+        """Apply one change to the durable definitions (nodes, exchanges, bindings, policies, vhosts)."""
         db = self._db
         kind = op[0]
         if kind == NODE:
@@ -301,6 +350,16 @@ class Store:
                 "AND routing_key = ? AND arguments = ?",
                 op[1:],
             )
+        elif kind == POLICY:
+            db.execute(
+                "INSERT OR REPLACE INTO policies (vhost, name, pattern, apply_to, definition, priority) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                op[1:],
+            )
+        elif kind == DROP_POLICY:
+            db.execute("DELETE FROM policies WHERE vhost = ? AND name = ?", op[1:])
+        elif kind == VHOST:
+            db.execute("INSERT OR REPLACE INTO vhosts (name, metadata) VALUES (?, ?)", op[1:])
         else:  # pragma: no cover - a programming error
             raise ValueError(f"unknown store operation {kind!r}")
 

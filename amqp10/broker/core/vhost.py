@@ -33,6 +33,7 @@ from .exchanges import (
 )
 from .message import QueuedMessage
 from .nodes import Journal, Node, Queue, Stream
+from .policies import RuntimePolicy, combined_arguments, pick_policy
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -86,6 +87,12 @@ class VirtualHost:
         self.node_listeners: list[Callable[[Node], None]] = []
         """Called with each node made by :meth:`create_node` (e.g. a front end's wildcard
         subscriptions, bound to every topic that matches)."""
+        self.policies: dict[str, RuntimePolicy] = {}
+        """Runtime policies by name (see :mod:`.policies`)."""
+        self.metadata: dict[str, Any] = {}
+        """Description, tags, default queue type (what a definitions import gave it)."""
+        self.stream_arguments: dict[str, dict[str, Any]] = {}
+        """The arguments each stream was declared with (a queue keeps its own)."""
         self.default_exchange = _DefaultExchange(self)
         self.exchanges[DEFAULT_EXCHANGE] = self.default_exchange
         for xname, xtype in PREDECLARED.items():
@@ -105,10 +112,20 @@ class VirtualHost:
             return "queue", self.config.default_policy
         return rule.kind, rule.policy
 
+    def queue_policy(self, name: str, kind: str = "queue", arguments: Mapping[str, Any] | None = None) -> QueuePolicy:
+        """The policy of queue (or stream) ``name``: the address rules', then its own
+        ``arguments`` and the runtime policy that matches it (:mod:`.policies`).
+
+        Raises :class:`~.arguments.ArgumentError` for arguments the core refuses."""
+        merged = combined_arguments(arguments, pick_policy(self.policies, name, kind))
+        return policy_with_arguments(self.policy_for(name)[1], merged)
+
     def create_node(self, address: str, kind: str | None = None, *, dynamic: bool = False, persist: bool = True) -> Node:
         """Make a node (``kind`` queue, topic or stream; else per the address rules)."""
         rule_kind, policy = self.policy_for(address)
         kind = kind or rule_kind
+        if kind in ("queue", "stream"):
+            policy = self.queue_policy(address, kind)
         if kind == "topic":
             topic = Topic(
                 address,
@@ -139,17 +156,19 @@ class VirtualHost:
         dynamic: bool = False,
         arguments: Mapping[str, Any] | None = None,
     ) -> Queue:
-        return Queue(
+        q = Queue(
             name,
             policy,
             journal=self.journal,
-            dead_letter=lambda msg, reason: self.dead_letter(policy, msg, reason, name),
             now=self.now,
             dynamic=dynamic,
             durable_node=durable,
             vhost=self.name,
             arguments=dict(arguments or {}),
         )
+        # the queue's policy of the moment: a runtime policy may change it
+        q.dead_letter = lambda msg, reason: self.dead_letter(q.policy, msg, reason, name)
+        return q
 
     def _subscription_queue(self, topic: str, key: str, durable: bool) -> Queue:
         name = f"{topic}::{key}"
@@ -207,13 +226,14 @@ class VirtualHost:
                 kind = queue_kind(arguments)
             elif kind not in ("queue", "stream"):
                 raise ArgumentError(f"a queue's type is queue or stream, not {kind!r}")
-            policy = policy_with_arguments(self.policy_for(name)[1], arguments)
+            policy = self.queue_policy(name, kind, arguments)
         except ArgumentError as exc:
             raise PreconditionFailed(f"invalid arguments for queue {name!r} in vhost {self.name!r}: {exc}") from None
         props = json.dumps({"arguments": dict(arguments or {})}, sort_keys=True, default=repr) if arguments else "{}"
         made: Queue | Stream
         if kind == "stream":
             made = Stream(name, policy, journal=self.journal, now=self.now, vhost=self.name)
+            self.stream_arguments[name] = dict(arguments or {})
             durable = True
         else:
             q = self._make_queue(name, policy, durable=durable and exclusive_owner is None, arguments=arguments)
@@ -259,6 +279,7 @@ class VirtualHost:
     def delete_node(self, address: str) -> None:
         """Remove a queue (its messages, its bindings, its store records)."""
         node = self.nodes.pop(address, None)
+        self.stream_arguments.pop(address, None)
         if isinstance(node, (Queue, Stream)):
             self._unbind_everywhere(node)
         if isinstance(node, Queue):
@@ -508,7 +529,51 @@ class VirtualHost:
             one_stored()
         return taken > 0
 
+    # -- runtime policies -----------------------------------------------------------------------
+    def declare_policy(self, policy: RuntimePolicy, *, persist: bool = True) -> None:
+        """Add or replace a runtime policy; it applies at once to the queues it matches."""
+        try:
+            policy.check()
+        except ArgumentError as exc:
+            raise PreconditionFailed(f"policy {policy.name!r} in vhost {self.name!r}: {exc}") from None
+        self.policies[policy.name] = policy
+        if persist:
+            self.journal.submit(
+                (_store.POLICY, self.name, policy.name, policy.pattern, policy.apply_to, policy.definition_json(), policy.priority)
+            )
+        log.info("policy %r in vhost %r: %r applies to %s", policy.name, self.name, policy.pattern, policy.apply_to)
+        self._reapply_policies()
+
+    def delete_policy(self, name: str) -> None:
+        if self.policies.pop(name, None) is None:
+            raise NotFound(f"no policy {name!r} in vhost {self.name!r}")
+        self.journal.submit((_store.DROP_POLICY, self.name, name))
+        self._reapply_policies()
+
+    def _reapply_policies(self) -> None:
+        """Give every queue and stream the policy the runtime policies now make."""
+        for node in list(self.nodes.values()):
+            if isinstance(node, Queue):
+                policy = self.queue_policy(node.name, "queue", node.arguments)
+                if policy != node.policy:
+                    node.set_policy(policy)
+            elif isinstance(node, Stream):
+                node.policy = self.queue_policy(node.name, "stream", self.stream_arguments.get(node.name))
+
+    def set_metadata(self, metadata: Mapping[str, Any], *, persist: bool = True) -> None:
+        """Record the host's description, tags and default queue type (kept in the store)."""
+        self.metadata = dict(metadata)
+        if persist:
+            self.journal.submit((_store.VHOST, self.name, json.dumps(self.metadata, sort_keys=True)))
+
     # -- recovery -----------------------------------------------------------------------------
+    def restore_policy(self, rec: _store.PolicyRecord) -> None:
+        policy = RuntimePolicy(rec.name, rec.pattern, rec.apply_to, json.loads(rec.definition), rec.priority)
+        try:
+            self.declare_policy(policy, persist=False)
+        except ModelError as exc:
+            log.warning("not restoring a policy in vhost %r: %s", self.name, exc)
+
     def restore_node(self, rec: _store.NodeRecord) -> None:
         """Recreate a durable queue, topic or stream from its store record."""
         if rec.name in self.nodes:
