@@ -37,7 +37,7 @@ def test_batch_read_of_a_stream_by_offset_range(spark: Any, url: str, publish: A
     assert sorted(r.offset for r in rows) == list(range(250))
     for r in rows:
         assert r.body_string == f"m{r.offset}"
-        assert r.properties["message-id"] == f"m-{r.offset}"
+        assert r.properties.message_id == f"m-{r.offset}"
         assert r.message_annotations["x-opt-offset"] == str(r.offset)
         assert int(r.message_annotations["x-opt-timestamp"]) > 0
 

@@ -9,12 +9,18 @@ import pytest
 
 from amqp10.message import Message
 from amqp10.spark.options import OptionError, SourceOptions
-from amqp10.spark.rows import COLUMNS, message_from_row, row_from_message, row_from_payload, text
+from amqp10.spark.rows import (
+    LEGACY_COLUMNS,
+    message_from_row,
+    row_from_message,
+    row_from_payload,
+    text,
+)
 from amqp10.types import encode, symbol, timestamp, ulong
 
 
 def as_dict(message: Message) -> dict[str, object]:
-    return dict(zip(COLUMNS, row_from_payload(message.encode())))
+    return dict(zip(LEGACY_COLUMNS, row_from_payload(message.encode())))
 
 
 def test_string_body() -> None:
@@ -95,7 +101,7 @@ def test_message_from_row_round_trip() -> None:
     assert m.application_properties == {"tenant": "t1", "n": 5}
     assert m.durable is False and m.priority == 9
     assert m.creation_time == dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC).timestamp()
-    back = dict(zip(COLUMNS, row_from_message(m)))
+    back = dict(zip(LEGACY_COLUMNS, row_from_message(m)))
     assert back["body"] == b"\x00\x01" and back["properties"]["message-id"] == "q:1:0:17"
 
 
@@ -143,7 +149,10 @@ def test_options() -> None:
     [
         ({}, "needs an address"),
         ({"address": "a", "mode": "topic"}, "'mode' must be stream or queue"),
-        ({"address": "a", "startingOffset": "middle"}, "first, last, next or an offset"),
+        (
+            {"address": "a", "startingOffset": "middle"},
+            "earliest, latest, first, last, next, an offset",
+        ),
         ({"address": "a", "maxMessagesPerBatch": "0"}, "must be positive"),
         ({"address": "a", "url": "http://x"}, "unsupported URL scheme"),
         ({"address": "a", "verify": "maybe"}, "true or false"),
