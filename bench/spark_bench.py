@@ -1,18 +1,29 @@
-"""Spark connector benchmark: rows per second through ``format("amqp10")`` as a source and a sink.
+"""Spark connector benchmark: ``format("amqp10")`` side by side with the client and Spark's ceiling.
 
-Starts a broker in a subprocess (a temporary store), publishes ``--messages``
-messages to a stream, then times, in a local Spark session (``local[2]``):
+Starts a broker in a subprocess (a temporary store) and a local Spark session
+(``local[2]``), then, for each of ``--rounds`` rounds, on the same broker:
 
-- source, batch:     ``spark.read`` of the whole stream into Spark's ``noop`` sink
-- source, streaming: ``readStream`` (``availableNow``) of the stream into ``noop``
-- sink, batch:       ``df.write`` of ``--messages`` rows to a queue (each accepted)
-- sink, streaming:   ``readStream`` of the stream → ``writeStream`` to a queue
+- client publish:  the async client (``Sender.pipeline``, a window of 2,000)
+                   encodes and publishes ``--messages`` messages to a queue
+                   and waits until each is accepted: the sink's reference
+- sink, batch:     ``df.write`` of as many rows (a string body) to a queue
+- stream fill:     the client publishes the round's messages to a stream (untimed)
+- client read:     the async client reads the stream from the first offset
+                   (a receiver with a credit window of 10,000): the source's reference
+- source, batch:   ``spark.read`` of the whole stream into Spark's ``noop`` sink,
+                   all columns, then ``columns=offset,body``
+- no-op source:    a Python data source that makes as many rows (an offset and
+                   a 100-byte body) without any I/O, as tuples and as Arrow
+                   batches: the ceiling of a Python source in this session
+- streaming:       ``readStream`` (``availableNow``) of the stream into ``noop``,
+                   and stream → ``writeStream`` to a queue
 
 Each figure is rows / wall-clock seconds of that step, Spark's warm-up not
-counted (a small read and write run first). Bounded: it stops by itself.
+counted; the table gives each step's median over the rounds and its ratio to
+the reference. Bounded: it stops by itself.
 
-    python bench/spark_bench.py                    # 100,000 messages of ~100 bytes
-    python bench/spark_bench.py --messages 20000   # quicker
+    python bench/spark_bench.py                    # 100,000 messages of ~100 bytes, 3 rounds
+    python bench/spark_bench.py --messages 20000 --rounds 1   # quicker
     python bench/spark_bench.py --url amqp://127.0.0.1:5672   # an already running broker
 """
 
@@ -24,21 +35,25 @@ import platform
 import re
 import shlex
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 # Run from a checkout without installing: make the repo root importable.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import anyio
+
+from amqp10.client import SettleMode, connect
 from amqp10.message import Message
-from amqp10.spark._client import BrokerClient
-from amqp10.spark.options import SourceOptions
+from amqp10.types import Accepted, Source, Target, symbol
 
 BROKER_CONFIG = """
 [store]
@@ -53,6 +68,9 @@ pattern = "bench-out-*"
 kind = "queue"
 policy = { duplicate_window = 200000 }
 """
+
+READ_WINDOW = 10_000
+PUBLISH_WINDOW = 2_000
 
 
 def start_broker(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -79,33 +97,108 @@ def start_broker(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
     raise SystemExit("the broker did not start")
 
 
-def publish(url: str, address: str, n: int, size: int) -> float:
+def messages(n: int, size: int) -> Iterator[bytes]:
     pad = "x" * max(size - 30, 0)
-    started = time.perf_counter()
-    with BrokerClient(
-        SourceOptions.parse({"url": url, "address": address, "timeout": "120"})
-    ) as client:
-        for base in range(0, n, 5000):
-            batch = [
-                Message(body=f"event {i} {pad}", id=f"e-{i}", subject="bench").encode()
-                for i in range(base, min(base + 5000, n))
-            ]
-            client.publish(address, batch, stream=True)
-    return time.perf_counter() - started
+    for i in range(n):
+        yield Message(body=f"event {i} {pad}", id=f"e-{i}", subject="bench").encode()
 
 
-def timed(label: str, rows: int, fn: Any) -> tuple[str, int, float]:
-    """Run ``fn`` and print its rate; ``fn`` may return a note to print under it."""
+async def client_publish(url: str, address: str, n: int, size: int, *, stream: bool) -> None:
+    """Encode and publish ``n`` messages with the client's pipeline; every one must be accepted."""
+    async with await connect(url, timeout=120) as conn:
+        target = Target(address=address, capabilities=[symbol("stream")] if stream else None)
+        sender = await conn.open_sender(
+            address, target=target, settle_mode=SettleMode.AT_LEAST_ONCE, timeout=120
+        )
+        async for outcome in sender.pipeline(
+            messages(n, size), window=PUBLISH_WINDOW, settled=False, timeout=120
+        ):
+            if not isinstance(outcome, Accepted):
+                raise SystemExit(f"the broker refused a message: {outcome!r}")
+
+
+async def client_read(url: str, address: str, n: int) -> None:
+    """Read ``n`` messages of stream ``address`` from its first offset (bytes, not decoded)."""
+    async with await connect(url, timeout=120) as conn:
+        source = Source(
+            address=address,
+            filter={symbol("amqp10:stream-offset"): "first"},
+            capabilities=[symbol("stream")],
+        )
+        receiver = await conn.open_receiver(
+            address, source=source, credit=READ_WINDOW, settle_mode=SettleMode.AT_MOST_ONCE
+        )
+        for _ in range(n):
+            await receiver.receive(timeout=120)
+
+
+def noop_source(n: int, size: int, arrow: bool) -> type:
+    """A Python data source of ``n`` rows ``(offset, body)`` made without I/O: the ceiling."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class Part(InputPartition):
+        def __init__(self, start: int, end: int) -> None:
+            super().__init__((start, end))
+            self.start, self.end = start, end
+
+    class Reader(DataSourceReader):
+        def partitions(self) -> list[InputPartition]:
+            step = max(n // 4, 1)
+            return [Part(s, min(s + step, n)) for s in range(0, n, step)]
+
+        def read(self, partition: Any) -> Iterator[Any]:
+            body = b"x" * size
+            if not arrow:
+                for i in range(partition.start, partition.end):
+                    yield (i, body)
+                return
+            import pyarrow as pa
+
+            schema = pa.schema([("offset", pa.int64()), ("body", pa.binary())])
+            for s in range(partition.start, partition.end, 5000):
+                e = min(s + 5000, partition.end)
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array(range(s, e), pa.int64()), pa.array([body] * (e - s), pa.binary())],
+                    schema=schema,
+                )
+
+    class Noop(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench_noop_arrow" if arrow else "bench_noop_rows"
+
+        def schema(self) -> str:
+            return "offset BIGINT, body BINARY"
+
+        def reader(self, schema: Any) -> DataSourceReader:
+            return Reader()
+
+    return Noop
+
+
+def timed(label: str, rows: int, fn: Callable[[], object]) -> float:
+    """Run ``fn``; print and return its rate in rows/s."""
     started = time.perf_counter()
     note = fn()
-    elapsed = time.perf_counter() - started
-    print(
-        f"  {label:<22} {rows:>9,} rows in {elapsed:7.2f} s = {rows / elapsed:>9,.0f} rows/s",
-        flush=True,
-    )
-    if note:
+    rate = rows / (time.perf_counter() - started)
+    print(f"  {label:<34} {rate:>9,.0f} rows/s", flush=True)
+    if isinstance(note, str):
         print(f"    ({note})", flush=True)
-    return label, rows, elapsed
+    return rate
+
+
+STEPS = [
+    # (label, the reference it is compared with)
+    ("client publish (Sender.pipeline)", None),
+    ("sink, batch (df.write)", "client publish (Sender.pipeline)"),
+    ("client read (receiver, credit 10k)", None),
+    ("source, batch, all columns", "client read (receiver, credit 10k)"),
+    ("source, batch, columns=offset,body", "client read (receiver, credit 10k)"),
+    ("no-op source, tuples", "client read (receiver, credit 10k)"),
+    ("no-op source, Arrow", "client read (receiver, credit 10k)"),
+    ("source, streaming (availableNow)", "client read (receiver, credit 10k)"),
+    ("source + sink, streaming", "client publish (Sender.pipeline)"),
+]
 
 
 def main() -> int:
@@ -114,6 +207,7 @@ def main() -> int:
     )
     p.add_argument("--messages", type=int, default=100_000)
     p.add_argument("--size", type=int, default=100, help="approximate body size in bytes")
+    p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--url", help="use this broker instead of starting one")
     p.add_argument("--partition", type=int, default=25_000, help="messagesPerPartition")
     args = p.parse_args()
@@ -127,87 +221,85 @@ def main() -> int:
     try:
         if url is None:
             broker, url = start_broker(Path(tmp.name))
-        run = uuid.uuid4().hex[:8]
-        stream, out, out2 = f"bench-stream-{run}", f"bench-out-{run}", f"bench-out-{run}-s"
-
-        elapsed = publish(url, stream, n, args.size)
-        print(
-            f"published {n:,} messages to {stream} at {n / elapsed:,.0f} msg/s (context, not Spark)"
-        )
 
         import amqp10.spark
 
         started = time.perf_counter()
         spark = amqp10.spark.local_session("amqp10-bench")
+        for arrow in (False, True):
+            spark.dataSource.register(noop_source(n, args.size, arrow))
         print(f"spark session in {time.perf_counter() - started:.1f} s")
 
-        def reader(**options: str) -> Any:
+        def reader(stream: str, **options: str) -> Any:
             r = spark.read.format("amqp10").option("url", url).option("address", stream)
             for k, v in {"messagesPerPartition": str(args.partition), **options}.items():
                 r = r.option(k, v)
             return r.load()
 
-        # warm-up: the first Spark job pays for JIT compilation and Python worker start-up
+        # warm-up: the first Spark jobs pay for JIT compilation and Python worker start-up
         started = time.perf_counter()
-        reader(endingOffset="1000").write.format("noop").mode("overwrite").save()
+        warm = f"bench-stream-warm-{uuid.uuid4().hex[:8]}"
+        anyio.run(lambda: client_publish(url, warm, 2000, args.size, stream=True))
+        reader(warm).write.format("noop").mode("overwrite").save()
         spark.range(1000).selectExpr("CAST(id AS STRING) AS body").write.format("amqp10").option(
             "url", url
-        ).option("address", f"{out}-warm").mode("append").save()
+        ).option("address", f"bench-out-warm-{uuid.uuid4().hex[:8]}").mode("append").save()
+        spark.read.format("bench_noop_rows").load().write.format("noop").mode("overwrite").save()
         print(f"warm-up in {time.perf_counter() - started:.1f} s")
 
-        results = [
-            timed(
-                "source, batch",
-                n,
-                lambda: reader().write.format("noop").mode("overwrite").save(),
-            )
-        ]
-
-        def stream_to(fmt: str, address: str | None, checkpoint: str) -> str:
-            src = (
-                spark.readStream.format("amqp10")
-                .option("url", url)
-                .option("address", stream)
-                .option("startingOffset", "first")
-                .option("messagesPerPartition", str(args.partition))
-                .load()
-            )
-            if address is not None:
-                src = src.selectExpr("body_string AS body", "properties")
-            w = src.writeStream.format(fmt).option("checkpointLocation", checkpoint)
-            if address is not None:
-                w = w.option("url", url).option("address", address)
-            q = w.trigger(availableNow=True).start()
-            if not q.awaitTermination(1800):
-                q.stop()
-                raise SystemExit("the streaming query did not finish in 30 minutes")
-            if q.exception() is not None:
-                raise SystemExit(f"the streaming query failed: {q.exception()}")
-            rows = sum(pr["numInputRows"] for pr in q.recentProgress)
-            if rows != n:
-                raise SystemExit(f"the streaming query read {rows} rows, not {n}")
-            busy = (
-                sum(pr["durationMs"].get("triggerExecution", 0) for pr in q.recentProgress) / 1000
-            )
-            return (
-                f"{len(q.recentProgress)} micro-batch(es) taking {busy:.2f} s: "
-                f"{rows / busy:,.0f} rows/s without the query's start and stop"
-            )
-
-        results.append(
-            timed("source, streaming", n, lambda: stream_to("noop", None, f"{tmp.name}/cp1"))
-        )
         rows = (
             spark.range(n)
-            .selectExpr("CONCAT('row ', CAST(id AS STRING)) AS body")
+            .selectExpr(
+                f"CONCAT('row ', CAST(id AS STRING), ' ', REPEAT('x', {args.size - 30})) AS body"
+            )
             .repartition(2)
             .cache()
         )
         rows.count()
-        results.append(
-            timed(
-                "sink, batch",
-                n,
+
+        rates: dict[str, list[float]] = {label: [] for label, _ in STEPS}
+
+        def one_round(r: int) -> None:
+            print(f"round {r}:", flush=True)
+            run = uuid.uuid4().hex[:8]
+            stream, out, out2 = f"bench-stream-{run}", f"bench-out-{run}", f"bench-out-{run}-s"
+
+            def stream_to(fmt: str, address: str | None, checkpoint: str) -> str:
+                src = (
+                    spark.readStream.format("amqp10")
+                    .option("url", url)
+                    .option("address", stream)
+                    .option("startingOffsets", "earliest")
+                    .option("messagesPerPartition", str(args.partition))
+                    .load()
+                )
+                if address is not None:
+                    src = src.selectExpr("body_string AS body", "properties")
+                w = src.writeStream.format(fmt).option("checkpointLocation", checkpoint)
+                if address is not None:
+                    w = w.option("url", url).option("address", address)
+                q = w.trigger(availableNow=True).start()
+                if not q.awaitTermination(1800):
+                    q.stop()
+                    raise SystemExit("the streaming query did not finish in 30 minutes")
+                if q.exception() is not None:
+                    raise SystemExit(f"the streaming query failed: {q.exception()}")
+                got = sum(pr["numInputRows"] for pr in q.recentProgress)
+                if got != n:
+                    raise SystemExit(f"the streaming query read {got} rows, not {n}")
+                return f"{len(q.recentProgress)} micro-batch(es)"
+
+            def step(label: str, fn: Callable[[], object]) -> None:
+                rates[label].append(timed(label, n, fn))
+
+            step(
+                "client publish (Sender.pipeline)",
+                lambda: anyio.run(
+                    lambda: client_publish(url, f"{out}-c", n, args.size, stream=False)
+                ),
+            )
+            step(
+                "sink, batch (df.write)",
                 lambda: (
                     rows.write.format("amqp10")
                     .option("url", url)
@@ -216,18 +308,59 @@ def main() -> int:
                     .save()
                 ),
             )
-        )
-        results.append(
-            timed("source+sink, streaming", n, lambda: stream_to("amqp10", out2, f"{tmp.name}/cp2"))
-        )
-        counts = [
-            spark.read.format("amqp10").option("url", url).option("address", a).load().count()
-            for a in (out, out2)
-        ]
-        if counts != [n, n]:
-            raise SystemExit(f"the sink queues hold {counts} messages, not {n} each")
+            anyio.run(lambda: client_publish(url, stream, n, args.size, stream=True))
+            step(
+                "client read (receiver, credit 10k)", lambda: anyio.run(client_read, url, stream, n)
+            )
+            step(
+                "source, batch, all columns",
+                lambda: reader(stream).write.format("noop").mode("overwrite").save(),
+            )
+            step(
+                "source, batch, columns=offset,body",
+                lambda: (
+                    reader(stream, columns="offset,body")
+                    .write.format("noop")
+                    .mode("overwrite")
+                    .save()
+                ),
+            )
+            for kind in ("rows", "arrow"):
+                step(
+                    f"no-op source, {'tuples' if kind == 'rows' else 'Arrow'}",
+                    lambda kind=kind: (
+                        spark.read.format(f"bench_noop_{kind}")
+                        .load()
+                        .write.format("noop")
+                        .mode("overwrite")
+                        .save()
+                    ),
+                )
+            step(
+                "source, streaming (availableNow)",
+                lambda: stream_to("noop", None, f"{tmp.name}/cp1-{run}"),
+            )
+            step(
+                "source + sink, streaming",
+                lambda: stream_to("amqp10", out2, f"{tmp.name}/cp2-{run}"),
+            )
+            counts = [
+                spark.read.format("amqp10").option("url", url).option("address", a).load().count()
+                for a in (out, out2)
+            ]
+            if counts != [n, n]:
+                raise SystemExit(f"the sink queues hold {counts} messages, not {n} each")
+
+        for r in range(1, args.rounds + 1):
+            one_round(r)
         spark.stop()
-        print("figures (rows/s):", ", ".join(f"{label} {r / e:,.0f}" for label, r, e in results))
+
+        medians = {label: statistics.median(v) for label, v in rates.items()}
+        print(f"\nmedians of {args.rounds} round(s), {n:,} messages of ~{args.size} bytes:")
+        print("| step | rows/s | vs |\n|---|---:|---|")
+        for label, ref in STEPS:
+            vs = f"{medians[label] / medians[ref]:.2f}x {ref.split(' (')[0]}" if ref else ""
+            print(f"| {label} | {medians[label]:,.0f} | {vs} |")
     finally:
         if broker is not None:
             broker.send_signal(signal.SIGTERM)

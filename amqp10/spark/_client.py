@@ -25,7 +25,7 @@ from ..client import Connection, Delivery, Outcome, Receiver, Sender, SettleMode
 from ..message import LazyMessage, Message
 from ..types import Accepted, Source, Target, symbol, timestamp
 from .options import ConnectKwargs, SourceOptions, StartSpec
-from .rows import message_offset
+from .rows import AnyMessage, message_offset, open_message
 
 __all__ = [
     "MANAGEMENT_ADDRESS",
@@ -263,13 +263,18 @@ class BrokerClient:
 
 
 def read_range(
-    client: BrokerClient, address: str, start: int, end: int, *, fail_on_data_loss: bool = True
-) -> Iterator[tuple[list[int], list[LazyMessage]]]:
+    client: BrokerClient,
+    address: str,
+    start: int,
+    end: int,
+    *,
+    fail_on_data_loss: bool = True,
+    body: bool = True,
+) -> Iterator[tuple[list[int], list[AnyMessage]]]:
     """Every message of stream ``address`` in ``[start, end)``, a chunk at a time.
 
-    Yields ``(offsets, messages)``, the messages kept as bytes
-    (:class:`~amqp10.message.LazyMessage`: only the message annotations are
-    decoded here, for the offset). Reads by offset filter with exactly ``end -
+    Yields ``(offsets, messages)``, each message as :func:`~.rows.open_message`
+    gives it (``body``: whether the body will be read). Reads by offset filter with exactly ``end -
     start`` credit in total, so the broker never sends past the range; the next
     chunk's credit is granted before the current chunk is handed out, so the
     broker keeps sending while Spark converts. Offsets retention has dropped
@@ -292,9 +297,9 @@ def read_range(
             batch = client.fetch(receiver, want, prefetch)
             granted += prefetch
             offsets: list[int] = []
-            messages: list[LazyMessage] = []
+            messages: list[AnyMessage] = []
             for payload in batch:
-                message = LazyMessage(payload)
+                message = open_message(payload, body=body)
                 offset = message_offset(message)
                 if offset is None:
                     raise errors.AMQPError(

@@ -28,7 +28,7 @@ def body_text(body: str = "body", body_string: str = "body_string") -> Column:
     if body_string:
         parts.append(F.col(body_string))
     if body:
-        parts.append(F.decode(F.col(body), "UTF-8"))
+        parts.append(F.make_valid_utf8(F.col(body).cast("string")))
     if not parts:
         raise ValueError("body_text needs the body or the body_string column")
     return parts[0] if len(parts) == 1 else F.coalesce(*parts)

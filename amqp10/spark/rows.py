@@ -48,6 +48,7 @@ __all__ = [
     "PROPERTY_FIELDS",
     "SCHEMA",
     "TIMESTAMP_ANNOTATION",
+    "WHOLE_DECODE_LIMIT",
     "WRITE_COLUMNS",
     "AnyMessage",
     "ReadRow",
@@ -57,6 +58,7 @@ __all__ = [
     "column_types",
     "message_from_row",
     "message_offset",
+    "open_message",
     "properties_map",
     "properties_struct",
     "row_from_message",
@@ -251,6 +253,23 @@ def text_map(m: Mapping[_K, object] | None) -> TextMap | None:
     if m is None:
         return None
     return {str(k): text(v) for k, v in m.items()}
+
+
+WHOLE_DECODE_LIMIT = 1024
+"""Messages up to this many bytes are decoded in one pass: cheaper than decoding even two
+sections lazily. Longer ones are kept as bytes and decode only the sections read."""
+
+
+def open_message(payload: bytes, *, body: bool = True) -> AnyMessage:
+    """A received message, ready for its columns to be read.
+
+    Decoded whole if it is short or (``body``) its body is wanted anyway;
+    else a :class:`LazyMessage`, so that the body and any section no column
+    reads are never decoded.
+    """
+    if body or len(payload) <= WHOLE_DECODE_LIMIT:
+        return Message.decode(payload)
+    return LazyMessage(payload)
 
 
 def message_offset(message: AnyMessage) -> int | None:

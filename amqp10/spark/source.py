@@ -49,11 +49,10 @@ from pyspark.sql.types import StructType
 
 from .. import errors
 from ..client import Delivery, Receiver
-from ..message import LazyMessage
 from ._client import CHUNK, BrokerClient, StreamInfo, read_range
-from .batches import Chunk, build_batch, variant_map
+from .batches import Chunk, build_batch, sections_of, variant_map
 from .options import OptionError, SourceOptions, StartSpec
-from .rows import choose_columns, column_types, text_map
+from .rows import choose_columns, column_types, open_message, text_map
 
 __all__ = [
     "AMQPBatchReader",
@@ -134,22 +133,28 @@ class ReadPlan:
         self.schema = state["schema"]
         self._arrow = None
 
-    def batches(self, chunks: Iterator[Chunk]) -> Iterator[Any]:
-        """Each chunk of messages as a ``pyarrow.RecordBatch``."""
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """The messages of ``partition`` as ``pyarrow.RecordBatch`` es."""
+        body = "body" in sections_of(self.schema.fieldNames())
         schema = self.arrow_schema()
         map_value = variant_map() if self.options.map_values == "variant" else text_map
-        for chunk in chunks:
+        for chunk in _chunks(self.options, partition, body):
             if len(chunk):
                 yield build_batch(schema, chunk, map_value)
 
 
-def _chunks(options: SourceOptions, partition: InputPartition) -> Iterator[Chunk]:
-    """The messages of one partition, a chunk at a time (runs on an executor)."""
+def _chunks(options: SourceOptions, partition: InputPartition, body: bool) -> Iterator[Chunk]:
+    """The messages of one partition, a chunk at a time (runs on an executor).
+
+    ``body``: whether a column made from the body is read (see :func:`open_message`).
+    """
     address = options.address
     if isinstance(partition, HeldPartition):
         for i in range(0, len(partition.payloads), CHUNK):
             part = partition.payloads[i : i + CHUNK]
-            yield Chunk(address, None, [None] * len(part), [LazyMessage(p) for p in part])
+            yield Chunk(
+                address, None, [None] * len(part), [open_message(p, body=body) for p in part]
+            )
         return
     if isinstance(partition, OffsetRange):
         with BrokerClient(options) as client:
@@ -159,6 +164,7 @@ def _chunks(options: SourceOptions, partition: InputPartition) -> Iterator[Chunk
                 partition.start,
                 partition.end,
                 fail_on_data_loss=options.fail_on_data_loss,
+                body=body,
             ):
                 yield Chunk(address, STREAM_PARTITION, offsets, messages)
         return
@@ -168,7 +174,10 @@ def _chunks(options: SourceOptions, partition: InputPartition) -> Iterator[Chunk
             while True:
                 batch = client.drain(receiver, CHUNK)
                 yield Chunk(
-                    address, None, [None] * len(batch), [LazyMessage(d.payload) for d in batch]
+                    address,
+                    None,
+                    [None] * len(batch),
+                    [open_message(d.payload, body=body) for d in batch],
                 )
                 if len(batch) < CHUNK:
                     break
@@ -208,7 +217,11 @@ def spark_offset(n: int) -> SparkOffset:
 def resolve_start(
     client: BrokerClient, options: SourceOptions, default: StartSpec, info: StreamInfo
 ) -> int:
-    """Where a read of a stream with ``info`` starts: ``startingTimestamp``, else ``startingOffsets``."""
+    """Where a read of a stream with ``info`` starts: ``startingTimestamp``, else ``startingOffsets``.
+
+    An offset before the oldest one retained is kept, so that the read reports
+    the loss (``failOnDataLoss``); one past the end means the end.
+    """
     if options.starting_timestamp is not None:
         return client.offset_at(options.address, options.starting_timestamp, info)
     spec = default if options.starting_offset is None else options.starting_offset
@@ -220,7 +233,8 @@ def resolve_start(
     if spec == "next":
         return nxt
     assert isinstance(spec, int)
-    return max(spec, first)
+    # an offset retention has removed stays as it is: the read then fails (or skips, failOnDataLoss)
+    return min(spec, nxt)
 
 
 _EMPTY_STREAM: StreamInfo = {"first": 0, "next": 0, "count": 0, "bytes": 0}
@@ -318,7 +332,7 @@ class AMQPBatchReader(DataSourceReader):
         return split_range(start, end, o.messages_per_partition)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return self.plan.batches(_chunks(self.options, partition))
+        return self.plan.read(partition)
 
 
 class AMQPStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -387,7 +401,7 @@ class AMQPStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._strategy().partitions(offset_of(start), offset_of(end))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return self.plan.batches(_chunks(self.options, partition))
+        return self.plan.read(partition)
 
     def commit(self, end: SparkOffset) -> None:
         if self._impl is not None:

@@ -33,6 +33,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
         addresses=[
             AddressRule(pattern="events*", kind="stream", policy=DEDUP),
             AddressRule(pattern="dedup*", kind="queue", policy=DEDUP),
+            AddressRule(
+                pattern="retained*", kind="stream", policy=QueuePolicy(retention_bytes=2000)
+            ),
         ],
     )
     yield from start_broker(config)
