@@ -66,6 +66,14 @@ def publish(url: str) -> Callable[..., None]:
     return send
 
 
+def load(reader: Any, url: str, address: str, **options: str) -> Any:
+    """``reader`` (``spark.read`` or ``spark.readStream``) of ``format("amqp10")`` with options, loaded."""
+    r = reader.format("amqp10").option("url", url).option("address", address)
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
 def numbered(n: int, prefix: str = "m", start: int = 0) -> list[Message]:
     """``n`` messages with string bodies ``<prefix><i>`` and message-ids ``<prefix>-<i>``."""
     return [Message(body=f"{prefix}{i}", id=f"{prefix}-{i}") for i in range(start, start + n)]

@@ -13,14 +13,11 @@ import pytest
 from amqp10.message import Message
 from amqp10.spark import body_json, body_text
 
-from .conftest import numbered
+from .conftest import load, numbered
 
 
 def read(spark: Any, url: str, address: str, **options: str) -> Any:
-    reader = spark.read.format("amqp10").option("url", url).option("address", address)
-    for k, v in options.items():
-        reader = reader.option(k, v)
-    return reader.load()
+    return load(spark.read, url, address, **options)
 
 
 def test_typed_columns(spark: Any, url: str, publish: Any) -> None:
