@@ -19,8 +19,11 @@ Starts a broker in a subprocess (a temporary store) and a local Spark session
                    and stream → ``writeStream`` to a queue
 
 Each figure is rows / wall-clock seconds of that step, Spark's warm-up not
-counted; the table gives each step's median over the rounds and its ratio to
-the reference. Bounded: it stops by itself.
+counted. Each step is compared with its reference measured just before it
+(the client reads the stream again before each source step), so that a ratio
+compares two runs under the same load; the table gives each step's median rate
+over the rounds and the median of its per-round ratios (each round's in
+brackets). Bounded: it stops by itself.
 
     python bench/spark_bench.py                    # 100,000 messages of ~100 bytes, 3 rounds
     python bench/spark_bench.py --messages 20000 --rounds 1   # quicker
@@ -100,7 +103,7 @@ def start_broker(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
 def messages(n: int, size: int) -> Iterator[bytes]:
     pad = "x" * max(size - 30, 0)
     for i in range(n):
-        yield Message(body=f"event {i} {pad}", id=f"e-{i}", subject="bench").encode()
+        yield Message(body=f"event {i} {pad}", id=f"e-{i}", subject="bench", durable=True).encode()
 
 
 async def client_publish(url: str, address: str, n: int, size: int, *, stream: bool) -> None:
@@ -258,6 +261,7 @@ def main() -> int:
         rows.count()
 
         rates: dict[str, list[float]] = {label: [] for label, _ in STEPS}
+        ratios: dict[str, list[float]] = {label: [] for label, _ in STEPS}
 
         def one_round(r: int) -> None:
             print(f"round {r}:", flush=True)
@@ -287,10 +291,24 @@ def main() -> int:
                 got = sum(pr["numInputRows"] for pr in q.recentProgress)
                 if got != n:
                     raise SystemExit(f"the streaming query read {got} rows, not {n}")
-                return f"{len(q.recentProgress)} micro-batch(es)"
+                busy = sum(pr["durationMs"].get("triggerExecution", 0) for pr in q.recentProgress)
+                return (
+                    f"{len(q.recentProgress)} micro-batch(es) taking {busy / 1000:.2f} s: "
+                    f"{got / busy * 1000:,.0f} rows/s without the query's start and stop"
+                )
 
             def step(label: str, fn: Callable[[], object]) -> None:
-                rates[label].append(timed(label, n, fn))
+                rate = timed(label, n, fn)
+                rates[label].append(rate)
+                ref = dict(STEPS)[label]
+                if ref is not None:  # measured just before: the same load on the machine
+                    ratios[label].append(rate / rates[ref][-1])
+
+            def read_with_client() -> None:
+                step(
+                    "client read (receiver, credit 10k)",
+                    lambda: anyio.run(client_read, url, stream, n),
+                )
 
             step(
                 "client publish (Sender.pipeline)",
@@ -309,13 +327,12 @@ def main() -> int:
                 ),
             )
             anyio.run(lambda: client_publish(url, stream, n, args.size, stream=True))
-            step(
-                "client read (receiver, credit 10k)", lambda: anyio.run(client_read, url, stream, n)
-            )
+            read_with_client()
             step(
                 "source, batch, all columns",
                 lambda: reader(stream).write.format("noop").mode("overwrite").save(),
             )
+            read_with_client()
             step(
                 "source, batch, columns=offset,body",
                 lambda: (
@@ -357,10 +374,14 @@ def main() -> int:
 
         medians = {label: statistics.median(v) for label, v in rates.items()}
         print(f"\nmedians of {args.rounds} round(s), {n:,} messages of ~{args.size} bytes:")
-        print("| step | rows/s | vs |\n|---|---:|---|")
+        print("| step | rows/s | vs the reference measured just before it |\n|---|---:|---|")
         for label, ref in STEPS:
-            vs = f"{medians[label] / medians[ref]:.2f}x {ref.split(' (')[0]}" if ref else ""
+            vs = ""
+            if ref is not None:
+                each = ", ".join(f"{x:.2f}" for x in ratios[label])
+                vs = f"{statistics.median(ratios[label]):.2f}x {ref.split(' (')[0]} ({each})"
             print(f"| {label} | {medians[label]:,.0f} | {vs} |")
+        print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     finally:
         if broker is not None:
             broker.send_signal(signal.SIGTERM)
