@@ -103,6 +103,7 @@ def main() -> int:
                 "micro_batches": batches,
                 "executors": executors,
                 "app": app,
+                "session": type(spark).__module__,
             }
         ),
         flush=True,

@@ -1,8 +1,11 @@
-"""The source and the sink on a multi-process Spark master: executors in their own JVMs.
+"""The source and the sink where users outgrow one process: a multi-process master, Spark Connect.
 
 ``local-cluster[2,1,1024]`` starts a master and two workers whose executors are
 separate processes, so nothing may rely on state in the driver's process: the
-readers and writers reach the executors pickled, and connect from there.
+readers and writers reach the executors pickled, and connect from there. A
+Spark Connect session (``remote("local[2]")``: the server jar ships in the
+pyspark package; the client needs the ``pyspark[connect]`` extra) runs the same
+job with the driver in the server.
 """
 
 from __future__ import annotations
@@ -68,3 +71,11 @@ def test_local_cluster(url: str, publish: Any, broker: Any, tmp_path: Path) -> N
     check(result, broker, "cluster")
     assert result["partitions"] == 3  # messagesPerPartition=30
     assert result["executors"] == 2
+
+
+def test_spark_connect(url: str, publish: Any, broker: Any, tmp_path: Path) -> None:
+    """pyspark's own Connect server, started locally: the data source registered by the client."""
+    publish("events-connect", numbered(N))
+    result = run_job(url, tmp_path, "connect", "--master", "local[2]", "--connect")
+    assert result["session"] == "pyspark.sql.connect.session"
+    check(result, broker, "connect")
