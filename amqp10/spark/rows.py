@@ -319,6 +319,28 @@ def properties_map(props: Properties | None) -> TextMap | None:
     return out
 
 
+def _micros(ms: int) -> int:
+    return int(ms) * 1000
+
+
+_STRUCT_FIELDS: tuple[tuple[str, Any], ...] = tuple(
+    (
+        attr,
+        text
+        if attr in _TEXT_FIELDS
+        else _micros
+        if attr in _TIME_FIELDS
+        else bytes
+        if attr == "user_id"
+        else int
+        if attr == "group_sequence"
+        else str,
+    )
+    for attr in PROPERTY_FIELDS
+)
+"""Each ``properties`` struct field and how its AMQP value becomes the Arrow value."""
+
+
 def properties_struct(props: Properties | None) -> dict[str, object] | None:
     """The properties section as the ``properties`` struct value, for Arrow.
 
@@ -327,22 +349,10 @@ def properties_struct(props: Properties | None) -> dict[str, object] | None:
     """
     if props is None:
         return None
-    out: dict[str, object] = {}
-    for attr in PROPERTY_FIELDS:
-        v = getattr(props, attr)
-        if v is None:
-            out[attr] = None
-        elif attr in _TEXT_FIELDS:
-            out[attr] = text(v)
-        elif attr in _TIME_FIELDS:
-            out[attr] = int(v) * 1000
-        elif attr == "user_id":
-            out[attr] = bytes(v)
-        elif attr == "group_sequence":
-            out[attr] = int(v)
-        else:
-            out[attr] = str(v)
-    return out
+    return {
+        attr: None if (v := getattr(props, attr)) is None else convert(v)
+        for attr, convert in _STRUCT_FIELDS
+    }
 
 
 def creation_time(props: Properties | None) -> _dt.datetime | None:
