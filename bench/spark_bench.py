@@ -179,15 +179,86 @@ def noop_source(n: int, size: int, arrow: bool) -> type:
     return Noop
 
 
-def timed(label: str, rows: int, fn: Callable[[], object]) -> float:
-    """Run ``fn``; print and return its rate in rows/s."""
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _processes() -> dict[int, tuple[int, float]]:
+    """Every process: pid -> (parent pid, CPU seconds used so far)."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK)
+    return out
+
+
+def _machine_cpu() -> float:
+    """CPU seconds the whole machine has been busy (all cores, all users)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v) - v[3] - v[4]) / _TICK  # less idle and iowait
+
+
+def cpu_snapshot(broker_pid: int | None) -> dict[str, float]:
+    """CPU seconds so far: the broker, Spark (its JVM and Python workers), this process, all."""
+    procs = _processes()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _cpu) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+
+    def tree(root: int, skip: int | None) -> float:
+        total, todo = 0.0, [root]
+        while todo:
+            pid = todo.pop()
+            if pid == skip or pid not in procs:
+                continue
+            total += procs[pid][1]
+            todo.extend(children.get(pid, []))
+        return total
+
+    me = os.getpid()
+    own = procs[me][1]
+    broker = tree(broker_pid, None) if broker_pid else 0.0
+    return {
+        "broker": broker,
+        "spark": tree(me, broker_pid) - own,
+        "bench": own,
+        "machine": _machine_cpu(),
+    }
+
+
+CPU = {"broker": None}
+"""The broker's pid, once started (None: an outside broker, not measured)."""
+
+
+def timed(label: str, rows: int, fn: Callable[[], object]) -> tuple[float, dict[str, float]]:
+    """Run ``fn``; print and return its rate in rows/s, and CPU µs per row by whom.
+
+    ``others`` is the CPU the rest of the machine used meanwhile (other users),
+    in cores: what this run competed with.
+    """
+    before = cpu_snapshot(CPU["broker"])
     started = time.perf_counter()
     note = fn()
-    rate = rows / (time.perf_counter() - started)
-    print(f"  {label:<34} {rate:>9,.0f} rows/s", flush=True)
+    elapsed = time.perf_counter() - started
+    after = cpu_snapshot(CPU["broker"])
+    used = {k: (after[k] - before[k]) / rows * 1e6 for k in ("broker", "spark", "bench")}
+    ours = sum(after[k] - before[k] for k in ("broker", "spark", "bench"))
+    used["others"] = max(after["machine"] - before["machine"] - ours, 0.0) / elapsed
+    rate = rows / elapsed
+    print(
+        f"  {label:<34} {rate:>9,.0f} rows/s   CPU µs/row: broker {used['broker']:4.0f}, "
+        f"spark {used['spark']:4.0f}, bench {used['bench']:4.0f}; others {used['others']:.1f} cores",
+        flush=True,
+    )
     if isinstance(note, str):
         print(f"    ({note})", flush=True)
-    return rate
+    return rate, used
 
 
 STEPS = [
@@ -224,6 +295,7 @@ def main() -> int:
     try:
         if url is None:
             broker, url = start_broker(Path(tmp.name))
+            CPU["broker"] = broker.pid
 
         import amqp10.spark
 
@@ -262,6 +334,7 @@ def main() -> int:
 
         rates: dict[str, list[float]] = {label: [] for label, _ in STEPS}
         ratios: dict[str, list[float]] = {label: [] for label, _ in STEPS}
+        cpu: dict[str, list[dict[str, float]]] = {label: [] for label, _ in STEPS}
 
         def one_round(r: int) -> None:
             print(f"round {r}:", flush=True)
@@ -298,8 +371,9 @@ def main() -> int:
                 )
 
             def step(label: str, fn: Callable[[], object]) -> None:
-                rate = timed(label, n, fn)
+                rate, used = timed(label, n, fn)
                 rates[label].append(rate)
+                cpu[label].append(used)
                 ref = dict(STEPS)[label]
                 if ref is not None:  # measured just before: the same load on the machine
                     ratios[label].append(rate / rates[ref][-1])
@@ -382,6 +456,18 @@ def main() -> int:
                 vs = f"{statistics.median(ratios[label]):.2f}x {ref.split(' (')[0]} ({each})"
             print(f"| {label} | {medians[label]:,.0f} | {vs} |")
         print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+        print(
+            "\nCPU µs per row (medians; spark = its JVM and Python workers, bench = this process):"
+        )
+        print(
+            "| step | broker | spark | bench | other users' load (cores) |\n|---|---:|---:|---:|---:|"
+        )
+        for label, _ref in STEPS:
+            m = {k: statistics.median(u[k] for u in cpu[label]) for k in cpu[label][0]}
+            print(
+                f"| {label} | {m['broker']:.0f} | {m['spark']:.0f} | {m['bench']:.0f} "
+                f"| {m['others']:.1f} |"
+            )
     finally:
         if broker is not None:
             broker.send_signal(signal.SIGTERM)
