@@ -30,7 +30,15 @@ from .rows import (
     text_map,
 )
 
-__all__ = ["SECTIONS_OF", "Chunk", "MapValue", "build_batch", "sections_of", "variant_map"]
+__all__ = [
+    "SECTIONS_OF",
+    "Chunk",
+    "MapValue",
+    "build_batch",
+    "is_variant_map",
+    "sections_of",
+    "variant_map",
+]
 
 MapValue = Callable[[Mapping[Any, Any] | None], Any]
 """How a map section (or None) becomes the value of its column: :func:`~.rows.text_map` by default."""
@@ -86,7 +94,12 @@ def _priority(m: AnyMessage) -> int:
     return 4 if h is None or h.priority is None else int(h.priority)
 
 
-def _values(name: str, chunk: Chunk, arrow_type: Any, map_value: MapValue) -> list[Any]:
+def is_variant_map(arrow_type: Any) -> bool:
+    """Whether an Arrow type is a ``map<string, variant>`` (a variant is a struct in Arrow)."""
+    return bool(pa.types.is_map(arrow_type) and pa.types.is_struct(arrow_type.item_type))
+
+
+def _values(name: str, chunk: Chunk, arrow_type: Any, variant: MapValue | None) -> list[Any]:
     """The Python values of column ``name`` for ``chunk`` (Arrow-ready: times in µs)."""
     msgs = chunk.messages
     if name == "address":
@@ -107,9 +120,13 @@ def _values(name: str, chunk: Chunk, arrow_type: Any, map_value: MapValue) -> li
         if pa.types.is_struct(arrow_type):
             return [properties_struct(m.properties) for m in msgs]
         return [properties_map(m.properties) for m in msgs]
-    if name == "application_properties":
-        return [map_value(m.application_properties) for m in msgs]
-    if name == "message_annotations":
+    if name in ("application_properties", "message_annotations"):
+        map_value: MapValue = text_map
+        if is_variant_map(arrow_type):
+            assert variant is not None, "a variant map column needs variant_map()"
+            map_value = variant
+        if name == "application_properties":
+            return [map_value(m.application_properties) for m in msgs]
         return [map_value(m.message_annotations) for m in msgs]
     if name == "durable":
         return [_durable(m) for m in msgs]
@@ -143,9 +160,13 @@ def sections_of(columns: Sequence[str]) -> frozenset[str]:
     return frozenset().union(*(SECTIONS_OF[c] for c in columns))
 
 
-def build_batch(schema: pa.Schema, chunk: Chunk, map_value: MapValue = text_map) -> Any:
-    """``chunk`` as a ``pyarrow.RecordBatch`` of ``schema`` (column names from :data:`SECTIONS_OF`)."""
-    arrays = [pa.array(_values(f.name, chunk, f.type, map_value), type=f.type) for f in schema]
+def build_batch(schema: pa.Schema, chunk: Chunk, variant: MapValue | None = None) -> Any:
+    """``chunk`` as a ``pyarrow.RecordBatch`` of ``schema`` (column names from :data:`SECTIONS_OF`).
+
+    Map columns of variant values need ``variant`` (:func:`variant_map`); the
+    others hold text.
+    """
+    arrays = [pa.array(_values(f.name, chunk, f.type, variant), type=f.type) for f in schema]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 

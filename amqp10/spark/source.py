@@ -50,9 +50,9 @@ from pyspark.sql.types import StructType
 from .. import errors
 from ..client import Delivery, Receiver
 from ._client import CHUNK, BrokerClient, StreamInfo, read_range
-from .batches import Chunk, build_batch, sections_of, variant_map
+from .batches import Chunk, build_batch, is_variant_map, sections_of, variant_map
 from .options import OptionError, SourceOptions, StartSpec
-from .rows import choose_columns, column_types, open_message, text_map
+from .rows import choose_columns, column_types, open_message
 
 __all__ = [
     "AMQPBatchReader",
@@ -137,10 +137,10 @@ class ReadPlan:
         """The messages of ``partition`` as ``pyarrow.RecordBatch`` es."""
         body = "body" in sections_of(self.schema.fieldNames())
         schema = self.arrow_schema()
-        map_value = variant_map() if self.options.map_values == "variant" else text_map
+        variant = variant_map() if any(is_variant_map(f.type) for f in schema) else None
         for chunk in _chunks(self.options, partition, body):
             if len(chunk):
-                yield build_batch(schema, chunk, map_value)
+                yield build_batch(schema, chunk, variant)
 
 
 def _chunks(options: SourceOptions, partition: InputPartition, body: bool) -> Iterator[Chunk]:

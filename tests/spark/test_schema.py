@@ -64,6 +64,15 @@ def test_typed_columns(spark: Any, url: str, publish: Any) -> None:
         "variant_get(application_properties['who'], '$', 'string') AS who",
     ).collect()
     assert [tuple(g) for g in got] == [(3, True, "x")]
+    given = (
+        spark.read.format("amqp10")
+        .schema("offset BIGINT, application_properties MAP<STRING, VARIANT>")
+        .option("url", url)
+        .option("address", "events-typed")
+        .option("endingOffsets", "1")
+        .load()
+    )
+    assert given.selectExpr("variant_get(application_properties['n'], '$', 'int')").first()[0] == 3
 
     legacy = read(spark, url, "events-typed", legacySchema="true").orderBy("offset").first()
     assert legacy.properties["message-id"] == "00000000-0000-0000-0000-000000000005"
