@@ -122,6 +122,25 @@ def test_kafka_offsets_and_timestamp(spark: Any, url: str, publish: Any) -> None
     with pytest.raises(Exception, match="names 'other', but the address is 'events-kafka'"):
         offsets(startingOffsets='{"other":{"0":1}}')
 
+    # a streaming query starts at the timestamp too, and takes the Kafka name for its limit
+    q = (
+        load(
+            spark.readStream,
+            url,
+            "events-kafka",
+            startingTimestamp=str(cut),
+            maxOffsetsPerTrigger="2",
+            columns="offset",
+        )
+        .writeStream.format("memory")
+        .queryName("from_timestamp")
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert q.awaitTermination(120)
+    assert sorted(r.offset for r in spark.table("from_timestamp").collect()) == list(range(10, 15))
+    assert [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]] == [2, 2, 1]
+
 
 def test_fail_on_data_loss(spark: Any, url: str, publish: Any, tmp_path: Path) -> None:
     # "retained*" streams keep about 2,000 bytes: the first messages are gone
