@@ -54,10 +54,11 @@ def main() -> int:
         .option("url", args.url)
         .option("address", args.address)
         .option("mode", "stream")
-        .option("startingOffset", "first")
-        .option("maxMessagesPerBatch", args.max_per_batch)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", args.max_per_batch)
+        .option("columns", "offset,body_string")  # decode no more than the job needs
         .load()
-        .select(F.from_json("body_string", ORDER_SCHEMA).alias("o"))
+        .select(amqp10.spark.body_json(ORDER_SCHEMA, body="").alias("o"))
         .select("o.*")
     )
     totals = orders.groupBy("region").agg(

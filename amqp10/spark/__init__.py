@@ -4,7 +4,7 @@
 >>> amqp10.spark.register(spark)
 >>> df = (spark.readStream.format("amqp10")
 ...       .option("url", "amqp://127.0.0.1:5672").option("address", "events")
-...       .option("startingOffset", "first").load())
+...       .option("startingOffsets", "earliest").load())
 
 Needs the ``spark`` extra (``pip install 'amqp10[spark]'``: pyspark 4.2 or
 later, and pyarrow). Executors must run an interpreter that can import amqp10: set
@@ -37,8 +37,9 @@ def _check_pyspark() -> None:
 
 _check_pyspark()
 
+from .functions import body_json, body_text  # noqa: E402
 from .options import OptionError, SourceOptions  # noqa: E402
-from .rows import COLUMNS, SCHEMA  # noqa: E402
+from .rows import COLUMNS, LEGACY_SCHEMA, SCHEMA  # noqa: E402
 from .sink import AMQPStreamWriter, AMQPWriter  # noqa: E402
 from .source import AMQPBatchReader, AMQPDataSource, AMQPStreamReader  # noqa: E402
 
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COLUMNS",
+    "LEGACY_SCHEMA",
     "SCHEMA",
     "AMQPBatchReader",
     "AMQPDataSource",
@@ -55,6 +57,8 @@ __all__ = [
     "AMQPWriter",
     "OptionError",
     "SourceOptions",
+    "body_json",
+    "body_text",
     "local_session",
     "register",
 ]

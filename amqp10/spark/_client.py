@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from concurrent.futures import Future
 from typing import TypeVar, TypeVarTuple, Unpack
 
 import anyio
@@ -21,16 +22,17 @@ import anyio.from_thread
 
 from .. import errors
 from ..client import Connection, Delivery, Outcome, Receiver, Sender, SettleMode, connect
-from ..message import Message
-from ..types import Accepted, Released, Source, Target, symbol
+from ..message import LazyMessage, Message
+from ..types import Accepted, Released, Source, Target, symbol, timestamp
 from .options import ConnectKwargs, SourceOptions, StartSpec
-from .rows import message_offset
+from .rows import AnyMessage, message_offset, open_message
 
 __all__ = [
     "MANAGEMENT_ADDRESS",
     "STREAM_CAPABILITY",
     "STREAM_OFFSET_FILTER",
     "BrokerClient",
+    "DataLossError",
     "StreamInfo",
     "read_range",
 ]
@@ -44,8 +46,8 @@ STREAM_CAPABILITY = symbol("stream")
 StreamInfo = dict[str, int]
 """``{"first": oldest retained offset, "next": offset of the next message, "count", "bytes"}``."""
 
-CHUNK = 1000
-"""Credit granted per round: a chunk of messages in flight per receiver."""
+CHUNK = 5000
+"""Credit granted per round: a chunk of messages in flight per receiver (two, with the prefetch)."""
 
 _T = TypeVar("_T")
 _Args = TypeVarTuple("_Args")
@@ -112,6 +114,19 @@ class BrokerClient:
             capabilities=[STREAM_CAPABILITY],
         )
         return self.call(self._open_receiver, source, SettleMode.AT_MOST_ONCE)
+
+    def offset_at(self, address: str, ms: int, info: StreamInfo) -> int:
+        """The offset of the first message of stream ``address`` stored at or after ``ms``.
+
+        The stream's next offset if there is none (``info``: its stream-info).
+        """
+        receiver = self.open_stream(address, timestamp(ms))
+        try:
+            got = self.drain(receiver, 1)
+        finally:
+            self.close_link(receiver)
+        offset = message_offset(LazyMessage(got[0].payload)) if got else None
+        return info["next"] if offset is None else offset
 
     def open_queue(self, address: str, *, browse: bool = False) -> Receiver:
         """A receiver taking (or, with ``browse``, copying) from a queue; no credit until asked."""
@@ -196,6 +211,16 @@ class BrokerClient:
         if payloads:
             self.call(self._publish, address, list(payloads), stream, window)
 
+    def publish_soon(
+        self, address: str, payloads: Sequence[bytes], *, stream: bool = False, window: int = 2000
+    ) -> Future[None]:
+        """:meth:`publish` started in the event loop; the future's result is its outcome.
+
+        The caller may prepare the next batch meanwhile; wait for one before
+        starting the next, so that messages keep their order.
+        """
+        return self._portal.start_task_soon(self._publish, address, list(payloads), stream, window)
+
     async def _sender(self, address: str, stream: bool) -> Sender:
         key = (address, stream)
         sender = self._senders.get(key)
@@ -233,16 +258,28 @@ class BrokerClient:
 
 
 def read_range(
-    client: BrokerClient, address: str, start: int, end: int
-) -> Iterator[tuple[int, Message]]:
-    """``(offset, message)`` for every message of stream ``address`` in ``[start, end)``.
+    client: BrokerClient,
+    address: str,
+    start: int,
+    end: int,
+    *,
+    fail_on_data_loss: bool = True,
+    body: bool = True,
+) -> Iterator[tuple[list[int], list[AnyMessage]]]:
+    """Every message of stream ``address`` in ``[start, end)``, a chunk at a time.
 
-    Reads by offset filter with exactly ``end - start`` credit in total, so the
-    broker never sends past the range; the next chunk's credit is granted
-    before the current chunk is handed out, so the broker keeps sending while
-    Spark converts. Offsets retention has dropped are skipped with a warning;
-    a wait longer than the timeout raises.
+    Yields ``(offsets, messages)``, each message as :func:`~.rows.open_message`
+    gives it (``body``: whether the body will be read). Reads by offset filter with exactly ``end -
+    start`` credit in total, so the broker never sends past the range; the next
+    chunk's credit is granted before the current chunk is handed out, so the
+    broker keeps sending while Spark converts. Offsets retention has dropped
+    raise :class:`DataLossError` (``fail_on_data_loss``) or are skipped with a
+    warning; a wait longer than the timeout raises.
     """
+
+    def gone(a: int, b: int) -> int:
+        return _gone(address, a, b, fail_on_data_loss)
+
     if end <= start:
         return
     receiver = client.open_stream(address, start)
@@ -254,25 +291,32 @@ def read_range(
             prefetch = min(CHUNK, total - granted)
             batch = client.fetch(receiver, want, prefetch)
             granted += prefetch
+            offsets: list[int] = []
+            messages: list[AnyMessage] = []
             for payload in batch:
-                message = Message.decode(payload)
+                message = open_message(payload, body=body)
                 offset = message_offset(message)
                 if offset is None:
                     raise errors.AMQPError(
                         f"stream {address!r} sent a message without x-opt-offset"
                     )
                 if offset >= end:
-                    _gone(address, pos, end)
-                    return
+                    pos = gone(pos, end)
+                    break
                 if offset > pos:
-                    _gone(address, pos, offset)
+                    pos = gone(pos, offset)
                 if offset >= pos:
-                    yield offset, message
+                    offsets.append(offset)
+                    messages.append(message)
                     pos = offset + 1
-            if len(batch) < want and pos < end:
+            if messages:
+                yield offsets, messages
+            if pos >= end:
+                return
+            if len(batch) < want:
                 info = client.stream_info(address)
                 if info is not None and info["first"] >= end:
-                    _gone(address, pos, end)
+                    gone(pos, end)
                     return
                 raise errors.TimeoutError(
                     f"stream {address!r}: nothing received for {client.timeout:g}s at offset {pos} "
@@ -280,10 +324,21 @@ def read_range(
                 )
             want = prefetch
         if pos < end:  # every credit used up, yet offsets missing at the end: retention
-            _gone(address, pos, end)
+            gone(pos, end)
     finally:
         client.close_link(receiver)
 
 
-def _gone(address: str, start: int, end: int) -> None:
+class DataLossError(errors.AMQPError):
+    """Offsets a read needs are no longer in the stream (``failOnDataLoss``)."""
+
+
+def _gone(address: str, start: int, end: int, fail: bool) -> int:
+    """Offsets ``[start, end)`` are gone: raise, or log and return the position after them."""
+    if fail:
+        raise DataLossError(
+            f"stream {address!r}: offsets [{start}, {end}) are no longer retained (retention "
+            "removed them); set option failOnDataLoss=false to skip them"
+        )
     log.warning("stream %r: offsets [%d, %d) are no longer retained; skipped", address, start, end)
+    return end

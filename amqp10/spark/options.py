@@ -10,6 +10,7 @@ called in the process that connects.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import tempfile
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = ["OPTIONS", "ConnectKwargs", "Option", "OptionError", "SourceOptions", "StartSpec"]
 
 Mode = Literal["stream", "queue"]
+MapValues = Literal["string", "variant"]
 StartSpec = str | int
 """``"first"``, ``"last"``, ``"next"`` or an offset."""
 
@@ -79,21 +81,62 @@ OPTIONS: tuple[Option, ...] = (
         "create a stream",
     ),
     Option(
-        "startingOffset",
-        "`first` (batch), `next` (streaming)",
-        "streams: `first`, `last`, `next` or an offset "
-        "(`earliest`/`latest` are read as `first`/`next`)",
+        "startingOffsets",
+        "`earliest` (batch), `latest` (streaming)",
+        "streams: where to start. `earliest` (= `first`), `latest` (= `next`: only new messages), "
+        "`last` (the newest message), an offset, or Kafka's JSON form with one partition, "
+        '`{"<address>":{"0":N}}` (N = -2 earliest, -1 latest)',
+        ("startingOffset",),
     ),
     Option(
-        "endingOffset",
+        "startingTimestamp",
+        "none",
+        "streams: start at the first message the broker stored at or after this time "
+        "(milliseconds since the epoch); wins over `startingOffsets`",
+    ),
+    Option(
+        "endingOffsets",
         "`latest`",
-        "batch reads of streams: exclusive end offset; `latest`: the end when the query is planned",
+        "batch reads of streams: exclusive end, `latest` (the end when the query is planned), an "
+        'offset, or `{"<address>":{"0":N}}` (N = -1 latest)',
+        ("endingOffset",),
     ),
     Option(
-        "maxMessagesPerBatch",
+        "maxOffsetsPerTrigger",
         "no limit",
         "the streaming read limit per micro-batch "
         "(`trigger(availableNow=True)` still reads everything, in batches of this size)",
+        ("maxMessagesPerBatch",),
+    ),
+    Option(
+        "failOnDataLoss",
+        "`true`",
+        "streams: when retention removed offsets a query still needs, fail the batch (`true`) "
+        "or skip them with a warning in the executor's log (`false`)",
+    ),
+    Option(
+        "columns",
+        "all of the schema's",
+        "comma-separated columns to read, e.g. `offset,timestamp,body`; sections no chosen "
+        "column needs are not decoded. A schema given with `.schema(...)` chooses the same way",
+    ),
+    Option(
+        "legacySchema",
+        "`false`",
+        "`true`: the first version's schema (no `address`/`partition`/`timestamp`; "
+        "`properties` a `map<string,string>` by spec name)",
+    ),
+    Option(
+        "mapValues",
+        "`string`",
+        "the value type of the `application_properties` and `message_annotations` maps: `string` "
+        "(values as text) or `variant` (values keep their type, as Spark's VARIANT)",
+    ),
+    Option(
+        "exactlyOnce",
+        "`false`",
+        "reads: `true` promises exactly-once into an idempotent sink, which only a stream can "
+        "give; reading a queue is then refused (queues are at least once)",
     ),
     Option(
         "messagesPerPartition",
@@ -146,15 +189,18 @@ def _bool(name: str, value: str | None, default: bool) -> bool:
     raise OptionError(f"option {name!r} must be true or false, not {value!r}")
 
 
-def _positive_int(name: str, value: str | None, default: int | None) -> int | None:
+def _positive_int(
+    name: str, value: str | None, default: int | None, *, least: int = 1
+) -> int | None:
     if value is None or value == "":
         return default
     try:
         n = int(value)
     except ValueError:
         raise OptionError(f"option {name!r} must be a whole number, not {value!r}") from None
-    if n <= 0:
-        raise OptionError(f"option {name!r} must be positive, not {n}")
+    if n < least:
+        rule = "positive" if least == 1 else f"at least {least}"
+        raise OptionError(f"option {name!r} must be {rule}, not {n}")
     return n
 
 
@@ -181,23 +227,91 @@ def _mode(value: str | None) -> Mode | None:
     raise OptionError(f"option 'mode' must be stream or queue, not {value!r}")
 
 
-def _start(name: str, value: str | None, default: str) -> StartSpec:
+def _partition_offset(name: str, value: str, address: str) -> int:
+    """The offset in Kafka's JSON form ``{"<address>": {"0": N}}`` (one partition)."""
+    try:
+        spec = json.loads(value)
+    except ValueError:
+        spec = None
+    if not (
+        isinstance(spec, dict) and len(spec) == 1 and isinstance(next(iter(spec.values())), dict)
+    ):
+        raise OptionError(
+            f'option {name!r} must be {{"{address}": {{"0": N}}}} in its JSON form, not {value!r}'
+        )
+    ((node, partitions),) = spec.items()
+    if node != address:
+        raise OptionError(f"option {name!r} names {node!r}, but the address is {address!r}")
+    if set(partitions) != {"0"} or not isinstance(partitions["0"], int):
+        raise OptionError(
+            f'option {name!r}: {address!r} has one partition, "0", with an integer offset: '
+            f"{value!r}"
+        )
+    n: int = partitions["0"]
+    return n
+
+
+def _start(value: str | None, address: str) -> StartSpec | None:
     if value is None or value == "":
-        return default
+        return None
     v = value.strip().lower()
     if v in ("first", "last", "next"):
         return v
-    if v in ("earliest", "latest"):  # Kafka's words, for people who type them by habit
+    if v in ("earliest", "latest"):  # Kafka's words
         return "first" if v == "earliest" else "next"
-    try:
-        n = int(v)
-    except ValueError:
-        raise OptionError(
-            f"option {name!r} must be first, last, next or an offset, not {value!r}"
-        ) from None
+    if v.startswith("{"):
+        n = _partition_offset("startingOffsets", value, address)
+        if n in (-2, -1):
+            return "first" if n == -2 else "next"
+    else:
+        try:
+            n = int(v)
+        except ValueError:
+            raise OptionError(
+                "option 'startingOffsets' must be earliest, latest, first, last, next, an offset "
+                f"or JSON, not {value!r}"
+            ) from None
     if n < 0:
-        raise OptionError(f"option {name!r} must not be negative, not {n}")
+        raise OptionError(f"option 'startingOffsets' must not be negative, not {n}")
     return n
+
+
+def _end(value: str | None, address: str) -> int | None:
+    if value is None or value.strip().lower() in ("", "latest", "next"):
+        return None
+    v = value.strip()
+    if v.startswith("{"):
+        n = _partition_offset("endingOffsets", v, address)
+        if n == -1:
+            return None
+    else:
+        try:
+            n = int(v)
+        except ValueError:
+            raise OptionError(
+                f"option 'endingOffsets' must be latest, an offset or JSON, not {value!r}"
+            ) from None
+    if n < 0:
+        raise OptionError(f"option 'endingOffsets' must not be negative (or -1 in JSON), not {n}")
+    return n
+
+
+def _columns(value: str | None) -> tuple[str, ...] | None:
+    if value is None or not value.strip():
+        return None
+    names = tuple(c.strip() for c in value.split(",") if c.strip())
+    if len(set(names)) != len(names):
+        raise OptionError(f"option 'columns' names a column twice: {value!r}")
+    return names
+
+
+def _map_values(value: str | None) -> MapValues:
+    v = (value or "string").strip().lower()
+    if v == "string":
+        return "string"
+    if v == "variant":
+        return "variant"
+    raise OptionError(f"option 'mapValues' must be string or variant, not {value!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,10 +328,22 @@ class SourceOptions:
     """``stream`` or ``queue``; None: ask the broker (stream-info) and fall back to queue."""
     starting_offset: StartSpec | None = None
     """Where a stream read starts; None: ``first`` for batch reads, ``next`` for streaming."""
+    starting_timestamp: int | None = None
+    """Start at the first message stored at or after this time (ms since the epoch)."""
     ending_offset: int | None = None
     """Exclusive end offset of a batch read of a stream; None: the stream's end when planned."""
     max_messages_per_batch: int | None = None
     """The default read limit of a streaming query (``ReadMaxRows``); None: no limit."""
+    fail_on_data_loss: bool = True
+    """Offsets retention removed before they were read: fail (True) or skip and log."""
+    columns: tuple[str, ...] | None = None
+    """The columns to read; None: all of the schema's."""
+    legacy_schema: bool = False
+    """Read the first version's schema (``properties`` as a text map)."""
+    map_values: MapValues = "string"
+    """The value type of the annotation and application-property maps."""
+    exactly_once: bool = False
+    """Reads promise exactly-once: a queue (at least once) is refused."""
     messages_per_partition: int = 10_000
     timeout: float = 30.0
     """Seconds any single wait (connect, attach, receive, outcome) may take."""
@@ -257,30 +383,23 @@ class SourceOptions:
                 url, user or u.username or "", password if password is not None else u.password
             )
         mode = _mode(_get(opts, "mode"))
-        ending = _get(opts, "endingOffset")
-        ending_offset: int | None = None
-        if ending not in (None, "", "latest", "next"):
-            assert ending is not None
-            try:
-                ending_offset = int(ending)
-            except ValueError:
-                raise OptionError(
-                    f"option 'endingOffset' must be latest or an offset, not {ending!r}"
-                ) from None
-            if ending_offset < 0:
-                raise OptionError(
-                    f"option 'endingOffset' must not be negative, not {ending_offset}"
-                )
-        starting = _get(opts, "startingOffset")
         return cls(
             url=url,
             address=address,
             mode=mode,
-            starting_offset=None if not starting else _start("startingOffset", starting, "first"),
-            ending_offset=ending_offset,
-            max_messages_per_batch=_positive_int(
-                "maxMessagesPerBatch", _get(opts, "maxMessagesPerBatch"), None
+            starting_offset=_start(_get(opts, "startingOffsets"), address),
+            starting_timestamp=_positive_int(
+                "startingTimestamp", _get(opts, "startingTimestamp"), None, least=0
             ),
+            ending_offset=_end(_get(opts, "endingOffsets"), address),
+            max_messages_per_batch=_positive_int(
+                "maxOffsetsPerTrigger", _get(opts, "maxOffsetsPerTrigger"), None
+            ),
+            fail_on_data_loss=_bool("failOnDataLoss", _get(opts, "failOnDataLoss"), True),
+            columns=_columns(_get(opts, "columns")),
+            legacy_schema=_bool("legacySchema", _get(opts, "legacySchema"), False),
+            map_values=_map_values(_get(opts, "mapValues")),
+            exactly_once=_bool("exactlyOnce", _get(opts, "exactlyOnce"), False),
             messages_per_partition=_positive_int(
                 "messagesPerPartition", _get(opts, "messagesPerPartition"), 10_000
             )

@@ -1,20 +1,31 @@
 """Messages to Spark rows and back, without pyspark: what the data source reads and writes.
 
-The read schema (:data:`SCHEMA`)::
+Two read schemas. :data:`SCHEMA` (the default) is typed, in the shape of Spark's
+Kafka source::
 
+    address string              the node read
+    partition int               0 for a stream (one partition today); null for a queue
     offset long                 x-opt-offset of a stream message; null for queues
+    timestamp timestamp         x-opt-timestamp: when the broker stored the message
     body binary                 data sections (joined) and binary values as they are;
                                 any other body as its AMQP encoding
     body_string string          a string body, or a binary one that is valid UTF-8
     body_map map<string,string> a map body (keys and values as strings)
-    properties map<...>         the properties section by spec name (message-id, subject, ...)
-    application_properties      as strings
-    message_annotations         as strings (x-opt-offset, x-opt-timestamp in ms, ...)
+    properties struct<...>      the properties section, one typed field per spec field
+                                (message_id, user_id, to, subject, ..., reply_to_group_id)
+    application_properties      map<string,string> (or map<string,variant>: ``mapValues``)
+    message_annotations         map<string,string> (or map<string,variant>)
     durable boolean, priority int, creation_time timestamp
+
+:data:`LEGACY_SCHEMA` is the first version's (``legacySchema``): no address,
+partition or timestamp, and ``properties`` a ``map<string,string>`` keyed by
+spec name (``message-id``, ...).
 
 Values go into ``map<string,string>`` columns as text: numbers and timestamps in
 decimal (timestamps in milliseconds since the epoch), UUIDs canonical, booleans
-``true``/``false``, binary as lowercase hex, lists and maps as JSON.
+``true``/``false``, binary as lowercase hex, lists and maps as JSON. The same
+text form is used for the ``properties`` fields that may hold any of several
+AMQP types (message_id, correlation_id, to, reply_to).
 """
 
 from __future__ import annotations
@@ -22,35 +33,90 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias, TypeVar
 
-from ..message import Message
+from ..message import LazyMessage, Message
 from ..types import Properties, encode, symbol, timestamp
 
 __all__ = [
     "COLUMNS",
-    "SCHEMA",
+    "COLUMN_TYPES",
+    "LEGACY_COLUMNS",
+    "LEGACY_SCHEMA",
     "OFFSET_ANNOTATION",
+    "PROPERTY_FIELDS",
+    "SCHEMA",
+    "TIMESTAMP_ANNOTATION",
+    "WHOLE_DECODE_LIMIT",
+    "WRITE_COLUMNS",
+    "AnyMessage",
     "ReadRow",
     "TextMap",
+    "body_values",
+    "choose_columns",
+    "column_types",
     "message_from_row",
-    "WRITE_COLUMNS",
     "message_offset",
+    "open_message",
+    "properties_map",
+    "properties_struct",
     "row_from_message",
     "row_from_payload",
     "text",
+    "text_map",
 ]
 
-SCHEMA = (
-    "offset BIGINT, body BINARY, body_string STRING, body_map MAP<STRING, STRING>, "
-    "properties MAP<STRING, STRING>, application_properties MAP<STRING, STRING>, "
-    "message_annotations MAP<STRING, STRING>, durable BOOLEAN, priority INT, "
-    "creation_time TIMESTAMP"
-)
-"""The read schema as Spark DDL."""
+PROPERTY_FIELDS = tuple(f.attr for f in Properties.FIELDS)
+"""The fields of the ``properties`` struct column, in the spec's order (Python spellings)."""
 
-COLUMNS = (
+_PROPERTY_TYPES = {
+    "message_id": "STRING",
+    "user_id": "BINARY",
+    "to": "STRING",
+    "subject": "STRING",
+    "reply_to": "STRING",
+    "correlation_id": "STRING",
+    "content_type": "STRING",
+    "content_encoding": "STRING",
+    "absolute_expiry_time": "TIMESTAMP",
+    "creation_time": "TIMESTAMP",
+    "group_id": "STRING",
+    "group_sequence": "BIGINT",
+    "reply_to_group_id": "STRING",
+}
+assert tuple(_PROPERTY_TYPES) == PROPERTY_FIELDS
+
+_PROPERTIES_STRUCT = (
+    "STRUCT<" + ", ".join(f"`{name}`: {t}" for name, t in _PROPERTY_TYPES.items()) + ">"
+)
+_TEXT_MAP = "MAP<STRING, STRING>"
+_VARIANT_MAP = "MAP<STRING, VARIANT>"
+
+COLUMN_TYPES: dict[str, str] = {
+    "address": "STRING",
+    "partition": "INT",
+    "offset": "BIGINT",
+    "timestamp": "TIMESTAMP",
+    "body": "BINARY",
+    "body_string": "STRING",
+    "body_map": _TEXT_MAP,
+    "properties": _PROPERTIES_STRUCT,
+    "application_properties": _TEXT_MAP,
+    "message_annotations": _TEXT_MAP,
+    "durable": "BOOLEAN",
+    "priority": "INT",
+    "creation_time": "TIMESTAMP",
+}
+"""Every column of the default schema and its Spark type (DDL)."""
+
+COLUMNS = tuple(COLUMN_TYPES)
+"""The columns of :data:`SCHEMA`, in order."""
+
+SCHEMA = ", ".join(f"{name} {t}" for name, t in COLUMN_TYPES.items())
+"""The default read schema as Spark DDL: typed, Kafka-like."""
+
+LEGACY_COLUMNS = (
     "offset",
     "body",
     "body_string",
@@ -62,9 +128,76 @@ COLUMNS = (
     "priority",
     "creation_time",
 )
+"""The columns of :data:`LEGACY_SCHEMA`, in order."""
+
+_LEGACY_TYPES = {**COLUMN_TYPES, "properties": _TEXT_MAP}
+
+LEGACY_SCHEMA = ", ".join(f"{name} {_LEGACY_TYPES[name]}" for name in LEGACY_COLUMNS)
+"""The first version's read schema (option ``legacySchema``): ``properties`` as text by spec name."""
+
+_MAP_COLUMNS = ("application_properties", "message_annotations")
+
+
+def _simple(ddl: str) -> str:
+    """A DDL type as pyspark's ``DataType.simpleString()`` spells it."""
+    return ddl.lower().replace(" ", "").replace("`", "")
+
+
+def column_types(*, legacy: bool = False, variant_maps: bool = False) -> dict[str, str]:
+    """The columns a read offers and their DDL types, by the schema options."""
+    if legacy:
+        return {name: _LEGACY_TYPES[name] for name in LEGACY_COLUMNS}
+    types = dict(COLUMN_TYPES)
+    if variant_maps:
+        for name in _MAP_COLUMNS:
+            types[name] = _VARIANT_MAP
+    return types
+
+
+def choose_columns(
+    offered: Mapping[str, str],
+    names: Sequence[str] | None,
+    given: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The columns to read, with their DDL types: ``names`` (all when None) of ``offered``.
+
+    ``given`` is a schema the user gave (name -> ``simpleString()``): its
+    names choose the columns, and ``properties`` and the two annotation maps
+    may take either of their forms (struct or text map; text or variant values).
+    Raises :class:`ValueError` naming what is wrong.
+    """
+    if given is not None:
+        alternatives = {
+            "properties": (_PROPERTIES_STRUCT, _TEXT_MAP),
+            **{name: (_TEXT_MAP, _VARIANT_MAP) for name in _MAP_COLUMNS},
+        }
+        out: dict[str, str] = {}
+        for name, simple in given.items():
+            forms = alternatives.get(name) or (
+                (COLUMN_TYPES[name],) if name in COLUMN_TYPES else ()
+            )
+            if not forms:
+                raise ValueError(f"no column {name!r}; the columns are {', '.join(COLUMNS)}")
+            match = [t for t in forms if _simple(t) == simple]
+            if not match:
+                raise ValueError(
+                    f"column {name!r} must be {' or '.join(_simple(t) for t in forms)}, not {simple}"
+                )
+            out[name] = match[0]
+        return out
+    if names is None:
+        return dict(offered)
+    unknown = [n for n in names if n not in offered]
+    if unknown:
+        raise ValueError(f"no column {unknown[0]!r} to read; the columns are {', '.join(offered)}")
+    return {n: offered[n] for n in names}
+
 
 TextMap: TypeAlias = dict[str, str | None]
 """A ``map<string,string>`` column's value."""
+
+AnyMessage: TypeAlias = Message | LazyMessage
+"""A decoded message, or one kept as bytes whose sections decode when first read."""
 
 ReadRow: TypeAlias = tuple[
     int | None,  # offset
@@ -78,13 +211,16 @@ ReadRow: TypeAlias = tuple[
     int,  # priority
     _dt.datetime | None,  # creation_time
 ]
-"""A row of :data:`SCHEMA`, in :data:`COLUMNS` order."""
+"""A row of :data:`LEGACY_SCHEMA`, in :data:`LEGACY_COLUMNS` order."""
 
 _K = TypeVar("_K")
 
 OFFSET_ANNOTATION = symbol("x-opt-offset")
-_PROPERTY_FIELDS = tuple((f.attr, f.name) for f in Properties.FIELDS)
+TIMESTAMP_ANNOTATION = symbol("x-opt-timestamp")
+_PROPERTY_NAMES = tuple((f.attr, f.name) for f in Properties.FIELDS)
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+_TEXT_FIELDS = frozenset({"message_id", "correlation_id", "to", "reply_to"})
+_TIME_FIELDS = frozenset({"absolute_expiry_time", "creation_time"})
 
 
 def text(value: object) -> str | None:
@@ -112,13 +248,31 @@ def _json_default(value: object) -> str:
     return str(value)
 
 
-def _text_map(m: Mapping[_K, object] | None) -> TextMap | None:
+def text_map(m: Mapping[_K, object] | None) -> TextMap | None:
+    """A map section (or map body) as a ``map<string,string>`` value."""
     if m is None:
         return None
     return {str(k): text(v) for k, v in m.items()}
 
 
-def message_offset(message: Message) -> int | None:
+WHOLE_DECODE_LIMIT = 1024
+"""Messages up to this many bytes are decoded in one pass: cheaper than decoding even two
+sections lazily. Longer ones are kept as bytes and decode only the sections read."""
+
+
+def open_message(payload: bytes, *, body: bool = True) -> AnyMessage:
+    """A received message, ready for its columns to be read.
+
+    Decoded whole if it is short or (``body``) its body is wanted anyway;
+    else a :class:`LazyMessage`, so that the body and any section no column
+    reads are never decoded.
+    """
+    if body or len(payload) <= WHOLE_DECODE_LIMIT:
+        return Message.decode(payload)
+    return LazyMessage(payload)
+
+
+def message_offset(message: AnyMessage) -> int | None:
     """The stream offset the broker annotated the message with, if any."""
     ma = message.message_annotations
     if not ma:
@@ -127,9 +281,8 @@ def message_offset(message: Message) -> int | None:
     return int(off) if isinstance(off, int) else None
 
 
-def _body_columns(
-    message: Message,
-) -> tuple[bytes | None, str | None, TextMap | None]:
+def body_values(message: AnyMessage) -> tuple[bytes | None, str | None, TextMap | None]:
+    """The ``body``, ``body_string`` and ``body_map`` columns of a message."""
     body = message.body
     kind = message.body_type
     raw: bytes | None
@@ -137,14 +290,14 @@ def _body_columns(
         raw = b"".join(bytes(chunk) for chunk in body)
     elif isinstance(body, (bytes, bytearray, memoryview)):
         raw = bytes(body)
-    elif kind == "value" and body is None:
+    elif kind in ("value", None) and body is None:
         return None, None, None
     else:
         raw = encode(body)
     if isinstance(body, str):
         return raw, body, None
     if isinstance(body, dict):
-        return raw, None, _text_map(body)
+        return raw, None, text_map(body)
     if kind == "data" or isinstance(body, (bytes, bytearray, memoryview)):
         assert raw is not None
         try:
@@ -154,39 +307,82 @@ def _body_columns(
     return raw, None, None
 
 
-def row_from_message(message: Message, *, with_offset: bool = True) -> ReadRow:
-    """The row (a tuple in :data:`COLUMNS` order) for a received message."""
-    body, body_string, body_map = _body_columns(message)
+def properties_map(props: Properties | None) -> TextMap | None:
+    """The properties section as the legacy ``map<string,string>`` value, by spec name."""
+    if props is None:
+        return None
+    out: TextMap = {}
+    for attr, name in _PROPERTY_NAMES:
+        v = getattr(props, attr)
+        if v is not None:
+            out[name] = text(v)
+    return out
+
+
+def _micros(ms: int) -> int:
+    return int(ms) * 1000
+
+
+_STRUCT_FIELDS: tuple[tuple[str, Any], ...] = tuple(
+    (
+        attr,
+        text
+        if attr in _TEXT_FIELDS
+        else _micros
+        if attr in _TIME_FIELDS
+        else bytes
+        if attr == "user_id"
+        else int
+        if attr == "group_sequence"
+        else str,
+    )
+    for attr in PROPERTY_FIELDS
+)
+"""Each ``properties`` struct field and how its AMQP value becomes the Arrow value."""
+
+
+def properties_struct(props: Properties | None) -> dict[str, object] | None:
+    """The properties section as the ``properties`` struct value, for Arrow.
+
+    Timestamps are microseconds since the epoch (Arrow's ``timestamp[us]``);
+    fields that may hold any of several AMQP types are in their text form.
+    """
+    if props is None:
+        return None
+    return {
+        attr: None if (v := getattr(props, attr)) is None else convert(v)
+        for attr, convert in _STRUCT_FIELDS
+    }
+
+
+def creation_time(props: Properties | None) -> _dt.datetime | None:
+    """``properties.creation-time`` as an aware datetime."""
+    ct = None if props is None else props.creation_time
+    return None if ct is None else _EPOCH + _dt.timedelta(milliseconds=int(ct))
+
+
+def row_from_message(message: AnyMessage, *, with_offset: bool = True) -> ReadRow:
+    """The :data:`LEGACY_SCHEMA` row (a tuple in :data:`LEGACY_COLUMNS` order) for a message."""
+    body, body_string, body_map = body_values(message)
     props = message.properties
-    pmap: TextMap | None = None
-    creation: _dt.datetime | None = None
-    if props is not None:
-        pmap = {}
-        for attr, name in _PROPERTY_FIELDS:
-            v = getattr(props, attr)
-            if v is not None:
-                pmap[name] = text(v)
-        ct = props.creation_time
-        if ct is not None:
-            creation = _EPOCH + _dt.timedelta(milliseconds=int(ct))
     h = message.header
     return (
         message_offset(message) if with_offset else None,
         body,
         body_string,
         body_map,
-        pmap,
-        _text_map(message.application_properties),
-        _text_map(message.message_annotations),
+        properties_map(props),
+        text_map(message.application_properties),
+        text_map(message.message_annotations),
         bool(h is not None and h.durable),
         4 if h is None or h.priority is None else int(h.priority),
-        creation,
+        creation_time(props),
     )
 
 
 def row_from_payload(payload: bytes, *, with_offset: bool = True) -> ReadRow:
-    """The row for the bytes of an encoded message."""
-    return row_from_message(Message.decode(payload), with_offset=with_offset)
+    """The :data:`LEGACY_SCHEMA` row for the bytes of an encoded message."""
+    return row_from_message(LazyMessage(payload), with_offset=with_offset)
 
 
 # -- writing ---------------------------------------------------------------------------
@@ -233,6 +429,18 @@ def _amqp_value(value: object) -> object:
     return value
 
 
+def _pairs(value: object) -> list[tuple[Any, Any]]:
+    """A map column's (or a struct's) entries: Arrow gives maps as lists of pairs, Rows as dicts."""
+    if not value:
+        return []
+    if isinstance(value, Mapping):
+        return list(value.items())
+    if hasattr(value, "asDict"):  # a pyspark Row: a struct column
+        return list(value.asDict().items())
+    assert isinstance(value, list)
+    return [(k, v) for k, v in value]
+
+
 def message_from_row(
     row: Mapping[str, Any],  # column -> value as pyspark gives it: typed by the DataFrame
     message_id: str | None,
@@ -255,7 +463,7 @@ def message_from_row(
         m = Message(body)
     if message_id is not None:
         m.id = message_id
-    for key, value in (row.get("properties") or {}).items():
+    for key, value in _pairs(row.get("properties")):
         attr = _SETTABLE.get(key) or _SETTABLE.get(key.replace("_", "-"))
         if attr is None or value is None:
             continue
@@ -267,12 +475,12 @@ def message_from_row(
     creation = row.get("creation_time")
     if isinstance(creation, _dt.datetime):
         m.creation_time = creation if creation.tzinfo else creation.replace(tzinfo=_dt.UTC)
-    ap = row.get("application_properties")
+    ap = _pairs(row.get("application_properties"))
     if ap:
-        m.application_properties = {str(k): _amqp_value(v) for k, v in ap.items()}
-    ma = row.get("message_annotations")
+        m.application_properties = {str(k): _amqp_value(v) for k, v in ap}
+    ma = _pairs(row.get("message_annotations"))
     if ma:
-        m.message_annotations = {symbol(str(k)): _amqp_value(v) for k, v in ma.items()}
+        m.message_annotations = {symbol(str(k)): _amqp_value(v) for k, v in ma}
     d = row.get("durable")
     m.durable = durable if d is None else bool(d)
     prio = row.get("priority")

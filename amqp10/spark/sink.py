@@ -19,21 +19,25 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import Row
-from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
 from pyspark.sql.types import BinaryType, StringType, StructType
 
-from ._client import CHUNK, BrokerClient
+from ._client import BrokerClient
 from .options import OptionError, SourceOptions
 from .rows import WRITE_COLUMNS, message_from_row
 
 if TYPE_CHECKING:
     from pyspark import TaskContext
 
-__all__ = ["AMQPStreamWriter", "AMQPWriter", "Published", "publish_rows"]
+__all__ = ["AMQPStreamWriter", "AMQPWriter", "Published", "encode_rows", "publish_batches"]
 
 log = logging.getLogger("amqp10.spark")
 
@@ -47,8 +51,8 @@ class Published(WriterCommitMessage):
     id_prefix: str
 
 
-def _check_schema(schema: StructType, options: SourceOptions) -> list[tuple[str, int]]:
-    """The columns the writer uses, with their positions; raises if there is no body."""
+def _check_schema(schema: StructType, options: SourceOptions) -> list[str]:
+    """The columns the writer uses; raises if there is no body."""
     names = schema.fieldNames()
     if "body" not in names and "body_string" not in names:
         raise OptionError(
@@ -62,38 +66,51 @@ def _check_schema(schema: StructType, options: SourceOptions) -> list[tuple[str,
                 raise OptionError(
                     f"column {name!r} must be binary or string, not {t.simpleString()}"
                 )
-    return [(n, i) for i, n in enumerate(names) if n in WRITE_COLUMNS]
+    return [n for n in names if n in WRITE_COLUMNS]
 
 
-def publish_rows(
-    options: SourceOptions, rows: Iterator[Row], columns: list[tuple[str, int]], id_prefix: str
+def publish_batches(
+    options: SourceOptions, batches: Iterator[Any], columns: list[str], id_prefix: str
 ) -> int:
-    """Publish ``rows`` (message-id ``<id_prefix>:<row index>``); return how many.
+    """Publish the rows of Arrow ``batches`` (message-id ``<id_prefix>:<row index>``); return how many.
 
-    Connects only if there is a row to send.
+    Connects only if there is a row to send. A batch is encoded while the
+    broker takes the one before (each batch one :meth:`~.BrokerClient.publish_soon`).
     """
     stream = options.mode == "stream"
     n = 0
     client: BrokerClient | None = None
+    pending: Future[None] | None = None
     try:
-        buf: list[bytes] = []
-        for row in rows:
-            values = {name: row[i] for name, i in columns}
-            buf.append(
-                message_from_row(values, f"{id_prefix}:{n}", durable=options.durable).encode()
-            )
-            n += 1
-            if len(buf) >= CHUNK:
-                client = client or BrokerClient(options)
-                client.publish(options.address, buf, stream=stream)
-                buf = []
-        if buf:
+        for batch in batches:
+            payloads = encode_rows(batch, columns, id_prefix, n, options.durable)
+            if not payloads:
+                continue
+            n += len(payloads)
             client = client or BrokerClient(options)
-            client.publish(options.address, buf, stream=stream)
+            if pending is not None:
+                pending.result()
+            pending = client.publish_soon(options.address, payloads, stream=stream)
+        if pending is not None:
+            pending.result()
     finally:
         if client is not None:
             client.close()
     return n
+
+
+def encode_rows(
+    batch: Any, columns: list[str], id_prefix: str, first: int, durable: bool
+) -> list[bytes]:
+    """The messages the rows of an Arrow record batch become, encoded."""
+    present = [c for c in columns if c in batch.schema.names]
+    values = [batch.column(c).to_pylist() for c in present]
+    return [
+        message_from_row(
+            dict(zip(present, row)), f"{id_prefix}:{first + i}", durable=durable
+        ).encode()
+        for i, row in enumerate(zip(*values))
+    ]
 
 
 def _task() -> tuple[int, TaskContext | None]:
@@ -105,19 +122,19 @@ def _task() -> tuple[int, TaskContext | None]:
     return tc.partitionId(), tc
 
 
-class AMQPWriter(DataSourceWriter):
-    """``df.write.format("amqp10")``."""
+class AMQPWriter(DataSourceArrowWriter):
+    """``df.write.format("amqp10")``: gets the rows as Arrow record batches."""
 
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self.options = options
         self.columns = _check_schema(schema, options)
         self.write_id = options.write_id or str(uuid.uuid4())
 
-    def write(self, iterator: Iterator[Row]) -> Published:
+    def write(self, iterator: Iterator[Any]) -> Published:
         partition, _ = _task()
         prefix = f"{self.write_id}:{partition}"
         return Published(
-            partition, publish_rows(self.options, iterator, self.columns, prefix), prefix
+            partition, publish_batches(self.options, iterator, self.columns, prefix), prefix
         )
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -138,15 +155,15 @@ class AMQPWriter(DataSourceWriter):
         )
 
 
-class AMQPStreamWriter(DataSourceStreamWriter):
-    """``writeStream.format("amqp10")``."""
+class AMQPStreamWriter(DataSourceStreamArrowWriter):
+    """``writeStream.format("amqp10")``: gets the rows as Arrow record batches."""
 
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self.options = options
         self.columns = _check_schema(schema, options)
         self.fallback_id = str(uuid.uuid4())
 
-    def write(self, iterator: Iterator[Row]) -> Published:
+    def write(self, iterator: Iterator[Any]) -> Published:
         partition, tc = _task()
         query = batch = None
         if tc is not None:
@@ -161,7 +178,7 @@ class AMQPStreamWriter(DataSourceStreamWriter):
             batch = batch or uuid.uuid4().hex
         prefix = f"{query}:{batch}:{partition}"
         return Published(
-            partition, publish_rows(self.options, iterator, self.columns, prefix), prefix
+            partition, publish_batches(self.options, iterator, self.columns, prefix), prefix
         )
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

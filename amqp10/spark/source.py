@@ -29,7 +29,7 @@ import logging
 import os
 import struct
 from collections.abc import Iterator, Sequence
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -50,8 +50,9 @@ from pyspark.sql.types import StructType
 from .. import errors
 from ..client import Delivery, Receiver
 from ._client import CHUNK, BrokerClient, StreamInfo, read_range
+from .batches import Chunk, build_batch, is_variant_map, sections_of, variant_map
 from .options import OptionError, SourceOptions, StartSpec
-from .rows import SCHEMA, ReadRow, row_from_message, row_from_payload
+from .rows import choose_columns, column_types, open_message
 
 __all__ = [
     "AMQPBatchReader",
@@ -67,6 +68,9 @@ log = logging.getLogger("amqp10.spark")
 
 SparkOffset: TypeAlias = dict[str, int]
 """An offset as Spark keeps it in its checkpoint (JSON): ``{"offset": N}``."""
+
+STREAM_PARTITION = 0
+"""The ``partition`` column of a stream's messages: streams have one partition today."""
 
 QUEUE_BATCH_CAP = 100_000
 """Most messages one micro-batch takes from a queue when Spark sets no read limit."""
@@ -102,31 +106,102 @@ def split_range(start: int, end: int, size: int) -> list[InputPartition]:
     return [OffsetRange(s, min(s + size, end)) for s in range(start, end, size)]
 
 
-def read_partition(options: SourceOptions, partition: InputPartition) -> Iterator[ReadRow]:
-    """The rows of one partition (runs on an executor)."""
+class ReadPlan:
+    """What a read produces: the columns (a Spark schema) and how map values are typed.
+
+    Pickled to the executors with the reader; the Arrow schema is made there,
+    by pyspark's own conversion, so the batches match what Spark expects.
+    """
+
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+        self._arrow: Any = None
+
+    def arrow_schema(self) -> Any:
+        if self._arrow is None:
+            from pyspark.sql.pandas.types import to_arrow_schema
+
+            self._arrow = to_arrow_schema(self.schema, timezone="UTC")
+        return self._arrow
+
+    def __getstate__(self) -> dict[str, object]:
+        return {"options": self.options, "schema": self.schema, "_arrow": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.options = state["options"]
+        self.schema = state["schema"]
+        self._arrow = None
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """The messages of ``partition`` as ``pyarrow.RecordBatch`` es."""
+        body = "body" in sections_of(self.schema.fieldNames())
+        schema = self.arrow_schema()
+        variant = variant_map() if any(is_variant_map(f.type) for f in schema) else None
+        for chunk in _chunks(self.options, partition, body):
+            if len(chunk):
+                yield build_batch(schema, chunk, variant)
+
+
+def _chunks(options: SourceOptions, partition: InputPartition, body: bool) -> Iterator[Chunk]:
+    """The messages of one partition, a chunk at a time (runs on an executor).
+
+    ``body``: whether a column made from the body is read (see :func:`open_message`).
+    """
+    address = options.address
     if isinstance(partition, HeldPartition):
-        for payload in partition.payloads:
-            yield row_from_payload(payload, with_offset=False)
+        for i in range(0, len(partition.payloads), CHUNK):
+            part = partition.payloads[i : i + CHUNK]
+            yield Chunk(
+                address, None, [None] * len(part), [open_message(p, body=body) for p in part]
+            )
         return
     if isinstance(partition, OffsetRange):
         with BrokerClient(options) as client:
-            for _offset, message in read_range(
-                client, options.address, partition.start, partition.end
+            for offsets, messages in read_range(
+                client,
+                address,
+                partition.start,
+                partition.end,
+                fail_on_data_loss=options.fail_on_data_loss,
+                body=body,
             ):
-                yield row_from_message(message)
+                yield Chunk(address, STREAM_PARTITION, offsets, messages)
         return
     if isinstance(partition, BrowsePartition):
         with BrokerClient(options) as client:
-            receiver = client.open_queue(options.address, browse=True)
+            receiver = client.open_queue(address, browse=True)
             while True:
                 batch = client.drain(receiver, CHUNK)
-                for d in batch:
-                    yield row_from_payload(d.payload, with_offset=False)
+                yield Chunk(
+                    address,
+                    None,
+                    [None] * len(batch),
+                    [open_message(d.payload, body=body) for d in batch],
+                )
                 if len(batch) < CHUNK:
                     break
             client.close_link(receiver)
         return
     # an empty plan: Spark reads one partition with no value
+
+
+def read_schema(options: SourceOptions, given: StructType | None = None) -> StructType | str:
+    """The schema a read produces: by ``legacySchema``, ``mapValues`` and ``columns``, or ``given``.
+
+    Raises :class:`OptionError` for a column that does not exist (or has the wrong type).
+    """
+    offered = column_types(
+        legacy=options.legacy_schema, variant_maps=options.map_values == "variant"
+    )
+    try:
+        if given is not None:
+            choose_columns(offered, None, {f.name: f.dataType.simpleString() for f in given.fields})
+            return given
+        chosen = choose_columns(offered, options.columns)
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+    return ", ".join(f"{name} {t}" for name, t in chosen.items())
 
 
 # -- offsets -------------------------------------------------------------------------------
@@ -139,8 +214,17 @@ def spark_offset(n: int) -> SparkOffset:
     return {"offset": n}
 
 
-def resolve_start(spec: StartSpec, info: StreamInfo) -> int:
-    """The offset a start spec means for a stream with ``info``."""
+def resolve_start(
+    client: BrokerClient, options: SourceOptions, default: StartSpec, info: StreamInfo
+) -> int:
+    """Where a read of a stream with ``info`` starts: ``startingTimestamp``, else ``startingOffsets``.
+
+    An offset before the oldest one retained is kept, so that the read reports
+    the loss (``failOnDataLoss``); one past the end means the end.
+    """
+    if options.starting_timestamp is not None:
+        return client.offset_at(options.address, options.starting_timestamp, info)
+    spec = default if options.starting_offset is None else options.starting_offset
     first, nxt = info["first"], info["next"]
     if spec == "first":
         return first
@@ -149,7 +233,8 @@ def resolve_start(spec: StartSpec, info: StreamInfo) -> int:
     if spec == "next":
         return nxt
     assert isinstance(spec, int)
-    return max(spec, first)
+    # an offset retention has removed stays as it is: the read then fails (or skips, failOnDataLoss)
+    return min(spec, nxt)
 
 
 _EMPTY_STREAM: StreamInfo = {"first": 0, "next": 0, "count": 0, "bytes": 0}
@@ -168,9 +253,19 @@ def resolve_mode(client: BrokerClient, options: SourceOptions) -> tuple[str, Str
 
 
 def _check_queue_options(options: SourceOptions) -> None:
-    if options.starting_offset is not None or options.ending_offset is not None:
+    if options.exactly_once:
         raise OptionError(
-            f"startingOffset/endingOffset apply to streams, and {options.address!r} is a queue "
+            f"{options.address!r} is a queue, read at least once: it cannot give the exactly-once "
+            "that option exactlyOnce=true asks for (read a stream, or drop the option)"
+        )
+    if (
+        options.starting_offset is not None
+        or options.ending_offset is not None
+        or options.starting_timestamp is not None
+    ):
+        raise OptionError(
+            f"startingOffsets/endingOffsets/startingTimestamp apply to streams, and "
+            f"{options.address!r} is a queue "
             '(set .option("mode", "stream") if it is meant to be a stream)'
         )
 
@@ -187,17 +282,22 @@ class AMQPDataSource(DataSource):
     def name(cls) -> str:
         return "amqp10"
 
-    def schema(self) -> str:
-        return SCHEMA
+    def schema(self) -> StructType | str:
+        return read_schema(self._options())
 
     def _options(self) -> SourceOptions:
         return SourceOptions.parse(self.options)
 
+    def _plan(self, schema: StructType) -> ReadPlan:
+        options = self._options()
+        read_schema(options, schema)  # checks a schema given with .schema(...)
+        return ReadPlan(options, schema)
+
     def reader(self, schema: StructType) -> DataSourceReader:
-        return AMQPBatchReader(self._options())
+        return AMQPBatchReader(self._options(), self._plan(schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return AMQPStreamReader(self._options())
+        return AMQPStreamReader(self._options(), self._plan(schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from .sink import AMQPWriter
@@ -213,25 +313,26 @@ class AMQPDataSource(DataSource):
 class AMQPBatchReader(DataSourceReader):
     """``spark.read.format("amqp10")``: a stream by offset range, a queue by browsing."""
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, plan: ReadPlan) -> None:
         self.options = options
+        self.plan = plan
 
     def partitions(self) -> Sequence[InputPartition]:
         o = self.options
         with BrokerClient(o) as client:
             mode, info = resolve_mode(client, o)
-        if mode == "queue":
-            _check_queue_options(o)
-            return [BrowsePartition()]
-        assert info is not None
-        start = resolve_start(o.starting_offset if o.starting_offset is not None else "first", info)
+            if mode == "queue":
+                _check_queue_options(o)
+                return [BrowsePartition()]
+            assert info is not None
+            start = resolve_start(client, o, "first", info)
         end = info["next"] if o.ending_offset is None else min(o.ending_offset, info["next"])
         start = min(start, end)
         log.info("reading stream %r offsets [%d, %d)", o.address, start, end)
         return split_range(start, end, o.messages_per_partition)
 
-    def read(self, partition: InputPartition) -> Iterator[ReadRow]:
-        return read_partition(self.options, partition)
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return self.plan.read(partition)
 
 
 class AMQPStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -241,14 +342,20 @@ class AMQPStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     counts the messages this query has taken.
     """
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, plan: ReadPlan) -> None:
         self.options = options
+        self.plan = plan
         self._impl: _StreamOffsets | _QueueHolds | None = None
         self._available_now = False
 
     def __getstate__(self) -> dict[str, object]:
         # executors get the options only: the driver's connection stays on the driver
-        return {"options": self.options, "_impl": None, "_available_now": False}
+        return {
+            "options": self.options,
+            "plan": self.plan,
+            "_impl": None,
+            "_available_now": False,
+        }
 
     def _strategy(self) -> _StreamOffsets | _QueueHolds:
         if self._impl is None:
@@ -293,8 +400,8 @@ class AMQPStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: SparkOffset, end: SparkOffset) -> Sequence[InputPartition]:
         return self._strategy().partitions(offset_of(start), offset_of(end))
 
-    def read(self, partition: InputPartition) -> Iterator[ReadRow]:
-        return read_partition(self.options, partition)
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return self.plan.read(partition)
 
     def commit(self, end: SparkOffset) -> None:
         if self._impl is not None:
@@ -326,8 +433,7 @@ class _StreamOffsets:
         return info or dict(_EMPTY_STREAM)
 
     def initial(self) -> int:
-        spec = self.options.starting_offset
-        return resolve_start("next" if spec is None else spec, self.info())
+        return resolve_start(self.client, self.options, "next", self.info())
 
     def latest(self, start: int, most: int | None) -> int:
         info = self.info()

@@ -33,6 +33,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
         addresses=[
             AddressRule(pattern="events*", kind="stream", policy=DEDUP),
             AddressRule(pattern="dedup*", kind="queue", policy=DEDUP),
+            AddressRule(
+                pattern="retained*", kind="stream", policy=QueuePolicy(retention_bytes=2000)
+            ),
         ],
     )
     yield from start_broker(config)
@@ -61,6 +64,14 @@ def publish(url: str) -> Callable[..., None]:
             client.publish(address, [m.encode() for m in messages])
 
     return send
+
+
+def load(reader: Any, url: str, address: str, **options: str) -> Any:
+    """``reader`` (``spark.read`` or ``spark.readStream``) of ``format("amqp10")`` with options, loaded."""
+    r = reader.format("amqp10").option("url", url).option("address", address)
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
 
 
 def numbered(n: int, prefix: str = "m", start: int = 0) -> list[Message]:

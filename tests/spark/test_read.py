@@ -13,14 +13,11 @@ from amqp10.broker.users import add_user
 from tests.broker.conftest import start_broker
 from tests.client.helpers import make_certs
 
-from .conftest import node_count, numbered, wait_for
+from .conftest import load, node_count, numbered, wait_for
 
 
 def stream_reader(spark: Any, url: str, address: str, **options: str) -> Any:
-    reader = spark.readStream.format("amqp10").option("url", url).option("address", address)
-    for k, v in options.items():
-        reader = reader.option(k, v)
-    return reader.load()
+    return load(spark.readStream, url, address, **options)
 
 
 def test_batch_read_of_a_stream_by_offset_range(spark: Any, url: str, publish: Any) -> None:
@@ -37,7 +34,7 @@ def test_batch_read_of_a_stream_by_offset_range(spark: Any, url: str, publish: A
     assert sorted(r.offset for r in rows) == list(range(250))
     for r in rows:
         assert r.body_string == f"m{r.offset}"
-        assert r.properties["message-id"] == f"m-{r.offset}"
+        assert r.properties.message_id == f"m-{r.offset}"
         assert r.message_annotations["x-opt-offset"] == str(r.offset)
         assert int(r.message_annotations["x-opt-timestamp"]) > 0
 

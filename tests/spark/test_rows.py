@@ -7,14 +7,23 @@ import uuid
 
 import pytest
 
-from amqp10.message import Message
+from amqp10.message import LazyMessage, Message
 from amqp10.spark.options import OptionError, SourceOptions
-from amqp10.spark.rows import COLUMNS, message_from_row, row_from_message, row_from_payload, text
+from amqp10.spark.rows import (
+    LEGACY_COLUMNS,
+    choose_columns,
+    column_types,
+    message_from_row,
+    open_message,
+    row_from_message,
+    row_from_payload,
+    text,
+)
 from amqp10.types import encode, symbol, timestamp, ulong
 
 
 def as_dict(message: Message) -> dict[str, object]:
-    return dict(zip(COLUMNS, row_from_payload(message.encode())))
+    return dict(zip(LEGACY_COLUMNS, row_from_payload(message.encode())))
 
 
 def test_string_body() -> None:
@@ -95,7 +104,7 @@ def test_message_from_row_round_trip() -> None:
     assert m.application_properties == {"tenant": "t1", "n": 5}
     assert m.durable is False and m.priority == 9
     assert m.creation_time == dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC).timestamp()
-    back = dict(zip(COLUMNS, row_from_message(m)))
+    back = dict(zip(LEGACY_COLUMNS, row_from_message(m)))
     assert back["body"] == b"\x00\x01" and back["properties"]["message-id"] == "q:1:0:17"
 
 
@@ -132,6 +141,30 @@ def test_options() -> None:
         SourceOptions.parse({"address": "s", "startingOffset": "earliest"}).starting_offset
         == "first"
     )
+    kafka = SourceOptions.parse(
+        {
+            "address": "ev",
+            "startingOffsets": '{"ev": {"0": 12}}',
+            "endingOffsets": '{"ev": {"0": -1}}',
+            "maxOffsetsPerTrigger": "7",
+            "failOnDataLoss": "false",
+            "columns": " offset , body ",
+            "startingTimestamp": "1700000000000",
+        }
+    )
+    assert (kafka.starting_offset, kafka.ending_offset, kafka.max_messages_per_batch) == (
+        12,
+        None,
+        7,
+    )
+    assert kafka.fail_on_data_loss is False and kafka.columns == ("offset", "body")
+    assert kafka.starting_timestamp == 1_700_000_000_000
+    assert (
+        SourceOptions.parse({"address": "s", "startingOffsets": '{"s":{"0":-2}}'}).starting_offset
+        == "first"
+    )
+    assert SourceOptions.parse({"address": "s", "endingOffset": "9"}).ending_offset == 9  # old name
+    assert SourceOptions.parse({"address": "s"}).fail_on_data_loss is True  # Kafka's default
     assert (
         plain.queue_state_dir()
         != SourceOptions.parse({"url": "127.0.0.1:5672", "address": "r"}).queue_state_dir()
@@ -143,12 +176,42 @@ def test_options() -> None:
     [
         ({}, "needs an address"),
         ({"address": "a", "mode": "topic"}, "'mode' must be stream or queue"),
-        ({"address": "a", "startingOffset": "middle"}, "first, last, next or an offset"),
+        (
+            {"address": "a", "startingOffset": "middle"},
+            "earliest, latest, first, last, next, an offset",
+        ),
         ({"address": "a", "maxMessagesPerBatch": "0"}, "must be positive"),
         ({"address": "a", "url": "http://x"}, "unsupported URL scheme"),
         ({"address": "a", "verify": "maybe"}, "true or false"),
+        ({"address": "a", "startingOffsets": "{not json"}, 'must be {"a": {"0": N}}'),
+        ({"address": "a", "startingOffsets": '{"a":{"1":5}}'}, 'one partition, "0"'),
+        ({"address": "a", "endingOffsets": '{"a":{"0":-2}}'}, "must not be negative"),
+        ({"address": "a", "startingTimestamp": "-1"}, "must be at least 0"),
+        ({"address": "a", "mapValues": "json"}, "string or variant"),
+        ({"address": "a", "columns": "body,body"}, "names a column twice"),
+        ({"address": "a", "failOnDataLoss": "perhaps"}, "true or false"),
     ],
 )
 def test_bad_options(options: dict[str, str], message: str) -> None:
     with pytest.raises(OptionError, match=message):
         SourceOptions.parse(options)
+
+
+def test_column_choice_and_message_forms() -> None:
+    offered = column_types()
+    assert list(choose_columns(offered, ["offset", "body"])) == ["offset", "body"]
+    with pytest.raises(ValueError, match="no column 'key' to read"):
+        choose_columns(offered, ["key"])
+    given = {"offset": "bigint", "properties": "map<string,string>"}
+    assert choose_columns(offered, None, given)["properties"] == "MAP<STRING, STRING>"
+    with pytest.raises(ValueError, match="column 'offset' must be bigint, not string"):
+        choose_columns(offered, None, {"offset": "string"})
+    assert "properties MAP<STRING, STRING>" in ", ".join(
+        f"{n} {t}" for n, t in column_types(legacy=True).items()
+    )
+    assert column_types(variant_maps=True)["message_annotations"] == "MAP<STRING, VARIANT>"
+
+    long = Message(body="x" * 2000, subject="s").encode()
+    assert isinstance(open_message(long, body=False), LazyMessage)  # the body stays bytes
+    assert isinstance(open_message(long, body=True), Message)
+    assert isinstance(open_message(Message(body="short").encode(), body=False), Message)

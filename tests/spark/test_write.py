@@ -48,17 +48,17 @@ def test_batch_write_round_trip_and_rerun_with_write_id(spark: Any, url: str, br
     got = {r.body_string: r for r in read_queue(spark, url, "dedup-batch")}
     assert sorted(got) == sorted(f"body-{i}" for i in range(40))
     r7 = got["body-7"]
-    assert r7.properties["correlation-id"] == "c7"
-    assert r7.properties["content-type"] == "text/plain"
-    assert r7.properties["subject"] == "subject-7"
-    assert r7.properties["message-id"].startswith("load-1:")
+    assert r7.properties.correlation_id == "c7"
+    assert r7.properties.content_type == "text/plain"
+    assert r7.properties.subject == "subject-7"
+    assert r7.properties.message_id.startswith("load-1:")
     assert r7.application_properties == {"tenant": "t1"}
     assert r7.durable is False and got["body-8"].durable is True
     # Spark hands timestamps to Python as naive local time
     assert r7.creation_time == dt.datetime.fromtimestamp(
         dt.datetime(2024, 5, 6, 7, 8, 9, tzinfo=dt.UTC).timestamp()
     )
-    assert len({r.properties["message-id"] for r in got.values()}) == 40
+    assert len({r.properties.message_id for r in got.values()}) == 40
 
     save(writeId="load-1")  # the same job again: the same message-ids, dropped as duplicates
     assert node_count(broker, "dedup-batch") == 40
@@ -116,7 +116,7 @@ def test_write_stream_replayed_batch_lands_once(
     rows = read_queue(spark, url, "dedup-out")
     assert sorted(r.body_string for r in rows) == sorted(f"e{i}" for i in range(200))
     assert sorted(int(r.application_properties["source-offset"]) for r in rows) == list(range(200))
-    ids = [r.properties["message-id"] for r in rows]
+    ids = [r.properties.message_id for r in rows]
     assert len(set(ids)) == 200
     query_id = q.id
     assert all(i.startswith(f"{query_id}:") for i in ids)  # <query id>:<batch>:<partition>:<row>
