@@ -136,8 +136,16 @@ def test_0_9_and_0_8_headers_get_their_own_start(broker: RunningBroker) -> None:
 def test_broker_closes_a_connection_on_a_hard_error(conn: pika.BlockingConnection) -> None:
     ch = conn.channel()
     with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as info:
+        ch.basic_qos(prefetch_size=10)
+    assert (info.value.reply_code, info.value.reply_text) == (540, "NOT_IMPLEMENTED - prefetch_size!=0 (10)")
+
+
+def test_unknown_exchange_type_closes_the_channel(conn: pika.BlockingConnection) -> None:
+    ch = conn.channel()
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as info:
         ch.exchange_declare("weird", "no-such-type")
-    assert info.value.reply_code == 503
+    assert info.value.reply_code == 406  # as RabbitMQ 4 (3.x: 503 on the connection)
+    assert conn.is_open
 
 
 # -- exchanges and queues ---------------------------------------------------------------------------

@@ -498,7 +498,8 @@ class Amqp091Handler:
             self._ok(ch, method.no_wait, m.ExchangeDeclareOk())
             return
         if method.type not in EXCHANGE_TYPES:
-            raise HardError(ReplyCode.COMMAND_INVALID, f"unknown exchange type '{method.type}'")
+            # RabbitMQ 4 closes the channel (3.x closed the connection with 503)
+            raise PreconditionFailed(f"invalid exchange type '{method.type}'")
         if name == "" or name.startswith("amq."):
             raise ChannelError(
                 ReplyCode.ACCESS_REFUSED, f"exchange name '{name}' contains reserved prefix 'amq.*'"
