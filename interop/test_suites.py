@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from interop.suites import BEGIN, END, SUITES, Outcome, parse_junit, record
+from interop.suites import BEGIN, END, SUITES, Outcome, parse_junit, reason_for, record
 
 REPORT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
 <testcase classname="tests.acceptance.a.TestOk" name="test" />
@@ -37,3 +37,20 @@ def test_record_replaces_its_own_section_only(tmp_path: Path) -> None:
     second = path.read_text()
     assert second.count(BEGIN) == 1 and second.count(END) == 1
     assert "| 4 | 0 | 0 | 0 |" in second and "x::test" not in second
+
+
+NODE_REPORT = """<?xml version="1.0" encoding="utf-8"?><testsuites>
+<testsuite name="Connect"><testsuite name="Connect API">
+<testcase name="ok" classname="test"/>
+<testcase name="ipv6" classname="test"><failure message="ECONNREFUSED ::1:5672">tb</failure></testcase>
+</testsuite></testsuite></testsuites>"""
+
+
+def test_node_reports_name_tests_by_their_suites(tmp_path: Path) -> None:
+    path = tmp_path / "report.xml"
+    path.write_text(NODE_REPORT)
+    o = parse_junit(path)
+    assert (o.passed, o.failed) == (1, 1)
+    assert o.failures == [("Connect::Connect API::ipv6", "ECONNREFUSED ::1:5672")]
+    assert reason_for("Connect::Connect API::ipv6", "raw", {"ipv6": "known"}) == "known"
+    assert reason_for("a.TestX::test", "a | b", {}) == "a \\| b"

@@ -20,6 +20,10 @@ import pytest
 from pika.adapters.select_connection import SelectConnection
 
 import amqp10.sync
+from amqp10.amqp091 import Connection as Connection091
+from amqp10.amqp091 import ConnectionState as ConnectionState091
+from amqp10.amqp091 import MethodReceived
+from amqp10.amqp091 import methods as m091
 from amqp10.message import Message
 from amqp10.types import Accepted
 
@@ -316,6 +320,30 @@ def test_mandatory_publish_is_returned(conn: pika.BlockingConnection) -> None:
         ch.basic_publish("amq.direct", "no-such-key", b"lost", mandatory=True)
 
 
+def test_confirms_of_a_batch_are_one_multiple_ack(broker: RunningBroker) -> None:
+    """50 publishes in one write (the engine as a client): fewer than 50 acks, one multiple."""
+    client = Connection091("client")
+    acks: list[Any] = []
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=T) as s:
+
+        def exchange(until: Any) -> None:
+            while not until():
+                s.sendall(client.data_to_send())
+                for e in client.receive_data(s.recv(65536)):
+                    if isinstance(e, MethodReceived) and isinstance(e.method, m091.BasicAck):
+                        acks.append(e.method)
+
+        s.sendall(client.data_to_send())
+        exchange(lambda: client.state is ConnectionState091.OPEN)
+        ch = client.open_channel()
+        exchange(lambda: client.channels[ch].name == "OPEN")
+        client.send_method(ch, m091.ConfirmSelect())
+        for i in range(50):
+            client.send_content(ch, m091.BasicPublish(routing_key="batch"), m091.BasicProperties(), b"%d" % i)
+        exchange(lambda: bool(acks) and acks[-1].delivery_tag == 50)
+    assert any(a.multiple for a in acks) and len(acks) < 50
+
+
 def test_publisher_confirms_wait_for_the_store(broker: RunningBroker, conn: pika.BlockingConnection) -> None:
     ch = conn.channel()
     ch.queue_declare("durable-q", durable=True)
@@ -352,13 +380,13 @@ def test_transactions_commit_and_rollback(conn: pika.BlockingConnection) -> None
 def test_select_connection(broker: RunningBroker) -> None:
     """pika's asynchronous adapter: declare, publish with confirms, consume, close."""
     got: list[bytes] = []
-    acks: list[int] = []
+    acks: list[tuple[int, bool]] = []
 
     def on_open(c: SelectConnection) -> None:
         c.channel(on_open_callback=on_channel)
 
     def on_channel(ch: Any) -> None:
-        ch.confirm_delivery(lambda frame: acks.append(frame.method.delivery_tag))
+        ch.confirm_delivery(lambda frame: acks.append((frame.method.delivery_tag, frame.method.multiple)))
         ch.queue_declare("sel", callback=lambda _f: on_declared(ch))
 
     def on_declared(ch: Any) -> None:
@@ -380,7 +408,10 @@ def test_select_connection(broker: RunningBroker) -> None:
     finally:
         c.ioloop.close()  # its wake-up socket pair
     assert got == [b"s0", b"s1", b"s2"]
-    assert sorted(acks) == [1, 2, 3]
+    acked = set()
+    for tag, multiple in acks:
+        acked |= set(range(1, tag + 1)) if multiple else {tag}
+    assert acked == {1, 2, 3}
 
 
 # -- across protocols -----------------------------------------------------------------------------

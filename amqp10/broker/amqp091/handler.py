@@ -70,6 +70,7 @@ log = logging.getLogger("amqp10.broker")
 _ids = itertools.count(1 << 40)  # consumer ids, apart from the 1.0 front end's
 _UNLIMITED: Final = 1 << 30
 NO_ROUTE: Final = 312
+LINGER_SECONDS: Final = 5.0
 EXCHANGE_TYPES: Final = frozenset({"direct", "fanout", "topic", "headers"})
 _ERROR_CODES: Final[dict[type[ModelError], int]] = {
     NotFound: ReplyCode.NOT_FOUND,
@@ -80,11 +81,42 @@ _ERROR_CODES: Final[dict[type[ModelError], int]] = {
 
 
 class BrokerConnection(Connection):
-    """The server-role engine with what the network driver asks of an engine."""
+    """The server-role engine with what the network driver asks of an engine.
+
+    After answering a client's ``connection.close`` the broker keeps reading (and
+    discarding) until the client closes the socket, for at most ``linger`` seconds,
+    as RabbitMQ does: a client may still be writing frames it queued before its
+    close (amqplib interleaves channels), and closing under it breaks its pipe.
+    """
+
+    linger = LINGER_SECONDS
+
+    _linger_until: float | None = None
+    _peer_gone = False
 
     @property
     def is_closed(self) -> bool:
-        return self.state is ConnectionState.CLOSED
+        if self.state is not ConnectionState.CLOSED:
+            return False
+        if self.close_received is None or self.close_sent is not None or self._peer_gone:
+            return True  # not closed by the client (or it has gone): nothing to wait for
+        return self._linger_until is not None and self._linger_until <= 0
+
+    def receive_data(self, data: bytes) -> list[Event]:
+        if not data:
+            self._peer_gone = True
+        return super().receive_data(data)
+
+    def tick(self, now: float) -> float | None:
+        deadline = super().tick(now)
+        if self.state is ConnectionState.CLOSED and self.close_received is not None and self.close_sent is None:
+            if self._linger_until is None:
+                self._linger_until = now + self.linger
+            elif now >= self._linger_until:
+                self._linger_until = 0.0
+                return None
+            return self._linger_until
+        return deadline
 
 
 class ChannelError(Exception):
@@ -159,6 +191,11 @@ class ChannelContext:
         self.flow_active = True
         self.confirm = False
         self.publish_seq = 0
+        self.unconfirmed: set[int] = set()
+        """Publish sequence numbers not yet confirmed (ack or nack)."""
+        self.confirmable: list[int] = []
+        """Sequence numbers ready to be acknowledged, sent together (``multiple``) by
+        :meth:`Amqp091Handler.flush_confirms`."""
         self.tx: list[Callable[[], None]] | None = None
         self.last_queue: str | None = None
 
@@ -292,6 +329,7 @@ class Amqp091Handler:
         self.channels: dict[int, ChannelContext] = {}
         self.closed = False
         self._handling = False
+        self._confirming: set[int] = set()  # channels with acks to send after this batch
         broker.connections.add(self)
         self._methods: dict[type[Method], Callable[[ChannelContext, Any], None]] = {
             m.ExchangeDeclare: self._exchange_declare,
@@ -346,6 +384,12 @@ class Amqp091Handler:
                 self._handle(e)
         finally:
             self._handling = False
+        if self._confirming:
+            confirming, self._confirming = self._confirming, set()
+            for number in confirming:
+                ch = self.channels.get(number)
+                if ch is not None:
+                    self.flush_confirms(ch)
 
     def _handle(self, e: Event) -> None:
         tp = type(e)
@@ -800,6 +844,7 @@ class Amqp091Handler:
         if ch.confirm:
             ch.publish_seq += 1
             seq = ch.publish_seq
+            ch.unconfirmed.add(seq)
         if ch.tx is not None:
             ch.tx.append(lambda: self._route(ch, x, msg, method, seq))
         else:
@@ -834,9 +879,29 @@ class Amqp091Handler:
     def _confirm(self, ch: ChannelContext, seq: int, ack: bool) -> None:
         if ch.closed or self.channels.get(ch.number) is not ch:
             return
-        reply: Method = m.BasicAck(delivery_tag=seq) if ack else m.BasicNack(delivery_tag=seq, requeue=False)
-        self.send_method(ch.number, reply)
-        self.wake_if_idle()
+        ch.unconfirmed.discard(seq)
+        if not ack:
+            self.send_method(ch.number, m.BasicNack(delivery_tag=seq, requeue=False))
+        else:
+            ch.confirmable.append(seq)
+        if self._handling:  # sent once the batch of events is done, as few acks as can be
+            self._confirming.add(ch.number)
+        else:
+            self.flush_confirms(ch)
+            self.wake()
+
+    def flush_confirms(self, ch: ChannelContext) -> None:
+        """Acknowledge the ready publishes: every one below the oldest unconfirmed with one
+        ``multiple`` ack, the others one by one."""
+        ready, ch.confirmable = sorted(ch.confirmable), []
+        if not ready:
+            return
+        oldest = min(ch.unconfirmed) if ch.unconfirmed else ready[-1] + 1
+        below = [seq for seq in ready if seq < oldest]
+        if below:
+            self.send_method(ch.number, m.BasicAck(delivery_tag=below[-1], multiple=len(below) > 1))
+        for seq in ready[len(below) :]:
+            self.send_method(ch.number, m.BasicAck(delivery_tag=seq))
 
     # -- confirms and transactions
     def _confirm_select(self, ch: ChannelContext, method: m.ConfirmSelect) -> None:
