@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 from anyio.abc import ByteStream, SocketAttribute, TaskStatus
 
-from ..amqp091 import Protocol, ReplyCode, Unsupported, identify_header
+from ..amqp091 import CAPABILITIES, Protocol, ReplyCode, Unsupported, identify_header
 from ..amqp091.negotiate import HEADER_SIZE
 from ..io.driver import Driver, Signal
 from ..io.net import Listener
@@ -283,13 +283,19 @@ class BrokerService:
         """Serve one connection with the 0-9-1 front end (0-9 and 0-8 as dialects)."""
         assert self.broker is not None and protocol.dialect is not None
         tls_identity = _tls_identity(stream)
-        mechanisms = ("PLAIN", "AMQPLAIN", "EXTERNAL") if tls_identity else ("PLAIN", "AMQPLAIN")
+        external = tls_identity is not None and "EXTERNAL" in self.config.sasl.mechanisms
+        mechanisms = ("PLAIN", "AMQPLAIN", "EXTERNAL") if external else ("PLAIN", "AMQPLAIN")
         conn = BrokerConnection(
             "server",
             dialect=protocol.dialect,
             mechanisms=mechanisms,
             handshake_timeout=self.config.limits.handshake_timeout,
-            server_properties={"product": "amqp10", "cluster_name": self.config.container_id},
+            server_properties={
+                "product": "amqp10",
+                "cluster_name": self.config.container_id,
+                # consumer priorities (x-priority) are not applied yet: not announced
+                "capabilities": {**CAPABILITIES, "consumer_priorities": False},
+            },
         )
         handler = Amqp091Handler(
             self.broker,

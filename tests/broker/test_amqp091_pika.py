@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import datetime as dt
 import socket
+import ssl
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,14 +20,17 @@ import pika
 import pika.exceptions
 import pytest
 from pika.adapters.select_connection import SelectConnection
+from pika.credentials import ExternalCredentials
 
 import amqp10.sync
 from amqp10.amqp091 import Connection as Connection091
 from amqp10.amqp091 import ConnectionState as ConnectionState091
 from amqp10.amqp091 import MethodReceived
 from amqp10.amqp091 import methods as m091
+from amqp10.broker.config import Listener
 from amqp10.message import Message
 from amqp10.types import Accepted
+from tests.client.helpers import Certs, have_openssl, make_certs
 
 from .conftest import RunningBroker, broker_with
 
@@ -49,6 +54,14 @@ def conn(broker: RunningBroker) -> Iterator[pika.BlockingConnection]:
     yield c
     if c.is_open:
         c.close()
+
+
+def wait_until(conn: pika.BlockingConnection, done: Any) -> None:
+    """Run ``conn``'s I/O until ``done()``, at most T seconds."""
+    deadline = time.monotonic() + T
+    while not done():
+        assert time.monotonic() < deadline, "timed out"
+        conn.process_data_events(time_limit=0.05)
 
 
 def drain(ch: Any, queue: str, n: int, *, ack: bool = True) -> list[tuple[Any, Any, bytes]]:
@@ -150,6 +163,40 @@ def test_unknown_exchange_type_closes_the_channel(conn: pika.BlockingConnection)
         ch.exchange_declare("weird", "no-such-type")
     assert info.value.reply_code == 406  # as RabbitMQ 4 (3.x: 503 on the connection)
     assert conn.is_open
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+    if not have_openssl():
+        pytest.fail("the openssl command is needed to make test certificates")
+    return make_certs(tmp_path_factory.mktemp("certs"))
+
+
+def test_tls_listener_serves_0_9_1_with_plain_and_external(tmp_path: Path, certs: Certs, users_file: Path) -> None:
+    listener = Listener(
+        host="127.0.0.1", port=0, tls_cert=certs.server_cert, tls_key=certs.server_key, tls_ca=certs.ca
+    )
+    sasl = {"users_file": users_file, "allow_anonymous": False, "mechanisms": ["EXTERNAL", "PLAIN"]}
+    with broker_with(tmp_path, listeners=[listener], sasl=sasl) as b:
+        ctx = ssl.create_default_context(cafile=str(certs.ca))
+        c = pika.BlockingConnection(
+            params(b, ssl_options=pika.SSLOptions(ctx, "localhost"), credentials=pika.PlainCredentials("alice", "secret"))
+        )
+        c.channel().queue_declare("over-tls")
+        c.close()
+        ctx.load_cert_chain(str(certs.client_cert), str(certs.client_key))
+        c = pika.BlockingConnection(
+            params(b, ssl_options=pika.SSLOptions(ctx, "localhost"), credentials=ExternalCredentials())
+        )
+        assert [cl.handler.user for cl in b.service.clients] == ["CN=amqp10-test-client"]
+        c.close()
+        # the header is chosen after the TLS handshake: an unknown one gets ours back
+        raw = ssl.create_default_context(cafile=str(certs.ca))
+        with socket.create_connection(("127.0.0.1", b.port), timeout=T) as s, raw.wrap_socket(
+            s, server_hostname="localhost"
+        ) as tls:
+            tls.sendall(b"AMQP\x01\x01\x00\x0a")
+            assert tls.recv(8) == b"AMQP\x00\x00\x09\x01"
 
 
 # -- exchanges and queues ---------------------------------------------------------------------------
@@ -280,10 +327,12 @@ def test_prefetch_limits_unacked_deliveries(conn: pika.BlockingConnection) -> No
     ch.basic_qos(prefetch_count=3)
     got: list[Any] = []
     ch.basic_consume(q, lambda c, m, p, b: got.append(m))
-    conn.process_data_events(time_limit=0.5)
+    wait_until(conn, lambda: len(got) >= 3)
+    conn.process_data_events(time_limit=0.2)  # no more come
     assert len(got) == 3
     ch.basic_ack(got[-1].delivery_tag, multiple=True)
-    conn.process_data_events(time_limit=0.5)
+    wait_until(conn, lambda: len(got) >= 6)
+    conn.process_data_events(time_limit=0.2)
     assert len(got) == 6
     ch.close()  # the three unacked go back
     ch = conn.channel()
@@ -298,7 +347,7 @@ def test_channel_close_requeues_and_server_cancel_on_delete(conn: pika.BlockingC
     ch.basic_consume(q, lambda *a: None, consumer_tag="t1")
     other = conn.channel()
     other.queue_delete(q)
-    conn.process_data_events(time_limit=0.5)
+    wait_until(conn, lambda: cancelled)
     assert cancelled and cancelled[0].method.consumer_tag == "t1"
 
 
@@ -498,3 +547,37 @@ def test_0_9_1_messages_survive_a_restart(tmp_path: Path) -> None:
         assert body == b"persisted" and p.delivery_mode == 2
         assert p.headers["when"] == dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
         c.close()
+
+
+def test_direct_reply_to(broker: RunningBroker, conn: pika.BlockingConnection) -> None:
+    """RabbitMQ's amq.rabbitmq.reply-to: an RPC reply goes straight to the caller's consumer."""
+    server = pika.BlockingConnection(params(broker))
+    try:
+        sch = server.channel()
+        sch.queue_declare("rpc")
+        ch = conn.channel()
+        replies: list[tuple[Any, bytes]] = []
+        ch.basic_consume("amq.rabbitmq.reply-to", lambda c, m, p, b: replies.append((p, b)), auto_ack=True)
+        ch.basic_publish("", "rpc", b"ping", pika.BasicProperties(reply_to="amq.rabbitmq.reply-to", correlation_id="c1"))
+        [(m, p, body)] = drain(sch, "rpc", 1)
+        assert p.reply_to.startswith("amq.rabbitmq.reply-to.") and body == b"ping"
+        sch.basic_publish("", p.reply_to, b"pong", pika.BasicProperties(correlation_id=p.correlation_id))
+        wait_until(conn, lambda: replies)
+        assert replies[0][1] == b"pong" and replies[0][0].correlation_id == "c1"
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as info:  # must not ack
+            conn.channel().basic_consume("amq.rabbitmq.reply-to", lambda *a: None, auto_ack=False)
+        assert info.value.reply_code == 406
+    finally:
+        server.close()
+
+
+def test_stream_queue_read_from_an_offset(conn: pika.BlockingConnection) -> None:
+    ch = conn.channel()
+    ch.queue_declare("events", durable=True, arguments={"x-queue-type": "stream"})
+    for i in range(5):
+        ch.basic_publish("", "events", b"e%d" % i)
+    ch.basic_qos(prefetch_count=10)
+    got: list[bytes] = []
+    ch.basic_consume("events", lambda c, m, p, b: got.append(b), arguments={"x-stream-offset": 2})
+    wait_until(conn, lambda: len(got) >= 3)
+    assert got == [b"e2", b"e3", b"e4"]

@@ -71,6 +71,11 @@ _ids = itertools.count(1 << 40)  # consumer ids, apart from the 1.0 front end's
 _UNLIMITED: Final = 1 << 30
 NO_ROUTE: Final = 312
 LINGER_SECONDS: Final = 5.0
+REPLY_TO: Final = "amq.rabbitmq.reply-to"
+"""RabbitMQ's direct reply-to pseudo-queue: consume from it (no-ack), publish with it as reply-to."""
+_REPLY_PREFIX: Final = REPLY_TO + "."
+_replies: dict[str, ChannelContext] = {}
+"""Direct reply-to addresses (``amq.rabbitmq.reply-to.<token>``) and the channel consuming them."""
 EXCHANGE_TYPES: Final = frozenset({"direct", "fanout", "topic", "headers"})
 _ERROR_CODES: Final[dict[type[ModelError], int]] = {
     NotFound: ReplyCode.NOT_FOUND,
@@ -198,6 +203,10 @@ class ChannelContext:
         :meth:`Amqp091Handler.flush_confirms`."""
         self.tx: list[Callable[[], None]] | None = None
         self.last_queue: str | None = None
+        self.reply_tag: str | None = None
+        """The consumer tag of this channel's direct reply-to consumer."""
+        self.reply_address = ""
+        """Its address (``amq.rabbitmq.reply-to.<token>``), what publishes' reply-to becomes."""
 
     # -- deliveries -------------------------------------------------------------------------
     def _take_tag(self) -> int:
@@ -221,7 +230,7 @@ class ChannelContext:
 
     def hand_out(
         self,
-        node: Queue | Stream,
+        node: Queue | Stream | None,
         msg: QueuedMessage,
         c: BasicConsumer | None,
         no_ack: bool,
@@ -232,8 +241,9 @@ class ChannelContext:
         tag = self._take_tag()
         content = unpack(msg.form(FORMAT))
         method = make(tag, msg.delivery_count > 0, content)
-        if no_ack:
-            node.ack(msg)
+        if node is None or no_ack:
+            if node is not None:
+                node.ack(msg)
         else:
             self.unacked[tag] = (node, msg, c)
             self.unacked_count += 1
@@ -296,6 +306,28 @@ class ChannelContext:
         pending = list(self.unacked)
         self.settle(pending, "requeue")
         self.tx = None
+        self.stop_replies()
+
+    def stop_replies(self) -> None:
+        if self.reply_tag is not None:
+            _replies.pop(self.reply_address, None)
+            self.reply_tag = None
+
+    def deliver_reply(self, msg: QueuedMessage) -> None:
+        """A message published to this channel's direct reply-to address: straight to its consumer."""
+        tag = self.reply_tag
+        assert tag is not None
+
+        def deliver_method(delivery_tag: int, redelivered: bool, content: Content) -> Method:
+            return m.BasicDeliver(
+                consumer_tag=tag,
+                delivery_tag=delivery_tag,
+                redelivered=False,
+                exchange=content.exchange,
+                routing_key=content.routing_key,
+            )
+
+        self.hand_out(None, msg, None, True, deliver_method)
 
 
 class Amqp091Handler:
@@ -646,6 +678,9 @@ class Amqp091Handler:
     def _queue_declare(self, ch: ChannelContext, method: m.QueueDeclare) -> None:
         vh = self.vhost
         name = method.queue
+        if method.passive and name == REPLY_TO:  # it exists for every channel (RabbitMQ)
+            self._ok(ch, method.no_wait, m.QueueDeclareOk(queue=REPLY_TO))
+            return
         if method.passive:
             q = self._queue_node(self._queue_name(ch, name))
         else:
@@ -746,6 +781,9 @@ class Amqp091Handler:
             c.node.dispatch()
 
     def _basic_consume(self, ch: ChannelContext, method: m.BasicConsume) -> None:
+        if method.queue == REPLY_TO:
+            self._reply_consume(ch, method)
+            return
         q = self._queue_node(self._queue_name(ch, method.queue))
         self._authorize(q.name, "read", "queue")
         tag = method.consumer_tag or "amq.ctag-" + _token()
@@ -771,7 +809,22 @@ class Amqp091Handler:
         else:
             q.add_consumer(c)
 
+    def _reply_consume(self, ch: ChannelContext, method: m.BasicConsume) -> None:
+        if not method.no_ack:
+            raise PreconditionFailed("reply consumer cannot acknowledge")
+        if ch.reply_tag is not None:
+            raise PreconditionFailed("reply consumer already set")
+        tag = method.consumer_tag or "amq.ctag-" + _token()
+        if tag in ch.consumers:
+            raise HardError(ReplyCode.NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'")
+        ch.reply_tag = tag
+        ch.reply_address = _REPLY_PREFIX + _token()
+        _replies[ch.reply_address] = ch
+        self._ok(ch, method.no_wait, m.BasicConsumeOk(consumer_tag=tag))
+
     def _basic_cancel(self, ch: ChannelContext, method: m.BasicCancel) -> None:
+        if method.consumer_tag == ch.reply_tag:
+            ch.stop_replies()
         c = ch.consumers.pop(method.consumer_tag, None)
         if c is not None:
             c.active = False
@@ -839,7 +892,15 @@ class Amqp091Handler:
         self._authorize(x.name, "write", "exchange")
         props = e.properties
         assert isinstance(props, BasicProperties)
-        msg = from_publish(method.exchange, method.routing_key, props, e.raw_properties, e.body, self.broker.now())
+        raw = e.raw_properties
+        if props.reply_to == REPLY_TO:
+            if ch.reply_tag is None:
+                raise PreconditionFailed("fast reply consumer does not exist")
+            props.reply_to = ch.reply_address
+            buf = bytearray()
+            props.encode(buf)
+            raw = bytes(buf)
+        msg = from_publish(method.exchange, method.routing_key, props, raw, e.body, self.broker.now())
         seq = 0
         if ch.confirm:
             ch.publish_seq += 1
@@ -853,6 +914,13 @@ class Amqp091Handler:
     def _route(self, ch: ChannelContext, x: Exchange, msg: QueuedMessage, method: m.BasicPublish, seq: int) -> None:
         vh = self.vhost
         key = method.routing_key
+        if x.name == "" and key.startswith(_REPLY_PREFIX):
+            target = _replies.get(key)
+            if target is not None and target.handler.vhost is vh and not target.closed:
+                target.deliver_reply(msg)
+                if seq:
+                    self._confirm(ch, seq, True)
+                return
 
         def stored() -> None:
             self._confirm(ch, seq, True)
