@@ -305,8 +305,11 @@ class BrokerService:
             tls_identity=tls_identity,
         )
         handler.handle(conn.receive_data(head))
-        driver: Driver[Any] = Driver(_Replay(stream, quick_ack=True), conn, handler.handle, peer=peer)
+        # while paused (publishing blocked) the driver still reads now and then: heartbeats
+        driver: Driver[Any] = Driver(_Replay(stream, quick_ack=True), conn, handler.handle, peer=peer, pause_limit=5.0)
         handler.wake = driver.flush_soon
+        handler.pause = driver.pause_reading
+        handler.resume = driver.resume_reading
 
         def force_close() -> None:
             handler.close(ReplyCode.CONNECTION_FORCED, "CONNECTION_FORCED - broker forced connection closure")

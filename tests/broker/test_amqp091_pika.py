@@ -581,3 +581,25 @@ def test_stream_queue_read_from_an_offset(conn: pika.BlockingConnection) -> None
     ch.basic_consume("events", lambda c, m, p, b: got.append(b), arguments={"x-stream-offset": 2})
     wait_until(conn, lambda: len(got) >= 3)
     assert got == [b"e2", b"e3", b"e4"]
+
+
+def test_publishers_are_blocked_while_memory_is_over_the_limit(tmp_path: Path) -> None:
+    with broker_with(tmp_path, limits={"memory_limit_bytes": 4096}) as b:
+        publisher = pika.BlockingConnection(params(b))
+        consumer = pika.BlockingConnection(params(b))
+        try:
+            events: list[str] = []
+            publisher.add_on_connection_blocked_callback(lambda c, f: events.append("blocked"))
+            publisher.add_on_connection_unblocked_callback(lambda c, f: events.append("unblocked"))
+            ch = publisher.channel()
+            ch.queue_declare("big")
+            for _ in range(3):
+                ch.basic_publish("", "big", b"x" * 2000)
+            wait_until(publisher, lambda: events == ["blocked"])
+            drain(consumer.channel(), "big", 3)
+            wait_until(publisher, lambda: events == ["blocked", "unblocked"])
+            ch.basic_publish("", "big", b"after")  # reading resumed
+            assert ch.queue_declare("big", passive=True).method.message_count == 1
+        finally:
+            publisher.close()
+            consumer.close()

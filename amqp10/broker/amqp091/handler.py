@@ -112,6 +112,10 @@ class BrokerConnection(Connection):
             self._peer_gone = True
         return super().receive_data(data)
 
+    recheck: Callable[[], bool] | None = None
+    """Called on every tick while set, at least once a second while it returns True
+    (the front end waits for the broker's memory to drop below its limit)."""
+
     def tick(self, now: float) -> float | None:
         deadline = super().tick(now)
         if self.state is ConnectionState.CLOSED and self.close_received is not None and self.close_sent is None:
@@ -121,6 +125,8 @@ class BrokerConnection(Connection):
                 self._linger_until = 0.0
                 return None
             return self._linger_until
+        if self.recheck is not None and self.recheck():
+            return now + 1.0 if deadline is None else min(deadline, now + 1.0)
         return deadline
 
 
@@ -349,9 +355,16 @@ class Amqp091Handler:
         allow_anonymous: bool = True,
         tls_identity: str | None = None,
         wake: Callable[[], None] = lambda: None,
+        pause: Callable[[], None] = lambda: None,
+        resume: Callable[[], None] = lambda: None,
     ) -> None:
         self.broker = broker
         self.conn = conn
+        self.pause = pause
+        """Stop reading from the client (publishing blocked: the broker is out of memory)."""
+        self.resume = resume
+        self.memory_blocked = False
+        self._published = False  # a publish in this batch of events
         self.users = users
         self.allow_anonymous = allow_anonymous
         self.tls_identity = tls_identity
@@ -416,6 +429,10 @@ class Amqp091Handler:
                 self._handle(e)
         finally:
             self._handling = False
+        if self._published:
+            self._published = False
+            if not self.memory_blocked and not self.broker.memory_ok():
+                self._block_publishers()
         if self._confirming:
             confirming, self._confirming = self._confirming, set()
             for number in confirming:
@@ -500,6 +517,29 @@ class Amqp091Handler:
             return
         self.vhost = vhost
         self.conn.accept_open()
+
+    def _block_publishers(self) -> None:
+        """Memory above the limit: tell the client (connection.blocked, if it understands)
+        and stop reading from it until the broker's queues shrink, as RabbitMQ's alarm does."""
+        log.info("0-9-1 publisher blocked: queued messages exceed the memory limit")
+        self.memory_blocked = True
+        self.conn.block("low on memory")
+        self.pause()
+        if isinstance(self.conn, BrokerConnection):
+            self.conn.recheck = self._memory_recovered
+        self.wake_if_idle()
+
+    def _memory_recovered(self) -> bool:
+        """Checked once a second while blocked; False (stop checking) once unblocked."""
+        if not self.memory_blocked or self.closed:
+            return False
+        if not self.broker.memory_ok():
+            return True
+        self.memory_blocked = False
+        if self.conn.state is ConnectionState.OPEN:
+            self.conn.unblock()
+        self.resume()
+        return False
 
     def cleanup(self) -> None:
         if self.closed:
@@ -901,6 +941,7 @@ class Amqp091Handler:
             props.encode(buf)
             raw = bytes(buf)
         msg = from_publish(method.exchange, method.routing_key, props, raw, e.body, self.broker.now())
+        self._published = True
         seq = 0
         if ch.confirm:
             ch.publish_seq += 1
