@@ -23,9 +23,10 @@ from pika.adapters.select_connection import SelectConnection
 from pika.credentials import ExternalCredentials
 
 import amqp10.sync
+from amqp10.amqp091 import AMQP_0_8, AMQP_0_9, MethodReceived
+from amqp10.amqp091 import ChannelState as ChannelState091
 from amqp10.amqp091 import Connection as Connection091
 from amqp10.amqp091 import ConnectionState as ConnectionState091
-from amqp10.amqp091 import MethodReceived
 from amqp10.amqp091 import methods as m091
 from amqp10.broker.config import Listener
 from amqp10.message import Message
@@ -369,28 +370,52 @@ def test_mandatory_publish_is_returned(conn: pika.BlockingConnection) -> None:
         ch.basic_publish("amq.direct", "no-such-key", b"lost", mandatory=True)
 
 
+class EngineClient:
+    """The 0-9-1 engine in the client role over a socket (dialects pika does not speak)."""
+
+    def __init__(self, port: int, **kw: Any) -> None:
+        self.conn = Connection091("client", **kw)
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=T)
+        self.events: list[Any] = []
+        self.flush()
+
+    def flush(self) -> None:
+        self.sock.sendall(self.conn.data_to_send())
+
+    def until(self, done: Any) -> None:
+        deadline = time.monotonic() + T
+        while not done():
+            assert time.monotonic() < deadline, "timed out"
+            data = self.sock.recv(65536)
+            self.events += self.conn.receive_data(data)
+            self.flush()
+            if not data:
+                return
+
+    def close(self) -> None:
+        self.sock.close()
+
+
 def test_confirms_of_a_batch_are_one_multiple_ack(broker: RunningBroker) -> None:
     """50 publishes in one write (the engine as a client): fewer than 50 acks, one multiple."""
-    client = Connection091("client")
-    acks: list[Any] = []
-    with socket.create_connection(("127.0.0.1", broker.port), timeout=T) as s:
-
-        def exchange(until: Any) -> None:
-            while not until():
-                s.sendall(client.data_to_send())
-                for e in client.receive_data(s.recv(65536)):
-                    if isinstance(e, MethodReceived) and isinstance(e.method, m091.BasicAck):
-                        acks.append(e.method)
-
-        s.sendall(client.data_to_send())
-        exchange(lambda: client.state is ConnectionState091.OPEN)
-        ch = client.open_channel()
-        exchange(lambda: client.channels[ch].name == "OPEN")
-        client.send_method(ch, m091.ConfirmSelect())
+    c = EngineClient(broker.port)
+    try:
+        c.until(lambda: c.conn.state is ConnectionState091.OPEN)
+        ch = c.conn.open_channel()
+        c.flush()
+        c.until(lambda: c.conn.channels.get(ch) is ChannelState091.OPEN)
+        c.conn.send_method(ch, m091.ConfirmSelect())
         for i in range(50):
-            client.send_content(ch, m091.BasicPublish(routing_key="batch"), m091.BasicProperties(), b"%d" % i)
-        exchange(lambda: bool(acks) and acks[-1].delivery_tag == 50)
-    assert any(a.multiple for a in acks) and len(acks) < 50
+            c.conn.send_content(ch, m091.BasicPublish(routing_key="batch"), m091.BasicProperties(), b"%d" % i)
+        c.flush()
+
+        def acks() -> list[Any]:
+            return [e.method for e in c.events if isinstance(e, MethodReceived) and isinstance(e.method, m091.BasicAck)]
+
+        c.until(lambda: bool(acks()) and acks()[-1].delivery_tag == 50)
+        assert any(a.multiple for a in acks()) and len(acks()) < 50
+    finally:
+        c.close()
 
 
 def test_publisher_confirms_wait_for_the_store(broker: RunningBroker, conn: pika.BlockingConnection) -> None:
@@ -603,3 +628,36 @@ def test_publishers_are_blocked_while_memory_is_over_the_limit(tmp_path: Path) -
         finally:
             publisher.close()
             consumer.close()
+
+
+@pytest.mark.parametrize("dialect", [AMQP_0_8, AMQP_0_9])
+def test_older_dialects_end_to_end(broker: RunningBroker, dialect: Any) -> None:
+    c = EngineClient(broker.port, dialect=dialect)
+    try:
+        c.until(lambda: c.conn.state is ConnectionState091.OPEN)
+        ch = c.conn.open_channel()
+        c.flush()
+        c.until(lambda: c.conn.channels.get(ch) is ChannelState091.OPEN)
+        c.conn.send_method(ch, m091.QueueDeclare(queue=f"old-{dialect.name}"))
+        c.conn.send_content(ch, m091.BasicPublish(routing_key=f"old-{dialect.name}"), m091.BasicProperties(), b"hi")
+        c.conn.send_method(ch, m091.BasicGet(queue=f"old-{dialect.name}", no_ack=True))
+        c.flush()
+        c.until(lambda: any(type(e).__name__ == "ContentReceived" for e in c.events))
+        [got] = [e for e in c.events if type(e).__name__ == "ContentReceived"]
+        assert isinstance(got.method, m091.BasicGetOk) and got.body == b"hi"
+    finally:
+        c.close()
+
+
+def test_a_silent_client_is_dropped_after_missed_heartbeats(broker: RunningBroker) -> None:
+    c = EngineClient(broker.port, heartbeat=1)
+    try:
+        c.until(lambda: c.conn.state is ConnectionState091.OPEN)
+        started = time.monotonic()
+        # say nothing (no heartbeats): the broker gives up after two missed intervals
+        data = b"x"
+        while data:
+            data = c.sock.recv(65536)  # heartbeats, then the end of the stream
+        assert 1.5 < time.monotonic() - started < T
+    finally:
+        c.close()
