@@ -602,10 +602,12 @@ def test_stream_queue_read_from_an_offset(conn: pika.BlockingConnection) -> None
     for i in range(5):
         ch.basic_publish("", "events", b"e%d" % i)
     ch.basic_qos(prefetch_count=10)
-    got: list[bytes] = []
-    ch.basic_consume("events", lambda c, m, p, b: got.append(b), arguments={"x-stream-offset": 2})
+    got: list[tuple[int, bytes]] = []
+    ch.basic_consume(
+        "events", lambda c, m, p, b: got.append((p.headers["x-stream-offset"], b)), arguments={"x-stream-offset": 2}
+    )
     wait_until(conn, lambda: len(got) >= 3)
-    assert got == [b"e2", b"e3", b"e4"]
+    assert got == [(2, b"e2"), (3, b"e3"), (4, b"e4")]
 
 
 def test_publishers_are_blocked_while_memory_is_over_the_limit(tmp_path: Path) -> None:
@@ -661,3 +663,27 @@ def test_a_silent_client_is_dropped_after_missed_heartbeats(broker: RunningBroke
         assert 1.5 < time.monotonic() - started < T
     finally:
         c.close()
+
+
+def test_dead_lettering_adds_x_death(conn: pika.BlockingConnection) -> None:
+    ch = conn.channel()
+    ch.exchange_declare("dlx", "fanout")
+    ch.queue_declare("dead")
+    ch.queue_bind("dead", "dlx")
+    ch.queue_declare("work", arguments={"x-dead-letter-exchange": "dlx"})
+    for _ in range(2):  # each a fresh message: one death each
+        ch.basic_publish("", "work", b"job", pika.BasicProperties(headers={"kind": "a"}))
+        m, _, _ = ch.basic_get("work")
+        ch.basic_reject(m.delivery_tag, requeue=False)
+        m, p, body = ch.basic_get("dead")
+        ch.basic_ack(m.delivery_tag)
+        assert body == b"job" and p.headers["kind"] == "a"
+        [death] = p.headers["x-death"]
+        assert (death["queue"], death["reason"], death["exchange"], death["routing-keys"]) == ("work", "rejected", "", ["work"])
+        assert p.headers["x-first-death-reason"] == "rejected" and p.headers["x-first-death-queue"] == "work"
+    # a message that died in the same queue for the same reason before: counted up
+    ch.basic_publish("", "work", b"again", pika.BasicProperties(headers={"x-death": [dict(death, count=1)]}))
+    m, _, _ = ch.basic_get("work")
+    ch.basic_reject(m.delivery_tag, requeue=False)
+    _, p, _ = ch.basic_get("dead", auto_ack=True)
+    assert p.headers["x-death"][0]["count"] == 2

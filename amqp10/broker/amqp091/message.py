@@ -13,6 +13,7 @@ protocol (:meth:`QueuedMessage.form`).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import struct
 import uuid
@@ -99,6 +100,58 @@ class Amqp091Message(QueuedMessage):
             return self.properties().headers or {}
         except (FieldDecodeError, ValueError, IndexError, struct.error):
             return {}
+
+    def _with_headers(self, change: Mapping[str, Any]) -> bytes | None:
+        """``data`` with ``change`` merged into the properties' headers (None: unreadable)."""
+        c = self.content()
+        try:
+            p = self.properties()
+        except (FieldDecodeError, ValueError, IndexError, struct.error):
+            return None
+        p.headers = {**(p.headers or {}), **change}
+        buf = bytearray()
+        p.encode(buf)
+        return pack(c.exchange, c.routing_key, bytes(buf), c.body)
+
+    def with_stream_position(self, offset: int) -> bytes:
+        """The message with RabbitMQ's ``x-stream-offset`` header (what stream consumers see)."""
+        return self._with_headers({"x-stream-offset": offset}) or self.data
+
+    def dead_lettered(self, death: Mapping[str, Any], now: float) -> QueuedMessage:
+        """The message with RabbitMQ's ``x-death`` header updated: the newest death first, a
+        repeat of the same queue and reason counted up and moved to the front; the
+        ``x-first-death-*`` headers set on the first death."""
+        headers = dict(self.headers)
+        deaths = [dict(d) for d in headers.get("x-death") or [] if isinstance(d, Mapping)]
+        stamp = _dt.datetime.fromtimestamp(int(now), _dt.UTC)
+        record: dict[str, Any] = {}
+        for i, d in enumerate(deaths):
+            if d.get("queue") == death["queue"] and d.get("reason") == death["reason"]:
+                record = deaths.pop(i)
+                break
+        record.update(
+            count=int(record.get("count", 0)) + 1,
+            reason=death["reason"],
+            queue=death["queue"],
+            time=stamp,
+            exchange=death["exchange"],
+        )
+        record["routing-keys"] = list(death["routing-keys"])
+        deaths.insert(0, record)
+        change: dict[str, Any] = {"x-death": deaths}
+        if "x-first-death-reason" not in headers:
+            change.update({
+                "x-first-death-reason": death["reason"],
+                "x-first-death-queue": death["queue"],
+                "x-first-death-exchange": death["exchange"],
+            })  # fmt: skip
+        data = self._with_headers(change)
+        m = super().dead_lettered(death, now)  # a copy, its expiry cleared
+        if data is not None:
+            m.data, m.size, m.arrival = data, len(data), now
+            with contextlib.suppress(AttributeError):
+                del m._headers  # read again from the new data when asked
+        return m
 
 
 register_format(Amqp091Message)
