@@ -115,8 +115,13 @@ class BrokerConnection(Connection):
     recheck: Callable[[], bool] | None = None
     """Called on every tick while set, at least once a second while it returns True
     (the front end waits for the broker's memory to drop below its limit)."""
+    before_send: Callable[[], None] | None = None
+    """Called on every tick: the driver ticks just before it takes the bytes to write,
+    so what the front end queued since (store commits' confirms) goes out together."""
 
     def tick(self, now: float) -> float | None:
+        if self.before_send is not None:
+            self.before_send()
         deadline = super().tick(now)
         if self.state is ConnectionState.CLOSED and self.close_received is not None and self.close_sent is None:
             if self._linger_until is None:
@@ -375,6 +380,8 @@ class Amqp091Handler:
         self.closed = False
         self._handling = False
         self._confirming: set[int] = set()  # channels with acks to send after this batch
+        if isinstance(conn, BrokerConnection):
+            conn.before_send = self._flush_all_confirms
         broker.connections.add(self)
         self._methods: dict[type[Method], Callable[[ChannelContext, Any], None]] = {
             m.ExchangeDeclare: self._exchange_declare,
@@ -433,6 +440,9 @@ class Amqp091Handler:
             self._published = False
             if not self.memory_blocked and not self.broker.memory_ok():
                 self._block_publishers()
+        self._flush_all_confirms()
+
+    def _flush_all_confirms(self) -> None:
         if self._confirming:
             confirming, self._confirming = self._confirming, set()
             for number in confirming:
@@ -993,10 +1003,12 @@ class Amqp091Handler:
             self.send_method(ch.number, m.BasicNack(delivery_tag=seq, requeue=False))
         else:
             ch.confirmable.append(seq)
-        if self._handling:  # sent once the batch of events is done, as few acks as can be
-            self._confirming.add(ch.number)
-        else:
-            self.flush_confirms(ch)
+        # sent once the batch of events is done, or (a store commit's callback) when the
+        # driver next writes: as few acks as can be
+        self._confirming.add(ch.number)
+        if not self._handling:
+            if not isinstance(self.conn, BrokerConnection):
+                self._flush_all_confirms()
             self.wake()
 
     def flush_confirms(self, ch: ChannelContext) -> None:
