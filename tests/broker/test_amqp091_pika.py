@@ -547,7 +547,7 @@ def test_from_1_0_to_0_9_1(broker: RunningBroker, conn: pika.BlockingConnection)
         assert isinstance(s.send(m1), Accepted)
         assert isinstance(s.send(Message(body="text body")), Accepted)
     (m, p, b), (_, p2, b2) = drain(ch, "cross-b", 2)
-    assert b == b"binary"
+    assert b == b"binary" and (m.exchange, m.routing_key) == ("", "cross-b")
     assert p.headers == {"k": "v", "n": 3}
     assert (p.delivery_mode, p.priority, p.message_id, p.correlation_id, p.reply_to) == (2, 7, "one", "c1", "back")
     assert p.content_type == "application/octet-stream" and p.expiration == "30000"
@@ -687,3 +687,20 @@ def test_dead_lettering_adds_x_death(conn: pika.BlockingConnection) -> None:
     ch.basic_reject(m.delivery_tag, requeue=False)
     _, p, _ = ch.basic_get("dead", auto_ack=True)
     assert p.headers["x-death"][0]["count"] == 2
+
+
+def test_a_stream_written_by_1_0_read_by_0_9_1(broker: RunningBroker, conn: pika.BlockingConnection) -> None:
+    ch = conn.channel()
+    ch.queue_declare("mixed-log", durable=True, arguments={"x-queue-type": "stream"})
+    with amqp10.sync.connect(f"amqp://{broker.url}", timeout=T) as c1:
+        s = c1.open_sender("mixed-log")
+        for i in range(2):
+            assert isinstance(s.send(Message(body=f"one-{i}")), Accepted)
+    ch.basic_publish("", "mixed-log", b"nine")
+    ch.basic_qos(prefetch_count=10)
+    got: list[tuple[int, bytes]] = []
+    ch.basic_consume(
+        "mixed-log", lambda c, m, p, b: got.append((p.headers["x-stream-offset"], b)), arguments={"x-stream-offset": "first"}
+    )
+    wait_until(conn, lambda: len(got) >= 3)
+    assert got == [(0, b"one-0"), (1, b"one-1"), (2, b"nine")]

@@ -251,6 +251,8 @@ class ChannelContext:
         under a new delivery tag; without ``no_ack`` it waits for the client's outcome."""
         tag = self._take_tag()
         content = unpack(msg.form(FORMAT))
+        if not content.exchange and not content.routing_key and node is not None:
+            content.routing_key = node.name  # sent straight to the queue (by 1.0): as if by its name
         method = make(tag, msg.delivery_count > 0, content)
         if node is None or no_ack:
             if node is not None:

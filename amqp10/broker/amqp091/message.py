@@ -296,6 +296,8 @@ def to_amqp091(msg: QueuedMessage) -> bytes:
     headers: dict[str, Any] = {k: _to_field_value(v) for k, v in app.items()}
     for k, v in annotations.items():
         name = str(k)
+        if name == "x-opt-offset":
+            name = "x-stream-offset"  # a stream's offset, as 0-9-1 stream consumers read it
         if name.startswith("x-") and name not in (X_BASIC_TYPE, X_BASIC_APP_ID):
             headers[name] = _to_field_value(v)
     props = BasicProperties(
