@@ -704,3 +704,12 @@ def test_a_stream_written_by_1_0_read_by_0_9_1(broker: RunningBroker, conn: pika
     )
     wait_until(conn, lambda: len(got) >= 3)
     assert got == [(0, b"one-0"), (1, b"one-1"), (2, b"nine")]
+
+
+def test_broker_shutdown_closes_0_9_1_connections_with_320(tmp_path: Path) -> None:
+    with broker_with(tmp_path) as b:
+        c = pika.BlockingConnection(params(b))
+        c.channel().queue_declare("q")
+    with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as info:
+        wait_until(c, lambda: False)
+    assert info.value.reply_code == 320
