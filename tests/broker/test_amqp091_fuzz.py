@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amqp10.amqp091 import ChannelState, ConnectionState
+from amqp10.amqp091 import ChannelClosed, ChannelState, ConnectionState
 from amqp10.amqp091 import Connection as Client
 from amqp10.amqp091 import methods as m
 from amqp10.broker.amqp091 import Amqp091Handler, BrokerConnection
@@ -54,11 +54,12 @@ OPS = st.one_of(
 class InMemory:
     """A client engine wired to the broker's front end through byte buffers."""
 
-    def __init__(self) -> None:
-        self.broker = Broker(BrokerConfig())
+    def __init__(self, broker: Broker | None = None) -> None:
+        self.broker = broker or Broker(BrokerConfig())
         self.server = BrokerConnection("server")
         self.handler = Amqp091Handler(self.broker, self.server)
         self.client = Client("client")
+        self.client_events: list[Any] = []
         self.pump()
 
     def pump(self) -> None:
@@ -69,7 +70,7 @@ class InMemory:
             self.handler.handle(self.server.poll_events())
             s2c = self.server.data_to_send()
             if s2c:
-                self.client.receive_data(s2c)
+                self.client_events += self.client.receive_data(s2c)
             if not c2s and not s2c:
                 return
         raise AssertionError("the pair did not settle")
@@ -120,3 +121,35 @@ def test_random_method_sequences_stay_within_the_protocol(ops: list[tuple[int, A
         pair.pump()
     pair.handler.cleanup()
     assert not any(getattr(q, "owner", None) is pair.handler for q in pair.handler.vhost.queues())
+
+
+class Guarded(Broker):
+    """A broker whose permissions refuse everything named ``secret*``."""
+
+    def authorize(self, vhost: Any, user: str | None, resource: str, action: Any) -> bool:
+        self.asked.append((resource, action))
+        return not resource.startswith("secret")
+
+    asked: list[tuple[str, str]]
+
+
+def test_permissions_are_asked_and_refusals_are_403() -> None:
+    broker = Guarded(BrokerConfig())
+    broker.asked = []
+    pair = InMemory(broker)
+    pair.channel(1)
+    pair.client.send_method(1, m.QueueDeclare(queue="secret-q"))
+    pair.pump()
+    [closed] = [e for e in pair.client_events if isinstance(e, ChannelClosed)]
+    assert (closed.reply_code, closed.reply_text) == (
+        403,
+        "ACCESS_REFUSED - access to queue 'secret-q' in vhost '/' refused for user 'guest'",
+    )
+    assert ("secret-q", "configure") in broker.asked
+    pair.channel(2)
+    pair.client.send_method(2, m.QueueDeclare(queue="open-q"))
+    pair.client.send_method(2, m.QueueBind(queue="open-q", exchange="amq.direct", routing_key="k"))
+    pair.client.send_content(2, m.BasicPublish(exchange="amq.direct", routing_key="k"), m.BasicProperties(), b"x")
+    pair.client.send_method(2, m.BasicGet(queue="open-q", no_ack=True))
+    pair.pump()
+    assert {("open-q", "configure"), ("open-q", "write"), ("amq.direct", "read"), ("amq.direct", "write"), ("open-q", "read")} <= set(broker.asked)

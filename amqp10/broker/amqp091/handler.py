@@ -691,17 +691,20 @@ class Amqp091Handler:
         else:
             self._queue_node(name)
 
-    def _bind(self, source: str, dest: str, key: str, args: dict[str, Any], kind: str) -> None:
+    def _check_binding(self, source: str, dest: str, kind: str) -> None:
+        """Both ends exist; the user may write to the destination and read the source
+        (RabbitMQ's permissions for binding and unbinding)."""
         self._check_source(source, kind)
         self._check_destination(dest, kind)
-        self._authorize(dest, "configure", kind)
+        self._authorize(dest, "write", kind)
         self._authorize(source, "read", "exchange")
+
+    def _bind(self, source: str, dest: str, key: str, args: dict[str, Any], kind: str) -> None:
+        self._check_binding(source, dest, kind)
         self.vhost.bind(source, dest, key, args, destination_kind=kind)
 
     def _unbind(self, source: str, dest: str, key: str, args: dict[str, Any], kind: str) -> None:
-        self._check_source(source, kind)
-        self._check_destination(dest, kind)
-        self._authorize(dest, "configure", kind)
+        self._check_binding(source, dest, kind)
         try:
             self.vhost.unbind(source, dest, key, args, destination_kind=kind)
         except NotFound:
