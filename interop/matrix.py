@@ -43,6 +43,7 @@ from .certs import Certs, have_openssl, make_certs
 from .peers.activemq import EXTRA_LIB_ENV
 from .peers.base import Endpoint, Peer, PeerUnavailable
 from .scenarios import SCENARIOS, Ctx, NotApplicable, scenario_ids
+from .suites import BEGIN as SUITES_BEGIN
 
 __all__ = [
     "PAIRINGS",
@@ -462,7 +463,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = " ".join(["python -m interop.matrix", shlex.join(given)]).strip()
         if "ours-activemq" in ran and os.environ.get(EXTRA_LIB_ENV):
             command = f"{EXTRA_LIB_ENV}={shlex.quote(os.environ[EXTRA_LIB_ENV])} {command}"
-        Path(args.output).write_text(results_document(columns, command))
+        out = Path(args.output)
+        old = out.read_text() if out.exists() else ""
+        doc = results_document(columns, command)
+        if SUITES_BEGIN in old:  # keep what interop.suites recorded below the table
+            doc = doc.rstrip("\n") + "\n\n" + old[old.index(SUITES_BEGIN) :]
+        out.write_text(doc)
         print(f"\nwrote {args.output}", file=sys.stderr)
     failed = any(cell.status == FAIL for c in columns for cell in c.cells.values())
     return 1 if failed else 0

@@ -8,14 +8,19 @@ is told ``accepted`` only after the commit that holds its message.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+import socket
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
-from anyio.abc import ByteStream, TaskStatus
+from anyio.abc import ByteStream, SocketAttribute, TaskStatus
 
+from ..amqp091 import CAPABILITIES, Protocol, ReplyCode, Unsupported, identify_header
+from ..amqp091.negotiate import HEADER_SIZE
 from ..io.driver import Driver, Signal
 from ..io.net import Listener
 from ..io.tls import server_context
@@ -24,6 +29,7 @@ from ..sasl.events import SaslCompleted, SaslFailed
 from ..sasl.layer import SaslServer
 from ..transport import ConnectionState
 from ..types import Error, ErrorCondition
+from .amqp091 import Amqp091Handler, BrokerConnection
 from .amqp1 import ConnectionHandler
 from .config import BrokerConfig
 from .core import Broker
@@ -37,16 +43,75 @@ __all__ = ["BrokerService"]
 log = logging.getLogger("amqp10.broker")
 
 TICK_SECONDS = 1.0
+_TCP_QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
 
 
 class _Client:
-    """One accepted connection: its engine, driver and handler."""
+    """One accepted connection: its driver, and how to close it when the broker stops."""
 
-    def __init__(self, conn: SaslConnection, driver: Driver[Any], handler: ConnectionHandler, peer: str) -> None:
-        self.conn = conn
+    def __init__(self, driver: Driver[Any], handler: Any, peer: str, force_close: Callable[[], None]) -> None:
         self.driver = driver
         self.handler = handler
+        """The front end's connection handler (1.0 or 0-9-1)."""
         self.peer = peer
+        self.force_close = force_close
+        """Start closing the connection with the protocol's 'broker shutting down' error."""
+
+
+class _Replay(ByteStream):
+    """A connection's stream: the first bytes (the protocol header, already read) given back
+    first; with ``quick_ack``, every read is acknowledged at once (Linux ``TCP_QUICKACK``).
+
+    Quick ACKs matter to 0-9-1 clients that write frame by frame with Nagle's algorithm on
+    (amqplib: ``tune-ok`` then ``open``): the second write waits for the ACK of the first,
+    which a delayed ACK holds back by 40 ms, on every connection's handshake.
+    """
+
+    def __init__(self, stream: ByteStream, head: bytes = b"", *, quick_ack: bool = False) -> None:
+        self._stream = stream
+        self._head = head
+        self._sock: socket.socket | None = None
+        if quick_ack and _TCP_QUICKACK is not None:
+            with contextlib.suppress(Exception):
+                self._sock = stream.extra(SocketAttribute.raw_socket)
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        if self._head:
+            data, self._head = self._head[:max_bytes], self._head[max_bytes:]
+            return data
+        data = await self._stream.receive(max_bytes)
+        sock = self._sock
+        if sock is not None and _TCP_QUICKACK is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, _TCP_QUICKACK, 1)  # the kernel resets it
+            except OSError:
+                self._sock = None
+        return data
+
+    async def send(self, item: bytes) -> None:
+        await self._stream.send(item)
+
+    async def send_eof(self) -> None:
+        await self._stream.send_eof()
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    @property
+    def extra_attributes(self) -> Mapping[Any, Callable[[], Any]]:
+        return self._stream.extra_attributes
+
+
+async def _read_header(stream: ByteStream, timeout: float) -> bytes:
+    """The first 8 bytes of a connection (fewer: it ended or said nothing in time)."""
+    head = b""
+    with anyio.move_on_after(timeout):
+        while len(head) < HEADER_SIZE:
+            try:
+                head += await stream.receive(HEADER_SIZE - len(head))
+            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                break
+    return head
 
 
 class BrokerService:
@@ -207,11 +272,9 @@ class BrokerService:
         for lst in [*self.listeners, *([self.http] if self.http else [])]:
             with anyio.move_on_after(1):
                 await lst.aclose()
-        forced = Error(condition=ErrorCondition.CONNECTION_FORCED, description="the broker is shutting down")
         for c in list(self.clients):
             try:
-                if c.conn.connection.state not in (ConnectionState.START, ConnectionState.END):
-                    c.conn.connection.close(forced)
+                c.force_close()
                 c.driver.flush_soon()
             except Exception:  # pragma: no cover - a half-open engine
                 log.debug("closing %s", c.peer, exc_info=True)
@@ -238,9 +301,70 @@ class BrokerService:
             log.warning("refusing %s: connection limit %d reached", peer, limits.max_connections)
             await anyio.aclose_forcefully(stream)
             return
-        # The one place a connection gets its protocol front end. Only AMQP 1.0 today;
-        # 0-9-1 will read the 8-byte protocol header here and choose by it.
-        await self._serve_amqp1(stream, peer)
+        # The one place a connection gets its protocol front end: its first 8 bytes choose.
+        head = await _read_header(stream, limits.handshake_timeout)
+        if len(head) < HEADER_SIZE:
+            await anyio.aclose_forcefully(stream)
+            return
+        protocol = identify_header(head)
+        if isinstance(protocol, Unsupported):
+            log.info("%s sent protocol header %r: answering %r and closing", peer, head, protocol.reply)
+            try:
+                with anyio.move_on_after(1):
+                    await stream.send(protocol.reply)
+            except Exception:  # the peer is gone already
+                pass
+            await anyio.aclose_forcefully(stream)
+            return
+        if protocol.dialect is not None:
+            await self._serve_amqp091(stream, peer, head, protocol)
+        else:
+            await self._serve_amqp1(_Replay(stream, head), peer)
+
+    async def _serve_amqp091(self, stream: ByteStream, peer: str, head: bytes, protocol: Protocol) -> None:
+        """Serve one connection with the 0-9-1 front end (0-9 and 0-8 as dialects)."""
+        assert self.broker is not None and protocol.dialect is not None
+        tls_identity = _tls_identity(stream)
+        external = tls_identity is not None and "EXTERNAL" in self.config.sasl.mechanisms
+        mechanisms = ("PLAIN", "AMQPLAIN", "EXTERNAL") if external else ("PLAIN", "AMQPLAIN")
+        conn = BrokerConnection(
+            "server",
+            dialect=protocol.dialect,
+            mechanisms=mechanisms,
+            handshake_timeout=self.config.limits.handshake_timeout,
+            server_properties={
+                "product": "amqp10",
+                "cluster_name": self.config.container_id,
+                # consumer priorities (x-priority) are not applied yet: not announced
+                "capabilities": {**CAPABILITIES, "consumer_priorities": False},
+            },
+        )
+        handler = Amqp091Handler(
+            self.broker,
+            conn,
+            users=self._users,
+            allow_anonymous=self.config.sasl.allow_anonymous,
+            tls_identity=tls_identity,
+        )
+        handler.handle(conn.receive_data(head))
+        # while paused (publishing blocked) the driver still reads now and then: heartbeats
+        driver: Driver[Any] = Driver(_Replay(stream, quick_ack=True), conn, handler.handle, peer=peer, pause_limit=5.0)
+        handler.wake = driver.flush_soon
+        handler.pause = driver.pause_reading
+        handler.resume = driver.resume_reading
+
+        def force_close() -> None:
+            handler.close(ReplyCode.CONNECTION_FORCED, "CONNECTION_FORCED - broker forced connection closure")
+
+        client = _Client(driver, handler, peer, force_close)
+        self.clients.add(client)
+        log.debug("0-9-1 (%s) connection from %s", protocol.value, peer)
+        try:
+            await driver.run()
+        finally:
+            handler.cleanup()
+            self.clients.discard(client)
+            log.debug("connection from %s ended", peer)
 
     async def _serve_amqp1(self, stream: ByteStream, peer: str) -> None:
         """Serve one connection with the AMQP 1.0 front end (SASL, engine, handler)."""
@@ -280,7 +404,13 @@ class BrokerService:
 
         driver = Driver(stream, conn, on_events, peer=peer)
         handler.wake = driver.flush_soon
-        client = _Client(conn, driver, handler, peer)
+        forced = Error(condition=ErrorCondition.CONNECTION_FORCED, description="the broker is shutting down")
+
+        def force_close() -> None:
+            if conn.connection.state not in (ConnectionState.START, ConnectionState.END):
+                conn.connection.close(forced)
+
+        client = _Client(driver, handler, peer, force_close)
         self.clients.add(client)
         log.debug("connection from %s", peer)
 

@@ -1,0 +1,1078 @@
+"""The AMQP 0-9-1 front end: one engine connection's events turned into core operations.
+
+Nothing here does I/O. :class:`Amqp091Handler` answers the handshake
+(``start-ok`` checked against the broker's users, ``open`` against its
+virtual hosts), then carries out each channel's methods on the
+protocol-neutral core (:mod:`amqp10.broker.core`): ``exchange.*`` and
+``queue.*`` on the virtual host, ``basic.publish`` through
+:meth:`VirtualHost.route`, ``basic.consume`` as a core
+:class:`~amqp10.broker.core.Consumer` whose credit is its prefetch room,
+``ack``/``nack``/``reject`` as the node's ``ack``/``release``/``reject``.
+What is 0-9-1's alone lives here: delivery tags, prefetch, publisher
+confirms, ``tx.*``, ``mandatory`` returns, and RabbitMQ's reply texts.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import logging
+import os
+from collections.abc import Callable
+from typing import Any, Final
+
+from ...amqp091 import (
+    BasicProperties,
+    ChannelClosed,
+    ChannelFlowChanged,
+    ChannelOpened,
+    Connection,
+    ConnectionClosed,
+    ConnectionFailed,
+    ConnectionLost,
+    ConnectionState,
+    ContentReceived,
+    Event,
+    IllegalStateError,
+    LoginRequested,
+    Method,
+    MethodReceived,
+    ReplyCode,
+    SecretUpdateRequested,
+    VirtualHostRequested,
+    reply_text,
+)
+from ...amqp091 import methods as m
+from ...amqp091.auth import plain_response
+from ...sasl.credentials import CredentialStore
+from ...sasl.mechanisms import PlainServer, ServerOutcome
+from ...types import SaslCode, timestamp
+from ..core import (
+    AccessRefused,
+    Action,
+    Broker,
+    Exchange,
+    ModelError,
+    Node,
+    NotFound,
+    PreconditionFailed,
+    Queue,
+    QueuedMessage,
+    ResourceKind,
+    ResourceLocked,
+    Stream,
+    VirtualHost,
+)
+from .message import FORMAT, Content, from_publish, unpack
+
+__all__ = ["Amqp091Handler", "BasicConsumer", "BrokerConnection"]
+
+log = logging.getLogger("amqp10.broker")
+
+_ids = itertools.count(1 << 40)  # consumer ids, apart from the 1.0 front end's
+_UNLIMITED: Final = 1 << 30
+NO_ROUTE: Final = 312
+LINGER_SECONDS: Final = 5.0
+REPLY_TO: Final = "amq.rabbitmq.reply-to"
+"""RabbitMQ's direct reply-to pseudo-queue: consume from it (no-ack), publish with it as reply-to."""
+_REPLY_PREFIX: Final = REPLY_TO + "."
+_replies: dict[str, ChannelContext] = {}
+"""Direct reply-to addresses (``amq.rabbitmq.reply-to.<token>``) and the channel consuming them."""
+EXCHANGE_TYPES: Final = frozenset({"direct", "fanout", "topic", "headers"})
+_ERROR_CODES: Final[dict[type[ModelError], int]] = {
+    NotFound: ReplyCode.NOT_FOUND,
+    AccessRefused: ReplyCode.ACCESS_REFUSED,
+    ResourceLocked: ReplyCode.RESOURCE_LOCKED,
+    PreconditionFailed: ReplyCode.PRECONDITION_FAILED,
+}
+
+
+class BrokerConnection(Connection):
+    """The server-role engine with what the network driver asks of an engine.
+
+    After answering a client's ``connection.close`` the broker keeps reading (and
+    discarding) until the client closes the socket, for at most ``linger`` seconds,
+    as RabbitMQ does: a client may still be writing frames it queued before its
+    close (amqplib interleaves channels), and closing under it breaks its pipe.
+    """
+
+    linger = LINGER_SECONDS
+
+    _linger_until: float | None = None
+    _peer_gone = False
+
+    @property
+    def is_closed(self) -> bool:
+        if self.state is not ConnectionState.CLOSED:
+            return False
+        if self.close_received is None or self.close_sent is not None or self._peer_gone:
+            return True  # not closed by the client (or it has gone): nothing to wait for
+        return self._linger_until is not None and self._linger_until <= 0
+
+    def receive_data(self, data: bytes) -> list[Event]:
+        if not data:
+            self._peer_gone = True
+        return super().receive_data(data)
+
+    recheck: Callable[[], bool] | None = None
+    """Called on every tick while set, at least once a second while it returns True
+    (the front end waits for the broker's memory to drop below its limit)."""
+    before_send: Callable[[], None] | None = None
+    """Called on every tick: the driver ticks just before it takes the bytes to write,
+    so what the front end queued since (store commits' confirms) goes out together."""
+
+    def tick(self, now: float) -> float | None:
+        if self.before_send is not None:
+            self.before_send()
+        deadline = super().tick(now)
+        if self.state is ConnectionState.CLOSED and self.close_received is not None and self.close_sent is None:
+            if self._linger_until is None:
+                self._linger_until = now + self.linger
+            elif now >= self._linger_until:
+                self._linger_until = 0.0
+                return None
+            return self._linger_until
+        if self.recheck is not None and self.recheck():
+            return now + 1.0 if deadline is None else min(deadline, now + 1.0)
+        return deadline
+
+
+class ChannelError(Exception):
+    """A channel exception (soft error): the channel closes with this code and text."""
+
+    def __init__(self, code: int, explanation: str) -> None:
+        super().__init__(explanation)
+        self.code = code
+        self.text = reply_text(code, explanation)
+
+
+class HardError(ChannelError):
+    """A connection exception: the whole connection closes."""
+
+
+def _token() -> str:
+    return base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+
+
+def _flag(v: Any) -> str:
+    return "true" if v else "false"
+
+
+class BasicConsumer:
+    """A ``basic.consume``: the core's consumer, its credit the prefetch room left."""
+
+    def __init__(
+        self, channel: ChannelContext, tag: str, node: Queue | Stream, *, no_ack: bool, exclusive: bool, limit: int
+    ) -> None:
+        self.id = next(_ids)
+        self.browse = False
+        self.channel = channel
+        self.tag = tag
+        self.node = node
+        self.no_ack = no_ack
+        self.exclusive = exclusive
+        self.limit = limit
+        self.unacked = 0
+        self.active = True
+
+    def credit(self) -> int:
+        ch = self.channel
+        if not self.active or not ch.flow_active or ch.closed:
+            return 0
+        if self.no_ack:
+            return _UNLIMITED
+        room = self.limit - self.unacked if self.limit else _UNLIMITED
+        if ch.global_limit:
+            room = min(room, ch.global_limit - ch.unacked_count)
+        return room
+
+    def deliver(self, node: Node, msg: QueuedMessage) -> None:
+        self.channel.deliver(self, node, msg)
+
+    def cancelled(self) -> None:
+        self.channel.server_cancel(self)
+
+
+class ChannelContext:
+    """One open channel's 0-9-1 state: delivery tags, consumers, prefetch, confirms, tx."""
+
+    def __init__(self, handler: Amqp091Handler, number: int) -> None:
+        self.handler = handler
+        self.number = number
+        self.closed = False
+        self.next_tag = 1
+        self.unacked: dict[int, tuple[Queue | Stream, QueuedMessage, BasicConsumer | None]] = {}
+        self.unacked_count = 0
+        self.consumers: dict[str, BasicConsumer] = {}
+        self.consumer_limit = 0
+        self.global_limit = 0
+        self.flow_active = True
+        self.confirm = False
+        self.publish_seq = 0
+        self.unconfirmed: set[int] = set()
+        """Publish sequence numbers not yet confirmed (ack or nack)."""
+        self.confirmable: list[int] = []
+        """Sequence numbers ready to be acknowledged, sent together (``multiple``) by
+        :meth:`Amqp091Handler.flush_confirms`."""
+        self.tx: list[Callable[[], None]] | None = None
+        self.last_queue: str | None = None
+        self.reply_tag: str | None = None
+        """The consumer tag of this channel's direct reply-to consumer."""
+        self.reply_address = ""
+        """Its address (``amq.rabbitmq.reply-to.<token>``), what publishes' reply-to becomes."""
+
+    # -- deliveries -------------------------------------------------------------------------
+    def _take_tag(self) -> int:
+        tag = self.next_tag
+        self.next_tag += 1
+        return tag
+
+    def deliver(self, c: BasicConsumer, node: Node, msg: QueuedMessage) -> None:
+        assert isinstance(node, (Queue, Stream))
+
+        def deliver_method(tag: int, redelivered: bool, content: Content) -> Method:
+            return m.BasicDeliver(
+                consumer_tag=c.tag,
+                delivery_tag=tag,
+                redelivered=redelivered,
+                exchange=content.exchange,
+                routing_key=content.routing_key,
+            )
+
+        self.hand_out(node, msg, c, c.no_ack, deliver_method)
+
+    def hand_out(
+        self,
+        node: Queue | Stream | None,
+        msg: QueuedMessage,
+        c: BasicConsumer | None,
+        no_ack: bool,
+        make: Callable[[int, bool, Content], Method],
+    ) -> None:
+        """Send ``msg`` with the method ``make(tag, redelivered, content)`` (deliver, get-ok)
+        under a new delivery tag; without ``no_ack`` it waits for the client's outcome."""
+        tag = self._take_tag()
+        content = unpack(msg.form(FORMAT))
+        if not content.exchange and not content.routing_key and node is not None:
+            content.routing_key = node.name  # sent straight to the queue (by 1.0): as if by its name
+        method = make(tag, msg.delivery_count > 0, content)
+        if node is None or no_ack:
+            if node is not None:
+                node.ack(msg)
+        else:
+            self.unacked[tag] = (node, msg, c)
+            self.unacked_count += 1
+            if c is not None:
+                c.unacked += 1
+        self.handler.send_content(self.number, method, content.properties, content.body)
+
+    def settle(self, tags: list[int], outcome: str) -> None:
+        """Apply ``ack``, ``requeue`` or ``reject`` to the messages under ``tags``."""
+        nodes: dict[int, Queue | Stream] = {}
+        for tag in tags:
+            entry = self.unacked.pop(tag, None)
+            if entry is None:
+                continue
+            node, msg, c = entry
+            self.unacked_count -= 1
+            if c is not None:
+                c.unacked -= 1
+            if outcome == "ack":
+                node.ack(msg)
+            elif outcome == "requeue":
+                node.release(msg, delivery_failed=True)
+            else:
+                node.reject(msg)
+            nodes[id(node)] = node
+        for c in self.consumers.values():
+            nodes[id(c.node)] = c.node
+        for node in nodes.values():
+            node.dispatch()
+
+    def tags_for(self, delivery_tag: int, multiple: bool) -> list[int]:
+        if multiple:
+            tags = [t for t in self.unacked if t <= delivery_tag or delivery_tag == 0]
+            if delivery_tag and delivery_tag not in self.unacked and not tags:
+                raise ChannelError(ReplyCode.PRECONDITION_FAILED, f"unknown delivery tag {delivery_tag}")
+            return tags
+        if delivery_tag not in self.unacked:
+            raise ChannelError(ReplyCode.PRECONDITION_FAILED, f"unknown delivery tag {delivery_tag}")
+        return [delivery_tag]
+
+    def server_cancel(self, c: BasicConsumer) -> None:
+        """The queue went away: the consumer is gone; tell the client if it understands."""
+        c.active = False
+        if self.consumers.pop(c.tag, None) is None or self.closed:
+            return
+        h = self.handler
+        if h.conn.peer_capability("consumer_cancel_notify"):
+            h.send_method(self.number, m.BasicCancel(consumer_tag=c.tag, no_wait=True))
+            h.wake_if_idle()
+
+    def close(self) -> None:
+        """The channel is gone: its consumers stop, what it had unacknowledged goes back."""
+        if self.closed:
+            return
+        self.closed = True
+        for c in list(self.consumers.values()):
+            c.active = False
+            c.node.remove_consumer(c)
+        self.consumers.clear()
+        pending = list(self.unacked)
+        self.settle(pending, "requeue")
+        self.tx = None
+        self.stop_replies()
+
+    def stop_replies(self) -> None:
+        if self.reply_tag is not None:
+            _replies.pop(self.reply_address, None)
+            self.reply_tag = None
+
+    def deliver_reply(self, msg: QueuedMessage) -> None:
+        """A message published to this channel's direct reply-to address: straight to its consumer."""
+        tag = self.reply_tag
+        assert tag is not None
+
+        def deliver_method(delivery_tag: int, redelivered: bool, content: Content) -> Method:
+            return m.BasicDeliver(
+                consumer_tag=tag,
+                delivery_tag=delivery_tag,
+                redelivered=False,
+                exchange=content.exchange,
+                routing_key=content.routing_key,
+            )
+
+        self.hand_out(None, msg, None, True, deliver_method)
+
+
+class Amqp091Handler:
+    """Drives one 0-9-1 engine connection on behalf of the broker.
+
+    ``users`` checks PLAIN/AMQPLAIN logins (None: no users file). With
+    ``allow_anonymous``, ``guest``/``guest`` logs in as the anonymous user
+    (RabbitMQ's default user), unless the users file has a ``guest`` of its own.
+    ``tls_identity`` (a verified client certificate's subject) is what
+    EXTERNAL logs in as.
+    """
+
+    def __init__(
+        self,
+        broker: Broker,
+        conn: Connection,
+        *,
+        users: CredentialStore | None = None,
+        allow_anonymous: bool = True,
+        tls_identity: str | None = None,
+        wake: Callable[[], None] = lambda: None,
+        pause: Callable[[], None] = lambda: None,
+        resume: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.broker = broker
+        self.conn = conn
+        self.pause = pause
+        """Stop reading from the client (publishing blocked: the broker is out of memory)."""
+        self.resume = resume
+        self.memory_blocked = False
+        self._published = False  # a publish in this batch of events
+        self.users = users
+        self.allow_anonymous = allow_anonymous
+        self.tls_identity = tls_identity
+        self.wake = wake
+        self.user: str | None = None
+        self.vhost: VirtualHost = broker.default
+        self.channels: dict[int, ChannelContext] = {}
+        self.closed = False
+        self._handling = False
+        self._confirming: set[int] = set()  # channels with acks to send after this batch
+        if isinstance(conn, BrokerConnection):
+            conn.before_send = self._flush_all_confirms
+        broker.connections.add(self)
+        self._methods: dict[type[Method], Callable[[ChannelContext, Any], None]] = {
+            m.ExchangeDeclare: self._exchange_declare,
+            m.ExchangeDelete: self._exchange_delete,
+            m.ExchangeBind: self._exchange_bind,
+            m.ExchangeUnbind: self._exchange_unbind,
+            m.QueueDeclare: self._queue_declare,
+            m.QueueBind: self._queue_bind,
+            m.QueueUnbind: self._queue_unbind,
+            m.QueuePurge: self._queue_purge,
+            m.QueueDelete: self._queue_delete,
+            m.BasicQos: self._basic_qos,
+            m.BasicConsume: self._basic_consume,
+            m.BasicCancel: self._basic_cancel,
+            m.BasicGet: self._basic_get,
+            m.BasicAck: self._basic_ack,
+            m.BasicNack: self._basic_nack,
+            m.BasicReject: self._basic_reject,
+            m.BasicRecover: self._basic_recover,
+            m.BasicRecoverAsync: self._basic_recover,
+            m.ConfirmSelect: self._confirm_select,
+            m.TxSelect: self._tx_select,
+            m.TxCommit: self._tx_commit,
+            m.TxRollback: self._tx_rollback,
+        }
+
+    # -- output helpers ------------------------------------------------------------------------
+    def send_method(self, channel: int, method: Method) -> None:
+        try:
+            self.conn.send_method(channel, method)
+        except IllegalStateError:
+            pass  # the channel or the connection is closing: nothing more goes out
+
+    def send_content(self, channel: int, method: Method, properties: bytes, body: bytes) -> None:
+        try:
+            self.conn.send_content(channel, method, properties, body)
+        except IllegalStateError:
+            pass
+        self.wake_if_idle()
+
+    def wake_if_idle(self) -> None:
+        """Output made outside our own event handling (another connection's publish, a
+        store commit) needs the driver told; inside, the driver writes afterwards."""
+        if not self._handling:
+            self.wake()
+
+    # -- events ---------------------------------------------------------------------------------
+    def handle(self, events: list[Event]) -> None:
+        self._handling = True
+        try:
+            for e in events:
+                self._handle(e)
+        finally:
+            self._handling = False
+        if self._published:
+            self._published = False
+            if not self.memory_blocked and not self.broker.memory_ok():
+                self._block_publishers()
+        self._flush_all_confirms()
+
+    def _flush_all_confirms(self) -> None:
+        if self._confirming:
+            confirming, self._confirming = self._confirming, set()
+            for number in confirming:
+                ch = self.channels.get(number)
+                if ch is not None:
+                    self.flush_confirms(ch)
+
+    def _handle(self, e: Event) -> None:
+        tp = type(e)
+        if tp is ContentReceived:
+            assert isinstance(e, ContentReceived)
+            self._on_method(e.channel, e)
+        elif tp is MethodReceived:
+            assert isinstance(e, MethodReceived)
+            self._on_method(e.channel, e)
+        elif tp is ChannelOpened:
+            assert isinstance(e, ChannelOpened)
+            self.channels[e.channel] = ChannelContext(self, e.channel)
+        elif tp is ChannelClosed:
+            assert isinstance(e, ChannelClosed)
+            ch = self.channels.pop(e.channel, None)
+            if ch is not None:
+                ch.close()
+        elif tp is ChannelFlowChanged:
+            assert isinstance(e, ChannelFlowChanged)
+            flow_ch = self.channels.get(e.channel)
+            if flow_ch is not None:
+                flow_ch.flow_active = e.active
+                if e.active:
+                    for c in list(flow_ch.consumers.values()):
+                        c.node.dispatch()
+        elif tp is LoginRequested:
+            assert isinstance(e, LoginRequested)
+            self._on_login(e)
+        elif tp is VirtualHostRequested:
+            assert isinstance(e, VirtualHostRequested)
+            self._on_open(e)
+        elif tp is SecretUpdateRequested:
+            self.conn.update_secret_ok()
+        elif tp in (ConnectionClosed, ConnectionFailed, ConnectionLost):
+            self.cleanup()
+
+    # -- connection -----------------------------------------------------------------------------
+    def authenticate(self, mechanism: str, username: str | None, password: str | None) -> tuple[bool, str | None]:
+        """(ok, user): the login checked against the users file (None user: anonymous)."""
+        if mechanism == "EXTERNAL":
+            return self.tls_identity is not None, self.tls_identity
+        if username is None or password is None:
+            return False, None
+        if self.users is not None and username and password:
+            try:
+                outcome = PlainServer(self.users).step(plain_response(username, password))
+            except Exception:  # a malformed name: refused like a wrong password
+                outcome = None
+            if isinstance(outcome, ServerOutcome) and outcome.code == SaslCode.OK:
+                return True, outcome.identity
+        if self.allow_anonymous and username == "guest" and password == "guest":
+            if self.users is None or not any(
+                self.users.lookup("guest", mech) is not None
+                for mech in PlainServer._LOOKUP_ORDER
+            ):
+                return True, None
+        return False, None
+
+    def _on_login(self, e: LoginRequested) -> None:
+        ok, user = self.authenticate(e.mechanism, e.username, e.password)
+        if not ok:
+            log.info("0-9-1 login refused for %r (%s)", e.username, e.mechanism)
+            self.conn.reject_login()
+            return
+        self.user = user
+        self.conn.accept_login()
+
+    def _on_open(self, e: VirtualHostRequested) -> None:
+        vhost = self.broker.vhost(e.virtual_host or "/")
+        if vhost is None:
+            self.conn.refuse_open(ReplyCode.NOT_ALLOWED, f"vhost {e.virtual_host} not found")
+            return
+        if self.broker.vhost_denial(vhost, self.user) is not None:
+            self.conn.refuse_open(ReplyCode.ACCESS_REFUSED)
+            return
+        self.vhost = vhost
+        self.conn.accept_open()
+
+    def _block_publishers(self) -> None:
+        """Memory above the limit: tell the client (connection.blocked, if it understands)
+        and stop reading from it until the broker's queues shrink, as RabbitMQ's alarm does."""
+        log.info("0-9-1 publisher blocked: queued messages exceed the memory limit")
+        self.memory_blocked = True
+        self.conn.block("low on memory")
+        self.pause()
+        if isinstance(self.conn, BrokerConnection):
+            self.conn.recheck = self._memory_recovered
+        self.wake_if_idle()
+
+    def _memory_recovered(self) -> bool:
+        """Checked once a second while blocked; False (stop checking) once unblocked."""
+        if not self.memory_blocked or self.closed:
+            return False
+        if not self.broker.memory_ok():
+            return True
+        self.memory_blocked = False
+        if self.conn.state is ConnectionState.OPEN:
+            self.conn.unblock()
+        self.resume()
+        return False
+
+    def cleanup(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for ch in list(self.channels.values()):
+            ch.close()
+        self.channels.clear()
+        self.vhost.owner_gone(self)  # exclusive queues end with their connection
+        self.broker.connections.discard(self)
+
+    def close(self, code: int, text: str, class_id: int = 0, method_id: int = 0) -> None:
+        """Close the connection (a hard error, or the broker shutting down)."""
+        if self.conn.state is not ConnectionState.OPEN:
+            return
+        self.conn.close(code, text, class_id, method_id)
+        for ch in list(self.channels.values()):
+            ch.close()
+        self.channels.clear()
+        self.wake_if_idle()
+
+    # -- channel methods ------------------------------------------------------------------------
+    def _on_method(self, number: int, e: MethodReceived | ContentReceived) -> None:
+        ch = self.channels.get(number)
+        if ch is None or ch.closed:
+            return
+        method = e.method
+        try:
+            if isinstance(e, ContentReceived):
+                if isinstance(method, m.BasicPublish):
+                    self._basic_publish(ch, method, e)
+                return
+            handler = self._methods.get(type(method))
+            if handler is None:
+                raise HardError(ReplyCode.NOT_IMPLEMENTED, f"{method.NAME} is not implemented")
+            handler(ch, method)
+        except HardError as exc:
+            self.close(exc.code, exc.text, method.CLASS_ID, method.METHOD_ID)
+        except ChannelError as exc:
+            self._channel_error(ch, exc.code, exc.text, method)
+        except ModelError as exc:
+            code = _ERROR_CODES.get(type(exc), ReplyCode.PRECONDITION_FAILED)
+            self._channel_error(ch, code, reply_text(code, str(exc)), method)
+
+    def _channel_error(self, ch: ChannelContext, code: int, text: str, method: Method) -> None:
+        log.debug("closing channel %d: %s", ch.number, text)
+        self.channels.pop(ch.number, None)
+        ch.close()
+        try:
+            self.conn.close_channel(ch.number, code, text[:255], method.CLASS_ID, method.METHOD_ID)
+        except IllegalStateError:
+            pass
+
+    def _authorize(self, resource: str, action: Action, kind: ResourceKind) -> None:
+        if not self.broker.authorize(self.vhost, self.user, resource, action, kind):
+            raise ChannelError(
+                ReplyCode.ACCESS_REFUSED,
+                f"access to {kind} '{resource}' in vhost '{self.vhost.name}' refused for user '{self.user or 'guest'}'",
+            )
+
+    def _ok(self, ch: ChannelContext, no_wait: bool, reply: Method) -> None:
+        if not no_wait:
+            self.send_method(ch.number, reply)
+
+    # -- exchanges
+    def _exchange_declare(self, ch: ChannelContext, method: m.ExchangeDeclare) -> None:
+        name, vh = method.exchange, self.vhost
+        x = vh.exchange(name)
+        if method.passive:
+            if x is None:
+                raise NotFound(f"no exchange '{name}' in vhost '{vh.name}'")
+            self._ok(ch, method.no_wait, m.ExchangeDeclareOk())
+            return
+        if method.type not in EXCHANGE_TYPES:
+            # RabbitMQ 4 closes the channel (3.x closed the connection with 503)
+            raise PreconditionFailed(f"invalid exchange type '{method.type}'")
+        if name == "" or name.startswith("amq."):
+            raise ChannelError(
+                ReplyCode.ACCESS_REFUSED, f"exchange name '{name}' contains reserved prefix 'amq.*'"
+            )
+        self._authorize(name, "configure", "exchange")
+        if x is not None:
+            for arg, received, current in (
+                ("type", method.type, x.type),
+                ("durable", _flag(method.durable), _flag(x.durable)),
+                ("auto_delete", _flag(method.auto_delete), _flag(x.auto_delete)),
+                ("internal", _flag(method.internal), _flag(x.internal)),
+            ):
+                if received != current:
+                    raise PreconditionFailed(
+                        f"inequivalent arg '{arg}' for exchange '{name}' in vhost '{vh.name}': "
+                        f"received '{received}' but current is '{current}'"
+                    )
+        else:
+            vh.declare_exchange(
+                name,
+                method.type,
+                durable=method.durable,
+                auto_delete=method.auto_delete,
+                internal=method.internal,
+                arguments=method.arguments,
+            )
+        self._ok(ch, method.no_wait, m.ExchangeDeclareOk())
+
+    def _exchange_delete(self, ch: ChannelContext, method: m.ExchangeDelete) -> None:
+        name = method.exchange
+        if name == "" or name.startswith("amq."):
+            raise ChannelError(ReplyCode.ACCESS_REFUSED, f"operation not permitted on exchange '{name}'")
+        self._authorize(name, "configure", "exchange")
+        if self.vhost.exchange(name) is not None:  # deleting what is not there is fine (RabbitMQ)
+            try:
+                self.vhost.delete_exchange(name, if_unused=method.if_unused)
+            except PreconditionFailed:
+                raise PreconditionFailed(f"exchange '{name}' in vhost '{self.vhost.name}' in use") from None
+        self._ok(ch, method.no_wait, m.ExchangeDeleteOk())
+
+    def _exchange_bind(self, ch: ChannelContext, method: m.ExchangeBind) -> None:
+        self._bind(method.source, method.destination, method.routing_key, method.arguments, "exchange")
+        self._ok(ch, method.no_wait, m.ExchangeBindOk())
+
+    def _exchange_unbind(self, ch: ChannelContext, method: m.ExchangeUnbind) -> None:
+        self._unbind(method.source, method.destination, method.routing_key, method.arguments, "exchange")
+        self._ok(ch, method.no_wait, m.ExchangeUnbindOk())
+
+    def _check_source(self, source: str, kind: str) -> Exchange:
+        if source == "":
+            raise ChannelError(ReplyCode.ACCESS_REFUSED, "operation not permitted on the default exchange")
+        x = self.vhost.exchange(source)
+        if x is None:
+            raise NotFound(f"no exchange '{source}' in vhost '{self.vhost.name}'")
+        return x
+
+    def _check_destination(self, name: str, kind: str) -> None:
+        if kind == "exchange":
+            if self.vhost.exchange(name) is None:
+                raise NotFound(f"no exchange '{name}' in vhost '{self.vhost.name}'")
+        else:
+            self._queue_node(name)
+
+    def _check_binding(self, source: str, dest: str, kind: str) -> None:
+        """Both ends exist; the user may write to the destination and read the source
+        (RabbitMQ's permissions for binding and unbinding)."""
+        self._check_source(source, kind)
+        self._check_destination(dest, kind)
+        self._authorize(dest, "write", "exchange" if kind == "exchange" else "queue")
+        self._authorize(source, "read", "exchange")
+
+    def _bind(self, source: str, dest: str, key: str, args: dict[str, Any], kind: str) -> None:
+        self._check_binding(source, dest, kind)
+        self.vhost.bind(source, dest, key, args, destination_kind=kind)
+
+    def _unbind(self, source: str, dest: str, key: str, args: dict[str, Any], kind: str) -> None:
+        self._check_binding(source, dest, kind)
+        try:
+            self.vhost.unbind(source, dest, key, args, destination_kind=kind)
+        except NotFound:
+            pass  # unbinding what is not bound succeeds (RabbitMQ)
+
+    # -- queues
+    def _queue_name(self, ch: ChannelContext, name: str) -> str:
+        if name:
+            return name
+        if ch.last_queue is None:
+            raise NotFound("no previously declared queue")
+        return ch.last_queue
+
+    def _queue_node(self, name: str) -> Queue | Stream:
+        q = self.vhost.queue(name)
+        if q is None:
+            raise NotFound(f"no queue '{name}' in vhost '{self.vhost.name}'")
+        if isinstance(q, Queue) and q.owner is not None and q.owner is not self:
+            raise ResourceLocked(
+                f"cannot obtain exclusive access to locked queue '{name}' in vhost '{self.vhost.name}'. "
+                "It could be originally declared on another connection or the exclusive property value "
+                "does not match that of the original declaration."
+            )
+        return q
+
+    def _queue_declare(self, ch: ChannelContext, method: m.QueueDeclare) -> None:
+        vh = self.vhost
+        name = method.queue
+        if method.passive and name == REPLY_TO:  # it exists for every channel (RabbitMQ)
+            self._ok(ch, method.no_wait, m.QueueDeclareOk(queue=REPLY_TO))
+            return
+        if method.passive:
+            q = self._queue_node(self._queue_name(ch, name))
+        else:
+            if not name:
+                name = "amq.gen-" + _token()
+            elif name.startswith("amq."):
+                raise ChannelError(ReplyCode.ACCESS_REFUSED, f"queue name '{name}' contains reserved prefix 'amq.*'")
+            self._authorize(name, "configure", "queue")
+            existing = vh.queue(name)
+            if existing is not None:
+                q = self._queue_node(name)
+                self._check_equivalent(q, method, name)
+            else:
+                q = vh.declare_queue(
+                    name,
+                    durable=method.durable,
+                    arguments=method.arguments,
+                    exclusive_owner=self if method.exclusive else None,
+                    auto_delete=method.auto_delete,
+                )
+        ch.last_queue = q.name
+        self._ok(
+            ch,
+            method.no_wait,
+            m.QueueDeclareOk(queue=q.name, message_count=q.count, consumer_count=len(q.consumers)),
+        )
+
+    def _check_equivalent(self, q: Queue | Stream, method: m.QueueDeclare, name: str) -> None:
+        vh = self.vhost.name
+        if isinstance(q, Queue):
+            checks = [("exclusive", method.exclusive, q.owner is not None), ("auto_delete", method.auto_delete, q.auto_delete)]
+            if q.owner is None:
+                checks.insert(0, ("durable", method.durable, q.durable_node))
+            for arg, received, current in checks:
+                if bool(received) != bool(current):
+                    raise PreconditionFailed(
+                        f"inequivalent arg '{arg}' for queue '{name}' in vhost '{vh}': "
+                        f"received '{_flag(received)}' but current is '{_flag(current)}'"
+                    )
+            current_args = q.arguments
+        else:
+            current_args = {}
+        for key in sorted(set(method.arguments) | set(current_args)):
+            if key == "x-queue-type" and isinstance(q, Stream):
+                continue
+            new, old = method.arguments.get(key), current_args.get(key)
+            if new != old:
+                raise PreconditionFailed(
+                    f"inequivalent arg '{key}' for queue '{name}' in vhost '{vh}': "
+                    f"received {_describe(new)} but current is {_describe(old)}"
+                )
+
+    def _queue_bind(self, ch: ChannelContext, method: m.QueueBind) -> None:
+        name = self._queue_name(ch, method.queue)
+        key = method.routing_key if method.routing_key or method.queue else name
+        self._bind(method.exchange, name, key, method.arguments, "queue")
+        self._ok(ch, method.no_wait, m.QueueBindOk())
+
+    def _queue_unbind(self, ch: ChannelContext, method: m.QueueUnbind) -> None:
+        name = self._queue_name(ch, method.queue)
+        key = method.routing_key if method.routing_key or method.queue else name
+        self._unbind(method.exchange, name, key, method.arguments, "queue")
+        self.send_method(ch.number, m.QueueUnbindOk())
+
+    def _queue_purge(self, ch: ChannelContext, method: m.QueuePurge) -> None:
+        q = self._queue_node(self._queue_name(ch, method.queue))
+        self._authorize(q.name, "read", "queue")
+        if not isinstance(q, Queue):
+            raise PreconditionFailed(f"queue '{q.name}' in vhost '{self.vhost.name}' is a stream: it cannot be purged")
+        self._ok(ch, method.no_wait, m.QueuePurgeOk(message_count=q.purge()))
+
+    def _queue_delete(self, ch: ChannelContext, method: m.QueueDelete) -> None:
+        name = self._queue_name(ch, method.queue)
+        if self.vhost.queue(name) is None:  # deleting what is not there is fine (RabbitMQ)
+            self._ok(ch, method.no_wait, m.QueueDeleteOk(message_count=0))
+            return
+        q = self._queue_node(name)
+        self._authorize(name, "configure", "queue")
+        where = f"queue '{name}' in vhost '{self.vhost.name}'"
+        if method.if_unused and q.consumers:
+            raise PreconditionFailed(f"{where} in use")
+        if method.if_empty and q.count:
+            raise PreconditionFailed(f"{where} not empty")
+        count = q.count
+        self.vhost.delete_node(name)
+        self._ok(ch, method.no_wait, m.QueueDeleteOk(message_count=count))
+
+    # -- consuming
+    def _basic_qos(self, ch: ChannelContext, method: m.BasicQos) -> None:
+        if method.prefetch_size:
+            raise HardError(ReplyCode.NOT_IMPLEMENTED, f"prefetch_size!=0 ({method.prefetch_size})")
+        if method.global_:
+            ch.global_limit = method.prefetch_count
+        else:
+            ch.consumer_limit = method.prefetch_count
+        self.send_method(ch.number, m.BasicQosOk())
+        for c in list(ch.consumers.values()):
+            c.node.dispatch()
+
+    def _basic_consume(self, ch: ChannelContext, method: m.BasicConsume) -> None:
+        if method.queue == REPLY_TO:
+            self._reply_consume(ch, method)
+            return
+        q = self._queue_node(self._queue_name(ch, method.queue))
+        self._authorize(q.name, "read", "queue")
+        tag = method.consumer_tag or "amq.ctag-" + _token()
+        if tag in ch.consumers:
+            raise HardError(ReplyCode.NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'")
+        if any(getattr(c, "exclusive", False) for c in q.consumers) or (method.exclusive and q.consumers):
+            raise ChannelError(
+                ReplyCode.ACCESS_REFUSED, f"queue '{q.name}' in vhost '{self.vhost.name}' in exclusive use"
+            )
+        start: int | None = None
+        if isinstance(q, Stream):
+            try:
+                start = q.start_offset(_stream_offset(method.arguments.get("x-stream-offset", "next")))
+            except ValueError as exc:
+                raise PreconditionFailed(str(exc)) from None
+        c = BasicConsumer(
+            ch, tag, q, no_ack=method.no_ack, exclusive=method.exclusive, limit=ch.consumer_limit
+        )
+        ch.consumers[tag] = c
+        self._ok(ch, method.no_wait, m.BasicConsumeOk(consumer_tag=tag))
+        if isinstance(q, Stream):
+            q.add_consumer(c, start)
+        else:
+            q.add_consumer(c)
+
+    def _reply_consume(self, ch: ChannelContext, method: m.BasicConsume) -> None:
+        if not method.no_ack:
+            raise PreconditionFailed("reply consumer cannot acknowledge")
+        if ch.reply_tag is not None:
+            raise PreconditionFailed("reply consumer already set")
+        tag = method.consumer_tag or "amq.ctag-" + _token()
+        if tag in ch.consumers:
+            raise HardError(ReplyCode.NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'")
+        ch.reply_tag = tag
+        ch.reply_address = _REPLY_PREFIX + _token()
+        _replies[ch.reply_address] = ch
+        self._ok(ch, method.no_wait, m.BasicConsumeOk(consumer_tag=tag))
+
+    def _basic_cancel(self, ch: ChannelContext, method: m.BasicCancel) -> None:
+        if method.consumer_tag == ch.reply_tag:
+            ch.stop_replies()
+        c = ch.consumers.pop(method.consumer_tag, None)
+        if c is not None:
+            c.active = False
+            c.node.remove_consumer(c)
+        self._ok(ch, method.no_wait, m.BasicCancelOk(consumer_tag=method.consumer_tag))
+
+    def _basic_get(self, ch: ChannelContext, method: m.BasicGet) -> None:
+        q = self._queue_node(self._queue_name(ch, method.queue))
+        self._authorize(q.name, "read", "queue")
+        if not isinstance(q, Queue):
+            raise PreconditionFailed(f"queue '{q.name}' in vhost '{self.vhost.name}' is a stream: use basic.consume")
+        msg = q.get()
+        if msg is None:
+            self.send_method(ch.number, m.BasicGetEmpty())
+            return
+        count = q.count
+
+        def get_ok(tag: int, redelivered: bool, content: Content) -> Method:
+            return m.BasicGetOk(
+                delivery_tag=tag,
+                redelivered=redelivered,
+                exchange=content.exchange,
+                routing_key=content.routing_key,
+                message_count=count,
+            )
+
+        ch.hand_out(q, msg, None, method.no_ack, get_ok)
+
+    def _settle(self, ch: ChannelContext, tags: list[int], outcome: str) -> None:
+        if ch.tx is not None:
+            ch.tx.append(lambda: ch.settle(tags, outcome))
+        else:
+            ch.settle(tags, outcome)
+
+    def _basic_ack(self, ch: ChannelContext, method: m.BasicAck) -> None:
+        self._settle(ch, ch.tags_for(method.delivery_tag, method.multiple), "ack")
+
+    def _basic_nack(self, ch: ChannelContext, method: m.BasicNack) -> None:
+        tags = ch.tags_for(method.delivery_tag, method.multiple)
+        self._settle(ch, tags, "requeue" if method.requeue else "reject")
+
+    def _basic_reject(self, ch: ChannelContext, method: m.BasicReject) -> None:
+        tags = ch.tags_for(method.delivery_tag, False)
+        self._settle(ch, tags, "requeue" if method.requeue else "reject")
+
+    def _basic_recover(self, ch: ChannelContext, method: m.BasicRecover | m.BasicRecoverAsync) -> None:
+        if not method.requeue:
+            raise HardError(ReplyCode.NOT_IMPLEMENTED, "requeue=false")
+        ch.settle(list(ch.unacked), "requeue")
+        if isinstance(method, m.BasicRecover):
+            self.send_method(ch.number, m.BasicRecoverOk())
+
+    # -- publishing
+    def _basic_publish(self, ch: ChannelContext, method: m.BasicPublish, e: ContentReceived) -> None:
+        if method.immediate:
+            raise HardError(ReplyCode.NOT_IMPLEMENTED, "immediate=true")
+        vh = self.vhost
+        x = vh.exchange(method.exchange)
+        if x is None:
+            raise NotFound(f"no exchange '{method.exchange}' in vhost '{vh.name}'")
+        if x.internal:
+            raise ChannelError(
+                ReplyCode.ACCESS_REFUSED, f"cannot publish to internal exchange '{x.name}' in vhost '{vh.name}'"
+            )
+        self._authorize(x.name, "write", "exchange")
+        props = e.properties
+        assert isinstance(props, BasicProperties)
+        raw = e.raw_properties
+        if props.reply_to == REPLY_TO:
+            if ch.reply_tag is None:
+                raise PreconditionFailed("fast reply consumer does not exist")
+            props.reply_to = ch.reply_address
+            buf = bytearray()
+            props.encode(buf)
+            raw = bytes(buf)
+        msg = from_publish(method.exchange, method.routing_key, props, raw, e.body, self.broker.now())
+        self._published = True
+        seq = 0
+        if ch.confirm:
+            ch.publish_seq += 1
+            seq = ch.publish_seq
+            ch.unconfirmed.add(seq)
+        if ch.tx is not None:
+            ch.tx.append(lambda: self._route(ch, x, msg, method, seq))
+        else:
+            self._route(ch, x, msg, method, seq)
+
+    def _route(self, ch: ChannelContext, x: Exchange, msg: QueuedMessage, method: m.BasicPublish, seq: int) -> None:
+        vh = self.vhost
+        key = method.routing_key
+        if x.name == "" and key.startswith(_REPLY_PREFIX):
+            target = _replies.get(key)
+            if target is not None and target.handler.vhost is vh and not target.closed:
+                target.deliver_reply(msg)
+                if seq:
+                    self._confirm(ch, seq, True)
+                return
+
+        def stored() -> None:
+            self._confirm(ch, seq, True)
+
+        if vh.route(x, msg, key, stored if seq else _nothing):
+            return
+        if vh.destinations(x, msg, key):  # queues took nothing: full, overflow reject-publish
+            if seq:
+                self._confirm(ch, seq, False)
+            return
+        if method.mandatory:
+            content = unpack(msg.data)
+            self.send_content(
+                ch.number,
+                m.BasicReturn(
+                    reply_code=NO_ROUTE, reply_text="NO_ROUTE", exchange=x.name, routing_key=key
+                ),
+                content.properties,
+                content.body,
+            )
+        if seq:
+            self._confirm(ch, seq, True)
+
+    def _confirm(self, ch: ChannelContext, seq: int, ack: bool) -> None:
+        if ch.closed or self.channels.get(ch.number) is not ch:
+            return
+        ch.unconfirmed.discard(seq)
+        if not ack:
+            self.send_method(ch.number, m.BasicNack(delivery_tag=seq, requeue=False))
+        else:
+            ch.confirmable.append(seq)
+        # sent once the batch of events is done, or (a store commit's callback) when the
+        # driver next writes: as few acks as can be
+        self._confirming.add(ch.number)
+        if not self._handling:
+            if not isinstance(self.conn, BrokerConnection):
+                self._flush_all_confirms()
+            self.wake()
+
+    def flush_confirms(self, ch: ChannelContext) -> None:
+        """Acknowledge the ready publishes: every one below the oldest unconfirmed with one
+        ``multiple`` ack, the others one by one."""
+        ready, ch.confirmable = sorted(ch.confirmable), []
+        if not ready:
+            return
+        oldest = min(ch.unconfirmed) if ch.unconfirmed else ready[-1] + 1
+        below = [seq for seq in ready if seq < oldest]
+        if below:
+            self.send_method(ch.number, m.BasicAck(delivery_tag=below[-1], multiple=len(below) > 1))
+        for seq in ready[len(below) :]:
+            self.send_method(ch.number, m.BasicAck(delivery_tag=seq))
+
+    # -- confirms and transactions
+    def _confirm_select(self, ch: ChannelContext, method: m.ConfirmSelect) -> None:
+        if ch.tx is not None:
+            raise PreconditionFailed("cannot switch from tx to confirm mode")
+        ch.confirm = True
+        self._ok(ch, method.nowait, m.ConfirmSelectOk())
+
+    def _tx_select(self, ch: ChannelContext, method: m.TxSelect) -> None:
+        if ch.confirm:
+            raise PreconditionFailed("cannot switch from confirm to tx mode")
+        if ch.tx is None:
+            ch.tx = []
+        self.send_method(ch.number, m.TxSelectOk())
+
+    def _tx_commit(self, ch: ChannelContext, method: m.TxCommit) -> None:
+        if ch.tx is None:
+            raise PreconditionFailed("channel is not transactional")
+        work, ch.tx = ch.tx, []
+        for apply in work:
+            apply()
+        self.send_method(ch.number, m.TxCommitOk())
+
+    def _tx_rollback(self, ch: ChannelContext, method: m.TxRollback) -> None:
+        if ch.tx is None:
+            raise PreconditionFailed("channel is not transactional")
+        ch.tx = []
+        self.send_method(ch.number, m.TxRollbackOk())
+
+
+def _nothing() -> None:
+    pass
+
+
+def _describe(v: Any) -> str:
+    return "none" if v is None else f"the value '{v}'"
+
+
+def _stream_offset(v: Any) -> Any:
+    """An ``x-stream-offset`` argument as the core's stream takes it (a datetime: a timestamp)."""
+    import datetime as _dt
+
+    if isinstance(v, _dt.datetime):
+        return timestamp(int(v.timestamp() * 1000))
+    if isinstance(v, bytes):
+        return v.decode()
+    return v

@@ -1,0 +1,320 @@
+"""Third-party 0-9-1 client libraries' own test suites against our broker: one command each.
+
+::
+
+    python -m interop.suites pika             # pika's tests/acceptance (~30 s)
+    python -m interop.suites pika -k Blocking  # a subset (pytest's -k)
+    python -m interop.suites amqplib          # amqplib's node --test suite (npm install first)
+
+The suites' source trees live outside the repository, in ``../shared/suites``
+relative to the repository root (``--suites DIR`` elsewhere; see that
+directory's README: run them, never copy them in). The runner unpacks the
+tarball into a scratch directory, starts ``amqp10 broker`` on 127.0.0.1:5672
+(the suites hard-code it; the port must be free), runs the suite with the
+suite's own copy of the client, prints pass/fail/skip counts and every
+failure, and (unless ``--no-write``) records them in the marked section of
+``interop/RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["SUITES", "Outcome", "Suite", "main", "record", "run_suite"]
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_SUITES = next(
+    (d for d in (REPO.parent / "shared" / "suites", REPO.parent.parent / "shared" / "suites") if d.is_dir()),
+    REPO.parent / "shared" / "suites",
+)
+"""``../shared/suites`` from the repository root (from a worktree's parent, one level up)."""
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+PORT = 5672
+BEGIN = "<!-- suites:begin (written by interop/suites.py) -->"
+END = "<!-- suites:end -->"
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    tarball: str
+    """The file in the suites directory."""
+    root: str
+    """The directory inside the tarball to run from."""
+    command: tuple[str, ...]
+    """The test command, run in ``root`` (``{python}`` and ``{report}`` filled in)."""
+    setup: tuple[str, ...] = ()
+    """A command that prepares ``root`` first (installs the suite's dev dependencies)."""
+    notes: tuple[str, ...] = ()
+    """How this runner's command differs from the suite's own, and why."""
+    reference: tuple[str, int | None, int | None, int | None, int | None, str] = ("", None, None, None, None, "")
+    """RabbitMQ's run on this machine (the suites README): broker, passed, failed, errors,
+    skipped, and a note."""
+
+
+SUITES = {
+    "pika": Suite(
+        name="pika",
+        tarball="pika-2126d43a.tar.gz",
+        root="pika",
+        command=(
+            "{python}", "-m", "pytest", "tests/acceptance", "-p", "no:cacheprovider",
+            "-o", "addopts=", "-o", "filterwarnings=", "-q", "--junitxml={report}",
+        ),
+        reference=("RabbitMQ 3.10.8", 560, 1, 0, 40, "the failure expects RabbitMQ 4's behaviour; the skips need kqueue"),
+    ),
+    "amqplib": Suite(
+        name="amqplib",
+        tarball="amqplib-f7503e57.tar.gz",
+        root="amqplib",
+        setup=("npm", "install", "--no-save", "--no-audit", "--no-fund", "--ignore-scripts"),
+        command=(
+            "node", "--test", "--test-timeout=30000",
+            "--test-reporter=junit", "--test-reporter-destination={report}",
+        ),
+        reference=("RabbitMQ 3.10.8", 317, None, None, None, "the suites README gives the passed count only"),
+        notes=(
+            "The package's own command is `node --test --test-timeout=1000`; a test file is one "
+            "test to node, so on this shared 2-core machine even broker-free files (codec, frame) "
+            "exceed 1 s under load. The runner allows 30 s; nothing else differs.",
+        ),
+    ),
+}  # fmt: skip
+
+
+@dataclass
+class Outcome:
+    """What a suite run came to."""
+
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+    seconds: float = 0.0
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    """(test id, first line of its message) of each failure and error."""
+
+    def summary(self) -> str:
+        return f"{self.passed} passed, {self.failed} failed, {self.errors} errors, {self.skipped} skipped"
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the broker binds: TIME_WAIT is fine
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+@contextmanager
+def broker_on(port: int, workdir: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """``amqp10 broker`` (this checkout) on 127.0.0.1:``port``, its log in ``workdir``."""
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    log_path = workdir / "broker.log"
+    log = log_path.open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "amqp10.cli", "broker", "--port", str(port), "--data-dir", str(workdir / "data")],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while f"listening on 127.0.0.1:{port}" not in log_path.read_text(errors="replace"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the broker did not start:\n" + log_path.read_text(errors="replace"))
+            time.sleep(0.1)
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        log.close()
+
+
+def parse_junit(path: Path) -> Outcome:
+    """Counts and failures from a JUnit XML report (pytest's, or node --test's nested suites)."""
+    out = Outcome()
+
+    def walk(node: ET.Element, suites: list[str]) -> None:
+        for child in node:
+            if child.tag == "testsuite":
+                name = child.get("name", "")
+                walk(child, suites if name in ("pytest", "") else [*suites, name])
+            elif child.tag == "testcase":
+                _count(out, child, suites)
+
+    walk(ET.parse(path).getroot(), [])
+    return out
+
+
+def _count(out: Outcome, case: ET.Element, suites: list[str]) -> None:
+    classname = case.get("classname", "")
+    ident = "::".join([*suites, *([classname] if classname not in ("", "test") else []), case.get("name", "")])
+    failure = case.find("failure")
+    error = case.find("error")
+    node = failure if failure is not None else error
+    if node is not None:
+        message = (node.get("message") or node.text or "").strip().splitlines()
+        out.failures.append((ident, message[0][:200] if message else ""))
+        if failure is not None:
+            out.failed += 1
+        else:
+            out.errors += 1
+    elif case.find("skipped") is not None:
+        out.skipped += 1
+    else:
+        out.passed += 1
+
+
+def run_suite(suite: Suite, suites_dir: Path, workdir: Path, *, port: int = PORT, select: str | None = None) -> Outcome:
+    """Unpack ``suite``, run it against a broker of this checkout, return the counts."""
+    tarball = suites_dir / suite.tarball
+    if not tarball.is_file():
+        raise FileNotFoundError(f"{tarball} not found (see --suites)")
+    with tarfile.open(tarball) as tar:
+        tar.extractall(workdir / "src", filter="data")
+    root = workdir / "src" / suite.root
+    report = workdir / "report.xml"
+    if suite.setup:
+        subprocess.run(suite.setup, cwd=root, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    command = [part.format(python=sys.executable, report=report) for part in suite.command]
+    if select:
+        command += ["-k", select]
+    started = time.monotonic()
+    with broker_on(port, workdir):
+        env = dict(os.environ)
+        env.pop("PYTHONPATH", None)  # the suite's own client, not ours or the venv's first
+        proc = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        assert proc.stdout is not None
+        tail: list[str] = []
+
+        def pump() -> None:
+            assert proc.stdout is not None
+            for raw in proc.stdout:
+                tail.append(raw.decode(errors="replace"))
+                del tail[:-50]
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        proc.wait()
+        reader.join(5)
+    outcome = parse_junit(report) if report.exists() else Outcome()
+    outcome.seconds = time.monotonic() - started
+    if not report.exists():
+        outcome.failures.append(("(the suite did not run)", "".join(tail)[-500:]))
+    return outcome
+
+
+def record(path: Path, suite: Suite, outcome: Outcome, reasons: dict[str, str]) -> None:
+    """Write ``outcome`` into ``path``'s marked suites section (kept by interop.matrix)."""
+    text = path.read_text() if path.exists() else ""
+    section = _section(text)
+    section[suite.name] = _render(suite, outcome, reasons)
+    body = "\n".join(section[k].rstrip("\n") + "\n" for k in sorted(section))
+    block = f"{BEGIN}\n## Client libraries' own test suites → our broker (0-9-1)\n\n{body}{END}\n"
+    if BEGIN in text and END in text:
+        text = text[: text.index(BEGIN)] + block + text[text.index(END) + len(END) + 1 :]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block
+    path.write_text(text)
+
+
+def _section(text: str) -> dict[str, str]:
+    if BEGIN not in text or END not in text:
+        return {}
+    inner = text[text.index(BEGIN) + len(BEGIN) : text.index(END)]
+    parts = re.split(r"(?m)^### ", inner)
+    return {p.split(None, 1)[0]: "### " + p for p in parts[1:]}
+
+
+def _render(suite: Suite, o: Outcome, reasons: dict[str, str]) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    lines = [
+        f"### {suite.name}",
+        "",
+        f"`python -m interop.suites {suite.name}` ({suite.tarball}), {when}, {o.seconds:.0f}s",
+        "",
+        "| broker | passed | failed | errors | skipped | note |",
+        "|---|---|---|---|---|---|",
+        f"| amqp10 broker (this checkout) | {o.passed} | {o.failed} | {o.errors} | {o.skipped} | |",
+        "| {} | {} | {} | {} | {} | {} |".format(*("?" if v is None else v for v in suite.reference)),
+        "",
+    ]
+    lines += [*suite.notes, ""] if suite.notes else []
+    if o.failures:
+        lines += ["Failures:", ""]
+        for ident, message in o.failures:
+            lines.append(f"- `{ident}`: {reason_for(ident, message, reasons)}")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def reason_for(ident: str, message: str, reasons: dict[str, str]) -> str:
+    """The recorded reason of a known failure (by any part of its id), else its message."""
+    for part in reversed(re.split(r"::|\.", ident)):
+        if part in reasons:
+            return reasons[part]
+    return message.replace("|", "\\|")
+
+
+REASONS: dict[str, dict[str, str]] = {
+    "pika": {},
+    "amqplib": {
+        "ipv6": "connects to [::1]:5672; the broker listens on 127.0.0.1 only here "
+        "(the project's rule for servers on this machine); `--host ::1` would serve it",
+        "serverProperties": "expects server property product = 'RabbitMQ'; ours says 'amqp10'",
+    },
+}
+"""Why a known failure fails, by test class or test name (recorded with the raw message's place)."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m interop.suites", description=__doc__.split("\n\n")[0])
+    ap.add_argument("suite", choices=sorted(SUITES))
+    ap.add_argument("--suites", default=str(DEFAULT_SUITES), help="directory of the suite tarballs")
+    ap.add_argument("--workdir", help="scratch directory (default: a temporary one, removed)")
+    ap.add_argument("-k", dest="select", help="run only the tests pytest's -k selects")
+    ap.add_argument("--no-write", action="store_true", help=f"do not record the counts in {RESULTS.name}")
+    args = ap.parse_args(argv)
+    suite = SUITES[args.suite]
+    if not port_free(PORT):
+        print(f"127.0.0.1:{PORT} is in use: the {suite.name} suite needs it (stop what listens there)", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix=f"suite-{suite.name}-") as tmp:
+        workdir = Path(args.workdir) if args.workdir else Path(tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        outcome = run_suite(suite, Path(args.suites), workdir, select=args.select)
+    print(f"{suite.name}: {outcome.summary()} in {outcome.seconds:.0f}s")
+    ref, *counts, note = suite.reference
+    shown = ", ".join(f"{'?' if n is None else n} {what}" for n, what in zip(counts, ("passed", "failed", "errors", "skipped"), strict=True))
+    print(f"reference: {ref}: {shown}" + (f" ({note})" if note else ""))
+    for ident, message in outcome.failures:
+        print(f"FAILED {ident}: {message}")
+    if not args.no_write and not args.select:
+        record(RESULTS, suite, outcome, REASONS.get(suite.name, {}))
+        print(f"recorded in {RESULTS}", file=sys.stderr)
+    return 1 if outcome.failed or outcome.errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

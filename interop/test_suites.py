@@ -1,0 +1,56 @@
+"""The suites runner's bookkeeping: JUnit reports read, results recorded, the matrix keeps them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from interop.suites import BEGIN, END, SUITES, Outcome, parse_junit, reason_for, record
+
+REPORT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
+<testcase classname="tests.acceptance.a.TestOk" name="test" />
+<testcase classname="tests.acceptance.a.TestBad" name="test"><failure message="AssertionError: 1 != 2">tb</failure></testcase>
+<testcase classname="tests.acceptance.a.TestBroken" name="test"><error message="boom">tb</error></testcase>
+<testcase classname="tests.acceptance.a.TestSkip" name="test"><skipped message="kqueue" /></testcase>
+</testsuite></testsuites>"""
+
+
+def test_parse_junit_counts_and_lists_failures(tmp_path: Path) -> None:
+    path = tmp_path / "report.xml"
+    path.write_text(REPORT)
+    o = parse_junit(path)
+    assert (o.passed, o.failed, o.errors, o.skipped) == (1, 1, 1, 1)
+    assert o.failures == [
+        ("tests.acceptance.a.TestBad::test", "AssertionError: 1 != 2"),
+        ("tests.acceptance.a.TestBroken::test", "boom"),
+    ]
+
+
+def test_record_replaces_its_own_section_only(tmp_path: Path) -> None:
+    path = tmp_path / "RESULTS.md"
+    path.write_text("# Interop matrix results\n\n| table |\n")
+    suite = SUITES["pika"]
+    record(path, suite, Outcome(passed=3, failures=[("x::test", "why")], failed=1), {})
+    first = path.read_text()
+    assert first.startswith("# Interop matrix results\n\n| table |\n")
+    assert "| amqp10 broker (this checkout) | 3 | 1 | 0 | 0 | |" in first and "- `x::test`: why" in first
+    record(path, suite, Outcome(passed=4), {"x": "known"})
+    second = path.read_text()
+    assert second.count(BEGIN) == 1 and second.count(END) == 1
+    assert "| 4 | 0 | 0 | 0 |" in second and "x::test" not in second
+
+
+NODE_REPORT = """<?xml version="1.0" encoding="utf-8"?><testsuites>
+<testsuite name="Connect"><testsuite name="Connect API">
+<testcase name="ok" classname="test"/>
+<testcase name="ipv6" classname="test"><failure message="ECONNREFUSED ::1:5672">tb</failure></testcase>
+</testsuite></testsuite></testsuites>"""
+
+
+def test_node_reports_name_tests_by_their_suites(tmp_path: Path) -> None:
+    path = tmp_path / "report.xml"
+    path.write_text(NODE_REPORT)
+    o = parse_junit(path)
+    assert (o.passed, o.failed) == (1, 1)
+    assert o.failures == [("Connect::Connect API::ipv6", "ECONNREFUSED ::1:5672")]
+    assert reason_for("Connect::Connect API::ipv6", "raw", {"ipv6": "known"}) == "known"
+    assert reason_for("a.TestX::test", "a | b", {}) == "a \\| b"
