@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import anyio
 
@@ -82,8 +82,9 @@ DROP TABLE messages_v0;
 """
 
 
-class StoredMessage(NamedTuple):
-    """A message row as recovered from the store (a named tuple: a restart makes millions)."""
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A message row as recovered from the store."""
 
     vhost: str
     node: str
@@ -224,7 +225,7 @@ class Store:
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
-        return Loaded(nodes, list(map(StoredMessage._make, rows)), exchanges, bindings)
+        return Loaded(nodes, [StoredMessage(*r) for r in rows], exchanges, bindings)
 
     def apply(self, ops: Iterable[Op]) -> None:
         """Apply a batch of operations in one transaction (one fsync)."""
