@@ -20,6 +20,7 @@ from amqp10.broker.core import Broker, Queue, Stream
 from amqp10.broker.core import nodes as _nodes
 from amqp10.broker.core import store as st
 from amqp10.broker.core.message import QueuedMessage
+from amqp10.broker.core.nodes import NULL_JOURNAL
 from amqp10.message import Message
 
 
@@ -256,14 +257,16 @@ class CountingList(list[Any]):
 
 
 def fill(path: Path, n: int) -> st.Store:
-    s = st.Store(path)
-    ops: list[tuple[Any, ...]] = [(st.NODE, "/", "ev", "stream", "{}"), (st.NODE, "/", "q", "queue", "{}")]
-    data = Message(body=b"x" * 20).encode()
+    """A store holding ``n`` messages in a stream and ``n`` in a queue, written by the nodes themselves."""
+    store = st.Store(path)
+    j = HeldJournal(store)
+    b = broker(j, duplicate_window=100)
+    ev, q = stream(b), queue(b)
     for i in range(n):
-        ops.append((st.PUT, "/", "ev", i, 4, 0, None, 1.0, f"s{i}", "amqp1", data))
-        ops.append((st.PUT, "/", "q", i + 1, 4, 0, None, 1.0, f"q{i}", "amqp1", data))
-    s.apply(ops)
-    return s
+        ev.publish(message(i), lambda: None)
+        q.publish(message(i), lambda: None)
+    j.commit()
+    return store
 
 
 def traced_lines(fn: Callable[[], object]) -> int:
@@ -292,12 +295,11 @@ def test_recovery_work_is_linear_in_restored_messages(tmp_path: Path, monkeypatc
         self._entries = CountingList()
 
     monkeypatch.setattr(_nodes.Stream, "__init__", counting_init)
-    cfg = BrokerConfig(addresses=[AddressRule(pattern="ev", kind="stream", policy=QueuePolicy(duplicate_window=100))])
     work: dict[int, int] = {}
     for n in (1000, 4000):
         store = fill(tmp_path / f"{n}.sqlite3", n)
         CountingList.copied = 0
-        b = Broker(cfg)
+        b = broker(NULL_JOURNAL, duplicate_window=100)
         work[n] = traced_lines(lambda b=b, store=store: b.recover(store))
         assert CountingList.copied <= n, f"restoring {n} stream entries copied {CountingList.copied} list elements"
         ev = b.nodes["ev"]
