@@ -31,6 +31,7 @@ from amqp10.broker.amqp1 import Amqp1Message
 from amqp10.broker.config import AddressRule, BrokerConfig
 from amqp10.broker.core import Broker
 from amqp10.broker.core import store as st
+from amqp10.broker.core.broker import gc_paused
 from amqp10.message import Message
 
 BATCH = 50_000
@@ -84,7 +85,8 @@ def recover(path: Path) -> tuple[float, int]:
     started = time.perf_counter()
     s = st.Store(path)
     b = Broker(CONFIG)
-    n = b.recover(s)
+    with gc_paused():  # as the broker service does
+        n = b.recover(s)
     elapsed = time.perf_counter() - started
     s.close()
     del b

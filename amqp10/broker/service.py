@@ -8,6 +8,7 @@ is told ``accepted`` only after the commit that holds its message.
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import time
@@ -28,6 +29,7 @@ from ..types import Error, ErrorCondition
 from .amqp1 import ConnectionHandler
 from .config import BrokerConfig
 from .core import Broker
+from .core.broker import gc_paused
 from .core.store import GroupCommitter, Store
 from .users import load_users
 
@@ -76,7 +78,9 @@ class BrokerService:
         )
         self.broker = Broker(cfg, journal=self.committer, now=time.time)
         started = time.monotonic()
-        self.recovered = self.broker.recover(self.store)
+        with gc_paused():
+            self.recovered = self.broker.recover(self.store)
+        gc.freeze()  # what was restored (and the broker's own objects) stay out of later full collections
         log.info(
             "recovered %d messages in %d nodes from %s in %.2fs",
             self.recovered,

@@ -11,9 +11,11 @@ place a permission check goes.
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Literal
 
 from ..config import BrokerConfig
@@ -24,7 +26,7 @@ from .nodes import NULL_JOURNAL, Journal, Node, Queue, Stream
 from .recovery import LinkRecovery
 from .vhost import VirtualHost
 
-__all__ = ["DEFAULT_VHOST", "Action", "Broker"]
+__all__ = ["DEFAULT_VHOST", "Action", "Broker", "gc_paused"]
 
 log = logging.getLogger("amqp10.broker")
 
@@ -167,3 +169,19 @@ class Broker:
 
     def memory_ok(self) -> bool:
         return self.total_bytes() < self.config.limits.memory_limit_bytes
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside the block (as it was, after).
+
+    For :meth:`Broker.recover` at start: it makes millions of objects, none of them
+    garbage, and the collections their allocation triggers cost ~40% of a restart.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
