@@ -110,11 +110,12 @@ def main() -> None:
           f"{args.streams} streams + {args.queues} queues, 100-byte bodies")
     print(f"command: {' '.join(sys.argv)}")
     results: list[dict[str, Any]] = []
-    per_msg: float | None = None
+    cost: tuple[float, float] | None = None
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         for n in sizes:
-            if per_msg is not None and per_msg * n * (1 + rounds) > args.budget:
-                print(f"{n:>10,}: skipped (predicted {per_msg * n * (1 + rounds):.0f} s > budget {args.budget:.0f} s)")
+            predicted = None if cost is None else (cost[0] + rounds * cost[1]) * n
+            if predicted is not None and predicted > args.budget:
+                print(f"{n:>10,}: skipped (predicted {predicted:.0f} s > budget {args.budget:.0f} s)")
                 results.append({"messages": n, "skipped": True})
                 continue
             path = Path(tmp) / f"store-{n}.sqlite3"
@@ -133,7 +134,7 @@ def main() -> None:
                 f"{median / n * 1e6:5.2f} us/msg; store {size_mb:,.0f} MiB built in {built:.1f} s; peak RSS {rss:,.0f} MiB"
             )
             results.append({"messages": n, "recover_s": times, "build_s": built, "store_mib": size_mb, "peak_rss_mib": rss})
-            per_msg = (built + median) / n
+            cost = (built / n, max(times) / n)  # seconds per message: build, recover
             path.unlink()
             for extra in ("-wal", "-shm"):
                 Path(str(path) + extra).unlink(missing_ok=True)
