@@ -212,6 +212,11 @@ class QueuePolicy(_Model):
     )
     max_age_seconds: float | None = Field(default=None, gt=0, description="stream retention by age")
     retention_bytes: int | None = Field(default=None, ge=1, description="stream retention by size")
+    deliver_after_commit: bool | None = Field(
+        default=None,
+        description="queues: hand a stored (durable) message to consumers only once its store commit is done, "
+        "so no consumer acts on a message a crash then erases; None: on when durable is set",
+    )
     duplicate_window: int = Field(
         default=0, ge=0, description="message-ids remembered for duplicate detection"
     )

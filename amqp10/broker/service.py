@@ -9,6 +9,7 @@ is told ``accepted`` only after the commit that holds its message.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import math
 import socket
@@ -33,6 +34,7 @@ from .amqp091 import Amqp091Handler, BrokerConnection
 from .amqp1 import ConnectionHandler
 from .config import BrokerConfig
 from .core import Broker
+from .core.broker import gc_paused
 from .core.store import GroupCommitter, Store
 from .http import broker_routes, start_http
 from .topology import LiveDefinitions
@@ -162,7 +164,9 @@ class BrokerService:
         )
         self.broker = Broker(cfg, journal=self.committer, now=time.time, permissions=permissions)
         started = time.monotonic()
-        self.recovered = self.broker.recover(self.store)
+        with gc_paused():
+            self.recovered = self.broker.recover(self.store)
+        gc.freeze()  # what was restored (and the broker's own objects) stay out of later full collections
         log.info(
             "recovered %d messages in %d nodes from %s in %.2fs",
             self.recovered,

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -19,9 +20,9 @@ from proton.utils import BlockingConnection
 pytestmark = [pytest.mark.slow, pytest.mark.proton]
 
 
-def start(data_dir: Path, port: int = 0) -> tuple[subprocess.Popen[bytes], int]:
+def start(data_dir: Path, port: int = 0, extra: Sequence[str] = ()) -> tuple[subprocess.Popen[bytes], int]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "amqp10.cli", "broker", "--port", str(port), "--http-port", "0", "--data-dir", str(data_dir), "--log-level", "info"],
+        [sys.executable, "-m", "amqp10.cli", "broker", "--port", str(port), "--http-port", "0", "--data-dir", str(data_dir), "--log-level", "info", *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )

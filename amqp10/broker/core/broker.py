@@ -11,10 +11,12 @@ place a permission check goes.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, Literal, Protocol
 
 from ..config import BrokerConfig
@@ -25,7 +27,7 @@ from .nodes import NULL_JOURNAL, Journal, Node, Queue, Stream
 from .recovery import LinkRecovery
 from .vhost import VirtualHost
 
-__all__ = ["DEFAULT_VHOST", "Action", "Authorizer", "Broker", "DefinitionsPort", "ResourceKind"]
+__all__ = ["DEFAULT_VHOST", "Action", "Authorizer", "Broker", "DefinitionsPort", "ResourceKind", "gc_paused"]
 
 log = logging.getLogger("amqp10.broker")
 
@@ -239,3 +241,19 @@ class Broker:
 
     def memory_ok(self) -> bool:
         return self.total_bytes() < self.config.limits.memory_limit_bytes
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside the block (as it was, after).
+
+    For :meth:`Broker.recover` at start: it makes millions of objects, none of them
+    garbage, and the collections their allocation triggers cost ~40% of a restart.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

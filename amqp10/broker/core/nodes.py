@@ -160,6 +160,7 @@ class Queue(Node):
         self.dedup = DuplicateWindow(policy.duplicate_window)
         # publishers held back by this queue's limits, told when messages leave
         self.space_listeners: set[Callable[[], None]] = set()
+        self._unstored: dict[int, QueuedMessage] = {}  # seq -> stored message held back until its commit
         self.set_policy(policy)
         self._movers: list[Consumer] = []  # consumers that take messages (not browsers)
         self.needs_message_ids = self.dedup.size > 0 or self._store_all
@@ -190,6 +191,8 @@ class Queue(Node):
         self._top = PRIORITY_LEVELS - 1 if policy.max_priority is None else min(policy.max_priority, PRIORITY_LEVELS - 1)
         self._single_active = policy.single_active_consumer
         self._store_all = self.durable_node and policy.durable
+        after_commit = policy.deliver_after_commit
+        self._after_commit = self.durable_node and (policy.durable if after_commit is None else after_commit)
 
     # -- inbound --------------------------------------------------------------------
     def is_full(self, extra: int = 0) -> bool:
@@ -272,7 +275,12 @@ class Queue(Node):
         self._last_size = msg.size
         if msg.arrival == 0.0:
             msg.arrival = self.now()
-        self._levels[msg.priority].append(msg)
+        held = self._after_commit and (msg.durable or self._store_all)
+        if held:
+            self._unstored[msg.seq] = msg
+            on_stored = self._deliver_when_stored(msg, on_stored)
+        else:
+            self._levels[msg.priority].append(msg)
         self.count += 1
         self.bytes += msg.size
         self.stats.enqueued += 1
@@ -296,6 +304,17 @@ class Queue(Node):
             on_stored()
         self.dispatch()
         return True
+
+    def _deliver_when_stored(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> Callable[[], None]:
+        """``deliver_after_commit``: ``msg`` joins its level (and meets consumers) once committed."""
+
+        def stored() -> None:
+            if self._unstored.pop(msg.seq, None) is not None:  # (not purged meanwhile)
+                self._levels[msg.priority].append(msg)
+            on_stored()
+            self.dispatch()
+
+        return stored
 
     def _persistent(self, msg: QueuedMessage) -> bool:
         return self.durable_node and (msg.durable or self._store_all)
@@ -584,6 +603,9 @@ class Queue(Node):
             for msg in level:
                 self._journal_delete(msg)
             level.clear()
+        for msg in self._unstored.values():
+            self._journal_delete(msg)
+        self._unstored.clear()
         self.count = 0
         self.bytes = 0
         return n
@@ -619,6 +641,12 @@ class Stream(Node):
     Each consumer reads from its own position, chosen at attach time (first,
     last, next, an offset, or a timestamp). Retention drops the oldest entries
     by age and by total size.
+
+    Read-committed: an entry gets its offset when published, but readers see it
+    (and :attr:`next`, which stream-info reports, moves past it) only once the
+    journal has committed it. A crash can only erase entries nobody has seen, so
+    an offset never names two messages. With a journal that keeps nothing (no
+    store), commits are immediate and so is delivery.
     """
 
     kind = "stream"
@@ -640,7 +668,8 @@ class Stream(Node):
         self._entries: list[QueuedMessage] = []  # offset = first + index - _base
         self._base = 0  # index of the first retained entry in _entries
         self.first = 0  # offset of the oldest retained message
-        self.next = 0  # offset the next message gets
+        self.next = 0  # the committed end: offsets below it are stored, and readers see them
+        self._end = 0  # offset the next published message gets (next <= _end)
         self.bytes = 0
         self.positions: dict[int, int] = {}  # consumer id -> next offset to deliver
         self.consumers: list[Consumer] = []
@@ -649,49 +678,61 @@ class Stream(Node):
 
     @property
     def count(self) -> int:
-        return self.next - self.first
+        """Committed entries retained (what readers can read)."""
+        return max(self.next - self.first, 0)
 
     def _get(self, offset: int) -> QueuedMessage:
         return self._entries[self._base + offset - self.first]
 
     def restore(self, msg: QueuedMessage) -> None:
-        """Append a message recovered from the store (its seq is its offset)."""
-        if not self._entries[self._base :]:
-            self.first = self.next = msg.seq
+        """Append a message recovered from the store (its seq is its offset; it is committed).
+
+        Constant work per message: a restart restores millions of them.
+        """
+        if len(self._entries) == self._base:  # nothing retained yet: the log starts here
+            self.first = msg.seq
         self._entries.append(msg)
-        self.next = msg.seq + 1
+        self.next = self._end = msg.seq + 1
         self.bytes += msg.size
         self.dedup.seen(msg.message_id)
 
     def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
         if self.dedup.seen(msg.message_id):
-            on_stored()  # a replayed publish: accepted again, stored once
+            # a replayed publish: stored once, accepted again once the first copy is stored
+            self.journal.submit((_store.BARRIER,), on_stored)
             return True
-        offset = self.next
+        offset = self._end
         msg.seq = offset
         if msg.arrival == 0.0:
             msg.arrival = self.now()
         msg.data = msg.with_stream_position(offset)
         msg.size = len(msg.data)
         self._entries.append(msg)
-        self.next = offset + 1
+        self._end = offset + 1
         self.bytes += msg.size
         self.stats.enqueued += 1
+
+        def committed() -> None:
+            # the journal commits in submission order: every offset below this one is stored too
+            if offset >= self.next:
+                self.next = offset + 1
+            on_stored()
+            self.dispatch()
+
         self.journal.submit(
             (_store.PUT, self._key, offset, msg.priority, 0, None, msg.arrival, msg.message_id, msg.format, msg.data),
-            on_stored,
+            committed,
         )
         self._retain()
-        self.dispatch()
         return True
 
     def _retain(self) -> None:
         p = self.policy
         cutoff = self.now() - p.max_age_seconds if p.max_age_seconds else None
-        while self.first < self.next:
+        while self.first < self._end:
             oldest = self._get(self.first)
             too_old = cutoff is not None and oldest.arrival < cutoff
-            too_big = p.retention_bytes is not None and self.bytes > p.retention_bytes and self.count > 1
+            too_big = p.retention_bytes is not None and self.bytes > p.retention_bytes and self._end - self.first > 1
             if not (too_old or too_big):
                 break
             self.journal.submit((_store.DELETE, self._key, self.first))
@@ -723,7 +764,7 @@ class Stream(Node):
                     hi = mid
             return lo
         if isinstance(spec, int) and not isinstance(spec, bool):
-            return min(max(spec, self.first), self.next)
+            return min(max(spec, self.first), self._end)  # may wait for its commit
         raise ValueError(f"unsupported stream offset {spec!r}: use first, last, next, an offset or a timestamp")
 
     def add_consumer(self, consumer: Consumer, start: int | None = None) -> None:
