@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import QueuePolicy
 from . import store as _store
+from .accounting import DETACHED
 from .arguments import ArgumentError, policy_with_arguments, queue_kind
 from .exchanges import (
     Binding,
@@ -117,6 +118,7 @@ class VirtualHost:
             node: Node = topic
         elif kind == "stream":
             node = Stream(address, policy, journal=self.journal, now=self.now, vhost=self.name)
+            node.account_to(self.broker.stats)
         else:
             node = self._make_queue(address, policy, durable=not dynamic, dynamic=dynamic)
         self.nodes[address] = node
@@ -134,7 +136,7 @@ class VirtualHost:
         dynamic: bool = False,
         arguments: Mapping[str, Any] | None = None,
     ) -> Queue:
-        return Queue(
+        q = Queue(
             name,
             policy,
             journal=self.journal,
@@ -145,6 +147,8 @@ class VirtualHost:
             vhost=self.name,
             arguments=dict(arguments or {}),
         )
+        q.account_to(self.broker.stats)
+        return q
 
     def _subscription_queue(self, topic: str, key: str, durable: bool) -> Queue:
         name = f"{topic}::{key}"
@@ -209,6 +213,7 @@ class VirtualHost:
         made: Queue | Stream
         if kind == "stream":
             made = Stream(name, policy, journal=self.journal, now=self.now, vhost=self.name)
+            made.account_to(self.broker.stats)
             durable = True
         else:
             q = self._make_queue(name, policy, durable=durable and exclusive_owner is None, arguments=arguments)
@@ -263,15 +268,18 @@ class VirtualHost:
         elif isinstance(node, Stream):
             node.delete()
             self.journal.submit((_store.DROP_NODE, self.name, address))
+        if node is not None:
+            node.account_to(DETACHED)  # what it still holds (with consumers, on disk) is gone
 
     def drop_subscription(self, topic: Topic, queue: Queue) -> None:
         """Remove a subscription queue from its topic (and from the store, if durable)."""
         for key, q in list(topic.subscriptions.items()):
             if q is queue:
                 topic.unsubscribe(key)
+                q.purge()
                 if q.durable_node:
-                    q.purge()
                     self.journal.submit((_store.DROP_NODE, self.name, q.name))
+                q.account_to(DETACHED)
 
     def dead_letter(self, policy: QueuePolicy, msg: QueuedMessage, reason: str, queue: str = "") -> None:
         """Send on a dead message (``reason``: rejected, expired, maxlen, delivery_limit): to
