@@ -164,6 +164,10 @@ class Node:
         """``msg`` is dead (1.0 rejected, 0-9-1 nack/reject without requeue): dead-letter or drop it."""
 
 
+_NO_RING: deque[Any] = deque()
+_NO_IDS: set[int] = set()
+
+
 class Queue(Node):
     """An anycast queue: competing consumers, FIFO per priority level.
 
@@ -203,10 +207,11 @@ class Queue(Node):
         self.consumers: list[Consumer] = []
         # The ready ring: the movers that may have credit, in round-robin order. One found
         # with none leaves it (so consumers without credit cost nothing per delivery) and
-        # comes back through consumer_ready().
-        self._ready: deque[Consumer] = deque()
-        self._in_ready: set[int] = set()  # ids of the consumers in _ready
-        self._mover_ids: set[int] = set()  # ids of the consumers in _movers
+        # comes back through consumer_ready(). An idle queue shares empty ones (never
+        # added to) until its first consumer: see _make_ring.
+        self._ready: deque[Consumer] = _NO_RING
+        self._in_ready: set[int] = _NO_IDS  # ids of the consumers in _ready
+        self._mover_ids: set[int] = _NO_IDS  # ids of the consumers in _movers
         self.browsers: dict[int, int] = {}  # consumer id -> last seq browsed
         self._dispatching = False
         self._last_size = 1
@@ -369,12 +374,19 @@ class Queue(Node):
         if consumer.browse:
             self.browsers[consumer.id] = 0
         else:
+            if self._mover_ids is _NO_IDS:
+                self._make_ring()
             self._movers.append(consumer)
             self._mover_ids.add(consumer.id)
             self._ready.append(consumer)
             self._in_ready.add(consumer.id)
         self.consumers.append(consumer)
         self.dispatch()
+
+    def _make_ring(self) -> None:
+        self._ready = deque()
+        self._in_ready = set()
+        self._mover_ids = set()
 
     def consumer_ready(self, consumer: Consumer) -> None:
         if consumer.id not in self._in_ready and consumer.id in self._mover_ids:
@@ -635,6 +647,7 @@ class Stream(Node):
     """
 
     kind = "stream"
+    _bytes_on_disk = True
 
     def __init__(
         self,
