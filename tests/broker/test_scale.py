@@ -109,6 +109,43 @@ def test_memory_check_reads_a_running_total(bytes_reads: list[int]) -> None:
     assert bytes_reads[0] == 0
 
 
+class CountingDict(dict[str, Any]):
+    """A node table that counts the entries it hands out (by lookup or by iteration)."""
+
+    visits = 0
+
+    def get(self, key: str, default: Any = None) -> Any:
+        CountingDict.visits += 1
+        return super().get(key, default)
+
+    def __iter__(self) -> Iterator[str]:
+        for k in super().__iter__():
+            CountingDict.visits += 1
+            yield k
+
+    def items(self) -> Any:
+        return [(k, self[k]) for k in self]
+
+    def values(self) -> Any:
+        return [self[k] for k in self]
+
+
+def _visits_per_tick(idle_queues: int) -> int:
+    broker = Broker(BrokerConfig())
+    vhost = broker.default
+    vhost.declare_queue("short-lived", durable=False, arguments={"x-expires": 60_000})
+    for i in range(idle_queues):
+        vhost.declare_queue(f"idle-{i}", durable=False)
+    vhost.nodes = CountingDict(vhost.nodes)
+    CountingDict.visits = 0
+    broker.tick()
+    return CountingDict.visits
+
+
+def test_the_tick_visits_only_queues_that_can_expire() -> None:
+    assert _visits_per_tick(10_000) == _visits_per_tick(1) <= 2
+
+
 # -- consumers visited per delivery -----------------------------------------------------------
 
 

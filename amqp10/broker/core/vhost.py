@@ -84,6 +84,7 @@ class VirtualHost:
         self.exchanges: dict[str, Exchange] = {}
         self._dynamic = itertools.count(1)
         self._exclusive: dict[int, list[str]] = {}  # id(owner) -> its exclusive queues
+        self._expiring: dict[str, None] = {}  # queues with an ``expires`` policy (tick visits only these)
         self.default_exchange = _DefaultExchange(self)
         self.exchanges[DEFAULT_EXCHANGE] = self.default_exchange
         for xname, xtype in PREDECLARED.items():
@@ -148,6 +149,8 @@ class VirtualHost:
             arguments=dict(arguments or {}),
         )
         q.account_to(self.broker.stats)
+        if policy.expires is not None:
+            self._expiring[name] = None
         return q
 
     def _subscription_queue(self, topic: str, key: str, durable: bool) -> Queue:
@@ -241,8 +244,12 @@ class VirtualHost:
         """Delete the queues whose ``expires`` has run out unused (no consumers); return their names."""
         now = self.now()
         gone = []
-        for name, node in list(self.nodes.items()):
-            if isinstance(node, Queue) and node.policy.expires is not None and not node.consumers:
+        for name in list(self._expiring):
+            node = self.nodes.get(name)
+            if not isinstance(node, Queue) or node.policy.expires is None:
+                del self._expiring[name]  # deleted (or a subscription queue: not a node)
+                continue
+            if not node.consumers:
                 if now - node.last_used >= node.policy.expires:
                     log.info("queue %r in vhost %r expired unused", name, self.name)
                     self.delete_node(name)
