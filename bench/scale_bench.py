@@ -103,11 +103,10 @@ def pump(peers: Iterable[Peer], until: Callable[[], bool], timeout: float, on_re
     deadline = time.monotonic() + timeout
     try:
         while True:
+            done = until()
             for p in peers:
-                p.flush()
-            if until():
-                for p in peers:
-                    p.flush()  # what until() itself sent
+                p.flush()  # what was read (flows, dispositions) and what until() sent
+            if done:
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError("a case ran out of time")
