@@ -271,7 +271,8 @@ class Queue(Node):
         self._level(msg.priority).append(msg)
         self.count += 1
         self.bytes += msg.size
-        self._disk_changed(msg.size)  # it came from the store
+        if self._persistent(msg):  # it came from the store (and is deleted from it as usual)
+            self._disk_changed(msg.size)
 
     def _next_seq_at_least(self, n: int) -> None:
         nxt = next(self._seq)
