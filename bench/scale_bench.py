@@ -9,7 +9,7 @@ side in one run, each on a fresh broker:
                   broker CPU per queue for the first and the last batch), then one
                   connection moves --count messages through one more queue
     consumers     1 / 1,000 / 10,000 consumers on one queue draining a backlog of
-                  --backlog messages, credit 10 each (topped up to 10 when half used),
+                  --backlog messages, credit 10 each (--credit; topped up when half used),
                   accepting every message
     connections   1 / 1,000 / 5,000 connections open (each with a session), one of
                   them moving --count messages through a queue
@@ -152,7 +152,8 @@ class Broker:
         env = dict(os.environ)
         env["PYTHONPATH"] = broker_path or str(ROOT)
         argv = [sys.executable, "-m", "amqp10.cli", "broker", "--port", "0", "--data-dir", self.tmp, "--config", config]
-        self.proc = BrokerProcess(argv, name="amqp10 broker", env=env)
+        # run from that checkout: ``python -m`` puts the working directory first on sys.path
+        self.proc = BrokerProcess(argv, name="amqp10 broker", env=env, cwd=env["PYTHONPATH"])
         self.port = self.proc.wait_listening(30)
 
     def cpu(self) -> float:
@@ -293,13 +294,13 @@ def one_consumers_case(broker: Broker, size: int, args: argparse.Namespace) -> C
             if type(e) is DeliveryReceived:
                 e.delivery.settle(ACCEPTED)
                 received[0] += 1
-                if e.link.credit <= 5:
-                    e.link.flow(10)
+                if e.link.credit <= args.credit // 2:
+                    e.link.flow(args.credit)
 
     cpu0 = broker.cpu()
     t0 = time.monotonic()
     for r in receivers:
-        r.flow(10)
+        r.flow(args.credit)
     pump(peers, lambda: received[0] >= args.backlog, args.case_timeout, on_read)
     case.figures["cpu_us_per_msg"] = round((broker.cpu() - cpu0) / args.backlog * 1e6, 1)
     case.figures["drain_s"] = round(time.monotonic() - t0, 1)
@@ -353,6 +354,7 @@ def main() -> None:
     ap.add_argument("--consumers", default="1,1000,10000", help="consumer counts")
     ap.add_argument("--connections", default="1,1000,5000", help="connection counts")
     ap.add_argument("--count", type=int, default=50_000, help="messages moved per idle-queue/connection case")
+    ap.add_argument("--credit", type=int, default=10, help="each consumer's credit in the consumer cases")
     ap.add_argument("--backlog", type=int, default=100_000, help="backlog drained per consumer case")
     ap.add_argument("--case-timeout", type=float, default=300.0, help="seconds any one step may take")
     ap.add_argument("--broker-path", default=None, help="PYTHONPATH for the broker (another checkout)")
