@@ -495,3 +495,30 @@ def test_churn_leaves_counts_tasks_and_files_flat(tmp_path: Any) -> None:
         for later in rounds[2:]:
             assert later == first, rounds
         assert first["connections"] == first["sessions"] == first["links"] == 0
+
+
+def test_dynamic_nodes_go_at_broker_shutdown(tmp_path: Any) -> None:
+    import socket
+
+    from amqp10.transport import Connection
+
+    from .conftest import broker_with
+
+    with broker_with(tmp_path) as b:
+        sock = socket.create_connection(("127.0.0.1", b.port), timeout=10)
+        conn = Connection("stays")
+        conn.open()
+        session = conn.session()
+        session.begin()
+        s = session.sender("dyn", target=Target(dynamic=True), source=Source())
+        s.attach()
+        sock.sendall(conn.data_to_send())
+        while s.remote_target is None:
+            conn.receive_data(sock.recv(65536))
+        address = s.remote_target.address
+        assert b.portal.call(lambda: address in b.broker.nodes)
+        broker = b.broker
+    # the broker stopped with the connection still open: no detach, end or close from us
+    sock.close()
+    assert address not in broker.nodes
+    assert broker.counts()["connections"] == 0
