@@ -132,7 +132,7 @@ class Driver(Generic[EventT]):
         self._scope: anyio.CancelScope | None = None
         self._eof = False
         self._started = False
-        self._finished = anyio.Event()
+        self._finished = Signal()  # no event is made unless someone waits (most never do)
 
     # -- for the owner ----------------------------------------------------------------
     def flush_soon(self) -> None:
@@ -189,13 +189,14 @@ class Driver(Generic[EventT]):
             self._eof = True  # not running yet: run() returns at once
 
     async def wait_done(self) -> None:
-        await self._finished.wait()
+        while not self.done:
+            await self._finished.wait()
 
     async def close_if_unused(self) -> None:
         """Close the stream if :meth:`run` never ran (its task was cancelled first)."""
         if not self.done and not self._started:
             self.done = True
-            self._finished.set()
+            self._finished.fire()
             await anyio.aclose_forcefully(self.stream)
 
     # -- the tasks ----------------------------------------------------------------------
@@ -217,7 +218,7 @@ class Driver(Generic[EventT]):
                 self.done = True
                 self._flushed.fire()
                 self._resumed.fire()
-                self._finished.set()
+                self._finished.fire()
 
     def _dispatch(self, events: list[EventT]) -> None:
         try:

@@ -284,10 +284,14 @@ class ChannelContext:
             else:
                 node.reject(msg)
             nodes[id(node)] = node
-        for c in self.consumers.values():
-            nodes[id(c.node)] = c.node
+        # prefetch room opened: each consumer back into its queue's ready ring
+        ready = list(self.consumers.values())
+        for c in ready:
+            nodes.pop(id(c.node), None)
         for node in nodes.values():
             node.dispatch()
+        for c in ready:
+            c.node.consumer_ready(c)
 
     def tags_for(self, delivery_tag: int, multiple: bool) -> list[int]:
         if multiple:
@@ -477,7 +481,7 @@ class Amqp091Handler:
                 flow_ch.flow_active = e.active
                 if e.active:
                     for c in list(flow_ch.consumers.values()):
-                        c.node.dispatch()
+                        c.node.consumer_ready(c)
         elif tp is LoginRequested:
             assert isinstance(e, LoginRequested)
             self._on_login(e)
@@ -834,7 +838,7 @@ class Amqp091Handler:
             ch.consumer_limit = method.prefetch_count
         self.send_method(ch.number, m.BasicQosOk())
         for c in list(ch.consumers.values()):
-            c.node.dispatch()
+            c.node.consumer_ready(c)
 
     def _basic_consume(self, ch: ChannelContext, method: m.BasicConsume) -> None:
         if method.queue == REPLY_TO:

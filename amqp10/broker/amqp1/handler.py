@@ -235,6 +235,13 @@ class ConnectionHandler:
             DrainRequested: self._on_drain,
         }
 
+    def resource_counts(self) -> tuple[int, int]:
+        """Sessions and links this connection holds (see ``Broker.counts``)."""
+        links = len(self.consumers) + len(self.publishers)
+        if self.txns is not None:
+            links += len(self.txns.coordinators)
+        return len(self.conn.sessions), links
+
     @property
     def remote_container_id(self) -> str:
         ro = self.conn.remote_open
@@ -294,14 +301,8 @@ class ConnectionHandler:
         suspend = self.conn.remote_close is None
         for c in list(self.consumers.values()):
             self._drop_consumer(c, closed=False, suspend=suspend)
-        for link, node in self.publishers.values():
-            if suspend:
-                self._suspend_publisher(link, node)
-            queues = list(node.subscriptions.values()) if isinstance(node, Topic) else [node]
-            for q in queues:
-                if isinstance(q, Queue):
-                    q.space_listeners.discard(self._unblock_all)
-        self.publishers.clear()
+        for key in list(self.publishers):
+            self._drop_publisher(key, suspend=suspend)
         if self.txns is not None:
             self.txns.close()  # §4.2: transactions end with their connection, rolled back
         self.vhost.owner_gone(self)  # exclusive queues end with their connection
@@ -324,7 +325,7 @@ class ConnectionHandler:
             for link in [c for c in self.txns.coordinators.values() if c.session is session]:
                 self.txns.link_gone(link)
         for key in [k for k, (link, _) in self.publishers.items() if link.session is session]:
-            del self.publishers[key]
+            self._drop_publisher(key, suspend=False)
 
     # -- links ---------------------------------------------------------------------------
     def _refuse(self, link: Link, condition: ErrorCondition, description: str) -> None:
@@ -335,8 +336,7 @@ class ConnectionHandler:
         c = self.consumers.get(id(link))
         if c is not None:
             self._drop_consumer(c, closed=True)
-        self.publishers.pop(id(link), None)
-        self.blocked.discard(id(link))
+        self._drop_publisher(id(link), suspend=False)
         try:
             self._refuse(link, condition, description)
         except IllegalStateError:
@@ -738,13 +738,30 @@ class ConnectionHandler:
         c = self.consumers.get(id(link))
         if c is not None:
             self._drop_consumer(c, closed=closed, suspend=not closed)
-        entry = self.publishers.pop(id(link), None)
-        if entry is not None:
-            if not closed:
-                self._suspend_publisher(*entry)  # §2.6.13: detached, not closed: its state stays
-            if entry[1].dynamic:
-                self.vhost.delete_node(entry[1].name)
-        self.blocked.discard(id(link))
+        # §2.6.13: detached, not closed: its state stays
+        self._drop_publisher(id(link), suspend=not closed)
+
+    def _drop_publisher(self, key: int, *, suspend: bool) -> None:
+        """Forget a publisher however its link ended (detach, session end, connection loss,
+        broker shutdown): a node made for its dynamic target goes with it, unless the
+        target asked to outlive the link."""
+        self.blocked.discard(key)
+        entry = self.publishers.pop(key, None)
+        if entry is None:
+            return
+        link, node = entry
+        if suspend:
+            self._suspend_publisher(link, node)
+        queues = list(node.subscriptions.values()) if isinstance(node, Topic) else [node]
+        for q in queues:
+            if isinstance(q, Queue):
+                q.space_listeners.discard(self._unblock_all)
+        if node.dynamic and _made_by_link(link.remote_target):
+            self._delete_dynamic(node)
+
+    def _delete_dynamic(self, node: Node) -> None:
+        if self.vhost.nodes.get(node.name) is node:
+            self.vhost.delete_node(node.name)
 
     def _drop_consumer(self, c: LinkConsumer, *, closed: bool, suspend: bool = False) -> None:
         self.consumers.pop(id(c.link), None)
@@ -753,6 +770,7 @@ class ConnectionHandler:
             c.release_all()
         ctx = c.link.context
         topic = ctx[1] if isinstance(ctx, tuple) else None
+        source = ctx[2] if isinstance(ctx, tuple) else None
         sub = ctx[3] if isinstance(ctx, tuple) else None
         if isinstance(topic, WildcardSubscription):
             wildcards_of(self.vhost).unsubscribe(topic)
@@ -763,8 +781,8 @@ class ConnectionHandler:
             in_use = sub is not None and sub.shared and isinstance(c.node, Queue) and bool(c.node.consumers)
             if (not durable or closed) and not in_use and isinstance(c.node, Queue):
                 self.vhost.drop_subscription(topic, c.node)
-        elif isinstance(c.node, Queue) and c.node.dynamic:
-            self.vhost.delete_node(c.node.name)
+        elif isinstance(c.node, Queue) and c.node.dynamic and _made_by_link(source):
+            self._delete_dynamic(c.node)
 
     # -- deliveries ------------------------------------------------------------------------
     def _on_delivery(self, e: DeliveryReceived) -> None:
@@ -894,7 +912,7 @@ class ConnectionHandler:
     def _on_credit(self, e: CreditAdded) -> None:
         c = self.consumers.get(id(e.link))
         if c is not None:
-            c.node.dispatch()
+            c.node.consumer_ready(c)
 
     def _on_drain(self, e: DrainRequested) -> None:
         """§2.6.7 drain: send what the node has, then give back the rest of the credit
@@ -903,7 +921,7 @@ class ConnectionHandler:
         transfers alone: no flow, which would tell the receiver the node is empty."""
         c = self.consumers.get(id(e.link))
         if c is not None:
-            c.node.dispatch()
+            c.node.consumer_ready(c)
             if c.credit() <= 0 and c.has_more():
                 return
         e.link.drained()
@@ -933,6 +951,12 @@ def _echo(terminus: Any, cls: type[Source] | type[Target]) -> Any:
     """The peer's terminus as sent, for our attach's other side (§2.6.3); an empty one
     if it sent none (a null terminus in an answer means a refused link)."""
     return terminus if isinstance(terminus, cls) else cls()
+
+
+def _made_by_link(terminus: Any) -> bool:
+    """The link made its node (a dynamic terminus) and did not ask it to outlive the link
+    (expiry-policy ``never``, §3.5.6): the node ends with the link."""
+    return isinstance(terminus, (Source, Target)) and bool(terminus.dynamic) and terminus.expiry_policy != "never"
 
 
 def _redelivery_form(msg: QueuedMessage) -> bytes:

@@ -17,17 +17,27 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..config import BrokerConfig
 from . import store as _store
+from .accounting import Usage
 from .exchanges import Topic
 from .message import QueuedMessage, format_named
 from .nodes import NULL_JOURNAL, Journal, Node, Queue, Stream
 from .recovery import LinkRecovery
 from .vhost import VirtualHost
 
-__all__ = ["DEFAULT_VHOST", "Action", "Authorizer", "Broker", "DefinitionsPort", "ResourceKind", "gc_paused"]
+__all__ = [
+    "DEFAULT_VHOST",
+    "Action",
+    "Authorizer",
+    "Broker",
+    "DefinitionsPort",
+    "FrontEndConnection",
+    "ResourceKind",
+    "gc_paused",
+]
 
 log = logging.getLogger("amqp10.broker")
 
@@ -70,6 +80,14 @@ class DefinitionsPort(Protocol):
         ...
 
 
+@runtime_checkable
+class FrontEndConnection(Protocol):
+    """What the broker asks of a front end's connection handler (in ``Broker.connections``)."""
+
+    def resource_counts(self) -> tuple[int, int]:
+        """How many sessions (0-9-1: channels) and links (0-9-1: consumers) it holds."""
+
+
 class Broker:
     """The virtual hosts and what they share: config, store journal, clock, link recovery."""
 
@@ -88,6 +106,8 @@ class Broker:
         """Definitions export and import, when the service provides them."""
         self.journal: Journal = journal if journal is not None else NULL_JOURNAL
         self.now = now
+        self.stats = Usage()
+        """Running totals of the bytes held (O(1) to read: memory limit, metrics, alarms)."""
         self.connections: set[object] = set()
         """The front ends' connection handlers (for listings and shutdown)."""
         self.recovery = LinkRecovery(config.link_recovery_seconds, config.limits.max_suspended_links, now)
@@ -237,10 +257,35 @@ class Broker:
             vhost.expire_unused()
 
     def total_bytes(self) -> int:
-        return sum(v.total_bytes() for v in self.vhosts.values())
+        """Bytes of the messages queued in every virtual host (a running total)."""
+        return self.stats.memory_bytes
 
     def memory_ok(self) -> bool:
-        return self.total_bytes() < self.config.limits.memory_limit_bytes
+        return self.stats.memory_bytes < self.config.limits.memory_limit_bytes
+
+    def counts(self) -> dict[str, int]:
+        """How many connections, sessions, links and nodes the broker holds (management,
+        metrics, leak checks), with the running byte totals. Nodes are queues, streams and
+        1.0 topics, subscription queues included; exchanges are not nodes."""
+        sessions = links = 0
+        for c in self.connections:
+            if isinstance(c, FrontEndConnection):
+                s, n = c.resource_counts()
+                sessions += s
+                links += n
+        nodes = 0
+        for vhost in self.vhosts.values():
+            nodes += len(vhost.nodes)
+            for node in vhost.nodes.values():
+                if isinstance(node, Topic):
+                    nodes += len(node.subscriptions)
+        return {
+            "connections": len(self.connections),
+            "sessions": sessions,
+            "links": links,
+            "nodes": nodes,
+            **self.stats.as_dict(),
+        }
 
 
 @contextmanager

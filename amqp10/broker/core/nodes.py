@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from ..config import QueuePolicy
 from . import store as _store
+from .accounting import DETACHED, Usage
 from .message import PRIORITY_LEVELS, QueuedMessage
 
 __all__ = ["Consumer", "DuplicateWindow", "Journal", "Node", "Queue", "Stream"]
@@ -28,7 +29,12 @@ class Consumer(Protocol):
     browse: bool
 
     def credit(self) -> int:
-        """How many more messages the consumer can take now (link credit, prefetch room)."""
+        """How many more messages the consumer can take now (link credit, prefetch room).
+
+        A queue asks only the consumers in its ready ring: one found with no credit
+        leaves the ring until its front end calls ``node.consumer_ready(consumer)``
+        (1.0: a flow frame granted credit; 0-9-1: an ack made prefetch room).
+        """
 
     def deliver(self, node: Node, msg: QueuedMessage) -> None:
         """Send ``msg``; the consumer later calls ``node.ack``/``release``/``reject`` with the outcome."""
@@ -80,12 +86,46 @@ class Node:
     """Set once the node is deleted: publishers still holding it are told (1.0: detached)."""
     needs_message_ids = True
     """Whether publishers must extract message-ids for this node (duplicate detection, the store)."""
+    usage: Usage = DETACHED
+    """The broker's running totals this node adds its bytes to (see :meth:`account_to`)."""
+    _bytes = 0
+    _disk = 0
+    _bytes_on_disk = False
+    """Whether every byte held is also on disk (a stream): then ``bytes`` counts for both."""
 
     def __init__(self, name: str, policy: QueuePolicy, *, dynamic: bool = False) -> None:
         self.name = name
         self.policy = policy
         self.dynamic = dynamic
         self.stats = Stats()
+
+    @property
+    def bytes(self) -> int:
+        """Bytes of the messages held (for a queue: queued, not with a consumer)."""
+        return self._bytes
+
+    @bytes.setter
+    def bytes(self, value: int) -> None:
+        delta = value - self._bytes
+        self._bytes = value
+        usage = self.usage
+        usage.memory_bytes += delta
+        if self._bytes_on_disk:
+            self._disk += delta
+            usage.disk_bytes += delta
+
+    def _disk_changed(self, delta: int) -> None:
+        self._disk += delta
+        self.usage.disk_bytes += delta
+
+    def account_to(self, usage: Usage) -> None:
+        """Count this node's bytes in ``usage`` from now on (``DETACHED``: the node is gone)."""
+        old = self.usage
+        old.memory_bytes -= self._bytes
+        old.disk_bytes -= self._disk
+        usage.memory_bytes += self._bytes
+        usage.disk_bytes += self._disk
+        self.usage = usage
 
     def can_accept(self, size: int) -> bool:
         return True
@@ -106,6 +146,14 @@ class Node:
     def dispatch(self) -> None:
         """Deliver what consumers' credit allows."""
 
+    def consumer_ready(self, consumer: Consumer) -> None:
+        """``consumer``'s credit went up (from none, or more): deliver what it now allows.
+
+        Front ends call this whenever a consumer gains credit (1.0 flow, 0-9-1 prefetch
+        room after an ack); it is cheap when the consumer is already known to be ready.
+        """
+        self.dispatch()
+
     # -- settlement: what a consumer's outcome does (nothing, for a node that keeps no messages)
     def ack(self, msg: QueuedMessage) -> None:
         """The consumer is done with ``msg`` (1.0 accepted, 0-9-1 basic.ack)."""
@@ -115,6 +163,10 @@ class Node:
 
     def reject(self, msg: QueuedMessage) -> None:
         """``msg`` is dead (1.0 rejected, 0-9-1 nack/reject without requeue): dead-letter or drop it."""
+
+
+_NO_RING: deque[Any] = deque()
+_NO_IDS: set[int] = set()
 
 
 class Queue(Node):
@@ -148,12 +200,19 @@ class Queue(Node):
         self.dead_letter = dead_letter
         self.now = now
         self.durable_node = durable_node
-        self._levels: list[deque[QueuedMessage]] = [deque() for _ in range(PRIORITY_LEVELS)]
+        # one FIFO per priority level, lowest first, made up to a level on its first message
+        self._levels: list[deque[QueuedMessage]] = []
         self._seq = itertools.count(1)
         self.count = 0
         self.bytes = 0
         self.consumers: list[Consumer] = []
-        self._rr = 0
+        # The ready ring: the movers that may have credit, in round-robin order. One found
+        # with none leaves it (so consumers without credit cost nothing per delivery) and
+        # comes back through consumer_ready(). An idle queue shares empty ones (never
+        # added to) until its first consumer: see _make_ring.
+        self._ready: deque[Consumer] = _NO_RING
+        self._in_ready: set[int] = _NO_IDS  # ids of the consumers in _ready
+        self._mover_ids: set[int] = _NO_IDS  # ids of the consumers in _movers
         self.browsers: dict[int, int] = {}  # consumer id -> last seq browsed
         self._dispatching = False
         self._last_size = 1
@@ -224,9 +283,11 @@ class Queue(Node):
         self._next_seq_at_least(msg.seq + 1)
         if msg.priority > self._top:
             msg.priority = self._top
-        self._levels[msg.priority].append(msg)
+        self._level(msg.priority).append(msg)
         self.count += 1
         self.bytes += msg.size
+        if self._persistent(msg):  # it came from the store (and is deleted from it as usual)
+            self._disk_changed(msg.size)
 
     def _next_seq_at_least(self, n: int) -> None:
         nxt = next(self._seq)
@@ -280,11 +341,12 @@ class Queue(Node):
             self._unstored[msg.seq] = msg
             on_stored = self._deliver_when_stored(msg, on_stored)
         else:
-            self._levels[msg.priority].append(msg)
+            self._level(msg.priority).append(msg)
         self.count += 1
         self.bytes += msg.size
         self.stats.enqueued += 1
         if self.durable_node and (msg.durable or self._store_all):
+            self._disk_changed(msg.size)
             self.journal.submit(
                 (
                     _store.PUT,
@@ -310,7 +372,7 @@ class Queue(Node):
 
         def stored() -> None:
             if self._unstored.pop(msg.seq, None) is not None:  # (not purged meanwhile)
-                self._levels[msg.priority].append(msg)
+                self._level(msg.priority).append(msg)
             on_stored()
             self.dispatch()
 
@@ -321,7 +383,15 @@ class Queue(Node):
 
     def _journal_delete(self, msg: QueuedMessage) -> None:
         if self._persistent(msg):
+            self._disk_changed(-msg.size)
             self.journal.submit((_store.DELETE, self._key, msg.seq))
+
+    def _level(self, priority: int) -> deque[QueuedMessage]:
+        """The FIFO of ``priority`` (made, with the levels below it, on first use)."""
+        levels = self._levels
+        while len(levels) <= priority:
+            levels.append(deque())
+        return levels[priority]
 
     def _pop_oldest(self) -> QueuedMessage | None:
         best: deque[QueuedMessage] | None = None
@@ -340,15 +410,35 @@ class Queue(Node):
         if consumer.browse:
             self.browsers[consumer.id] = 0
         else:
+            if self._mover_ids is _NO_IDS:
+                self._make_ring()
             self._movers.append(consumer)
+            self._mover_ids.add(consumer.id)
+            self._ready.append(consumer)
+            self._in_ready.add(consumer.id)
         self.consumers.append(consumer)
+        self.dispatch()
+
+    def _make_ring(self) -> None:
+        self._ready = deque()
+        self._in_ready = set()
+        self._mover_ids = set()
+
+    def consumer_ready(self, consumer: Consumer) -> None:
+        if consumer.id not in self._in_ready and consumer.id in self._mover_ids:
+            self._ready.append(consumer)
+            self._in_ready.add(consumer.id)
         self.dispatch()
 
     def remove_consumer(self, consumer: Consumer) -> None:
         if consumer in self.consumers:
             self.consumers.remove(consumer)
+        if consumer.id in self._in_ready:
+            self._in_ready.discard(consumer.id)
+            self._ready.remove(consumer)
         if consumer in self._movers:
             self._movers.remove(consumer)
+            self._mover_ids.discard(consumer.id)
             if self._single_active and self._movers:
                 self.dispatch()  # the next consumer takes over
         self.browsers.pop(consumer.id, None)
@@ -394,13 +484,19 @@ class Queue(Node):
                     credit -= 1
                     deliver(self, msg)
             else:
-                idle = 0
-                while self.count and idle < n:
-                    c = consumers[self._rr % n]
-                    self._rr += 1
+                # round robin over the ready ring: the head takes one message and goes to
+                # the back; one without credit leaves the ring (consumer_ready brings it
+                # back), so consumers without credit are not visited per delivery
+                ready = self._ready
+                in_ready = self._in_ready
+                idle = 0  # consecutive ring members that could take nothing
+                while self.count and ready and idle < len(ready):
+                    c = ready[0]
                     if c.credit() <= 0:
-                        idle += 1
+                        ready.popleft()
+                        in_ready.discard(c.id)
                         continue
+                    ready.rotate(-1)
                     msg = take(c)
                     if msg is None:
                         idle += 1
@@ -462,8 +558,9 @@ class Queue(Node):
         if marks is None:
             marks = self._scanned[cid] = [0] * PRIORITY_LEVELS
         now = None
-        for p in range(PRIORITY_LEVELS - 1, -1, -1):
-            level = self._levels[p]
+        levels = self._levels
+        for p in range(len(levels) - 1, -1, -1):
+            level = levels[p]
             if not level:
                 continue
             start = bisect_right(level, marks[p], key=_seq) if marks[p] else 0
@@ -547,7 +644,7 @@ class Queue(Node):
         # Back to the head, but in arrival order among other returned messages:
         # releasing 1, 2, 3 must redeliver 1, 2, 3 (the walk stops at the first
         # newer message, so it is short: returned messages sit at the front).
-        level = self._levels[msg.priority]
+        level = self._level(msg.priority)
         for marks in self._scanned.values():  # selective consumers look at it again
             if marks[msg.priority] >= msg.seq:
                 marks[msg.priority] = msg.seq - 1
@@ -592,6 +689,9 @@ class Queue(Node):
         """The queue is being deleted: purge it and cancel its consumers; return the purged count."""
         self.deleted = True
         consumers, self.consumers, self._movers = self.consumers, [], []
+        self._ready.clear()
+        self._in_ready.clear()
+        self._mover_ids.clear()
         self.browsers.clear()
         n = self.purge()
         cancel_consumers(consumers)
@@ -650,6 +750,7 @@ class Stream(Node):
     """
 
     kind = "stream"
+    _bytes_on_disk = True
 
     def __init__(
         self,

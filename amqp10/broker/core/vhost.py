@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import QueuePolicy
 from . import store as _store
+from .accounting import DETACHED
 from .arguments import ArgumentError, policy_with_arguments, queue_kind
 from .exchanges import (
     Binding,
@@ -93,6 +94,7 @@ class VirtualHost:
         """Description, tags, default queue type (what a definitions import gave it)."""
         self.stream_arguments: dict[str, dict[str, Any]] = {}
         """The arguments each stream was declared with (a queue keeps its own)."""
+        self._expiring: dict[str, None] = {}  # queues with an ``expires`` policy (tick visits only these)
         self.default_exchange = _DefaultExchange(self)
         self.exchanges[DEFAULT_EXCHANGE] = self.default_exchange
         for xname, xtype in PREDECLARED.items():
@@ -137,6 +139,7 @@ class VirtualHost:
             node: Node = topic
         elif kind == "stream":
             node = Stream(address, policy, journal=self.journal, now=self.now, vhost=self.name)
+            node.account_to(self.broker.stats)
         else:
             node = self._make_queue(address, policy, durable=not dynamic, dynamic=dynamic)
         self.nodes[address] = node
@@ -168,6 +171,9 @@ class VirtualHost:
         )
         # the queue's policy of the moment: a runtime policy may change it
         q.dead_letter = lambda msg, reason: self.dead_letter(q.policy, msg, reason, name)
+        q.account_to(self.broker.stats)
+        if policy.expires is not None:
+            self._expiring[name] = None
         return q
 
     def _subscription_queue(self, topic: str, key: str, durable: bool) -> Queue:
@@ -234,6 +240,7 @@ class VirtualHost:
         if kind == "stream":
             made = Stream(name, policy, journal=self.journal, now=self.now, vhost=self.name)
             self.stream_arguments[name] = dict(arguments or {})
+            made.account_to(self.broker.stats)
             durable = True
         else:
             q = self._make_queue(name, policy, durable=durable and exclusive_owner is None, arguments=arguments)
@@ -261,8 +268,12 @@ class VirtualHost:
         """Delete the queues whose ``expires`` has run out unused (no consumers); return their names."""
         now = self.now()
         gone = []
-        for name, node in list(self.nodes.items()):
-            if isinstance(node, Queue) and node.policy.expires is not None and not node.consumers:
+        for name in list(self._expiring):
+            node = self.nodes.get(name)
+            if not isinstance(node, Queue) or node.policy.expires is None:
+                del self._expiring[name]  # deleted (or a subscription queue: not a node)
+                continue
+            if not node.consumers:
                 if now - node.last_used >= node.policy.expires:
                     log.info("queue %r in vhost %r expired unused", name, self.name)
                     self.delete_node(name)
@@ -289,15 +300,18 @@ class VirtualHost:
         elif isinstance(node, Stream):
             node.delete()
             self.journal.submit((_store.DROP_NODE, self.name, address))
+        if node is not None:
+            node.account_to(DETACHED)  # what it still holds (with consumers, on disk) is gone
 
     def drop_subscription(self, topic: Topic, queue: Queue) -> None:
         """Remove a subscription queue from its topic (and from the store, if durable)."""
         for key, q in list(topic.subscriptions.items()):
             if q is queue:
                 topic.unsubscribe(key)
+                q.purge()
                 if q.durable_node:
-                    q.purge()
                     self.journal.submit((_store.DROP_NODE, self.name, q.name))
+                q.account_to(DETACHED)
 
     def dead_letter(self, policy: QueuePolicy, msg: QueuedMessage, reason: str, queue: str = "") -> None:
         """Send on a dead message (``reason``: rejected, expired, maxlen, delivery_limit): to

@@ -1,0 +1,30 @@
+"""Running totals of what the broker holds, kept as it changes so that reading them is O(1).
+
+Queues and streams add to a :class:`Usage` as messages come and go (enqueue,
+dequeue, expiry, purge, delete): checking the memory limit on every publisher
+credit grant then costs the same with one queue as with 100,000. The
+:class:`~amqp10.broker.core.broker.Broker` holds one (``broker.stats``) for
+metrics and alarms to read.
+"""
+
+from __future__ import annotations
+
+__all__ = ["DETACHED", "Usage"]
+
+
+class Usage:
+    """Bytes of messages held: in memory (queued, not handed to a consumer) and on disk
+    (persistent messages written to the store and not yet deleted from it)."""
+
+    __slots__ = ("disk_bytes", "memory_bytes")
+
+    def __init__(self) -> None:
+        self.memory_bytes = 0
+        self.disk_bytes = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"memory_bytes": self.memory_bytes, "disk_bytes": self.disk_bytes}
+
+
+DETACHED = Usage()
+"""Where a node that belongs to no broker (or no longer does) counts: read by nobody."""
