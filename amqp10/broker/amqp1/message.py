@@ -23,6 +23,10 @@ FORMAT = "amqp1"
 _PROPERTY_FIELDS = tuple(f.attr for f in Properties.FIELDS)
 _HEADER_FIELDS = ("ttl", "first_acquirer")  # the rest of the header is the container's own
 X_OPT_DEATHS = symbol("x-opt-deaths")
+# scheduled delivery (core/scheduled.py): absolute ms, an Azure Service Bus timestamp, a delay in ms
+X_OPT_DELIVERY_TIME = symbol("x-opt-delivery-time")
+X_OPT_SCHEDULED_ENQUEUE_TIME = symbol("x-opt-scheduled-enqueue-time")
+X_OPT_DELIVERY_DELAY = symbol("x-opt-delivery-delay")
 
 
 class Amqp1Message(QueuedMessage):
@@ -62,6 +66,24 @@ class Amqp1Message(QueuedMessage):
                     if v is not None:
                         fields[name] = v
         return fields
+
+    def _read_due(self) -> float | None:
+        if b"x-opt-" not in self.data:  # no annotation of ours: nothing to decode
+            return None
+        try:
+            annotations = LazyMessage(self.data).message_annotations
+        except DecodeError:
+            return None
+        if not annotations:
+            return None
+        for key in (X_OPT_DELIVERY_TIME, X_OPT_SCHEDULED_ENQUEUE_TIME):
+            at = annotations.get(key)
+            if isinstance(at, int) and not isinstance(at, bool):
+                return at / 1000
+        delay = annotations.get(X_OPT_DELIVERY_DELAY)
+        if isinstance(delay, int) and not isinstance(delay, bool) and delay > 0:
+            return self.arrival + delay / 1000
+        return None
 
     def with_stream_position(self, offset: int) -> bytes:
         """The bytes with ``x-opt-offset`` and ``x-opt-timestamp`` message annotations."""
@@ -110,6 +132,7 @@ class Amqp1Message(QueuedMessage):
             delivery_count=self.delivery_count,
             arrival=now,
         )
+        m._due = None  # a dead letter is not held back again
         return m
 
     def redelivery_form(self) -> bytes:

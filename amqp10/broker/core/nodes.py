@@ -12,11 +12,14 @@ import itertools
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config import QueuePolicy
 from . import store as _store
 from .message import PRIORITY_LEVELS, QueuedMessage
+
+if TYPE_CHECKING:
+    from .scheduled import Scheduler
 
 __all__ = ["Consumer", "DuplicateWindow", "Journal", "Node", "Queue", "Stream"]
 
@@ -62,11 +65,22 @@ NULL_JOURNAL = NullJournal()
 
 
 class Stats:
-    __slots__ = ("acked", "dead_lettered", "delivered", "dropped", "enqueued", "expired", "rejected", "released")
+    __slots__ = (
+        "acked",
+        "dead_lettered",
+        "delivered",
+        "dropped",
+        "enqueued",
+        "expired",
+        "rejected",
+        "released",
+        "scheduled",
+    )
 
     def __init__(self) -> None:
         self.enqueued = self.delivered = self.acked = self.released = 0
         self.rejected = self.dropped = self.expired = self.dead_lettered = 0
+        self.scheduled = 0  # held back until their due time now (core/scheduled.py), not in the depth
 
     def as_dict(self) -> dict[str, int]:
         return {k: getattr(self, k) for k in self.__slots__}
@@ -125,6 +139,8 @@ class Queue(Node):
     """
 
     kind = "queue"
+    scheduler: Scheduler | None = None
+    """Where messages scheduled for later wait (the broker's; None: delivered at once)."""
 
     def __init__(
         self,
@@ -221,6 +237,12 @@ class Queue(Node):
         self._next_seq_at_least(msg.seq + 1)
         if msg.priority > self._top:
             msg.priority = self._top
+        due = msg.due
+        if due is not None and self.scheduler is not None:
+            if due > self.now():
+                self.scheduler.hold(self, msg, due)
+                return
+            self._ttl_from(msg, due)  # a no-op if it was enqueued before the restart
         self._levels[msg.priority].append(msg)
         self.count += 1
         self.bytes += msg.size
@@ -245,6 +267,8 @@ class Queue(Node):
             return True
         if msg.message_id is not None and self.dedup.seen(msg.message_id):
             on_stored()
+            return True
+        if self.scheduler is not None and msg.due is not None and self._hold(msg, on_stored):
             return True
         if self._limited and self.is_full(msg.size):
             if self._overflow == "reject":
@@ -276,6 +300,12 @@ class Queue(Node):
         self.count += 1
         self.bytes += msg.size
         self.stats.enqueued += 1
+        self._store(msg, on_stored)
+        self.dispatch()
+        return True
+
+    def _store(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> None:
+        """Write ``msg`` to the store if it is persistent; ``on_stored`` runs once it is safe."""
         if self.durable_node and (msg.durable or self._store_all):
             self.journal.submit(
                 (
@@ -294,8 +324,47 @@ class Queue(Node):
             )
         else:
             on_stored()
-        self.dispatch()
+
+    # -- scheduled delivery (core/scheduled.py) ----------------------------------------------
+    def _hold(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
+        """Store ``msg`` and give it to the scheduler if its due time is still to come."""
+        due = msg.due
+        assert due is not None and self.scheduler is not None
+        if due <= self.now():
+            return False  # due already: an ordinary publish
+        ttl = msg.field("ttl")
+        if ttl:  # the message's own time to live counts from its due time
+            expiry = due + ttl / 1000
+            absolute = msg.field("absolute_expiry_time")
+            msg.expiry = expiry if not absolute else min(expiry, int(absolute) / 1000)
+        if msg.priority > self._top:
+            msg.priority = self._top
+        msg.seq = next(self._seq)  # its place in the store until it is due
+        self.scheduler.hold(self, msg, due)
+        self._store(msg, on_stored)
         return True
+
+    def _ttl_from(self, msg: QueuedMessage, due: float) -> None:
+        """Apply the queue's message TTL, counted from ``due``."""
+        if self._ttl is not None:
+            expiry = due + self._ttl
+            if msg.expiry is None or expiry < msg.expiry:
+                msg.expiry = expiry
+
+    def enqueue_due(self, msg: QueuedMessage) -> None:
+        """A held message's time has come (the scheduler calls this): enqueue it as newly
+        arrived, behind what is in the queue now (its stored record moves to its new place)."""
+        old = msg.seq
+        due = msg.due
+        self._ttl_from(msg, self.now() if due is None else due)
+        msg.seq = next(self._seq)
+        self._levels[msg.priority].append(msg)
+        self.count += 1
+        self.bytes += msg.size
+        self.stats.enqueued += 1
+        if self._persistent(msg):
+            self.journal.submit((_store.MOVE, self._key, old, msg.seq, msg.expiry))
+        self.dispatch()
 
     def _persistent(self, msg: QueuedMessage) -> bool:
         return self.durable_node and (msg.durable or self._store_all)
@@ -580,6 +649,11 @@ class Queue(Node):
 
     def purge(self) -> int:
         n = self.count
+        if self.scheduler is not None:
+            held = self.scheduler.cancel(self)
+            for msg in held:
+                self._journal_delete(msg)
+            n += len(held)
         for level in self._levels:
             for msg in level:
                 self._journal_delete(msg)
