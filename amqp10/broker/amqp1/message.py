@@ -67,6 +67,10 @@ class Amqp1Message(QueuedMessage):
                         fields[name] = v
         return fields
 
+    def _read_group(self) -> str | None:
+        group = self.field("group_id")
+        return None if group is None else str(group)
+
     def _read_due(self) -> float | None:
         if b"x-opt-" not in self.data:  # no annotation of ours: nothing to decode
             return None
@@ -175,6 +179,7 @@ def parse_transfer(payload: bytes, now: float, need_ids: bool = True) -> Amqp1Me
             expiry = now + h.ttl / 1000
         delivery_count = int(h.delivery_count or 0)
     message_id = None
+    group = None  # group-id is the 11th field: only a list of more than 10 can hold one
     if ppos >= 0:
         c = payload[ppos + 3]
         if c == 0xC0:
@@ -191,7 +196,9 @@ def parse_transfer(payload: bytes, now: float, need_ids: bool = True) -> Amqp1Me
                 expiry = abs_exp if expiry is None else min(expiry, abs_exp)
             if p.message_id is not None and need_id:
                 message_id = repr(p.message_id)
-    return Amqp1Message(
+            if p.group_id is not None:
+                group = str(p.group_id)
+    m = Amqp1Message(
         payload,
         priority=priority,
         durable=durable,
@@ -200,6 +207,8 @@ def parse_transfer(payload: bytes, now: float, need_ids: bool = True) -> Amqp1Me
         delivery_count=delivery_count,
         arrival=now,
     )
+    m._group = group  # read here for free: a queue's take need not decode it
+    return m
 
 def _parse_slow(payload: bytes, now: float) -> Amqp1Message:
     lm = LazyMessage(payload)

@@ -69,6 +69,7 @@ class QueuedMessage:
         "_due",
         "_fields",
         "_forms",
+        "_group",
         "_headers",
         "_origin",
         "_published",
@@ -89,6 +90,7 @@ class QueuedMessage:
     _headers: Mapping[str, Any]
     _fields: Mapping[str, Any]
     _due: float | None
+    _group: str | None
     _origin: object
     _forms: dict[str, Any]
     _published: tuple[str, str | None]
@@ -131,7 +133,7 @@ class QueuedMessage:
             delivery_count=self.delivery_count,
             arrival=self.arrival,
         )
-        for name in ("_routing", "_headers", "_fields", "_published", "_origin", "_due"):  # what was read once stays read
+        for name in ("_routing", "_headers", "_fields", "_published", "_origin", "_due", "_group"):  # what was read once stays read
             try:
                 setattr(m, name, getattr(self, name))
             except AttributeError:
@@ -178,6 +180,20 @@ class QueuedMessage:
 
     def _read_due(self) -> float | None:
         """Read the due time from ``data`` (a subclass knows how)."""
+        return None
+
+    @property
+    def group(self) -> str | None:
+        """The message group it belongs to (1.0 ``properties.group-id``), read from ``data``
+        on first use (or set by the front end as the message arrives); None: no group."""
+        try:
+            return self._group
+        except AttributeError:
+            g = self._group = self._read_group()
+            return g
+
+    def _read_group(self) -> str | None:
+        """Read the group from ``data`` (a subclass knows how)."""
         return None
 
     def field(self, name: str) -> Any:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config import QueuePolicy
 from . import store as _store
+from .groups import MessageGroups
 from .message import PRIORITY_LEVELS, QueuedMessage
 
 if TYPE_CHECKING:
@@ -141,6 +142,8 @@ class Queue(Node):
     kind = "queue"
     scheduler: Scheduler | None = None
     """Where messages scheduled for later wait (the broker's; None: delivered at once)."""
+    groups: MessageGroups | None = None
+    """Who owns which message group (core/groups.py); made on the first grouped message."""
 
     def __init__(
         self,
@@ -237,6 +240,8 @@ class Queue(Node):
         self._next_seq_at_least(msg.seq + 1)
         if msg.priority > self._top:
             msg.priority = self._top
+        if self.groups is None and msg.group is not None:
+            self.groups = MessageGroups()
         due = msg.due
         if due is not None and self.scheduler is not None:
             if due > self.now():
@@ -270,6 +275,8 @@ class Queue(Node):
             return True
         if self.scheduler is not None and msg.due is not None and self._hold(msg, on_stored):
             return True
+        if self.groups is None and msg.group is not None:
+            self.groups = MessageGroups()
         if self._limited and self.is_full(msg.size):
             if self._overflow == "reject":
                 if self.policy.overflow == "reject-publish-dlx":
@@ -403,6 +410,9 @@ class Queue(Node):
                 self.dispatch()  # the next consumer takes over
         self.browsers.pop(consumer.id, None)
         self._scanned.pop(consumer.id, None)
+        if self.groups is not None and self.groups.release_owner(consumer.id):
+            self._scanned.clear()  # its groups' messages are for everyone again
+            self.dispatch()
         if not self.consumers:
             self.last_used = self.now()
             if self.auto_delete and self.on_unused is not None:
@@ -467,8 +477,8 @@ class Queue(Node):
 
     def _take_for(self, consumer: Consumer) -> QueuedMessage | None:
         selector = getattr(consumer, "selector", None)
-        if selector is not None:
-            return self._take_selected(consumer.id, selector)
+        if selector is not None or self.groups is not None:
+            return self._take_selected(consumer.id, selector or _any)
         now = None
         for level in reversed(self._levels):
             if not level:
@@ -512,6 +522,7 @@ class Queue(Node):
         if marks is None:
             marks = self._scanned[cid] = [0] * PRIORITY_LEVELS
         now = None
+        groups = self.groups  # a message of a group another consumer owns is not for this one
         for p in range(PRIORITY_LEVELS - 1, -1, -1):
             level = self._levels[p]
             if not level:
@@ -527,6 +538,8 @@ class Queue(Node):
                         expired.append(j)
                         continue
                 if msg.excluded and cid in msg.excluded:
+                    continue
+                if groups is not None and not groups.allows(cid, msg):
                     continue
                 if selector(msg):
                     found = j
@@ -545,6 +558,8 @@ class Queue(Node):
                 self.bytes -= msg.size
                 self._expire(msg)
             if taken is not None:
+                if groups is not None:
+                    groups.taken(cid, taken)
                 self.count -= 1
                 self.bytes -= taken.size
                 if self._persistent(taken):
@@ -579,16 +594,32 @@ class Queue(Node):
         """The consumer accepted the message: it is gone for good."""
         self.stats.acked += 1
         self._journal_delete(msg)
+        if self.groups is not None:
+            self._group_settled(msg, dispatch=True)
+
+    def _group_settled(self, msg: QueuedMessage, *, dispatch: bool) -> bool:
+        """A taken message of a group is back or done: a group whose owner left may be free
+        now (then True, and dispatched if ``dispatch``)."""
+        assert self.groups is not None
+        if not self.groups.settled(msg):
+            return False
+        self._scanned.clear()  # its messages are for everyone again
+        if dispatch:
+            self.dispatch()
+        return True
 
     def release(self, msg: QueuedMessage, *, delivery_failed: bool = False, undeliverable_to: int | None = None) -> None:
         """Put the message back at the head of its level (released or modified)."""
         self.stats.released += 1
+        freed = self.groups is not None and self._group_settled(msg, dispatch=False)  # dispatched below
         if delivery_failed:
             msg.delivery_count += 1
             limit = self.policy.delivery_limit
             if limit is not None and msg.delivery_count >= limit:
                 self._journal_delete(msg)
                 self._dead_letter_or_drop(msg, "delivery_limit")
+                if freed:
+                    self.dispatch()
                 return
         if undeliverable_to is not None:
             if msg.excluded is None:
@@ -615,6 +646,8 @@ class Queue(Node):
     def reject(self, msg: QueuedMessage) -> None:
         """The consumer rejected the message: dead-letter it (or drop it, counted)."""
         self.stats.rejected += 1
+        if self.groups is not None:
+            self._group_settled(msg, dispatch=True)
         self._journal_delete(msg)
         self._dead_letter_or_drop(msg, "rejected")
 
@@ -853,6 +886,11 @@ class Stream(Node):
 
 def _seq(msg: QueuedMessage) -> int:
     return msg.seq
+
+
+def _any(msg: QueuedMessage) -> bool:
+    """The view of a consumer with no selector."""
+    return True
 
 
 class _PullConsumer:
