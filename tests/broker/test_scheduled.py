@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from amqp10.broker.amqp1.message import parse_transfer
 from amqp10.broker.config import AddressRule, BrokerConfig, QueuePolicy
 from amqp10.broker.core import Broker, Queue
 from amqp10.broker.core import store as st
@@ -188,3 +189,29 @@ def test_a_dead_lettered_scheduled_message_is_not_held_again() -> None:
     d.reject()
     net.pump()
     assert queue(net, "dlq").count == 1 and queue(net, "dlq").stats.scheduled == 0
+
+
+def test_a_scheduled_grouped_message_keeps_to_its_group() -> None:
+    clock, net, c, s = setup("sg")
+    a, b = net.client("a"), net.client("b")
+    c.send(s, scheduled("g-1", DELAY, 1000, group_id="g"))  # the queue's first grouped messages
+    c.send(s, scheduled("g-2", DELAY, 2000, group_id="g"))
+    ra = a.receiver("sg", credit=1)
+    advance(net, clock, 1)
+    assert bodies(a, ra) == ["g-1"]  # a owns g, and has no credit left
+    rb = b.receiver("sg", credit=10)
+    advance(net, clock, 1)
+    assert bodies(b, rb) == []
+    ra.add_credit(1)
+    net.pump()
+    assert bodies(a, ra) == ["g-2"]
+
+
+def test_the_due_time_is_read_once_and_only_when_annotated() -> None:
+    plain = parse_transfer(Message(body=1).encode(), T0)
+    assert plain._due is None  # no message annotations: nothing to read later
+    other = parse_transfer(Message(body=1, message_annotations={"x-opt-other": 1}).encode(), T0)
+    assert other.due is None
+    delayed = parse_transfer(scheduled(1, DELAY, 2500).encode(), T0)
+    assert delayed.due == T0 + 2.5
+    assert delayed.copy().due == T0 + 2.5

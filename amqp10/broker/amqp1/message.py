@@ -165,7 +165,7 @@ def parse_transfer(payload: bytes, now: float, need_ids: bool = True) -> Amqp1Me
     spans = _scan_sections(payload)
     if spans is None:
         return _parse_slow(payload, now)
-    hpos, ppos = spans
+    hpos, ppos, mapos = spans
     durable = False
     priority = 4
     expiry = None
@@ -208,6 +208,8 @@ def parse_transfer(payload: bytes, now: float, need_ids: bool = True) -> Amqp1Me
         arrival=now,
     )
     m._group = group  # read here for free: a queue's take need not decode it
+    if mapos < 0:
+        m._due = None  # no message annotations: not scheduled
     return m
 
 def _parse_slow(payload: bytes, now: float) -> Amqp1Message:
@@ -267,14 +269,14 @@ _unpack_u32 = struct.Struct(">I").unpack_from
 _decode_at = decode_at
 
 
-def _scan_sections(raw: bytes) -> tuple[int, int] | None:
-    """Where the header and properties sections start (-1: absent), for well-formed
-    messages of the usual shape; None sends the message to :class:`LazyMessage`."""
+def _scan_sections(raw: bytes) -> tuple[int, int, int] | None:
+    """Where the header, properties and message-annotations sections start (-1: absent),
+    for well-formed messages of the usual shape; None sends the message to :class:`LazyMessage`."""
     n = len(raw)
     pos = 0
     rank = -1
     last = -1
-    hpos = ppos = -1
+    hpos = ppos = mapos = -1
     width = _WIDTH
     try:
         while pos < n:
@@ -294,6 +296,8 @@ def _scan_sections(raw: bytes) -> tuple[int, int] | None:
                 hpos = pos
             elif r == 3:
                 ppos = pos
+            elif r == 2:
+                mapos = pos
             if w == -1:
                 pos += 5 + raw[pos + 4]
             elif w == -4:
@@ -306,4 +310,4 @@ def _scan_sections(raw: bytes) -> tuple[int, int] | None:
         return None
     if pos != n:
         return None
-    return hpos, ppos
+    return hpos, ppos, mapos

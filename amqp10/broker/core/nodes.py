@@ -273,10 +273,10 @@ class Queue(Node):
         if msg.message_id is not None and self.dedup.seen(msg.message_id):
             on_stored()
             return True
-        if self.scheduler is not None and msg.due is not None and self._hold(msg, on_stored):
-            return True
         if self.groups is None and msg.group is not None:
             self.groups = MessageGroups()
+        if self.scheduler is not None and msg.due is not None and self._hold(msg, on_stored):
+            return True
         if self._limited and self.is_full(msg.size):
             if self._overflow == "reject":
                 if self.policy.overflow == "reject-publish-dlx":

@@ -75,8 +75,9 @@ class Scheduler:
         while heap and heap[0][0] <= now:
             _, _, _, queue, msg = heapq.heappop(heap)
             queue.stats.scheduled -= 1
-            queue.enqueue_due(msg)
-            n += 1
+            if not queue.deleted:
+                queue.enqueue_due(msg)
+                n += 1
         return n
 
     def cancel(self, queue: Queue) -> list[QueuedMessage]:
