@@ -88,7 +88,3 @@ class Scheduler:
             heapq.heapify(self._heap)
             queue.stats.scheduled -= len(mine)
         return mine
-
-    def held(self, queue: Queue) -> list[QueuedMessage]:
-        """``queue``'s held messages, in due-time order (for management and tests)."""
-        return [e[4] for e in sorted(self._heap, key=lambda e: e[:3]) if e[3] is queue]
