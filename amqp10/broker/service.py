@@ -211,6 +211,8 @@ class BrokerService:
                 if self.broker is not None and self.broker.recovery.enabled:
                     tg.start_soon(self._expire_suspended_links)
                 tg.start_soon(self._tick)
+                if self.broker is not None:
+                    tg.start_soon(self._release_scheduled)
                 for spec in cfg.listeners:
                     ctx = None
                     if spec.tls_cert is not None:
@@ -250,15 +252,28 @@ class BrokerService:
         """Drop suspended links (link recovery) when their time is up."""
         assert self.broker is not None
         recovery = self.broker.recovery
+        await self._at_deadlines(recovery, recovery.expire_due)
+
+    async def _release_scheduled(self) -> None:
+        """Enqueue scheduled messages when they are due (to the event loop's precision,
+        not the once-a-second tick's)."""
+        assert self.broker is not None
+        scheduler = self.broker.scheduler
+        await self._at_deadlines(scheduler, scheduler.release_due)
+
+    async def _at_deadlines(self, source: Any, run: Callable[[], object]) -> None:
+        """Call ``run`` whenever ``source.next_deadline()`` passes; ``source.on_change``
+        says the deadline may have moved."""
+        assert self.broker is not None
         now = self.broker.now
         changed = Signal()
-        recovery.on_change = changed.fire
+        source.on_change = changed.fire
         while True:
-            deadline = recovery.next_deadline()
+            deadline = source.next_deadline()
             delay = math.inf if deadline is None else max(deadline - now(), 0.0)
             with anyio.move_on_after(delay):
                 await changed.wait()
-            recovery.expire_due()
+            run()
 
     async def _tick(self) -> None:
         """The broker's time-driven work (unused queues expiring), once a second."""

@@ -50,7 +50,7 @@ def test_routing_fields_match_the_general_path(msg: Message) -> None:
 
 def test_proton_shaped_message_takes_the_fast_path() -> None:
     raw = b"\x00\x53\x70\x45\x00\x53\x73\x45\x00\x53\x75\xa0\x03abc"
-    assert _scan_sections(raw) == (0, 4)
+    assert _scan_sections(raw) == (0, 4, -1)  # header, properties, no message annotations
     m = parse_transfer(raw, 1000.0)
     assert (m.durable, m.priority, m.expiry, m.message_id) == (False, 4, None, None)
 

@@ -93,9 +93,10 @@ STREAM_OFFSET_FILTER = symbol("amqp10:stream-offset")
 STREAM_CAPABILITY = "stream"
 ANONYMOUS_RELAY = symbol("ANONYMOUS-RELAY")
 SHARED_SUBS = symbol("SHARED-SUBS")
+DELAYED_DELIVERY = symbol("DELAYED_DELIVERY")
 # what our open offers: the anonymous relay (OASIS "Using the AMQP Anonymous Terminus
 # for Message Routing") and shared subscriptions (the AMQP JMS mapping)
-OFFERED_CAPABILITIES = [ANONYMOUS_RELAY, SHARED_SUBS]
+OFFERED_CAPABILITIES = [ANONYMOUS_RELAY, SHARED_SUBS, DELAYED_DELIVERY]
 
 __all__ = ["ConnectionHandler", "LinkConsumer"]
 

@@ -23,6 +23,10 @@ FORMAT = "amqp1"
 _PROPERTY_FIELDS = tuple(f.attr for f in Properties.FIELDS)
 _HEADER_FIELDS = ("ttl", "first_acquirer")  # the rest of the header is the container's own
 X_OPT_DEATHS = symbol("x-opt-deaths")
+# scheduled delivery (core/scheduled.py): absolute ms, an Azure Service Bus timestamp, a delay in ms
+X_OPT_DELIVERY_TIME = symbol("x-opt-delivery-time")
+X_OPT_SCHEDULED_ENQUEUE_TIME = symbol("x-opt-scheduled-enqueue-time")
+X_OPT_DELIVERY_DELAY = symbol("x-opt-delivery-delay")
 
 
 class Amqp1Message(QueuedMessage):
@@ -62,6 +66,28 @@ class Amqp1Message(QueuedMessage):
                     if v is not None:
                         fields[name] = v
         return fields
+
+    def _read_group(self) -> str | None:
+        group = self.field("group_id")
+        return None if group is None else str(group)
+
+    def _read_due(self) -> float | None:
+        if b"x-opt-" not in self.data:  # no annotation of ours: nothing to decode
+            return None
+        try:
+            annotations = LazyMessage(self.data).message_annotations
+        except DecodeError:
+            return None
+        if not annotations:
+            return None
+        for key in (X_OPT_DELIVERY_TIME, X_OPT_SCHEDULED_ENQUEUE_TIME):
+            at = annotations.get(key)
+            if isinstance(at, int) and not isinstance(at, bool):
+                return at / 1000
+        delay = annotations.get(X_OPT_DELIVERY_DELAY)
+        if isinstance(delay, int) and not isinstance(delay, bool) and delay > 0:
+            return self.arrival + delay / 1000
+        return None
 
     def with_stream_position(self, offset: int) -> bytes:
         """The bytes with ``x-opt-offset`` and ``x-opt-timestamp`` message annotations."""
@@ -110,6 +136,7 @@ class Amqp1Message(QueuedMessage):
             delivery_count=self.delivery_count,
             arrival=now,
         )
+        m._due = None  # a dead letter is not held back again
         return m
 
     def redelivery_form(self) -> bytes:
@@ -138,7 +165,7 @@ def parse_transfer(payload: bytes, now: float, need_ids: bool = True) -> Amqp1Me
     spans = _scan_sections(payload)
     if spans is None:
         return _parse_slow(payload, now)
-    hpos, ppos = spans
+    hpos, ppos, mapos = spans
     durable = False
     priority = 4
     expiry = None
@@ -152,6 +179,7 @@ def parse_transfer(payload: bytes, now: float, need_ids: bool = True) -> Amqp1Me
             expiry = now + h.ttl / 1000
         delivery_count = int(h.delivery_count or 0)
     message_id = None
+    group = None  # group-id is the 11th field: only a list of more than 10 can hold one
     if ppos >= 0:
         c = payload[ppos + 3]
         if c == 0xC0:
@@ -168,7 +196,9 @@ def parse_transfer(payload: bytes, now: float, need_ids: bool = True) -> Amqp1Me
                 expiry = abs_exp if expiry is None else min(expiry, abs_exp)
             if p.message_id is not None and need_id:
                 message_id = repr(p.message_id)
-    return Amqp1Message(
+            if p.group_id is not None:
+                group = str(p.group_id)
+    m = Amqp1Message(
         payload,
         priority=priority,
         durable=durable,
@@ -177,6 +207,10 @@ def parse_transfer(payload: bytes, now: float, need_ids: bool = True) -> Amqp1Me
         delivery_count=delivery_count,
         arrival=now,
     )
+    m._group = group  # read here for free: a queue's take need not decode it
+    if mapos < 0:
+        m._due = None  # no message annotations: not scheduled
+    return m
 
 def _parse_slow(payload: bytes, now: float) -> Amqp1Message:
     lm = LazyMessage(payload)
@@ -235,14 +269,14 @@ _unpack_u32 = struct.Struct(">I").unpack_from
 _decode_at = decode_at
 
 
-def _scan_sections(raw: bytes) -> tuple[int, int] | None:
-    """Where the header and properties sections start (-1: absent), for well-formed
-    messages of the usual shape; None sends the message to :class:`LazyMessage`."""
+def _scan_sections(raw: bytes) -> tuple[int, int, int] | None:
+    """Where the header, properties and message-annotations sections start (-1: absent),
+    for well-formed messages of the usual shape; None sends the message to :class:`LazyMessage`."""
     n = len(raw)
     pos = 0
     rank = -1
     last = -1
-    hpos = ppos = -1
+    hpos = ppos = mapos = -1
     width = _WIDTH
     try:
         while pos < n:
@@ -262,6 +296,8 @@ def _scan_sections(raw: bytes) -> tuple[int, int] | None:
                 hpos = pos
             elif r == 3:
                 ppos = pos
+            elif r == 2:
+                mapos = pos
             if w == -1:
                 pos += 5 + raw[pos + 4]
             elif w == -4:
@@ -274,4 +310,4 @@ def _scan_sections(raw: bytes) -> tuple[int, int] | None:
         return None
     if pos != n:
         return None
-    return hpos, ppos
+    return hpos, ppos, mapos

@@ -26,6 +26,7 @@ from .exchanges import Topic
 from .message import QueuedMessage, format_named
 from .nodes import NULL_JOURNAL, Journal, Node, Queue, Stream
 from .recovery import LinkRecovery
+from .scheduled import Scheduler
 from .vhost import VirtualHost
 
 __all__ = [
@@ -110,6 +111,8 @@ class Broker:
         """Running totals of the bytes held (O(1) to read: memory limit, metrics, alarms)."""
         self.connections: set[object] = set()
         """The front ends' connection handlers (for listings and shutdown)."""
+        self.scheduler = Scheduler(now)
+        """Messages held back until their due time (scheduled delivery), for every queue."""
         self.recovery = LinkRecovery(config.link_recovery_seconds, config.limits.max_suspended_links, now)
         self.vhosts: dict[str, VirtualHost] = {}
         self.default = self.add_vhost(DEFAULT_VHOST)
@@ -252,7 +255,9 @@ class Broker:
         return n
 
     def tick(self) -> None:
-        """Time-driven work: delete queues whose ``expires`` ran out (the service calls this)."""
+        """Time-driven work: delete queues whose ``expires`` ran out, enqueue scheduled
+        messages now due (the service calls this; it also wakes the scheduler on time)."""
+        self.scheduler.release_due()
         for vhost in self.vhosts.values():
             vhost.expire_unused()
 

@@ -66,8 +66,10 @@ class QueuedMessage:
     """
 
     __slots__ = (
+        "_due",
         "_fields",
         "_forms",
+        "_group",
         "_headers",
         "_origin",
         "_published",
@@ -87,6 +89,8 @@ class QueuedMessage:
     _routing: Routing
     _headers: Mapping[str, Any]
     _fields: Mapping[str, Any]
+    _due: float | None
+    _group: str | None
     _origin: object
     _forms: dict[str, Any]
     _published: tuple[str, str | None]
@@ -129,7 +133,7 @@ class QueuedMessage:
             delivery_count=self.delivery_count,
             arrival=self.arrival,
         )
-        for name in ("_routing", "_headers", "_fields", "_published", "_origin"):  # what was read once stays read
+        for name in ("_routing", "_headers", "_fields", "_published", "_origin", "_due", "_group"):  # what was read once stays read
             try:
                 setattr(m, name, getattr(self, name))
             except AttributeError:
@@ -163,6 +167,34 @@ class QueuedMessage:
     def _read_headers(self) -> Mapping[str, Any]:
         """Read the headers from ``data`` (a subclass knows how)."""
         return _EMPTY
+
+    @property
+    def due(self) -> float | None:
+        """When a scheduled message may be delivered (seconds since the epoch), read from
+        ``data`` on first use (a delay counts from ``arrival``); None: not scheduled."""
+        try:
+            return self._due
+        except AttributeError:
+            d = self._due = self._read_due()
+            return d
+
+    def _read_due(self) -> float | None:
+        """Read the due time from ``data`` (a subclass knows how)."""
+        return None
+
+    @property
+    def group(self) -> str | None:
+        """The message group it belongs to (1.0 ``properties.group-id``), read from ``data``
+        on first use (or set by the front end as the message arrives); None: no group."""
+        try:
+            return self._group
+        except AttributeError:
+            g = self._group = self._read_group()
+            return g
+
+    def _read_group(self) -> str | None:
+        """Read the group from ``data`` (a subclass knows how)."""
+        return None
 
     def field(self, name: str) -> Any:
         """A header or properties field by its 1.0 name, underscored (``correlation_id``,
@@ -213,6 +245,7 @@ class QueuedMessage:
         with ``death`` (queue, reason, exchange, routing-keys; RabbitMQ's x-death record)."""
         m = self.copy()
         m.expiry = None  # an expired message must not expire again where it is kept
+        m._due = None  # nor be held back again
         return m
 
     # -- other protocols' forms -------------------------------------------------------------

@@ -12,12 +12,16 @@ import itertools
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config import QueuePolicy
 from . import store as _store
 from .accounting import DETACHED, Usage
+from .groups import MessageGroups
 from .message import PRIORITY_LEVELS, QueuedMessage
+
+if TYPE_CHECKING:
+    from .scheduled import Scheduler
 
 __all__ = ["Consumer", "DuplicateWindow", "Journal", "Node", "Queue", "Stream"]
 
@@ -68,11 +72,22 @@ NULL_JOURNAL = NullJournal()
 
 
 class Stats:
-    __slots__ = ("acked", "dead_lettered", "delivered", "dropped", "enqueued", "expired", "rejected", "released")
+    __slots__ = (
+        "acked",
+        "dead_lettered",
+        "delivered",
+        "dropped",
+        "enqueued",
+        "expired",
+        "rejected",
+        "released",
+        "scheduled",
+    )
 
     def __init__(self) -> None:
         self.enqueued = self.delivered = self.acked = self.released = 0
         self.rejected = self.dropped = self.expired = self.dead_lettered = 0
+        self.scheduled = 0  # held back until their due time now (core/scheduled.py), not in the depth
 
     def as_dict(self) -> dict[str, int]:
         return {k: getattr(self, k) for k in self.__slots__}
@@ -177,6 +192,10 @@ class Queue(Node):
     """
 
     kind = "queue"
+    scheduler: Scheduler | None = None
+    """Where messages scheduled for later wait (the broker's; None: delivered at once)."""
+    groups: MessageGroups | None = None
+    """Who owns which message group (core/groups.py); made on the first grouped message."""
 
     def __init__(
         self,
@@ -283,6 +302,14 @@ class Queue(Node):
         self._next_seq_at_least(msg.seq + 1)
         if msg.priority > self._top:
             msg.priority = self._top
+        if self.groups is None and msg.group is not None:
+            self.groups = MessageGroups()
+        due = msg.due
+        if due is not None and self.scheduler is not None:
+            if due > self.now():
+                self.scheduler.hold(self, msg, due)
+                return
+            self._ttl_from(msg, due)  # a no-op if it was enqueued before the restart
         self._level(msg.priority).append(msg)
         self.count += 1
         self.bytes += msg.size
@@ -309,6 +336,10 @@ class Queue(Node):
             return True
         if msg.message_id is not None and self.dedup.seen(msg.message_id):
             on_stored()
+            return True
+        if self.groups is None and msg.group is not None:
+            self.groups = MessageGroups()
+        if self.scheduler is not None and msg.due is not None and self._hold(msg, on_stored):
             return True
         if self._limited and self.is_full(msg.size):
             if self._overflow == "reject":
@@ -345,6 +376,12 @@ class Queue(Node):
         self.count += 1
         self.bytes += msg.size
         self.stats.enqueued += 1
+        self._store(msg, on_stored)
+        self.dispatch()
+        return True
+
+    def _store(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> None:
+        """Write ``msg`` to the store if it is persistent; ``on_stored`` runs once it is safe."""
         if self.durable_node and (msg.durable or self._store_all):
             self._disk_changed(msg.size)
             self.journal.submit(
@@ -364,7 +401,24 @@ class Queue(Node):
             )
         else:
             on_stored()
-        self.dispatch()
+
+    # -- scheduled delivery (core/scheduled.py) ----------------------------------------------
+    def _hold(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
+        """Store ``msg`` and give it to the scheduler if its due time is still to come."""
+        due = msg.due
+        assert due is not None and self.scheduler is not None
+        if due <= self.now():
+            return False  # due already: an ordinary publish
+        ttl = msg.field("ttl")
+        if ttl:  # the message's own time to live counts from its due time
+            expiry = due + ttl / 1000
+            absolute = msg.field("absolute_expiry_time")
+            msg.expiry = expiry if not absolute else min(expiry, int(absolute) / 1000)
+        if msg.priority > self._top:
+            msg.priority = self._top
+        msg.seq = next(self._seq)  # its place in the store until it is due
+        self.scheduler.hold(self, msg, due)
+        self._store(msg, on_stored)
         return True
 
     def _deliver_when_stored(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> Callable[[], None]:
@@ -377,6 +431,28 @@ class Queue(Node):
             self.dispatch()
 
         return stored
+
+    def _ttl_from(self, msg: QueuedMessage, due: float) -> None:
+        """Apply the queue's message TTL, counted from ``due``."""
+        if self._ttl is not None:
+            expiry = due + self._ttl
+            if msg.expiry is None or expiry < msg.expiry:
+                msg.expiry = expiry
+
+    def enqueue_due(self, msg: QueuedMessage) -> None:
+        """A held message's time has come (the scheduler calls this): enqueue it as newly
+        arrived, behind what is in the queue now (its stored record moves to its new place)."""
+        old = msg.seq
+        due = msg.due
+        self._ttl_from(msg, self.now() if due is None else due)
+        msg.seq = next(self._seq)
+        self._level(msg.priority).append(msg)
+        self.count += 1
+        self.bytes += msg.size
+        self.stats.enqueued += 1
+        if self._persistent(msg):
+            self.journal.submit((_store.MOVE, self._key, old, msg.seq, msg.expiry))
+        self.dispatch()
 
     def _persistent(self, msg: QueuedMessage) -> bool:
         return self.durable_node and (msg.durable or self._store_all)
@@ -443,6 +519,9 @@ class Queue(Node):
                 self.dispatch()  # the next consumer takes over
         self.browsers.pop(consumer.id, None)
         self._scanned.pop(consumer.id, None)
+        if self.groups is not None and self.groups.release_owner(consumer.id):
+            self._scanned.clear()  # its groups' messages are for everyone again
+            self.dispatch()
         if not self.consumers:
             self.last_used = self.now()
             if self.auto_delete and self.on_unused is not None:
@@ -513,8 +592,8 @@ class Queue(Node):
 
     def _take_for(self, consumer: Consumer) -> QueuedMessage | None:
         selector = getattr(consumer, "selector", None)
-        if selector is not None:
-            return self._take_selected(consumer.id, selector)
+        if selector is not None or self.groups is not None:
+            return self._take_selected(consumer.id, selector or _any)
         now = None
         for level in reversed(self._levels):
             if not level:
@@ -558,6 +637,7 @@ class Queue(Node):
         if marks is None:
             marks = self._scanned[cid] = [0] * PRIORITY_LEVELS
         now = None
+        groups = self.groups  # a message of a group another consumer owns is not for this one
         levels = self._levels
         for p in range(len(levels) - 1, -1, -1):
             level = levels[p]
@@ -574,6 +654,8 @@ class Queue(Node):
                         expired.append(j)
                         continue
                 if msg.excluded and cid in msg.excluded:
+                    continue
+                if groups is not None and not groups.allows(cid, msg):
                     continue
                 if selector(msg):
                     found = j
@@ -592,6 +674,8 @@ class Queue(Node):
                 self.bytes -= msg.size
                 self._expire(msg)
             if taken is not None:
+                if groups is not None:
+                    groups.taken(cid, taken)
                 self.count -= 1
                 self.bytes -= taken.size
                 if self._persistent(taken):
@@ -626,16 +710,32 @@ class Queue(Node):
         """The consumer accepted the message: it is gone for good."""
         self.stats.acked += 1
         self._journal_delete(msg)
+        if self.groups is not None:
+            self._group_settled(msg, dispatch=True)
+
+    def _group_settled(self, msg: QueuedMessage, *, dispatch: bool) -> bool:
+        """A taken message of a group is back or done: a group whose owner left may be free
+        now (then True, and dispatched if ``dispatch``)."""
+        assert self.groups is not None
+        if not self.groups.settled(msg):
+            return False
+        self._scanned.clear()  # its messages are for everyone again
+        if dispatch:
+            self.dispatch()
+        return True
 
     def release(self, msg: QueuedMessage, *, delivery_failed: bool = False, undeliverable_to: int | None = None) -> None:
         """Put the message back at the head of its level (released or modified)."""
         self.stats.released += 1
+        freed = self.groups is not None and self._group_settled(msg, dispatch=False)  # dispatched below
         if delivery_failed:
             msg.delivery_count += 1
             limit = self.policy.delivery_limit
             if limit is not None and msg.delivery_count >= limit:
                 self._journal_delete(msg)
                 self._dead_letter_or_drop(msg, "delivery_limit")
+                if freed:
+                    self.dispatch()
                 return
         if undeliverable_to is not None:
             if msg.excluded is None:
@@ -662,6 +762,8 @@ class Queue(Node):
     def reject(self, msg: QueuedMessage) -> None:
         """The consumer rejected the message: dead-letter it (or drop it, counted)."""
         self.stats.rejected += 1
+        if self.groups is not None:
+            self._group_settled(msg, dispatch=True)
         self._journal_delete(msg)
         self._dead_letter_or_drop(msg, "rejected")
 
@@ -699,6 +801,11 @@ class Queue(Node):
 
     def purge(self) -> int:
         n = self.count
+        if self.scheduler is not None:
+            held = self.scheduler.cancel(self)
+            for msg in held:
+                self._journal_delete(msg)
+            n += len(held)
         for level in self._levels:
             for msg in level:
                 self._journal_delete(msg)
@@ -921,6 +1028,11 @@ class Stream(Node):
 
 def _seq(msg: QueuedMessage) -> int:
     return msg.seq
+
+
+def _any(msg: QueuedMessage) -> bool:
+    """The view of a consumer with no selector."""
+    return True
 
 
 class _PullConsumer:

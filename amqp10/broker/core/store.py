@@ -204,6 +204,7 @@ UNBIND = 9  # (UNBIND, vhost, source, destination_kind, destination, routing_key
 POLICY = 10  # (POLICY, vhost, name, pattern, apply_to, definition, priority)
 DROP_POLICY = 11  # (DROP_POLICY, vhost, name)
 VHOST = 12  # (VHOST, name, metadata)
+MOVE = 13  # (MOVE, key, seq, new_seq, expiry): a scheduled message enters its queue when due
 Op = tuple[Any, ...]
 
 
@@ -321,10 +322,13 @@ class Store:
                 raise
 
     def _definition(self, op: Op) -> None:
-        """Apply one change to the durable definitions (nodes, exchanges, bindings, policies, vhosts)."""
+        """Apply one change to the durable definitions (nodes, exchanges, bindings, policies, vhosts),
+        or move a scheduled message to its place in its queue."""
         db = self._db
         kind = op[0]
-        if kind == NODE:
+        if kind == MOVE:
+            db.execute("UPDATE messages SET seq = ?, expiry = ? WHERE node = ? AND seq = ?", (op[3], op[4], op[1], op[2]))
+        elif kind == NODE:
             db.execute("INSERT OR REPLACE INTO nodes (vhost, name, kind, properties) VALUES (?, ?, ?, ?)", op[1:])
         elif kind == DROP_NODE:
             db.execute("DELETE FROM messages WHERE node = ?", (message_key(op[1], op[2]),))

@@ -169,6 +169,7 @@ class VirtualHost:
             vhost=self.name,
             arguments=dict(arguments or {}),
         )
+        q.scheduler = self.broker.scheduler
         # the queue's policy of the moment: a runtime policy may change it
         q.dead_letter = lambda msg, reason: self.dead_letter(q.policy, msg, reason, name)
         q.account_to(self.broker.stats)
