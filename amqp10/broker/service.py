@@ -28,6 +28,7 @@ from .amqp1 import ConnectionHandler
 from .config import BrokerConfig
 from .core import Broker
 from .core.store import GroupCommitter, Store
+from .guard import ConnectionGuard, HeldOutput, Refusal, source_of
 from .http import broker_routes, start_http
 from .users import load_access
 
@@ -63,6 +64,7 @@ class BrokerService:
         self._accepting = True
         self._conns_scope: anyio.CancelScope | None = None
         self.http: Listener | None = None  # [http]: WebSockets and health (see .http)
+        self.guard = ConnectionGuard(config.security)  # [security]: every front end asks it
 
     @property
     def ports(self) -> list[int]:
@@ -217,12 +219,26 @@ class BrokerService:
             log.warning("refusing %s: connection limit %d reached", peer, limits.max_connections)
             await anyio.aclose_forcefully(stream)
             return
-        # The one place a connection gets its protocol front end. Only AMQP 1.0 today;
-        # 0-9-1 will read the 8-byte protocol header here and choose by it.
-        await self._serve_amqp1(stream, peer)
+        # -- [security] hook: per-address rate and count, for every front end ------------
+        addr = source_of(peer)
+        refusal = self.guard.admit(addr)
+        if refusal is not None and refusal.hard:
+            await anyio.aclose_forcefully(stream)
+            return
+        try:
+            # The one place a connection gets its protocol front end. Only AMQP 1.0 today;
+            # 0-9-1 will read the 8-byte protocol header here and choose by it (and call
+            # self.guard's login_failed/login_ok/opened/closed as the 1.0 path does).
+            await self._serve_amqp1(stream, peer, refusal)
+        finally:
+            if refusal is None:
+                self.guard.release(addr)
 
-    async def _serve_amqp1(self, stream: ByteStream, peer: str) -> None:
-        """Serve one connection with the AMQP 1.0 front end (SASL, engine, handler)."""
+    async def _serve_amqp1(self, stream: ByteStream, peer: str, refusal: Refusal | None = None) -> None:
+        """Serve one connection with the AMQP 1.0 front end (SASL, engine, handler).
+
+        With a (soft) ``refusal``, the client may log in and is then refused its open
+        with amqp:resource-limit-exceeded."""
         assert self.broker is not None
         cfg = self.config
         limits = cfg.limits
@@ -247,17 +263,29 @@ class BrokerService:
             channel_max=max(limits.max_sessions_per_connection - 1, 0),
         )
         handler = ConnectionHandler(self.broker, conn.connection)
+        handler.refusal = None if refusal is None else refusal.reason
+        held = HeldOutput(conn)  # [security]: a login's outcome waits out the back-off
+        addr = source_of(peer)
+        counted: list[str | None] = []  # the user the guard counted this connection for
 
         def on_events(events: list[Any]) -> None:
             for e in events:
                 if isinstance(e, SaslCompleted):
                     handler.user = e.identity
                     log.info("%s authenticated as %s with %s", peer, e.identity or "anonymous", e.mechanism)
+                    # -- [security] hook: back-off and the per-user limit ------------------
+                    held.hold(anyio.current_time(), self.guard.login_ok(addr, e.identity))
+                    over = self.guard.opened(e.identity, addr)
+                    if over is None:
+                        counted.append(e.identity)
+                    elif handler.refusal is None:
+                        handler.refusal = over.reason
                 elif isinstance(e, SaslFailed):
-                    log.info("%s failed authentication: %s", peer, e.reason)
+                    delay = self.guard.login_failed(addr, e.username, e.reason)
+                    held.hold(anyio.current_time(), delay)
             handler.handle(events)
 
-        driver = Driver(stream, conn, on_events, peer=peer)
+        driver = Driver(stream, held, on_events, peer=peer)
         handler.wake = driver.flush_soon
         client = _Client(conn, driver, handler, peer)
         self.clients.add(client)
@@ -265,6 +293,8 @@ class BrokerService:
 
         async def handshake_watch() -> None:
             await anyio.sleep(limits.handshake_timeout)
+            if held.held_for:  # the back-off is not the client's delay
+                await anyio.sleep(held.held_for)
             if conn.connection.remote_open is None:
                 log.info("%s said nothing useful within %gs: closing", peer, limits.handshake_timeout)
                 driver.abort()
@@ -276,6 +306,8 @@ class BrokerService:
                 tg.cancel_scope.cancel()
         finally:
             handler.cleanup()
+            for user in counted:
+                self.guard.closed(user)
             self.clients.discard(client)
             log.debug("connection from %s ended", peer)
 

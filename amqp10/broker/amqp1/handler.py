@@ -181,6 +181,7 @@ class ConnectionHandler:
         self.txns: Transactions | None = None  # made by the first coordinator link (Part 4)
         self._management: Management | None = None
         self.vhost: VirtualHost = broker.default  # until the open frame names another
+        self.refusal: str | None = None  # set by the service: refuse the open (a [security] limit)
         broker.connections.add(self)
         self._handlers: dict[type, Callable[[Any], None]] = {
             ConnectionOpened: self._on_open,
@@ -231,6 +232,9 @@ class ConnectionHandler:
         hostname = ro.hostname if ro is not None else None
         vhost = self.broker.vhost_for_hostname(hostname)
         self.conn.open()
+        if self.refusal is not None:
+            self.conn.close(Error(condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED, description=self.refusal))
+            return
         if vhost is None:
             log.info("refusing a connection to %r: no such virtual host", hostname)
             self.conn.close(Error(condition=ErrorCondition.NOT_FOUND, description=f"no virtual host {hostname!r}"))
