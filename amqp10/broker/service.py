@@ -23,7 +23,7 @@ from ..sasl.connection import SaslConnection
 from ..sasl.events import SaslCompleted, SaslFailed
 from ..sasl.layer import SaslServer
 from ..transport import ConnectionState
-from ..types import Error, ErrorCondition
+from ..types import Error, ErrorCondition, SaslCode
 from .amqp1 import ConnectionHandler
 from .config import BrokerConfig
 from .core import Broker
@@ -280,9 +280,12 @@ class BrokerService:
                         counted.append(e.identity)
                     elif handler.refusal is None:
                         handler.refusal = over.reason
-                elif isinstance(e, SaslFailed):
+                elif isinstance(e, SaslFailed) and e.outcome is SaslCode.AUTH:
+                    # credentials that did not check out: a guess, so back off
                     delay = self.guard.login_failed(addr, e.username, e.reason)
                     held.hold(anyio.current_time(), delay)
+                elif isinstance(e, SaslFailed):  # a broken or silent peer, not a guess
+                    self.guard.log_refusal(addr, "sasl", f"{peer} failed SASL: {e.reason}")
             handler.handle(events)
 
         driver = Driver(stream, held, on_events, peer=peer)

@@ -65,6 +65,19 @@ async def test_failed_logins_take_at_least_the_summed_back_off(
     assert elapsed >= 0.01 + 0.02 * 49  # every answer waited out its back-off
 
 
+async def test_peers_that_break_sasl_are_not_counted_as_guesses(
+    tmp_path: Path, users_file: Path
+) -> None:
+    async with broker_in_loop(tmp_path, **secured(users_file)) as service:
+        for _ in range(3):
+            async with await anyio.connect_tcp("127.0.0.1", service.ports[0]) as stream:
+                await stream.send(b"GET / HTTP/1.1\r\n\r\n")
+                with anyio.fail_after(T):
+                    assert await stream.receive() == SASL_HEADER  # Part 2 §2.2, then closed
+        assert service.guard.failed_logins == 0
+        assert service.guard.delay_for("127.0.0.1", None, failed=False) == 0.0
+
+
 async def test_a_guesser_gets_few_answers_while_the_real_user_elsewhere_is_not_held(
     tmp_path: Path, users_file: Path
 ) -> None:

@@ -126,11 +126,7 @@ def sasl_server(data: bytes) -> None:
 
 
 # -- the message decoders ------------------------------------------------------------------
-_LAZY_ACCESSORS = "header delivery_annotations message_annotations properties".split() + [
-    "application_properties",
-    "footer",
-    "body",
-]
+_LAZY_ACCESSORS = ("header", "delivery_annotations", "message_annotations", "properties", "application_properties", "footer", "body")  # fmt: skip
 
 
 def message(data: bytes) -> None:
