@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed-test
 
-.PHONY: broker test lint typecheck docs bench interop clean
+.PHONY: broker test lint typecheck docs bench interop clean fuzz fuzz-short
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -41,6 +41,23 @@ typecheck: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --quiet
 
+## Fuzz every protocol surface with atheris (tests/fuzz): FUZZ_RUNS inputs per target, at
+## most FUZZ_TIME seconds each; what it finds goes to .fuzz/<target> (the corpus stays as is).
+FUZZ_TARGETS := amqp1_engine sasl_server message amqp091_engine websocket
+FUZZ_RUNS ?= 1000000
+FUZZ_TIME ?= 300
+fuzz: $(STAMP)
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p .fuzz/$$t && echo "fuzzing $$t" && \
+	  $(BIN)/python -m tests.fuzz.atheris_main $$t -runs=$(FUZZ_RUNS) -max_len=4096 -timeout=10 \
+	    -max_total_time=$(FUZZ_TIME) -artifact_prefix=.fuzz/ -print_final_stats=1 \
+	    .fuzz/$$t tests/fuzz/corpus/$$t || exit 1; \
+	done
+
+## A short coverage-guided run of each target (2,000 inputs), for CI.
+fuzz-short:
+	$(MAKE) fuzz FUZZ_RUNS=2000 FUZZ_TIME=60
+
 bench: $(STAMP)
 	$(BIN)/python bench/codec_bench.py
 
@@ -49,4 +66,4 @@ interop: $(STAMP)
 	$(BIN)/python -m interop.matrix $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis site
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .fuzz site

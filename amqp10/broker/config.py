@@ -403,6 +403,57 @@ class Limits(_Model):
     )
 
 
+class SecurityConfig(_Model):
+    """Login and connection hygiene (``[security]``): back-off for failed logins, limits per
+    source address and per user. 0 turns a limit off."""
+
+    login_delay_base: float = Field(
+        default=0.1,
+        ge=0,
+        allow_inf_nan=False,
+        description="seconds a failed login's answer is held back after the first failure "
+        "from an address or for a user; doubles with each further failure",
+    )
+    login_delay_max: float = Field(
+        default=5.0, ge=0, allow_inf_nan=False, description="the longest a login's answer is held back (seconds)"
+    )
+    login_failures_forget: float = Field(
+        default=60.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="seconds without a failed login after which an address's or user's failures are forgotten",
+    )
+    max_connections_per_address: int = Field(
+        default=0,
+        ge=0,
+        description="connections open at once from one source address (0: only limits.max_connections); "
+        "more are refused with amqp:resource-limit-exceeded",
+    )
+    max_connections_per_user: int = Field(
+        default=0,
+        ge=0,
+        description="connections open at once per authenticated user (0: no limit); "
+        "more are refused with amqp:resource-limit-exceeded",
+    )
+    connection_rate_per_address: float = Field(
+        default=100.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="new connections a second from one source address, on average (0: no limit); "
+        "beyond it (and the burst) a connection is closed at once",
+    )
+    connection_burst_per_address: int = Field(
+        default=500, ge=1, description="new connections from one address accepted in a burst above the rate"
+    )
+    refusal_log_interval: float = Field(
+        default=10.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="seconds between log lines about refusals and failed logins from one address "
+        "(the next line counts what was left out)",
+    )
+
+
 class BrokerConfig(_Model):
     """The whole broker configuration."""
 
@@ -437,6 +488,9 @@ class BrokerConfig(_Model):
         "queues, bindings and policies into the broker, users and permissions into sasl.users_file",
     )
     limits: Limits = Field(default=Limits(), description="limits that protect the broker")
+    security: SecurityConfig = Field(
+        default=SecurityConfig(), description="login back-off and connection limits per address and per user"
+    )
     http: HttpConfig = Field(
         default=HttpConfig(),
         description="the HTTP listener (AMQP over WebSockets, health endpoints)",

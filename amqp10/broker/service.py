@@ -29,13 +29,14 @@ from ..sasl.connection import SaslConnection
 from ..sasl.events import SaslCompleted, SaslFailed
 from ..sasl.layer import SaslServer
 from ..transport import ConnectionState
-from ..types import Error, ErrorCondition
+from ..types import Error, ErrorCondition, SaslCode
 from .amqp091 import Amqp091Handler, BrokerConnection
 from .amqp1 import ConnectionHandler
 from .config import BrokerConfig
 from .core import Broker
 from .core.broker import gc_paused
 from .core.store import GroupCommitter, Store
+from .guard import ConnectionGuard, HeldOutput, Refusal, source_of
 from .http import broker_routes, start_http
 from .topology import LiveDefinitions
 from .users import UsersFile, load_access
@@ -131,6 +132,7 @@ class BrokerService:
         self._accepting = True
         self._conns_scope: anyio.CancelScope | None = None
         self.http: Listener | None = None  # [http]: WebSockets and health (see .http)
+        self.guard = ConnectionGuard(config.security)  # [security]: every front end asks it
 
     @property
     def ports(self) -> list[int]:
@@ -320,25 +322,38 @@ class BrokerService:
             log.warning("refusing %s: connection limit %d reached", peer, limits.max_connections)
             await anyio.aclose_forcefully(stream)
             return
-        # The one place a connection gets its protocol front end: its first 8 bytes choose.
-        head = await _read_header(stream, limits.handshake_timeout)
-        if len(head) < HEADER_SIZE:
+        # -- [security] hook: per-address rate and count, for every front end ------------
+        addr = source_of(peer)
+        refusal = self.guard.admit(addr)
+        if refusal is not None and refusal.hard:
             await anyio.aclose_forcefully(stream)
             return
-        protocol = identify_header(head)
-        if isinstance(protocol, Unsupported):
-            log.info("%s sent protocol header %r: answering %r and closing", peer, head, protocol.reply)
-            try:
-                with anyio.move_on_after(1):
-                    await stream.send(protocol.reply)
-            except Exception:  # the peer is gone already
-                pass
-            await anyio.aclose_forcefully(stream)
-            return
-        if protocol.dialect is not None:
-            await self._serve_amqp091(stream, peer, head, protocol)
-        else:
-            await self._serve_amqp1(_Replay(stream, head), peer)
+        try:
+            # The one place a connection gets its protocol front end: its first 8 bytes choose.
+            head = await _read_header(stream, limits.handshake_timeout)
+            if len(head) < HEADER_SIZE:
+                await anyio.aclose_forcefully(stream)
+                return
+            protocol = identify_header(head)
+            if isinstance(protocol, Unsupported):
+                log.info("%s sent protocol header %r: answering %r and closing", peer, head, protocol.reply)
+                try:
+                    with anyio.move_on_after(1):
+                        await stream.send(protocol.reply)
+                except Exception:  # the peer is gone already
+                    pass
+                await anyio.aclose_forcefully(stream)
+                return
+            if protocol.dialect is not None:
+                if refusal is not None:  # 0-9-1 has no soft refusal yet: close at once
+                    await anyio.aclose_forcefully(stream)
+                    return
+                await self._serve_amqp091(stream, peer, head, protocol)
+            else:
+                await self._serve_amqp1(_Replay(stream, head), peer, refusal)
+        finally:
+            if refusal is None:
+                self.guard.release(addr)
 
     async def _serve_amqp091(self, stream: ByteStream, peer: str, head: bytes, protocol: Protocol) -> None:
         """Serve one connection with the 0-9-1 front end (0-9 and 0-8 as dialects)."""
@@ -385,8 +400,11 @@ class BrokerService:
             self.clients.discard(client)
             log.debug("connection from %s ended", peer)
 
-    async def _serve_amqp1(self, stream: ByteStream, peer: str) -> None:
-        """Serve one connection with the AMQP 1.0 front end (SASL, engine, handler)."""
+    async def _serve_amqp1(self, stream: ByteStream, peer: str, refusal: Refusal | None = None) -> None:
+        """Serve one connection with the AMQP 1.0 front end (SASL, engine, handler).
+
+        With a (soft) ``refusal``, the client may log in and is then refused its open
+        with amqp:resource-limit-exceeded."""
         assert self.broker is not None
         cfg = self.config
         limits = cfg.limits
@@ -411,17 +429,32 @@ class BrokerService:
             channel_max=max(limits.max_sessions_per_connection - 1, 0),
         )
         handler = ConnectionHandler(self.broker, conn.connection)
+        handler.refusal = None if refusal is None else refusal.reason
+        held = HeldOutput(conn)  # [security]: a login's outcome waits out the back-off
+        addr = source_of(peer)
+        counted: list[str | None] = []  # the user the guard counted this connection for
 
         def on_events(events: list[Any]) -> None:
             for e in events:
                 if isinstance(e, SaslCompleted):
                     handler.user = e.identity
                     log.info("%s authenticated as %s with %s", peer, e.identity or "anonymous", e.mechanism)
-                elif isinstance(e, SaslFailed):
-                    log.info("%s failed authentication: %s", peer, e.reason)
+                    # -- [security] hook: back-off and the per-user limit ------------------
+                    held.hold(anyio.current_time(), self.guard.login_ok(addr, e.identity))
+                    over = self.guard.opened(e.identity, addr)
+                    if over is None:
+                        counted.append(e.identity)
+                    elif handler.refusal is None:
+                        handler.refusal = over.reason
+                elif isinstance(e, SaslFailed) and e.outcome is SaslCode.AUTH:
+                    # credentials that did not check out: a guess, so back off
+                    delay = self.guard.login_failed(addr, e.username, e.reason)
+                    held.hold(anyio.current_time(), delay)
+                elif isinstance(e, SaslFailed):  # a broken or silent peer, not a guess
+                    self.guard.log_refusal(addr, "sasl", f"{peer} failed SASL: {e.reason}")
             handler.handle(events)
 
-        driver = Driver(stream, conn, on_events, peer=peer)
+        driver = Driver(stream, held, on_events, peer=peer)
         handler.wake = driver.flush_soon
         forced = Error(condition=ErrorCondition.CONNECTION_FORCED, description="the broker is shutting down")
 
@@ -435,6 +468,8 @@ class BrokerService:
 
         async def handshake_watch() -> None:
             await anyio.sleep(limits.handshake_timeout)
+            if held.held_for:  # the back-off is not the client's delay
+                await anyio.sleep(held.held_for)
             if conn.connection.remote_open is None:
                 log.info("%s said nothing useful within %gs: closing", peer, limits.handshake_timeout)
                 driver.abort()
@@ -446,6 +481,8 @@ class BrokerService:
                 tg.cancel_scope.cancel()
         finally:
             handler.cleanup()
+            for user in counted:
+                self.guard.closed(user)
             self.clients.discard(client)
             log.debug("connection from %s ended", peer)
 

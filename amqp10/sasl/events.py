@@ -55,3 +55,6 @@ class SaslFailed(SaslEvent):
     peer: it may name users or mechanisms the peer should not learn about."""
     mechanism: str | None = None
     """The mechanism that was being used, if one had been chosen."""
+    username: str | None = None
+    """Server only: the user name the client claimed when its credentials did not check
+    out (PLAIN, SCRAM), for throttling by user; None otherwise."""

@@ -265,7 +265,13 @@ class _SaslLayer:
             SaslCompleted(outcome=SaslCode.OK, mechanism=self.mechanism, identity=self.identity)
         )
 
-    def _fail(self, code: SaslCode, reason: str, additional_data: bytes | None = None) -> None:
+    def _fail(
+        self,
+        code: SaslCode,
+        reason: str,
+        additional_data: bytes | None = None,
+        username: str | None = None,
+    ) -> None:
         if self.done:
             return
         self._before_fail(code, additional_data)
@@ -273,7 +279,9 @@ class _SaslLayer:
         self.outcome = code
         self.reason = reason
         self.identity = None
-        self._events.append(SaslFailed(outcome=code, reason=reason, mechanism=self.mechanism))
+        self._events.append(
+            SaslFailed(outcome=code, reason=reason, mechanism=self.mechanism, username=username)
+        )
 
     def _before_fail(self, code: SaslCode, additional_data: bytes | None) -> None:
         """What the role tells the peer when the exchange fails."""
@@ -591,4 +599,4 @@ class SaslServer(_SaslLayer):
             self.identity = step.identity
             self._succeed()
         else:
-            self._fail(step.code, step.reason, step.additional_data)
+            self._fail(step.code, step.reason, step.additional_data, step.username)

@@ -129,6 +129,8 @@ class ServerOutcome:
     """additional-data for the sasl-outcome (SCRAM's server-final-message), or None."""
     reason: str = ""
     """Why, in one line, for the server's logs only: never send it to the peer."""
+    username: str | None = None
+    """On a failure, the user name the client claimed (for throttling by user), if any."""
 
     @property
     def ok(self) -> bool:
@@ -194,8 +196,13 @@ def _utf8(data: bytes, what: str) -> str:
         raise _MalformedResponse(f"{what} is not valid UTF-8") from None
 
 
-def _fail(reason: str, code: SaslCode = SaslCode.AUTH, data: bytes | None = None) -> ServerOutcome:
-    return ServerOutcome(code=code, additional_data=data, reason=reason)
+def _fail(
+    reason: str,
+    code: SaslCode = SaslCode.AUTH,
+    data: bytes | None = None,
+    username: str | None = None,
+) -> ServerOutcome:
+    return ServerOutcome(code=code, additional_data=data, reason=reason, username=username)
 
 
 # --------------------------------------------------------------------------- client side
@@ -507,7 +514,7 @@ class PlainServer(_ServerBase):
             verify_password(self._store.decoy(username, "SCRAM-SHA-256"), password)
         if not (verify_password(credential, password) and known):
             why = "wrong password" if known else "unknown user"
-            return _fail(f"PLAIN: authentication failed for {username!r}: {why}")
+            return _fail(f"PLAIN: authentication failed for {username!r}: {why}", username=username)
         if authzid and saslprep(authzid) != username:
             return _fail(f"PLAIN: {username!r} may not act as {authzid!r}")
         return ServerOutcome(code=SaslCode.OK, identity=username, reason="PLAIN")
@@ -659,6 +666,7 @@ class ScramServer(_ServerBase):
             return _fail(
                 f"{self.name}: authentication failed for {self._username!r}: {why}",
                 data=b"e=invalid-proof",
+                username=self._username,
             )
         signature = h.hmac(credential.server_key, auth_message)
         return ServerOutcome(

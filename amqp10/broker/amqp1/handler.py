@@ -218,6 +218,7 @@ class ConnectionHandler:
         self._management: Management | None = None
         self.vhost: VirtualHost = broker.default  # until the open frame names another
         self.origin = object()  # marks what this connection publishes (for no-local filters)
+        self.refusal: str | None = None  # set by the service: refuse the open (a [security] limit)
         broker.connections.add(self)
         self._handlers: dict[type, Callable[[Any], None]] = {
             ConnectionOpened: self._on_open,
@@ -277,6 +278,9 @@ class ConnectionHandler:
         offered = list(self.conn.offered_capabilities or [])
         self.conn.offered_capabilities = offered + [c for c in OFFERED_CAPABILITIES if c not in offered]
         self.conn.open()
+        if self.refusal is not None:
+            self.conn.close(Error(condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED, description=self.refusal))
+            return
         if vhost is None:
             log.info("refusing a connection to %r: no such virtual host", hostname)
             self.conn.close(Error(condition=ErrorCondition.NOT_FOUND, description=f"no virtual host {hostname!r}"))
