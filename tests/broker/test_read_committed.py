@@ -17,8 +17,8 @@ import pytest
 from amqp10.broker.amqp1 import Amqp1Message
 from amqp10.broker.config import AddressRule, BrokerConfig, QueuePolicy
 from amqp10.broker.core import Broker, Queue, Stream
-from amqp10.broker.core import nodes as _nodes
 from amqp10.broker.core import store as st
+from amqp10.broker.core import streams as _streams
 from amqp10.broker.core.message import QueuedMessage
 from amqp10.broker.core.nodes import NULL_JOURNAL
 from amqp10.message import Message
@@ -291,13 +291,13 @@ def traced_lines(fn: Callable[[], object]) -> int:
 
 
 def test_recovery_work_is_linear_in_restored_messages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    init = _nodes.Stream.__init__
+    init = _streams.Stream.__init__
 
     def counting_init(self: Stream, *a: Any, **kw: Any) -> None:
         init(self, *a, **kw)
         self._entries = CountingList()
 
-    monkeypatch.setattr(_nodes.Stream, "__init__", counting_init)
+    monkeypatch.setattr(_streams.Stream, "__init__", counting_init)
     work: dict[int, int] = {}
     for n in (1000, 4000):
         store = fill(tmp_path / f"{n}.sqlite3", n)

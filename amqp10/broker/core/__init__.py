@@ -49,9 +49,11 @@ from .message import (
     register_conversion,
     register_format,
 )
-from .nodes import NULL_JOURNAL, Consumer, DuplicateWindow, Journal, Node, Queue, Stream
+from .nodes import NULL_JOURNAL, Consumer, DuplicateWindow, Journal, Node
 from .policies import RuntimePolicy
+from .queues import Queue
 from .recovery import LinkRecovery, SuspendedLink
+from .streams import Stream
 from .transactions import Transaction
 from .vhost import (
     DEFAULT_EXCHANGE,

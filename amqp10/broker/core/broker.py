@@ -24,9 +24,11 @@ from . import store as _store
 from .accounting import Usage
 from .exchanges import Topic
 from .message import QueuedMessage, format_named
-from .nodes import NULL_JOURNAL, Journal, Node, Queue, Stream
+from .nodes import NULL_JOURNAL, Journal, Node
+from .queues import Queue
 from .recovery import LinkRecovery
 from .scheduled import Scheduler
+from .streams import Stream
 from .vhost import VirtualHost
 
 __all__ = [

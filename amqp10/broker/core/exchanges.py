@@ -25,7 +25,9 @@ from typing import Any, Literal, TypeAlias
 
 from ..config import QueuePolicy
 from .message import QueuedMessage
-from .nodes import Consumer, Node, Queue, Stream
+from .nodes import Consumer, Node
+from .queues import Queue
+from .streams import Stream
 
 Destination: TypeAlias = "Exchange | Queue | Stream"
 """Where a binding routes to."""

@@ -7,7 +7,7 @@ A message whose :attr:`~amqp10.broker.core.message.QueuedMessage.due` time
 published: the queue stores it (if durable) and hands it to the broker's
 :class:`Scheduler`, which keeps it in a heap ordered by due time, ties by
 arrival. When it is due, :meth:`Scheduler.release_due` gives it back to the
-queue (:meth:`~amqp10.broker.core.nodes.Queue.enqueue_due`), which enqueues it
+queue (:meth:`~amqp10.broker.core.queues.Queue.enqueue_due`), which enqueues it
 as a newly arrived message: consumers and browsers never see it before.
 
 No timers here, as in :mod:`.recovery`: the service calls :meth:`release_due`
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from .message import QueuedMessage
 
 if TYPE_CHECKING:
-    from .nodes import Queue
+    from .queues import Queue
 
 __all__ = ["Scheduler"]
 

@@ -15,7 +15,8 @@ from collections.abc import Callable
 
 from . import store as _store
 from .message import QueuedMessage
-from .nodes import Journal, Node, Queue
+from .nodes import Journal, Node
+from .queues import Queue
 
 __all__ = ["Retirement", "Transaction"]
 

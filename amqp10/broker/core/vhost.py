@@ -33,8 +33,10 @@ from .exchanges import (
     make_exchange,
 )
 from .message import QueuedMessage
-from .nodes import Journal, Node, Queue, Stream
+from .nodes import Journal, Node
 from .policies import RuntimePolicy, combined_arguments, pick_policy
+from .queues import Queue
+from .streams import Stream
 
 if TYPE_CHECKING:
     from .broker import Broker

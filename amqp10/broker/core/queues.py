@@ -1,0 +1,681 @@
+"""Anycast queues: competing consumers, FIFO per priority level, free of any I/O.
+
+The node base (consumers, the journal, statistics, duplicate detection) is in
+core/nodes.py; streams are in core/streams.py.
+"""
+
+from __future__ import annotations
+
+import itertools
+from bisect import bisect_right
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from ..config import QueuePolicy
+from . import store as _store
+from .groups import MessageGroups
+from .message import PRIORITY_LEVELS, QueuedMessage
+from .nodes import NULL_JOURNAL, Consumer, DuplicateWindow, Journal, Node, cancel_consumers
+
+if TYPE_CHECKING:
+    from .scheduled import Scheduler
+
+__all__ = ["Queue"]
+
+
+_NO_RING: deque[Any] = deque()
+_NO_IDS: set[int] = set()
+
+
+class Queue(Node):
+    """An anycast queue: competing consumers, FIFO per priority level.
+
+    ``dead_letter`` routes a message to the dead-letter address (the router's
+    business); ``now`` is the clock (injected for tests).
+    """
+
+    kind = "queue"
+    scheduler: Scheduler | None = None
+    """Where messages scheduled for later wait (the broker's; None: delivered at once)."""
+    groups: MessageGroups | None = None
+    """Who owns which message group (core/groups.py); made on the first grouped message."""
+
+    def __init__(
+        self,
+        name: str,
+        policy: QueuePolicy,
+        *,
+        journal: Journal = NULL_JOURNAL,
+        dead_letter: Callable[[QueuedMessage, str], None] | None = None,
+        now: Callable[[], float],
+        dynamic: bool = False,
+        durable_node: bool = False,
+        vhost: str = "/",
+        arguments: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(name, policy, dynamic=dynamic)
+        self.vhost = vhost
+        self._key = _store.message_key(vhost, name)  # what its messages are stored under
+        self.arguments: dict[str, Any] = dict(arguments or {})
+        """The arguments it was declared with (already applied to ``policy``)."""
+        self.journal = journal
+        self.dead_letter = dead_letter
+        self.now = now
+        self.durable_node = durable_node
+        # one FIFO per priority level, lowest first, made up to a level on its first message
+        self._levels: list[deque[QueuedMessage]] = []
+        self._seq = itertools.count(1)
+        self.count = 0
+        self.bytes = 0
+        self.consumers: list[Consumer] = []
+        # The ready ring: the movers that may have credit, in round-robin order. One found
+        # with none leaves it (so consumers without credit cost nothing per delivery) and
+        # comes back through consumer_ready(). An idle queue shares empty ones (never
+        # added to) until its first consumer: see _make_ring.
+        self._ready: deque[Consumer] = _NO_RING
+        self._in_ready: set[int] = _NO_IDS  # ids of the consumers in _ready
+        self._mover_ids: set[int] = _NO_IDS  # ids of the consumers in _movers
+        self.browsers: dict[int, int] = {}  # consumer id -> last seq browsed
+        self._dispatching = False
+        self._last_size = 1
+        self.dedup = DuplicateWindow(policy.duplicate_window)
+        # publishers held back by this queue's limits, told when messages leave
+        self.space_listeners: set[Callable[[], None]] = set()
+        self._unstored: dict[int, QueuedMessage] = {}  # seq -> stored message held back until its commit
+        self.set_policy(policy)
+        self._movers: list[Consumer] = []  # consumers that take messages (not browsers)
+        self.needs_message_ids = self.dedup.size > 0 or self._store_all
+        # exclusive and auto-delete queues (0-9-1's queue.declare): see VirtualHost
+        self.owner: object | None = None
+        """The connection an exclusive queue belongs to (None: not exclusive)."""
+        self.auto_delete = False
+        self.on_unused: Callable[[Queue], None] | None = None
+        """Called when an auto-delete queue loses its last consumer."""
+        self.last_used = now()
+        """When it was declared or last lost a consumer (for ``expires``)."""
+        self.admit: Callable[[QueuedMessage], bool] | None = None
+        """What it keeps (a topic subscription's selector); None: everything."""
+        # consumers with a selector: per priority level, the seq up to which every message
+        # is known not to match (so a take looks only at what is newer)
+        self._scanned: dict[int, list[int]] = {}
+
+    def set_policy(self, policy: QueuePolicy) -> None:
+        """Take ``policy`` (at creation, and when a runtime policy changes); it applies
+        to messages published and delivered from now on."""
+        self.policy = policy
+        # the policy is immutable: what the per-message paths need, read once
+        self._max_length = policy.max_length
+        self._max_bytes = policy.max_bytes
+        self._limited = policy.max_length is not None or policy.max_bytes is not None
+        self._overflow = policy.overflow_mode
+        self._ttl = policy.message_ttl
+        self._top = PRIORITY_LEVELS - 1 if policy.max_priority is None else min(policy.max_priority, PRIORITY_LEVELS - 1)
+        self._single_active = policy.single_active_consumer
+        self._store_all = self.durable_node and policy.durable
+        after_commit = policy.deliver_after_commit
+        self._after_commit = self.durable_node and (policy.durable if after_commit is None else after_commit)
+
+    # -- inbound --------------------------------------------------------------------
+    def is_full(self, extra: int = 0) -> bool:
+        if not self._limited:
+            return False
+        ml = self._max_length
+        mb = self._max_bytes
+        return (ml is not None and self.count >= ml) or (mb is not None and self.bytes + extra > mb)
+
+    def can_accept(self, size: int = 0) -> bool:
+        return self._overflow != "block" or not self.is_full(size)
+
+    def room(self) -> int | None:
+        """How many more messages fit before a ``block`` queue is full (None: no limit)."""
+        p = self.policy
+        if self._overflow != "block":
+            return None
+        room: int | None = None
+        if p.max_length is not None:
+            room = max(p.max_length - self.count, 0)
+        if p.max_bytes is not None:
+            by_bytes = max(p.max_bytes - self.bytes, 0) // max(self._last_size, 1)
+            room = by_bytes if room is None else min(room, by_bytes)
+        return room
+
+    def restore(self, msg: QueuedMessage) -> None:
+        """Put back a message recovered from the store (already durable)."""
+        self.dedup.seen(msg.message_id)
+        self._next_seq_at_least(msg.seq + 1)
+        if msg.priority > self._top:
+            msg.priority = self._top
+        if self.groups is None and msg.group is not None:
+            self.groups = MessageGroups()
+        due = msg.due
+        if due is not None and self.scheduler is not None:
+            if due > self.now():
+                self.scheduler.hold(self, msg, due)
+                return
+            self._ttl_from(msg, due)  # a no-op if it was enqueued before the restart
+        self._level(msg.priority).append(msg)
+        self.count += 1
+        self.bytes += msg.size
+        if self._persistent(msg):  # it came from the store (and is deleted from it as usual)
+            self._disk_changed(msg.size)
+
+    def _next_seq_at_least(self, n: int) -> None:
+        nxt = next(self._seq)
+        if nxt < n:
+            self._seq = itertools.count(n)
+        else:
+            self._seq = itertools.count(nxt)
+
+    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
+        """Enqueue ``msg``; ``on_stored`` runs once it is safe (stored, if durable).
+
+        Returns False (and does nothing) when the queue is full and its overflow
+        policy is ``reject``. A message-id seen within the duplicate window is
+        acknowledged and not stored again. A message the queue's ``admit`` refuses
+        is acknowledged and not kept.
+        """
+        if self.admit is not None and not self.admit(msg):
+            on_stored()
+            return True
+        if msg.message_id is not None and self.dedup.seen(msg.message_id):
+            on_stored()
+            return True
+        if self.groups is None and msg.group is not None:
+            self.groups = MessageGroups()
+        if self.scheduler is not None and msg.due is not None and self._hold(msg, on_stored):
+            return True
+        if self._limited and self.is_full(msg.size):
+            if self._overflow == "reject":
+                if self.policy.overflow == "reject-publish-dlx":
+                    self._dead_letter_or_drop(msg, "maxlen")
+                return False
+            if self._overflow == "drop":
+                while self.count and self.is_full(msg.size):
+                    old = self._pop_oldest()
+                    if old is None:
+                        break
+                    self._journal_delete(old)
+                    self._dead_letter_or_drop(old, "maxlen")
+                if self.is_full(msg.size):  # x-max-length 0, or a message bigger than the byte limit
+                    self._dead_letter_or_drop(msg, "maxlen")
+                    on_stored()
+                    return True
+        if self._ttl is not None:
+            queue_expiry = (msg.arrival or self.now()) + self._ttl
+            if msg.expiry is None or queue_expiry < msg.expiry:
+                msg.expiry = queue_expiry
+        if msg.priority > self._top:
+            msg.priority = self._top
+        msg.seq = next(self._seq)
+        self._last_size = msg.size
+        if msg.arrival == 0.0:
+            msg.arrival = self.now()
+        held = self._after_commit and (msg.durable or self._store_all)
+        if held:
+            self._unstored[msg.seq] = msg
+            on_stored = self._deliver_when_stored(msg, on_stored)
+        else:
+            self._level(msg.priority).append(msg)
+        self.count += 1
+        self.bytes += msg.size
+        self.stats.enqueued += 1
+        self._store(msg, on_stored)
+        self.dispatch()
+        return True
+
+    def _store(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> None:
+        """Write ``msg`` to the store if it is persistent; ``on_stored`` runs once it is safe."""
+        if self.durable_node and (msg.durable or self._store_all):
+            self._disk_changed(msg.size)
+            self.journal.submit(
+                (
+                    _store.PUT,
+                    self._key,
+                    msg.seq,
+                    msg.priority,
+                    msg.delivery_count,
+                    msg.expiry,
+                    msg.arrival,
+                    msg.message_id,
+                    msg.format,
+                    msg.data,
+                ),
+                on_stored,
+            )
+        else:
+            on_stored()
+
+    # -- scheduled delivery (core/scheduled.py) ----------------------------------------------
+    def _hold(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
+        """Store ``msg`` and give it to the scheduler if its due time is still to come."""
+        due = msg.due
+        assert due is not None and self.scheduler is not None
+        if due <= self.now():
+            return False  # due already: an ordinary publish
+        ttl = msg.field("ttl")
+        if ttl:  # the message's own time to live counts from its due time
+            expiry = due + ttl / 1000
+            absolute = msg.field("absolute_expiry_time")
+            msg.expiry = expiry if not absolute else min(expiry, int(absolute) / 1000)
+        if msg.priority > self._top:
+            msg.priority = self._top
+        msg.seq = next(self._seq)  # its place in the store until it is due
+        self.scheduler.hold(self, msg, due)
+        self._store(msg, on_stored)
+        return True
+
+    def _deliver_when_stored(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> Callable[[], None]:
+        """``deliver_after_commit``: ``msg`` joins its level (and meets consumers) once committed."""
+
+        def stored() -> None:
+            if self._unstored.pop(msg.seq, None) is not None:  # (not purged meanwhile)
+                self._level(msg.priority).append(msg)
+            on_stored()
+            self.dispatch()
+
+        return stored
+
+    def _ttl_from(self, msg: QueuedMessage, due: float) -> None:
+        """Apply the queue's message TTL, counted from ``due``."""
+        if self._ttl is not None:
+            expiry = due + self._ttl
+            if msg.expiry is None or expiry < msg.expiry:
+                msg.expiry = expiry
+
+    def enqueue_due(self, msg: QueuedMessage) -> None:
+        """A held message's time has come (the scheduler calls this): enqueue it as newly
+        arrived, behind what is in the queue now (its stored record moves to its new place)."""
+        old = msg.seq
+        due = msg.due
+        self._ttl_from(msg, self.now() if due is None else due)
+        msg.seq = next(self._seq)
+        self._level(msg.priority).append(msg)
+        self.count += 1
+        self.bytes += msg.size
+        self.stats.enqueued += 1
+        if self._persistent(msg):
+            self.journal.submit((_store.MOVE, self._key, old, msg.seq, msg.expiry))
+        self.dispatch()
+
+    def _persistent(self, msg: QueuedMessage) -> bool:
+        return self.durable_node and (msg.durable or self._store_all)
+
+    def _journal_delete(self, msg: QueuedMessage) -> None:
+        if self._persistent(msg):
+            self._disk_changed(-msg.size)
+            self.journal.submit((_store.DELETE, self._key, msg.seq))
+
+    def _level(self, priority: int) -> deque[QueuedMessage]:
+        """The FIFO of ``priority`` (made, with the levels below it, on first use)."""
+        levels = self._levels
+        while len(levels) <= priority:
+            levels.append(deque())
+        return levels[priority]
+
+    def _pop_oldest(self) -> QueuedMessage | None:
+        best: deque[QueuedMessage] | None = None
+        for level in self._levels:
+            if level and (best is None or level[0].seq < best[0].seq):
+                best = level
+        if best is None:
+            return None
+        msg = best.popleft()
+        self.count -= 1
+        self.bytes -= msg.size
+        return msg
+
+    # -- consumers ------------------------------------------------------------------
+    def add_consumer(self, consumer: Consumer) -> None:
+        if consumer.browse:
+            self.browsers[consumer.id] = 0
+        else:
+            if self._mover_ids is _NO_IDS:
+                self._make_ring()
+            self._movers.append(consumer)
+            self._mover_ids.add(consumer.id)
+            self._ready.append(consumer)
+            self._in_ready.add(consumer.id)
+        self.consumers.append(consumer)
+        self.dispatch()
+
+    def _make_ring(self) -> None:
+        self._ready = deque()
+        self._in_ready = set()
+        self._mover_ids = set()
+
+    def consumer_ready(self, consumer: Consumer) -> None:
+        if consumer.id not in self._in_ready and consumer.id in self._mover_ids:
+            self._ready.append(consumer)
+            self._in_ready.add(consumer.id)
+        self.dispatch()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+        if consumer.id in self._in_ready:
+            self._in_ready.discard(consumer.id)
+            self._ready.remove(consumer)
+        if consumer in self._movers:
+            self._movers.remove(consumer)
+            self._mover_ids.discard(consumer.id)
+            if self._single_active and self._movers:
+                self.dispatch()  # the next consumer takes over
+        self.browsers.pop(consumer.id, None)
+        self._scanned.pop(consumer.id, None)
+        if self.groups is not None and self.groups.release_owner(consumer.id):
+            self._scanned.clear()  # its groups' messages are for everyone again
+            self.dispatch()
+        if not self.consumers:
+            self.last_used = self.now()
+            if self.auto_delete and self.on_unused is not None:
+                self.on_unused(self)
+
+    @property
+    def active_consumer(self) -> Consumer | None:
+        """With ``single_active_consumer``: the one consumer that gets messages."""
+        return self._movers[0] if self._movers else None
+
+    def __iter__(self) -> Iterator[QueuedMessage]:
+        """Messages in delivery order (highest priority first, FIFO within a level)."""
+        for level in reversed(self._levels):
+            yield from level
+
+    def dispatch(self) -> None:
+        """Hand messages to consumers with credit, round-robin, until one side runs out."""
+        if self._dispatching or not self.consumers:
+            return
+        self._dispatching = True
+        try:
+            if self.browsers:
+                self._dispatch_browsers()
+            consumers = self._movers[:1] if self._single_active else self._movers
+            n = len(consumers)
+            if not n or not self.count:
+                return
+            taken = 0
+            take = self._take_for
+            if n == 1:  # the common case: no round robin to keep
+                c = consumers[0]
+                deliver = c.deliver
+                credit = c.credit()  # each delivery takes exactly one
+                while credit > 0 and self.count:
+                    msg = take(c)
+                    if msg is None:
+                        break
+                    taken += 1
+                    credit -= 1
+                    deliver(self, msg)
+            else:
+                # round robin over the ready ring: the head takes one message and goes to
+                # the back; one without credit leaves the ring (consumer_ready brings it
+                # back), so consumers without credit are not visited per delivery
+                ready = self._ready
+                in_ready = self._in_ready
+                idle = 0  # consecutive ring members that could take nothing
+                while self.count and ready and idle < len(ready):
+                    c = ready[0]
+                    if c.credit() <= 0:
+                        ready.popleft()
+                        in_ready.discard(c.id)
+                        continue
+                    ready.rotate(-1)
+                    msg = take(c)
+                    if msg is None:
+                        idle += 1
+                        continue
+                    idle = 0
+                    taken += 1
+                    c.deliver(self, msg)
+            self.stats.delivered += taken
+            if taken and self.space_listeners:
+                for listener in list(self.space_listeners):
+                    listener()
+        finally:
+            self._dispatching = False
+
+    def _take_for(self, consumer: Consumer) -> QueuedMessage | None:
+        selector = getattr(consumer, "selector", None)
+        if selector is not None or self.groups is not None:
+            return self._take_selected(consumer.id, selector or _any)
+        now = None
+        for level in reversed(self._levels):
+            if not level:
+                continue
+            msg = level[0]
+            if msg.expiry is None and not msg.excluded:  # the usual head: take it
+                level.popleft()
+                self.count -= 1
+                self.bytes -= msg.size
+                if self.durable_node and (msg.durable or self._store_all):
+                    self.journal.submit((_store.UPDATE, self._key, msg.seq, msg.delivery_count, 1))
+                return msg
+            skipped: list[QueuedMessage] = []
+            while level:
+                msg = level.popleft()
+                if msg.expiry is not None:
+                    if now is None:
+                        now = self.now()
+                    if msg.expiry <= now:
+                        self.count -= 1
+                        self.bytes -= msg.size
+                        self._expire(msg)
+                        continue
+                if msg.excluded and consumer.id in msg.excluded:
+                    skipped.append(msg)
+                    continue
+                level.extendleft(reversed(skipped))
+                self.count -= 1
+                self.bytes -= msg.size
+                if self._persistent(msg):
+                    self.journal.submit((_store.UPDATE, self._key, msg.seq, msg.delivery_count, 1))
+                return msg
+            level.extendleft(reversed(skipped))
+        return None
+
+    def _take_selected(self, cid: int, selector: Callable[[QueuedMessage], bool]) -> QueuedMessage | None:
+        """The first message ``selector`` matches, in delivery order; the others stay where
+        they are for other consumers. Each level is looked at only past what this consumer
+        has already found not to match (``_scanned``), so a deep queue is walked once."""
+        marks = self._scanned.get(cid)
+        if marks is None:
+            marks = self._scanned[cid] = [0] * PRIORITY_LEVELS
+        now = None
+        groups = self.groups  # a message of a group another consumer owns is not for this one
+        levels = self._levels
+        for p in range(len(levels) - 1, -1, -1):
+            level = levels[p]
+            if not level:
+                continue
+            start = bisect_right(level, marks[p], key=_seq) if marks[p] else 0
+            expired: list[int] = []
+            found = -1
+            for j, msg in enumerate(itertools.islice(level, start, None), start):
+                if msg.expiry is not None:
+                    if now is None:
+                        now = self.now()
+                    if msg.expiry <= now:
+                        expired.append(j)
+                        continue
+                if msg.excluded and cid in msg.excluded:
+                    continue
+                if groups is not None and not groups.allows(cid, msg):
+                    continue
+                if selector(msg):
+                    found = j
+                    break
+            taken = None
+            if found >= 0:
+                taken = level[found]
+                marks[p] = taken.seq
+                del level[found]
+            elif len(level) > start:
+                marks[p] = level[-1].seq
+            for j in reversed(expired):
+                msg = level[j]
+                del level[j]
+                self.count -= 1
+                self.bytes -= msg.size
+                self._expire(msg)
+            if taken is not None:
+                if groups is not None:
+                    groups.taken(cid, taken)
+                self.count -= 1
+                self.bytes -= taken.size
+                if self._persistent(taken):
+                    self.journal.submit((_store.UPDATE, self._key, taken.seq, taken.delivery_count, 1))
+                return taken
+        return None
+
+    def _dispatch_browsers(self) -> None:
+        for c in self.consumers:
+            if not c.browse:
+                continue
+            last = self.browsers.get(c.id, 0)
+            if c.credit() <= 0:
+                continue
+            selector = getattr(c, "selector", None)
+            for msg in sorted((m for m in self if m.seq > last), key=lambda m: m.seq):
+                if c.credit() <= 0:
+                    break
+                self.browsers[c.id] = msg.seq
+                if selector is None or selector(msg):
+                    c.deliver(self, msg.copy())
+
+    def _expire(self, msg: QueuedMessage) -> None:
+        self.stats.expired += 1
+        self._journal_delete(msg)
+        if self.dead_letter is not None and self.policy.dead_letters:
+            self.stats.dead_lettered += 1
+            self.dead_letter(msg, "expired")
+
+    # -- outcomes from consumers ---------------------------------------------------------
+    def ack(self, msg: QueuedMessage) -> None:
+        """The consumer accepted the message: it is gone for good."""
+        self.stats.acked += 1
+        self._journal_delete(msg)
+        if self.groups is not None:
+            self._group_settled(msg, dispatch=True)
+
+    def _group_settled(self, msg: QueuedMessage, *, dispatch: bool) -> bool:
+        """A taken message of a group is back or done: a group whose owner left may be free
+        now (then True, and dispatched if ``dispatch``)."""
+        assert self.groups is not None
+        if not self.groups.settled(msg):
+            return False
+        self._scanned.clear()  # its messages are for everyone again
+        if dispatch:
+            self.dispatch()
+        return True
+
+    def release(self, msg: QueuedMessage, *, delivery_failed: bool = False, undeliverable_to: int | None = None) -> None:
+        """Put the message back at the head of its level (released or modified)."""
+        self.stats.released += 1
+        freed = self.groups is not None and self._group_settled(msg, dispatch=False)  # dispatched below
+        if delivery_failed:
+            msg.delivery_count += 1
+            limit = self.policy.delivery_limit
+            if limit is not None and msg.delivery_count >= limit:
+                self._journal_delete(msg)
+                self._dead_letter_or_drop(msg, "delivery_limit")
+                if freed:
+                    self.dispatch()
+                return
+        if undeliverable_to is not None:
+            if msg.excluded is None:
+                msg.excluded = set()
+            msg.excluded.add(undeliverable_to)
+        # Back to the head, but in arrival order among other returned messages:
+        # releasing 1, 2, 3 must redeliver 1, 2, 3 (the walk stops at the first
+        # newer message, so it is short: returned messages sit at the front).
+        level = self._level(msg.priority)
+        for marks in self._scanned.values():  # selective consumers look at it again
+            if marks[msg.priority] >= msg.seq:
+                marks[msg.priority] = msg.seq - 1
+        i = 0
+        n = len(level)
+        while i < n and level[i].seq < msg.seq:
+            i += 1
+        level.insert(i, msg)
+        self.count += 1
+        self.bytes += msg.size
+        if self._persistent(msg):
+            self.journal.submit((_store.UPDATE, self._key, msg.seq, msg.delivery_count, 0))
+        self.dispatch()
+
+    def reject(self, msg: QueuedMessage) -> None:
+        """The consumer rejected the message: dead-letter it (or drop it, counted)."""
+        self.stats.rejected += 1
+        if self.groups is not None:
+            self._group_settled(msg, dispatch=True)
+        self._journal_delete(msg)
+        self._dead_letter_or_drop(msg, "rejected")
+
+    def _dead_letter_or_drop(self, msg: QueuedMessage, reason: str) -> None:
+        if self.dead_letter is not None and self.policy.dead_letters:
+            self.stats.dead_lettered += 1
+            self.dead_letter(msg, reason)
+        else:
+            self.stats.dropped += 1
+
+    def get(self) -> QueuedMessage | None:
+        """Take the next message without a consumer (0-9-1 basic.get), or None if there is
+        none; the caller settles it with ack/release/reject as a consumer would."""
+        if not self.count:
+            return None
+        msg = self._take_for(_PULL)
+        if msg is not None:
+            self.stats.delivered += 1
+            self.last_used = self.now()
+            for listener in list(self.space_listeners):
+                listener()
+        return msg
+
+    def delete(self) -> int:
+        """The queue is being deleted: purge it and cancel its consumers; return the purged count."""
+        self.deleted = True
+        consumers, self.consumers, self._movers = self.consumers, [], []
+        self._ready.clear()
+        self._in_ready.clear()
+        self._mover_ids.clear()
+        self.browsers.clear()
+        n = self.purge()
+        cancel_consumers(consumers)
+        return n
+
+    def purge(self) -> int:
+        n = self.count
+        if self.scheduler is not None:
+            held = self.scheduler.cancel(self)
+            for msg in held:
+                self._journal_delete(msg)
+            n += len(held)
+        for level in self._levels:
+            for msg in level:
+                self._journal_delete(msg)
+            level.clear()
+        for msg in self._unstored.values():
+            self._journal_delete(msg)
+        self._unstored.clear()
+        self.count = 0
+        self.bytes = 0
+        return n
+
+
+def _seq(msg: QueuedMessage) -> int:
+    return msg.seq
+
+
+def _any(msg: QueuedMessage) -> bool:
+    """The view of a consumer with no selector."""
+    return True
+
+
+class _PullConsumer:
+    """Who takes a message by basic.get: no consumer, excluded from nothing."""
+
+    id = 0
+    browse = False
+
+
+_PULL: Any = _PullConsumer()

@@ -1,0 +1,197 @@
+"""Streams: append-only logs with consecutive offsets, free of any I/O (the node base is core/nodes.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..config import QueuePolicy
+from . import store as _store
+from .message import QueuedMessage
+from .nodes import NULL_JOURNAL, Consumer, DuplicateWindow, Journal, Node, cancel_consumers
+
+__all__ = ["Stream"]
+
+
+class Stream(Node):
+    """An append-only log: consecutive offsets, durable, not removed by consumption.
+
+    Each consumer reads from its own position, chosen at attach time (first,
+    last, next, an offset, or a timestamp). Retention drops the oldest entries
+    by age and by total size.
+
+    Read-committed: an entry gets its offset when published, but readers see it
+    (and :attr:`next`, which stream-info reports, moves past it) only once the
+    journal has committed it. A crash can only erase entries nobody has seen, so
+    an offset never names two messages. With a journal that keeps nothing (no
+    store), commits are immediate and so is delivery.
+    """
+
+    kind = "stream"
+    _bytes_on_disk = True
+
+    def __init__(
+        self,
+        name: str,
+        policy: QueuePolicy,
+        *,
+        journal: Journal = NULL_JOURNAL,
+        now: Callable[[], float],
+        vhost: str = "/",
+    ) -> None:
+        super().__init__(name, policy)
+        self.vhost = vhost
+        self._key = _store.message_key(vhost, name)
+        self.journal = journal
+        self.now = now
+        self._entries: list[QueuedMessage] = []  # offset = first + index - _base
+        self._base = 0  # index of the first retained entry in _entries
+        self.first = 0  # offset of the oldest retained message
+        self.next = 0  # the committed end: offsets below it are stored, and readers see them
+        self._end = 0  # offset the next published message gets (next <= _end)
+        self.bytes = 0
+        self.positions: dict[int, int] = {}  # consumer id -> next offset to deliver
+        self.consumers: list[Consumer] = []
+        self.dedup = DuplicateWindow(policy.duplicate_window)
+        self._dispatching = False
+
+    @property
+    def count(self) -> int:
+        """Committed entries retained (what readers can read)."""
+        return max(self.next - self.first, 0)
+
+    def _get(self, offset: int) -> QueuedMessage:
+        return self._entries[self._base + offset - self.first]
+
+    def restore(self, msg: QueuedMessage) -> None:
+        """Append a message recovered from the store (its seq is its offset; it is committed).
+
+        Constant work per message: a restart restores millions of them.
+        """
+        if len(self._entries) == self._base:  # nothing retained yet: the log starts here
+            self.first = msg.seq
+        self._entries.append(msg)
+        self.next = self._end = msg.seq + 1
+        self.bytes += msg.size
+        self.dedup.seen(msg.message_id)
+
+    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
+        if self.dedup.seen(msg.message_id):
+            # a replayed publish: stored once, accepted again once the first copy is stored
+            self.journal.submit((_store.BARRIER,), on_stored)
+            return True
+        offset = self._end
+        msg.seq = offset
+        if msg.arrival == 0.0:
+            msg.arrival = self.now()
+        msg.data = msg.with_stream_position(offset)
+        msg.size = len(msg.data)
+        self._entries.append(msg)
+        self._end = offset + 1
+        self.bytes += msg.size
+        self.stats.enqueued += 1
+
+        def committed() -> None:
+            # the journal commits in submission order: every offset below this one is stored too
+            if offset >= self.next:
+                self.next = offset + 1
+            on_stored()
+            self.dispatch()
+
+        self.journal.submit(
+            (_store.PUT, self._key, offset, msg.priority, 0, None, msg.arrival, msg.message_id, msg.format, msg.data),
+            committed,
+        )
+        self._retain()
+        return True
+
+    def _retain(self) -> None:
+        p = self.policy
+        cutoff = self.now() - p.max_age_seconds if p.max_age_seconds else None
+        while self.first < self._end:
+            oldest = self._get(self.first)
+            too_old = cutoff is not None and oldest.arrival < cutoff
+            too_big = p.retention_bytes is not None and self.bytes > p.retention_bytes and self._end - self.first > 1
+            if not (too_old or too_big):
+                break
+            self.journal.submit((_store.DELETE, self._key, self.first))
+            self.bytes -= oldest.size
+            self._base += 1
+            self.first += 1
+        if self._base > 1024 and self._base > len(self._entries) // 2:
+            del self._entries[: self._base]
+            self._base = 0
+
+    def start_offset(self, spec: Any) -> int:
+        """Where a consumer starts for a filter value: first/last/next, an offset or a timestamp."""
+        from ...types import timestamp
+
+        if spec is None or spec == "next":
+            return self.next
+        if spec == "first":
+            return self.first
+        if spec == "last":
+            return max(self.next - 1, self.first)
+        if isinstance(spec, timestamp):
+            ms = int(spec) / 1000
+            lo, hi = self.first, self.next
+            while lo < hi:  # arrival times only grow: binary search
+                mid = (lo + hi) // 2
+                if self._get(mid).arrival < ms:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            return lo
+        if isinstance(spec, int) and not isinstance(spec, bool):
+            return min(max(spec, self.first), self._end)  # may wait for its commit
+        raise ValueError(f"unsupported stream offset {spec!r}: use first, last, next, an offset or a timestamp")
+
+    def add_consumer(self, consumer: Consumer, start: int | None = None) -> None:
+        self.positions[consumer.id] = self.next if start is None else start
+        self.consumers.append(consumer)
+        self.dispatch()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+        self.positions.pop(consumer.id, None)
+
+    def dispatch(self) -> None:
+        if self._dispatching:
+            return
+        self._dispatching = True
+        try:
+            for c in self.consumers:
+                pos = max(self.positions.get(c.id, self.next), self.first)
+                selector = getattr(c, "selector", None)
+                while pos < self.next and c.credit() > 0:
+                    msg = self._get(pos)
+                    pos += 1
+                    self.positions[c.id] = pos
+                    if selector is not None and not selector(msg):
+                        continue  # not in this consumer's view: it reads on
+                    self.stats.delivered += 1
+                    c.deliver(self, msg)
+                self.positions[c.id] = pos
+        finally:
+            self._dispatching = False
+
+    # outcomes do not remove anything from a stream
+    def ack(self, msg: QueuedMessage) -> None:
+        self.stats.acked += 1
+
+    def release(self, msg: QueuedMessage, *, delivery_failed: bool = False, undeliverable_to: int | None = None) -> None:
+        self.stats.released += 1
+
+    def reject(self, msg: QueuedMessage) -> None:
+        self.stats.rejected += 1
+
+    def delete(self) -> None:
+        """The stream is being deleted: cancel its consumers."""
+        self.deleted = True
+        consumers, self.consumers = self.consumers, []
+        self.positions.clear()
+        cancel_consumers(consumers)
+
+    def info(self) -> dict[str, int]:
+        return {"first": self.first, "next": self.next, "count": self.count, "bytes": self.bytes}
