@@ -10,6 +10,8 @@ harness, tools). Peer violations never escape as exceptions: a hard error
 queues ``connection.close`` with its reply code and reports ``ConnectionFailed``;
 a soft one closes only the channel. Misuse by the application raises
 ``IllegalStateError`` (or ``ValueError`` for bad arguments) before anything changes.
+The handlers of the ``connection.*`` methods received on channel 0 (handshake,
+close, RabbitMQ's extensions) are in :mod:`.connection_methods`.
 """
 
 from __future__ import annotations
@@ -17,29 +19,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
-from .auth import MECHANISMS, parse_credentials
+from .auth import MECHANISMS
 from .base import Method, Properties
 from .channel import Channel
 from .channel_state import ChannelInput, ChannelState
+from .connection_methods import ConnectionMethods
 from .connection_state import RECEIVED, ConnectionInput, ConnectionState, next_state
 from .dialects import AMQP_0_9_1, Dialect
 from .errors import AMQPError, ChannelException, ConnectionException, IllegalStateError, reply_text
 from .events import (
     ChannelOpened,
-    ConnectionBlocked,
-    ConnectionClosed,
     ConnectionFailed,
     ConnectionLost,
     ConnectionOpened,
-    ConnectionTuned,
-    ConnectionUnblocked,
     Event,
-    LoginRequested,
-    SecretUpdated,
-    SecretUpdateRequested,
-    SecureChallenge,
-    SecureResponse,
-    VirtualHostRequested,
     reason_of,
 )
 from .framing import (
@@ -55,7 +48,7 @@ from .framing import (
     end_frame,
     start_frame,
 )
-from .handshake import check_tune_ok, client_start_ok, client_tune_ok, server_start
+from .handshake import server_start
 from .methods import (
     FRAME_MIN_SIZE,
     ChannelClose,
@@ -97,7 +90,7 @@ _U32: Final = 0xFFFFFFFF
 _unpack_prefix = FRAME_PREFIX.unpack_from
 
 
-class Connection:
+class Connection(ConnectionMethods):
     """One 0-9-1 connection endpoint.
 
     ``channel_max``, ``frame_max`` and ``heartbeat`` are what *we* offer (server)
@@ -696,18 +689,6 @@ class Connection:
             raise
         self._handlers[type(method)](method)
 
-    def _extension(self, method: Method) -> None:
-        if isinstance(method, Blocked):
-            self._events.append(ConnectionBlocked(reason=method.reason))
-        elif isinstance(method, Unblocked):
-            self._events.append(ConnectionUnblocked())
-        elif isinstance(method, ConnectionUpdateSecret):
-            self._events.append(
-                SecretUpdateRequested(new_secret=method.new_secret, reason=method.reason)
-            )
-        else:
-            self._events.append(SecretUpdated())
-
     def _channel_method(self, channel: int, method: Method) -> None:
         if self.state is not S.OPEN:
             raise ConnectionException(
@@ -754,100 +735,3 @@ class Connection:
         if ch.state is ChannelState.CLOSED:
             del self._channels[channel]
         self._events += events
-
-    # -- connection-class handlers (dispatched by method class) ----------------------------------
-
-    def _on_start(self, method: ConnectionStart) -> None:
-        self.peer_properties = method.server_properties
-        self.peer_mechanisms = tuple(method.mechanisms.decode(errors="replace").split())
-        self._move(I.SEND_START_OK)
-        self._send_method(
-            0,
-            client_start_ok(
-                method, self.mechanism, self.username, self.password, self.client_properties
-            ),
-        )
-
-    def _on_start_ok(self, method: ConnectionStartOk) -> None:
-        self.peer_properties = method.client_properties
-        if method.mechanism not in self.mechanisms:
-            raise ConnectionException(
-                ReplyCode.COMMAND_INVALID,
-                f"COMMAND_INVALID - unknown authentication mechanism '{method.mechanism}'",
-                10,
-                11,
-            )
-        self.login_mechanism = method.mechanism
-        username, password = parse_credentials(method.mechanism, method.response)
-        if username is not None:
-            self.username = username
-        self._events.append(
-            LoginRequested(
-                mechanism=method.mechanism,
-                response=method.response,
-                username=username,
-                password=password,
-                client_properties=method.client_properties,
-                locale=method.locale,
-            )
-        )
-
-    def _on_secure(self, method: ConnectionSecure) -> None:
-        self._events.append(SecureChallenge(challenge=method.challenge))
-
-    def _on_secure_ok(self, method: ConnectionSecureOk) -> None:
-        self._events.append(SecureResponse(response=method.response))
-
-    def _on_tune(self, method: ConnectionTune) -> None:
-        tune_ok = client_tune_ok(method, self.channel_max, self.frame_max, self.heartbeat)
-        self._move(I.SEND_TUNE_OK)
-        self._send_method(0, tune_ok)
-        self._tuned(tune_ok.channel_max, tune_ok.frame_max, tune_ok.heartbeat)
-        self._move(I.SEND_OPEN)
-        self._send_method(0, ConnectionOpen(virtual_host=self.virtual_host))
-
-    def _on_tune_ok(self, method: ConnectionTuneOk) -> None:
-        self._tuned(*check_tune_ok(method, self.channel_max, self.frame_max))
-
-    def _tuned(self, channel_max: int, frame_max: int, heartbeat: int) -> None:
-        self.channel_max, self.frame_max, self.heartbeat = channel_max, frame_max, heartbeat
-        self._timers.heartbeat = heartbeat
-        self._recv_frame_max = self._send_frame_max = frame_max or _U32
-        self._events.append(
-            ConnectionTuned(channel_max=channel_max, frame_max=frame_max, heartbeat=heartbeat)
-        )
-
-    def _on_open(self, method: ConnectionOpen) -> None:
-        self.virtual_host = method.virtual_host
-        self._events.append(VirtualHostRequested(virtual_host=method.virtual_host))
-
-    def _on_open_ok(self, method: ConnectionOpenOk) -> None:
-        self._events.append(ConnectionOpened(virtual_host=self.virtual_host))
-
-    def _on_close(self, method: ConnectionClose) -> None:
-        self.close_received = method
-        self._channels.clear()
-        if self.state is S.CLOSE_RCVD:
-            self._move(I.SEND_CLOSE_OK)
-            self._send_method(0, ConnectionCloseOk())
-            self._discard_input = True
-            self._events.append(
-                ConnectionClosed(
-                    **reason_of(method),
-                    by_peer=True,
-                )
-            )
-        else:  # crossing closes: answer, and wait for the close-ok to ours
-            self._move(I.SEND_CLOSE_OK)
-            self._send_method(0, ConnectionCloseOk())
-
-    def _on_close_ok(self, method: ConnectionCloseOk) -> None:
-        close = self.close_sent
-        assert close is not None
-        self._discard_input = True
-        self._events.append(
-            ConnectionClosed(
-                **reason_of(close),
-                by_peer=False,
-            )
-        )
