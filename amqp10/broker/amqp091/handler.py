@@ -10,14 +10,14 @@ protocol-neutral core (:mod:`amqp10.broker.core`): ``exchange.*`` and
 ``ack``/``nack``/``reject`` as the node's ``ack``/``release``/``reject``.
 What is 0-9-1's alone lives here: delivery tags, prefetch, publisher
 confirms, ``tx.*``, ``mandatory`` returns, and RabbitMQ's reply texts.
+
+A channel's state and consumers are in :mod:`.channel`; the ``exchange.*`` and
+``queue.*`` methods in :mod:`.declare` (bound here as methods).
 """
 
 from __future__ import annotations
 
-import base64
-import itertools
 import logging
-import os
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -53,7 +53,6 @@ from ..core import (
     Broker,
     Exchange,
     ModelError,
-    Node,
     NotFound,
     PreconditionFailed,
     Queue,
@@ -63,22 +62,25 @@ from ..core import (
     Stream,
     VirtualHost,
 )
-from .message import FORMAT, Content, from_publish, unpack
+from . import declare
+from .channel import (
+    REPLY_TO,
+    BasicConsumer,
+    ChannelContext,
+    ChannelError,
+    HardError,
+    _replies,
+    _token,
+)
+from .message import Content, from_publish, unpack
 
 __all__ = ["Amqp091Handler", "BasicConsumer", "BrokerConnection"]
 
 log = logging.getLogger("amqp10.broker")
 
-_ids = itertools.count(1 << 40)  # consumer ids, apart from the 1.0 front end's
-_UNLIMITED: Final = 1 << 30
 NO_ROUTE: Final = 312
 LINGER_SECONDS: Final = 5.0
-REPLY_TO: Final = "amq.rabbitmq.reply-to"
-"""RabbitMQ's direct reply-to pseudo-queue: consume from it (no-ack), publish with it as reply-to."""
 _REPLY_PREFIX: Final = REPLY_TO + "."
-_replies: dict[str, ChannelContext] = {}
-"""Direct reply-to addresses (``amq.rabbitmq.reply-to.<token>``) and the channel consuming them."""
-EXCHANGE_TYPES: Final = frozenset({"direct", "fanout", "topic", "headers"})
 _ERROR_CODES: Final[dict[type[ModelError], int]] = {
     NotFound: ReplyCode.NOT_FOUND,
     AccessRefused: ReplyCode.ACCESS_REFUSED,
@@ -137,218 +139,6 @@ class BrokerConnection(Connection):
         return deadline
 
 
-class ChannelError(Exception):
-    """A channel exception (soft error): the channel closes with this code and text."""
-
-    def __init__(self, code: int, explanation: str) -> None:
-        super().__init__(explanation)
-        self.code = code
-        self.text = reply_text(code, explanation)
-
-
-class HardError(ChannelError):
-    """A connection exception: the whole connection closes."""
-
-
-def _token() -> str:
-    return base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
-
-
-def _flag(v: Any) -> str:
-    return "true" if v else "false"
-
-
-class BasicConsumer:
-    """A ``basic.consume``: the core's consumer, its credit the prefetch room left."""
-
-    def __init__(
-        self, channel: ChannelContext, tag: str, node: Queue | Stream, *, no_ack: bool, exclusive: bool, limit: int
-    ) -> None:
-        self.id = next(_ids)
-        self.browse = False
-        self.channel = channel
-        self.tag = tag
-        self.node = node
-        self.no_ack = no_ack
-        self.exclusive = exclusive
-        self.limit = limit
-        self.unacked = 0
-        self.active = True
-
-    def credit(self) -> int:
-        ch = self.channel
-        if not self.active or not ch.flow_active or ch.closed:
-            return 0
-        if self.no_ack:
-            return _UNLIMITED
-        room = self.limit - self.unacked if self.limit else _UNLIMITED
-        if ch.global_limit:
-            room = min(room, ch.global_limit - ch.unacked_count)
-        return room
-
-    def deliver(self, node: Node, msg: QueuedMessage) -> None:
-        self.channel.deliver(self, node, msg)
-
-    def cancelled(self) -> None:
-        self.channel.server_cancel(self)
-
-
-class ChannelContext:
-    """One open channel's 0-9-1 state: delivery tags, consumers, prefetch, confirms, tx."""
-
-    def __init__(self, handler: Amqp091Handler, number: int) -> None:
-        self.handler = handler
-        self.number = number
-        self.closed = False
-        self.next_tag = 1
-        self.unacked: dict[int, tuple[Queue | Stream, QueuedMessage, BasicConsumer | None]] = {}
-        self.unacked_count = 0
-        self.consumers: dict[str, BasicConsumer] = {}
-        self.consumer_limit = 0
-        self.global_limit = 0
-        self.flow_active = True
-        self.confirm = False
-        self.publish_seq = 0
-        self.unconfirmed: set[int] = set()
-        """Publish sequence numbers not yet confirmed (ack or nack)."""
-        self.confirmable: list[int] = []
-        """Sequence numbers ready to be acknowledged, sent together (``multiple``) by
-        :meth:`Amqp091Handler.flush_confirms`."""
-        self.tx: list[Callable[[], None]] | None = None
-        self.last_queue: str | None = None
-        self.reply_tag: str | None = None
-        """The consumer tag of this channel's direct reply-to consumer."""
-        self.reply_address = ""
-        """Its address (``amq.rabbitmq.reply-to.<token>``), what publishes' reply-to becomes."""
-
-    # -- deliveries -------------------------------------------------------------------------
-    def _take_tag(self) -> int:
-        tag = self.next_tag
-        self.next_tag += 1
-        return tag
-
-    def deliver(self, c: BasicConsumer, node: Node, msg: QueuedMessage) -> None:
-        assert isinstance(node, (Queue, Stream))
-
-        def deliver_method(tag: int, redelivered: bool, content: Content) -> Method:
-            return m.BasicDeliver(
-                consumer_tag=c.tag,
-                delivery_tag=tag,
-                redelivered=redelivered,
-                exchange=content.exchange,
-                routing_key=content.routing_key,
-            )
-
-        self.hand_out(node, msg, c, c.no_ack, deliver_method)
-
-    def hand_out(
-        self,
-        node: Queue | Stream | None,
-        msg: QueuedMessage,
-        c: BasicConsumer | None,
-        no_ack: bool,
-        make: Callable[[int, bool, Content], Method],
-    ) -> None:
-        """Send ``msg`` with the method ``make(tag, redelivered, content)`` (deliver, get-ok)
-        under a new delivery tag; without ``no_ack`` it waits for the client's outcome."""
-        tag = self._take_tag()
-        content = unpack(msg.form(FORMAT))
-        if not content.exchange and not content.routing_key and node is not None:
-            content.routing_key = node.name  # sent straight to the queue (by 1.0): as if by its name
-        method = make(tag, msg.delivery_count > 0, content)
-        if node is None or no_ack:
-            if node is not None:
-                node.ack(msg)
-        else:
-            self.unacked[tag] = (node, msg, c)
-            self.unacked_count += 1
-            if c is not None:
-                c.unacked += 1
-        self.handler.send_content(self.number, method, content.properties, content.body)
-
-    def settle(self, tags: list[int], outcome: str) -> None:
-        """Apply ``ack``, ``requeue`` or ``reject`` to the messages under ``tags``."""
-        nodes: dict[int, Queue | Stream] = {}
-        for tag in tags:
-            entry = self.unacked.pop(tag, None)
-            if entry is None:
-                continue
-            node, msg, c = entry
-            self.unacked_count -= 1
-            if c is not None:
-                c.unacked -= 1
-            if outcome == "ack":
-                node.ack(msg)
-            elif outcome == "requeue":
-                node.release(msg, delivery_failed=True)
-            else:
-                node.reject(msg)
-            nodes[id(node)] = node
-        # prefetch room opened: each consumer back into its queue's ready ring
-        ready = list(self.consumers.values())
-        for c in ready:
-            nodes.pop(id(c.node), None)
-        for node in nodes.values():
-            node.dispatch()
-        for c in ready:
-            c.node.consumer_ready(c)
-
-    def tags_for(self, delivery_tag: int, multiple: bool) -> list[int]:
-        if multiple:
-            tags = [t for t in self.unacked if t <= delivery_tag or delivery_tag == 0]
-            if delivery_tag and delivery_tag not in self.unacked and not tags:
-                raise ChannelError(ReplyCode.PRECONDITION_FAILED, f"unknown delivery tag {delivery_tag}")
-            return tags
-        if delivery_tag not in self.unacked:
-            raise ChannelError(ReplyCode.PRECONDITION_FAILED, f"unknown delivery tag {delivery_tag}")
-        return [delivery_tag]
-
-    def server_cancel(self, c: BasicConsumer) -> None:
-        """The queue went away: the consumer is gone; tell the client if it understands."""
-        c.active = False
-        if self.consumers.pop(c.tag, None) is None or self.closed:
-            return
-        h = self.handler
-        if h.conn.peer_capability("consumer_cancel_notify"):
-            h.send_method(self.number, m.BasicCancel(consumer_tag=c.tag, no_wait=True))
-            h.wake_if_idle()
-
-    def close(self) -> None:
-        """The channel is gone: its consumers stop, what it had unacknowledged goes back."""
-        if self.closed:
-            return
-        self.closed = True
-        for c in list(self.consumers.values()):
-            c.active = False
-            c.node.remove_consumer(c)
-        self.consumers.clear()
-        pending = list(self.unacked)
-        self.settle(pending, "requeue")
-        self.tx = None
-        self.stop_replies()
-
-    def stop_replies(self) -> None:
-        if self.reply_tag is not None:
-            _replies.pop(self.reply_address, None)
-            self.reply_tag = None
-
-    def deliver_reply(self, msg: QueuedMessage) -> None:
-        """A message published to this channel's direct reply-to address: straight to its consumer."""
-        tag = self.reply_tag
-        assert tag is not None
-
-        def deliver_method(delivery_tag: int, redelivered: bool, content: Content) -> Method:
-            return m.BasicDeliver(
-                consumer_tag=tag,
-                delivery_tag=delivery_tag,
-                redelivered=False,
-                exchange=content.exchange,
-                routing_key=content.routing_key,
-            )
-
-        self.hand_out(None, msg, None, True, deliver_method)
-
-
 class Amqp091Handler:
     """Drives one 0-9-1 engine connection on behalf of the broker.
 
@@ -358,6 +148,25 @@ class Amqp091Handler:
     ``tls_identity`` (a verified client certificate's subject) is what
     EXTERNAL logs in as.
     """
+
+    # exchange.* and queue.* (see declare.py)
+    _exchange_declare = declare.exchange_declare
+    _exchange_delete = declare.exchange_delete
+    _exchange_bind = declare.exchange_bind
+    _exchange_unbind = declare.exchange_unbind
+    _check_source = declare.check_source
+    _check_destination = declare.check_destination
+    _check_binding = declare.check_binding
+    _bind = declare.bind
+    _unbind = declare.unbind
+    _queue_name = declare.queue_name
+    _queue_node = declare.queue_node
+    _queue_declare = declare.queue_declare
+    _check_equivalent = declare.check_equivalent
+    _queue_bind = declare.queue_bind
+    _queue_unbind = declare.queue_unbind
+    _queue_purge = declare.queue_purge
+    _queue_delete = declare.queue_delete
 
     def __init__(
         self,
@@ -621,213 +430,6 @@ class Amqp091Handler:
         if not no_wait:
             self.send_method(ch.number, reply)
 
-    # -- exchanges
-    def _exchange_declare(self, ch: ChannelContext, method: m.ExchangeDeclare) -> None:
-        name, vh = method.exchange, self.vhost
-        x = vh.exchange(name)
-        if method.passive:
-            if x is None:
-                raise NotFound(f"no exchange '{name}' in vhost '{vh.name}'")
-            self._ok(ch, method.no_wait, m.ExchangeDeclareOk())
-            return
-        if method.type not in EXCHANGE_TYPES:
-            # RabbitMQ 4 closes the channel (3.x closed the connection with 503)
-            raise PreconditionFailed(f"invalid exchange type '{method.type}'")
-        if name == "" or name.startswith("amq."):
-            raise ChannelError(
-                ReplyCode.ACCESS_REFUSED, f"exchange name '{name}' contains reserved prefix 'amq.*'"
-            )
-        self._authorize(name, "configure", "exchange")
-        if x is not None:
-            for arg, received, current in (
-                ("type", method.type, x.type),
-                ("durable", _flag(method.durable), _flag(x.durable)),
-                ("auto_delete", _flag(method.auto_delete), _flag(x.auto_delete)),
-                ("internal", _flag(method.internal), _flag(x.internal)),
-            ):
-                if received != current:
-                    raise PreconditionFailed(
-                        f"inequivalent arg '{arg}' for exchange '{name}' in vhost '{vh.name}': "
-                        f"received '{received}' but current is '{current}'"
-                    )
-        else:
-            vh.declare_exchange(
-                name,
-                method.type,
-                durable=method.durable,
-                auto_delete=method.auto_delete,
-                internal=method.internal,
-                arguments=method.arguments,
-            )
-        self._ok(ch, method.no_wait, m.ExchangeDeclareOk())
-
-    def _exchange_delete(self, ch: ChannelContext, method: m.ExchangeDelete) -> None:
-        name = method.exchange
-        if name == "" or name.startswith("amq."):
-            raise ChannelError(ReplyCode.ACCESS_REFUSED, f"operation not permitted on exchange '{name}'")
-        self._authorize(name, "configure", "exchange")
-        if self.vhost.exchange(name) is not None:  # deleting what is not there is fine (RabbitMQ)
-            try:
-                self.vhost.delete_exchange(name, if_unused=method.if_unused)
-            except PreconditionFailed:
-                raise PreconditionFailed(f"exchange '{name}' in vhost '{self.vhost.name}' in use") from None
-        self._ok(ch, method.no_wait, m.ExchangeDeleteOk())
-
-    def _exchange_bind(self, ch: ChannelContext, method: m.ExchangeBind) -> None:
-        self._bind(method.source, method.destination, method.routing_key, method.arguments, "exchange")
-        self._ok(ch, method.no_wait, m.ExchangeBindOk())
-
-    def _exchange_unbind(self, ch: ChannelContext, method: m.ExchangeUnbind) -> None:
-        self._unbind(method.source, method.destination, method.routing_key, method.arguments, "exchange")
-        self._ok(ch, method.no_wait, m.ExchangeUnbindOk())
-
-    def _check_source(self, source: str, kind: str) -> Exchange:
-        if source == "":
-            raise ChannelError(ReplyCode.ACCESS_REFUSED, "operation not permitted on the default exchange")
-        x = self.vhost.exchange(source)
-        if x is None:
-            raise NotFound(f"no exchange '{source}' in vhost '{self.vhost.name}'")
-        return x
-
-    def _check_destination(self, name: str, kind: str) -> None:
-        if kind == "exchange":
-            if self.vhost.exchange(name) is None:
-                raise NotFound(f"no exchange '{name}' in vhost '{self.vhost.name}'")
-        else:
-            self._queue_node(name)
-
-    def _check_binding(self, source: str, dest: str, kind: str) -> None:
-        """Both ends exist; the user may write to the destination and read the source
-        (RabbitMQ's permissions for binding and unbinding)."""
-        self._check_source(source, kind)
-        self._check_destination(dest, kind)
-        self._authorize(dest, "write", "exchange" if kind == "exchange" else "queue")
-        self._authorize(source, "read", "exchange")
-
-    def _bind(self, source: str, dest: str, key: str, args: dict[str, Any], kind: str) -> None:
-        self._check_binding(source, dest, kind)
-        self.vhost.bind(source, dest, key, args, destination_kind=kind)
-
-    def _unbind(self, source: str, dest: str, key: str, args: dict[str, Any], kind: str) -> None:
-        self._check_binding(source, dest, kind)
-        try:
-            self.vhost.unbind(source, dest, key, args, destination_kind=kind)
-        except NotFound:
-            pass  # unbinding what is not bound succeeds (RabbitMQ)
-
-    # -- queues
-    def _queue_name(self, ch: ChannelContext, name: str) -> str:
-        if name:
-            return name
-        if ch.last_queue is None:
-            raise NotFound("no previously declared queue")
-        return ch.last_queue
-
-    def _queue_node(self, name: str) -> Queue | Stream:
-        q = self.vhost.queue(name)
-        if q is None:
-            raise NotFound(f"no queue '{name}' in vhost '{self.vhost.name}'")
-        if isinstance(q, Queue) and q.owner is not None and q.owner is not self:
-            raise ResourceLocked(
-                f"cannot obtain exclusive access to locked queue '{name}' in vhost '{self.vhost.name}'. "
-                "It could be originally declared on another connection or the exclusive property value "
-                "does not match that of the original declaration."
-            )
-        return q
-
-    def _queue_declare(self, ch: ChannelContext, method: m.QueueDeclare) -> None:
-        vh = self.vhost
-        name = method.queue
-        if method.passive and name == REPLY_TO:  # it exists for every channel (RabbitMQ)
-            self._ok(ch, method.no_wait, m.QueueDeclareOk(queue=REPLY_TO))
-            return
-        if method.passive:
-            q = self._queue_node(self._queue_name(ch, name))
-        else:
-            if not name:
-                name = "amq.gen-" + _token()
-            elif name.startswith("amq."):
-                raise ChannelError(ReplyCode.ACCESS_REFUSED, f"queue name '{name}' contains reserved prefix 'amq.*'")
-            self._authorize(name, "configure", "queue")
-            existing = vh.queue(name)
-            if existing is not None:
-                q = self._queue_node(name)
-                self._check_equivalent(q, method, name)
-            else:
-                q = vh.declare_queue(
-                    name,
-                    durable=method.durable,
-                    arguments=method.arguments,
-                    exclusive_owner=self if method.exclusive else None,
-                    auto_delete=method.auto_delete,
-                )
-        ch.last_queue = q.name
-        self._ok(
-            ch,
-            method.no_wait,
-            m.QueueDeclareOk(queue=q.name, message_count=q.count, consumer_count=len(q.consumers)),
-        )
-
-    def _check_equivalent(self, q: Queue | Stream, method: m.QueueDeclare, name: str) -> None:
-        vh = self.vhost.name
-        if isinstance(q, Queue):
-            checks = [("exclusive", method.exclusive, q.owner is not None), ("auto_delete", method.auto_delete, q.auto_delete)]
-            if q.owner is None:
-                checks.insert(0, ("durable", method.durable, q.durable_node))
-            for arg, received, current in checks:
-                if bool(received) != bool(current):
-                    raise PreconditionFailed(
-                        f"inequivalent arg '{arg}' for queue '{name}' in vhost '{vh}': "
-                        f"received '{_flag(received)}' but current is '{_flag(current)}'"
-                    )
-            current_args = q.arguments
-        else:
-            current_args = {}
-        for key in sorted(set(method.arguments) | set(current_args)):
-            if key == "x-queue-type" and isinstance(q, Stream):
-                continue
-            new, old = method.arguments.get(key), current_args.get(key)
-            if new != old:
-                raise PreconditionFailed(
-                    f"inequivalent arg '{key}' for queue '{name}' in vhost '{vh}': "
-                    f"received {_describe(new)} but current is {_describe(old)}"
-                )
-
-    def _queue_bind(self, ch: ChannelContext, method: m.QueueBind) -> None:
-        name = self._queue_name(ch, method.queue)
-        key = method.routing_key if method.routing_key or method.queue else name
-        self._bind(method.exchange, name, key, method.arguments, "queue")
-        self._ok(ch, method.no_wait, m.QueueBindOk())
-
-    def _queue_unbind(self, ch: ChannelContext, method: m.QueueUnbind) -> None:
-        name = self._queue_name(ch, method.queue)
-        key = method.routing_key if method.routing_key or method.queue else name
-        self._unbind(method.exchange, name, key, method.arguments, "queue")
-        self.send_method(ch.number, m.QueueUnbindOk())
-
-    def _queue_purge(self, ch: ChannelContext, method: m.QueuePurge) -> None:
-        q = self._queue_node(self._queue_name(ch, method.queue))
-        self._authorize(q.name, "read", "queue")
-        if not isinstance(q, Queue):
-            raise PreconditionFailed(f"queue '{q.name}' in vhost '{self.vhost.name}' is a stream: it cannot be purged")
-        self._ok(ch, method.no_wait, m.QueuePurgeOk(message_count=q.purge()))
-
-    def _queue_delete(self, ch: ChannelContext, method: m.QueueDelete) -> None:
-        name = self._queue_name(ch, method.queue)
-        if self.vhost.queue(name) is None:  # deleting what is not there is fine (RabbitMQ)
-            self._ok(ch, method.no_wait, m.QueueDeleteOk(message_count=0))
-            return
-        q = self._queue_node(name)
-        self._authorize(name, "configure", "queue")
-        where = f"queue '{name}' in vhost '{self.vhost.name}'"
-        if method.if_unused and q.consumers:
-            raise PreconditionFailed(f"{where} in use")
-        if method.if_empty and q.count:
-            raise PreconditionFailed(f"{where} not empty")
-        count = q.count
-        self.vhost.delete_node(name)
-        self._ok(ch, method.no_wait, m.QueueDeleteOk(message_count=count))
-
     # -- consuming
     def _basic_qos(self, ch: ChannelContext, method: m.BasicQos) -> None:
         if method.prefetch_size:
@@ -1065,10 +667,6 @@ class Amqp091Handler:
 
 def _nothing() -> None:
     pass
-
-
-def _describe(v: Any) -> str:
-    return "none" if v is None else f"the value '{v}'"
 
 
 def _stream_offset(v: Any) -> Any:

@@ -9,13 +9,15 @@ coordinator. The network side (``service.py``) feeds it events and writes
 what the engine produces; ``wake`` tells it a connection has output that was
 produced from outside its own event handling (a delivery dispatched from
 another connection's publish).
+
+The consumer side (:class:`.consumers.LinkConsumer` and the attach, recovery
+and drop of consumer links) lives in :mod:`.consumers`; what an attach answer
+says about a node's terminus, in :mod:`.termini`.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -55,7 +57,6 @@ from ...types import (
     Rejected,
     Released,
     Role,
-    SenderSettleMode,
     Source,
     Target,
     symbol,
@@ -68,29 +69,20 @@ from ..core import (
     Queue,
     QueuedMessage,
     ResourceKind,
-    Stream,
     SuspendedLink,
     Topic,
     VirtualHost,
 )
 from ..core import store as _store
+from . import consumers
 from .addresses import AddressError, AnonymousTarget, ExchangeTarget, parse, resolve_target
-from .filters import FilterError, consumer_filters
+from .consumers import LinkConsumer
 from .management import MANAGEMENT_ADDRESS, Management
-from .message import Amqp1Message, parse_transfer
-from .topics import (
-    Subscription,
-    WildcardSubscription,
-    capabilities_of,
-    is_pattern,
-    node_name_and_kind,
-    subscription_for,
-    wildcards_of,
-)
+from .message import parse_transfer
+from .termini import _CONDITIONS, _capabilities, _echo, _made_by_link, _resource
+from .topics import node_name_and_kind
 from .transactions import Transactions
 
-STREAM_OFFSET_FILTER = symbol("amqp10:stream-offset")
-STREAM_CAPABILITY = "stream"
 ANONYMOUS_RELAY = symbol("ANONYMOUS-RELAY")
 SHARED_SUBS = symbol("SHARED-SUBS")
 DELAYED_DELIVERY = symbol("DELAYED_DELIVERY")
@@ -102,106 +94,24 @@ __all__ = ["ConnectionHandler", "LinkConsumer"]
 
 log = logging.getLogger("amqp10.broker")
 
-_ids = itertools.count(1)
 # one accepted outcome for every message the broker accepts: the engine batches
 # consecutive dispositions with the same state, and identity is the cheapest test
 _ACCEPTED = Accepted()
 _RELEASED = Released()
-_OUTCOMES = [
-    symbol("amqp:accepted:list"),
-    symbol("amqp:rejected:list"),
-    symbol("amqp:released:list"),
-    symbol("amqp:modified:list"),
-]
 # publishers' targets that route (a message that reaches no queue is released, not rejected)
 _ROUTERS = (Exchange, ExchangeTarget)
-_CONDITIONS = {
-    "not-found": ErrorCondition.NOT_FOUND,
-    "invalid-field": ErrorCondition.INVALID_FIELD,
-    "unauthorized-access": ErrorCondition.UNAUTHORIZED_ACCESS,
-}
-
-
-class LinkConsumer:
-    """A broker sender link consuming from a queue (or browsing it)."""
-
-    def __init__(self, handler: ConnectionHandler, link: Sender, node: Queue | Stream, *, browse: bool) -> None:
-        self.id = next(_ids)
-        self.handler = handler
-        self.link = link
-        self.node = node
-        self.browse = browse
-        self.presettled = link.snd_settle_mode == SenderSettleMode.SETTLED or browse
-        self.in_flight: dict[bytes, QueuedMessage] = {}
-        self.selector: Callable[[QueuedMessage], bool] | None = None
-        """The consumer's view of a queue or stream (its source's filters); None: every message."""
-        self.filters: dict[Any, Any] = {}
-        """The source filter-set entries applied, for the attach answer (unsupported ones left out)."""
-
-    def credit(self) -> int:
-        link = self.link
-        return link.credit - link.queued if link.is_attached else 0
-
-    def deliver(self, node: Node, msg: QueuedMessage) -> None:
-        if msg.delivery_count or type(msg) is not Amqp1Message:
-            data = _redelivery_form(msg)
-        else:
-            data = msg.data  # as it arrived: nothing to convert or rewrite
-        d = self.link.send(data, settled=self.presettled)
-        if self.presettled:
-            if not self.browse:
-                self.node.ack(msg)
-        else:
-            d.context = msg
-            self.in_flight[d.tag] = msg
-        self.handler.wake()
-
-    def has_more(self) -> bool:
-        """Whether the node holds messages this consumer could still be given."""
-        node = self.node
-        if isinstance(node, Stream):
-            return node.positions.get(self.id, node.next) < node.next
-        if self.browse:
-            last = node.browsers.get(self.id, 0)
-            return any(m.seq > last for m in node)
-        return node.count > 0
-
-    def settled(self, d: Delivery, state: Any) -> None:
-        """The consumer settled ``d`` with ``state``: apply the outcome to the queue."""
-        msg = self.in_flight.pop(d.tag, None)
-        if msg is not None:
-            self.apply(msg, state)
-
-    def apply(self, msg: QueuedMessage, state: Any) -> None:
-        """Apply an outcome to a message this consumer took (now, or at a transaction's commit)."""
-        q = self.node
-        if isinstance(state, Accepted):
-            q.ack(msg)
-        elif isinstance(state, Rejected):
-            q.reject(msg)
-        elif isinstance(state, Modified):
-            q.release(
-                msg,
-                delivery_failed=bool(state.delivery_failed),
-                undeliverable_to=self.id if state.undeliverable_here else None,
-            )
-        else:  # released, or settled with no outcome: back to the queue
-            q.release(msg)
-
-    def cancelled(self) -> None:
-        """The queue was deleted: the link is closed with amqp:resource-deleted."""
-        self.handler.fail_link(self.link, ErrorCondition.RESOURCE_DELETED, f"node {self.node.name!r} was deleted")
-        self.handler.wake()
-
-    def release_all(self) -> None:
-        """The link is gone: everything unsettled goes back (counted as a failed delivery)."""
-        pending, self.in_flight = self.in_flight, {}
-        for msg in pending.values():
-            self.node.release(msg, delivery_failed=True)
 
 
 class ConnectionHandler:
     """Drives one engine connection on behalf of the broker."""
+
+    # the consumer side (see consumers.py)
+    _attach_consumer = consumers.attach_consumer
+    _add_consumer = consumers.add_consumer
+    _attach_wildcard = consumers.attach_wildcard
+    _attach_existing_subscription = consumers.attach_existing_subscription
+    _suspend_consumer = consumers.suspend_consumer
+    _drop_consumer = consumers.drop_consumer
 
     def __init__(self, broker: Broker, conn: Connection, *, wake: Callable[[], None] = lambda: None, user: str | None = None) -> None:
         self.broker = broker
@@ -506,185 +416,7 @@ class ConnectionHandler:
             self._grant(*entry)
         self.wake()
 
-    def _attach_consumer(self, link: Sender) -> None:
-        source = link.remote_source
-        if source is None:
-            self._attach_existing_subscription(link)
-            return
-        if not isinstance(source, Source):
-            self._refuse(link, ErrorCondition.INVALID_FIELD, "a consumer's attach needs a source")
-            return
-        if not source.dynamic and source.address:
-            name, kind = node_name_and_kind(source.address, source.capabilities)
-            if kind == "topic" and is_pattern(name):
-                self._attach_wildcard(link, source, name)
-                return
-        try:
-            node = self._source_node(source)
-        except AddressError as exc:
-            self._refuse(link, _CONDITIONS[exc.condition], exc.description)
-            return
-        try:
-            wanted = consumer_filters(source.filter)
-        except FilterError as exc:
-            self._refuse(link, ErrorCondition.INVALID_FIELD, str(exc))
-            return
-        view = wanted.predicate(self.origin)
-        browse = source.distribution_mode == "copy"
-        filters = None
-        start: int | None = None
-        sub: Subscription | None = None
-        if isinstance(node, Stream):
-            spec = (source.filter or {}).get(STREAM_OFFSET_FILTER)
-            try:
-                start = node.start_offset(spec)
-            except ValueError as exc:
-                self._refuse(link, ErrorCondition.INVALID_FIELD, str(exc))
-                return
-            if spec is not None:
-                filters = {STREAM_OFFSET_FILTER: spec}
-            queue: Queue | Stream = node
-            browse = False
-        elif isinstance(node, Topic):
-            durable = bool(source.durable) and source.expiry_policy == "never"
-            sub = subscription_for(
-                self.remote_container_id, link.name, source.capabilities, durable=durable, unique=uuid.uuid4().hex
-            )
-            queue = node.subscribe(sub.key, durable=sub.durable)
-            queue.admit, view = view, None  # on a topic, the filters decide what the subscription keeps
-            browse = False
-        else:
-            assert isinstance(node, Queue)
-            queue = node
-        resumable = isinstance(queue, Queue) and not browse and not queue.dynamic
-        record = self._take_suspended(link, source.address, queue if resumable else None)
-        if wanted.applied:
-            filters = {**(filters or {}), **wanted.applied}
-        link.attach(
-            resume_deliveries=record.deliveries if record is not None else None,
-            target=_echo(link.remote_target, Target),
-            source=self._source_answer(
-                source,
-                address=node.name if source.dynamic else source.address,
-                browse=browse,
-                filters=filters,
-                capabilities=_capabilities(node, source.capabilities, sub),
-            ),
-        )
-        consumer = LinkConsumer(self, link, queue, browse=browse)
-        consumer.selector = view
-        consumer.filters = filters or {}
-        if record is not None:
-            # the resumed deliveries refer to these messages, by delivery-tag
-            consumer.in_flight = record.consumer.in_flight
-            self.broker.recovery.resumed += 1
-        self._add_consumer(link, consumer, node if isinstance(node, Topic) else None, source, sub, start)
-
-    def _add_consumer(
-        self,
-        link: Sender,
-        consumer: LinkConsumer,
-        topic: Topic | WildcardSubscription | None,
-        source: Source,
-        sub: Subscription | None,
-        start: int | None = None,
-    ) -> None:
-        link.context = (consumer, topic, source, sub)
-        self.consumers[id(link)] = consumer
-        queue = consumer.node
-        if isinstance(queue, Stream):
-            queue.add_consumer(consumer, start)
-        else:
-            queue.add_consumer(consumer)
-
-    @staticmethod
-    def _source_answer(
-        source: Source, *, address: str | None, browse: bool, filters: Any, capabilities: list[Any]
-    ) -> Source:
-        """Our source for a consumer: the node as we serve it, every field filled in."""
-        return Source(
-            address=address,
-            durable=source.durable or 0,
-            expiry_policy=source.expiry_policy or symbol("session-end"),
-            timeout=source.timeout or 0,
-            dynamic=source.dynamic,
-            distribution_mode=symbol("copy") if browse else symbol("move"),
-            filter=filters,
-            default_outcome=Released() if source.default_outcome is None else source.default_outcome,
-            outcomes=_OUTCOMES,
-            capabilities=capabilities,
-        )
-
-    def _attach_wildcard(self, link: Sender, source: Source, pattern: str) -> None:
-        """A consumer on a topic pattern: a queue of its own, bound to every matching topic."""
-        if bool(source.durable) and source.expiry_policy == "never":
-            self._refuse(link, ErrorCondition.NOT_IMPLEMENTED, "durable wildcard subscriptions are not supported")
-            return
-        if not self.broker.authorize(self.vhost, self.user, pattern, "read"):
-            self._refuse(link, ErrorCondition.UNAUTHORIZED_ACCESS, f"access to {source.address!r} refused")
-            return
-        sub = wildcards_of(self.vhost).subscribe(pattern)
-        link.attach(
-            target=_echo(link.remote_target, Target),
-            source=self._source_answer(
-                source, address=source.address, browse=False, filters=None, capabilities=[symbol("topic")]
-            ),
-        )
-        self._add_consumer(link, LinkConsumer(self, link, sub.queue, browse=False), sub, source, None)
-
-    def _attach_existing_subscription(self, link: Sender) -> None:
-        """A null source: the JMS mapping's look-up of a durable subscription by its link
-        name (how a JMS client unsubscribes: attach, then detach with closed=true).
-        Answered with the subscription's source, or refused (null source) if none."""
-        caps = link.remote_attach.desired_capabilities if link.remote_attach is not None else None
-        for scope in (self.remote_container_id, ""):
-            sub = subscription_for(scope, link.name, caps, durable=True, unique="")
-            for topic in [n for n in self.vhost.nodes.values() if isinstance(n, Topic)]:
-                queue = topic.subscriptions.get(sub.key)
-                if queue is None:
-                    continue
-                source = Source(
-                    address=topic.name, durable=2, expiry_policy=symbol("never"), capabilities=[symbol("topic")]
-                )
-                link.attach(
-                    target=_echo(link.remote_target, Target),
-                    source=self._source_answer(
-                        source, address=topic.name, browse=False, filters=None, capabilities=[symbol("topic")]
-                    ),
-                )
-                self._add_consumer(link, LinkConsumer(self, link, queue, browse=False), topic, source, sub)
-                return
-        self._refuse(link, ErrorCondition.NOT_FOUND, f"no durable subscription {link.name!r}")
-
     # -- link recovery (§2.6.13; see recovery.py) ------------------------------------------
-    def _suspend_consumer(self, c: LinkConsumer) -> bool:
-        """Keep a lost consumer's unsettled messages acquired for its resumption; False: not kept."""
-        recovery = self.broker.recovery
-        q = c.node
-        if not recovery.enabled or not c.in_flight or c.browse or not isinstance(q, Queue) or q.dynamic:
-            return False
-        ctx = c.link.context
-        topic = ctx[1] if isinstance(ctx, tuple) else None
-        source = ctx[2] if isinstance(ctx, tuple) else None
-        sub = ctx[3] if isinstance(ctx, tuple) else None
-        if isinstance(topic, Topic) and not (sub is not None and sub.durable):
-            return False  # a non-durable subscription ends with its link
-        lifetime = recovery.retention(source)
-        if lifetime <= 0:
-            return False  # the source expires with its link: nothing to resume
-        recovery.suspend(
-            SuspendedLink(
-                (self.remote_container_id, c.link.name, Role.SENDER),
-                address=source.address if source is not None else None,
-                deliveries=list(c.link.unsettled.values()),
-                node=q,
-                consumer=c,
-                on_drop=c.release_all,
-            ),
-            lifetime,
-        )
-        return True
-
     def _suspend_publisher(self, link: Receiver, node: Node) -> None:
         """Keep what a lost producer had not settled, with our state, for its resumption."""
         recovery = self.broker.recovery
@@ -767,27 +499,6 @@ class ConnectionHandler:
     def _delete_dynamic(self, node: Node) -> None:
         if self.vhost.nodes.get(node.name) is node:
             self.vhost.delete_node(node.name)
-
-    def _drop_consumer(self, c: LinkConsumer, *, closed: bool, suspend: bool = False) -> None:
-        self.consumers.pop(id(c.link), None)
-        c.node.remove_consumer(c)
-        if not (suspend and self._suspend_consumer(c)):
-            c.release_all()
-        ctx = c.link.context
-        topic = ctx[1] if isinstance(ctx, tuple) else None
-        source = ctx[2] if isinstance(ctx, tuple) else None
-        sub = ctx[3] if isinstance(ctx, tuple) else None
-        if isinstance(topic, WildcardSubscription):
-            wildcards_of(self.vhost).unsubscribe(topic)
-        elif isinstance(topic, Topic):
-            durable = sub is not None and sub.durable
-            # a shared subscription stays while any of its consumers does (JMS unsubscribes
-            # one that has none); a durable one until a detach that closes the link
-            in_use = sub is not None and sub.shared and isinstance(c.node, Queue) and bool(c.node.consumers)
-            if (not durable or closed) and not in_use and isinstance(c.node, Queue):
-                self.vhost.drop_subscription(topic, c.node)
-        elif isinstance(c.node, Queue) and c.node.dynamic and _made_by_link(source):
-            self._delete_dynamic(c.node)
 
     # -- deliveries ------------------------------------------------------------------------
     def _on_delivery(self, e: DeliveryReceived) -> None:
@@ -931,45 +642,6 @@ class ConnectionHandler:
                 return
         e.link.drained()
 
-
-def _resource(node: Node) -> tuple[str, ResourceKind]:
-    """What a permission check names for ``node``: an exchange (also behind
-    ``/exchanges/X/KEY`` and a 1.0 topic) or a queue (queues and streams)."""
-    if isinstance(node, ExchangeTarget):
-        return node.exchange.name, "exchange"
-    if isinstance(node, Exchange):
-        return node.name, "exchange"
-    return node.name, "queue"
-
-
-def _capabilities(node: Node, requested: Any, sub: Subscription | None) -> list[Any]:
-    """A terminus's capabilities in our answer: the node's kind (``queue``, ``topic``,
-    ``stream``, as the AMQP JMS mapping looks for them) and the subscription's
-    ``shared``/``global``, which we honour."""
-    caps = [node.kind] if node.kind in ("queue", "topic", STREAM_CAPABILITY) else []
-    if sub is not None and sub.shared:
-        caps += [c for c in capabilities_of(requested) if c in ("shared", "global")]
-    return [symbol(c) for c in caps]
-
-
-def _echo(terminus: Any, cls: type[Source] | type[Target]) -> Any:
-    """The peer's terminus as sent, for our attach's other side (§2.6.3); an empty one
-    if it sent none (a null terminus in an answer means a refused link)."""
-    return terminus if isinstance(terminus, cls) else cls()
-
-
-def _made_by_link(terminus: Any) -> bool:
-    """The link made its node (a dynamic terminus) and did not ask it to outlive the link
-    (expiry-policy ``never``, §3.5.6): the node ends with the link."""
-    return isinstance(terminus, (Source, Target)) and bool(terminus.dynamic) and terminus.expiry_policy != "never"
-
-
-def _redelivery_form(msg: QueuedMessage) -> bytes:
-    """The 1.0 bytes of a message from another protocol, or sent again (delivery-count set)."""
-    if isinstance(msg, Amqp1Message):
-        return msg.redelivery_form()
-    data: bytes = msg.form(Amqp1Message.format)
-    return data
 
 
 def _awaits_store(d: Delivery) -> bool:

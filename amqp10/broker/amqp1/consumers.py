@@ -1,0 +1,329 @@
+"""Consumers of the AMQP 1.0 front end: broker sender links and their attach and drop.
+
+:class:`LinkConsumer` is a sender link as the core's consumer of a queue or
+stream; the functions below are methods of :class:`.handler.ConnectionHandler`
+that answer a consumer's attach (queue, stream, topic subscription, topic
+pattern, a durable subscription looked up by link name), keeps a lost
+consumer's state for link recovery, and forget a consumer when its link ends.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ...transport import Delivery, Sender
+from ...types import (
+    Accepted,
+    ErrorCondition,
+    Modified,
+    Rejected,
+    Role,
+    SenderSettleMode,
+    Source,
+    Target,
+    symbol,
+)
+from ..core import Node, Queue, QueuedMessage, Stream, SuspendedLink, Topic
+from .addresses import AddressError
+from .filters import FilterError, consumer_filters
+from .message import Amqp1Message
+from .termini import (
+    _CONDITIONS,
+    STREAM_OFFSET_FILTER,
+    _capabilities,
+    _echo,
+    _made_by_link,
+    _source_answer,
+)
+from .topics import (
+    Subscription,
+    WildcardSubscription,
+    is_pattern,
+    node_name_and_kind,
+    subscription_for,
+    wildcards_of,
+)
+
+if TYPE_CHECKING:
+    from .handler import ConnectionHandler
+
+__all__ = ["LinkConsumer"]
+
+_ids = itertools.count(1)
+
+
+class LinkConsumer:
+    """A broker sender link consuming from a queue (or browsing it)."""
+
+    def __init__(self, handler: ConnectionHandler, link: Sender, node: Queue | Stream, *, browse: bool) -> None:
+        self.id = next(_ids)
+        self.handler = handler
+        self.link = link
+        self.node = node
+        self.browse = browse
+        self.presettled = link.snd_settle_mode == SenderSettleMode.SETTLED or browse
+        self.in_flight: dict[bytes, QueuedMessage] = {}
+        self.selector: Callable[[QueuedMessage], bool] | None = None
+        """The consumer's view of a queue or stream (its source's filters); None: every message."""
+        self.filters: dict[Any, Any] = {}
+        """The source filter-set entries applied, for the attach answer (unsupported ones left out)."""
+
+    def credit(self) -> int:
+        link = self.link
+        return link.credit - link.queued if link.is_attached else 0
+
+    def deliver(self, node: Node, msg: QueuedMessage) -> None:
+        if msg.delivery_count or type(msg) is not Amqp1Message:
+            data = _redelivery_form(msg)
+        else:
+            data = msg.data  # as it arrived: nothing to convert or rewrite
+        d = self.link.send(data, settled=self.presettled)
+        if self.presettled:
+            if not self.browse:
+                self.node.ack(msg)
+        else:
+            d.context = msg
+            self.in_flight[d.tag] = msg
+        self.handler.wake()
+
+    def has_more(self) -> bool:
+        """Whether the node holds messages this consumer could still be given."""
+        node = self.node
+        if isinstance(node, Stream):
+            return node.positions.get(self.id, node.next) < node.next
+        if self.browse:
+            last = node.browsers.get(self.id, 0)
+            return any(m.seq > last for m in node)
+        return node.count > 0
+
+    def settled(self, d: Delivery, state: Any) -> None:
+        """The consumer settled ``d`` with ``state``: apply the outcome to the queue."""
+        msg = self.in_flight.pop(d.tag, None)
+        if msg is not None:
+            self.apply(msg, state)
+
+    def apply(self, msg: QueuedMessage, state: Any) -> None:
+        """Apply an outcome to a message this consumer took (now, or at a transaction's commit)."""
+        q = self.node
+        if isinstance(state, Accepted):
+            q.ack(msg)
+        elif isinstance(state, Rejected):
+            q.reject(msg)
+        elif isinstance(state, Modified):
+            q.release(
+                msg,
+                delivery_failed=bool(state.delivery_failed),
+                undeliverable_to=self.id if state.undeliverable_here else None,
+            )
+        else:  # released, or settled with no outcome: back to the queue
+            q.release(msg)
+
+    def cancelled(self) -> None:
+        """The queue was deleted: the link is closed with amqp:resource-deleted."""
+        self.handler.fail_link(self.link, ErrorCondition.RESOURCE_DELETED, f"node {self.node.name!r} was deleted")
+        self.handler.wake()
+
+    def release_all(self) -> None:
+        """The link is gone: everything unsettled goes back (counted as a failed delivery)."""
+        pending, self.in_flight = self.in_flight, {}
+        for msg in pending.values():
+            self.node.release(msg, delivery_failed=True)
+
+
+# methods of ConnectionHandler (bound there as class attributes: no call layer)
+def attach_consumer(self: ConnectionHandler, link: Sender) -> None:
+    source = link.remote_source
+    if source is None:
+        self._attach_existing_subscription(link)
+        return
+    if not isinstance(source, Source):
+        self._refuse(link, ErrorCondition.INVALID_FIELD, "a consumer's attach needs a source")
+        return
+    if not source.dynamic and source.address:
+        name, kind = node_name_and_kind(source.address, source.capabilities)
+        if kind == "topic" and is_pattern(name):
+            self._attach_wildcard(link, source, name)
+            return
+    try:
+        node = self._source_node(source)
+    except AddressError as exc:
+        self._refuse(link, _CONDITIONS[exc.condition], exc.description)
+        return
+    try:
+        wanted = consumer_filters(source.filter)
+    except FilterError as exc:
+        self._refuse(link, ErrorCondition.INVALID_FIELD, str(exc))
+        return
+    view = wanted.predicate(self.origin)
+    browse = source.distribution_mode == "copy"
+    filters = None
+    start: int | None = None
+    sub: Subscription | None = None
+    if isinstance(node, Stream):
+        spec = (source.filter or {}).get(STREAM_OFFSET_FILTER)
+        try:
+            start = node.start_offset(spec)
+        except ValueError as exc:
+            self._refuse(link, ErrorCondition.INVALID_FIELD, str(exc))
+            return
+        if spec is not None:
+            filters = {STREAM_OFFSET_FILTER: spec}
+        queue: Queue | Stream = node
+        browse = False
+    elif isinstance(node, Topic):
+        durable = bool(source.durable) and source.expiry_policy == "never"
+        sub = subscription_for(
+            self.remote_container_id, link.name, source.capabilities, durable=durable, unique=uuid.uuid4().hex
+        )
+        queue = node.subscribe(sub.key, durable=sub.durable)
+        queue.admit, view = view, None  # on a topic, the filters decide what the subscription keeps
+        browse = False
+    else:
+        assert isinstance(node, Queue)
+        queue = node
+    resumable = isinstance(queue, Queue) and not browse and not queue.dynamic
+    record = self._take_suspended(link, source.address, queue if resumable else None)
+    if wanted.applied:
+        filters = {**(filters or {}), **wanted.applied}
+    link.attach(
+        resume_deliveries=record.deliveries if record is not None else None,
+        target=_echo(link.remote_target, Target),
+        source=_source_answer(
+            source,
+            address=node.name if source.dynamic else source.address,
+            browse=browse,
+            filters=filters,
+            capabilities=_capabilities(node, source.capabilities, sub),
+        ),
+    )
+    consumer = LinkConsumer(self, link, queue, browse=browse)
+    consumer.selector = view
+    consumer.filters = filters or {}
+    if record is not None:
+        # the resumed deliveries refer to these messages, by delivery-tag
+        consumer.in_flight = record.consumer.in_flight
+        self.broker.recovery.resumed += 1
+    self._add_consumer(link, consumer, node if isinstance(node, Topic) else None, source, sub, start)
+
+
+def add_consumer(
+    self: ConnectionHandler,
+    link: Sender,
+    consumer: LinkConsumer,
+    topic: Topic | WildcardSubscription | None,
+    source: Source,
+    sub: Subscription | None,
+    start: int | None = None,
+) -> None:
+    link.context = (consumer, topic, source, sub)
+    self.consumers[id(link)] = consumer
+    queue = consumer.node
+    if isinstance(queue, Stream):
+        queue.add_consumer(consumer, start)
+    else:
+        queue.add_consumer(consumer)
+
+
+def attach_wildcard(self: ConnectionHandler, link: Sender, source: Source, pattern: str) -> None:
+    """A consumer on a topic pattern: a queue of its own, bound to every matching topic."""
+    if bool(source.durable) and source.expiry_policy == "never":
+        self._refuse(link, ErrorCondition.NOT_IMPLEMENTED, "durable wildcard subscriptions are not supported")
+        return
+    if not self.broker.authorize(self.vhost, self.user, pattern, "read"):
+        self._refuse(link, ErrorCondition.UNAUTHORIZED_ACCESS, f"access to {source.address!r} refused")
+        return
+    sub = wildcards_of(self.vhost).subscribe(pattern)
+    link.attach(
+        target=_echo(link.remote_target, Target),
+        source=_source_answer(
+            source, address=source.address, browse=False, filters=None, capabilities=[symbol("topic")]
+        ),
+    )
+    self._add_consumer(link, LinkConsumer(self, link, sub.queue, browse=False), sub, source, None)
+
+
+def attach_existing_subscription(self: ConnectionHandler, link: Sender) -> None:
+    """A null source: the JMS mapping's look-up of a durable subscription by its link
+    name (how a JMS client unsubscribes: attach, then detach with closed=true).
+    Answered with the subscription's source, or refused (null source) if none."""
+    caps = link.remote_attach.desired_capabilities if link.remote_attach is not None else None
+    for scope in (self.remote_container_id, ""):
+        sub = subscription_for(scope, link.name, caps, durable=True, unique="")
+        for topic in [n for n in self.vhost.nodes.values() if isinstance(n, Topic)]:
+            queue = topic.subscriptions.get(sub.key)
+            if queue is None:
+                continue
+            source = Source(
+                address=topic.name, durable=2, expiry_policy=symbol("never"), capabilities=[symbol("topic")]
+            )
+            link.attach(
+                target=_echo(link.remote_target, Target),
+                source=_source_answer(
+                    source, address=topic.name, browse=False, filters=None, capabilities=[symbol("topic")]
+                ),
+            )
+            self._add_consumer(link, LinkConsumer(self, link, queue, browse=False), topic, source, sub)
+            return
+    self._refuse(link, ErrorCondition.NOT_FOUND, f"no durable subscription {link.name!r}")
+
+
+def suspend_consumer(self: ConnectionHandler, c: LinkConsumer) -> bool:
+    """Keep a lost consumer's unsettled messages acquired for its resumption; False: not kept."""
+    recovery = self.broker.recovery
+    q = c.node
+    if not recovery.enabled or not c.in_flight or c.browse or not isinstance(q, Queue) or q.dynamic:
+        return False
+    ctx = c.link.context
+    topic = ctx[1] if isinstance(ctx, tuple) else None
+    source = ctx[2] if isinstance(ctx, tuple) else None
+    sub = ctx[3] if isinstance(ctx, tuple) else None
+    if isinstance(topic, Topic) and not (sub is not None and sub.durable):
+        return False  # a non-durable subscription ends with its link
+    lifetime = recovery.retention(source)
+    if lifetime <= 0:
+        return False  # the source expires with its link: nothing to resume
+    recovery.suspend(
+        SuspendedLink(
+            (self.remote_container_id, c.link.name, Role.SENDER),
+            address=source.address if source is not None else None,
+            deliveries=list(c.link.unsettled.values()),
+            node=q,
+            consumer=c,
+            on_drop=c.release_all,
+        ),
+        lifetime,
+    )
+    return True
+
+
+def drop_consumer(self: ConnectionHandler, c: LinkConsumer, *, closed: bool, suspend: bool = False) -> None:
+    self.consumers.pop(id(c.link), None)
+    c.node.remove_consumer(c)
+    if not (suspend and self._suspend_consumer(c)):
+        c.release_all()
+    ctx = c.link.context
+    topic = ctx[1] if isinstance(ctx, tuple) else None
+    source = ctx[2] if isinstance(ctx, tuple) else None
+    sub = ctx[3] if isinstance(ctx, tuple) else None
+    if isinstance(topic, WildcardSubscription):
+        wildcards_of(self.vhost).unsubscribe(topic)
+    elif isinstance(topic, Topic):
+        durable = sub is not None and sub.durable
+        # a shared subscription stays while any of its consumers does (JMS unsubscribes
+        # one that has none); a durable one until a detach that closes the link
+        in_use = sub is not None and sub.shared and isinstance(c.node, Queue) and bool(c.node.consumers)
+        if (not durable or closed) and not in_use and isinstance(c.node, Queue):
+            self.vhost.drop_subscription(topic, c.node)
+    elif isinstance(c.node, Queue) and c.node.dynamic and _made_by_link(source):
+        self._delete_dynamic(c.node)
+
+
+def _redelivery_form(msg: QueuedMessage) -> bytes:
+    """The 1.0 bytes of a message from another protocol, or sent again (delivery-count set)."""
+    if isinstance(msg, Amqp1Message):
+        return msg.redelivery_form()
+    data: bytes = msg.form(Amqp1Message.format)
+    return data

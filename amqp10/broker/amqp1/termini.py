@@ -1,0 +1,80 @@
+"""Our side of a link's termini: what an attach answer says about the node it reaches.
+
+Helpers of :mod:`.handler` and :mod:`.consumers` (no state): the node's kind as
+capabilities, the peer's terminus echoed, a consumer's source filled in, the
+resource a permission check names, whether a dynamic node ends with its link.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...types import ErrorCondition, Released, Source, Target, symbol
+from ..core import Exchange, Node, ResourceKind
+from .addresses import ExchangeTarget
+from .topics import Subscription, capabilities_of
+
+STREAM_OFFSET_FILTER = symbol("amqp10:stream-offset")
+STREAM_CAPABILITY = "stream"
+
+_OUTCOMES = [
+    symbol("amqp:accepted:list"),
+    symbol("amqp:rejected:list"),
+    symbol("amqp:released:list"),
+    symbol("amqp:modified:list"),
+]
+_CONDITIONS = {
+    "not-found": ErrorCondition.NOT_FOUND,
+    "invalid-field": ErrorCondition.INVALID_FIELD,
+    "unauthorized-access": ErrorCondition.UNAUTHORIZED_ACCESS,
+}
+
+
+def _source_answer(
+    source: Source, *, address: str | None, browse: bool, filters: Any, capabilities: list[Any]
+) -> Source:
+    """Our source for a consumer: the node as we serve it, every field filled in."""
+    return Source(
+        address=address,
+        durable=source.durable or 0,
+        expiry_policy=source.expiry_policy or symbol("session-end"),
+        timeout=source.timeout or 0,
+        dynamic=source.dynamic,
+        distribution_mode=symbol("copy") if browse else symbol("move"),
+        filter=filters,
+        default_outcome=Released() if source.default_outcome is None else source.default_outcome,
+        outcomes=_OUTCOMES,
+        capabilities=capabilities,
+    )
+
+
+def _resource(node: Node) -> tuple[str, ResourceKind]:
+    """What a permission check names for ``node``: an exchange (also behind
+    ``/exchanges/X/KEY`` and a 1.0 topic) or a queue (queues and streams)."""
+    if isinstance(node, ExchangeTarget):
+        return node.exchange.name, "exchange"
+    if isinstance(node, Exchange):
+        return node.name, "exchange"
+    return node.name, "queue"
+
+
+def _capabilities(node: Node, requested: Any, sub: Subscription | None) -> list[Any]:
+    """A terminus's capabilities in our answer: the node's kind (``queue``, ``topic``,
+    ``stream``, as the AMQP JMS mapping looks for them) and the subscription's
+    ``shared``/``global``, which we honour."""
+    caps = [node.kind] if node.kind in ("queue", "topic", STREAM_CAPABILITY) else []
+    if sub is not None and sub.shared:
+        caps += [c for c in capabilities_of(requested) if c in ("shared", "global")]
+    return [symbol(c) for c in caps]
+
+
+def _echo(terminus: Any, cls: type[Source] | type[Target]) -> Any:
+    """The peer's terminus as sent, for our attach's other side (§2.6.3); an empty one
+    if it sent none (a null terminus in an answer means a refused link)."""
+    return terminus if isinstance(terminus, cls) else cls()
+
+
+def _made_by_link(terminus: Any) -> bool:
+    """The link made its node (a dynamic terminus) and did not ask it to outlive the link
+    (expiry-policy ``never``, §3.5.6): the node ends with the link."""
+    return isinstance(terminus, (Source, Target)) and bool(terminus.dynamic) and terminus.expiry_policy != "never"
