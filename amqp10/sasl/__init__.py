@@ -14,7 +14,7 @@ from .credentials import CredentialStore, InMemoryCredentialStore, ScramCredenti
 from .events import SaslCompleted, SaslEvent, SaslFailed, SaslSkipped
 from .external import tls_identity
 from .layer import DEFAULT_MAX_ROUND_TRIPS, PASSWORD_MECHANISMS, SaslClient, SaslServer
-from .mechanisms import CLIENT_MECHANISMS, SERVER_MECHANISMS
+from .selection import CLIENT_MECHANISMS, SERVER_MECHANISMS
 from .state import SaslState
 
 __all__ = [

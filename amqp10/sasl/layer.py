@@ -43,15 +43,17 @@ from .frames import (
     parse_sasl_frame,
 )
 from .mechanisms import (
-    CLIENT_MECHANISMS,
     DEFAULT_MIN_ITERATIONS,
     MAX_RESPONSE_SIZE,
-    SERVER_MECHANISMS,
     ClientMechanism,
     SaslError,
     SaslProtocolError,
     ServerChallenge,
     ServerMechanism,
+)
+from .selection import (
+    CLIENT_MECHANISMS,
+    SERVER_MECHANISMS,
     client_choose,
     make_client_mechanism,
     make_server_mechanism,

@@ -47,10 +47,6 @@ from amqp10.sasl.mechanisms import (
     ServerChallenge,
     ServerMechanism,
     ServerOutcome,
-    client_choose,
-    make_client_mechanism,
-    make_server_mechanism,
-    server_offer,
 )
 from amqp10.sasl.scram import (
     SaslPrepError,
@@ -62,6 +58,12 @@ from amqp10.sasl.scram import (
     scram_hash,
     unescape_saslname,
     xor_bytes,
+)
+from amqp10.sasl.selection import (
+    client_choose,
+    make_client_mechanism,
+    make_server_mechanism,
+    server_offer,
 )
 
 LOW = 16  # iteration count for tests that do not replay an RFC vector
