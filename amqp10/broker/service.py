@@ -14,7 +14,7 @@ import logging
 import math
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import anyio
@@ -355,6 +355,18 @@ class BrokerService:
             if refusal is None:
                 self.guard.release(addr)
 
+    @contextlib.contextmanager
+    def _registered(self, client: _Client) -> Iterator[None]:
+        """Count ``client`` among the broker's connections while it runs (a shutdown
+        force-closes it); when it ends, its handler cleans up and it is forgotten."""
+        self.clients.add(client)
+        try:
+            yield
+        finally:
+            client.handler.cleanup()
+            self.clients.discard(client)
+            log.debug("connection from %s ended", client.peer)
+
     async def _serve_amqp091(self, stream: ByteStream, peer: str, head: bytes, protocol: Protocol) -> None:
         """Serve one connection with the 0-9-1 front end (0-9 and 0-8 as dialects)."""
         assert self.broker is not None and protocol.dialect is not None
@@ -390,15 +402,9 @@ class BrokerService:
         def force_close() -> None:
             handler.close(ReplyCode.CONNECTION_FORCED, "CONNECTION_FORCED - broker forced connection closure")
 
-        client = _Client(driver, handler, peer, force_close)
-        self.clients.add(client)
         log.debug("0-9-1 (%s) connection from %s", protocol.value, peer)
-        try:
+        with self._registered(_Client(driver, handler, peer, force_close)):
             await driver.run()
-        finally:
-            handler.cleanup()
-            self.clients.discard(client)
-            log.debug("connection from %s ended", peer)
 
     async def _serve_amqp1(self, stream: ByteStream, peer: str, refusal: Refusal | None = None) -> None:
         """Serve one connection with the AMQP 1.0 front end (SASL, engine, handler).
@@ -462,8 +468,6 @@ class BrokerService:
             if conn.connection.state not in (ConnectionState.START, ConnectionState.END):
                 conn.connection.close(forced)
 
-        client = _Client(driver, handler, peer, force_close)
-        self.clients.add(client)
         log.debug("connection from %s", peer)
 
         async def handshake_watch() -> None:
@@ -475,16 +479,14 @@ class BrokerService:
                 driver.abort()
 
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(handshake_watch)
-                await driver.run()
-                tg.cancel_scope.cancel()
+            with self._registered(_Client(driver, handler, peer, force_close)):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(handshake_watch)
+                    await driver.run()
+                    tg.cancel_scope.cancel()
         finally:
-            handler.cleanup()
             for user in counted:
                 self.guard.closed(user)
-            self.clients.discard(client)
-            log.debug("connection from %s ended", peer)
 
 
 def _tls_identity(stream: ByteStream) -> str | None:
