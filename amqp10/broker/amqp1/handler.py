@@ -531,7 +531,7 @@ class ConnectionHandler:
                 self._touched.add(id(link))
                 self._unroutable(link, d, exc)
                 return
-        if d.remote_state is not None and isinstance(d.remote_state, TransactionalState):
+        if isinstance(d.remote_state, TransactionalState):
             self._post(link, d, node, msg)
             return
         presettled = d.remote_settled
@@ -545,10 +545,8 @@ class ConnectionHandler:
                 if not self._handling:  # a commit callback: nobody else will flush
                     self.wake()
 
-        if not node.publish(msg, stored):
-            if presettled:
-                pass
-            elif isinstance(node, _ROUTERS) and not isinstance(node, Topic):
+        if not node.publish(msg, stored) and not presettled:
+            if isinstance(node, _ROUTERS) and not isinstance(node, Topic):
                 d.settle(_RELEASED)  # no queue took it (RabbitMQ 4 answers the same)
             else:
                 d.settle(Rejected(error=Error(condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED, description=f"node {node.name!r} is full")))
