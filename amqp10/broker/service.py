@@ -371,8 +371,18 @@ class BrokerService:
         """Serve one connection with the 0-9-1 front end (0-9 and 0-8 as dialects)."""
         assert self.broker is not None and protocol.dialect is not None
         tls_identity = _tls_identity(stream)
-        external = tls_identity is not None and "EXTERNAL" in self.config.sasl.mechanisms
-        mechanisms = ("PLAIN", "AMQPLAIN", "EXTERNAL") if external else ("PLAIN", "AMQPLAIN")
+        sasl = self.config.sasl
+        # the [sasl] mechanisms apply to 0-9-1 too: AMQPLAIN is 0-9-1's PLAIN, and guest/guest
+        # (over either) is its anonymous login
+        passwords = "PLAIN" in sasl.mechanisms
+        external = tls_identity is not None and "EXTERNAL" in sasl.mechanisms
+        mechanisms = (("PLAIN", "AMQPLAIN") if passwords or sasl.allow_anonymous else ()) + (
+            ("EXTERNAL",) if external else ()
+        )
+        if not mechanisms:
+            log.info("refusing 0-9-1 connection from %s: no [sasl] mechanism it can use", peer)
+            await anyio.aclose_forcefully(stream)
+            return
         conn = BrokerConnection(
             "server",
             dialect=protocol.dialect,
@@ -388,8 +398,8 @@ class BrokerService:
         handler = Amqp091Handler(
             self.broker,
             conn,
-            users=self._users,
-            allow_anonymous=self.config.sasl.allow_anonymous,
+            users=self._users if passwords else None,
+            allow_anonymous=sasl.allow_anonymous,
             tls_identity=tls_identity,
         )
         handler.handle(conn.receive_data(head))

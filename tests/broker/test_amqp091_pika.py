@@ -112,6 +112,17 @@ def test_logins_against_the_users_file(tmp_path: Path, users_file: Path) -> None
             assert "ACCESS_REFUSED" in str(info.value)
 
 
+def test_password_logins_follow_the_sasl_mechanisms(tmp_path: Path, users_file: Path) -> None:
+    # PLAIN not among [sasl] mechanisms: no password login over 0-9-1 either
+    sasl = {"users_file": users_file, "allow_anonymous": True, "mechanisms": ["ANONYMOUS"]}
+    with broker_with(tmp_path, sasl=sasl) as b:
+        with pytest.raises(pika.exceptions.ProbableAuthenticationError):
+            pika.BlockingConnection(params(b, credentials=pika.PlainCredentials("alice", "secret")))
+        c = pika.BlockingConnection(params(b))  # guest/guest stays the anonymous login
+        assert [cl.handler.user for cl in b.service.clients] == [None]
+        c.close()
+
+
 def test_guest_is_anonymous_when_the_broker_allows_anonymous(broker: RunningBroker) -> None:
     c = pika.BlockingConnection(params(broker))  # guest/guest: pika's default
     assert c.is_open
