@@ -201,16 +201,14 @@ class Queue(Node):
                     self._dead_letter_or_drop(msg, "maxlen")
                     on_stored()
                     return True
+        if msg.arrival == 0.0:
+            msg.arrival = self.now()
         if self._ttl is not None:
-            queue_expiry = (msg.arrival or self.now()) + self._ttl
-            if msg.expiry is None or queue_expiry < msg.expiry:
-                msg.expiry = queue_expiry
+            self._ttl_from(msg, msg.arrival)
         if msg.priority > self._top:
             msg.priority = self._top
         msg.seq = next(self._seq)
         self._last_size = msg.size
-        if msg.arrival == 0.0:
-            msg.arrival = self.now()
         held = self._after_commit and (msg.durable or self._store_all)
         if held:
             self._unstored[msg.seq] = msg
