@@ -129,14 +129,15 @@ class Queue(Node):
 
     def room(self) -> int | None:
         """How many more messages fit before a ``block`` queue is full (None: no limit)."""
-        p = self.policy
         if self._overflow != "block":
             return None
+        ml = self._max_length
+        mb = self._max_bytes
         room: int | None = None
-        if p.max_length is not None:
-            room = max(p.max_length - self.count, 0)
-        if p.max_bytes is not None:
-            by_bytes = max(p.max_bytes - self.bytes, 0) // max(self._last_size, 1)
+        if ml is not None:
+            room = max(ml - self.count, 0)
+        if mb is not None:
+            by_bytes = max(mb - self.bytes, 0) // max(self._last_size, 1)
             room = by_bytes if room is None else min(room, by_bytes)
         return room
 
