@@ -464,10 +464,7 @@ class Queue(Node):
                     skipped.append(msg)
                     continue
                 level.extendleft(reversed(skipped))
-                self.count -= 1
-                self.bytes -= msg.size
-                if self._persistent(msg):
-                    self.journal.submit((_store.UPDATE, self._key, msg.seq, msg.delivery_count, 1))
+                self._taken(msg)
                 return msg
             level.extendleft(reversed(skipped))
         return None
@@ -519,12 +516,17 @@ class Queue(Node):
             if taken is not None:
                 if groups is not None:
                     groups.taken(cid, taken)
-                self.count -= 1
-                self.bytes -= taken.size
-                if self._persistent(taken):
-                    self.journal.submit((_store.UPDATE, self._key, taken.seq, taken.delivery_count, 1))
+                self._taken(taken)
                 return taken
         return None
+
+    def _taken(self, msg: QueuedMessage) -> None:
+        """``msg`` has left its level for a consumer: count it out, and record it delivered
+        (the head-of-level fast path in ``_take_for`` does the same inline)."""
+        self.count -= 1
+        self.bytes -= msg.size
+        if self._persistent(msg):
+            self.journal.submit((_store.UPDATE, self._key, msg.seq, msg.delivery_count, 1))
 
     def _dispatch_browsers(self) -> None:
         for c in self.consumers:
