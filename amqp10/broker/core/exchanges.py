@@ -45,6 +45,7 @@ __all__ = [
     "TopicExchange",
     "TopicTrie",
     "make_exchange",
+    "routing_key_of",
     "split_topic",
 ]
 
@@ -173,7 +174,8 @@ class Exchange(Node):
         return f"{type(self).__name__}({self.name!r}, {len(self.bindings)} bindings)"
 
 
-def _key_of(msg: QueuedMessage, key: str | None) -> str:
+def routing_key_of(msg: QueuedMessage, key: str | None) -> str:
+    """The key ``msg`` routes by: ``key`` if given, else its subject ("" if none)."""
     if key is not None:
         return key
     return msg.routing.subject or ""
@@ -199,7 +201,7 @@ class DirectExchange(Exchange):
                 del self._by_key[binding.key]
 
     def match(self, msg: QueuedMessage, key: str | None) -> Iterable[Destination]:
-        dests = self._by_key.get(_key_of(msg, key))
+        dests = self._by_key.get(routing_key_of(msg, key))
         return dests.values() if dests else ()
 
 
@@ -335,7 +337,7 @@ class TopicExchange(Exchange):
         self.trie.remove(binding.key, binding.identity)
 
     def match(self, msg: QueuedMessage, key: str | None) -> Iterable[Destination]:
-        return self.trie.match(_key_of(msg, key)).values()
+        return self.trie.match(routing_key_of(msg, key)).values()
 
 
 _X_MATCH = ("all", "any", "all-with-x", "any-with-x")

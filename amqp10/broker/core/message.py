@@ -56,6 +56,9 @@ class Routing:
 
 _NO_ROUTING = Routing()
 _OWN_FIELDS = frozenset({"priority", "durable", "delivery_count"})
+_READ_ONCE = ("_routing", "_headers", "_fields", "_published", "_origin", "_due", "_group")
+"""The slots a message fills on first use (or as it arrives), carried over by ``copy``."""
+_UNSET: Any = object()
 
 
 class QueuedMessage:
@@ -133,11 +136,10 @@ class QueuedMessage:
             delivery_count=self.delivery_count,
             arrival=self.arrival,
         )
-        for name in ("_routing", "_headers", "_fields", "_published", "_origin", "_due", "_group"):  # what was read once stays read
-            try:
-                setattr(m, name, getattr(self, name))
-            except AttributeError:
-                pass
+        for name in _READ_ONCE:  # what was read once stays read
+            v = getattr(self, name, _UNSET)
+            if v is not _UNSET:
+                setattr(m, name, v)
         return m
 
     # -- routing fields, read once ---------------------------------------------------------

@@ -129,14 +129,15 @@ class Queue(Node):
 
     def room(self) -> int | None:
         """How many more messages fit before a ``block`` queue is full (None: no limit)."""
-        p = self.policy
         if self._overflow != "block":
             return None
+        ml = self._max_length
+        mb = self._max_bytes
         room: int | None = None
-        if p.max_length is not None:
-            room = max(p.max_length - self.count, 0)
-        if p.max_bytes is not None:
-            by_bytes = max(p.max_bytes - self.bytes, 0) // max(self._last_size, 1)
+        if ml is not None:
+            room = max(ml - self.count, 0)
+        if mb is not None:
+            by_bytes = max(mb - self.bytes, 0) // max(self._last_size, 1)
             room = by_bytes if room is None else min(room, by_bytes)
         return room
 
@@ -201,16 +202,14 @@ class Queue(Node):
                     self._dead_letter_or_drop(msg, "maxlen")
                     on_stored()
                     return True
+        if msg.arrival == 0.0:
+            msg.arrival = self.now()
         if self._ttl is not None:
-            queue_expiry = (msg.arrival or self.now()) + self._ttl
-            if msg.expiry is None or queue_expiry < msg.expiry:
-                msg.expiry = queue_expiry
+            self._ttl_from(msg, msg.arrival)
         if msg.priority > self._top:
             msg.priority = self._top
         msg.seq = next(self._seq)
         self._last_size = msg.size
-        if msg.arrival == 0.0:
-            msg.arrival = self.now()
         held = self._after_commit and (msg.durable or self._store_all)
         if held:
             self._unstored[msg.seq] = msg
@@ -465,10 +464,7 @@ class Queue(Node):
                     skipped.append(msg)
                     continue
                 level.extendleft(reversed(skipped))
-                self.count -= 1
-                self.bytes -= msg.size
-                if self._persistent(msg):
-                    self.journal.submit((_store.UPDATE, self._key, msg.seq, msg.delivery_count, 1))
+                self._taken(msg)
                 return msg
             level.extendleft(reversed(skipped))
         return None
@@ -520,12 +516,17 @@ class Queue(Node):
             if taken is not None:
                 if groups is not None:
                     groups.taken(cid, taken)
-                self.count -= 1
-                self.bytes -= taken.size
-                if self._persistent(taken):
-                    self.journal.submit((_store.UPDATE, self._key, taken.seq, taken.delivery_count, 1))
+                self._taken(taken)
                 return taken
         return None
+
+    def _taken(self, msg: QueuedMessage) -> None:
+        """``msg`` has left its level for a consumer: count it out, and record it delivered
+        (the head-of-level fast path in ``_take_for`` does the same inline)."""
+        self.count -= 1
+        self.bytes -= msg.size
+        if self._persistent(msg):
+            self.journal.submit((_store.UPDATE, self._key, msg.seq, msg.delivery_count, 1))
 
     def _dispatch_browsers(self) -> None:
         for c in self.consumers:

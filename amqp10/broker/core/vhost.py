@@ -31,6 +31,7 @@ from .exchanges import (
     Topic,
     args_key,
     make_exchange,
+    routing_key_of,
 )
 from .message import QueuedMessage
 from .nodes import Journal, Node
@@ -642,8 +643,7 @@ class _DefaultExchange(DirectExchange):
         self.vhost = vhost
 
     def match(self, msg: QueuedMessage, key: str | None) -> list[Destination]:
-        k = key if key is not None else (msg.routing.subject or "")
-        q = self.vhost.queue(k)
+        q = self.vhost.queue(routing_key_of(msg, key))
         return [q] if q is not None else []
 
 
