@@ -205,6 +205,9 @@ class WebSocketStream(ByteStream):
         async with self._send_lock:  # also orders our data before a close frame the reader sends
             if self._ws.state is not ConnectionState.OPEN:
                 raise self._failure or anyio.ClosedResourceError()
+            if 0 < len(view) <= SEND_MESSAGE_SIZE:  # the usual case: one message, no copies
+                await self.transport.send(self._ws.send(BytesMessage(data=bytes(item))))
+                return
             out = bytearray()
             for start in range(0, len(view), SEND_MESSAGE_SIZE):
                 chunk = bytes(view[start : start + SEND_MESSAGE_SIZE])
