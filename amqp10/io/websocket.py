@@ -139,8 +139,13 @@ class WebSocketStream(ByteStream):
                 else:
                     self._ws.receive_data(data)
             await self._process_events()
-        chunk = bytes(self._received[:max_bytes])
-        del self._received[:max_bytes]
+        received = self._received
+        if len(received) <= max_bytes:  # the usual case: hand over all of it, one copy
+            chunk = bytes(received)
+            received.clear()
+            return chunk
+        chunk = bytes(received[:max_bytes])
+        del received[:max_bytes]
         return chunk
 
     async def _process_events(self) -> None:
