@@ -17,6 +17,7 @@ import enum
 from dataclasses import dataclass
 from typing import Final
 
+from ..transport.framing import AMQP_HEADER, SASL_HEADER, TLS_HEADER
 from .dialects import AMQP_0_8, AMQP_0_9, AMQP_0_9_1, Dialect
 
 __all__ = ["HEADER_SIZE", "Protocol", "Unsupported", "identify_header"]
@@ -46,12 +47,11 @@ _DIALECT: Final = {
     Protocol.AMQP_0_8: AMQP_0_8,
 }
 
-AMQP_1_0_HEADER: Final = b"AMQP\x00\x01\x00\x00"
 _KNOWN: Final = {
     **{h: p for p, d in _DIALECT.items() for h in d.accepted_headers},
-    AMQP_1_0_HEADER: Protocol.AMQP_1_0,
-    b"AMQP\x03\x01\x00\x00": Protocol.AMQP_1_0_SASL,
-    b"AMQP\x02\x01\x00\x00": Protocol.AMQP_1_0_TLS,
+    AMQP_HEADER: Protocol.AMQP_1_0,
+    SASL_HEADER: Protocol.AMQP_1_0_SASL,
+    TLS_HEADER: Protocol.AMQP_1_0_TLS,
 }
 
 

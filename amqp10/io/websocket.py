@@ -139,8 +139,13 @@ class WebSocketStream(ByteStream):
                 else:
                     self._ws.receive_data(data)
             await self._process_events()
-        chunk = bytes(self._received[:max_bytes])
-        del self._received[:max_bytes]
+        received = self._received
+        if len(received) <= max_bytes:  # the usual case: hand over all of it, one copy
+            chunk = bytes(received)
+            received.clear()
+            return chunk
+        chunk = bytes(received[:max_bytes])
+        del received[:max_bytes]
         return chunk
 
     async def _process_events(self) -> None:
@@ -205,6 +210,9 @@ class WebSocketStream(ByteStream):
         async with self._send_lock:  # also orders our data before a close frame the reader sends
             if self._ws.state is not ConnectionState.OPEN:
                 raise self._failure or anyio.ClosedResourceError()
+            if 0 < len(view) <= SEND_MESSAGE_SIZE:  # the usual case: one message, no copies
+                await self.transport.send(self._ws.send(BytesMessage(data=bytes(item))))
+                return
             out = bytearray()
             for start in range(0, len(view), SEND_MESSAGE_SIZE):
                 chunk = bytes(view[start : start + SEND_MESSAGE_SIZE])

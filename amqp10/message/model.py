@@ -35,6 +35,8 @@ from .sections import (
     HEADER,
     MESSAGE_ANNOTATIONS,
     PROPERTIES,
+    RANK,
+    SECTION_NAMES,
     BodyType,
     Buffer,
     kind_error,
@@ -44,6 +46,7 @@ from .sections import (
 __all__ = ["Message"]
 
 _BODY_TYPES: Final = frozenset({"value", "data", "sequence"})
+_ANNOTATION_SECTIONS: Final = frozenset({DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, FOOTER})
 
 # Pre-encoded descriptors (0x00, smallulong, code) written in front of each section.
 _D_APPLICATION_PROPERTIES: Final = b"\x00\x53\x74"
@@ -274,27 +277,20 @@ class Message(ProtonFields):
                         rank = BODY_RANK
                         body_type = "sequence"
                         body = [value]
-                elif code == MESSAGE_ANNOTATIONS:
-                    if rank >= 2:
-                        raise order_error("message-annotations", rank, body_type)
+                elif code in _ANNOTATION_SECTIONS:
+                    # delivery-/message-annotations and footer: a map each, at their rank
+                    r = RANK[code]
+                    if rank >= r:
+                        raise order_error(SECTION_NAMES[code], rank, body_type)
                     if type(value) is not dict:
-                        raise kind_error("message-annotations", "map", value)
-                    rank = 2
-                    ma = value
-                elif code == DELIVERY_ANNOTATIONS:
-                    if rank >= 1:
-                        raise order_error("delivery-annotations", rank, body_type)
-                    if type(value) is not dict:
-                        raise kind_error("delivery-annotations", "map", value)
-                    rank = 1
-                    da = value
-                elif code == FOOTER:
-                    if rank >= 6:
-                        raise order_error("footer", rank, body_type)
-                    if type(value) is not dict:
-                        raise kind_error("footer", "map", value)
-                    rank = 6
-                    footer = value
+                        raise kind_error(SECTION_NAMES[code], "map", value)
+                    rank = r
+                    if code == MESSAGE_ANNOTATIONS:
+                        ma = value
+                    elif code == DELIVERY_ANNOTATIONS:
+                        da = value
+                    else:
+                        footer = value
                 else:
                     raise DecodeError(f"not a message section: descriptor {code:#04x}")
         except IndexError:

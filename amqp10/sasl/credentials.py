@@ -142,9 +142,13 @@ class PasswordHashCredential:
 
     def verify(self, password: str) -> bool:
         """Whether ``password`` is the one hashed; compares in constant time."""
-        data = self.salt + password.encode("utf-8", "surrogatepass")
-        digest = hashlib.new(PASSWORD_HASH_ALGORITHMS[self.algorithm], data).digest()
+        digest = _rabbit_digest(PASSWORD_HASH_ALGORITHMS[self.algorithm], self.salt, password)
         return hmac.compare_digest(digest, self.digest)
+
+
+def _rabbit_digest(hash_name: str, salt: bytes, password: str) -> bytes:
+    """RabbitMQ's password hash: H(salt + UTF-8 password)."""
+    return hashlib.new(hash_name, salt + password.encode("utf-8", "surrogatepass")).digest()
 
 
 def make_password_hash(
@@ -156,7 +160,7 @@ def make_password_hash(
         raise ValueError(f"unknown hashing algorithm {algorithm[:60]!r}")
     if salt is None:
         salt = os.urandom(_PASSWORD_HASH_SALT_SIZE)
-    digest = hashlib.new(hash_name, salt + password.encode("utf-8", "surrogatepass")).digest()
+    digest = _rabbit_digest(hash_name, salt, password)
     return PasswordHashCredential(algorithm=algorithm, salt=salt, digest=digest)
 
 
