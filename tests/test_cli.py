@@ -94,6 +94,8 @@ def test_send_arguments_then_receive_them_in_order(broker: RunningBroker) -> Non
     r = amqp10("receive", broker.url, "cli-args", "--count", "3")
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["one", "two", "three"]
+    r = amqp10("receive", broker.url, "cli-args", "--timeout", "0.5")
+    assert r.returncode == 0 and r.stdout == ""  # the three printed were accepted: gone
 
 
 def test_send_lines_of_a_file(broker: RunningBroker, tmp_path: Path) -> None:

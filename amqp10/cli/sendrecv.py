@@ -506,9 +506,7 @@ async def _receive(args: argparse.Namespace) -> int:
 
         async def flush() -> None:
             out.flush()
-            for p in printed:
-                if not p.settled:
-                    await p.accept()
+            await receiver.accept_all([p for p in printed if not p.settled])
             printed.clear()
 
         while args.count is None or got < args.count:

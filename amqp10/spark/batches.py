@@ -84,16 +84,6 @@ def _creation_time(m: AnyMessage) -> int | None:
     return None if ct is None else int(ct) * 1000
 
 
-def _durable(m: AnyMessage) -> bool:
-    h = m.header
-    return bool(h is not None and h.durable)
-
-
-def _priority(m: AnyMessage) -> int:
-    h = m.header
-    return 4 if h is None or h.priority is None else int(h.priority)
-
-
 def is_variant_map(arrow_type: Any) -> bool:
     """Whether an Arrow type is a ``map<string, variant>`` (a variant is a struct in Arrow)."""
     return bool(pa.types.is_map(arrow_type) and pa.types.is_struct(arrow_type.item_type))
@@ -129,9 +119,9 @@ def _values(name: str, chunk: Chunk, arrow_type: Any, variant: MapValue | None) 
             return [map_value(m.application_properties) for m in msgs]
         return [map_value(m.message_annotations) for m in msgs]
     if name == "durable":
-        return [_durable(m) for m in msgs]
+        return [m.durable for m in msgs]
     if name == "priority":
-        return [_priority(m) for m in msgs]
+        return [m.priority for m in msgs]
     if name == "creation_time":
         return [_creation_time(m) for m in msgs]
     raise KeyError(name)

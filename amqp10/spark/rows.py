@@ -365,7 +365,6 @@ def row_from_message(message: AnyMessage, *, with_offset: bool = True) -> ReadRo
     """The :data:`LEGACY_SCHEMA` row (a tuple in :data:`LEGACY_COLUMNS` order) for a message."""
     body, body_string, body_map = body_values(message)
     props = message.properties
-    h = message.header
     return (
         message_offset(message) if with_offset else None,
         body,
@@ -374,8 +373,8 @@ def row_from_message(message: AnyMessage, *, with_offset: bool = True) -> ReadRo
         properties_map(props),
         text_map(message.application_properties),
         text_map(message.message_annotations),
-        bool(h is not None and h.durable),
-        4 if h is None or h.priority is None else int(h.priority),
+        message.durable,
+        message.priority,
         creation_time(props),
     )
 

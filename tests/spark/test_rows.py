@@ -215,3 +215,23 @@ def test_column_choice_and_message_forms() -> None:
     assert isinstance(open_message(long, body=False), LazyMessage)  # the body stays bytes
     assert isinstance(open_message(long, body=True), Message)
     assert isinstance(open_message(Message(body="short").encode(), body=False), Message)
+
+
+def test_header_columns_of_arrow_batches() -> None:
+    """``durable`` and ``priority`` read the header's defaults when it is absent, decoded or lazy."""
+    import pyarrow as pa
+
+    from amqp10.spark.batches import Chunk, build_batch
+
+    with_header = Message("a", durable=True, priority=9).encode()
+    without = Message("b").encode()
+    messages = [
+        Message.decode(with_header),
+        LazyMessage(with_header),
+        Message.decode(without),
+        LazyMessage(without),
+    ]
+    schema = pa.schema([("durable", pa.bool_()), ("priority", pa.int32())])
+    batch = build_batch(schema, Chunk("q", None, [None] * 4, messages))
+    assert batch.column("durable").to_pylist() == [True, True, False, False]
+    assert batch.column("priority").to_pylist() == [9, 9, 4, 4]
