@@ -10,7 +10,7 @@
 Each column runs once per module (its peer in a subprocess); every scenario is
 then one test that must be ``pass``, or ``n/a`` for one of the reasons listed
 in ``EXPECTED_NA`` (what the peer or client really cannot do). Nothing here
-is skipped. The Debian-backed columns run with ``make interop-all``.
+is skipped. The Debian-backed columns run with ``make interop ARGS="--install --all"``.
 """
 
 from __future__ import annotations
