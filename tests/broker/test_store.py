@@ -12,7 +12,7 @@ from amqp10.broker.core import Broker, Queue
 from amqp10.broker.core import store as st
 from amqp10.message import Message
 
-from .harness import Net
+from .harness import Net, SyncJournal
 
 
 def put(node: str, seq: int, data: bytes = b"x", priority: int = 4) -> tuple[object, ...]:
@@ -72,14 +72,8 @@ async def test_group_commit_batches_and_calls_back_after_commit(tmp_path: Path) 
 def test_broker_recovers_queues_in_order(tmp_path: Path) -> None:
     s = st.Store(tmp_path / "db.sqlite3")
 
-    class SyncJournal:
-        def submit(self, op: tuple[object, ...], on_commit: object = None) -> None:
-            s.apply([op])
-            if on_commit is not None:
-                on_commit()  # type: ignore[operator]
-
     net = Net()
-    net.broker = Broker(BrokerConfig(), journal=SyncJournal())
+    net.broker = Broker(BrokerConfig(), journal=SyncJournal(s))
     c = net.client()
     snd = c.sender("durable-q")
     for i in range(5):
@@ -104,17 +98,11 @@ def test_stream_recovers_offsets_and_dedup_window(tmp_path: Path) -> None:
 
     s = st.Store(tmp_path / "db.sqlite3")
 
-    class SyncJournal:
-        def submit(self, op: tuple[object, ...], on_commit: object = None) -> None:
-            s.apply([op])
-            if on_commit is not None:
-                on_commit()  # type: ignore[operator]
-
     cfg = BrokerConfig(
         addresses=[AddressRule(pattern="ev", kind="stream", policy=QueuePolicy(duplicate_window=10))]
     )
     net = Net()
-    net.broker = Broker(cfg, journal=SyncJournal())
+    net.broker = Broker(cfg, journal=SyncJournal(s))
     c = net.client()
     snd = c.sender("ev")
     for i in range(4):
