@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed-test
 
-.PHONY: broker test lint typecheck docs bench interop clean fuzz fuzz-short
+.PHONY: broker test debs lint typecheck docs bench interop clean fuzz fuzz-short
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -26,10 +26,14 @@ broker: $(STAMP_RUN)
 	$(BIN)/amqp10 broker
 
 ## Install what the tests need and run them all (lint, type checks and the docs build included).
-test: $(STAMP) docs
+test: $(STAMP) debs docs
 	$(BIN)/ruff check amqp10 tests bench interop examples docs
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
+
+## The Debian packages the tests need (.ci/debian-packages): apt-gets the missing ones.
+debs:
+	@bash .ci/install-debs
 
 lint: $(STAMP)
 	$(BIN)/ruff check amqp10 tests bench interop examples docs
