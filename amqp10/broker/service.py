@@ -391,8 +391,7 @@ class BrokerService:
             server_properties={
                 "product": "amqp10",
                 "cluster_name": self.config.container_id,
-                # consumer priorities (x-priority) are not applied yet: not announced
-                "capabilities": {**CAPABILITIES, "consumer_priorities": False},
+                "capabilities": CAPABILITIES,
             },
         )
         handler = Amqp091Handler(

@@ -65,6 +65,8 @@ class BasicConsumer:
         self.limit = limit
         self.unacked = 0
         self.active = True
+        self.priority = 0
+        """Its ``x-priority``: a queue serves higher ones first (core/queues.py)."""
 
     def credit(self) -> int:
         ch = self.channel

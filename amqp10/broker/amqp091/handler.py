@@ -461,9 +461,16 @@ class Amqp091Handler:
                 start = q.start_offset(_stream_offset(method.arguments.get("x-stream-offset", "next")))
             except ValueError as exc:
                 raise PreconditionFailed(str(exc)) from None
+        priority = method.arguments.get("x-priority", 0)
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            raise PreconditionFailed(
+                f"invalid arg 'x-priority' for queue '{q.name}' in vhost '{self.vhost.name}': "
+                f"{priority!r} is not an integer"
+            )
         c = BasicConsumer(
             ch, tag, q, no_ack=method.no_ack, exclusive=method.exclusive, limit=ch.consumer_limit
         )
+        c.priority = priority
         ch.consumers[tag] = c
         self._ok(ch, method.no_wait, m.BasicConsumeOk(consumer_tag=tag))
         if isinstance(q, Stream):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from ...transport import Delivery, Sender
 from ...types import (
@@ -55,6 +55,18 @@ __all__ = ["LinkConsumer"]
 _ids = itertools.count(1)
 
 
+PRIORITY_PROPERTY: Final = symbol("rabbitmq:priority")
+
+
+def _priority(link: Sender) -> int:
+    """The consumer priority a receiver asked for in its attach's ``rabbitmq:priority``
+    property (an integer, as RabbitMQ 4 reads it); 0 when absent or not an integer."""
+    attach = link.remote_attach
+    props = attach.properties if attach is not None else None
+    value = props.get(PRIORITY_PROPERTY) if isinstance(props, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 class LinkConsumer:
     """A broker sender link consuming from a queue (or browsing it)."""
 
@@ -70,6 +82,8 @@ class LinkConsumer:
         """The consumer's view of a queue or stream (its source's filters); None: every message."""
         self.filters: dict[Any, Any] = {}
         """The source filter-set entries applied, for the attach answer (unsupported ones left out)."""
+        self.priority = _priority(link)
+        """Its consumer priority (RabbitMQ's ``rabbitmq:priority`` link property; 0 by default)."""
 
     def credit(self) -> int:
         link = self.link

@@ -19,7 +19,11 @@ __all__ = ["NULL_JOURNAL", "Consumer", "DuplicateWindow", "Journal", "Node", "Nu
 
 
 class Consumer(Protocol):
-    """What a node delivers to: a 1.0 outgoing link or a 0-9-1 basic.consume, seen from the node."""
+    """What a node delivers to: a 1.0 outgoing link or a 0-9-1 basic.consume, seen from the node.
+
+    One may also have an int ``priority`` (0 if it has none): a queue gives messages to
+    the consumers of the highest priority that have credit, round-robin among equals.
+    """
 
     id: int
     browse: bool

@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 __all__ = ["Queue"]
 
 
-_NO_RING: deque[Any] = deque()
+_NO_RINGS: list[Any] = []
 _NO_IDS: set[int] = set()
+_NO_MAP: dict[int, Any] = {}
 
 
 class Queue(Node):
@@ -69,13 +70,14 @@ class Queue(Node):
         self.count = 0
         self.bytes = 0
         self.consumers: list[Consumer] = []
-        # The ready ring: the movers that may have credit, in round-robin order. One found
-        # with none leaves it (so consumers without credit cost nothing per delivery) and
-        # comes back through consumer_ready(). An idle queue shares empty ones (never
-        # added to) until its first consumer: see _make_ring.
-        self._ready: deque[Consumer] = _NO_RING
-        self._in_ready: set[int] = _NO_IDS  # ids of the consumers in _ready
-        self._mover_ids: set[int] = _NO_IDS  # ids of the consumers in _movers
+        # The ready rings: the movers that may have credit, in round-robin order, one ring
+        # per consumer priority (x-priority), highest first; nearly always just one. One
+        # found with no credit leaves its ring (so consumers without credit cost nothing per
+        # delivery) and comes back through consumer_ready(). An idle queue shares empty
+        # ones (never added to) until its first consumer: see _make_ring.
+        self._rings: list[tuple[int, deque[Consumer]]] = _NO_RINGS
+        self._in_ready: set[int] = _NO_IDS  # ids of the consumers in a ring
+        self._ring_of: dict[int, deque[Consumer]] = _NO_MAP  # mover id -> its priority's ring
         self.browsers: dict[int, int] = {}  # consumer id -> last seq browsed
         self._dispatching = False
         self._last_size = 1
@@ -329,35 +331,49 @@ class Queue(Node):
         if consumer.browse:
             self.browsers[consumer.id] = 0
         else:
-            if self._mover_ids is _NO_IDS:
+            if self._ring_of is _NO_MAP:
                 self._make_ring()
             self._movers.append(consumer)
-            self._mover_ids.add(consumer.id)
-            self._ready.append(consumer)
+            ring = self._ring(getattr(consumer, "priority", 0))
+            self._ring_of[consumer.id] = ring
+            ring.append(consumer)
             self._in_ready.add(consumer.id)
         self.consumers.append(consumer)
         self.dispatch()
 
     def _make_ring(self) -> None:
-        self._ready = deque()
+        self._rings = []
         self._in_ready = set()
-        self._mover_ids = set()
+        self._ring_of = {}
+
+    def _ring(self, priority: int) -> deque[Consumer]:
+        """The ready ring of consumers of ``priority`` (made, in its place, on first use)."""
+        rings = self._rings
+        i = 0
+        while i < len(rings) and rings[i][0] > priority:
+            i += 1
+        if i == len(rings) or rings[i][0] != priority:
+            rings.insert(i, (priority, deque()))
+        return rings[i][1]
 
     def consumer_ready(self, consumer: Consumer) -> None:
-        if consumer.id not in self._in_ready and consumer.id in self._mover_ids:
-            self._ready.append(consumer)
-            self._in_ready.add(consumer.id)
+        if consumer.id not in self._in_ready:
+            ring = self._ring_of.get(consumer.id)
+            if ring is not None:
+                ring.append(consumer)
+                self._in_ready.add(consumer.id)
         self.dispatch()
 
     def remove_consumer(self, consumer: Consumer) -> None:
         if consumer in self.consumers:
             self.consumers.remove(consumer)
+        ring = self._ring_of.pop(consumer.id, None)
         if consumer.id in self._in_ready:
             self._in_ready.discard(consumer.id)
-            self._ready.remove(consumer)
+            if ring is not None:
+                ring.remove(consumer)
         if consumer in self._movers:
             self._movers.remove(consumer)
-            self._mover_ids.discard(consumer.id)
             if self._single_active and self._movers:
                 self.dispatch()  # the next consumer takes over
         self.browsers.pop(consumer.id, None)
@@ -406,26 +422,30 @@ class Queue(Node):
                     credit -= 1
                     deliver(self, msg)
             else:
-                # round robin over the ready ring: the head takes one message and goes to
-                # the back; one without credit leaves the ring (consumer_ready brings it
-                # back), so consumers without credit are not visited per delivery
-                ready = self._ready
+                # round robin over each ready ring, highest priority first: the head takes
+                # one message and goes to the back; one without credit leaves the ring
+                # (consumer_ready brings it back), so consumers without credit are not
+                # visited per delivery. A lower ring gets messages only while no consumer
+                # of a higher one can take them.
                 in_ready = self._in_ready
-                idle = 0  # consecutive ring members that could take nothing
-                while self.count and ready and idle < len(ready):
-                    c = ready[0]
-                    if c.credit() <= 0:
-                        ready.popleft()
-                        in_ready.discard(c.id)
-                        continue
-                    ready.rotate(-1)
-                    msg = take(c)
-                    if msg is None:
-                        idle += 1
-                        continue
-                    idle = 0
-                    taken += 1
-                    c.deliver(self, msg)
+                for _priority, ready in self._rings:
+                    idle = 0  # consecutive ring members that could take nothing
+                    while self.count and ready and idle < len(ready):
+                        c = ready[0]
+                        if c.credit() <= 0:
+                            ready.popleft()
+                            in_ready.discard(c.id)
+                            continue
+                        ready.rotate(-1)
+                        msg = take(c)
+                        if msg is None:
+                            idle += 1
+                            continue
+                        idle = 0
+                        taken += 1
+                        c.deliver(self, msg)
+                    if not self.count:
+                        break
             self.stats.delivered += taken
             if taken and self.space_listeners:
                 for listener in list(self.space_listeners):
@@ -636,9 +656,10 @@ class Queue(Node):
         """The queue is being deleted: purge it and cancel its consumers; return the purged count."""
         self.deleted = True
         consumers, self.consumers, self._movers = self.consumers, [], []
-        self._ready.clear()
+        for _priority, ring in self._rings:
+            ring.clear()
         self._in_ready.clear()
-        self._mover_ids.clear()
+        self._ring_of.clear()
         self.browsers.clear()
         n = self.purge()
         cancel_consumers(consumers)
