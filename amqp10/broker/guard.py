@@ -29,12 +29,12 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, Generic, TypeVar
+from typing import Final, Generic, Protocol, TypeVar
 
 from ..io.driver import EngineProtocol
 from .config import SecurityConfig
 
-__all__ = ["ConnectionGuard", "HeldOutput", "Refusal", "RefusalLog", "source_of"]
+__all__ = ["ConnectionGuard", "HeldOutput", "LoginHook", "Refusal", "RefusalLog", "source_of"]
 
 log = logging.getLogger("amqp10.broker.guard")
 
@@ -61,6 +61,17 @@ class Refusal:
     hard: bool
     """Close the socket at once (nothing is read); otherwise refuse the open with
     ``amqp:resource-limit-exceeded`` (after the login, so the client sees the condition)."""
+
+
+class LoginHook(Protocol):
+    """What a front end that checks logins itself (0-9-1) tells the service's guard."""
+
+    def succeeded(self, user: str | None) -> str | None:
+        """``user`` (None: anonymous) logged in; returns why its connection is refused
+        (a per-user limit), or None."""
+
+    def failed(self, name: str | None, reason: str) -> None:
+        """Credentials given as ``name`` did not check out (the answer is held back)."""
 
 
 class RefusalLog:

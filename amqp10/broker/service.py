@@ -61,6 +61,36 @@ class _Client:
         """Start closing the connection with the protocol's 'broker shutting down' error."""
 
 
+class _Login:
+    """The [security] hook of one connection's login, for either front end: a failed
+    login's answer waits out the back-off (and so does a success, by its address's
+    failures), and a user over its connection limit is told why. Counted users are
+    released by :meth:`ended`."""
+
+    def __init__(self, guard: ConnectionGuard, held: HeldOutput[Any], addr: str) -> None:
+        self.guard = guard
+        self.held = held
+        self.addr = addr
+        self.counted: list[str | None] = []  # the user the guard counted this connection for
+
+    def succeeded(self, user: str | None) -> str | None:
+        """``user`` (None: anonymous) logged in; returns why its connection is refused, if it is."""
+        self.held.hold(anyio.current_time(), self.guard.login_ok(self.addr, user))
+        over = self.guard.opened(user, self.addr)
+        if over is not None:
+            return over.reason
+        self.counted.append(user)
+        return None
+
+    def failed(self, name: str | None, reason: str) -> None:
+        """Credentials that did not check out (a guess): back off."""
+        self.held.hold(anyio.current_time(), self.guard.login_failed(self.addr, name, reason))
+
+    def ended(self) -> None:
+        for user in self.counted:
+            self.guard.closed(user)
+
+
 class _Replay(ByteStream):
     """A connection's stream: the first bytes (the protocol header, already read) given back
     first; with ``quick_ack``, every read is acknowledged at once (Linux ``TCP_QUICKACK``).
@@ -345,10 +375,7 @@ class BrokerService:
                 await anyio.aclose_forcefully(stream)
                 return
             if protocol.dialect is not None:
-                if refusal is not None:  # 0-9-1 has no soft refusal yet: close at once
-                    await anyio.aclose_forcefully(stream)
-                    return
-                await self._serve_amqp091(stream, peer, head, protocol)
+                await self._serve_amqp091(stream, peer, head, protocol, refusal)
             else:
                 await self._serve_amqp1(_Replay(stream, head), peer, refusal)
         finally:
@@ -367,7 +394,9 @@ class BrokerService:
             self.clients.discard(client)
             log.debug("connection from %s ended", client.peer)
 
-    async def _serve_amqp091(self, stream: ByteStream, peer: str, head: bytes, protocol: Protocol) -> None:
+    async def _serve_amqp091(
+        self, stream: ByteStream, peer: str, head: bytes, protocol: Protocol, refusal: Refusal | None = None
+    ) -> None:
         """Serve one connection with the 0-9-1 front end (0-9 and 0-8 as dialects)."""
         assert self.broker is not None and protocol.dialect is not None
         tls_identity = _tls_identity(stream)
@@ -401,9 +430,13 @@ class BrokerService:
             allow_anonymous=sasl.allow_anonymous,
             tls_identity=tls_identity,
         )
+        handler.refusal = None if refusal is None else refusal.reason
+        held = HeldOutput(conn)  # [security]: a login's outcome waits out the back-off
+        login = _Login(self.guard, held, source_of(peer))
+        handler.login_hook = login
         handler.handle(conn.receive_data(head))
         # while paused (publishing blocked) the driver still reads now and then: heartbeats
-        driver: Driver[Any] = Driver(_Replay(stream, quick_ack=True), conn, handler.handle, peer=peer, pause_limit=5.0)
+        driver: Driver[Any] = Driver(_Replay(stream, quick_ack=True), held, handler.handle, peer=peer, pause_limit=5.0)
         handler.wake = driver.flush_soon
         handler.pause = driver.pause_reading
         handler.resume = driver.resume_reading
@@ -412,8 +445,11 @@ class BrokerService:
             handler.close(ReplyCode.CONNECTION_FORCED, "CONNECTION_FORCED - broker forced connection closure")
 
         log.debug("0-9-1 (%s) connection from %s", protocol.value, peer)
-        with self._registered(_Client(driver, handler, peer, force_close)):
-            await driver.run()
+        try:
+            with self._registered(_Client(driver, handler, peer, force_close)):
+                await driver.run()
+        finally:
+            login.ended()
 
     async def _serve_amqp1(self, stream: ByteStream, peer: str, refusal: Refusal | None = None) -> None:
         """Serve one connection with the AMQP 1.0 front end (SASL, engine, handler).
@@ -447,7 +483,7 @@ class BrokerService:
         handler.refusal = None if refusal is None else refusal.reason
         held = HeldOutput(conn)  # [security]: a login's outcome waits out the back-off
         addr = source_of(peer)
-        counted: list[str | None] = []  # the user the guard counted this connection for
+        login = _Login(self.guard, held, addr)
 
         def on_events(events: list[Any]) -> None:
             for e in events:
@@ -455,16 +491,11 @@ class BrokerService:
                     handler.user = e.identity
                     log.info("%s authenticated as %s with %s", peer, e.identity or "anonymous", e.mechanism)
                     # -- [security] hook: back-off and the per-user limit ------------------
-                    held.hold(anyio.current_time(), self.guard.login_ok(addr, e.identity))
-                    over = self.guard.opened(e.identity, addr)
-                    if over is None:
-                        counted.append(e.identity)
-                    elif handler.refusal is None:
-                        handler.refusal = over.reason
+                    over = login.succeeded(e.identity)
+                    if over is not None and handler.refusal is None:
+                        handler.refusal = over
                 elif isinstance(e, SaslFailed) and e.outcome is SaslCode.AUTH:
-                    # credentials that did not check out: a guess, so back off
-                    delay = self.guard.login_failed(addr, e.username, e.reason)
-                    held.hold(anyio.current_time(), delay)
+                    login.failed(e.username, e.reason)  # credentials that did not check out
                 elif isinstance(e, SaslFailed):  # a broken or silent peer, not a guess
                     self.guard.log_refusal(addr, "sasl", f"{peer} failed SASL: {e.reason}")
             handler.handle(events)
@@ -494,8 +525,7 @@ class BrokerService:
                     await driver.run()
                     tg.cancel_scope.cancel()
         finally:
-            for user in counted:
-                self.guard.closed(user)
+            login.ended()
 
 
 def _tls_identity(stream: ByteStream) -> str | None:

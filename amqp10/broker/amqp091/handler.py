@@ -62,6 +62,7 @@ from ..core import (
     Stream,
     VirtualHost,
 )
+from ..guard import LoginHook
 from . import declare
 from .channel import (
     REPLY_TO,
@@ -192,6 +193,10 @@ class Amqp091Handler:
         self.tls_identity = tls_identity
         self.wake = wake
         self.user: str | None = None
+        self.login_hook: LoginHook | None = None
+        """The service's [security] guard for this connection's login (None: none)."""
+        self.refusal: str | None = None
+        """Set by the service or the hook: refuse the open with this text (a [security] limit)."""
         self.vhost: VirtualHost = broker.default
         self.channels: dict[int, ChannelContext] = {}
         self.closed = False
@@ -326,14 +331,24 @@ class Amqp091Handler:
 
     def _on_login(self, e: LoginRequested) -> None:
         ok, user = self.authenticate(e.mechanism, e.username, e.password)
+        hook = self.login_hook
         if not ok:
             log.info("0-9-1 login refused for %r (%s)", e.username, e.mechanism)
+            if hook is not None:
+                hook.failed(e.username, f"0-9-1 {e.mechanism} login refused")
             self.conn.reject_login()
             return
         self.user = user
+        if hook is not None:
+            over = hook.succeeded(user)
+            if over is not None and self.refusal is None:
+                self.refusal = over
         self.conn.accept_login()
 
     def _on_open(self, e: VirtualHostRequested) -> None:
+        if self.refusal is not None:  # a [security] limit: refused at the open, as RabbitMQ
+            self.conn.refuse_open(ReplyCode.NOT_ALLOWED, self.refusal)
+            return
         vhost = self.broker.vhost(e.virtual_host or "/")
         if vhost is None:
             self.conn.refuse_open(ReplyCode.NOT_ALLOWED, f"vhost {e.virtual_host} not found")
