@@ -427,13 +427,13 @@ class SecurityConfig(_Model):
         default=0,
         ge=0,
         description="connections open at once from one source address (0: only limits.max_connections); "
-        "more are refused with amqp:resource-limit-exceeded",
+        "more are refused with amqp:resource-limit-exceeded (0-9-1: 530 NOT_ALLOWED)",
     )
     max_connections_per_user: int = Field(
         default=0,
         ge=0,
         description="connections open at once per authenticated user (0: no limit); "
-        "more are refused with amqp:resource-limit-exceeded",
+        "more are refused with amqp:resource-limit-exceeded (0-9-1: 530 NOT_ALLOWED)",
     )
     connection_rate_per_address: float = Field(
         default=100.0,
