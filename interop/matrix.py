@@ -6,6 +6,10 @@
 2. python-qpid-proton clients (BlockingConnection / reactor) -> our broker
 3. our client -> a Proton-based broker (``interop/proton_broker.py``)
 4. rhea (Node.js, ``npm install``-ed) clients -> our broker
+8, 9. our client -> our broker over ws:// and wss://
+10-12. pika (BlockingConnection, AsyncioConnection) and aio-pika -> our broker, over
+   AMQP 0-9-1: the rows of 0-9-1 (``Scenario.protocols``), the cross-protocol ones
+   with our 1.0 client on the other side
 
 and, when asked (``--peers rabbitmq,activemq,proton-c`` or ``--all``), the
 Debian-backed ones (``--install`` apt-gets them first):
@@ -13,6 +17,7 @@ Debian-backed ones (``--install`` apt-gets them first):
 5. our client -> RabbitMQ 3.10 (``rabbitmq_amqp1_0`` plugin)
 6. our client -> Apache ActiveMQ 5.17 (AMQP transport connector)
 7. Proton's C example clients -> our broker
+13. pika -> RabbitMQ 3.10 (the 0-9-1 reference)
 
 Every peer runs on 127.0.0.1 only and is stopped afterwards. It prints the
 table and writes it as Markdown to ``interop/RESULTS.md`` (``--output``).
@@ -42,7 +47,7 @@ from typing import Any
 from .certs import Certs, have_openssl, make_certs
 from .peers.activemq import EXTRA_LIB_ENV
 from .peers.base import Endpoint, Peer, PeerUnavailable
-from .scenarios import SCENARIOS, Ctx, NotApplicable, scenario_ids
+from .scenarios import SCENARIOS, V091, V10, Ctx, NotApplicable, scenario_ids
 from .suites import BEGIN as SUITES_BEGIN
 
 __all__ = [
@@ -81,6 +86,7 @@ class Pairing:
     peer: Callable[[], Peer]
     debian: bool = False
     option: str = ""  # the --peers name that enables it
+    protocol: str = V10  # what its client speaks: it runs the rows of that protocol
 
 
 @dataclass
@@ -158,6 +164,19 @@ PAIRINGS: tuple[Pairing, ...] = (
     ),
     Pairing("ours-ours-ws", "our client → our broker over ws://", "ours", _our_broker_ws),
     Pairing("ours-ours-wss", "our client → our broker over wss://", "ours", _our_broker_wss),
+    # AMQP 0-9-1 clients (the 0-9-1 rows, and 1.0 <-> 0-9-1 with our client on the 1.0 side)
+    Pairing("pika-ours", "pika BlockingConnection → our broker", "pika_blocking", _our_broker, protocol=V091),
+    Pairing("pikaasync-ours", "pika AsyncioConnection → our broker", "pika_async", _our_broker, protocol=V091),
+    Pairing("aiopika-ours", "aio-pika → our broker", "aiopika", _our_broker, protocol=V091),
+    Pairing(
+        "pika-rabbitmq",
+        "pika BlockingConnection → RabbitMQ 3.10",
+        "pika_blocking",
+        _rabbitmq,
+        debian=True,
+        option="rabbitmq",
+        protocol=V091,
+    ),
 )
 PEER_OPTIONS = {p.option: p for p in PAIRINGS if p.option}
 
@@ -185,7 +204,8 @@ def run_column(
     log: Callable[[str], None] = lambda s: None,
 ) -> Column:
     """Start the pairing's peer, run each scenario with its driver, stop the peer."""
-    wanted = list(scenarios or scenario_ids())
+    own = scenario_ids(pairing.protocol)
+    wanted = [s for s in scenarios if s in own] if scenarios else own
     column = Column(pairing)
     started = time.monotonic()
     try:
@@ -274,6 +294,7 @@ def run_matrix(
 
 # -- rendering -------------------------------------------------------------------------------
 SHORT = 30  # reasons longer than this become numbered notes
+NOT_ITS_ROW = "—"  # the row is not of the column's protocol (1.0 or 0-9-1)
 
 
 def _cells_with_notes(columns: Sequence[Column]) -> tuple[dict[tuple[str, str], str], list[str]]:
@@ -310,7 +331,7 @@ def render_markdown(columns: Sequence[Column]) -> str:
     head = ["scenario", *[f"{_number(c)}. {c.pairing.title}" for c in columns]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for sid in _rows(columns):
-        cells = [text.get((c.pairing.id, sid), "") for c in columns]
+        cells = [text.get((c.pairing.id, sid), NOT_ITS_ROW) for c in columns]
         lines.append("| " + " | ".join([titles[sid], *cells]) + " |")
     if notes:
         lines.append("")
@@ -327,7 +348,7 @@ def render_text(columns: Sequence[Column]) -> str:
     titles = _titles()
     head = ["scenario", *[str(_number(c)) for c in columns]]
     rows = [
-        [titles[sid], *[text.get((c.pairing.id, sid), "") for c in columns]]
+        [titles[sid], *[text.get((c.pairing.id, sid), NOT_ITS_ROW) for c in columns]]
         for sid in _rows(columns)
     ]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
@@ -451,10 +472,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     # Debian-backed pairings not asked for still show, as skipped, so the table says what was left out
     ran = {c.pairing.id for c in columns}
-    rows = scenarios or scenario_ids()
     for p in PAIRINGS:
         if p.id not in ran and p.debian and not args.only:
             why = f"not requested: add --peers {p.option} (or --all)"
+            rows = [s for s in scenario_ids(p.protocol) if not scenarios or s in scenarios]
             columns.append(Column(p, {sid: Cell(SKIPPED, why) for sid in rows}))
     columns.sort(key=lambda c: PAIRINGS.index(c.pairing))
     print(render_text(columns))

@@ -14,40 +14,67 @@ from dataclasses import dataclass, field
 
 from ..peers.base import Endpoint
 
-__all__ = ["SCENARIOS", "Ctx", "NotApplicable", "Scenario", "ScenarioFailed", "scenario_ids"]
+__all__ = [
+    "BOTH",
+    "SCENARIOS",
+    "V10",
+    "V091",
+    "Ctx",
+    "NotApplicable",
+    "Scenario",
+    "ScenarioFailed",
+    "scenario_ids",
+]
+
+V10, V091 = "1.0", "0-9-1"
+"""The protocol a column's client speaks; a row is run by the columns of its protocols."""
+BOTH = (V10, V091)
 
 
 @dataclass(frozen=True)
 class Scenario:
     id: str
     title: str
+    protocols: tuple[str, ...] = (V10,)
+    """The protocols whose columns run it (a 0-9-1 column reads the row in 0-9-1 terms:
+    pre-settled is no-ack, accepted/rejected/released are ack/reject/nack with requeue,
+    SASL PLAIN is the PLAIN login, the idle timeout is the heartbeat)."""
 
 
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("sasl-anonymous", "connect + SASL ANONYMOUS"),
-    Scenario("sasl-plain", "connect + SASL PLAIN"),
-    Scenario("at-most-once", "send/receive at-most-once (pre-settled)"),
-    Scenario("at-least-once", "send/receive at-least-once (unsettled)"),
+    Scenario("sasl-plain", "connect + SASL PLAIN", BOTH),
+    Scenario("at-most-once", "send/receive at-most-once (pre-settled)", BOTH),
+    Scenario("at-least-once", "send/receive at-least-once (unsettled)", BOTH),
     Scenario("rcv-settle-second", "send/receive, rcv-settle-mode second"),
     Scenario("outcome-accept", "outcome: accepted"),
-    Scenario("outcome-reject", "outcome: rejected"),
-    Scenario("outcome-release", "outcome: released"),
+    Scenario("outcome-reject", "outcome: rejected", BOTH),
+    Scenario("outcome-release", "outcome: released", BOTH),
     Scenario("outcome-modify", "outcome: modified (delivery-failed)"),
-    Scenario("large-message", "1 MiB message (multi-frame)"),
-    Scenario("message-sections", "every message section round trip"),
+    Scenario("large-message", "1 MiB message (multi-frame)", BOTH),
+    Scenario("message-sections", "every message section round trip", BOTH),
     Scenario("drain", "drain"),
-    Scenario("request-response", "request/response, dynamic reply-to"),
+    Scenario("request-response", "request/response, dynamic reply-to", BOTH),
     Scenario("browse", "browse (distribution-mode copy)"),
-    Scenario("tls", "TLS (amqps, throwaway CA)"),
-    Scenario("idle-timeout", "idle timeout: heartbeats keep it alive"),
+    Scenario("tls", "TLS (amqps, throwaway CA)", BOTH),
+    Scenario("idle-timeout", "idle timeout: heartbeats keep it alive", BOTH),
     Scenario("link-resume", "link resumption"),
-    Scenario("transactions", "local transactions (commit, rollback)"),
+    Scenario("transactions", "local transactions (commit, rollback)", BOTH),
     Scenario("anonymous-relay", "anonymous relay: request/response through a sender with no target"),
+    # 0-9-1's own
+    Scenario("publisher-confirms", "0-9-1: publisher confirms", (V091,)),
+    Scenario("mandatory-return", "0-9-1: mandatory publish returned (312 NO_ROUTE)", (V091,)),
+    Scenario("prefetch", "0-9-1: basic.qos prefetch limits unacked deliveries", (V091,)),
+    Scenario("direct-reply-to", "0-9-1: direct reply-to (amq.rabbitmq.reply-to)", (V091,)),
+    # across protocols: the column's 0-9-1 client and our 1.0 client on the same broker
+    Scenario("cross-091-to-10", "0-9-1 publish → 1.0 receive, properties mapped", (V091,)),
+    Scenario("cross-10-to-091", "1.0 send → 0-9-1 consume, properties mapped", (V091,)),
 )
 
 
-def scenario_ids() -> list[str]:
-    return [s.id for s in SCENARIOS]
+def scenario_ids(protocol: str | None = None) -> list[str]:
+    """The rows (of ``protocol``'s columns: None, every row)."""
+    return [s.id for s in SCENARIOS if protocol is None or protocol in s.protocols]
 
 
 class NotApplicable(Exception):
