@@ -304,6 +304,13 @@ class Connection(ConnectionMethods):
         self._move(I.SEND_SECURE)
         self._send_method(0, ConnectionSecure(challenge=data))
 
+    def extend_handshake(self, seconds: float) -> None:
+        """Allow the handshake ``seconds`` more: the server held an answer back that long
+        (a login back-off), which is not the peer's delay."""
+        timers = self._timers
+        if timers.handshake_timeout is not None and seconds > 0:
+            timers.handshake_timeout += seconds
+
     def reject_login(self, explanation: str | None = None) -> None:
         """Server: refuse the login: close with ACCESS_REFUSED (RabbitMQ's text unless given)."""
         self._expect_role("server")

@@ -67,15 +67,27 @@ class _Login:
     failures), and a user over its connection limit is told why. Counted users are
     released by :meth:`ended`."""
 
-    def __init__(self, guard: ConnectionGuard, held: HeldOutput[Any], addr: str) -> None:
+    def __init__(
+        self,
+        guard: ConnectionGuard,
+        held: HeldOutput[Any],
+        addr: str,
+        extend: Callable[[float], None] = lambda seconds: None,
+    ) -> None:
         self.guard = guard
         self.held = held
         self.addr = addr
+        self.extend = extend
+        """Told each hold's length (the engine's handshake timer must not count it)."""
         self.counted: list[str | None] = []  # the user the guard counted this connection for
+
+    def _hold(self, seconds: float) -> None:
+        self.held.hold(anyio.current_time(), seconds)
+        self.extend(seconds)
 
     def succeeded(self, user: str | None) -> str | None:
         """``user`` (None: anonymous) logged in; returns why its connection is refused, if it is."""
-        self.held.hold(anyio.current_time(), self.guard.login_ok(self.addr, user))
+        self._hold(self.guard.login_ok(self.addr, user))
         over = self.guard.opened(user, self.addr)
         if over is not None:
             return over.reason
@@ -84,7 +96,7 @@ class _Login:
 
     def failed(self, name: str | None, reason: str) -> None:
         """Credentials that did not check out (a guess): back off."""
-        self.held.hold(anyio.current_time(), self.guard.login_failed(self.addr, name, reason))
+        self._hold(self.guard.login_failed(self.addr, name, reason))
 
     def ended(self) -> None:
         for user in self.counted:
@@ -432,7 +444,7 @@ class BrokerService:
         )
         handler.refusal = None if refusal is None else refusal.reason
         held = HeldOutput(conn)  # [security]: a login's outcome waits out the back-off
-        login = _Login(self.guard, held, source_of(peer))
+        login = _Login(self.guard, held, source_of(peer), conn.extend_handshake)
         handler.login_hook = login
         handler.handle(conn.receive_data(head))
         # while paused (publishing blocked) the driver still reads now and then: heartbeats

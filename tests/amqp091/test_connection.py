@@ -274,6 +274,17 @@ def test_handshake_timeout() -> None:
     assert isinstance(lost, ConnectionLost)
 
 
+def test_extended_handshake_counts_the_held_time_out() -> None:
+    server = Connection("server", handshake_timeout=10.0)
+    assert server.tick(0.0) == 10.0
+    server.receive_data(AMQP_0_9_1.header)
+    server.extend_handshake(5.0)  # the broker held an answer back 5 s
+    assert server.tick(10.0) == 15.0 and not server.poll_events()
+    assert server.tick(15.0) is None
+    (lost,) = server.poll_events()
+    assert isinstance(lost, ConnectionLost)
+
+
 def test_oversized_frame_is_a_frame_error() -> None:
     pair = Pair(client={"frame_max": 4096}).open()
     ch = pair.open_channel()

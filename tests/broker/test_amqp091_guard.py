@@ -85,3 +85,16 @@ def test_per_address_limit_refuses_0_9_1_at_the_open(tmp_path: Path, users_file:
         assert "NOT_ALLOWED - 127.0.0.1 has 2 connections open, the limit per address" in str(info.value)
         a.close()
         c.close()
+
+
+def test_a_held_login_is_not_cut_by_the_handshake_timeout(tmp_path: Path, users_file: Path) -> None:
+    # the back-off holds the answer longer than the handshake may take: the hold is the
+    # broker's delay, not the client's, so the good login still completes
+    cfg = secured(users_file, login_delay_base=1.2, login_delay_max=1.2)
+    with broker_with(tmp_path, limits={"handshake_timeout": 1.0}, **cfg) as b:
+        with pytest.raises(pika.exceptions.ProbableAuthenticationError):
+            as_user(b, "alice", "wrong")
+        assert b.service.guard.delay_for("127.0.0.1", "alice", failed=False) == 1.2
+        ok = as_user(b, "alice", "secret")
+        assert ok.is_open
+        ok.close()
