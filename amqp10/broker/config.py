@@ -72,9 +72,17 @@ DEFAULT_HTTP_PORT = 8672
 
 
 class HttpConfig(_Model):
-    """The HTTP listener: AMQP over WebSockets (``ws://HOST:PORT/$amqp``) and health endpoints."""
+    """The HTTP listener: AMQP over WebSockets (``ws://HOST:PORT/$amqp``), health endpoints,
+    Prometheus metrics and the web console."""
 
-    enabled: bool = Field(default=True, description="serve HTTP (WebSockets, /healthz, /readyz)")
+    enabled: bool = Field(
+        default=True, description="serve HTTP (WebSockets, /healthz, /readyz, /metrics, the console)"
+    )
+    metrics: bool = Field(
+        default=True,
+        description="serve Prometheus metrics at /metrics (read from the broker's counters when "
+        "scraped; false: no /metrics)",
+    )
     host: str = Field(default="127.0.0.1", description="address the HTTP listener binds")
     port: int | None = Field(
         default=None,

@@ -38,6 +38,7 @@ from .core.broker import gc_paused
 from .core.store import GroupCommitter, Store
 from .guard import ConnectionGuard, HeldOutput, Refusal, source_of
 from .http import broker_routes, start_http
+from .metrics import EndedConnections, MetricsSources, exposition, metrics_registry
 from .topology import LiveDefinitions
 from .users import UsersFile, load_access
 
@@ -133,6 +134,8 @@ class BrokerService:
         self._conns_scope: anyio.CancelScope | None = None
         self.http: Listener | None = None  # [http]: WebSockets and health (see .http)
         self.guard = ConnectionGuard(config.security)  # [security]: every front end asks it
+        self.ended = EndedConnections()
+        """Frame and error counters of the connections that have ended (for /metrics)."""
 
     @property
     def ports(self) -> list[int]:
@@ -153,6 +156,16 @@ class BrokerService:
         if len(self.listeners) < len(self.config.listeners):
             return "the AMQP listeners are not bound yet"
         return None
+
+    def metrics_sources(self) -> MetricsSources:
+        """What ``/metrics`` reads (when scraped)."""
+        return MetricsSources(
+            broker=lambda: self.broker,
+            store=lambda: self.store,
+            committer=lambda: self.committer,
+            handlers=lambda: [c.handler for c in self.clients],
+            ended=self.ended,
+        )
 
     # -- end of [http] hooks ------------------------------------------------------------
 
@@ -229,7 +242,14 @@ class BrokerService:
                     log.info("listening on %s%s", lst.address, " (TLS)" if ctx else "")
                     tg.start_soon(self._serve, lst, conns)
                 if cfg.http.enabled:  # [http]: an upgraded WebSocket goes to self._handle
-                    routes = broker_routes(amqp=self._handle, not_ready=self.not_ready)
+                    metrics = None
+                    if cfg.http.metrics:
+                        registry = metrics_registry(self.metrics_sources())
+
+                        def metrics() -> bytes:
+                            return exposition(registry)
+
+                    routes = broker_routes(amqp=self._handle, not_ready=self.not_ready, metrics=metrics)
                     self.http = await start_http(cfg, routes, tg, conns)
                 task_status.started(self)
                 await anyio.sleep_forever()
@@ -365,6 +385,7 @@ class BrokerService:
         finally:
             client.handler.cleanup()
             self.clients.discard(client)
+            self.ended.add(client.handler)
             log.debug("connection from %s ended", client.peer)
 
     async def _serve_amqp091(self, stream: ByteStream, peer: str, head: bytes, protocol: Protocol) -> None:
