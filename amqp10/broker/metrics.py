@@ -199,8 +199,7 @@ class BrokerCollector(Collector):
                 size.add_metric(labels, node.bytes)
                 consumers.add_metric(labels, len(node.consumers))
                 if node.kind == "queue":  # a stream keeps what it delivers: nothing is unacked
-                    out = stats.delivered - stats.acked - stats.released - stats.rejected
-                    unacked.add_metric(labels, max(out, 0))
+                    unacked.add_metric(labels, stats.unacked)
                 for stat, family in counters:
                     family.add_metric(labels, getattr(stats, stat))
         yield depth

@@ -102,7 +102,7 @@ def _queue_attrs(m: Management, vhost: VirtualHost, q: Queue | Stream, kind: str
         "depth": depth,
         "bytes": q.bytes,
         "consumers": len(q.consumers),
-        "unacked": max(0, s.delivered - s.acked - s.released - s.rejected) if isinstance(q, Queue) else 0,
+        "unacked": s.unacked if isinstance(q, Queue) else 0,
         "enqueued": s.enqueued,
         "delivered": s.delivered,
         "acked": s.acked,
