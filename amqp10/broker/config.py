@@ -84,6 +84,16 @@ class HttpConfig(_Model):
         description="serve Prometheus metrics at /metrics (read from the broker's counters when "
         "scraped; false: no /metrics)",
     )
+    console: bool = Field(
+        default=True,
+        description="serve the web console at /console (users of the users file with one of "
+        "[management] admin_tags log in; without a users file nobody can)",
+    )
+    console_session_minutes: float = Field(
+        default=30.0,
+        gt=0,
+        description="minutes a console login lasts without being used",
+    )
     host: str = Field(default="127.0.0.1", description="address the HTTP listener binds")
     port: int | None = Field(
         default=None,

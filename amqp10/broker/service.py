@@ -33,6 +33,7 @@ from ..types import Error, ErrorCondition, SaslCode
 from .amqp091 import Amqp091Handler, BrokerConnection
 from .amqp1 import ConnectionHandler
 from .config import BrokerConfig
+from .console import Console, console_routes
 from .core import Broker
 from .core.broker import FrontEndConnection, gc_paused
 from .core.store import GroupCommitter, Store
@@ -194,6 +195,17 @@ class BrokerService:
             ended=self.ended,
         )
 
+    def _console(self) -> Console:
+        assert self.broker is not None
+        http = self.config.http
+        return Console(
+            self.broker,
+            lambda: self._users,
+            self.guard,
+            session_seconds=http.console_session_minutes * 60,
+            secure=http.tls_cert is not None,
+        )
+
     # -- end of [http] hooks ------------------------------------------------------------
 
     async def run(self, *, task_status: TaskStatus[BrokerService] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -277,6 +289,8 @@ class BrokerService:
                             return exposition(registry)
 
                     routes = broker_routes(amqp=self._handle, not_ready=self.not_ready, metrics=metrics)
+                    if cfg.http.console:
+                        routes.update(console_routes(self._console()))
                     self.http = await start_http(cfg, routes, tg, conns)
                 task_status.started(self)
                 await anyio.sleep_forever()
