@@ -11,7 +11,9 @@ or a firewall-bound client needs. The routes are one table,
 - ``/readyz``: 200 when the listeners are bound and the store is open, else 503
   with the reason;
 - ``/metrics``: Prometheus metrics in the text format (:mod:`.metrics`), unless
-  ``[http] metrics = false``.
+  ``[http] metrics = false``;
+- ``/console`` and ``/console/api/...``: the web console (:mod:`.console`, added by
+  the service), unless ``[http] console = false``.
 
 Everything else is 404 as JSON.
 """

@@ -3,6 +3,7 @@ what the test did (connections, links, per-node counters, frames, errors, the st
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import anyio
@@ -179,3 +180,22 @@ async def test_metrics_can_be_turned_off(tmp_path: Path) -> None:
             service.http_port, b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
         )
         assert raw.startswith(b"HTTP/1.1 404 ")
+
+
+async def test_every_metric_is_in_the_docs(tmp_path: Path) -> None:
+    """docs/web.md lists each metric the broker serves (and no name it does not serve)."""
+    docs = (Path(__file__).parents[2] / "docs" / "web.md").read_text()
+    async with broker_in_loop(tmp_path) as service:
+        url = f"amqp://127.0.0.1:{service.ports[0]}"
+        async with await connect(url, timeout=T) as conn:
+            await (await conn.open_sender("any")).send(Message(body="x"))
+        with pytest.raises(errors.ConnectionError):  # so that an error is counted too
+            async with await connect(url, hostname="vhost:nope", timeout=T) as conn:
+                await conn.open_sender("q")
+        served = {name for name, _ in await scrape(service)}
+    families = {
+        re.sub(r"_(bucket|count|sum)$", "", n) if "commit_seconds" in n else n for n in served
+    }
+    documented = set(re.findall(r"`((?:amqp10|process)_[a-z_]+)`", docs))
+    assert families - documented == set()
+    assert {n for n in documented if n.startswith("amqp10_")} - families == set()
