@@ -21,7 +21,7 @@ Everything else is 404 as JSON.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from anyio.abc import TaskGroup
 
@@ -43,7 +43,7 @@ def broker_routes(
     *,
     amqp: WebSocketHandler,
     not_ready: Callable[[], str | None],
-    metrics: Callable[[], bytes] | None = None,
+    metrics: Callable[[], Awaitable[bytes]] | None = None,
 ) -> dict[str, Route]:
     """The route table: ``amqp`` takes upgraded connections, ``not_ready()`` says why not
     ready, ``metrics()`` writes the Prometheus text (None: no ``/metrics``)."""
@@ -64,7 +64,7 @@ def broker_routes(
         scrape = metrics
 
         async def metrics_page(request: HttpRequest) -> HttpResponse:
-            return HttpResponse(200, scrape(), content_type=CONTENT_TYPE)
+            return HttpResponse(200, await scrape(), content_type=CONTENT_TYPE)
 
         routes["/metrics"] = Route(get=metrics_page)
     return routes

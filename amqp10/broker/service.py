@@ -285,8 +285,8 @@ class BrokerService:
                     if cfg.http.metrics:
                         registry = metrics_registry(self.metrics_sources())
 
-                        def metrics() -> bytes:
-                            return exposition(registry)
+                        async def metrics() -> bytes:
+                            return await exposition(registry)
 
                     routes = broker_routes(amqp=self._handle, not_ready=self.not_ready, metrics=metrics)
                     if cfg.http.console:
