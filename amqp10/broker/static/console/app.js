@@ -94,6 +94,7 @@ function confirmAction(text) {
 const VIEWS = ["login-view", "overview-view", "connections-view", "node-view"];
 function show(view) {
   for (const v of VIEWS) $(v).hidden = v !== view;
+  $("connections-view").hidden = view !== "connections-view" && view !== "overview-view"; // both list them
   $("bar").hidden = view === "login-view";
   $("nav-overview").classList.toggle("active", view === "overview-view");
   $("nav-connections").classList.toggle("active", view === "connections-view");
