@@ -12,11 +12,14 @@ Both hold ``--idle-queues`` extra queues, so a scrape has nodes to report. The
 against each in turn, the order alternating round by round (on/off, off/on, ...), so
 machine load hits both alike. The figure is the broker process's CPU time
 (user + system, /proc) per message received; the ratio on/off of the medians is
-the cost of metrics. (The counters themselves are plain integers the broker keeps
-either way; what the switch removes is the endpoint and its scrapes.)
+the cost of metrics. The counters themselves are plain integers the broker keeps
+either way, so ``metrics = false`` removes the endpoint and its scrapes only; with
+``--baseline REV`` the ``off`` broker runs the code of commit REV instead (say, the one
+before the counters were added), so the ratio covers the counting too.
 
     .venv/bin/python bench/metrics_bench.py                      # 5 rounds of 20,000 messages
     .venv/bin/python bench/metrics_bench.py --rounds 2 --count 5000   # a smoke run
+    .venv/bin/python bench/metrics_bench.py --baseline e8a2d18    # off = the code before metrics
 """
 
 from __future__ import annotations
@@ -30,9 +33,18 @@ import sys
 import tempfile
 import threading
 import urllib.request
+from pathlib import Path
+
+from commit_latency_bench import extract, start_broker
 
 from amqp10 import sync
-from amqp10.cli.bench.harness import BenchConfig, BrokerProcess, run_bench, start_our_broker
+from amqp10.cli.bench.harness import (
+    BROKER_CONFIG,
+    BenchConfig,
+    BrokerProcess,
+    run_bench,
+    start_our_broker,
+)
 from amqp10.message import Message
 
 
@@ -90,6 +102,12 @@ def main() -> int:
     p.add_argument("--size", type=int, default=100, help="body bytes (default 100)")
     p.add_argument("--idle-queues", type=int, default=100, help="extra queues (default 100)")
     p.add_argument("--scrape-interval", type=float, default=1.0, help="seconds (default 1)")
+    p.add_argument(
+        "--baseline",
+        metavar="REV",
+        help="run 'off' from this commit's code (git archive; e.g. one before the counters) "
+        "instead of this tree with metrics = false",
+    )
     p.add_argument("--json", metavar="PATH", help="also write every number as JSON")
     args = p.parse_args()
 
@@ -102,9 +120,15 @@ def main() -> int:
         brokers["on"] = start_our_broker(
             dirs["on"], extra_config=f"[http]\nport = {port}\nmetrics = true\n"
         )
-        brokers["off"] = start_our_broker(
-            dirs["off"], extra_config="[http]\nport = 0\nmetrics = false\n"
-        )
+        if args.baseline is None:
+            brokers["off"] = start_our_broker(
+                dirs["off"], extra_config="[http]\nport = 0\nmetrics = false\n"
+            )
+        else:  # the code of another commit: no counters, no /metrics at all
+            tree = extract(args.baseline, Path(dirs["off"]))
+            config = Path(dirs["off"]) / "bench-broker.toml"
+            config.write_text(BROKER_CONFIG + "[http]\nport = 0\n")
+            brokers["off"] = start_broker(tree, Path(dirs["off"]) / "data", config)
         for b in brokers.values():
             make_idle_queues(b.wait_listening(15.0), args.idle_queues)
         cfg = BenchConfig(count=args.count, size=args.size)
