@@ -190,6 +190,8 @@ class Console:
             or not password
         ):
             raise _Refused(400, "give a username and a password")
+        if "\0" in username or "\0" in password:
+            raise _Refused(400, "a username or password cannot hold a NUL character")
         token, session = await self.login(username, password, request.peer)
         return _json(200, {"user": session.user, "csrf": session.csrf}, self.cookie(token))
 

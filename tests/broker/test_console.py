@@ -132,6 +132,7 @@ def test_login_sets_a_strict_http_only_cookie(broker: RunningBroker) -> None:
             "user 'carol' may not use the console: it needs the administrator tag",
         ),
         ("", "x", 400, "give a username and a password"),
+        ("x\0admin", "s3cret", 400, "a username or password cannot hold a NUL character"),
     ],
 )
 def test_failed_logins(
