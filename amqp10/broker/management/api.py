@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ..config import ManagementConfig
-from ..core import Broker, ModelError, QueuedMessage, ResourceKind, VirtualHost
+from ..core import Broker, DefinitionsPort, ModelError, QueuedMessage, VirtualHost
 from ..core.broker import Action
 from .access import Access, Caller
 from .entities import ENTITY_TYPES, EntityType, _plain, model_error_status, type_named
@@ -214,9 +214,9 @@ class Management:
         for key in t.required:
             if key != "name" and key not in attrs:
                 raise BadRequest(f"creating a {t.name} needs the attribute {key!r}")
-        if v is not None:
+        if v is not None and t.resource is not None:
             target = str(attrs.get("destination", name)) if t.name == "binding" else name
-            self.access.permission(caller, v, target, _resource_kind(t), "configure")
+            self.access.permission(caller, v, target, t.resource, "configure")
         item = _model(lambda: t.create(self, v, name, attrs))
         return t.describe(self, v, item)
 
@@ -226,8 +226,8 @@ class Management:
         t = type_named(entity_type)
         self._may_change(caller, t, "updating")
         v, item = self._find(caller, t, name, vhost)
-        if v is not None:
-            self.access.permission(caller, v, t.name_of(item), _resource_kind(t), "configure")
+        if v is not None and t.resource is not None:
+            self.access.permission(caller, v, t.name_of(item), t.resource, "configure")
         item = _model(lambda: t.update(self, v, item, dict(attributes or {})))
         return t.describe(self, v, item)
 
@@ -238,9 +238,9 @@ class Management:
             return
         self._may_change(caller, t, "deleting")
         v, item = self._find(caller, t, name, vhost)
-        if v is not None:
+        if v is not None and t.resource is not None:
             target = item.destination.name if t.name == "binding" else t.name_of(item)
-            self.access.permission(caller, v, target, _resource_kind(t), "configure")
+            self.access.permission(caller, v, target, t.resource, "configure")
         _model(lambda: t.delete(self, v, item))
 
     def purge(self, caller: Caller, entity_type: str, name: str, *, vhost: str | None = None) -> int:
@@ -281,6 +281,28 @@ class Management:
             self.access.require(caller, self.config.admin_tags, "closing another user's connection")
         log.info("management: %s closes connection %s", caller.user or "anonymous", name)
         conn.close(str(reason))
+
+    def export_definitions(self, caller: Caller) -> str:
+        """The whole broker's definitions as RabbitMQ's JSON (``admin_tags`` only)."""
+        self.access.require(caller, self.config.admin_tags, "exporting definitions")
+        return self._definitions().export_json()
+
+    def import_definitions(self, caller: Caller, document: str | bytes | Mapping[str, Any]) -> dict[str, Any]:
+        """Import a definitions document (JSON text or a map; ``admin_tags`` only): counts per
+        kind (``imported``), ``warnings`` and ``skipped`` entries with their reasons."""
+        self.access.require(caller, self.config.admin_tags, "importing definitions")
+        if not isinstance(document, (str, bytes, Mapping)):
+            raise BadRequest("the definitions must be a JSON document (text) or a map")
+        try:
+            return self._definitions().import_document(document)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+
+    def _definitions(self) -> DefinitionsPort:
+        port = self.broker.definitions
+        if port is None:
+            raise NotImplementedOperation("this broker offers no definitions")
+        return port
 
     def overview(self, caller: Caller) -> dict[str, Any]:
         """The broker's totals: counts of connections, sessions, links, nodes; bytes held."""
@@ -355,14 +377,6 @@ class Management:
         if v is not None:
             self.access.permission(caller, v, q.name, "queue", action)
         return q
-
-
-def _resource_kind(t: EntityType) -> ResourceKind:
-    if t.name == "exchange":
-        return "exchange"
-    if t.name == "topic":
-        return "topic"
-    return "queue"
 
 
 def _model(fn: Callable[[], Any]) -> Any:
