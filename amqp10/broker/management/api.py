@@ -191,7 +191,7 @@ class Management:
 
     def read(self, caller: Caller, entity_type: str, name: str, *, vhost: str | None = None) -> dict[str, Any]:
         t = type_named(entity_type)
-        self.access.can_read(caller, f"reading a {t.name}")
+        self.access.can_read(caller, f"reading {t.a}")
         v, item = self._find(caller, t, name, vhost)
         return t.describe(self, v, item)
 
@@ -210,10 +210,10 @@ class Management:
         self._may_change(caller, t, "creating")
         v = self.access.vhost(caller, vhost) if t.vhost_scoped else None
         if not isinstance(name, str) or (not name and t.name != "binding"):
-            raise BadRequest(f"a {t.name} needs a name (a non-empty string)")
+            raise BadRequest(f"{t.a} needs a name (a non-empty string)")
         for key in t.required:
             if key != "name" and key not in attrs:
-                raise BadRequest(f"creating a {t.name} needs the attribute {key!r}")
+                raise BadRequest(f"creating {t.a} needs the attribute {key!r}")
         if v is not None and t.resource is not None:
             target = str(attrs.get("destination", name)) if t.name == "binding" else name
             self.access.permission(caller, v, target, t.resource, "configure")
@@ -249,7 +249,7 @@ class Management:
         self._may_change(caller, t, "purging")
         q = self._messages(caller, t, name, vhost, "read")
         if not hasattr(q, "purge") or "PURGE" not in t.operations:
-            raise NotImplementedOperation(f"a {t.name} cannot be purged")
+            raise NotImplementedOperation(f"{t.a} cannot be purged")
         n: int = q.purge()
         return n
 
@@ -258,7 +258,7 @@ class Management:
     ) -> Entities:
         """The first ``count`` messages of a queue, stream or subscription, left in place."""
         t = type_named(entity_type)
-        self.access.can_read(caller, f"peeking into a {t.name}")
+        self.access.can_read(caller, f"peeking into {t.a}")
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise BadRequest(f"count must be a non-negative integer, not {count!r}")
         if count > self.config.max_peek:
@@ -347,7 +347,7 @@ class Management:
 
     def _find(self, caller: Caller, t: EntityType, name: Any, vhost: str | None) -> tuple[VirtualHost | None, Any]:
         if not isinstance(name, str):
-            raise BadRequest(f"a {t.name}'s name must be a string, not {type(name).__name__}")
+            raise BadRequest(f"{t.a}'s name must be a string, not {type(name).__name__}")
         if t.vhost_scoped:
             v = self.access.vhost(caller, vhost)
             item = t.find(self, v, name)
@@ -363,7 +363,7 @@ class Management:
         return v, item
 
     def _may_change(self, caller: Caller, t: EntityType, doing: str) -> None:
-        what = f"{doing} a {t.name}"
+        what = f"{doing} {t.a}"
         if t.name == "policy":
             self.access.require(caller, self.config.policy_tags, what)
         elif t.name == "vhost":

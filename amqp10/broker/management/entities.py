@@ -56,6 +56,11 @@ class EntityType:
     resource: ResourceKind | None = "queue"
     """What the user's permissions name for this entity (None: tags alone decide)."""
 
+    @property
+    def a(self) -> str:
+        """The type's name with its article ("a queue", "an exchange")."""
+        return f"{'an' if self.name[0] in 'aeiou' else 'a'} {self.name}"
+
     def items(self, m: Management, vhost: VirtualHost | None) -> Iterable[Any]:
         raise NotImplementedError
 
@@ -260,7 +265,6 @@ class ExchangeType(EntityType):
                   "alternate_exchange", "arguments", "bindings")  # fmt: skip
     resource: ResourceKind | None = "exchange"
     operations: tuple[str, ...] = ("CREATE", "READ", "DELETE")
-    required: tuple[str, ...] = ("name", "exchange_type")
 
     def items(self, m: Management, vhost: VirtualHost | None) -> Iterable[Any]:
         assert vhost is not None
