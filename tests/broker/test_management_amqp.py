@@ -290,3 +290,41 @@ def test_authorization_by_user_tags(secured: RunningBroker) -> None:
         assert ask(bob, "GET-TYPES")[0] == 403
     with login(secured, None) as anonymous:
         assert ask(anonymous, "QUERY", entityType="queue")[0] == 401
+
+
+def test_a_0_9_1_connection_is_listed_and_closed(broker: RunningBroker) -> None:
+    import time
+
+    import pika
+    import pika.exceptions
+
+    rabbit = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", broker.port, blocked_connection_timeout=T))
+    try:
+        channel = rabbit.channel()
+        channel.queue_declare("from-pika")
+        channel.basic_publish("", "from-pika", b"hello from 0-9-1")
+        with amqp10.sync.connect(broker.url, timeout=T) as conn:
+            _, body, _ = ask(conn, "QUERY", body={"attributeNames": ["name", "protocol", "user", "sessions"]}, entityType="connection")
+            (row,) = [r for r in body["results"] if r[1] == "AMQP 0-9-1"]
+            assert row[3] == 1  # one channel
+            status, peeked, _ = ask(conn, "PEEK", "queue", "from-pika", count=1)
+            assert (status, peeked[0]["body"], peeked[0]["format"]) == (200, "hello from 0-9-1", "amqp091")
+            assert ask(conn, "DELETE", "connection", row[0])[0] == 204
+            deadline = time.monotonic() + T
+            with pytest.raises(pika.exceptions.ConnectionClosed) as info:
+                while time.monotonic() < deadline:
+                    rabbit.process_data_events(time_limit=0.05)
+            assert info.value.reply_code == 320  # CONNECTION_FORCED
+    finally:
+        if rabbit.is_open:
+            rabbit.close()
+
+
+def test_requests_act_in_the_connections_virtual_host(broker: RunningBroker) -> None:
+    with amqp10.sync.connect(broker.url, timeout=T) as conn:
+        assert ask(conn, "CREATE", "vhost", "tenant-a")[0] == 201
+    with amqp10.sync.connect(broker.url, hostname="vhost:tenant-a", timeout=T) as conn:
+        assert ask(conn, "CREATE", "queue", "tenant-q")[0] == 201
+        assert ask(conn, "QUERY", body={"attributeNames": ["name", "vhost"]}, entityType="queue")[1]["results"] == [["tenant-q", "tenant-a"]]
+    assert "tenant-q" in broker.broker.vhosts["tenant-a"].nodes
+    assert "tenant-q" not in broker.broker.default.nodes
