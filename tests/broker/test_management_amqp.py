@@ -328,3 +328,16 @@ def test_requests_act_in_the_connections_virtual_host(broker: RunningBroker) -> 
         assert ask(conn, "QUERY", body={"attributeNames": ["name", "vhost"]}, entityType="queue")[1]["results"] == [["tenant-q", "tenant-a"]]
     assert "tenant-q" in broker.broker.vhosts["tenant-a"].nodes
     assert "tenant-q" not in broker.broker.default.nodes
+
+
+def test_a_connection_may_close_itself(broker: RunningBroker) -> None:
+    with amqp10.sync.connect(broker.url, container_id="closes-itself", timeout=T) as conn:
+        _, body, _ = ask(conn, "QUERY", body={"attributeNames": ["name", "container_id"]}, entityType="connection")
+        (name,) = [n for n, cid in body["results"] if cid == "closes-itself"]
+        request = Message(body=None, application_properties=props("DELETE", "connection", name))
+        with pytest.raises(errors.ConnectionError) as info:
+            conn.request("$management", request, timeout=T)
+        assert info.value.condition == "amqp:connection:forced"
+        assert "closed by the broker's management" in str(info.value)
+    with amqp10.sync.connect(broker.url, timeout=T) as other:
+        assert ask(other, "GET-MGMT-NODES")[0] == 200

@@ -281,6 +281,7 @@ class ConnectionHandler:
                     lambda resource: self.broker.authorize(vhost, self.user, resource, "configure"),
                     user=self.user,
                     may_reply_to=lambda address: self.broker.authorize(vhost, self.user, address, "write"),
+                    is_open=lambda: self.conn.state is ConnectionState.OPENED,
                 )
             return self._management
         node = self.vhost.lookup(address, create=False)

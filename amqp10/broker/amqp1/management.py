@@ -82,6 +82,7 @@ class ManagementNode(Node):
         *,
         user: str | None = None,
         may_reply_to: Callable[[str], bool] = lambda address: True,
+        is_open: Callable[[], bool] = lambda: True,
     ) -> None:
         super().__init__(MANAGEMENT_ADDRESS, QueuePolicy())
         self.vhost = vhost
@@ -89,6 +90,8 @@ class ManagementNode(Node):
         """The permission check for the lower-case declarations (the connection's user)."""
         self.may_reply_to = may_reply_to
         """Whether the user may write to a node named by a ``reply-to`` (not its own reply links)."""
+        self.is_open = is_open
+        """Whether the connection is still open (a request may close it: then no reply)."""
         self.caller = Caller(user=user, vhost=vhost.name)
         self.management = Management.of(vhost.broker)
         self.reply_links: dict[str, Queue] = {}
@@ -170,6 +173,8 @@ class ManagementNode(Node):
             reply_props = _status(response)
         # the request's message-id (the draft, Azure); its correlation-id if it set one
         # (Qpid's SyncRequestResponse matches replies by the correlation-id it sent)
+        if not self.is_open():  # the request closed its own connection: nobody to answer
+            return None
         correlation = request.id if request.correlation_id is None else request.correlation_id
         reply = Message(body=body, correlation_id=correlation, application_properties=reply_props)
         reply.to = reply_to
