@@ -35,7 +35,8 @@ DELETE/:meth:`~Management.close_connection` to close). Every entity has ``name``
 and subscriptions have ``depth``, ``bytes``, ``consumers``, ``unacked``, the
 counters ``enqueued``, ``delivered``, ``acked``, ``rejected``, ``expired``,
 ``dead_lettered`` and the rates ``publish_rate``, ``deliver_rate``, ``ack_rate``
-(messages per second over the last 10 s of reads; see :class:`Rates`).
+(messages per second over the last 10 s of reads; see :class:`Rates`). Listings
+leave out dynamic queues (clients' temporary reply queues); READ finds them.
 A PEEK message map: ``position``, ``format``, ``size``, ``priority``, ``durable``,
 ``delivery_count``, ``arrival``, ``message_id``, ``correlation_id``, ``subject``,
 ``to``, ``reply_to``, ``content_type``, ``application_properties``,

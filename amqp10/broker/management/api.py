@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ..config import ManagementConfig
-from ..core import Broker, ModelError, QueuedMessage, ResourceKind, VirtualHost
+from ..core import Broker, DefinitionsPort, ModelError, QueuedMessage, VirtualHost
 from ..core.broker import Action
 from .access import Access, Caller
 from .entities import ENTITY_TYPES, EntityType, _plain, model_error_status, type_named
@@ -191,7 +191,7 @@ class Management:
 
     def read(self, caller: Caller, entity_type: str, name: str, *, vhost: str | None = None) -> dict[str, Any]:
         t = type_named(entity_type)
-        self.access.can_read(caller, f"reading a {t.name}")
+        self.access.can_read(caller, f"reading {t.a}")
         v, item = self._find(caller, t, name, vhost)
         return t.describe(self, v, item)
 
@@ -210,13 +210,13 @@ class Management:
         self._may_change(caller, t, "creating")
         v = self.access.vhost(caller, vhost) if t.vhost_scoped else None
         if not isinstance(name, str) or (not name and t.name != "binding"):
-            raise BadRequest(f"a {t.name} needs a name (a non-empty string)")
+            raise BadRequest(f"{t.a} needs a name (a non-empty string)")
         for key in t.required:
             if key != "name" and key not in attrs:
-                raise BadRequest(f"creating a {t.name} needs the attribute {key!r}")
-        if v is not None:
+                raise BadRequest(f"creating {t.a} needs the attribute {key!r}")
+        if v is not None and t.resource is not None:
             target = str(attrs.get("destination", name)) if t.name == "binding" else name
-            self.access.permission(caller, v, target, _resource_kind(t), "configure")
+            self.access.permission(caller, v, target, t.resource, "configure")
         item = _model(lambda: t.create(self, v, name, attrs))
         return t.describe(self, v, item)
 
@@ -226,8 +226,8 @@ class Management:
         t = type_named(entity_type)
         self._may_change(caller, t, "updating")
         v, item = self._find(caller, t, name, vhost)
-        if v is not None:
-            self.access.permission(caller, v, t.name_of(item), _resource_kind(t), "configure")
+        if v is not None and t.resource is not None:
+            self.access.permission(caller, v, t.name_of(item), t.resource, "configure")
         item = _model(lambda: t.update(self, v, item, dict(attributes or {})))
         return t.describe(self, v, item)
 
@@ -238,9 +238,9 @@ class Management:
             return
         self._may_change(caller, t, "deleting")
         v, item = self._find(caller, t, name, vhost)
-        if v is not None:
+        if v is not None and t.resource is not None:
             target = item.destination.name if t.name == "binding" else t.name_of(item)
-            self.access.permission(caller, v, target, _resource_kind(t), "configure")
+            self.access.permission(caller, v, target, t.resource, "configure")
         _model(lambda: t.delete(self, v, item))
 
     def purge(self, caller: Caller, entity_type: str, name: str, *, vhost: str | None = None) -> int:
@@ -249,7 +249,7 @@ class Management:
         self._may_change(caller, t, "purging")
         q = self._messages(caller, t, name, vhost, "read")
         if not hasattr(q, "purge") or "PURGE" not in t.operations:
-            raise NotImplementedOperation(f"a {t.name} cannot be purged")
+            raise NotImplementedOperation(f"{t.a} cannot be purged")
         n: int = q.purge()
         return n
 
@@ -258,7 +258,7 @@ class Management:
     ) -> Entities:
         """The first ``count`` messages of a queue, stream or subscription, left in place."""
         t = type_named(entity_type)
-        self.access.can_read(caller, f"peeking into a {t.name}")
+        self.access.can_read(caller, f"peeking into {t.a}")
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise BadRequest(f"count must be a non-negative integer, not {count!r}")
         if count > self.config.max_peek:
@@ -281,6 +281,28 @@ class Management:
             self.access.require(caller, self.config.admin_tags, "closing another user's connection")
         log.info("management: %s closes connection %s", caller.user or "anonymous", name)
         conn.close(str(reason))
+
+    def export_definitions(self, caller: Caller) -> str:
+        """The whole broker's definitions as RabbitMQ's JSON (``admin_tags`` only)."""
+        self.access.require(caller, self.config.admin_tags, "exporting definitions")
+        return self._definitions().export_json()
+
+    def import_definitions(self, caller: Caller, document: str | bytes | Mapping[str, Any]) -> dict[str, Any]:
+        """Import a definitions document (JSON text or a map; ``admin_tags`` only): counts per
+        kind (``imported``), ``warnings`` and ``skipped`` entries with their reasons."""
+        self.access.require(caller, self.config.admin_tags, "importing definitions")
+        if not isinstance(document, (str, bytes, Mapping)):
+            raise BadRequest("the definitions must be a JSON document (text) or a map")
+        try:
+            return self._definitions().import_document(document)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+
+    def _definitions(self) -> DefinitionsPort:
+        port = self.broker.definitions
+        if port is None:
+            raise NotImplementedOperation("this broker offers no definitions")
+        return port
 
     def overview(self, caller: Caller) -> dict[str, Any]:
         """The broker's totals: counts of connections, sessions, links, nodes; bytes held."""
@@ -325,7 +347,7 @@ class Management:
 
     def _find(self, caller: Caller, t: EntityType, name: Any, vhost: str | None) -> tuple[VirtualHost | None, Any]:
         if not isinstance(name, str):
-            raise BadRequest(f"a {t.name}'s name must be a string, not {type(name).__name__}")
+            raise BadRequest(f"{t.a}'s name must be a string, not {type(name).__name__}")
         if t.vhost_scoped:
             v = self.access.vhost(caller, vhost)
             item = t.find(self, v, name)
@@ -341,7 +363,7 @@ class Management:
         return v, item
 
     def _may_change(self, caller: Caller, t: EntityType, doing: str) -> None:
-        what = f"{doing} a {t.name}"
+        what = f"{doing} {t.a}"
         if t.name == "policy":
             self.access.require(caller, self.config.policy_tags, what)
         elif t.name == "vhost":
@@ -355,14 +377,6 @@ class Management:
         if v is not None:
             self.access.permission(caller, v, q.name, "queue", action)
         return q
-
-
-def _resource_kind(t: EntityType) -> ResourceKind:
-    if t.name == "exchange":
-        return "exchange"
-    if t.name == "topic":
-        return "topic"
-    return "queue"
 
 
 def _model(fn: Callable[[], Any]) -> Any:

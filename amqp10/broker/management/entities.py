@@ -19,6 +19,7 @@ from ..core import (
     Exchange,
     ModelError,
     Queue,
+    ResourceKind,
     RuntimePolicy,
     Stream,
     Topic,
@@ -52,6 +53,13 @@ class EntityType:
     """Named within a virtual host (False: within the broker: connections, virtual hosts)."""
     required: tuple[str, ...] = ("name",)
     """Attributes CREATE needs besides the name."""
+    resource: ResourceKind | None = "queue"
+    """What the user's permissions name for this entity (None: tags alone decide)."""
+
+    @property
+    def a(self) -> str:
+        """The type's name with its article ("a queue", "an exchange")."""
+        return f"{'an' if self.name[0] in 'aeiou' else 'a'} {self.name}"
 
     def items(self, m: Management, vhost: VirtualHost | None) -> Iterable[Any]:
         raise NotImplementedError
@@ -124,7 +132,8 @@ class QueueType(EntityType):
     def items(self, m: Management, vhost: VirtualHost | None) -> Iterable[Any]:
         assert vhost is not None
         cls = Stream if self.kind == "stream" else Queue
-        return sorted((n for n in vhost.nodes.values() if type(n) is cls), key=_by_name)
+        # dynamic nodes (a client's temporary reply queues) are left out of listings
+        return sorted((n for n in vhost.nodes.values() if type(n) is cls and not n.dynamic), key=_by_name)
 
     def find(self, m: Management, vhost: VirtualHost | None, name: str) -> Any | None:
         assert vhost is not None
@@ -168,6 +177,7 @@ class TopicType(EntityType):
     name = "topic"
     description = "a 1.0 topic: each subscriber gets a subscription queue of its own"
     attributes: tuple[str, ...] = ("name", "identity", "type", "vhost", "subscriptions", "depth", "bytes", *RATE_ATTRIBUTES)
+    resource: ResourceKind | None = "topic"
     operations: tuple[str, ...] = ("CREATE", "READ", "DELETE")
 
     def items(self, m: Management, vhost: VirtualHost | None) -> Iterable[Any]:
@@ -253,8 +263,8 @@ class ExchangeType(EntityType):
     description = "an exchange: routes messages to queues and exchanges by its bindings"
     attributes: tuple[str, ...] = ("name", "identity", "type", "vhost", "exchange_type", "durable", "auto_delete", "internal",
                   "alternate_exchange", "arguments", "bindings")  # fmt: skip
+    resource: ResourceKind | None = "exchange"
     operations: tuple[str, ...] = ("CREATE", "READ", "DELETE")
-    required: tuple[str, ...] = ("name", "exchange_type")
 
     def items(self, m: Management, vhost: VirtualHost | None) -> Iterable[Any]:
         assert vhost is not None
@@ -357,6 +367,7 @@ class PolicyType(EntityType):
     name = "policy"
     description = "a runtime policy (RabbitMQ's): settings for the queues whose names match a pattern"
     attributes: tuple[str, ...] = ("name", "identity", "type", "vhost", "pattern", "apply_to", "definition", "priority")
+    resource: ResourceKind | None = None
     operations: tuple[str, ...] = ("CREATE", "READ", "UPDATE", "DELETE")
     required: tuple[str, ...] = ("name", "pattern")
 
@@ -401,6 +412,7 @@ class VhostType(EntityType):
     name = "vhost"
     description = "a virtual host: its own queues, exchanges and permissions"
     attributes: tuple[str, ...] = ("name", "identity", "type", "description", "tags", "queues", "exchanges", "connections", "depth")
+    resource: ResourceKind | None = None
     operations: tuple[str, ...] = ("CREATE", "READ", "UPDATE")
     vhost_scoped = False
 
@@ -446,6 +458,7 @@ class ConnectionType(EntityType):
     description = "a client connection (any protocol): read it, or DELETE to close it"
     attributes: tuple[str, ...] = ("name", "identity", "type", "protocol", "user", "vhost", "peer", "container_id",
                   "connected_at", "sessions", "links")  # fmt: skip
+    resource: ResourceKind | None = None
     operations: tuple[str, ...] = ("READ", "DELETE")
     vhost_scoped = False
 
