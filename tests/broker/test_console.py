@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -249,3 +250,50 @@ def test_console_can_be_turned_off(tmp_path: Path) -> None:
         c = Client(b)
         assert c.request("GET", "/console/")[0] == 404
         assert c.call("POST", "login", {"username": "a", "password": "b"})[0] == 404
+
+
+def test_a_bad_body_is_a_400_not_a_trace(broker: RunningBroker) -> None:
+    c = Client(broker)
+    c.login()
+    status, _, raw = c.request(
+        "POST",
+        "/console/api/close-connection",
+        headers={"Content-Type": "application/json", "X-CSRF-Token": c.csrf},
+    )
+    assert (status, json.loads(raw)) == (400, {"error": "give the connection's name"})
+    conn = http.client.HTTPConnection("127.0.0.1", c.port, timeout=T)
+    try:
+        body = b'{"name": '
+        conn.request(
+            "POST",
+            "/console/api/close-connection",
+            body=body,
+            headers={
+                "Cookie": c.cookie or "",
+                "Content-Type": "application/json",
+                "X-CSRF-Token": c.csrf,
+            },
+        )
+        r = conn.getresponse()
+        status, data = r.status, json.loads(r.read())
+    finally:
+        conn.close()
+    assert status == 400 and data["error"].startswith("the body is not JSON")
+    assert c.change("close-connection", {"name": "nobody"}) == (
+        404,
+        {"error": "no connection 'nobody'"},
+    )
+
+
+def test_an_unused_session_expires(tmp_path: Path, console_users: Path) -> None:
+    minutes = 0.002  # 120 ms
+    with broker_with(
+        tmp_path, sasl={"users_file": console_users}, http={"console_session_minutes": minutes}
+    ) as b:
+        c = Client(b)
+        assert c.login()[0] == 200
+        time.sleep(minutes * 60 * 3)  # only ever more expired the longer it waits
+        assert c.call("GET", "overview") == (
+            401,
+            {"error": "not logged in (or the session expired)"},
+        )
