@@ -98,7 +98,7 @@ async def start_http(
         " (TLS)" if ctx else "",
         scheme,
         listener.address,
-        ", ".join(p for p in routes if p not in AMQP_WEBSOCKET_PATHS),
+        ", ".join(p for p in routes if p not in AMQP_WEBSOCKET_PATHS and p.count("/") == 1),
     )
     task_group.start_soon(_serve, listener, server, connections, timeout)
     return listener
