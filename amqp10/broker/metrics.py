@@ -32,6 +32,7 @@ from prometheus_client.registry import Collector
 
 from ..amqp091 import Connection as Amqp091Connection
 from ..amqp091 import ReplyCode
+from ..transport import Connection as Amqp1Connection
 from .core import Broker
 from .core.accounting import Histogram
 from .core.store import GroupCommitter, Store
@@ -93,12 +94,12 @@ class _Traffic:
 def _traffic(handler: Any) -> _Traffic | None:
     """The frame and error counters of a front end's connection handler (its engine's)."""
     engine = getattr(handler, "conn", None)
-    if engine is None:
-        return None
     if isinstance(engine, Amqp091Connection):
         errors = {_condition_091(code): n for code, n in engine.errors_sent.items()}
         return _Traffic("amqp091", engine.frames_in, engine.frames_out, errors)
-    return _Traffic("amqp1", engine.frames_in, engine.frames_out, dict(engine.errors_sent))
+    if isinstance(engine, Amqp1Connection):
+        return _Traffic("amqp1", engine.frames_in, engine.frames_out, dict(engine.errors_sent))
+    return None
 
 
 class EndedConnections:
