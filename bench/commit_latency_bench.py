@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from amqp10.bench import BrokerProcess
 
 import amqp10
+from amqp10.cli.bench.harness import BrokerProcess
 from amqp10.client import SettleMode
 from amqp10.message import Message
 from amqp10.types import Source, symbol

@@ -168,6 +168,11 @@ class Connection(ConnectionMethods):
         self._send_frame_max = FRAME_MIN_SIZE
         self._timers = Timers(handshake_timeout, close_timeout)
         self._stamped = 0  # bytes at the head of _out whose sending tick() has stamped
+        # counted for metrics (plain integers: the broker sums them when scraped)
+        self.frames_in = 0
+        self.frames_out = 0
+        self.errors_sent: dict[int, int] = {}
+        """The reply codes (300 and up) of the connection and channel closes we sent."""
         self._handlers: dict[type[Method], Callable[[Any], None]] = {
             ConnectionStart: self._on_start,
             ConnectionStartOk: self._on_start_ok,
@@ -244,6 +249,7 @@ class Connection(ConnectionMethods):
                 break
             payload = bytes(buf[pos + 7 : end])
             pos = end + 1
+            self.frames_in += 1
             try:
                 self._dispatch(frame_type, channel, payload)
             except ChannelException as exc:
@@ -280,6 +286,7 @@ class Connection(ConnectionMethods):
             return None
         if due.heartbeat and self.state is not S.CLOSE_RCVD:
             encode_heartbeat(self._out)
+            self.frames_out += 1
             self._stamped = len(self._out)  # its sending time is stamped already
         return due.deadline
 
@@ -361,6 +368,7 @@ class Connection(ConnectionMethods):
         self.close_sent = close
         self._channels.clear()
         self._send_method(0, close)
+        self._count_error(reply_code)
 
     def block(self, reason: str) -> bool:
         """Server: tell the client publishing is blocked, if it understands ``connection.blocked``.
@@ -447,6 +455,11 @@ class Connection(ConnectionMethods):
         )
         ch.send_close(close)
         self._send_method(channel, close)
+        self._count_error(reply_code)
+
+    def _count_error(self, reply_code: int) -> None:
+        if reply_code >= 300:
+            self.errors_sent[reply_code] = self.errors_sent.get(reply_code, 0) + 1
 
     def flow(self, channel: int, active: bool) -> None:
         """Ask the peer to stop (``active=False``) or resume sending content on a channel;
@@ -481,7 +494,7 @@ class Connection(ConnectionMethods):
         start = len(self._out)
         try:
             self._send_method(channel, method)
-            encode_content(
+            self.frames_out += encode_content(
                 self._out, channel, method.CLASS_ID, properties, body, self._send_frame_max
             )
         except BaseException:
@@ -540,6 +553,7 @@ class Connection(ConnectionMethods):
             raise ValueError(
                 f"{method.NAME} frame of {size} bytes exceeds frame-max {self._send_frame_max}"
             )
+        self.frames_out += 1
 
     def _lose(self, reason: str) -> None:
         self.state = S.CLOSED

@@ -67,8 +67,9 @@ def encode_content(
     properties: Properties | bytes,
     body: bytes | memoryview,
     frame_max: int,
-) -> None:
-    """Append a content header frame and the body frames, cut to ``frame_max`` (0: no limit).
+) -> int:
+    """Append a content header frame and the body frames, cut to ``frame_max`` (0: no
+    limit); return how many frames that is.
 
     ``properties`` may be raw bytes (flags word and list, as received): a broker
     passes a publisher's properties on without decoding them.
@@ -90,3 +91,4 @@ def encode_content(
         buf += _pack_prefix(FRAME_BODY, channel, len(chunk))
         buf += chunk
         buf += _END
+    return 1 + -(-len(body) // step)

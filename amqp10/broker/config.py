@@ -23,6 +23,7 @@ __all__ = [
     "ConfigError",
     "HttpConfig",
     "Limits",
+    "ManagementConfig",
     "Listener",
     "QueuePolicy",
     "SaslConfig",
@@ -72,9 +73,27 @@ DEFAULT_HTTP_PORT = 8672
 
 
 class HttpConfig(_Model):
-    """The HTTP listener: AMQP over WebSockets (``ws://HOST:PORT/$amqp``) and health endpoints."""
+    """The HTTP listener: AMQP over WebSockets (``ws://HOST:PORT/$amqp``), health endpoints,
+    Prometheus metrics and the web console."""
 
-    enabled: bool = Field(default=True, description="serve HTTP (WebSockets, /healthz, /readyz)")
+    enabled: bool = Field(
+        default=True, description="serve HTTP (WebSockets, /healthz, /readyz, /metrics, the console)"
+    )
+    metrics: bool = Field(
+        default=True,
+        description="serve Prometheus metrics at /metrics (read from the broker's counters when "
+        "scraped; false: no /metrics)",
+    )
+    console: bool = Field(
+        default=True,
+        description="serve the web console at /console (users of the users file with one of "
+        "[management] admin_tags log in; without a users file nobody can)",
+    )
+    console_session_minutes: float = Field(
+        default=30.0,
+        gt=0,
+        description="minutes a console login lasts without being used",
+    )
     host: str = Field(default="127.0.0.1", description="address the HTTP listener binds")
     port: int | None = Field(
         default=None,
@@ -454,6 +473,41 @@ class SecurityConfig(_Model):
     )
 
 
+class ManagementConfig(_Model):
+    """Who may use the management operations (``$management``, ``amqp10 admin``, the web
+    console), by the user tags of the users file (RabbitMQ's tags). A broker without a
+    users file lets everyone do everything."""
+
+    read_tags: list[str] = Field(
+        default=["administrator", "management", "monitoring", "policymaker"],
+        description="tags that may list and read entities (QUERY, READ, PEEK, GET-*), "
+        "in the virtual hosts the user may use",
+    )
+    write_tags: list[str] = Field(
+        default=["administrator", "management", "policymaker"],
+        description="tags that may CREATE, UPDATE, DELETE and PURGE entities, each also subject "
+        "to the user's configure (create, delete) or read (purge) permission on the resource",
+    )
+    monitor_tags: list[str] = Field(
+        default=["administrator", "monitoring"],
+        description="tags that see every user's connections and every virtual host "
+        "(others see their own connections and the hosts they may use)",
+    )
+    admin_tags: list[str] = Field(
+        default=["administrator"],
+        description="tags that may close any connection and create virtual hosts "
+        "(others may close only their own connections)",
+    )
+    policy_tags: list[str] = Field(
+        default=["administrator", "policymaker"],
+        description="tags that may create, update and delete runtime policies",
+    )
+    max_query_count: int = Field(
+        default=1000, ge=1, description="the largest page a QUERY may ask for (a larger count is a 400)"
+    )
+    max_peek: int = Field(default=100, ge=1, description="the most messages one PEEK may return")
+
+
 class BrokerConfig(_Model):
     """The whole broker configuration."""
 
@@ -494,6 +548,10 @@ class BrokerConfig(_Model):
     http: HttpConfig = Field(
         default=HttpConfig(),
         description="the HTTP listener (AMQP over WebSockets, health endpoints)",
+    )
+    management: ManagementConfig = Field(
+        default=ManagementConfig(),
+        description="who may use the management operations, by user tag; paging and peek limits",
     )
     link_recovery_seconds: float = Field(
         default=60.0,

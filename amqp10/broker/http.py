@@ -9,15 +9,19 @@ or a firewall-bound client needs. The routes are one table,
   so SASL, limits and everything after are the same;
 - ``/healthz``: 200 while the process serves;
 - ``/readyz``: 200 when the listeners are bound and the store is open, else 503
-  with the reason.
+  with the reason;
+- ``/metrics``: Prometheus metrics in the text format (:mod:`.metrics`), unless
+  ``[http] metrics = false``;
+- ``/console`` and ``/console/api/...``: the web console (:mod:`.console`, added by
+  the service), unless ``[http] console = false``.
 
-Everything else is 404 as JSON. ``/metrics`` and the web console join the table.
+Everything else is 404 as JSON.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from anyio.abc import TaskGroup
 
@@ -25,6 +29,7 @@ from ..io.http import HttpRequest, HttpResponse, HttpServer, Route, WebSocketHan
 from ..io.net import Listener
 from ..io.tls import server_context
 from .config import BrokerConfig
+from .metrics import CONTENT_TYPE
 
 __all__ = ["AMQP_WEBSOCKET_PATHS", "broker_routes", "start_http"]
 
@@ -35,12 +40,13 @@ AMQP_WEBSOCKET_PATHS = ("/$amqp", "/")
 
 
 def broker_routes(
-    *, amqp: WebSocketHandler, not_ready: Callable[[], str | None]
+    *,
+    amqp: WebSocketHandler,
+    not_ready: Callable[[], str | None],
+    metrics: Callable[[], Awaitable[bytes]] | None = None,
 ) -> dict[str, Route]:
-    """The route table: ``amqp`` takes upgraded connections, ``not_ready()`` says why not ready.
-
-    (``/metrics`` and the console's pages are added here.)
-    """
+    """The route table: ``amqp`` takes upgraded connections, ``not_ready()`` says why not
+    ready, ``metrics()`` writes the Prometheus text (None: no ``/metrics``)."""
 
     async def healthz(request: HttpRequest) -> HttpResponse:
         return HttpResponse.json(200, {"status": "ok"})
@@ -54,6 +60,13 @@ def broker_routes(
     routes = {path: Route(websocket=amqp) for path in AMQP_WEBSOCKET_PATHS}
     routes["/healthz"] = Route(get=healthz)
     routes["/readyz"] = Route(get=readyz)
+    if metrics is not None:
+        scrape = metrics
+
+        async def metrics_page(request: HttpRequest) -> HttpResponse:
+            return HttpResponse(200, await scrape(), content_type=CONTENT_TYPE)
+
+        routes["/metrics"] = Route(get=metrics_page)
     return routes
 
 
@@ -80,11 +93,12 @@ async def start_http(
     )
     scheme = "wss" if ctx else "ws"
     log.info(
-        "HTTP on %s%s: AMQP over WebSockets at %s://%s/$amqp, /healthz, /readyz",
+        "HTTP on %s%s: AMQP over WebSockets at %s://%s/$amqp, %s",
         listener.address,
         " (TLS)" if ctx else "",
         scheme,
         listener.address,
+        ", ".join(p for p in routes if p not in AMQP_WEBSOCKET_PATHS and p.count("/") == 1),
     )
     task_group.start_soon(_serve, listener, server, connections, timeout)
     return listener

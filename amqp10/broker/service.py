@@ -33,11 +33,14 @@ from ..types import Error, ErrorCondition, SaslCode
 from .amqp091 import Amqp091Handler, BrokerConnection
 from .amqp1 import ConnectionHandler
 from .config import BrokerConfig
+from .console import Console, console_routes
 from .core import Broker
-from .core.broker import gc_paused
+from .core.broker import FrontEndConnection, gc_paused
 from .core.store import GroupCommitter, Store
 from .guard import ConnectionGuard, HeldOutput, Refusal, source_of
 from .http import broker_routes, start_http
+from .management import Management
+from .metrics import EndedConnections, MetricsSources, exposition, metrics_registry
 from .topology import LiveDefinitions
 from .users import UsersFile, load_access
 
@@ -50,15 +53,41 @@ _TCP_QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
 
 
 class _Client:
-    """One accepted connection: its driver, and how to close it when the broker stops."""
+    """One accepted connection: its driver, and how to close it (the broker stops, or
+    management closes it). It is the connection management lists (a ``ManagedConnection``)."""
 
-    def __init__(self, driver: Driver[Any], handler: Any, peer: str, force_close: Callable[[], None]) -> None:
+    def __init__(
+        self, driver: Driver[Any], handler: Any, peer: str, force_close: Callable[[str | None], None], protocol: str
+    ) -> None:
         self.driver = driver
         self.handler = handler
         """The front end's connection handler (1.0 or 0-9-1)."""
         self.peer = peer
+        self.name = peer
+        """Its name in management listings (the peer's address; made unique when registered)."""
         self.force_close = force_close
-        """Start closing the connection with the protocol's 'broker shutting down' error."""
+        """Start closing the connection with the protocol's 'forced' error: the reason given
+        (management), or None: the broker is shutting down."""
+        self.protocol = protocol
+        self.connected_at = time.time()
+
+    def info(self) -> dict[str, Any]:
+        h = self.handler
+        sessions, links = h.resource_counts() if isinstance(h, FrontEndConnection) else (0, 0)
+        return {
+            "protocol": self.protocol,
+            "user": h.user,
+            "vhost": h.vhost.name,
+            "peer": self.peer,
+            "container_id": getattr(h, "remote_container_id", ""),
+            "connected_at": self.connected_at,
+            "sessions": sessions,
+            "links": links,
+        }
+
+    def close(self, reason: str) -> None:
+        self.force_close(reason)
+        self.driver.flush_soon()
 
 
 class _Login:
@@ -175,6 +204,8 @@ class BrokerService:
         self._conns_scope: anyio.CancelScope | None = None
         self.http: Listener | None = None  # [http]: WebSockets and health (see .http)
         self.guard = ConnectionGuard(config.security)  # [security]: every front end asks it
+        self.ended = EndedConnections()
+        """Frame and error counters of the connections that have ended (for /metrics)."""
 
     @property
     def ports(self) -> list[int]:
@@ -195,6 +226,27 @@ class BrokerService:
         if len(self.listeners) < len(self.config.listeners):
             return "the AMQP listeners are not bound yet"
         return None
+
+    def metrics_sources(self) -> MetricsSources:
+        """What ``/metrics`` reads (when scraped)."""
+        return MetricsSources(
+            broker=lambda: self.broker,
+            store=lambda: self.store,
+            committer=lambda: self.committer,
+            handlers=lambda: [c.handler for c in self.clients],
+            ended=self.ended,
+        )
+
+    def _console(self) -> Console:
+        assert self.broker is not None
+        http = self.config.http
+        return Console(
+            self.broker,
+            lambda: self._users,
+            self.guard,
+            session_seconds=http.console_session_minutes * 60,
+            secure=http.tls_cert is not None,
+        )
 
     # -- end of [http] hooks ------------------------------------------------------------
 
@@ -271,7 +323,16 @@ class BrokerService:
                     log.info("listening on %s%s", lst.address, " (TLS)" if ctx else "")
                     tg.start_soon(self._serve, lst, conns)
                 if cfg.http.enabled:  # [http]: an upgraded WebSocket goes to self._handle
-                    routes = broker_routes(amqp=self._handle, not_ready=self.not_ready)
+                    metrics = None
+                    if cfg.http.metrics:
+                        registry = metrics_registry(self.metrics_sources())
+
+                        async def metrics() -> bytes:
+                            return await exposition(registry)
+
+                    routes = broker_routes(amqp=self._handle, not_ready=self.not_ready, metrics=metrics)
+                    if cfg.http.console:
+                        routes.update(console_routes(self._console()))
                     self.http = await start_http(cfg, routes, tg, conns)
                 task_status.started(self)
                 await anyio.sleep_forever()
@@ -337,7 +398,7 @@ class BrokerService:
                 await lst.aclose()
         for c in list(self.clients):
             try:
-                c.force_close()
+                c.force_close(None)
                 c.driver.flush_soon()
             except Exception:  # pragma: no cover - a half-open engine
                 log.debug("closing %s", c.peer, exc_info=True)
@@ -398,12 +459,19 @@ class BrokerService:
     def _registered(self, client: _Client) -> Iterator[None]:
         """Count ``client`` among the broker's connections while it runs (a shutdown
         force-closes it); when it ends, its handler cleans up and it is forgotten."""
+        assert self.broker is not None
+        management = Management.of(self.broker)
+        if any(c.name == client.name for c in self.clients):
+            client.name = f"{client.peer}#{id(client):x}"
         self.clients.add(client)
+        management.register_connection(client)
         try:
             yield
         finally:
+            management.unregister_connection(client)
             client.handler.cleanup()
             self.clients.discard(client)
+            self.ended.add(client.handler)
             log.debug("connection from %s ended", client.peer)
 
     async def _serve_amqp091(
@@ -453,12 +521,13 @@ class BrokerService:
         handler.pause = driver.pause_reading
         handler.resume = driver.resume_reading
 
-        def force_close() -> None:
-            handler.close(ReplyCode.CONNECTION_FORCED, "CONNECTION_FORCED - broker forced connection closure")
+        def force_close(reason: str | None) -> None:
+            text = reason or "broker forced connection closure"
+            handler.close(ReplyCode.CONNECTION_FORCED, f"CONNECTION_FORCED - {text}"[:255])
 
         log.debug("0-9-1 (%s) connection from %s", protocol.value, peer)
         try:
-            with self._registered(_Client(driver, handler, peer, force_close)):
+            with self._registered(_Client(driver, handler, peer, force_close, f"AMQP {protocol.value}")):
                 await driver.run()
         finally:
             login.ended()
@@ -516,9 +585,11 @@ class BrokerService:
         handler.wake = driver.flush_soon
         forced = Error(condition=ErrorCondition.CONNECTION_FORCED, description="the broker is shutting down")
 
-        def force_close() -> None:
+        def force_close(reason: str | None) -> None:
             if conn.connection.state not in (ConnectionState.START, ConnectionState.END):
-                conn.connection.close(forced)
+                why = forced if reason is None else Error(condition=ErrorCondition.CONNECTION_FORCED, description=reason)
+                with contextlib.suppress(Exception):  # already closing: nothing more to say
+                    conn.connection.close(why)
 
         log.debug("connection from %s", peer)
 
@@ -531,7 +602,7 @@ class BrokerService:
                 driver.abort()
 
         try:
-            with self._registered(_Client(driver, handler, peer, force_close)):
+            with self._registered(_Client(driver, handler, peer, force_close, "AMQP 1.0")):
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(handshake_watch)
                     await driver.run()

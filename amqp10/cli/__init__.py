@@ -1,7 +1,8 @@
-"""The ``amqp10`` command: ``broker``, ``users``, ``definitions``, ``bench``, ``send``, ``receive``.
+"""The ``amqp10`` command: ``broker``, ``users``, ``definitions``, ``admin``, ``bench``, ``send``, ``receive``.
 
 One module per command, each registering its subcommand with ``add_parser``:
 :mod:`~amqp10.cli.broker`, :mod:`~amqp10.cli.users`, :mod:`~amqp10.cli.definitions`,
+:mod:`~amqp10.cli.admin`,
 :mod:`~amqp10.cli.bench` (its harness is a library of its own),
 :mod:`~amqp10.cli.sendrecv`. Errors a person sees are one line on stderr,
 never a traceback.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from . import broker, definitions, sendrecv, users
+from . import admin, broker, definitions, sendrecv, users
 from .bench import command as bench
 
 __all__ = ["build_parser", "main"]
@@ -25,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_parser(sub)
     users.add_parser(sub)
     definitions.add_parser(sub)
+    admin.add_parser(sub)
     bench.add_parser(sub)
     sendrecv.add_parsers(sub)
     return p

@@ -12,7 +12,7 @@ import sys
 import time
 from typing import TypeAlias
 
-__all__ = ["KeyValueFormatter", "Subparsers", "fail", "first_error", "log_to_stderr"]
+__all__ = ["KeyValueFormatter", "Subparsers", "fail", "first_error", "log_to_stderr", "one_line"]
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 """What ``ArgumentParser.add_subparsers()`` returns: where each command adds its parser."""
@@ -46,6 +46,12 @@ def log_to_stderr(formatter: logging.Formatter, level: int | str) -> None:
 def fail(command: str, text: str) -> None:
     """Say on stderr, in one line, why ``amqp10 COMMAND`` failed."""
     print(f"amqp10 {command}: {text}", file=sys.stderr)
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's text on one line (its type's name if it has none)."""
+    text = str(exc).strip() or type(exc).__name__
+    return " ".join(text.split())
 
 
 def first_error(exc: BaseException) -> BaseException:

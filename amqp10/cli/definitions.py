@@ -23,7 +23,7 @@ from typing import Any
 from ._common import fail
 from .sendrecv import URL_HELP
 
-__all__ = ["add_parser"]
+__all__ = ["add_parser", "print_import_outcome"]
 
 _USERS_PART = ("$.users[", "$.permissions[")
 """JSON paths of the entries that go to the users file."""
@@ -68,21 +68,19 @@ def _management(args: argparse.Namespace, operation: str, body: str | None) -> A
     """Ask the broker at ``args.url``; the reply's body, or None (reported) on failure."""
     import amqp10.sync
     from amqp10 import errors
-    from amqp10.message import Message
+
+    from .admin import Client, Refused
 
     try:
         with amqp10.sync.connect(args.url, timeout=args.timeout) as conn:
-            request = Message(body=body, application_properties={"operation": operation})
-            reply = conn.request("$management", request, timeout=args.timeout)
+            reply, _ = Client(conn, "$management", args.timeout).call(operation, body=body)
+    except Refused as exc:
+        fail("definitions", f"{operation} refused ({exc.status}): {exc.reason}")
+        return None
     except (errors.AMQPError, OSError, ValueError) as exc:
         fail("definitions", f"{args.url}: {exc}")
         return None
-    status = (reply.application_properties or {}).get("status-code")
-    if status != 200:
-        error = reply.body.get("error") if isinstance(reply.body, dict) else reply.body
-        fail("definitions", f"{operation} refused ({status}): {error}")
-        return None
-    return reply.body
+    return reply
 
 
 def _import_live(args: argparse.Namespace) -> int:
@@ -94,13 +92,18 @@ def _import_live(args: argparse.Namespace) -> int:
     outcome = _management(args, "import-definitions", text)
     if not isinstance(outcome, dict):
         return 2
+    return print_import_outcome(outcome, args.url)
+
+
+def print_import_outcome(outcome: dict[str, Any], where: str) -> int:
+    """Print what a live import did (warnings, skipped entries, counts); 1 if it skipped any."""
     for w in outcome.get("warnings", []):
         print(f"warning: {w}")
     for e in outcome.get("skipped", []):
         print(f"skipped: {e}")
     counts = outcome.get("imported", {})
     summary = ", ".join(f"{n} {kind}(s)" for kind, n in counts.items() if n) or "nothing"
-    print(f"imported into {args.url}: {summary}")
+    print(f"imported into {where}: {summary}")
     return 1 if outcome.get("skipped") else 0
 
 

@@ -25,7 +25,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO, TypeAlias, TypeVarTuple, Unpack
 
-from ._common import Subparsers, fail, first_error, log_to_stderr
+from ._common import Subparsers, fail, first_error, log_to_stderr, one_line
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream
@@ -42,6 +42,7 @@ __all__ = [
     "cmd_receive",
     "cmd_send",
     "message_to_json",
+    "parse_key_value",
     "parse_property",
 ]
 
@@ -93,25 +94,31 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def parse_property(text: str) -> tuple[str, PropertyValue]:
-    """``key=value`` (a string) or ``key:=JSON`` (a number, true/false, null, ...)."""
+def parse_key_value(text: str, what: str) -> tuple[str, JsonValue]:
+    """``key=value`` (a string) or ``key:=JSON`` (a number, true/false, null, a list, a map);
+    ``what`` names the argument in errors."""
     eq = text.find("=")
     if eq < 0:
-        raise CliError(f"--property {text!r}: expected KEY=VALUE or KEY:=JSON", 2)
-    value: PropertyValue
+        raise CliError(f"{what} {text!r}: expected KEY=VALUE or KEY:=JSON", 2)
+    value: JsonValue
     if eq > 0 and text[eq - 1] == ":":
         key = text[: eq - 1]
         try:
-            loaded: object = json.loads(text[eq + 1 :])
+            value = json.loads(text[eq + 1 :])
         except ValueError:
-            raise CliError(f"--property {text!r}: the value after ':=' is not JSON", 2) from None
-        if not isinstance(loaded, (str, int, float, bool)) and loaded is not None:  # dict, list
-            raise CliError(f"--property {text!r}: application properties are simple values", 2)
-        value = loaded
+            raise CliError(f"{what} {text!r}: the value after ':=' is not JSON", 2) from None
     else:
         key, value = text[:eq], text[eq + 1 :]
     if not key:
-        raise CliError(f"--property {text!r}: the key is empty", 2)
+        raise CliError(f"{what} {text!r}: the key is empty", 2)
+    return key, value
+
+
+def parse_property(text: str) -> tuple[str, PropertyValue]:
+    """``key=value`` (a string) or ``key:=JSON`` (a number, true/false, null, ...)."""
+    key, value = parse_key_value(text, "--property")
+    if not isinstance(value, (str, int, float, bool)) and value is not None:  # dict, list
+        raise CliError(f"--property {text!r}: application properties are simple values", 2)
     return key, value
 
 
@@ -227,7 +234,7 @@ def _run(command: str, main: Callable[[Unpack[_Args]], Awaitable[int]], *args: *
         fail(command, str(exc))
         return exc.code
     except (errors.AMQPError, OSError, ValueError) as exc:
-        fail(command, _one_line(exc))
+        fail(command, one_line(exc))
         return 1
     except BaseExceptionGroup as group:
         first = first_error(group)
@@ -236,10 +243,10 @@ def _run(command: str, main: Callable[[Unpack[_Args]], Awaitable[int]], *args: *
         if isinstance(first, KeyboardInterrupt):
             fail(command, "interrupted")
             return 130
-        fail(command, _one_line(first))
+        fail(command, one_line(first))
         return first.code if isinstance(first, CliError) else 1
     except Exception as exc:  # a bug of ours: still one line (the type says where to look)
-        fail(command, f"internal error: {type(exc).__name__}: {_one_line(exc)}")
+        fail(command, f"internal error: {type(exc).__name__}: {one_line(exc)}")
         return 1
     return result
 
@@ -253,11 +260,6 @@ def _reader_gone() -> int:
     except OSError:
         pass
     return 0
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return " ".join(text.split())
 
 
 def _progress(args: argparse.Namespace, total: int | None, *, prints: bool = False) -> Progress:
@@ -453,7 +455,7 @@ async def _send(
     bar.update(stats.sent, force=True)
     bar.finish()
     if stats.error is not None:
-        raise CliError(f"{_one_line(stats.error)} (after {stats.sent} sent)") from None
+        raise CliError(f"{one_line(stats.error)} (after {stats.sent} sent)") from None
     if stats.sent == 0:
         raise CliError("nothing to send: the input has no lines")
     rate = stats.sent / elapsed if elapsed > 0 else 0.0
@@ -518,7 +520,7 @@ async def _receive(args: argparse.Namespace) -> int:
             try:
                 message = d.message
             except Exception as exc:  # undecodable: say so, refuse it, go on
-                fail("receive", f"undecodable message skipped: {_one_line(exc)}")
+                fail("receive", f"undecodable message skipped: {one_line(exc)}")
                 if not d.remote_settled:
                     await d.reject()
                 continue

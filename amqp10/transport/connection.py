@@ -125,6 +125,11 @@ class Connection:
         self._header_received = False
         self._eof = False
         self._framing_broken = False
+        # counted for metrics (plain integers: the broker sums them when scraped)
+        self.frames_in = 0
+        self.frames_out = 0
+        self.errors_sent: dict[str, int] = {}
+        """The errors we closed, ended or detached with, by condition."""
         # idle-timeout bookkeeping: byte counters seen at the last tick
         self._bytes_in = 0
         self._bytes_out = 0
@@ -172,7 +177,14 @@ class Connection:
         self._flush_sessions()  # batched dispositions go out before the close
         self._move(I.SEND_CLOSE_ERROR if error is not None else I.SEND_CLOSE)
         self._write_frame(0, Close(error=error))
+        self.count_error(error)
         self._end_if_done()
+
+    def count_error(self, error: Error | None) -> None:
+        """Count ``error`` (sent in a close, end or detach) in ``errors_sent``."""
+        if error is not None:
+            condition = str(error.condition)
+            self.errors_sent[condition] = self.errors_sent.get(condition, 0) + 1
 
     def session(self, **kwargs: Any) -> Session:
         """Create a session on the lowest free channel (call ``begin()`` on it).
@@ -280,6 +292,7 @@ class Connection:
             elif now >= self._tx_deadline:
                 if not self._out:
                     encode_empty_frame(self._out)
+                    self.frames_out += 1
                 self._tx_deadline = now + interval
             deadlines.append(self._tx_deadline)
         return min(deadlines) if deadlines else None
@@ -315,6 +328,7 @@ class Connection:
                 f"{type(performative).__name__} frame of {size} bytes exceeds the peer's "
                 f"max-frame-size {self.remote_max_frame_size}"
             )
+        self.frames_out += 1
 
     def _flush_sessions(self) -> None:
         dirty, self._dirty_sessions = self._dirty_sessions, set()
@@ -419,6 +433,7 @@ class Connection:
             pos = 8
         limit = self.max_frame_size
         on_frame = self._on_frame
+        frames = 0
         while n - pos >= 8 and self.state is not S.END:
             size, doff, ftype, channel = _unpack_header(buf, pos)
             # checked on the header alone: an oversized frame is refused before it is
@@ -439,6 +454,7 @@ class Connection:
             end = pos + size
             body = pos + doff * 4
             pos = end
+            frames += 1
             if body == end:  # an empty frame: a heartbeat (§2.4.5)
                 continue
             try:
@@ -452,6 +468,7 @@ class Connection:
                 self._on_violation(v)  # its scope says what is torn down; framing is intact
             except IllegalStateError as exc:  # a handler's reply the state does not allow
                 self._on_violation(ProtocolViolation(ErrorCondition.ILLEGAL_STATE, str(exc)))
+        self.frames_in += frames
         self._keep(buf, pos)
 
     def _keep(self, buf: bytes | bytearray, pos: int) -> None:

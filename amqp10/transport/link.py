@@ -250,6 +250,7 @@ class Link:
             raise IllegalStateError(f"link {self.name!r}: cannot detach in state {self.state.name}")
         assert self.handle is not None
         self.session._write(Detach(handle=self.handle, closed=closed, error=error))
+        self.session.connection.count_error(error)
         self._move(LinkInput.SEND_DETACH)
         self.closed = self.closed or closed
         if self.state is LinkState.DETACHED:

@@ -179,6 +179,7 @@ class Session:
             raise IllegalStateError(f"session: cannot end in state {self.state.name}")
         self._flush_dispositions()
         self.connection._write_frame(self.channel, End(error=error))
+        self.connection.count_error(error)
         self._move(event)
         self._unmap_if_done()
 
@@ -370,6 +371,7 @@ class Session:
                     self.connection._out, self.channel, handle, d.delivery_id, d.tag,
                     d.message_format, d.settled, payload,
                 )
+                self.connection.frames_out += 1
                 self.next_outgoing_id = (self.next_outgoing_id + 1) & _MASK
                 self.remote_incoming_window -= 1
                 d._offset = size

@@ -711,7 +711,8 @@ def test_tls_and_external_with_a_client_certificate(
 
 
 def test_a_link_error_reaches_the_proton_client(broker: RunningBroker) -> None:
-    # the broker refuses a consumer of its management node: Proton reports the condition
+    # the broker refuses a consumer of an exchange (only queues are consumed from by a
+    # v2 address): Proton reports the condition
     with blocking(broker.url) as conn, pytest.raises(LinkDetached) as info:
-        conn.create_receiver("$management")
-    assert info.value.condition == "amqp:not-found"
+        conn.create_receiver("/exchanges/amq.direct")
+    assert info.value.condition == "amqp:invalid-field"

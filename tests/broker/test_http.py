@@ -198,8 +198,8 @@ async def test_health_endpoints_over_a_socket(tmp_path: Path) -> None:
             200,
             {"status": "ready"},
         )
-        raw = await http_exchange(port, get("/metrics", "Connection: close"))
-        assert parse(raw) == (404, {"error": "no such resource: /metrics"})
+        raw = await http_exchange(port, get("/nowhere", "Connection: close"))
+        assert parse(raw) == (404, {"error": "no such resource: /nowhere"})
         assert b"content-type: application/json" in raw.lower()
 
 

@@ -382,6 +382,10 @@ class Amqp091Handler:
         self.resume()
         return False
 
+    def resource_counts(self) -> tuple[int, int]:
+        """Channels and consumers this connection holds (see ``Broker.counts``)."""
+        return len(self.channels), sum(len(ch.consumers) for ch in self.channels.values())
+
     def cleanup(self) -> None:
         if self.closed:
             return

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .handler import ConnectionHandler, LinkConsumer
-from .management import MANAGEMENT_ADDRESS, Management
+from .management import MANAGEMENT_ADDRESS, ManagementNode
 from .message import Amqp1Message, parse_transfer
 
-__all__ = ["MANAGEMENT_ADDRESS", "Amqp1Message", "ConnectionHandler", "LinkConsumer", "Management", "parse_transfer"]
+__all__ = ["MANAGEMENT_ADDRESS", "Amqp1Message", "ConnectionHandler", "LinkConsumer", "ManagementNode", "parse_transfer"]

@@ -29,6 +29,7 @@ from ...types import (
 from ..core import Node, Queue, QueuedMessage, Stream, SuspendedLink, Topic
 from .addresses import AddressError
 from .filters import FilterError, consumer_filters
+from .management import MANAGEMENT_ADDRESS, ManagementNode
 from .message import Amqp1Message
 from .termini import (
     _CONDITIONS,
@@ -156,6 +157,9 @@ def attach_consumer(self: ConnectionHandler, link: Sender) -> None:
     if not isinstance(source, Source):
         self._refuse(link, ErrorCondition.INVALID_FIELD, "a consumer's attach needs a source")
         return
+    if not source.dynamic and source.address == MANAGEMENT_ADDRESS:
+        self._attach_reply_link(link, source)
+        return
     if not source.dynamic and source.address:
         name, kind = node_name_and_kind(source.address, source.capabilities)
         if kind == "topic" and is_pattern(name):
@@ -239,6 +243,20 @@ def add_consumer(
         queue.add_consumer(consumer, start)
     else:
         queue.add_consumer(consumer)
+
+
+def attach_reply_link(self: ConnectionHandler, link: Sender, source: Source) -> None:
+    """A receiver from ``$management``: management's responses whose ``reply-to`` is its
+    target address come to it (the convention of Azure's and Qpid's clients)."""
+    node = self._lookup(MANAGEMENT_ADDRESS, kind=None)
+    assert isinstance(node, ManagementNode)
+    target = link.remote_target
+    queue = node.reply_queue(target.address if isinstance(target, Target) else None)
+    link.attach(
+        target=_echo(target, Target),
+        source=_source_answer(source, address=MANAGEMENT_ADDRESS, browse=False, filters=None, capabilities=[]),
+    )
+    self._add_consumer(link, LinkConsumer(self, link, queue, browse=False), None, source, None)
 
 
 def attach_wildcard(self: ConnectionHandler, link: Sender, source: Source, pattern: str) -> None:
@@ -333,6 +351,8 @@ def drop_consumer(self: ConnectionHandler, c: LinkConsumer, *, closed: bool, sus
             self.vhost.drop_subscription(topic, c.node)
     elif isinstance(c.node, Queue) and c.node.dynamic and _made_by_link(source):
         self._delete_dynamic(c.node)
+    elif self._management is not None and isinstance(c.node, Queue) and c.node.dynamic:
+        self._management.reply_link_gone(c.node)
 
 
 def _redelivery_form(msg: QueuedMessage) -> bytes:

@@ -77,7 +77,7 @@ from ..core import store as _store
 from . import consumers
 from .addresses import AddressError, AnonymousTarget, ExchangeTarget, parse, resolve_target
 from .consumers import LinkConsumer
-from .management import MANAGEMENT_ADDRESS, Management
+from .management import MANAGEMENT_ADDRESS, ManagementNode
 from .message import parse_transfer
 from .termini import _CONDITIONS, _capabilities, _echo, _made_by_link, _resource
 from .topics import node_name_and_kind
@@ -109,6 +109,7 @@ class ConnectionHandler:
     _attach_consumer = consumers.attach_consumer
     _add_consumer = consumers.add_consumer
     _attach_wildcard = consumers.attach_wildcard
+    _attach_reply_link = consumers.attach_reply_link
     _attach_existing_subscription = consumers.attach_existing_subscription
     _suspend_consumer = consumers.suspend_consumer
     _drop_consumer = consumers.drop_consumer
@@ -125,7 +126,7 @@ class ConnectionHandler:
         self._handling = False  # inside handle(): the caller writes our output afterwards
         self.closed = False
         self.txns: Transactions | None = None  # made by the first coordinator link (Part 4)
-        self._management: Management | None = None
+        self._management: ManagementNode | None = None
         self.vhost: VirtualHost = broker.default  # until the open frame names another
         self.origin = object()  # marks what this connection publishes (for no-local filters)
         self.refusal: str | None = None  # set by the service: refuse the open (a [security] limit)
@@ -275,10 +276,12 @@ class ConnectionHandler:
         if address == MANAGEMENT_ADDRESS:
             if self._management is None:
                 vhost = self.vhost
-                self._management = Management(
+                self._management = ManagementNode(
                     vhost,
                     lambda resource: self.broker.authorize(vhost, self.user, resource, "configure"),
-                    has_tag=lambda tag: self.broker.has_tag(self.user, tag),
+                    user=self.user,
+                    may_reply_to=lambda address: self.broker.authorize(vhost, self.user, address, "write"),
+                    is_open=lambda: self.conn.state is ConnectionState.OPENED,
                 )
             return self._management
         node = self.vhost.lookup(address, create=False)
@@ -321,7 +324,7 @@ class ConnectionHandler:
             else:
                 name, kind = node_name_and_kind(address, source.capabilities)
                 node = self._lookup(name, kind=kind)
-            if node is None or isinstance(node, Management):
+            if node is None or isinstance(node, ManagementNode):
                 raise AddressError("not-found", f"no node at address {address!r}")
         assert node is not None
         refused = self.broker.denial(self.vhost, self.user, *_resource(node), "read")
@@ -531,6 +534,12 @@ class ConnectionHandler:
                 self._touched.add(id(link))
                 self._unroutable(link, d, exc)
                 return
+        if type(node) is ManagementNode and not isinstance(d.remote_state, TransactionalState):
+            refused = node.request(msg)  # answered now; one that cannot be answered is rejected
+            if not d.remote_settled:
+                d.settle(_ACCEPTED if refused is None else Rejected(error=refused))
+            self._touched.add(id(link))
+            return
         if isinstance(d.remote_state, TransactionalState):
             self._post(link, d, node, msg)
             return

@@ -1,61 +1,77 @@
-"""``$management``: request/response operations on a virtual host, over 1.0 messages.
+"""``$management`` over AMQP 1.0: the OASIS AMQP Management draft, on the broker's management layer.
 
-A request is a message to ``$management`` with ``reply-to`` set, the operation
-in the application property ``operation`` and its arguments in a map body.
-The reply carries ``status-code`` (200 done, 201 created, 400 bad request,
-403 refused, 404 not found, 409 conflicting declaration) and a map body.
+A request is a message sent to ``$management`` (on a sender link to it, or through
+the anonymous relay) with ``reply-to`` set and the operation in its application
+properties: ``operation``, ``type`` (the entity type), ``name`` or ``identity``,
+``locales`` (ignored), and for QUERY ``entityType``, ``offset``, ``count``. The body
+is a map (attributes, or ``attributeNames``). The response goes to ``reply-to``:
+the target address of one of this connection's receiver links attached to
+``$management`` (the convention of Azure's and Qpid's clients), or a node such as a
+dynamic reply queue; its ``correlation-id`` is the request's ``message-id`` (or the
+request's own ``correlation-id``, if it set one, as Qpid's clients do), and its application properties carry
+``statusCode`` and ``statusDescription`` (and ``status-code``, as some clients read
+it). A bad request gets a 4xx response; the link stays up. A request that cannot be
+answered at all (undecodable, no ``reply-to``, a ``reply-to`` that names nothing)
+is rejected with the reason. The operations themselves are
+:mod:`amqp10.broker.management`'s (see :mod:`amqp10.broker.management.draft`).
 
-Operations: ``stream-info`` (``address``); ``declare-exchange`` (``name``,
-``type``, ``durable``, ``auto_delete``, ``internal``, ``alternate_exchange``,
-``arguments``); ``delete-exchange`` (``name``); ``declare-queue`` (``name``,
-``durable``, ``type``: queue or stream, ``arguments``: RabbitMQ's ``x-`` queue
-arguments); ``delete-queue`` (``name``); ``bind`` and
-``unbind`` (``source``, ``destination``, ``destination_type``: queue or
-exchange, ``routing_key``, ``arguments``).
+Beside them, the broker's own lower-case operations, which ``amqp10 definitions``,
+``amqp10 admin`` and the Spark connector use; they answer with ``status-code``
+(200 done, 201 created, 400 bad request, 403 refused, 404 not found, 409
+conflicting declaration) and a map body (``error``: the reason of a refusal), as
+they always have:
 
-Policies (RabbitMQ's, see :mod:`amqp10.broker.core.policies`), for users with the
-``administrator`` or ``policymaker`` tag: ``declare-policy`` (``name``, ``pattern``,
-``apply-to``, ``definition``: a map, ``priority``) and ``delete-policy`` (``name``).
-
-Definitions (the whole broker's, in RabbitMQ's JSON format; see
-:mod:`amqp10.broker.definitions`), for users with the ``administrator`` tag only
-(403 for others): ``export-definitions`` replies with the JSON text as the body;
-``import-definitions`` takes the document as the body (JSON text, or a map) and
-replies with a map: ``imported`` (counts per kind), ``warnings`` (what is read but
-not applied, unknown fields) and ``skipped`` (entries that could not be applied,
-each with its reason); 400 if the document cannot be read at all, 501 if the
-broker offers no definitions.
+- ``stream-info`` (``address``): a stream's first and next offsets, count, bytes;
+- ``declare-exchange`` (``name``, ``type``, ``durable``, ``auto_delete``,
+  ``internal``, ``alternate_exchange``, ``arguments``), ``delete-exchange``
+  (``name``), ``declare-queue`` (``name``, ``durable``, ``type``: queue or stream,
+  ``arguments``: RabbitMQ's ``x-`` queue arguments), ``delete-queue`` (``name``),
+  ``bind`` and ``unbind`` (``source``, ``destination``, ``destination_type``: queue
+  or exchange, ``routing_key``, ``arguments``): declarations as 0-9-1 makes them
+  (an existing equal entity is a 200), under the user's configure permission;
+- ``declare-policy`` (``name``, ``pattern``, ``apply-to``, ``definition``,
+  ``priority``) and ``delete-policy`` (``name``), for ``[management] policy_tags``;
+- ``export-definitions`` (the broker's RabbitMQ JSON as the body) and
+  ``import-definitions`` (the document as the body; replies ``imported``,
+  ``warnings``, ``skipped``), for ``[management] admin_tags``.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ...message import Message
-from ...types import DecodeError
+from ...types import DecodeError, Error, ErrorCondition
 from ..config import QueuePolicy
 from ..core import (
     AccessRefused,
     ModelError,
     Node,
     NotFound,
+    Queue,
     QueuedMessage,
-    RuntimePolicy,
     Stream,
     VirtualHost,
 )
+from ..management import Caller, Management, ManagementError, Request, Response
 from .message import Amqp1Message
 
-__all__ = ["MANAGEMENT_ADDRESS", "Management"]
+__all__ = ["MANAGEMENT_ADDRESS", "ManagementNode"]
 
 MANAGEMENT_ADDRESS = "$management"
 
+log = logging.getLogger("amqp10.broker")
+
 Reply = tuple[int, Any]
 
+_STANDARD = ("operation", "type", "name", "identity", "locales")
+"""The draft's application properties; the others go to the request as they are."""
 
-class Management(Node):
-    """``$management`` of one virtual host (each connection has its own)."""
+
+class ManagementNode(Node):
+    """``$management`` as one connection sees it (each connection has its own)."""
 
     kind = "management"
 
@@ -64,15 +80,23 @@ class Management(Node):
         vhost: VirtualHost,
         may_configure: Callable[[str], bool] = lambda resource: True,
         *,
-        has_tag: Callable[[str], bool] = lambda tag: False,
+        user: str | None = None,
+        may_reply_to: Callable[[str], bool] = lambda address: True,
+        is_open: Callable[[], bool] = lambda: True,
     ) -> None:
         super().__init__(MANAGEMENT_ADDRESS, QueuePolicy())
         self.vhost = vhost
         self.may_configure = may_configure
-        """The permission check for declaring, deleting and binding (the connection's user)."""
-        self.has_tag = has_tag
-        """Whether the connection's user has a tag (``administrator``: definitions and policies)."""
-        self._operations: dict[str, Callable[[Mapping[str, Any]], Reply]] = {
+        """The permission check for the lower-case declarations (the connection's user)."""
+        self.may_reply_to = may_reply_to
+        """Whether the user may write to a node named by a ``reply-to`` (not its own reply links)."""
+        self.is_open = is_open
+        """Whether the connection is still open (a request may close it: then no reply)."""
+        self.caller = Caller(user=user, vhost=vhost.name)
+        self.management = Management.of(vhost.broker)
+        self.reply_links: dict[str, Queue] = {}
+        """This connection's receiver links from ``$management``, by their target address."""
+        self._legacy: dict[str, Callable[[Mapping[str, Any]], Reply]] = {
             "stream-info": self._stream_info,
             "declare-exchange": self._declare_exchange,
             "delete-exchange": self._delete_exchange,
@@ -82,82 +106,138 @@ class Management(Node):
             "unbind": self._unbind,
         }
 
+    # -- reply links -----------------------------------------------------------------------------
+    def reply_queue(self, address: str | None) -> Queue:
+        """The private queue behind a receiver link from ``$management`` whose target is
+        ``address`` (a link without a target address gets a name of its own)."""
+        key = address or f"$management-replies-{len(self.reply_links) + 1}"
+        q = self.reply_links.get(key)
+        if q is None or q.deleted:
+            q = self.reply_links[key] = Queue(key, QueuePolicy(), now=self.vhost.now, dynamic=True)
+        return q
+
+    def reply_link_gone(self, queue: Queue) -> None:
+        """A reply link detached: what it did not take is dropped with it."""
+        for key, q in list(self.reply_links.items()):
+            if q is queue and not q.consumers:
+                del self.reply_links[key]
+                q.delete()
+
+    # -- requests ---------------------------------------------------------------------------------
     def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
+        """A request posted in a transaction, at its commit (others come to :meth:`request`)."""
         on_stored()
-        try:
-            request = Message.decode(msg.form(Amqp1Message.format))
-        except (DecodeError, LookupError):
-            return True
-        props = request.application_properties or {}
-        op = str(props.get("operation"))
-        try:
-            if op in ("export-definitions", "import-definitions"):
-                status, body = self._definitions(op, request.body)
-            elif op in ("declare-policy", "delete-policy"):
-                status, body = self._policy(op, {**props, **(request.body if isinstance(request.body, Mapping) else {})})
-            else:
-                status, body = self._operation(op, props, request.body)
-        except NotFound as exc:
-            status, body = 404, {"error": str(exc)}
-        except AccessRefused as exc:
-            status, body = 403, {"error": str(exc)}
-        except ModelError as exc:
-            status, body = 409, {"error": str(exc)}
-        except (KeyError, TypeError, ValueError) as exc:
-            status, body = 400, {"error": f"bad request: {exc}"}
-        reply_to = request.reply_to
-        if reply_to:
-            target = self.vhost.lookup(reply_to, create=False)
-            if target is not None:
-                reply = Message(body=body, correlation_id=request.id if request.correlation_id is None else request.correlation_id)
-                reply.application_properties = {"status-code": status}
-                target.publish(Amqp1Message(reply.encode(), arrival=self.vhost.now()), lambda: None)
+        refused = self.request(msg)
+        if refused is not None:
+            log.info("management request not answered: %s", refused.description)
         return True
 
-    def _operation(self, op: str, props: Mapping[str, Any], request_body: Any) -> Reply:
-        handler = self._operations.get(op)
-        if handler is None:
-            return 400, {"error": f"unknown operation {op!r}"}
-        args = request_body if isinstance(request_body, Mapping) else {}
-        merged = {**{k: v for k, v in props.items() if k != "operation"}, **args}
-        if handler != self._stream_info:
-            self._check(merged)
-        return handler(merged)
+    def request(self, msg: QueuedMessage) -> Error | None:
+        """Answer one request; None, or why it cannot be answered (the transfer is rejected)."""
+        try:
+            request = Message.decode(msg.form(Amqp1Message.format))
+        except (DecodeError, LookupError, ValueError) as exc:
+            return Error(condition=ErrorCondition.DECODE_ERROR, description=f"undecodable request: {exc}")
+        reply_to = request.reply_to
+        if not isinstance(reply_to, str) or not reply_to:
+            return Error(
+                condition=ErrorCondition.INVALID_FIELD,
+                description="a management request needs a reply-to address (a receiver link's target, or a node)",
+            )
+        target = self._reply_target(reply_to)
+        if target is None:
+            return Error(
+                condition=ErrorCondition.NOT_FOUND,
+                description=f"reply-to {reply_to!r} names no receiver link from $management on this connection, "
+                "and no node this user may write to",
+            )
+        props = request.application_properties
+        props = dict(props) if isinstance(props, Mapping) else {}
+        op = props.get("operation")
+        if isinstance(op, str) and (op in self._legacy or op in _LEGACY_OTHER):
+            status, body = self._legacy_request(op, props, request.body)
+            reply_props: dict[str, Any] = {"status-code": status}
+        else:
+            response = self.management.execute(
+                self.caller,
+                Request(
+                    operation=op,
+                    type=props.get("type"),
+                    name=props.get("name"),
+                    identity=props.get("identity"),
+                    properties={k: v for k, v in props.items() if k not in _STANDARD},
+                    body=request.body,
+                ),
+            )
+            body = response.body
+            reply_props = _status(response)
+        # the request's message-id (the draft, Azure); its correlation-id if it set one
+        # (Qpid's SyncRequestResponse matches replies by the correlation-id it sent)
+        if not self.is_open():  # the request closed its own connection: nobody to answer
+            return None
+        correlation = request.id if request.correlation_id is None else request.correlation_id
+        reply = Message(body=body, correlation_id=correlation, application_properties=reply_props)
+        reply.to = reply_to
+        target.publish(Amqp1Message(reply.encode(), arrival=self.vhost.now()), lambda: None)
+        return None
 
-    def _definitions(self, op: str, request_body: Any) -> Reply:
-        if not self.has_tag("administrator"):
-            raise AccessRefused(f"{op} needs the administrator tag")
-        port = self.vhost.broker.definitions
-        if port is None:
-            return 501, {"error": "this broker offers no definitions"}
-        if op == "export-definitions":
-            return 200, port.export_json()
-        if not isinstance(request_body, str | bytes | Mapping):
-            raise ValueError("the body must be the definitions document (JSON text or a map)")
-        return 200, port.import_document(request_body)
+    def _reply_target(self, address: str) -> Node | None:
+        q = self.reply_links.get(address)
+        if q is not None:
+            return q
+        node = self.vhost.lookup(address, create=False)
+        if node is None or isinstance(node, ManagementNode):
+            return None
+        if not node.dynamic and not self.may_reply_to(address):
+            return None
+        return node
+
+    # -- the broker's own operations ---------------------------------------------------------------
+    def _legacy_request(self, op: str, props: Mapping[str, Any], body: Any) -> Reply:
+        args = {k: v for k, v in props.items() if k != "operation"}
+        if isinstance(body, Mapping):
+            args.update(body)
+        try:
+            if op == "export-definitions":
+                return 200, self.management.export_definitions(self.caller)
+            if op == "import-definitions":
+                return 200, self.management.import_definitions(self.caller, body)
+            if op in ("declare-policy", "delete-policy"):
+                return self._policy(op, args)
+            handler = self._legacy[op]
+            if handler != self._stream_info:
+                self._check(args)
+            return handler(args)
+        except ManagementError as exc:
+            return exc.status, {"error": exc.description}
+        except NotFound as exc:
+            return 404, {"error": str(exc)}
+        except AccessRefused as exc:
+            return 403, {"error": str(exc)}
+        except ModelError as exc:
+            return 409, {"error": str(exc)}
+        except (KeyError, TypeError, ValueError) as exc:
+            return 400, {"error": f"bad request: {exc}"}
 
     def _policy(self, op: str, args: Mapping[str, Any]) -> Reply:
-        if not (self.has_tag("administrator") or self.has_tag("policymaker")):
-            raise AccessRefused(f"{op} needs the administrator or policymaker tag")
-        name = str(args["name"])
+        name = args.get("name")
+        if not isinstance(name, str):
+            return 400, {"error": "bad request: 'name' (a string) is missing"}
+        m, me = self.management, self.caller
         if op == "delete-policy":
-            self.vhost.delete_policy(name)
+            m.delete(me, "policy", name)
             return 200, {}
-        existed = name in self.vhost.policies
-        definition = args.get("definition") or {}
-        if not isinstance(definition, Mapping):
-            raise ValueError("definition must be a map")
-        apply_to = args.get("apply-to", args.get("apply_to", "all"))
-        policy = RuntimePolicy(name, str(args["pattern"]), str(apply_to), dict(definition), int(args.get("priority", 0)))
-        self.vhost.declare_policy(policy)
-        return (200 if existed else 201), {}
+        if name in self.vhost.policies:
+            m.update(me, "policy", name, args)
+            return 200, {}
+        m.create(me, "policy", name, args)
+        return 201, {}
 
     def _check(self, args: Mapping[str, Any]) -> None:
         for key in ("name", "destination"):
             if key in args and not self.may_configure(str(args[key])):
                 raise AccessRefused(f"configure access to {args[key]!r} in vhost {self.vhost.name!r} refused")
 
-    # -- operations ------------------------------------------------------------------------
     def _stream_info(self, args: Mapping[str, Any]) -> Reply:
         node = self.vhost.nodes.get(str(args.get("address")))
         if isinstance(node, Stream):
@@ -220,6 +300,18 @@ class Management(Node):
         source, dest, key, arguments, kind = self._binding_args(args)
         self.vhost.unbind(source, dest, key, arguments, destination_kind=kind)
         return 200, {}
+
+
+_LEGACY_OTHER = frozenset({"export-definitions", "import-definitions", "declare-policy", "delete-policy"})
+
+
+def _status(response: Response) -> dict[str, Any]:
+    return {
+        **response.properties,
+        "statusCode": response.status,
+        "statusDescription": response.description,
+        "status-code": response.status,
+    }
 
 
 def _opt_str(v: Any) -> str | None:

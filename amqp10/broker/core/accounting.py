@@ -9,7 +9,9 @@ metrics and alarms to read.
 
 from __future__ import annotations
 
-__all__ = ["DETACHED", "Usage"]
+from bisect import bisect_left
+
+__all__ = ["DETACHED", "Histogram", "Usage"]
 
 
 class Usage:
@@ -28,3 +30,22 @@ class Usage:
 
 DETACHED = Usage()
 """Where a node that belongs to no broker (or no longer does) counts: read by nobody."""
+
+
+class Histogram:
+    """Observations counted into fixed buckets (upper bounds, inclusive) with their sum:
+    what a Prometheus histogram reports, kept as plain numbers (read when scraped)."""
+
+    __slots__ = ("bounds", "count", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        """Per bucket, not cumulative; the last one is above every bound."""
+        self.count = 0
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.count += 1
+        self.sum += value

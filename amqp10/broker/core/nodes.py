@@ -88,6 +88,12 @@ class Stats:
     def as_dict(self) -> dict[str, int]:
         return {k: getattr(self, k) for k in self.__slots__}
 
+    @property
+    def unacked(self) -> int:
+        """Deliveries not yet settled by their consumer (a queue's: a stream keeps what it
+        delivers, and its consumers' outcomes are not counted against it)."""
+        return max(0, self.delivered - self.acked - self.released - self.rejected)
+
 
 class Node:
     """Common base: a named node with a policy."""

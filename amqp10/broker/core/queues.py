@@ -396,6 +396,10 @@ class Queue(Node):
         for level in reversed(self._levels):
             yield from level
 
+    def peek(self, n: int) -> list[QueuedMessage]:
+        """The first ``n`` messages in delivery order, left where they are (management's PEEK)."""
+        return list(itertools.islice(iter(self), max(n, 0)))
+
     def dispatch(self) -> None:
         """Hand messages to consumers with credit, round-robin, until one side runs out."""
         if self._dispatching or not self.consumers:

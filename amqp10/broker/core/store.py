@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,10 +20,12 @@ from typing import Any
 
 import anyio
 
+from .accounting import Histogram
+
 __all__ = [
     "message_key",
     "split_message_key",
-    "BindingRecord", "ExchangeRecord", "GroupCommitter", "Loaded", "NodeRecord", "PolicyRecord", "Store",
+    "COMMIT_BUCKETS", "BindingRecord", "ExchangeRecord", "GroupCommitter", "Loaded", "NodeRecord", "PolicyRecord", "Store",
     "StoredMessage", "VhostRecord"]
 
 SCHEMA_VERSION = 3
@@ -390,6 +393,10 @@ class Store:
             deletes.clear()
 
 
+COMMIT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+"""Upper bounds (seconds) of the commit latency histogram (``amqp10_store_commit_seconds``)."""
+
+
 class GroupCommitter:
     """Collects store operations and commits them in batches from a worker thread.
 
@@ -410,6 +417,8 @@ class GroupCommitter:
         self._closed = False
         self.commits = 0
         self.ops_committed = 0
+        self.latency = Histogram(COMMIT_BUCKETS)
+        """Seconds each commit took (the write and its fsync, as the event loop waits)."""
         self.error: BaseException | None = None
 
     def submit(self, op: Op, on_commit: Callable[[], None] | None = None) -> None:
@@ -448,11 +457,13 @@ class GroupCommitter:
         while self._ops:
             ops, self._ops = self._ops, []
             callbacks, self._callbacks = self._callbacks, []
+            started = time.perf_counter()
             try:
                 await anyio.to_thread.run_sync(self.store.apply, ops)
             except BaseException as exc:
                 self.error = exc
                 raise
+            self.latency.observe(time.perf_counter() - started)
             self.commits += 1
             self.ops_committed += len(ops)
             for cb in callbacks:

@@ -193,5 +193,9 @@ class Stream(Node):
         self.positions.clear()
         cancel_consumers(consumers)
 
+    def peek(self, n: int) -> list[QueuedMessage]:
+        """The first ``n`` retained messages, from the oldest offset (management's PEEK)."""
+        return [self._get(offset) for offset in range(self.first, min(self.next, self.first + max(n, 0)))]
+
     def info(self) -> dict[str, int]:
         return {"first": self.first, "next": self.next, "count": self.count, "bytes": self.bytes}

@@ -292,7 +292,7 @@ class VirtualHost:
         return node
 
     def delete_node(self, address: str) -> None:
-        """Remove a queue (its messages, its bindings, its store records)."""
+        """Remove a queue, stream or topic (its messages, its bindings, its store records)."""
         node = self.nodes.pop(address, None)
         self.stream_arguments.pop(address, None)
         if isinstance(node, (Queue, Stream)):
@@ -303,6 +303,15 @@ class VirtualHost:
                 self.journal.submit((_store.DROP_NODE, self.name, address))
         elif isinstance(node, Stream):
             node.delete()
+            self.journal.submit((_store.DROP_NODE, self.name, address))
+        elif isinstance(node, Topic):  # its subscriptions (and their consumers) go with it
+            for q in list(node.subscriptions.values()):
+                self.drop_subscription(node, q)
+                q.delete()
+            if self.exchanges.get(address) is node:
+                del self.exchanges[address]
+            node.deleted = True
+            self._unbind_everywhere(node)
             self.journal.submit((_store.DROP_NODE, self.name, address))
         if node is not None:
             node.account_to(DETACHED)  # what it still holds (with consumers, on disk) is gone

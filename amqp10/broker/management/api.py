@@ -1,0 +1,431 @@
+"""The management operations on a running broker, for every front end (see the package's docstring)."""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from ..config import ManagementConfig
+from ..core import Broker, DefinitionsPort, ModelError, QueuedMessage, VirtualHost
+from ..core.broker import Action
+from .access import Access, Caller
+from .entities import ENTITY_TYPES, EntityType, _plain, model_error_status, type_named
+from .errors import (
+    BadRequest,
+    Conflict,
+    Forbidden,
+    ManagementError,
+    NotFoundError,
+    NotImplementedOperation,
+)
+
+__all__ = ["ManagedConnection", "Management", "Rates", "Request", "Response"]
+
+log = logging.getLogger("amqp10.broker.management")
+
+MANAGEMENT_TYPE = "org.amqp.management"
+"""The management node's own type (the draft's): what node operations name as ``type``."""
+ENTITY_BASE = "org.amqp.management.entity"
+NODE_OPERATIONS: dict[str, list[str]] = {
+    "QUERY": ["entityType", "offset", "count", "attributeNames"],
+    "GET-TYPES": ["entityType"],
+    "GET-ATTRIBUTES": ["entityType"],
+    "GET-OPERATIONS": ["entityType"],
+    "GET-MGMT-NODES": [],
+}
+ENTITY_OPERATION_ARGS: dict[str, list[str]] = {
+    "CREATE": ["name", "attributes"],
+    "READ": ["name", "identity"],
+    "UPDATE": ["name", "identity", "attributes"],
+    "DELETE": ["name", "identity"],
+    "PURGE": ["name", "identity"],
+    "PEEK": ["name", "identity", "count"],
+}
+DEFAULT_PEEK = 10
+BODY_PREVIEW = 4096
+"""Longest body text a PEEK shows (characters); the size says how long the body is."""
+
+
+@runtime_checkable
+class ManagedConnection(Protocol):
+    """A client connection as management sees it (the service registers one per connection)."""
+
+    name: str
+    """Unique among the broker's connections while it is open."""
+
+    def info(self) -> dict[str, Any]:
+        """``protocol``, ``user``, ``vhost``, ``peer``, ``container_id``, ``connected_at``
+        (seconds since the epoch), ``sessions``, ``links`` (0-9-1: channels, consumers)."""
+        ...
+
+    def close(self, reason: str) -> None:
+        """Close the connection with a 'forced' error carrying ``reason``."""
+        ...
+
+
+class Rates:
+    """Messages per second from a node's running counters, over the last ``window`` seconds.
+
+    Each read samples the counters (at most once a second per node); a rate is the
+    difference between now and the oldest sample still in the window, so a console
+    that polls gets rates without the broker sampling anything on its own.
+    """
+
+    def __init__(self, now: Callable[[], float], window: float = 10.0) -> None:
+        self.now = now
+        self.window = window
+        self._samples: dict[Any, deque[tuple[float, tuple[int, ...]]]] = {}
+        self._swept = now()
+
+    def sample(self, key: Any, counters: tuple[int, ...]) -> tuple[float, ...]:
+        t = self.now()
+        ring = self._samples.get(key)
+        if ring is None:
+            ring = self._samples[key] = deque()
+        while len(ring) > 1 and t - ring[1][0] >= self.window:
+            ring.popleft()
+        if not ring or t - ring[-1][0] >= 1.0:
+            ring.append((t, counters))
+        t0, old = ring[0]
+        dt = t - t0
+        if t - self._swept > 60.0:
+            self._sweep(t)
+        if dt < 1.0:  # too short to say anything (the first read, or reads in a burst)
+            return tuple(0.0 for _ in counters)
+        return tuple(round(max(c - o, 0) / dt, 3) for c, o in zip(counters, old, strict=False))
+
+    def _sweep(self, t: float) -> None:
+        """Forget nodes not read for a minute (deleted, or nobody is looking)."""
+        self._swept = t
+        for key in [k for k, ring in self._samples.items() if t - ring[-1][0] > 60.0]:
+            del self._samples[key]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Request:
+    """A management request in the draft's terms, whatever protocol carried it."""
+
+    operation: Any
+    type: Any = None
+    name: Any = None
+    identity: Any = None
+    properties: Mapping[str, Any] = field(default_factory=dict)
+    """The other application properties (``entityType``, ``offset``, ``count``, ...)."""
+    body: Any = None
+
+
+@dataclass(kw_only=True)
+class Response:
+    """``status`` (the draft's ``statusCode``), ``description``, ``body`` and extra properties."""
+
+    status: int
+    description: str = "OK"
+    body: Any = None
+    properties: dict[str, Any] = field(default_factory=dict)
+
+
+Entities = list[dict[str, Any]]
+"""Entities as maps of attributes (what listings return)."""
+
+_instances: weakref.WeakKeyDictionary[Broker, Management] = weakref.WeakKeyDictionary()
+
+
+class Management:
+    """The management operations of one broker (one instance per broker: :meth:`of`)."""
+
+    def __init__(self, broker: Broker, config: ManagementConfig | None = None) -> None:
+        self.broker = broker
+        self.config = config if config is not None else broker.config.management
+        self.access = Access(broker, self.config)
+        self.rates = Rates(broker.now)
+        self._connections: dict[str, ManagedConnection] = {}
+
+    @classmethod
+    def of(cls, broker: Broker) -> Management:
+        """The broker's management (made on first use, shared by every front end)."""
+        m = _instances.get(broker)
+        if m is None:
+            m = _instances[broker] = cls(broker)
+        return m
+
+    # -- connections (the service registers them) ------------------------------------------
+    def register_connection(self, conn: ManagedConnection) -> None:
+        self._connections[conn.name] = conn
+
+    def unregister_connection(self, conn: ManagedConnection) -> None:
+        if self._connections.get(conn.name) is conn:
+            del self._connections[conn.name]
+
+    def connection_list(self) -> list[ManagedConnection]:
+        return list(self._connections.values())
+
+    # -- the direct API ------------------------------------------------------------------------
+    def types(self) -> list[str]:
+        return list(ENTITY_TYPES)
+
+    def list(
+        self,
+        caller: Caller,
+        entity_type: str,
+        *,
+        vhost: str | None = None,
+        offset: int = 0,
+        count: int | None = None,
+    ) -> Entities:
+        """Entities of ``entity_type`` the caller may see, by name, ``offset``/``count`` paged."""
+        t = type_named(entity_type)
+        self.access.can_read(caller, f"listing {t.name}s")
+        if count is not None and count > self.config.max_query_count:
+            raise BadRequest(f"count {count} is above the limit of {self.config.max_query_count}")
+        if offset < 0 or (count is not None and count < 0):
+            raise BadRequest("offset and count must not be negative")
+        out = []
+        for v, item in self._visible(caller, t, vhost):
+            out.append(t.describe(self, v, item))
+        end = None if count is None else offset + count
+        return out[offset:end]
+
+    def read(self, caller: Caller, entity_type: str, name: str, *, vhost: str | None = None) -> dict[str, Any]:
+        t = type_named(entity_type)
+        self.access.can_read(caller, f"reading {t.a}")
+        v, item = self._find(caller, t, name, vhost)
+        return t.describe(self, v, item)
+
+    def create(
+        self,
+        caller: Caller,
+        entity_type: str,
+        name: str,
+        attributes: Mapping[str, Any] | None = None,
+        *,
+        vhost: str | None = None,
+    ) -> dict[str, Any]:
+        """Create an entity; its attributes as made. 409 if it exists."""
+        t = type_named(entity_type)
+        attrs = dict(attributes or {})
+        self._may_change(caller, t, "creating")
+        v = self.access.vhost(caller, vhost) if t.vhost_scoped else None
+        if not isinstance(name, str) or (not name and t.name != "binding"):
+            raise BadRequest(f"{t.a} needs a name (a non-empty string)")
+        for key in t.required:
+            if key != "name" and key not in attrs:
+                raise BadRequest(f"creating {t.a} needs the attribute {key!r}")
+        if v is not None and t.resource is not None:
+            target = str(attrs.get("destination", name)) if t.name == "binding" else name
+            self.access.permission(caller, v, target, t.resource, "configure")
+        item = _model(lambda: t.create(self, v, name, attrs))
+        return t.describe(self, v, item)
+
+    def update(
+        self, caller: Caller, entity_type: str, name: str, attributes: Mapping[str, Any], *, vhost: str | None = None
+    ) -> dict[str, Any]:
+        t = type_named(entity_type)
+        self._may_change(caller, t, "updating")
+        v, item = self._find(caller, t, name, vhost)
+        if v is not None and t.resource is not None:
+            self.access.permission(caller, v, t.name_of(item), t.resource, "configure")
+        item = _model(lambda: t.update(self, v, item, dict(attributes or {})))
+        return t.describe(self, v, item)
+
+    def delete(self, caller: Caller, entity_type: str, name: str, *, vhost: str | None = None) -> None:
+        t = type_named(entity_type)
+        if t.name == "connection":
+            self.close_connection(caller, name)
+            return
+        self._may_change(caller, t, "deleting")
+        v, item = self._find(caller, t, name, vhost)
+        if v is not None and t.resource is not None:
+            target = item.destination.name if t.name == "binding" else t.name_of(item)
+            self.access.permission(caller, v, target, t.resource, "configure")
+        _model(lambda: t.delete(self, v, item))
+
+    def purge(self, caller: Caller, entity_type: str, name: str, *, vhost: str | None = None) -> int:
+        """Drop every message of a queue or subscription; how many were dropped."""
+        t = type_named(entity_type)
+        self._may_change(caller, t, "purging")
+        q = self._messages(caller, t, name, vhost, "read")
+        if not hasattr(q, "purge") or "PURGE" not in t.operations:
+            raise NotImplementedOperation(f"{t.a} cannot be purged")
+        n: int = q.purge()
+        return n
+
+    def peek(
+        self, caller: Caller, entity_type: str, name: str, count: int = DEFAULT_PEEK, *, vhost: str | None = None
+    ) -> Entities:
+        """The first ``count`` messages of a queue, stream or subscription, left in place."""
+        t = type_named(entity_type)
+        self.access.can_read(caller, f"peeking into {t.a}")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise BadRequest(f"count must be a non-negative integer, not {count!r}")
+        if count > self.config.max_peek:
+            raise BadRequest(f"count {count} is above the peek limit of {self.config.max_peek}")
+        q = self._messages(caller, t, name, vhost, "read")
+        return [describe_message(i, msg) for i, msg in enumerate(q.peek(count))]
+
+    def connections(self, caller: Caller) -> Entities:
+        return self.list(caller, "connection")
+
+    def close_connection(self, caller: Caller, name: str, reason: str = "closed by the broker's management") -> None:
+        """Close a connection: any, for ``admin_tags``; one's own, for ``write_tags``."""
+        conn = self._connections.get(name) if isinstance(name, str) else None
+        if conn is None:
+            raise NotFoundError(f"no connection {name!r}")
+        own = caller.user is not None and conn.info().get("user") == caller.user
+        if own:
+            self.access.can_write(caller, "closing a connection")
+        else:
+            self.access.require(caller, self.config.admin_tags, "closing another user's connection")
+        log.info("management: %s closes connection %s", caller.user or "anonymous", name)
+        conn.close(str(reason))
+
+    def export_definitions(self, caller: Caller) -> str:
+        """The whole broker's definitions as RabbitMQ's JSON (``admin_tags`` only)."""
+        self.access.require(caller, self.config.admin_tags, "exporting definitions")
+        return self._definitions().export_json()
+
+    def import_definitions(self, caller: Caller, document: str | bytes | Mapping[str, Any]) -> dict[str, Any]:
+        """Import a definitions document (JSON text or a map; ``admin_tags`` only): counts per
+        kind (``imported``), ``warnings`` and ``skipped`` entries with their reasons."""
+        self.access.require(caller, self.config.admin_tags, "importing definitions")
+        if not isinstance(document, (str, bytes, Mapping)):
+            raise BadRequest("the definitions must be a JSON document (text) or a map")
+        try:
+            return self._definitions().import_document(document)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+
+    def _definitions(self) -> DefinitionsPort:
+        port = self.broker.definitions
+        if port is None:
+            raise NotImplementedOperation("this broker offers no definitions")
+        return port
+
+    def overview(self, caller: Caller) -> dict[str, Any]:
+        """The broker's totals: counts of connections, sessions, links, nodes; bytes held."""
+        self.access.can_read(caller, "the overview")
+        return {**self.broker.counts(), "vhosts": [v.name for v in self.access.visible_vhosts(caller)]}
+
+    # -- requests in the draft's terms --------------------------------------------------------
+    def execute(self, caller: Caller, request: Request) -> Response:
+        """Answer one request: never raises (a bad request is a 400 with a reason)."""
+        try:
+            return self._execute(caller, request)
+        except ManagementError as exc:
+            return Response(status=exc.status, description=exc.description, body={})
+        except ModelError as exc:
+            return Response(status=model_error_status(exc), description=str(exc), body={})
+        except Exception as exc:  # a bug must not take the broker (or the link) down
+            log.exception("management request %r failed", request.operation)
+            return Response(status=500, description=f"internal error: {type(exc).__name__}: {exc}"[:500], body={})
+
+    def _execute(self, caller: Caller, request: Request) -> Response:
+        from .draft import execute
+
+        return execute(self, caller, request)
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _visible(self, caller: Caller, t: EntityType, vhost: str | None) -> Iterable[tuple[VirtualHost | None, Any]]:
+        if t.name == "connection":
+            monitors = self.access.monitors(caller)
+            for c in t.items(self, None):
+                if monitors or (caller.user is not None and c.info().get("user") == caller.user):
+                    yield None, c
+            return
+        if t.name == "vhost":
+            visible = {id(v) for v in self.access.visible_vhosts(caller)}
+            for v in t.items(self, None):
+                if id(v) in visible:
+                    yield None, v
+            return
+        v = self.access.vhost(caller, vhost)
+        for item in t.items(self, v):
+            yield v, item
+
+    def _find(self, caller: Caller, t: EntityType, name: Any, vhost: str | None) -> tuple[VirtualHost | None, Any]:
+        if not isinstance(name, str):
+            raise BadRequest(f"{t.a}'s name must be a string, not {type(name).__name__}")
+        if t.vhost_scoped:
+            v = self.access.vhost(caller, vhost)
+            item = t.find(self, v, name)
+        else:
+            v = None
+            item = None
+            for _, candidate in self._visible(caller, t, vhost):
+                if t.name_of(candidate) == name:
+                    item = candidate
+        if item is None:
+            where = f" in vhost {v.name!r}" if v is not None else ""
+            raise NotFoundError(f"no {t.name} {name!r}{where}")
+        return v, item
+
+    def _may_change(self, caller: Caller, t: EntityType, doing: str) -> None:
+        what = f"{doing} {t.a}"
+        if t.name == "policy":
+            self.access.require(caller, self.config.policy_tags, what)
+        elif t.name == "vhost":
+            self.access.require(caller, self.config.admin_tags, what)
+        else:
+            self.access.can_write(caller, what)
+
+    def _messages(self, caller: Caller, t: EntityType, name: str, vhost: str | None, action: Action) -> Any:
+        v, item = self._find(caller, t, name, vhost)
+        q = t.messages(item)
+        if v is not None:
+            self.access.permission(caller, v, q.name, "queue", action)
+        return q
+
+
+def _model(fn: Callable[[], Any]) -> Any:
+    """Run a core operation; its refusals become management errors with the right status."""
+    try:
+        return fn()
+    except ModelError as exc:
+        status = model_error_status(exc)
+        err: type[ManagementError] = {404: NotFoundError, 403: Forbidden}.get(status, Conflict)
+        raise err(str(exc)) from None
+
+
+def describe_message(position: int, msg: QueuedMessage) -> dict[str, Any]:
+    """A held message as plain values (its 1.0 form decoded; the body's text cut at 4096)."""
+    from ...message import Message
+
+    out: dict[str, Any] = {
+        "position": position,
+        "format": msg.format,
+        "size": msg.size,
+        "priority": msg.priority,
+        "durable": msg.durable,
+        "delivery_count": msg.delivery_count,
+        "arrival": msg.arrival,
+        "message_id": _plain(msg.message_id),
+    }
+    try:
+        m = Message.decode(msg.form("amqp1"))
+    except Exception as exc:  # another protocol's form that cannot be read: say so, show the rest
+        out["error"] = f"the message cannot be decoded: {exc}"[:300]
+        return out
+    body = m.body
+    if m.body_type == "data" and isinstance(body, list):
+        body = b"".join(bytes(part) for part in body)
+    body = _plain(body)
+    if isinstance(body, str) and len(body) > BODY_PREVIEW:
+        body = body[:BODY_PREVIEW]
+        out["truncated"] = True
+    out.update(
+        {
+            "message_id": _plain(m.id) if m.id is not None else out["message_id"],
+            "correlation_id": _plain(m.correlation_id),
+            "subject": m.subject,
+            "to": m.to,
+            "reply_to": m.reply_to,
+            "content_type": m.content_type,
+            "application_properties": _plain(m.application_properties or {}),
+            "message_annotations": _plain(m.message_annotations or {}),
+            "body": body,
+        }
+    )
+    return out

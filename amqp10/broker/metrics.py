@@ -1,0 +1,312 @@
+"""Prometheus metrics: what ``/metrics`` serves, read from the broker when scraped.
+
+Nothing here runs on the message path. The broker keeps plain integers where it
+already works (node statistics, the running byte totals of
+:mod:`~amqp10.broker.core.accounting`, each engine's frame and error counters,
+the store committer's latency histogram); :class:`BrokerCollector` reads them
+when Prometheus asks and hands them to ``prometheus_client``, which writes the
+text exposition format. Names follow Prometheus's conventions: the ``amqp10_``
+prefix, ``_total`` for counters, base units (bytes, seconds).
+
+Counters of connections that have ended are folded into :class:`EndedConnections`
+when they end, so the ``_total`` series never go down while the broker runs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, cast
+
+import anyio
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector
+
+from ..amqp091 import Connection as Amqp091Connection
+from ..amqp091 import ReplyCode
+from ..transport import Connection as Amqp1Connection
+from .core import Broker
+from .core.accounting import Histogram
+from .core.store import GroupCommitter, Store
+
+__all__ = [
+    "CONTENT_TYPE",
+    "BrokerCollector",
+    "EndedConnections",
+    "MetricsSources",
+    "exposition",
+    "metrics_registry",
+]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+"""The Prometheus text exposition format's content type."""
+
+_NODE_COUNTERS = (
+    # (statistic in core.nodes.Stats, metric name, help)
+    ("enqueued", "amqp10_node_messages_published_total", "Messages stored into the node"),
+    ("delivered", "amqp10_node_messages_delivered_total", "Messages handed to consumers"),
+    (
+        "acked",
+        "amqp10_node_messages_acknowledged_total",
+        "Deliveries acknowledged (accepted, basic.ack, or settled on sending)",
+    ),
+    ("released", "amqp10_node_messages_released_total", "Deliveries given back for redelivery"),
+    ("rejected", "amqp10_node_messages_rejected_total", "Deliveries rejected by consumers"),
+    (
+        "dead_lettered",
+        "amqp10_node_messages_dead_lettered_total",
+        "Messages sent to the dead-letter address",
+    ),
+    ("expired", "amqp10_node_messages_expired_total", "Messages whose time-to-live ran out"),
+    (
+        "dropped",
+        "amqp10_node_messages_dropped_total",
+        "Messages dropped (overflow, rejected without a dead-letter address)",
+    ),
+)
+_NODE_LABELS = ["vhost", "node", "kind"]
+
+
+def _condition_091(code: int) -> str:
+    """A 0-9-1 reply code as the spec names it (``not-found``), or its number."""
+    try:
+        return ReplyCode(code).name.lower().replace("_", "-")
+    except ValueError:
+        return str(code)
+
+
+@dataclass(frozen=True, slots=True)
+class _Traffic:
+    protocol: str
+    frames_in: int
+    frames_out: int
+    errors: dict[str, int]
+
+
+def _traffic(handler: Any) -> _Traffic | None:
+    """The frame and error counters of a front end's connection handler (its engine's)."""
+    engine = getattr(handler, "conn", None)
+    if isinstance(engine, Amqp091Connection):
+        errors = {_condition_091(code): n for code, n in engine.errors_sent.items()}
+        return _Traffic("amqp091", engine.frames_in, engine.frames_out, errors)
+    if isinstance(engine, Amqp1Connection):
+        return _Traffic("amqp1", engine.frames_in, engine.frames_out, dict(engine.errors_sent))
+    return None
+
+
+class EndedConnections:
+    """Frames and errors of the connections that have ended (their engines are gone)."""
+
+    def __init__(self) -> None:
+        self.frames_in: dict[str, int] = {}
+        self.frames_out: dict[str, int] = {}
+        self.errors: dict[tuple[str, str], int] = {}
+
+    def add(self, handler: Any) -> None:
+        """Fold ``handler``'s counters in (the service calls this as a connection ends)."""
+        t = _traffic(handler)
+        if t is not None:
+            _add_traffic(t, self.frames_in, self.frames_out, self.errors)
+
+
+def _add_traffic(
+    t: _Traffic,
+    frames_in: dict[str, int],
+    frames_out: dict[str, int],
+    errors: dict[tuple[str, str], int],
+) -> None:
+    frames_in[t.protocol] = frames_in.get(t.protocol, 0) + t.frames_in
+    frames_out[t.protocol] = frames_out.get(t.protocol, 0) + t.frames_out
+    for condition, n in t.errors.items():
+        key = (t.protocol, condition)
+        errors[key] = errors.get(key, 0) + n
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsSources:
+    """Where the collector reads from (the running service's parts)."""
+
+    broker: Callable[[], Broker | None]
+    store: Callable[[], Store | None]
+    committer: Callable[[], GroupCommitter | None]
+    handlers: Callable[[], Iterable[Any]]
+    """The front ends' connection handlers now running."""
+    ended: EndedConnections
+
+
+class BrokerCollector(Collector):
+    """A ``prometheus_client`` collector over the broker's own counters."""
+
+    def __init__(self, sources: MetricsSources) -> None:
+        self.sources = sources
+
+    def collect(self) -> Iterator[Metric]:
+        src = self.sources
+        broker = src.broker()
+        if broker is not None:
+            yield from self._broker(broker)
+        yield from self._traffic()
+        yield from self._store(src.store(), src.committer())
+
+    def _broker(self, broker: Broker) -> Iterator[Metric]:
+        counts = broker.counts()
+        for key, what in (
+            ("connections", "Open client connections (every protocol)"),
+            ("sessions", "Open sessions (0-9-1: channels)"),
+            ("links", "Attached links (0-9-1: consumers)"),
+            ("nodes", "Queues, streams and topics, subscription queues included"),
+        ):
+            yield GaugeMetricFamily(f"amqp10_{key}", what, value=counts[key])
+        yield GaugeMetricFamily(
+            "amqp10_messages_memory_bytes",
+            "Bytes of the messages held in memory (queued, not with a consumer)",
+            value=counts["memory_bytes"],
+        )
+        yield GaugeMetricFamily(
+            "amqp10_messages_disk_bytes",
+            "Bytes of the persistent messages in the store",
+            value=counts["disk_bytes"],
+        )
+        depth = GaugeMetricFamily(
+            "amqp10_node_messages", "Messages ready for delivery", labels=_NODE_LABELS
+        )
+        unacked = GaugeMetricFamily(
+            "amqp10_node_messages_unacked",
+            "Messages delivered and not yet settled by the consumer",
+            labels=_NODE_LABELS,
+        )
+        size = GaugeMetricFamily(
+            "amqp10_node_bytes", "Bytes of the messages ready for delivery", labels=_NODE_LABELS
+        )
+        consumers = GaugeMetricFamily(
+            "amqp10_node_consumers", "Consumers attached", labels=_NODE_LABELS
+        )
+        counters = [
+            (stat, CounterMetricFamily(name.removesuffix("_total"), what, labels=_NODE_LABELS))
+            for stat, name, what in _NODE_COUNTERS
+        ]
+        for vhost in broker.vhosts.values():
+            for node in vhost.queues():
+                labels = [vhost.name, node.name, node.kind]
+                stats = node.stats
+                depth.add_metric(labels, node.count)
+                size.add_metric(labels, node.bytes)
+                consumers.add_metric(labels, len(node.consumers))
+                if node.kind == "queue":  # a stream keeps what it delivers: nothing is unacked
+                    unacked.add_metric(labels, stats.unacked)
+                for stat, family in counters:
+                    family.add_metric(labels, getattr(stats, stat))
+        yield depth
+        yield unacked
+        yield size
+        yield consumers
+        for _, family in counters:
+            yield family
+
+    def _traffic(self) -> Iterator[Metric]:
+        ended = self.sources.ended
+        frames_in = dict(ended.frames_in)
+        frames_out = dict(ended.frames_out)
+        errors = dict(ended.errors)
+        for handler in self.sources.handlers():
+            t = _traffic(handler)
+            if t is not None:
+                _add_traffic(t, frames_in, frames_out, errors)
+        received = CounterMetricFamily(
+            "amqp10_frames_received", "Protocol frames received", labels=["protocol"]
+        )
+        sent = CounterMetricFamily(
+            "amqp10_frames_sent", "Protocol frames sent", labels=["protocol"]
+        )
+        for protocol in ("amqp1", "amqp091"):
+            received.add_metric([protocol], frames_in.get(protocol, 0))
+            sent.add_metric([protocol], frames_out.get(protocol, 0))
+        yield received
+        yield sent
+        family = CounterMetricFamily(
+            "amqp10_errors",
+            "Errors the broker sent, by condition (1.0 close, end and detach; 0-9-1 connection and channel close)",
+            labels=["protocol", "condition"],
+        )
+        for (protocol, condition), n in sorted(errors.items()):
+            family.add_metric([protocol, condition], n)
+        yield family
+
+    def _store(self, store: Store | None, committer: GroupCommitter | None) -> Iterator[Metric]:
+        if store is not None:
+            yield GaugeMetricFamily(
+                "amqp10_store_size_bytes",
+                "Size of the store's files (SQLite database and write-ahead log)",
+                value=_store_size(store),
+            )
+        if committer is not None:
+            yield CounterMetricFamily(
+                "amqp10_store_commits", "Store transactions committed", value=committer.commits
+            )
+            yield CounterMetricFamily(
+                "amqp10_store_operations",
+                "Store operations committed",
+                value=committer.ops_committed,
+            )
+            yield _histogram(
+                "amqp10_store_commit_seconds",
+                "Time to commit one batch to the store (write and fsync)",
+                committer.latency,
+            )
+
+
+def _store_size(store: Store) -> int:
+    total = 0
+    for suffix in ("", "-wal"):
+        try:
+            total += os.stat(f"{store.path}{suffix}").st_size
+        except OSError:
+            pass
+    return total
+
+
+def _histogram(name: str, what: str, h: Histogram) -> HistogramMetricFamily:
+    buckets: list[tuple[str, float]] = []
+    cumulative = 0
+    for bound, n in zip(h.bounds, h.counts):
+        cumulative += n
+        buckets.append((repr(float(bound)), cumulative))
+    buckets.append(("+Inf", h.count))
+    return HistogramMetricFamily(name, what, buckets=buckets, sum_value=h.sum)
+
+
+def metrics_registry(sources: MetricsSources) -> CollectorRegistry:
+    """A registry with the broker's collector and the process's (memory, CPU, open files)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(BrokerCollector(sources))
+    ProcessCollector(registry=registry)
+    return registry
+
+
+class _Collected:
+    """Metrics already collected, in the shape ``generate_latest`` reads (``collect()``)."""
+
+    def __init__(self, metrics: list[Metric]) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> list[Metric]:
+        return self.metrics
+
+
+async def exposition(registry: CollectorRegistry) -> bytes:
+    """The text the ``/metrics`` endpoint serves.
+
+    The numbers are read here, in the event loop, where the broker's state cannot
+    change under the reading; writing the text (most of a scrape's cost, about 10 µs
+    a sample) happens in a worker thread, so a big scrape does not hold up traffic.
+    """
+    collected = _Collected(list(registry.collect()))
+    return await anyio.to_thread.run_sync(generate_latest, cast(CollectorRegistry, collected))
