@@ -6,6 +6,7 @@ authorization by user tags, and hostile requests answered with 4xx while the bro
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -341,3 +342,32 @@ def test_a_connection_may_close_itself(broker: RunningBroker) -> None:
         assert "closed by the broker's management" in str(info.value)
     with amqp10.sync.connect(broker.url, timeout=T) as other:
         assert ask(other, "GET-MGMT-NODES")[0] == 200
+
+
+def test_a_closed_connections_consumers_get_nothing_more(broker: RunningBroker) -> None:
+    from amqp10.broker.amqp1.message import Amqp1Message
+    from amqp10.broker.management import Caller, Management
+
+    with amqp10.sync.connect(broker.url, container_id="consumer-closed", timeout=T) as victim:
+        victim.open_receiver("stop-q", credit=10)
+
+        def credit() -> int:
+            q = broker.broker.default.nodes["stop-q"]
+            return sum(c.credit() for c in q.consumers)
+
+        for _ in range(200):  # the receiver's flow arrives just after its attach
+            if broker.portal.call(credit) > 0:
+                break
+            time.sleep(0.01)
+        assert broker.portal.call(credit) == 10
+
+        def close_then_publish() -> int:
+            # in the broker's loop, at once: the close frame is out, the peer's is not in yet
+            m = Management.of(broker.broker)
+            (c,) = [c for c in m.connection_list() if c.info()["container_id"] == "consumer-closed"]
+            m.close_connection(Caller(user=None), c.name)
+            q = broker.broker.default.nodes["stop-q"]
+            q.publish(Amqp1Message(Message(body="late").encode(), arrival=0.0), lambda: None)
+            return int(q.count)
+
+        assert broker.portal.call(close_then_publish) == 1  # kept for the next consumer

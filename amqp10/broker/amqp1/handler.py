@@ -205,6 +205,12 @@ class ConnectionHandler:
     def _on_closed(self, e: Any) -> None:
         self.cleanup()
 
+    def stop_deliveries(self) -> None:
+        """This side is closing the connection: no node may give its consumers more
+        messages (the engine sends nothing more); what they hold is settled at cleanup."""
+        for c in list(self.consumers.values()):
+            c.node.remove_consumer(c)
+
     def cleanup(self) -> None:
         if self.closed:
             return
