@@ -176,8 +176,11 @@ def test_hostile_requests_get_4xx_and_the_broker_stays_up(broker: RunningBroker)
             p = reply.application_properties or {}
             assert (app_props, p.get("statusCode")) == (app_props, expected), p.get("statusDescription")
             assert p.get("statusDescription")
-        # undecodable application properties are the engine's business; a non-map body
-        # and no application properties at all were answered above; the broker still works
+        # no application-properties section at all
+        reply = conn.request("$management", Message(body={"attributeNames": ["name"]}), timeout=T)
+        assert (reply.application_properties or {}).get("statusCode") == 400
+        assert "operation" in reply.application_properties["statusDescription"]
+        # the same links answer a good request afterwards
         assert ask(conn, "CREATE", "queue", "after")[0] == 201
     assert len(broker.service.clients) <= 1
 
@@ -226,6 +229,7 @@ def test_every_operation_with_proton(broker: RunningBroker) -> None:
         for app_props, body, expected in HOSTILE:
             request = ProtonMessage(body=body, properties=app_props)
             assert client.call(request).properties["statusCode"] == expected, app_props
+        assert client.call(ProtonMessage(body="no properties")).properties["statusCode"] == 400
         assert proton_ask(client, "GET-TYPES")[0] == 200  # still answering on the same links
     finally:
         conn.close()
