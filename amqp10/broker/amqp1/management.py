@@ -90,6 +90,8 @@ class ManagementNode(Node):
         """The permission check for the lower-case declarations (the connection's user)."""
         self.may_reply_to = may_reply_to
         """Whether the user may write to a node named by a ``reply-to`` (not its own reply links)."""
+        self.refusal: Error | None = None
+        """Why the last request could not be answered (its transfer is rejected with it)."""
         self.is_open = is_open
         """Whether the connection is still open (a request may close it: then no reply)."""
         self.caller = Caller(user=user, vhost=vhost.name)
@@ -125,11 +127,12 @@ class ManagementNode(Node):
 
     # -- requests ---------------------------------------------------------------------------------
     def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
-        """A request posted in a transaction, at its commit (others come to :meth:`request`)."""
-        on_stored()
-        refused = self.request(msg)
+        """Answer a request; False (and :attr:`refusal` says why) if it cannot be answered."""
+        refused = self.refusal = self.request(msg)
         if refused is not None:
             log.info("management request not answered: %s", refused.description)
+            return False
+        on_stored()
         return True
 
     def request(self, msg: QueuedMessage) -> Error | None:
