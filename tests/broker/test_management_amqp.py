@@ -375,3 +375,17 @@ def test_a_closed_connections_consumers_get_nothing_more(broker: RunningBroker) 
             return int(q.count)
 
         assert broker.portal.call(close_then_publish) == 1  # kept for the next consumer
+
+
+def test_a_request_through_the_anonymous_relay(broker: RunningBroker) -> None:
+    with amqp10.sync.connect(broker.url, timeout=T) as conn:
+        relay = conn.open_sender(None)  # a null target: each message's `to` routes it
+        replies = conn.open_receiver("$management", target=Target(address="relay-replies"), credit=5)
+        request = Message(body=None, application_properties=props("GET-MGMT-NODES"))
+        request.to = "$management"
+        request.id = "via-relay"
+        request.reply_to = "relay-replies"
+        relay.send(request)
+        reply = replies.receive(timeout=T)
+        reply.accept()
+        assert (reply.message.correlation_id, reply.message.application_properties["statusCode"]) == ("via-relay", 200)
