@@ -389,3 +389,20 @@ def test_a_request_through_the_anonymous_relay(broker: RunningBroker) -> None:
         reply = replies.receive(timeout=T)
         reply.accept()
         assert (reply.message.correlation_id, reply.message.application_properties["statusCode"]) == ("via-relay", 200)
+
+
+def test_replies_not_taken_count_against_memory_until_their_link_goes(broker: RunningBroker) -> None:
+    def held() -> int:
+        return int(broker.broker.stats.memory_bytes)
+
+    with amqp10.sync.connect(broker.url, timeout=T) as conn:
+        before = broker.portal.call(held)
+        sender = conn.open_sender("$management")
+        replies = conn.open_receiver("$management", target=Target(address="no-credit"), credit=0)
+        for _ in range(5):
+            request = Message(body=None, application_properties=props("GET-TYPES"))
+            request.reply_to = "no-credit"
+            sender.send(request)
+        assert broker.portal.call(held) > before  # five replies wait for credit
+        replies.close()
+        assert broker.portal.call(held) == before

@@ -38,6 +38,7 @@ they always have:
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -55,6 +56,7 @@ from ..core import (
     Stream,
     VirtualHost,
 )
+from ..core.accounting import DETACHED
 from ..management import Caller, Management, ManagementError, Request, Response
 from .message import Amqp1Message
 
@@ -97,6 +99,7 @@ class ManagementNode(Node):
         self.caller = Caller(user=user, vhost=vhost.name)
         self.management = Management.of(vhost.broker)
         self.reply_links: dict[str, Queue] = {}
+        self._unnamed = itertools.count(1)
         """This connection's receiver links from ``$management``, by their target address."""
         self._legacy: dict[str, Callable[[Mapping[str, Any]], Reply]] = {
             "stream-info": self._stream_info,
@@ -112,10 +115,11 @@ class ManagementNode(Node):
     def reply_queue(self, address: str | None) -> Queue:
         """The private queue behind a receiver link from ``$management`` whose target is
         ``address`` (a link without a target address gets a name of its own)."""
-        key = address or f"$management-replies-{len(self.reply_links) + 1}"
+        key = address or f"$management-replies-{next(self._unnamed)}"
         q = self.reply_links.get(key)
         if q is None or q.deleted:
             q = self.reply_links[key] = Queue(key, QueuePolicy(), now=self.vhost.now, dynamic=True)
+            q.account_to(self.vhost.broker.stats)  # replies nobody takes count against the memory limit
         return q
 
     def reply_link_gone(self, queue: Queue) -> None:
@@ -124,6 +128,7 @@ class ManagementNode(Node):
             if q is queue and not q.consumers:
                 del self.reply_links[key]
                 q.delete()
+                q.account_to(DETACHED)
 
     # -- requests ---------------------------------------------------------------------------------
     def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
