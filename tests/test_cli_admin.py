@@ -144,3 +144,13 @@ def test_credentials_in_the_url_and_tags(tmp_path: Path) -> None:
         assert "403 listing queues needs the" in one_line_error(r, "admin")
         r = run(f"amqp://bob:wrong@{b.url}", "queues")
         one_line_error(r, "admin")
+
+
+def test_another_virtual_host(broker: RunningBroker) -> None:
+    url = broker.url
+    assert admin(url, "create", "vhost", "adm-tenant", "description=for the CLI") == "created vhost adm-tenant\n"
+    admin(url, "create", "queue", "adm-tenant-q", "--vhost", "adm-tenant")
+    assert [r[0] for r in table(admin(url, "queues", "--vhost", "adm-tenant"))[1:]] == ["adm-tenant-q"]
+    assert "adm-tenant-q" not in [r[0] for r in table(admin(url, "queues"))]
+    (row,) = [r for r in json.loads(admin(url, "vhosts", "--json")) if r["name"] == "adm-tenant"]
+    assert (row["queues"], row["description"]) == (1, "for the CLI")

@@ -590,6 +590,7 @@ class BrokerService:
                 why = forced if reason is None else Error(condition=ErrorCondition.CONNECTION_FORCED, description=reason)
                 with contextlib.suppress(Exception):  # already closing: nothing more to say
                     conn.connection.close(why)
+                handler.stop_deliveries()
 
         log.debug("connection from %s", peer)
 

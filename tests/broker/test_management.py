@@ -228,3 +228,39 @@ def test_execute_never_raises() -> None:
     untyped = m.execute(ANY, Request(operation="QUERY", body={}))
     assert ["q", "q", "queue"] in untyped.body["results"]
     assert m.execute(ANY, Request(operation="DELETE", type="queue", name="q")).status == 204
+
+
+class HoldingConsumer:
+    """A consumer that takes what its credit allows and settles when told."""
+
+    id = 991
+    browse = False
+
+    def __init__(self, credit: int) -> None:
+        self.left = credit
+        self.held: list[Any] = []
+
+    def credit(self) -> int:
+        return self.left
+
+    def deliver(self, node: Any, msg: Any) -> None:
+        self.left -= 1
+        self.held.append(msg)
+
+    def cancelled(self) -> None:
+        pass
+
+
+def test_consumers_and_unacked() -> None:
+    b, m, _ = make()
+    m.create(ANY, "queue", "held")
+    q = b.default.nodes["held"]
+    put(q, "a", "b", "c")
+    c = HoldingConsumer(credit=2)
+    q.add_consumer(c)
+    seen = m.read(ANY, "queue", "held")
+    assert (seen["depth"], seen["consumers"], seen["unacked"], seen["delivered"]) == (1, 1, 2, 2)
+    q.ack(c.held[0])
+    q.release(c.held[1])
+    seen = m.read(ANY, "queue", "held")
+    assert (seen["depth"], seen["unacked"], seen["acked"]) == (2, 0, 1)

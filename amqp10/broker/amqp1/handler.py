@@ -205,6 +205,12 @@ class ConnectionHandler:
     def _on_closed(self, e: Any) -> None:
         self.cleanup()
 
+    def stop_deliveries(self) -> None:
+        """This side is closing the connection: no node may give its consumers more
+        messages (the engine sends nothing more); what they hold is settled at cleanup."""
+        for c in list(self.consumers.values()):
+            c.node.remove_consumer(c)
+
     def cleanup(self) -> None:
         if self.closed:
             return
@@ -534,12 +540,6 @@ class ConnectionHandler:
                 self._touched.add(id(link))
                 self._unroutable(link, d, exc)
                 return
-        if type(node) is ManagementNode and not isinstance(d.remote_state, TransactionalState):
-            refused = node.request(msg)  # answered now; one that cannot be answered is rejected
-            if not d.remote_settled:
-                d.settle(_ACCEPTED if refused is None else Rejected(error=refused))
-            self._touched.add(id(link))
-            return
         if isinstance(d.remote_state, TransactionalState):
             self._post(link, d, node, msg)
             return
@@ -557,6 +557,8 @@ class ConnectionHandler:
         if not node.publish(msg, stored) and not presettled:
             if isinstance(node, _ROUTERS) and not isinstance(node, Topic):
                 d.settle(_RELEASED)  # no queue took it (RabbitMQ 4 answers the same)
+            elif type(node) is ManagementNode:  # a request that cannot be answered
+                d.settle(Rejected(error=node.refusal))
             else:
                 d.settle(Rejected(error=Error(condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED, description=f"node {node.name!r} is full")))
         self._touched.add(id(link))

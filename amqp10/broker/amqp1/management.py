@@ -38,6 +38,7 @@ they always have:
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -55,6 +56,7 @@ from ..core import (
     Stream,
     VirtualHost,
 )
+from ..core.accounting import DETACHED
 from ..management import Caller, Management, ManagementError, Request, Response
 from .message import Amqp1Message
 
@@ -90,11 +92,14 @@ class ManagementNode(Node):
         """The permission check for the lower-case declarations (the connection's user)."""
         self.may_reply_to = may_reply_to
         """Whether the user may write to a node named by a ``reply-to`` (not its own reply links)."""
+        self.refusal: Error | None = None
+        """Why the last request could not be answered (its transfer is rejected with it)."""
         self.is_open = is_open
         """Whether the connection is still open (a request may close it: then no reply)."""
         self.caller = Caller(user=user, vhost=vhost.name)
         self.management = Management.of(vhost.broker)
         self.reply_links: dict[str, Queue] = {}
+        self._unnamed = itertools.count(1)
         """This connection's receiver links from ``$management``, by their target address."""
         self._legacy: dict[str, Callable[[Mapping[str, Any]], Reply]] = {
             "stream-info": self._stream_info,
@@ -110,10 +115,11 @@ class ManagementNode(Node):
     def reply_queue(self, address: str | None) -> Queue:
         """The private queue behind a receiver link from ``$management`` whose target is
         ``address`` (a link without a target address gets a name of its own)."""
-        key = address or f"$management-replies-{len(self.reply_links) + 1}"
+        key = address or f"$management-replies-{next(self._unnamed)}"
         q = self.reply_links.get(key)
         if q is None or q.deleted:
             q = self.reply_links[key] = Queue(key, QueuePolicy(), now=self.vhost.now, dynamic=True)
+            q.account_to(self.vhost.broker.stats)  # replies nobody takes count against the memory limit
         return q
 
     def reply_link_gone(self, queue: Queue) -> None:
@@ -122,14 +128,16 @@ class ManagementNode(Node):
             if q is queue and not q.consumers:
                 del self.reply_links[key]
                 q.delete()
+                q.account_to(DETACHED)
 
     # -- requests ---------------------------------------------------------------------------------
     def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
-        """A request posted in a transaction, at its commit (others come to :meth:`request`)."""
-        on_stored()
-        refused = self.request(msg)
+        """Answer a request; False (and :attr:`refusal` says why) if it cannot be answered."""
+        refused = self.refusal = self.request(msg)
         if refused is not None:
             log.info("management request not answered: %s", refused.description)
+            return False
+        on_stored()
         return True
 
     def request(self, msg: QueuedMessage) -> Error | None:

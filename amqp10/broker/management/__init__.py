@@ -50,6 +50,9 @@ policies ``policy_tags``. Without a users file everything is allowed.
 
 Connections are the service's: it registers a :class:`ManagedConnection` per
 connection (:meth:`Management.register_connection`).
+
+Like the core, none of this is thread-safe: call it from the broker's event loop
+(the HTTP listener's handlers run there).
 """
 
 from .access import Access, Caller
