@@ -1,8 +1,9 @@
-"""The SQLite store and its group committer (a real database in a temp directory)."""
+"""The store and its group committer, on each backend: SQLite (a file in a temp directory)
+and PostgreSQL (a real server, a database of its own per test)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 
 import anyio
 import pytest
@@ -19,20 +20,20 @@ def put(node: str, seq: int, data: bytes = b"x", priority: int = 4) -> tuple[obj
     return (st.PUT, node, seq, priority, 0, None, 1.0, None, "amqp1", data)
 
 
-def test_put_load_delete_roundtrip(tmp_path: Path) -> None:
-    s = st.Store(tmp_path / "db.sqlite3")
+def test_put_load_delete_roundtrip(open_store: Callable[[], st.SqlStore]) -> None:
+    s = open_store()
     s.apply([(st.NODE, "/", "q", "queue", "{}"), put("q", 1, b"a"), put("q", 2, b"b"), put("q", 3, b"c")])
     s.apply([(st.DELETE, "q", 2)])
     s.close()
-    s2 = st.Store(tmp_path / "db.sqlite3")
+    s2 = open_store()
     loaded = s2.load()
     nodes, msgs = loaded.nodes, loaded.messages
     assert [(n.name, n.kind) for n in nodes] == [("q", "queue")]
     assert [(m.seq, m.data) for m in msgs] == [(1, b"a"), (3, b"c")]
 
 
-def test_in_flight_messages_recover_with_delivery_count_raised(tmp_path: Path) -> None:
-    s = st.Store(tmp_path / "db.sqlite3")
+def test_in_flight_messages_recover_with_delivery_count_raised(open_store: Callable[[], st.SqlStore]) -> None:
+    s = open_store()
     s.apply([put("q", 1), put("q", 2), (st.UPDATE, "q", 1, 0, 1)])
     msgs = s.load().messages
     assert [(m.seq, m.delivery_count) for m in msgs] == [(1, 1), (2, 0)]
@@ -40,21 +41,21 @@ def test_in_flight_messages_recover_with_delivery_count_raised(tmp_path: Path) -
     assert [(m.seq, m.delivery_count) for m in again] == [(1, 1), (2, 0)]
 
 
-def test_put_then_delete_in_one_batch_leaves_nothing(tmp_path: Path) -> None:
-    s = st.Store(tmp_path / "db.sqlite3")
+def test_put_then_delete_in_one_batch_leaves_nothing(open_store: Callable[[], st.SqlStore]) -> None:
+    s = open_store()
     s.apply([put("q", 1), (st.UPDATE, "q", 1, 2, 1), (st.DELETE, "q", 1), put("q", 2)])
     assert [m.seq for m in s.load().messages] == [2]
 
 
-def test_drop_node_removes_its_messages(tmp_path: Path) -> None:
-    s = st.Store(tmp_path / "db.sqlite3")
+def test_drop_node_removes_its_messages(open_store: Callable[[], st.SqlStore]) -> None:
+    s = open_store()
     s.apply([(st.NODE, "/", "t", "queue", "{}"), put("t", 1), (st.DROP_NODE, "/", "t")])
     assert s.load() == st.Loaded([], [], [], [])
 
 
 @pytest.mark.anyio
-async def test_group_commit_batches_and_calls_back_after_commit(tmp_path: Path) -> None:
-    s = st.Store(tmp_path / "db.sqlite3")
+async def test_group_commit_batches_and_calls_back_after_commit(open_store: Callable[[], st.SqlStore]) -> None:
+    s = open_store()
     gc = st.GroupCommitter(s, interval=0.01)
     done: list[int] = []
     async with anyio.create_task_group() as tg:
@@ -69,8 +70,8 @@ async def test_group_commit_batches_and_calls_back_after_commit(tmp_path: Path) 
     assert len(s.load().messages) == 500
 
 
-def test_broker_recovers_queues_in_order(tmp_path: Path) -> None:
-    s = st.Store(tmp_path / "db.sqlite3")
+def test_broker_recovers_queues_in_order(open_store: Callable[[], st.SqlStore]) -> None:
+    s = open_store()
 
     net = Net()
     net.broker = Broker(BrokerConfig(), journal=SyncJournal(s))
@@ -92,11 +93,11 @@ def test_broker_recovers_queues_in_order(tmp_path: Path) -> None:
     assert [m.delivery_count for m in msgs] == [1, 0, 0, 0]  # message 1 was in flight
 
 
-def test_stream_recovers_offsets_and_dedup_window(tmp_path: Path) -> None:
+def test_stream_recovers_offsets_and_dedup_window(open_store: Callable[[], st.SqlStore]) -> None:
     from amqp10.broker.config import AddressRule, QueuePolicy
     from amqp10.broker.core import Stream
 
-    s = st.Store(tmp_path / "db.sqlite3")
+    s = open_store()
 
     cfg = BrokerConfig(
         addresses=[AddressRule(pattern="ev", kind="stream", policy=QueuePolicy(duplicate_window=10))]

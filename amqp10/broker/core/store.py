@@ -1,4 +1,6 @@
-"""The broker's durable store: SQLite in WAL mode, written with grouped commits.
+"""The broker's durable store: SQL written once (:class:`SqlStore`) for two backends,
+SQLite in WAL mode (:class:`Store`) and PostgreSQL (:mod:`.store_postgres`, for
+active/standby failover), written with grouped commits.
 
 Every durable message is in the database before the broker accepts it. Writes
 are collected by :class:`GroupCommitter` and applied in one transaction per
