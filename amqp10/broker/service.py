@@ -35,7 +35,7 @@ from .amqp1 import ConnectionHandler
 from .config import BrokerConfig
 from .core import Broker
 from .core.broker import gc_paused
-from .core.store import GroupCommitter, Store
+from .core.store import GroupCommitter, SqlStore, Store
 from .guard import ConnectionGuard, HeldOutput, Refusal, source_of
 from .http import broker_routes, start_http
 from .topology import LiveDefinitions
@@ -122,7 +122,8 @@ class BrokerService:
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.store: Store | None = None
+        self.store: SqlStore | None = None
+        self.lock: Any = None  # [store] postgresql: the DatabaseLock this broker holds
         self.committer: GroupCommitter | None = None
         self.broker: Broker | None = None
         self.listeners: list[Listener] = []
@@ -160,7 +161,7 @@ class BrokerService:
         """Open the store, recover, listen; on cancellation shut down gracefully."""
         cfg = self.config
         self._users, permissions = load_access(cfg.sasl)
-        self.store = Store(cfg.store.path)
+        self.store = await self._open_store()
         self.committer = GroupCommitter(
             self.store, interval=cfg.store.commit_interval_ms / 1000, max_batch=cfg.store.max_batch
         )
@@ -173,7 +174,7 @@ class BrokerService:
             "recovered %d messages in %d nodes from %s in %.2fs",
             self.recovered,
             len(self.broker.nodes),
-            cfg.store.path,
+            self.store.location,
             time.monotonic() - started,
         )
         try:
@@ -183,6 +184,34 @@ class BrokerService:
             # after the task group: the committer has stopped, the connections are gone
             with anyio.CancelScope(shield=True):
                 await self._close_store()
+
+    async def _open_store(self) -> SqlStore:
+        """The configured store. PostgreSQL: once this broker holds the database lock; until
+        then it is the standby (nothing bound, nothing recovered)."""
+        cfg = self.config.store
+        if cfg.backend == "sqlite":
+            return Store(cfg.path)
+        from .core.store_postgres import DatabaseLock, PostgresStore
+
+        assert cfg.dsn is not None  # the config's validator says so
+        self.lock = lock = DatabaseLock(
+            cfg.dsn, retry_seconds=cfg.lock_retry_seconds, session_timeout_seconds=cfg.lock_session_timeout_seconds
+        )
+        try:
+            await lock.acquire()
+            return await anyio.to_thread.run_sync(PostgresStore, cfg.dsn)
+        except BaseException:
+            lock.release()
+            raise
+
+    async def _fence(self) -> None:
+        """Stop serving once the database lock is lost: the standby may be active by now
+        (and this broker's writes are fenced off: see :mod:`.core.store_postgres`)."""
+        from .core.store_postgres import StoreFenced
+
+        why = await self.lock.watch()
+        log.error("lost the store lock on %s (%s): stopping, the standby takes over", self.lock.location, why)
+        raise StoreFenced(f"lost the store lock on {self.lock.location}: {why}")
 
     def _start_definitions(self, permissions: Any) -> None:
         """Offer definitions import/export; import ``definitions_file`` (raises
@@ -210,6 +239,8 @@ class BrokerService:
             conns = await tg.start(self._host_connections)
             try:
                 tg.start_soon(self.committer.run)
+                if self.lock is not None:
+                    tg.start_soon(self._fence)
                 if self.broker is not None and self.broker.recovery.enabled:
                     tg.start_soon(self._expire_suspended_links)
                 tg.start_soon(self._tick)
@@ -307,12 +338,16 @@ class BrokerService:
 
     async def _close_store(self) -> None:
         """Commit what is left (after the committer's task has ended) and close the store."""
-        if self.committer is not None:
-            with anyio.move_on_after(10):
-                await self.committer._commit_pending()
-        if self.store is not None:
-            self.store.close()
-        log.info("broker stopped")
+        try:
+            if self.committer is not None:
+                with anyio.move_on_after(10):
+                    await self.committer._commit_pending()
+        finally:
+            if self.store is not None:
+                self.store.close()
+            if self.lock is not None:
+                self.lock.release()  # after the last commit: the standby recovers all of it
+            log.info("broker stopped")
 
     async def _handle(self, stream: ByteStream, peer: str) -> None:
         assert self.broker is not None
