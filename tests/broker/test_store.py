@@ -4,9 +4,12 @@ and PostgreSQL (a real server, a database of its own per test)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st_
 
 from amqp10.broker.config import BrokerConfig
 from amqp10.broker.core import Broker, Queue
@@ -45,6 +48,60 @@ def test_put_then_delete_in_one_batch_leaves_nothing(open_store: Callable[[], st
     s = open_store()
     s.apply([put("q", 1), (st.UPDATE, "q", 1, 2, 1), (st.DELETE, "q", 1), put("q", 2)])
     assert [m.seq for m in s.load().messages] == [2]
+
+
+def test_a_batch_with_repeated_keys_keeps_the_last_write(open_store: Callable[[], st.SqlStore]) -> None:
+    s = open_store()
+    full = (st.PUT, "q", 3, 9, 2, 12.5, 1.25, "'id-3'", "amqp091", bytes(range(256)))
+    s.apply([put("q", 1, b"a"), put("q", 2, b"b"), put("q", 1, b"a2"), full])
+    s.apply([(st.UPDATE, "q", 2, 1, 1), (st.UPDATE, "q", 2, 3, 0), (st.DELETE, "q", 9), (st.DELETE, "q", 9)])
+    msgs = s.load().messages
+    assert [(m.seq, m.data, m.delivery_count) for m in msgs[:2]] == [(1, b"a2", 0), (2, b"b", 3)]
+    assert msgs[2] == st.StoredMessage("q", 3, 9, 2, 12.5, 1.25, "'id-3'", "amqp091", bytes(range(256)))
+
+
+_KEYS = st_.tuples(st_.sampled_from(["a", "b"]), st_.integers(1, 4))
+_OPS = st_.one_of(
+    st_.tuples(st_.just(st.PUT), _KEYS, st_.integers(0, 3), st_.binary(max_size=3)),
+    st_.tuples(st_.just(st.UPDATE), _KEYS, st_.integers(0, 3), st_.integers(0, 1)),
+    st_.tuples(st_.just(st.DELETE), _KEYS),
+)
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st_.lists(st_.lists(_OPS, max_size=8), max_size=5))
+def test_batches_of_message_writes_match_applying_them_one_by_one(
+    open_store: Callable[[], st.SqlStore], batches: list[list[tuple[Any, ...]]]
+) -> None:
+    """Each backend may send a batch its own way (PostgreSQL: one statement a kind);
+    the store must end as if each operation were applied alone, in order."""
+    s = open_store()  # one per example (closed below), on the test's one file or database
+    try:
+        _check_batches(s, batches)
+    finally:
+        s.close()
+
+
+def _check_batches(s: st.SqlStore, batches: list[list[tuple[Any, ...]]]) -> None:
+    s.apply([(st.DROP_NODE, "/", "a"), (st.DROP_NODE, "/", "b")])
+    model: dict[tuple[str, int], list[Any]] = {}
+    for batch in batches:
+        ops: list[tuple[Any, ...]] = []
+        for op in batch:
+            (node, seq) = op[1]
+            if op[0] == st.PUT:
+                ops.append((st.PUT, node, seq, 4, op[2], None, 1.0, None, "amqp1", op[3]))
+                model[node, seq] = [op[2], 0, op[3]]
+            elif op[0] == st.UPDATE:
+                ops.append((st.UPDATE, node, seq, op[2], op[3]))
+                if (node, seq) in model:
+                    model[node, seq][:2] = [op[2], op[3]]
+            else:
+                ops.append((st.DELETE, node, seq))
+                model.pop((node, seq), None)
+        s.apply(ops)
+    expected = [(n, q, dc + flight, data) for (n, q), (dc, flight, data) in sorted(model.items())]
+    assert [(m.node, m.seq, m.delivery_count, m.data) for m in s.load().messages] == expected
 
 
 def test_drop_node_removes_its_messages(open_store: Callable[[], st.SqlStore]) -> None:

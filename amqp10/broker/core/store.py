@@ -324,26 +324,37 @@ class SqlStore:
         puts: list[tuple[Any, ...]] = []
         deletes: list[tuple[Any, ...]] = []
         updates: list[tuple[Any, ...]] = []
+        # A flush writes its puts, then its updates, then its deletes, which is the order
+        # of the operations whenever a put does not follow an update or delete of its key:
+        # an update after a put of its key comes after it, a delete after anything of its
+        # key comes after it, and operations on different keys commute. So only such a put
+        # (rare: keys are not reused) flushes first. ``touched``: keys of pending updates
+        # and deletes. Fewer, bigger statements: one of each kind per batch.
+        touched: set[tuple[Any, Any]] = set()
+
+        def flush() -> None:
+            self._flush(puts, deletes, updates)
+            touched.clear()
 
         def write() -> None:
             for op in ops:
                 kind = op[0]
                 if kind == PUT:
+                    if touched and (op[1], op[2]) in touched:
+                        flush()
                     puts.append(op[1:])
                 elif kind == DELETE:
-                    if puts or updates:
-                        self._flush(puts, deletes, updates)
                     deletes.append(op[1:])
+                    touched.add((op[1], op[2]))
                 elif kind == UPDATE:
-                    if deletes:
-                        self._flush(puts, deletes, updates)
                     updates.append((op[3], op[4], op[1], op[2]))
+                    touched.add((op[1], op[2]))
                 elif kind == BARRIER:
                     pass
                 else:
-                    self._flush(puts, deletes, updates)
+                    flush()
                     self._definition(op)
-            self._flush(puts, deletes, updates)
+            flush()
 
         self._transaction(write)
 
@@ -364,17 +375,20 @@ class SqlStore:
     def _flush(
         self, puts: list[tuple[Any, ...]], deletes: list[tuple[Any, ...]], updates: list[tuple[Any, ...]]
     ) -> None:
-        cur = self._cur
-        sql = self._sql
         if puts:
-            cur.executemany(sql.put, puts)
+            self._write_rows("put", puts)
             puts.clear()
         if updates:
-            cur.executemany(sql.update, updates)
+            self._write_rows("update", updates)
             updates.clear()
         if deletes:
-            cur.executemany(sql.delete, deletes)
+            self._write_rows("delete", deletes)
             deletes.clear()
+
+    def _write_rows(self, statement: str, rows: list[tuple[Any, ...]]) -> None:
+        """Run the message statement ``put``, ``update`` or ``delete`` (``_Statements``) for
+        each row, in order (a backend may send them at once, to the same effect)."""
+        self._cur.executemany(getattr(self._sql, statement), rows)
 
 
 _MESSAGE_COLUMNS = ("node", "seq", "priority", "delivery_count", "expiry", "arrival", "message_id", "format", "data")
@@ -404,11 +418,11 @@ class _Statements:
             if reset:
                 rest.append(reset)
             action = ("DO UPDATE SET " + ", ".join(rest)) if rest else "DO NOTHING"
-            return q(
-                f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({values}) ON CONFLICT ({', '.join(key)}) {action}"
-            )
+            return q(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({values}) ON CONFLICT ({', '.join(key)}) {action}")
 
         self.put = upsert("messages", *_MESSAGE_COLUMNS, reset="in_flight = 0")
+        self.put_conflict = self.put[self.put.index(" ON CONFLICT") :]
+        """The put's ``ON CONFLICT`` clause (for a backend's own spelling of a batch of puts)."""
         self.update = q("UPDATE messages SET delivery_count = ?, in_flight = ? WHERE node = ? AND seq = ?")
         self.delete = q("DELETE FROM messages WHERE node = ? AND seq = ?")
         self.drop_node_messages = q("DELETE FROM messages WHERE node = ?")

@@ -119,9 +119,41 @@ class PostgresStore(SqlStore):
             if epoch != self.epoch:
                 raise StoreFenced(f"{self.location}: another broker has taken the store over (epoch {epoch})")
 
+    def _write_rows(self, statement: str, rows: list[tuple[Any, ...]]) -> None:
+        # One statement per batch, its rows as arrays (unnest): executemany's pipeline costs
+        # the broker about 12 us of CPU per row. Same effect as the rows in order: puts and
+        # updates of one key keep the last (a key is written once per statement); a delete
+        # of an absent row is a no-op either way.
+        if statement == "delete":
+            self._cur.execute(_DELETE_MANY, [list(c) for c in zip(*rows, strict=True)])
+            return
+        key = (0, 1) if statement == "put" else (2, 3)
+        last = {(r[key[0]], r[key[1]]): r for r in rows}
+        columns = [list(c) for c in zip(*last.values(), strict=True)]  # lists: arrays (tuples are records)
+        if statement == "put":
+            self._cur.execute(_PUT_MANY + self._sql.put_conflict, columns)
+        else:
+            self._cur.execute(_UPDATE_MANY, columns)
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+_PUT_MANY = (
+    "INSERT INTO messages (node, seq, priority, delivery_count, expiry, arrival, message_id, format, data) "
+    "SELECT * FROM unnest(%b::text[], %b::bigint[], %b::bigint[], %b::bigint[], %b::float8[], %b::float8[], "
+    "%b::text[], %b::text[], %b::bytea[])"
+)
+_UPDATE_MANY = (
+    "UPDATE messages AS m SET delivery_count = u.delivery_count, in_flight = u.in_flight "
+    "FROM unnest(%b::bigint[], %b::bigint[], %b::text[], %b::bigint[]) AS u(delivery_count, in_flight, node, seq) "
+    "WHERE m.node = u.node AND m.seq = u.seq"
+)
+_DELETE_MANY = (
+    "DELETE FROM messages AS m USING unnest(%b::text[], %b::bigint[]) AS d(node, seq) "
+    "WHERE m.node = d.node AND m.seq = d.seq"
+)
 
 
 class DatabaseLock:
