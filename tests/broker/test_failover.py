@@ -134,3 +134,20 @@ async def test_an_active_broker_that_loses_the_lock_stops_and_the_standby_takes_
     finally:
         active.kill()
         standby.kill()
+
+
+async def test_a_standby_stops_cleanly_on_sigterm(tmp_path: Path, pg_server: Any) -> None:
+    from amqp10.broker.core.store_postgres import DatabaseLock
+
+    dsn = pg_server.new_database()
+    holder = DatabaseLock(dsn)  # stands for the active broker
+    assert holder.try_acquire()
+    standby = await start(pg_broker_config(tmp_path, "b", dsn, free_port()), wait=False)
+    try:
+        await anyio.to_thread.run_sync(standby.wait_log, "standby: waiting for the store lock")
+        assert await anyio.to_thread.run_sync(standby.terminate) == 0
+        assert "received SIGTERM" in standby.log
+        assert holder.check()  # the lock stays where it was
+    finally:
+        standby.kill()
+        holder.release()

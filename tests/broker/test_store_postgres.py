@@ -118,6 +118,23 @@ def test_a_silent_lock_session_is_ended_by_the_server(pg_server: Any) -> None:
         standby.release()
 
 
+def test_the_keepalive_holds_the_lock_while_its_owner_is_busy(pg_server: Any) -> None:
+    """A broker recovering a large store (its event loop busy) keeps its lock: the
+    keepalive thread talks for it, past several session time-outs."""
+    dsn = pg_server.new_database()
+    owner, standby = DatabaseLock(dsn, session_timeout_seconds=1), DatabaseLock(dsn)
+    try:
+        assert owner.try_acquire()
+        owner.start_keepalive()
+        time.sleep(2.5)  # the owner's own thread does nothing meanwhile
+        assert not standby.try_acquire()
+        assert owner.check()
+    finally:
+        owner.release()
+        standby.release()
+    assert not owner.held
+
+
 def test_an_unreachable_database_is_retried_with_the_reason() -> None:
     lock = DatabaseLock("host=127.0.0.1 port=1 dbname=x user=x connect_timeout=2")
     assert not lock.try_acquire()

@@ -9,8 +9,10 @@ point at one database; the one holding the lock serves, the other waits for it.
   its session: when the active broker dies, PostgreSQL ends the session and the lock
   is free. A lock session that stays silent for ``lock_session_timeout_seconds`` is
   ended by the server (``idle_session_timeout``), so an active broker cut off from the
-  database (or frozen) loses the lock in bounded time; it checks its session at a
-  quarter of that and stops serving when the check fails (:meth:`DatabaseLock.watch`).
+  database (or frozen) loses the lock in bounded time. The active broker checks its
+  session from a thread at a quarter of that (so a busy event loop does not starve it),
+  with ``tcp_user_timeout`` bounding a check the network does not answer, and stops
+  serving when a check fails (:meth:`DatabaseLock.watch`).
 - Losing the lock does not by itself stop the active broker's *data* connection, which
   could otherwise go on committing while the standby has taken over. So the store is
   fenced as well: opening a :class:`PostgresStore` raises the store's ``epoch`` (one
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -157,7 +160,12 @@ _DELETE_MANY = (
 
 
 class DatabaseLock:
-    """The advisory lock of a broker pair, on a connection of its own (see the module)."""
+    """The advisory lock of a broker pair, on a connection of its own (see the module).
+
+    Once held, a thread of its own (:meth:`start_keepalive`) checks the session every
+    quarter of ``session_timeout_seconds``, so a busy event loop (recovering a large
+    store, say) does not leave the session silent long enough for the server to end it.
+    """
 
     def __init__(self, dsn: str, *, retry_seconds: float = 1.0, session_timeout_seconds: float = 10.0) -> None:
         self.dsn = dsn
@@ -165,6 +173,9 @@ class DatabaseLock:
         self.retry_seconds = retry_seconds
         self.session_timeout_seconds = session_timeout_seconds
         self._conn: Any = None
+        self._lost = threading.Event()
+        self._stop = threading.Event()
+        self._keepalive: threading.Thread | None = None
         self.last_error: str | None = None
         """Why the last attempt or check failed (None: it did not)."""
 
@@ -178,9 +189,11 @@ class DatabaseLock:
         try:
             if self._conn is None:
                 timeout = max(1, math.ceil(self.session_timeout_seconds))
-                self._conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=timeout, **_KEEPALIVE)
+                self._conn = psycopg.connect(
+                    self.dsn, autocommit=True, connect_timeout=timeout, tcp_user_timeout=timeout * 1000, **_KEEPALIVE
+                )
                 # the server ends this session when it stays silent this long: a lost or frozen
-                # active broker frees the lock in bounded time (watch() keeps a live one busy)
+                # active broker frees the lock in bounded time (the keepalive keeps a live one busy)
                 ms = max(1, int(self.session_timeout_seconds * 1000))
                 self._conn.execute(f"SET idle_session_timeout = {ms}")
             got = bool(self._conn.execute("SELECT pg_try_advisory_lock(%s)", (LOCK_KEY,)).fetchone()[0])
@@ -192,7 +205,9 @@ class DatabaseLock:
         return got
 
     def check(self) -> bool:
-        """Whether the lock's session is still alive (a session-level lock lives as long as it)."""
+        """Whether the lock's session is still alive (a session-level lock lives as long as it).
+        A network that stops answering fails it within ``session_timeout_seconds``
+        (``tcp_user_timeout``)."""
         psycopg = _psycopg()
         if self._conn is None:
             return False
@@ -203,7 +218,23 @@ class DatabaseLock:
             return False
         return True
 
+    def start_keepalive(self) -> None:
+        """Check the session from a thread until :meth:`release`; a failed check marks
+        the lock lost (:meth:`watch` returns)."""
+
+        def run() -> None:
+            while not self._stop.wait(self.session_timeout_seconds / 4):
+                if not self.check():
+                    self._lost.set()
+                    return
+
+        self._keepalive = threading.Thread(target=run, name="amqp10 store lock", daemon=True)
+        self._keepalive.start()
+
     def release(self) -> None:
+        self._stop.set()
+        if self._keepalive is not None and self._keepalive is not threading.current_thread():
+            self._keepalive.join(self.session_timeout_seconds)
         conn, self._conn = self._conn, None
         if conn is not None:
             try:
@@ -212,7 +243,7 @@ class DatabaseLock:
                 log.debug("closing the lock connection", exc_info=True)
 
     async def acquire(self) -> None:
-        """Wait (as the standby) until this broker holds the lock."""
+        """Wait (as the standby) until this broker holds the lock; then keep it alive."""
         said: str | None = None
         while not await anyio.to_thread.run_sync(self.try_acquire, abandon_on_cancel=True):
             if self.last_error != said:
@@ -222,16 +253,11 @@ class DatabaseLock:
                     self.location, said, self.retry_seconds,
                 )  # fmt: skip
             await anyio.sleep(self.retry_seconds)
+        self.start_keepalive()
         log.info("holding the store lock on %s: this broker is active", self.location)
 
     async def watch(self) -> str:
-        """Return (with the reason) when the lock is lost: its session failed a check,
-        or a check took longer than the session may stay silent."""
-        interval = self.session_timeout_seconds / 4
-        while True:
-            await anyio.sleep(interval)
-            ok = False
-            with anyio.move_on_after(self.session_timeout_seconds * 3 / 4):
-                ok = await anyio.to_thread.run_sync(self.check, abandon_on_cancel=True)
-            if not ok:
-                return self.last_error or "the lock check took too long"
+        """Return (with the reason) once the keepalive finds the lock's session gone."""
+        while not self._lost.is_set():
+            await anyio.sleep(min(0.5, self.session_timeout_seconds / 8))
+        return self.last_error or "the lock's session ended"
