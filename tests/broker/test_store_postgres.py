@@ -45,6 +45,30 @@ def test_a_new_writer_fences_off_the_old_one(pg_server: Any) -> None:
         new.close()
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_fenced_broker_confirms_nothing_more(pg_server: Any, anyio_backend: str) -> None:
+    """The group committer of a broker whose store was taken over fails its next commit
+    and calls none of that batch's callbacks (no message of it is accepted)."""
+    dsn = pg_server.new_database()
+    old = PostgresStore(dsn)
+    committer = st.GroupCommitter(old, interval=0)
+    confirmed: list[int] = []
+    committer.submit(put(1), lambda: confirmed.append(1))
+    await committer._commit_pending()
+    new = PostgresStore(dsn)
+    try:
+        committer.submit(put(2), lambda: confirmed.append(2))
+        with pytest.raises(StoreFenced):
+            await committer._commit_pending()
+        assert confirmed == [1]
+        assert isinstance(committer.error, StoreFenced)
+        assert [m.seq for m in new.load().messages] == [1]
+    finally:
+        old.close()
+        new.close()
+
+
 def test_taking_over_waits_for_the_old_writers_last_transaction(pg_server: Any) -> None:
     """The old writer's transaction in progress when the new one opens the store either
     commits before the new writer recovers (and is recovered) or does not commit at all."""
