@@ -70,10 +70,14 @@ async def test_sigkill_of_the_active_broker_fails_over_losing_no_confirmed_messa
 
     async def kill_the_active_one(t: DurableTraffic) -> None:
         nonlocal at_kill
-        await wait_for(t.progress, lambda: len(t.accepted) >= t.total // 4 and len(t.received) > 0, 30)
+        await wait_for(t.progress, lambda: len(t.received) >= 50, 30)  # both sides under way
+        t.paused = True  # a backlog builds that, once the active one dies, only the database holds
+        await wait_for(t.progress, lambda: len(t.accepted - set(t.received)) >= 300, 30)
         at_kill = len(t.accepted)
         active.kill()  # SIGKILL mid-stream: no close, the lock's session just ends
         await wait_for(conn._changed, lambda: conn.reconnecting, 10)
+        t.paused = False
+        t.progress.fire()
 
     try:
         await anyio.to_thread.run_sync(standby.wait_log, "standby: waiting for the store lock")

@@ -52,6 +52,9 @@ class DurableTraffic:
     received: list[int]
     progress: Signal
     """Fires after each outcome and each message received."""
+    paused: bool = False
+    """While set, the consumer takes no more messages (its credit runs out): set it in
+    ``during`` to build a backlog, clear it and fire ``progress`` to resume."""
 
 
 async def durable_traffic(
@@ -88,6 +91,8 @@ async def durable_traffic(
 
     async def consume() -> None:
         async for d in receiver:
+            while t.paused:
+                await t.progress.wait()
             t.received.append(d.message.body)
             await d.accept()
             t.progress.fire()
