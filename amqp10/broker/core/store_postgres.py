@@ -176,6 +176,7 @@ class DatabaseLock:
         self._lost = threading.Event()
         self._stop = threading.Event()
         self._keepalive: threading.Thread | None = None
+        self._warned = False
         self.last_error: str | None = None
         """Why the last attempt or check failed (None: it did not)."""
 
@@ -195,7 +196,15 @@ class DatabaseLock:
                 # the server ends this session when it stays silent this long: a lost or frozen
                 # active broker frees the lock in bounded time (the keepalive keeps a live one busy)
                 ms = max(1, int(self.session_timeout_seconds * 1000))
-                self._conn.execute(f"SET idle_session_timeout = {ms}")
+                if self._conn.info.server_version >= 140000:
+                    self._conn.execute(f"SET idle_session_timeout = {ms}")
+                elif not self._warned:  # PostgreSQL 13 and older: no such setting
+                    self._warned = True
+                    log.warning(
+                        "%s: PostgreSQL before 14 cannot end a silent lock session; a standby takes "
+                        "over from a broker cut off from the database only once TCP gives up on it",
+                        self.location,
+                    )
             got = bool(self._conn.execute("SELECT pg_try_advisory_lock(%s)", (LOCK_KEY,)).fetchone()[0])
         except psycopg.Error as exc:
             self.last_error = str(exc).strip() or type(exc).__name__
