@@ -104,6 +104,50 @@ def _check_batches(s: st.SqlStore, batches: list[list[tuple[Any, ...]]]) -> None
     assert [(m.node, m.seq, m.delivery_count, m.data) for m in s.load().messages] == expected
 
 
+def test_every_definition_change_is_kept(open_store: Callable[[], st.SqlStore]) -> None:
+    s = open_store()
+    s.apply(
+        [
+            (st.VHOST, "shop", '{"description": "d"}'),
+            (st.VHOST, "shop", '{"description": "e"}'),  # replaces
+            (st.NODE, "shop", "q", "queue", "{}"),
+            (st.NODE, "shop", "q", "queue", '{"x": 1}'),
+            (st.NODE, "shop", "gone", "queue", "{}"),
+            (st.EXCHANGE, "shop", "x", "topic", "{}"),
+            (st.EXCHANGE, "shop", "y", "fanout", "{}"),
+            (st.EXCHANGE, "shop", "y", "direct", "{}"),
+            (st.BIND, "shop", "x", "queue", "q", "a.#", ""),
+            (st.BIND, "shop", "x", "queue", "q", "a.#", ""),  # once
+            (st.BIND, "shop", "x", "queue", "q", "b.#", ""),
+            (st.BIND, "shop", "x", "queue", "gone", "c", ""),
+            (st.BIND, "shop", "x", "exchange", "y", "d", '{"k": 1}'),
+            (st.BIND, "shop", "y", "queue", "q", "e", ""),
+            (st.UNBIND, "shop", "x", "queue", "q", "b.#", ""),
+            (st.DROP_NODE, "shop", "gone"),  # and the bindings to it
+            (st.POLICY, "shop", "p", "^q", "queues", '{"max-length": 4}', 2),
+            (st.POLICY, "shop", "old", ".*", "all", "{}", 0),
+            (st.DROP_POLICY, "shop", "old"),
+            put(st.message_key("shop", "q"), 1, b"m1"),
+            put(st.message_key("shop", "q"), 2, b"m2"),
+            (st.MOVE, st.message_key("shop", "q"), 1, 5, 99.5),  # a scheduled message now due
+        ]
+    )
+    loaded = s.load()
+    assert loaded.vhosts == [st.VhostRecord("shop", '{"description": "e"}')]
+    assert loaded.nodes == [st.NodeRecord("shop", "q", "queue", '{"x": 1}')]
+    assert sorted(loaded.exchanges, key=lambda x: x.name) == [
+        st.ExchangeRecord("shop", "x", "topic", "{}"), st.ExchangeRecord("shop", "y", "direct", "{}")]  # fmt: skip
+    assert sorted((b.source, b.destination, b.routing_key) for b in loaded.bindings) == [
+        ("x", "q", "a.#"), ("x", "y", "d"), ("y", "q", "e")]  # fmt: skip
+    assert loaded.policies == [st.PolicyRecord("shop", "p", "^q", "queues", '{"max-length": 4}', 2)]
+    assert [(m.node, m.seq, m.expiry, m.data) for m in loaded.messages] == [
+        ("shop\x1fq", 2, None, b"m2"), ("shop\x1fq", 5, 99.5, b"m1")]  # fmt: skip
+    s.apply([(st.DROP_EXCHANGE, "shop", "y")])  # with every binding from or to it
+    after = s.load()
+    assert [x.name for x in after.exchanges] == ["x"]
+    assert [(b.source, b.destination) for b in after.bindings] == [("x", "q")]
+
+
 def test_drop_node_removes_its_messages(open_store: Callable[[], st.SqlStore]) -> None:
     s = open_store()
     s.apply([(st.NODE, "/", "t", "queue", "{}"), put("t", 1), (st.DROP_NODE, "/", "t")])
