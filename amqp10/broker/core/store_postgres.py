@@ -78,11 +78,14 @@ class PostgresStore(SqlStore):
     TYPES: ClassVar[Mapping[str, str]] = {
         "int": "BIGINT", "real": "DOUBLE PRECISION", "blob": "BYTEA", "no_rowid": ""}  # fmt: skip
 
-    def __init__(self, dsn: str, *, connect_timeout: float = 10.0) -> None:
+    def __init__(self, dsn: str, *, timeout: float = 10.0) -> None:
+        """``timeout``: for connecting, and for the network to acknowledge what is sent
+        (``tcp_user_timeout``: a commit into a partition fails instead of hanging)."""
         super().__init__(describe_dsn(dsn))
         psycopg = _psycopg()
+        seconds = max(1, math.ceil(timeout))
         self._conn = psycopg.connect(
-            dsn, autocommit=True, connect_timeout=max(1, math.ceil(connect_timeout)), **_KEEPALIVE
+            dsn, autocommit=True, connect_timeout=seconds, tcp_user_timeout=seconds * 1000, **_KEEPALIVE
         )
         self._cur = self._conn.cursor()
         self.epoch = 0
