@@ -15,7 +15,7 @@ import math
 import socket
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import ByteStream, SocketAttribute, TaskStatus
@@ -40,6 +40,9 @@ from .guard import ConnectionGuard, HeldOutput, Refusal, source_of
 from .http import broker_routes, start_http
 from .topology import LiveDefinitions
 from .users import UsersFile, load_access
+
+if TYPE_CHECKING:
+    from .core.store_postgres import DatabaseLock
 
 __all__ = ["BrokerService"]
 
@@ -123,7 +126,7 @@ class BrokerService:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.store: SqlStore | None = None
-        self.lock: Any = None  # [store] postgresql: the DatabaseLock this broker holds
+        self.lock: DatabaseLock | None = None  # [store] postgresql: the lock of an active/standby pair
         self.committer: GroupCommitter | None = None
         self.broker: Broker | None = None
         self.listeners: list[Listener] = []
@@ -161,20 +164,24 @@ class BrokerService:
         """Open the store, recover, listen; on cancellation shut down gracefully."""
         cfg = self.config
         self._users, permissions = load_access(cfg.sasl)
-        self.store = await self._open_store()
-        self.committer = GroupCommitter(
-            self.store, interval=cfg.store.commit_interval_ms / 1000, max_batch=cfg.store.max_batch
-        )
-        self.broker = Broker(cfg, journal=self.committer, now=time.time, permissions=permissions)
-        started = time.monotonic()
-        with gc_paused():
-            self.recovered = self.broker.recover(self.store)
+        self.store = store = await self._open_store()
+        try:
+            self.committer = GroupCommitter(
+                store, interval=cfg.store.commit_interval_ms / 1000, max_batch=cfg.store.max_batch
+            )
+            self.broker = Broker(cfg, journal=self.committer, now=time.time, permissions=permissions)
+            started = time.monotonic()
+            with gc_paused():
+                self.recovered = self.broker.recover(store)
+        except BaseException:
+            self._release_store()  # nothing committed into a store that did not recover
+            raise
         gc.freeze()  # what was restored (and the broker's own objects) stay out of later full collections
         log.info(
             "recovered %d messages in %d nodes from %s in %.2fs",
             self.recovered,
             len(self.broker.nodes),
-            self.store.location,
+            store.location,
             time.monotonic() - started,
         )
         try:
@@ -209,9 +216,11 @@ class BrokerService:
         (and this broker's writes are fenced off: see :mod:`.core.store_postgres`)."""
         from .core.store_postgres import StoreFenced
 
-        why = await self.lock.watch()
-        log.error("lost the store lock on %s (%s): stopping, the standby takes over", self.lock.location, why)
-        raise StoreFenced(f"lost the store lock on {self.lock.location}: {why}")
+        lock = self.lock
+        assert lock is not None
+        why = await lock.watch()
+        log.error("lost the store lock on %s (%s): stopping, the standby takes over", lock.location, why)
+        raise StoreFenced(f"lost the store lock on {lock.location}: {why}")
 
     def _start_definitions(self, permissions: Any) -> None:
         """Offer definitions import/export; import ``definitions_file`` (raises
@@ -343,11 +352,16 @@ class BrokerService:
                 with anyio.move_on_after(10):
                     await self.committer._commit_pending()
         finally:
-            if self.store is not None:
-                self.store.close()
-            if self.lock is not None:
-                self.lock.release()  # after the last commit: the standby recovers all of it
+            self._release_store()
             log.info("broker stopped")
+
+    def _release_store(self) -> None:
+        """Close the store, then give up the database lock (if any): the standby that
+        takes it recovers everything committed."""
+        if self.store is not None:
+            self.store.close()
+        if self.lock is not None:
+            self.lock.release()
 
     async def _handle(self, stream: ByteStream, peer: str) -> None:
         assert self.broker is not None
