@@ -370,15 +370,55 @@ class VhostConfig(_Model):
 
 
 class StoreConfig(_Model):
-    """The embedded SQLite store."""
+    """The durable store: an embedded SQLite file, or a PostgreSQL database that an active
+    and a standby broker share (failover: the broker holding the database lock serves)."""
 
+    backend: Literal["sqlite", "postgresql"] = Field(
+        default="sqlite",
+        description="sqlite: a local file (path); postgresql: a database (dsn) that two brokers may "
+        "share, the one holding its lock active, the other waiting to take over",
+    )
     path: Path = Field(default=Path("data/amqp10.sqlite3"), description="the SQLite database file")
+    dsn: str | None = Field(
+        default=None,
+        description="postgresql: the libpq connection string ('host=H port=P dbname=D user=U' or a "
+        "postgresql:// URI; a password is better kept in PGPASSFILE or ~/.pgpass); one broker pair per database",
+    )
+    lock_retry_seconds: float = Field(
+        default=1.0, gt=0, allow_inf_nan=False, description="postgresql: how often a standby broker tries the lock"
+    )
+    lock_session_timeout_seconds: float = Field(
+        default=10.0,
+        ge=1,
+        allow_inf_nan=False,
+        description="postgresql: the database ends a lock session silent this long, so a standby takes "
+        "over in bounded time from an active broker cut off from the database; the active broker "
+        "checks its lock four times as often and stops serving when it is lost",
+    )
     commit_interval_ms: float = Field(
         default=2.0, ge=0, description="how long a group commit waits for company"
     )
     max_batch: int = Field(
         default=2048, ge=1, description="operations that make a group commit at once"
     )
+
+    @model_validator(mode="after")
+    def _dsn_for_postgresql(self) -> StoreConfig:
+        if self.backend != "postgresql":
+            if self.dsn is not None:
+                raise ValueError(f"dsn is for backend = 'postgresql' (backend is {self.backend!r})")
+            return self
+        if not self.dsn:
+            raise ValueError("dsn is required when backend = 'postgresql'")
+        try:
+            from psycopg.conninfo import conninfo_to_dict
+        except ImportError:
+            raise ValueError("backend = 'postgresql' needs psycopg: pip install 'amqp10[postgres]'") from None
+        try:
+            conninfo_to_dict(self.dsn)
+        except Exception as exc:
+            raise ValueError(f"dsn: {str(exc).strip()}") from None
+        return self
 
 
 class Limits(_Model):

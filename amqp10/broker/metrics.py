@@ -14,7 +14,6 @@ when they end, so the ``_total`` series never go down while the broker runs.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, cast
@@ -35,7 +34,7 @@ from ..amqp091 import ReplyCode
 from ..transport import Connection as Amqp1Connection
 from .core import Broker
 from .core.accounting import Histogram
-from .core.store import GroupCommitter, Store
+from .core.store import GroupCommitter, SqlStore
 
 __all__ = [
     "CONTENT_TYPE",
@@ -135,7 +134,7 @@ class MetricsSources:
     """Where the collector reads from (the running service's parts)."""
 
     broker: Callable[[], Broker | None]
-    store: Callable[[], Store | None]
+    store: Callable[[], SqlStore | None]
     committer: Callable[[], GroupCommitter | None]
     handlers: Callable[[], Iterable[Any]]
     """The front ends' connection handlers now running."""
@@ -240,12 +239,13 @@ class BrokerCollector(Collector):
             family.add_metric([protocol, condition], n)
         yield family
 
-    def _store(self, store: Store | None, committer: GroupCommitter | None) -> Iterator[Metric]:
-        if store is not None:
+    def _store(self, store: SqlStore | None, committer: GroupCommitter | None) -> Iterator[Metric]:
+        size = None if store is None else store.size_bytes()
+        if size is not None:
             yield GaugeMetricFamily(
                 "amqp10_store_size_bytes",
                 "Size of the store's files (SQLite database and write-ahead log)",
-                value=_store_size(store),
+                value=size,
             )
         if committer is not None:
             yield CounterMetricFamily(
@@ -261,16 +261,6 @@ class BrokerCollector(Collector):
                 "Time to commit one batch to the store (write and fsync)",
                 committer.latency,
             )
-
-
-def _store_size(store: Store) -> int:
-    total = 0
-    for suffix in ("", "-wal"):
-        try:
-            total += os.stat(f"{store.path}{suffix}").st_size
-        except OSError:
-            pass
-    return total
 
 
 def _histogram(name: str, what: str, h: Histogram) -> HistogramMetricFamily:

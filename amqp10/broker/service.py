@@ -15,7 +15,7 @@ import math
 import socket
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import ByteStream, SocketAttribute, TaskStatus
@@ -36,13 +36,16 @@ from .config import BrokerConfig
 from .console import Console, console_routes
 from .core import Broker
 from .core.broker import FrontEndConnection, gc_paused
-from .core.store import GroupCommitter, Store
+from .core.store import GroupCommitter, SqlStore, Store
 from .guard import ConnectionGuard, HeldOutput, Refusal, source_of
 from .http import broker_routes, start_http
 from .management import Management
 from .metrics import EndedConnections, MetricsSources, exposition, metrics_registry
 from .topology import LiveDefinitions
 from .users import UsersFile, load_access
+
+if TYPE_CHECKING:
+    from .core.store_postgres import DatabaseLock
 
 __all__ = ["BrokerService"]
 
@@ -193,7 +196,8 @@ class BrokerService:
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.store: Store | None = None
+        self.store: SqlStore | None = None
+        self.lock: DatabaseLock | None = None  # [store] postgresql: the lock of an active/standby pair
         self.committer: GroupCommitter | None = None
         self.broker: Broker | None = None
         self.listeners: list[Listener] = []
@@ -254,20 +258,24 @@ class BrokerService:
         """Open the store, recover, listen; on cancellation shut down gracefully."""
         cfg = self.config
         self._users, permissions = load_access(cfg.sasl)
-        self.store = Store(cfg.store.path)
-        self.committer = GroupCommitter(
-            self.store, interval=cfg.store.commit_interval_ms / 1000, max_batch=cfg.store.max_batch
-        )
-        self.broker = Broker(cfg, journal=self.committer, now=time.time, permissions=permissions)
-        started = time.monotonic()
-        with gc_paused():
-            self.recovered = self.broker.recover(self.store)
+        self.store = store = await self._open_store()
+        try:
+            self.committer = GroupCommitter(
+                store, interval=cfg.store.commit_interval_ms / 1000, max_batch=cfg.store.max_batch
+            )
+            self.broker = Broker(cfg, journal=self.committer, now=time.time, permissions=permissions)
+            started = time.monotonic()
+            with gc_paused():
+                self.recovered = self.broker.recover(store)
+        except BaseException:
+            self._release_store()  # nothing committed into a store that did not recover
+            raise
         gc.freeze()  # what was restored (and the broker's own objects) stay out of later full collections
         log.info(
             "recovered %d messages in %d nodes from %s in %.2fs",
             self.recovered,
             len(self.broker.nodes),
-            cfg.store.path,
+            store.location,
             time.monotonic() - started,
         )
         try:
@@ -277,6 +285,36 @@ class BrokerService:
             # after the task group: the committer has stopped, the connections are gone
             with anyio.CancelScope(shield=True):
                 await self._close_store()
+
+    async def _open_store(self) -> SqlStore:
+        """The configured store. PostgreSQL: once this broker holds the database lock; until
+        then it is the standby (nothing bound, nothing recovered)."""
+        cfg = self.config.store
+        if cfg.backend == "sqlite":
+            return Store(cfg.path)
+        from .core.store_postgres import DatabaseLock, PostgresStore
+
+        assert cfg.dsn is not None  # the config's validator says so
+        self.lock = lock = DatabaseLock(
+            cfg.dsn, retry_seconds=cfg.lock_retry_seconds, session_timeout_seconds=cfg.lock_session_timeout_seconds
+        )
+        try:
+            await lock.acquire()
+            return await anyio.to_thread.run_sync(PostgresStore, cfg.dsn)
+        except BaseException:
+            lock.release()
+            raise
+
+    async def _fence(self) -> None:
+        """Stop serving once the database lock is lost: the standby may be active by now
+        (and this broker's writes are fenced off: see :mod:`.core.store_postgres`)."""
+        from .core.store_postgres import StoreFenced
+
+        lock = self.lock
+        assert lock is not None
+        why = await lock.watch()
+        log.error("lost the store lock on %s (%s): stopping, the standby takes over", lock.location, why)
+        raise StoreFenced(f"lost the store lock on {lock.location}: {why}")
 
     def _start_definitions(self, permissions: Any) -> None:
         """Offer definitions import/export; import ``definitions_file`` (raises
@@ -304,6 +342,8 @@ class BrokerService:
             conns = await tg.start(self._host_connections)
             try:
                 tg.start_soon(self.committer.run)
+                if self.lock is not None:
+                    tg.start_soon(self._fence)
                 if self.broker is not None and self.broker.recovery.enabled:
                     tg.start_soon(self._expire_suspended_links)
                 tg.start_soon(self._tick)
@@ -410,12 +450,21 @@ class BrokerService:
 
     async def _close_store(self) -> None:
         """Commit what is left (after the committer's task has ended) and close the store."""
-        if self.committer is not None:
-            with anyio.move_on_after(10):
-                await self.committer._commit_pending()
+        try:
+            if self.committer is not None:
+                with anyio.move_on_after(10):
+                    await self.committer._commit_pending()
+        finally:
+            self._release_store()
+            log.info("broker stopped")
+
+    def _release_store(self) -> None:
+        """Close the store, then give up the database lock (if any): the standby that
+        takes it recovers everything committed."""
         if self.store is not None:
             self.store.close()
-        log.info("broker stopped")
+        if self.lock is not None:
+            self.lock.release()
 
     async def _handle(self, stream: ByteStream, peer: str) -> None:
         assert self.broker is not None

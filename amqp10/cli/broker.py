@@ -90,8 +90,9 @@ def cmd_broker(args: argparse.Namespace) -> int:
     async def run() -> None:
         service = BrokerService(config)
         async with anyio.create_task_group() as tg:
-            await tg.start(service.run)
+            # signals first: a standby broker ([store] postgresql) waits in run() for the lock
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                tg.start_soon(service.run)
                 async for sig in signals:
                     logging.getLogger("amqp10.broker").info(
                         "received %s: shutting down", signal.Signals(sig).name

@@ -7,7 +7,8 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -125,16 +126,30 @@ def cli(*args: str) -> list[str]:
 class BrokerProcess:
     """``amqp10 broker ARGS`` in a subprocess: ``port`` once it listens, ``log`` its stderr."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, wait: bool = True) -> None:
+        """``wait=False``: return at once (a standby broker listens only once it is active;
+        see :meth:`wait_listening`)."""
         self.proc = subprocess.Popen(cli(*args), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.lines: list[str] = []
         self.port = 0
         self._listening = threading.Event()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
-        if not self._listening.wait(30):
+        if wait:
+            self.wait_listening()
+
+    def wait_listening(self, timeout: float = 30) -> None:
+        if not self._listening.wait(timeout):
             self.kill()
             raise AssertionError("the broker did not start:\n" + self.log)
+
+    def wait_log(self, text: str, timeout: float = 30) -> None:
+        """Until a log line holds ``text`` (bounded; the process must stay up)."""
+        deadline = time.monotonic() + timeout
+        while not any(text in line for line in list(self.lines)):
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise AssertionError(f"no log line with {text!r}:\n" + self.log)
+            time.sleep(0.02)
 
     def _read(self) -> None:
         assert self.proc.stderr is not None
@@ -176,3 +191,40 @@ def broker_process(*args: str) -> Iterator[BrokerProcess]:
         yield bp
     finally:
         bp.kill()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    """A PostgreSQL server for the session (Debian's package, tests/pgserver.py); fsync
+    off: tests kill brokers, never the database server."""
+    from tests.pgserver import PostgresServer
+
+    with PostgresServer(fsync=False) as pg:
+        yield pg
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], Any]]:
+    """``open_store()`` opens the test's store (the same one each call) on each backend;
+    what it opened is closed after the test."""
+    from amqp10.broker.core.store import Store
+
+    opened: list[Any] = []
+    if request.param == "sqlite":
+        path = tmp_path / "db.sqlite3"
+
+        def open_() -> Any:
+            opened.append(Store(path))
+            return opened[-1]
+    else:
+        from amqp10.broker.core.store_postgres import PostgresStore
+
+        dsn = request.getfixturevalue("pg_server").new_database()
+
+        def open_() -> Any:
+            opened.append(PostgresStore(dsn))
+            return opened[-1]
+
+    yield open_
+    for s in opened:
+        s.close()

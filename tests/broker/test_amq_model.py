@@ -8,6 +8,7 @@ virtual hosts (see ``fixtures/make_store_v0.py``).
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -437,8 +438,8 @@ def test_management_declares_exchanges_queues_and_bindings() -> None:
 
 
 # -- durability -----------------------------------------------------------------------------------------
-def test_durable_exchanges_and_bindings_survive_restart(tmp_path: Path) -> None:
-    s = store_.Store(tmp_path / "db.sqlite3")
+def test_durable_exchanges_and_bindings_survive_restart(open_store: Callable[[], store_.SqlStore]) -> None:
+    s = open_store()  # on each backend
     b = Broker(BrokerConfig(), journal=SyncJournal(s))
     b.add_vhost("other")
     for vname in ("/", "other"):
@@ -455,7 +456,7 @@ def test_durable_exchanges_and_bindings_survive_restart(tmp_path: Path) -> None:
         v.bind("hx", "kept", "", {"x-match": "any", "k": 1})
     s.close()
 
-    s2 = store_.Store(tmp_path / "db.sqlite3")
+    s2 = open_store()
     fresh = Broker(BrokerConfig())
     fresh.recover(s2)
     for vname in ("/", "other"):

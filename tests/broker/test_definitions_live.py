@@ -8,7 +8,7 @@ import json
 import logging
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -275,8 +275,8 @@ def test_policies_combine_with_arguments_as_in_rabbitmq() -> None:
     assert set(v.policies) == {"exchanges-only"}
 
 
-def test_policies_and_vhosts_are_kept_in_the_store(tmp_path: Path) -> None:
-    store = st.Store(tmp_path / "s.sqlite3")
+def test_policies_and_vhosts_are_kept_in_the_store(open_store: Callable[[], st.SqlStore]) -> None:
+    store = open_store()  # on each backend
     journal = SyncJournal(store)
     broker = Broker(BrokerConfig(), journal=journal)
     v = broker.add_vhost("shop")

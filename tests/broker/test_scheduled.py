@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from amqp10.broker.amqp1.message import parse_transfer
@@ -136,8 +136,8 @@ def test_ttl_counts_from_the_due_time() -> None:
     assert bodies(c, r) == ["queue-ttl"]
 
 
-def test_durable_scheduled_messages_survive_a_restart(tmp_path: Path) -> None:
-    store = st.Store(tmp_path / "db.sqlite3")
+def test_durable_scheduled_messages_survive_a_restart(open_store: Callable[[], st.SqlStore]) -> None:
+    store = open_store()  # on each backend
     clock = Clock()
     net = Net(now=clock)
     net.broker = Broker(BrokerConfig(), journal=SyncJournal(store), now=clock)

@@ -1,11 +1,15 @@
-"""The SQLite store and its group committer (a real database in a temp directory)."""
+"""The store and its group committer, on each backend: SQLite (a file in a temp directory)
+and PostgreSQL (a real server, a database of its own per test)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
+from typing import Any
 
 import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st_
 
 from amqp10.broker.config import BrokerConfig
 from amqp10.broker.core import Broker, Queue
@@ -19,20 +23,20 @@ def put(node: str, seq: int, data: bytes = b"x", priority: int = 4) -> tuple[obj
     return (st.PUT, node, seq, priority, 0, None, 1.0, None, "amqp1", data)
 
 
-def test_put_load_delete_roundtrip(tmp_path: Path) -> None:
-    s = st.Store(tmp_path / "db.sqlite3")
+def test_put_load_delete_roundtrip(open_store: Callable[[], st.SqlStore]) -> None:
+    s = open_store()
     s.apply([(st.NODE, "/", "q", "queue", "{}"), put("q", 1, b"a"), put("q", 2, b"b"), put("q", 3, b"c")])
     s.apply([(st.DELETE, "q", 2)])
     s.close()
-    s2 = st.Store(tmp_path / "db.sqlite3")
+    s2 = open_store()
     loaded = s2.load()
     nodes, msgs = loaded.nodes, loaded.messages
     assert [(n.name, n.kind) for n in nodes] == [("q", "queue")]
     assert [(m.seq, m.data) for m in msgs] == [(1, b"a"), (3, b"c")]
 
 
-def test_in_flight_messages_recover_with_delivery_count_raised(tmp_path: Path) -> None:
-    s = st.Store(tmp_path / "db.sqlite3")
+def test_in_flight_messages_recover_with_delivery_count_raised(open_store: Callable[[], st.SqlStore]) -> None:
+    s = open_store()
     s.apply([put("q", 1), put("q", 2), (st.UPDATE, "q", 1, 0, 1)])
     msgs = s.load().messages
     assert [(m.seq, m.delivery_count) for m in msgs] == [(1, 1), (2, 0)]
@@ -40,21 +44,119 @@ def test_in_flight_messages_recover_with_delivery_count_raised(tmp_path: Path) -
     assert [(m.seq, m.delivery_count) for m in again] == [(1, 1), (2, 0)]
 
 
-def test_put_then_delete_in_one_batch_leaves_nothing(tmp_path: Path) -> None:
-    s = st.Store(tmp_path / "db.sqlite3")
+def test_put_then_delete_in_one_batch_leaves_nothing(open_store: Callable[[], st.SqlStore]) -> None:
+    s = open_store()
     s.apply([put("q", 1), (st.UPDATE, "q", 1, 2, 1), (st.DELETE, "q", 1), put("q", 2)])
     assert [m.seq for m in s.load().messages] == [2]
 
 
-def test_drop_node_removes_its_messages(tmp_path: Path) -> None:
-    s = st.Store(tmp_path / "db.sqlite3")
+def test_a_batch_with_repeated_keys_keeps_the_last_write(open_store: Callable[[], st.SqlStore]) -> None:
+    s = open_store()
+    full = (st.PUT, "q", 3, 9, 2, 12.5, 1.25, "'id-3'", "amqp091", bytes(range(256)))
+    s.apply([put("q", 1, b"a"), put("q", 2, b"b"), put("q", 1, b"a2"), full])
+    s.apply([(st.UPDATE, "q", 2, 1, 1), (st.UPDATE, "q", 2, 3, 0), (st.DELETE, "q", 9), (st.DELETE, "q", 9)])
+    msgs = s.load().messages
+    assert [(m.seq, m.data, m.delivery_count) for m in msgs[:2]] == [(1, b"a2", 0), (2, b"b", 3)]
+    assert msgs[2] == st.StoredMessage("q", 3, 9, 2, 12.5, 1.25, "'id-3'", "amqp091", bytes(range(256)))
+
+
+_KEYS = st_.tuples(st_.sampled_from(["a", "b"]), st_.integers(1, 4))
+_OPS = st_.one_of(
+    st_.tuples(st_.just(st.PUT), _KEYS, st_.integers(0, 3), st_.binary(max_size=3)),
+    st_.tuples(st_.just(st.UPDATE), _KEYS, st_.integers(0, 3), st_.integers(0, 1)),
+    st_.tuples(st_.just(st.DELETE), _KEYS),
+)
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st_.lists(st_.lists(_OPS, max_size=8), max_size=5))
+def test_batches_of_message_writes_match_applying_them_one_by_one(
+    open_store: Callable[[], st.SqlStore], batches: list[list[tuple[Any, ...]]]
+) -> None:
+    """Each backend may send a batch its own way (PostgreSQL: one statement a kind);
+    the store must end as if each operation were applied alone, in order."""
+    s = open_store()  # one per example (closed below), on the test's one file or database
+    try:
+        _check_batches(s, batches)
+    finally:
+        s.close()
+
+
+def _check_batches(s: st.SqlStore, batches: list[list[tuple[Any, ...]]]) -> None:
+    s.apply([(st.DROP_NODE, "/", "a"), (st.DROP_NODE, "/", "b")])
+    model: dict[tuple[str, int], list[Any]] = {}
+    for batch in batches:
+        ops: list[tuple[Any, ...]] = []
+        for op in batch:
+            (node, seq) = op[1]
+            if op[0] == st.PUT:
+                ops.append((st.PUT, node, seq, 4, op[2], None, 1.0, None, "amqp1", op[3]))
+                model[node, seq] = [op[2], 0, op[3]]
+            elif op[0] == st.UPDATE:
+                ops.append((st.UPDATE, node, seq, op[2], op[3]))
+                if (node, seq) in model:
+                    model[node, seq][:2] = [op[2], op[3]]
+            else:
+                ops.append((st.DELETE, node, seq))
+                model.pop((node, seq), None)
+        s.apply(ops)
+    expected = [(n, q, dc + flight, data) for (n, q), (dc, flight, data) in sorted(model.items())]
+    assert [(m.node, m.seq, m.delivery_count, m.data) for m in s.load().messages] == expected
+
+
+def test_every_definition_change_is_kept(open_store: Callable[[], st.SqlStore]) -> None:
+    s = open_store()
+    s.apply(
+        [
+            (st.VHOST, "shop", '{"description": "d"}'),
+            (st.VHOST, "shop", '{"description": "e"}'),  # replaces
+            (st.NODE, "shop", "q", "queue", "{}"),
+            (st.NODE, "shop", "q", "queue", '{"x": 1}'),
+            (st.NODE, "shop", "gone", "queue", "{}"),
+            (st.EXCHANGE, "shop", "x", "topic", "{}"),
+            (st.EXCHANGE, "shop", "y", "fanout", "{}"),
+            (st.EXCHANGE, "shop", "y", "direct", "{}"),
+            (st.BIND, "shop", "x", "queue", "q", "a.#", ""),
+            (st.BIND, "shop", "x", "queue", "q", "a.#", ""),  # once
+            (st.BIND, "shop", "x", "queue", "q", "b.#", ""),
+            (st.BIND, "shop", "x", "queue", "gone", "c", ""),
+            (st.BIND, "shop", "x", "exchange", "y", "d", '{"k": 1}'),
+            (st.BIND, "shop", "y", "queue", "q", "e", ""),
+            (st.UNBIND, "shop", "x", "queue", "q", "b.#", ""),
+            (st.DROP_NODE, "shop", "gone"),  # and the bindings to it
+            (st.POLICY, "shop", "p", "^q", "queues", '{"max-length": 4}', 2),
+            (st.POLICY, "shop", "old", ".*", "all", "{}", 0),
+            (st.DROP_POLICY, "shop", "old"),
+            put(st.message_key("shop", "q"), 1, b"m1"),
+            put(st.message_key("shop", "q"), 2, b"m2"),
+            (st.MOVE, st.message_key("shop", "q"), 1, 5, 99.5),  # a scheduled message now due
+        ]
+    )
+    loaded = s.load()
+    assert loaded.vhosts == [st.VhostRecord("shop", '{"description": "e"}')]
+    assert loaded.nodes == [st.NodeRecord("shop", "q", "queue", '{"x": 1}')]
+    assert sorted(loaded.exchanges, key=lambda x: x.name) == [
+        st.ExchangeRecord("shop", "x", "topic", "{}"), st.ExchangeRecord("shop", "y", "direct", "{}")]  # fmt: skip
+    assert sorted((b.source, b.destination, b.routing_key) for b in loaded.bindings) == [
+        ("x", "q", "a.#"), ("x", "y", "d"), ("y", "q", "e")]  # fmt: skip
+    assert loaded.policies == [st.PolicyRecord("shop", "p", "^q", "queues", '{"max-length": 4}', 2)]
+    assert [(m.node, m.seq, m.expiry, m.data) for m in loaded.messages] == [
+        ("shop\x1fq", 2, None, b"m2"), ("shop\x1fq", 5, 99.5, b"m1")]  # fmt: skip
+    s.apply([(st.DROP_EXCHANGE, "shop", "y")])  # with every binding from or to it
+    after = s.load()
+    assert [x.name for x in after.exchanges] == ["x"]
+    assert [(b.source, b.destination) for b in after.bindings] == [("x", "q")]
+
+
+def test_drop_node_removes_its_messages(open_store: Callable[[], st.SqlStore]) -> None:
+    s = open_store()
     s.apply([(st.NODE, "/", "t", "queue", "{}"), put("t", 1), (st.DROP_NODE, "/", "t")])
     assert s.load() == st.Loaded([], [], [], [])
 
 
 @pytest.mark.anyio
-async def test_group_commit_batches_and_calls_back_after_commit(tmp_path: Path) -> None:
-    s = st.Store(tmp_path / "db.sqlite3")
+async def test_group_commit_batches_and_calls_back_after_commit(open_store: Callable[[], st.SqlStore]) -> None:
+    s = open_store()
     gc = st.GroupCommitter(s, interval=0.01)
     done: list[int] = []
     async with anyio.create_task_group() as tg:
@@ -69,8 +171,8 @@ async def test_group_commit_batches_and_calls_back_after_commit(tmp_path: Path) 
     assert len(s.load().messages) == 500
 
 
-def test_broker_recovers_queues_in_order(tmp_path: Path) -> None:
-    s = st.Store(tmp_path / "db.sqlite3")
+def test_broker_recovers_queues_in_order(open_store: Callable[[], st.SqlStore]) -> None:
+    s = open_store()
 
     net = Net()
     net.broker = Broker(BrokerConfig(), journal=SyncJournal(s))
@@ -92,11 +194,11 @@ def test_broker_recovers_queues_in_order(tmp_path: Path) -> None:
     assert [m.delivery_count for m in msgs] == [1, 0, 0, 0]  # message 1 was in flight
 
 
-def test_stream_recovers_offsets_and_dedup_window(tmp_path: Path) -> None:
+def test_stream_recovers_offsets_and_dedup_window(open_store: Callable[[], st.SqlStore]) -> None:
     from amqp10.broker.config import AddressRule, QueuePolicy
     from amqp10.broker.core import Stream
 
-    s = st.Store(tmp_path / "db.sqlite3")
+    s = open_store()
 
     cfg = BrokerConfig(
         addresses=[AddressRule(pattern="ev", kind="stream", policy=QueuePolicy(duplicate_window=10))]

@@ -41,6 +41,73 @@ async def wait_for(signal: Signal, predicate: Callable[[], bool], timeout: float
             await signal.wait()
 
 
+@dataclass
+class DurableTraffic:
+    """What :func:`durable_traffic` saw: sends that resolved Accepted, sends that raised,
+    bodies the consumer took (in order, duplicates kept)."""
+
+    total: int
+    accepted: set[int]
+    failed: list[BaseException]
+    received: list[int]
+    progress: Signal
+    """Fires after each outcome and each message received."""
+    paused: bool = False
+    """While set, the consumer takes no more messages (its credit runs out): set it in
+    ``during`` to build a backlog, clear it and fire ``progress`` to resume."""
+
+
+async def durable_traffic(
+    conn: Connection,
+    address: str,
+    during: Callable[[DurableTraffic], Any],
+    *,
+    n_tasks: int = 10,
+    per_task: int = 150,
+    timeout: float = 20,
+) -> DurableTraffic:
+    """``n_tasks`` producers send durable messages (bodies 0..total-1) to ``address`` at
+    least once, ``n_tasks`` in flight at a time, while a consumer takes and accepts them;
+    ``await during(traffic)`` runs while they do (a crash, a failover). Returns once every
+    producer is done and the consumer has every accepted message (bounded by ``timeout``)."""
+    from amqp10 import errors
+    from amqp10.client import SettleMode
+    from amqp10.types import Accepted
+
+    t = DurableTraffic(n_tasks * per_task, set(), [], [], Signal())
+    sender = await conn.open_sender(address, settle_mode=SettleMode.AT_LEAST_ONCE)
+    receiver = await conn.open_receiver(address, credit=50)
+
+    async def produce(k: int) -> None:
+        for i in range(k, t.total, n_tasks):
+            try:
+                outcome = await sender.send(Message(body=i, durable=True))
+            except errors.AMQPError as exc:
+                t.failed.append(exc)
+                continue
+            if isinstance(outcome, Accepted):
+                t.accepted.add(i)
+            t.progress.fire()
+
+    async def consume() -> None:
+        async for d in receiver:
+            while t.paused:
+                await t.progress.wait()
+            t.received.append(d.message.body)
+            await d.accept()
+            t.progress.fire()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consume)
+        async with anyio.create_task_group() as producers:
+            for k in range(n_tasks):
+                producers.start_soon(produce, k)
+            await during(t)
+        await wait_for(t.progress, lambda: t.accepted <= set(t.received), timeout)
+        tg.cancel_scope.cancel()
+    return t
+
+
 @asynccontextmanager
 async def no_leftover_tasks() -> AsyncIterator[None]:
     """Fail if the body leaves tasks running (checked once it has fully exited)."""

@@ -44,7 +44,15 @@ from amqp10.transport import (
 from amqp10.types import Accepted, Error, ErrorCondition
 from tests.broker.conftest import BrokerProcess
 
-from .helpers import WAIT, Service, no_leftover_tasks, running, wait_for
+from .helpers import (
+    WAIT,
+    DurableTraffic,
+    Service,
+    durable_traffic,
+    no_leftover_tasks,
+    running,
+    wait_for,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -193,53 +201,25 @@ async def test_broker_sigkill_loses_no_accepted_message(tmp_path: Path) -> None:
     restarted on the same port. Every message whose send resolved Accepted arrives."""
     events: list[ReconnectEvent] = []
     policy = fast(on_event=events.append)
-    n_tasks, per_task = 10, 150
-    total = n_tasks * per_task
-    accepted: set[int] = set()
-    failed: list[BaseException] = []
-    received: list[int] = []
-    progress = Signal()
     bp = await start_broker(tmp_path, 0)
     port = bp.port
+
+    async def crash(t: DurableTraffic) -> None:
+        nonlocal bp
+        await wait_for(t.progress, lambda: len(t.accepted) >= t.total // 4, 20)
+        bp.kill()  # SIGKILL: no close, no goodbye
+        await wait_for(conn._changed, lambda: conn.reconnecting)
+        bp = await start_broker(tmp_path, port)
+
     try:
         async with await connect(bp.url, reconnect=policy, timeout=20.0) as conn:
-            sender = await conn.open_sender("crash-q", settle_mode=SettleMode.AT_LEAST_ONCE)
-            receiver = await conn.open_receiver("crash-q", credit=50)
-
-            async def produce(k: int) -> None:
-                for i in range(k, total, n_tasks):
-                    try:
-                        outcome = await sender.send(Message(body=i, durable=True))
-                    except errors.AMQPError as exc:
-                        failed.append(exc)
-                        continue
-                    if isinstance(outcome, Accepted):
-                        accepted.add(i)
-                    progress.fire()
-
-            async def consume() -> None:
-                async for d in receiver:
-                    received.append(d.message.body)
-                    await d.accept()
-                    progress.fire()
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(consume)
-                async with anyio.create_task_group() as producers:
-                    for k in range(n_tasks):
-                        producers.start_soon(produce, k)
-                    await wait_for(progress, lambda: len(accepted) >= total // 4, 20)
-                    bp.kill()  # SIGKILL: no close, no goodbye
-                    await wait_for(conn._changed, lambda: conn.reconnecting)
-                    bp = await start_broker(tmp_path, port)
-                await wait_for(progress, lambda: accepted <= set(received), 20)
-                tg.cancel_scope.cancel()
+            t = await durable_traffic(conn, "crash-q", crash)
             assert conn.reconnects == 1
     finally:
         bp.kill()
-    assert not failed, failed[:3]
-    assert len(accepted) == total
-    missing = accepted - set(received)
+    assert not t.failed, t.failed[:3]
+    assert len(t.accepted) == t.total
+    missing = t.accepted - set(t.received)
     assert not missing, f"{len(missing)} accepted messages lost, e.g. {sorted(missing)[:5]}"
     assert [type(e) for e in events] == [ConnectionLost, Reconnected]
     lost, back = events

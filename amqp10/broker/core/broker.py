@@ -208,7 +208,7 @@ class Broker:
         return self.default.lookup(address, create=create, kind=kind)
 
     # -- recovery and limits ---------------------------------------------------------------------
-    def recover(self, store: _store.Store) -> int:
+    def recover(self, store: _store.SqlStore) -> int:
         """Recreate durable nodes, exchanges, bindings and messages from the store; return the message count."""
         loaded = store.load()
         for vrec in loaded.vhosts:

@@ -1,4 +1,6 @@
-"""The broker's durable store: SQLite in WAL mode, written with grouped commits.
+"""The broker's durable store: SQL written once (:class:`SqlStore`) for two backends,
+SQLite in WAL mode (:class:`Store`) and PostgreSQL (:mod:`.store_postgres`, for
+active/standby failover), written with grouped commits.
 
 Every durable message is in the database before the broker accepts it. Writes
 are collected by :class:`GroupCommitter` and applied in one transaction per
@@ -10,13 +12,15 @@ by one (their delivery may have been attempted).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 
@@ -25,41 +29,41 @@ from .accounting import Histogram
 __all__ = [
     "message_key",
     "split_message_key",
-    "COMMIT_BUCKETS", "BindingRecord", "ExchangeRecord", "GroupCommitter", "Loaded", "NodeRecord", "PolicyRecord", "Store",
+    "COMMIT_BUCKETS", "BindingRecord", "ExchangeRecord", "GroupCommitter", "Loaded", "NodeRecord", "PolicyRecord", "SqlStore", "Store",
     "StoredMessage", "VhostRecord"]
 
 SCHEMA_VERSION = 3
-"""``PRAGMA user_version`` of the current schema. Version 0 is the schema of the
-brokers before virtual hosts (nodes and messages keyed by name alone, every
-message a 1.0 message); version 2 has no policies or vhosts tables.
-:meth:`Store.__init__` migrates both in place."""
+"""The version of the current schema (SQLite: ``PRAGMA user_version``). Version 0 is
+the schema of the brokers before virtual hosts (nodes and messages keyed by name
+alone, every message a 1.0 message); version 2 has no policies or vhosts tables.
+:meth:`SqlStore._migrate` migrates both in place when a store is opened."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS nodes (
     vhost TEXT NOT NULL DEFAULT '/',
     name TEXT NOT NULL,
     kind TEXT NOT NULL,
-    properties TEXT NOT NULL DEFAULT '{}',
+    properties TEXT NOT NULL DEFAULT '{{}}',
     PRIMARY KEY (vhost, name)
 );
 CREATE TABLE IF NOT EXISTS messages (
     node TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    priority INTEGER NOT NULL,
-    delivery_count INTEGER NOT NULL DEFAULT 0,
-    in_flight INTEGER NOT NULL DEFAULT 0,
-    expiry REAL,
-    arrival REAL NOT NULL DEFAULT 0,
+    seq {int} NOT NULL,
+    priority {int} NOT NULL,
+    delivery_count {int} NOT NULL DEFAULT 0,
+    in_flight {int} NOT NULL DEFAULT 0,
+    expiry {real},
+    arrival {real} NOT NULL DEFAULT 0,
     message_id TEXT,
     format TEXT NOT NULL DEFAULT 'amqp1',
-    data BLOB NOT NULL,
+    data {blob} NOT NULL,
     PRIMARY KEY (node, seq)
-) WITHOUT ROWID;
+){no_rowid};
 CREATE TABLE IF NOT EXISTS exchanges (
     vhost TEXT NOT NULL,
     name TEXT NOT NULL,
     type TEXT NOT NULL,
-    properties TEXT NOT NULL DEFAULT '{}',
+    properties TEXT NOT NULL DEFAULT '{{}}',
     PRIMARY KEY (vhost, name)
 );
 CREATE TABLE IF NOT EXISTS bindings (
@@ -77,26 +81,28 @@ CREATE TABLE IF NOT EXISTS policies (
     pattern TEXT NOT NULL,
     apply_to TEXT NOT NULL,
     definition TEXT NOT NULL,
-    priority INTEGER NOT NULL,
+    priority {int} NOT NULL,
     PRIMARY KEY (vhost, name)
 );
 CREATE TABLE IF NOT EXISTS vhosts (
     name TEXT PRIMARY KEY,
-    metadata TEXT NOT NULL DEFAULT '{}'
-);
+    metadata TEXT NOT NULL DEFAULT '{{}}'
+)
 """
+"""Every table, with the column types as placeholders (``SqlStore.TYPES``)."""
 
-# Version 0 -> 2: the nodes move into the default virtual host (a new table, the rows
-# copied); the messages keep their rows (the default host's message keys are the node
-# names) and gain the format column (every old message is a 1.0 message). All in one
-# transaction, so an interrupted migration leaves the old store as it was.
-_MIGRATE_FROM_0 = """
-ALTER TABLE nodes RENAME TO nodes_v0;
-ALTER TABLE messages ADD COLUMN format TEXT NOT NULL DEFAULT 'amqp1';
-{schema}
-INSERT INTO nodes (vhost, name, kind, properties) SELECT '/', name, kind, properties FROM nodes_v0;
-DROP TABLE nodes_v0;
-"""
+# SQLite, version 0 -> 3: the nodes move into the default virtual host (a new table, the
+# rows copied); the messages keep their rows (the default host's message keys are the node
+# names) and gain the format column (every old message is a 1.0 message). In the one
+# transaction of the migration, so an interrupted one leaves the old store as it was.
+_MIGRATE_FROM_0_BEFORE = [
+    "ALTER TABLE nodes RENAME TO nodes_v0",
+    "ALTER TABLE messages ADD COLUMN format TEXT NOT NULL DEFAULT 'amqp1'",
+]
+_MIGRATE_FROM_0_AFTER = [
+    "INSERT INTO nodes (vhost, name, kind, properties) SELECT '/', name, kind, properties FROM nodes_v0",
+    "DROP TABLE nodes_v0",
+]
 # Version 2 -> 3: new tables only (runtime policies, declared virtual hosts).
 
 
@@ -211,47 +217,89 @@ MOVE = 13  # (MOVE, key, seq, new_seq, expiry): a scheduled message enters its q
 Op = tuple[Any, ...]
 
 
-class Store:
-    """Synchronous SQLite access; call from one thread at a time."""
+class SqlStore:
+    """What every SQL backend of the store shares: the schema, the statements, recovery
+    (:meth:`load`), batched writes (:meth:`apply`) and the schema version check.
 
-    def __init__(self, path: Path | str, *, synchronous: str = "FULL") -> None:
-        self.path = Path(path)
-        if str(path) != ":memory:":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(f"PRAGMA synchronous={synchronous}")
+    A backend (:class:`Store`: SQLite; :class:`~amqp10.broker.core.store_postgres.PostgresStore`)
+    gives its spellings as class attributes and opens ``self._cur``, a DB-API cursor whose
+    transactions are begun and ended by statements (autocommit mode). Synchronous: call
+    from one thread at a time (the group committer's worker thread).
+    """
+
+    PARAM = "?"
+    """The engine's query parameter marker (the statements below are written with ``?``)."""
+    BEGIN = "BEGIN"
+    """The statement that opens a write transaction."""
+    TYPES: ClassVar[Mapping[str, str]] = {"int": "INTEGER", "real": "REAL", "blob": "BLOB", "no_rowid": ""}
+    """The column types (and table suffix) the schema is written with."""
+
+    def size_bytes(self) -> int | None:
+        """What the store takes on disk, for metrics; None where the backend cannot say
+        without a query (a database server's size is its own to report)."""
+        return None
+
+    _cur: Any
+    _sql: ClassVar[_Statements]
+
+    def __init__(self, location: str) -> None:
+        self.location = location
+        """Where the store is, for messages (a file, a database; never a password)."""
         self.migrated_from: int | None = None
-        self._migrate()
+        """The schema version this store was migrated from when it was opened (None: it was not)."""
         self._lock = threading.Lock()
 
-    def _migrate(self) -> None:
-        """Bring the schema to :data:`SCHEMA_VERSION` (a new store is simply created)."""
-        db = self._db
-        version = db.execute("PRAGMA user_version").fetchone()[0]
-        if version == SCHEMA_VERSION:
-            return
-        old_tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if version == 0 and "messages" in old_tables:
-            script = _MIGRATE_FROM_0.format(schema=_SCHEMA)
-            self.migrated_from = 0
-        elif version in (0, 2):
-            # a new store, or version 2: every table it lacks is created, nothing else changes
-            script = _SCHEMA
-            if version == 2:
-                self.migrated_from = 2
-        else:
-            raise ValueError(f"{self.path}: store schema version {version} is newer than this broker's ({SCHEMA_VERSION})")
-        try:
-            db.executescript(f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {SCHEMA_VERSION};\nCOMMIT;")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        cls._sql = _Statements(cls)
+
+    # -- what each backend provides -------------------------------------------------------
+    def _schema_version(self) -> int | None:
+        """The store's schema version; None for an empty database."""
+        raise NotImplementedError
+
+    def _migration(self, version: int | None) -> list[str]:
+        """The statements that bring a store of ``version`` (None: empty) to
+        :data:`SCHEMA_VERSION`, the version mark included."""
+        raise NotImplementedError
+
+    def _begin(self) -> None:
+        """Open a write transaction (a backend may check there that it still may write)."""
+        self._cur.execute(self.BEGIN)
 
     def close(self) -> None:
+        raise NotImplementedError
+
+    # -- shared ---------------------------------------------------------------------------
+    def schema(self) -> list[str]:
+        """The statements creating every table the store lacks, in this engine's types."""
+        return [s.strip() for s in _SCHEMA.format(**self.TYPES).split(";") if s.strip()]
+
+    def _migrate(self) -> None:
+        """Bring the schema to :data:`SCHEMA_VERSION` in one transaction (a new store is
+        simply created; one newer than this broker is refused, never touched)."""
+        version = self._schema_version()
+        if version == SCHEMA_VERSION:
+            return
+        if version is not None and version > SCHEMA_VERSION:
+            raise ValueError(
+                f"{self.location}: store schema version {version} is newer than this broker's ({SCHEMA_VERSION})"
+            )
+        statements = self._migration(version)
+        self._transaction(lambda: [self._cur.execute(s) for s in statements])
+        self.migrated_from = version
+
+    def _transaction(self, work: Callable[[], object]) -> None:
+        """Run ``work`` in one write transaction: all of it is committed, or none."""
         with self._lock:
-            self._db.close()
+            self._begin()
+            try:
+                work()
+                self._cur.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(Exception):  # a broken connection: the error that broke it
+                    self._cur.execute("ROLLBACK")
+                raise
 
     def load(self) -> Loaded:
         """Every durable node, exchange and binding, and every stored message in (node key, seq) order.
@@ -259,138 +307,212 @@ class Store:
         Messages marked in flight come back with delivery-count + 1, and the
         change is written back so a second crash does not lose the count.
         """
-        with self._lock:
-            db = self._db
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                db.execute(
-                    "UPDATE messages SET delivery_count = delivery_count + 1, in_flight = 0 "
-                    "WHERE in_flight = 1"
-                )
-                nodes = [NodeRecord(*r) for r in db.execute("SELECT vhost, name, kind, properties FROM nodes")]
-                exchanges = [
-                    ExchangeRecord(*r) for r in db.execute("SELECT vhost, name, type, properties FROM exchanges")
-                ]
-                bindings = [
-                    BindingRecord(*r)
-                    for r in db.execute(
-                        "SELECT vhost, source, destination_kind, destination, routing_key, arguments FROM bindings"
-                    )
-                ]
-                policies = [
-                    PolicyRecord(*r)
-                    for r in db.execute("SELECT vhost, name, pattern, apply_to, definition, priority FROM policies")
-                ]
-                vhosts = [VhostRecord(*r) for r in db.execute("SELECT name, metadata FROM vhosts")]
-                rows = db.execute(
-                    "SELECT node, seq, priority, delivery_count, expiry, arrival, message_id, format, data "
-                    "FROM messages ORDER BY node, seq"
-                ).fetchall()
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-        return Loaded(nodes, [StoredMessage(*r) for r in rows], exchanges, bindings, policies, vhosts)
+        sql = self._sql
+        out: list[list[tuple[Any, ...]]] = []
+
+        def read() -> None:
+            cur = self._cur
+            cur.execute(sql.recover_in_flight)
+            for query in sql.load:
+                cur.execute(query)
+                out.append(cur.fetchall())
+
+        self._transaction(read)
+        nodes, exchanges, bindings, policies, vhosts, rows = out
+        return Loaded(
+            [NodeRecord(*r) for r in nodes],
+            [StoredMessage(*r) for r in rows],
+            [ExchangeRecord(*r) for r in exchanges],
+            [BindingRecord(*r) for r in bindings],
+            [PolicyRecord(*r) for r in policies],
+            [VhostRecord(*r) for r in vhosts],
+        )
 
     def apply(self, ops: Iterable[Op]) -> None:
         """Apply a batch of operations in one transaction (one fsync)."""
         puts: list[tuple[Any, ...]] = []
         deletes: list[tuple[Any, ...]] = []
         updates: list[tuple[Any, ...]] = []
-        with self._lock:
-            db = self._db
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                for op in ops:
-                    kind = op[0]
-                    if kind == PUT:
-                        puts.append(op[1:])
-                    elif kind == DELETE:
-                        if puts or updates:
-                            self._flush(puts, deletes, updates)
-                        deletes.append(op[1:])
-                    elif kind == UPDATE:
-                        if deletes:
-                            self._flush(puts, deletes, updates)
-                        updates.append((op[3], op[4], op[1], op[2]))
-                    elif kind == BARRIER:
-                        pass
-                    else:
-                        self._flush(puts, deletes, updates)
-                        self._definition(op)
-                self._flush(puts, deletes, updates)
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+        # A flush writes its puts, then its updates, then its deletes, which is the order
+        # of the operations whenever a put does not follow an update or delete of its key:
+        # an update after a put of its key comes after it, a delete after anything of its
+        # key comes after it, and operations on different keys commute. So only such a put
+        # (rare: keys are not reused) flushes first. ``touched``: keys of pending updates
+        # and deletes. Fewer, bigger statements: one of each kind per batch.
+        touched: set[tuple[Any, Any]] = set()
+
+        def flush() -> None:
+            self._flush(puts, deletes, updates)
+            touched.clear()
+
+        def write() -> None:
+            for op in ops:
+                kind = op[0]
+                if kind == PUT:
+                    if touched and (op[1], op[2]) in touched:
+                        flush()
+                    puts.append(op[1:])
+                elif kind == DELETE:
+                    deletes.append(op[1:])
+                    touched.add((op[1], op[2]))
+                elif kind == UPDATE:
+                    updates.append((op[3], op[4], op[1], op[2]))
+                    touched.add((op[1], op[2]))
+                elif kind == BARRIER:
+                    pass
+                else:
+                    flush()
+                    self._definition(op)
+            flush()
+
+        self._transaction(write)
 
     def _definition(self, op: Op) -> None:
         """Apply one change to the durable definitions (nodes, exchanges, bindings, policies, vhosts),
         or move a scheduled message to its place in its queue."""
-        db = self._db
         kind = op[0]
-        if kind == MOVE:
-            db.execute("UPDATE messages SET seq = ?, expiry = ? WHERE node = ? AND seq = ?", (op[3], op[4], op[1], op[2]))
-        elif kind == NODE:
-            db.execute("INSERT OR REPLACE INTO nodes (vhost, name, kind, properties) VALUES (?, ?, ?, ?)", op[1:])
-        elif kind == DROP_NODE:
-            db.execute("DELETE FROM messages WHERE node = ?", (message_key(op[1], op[2]),))
-            db.execute("DELETE FROM nodes WHERE vhost = ? AND name = ?", op[1:])
-            db.execute("DELETE FROM bindings WHERE vhost = ? AND destination_kind = 'queue' AND destination = ?", op[1:])
-        elif kind == EXCHANGE:
-            db.execute("INSERT OR REPLACE INTO exchanges (vhost, name, type, properties) VALUES (?, ?, ?, ?)", op[1:])
-        elif kind == DROP_EXCHANGE:
-            db.execute("DELETE FROM exchanges WHERE vhost = ? AND name = ?", op[1:])
-            db.execute("DELETE FROM bindings WHERE vhost = ? AND source = ?", op[1:])
-            db.execute(
-                "DELETE FROM bindings WHERE vhost = ? AND destination_kind = 'exchange' AND destination = ?", op[1:]
-            )
-        elif kind == BIND:
-            db.execute(
-                "INSERT OR REPLACE INTO bindings (vhost, source, destination_kind, destination, routing_key, arguments) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                op[1:],
-            )
-        elif kind == UNBIND:
-            db.execute(
-                "DELETE FROM bindings WHERE vhost = ? AND source = ? AND destination_kind = ? AND destination = ? "
-                "AND routing_key = ? AND arguments = ?",
-                op[1:],
-            )
-        elif kind == POLICY:
-            db.execute(
-                "INSERT OR REPLACE INTO policies (vhost, name, pattern, apply_to, definition, priority) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                op[1:],
-            )
-        elif kind == DROP_POLICY:
-            db.execute("DELETE FROM policies WHERE vhost = ? AND name = ?", op[1:])
-        elif kind == VHOST:
-            db.execute("INSERT OR REPLACE INTO vhosts (name, metadata) VALUES (?, ?)", op[1:])
-        else:  # pragma: no cover - a programming error
+        if kind == DROP_NODE:
+            self._cur.execute(self._sql.drop_node_messages, (message_key(op[1], op[2]),))
+        elif kind == MOVE:
+            op = (MOVE, op[3], op[4], op[1], op[2])
+        statements = self._sql.definitions.get(kind)
+        if statements is None:  # pragma: no cover - a programming error
             raise ValueError(f"unknown store operation {kind!r}")
+        for sql in statements:
+            self._cur.execute(sql, op[1:])
 
     def _flush(
         self, puts: list[tuple[Any, ...]], deletes: list[tuple[Any, ...]], updates: list[tuple[Any, ...]]
     ) -> None:
-        db = self._db
         if puts:
-            db.executemany(
-                "INSERT OR REPLACE INTO messages "
-                "(node, seq, priority, delivery_count, expiry, arrival, message_id, format, data) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                puts,
-            )
+            self._write_rows("put", puts)
             puts.clear()
         if updates:
-            db.executemany(
-                "UPDATE messages SET delivery_count = ?, in_flight = ? WHERE node = ? AND seq = ?",
-                updates,
-            )
+            self._write_rows("update", updates)
             updates.clear()
         if deletes:
-            db.executemany("DELETE FROM messages WHERE node = ? AND seq = ?", deletes)
+            self._write_rows("delete", deletes)
             deletes.clear()
+
+    def _write_rows(self, statement: str, rows: list[tuple[Any, ...]]) -> None:
+        """Run the message statement ``put``, ``update`` or ``delete`` (``_Statements``) for
+        each row, in order (a backend may send them at once, to the same effect)."""
+        self._cur.executemany(getattr(self._sql, statement), rows)
+
+
+_MESSAGE_COLUMNS = ("node", "seq", "priority", "delivery_count", "expiry", "arrival", "message_id", "format", "data")
+_KEYS = {
+    "nodes": ("vhost", "name"),
+    "messages": ("node", "seq"),
+    "exchanges": ("vhost", "name"),
+    "bindings": ("vhost", "source", "destination_kind", "destination", "routing_key", "arguments"),
+    "policies": ("vhost", "name"),
+    "vhosts": ("name",),
+}
+
+
+class _Statements:
+    """Every statement of the store, written once and spelled for one backend."""
+
+    def __init__(self, backend: type[SqlStore]) -> None:
+        def q(text: str) -> str:
+            return text.replace("?", backend.PARAM)
+
+        def upsert(table: str, *columns: str, reset: str = "") -> str:
+            """Insert a row, or replace the one with the same key (``ON CONFLICT``, which
+            SQLite and PostgreSQL both spell this way); ``reset``: columns set back too."""
+            key = _KEYS[table]
+            values = ", ".join("?" * len(columns))
+            rest = [f"{c} = excluded.{c}" for c in columns if c not in key]
+            if reset:
+                rest.append(reset)
+            action = ("DO UPDATE SET " + ", ".join(rest)) if rest else "DO NOTHING"
+            return q(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({values}) ON CONFLICT ({', '.join(key)}) {action}")
+
+        self.put = upsert("messages", *_MESSAGE_COLUMNS, reset="in_flight = 0")
+        self.put_conflict = self.put[self.put.index(" ON CONFLICT") :]
+        """The put's ``ON CONFLICT`` clause (for a backend's own spelling of a batch of puts)."""
+        self.update = q("UPDATE messages SET delivery_count = ?, in_flight = ? WHERE node = ? AND seq = ?")
+        self.delete = q("DELETE FROM messages WHERE node = ? AND seq = ?")
+        self.drop_node_messages = q("DELETE FROM messages WHERE node = ?")
+        self.recover_in_flight = (
+            "UPDATE messages SET delivery_count = delivery_count + 1, in_flight = 0 WHERE in_flight = 1"
+        )
+        self.load = [  # in the order of Loaded's fields as load() reads them
+            "SELECT vhost, name, kind, properties FROM nodes",
+            "SELECT vhost, name, type, properties FROM exchanges",
+            "SELECT vhost, source, destination_kind, destination, routing_key, arguments FROM bindings",
+            "SELECT vhost, name, pattern, apply_to, definition, priority FROM policies",
+            "SELECT name, metadata FROM vhosts",
+            f"SELECT {', '.join(_MESSAGE_COLUMNS)} FROM messages ORDER BY node, seq",
+        ]
+        drop_bindings_to = "DELETE FROM bindings WHERE vhost = ? AND destination_kind = '{}' AND destination = ?"
+        self.definitions: dict[int, list[str]] = {
+            MOVE: [q("UPDATE messages SET seq = ?, expiry = ? WHERE node = ? AND seq = ?")],
+            NODE: [upsert("nodes", "vhost", "name", "kind", "properties")],
+            DROP_NODE: [q("DELETE FROM nodes WHERE vhost = ? AND name = ?"), q(drop_bindings_to.format("queue"))],
+            EXCHANGE: [upsert("exchanges", "vhost", "name", "type", "properties")],
+            DROP_EXCHANGE: [
+                q("DELETE FROM exchanges WHERE vhost = ? AND name = ?"),
+                q("DELETE FROM bindings WHERE vhost = ? AND source = ?"),
+                q(drop_bindings_to.format("exchange")),
+            ],
+            BIND: [upsert("bindings", *_KEYS["bindings"])],
+            UNBIND: [
+                q(
+                    "DELETE FROM bindings WHERE vhost = ? AND source = ? AND destination_kind = ? "
+                    "AND destination = ? AND routing_key = ? AND arguments = ?"
+                )
+            ],
+            POLICY: [upsert("policies", "vhost", "name", "pattern", "apply_to", "definition", "priority")],
+            DROP_POLICY: [q("DELETE FROM policies WHERE vhost = ? AND name = ?")],
+            VHOST: [upsert("vhosts", "name", "metadata")],
+        }
+
+
+class Store(SqlStore):
+    """The embedded SQLite store: one file, in WAL mode."""
+
+    BEGIN = "BEGIN IMMEDIATE"
+    TYPES: ClassVar[Mapping[str, str]] = {"int": "INTEGER", "real": "REAL", "blob": "BLOB", "no_rowid": " WITHOUT ROWID"}
+
+    def __init__(self, path: Path | str, *, synchronous: str = "FULL") -> None:
+        super().__init__(str(path))
+        self.path = Path(path)
+        if str(path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(f"PRAGMA synchronous={synchronous}")
+        self._cur = self._db.cursor()
+        self._migrate()
+
+    def size_bytes(self) -> int | None:
+        """The database file and its write-ahead log."""
+        total = 0
+        for suffix in ("", "-wal"):
+            with contextlib.suppress(OSError):
+                total += os.stat(f"{self.path}{suffix}").st_size
+        return total
+
+    def _schema_version(self) -> int | None:
+        version: int = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version == 0:
+            tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            return 0 if "messages" in tables else None
+        return version
+
+    def _migration(self, version: int | None) -> list[str]:
+        # version 0 -> 3: the nodes move into the default virtual host; version 2 -> 3 (and
+        # an empty file): every table it lacks is created, nothing else changes.
+        schema = self.schema()
+        if version == 0:
+            schema = _MIGRATE_FROM_0_BEFORE + schema + _MIGRATE_FROM_0_AFTER
+        return [*schema, f"PRAGMA user_version = {SCHEMA_VERSION}"]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
 
 
 COMMIT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -405,7 +527,7 @@ class GroupCommitter:
     Run :meth:`run` in a task group; :meth:`flush` waits for everything so far.
     """
 
-    def __init__(self, store: Store, *, interval: float = 0.002, max_batch: int = 2048) -> None:
+    def __init__(self, store: SqlStore, *, interval: float = 0.002, max_batch: int = 2048) -> None:
         self.store = store
         self.interval = interval
         self.max_batch = max_batch
