@@ -25,10 +25,14 @@ class OurBroker(Peer):
     id = "ours"
     title = "our broker"
 
-    def __init__(self, idle_timeout: float = IDLE_TIMEOUT, websocket: str = "") -> None:
-        """``websocket``: "ws" or "wss" to reach the broker over its HTTP listener (wss: TLS)."""
+    def __init__(
+        self, idle_timeout: float = IDLE_TIMEOUT, websocket: str = "", port: int = 0
+    ) -> None:
+        """``websocket``: "ws" or "wss" to reach the broker over its HTTP listener (wss: TLS);
+        ``port``: its plain listener's port (0: a free one)."""
         self.idle_timeout = idle_timeout
         self.websocket = websocket
+        self.port = port
         self.proc: Process | None = None
 
     def start(self, workdir: Path, certs: Certs | None) -> Endpoint:
@@ -51,7 +55,7 @@ class OurBroker(Peer):
             capture_output=True,
             timeout=60,
         )
-        listeners = [f'[[listeners]]\nhost = "{HOST}"\nport = 0\n']
+        listeners = [f'[[listeners]]\nhost = "{HOST}"\nport = {self.port}\n']
         if certs is not None:
             listeners.append(
                 f'[[listeners]]\nhost = "{HOST}"\nport = 0\n'
