@@ -13,6 +13,7 @@ Debian-backed ones (``--install`` apt-gets them first):
 5. our client -> RabbitMQ 3.10 (``rabbitmq_amqp1_0`` plugin)
 6. our client -> Apache ActiveMQ 5.17 (AMQP transport connector)
 7. Proton's C example clients -> our broker
+10. Proton's C++ example clients -> our broker (compiled with g++)
 
 Every peer runs on 127.0.0.1 only and is stopped afterwards. It prints the
 table and writes it as Markdown to ``interop/RESULTS.md`` (``--output``).
@@ -158,6 +159,14 @@ PAIRINGS: tuple[Pairing, ...] = (
     ),
     Pairing("ours-ours-ws", "our client → our broker over ws://", "ours", _our_broker_ws),
     Pairing("ours-ours-wss", "our client → our broker over wss://", "ours", _our_broker_wss),
+    Pairing(
+        "protoncpp-ours",
+        "Proton C++ examples → our broker",
+        "proton_cpp",
+        _our_broker,
+        debian=True,
+        option="proton-cpp",
+    ),
 )
 PEER_OPTIONS = {p.option: p for p in PAIRINGS if p.option}
 

@@ -43,6 +43,13 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("link-resume", "link resumption"),
     Scenario("transactions", "local transactions (commit, rollback)"),
     Scenario("anonymous-relay", "anonymous relay: request/response through a sender with no target"),
+    Scenario("attach-answer", "attach answers fill both termini, with capabilities"),
+    Scenario("selector", "JMS selector on a queue (the rest stays for others)"),
+    Scenario("topic-wildcard", "topic:// prefix: every subscriber gets a copy; wildcards"),
+    Scenario("durable-subscription", "durable topic subscription: kept while detached"),
+    Scenario("shared-subscription", "shared topic subscription: load-balanced"),
+    Scenario("scheduled-delivery", "scheduled delivery (x-opt-delivery-time)"),
+    Scenario("message-groups", "message groups: one consumer per group-id"),
 )
 
 

@@ -22,7 +22,7 @@ from ..peers.base import HOST
 from ..peers.proton_c import build_examples
 from . import Ctx, NotApplicable, ScenarioFailed, check
 
-__all__ = ["NA", "prepare", "run"]
+__all__ = ["NA", "prepare", "run", "run_binary"]
 
 WAIT = 20.0
 EMPTY_WAIT = 1.0
@@ -43,6 +43,13 @@ NA = {
     "link-resume": f"{_ONLY} have no link recovery",
     "transactions": f"{_ONLY} have no transactions",
     "anonymous-relay": f"{_ONLY} have no sender without a target",
+    "attach-answer": f"{_ONLY} print nothing of the peer's attach",
+    "selector": f"{_ONLY} set no source filter",
+    "topic-wildcard": f"{_ONLY} can name a topic, but cannot tell when a subscriber is attached",
+    "durable-subscription": f"{_ONLY} have no durable subscription",
+    "shared-subscription": f"{_ONLY} have no shared subscription",
+    "scheduled-delivery": f"{_ONLY} set no message annotations",
+    "message-groups": f"{_ONLY} set no group-id",
 }
 
 _binaries: dict[str, Path] = {}
@@ -53,20 +60,27 @@ def prepare(install: bool = False) -> None:
     _binaries.update(build_examples(install=install))
 
 
-def _run(name: str, *args: Any, env: dict[str, str] | None = None, timeout: float = WAIT) -> str:
-    if not _binaries:
-        prepare()
-    argv = [str(_binaries[name]), *map(str, args)]
+def run_binary(
+    binary: Path, *args: Any, env: dict[str, str] | None = None, timeout: float = WAIT
+) -> str:
+    """Run a compiled example to its end (bounded); its stdout, or a one-line failure."""
+    argv = [str(binary), *map(str, args)]
     try:
         r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
-        raise ScenarioFailed(f"{name} did not finish within {timeout:g}s") from None
+        raise ScenarioFailed(f"{binary.name} did not finish within {timeout:g}s") from None
     if r.returncode != 0:
         err = (r.stderr.strip() or r.stdout.strip() or f"exit status {r.returncode}").splitlines()[
             -1
         ]
-        raise ScenarioFailed(f"{name} failed: {err}")
+        raise ScenarioFailed(f"{binary.name} failed: {err}")
     return r.stdout
+
+
+def _run(name: str, *args: Any, env: dict[str, str] | None = None, timeout: float = WAIT) -> str:
+    if not _binaries:
+        prepare()
+    return run_binary(_binaries[name], *args, env=env, timeout=timeout)
 
 
 def _send(ctx: Ctx, address: str, n: int) -> None:
