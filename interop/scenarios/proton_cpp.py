@@ -74,7 +74,9 @@ def _url(ctx: Ctx, address: str = "") -> str:
     return f"{HOST}:{ctx.ep.port}" + (f"/{address}" if address else "")
 
 
-def _send(ctx: Ctx, address: str, n: int, *extra: str, url: str = "", env: dict[str, str] | None = None) -> None:
+def _send(
+    ctx: Ctx, address: str, n: int, *extra: str, url: str = "", env: dict[str, str] | None = None
+) -> None:
     out = _run("simple_send", "-a", url or _url(ctx, address), "-m", n, *extra, env=env)
     check("all messages confirmed" in out, f"simple_send said: {out.strip()[-80:]!r}")
 
@@ -145,7 +147,9 @@ def at_least_once(ctx: Ctx) -> None:
     out = _run("multithreaded_client", _url(ctx), ctx.addr("mt"), 20)
     check("20 messages sent and received" in out, f"multithreaded_client said {out[-80:]!r}")
     out = _run("multithreaded_client_flow_control", _url(ctx), ctx.addr("mtfc"), 10, 2)
-    check("20 messages sent and received" in out, f"multithreaded_client_flow_control: {out[-80:]!r}")
+    check(
+        "20 messages sent and received" in out, f"multithreaded_client_flow_control: {out[-80:]!r}"
+    )
     out = _run("reconnect_client", _url(ctx), ctx.addr("rc"), 5)
     check(out.count('{"sequence"=') == 5, f"reconnect_client said {out[-80:]!r}")
 
