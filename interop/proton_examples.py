@@ -322,7 +322,7 @@ def _run_extra(directory: Path, name: str) -> dict[str, str]:
 
 @contextlib.contextmanager
 def _broker(work: Path) -> Iterator[Endpoint]:
-    broker = OurBroker(port=BROKER_PORT)
+    broker = OurBroker(port=BROKER_PORT, plain=False)  # the examples log in anonymously
     with broker.running(work, None) as ep:
         yield ep
 

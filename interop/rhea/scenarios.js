@@ -399,10 +399,12 @@ var conventions = {
                 msgs.push({body: g + i, group_id: g, group_sequence: i});
             });
         }
-        publish(address, msgs, function () {
-            var specs = [{source: {address: address}, credit_window: 9},
-                         {source: {address: address}, credit_window: 9}];
-            receivers({}, specs, function (links, got, conn) {
+        // both consumers have credit before the messages come: a broker without groups
+        // would spread each group over the two
+        var specs = [{source: {address: address}, credit_window: 9},
+                     {source: {address: address}, credit_window: 9}];
+        receivers({}, specs, function (links, got, conn) {
+            publish(address, msgs, function () {
                 settle(got, 9, function () {
                     conn.close();
                     done({got: got});

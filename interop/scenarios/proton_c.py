@@ -6,7 +6,8 @@ compiled unchanged (see :mod:`interop.peers.proton_c`). They take
 sends ``count`` unsettled messages (a map body) and wants each accepted,
 ``receive`` accepts ``count`` messages, ``send-ssl`` is ``send`` over TLS
 (with a user and password: SASL PLAIN and a verified server certificate;
-without: ANONYMOUS and no verification). Whatever they cannot express is n/a.
+without: ANONYMOUS and no verification); ``receive`` on ``topic://`` addresses and
+wildcards with ``send`` to topics is the topic row. Whatever they cannot express is n/a.
 """
 
 from __future__ import annotations
@@ -14,15 +15,17 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..peers.base import HOST
+from ..peers.base import HOST, Process
 from ..peers.proton_c import build_examples
 from . import Ctx, NotApplicable, ScenarioFailed, check
 
-__all__ = ["NA", "prepare", "run", "run_binary"]
+__all__ = ["NA", "prepare", "run", "run_binary", "topic_subscribers"]
 
 WAIT = 20.0
 EMPTY_WAIT = 1.0
@@ -45,7 +48,6 @@ NA = {
     "anonymous-relay": f"{_ONLY} have no sender without a target",
     "attach-answer": f"{_ONLY} print nothing of the peer's attach",
     "selector": f"{_ONLY} set no source filter",
-    "topic-wildcard": f"{_ONLY} can name a topic, but cannot tell when a subscriber is attached",
     "durable-subscription": f"{_ONLY} have no durable subscription",
     "shared-subscription": f"{_ONLY} have no shared subscription",
     "scheduled-delivery": f"{_ONLY} set no message annotations",
@@ -105,6 +107,52 @@ def _expect_empty(ctx: Ctx, address: str) -> None:
         p.communicate(timeout=5)
         return
     raise ScenarioFailed(f"{address} should be empty, but receive got: {out.strip()[-80:]!r}")
+
+
+WARMUPS = 30  # sends at most, one at a time, until a topic subscriber shows it is attached
+
+
+def topic_subscribers(
+    start: Callable[[str], Process], send: Callable[[str], None], base: str
+) -> None:
+    """Topics as the example programs can show them: ``start(address)`` runs a receiver that
+    prints a line per message and never ends by itself; ``send(address)`` sends one message.
+
+    A topic keeps only what arrives while someone subscribes and the examples print nothing
+    when attached, so a warm-up message goes to each subscriber's topic, one at a time,
+    until it printed one; once in-flight warm-ups had EMPTY_WAIT to arrive, each line count
+    is the baseline. Then: ``topic://B.news`` reaches both of its subscribers,
+    ``topic://B.news.deep`` only the ``#`` one, ``topic://B.other`` the ``*`` and ``#`` ones.
+    """
+    subs = {
+        "one": start(f"topic://{base}.news"),
+        "two": start(f"topic://{base}.news"),
+        "star": start(f"topic://{base}.*"),
+        "hash": start(f"topic://{base}.#"),
+    }
+    try:
+        for name, p in subs.items():
+            for _ in range(WARMUPS):
+                if p.all_matches(r"\S"):
+                    break
+                send(f"topic://{base}.news")
+                p.wait_count(r"\S", 1, EMPTY_WAIT)
+            check(p.all_matches(r"\S"), f"the {name} subscriber got none of {WARMUPS} messages")
+        time.sleep(EMPTY_WAIT)
+        before = {k: len(p.all_matches(r"\S")) for k, p in subs.items()}
+        for leaf in ("news", "news.deep", "other"):
+            send(f"topic://{base}.{leaf}")
+        want = {"one": 1, "two": 1, "star": 2, "hash": 3}
+        for k, p in subs.items():
+            p.wait_count(r"\S", before[k] + want[k], WAIT)
+        time.sleep(EMPTY_WAIT)  # anything more would show up now
+        got = {k: len(p.all_matches(r"\S")) - before[k] for k, p in subs.items()}
+        check(
+            got == want, f"after news, news.deep and other, the subscribers got {got}, not {want}"
+        )
+    finally:
+        for p in subs.values():
+            p.stop(grace=2)
 
 
 def _sasl_lines(ctx: Ctx, mech: str) -> int:
@@ -197,8 +245,32 @@ def idle_timeout(ctx: Ctx) -> str | None:
     return None
 
 
+def topic_wildcard(ctx: Ctx) -> None:
+    """``receive`` on topic addresses and wildcards, ``send`` to topics."""
+    with tempfile.TemporaryDirectory(prefix="proton-c-") as tmp:
+        n = iter(range(10))
+
+        def start(address: str) -> Process:
+            # stdbuf: a line per message through the pipe (receive.c uses stdio's printf)
+            argv = [
+                "stdbuf",
+                "-oL",
+                str(_binaries["receive"]),
+                HOST,
+                str(ctx.ep.port),
+                address,
+                "1000",
+            ]
+            return Process(argv, Path(tmp) / f"receive-{next(n)}.log")
+
+        topic_subscribers(
+            start, lambda address: _send(ctx, address, 1), f"interop.ctopics.{ctx.prefix}"
+        )
+
+
 SCENARIOS = {
     "sasl-anonymous": sasl_anonymous,
+    "topic-wildcard": topic_wildcard,
     "sasl-plain": sasl_plain,
     "at-least-once": at_least_once,
     "outcome-accept": outcome_accept,

@@ -9,7 +9,8 @@ be run, with a URL and a count: ``simple_send``/``simple_recv`` (``-a URL -m N``
 (``-s`` forces SASL; ``-u/-p/-m PLAIN -i`` logs in with PLAIN), ``server`` answering
 ``client`` (a dynamic reply queue; the server opens one sender per reply address,
 so it is no anonymous-relay user), ``queue_browser`` (distribution-mode copy),
-``colour_send`` with ``selected_recv`` (a JMS selector ``colour = 'green'``).
+``colour_send`` with ``selected_recv`` (a JMS selector ``colour = 'green'``; also the
+topic publisher and subscribers of the topic row).
 ``queue_browser`` and ``selected_recv`` never end by themselves: they are
 stopped once they printed what the node held and nothing more came. What the
 examples cannot express is n/a.
@@ -27,7 +28,7 @@ from pathlib import Path
 from ..peers.base import HOST, Process
 from ..peers.proton_c import build_cpp_examples
 from . import Ctx, NotApplicable, ScenarioFailed, check
-from .proton_c import run_binary
+from .proton_c import run_binary, topic_subscribers
 
 __all__ = ["NA", "client_version", "prepare", "run"]
 
@@ -53,7 +54,6 @@ NA = {
     "shared-subscription": f"{_ONLY} have no shared subscription",
     "scheduled-delivery": f"{_ONLY}' scheduled_send waits in the client: no x-opt-delivery-time",
     "message-groups": f"{_ONLY} set no group-id",
-    "topic-wildcard": f"{_ONLY} can name a topic, but cannot tell when a subscriber is attached",
 }
 
 _binaries: dict[str, Path] = {}
@@ -227,8 +227,30 @@ def idle_timeout(ctx: Ctx) -> None:
             p.communicate(timeout=5)
 
 
+def topic_wildcard(ctx: Ctx) -> None:
+    """``selected_recv`` on topic addresses and wildcards, ``colour_send -m 1`` to topics.
+
+    (``simple_recv`` would do, but it drops a message whose id is below its count as a
+    duplicate, and every ``simple_send -m 1`` sends id 1; ``selected_recv`` prints all it
+    gets, and each ``colour_send -m 1`` is one green message.)
+    """
+    with tempfile.TemporaryDirectory(prefix="proton-cpp-") as tmp:
+        n = iter(range(10))
+
+        def start(address: str) -> Process:
+            argv = [str(_binaries["selected_recv"]), _url(ctx), address]
+            return Process(argv, Path(tmp) / f"selected_recv-{next(n)}.log")
+
+        def send(address: str) -> None:
+            out = _run("colour_send", "-a", _url(ctx, address), "-m", 1)
+            check("all messages confirmed" in out, f"colour_send said {out.strip()[-80:]!r}")
+
+        topic_subscribers(start, send, f"interop.cpptopics.{ctx.prefix}")
+
+
 SCENARIOS = {
     "sasl-anonymous": sasl_anonymous,
+    "topic-wildcard": topic_wildcard,
     "sasl-plain": sasl_plain,
     "at-least-once": at_least_once,
     "outcome-accept": outcome_accept,

@@ -243,9 +243,11 @@ def message_groups(ctx: Ctx) -> str | None:
             for i in range(1, 4)
             for g in "ABC"
         ]
-        _publish(bc, a, msgs)
+        # both consumers have credit before the messages come: a broker without groups
+        # would spread each group over the two
         r1 = bc.create_receiver(a, credit=9, name=_name())
         r2 = bc.create_receiver(a, credit=9, name=_name())
+        _publish(bc, a, msgs)
         got: dict[int, list[str]] = {1: [], 2: []}
         for _ in range(9):
             for key, r in ((1, r1), (2, r2)):
