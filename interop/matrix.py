@@ -43,6 +43,7 @@ from typing import Any
 from .certs import Certs, have_openssl, make_certs
 from .peers.activemq import EXTRA_LIB_ENV
 from .peers.base import Endpoint, Peer, PeerUnavailable
+from .proton_examples import BEGIN as EXAMPLES_BEGIN
 from .scenarios import SCENARIOS, Ctx, NotApplicable, scenario_ids
 from .suites import BEGIN as SUITES_BEGIN
 
@@ -475,8 +476,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = Path(args.output)
         old = out.read_text() if out.exists() else ""
         doc = results_document(columns, command)
-        if SUITES_BEGIN in old:  # keep what interop.suites recorded below the table
-            doc = doc.rstrip("\n") + "\n\n" + old[old.index(SUITES_BEGIN) :]
+        # keep what interop.suites and interop.proton_examples recorded below the table
+        kept = [old.index(m) for m in (SUITES_BEGIN, EXAMPLES_BEGIN) if m in old]
+        if kept:
+            doc = doc.rstrip("\n") + "\n\n" + old[min(kept) :]
         out.write_text(doc)
         print(f"\nwrote {args.output}", file=sys.stderr)
     failed = any(cell.status == FAIL for c in columns for cell in c.cells.values())

@@ -48,6 +48,7 @@ from typing import IO, Any
 
 from .peers.base import Endpoint, PeerUnavailable, apt_install
 from .peers.ours import OurBroker
+from .scenarios.proton_c import dpkg_version
 
 __all__ = [
     "EXAMPLES_PACKAGE",
@@ -67,6 +68,9 @@ BROKER_PORT = 5672  # what the examples connect to
 CASE_TIMEOUT = 90.0  # one test_examples test (it has no time limits of its own)
 WAIT = 20.0  # one wait for an example's output line
 NETNS_ENV = "AMQP10_PROTON_EXAMPLES_NETNS"
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+BEGIN = "<!-- proton-examples:begin (written by interop/proton_examples.py) -->"
+END = "<!-- proton-examples:end -->"
 
 
 def examples_dir() -> Path | None:
@@ -394,6 +398,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--workdir", help="keep broker logs and example files here (default: a temp dir)"
     )
+    p.add_argument(
+        "--record",
+        action="store_true",
+        help="write the results into their marked section of interop/RESULTS.md",
+    )
     args = p.parse_args(argv)
     given = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -405,7 +414,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"Proton's Python examples are not installed (apt-get install {EXAMPLES_PACKAGE})"
             )
         if os.environ.get(NETNS_ENV) != "1":
-            r = _in_netns([a for a in given if a != "--install"], timeout=1200)
+            inner = [a for a in given if a not in ("--install", "--record")]
+            if args.record:
+                return _recorded(
+                    inner, args.json, " ".join(["python -m interop.proton_examples", *given])
+                )
+            r = _in_netns(inner, timeout=1200)
             sys.stdout.write(r.stdout)
             sys.stderr.write(r.stderr)
             if r.returncode not in (0, 1) and not args.json:
@@ -426,6 +440,72 @@ def main(argv: list[str] | None = None) -> int:
             print(f"cannot run Proton's examples: {exc}", file=sys.stderr)
         return 2
     return _print(report, args.json)
+
+
+def _recorded(inner: list[str], as_json: bool, command: str) -> int:
+    """Run in the namespace for a JSON report, write it into RESULTS.md, print it."""
+    r = _in_netns([*inner, "--json"] if "--json" not in inner else inner, timeout=1200)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    report = json.loads(lines[-1]) if lines else {"error": (r.stderr or r.stdout)[-300:]}
+    if "error" in report:
+        print(f"cannot run Proton's examples: {report['error']}", file=sys.stderr)
+        return 2
+    record(RESULTS, report, command)
+    return _print(report, as_json)
+
+
+def record(path: Path, report: dict[str, Any], command: str) -> None:
+    """Write ``report`` into ``path``'s marked section (replaced; appended if absent)."""
+    version = dpkg_version(EXAMPLES_PACKAGE)
+    import proton
+
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    one = report.get("one-by-one", {}).get("results", {})
+    seq = report.get("sequence", {}).get("results", {})
+    rows = [
+        "| example test | one by one (fresh broker) | in one sequence (one broker) |",
+        "|---|---|---|",
+    ]
+    for name in [*report["tests"], *report["extra"]]:
+        cells = [_cell(part.get(name)) if part else "not run" for part in (one, seq)]
+        if report.get("one-by-one") and name not in one:
+            cells[0] = "n/a (no broker: a direct example)"
+        rows.append(f"| `{name}` | {cells[0]} | {cells[1]} |")
+    totals = [
+        f"{mode}: {sum(v['status'] == 'pass' for v in part.values())} of {len(part)} passed"
+        f", {report[mode]['seconds']}s"
+        for mode, part in (("one-by-one", one), ("sequence", seq))
+        if part
+    ]
+    block = "\n".join(
+        [
+            BEGIN,
+            "## Proton's own Python examples → our broker",
+            "",
+            f"`{command}`, {when}: Debian {EXAMPLES_PACKAGE} {version}"
+            f" ({report['examples']}), python-qpid-proton {'.'.join(map(str, proton.VERSION))}."
+            " Their `test_examples.py` runs unmodified; the last three rows are the"
+            " broker-needing examples it leaves out (see interop/README.md).",
+            "",
+            *rows,
+            "",
+            "; ".join(totals) + ".",
+            END,
+            "",
+        ]
+    )
+    text = path.read_text() if path.exists() else ""
+    if BEGIN in text and END in text:
+        text = text[: text.index(BEGIN)] + block + text[text.index(END) + len(END) + 1 :]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block
+    path.write_text(text)
+
+
+def _cell(result: dict[str, str] | None) -> str:
+    if result is None:
+        return "not run"
+    return "pass" if result["status"] == "pass" else f"FAIL ({result['detail'][:120]})"
 
 
 def _print(report: dict[str, Any], as_json: bool, out: IO[str] = sys.stdout) -> int:

@@ -26,7 +26,7 @@ import pytest
 
 from interop.certs import have_openssl, make_certs
 from interop.matrix import NA, PAIRINGS, PASS, Column, run_column
-from interop.peers.proton import CONVENTIONS as PROTON_BROKER_LACKS
+from interop.peers.proton import LACKS as PROTON_BROKER_LACKS
 from interop.scenarios import scenario_ids
 from interop.scenarios.proton_c import NA as PROTON_C_NA
 from interop.scenarios.proton_cpp import NA as PROTON_CPP_NA

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from ..certs import Certs
+from ..scenarios import CONVENTIONS
 from .base import Endpoint, Peer, PeerUnavailable, Process
 
 __all__ = ["ProtonBroker"]
@@ -13,14 +14,7 @@ __all__ = ["ProtonBroker"]
 IDLE_TIMEOUT = 2.0
 # what interop/proton_broker.py does not do (it echoes a source as sent, filters and
 # capabilities included, and every address is one queue)
-CONVENTIONS = (
-    "selector",
-    "topic-wildcard",
-    "durable-subscription",
-    "shared-subscription",
-    "scheduled-delivery",
-    "message-groups",
-)
+LACKS = tuple(sid for sid in CONVENTIONS if sid != "attach-answer")
 NO_CONVENTIONS = (
     "the Proton broker has queues only: no selectors, topics, subscriptions, scheduling or groups"
 )
@@ -81,7 +75,7 @@ class ProtonBroker(Peer):
             idle_timeout=self.idle_timeout,
             na={
                 "sasl-plain": "a Proton server without Cyrus SASL (this python-qpid-proton build) offers no PLAIN",
-                **{sid: NO_CONVENTIONS for sid in CONVENTIONS},
+                **{sid: NO_CONVENTIONS for sid in LACKS},
             },
             log=d / "broker.log",
             version="python-qpid-proton " + ".".join(map(str, proton.VERSION)),

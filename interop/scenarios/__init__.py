@@ -11,10 +11,19 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..peers.base import Endpoint
 
-__all__ = ["SCENARIOS", "Ctx", "NotApplicable", "Scenario", "ScenarioFailed", "scenario_ids"]
+__all__ = [
+    "CONVENTIONS",
+    "SCENARIOS",
+    "Ctx",
+    "NotApplicable",
+    "Scenario",
+    "ScenarioFailed",
+    "scenario_ids",
+]
 
 
 @dataclass(frozen=True)
@@ -42,7 +51,9 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("idle-timeout", "idle timeout: heartbeats keep it alive"),
     Scenario("link-resume", "link resumption"),
     Scenario("transactions", "local transactions (commit, rollback)"),
-    Scenario("anonymous-relay", "anonymous relay: request/response through a sender with no target"),
+    Scenario(
+        "anonymous-relay", "anonymous relay: request/response through a sender with no target"
+    ),
     Scenario("attach-answer", "attach answers fill both termini, with capabilities"),
     Scenario("selector", "JMS selector on a queue (the rest stays for others)"),
     Scenario("topic-wildcard", "topic:// prefix: every subscriber gets a copy; wildcards"),
@@ -51,6 +62,24 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("scheduled-delivery", "scheduled delivery (x-opt-delivery-time)"),
     Scenario("message-groups", "message groups: one consumer per group-id"),
 )
+
+
+# the rows for the conventions of issue #14 (besides anonymous-relay and drain): a driver
+# module names its function for row "a-b" a_b (see conventions_of)
+CONVENTIONS = (
+    "attach-answer",
+    "selector",
+    "topic-wildcard",
+    "durable-subscription",
+    "shared-subscription",
+    "scheduled-delivery",
+    "message-groups",
+)
+
+
+def conventions_of(namespace: dict[str, Any]) -> dict[str, Any]:
+    """A driver's functions for :data:`CONVENTIONS`, from its module namespace."""
+    return {sid: namespace[sid.replace("-", "_")] for sid in CONVENTIONS}
 
 
 def scenario_ids() -> list[str]:

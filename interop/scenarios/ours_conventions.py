@@ -17,7 +17,7 @@ from amqp10.client import Connection
 from amqp10.message import Message
 from amqp10.types import Source, Target, symbol
 
-from . import Ctx, NotApplicable, check
+from . import Ctx, NotApplicable, check, conventions_of
 from .ours import EMPTY_WAIT, WAIT, Fn, _body, _connect, _expect_empty, _send_all
 
 __all__ = ["SCENARIOS"]
@@ -258,12 +258,4 @@ async def _expect_empty_after(ctx: Ctx, address: str) -> None:
         await _expect_empty(conn, address)
 
 
-SCENARIOS: dict[str, Fn] = {
-    "attach-answer": attach_answer,
-    "selector": selector,
-    "topic-wildcard": topic_wildcard,
-    "durable-subscription": durable_subscription,
-    "shared-subscription": shared_subscription,
-    "scheduled-delivery": scheduled_delivery,
-    "message-groups": message_groups,
-}
+SCENARIOS: dict[str, Fn] = conventions_of(globals())

@@ -25,7 +25,17 @@ from ..peers.base import HOST, Process
 from ..peers.proton_c import build_examples
 from . import Ctx, NotApplicable, ScenarioFailed, check
 
-__all__ = ["NA", "prepare", "run", "run_binary", "topic_subscribers"]
+__all__ = [
+    "NA",
+    "dispatch",
+    "dpkg_version",
+    "expect_no_message",
+    "idle_then_receive",
+    "prepare",
+    "run",
+    "run_binary",
+    "topic_subscribers",
+]
 
 WAIT = 20.0
 EMPTY_WAIT = 1.0
@@ -96,9 +106,8 @@ def _receive(ctx: Ctx, address: str, n: int) -> list[str]:
     return re.findall(r'\{"sequence"=(\d+)\}', out)
 
 
-def _expect_empty(ctx: Ctx, address: str) -> None:
-    """``receive ... 1`` must still be waiting after EMPTY_WAIT seconds."""
-    argv = [str(_binaries["receive"]), HOST, str(ctx.ep.port), address, "1"]
+def expect_no_message(argv: list[str], address: str) -> None:
+    """A receiver for one message (``argv``) must still be waiting after EMPTY_WAIT seconds."""
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         out, _ = p.communicate(timeout=EMPTY_WAIT)
@@ -106,7 +115,60 @@ def _expect_empty(ctx: Ctx, address: str) -> None:
         p.kill()
         p.communicate(timeout=5)
         return
-    raise ScenarioFailed(f"{address} should be empty, but receive got: {out.strip()[-80:]!r}")
+    name = Path(argv[0]).name
+    raise ScenarioFailed(f"{address} should be empty, but {name} got: {out.strip()[-80:]!r}")
+
+
+def idle_then_receive(ctx: Ctx, argv: list[str], send: Callable[[], None]) -> str:
+    """The receiver ``argv`` (for one message) waits, idle, past the peer's idle timeout;
+    then ``send()`` sends it a message: its output once it ended by itself."""
+    ep = ctx.ep
+    if not ep.idle_timeout:
+        raise NotApplicable("the peer has no idle timeout configured")
+    name = Path(argv[0]).name
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        time.sleep(min(2.5 * ep.idle_timeout, IDLE_WAIT_MAX))
+        if p.poll() is not None:
+            out = p.communicate(timeout=5)[0]
+            raise ScenarioFailed(f"{name} ended while idle: {out.strip()[-80:]!r}")
+        send()
+        out, _ = p.communicate(timeout=WAIT)
+        check(p.returncode == 0, f"{name} said: {out.strip()[-80:]!r}")
+        return out
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate(timeout=5)
+
+
+def dpkg_version(package: str) -> str:
+    """The installed version of a Debian package ('?' if unknown)."""
+    try:
+        out = subprocess.run(
+            ["dpkg-query", "-W", "-f", "${Version}", package],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    return out or "?"
+
+
+def dispatch(
+    table: dict[str, Callable[[Ctx], str | None]], na: dict[str, str], who: str, ctx: Ctx
+) -> str | None:
+    """Run ``ctx.scenario`` from ``table``; n/a with ``na``'s reason if it is not there."""
+    fn = table.get(ctx.scenario)
+    if fn is None:
+        raise NotApplicable(na.get(ctx.scenario, f"{who} cannot do this"))
+    return fn(ctx)
+
+
+def _expect_empty(ctx: Ctx, address: str) -> None:
+    """``receive ... 1`` must still be waiting after EMPTY_WAIT seconds."""
+    expect_no_message([str(_binaries["receive"]), HOST, str(ctx.ep.port), address, "1"], address)
 
 
 WARMUPS = 30  # sends at most, one at a time, until a topic subscriber shows it is attached
@@ -221,27 +283,10 @@ def tls(ctx: Ctx) -> str | None:
 
 def idle_timeout(ctx: Ctx) -> str | None:
     """``receive`` waits, idle, past the broker's idle timeout; then a message still reaches it."""
-    ep = ctx.ep
-    if not ep.idle_timeout:
-        raise NotApplicable("the peer has no idle timeout configured")
     a = ctx.addr()
-    argv = [str(_binaries["receive"]), HOST, str(ep.port), a, "1"]
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        time.sleep(min(2.5 * ep.idle_timeout, IDLE_WAIT_MAX))
-        if p.poll() is not None:
-            out = p.communicate(timeout=5)[0]
-            raise ScenarioFailed(f"receive ended while idle: {out.strip()[-80:]!r}")
-        _send(ctx, a, 1)
-        out, _ = p.communicate(timeout=WAIT)
-        check(
-            p.returncode == 0 and "1 messages received" in out,
-            f"receive said: {out.strip()[-80:]!r}",
-        )
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate(timeout=5)
+    argv = [str(_binaries["receive"]), HOST, str(ctx.ep.port), a, "1"]
+    out = idle_then_receive(ctx, argv, lambda: _send(ctx, a, 1))
+    check("1 messages received" in out, f"receive said: {out.strip()[-80:]!r}")
     return None
 
 
@@ -280,20 +325,10 @@ SCENARIOS = {
 
 
 def client_version() -> str:
-    try:
-        out = subprocess.run(
-            ["dpkg-query", "-W", "-f", "${Version}", "libqpid-proton11-dev-examples"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        out = ""
-    return f"Proton C examples {out or '?'}"
+    return f"Proton C examples {dpkg_version('libqpid-proton11-dev-examples')}"
 
 
 def run(ctx: Ctx) -> str | None:
-    fn = SCENARIOS.get(ctx.scenario)
-    if fn is None:
-        raise NotApplicable(NA.get(ctx.scenario, f"{_ONLY} cannot do this"))
-    return fn(ctx)
+    if not _binaries:
+        prepare()
+    return dispatch(SCENARIOS, NA, _ONLY, ctx)

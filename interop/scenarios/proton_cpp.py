@@ -20,21 +20,26 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 from ..peers.base import HOST, Process
 from ..peers.proton_c import build_cpp_examples
-from . import Ctx, NotApplicable, ScenarioFailed, check
-from .proton_c import run_binary, topic_subscribers
+from . import Ctx, NotApplicable, check
+from .proton_c import (
+    dispatch,
+    dpkg_version,
+    expect_no_message,
+    idle_then_receive,
+    run_binary,
+    topic_subscribers,
+)
 
 __all__ = ["NA", "client_version", "prepare", "run"]
 
 WAIT = 20.0
 EMPTY_WAIT = 1.0
-IDLE_WAIT_MAX = 12.0
 
 _ONLY = "Proton's C++ examples"
 NA = {
@@ -92,15 +97,7 @@ def _sequence(n: int) -> list[str]:
 
 def _expect_empty(ctx: Ctx, address: str) -> None:
     """``simple_recv -m 1`` must still be waiting after EMPTY_WAIT seconds."""
-    argv = [str(_binaries["simple_recv"]), "-a", _url(ctx, address), "-m", "1"]
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        out, _ = p.communicate(timeout=EMPTY_WAIT)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.communicate(timeout=5)
-        return
-    raise ScenarioFailed(f"{address} should be empty, but simple_recv got: {out.strip()[-80:]!r}")
+    expect_no_message([str(_binaries["simple_recv"]), "-a", _url(ctx, address), "-m", "1"], address)
 
 
 def _printed(ctx: Ctx, name: str, args: list[str], n: int) -> list[str]:
@@ -207,24 +204,10 @@ def tls(ctx: Ctx) -> str | None:
 
 def idle_timeout(ctx: Ctx) -> None:
     """``simple_recv`` waits, idle, past the broker's idle timeout; then a message still reaches it."""
-    ep = ctx.ep
-    if not ep.idle_timeout:
-        raise NotApplicable("the peer has no idle timeout configured")
     a = ctx.addr()
     argv = [str(_binaries["simple_recv"]), "-a", _url(ctx, a), "-m", "1"]
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        time.sleep(min(2.5 * ep.idle_timeout, IDLE_WAIT_MAX))
-        if p.poll() is not None:
-            out = p.communicate(timeout=5)[0]
-            raise ScenarioFailed(f"simple_recv ended while idle: {out.strip()[-80:]!r}")
-        _send(ctx, a, 1)
-        out, _ = p.communicate(timeout=WAIT)
-        check(p.returncode == 0 and out.strip() == _sequence(1)[0], f"simple_recv said {out!r}")
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate(timeout=5)
+    out = idle_then_receive(ctx, argv, lambda: _send(ctx, a, 1))
+    check(out.strip() == _sequence(1)[0], f"simple_recv said {out!r}")
 
 
 def topic_wildcard(ctx: Ctx) -> None:
@@ -263,23 +246,10 @@ SCENARIOS = {
 
 
 def client_version() -> str:
-    try:
-        out = subprocess.run(
-            ["dpkg-query", "-W", "-f", "${Version}", "libqpid-proton-cpp12-dev"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        out = ""
-    return f"Proton C++ examples {out or '?'}"
+    return f"Proton C++ examples {dpkg_version('libqpid-proton-cpp12-dev')}"
 
 
 def run(ctx: Ctx) -> str | None:
-    fn = SCENARIOS.get(ctx.scenario)
-    if fn is None:
-        raise NotApplicable(NA.get(ctx.scenario, f"{_ONLY} cannot do this"))
     if not _binaries:
         prepare()
-    result: str | None = fn(ctx)
-    return result
+    return dispatch(SCENARIOS, NA, _ONLY, ctx)

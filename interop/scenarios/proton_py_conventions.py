@@ -15,7 +15,7 @@ from proton import Data, Message, Terminus, Timeout, symbol
 from proton.reactor import Container, DurableSubscription, LinkOption, Selector
 from proton.utils import BlockingConnection
 
-from . import Ctx, NotApplicable, check
+from . import Ctx, NotApplicable, check, conventions_of
 from .proton_py import EMPTY_WAIT, WAIT, _bc, _name, _send
 
 __all__ = ["SCENARIOS"]
@@ -299,12 +299,4 @@ def attach_answer(ctx: Ctx) -> str | None:
     return "; ".join(notes) or None
 
 
-SCENARIOS: dict[str, Callable[[Ctx], str | None]] = {
-    "attach-answer": attach_answer,
-    "selector": selector,
-    "topic-wildcard": topic_wildcard,
-    "durable-subscription": durable_subscription,
-    "shared-subscription": shared_subscription,
-    "scheduled-delivery": scheduled_delivery,
-    "message-groups": message_groups,
-}
+SCENARIOS: dict[str, Callable[[Ctx], str | None]] = conventions_of(globals())

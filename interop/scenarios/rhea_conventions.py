@@ -9,19 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import NotApplicable, check
+from . import CONVENTIONS, NotApplicable, check
 
 __all__ = ["CONVENTIONS", "check_convention"]
-
-CONVENTIONS = (
-    "attach-answer",
-    "selector",
-    "topic-wildcard",
-    "durable-subscription",
-    "shared-subscription",
-    "scheduled-delivery",
-    "message-groups",
-)
 
 
 def _attach_answer(out: dict[str, Any]) -> str | None:
