@@ -31,6 +31,7 @@ __all__ = [
     "dpkg_version",
     "expect_no_message",
     "idle_then_receive",
+    "logins",
     "prepare",
     "run",
     "run_binary",
@@ -217,17 +218,23 @@ def topic_subscribers(
             p.stop(grace=2)
 
 
-def _sasl_lines(ctx: Ctx, mech: str) -> int:
-    return len(re.findall(rf"authenticated as \S+ with {mech}", ctx.ep.log_text()))
+def logins(ctx: Ctx, mech: str, want: int = 0, timeout: float = WAIT) -> int:
+    """How many SASL ``mech`` logins the broker logged, waiting (bounded) until ``want``:
+    a line reaches the log a moment after the client that caused it has ended."""
+    pattern = rf"authenticated as \S+ with {mech}"
+    proc = ctx.ep.extra.get("process")
+    if isinstance(proc, Process):
+        return len(proc.wait_count(pattern, want, timeout))
+    return len(re.findall(pattern, ctx.ep.log_text()))
 
 
 # -- scenarios ----------------------------------------------------------------------------
 def sasl_anonymous(ctx: Ctx) -> str | None:
     a = ctx.addr()
-    before = _sasl_lines(ctx, "ANONYMOUS")
+    before = logins(ctx, "ANONYMOUS")
     _send(ctx, a, 1)
     check(_receive(ctx, a, 1) == ["1"], "received something else")
-    if _sasl_lines(ctx, "ANONYMOUS") < before + 2:
+    if logins(ctx, "ANONYMOUS", before + 2, EMPTY_WAIT) < before + 2:
         raise NotApplicable(
             "send/receive connected and worked, but without a SASL layer (Proton C adds one only when asked)"
         )
@@ -239,13 +246,13 @@ def sasl_plain(ctx: Ctx) -> str | None:
     if ep.plain is None or ep.tls_port is None or ep.ca is None:
         raise NotApplicable("the peer has no PLAIN credentials or no TLS listener")
     a = ctx.addr()
-    before = _sasl_lines(ctx, "PLAIN")
+    before = logins(ctx, "PLAIN")
     env = dict(os.environ, SSL_CERT_FILE=str(ep.ca))  # OpenSSL's default trust store: our CA
     out = _run("send-ssl", HOST, ep.tls_port, a, 1, *ep.plain, env=env)
     check("1 messages sent and acknowledged" in out, f"send-ssl said: {out.strip()[-80:]!r}")
     check("secure connection" in out, "send-ssl did not verify the server certificate")
     check(_receive(ctx, a, 1) == ["1"], "received something else")
-    check(_sasl_lines(ctx, "PLAIN") > before, "the broker logged no SASL PLAIN login")
+    check(logins(ctx, "PLAIN", before + 1) > before, "the broker logged no SASL PLAIN login")
     return None
 
 
