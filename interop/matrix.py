@@ -18,6 +18,7 @@ Debian-backed ones (``--install`` apt-gets them first):
 6. our client -> Apache ActiveMQ 5.17 (AMQP transport connector)
 7. Proton's C example clients -> our broker
 13. pika -> RabbitMQ 3.10 (the 0-9-1 reference)
+14. Proton's C++ example clients -> our broker (compiled with g++)
 
 Every peer runs on 127.0.0.1 only and is stopped afterwards. It prints the
 table and writes it as Markdown to ``interop/RESULTS.md`` (``--output``).
@@ -47,6 +48,7 @@ from typing import Any
 from .certs import Certs, have_openssl, make_certs
 from .peers.activemq import EXTRA_LIB_ENV
 from .peers.base import Endpoint, Peer, PeerUnavailable
+from .proton_examples import BEGIN as EXAMPLES_BEGIN
 from .scenarios import SCENARIOS, V091, V10, Ctx, NotApplicable, scenario_ids
 from .suites import BEGIN as SUITES_BEGIN
 
@@ -164,6 +166,14 @@ PAIRINGS: tuple[Pairing, ...] = (
     ),
     Pairing("ours-ours-ws", "our client → our broker over ws://", "ours", _our_broker_ws),
     Pairing("ours-ours-wss", "our client → our broker over wss://", "ours", _our_broker_wss),
+    Pairing(
+        "protoncpp-ours",
+        "Proton C++ examples → our broker",
+        "proton_cpp",
+        _our_broker,
+        debian=True,
+        option="proton-cpp",
+    ),
     # AMQP 0-9-1 clients (the 0-9-1 rows, and 1.0 <-> 0-9-1 with our client on the 1.0 side)
     Pairing("pika-ours", "pika BlockingConnection → our broker", "pika_blocking", _our_broker, protocol=V091),
     Pairing("pikaasync-ours", "pika AsyncioConnection → our broker", "pika_async", _our_broker, protocol=V091),
@@ -487,8 +497,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = Path(args.output)
         old = out.read_text() if out.exists() else ""
         doc = results_document(columns, command)
-        if SUITES_BEGIN in old:  # keep what interop.suites recorded below the table
-            doc = doc.rstrip("\n") + "\n\n" + old[old.index(SUITES_BEGIN) :]
+        # keep what interop.suites and interop.proton_examples recorded below the table
+        kept = [old.index(m) for m in (SUITES_BEGIN, EXAMPLES_BEGIN) if m in old]
+        if kept:
+            doc = doc.rstrip("\n") + "\n\n" + old[min(kept) :]
         out.write_text(doc)
         print(f"\nwrote {args.output}", file=sys.stderr)
     failed = any(cell.status == FAIL for c in columns for cell in c.cells.values())

@@ -1,9 +1,10 @@
-"""The interop matrix's PyPI-only columns, as tests (real sockets on 127.0.0.1).
+"""The interop matrix's columns with our broker or client on one side, as tests (real sockets on 127.0.0.1).
 
 1. our client -> our broker
 2. python-qpid-proton clients -> our broker
 3. our client -> the Proton-based broker (``interop/proton_broker.py``)
 4. rhea (Node.js, from the npm registry) clients -> our broker
+7. Proton's C example clients -> our broker (Debian, compiled with gcc)
 8. our client -> our broker over ws:// (its HTTP listener, ``/$amqp``)
 9. our client -> our broker over wss:// (every scenario over TLS)
 10. pika (BlockingConnection) -> our broker, AMQP 0-9-1
@@ -13,10 +14,14 @@
 A 0-9-1 column runs the rows of 0-9-1 (its own, the shared ones read in 0-9-1 terms,
 and the cross-protocol ones with our 1.0 client on the other side).
 
+13. Proton's C++ example clients -> our broker (Debian, compiled with g++)
+
 Each column runs once per module (its peer in a subprocess); every scenario is
 then one test that must be ``pass``, or ``n/a`` for one of the reasons listed
 in ``EXPECTED_NA`` (what the peer or client really cannot do). Nothing here
-is skipped. The Debian-backed columns run with ``make interop ARGS="--install --all"``.
+is skipped. The Debian packages of columns 7 and 10 are in ``.ci/debian-packages``; the
+examples are compiled once into ``interop/.build`` (kept between runs). RabbitMQ and
+ActiveMQ run with ``make interop ARGS="--install --all"``.
 """
 
 from __future__ import annotations
@@ -28,7 +33,10 @@ import pytest
 
 from interop.certs import have_openssl, make_certs
 from interop.matrix import NA, PAIRINGS, PASS, Column, run_column
+from interop.peers.proton import LACKS as PROTON_BROKER_LACKS
 from interop.scenarios import scenario_ids
+from interop.scenarios.proton_c import NA as PROTON_C_NA
+from interop.scenarios.proton_cpp import NA as PROTON_CPP_NA
 from interop.scenarios.rhea import NA as RHEA_NA
 
 pytestmark = pytest.mark.proton
@@ -38,8 +46,10 @@ COLUMNS = (
     "protonpy-ours",
     "ours-proton",
     "rhea-ours",
+    "protonc-ours",
     "ours-ours-ws",
     "ours-ours-wss",
+    "protoncpp-ours",
     "pika-ours",
     "pikaasync-ours",
     "aiopika-ours",
@@ -61,6 +71,12 @@ EXPECTED_NA = {
     ("ours-proton", "anonymous-relay"): "does not offer ANONYMOUS-RELAY",  # our Proton broker
     # rhea's rows are the ones its examples show (see interop/scenarios/rhea.py)
     **{("rhea-ours", sid): "no rhea scenario written" for sid in RHEA_NA},
+    # interop/proton_broker.py has queues only (peers/proton.py)
+    **{("ours-proton", sid): "has queues only" for sid in PROTON_BROKER_LACKS},
+    # what Proton's C and C++ examples cannot express (interop/scenarios/proton_c*.py)
+    **{("protonc-ours", sid): reason for sid, reason in PROTON_C_NA.items()},
+    ("protonc-ours", "sasl-anonymous"): "without a SASL layer",
+    **{("protoncpp-ours", sid): reason for sid, reason in PROTON_CPP_NA.items()},
 }
 
 

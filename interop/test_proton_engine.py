@@ -15,8 +15,8 @@ Proton 0.40 quirks worked around here (see the comments where they apply):
 - the drain reply is never sent while Python still references a settled
   delivery of Proton's sender (``ProtonPump.forget_proton_events`` + ``del``);
 - ``Delivery.tag`` is decoded as UTF-8, so tags here are ASCII;
-- ``Transport.idle_timeout`` advertises half the local value, and Proton's
-  timeout fires on the second tick past the deadline;
+- ``Transport.idle_timeout`` advertises half the local value (so do we, §2.4.5), and
+  Proton's timeout fires on the second tick past the deadline;
 - ``DELIVERY`` events fire for disposition updates too (guard on ``readable``);
 - ``Link.detach()`` in the Python binding, unlike ``close()``, does not pass
   ``link.condition`` to the C endpoint (call ``_update_cond()`` first), and a detached
@@ -1076,9 +1076,9 @@ def test_abort_from_ours(role: str) -> None:
 # ================================================================================================
 def test_idle_heartbeats_keep_both_alive(role: str) -> None:
     w = World(role, ours_kw={"idle_timeout": 1.0}, idle_timeout=2.0).open()
-    # Proton advertises half its local value; we advertise ours
+    # both advertise half their local value (§2.4.5)
     assert w.ours.remote_idle_timeout == 1.0
-    assert w.pump.transport.remote_idle_timeout == 1.0
+    assert w.pump.transport.remote_idle_timeout == 0.5
     t0 = 1000.0
     sent0, recv0 = w.pump.bytes_to_proton, w.pump.bytes_to_ours
     for i in range(200):  # 20 s of virtual time, nothing but heartbeats

@@ -74,7 +74,8 @@ class Connection:
     """One AMQP connection endpoint, symmetric for clients, brokers and peers.
 
     ``max_frame_size``, ``channel_max`` and ``idle_timeout`` (seconds) are what
-    *we* accept; the peer's values arrive in its open and bound what we send.
+    *we* accept (``idle_timeout``: silence after which we close; the open advertises
+    half of it, §2.4.5); the peer's values arrive in its open and bound what we send.
     """
 
     def __init__(
@@ -156,7 +157,9 @@ class Connection:
                 hostname=self.hostname,
                 max_frame_size=self.max_frame_size,
                 channel_max=self.channel_max,
-                idle_time_out=round(self.idle_timeout * 1000) if self.idle_timeout else None,
+                # §2.4.5: advertise half the threshold we enforce (as Proton does), so a
+                # peer that heartbeats at half of what we advertise has a margin of four
+                idle_time_out=max(1, round(self.idle_timeout * 500)) if self.idle_timeout else None,
                 offered_capabilities=self.offered_capabilities,
                 desired_capabilities=self.desired_capabilities,
                 properties=self.properties,
@@ -259,8 +262,9 @@ class Connection:
         ``ConnectionFailed`` event, from ``poll_events()``); if the peer does not
         answer that close within another ``idle_timeout``, the connection ends.
         When we would otherwise be silent for half the peer's idle-time-out, an
-        empty frame is written. (We advertise ``idle_timeout`` itself and the peer
-        sends at half of it, so a live peer has a margin of two.)
+        empty frame is written. (We advertise half of ``idle_timeout``, as §2.4.5
+        recommends, and a peer sends at half of that: a live peer has a margin of four,
+        so a stall of the peer or of the machine is not taken for a dead peer.)
         """
         if self.state is S.END:
             return None

@@ -25,33 +25,44 @@ class OurBroker(Peer):
     id = "ours"
     title = "our broker"
 
-    def __init__(self, idle_timeout: float = IDLE_TIMEOUT, websocket: str = "") -> None:
-        """``websocket``: "ws" or "wss" to reach the broker over its HTTP listener (wss: TLS)."""
+    def __init__(
+        self,
+        idle_timeout: float = IDLE_TIMEOUT,
+        websocket: str = "",
+        port: int = 0,
+        plain: bool = True,
+    ) -> None:
+        """``websocket``: "ws" or "wss" to reach the broker over its HTTP listener (wss: TLS);
+        ``port``: its plain listener's port (0: a free one); ``plain``: a users file for
+        SASL PLAIN (making one takes a process start and a password hash)."""
         self.idle_timeout = idle_timeout
         self.websocket = websocket
+        self.port = port
+        self.plain = plain
         self.proc: Process | None = None
 
     def start(self, workdir: Path, certs: Certs | None) -> Endpoint:
         d = workdir / "our-broker"
         d.mkdir(parents=True, exist_ok=True)
         users = d / "users.toml"
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "amqp10.cli",
-                "users",
-                "add",
-                str(users),
-                USER,
-                "--password",
-                PASSWORD,
-            ],
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
-        listeners = [f'[[listeners]]\nhost = "{HOST}"\nport = 0\n']
+        if self.plain:
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "amqp10.cli",
+                    "users",
+                    "add",
+                    str(users),
+                    USER,
+                    "--password",
+                    PASSWORD,
+                ],
+                check=True,
+                capture_output=True,
+                timeout=60,
+            )
+        listeners = [f'[[listeners]]\nhost = "{HOST}"\nport = {self.port}\n']
         if certs is not None:
             listeners.append(
                 f'[[listeners]]\nhost = "{HOST}"\nport = 0\n'
@@ -61,7 +72,7 @@ class OurBroker(Peer):
         config.write_text(
             'container_id = "amqp10-interop-broker"\nlog_level = "info"\n'
             + "\n".join(listeners)
-            + f'\n[sasl]\nusers_file = "{users}"\n'
+            + (f'\n[sasl]\nusers_file = "{users}"\n' if self.plain else "")
             + f'\n[store]\npath = "{d / "store.sqlite3"}"\ncommit_interval_ms = 1\n'
             + f"\n[limits]\nidle_timeout = {self.idle_timeout}\n"
             + self._http_config(certs)
@@ -82,7 +93,7 @@ class OurBroker(Peer):
             port=ports[False],
             tls_port=ports.get(True),
             ca=certs.ca if certs is not None else None,
-            plain=(USER, PASSWORD),
+            plain=(USER, PASSWORD) if self.plain else None,
             idle_timeout=self.idle_timeout,
             log=d / "broker.log",
             version=_version(),

@@ -6,11 +6,18 @@ import sys
 from pathlib import Path
 
 from ..certs import Certs
+from ..scenarios import CONVENTIONS
 from .base import Endpoint, Peer, PeerUnavailable, Process
 
 __all__ = ["ProtonBroker"]
 
 IDLE_TIMEOUT = 2.0
+# what interop/proton_broker.py does not do (it echoes a source as sent, filters and
+# capabilities included, and every address is one queue)
+LACKS = tuple(sid for sid in CONVENTIONS if sid != "attach-answer")
+NO_CONVENTIONS = (
+    "the Proton broker has queues only: no selectors, topics, subscriptions, scheduling or groups"
+)
 START_TIMEOUT = 20.0
 
 
@@ -68,6 +75,7 @@ class ProtonBroker(Peer):
             idle_timeout=self.idle_timeout,
             na={
                 "sasl-plain": "a Proton server without Cyrus SASL (this python-qpid-proton build) offers no PLAIN",
+                **{sid: NO_CONVENTIONS for sid in LACKS},
             },
             log=d / "broker.log",
             version="python-qpid-proton " + ".".join(map(str, proton.VERSION)),

@@ -61,6 +61,17 @@ FAULTS = [
         "RabbitMQ 3.10's AMQP 1.0 plugin echoes distribution-mode copy in its attach but consumes"
         " the messages (no browsing)",
     ),
+    (
+        "attach-answer",
+        r"target not echoed: None",
+        "RabbitMQ 3.10's attach answer to a receiver carries a null target (the link stays up)",
+    ),
+    (
+        "selector",
+        r"the selector got .*red",
+        "RabbitMQ 3.10's AMQP 1.0 plugin echoes a JMS selector filter in its attach but does not"
+        " apply it",
+    ),
 ]
 
 
@@ -166,7 +177,10 @@ class RabbitMQ(Peer):
             log=d / "rabbitmq.log",
             version=f"RabbitMQ {version} (rabbitmq_amqp1_0)",
             faults=FAULTS,
-            na={row: CROSS_MAPPING for row in ("cross-091-to-10", "cross-10-to-091")},
+            na={
+                **{row: CROSS_MAPPING for row in ("cross-091-to-10", "cross-10-to-091")},
+                "message-groups": "RabbitMQ 3.10 has no message groups (group-id is not used)",
+            },
         )
 
     def stop(self) -> None:

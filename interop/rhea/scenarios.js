@@ -179,6 +179,242 @@ var scenarios = {
     },
 };
 
+// -- #14's conventions ------------------------------------------------------------------
+var EMPTY_WAIT = 800;  // ms without more messages before a receiver is judged complete
+
+// send `messages` (rhea message objects) to `target` unsettled; then(outcomes)
+function publish(target, messages, then) {
+    var c = rhea.create_container();
+    var sent = 0, outcomes = [];
+    c.on('sendable', function (context) {
+        while (context.sender.sendable() && sent < messages.length) {
+            context.sender.send(messages[sent++]);
+        }
+    });
+    function settled(context, what) {
+        outcomes.push(what);
+        if (outcomes.length === messages.length) {
+            context.connection.close();
+        }
+    }
+    c.on('accepted', function (context) { settled(context, 'accepted'); });
+    c.on('rejected', function (context) { settled(context, 'rejected'); });
+    c.on('released', function (context) { settled(context, 'released'); });
+    c.on('connection_close', function () { then(outcomes); });
+    connect(c).open_sender(target);
+}
+
+// publish to several targets, one after the other
+function publishAll(list, then) {
+    if (!list.length) {
+        return then();
+    }
+    publish(list[0][0], list[0][1], function () { publishAll(list.slice(1), then); });
+}
+
+// open receivers (rhea receiver options) on one connection of a container with `copts`;
+// ready(receivers, got, conn) once all are open; got[i] collects receiver i's bodies
+// (auto-accepted)
+function receivers(copts, specs, ready) {
+    var c = rhea.create_container(copts);
+    var conn = connect(c);
+    var got = specs.map(function () { return []; }), opened = 0, links = [];
+    c.on('message', function (context) {
+        got[links.indexOf(context.receiver)].push(context.message.body);
+    });
+    c.on('receiver_open', function () {
+        if (++opened === specs.length) {
+            ready(links, got, conn);
+        }
+    });
+    links = specs.map(function (spec) { return conn.open_receiver(spec); });
+}
+
+// call then() once `got` holds `want` messages in all and EMPTY_WAIT passed without more
+function settle(got, want, then) {
+    function count() { return got.reduce(function (n, g) { return n + g.length; }, 0); }
+    var last = -1;
+    var timer = setInterval(function () {
+        var n = count();
+        if (n >= want && n === last) {
+            clearInterval(timer);
+            then();
+        }
+        last = n;
+    }, EMPTY_WAIT);
+}
+
+function remoteSource(link) {
+    var a = link.remote.attach;
+    return a && a.source ? a.source : null;
+}
+
+function caps(terminus) {
+    var c = terminus && terminus.capabilities;
+    return c === undefined || c === null ? [] : [].concat(c).map(String);
+}
+
+function coloured() {
+    var out = [];
+    for (var i = 1; i <= 8; i++) {
+        var colour = i % 2 ? 'green' : 'red';
+        out.push({body: colour + ' ' + i, application_properties: {colour: colour}});
+    }
+    return out;
+}
+
+var conventions = {
+    'attach-answer': function () {
+        var c = rhea.create_container();
+        var conn = connect(c);
+        var out = {};
+        c.on('receiver_open', function (context) {
+            var a = context.receiver.remote.attach;
+            out.receiver = {source: a.source, target: a.target};
+            conn.open_sender({target: {address: address}, source: {address: address + '.from'}});
+        });
+        c.on('sendable', function (context) {
+            if (out.sender) { return; }
+            var a = context.sender.remote.attach;
+            out.sender = {source: a.source, target: a.target};
+            out.offered = caps({capabilities: conn.remote.open.offered_capabilities});
+            conn.close();
+            done(out);
+        });
+        conn.open_receiver({source: {address: address}, target: {address: address + '.mine'}, credit_window: 0});
+    },
+    'selector': function () {
+        publish(address, coloured(), function () {
+            var green = {source: {address: address, filter: rhea.filter.selector("colour = 'green'")}};
+            receivers({}, [green], function (links, got, conn) {
+                var src = remoteSource(links[0]);
+                settle(got, 4, function () {
+                    conn.close();
+                    receivers({}, [{source: {address: address}}], function (l2, rest, conn2) {
+                        settle(rest, 4, function () {
+                            conn2.close();
+                            done({filter: src && src.filter ? Object.keys(src.filter) : [],
+                                  green: got[0], red: rest[0]});
+                        });
+                    });
+                });
+            });
+        });
+    },
+    'topic-wildcard': function () {
+        var base = address;
+        var specs = [
+            {source: {address: 'topic://' + base + '.news'}},
+            {source: {address: 'topic://' + base + '.news'}},
+            {source: {address: 'topic://' + base + '.*'}},
+            {source: {address: base + '.#', capabilities: ['topic']}},
+        ];
+        receivers({}, specs, function (links, got, conn) {
+            var topicCaps = caps(remoteSource(links[0]));
+            publishAll([['topic://' + base + '.news', [{body: 'n'}]],
+                        ['topic://' + base + '.news.deep', [{body: 'x'}]],
+                        ['topic://' + base + '.other', [{body: 'o'}]]], function () {
+                settle(got, 7, function () {
+                    conn.close();
+                    done({caps: topicCaps, got: got});
+                });
+            });
+        });
+    },
+    'durable-subscription': function () {
+        var topic = 'topic://' + address, cid = 'rhea-' + address, name = 'sub-' + address;
+        function spec(credit) {
+            return {name: name, credit_window: credit,
+                    source: {address: topic, durable: 2, expiry_policy: 'never', capabilities: ['topic']}};
+        }
+        receivers({id: cid}, [spec(0)], function (links, _got, conn) {
+            var durable = (remoteSource(links[0]) || {}).durable;
+            links[0].detach();  // closed=false: the subscription stays
+            conn.close();
+            publish(topic, [{body: 'd1'}, {body: 'd2'}, {body: 'd3'}], function () {
+                receivers({id: cid}, [spec(10)], function (l2, kept, conn2) {
+                    settle(kept, 3, function () {
+                        l2[0].close();  // closed=true: unsubscribe
+                        conn2.close();
+                        publish(topic, [{body: 'gone'}], function () {
+                            receivers({id: cid}, [spec(10)], function (l3, after, conn3) {
+                                settle(after, 0, function () {
+                                    l3[0].close();
+                                    conn3.close();
+                                    done({durable: durable, kept: kept[0], after: after[0]});
+                                });
+                            });
+                        });
+                    });
+                });
+            });
+        });
+    },
+    'shared-subscription': function () {
+        var topic = 'topic://' + address, name = 'shared-' + address;
+        function spec(n) {
+            return {name: n, credit_window: 0,
+                    source: {address: topic, capabilities: ['topic', 'shared', 'global']}};
+        }
+        receivers({}, [spec(name)], function (la, gotA, connA) {
+            var shared = caps(remoteSource(la[0]));
+            receivers({}, [spec(name + '|2')], function (lb, gotB, connB) {
+                var six = [0, 1, 2, 3, 4, 5].map(function (i) { return {body: 'p' + i}; });
+                publish(topic, six, function () {
+                    la[0].flow(3);
+                    lb[0].flow(3);
+                    settle([gotA[0], gotB[0]], 6, function () {
+                        connA.close();
+                        connB.close();
+                        done({caps: shared, a: gotA[0], b: gotB[0]});
+                    });
+                });
+            });
+        });
+    },
+    'scheduled-delivery': function () {
+        var due = Date.now() + 1500;
+        var later = {body: 'later', message_annotations: {'x-opt-delivery-time': due}};
+        publish(address, [later, {body: 'now'}], function () {
+            var c = rhea.create_container();
+            var conn = connect(c), order = [], arrived = null, offered = null;
+            c.on('connection_open', function () {
+                offered = caps({capabilities: conn.remote.open.offered_capabilities});
+            });
+            c.on('message', function (context) {
+                order.push(context.message.body);
+                if (context.message.body === 'later') { arrived = Date.now(); }
+                if (order.length === 2) {
+                    conn.close();
+                    done({offered: offered, order: order, early_ms: due - arrived});
+                }
+            });
+            conn.open_receiver(address);
+        });
+    },
+    'message-groups': function () {
+        var msgs = [];
+        for (var i = 1; i <= 3; i++) {
+            ['A', 'B', 'C'].forEach(function (g) {
+                msgs.push({body: g + i, group_id: g, group_sequence: i});
+            });
+        }
+        // both consumers have credit before the messages come: a broker without groups
+        // would spread each group over the two
+        var specs = [{source: {address: address}, credit_window: 9},
+                     {source: {address: address}, credit_window: 9}];
+        receivers({}, specs, function (links, got, conn) {
+            publish(address, msgs, function () {
+                settle(got, 9, function () {
+                    conn.close();
+                    done({got: got});
+                });
+            });
+        });
+    },
+};
+Object.keys(conventions).forEach(function (k) { scenarios[k] = conventions[k]; });
+
 if (!scenarios[scenario]) {
     fail('no such scenario: ' + scenario);
 }

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..peers.base import Endpoint
 
 __all__ = [
     "BOTH",
+    "CONVENTIONS",
     "SCENARIOS",
     "V10",
     "V091",
@@ -61,6 +63,14 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("link-resume", "link resumption"),
     Scenario("transactions", "local transactions (commit, rollback)", BOTH),
     Scenario("anonymous-relay", "anonymous relay: request/response through a sender with no target"),
+    # the conventions of issue #14 (1.0)
+    Scenario("attach-answer", "attach answers fill both termini, with capabilities"),
+    Scenario("selector", "JMS selector on a queue (the rest stays for others)"),
+    Scenario("topic-wildcard", "topic:// prefix: every subscriber gets a copy; wildcards"),
+    Scenario("durable-subscription", "durable topic subscription: kept while detached"),
+    Scenario("shared-subscription", "shared topic subscription: load-balanced"),
+    Scenario("scheduled-delivery", "scheduled delivery (x-opt-delivery-time)"),
+    Scenario("message-groups", "message groups: one consumer per group-id"),
     # 0-9-1's own
     Scenario("publisher-confirms", "0-9-1: publisher confirms", (V091,)),
     Scenario("mandatory-return", "0-9-1: mandatory publish returned (312 NO_ROUTE)", (V091,)),
@@ -70,6 +80,24 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("cross-091-to-10", "0-9-1 publish → 1.0 receive, properties mapped", (V091,)),
     Scenario("cross-10-to-091", "1.0 send → 0-9-1 consume, properties mapped", (V091,)),
 )
+
+
+# the rows for the conventions of issue #14 (besides anonymous-relay and drain): a driver
+# module names its function for row "a-b" a_b (see conventions_of)
+CONVENTIONS = (
+    "attach-answer",
+    "selector",
+    "topic-wildcard",
+    "durable-subscription",
+    "shared-subscription",
+    "scheduled-delivery",
+    "message-groups",
+)
+
+
+def conventions_of(namespace: dict[str, Any]) -> dict[str, Any]:
+    """A driver's functions for :data:`CONVENTIONS`, from its module namespace."""
+    return {sid: namespace[sid.replace("-", "_")] for sid in CONVENTIONS}
 
 
 def scenario_ids(protocol: str | None = None) -> list[str]:

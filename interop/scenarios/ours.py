@@ -592,6 +592,15 @@ SCENARIOS: dict[str, Fn] = {
 }
 
 
+def _conventions() -> dict[str, Fn]:
+    from .ours_conventions import SCENARIOS as conventions  # it imports this module's helpers
+
+    return conventions
+
+
+SCENARIOS.update(_conventions())
+
+
 def client_version() -> str:
     import amqp10
 

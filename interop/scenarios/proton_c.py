@@ -6,7 +6,8 @@ compiled unchanged (see :mod:`interop.peers.proton_c`). They take
 sends ``count`` unsettled messages (a map body) and wants each accepted,
 ``receive`` accepts ``count`` messages, ``send-ssl`` is ``send`` over TLS
 (with a user and password: SASL PLAIN and a verified server certificate;
-without: ANONYMOUS and no verification). Whatever they cannot express is n/a.
+without: ANONYMOUS and no verification); ``receive`` on ``topic://`` addresses and
+wildcards with ``send`` to topics is the topic row. Whatever they cannot express is n/a.
 """
 
 from __future__ import annotations
@@ -14,15 +15,28 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..peers.base import HOST
+from ..peers.base import HOST, Process
 from ..peers.proton_c import build_examples
 from . import Ctx, NotApplicable, ScenarioFailed, check
 
-__all__ = ["NA", "prepare", "run"]
+__all__ = [
+    "NA",
+    "dispatch",
+    "dpkg_version",
+    "expect_no_message",
+    "idle_then_receive",
+    "logins",
+    "prepare",
+    "run",
+    "run_binary",
+    "topic_subscribers",
+]
 
 WAIT = 20.0
 EMPTY_WAIT = 1.0
@@ -43,6 +57,12 @@ NA = {
     "link-resume": f"{_ONLY} have no link recovery",
     "transactions": f"{_ONLY} have no transactions",
     "anonymous-relay": f"{_ONLY} have no sender without a target",
+    "attach-answer": f"{_ONLY} print nothing of the peer's attach",
+    "selector": f"{_ONLY} set no source filter",
+    "durable-subscription": f"{_ONLY} have no durable subscription",
+    "shared-subscription": f"{_ONLY} have no shared subscription",
+    "scheduled-delivery": f"{_ONLY} set no message annotations",
+    "message-groups": f"{_ONLY} set no group-id",
 }
 
 _binaries: dict[str, Path] = {}
@@ -53,20 +73,27 @@ def prepare(install: bool = False) -> None:
     _binaries.update(build_examples(install=install))
 
 
-def _run(name: str, *args: Any, env: dict[str, str] | None = None, timeout: float = WAIT) -> str:
-    if not _binaries:
-        prepare()
-    argv = [str(_binaries[name]), *map(str, args)]
+def run_binary(
+    binary: Path, *args: Any, env: dict[str, str] | None = None, timeout: float = WAIT
+) -> str:
+    """Run a compiled example to its end (bounded); its stdout, or a one-line failure."""
+    argv = [str(binary), *map(str, args)]
     try:
         r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
-        raise ScenarioFailed(f"{name} did not finish within {timeout:g}s") from None
+        raise ScenarioFailed(f"{binary.name} did not finish within {timeout:g}s") from None
     if r.returncode != 0:
         err = (r.stderr.strip() or r.stdout.strip() or f"exit status {r.returncode}").splitlines()[
             -1
         ]
-        raise ScenarioFailed(f"{name} failed: {err}")
+        raise ScenarioFailed(f"{binary.name} failed: {err}")
     return r.stdout
+
+
+def _run(name: str, *args: Any, env: dict[str, str] | None = None, timeout: float = WAIT) -> str:
+    if not _binaries:
+        prepare()
+    return run_binary(_binaries[name], *args, env=env, timeout=timeout)
 
 
 def _send(ctx: Ctx, address: str, n: int) -> None:
@@ -80,9 +107,8 @@ def _receive(ctx: Ctx, address: str, n: int) -> list[str]:
     return re.findall(r'\{"sequence"=(\d+)\}', out)
 
 
-def _expect_empty(ctx: Ctx, address: str) -> None:
-    """``receive ... 1`` must still be waiting after EMPTY_WAIT seconds."""
-    argv = [str(_binaries["receive"]), HOST, str(ctx.ep.port), address, "1"]
+def expect_no_message(argv: list[str], address: str) -> None:
+    """A receiver for one message (``argv``) must still be waiting after EMPTY_WAIT seconds."""
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         out, _ = p.communicate(timeout=EMPTY_WAIT)
@@ -90,20 +116,125 @@ def _expect_empty(ctx: Ctx, address: str) -> None:
         p.kill()
         p.communicate(timeout=5)
         return
-    raise ScenarioFailed(f"{address} should be empty, but receive got: {out.strip()[-80:]!r}")
+    name = Path(argv[0]).name
+    raise ScenarioFailed(f"{address} should be empty, but {name} got: {out.strip()[-80:]!r}")
 
 
-def _sasl_lines(ctx: Ctx, mech: str) -> int:
-    return len(re.findall(rf"authenticated as \S+ with {mech}", ctx.ep.log_text()))
+def idle_then_receive(ctx: Ctx, argv: list[str], send: Callable[[], None]) -> str:
+    """The receiver ``argv`` (for one message) waits, idle, past the peer's idle timeout;
+    then ``send()`` sends it a message: its output once it ended by itself."""
+    ep = ctx.ep
+    if not ep.idle_timeout:
+        raise NotApplicable("the peer has no idle timeout configured")
+    name = Path(argv[0]).name
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        time.sleep(min(2.5 * ep.idle_timeout, IDLE_WAIT_MAX))
+        if p.poll() is not None:
+            out = p.communicate(timeout=5)[0]
+            raise ScenarioFailed(f"{name} ended while idle: {out.strip()[-80:]!r}")
+        send()
+        out, _ = p.communicate(timeout=WAIT)
+        check(p.returncode == 0, f"{name} said: {out.strip()[-80:]!r}")
+        return out
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate(timeout=5)
+
+
+def dpkg_version(package: str) -> str:
+    """The installed version of a Debian package ('?' if unknown)."""
+    try:
+        out = subprocess.run(
+            ["dpkg-query", "-W", "-f", "${Version}", package],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    return out or "?"
+
+
+def dispatch(
+    table: dict[str, Callable[[Ctx], str | None]], na: dict[str, str], who: str, ctx: Ctx
+) -> str | None:
+    """Run ``ctx.scenario`` from ``table``; n/a with ``na``'s reason if it is not there."""
+    fn = table.get(ctx.scenario)
+    if fn is None:
+        raise NotApplicable(na.get(ctx.scenario, f"{who} cannot do this"))
+    return fn(ctx)
+
+
+def _expect_empty(ctx: Ctx, address: str) -> None:
+    """``receive ... 1`` must still be waiting after EMPTY_WAIT seconds."""
+    expect_no_message([str(_binaries["receive"]), HOST, str(ctx.ep.port), address, "1"], address)
+
+
+WARMUPS = 30  # sends at most, one at a time, until a topic subscriber shows it is attached
+
+
+def topic_subscribers(
+    start: Callable[[str], Process], send: Callable[[str], None], base: str
+) -> None:
+    """Topics as the example programs can show them: ``start(address)`` runs a receiver that
+    prints a line per message and never ends by itself; ``send(address)`` sends one message.
+
+    A topic keeps only what arrives while someone subscribes and the examples print nothing
+    when attached, so a warm-up message goes to each subscriber's topic, one at a time,
+    until it printed one; once in-flight warm-ups had EMPTY_WAIT to arrive, each line count
+    is the baseline. Then: ``topic://B.news`` reaches both of its subscribers,
+    ``topic://B.news.deep`` only the ``#`` one, ``topic://B.other`` the ``*`` and ``#`` ones.
+    """
+    subs = {
+        "one": start(f"topic://{base}.news"),
+        "two": start(f"topic://{base}.news"),
+        "star": start(f"topic://{base}.*"),
+        "hash": start(f"topic://{base}.#"),
+    }
+    try:
+        for name, p in subs.items():
+            for _ in range(WARMUPS):
+                if p.all_matches(r"\S"):
+                    break
+                send(f"topic://{base}.news")
+                p.wait_count(r"\S", 1, EMPTY_WAIT)
+            check(p.all_matches(r"\S"), f"the {name} subscriber got none of {WARMUPS} messages")
+        time.sleep(EMPTY_WAIT)
+        before = {k: len(p.all_matches(r"\S")) for k, p in subs.items()}
+        for leaf in ("news", "news.deep", "other"):
+            send(f"topic://{base}.{leaf}")
+        want = {"one": 1, "two": 1, "star": 2, "hash": 3}
+        for k, p in subs.items():
+            p.wait_count(r"\S", before[k] + want[k], WAIT)
+        time.sleep(EMPTY_WAIT)  # anything more would show up now
+        got = {k: len(p.all_matches(r"\S")) - before[k] for k, p in subs.items()}
+        check(
+            got == want, f"after news, news.deep and other, the subscribers got {got}, not {want}"
+        )
+    finally:
+        for p in subs.values():
+            p.stop(grace=2)
+
+
+def logins(ctx: Ctx, mech: str, want: int = 0, timeout: float = WAIT) -> int:
+    """How many SASL ``mech`` logins the broker logged, waiting (bounded) until ``want``:
+    a line reaches the log a moment after the client that caused it has ended."""
+    pattern = rf"authenticated as \S+ with {mech}"
+    proc = ctx.ep.extra.get("process")
+    if isinstance(proc, Process):
+        return len(proc.wait_count(pattern, want, timeout))
+    return len(re.findall(pattern, ctx.ep.log_text()))
 
 
 # -- scenarios ----------------------------------------------------------------------------
 def sasl_anonymous(ctx: Ctx) -> str | None:
     a = ctx.addr()
-    before = _sasl_lines(ctx, "ANONYMOUS")
+    before = logins(ctx, "ANONYMOUS")
     _send(ctx, a, 1)
     check(_receive(ctx, a, 1) == ["1"], "received something else")
-    if _sasl_lines(ctx, "ANONYMOUS") < before + 2:
+    if logins(ctx, "ANONYMOUS", before + 2, EMPTY_WAIT) < before + 2:
         raise NotApplicable(
             "send/receive connected and worked, but without a SASL layer (Proton C adds one only when asked)"
         )
@@ -115,13 +246,13 @@ def sasl_plain(ctx: Ctx) -> str | None:
     if ep.plain is None or ep.tls_port is None or ep.ca is None:
         raise NotApplicable("the peer has no PLAIN credentials or no TLS listener")
     a = ctx.addr()
-    before = _sasl_lines(ctx, "PLAIN")
+    before = logins(ctx, "PLAIN")
     env = dict(os.environ, SSL_CERT_FILE=str(ep.ca))  # OpenSSL's default trust store: our CA
     out = _run("send-ssl", HOST, ep.tls_port, a, 1, *ep.plain, env=env)
     check("1 messages sent and acknowledged" in out, f"send-ssl said: {out.strip()[-80:]!r}")
     check("secure connection" in out, "send-ssl did not verify the server certificate")
     check(_receive(ctx, a, 1) == ["1"], "received something else")
-    check(_sasl_lines(ctx, "PLAIN") > before, "the broker logged no SASL PLAIN login")
+    check(logins(ctx, "PLAIN", before + 1) > before, "the broker logged no SASL PLAIN login")
     return None
 
 
@@ -159,32 +290,39 @@ def tls(ctx: Ctx) -> str | None:
 
 def idle_timeout(ctx: Ctx) -> str | None:
     """``receive`` waits, idle, past the broker's idle timeout; then a message still reaches it."""
-    ep = ctx.ep
-    if not ep.idle_timeout:
-        raise NotApplicable("the peer has no idle timeout configured")
     a = ctx.addr()
-    argv = [str(_binaries["receive"]), HOST, str(ep.port), a, "1"]
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        time.sleep(min(2.5 * ep.idle_timeout, IDLE_WAIT_MAX))
-        if p.poll() is not None:
-            out = p.communicate(timeout=5)[0]
-            raise ScenarioFailed(f"receive ended while idle: {out.strip()[-80:]!r}")
-        _send(ctx, a, 1)
-        out, _ = p.communicate(timeout=WAIT)
-        check(
-            p.returncode == 0 and "1 messages received" in out,
-            f"receive said: {out.strip()[-80:]!r}",
-        )
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate(timeout=5)
+    argv = [str(_binaries["receive"]), HOST, str(ctx.ep.port), a, "1"]
+    out = idle_then_receive(ctx, argv, lambda: _send(ctx, a, 1))
+    check("1 messages received" in out, f"receive said: {out.strip()[-80:]!r}")
     return None
+
+
+def topic_wildcard(ctx: Ctx) -> None:
+    """``receive`` on topic addresses and wildcards, ``send`` to topics."""
+    with tempfile.TemporaryDirectory(prefix="proton-c-") as tmp:
+        n = iter(range(10))
+
+        def start(address: str) -> Process:
+            # stdbuf: a line per message through the pipe (receive.c uses stdio's printf)
+            argv = [
+                "stdbuf",
+                "-oL",
+                str(_binaries["receive"]),
+                HOST,
+                str(ctx.ep.port),
+                address,
+                "1000",
+            ]
+            return Process(argv, Path(tmp) / f"receive-{next(n)}.log")
+
+        topic_subscribers(
+            start, lambda address: _send(ctx, address, 1), f"interop.ctopics.{ctx.prefix}"
+        )
 
 
 SCENARIOS = {
     "sasl-anonymous": sasl_anonymous,
+    "topic-wildcard": topic_wildcard,
     "sasl-plain": sasl_plain,
     "at-least-once": at_least_once,
     "outcome-accept": outcome_accept,
@@ -194,20 +332,10 @@ SCENARIOS = {
 
 
 def client_version() -> str:
-    try:
-        out = subprocess.run(
-            ["dpkg-query", "-W", "-f", "${Version}", "libqpid-proton11-dev-examples"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        out = ""
-    return f"Proton C examples {out or '?'}"
+    return f"Proton C examples {dpkg_version('libqpid-proton11-dev-examples')}"
 
 
 def run(ctx: Ctx) -> str | None:
-    fn = SCENARIOS.get(ctx.scenario)
-    if fn is None:
-        raise NotApplicable(NA.get(ctx.scenario, f"{_ONLY} cannot do this"))
-    return fn(ctx)
+    if not _binaries:
+        prepare()
+    return dispatch(SCENARIOS, NA, _ONLY, ctx)

@@ -647,6 +647,15 @@ SCENARIOS: dict[str, Callable[[Ctx], str | None]] = {
 }
 
 
+def _conventions() -> dict[str, Callable[[Ctx], str | None]]:
+    from .proton_py_conventions import SCENARIOS as conventions  # it imports this module's helpers
+
+    return conventions
+
+
+SCENARIOS.update(_conventions())
+
+
 def client_version() -> str:
     import proton
 

@@ -7,8 +7,11 @@ one of rhea's examples: ``sasl-anonymous`` (connect), ``at-least-once``
 ``anonymous-relay`` (``server.js`` answering ``client.js`` through
 ``connection.send``, a sender with an empty target; the relay row also sends
 to a ``to`` that names no node), ``drain`` (``drain.js``: 25 messages, batches
-of 10 credit with drain set; it must get all 25, then stop). What the scripts
-do not cover is n/a.
+of 10 credit with drain set; it must get all 25, then stop), and #14's
+conventions written with rhea's own means (``rhea.filter.selector``, termini
+with ``durable``/``expiry_policy``/``capabilities``, a container ``id``,
+``message_annotations``, ``group_id``): see :mod:`.rhea_conventions`. What the
+scripts do not cover is n/a.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 from ..peers.rhea import install_rhea, rhea_version
 from . import Ctx, NotApplicable, ScenarioFailed, check
+from .rhea_conventions import CONVENTIONS, check_convention
 
 __all__ = ["NA", "client_version", "prepare", "run"]
 
@@ -34,7 +38,14 @@ REQUESTS = [
 ]
 
 _NOT_WRITTEN = "no rhea scenario written for it (rhea's examples cover the others)"
-COVERED = ("sasl-anonymous", "at-least-once", "request-response", "anonymous-relay", "drain")
+COVERED = (
+    "sasl-anonymous",
+    "at-least-once",
+    "request-response",
+    "anonymous-relay",
+    "drain",
+    *CONVENTIONS,
+)
 NA: dict[str, str] = {}  # filled below: every row the scripts do not cover
 
 _modules: list[Path] = []
@@ -60,7 +71,9 @@ def _node(ctx: Ctx, address: str) -> dict[str, Any]:
         raise ScenarioFailed(f"rhea's {ctx.scenario} did not finish within {WAIT:g}s") from None
     lines = [line for line in r.stdout.splitlines() if line.startswith("{")]
     if r.returncode != 0 or not lines:
-        err = (r.stderr.strip() or r.stdout.strip() or f"exit status {r.returncode}").splitlines()[-1]
+        err = (r.stderr.strip() or r.stdout.strip() or f"exit status {r.returncode}").splitlines()[
+            -1
+        ]
         raise ScenarioFailed(f"node failed: {err}")
     result: dict[str, Any] = json.loads(lines[-1])
     if "error" in result:
@@ -88,6 +101,8 @@ def run(ctx: Ctx) -> str | None:
     elif sid == "drain":
         got = out["sequences"]
         check(got == list(range(1, 26)), f"drain.js got {len(got)} of 25 ({got[:3]}...{got[-3:]})")
+    elif sid in CONVENTIONS:
+        return check_convention(sid, out)
     else:  # pragma: no cover - NA covers the rest
         raise NotApplicable(_NOT_WRITTEN)
     return None

@@ -120,9 +120,10 @@ def test_limits_are_negotiated(chunk: int | None) -> None:
     pair = Pair(client, server, chunk=chunk).open()
     assert client.remote_max_frame_size == 4096 and server.remote_max_frame_size == 1024
     assert client.remote_channel_max == 3 and server.remote_channel_max == 7
-    assert client.remote_idle_timeout == 10 and server.remote_idle_timeout == 30
+    # §2.4.5: each advertises half the idle timeout it enforces
+    assert client.remote_idle_timeout == 5 and server.remote_idle_timeout == 15
     sent = pair.performatives(C2S, tp=Open)[0]
-    assert (sent.max_frame_size, sent.channel_max, sent.idle_time_out) == (1024, 7, 30000)
+    assert (sent.max_frame_size, sent.channel_max, sent.idle_time_out) == (1024, 7, 15000)
 
 
 @pytest.mark.parametrize("peer_max", [512, 1000, 4096])
@@ -192,7 +193,7 @@ def test_channels_are_reused_lowest_first(pair: Pair) -> None:
 
 
 def test_heartbeats_at_half_the_peers_idle_timeout(pair: Pair) -> None:
-    pair.client = Connection("client", idle_timeout=10)
+    pair.client = Connection("client", idle_timeout=20)  # it advertises 10
     pair.open()
     srv = pair.server
     assert srv.tick(100.0) == 105.0
@@ -221,6 +222,21 @@ def test_no_heartbeats_without_a_peer_idle_timeout(pair: Pair) -> None:
     assert pair.server.tick(0.0) is None
     assert pair.server.tick(1e9) is None
     assert pair.server.data_to_send() == b""
+
+
+def test_we_advertise_half_the_idle_timeout_we_enforce(pair: Pair) -> None:
+    """§2.4.5: the open's idle-time-out is half the threshold, so a peer that beats at half
+    of what it was told (every 0.5 s here) may be nearly four intervals late."""
+    pair.client = c = Connection("client", idle_timeout=2)
+    pair.open()
+    assert pair.server.remote_idle_timeout == 1.0
+    c.tick(0.0)
+    for now in (1.9, 3.8, 5.7):  # beats 1.9 s apart
+        assert pair.feed(c, empty_frame(0)) == []
+        c.tick(now)
+        assert c.poll_events() == [] and c.is_open
+    c.tick(7.7)  # silent for 2 s: closed
+    assert names(c.poll_events()) == ["ConnectionFailed"]
 
 
 def test_idle_timeout_closes_a_silent_peer(pair: Pair) -> None:
