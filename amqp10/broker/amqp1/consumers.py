@@ -87,7 +87,9 @@ class LinkConsumer:
         else:
             d.context = msg
             self.in_flight[d.tag] = msg
-        self.handler.wake()
+        handler = self.handler
+        if not handler._handling:  # (inside handle() the driver writes after the batch anyway)
+            handler.wake()
 
     def has_more(self) -> bool:
         """Whether the node holds messages this consumer could still be given."""

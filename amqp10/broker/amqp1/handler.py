@@ -517,13 +517,12 @@ class ConnectionHandler:
             self.fail_link(link, ErrorCondition.RESOURCE_DELETED, f"node {node.name!r} was deleted")
             return
         try:
-            msg = parse_transfer(d.payload, self.broker.now(), node.needs_message_ids)
+            msg = parse_transfer(d.payload, self.broker.now(), node.needs_message_ids, self.origin)
         except DecodeError as exc:
             if not d.remote_settled:
                 d.settle(Rejected(error=Error(condition=ErrorCondition.DECODE_ERROR, description=str(exc))))
             self._touched.add(id(link))
             return
-        msg.mark_origin(self.origin)
         if type(node) is AnonymousTarget:
             try:
                 node = node.node_for(msg)
@@ -531,7 +530,7 @@ class ConnectionHandler:
                 self._touched.add(id(link))
                 self._unroutable(link, d, exc)
                 return
-        if isinstance(d.remote_state, TransactionalState):
+        if d.remote_state is not None and isinstance(d.remote_state, TransactionalState):
             self._post(link, d, node, msg)
             return
         presettled = d.remote_settled
