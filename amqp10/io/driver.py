@@ -137,6 +137,8 @@ class Driver(Generic[EventT]):
     # -- for the owner ----------------------------------------------------------------
     def flush_soon(self) -> None:
         """Ask the writer to write what the engine has queued (cheap; call after every change)."""
+        if self._wake_pending:
+            return
         self._wake_pending = True
         if self._wake is not None:
             self._wake.set()
