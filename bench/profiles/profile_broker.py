@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--size", type=int, default=100)
     p.add_argument("--settle", default="at-least-once")
     p.add_argument("--durable", action="store_true", help="durable messages (stored)")
+    p.add_argument("--credit", type=int, default=1000, help="the consumer's credit window")
     p.add_argument("--top", type=int, default=30)
     p.add_argument("--profiler", choices=["cprofile", "py-spy"], default="cprofile")
     p.add_argument("--out", help="also write the report here")
@@ -115,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             size=args.size,
             settle=args.settle,
             durable=args.durable,
+            credit=args.credit,
             url=f"amqp://127.0.0.1:{port}",
             timeout=max(120, args.count / 200),
         )
