@@ -105,7 +105,10 @@ class LinkConsumer:
         """The consumer settled ``d`` with ``state``: apply the outcome to the queue."""
         msg = self.in_flight.pop(d.tag, None)
         if msg is not None:
-            self.apply(msg, state)
+            if type(state) is Accepted:  # the usual outcome, without the call to apply
+                self.node.ack(msg)
+            else:
+                self.apply(msg, state)
 
     def apply(self, msg: QueuedMessage, state: Any) -> None:
         """Apply an outcome to a message this consumer took (now, or at a transaction's commit)."""

@@ -594,7 +594,7 @@ class ConnectionHandler:
         if c is None:
             return
         state = e.state
-        if not _is_terminal(state):
+        if not isinstance(state, _TERMINAL):
             if state is None and e.settled:
                 state = d.remote_state
             if isinstance(state, TransactionalState):
@@ -646,5 +646,5 @@ def _awaits_store(d: Delivery) -> bool:
     return d.state is None and bool(d.payload) and not d.remote_settled
 
 
-def _is_terminal(state: Any) -> bool:
-    return isinstance(state, (Accepted, Rejected, Released, Modified))
+_TERMINAL = (Accepted, Rejected, Released, Modified)
+"""The terminal delivery states (outcomes)."""

@@ -575,7 +575,8 @@ class Queue(Node):
     def ack(self, msg: QueuedMessage) -> None:
         """The consumer accepted the message: it is gone for good."""
         self.stats.acked += 1
-        self._journal_delete(msg)
+        if self.durable_node and (msg.durable or self._store_all):  # (_persistent, inline)
+            self._journal_delete(msg)
         if self.groups is not None:
             self._group_settled(msg, dispatch=True)
 
