@@ -72,6 +72,8 @@ class _Replay(ByteStream):
 
     def __init__(self, stream: ByteStream, head: bytes = b"", *, quick_ack: bool = False) -> None:
         self._stream = stream
+        self.inner_stream = stream
+        """The wrapped stream (io.net.direct_writer writes to it without this layer)."""
         self._head = head
         self._sock: socket.socket | None = None
         if quick_ack and _TCP_QUICKACK is not None:
