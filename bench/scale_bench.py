@@ -52,6 +52,9 @@ LIMITS = """
 [limits]
 max_connections = 20000
 max_links_per_session = 20000
+
+[security]
+connection_rate_per_address = 0  # the connections case opens thousands from 127.0.0.1 at once
 """
 ACCEPTED = Accepted()
 

@@ -26,7 +26,7 @@ from ..io.driver import Driver, Signal
 from ..io.net import Listener
 from ..io.tls import server_context
 from ..sasl.connection import SaslConnection
-from ..sasl.events import SaslCompleted, SaslFailed
+from ..sasl.events import SaslCompleted, SaslFailed, SaslSkipped
 from ..sasl.layer import SaslServer
 from ..transport import ConnectionState
 from ..types import Error, ErrorCondition, SaslCode
@@ -146,6 +146,8 @@ class _Replay(ByteStream):
 
     def __init__(self, stream: ByteStream, head: bytes = b"", *, quick_ack: bool = False) -> None:
         self._stream = stream
+        self.inner_stream = stream
+        """The wrapped stream (io.net.direct_writer writes to it without this layer)."""
         self._head = head
         self._sock: socket.socket | None = None
         if quick_ack and _TCP_QUICKACK is not None:
@@ -615,9 +617,18 @@ class BrokerService:
         addr = source_of(peer)
         login = _Login(self.guard, held, addr)
 
+        sasl_done = False
+
         def on_events(events: list[Any]) -> None:
+            nonlocal sasl_done
+            if sasl_done:  # no more SASL events: nothing to look at per event
+                handler.handle(events)
+                return
             for e in events:
-                if isinstance(e, SaslCompleted):
+                if isinstance(e, SaslSkipped):
+                    sasl_done = True
+                elif isinstance(e, SaslCompleted):
+                    sasl_done = True
                     handler.user = e.identity
                     log.info("%s authenticated as %s with %s", peer, e.identity or "anonymous", e.mechanism)
                     # -- [security] hook: back-off and the per-user limit ------------------

@@ -34,7 +34,7 @@ from anyio.abc import ByteStream
 from anyio.streams.tls import TLSStream
 
 from .. import errors
-from .net import IO_ERRORS, describe_io_error, map_io_error
+from .net import IO_ERRORS, describe_io_error, direct_writer, map_io_error
 
 __all__ = ["Driver", "EngineProtocol", "Signal"]
 
@@ -133,10 +133,16 @@ class Driver(Generic[EventT]):
         self._eof = False
         self._started = False
         self._finished = Signal()  # no event is made unless someone waits (most never do)
+        # a plain TCP stream on asyncio is written without awaiting when it can take the
+        # bytes now (see DirectWriter); None: always through ``await stream.send``
+        self._direct = direct_writer(stream)
+        self._asleep_until = math.inf  # the deadline the writer sleeps until (while it does)
 
     # -- for the owner ----------------------------------------------------------------
     def flush_soon(self) -> None:
         """Ask the writer to write what the engine has queued (cheap; call after every change)."""
+        if self._wake_pending:
+            return
         self._wake_pending = True
         if self._wake is not None:
             self._wake.set()
@@ -281,9 +287,33 @@ class Driver(Generic[EventT]):
             events = protocol.receive_data(data)
             if events:
                 self._dispatch(events)
-            self.flush_soon()
             if protocol.is_closed:
+                self.flush_soon()  # the writer writes the last bytes and ends
                 return
+            if not self._write_now():
+                self.flush_soon()
+
+    def _write_now(self) -> bool:
+        """Write the engine's output from the reading task, without waking the writer: only
+        while the writer sleeps (it holds no bytes taken from the engine, so order is kept)
+        and the stream takes bytes without waiting. False: it is the writer's job."""
+        direct = self._direct
+        if direct is None or self._wake is None or self._wake_pending or not direct.ready():
+            return False
+        # what was read may have moved a timer (an open's idle-time-out, a login's hold):
+        # one earlier than the writer sleeps until is the writer's to handle
+        deadline = self.protocol.tick(anyio.current_time())
+        if deadline is not None and deadline < self._asleep_until:
+            return False
+        generation = self._requested
+        data = self.protocol.data_to_send()
+        if data:
+            direct.write(data)
+            self.writes += 1
+            self.bytes_written += len(data)
+        self._written = generation
+        self._flushed.fire()
+        return True
 
     async def _write_loop(self) -> None:
         protocol = self.protocol
@@ -297,11 +327,15 @@ class Driver(Generic[EventT]):
             generation = self._requested
             data = protocol.data_to_send()
             if data:
-                try:
-                    await stream.send(data)
-                except IO_ERRORS as exc:
-                    self._io_failed(exc, "write")
-                    return
+                direct = self._direct
+                if direct is not None and direct.ready():
+                    direct.write(data)  # taken at once: no await, no task switch
+                else:
+                    try:
+                        await stream.send(data)
+                    except IO_ERRORS as exc:
+                        self._io_failed(exc, "write")
+                        return
                 self.writes += 1
                 self.bytes_written += len(data)
                 self._written = generation
@@ -313,6 +347,7 @@ class Driver(Generic[EventT]):
                 return
             if self._wake_pending:
                 continue
+            self._asleep_until = math.inf if deadline is None else deadline
             delay = math.inf if deadline is None else max(deadline - anyio.current_time(), 0.0)
             wake = self._wake = anyio.Event()
             with anyio.move_on_after(delay):

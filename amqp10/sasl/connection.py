@@ -46,6 +46,9 @@ class SaslConnection:
             )
         self.sasl = sasl
         self.connection = connection
+        # SASL succeeded and its last bytes and events were taken: from then on every call
+        # goes straight to the engine (set once; a terminal SASL state never changes)
+        self._through = False
 
     @classmethod
     def client(cls, sasl: SaslClient, container_id: str, **kwargs: Any) -> SaslConnection:
@@ -62,7 +65,7 @@ class SaslConnection:
 
     def __getattr__(self, name: str) -> Any:
         # only reached for names this class does not define: the engine's verbs and state
-        if name in ("sasl", "connection"):  # not set yet (e.g. copy): do not recurse
+        if name in ("sasl", "connection", "_through"):  # not set yet (e.g. copy): do not recurse
             raise AttributeError(name)
         return getattr(self.connection, name)
 
@@ -74,12 +77,16 @@ class SaslConnection:
     @property
     def is_closed(self) -> bool:
         """The stream should end: SASL failed, or the AMQP connection is closed."""
+        if self._through:
+            return self.connection.is_closed
         if self.sasl.failed:
             return True
         return self._amqp and self.connection.is_closed
 
     def receive_data(self, data: bytes) -> list[Event]:
         """Feed bytes read from the peer (``b""`` at the end of the stream)."""
+        if self._through:
+            return self.connection.receive_data(data)
         sasl = self.sasl
         if self._amqp:
             return self.connection.receive_data(data)
@@ -94,22 +101,28 @@ class SaslConnection:
 
     def data_to_send(self) -> bytes:
         """The SASL layer's bytes, then (after success) the engine's."""
+        if self._through:
+            return self.connection.data_to_send()
         out = self.sasl.data_to_send()
         if self._amqp:
             more = self.connection.data_to_send()
             if more:
                 out += more
+            self._through = self.sasl.drained
         return out
 
     def tick(self, now: float) -> float | None:
         """The SASL handshake timer until SASL is done, the engine's timers after."""
-        if self._amqp:
+        if self._through or self._amqp:
             return self.connection.tick(now)
         return self.sasl.tick(now)
 
     def poll_events(self) -> list[Event]:
         """Events raised outside `receive_data` (by `tick`) in either layer."""
+        if self._through:
+            return self.connection.poll_events()
         events: list[Event] = list(self.sasl.poll_events())
         if self._amqp:
             events += self.connection.poll_events()
+            self._through = self.sasl.drained
         return events

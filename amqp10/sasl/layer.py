@@ -142,6 +142,11 @@ class _SaslLayer:
         return self.state in TERMINAL_STATES
 
     @property
+    def drained(self) -> bool:
+        """Nothing left to write or to report (once done, nothing more comes)."""
+        return not self._out and not self._events
+
+    @property
     def failed(self) -> bool:
         """The exchange failed: no AMQP may follow on this stream."""
         return self.state is SaslState.FAILED

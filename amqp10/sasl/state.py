@@ -33,6 +33,10 @@ __all__ = [
 class SaslState(enum.Enum):
     """Where a SASL layer is in the exchange."""
 
+    # members are singletons compared by identity: hash them by identity too, in C
+    # (Enum.__hash__ is a Python call; ``done`` looks the state up in a set)
+    __hash__ = object.__hash__
+
     HEADER = "header"
     """Waiting for the peer's protocol header."""
     MECHANISMS = "mechanisms"

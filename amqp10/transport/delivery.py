@@ -87,7 +87,8 @@ class Delivery:
         On a receiver in ``rcv-settle-mode`` second, the outcome is sent unsettled
         and the delivery settles once the sender has settled it (§2.6.12).
         """
-        self._check_open()
+        if self.settled or self._settle_pending or self.aborted:  # (_check_open, inline: per message)
+            self._check_open()
         self.link._delivery_settle(self, state)
 
     def accept(self) -> None:

@@ -346,7 +346,9 @@ class Link:
             delivery.remote_settled = True
             if delivery.delivery_id is not None:
                 # the peer will not refer to this id again: drop it from the session's table
-                self.session._forget_delivery(self.role, delivery.delivery_id)
+                # (Session._forget_delivery, inline: once per message)
+                s = self.session
+                (s._outgoing if self.role is Role.SENDER else s._incoming).pop(delivery.delivery_id, None)
         if delivery._settle_pending and settled:
             # rcv-settle-mode second: the sender settled, so we settle too (§2.6.12)
             delivery._settle_pending = False
@@ -373,7 +375,8 @@ class Link:
             # disposition would be meaningless to it (§2.6.12, figure 2.54).
             self._forget(d)
             return
-        if self.role == Role.RECEIVER and self.effective_rcv_settle_mode == ReceiverSettleMode.SECOND:
+        # (a receiver's effective_rcv_settle_mode is its own rcv_settle_mode: read directly)
+        if self.role == Role.RECEIVER and self.rcv_settle_mode == ReceiverSettleMode.SECOND:
             # §2.6.12 / §2.8.3: state first, unsettled; we settle once the sender has
             d._settle_pending = True
             self.session._queue_disposition(self.role, d.delivery_id, False, d.state)
@@ -387,8 +390,9 @@ class Link:
     def _forget(self, d: Delivery) -> None:
         d.settled = True
         self.unsettled.pop(d.tag, None)
-        if d.delivery_id is not None:
-            self.session._forget_delivery(self.role, d.delivery_id)
+        if d.delivery_id is not None:  # (Session._forget_delivery, inline: per message)
+            s = self.session
+            (s._outgoing if self.role is Role.SENDER else s._incoming).pop(d.delivery_id, None)
 
     def _write_flow(self, *, echo: bool = False) -> None:
         if self.handle is None or not self.session._can_send():

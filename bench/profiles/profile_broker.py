@@ -51,9 +51,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--count", type=int, default=50_000)
     p.add_argument("--size", type=int, default=100)
     p.add_argument("--settle", default="at-least-once")
+    p.add_argument("--durable", action="store_true", help="durable messages (stored)")
+    p.add_argument("--credit", type=int, default=1000, help="the consumer's credit window")
     p.add_argument("--top", type=int, default=30)
     p.add_argument("--profiler", choices=["cprofile", "py-spy"], default="cprofile")
     p.add_argument("--out", help="also write the report here")
+    p.add_argument("--stats", help="cProfile: also keep the raw pstats file here (for diffing)")
     p.add_argument(
         "--tree",
         help="run the broker from this directory's amqp10 (e.g. a snapshot from before a change)",
@@ -112,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
             count=args.count,
             size=args.size,
             settle=args.settle,
+            durable=args.durable,
+            credit=args.credit,
             url=f"amqp://127.0.0.1:{port}",
             timeout=max(120, args.count / 200),
         )
@@ -125,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         out = io.StringIO()
         out.write(format_result(result) + "\n\n")
         if args.profiler == "cprofile":
+            if args.stats:
+                shutil.copyfile(stats_path, args.stats)
             st = pstats.Stats(str(stats_path), stream=out)
             st.strip_dirs().sort_stats("tottime").print_stats(args.top)
             st.sort_stats("cumulative").print_stats(args.top)

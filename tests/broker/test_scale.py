@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from amqp10.broker.config import BrokerConfig, QueuePolicy
-from amqp10.broker.core import Broker, Node, Queue, QueuedMessage
+from amqp10.broker.core import Broker, Node, Queue, QueuedMessage, Stream
 from amqp10.message import Message
 from amqp10.types import Source, Target
 
@@ -184,6 +184,53 @@ def test_flow_frames_do_not_visit_every_consumer() -> None:
         q.consumer_ready(c)
     assert sum(len(c.got) for c in consumers) == 100
     assert SpyConsumer.asked <= 3 * 100  # about one ask per delivery and per ring exit
+
+
+def _stream_asks_per_publish(consumers: int) -> float:
+    """Credit asks per publish on a stream whose ``consumers`` all read to the end and ran
+    out of credit, but one that waits at the tail with credit."""
+    st = Stream("st", QueuePolicy(), now=lambda: 1000.0)
+    parked = [SpyConsumer(i + 1, credit=1) for i in range(consumers - 1)]
+    for c in parked:
+        st.add_consumer(c)
+    st.publish(message(), lambda: None)  # each parked one takes it and is out of credit
+    st.publish(message(), lambda: None)  # ... which this dispatch finds: they leave the ready set
+    reader = SpyConsumer(consumers, credit=1000)
+    st.add_consumer(reader)  # from the end: waits at the tail
+    SpyConsumer.asked = 0
+    for i in range(500):
+        st.publish(message(i), lambda: None)
+    assert len(reader.got) == 500
+    assert all(len(c.got) == 1 for c in parked)
+    return SpyConsumer.asked / 500
+
+
+def test_stream_dispatch_visits_only_readers_with_credit() -> None:
+    one = _stream_asks_per_publish(1)
+    many = _stream_asks_per_publish(10_000)
+    assert many == one
+    assert one <= 1
+
+
+def test_stream_reader_parked_without_credit_comes_back_through_consumer_ready() -> None:
+    st = Stream("st", QueuePolicy(), now=lambda: 1000.0)
+    a, b = SpyConsumer(1, credit=2), SpyConsumer(2, credit=10)
+    st.add_consumer(a, start=0)
+    st.add_consumer(b, start=0)
+    for i in range(5):
+        st.publish(message(i), lambda: None)
+    assert [m.data[0] for m in a.got] == [0, 1]  # out of credit: parked at offset 2
+    assert [m.data[0] for m in b.got] == [0, 1, 2, 3, 4]  # at the tail, waiting
+    SpyConsumer.asked = 0
+    st.publish(message(5), lambda: None)
+    assert SpyConsumer.asked <= 2 and a.got[2:] == []  # a is not asked again until ready
+    a.room = 10
+    st.consumer_ready(a)  # its credit went up: it reads on from where it stopped
+    assert [m.data[0] for m in a.got] == [0, 1, 2, 3, 4, 5]
+    st.remove_consumer(b)
+    st.consumer_ready(b)  # a late call for a consumer that left: ignored
+    st.publish(message(6), lambda: None)
+    assert len(b.got) == 6 and [m.data[0] for m in a.got][-1] == 6
 
 
 def test_round_robin_and_credit_back_through_consumer_ready() -> None:

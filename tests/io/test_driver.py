@@ -12,11 +12,14 @@ from typing import Any
 
 import anyio
 import pytest
+import sniffio
 from anyio.abc import ByteStream
+from anyio.streams.stapled import StapledObjectStream
 
 from amqp10 import errors
 from amqp10.client import SettleMode, connect, serve
 from amqp10.io import Driver, Listener, Signal, connect_stream, map_io_error
+from amqp10.io.net import direct_writer
 from amqp10.io.tls import client_context, server_context
 from amqp10.message import Message
 from amqp10.transport import (
@@ -105,6 +108,59 @@ async def test_bare_engines_over_tcp_with_bounded_reads() -> None:
                 assert client.driver.error is None and server.driver.error is None
             finally:
                 await listener.aclose()
+
+
+async def test_tcp_streams_are_written_directly_and_in_order() -> None:
+    """A plain TCP stream on asyncio is written without awaiting (DirectWriter), from the
+    reading task when the writer sleeps: many small round trips arrive whole and in order
+    (on trio, no DirectWriter: the same exchange through ``await send``)."""
+    on_asyncio = sniffio.current_async_library() == "asyncio"
+    peers: list[EnginePeer] = []
+    found: list[object] = []
+
+    async def handle(stream: ByteStream, peer: str) -> None:
+        found.append(direct_writer(stream))
+        p = EnginePeer(stream, Engine("server", send_header=False))
+        peers.append(p)
+        await p.driver.run()
+
+    async with no_leftover_tasks():
+        listener = await Listener.bind("127.0.0.1", 0)
+        async with anyio.create_task_group() as tg:
+            try:
+                await tg.start(listener.serve, handle, tg)
+                stream = await connect_stream("127.0.0.1", listener.port, timeout=WAIT)
+                assert (direct_writer(stream) is not None) == on_asyncio
+                client = EnginePeer(stream, Engine("client"))
+                tg.start_soon(client.driver.run)
+                client.engine.open()
+                session = client.engine.session()
+                session.begin()
+                sender = session.sender("s", source=Source(), target=Target(address="q"))
+                sender.attach()
+                for i in range(90):  # one at a time (the server grants 100): small writes
+                    d = sender.send(i.to_bytes(2, "big"))
+                    client.driver.flush_soon()
+                    await client.wait(lambda: d.remote_settled)  # noqa: B023 (awaited here)
+                server = peers[0]
+                assert (found[0] is not None) == on_asyncio
+                got = [e.delivery.payload for e in server.of(DeliveryReceived)]
+                assert got == [i.to_bytes(2, "big") for i in range(90)]
+                assert server.driver.writes >= 90  # an answer per round trip, none lost
+                client.engine.close()
+                client.driver.flush_soon()
+                await client.driver.wait_done()
+                await server.driver.wait_done()
+                assert client.driver.error is None and server.driver.error is None
+            finally:
+                await listener.aclose()
+
+
+def test_no_direct_writer_for_other_streams() -> None:
+    send, receive = anyio.create_memory_object_stream[bytes](1)
+    assert direct_writer(StapledObjectStream(send, receive)) is None  # type: ignore[arg-type]
+    send.close()
+    receive.close()
 
 
 async def test_writes_are_batched() -> None:

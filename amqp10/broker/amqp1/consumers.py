@@ -102,7 +102,9 @@ class LinkConsumer:
         else:
             d.context = msg
             self.in_flight[d.tag] = msg
-        self.handler.wake()
+        handler = self.handler
+        if not handler._handling:  # (inside handle() the driver writes after the batch anyway)
+            handler.wake()
 
     def has_more(self) -> bool:
         """Whether the node holds messages this consumer could still be given."""
@@ -118,7 +120,10 @@ class LinkConsumer:
         """The consumer settled ``d`` with ``state``: apply the outcome to the queue."""
         msg = self.in_flight.pop(d.tag, None)
         if msg is not None:
-            self.apply(msg, state)
+            if type(state) is Accepted:  # the usual outcome, without the call to apply
+                self.node.ack(msg)
+            else:
+                self.apply(msg, state)
 
     def apply(self, msg: QueuedMessage, state: Any) -> None:
         """Apply an outcome to a message this consumer took (now, or at a transaction's commit)."""

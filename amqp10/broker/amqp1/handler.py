@@ -526,13 +526,12 @@ class ConnectionHandler:
             self.fail_link(link, ErrorCondition.RESOURCE_DELETED, f"node {node.name!r} was deleted")
             return
         try:
-            msg = parse_transfer(d.payload, self.broker.now(), node.needs_message_ids)
+            msg = parse_transfer(d.payload, self.broker.now(), node.needs_message_ids, self.origin)
         except DecodeError as exc:
             if not d.remote_settled:
                 d.settle(Rejected(error=Error(condition=ErrorCondition.DECODE_ERROR, description=str(exc))))
             self._touched.add(id(link))
             return
-        msg.mark_origin(self.origin)
         if type(node) is AnonymousTarget:
             try:
                 node = node.node_for(msg)
@@ -540,7 +539,7 @@ class ConnectionHandler:
                 self._touched.add(id(link))
                 self._unroutable(link, d, exc)
                 return
-        if isinstance(d.remote_state, TransactionalState):
+        if d.remote_state is not None and isinstance(d.remote_state, TransactionalState):
             self._post(link, d, node, msg)
             return
         presettled = d.remote_settled
@@ -606,7 +605,7 @@ class ConnectionHandler:
         if c is None:
             return
         state = e.state
-        if not _is_terminal(state):
+        if not isinstance(state, _TERMINAL):
             if state is None and e.settled:
                 state = d.remote_state
             if isinstance(state, TransactionalState):
@@ -658,5 +657,5 @@ def _awaits_store(d: Delivery) -> bool:
     return d.state is None and bool(d.payload) and not d.remote_settled
 
 
-def _is_terminal(state: Any) -> bool:
-    return isinstance(state, (Accepted, Rejected, Released, Modified))
+_TERMINAL = (Accepted, Rejected, Released, Modified)
+"""The terminal delivery states (outcomes)."""

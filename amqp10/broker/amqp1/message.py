@@ -152,8 +152,9 @@ class Amqp1Message(QueuedMessage):
 register_format(Amqp1Message)
 
 
-def parse_transfer(payload: bytes, now: float, need_ids: bool = True) -> Amqp1Message:
-    """What routing needs from a message: header fields, absolute expiry, message-id.
+def parse_transfer(payload: bytes, now: float, need_ids: bool = True, origin: object = None) -> Amqp1Message:
+    """What routing needs from a message: header fields, absolute expiry, message-id;
+    ``origin``: the connection it arrived on (see ``QueuedMessage.mark_origin``).
 
     The common shapes (sections with ``00 53 xx`` descriptors; an absent or
     empty header and properties) are scanned here without building a
@@ -164,7 +165,10 @@ def parse_transfer(payload: bytes, now: float, need_ids: bool = True) -> Amqp1Me
     """
     spans = _scan_sections(payload)
     if spans is None:
-        return _parse_slow(payload, now)
+        slow = _parse_slow(payload, now)
+        if origin is not None:
+            slow._origin = origin
+        return slow
     hpos, ppos, mapos = spans
     durable = False
     priority = 4
@@ -210,6 +214,8 @@ def parse_transfer(payload: bytes, now: float, need_ids: bool = True) -> Amqp1Me
     m._group = group  # read here for free: a queue's take need not decode it
     if mapos < 0:
         m._due = None  # no message annotations: not scheduled
+    if origin is not None:
+        m._origin = origin  # mark_origin without a call per message
     return m
 
 def _parse_slow(payload: bytes, now: float) -> Amqp1Message:

@@ -184,10 +184,21 @@ class Queue(Node):
         if msg.message_id is not None and self.dedup.seen(msg.message_id):
             on_stored()
             return True
-        if self.groups is None and msg.group is not None:
+        # group and due are usually read already (1.0: as the message was parsed): the slot,
+        # without a property call per message, else the property reads them
+        try:
+            group = msg._group
+        except AttributeError:
+            group = msg.group
+        if self.groups is None and group is not None:
             self.groups = MessageGroups()
-        if self.scheduler is not None and msg.due is not None and self._hold(msg, on_stored):
-            return True
+        if self.scheduler is not None:
+            try:
+                due = msg._due
+            except AttributeError:
+                due = msg.due
+            if due is not None and self._hold(msg, on_stored):
+                return True
         if self._limited and self.is_full(msg.size):
             if self._overflow == "reject":
                 if self.policy.overflow == "reject-publish-dlx":
@@ -212,16 +223,24 @@ class Queue(Node):
             msg.priority = self._top
         msg.seq = next(self._seq)
         self._last_size = msg.size
-        held = self._after_commit and (msg.durable or self._store_all)
-        if held:
+        persistent = self.durable_node and (msg.durable or self._store_all)
+        if persistent and self._after_commit:
             self._unstored[msg.seq] = msg
             on_stored = self._deliver_when_stored(msg, on_stored)
         else:
-            self._level(msg.priority).append(msg)
+            levels = self._levels
+            p = msg.priority
+            (levels[p] if p < len(levels) else self._level(p)).append(msg)
         self.count += 1
-        self.bytes += msg.size
+        size = msg.size
+        # Node.bytes's setter, inline (a queue's bytes are never on disk as such)
+        self._bytes += size
+        self.usage.memory_bytes += size
         self.stats.enqueued += 1
-        self._store(msg, on_stored)
+        if persistent:
+            self._store(msg, on_stored)
+        else:
+            on_stored()
         self.dispatch()
         return True
 
@@ -469,7 +488,9 @@ class Queue(Node):
             if msg.expiry is None and not msg.excluded:  # the usual head: take it
                 level.popleft()
                 self.count -= 1
-                self.bytes -= msg.size
+                size = msg.size
+                self._bytes -= size  # Node.bytes's setter, inline (as in publish)
+                self.usage.memory_bytes -= size
                 if self.durable_node and (msg.durable or self._store_all):
                     self.journal.submit((_store.UPDATE, self._key, msg.seq, msg.delivery_count, 1))
                 return msg
@@ -578,7 +599,8 @@ class Queue(Node):
     def ack(self, msg: QueuedMessage) -> None:
         """The consumer accepted the message: it is gone for good."""
         self.stats.acked += 1
-        self._journal_delete(msg)
+        if self.durable_node and (msg.durable or self._store_all):  # (_persistent, inline)
+            self._journal_delete(msg)
         if self.groups is not None:
             self._group_settled(msg, dispatch=True)
 

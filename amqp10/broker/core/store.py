@@ -546,12 +546,16 @@ class GroupCommitter:
     def submit(self, op: Op, on_commit: Callable[[], None] | None = None) -> None:
         if self._closed:
             raise RuntimeError("the store is closed")
-        self._ops.append(op)
+        ops = self._ops
+        ops.append(op)
         if on_commit is not None:
             self._callbacks.append(on_commit)
-        if self._idle.is_set():
-            self._idle = anyio.Event()
-        self._wake.set()
+        if len(ops) == 1:
+            # The first since the committer took the last batch. With more, it is already
+            # woken (or its commit loop takes them before it idles): no event calls per op.
+            if self._idle.is_set():
+                self._idle = anyio.Event()
+            self._wake.set()
 
     @property
     def pending(self) -> int:

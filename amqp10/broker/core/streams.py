@@ -52,6 +52,10 @@ class Stream(Node):
         self.bytes = 0
         self.positions: dict[int, int] = {}  # consumer id -> next offset to deliver
         self.consumers: list[Consumer] = []
+        # The consumers that may have credit (id -> consumer): reading towards the committed
+        # end, or waiting at it. One found without credit leaves (consumer_ready brings it
+        # back), so a commit visits only the readers that can take its entry.
+        self._ready: dict[int, Consumer] = {}
         self.dedup = DuplicateWindow(policy.duplicate_window)
         self._dispatching = False
 
@@ -149,30 +153,55 @@ class Stream(Node):
     def add_consumer(self, consumer: Consumer, start: int | None = None) -> None:
         self.positions[consumer.id] = self.next if start is None else start
         self.consumers.append(consumer)
+        self._ready[consumer.id] = consumer
+        self.dispatch()
+
+    def consumer_ready(self, consumer: Consumer) -> None:
+        if consumer.id in self.positions:  # (a late call for a consumer that left: ignored)
+            self._ready[consumer.id] = consumer
         self.dispatch()
 
     def remove_consumer(self, consumer: Consumer) -> None:
         if consumer in self.consumers:
             self.consumers.remove(consumer)
         self.positions.pop(consumer.id, None)
+        self._ready.pop(consumer.id, None)
 
     def dispatch(self) -> None:
-        if self._dispatching:
+        """Each ready consumer reads on from its position to the committed end, as far as
+        its credit goes. One that runs out of credit leaves the ready set; one that reaches
+        the end stays in it, waiting at the tail without being asked for credit until a
+        commit moves the end past it."""
+        if self._dispatching or not self._ready:
             return
         self._dispatching = True
         try:
-            for c in self.consumers:
-                pos = max(self.positions.get(c.id, self.next), self.first)
+            ready = self._ready
+            positions = self.positions
+            stats = self.stats
+            for cid, c in list(ready.items()):
+                pos = positions.get(cid, self.next)
+                if pos < self.first:
+                    pos = self.first
+                if pos >= self.next:
+                    continue  # waiting at the tail: nothing to ask it
+                credit = c.credit()
                 selector = getattr(c, "selector", None)
-                while pos < self.next and c.credit() > 0:
-                    msg = self._get(pos)
+                while credit > 0 and pos < self.next:
+                    msg = self._entries[self._base + pos - self.first]
                     pos += 1
-                    self.positions[c.id] = pos
                     if selector is not None and not selector(msg):
                         continue  # not in this consumer's view: it reads on
-                    self.stats.delivered += 1
+                    positions[cid] = pos
+                    stats.delivered += 1
                     c.deliver(self, msg)
-                self.positions[c.id] = pos
+                    credit -= 1  # each delivery takes one; ask again only when none is left
+                    if credit <= 0:
+                        credit = c.credit()
+                if cid in ready:  # (still here: not removed while it was delivered to)
+                    positions[cid] = pos
+                    if credit <= 0:
+                        del ready[cid]  # parked until consumer_ready
         finally:
             self._dispatching = False
 
@@ -191,6 +220,7 @@ class Stream(Node):
         self.deleted = True
         consumers, self.consumers = self.consumers, []
         self.positions.clear()
+        self._ready.clear()
         cancel_consumers(consumers)
 
     def peek(self, n: int) -> list[QueuedMessage]:
