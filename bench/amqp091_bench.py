@@ -342,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
 
     load = os.getloadavg()
     cells = run(args, brokers, workloads)
+    load_after = os.getloadavg()
     command = shlex.join([".venv/bin/python", "bench/amqp091_bench.py",
                           *(argv if argv is not None else sys.argv[1:])])  # fmt: skip
     now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -349,8 +350,8 @@ def main(argv: list[str] | None = None) -> int:
         HEADING,
         "",
         f"Measured {now}: {os.cpu_count()} cores, Python {platform.python_version()}, pika "
-        f"{_version('pika')}, load average before the run {load[0]:.1f} (a shared machine: "
-        "compare within one run).",
+        f"{_version('pika')}, load average {load[0]:.1f} before the run and {load_after[0]:.1f} "
+        "after (a shared machine: compare within one run).",
         "",
         f"{args.count:,} messages (pika: {args.pika_count:,}) of {args.size} bytes, one producer "
         f"and one consumer; prefetch {args.prefetch} (the C producer's confirm window too); "
