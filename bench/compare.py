@@ -351,12 +351,14 @@ def targets(outcomes: list[Outcome]) -> list[str]:
     return lines
 
 
-def write_results(path: Path, section: str) -> None:
+def write_results(path: Path, section: str, begin: str = BEGIN, end: str = END) -> None:
+    """Put ``section`` between the ``begin`` and ``end`` markers of ``path`` (appended the
+    first time), leaving the rest of the file as it is."""
     text = path.read_text() if path.exists() else ""
-    block = f"{BEGIN}\n{section.rstrip()}\n{END}"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1]
+    block = f"{begin}\n{section.rstrip()}\n{end}"
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        tail = rest.split(end, 1)[1]
         text = head + block + tail
     else:
         text = (text.rstrip() + "\n\n" if text else "# Benchmark results\n\n") + block + "\n"

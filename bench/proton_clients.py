@@ -22,6 +22,8 @@ from proton import Message
 from proton.handlers import MessagingHandler
 from proton.reactor import AtLeastOnce, AtMostOnce, Container
 
+from amqp10.cli.bench.harness import worker_parser
+
 STAMP = struct.Struct(">QQ")
 REPORT_EVERY_NS = 100_000_000
 
@@ -196,16 +198,7 @@ class Consumer(MessagingHandler):  # type: ignore[misc]
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("role", choices=["producer", "consumer"])
-    p.add_argument("--url", required=True)
-    p.add_argument("--address", default="bench")
-    p.add_argument("--count", type=int, required=True)
-    p.add_argument("--size", type=int, default=100)
-    p.add_argument("--settle", choices=["at-least-once", "at-most-once"], default="at-least-once")
-    p.add_argument("--credit", type=int, default=1000)
-    p.add_argument("--durable", action="store_true")
-    p.add_argument("--timeout", type=float, default=120.0)
+    p = worker_parser(description=__doc__.splitlines()[0])
     p.add_argument("--user")
     p.add_argument("--password")
     ns = p.parse_args(argv)

@@ -88,6 +88,8 @@ _PRE_TUNE: Final = (S.START, S.HEADER_RCVD, S.HEADER_SENT, S.START_SENT, S.START
 _HANDSHAKE: Final = frozenset(_PRE_TUNE) | {S.TUNED, S.OPEN_RCVD, S.OPEN_SENT}
 _U32: Final = 0xFFFFFFFF
 _unpack_prefix = FRAME_PREFIX.unpack_from
+_pack_prefix = FRAME_PREFIX.pack
+_FRAME_END: Final = bytes((FRAME_END,))
 
 
 class Connection(ConnectionMethods):
@@ -474,7 +476,7 @@ class Connection(ConnectionMethods):
         Connection and channel lifecycle methods have their own calls; content-bearing
         methods go through ``send_content``.
         """
-        self._check_sendable(channel, method)
+        self._check_sendable(channel, type(method))
         if method.CONTENT:
             raise ValueError(f"{method.NAME} carries content: use send_content")
         self._send_method(channel, method)
@@ -488,7 +490,7 @@ class Connection(ConnectionMethods):
     ) -> None:
         """Send a content-bearing method (``basic.deliver``, ``get-ok``, ``return``, ``publish``)
         with its properties (or raw property bytes as received) and body, cut to frame-max."""
-        self._check_sendable(channel, method)
+        self._check_sendable(channel, type(method))
         if not method.CONTENT:
             raise ValueError(f"{method.NAME} carries no content: use send_method")
         start = len(self._out)
@@ -501,7 +503,44 @@ class Connection(ConnectionMethods):
             del self._out[start:]
             raise
 
-    def _check_sendable(self, channel: int, method: Method) -> None:
+    def send_encoded_content(
+        self,
+        channel: int,
+        method: type[Method],
+        arguments: bytes,
+        properties: bytes,
+        body: bytes | memoryview,
+    ) -> None:
+        """``send_content`` with the method's arguments already encoded (0-9-1's layout):
+        a broker delivering a stored message has its exchange and routing key in wire
+        form, and each consumer's tag. A version that lays the method out otherwise is a
+        ValueError (use ``send_content``)."""
+        ids = self.dialect.plain_ids(method)
+        if ids is None:
+            raise ValueError(f"{method.NAME} has another layout in AMQP {self.dialect.name}")
+        self._check_sendable(channel, method)
+        if not method.CONTENT:
+            raise ValueError(f"{method.NAME} carries no content: use send_method")
+        size = len(ids) + len(arguments)
+        frame_max = self._send_frame_max
+        if frame_max and size + FRAME_OVERHEAD > frame_max:
+            raise ValueError(
+                f"{method.NAME} frame of {size + FRAME_OVERHEAD} bytes exceeds frame-max"
+            )
+        out = self._out
+        start = len(out)
+        try:
+            out += _pack_prefix(FRAME_METHOD, channel, size)
+            out += ids
+            out += arguments
+            out += _FRAME_END
+            frames = 1 + encode_content(out, channel, method.CLASS_ID, properties, body, frame_max)
+        except BaseException:
+            del out[start:]
+            raise
+        self.frames_out += frames
+
+    def _check_sendable(self, channel: int, method: type[Method]) -> None:
         self._expect_open()
         if method.CLASS_ID in (10, 20):
             raise ValueError(
@@ -510,7 +549,7 @@ class Connection(ConnectionMethods):
         peer = "client" if self.role == "server" else "server"
         if peer not in method.RECEIVED_BY:
             raise ValueError(f"a {self.role} does not send {method.NAME}")
-        if not self.dialect.supports(type(method)):
+        if not self.dialect.supports(method):
             raise ValueError(f"{method.NAME} does not exist in AMQP {self.dialect.name}")
         ch = self._channel(channel)
         if ch.state is not ChannelState.OPEN:

@@ -177,6 +177,14 @@ class Dialect:
         """Whether this version has the method."""
         return method in self._encoders
 
+    def plain_ids(self, method: type[Method]) -> bytes | None:
+        """The encoded class and method ids of ``method`` if this version lays out its
+        arguments as 0-9-1 does (None: it lacks the method or its fields differ)."""
+        entry = self._encoders.get(method)
+        if entry is None or entry[1] is not _plain_encoder:
+            return None
+        return entry[0]
+
     def encode_method(self, buf: bytearray, method: Method) -> None:
         """Append class id, method id and arguments; a method the version lacks is a ValueError."""
         try:

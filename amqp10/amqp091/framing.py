@@ -38,6 +38,8 @@ _HEARTBEAT: Final = FRAME_PREFIX.pack(FRAME_HEARTBEAT, 0, 0) + _END
 _PLACEHOLDER: Final = b"\x00" * 7
 _pack_prefix_into = FRAME_PREFIX.pack_into
 _pack_prefix = FRAME_PREFIX.pack
+_pack_header_frame = struct.Struct(">BHIHHQ").pack  # a header frame's prefix and fixed fields
+_HEADER_FIXED: Final = FRAME_OVERHEAD + CONTENT_HEADER.size  # a header frame but its properties
 
 
 def start_frame(buf: bytearray) -> int:
@@ -74,17 +76,29 @@ def encode_content(
     ``properties`` may be raw bytes (flags word and list, as received): a broker
     passes a publisher's properties on without decoding them.
     """
-    start = start_frame(buf)
-    buf += CONTENT_HEADER.pack(class_id, 0, len(body))
+    size = len(body)
     if isinstance(properties, Properties):
+        start = start_frame(buf)
+        buf += CONTENT_HEADER.pack(class_id, 0, size)
         properties.encode(buf)
-    else:
+        end_frame(buf, start, FRAME_HEADER, channel)
+        if frame_max and len(buf) - start > frame_max:
+            del buf[start:]
+            raise ValueError(f"content header larger than frame-max {frame_max}")
+    else:  # raw properties (a broker passing them on): the frame in one piece
+        if frame_max and _HEADER_FIXED + len(properties) > frame_max:
+            raise ValueError(f"content header larger than frame-max {frame_max}")
+        buf += _pack_header_frame(
+            FRAME_HEADER, channel, CONTENT_HEADER.size + len(properties), class_id, 0, size
+        )
         buf += properties
-    end_frame(buf, start, FRAME_HEADER, channel)
-    if frame_max and len(buf) - start > frame_max:
-        del buf[start:]
-        raise ValueError(f"content header larger than frame-max {frame_max}")
-    step = frame_max - FRAME_OVERHEAD if frame_max else max(len(body), 1)
+        buf += _END
+    step = frame_max - FRAME_OVERHEAD if frame_max else max(size, 1)
+    if 0 < size <= step:  # the usual: one body frame
+        buf += _pack_prefix(FRAME_BODY, channel, size)
+        buf += body
+        buf += _END
+        return 2
     view = memoryview(body)
     for pos in range(0, len(body), step):
         chunk = view[pos : pos + step]

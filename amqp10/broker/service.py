@@ -22,6 +22,7 @@ from anyio.abc import ByteStream, SocketAttribute, TaskStatus
 
 from ..amqp091 import CAPABILITIES, Protocol, ReplyCode, Unsupported, identify_header
 from ..amqp091.negotiate import HEADER_SIZE
+from ..io.direct import DirectDriver
 from ..io.driver import Driver, Signal
 from ..io.net import Listener
 from ..io.tls import server_context
@@ -149,22 +150,15 @@ class _Replay(ByteStream):
         self.inner_stream = stream
         """The wrapped stream (io.net.direct_writer writes to it without this layer)."""
         self._head = head
-        self._sock: socket.socket | None = None
-        if quick_ack and _TCP_QUICKACK is not None:
-            with contextlib.suppress(Exception):
-                self._sock = stream.extra(SocketAttribute.raw_socket)
+        self._ack = _quick_acker(stream) if quick_ack else None
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
         if self._head:
             data, self._head = self._head[:max_bytes], self._head[max_bytes:]
             return data
         data = await self._stream.receive(max_bytes)
-        sock = self._sock
-        if sock is not None and _TCP_QUICKACK is not None:
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, _TCP_QUICKACK, 1)  # the kernel resets it
-            except OSError:
-                self._sock = None
+        if self._ack is not None:
+            self._ack()
         return data
 
     async def send(self, item: bytes) -> None:
@@ -179,6 +173,29 @@ class _Replay(ByteStream):
     @property
     def extra_attributes(self) -> Mapping[Any, Callable[[], Any]]:
         return self._stream.extra_attributes
+
+
+def _quick_acker(stream: ByteStream) -> Callable[[], None] | None:
+    """A call that acknowledges what was read at once (Linux ``TCP_QUICKACK``; the kernel
+    resets it, so it is made after every read); None where there is no such option."""
+    if _TCP_QUICKACK is None:
+        return None
+    option = _TCP_QUICKACK
+    try:
+        sock: socket.socket = stream.extra(SocketAttribute.raw_socket)
+    except Exception:
+        return None
+    broken = False
+
+    def ack() -> None:
+        nonlocal broken
+        if not broken:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, option, 1)
+            except OSError:
+                broken = True
+
+    return ack
 
 
 async def _read_header(stream: ByteStream, timeout: float) -> bytes:
@@ -567,7 +584,13 @@ class BrokerService:
         handler.login_hook = login
         handler.handle(conn.receive_data(head))
         # while paused (publishing blocked) the driver still reads now and then: heartbeats
-        driver: Driver[Any] = Driver(_Replay(stream, quick_ack=True), held, handler.handle, peer=peer, pause_limit=5.0)
+        driver: Driver[Any]
+        if DirectDriver.usable(stream):  # plain TCP: engine fed from the transport's callbacks
+            driver = DirectDriver(
+                stream, held, handler.handle, peer=peer, pause_limit=5.0, on_read=_quick_acker(stream)
+            )
+        else:
+            driver = Driver(_Replay(stream, quick_ack=True), held, handler.handle, peer=peer, pause_limit=5.0)
         handler.wake = driver.flush_soon
         handler.pause = driver.pause_reading
         handler.resume = driver.resume_reading

@@ -123,7 +123,8 @@ class Driver(Generic[EventT]):
         self.bytes_written = 0
         self._on_events = on_events
         self._wake_pending = False
-        self._wake: anyio.Event | None = None
+        self._wake: anyio.Event | None = None  # set while the writer waits (None: it is busy)
+        self._deadline: float | None = None  # the engine's next timer, as the writer last saw it
         self._requested = 0  # flush generations asked for ...
         self._written = 0  # ... and handed to the stream
         self._flushed = Signal()
@@ -320,7 +321,7 @@ class Driver(Generic[EventT]):
         stream = self.stream
         while True:
             self._wake_pending = False
-            deadline = protocol.tick(anyio.current_time())
+            deadline = self._deadline = protocol.tick(anyio.current_time())
             events = protocol.poll_events()
             if events:
                 self._dispatch(events)

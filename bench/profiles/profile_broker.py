@@ -47,7 +47,12 @@ finally:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    p.add_argument("--client", choices=["ours", "proton-c", "proton-py"], default="proton-c")
+    p.add_argument(
+        "--client",
+        choices=["ours", "proton-c", "proton-py", "pika", "rabbitmq-c"],
+        default="proton-c",
+        help="pika and rabbitmq-c speak AMQP 0-9-1 (bench/amqp091_bench.py's workers)",
+    )
     p.add_argument("--count", type=int, default=50_000)
     p.add_argument("--size", type=int, default=100)
     p.add_argument("--settle", default="at-least-once")
@@ -70,10 +75,19 @@ def main(argv: list[str] | None = None) -> int:
         if why:
             print(why, file=sys.stderr)
             return 1
+    import amqp091_bench  # its 0-9-1 workers
+
+    if args.client == "rabbitmq-c":
+        why = amqp091_bench.build_c()
+        if why:
+            print(why, file=sys.stderr)
+            return 1
     factory = {
         "ours": compare.our_worker,
         "proton-c": compare.proton_c_worker,
         "proton-py": compare.proton_python_worker,
+        "pika": amqp091_bench.pika_worker,
+        "rabbitmq-c": amqp091_bench.c_worker_for(1),
     }[args.client]
     tmp = Path(tempfile.mkdtemp(prefix="amqp10-profile-"))
     stats_path = tmp / "broker.prof"

@@ -264,3 +264,40 @@ def test_content_header_beyond_frame_max_is_refused_whole() -> None:
             ch, m.BasicPublish(), BasicProperties(headers={"x": "y" * 5000}), b"body"
         )
     assert pair.client.data_to_send() == b""  # nothing half-written
+
+
+@pytest.mark.parametrize("body", [b"", b"x" * 100, b"y" * 20_000])
+def test_encoded_content_is_the_same_bytes_as_content(body: bytes) -> None:
+    pair = Pair(server={"frame_max": 4096}).open()
+    ch = pair.open_channel()
+    props = BasicProperties(content_type="text/plain", headers={"a": 1})
+    raw = bytearray()
+    props.encode(raw)
+    deliver = m.BasicDeliver(
+        consumer_tag="ctag", delivery_tag=7, redelivered=True, exchange="x", routing_key="rk"
+    )
+    pair.server.send_content(ch, deliver, bytes(raw), body)
+    expected = pair.server.data_to_send()
+    arguments = bytearray()
+    deliver.encode(arguments)
+    pair.server.send_encoded_content(ch, m.BasicDeliver, bytes(arguments), bytes(raw), body)
+    assert pair.server.data_to_send() == expected
+
+
+def test_encoded_content_misuse() -> None:
+    from amqp10.amqp091 import AMQP_0_8
+
+    pair = Pair().open()
+    ch = pair.open_channel()
+    with pytest.raises(ValueError, match="send_method"):
+        pair.server.send_encoded_content(ch, m.BasicQosOk, b"", b"\x00\x00", b"")
+    with pytest.raises(ValueError, match="does not send"):
+        pair.server.send_encoded_content(ch, m.BasicPublish, b"\x00" * 5, b"\x00\x00", b"")
+    with pytest.raises(ValueError, match="frame-max"):
+        pair.server.send_encoded_content(ch, m.BasicDeliver, b"\x00" * 200_000, b"\x00\x00", b"")
+    with pytest.raises(IllegalStateError):
+        pair.server.send_encoded_content(9, m.BasicDeliver, b"", b"\x00\x00", b"")
+    assert pair.server.data_to_send() == b""
+    assert AMQP_0_8.plain_ids(m.BasicDeliver) is not None  # same layout: encoded works
+    assert AMQP_0_8.plain_ids(m.ChannelOpenOk) is None  # 0-8 lays it out otherwise
+    assert AMQP_0_8.plain_ids(m.ConfirmSelect) is None  # 0-8 lacks it

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import itertools
 import os
+import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
@@ -22,10 +23,14 @@ from .message import FORMAT, Content, unpack
 if TYPE_CHECKING:
     from .handler import Amqp091Handler
 
-__all__ = ["REPLY_TO", "BasicConsumer", "ChannelContext", "ChannelError", "HardError"]
+__all__ = ["REPLY_TO", "BasicConsumer", "ChannelContext", "ChannelError", "Encoded", "HardError"]
+
+Encoded = tuple[type[Method], bytes]
+"""A content method as its class and its arguments already encoded (``send_encoded_content``)."""
 
 _ids = itertools.count(1 << 40)  # consumer ids, apart from the 1.0 front end's
 _UNLIMITED: Final = 1 << 30
+_TAG_AND_REDELIVERED = struct.Struct(">QB")  # basic.deliver's delivery-tag and its bit octet
 REPLY_TO: Final = "amq.rabbitmq.reply-to"
 """RabbitMQ's direct reply-to pseudo-queue: consume from it (no-ack), publish with it as reply-to."""
 _replies: dict[str, ChannelContext] = {}
@@ -67,6 +72,9 @@ class BasicConsumer:
         self.active = True
         self.priority = 0
         """Its ``x-priority``: a queue serves higher ones first (core/queues.py)."""
+        raw = tag.encode()
+        self.wire_tag = bytes((len(raw),)) + raw
+        """The consumer tag as a short string (``basic.deliver``'s first argument)."""
 
     def credit(self) -> int:
         ch = self.channel
@@ -123,7 +131,11 @@ class ChannelContext:
     def deliver(self, c: BasicConsumer, node: Node, msg: QueuedMessage) -> None:
         assert isinstance(node, (Queue, Stream))
 
-        def deliver_method(tag: int, redelivered: bool, content: Content) -> Method:
+        encoded = self.handler.encoded_deliver
+
+        def deliver_method(tag: int, redelivered: bool, content: Content) -> Method | Encoded:
+            if encoded and content.address:  # the stored exchange and key, as they are
+                return m.BasicDeliver, c.wire_tag + _TAG_AND_REDELIVERED.pack(tag, redelivered) + content.address
             return m.BasicDeliver(
                 consumer_tag=c.tag,
                 delivery_tag=tag,
@@ -140,14 +152,16 @@ class ChannelContext:
         msg: QueuedMessage,
         c: BasicConsumer | None,
         no_ack: bool,
-        make: Callable[[int, bool, Content], Method],
+        make: Callable[[int, bool, Content], Method | Encoded],
     ) -> None:
-        """Send ``msg`` with the method ``make(tag, redelivered, content)`` (deliver, get-ok)
-        under a new delivery tag; without ``no_ack`` it waits for the client's outcome."""
+        """Send ``msg`` with the method ``make(tag, redelivered, content)`` (deliver, get-ok;
+        or the method's class and its encoded arguments) under a new delivery tag; without
+        ``no_ack`` it waits for the client's outcome."""
         tag = self._take_tag()
         content = unpack(msg.form(FORMAT))
         if not content.exchange and not content.routing_key and node is not None:
             content.routing_key = node.name  # sent straight to the queue (by 1.0): as if by its name
+            content.address = b""
         method = make(tag, msg.delivery_count > 0, content)
         if node is None or no_ack:
             if node is not None:

@@ -69,6 +69,7 @@ from .channel import (
     BasicConsumer,
     ChannelContext,
     ChannelError,
+    Encoded,
     HardError,
     _replies,
     _token,
@@ -202,6 +203,9 @@ class Amqp091Handler:
         self.closed = False
         self._handling = False
         self._confirming: set[int] = set()  # channels with acks to send after this batch
+        self.encoded_deliver = conn.dialect.plain_ids(m.BasicDeliver) is not None
+        """Deliveries go out with their stored exchange and routing key as they are
+        (``send_encoded_content``): this version lays ``basic.deliver`` out as 0-9-1 does."""
         if isinstance(conn, BrokerConnection):
             conn.before_send = self._flush_all_confirms
         broker.connections.add(self)
@@ -237,9 +241,12 @@ class Amqp091Handler:
         except IllegalStateError:
             pass  # the channel or the connection is closing: nothing more goes out
 
-    def send_content(self, channel: int, method: Method, properties: bytes, body: bytes) -> None:
+    def send_content(self, channel: int, method: Method | Encoded, properties: bytes, body: bytes) -> None:
         try:
-            self.conn.send_content(channel, method, properties, body)
+            if isinstance(method, tuple):
+                self.conn.send_encoded_content(channel, method[0], method[1], properties, body)
+            else:
+                self.conn.send_content(channel, method, properties, body)
         except IllegalStateError:
             pass
         self.wake_if_idle()

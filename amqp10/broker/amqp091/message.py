@@ -48,14 +48,19 @@ AMQP_CONTENT_TYPE: Final = "message/vnd.rabbitmq.amqp"
 class Content:
     """A 0-9-1 message taken apart: where it was published, its properties, its body."""
 
-    __slots__ = ("body", "exchange", "properties", "routing_key")
+    __slots__ = ("address", "body", "exchange", "properties", "routing_key")
 
-    def __init__(self, exchange: str, routing_key: str, properties: bytes, body: bytes) -> None:
+    def __init__(
+        self, exchange: str, routing_key: str, properties: bytes, body: bytes, address: bytes = b""
+    ) -> None:
         self.exchange = exchange
         self.routing_key = routing_key
         self.properties = properties
         """The content header's property flags and list (raw, as on the wire)."""
         self.body = body
+        self.address = address
+        """Exchange and routing key as two short strings, as ``basic.deliver`` ends (b"":
+        not known, or no longer what ``exchange`` and ``routing_key`` say)."""
 
 
 def pack(exchange: str, routing_key: str, properties: bytes, body: bytes) -> bytes:
@@ -73,9 +78,10 @@ def unpack(data: bytes) -> Content:
     n = data[pos]
     routing_key = data[pos + 1 : pos + 1 + n].decode()
     pos += 1 + n
+    address = data[:pos]
     (plen,) = _U32.unpack_from(data, pos)
     pos += 4
-    return Content(exchange, routing_key, data[pos : pos + plen], data[pos + plen :])
+    return Content(exchange, routing_key, data[pos : pos + plen], data[pos + plen :], address)
 
 
 class Amqp091Message(QueuedMessage):

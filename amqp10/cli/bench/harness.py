@@ -30,6 +30,7 @@ then padding.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import math
@@ -66,6 +67,7 @@ __all__ = [
     "run_bench",
     "start_our_broker",
     "worker_argv",
+    "worker_parser",
 ]
 
 SETTLE_MODES = ("at-least-once", "at-most-once")
@@ -290,9 +292,18 @@ class BrokerProcess:
 
 
 def start_our_broker(
-    data_dir: str, *, extra_config: str = "", python: str = sys.executable
+    data_dir: str,
+    *,
+    extra_config: str = "",
+    python: str = sys.executable,
+    env: dict[str, str] | None = None,
+    name: str = "amqp10 broker",
 ) -> BrokerProcess:
-    """Our broker on an ephemeral port, storing into ``data_dir``."""
+    """Our broker on an ephemeral port, storing into ``data_dir``.
+
+    ``env``: the broker's environment (``PYTHONPATH`` naming another source tree
+    runs that tree's broker, for an A/B).
+    """
     config = os.path.join(data_dir, "bench-broker.toml")
     with open(config, "w") as f:
         f.write(BROKER_CONFIG + extra_config)
@@ -308,7 +319,7 @@ def start_our_broker(
         "--config",
         config,
     ]
-    return BrokerProcess(argv, name="amqp10 broker")
+    return BrokerProcess(argv, name=name, env=env)
 
 
 # =====================================================================================
@@ -353,6 +364,23 @@ def worker_argv(program: list[str], role: str, url: str, cfg: BenchConfig, count
     if cfg.durable:
         argv.append("--durable")
     return argv
+
+
+def worker_parser(
+    prog: str | None = None, description: str | None = None
+) -> argparse.ArgumentParser:
+    """The command line :func:`worker_argv` writes, as a worker reads it (add your own options)."""
+    p = argparse.ArgumentParser(prog=prog, description=description)
+    p.add_argument("role", choices=["producer", "consumer"])
+    p.add_argument("--url", required=True)
+    p.add_argument("--address", default="bench")
+    p.add_argument("--count", type=int, required=True)
+    p.add_argument("--size", type=int, default=100)
+    p.add_argument("--settle", choices=SETTLE_MODES, default="at-least-once")
+    p.add_argument("--credit", type=int, default=1000)
+    p.add_argument("--durable", action="store_true")
+    p.add_argument("--timeout", type=float, default=120.0)
+    return p
 
 
 def our_worker(role: str, index: int, url: str, cfg: BenchConfig, count: int) -> WorkerSpec:

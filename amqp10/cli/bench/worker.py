@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from .harness import MIN_SIZE, SETTLE_MODES, STAMP, BenchError
+from .harness import MIN_SIZE, STAMP, BenchError, worker_parser
 
 __all__ = ["main", "payload_for"]
 
@@ -184,18 +184,7 @@ async def _consumer(ns: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one worker with the harness's command line ``argv``; the exit code."""
-    p = argparse.ArgumentParser(
-        prog="python -m amqp10.cli.bench.worker", description="an amqp10 bench worker"
-    )
-    p.add_argument("role", choices=["producer", "consumer"])
-    p.add_argument("--url", required=True)
-    p.add_argument("--address", default="bench")
-    p.add_argument("--count", type=int, required=True)
-    p.add_argument("--size", type=int, default=100)
-    p.add_argument("--settle", choices=SETTLE_MODES, default="at-least-once")
-    p.add_argument("--credit", type=int, default=1000)
-    p.add_argument("--durable", action="store_true")
-    p.add_argument("--timeout", type=float, default=120.0)
+    p = worker_parser("python -m amqp10.cli.bench.worker", "an amqp10 bench worker")
     p.add_argument(
         "--until-stopped", action="store_true", help="consumer: run until 'stop' on stdin"
     )

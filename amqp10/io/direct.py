@@ -1,0 +1,267 @@
+"""A :class:`Driver` that feeds the engine from asyncio's protocol callbacks: no task switch per read.
+
+The plain :class:`Driver` reads with ``await stream.receive()`` and writes from a
+writer task woken by :meth:`Driver.flush_soon`: for each burst a peer sends, the
+reader task wakes (and anyio re-registers the socket with epoll twice), then the
+writer task wakes. With a client that waits for each answer (pika's
+``BlockingConnection`` with publisher confirms: one message per round trip) those
+task switches were most of the broker's CPU per message.
+
+:class:`DirectDriver` serves the same engine over a plain TCP stream of anyio's
+asyncio backend. While it runs it puts its own :class:`asyncio.Protocol` on the
+stream's transport: ``data_received`` hands the bytes to the engine and the events
+to the owner at once, and :meth:`flush_soon` schedules one plain callback
+(``loop.call_soon``) that writes everything the engine queued with one
+``transport.write`` - after every other callback of that loop turn, so a burst of
+deliveries to this connection still goes out in one system call. The writer task
+of :class:`Driver` stays, for the timers (heartbeats) and for writing while the
+transport's buffer is over its high-water mark (``pause_writing``: the engine keeps
+its output until the kernel has taken the backlog).
+
+:meth:`DirectDriver.usable` says whether a stream qualifies (anyio's asyncio
+``SocketStream``, not TLS, not a WebSocket); the broker falls back to
+:class:`Driver` otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+from anyio.abc import ByteStream
+
+from .. import errors
+from .driver import Driver, EngineProtocol, EventCallback, EventT, Signal
+
+__all__ = ["DirectDriver"]
+
+log = logging.getLogger("amqp10.io")
+
+WRITE_HIGH_WATER = 256 * 1024
+"""Bytes the transport may buffer before the engine keeps its output (back-pressure)."""
+
+
+class _Feed(asyncio.Protocol):
+    """The transport's protocol while a :class:`DirectDriver` runs.
+
+    Write pauses and the connection's loss are passed on to anyio's own protocol too,
+    so that a ``stream.send()`` (the writer task's) waits and fails as anyio's would.
+    """
+
+    def __init__(self, driver: DirectDriver[Any], anyio_protocol: Any) -> None:
+        self.driver = driver
+        self.anyio_protocol = anyio_protocol
+
+    def data_received(self, data: bytes) -> None:
+        self.driver._on_data(data)
+
+    def eof_received(self) -> bool:
+        self.driver._on_eof(None)
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.anyio_protocol.connection_lost(exc)
+        self.driver._on_eof(exc)
+
+    def pause_writing(self) -> None:
+        self.anyio_protocol.pause_writing()
+        self.driver._write_paused = True
+
+    def resume_writing(self) -> None:
+        self.anyio_protocol.resume_writing()
+        self.driver._write_paused = False
+        self.driver.flush_soon()
+
+
+class DirectDriver(Driver[EventT]):
+    """:class:`Driver` with reads from protocol callbacks and writes from a loop callback.
+
+    ``on_read`` (optional) is called after each chunk is read (the broker sets
+    ``TCP_QUICKACK`` there). Everything else is as :class:`Driver`.
+    """
+
+    @staticmethod
+    def usable(stream: ByteStream) -> bool:
+        """True if ``stream`` is a plain TCP stream of anyio's asyncio backend."""
+        tp = type(stream)
+        if tp.__module__ != "anyio._backends._asyncio" or tp.__name__ != "SocketStream":
+            return False
+        transport = getattr(stream, "_transport", None)
+        protocol = getattr(stream, "_protocol", None)
+        return (
+            isinstance(transport, asyncio.Transport)
+            and hasattr(protocol, "read_queue")
+            and hasattr(protocol, "is_at_eof")
+        )
+
+    def __init__(
+        self,
+        stream: ByteStream,
+        protocol: EngineProtocol[EventT],
+        on_events: EventCallback[EventT],
+        *,
+        peer: str = "peer",
+        pause_limit: float | None = None,
+        on_read: Callable[[], None] | None = None,
+    ) -> None:
+        if not self.usable(stream):
+            raise ValueError("DirectDriver needs a plain TCP stream of anyio's asyncio backend")
+        super().__init__(stream, protocol, on_events, peer=peer, pause_limit=pause_limit)
+        self._transport: asyncio.Transport = getattr(stream, "_transport")  # noqa: B009
+        self._anyio_protocol: Any = getattr(stream, "_protocol")  # noqa: B009
+        self._on_read = on_read
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._installed = False
+        self._write_paused = False
+        self._flush_scheduled = False
+        self._read_done = Signal()
+        self._peek: asyncio.TimerHandle | None = None
+
+    # -- the owner's calls ------------------------------------------------------------------
+    def flush_soon(self) -> None:
+        self._wake_pending = True
+        if not self._installed or self._write_paused or self._eof:
+            if self._wake is not None:
+                self._wake.set()
+            return
+        if not self._flush_scheduled and self._loop is not None:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush_now)
+
+    def pause_reading(self) -> None:
+        if self._paused:
+            return
+        self._paused = True
+        if self._installed and not self._eof:
+            self._transport.pause_reading()
+            self._arm_peek()
+
+    def resume_reading(self) -> None:
+        if not self._paused:
+            return
+        self._paused = False
+        self._resumed.fire()
+        if self._peek is not None:
+            self._peek.cancel()
+            self._peek = None
+        if self._installed and not self._eof:
+            self._transport.resume_reading()
+
+    # -- reading ----------------------------------------------------------------------------
+    async def _read_loop(self) -> None:
+        """Put the protocol on the transport, feed what anyio had read, then wait for EOF."""
+        self._loop = asyncio.get_running_loop()
+        anyio_protocol = self._anyio_protocol
+        leftovers = list(anyio_protocol.read_queue)
+        anyio_protocol.read_queue.clear()
+        ended = anyio_protocol.is_at_eof or anyio_protocol.exception is not None
+        transport = self._transport
+        transport.pause_reading()
+        transport.set_protocol(_Feed(self, anyio_protocol))
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        self._installed = True
+        for chunk in leftovers:
+            if self._eof:
+                break
+            self._on_data(chunk)
+        if ended:
+            self._on_eof(anyio_protocol.exception)
+        elif not self._eof:
+            if self._paused:
+                self._arm_peek()
+            else:
+                transport.resume_reading()
+        while not self._eof:
+            await self._read_done.wait()
+
+    def _on_data(self, data: bytes) -> None:
+        if self._eof or self._scope is None:
+            return
+        self.reads += 1
+        self.bytes_read += len(data)
+        if self._on_read is not None:
+            self._on_read()
+        try:
+            events = self.protocol.receive_data(data)
+        except Exception as exc:  # an engine bug: stop this connection, not the loop
+            log.exception("error while reading from %s", self.peer)
+            self.abort(
+                errors.ConnectionError(
+                    f"connection to {self.peer} stopped: internal error: {exc!r}"
+                )
+            )
+            return
+        if events:
+            self._dispatch(events)
+        self.flush_soon()
+        if self.protocol.is_closed:
+            self._stop_reading()
+        elif self._paused:
+            self._transport.pause_reading()
+            self._arm_peek()
+
+    def _on_eof(self, exc: Exception | None) -> None:
+        if self._eof or self._scope is None:
+            return  # closing already (our own aclose), or not running
+        if exc is None:
+            self._io_failed(anyio.EndOfStream(), "read")
+        else:
+            self._io_failed(exc, "read")
+        self._stop_reading()
+
+    def _stop_reading(self) -> None:
+        self._eof = True
+        if self._peek is not None:
+            self._peek.cancel()
+            self._peek = None
+        self._read_done.fire()
+        if self._wake is not None:
+            self._wake.set()
+
+    def _arm_peek(self) -> None:
+        """While paused, take one chunk every ``pause_limit`` seconds (the peer's heartbeats)."""
+        if self.pause_limit and self._peek is None and self._loop is not None:
+            self._peek = self._loop.call_later(self.pause_limit, self._peek_once)
+
+    def _peek_once(self) -> None:
+        self._peek = None
+        if self._paused and not self._eof:
+            self._transport.resume_reading()  # _on_data pauses again after one chunk
+
+    # -- writing ----------------------------------------------------------------------------
+    def _flush_now(self) -> None:
+        self._flush_scheduled = False
+        if self._wake is None or self._scope is None or self._write_paused or self._eof:
+            # the writer task is busy (in a send: what it took must go out first), or
+            # the stream is ending or full: the writer takes it from here
+            self._wake_pending = True
+            if self._wake is not None:
+                self._wake.set()
+            return
+        protocol = self.protocol
+        self._wake_pending = False
+        assert self._loop is not None
+        deadline = protocol.tick(self._loop.time())
+        events = protocol.poll_events()
+        if events:
+            self._dispatch(events)
+        generation = self._requested
+        data = protocol.data_to_send()
+        if data:
+            try:
+                self._transport.write(data)
+            except (RuntimeError, OSError) as exc:
+                self._io_failed(exc, "write")
+                self._stop_reading()
+                return
+            self.writes += 1
+            self.bytes_written += len(data)
+        self._written = generation
+        self._flushed.fire()
+        armed = self._deadline
+        if protocol.is_closed or (deadline is not None and (armed is None or deadline < armed)):
+            if self._wake is not None:  # the writer re-arms its timer (or ends)
+                self._wake.set()

@@ -1,0 +1,246 @@
+"""DirectDriver over real sockets: what anyio had read first, batching, pauses, back-pressure, EOF."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+from anyio.abc import ByteStream
+
+from amqp10.io import Driver, Listener, Signal, connect_stream
+from amqp10.io.direct import DirectDriver
+from tests.client.helpers import WAIT, no_leftover_tasks, wait_for
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> Any:
+    return "asyncio"  # DirectDriver is for asyncio's transports; on trio the broker uses Driver
+
+
+class Echo:
+    """An engine: each line it receives is answered upper-cased; ``quit`` closes it.
+
+    ``copies``: answer each line that many times (each answer its own ``flush_soon``).
+    ``deadline``: what ``tick`` returns until it has passed (then it counts as fired).
+    """
+
+    def __init__(self, copies: int = 1) -> None:
+        self.copies = copies
+        self.pending = b""
+        self.out = bytearray()
+        self.lines: list[bytes] = []
+        self.closed = False
+        self.eof = False
+        self.ticks = 0
+        self.fired = 0
+        self.deadline: float | None = None
+        self.flush: Callable[[], None] = lambda: None
+
+    def receive_data(self, data: bytes) -> list[bytes]:
+        if not data:
+            self.eof = self.closed = True
+            return [b""]
+        self.pending += data
+        *lines, self.pending = self.pending.split(b"\n")
+        return lines
+
+    def answer(self, lines: list[bytes]) -> None:
+        for line in lines:
+            self.lines.append(line)
+            if line == b"quit":
+                self.closed = True
+                self.out += b"BYE\n"
+                self.flush()
+                continue
+            for _ in range(self.copies):
+                self.out += line.upper() + b"\n"
+                self.flush()
+
+    def data_to_send(self) -> bytes:
+        data, self.out = bytes(self.out), bytearray()
+        return data
+
+    def tick(self, now: float) -> float | None:
+        self.ticks += 1
+        if self.deadline is not None and now >= self.deadline:
+            self.fired += 1  # a timer that fires once (as a heartbeat's, re-armed later)
+            self.deadline = None
+        return self.deadline
+
+    def poll_events(self) -> list[bytes]:
+        return []
+
+    @property
+    def is_closed(self) -> bool:
+        return self.closed and not self.out
+
+
+@asynccontextmanager
+async def served(
+    engine: Echo, *, head: int = 0, pause_limit: float | None = None
+) -> AsyncIterator[tuple[socket.socket, list[DirectDriver[bytes]], Signal]]:
+    """A listener whose first connection is served by a DirectDriver over ``engine``
+    (after ``head`` bytes were read with ``stream.receive``, as the broker reads the
+    protocol header); yields a blocking client socket, the driver (once made) and a
+    signal fired on every batch of events."""
+    drivers: list[DirectDriver[bytes]] = []
+    changed = Signal()
+
+    def on_events(events: list[bytes]) -> None:
+        engine.answer([e for e in events if e])
+        changed.fire()
+
+    async def handle(stream: ByteStream, peer: str) -> None:
+        got = b""
+        while len(got) < head:
+            got += await stream.receive(head - len(got))
+        assert DirectDriver.usable(stream)
+        d = DirectDriver(stream, engine, on_events, peer=peer, pause_limit=pause_limit)
+        engine.flush = d.flush_soon
+        engine.out += b"HEAD " + got + b"\n" if head else b""
+        drivers.append(d)
+        changed.fire()
+        await d.run()
+        changed.fire()
+
+    async with no_leftover_tasks():
+        listener = await Listener.bind("127.0.0.1", 0)
+        async with anyio.create_task_group() as tg:
+            await tg.start(listener.serve, handle, tg)
+            client = socket.create_connection(("127.0.0.1", listener.port), timeout=WAIT)
+            try:
+                yield client, drivers, changed
+            finally:
+                client.close()
+                await listener.aclose()
+                tg.cancel_scope.cancel()
+
+
+async def recv_until(client: socket.socket, end: bytes) -> bytes:
+    data = b""
+    with anyio.fail_after(WAIT):
+        while not data.endswith(end):
+            chunk = await anyio.to_thread.run_sync(client.recv, 1 << 20)
+            assert chunk, f"connection ended after {data[-200:]!r}"
+            data += chunk
+    return data
+
+
+async def test_what_anyio_read_before_the_driver_is_fed_first() -> None:
+    engine = Echo()
+    async with served(engine, head=4) as (client, drivers, changed):
+        client.sendall(b"HDR!one\ntwo\n")  # one segment: anyio holds "one\ntwo\n" after the head
+        assert await recv_until(client, b"TWO\n") == b"HEAD HDR!\nONE\nTWO\n"
+        client.sendall(b"three\nquit\n")
+        assert (await recv_until(client, b"BYE\n")).endswith(b"THREE\nBYE\n")
+        await wait_for(changed, lambda: drivers[0].done)
+        assert drivers[0].error is None
+        assert engine.lines == [b"one", b"two", b"three", b"quit"]
+
+
+async def test_a_burst_of_answers_is_one_write() -> None:
+    engine = Echo(copies=200)
+    async with served(engine) as (client, drivers, changed):
+        client.sendall(b"x\n")
+        data = await recv_until(client, b"X\n" * 200)
+        assert data == b"X\n" * 200
+        assert drivers[0].writes == 1  # 200 flush_soon calls, one transport.write
+
+
+async def test_paused_reading_resumes_and_peeks_for_heartbeats() -> None:
+    engine = Echo()
+    async with served(engine, pause_limit=0.3) as (client, drivers, changed):
+        client.sendall(b"a\n")
+        await recv_until(client, b"A\n")
+        d = drivers[0]
+        d.pause_reading()
+        assert d.reading_paused
+        client.sendall(b"b\n")
+        await anyio.sleep(0.1)
+        assert engine.lines == [b"a"]  # held while paused...
+        await recv_until(client, b"B\n")  # ... but one chunk is taken after pause_limit
+        client.sendall(b"c\n")
+        await anyio.sleep(0.1)
+        assert engine.lines == [b"a", b"b"]
+        d.resume_reading()
+        await recv_until(client, b"C\n")
+        assert engine.lines == [b"a", b"b", b"c"]
+
+
+async def test_a_slow_reader_gets_everything_in_order() -> None:
+    engine = Echo(copies=1000)  # 10 MB in answer to one line: far over the buffers
+    line = b"y" * 10_000
+    async with served(engine) as (client, drivers, changed):
+        client.sendall(line + b"\n")
+        with anyio.fail_after(WAIT):
+            while not (drivers and drivers[0]._write_paused):  # the socket is full
+                await anyio.sleep(0.01)
+        client.sendall(b"z\n")  # answered while the transport holds megabytes
+        expected = (line.upper() + b"\n") * 1000 + b"Z\n" * 1000
+        data = await recv_until(client, b"Y\n" + b"Z\n" * 1000)
+        assert len(data) == len(expected) and data == expected
+
+
+async def test_the_peer_closing_ends_the_driver_cleanly() -> None:
+    engine = Echo()
+    async with served(engine) as (client, drivers, changed):
+        client.sendall(b"a\n")
+        await recv_until(client, b"A\n")
+        client.shutdown(socket.SHUT_WR)
+        await wait_for(changed, lambda: bool(drivers) and drivers[0].done)
+        assert engine.eof and drivers[0].error is None
+
+
+async def test_the_writer_still_runs_the_timers() -> None:
+    engine = Echo()
+    async with served(engine) as (client, drivers, changed):
+        client.sendall(b"a\n")
+        await recv_until(client, b"A\n")
+        engine.deadline = anyio.current_time() + 0.05  # sooner than the writer's (none)
+        client.sendall(b"b\n")  # a direct flush sees the earlier deadline: the writer re-arms
+        await recv_until(client, b"B\n")
+        with anyio.fail_after(WAIT):
+            while not engine.fired:
+                await anyio.sleep(0.02)
+        assert engine.fired == 1 and engine.deadline is None
+
+
+def test_only_plain_asyncio_tcp_streams_qualify() -> None:
+    class Other(ByteStream):
+        async def receive(self, max_bytes: int = 65536) -> bytes:
+            return b""
+
+        async def send(self, item: bytes) -> None:
+            pass
+
+        async def send_eof(self) -> None:
+            pass
+
+        async def aclose(self) -> None:
+            pass
+
+    assert not DirectDriver.usable(Other())
+    with pytest.raises(ValueError, match="plain TCP stream"):
+        DirectDriver(Other(), Echo(), lambda events: None)
+    assert issubclass(DirectDriver, Driver)
+
+
+async def test_connect_stream_gives_a_usable_stream() -> None:
+    listener = await Listener.bind("127.0.0.1", 0)
+    async with anyio.create_task_group() as tg:
+
+        async def handle(stream: ByteStream, peer: str) -> None:
+            await stream.aclose()
+
+        await tg.start(listener.serve, handle, tg)
+        stream = await connect_stream("127.0.0.1", listener.port, timeout=WAIT)
+        assert DirectDriver.usable(stream)
+        await stream.aclose()
+        await listener.aclose()
+        tg.cancel_scope.cancel()
