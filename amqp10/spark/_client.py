@@ -34,6 +34,8 @@ __all__ = [
     "BrokerClient",
     "DataLossError",
     "StreamInfo",
+    "connect_failure",
+    "link_refusal",
     "read_range",
 ]
 
@@ -73,6 +75,9 @@ class BrokerClient:
             self._conn: Connection = self._stack.enter_context(
                 self._portal.wrap_async_context_manager(_connected(options.url, kwargs))
             )
+        except errors.AMQPError as exc:
+            self._stack.close()
+            raise connect_failure(exc, options) from None
         except BaseException:
             self._stack.close()
             raise
@@ -135,9 +140,12 @@ class BrokerClient:
         return self.call(self._open_receiver, source, mode)
 
     async def _open_receiver(self, source: Source, mode: SettleMode) -> Receiver:
-        return await self._conn.open_receiver(
-            source.address, source=source, credit=0, settle_mode=mode, timeout=self.timeout
-        )
+        try:
+            return await self._conn.open_receiver(
+                source.address, source=source, credit=0, settle_mode=mode, timeout=self.timeout
+            )
+        except errors.LinkError as exc:
+            raise link_refusal(exc, self.options, str(source.address), "read") from None
 
     def fetch(self, receiver: Receiver, want: int, prefetch: int) -> list[bytes]:
         """Receive ``want`` messages that are known to exist (a stream range), then grant ``prefetch``.
@@ -226,9 +234,15 @@ class BrokerClient:
         sender = self._senders.get(key)
         if sender is None or not sender.is_open:
             target = Target(address=address, capabilities=[STREAM_CAPABILITY] if stream else None)
-            sender = await self._conn.open_sender(
-                address, settle_mode=SettleMode.AT_LEAST_ONCE, target=target, timeout=self.timeout
-            )
+            try:
+                sender = await self._conn.open_sender(
+                    address,
+                    settle_mode=SettleMode.AT_LEAST_ONCE,
+                    target=target,
+                    timeout=self.timeout,
+                )
+            except errors.LinkError as exc:
+                raise link_refusal(exc, self.options, address, "write") from None
             self._senders[key] = sender
         return sender
 
@@ -255,6 +269,49 @@ class BrokerClient:
                 f"{len(failed)} message(s) to {address!r} were not accepted: {failed[0]!r}",
                 outcome=failed[0],
             )
+
+
+def connect_failure(exc: errors.AMQPError, options: SourceOptions) -> errors.AMQPError:
+    """``exc`` (connecting failed) as one line that names the option to fix."""
+    where = options.safe_url
+    if isinstance(exc, errors.AuthenticationError):
+        return errors.AuthenticationError(
+            f"the broker at {where} refused the login (wrong user name or password, or a SASL "
+            "mechanism it does not offer): check options 'user' and 'password' (or the "
+            "credentials in 'url')",
+            condition=exc.condition,
+        )
+    if isinstance(exc, errors.TLSError):
+        return errors.TLSError(
+            f"TLS with the broker at {where} failed ({exc}): check options 'ca', 'cert', 'key'",
+            condition=exc.condition,
+        )
+    if isinstance(exc, errors.ConnectionError):
+        return errors.ConnectError(
+            f"cannot reach the broker at {where} ({exc}): is it running there? check option 'url'",
+            condition=exc.condition,
+        )
+    return exc
+
+
+def link_refusal(
+    exc: errors.LinkError, options: SourceOptions, address: str, verb: str
+) -> errors.LinkError:
+    """The broker refused a link to ``address``: one line that names the option to fix."""
+    where = options.safe_url
+    if exc.condition == "amqp:not-found":
+        text = (
+            f"there is no node {address!r} on the broker at {where}: check option 'address' "
+            "(or create the node first)"
+        )
+    elif exc.condition == "amqp:unauthorized-access":
+        text = (
+            f"the broker at {where} does not let this user {verb} {address!r}: check option "
+            "'user', or the broker's permissions"
+        )
+    else:
+        text = f"the broker at {where} refused to let us {verb} {address!r}: {exc}"
+    return errors.LinkError(text, condition=exc.condition, description=exc.description)
 
 
 def read_range(
