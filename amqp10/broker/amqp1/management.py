@@ -40,6 +40,7 @@ from ..core import (
     ModelError,
     Node,
     NotFound,
+    PartitionedStream,
     QueuedMessage,
     RuntimePolicy,
     Stream,
@@ -160,7 +161,7 @@ class Management(Node):
     # -- operations ------------------------------------------------------------------------
     def _stream_info(self, args: Mapping[str, Any]) -> Reply:
         node = self.vhost.nodes.get(str(args.get("address")))
-        if isinstance(node, Stream):
+        if isinstance(node, (Stream, PartitionedStream)):
             return 200, node.info()
         return 404, {"error": f"no stream at {args.get('address')!r}"}
 
