@@ -24,6 +24,7 @@ from .. import errors
 from ..client import Connection, Delivery, Outcome, Receiver, Sender, SettleMode, connect
 from ..message import LazyMessage, Message
 from ..types import Accepted, Released, Source, Target, symbol, timestamp
+from .offsets import StreamInfo, address_of
 from .options import ConnectKwargs, SourceOptions, StartSpec
 from .rows import AnyMessage, message_offset, open_message
 
@@ -45,8 +46,6 @@ MANAGEMENT_ADDRESS = "$management"
 STREAM_OFFSET_FILTER = symbol("amqp10:stream-offset")
 STREAM_CAPABILITY = symbol("stream")
 
-StreamInfo = dict[str, int]
-"""``{"first": oldest retained offset, "next": offset of the next message, "count", "bytes"}``."""
 
 CHUNK = 5000
 """Credit granted per round: a chunk of messages in flight per receiver (two, with the prefetch)."""
@@ -107,6 +106,18 @@ class BrokerClient:
         if status != 200 or not isinstance(body, dict):
             return None
         return {str(k): int(v) for k, v in body.items()}
+
+    def stream_infos(self, address: str) -> list[StreamInfo] | None:
+        """The stream-info of each partition of the stream at ``address`` (one, if it is not
+        partitioned); None if ``address`` is not a stream."""
+        info = self.stream_info(address)
+        if info is None:
+            return None
+        n = info.get("partitions", 1)
+        if n == 1:
+            return [info]
+        empty: StreamInfo = {"first": 0, "next": 0, "count": 0, "bytes": 0}
+        return [self.stream_info(address_of(address, k, n)) or dict(empty) for k in range(n)]
 
     async def _request(self, request: Message) -> Message:
         return await self._conn.request(MANAGEMENT_ADDRESS, request, timeout=self.timeout)
