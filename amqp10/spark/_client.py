@@ -357,7 +357,15 @@ def read_range(
         pos = start
         while pos < end and want > 0:
             prefetch = min(CHUNK, total - granted)
-            batch = client.fetch(receiver, want, prefetch)
+            try:
+                batch = client.fetch(receiver, want, prefetch)
+            except errors.ConnectionError as exc:
+                raise errors.ConnectionError(
+                    f"lost the broker at {client.options.safe_url} while reading stream "
+                    f"{address!r} at offset {pos} of [{start}, {end}) ({exc}): this batch fails, "
+                    "and reads the same offsets when Spark runs it again",
+                    condition=exc.condition,
+                ) from None
             granted += prefetch
             offsets: list[int] = []
             messages: list[AnyMessage] = []

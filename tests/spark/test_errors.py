@@ -8,15 +8,22 @@ check below finds it whole on one line of what Spark raises.
 from __future__ import annotations
 
 import re
+import signal
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from amqp10 import errors
 from amqp10.broker.config import AddressRule, BrokerConfig, Listener, SaslConfig, StoreConfig
 from amqp10.broker.users import add_user
+from amqp10.message import Message
+from amqp10.spark._client import CHUNK, BrokerClient, read_range
+from amqp10.spark.options import SourceOptions
 from tests.broker.conftest import RunningBroker, start_broker
+from tests.broker.test_crash import start
 
 from .conftest import load
 
@@ -94,3 +101,33 @@ def test_unknown_node(spark: Any, strict: RunningBroker) -> None:
 def test_bad_option(spark: Any, url: str) -> None:
     line = r".*OptionError: option 'maxOffsetsPerTrigger' must be a whole number, not 'many'"
     read_fails(spark, url, "events-opt", line, maxOffsetsPerTrigger="many")
+
+
+def test_broker_gone_mid_read_fails_the_read_at_once(tmp_path: Path) -> None:
+    """SIGKILL of the broker while a range is half read: the read raises, it does not wait."""
+    config = tmp_path / "broker.toml"
+    config.write_text('[[addresses]]\npattern = "ev*"\nkind = "stream"\n')
+    proc, port = start(tmp_path, extra=["--config", str(config)])
+    try:
+        options = SourceOptions.parse({"url": f"amqp://127.0.0.1:{port}", "address": "ev"})
+        total = 3 * CHUNK  # the first chunk, one prefetched, and one the broker must still send
+        with BrokerClient(options) as client:
+            client.publish("ev", [Message(body=f"m{i}").encode() for i in range(total)])
+        with BrokerClient(options) as client:
+            chunks = read_range(client, "ev", 0, total)
+            offsets, _ = next(chunks)
+            assert offsets == list(range(CHUNK))
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(10)
+            with pytest.raises(errors.ConnectionError) as info:  # not a TimeoutError: no waiting
+                for _ in chunks:
+                    pass
+    finally:
+        proc.kill()
+        proc.wait(10)
+    one_line(
+        info.value,
+        rf"lost the broker at amqp://127\.0\.0\.1:{port} while reading stream 'ev' at offset "
+        rf"\d+ of \[0, {total}\) \(.*\): this batch fails, and reads the same offsets when Spark "
+        "runs it again",
+    )
