@@ -21,6 +21,7 @@ import pytest
 
 from amqp10.message import Message
 from amqp10.spark._client import BrokerClient
+from amqp10.spark.offsets import from_spark
 from amqp10.spark.options import SourceOptions
 from tests.broker.test_crash import start
 
@@ -54,9 +55,9 @@ def publish(url: str, messages: list[Message]) -> None:
 
 
 def planned(checkpoint: Path, batch: int) -> int:
-    """The end offset Spark's offset log holds for ``batch`` (its last line: ``{"offset": N}``)."""
+    """The end offset Spark's offset log holds for ``batch`` (its last line, the source's offset)."""
     lines = (checkpoint / "offsets" / str(batch)).read_text().splitlines()
-    return int(json.loads(lines[-1])["offset"])
+    return from_spark(json.loads(lines[-1]))[0]
 
 
 def run_job(url: str, checkpoint: Path, sink: Path, *extra: str) -> subprocess.Popen[bytes]:
