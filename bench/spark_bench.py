@@ -12,6 +12,9 @@ Starts a broker in a subprocess (a temporary store) and a local Spark session
                    (a receiver with a credit window of 10,000): the source's reference
 - source, batch:   ``spark.read`` of the whole stream into Spark's ``noop`` sink,
                    all columns, then ``columns=offset,body``
+- partitions:      the same messages in streams of 2 and 4 partitions (published
+                   to the stream's address, round robin; untimed), each read
+                   whole as above, all columns
 - no-op source:    a Python data source that makes as many rows (an offset and
                    a 100-byte body) without any I/O, as tuples and as Arrow
                    batches: the ceiling of a Python source in this session
@@ -65,6 +68,16 @@ commit_interval_ms = 2.0
 [[addresses]]
 pattern = "bench-stream-*"
 kind = "stream"
+
+[[addresses]]
+pattern = "bench-p2-*"
+kind = "stream"
+policy = { partitions = 2 }
+
+[[addresses]]
+pattern = "bench-p4-*"
+kind = "stream"
+policy = { partitions = 4 }
 
 [[addresses]]
 pattern = "bench-out-*"
@@ -268,6 +281,8 @@ STEPS = [
     ("client read (receiver, credit 10k)", None),
     ("source, batch, all columns", "client read (receiver, credit 10k)"),
     ("source, batch, columns=offset,body", "client read (receiver, credit 10k)"),
+    ("source, batch, 2 partitions", "client read (receiver, credit 10k)"),
+    ("source, batch, 4 partitions", "client read (receiver, credit 10k)"),
     ("no-op source, tuples", "client read (receiver, credit 10k)"),
     ("no-op source, Arrow", "client read (receiver, credit 10k)"),
     ("source, streaming (availableNow)", "client read (receiver, credit 10k)"),
@@ -416,6 +431,18 @@ def main() -> int:
                     .save()
                 ),
             )
+            for parts in (2, 4):
+                spread = f"bench-p{parts}-{run}"
+                anyio.run(
+                    lambda spread=spread: client_publish(url, spread, n, args.size, stream=True)
+                )
+                read_with_client()
+                step(
+                    f"source, batch, {parts} partitions",
+                    lambda spread=spread: (
+                        reader(spread).write.format("noop").mode("overwrite").save()
+                    ),
+                )
             for kind in ("rows", "arrow"):
                 step(
                     f"no-op source, {'tuples' if kind == 'rows' else 'Arrow'}",

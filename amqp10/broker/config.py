@@ -239,6 +239,14 @@ class QueuePolicy(_Model):
     duplicate_window: int = Field(
         default=0, ge=0, description="message-ids remembered for duplicate detection"
     )
+    partitions: int = Field(
+        default=1,
+        ge=1,
+        le=1024,
+        description="streams: more than 1 makes a partitioned stream, each partition a stream at "
+        "<address>/partition/<K> with its own offsets; messages placed by their "
+        "x-opt-partition-key annotation (crc32 mod N), else round robin",
+    )
 
     @property
     def overflow_mode(self) -> Literal["block", "drop", "reject"]:

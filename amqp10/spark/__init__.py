@@ -38,6 +38,7 @@ def _check_pyspark() -> None:
 _check_pyspark()
 
 from .functions import body_json, body_text  # noqa: E402
+from .offsets import lag  # noqa: E402
 from .options import OptionError, SourceOptions  # noqa: E402
 from .rows import COLUMNS, LEGACY_SCHEMA, SCHEMA  # noqa: E402
 from .sink import AMQPStreamWriter, AMQPWriter  # noqa: E402
@@ -59,6 +60,7 @@ __all__ = [
     "SourceOptions",
     "body_json",
     "body_text",
+    "lag",
     "local_session",
     "register",
 ]

@@ -24,6 +24,7 @@ from .. import errors
 from ..client import Connection, Delivery, Outcome, Receiver, Sender, SettleMode, connect
 from ..message import LazyMessage, Message
 from ..types import Accepted, Released, Source, Target, symbol, timestamp
+from .offsets import StreamInfo, address_of
 from .options import ConnectKwargs, SourceOptions, StartSpec
 from .rows import AnyMessage, message_offset, open_message
 
@@ -34,6 +35,8 @@ __all__ = [
     "BrokerClient",
     "DataLossError",
     "StreamInfo",
+    "connect_failure",
+    "link_refusal",
     "read_range",
 ]
 
@@ -43,8 +46,6 @@ MANAGEMENT_ADDRESS = "$management"
 STREAM_OFFSET_FILTER = symbol("amqp10:stream-offset")
 STREAM_CAPABILITY = symbol("stream")
 
-StreamInfo = dict[str, int]
-"""``{"first": oldest retained offset, "next": offset of the next message, "count", "bytes"}``."""
 
 CHUNK = 5000
 """Credit granted per round: a chunk of messages in flight per receiver (two, with the prefetch)."""
@@ -73,6 +74,9 @@ class BrokerClient:
             self._conn: Connection = self._stack.enter_context(
                 self._portal.wrap_async_context_manager(_connected(options.url, kwargs))
             )
+        except errors.AMQPError as exc:
+            self._stack.close()
+            raise connect_failure(exc, options) from None
         except BaseException:
             self._stack.close()
             raise
@@ -102,6 +106,18 @@ class BrokerClient:
         if status != 200 or not isinstance(body, dict):
             return None
         return {str(k): int(v) for k, v in body.items()}
+
+    def stream_infos(self, address: str) -> list[StreamInfo] | None:
+        """The stream-info of each partition of the stream at ``address`` (one, if it is not
+        partitioned); None if ``address`` is not a stream."""
+        info = self.stream_info(address)
+        if info is None:
+            return None
+        n = info.get("partitions", 1)
+        if n == 1:
+            return [info]
+        empty: StreamInfo = {"first": 0, "next": 0, "count": 0, "bytes": 0}
+        return [self.stream_info(address_of(address, k, n)) or dict(empty) for k in range(n)]
 
     async def _request(self, request: Message) -> Message:
         return await self._conn.request(MANAGEMENT_ADDRESS, request, timeout=self.timeout)
@@ -135,9 +151,12 @@ class BrokerClient:
         return self.call(self._open_receiver, source, mode)
 
     async def _open_receiver(self, source: Source, mode: SettleMode) -> Receiver:
-        return await self._conn.open_receiver(
-            source.address, source=source, credit=0, settle_mode=mode, timeout=self.timeout
-        )
+        try:
+            return await self._conn.open_receiver(
+                source.address, source=source, credit=0, settle_mode=mode, timeout=self.timeout
+            )
+        except errors.LinkError as exc:
+            raise link_refusal(exc, self.options, str(source.address), "read") from None
 
     def fetch(self, receiver: Receiver, want: int, prefetch: int) -> list[bytes]:
         """Receive ``want`` messages that are known to exist (a stream range), then grant ``prefetch``.
@@ -226,9 +245,15 @@ class BrokerClient:
         sender = self._senders.get(key)
         if sender is None or not sender.is_open:
             target = Target(address=address, capabilities=[STREAM_CAPABILITY] if stream else None)
-            sender = await self._conn.open_sender(
-                address, settle_mode=SettleMode.AT_LEAST_ONCE, target=target, timeout=self.timeout
-            )
+            try:
+                sender = await self._conn.open_sender(
+                    address,
+                    settle_mode=SettleMode.AT_LEAST_ONCE,
+                    target=target,
+                    timeout=self.timeout,
+                )
+            except errors.LinkError as exc:
+                raise link_refusal(exc, self.options, address, "write") from None
             self._senders[key] = sender
         return sender
 
@@ -255,6 +280,49 @@ class BrokerClient:
                 f"{len(failed)} message(s) to {address!r} were not accepted: {failed[0]!r}",
                 outcome=failed[0],
             )
+
+
+def connect_failure(exc: errors.AMQPError, options: SourceOptions) -> errors.AMQPError:
+    """``exc`` (connecting failed) as one line that names the option to fix."""
+    where = options.safe_url
+    if isinstance(exc, errors.AuthenticationError):
+        return errors.AuthenticationError(
+            f"the broker at {where} refused the login (wrong user name or password, or a SASL "
+            "mechanism it does not offer): check options 'user' and 'password' (or the "
+            "credentials in 'url')",
+            condition=exc.condition,
+        )
+    if isinstance(exc, errors.TLSError):
+        return errors.TLSError(
+            f"TLS with the broker at {where} failed ({exc}): check options 'ca', 'cert', 'key'",
+            condition=exc.condition,
+        )
+    if isinstance(exc, errors.ConnectionError):
+        return errors.ConnectError(
+            f"cannot reach the broker at {where} ({exc}): is it running there? check option 'url'",
+            condition=exc.condition,
+        )
+    return exc
+
+
+def link_refusal(
+    exc: errors.LinkError, options: SourceOptions, address: str, verb: str
+) -> errors.LinkError:
+    """The broker refused a link to ``address``: one line that names the option to fix."""
+    where = options.safe_url
+    if exc.condition == "amqp:not-found":
+        text = (
+            f"there is no node {address!r} on the broker at {where}: check option 'address' "
+            "(or create the node first)"
+        )
+    elif exc.condition == "amqp:unauthorized-access":
+        text = (
+            f"the broker at {where} does not let this user {verb} {address!r}: check option "
+            "'user', or the broker's permissions"
+        )
+    else:
+        text = f"the broker at {where} refused to let us {verb} {address!r}: {exc}"
+    return errors.LinkError(text, condition=exc.condition, description=exc.description)
 
 
 def read_range(
@@ -289,7 +357,15 @@ def read_range(
         pos = start
         while pos < end and want > 0:
             prefetch = min(CHUNK, total - granted)
-            batch = client.fetch(receiver, want, prefetch)
+            try:
+                batch = client.fetch(receiver, want, prefetch)
+            except errors.ConnectionError as exc:
+                raise errors.ConnectionError(
+                    f"lost the broker at {client.options.safe_url} while reading stream "
+                    f"{address!r} at offset {pos} of [{start}, {end}) ({exc}): this batch fails, "
+                    "and reads the same offsets when Spark runs it again",
+                    condition=exc.condition,
+                ) from None
             granted += prefetch
             offsets: list[int] = []
             messages: list[AnyMessage] = []

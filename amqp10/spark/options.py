@@ -24,12 +24,25 @@ from ..client.url import parse_url
 if TYPE_CHECKING:
     import ssl
 
-__all__ = ["OPTIONS", "ConnectKwargs", "Option", "OptionError", "SourceOptions", "StartSpec"]
+__all__ = [
+    "OPTIONS",
+    "ConnectKwargs",
+    "Ends",
+    "Option",
+    "OptionError",
+    "SourceOptions",
+    "StartSpec",
+    "Starts",
+]
 
 Mode = Literal["stream", "queue"]
 MapValues = Literal["string", "variant"]
 StartSpec = str | int
 """``"first"``, ``"last"``, ``"next"`` or an offset."""
+Starts = StartSpec | dict[int, StartSpec]
+"""``startingOffsets``: one :data:`StartSpec` for every partition, or one per partition number."""
+Ends = int | dict[int, int | None]
+"""``endingOffsets``: one end offset for every partition, or one per partition (None: latest)."""
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
@@ -84,8 +97,9 @@ OPTIONS: tuple[Option, ...] = (
         "startingOffsets",
         "`earliest` (batch), `latest` (streaming)",
         "streams: where to start. `earliest` (= `first`), `latest` (= `next`: only new messages), "
-        "`last` (the newest message), an offset, or Kafka's JSON form with one partition, "
-        '`{"<address>":{"0":N}}` (N = -2 earliest, -1 latest)',
+        "`last` (the newest message), an offset (a stream of one partition), or Kafka's JSON "
+        'form, an offset per partition, `{"<address>":{"0":N,"1":M}}` (-2 earliest, -1 latest; '
+        "a partition left out starts at the default)",
         ("startingOffset",),
     ),
     Option(
@@ -98,7 +112,8 @@ OPTIONS: tuple[Option, ...] = (
         "endingOffsets",
         "`latest`",
         "batch reads of streams: exclusive end, `latest` (the end when the query is planned), an "
-        'offset, or `{"<address>":{"0":N}}` (N = -1 latest)',
+        'offset (one partition), or per partition `{"<address>":{"0":N,"1":M}}` (-1 latest; '
+        "a partition left out reads to its end)",
         ("endingOffset",),
     ),
     Option(
@@ -142,6 +157,12 @@ OPTIONS: tuple[Option, ...] = (
         "messagesPerPartition",
         "10000",
         "a stream range (or a queue batch) is split into Spark partitions of this size",
+    ),
+    Option(
+        "minPartitions",
+        "one Spark partition per stream partition (and per `messagesPerPartition`)",
+        "streams: split the offset ranges of a batch into at least this many Spark partitions, "
+        "in proportion to their sizes",
     ),
     Option("timeout", "30", "seconds any single wait (connect, attach, receive, outcome) may take"),
     Option("ca", "the system's CAs", "TLS: CA file to verify the broker with"),
@@ -227,8 +248,8 @@ def _mode(value: str | None) -> Mode | None:
     raise OptionError(f"option 'mode' must be stream or queue, not {value!r}")
 
 
-def _partition_offset(name: str, value: str, address: str) -> int:
-    """The offset in Kafka's JSON form ``{"<address>": {"0": N}}`` (one partition)."""
+def _partition_offsets(name: str, value: str, address: str) -> dict[int, int]:
+    """Kafka's JSON form ``{"<address>": {"0": N, "1": M}}``: offsets by partition number."""
     try:
         spec = json.loads(value)
     except ValueError:
@@ -237,21 +258,39 @@ def _partition_offset(name: str, value: str, address: str) -> int:
         isinstance(spec, dict) and len(spec) == 1 and isinstance(next(iter(spec.values())), dict)
     ):
         raise OptionError(
-            f'option {name!r} must be {{"{address}": {{"0": N}}}} in its JSON form, not {value!r}'
+            f'option {name!r} must be {{"{address}": {{"0": N, ...}}}} in its JSON form, '
+            f"not {value!r}"
         )
     ((node, partitions),) = spec.items()
     if node != address:
         raise OptionError(f"option {name!r} names {node!r}, but the address is {address!r}")
-    if set(partitions) != {"0"} or not isinstance(partitions["0"], int):
-        raise OptionError(
-            f'option {name!r}: {address!r} has one partition, "0", with an integer offset: '
-            f"{value!r}"
-        )
-    n: int = partitions["0"]
+    out: dict[int, int] = {}
+    for k, n in partitions.items():
+        if (
+            not (isinstance(k, str) and k.isdigit())
+            or not isinstance(n, int)
+            or isinstance(n, bool)
+        ):
+            raise OptionError(
+                f'option {name!r}: partitions are numbers from "0", each with an integer '
+                f"offset, not {k!r}: {n!r}"
+            )
+        out[int(k)] = n
+    if not out:
+        raise OptionError(f"option {name!r} names no partition: {value!r}")
+    return out
+
+
+def _start_of(n: int) -> StartSpec:
+    """A start offset given as a number: -2 earliest, -1 latest (Kafka's JSON), else itself."""
+    if n in (-2, -1):
+        return "first" if n == -2 else "next"
+    if n < 0:
+        raise OptionError(f"option 'startingOffsets' must not be negative, not {n}")
     return n
 
 
-def _start(value: str | None, address: str) -> StartSpec | None:
+def _start(value: str | None, address: str) -> Starts | None:
     if value is None or value == "":
         return None
     v = value.strip().lower()
@@ -260,37 +299,42 @@ def _start(value: str | None, address: str) -> StartSpec | None:
     if v in ("earliest", "latest"):  # Kafka's words
         return "first" if v == "earliest" else "next"
     if v.startswith("{"):
-        n = _partition_offset("startingOffsets", value, address)
-        if n in (-2, -1):
-            return "first" if n == -2 else "next"
-    else:
-        try:
-            n = int(v)
-        except ValueError:
-            raise OptionError(
-                "option 'startingOffsets' must be earliest, latest, first, last, next, an offset "
-                f"or JSON, not {value!r}"
-            ) from None
+        return {
+            k: _start_of(n)
+            for k, n in _partition_offsets("startingOffsets", value, address).items()
+        }
+    try:
+        n = int(v)
+    except ValueError:
+        raise OptionError(
+            "option 'startingOffsets' must be earliest, latest, first, last, next, an offset "
+            f"or JSON, not {value!r}"
+        ) from None
     if n < 0:
         raise OptionError(f"option 'startingOffsets' must not be negative, not {n}")
     return n
 
 
-def _end(value: str | None, address: str) -> int | None:
+def _end_of(n: int) -> int | None:
+    if n == -1:
+        return None
+    if n < 0:
+        raise OptionError(f"option 'endingOffsets' must not be negative (or -1 in JSON), not {n}")
+    return n
+
+
+def _end(value: str | None, address: str) -> Ends | None:
     if value is None or value.strip().lower() in ("", "latest", "next"):
         return None
     v = value.strip()
     if v.startswith("{"):
-        n = _partition_offset("endingOffsets", v, address)
-        if n == -1:
-            return None
-    else:
-        try:
-            n = int(v)
-        except ValueError:
-            raise OptionError(
-                f"option 'endingOffsets' must be latest, an offset or JSON, not {value!r}"
-            ) from None
+        return {k: _end_of(n) for k, n in _partition_offsets("endingOffsets", v, address).items()}
+    try:
+        n = int(v)
+    except ValueError:
+        raise OptionError(
+            f"option 'endingOffsets' must be latest, an offset or JSON, not {value!r}"
+        ) from None
     if n < 0:
         raise OptionError(f"option 'endingOffsets' must not be negative (or -1 in JSON), not {n}")
     return n
@@ -326,12 +370,14 @@ class SourceOptions:
     address: str
     mode: Mode | None = None
     """``stream`` or ``queue``; None: ask the broker (stream-info) and fall back to queue."""
-    starting_offset: StartSpec | None = None
-    """Where a stream read starts; None: ``first`` for batch reads, ``next`` for streaming."""
+    starting_offset: Starts | None = None
+    """Where a stream read starts (per partition, from JSON); None: ``first`` for batch reads,
+    ``next`` for streaming."""
     starting_timestamp: int | None = None
     """Start at the first message stored at or after this time (ms since the epoch)."""
-    ending_offset: int | None = None
-    """Exclusive end offset of a batch read of a stream; None: the stream's end when planned."""
+    ending_offset: Ends | None = None
+    """Exclusive end offset of a batch read of a stream (per partition, from JSON); None: the
+    stream's end when planned."""
     max_messages_per_batch: int | None = None
     """The default read limit of a streaming query (``ReadMaxRows``); None: no limit."""
     fail_on_data_loss: bool = True
@@ -345,6 +391,8 @@ class SourceOptions:
     exactly_once: bool = False
     """Reads promise exactly-once: a queue (at least once) is refused."""
     messages_per_partition: int = 10_000
+    min_partitions: int | None = None
+    """Split the offset ranges into at least this many Spark partitions (Kafka's ``minPartitions``)."""
     timeout: float = 30.0
     """Seconds any single wait (connect, attach, receive, outcome) may take."""
     ca: str | None = None
@@ -404,6 +452,7 @@ class SourceOptions:
                 "messagesPerPartition", _get(opts, "messagesPerPartition"), 10_000
             )
             or 10_000,
+            min_partitions=_positive_int("minPartitions", _get(opts, "minPartitions"), None),
             timeout=_positive_float("timeout", _get(opts, "timeout"), 30.0),
             ca=_get(opts, "ca") or None,
             cert=_get(opts, "cert") or None,

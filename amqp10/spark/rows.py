@@ -4,7 +4,7 @@ Two read schemas. :data:`SCHEMA` (the default) is typed, in the shape of Spark's
 Kafka source::
 
     address string              the node read
-    partition int               0 for a stream (one partition today); null for a queue
+    partition int               the stream partition (0 unless partitioned); null for a queue
     offset long                 x-opt-offset of a stream message; null for queues
     timestamp timestamp         x-opt-timestamp: when the broker stored the message
     body binary                 data sections (joined) and binary values as they are;

@@ -11,9 +11,12 @@ Who runs what (pyspark 4's Python data sources):
 - ``read(partition)`` runs on an executor, with its own connection.
 
 A *stream* is read by offset: a micro-batch is an offset range ``[start,
-end)``, split into partitions that each read exactly their range through a
-``amqp10:stream-offset`` filter. A replayed micro-batch reads the same ranges,
-so a query into an idempotent sink gets every message exactly once.
+end)`` per stream partition (see :mod:`.offsets`), split into Spark partitions
+that each read exactly their range through a ``amqp10:stream-offset`` filter.
+A replayed micro-batch reads the same ranges, so a query into an idempotent
+sink gets every message exactly once. The query's progress shows each
+partition's offsets (``startOffset``, ``endOffset``, and the stream's end as
+``latestOffset``); :func:`.offsets.lag` gives the difference.
 
 A *queue* has no offsets to replay from, so it is read at least once: the
 driver's reader takes messages without settling them, records each batch's
@@ -49,8 +52,20 @@ from pyspark.sql.types import StructType
 
 from .. import errors
 from ..client import Delivery, Receiver
-from ._client import CHUNK, BrokerClient, StreamInfo, read_range
+from ._client import CHUNK, BrokerClient, read_range
 from .batches import Chunk, build_batch, is_variant_map, sections_of, variant_map
+from .offsets import (
+    OffsetRange,
+    PartitionOffsets,
+    StreamInfo,
+    address_of,
+    end_offsets,
+    from_spark,
+    plan_ranges,
+    share_limit,
+    start_specs,
+    to_spark,
+)
 from .options import OptionError, SourceOptions, StartSpec
 from .rows import choose_columns, column_types, open_message
 
@@ -66,26 +81,15 @@ __all__ = [
 
 log = logging.getLogger("amqp10.spark")
 
-SparkOffset: TypeAlias = dict[str, int]
-"""An offset as Spark keeps it in its checkpoint (JSON): ``{"offset": N}``."""
-
-STREAM_PARTITION = 0
-"""The ``partition`` column of a stream's messages: streams have one partition today."""
+SparkOffset: TypeAlias = dict[str, Any]
+"""An offset as Spark keeps it in its checkpoint (JSON): ``{"<address>": {"0": N, ...}}`` for a
+stream (:func:`.offsets.to_spark`), ``{"offset": N}`` for a queue."""
 
 QUEUE_BATCH_CAP = 100_000
 """Most messages one micro-batch takes from a queue when Spark sets no read limit."""
 
 
 # -- partitions -----------------------------------------------------------------------------
-class OffsetRange(InputPartition):
-    """Offsets ``[start, end)`` of a stream."""
-
-    def __init__(self, start: int, end: int) -> None:
-        super().__init__((start, end))
-        self.start = start
-        self.end = end
-
-
 class BrowsePartition(InputPartition):
     """A queue's current messages, copied (browsed) without taking them."""
 
@@ -99,11 +103,6 @@ class HeldPartition(InputPartition):
     def __init__(self, payloads: list[bytes]) -> None:
         super().__init__(len(payloads))
         self.payloads = payloads
-
-
-def split_range(start: int, end: int, size: int) -> list[InputPartition]:
-    """``[start, end)`` as consecutive ranges of at most ``size`` offsets."""
-    return [OffsetRange(s, min(s + size, end)) for s in range(start, end, size)]
 
 
 class ReadPlan:
@@ -160,13 +159,13 @@ def _chunks(options: SourceOptions, partition: InputPartition, body: bool) -> It
         with BrokerClient(options) as client:
             for offsets, messages in read_range(
                 client,
-                address,
+                partition.address,
                 partition.start,
                 partition.end,
                 fail_on_data_loss=options.fail_on_data_loss,
                 body=body,
             ):
-                yield Chunk(address, STREAM_PARTITION, offsets, messages)
+                yield Chunk(address, partition.partition, offsets, messages)
         return
     if isinstance(partition, BrowsePartition):
         with BrokerClient(options) as client:
@@ -206,7 +205,7 @@ def read_schema(options: SourceOptions, given: StructType | None = None) -> Stru
 
 # -- offsets -------------------------------------------------------------------------------
 def offset_of(offset: SparkOffset) -> int:
-    """The position in a Spark offset ``{"offset": N}``."""
+    """The position in a queue's Spark offset ``{"offset": N}``."""
     return int(offset["offset"])
 
 
@@ -215,41 +214,48 @@ def spark_offset(n: int) -> SparkOffset:
 
 
 def resolve_start(
-    client: BrokerClient, options: SourceOptions, default: StartSpec, info: StreamInfo
-) -> int:
-    """Where a read of a stream with ``info`` starts: ``startingTimestamp``, else ``startingOffsets``.
+    client: BrokerClient, options: SourceOptions, default: StartSpec, infos: list[StreamInfo]
+) -> PartitionOffsets:
+    """Where a read of a stream (``infos``: its partitions') starts, in each partition.
 
-    An offset before the oldest one retained is kept, so that the read reports
-    the loss (``failOnDataLoss``); one past the end means the end.
+    ``startingTimestamp`` wins over ``startingOffsets``. An offset before the
+    oldest one retained is kept, so that the read reports the loss
+    (``failOnDataLoss``); one past the end means the end.
     """
-    if options.starting_timestamp is not None:
-        return client.offset_at(options.address, options.starting_timestamp, info)
-    spec = default if options.starting_offset is None else options.starting_offset
-    first, nxt = info["first"], info["next"]
-    if spec == "first":
-        return first
-    if spec == "last":
-        return max(nxt - 1, first)
-    if spec == "next":
-        return nxt
-    assert isinstance(spec, int)
-    # an offset retention has removed stays as it is: the read then fails (or skips, failOnDataLoss)
-    return min(spec, nxt)
+    n = len(infos)
+    out: PartitionOffsets = {}
+    for k, (spec, info) in enumerate(zip(start_specs(options, default, n), infos, strict=True)):
+        first, nxt = info["first"], info["next"]
+        if options.starting_timestamp is not None:
+            where = address_of(options.address, k, n)
+            out[k] = client.offset_at(where, options.starting_timestamp, info)
+        elif spec == "first":
+            out[k] = first
+        elif spec == "last":
+            out[k] = max(nxt - 1, first)
+        elif spec == "next":
+            out[k] = nxt
+        else:
+            assert isinstance(spec, int)
+            out[k] = min(spec, nxt)  # retention may have removed it: the read then says so
+    return out
 
 
 _EMPTY_STREAM: StreamInfo = {"first": 0, "next": 0, "count": 0, "bytes": 0}
 
 
-def resolve_mode(client: BrokerClient, options: SourceOptions) -> tuple[str, StreamInfo | None]:
-    """``("stream", info)`` or ``("queue", None)``: the option, else what the broker says."""
+def resolve_mode(
+    client: BrokerClient, options: SourceOptions
+) -> tuple[str, list[StreamInfo] | None]:
+    """``("stream", infos by partition)`` or ``("queue", None)``: the option, else what the broker says."""
     if options.mode == "queue":
         return "queue", None
-    info = client.stream_info(options.address)
-    if info is None:
+    infos = client.stream_infos(options.address)
+    if infos is None:
         if options.mode == "stream":
-            return "stream", dict(_EMPTY_STREAM)  # created by the first publish or attach
+            return "stream", [dict(_EMPTY_STREAM)]  # created by the first publish or attach
         return "queue", None
-    return "stream", info
+    return "stream", infos
 
 
 def _check_queue_options(options: SourceOptions) -> None:
@@ -326,20 +332,23 @@ class AMQPBatchReader(DataSourceReader):
                 return [BrowsePartition()]
             assert info is not None
             start = resolve_start(client, o, "first", info)
-        end = info["next"] if o.ending_offset is None else min(o.ending_offset, info["next"])
-        start = min(start, end)
-        log.info("reading stream %r offsets [%d, %d)", o.address, start, end)
-        return split_range(start, end, o.messages_per_partition)
+        end = end_offsets(o, info)
+        start = {k: min(a, end[k]) for k, a in start.items()}
+        log.info("reading stream %r offsets from %s to %s", o.address, start, end)
+        return plan_ranges(
+            o.address, len(info), start, end, o.messages_per_partition, o.min_partitions
+        )
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return self.plan.read(partition)
 
 
 class AMQPStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """``spark.readStream.format("amqp10")``: offsets are ``{"offset": N}``.
+    """``spark.readStream.format("amqp10")``.
 
-    For a stream N is the stream offset (the next to read); for a queue it
-    counts the messages this query has taken.
+    A stream's offsets are the next offset of each partition,
+    ``{"<address>": {"0": N, ...}}``; a queue's are ``{"offset": N}``, N counting
+    the messages this query has taken.
     """
 
     def __init__(self, options: SourceOptions, plan: ReadPlan) -> None:
@@ -378,7 +387,7 @@ class AMQPStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._impl
 
     def initialOffset(self) -> SparkOffset:
-        return spark_offset(self._strategy().initial())
+        return self._strategy().initial()
 
     def getDefaultReadLimit(self) -> ReadLimit:
         n = self.options.max_messages_per_batch
@@ -386,7 +395,7 @@ class AMQPStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: SparkOffset, limit: ReadLimit) -> SparkOffset:
         most = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        return spark_offset(self._strategy().latest(offset_of(start), most))
+        return self._strategy().latest(start, most)
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._available_now = True
@@ -394,18 +403,17 @@ class AMQPStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._impl.prepare_available_now()
 
     def reportLatestOffset(self) -> SparkOffset | None:
-        n = self._strategy().report_latest()
-        return None if n is None else spark_offset(n)
+        return self._strategy().report_latest()
 
     def partitions(self, start: SparkOffset, end: SparkOffset) -> Sequence[InputPartition]:
-        return self._strategy().partitions(offset_of(start), offset_of(end))
+        return self._strategy().partitions(start, end)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return self.plan.read(partition)
 
     def commit(self, end: SparkOffset) -> None:
         if self._impl is not None:
-            self._impl.commit(offset_of(end))
+            self._impl.commit(end)
 
     def stop(self) -> None:
         impl, self._impl = self._impl, None
@@ -414,46 +422,62 @@ class AMQPStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 
 class _StreamOffsets:
-    """The driver side of streaming from a stream: offsets from stream-info."""
+    """The driver side of streaming from a stream: each partition's offsets, from stream-info."""
 
     def __init__(self, options: SourceOptions, client: BrokerClient) -> None:
         self.options = options
         self.client = client
-        self.target: int | None = None  # availableNow: the end fixed when the query started
+        self.target: PartitionOffsets | None = None  # availableNow: the ends when the query started
 
-    def info(self) -> StreamInfo:
+    def infos(self) -> list[StreamInfo]:
         try:
-            info = self.client.stream_info(self.options.address)
+            infos = self.client.stream_infos(self.options.address)
         except errors.ConnectionError as exc:
             # the driver holds nothing unsettled for a stream: a fresh connection loses nothing
             log.warning("stream-info for %r failed (%s); reconnecting", self.options.address, exc)
             self.client.close()
             self.client = BrokerClient(self.options)
-            info = self.client.stream_info(self.options.address)
-        return info or dict(_EMPTY_STREAM)
+            infos = self.client.stream_infos(self.options.address)
+        return infos or [dict(_EMPTY_STREAM)]
 
-    def initial(self) -> int:
-        return resolve_start(self.client, self.options, "next", self.info())
+    def _spark(self, offsets: PartitionOffsets) -> SparkOffset:
+        return to_spark(self.options.address, offsets)
 
-    def latest(self, start: int, most: int | None) -> int:
-        info = self.info()
-        end = info["next"]
-        if self.target is not None:
-            end = min(end, self.target)
+    def initial(self) -> SparkOffset:
+        return self._spark(resolve_start(self.client, self.options, "next", self.infos()))
+
+    def latest(self, start: SparkOffset, most: int | None) -> SparkOffset:
+        begun = from_spark(start)
+        infos = self.infos()
+        base: PartitionOffsets = {}
+        available: dict[int, int] = {}
+        for k, info in enumerate(infos):
+            at = begun.get(
+                k, info["first"]
+            )  # a partition the checkpoint does not know: from its first
+            end = info["next"]
+            if self.target is not None:
+                end = min(end, self.target.get(k, end))
+            base[k] = max(at, info["first"])
+            available[k] = max(end - base[k], 0)
+            begun.setdefault(k, at)
         if most is not None:
-            end = min(end, max(start, info["first"]) + most)
-        return max(end, start)
+            available = share_limit(available, most)
+        return self._spark({k: max(base[k] + available[k], begun[k]) for k in base})
 
     def prepare_available_now(self) -> None:
-        self.target = self.info()["next"]
+        self.target = {k: info["next"] for k, info in enumerate(self.infos())}
 
-    def report_latest(self) -> int | None:
-        return self.info()["next"]
+    def report_latest(self) -> SparkOffset | None:
+        return self._spark({k: info["next"] for k, info in enumerate(self.infos())})
 
-    def partitions(self, start: int, end: int) -> list[InputPartition]:
-        return split_range(start, end, self.options.messages_per_partition)
+    def partitions(self, start: SparkOffset, end: SparkOffset) -> list[InputPartition]:
+        a, b = from_spark(start), from_spark(end)
+        o = self.options
+        n = max(len(b), max(b, default=0) + 1)
+        return list(plan_ranges(o.address, n, a, b, o.messages_per_partition, o.min_partitions))
 
-    def commit(self, end: int) -> None:
+    def commit(self, end: SparkOffset) -> None:
         """Nothing to do: a stream keeps its messages; Spark's checkpoint has the position."""
 
     def close(self) -> None:
@@ -530,20 +554,23 @@ class _QueueHolds:
         return out
 
     # -- offsets ----------------------------------------------------------------------------
-    def initial(self) -> int:
+    def initial(self) -> SparkOffset:
         # a new query: state left by an earlier query on this stateDir is stale
         for _a, _b, path in self._files():
             os.remove(path)
-        return 0
+        return spark_offset(0)
 
     def prepare_available_now(self) -> None:
         self.available_now = True
 
-    def report_latest(self) -> int | None:
+    def report_latest(self) -> SparkOffset | None:
         return None
 
-    def latest(self, start: int, most: int | None) -> int:
-        self.commit(start)
+    def latest(self, offset: SparkOffset, most: int | None) -> SparkOffset:
+        return spark_offset(self._latest(offset_of(offset), most))
+
+    def _latest(self, start: int, most: int | None) -> int:
+        self._commit(start)
         if self.next_seq is None or self.next_seq < start:
             self.next_seq = start
         if self.next_seq > start:  # handed out before and not yet planned: the same end again
@@ -565,7 +592,8 @@ class _QueueHolds:
         self.next_seq = end
         return end
 
-    def partitions(self, start: int, end: int) -> list[InputPartition]:
+    def partitions(self, first: SparkOffset, last: SparkOffset) -> list[InputPartition]:
+        start, end = offset_of(first), offset_of(last)
         payloads: list[bytes] = []
         ranges = [(a, b, self.cache[(a, b)]) for (a, b) in sorted(self.cache)]
         if not _covers(ranges, start, end):
@@ -588,7 +616,10 @@ class _QueueHolds:
         size = self.options.messages_per_partition
         return [HeldPartition(payloads[i : i + size]) for i in range(0, len(payloads), size)]
 
-    def commit(self, end: int) -> None:
+    def commit(self, offset: SparkOffset) -> None:
+        self._commit(offset_of(offset))
+
+    def _commit(self, end: int) -> None:
         done = [h for h in self.held if h[1] <= end]
         if done:
             self.client.settle([d for _a, _b, ds in done for d in ds], accept=True)

@@ -36,6 +36,11 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
             AddressRule(
                 pattern="retained*", kind="stream", policy=QueuePolicy(retention_bytes=2000)
             ),
+            AddressRule(
+                pattern="parts*",
+                kind="stream",
+                policy=QueuePolicy(partitions=3, duplicate_window=100_000),
+            ),
         ],
     )
     yield from start_broker(config)

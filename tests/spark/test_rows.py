@@ -153,16 +153,15 @@ def test_options() -> None:
         }
     )
     assert (kafka.starting_offset, kafka.ending_offset, kafka.max_messages_per_batch) == (
-        12,
-        None,
+        {0: 12},
+        {0: None},
         7,
     )
     assert kafka.fail_on_data_loss is False and kafka.columns == ("offset", "body")
     assert kafka.starting_timestamp == 1_700_000_000_000
-    assert (
-        SourceOptions.parse({"address": "s", "startingOffsets": '{"s":{"0":-2}}'}).starting_offset
-        == "first"
-    )
+    assert SourceOptions.parse(
+        {"address": "s", "startingOffsets": '{"s":{"0":-2,"1":-1,"2":5}}', "minPartitions": "4"}
+    ).starting_offset == {0: "first", 1: "next", 2: 5}
     assert SourceOptions.parse({"address": "s", "endingOffset": "9"}).ending_offset == 9  # old name
     assert SourceOptions.parse({"address": "s"}).fail_on_data_loss is True  # Kafka's default
     assert (
@@ -183,8 +182,11 @@ def test_options() -> None:
         ({"address": "a", "maxMessagesPerBatch": "0"}, "must be positive"),
         ({"address": "a", "url": "http://x"}, "unsupported URL scheme"),
         ({"address": "a", "verify": "maybe"}, "true or false"),
-        ({"address": "a", "startingOffsets": "{not json"}, 'must be {"a": {"0": N}}'),
-        ({"address": "a", "startingOffsets": '{"a":{"1":5}}'}, 'one partition, "0"'),
+        ({"address": "a", "startingOffsets": "{not json"}, 'must be {"a": {"0": N, ...}}'),
+        ({"address": "a", "startingOffsets": '{"a":{"x":5}}'}, 'partitions are numbers from "0"'),
+        ({"address": "a", "startingOffsets": '{"a":{"1":-3}}'}, "must not be negative"),
+        ({"address": "a", "startingOffsets": '{"a":{}}'}, "names no partition"),
+        ({"address": "a", "minPartitions": "0"}, "'minPartitions' must be positive"),
         ({"address": "a", "endingOffsets": '{"a":{"0":-2}}'}, "must not be negative"),
         ({"address": "a", "startingTimestamp": "-1"}, "must be at least 0"),
         ({"address": "a", "mapValues": "json"}, "string or variant"),

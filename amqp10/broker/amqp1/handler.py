@@ -66,12 +66,14 @@ from ..core import (
     Broker,
     Exchange,
     Node,
+    PartitionedStream,
     Queue,
     QueuedMessage,
     ResourceKind,
     SuspendedLink,
     Topic,
     VirtualHost,
+    partition_address,
 )
 from ..core import store as _store
 from . import consumers
@@ -332,6 +334,13 @@ class ConnectionHandler:
                 node = self._lookup(name, kind=kind)
             if node is None or isinstance(node, ManagementNode):
                 raise AddressError("not-found", f"no node at address {address!r}")
+            if isinstance(node, PartitionedStream):
+                n = len(node.partitions)
+                raise AddressError(
+                    "invalid-field",
+                    f"stream {node.name!r} has {n} partitions: read one of them, "
+                    f"{partition_address(node.name, 0)!r} to {partition_address(node.name, n - 1)!r}",
+                )
         assert node is not None
         refused = self.broker.denial(self.vhost, self.user, *_resource(node), "read")
         if refused is not None:

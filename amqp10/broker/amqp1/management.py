@@ -51,6 +51,7 @@ from ..core import (
     ModelError,
     Node,
     NotFound,
+    PartitionedStream,
     Queue,
     QueuedMessage,
     Stream,
@@ -248,7 +249,7 @@ class ManagementNode(Node):
 
     def _stream_info(self, args: Mapping[str, Any]) -> Reply:
         node = self.vhost.nodes.get(str(args.get("address")))
-        if isinstance(node, Stream):
+        if isinstance(node, (Stream, PartitionedStream)):
             return 200, node.info()
         return 404, {"error": f"no stream at {args.get('address')!r}"}
 

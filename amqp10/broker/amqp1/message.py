@@ -27,6 +27,7 @@ X_OPT_DEATHS = symbol("x-opt-deaths")
 X_OPT_DELIVERY_TIME = symbol("x-opt-delivery-time")
 X_OPT_SCHEDULED_ENQUEUE_TIME = symbol("x-opt-scheduled-enqueue-time")
 X_OPT_DELIVERY_DELAY = symbol("x-opt-delivery-delay")
+X_OPT_PARTITION_KEY = symbol("x-opt-partition-key")
 
 
 class Amqp1Message(QueuedMessage):
@@ -70,6 +71,16 @@ class Amqp1Message(QueuedMessage):
     def _read_group(self) -> str | None:
         group = self.field("group_id")
         return None if group is None else str(group)
+
+    def partition_key(self) -> str | None:
+        if b"x-opt-partition-key" not in self.data:  # not annotated: nothing to decode
+            return None
+        try:
+            annotations = LazyMessage(self.data).message_annotations
+        except DecodeError:
+            return None
+        key = None if not annotations else annotations.get(X_OPT_PARTITION_KEY)
+        return None if key is None else str(key)
 
     def _read_due(self) -> float | None:
         if b"x-opt-" not in self.data:  # no annotation of ours: nothing to decode

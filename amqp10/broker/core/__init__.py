@@ -50,6 +50,7 @@ from .message import (
     register_format,
 )
 from .nodes import NULL_JOURNAL, Consumer, DuplicateWindow, Journal, Node
+from .partitioned import PartitionedStream, partition_address
 from .policies import RuntimePolicy
 from .queues import Queue
 from .recovery import LinkRecovery, SuspendedLink
@@ -91,6 +92,7 @@ __all__ = [
     "ModelError",
     "Node",
     "NotFound",
+    "PartitionedStream",
     "PreconditionFailed",
     "Queue",
     "QueuedMessage",
@@ -107,6 +109,7 @@ __all__ = [
     "arguments_of",
     "format_named",
     "make_exchange",
+    "partition_address",
     "policy_with_arguments",
     "register_conversion",
     "register_format",

@@ -215,6 +215,11 @@ class QueuedMessage:
         """Read the header and properties fields from ``data`` (a subclass knows how)."""
         return _EMPTY
 
+    def partition_key(self) -> str | None:
+        """What places the message on a partition of a partitioned stream (1.0: the
+        ``x-opt-partition-key`` annotation), read from ``data``; None: none (round robin)."""
+        return None
+
     def mark_origin(self, origin: object) -> None:
         """Remember the connection that published it (for no-local subscriptions)."""
         self._origin = origin

@@ -193,6 +193,10 @@ class DuplicateWindow:
         self.size = size
         self._ids: OrderedDict[str, None] = OrderedDict()
 
+    def __contains__(self, message_id: str) -> bool:
+        """Whether ``message_id`` is in the window (without remembering it)."""
+        return message_id in self._ids
+
     def seen(self, message_id: str | None) -> bool:
         """True if ``message_id`` is in the window; otherwise remember it and return False."""
         if message_id is None or self.size <= 0:

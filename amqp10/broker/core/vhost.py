@@ -35,6 +35,7 @@ from .exchanges import (
 )
 from .message import QueuedMessage
 from .nodes import Journal, Node
+from .partitioned import PartitionedStream, is_partition_address, partition_address
 from .policies import RuntimePolicy, combined_arguments, pick_policy
 from .queues import Queue
 from .streams import Stream
@@ -140,6 +141,8 @@ class VirtualHost:
             )
             self.exchanges.setdefault(address, topic)
             node: Node = topic
+        elif kind == "stream" and policy.partitions > 1 and not is_partition_address(address):
+            node = self._partitioned(address, policy, persist=persist)
         elif kind == "stream":
             node = Stream(address, policy, journal=self.journal, now=self.now, vhost=self.name)
             node.account_to(self.broker.stats)
@@ -152,6 +155,18 @@ class VirtualHost:
         for listener in self.node_listeners:
             listener(node)
         return node
+
+    def _partitioned(self, address: str, policy: QueuePolicy, *, persist: bool) -> PartitionedStream:
+        """A partitioned stream and its partitions (those a restart restored already are kept)."""
+        parts = []
+        for k in range(policy.partitions):
+            name = partition_address(address, k)
+            part = self.nodes.get(name)
+            if not isinstance(part, Stream):
+                part = self.create_node(name, "stream", persist=persist)
+                assert isinstance(part, Stream)
+            parts.append(part)
+        return PartitionedStream(address, policy, parts)
 
     def _make_queue(
         self,
@@ -313,6 +328,12 @@ class VirtualHost:
             node.deleted = True
             self._unbind_everywhere(node)
             self.journal.submit((_store.DROP_NODE, self.name, address))
+        elif isinstance(node, PartitionedStream):
+            node.delete()
+            self.journal.submit((_store.DROP_NODE, self.name, address))
+            for part in node.partitions:
+                if self.nodes.get(part.name) is part:
+                    self.delete_node(part.name)
         if node is not None:
             node.account_to(DETACHED)  # what it still holds (with consumers, on disk) is gone
 

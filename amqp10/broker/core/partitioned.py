@@ -1,0 +1,101 @@
+"""Partitioned streams: one address, N streams of their own offsets, free of any I/O.
+
+A stream whose policy has ``partitions = N`` (N > 1) is a :class:`PartitionedStream`
+at its own address, which only places messages, and N ordinary
+:class:`~.streams.Stream` nodes named ``<address>/partition/<K>`` (K from 0),
+which hold them. Each partition has its own offsets from 0, its own retention
+and duplicate window, and is read (or written) at its own address by any client,
+as any stream is. Publishing to the partitioned address places a message:
+
+- with an ``x-opt-partition-key`` annotation, on partition
+  ``crc32(UTF-8 of the key) mod N``: the same key always lands on the same
+  partition, in publish order, on every broker and across restarts;
+- without one, round robin; a message-id a partition has seen goes back to
+  that partition, so a publisher's resend is still caught by its duplicate
+  window.
+
+The partitioned address itself cannot be read: a reader names a partition.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Callable, Sequence
+
+from ..config import QueuePolicy
+from .message import QueuedMessage
+from .nodes import Node
+from .streams import Stream
+
+__all__ = [
+    "PARTITION_SEPARATOR",
+    "PartitionedStream",
+    "is_partition_address",
+    "partition_address",
+    "partition_of_key",
+]
+
+PARTITION_SEPARATOR = "/partition/"
+"""Between a partitioned stream's address and a partition's number: ``events/partition/0``."""
+
+_PARTITION_NAME = re.compile(r".+/partition/\d+\Z", re.DOTALL)
+
+
+def partition_address(address: str, k: int) -> str:
+    """The address of partition ``k`` of the partitioned stream at ``address``."""
+    return f"{address}{PARTITION_SEPARATOR}{k}"
+
+
+def is_partition_address(address: str) -> bool:
+    """Whether ``address`` names a partition (``<stream>/partition/<K>``): it is never partitioned itself."""
+    return _PARTITION_NAME.fullmatch(address) is not None
+
+
+def partition_of_key(key: str, partitions: int) -> int:
+    """The partition a partition key places a message on: crc32 of its UTF-8, mod ``partitions``."""
+    return zlib.crc32(key.encode("utf-8", "surrogatepass")) % partitions
+
+
+class PartitionedStream(Node):
+    """A stream of N partitions (each a :class:`Stream` at its own address); places what is published."""
+
+    kind = "stream"
+    needs_message_ids = True
+
+    def __init__(self, name: str, policy: QueuePolicy, partitions: Sequence[Stream]) -> None:
+        super().__init__(name, policy)
+        self.partitions = list(partitions)
+        self._next = 0  # the round robin's next partition
+
+    @property
+    def count(self) -> int:
+        return sum(p.count for p in self.partitions)
+
+    def place(self, msg: QueuedMessage) -> Stream:
+        """The partition ``msg`` goes to (by its key, else where its id went, else round robin)."""
+        n = len(self.partitions)
+        key = msg.partition_key()
+        if key is not None:
+            return self.partitions[partition_of_key(key, n)]
+        if msg.message_id is not None:
+            for p in self.partitions:
+                if msg.message_id in p.dedup:
+                    return p
+        k, self._next = self._next, (self._next + 1) % n
+        return self.partitions[k]
+
+    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
+        self.stats.enqueued += 1
+        return self.place(msg).publish(msg, on_stored)
+
+    def info(self) -> dict[str, int]:
+        """Totals over the partitions; each partition's own offsets are at its own address."""
+        return {
+            "partitions": len(self.partitions),
+            "count": self.count,
+            "bytes": sum(p.bytes for p in self.partitions),
+        }
+
+    def delete(self) -> None:
+        self.deleted = True
