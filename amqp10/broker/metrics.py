@@ -39,10 +39,11 @@ from ..transport import Connection as Amqp1Connection
 from .core import Broker
 from .core.accounting import Histogram
 from .core.store import GroupCommitter, Store
-from .metrics_text import LabelKey, LabelledFamily, TextWriter
+from .metrics_text import LabelKey, LabelledFamily, TextWriter, samples_in
 
 __all__ = [
     "CONTENT_TYPE",
+    "INLINE_SAMPLES",
     "BrokerCollector",
     "EndedConnections",
     "MetricsSources",
@@ -311,12 +312,20 @@ def metrics_registry(sources: MetricsSources) -> CollectorRegistry:
     return registry
 
 
+INLINE_SAMPLES = 5_000
+"""A scrape of fewer samples (about 400 queues) is written in the event loop: handing
+it to a worker thread costs more CPU than writing it (about 0.4 ms against 1 ms for
+the ~1,200 samples of 100 queues), and it holds traffic up for a few ms at most."""
+
+
 async def exposition(registry: CollectorRegistry, writer: TextWriter) -> bytes:
     """The text the ``/metrics`` endpoint serves (``writer``: the endpoint's, kept between scrapes).
 
     The numbers are read here, in the event loop, where the broker's state cannot
-    change under the reading; the text is written in a worker thread, so a big
-    scrape does not hold up traffic.
+    change under the reading; the text of a big scrape is written in a worker
+    thread, so that it does not hold up traffic.
     """
     collected = list(registry.collect())
+    if samples_in(collected) < INLINE_SAMPLES:
+        return writer.write(collected)
     return await anyio.to_thread.run_sync(writer.write, collected)

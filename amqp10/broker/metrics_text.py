@@ -34,7 +34,7 @@ from prometheus_client.utils import floatToGoString
 
 _float_text = cast(Callable[[float], str], floatToGoString)  # the library's, untyped
 
-__all__ = ["LabelKey", "LabelledFamily", "TextWriter"]
+__all__ = ["LabelKey", "LabelledFamily", "TextWriter", "library_text", "samples_in"]
 
 LabelKey = tuple[str, ...]
 """One sample's label values, in the order of its family's label names."""
@@ -101,6 +101,11 @@ class _Collected:
         return self.metrics
 
 
+def samples_in(metrics: Iterable[Metric]) -> int:
+    """How many samples ``metrics`` hold (without building a LabelledFamily's)."""
+    return sum(len(m.keys) if isinstance(m, LabelledFamily) else len(m.samples) for m in metrics)
+
+
 def library_text(metrics: list[Metric]) -> bytes:
     """What ``prometheus_client.generate_latest`` writes for ``metrics``."""
     return generate_latest(cast(CollectorRegistry, _Collected(metrics)))
@@ -117,6 +122,8 @@ class TextWriter:
         self._lock = threading.Lock()
         self._labels: dict[LabelKey, dict[LabelKey, str]] = {}
         """Per tuple of label names: each label set's text (``{a="x",b="y"}``) of the last scrape."""
+        self._heads: dict[tuple[str, str, str], bytes] = {}
+        """Each labelled family's ``# HELP`` and ``# TYPE`` lines, by name, help and type."""
         self.label_texts_written = 0
         """How many label sets' text were written (not found from the last scrape): a count for tests."""
 
@@ -177,9 +184,11 @@ class TextWriter:
             texts.append(text)
         return texts
 
-    @staticmethod
-    def _family_text(family: LabelledFamily, texts: list[str]) -> bytes:
-        head = library_text([Metric(family.name, family.documentation, family.type)])
+    def _family_text(self, family: LabelledFamily, texts: list[str]) -> bytes:
+        what = (family.name, family.documentation, family.type)
+        head = self._heads.get(what)
+        if head is None:
+            head = self._heads[what] = library_text([Metric(*what)])
         name = openmetrics.escape_metric_name(family.sample_name, openmetrics.UNDERSCORES)
         body = "".join([f"{name}{t} {v}\n" for t, v in zip(texts, _value_texts(family.values))])
         return head + body.encode()

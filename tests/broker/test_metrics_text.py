@@ -4,6 +4,7 @@ by the label sets that are new, not by the number of samples."""
 
 from __future__ import annotations
 
+import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,11 +15,19 @@ from prometheus_client.parser import text_string_to_metric_families
 from amqp10.broker.config import BrokerConfig
 from amqp10.broker.core import Broker
 from amqp10.broker.metrics import (
+    INLINE_SAMPLES,
     BrokerCollector,
     MetricsSources,
+    exposition,
     metrics_registry,
 )
-from amqp10.broker.metrics_text import LabelKey, LabelledFamily, TextWriter, library_text
+from amqp10.broker.metrics_text import (
+    LabelKey,
+    LabelledFamily,
+    TextWriter,
+    library_text,
+    samples_in,
+)
 
 label_names = st.lists(
     st.text(alphabet="abz_AZ09.-é:", max_size=4), unique=True, max_size=3
@@ -144,3 +153,16 @@ def test_label_text_is_written_once_a_label_set() -> None:
     writer.write(list(source.collect()))
     assert writer.label_texts_written == 101 + 5  # the new queues only
     assert writer.label_texts_kept == 96  # the deleted ones are not kept
+
+
+@pytest.mark.parametrize("queues", [10, INLINE_SAMPLES // 12 + 1])
+def test_small_and_big_scrapes(queues: int) -> None:
+    """Written in the event loop or, past INLINE_SAMPLES, in a worker thread: the same text."""
+    broker = make_broker(queues)
+    registry = metrics_registry(MetricsSources.of_core(broker))
+    collected = list(registry.collect())
+    assert (samples_in(collected) >= INLINE_SAMPLES) == (queues > 10)
+    text = anyio.run(exposition, registry, TextWriter()).decode()
+    parsed = {f.name: f for f in text_string_to_metric_families(text)}
+    depth = parsed["amqp10_node_messages"].samples
+    assert sorted(s.labels["node"] for s in depth) == sorted([*(f"q-{i}" for i in range(queues)), "s"])
