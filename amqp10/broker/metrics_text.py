@@ -122,7 +122,7 @@ class TextWriter:
         self._lock = threading.Lock()
         self._labels: dict[LabelKey, dict[LabelKey, str]] = {}
         """Per tuple of label names: each label set's text (``{a="x",b="y"}``) of the last scrape."""
-        self._heads: dict[tuple[str, str, str], bytes] = {}
+        self._heads: dict[tuple[str, str, str], str] = {}
         """Each labelled family's ``# HELP`` and ``# TYPE`` lines, by name, help and type."""
         self.label_texts_written = 0
         """How many label sets' text were written (not found from the last scrape): a count for tests."""
@@ -138,23 +138,23 @@ class TextWriter:
             old = self._labels
             new: dict[LabelKey, dict[LabelKey, str]] = {}
             shared: dict[int, list[str]] = {}  # id(keys list) -> its label texts, this scrape
-            parts: list[bytes] = []
+            parts: list[str] = []  # one join, one encode: the text of 10,000 nodes is 9 MB
             plain: list[Metric] = []
             for metric in metrics:
                 if not isinstance(metric, LabelledFamily):
                     plain.append(metric)
                     continue
                 if plain:
-                    parts.append(library_text(plain))
+                    parts.append(library_text(plain).decode())
                     plain = []
                 texts = shared.get(id(metric.keys))
                 if texts is None:
                     texts = shared[id(metric.keys)] = self._label_texts(metric, old, new)
-                parts.append(self._family_text(metric, texts))
+                self._add_family(metric, texts, parts)
             if plain:
-                parts.append(library_text(plain))
+                parts.append(library_text(plain).decode())
             self._labels = new  # label sets not seen this time (deleted nodes) are dropped
-            return b"".join(parts)
+            return "".join(parts).encode()
 
     def _label_texts(
         self,
@@ -184,14 +184,14 @@ class TextWriter:
             texts.append(text)
         return texts
 
-    def _family_text(self, family: LabelledFamily, texts: list[str]) -> bytes:
+    def _add_family(self, family: LabelledFamily, texts: list[str], parts: list[str]) -> None:
         what = (family.name, family.documentation, family.type)
         head = self._heads.get(what)
         if head is None:
-            head = self._heads[what] = library_text([Metric(*what)])
+            head = self._heads[what] = library_text([Metric(*what)]).decode()
+        parts.append(head)
         name = openmetrics.escape_metric_name(family.sample_name, openmetrics.UNDERSCORES)
-        body = "".join([f"{name}{t} {v}\n" for t, v in zip(texts, _value_texts(family.values))])
-        return head + body.encode()
+        parts += [f"{name}{t} {v}\n" for t, v in zip(texts, _value_texts(family.values))]
 
 
 def _value_texts(values: list[float]) -> list[str]:
