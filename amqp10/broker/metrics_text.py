@@ -10,14 +10,15 @@ CPU a scrape for 100 queues, a second for 10,000. Here:
   samples as rows (a tuple of label values, a value), and several families may share
   one list of label tuples (the per-node families all share the node list);
 - :class:`TextWriter` writes such a family with the library's own functions, but
-  escapes each label name once per family, writes each label set's text once per
-  list of label tuples and keeps it for the next scrape (a node's labels do not
-  change), and formats each distinct value once. Every other metric (the process
-  collector's, the histogram, the unlabelled gauges) goes through ``generate_latest``.
+  escapes each label name once per family, writes each label set's text once and
+  keeps it for the next scrape (a node's labels do not change), and formats each
+  distinct integer value once. Every other metric (the process collector's, the
+  histogram, the unlabelled gauges) goes through ``generate_latest``.
 
 The text is exactly what ``generate_latest`` writes for the same families (the tests
-compare the two byte for byte): this only skips work whose result the last scrape
-already had.
+compare the two byte for byte, so a ``prometheus_client`` that escapes otherwise fails
+them): this only skips work whose result is already known. The label-value escaping
+is the library's ``openmetrics._escape`` (private; ``prometheus_client`` 0.26).
 """
 
 from __future__ import annotations
