@@ -74,9 +74,14 @@ def extract(rev: str, into: Path) -> Path:
 
 
 def start_broker(tree: Path, data: Path, config: Path) -> BrokerProcess:
-    """Our broker from source tree ``tree`` (its ``amqp10`` package first on the path)."""
-    argv = [sys.executable, "-m", "amqp10.cli", "broker", "--port", "0", "--data-dir", str(data), "--config", str(config)]
-    proc = BrokerProcess(argv, name=f"broker from {tree}", env=dict(os.environ, PYTHONPATH=str(tree)))
+    """Our broker from source tree ``tree`` (its ``amqp10`` package first on the path).
+
+    It runs in ``tree``: ``python -m`` puts the working directory ahead of PYTHONPATH,
+    so from a checkout it would import the checkout's package instead."""
+    argv = [sys.executable, "-m", "amqp10.cli", "broker", "--port", "0"]
+    argv += ["--data-dir", str(data.resolve()), "--config", str(config.resolve())]
+    env = dict(os.environ, PYTHONPATH=str(tree.resolve()))
+    proc = BrokerProcess(argv, name=f"broker from {tree}", env=env, cwd=str(tree))
     proc.wait_listening(30)
     return proc
 

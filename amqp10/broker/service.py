@@ -41,7 +41,7 @@ from .core.store import GroupCommitter, SqlStore, Store
 from .guard import ConnectionGuard, HeldOutput, Refusal, source_of
 from .http import broker_routes, start_http
 from .management import Management
-from .metrics import EndedConnections, MetricsSources, exposition, metrics_registry
+from .metrics import EndedConnections, MetricsSources, TextWriter, exposition, metrics_registry
 from .topology import LiveDefinitions
 from .users import UsersFile, load_access
 
@@ -385,9 +385,10 @@ class BrokerService:
                     metrics = None
                     if cfg.http.metrics:
                         registry = metrics_registry(self.metrics_sources())
+                        writer = TextWriter()
 
                         async def metrics() -> bytes:
-                            return await exposition(registry)
+                            return await exposition(registry, writer)
 
                     routes = broker_routes(amqp=self._handle, not_ready=self.not_ready, metrics=metrics)
                     if cfg.http.console:
