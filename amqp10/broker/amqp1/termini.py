@@ -44,7 +44,7 @@ def _source_answer(
         filter=filters,
         default_outcome=Released() if source.default_outcome is None else source.default_outcome,
         outcomes=_OUTCOMES,
-        capabilities=capabilities,
+        capabilities=capabilities or None,  # an empty array trips some decoders (Azure's pyamqp)
     )
 
 
