@@ -98,6 +98,7 @@ log = logging.getLogger("amqp10.broker")
 # consecutive dispositions with the same state, and identity is the cheapest test
 _ACCEPTED = Accepted()
 _RELEASED = Released()
+_REJECTED = Rejected()
 # publishers' targets that route (a message that reaches no queue is released, not rejected)
 _ROUTERS = (Exchange, ExchangeTarget)
 
@@ -617,7 +618,10 @@ class ConnectionHandler:
         c.settled(d, state)
         if not d.settled:
             try:
-                d.settle()
+                # the outcome is echoed: a receiver that waits for it (mode second, or
+                # Azure's pyamqp confirming a settlement) reads it from our disposition
+                # (a rejection's error is the receiver's own: not sent back)
+                d.settle(_REJECTED if isinstance(state, Rejected) else state if _is_terminal(state) else None)
             except IllegalStateError:
                 pass
 
