@@ -508,6 +508,44 @@ class ManagementConfig(_Model):
     max_peek: int = Field(default=100, ge=1, description="the most messages one PEEK may return")
 
 
+class SharedAccessKey(_Model):
+    """A Service Bus shared-access key (a namespace's authorization rule)."""
+
+    name: str = Field(min_length=1, description="the key's name (SharedAccessKeyName in a connection string)")
+    key: str = Field(min_length=1, description="the key (SharedAccessKey); SAS tokens are signed with its text")
+    rights: list[Literal["Listen", "Send", "Manage"]] = Field(
+        default=["Listen", "Send", "Manage"], description="what a token signed with it may do"
+    )
+
+
+class ServiceBusQueue(_Model):
+    """A Service Bus queue declared at start, with its dead-letter queue."""
+
+    name: str = Field(min_length=1, description="the queue's name")
+    max_delivery_count: int = Field(
+        default=10, ge=1, description="deliveries after which a message goes to QUEUE/$deadletterqueue"
+    )
+    lock_duration: float = Field(
+        default=60.0, gt=0, description="seconds reported in x-opt-locked-until (locks are not taken back)"
+    )
+
+
+class ServiceBusConfig(_Model):
+    """The Azure Service Bus conventions: claims-based security on $cbs, entities."""
+
+    enabled: bool = Field(
+        default=False,
+        description="offer SASL ANONYMOUS and MSSBCBS; such a connection's links need tokens put on $cbs",
+    )
+    shared_access_keys: list[SharedAccessKey] = Field(
+        default=[], description="keys that SAS tokens (servicebus.windows.net:sastoken) are checked against"
+    )
+    jwt_secret: str | None = Field(
+        default=None, description="the HS256 key that JWTs (token type jwt) are checked against; None: no JWTs"
+    )
+    queues: list[ServiceBusQueue] = Field(default=[], description="queues declared at start")
+
+
 class BrokerConfig(_Model):
     """The whole broker configuration."""
 
@@ -548,6 +586,10 @@ class BrokerConfig(_Model):
     http: HttpConfig = Field(
         default=HttpConfig(),
         description="the HTTP listener (AMQP over WebSockets, health endpoints)",
+    )
+    servicebus: ServiceBusConfig = Field(
+        default=ServiceBusConfig(),
+        description="Azure Service Bus conventions ($cbs tokens, entities), for azure-servicebus clients",
     )
     management: ManagementConfig = Field(
         default=ManagementConfig(),

@@ -32,6 +32,7 @@ from ..transport import ConnectionState
 from ..types import Error, ErrorCondition, SaslCode
 from .amqp091 import Amqp091Handler, BrokerConnection
 from .amqp1 import ConnectionHandler
+from .amqp1.servicebus.entities import declare_entities
 from .config import BrokerConfig
 from .console import Console, console_routes
 from .core import Broker
@@ -262,6 +263,7 @@ class BrokerService:
         started = time.monotonic()
         with gc_paused():
             self.recovered = self.broker.recover(self.store)
+        declare_entities(self.broker.default, cfg.servicebus)
         gc.freeze()  # what was restored (and the broker's own objects) stay out of later full collections
         log.info(
             "recovered %d messages in %d nodes from %s in %.2fs",
@@ -386,6 +388,9 @@ class BrokerService:
         while True:
             await anyio.sleep(TICK_SECONDS)
             self.broker.tick()
+            for c in list(self.clients):
+                if isinstance(c.handler, ConnectionHandler) and c.handler.gate is not None:
+                    c.handler.expire_tokens()
 
     async def _serve(self, listener: Listener, tg: Any) -> None:
         await listener.serve(self._handle, tg, handshake_timeout=self.config.limits.handshake_timeout)
@@ -546,11 +551,14 @@ class BrokerService:
             mechanisms = [m for m in mechanisms if m in ("ANONYMOUS", "EXTERNAL")]
         if not cfg.sasl.allow_anonymous:
             mechanisms = [m for m in mechanisms if m != "ANONYMOUS"]
+        claims = cfg.servicebus.enabled  # anonymity means tokens on $cbs (see amqp1/servicebus)
+        if claims:
+            mechanisms += [m for m in ("MSSBCBS", "ANONYMOUS") if m not in mechanisms]
         sasl = SaslServer(
             mechanisms,
             self._users,
             tls_identity=tls_identity,
-            require=not cfg.sasl.allow_anonymous,
+            require=not (cfg.sasl.allow_anonymous or claims),
             handshake_timeout=limits.handshake_timeout,
         )
         conn = SaslConnection.server(
@@ -570,6 +578,8 @@ class BrokerService:
             for e in events:
                 if isinstance(e, SaslCompleted):
                     handler.user = e.identity
+                    if claims and e.identity is None:
+                        handler.use_claims(cfg.servicebus)
                     log.info("%s authenticated as %s with %s", peer, e.identity or "anonymous", e.mechanism)
                     # -- [security] hook: back-off and the per-user limit ------------------
                     over = login.succeeded(e.identity)

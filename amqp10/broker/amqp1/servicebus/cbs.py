@@ -1,0 +1,175 @@
+"""``$cbs``: claims-based security, as Azure Service Bus and its clients use it.
+
+A connection that logs in with SASL ANONYMOUS or ``MSSBCBS`` on a broker with
+``[servicebus] enabled`` gets a :class:`Gate`: every link it attaches, except those
+to ``$cbs``, needs a token that covers the link's entity with the right the link
+needs (a receiving client ``Listen``, a sending one ``Send``; an entity's
+``$management`` either; the namespace's ``$management`` ``Manage``). Tokens are put
+with a ``put-token`` request to ``$cbs`` (application properties ``operation``,
+``type``: the token type, ``name``: the audience; the body: the token), answered
+with ``status-code`` (202 accepted, 400, 401) and ``status-description`` on the
+receiver link from ``$cbs`` (the request carries no ``reply-to``). A link is
+refused with ``amqp:unauthorized-access`` until a token covers it, and detached
+with it once the tokens that covered it expired without renewal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ....message import Message
+from ....transport import Link, Sender
+from ....types import DecodeError, Error, ErrorCondition, ReceiverSettleMode
+from ...config import ServiceBusConfig
+from ...core import QueuedMessage, VirtualHost
+from ..management import ManagementNode
+from ..message import Amqp1Message
+from .tokens import (
+    JWT,
+    SAS_PREFIX,
+    SAS_TOKEN,
+    Grant,
+    TokenError,
+    check_jwt,
+    check_sas,
+    scope_covers,
+)
+
+__all__ = ["CBS_ADDRESS", "CbsNode", "Gate", "entity_path"]
+
+CBS_ADDRESS = "$cbs"
+_MGMT_SUFFIX = "/$management"
+
+
+def entity_path(address: str) -> str:
+    """The entity an address names: a Service Bus link's address is the entity's URI
+    (``amqps://namespace/queue``); a plain name names itself."""
+    scheme, sep, rest = address.partition("://")
+    if sep and scheme.lower() in ("amqp", "amqps", "sb"):
+        return rest.partition("/")[2]
+    return address
+
+
+class Gate:
+    """One connection's tokens, and the links they let in."""
+
+    def __init__(self, config: ServiceBusConfig, now: Callable[[], float]) -> None:
+        self.config = config
+        self.now = now
+        self.keys = {k.name: (k.key, frozenset(k.rights)) for k in config.shared_access_keys}
+        self.grants: dict[str, Grant] = {}
+        """The valid tokens put, by audience (a new token for an audience replaces the old)."""
+        self.links: dict[int, tuple[Link, str, tuple[str, ...]]] = {}
+        """The links let in, with the entity and the rights (any of them) they need."""
+
+    def lock_duration(self, entity: str) -> float:
+        """The lock duration a queue's deliveries report (``[servicebus] queues``; 60 s otherwise)."""
+        for q in self.config.queues:
+            if q.name == entity:
+                return q.lock_duration
+        return 60.0
+
+    def put(self, token_type: Any, audience: Any, token: Any) -> Grant:
+        """Check a token and keep its grant; raises :class:`TokenError`."""
+        if not isinstance(audience, str) or not audience:
+            raise TokenError(400, "put-token needs the audience as the 'name' application property")
+        if isinstance(token, bytes):
+            token = token.decode("utf-8", "replace")
+        if not isinstance(token, str):
+            raise TokenError(400, "put-token's body is the token, a string")
+        now = self.now()
+        if token_type not in (SAS_TOKEN, JWT):
+            raise TokenError(400, f"unsupported token type {token_type!r}; supported: {SAS_TOKEN}, {JWT}")
+        # azure-servicebus puts its SAS tokens with type jwt (as the service accepts): the
+        # token's own form says what it is
+        if token.startswith(SAS_PREFIX):
+            grant = check_sas(token, self.keys, now)
+        else:
+            grant = check_jwt(token, self.config.jwt_secret, audience, now)
+        self.grants[audience] = grant
+        return grant
+
+    def _allowed(self, entity: str, rights: tuple[str, ...]) -> bool:
+        now = self.now()
+        return any(
+            g.expires > now and scope_covers(g.scope, entity) and any(r in g.rights for r in rights)
+            for g in self.grants.values()
+        )
+
+    def admit(self, link: Link) -> str | None:
+        """Normalise a Service Bus link's address to its entity, and check the tokens:
+        None (let in, and watched) or why it is refused."""
+        terminus = link.remote_source if isinstance(link, Sender) else link.remote_target
+        address = getattr(terminus, "address", None)
+        if not isinstance(address, str):
+            return None if isinstance(link, Sender) else "a link needs an address on a claims-based connection"
+        if not isinstance(link, Sender):
+            # we settle what we take at once (as Service Bus does): pyamqp's sender
+            # waits for a settled disposition, which mode second would hold back
+            link.rcv_settle_mode = ReceiverSettleMode.FIRST
+        entity = entity_path(address)
+        if entity != address:
+            terminus.address = entity
+        if entity == CBS_ADDRESS:
+            return None
+        if entity == "$management":
+            rights: tuple[str, ...] = ("Manage",)
+        elif entity.endswith(_MGMT_SUFFIX):
+            rights = ("Listen", "Send", "Manage")
+            entity = entity[: -len(_MGMT_SUFFIX)]
+        else:
+            rights = ("Listen", "Manage") if isinstance(link, Sender) else ("Send", "Manage")
+        if not self._allowed(entity, rights):
+            return f"no valid token with {' or '.join(rights)} for {entity!r}: put one on $cbs first"
+        self.links[id(link)] = (link, entity, rights)
+        return None
+
+    def forget(self, link: Link) -> None:
+        self.links.pop(id(link), None)
+
+    def expired(self) -> list[Link]:
+        """The links no valid token covers any more (they are forgotten)."""
+        gone = [link for link, entity, rights in self.links.values() if not self._allowed(entity, rights)]
+        for link in gone:
+            self.forget(link)
+        return gone
+
+
+class CbsNode(ManagementNode):
+    """``$cbs`` as one connection sees it: answers ``put-token`` into its :class:`Gate`."""
+
+    kind = "cbs"
+
+    def __init__(self, vhost: VirtualHost, gate: Gate) -> None:
+        super().__init__(vhost)
+        self.name = CBS_ADDRESS
+        self.gate = gate
+
+    def request(self, msg: QueuedMessage) -> Error | None:
+        try:
+            request = Message.decode(msg.form(Amqp1Message.format))
+        except (DecodeError, LookupError, ValueError) as exc:
+            return Error(condition=ErrorCondition.DECODE_ERROR, description=f"undecodable request: {exc}")
+        reply_to = request.reply_to if isinstance(request.reply_to, str) else None
+        # no reply-to (Azure's clients): the receiver link from $cbs answers
+        target = self._reply_target(reply_to) if reply_to else next(iter(self.reply_links.values()), None)
+        if target is None:
+            return Error(condition=ErrorCondition.NOT_FOUND, description="attach a receiver link from $cbs first")
+        props = request.application_properties or {}
+        if props.get("operation") != "put-token":
+            status, description = 400, f"unsupported $cbs operation {props.get('operation')!r}; supported: put-token"
+        else:
+            try:
+                self.gate.put(props.get("type"), props.get("name"), request.body)
+                status, description = 202, "Accepted"
+            except TokenError as exc:
+                status, description = exc.status, exc.description
+        correlation = request.id if request.correlation_id is None else request.correlation_id
+        reply = Message(
+            body=None,
+            correlation_id=correlation,
+            application_properties={"status-code": status, "status-description": description},
+        )
+        target.publish(Amqp1Message(reply.encode(), arrival=self.vhost.now()), lambda: None)
+        return None
