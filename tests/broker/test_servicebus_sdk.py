@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import datetime
 import hashlib
 import hmac
 import json
@@ -34,7 +35,7 @@ from .conftest import RunningBroker, make_config, start_broker  # noqa: E402
 KEY_NAME = "RootManageSharedAccessKey"
 KEY = "SAS_KEY_VALUE"
 JWT_SECRET = "jwt-secret"
-QUEUES = ["q.send", "q.settle", "q.limit", "q.rad", "q.async"]
+QUEUES = ["q.send", "q.settle", "q.limit", "q.rad", "q.async", "q.mgmt"]
 
 
 @pytest.fixture(scope="module")
@@ -155,6 +156,29 @@ def test_async_send_receive_complete(sb_broker: RunningBroker) -> None:
 
     assert asyncio.run(run()) == ["a1", "a2"]
     assert sb_broker.broker.default.nodes["q.async"].count == 0
+
+
+def test_peek_schedule_cancel_and_renew_lock(sb_broker: RunningBroker) -> None:
+    """The entity operations on q.mgmt/$management."""
+    queue = sb_broker.broker.default.nodes["q.mgmt"]
+    with client(sb_broker) as c:
+        with c.get_queue_sender("q.mgmt") as s:
+            s.send_messages([ServiceBusMessage(f"m{i}") for i in range(3)])
+            later = datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1)
+            seqs = s.schedule_messages([ServiceBusMessage("s1"), ServiceBusMessage("s2")], later)
+            assert len(seqs) == 2 and queue.stats.scheduled == 2
+            s.cancel_scheduled_messages(seqs[0])
+            assert queue.stats.scheduled == 1
+        with c.get_queue_receiver("q.mgmt") as r:
+            peeked = r.peek_messages(max_message_count=5)
+            assert [str(m) for m in peeked] == ["m0", "m1", "m2"]
+            assert [m.sequence_number for m in r.peek_messages(max_message_count=5, sequence_number=peeked[1].sequence_number)] == [
+                m.sequence_number for m in peeked[1:]
+            ]
+            assert queue.count == 3  # peeking leaves them there
+            got = r.receive_messages(max_message_count=1, max_wait_time=3)
+            assert isinstance(r.renew_message_lock(got[0]), datetime.datetime)
+            r.complete_message(got[0])
 
 
 def test_wrong_key_is_an_authentication_error(sb_broker: RunningBroker) -> None:

@@ -354,7 +354,7 @@ def drop_consumer(self: ConnectionHandler, c: LinkConsumer, *, closed: bool, sus
     elif isinstance(c.node, Queue) and c.node.dynamic and _made_by_link(source):
         self._delete_dynamic(c.node)
     elif isinstance(c.node, Queue) and c.node.dynamic:
-        for requests in (self._management, self._cbs):
+        for requests in (self._management, *(self.gate.nodes.values() if self.gate is not None else ())):
             if requests is not None:
                 requests.reply_link_gone(c.node)
 

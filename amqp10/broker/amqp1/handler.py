@@ -80,7 +80,7 @@ from .addresses import AddressError, AnonymousTarget, ExchangeTarget, parse, res
 from .consumers import LinkConsumer
 from .management import MANAGEMENT_ADDRESS, ManagementNode
 from .message import parse_transfer
-from .servicebus import CBS_ADDRESS, CbsNode, Gate
+from .servicebus import Gate
 from .servicebus.batch import BATCH_FORMAT, publish_batch
 from .servicebus.consumer import ServiceBusConsumer
 from .termini import _CONDITIONS, _capabilities, _echo, _made_by_link, _resource
@@ -132,7 +132,6 @@ class ConnectionHandler:
         self.closed = False
         self.txns: Transactions | None = None  # made by the first coordinator link (Part 4)
         self._management: ManagementNode | None = None
-        self._cbs: CbsNode | None = None
         self.gate: Gate | None = None
         """Claims-based security (``[servicebus]``): the tokens put on ``$cbs``, the links they let in."""
         self.consumer_type: type[LinkConsumer] = LinkConsumer
@@ -307,19 +306,25 @@ class ConnectionHandler:
             self._attach_consumer(link)
 
     def _request_node(self, address: str) -> ManagementNode | None:
-        """The request/response node at ``address`` (``$management``, ``$cbs``), if it is one."""
-        if address == MANAGEMENT_ADDRESS or (address == CBS_ADDRESS and self.gate is not None):
-            node = self._lookup(address, kind=None)
-            assert isinstance(node, ManagementNode)
-            return node
+        """The request/response node at ``address`` (``$management``; with claims, ``$cbs``
+        and an entity's ``$management``), if it is one."""
+        if self.gate is not None:
+            node = self.gate.request_node(self.vhost, address)
+            if node is not None:
+                return node
+        if address == MANAGEMENT_ADDRESS:
+            found = self._lookup(address, kind=None)
+            assert isinstance(found, ManagementNode)
+            return found
         return None
 
     def _lookup(self, address: str | None, *, kind: str | None, create: bool = True) -> Node | None:
-        """The node a plain name names (``$management``, ``$cbs`` are this front end's own)."""
-        if address == CBS_ADDRESS and self.gate is not None:
-            if self._cbs is None:
-                self._cbs = CbsNode(self.vhost, self.gate)
-            return self._cbs
+        """The node a plain name names (``$management`` is this front end's own; see also
+        :meth:`_request_node`)."""
+        if address and self.gate is not None:
+            sb = self.gate.request_node(self.vhost, address)
+            if sb is not None:
+                return sb
         if address == MANAGEMENT_ADDRESS:
             if self._management is None:
                 vhost = self.vhost

@@ -25,6 +25,7 @@ from ...config import ServiceBusConfig
 from ...core import QueuedMessage, VirtualHost
 from ..management import ManagementNode
 from ..message import Amqp1Message
+from .management import EntityManagementNode
 from .tokens import (
     JWT,
     SAS_PREFIX,
@@ -62,6 +63,21 @@ class Gate:
         """The valid tokens put, by audience (a new token for an audience replaces the old)."""
         self.links: dict[int, tuple[Link, str, tuple[str, ...]]] = {}
         """The links let in, with the entity and the rights (any of them) they need."""
+        self.nodes: dict[str, ManagementNode] = {}
+        """This connection's request nodes: ``$cbs`` and entities' ``$management``."""
+
+    def request_node(self, vhost: VirtualHost, address: str) -> ManagementNode | None:
+        """``$cbs`` or ``ENTITY/$management`` for this connection (None: another address)."""
+        node = self.nodes.get(address)
+        if node is None:
+            if address == CBS_ADDRESS:
+                node = CbsNode(vhost, self)
+            elif address.endswith(_MGMT_SUFFIX) and len(address) > len(_MGMT_SUFFIX):
+                node = EntityManagementNode(vhost, address[: -len(_MGMT_SUFFIX)], self.lock_duration)
+            else:
+                return None
+            self.nodes[address] = node
+        return node
 
     def lock_duration(self, entity: str) -> float:
         """The lock duration a queue's deliveries report (``[servicebus] queues``; 60 s otherwise)."""

@@ -23,7 +23,7 @@ from ...core import QueuedMessage
 from ..consumers import LinkConsumer
 from ..message import Amqp1Message
 
-__all__ = ["ServiceBusConsumer"]
+__all__ = ["ServiceBusConsumer", "annotated"]
 
 DEAD_LETTER = "com.microsoft:dead-letter"
 _REASON = ("DeadLetterReason", "DeadLetterErrorDescription")
@@ -40,27 +40,27 @@ class ServiceBusConsumer(LinkConsumer):
     def payload(self, msg: QueuedMessage) -> tuple[bytes, bytes | None]:
         data, _ = super().payload(msg)
         token = uuid.uuid4()
-        now = self.handler.broker.now()
         gate = self.handler.gate
         lock = gate.lock_duration(self.node.name) if gate is not None else 60.0
-        try:
-            data = LazyMessage(data).with_annotations(
-                {
-                    _SEQ: msg.seq,
-                    _ENQUEUED: timestamp(int(msg.arrival * 1000)),
-                    _LOCKED_UNTIL: timestamp(int((now + lock) * 1000)),
-                    _LOCK_TOKEN: token,
-                }
-            )
-        except DecodeError:
-            pass  # delivered as it is
-        return data, token.bytes_le
+        now = self.handler.broker.now()
+        return annotated(data, msg, {_LOCKED_UNTIL: timestamp(int((now + lock) * 1000)), _LOCK_TOKEN: token}), token.bytes_le
 
     def apply(self, msg: QueuedMessage, state: Any) -> None:
         error = getattr(state, "error", None) if isinstance(state, Rejected) else None
         if error is not None and str(error.condition) == DEAD_LETTER and isinstance(error.info, dict):
             _with_reason(msg, error.info)
         super().apply(msg, state)
+
+
+def annotated(data: bytes, msg: QueuedMessage, extra: dict[Any, Any] | None = None) -> bytes:
+    """``data`` (``msg``'s 1.0 bytes) with its sequence number and enqueued time as
+    Service Bus annotates them, and ``extra`` annotations."""
+    try:
+        return LazyMessage(data).with_annotations(
+            {_SEQ: msg.seq, _ENQUEUED: timestamp(int(msg.arrival * 1000)), **(extra or {})}
+        )
+    except DecodeError:
+        return data  # sent as it is
 
 
 def _with_reason(msg: QueuedMessage, info: dict[Any, Any]) -> None:

@@ -1,0 +1,114 @@
+"""``ENTITY/$management``: the Service Bus entity operations ``azure-servicebus`` sends.
+
+Requests come on a sender link to ``ENTITY/$management`` with the operation in the
+``operation`` application property and an amqp-value map body; the response (with
+``statusCode`` and ``statusDescription``) goes to this connection's receiver link
+from that node. Supported:
+
+- ``com.microsoft:peek-message`` (``from-sequence-number``, ``message-count``): the
+  queue's messages from that sequence number on, left where they are; 204 when none.
+- ``com.microsoft:renew-lock`` (``lock-tokens``): new ``expirations`` (locks are
+  reported, not enforced).
+- ``com.microsoft:schedule-message`` (``messages``: maps with ``message``, the encoded
+  message carrying ``x-opt-scheduled-enqueue-time``): held by the core's scheduler;
+  answers their ``sequence-numbers``.
+- ``com.microsoft:cancel-scheduled-message`` (``sequence-numbers``).
+
+Any other operation is a 501.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ....message import Message
+from ....types import Array, DecodeError, Error, ErrorCondition, timestamp
+from ...core import Queue, QueuedMessage, VirtualHost
+from ..management import ManagementNode
+from ..message import Amqp1Message, parse_transfer
+from .consumer import annotated
+
+__all__ = ["EntityManagementNode"]
+
+Reply = tuple[int, str, Any]
+VENDOR = "com.microsoft:"
+
+
+class EntityManagementNode(ManagementNode):
+    """``ENTITY/$management`` as one connection sees it."""
+
+    kind = "entity-management"
+
+    def __init__(self, vhost: VirtualHost, entity: str, lock_duration: Callable[[str], float]) -> None:
+        super().__init__(vhost)
+        self.name = entity + "/$management"
+        self.entity = entity
+        self.lock_duration = lock_duration
+        self._ops: dict[str, Callable[[Queue, Mapping[str, Any]], Reply]] = {
+            VENDOR + "peek-message": self._peek,
+            VENDOR + "renew-lock": self._renew_lock,
+            VENDOR + "schedule-message": self._schedule,
+            VENDOR + "cancel-scheduled-message": self._cancel_scheduled,
+        }
+
+    def request(self, msg: QueuedMessage) -> Error | None:
+        try:
+            request = Message.decode(msg.form(Amqp1Message.format))
+        except (DecodeError, LookupError, ValueError) as exc:
+            return Error(condition=ErrorCondition.DECODE_ERROR, description=f"undecodable request: {exc}")
+        reply_to = request.reply_to if isinstance(request.reply_to, str) else None
+        target = self._reply_target(reply_to) if reply_to else next(iter(self.reply_links.values()), None)
+        if target is None:
+            return Error(condition=ErrorCondition.NOT_FOUND, description=f"attach a receiver link from {self.name} first")
+        props = request.application_properties or {}
+        status, description, body = self._execute(props.get("operation"), request.body)
+        reply = Message(
+            body=body,
+            correlation_id=request.id if request.correlation_id is None else request.correlation_id,
+            application_properties={"statusCode": status, "statusDescription": description},
+        )
+        target.publish(Amqp1Message(reply.encode(), arrival=self.vhost.now()), lambda: None)
+        return None
+
+    def _execute(self, op: Any, body: Any) -> Reply:
+        handler = self._ops.get(op) if isinstance(op, str) else None
+        if handler is None:
+            return 501, f"operation {op!r} is not implemented on {self.name}", None
+        queue = self.vhost.nodes.get(self.entity)
+        if not isinstance(queue, Queue):
+            return 404, f"no queue {self.entity!r}", None
+        if not isinstance(body, Mapping):
+            return 400, "the request's body is a map", None
+        try:
+            return handler(queue, body)
+        except (KeyError, TypeError, ValueError, DecodeError) as exc:
+            return 400, f"bad request: {exc}", None
+
+    def _peek(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
+        start = int(body.get("from-sequence-number", 0))
+        count = max(0, min(int(body.get("message-count", 1)), self.vhost.broker.config.management.max_peek))
+        found = sorted((m for m in queue if m.seq >= start), key=lambda m: m.seq)[:count]
+        if not found:
+            return 204, "no messages", None
+        return 200, "OK", {"messages": [{"message": annotated(m.form(Amqp1Message.format), m)} for m in found]}
+
+    def _renew_lock(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
+        tokens = list(body["lock-tokens"])
+        until = timestamp(int((self.vhost.now() + self.lock_duration(self.entity)) * 1000))
+        return 200, "OK", {"expirations": Array(timestamp, [until] * len(tokens))}
+
+    def _schedule(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
+        seqs: list[int] = []
+        for entry in body["messages"]:
+            msg = parse_transfer(bytes(entry["message"]), self.vhost.now(), queue.needs_message_ids)
+            if not queue.publish(msg, lambda: None):
+                return 503, f"queue {self.entity!r} is full", None
+            seqs.append(msg.seq)
+        return 200, "OK", {"sequence-numbers": Array(int, seqs)}
+
+    def _cancel_scheduled(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
+        missing = [int(s) for s in body["sequence-numbers"] if not queue.cancel_scheduled(int(s))]
+        if missing:
+            return 404, f"no scheduled messages {missing}", None
+        return 200, "OK", {}
