@@ -15,17 +15,15 @@ with it once the tokens that covered it expired without renewal.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from ....message import Message
 from ....transport import Link, Sender
-from ....types import DecodeError, Error, ErrorCondition, ReceiverSettleMode
+from ....types import ReceiverSettleMode
 from ...config import ServiceBusConfig
-from ...core import QueuedMessage, VirtualHost
+from ...core import VirtualHost
 from ..management import ManagementNode
-from ..message import Amqp1Message
-from .management import EntityManagementNode
+from .management import AzureRequestNode, EntityManagementNode
 from .tokens import (
     JWT,
     SAS_PREFIX,
@@ -152,7 +150,7 @@ class Gate:
         return gone
 
 
-class CbsNode(ManagementNode):
+class CbsNode(AzureRequestNode):
     """``$cbs`` as one connection sees it: answers ``put-token`` into its :class:`Gate`."""
 
     kind = "cbs"
@@ -162,30 +160,13 @@ class CbsNode(ManagementNode):
         self.name = CBS_ADDRESS
         self.gate = gate
 
-    def request(self, msg: QueuedMessage) -> Error | None:
-        try:
-            request = Message.decode(msg.form(Amqp1Message.format))
-        except (DecodeError, LookupError, ValueError) as exc:
-            return Error(condition=ErrorCondition.DECODE_ERROR, description=f"undecodable request: {exc}")
-        reply_to = request.reply_to if isinstance(request.reply_to, str) else None
-        # no reply-to (Azure's clients): the receiver link from $cbs answers
-        target = self._reply_target(reply_to) if reply_to else next(iter(self.reply_links.values()), None)
-        if target is None:
-            return Error(condition=ErrorCondition.NOT_FOUND, description="attach a receiver link from $cbs first")
-        props = request.application_properties or {}
+    def answer(self, props: Mapping[str, Any], body: Any) -> tuple[dict[str, Any], Any]:
         if props.get("operation") != "put-token":
             status, description = 400, f"unsupported $cbs operation {props.get('operation')!r}; supported: put-token"
         else:
             try:
-                self.gate.put(props.get("type"), props.get("name"), request.body)
+                self.gate.put(props.get("type"), props.get("name"), body)
                 status, description = 202, "Accepted"
             except TokenError as exc:
                 status, description = exc.status, exc.description
-        correlation = request.id if request.correlation_id is None else request.correlation_id
-        reply = Message(
-            body=None,
-            correlation_id=correlation,
-            application_properties={"status-code": status, "status-description": description},
-        )
-        target.publish(Amqp1Message(reply.encode(), arrival=self.vhost.now()), lambda: None)
-        return None
+        return {"status-code": status, "status-description": description}, None

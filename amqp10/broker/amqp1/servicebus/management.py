@@ -29,13 +29,40 @@ from ..management import ManagementNode
 from ..message import Amqp1Message, parse_transfer
 from .consumer import annotated
 
-__all__ = ["EntityManagementNode"]
+__all__ = ["AzureRequestNode", "EntityManagementNode"]
 
 Reply = tuple[int, str, Any]
 VENDOR = "com.microsoft:"
 
 
-class EntityManagementNode(ManagementNode):
+class AzureRequestNode(ManagementNode):
+    """A request node as Azure's clients use it: requests without ``reply-to`` are answered
+    on the receiver link from the node; :meth:`answer` gives the status and body."""
+
+    def answer(self, props: Mapping[str, Any], body: Any) -> tuple[dict[str, Any], Any]:
+        """The response's application properties and body for a request."""
+        raise NotImplementedError
+
+    def request(self, msg: QueuedMessage) -> Error | None:
+        try:
+            request = Message.decode(msg.form(Amqp1Message.format))
+        except (DecodeError, LookupError, ValueError) as exc:
+            return Error(condition=ErrorCondition.DECODE_ERROR, description=f"undecodable request: {exc}")
+        reply_to = request.reply_to if isinstance(request.reply_to, str) else None
+        target = self._reply_target(reply_to) if reply_to else next(iter(self.reply_links.values()), None)
+        if target is None:
+            return Error(condition=ErrorCondition.NOT_FOUND, description=f"attach a receiver link from {self.name} first")
+        props, body = self.answer(request.application_properties or {}, request.body)
+        reply = Message(
+            body=body,
+            correlation_id=request.id if request.correlation_id is None else request.correlation_id,
+            application_properties=props,
+        )
+        target.publish(Amqp1Message(reply.encode(), arrival=self.vhost.now()), lambda: None)
+        return None
+
+
+class EntityManagementNode(AzureRequestNode):
     """``ENTITY/$management`` as one connection sees it."""
 
     kind = "entity-management"
@@ -52,24 +79,9 @@ class EntityManagementNode(ManagementNode):
             VENDOR + "cancel-scheduled-message": self._cancel_scheduled,
         }
 
-    def request(self, msg: QueuedMessage) -> Error | None:
-        try:
-            request = Message.decode(msg.form(Amqp1Message.format))
-        except (DecodeError, LookupError, ValueError) as exc:
-            return Error(condition=ErrorCondition.DECODE_ERROR, description=f"undecodable request: {exc}")
-        reply_to = request.reply_to if isinstance(request.reply_to, str) else None
-        target = self._reply_target(reply_to) if reply_to else next(iter(self.reply_links.values()), None)
-        if target is None:
-            return Error(condition=ErrorCondition.NOT_FOUND, description=f"attach a receiver link from {self.name} first")
-        props = request.application_properties or {}
-        status, description, body = self._execute(props.get("operation"), request.body)
-        reply = Message(
-            body=body,
-            correlation_id=request.id if request.correlation_id is None else request.correlation_id,
-            application_properties={"statusCode": status, "statusDescription": description},
-        )
-        target.publish(Amqp1Message(reply.encode(), arrival=self.vhost.now()), lambda: None)
-        return None
+    def answer(self, props: Mapping[str, Any], body: Any) -> tuple[dict[str, Any], Any]:
+        status, description, reply = self._execute(props.get("operation"), body)
+        return {"statusCode": status, "statusDescription": description}, reply
 
     def _execute(self, op: Any, body: Any) -> Reply:
         handler = self._ops.get(op) if isinstance(op, str) else None
