@@ -35,7 +35,7 @@ from .conftest import RunningBroker, make_config, start_broker  # noqa: E402
 KEY_NAME = "RootManageSharedAccessKey"
 KEY = "SAS_KEY_VALUE"
 JWT_SECRET = "jwt-secret"
-QUEUES = ["q.send", "q.settle", "q.limit", "q.rad", "q.async", "q.mgmt"]
+QUEUES = ["q.send", "q.settle", "q.limit", "q.rad", "q.async", "q.mgmt", "q.defer"]
 
 
 @pytest.fixture(scope="module")
@@ -179,6 +179,28 @@ def test_peek_schedule_cancel_and_renew_lock(sb_broker: RunningBroker) -> None:
             got = r.receive_messages(max_message_count=1, max_wait_time=3)
             assert isinstance(r.renew_message_lock(got[0]), datetime.datetime)
             r.complete_message(got[0])
+
+
+def test_defer_and_receive_deferred(sb_broker: RunningBroker) -> None:
+    queue = sb_broker.broker.default.nodes["q.defer"]
+    with client(sb_broker) as c:
+        with c.get_queue_sender("q.defer") as s:
+            s.send_messages([ServiceBusMessage("later"), ServiceBusMessage("dead later")])
+        with c.get_queue_receiver("q.defer") as r:
+            got = r.receive_messages(max_message_count=2, max_wait_time=3)
+            assert [str(m) for m in got] == ["later", "dead later"]
+            for m in got:
+                r.defer_message(m)
+            assert r.receive_messages(max_message_count=1, max_wait_time=1) == []  # set aside
+            back = r.receive_deferred_messages([m.sequence_number for m in got])
+            assert [str(m) for m in back] == ["later", "dead later"]
+            r.complete_message(back[0])
+            r.dead_letter_message(back[1], reason="too late", error_description="deferred too long")
+    assert queue.count == 0 and queue.stats.unacked == 0
+    with c, c.get_queue_receiver("q.defer/$deadletterqueue") as r:
+        dead = r.receive_messages(max_message_count=1, max_wait_time=3)
+        assert [(str(m), m.dead_letter_reason) for m in dead] == [("dead later", "too late")]
+        r.complete_message(dead[0])
 
 
 def test_wrong_key_is_an_authentication_error(sb_broker: RunningBroker) -> None:

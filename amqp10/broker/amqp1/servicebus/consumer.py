@@ -6,7 +6,7 @@ sequence number of the message), ``x-opt-enqueued-time``, ``x-opt-locked-until``
 and ``x-opt-lock-token``. The outcomes the SDK sends are the core's: complete is
 accepted (ack), abandon is modified with delivery-failed (released, the delivery
 count goes up; the queue's delivery limit dead-letters), defer is modified with
-undeliverable-here (released, not to this link again), and dead-letter is rejected
+undeliverable-here (set aside, :mod:`.deferred`), and dead-letter is rejected
 with ``com.microsoft:dead-letter``, whose reason and description go into the
 dead-lettered message's application properties (``DeadLetterReason``,
 ``DeadLetterErrorDescription``) before the core dead-letters it.
@@ -18,12 +18,13 @@ import uuid
 from typing import Any
 
 from ....message import LazyMessage, Message
-from ....types import DecodeError, Rejected, symbol, timestamp
-from ...core import QueuedMessage
+from ....types import DecodeError, Modified, Rejected, symbol, timestamp
+from ...core import Queue, QueuedMessage
 from ..consumers import LinkConsumer
 from ..message import Amqp1Message
+from .deferred import defer
 
-__all__ = ["ServiceBusConsumer", "annotated"]
+__all__ = ["ServiceBusConsumer", "annotated", "with_reason"]
 
 DEAD_LETTER = "com.microsoft:dead-letter"
 _REASON = ("DeadLetterReason", "DeadLetterErrorDescription")
@@ -46,9 +47,12 @@ class ServiceBusConsumer(LinkConsumer):
         return annotated(data, msg, {_LOCKED_UNTIL: timestamp(int((now + lock) * 1000)), _LOCK_TOKEN: token}), token.bytes_le
 
     def apply(self, msg: QueuedMessage, state: Any) -> None:
+        if isinstance(state, Modified) and state.undeliverable_here and isinstance(self.node, Queue):
+            defer(self.node, msg)  # defer_message: set aside for receive_deferred_messages
+            return
         error = getattr(state, "error", None) if isinstance(state, Rejected) else None
         if error is not None and str(error.condition) == DEAD_LETTER and isinstance(error.info, dict):
-            _with_reason(msg, error.info)
+            with_reason(msg, error.info)
         super().apply(msg, state)
 
 
@@ -63,7 +67,7 @@ def annotated(data: bytes, msg: QueuedMessage, extra: dict[Any, Any] | None = No
         return data  # sent as it is
 
 
-def _with_reason(msg: QueuedMessage, info: dict[Any, Any]) -> None:
+def with_reason(msg: QueuedMessage, info: dict[Any, Any]) -> None:
     """Put the dead-letter reason and description into the message's application properties."""
     if type(msg) is not Amqp1Message:
         return

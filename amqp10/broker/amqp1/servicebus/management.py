@@ -13,12 +13,18 @@ from that node. Supported:
   message carrying ``x-opt-scheduled-enqueue-time``): held by the core's scheduler;
   answers their ``sequence-numbers``.
 - ``com.microsoft:cancel-scheduled-message`` (``sequence-numbers``).
+- ``com.microsoft:receive-by-sequence-number`` (``sequence-numbers``): deferred
+  messages, each with a ``lock-token``; ``com.microsoft:update-disposition``
+  (``disposition-status`` completed, abandoned, suspended: dead-lettered with
+  ``deadletter-reason``/``deadletter-description``, or defered; ``lock-tokens``)
+  settles them (see :mod:`.deferred`).
 
 Any other operation is a 501.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -27,7 +33,8 @@ from ....types import Array, DecodeError, Error, ErrorCondition, timestamp
 from ...core import Queue, QueuedMessage, VirtualHost
 from ..management import ManagementNode
 from ..message import Amqp1Message, parse_transfer
-from .consumer import annotated
+from .consumer import annotated, with_reason
+from .deferred import deferred, undefer
 
 __all__ = ["AzureRequestNode", "EntityManagementNode"]
 
@@ -77,7 +84,11 @@ class EntityManagementNode(AzureRequestNode):
             VENDOR + "renew-lock": self._renew_lock,
             VENDOR + "schedule-message": self._schedule,
             VENDOR + "cancel-scheduled-message": self._cancel_scheduled,
+            VENDOR + "receive-by-sequence-number": self._receive_deferred,
+            VENDOR + "update-disposition": self._update_disposition,
         }
+        self.locks: dict[uuid.UUID, int] = {}
+        """Lock tokens of the deferred messages read here, to their sequence numbers."""
 
     def answer(self, props: Mapping[str, Any], body: Any) -> tuple[dict[str, Any], Any]:
         status, description, reply = self._execute(props.get("operation"), body)
@@ -123,4 +134,42 @@ class EntityManagementNode(AzureRequestNode):
         missing = [int(s) for s in body["sequence-numbers"] if not queue.cancel_scheduled(int(s))]
         if missing:
             return 404, f"no scheduled messages {missing}", None
+        return 200, "OK", {}
+
+    def _receive_deferred(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
+        out = []
+        for s in body["sequence-numbers"]:
+            msg = deferred(queue, int(s))
+            if msg is None:
+                return 404, f"no deferred message {int(s)} in {self.entity!r}", None
+            token = uuid.uuid4()
+            self.locks[token] = msg.seq
+            out.append({"message": annotated(msg.form(Amqp1Message.format), msg), "lock-token": token})
+        return 200, "OK", {"messages": out}
+
+    def _update_disposition(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
+        status = body["disposition-status"]
+        if status not in ("completed", "abandoned", "suspended", "defered"):
+            return 400, f"unknown disposition-status {status!r}", None
+        for token in body["lock-tokens"]:
+            seq = self.locks.get(token if isinstance(token, uuid.UUID) else uuid.UUID(str(token)))
+            msg = None if seq is None or status == "defered" else undefer(queue, seq)
+            if seq is None or (msg is None and status != "defered"):
+                return 410, f"lock {token} is not held (message lock lost)", None
+            if msg is None:
+                continue
+            self.locks = {t: s for t, s in self.locks.items() if s != seq}
+            if status == "completed":
+                queue.ack(msg)
+            elif status == "abandoned":
+                queue.release(msg, delivery_failed=True)
+            else:
+                with_reason(
+                    msg,
+                    {
+                        "DeadLetterReason": body.get("deadletter-reason"),
+                        "DeadLetterErrorDescription": body.get("deadletter-description"),
+                    },
+                )
+                queue.reject(msg)
         return 200, "OK", {}
