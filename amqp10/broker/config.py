@@ -530,6 +530,39 @@ class ServiceBusQueue(_Model):
     )
 
 
+class ServiceBusRule(_Model):
+    """A subscription's rule: a message that matches any of its subscription's rules is kept."""
+
+    name: str = Field(min_length=1, description="the rule's name")
+    sql: str | None = Field(
+        default=None,
+        description="a SQL filter (the broker's selector language, SQL dialect: bare names are "
+        "application properties); with neither sql nor correlation the rule matches everything",
+    )
+    correlation: dict[str, str | int | float | bool | dict[str, str | int | float | bool]] | None = Field(
+        default=None,
+        description="a correlation filter: correlation_id, message_id, to, reply_to, subject (label), "
+        "session_id, reply_to_session_id, content_type, and properties (application properties); all must match",
+    )
+
+
+class ServiceBusSubscription(_Model):
+    """A topic's subscription, addressed TOPIC/Subscriptions/NAME."""
+
+    name: str = Field(min_length=1, description="the subscription's name")
+    max_delivery_count: int = Field(default=10, ge=1, description="as a queue's")
+    rules: list[ServiceBusRule] = Field(
+        default=[ServiceBusRule(name="$Default")], description="its rules (by default one that matches everything)"
+    )
+
+
+class ServiceBusTopic(_Model):
+    """A Service Bus topic declared at start."""
+
+    name: str = Field(min_length=1, description="the topic's name")
+    subscriptions: list[ServiceBusSubscription] = Field(default=[], description="its subscriptions")
+
+
 class ServiceBusConfig(_Model):
     """The Azure Service Bus conventions: claims-based security on $cbs, entities."""
 
@@ -544,6 +577,7 @@ class ServiceBusConfig(_Model):
         default=None, description="the HS256 key that JWTs (token type jwt) are checked against; None: no JWTs"
     )
     queues: list[ServiceBusQueue] = Field(default=[], description="queues declared at start")
+    topics: list[ServiceBusTopic] = Field(default=[], description="topics declared at start, with subscriptions")
 
 
 class BrokerConfig(_Model):

@@ -22,7 +22,12 @@ import pytest
 
 azure_sb = pytest.importorskip("azure.servicebus")
 from azure.core.credentials import AzureSasCredential  # noqa: E402
-from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode  # noqa: E402
+from azure.servicebus import (  # noqa: E402
+    ServiceBusClient,
+    ServiceBusMessage,
+    ServiceBusReceiveMode,
+    ServiceBusSubQueue,
+)
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient  # noqa: E402
 from azure.servicebus.exceptions import ServiceBusAuthenticationError  # noqa: E402
 
@@ -48,6 +53,16 @@ def sb_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroke
             "shared_access_keys": [{"name": KEY_NAME, "key": KEY}],
             "jwt_secret": JWT_SECRET,
             "queues": [{"name": q, "max_delivery_count": 2 if q == "q.limit" else 10} for q in QUEUES],
+            "topics": [
+                {
+                    "name": "t",
+                    "subscriptions": [
+                        {"name": "all"},
+                        {"name": "red", "rules": [{"name": "red", "sql": "color = 'red' AND n > 0"}]},
+                        {"name": "hot", "rules": [{"name": "c", "correlation": {"subject": "hot", "properties": {"n": 2}}}]},
+                    ],
+                }
+            ],
         },
     )
     yield from start_broker(cfg)
@@ -102,7 +117,7 @@ def test_abandon_dead_letter_and_dead_letter_queue(sb_broker: RunningBroker) -> 
             assert [str(m) for m in again] == ["abandoned"]
             assert again[0].delivery_count == 1
             r.complete_message(again[0])
-        with c.get_queue_receiver("q.settle/$deadletterqueue") as r:
+        with c.get_queue_receiver("q.settle", sub_queue=ServiceBusSubQueue.DEAD_LETTER) as r:
             dead = r.receive_messages(max_message_count=1, max_wait_time=3)
             assert [str(m) for m in dead] == ["dead"]
             assert (dead[0].dead_letter_reason, dead[0].dead_letter_error_description) == ("bad", "very bad")
@@ -201,6 +216,36 @@ def test_defer_and_receive_deferred(sb_broker: RunningBroker) -> None:
         dead = r.receive_messages(max_message_count=1, max_wait_time=3)
         assert [(str(m), m.dead_letter_reason) for m in dead] == [("dead later", "too late")]
         r.complete_message(dead[0])
+
+
+def test_topic_subscriptions_with_sql_and_correlation_rules(sb_broker: RunningBroker) -> None:
+    with client(sb_broker) as c:
+        with c.get_topic_sender("t") as s:
+            s.send_messages(
+                [
+                    ServiceBusMessage("red", application_properties={"color": "red", "n": 1}),
+                    ServiceBusMessage("hot", application_properties={"color": "blue", "n": 2}, subject="hot"),
+                    ServiceBusMessage("cold", application_properties={"color": "red", "n": 0}, subject="cold"),
+                ]
+            )
+        seen = {}
+        for sub in ("all", "red", "hot"):
+            with c.get_subscription_receiver("t", sub) as r:
+                got: list[Any] = []
+                for _ in range(5):
+                    got += r.receive_messages(max_message_count=10, max_wait_time=1)
+                    if sub != "all" or len(got) >= 3:
+                        break
+                seen[sub] = [str(m) for m in got]
+                for m in got[:-1]:
+                    r.complete_message(m)
+                if got:
+                    r.dead_letter_message(got[-1], reason=f"from {sub}")
+        assert seen == {"all": ["red", "hot", "cold"], "red": ["red"], "hot": ["hot"]}
+        with c.get_subscription_receiver("t", "red", sub_queue="deadletter") as r:
+            dead = r.receive_messages(max_message_count=1, max_wait_time=3)
+            assert [(str(m), m.dead_letter_reason) for m in dead] == [("red", "from red")]
+            r.complete_message(dead[0])
 
 
 def test_wrong_key_is_an_authentication_error(sb_broker: RunningBroker) -> None:

@@ -309,8 +309,8 @@ class ConnectionHandler:
         """The request/response node at ``address`` (``$management``; with claims, ``$cbs``
         and an entity's ``$management``), if it is one."""
         if self.gate is not None:
-            node = self.gate.request_node(self.vhost, address)
-            if node is not None:
+            node = self.gate.node_at(self.vhost, address)
+            if isinstance(node, ManagementNode):
                 return node
         if address == MANAGEMENT_ADDRESS:
             found = self._lookup(address, kind=None)
@@ -322,7 +322,7 @@ class ConnectionHandler:
         """The node a plain name names (``$management`` is this front end's own; see also
         :meth:`_request_node`)."""
         if address and self.gate is not None:
-            sb = self.gate.request_node(self.vhost, address)
+            sb = self.gate.node_at(self.vhost, address)
             if sb is not None:
                 return sb
         if address == MANAGEMENT_ADDRESS:

@@ -21,8 +21,9 @@ from typing import Any
 from ....transport import Link, Sender
 from ....types import ReceiverSettleMode
 from ...config import ServiceBusConfig
-from ...core import VirtualHost
+from ...core import Node, Queue, VirtualHost
 from ..management import ManagementNode
+from .entities import DEAD_LETTER_SUFFIX, entity_node
 from .management import AzureRequestNode, EntityManagementNode
 from .tokens import (
     JWT,
@@ -46,7 +47,10 @@ def entity_path(address: str) -> str:
     (``amqps://namespace/queue``); a plain name names itself."""
     scheme, sep, rest = address.partition("://")
     if sep and scheme.lower() in ("amqp", "amqps", "sb"):
-        return rest.partition("/")[2]
+        address = rest.partition("/")[2]
+    # Service Bus names are case-insensitive; the SDK says $DeadLetterQueue
+    if address.lower().endswith(DEAD_LETTER_SUFFIX):
+        address = address[: -len(DEAD_LETTER_SUFFIX)] + DEAD_LETTER_SUFFIX
     return address
 
 
@@ -64,10 +68,15 @@ class Gate:
         self.nodes: dict[str, ManagementNode] = {}
         """This connection's request nodes: ``$cbs`` and entities' ``$management``."""
 
-    def request_node(self, vhost: VirtualHost, address: str) -> ManagementNode | None:
-        """``$cbs`` or ``ENTITY/$management`` for this connection (None: another address)."""
+    def node_at(self, vhost: VirtualHost, address: str) -> Node | None:
+        """What a Service Bus address names beyond the plain node names: ``$cbs`` and
+        ``ENTITY/$management`` (this connection's), a topic's subscription
+        (``TOPIC/Subscriptions/S``); None: look it up as usual."""
         node = self.nodes.get(address)
         if node is None:
+            if "/" in address and not address.endswith(_MGMT_SUFFIX):
+                sub = entity_node(vhost, address)
+                return sub if isinstance(sub, Queue) and sub.name != address else None
             if address == CBS_ADDRESS:
                 node = CbsNode(vhost, self)
             elif address.endswith(_MGMT_SUFFIX) and len(address) > len(_MGMT_SUFFIX):

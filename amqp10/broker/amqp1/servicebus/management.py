@@ -35,6 +35,7 @@ from ..management import ManagementNode
 from ..message import Amqp1Message, parse_transfer
 from .consumer import annotated, with_reason
 from .deferred import deferred, undefer
+from .entities import entity_node
 
 __all__ = ["AzureRequestNode", "EntityManagementNode"]
 
@@ -98,7 +99,7 @@ class EntityManagementNode(AzureRequestNode):
         handler = self._ops.get(op) if isinstance(op, str) else None
         if handler is None:
             return 501, f"operation {op!r} is not implemented on {self.name}", None
-        queue = self.vhost.nodes.get(self.entity)
+        queue = entity_node(self.vhost, self.entity)
         if not isinstance(queue, Queue):
             return 404, f"no queue {self.entity!r}", None
         if not isinstance(body, Mapping):
