@@ -101,7 +101,9 @@ def test_send_batch_and_peek_lock_receive(sb_broker: RunningBroker) -> None:
             assert len({m.lock_token for m in got}) == 4
             for m in got:
                 r.complete_message(m)
-    assert sb_broker.broker.default.nodes["q.send"].count == 0
+    nodes = sb_broker.broker.default.nodes
+    assert nodes["q.send"].count == 0
+    assert not [n for n in nodes if "://" in n]  # entity URIs name the entities, no new nodes
 
 
 def test_abandon_dead_letter_and_dead_letter_queue(sb_broker: RunningBroker) -> None:

@@ -80,7 +80,7 @@ from .addresses import AddressError, AnonymousTarget, ExchangeTarget, parse, res
 from .consumers import LinkConsumer
 from .management import MANAGEMENT_ADDRESS, ManagementNode
 from .message import parse_transfer
-from .servicebus import Gate
+from .servicebus import Gate, entity_path
 from .servicebus.batch import BATCH_FORMAT, publish_batch
 from .servicebus.consumer import ServiceBusConsumer
 from .termini import _CONDITIONS, _capabilities, _echo, _made_by_link, _resource
@@ -322,6 +322,7 @@ class ConnectionHandler:
         """The node a plain name names (``$management`` is this front end's own; see also
         :meth:`_request_node`)."""
         if address and self.gate is not None:
+            address = entity_path(address)  # a Service Bus link names its entity by URI
             sb = self.gate.node_at(self.vhost, address)
             if sb is not None:
                 return sb

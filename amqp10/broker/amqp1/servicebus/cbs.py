@@ -69,9 +69,9 @@ class Gate:
         """This connection's request nodes: ``$cbs`` and entities' ``$management``."""
 
     def node_at(self, vhost: VirtualHost, address: str) -> Node | None:
-        """What a Service Bus address names beyond the plain node names: ``$cbs`` and
-        ``ENTITY/$management`` (this connection's), a topic's subscription
-        (``TOPIC/Subscriptions/S``); None: look it up as usual."""
+        """What a Service Bus entity path (see :func:`entity_path`) names beyond plain node
+        names: ``$cbs`` and ``ENTITY/$management`` (this connection's), a topic's
+        subscription (``TOPIC/Subscriptions/S``); None: look it up as usual."""
         node = self.nodes.get(address)
         if node is None:
             if "/" in address and not address.endswith(_MGMT_SUFFIX):
@@ -121,8 +121,8 @@ class Gate:
         )
 
     def admit(self, link: Link) -> str | None:
-        """Normalise a Service Bus link's address to its entity, and check the tokens:
-        None (let in, and watched) or why it is refused."""
+        """Check the tokens for a link to the entity its address names: None (let in,
+        and watched) or why it is refused."""
         terminus = link.remote_source if isinstance(link, Sender) else link.remote_target
         address = getattr(terminus, "address", None)
         if not isinstance(address, str):
@@ -132,8 +132,6 @@ class Gate:
             # waits for a settled disposition, which mode second would hold back
             link.rcv_settle_mode = ReceiverSettleMode.FIRST
         entity = entity_path(address)
-        if entity != address:
-            terminus.address = entity
         if entity == CBS_ADDRESS:
             return None
         if entity == "$management":
