@@ -23,13 +23,14 @@ import pytest
 azure_sb = pytest.importorskip("azure.servicebus")
 from azure.core.credentials import AzureSasCredential  # noqa: E402
 from azure.servicebus import (  # noqa: E402
+    NEXT_AVAILABLE_SESSION,
     ServiceBusClient,
     ServiceBusMessage,
     ServiceBusReceiveMode,
     ServiceBusSubQueue,
 )
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient  # noqa: E402
-from azure.servicebus.exceptions import ServiceBusAuthenticationError  # noqa: E402
+from azure.servicebus.exceptions import ServiceBusAuthenticationError, ServiceBusError  # noqa: E402
 
 import amqp10.sync  # noqa: E402
 from amqp10.errors import AMQPError  # noqa: E402
@@ -40,7 +41,7 @@ from .conftest import RunningBroker, make_config, start_broker  # noqa: E402
 KEY_NAME = "RootManageSharedAccessKey"
 KEY = "SAS_KEY_VALUE"
 JWT_SECRET = "jwt-secret"
-QUEUES = ["q.send", "q.settle", "q.limit", "q.rad", "q.async", "q.mgmt", "q.defer"]
+QUEUES = ["q.send", "q.settle", "q.limit", "q.rad", "q.async", "q.mgmt", "q.defer", "q.sessions", "q.async-sessions"]
 
 
 @pytest.fixture(scope="module")
@@ -248,6 +249,52 @@ def test_topic_subscriptions_with_sql_and_correlation_rules(sb_broker: RunningBr
             dead = r.receive_messages(max_message_count=1, max_wait_time=3)
             assert [(str(m), m.dead_letter_reason) for m in dead] == [("red", "from red")]
             r.complete_message(dead[0])
+
+
+def test_sessions_named_next_available_locked_and_state(sb_broker: RunningBroker) -> None:
+    with client(sb_broker) as c:
+        with c.get_queue_sender("q.sessions") as s:
+            s.send_messages(
+                [
+                    ServiceBusMessage("a1", session_id="A"),
+                    ServiceBusMessage("b1", session_id="B"),
+                    ServiceBusMessage("a2", session_id="A"),
+                ]
+            )
+        with c.get_queue_receiver("q.sessions", session_id="B") as r:
+            assert r.session.session_id == "B" and r.session.locked_until_utc is not None
+            got = r.receive_messages(max_message_count=5, max_wait_time=2)
+            assert [str(m) for m in got] == ["b1"] and got[0].session_id == "B"
+            r.complete_message(got[0])
+            r.session.set_state(b"checkpoint")
+            assert r.session.get_state() == b"checkpoint"
+            assert isinstance(r.session.renew_lock(), datetime.datetime)
+            with pytest.raises(ServiceBusError), c.get_queue_receiver("q.sessions", session_id="B") as other:
+                other.receive_messages(max_message_count=1, max_wait_time=1)
+        with c.get_queue_receiver("q.sessions", session_id=NEXT_AVAILABLE_SESSION) as r:
+            assert r.session.session_id == "A"
+            got = []
+            for _ in range(5):
+                got += r.receive_messages(max_message_count=2 - len(got), max_wait_time=1)
+                if len(got) >= 2:
+                    break
+            assert [str(m) for m in got] == ["a1", "a2"]
+            for m in got:
+                r.complete_message(m)
+
+
+def test_async_session_receiver(sb_broker: RunningBroker) -> None:
+    async def run() -> tuple[str | None, list[str]]:
+        async with AsyncServiceBusClient.from_connection_string(conn_str(sb_broker), retry_total=0) as c:
+            async with c.get_queue_sender("q.async-sessions") as s:
+                await s.send_messages([ServiceBusMessage("x", session_id="S1")])
+            async with c.get_queue_receiver("q.async-sessions", session_id=NEXT_AVAILABLE_SESSION) as r:
+                got = await r.receive_messages(max_message_count=1, max_wait_time=3)
+                for m in got:
+                    await r.complete_message(m)
+                return r.session.session_id, [str(m) for m in got]
+
+    assert asyncio.run(run()) == ("S1", ["x"])
 
 
 def test_wrong_key_is_an_authentication_error(sb_broker: RunningBroker) -> None:

@@ -206,6 +206,15 @@ def attach_consumer(self: ConnectionHandler, link: Sender) -> None:
     else:
         assert isinstance(node, Queue)
         queue = node
+    if self.gate is not None and isinstance(queue, Queue):
+        try:
+            session = self.gate.claim_session(link, source, queue)
+        except AddressError as exc:
+            self._refuse(link, _CONDITIONS[exc.condition], exc.description)
+            return
+        if session is not None:  # a Service Bus session receiver: its session's messages only
+            filters = {**(filters or {}), **session[0]}
+            view = session[1] if view is None else _both(view, session[1])
     resumable = isinstance(queue, Queue) and not browse and not queue.dynamic
     record = self._take_suspended(link, source.address, queue if resumable else None)
     if wanted.applied:
@@ -357,6 +366,10 @@ def drop_consumer(self: ConnectionHandler, c: LinkConsumer, *, closed: bool, sus
         for requests in (self._management, *(self.gate.nodes.values() if self.gate is not None else ())):
             if requests is not None:
                 requests.reply_link_gone(c.node)
+
+
+def _both(a: Callable[[QueuedMessage], bool], b: Callable[[QueuedMessage], bool]) -> Callable[[QueuedMessage], bool]:
+    return lambda m: a(m) and b(m)
 
 
 def _redelivery_form(msg: QueuedMessage) -> bytes:

@@ -27,6 +27,7 @@ _CONDITIONS = {
     "not-found": ErrorCondition.NOT_FOUND,
     "invalid-field": ErrorCondition.INVALID_FIELD,
     "unauthorized-access": ErrorCondition.UNAUTHORIZED_ACCESS,
+    "resource-locked": ErrorCondition.RESOURCE_LOCKED,
 }
 
 

@@ -19,12 +19,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ....transport import Link, Sender
-from ....types import ReceiverSettleMode
+from ....types import ReceiverSettleMode, Source
 from ...config import ServiceBusConfig
-from ...core import Node, Queue, VirtualHost
+from ...core import Node, Queue, QueuedMessage, VirtualHost
 from ..management import ManagementNode
 from .entities import DEAD_LETTER_SUFFIX, entity_node
 from .management import AzureRequestNode, EntityManagementNode
+from .sessions import claim_session
 from .tokens import (
     JWT,
     SAS_PREFIX,
@@ -92,6 +93,12 @@ class Gate:
             if q.name == entity:
                 return q.lock_duration
         return 60.0
+
+    def claim_session(
+        self, link: Sender, source: Source, queue: Queue
+    ) -> tuple[dict[Any, Any], Callable[[QueuedMessage], bool]] | None:
+        """A session receiver's session (see :mod:`.sessions`); None: not a session receiver."""
+        return claim_session(link, source, queue, self.now() + self.lock_duration(queue.name))
 
     def put(self, token_type: Any, audience: Any, token: Any) -> Grant:
         """Check a token and keep its grant; raises :class:`TokenError`."""

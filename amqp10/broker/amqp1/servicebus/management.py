@@ -19,6 +19,9 @@ from that node. Supported:
   ``deadletter-reason``/``deadletter-description``, or defered; ``lock-tokens``)
   settles them (see :mod:`.deferred`).
 
+- ``com.microsoft:get-session-state``, ``set-session-state``, ``renew-session-lock``
+  (``session-id``; see :mod:`.sessions`).
+
 Any other operation is a 501.
 """
 
@@ -36,6 +39,7 @@ from ..message import Amqp1Message, parse_transfer
 from .consumer import annotated, with_reason
 from .deferred import deferred, undefer
 from .entities import entity_node
+from .sessions import session_states
 
 __all__ = ["AzureRequestNode", "EntityManagementNode"]
 
@@ -87,6 +91,9 @@ class EntityManagementNode(AzureRequestNode):
             VENDOR + "cancel-scheduled-message": self._cancel_scheduled,
             VENDOR + "receive-by-sequence-number": self._receive_deferred,
             VENDOR + "update-disposition": self._update_disposition,
+            VENDOR + "get-session-state": self._get_session_state,
+            VENDOR + "set-session-state": self._set_session_state,
+            VENDOR + "renew-session-lock": self._renew_session_lock,
         }
         self.locks: dict[uuid.UUID, int] = {}
         """Lock tokens of the deferred messages read here, to their sequence numbers."""
@@ -174,3 +181,19 @@ class EntityManagementNode(AzureRequestNode):
                 )
                 queue.reject(msg)
         return 200, "OK", {}
+
+    def _get_session_state(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
+        return 200, "OK", {"session-state": session_states(queue).get(str(body["session-id"]))}
+
+    def _set_session_state(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
+        state = body.get("session-state")
+        states = session_states(queue)
+        if state is None:
+            states.pop(str(body["session-id"]), None)
+        else:
+            states[str(body["session-id"])] = bytes(state)
+        return 200, "OK", {}
+
+    def _renew_session_lock(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
+        until = timestamp(int((self.vhost.now() + self.lock_duration(self.entity)) * 1000))
+        return 200, "OK", {"expiration": until}
