@@ -546,6 +546,17 @@ class ServiceBusRule(_Model):
     )
 
 
+    @model_validator(mode="after")
+    def _compiles(self) -> ServiceBusRule:
+        if self.sql is None and self.correlation is None:
+            return self
+        # imported here: the front end's module imports this one
+        from .amqp1.servicebus.entities import rule_filter
+
+        rule_filter(self)  # a bad filter is a configuration error, with the selector's reason
+        return self
+
+
 class ServiceBusSubscription(_Model):
     """A topic's subscription, addressed TOPIC/Subscriptions/NAME."""
 
