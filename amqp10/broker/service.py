@@ -558,7 +558,7 @@ class BrokerService:
             mechanisms,
             self._users,
             tls_identity=tls_identity,
-            require=not (cfg.sasl.allow_anonymous or claims),
+            require=not cfg.sasl.allow_anonymous,
             handshake_timeout=limits.handshake_timeout,
         )
         conn = SaslConnection.server(
@@ -570,6 +570,8 @@ class BrokerService:
         )
         handler = ConnectionHandler(self.broker, conn.connection)
         handler.refusal = None if refusal is None else refusal.reason
+        if claims:  # until a login names a user (also without SASL): tokens on $cbs
+            handler.use_claims(cfg.servicebus)
         held = HeldOutput(conn)  # [security]: a login's outcome waits out the back-off
         addr = source_of(peer)
         login = _Login(self.guard, held, addr)
@@ -578,8 +580,8 @@ class BrokerService:
             for e in events:
                 if isinstance(e, SaslCompleted):
                     handler.user = e.identity
-                    if claims and e.identity is None:
-                        handler.use_claims(cfg.servicebus)
+                    if e.identity is not None:
+                        handler.use_claims(None)  # a user: permissions, not tokens
                     log.info("%s authenticated as %s with %s", peer, e.identity or "anonymous", e.mechanism)
                     # -- [security] hook: back-off and the per-user limit ------------------
                     over = login.succeeded(e.identity)

@@ -359,3 +359,9 @@ def test_links_need_a_token_and_are_detached_when_it_expires(sb_broker: RunningB
             except AMQPError as exc:
                 detached = "expired" in str(exc) or "unauthorized" in str(exc)
         assert detached
+
+
+def test_a_client_without_sasl_needs_tokens_too(sb_broker: RunningBroker) -> None:
+    conn = amqp10.sync.connect(f"amqp://127.0.0.1:{sb_broker.port}", sasl=False, timeout=10)
+    with conn, pytest.raises(AMQPError, match=r"unauthorized-access|token"):
+        conn.open_sender("q.send")

@@ -156,10 +156,10 @@ class ConnectionHandler:
             DrainRequested: self._on_drain,
         }
 
-    def use_claims(self, config: ServiceBusConfig) -> None:
-        """This connection logged in for claims-based security: its links need tokens."""
-        self.gate = Gate(config, self.broker.now)
-        self.consumer_type = ServiceBusConsumer
+    def use_claims(self, config: ServiceBusConfig | None) -> None:
+        """Claims-based security for this connection (its links need tokens), or not (None)."""
+        self.gate = None if config is None else Gate(config, self.broker.now)
+        self.consumer_type = LinkConsumer if config is None else ServiceBusConsumer
 
     def expire_tokens(self) -> None:
         """Detach the links whose tokens expired without renewal (the service's tick)."""

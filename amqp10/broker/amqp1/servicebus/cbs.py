@@ -1,7 +1,7 @@
 """``$cbs``: claims-based security, as Azure Service Bus and its clients use it.
 
-A connection that logs in with SASL ANONYMOUS or ``MSSBCBS`` on a broker with
-``[servicebus] enabled`` gets a :class:`Gate`: every link it attaches, except those
+A connection without a user (SASL ANONYMOUS or ``MSSBCBS``, or no SASL) on a broker
+with ``[servicebus] enabled`` gets a :class:`Gate`: every link it attaches, except those
 to ``$cbs``, needs a token that covers the link's entity with the right the link
 needs (a receiving client ``Listen``, a sending one ``Send``; an entity's
 ``$management`` either; the namespace's ``$management`` ``Manage``). Tokens are put
