@@ -9,7 +9,7 @@ from __future__ import annotations
 import fnmatch
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -589,6 +589,29 @@ class ServiceBusConfig(_Model):
     )
     queues: list[ServiceBusQueue] = Field(default=[], description="queues declared at start")
     topics: list[ServiceBusTopic] = Field(default=[], description="topics declared at start, with subscriptions")
+    emulator_config: Path | None = Field(
+        default=None,
+        description="the Service Bus emulator's Config.json: its first namespace's queues and topics "
+        "(with subscriptions and rules) are declared too",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_emulator_config(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("emulator_config") is None:
+            return data
+        # imported here: the front end's module imports this one
+        from .amqp1.servicebus.emulator import read_emulator_config
+
+        data = dict(data)
+        # read once, into queues and topics (validating the result again adds nothing)
+        queues, topics = read_emulator_config(Path(data.pop("emulator_config")))
+        data["queues"] = [*data.get("queues", []), *(q.model_dump() for q in queues)]
+        data["topics"] = [*data.get("topics", []), *(t.model_dump() for t in topics)]
+        return data
+        # imported here: the front end's module imports this one
+        from .amqp1.servicebus.emulator import read_emulator_config
+
 
 
 class BrokerConfig(_Model):

@@ -44,13 +44,56 @@ JWT_SECRET = "jwt-secret"
 QUEUES = ["q.send", "q.settle", "q.limit", "q.rad", "q.async", "q.mgmt", "q.defer", "q.sessions", "q.async-sessions"]
 
 
+# the emulator's own format (its Config.json), read by [servicebus] emulator_config
+EMULATOR_CONFIG = {
+    "UserConfig": {
+        "Namespaces": [
+            {
+                "Name": "sbemulatorns",
+                "Queues": [{"Name": "emu.queue", "Properties": {"MaxDeliveryCount": 3, "LockDuration": "PT30S"}}],
+                "Topics": [
+                    {
+                        "Name": "emu.topic",
+                        "Subscriptions": [
+                            {
+                                "Name": "by-id",
+                                "Rules": [
+                                    {
+                                        "Name": "sql",
+                                        "Properties": {"FilterType": "Sql", "SqlFilter": {"SqlExpression": "sys.MessageId = 'id-1' AND p = 'v'"}},
+                                    }
+                                ],
+                            },
+                            {
+                                "Name": "by-corr",
+                                "Rules": [
+                                    {
+                                        "Name": "corr",
+                                        "Properties": {
+                                            "FilterType": "Correlation",
+                                            "CorrelationFilter": {"ContentType": "application/text", "Properties": {"p": "w"}},
+                                        },
+                                    }
+                                ],
+                            },
+                        ],
+                    }
+                ],
+            }
+        ]
+    }
+}
+
+
 @pytest.fixture(scope="module")
 def sb_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
     tmp: Path = tmp_path_factory.mktemp("servicebus")
+    (tmp / "Config.json").write_text(json.dumps(EMULATOR_CONFIG))
     cfg = make_config(
         tmp,
         servicebus={
             "enabled": True,
+            "emulator_config": str(tmp / "Config.json"),
             "shared_access_keys": [{"name": KEY_NAME, "key": KEY}],
             "jwt_secret": JWT_SECRET,
             "queues": [{"name": q, "max_delivery_count": 2 if q == "q.limit" else 10} for q in QUEUES],
@@ -295,6 +338,34 @@ def test_async_session_receiver(sb_broker: RunningBroker) -> None:
                 return r.session.session_id, [str(m) for m in got]
 
     assert asyncio.run(run()) == ("S1", ["x"])
+
+
+def test_entities_from_the_emulators_config(sb_broker: RunningBroker) -> None:
+    with client(sb_broker) as c:
+        with c.get_topic_sender("emu.topic") as s:
+            s.send_messages(
+                [
+                    ServiceBusMessage("one", message_id="id-1", application_properties={"p": "v"}),
+                    ServiceBusMessage("two", content_type="application/text", application_properties={"p": "w"}),
+                    ServiceBusMessage("three", message_id="id-1", application_properties={"p": "x"}),
+                ]
+            )
+        got = {}
+        for sub in ("by-id", "by-corr"):
+            with c.get_subscription_receiver("emu.topic", sub) as r:
+                msgs = r.receive_messages(max_message_count=5, max_wait_time=2)
+                got[sub] = [str(m) for m in msgs]
+                for m in msgs:
+                    r.complete_message(m)
+        assert got == {"by-id": ["one"], "by-corr": ["two"]}
+        with c.get_queue_sender("emu.queue") as s:
+            s.send_messages(ServiceBusMessage("q"))
+        with c.get_queue_receiver("emu.queue") as r:
+            msgs = r.receive_messages(max_message_count=1, max_wait_time=3)
+            assert [str(m) for m in msgs] == ["q"]
+            locked_for = (msgs[0].locked_until_utc - datetime.datetime.now(datetime.UTC)).total_seconds()
+            assert 0 < locked_for <= 30  # LockDuration PT30S
+            r.complete_message(msgs[0])
 
 
 def test_wrong_key_is_an_authentication_error(sb_broker: RunningBroker) -> None:

@@ -7,8 +7,8 @@ core dead-letters it once the limit is reached. A topic is a core topic; its
 subscription ``S`` is the topic's subscription queue ``S``, addressed
 ``TOPIC/Subscriptions/S``, dead-lettering to ``TOPIC/Subscriptions/S/$deadletterqueue``,
 and keeping only the messages one of its rules matches (the queue's ``admit``):
-SQL filters are the broker's selectors (SQL dialect), correlation filters its
-properties filters.
+SQL filters are the broker's selectors (SQL dialect, with Service Bus's ``sys.``
+system properties), correlation filters its properties filters.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 from ...config import ServiceBusConfig, ServiceBusRule
 from ...core import Node, Queue, QueuedMessage, Topic, VirtualHost
-from ...core.selector import compile_selector, match_properties
+from ...core.selector import compile_selector, match_properties, sql_field
 
 __all__ = ["DEAD_LETTER_SUFFIX", "declare_entities", "entity_node", "rule_filter"]
 
@@ -39,11 +39,21 @@ _CORRELATION = {
 }
 
 
+def _sql_field(name: str) -> Any:
+    """A SQL filter's identifier: Service Bus's ``sys.X`` system properties, else the SQL dialect's."""
+    if name.lower().startswith("sys."):
+        field = _SYSTEM.get(name[4:].lower())
+        if field is None:
+            raise KeyError(name)
+        return sql_field("properties." + field)
+    return sql_field(name)
+
+
 def rule_filter(rule: ServiceBusRule) -> Callable[[QueuedMessage], bool]:
     """What a rule keeps; raises ValueError (or the selector's error) for a bad filter."""
     checks: list[Callable[[Any], bool]] = []
     if rule.sql is not None:
-        checks.append(compile_selector(rule.sql, "sql"))
+        checks.append(compile_selector(rule.sql, "sql", resolve=_sql_field))
     if rule.correlation is not None:
         spec: dict[str, Any] = dict(rule.correlation)
         app = spec.pop("properties", None) or {}
@@ -56,6 +66,18 @@ def rule_filter(rule: ServiceBusRule) -> Callable[[QueuedMessage], bool]:
         if app:
             checks.append(match_properties(app, section="application-properties"))
     return lambda m: all(c(m) for c in checks)
+
+
+_SYSTEM = {
+    "messageid": "message-id",
+    "correlationid": "correlation-id",
+    "label": "subject",
+    "to": "to",
+    "replyto": "reply-to",
+    "sessionid": "group-id",
+    "replytosessionid": "reply-to-group-id",
+    "contenttype": "content-type",
+}
 
 
 def _dead_letters_to(q: Queue, dead: str, max_delivery_count: int | None) -> None:
