@@ -33,6 +33,7 @@ from ..transport import ConnectionState
 from ..types import Error, ErrorCondition, SaslCode
 from .amqp091 import Amqp091Handler, BrokerConnection
 from .amqp1 import ConnectionHandler
+from .amqp1.servicebus.entities import declare_entities
 from .config import BrokerConfig
 from .console import Console, console_routes
 from .core import Broker
@@ -286,6 +287,7 @@ class BrokerService:
             started = time.monotonic()
             with gc_paused():
                 self.recovered = self.broker.recover(store)
+            declare_entities(self.broker.default, cfg.servicebus)
         except BaseException:
             self._release_store()  # nothing committed into a store that did not recover
             raise
@@ -446,6 +448,9 @@ class BrokerService:
         while True:
             await anyio.sleep(TICK_SECONDS)
             self.broker.tick()
+            for c in list(self.clients):
+                if isinstance(c.handler, ConnectionHandler) and c.handler.gate is not None:
+                    c.handler.expire_tokens()
 
     async def _serve(self, listener: Listener, tg: Any) -> None:
         await listener.serve(self._handle, tg, handshake_timeout=self.config.limits.handshake_timeout)
@@ -621,6 +626,9 @@ class BrokerService:
             mechanisms = [m for m in mechanisms if m in ("ANONYMOUS", "EXTERNAL")]
         if not cfg.sasl.allow_anonymous:
             mechanisms = [m for m in mechanisms if m != "ANONYMOUS"]
+        claims = cfg.servicebus.enabled  # anonymity means tokens on $cbs (see amqp1/servicebus)
+        if claims:
+            mechanisms += [m for m in ("MSSBCBS", "ANONYMOUS") if m not in mechanisms]
         sasl = SaslServer(
             mechanisms,
             self._users,
@@ -637,6 +645,8 @@ class BrokerService:
         )
         handler = ConnectionHandler(self.broker, conn.connection)
         handler.refusal = None if refusal is None else refusal.reason
+        if claims:  # until a login names a user (also without SASL): tokens on $cbs
+            handler.use_claims(cfg.servicebus)
         held = HeldOutput(conn)  # [security]: a login's outcome waits out the back-off
         addr = source_of(peer)
         login = _Login(self.guard, held, addr)
@@ -654,6 +664,8 @@ class BrokerService:
                 elif isinstance(e, SaslCompleted):
                     sasl_done = True
                     handler.user = e.identity
+                    if e.identity is not None:
+                        handler.use_claims(None)  # a user: permissions, not tokens
                     log.info("%s authenticated as %s with %s", peer, e.identity or "anonymous", e.mechanism)
                     # -- [security] hook: back-off and the per-user limit ------------------
                     over = login.succeeded(e.identity)

@@ -456,6 +456,13 @@ class AnonymousServer(_ServerBase):
         return ServerOutcome(code=SaslCode.OK, identity=None, reason="anonymous")
 
 
+class CbsServer(AnonymousServer):
+    """MSSBCBS (Azure's clients): no identity now, tokens follow on ``$cbs``
+    (claims-based security); the broker then asks a token for every link."""
+
+    name = "MSSBCBS"
+
+
 class PlainServer(_ServerBase):
     """PLAIN, checked against the store's SCRAM credentials (no cleartext passwords kept),
     or a RabbitMQ password hash (a user imported from a RabbitMQ definitions file).

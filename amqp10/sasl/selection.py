@@ -15,6 +15,7 @@ from .mechanisms import (
     MAX_RESPONSE_SIZE,
     AnonymousClient,
     AnonymousServer,
+    CbsServer,
     ClientMechanism,
     ExternalClient,
     ExternalServer,
@@ -41,7 +42,7 @@ _SCRAM_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256", "SCRAM-SHA-1")
 CLIENT_MECHANISMS: tuple[str, ...] = (*_SCRAM_MECHANISMS, "PLAIN", "EXTERNAL", "ANONYMOUS")
 """Mechanisms `make_client_mechanism` can build, strongest password mechanism first."""
 
-SERVER_MECHANISMS: tuple[str, ...] = CLIENT_MECHANISMS
+SERVER_MECHANISMS: tuple[str, ...] = (*CLIENT_MECHANISMS, "MSSBCBS")
 """Mechanisms `make_server_mechanism` can build."""
 
 
@@ -138,6 +139,8 @@ def make_server_mechanism(
         )
     if name == "ANONYMOUS":
         return AnonymousServer(max_response_size=max_response_size)
+    if name == "MSSBCBS":
+        return CbsServer(max_response_size=max_response_size)
     if name == "EXTERNAL":
         return ExternalServer(tls_identity, max_response_size=max_response_size)
     if store is None:

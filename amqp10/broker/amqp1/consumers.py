@@ -29,7 +29,7 @@ from ...types import (
 from ..core import Node, Queue, QueuedMessage, Stream, SuspendedLink, Topic
 from .addresses import AddressError
 from .filters import FilterError, consumer_filters
-from .management import MANAGEMENT_ADDRESS, ManagementNode
+from .management import ManagementNode
 from .message import Amqp1Message
 from .termini import (
     _CONDITIONS,
@@ -90,12 +90,15 @@ class LinkConsumer:
         link = self.link
         return link.credit - link.queued if link.is_attached else 0
 
-    def deliver(self, node: Node, msg: QueuedMessage) -> None:
+    def payload(self, msg: QueuedMessage) -> tuple[bytes, bytes | None]:
+        """The bytes to send for ``msg``, and the delivery tag (None: the link's next)."""
         if msg.delivery_count or type(msg) is not Amqp1Message:
-            data = _redelivery_form(msg)
-        else:
-            data = msg.data  # as it arrived: nothing to convert or rewrite
-        d = self.link.send(data, settled=self.presettled)
+            return _redelivery_form(msg), None
+        return msg.data, None  # as it arrived: nothing to convert or rewrite
+
+    def deliver(self, node: Node, msg: QueuedMessage) -> None:
+        data, tag = self.payload(msg)
+        d = self.link.send(data, settled=self.presettled, tag=tag)
         if self.presettled:
             if not self.browse:
                 self.node.ack(msg)
@@ -162,8 +165,9 @@ def attach_consumer(self: ConnectionHandler, link: Sender) -> None:
     if not isinstance(source, Source):
         self._refuse(link, ErrorCondition.INVALID_FIELD, "a consumer's attach needs a source")
         return
-    if not source.dynamic and source.address == MANAGEMENT_ADDRESS:
-        self._attach_reply_link(link, source)
+    requests = None if source.dynamic or not source.address else self._request_node(source.address)
+    if requests is not None:
+        self._attach_reply_link(link, source, requests)
         return
     if not source.dynamic and source.address:
         name, kind = node_name_and_kind(source.address, source.capabilities)
@@ -207,6 +211,15 @@ def attach_consumer(self: ConnectionHandler, link: Sender) -> None:
     else:
         assert isinstance(node, Queue)
         queue = node
+    if self.gate is not None and isinstance(queue, Queue):
+        try:
+            session = self.gate.claim_session(link, source, queue)
+        except AddressError as exc:
+            self._refuse(link, _CONDITIONS[exc.condition], exc.description)
+            return
+        if session is not None:  # a Service Bus session receiver: its session's messages only
+            filters = {**(filters or {}), **session[0]}
+            view = session[1] if view is None else _both(view, session[1])
     resumable = isinstance(queue, Queue) and not browse and not queue.dynamic
     record = self._take_suspended(link, source.address, queue if resumable else None)
     if wanted.applied:
@@ -222,7 +235,7 @@ def attach_consumer(self: ConnectionHandler, link: Sender) -> None:
             capabilities=_capabilities(node, source.capabilities, sub),
         ),
     )
-    consumer = LinkConsumer(self, link, queue, browse=browse)
+    consumer = self.consumer_type(self, link, queue, browse=browse)
     consumer.selector = view
     consumer.filters = filters or {}
     if record is not None:
@@ -250,16 +263,14 @@ def add_consumer(
         queue.add_consumer(consumer)
 
 
-def attach_reply_link(self: ConnectionHandler, link: Sender, source: Source) -> None:
-    """A receiver from ``$management``: management's responses whose ``reply-to`` is its
-    target address come to it (the convention of Azure's and Qpid's clients)."""
-    node = self._lookup(MANAGEMENT_ADDRESS, kind=None)
-    assert isinstance(node, ManagementNode)
+def attach_reply_link(self: ConnectionHandler, link: Sender, source: Source, node: ManagementNode) -> None:
+    """A receiver from ``$management`` (or ``$cbs``): the node's responses whose ``reply-to`` is
+    its target address come to it (the convention of Azure's and Qpid's clients)."""
     target = link.remote_target
     queue = node.reply_queue(target.address if isinstance(target, Target) else None)
     link.attach(
         target=_echo(target, Target),
-        source=_source_answer(source, address=MANAGEMENT_ADDRESS, browse=False, filters=None, capabilities=[]),
+        source=_source_answer(source, address=node.name, browse=False, filters=None, capabilities=[]),
     )
     self._add_consumer(link, LinkConsumer(self, link, queue, browse=False), None, source, None)
 
@@ -356,8 +367,14 @@ def drop_consumer(self: ConnectionHandler, c: LinkConsumer, *, closed: bool, sus
             self.vhost.drop_subscription(topic, c.node)
     elif isinstance(c.node, Queue) and c.node.dynamic and _made_by_link(source):
         self._delete_dynamic(c.node)
-    elif self._management is not None and isinstance(c.node, Queue) and c.node.dynamic:
-        self._management.reply_link_gone(c.node)
+    elif isinstance(c.node, Queue) and c.node.dynamic:
+        for requests in (self._management, *(self.gate.nodes.values() if self.gate is not None else ())):
+            if requests is not None:
+                requests.reply_link_gone(c.node)
+
+
+def _both(a: Callable[[QueuedMessage], bool], b: Callable[[QueuedMessage], bool]) -> Callable[[QueuedMessage], bool]:
+    return lambda m: a(m) and b(m)
 
 
 def _redelivery_form(msg: QueuedMessage) -> bytes:

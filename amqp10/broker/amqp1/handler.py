@@ -62,6 +62,7 @@ from ...types import (
     symbol,
 )
 from ...types.transactions import Coordinator, TransactionalState
+from ..config import ServiceBusConfig
 from ..core import (
     Broker,
     Exchange,
@@ -81,6 +82,9 @@ from .addresses import AddressError, AnonymousTarget, ExchangeTarget, parse, res
 from .consumers import LinkConsumer
 from .management import MANAGEMENT_ADDRESS, ManagementNode
 from .message import parse_transfer
+from .servicebus import Gate, entity_path
+from .servicebus.batch import BATCH_FORMAT, publish_batch
+from .servicebus.consumer import ServiceBusConsumer
 from .termini import _CONDITIONS, _capabilities, _echo, _made_by_link, _resource
 from .topics import node_name_and_kind
 from .transactions import Transactions
@@ -100,6 +104,7 @@ log = logging.getLogger("amqp10.broker")
 # consecutive dispositions with the same state, and identity is the cheapest test
 _ACCEPTED = Accepted()
 _RELEASED = Released()
+_REJECTED = Rejected()
 # publishers' targets that route (a message that reaches no queue is released, not rejected)
 _ROUTERS = (Exchange, ExchangeTarget)
 
@@ -129,6 +134,9 @@ class ConnectionHandler:
         self.closed = False
         self.txns: Transactions | None = None  # made by the first coordinator link (Part 4)
         self._management: ManagementNode | None = None
+        self.gate: Gate | None = None
+        """Claims-based security (``[servicebus]``): the tokens put on ``$cbs``, the links they let in."""
+        self.consumer_type: type[LinkConsumer] = LinkConsumer
         self.vhost: VirtualHost = broker.default  # until the open frame names another
         self.origin = object()  # marks what this connection publishes (for no-local filters)
         self.refusal: str | None = None  # set by the service: refuse the open (a [security] limit)
@@ -149,6 +157,21 @@ class ConnectionHandler:
             CreditAdded: self._on_credit,
             DrainRequested: self._on_drain,
         }
+
+    def use_claims(self, config: ServiceBusConfig | None) -> None:
+        """Claims-based security for this connection (its links need tokens), or not (None)."""
+        self.gate = None if config is None else Gate(config, self.broker.now)
+        self.consumer_type = LinkConsumer if config is None else ServiceBusConsumer
+
+    def expire_tokens(self) -> None:
+        """Detach the links whose tokens expired without renewal (the service's tick)."""
+        if self.gate is None or self.closed:
+            return
+        gone = self.gate.expired()
+        for link in gone:
+            self.fail_link(link, ErrorCondition.UNAUTHORIZED_ACCESS, "the token for this link expired")
+        if gone:
+            self.wake()
 
     def resource_counts(self) -> tuple[int, int]:
         """Sessions and links this connection holds (see ``Broker.counts``)."""
@@ -273,14 +296,38 @@ class ConnectionHandler:
         if len(link.session.links) >= self.broker.config.limits.max_links_per_session:
             self._refuse(link, ErrorCondition.RESOURCE_LIMIT_EXCEEDED, "too many links on this session")
             return
+        if self.gate is not None:
+            refused = self.gate.admit(link)
+            if refused is not None:
+                self._refuse(link, ErrorCondition.UNAUTHORIZED_ACCESS, refused)
+                return
         if isinstance(link, Receiver):
             self._attach_publisher(link)
         else:
             assert isinstance(link, Sender)
             self._attach_consumer(link)
 
+    def _request_node(self, address: str) -> ManagementNode | None:
+        """The request/response node at ``address`` (``$management``; with claims, ``$cbs``
+        and an entity's ``$management``), if it is one."""
+        if self.gate is not None:
+            node = self.gate.node_at(self.vhost, address)
+            if isinstance(node, ManagementNode):
+                return node
+        if address == MANAGEMENT_ADDRESS:
+            found = self._lookup(address, kind=None)
+            assert isinstance(found, ManagementNode)
+            return found
+        return None
+
     def _lookup(self, address: str | None, *, kind: str | None, create: bool = True) -> Node | None:
-        """The node a plain name names (``$management`` is this front end's own)."""
+        """The node a plain name names (``$management`` is this front end's own; see also
+        :meth:`_request_node`)."""
+        if address and self.gate is not None:
+            address = entity_path(address)  # a Service Bus link names its entity by URI
+            sb = self.gate.node_at(self.vhost, address)
+            if sb is not None:
+                return sb
         if address == MANAGEMENT_ADDRESS:
             if self._management is None:
                 vhost = self.vhost
@@ -490,6 +537,8 @@ class ConnectionHandler:
         closed = getattr(e, "closed", True)
         if self.txns is not None:
             self.txns.link_gone(link)
+        if self.gate is not None:
+            self.gate.forget(link)
         c = self.consumers.get(id(link))
         if c is not None:
             self._drop_consumer(c, closed=closed, suspend=not closed)
@@ -534,6 +583,10 @@ class ConnectionHandler:
         if node.deleted:
             self.fail_link(link, ErrorCondition.RESOURCE_DELETED, f"node {node.name!r} was deleted")
             return
+        if d.message_format == BATCH_FORMAT and self.gate is not None:
+            publish_batch(d, node, self.broker.now(), self.origin, self.wake)
+            self._touched.add(id(link))
+            return
         try:
             msg = parse_transfer(d.payload, self.broker.now(), node.needs_message_ids, self.origin)
         except DecodeError as exc:
@@ -565,7 +618,7 @@ class ConnectionHandler:
         if not node.publish(msg, stored) and not presettled:
             if isinstance(node, _ROUTERS) and not isinstance(node, Topic):
                 d.settle(_RELEASED)  # no queue took it (RabbitMQ 4 answers the same)
-            elif type(node) is ManagementNode:  # a request that cannot be answered
+            elif isinstance(node, ManagementNode):  # a request that cannot be answered
                 d.settle(Rejected(error=node.refusal))
             else:
                 d.settle(Rejected(error=Error(condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED, description=f"node {node.name!r} is full")))
@@ -625,7 +678,10 @@ class ConnectionHandler:
         c.settled(d, state)
         if not d.settled:
             try:
-                d.settle()
+                # the outcome is echoed: a receiver that waits for it (mode second, or
+                # Azure's pyamqp confirming a settlement) reads it from our disposition
+                # (a rejection's error is the receiver's own: not sent back)
+                d.settle(_REJECTED if isinstance(state, Rejected) else state if isinstance(state, _TERMINAL) else None)
             except IllegalStateError:
                 pass
 

@@ -27,6 +27,7 @@ _CONDITIONS = {
     "not-found": ErrorCondition.NOT_FOUND,
     "invalid-field": ErrorCondition.INVALID_FIELD,
     "unauthorized-access": ErrorCondition.UNAUTHORIZED_ACCESS,
+    "resource-locked": ErrorCondition.RESOURCE_LOCKED,
 }
 
 
@@ -44,7 +45,7 @@ def _source_answer(
         filter=filters,
         default_outcome=Released() if source.default_outcome is None else source.default_outcome,
         outcomes=_OUTCOMES,
-        capabilities=capabilities,
+        capabilities=capabilities or None,  # an empty array trips some decoders (Azure's pyamqp)
     )
 
 

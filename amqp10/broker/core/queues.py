@@ -285,6 +285,14 @@ class Queue(Node):
         self._store(msg, on_stored)
         return True
 
+    def cancel_scheduled(self, seq: int) -> bool:
+        """Drop the scheduled message ``seq`` before it is due (Service Bus's cancel); False: none."""
+        msg = None if self.scheduler is None else self.scheduler.cancel_one(self, seq)
+        if msg is None:
+            return False
+        self._journal_delete(msg)
+        return True
+
     def _deliver_when_stored(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> Callable[[], None]:
         """``deliver_after_commit``: ``msg`` joins its level (and meets consumers) once committed."""
 

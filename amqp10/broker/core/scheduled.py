@@ -88,3 +88,13 @@ class Scheduler:
             heapq.heapify(self._heap)
             queue.stats.scheduled -= len(mine)
         return mine
+
+    def cancel_one(self, queue: Queue, seq: int) -> QueuedMessage | None:
+        """Forget ``queue``'s held message with sequence number ``seq``; return it (None: none)."""
+        for i, e in enumerate(self._heap):
+            if e[3] is queue and e[4].seq == seq:
+                self._heap.pop(i)
+                heapq.heapify(self._heap)
+                queue.stats.scheduled -= 1
+                return e[4]
+        return None

@@ -1,0 +1,186 @@
+"""``$cbs``: claims-based security, as Azure Service Bus and its clients use it.
+
+A connection without a user (SASL ANONYMOUS or ``MSSBCBS``, or no SASL) on a broker
+with ``[servicebus] enabled`` gets a :class:`Gate`: every link it attaches, except those
+to ``$cbs``, needs a token that covers the link's entity with the right the link
+needs (a receiving client ``Listen``, a sending one ``Send``; an entity's
+``$management`` either; the namespace's ``$management`` ``Manage``). Tokens are put
+with a ``put-token`` request to ``$cbs`` (application properties ``operation``,
+``type``: the token type, ``name``: the audience; the body: the token), answered
+with ``status-code`` (202 accepted, 400, 401) and ``status-description`` on the
+receiver link from ``$cbs`` (the request carries no ``reply-to``). A link is
+refused with ``amqp:unauthorized-access`` until a token covers it, and detached
+with it once the tokens that covered it expired without renewal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ....transport import Link, Sender
+from ....types import ReceiverSettleMode, Source
+from ...config import ServiceBusConfig
+from ...core import Node, Queue, QueuedMessage, VirtualHost
+from ..management import ManagementNode
+from .entities import DEAD_LETTER_SUFFIX, entity_node
+from .management import AzureRequestNode, EntityManagementNode
+from .sessions import claim_session
+from .tokens import (
+    JWT,
+    SAS_PREFIX,
+    SAS_TOKEN,
+    Grant,
+    TokenError,
+    check_jwt,
+    check_sas,
+    scope_covers,
+)
+
+__all__ = ["CBS_ADDRESS", "CbsNode", "Gate", "entity_path"]
+
+CBS_ADDRESS = "$cbs"
+_MGMT_SUFFIX = "/$management"
+
+
+def entity_path(address: str) -> str:
+    """The entity an address names: a Service Bus link's address is the entity's URI
+    (``amqps://namespace/queue``); a plain name names itself."""
+    scheme, sep, rest = address.partition("://")
+    if sep and scheme.lower() in ("amqp", "amqps", "sb"):
+        address = rest.partition("/")[2]
+    # Service Bus names are case-insensitive; the SDK says $DeadLetterQueue
+    if address.lower().endswith(DEAD_LETTER_SUFFIX):
+        address = address[: -len(DEAD_LETTER_SUFFIX)] + DEAD_LETTER_SUFFIX
+    return address
+
+
+class Gate:
+    """One connection's tokens, and the links they let in."""
+
+    def __init__(self, config: ServiceBusConfig, now: Callable[[], float]) -> None:
+        self.config = config
+        self.now = now
+        self.keys = {k.name: (k.key, frozenset(k.rights)) for k in config.shared_access_keys}
+        self.grants: dict[str, Grant] = {}
+        """The valid tokens put, by audience (a new token for an audience replaces the old)."""
+        self.links: dict[int, tuple[Link, str, tuple[str, ...]]] = {}
+        """The links let in, with the entity and the rights (any of them) they need."""
+        self.nodes: dict[str, ManagementNode] = {}
+        """This connection's request nodes: ``$cbs`` and entities' ``$management``."""
+
+    def node_at(self, vhost: VirtualHost, address: str) -> Node | None:
+        """What a Service Bus entity path (see :func:`entity_path`) names beyond plain node
+        names: ``$cbs`` and ``ENTITY/$management`` (this connection's), a topic's
+        subscription (``TOPIC/Subscriptions/S``); None: look it up as usual."""
+        node = self.nodes.get(address)
+        if node is None:
+            if "/" in address and not address.endswith(_MGMT_SUFFIX):
+                sub = entity_node(vhost, address)
+                return sub if isinstance(sub, Queue) and sub.name != address else None
+            if address == CBS_ADDRESS:
+                node = CbsNode(vhost, self)
+            elif address.endswith(_MGMT_SUFFIX) and len(address) > len(_MGMT_SUFFIX):
+                node = EntityManagementNode(vhost, address[: -len(_MGMT_SUFFIX)], self.lock_duration)
+            else:
+                return None
+            self.nodes[address] = node
+        return node
+
+    def lock_duration(self, entity: str) -> float:
+        """The lock duration a queue's deliveries report (``[servicebus] queues``; 60 s otherwise)."""
+        for q in self.config.queues:
+            if q.name == entity:
+                return q.lock_duration
+        return 60.0
+
+    def claim_session(
+        self, link: Sender, source: Source, queue: Queue
+    ) -> tuple[dict[Any, Any], Callable[[QueuedMessage], bool]] | None:
+        """A session receiver's session (see :mod:`.sessions`); None: not a session receiver."""
+        return claim_session(link, source, queue, self.now() + self.lock_duration(queue.name))
+
+    def put(self, token_type: Any, audience: Any, token: Any) -> Grant:
+        """Check a token and keep its grant; raises :class:`TokenError`."""
+        if not isinstance(audience, str) or not audience:
+            raise TokenError(400, "put-token needs the audience as the 'name' application property")
+        if isinstance(token, bytes):
+            token = token.decode("utf-8", "replace")
+        if not isinstance(token, str):
+            raise TokenError(400, "put-token's body is the token, a string")
+        now = self.now()
+        if token_type not in (SAS_TOKEN, JWT):
+            raise TokenError(400, f"unsupported token type {token_type!r}; supported: {SAS_TOKEN}, {JWT}")
+        # azure-servicebus puts its SAS tokens with type jwt (as the service accepts): the
+        # token's own form says what it is
+        if token.startswith(SAS_PREFIX):
+            grant = check_sas(token, self.keys, now)
+        else:
+            grant = check_jwt(token, self.config.jwt_secret, audience, now)
+        self.grants[audience] = grant
+        return grant
+
+    def _allowed(self, entity: str, rights: tuple[str, ...]) -> bool:
+        now = self.now()
+        return any(
+            g.expires > now and scope_covers(g.scope, entity) and any(r in g.rights for r in rights)
+            for g in self.grants.values()
+        )
+
+    def admit(self, link: Link) -> str | None:
+        """Check the tokens for a link to the entity its address names: None (let in,
+        and watched) or why it is refused."""
+        terminus = link.remote_source if isinstance(link, Sender) else link.remote_target
+        address = getattr(terminus, "address", None)
+        if not isinstance(address, str):
+            return None if isinstance(link, Sender) else "a link needs an address on a claims-based connection"
+        if not isinstance(link, Sender):
+            # we settle what we take at once (as Service Bus does): pyamqp's sender
+            # waits for a settled disposition, which mode second would hold back
+            link.rcv_settle_mode = ReceiverSettleMode.FIRST
+        entity = entity_path(address)
+        if entity == CBS_ADDRESS:
+            return None
+        if entity == "$management":
+            rights: tuple[str, ...] = ("Manage",)
+        elif entity.endswith(_MGMT_SUFFIX):
+            rights = ("Listen", "Send", "Manage")
+            entity = entity[: -len(_MGMT_SUFFIX)]
+        else:
+            rights = ("Listen", "Manage") if isinstance(link, Sender) else ("Send", "Manage")
+        if not self._allowed(entity, rights):
+            return f"no valid token with {' or '.join(rights)} for {entity!r}: put one on $cbs first"
+        self.links[id(link)] = (link, entity, rights)
+        return None
+
+    def forget(self, link: Link) -> None:
+        self.links.pop(id(link), None)
+
+    def expired(self) -> list[Link]:
+        """The links no valid token covers any more (they are forgotten)."""
+        gone = [link for link, entity, rights in self.links.values() if not self._allowed(entity, rights)]
+        for link in gone:
+            self.forget(link)
+        return gone
+
+
+class CbsNode(AzureRequestNode):
+    """``$cbs`` as one connection sees it: answers ``put-token`` into its :class:`Gate`."""
+
+    kind = "cbs"
+
+    def __init__(self, vhost: VirtualHost, gate: Gate) -> None:
+        super().__init__(vhost)
+        self.name = CBS_ADDRESS
+        self.gate = gate
+
+    def answer(self, props: Mapping[str, Any], body: Any) -> tuple[dict[str, Any], Any]:
+        if props.get("operation") != "put-token":
+            status, description = 400, f"unsupported $cbs operation {props.get('operation')!r}; supported: put-token"
+        else:
+            try:
+                self.gate.put(props.get("type"), props.get("name"), body)
+                status, description = 202, "Accepted"
+            except TokenError as exc:
+                status, description = exc.status, exc.description
+        return {"status-code": status, "status-description": description}, None

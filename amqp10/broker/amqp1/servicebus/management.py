@@ -1,0 +1,199 @@
+"""``ENTITY/$management``: the Service Bus entity operations ``azure-servicebus`` sends.
+
+Requests come on a sender link to ``ENTITY/$management`` with the operation in the
+``operation`` application property and an amqp-value map body; the response (with
+``statusCode`` and ``statusDescription``) goes to this connection's receiver link
+from that node. Supported:
+
+- ``com.microsoft:peek-message`` (``from-sequence-number``, ``message-count``): the
+  queue's messages from that sequence number on, left where they are; 204 when none.
+- ``com.microsoft:renew-lock`` (``lock-tokens``): new ``expirations`` (locks are
+  reported, not enforced).
+- ``com.microsoft:schedule-message`` (``messages``: maps with ``message``, the encoded
+  message carrying ``x-opt-scheduled-enqueue-time``): held by the core's scheduler;
+  answers their ``sequence-numbers``.
+- ``com.microsoft:cancel-scheduled-message`` (``sequence-numbers``).
+- ``com.microsoft:receive-by-sequence-number`` (``sequence-numbers``): deferred
+  messages, each with a ``lock-token``; ``com.microsoft:update-disposition``
+  (``disposition-status`` completed, abandoned, suspended: dead-lettered with
+  ``deadletter-reason``/``deadletter-description``, or defered; ``lock-tokens``)
+  settles them (see :mod:`.deferred`).
+
+- ``com.microsoft:get-session-state``, ``set-session-state``, ``renew-session-lock``
+  (``session-id``; see :mod:`.sessions`).
+
+Any other operation is a 501.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ....message import Message
+from ....types import Array, DecodeError, Error, ErrorCondition, timestamp
+from ...core import Queue, QueuedMessage, VirtualHost
+from ..management import ManagementNode
+from ..message import Amqp1Message, parse_transfer
+from .consumer import annotated, with_reason
+from .deferred import deferred, undefer
+from .entities import entity_node
+from .sessions import session_states
+
+__all__ = ["AzureRequestNode", "EntityManagementNode"]
+
+Reply = tuple[int, str, Any]
+VENDOR = "com.microsoft:"
+
+
+class AzureRequestNode(ManagementNode):
+    """A request node as Azure's clients use it: requests without ``reply-to`` are answered
+    on the receiver link from the node; :meth:`answer` gives the status and body."""
+
+    def answer(self, props: Mapping[str, Any], body: Any) -> tuple[dict[str, Any], Any]:
+        """The response's application properties and body for a request."""
+        raise NotImplementedError
+
+    def request(self, msg: QueuedMessage) -> Error | None:
+        try:
+            request = Message.decode(msg.form(Amqp1Message.format))
+        except (DecodeError, LookupError, ValueError) as exc:
+            return Error(condition=ErrorCondition.DECODE_ERROR, description=f"undecodable request: {exc}")
+        reply_to = request.reply_to if isinstance(request.reply_to, str) else None
+        target = self._reply_target(reply_to) if reply_to else next(iter(self.reply_links.values()), None)
+        if target is None:
+            return Error(condition=ErrorCondition.NOT_FOUND, description=f"attach a receiver link from {self.name} first")
+        props, body = self.answer(request.application_properties or {}, request.body)
+        reply = Message(
+            body=body,
+            correlation_id=request.id if request.correlation_id is None else request.correlation_id,
+            application_properties=props,
+        )
+        target.publish(Amqp1Message(reply.encode(), arrival=self.vhost.now()), lambda: None)
+        return None
+
+
+class EntityManagementNode(AzureRequestNode):
+    """``ENTITY/$management`` as one connection sees it."""
+
+    kind = "entity-management"
+
+    def __init__(self, vhost: VirtualHost, entity: str, lock_duration: Callable[[str], float]) -> None:
+        super().__init__(vhost)
+        self.name = entity + "/$management"
+        self.entity = entity
+        self.lock_duration = lock_duration
+        self._ops: dict[str, Callable[[Queue, Mapping[str, Any]], Reply]] = {
+            VENDOR + "peek-message": self._peek,
+            VENDOR + "renew-lock": self._renew_lock,
+            VENDOR + "schedule-message": self._schedule,
+            VENDOR + "cancel-scheduled-message": self._cancel_scheduled,
+            VENDOR + "receive-by-sequence-number": self._receive_deferred,
+            VENDOR + "update-disposition": self._update_disposition,
+            VENDOR + "get-session-state": self._get_session_state,
+            VENDOR + "set-session-state": self._set_session_state,
+            VENDOR + "renew-session-lock": self._renew_session_lock,
+        }
+        self.locks: dict[uuid.UUID, int] = {}
+        """Lock tokens of the deferred messages read here, to their sequence numbers."""
+
+    def answer(self, props: Mapping[str, Any], body: Any) -> tuple[dict[str, Any], Any]:
+        status, description, reply = self._execute(props.get("operation"), body)
+        return {"statusCode": status, "statusDescription": description}, reply
+
+    def _execute(self, op: Any, body: Any) -> Reply:
+        handler = self._ops.get(op) if isinstance(op, str) else None
+        if handler is None:
+            return 501, f"operation {op!r} is not implemented on {self.name}", None
+        queue = entity_node(self.vhost, self.entity)
+        if not isinstance(queue, Queue):
+            return 404, f"no queue {self.entity!r}", None
+        if not isinstance(body, Mapping):
+            return 400, "the request's body is a map", None
+        try:
+            return handler(queue, body)
+        except (KeyError, TypeError, ValueError, DecodeError) as exc:
+            return 400, f"bad request: {exc}", None
+
+    def _peek(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
+        start = int(body.get("from-sequence-number", 0))
+        count = max(0, min(int(body.get("message-count", 1)), self.vhost.broker.config.management.max_peek))
+        found = sorted((m for m in queue if m.seq >= start), key=lambda m: m.seq)[:count]
+        if not found:
+            return 204, "no messages", None
+        return 200, "OK", {"messages": [{"message": annotated(m.form(Amqp1Message.format), m)} for m in found]}
+
+    def _renew_lock(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
+        tokens = list(body["lock-tokens"])
+        until = timestamp(int((self.vhost.now() + self.lock_duration(self.entity)) * 1000))
+        return 200, "OK", {"expirations": Array(timestamp, [until] * len(tokens))}
+
+    def _schedule(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
+        seqs: list[int] = []
+        for entry in body["messages"]:
+            msg = parse_transfer(bytes(entry["message"]), self.vhost.now(), queue.needs_message_ids)
+            if not queue.publish(msg, lambda: None):
+                return 503, f"queue {self.entity!r} is full", None
+            seqs.append(msg.seq)
+        return 200, "OK", {"sequence-numbers": Array(int, seqs)}
+
+    def _cancel_scheduled(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
+        missing = [int(s) for s in body["sequence-numbers"] if not queue.cancel_scheduled(int(s))]
+        if missing:
+            return 404, f"no scheduled messages {missing}", None
+        return 200, "OK", {}
+
+    def _receive_deferred(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
+        out = []
+        for s in body["sequence-numbers"]:
+            msg = deferred(queue, int(s))
+            if msg is None:
+                return 404, f"no deferred message {int(s)} in {self.entity!r}", None
+            token = uuid.uuid4()
+            self.locks[token] = msg.seq
+            out.append({"message": annotated(msg.form(Amqp1Message.format), msg), "lock-token": token})
+        return 200, "OK", {"messages": out}
+
+    def _update_disposition(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
+        status = body["disposition-status"]
+        if status not in ("completed", "abandoned", "suspended", "defered"):
+            return 400, f"unknown disposition-status {status!r}", None
+        for token in body["lock-tokens"]:
+            seq = self.locks.get(token if isinstance(token, uuid.UUID) else uuid.UUID(str(token)))
+            msg = None if seq is None or status == "defered" else undefer(queue, seq)
+            if seq is None or (msg is None and status != "defered"):
+                return 410, f"lock {token} is not held (message lock lost)", None
+            if msg is None:
+                continue
+            self.locks = {t: s for t, s in self.locks.items() if s != seq}
+            if status == "completed":
+                queue.ack(msg)
+            elif status == "abandoned":
+                queue.release(msg, delivery_failed=True)
+            else:
+                with_reason(
+                    msg,
+                    {
+                        "DeadLetterReason": body.get("deadletter-reason"),
+                        "DeadLetterErrorDescription": body.get("deadletter-description"),
+                    },
+                )
+                queue.reject(msg)
+        return 200, "OK", {}
+
+    def _get_session_state(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
+        return 200, "OK", {"session-state": session_states(queue).get(str(body["session-id"]))}
+
+    def _set_session_state(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
+        state = body.get("session-state")
+        states = session_states(queue)
+        if state is None:
+            states.pop(str(body["session-id"]), None)
+        else:
+            states[str(body["session-id"])] = bytes(state)
+        return 200, "OK", {}
+
+    def _renew_session_lock(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
+        until = timestamp(int((self.vhost.now() + self.lock_duration(self.entity)) * 1000))
+        return 200, "OK", {"expiration": until}

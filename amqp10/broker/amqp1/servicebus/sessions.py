@@ -1,0 +1,68 @@
+"""Service Bus sessions: a receiver locked to the messages of one session.
+
+A message's session is its ``group-id`` (the SDK's ``session_id``). A receiver
+asks for a session with the ``com.microsoft:session-filter`` source filter: a
+session id, or null for the next available one (the session of the first message
+in the queue that no other receiver holds). The session is locked to that link
+while it is attached (another receiver asking for it is refused with
+``amqp:resource-locked``); the attach answer names the session in the same filter
+and its lock's end in the ``com.microsoft:locked-until-utc`` link property (.NET
+ticks). The session's state (``get-session-state``/``set-session-state`` on the
+entity's ``$management``) is kept per queue for the broker process's life.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from weakref import WeakKeyDictionary
+
+from ....transport import Link, LinkState, Sender
+from ....types import Source, symbol
+from ...core import Queue, QueuedMessage
+from ..addresses import AddressError
+
+__all__ = ["SESSION_FILTER", "claim_session", "session_states", "ticks"]
+
+SESSION_FILTER = symbol("com.microsoft:session-filter")
+LOCKED_UNTIL = symbol("com.microsoft:locked-until-utc")
+_EPOCH_TICKS = 621355968000000000  # .NET ticks (100 ns since year 1) at the Unix epoch
+
+_LOCKS: WeakKeyDictionary[Queue, dict[str, Link]] = WeakKeyDictionary()
+_STATES: WeakKeyDictionary[Queue, dict[str, bytes]] = WeakKeyDictionary()
+
+
+def ticks(seconds: float) -> int:
+    """Unix time as .NET ticks (how Service Bus gives a session lock's end)."""
+    return _EPOCH_TICKS + int(seconds * 10_000_000)
+
+
+def session_states(queue: Queue) -> dict[str, bytes]:
+    """The session states of ``queue``'s sessions, by session id."""
+    return _STATES.setdefault(queue, {})
+
+
+def _held(queue: Queue, sid: str, link: Link) -> bool:
+    other = _LOCKS.get(queue, {}).get(sid)
+    return other is not None and other is not link and other.state in (LinkState.ATTACHED, LinkState.ATTACH_RCVD)
+
+
+def claim_session(
+    link: Sender, source: Source, queue: Queue, locked_until: float
+) -> tuple[dict[Any, Any], Callable[[QueuedMessage], bool]] | None:
+    """Lock the session a receiver's source asks for: None (it asks for none), or the
+    filters for the attach answer and the consumer's view; raises :class:`AddressError`."""
+    wanted = source.filter or {}
+    if SESSION_FILTER not in wanted:
+        return None
+    sid = wanted[SESSION_FILTER]
+    if sid is None:
+        sid = next((m.group for m in queue if m.group is not None and not _held(queue, m.group, link)), None)
+        if sid is None:
+            raise AddressError("not-found", f"no session available in {queue.name!r}")
+    sid = str(sid)
+    if _held(queue, sid, link):
+        raise AddressError("resource-locked", f"session {sid!r} is locked by another receiver")
+    _LOCKS.setdefault(queue, {})[sid] = link
+    link.properties = {**(link.properties or {}), LOCKED_UNTIL: ticks(locked_until)}
+    return {SESSION_FILTER: sid}, lambda m: m.group == sid
