@@ -30,6 +30,7 @@ from ..sasl.events import SaslCompleted, SaslFailed
 from ..sasl.layer import SaslServer
 from ..transport import ConnectionState
 from ..types import Error, ErrorCondition, SaslCode
+from .alarms import ResourceAlarms
 from .amqp091 import Amqp091Handler, BrokerConnection
 from .amqp1 import ConnectionHandler
 from .config import BrokerConfig
@@ -200,6 +201,8 @@ class BrokerService:
         self.lock: DatabaseLock | None = None  # [store] postgresql: the lock of an active/standby pair
         self.committer: GroupCommitter | None = None
         self.broker: Broker | None = None
+        self.alarms: ResourceAlarms | None = None
+        """The memory and disk alarms (made with the broker)."""
         self.listeners: list[Listener] = []
         self.clients: set[_Client] = set()
         self.recovered = 0
@@ -263,7 +266,10 @@ class BrokerService:
             self.committer = GroupCommitter(
                 store, interval=cfg.store.commit_interval_ms / 1000, max_batch=cfg.store.max_batch
             )
-            self.broker = Broker(cfg, journal=self.committer, now=time.time, permissions=permissions)
+            self.broker = Broker(cfg, journal=self.committer, now=time.time, permissions=permissions, pages=store)
+            self.alarms = ResourceAlarms(
+                self.broker, cfg.limits, cfg.store.path.parent if cfg.store.backend == "sqlite" else None
+            )
             started = time.monotonic()
             with gc_paused():
                 self.recovered = self.broker.recover(store)
@@ -426,6 +432,8 @@ class BrokerService:
         while True:
             await anyio.sleep(TICK_SECONDS)
             self.broker.tick()
+            if self.alarms is not None:
+                self.alarms.check()
 
     async def _serve(self, listener: Listener, tg: Any) -> None:
         await listener.serve(self._handle, tg, handshake_timeout=self.config.limits.handshake_timeout)

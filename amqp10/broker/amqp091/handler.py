@@ -362,12 +362,17 @@ class Amqp091Handler:
     def _block_publishers(self) -> None:
         """Memory above the limit: tell the client (connection.blocked, if it understands)
         and stop reading from it until the broker's queues shrink, as RabbitMQ's alarm does."""
-        log.info("0-9-1 publisher blocked: queued messages exceed the memory limit")
+        log.info("0-9-1 publisher blocked: %s", self.broker.alarm or "queued messages exceed the memory limit")
         self.memory_blocked = True
         self.conn.block("low on memory")
         self.pause()
         if isinstance(self.conn, BrokerConnection):
             self.conn.recheck = self._memory_recovered
+        self.wake_if_idle()
+
+    def resources_freed(self) -> None:
+        """The broker's resource alarm cleared: unblock at once (not at the next recheck)."""
+        self._memory_recovered()
         self.wake_if_idle()
 
     def _memory_recovered(self) -> bool:

@@ -409,6 +409,11 @@ class ConnectionHandler:
         if link.credit > target or link.credit <= target // 2:
             link.flow(target)
 
+    def resources_freed(self) -> None:
+        """The broker's resource alarm cleared: publishers held back get credit again."""
+        if not self.closed:
+            self._unblock_all()
+
     def _watch_space(self, link: Receiver, node: Node) -> None:
         self.blocked.add(id(link))
         queues = list(node.subscriptions.values()) if isinstance(node, Topic) else [node]

@@ -1,0 +1,251 @@
+"""Bounded memory: a queue over its budget pages message bodies out to the store and reads
+them back in order (core/paging.py), driven on the core with a real store and a journal
+committed by hand (so a read can find a row not committed yet)."""
+
+from __future__ import annotations
+
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from amqp10.broker.amqp1.message import Amqp1Message
+from amqp10.broker.config import BrokerConfig
+from amqp10.broker.core import Broker
+from amqp10.broker.core.message import QueuedMessage
+from amqp10.broker.core.paging import MESSAGE_OVERHEAD
+from amqp10.broker.core.queues import Queue
+from amqp10.broker.core.store import Store
+from amqp10.message import Message
+
+BUDGET = 4 * (100 + MESSAGE_OVERHEAD)  # about four 100-byte messages in memory
+
+
+class HandJournal:
+    """The group committer's contract, committed when the test says (``commit``)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.ops: list[tuple[Any, ...]] = []
+        self.callbacks: list[Callable[[], None]] = []
+
+    def submit(self, op: tuple[Any, ...], on_commit: Callable[[], None] | None = None) -> None:
+        self.ops.append(op)
+        if on_commit is not None:
+            self.callbacks.append(on_commit)
+
+    def commit(self) -> None:
+        while self.ops:
+            ops, self.ops = self.ops, []
+            callbacks, self.callbacks = self.callbacks, []
+            self.store.apply(ops)
+            for cb in callbacks:
+                cb()
+
+
+class Taker:
+    """A consumer with ``n`` credit that keeps what it gets."""
+
+    browse = False
+
+    def __init__(self, n: int, cid: int = 1, selector: Callable[[QueuedMessage], bool] | None = None) -> None:
+        self.id = cid
+        self.n = n
+        self.got: list[QueuedMessage] = []
+        self.selector = selector
+
+    def credit(self) -> int:
+        return self.n - len(self.got)
+
+    def deliver(self, node: Any, msg: QueuedMessage) -> None:
+        self.got.append(msg)
+
+    def cancelled(self) -> None:
+        pass
+
+
+def make(path: Path, budget: int | None = BUDGET, **limits: Any) -> tuple[Broker, HandJournal, Store]:
+    store = Store(path)
+    journal = HandJournal(store)
+    config = BrokerConfig.model_validate({"limits": {"queue_memory_budget_bytes": budget, **limits}})
+    broker = Broker(config, journal=journal, pages=store)
+    broker.recover(store)
+    return broker, journal, store
+
+
+def queue(broker: Broker, name: str = "q", **kw: Any) -> Queue:
+    q = broker.default.declare_queue(name, **kw)
+    assert isinstance(q, Queue)
+    return q
+
+
+def msg(i: int, *, durable: bool = True, priority: int = 4, **props: Any) -> Amqp1Message:
+    data = Message(body=f"{i:0100d}", durable=durable, priority=priority, **props).encode()
+    return Amqp1Message(data, durable=durable, priority=priority)
+
+
+def body(m: QueuedMessage) -> int:
+    return int(Message.decode(m.data).body)
+
+
+def publish(q: Queue, msgs: list[Amqp1Message]) -> None:
+    for m in msgs:
+        assert q.publish(m, lambda: None)
+
+
+def test_over_budget_is_paged_and_read_back_in_order(tmp_path: Path) -> None:
+    broker, journal, _ = make(tmp_path / "s.db")
+    q = queue(broker)
+    publish(q, [msg(i, durable=i % 2 == 0) for i in range(200)])  # durable and not, mixed
+    assert q.pager is not None and q.pager.count >= 190
+    assert broker.stats.paged_bytes == q.pager.bytes > 0
+    assert q.pager.memory() <= BUDGET
+    journal.commit()
+    c = Taker(200)
+    q.add_consumer(c)
+    assert [body(m) for m in c.got] == list(range(200))
+    assert q.count == 0 and q.pager.count == 0 and broker.stats.paged_bytes == 0
+
+
+def test_a_row_not_committed_yet_is_waited_for(tmp_path: Path) -> None:
+    broker, journal, _ = make(tmp_path / "s.db")
+    q = queue(broker)
+    publish(q, [msg(i) for i in range(20)])
+    c = Taker(20)
+    q.add_consumer(c)  # nothing committed: only what is in memory
+    assert [body(m) for m in c.got] == list(range(len(c.got)))
+    assert len(c.got) < 20
+    journal.commit()  # the barrier's callback dispatches again
+    journal.commit()
+    assert [body(m) for m in c.got] == list(range(20))
+
+
+def test_the_budget_holds_while_draining(tmp_path: Path) -> None:
+    broker, journal, _ = make(tmp_path / "s.db")
+    q = queue(broker)
+    publish(q, [msg(i) for i in range(100)])
+    journal.commit()
+    c = Taker(0)
+    q.add_consumer(c)
+    for _ in range(100):
+        c.n += 1
+        q.consumer_ready(c)
+        journal.commit()
+        assert q.pager is not None and q.pager.memory() <= BUDGET + 100 + MESSAGE_OVERHEAD
+    assert [body(m) for m in c.got] == list(range(100))
+
+
+def test_priorities_with_paged_levels(tmp_path: Path) -> None:
+    broker, journal, _ = make(tmp_path / "s.db")
+    q = queue(broker, arguments={"x-max-priority": 9})
+    publish(q, [msg(i, priority=i % 3 * 4) for i in range(60)])  # levels 0, 4, 8
+    journal.commit()
+    c = Taker(60)
+    q.add_consumer(c)
+    want = [i for p in (8, 4, 0) for i in range(60) if i % 3 * 4 == p]
+    assert [body(m) for m in c.got] == want
+
+
+def test_ttl_expiry_and_dead_lettering_of_paged_messages(tmp_path: Path) -> None:
+    now = [1000.0]
+    broker, journal, _ = make(tmp_path / "s.db")
+    broker.now = lambda: now[0]
+    dlq = queue(broker, "dlq")
+    q = queue(broker, arguments={"x-message-ttl": 1000, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"})
+    q.now = lambda: now[0]
+    publish(q, [msg(i) for i in range(30)])
+    journal.commit()
+    now[0] += 5  # every message has expired
+    c = Taker(30)
+    q.add_consumer(c)
+    journal.commit()
+    assert c.got == [] and q.count == 0 and q.stats.expired == 30
+    assert dlq.count == 30
+    d = Taker(30, cid=2)
+    dlq.add_consumer(d)
+    journal.commit()
+    assert sorted(body(m) for m in d.got) == list(range(30))
+
+
+def test_a_selector_finds_a_paged_message(tmp_path: Path) -> None:
+    broker, journal, _ = make(tmp_path / "s.db")
+    q = queue(broker)
+    publish(q, [msg(i, subject="late" if i == 150 else "other") for i in range(200)])
+    journal.commit()
+    c = Taker(1, selector=lambda m: m.field("subject") == "late")
+    q.add_consumer(c)
+    assert [body(m) for m in c.got] == [150]
+    rest = Taker(199, cid=2)
+    q.add_consumer(rest)
+    journal.commit()
+    assert [body(m) for m in rest.got] == [i for i in range(200) if i != 150]
+
+
+def test_groups_with_paged_messages(tmp_path: Path) -> None:
+    broker, journal, _ = make(tmp_path / "s.db")
+    q = queue(broker)
+    publish(q, [msg(i, group_id=f"g{i % 2}") for i in range(40)])
+    journal.commit()
+    a, b = Taker(40, cid=1), Taker(40, cid=2)
+    q.add_consumer(a)
+    q.add_consumer(b)
+    journal.commit()
+    got = a.got + b.got
+    assert sorted(body(m) for m in got) == list(range(40))
+    for g in ("g0", "g1"):  # each group goes to one consumer, in order
+        owners = [t for t in (a, b) if any(m.group == g for m in t.got)]
+        assert len(owners) == 1
+        assert [body(m) for m in owners[0].got if m.group == g] == [i for i in range(40) if f"g{i % 2}" == g]
+
+
+def test_restart_keeps_durable_and_drops_non_durable(tmp_path: Path) -> None:
+    broker, journal, store = make(tmp_path / "s.db")
+    q = queue(broker)
+    publish(q, [msg(i, durable=i % 2 == 0) for i in range(100)])
+    journal.commit()
+    store.close()
+    broker, journal, store = make(tmp_path / "s.db")
+    q = queue(broker)
+    assert q.count == 50
+    c = Taker(100)
+    q.add_consumer(c)
+    journal.commit()
+    assert [body(m) for m in c.got] == list(range(0, 100, 2))
+
+
+def test_purge_forgets_the_paged_part(tmp_path: Path) -> None:
+    broker, journal, store = make(tmp_path / "s.db")
+    q = queue(broker)
+    publish(q, [msg(i, durable=i % 2 == 0) for i in range(100)])
+    journal.commit()
+    assert q.purge() == 100
+    journal.commit()
+    assert broker.stats.paged_bytes == 0 and broker.stats.disk_bytes == 0
+    assert store.load().messages == []
+
+
+def test_memory_per_paged_message_is_small(tmp_path: Path) -> None:
+    broker, journal, _ = make(tmp_path / "s.db", budget=0)
+    q = queue(broker)
+    ms = [msg(i, durable=False) for i in range(20_000)]
+    data_size = sum(m.size for m in ms)
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        publish(q, ms)
+        del ms
+        journal.ops.clear()  # what the committer would have written and dropped
+        journal.callbacks.clear()
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    per = (after - before) / 20_000
+    assert q.count == 20_000 and data_size > 20_000 * 100
+    assert per < 40, per  # seq, size and flags in arrays: no object per message
+
+
+def test_no_budget_keeps_everything_in_memory(tmp_path: Path) -> None:
+    broker, journal, _ = make(tmp_path / "s.db", budget=None)
+    q = queue(broker)
+    publish(q, [msg(i) for i in range(50)])
+    assert q.pager is None and broker.stats.paged_bytes == 0
