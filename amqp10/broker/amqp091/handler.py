@@ -370,10 +370,13 @@ class Amqp091Handler:
             self.conn.recheck = self._memory_recovered
         self.wake_if_idle()
 
-    def resources_freed(self) -> None:
-        """The broker's resource alarm cleared: unblock at once (not at the next recheck)."""
-        self._memory_recovered()
-        self.wake_if_idle()
+    def resource_alarm(self, raised: bool) -> None:
+        """The broker's resource alarm: a connection is blocked at its next publish (as
+        RabbitMQ blocks publishing connections only: a consumer's acks must go on), and
+        unblocked as soon as the alarm clears (not at the next once-a-second recheck)."""
+        if not raised:
+            self._memory_recovered()
+            self.wake_if_idle()
 
     def _memory_recovered(self) -> bool:
         """Checked once a second while blocked; False (stop checking) once unblocked."""

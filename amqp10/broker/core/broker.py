@@ -91,9 +91,9 @@ class FrontEndConnection(Protocol):
     def resource_counts(self) -> tuple[int, int]:
         """How many sessions (0-9-1: channels) and links (0-9-1: consumers) it holds."""
 
-    def resources_freed(self) -> None:
-        """A resource alarm has cleared: let its blocked publishers go on (1.0: credit again;
-        0-9-1: connection.unblocked)."""
+    def resource_alarm(self, raised: bool) -> None:
+        """The broker's resource alarm was raised (publishers must stop: 1.0 takes their
+        credit back) or cleared (``raised`` False: they go on; 0-9-1: connection.unblocked)."""
 
 
 class Broker:
@@ -289,11 +289,11 @@ class Broker:
             return
         if reason is not None:
             log.warning("resource alarm: %s; publishers are blocked", reason)
-            return
-        log.warning("resource alarm cleared; publishers may go on")
+        else:
+            log.warning("resource alarm cleared; publishers may go on")
         for c in list(self.connections):
             if isinstance(c, FrontEndConnection):
-                c.resources_freed()
+                c.resource_alarm(reason is not None)
 
     def counts(self) -> dict[str, int]:
         """How many connections, sessions, links and nodes the broker holds (management,
