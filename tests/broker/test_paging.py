@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from amqp10.broker.amqp1.message import Amqp1Message
 from amqp10.broker.config import BrokerConfig
 from amqp10.broker.core import Broker
@@ -17,6 +19,12 @@ from amqp10.broker.core.paging import MESSAGE_OVERHEAD
 from amqp10.broker.core.queues import Queue
 from amqp10.broker.core.store import Store
 from amqp10.message import Message
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
 
 BUDGET = 4 * (100 + MESSAGE_OVERHEAD)  # about four 100-byte messages in memory
 
@@ -249,3 +257,39 @@ def test_no_budget_keeps_everything_in_memory(tmp_path: Path) -> None:
     q = queue(broker)
     publish(q, [msg(i) for i in range(50)])
     assert q.pager is None and broker.stats.paged_bytes == 0
+
+
+def test_a_paged_non_durable_message_is_answered_once_its_body_is_stored(tmp_path: Path) -> None:
+    broker, journal, _ = make(tmp_path / "s.db", budget=0)
+    q = queue(broker, "transient", durable=False)  # a non-durable queue pages too
+    done: list[int] = []
+    assert q.publish(msg(1, durable=False), lambda: done.append(1))
+    assert done == [] and q.pager is not None and q.pager.count == 1
+    journal.commit()
+    assert done == [1]
+    c = Taker(1)
+    q.add_consumer(c)
+    journal.commit()
+    assert [body(m) for m in c.got] == [1]
+
+
+@pytest.mark.anyio
+async def test_metrics_show_paged_bytes_and_the_alarm(tmp_path: Path) -> None:
+    from amqp10.client import connect
+
+    from .conftest import broker_in_loop
+    from .test_metrics import one, scrape
+
+    async with broker_in_loop(tmp_path, limits={"queue_memory_budget_bytes": 0}) as service:
+        async with await connect(f"amqp://127.0.0.1:{service.ports[0]}", timeout=10) as conn:
+            sender = await conn.open_sender("paged-q")
+            for _ in range(5):
+                await sender.send(Message(body=b"x" * 1000), timeout=10)
+        m = await scrape(service)
+        assert one(m, "amqp10_messages_paged_bytes") >= 5 * 1000
+        assert one(m, "amqp10_messages_memory_bytes") == 0
+        assert one(m, "amqp10_resource_alarm") == 0
+        assert service.broker is not None
+        service.broker.set_alarm("disk: a test")
+        assert one(await scrape(service), "amqp10_resource_alarm") == 1
+        service.broker.set_alarm(None)

@@ -105,6 +105,7 @@ class Pager:
         self.bytes = 0
         """Their bytes."""
         self._waiting = False  # a barrier is pending: a read found a row not committed yet
+        self._writing = 0  # the seq of the last non-durable message whose body went to the store
         self._missed: int | None = None  # the seq that read found missing
 
     def memory(self) -> int:
@@ -126,6 +127,7 @@ class Pager:
         flags = _DURABLE if msg.durable else 0
         if not q._persistent(msg):  # not in the store yet: its body goes to the paged table
             flags |= _TRANSIENT
+            self._writing = msg.seq
             self.journal.submit(
                 (_store.PAGE, q._key, msg.seq, msg.delivery_count, msg.expiry, msg.arrival, msg.message_id, msg.format, msg.data)
             )
@@ -134,6 +136,12 @@ class Pager:
         self.bytes += msg.size
         q._paged_changed(msg.size)
         return True
+
+    def writing(self, msg: QueuedMessage) -> bool:
+        """Whether ``msg``, just paged out, is a non-durable message whose body is being
+        written to the store: then its publisher is answered after that commit, which
+        keeps the bodies waiting for the committer within the publishers' windows."""
+        return self._writing == msg.seq
 
     def refill(self, level: deque[QueuedMessage], *, force: bool = False) -> bool:
         """Read the next run of ``level``'s tail back into it (as much as the budget allows,

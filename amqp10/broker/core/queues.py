@@ -247,6 +247,8 @@ class Queue(Node):
                 ),
                 on_stored,
             )
+        elif self.pager is not None and self.pager.writing(msg):
+            self.journal.submit((_store.BARRIER,), on_stored)  # safe once its body is in the store
         else:
             on_stored()
 
