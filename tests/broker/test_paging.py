@@ -215,6 +215,7 @@ def test_restart_keeps_durable_and_drops_non_durable(tmp_path: Path) -> None:
     broker, journal, store = make(tmp_path / "s.db")
     q = queue(broker)
     assert q.count == 50
+    assert q.pager is not None and q.pager.count >= 45  # recovery pages out what is over the budget
     c = Taker(100)
     q.add_consumer(c)
     journal.commit()
@@ -293,3 +294,32 @@ async def test_metrics_show_paged_bytes_and_the_alarm(tmp_path: Path) -> None:
         service.broker.set_alarm("disk: a test")
         assert one(await scrape(service), "amqp10_resource_alarm") == 1
         service.broker.set_alarm(None)
+
+
+@pytest.mark.anyio
+async def test_through_a_restart_durable_paged_messages_come_back_and_others_do_not(tmp_path: Path) -> None:
+    from amqp10.client import connect
+    from amqp10.types import Accepted
+
+    from .conftest import broker_in_loop
+
+    limits = {"queue_memory_budget_bytes": 0}
+    async with broker_in_loop(tmp_path, limits=limits) as service:
+        async with await connect(f"amqp://127.0.0.1:{service.ports[0]}", timeout=10) as conn:
+            sender = await conn.open_sender("restart-q")
+            for i in range(40):
+                outcome = await sender.send(Message(body=i, durable=i % 2 == 0), timeout=10)
+                assert isinstance(outcome, Accepted)
+        q = service.broker.nodes["restart-q"] if service.broker else None
+        assert isinstance(q, Queue) and q.pager is not None and q.pager.count == 40
+    async with broker_in_loop(tmp_path, limits=limits) as service:
+        async with await connect(f"amqp://127.0.0.1:{service.ports[0]}", timeout=10) as conn:
+            receiver = await conn.open_receiver("restart-q", credit=100)
+            got = []
+            for _ in range(20):
+                d = await receiver.receive(timeout=10)
+                got.append(d.message.body)
+                await d.accept()
+            assert got == list(range(0, 40, 2))
+        q = service.broker.nodes["restart-q"] if service.broker else None
+        assert isinstance(q, Queue) and q.count == 0

@@ -220,7 +220,7 @@ class Broker:
     # -- recovery and limits ---------------------------------------------------------------------
     def recover(self, store: _store.SqlStore) -> int:
         """Recreate durable nodes, exchanges, bindings and messages from the store; return the message count."""
-        loaded = store.load()
+        loaded = store.load(messages=False)  # the messages are read below, a batch at a time
         for vrec in loaded.vhosts:
             self.add_vhost(vrec.name).set_metadata(json.loads(vrec.metadata or "{}"), persist=False)
         for prec in loaded.policies:  # before the queues they apply to
@@ -244,7 +244,7 @@ class Broker:
                 queues[_store.message_key(vhost.name, q.name)] = q
         classes: dict[str, type[QueuedMessage]] = {}
         n = 0
-        for m in loaded.messages:
+        for m in store.stored_messages():
             target = queues.get(m.node)
             if target is None:
                 continue

@@ -17,7 +17,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -324,23 +324,27 @@ class SqlStore:
                     self._cur.execute("ROLLBACK")
                 raise
 
-    def load(self) -> Loaded:
-        """Every durable node, exchange and binding, and every stored message in (node key, seq) order.
+    def load(self, *, messages: bool = True) -> Loaded:
+        """Every durable node, exchange and binding, and every stored message in (node key, seq) order
+        (``messages`` False: none; :meth:`stored_messages` reads them a batch at a time).
 
         Messages marked in flight come back with delivery-count + 1, and the
         change is written back so a second crash does not lose the count.
         """
         sql = self._sql
         out: list[list[tuple[Any, ...]]] = []
+        queries = sql.load if messages else sql.load[:-1]
 
         def read() -> None:
             cur = self._cur
             cur.execute(sql.recover_in_flight)
-            for query in sql.load:
+            for query in queries:
                 cur.execute(query)
                 out.append(cur.fetchall())
 
         self._transaction(read)
+        if not messages:
+            out.append([])
         nodes, exchanges, bindings, policies, vhosts, rows = out
         return Loaded(
             [NodeRecord(*r) for r in nodes],
@@ -350,6 +354,17 @@ class SqlStore:
             [PolicyRecord(*r) for r in policies],
             [VhostRecord(*r) for r in vhosts],
         )
+
+    def stored_messages(self, batch: int = 10_000) -> Iterator[StoredMessage]:
+        """Every stored message in (node key, seq) order, read ``batch`` rows at a time: what
+        recovery restores, so that only a batch of bodies is in memory at once (the queues
+        page out what is over their budget). Call after :meth:`load` and before any write."""
+        with self._lock:
+            cur = self._cur
+            cur.execute(self._sql.load[-1])
+            while rows := cur.fetchmany(batch):
+                for r in rows:
+                    yield StoredMessage(*r)
 
     def apply(self, ops: Iterable[Op]) -> None:
         """Apply a batch of operations in one transaction (one fsync)."""
