@@ -123,6 +123,11 @@ def main() -> None:
         backlog_peak = peak_rss(pid) or 0
         backlog_rss = rss_kib(pid) or 0
         store_bytes = sum(f.stat().st_size for f in Path(tmp).rglob("*.sqlite3*"))
+        print(
+            f"backlog of {ns.count:,} published in {published_s:.0f} s; broker peak RSS "
+            f"{backlog_peak / 1024:.1f} MiB (idle {idle / 1024:.1f} MiB), now {backlog_rss / 1024:.1f} MiB",
+            flush=True,
+        )
         phase[0] = "drain"
         progress = [0]
         t1 = time.monotonic()
@@ -146,13 +151,13 @@ def main() -> None:
             "lost": lost,
             "command": " ".join(sys.argv),
         }
+        print(json.dumps(result, indent=2), flush=True)
+        if ns.json is not None:
+            ns.json.write_text(json.dumps(result, indent=2) + "\n")
     finally:
         stop.set()
-        broker.stop()
+        broker.stop(timeout=120)  # a big store takes a while to close
         shutil.rmtree(tmp, ignore_errors=True)
-    print(json.dumps(result, indent=2))
-    if ns.json is not None:
-        ns.json.write_text(json.dumps(result, indent=2) + "\n")
     if lost:
         raise SystemExit(f"{lost} messages lost")
 

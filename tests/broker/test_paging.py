@@ -323,3 +323,19 @@ async def test_through_a_restart_durable_paged_messages_come_back_and_others_do_
             assert got == list(range(0, 40, 2))
         q = service.broker.nodes["restart-q"] if service.broker else None
         assert isinstance(q, Queue) and q.count == 0
+
+
+def test_the_paged_table_keeps_the_order_of_a_batch(tmp_path: Path) -> None:
+    from amqp10.broker.core.store import PAGE, UNPAGE
+
+    store = Store(tmp_path / "s.db")
+
+    def page(seq: int) -> tuple[Any, ...]:
+        return (PAGE, "q", seq, 0, None, 0.0, None, "amqp1", b"m%d" % seq)
+
+    # paged out, one read back, the queue purged, then a new one paged out: one commit
+    store.apply([page(1), page(2), (UNPAGE, "q", 1), (UNPAGE, "q", None), page(3), page(4), (UNPAGE, "q", 4)])
+    assert [r[0] for r in store.read_paged("q", 0, 10, durable=False, transient=True)] == [3]
+    store.close()
+    store = Store(tmp_path / "s.db")  # the table does not outlive the store's connection
+    assert store.read_paged("q", 0, 10, durable=True, transient=True) == []

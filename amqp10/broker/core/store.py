@@ -378,24 +378,30 @@ class SqlStore:
         # (rare: keys are not reused) flushes first. ``touched``: keys of pending updates
         # and deletes. Fewer, bigger statements: one of each kind per batch.
         touched: set[tuple[Any, Any]] = set()
-        pages: list[tuple[Any, ...]] = []  # PAGE and UNPAGE: their own table, in order
+        # PAGE and UNPAGE rows (their own table): a batch writes its pages, then its unpages,
+        # which is their order (a seq is paged out once, and back in after); a node's
+        # UNPAGE of everything flushes first and runs in its place
+        pages: list[tuple[Any, ...]] = []
+        unpages: list[tuple[Any, ...]] = []
         sql = self._sql
+
+        def flush_pages() -> None:
+            cur = self._cur
+            if not self._paged_table:
+                cur.execute(_PAGED_SCHEMA.format(**self.TYPES))
+                self._paged_table = True
+            if pages:
+                cur.executemany(sql.page, pages)
+                pages.clear()
+            if unpages:
+                cur.executemany(sql.unpage, unpages)
+                unpages.clear()
 
         def flush() -> None:
             self._flush(puts, deletes, updates)
             touched.clear()
-            if pages:
-                if not self._paged_table:
-                    self._cur.execute(_PAGED_SCHEMA.format(**self.TYPES))
-                    self._paged_table = True
-                for op in pages:
-                    if op[0] == PAGE:
-                        self._cur.execute(sql.page, op[1:])
-                    elif op[2] is None:  # every paged message of the node
-                        self._cur.execute(sql.unpage_all, op[1:2])
-                    else:
-                        self._cur.execute(sql.unpage, op[1:])
-                pages.clear()
+            if pages or unpages:
+                flush_pages()
 
         def write() -> None:
             for op in ops:
@@ -412,8 +418,14 @@ class SqlStore:
                     touched.add((op[1], op[2]))
                 elif kind == BARRIER:
                     pass
-                elif kind in (PAGE, UNPAGE):
-                    pages.append(op)
+                elif kind == PAGE:
+                    pages.append(op[1:])
+                elif kind == UNPAGE:
+                    if op[2] is None:  # every paged message of the node
+                        flush_pages()
+                        self._cur.execute(sql.unpage_all, op[1:2])
+                    else:
+                        unpages.append(op[1:])
                 else:
                     flush()
                     self._definition(op)
