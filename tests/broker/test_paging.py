@@ -339,3 +339,49 @@ def test_the_paged_table_keeps_the_order_of_a_batch(tmp_path: Path) -> None:
     store.close()
     store = Store(tmp_path / "s.db")  # the table does not outlive the store's connection
     assert store.read_paged("q", 0, 10, durable=True, transient=True) == []
+
+
+@pytest.mark.anyio
+async def test_transactions_over_paged_messages(tmp_path: Path) -> None:
+    """Posting and retirement in transactions, every message paged out (a budget of 0)."""
+    from amqp10.client import connect
+    from amqp10.types import Accepted
+
+    from .conftest import broker_in_loop
+
+    async with broker_in_loop(tmp_path, limits={"queue_memory_budget_bytes": 0}) as service:
+        async with await connect(f"amqp://127.0.0.1:{service.ports[0]}", timeout=10) as conn:
+            sender = await conn.open_sender("txn-q")
+            async with conn.transaction() as txn:
+                for i in range(20):
+                    assert isinstance(await sender.send(Message(body=i), txn=txn), Accepted)
+            q = service.broker.nodes["txn-q"] if service.broker else None
+            assert isinstance(q, Queue) and q.pager is not None and q.pager.count == 20
+            receiver = await conn.open_receiver("txn-q", credit=20)
+            got = [await receiver.receive(timeout=10) for _ in range(20)]
+            assert [d.message.body for d in got] == list(range(20))
+            txn = await conn.transaction()
+            for d in got[:10]:
+                await d.accept(txn=txn)
+            await txn.rollback()  # the first ten come back, ahead of the rest
+            for d in got[10:]:
+                await d.accept()
+            again = [await receiver.receive(timeout=10) for _ in range(10)]
+            assert [d.message.body for d in again] == list(range(10))
+            async with conn.transaction() as txn:
+                for d in again:
+                    await d.accept(txn=txn)
+        assert q.count == 0 and q.stats.acked == 20
+
+
+def test_drop_head_overflow_drops_the_oldest_even_when_paged(tmp_path: Path) -> None:
+    broker, journal, _ = make(tmp_path / "s.db")
+    q = queue(broker, arguments={"x-max-length": 50})
+    for i in range(100):
+        assert q.publish(msg(i), lambda: None)
+        journal.commit()
+    assert q.count == 50
+    c = Taker(100)
+    q.add_consumer(c)
+    journal.commit()
+    assert [body(m) for m in c.got] == list(range(50, 100))
