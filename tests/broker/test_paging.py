@@ -325,10 +325,11 @@ async def test_through_a_restart_durable_paged_messages_come_back_and_others_do_
         assert isinstance(q, Queue) and q.count == 0
 
 
-def test_the_paged_table_keeps_the_order_of_a_batch(tmp_path: Path) -> None:
-    from amqp10.broker.core.store import PAGE, UNPAGE
+def test_the_paged_table_keeps_the_order_of_a_batch(open_store: Callable[[], Any]) -> None:
+    """On both backends: paged rows in a batch's order, read back by seq with the durable ones."""
+    from amqp10.broker.core.store import PAGE, PUT, UNPAGE
 
-    store = Store(tmp_path / "s.db")
+    store = open_store()
 
     def page(seq: int) -> tuple[Any, ...]:
         return (PAGE, "q", seq, 0, None, 0.0, None, "amqp1", b"m%d" % seq)
@@ -336,9 +337,12 @@ def test_the_paged_table_keeps_the_order_of_a_batch(tmp_path: Path) -> None:
     # paged out, one read back, the queue purged, then a new one paged out: one commit
     store.apply([page(1), page(2), (UNPAGE, "q", 1), (UNPAGE, "q", None), page(3), page(4), (UNPAGE, "q", 4)])
     assert [r[0] for r in store.read_paged("q", 0, 10, durable=False, transient=True)] == [3]
+    store.apply([(PUT, "q", 5, 4, 0, None, 0.0, None, "amqp1", b"durable")])
+    rows = store.read_paged("q", 0, 10, durable=True, transient=True)
+    assert [(r[0], bytes(r[6])) for r in rows] == [(3, b"m3"), (5, b"durable")]
     store.close()
-    store = Store(tmp_path / "s.db")  # the table does not outlive the store's connection
-    assert store.read_paged("q", 0, 10, durable=True, transient=True) == []
+    store = open_store()  # the paged table does not outlive the store's connection
+    assert [r[0] for r in store.read_paged("q", 0, 10, durable=True, transient=True)] == [5]
 
 
 @pytest.mark.anyio
