@@ -19,6 +19,9 @@ queue is dispatched again once the committer has caught up (a barrier).
 What a paged message loses until it is read back: what was read once from its body
 (routing fields, headers: read again on demand) and its publishing connection and
 exchange (as after a restart). Browsers and management's PEEK see the in-memory head.
+A consumer with a selector (or of message groups) that matches nothing in the head
+reads further runs whatever the budget (:meth:`Pager.refill` with ``force``): what it
+skips stays in memory until other consumers take it.
 """
 
 from __future__ import annotations
