@@ -1,7 +1,8 @@
 """A backlog with no consumer: does the broker's memory stay bounded, and is nothing lost?
 
-Starts our broker with its default configuration (every message stored; queues page
-bodies out past ``limits.queue_memory_budget_bytes``), publishes ``--count`` messages of
+Starts our broker with its default configuration (queues page bodies out past
+``limits.queue_memory_budget_bytes``: durable messages are in the store already,
+non-durable ones go to its temporary table), publishes ``--count`` messages of
 ``--size`` bytes to one queue with no consumer (``--producers`` connections, each keeping
 a window in flight), records the broker's resident size every second and its peak
 (VmHWM), then drains the queue with one consumer and checks that every message came
@@ -39,11 +40,14 @@ from amqp10.types import Accepted  # noqa: E402
 STAMP = struct.Struct(">II")  # producer, sequence
 
 
-async def produce(url: str, address: str, who: int, count: int, size: int, window: int, progress: list[int]) -> None:
+async def produce(
+    url: str, address: str, who: int, count: int, size: int, window: int, durable: bool, progress: list[int]
+) -> None:
     pad = b"\x00" * (size - STAMP.size)
     async with await connect(url, timeout=30) as conn:
         sender = await conn.open_sender(address)
-        messages = (Message([STAMP.pack(who, i) + pad], body_type="data") for i in range(count))
+        flag = True if durable else None
+        messages = (Message([STAMP.pack(who, i) + pad], body_type="data", durable=flag) for i in range(count))
         async with contextlib.aclosing(sender.pipeline(messages, window=window, timeout=math.inf)) as outcomes:
             async for outcome in outcomes:
                 if not isinstance(outcome, Accepted):
@@ -78,6 +82,7 @@ def main() -> None:
     ap.add_argument("--producers", type=int, default=2, help="publishing connections")
     ap.add_argument("--window", type=int, default=1000, help="messages in flight per producer")
     ap.add_argument("--budget", type=int, default=None, help="limits.queue_memory_budget_bytes (default: the broker's)")
+    ap.add_argument("--durable", action="store_true", help="durable messages (header.durable): stored, fsynced")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds for the whole run")
     ap.add_argument("--json", type=Path, help="write the figures here too")
     ns = ap.parse_args()
@@ -116,7 +121,7 @@ def main() -> None:
             with anyio.fail_after(ns.timeout):
                 async with anyio.create_task_group() as tg:
                     for who in range(ns.producers):
-                        tg.start_soon(produce, url, "backlog", who, per[who], ns.size, ns.window, progress)
+                        tg.start_soon(produce, url, "backlog", who, per[who], ns.size, ns.window, ns.durable, progress)
 
         anyio.run(publish_all)
         published_s = time.monotonic() - t0
@@ -138,6 +143,8 @@ def main() -> None:
             "count": ns.count,
             "size": ns.size,
             "producers": ns.producers,
+            "durable": ns.durable,
+            "budget": ns.budget,
             "idle_rss_mib": round(idle / 1024, 1),
             "peak_rss_publishing_mib": round(backlog_peak / 1024, 1),
             "rss_with_backlog_mib": round(backlog_rss / 1024, 1),
