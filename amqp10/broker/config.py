@@ -459,7 +459,7 @@ class Limits(_Model):
         description="bytes each queue keeps in memory (message bodies, plus about 320 bytes a message); "
         "later messages are paged out, their bodies kept in the store only (non-durable ones in a "
         "table a restart discards), and read back in order as consumers reach them. "
-        "None: every queued message stays in memory",
+        "0: every message paged out; None (from Python; in TOML, a very large number): none",
     )
     memory_high_watermark: float = Field(
         default=0.4,
