@@ -33,18 +33,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from amqp10.cli.bench.harness import BenchConfig, BenchError, peak_rss, run_bench, start_our_broker  # noqa: E402
-
-
-def _rss_kib(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        return None
-    return None
+from amqp10.cli.bench.harness import (  # noqa: E402
+    BenchConfig,
+    BenchError,
+    peak_rss,
+    rss_kib,
+    run_bench,
+    start_our_broker,
+)
 
 
 def one(label: str, extra_config: str, cfg: BenchConfig) -> dict[str, object]:
@@ -54,12 +50,12 @@ def one(label: str, extra_config: str, cfg: BenchConfig) -> dict[str, object]:
     stop = threading.Event()
     try:
         port = broker.wait_listening(20)
-        idle = _rss_kib(broker.pid) or 0
+        idle = rss_kib(broker.pid) or 0
         t0 = time.monotonic()
 
         def sample() -> None:
             while not stop.is_set():
-                v = _rss_kib(broker.pid)
+                v = rss_kib(broker.pid)
                 if v is not None:
                     samples.append((time.monotonic() - t0, v))
                 stop.wait(0.05)

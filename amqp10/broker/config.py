@@ -458,7 +458,37 @@ class Limits(_Model):
     memory_limit_bytes: int = Field(
         default=512 * 1024 * 1024,
         ge=1024,
-        description="bytes of queued messages above which publishers get no credit",
+        description="bytes of queued messages held in memory (not paged out) above which publishers "
+        "get no credit",
+    )
+    queue_memory_budget_bytes: int | None = Field(
+        default=8 * 1024 * 1024,
+        ge=0,
+        description="bytes each queue keeps in memory (message bodies, plus about 320 bytes a message); "
+        "later messages are paged out, their bodies kept in the store only (non-durable ones in a "
+        "table a restart discards), and read back in order as consumers reach them. "
+        "0: every message paged out; None (from Python; in TOML, a very large number): none",
+    )
+    memory_high_watermark: float = Field(
+        default=0.4,
+        gt=0,
+        le=1,
+        allow_inf_nan=False,
+        description="the memory alarm: the fraction of the machine's memory the broker process may use "
+        "(resident size) before publishers are blocked (1.0: no credit; 0-9-1: connection.blocked) "
+        "until it is back under",
+    )
+    memory_high_watermark_bytes: int | None = Field(
+        default=None,
+        ge=1,
+        description="the memory alarm in bytes of resident size (overrides memory_high_watermark)",
+    )
+    disk_free_limit_bytes: int | None = Field(
+        default=None,
+        ge=0,
+        description="the disk alarm: free bytes on the SQLite store's filesystem below which publishers "
+        "are blocked until there is more. None: 1% of that filesystem, at least 50 MiB and at most "
+        "1 GiB; 0: no disk alarm",
     )
     credit_window: int = Field(
         default=1000, ge=1, le=100_000, description="credit a publisher's link is kept topped up to"

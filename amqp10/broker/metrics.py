@@ -178,8 +178,18 @@ class BrokerCollector(Collector):
             yield GaugeMetricFamily(f"amqp10_{key}", what, value=counts[key])
         yield GaugeMetricFamily(
             "amqp10_messages_memory_bytes",
-            "Bytes of the messages held in memory (queued, not with a consumer)",
-            value=counts["memory_bytes"],
+            "Bytes of the messages held in memory (queued, not with a consumer, not paged out)",
+            value=counts["memory_bytes"] - counts["paged_bytes"],
+        )
+        yield GaugeMetricFamily(
+            "amqp10_messages_paged_bytes",
+            "Bytes of the queued messages paged out (their bodies in the store only)",
+            value=counts["paged_bytes"],
+        )
+        yield GaugeMetricFamily(
+            "amqp10_resource_alarm",
+            "1 while a memory or disk alarm blocks publishers, else 0",
+            value=0 if broker.alarm is None else 1,
         )
         yield GaugeMetricFamily(
             "amqp10_messages_disk_bytes",

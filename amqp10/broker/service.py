@@ -31,6 +31,7 @@ from ..sasl.events import SaslCompleted, SaslFailed, SaslSkipped
 from ..sasl.layer import SaslServer
 from ..transport import ConnectionState
 from ..types import Error, ErrorCondition, SaslCode
+from .alarms import ResourceAlarms
 from .amqp091 import Amqp091Handler, BrokerConnection
 from .amqp1 import ConnectionHandler
 from .amqp1.servicebus.entities import declare_entities
@@ -220,6 +221,8 @@ class BrokerService:
         self.lock: DatabaseLock | None = None  # [store] postgresql: the lock of an active/standby pair
         self.committer: GroupCommitter | None = None
         self.broker: Broker | None = None
+        self.alarms: ResourceAlarms | None = None
+        """The memory and disk alarms (made with the broker)."""
         self.listeners: list[Listener] = []
         self.clients: set[_Client] = set()
         self.recovered = 0
@@ -283,7 +286,10 @@ class BrokerService:
             self.committer = GroupCommitter(
                 store, interval=cfg.store.commit_interval_ms / 1000, max_batch=cfg.store.max_batch
             )
-            self.broker = Broker(cfg, journal=self.committer, now=time.time, permissions=permissions)
+            self.broker = Broker(cfg, journal=self.committer, now=time.time, permissions=permissions, pages=store)
+            self.alarms = ResourceAlarms(
+                self.broker, cfg.limits, cfg.store.path.parent if cfg.store.backend == "sqlite" else None
+            )
             started = time.monotonic()
             with gc_paused():
                 self.recovered = self.broker.recover(store)
@@ -451,6 +457,8 @@ class BrokerService:
             for c in list(self.clients):
                 if isinstance(c.handler, ConnectionHandler) and c.handler.gate is not None:
                     c.handler.expire_tokens()
+            if self.alarms is not None:
+                self.alarms.check()
 
     async def _serve(self, listener: Listener, tg: Any) -> None:
         await listener.serve(self._handle, tg, handshake_timeout=self.config.limits.handshake_timeout)

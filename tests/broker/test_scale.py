@@ -326,7 +326,7 @@ def test_disk_total_counts_persistent_messages_until_deleted() -> None:
     s.publish(message(size=20), lambda: None)
     assert broker.stats.disk_bytes == s.bytes > 0
     broker.default.delete_node("log")
-    assert broker.stats.as_dict() == {"memory_bytes": 0, "disk_bytes": 0}
+    assert broker.stats.as_dict() == {"memory_bytes": 0, "disk_bytes": 0, "paged_bytes": 0}
 
 
 # -- idle queues are cheap ------------------------------------------------------------------------

@@ -369,13 +369,21 @@ class Amqp091Handler:
     def _block_publishers(self) -> None:
         """Memory above the limit: tell the client (connection.blocked, if it understands)
         and stop reading from it until the broker's queues shrink, as RabbitMQ's alarm does."""
-        log.info("0-9-1 publisher blocked: queued messages exceed the memory limit")
+        log.info("0-9-1 publisher blocked: %s", self.broker.alarm or "queued messages exceed the memory limit")
         self.memory_blocked = True
         self.conn.block("low on memory")
         self.pause()
         if isinstance(self.conn, BrokerConnection):
             self.conn.recheck = self._memory_recovered
         self.wake_if_idle()
+
+    def resource_alarm(self, raised: bool) -> None:
+        """The broker's resource alarm: a connection is blocked at its next publish (as
+        RabbitMQ blocks publishing connections only: a consumer's acks must go on), and
+        unblocked as soon as the alarm clears (not at the next once-a-second recheck)."""
+        if not raised:
+            self._memory_recovered()
+            self.wake_if_idle()
 
     def _memory_recovered(self) -> bool:
         """Checked once a second while blocked; False (stop checking) once unblocked."""

@@ -465,6 +465,18 @@ class ConnectionHandler:
         if link.credit > target or link.credit <= target // 2:
             link.flow(target)
 
+    def resource_alarm(self, raised: bool) -> None:
+        """The broker's resource alarm: take every publisher's credit back (raised), or
+        give it again to those held back (cleared)."""
+        if self.closed:
+            return
+        if raised:
+            for link, node in list(self.publishers.values()):
+                self._grant(link, node)
+            self.wake()
+        else:
+            self._unblock_all()
+
     def _watch_space(self, link: Receiver, node: Node) -> None:
         self.blocked.add(id(link))
         queues = list(node.subscriptions.values()) if isinstance(node, Topic) else [node]

@@ -15,17 +15,25 @@ __all__ = ["DETACHED", "Histogram", "Usage"]
 
 
 class Usage:
-    """Bytes of messages held: in memory (queued, not handed to a consumer) and on disk
-    (persistent messages written to the store and not yet deleted from it)."""
+    """Bytes of messages held: queued (not handed to a consumer), of which paged out (the
+    bodies in the store only: core/paging.py), and on disk (persistent messages written to
+    the store and not yet deleted from it)."""
 
-    __slots__ = ("disk_bytes", "memory_bytes")
+    __slots__ = ("disk_bytes", "memory_bytes", "paged_bytes")
 
     def __init__(self) -> None:
         self.memory_bytes = 0
+        """Bytes of every queued message, paged out or not (what queue byte limits count)."""
         self.disk_bytes = 0
+        self.paged_bytes = 0
+
+    @property
+    def resident_bytes(self) -> int:
+        """Bytes of queued messages whose bodies are in memory."""
+        return self.memory_bytes - self.paged_bytes
 
     def as_dict(self) -> dict[str, int]:
-        return {"memory_bytes": self.memory_bytes, "disk_bytes": self.disk_bytes}
+        return {"memory_bytes": self.memory_bytes, "disk_bytes": self.disk_bytes, "paged_bytes": self.paged_bytes}
 
 
 DETACHED = Usage()

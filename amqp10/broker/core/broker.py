@@ -25,6 +25,7 @@ from .accounting import Usage
 from .exchanges import Topic
 from .message import QueuedMessage, format_named
 from .nodes import NULL_JOURNAL, Journal, Node
+from .paging import PageStore, pager_factory
 from .queues import Queue
 from .recovery import LinkRecovery
 from .scheduled import Scheduler
@@ -90,6 +91,10 @@ class FrontEndConnection(Protocol):
     def resource_counts(self) -> tuple[int, int]:
         """How many sessions (0-9-1: channels) and links (0-9-1: consumers) it holds."""
 
+    def resource_alarm(self, raised: bool) -> None:
+        """The broker's resource alarm was raised (publishers must stop: 1.0 takes their
+        credit back) or cleared (``raised`` False: they go on; 0-9-1: connection.unblocked)."""
+
 
 class Broker:
     """The virtual hosts and what they share: config, store journal, clock, link recovery."""
@@ -101,8 +106,13 @@ class Broker:
         journal: Journal | None = None,
         now: Callable[[], float] = time.time,
         permissions: Authorizer | None = None,
+        pages: PageStore | None = None,
     ) -> None:
         self.config = config
+        self.make_pager = pager_factory(pages, config.limits.queue_memory_budget_bytes)
+        """Each queue's pager (core/paging.py): bodies beyond its budget live in ``pages`` only."""
+        self.alarm: str | None = None
+        """Why publishers are blocked (a memory or disk alarm, set by the service); None: they are not."""
         self.permissions = permissions
         """None: every user may do everything (a broker without a users file)."""
         self.definitions: DefinitionsPort | None = None
@@ -210,7 +220,7 @@ class Broker:
     # -- recovery and limits ---------------------------------------------------------------------
     def recover(self, store: _store.SqlStore) -> int:
         """Recreate durable nodes, exchanges, bindings and messages from the store; return the message count."""
-        loaded = store.load()
+        loaded = store.load(messages=False)  # the messages are read below, a batch at a time
         for vrec in loaded.vhosts:
             self.add_vhost(vrec.name).set_metadata(json.loads(vrec.metadata or "{}"), persist=False)
         for prec in loaded.policies:  # before the queues they apply to
@@ -234,7 +244,7 @@ class Broker:
                 queues[_store.message_key(vhost.name, q.name)] = q
         classes: dict[str, type[QueuedMessage]] = {}
         n = 0
-        for m in loaded.messages:
+        for m in store.stored_messages():
             target = queues.get(m.node)
             if target is None:
                 continue
@@ -268,7 +278,22 @@ class Broker:
         return self.stats.memory_bytes
 
     def memory_ok(self) -> bool:
-        return self.stats.memory_bytes < self.config.limits.memory_limit_bytes
+        """Whether publishers may go on: no resource alarm, and the bodies of queued
+        messages in memory (not paged out) under ``limits.memory_limit_bytes``."""
+        return self.alarm is None and self.stats.resident_bytes < self.config.limits.memory_limit_bytes
+
+    def set_alarm(self, reason: str | None) -> None:
+        """Raise a resource alarm (publishers blocked, with ``reason``), or clear it (None)."""
+        was, self.alarm = self.alarm, reason
+        if (was is None) == (reason is None):  # no change (or only in the reason's figures)
+            return
+        if reason is not None:
+            log.warning("resource alarm: %s; publishers are blocked", reason)
+        else:
+            log.warning("resource alarm cleared; publishers may go on")
+        for c in list(self.connections):
+            if isinstance(c, FrontEndConnection):
+                c.resource_alarm(reason is not None)
 
     def counts(self) -> dict[str, int]:
         """How many connections, sessions, links and nodes the broker holds (management,

@@ -107,6 +107,7 @@ class Node:
     """The broker's running totals this node adds its bytes to (see :meth:`account_to`)."""
     _bytes = 0
     _disk = 0
+    _paged = 0
     _bytes_on_disk = False
     """Whether every byte held is also on disk (a stream): then ``bytes`` counts for both."""
 
@@ -135,13 +136,20 @@ class Node:
         self._disk += delta
         self.usage.disk_bytes += delta
 
+    def _paged_changed(self, delta: int) -> None:
+        """``delta`` more of the bytes held are paged out (in the store only, not in memory)."""
+        self._paged += delta
+        self.usage.paged_bytes += delta
+
     def account_to(self, usage: Usage) -> None:
         """Count this node's bytes in ``usage`` from now on (``DETACHED``: the node is gone)."""
         old = self.usage
         old.memory_bytes -= self._bytes
         old.disk_bytes -= self._disk
+        old.paged_bytes -= self._paged
         usage.memory_bytes += self._bytes
         usage.disk_bytes += self._disk
+        usage.paged_bytes += self._paged
         self.usage = usage
 
     def can_accept(self, size: int) -> bool:

@@ -19,6 +19,7 @@ from .message import PRIORITY_LEVELS, QueuedMessage
 from .nodes import NULL_JOURNAL, Consumer, DuplicateWindow, Journal, Node, cancel_consumers
 
 if TYPE_CHECKING:
+    from .paging import Pager
     from .scheduled import Scheduler
 
 __all__ = ["Queue"]
@@ -41,6 +42,8 @@ class Queue(Node):
     """Where messages scheduled for later wait (the broker's; None: delivered at once)."""
     groups: MessageGroups | None = None
     """Who owns which message group (core/groups.py); made on the first grouped message."""
+    pager: Pager | None = None
+    """What keeps its memory within budget (core/paging.py); None: every message in memory."""
 
     def __init__(
         self,
@@ -157,7 +160,7 @@ class Queue(Node):
                 self.scheduler.hold(self, msg, due)
                 return
             self._ttl_from(msg, due)  # a no-op if it was enqueued before the restart
-        self._level(msg.priority).append(msg)
+        self._enqueue(msg)
         self.count += 1
         self.bytes += msg.size
         if self._persistent(msg):  # it came from the store (and is deleted from it as usual)
@@ -228,17 +231,15 @@ class Queue(Node):
             self._unstored[msg.seq] = msg
             on_stored = self._deliver_when_stored(msg, on_stored)
         else:
-            levels = self._levels
-            p = msg.priority
-            (levels[p] if p < len(levels) else self._level(p)).append(msg)
+            self._enqueue(msg)
         self.count += 1
         size = msg.size
         # Node.bytes's setter, inline (a queue's bytes are never on disk as such)
         self._bytes += size
         self.usage.memory_bytes += size
         self.stats.enqueued += 1
-        if persistent:
-            self._store(msg, on_stored)
+        if persistent or self.pager is not None:
+            self._store(msg, on_stored)  # (a paged-out body is answered once it is stored)
         else:
             on_stored()
         self.dispatch()
@@ -263,6 +264,8 @@ class Queue(Node):
                 ),
                 on_stored,
             )
+        elif self.pager is not None and self.pager.writing(msg):
+            self.journal.submit((_store.BARRIER,), on_stored)  # safe once its body is in the store
         else:
             on_stored()
 
@@ -298,7 +301,7 @@ class Queue(Node):
 
         def stored() -> None:
             if self._unstored.pop(msg.seq, None) is not None:  # (not purged meanwhile)
-                self._level(msg.priority).append(msg)
+                self._enqueue(msg)
             on_stored()
             self.dispatch()
 
@@ -318,7 +321,7 @@ class Queue(Node):
         due = msg.due
         self._ttl_from(msg, self.now() if due is None else due)
         msg.seq = next(self._seq)
-        self._level(msg.priority).append(msg)
+        self._enqueue(msg)
         self.count += 1
         self.bytes += msg.size
         self.stats.enqueued += 1
@@ -334,6 +337,14 @@ class Queue(Node):
             self._disk_changed(-msg.size)
             self.journal.submit((_store.DELETE, self._key, msg.seq))
 
+    def _enqueue(self, msg: QueuedMessage) -> None:
+        """Put ``msg`` at the back of its level (or of its paged-out part: core/paging.py)."""
+        pager = self.pager
+        if pager is None or not pager.page_out(msg):
+            levels = self._levels
+            p = msg.priority
+            (levels[p] if p < len(levels) else self._level(p)).append(msg)
+
     def _level(self, priority: int) -> deque[QueuedMessage]:
         """The FIFO of ``priority`` (made, with the levels below it, on first use)."""
         levels = self._levels
@@ -342,6 +353,8 @@ class Queue(Node):
         return levels[priority]
 
     def _pop_oldest(self) -> QueuedMessage | None:
+        if self.pager is not None and self.pager.count:
+            self.pager.fill_heads()
         best: deque[QueuedMessage] | None = None
         for level in self._levels:
             if level and (best is None or level[0].seq < best[0].seq):
@@ -489,8 +502,9 @@ class Queue(Node):
         if selector is not None or self.groups is not None:
             return self._take_selected(consumer.id, selector or _any)
         now = None
+        pager = self.pager
         for level in reversed(self._levels):
-            if not level:
+            if not level and (pager is None or not pager.refill(level)):
                 continue
             msg = level[0]
             if msg.expiry is None and not msg.excluded:  # the usual head: take it
@@ -503,7 +517,7 @@ class Queue(Node):
                     self.journal.submit((_store.UPDATE, self._key, msg.seq, msg.delivery_count, 1))
                 return msg
             skipped: list[QueuedMessage] = []
-            while level:
+            while level or (pager is not None and pager.refill(level)):
                 msg = level.popleft()
                 if msg.expiry is not None:
                     if now is None:
@@ -532,9 +546,12 @@ class Queue(Node):
         now = None
         groups = self.groups  # a message of a group another consumer owns is not for this one
         levels = self._levels
-        for p in range(len(levels) - 1, -1, -1):
+        pager = self.pager
+        p = len(levels)
+        while p > 0:
+            p -= 1
             level = levels[p]
-            if not level:
+            if not level and (pager is None or not pager.refill(level)):
                 continue
             start = bisect_right(level, marks[p], key=_seq) if marks[p] else 0
             expired: list[int] = []
@@ -571,6 +588,8 @@ class Queue(Node):
                     groups.taken(cid, taken)
                 self._taken(taken)
                 return taken
+            if pager is not None and pager.refill(level, force=True):
+                p += 1  # nothing here yet: look on into what was paged out
         return None
 
     def _taken(self, msg: QueuedMessage) -> None:
@@ -701,6 +720,8 @@ class Queue(Node):
 
     def purge(self) -> int:
         n = self.count
+        if self.pager is not None:
+            self.pager.purge()
         if self.scheduler is not None:
             held = self.scheduler.cancel(self)
             for msg in held:

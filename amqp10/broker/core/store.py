@@ -17,7 +17,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -27,6 +27,8 @@ import anyio
 from .accounting import Histogram
 
 __all__ = [
+    "PAGE",
+    "UNPAGE",
     "message_key",
     "split_message_key",
     "COMMIT_BUCKETS", "BindingRecord", "ExchangeRecord", "GroupCommitter", "Loaded", "NodeRecord", "PolicyRecord", "SqlStore", "Store",
@@ -90,6 +92,23 @@ CREATE TABLE IF NOT EXISTS vhosts (
 )
 """
 """Every table, with the column types as placeholders (``SqlStore.TYPES``)."""
+
+_PAGED_SCHEMA = """
+CREATE TEMP TABLE IF NOT EXISTS paged (
+    node TEXT NOT NULL,
+    seq {int} NOT NULL,
+    delivery_count {int} NOT NULL DEFAULT 0,
+    expiry {real},
+    arrival {real} NOT NULL DEFAULT 0,
+    message_id TEXT,
+    format TEXT NOT NULL,
+    data {blob} NOT NULL,
+    PRIMARY KEY (node, seq)
+){no_rowid}
+"""
+"""Where non-durable messages' bodies go when their queue is over its memory budget: a
+temporary table, private to the store's connection and gone with it, so a restart never
+brings a non-durable message back (and nothing in it is fsynced)."""
 
 # SQLite, version 0 -> 3: the nodes move into the default virtual host (a new table, the
 # rows copied); the messages keep their rows (the default host's message keys are the node
@@ -214,6 +233,9 @@ POLICY = 10  # (POLICY, vhost, name, pattern, apply_to, definition, priority)
 DROP_POLICY = 11  # (DROP_POLICY, vhost, name)
 VHOST = 12  # (VHOST, name, metadata)
 MOVE = 13  # (MOVE, key, seq, new_seq, expiry): a scheduled message enters its queue when due
+PAGE = 14  # (PAGE, key, seq, delivery_count, expiry, arrival, message_id, format, data): a
+# non-durable message's body paged out (core/paging.py), into a table that dies with the connection
+UNPAGE = 15  # (UNPAGE, key, seq): a paged-out non-durable message is back in memory (seq None: all of the node's)
 Op = tuple[Any, ...]
 
 
@@ -248,6 +270,7 @@ class SqlStore:
         self.migrated_from: int | None = None
         """The schema version this store was migrated from when it was opened (None: it was not)."""
         self._lock = threading.Lock()
+        self._paged_table = False  # the temporary table of paged-out non-durable messages exists
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -301,23 +324,27 @@ class SqlStore:
                     self._cur.execute("ROLLBACK")
                 raise
 
-    def load(self) -> Loaded:
-        """Every durable node, exchange and binding, and every stored message in (node key, seq) order.
+    def load(self, *, messages: bool = True) -> Loaded:
+        """Every durable node, exchange and binding, and every stored message in (node key, seq) order
+        (``messages`` False: none; :meth:`stored_messages` reads them a batch at a time).
 
         Messages marked in flight come back with delivery-count + 1, and the
         change is written back so a second crash does not lose the count.
         """
         sql = self._sql
         out: list[list[tuple[Any, ...]]] = []
+        queries = sql.load if messages else sql.load[:-1]
 
         def read() -> None:
             cur = self._cur
             cur.execute(sql.recover_in_flight)
-            for query in sql.load:
+            for query in queries:
                 cur.execute(query)
                 out.append(cur.fetchall())
 
         self._transaction(read)
+        if not messages:
+            out.append([])
         nodes, exchanges, bindings, policies, vhosts, rows = out
         return Loaded(
             [NodeRecord(*r) for r in nodes],
@@ -327,6 +354,17 @@ class SqlStore:
             [PolicyRecord(*r) for r in policies],
             [VhostRecord(*r) for r in vhosts],
         )
+
+    def stored_messages(self, batch: int = 10_000) -> Iterator[StoredMessage]:
+        """Every stored message in (node key, seq) order, read ``batch`` rows at a time: what
+        recovery restores, so that only a batch of bodies is in memory at once (the queues
+        page out what is over their budget). Call after :meth:`load` and before any write."""
+        with self._lock:
+            cur = self._cur
+            cur.execute(self._sql.load[-1])
+            while rows := cur.fetchmany(batch):
+                for r in rows:
+                    yield StoredMessage(*r)
 
     def apply(self, ops: Iterable[Op]) -> None:
         """Apply a batch of operations in one transaction (one fsync)."""
@@ -340,10 +378,30 @@ class SqlStore:
         # (rare: keys are not reused) flushes first. ``touched``: keys of pending updates
         # and deletes. Fewer, bigger statements: one of each kind per batch.
         touched: set[tuple[Any, Any]] = set()
+        # PAGE and UNPAGE rows (their own table): a batch writes its pages, then its unpages,
+        # which is their order (a seq is paged out once, and back in after); a node's
+        # UNPAGE of everything flushes first and runs in its place
+        pages: list[tuple[Any, ...]] = []
+        unpages: list[tuple[Any, ...]] = []
+        sql = self._sql
+
+        def flush_pages() -> None:
+            cur = self._cur
+            if not self._paged_table:
+                cur.execute(_PAGED_SCHEMA.format(**self.TYPES))
+                self._paged_table = True
+            if pages:
+                cur.executemany(sql.page, pages)
+                pages.clear()
+            if unpages:
+                cur.executemany(sql.unpage, unpages)
+                unpages.clear()
 
         def flush() -> None:
             self._flush(puts, deletes, updates)
             touched.clear()
+            if pages or unpages:
+                flush_pages()
 
         def write() -> None:
             for op in ops:
@@ -360,6 +418,14 @@ class SqlStore:
                     touched.add((op[1], op[2]))
                 elif kind == BARRIER:
                     pass
+                elif kind == PAGE:
+                    pages.append(op[1:])
+                elif kind == UNPAGE:
+                    if op[2] is None:  # every paged message of the node
+                        flush_pages()
+                        self._cur.execute(sql.unpage_all, op[1:2])
+                    else:
+                        unpages.append(op[1:])
                 else:
                     flush()
                     self._definition(op)
@@ -399,6 +465,30 @@ class SqlStore:
         each row, in order (a backend may send them at once, to the same effect)."""
         self._cur.executemany(getattr(self._sql, statement), rows)
 
+    def read_paged(self, key: str, first: int, last: int, *, durable: bool, transient: bool) -> list[tuple[Any, ...]]:
+        """The stored messages of node ``key`` with ``first <= seq <= last``, in seq order, as
+        ``(seq, delivery_count, expiry, arrival, message_id, format, data)``: from the durable
+        messages if ``durable``, from the paged-out non-durable ones if ``transient``.
+        What a queue reads back, a run at a time, as its consumers reach its paged-out part
+        (called from the event loop: a short read, serialised with the committer's writes)."""
+        sql = self._sql
+        rows: list[tuple[Any, ...]] = []
+        with self._lock:
+            cur = self._cur
+            if durable:
+                cur.execute(sql.read_messages, (key, first, last))
+                rows.extend(cur.fetchall())
+            if transient and self._paged_table:
+                cur.execute(sql.read_paged, (key, first, last))
+                rows.extend(cur.fetchall())
+        if durable and transient:
+            rows.sort(key=_first)
+        return rows
+
+
+def _first(row: tuple[Any, ...]) -> Any:
+    return row[0]
+
 
 _MESSAGE_COLUMNS = ("node", "seq", "priority", "delivery_count", "expiry", "arrival", "message_id", "format", "data")
 _KEYS = {
@@ -435,6 +525,15 @@ class _Statements:
         self.update = q("UPDATE messages SET delivery_count = ?, in_flight = ? WHERE node = ? AND seq = ?")
         self.delete = q("DELETE FROM messages WHERE node = ? AND seq = ?")
         self.drop_node_messages = q("DELETE FROM messages WHERE node = ?")
+        paged_columns = "seq, delivery_count, expiry, arrival, message_id, format, data"
+        self.page = q(
+            f"INSERT INTO paged (node, {paged_columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (node, seq) DO UPDATE SET data = excluded.data"
+        )
+        self.unpage = q("DELETE FROM paged WHERE node = ? AND seq = ?")
+        self.unpage_all = q("DELETE FROM paged WHERE node = ?")
+        self.read_messages = q(f"SELECT {paged_columns} FROM messages WHERE node = ? AND seq BETWEEN ? AND ? ORDER BY seq")
+        self.read_paged = q(f"SELECT {paged_columns} FROM paged WHERE node = ? AND seq BETWEEN ? AND ? ORDER BY seq")
         self.recover_in_flight = (
             "UPDATE messages SET delivery_count = delivery_count + 1, in_flight = 0 WHERE in_flight = 1"
         )

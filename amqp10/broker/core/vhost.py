@@ -188,6 +188,7 @@ class VirtualHost:
             arguments=dict(arguments or {}),
         )
         q.scheduler = self.broker.scheduler
+        q.pager = self.broker.make_pager(q)
         # the queue's policy of the moment: a runtime policy may change it
         q.dead_letter = lambda msg, reason: self.dead_letter(q.policy, msg, reason, name)
         q.account_to(self.broker.stats)

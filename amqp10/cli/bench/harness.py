@@ -63,6 +63,7 @@ __all__ = [
     "cpu_seconds",
     "our_worker",
     "peak_rss",
+    "rss_kib",
     "percentile",
     "run_bench",
     "start_our_broker",
@@ -187,10 +188,19 @@ def cpu_seconds(pid: int) -> float | None:
 
 def peak_rss(pid: int) -> int | None:
     """The peak resident set (VmHWM) of a live process, in KiB (None if unreadable)."""
+    return _status_kib(pid, "VmHWM:")
+
+
+def rss_kib(pid: int) -> int | None:
+    """The resident set (VmRSS) of a live process now, in KiB (None if unreadable)."""
+    return _status_kib(pid, "VmRSS:")
+
+
+def _status_kib(pid: int, key: str) -> int | None:
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmHWM:"):
+                if line.startswith(key):
                     return int(line.split()[1])
     except (OSError, ValueError):
         return None

@@ -1,0 +1,268 @@
+"""Bounded memory for queues: message bodies beyond a queue's budget live in the store only.
+
+A queue (core/queues.py) keeps the head of each priority level in memory as
+:class:`QueuedMessage` objects. Once what it holds in memory would pass its budget
+(``limits.queue_memory_budget_bytes``: bodies plus :data:`MESSAGE_OVERHEAD` each), a
+:class:`Pager` takes new messages instead: their level gets a *tail* that keeps only
+each message's seq, size and two flags (13 bytes, in arrays), and the body stays in
+the store. A durable message is there already (``messages``); a non-durable one is
+written to the store's temporary ``paged`` table, which dies with the store's
+connection, so a restart never brings it back. Every later message of that level
+joins the tail too, which keeps the level in seq order.
+
+When a consumer reaches the end of a level's head, the queue asks :meth:`Pager.refill`
+for the next run of the tail: one read of the store by seq range, the rows rebuilt as
+messages of their format (as recovery does) and appended to the head, up to the
+budget. A row not committed yet (the store's writes are grouped) ends the run; the
+queue is dispatched again once the committer has caught up (a barrier).
+
+What a paged message loses until it is read back: what was read once from its body
+(routing fields, headers: read again on demand) and its publishing connection and
+exchange (as after a restart). Browsers and management's PEEK see the in-memory head.
+A consumer with a selector (or of message groups) that matches nothing in the head
+reads further runs whatever the budget (:meth:`Pager.refill` with ``force``): what it
+skips stays in memory until other consumers take it.
+"""
+
+from __future__ import annotations
+
+import logging
+from array import array
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from . import store as _store
+from .message import QueuedMessage, format_named
+
+if TYPE_CHECKING:
+    from .nodes import Journal
+    from .queues import Queue
+
+__all__ = ["MAX_RUN", "MESSAGE_OVERHEAD", "PageStore", "Pager"]
+
+log = logging.getLogger(__name__)
+
+MESSAGE_OVERHEAD = 320
+"""Bytes a queued message costs in memory besides its body (the object, its slots, its
+place in a deque, its message-id): what the budget charges per message, so that a queue
+of tiny messages is bounded too."""
+
+MAX_RUN = 512
+"""The most messages one refill reads back from the store."""
+
+_TRANSIENT = 1  # in the store's temporary paged table (else in its messages table)
+_DURABLE = 2  # the message's own durable flag
+
+
+class PageStore(Protocol):
+    """Where paged-out bodies are read back from (:meth:`SqlStore.read_paged`)."""
+
+    def read_paged(self, key: str, first: int, last: int, *, durable: bool, transient: bool) -> list[tuple[Any, ...]]: ...
+
+
+class _Tail:
+    """The paged-out part of one priority level, oldest first: seqs, sizes, flags."""
+
+    __slots__ = ("bytes", "flags", "seqs", "sizes", "start")
+
+    def __init__(self) -> None:
+        self.seqs = array("q")
+        self.sizes = array("l")
+        self.flags = bytearray()
+        self.start = 0  # entries before it have been read back
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self.seqs) - self.start
+
+    def append(self, seq: int, size: int, flags: int) -> None:
+        self.seqs.append(seq)
+        self.sizes.append(size)
+        self.flags.append(flags)
+        self.bytes += size
+
+    def consume(self, n: int) -> None:
+        """The first ``n`` entries are back in memory (or gone)."""
+        start = self.start
+        self.bytes -= sum(self.sizes[start : start + n])
+        self.start = start + n
+        if self.start >= 4096 and self.start * 2 >= len(self.seqs):  # amortised O(1) per entry
+            del self.seqs[: self.start]
+            del self.sizes[: self.start]
+            del self.flags[: self.start]
+            self.start = 0
+
+
+class Pager:
+    """Keeps ``queue``'s messages in memory within ``budget`` bytes; the rest in ``store``."""
+
+    def __init__(self, queue: Queue, store: PageStore, journal: Journal, budget: int) -> None:
+        self.queue = queue
+        self.store = store
+        self.journal = journal
+        self.budget = budget
+        self._tails: dict[int, _Tail] = {}  # by priority level
+        self.count = 0
+        """Messages paged out (in a tail)."""
+        self.bytes = 0
+        """Their bytes."""
+        self._waiting = False  # a barrier is pending: a read found a row not committed yet
+        self._writing = 0  # the seq of the last non-durable message whose body went to the store
+        self._missed: int | None = None  # the seq that read found missing
+
+    def memory(self) -> int:
+        """What the queue's queued messages cost in memory now (bodies and overhead)."""
+        q = self.queue
+        return (q.bytes - self.bytes) + MESSAGE_OVERHEAD * (q.count - self.count)
+
+    def page_out(self, msg: QueuedMessage) -> bool:
+        """Take ``msg`` (just enqueued at its level, ``seq`` set) into its level's tail if
+        the level already has one or the budget is spent; False: the queue keeps it."""
+        p = msg.priority
+        tail = self._tails.get(p)
+        if (tail is None or not len(tail)) and self.memory() + msg.size + MESSAGE_OVERHEAD <= self.budget:
+            return False
+        q = self.queue
+        q._level(p)  # the level exists, so that takes look at it
+        if tail is None:
+            tail = self._tails[p] = _Tail()
+        flags = _DURABLE if msg.durable else 0
+        if not q._persistent(msg):  # not in the store yet: its body goes to the paged table
+            flags |= _TRANSIENT
+            self._writing = msg.seq
+            self.journal.submit(
+                (_store.PAGE, q._key, msg.seq, msg.delivery_count, msg.expiry, msg.arrival, msg.message_id, msg.format, msg.data)
+            )
+        tail.append(msg.seq, msg.size, flags)
+        self.count += 1
+        self.bytes += msg.size
+        q._paged_changed(msg.size)
+        return True
+
+    def writing(self, msg: QueuedMessage) -> bool:
+        """Whether ``msg``, just paged out, is a non-durable message whose body is being
+        written to the store: then its publisher is answered after that commit, which
+        keeps the bodies waiting for the committer within the publishers' windows."""
+        return self._writing == msg.seq
+
+    def refill(self, level: deque[QueuedMessage], *, force: bool = False) -> bool:
+        """Read the next run of ``level``'s tail back into it (as much as the budget allows,
+        at least one message; with ``force``, a run whatever the budget: a selective
+        consumer looks past the head). True if anything was added."""
+        q = self.queue
+        p = next((i for i, lv in enumerate(q._levels) if lv is level), -1)  # (empty deques are equal)
+        tail = self._tails.get(p)
+        if tail is None or not len(tail):
+            return False
+        room = self.budget - self.memory()
+        per = tail.bytes // len(tail) + MESSAGE_OVERHEAD
+        n = min(len(tail), MAX_RUN if force else max(1, min(MAX_RUN, room // per)))
+        start = tail.start
+        seqs = tail.seqs[start : start + n]
+        flags = tail.flags[start : start + n]
+        transient = any(f & _TRANSIENT for f in flags)
+        rows = self.store.read_paged(
+            q._key, seqs[0], seqs[-1], durable=not all(f & _TRANSIENT for f in flags), transient=transient
+        )
+        by_seq = {r[0]: r for r in rows}
+        classes: dict[str, type[QueuedMessage]] = {}
+        key = q._key
+        submit = self.journal.submit
+        got = 0
+        dropped = 0
+        for i, seq in enumerate(seqs):
+            row = by_seq.get(seq)
+            if row is None:
+                if self._missed == seq and not self._waiting:
+                    # missing after the committer caught up: the row is gone (it cannot be
+                    # read back); count it out rather than stall the queue behind it
+                    log.error("queue %r: message %d is not in the store; skipped", q.name, seq)
+                    dropped += 1
+                    self._missed = None
+                    got += 1
+                    continue
+                self._wait_for(seq)
+                break
+            _seq, delivery_count, expiry, arrival, message_id, fmt, data = row
+            cls = classes.get(fmt)
+            if cls is None:
+                cls = classes[fmt] = format_named(fmt)
+            level.append(
+                cls(
+                    bytes(data),
+                    priority=p,
+                    durable=bool(flags[i] & _DURABLE),
+                    expiry=expiry,
+                    message_id=message_id,
+                    delivery_count=delivery_count,
+                    arrival=arrival,
+                    seq=seq,
+                )
+            )
+            if flags[i] & _TRANSIENT:
+                submit((_store.UNPAGE, key, seq))
+            got += 1
+        if not got:
+            return False
+        if dropped:
+            lost = sum(tail.sizes[start + i] for i in range(got) if seqs[i] not in by_seq)
+            q.count -= dropped
+            q.bytes -= lost
+        before = tail.bytes
+        tail.consume(got)
+        freed = before - tail.bytes
+        self.count -= got
+        self.bytes -= freed
+        q._paged_changed(-freed)
+        return got > dropped
+
+    def _wait_for(self, seq: int) -> None:
+        """``seq``'s row is not committed yet: dispatch the queue again once it is."""
+        self._missed = seq
+        if self._waiting:
+            return
+        self._waiting = True
+
+        def committed() -> None:
+            self._waiting = False
+            self.queue.dispatch()
+
+        self.journal.submit((_store.BARRIER,), committed)
+
+    def fill_heads(self) -> None:
+        """Give every level with a tail and an empty head its next run (before something
+        compares the levels' oldest messages)."""
+        for level in self.queue._levels:
+            if not level:
+                self.refill(level)
+
+    def purge(self) -> None:
+        """The queue is purged: forget every tail, deleting what the store keeps of it."""
+        q = self.queue
+        submit = self.journal.submit
+        transient = False
+        for tail in self._tails.values():
+            for i in range(tail.start, len(tail.seqs)):
+                if tail.flags[i] & _TRANSIENT:
+                    transient = True
+                else:
+                    q._disk_changed(-tail.sizes[i])
+                    submit((_store.DELETE, q._key, tail.seqs[i]))
+        if transient:
+            submit((_store.UNPAGE, q._key, None))
+        self._tails.clear()
+        q._paged_changed(-self.bytes)
+        self.count = 0
+        self.bytes = 0
+
+
+def pager_factory(store: PageStore | None, budget: int | None) -> Callable[[Queue], Pager | None]:
+    """What makes each queue's pager (None: no store, or no budget: everything in memory)."""
+
+    def make(queue: Queue) -> Pager | None:
+        if store is None or budget is None:
+            return None
+        return Pager(queue, store, queue.journal, budget)
+
+    return make
