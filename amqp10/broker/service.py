@@ -148,7 +148,7 @@ class _Replay(ByteStream):
     def __init__(self, stream: ByteStream, head: bytes = b"", *, quick_ack: bool = False) -> None:
         self._stream = stream
         self.inner_stream = stream
-        """The wrapped stream (io.net.direct_writer writes to it without this layer)."""
+        """The wrapped stream (the Driver writes to a plain TCP one without this layer)."""
         self._head = head
         self._ack = _quick_acker(stream) if quick_ack else None
 
