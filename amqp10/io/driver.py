@@ -137,7 +137,7 @@ class Driver(Generic[EventT]):
         self._finished = Signal()  # no event is made unless someone waits (most never do)
         # a plain TCP stream on asyncio is written without awaiting when it can take the
         # bytes now (see amqp10.io.asyncio_tcp); None: always through ``await stream.send``
-        self._direct = asyncio_tcp(getattr(stream, "inner_stream", stream))
+        self._direct = asyncio_tcp(stream)
         self._asleep_until = math.inf  # the deadline the writer sleeps until (while it does)
 
     # -- for the owner ----------------------------------------------------------------
