@@ -149,8 +149,6 @@ class _Replay(ByteStream):
 
     def __init__(self, stream: ByteStream, head: bytes = b"", *, quick_ack: bool = False) -> None:
         self._stream = stream
-        self.inner_stream = stream
-        """The wrapped stream (io.net.direct_writer writes to it without this layer)."""
         self._head = head
         self._ack = _quick_acker(stream) if quick_ack else None
 
@@ -532,7 +530,7 @@ class BrokerService:
             if protocol.dialect is not None:
                 await self._serve_amqp091(stream, peer, head, protocol, refusal)
             else:
-                await self._serve_amqp1(_Replay(stream, head), peer, refusal)
+                await self._serve_amqp1(stream, peer, head, refusal)
         finally:
             if refusal is None:
                 self.guard.release(addr)
@@ -620,8 +618,9 @@ class BrokerService:
         finally:
             login.ended()
 
-    async def _serve_amqp1(self, stream: ByteStream, peer: str, refusal: Refusal | None = None) -> None:
-        """Serve one connection with the AMQP 1.0 front end (SASL, engine, handler).
+    async def _serve_amqp1(self, stream: ByteStream, peer: str, head: bytes, refusal: Refusal | None = None) -> None:
+        """Serve one connection with the AMQP 1.0 front end (SASL, engine, handler);
+        ``head``: the protocol header, already read.
 
         With a (soft) ``refusal``, the client may log in and is then refused its open
         with amqp:resource-limit-exceeded."""
@@ -685,8 +684,15 @@ class BrokerService:
                     self.guard.log_refusal(addr, "sasl", f"{peer} failed SASL: {e.reason}")
             handler.handle(events)
 
-        driver = Driver(stream, held, on_events, peer=peer)
+        driver: Driver[Any]
+        direct = DirectDriver.usable(stream)  # plain TCP: engine fed from the transport's callbacks
+        if direct:
+            driver = DirectDriver(stream, held, on_events, peer=peer)
+        else:
+            driver = Driver(_Replay(stream, head), held, on_events, peer=peer)
         handler.wake = driver.flush_soon
+        if direct:  # the header read before the driver: the engine's first input
+            on_events(held.receive_data(head))
         forced = Error(condition=ErrorCondition.CONNECTION_FORCED, description="the broker is shutting down")
 
         def force_close(reason: str | None) -> None:

@@ -18,9 +18,9 @@ of :class:`Driver` stays, for the timers (heartbeats) and for writing while the
 transport's buffer is over its high-water mark (``pause_writing``: the engine keeps
 its output until the kernel has taken the backlog).
 
-:meth:`DirectDriver.usable` says whether a stream qualifies (anyio's asyncio
-``SocketStream``, not TLS, not a WebSocket); the broker falls back to
-:class:`Driver` otherwise.
+:meth:`DirectDriver.usable` says whether a stream qualifies (see
+:mod:`amqp10.io.asyncio_tcp`: anyio's asyncio ``SocketStream``, not TLS, not a
+WebSocket); the broker falls back to :class:`Driver` otherwise.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import anyio
 from anyio.abc import ByteStream
 
 from .. import errors
+from .asyncio_tcp import asyncio_tcp
 from .driver import Driver, EngineProtocol, EventCallback, EventT, Signal
 
 __all__ = ["DirectDriver"]
@@ -86,16 +87,7 @@ class DirectDriver(Driver[EventT]):
     @staticmethod
     def usable(stream: ByteStream) -> bool:
         """True if ``stream`` is a plain TCP stream of anyio's asyncio backend."""
-        tp = type(stream)
-        if tp.__module__ != "anyio._backends._asyncio" or tp.__name__ != "SocketStream":
-            return False
-        transport = getattr(stream, "_transport", None)
-        protocol = getattr(stream, "_protocol", None)
-        return (
-            isinstance(transport, asyncio.Transport)
-            and hasattr(protocol, "read_queue")
-            and hasattr(protocol, "is_at_eof")
-        )
+        return asyncio_tcp(stream) is not None
 
     def __init__(
         self,
@@ -110,8 +102,10 @@ class DirectDriver(Driver[EventT]):
         if not self.usable(stream):
             raise ValueError("DirectDriver needs a plain TCP stream of anyio's asyncio backend")
         super().__init__(stream, protocol, on_events, peer=peer, pause_limit=pause_limit)
-        self._transport: asyncio.Transport = getattr(stream, "_transport")  # noqa: B009
-        self._anyio_protocol: Any = getattr(stream, "_protocol")  # noqa: B009
+        tcp = self._direct
+        assert tcp is not None
+        self._transport: asyncio.Transport = tcp.transport
+        self._anyio_protocol: Any = tcp.protocol
         self._on_read = on_read
         self._loop: asyncio.AbstractEventLoop | None = None
         self._installed = False

@@ -34,7 +34,8 @@ from anyio.abc import ByteStream
 from anyio.streams.tls import TLSStream
 
 from .. import errors
-from .net import IO_ERRORS, describe_io_error, direct_writer, map_io_error
+from .asyncio_tcp import asyncio_tcp
+from .net import IO_ERRORS, describe_io_error, map_io_error
 
 __all__ = ["Driver", "EngineProtocol", "Signal"]
 
@@ -135,8 +136,8 @@ class Driver(Generic[EventT]):
         self._started = False
         self._finished = Signal()  # no event is made unless someone waits (most never do)
         # a plain TCP stream on asyncio is written without awaiting when it can take the
-        # bytes now (see DirectWriter); None: always through ``await stream.send``
-        self._direct = direct_writer(stream)
+        # bytes now (see amqp10.io.asyncio_tcp); None: always through ``await stream.send``
+        self._direct = asyncio_tcp(stream)
         self._asleep_until = math.inf  # the deadline the writer sleeps until (while it does)
 
     # -- for the owner ----------------------------------------------------------------
@@ -299,7 +300,7 @@ class Driver(Generic[EventT]):
         while the writer sleeps (it holds no bytes taken from the engine, so order is kept)
         and the stream takes bytes without waiting. False: it is the writer's job."""
         direct = self._direct
-        if direct is None or self._wake is None or self._wake_pending or not direct.ready():
+        if direct is None or self._wake is None or self._wake_pending or not direct.writable():
             return False
         # what was read may have moved a timer (an open's idle-time-out, a login's hold):
         # one earlier than the writer sleeps until is the writer's to handle
@@ -329,7 +330,7 @@ class Driver(Generic[EventT]):
             data = protocol.data_to_send()
             if data:
                 direct = self._direct
-                if direct is not None and direct.ready():
+                if direct is not None and direct.writable():
                     direct.write(data)  # taken at once: no await, no task switch
                 else:
                     try:

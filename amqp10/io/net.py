@@ -12,7 +12,6 @@ import math
 import socket
 import ssl
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import anyio
 from anyio.abc import (
@@ -29,11 +28,9 @@ from anyio.streams.tls import TLSStream
 from .. import errors
 
 __all__ = [
-    "DirectWriter",
     "Listener",
     "connect_stream",
     "describe_io_error",
-    "direct_writer",
     "map_io_error",
     "peer_name",
 ]
@@ -178,53 +175,6 @@ async def connect_stream(
 
 
 StreamHandler = Callable[[ByteStream, str], Awaitable[None]]
-
-
-class DirectWriter:
-    """Writes to a plain TCP stream on asyncio without awaiting, when it can take the
-    bytes now: the transport is not paused by its peer (flow control) nor closing.
-
-    anyio's ``send`` yields to the event loop on every call (a checkpoint), and the
-    driver's writer is a task of its own, woken per batch: for a connection that
-    trades small batches (a consumer with a small credit window) those task switches
-    cost more than the frames. ``transport.write`` never blocks: it writes to the
-    socket or buffers, and a transport over its high-water mark says so by pausing,
-    which sends the caller back to the awaiting path.
-    """
-
-    __slots__ = ("_protocol", "_transport")
-
-    def __init__(self, transport: Any, protocol: Any) -> None:
-        self._transport = transport
-        self._protocol = protocol
-
-    def ready(self) -> bool:
-        """Whether :meth:`write` may be called now."""
-        return self._protocol.write_event.is_set() and not self._transport.is_closing()
-
-    def write(self, data: bytes) -> None:
-        self._transport.write(data)
-
-
-def direct_writer(stream: ByteStream) -> DirectWriter | None:
-    """A :class:`DirectWriter` for ``stream`` (seen through wrappers that name their inner
-    stream ``inner_stream``) if it is anyio's TCP stream on asyncio; None otherwise
-    (TLS, WebSocket, memory streams, other event loops: they are written by awaiting)."""
-    seen = 0
-    while seen < 4:
-        inner = getattr(stream, "inner_stream", None)
-        if inner is None:
-            break
-        stream = inner
-        seen += 1
-    if type(stream).__module__ != "anyio._backends._asyncio" or type(stream).__name__ != "SocketStream":
-        return None
-    transport = getattr(stream, "_transport", None)
-    protocol = getattr(stream, "_protocol", None)
-    event = getattr(protocol, "write_event", None)
-    if transport is None or event is None or not hasattr(transport, "write"):
-        return None
-    return DirectWriter(transport, protocol)
 
 
 class Listener:

@@ -383,11 +383,18 @@ def users_of(b: RunningBroker) -> list[str | None]:
     return [c.handler.user for c in b.service.clients]
 
 
+def drivers_of(b: RunningBroker) -> list[str]:
+    """The driver class of each connection: DirectDriver on plain TCP, Driver over TLS."""
+    return [type(c.driver).__name__ for c in b.service.clients]
+
+
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "PLAIN"])
 async def test_password_login(secured: RunningBroker, mechanism: str) -> None:
     url = f"amqp://alice:secret@{secured.url}"
     async with await connect(url, sasl_mechanisms=[mechanism], timeout=T) as conn:
         assert await in_broker(secured, lambda: users_of(secured)) == ["alice"]
+        # SASL (and the guard's HeldOutput) over the transport's callbacks
+        assert await in_broker(secured, lambda: drivers_of(secured)) == ["DirectDriver"]
         sender = await conn.open_sender("authed")
         assert isinstance(await sender.send(Message(body="hi")), Accepted)
 
@@ -443,6 +450,7 @@ async def test_tls_with_scram(tls_broker: RunningBroker, certs: Certs) -> None:
     async with await connect(url, ssl=client_context(cafile=certs.ca), timeout=T) as conn:
         assert conn.driver.stream.extra(TLSAttribute.tls_version).startswith("TLS")
         assert await in_broker(tls_broker, lambda: users_of(tls_broker)) == ["alice"]
+        assert await in_broker(tls_broker, lambda: drivers_of(tls_broker)) == ["Driver"]
         sender = await conn.open_sender("secure")
         assert isinstance(await sender.send(Message(body=b"x" * 300_000)), Accepted)
         r = await conn.open_receiver("secure", credit=1)

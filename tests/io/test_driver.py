@@ -19,7 +19,7 @@ from anyio.streams.stapled import StapledObjectStream
 from amqp10 import errors
 from amqp10.client import SettleMode, connect, serve
 from amqp10.io import Driver, Listener, Signal, connect_stream, map_io_error
-from amqp10.io.net import direct_writer
+from amqp10.io.asyncio_tcp import asyncio_tcp
 from amqp10.io.tls import client_context, server_context
 from amqp10.message import Message
 from amqp10.transport import (
@@ -111,15 +111,15 @@ async def test_bare_engines_over_tcp_with_bounded_reads() -> None:
 
 
 async def test_tcp_streams_are_written_directly_and_in_order() -> None:
-    """A plain TCP stream on asyncio is written without awaiting (DirectWriter), from the
+    """A plain TCP stream on asyncio is written without awaiting (amqp10.io.asyncio_tcp), from the
     reading task when the writer sleeps: many small round trips arrive whole and in order
-    (on trio, no DirectWriter: the same exchange through ``await send``)."""
+    (on trio, no direct writes: the same exchange through ``await send``)."""
     on_asyncio = sniffio.current_async_library() == "asyncio"
     peers: list[EnginePeer] = []
     found: list[object] = []
 
     async def handle(stream: ByteStream, peer: str) -> None:
-        found.append(direct_writer(stream))
+        found.append(asyncio_tcp(stream))
         p = EnginePeer(stream, Engine("server", send_header=False))
         peers.append(p)
         await p.driver.run()
@@ -130,7 +130,7 @@ async def test_tcp_streams_are_written_directly_and_in_order() -> None:
             try:
                 await tg.start(listener.serve, handle, tg)
                 stream = await connect_stream("127.0.0.1", listener.port, timeout=WAIT)
-                assert (direct_writer(stream) is not None) == on_asyncio
+                assert (asyncio_tcp(stream) is not None) == on_asyncio
                 client = EnginePeer(stream, Engine("client"))
                 tg.start_soon(client.driver.run)
                 client.engine.open()
@@ -156,9 +156,9 @@ async def test_tcp_streams_are_written_directly_and_in_order() -> None:
                 await listener.aclose()
 
 
-def test_no_direct_writer_for_other_streams() -> None:
+def test_no_direct_writes_to_other_streams() -> None:
     send, receive = anyio.create_memory_object_stream[bytes](1)
-    assert direct_writer(StapledObjectStream(send, receive)) is None  # type: ignore[arg-type]
+    assert asyncio_tcp(StapledObjectStream(send, receive)) is None  # type: ignore[arg-type]
     send.close()
     receive.close()
 

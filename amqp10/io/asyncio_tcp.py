@@ -1,0 +1,64 @@
+"""The one place that reaches past anyio into asyncio's transport of a plain TCP stream.
+
+anyio's ``send`` and ``receive`` each yield to the event loop (and ``receive`` pauses
+and resumes the transport's reading around every read); for connections that trade
+small batches those task switches cost more than the frames. Two fast paths therefore
+use the transport under anyio's asyncio ``SocketStream`` directly:
+
+- :class:`~amqp10.io.driver.Driver` writes with ``transport.write`` (no await) while
+  the transport takes bytes (:meth:`AsyncioTcp.writable`);
+- :class:`~amqp10.io.direct.DirectDriver` also puts its own protocol on the transport
+  and is fed from its callbacks.
+
+Both rest on anyio's private attributes (``_transport``, ``_protocol`` and the
+protocol's ``read_queue``, ``is_at_eof``, ``exception``, ``write_event``):
+:func:`asyncio_tcp` checks them all, and any stream it does not recognise (TLS,
+WebSocket, memory streams, trio, a future anyio that renamed them) gets None, and
+with it the plain awaiting path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from anyio.abc import ByteStream
+
+__all__ = ["AsyncioTcp", "asyncio_tcp"]
+
+_PROTOCOL_ATTRIBUTES = ("read_queue", "is_at_eof", "exception", "write_event")
+
+
+class AsyncioTcp:
+    """The asyncio transport of a plain TCP stream and anyio's protocol on it."""
+
+    __slots__ = ("protocol", "transport")
+
+    def __init__(self, transport: asyncio.Transport, protocol: Any) -> None:
+        self.transport = transport
+        self.protocol = protocol
+        """anyio's protocol (its read queue, EOF and write-pause state)."""
+
+    def writable(self) -> bool:
+        """Whether :meth:`write` may be called now: the transport is not paused by its
+        peer (flow control: over its high-water mark) nor closing."""
+        return self.protocol.write_event.is_set() and not self.transport.is_closing()
+
+    def write(self, data: bytes) -> None:
+        """Write or buffer ``data`` without blocking (see :meth:`writable`)."""
+        self.transport.write(data)
+
+
+def asyncio_tcp(stream: ByteStream) -> AsyncioTcp | None:
+    """:class:`AsyncioTcp` of ``stream`` if it is anyio's plain TCP stream on asyncio
+    (with the attributes the fast paths use); None otherwise."""
+    tp = type(stream)
+    if tp.__module__ != "anyio._backends._asyncio" or tp.__name__ != "SocketStream":
+        return None
+    transport = getattr(stream, "_transport", None)
+    protocol = getattr(stream, "_protocol", None)
+    if not isinstance(transport, asyncio.Transport):
+        return None
+    if not all(hasattr(protocol, name) for name in _PROTOCOL_ATTRIBUTES):
+        return None
+    return AsyncioTcp(transport, protocol)
