@@ -16,7 +16,8 @@ IDLE_TIMEOUT = 2.0
 # capabilities included, and every address is one queue)
 LACKS = tuple(sid for sid in CONVENTIONS if sid != "attach-answer")
 NO_CONVENTIONS = (
-    "the Proton broker has queues only: no selectors, topics, subscriptions, scheduling or groups"
+    "the Proton broker has queues only: no selectors, filters, topics, subscriptions,"
+    " scheduling or groups"
 )
 START_TIMEOUT = 20.0
 

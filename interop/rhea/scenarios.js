@@ -301,6 +301,67 @@ var conventions = {
             });
         });
     },
+    'filter-expressions': function () {
+        // FILTER_ROWS of interop/scenarios/__init__.py, from rhea.py
+        var T = rhea.types, data = JSON.parse(process.env.INTEROP_FILTERS);
+        var msgs = data.messages.map(function (m) {
+            return {body: m[0], subject: m[1], application_properties: {colour: m[2], n: m[3]}};
+        });
+        var echoed = [], got = [];
+        function next(i) {
+            if (i === data.filters.length) {
+                return receivers({}, [{source: {address: address}}], function (l, rest, conn) {
+                    settle(rest, data.rest.length, function () {
+                        conn.close();
+                        done({filters: echoed, got: got, rest: rest[0]});
+                    });
+                });
+            }
+            var f = data.filters[i], key = f[0], filter = {};
+            // a properties filter's keys are symbols (field names), an application-properties
+            // filter's strings
+            filter[key] = key === 'props' ? T.described(T.wrap_symbol(f[1]), T.wrap_symbolic_map(f[3]))
+                                          : T.wrap_described(f[3], f[1]);
+            receivers({}, [{source: {address: address, filter: filter}}], function (links, g, conn) {
+                var src = remoteSource(links[0]);
+                echoed.push(src && src.filter ? Object.keys(src.filter) : []);
+                if (echoed[i].indexOf(key) < 0) {  // not applied: it would take everything
+                    conn.close();
+                    return done({filters: echoed, got: got, rest: null});
+                }
+                settle(g, f[4].length, function () {
+                    conn.close();
+                    got.push(g[0]);
+                    next(i + 1);
+                });
+            });
+        }
+        publish(address, msgs, function () { next(0); });
+    },
+    'no-local': function () {
+        var topic = 'topic://' + address, filter = {};
+        filter['no-local'] = rhea.types.wrap_described([], JSON.parse(process.env.INTEROP_FILTERS).no_local);
+        var specs = [{source: {address: topic, filter: filter}}, {source: {address: topic}}];
+        receivers({}, specs, function (links, got, conn) {
+            var src = remoteSource(links[0]);
+            var sender = conn.open_sender(topic), sent = false;
+            sender.on('sendable', function () {
+                if (!sent) {
+                    sent = true;
+                    sender.send({body: 'own'});
+                }
+            });
+            sender.on('accepted', function () {
+                publish(topic, [{body: 'other'}], function () {
+                    settle(got, 3, function () {
+                        conn.close();
+                        done({filter: src && src.filter ? Object.keys(src.filter) : [],
+                              sub: got[0], plain: got[1]});
+                    });
+                });
+            });
+        });
+    },
     'topic-wildcard': function () {
         var base = address;
         var specs = [

@@ -18,6 +18,7 @@ from ..peers.base import Endpoint
 __all__ = [
     "BOTH",
     "CONVENTIONS",
+    "FILTER_ROWS",
     "SCENARIOS",
     "V10",
     "V091",
@@ -66,6 +67,11 @@ SCENARIOS: tuple[Scenario, ...] = (
     # the conventions of issue #14 (1.0)
     Scenario("attach-answer", "attach answers fill both termini, with capabilities"),
     Scenario("selector", "JMS selector on a queue (the rest stays for others)"),
+    Scenario(
+        "filter-expressions",
+        "OASIS filter expressions (properties, application-properties, SQL) on a queue",
+    ),
+    Scenario("no-local", "no-local filter on a topic: not the own connection's messages"),
     Scenario("topic-wildcard", "topic:// prefix: every subscriber gets a copy; wildcards"),
     Scenario("durable-subscription", "durable topic subscription: kept while detached"),
     Scenario("shared-subscription", "shared topic subscription: load-balanced"),
@@ -87,11 +93,50 @@ SCENARIOS: tuple[Scenario, ...] = (
 CONVENTIONS = (
     "attach-answer",
     "selector",
+    "filter-expressions",
+    "no-local",
     "topic-wildcard",
     "durable-subscription",
     "shared-subscription",
     "scheduled-delivery",
     "message-groups",
+)
+
+
+@dataclass(frozen=True)
+class FilterRows:
+    """What the filter-expressions and no-local rows send and expect (every driver's)."""
+
+    messages: tuple[tuple[str, str, str, int], ...]
+    """(body, subject, colour, n) published to one queue in this order..."""
+    filters: tuple[tuple[str, str, int, Any, list[str]], ...]
+    """...then one consumer per OASIS filter in turn: (key, descriptor, code, value, the
+    bodies it must get; a properties filter's keys are symbols, field names)..."""
+    rest: list[str]
+    """...then what a plain consumer must get."""
+    no_local: str
+    """The no-local row's descriptor: a no-local subscriber gets only the other
+    connection's message, a plain subscriber on the same connection gets both (own first)."""
+
+
+FILTER_ROWS = FilterRows(
+    messages=tuple(
+        (f"{kind}{i}", subject, colour, n)
+        for i in (1, 2)
+        for kind, subject, colour, n in [
+            ("p", f"orders.{i}", "blue", 0),
+            ("a", "sales", "red", 0),
+            ("s", "sales", "blue", 7),
+            ("x", "sales", "blue", 0),
+        ]
+    ),
+    filters=(
+        ("props", "amqp:properties-filter", 0x173, {"subject": "&p:orders."}, ["p1", "p2"]),
+        ("app", "amqp:application-properties-filter", 0x174, {"colour": "red"}, ["a1", "a2"]),
+        ("sql", "amqp:sql-filter", 0x120, "p.subject = 'sales' AND a.n > 5", ["s1", "s2"]),
+    ),
+    rest=["x1", "x2"],
+    no_local="apache.org:no-local-filter:list",
 )
 
 

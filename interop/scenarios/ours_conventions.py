@@ -15,9 +15,9 @@ from typing import Any
 from amqp10 import errors
 from amqp10.client import Connection
 from amqp10.message import Message
-from amqp10.types import Source, Target, symbol
+from amqp10.types import Described, Source, Target, symbol
 
-from . import Ctx, NotApplicable, check, conventions_of
+from . import FILTER_ROWS, Ctx, NotApplicable, check, conventions_of
 from .ours import EMPTY_WAIT, WAIT, Fn, _body, _connect, _expect_empty, _send_all
 
 __all__ = ["SCENARIOS"]
@@ -113,6 +113,50 @@ async def selector(ctx: Ctx) -> str | None:
         async with await conn.open_receiver(a, credit=10) as rcv:
             red = await _take(rcv, 4)
         check(red == [f"red {i}" for i in (2, 4, 6, 8)], f"the others got {red}")
+    return None
+
+
+async def filter_expressions(ctx: Ctx) -> str | None:
+    a = ctx.addr()
+    async with await _connect(ctx) as conn:
+        msgs = [
+            Message(body=b, subject=subj, application_properties={"colour": c, "n": n})
+            for b, subj, c, n in FILTER_ROWS.messages
+        ]
+        await _publish(conn, a, msgs)
+        for key, descriptor, _code, value, want in FILTER_ROWS.filters:
+            if key == "props":  # a properties filter's keys are symbols (field names)
+                value = {symbol(k): v for k, v in value.items()}
+            source = Source(address=a, filter={symbol(key): Described(symbol(descriptor), value)})
+            async with await conn.open_receiver(None, source=source, credit=10) as rcv:
+                if symbol(key) not in (rcv.remote_source.filter or {}):
+                    raise NotApplicable(f"the peer did not apply {descriptor} (not in its answer)")
+                got = await _take(rcv, len(want))
+            check(got == want, f"the {descriptor} consumer got {got}")
+        async with await conn.open_receiver(a, credit=10) as rcv:
+            rest = await _take(rcv, len(FILTER_ROWS.rest))
+        check(rest == FILTER_ROWS.rest, f"the others got {rest}")
+    return None
+
+
+async def no_local(ctx: Ctx) -> str | None:
+    topic = f"topic://interop.nolocal.{ctx.prefix}"
+    no_local = {symbol("no-local"): Described(symbol(FILTER_ROWS.no_local), [])}
+    async with await _connect(ctx) as mine, await _connect(ctx) as other:
+        sub = await _subscribe(
+            mine, None, source=Source(address=topic, filter=no_local), credit=10
+        )
+        if symbol("no-local") not in (sub.remote_source.filter or {}):
+            raise NotApplicable("the peer did not apply the no-local filter (not in its answer)")
+        plain = await mine.open_receiver(topic, credit=10)
+        await _send_all(mine, topic, ["own"])
+        await _send_all(other, topic, ["other"])
+        got = await _take(plain, 2)
+        check(got == ["own", "other"], f"a plain subscriber on the same connection got {got}")
+        got = await _take(sub, 1)
+        check(got == ["other"], f"the no-local subscriber got {got}")
+        await sub.close()
+        await plain.close()
     return None
 
 

@@ -59,6 +59,8 @@ NA = {
     "anonymous-relay": f"{_ONLY} have no sender without a target",
     "attach-answer": f"{_ONLY} print nothing of the peer's attach",
     "selector": f"{_ONLY} set no source filter",
+    "filter-expressions": f"{_ONLY} set no source filter",
+    "no-local": f"{_ONLY} set no source filter",
     "durable-subscription": f"{_ONLY} have no durable subscription",
     "shared-subscription": f"{_ONLY} have no shared subscription",
     "scheduled-delivery": f"{_ONLY} set no message annotations",

@@ -55,6 +55,8 @@ NA = {
     "transactions": f"{_ONLY} (0.37) have no transactions",
     "anonymous-relay": f"{_ONLY}' server opens one sender per reply address, no anonymous one",
     "attach-answer": f"{_ONLY} print nothing of the peer's attach",
+    "filter-expressions": f"{_ONLY} set only a JMS selector filter (selected_recv)",
+    "no-local": f"{_ONLY} set only a JMS selector filter (selected_recv)",
     "durable-subscription": f"{_ONLY} have no durable subscription",
     "shared-subscription": f"{_ONLY} have no shared subscription",
     "scheduled-delivery": f"{_ONLY}' scheduled_send waits in the client: no x-opt-delivery-time",

@@ -11,11 +11,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from proton import Data, Message, Terminus, Timeout, symbol
-from proton.reactor import Container, DurableSubscription, LinkOption, Selector
+from proton import Data, Described, Message, Terminus, Timeout, symbol, ulong
+from proton.reactor import Container, DurableSubscription, Filter, LinkOption, Selector
 from proton.utils import BlockingConnection
 
-from . import Ctx, NotApplicable, check, conventions_of
+from . import FILTER_ROWS, Ctx, NotApplicable, check, conventions_of
 from .proton_py import EMPTY_WAIT, WAIT, _bc, _name, _send
 
 __all__ = ["SCENARIOS"]
@@ -120,6 +120,59 @@ def selector(ctx: Ctx) -> str | None:
         check(red == [f"red {i}" for i in (2, 4, 6, 8)], f"the others got {red}")
     finally:
         bc.close()
+    return None
+
+
+def filter_expressions(ctx: Ctx) -> str | None:
+    """Proton's ``Filter`` option, each filter by its numeric descriptor code."""
+    a = ctx.addr()
+    bc = _bc(ctx)
+    try:
+        _publish(
+            bc,
+            a,
+            [
+                Message(body=b, subject=subj, properties={"colour": c, "n": n})
+                for b, subj, c, n in FILTER_ROWS.messages
+            ],
+        )
+        for key, descriptor, code, value, want in FILTER_ROWS.filters:
+            if key == "props":  # a properties filter's keys are symbols (field names)
+                value = {symbol(k): v for k, v in value.items()}
+            f = Filter({symbol(key): Described(ulong(code), value)})
+            r = bc.create_receiver(a, credit=10, name=_name(), options=f)
+            if symbol(key) not in (_obj(r.link.remote_source.filter) or {}):
+                raise NotApplicable(f"the peer did not apply {descriptor} (not in its answer)")
+            got = _take(bc, r, len(want))
+            r.close()
+            check(got == want, f"the {descriptor} consumer got {got}")
+        r = bc.create_receiver(a, credit=10, name=_name())
+        rest = _take(bc, r, len(FILTER_ROWS.rest))
+        r.close()
+        check(rest == FILTER_ROWS.rest, f"the others got {rest}")
+    finally:
+        bc.close()
+    return None
+
+
+def no_local(ctx: Ctx) -> str | None:
+    topic = f"topic://interop.nolocal.{ctx.prefix}"
+    no_local_filter = Filter({symbol("no-local"): Described(symbol(FILTER_ROWS.no_local), [])})
+    mine, other = _bc(ctx), _bc(ctx)
+    try:
+        sub = mine.create_receiver(topic, credit=10, name=_name(), options=no_local_filter)
+        if symbol("no-local") not in (_obj(sub.link.remote_source.filter) or {}):
+            raise NotApplicable("the peer did not apply the no-local filter (not in its answer)")
+        plain = mine.create_receiver(topic, credit=10, name=_name())
+        _send(mine, topic, ["own"])
+        _send(other, topic, ["other"])
+        got = _take(mine, plain, 2)
+        check(got == ["own", "other"], f"a plain subscriber on the same connection got {got}")
+        got = _take(mine, sub, 1)
+        check(got == ["other"], f"the no-local subscriber got {got}")
+    finally:
+        mine.close()
+        other.close()
     return None
 
 

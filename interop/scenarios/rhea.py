@@ -8,7 +8,8 @@ one of rhea's examples: ``sasl-anonymous`` (connect), ``at-least-once``
 ``connection.send``, a sender with an empty target; the relay row also sends
 to a ``to`` that names no node), ``drain`` (``drain.js``: 25 messages, batches
 of 10 credit with drain set; it must get all 25, then stop), and #14's
-conventions written with rhea's own means (``rhea.filter.selector``, termini
+conventions written with rhea's own means (``rhea.filter.selector``, filters as
+``rhea.types`` described values, termini
 with ``durable``/``expiry_policy``/``capabilities``, a container ``id``,
 ``message_annotations``, ``group_id``): see :mod:`.rhea_conventions`. What the
 scripts do not cover is n/a.
@@ -19,11 +20,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from ..peers.rhea import install_rhea, rhea_version
-from . import Ctx, NotApplicable, ScenarioFailed, check
+from . import FILTER_ROWS, Ctx, NotApplicable, ScenarioFailed, check
 from .rhea_conventions import CONVENTIONS, check_convention
 
 __all__ = ["NA", "client_version", "prepare", "run"]
@@ -63,7 +65,8 @@ def client_version() -> str:
 
 def _node(ctx: Ctx, address: str) -> dict[str, Any]:
     prepare()
-    env = dict(os.environ, NODE_PATH=str(_modules[0]))
+    rows = json.dumps(asdict(FILTER_ROWS))
+    env = dict(os.environ, NODE_PATH=str(_modules[0]), INTEROP_FILTERS=rows)
     argv = ["node", str(SCRIPT), ctx.scenario, str(ctx.ep.port), address]
     try:
         r = subprocess.run(argv, capture_output=True, text=True, timeout=WAIT, env=env)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import CONVENTIONS, NotApplicable, check
+from . import CONVENTIONS, FILTER_ROWS, NotApplicable, check
 
 __all__ = ["CONVENTIONS", "check_convention"]
 
@@ -50,6 +50,26 @@ def _selector(out: dict[str, Any]) -> None:
         raise NotApplicable("the peer did not apply the selector (not in its attach answer)")
     check(out["green"] == [f"green {i}" for i in (1, 3, 5, 7)], f"the selector got {out['green']}")
     check(out["red"] == [f"red {i}" for i in (2, 4, 6, 8)], f"the others got {out['red']}")
+
+
+def _filter_expressions(out: dict[str, Any]) -> None:
+    for (key, descriptor, _code, _value, want), echoed, got in zip(
+        FILTER_ROWS.filters, out["filters"], [*out["got"], None], strict=False
+    ):
+        if key not in echoed:
+            raise NotApplicable(f"the peer did not apply {descriptor} (not in its answer)")
+        check(got == want, f"the {descriptor} consumer got {got}")
+    check(out["rest"] == FILTER_ROWS.rest, f"the others got {out['rest']}")
+
+
+def _no_local(out: dict[str, Any]) -> None:
+    if "no-local" not in out["filter"]:
+        raise NotApplicable("the peer did not apply the no-local filter (not in its answer)")
+    check(
+        out["plain"] == ["own", "other"],
+        f"a plain subscriber on the same connection got {out['plain']}",
+    )
+    check(out["sub"] == ["other"], f"the no-local subscriber got {out['sub']}")
 
 
 def _topic_wildcard(out: dict[str, Any]) -> None:
@@ -100,6 +120,8 @@ def check_convention(sid: str, out: dict[str, Any]) -> str | None:
         return _attach_answer(out)
     {
         "selector": _selector,
+        "filter-expressions": _filter_expressions,
+        "no-local": _no_local,
         "topic-wildcard": _topic_wildcard,
         "durable-subscription": _durable,
         "shared-subscription": _shared,
