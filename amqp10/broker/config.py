@@ -9,9 +9,19 @@ from __future__ import annotations
 import fnmatch
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from .config_model import StrictModel as _Model
+from .config_servicebus import (
+    ServiceBusConfig,
+    ServiceBusQueue,
+    ServiceBusRule,
+    ServiceBusSubscription,
+    ServiceBusTopic,
+    SharedAccessKey,
+)
 
 __all__ = [
     "VhostConfig",
@@ -27,6 +37,12 @@ __all__ = [
     "Listener",
     "QueuePolicy",
     "SaslConfig",
+    "ServiceBusConfig",
+    "ServiceBusQueue",
+    "ServiceBusRule",
+    "ServiceBusSubscription",
+    "ServiceBusTopic",
+    "SharedAccessKey",
     "StoreConfig",
     "load_config",
     "one_line_error",
@@ -35,8 +51,6 @@ __all__ = [
 NodeKind = Literal["queue", "topic", "stream"]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Listener(_Model):
@@ -584,112 +598,6 @@ class ManagementConfig(_Model):
         default=1000, ge=1, description="the largest page a QUERY may ask for (a larger count is a 400)"
     )
     max_peek: int = Field(default=100, ge=1, description="the most messages one PEEK may return")
-
-
-class SharedAccessKey(_Model):
-    """A Service Bus shared-access key (a namespace's authorization rule)."""
-
-    name: str = Field(min_length=1, description="the key's name (SharedAccessKeyName in a connection string)")
-    key: str = Field(min_length=1, description="the key (SharedAccessKey); SAS tokens are signed with its text")
-    rights: list[Literal["Listen", "Send", "Manage"]] = Field(
-        default=["Listen", "Send", "Manage"], description="what a token signed with it may do"
-    )
-
-
-class ServiceBusQueue(_Model):
-    """A Service Bus queue declared at start, with its dead-letter queue."""
-
-    name: str = Field(min_length=1, description="the queue's name")
-    max_delivery_count: int = Field(
-        default=10, ge=1, description="deliveries after which a message goes to QUEUE/$deadletterqueue"
-    )
-    lock_duration: float = Field(
-        default=60.0, gt=0, description="seconds reported in x-opt-locked-until (locks are not taken back)"
-    )
-
-
-class ServiceBusRule(_Model):
-    """A subscription's rule: a message that matches any of its subscription's rules is kept."""
-
-    name: str = Field(min_length=1, description="the rule's name")
-    sql: str | None = Field(
-        default=None,
-        description="a SQL filter (the broker's selector language, SQL dialect: bare names are "
-        "application properties); with neither sql nor correlation the rule matches everything",
-    )
-    correlation: dict[str, str | int | float | bool | dict[str, str | int | float | bool]] | None = Field(
-        default=None,
-        description="a correlation filter: correlation_id, message_id, to, reply_to, subject (label), "
-        "session_id, reply_to_session_id, content_type, and properties (application properties); all must match",
-    )
-
-
-    @model_validator(mode="after")
-    def _compiles(self) -> ServiceBusRule:
-        if self.sql is None and self.correlation is None:
-            return self
-        # imported here: the front end's module imports this one
-        from .amqp1.servicebus.entities import rule_filter
-
-        rule_filter(self)  # a bad filter is a configuration error, with the selector's reason
-        return self
-
-
-class ServiceBusSubscription(_Model):
-    """A topic's subscription, addressed TOPIC/Subscriptions/NAME."""
-
-    name: str = Field(min_length=1, description="the subscription's name")
-    max_delivery_count: int = Field(default=10, ge=1, description="as a queue's")
-    rules: list[ServiceBusRule] = Field(
-        default=[ServiceBusRule(name="$Default")], description="its rules (by default one that matches everything)"
-    )
-
-
-class ServiceBusTopic(_Model):
-    """A Service Bus topic declared at start."""
-
-    name: str = Field(min_length=1, description="the topic's name")
-    subscriptions: list[ServiceBusSubscription] = Field(default=[], description="its subscriptions")
-
-
-class ServiceBusConfig(_Model):
-    """The Azure Service Bus conventions: claims-based security on $cbs, entities."""
-
-    enabled: bool = Field(
-        default=False,
-        description="offer SASL ANONYMOUS and MSSBCBS; such a connection's links need tokens put on $cbs",
-    )
-    shared_access_keys: list[SharedAccessKey] = Field(
-        default=[], description="keys that SAS tokens (servicebus.windows.net:sastoken) are checked against"
-    )
-    jwt_secret: str | None = Field(
-        default=None, description="the HS256 key that JWTs (token type jwt) are checked against; None: no JWTs"
-    )
-    queues: list[ServiceBusQueue] = Field(default=[], description="queues declared at start")
-    topics: list[ServiceBusTopic] = Field(default=[], description="topics declared at start, with subscriptions")
-    emulator_config: Path | None = Field(
-        default=None,
-        description="the Service Bus emulator's Config.json: its first namespace's queues and topics "
-        "(with subscriptions and rules) are declared too",
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _read_emulator_config(cls, data: Any) -> Any:
-        if not isinstance(data, dict) or data.get("emulator_config") is None:
-            return data
-        # imported here: the front end's module imports this one
-        from .amqp1.servicebus.emulator import read_emulator_config
-
-        data = dict(data)
-        # read once, into queues and topics (validating the result again adds nothing)
-        queues, topics = read_emulator_config(Path(data.pop("emulator_config")))
-        data["queues"] = [*data.get("queues", []), *(q.model_dump() for q in queues)]
-        data["topics"] = [*data.get("topics", []), *(t.model_dump() for t in topics)]
-        return data
-        # imported here: the front end's module imports this one
-        from .amqp1.servicebus.emulator import read_emulator_config
-
 
 
 class BrokerConfig(_Model):
