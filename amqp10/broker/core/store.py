@@ -482,10 +482,31 @@ class Store(SqlStore):
         if str(path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(f"PRAGMA synchronous={synchronous}")
-        self._cur = self._db.cursor()
-        self._migrate()
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(f"PRAGMA synchronous={synchronous}")
+            self._cur = self._db.cursor()
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise self._unreadable(exc) from exc
+        except BaseException:
+            self._db.close()
+            raise
+
+    def load(self) -> Loaded:
+        try:
+            return super().load()
+        except sqlite3.DatabaseError as exc:
+            raise self._unreadable(exc) from exc
+
+    def _unreadable(self, exc: sqlite3.DatabaseError) -> ValueError:
+        """The refusal to start on a file SQLite cannot read (not a database, a torn page):
+        the broker never starts empty over, or beside, messages it could not recover."""
+        return ValueError(
+            f"{self.location}: the store cannot be read ({exc}); refusing to start rather than lose "
+            "what it holds: restore the file from a backup, or move it aside to start empty"
+        )
 
     def size_bytes(self) -> int | None:
         """The database file and its write-ahead log."""
