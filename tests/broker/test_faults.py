@@ -12,18 +12,24 @@ import os
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 from amqp10.broker.core.store import PUT, Store
+from amqp10.client import SettleMode, connect
+from amqp10.message import Message
+from amqp10.types import Accepted, Rejected
 
-from .conftest import cli
+from .conftest import broker_process, cli
 
 pytestmark = [pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 STORE = "amqp10.sqlite3"
+T = 10.0  # seconds any single wait may take
 
 
 def test_sigkills_lose_no_confirmed_message_and_redeliver_exactly_the_unsettled() -> None:
@@ -94,3 +100,80 @@ def test_a_corrupt_or_newer_store_is_refused_and_left_untouched(tmp_path: Path, 
     assert str(path) in err[0] and reason in err[0], err[0]
     assert "listening on" not in r.stderr
     assert path.read_bytes() == before, "the refused store was changed"
+
+
+# -- the store's filesystem fills up -----------------------------------------------------------
+@pytest.fixture
+def tiny_fs(tmp_path: Path) -> Iterator[Path]:
+    """A 3 MiB tmpfs for the store (we are root in the test machine; else skipped, saying why)."""
+    where = tmp_path / "tiny"
+    where.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(where)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs for the store ({(r.stderr or r.stdout).strip()})")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def _resize(where: Path, size: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,size={size}", str(where)], check=True)
+
+
+async def _publish_until_refused(url: str, start: int, most: int) -> tuple[list[int], Rejected | None]:
+    """Send durable messages one by one until one is rejected; the accepted ids and the refusal.
+    A send that gets no outcome in time (its commit waits for room) is neither."""
+    accepted: list[int] = []
+    async with await connect(url, timeout=T) as conn:
+        snd = await conn.open_sender("full", settle_mode=SettleMode.AT_LEAST_ONCE, timeout=T)
+        for i in range(start, start + most):
+            try:
+                outcome = await snd.send(Message(body=i, durable=True), timeout=3)
+            except TimeoutError:
+                continue
+            if isinstance(outcome, Rejected):
+                return accepted, outcome
+            assert isinstance(outcome, Accepted), outcome
+            accepted.append(i)
+    return accepted, None
+
+
+async def _receive_all(url: str) -> list[int]:
+    got: list[int] = []
+    async with await connect(url, timeout=T) as conn:
+        rcv = await conn.open_receiver("full", credit=500, timeout=T)
+        for _ in range(20_000):
+            try:
+                d = await rcv.receive(timeout=3)
+            except TimeoutError:
+                break
+            got.append(d.message.body)
+            await d.accept()
+    return got
+
+
+def test_a_full_disk_rejects_publishers_keeps_what_it_accepted_and_recovers(tiny_fs: Path) -> None:
+    with broker_process("--port", "0", "--http-port", "0", "--data-dir", str(tiny_fs)) as bp:
+        url = f"amqp://{bp.url}"
+        before, refusal = anyio.run(_publish_until_refused, url, 0, 20_000)
+        assert refusal is not None, "the store never filled up"
+        assert len(before) > 50, before
+        assert refusal.error is not None and refusal.error.condition == "amqp:resource-limit-exceeded", refusal
+        assert "no room" in (refusal.error.description or "")
+        bp.wait_log("the store has no room")
+        assert bp.proc.poll() is None, "the broker went down with the disk\n" + bp.log
+        _resize(tiny_fs, "64m")  # space returns
+        after: list[int] = []
+        for _ in range(40):  # until the stalled write went through (retried every 0.5 s)
+            after, refusal = anyio.run(_publish_until_refused, url, 1_000_000, 20)
+            if refusal is None:
+                break
+        assert refusal is None and len(after) == 20, (after, refusal)
+        bp.wait_log("the store has room again")
+        assert bp.terminate() == 0, bp.log
+    with broker_process("--port", "0", "--http-port", "0", "--data-dir", str(tiny_fs)) as bp:
+        got = anyio.run(_receive_all, f"amqp://{bp.url}")
+        bp.terminate()
+    lost = set(before + after) - set(got)
+    assert not lost, f"{len(lost)} accepted messages lost, e.g. {sorted(lost)[:5]}"

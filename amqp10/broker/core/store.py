@@ -13,6 +13,8 @@ by one (their delivery may have been attempted).
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import os
 import sqlite3
 import threading
@@ -25,6 +27,8 @@ from typing import Any, ClassVar
 import anyio
 
 from .accounting import Histogram
+
+log = logging.getLogger("amqp10.broker")
 
 __all__ = [
     "message_key",
@@ -238,6 +242,11 @@ class SqlStore:
         """What the store takes on disk, for metrics; None where the backend cannot say
         without a query (a database server's size is its own to report)."""
         return None
+
+    def out_of_space(self, exc: BaseException) -> bool:
+        """Whether ``exc`` (from :meth:`apply`) says the store has no room left: the
+        write may succeed later, once space returns (the committer retries it)."""
+        return isinstance(exc, OSError) and exc.errno == errno.ENOSPC
 
     _cur: Any
     _sql: ClassVar[_Statements]
@@ -494,6 +503,10 @@ class Store(SqlStore):
             self._db.close()
             raise
 
+    def out_of_space(self, exc: BaseException) -> bool:
+        full = isinstance(exc, sqlite3.DatabaseError) and getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+        return full or super().out_of_space(exc)
+
     def load(self) -> Loaded:
         try:
             return super().load()
@@ -548,10 +561,16 @@ class GroupCommitter:
     Run :meth:`run` in a task group; :meth:`flush` waits for everything so far.
     """
 
+    RETRY_SECONDS = 0.5
+    """How often a write the store had no room for is tried again."""
+
     def __init__(self, store: SqlStore, *, interval: float = 0.002, max_batch: int = 2048) -> None:
         self.store = store
         self.interval = interval
         self.max_batch = max_batch
+        self.stalled: str | None = None
+        """Why the last write failed and waits to be retried (the store is out of space), or None."""
+        self._stopping = False
         self._ops: list[Op] = []
         self._callbacks: list[Callable[[], None]] = []
         self._wake = anyio.Event()
@@ -593,19 +612,43 @@ class GroupCommitter:
                     await anyio.sleep(self.interval)
                 await self._commit_pending()
         finally:
+            self._stopping = True
             with anyio.CancelScope(shield=True):
                 await self._commit_pending()
 
     async def _commit_pending(self) -> None:
+        """Commit everything submitted, in order. A batch the store has no room for is
+        kept, with its callbacks (nothing in it is confirmed), and tried again every
+        :attr:`RETRY_SECONDS` with what came after it; :attr:`stalled` says so meanwhile.
+        Once stopping, such a batch is given up (logged): it was never confirmed."""
         while self._ops:
             ops, self._ops = self._ops, []
             callbacks, self._callbacks = self._callbacks, []
             started = time.perf_counter()
             try:
                 await anyio.to_thread.run_sync(self.store.apply, ops)
+            except Exception as exc:
+                if not self.store.out_of_space(exc):
+                    self.error = exc
+                    raise
+                if self._stopping:
+                    log.error("stopping with %d store writes not done (%s): none was confirmed", len(ops), exc)
+                    self._ops.clear()
+                    self._callbacks.clear()
+                    break
+                if self.stalled is None:
+                    log.warning("the store has no room (%s): refusing messages until a write succeeds", exc)
+                self.stalled = f"the store has no room: {exc}"
+                self._ops[:0] = ops
+                self._callbacks[:0] = callbacks
+                await anyio.sleep(self.RETRY_SECONDS)
+                continue
             except BaseException as exc:
                 self.error = exc
                 raise
+            if self.stalled is not None:
+                self.stalled = None
+                log.warning("the store has room again: accepting messages")
             self.latency.observe(time.perf_counter() - started)
             self.commits += 1
             self.ops_committed += len(ops)
