@@ -23,7 +23,7 @@ from amqp10.client import SettleMode, connect
 from amqp10.message import Message
 from amqp10.types import Accepted, Rejected
 
-from .conftest import broker_process, cli
+from .conftest import BrokerProcess, broker_process, cli
 
 pytestmark = [pytest.mark.slow]
 
@@ -177,3 +177,34 @@ def test_a_full_disk_rejects_publishers_keeps_what_it_accepted_and_recovers(tiny
         bp.terminate()
     lost = set(before + after) - set(got)
     assert not lost, f"{len(lost)} accepted messages lost, e.g. {sorted(lost)[:5]}"
+
+
+# -- SIGTERM drains the work in flight -----------------------------------------------------------
+async def _in_flight_then_sigterm(bp: BrokerProcess) -> tuple[list[object], BaseException | None]:
+    async with await connect(f"amqp://{bp.url}", timeout=T) as conn:
+        snd = await conn.open_sender("drained", settle_mode=SettleMode.AT_LEAST_ONCE, timeout=T)
+        trackers = [snd.submit(Message(body=i, durable=True)) for i in range(100)]
+        # an attach round trip: the broker has read (and journalled) every transfer before it,
+        # and their commit waits out the long commit interval
+        await conn.open_receiver("barrier", credit=0, timeout=T)
+        assert not any(t.done for t in trackers), "a commit came early: nothing was in flight"
+        code = await anyio.to_thread.run_sync(bp.terminate)
+        assert code == 0, bp.log
+        outcomes: list[object] = []
+        for t in trackers:
+            try:
+                outcomes.append(await t)
+            except Exception as exc:  # no outcome came before the close
+                outcomes.append(exc)
+        with anyio.fail_after(T):
+            await conn.wait_closed()
+        return outcomes, conn.error
+
+
+def test_sigterm_answers_the_publishes_in_flight_then_closes_with_connection_forced(tmp_path: Path) -> None:
+    cfg = tmp_path / "broker.toml"
+    cfg.write_text(f'[store]\npath = "{tmp_path / STORE}"\ncommit_interval_ms = 3000\n')
+    with broker_process("--port", "0", "--http-port", "0", "--config", str(cfg)) as bp:
+        outcomes, error = anyio.run(_in_flight_then_sigterm, bp)
+    assert all(isinstance(o, Accepted) for o in outcomes), outcomes[:3]
+    assert error is not None and getattr(error, "condition", None) == "amqp:connection:forced", error
