@@ -341,7 +341,10 @@ class SqlStore:
         """Apply a batch of operations in one transaction (one fsync)."""
         puts: list[tuple[Any, ...]] = []
         deletes: list[tuple[Any, ...]] = []
-        updates: list[tuple[Any, ...]] = []
+        # (key, seq) -> row: an update replaces an earlier one of its key (they set absolute
+        # values), and a delete drops it (a consumer's settlement after its delivery's
+        # in-flight mark in one batch: the row goes, so the mark needs no write)
+        updates: dict[tuple[Any, Any], tuple[Any, ...]] = {}
         # A flush writes its puts, then its updates, then its deletes, which is the order
         # of the operations whenever a put does not follow an update or delete of its key:
         # an update after a put of its key comes after it, a delete after anything of its
@@ -363,10 +366,13 @@ class SqlStore:
                     puts.append(op[1:])
                 elif kind == DELETE:
                     deletes.append(op[1:])
-                    touched.add((op[1], op[2]))
+                    key = (op[1], op[2])
+                    updates.pop(key, None)
+                    touched.add(key)
                 elif kind == UPDATE:
-                    updates.append((op[3], op[4], op[1], op[2]))
-                    touched.add((op[1], op[2]))
+                    key = (op[1], op[2])
+                    updates[key] = (op[3], op[4], op[1], op[2])
+                    touched.add(key)
                 elif kind == BARRIER:
                     pass
                 else:
@@ -391,13 +397,16 @@ class SqlStore:
             self._cur.execute(sql, op[1:])
 
     def _flush(
-        self, puts: list[tuple[Any, ...]], deletes: list[tuple[Any, ...]], updates: list[tuple[Any, ...]]
+        self,
+        puts: list[tuple[Any, ...]],
+        deletes: list[tuple[Any, ...]],
+        updates: dict[tuple[Any, Any], tuple[Any, ...]],
     ) -> None:
         if puts:
             self._write_rows("put", puts)
             puts.clear()
         if updates:
-            self._write_rows("update", updates)
+            self._write_rows("update", list(updates.values()))
             updates.clear()
         if deletes:
             self._write_rows("delete", deletes)
