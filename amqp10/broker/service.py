@@ -55,6 +55,9 @@ __all__ = ["BrokerService"]
 log = logging.getLogger("amqp10.broker")
 
 TICK_SECONDS = 1.0
+DRAIN_SECONDS = 5.0
+"""How long a shutdown waits for the store to commit what clients sent before it (their
+outcomes go out before the connections are closed)."""
 _TCP_QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
 
 
@@ -462,11 +465,16 @@ class BrokerService:
         await listener.serve(self._handle, tg, handshake_timeout=self.config.limits.handshake_timeout)
 
     async def _shutdown(self) -> None:
-        """Stop accepting, close every connection with connection:forced (see ``_close_store``)."""
+        """Stop accepting, let the work in flight finish (what was sent before now is
+        committed and its outcome goes out), then close every connection with
+        connection:forced (see ``_close_store``)."""
         self._accepting = False
         for lst in [*self.listeners, *([self.http] if self.http else [])]:
             with anyio.move_on_after(1):
                 await lst.aclose()
+        if self.committer is not None:
+            with anyio.move_on_after(DRAIN_SECONDS):
+                await self.committer.flush()
         for c in list(self.clients):
             try:
                 c.force_close(None)

@@ -67,6 +67,8 @@ class Client:
 class SyncJournal:
     """A journal that writes each operation to a store at once (no group commit)."""
 
+    stalled: str | None = None
+
     def __init__(self, store: Any) -> None:
         self.store = store
 

@@ -27,6 +27,8 @@ from amqp10.message import Message
 class HeldJournal:
     """A journal whose commits happen on :meth:`commit`; :meth:`crash` forgets what is not committed."""
 
+    stalled: str | None = None
+
     def __init__(self, store: st.Store) -> None:
         self.store = store
         self.ops: list[tuple[Any, ...]] = []

@@ -106,6 +106,8 @@ def test_presettled_relay() -> None:
 class Journal:
     """A store journal whose commits happen when the test says."""
 
+    stalled: str | None = None
+
     def __init__(self) -> None:
         self.ops: list[tuple[Any, ...]] = []
         self.pending: list[Any] = []

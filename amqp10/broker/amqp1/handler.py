@@ -617,6 +617,12 @@ class ConnectionHandler:
             self._post(link, d, node, msg)
             return
         presettled = d.remote_settled
+        stalled = self.broker.journal.stalled
+        if stalled is not None:  # the disk is full: nothing new is taken that cannot be stored
+            if not presettled:
+                d.settle(Rejected(error=Error(condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED, description=stalled)))
+            self._touched.add(id(link))
+            return
 
         def stored() -> None:
             if not presettled and not d.settled and not d._settle_pending:

@@ -53,11 +53,17 @@ def cancel_consumers(consumers: list[Consumer]) -> None:
 class Journal(Protocol):
     """Where a durable node writes its changes (the group committer, or nothing)."""
 
+    stalled: str | None
+    """Why nothing can be written just now (the store's disk is full), or None: while set,
+    front ends refuse new messages (nothing is confirmed that is not stored)."""
+
     def submit(self, op: tuple[Any, ...], on_commit: Callable[[], None] | None = None) -> None: ...
 
 
 class NullJournal:
     """The journal of a node that keeps nothing on disk."""
+
+    stalled: str | None = None
 
     def submit(self, op: tuple[Any, ...], on_commit: Callable[[], None] | None = None) -> None:
         if on_commit is not None:

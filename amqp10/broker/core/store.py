@@ -13,6 +13,8 @@ by one (their delivery may have been attempted).
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import os
 import sqlite3
 import threading
@@ -25,6 +27,8 @@ from typing import Any, ClassVar
 import anyio
 
 from .accounting import Histogram
+
+log = logging.getLogger("amqp10.broker")
 
 __all__ = [
     "PAGE",
@@ -261,6 +265,11 @@ class SqlStore:
         without a query (a database server's size is its own to report)."""
         return None
 
+    def out_of_space(self, exc: BaseException) -> bool:
+        """Whether ``exc`` (from :meth:`apply`) says the store has no room left: the
+        write may succeed later, once space returns (the committer retries it)."""
+        return isinstance(exc, OSError) and exc.errno == errno.ENOSPC
+
     _cur: Any
     _sql: ClassVar[_Statements]
 
@@ -370,7 +379,10 @@ class SqlStore:
         """Apply a batch of operations in one transaction (one fsync)."""
         puts: list[tuple[Any, ...]] = []
         deletes: list[tuple[Any, ...]] = []
-        updates: list[tuple[Any, ...]] = []
+        # (key, seq) -> row: an update replaces an earlier one of its key (they set absolute
+        # values), and a delete drops it (a consumer's settlement after its delivery's
+        # in-flight mark in one batch: the row goes, so the mark needs no write)
+        updates: dict[tuple[Any, Any], tuple[Any, ...]] = {}
         # A flush writes its puts, then its updates, then its deletes, which is the order
         # of the operations whenever a put does not follow an update or delete of its key:
         # an update after a put of its key comes after it, a delete after anything of its
@@ -412,10 +424,13 @@ class SqlStore:
                     puts.append(op[1:])
                 elif kind == DELETE:
                     deletes.append(op[1:])
-                    touched.add((op[1], op[2]))
+                    key = (op[1], op[2])
+                    updates.pop(key, None)
+                    touched.add(key)
                 elif kind == UPDATE:
-                    updates.append((op[3], op[4], op[1], op[2]))
-                    touched.add((op[1], op[2]))
+                    key = (op[1], op[2])
+                    updates[key] = (op[3], op[4], op[1], op[2])
+                    touched.add(key)
                 elif kind == BARRIER:
                     pass
                 elif kind == PAGE:
@@ -448,13 +463,16 @@ class SqlStore:
             self._cur.execute(sql, op[1:])
 
     def _flush(
-        self, puts: list[tuple[Any, ...]], deletes: list[tuple[Any, ...]], updates: list[tuple[Any, ...]]
+        self,
+        puts: list[tuple[Any, ...]],
+        deletes: list[tuple[Any, ...]],
+        updates: dict[tuple[Any, Any], tuple[Any, ...]],
     ) -> None:
         if puts:
             self._write_rows("put", puts)
             puts.clear()
         if updates:
-            self._write_rows("update", updates)
+            self._write_rows("update", list(updates.values()))
             updates.clear()
         if deletes:
             self._write_rows("delete", deletes)
@@ -581,10 +599,41 @@ class Store(SqlStore):
         if str(path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(f"PRAGMA synchronous={synchronous}")
-        self._cur = self._db.cursor()
-        self._migrate()
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(f"PRAGMA synchronous={synchronous}")
+            self._cur = self._db.cursor()
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise self._unreadable(exc) from exc
+        except BaseException:
+            self._db.close()
+            raise
+
+    def out_of_space(self, exc: BaseException) -> bool:
+        full = isinstance(exc, sqlite3.DatabaseError) and getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+        return full or super().out_of_space(exc)
+
+    def load(self, *, messages: bool = True) -> Loaded:
+        try:
+            return super().load(messages=messages)
+        except sqlite3.DatabaseError as exc:
+            raise self._unreadable(exc) from exc
+
+    def stored_messages(self, batch: int = 10_000) -> Iterator[StoredMessage]:
+        try:
+            yield from super().stored_messages(batch)
+        except sqlite3.DatabaseError as exc:
+            raise self._unreadable(exc) from exc
+
+    def _unreadable(self, exc: sqlite3.DatabaseError) -> ValueError:
+        """The refusal to start on a file SQLite cannot read (not a database, a torn page):
+        the broker never starts empty over, or beside, messages it could not recover."""
+        return ValueError(
+            f"{self.location}: the store cannot be read ({exc}); refusing to start rather than lose "
+            "what it holds: restore the file from a backup, or move it aside to start empty"
+        )
 
     def size_bytes(self) -> int | None:
         """The database file and its write-ahead log."""
@@ -626,10 +675,16 @@ class GroupCommitter:
     Run :meth:`run` in a task group; :meth:`flush` waits for everything so far.
     """
 
+    RETRY_SECONDS = 0.5
+    """How often a write the store had no room for is tried again."""
+
     def __init__(self, store: SqlStore, *, interval: float = 0.002, max_batch: int = 2048) -> None:
         self.store = store
         self.interval = interval
         self.max_batch = max_batch
+        self.stalled: str | None = None
+        """Why the last write failed and waits to be retried (the store is out of space), or None."""
+        self._stopping = False
         self._ops: list[Op] = []
         self._callbacks: list[Callable[[], None]] = []
         self._wake = anyio.Event()
@@ -675,19 +730,43 @@ class GroupCommitter:
                     await anyio.sleep(self.interval)
                 await self._commit_pending()
         finally:
+            self._stopping = True
             with anyio.CancelScope(shield=True):
                 await self._commit_pending()
 
     async def _commit_pending(self) -> None:
+        """Commit everything submitted, in order. A batch the store has no room for is
+        kept, with its callbacks (nothing in it is confirmed), and tried again every
+        :attr:`RETRY_SECONDS` with what came after it; :attr:`stalled` says so meanwhile.
+        Once stopping, such a batch is given up (logged): it was never confirmed."""
         while self._ops:
             ops, self._ops = self._ops, []
             callbacks, self._callbacks = self._callbacks, []
             started = time.perf_counter()
             try:
                 await anyio.to_thread.run_sync(self.store.apply, ops)
+            except Exception as exc:
+                if not self.store.out_of_space(exc):
+                    self.error = exc
+                    raise
+                if self._stopping:
+                    log.error("stopping with %d store writes not done (%s): none was confirmed", len(ops), exc)
+                    self._ops.clear()
+                    self._callbacks.clear()
+                    break
+                if self.stalled is None:
+                    log.warning("the store has no room (%s): refusing messages until a write succeeds", exc)
+                self.stalled = f"the store has no room: {exc}"
+                self._ops[:0] = ops
+                self._callbacks[:0] = callbacks
+                await anyio.sleep(self.RETRY_SECONDS)
+                continue
             except BaseException as exc:
                 self.error = exc
                 raise
+            if self.stalled is not None:
+                self.stalled = None
+                log.warning("the store has room again: accepting messages")
             self.latency.observe(time.perf_counter() - started)
             self.commits += 1
             self.ops_committed += len(ops)

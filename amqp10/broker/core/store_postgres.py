@@ -116,6 +116,10 @@ class PostgresStore(SqlStore):
             f"UPDATE amqp10_store SET version = {SCHEMA_VERSION}",
         ]
 
+    def out_of_space(self, exc: BaseException) -> bool:
+        # SQLSTATE 53100 disk_full: the server's disk; the committer retries when it has room
+        return getattr(exc, "sqlstate", None) == "53100" or super().out_of_space(exc)
+
     def _begin(self) -> None:
         cur = self._cur
         cur.execute("BEGIN")
