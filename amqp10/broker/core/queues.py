@@ -239,7 +239,7 @@ class Queue(Node):
         self.usage.memory_bytes += size
         self.stats.enqueued += 1
         if persistent or self.pager is not None:
-            self._store(msg, on_stored)  # (a paged-out body is answered once it is stored)
+            self._write(msg, on_stored, persistent)  # (a paged-out body is answered once it is stored)
         else:
             on_stored()
         self.dispatch()
@@ -247,7 +247,11 @@ class Queue(Node):
 
     def _store(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> None:
         """Write ``msg`` to the store if it is persistent; ``on_stored`` runs once it is safe."""
-        if self.durable_node and (msg.durable or self._store_all):
+        self._write(msg, on_stored, self.durable_node and (msg.durable or self._store_all))
+
+    def _write(self, msg: QueuedMessage, on_stored: Callable[[], None], persistent: bool) -> None:
+        """:meth:`_store`, with ``persistent`` already known (publish has worked it out)."""
+        if persistent:
             self._disk_changed(msg.size)
             self.journal.submit(
                 (
