@@ -242,19 +242,12 @@ class DirectDriver(Driver[EventT]):
         events = protocol.poll_events()
         if events:
             self._dispatch(events)
-        generation = self._requested
-        data = protocol.data_to_send()
-        if data:
-            try:
-                self._transport.write(data)
-            except (RuntimeError, OSError) as exc:
-                self._io_failed(exc, "write")
-                self._stop_reading()
-                return
-            self.writes += 1
-            self.bytes_written += len(data)
-        self._written = generation
-        self._flushed.fire()
+        try:
+            self._send_queued(self._transport.write)
+        except (RuntimeError, OSError) as exc:
+            self._io_failed(exc, "write")
+            self._stop_reading()
+            return
         armed = self._deadline
         if protocol.is_closed or (deadline is not None and (armed is None or deadline < armed)):
             if self._wake is not None:  # the writer re-arms its timer (or ends)

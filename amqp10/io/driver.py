@@ -307,15 +307,23 @@ class Driver(Generic[EventT]):
         deadline = self.protocol.tick(anyio.current_time())
         if deadline is not None and deadline < self._asleep_until:
             return False
+        self._send_queued(direct.write)
+        return True
+
+    def _send_queued(self, write: Callable[[bytes], object]) -> None:
+        """Hand all the engine has queued to ``write`` (which takes it without waiting) and
+        mark the flushes asked for so far as done. The one place (for :meth:`_write_now` and
+        :class:`~amqp10.io.direct.DirectDriver`) that keeps the order: the generation is read
+        before the bytes are taken, so a flush asked for meanwhile waits for the next write.
+        An error from ``write`` propagates, with nothing marked written."""
         generation = self._requested
         data = self.protocol.data_to_send()
         if data:
-            direct.write(data)
+            write(data)
             self.writes += 1
             self.bytes_written += len(data)
         self._written = generation
         self._flushed.fire()
-        return True
 
     async def _write_loop(self) -> None:
         protocol = self.protocol
