@@ -54,6 +54,18 @@ def one_line(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
+def bad_url(command: str, url: str) -> bool:
+    """Whether ``url`` is not an AMQP URL; if so, say why on stderr in one line."""
+    from ..client.url import parse_url
+
+    try:
+        parse_url(url)
+    except ValueError as exc:
+        fail(command, one_line(exc))
+        return True
+    return False
+
+
 def first_error(exc: BaseException) -> BaseException:
     """The first exception inside (nested) exception groups; ``exc`` itself if none."""
     for _ in range(16):

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._common import Subparsers, fail, one_line
+from ._common import Subparsers, bad_url, fail, one_line
 from .definitions import print_import_outcome
 from .sendrecv import URL_HELP, CliError, parse_key_value
 
@@ -197,12 +197,7 @@ def _cmd(action: Action) -> Callable[[argparse.Namespace], int]:
         import amqp10.sync
         from amqp10 import errors
 
-        from ..client.url import parse_url
-
-        try:
-            parse_url(args.url)
-        except ValueError as exc:
-            fail("admin", one_line(exc))
+        if bad_url("admin", args.url):
             return 2
         try:
             hostname = None if args.vhost is None else f"vhost:{args.vhost}"

@@ -25,7 +25,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO, TypeAlias, TypeVarTuple, Unpack
 
-from ._common import Subparsers, fail, first_error, log_to_stderr, one_line
+from ._common import Subparsers, bad_url, fail, first_error, log_to_stderr, one_line
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream
@@ -295,10 +295,9 @@ class SendStats:
 
 
 def cmd_send(args: argparse.Namespace) -> int:
+    if bad_url("send", args.url):
+        return 2
     try:
-        from ..client.url import parse_url
-
-        parse_url(args.url)
         properties = dict(parse_property(p) for p in args.property)
     except (ValueError, CliError) as exc:
         fail("send", str(exc))
@@ -475,12 +474,7 @@ async def _send(
 
 # -- receive ------------------------------------------------------------------------------------
 def cmd_receive(args: argparse.Namespace) -> int:
-    try:
-        from ..client.url import parse_url
-
-        parse_url(args.url)
-    except ValueError as exc:
-        fail("receive", str(exc))
+    if bad_url("receive", args.url):
         return 2
     return _run("receive", _receive, args)
 

@@ -143,10 +143,9 @@ class ManagementNode(Node):
 
     def request(self, msg: QueuedMessage) -> Error | None:
         """Answer one request; None, or why it cannot be answered (the transfer is rejected)."""
-        try:
-            request = Message.decode(msg.form(Amqp1Message.format))
-        except (DecodeError, LookupError, ValueError) as exc:
-            return Error(condition=ErrorCondition.DECODE_ERROR, description=f"undecodable request: {exc}")
+        request = self.decode_request(msg)
+        if isinstance(request, Error):
+            return request
         reply_to = request.reply_to
         if not isinstance(reply_to, str) or not reply_to:
             return Error(
@@ -180,15 +179,29 @@ class ManagementNode(Node):
             )
             body = response.body
             reply_props = _status(response)
-        # the request's message-id (the draft, Azure); its correlation-id if it set one
-        # (Qpid's SyncRequestResponse matches replies by the correlation-id it sent)
         if not self.is_open():  # the request closed its own connection: nobody to answer
             return None
-        correlation = request.id if request.correlation_id is None else request.correlation_id
-        reply = Message(body=body, correlation_id=correlation, application_properties=reply_props)
-        reply.to = reply_to
-        target.publish(Amqp1Message(reply.encode(), arrival=self.vhost.now()), lambda: None)
+        self.send_reply(target, request, reply_props, body, to=reply_to)
         return None
+
+    @staticmethod
+    def decode_request(msg: QueuedMessage) -> Message | Error:
+        """The request ``msg`` carries, or why it cannot be decoded."""
+        try:
+            return Message.decode(msg.form(Amqp1Message.format))
+        except (DecodeError, LookupError, ValueError) as exc:
+            return Error(condition=ErrorCondition.DECODE_ERROR, description=f"undecodable request: {exc}")
+
+    def send_reply(
+        self, target: Node, request: Message, props: dict[str, Any], body: Any, to: str | None = None
+    ) -> None:
+        """Put the reply to ``request`` on ``target``; it correlates by the request's
+        message-id (the draft, Azure), or its correlation-id if it set one (Qpid's
+        SyncRequestResponse matches replies by the correlation-id it sent)."""
+        correlation = request.id if request.correlation_id is None else request.correlation_id
+        reply = Message(body=body, correlation_id=correlation, application_properties=props)
+        reply.to = to
+        target.publish(Amqp1Message(reply.encode(), arrival=self.vhost.now()), lambda: None)
 
     def _reply_target(self, address: str) -> Node | None:
         q = self.reply_links.get(address)

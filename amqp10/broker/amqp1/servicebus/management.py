@@ -31,7 +31,6 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ....message import Message
 from ....types import Array, DecodeError, Error, ErrorCondition, timestamp
 from ...core import Queue, QueuedMessage, VirtualHost
 from ..management import ManagementNode
@@ -56,21 +55,15 @@ class AzureRequestNode(ManagementNode):
         raise NotImplementedError
 
     def request(self, msg: QueuedMessage) -> Error | None:
-        try:
-            request = Message.decode(msg.form(Amqp1Message.format))
-        except (DecodeError, LookupError, ValueError) as exc:
-            return Error(condition=ErrorCondition.DECODE_ERROR, description=f"undecodable request: {exc}")
+        request = self.decode_request(msg)
+        if isinstance(request, Error):
+            return request
         reply_to = request.reply_to if isinstance(request.reply_to, str) else None
         target = self._reply_target(reply_to) if reply_to else next(iter(self.reply_links.values()), None)
         if target is None:
             return Error(condition=ErrorCondition.NOT_FOUND, description=f"attach a receiver link from {self.name} first")
         props, body = self.answer(request.application_properties or {}, request.body)
-        reply = Message(
-            body=body,
-            correlation_id=request.id if request.correlation_id is None else request.correlation_id,
-            application_properties=props,
-        )
-        target.publish(Amqp1Message(reply.encode(), arrival=self.vhost.now()), lambda: None)
+        self.send_reply(target, request, props, body)
         return None
 
 
