@@ -25,14 +25,9 @@ from urllib.parse import urlsplit
 
 import pika
 
-from amqp10.cli.bench.harness import STAMP, worker_parser
+from amqp10.cli.bench.harness import STAMP, run_worker, say, worker_parser
 
 REPORT_EVERY_NS = 100_000_000
-
-
-def say(line: str) -> None:
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
 
 
 def connect(ns: argparse.Namespace) -> Any:
@@ -130,14 +125,7 @@ def consume(ns: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = worker_parser(description=__doc__.splitlines()[0] if __doc__ else None)
     ns = p.parse_args(argv)
-    try:
-        (produce if ns.role == "producer" else consume)(ns)
-    except KeyboardInterrupt:
-        return 130
-    except Exception as exc:
-        say(f"error {type(exc).__name__}: {exc}")
-        return 1
-    return 0
+    return run_worker(lambda: (produce if ns.role == "producer" else consume)(ns))
 
 
 if __name__ == "__main__":

@@ -22,15 +22,10 @@ from proton import Message
 from proton.handlers import MessagingHandler
 from proton.reactor import AtLeastOnce, AtMostOnce, Container
 
-from amqp10.cli.bench.harness import worker_parser
+from amqp10.cli.bench.harness import run_worker, say, worker_parser
 
 STAMP = struct.Struct(">QQ")
 REPORT_EVERY_NS = 100_000_000
-
-
-def say(line: str) -> None:
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
 
 
 class Producer(MessagingHandler):  # type: ignore[misc]
@@ -205,14 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     handler = Producer(ns) if ns.role == "producer" else Consumer(ns)
     container = Container(handler)
     container.container_id = f"proton-bench-{ns.role}-{time.monotonic_ns()}"
-    try:
-        container.run()
-    except KeyboardInterrupt:
-        return 130
-    except Exception as exc:
-        say(f"error {type(exc).__name__}: {exc}")
-        return 1
-    return 0
+    return run_worker(container.run)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from . import Ctx, NotApplicable, ScenarioFailed, check
 
 __all__ = [
     "NA",
+    "common_na",
     "dispatch",
     "dpkg_version",
     "expect_no_message",
@@ -42,29 +43,37 @@ WAIT = 20.0
 EMPTY_WAIT = 1.0
 IDLE_WAIT_MAX = 12.0
 
+
+def common_na(only: str) -> dict[str, str]:
+    """Why scenarios are n/a for both the C and the C++ examples (``only`` names which)."""
+    return {
+        "at-most-once": f"{only} only send unsettled (at-least-once)",
+        "rcv-settle-second": f"{only} have no rcv-settle-mode option",
+        "outcome-reject": f"{only} only accept",
+        "outcome-release": f"{only} only accept",
+        "outcome-modify": f"{only} only accept",
+        "link-resume": f"{only} have no link recovery",
+        "attach-answer": f"{only} print nothing of the peer's attach",
+        "durable-subscription": f"{only} have no durable subscription",
+        "shared-subscription": f"{only} have no shared subscription",
+        "message-groups": f"{only} set no group-id",
+    }
+
+
 _ONLY = "Proton's C examples"
 NA = {
-    "at-most-once": f"{_ONLY} only send unsettled (at-least-once)",
-    "rcv-settle-second": f"{_ONLY} have no rcv-settle-mode option",
-    "outcome-reject": f"{_ONLY} only accept",
-    "outcome-release": f"{_ONLY} only accept",
-    "outcome-modify": f"{_ONLY} only accept",
+    **common_na(_ONLY),
     "large-message": f"{_ONLY} only send a small map body",
     "message-sections": f"{_ONLY} only send a small map body",
     "drain": f"{_ONLY} have no drain option",
     "request-response": f"{_ONLY} have no dynamic receiver or reply-to",
     "browse": f"{_ONLY} have no distribution-mode option",
-    "link-resume": f"{_ONLY} have no link recovery",
     "transactions": f"{_ONLY} have no transactions",
     "anonymous-relay": f"{_ONLY} have no sender without a target",
-    "attach-answer": f"{_ONLY} print nothing of the peer's attach",
     "selector": f"{_ONLY} set no source filter",
     "filter-expressions": f"{_ONLY} set no source filter",
     "no-local": f"{_ONLY} set no source filter",
-    "durable-subscription": f"{_ONLY} have no durable subscription",
-    "shared-subscription": f"{_ONLY} have no shared subscription",
     "scheduled-delivery": f"{_ONLY} set no message annotations",
-    "message-groups": f"{_ONLY} set no group-id",
 }
 
 _binaries: dict[str, Path] = {}

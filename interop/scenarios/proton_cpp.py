@@ -27,6 +27,7 @@ from ..peers.base import HOST, Process
 from ..peers.proton_c import build_cpp_examples
 from . import Ctx, NotApplicable, check
 from .proton_c import (
+    common_na,
     dispatch,
     dpkg_version,
     expect_no_message,
@@ -43,24 +44,15 @@ EMPTY_WAIT = 1.0
 
 _ONLY = "Proton's C++ examples"
 NA = {
-    "at-most-once": f"{_ONLY} only send unsettled (at-least-once)",
-    "rcv-settle-second": f"{_ONLY} have no rcv-settle-mode option",
-    "outcome-reject": f"{_ONLY} only accept",
-    "outcome-release": f"{_ONLY} only accept",
-    "outcome-modify": f"{_ONLY} only accept",
+    **common_na(_ONLY),
     "large-message": f"{_ONLY} only send small bodies",
     "message-sections": f"{_ONLY} that talk to a broker set no header, annotations or footer",
     "drain": f"{_ONLY} never set drain",
-    "link-resume": f"{_ONLY} have no link recovery",
     "transactions": f"{_ONLY} (0.37) have no transactions",
     "anonymous-relay": f"{_ONLY}' server opens one sender per reply address, no anonymous one",
-    "attach-answer": f"{_ONLY} print nothing of the peer's attach",
     "filter-expressions": f"{_ONLY} set only a JMS selector filter (selected_recv)",
     "no-local": f"{_ONLY} set only a JMS selector filter (selected_recv)",
-    "durable-subscription": f"{_ONLY} have no durable subscription",
-    "shared-subscription": f"{_ONLY} have no shared subscription",
     "scheduled-delivery": f"{_ONLY}' scheduled_send waits in the client: no x-opt-delivery-time",
-    "message-groups": f"{_ONLY} set no group-id",
 }
 
 _binaries: dict[str, Path] = {}

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from amqp10.broker.amqp1 import ConnectionHandler
 from amqp10.broker.config import BrokerConfig
 from amqp10.broker.core import Broker
+from amqp10.broker.core.store import Store
 from amqp10.message import Message
 from amqp10.transport import (
     Connection,
@@ -18,6 +20,33 @@ from amqp10.transport import (
     SessionBegun,
 )
 from amqp10.types import Source, Target
+
+
+class HeldJournal:
+    """A journal whose commits happen on :meth:`commit`; :meth:`crash` forgets what is not committed."""
+
+    stalled: str | None = None
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.ops: list[tuple[Any, ...]] = []
+        self.callbacks: list[Callable[[], None]] = []
+
+    def submit(self, op: tuple[Any, ...], on_commit: Callable[[], None] | None = None) -> None:
+        self.ops.append(op)
+        if on_commit is not None:
+            self.callbacks.append(on_commit)
+
+    def commit(self) -> None:
+        ops, self.ops = self.ops, []
+        callbacks, self.callbacks = self.callbacks, []
+        self.store.apply(ops)
+        for cb in callbacks:
+            cb()
+
+    def crash(self) -> None:
+        self.ops.clear()
+        self.callbacks.clear()
 
 
 class Client:

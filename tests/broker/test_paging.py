@@ -20,6 +20,8 @@ from amqp10.broker.core.queues import Queue
 from amqp10.broker.core.store import Store
 from amqp10.message import Message
 
+from .harness import HeldJournal
+
 
 @pytest.fixture
 def anyio_backend() -> str:
@@ -29,26 +31,13 @@ def anyio_backend() -> str:
 BUDGET = 4 * (100 + MESSAGE_OVERHEAD)  # about four 100-byte messages in memory
 
 
-class HandJournal:
-    """The group committer's contract, committed when the test says (``commit``)."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self.ops: list[tuple[Any, ...]] = []
-        self.callbacks: list[Callable[[], None]] = []
-
-    def submit(self, op: tuple[Any, ...], on_commit: Callable[[], None] | None = None) -> None:
-        self.ops.append(op)
-        if on_commit is not None:
-            self.callbacks.append(on_commit)
+class HandJournal(HeldJournal):
+    """The group committer's contract, committed when the test says (``commit``), until
+    nothing is left (a commit callback may submit more)."""
 
     def commit(self) -> None:
         while self.ops:
-            ops, self.ops = self.ops, []
-            callbacks, self.callbacks = self.callbacks, []
-            self.store.apply(ops)
-            for cb in callbacks:
-                cb()
+            super().commit()
 
 
 class Taker:

@@ -23,32 +23,7 @@ from amqp10.broker.core.message import QueuedMessage
 from amqp10.broker.core.nodes import NULL_JOURNAL
 from amqp10.message import Message
 
-
-class HeldJournal:
-    """A journal whose commits happen on :meth:`commit`; :meth:`crash` forgets what is not committed."""
-
-    stalled: str | None = None
-
-    def __init__(self, store: st.Store) -> None:
-        self.store = store
-        self.ops: list[tuple[Any, ...]] = []
-        self.callbacks: list[Callable[[], None]] = []
-
-    def submit(self, op: tuple[Any, ...], on_commit: Callable[[], None] | None = None) -> None:
-        self.ops.append(op)
-        if on_commit is not None:
-            self.callbacks.append(on_commit)
-
-    def commit(self) -> None:
-        ops, self.ops = self.ops, []
-        callbacks, self.callbacks = self.callbacks, []
-        self.store.apply(ops)
-        for cb in callbacks:
-            cb()
-
-    def crash(self) -> None:
-        self.ops.clear()
-        self.callbacks.clear()
+from .harness import HeldJournal
 
 
 class Reader:

@@ -393,6 +393,25 @@ def worker_parser(
     return p
 
 
+def say(line: str) -> None:
+    """One line of a worker's protocol (``ready``, ``done {...}``, ``error ...``) on stdout, flushed."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def run_worker(work: Callable[[], object]) -> int:
+    """Run a third-party client worker's ``work``: its exit status, 130 on Ctrl-C, and 1 with an
+    ``error`` line on any other failure (so the harness reports it rather than a traceback)."""
+    try:
+        work()
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        say(f"error {type(exc).__name__}: {exc}")
+        return 1
+    return 0
+
+
 def our_worker(role: str, index: int, url: str, cfg: BenchConfig, count: int) -> WorkerSpec:
     """A worker that uses the amqp10 client (:mod:`amqp10.cli.bench.worker`)."""
     argv = worker_argv([sys.executable, "-m", "amqp10.cli.bench.worker"], role, url, cfg, count)
