@@ -231,7 +231,9 @@ class Broker:
                 topic_name, _, key = rec.name.partition("::")
                 t = vhost.nodes.get(topic_name) or vhost.create_node(topic_name, "topic", persist=False)
                 if isinstance(t, Topic):
-                    t.attach_subscription(key, vhost._make_queue(rec.name, t.policy, durable=True))
+                    sub = vhost._make_queue(rec.name, t.policy, durable=True)
+                    sub.settings = json.loads(rec.properties or "{}").get("settings") or {}
+                    t.attach_subscription(key, sub)
             else:
                 vhost.restore_node(rec)
         for xrec in loaded.exchanges:

@@ -21,8 +21,12 @@ from that node. Supported:
 
 - ``com.microsoft:get-session-state``, ``set-session-state``, ``renew-session-lock``
   (``session-id``; see :mod:`.sessions`).
+- ``com.microsoft:add-rule``, ``remove-rule``, ``enumerate-rules`` on a
+  subscription's ``$management`` (see :mod:`.rules`).
 
-Any other operation is a 501.
+Any other operation is a 501. A failed operation's response carries the Service Bus
+error condition in ``errorCondition`` (as the SDKs read it: ``com.microsoft:message-lock-lost``,
+``com.microsoft:entity-already-exists``, ``amqp:not-found``, ...).
 """
 
 from __future__ import annotations
@@ -38,12 +42,23 @@ from ..message import Amqp1Message, parse_transfer
 from .consumer import annotated, with_reason
 from .deferred import deferred, undefer
 from .entities import entity_node
+from .rules import OPERATIONS as RULE_OPERATIONS
+from .rules import RuleError, rule_operation
 from .sessions import session_states
 
 __all__ = ["AzureRequestNode", "EntityManagementNode"]
 
 Reply = tuple[int, str, Any]
 VENDOR = "com.microsoft:"
+# a failed operation's errorCondition, by its status (unless the operation names one)
+_CONDITIONS = {
+    400: "com.microsoft:argument-error",
+    404: "amqp:not-found",
+    409: "com.microsoft:entity-already-exists",
+    410: "com.microsoft:message-lock-lost",
+    501: "amqp:not-implemented",
+    503: "com.microsoft:server-busy",
+}
 
 
 class AzureRequestNode(ManagementNode):
@@ -92,12 +107,19 @@ class EntityManagementNode(AzureRequestNode):
         """Lock tokens of the deferred messages read here, to their sequence numbers."""
 
     def answer(self, props: Mapping[str, Any], body: Any) -> tuple[dict[str, Any], Any]:
-        status, description, reply = self._execute(props.get("operation"), body)
-        return {"statusCode": status, "statusDescription": description}, reply
+        try:
+            status, description, reply = self._execute(props.get("operation"), body)
+        except RuleError as exc:
+            status, description, reply = exc.status, exc.description, None
+            return {"statusCode": status, "statusDescription": description, "errorCondition": exc.condition}, None
+        out: dict[str, Any] = {"statusCode": status, "statusDescription": description}
+        if status >= 400:
+            out["errorCondition"] = _CONDITIONS.get(status, "amqp:internal-error")
+        return out, reply
 
     def _execute(self, op: Any, body: Any) -> Reply:
         handler = self._ops.get(op) if isinstance(op, str) else None
-        if handler is None:
+        if handler is None and op not in RULE_OPERATIONS:
             return 501, f"operation {op!r} is not implemented on {self.name}", None
         queue = entity_node(self.vhost, self.entity)
         if not isinstance(queue, Queue):
@@ -105,6 +127,8 @@ class EntityManagementNode(AzureRequestNode):
         if not isinstance(body, Mapping):
             return 400, "the request's body is a map", None
         try:
+            if handler is None:
+                return rule_operation(self.vhost, queue, str(op), body)
             return handler(queue, body)
         except (KeyError, TypeError, ValueError, DecodeError) as exc:
             return 400, f"bad request: {exc}", None
