@@ -38,7 +38,7 @@ from ...config import ServiceBusRule
 from ...core import Queue, QueuedMessage, Topic, VirtualHost
 from ...core.selector import compile_selector, match_properties, sql_field
 
-__all__ = ["DEFAULT_RULE", "DESCRIPTORS", "RuleError", "RuleSet", "apply_rules", "rule_action", "rule_filter", "rules_of"]
+__all__ = ["DEFAULT_RULE", "DESCRIPTORS", "OperationError", "RuleSet", "apply_rules", "rule_action", "rule_filter", "rules_of"]
 
 DEFAULT_RULE = "$Default"
 DESCRIPTORS = {
@@ -92,8 +92,9 @@ _SYSTEM = {
 }
 
 
-class RuleError(Exception):
-    """A rule operation that fails: its status code, error condition and description."""
+class OperationError(Exception):
+    """An entity operation that fails (a rule operation, a lost lock): its status code, error
+    condition and description."""
 
     def __init__(self, status: int, condition: str, description: str) -> None:
         super().__init__(description)
@@ -173,13 +174,13 @@ class RuleSet:
 
     def add(self, rule: ServiceBusRule, now: float) -> None:
         if rule.name.lower() in self.rules:
-            raise RuleError(409, "com.microsoft:entity-already-exists", f"a rule named {rule.name!r} exists already")
+            raise OperationError(409, "com.microsoft:entity-already-exists", f"a rule named {rule.name!r} exists already")
         self.rules[rule.name.lower()] = (rule, now)
         self._filters.append(rule_filter(rule))
 
     def remove(self, name: str) -> None:
         if self.rules.pop(name.lower(), None) is None:
-            raise RuleError(404, "amqp:not-found", f"no rule named {name!r}")
+            raise OperationError(404, "amqp:not-found", f"no rule named {name!r}")
         self._compile()
 
     def dump(self) -> list[dict[str, Any]]:
@@ -219,12 +220,12 @@ def apply_rules(vhost: VirtualHost, queue: Queue, configured: list[ServiceBusRul
 
 def rules_of(queue: Queue) -> RuleSet:
     """A subscription's rules (a subscription without any has the ``$Default`` rule);
-    raises :class:`RuleError` for a queue whose admission its consumer's filters decide."""
+    raises :class:`OperationError` for a queue whose admission its consumer's filters decide."""
     admit = queue.admit
     if isinstance(admit, RuleSet):
         return admit
     if admit is not None:
-        raise RuleError(400, "com.microsoft:argument-error", f"{queue.name!r} is filtered by its link's source filters")
+        raise OperationError(400, "com.microsoft:argument-error", f"{queue.name!r} is filtered by its link's source filters")
     rules = queue.admit = RuleSet(_default())
     return rules
 
@@ -236,46 +237,46 @@ def _subscription(vhost: VirtualHost, queue: Queue) -> bool:
 def _text(body: Mapping[str, Any], key: str) -> str:
     value = body.get(key)
     if not isinstance(value, str) or not value:
-        raise RuleError(400, "com.microsoft:argument-error", f"{key} is a non-empty string")
+        raise OperationError(400, "com.microsoft:argument-error", f"{key} is a non-empty string")
     return value
 
 
 def _rule_from_wire(name: str, description: Any) -> ServiceBusRule:
     """The rule an add-rule request's ``rule-description`` map describes."""
     if not isinstance(description, Mapping):
-        raise RuleError(400, "com.microsoft:argument-error", "rule-description is a map")
+        raise OperationError(400, "com.microsoft:argument-error", "rule-description is a map")
     sql = description.get("sql-filter")
     corr = description.get("correlation-filter")
     action = description.get("sql-rule-action")
     fields: dict[str, Any] = {"name": name}
     if (sql is None) == (corr is None):
-        raise RuleError(400, "com.microsoft:argument-error", "rule-description has one of sql-filter and correlation-filter")
+        raise OperationError(400, "com.microsoft:argument-error", "rule-description has one of sql-filter and correlation-filter")
     if sql is not None:
         if not isinstance(sql, Mapping) or not isinstance(sql.get("expression"), str):
-            raise RuleError(400, "com.microsoft:argument-error", "sql-filter is a map with the expression, a string")
+            raise OperationError(400, "com.microsoft:argument-error", "sql-filter is a map with the expression, a string")
         fields["sql"] = sql["expression"]
     else:
         if not isinstance(corr, Mapping):
-            raise RuleError(400, "com.microsoft:argument-error", "correlation-filter is a map")
+            raise OperationError(400, "com.microsoft:argument-error", "correlation-filter is a map")
         unknown = [str(k) for k in corr if k not in _WIRE_CORRELATION and k != "properties"]
         if unknown:
-            raise RuleError(400, "com.microsoft:argument-error", f"unknown correlation-filter field(s) {unknown}")
+            raise OperationError(400, "com.microsoft:argument-error", f"unknown correlation-filter field(s) {unknown}")
         spec = {_WIRE_CORRELATION[k]: v for k, v in corr.items() if k in _WIRE_CORRELATION and v is not None}
         props = corr.get("properties")
         if props:
             spec["properties"] = {str(k): v for k, v in dict(props).items()}
         if not spec:
-            raise RuleError(400, "com.microsoft:argument-error", "a correlation-filter needs at least one field")
+            raise OperationError(400, "com.microsoft:argument-error", "a correlation-filter needs at least one field")
         fields["correlation"] = spec
     if action is not None:
         if not isinstance(action, Mapping) or not isinstance(action.get("expression"), str):
-            raise RuleError(400, "com.microsoft:argument-error", "sql-rule-action is a map with the expression, a string")
+            raise OperationError(400, "com.microsoft:argument-error", "sql-rule-action is a map with the expression, a string")
         fields["action"] = action["expression"]
     try:
         return ServiceBusRule.model_validate(fields)
     except ValidationError as exc:
         reasons = "; ".join(str(e["msg"]) for e in exc.errors())
-        raise RuleError(400, "com.microsoft:argument-error", f"bad rule {name!r}: {reasons}") from None
+        raise OperationError(400, "com.microsoft:argument-error", f"bad rule {name!r}: {reasons}") from None
 
 
 def _filter_on_wire(rule: ServiceBusRule) -> Described:
@@ -324,7 +325,7 @@ def enumerate_rules(vhost: VirtualHost, queue: Queue, body: Mapping[str, Any]) -
     """``com.microsoft:enumerate-rules``."""
     skip, top = body.get("skip", 0), body.get("top", 100)
     if any(not isinstance(v, int) or isinstance(v, bool) for v in (skip, top)) or skip < 0 or top <= 0:
-        raise RuleError(400, "com.microsoft:argument-error", "skip is an integer >= 0 and top one > 0")
+        raise OperationError(400, "com.microsoft:argument-error", "skip is an integer >= 0 and top one > 0")
     page = list(rules_of(queue).rules.values())[skip : skip + top]
     if not page:
         return 204, "No Content", None
@@ -340,8 +341,8 @@ OPERATIONS: dict[str, Callable[[VirtualHost, Queue, Mapping[str, Any]], Reply]] 
 
 
 def rule_operation(vhost: VirtualHost, queue: Queue, op: str, body: Mapping[str, Any]) -> Reply:
-    """Run a rule operation on ``queue``; raises :class:`RuleError` (a queue that is no
+    """Run a rule operation on ``queue``; raises :class:`OperationError` (a queue that is no
     topic's subscription, a bad request, a name taken or unknown)."""
     if not _subscription(vhost, queue):
-        raise RuleError(400, "com.microsoft:argument-error", f"{queue.name!r} is not a subscription: rules are a subscription's")
+        raise OperationError(400, "com.microsoft:argument-error", f"{queue.name!r} is not a subscription: rules are a subscription's")
     return OPERATIONS[op](vhost, queue, body)
