@@ -53,18 +53,28 @@ def _one(r: Any) -> Any:
     raise AssertionError("no message")
 
 
+def _send(c: ServiceBusClient, queue: str, msg: ServiceBusMessage) -> None:
+    with c.get_queue_sender(queue) as s:
+        s.send_messages(msg)
+
+
+def _taken_back(queue: Any) -> None:
+    """Wait (bounded) until the broker took back the message whose lock ran out."""
+    deadline = time.monotonic() + 10 * LOCK
+    while queue.stats.unacked and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert queue.stats.unacked == 0
+
+
 def test_an_expired_lock_redelivers_and_settling_it_fails(lock_broker: RunningBroker) -> None:
     queue = lock_broker.broker.default.nodes["l.expire"]
     with _client(lock_broker) as c:
-        with c.get_queue_sender("l.expire") as s:
-            s.send_messages(ServiceBusMessage("locked"))
+        _send(c, "l.expire", ServiceBusMessage("locked"))
         with c.get_queue_receiver("l.expire", prefetch_count=0) as r:
             first = _one(r)
             assert first.delivery_count in (0, None)  # no header: never delivered before
-            deadline = time.monotonic() + 10 * LOCK
-            while queue.stats.unacked and time.monotonic() < deadline:  # the broker takes it back
-                time.sleep(0.1)
-            assert queue.stats.unacked == 0 and queue.count == 1
+            _taken_back(queue)
+            assert queue.count == 1
             again = _one(r)
             assert str(again) == "locked" and again.delivery_count == 1
             with pytest.raises(MessageLockLostError):
@@ -78,8 +88,7 @@ def test_an_expired_lock_redelivers_and_settling_it_fails(lock_broker: RunningBr
 def test_renew_lock_keeps_it_locked_past_the_first_expiry(lock_broker: RunningBroker) -> None:
     queue = lock_broker.broker.default.nodes["l.renew"]
     with _client(lock_broker) as c:
-        with c.get_queue_sender("l.renew") as s:
-            s.send_messages(ServiceBusMessage("kept"))
+        _send(c, "l.renew", ServiceBusMessage("kept"))
         with c.get_queue_receiver("l.renew", prefetch_count=0) as r:
             msg = _one(r)
             first_end = msg.locked_until_utc
@@ -95,8 +104,7 @@ def test_renew_lock_keeps_it_locked_past_the_first_expiry(lock_broker: RunningBr
 def test_receive_and_delete_takes_no_lock(lock_broker: RunningBroker) -> None:
     queue = lock_broker.broker.default.nodes["l.rad"]
     with _client(lock_broker) as c:
-        with c.get_queue_sender("l.rad") as s:
-            s.send_messages(ServiceBusMessage("gone"))
+        _send(c, "l.rad", ServiceBusMessage("gone"))
         with c.get_queue_receiver("l.rad", receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE) as r:
             assert str(_one(r)) == "gone"
             time.sleep(2 * LOCK)
@@ -106,8 +114,7 @@ def test_receive_and_delete_takes_no_lock(lock_broker: RunningBroker) -> None:
 
 def test_a_session_lock_runs_out_unless_renewed(lock_broker: RunningBroker) -> None:
     with _client(lock_broker) as c:
-        with c.get_queue_sender("l.session") as s:
-            s.send_messages(ServiceBusMessage("s1", session_id="S"))
+        _send(c, "l.session", ServiceBusMessage("s1", session_id="S"))
         with c.get_queue_receiver("l.session", session_id="S") as r:
             for _ in range(3):
                 time.sleep(0.5 * LOCK)
@@ -136,10 +143,8 @@ def test_a_disposition_after_the_lock_ran_out_is_rejected_lock_lost(lock_broker:
         r = conn.open_receiver("l.link", credit=0, settle_mode=SettleMode.TWO_PHASE)
         r.add_credit(1)  # one at a time: nothing is redelivered before we ask
         first = r.receive(timeout=10)
-        deadline = time.monotonic() + 10 * LOCK
-        while queue.stats.unacked and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert queue.count == 1 and queue.stats.unacked == 0  # taken back
+        _taken_back(queue)
+        assert queue.count == 1
         first.accept()
         engine = first._d._d  # the engine's delivery: what the broker answered
         deadline = time.monotonic() + 10
