@@ -29,6 +29,7 @@ LOCK = 1.0
 @pytest.fixture(scope="module")
 def lock_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
     queues = [{"name": q, "lock_duration": LOCK, "max_delivery_count": 5} for q in ("l.expire", "l.renew", "l.rad", "l.session", "l.link")]
+    queues.append({"name": "l.limit", "lock_duration": LOCK, "max_delivery_count": 1})
     cfg = make_config(
         tmp_path_factory.mktemp("sblocks"),
         servicebus={
@@ -83,6 +84,20 @@ def test_an_expired_lock_redelivers_and_settling_it_fails(lock_broker: RunningBr
                 r.renew_message_lock(first)
             r.complete_message(again)
     assert queue.count == 0 and queue.stats.unacked == 0
+
+
+def test_a_lock_running_out_past_the_max_delivery_count_dead_letters(lock_broker: RunningBroker) -> None:
+    queue = lock_broker.broker.default.nodes["l.limit"]
+    with _client(lock_broker) as c:
+        _send(c, "l.limit", ServiceBusMessage("poison"))
+        with c.get_queue_receiver("l.limit", prefetch_count=0) as r:
+            _one(r)  # and never settled: max_delivery_count 1
+            _taken_back(queue)
+            assert queue.count == 0
+        with c.get_queue_receiver("l.limit/$deadletterqueue") as r:
+            dead = _one(r)
+            assert str(dead) == "poison" and dead.dead_letter_reason == "MaxDeliveryCountExceeded"
+            r.complete_message(dead)
 
 
 def test_renew_lock_keeps_it_locked_past_the_first_expiry(lock_broker: RunningBroker) -> None:

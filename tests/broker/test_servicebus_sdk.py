@@ -182,7 +182,7 @@ def test_max_delivery_count_dead_letters(sb_broker: RunningBroker) -> None:
             assert r.receive_messages(max_message_count=1, max_wait_time=1) == []
         with c.get_queue_receiver("q.limit/$deadletterqueue") as r:
             dead = r.receive_messages(max_message_count=1, max_wait_time=3)
-            assert [str(m) for m in dead] == ["poison"]
+            assert [(str(m), m.dead_letter_reason) for m in dead] == [("poison", "MaxDeliveryCountExceeded")]
             r.complete_message(dead[0])
 
 
