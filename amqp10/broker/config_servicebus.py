@@ -61,8 +61,8 @@ class ServiceBusRule(_Model):
     )
     action: str | None = Field(
         default=None,
-        description="a SQL rule action (SET name = expression and REMOVE name statements, separated by ;): "
-        "checked, kept and reported by enumerate-rules, not applied to messages",
+        description="a SQL rule action (SET name = expression and REMOVE name statements, separated by ;; "
+        "name an application property or sys.X), run on the subscription's copy of a message the rule matched",
     )
 
 

@@ -25,7 +25,7 @@ from .conftest import RunningBroker, make_config, start_broker
 from .test_servicebus_sdk import JWT_SECRET, KEY, KEY_NAME, _jwt, _put, conn_str
 
 TOPIC = "rt"
-SUBS = ["ops", "proton", "e2e", "kept"]
+SUBS = ["ops", "proton", "e2e", "kept", "act"]
 
 
 def _config(tmp: Path, subs: list[dict[str, Any]] | None = None) -> Any:
@@ -227,6 +227,29 @@ def test_rules_added_over_amqp_filter_what_the_sdk_receives(rules_broker: Runnin
             )
         assert _receive_all(c, "e2e", 2) == ["big red", "gold vip"]
         assert len(_receive_all(c, "kept", 5)) == 5  # $Default: everything
+
+
+def test_a_rule_action_rewrites_the_subscriptions_copy(rules_broker: RunningBroker) -> None:
+    subs = rules_broker.broker.default.nodes[TOPIC].subscriptions
+    for sub in ("act", "kept"):  # what the other tests sent
+        rules_broker.portal.call(subs[sub].purge)
+    with _connect(rules_broker) as conn:
+        action = "SET sys.Label = 'tagged'; SET doubled = n * 2; SET user.origin = sys.To; REMOVE secret"
+        assert _op(conn, "act", "add-rule", _sql("act", "n > 0", action))[0]["statusCode"] == 200
+        assert _op(conn, "act", "remove-rule", {"rule-name": "$Default"})[0]["statusCode"] == 200
+    with ServiceBusClient.from_connection_string(conn_str(rules_broker), retry_total=0) as c:
+        with c.get_topic_sender(TOPIC) as s:
+            s.send_messages(ServiceBusMessage("m", to="dest", application_properties={"n": 21, "secret": "x"}))
+        got: list[Any] = []
+        for sub in ("act", "kept"):
+            with c.get_subscription_receiver(TOPIC, sub) as r:
+                msgs = r.receive_messages(max_message_count=1, max_wait_time=3)
+                got += msgs
+                for m in msgs:
+                    r.complete_message(m)
+        acted, kept = got
+        assert acted.subject == "tagged" and acted.application_properties == {b"n": 21, b"doubled": 42, b"origin": b"dest"}
+        assert kept.subject is None and kept.application_properties == {b"n": 21, b"secret": b"x"}  # its own copy
 
 
 def test_rules_survive_a_restart_and_config_changes_win(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ from ..consumers import LinkConsumer
 from ..message import Amqp1Message
 from .deferred import defer
 
-__all__ = ["MESSAGE_LOCK_LOST", "ServiceBusConsumer", "annotated", "holder", "with_reason"]
+__all__ = ["MESSAGE_LOCK_LOST", "REMOVE", "ServiceBusConsumer", "annotated", "holder", "rewrite", "with_reason"]
 
 DEAD_LETTER = "com.microsoft:dead-letter"
 MESSAGE_LOCK_LOST = "com.microsoft:message-lock-lost"
@@ -167,16 +167,37 @@ def annotated(data: bytes, msg: QueuedMessage, extra: dict[Any, Any] | None = No
 
 def with_reason(msg: QueuedMessage, info: dict[Any, Any]) -> None:
     """Put the dead-letter reason and description into the message's application properties."""
-    if type(msg) is not Amqp1Message:
-        return
-    try:
-        m = Message.decode(msg.data)
-    except (DecodeError, LookupError, ValueError):
-        return
-    props = dict(m.application_properties or {})
+    changes = []
     for key in _REASON:
         value = info.get(key, info.get(symbol(key)))
         if value is not None:
-            props[key] = value.decode() if isinstance(value, bytes) else str(value)
+            changes.append((False, key, value.decode() if isinstance(value, bytes) else str(value)))
+    rewrite(msg, changes)  # its size stays as counted; the dead-lettered copy counts its own
+
+
+REMOVE: Any = object()
+"""A change's value that removes the property (see :func:`rewrite`)."""
+
+
+def rewrite(msg: QueuedMessage, changes: list[tuple[bool, str, Any]]) -> bool:
+    """Change ``msg``'s bytes: each change is (a message field? the field's accessor on
+    :class:`~amqp10.message.Message`, else an application property's name, the value or
+    :data:`REMOVE`). False (and left as it is): not an AMQP 1.0 message, or undecodable."""
+    if type(msg) is not Amqp1Message:
+        return False
+    try:
+        m = Message.decode(msg.data)
+    except (DecodeError, LookupError, ValueError):
+        return False
+    props = dict(m.application_properties or {})
+    for field, name, value in changes:
+        if field:
+            setattr(m, name, None if value is REMOVE else value)
+        elif value is REMOVE:
+            props.pop(name, None)
+        else:
+            props[name] = value
     m.application_properties = props
-    msg.data = m.encode()  # its size stays as counted; the dead-lettered copy counts its own
+    msg.data = m.encode()
+    msg.forget_fields()
+    return True

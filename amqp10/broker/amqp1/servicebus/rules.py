@@ -4,7 +4,8 @@ A subscription keeps a message that any of its rules matches. A rule's filter is
 filter (the broker's selectors, SQL dialect, with Service Bus's ``sys.`` system
 properties), a correlation filter (the properties filter: each named field equals), or
 a true/false filter (SQL ``1=1``/``1=0``, as the SDKs send them); its optional SQL rule
-action is checked and kept, not applied. The rules of a subscription are its queue's
+action (``SET name = expression``, ``REMOVE name``) runs on the subscription's record of
+each message the rule matched. The rules of a subscription are its queue's
 ``admit`` (a :class:`RuleSet`), and are kept with the subscription's store record
 (:attr:`~amqp10.broker.core.Queue.settings`), so rules changed over AMQP survive a
 restart; the configured rules (``[servicebus] topics``) apply when the subscription is
@@ -37,6 +38,7 @@ from ....types import Described, int32, timestamp, ulong
 from ...config import ServiceBusRule
 from ...core import Queue, QueuedMessage, Topic, VirtualHost
 from ...core.selector import compile_selector, match_properties, sql_field
+from .consumer import REMOVE, rewrite
 
 __all__ = ["DEFAULT_RULE", "DESCRIPTORS", "OperationError", "RuleSet", "apply_rules", "rule_action", "rule_filter", "rules_of"]
 
@@ -134,9 +136,41 @@ def rule_filter(rule: ServiceBusRule) -> Callable[[QueuedMessage], bool]:
     return lambda m: all(c(m) for c in checks)
 
 
-def rule_action(rule: ServiceBusRule) -> None:
-    """Check a rule's SQL action: ``SET name = expression`` and ``REMOVE name`` statements
-    separated by ``;``; raises ValueError (or the selector's error) naming the problem."""
+# the message fields a rule action's sys.X names, as the message model's accessors
+_SYSTEM_ATTRIBUTES = {
+    "messageid": "id",
+    "correlationid": "correlation_id",
+    "label": "subject",
+    "to": "to",
+    "replyto": "reply_to",
+    "sessionid": "group_id",
+    "replytosessionid": "reply_to_group_id",
+    "contenttype": "content_type",
+}
+Action = Callable[[QueuedMessage], None]
+
+
+def _target(name: str) -> tuple[bool, str]:
+    """What a SET or REMOVE names: (True, a message field's accessor) for ``sys.X``, else
+    (False, an application property; a ``user.`` prefix is Service Bus's spelling)."""
+    if name.lower().startswith("sys."):
+        attribute = _SYSTEM_ATTRIBUTES.get(name[4:].lower())
+        if attribute is None:
+            raise ValueError(f"a rule action cannot set {name!r}; system properties: sys.{', sys.'.join(sorted(_SYSTEM))}")
+        return True, attribute
+    if name.lower().startswith("user."):
+        name = name[5:]
+    if not name:
+        raise ValueError("a rule action names a property")
+    return False, name
+
+
+def rule_action(rule: ServiceBusRule) -> Action | None:
+    """A rule's SQL action, compiled: ``SET name = expression`` and ``REMOVE name`` statements
+    separated by ``;`` (``name``: an application property, or ``sys.X``); the expressions are
+    the SQL filter language's, evaluated on the message as it arrived. None: no action.
+    Raises ValueError (or the selector's error) naming the problem."""
+    steps: list[tuple[bool, str, Callable[[Any], Any] | None]] = []
     for statement in (s.strip() for s in (rule.action or "").split(";")):
         if not statement:
             continue
@@ -145,14 +179,21 @@ def rule_action(rule: ServiceBusRule) -> None:
             name, eq, expression = rest.partition("=")
             if not eq or not name.strip() or not expression.strip():
                 raise ValueError(f"a SET statement is SET name = expression, not {statement!r}")
-            _sql_field(name.strip())
-            compile_selector(expression.strip(), "sql", resolve=_sql_field)
+            evaluate = compile_selector(expression.strip(), "sql", resolve=_sql_field).evaluate
+            steps.append((*_target(name.strip()), evaluate))
         elif verb.upper() == "REMOVE":
-            if not rest.strip():
-                raise ValueError("a REMOVE statement names a property")
-            _sql_field(rest.strip())
+            steps.append((*_target(rest.strip()), None))
         else:
             raise ValueError(f"a rule action's statements are SET or REMOVE, not {statement!r}")
+    if not steps:
+        return None
+
+    def run(msg: QueuedMessage) -> None:
+        values = [REMOVE if evaluate is None else evaluate(msg) for _, _, evaluate in steps]
+        if rewrite(msg, [(system, name, value) for (system, name, _), value in zip(steps, values, strict=True)]):
+            msg.size = len(msg.data)  # (a subscription runs actions before it counts the message)
+
+    return run
 
 
 class RuleSet:
@@ -162,21 +203,40 @@ class RuleSet:
         self.rules: dict[str, tuple[ServiceBusRule, float]] = {}
         """The rules and when each was made (epoch seconds), in the order they were added."""
         self._filters: list[Callable[[QueuedMessage], bool]] = []
+        self._actions: list[tuple[Callable[[QueuedMessage], bool], Action]] = []
         for rule, created in rules:
             self.rules[rule.name.lower()] = (rule, created)
         self._compile()
 
     def _compile(self) -> None:
-        self._filters = [rule_filter(rule) for rule, _ in self.rules.values()]
+        self._filters = []
+        self._actions = []
+        for rule, _ in self.rules.values():
+            self._take(rule)
+
+    def _take(self, rule: ServiceBusRule) -> None:
+        keep = rule_filter(rule)
+        self._filters.append(keep)
+        action = rule_action(rule)
+        if action is not None:
+            self._actions.append((keep, action))
 
     def __call__(self, msg: QueuedMessage) -> bool:
-        return any(f(msg) for f in self._filters)
+        """Whether the subscription keeps ``msg``; if so, the actions of the rules that
+        matched it have run on it (the subscription's own record of the message)."""
+        if not self._actions:
+            return any(f(msg) for f in self._filters)
+        if not any(f(msg) for f in self._filters):
+            return False
+        for run in [action for keep, action in self._actions if keep(msg)]:  # all matched first
+            run(msg)
+        return True
 
     def add(self, rule: ServiceBusRule, now: float) -> None:
         if rule.name.lower() in self.rules:
             raise OperationError(409, "com.microsoft:entity-already-exists", f"a rule named {rule.name!r} exists already")
         self.rules[rule.name.lower()] = (rule, now)
-        self._filters.append(rule_filter(rule))
+        self._take(rule)
 
     def remove(self, name: str) -> None:
         if self.rules.pop(name.lower(), None) is None:
