@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from amqp10.broker.core import Leases
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from amqp10.broker.core import Lease, Leases
 
 
 class Clock:
@@ -46,3 +49,43 @@ def test_a_lease_taken_while_expiring_is_kept() -> None:
     clock.t += 1
     assert leases.expire_due() == 1
     assert len(leases) == 1 and leases.next_deadline() == clock.t + 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["take", "renew", "drop", "tick"]), st.sampled_from([1.0, 2.5, 5.0]), st.integers(0, 20)),
+        max_size=60,
+    )
+)
+def test_leases_expire_as_a_naive_model_says(ops: list[tuple[str, float, int]]) -> None:
+    """Against a model that keeps each lease's end and expires by scanning everything."""
+    clock = Clock()
+    leases = Leases(clock)
+    taken: list[Lease] = []
+    model: dict[int, float] = {}  # lease number -> its end (while it runs)
+    expired: list[int] = []
+    for op, duration, pick in ops:
+        if op == "take":
+            n = len(taken)
+            taken.append(leases.take(duration, lambda n=n: expired.append(n)))
+            model[n] = clock.t + duration
+        elif op in ("renew", "drop") and taken:
+            n = pick % len(taken)
+            if op == "renew":
+                assert leases.renew(taken[n]) == (n in model)
+                if n in model:
+                    model[n] = clock.t + taken[n].duration
+            else:
+                leases.drop(taken[n])
+                model.pop(n, None)
+        else:
+            clock.t += duration
+            due = sorted((end, n) for n, end in model.items() if end <= clock.t)
+            before = len(expired)
+            assert leases.expire_due() == len(due)
+            assert sorted(expired[before:]) == sorted(n for _, n in due)
+            for _, n in due:
+                del model[n]
+        assert len(leases) == len(model)
+        assert leases.next_deadline() == (min(model.values()) if model else None)
