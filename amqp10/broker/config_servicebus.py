@@ -38,7 +38,10 @@ class ServiceBusQueue(_Model):
         default=10, ge=1, description="deliveries after which a message goes to QUEUE/$deadletterqueue"
     )
     lock_duration: float = Field(
-        default=60.0, gt=0, description="seconds reported in x-opt-locked-until (locks are not taken back)"
+        default=60.0,
+        gt=0,
+        description="seconds a peek-locked delivery stays locked (x-opt-locked-until); unless renewed, "
+        "the message then goes back to the queue, its delivery count one up",
     )
 
 
@@ -56,16 +59,22 @@ class ServiceBusRule(_Model):
         description="a correlation filter: correlation_id, message_id, to, reply_to, subject (label), "
         "session_id, reply_to_session_id, content_type, and properties (application properties); all must match",
     )
+    action: str | None = Field(
+        default=None,
+        description="a SQL rule action (SET name = expression and REMOVE name statements, separated by ;; "
+        "name an application property or sys.X), run on the subscription's copy of a message the rule matched",
+    )
 
 
     @model_validator(mode="after")
     def _compiles(self) -> ServiceBusRule:
-        if self.sql is None and self.correlation is None:
+        if self.sql is None and self.correlation is None and self.action is None:
             return self
         # imported here: the front end's module imports this one
-        from .amqp1.servicebus.entities import rule_filter
+        from .amqp1.servicebus.rules import rule_action, rule_filter
 
-        rule_filter(self)  # a bad filter is a configuration error, with the selector's reason
+        rule_filter(self)
+        rule_action(self)  # a bad filter is a configuration error, with the selector's reason
         return self
 
 

@@ -377,6 +377,7 @@ class BrokerService:
                 tg.start_soon(self._tick)
                 if self.broker is not None:
                     tg.start_soon(self._release_scheduled)
+                    tg.start_soon(self._expire_leases)
                 for spec in cfg.listeners:
                     ctx = None
                     if spec.tls_cert is not None:
@@ -434,6 +435,12 @@ class BrokerService:
         assert self.broker is not None
         scheduler = self.broker.scheduler
         await self._at_deadlines(scheduler, scheduler.release_due)
+
+    async def _expire_leases(self) -> None:
+        """Run out locks (Service Bus peek-locks, session locks) when they are due."""
+        assert self.broker is not None
+        leases = self.broker.leases
+        await self._at_deadlines(leases, leases.expire_due)
 
     async def _at_deadlines(self, source: Any, run: Callable[[], object]) -> None:
         """Call ``run`` whenever ``source.next_deadline()`` passes; ``source.on_change``

@@ -60,7 +60,11 @@ EMULATOR_CONFIG = {
                                 "Rules": [
                                     {
                                         "Name": "sql",
-                                        "Properties": {"FilterType": "Sql", "SqlFilter": {"SqlExpression": "sys.MessageId = 'id-1' AND p = 'v'"}},
+                                        "Properties": {
+                                            "FilterType": "Sql",
+                                            "SqlFilter": {"SqlExpression": "sys.MessageId = 'id-1' AND p = 'v'"},
+                                            "Action": {"SqlExpression": "SET p = 'seen'"},
+                                        },
                                     }
                                 ],
                             },
@@ -182,7 +186,7 @@ def test_max_delivery_count_dead_letters(sb_broker: RunningBroker) -> None:
             assert r.receive_messages(max_message_count=1, max_wait_time=1) == []
         with c.get_queue_receiver("q.limit/$deadletterqueue") as r:
             dead = r.receive_messages(max_message_count=1, max_wait_time=3)
-            assert [str(m) for m in dead] == ["poison"]
+            assert [(str(m), m.dead_letter_reason) for m in dead] == [("poison", "MaxDeliveryCountExceeded")]
             r.complete_message(dead[0])
 
 
@@ -354,10 +358,10 @@ def test_entities_from_the_emulators_config(sb_broker: RunningBroker) -> None:
         for sub in ("by-id", "by-corr"):
             with c.get_subscription_receiver("emu.topic", sub) as r:
                 msgs = r.receive_messages(max_message_count=5, max_wait_time=2)
-                got[sub] = [str(m) for m in msgs]
+                got[sub] = [(str(m), m.application_properties[b"p"]) for m in msgs]
                 for m in msgs:
                     r.complete_message(m)
-        assert got == {"by-id": ["one"], "by-corr": ["two"]}
+        assert got == {"by-id": [("one", b"seen")], "by-corr": [("two", b"w")]}  # by-id's rule's action ran
         with c.get_queue_sender("emu.queue") as s:
             s.send_messages(ServiceBusMessage("q"))
         with c.get_queue_receiver("emu.queue") as r:

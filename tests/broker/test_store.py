@@ -219,3 +219,27 @@ def test_stream_recovers_offsets_and_dedup_window(open_store: Callable[[], st.Sq
 
     node.publish(Amqp1Message(b"\x00Su\xa0\x01x", message_id=repr("id-2")), lambda: called.append(1))
     assert called == [1] and node.next == 4  # a replay after restart is stored once
+
+
+@pytest.mark.anyio
+async def test_a_batch_taken_as_the_committer_is_cancelled_is_still_written(open_store: Callable[[], st.SqlStore]) -> None:
+    """Stopping the broker cancels the committer; a batch it had taken (but not yet handed
+    to its writer thread) when the cancellation came was dropped: the store got it never."""
+    s = open_store()
+    gc = st.GroupCommitter(s, interval=0)
+    real_apply = s.apply
+    first = [True]
+
+    def apply(ops: Any) -> None:
+        real_apply(ops)
+        if first[0]:  # while the first batch is written: the next comes, and so does the stop
+            first[0] = False
+            anyio.from_thread.run_sync(gc.submit, put("q", 2))
+            anyio.from_thread.run_sync(tg.cancel_scope.cancel)
+
+    s.apply = apply  # type: ignore[method-assign]
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(gc.run)
+        gc.submit(put("q", 1))
+        await anyio.sleep_forever()
+    assert [m.seq for m in s.load().messages] == [1, 2]

@@ -92,6 +92,7 @@ from .transactions import Transactions
 ANONYMOUS_RELAY = symbol("ANONYMOUS-RELAY")
 SHARED_SUBS = symbol("SHARED-SUBS")
 DELAYED_DELIVERY = symbol("DELAYED_DELIVERY")
+SESSION_LOCK_LOST = symbol("com.microsoft:session-lock-lost")
 # what our open offers: the anonymous relay (OASIS "Using the AMQP Anonymous Terminus
 # for Message Routing") and shared subscriptions (the AMQP JMS mapping)
 OFFERED_CAPABILITIES = [ANONYMOUS_RELAY, SHARED_SUBS, DELAYED_DELIVERY]
@@ -160,8 +161,14 @@ class ConnectionHandler:
 
     def use_claims(self, config: ServiceBusConfig | None) -> None:
         """Claims-based security for this connection (its links need tokens), or not (None)."""
-        self.gate = None if config is None else Gate(config, self.broker.now)
+        self.gate = None if config is None else Gate(config, self.broker.now, self.broker.leases, self._session_lost)
         self.consumer_type = LinkConsumer if config is None else ServiceBusConsumer
+
+    def _session_lost(self, link: Link) -> None:
+        """A session receiver's session lock ran out: its link is detached (Service Bus's way)."""
+        if not self.closed:
+            self.fail_link(link, SESSION_LOCK_LOST, "the session lock ran out without renewal")
+            self.wake()
 
     def expire_tokens(self) -> None:
         """Detach the links whose tokens expired without renewal (the service's tick)."""
@@ -275,10 +282,10 @@ class ConnectionHandler:
             self._drop_publisher(key, suspend=False)
 
     # -- links ---------------------------------------------------------------------------
-    def _refuse(self, link: Link, condition: ErrorCondition, description: str) -> None:
+    def _refuse(self, link: Link, condition: ErrorCondition | symbol, description: str) -> None:
         link.detach(Error(condition=condition, description=description), closed=True)
 
-    def fail_link(self, link: Link, condition: ErrorCondition, description: str) -> None:
+    def fail_link(self, link: Link, condition: ErrorCondition | symbol, description: str) -> None:
         """Close an attached link for its peer's error, and forget it at once."""
         c = self.consumers.get(id(link))
         if c is not None:

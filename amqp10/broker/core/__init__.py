@@ -40,6 +40,7 @@ from .exchanges import (
     TopicTrie,
     make_exchange,
 )
+from .leases import Lease, Leases
 from .message import (
     DEFAULT_PRIORITY,
     PRIORITY_LEVELS,
@@ -88,6 +89,8 @@ __all__ = [
     "FanoutExchange",
     "HeadersExchange",
     "Journal",
+    "Lease",
+    "Leases",
     "LinkRecovery",
     "ModelError",
     "Node",

@@ -23,6 +23,7 @@ from ..config import BrokerConfig
 from . import store as _store
 from .accounting import Usage
 from .exchanges import Topic
+from .leases import Leases
 from .message import QueuedMessage, format_named
 from .nodes import NULL_JOURNAL, Journal, Node
 from .paging import PageStore, pager_factory
@@ -124,6 +125,8 @@ class Broker:
         self.connections: set[object] = set()
         """The front ends' connection handlers (for listings and shutdown)."""
         self.scheduler = Scheduler(now)
+        self.leases = Leases(now)
+        """Locks that run out unless renewed (Service Bus's peek-lock and session locks)."""
         """Messages held back until their due time (scheduled delivery), for every queue."""
         self.recovery = LinkRecovery(config.link_recovery_seconds, config.limits.max_suspended_links, now)
         self.vhosts: dict[str, VirtualHost] = {}
@@ -231,7 +234,9 @@ class Broker:
                 topic_name, _, key = rec.name.partition("::")
                 t = vhost.nodes.get(topic_name) or vhost.create_node(topic_name, "topic", persist=False)
                 if isinstance(t, Topic):
-                    t.attach_subscription(key, vhost._make_queue(rec.name, t.policy, durable=True))
+                    sub = vhost._make_queue(rec.name, t.policy, durable=True)
+                    sub.settings = json.loads(rec.properties or "{}").get("settings") or {}
+                    t.attach_subscription(key, sub)
             else:
                 vhost.restore_node(rec)
         for xrec in loaded.exchanges:
@@ -270,6 +275,7 @@ class Broker:
         """Time-driven work: delete queues whose ``expires`` ran out, enqueue scheduled
         messages now due (the service calls this; it also wakes the scheduler on time)."""
         self.scheduler.release_due()
+        self.leases.expire_due()
         for vhost in self.vhosts.values():
             vhost.expire_unused()
 

@@ -125,6 +125,12 @@ class QueuedMessage:
         self.excluded: set[int] | None = None  # consumers it is undeliverable to
         # _routing and _forms stay unset until asked for: nothing per message up front
 
+    def forget_fields(self) -> None:
+        """Its ``data`` was rewritten: what was read from the old bytes is read again when asked."""
+        for name in ("_routing", "_headers", "_fields", "_forms", "_group"):
+            if hasattr(self, name):
+                delattr(self, name)
+
     def copy(self) -> QueuedMessage:
         """A fresh record of the same message (same class, same routing fields, no queue state)."""
         m = type(self)(

@@ -101,6 +101,8 @@ class Queue(Node):
         """When it was declared or last lost a consumer (for ``expires``)."""
         self.admit: Callable[[QueuedMessage], bool] | None = None
         """What it keeps (a topic subscription's selector); None: everything."""
+        self.settings: dict[str, Any] = {}
+        """A front end's settings kept with a subscription's store record (JSON; e.g. Service Bus rules)."""
         # consumers with a selector: per priority level, the seq up to which every message
         # is known not to match (so a take looks only at what is newer)
         self._scanned: dict[int, list[int]] = {}

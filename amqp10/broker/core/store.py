@@ -744,7 +744,11 @@ class GroupCommitter:
             callbacks, self._callbacks = self._callbacks, []
             started = time.perf_counter()
             try:
-                await anyio.to_thread.run_sync(self.store.apply, ops)
+                # shielded: a batch taken out of _ops is written even when the committer is
+                # being cancelled (the broker stopping); a cancellation at the writer thread's
+                # start would otherwise drop it, with nothing left for run's final commit
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(self.store.apply, ops)
             except Exception as exc:
                 if not self.store.out_of_space(exc):
                     self.error = exc

@@ -203,6 +203,12 @@ class VirtualHost:
             self.journal.submit((_store.NODE, self.name, name, "subscription", "{}"))
         return q
 
+    def save_subscription(self, queue: Queue) -> None:
+        """Write a durable subscription queue's record again, with its ``settings``."""
+        if queue.durable_node:
+            props = json.dumps({"settings": queue.settings}, sort_keys=True) if queue.settings else "{}"
+            self.journal.submit((_store.NODE, self.name, queue.name, "subscription", props))
+
     def lookup(self, address: str | None, *, create: bool, kind: str | None = None) -> Node | None:
         """The node at ``address``, auto-created (as ``kind``, else per the rules) if allowed."""
         if not address:

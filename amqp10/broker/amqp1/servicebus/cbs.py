@@ -21,11 +21,11 @@ from typing import Any
 from ....transport import Link, Sender
 from ....types import ReceiverSettleMode, Source
 from ...config import ServiceBusConfig
-from ...core import Node, Queue, QueuedMessage, VirtualHost
+from ...core import Lease, Leases, Node, Queue, QueuedMessage, VirtualHost
 from ..management import ManagementNode
 from .entities import DEAD_LETTER_SUFFIX, entity_node
 from .management import AzureRequestNode, EntityManagementNode
-from .sessions import claim_session
+from .sessions import SESSION_FILTER, claim_session
 from .tokens import (
     JWT,
     SAS_PREFIX,
@@ -58,9 +58,20 @@ def entity_path(address: str) -> str:
 class Gate:
     """One connection's tokens, and the links they let in."""
 
-    def __init__(self, config: ServiceBusConfig, now: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        config: ServiceBusConfig,
+        now: Callable[[], float],
+        leases: Leases | None = None,
+        session_lost: Callable[[Link], None] = lambda link: None,
+    ) -> None:
         self.config = config
         self.now = now
+        self.leases = leases
+        self.session_lost = session_lost
+        """Called when a session receiver's session lock ran out (its link is then detached)."""
+        self.sessions: dict[int, tuple[Lease, Queue, str]] = {}
+        """The session locks of this connection's session receivers, by link."""
         self.keys = {k.name: (k.key, frozenset(k.rights)) for k in config.shared_access_keys}
         self.grants: dict[str, Grant] = {}
         """The valid tokens put, by audience (a new token for an audience replaces the old)."""
@@ -81,7 +92,9 @@ class Gate:
             if address == CBS_ADDRESS:
                 node = CbsNode(vhost, self)
             elif address.endswith(_MGMT_SUFFIX) and len(address) > len(_MGMT_SUFFIX):
-                node = EntityManagementNode(vhost, address[: -len(_MGMT_SUFFIX)], self.lock_duration)
+                node = EntityManagementNode(
+                    vhost, address[: -len(_MGMT_SUFFIX)], self.lock_duration, self.renew_session
+                )
             else:
                 return None
             self.nodes[address] = node
@@ -97,8 +110,31 @@ class Gate:
     def claim_session(
         self, link: Sender, source: Source, queue: Queue
     ) -> tuple[dict[Any, Any], Callable[[QueuedMessage], bool]] | None:
-        """A session receiver's session (see :mod:`.sessions`); None: not a session receiver."""
-        return claim_session(link, source, queue, self.now() + self.lock_duration(queue.name))
+        """A session receiver's session (see :mod:`.sessions`), locked for the queue's lock
+        duration unless renewed; None: not a session receiver."""
+        duration = self.lock_duration(queue.name)
+        claimed = claim_session(link, source, queue, self.now() + duration)
+        if claimed is not None and self.leases is not None:
+            self._unlock_session(link)
+            lease = self.leases.take(duration, lambda: self._session_expired(link))
+            self.sessions[id(link)] = (lease, queue, str(claimed[0][SESSION_FILTER]))
+        return claimed
+
+    def renew_session(self, queue: Queue, sid: str) -> float | None:
+        """Renew a session lock held on this connection: its new end (None: not held, or lost)."""
+        for lease, q, held in self.sessions.values():
+            if q is queue and held == sid and self.leases is not None and self.leases.renew(lease):
+                return lease.expires
+        return None
+
+    def _unlock_session(self, link: Link) -> None:
+        held = self.sessions.pop(id(link), None)
+        if held is not None and self.leases is not None:
+            self.leases.drop(held[0])
+
+    def _session_expired(self, link: Link) -> None:
+        self.sessions.pop(id(link), None)
+        self.session_lost(link)
 
     def put(self, token_type: Any, audience: Any, token: Any) -> Grant:
         """Check a token and keep its grant; raises :class:`TokenError`."""
@@ -155,6 +191,7 @@ class Gate:
 
     def forget(self, link: Link) -> None:
         self.links.pop(id(link), None)
+        self._unlock_session(link)
 
     def expired(self) -> list[Link]:
         """The links no valid token covers any more (they are forgotten)."""

@@ -3,7 +3,12 @@
 Each delivery's tag is a fresh 16-byte lock token (the SDK reads the tag as a
 UUID), and its message annotations carry ``x-opt-sequence-number`` (the queue's
 sequence number of the message), ``x-opt-enqueued-time``, ``x-opt-locked-until``
-and ``x-opt-lock-token``. The outcomes the SDK sends are the core's: complete is
+and ``x-opt-lock-token``. A peek-locked delivery's lock lasts the entity's lock
+duration: ``com.microsoft:renew-lock`` extends it; when it runs out the message goes
+back to the queue (its delivery count one up, dead-lettered with the reason
+``MaxDeliveryCountExceeded`` past the max delivery count, as an abandon) and the
+delivery's settlement is then answered with ``rejected`` carrying
+``com.microsoft:message-lock-lost`` (the SDK raises ``MessageLockLostError``). The outcomes the SDK sends are the core's: complete is
 accepted (ack), abandon is modified with delivery-failed (released, the delivery
 count goes up; the queue's delivery limit dead-letters), defer is modified with
 undeliverable-here (set aside, :mod:`.deferred`), and dead-letter is rejected
@@ -16,17 +21,22 @@ from __future__ import annotations
 
 import uuid
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from ....message import LazyMessage, Message
-from ....types import DecodeError, Modified, Rejected, symbol, timestamp
-from ...core import Queue, QueuedMessage
+from ....transport import Delivery
+from ....types import DecodeError, Error, Modified, Rejected, symbol, timestamp
+from ...core import Lease, Queue, QueuedMessage
 from ..consumers import LinkConsumer
 from ..message import Amqp1Message
 from .deferred import defer
 
-__all__ = ["ServiceBusConsumer", "annotated", "with_reason"]
+__all__ = ["MESSAGE_LOCK_LOST", "REMOVE", "ServiceBusConsumer", "annotated", "holder", "rewrite", "with_reason"]
 
 DEAD_LETTER = "com.microsoft:dead-letter"
+MESSAGE_LOCK_LOST = "com.microsoft:message-lock-lost"
+_LOST = "the message's lock ran out before it was settled (it went back to the queue)"
+_HOLDERS: WeakKeyDictionary[Queue, dict[uuid.UUID, ServiceBusConsumer]] = WeakKeyDictionary()
 _REASON = ("DeadLetterReason", "DeadLetterErrorDescription")
 _SEQ = symbol("x-opt-sequence-number")
 _ENQUEUED = symbol("x-opt-enqueued-time")
@@ -35,25 +45,113 @@ _LOCK_TOKEN = symbol("x-opt-lock-token")
 
 
 class ServiceBusConsumer(LinkConsumer):
-    """A broker sender link whose deliveries carry Service Bus's lock tokens and annotations."""
+    """A broker sender link whose deliveries carry Service Bus's lock tokens and annotations,
+    and whose peek-locks run out (a lease each, :mod:`amqp10.broker.core.leases`)."""
 
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.locks: dict[bytes, tuple[Lease, uuid.UUID]] = {}
+        """The running locks of the unsettled deliveries, by delivery tag."""
+        self.lost: set[bytes] = set()
+        """Tags of deliveries whose lock ran out (their messages went back to the queue)."""
 
     def payload(self, msg: QueuedMessage) -> tuple[bytes, bytes | None]:
         data, _ = super().payload(msg)
         token = uuid.uuid4()
+        tag = token.bytes_le
         gate = self.handler.gate
         lock = gate.lock_duration(self.node.name) if gate is not None else 60.0
         now = self.handler.broker.now()
-        return annotated(data, msg, {_LOCKED_UNTIL: timestamp(int((now + lock) * 1000)), _LOCK_TOKEN: token}), token.bytes_le
+        if not self.presettled and isinstance(self.node, Queue):
+            lease = self.handler.broker.leases.take(lock, lambda: self._lock_lost(tag))
+            self.locks[tag] = (lease, token)
+            _holders(self.node)[token] = self
+        annotations = {_LOCKED_UNTIL: timestamp(int((now + lock) * 1000)), _LOCK_TOKEN: token}
+        return annotated(data, msg, annotations), tag
+
+    def _unlock(self, tag: bytes) -> None:
+        held = self.locks.pop(tag, None)
+        if held is not None:
+            self.handler.broker.leases.drop(held[0])
+            if isinstance(self.node, Queue):
+                _holders(self.node).pop(held[1], None)
+
+    def _lock_lost(self, tag: bytes) -> None:
+        """The lock ran out: the message goes back to its queue, a failed delivery."""
+        held = self.locks.pop(tag, None)
+        if held is not None and isinstance(self.node, Queue):
+            _holders(self.node).pop(held[1], None)
+        msg = self.in_flight.pop(tag, None)
+        if msg is None or not isinstance(self.node, Queue):
+            return
+        self.lost.add(tag)
+        _abandon(self.node, msg)
+        if not self.handler._handling:
+            self.handler.wake()
+
+    def renew(self, token: uuid.UUID) -> float | None:
+        """Renew the lock ``token`` names: its new end (None: the lock is lost)."""
+        held = self.locks.get(token.bytes_le)
+        leases = self.handler.broker.leases
+        if held is None or not leases.renew(held[0]):
+            return None
+        return held[0].expires
+
+    def settle_by_token(self, token: uuid.UUID, state: Any) -> bool:
+        """Settle the delivery whose lock ``token`` names (``update-disposition``); False: lost."""
+        tag = token.bytes_le
+        d = self.link.unsettled.get(tag)
+        if d is None or tag not in self.in_flight:
+            return False
+        self.settled(d, state)
+        if not d.settled:
+            d.settle(state if not isinstance(state, Rejected) else Rejected())
+        return True
+
+    def settled(self, d: Delivery, state: Any) -> None:
+        if d.tag in self.lost:
+            self.lost.discard(d.tag)
+            if not d.settled:
+                d.settle(Rejected(error=Error(condition=symbol(MESSAGE_LOCK_LOST), description=_LOST)))
+            return
+        self._unlock(d.tag)
+        super().settled(d, state)
+
+    def release_all(self) -> None:
+        for tag in list(self.locks):
+            self._unlock(tag)
+        self.lost.clear()
+        super().release_all()
 
     def apply(self, msg: QueuedMessage, state: Any) -> None:
         if isinstance(state, Modified) and state.undeliverable_here and isinstance(self.node, Queue):
             defer(self.node, msg)  # defer_message: set aside for receive_deferred_messages
             return
+        if isinstance(state, Modified) and state.delivery_failed and isinstance(self.node, Queue):
+            _abandon(self.node, msg)
+            return
         error = getattr(state, "error", None) if isinstance(state, Rejected) else None
         if error is not None and str(error.condition) == DEAD_LETTER and isinstance(error.info, dict):
             with_reason(msg, error.info)
         super().apply(msg, state)
+
+
+def holder(queue: Queue, token: uuid.UUID) -> ServiceBusConsumer | None:
+    """The consumer that holds the peek-lock ``token`` on ``queue`` (None: no such lock runs)."""
+    return _HOLDERS.get(queue, {}).get(token)
+
+
+def _holders(queue: Queue) -> dict[uuid.UUID, ServiceBusConsumer]:
+    return _HOLDERS.setdefault(queue, {})
+
+
+def _abandon(queue: Queue, msg: QueuedMessage) -> None:
+    """Back to the queue as a failed delivery; one past the max delivery count, dead-lettered
+    with the reason Service Bus gives (``MaxDeliveryCountExceeded``)."""
+    limit = queue.policy.delivery_limit
+    if limit is not None and msg.delivery_count + 1 >= limit:
+        with_reason(msg, {"DeadLetterReason": "MaxDeliveryCountExceeded", "DeadLetterErrorDescription": f"delivered {limit} times"})
+    queue.release(msg, delivery_failed=True)
 
 
 def annotated(data: bytes, msg: QueuedMessage, extra: dict[Any, Any] | None = None) -> bytes:
@@ -69,16 +167,37 @@ def annotated(data: bytes, msg: QueuedMessage, extra: dict[Any, Any] | None = No
 
 def with_reason(msg: QueuedMessage, info: dict[Any, Any]) -> None:
     """Put the dead-letter reason and description into the message's application properties."""
-    if type(msg) is not Amqp1Message:
-        return
-    try:
-        m = Message.decode(msg.data)
-    except (DecodeError, LookupError, ValueError):
-        return
-    props = dict(m.application_properties or {})
+    changes = []
     for key in _REASON:
         value = info.get(key, info.get(symbol(key)))
         if value is not None:
-            props[key] = value.decode() if isinstance(value, bytes) else str(value)
+            changes.append((False, key, value.decode() if isinstance(value, bytes) else str(value)))
+    rewrite(msg, changes)  # its size stays as counted; the dead-lettered copy counts its own
+
+
+REMOVE: Any = object()
+"""A change's value that removes the property (see :func:`rewrite`)."""
+
+
+def rewrite(msg: QueuedMessage, changes: list[tuple[bool, str, Any]]) -> bool:
+    """Change ``msg``'s bytes: each change is (a message field? the field's accessor on
+    :class:`~amqp10.message.Message`, else an application property's name, the value or
+    :data:`REMOVE`). False (and left as it is): not an AMQP 1.0 message, or undecodable."""
+    if type(msg) is not Amqp1Message:
+        return False
+    try:
+        m = Message.decode(msg.data)
+    except (DecodeError, LookupError, ValueError):
+        return False
+    props = dict(m.application_properties or {})
+    for field, name, value in changes:
+        if field:
+            setattr(m, name, None if value is REMOVE else value)
+        elif value is REMOVE:
+            props.pop(name, None)
+        else:
+            props[name] = value
     m.application_properties = props
-    msg.data = m.encode()  # its size stays as counted; the dead-lettered copy counts its own
+    msg.data = m.encode()
+    msg.forget_fields()
+    return True

@@ -4,8 +4,8 @@ The emulator's file (``UserConfig.Namespaces[0]``) lists ``Queues`` and ``Topics
 with ``Subscriptions`` and their ``Rules``; each becomes the corresponding
 :class:`~amqp10.broker.config.ServiceBusQueue`, ``ServiceBusTopic`` and
 ``ServiceBusRule``. Read are ``Name``, ``MaxDeliveryCount``, ``LockDuration``
-(ISO 8601 ``PT…``) and the rules' ``SqlFilter.SqlExpression`` and
-``CorrelationFilter``; the other properties are not applied.
+(ISO 8601 ``PT…``) and the rules' ``SqlFilter.SqlExpression``,
+``CorrelationFilter`` and ``Action.SqlExpression``; the other properties are not applied.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def _rule(r: dict[str, Any]) -> ServiceBusRule:
     sql = (props.get("SqlFilter") or {}).get("SqlExpression")
     corr = props.get("CorrelationFilter")
     correlation = {_CORRELATION[k]: v for k, v in corr.items() if k in _CORRELATION} if corr else None
-    return ServiceBusRule(name=r["Name"], sql=sql, correlation=correlation)
+    action = (props.get("Action") or {}).get("SqlExpression")
+    return ServiceBusRule(name=r["Name"], sql=sql, correlation=correlation, action=action)
 
 
 def _queue_fields(props: dict[str, Any]) -> dict[str, Any]:

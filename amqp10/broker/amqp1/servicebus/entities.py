@@ -6,78 +6,21 @@ its ``max_delivery_count``: abandoning a message counts a failed delivery, and t
 core dead-letters it once the limit is reached. A topic is a core topic; its
 subscription ``S`` is the topic's subscription queue ``S``, addressed
 ``TOPIC/Subscriptions/S``, dead-lettering to ``TOPIC/Subscriptions/S/$deadletterqueue``,
-and keeping only the messages one of its rules matches (the queue's ``admit``):
-SQL filters are the broker's selectors (SQL dialect, with Service Bus's ``sys.``
-system properties), correlation filters its properties filters.
+and keeping only the messages one of its rules matches (:mod:`.rules`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from ...config import ServiceBusConfig, ServiceBusRule
-from ...core import Node, Queue, QueuedMessage, Topic, VirtualHost
-from ...core.selector import compile_selector, match_properties, sql_field
+from ...config import ServiceBusConfig
+from ...core import Node, Queue, Topic, VirtualHost
+from .rules import apply_rules
 
-__all__ = ["DEAD_LETTER_SUFFIX", "declare_entities", "entity_node", "rule_filter"]
+__all__ = ["DEAD_LETTER_SUFFIX", "declare_entities", "entity_node"]
 
 DEAD_LETTER_SUFFIX = "/$deadletterqueue"
 _SUBSCRIPTIONS = "/subscriptions/"
-
-# a correlation filter's names, as the properties fields they match
-_CORRELATION = {
-    "correlation_id": "correlation-id",
-    "message_id": "message-id",
-    "to": "to",
-    "reply_to": "reply-to",
-    "subject": "subject",
-    "label": "subject",
-    "session_id": "group-id",
-    "reply_to_session_id": "reply-to-group-id",
-    "content_type": "content-type",
-}
-
-
-def _sql_field(name: str) -> Any:
-    """A SQL filter's identifier: Service Bus's ``sys.X`` system properties, else the SQL dialect's."""
-    if name.lower().startswith("sys."):
-        field = _SYSTEM.get(name[4:].lower())
-        if field is None:
-            raise KeyError(name)
-        return sql_field("properties." + field)
-    return sql_field(name)
-
-
-def rule_filter(rule: ServiceBusRule) -> Callable[[QueuedMessage], bool]:
-    """What a rule keeps; raises ValueError (or the selector's error) for a bad filter."""
-    checks: list[Callable[[Any], bool]] = []
-    if rule.sql is not None:
-        checks.append(compile_selector(rule.sql, "sql", resolve=_sql_field))
-    if rule.correlation is not None:
-        spec: dict[str, Any] = dict(rule.correlation)
-        app = spec.pop("properties", None) or {}
-        if not isinstance(app, dict):
-            raise ValueError("a correlation filter's properties is a table")
-        unknown = [k for k in spec if k not in _CORRELATION]
-        if unknown:
-            raise ValueError(f"unknown correlation filter field(s) {unknown}; known: {sorted(_CORRELATION)}")
-        checks.append(match_properties({_CORRELATION[k]: v for k, v in spec.items()}, section="properties"))
-        if app:
-            checks.append(match_properties(app, section="application-properties"))
-    return lambda m: all(c(m) for c in checks)
-
-
-_SYSTEM = {
-    "messageid": "message-id",
-    "correlationid": "correlation-id",
-    "label": "subject",
-    "to": "to",
-    "replyto": "reply-to",
-    "sessionid": "group-id",
-    "replytosessionid": "reply-to-group-id",
-    "contenttype": "content-type",
-}
 
 
 def _dead_letters_to(q: Queue, dead: str, max_delivery_count: int | None) -> None:
@@ -88,7 +31,14 @@ def _dead_letters_to(q: Queue, dead: str, max_delivery_count: int | None) -> Non
 
 
 def declare_entities(vhost: VirtualHost, config: ServiceBusConfig) -> None:
-    """Declare the configured queues and topics (existing ones are kept, rules replaced)."""
+    """Declare the configured queues and topics (existing ones are kept), and give every
+    subscription its rules (see :func:`.rules.apply_rules`)."""
+    configured = {(t.name, s.name) for t in config.topics for s in t.subscriptions}
+    for node in list(vhost.nodes.values()):
+        if isinstance(node, Topic):
+            for key, sub in node.subscriptions.items():
+                if (node.name, key) not in configured:
+                    apply_rules(vhost, sub, None)
     for qc in config.queues:
         dead = qc.name + DEAD_LETTER_SUFFIX
         vhost.declare_queue(dead)
@@ -106,8 +56,7 @@ def declare_entities(vhost: VirtualHost, config: ServiceBusConfig) -> None:
             raise ValueError(f"[servicebus] topic {tc.name!r} is a {topic.kind} already")
         for sc in tc.subscriptions:
             q = topic.subscribe(sc.name, durable=True)
-            filters = [rule_filter(r) for r in sc.rules]
-            q.admit = lambda m, filters=filters: any(f(m) for f in filters)
+            apply_rules(vhost, q, sc.rules)
             dead = f"{tc.name}/Subscriptions/{sc.name}{DEAD_LETTER_SUFFIX}"
             vhost.declare_queue(dead)
             _dead_letters_to(q, dead, sc.max_delivery_count)

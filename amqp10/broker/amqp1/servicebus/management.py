@@ -7,8 +7,8 @@ from that node. Supported:
 
 - ``com.microsoft:peek-message`` (``from-sequence-number``, ``message-count``): the
   queue's messages from that sequence number on, left where they are; 204 when none.
-- ``com.microsoft:renew-lock`` (``lock-tokens``): new ``expirations`` (locks are
-  reported, not enforced).
+- ``com.microsoft:renew-lock`` (``lock-tokens``): new ``expirations``; a lock that
+  ran out (or was never taken) is a 410 with ``com.microsoft:message-lock-lost``.
 - ``com.microsoft:schedule-message`` (``messages``: maps with ``message``, the encoded
   message carrying ``x-opt-scheduled-enqueue-time``): held by the core's scheduler;
   answers their ``sequence-numbers``.
@@ -20,9 +20,16 @@ from that node. Supported:
   settles them (see :mod:`.deferred`).
 
 - ``com.microsoft:get-session-state``, ``set-session-state``, ``renew-session-lock``
-  (``session-id``; see :mod:`.sessions`).
+  (``session-id``; see :mod:`.sessions`). A session lock lasts the entity's lock
+  duration; renew-session-lock extends it (a 410 with ``com.microsoft:session-lock-lost``
+  once it ran out); when it runs out the session receiver's link is detached with
+  ``com.microsoft:session-lock-lost`` and its unsettled messages go back.
+- ``com.microsoft:add-rule``, ``remove-rule``, ``enumerate-rules`` on a
+  subscription's ``$management`` (see :mod:`.rules`).
 
-Any other operation is a 501.
+Any other operation is a 501. A failed operation's response carries the Service Bus
+error condition in ``errorCondition`` (as the SDKs read it: ``com.microsoft:message-lock-lost``,
+``com.microsoft:entity-already-exists``, ``amqp:not-found``, ...).
 """
 
 from __future__ import annotations
@@ -31,19 +38,41 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ....types import Array, DecodeError, Error, ErrorCondition, timestamp
+from ....types import (
+    Accepted,
+    Array,
+    DecodeError,
+    Error,
+    ErrorCondition,
+    Modified,
+    Rejected,
+    symbol,
+    timestamp,
+)
 from ...core import Queue, QueuedMessage, VirtualHost
 from ..management import ManagementNode
 from ..message import Amqp1Message, parse_transfer
-from .consumer import annotated, with_reason
+from .consumer import DEAD_LETTER, annotated, holder, with_reason
 from .deferred import deferred, undefer
 from .entities import entity_node
+from .rules import OPERATIONS as RULE_OPERATIONS
+from .rules import OperationError, rule_operation
 from .sessions import session_states
 
 __all__ = ["AzureRequestNode", "EntityManagementNode"]
 
 Reply = tuple[int, str, Any]
 VENDOR = "com.microsoft:"
+SESSION_LOCK_LOST = "com.microsoft:session-lock-lost"
+# a failed operation's errorCondition, by its status (unless the operation names one)
+_CONDITIONS = {
+    400: "com.microsoft:argument-error",
+    404: "amqp:not-found",
+    409: "com.microsoft:entity-already-exists",
+    410: "com.microsoft:message-lock-lost",
+    501: "amqp:not-implemented",
+    503: "com.microsoft:server-busy",
+}
 
 
 class AzureRequestNode(ManagementNode):
@@ -72,11 +101,18 @@ class EntityManagementNode(AzureRequestNode):
 
     kind = "entity-management"
 
-    def __init__(self, vhost: VirtualHost, entity: str, lock_duration: Callable[[str], float]) -> None:
+    def __init__(
+        self,
+        vhost: VirtualHost,
+        entity: str,
+        lock_duration: Callable[[str], float],
+        renew_session: Callable[[Queue, str], float | None] = lambda queue, sid: None,
+    ) -> None:
         super().__init__(vhost)
         self.name = entity + "/$management"
         self.entity = entity
         self.lock_duration = lock_duration
+        self.renew_session = renew_session
         self._ops: dict[str, Callable[[Queue, Mapping[str, Any]], Reply]] = {
             VENDOR + "peek-message": self._peek,
             VENDOR + "renew-lock": self._renew_lock,
@@ -92,12 +128,19 @@ class EntityManagementNode(AzureRequestNode):
         """Lock tokens of the deferred messages read here, to their sequence numbers."""
 
     def answer(self, props: Mapping[str, Any], body: Any) -> tuple[dict[str, Any], Any]:
-        status, description, reply = self._execute(props.get("operation"), body)
-        return {"statusCode": status, "statusDescription": description}, reply
+        try:
+            status, description, reply = self._execute(props.get("operation"), body)
+        except OperationError as exc:
+            status, description, reply = exc.status, exc.description, None
+            return {"statusCode": status, "statusDescription": description, "errorCondition": exc.condition}, None
+        out: dict[str, Any] = {"statusCode": status, "statusDescription": description}
+        if status >= 400:
+            out["errorCondition"] = _CONDITIONS.get(status, "amqp:internal-error")
+        return out, reply
 
     def _execute(self, op: Any, body: Any) -> Reply:
         handler = self._ops.get(op) if isinstance(op, str) else None
-        if handler is None:
+        if handler is None and op not in RULE_OPERATIONS:
             return 501, f"operation {op!r} is not implemented on {self.name}", None
         queue = entity_node(self.vhost, self.entity)
         if not isinstance(queue, Queue):
@@ -105,6 +148,8 @@ class EntityManagementNode(AzureRequestNode):
         if not isinstance(body, Mapping):
             return 400, "the request's body is a map", None
         try:
+            if handler is None:
+                return rule_operation(self.vhost, queue, str(op), body)
             return handler(queue, body)
         except (KeyError, TypeError, ValueError, DecodeError) as exc:
             return 400, f"bad request: {exc}", None
@@ -118,9 +163,16 @@ class EntityManagementNode(AzureRequestNode):
         return 200, "OK", {"messages": [{"message": annotated(m.form(Amqp1Message.format), m)} for m in found]}
 
     def _renew_lock(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
-        tokens = list(body["lock-tokens"])
-        until = timestamp(int((self.vhost.now() + self.lock_duration(self.entity)) * 1000))
-        return 200, "OK", {"expirations": Array(timestamp, [until] * len(tokens))}
+        out = []
+        for token in (_uuid(t) for t in body["lock-tokens"]):
+            c = holder(queue, token)
+            until = c.renew(token) if c is not None else None
+            if until is None and token in self.locks:  # a deferred message's
+                until = self.vhost.now() + self.lock_duration(self.entity)
+            if until is None:
+                return 410, f"lock {token} is not held (message lock lost)", None
+            out.append(timestamp(int(until * 1000)))
+        return 200, "OK", {"expirations": Array(timestamp, out)}
 
     def _schedule(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
         seqs: list[int] = []
@@ -152,8 +204,13 @@ class EntityManagementNode(AzureRequestNode):
         status = body["disposition-status"]
         if status not in ("completed", "abandoned", "suspended", "defered"):
             return 400, f"unknown disposition-status {status!r}", None
-        for token in body["lock-tokens"]:
-            seq = self.locks.get(token if isinstance(token, uuid.UUID) else uuid.UUID(str(token)))
+        for token in (_uuid(t) for t in body["lock-tokens"]):
+            c = holder(queue, token)
+            if c is not None:  # a delivery on a receiver link
+                if not c.settle_by_token(token, _outcome(status, body)):
+                    return 410, f"lock {token} is not held (message lock lost)", None
+                continue
+            seq = self.locks.get(token)
             msg = None if seq is None or status == "defered" else undefer(queue, seq)
             if seq is None or (msg is None and status != "defered"):
                 return 410, f"lock {token} is not held (message lock lost)", None
@@ -188,5 +245,24 @@ class EntityManagementNode(AzureRequestNode):
         return 200, "OK", {}
 
     def _renew_session_lock(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
-        until = timestamp(int((self.vhost.now() + self.lock_duration(self.entity)) * 1000))
-        return 200, "OK", {"expiration": until}
+        sid = str(body["session-id"])
+        until = self.renew_session(queue, sid)
+        if until is None:
+            raise OperationError(410, SESSION_LOCK_LOST, f"session {sid!r} is not locked by this connection (session lock lost)")
+        return 200, "OK", {"expiration": timestamp(int(until * 1000))}
+
+
+def _uuid(token: Any) -> uuid.UUID:
+    return token if isinstance(token, uuid.UUID) else uuid.UUID(str(token))
+
+
+def _outcome(status: str, body: Mapping[str, Any]) -> Any:
+    """The link outcome an update-disposition's ``disposition-status`` stands for."""
+    if status == "completed":
+        return Accepted()
+    if status == "abandoned":
+        return Modified(delivery_failed=True)
+    if status == "defered":
+        return Modified(delivery_failed=True, undeliverable_here=True)
+    info = {"DeadLetterReason": body.get("deadletter-reason"), "DeadLetterErrorDescription": body.get("deadletter-description")}
+    return Rejected(error=Error(condition=symbol(DEAD_LETTER), info=info))
