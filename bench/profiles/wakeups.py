@@ -2,7 +2,7 @@
 
 Runs ``one_consumers_case`` (a backlog drained by N consumers, credit 10 each) and, for
 the drain only, reports per message: the broker's CPU (user and system, by thread),
-its context switches, and optionally
+its context switches, the client's (this process's) CPU, and optionally
 
     --strace          the system calls (``strace -c -f`` attached to the broker)
     --opcodes         Python opcodes and calls (``sys.settrace`` inside the broker: slow,
@@ -137,8 +137,10 @@ def main() -> None:
                 os.kill(pid, signal.SIGUSR1)
             time.sleep(1.0 if watchers else 0.2)  # attached before the first flow
             before.update(snapshot(pid))
+            before["client"] = time.process_time_ns() // 1000
             return cpu()
         value = cpu()
+        print(f"client CPU: {(time.process_time_ns() // 1000 - before['client']) / n:.1f} us per message")
         after = snapshot(pid)
         for key, v in after.items():
             if key in before and v != before[key]:
