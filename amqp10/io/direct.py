@@ -10,10 +10,13 @@ task switches were most of the broker's CPU per message.
 :class:`DirectDriver` serves the same engine over a plain TCP stream of anyio's
 asyncio backend. While it runs it puts its own :class:`asyncio.Protocol` on the
 stream's transport: ``data_received`` hands the bytes to the engine and the events
-to the owner at once, and :meth:`flush_soon` schedules one plain callback
-(``loop.call_soon``) that writes everything the engine queued with one
-``transport.write`` - after every other callback of that loop turn, so a burst of
-deliveries to this connection still goes out in one system call. The writer task
+to the owner at once, then writes what that queued with one ``transport.write``
+before returning (an answer costs no second turn of the event loop: no callback
+scheduled, no extra ``epoll_wait``). Output caused from elsewhere (another
+connection's read, a timer) goes through :meth:`flush_soon`, which schedules one
+plain callback (``loop.call_soon``) that writes everything the engine queued -
+after every other callback of that loop turn, so a burst of deliveries to this
+connection still goes out in one system call. The writer task
 of :class:`Driver` stays, for the timers (heartbeats) and for writing while the
 transport's buffer is over its high-water mark (``pause_writing``: the engine keeps
 its output until the kernel has taken the backlog).
@@ -111,6 +114,7 @@ class DirectDriver(Driver[EventT]):
         self._installed = False
         self._write_paused = False
         self._flush_scheduled = False
+        self._feeding = False  # in _on_data: it writes at its end, no callback needed
         self._read_done = Signal()
         self._peek: asyncio.TimerHandle | None = None
 
@@ -121,7 +125,7 @@ class DirectDriver(Driver[EventT]):
             if self._wake is not None:
                 self._wake.set()
             return
-        if not self._flush_scheduled and self._loop is not None:
+        if not self._flush_scheduled and not self._feeding and self._loop is not None:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush_now)
 
@@ -178,8 +182,11 @@ class DirectDriver(Driver[EventT]):
         self.bytes_read += len(data)
         if self._on_read is not None:
             self._on_read()
+        self._feeding = True
         try:
             events = self.protocol.receive_data(data)
+            if events:
+                self._dispatch(events)
         except Exception as exc:  # an engine bug: stop this connection, not the loop
             log.exception("error while reading from %s", self.peer)
             self.abort(
@@ -188,9 +195,15 @@ class DirectDriver(Driver[EventT]):
                 )
             )
             return
-        if events:
-            self._dispatch(events)
-        self.flush_soon()
+        finally:
+            self._feeding = False
+        # the answer to what was read goes out now, in this callback (an owner's
+        # flush_soon meanwhile only marked it; a callback scheduled before is a no-op)
+        self._wake_pending = True
+        if self._installed and not self._write_paused and not self._eof:
+            self._flush_now()
+        else:
+            self.flush_soon()
         if self.protocol.is_closed:
             self._stop_reading()
         elif self._paused:

@@ -614,7 +614,7 @@ class Receiver(Link):
         self.drain = drain
         self._drain_requested = drain
         if self.state is LinkState.ATTACHED:
-            self._write_flow(echo=echo)
+            self.session._queue_link_flow(self, echo)
 
     def add_credit(self, n: int) -> None:
         """Grant ``n`` more deliveries of credit."""

@@ -112,6 +112,9 @@ class Session:
         self._incoming: dict[int, Delivery] = {}
         self._dispositions: list[list[Any]] = []  # [role, first, last, settled, state]
         self._flow_pending = False
+        # receivers whose flow() is written with the next output (Proton's habit): the
+        # credit they set then, after the dispositions, one frame per link per batch
+        self._link_flows: dict[Link, bool] = {}  # link -> echo asked for
         self._blocked: list[Sender] = []  # senders waiting for the remote incoming window
         self._done = False
 
@@ -225,6 +228,8 @@ class Session:
             raise IllegalStateError(f"session on channel {self.channel} cannot send ({self.state.name})")
         if self._dispositions:
             self._flush_dispositions()
+        if self._link_flows:
+            self._flush_link_flows()  # before a detach (or any frame) that follows them
         self.connection._write_frame(self.channel, performative)
 
     def _write_transfer(self, transfer: Transfer, payload: bytes | memoryview) -> None:
@@ -305,10 +310,25 @@ class Session:
                 ),
             )
 
+    def _queue_link_flow(self, link: Link, echo: bool) -> None:
+        """Write ``link``'s flow with the next output (a later flow() before then only
+        changes what it says)."""
+        flows = self._link_flows
+        if not flows:
+            self.connection._dirty_sessions.add(self)
+        flows[link] = echo or flows.get(link, False)
+
+    def _flush_link_flows(self) -> None:
+        flows, self._link_flows = self._link_flows, {}
+        for link, echo in flows.items():
+            link._write_flow(echo=echo)  # also carries the session's fields
+
     def _flush(self) -> None:
-        """Write what was batched: dispositions and a session flow."""
+        """Write what was batched: dispositions, receivers' flows and a session flow."""
         if self._dispositions:
             self._flush_dispositions()
+        if self._link_flows:
+            self._flush_link_flows()
         if self._flow_pending and self.state is SessionState.MAPPED:
             self._write_flow()
 
@@ -501,6 +521,7 @@ class Session:
         self._done = True  # a session endpoint is not reused (§2.5.5: no need to retain it)
         self.connection._unmap_session(self)
         self._dispositions = []
+        self._link_flows = {}
         self._flow_pending = False
         self._blocked = []
         for link in [*self.links.values(), *self._remote_links.values()]:

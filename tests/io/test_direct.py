@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -151,6 +152,35 @@ async def test_a_burst_of_answers_is_one_write() -> None:
         data = await recv_until(client, b"X\n" * 200)
         assert data == b"X\n" * 200
         assert drivers[0].writes == 1  # 200 flush_soon calls, one transport.write
+
+
+async def test_an_answer_to_a_read_is_written_in_the_same_callback() -> None:
+    # each answer was a call_soon'd flush: one more event-loop turn (and epoll_wait) per
+    # read, which a peer waiting for every answer (a consumer with a small credit window)
+    # paid on each round trip
+    engine = Echo(copies=3)  # three flush_soon calls from the owner per line
+    loop = asyncio.get_running_loop()
+    scheduled: list[Any] = []
+    real_call_soon = loop.call_soon
+
+    def spy(callback: Any, *args: Any, **kwargs: Any) -> Any:
+        scheduled.append(callback)
+        return real_call_soon(callback, *args, **kwargs)
+
+    async with served(engine) as (client, drivers, changed):
+        client.sendall(b"a\n")
+        await recv_until(client, b"A\n" * 3)
+        d = drivers[0]
+        writes = d.writes
+        loop.call_soon = spy  # type: ignore[method-assign]
+        try:
+            for i in range(20):
+                client.sendall(b"x%d\n" % i)
+                await recv_until(client, (b"X%d\n" % i) * 3)
+        finally:
+            del loop.call_soon
+        assert d.writes - writes == 20  # one write per read, the answers together
+        assert not [c for c in scheduled if getattr(c, "__self__", None) is d]
 
 
 async def test_paused_reading_resumes_and_peeks_for_heartbeats() -> None:
