@@ -194,8 +194,9 @@ def test_a_full_disk_rejects_publishers_keeps_what_it_accepted_and_recovers(tiny
 class _PikaFullDisk:
     """A pika publisher (the asynchronous adapter, so that publishes stay in flight while the
     store is stuck) through a full disk: persistent messages with publisher confirms until
-    the broker nacks some, a few publishes without confirms (dropped), then the filesystem
-    grows and publishing goes on until confirms come back as acks. Bounded in count and time."""
+    the broker nacks some, a few publishes without confirms (dropped), a transaction (its
+    commit refused), then the filesystem grows and publishing goes on until confirms come
+    back as acks. Bounded in count and time."""
 
     BODY = 1000  # bytes a message: the 3 MiB filesystem fills after a few thousand
 
@@ -250,7 +251,7 @@ class _PikaFullDisk:
             for i in range(10):
                 self.dropped.append(5_000_000 + i)
                 self._publish(self.plain, 5_000_000 + i)
-            self.conn.ioloop.call_later(0.5, self._grow)
+            self.conn.channel(on_open_callback=self._on_tx)
             return
         if self.next_id >= 30_000:
             return self._fail("the store never filled up")
@@ -259,6 +260,20 @@ class _PikaFullDisk:
             self.tags[len(self.tags) + 1] = self.next_id
             self._publish(self.ch, self.next_id)
         self.conn.ioloop.call_later(0.01, self._fill)
+
+    def _on_tx(self, tx: Any) -> None:
+        """A transaction publishing one message, committed while the store is full."""
+        tx.add_on_close_callback(lambda _ch, reason: self._tx_done(reason))
+        tx.tx_select(lambda _f: self._tx_publish(tx))
+
+    def _tx_publish(self, tx: Any) -> None:
+        self._publish(tx, 6_000_000)
+        tx.tx_commit(lambda _f: self._tx_done(None))
+
+    def _tx_done(self, refusal: Exception | None) -> None:
+        if not hasattr(self, "tx_refusal"):
+            self.tx_refusal = refusal
+            self.conn.ioloop.call_later(0.5, self._grow)
 
     def _grow(self) -> None:
         _resize(self.where, "64m")  # space returns
@@ -314,6 +329,9 @@ def test_0_9_1_publishers_on_a_full_disk_get_nacks_and_nothing_acked_is_lost(tin
         assert len(pub.acked - pub.after) > 50 and len(pub.nacked) >= 5, (len(pub.acked), len(pub.nacked))
         assert len(pub.acked & pub.after) >= 20
         assert bp.proc.poll() is None, "the broker went down with the disk\n" + bp.log
+        refusal = pub.tx_refusal  # tx.commit while full: the channel closed, nothing of it kept
+        assert isinstance(refusal, pika.exceptions.ChannelClosedByBroker), refusal
+        assert refusal.reply_code == 506 and "no room" in refusal.reply_text, refusal
         drops = [line for line in bp.lines if "dropping 0-9-1 publishes" in line]
         assert len(drops) == 1 and "no room" in drops[0], drops  # 10 dropped, said once
         assert bp.terminate() == 0, bp.log
@@ -324,6 +342,7 @@ def test_0_9_1_publishers_on_a_full_disk_get_nacks_and_nothing_acked_is_lost(tin
     assert not lost, f"{len(lost)} acked messages lost, e.g. {sorted(lost)[:5]}"
     assert not pub.nacked & got, f"nacked messages were kept: {sorted(pub.nacked & got)[:5]}"
     assert not set(pub.dropped) & got, "publishes dropped without confirms were kept"
+    assert 6_000_000 not in got, "the refused transaction's publish was kept"
 
 
 # -- SIGTERM drains the work in flight -----------------------------------------------------------

@@ -17,6 +17,7 @@ A channel's state and consumers are in :mod:`.channel`; the ``exchange.*`` and
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any, Final
@@ -612,7 +613,7 @@ class Amqp091Handler:
             seq = ch.publish_seq
             ch.unconfirmed.add(seq)
         if ch.tx is not None:
-            ch.tx.append(lambda: self._route(ch, x, msg, method, seq))
+            ch.tx.append(functools.partial(self._route, ch, x, msg, method, seq))
         else:
             self._route(ch, x, msg, method, seq)
 
@@ -712,6 +713,10 @@ class Amqp091Handler:
         if ch.tx is None:
             raise PreconditionFailed("channel is not transactional")
         work, ch.tx = ch.tx, []
+        stalled = self.broker.journal.stalled
+        if stalled is not None and any(getattr(w, "func", None) == self._route for w in work):
+            # the store has no room for its publishes: the transaction fails as a whole
+            raise ChannelError(ReplyCode.RESOURCE_ERROR, f"tx.commit refused: {stalled}")
         for apply in work:
             apply()
         self.send_method(ch.number, m.TxCommitOk())
