@@ -14,9 +14,12 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
+import pika
 import pytest
+from pika.adapters.select_connection import SelectConnection
 
 from amqp10.broker.core.store import PUT, Store
 from amqp10.client import SettleMode, connect
@@ -186,6 +189,160 @@ def test_a_full_disk_rejects_publishers_keeps_what_it_accepted_and_recovers(tiny
         bp.terminate()
     lost = set(before + after) - set(got)
     assert not lost, f"{len(lost)} accepted messages lost, e.g. {sorted(lost)[:5]}"
+
+
+class _PikaFullDisk:
+    """A pika publisher (the asynchronous adapter, so that publishes stay in flight while the
+    store is stuck) through a full disk: persistent messages with publisher confirms until
+    the broker nacks some, a few publishes without confirms (dropped), a transaction (its
+    commit refused), then the filesystem grows and publishing goes on until confirms come
+    back as acks. Bounded in count and time."""
+
+    BODY = 1000  # bytes a message: the 3 MiB filesystem fills after a few thousand
+
+    def __init__(self, port: int, where: Path) -> None:
+        self.port = port
+        self.where = where
+        self.tags: dict[int, int] = {}  # delivery tag -> message id (confirm channel)
+        self.acked: set[int] = set()
+        self.nacked: set[int] = set()
+        self.dropped: list[int] = []  # published without confirms while the store was full
+        self.after: set[int] = set()  # published once space had returned
+        self.grown = False
+        self.next_id = 0
+        self.error: str | None = None
+
+    def run(self) -> None:
+        conn = SelectConnection(
+            pika.ConnectionParameters("127.0.0.1", self.port), on_open_callback=self._on_open
+        )
+        self.conn = conn
+        conn.ioloop.call_later(90, lambda: self._fail("took too long"))
+        conn.add_on_close_callback(lambda *a: conn.ioloop.stop())
+        try:
+            conn.ioloop.start()
+        finally:
+            conn.ioloop.close()
+
+    def _fail(self, why: str) -> None:
+        self.error = why
+        self.conn.ioloop.stop()
+
+    def _on_open(self, conn: SelectConnection) -> None:
+        conn.channel(on_open_callback=self._on_channel)
+
+    def _on_channel(self, ch: Any) -> None:
+        self.ch = ch
+        ch.confirm_delivery(self._on_confirm)
+        ch.queue_declare("full091", durable=True, callback=lambda _f: self.conn.channel(on_open_callback=self._on_plain))
+
+    def _on_plain(self, plain: Any) -> None:
+        self.plain = plain  # no confirms
+        self._fill()
+
+    def _publish(self, ch: Any, mid: int) -> None:
+        body = str(mid).encode().ljust(self.BODY, b".")
+        ch.basic_publish("", "full091", body, pika.BasicProperties(delivery_mode=2))
+
+    def _fill(self) -> None:
+        """50 persistent messages every 10 ms (no window: the batch the disk refused holds its
+        publishes unconfirmed until space returns) until 5 are nacked."""
+        if len(self.nacked) >= 5:
+            for i in range(10):
+                self.dropped.append(5_000_000 + i)
+                self._publish(self.plain, 5_000_000 + i)
+            self.conn.channel(on_open_callback=self._on_tx)
+            return
+        if self.next_id >= 30_000:
+            return self._fail("the store never filled up")
+        for _ in range(50):
+            self.next_id += 1
+            self.tags[len(self.tags) + 1] = self.next_id
+            self._publish(self.ch, self.next_id)
+        self.conn.ioloop.call_later(0.01, self._fill)
+
+    def _on_tx(self, tx: Any) -> None:
+        """A transaction publishing one message, committed while the store is full."""
+        tx.add_on_close_callback(lambda _ch, reason: self._tx_done(reason))
+        tx.tx_select(lambda _f: self._tx_publish(tx))
+
+    def _tx_publish(self, tx: Any) -> None:
+        self._publish(tx, 6_000_000)
+        tx.tx_commit(lambda _f: self._tx_done(None))
+
+    def _tx_done(self, refusal: Exception | None) -> None:
+        if not hasattr(self, "tx_refusal"):
+            self.tx_refusal = refusal
+            self.conn.ioloop.call_later(0.5, self._grow)
+
+    def _grow(self) -> None:
+        _resize(self.where, "64m")  # space returns
+        self.grown = True
+        self.next_id = 1_000_000
+        self._after()
+
+    def _after(self) -> None:
+        """One message every 20 ms until 20 sent after the growth are acked and nothing
+        sent is unconfirmed (the stuck batch's retry went through)."""
+        if len(self.acked & self.after) >= 20 and len(self.acked) + len(self.nacked) == len(self.tags):
+            self.conn.close()
+            return
+        if self.next_id < 1_000_400:
+            self.next_id += 1
+            self.tags[len(self.tags) + 1] = self.next_id
+            self.after.add(self.next_id)
+            self._publish(self.ch, self.next_id)
+        self.conn.ioloop.call_later(0.02, self._after)
+
+    def _on_confirm(self, frame: Any) -> None:
+        method = frame.method
+        tags = range(1, method.delivery_tag + 1) if method.multiple else [method.delivery_tag]
+        into = self.acked if isinstance(method, pika.spec.Basic.Ack) else self.nacked
+        for tag in tags:
+            mid = self.tags[tag]
+            if mid not in self.acked and mid not in self.nacked:
+                into.add(mid)
+
+
+def _drain_091(port: int) -> list[int]:
+    conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port))
+    got: list[int] = []
+    try:
+        ch = conn.channel()
+        for _ in range(40_000):
+            method, _props, body = ch.basic_get("full091", auto_ack=True)
+            if method is None:
+                break
+            got.append(int(body.rstrip(b".")))
+    finally:
+        conn.close()
+    return got
+
+
+def test_0_9_1_publishers_on_a_full_disk_get_nacks_and_nothing_acked_is_lost(tiny_fs: Path) -> None:
+    cfg = tiny_fs.parent / "no-disk-alarm.toml"  # as above: the store's own out-of-space path
+    cfg.write_text("[limits]\ndisk_free_limit_bytes = 0\n")
+    with broker_process("--port", "0", "--http-port", "0", "--data-dir", str(tiny_fs), "--config", str(cfg)) as bp:
+        pub = _PikaFullDisk(bp.port, tiny_fs)
+        pub.run()
+        assert pub.error is None, f"{pub.error}: {len(pub.acked)} acked, {len(pub.nacked)} nacked\n" + bp.log
+        assert len(pub.acked - pub.after) > 50 and len(pub.nacked) >= 5, (len(pub.acked), len(pub.nacked))
+        assert len(pub.acked & pub.after) >= 20
+        assert bp.proc.poll() is None, "the broker went down with the disk\n" + bp.log
+        refusal = pub.tx_refusal  # tx.commit while full: the channel closed, nothing of it kept
+        assert isinstance(refusal, pika.exceptions.ChannelClosedByBroker), refusal
+        assert refusal.reply_code == 506 and "no room" in refusal.reply_text, refusal
+        drops = [line for line in bp.lines if "dropping 0-9-1 publishes" in line]
+        assert len(drops) == 1 and "no room" in drops[0], drops  # 10 dropped, said once
+        assert bp.terminate() == 0, bp.log
+    with broker_process("--port", "0", "--http-port", "0", "--data-dir", str(tiny_fs)) as bp:
+        got = set(_drain_091(bp.port))
+        bp.terminate()
+    lost = pub.acked - got
+    assert not lost, f"{len(lost)} acked messages lost, e.g. {sorted(lost)[:5]}"
+    assert not pub.nacked & got, f"nacked messages were kept: {sorted(pub.nacked & got)[:5]}"
+    assert not set(pub.dropped) & got, "publishes dropped without confirms were kept"
+    assert 6_000_000 not in got, "the refused transaction's publish was kept"
 
 
 # -- SIGTERM drains the work in flight -----------------------------------------------------------

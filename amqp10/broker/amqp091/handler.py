@@ -17,6 +17,7 @@ A channel's state and consumers are in :mod:`.channel`; the ``exchange.*`` and
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any, Final
@@ -189,6 +190,7 @@ class Amqp091Handler:
         self.resume = resume
         self.memory_blocked = False
         self._published = False  # a publish in this batch of events
+        self._dropping = False  # dropping publishes (no confirms) while the store has no room
         self.users = users
         self.allow_anonymous = allow_anonymous
         self.tls_identity = tls_identity
@@ -611,7 +613,7 @@ class Amqp091Handler:
             seq = ch.publish_seq
             ch.unconfirmed.add(seq)
         if ch.tx is not None:
-            ch.tx.append(lambda: self._route(ch, x, msg, method, seq))
+            ch.tx.append(functools.partial(self._route, ch, x, msg, method, seq))
         else:
             self._route(ch, x, msg, method, seq)
 
@@ -625,6 +627,12 @@ class Amqp091Handler:
                 if seq:
                     self._confirm(ch, seq, True)
                 return
+
+        stalled = self.broker.journal.stalled
+        if stalled is not None:  # the disk is full: nothing new is taken that cannot be stored
+            self._refuse_unstorable(ch, seq, stalled)
+            return
+        self._dropping = False
 
         def stored() -> None:
             self._confirm(ch, seq, True)
@@ -647,6 +655,16 @@ class Amqp091Handler:
             )
         if seq:
             self._confirm(ch, seq, True)
+
+    def _refuse_unstorable(self, ch: ChannelContext, seq: int, why: str) -> None:
+        """A publish while the store has no room: ``basic.nack`` in confirm mode (RabbitMQ's
+        answer to a message it could not persist); without confirms the client cannot be
+        told, so it is dropped, and the first drop of each such spell is logged."""
+        if seq:
+            self._confirm(ch, seq, False)
+        elif not self._dropping:
+            self._dropping = True
+            log.warning("dropping 0-9-1 publishes of %s (no publisher confirms to refuse them with): %s", self.user, why)
 
     def _confirm(self, ch: ChannelContext, seq: int, ack: bool) -> None:
         if ch.closed or self.channels.get(ch.number) is not ch:
@@ -695,6 +713,10 @@ class Amqp091Handler:
         if ch.tx is None:
             raise PreconditionFailed("channel is not transactional")
         work, ch.tx = ch.tx, []
+        stalled = self.broker.journal.stalled
+        if stalled is not None and any(getattr(w, "func", None) == self._route for w in work):
+            # the store has no room for its publishes: the transaction fails as a whole
+            raise ChannelError(ReplyCode.RESOURCE_ERROR, f"tx.commit refused: {stalled}")
         for apply in work:
             apply()
         self.send_method(ch.number, m.TxCommitOk())
