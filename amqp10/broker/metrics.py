@@ -37,7 +37,8 @@ from ..amqp091 import ReplyCode
 from ..transport import Connection as Amqp1Connection
 from .core import Broker
 from .core.accounting import Histogram
-from .core.store import GroupCommitter, SqlStore
+from .core.committer import GroupCommitter
+from .core.store import SqlStore
 from .metrics_text import LabelKey, LabelledFamily, TextWriter, samples_in
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 :class:`BrokerService` ties :class:`~amqp10.broker.core.Broker` (nodes, no I/O)
 and its protocol front ends (:mod:`amqp10.broker.amqp1`) to sockets through the shared :class:`~amqp10.io.driver.Driver`. Durable
-messages go through a :class:`~amqp10.broker.core.store.GroupCommitter`; a producer
+messages go through a :class:`~amqp10.broker.core.committer.GroupCommitter`; a producer
 is told ``accepted`` only after the commit that holds its message.
 """
 
@@ -39,7 +39,8 @@ from .config import BrokerConfig
 from .console import Console, console_routes
 from .core import Broker
 from .core.broker import FrontEndConnection, gc_paused
-from .core.store import GroupCommitter, SqlStore, Store
+from .core.committer import GroupCommitter
+from .core.store import SqlStore, Store
 from .guard import ConnectionGuard, HeldOutput, Refusal, source_of
 from .http import broker_routes, start_http
 from .management import Management

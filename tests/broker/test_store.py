@@ -14,6 +14,7 @@ from hypothesis import strategies as st_
 from amqp10.broker.config import BrokerConfig
 from amqp10.broker.core import Broker, Queue
 from amqp10.broker.core import store as st
+from amqp10.broker.core.committer import GroupCommitter
 from amqp10.message import Message
 
 from .harness import Net, SyncJournal
@@ -171,7 +172,7 @@ def test_drop_node_removes_its_messages(open_store: Callable[[], st.SqlStore]) -
 @pytest.mark.anyio
 async def test_group_commit_batches_and_calls_back_after_commit(open_store: Callable[[], st.SqlStore]) -> None:
     s = open_store()
-    gc = st.GroupCommitter(s, interval=0.01)
+    gc = GroupCommitter(s, interval=0.01)
     done: list[int] = []
     async with anyio.create_task_group() as tg:
         tg.start_soon(gc.run)
@@ -240,7 +241,7 @@ async def test_a_batch_taken_as_the_committer_is_cancelled_is_still_written(open
     """Stopping the broker cancels the committer; a batch it had taken (but not yet handed
     to its writer thread) when the cancellation came was dropped: the store got it never."""
     s = open_store()
-    gc = st.GroupCommitter(s, interval=0)
+    gc = GroupCommitter(s, interval=0)
     real_apply = s.apply
     first = [True]
 

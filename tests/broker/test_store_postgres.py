@@ -15,6 +15,7 @@ import pytest
 
 from amqp10.broker.config import ConfigError, load_config
 from amqp10.broker.core import store as st
+from amqp10.broker.core.committer import GroupCommitter
 from amqp10.broker.core.store_postgres import DatabaseLock, PostgresStore, StoreFenced, describe_dsn
 
 
@@ -52,7 +53,7 @@ async def test_a_fenced_broker_confirms_nothing_more(pg_server: Any, anyio_backe
     and calls none of that batch's callbacks (no message of it is accepted)."""
     dsn = pg_server.new_database()
     old = PostgresStore(dsn)
-    committer = st.GroupCommitter(old, interval=0)
+    committer = GroupCommitter(old, interval=0)
     confirmed: list[int] = []
     committer.submit(put(1), lambda: confirmed.append(1))
     await committer._commit_pending()
