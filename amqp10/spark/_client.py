@@ -332,12 +332,12 @@ def read_range(
     end: int,
     *,
     fail_on_data_loss: bool = True,
-    body: bool = True,
+    whole: bool = False,
 ) -> Iterator[tuple[list[int], list[AnyMessage]]]:
     """Every message of stream ``address`` in ``[start, end)``, a chunk at a time.
 
     Yields ``(offsets, messages)``, each message as :func:`~.rows.open_message`
-    gives it (``body``: whether the body will be read). Reads by offset filter with exactly ``end -
+    gives it (``whole``: decoded in one pass). Reads by offset filter with exactly ``end -
     start`` credit in total, so the broker never sends past the range; the next
     chunk's credit is granted before the current chunk is handed out, so the
     broker keeps sending while Spark converts. Offsets retention has dropped
@@ -370,7 +370,7 @@ def read_range(
             offsets: list[int] = []
             messages: list[AnyMessage] = []
             for payload in batch:
-                message = open_message(payload, body=body)
+                message = open_message(payload, whole=whole)
                 offset = message_offset(message)
                 if offset is None:
                     raise errors.AMQPError(

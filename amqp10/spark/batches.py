@@ -2,13 +2,11 @@
 
 A Python data source that yields ``pyarrow.RecordBatch`` es skips pyspark's
 per-row conversion (a converter call per value). Each column is built with
-one loop over a chunk of messages, and only the sections a selected column
-needs are decoded: a long message is a :class:`~amqp10.message.LazyMessage`,
-which keeps the received bytes and decodes a section when it is first read
-(short ones are decoded in one pass, which costs less than two lazy sections;
-see :func:`~.rows.open_message`). A query that selects ``offset`` and
-``timestamp`` (by ``columns``, or by giving ``.schema()``) never decodes a
-long message's body.
+one loop over a chunk of messages, and only what a selected column needs is
+decoded: each message is a :class:`~amqp10.message.LazyMessage`, whose sections
+were found without decoding any (:mod:`amqp10.message.scan`). ``offset`` and
+``timestamp`` read one annotation each, ``body`` slices the bytes, and a map or
+the properties decode their own section only.
 """
 
 from __future__ import annotations
@@ -20,10 +18,11 @@ from typing import Any
 import pyarrow as pa
 
 from .rows import (
-    TIMESTAMP_ANNOTATION,
     AnyMessage,
     TextMap,
+    body_bytes,
     body_values,
+    message_timestamp,
     properties_map,
     properties_struct,
     text,
@@ -34,7 +33,9 @@ __all__ = [
     "SECTIONS_OF",
     "Chunk",
     "MapValue",
+    "WHOLE_DECODE_COLUMNS",
     "build_batch",
+    "decode_whole",
     "is_variant_map",
     "sections_of",
     "variant_map",
@@ -73,9 +74,8 @@ class Chunk:
 
 
 def _timestamp(m: AnyMessage) -> int | None:
-    ma = m.message_annotations
-    ts = None if ma is None else ma.get(TIMESTAMP_ANNOTATION)
-    return None if ts is None else int(ts) * 1000  # ms -> Arrow's microseconds
+    ts = message_timestamp(m)
+    return None if ts is None else ts * 1000  # ms -> Arrow's microseconds
 
 
 def _creation_time(m: AnyMessage) -> int | None:
@@ -100,8 +100,8 @@ def _values(name: str, chunk: Chunk, arrow_type: Any, variant: MapValue | None) 
         return list(chunk.offsets)
     if name == "timestamp":
         return [_timestamp(m) for m in msgs]
-    if name == "body":
-        return [b[0] for b in chunk.bodies()]
+    if name == "body":  # a slice of the bytes, mostly: no need to share the decoding
+        return [body_bytes(m) for m in msgs]
     if name == "body_string":
         return [b[1] for b in chunk.bodies()]
     if name == "body_map":
@@ -143,6 +143,21 @@ SECTIONS_OF: dict[str, frozenset[str]] = {
     "creation_time": frozenset({"properties"}),
 }
 """The message sections each column is made from: what a read of that column decodes."""
+
+
+WHOLE_DECODE_COLUMNS = frozenset(
+    {"properties", "creation_time", "application_properties", "message_annotations"}
+)
+"""Columns that make a read decode each message in one pass (:func:`~.rows.open_message`).
+
+Each decodes a section whole, and with them a read needs most sections anyway: for
+a 100-byte message all columns took 13 µs a row decoded whole, 17 µs section by
+section; ``offset,body`` 8.5 µs whole, 2.5 µs by the scanner."""
+
+
+def decode_whole(columns: Sequence[str]) -> bool:
+    """Whether a read of ``columns`` decodes each message whole (:data:`WHOLE_DECODE_COLUMNS`)."""
+    return not WHOLE_DECODE_COLUMNS.isdisjoint(columns)
 
 
 def sections_of(columns: Sequence[str]) -> frozenset[str]:

@@ -8,12 +8,17 @@ import uuid
 import pytest
 
 from amqp10.message import LazyMessage, Message
+from amqp10.spark.batches import decode_whole
 from amqp10.spark.options import OptionError, SourceOptions
 from amqp10.spark.rows import (
     LEGACY_COLUMNS,
+    body_bytes,
+    body_values,
     choose_columns,
     column_types,
     message_from_row,
+    message_offset,
+    message_timestamp,
     open_message,
     row_from_message,
     row_from_payload,
@@ -213,10 +218,37 @@ def test_column_choice_and_message_forms() -> None:
     )
     assert column_types(variant_maps=True)["message_annotations"] == "MAP<STRING, VARIANT>"
 
-    long = Message(body="x" * 2000, subject="s").encode()
-    assert isinstance(open_message(long, body=False), LazyMessage)  # the body stays bytes
-    assert isinstance(open_message(long, body=True), Message)
-    assert isinstance(open_message(Message(body="short").encode(), body=False), Message)
+    encoded = Message(body="x" * 2000, subject="s").encode()
+    assert isinstance(open_message(encoded), LazyMessage)  # sections found, none decoded
+    assert isinstance(open_message(encoded, whole=True), Message)
+    assert not decode_whole(["offset", "timestamp", "body", "body_string", "durable"])
+    assert decode_whole(["offset", "properties"])
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        Message("text"),
+        Message(b"\xff\x00 raw"),
+        Message("x" * 300),  # a str32
+        Message([b"one ", b"two"], body_type="data"),
+        Message([b"\xff"], body_type="data"),
+        Message({"k": 1, "t": True}),
+        Message(None),
+        Message(12345),
+        Message([[1, "a"]], body_type="sequence"),
+        Message([1.5, uuid.UUID(int=7)]),
+    ],
+    ids=repr,
+)
+def test_body_columns_of_the_scanner_equal_the_decoded_ones(message: Message) -> None:
+    message.message_annotations = {"x-opt-offset": 42, "x-opt-timestamp": timestamp(1700)}
+    data = message.encode()
+    lazy, whole = open_message(data), open_message(data, whole=True)
+    assert body_values(lazy) == body_values(whole)
+    assert body_bytes(lazy) == body_bytes(whole) == body_values(whole)[0]
+    assert message_offset(lazy) == message_offset(whole) == 42
+    assert message_timestamp(lazy) == message_timestamp(whole) == 1700
 
 
 def test_header_columns_of_arrow_batches() -> None:
