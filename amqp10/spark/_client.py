@@ -170,14 +170,15 @@ class BrokerClient:
         if missing > 0:
             receiver.add_credit(missing)
         out: list[bytes] = []
-        try:
-            while len(out) < want:
-                d = await receiver.receive(timeout=self.timeout)
-                out.append(d.payload)
-                if not d.remote_settled and not d.settled:
-                    await d.accept()  # streams ignore outcomes; settle anyway
-        except errors.TimeoutError:
-            pass
+        while len(out) < want:
+            # whatever has arrived, in one go: no wait, timer or wake-up per message
+            got = await receiver.fetch(want - len(out), timeout=self.timeout)
+            if not got:
+                break  # nothing for ``timeout`` seconds
+            out += [d.payload for d in got]
+            pending = [d for d in got if not d.remote_settled and not d.settled]
+            if pending:  # streams ignore outcomes; settle anyway
+                await receiver.accept_all(pending)
         if prefetch > 0:
             receiver.add_credit(prefetch)
         return out
