@@ -46,6 +46,7 @@ __all__ = [
     "LEGACY_SCHEMA",
     "OFFSET_ANNOTATION",
     "PROPERTY_FIELDS",
+    "PROPERTY_VALUE",
     "SCHEMA",
     "TIMESTAMP_ANNOTATION",
     "WRITE_COLUMNS",
@@ -381,6 +382,9 @@ _STRUCT_FIELDS: tuple[tuple[str, Any], ...] = tuple(
     for attr in PROPERTY_FIELDS
 )
 """Each ``properties`` struct field and how its AMQP value becomes the Arrow value."""
+
+PROPERTY_VALUE: dict[str, Any] = dict(_STRUCT_FIELDS)
+"""How each ``properties`` struct field's AMQP value becomes its Arrow value, by field name."""
 
 
 def properties_struct(props: Properties | None) -> dict[str, object] | None:

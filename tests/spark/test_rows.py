@@ -23,6 +23,7 @@ from amqp10.spark.rows import (
     row_from_message,
     row_from_payload,
     text,
+    text_map,
 )
 from amqp10.types import encode, symbol, timestamp, ulong
 
@@ -269,3 +270,52 @@ def test_header_columns_of_arrow_batches() -> None:
     batch = build_batch(schema, Chunk("q", None, [None] * 4, messages))
     assert batch.column("durable").to_pylist() == [True, True, False, False]
     assert batch.column("priority").to_pylist() == [9, 9, 4, 4]
+
+
+def test_properties_struct_column_equals_the_per_message_structs() -> None:
+    """The column is built a field at a time; each row is what properties_struct gives."""
+    import pyarrow as pa
+
+    from amqp10.spark.batches import Chunk, build_batch
+    from amqp10.spark.rows import PROPERTY_FIELDS, properties_struct
+
+    built = [
+        Message("a", id=uuid.UUID(int=5), subject="s", user_id=b"u", group_sequence=7),
+        Message("b"),  # no properties section: a null struct
+        Message("c", creation_time=dt.datetime(2026, 1, 2, tzinfo=dt.UTC), to="q", reply_to="r"),
+    ]
+    messages = [Message.decode(m.encode()) for m in built]
+    struct = pa.struct(
+        [
+            (name, pa.timestamp("us", tz="UTC") if name.endswith("time") else t)
+            for name, t in zip(
+                PROPERTY_FIELDS,
+                [pa.string(), pa.binary(), *[pa.string()] * 6, pa.timestamp("us"),
+                 pa.timestamp("us"), pa.string(), pa.int64(), pa.string()],
+                strict=True,
+            )
+        ]
+    )  # fmt: skip
+    schema = pa.schema([("properties", struct)])
+    column = build_batch(schema, Chunk("q", None, [None] * 3, messages)).column("properties")
+    expected = pa.array([properties_struct(m.properties) for m in messages], type=struct)
+    assert column.equals(expected)
+    assert column.to_pylist()[1] is None
+    assert column.to_pylist()[0]["group_sequence"] == 7
+
+
+def test_text_map_columns_equal_the_per_message_maps() -> None:
+    import pyarrow as pa
+
+    from amqp10.spark.batches import Chunk, build_batch
+
+    maps = [{"a": 1, "b": None}, None, {}, {ulong(1): "x", "1": "y"}, None]
+    messages = [Message("m", application_properties=m) for m in maps]
+    messages[3] = Message("m", message_annotations={symbol("k"): 2})
+    mtype = pa.map_(pa.string(), pa.string())
+    schema = pa.schema([("application_properties", mtype), ("message_annotations", mtype)])
+    batch = build_batch(schema, Chunk("q", None, [None] * 5, messages))
+    for name in schema.names:
+        expected = [text_map(getattr(m, name)) for m in messages]
+        got = batch.column(name).to_pylist()
+        assert [None if g is None else dict(g) for g in got] == expected, name
