@@ -172,13 +172,11 @@ class BrokerClient:
         out: list[bytes] = []
         while len(out) < want:
             # whatever has arrived, in one go: no wait, timer or wake-up per message
-            got = await receiver.fetch(want - len(out), timeout=self.timeout)
+            # (streams ignore outcomes: any unsettled message is simply accepted)
+            got = await receiver.fetch_payloads(want - len(out), timeout=self.timeout)
             if not got:
                 break  # nothing for ``timeout`` seconds
-            out += [d.payload for d in got]
-            pending = [d for d in got if not d.remote_settled and not d.settled]
-            if pending:  # streams ignore outcomes; settle anyway
-                await receiver.accept_all(pending)
+            out += got
         if prefetch > 0:
             receiver.add_credit(prefetch)
         return out
