@@ -206,19 +206,36 @@ class Receiver(Link):
         connection's) error once it is closed and nothing is buffered. One call
         per batch: settle them with :meth:`accept_all` or :meth:`settle_all`.
         """
-        if most < 1:
-            raise ValueError("most must be at least 1")
-        if not self._buffer:
-            try:
-                await self._arrival(timeout)
-            except errors.TimeoutError:
-                return []
-        buffer = self._buffer
-        n = min(most, len(buffer))
-        taken = [self._taken(buffer.popleft()) for _ in range(n)]
+        popped = await self._pop(most, timeout)
+        taken = [self._taken(d) for d in popped]
+        if popped:
+            self._conn._took(len(popped))
+            self._replenish()
+        return taken
+
+    async def fetch_payloads(self, most: int, *, timeout: float | None = None) -> list[bytes]:
+        """As :meth:`fetch`, but just the messages' bytes, accepting any the sender left unsettled.
+
+        For readers that want the bytes alone (at-most-once, or a stream read by
+        offset, whose outcomes do not matter): no :class:`Delivery` per message.
+        """
+        taken = await self._pop(most, timeout)
+        n = len(taken)
+        if not n:
+            return []
+        held = self._held
+        main = self._link
+        if len(self._links) == 1 and held.get(main, 0) >= n:
+            held[main] -= n  # the usual case, in one step
+        else:
+            for d in taken:
+                held[d.link] = held.get(d.link, 1) - 1
+        unsettled = [d for d in taken if not d.settled and not d.remote_settled]
+        for d in unsettled:
+            self._settle(d, Accepted())
         self._conn._took(n)
         self._replenish()
-        return taken
+        return [d.payload for d in taken]
 
     async def accept_all(
         self, deliveries: Iterable[Delivery], *, txn: TransactionLike | None = None
@@ -241,6 +258,18 @@ class Receiver(Link):
         for d in deliveries:
             d._settle_now(state, txn)
         await anyio.lowlevel.checkpoint()
+
+    async def _pop(self, most: int, timeout: float | None) -> list[EngineDelivery]:
+        """Up to ``most`` buffered deliveries, off the buffer (see :meth:`fetch`); [] on a timeout."""
+        if most < 1:
+            raise ValueError("most must be at least 1")
+        if not self._buffer:
+            try:
+                await self._arrival(timeout)
+            except errors.TimeoutError:
+                return []
+        buffer = self._buffer
+        return [buffer.popleft() for _ in range(min(most, len(buffer)))]
 
     async def _arrival(self, timeout: float | None) -> None:
         """Until something is buffered, at most ``timeout``; raises once the link is closed."""

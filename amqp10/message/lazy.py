@@ -8,7 +8,6 @@ annotations while copying every other section byte for byte.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -25,102 +24,10 @@ from ..types import (
     encode_into,
 )
 from .model import Message
-from .sections import (
-    AMQP_SEQUENCE,
-    BODY_RANK,
-    DATA,
-    KIND_BY_CODE,
-    RANK,
-    RANK_NAMES,
-    SECTION_BY_NAME,
-    SECTION_NAMES,
-    BodyType,
-    Buffer,
-    order_error,
-)
+from .scan import MISSING, Span, data_bytes, map_lookup, scan
+from .sections import RANK_NAMES, BodyType, Buffer, kind_error
 
 __all__ = ["KEEP", "LazyMessage"]
-
-# Size of what follows each constructor byte, for skipping a value without decoding it:
-# >= 0: that many fixed bytes; -1: a 1-byte size then that many bytes; -4: a 4-byte size
-# then that many bytes; None: not a valid constructor. Described values (0x00) are
-# handled separately.
-_FIXED: dict[int, int] = {}
-for _c in (0x40, 0x41, 0x42, 0x43, 0x44, 0x45):
-    _FIXED[_c] = 0
-for _c in (0x50, 0x51, 0x52, 0x53, 0x54, 0x55, 0x56):
-    _FIXED[_c] = 1
-for _c in (0x60, 0x61):
-    _FIXED[_c] = 2
-for _c in (0x70, 0x71, 0x72, 0x73, 0x74):
-    _FIXED[_c] = 4
-for _c in (0x80, 0x81, 0x82, 0x83, 0x84):
-    _FIXED[_c] = 8
-for _c in (0x94, 0x98):
-    _FIXED[_c] = 16
-for _c in (0xA0, 0xA1, 0xA3, 0xC0, 0xC1, 0xE0):
-    _FIXED[_c] = -1
-for _c in (0xB0, 0xB1, 0xB3, 0xD0, 0xD1, 0xF0):
-    _FIXED[_c] = -4
-_SKIP: Final[list[int | None]] = [_FIXED.get(c) for c in range(256)]
-del _FIXED, _c
-_U32: Final = struct.Struct(">I")
-
-
-def _skip(data: bytes, pos: int, depth: int = 0) -> int:
-    """The offset just past the (possibly described) value at ``pos``; checks only framing."""
-    n = len(data)
-    while True:
-        if pos >= n:
-            raise DecodeError("truncated message section")
-        code = data[pos]
-        if code != 0x00:
-            break
-        if depth >= 8:
-            raise DecodeError("descriptors nested too deeply")
-        pos = _skip(data, pos + 1, depth + 1)  # the descriptor
-    width = _SKIP[code]
-    pos += 1
-    if width is None:
-        raise DecodeError(f"unknown constructor {code:#04x}")
-    if width == -1:
-        if pos >= n:
-            raise DecodeError("truncated message section")
-        pos += 1 + data[pos]
-    elif width == -4:
-        if pos + 4 > n:
-            raise DecodeError("truncated message section")
-        pos += 4 + _U32.unpack_from(data, pos)[0]
-    else:
-        pos += width
-    if pos > n:
-        raise DecodeError("truncated message section")
-    return pos
-
-
-def _section_code(data: bytes, pos: int) -> tuple[int, int]:
-    """Read a section's descriptor at ``pos``: its code and the offset of its value."""
-    if data[pos] != 0x00:
-        raise DecodeError(f"expected a described message section at offset {pos}")
-    c = data[pos + 1]
-    if c == 0x53:
-        code = data[pos + 2]
-        vpos = pos + 3
-    elif c == 0x80:
-        vpos = pos + 10
-        if len(data) < vpos:
-            raise DecodeError("truncated section descriptor")
-        code = int.from_bytes(data[pos + 2 : vpos], "big")
-    elif c in (0xA3, 0xB3):
-        vpos = _skip(data, pos + 1)
-        name_start = pos + 3 if c == 0xA3 else pos + 6
-        code = SECTION_BY_NAME.get(data[name_start:vpos].decode("ascii", "replace"), -1)
-    else:
-        raise DecodeError(f"section descriptor must be a ulong or symbol, got {c:#04x}")
-    if code not in RANK:
-        raise DecodeError(f"not a message section (descriptor at offset {pos})")
-    return code, vpos
-
 
 _HEADER_FIELDS: Final = frozenset(f.attr for f in Header.FIELDS)
 
@@ -164,42 +71,7 @@ class LazyMessage:
         self.raw = raw
         self._limits = limits
         self._cache: dict[int, Any] = {}
-        spans: list[tuple[int, int] | None] = [None] * 7
-        body_type: BodyType | None = None
-        body_start = 0  # where the first body section starts
-        rank = -1
-        pos = 0
-        n = len(raw)
-        try:
-            while pos < n:
-                code, vpos = _section_code(raw, pos)
-                end = _skip(raw, vpos)
-                r = RANK[code]
-                if r == BODY_RANK:
-                    kind = KIND_BY_CODE[code]
-                    if rank == BODY_RANK and kind == body_type and kind != "value":
-                        spans[_S_BODY] = (body_start, end)
-                    else:
-                        if rank >= BODY_RANK:
-                            raise order_error(SECTION_NAMES[code], rank, body_type or "value")
-                        body_type = kind
-                        body_start = pos
-                        spans[_S_BODY] = (pos, end)
-                    first = raw[vpos]
-                    if code == DATA and first not in (0xA0, 0xB0):
-                        raise DecodeError("a data section must hold binary")
-                    if code == AMQP_SEQUENCE and first not in (0x45, 0xC0, 0xD0):
-                        raise DecodeError("an amqp-sequence section must hold a list")
-                else:
-                    if r <= rank:
-                        raise order_error(SECTION_NAMES[code], rank, body_type or "value")
-                    spans[r] = (pos, end)
-                rank = r
-                pos = end
-        except IndexError:
-            raise DecodeError("truncated message section") from None
-        self._spans = spans
-        self.body_type = body_type
+        self._spans, self.body_type = scan(raw)
 
     # ------------------------------------------------------------------ sections
 
@@ -211,10 +83,14 @@ class LazyMessage:
         if span is None:
             value = None
         else:
-            section, end = decode_at(self.raw, span[0], self._limits)
-            if end != span[1]:  # pragma: no cover - _skip and decode_at disagree
+            if index in (_S_HEADER, _S_PROPS):  # composites: decoded with their descriptor
+                value, end = decode_at(self.raw, span[0], self._limits)
+            else:  # maps: just the value
+                value, end = decode_at(self.raw, span[1], self._limits)
+                if type(value) is not dict:
+                    raise kind_error(RANK_NAMES[index], "map", value)
+            if end != span[2]:  # pragma: no cover - scan and decode_at disagree
                 raise DecodeError("section size does not match its contents")
-            value = section if index in (_S_HEADER, _S_PROPS) else section.value
         cache[index] = value
         return value
 
@@ -260,7 +136,32 @@ class LazyMessage:
         span = self._spans[_S_BODY]
         if span is None:
             return None
-        return Message.decode(memoryview(self.raw)[span[0] : span[1]], self._limits).body
+        return Message.decode(memoryview(self.raw)[span[0] : span[2]], self._limits).body
+
+    def data(self) -> bytes | None:
+        """A body of data sections as one ``bytes`` (their binaries joined), without
+        decoding anything; None if the body is not data."""
+        span = self._spans[_S_BODY]
+        return None if span is None or self.body_type != "data" else data_bytes(self.raw, span)
+
+    def value_encoding(self) -> memoryview | None:
+        """The encoded value of an amqp-value body, as it was sent (constructor onwards);
+        None if the body is not an amqp-value. Decode it with :func:`~amqp10.types.decode`."""
+        span = self._spans[_S_BODY]
+        if span is None or self.body_type != "value":
+            return None
+        return memoryview(self.raw)[span[1] : span[2]]
+
+    def annotation(self, key: str) -> Any:
+        """One message annotation (None if absent), read without decoding the others."""
+        if _S_MA in self._cache:
+            ma = self._cache[_S_MA]
+            return None if ma is None else ma.get(key)
+        span = self._spans[_S_MA]
+        if span is None:
+            return None
+        value = map_lookup(self.raw, span[1], key, self._limits)
+        return None if value is MISSING else value
 
     def message(self) -> Message:
         """The whole message, fully decoded."""
@@ -299,7 +200,8 @@ class LazyMessage:
             index = RANK_NAMES.index(section)
         except ValueError:
             raise ValueError(f"unknown section {section!r}") from None
-        return self._spans[index]
+        s = self._spans[index]
+        return None if s is None else (s[0], s[2])
 
     @property
     def bare(self) -> memoryview:
@@ -311,7 +213,7 @@ class LazyMessage:
             if s is not None:
                 if start is None:
                     start = s[0]
-                end = s[1]
+                end = s[2]
         if start is None or end is None:
             return memoryview(b"")
         return memoryview(self.raw)[start:end]
@@ -354,7 +256,7 @@ class LazyMessage:
             out.extend(memoryview(raw)[pos:at])
             if value is not None:
                 encode_into(out, wrap(value))
-            pos = span[1] if span is not None else at
+            pos = span[2] if span is not None else at
 
         put(_S_HEADER, header, _same)
         put(_S_DA, delivery_annotations, _delivery_annotations)
@@ -409,7 +311,7 @@ class LazyMessage:
         return self.rewrite(message_annotations=ma, delivery_annotations=da)
 
 
-def _slot_start(spans: list[tuple[int, int] | None], index: int, end: int) -> int:
+def _slot_start(spans: list[Span | None], index: int, end: int) -> int:
     """Where an absent section would go: before the first present section after it."""
     for s in spans[index + 1 :]:
         if s is not None:

@@ -1,7 +1,7 @@
 """Stream offsets per partition: Spark's offset JSON, where reads start and end, how a batch is split.
 
 A stream of one partition is read at its address; a partitioned stream's
-partition K at ``<address>/partition/K`` (see :mod:`amqp10.broker.core.partitioned`).
+partition K at ``<address>/partition/K`` (see :mod:`amqp10.addresses`).
 Spark keeps a stream's offset as Kafka's source does, the next offset of each
 partition: ``{"<address>": {"0": 120, "1": 98}}``. The first versions of the
 connector kept ``{"offset": N}`` (one partition); such a checkpoint still reads.
@@ -17,7 +17,7 @@ from typing import Any, TypeAlias
 
 from pyspark.sql.datasource import InputPartition
 
-from ..broker.core.partitioned import partition_address
+from ..addresses import partition_address
 from .options import OptionError, SourceOptions, StartSpec
 
 __all__ = [

@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias, TypeVar
 
 from ..message import LazyMessage, Message
-from ..types import Properties, encode, symbol, timestamp
+from ..types import Properties, decode, encode, symbol, timestamp
 
 __all__ = [
     "COLUMNS",
@@ -46,18 +46,20 @@ __all__ = [
     "LEGACY_SCHEMA",
     "OFFSET_ANNOTATION",
     "PROPERTY_FIELDS",
+    "PROPERTY_VALUE",
     "SCHEMA",
     "TIMESTAMP_ANNOTATION",
-    "WHOLE_DECODE_LIMIT",
     "WRITE_COLUMNS",
     "AnyMessage",
     "ReadRow",
     "TextMap",
+    "body_bytes",
     "body_values",
     "choose_columns",
     "column_types",
     "message_from_row",
     "message_offset",
+    "message_timestamp",
     "open_message",
     "properties_map",
     "properties_struct",
@@ -255,37 +257,74 @@ def text_map(m: Mapping[_K, object] | None) -> TextMap | None:
     return {str(k): text(v) for k, v in m.items()}
 
 
-WHOLE_DECODE_LIMIT = 1024
-"""Messages up to this many bytes are decoded in one pass: cheaper than decoding even two
-sections lazily. Longer ones are kept as bytes and decode only the sections read."""
-
-
-def open_message(payload: bytes, *, body: bool = True) -> AnyMessage:
+def open_message(payload: bytes, *, whole: bool = False) -> AnyMessage:
     """A received message, ready for its columns to be read.
 
-    Decoded whole if it is short or (``body``) its body is wanted anyway;
-    else a :class:`LazyMessage`, so that the body and any section no column
-    reads are never decoded.
+    By default a :class:`LazyMessage`: its sections found, none decoded, so each
+    column decodes only what it needs (:mod:`amqp10.message.scan`): the offset and
+    timestamp one annotation each, ``body`` no more than a slice of the bytes. With
+    ``whole`` (columns that need most sections anyway) a :class:`Message` decoded in
+    one pass, which then costs less than decoding the sections one by one.
     """
-    if body or len(payload) <= WHOLE_DECODE_LIMIT:
-        return Message.decode(payload)
-    return LazyMessage(payload)
+    return Message.decode(payload) if whole else LazyMessage(payload)
 
 
 def message_offset(message: AnyMessage) -> int | None:
     """The stream offset the broker annotated the message with, if any."""
-    ma = message.message_annotations
-    if not ma:
-        return None
-    off = ma.get(OFFSET_ANNOTATION)
+    if type(message) is LazyMessage:
+        off = message.annotation(OFFSET_ANNOTATION)
+    else:
+        ma = message.message_annotations
+        off = ma.get(OFFSET_ANNOTATION) if ma else None
     return int(off) if isinstance(off, int) else None
 
 
+def message_timestamp(message: AnyMessage) -> int | None:
+    """When the broker stored the message (``x-opt-timestamp``, ms since the epoch), if it says."""
+    if type(message) is LazyMessage:
+        ts = message.annotation(TIMESTAMP_ANNOTATION)
+    else:
+        ma = message.message_annotations
+        ts = ma.get(TIMESTAMP_ANNOTATION) if ma else None
+    return int(ts) if isinstance(ts, int) else None
+
+
+def body_bytes(message: AnyMessage) -> bytes | None:
+    """The ``body`` column of a message alone: :func:`body_values` ``[0]``, decoding no
+    more than it needs (nothing, for data and most amqp-value bodies of a :class:`LazyMessage`)."""
+    if type(message) is LazyMessage:
+        if message.body_type == "data":
+            return message.data()
+        encoded = message.value_encoding()
+        if encoded is not None and encoded[0] not in (0x40, 0xA0, 0xB0, 0xC1, 0xD1):
+            return bytes(encoded)
+    return body_values(message)[0]
+
+
 def body_values(message: AnyMessage) -> tuple[bytes | None, str | None, TextMap | None]:
-    """The ``body``, ``body_string`` and ``body_map`` columns of a message."""
+    """The ``body``, ``body_string`` and ``body_map`` columns of a message.
+
+    ``body`` is the data sections joined, a binary value's bytes, or any other
+    value's AMQP encoding (as it was sent, when the message is a :class:`LazyMessage`).
+    """
+    raw: bytes | None
+    if type(message) is LazyMessage:
+        if message.body_type == "data":
+            raw = message.data()
+            assert raw is not None
+            return raw, _utf8(raw), None
+        encoded = message.value_encoding()
+        if encoded is not None:
+            c = encoded[0]
+            if c in (0xA1, 0xB1):  # a string
+                return bytes(encoded), str(decode(encoded)), None
+            if c in (0xA0, 0xB0):  # binary
+                raw = bytes(decode(encoded))
+                return raw, _utf8(raw), None
+            if c not in (0x40, 0xC1, 0xD1):  # not null, not a map: nothing else to decode
+                return bytes(encoded), None, None
     body = message.body
     kind = message.body_type
-    raw: bytes | None
     if kind == "data":
         raw = b"".join(bytes(chunk) for chunk in body)
     elif isinstance(body, (bytes, bytearray, memoryview)):
@@ -300,11 +339,15 @@ def body_values(message: AnyMessage) -> tuple[bytes | None, str | None, TextMap 
         return raw, None, text_map(body)
     if kind == "data" or isinstance(body, (bytes, bytearray, memoryview)):
         assert raw is not None
-        try:
-            return raw, raw.decode("utf-8"), None
-        except UnicodeDecodeError:
-            return raw, None, None
+        return raw, _utf8(raw), None
     return raw, None, None
+
+
+def _utf8(raw: bytes) -> str | None:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def properties_map(props: Properties | None) -> TextMap | None:
@@ -339,6 +382,9 @@ _STRUCT_FIELDS: tuple[tuple[str, Any], ...] = tuple(
     for attr in PROPERTY_FIELDS
 )
 """Each ``properties`` struct field and how its AMQP value becomes the Arrow value."""
+
+PROPERTY_VALUE: dict[str, Any] = dict(_STRUCT_FIELDS)
+"""How each ``properties`` struct field's AMQP value becomes its Arrow value, by field name."""
 
 
 def properties_struct(props: Properties | None) -> dict[str, object] | None:

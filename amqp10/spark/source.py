@@ -53,7 +53,7 @@ from pyspark.sql.types import StructType
 from .. import errors
 from ..client import Delivery, Receiver
 from ._client import CHUNK, BrokerClient, read_range
-from .batches import Chunk, build_batch, is_variant_map, sections_of, variant_map
+from .batches import Chunk, build_batch, decode_whole, is_variant_map, variant_map
 from .offsets import (
     OffsetRange,
     PartitionOffsets,
@@ -134,25 +134,25 @@ class ReadPlan:
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """The messages of ``partition`` as ``pyarrow.RecordBatch`` es."""
-        body = "body" in sections_of(self.schema.fieldNames())
+        whole = decode_whole(self.schema.fieldNames())
         schema = self.arrow_schema()
         variant = variant_map() if any(is_variant_map(f.type) for f in schema) else None
-        for chunk in _chunks(self.options, partition, body):
+        for chunk in _chunks(self.options, partition, whole):
             if len(chunk):
                 yield build_batch(schema, chunk, variant)
 
 
-def _chunks(options: SourceOptions, partition: InputPartition, body: bool) -> Iterator[Chunk]:
+def _chunks(options: SourceOptions, partition: InputPartition, whole: bool) -> Iterator[Chunk]:
     """The messages of one partition, a chunk at a time (runs on an executor).
 
-    ``body``: whether a column made from the body is read (see :func:`open_message`).
+    ``whole``: decode each message in one pass (see :func:`.batches.decode_whole`).
     """
     address = options.address
     if isinstance(partition, HeldPartition):
         for i in range(0, len(partition.payloads), CHUNK):
             part = partition.payloads[i : i + CHUNK]
             yield Chunk(
-                address, None, [None] * len(part), [open_message(p, body=body) for p in part]
+                address, None, [None] * len(part), [open_message(p, whole=whole) for p in part]
             )
         return
     if isinstance(partition, OffsetRange):
@@ -163,7 +163,7 @@ def _chunks(options: SourceOptions, partition: InputPartition, body: bool) -> It
                 partition.start,
                 partition.end,
                 fail_on_data_loss=options.fail_on_data_loss,
-                body=body,
+                whole=whole,
             ):
                 yield Chunk(address, partition.partition, offsets, messages)
         return
@@ -176,7 +176,7 @@ def _chunks(options: SourceOptions, partition: InputPartition, body: bool) -> It
                     address,
                     None,
                     [None] * len(batch),
-                    [open_message(d.payload, body=body) for d in batch],
+                    [open_message(d.payload, whole=whole) for d in batch],
                 )
                 if len(batch) < CHUNK:
                     break

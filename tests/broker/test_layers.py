@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import amqp10
 import amqp10.broker.core
 import amqp10.broker.management
 
@@ -72,3 +73,17 @@ def test_the_checker_sees_relative_imports() -> None:
         "amqp10.broker.amqp1.handler",
         "amqp10.io.net",
     ]
+
+
+def test_the_spark_connector_is_a_client_of_the_broker_not_a_part() -> None:
+    # it reaches the broker over AMQP only; names both sides share live below (amqp10.addresses)
+    spark = Path(amqp10.__file__).parent / "spark"
+    files = sorted(spark.rglob("*.py"))
+    assert len(files) >= 5
+    bad = [
+        (f.name, n)
+        for f in files
+        for n in _imports(f.read_text(), "amqp10.spark")
+        if n == "amqp10.broker" or n.startswith("amqp10.broker.")
+    ]
+    assert bad == []

@@ -14,7 +14,8 @@ import pytest
 
 import amqp10
 from amqp10 import errors
-from amqp10.broker.core.partitioned import is_partition_address, partition_of_key
+from amqp10.addresses import is_partition_address
+from amqp10.broker.core.partitioned import partition_of_key
 from amqp10.client import SettleMode
 from amqp10.message import Message
 from amqp10.types import Source, symbol

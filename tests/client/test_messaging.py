@@ -320,3 +320,22 @@ async def test_fetch_takes_what_arrived_and_settle_all_settles_the_batch() -> No
         await receiver.close()
         with pytest.raises(amqp10.errors.AMQPError):
             await receiver.fetch(1, timeout=0.05)
+
+
+async def test_fetch_payloads_gives_the_bytes_and_accepts_the_unsettled() -> None:
+    svc = Service()
+    async with running(svc) as server, await connect(server.url, timeout=WAIT) as conn:
+        receiver = await conn.open_receiver("gen/6", credit=10)
+        await wait_for(receiver._sig, lambda: receiver.buffered == 6)
+        first = await receiver.fetch_payloads(4)
+        assert len(first) == 4 and receiver.buffered == 2
+        rest = await receiver.fetch_payloads(10)
+        assert len(rest) == 2 and receiver.buffered == 0
+        assert receiver.credit == 10  # the window is topped up as with fetch()
+        assert sorted(Message.decode(p).body for p in first + rest) == [f"m{i}" for i in range(6)]
+        await svc.wait(lambda: len(svc.outcomes) == 6)  # each one accepted
+        assert [type(o).__name__ for o in svc.outcomes] == ["Accepted"] * 6
+        with anyio.fail_after(WAIT):
+            assert await receiver.fetch_payloads(10, timeout=0.05) == []
+        with pytest.raises(ValueError, match="at least 1"):
+            await receiver.fetch_payloads(0)

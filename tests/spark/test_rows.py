@@ -8,16 +8,22 @@ import uuid
 import pytest
 
 from amqp10.message import LazyMessage, Message
+from amqp10.spark.batches import decode_whole
 from amqp10.spark.options import OptionError, SourceOptions
 from amqp10.spark.rows import (
     LEGACY_COLUMNS,
+    body_bytes,
+    body_values,
     choose_columns,
     column_types,
     message_from_row,
+    message_offset,
+    message_timestamp,
     open_message,
     row_from_message,
     row_from_payload,
     text,
+    text_map,
 )
 from amqp10.types import encode, symbol, timestamp, ulong
 
@@ -213,10 +219,37 @@ def test_column_choice_and_message_forms() -> None:
     )
     assert column_types(variant_maps=True)["message_annotations"] == "MAP<STRING, VARIANT>"
 
-    long = Message(body="x" * 2000, subject="s").encode()
-    assert isinstance(open_message(long, body=False), LazyMessage)  # the body stays bytes
-    assert isinstance(open_message(long, body=True), Message)
-    assert isinstance(open_message(Message(body="short").encode(), body=False), Message)
+    encoded = Message(body="x" * 2000, subject="s").encode()
+    assert isinstance(open_message(encoded), LazyMessage)  # sections found, none decoded
+    assert isinstance(open_message(encoded, whole=True), Message)
+    assert not decode_whole(["offset", "timestamp", "body", "body_string", "durable"])
+    assert decode_whole(["offset", "properties"])
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        Message("text"),
+        Message(b"\xff\x00 raw"),
+        Message("x" * 300),  # a str32
+        Message([b"one ", b"two"], body_type="data"),
+        Message([b"\xff"], body_type="data"),
+        Message({"k": 1, "t": True}),
+        Message(None),
+        Message(12345),
+        Message([[1, "a"]], body_type="sequence"),
+        Message([1.5, uuid.UUID(int=7)]),
+    ],
+    ids=repr,
+)
+def test_body_columns_of_the_scanner_equal_the_decoded_ones(message: Message) -> None:
+    message.message_annotations = {"x-opt-offset": 42, "x-opt-timestamp": timestamp(1700)}
+    data = message.encode()
+    lazy, whole = open_message(data), open_message(data, whole=True)
+    assert body_values(lazy) == body_values(whole)
+    assert body_bytes(lazy) == body_bytes(whole) == body_values(whole)[0]
+    assert message_offset(lazy) == message_offset(whole) == 42
+    assert message_timestamp(lazy) == message_timestamp(whole) == 1700
 
 
 def test_header_columns_of_arrow_batches() -> None:
@@ -237,3 +270,52 @@ def test_header_columns_of_arrow_batches() -> None:
     batch = build_batch(schema, Chunk("q", None, [None] * 4, messages))
     assert batch.column("durable").to_pylist() == [True, True, False, False]
     assert batch.column("priority").to_pylist() == [9, 9, 4, 4]
+
+
+def test_properties_struct_column_equals_the_per_message_structs() -> None:
+    """The column is built a field at a time; each row is what properties_struct gives."""
+    import pyarrow as pa
+
+    from amqp10.spark.batches import Chunk, build_batch
+    from amqp10.spark.rows import PROPERTY_FIELDS, properties_struct
+
+    built = [
+        Message("a", id=uuid.UUID(int=5), subject="s", user_id=b"u", group_sequence=7),
+        Message("b"),  # no properties section: a null struct
+        Message("c", creation_time=dt.datetime(2026, 1, 2, tzinfo=dt.UTC), to="q", reply_to="r"),
+    ]
+    messages = [Message.decode(m.encode()) for m in built]
+    struct = pa.struct(
+        [
+            (name, pa.timestamp("us", tz="UTC") if name.endswith("time") else t)
+            for name, t in zip(
+                PROPERTY_FIELDS,
+                [pa.string(), pa.binary(), *[pa.string()] * 6, pa.timestamp("us"),
+                 pa.timestamp("us"), pa.string(), pa.int64(), pa.string()],
+                strict=True,
+            )
+        ]
+    )  # fmt: skip
+    schema = pa.schema([("properties", struct)])
+    column = build_batch(schema, Chunk("q", None, [None] * 3, messages)).column("properties")
+    expected = pa.array([properties_struct(m.properties) for m in messages], type=struct)
+    assert column.equals(expected)
+    assert column.to_pylist()[1] is None
+    assert column.to_pylist()[0]["group_sequence"] == 7
+
+
+def test_text_map_columns_equal_the_per_message_maps() -> None:
+    import pyarrow as pa
+
+    from amqp10.spark.batches import Chunk, build_batch
+
+    maps = [{"a": 1, "b": None}, None, {}, {ulong(1): "x", "1": "y"}, None]
+    messages = [Message("m", application_properties=m) for m in maps]
+    messages[3] = Message("m", message_annotations={symbol("k"): 2})
+    mtype = pa.map_(pa.string(), pa.string())
+    schema = pa.schema([("application_properties", mtype), ("message_annotations", mtype)])
+    batch = build_batch(schema, Chunk("q", None, [None] * 5, messages))
+    for name in schema.names:
+        expected = [text_map(getattr(m, name)) for m in messages]
+        got = batch.column(name).to_pylist()
+        assert [None if g is None else dict(g) for g in got] == expected, name

@@ -2,8 +2,8 @@
 
 A stream whose policy has ``partitions = N`` (N > 1) is a :class:`PartitionedStream`
 at its own address, which only places messages, and N ordinary
-:class:`~.streams.Stream` nodes named ``<address>/partition/<K>`` (K from 0),
-which hold them. Each partition has its own offsets from 0, its own retention
+:class:`~.streams.Stream` nodes named ``<address>/partition/<K>`` (K from 0, as
+:mod:`amqp10.addresses` spells it), which hold them. Each partition has its own offsets from 0, its own retention
 and duplicate window, and is read (or written) at its own address by any client,
 as any stream is. Publishing to the partitioned address places a message:
 
@@ -19,10 +19,10 @@ The partitioned address itself cannot be read: a reader names a partition.
 
 from __future__ import annotations
 
-import re
 import zlib
 from collections.abc import Callable, Sequence
 
+from ...addresses import PARTITION_SEPARATOR, is_partition_address, partition_address
 from ..config import QueuePolicy
 from .message import QueuedMessage
 from .nodes import Node
@@ -35,21 +35,6 @@ __all__ = [
     "partition_address",
     "partition_of_key",
 ]
-
-PARTITION_SEPARATOR = "/partition/"
-"""Between a partitioned stream's address and a partition's number: ``events/partition/0``."""
-
-_PARTITION_NAME = re.compile(r".+/partition/\d+\Z", re.DOTALL)
-
-
-def partition_address(address: str, k: int) -> str:
-    """The address of partition ``k`` of the partitioned stream at ``address``."""
-    return f"{address}{PARTITION_SEPARATOR}{k}"
-
-
-def is_partition_address(address: str) -> bool:
-    """Whether ``address`` names a partition (``<stream>/partition/<K>``): it is never partitioned itself."""
-    return _PARTITION_NAME.fullmatch(address) is not None
 
 
 def partition_of_key(key: str, partitions: int) -> int:
