@@ -10,8 +10,8 @@ side in one run, each on a fresh broker:
                   connection moves --count messages through one more queue
     consumers     1 / 1,000 / 10,000 consumers on one queue draining a backlog of
                   --backlog messages, credit 10 each (--credit; topped up when half used),
-                  accepting every message (--count-tail: the broker's CPU read once it
-                  has taken the last dispositions too)
+                  accepting every message (the broker's CPU read once it has taken the
+                  last dispositions too; --no-count-tail: when the last message arrives)
     connections   1 / 1,000 / 5,000 connections open (each with a session), one of
                   them moving --count messages through a queue
 
@@ -383,10 +383,11 @@ def main() -> None:
     ap.add_argument("--backlog", type=int, default=100_000, help="backlog drained per consumer case")
     ap.add_argument(
         "--count-tail",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=True,
         help="consumer cases: read the broker's CPU only once it has taken the last dispositions "
-        "(by default it is read when the last message arrives, before the broker settles the "
-        "last window: up to consumers x credit messages)",
+        "(the default; --no-count-tail reads it when the last message arrives, as before "
+        "2026-11-26, leaving out the broker's work on the last window: up to consumers x credit messages)",
     )
     ap.add_argument("--case-timeout", type=float, default=300.0, help="seconds any one step may take")
     ap.add_argument("--broker-path", default=None, help="PYTHONPATH for the broker (another checkout)")
