@@ -8,7 +8,9 @@ subscription ``S`` is the topic's subscription queue ``S``, addressed
 ``TOPIC/Subscriptions/S``, dead-lettering to ``TOPIC/Subscriptions/S/$deadletterqueue``,
 and keeping only the messages one of its rules matches (the queue's ``admit``):
 SQL filters are the broker's selectors (SQL dialect, with Service Bus's ``sys.``
-system properties), correlation filters its properties filters.
+system properties), correlation filters its properties filters. Every entity stores
+every message it takes (its policy's ``durable``), as Service Bus does: the SDK marks
+no message durable.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...config import ServiceBusConfig, ServiceBusRule
-from ...core import Node, Queue, QueuedMessage, Topic, VirtualHost
+from ...core import Node, Queue, QueuedMessage, Stream, Topic, VirtualHost
 from ...core.selector import compile_selector, match_properties, sql_field
 
 __all__ = ["DEAD_LETTER_SUFFIX", "declare_entities", "entity_node", "rule_filter"]
@@ -80,19 +82,26 @@ _SYSTEM = {
 }
 
 
+def _kept(q: Queue | Stream, **update: Any) -> None:
+    """Store every message of a Service Bus entity, as the service does (the SDK marks
+    none durable), so a restart loses none, deferred ones included; and ``update``."""
+    if isinstance(q, Queue):
+        q.set_policy(q.policy.model_copy(update={"durable": True, **update}))
+
+
 def _dead_letters_to(q: Queue, dead: str, max_delivery_count: int | None) -> None:
     update: dict[str, Any] = {"dead_letter_exchange": "", "dead_letter_routing_key": dead}
     if max_delivery_count is not None:
         update["delivery_limit"] = max_delivery_count
-    q.set_policy(q.policy.model_copy(update=update))
+    _kept(q, **update)
 
 
 def declare_entities(vhost: VirtualHost, config: ServiceBusConfig) -> None:
     """Declare the configured queues and topics (existing ones are kept, rules replaced)."""
     for qc in config.queues:
         dead = qc.name + DEAD_LETTER_SUFFIX
-        vhost.declare_queue(dead)
-        vhost.declare_queue(
+        _kept(vhost.declare_queue(dead))
+        q = vhost.declare_queue(
             qc.name,
             arguments={
                 "x-dead-letter-exchange": "",
@@ -100,6 +109,7 @@ def declare_entities(vhost: VirtualHost, config: ServiceBusConfig) -> None:
                 "x-delivery-limit": qc.max_delivery_count,
             },
         )
+        _kept(q)
     for tc in config.topics:
         topic = vhost.nodes.get(tc.name) or vhost.create_node(tc.name, "topic")
         if not isinstance(topic, Topic):
@@ -109,7 +119,7 @@ def declare_entities(vhost: VirtualHost, config: ServiceBusConfig) -> None:
             filters = [rule_filter(r) for r in sc.rules]
             q.admit = lambda m, filters=filters: any(f(m) for f in filters)
             dead = f"{tc.name}/Subscriptions/{sc.name}{DEAD_LETTER_SUFFIX}"
-            vhost.declare_queue(dead)
+            _kept(vhost.declare_queue(dead))
             _dead_letters_to(q, dead, sc.max_delivery_count)
 
 
