@@ -20,6 +20,9 @@ Debian-backed ones (``--install`` apt-gets them first):
 13. pika -> RabbitMQ 3.10 (the 0-9-1 reference)
 14. Proton's C++ example clients -> our broker (compiled with g++)
 
+and 15. the ``azure-servicebus`` SDK -> our broker with ``[servicebus]`` on (the rows
+read in Service Bus terms: ``interop/scenarios/azure_sb.py``).
+
 Every peer runs on 127.0.0.1 only and is stopped afterwards. It prints the
 table and writes it as Markdown to ``interop/RESULTS.md`` (``--output``).
 Cells: ``pass``, ``FAIL (reason)``, ``n/a (reason)``, ``skipped (reason)``;
@@ -117,6 +120,13 @@ def _our_broker_wss() -> Peer:
     return OurBroker(websocket="wss")
 
 
+def _our_servicebus() -> Peer:
+    from .peers.ours import OurBroker
+    from .scenarios.azure_sb import servicebus_config
+
+    return OurBroker(plain=False, config=servicebus_config(), title="our broker ([servicebus])")
+
+
 def _proton_broker() -> Peer:
     from .peers.proton import ProtonBroker
 
@@ -187,6 +197,7 @@ PAIRINGS: tuple[Pairing, ...] = (
         option="rabbitmq",
         protocol=V091,
     ),
+    Pairing("azuresb-ours", "azure-servicebus SDK → our broker", "azure_sb", _our_servicebus),
 )
 PEER_OPTIONS = {p.option: p for p in PAIRINGS if p.option}
 

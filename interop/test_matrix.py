@@ -15,6 +15,8 @@ A 0-9-1 column runs the rows of 0-9-1 (its own, the shared ones read in 0-9-1 te
 and the cross-protocol ones with our 1.0 client on the other side).
 
 13. Proton's C++ example clients -> our broker (Debian, compiled with g++)
+15. the azure-servicebus SDK -> our broker with [servicebus] on (the rows read in Service
+    Bus terms; what the SDK cannot express is n/a: interop/scenarios/azure_sb.py)
 
 Each column runs once per module (its peer in a subprocess); every scenario is
 then one test that must be ``pass``, or ``n/a`` for one of the reasons listed
@@ -35,6 +37,7 @@ from interop.certs import have_openssl, make_certs
 from interop.matrix import NA, PAIRINGS, PASS, Column, run_column
 from interop.peers.proton import LACKS as PROTON_BROKER_LACKS
 from interop.scenarios import scenario_ids
+from interop.scenarios.azure_sb import NA as AZURE_SB_NA
 from interop.scenarios.proton_c import NA as PROTON_C_NA
 from interop.scenarios.proton_cpp import NA as PROTON_CPP_NA
 from interop.scenarios.rhea import NA as RHEA_NA
@@ -53,6 +56,7 @@ COLUMNS = (
     "pika-ours",
     "pikaasync-ours",
     "aiopika-ours",
+    "azuresb-ours",
 )
 OURS_ONLY = ("ours-ours", "ours-ours-ws", "ours-ours-wss")  # our client and our broker
 NO_NOTE = (*OURS_ONLY, "pika-ours", "pikaasync-ours", "aiopika-ours")  # (0-9-1 rows write none)
@@ -77,6 +81,8 @@ EXPECTED_NA = {
     **{("protonc-ours", sid): reason for sid, reason in PROTON_C_NA.items()},
     ("protonc-ours", "sasl-anonymous"): "without a SASL layer",
     **{("protoncpp-ours", sid): reason for sid, reason in PROTON_CPP_NA.items()},
+    # what the azure-servicebus SDK cannot express (interop/scenarios/azure_sb.py)
+    **{("azuresb-ours", sid): reason for sid, reason in AZURE_SB_NA.items()},
 }
 
 

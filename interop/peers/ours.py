@@ -31,14 +31,20 @@ class OurBroker(Peer):
         websocket: str = "",
         port: int = 0,
         plain: bool = True,
+        config: str = "",
+        title: str = "",
     ) -> None:
         """``websocket``: "ws" or "wss" to reach the broker over its HTTP listener (wss: TLS);
         ``port``: its plain listener's port (0: a free one); ``plain``: a users file for
-        SASL PLAIN (making one takes a process start and a password hash)."""
+        SASL PLAIN (making one takes a process start and a password hash); ``config``: more
+        of its TOML config (tables after the others); ``title``: what the matrix calls it."""
         self.idle_timeout = idle_timeout
         self.websocket = websocket
         self.port = port
         self.plain = plain
+        self.config = config
+        if title:
+            self.title = title
         self.proc: Process | None = None
 
     def start(self, workdir: Path, certs: Certs | None) -> Endpoint:
@@ -76,6 +82,7 @@ class OurBroker(Peer):
             + f'\n[store]\npath = "{d / "store.sqlite3"}"\ncommit_interval_ms = 1\n'
             + f"\n[limits]\nidle_timeout = {self.idle_timeout}\n"
             + self._http_config(certs)
+            + ("\n" + self.config if self.config else "")
         )
         self.proc = proc = Process(
             [sys.executable, "-m", "amqp10.cli", "broker", "--config", str(config)],

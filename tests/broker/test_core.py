@@ -299,3 +299,27 @@ def test_released_messages_return_in_arrival_order() -> None:
     r.add_credit(6)
     net.pump()
     assert [body(d) for d in c.received(r)] == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_message_over_a_receivers_max_message_size_stays_for_others() -> None:
+    """A receiver attached with a max-message-size is not given a message over it (the
+    engine would refuse to send it): the message stays in the queue for other receivers,
+    and the receiver gets the rest; the connection carries on."""
+    net = Net()
+    c = net.client()
+    snd = c.sender("sized")
+    big = Message(body=b"x" * 5000, body_type="data")
+    c.send(snd, big)
+    c.send(snd, Message(body="small"))
+    small = c.receiver("sized", credit=5, max_message_size=1000)
+    got = c.received(small)
+    assert [body(d) for d in got] == ["small"]
+    got[0].settle(Accepted())
+    net.pump()
+    q = net.broker.nodes["sized"]
+    assert q.count == 1  # the big one, not lost
+    small.flow(5)
+    net.pump()
+    assert c.received(small) == []  # and not offered to that receiver again
+    other = c.receiver("sized", credit=1)
+    assert [len(d.payload) > 5000 for d in c.received(other)] == [True]

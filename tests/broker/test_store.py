@@ -3,7 +3,9 @@ and PostgreSQL (a real server, a database of its own per test)."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -258,3 +260,122 @@ async def test_a_batch_taken_as_the_committer_is_cancelled_is_still_written(open
         gc.submit(put("q", 1))
         await anyio.sleep_forever()
     assert [m.seq for m in s.load().messages] == [1, 2]
+
+
+def test_deferred_messages_and_group_states_are_kept(open_store: Callable[[], st.SqlStore]) -> None:
+    s = open_store()
+    s.apply(
+        [
+            (st.NODE, "/", "q", "queue", "{}"),
+            put("q", 1), put("q", 2), put("q", 3),
+            (st.UPDATE, "q", 1, 0, 1), (st.UPDATE, "q", 1, 0, st.DEFERRED),  # delivered, then deferred
+            (st.UPDATE, "q", 2, 0, 1),  # delivered, unsettled
+            (st.GROUP_STATE, "q", "a", b"state-a"),
+            (st.GROUP_STATE, "q", "b", b"old"), (st.GROUP_STATE, "q", "b", b"state-b"),  # replaces
+            (st.GROUP_STATE, "q", "c", b"gone"), (st.GROUP_STATE, "q", "c", None),  # cleared
+            (st.GROUP_STATE, "other", "a", b"other's"),
+        ]
+    )  # fmt: skip
+    s.close()
+    s = open_store()
+    for _ in range(2):  # a second recovery finds the same: the deferral is not a delivery attempt
+        loaded = s.load()
+        assert [(m.seq, bool(m.deferred), m.delivery_count) for m in loaded.messages] == [
+            (1, True, 0), (2, False, 1), (3, False, 0)]  # fmt: skip
+        assert sorted((g.node, g.group, g.state) for g in loaded.group_states) == [
+            ("other", "a", b"other's"), ("q", "a", b"state-a"), ("q", "b", b"state-b")]  # fmt: skip
+    s.apply([(st.DELETE, "q", 1), (st.GROUP_STATE, "q", "a", None)])  # settled; state cleared
+    loaded = s.load()
+    assert [m.seq for m in loaded.messages] == [2, 3]
+    assert sorted(g.group for g in loaded.group_states if g.node == "q") == ["b"]
+    s.apply([(st.DROP_NODE, "/", "q")])  # a deleted queue takes its group states along
+    loaded = s.load()
+    assert loaded.messages == [] and [g.node for g in loaded.group_states] == ["other"]
+
+
+def _as_schema_3(s: st.SqlStore) -> None:
+    """Turn a new store into one of schema version 3 (no group_states table)."""
+    s._cur.execute("DROP TABLE group_states")
+    if isinstance(s, st.Store):
+        s._cur.execute("PRAGMA user_version = 3")
+    else:
+        s._cur.execute("UPDATE amqp10_store SET version = 3")
+
+
+def test_a_schema_3_store_is_migrated(open_store: Callable[[], st.SqlStore]) -> None:
+    s = open_store()
+    s.apply([(st.NODE, "/", "q", "queue", "{}"), put("q", 1), put("q", 2), (st.UPDATE, "q", 1, 0, 1)])
+    _as_schema_3(s)
+    s.close()
+    migrated = open_store()
+    assert migrated.migrated_from == 3
+    migrated.apply([(st.GROUP_STATE, "q", "g", b"s"), (st.UPDATE, "q", 2, 0, st.DEFERRED)])
+    loaded = migrated.load()
+    assert [(m.seq, m.delivery_count, bool(m.deferred)) for m in loaded.messages] == [(1, 1, False), (2, 0, True)]
+    assert [(g.group, g.state) for g in loaded.group_states] == [("g", b"s")]
+    migrated.close()
+    assert open_store().migrated_from is None
+
+
+def test_broker_recovers_deferred_messages_and_group_states(open_store: Callable[[], st.SqlStore]) -> None:
+    """A deferred message comes back set aside (acquired, with its seq), a group's state
+    as it was; settling, clearing and deleting the queue remove them from the store."""
+    s = open_store()
+    net = Net()
+    net.broker = Broker(BrokerConfig(), journal=SyncJournal(s))
+    c = net.client()
+    snd = c.sender("dq")
+    for i in range(3):
+        c.send(snd, Message(body=i, durable=True, group_id="g"))
+    q = net.broker.nodes["dq"]
+    assert isinstance(q, Queue)
+    first = q.get()
+    assert first is not None
+    q.defer(first)
+    q.set_group_state("g", b"checkpoint")
+    q.set_group_state("h", b"cleared")
+    q.set_group_state("h", None)
+
+    fresh = Broker(BrokerConfig(), journal=SyncJournal(s))
+    assert fresh.recover(s) == 3
+    q2 = fresh.nodes["dq"]
+    assert isinstance(q2, Queue)
+    assert [Message.decode(m.data).body for m in q2] == [1, 2]  # the deferred one is not for consumers
+    assert list(q2.deferred) == [first.seq] and q2.stats.unacked == 1
+    assert q2.group_states == {"g": b"checkpoint"}
+    back = q2.deferred.pop(first.seq)
+    assert Message.decode(back.data).body == 0
+    q2.ack(back)
+    assert q2.stats.unacked == 0
+    assert [m.seq for m in s.load().messages] == [2, 3]
+    fresh.default.delete_node("dq")
+    loaded = s.load()
+    assert loaded.messages == [] and loaded.group_states == []
+
+
+def test_a_schema_3_store_file_opens_and_takes_deferrals(tmp_path: Path) -> None:
+    """``store-v3.sqlite3`` was written by the broker before deferred messages and group
+    states (fixtures/make_store_v3.py): it opens, recovers, and takes both."""
+    path = tmp_path / "v3.sqlite3"
+    shutil.copy(Path(__file__).with_name("fixtures") / "store-v3.sqlite3", path)
+    s = st.Store(path)
+    assert s.migrated_from == 3
+    b = Broker(BrokerConfig(), journal=SyncJournal(s))
+    assert b.recover(s) == 3
+    q = b.nodes["orders"]
+    assert isinstance(q, Queue) and q.policy.max_length == 100
+    assert [(Message.decode(m.data).body, m.delivery_count) for m in q] == [
+        ("order-0", 1), ("order-1", 0), ("order-2", 0)]  # fmt: skip
+    msg = q.get()
+    assert msg is not None
+    q.defer(msg)
+    q.set_group_state("g", b"v4")
+    s.close()
+    s2 = st.Store(path)
+    assert s2.migrated_from is None
+    again = Broker(BrokerConfig())
+    assert again.recover(s2) == 3
+    q2 = again.nodes["orders"]
+    assert isinstance(q2, Queue)
+    assert list(q2.deferred) == [msg.seq] and q2.group_states == {"g": b"v4"} and q2.count == 2
+    s2.close()

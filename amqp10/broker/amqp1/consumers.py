@@ -10,6 +10,7 @@ consumer's state for link recovery, and forget a consumer when its link ends.
 from __future__ import annotations
 
 import itertools
+import logging
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
     from .handler import ConnectionHandler
 
 __all__ = ["LinkConsumer"]
+
+log = logging.getLogger("amqp10.broker")
 
 _ids = itertools.count(1)
 
@@ -98,6 +101,15 @@ class LinkConsumer:
 
     def deliver(self, node: Node, msg: QueuedMessage) -> None:
         data, tag = self.payload(msg)
+        remote = self.link.remote_attach
+        limit = remote.max_message_size if remote is not None else None
+        if limit and len(data) > limit:
+            # too big for this receiver (Part 2 §2.7.3): it stays for others, never this one
+            # (a browser's copy is simply not shown)
+            log.warning("a message of %d bytes is over link %r's max-message-size %d: not for it", len(data), self.link.name, limit)
+            if not self.browse:
+                self.node.release(msg, undeliverable_to=self.id)
+            return
         d = self.link.send(data, settled=self.presettled, tag=tag)
         if self.presettled:
             if not self.browse:

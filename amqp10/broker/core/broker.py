@@ -247,6 +247,10 @@ class Broker:
         for vhost in self.vhosts.values():
             for q in vhost.queues():
                 queues[_store.message_key(vhost.name, q.name)] = q
+        for grec in loaded.group_states:
+            gq = queues.get(grec.node)
+            if isinstance(gq, Queue):
+                gq.group_states[grec.group] = grec.state
         classes: dict[str, type[QueuedMessage]] = {}
         n = 0
         for m in store.stored_messages():
@@ -256,18 +260,20 @@ class Broker:
             cls = classes.get(m.format)
             if cls is None:
                 cls = classes[m.format] = format_named(m.format)
-            target.restore(
-                cls(
-                    m.data,
-                    priority=m.priority,
-                    durable=True,
-                    expiry=m.expiry,
-                    message_id=m.message_id,
-                    delivery_count=m.delivery_count,
-                    arrival=m.arrival,
-                    seq=m.seq,
-                )
+            msg = cls(
+                m.data,
+                priority=m.priority,
+                durable=True,
+                expiry=m.expiry,
+                message_id=m.message_id,
+                delivery_count=m.delivery_count,
+                arrival=m.arrival,
+                seq=m.seq,
             )
+            if m.deferred and isinstance(target, Queue):
+                target.restore(msg, deferred=True)
+            else:
+                target.restore(msg)
             n += 1
         return n
 

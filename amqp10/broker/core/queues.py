@@ -103,6 +103,10 @@ class Queue(Node):
         """What it keeps (a topic subscription's selector); None: everything."""
         self.settings: dict[str, Any] = {}
         """A front end's settings kept with a subscription's store record (JSON; e.g. Service Bus rules)."""
+        self.deferred: dict[int, QueuedMessage] = {}
+        """Acquired messages set aside by their consumer (:meth:`defer`), by seq."""
+        self.group_states: dict[str, bytes] = {}
+        """What consumers keep for message groups (:meth:`set_group_state`), by group."""
         # consumers with a selector: per priority level, the seq up to which every message
         # is known not to match (so a take looks only at what is newer)
         self._scanned: dict[int, list[int]] = {}
@@ -148,10 +152,16 @@ class Queue(Node):
             room = by_bytes if room is None else min(room, by_bytes)
         return room
 
-    def restore(self, msg: QueuedMessage) -> None:
-        """Put back a message recovered from the store (already durable)."""
+    def restore(self, msg: QueuedMessage, *, deferred: bool = False) -> None:
+        """Put back a message recovered from the store (already durable); ``deferred``: one
+        set aside (:meth:`defer`), which comes back acquired, as delivered."""
         self.dedup.seen(msg.message_id)
         self._next_seq_at_least(msg.seq + 1)
+        if deferred:
+            self.deferred[msg.seq] = msg
+            self.stats.delivered += 1
+            self._disk_changed(msg.size)
+            return
         if msg.priority > self._top:
             msg.priority = self._top
         if self.groups is None and msg.group is not None:
@@ -629,6 +639,23 @@ class Queue(Node):
             self.dead_letter(msg, "expired")
 
     # -- outcomes from consumers ---------------------------------------------------------
+    def defer(self, msg: QueuedMessage) -> None:
+        """Set an acquired ``msg`` aside (Service Bus's defer): no consumer gets it; it is
+        taken back from :attr:`deferred` by its seq and settled as usual, after a restart too."""
+        self.deferred[msg.seq] = msg
+        if self._persistent(msg):
+            self.journal.submit((_store.UPDATE, self._key, msg.seq, msg.delivery_count, _store.DEFERRED))
+
+    def set_group_state(self, group: str, state: bytes | None) -> None:
+        """Keep a message group's state (Service Bus's session state; None: clear it), in
+        the store as well if the queue is durable."""
+        if state is None:
+            self.group_states.pop(group, None)
+        else:
+            self.group_states[group] = state
+        if self.durable_node:
+            self.journal.submit((_store.GROUP_STATE, self._key, group, state))
+
     def ack(self, msg: QueuedMessage) -> None:
         """The consumer accepted the message: it is gone for good."""
         self.stats.acked += 1

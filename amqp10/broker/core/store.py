@@ -19,9 +19,19 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
+
+from .store_records import (
+    BindingRecord,
+    ExchangeRecord,
+    GroupStateRecord,
+    Loaded,
+    NodeRecord,
+    PolicyRecord,
+    StoredMessage,
+    VhostRecord,
+)
 
 log = logging.getLogger("amqp10.broker")
 
@@ -30,14 +40,20 @@ __all__ = [
     "UNPAGE",
     "message_key",
     "split_message_key",
-    "BindingRecord", "ExchangeRecord", "Loaded", "NodeRecord", "PolicyRecord", "SqlStore", "Store",
+    "DEFERRED",
+    "BindingRecord", "ExchangeRecord", "GroupStateRecord", "Loaded", "NodeRecord", "PolicyRecord", "SqlStore", "Store",
     "StoredMessage", "VhostRecord"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The version of the current schema (SQLite: ``PRAGMA user_version``). Version 0 is
 the schema of the brokers before virtual hosts (nodes and messages keyed by name
-alone, every message a 1.0 message); version 2 has no policies or vhosts tables.
-:meth:`SqlStore._migrate` migrates both in place when a store is opened."""
+alone, every message a 1.0 message); version 2 has no policies or vhosts tables;
+version 3 no group_states table, and no deferred messages (``in_flight`` = 2).
+:meth:`SqlStore._migrate` migrates each in place when a store is opened."""
+
+DEFERRED = 2
+"""``messages.in_flight`` of a message its consumer set aside (Service Bus's defer): it
+stays acquired across a restart, to be taken by its seq (0: ready; 1: delivered)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS nodes (
@@ -88,6 +104,12 @@ CREATE TABLE IF NOT EXISTS policies (
 CREATE TABLE IF NOT EXISTS vhosts (
     name TEXT PRIMARY KEY,
     metadata TEXT NOT NULL DEFAULT '{{}}'
+);
+CREATE TABLE IF NOT EXISTS group_states (
+    node TEXT NOT NULL,
+    group_id TEXT NOT NULL,
+    state {blob} NOT NULL,
+    PRIMARY KEY (node, group_id)
 )
 """
 """Every table, with the column types as placeholders (``SqlStore.TYPES``)."""
@@ -121,7 +143,8 @@ _MIGRATE_FROM_0_AFTER = [
     "INSERT INTO nodes (vhost, name, kind, properties) SELECT '/', name, kind, properties FROM nodes_v0",
     "DROP TABLE nodes_v0",
 ]
-# Version 2 -> 3: new tables only (runtime policies, declared virtual hosts).
+# Version 2 -> 3: new tables only (runtime policies, declared virtual hosts); 3 -> 4: the
+# group_states table (the in_flight value DEFERRED is new, and no version-3 row has it).
 
 
 def message_key(vhost: str, node: str) -> str:
@@ -135,85 +158,6 @@ def split_message_key(key: str) -> tuple[str, str]:
     """(vhost, node) of a :func:`message_key`."""
     vhost, sep, node = key.partition("\x1f")
     return (vhost, node) if sep else ("/", key)
-
-
-@dataclass(frozen=True, slots=True)
-class StoredMessage:
-    """A message row as recovered from the store (``node``: its :func:`message_key`)."""
-
-    node: str
-    seq: int
-    priority: int
-    delivery_count: int
-    expiry: float | None
-    arrival: float
-    message_id: str | None
-    format: str
-    data: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class NodeRecord:
-    """A durable node (queue, topic subscription, stream) to recreate at start."""
-
-    vhost: str
-    name: str
-    kind: str
-    properties: str
-
-
-@dataclass(frozen=True, slots=True)
-class ExchangeRecord:
-    """A durable exchange: its type and properties (JSON: auto_delete, internal, alternate, arguments)."""
-
-    vhost: str
-    name: str
-    type: str
-    properties: str
-
-
-@dataclass(frozen=True, slots=True)
-class BindingRecord:
-    """A durable binding: source exchange to a queue or exchange, key and arguments (JSON)."""
-
-    vhost: str
-    source: str
-    destination_kind: str
-    destination: str
-    routing_key: str
-    arguments: str
-
-
-@dataclass(frozen=True, slots=True)
-class PolicyRecord:
-    """A runtime policy (RabbitMQ's): queues whose names match ``pattern`` get ``definition`` (JSON)."""
-
-    vhost: str
-    name: str
-    pattern: str
-    apply_to: str
-    definition: str
-    priority: int
-
-
-@dataclass(frozen=True, slots=True)
-class VhostRecord:
-    """A virtual host declared at run time (definitions import), with its metadata (JSON)."""
-
-    name: str
-    metadata: str
-
-
-@dataclass(frozen=True, slots=True)
-class Loaded:
-    """Everything a store holds, as :meth:`Store.load` reads it."""
-
-    nodes: list[NodeRecord]
-    messages: list[StoredMessage]
-    exchanges: list[ExchangeRecord]
-    bindings: list[BindingRecord]
-    policies: list[PolicyRecord] = field(default_factory=list)
-    vhosts: list[VhostRecord] = field(default_factory=list)
 
 
 # Operations applied in one transaction (tuples keep the hot path cheap).
@@ -235,6 +179,7 @@ MOVE = 13  # (MOVE, key, seq, new_seq, expiry): a scheduled message enters its q
 PAGE = 14  # (PAGE, key, seq, delivery_count, expiry, arrival, message_id, format, data): a
 # non-durable message's body paged out (core/paging.py), into a table that dies with the connection
 UNPAGE = 15  # (UNPAGE, key, seq): a paged-out non-durable message is back in memory (seq None: all of the node's)
+GROUP_STATE = 16  # (GROUP_STATE, key, group, state): a queue's message group's state (state None: cleared)
 Op = tuple[Any, ...]
 
 
@@ -333,7 +278,8 @@ class SqlStore:
         (``messages`` False: none; :meth:`stored_messages` reads them a batch at a time).
 
         Messages marked in flight come back with delivery-count + 1, and the
-        change is written back so a second crash does not lose the count.
+        change is written back so a second crash does not lose the count; deferred
+        ones (:data:`DEFERRED`) come back as they were, marked ``deferred``.
         """
         sql = self._sql
         out: list[list[tuple[Any, ...]]] = []
@@ -349,7 +295,7 @@ class SqlStore:
         self._transaction(read)
         if not messages:
             out.append([])
-        nodes, exchanges, bindings, policies, vhosts, rows = out
+        nodes, exchanges, bindings, policies, vhosts, states, rows = out
         return Loaded(
             [NodeRecord(*r) for r in nodes],
             [StoredMessage(*r) for r in rows],
@@ -357,6 +303,7 @@ class SqlStore:
             [BindingRecord(*r) for r in bindings],
             [PolicyRecord(*r) for r in policies],
             [VhostRecord(*r) for r in vhosts],
+            [GroupStateRecord(r[0], r[1], bytes(r[2])) for r in states],
         )
 
     def stored_messages(self, batch: int = 10_000) -> Iterator[StoredMessage]:
@@ -444,14 +391,18 @@ class SqlStore:
         self._transaction(write)
 
     def _definition(self, op: Op) -> None:
-        """Apply one change to the durable definitions (nodes, exchanges, bindings, policies, vhosts),
-        or move a scheduled message to its place in its queue."""
+        """Apply one change to the durable definitions (nodes, exchanges, bindings, policies, vhosts,
+        group states), or move a scheduled message to its place in its queue."""
         kind = op[0]
+        statements = self._sql.definitions.get(kind)
         if kind == DROP_NODE:
-            self._cur.execute(self._sql.drop_node_messages, (message_key(op[1], op[2]),))
+            key = message_key(op[1], op[2])
+            self._cur.execute(self._sql.drop_node_messages, (key,))
+            self._cur.execute(self._sql.drop_group_states, (key,))
+        elif kind == GROUP_STATE and op[3] is None:
+            op, statements = op[:3], [self._sql.clear_group_state]
         elif kind == MOVE:
             op = (MOVE, op[3], op[4], op[1], op[2])
-        statements = self._sql.definitions.get(kind)
         if statements is None:  # pragma: no cover - a programming error
             raise ValueError(f"unknown store operation {kind!r}")
         for sql in statements:
@@ -531,6 +482,7 @@ _KEYS = {
     "bindings": ("vhost", "source", "destination_kind", "destination", "routing_key", "arguments"),
     "policies": ("vhost", "name"),
     "vhosts": ("name",),
+    "group_states": ("node", "group_id"),
 }
 
 
@@ -560,6 +512,8 @@ class _Statements:
         self.update_run = q("UPDATE messages SET delivery_count = ?, in_flight = ? WHERE node = ? AND seq BETWEEN ? AND ?")
         self.delete_run = q("DELETE FROM messages WHERE node = ? AND seq BETWEEN ? AND ?")
         self.drop_node_messages = q("DELETE FROM messages WHERE node = ?")
+        self.drop_group_states = q("DELETE FROM group_states WHERE node = ?")
+        self.clear_group_state = q("DELETE FROM group_states WHERE node = ? AND group_id = ?")
         paged_columns = "seq, delivery_count, expiry, arrival, message_id, format, data"
         self.page = q(
             f"INSERT INTO paged (node, {paged_columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
@@ -578,7 +532,8 @@ class _Statements:
             "SELECT vhost, source, destination_kind, destination, routing_key, arguments FROM bindings",
             "SELECT vhost, name, pattern, apply_to, definition, priority FROM policies",
             "SELECT name, metadata FROM vhosts",
-            f"SELECT {', '.join(_MESSAGE_COLUMNS)} FROM messages ORDER BY node, seq",
+            "SELECT node, group_id, state FROM group_states",
+            f"SELECT {', '.join(_MESSAGE_COLUMNS)}, in_flight = {DEFERRED} FROM messages ORDER BY node, seq",
         ]
         drop_bindings_to = "DELETE FROM bindings WHERE vhost = ? AND destination_kind = '{}' AND destination = ?"
         self.definitions: dict[int, list[str]] = {
@@ -601,6 +556,7 @@ class _Statements:
             POLICY: [upsert("policies", "vhost", "name", "pattern", "apply_to", "definition", "priority")],
             DROP_POLICY: [q("DELETE FROM policies WHERE vhost = ? AND name = ?")],
             VHOST: [upsert("vhosts", "name", "metadata")],
+            GROUP_STATE: [upsert("group_states", "node", "group_id", "state")],
         }
 
 
@@ -668,7 +624,7 @@ class Store(SqlStore):
         return version
 
     def _migration(self, version: int | None) -> list[str]:
-        # version 0 -> 3: the nodes move into the default virtual host; version 2 -> 3 (and
+        # version 0 -> 4: the nodes move into the default virtual host; versions 2, 3 -> 4 (and
         # an empty file): every table it lacks is created, nothing else changes.
         schema = self.schema()
         if version == 0:

@@ -6,7 +6,9 @@ its ``max_delivery_count``: abandoning a message counts a failed delivery, and t
 core dead-letters it once the limit is reached. A topic is a core topic; its
 subscription ``S`` is the topic's subscription queue ``S``, addressed
 ``TOPIC/Subscriptions/S``, dead-lettering to ``TOPIC/Subscriptions/S/$deadletterqueue``,
-and keeping only the messages one of its rules matches (:mod:`.rules`).
+and keeping only the messages one of its rules matches (:mod:`.rules`). Every
+entity stores every message it takes (its policy's ``durable``), as Service Bus does:
+the SDK marks no message durable.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...config import ServiceBusConfig
-from ...core import Node, Queue, Topic, VirtualHost
+from ...core import Node, Queue, Stream, Topic, VirtualHost
 from .rules import apply_rules
 
 __all__ = ["DEAD_LETTER_SUFFIX", "declare_entities", "entity_node"]
@@ -23,11 +25,18 @@ DEAD_LETTER_SUFFIX = "/$deadletterqueue"
 _SUBSCRIPTIONS = "/subscriptions/"
 
 
+def _kept(q: Queue | Stream, **update: Any) -> None:
+    """Store every message of a Service Bus entity, as the service does (the SDK marks
+    none durable), so a restart loses none, deferred ones included; and ``update``."""
+    if isinstance(q, Queue):
+        q.set_policy(q.policy.model_copy(update={"durable": True, **update}))
+
+
 def _dead_letters_to(q: Queue, dead: str, max_delivery_count: int | None) -> None:
     update: dict[str, Any] = {"dead_letter_exchange": "", "dead_letter_routing_key": dead}
     if max_delivery_count is not None:
         update["delivery_limit"] = max_delivery_count
-    q.set_policy(q.policy.model_copy(update=update))
+    _kept(q, **update)
 
 
 def declare_entities(vhost: VirtualHost, config: ServiceBusConfig) -> None:
@@ -41,8 +50,8 @@ def declare_entities(vhost: VirtualHost, config: ServiceBusConfig) -> None:
                     apply_rules(vhost, sub, None)
     for qc in config.queues:
         dead = qc.name + DEAD_LETTER_SUFFIX
-        vhost.declare_queue(dead)
-        vhost.declare_queue(
+        _kept(vhost.declare_queue(dead))
+        q = vhost.declare_queue(
             qc.name,
             arguments={
                 "x-dead-letter-exchange": "",
@@ -50,6 +59,7 @@ def declare_entities(vhost: VirtualHost, config: ServiceBusConfig) -> None:
                 "x-delivery-limit": qc.max_delivery_count,
             },
         )
+        _kept(q)
     for tc in config.topics:
         topic = vhost.nodes.get(tc.name) or vhost.create_node(tc.name, "topic")
         if not isinstance(topic, Topic):
@@ -58,7 +68,7 @@ def declare_entities(vhost: VirtualHost, config: ServiceBusConfig) -> None:
             q = topic.subscribe(sc.name, durable=True)
             apply_rules(vhost, q, sc.rules)
             dead = f"{tc.name}/Subscriptions/{sc.name}{DEAD_LETTER_SUFFIX}"
-            vhost.declare_queue(dead)
+            _kept(vhost.declare_queue(dead))
             _dead_letters_to(q, dead, sc.max_delivery_count)
 
 

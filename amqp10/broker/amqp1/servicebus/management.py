@@ -57,7 +57,7 @@ from .deferred import deferred, undefer
 from .entities import entity_node
 from .rules import OPERATIONS as RULE_OPERATIONS
 from .rules import OperationError, rule_operation
-from .sessions import session_states
+from .sessions import session_state, set_session_state
 
 __all__ = ["AzureRequestNode", "EntityManagementNode"]
 
@@ -233,15 +233,11 @@ class EntityManagementNode(AzureRequestNode):
         return 200, "OK", {}
 
     def _get_session_state(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
-        return 200, "OK", {"session-state": session_states(queue).get(str(body["session-id"]))}
+        return 200, "OK", {"session-state": session_state(queue, str(body["session-id"]))}
 
     def _set_session_state(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
         state = body.get("session-state")
-        states = session_states(queue)
-        if state is None:
-            states.pop(str(body["session-id"]), None)
-        else:
-            states[str(body["session-id"])] = bytes(state)
+        set_session_state(queue, str(body["session-id"]), None if state is None else bytes(state))
         return 200, "OK", {}
 
     def _renew_session_lock(self, queue: Queue, body: Mapping[str, Any]) -> Reply:

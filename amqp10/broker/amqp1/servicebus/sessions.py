@@ -8,7 +8,10 @@ while it is attached (another receiver asking for it is refused with
 ``amqp:resource-locked``); the attach answer names the session in the same filter
 and its lock's end in the ``com.microsoft:locked-until-utc`` link property (.NET
 ticks). The session's state (``get-session-state``/``set-session-state`` on the
-entity's ``$management``) is kept per queue for the broker process's life.
+entity's ``$management``) is the queue's group state
+(:meth:`Queue.set_group_state <amqp10.broker.core.Queue.set_group_state>`): a
+durable queue keeps it in the store, across restarts, until it is cleared or the
+queue deleted.
 """
 
 from __future__ import annotations
@@ -22,14 +25,13 @@ from ....types import Source, symbol
 from ...core import Queue, QueuedMessage
 from ..addresses import AddressError
 
-__all__ = ["SESSION_FILTER", "claim_session", "session_states", "ticks"]
+__all__ = ["SESSION_FILTER", "claim_session", "session_state", "set_session_state", "ticks"]
 
 SESSION_FILTER = symbol("com.microsoft:session-filter")
 LOCKED_UNTIL = symbol("com.microsoft:locked-until-utc")
 _EPOCH_TICKS = 621355968000000000  # .NET ticks (100 ns since year 1) at the Unix epoch
 
 _LOCKS: WeakKeyDictionary[Queue, dict[str, Link]] = WeakKeyDictionary()
-_STATES: WeakKeyDictionary[Queue, dict[str, bytes]] = WeakKeyDictionary()
 
 
 def ticks(seconds: float) -> int:
@@ -37,9 +39,14 @@ def ticks(seconds: float) -> int:
     return _EPOCH_TICKS + int(seconds * 10_000_000)
 
 
-def session_states(queue: Queue) -> dict[str, bytes]:
-    """The session states of ``queue``'s sessions, by session id."""
-    return _STATES.setdefault(queue, {})
+def session_state(queue: Queue, sid: str) -> bytes | None:
+    """The state of ``queue``'s session ``sid`` (None: none set)."""
+    return queue.group_states.get(sid)
+
+
+def set_session_state(queue: Queue, sid: str, state: bytes | None) -> None:
+    """Set (None: clear) the state of ``queue``'s session ``sid``."""
+    queue.set_group_state(sid, state)
 
 
 def _held(queue: Queue, sid: str, link: Link) -> bool:
