@@ -110,9 +110,9 @@ class SyncJournal:
 class Net:
     """Pumps bytes between every client and its broker-side connection until quiet."""
 
-    def __init__(self, config: BrokerConfig | None = None, now: Any = None) -> None:
+    def __init__(self, config: BrokerConfig | None = None, now: Any = None, journal: Any = None) -> None:
         kw = {"now": now} if now is not None else {}
-        self.broker = Broker(config or BrokerConfig(), **kw)
+        self.broker = Broker(config or BrokerConfig(), journal=journal, **kw)
         self.clients: list[Client] = []
 
     def client(self, name: str = "client", hostname: str | None = None) -> Client:

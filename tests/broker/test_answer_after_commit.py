@@ -1,0 +1,140 @@
+"""A management answer goes out only once the change it reports is committed to the store.
+
+A reply that says "created", "bound", "rule added" is a promise that the change survives a
+crash; the store's group committer makes the change durable a little later. These tests
+hold the commit (:class:`HeldJournal`, in memory) and check that no answer is sent while
+it is held, and that it arrives once the commit is done: for ``$management`` CREATE of a
+durable queue, and Service Bus's ``com.microsoft:add-rule`` and ``remove-rule``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from amqp10.broker.amqp1.servicebus.entities import declare_entities
+from amqp10.broker.amqp1.servicebus.tokens import Grant
+from amqp10.broker.config import BrokerConfig
+from amqp10.broker.core import Broker
+from amqp10.broker.core import store as st
+from amqp10.message import Message
+from amqp10.types import Accepted, Source
+
+from .harness import Client, HeldJournal, Net
+
+
+def _answers(c: Client, link: Any) -> list[Message]:
+    return [Message.decode(d.payload) for d in c.received(link)]
+
+
+def _stored_nodes(store: st.Store) -> set[str]:
+    return {n.name for n in store.load(messages=False).nodes}
+
+
+# -- $management (the OASIS draft) ---------------------------------------------------------------
+def _create_request(tmp_path: Path, name: str) -> tuple[st.Store, HeldJournal, Net, Client, Any, Any]:
+    """A broker on a held store, and a client that asked ``$management`` to CREATE the
+    durable queue ``name``: (store, journal, net, client, reply link, the request's delivery)."""
+    store = st.Store(tmp_path / "db.sqlite3")
+    j = HeldJournal(store)
+    net = Net(journal=j)
+    c = net.client()
+    replies = c.receiver(None, credit=5, source=Source(dynamic=True))
+    request = Message(body={"durable": True}, reply_to=replies.remote_source.address, id=f"create-{name}")
+    request.application_properties = {"operation": "CREATE", "type": "queue", "name": name}
+    return store, j, net, c, replies, c.send(c.sender("$management"), request)
+
+
+def test_a_durable_queue_create_is_answered_once_its_record_is_committed(tmp_path: Path) -> None:
+    store, j, net, c, replies, d = _create_request(tmp_path, "orders")
+    assert isinstance(d.remote_state, Accepted)  # the request is taken ...
+    assert "orders" in net.broker.default.nodes
+    assert _answers(c, replies) == []  # ... but not answered while its record is not committed
+    assert "orders" not in _stored_nodes(store)
+    j.commit()
+    net.pump()
+    (answer,) = _answers(c, replies)
+    assert answer.correlation_id == "create-orders"
+    assert answer.application_properties["statusCode"] == 201
+    assert "orders" in _stored_nodes(store)
+
+
+def test_a_crash_before_the_commit_loses_only_an_unanswered_create(tmp_path: Path) -> None:
+    store, j, net, c, replies, _ = _create_request(tmp_path, "lost")
+    j.crash()  # the broker dies with the record not committed
+    net.pump()
+    assert _answers(c, replies) == []  # nobody was told it was created
+    again = Broker(BrokerConfig(), journal=HeldJournal(store))
+    again.recover(store)
+    assert "lost" not in again.default.nodes
+
+
+# -- Service Bus rules -----------------------------------------------------------------------------
+TOPIC, SUB = "t", "s"
+
+
+def _servicebus(tmp_path: Path) -> tuple[st.Store, HeldJournal, Net, Client, Any]:
+    config = BrokerConfig.model_validate(
+        {"servicebus": {"enabled": True, "topics": [{"name": TOPIC, "subscriptions": [{"name": SUB}]}]}}
+    )
+    store = st.Store(tmp_path / "db.sqlite3")
+    j = HeldJournal(store)
+    net = Net(config, journal=j)
+    declare_entities(net.broker.default, config.servicebus)
+    j.commit()
+    c = net.client()
+    c.handler.use_claims(config.servicebus)
+    assert c.handler.gate is not None
+    c.handler.gate.grants[TOPIC] = Grant(f"sb://host/{TOPIC}", frozenset({"Listen", "Send", "Manage"}), net.broker.now() + 600)
+    node = f"{TOPIC}/Subscriptions/{SUB}/$management"
+    replies = c.receiver(node, credit=10)
+    return store, j, net, c, (c.sender(node), replies)
+
+
+def _rule_request(c: Client, links: Any, operation: str, body: dict[str, Any]) -> None:
+    request = Message(body=body, id=f"{operation}-1")
+    request.application_properties = {"operation": f"com.microsoft:{operation}"}
+    c.send(links[0], request)
+
+
+def _stored_rules(store: st.Store) -> list[str]:
+    (record,) = [n for n in store.load(messages=False).nodes if n.kind == "subscription"]
+    kept = json.loads(record.properties).get("settings", {}).get("servicebus-rules", [])
+    return [r["rule"]["name"] for r in kept]
+
+
+def test_add_rule_and_remove_rule_are_answered_once_the_rules_are_committed(tmp_path: Path) -> None:
+    store, j, net, c, links = _servicebus(tmp_path)
+    rule = {"sql-filter": {"expression": "color = 'red'"}, "sql-rule-action": None, "rule-name": "red"}
+    _rule_request(c, links, "add-rule", {"rule-name": "red", "rule-description": rule})
+    assert _answers(c, links[1]) == []  # the rule applies, but the answer waits for its record
+    assert "red" not in _stored_rules(store)
+    j.commit()
+    net.pump()
+    (added,) = _answers(c, links[1])
+    assert added.application_properties["statusCode"] == 200 and added.correlation_id == "add-rule-1"
+    assert "red" in _stored_rules(store)
+
+    _rule_request(c, links, "remove-rule", {"rule-name": "red"})
+    assert _answers(c, links[1]) == []
+    assert "red" in _stored_rules(store)
+    j.commit()
+    net.pump()
+    (removed,) = _answers(c, links[1])
+    assert removed.application_properties["statusCode"] == 200
+    assert "red" not in _stored_rules(store)
+
+
+def test_answers_keep_the_order_of_their_requests(tmp_path: Path) -> None:
+    """A read after a held change is answered after it: every answer waits in one queue."""
+    store, j, net, c, links = _servicebus(tmp_path)
+    rule = {"sql-filter": {"expression": "1=1"}, "sql-rule-action": None, "rule-name": "all"}
+    _rule_request(c, links, "add-rule", {"rule-name": "all", "rule-description": rule})
+    request = Message(body={"skip": 0, "top": 10}, id="enumerate-1")
+    request.application_properties = {"operation": "com.microsoft:enumerate-rules"}
+    c.send(links[0], request)
+    assert _answers(c, links[1]) == []
+    j.commit()
+    net.pump()
+    assert [a.correlation_id for a in _answers(c, links[1])] == ["add-rule-1", "enumerate-1"]
