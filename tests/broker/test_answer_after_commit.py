@@ -2,16 +2,23 @@
 
 A reply that says "created", "bound", "rule added" is a promise that the change survives a
 crash; the store's group committer makes the change durable a little later. These tests
-hold the commit (:class:`HeldJournal`, in memory) and check that no answer is sent while
-it is held, and that it arrives once the commit is done: for ``$management`` CREATE of a
-durable queue, and Service Bus's ``com.microsoft:add-rule`` and ``remove-rule``.
+hold the commit (:class:`HeldJournal` in memory; a gate on the store of a running broker
+for pika) and check that no answer is sent while it is held, and that it arrives once the
+commit is done: for ``$management`` CREATE of a durable queue, Service Bus's
+``com.microsoft:add-rule`` and ``remove-rule``, and 0-9-1's durable ``queue.declare`` (pika).
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import pika
 
 from amqp10.broker.amqp1.servicebus.entities import declare_entities
 from amqp10.broker.amqp1.servicebus.tokens import Grant
@@ -21,7 +28,10 @@ from amqp10.broker.core import store as st
 from amqp10.message import Message
 from amqp10.types import Accepted, Source
 
+from .conftest import RunningBroker, broker_with
 from .harness import Client, HeldJournal, Net
+
+T = 10.0
 
 
 def _answers(c: Client, link: Any) -> list[Message]:
@@ -138,3 +148,68 @@ def test_answers_keep_the_order_of_their_requests(tmp_path: Path) -> None:
     j.commit()
     net.pump()
     assert [a.correlation_id for a in _answers(c, links[1])] == ["add-rule-1", "enumerate-1"]
+
+
+# -- 0-9-1 (pika, a running broker) -------------------------------------------------------------------
+@contextmanager
+def held_commits(b: RunningBroker) -> Iterator[Callable[[Callable[[list[Any]], bool]], None]]:
+    """Hold the running broker's store commits until the block ends. Yields ``reached(pred)``:
+    wait until a held batch of store operations satisfies ``pred``."""
+    store = b.service.committer.store if b.service.committer is not None else None
+    assert store is not None
+    apply = store.apply
+    gate = threading.Event()
+    seen = threading.Condition()
+    batches: list[list[Any]] = []
+
+    def held_apply(ops: Any) -> None:
+        ops = list(ops)
+        with seen:
+            batches.append(ops)
+            seen.notify_all()
+        assert gate.wait(T), "commits held too long"
+        apply(ops)
+
+    def reached(pred: Callable[[list[Any]], bool]) -> None:
+        with seen:
+            assert seen.wait_for(lambda: any(pred(ops) for ops in batches), T), "no such batch reached the store"
+
+    store.apply = held_apply  # type: ignore[method-assign]
+    try:
+        yield reached
+    finally:
+        gate.set()
+        store.apply = apply  # type: ignore[method-assign]
+
+
+def test_pika_durable_queue_declare_ok_waits_for_the_commit(tmp_path: Path) -> None:
+    with broker_with(tmp_path) as b:
+        conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.port, blocked_connection_timeout=T))
+        try:
+            ch = conn.channel()
+            done: list[Any] = []
+
+            def declare() -> None:
+                done.append(ch.queue_declare("kept", durable=True))
+
+            with held_commits(b) as reached:
+                worker = threading.Thread(target=declare)
+                worker.start()
+                reached(lambda ops: any(op[0] == st.NODE and op[2] == "kept" for op in ops))
+                # the record is being written and not committed: no declare-ok yet
+                worker.join(0.5)
+                assert worker.is_alive() and done == []
+            worker.join(T)
+            assert not worker.is_alive()
+            (ok,) = done
+            assert ok.method.queue == "kept"
+            with sqlite3.connect(tmp_path / "store.sqlite3") as db:  # (a reader of its own: the broker writes on)
+                assert db.execute("SELECT name FROM nodes WHERE name = 'kept'").fetchall() == [("kept",)]
+            ch.queue_declare("kept", passive=True)  # the connection goes on after the wait
+            ch.basic_publish("", "kept", b"after")
+            method, _, body = next(ch.consume("kept", inactivity_timeout=T))
+            assert body == b"after"
+            ch.basic_ack(method.delivery_tag)
+            ch.cancel()
+        finally:
+            conn.close()
