@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +26,7 @@ from amqp10.broker.core import store as st
 from amqp10.message import Message
 from amqp10.types import Accepted, Source
 
-from .conftest import RunningBroker, broker_with
+from .conftest import broker_with, held_commits
 from .harness import Client, HeldJournal, Net
 
 T = 10.0
@@ -151,37 +149,6 @@ def test_answers_keep_the_order_of_their_requests(tmp_path: Path) -> None:
 
 
 # -- 0-9-1 (pika, a running broker) -------------------------------------------------------------------
-@contextmanager
-def held_commits(b: RunningBroker) -> Iterator[Callable[[Callable[[list[Any]], bool]], None]]:
-    """Hold the running broker's store commits until the block ends. Yields ``reached(pred)``:
-    wait until a held batch of store operations satisfies ``pred``."""
-    store = b.service.committer.store if b.service.committer is not None else None
-    assert store is not None
-    apply = store.apply
-    gate = threading.Event()
-    seen = threading.Condition()
-    batches: list[list[Any]] = []
-
-    def held_apply(ops: Any) -> None:
-        ops = list(ops)
-        with seen:
-            batches.append(ops)
-            seen.notify_all()
-        assert gate.wait(T), "commits held too long"
-        apply(ops)
-
-    def reached(pred: Callable[[list[Any]], bool]) -> None:
-        with seen:
-            assert seen.wait_for(lambda: any(pred(ops) for ops in batches), T), "no such batch reached the store"
-
-    store.apply = held_apply  # type: ignore[method-assign]
-    try:
-        yield reached
-    finally:
-        gate.set()
-        store.apply = apply  # type: ignore[method-assign]
-
-
 def test_pika_durable_queue_declare_ok_waits_for_the_commit(tmp_path: Path) -> None:
     with broker_with(tmp_path) as b:
         conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.port, blocked_connection_timeout=T))
