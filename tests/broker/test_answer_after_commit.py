@@ -5,7 +5,8 @@ crash; the store's group committer makes the change durable a little later. Thes
 hold the commit (:class:`HeldJournal` in memory; a gate on the store of a running broker
 for pika) and check that no answer is sent while it is held, and that it arrives once the
 commit is done: for ``$management`` CREATE of a durable queue, Service Bus's
-``com.microsoft:add-rule`` and ``remove-rule``, and 0-9-1's durable ``queue.declare`` (pika).
+``com.microsoft:add-rule`` and ``remove-rule``, and 0-9-1's durable ``queue.declare`` (pika;
+and in memory, what waits behind such an answer).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any
 
 import pika
 
+from amqp10.amqp091 import MethodReceived
+from amqp10.amqp091 import methods as m091
 from amqp10.broker.amqp1.servicebus.entities import declare_entities
 from amqp10.broker.amqp1.servicebus.tokens import Grant
 from amqp10.broker.config import BrokerConfig
@@ -28,6 +31,7 @@ from amqp10.types import Accepted, Source
 
 from .conftest import broker_with, held_commits
 from .harness import Client, HeldJournal, Net
+from .test_amqp091_fuzz import InMemory
 
 T = 10.0
 
@@ -180,3 +184,46 @@ def test_pika_durable_queue_declare_ok_waits_for_the_commit(tmp_path: Path) -> N
             ch.cancel()
         finally:
             conn.close()
+
+
+# -- 0-9-1 in memory: what waits behind an answer ---------------------------------------------------
+def _pair(tmp_path: Path) -> tuple[HeldJournal, InMemory]:
+    j = HeldJournal(st.Store(tmp_path / "db.sqlite3"))
+    pair = InMemory(Broker(BrokerConfig(), journal=j))
+    assert pair.channel(1) and pair.channel(2)
+    pair.client_events.clear()
+    return j, pair
+
+
+def _replies(pair: InMemory) -> list[str]:
+    return [e.method.NAME for e in pair.client_events if isinstance(e, MethodReceived)]
+
+
+def test_0_9_1_methods_behind_a_waiting_answer_wait_in_order(tmp_path: Path) -> None:
+    j, pair = _pair(tmp_path)
+    pair.client.send_method(1, m091.QueueDeclare(queue="d", durable=True))
+    pair.client.send_method(1, m091.QueueBind(queue="d", exchange="amq.direct", routing_key="k"))
+    pair.client.send_method(2, m091.BasicQos(prefetch_count=5))
+    pair.pump()
+    assert _replies(pair) == []  # not even the other channel's qos-ok overtakes the declare-ok
+    j.commit()
+    pair.pump()
+    assert _replies(pair) == ["queue.declare-ok"]  # the binding now waits for its own commit
+    j.commit()
+    pair.pump()
+    assert _replies(pair) == ["queue.declare-ok", "queue.bind-ok", "basic.qos-ok"]
+    pair.client.send_method(1, m091.QueueDeclare(queue="d", passive=True))
+    pair.pump()
+    assert _replies(pair)[-1] == "queue.declare-ok"  # a passive declaration changes nothing: at once
+
+
+def test_0_9_1_connection_that_ends_while_an_answer_waits(tmp_path: Path) -> None:
+    j, pair = _pair(tmp_path)
+    pair.client.send_method(1, m091.QueueDeclare(queue="x", durable=True, exclusive=True))
+    pair.pump()
+    pair.client.close()
+    pair.pump()
+    assert pair.handler.closed and "x" not in pair.broker.default.nodes  # ended at once: its exclusive queue too
+    j.commit()
+    pair.pump()
+    assert _replies(pair) == []
