@@ -37,6 +37,10 @@ class HeldJournal:
         if on_commit is not None:
             self.callbacks.append(on_commit)
 
+    @property
+    def idle(self) -> bool:
+        return not self.ops and not self.callbacks
+
     def commit(self) -> None:
         ops, self.ops = self.ops, []
         callbacks, self.callbacks = self.callbacks, []
@@ -97,6 +101,7 @@ class SyncJournal:
     """A journal that writes each operation to a store at once (no group commit)."""
 
     stalled: str | None = None
+    idle = True
 
     def __init__(self, store: Any) -> None:
         self.store = store

@@ -219,11 +219,27 @@ def test_0_9_1_methods_behind_a_waiting_answer_wait_in_order(tmp_path: Path) -> 
 
 def test_0_9_1_connection_that_ends_while_an_answer_waits(tmp_path: Path) -> None:
     j, pair = _pair(tmp_path)
-    pair.client.send_method(1, m091.QueueDeclare(queue="x", durable=True, exclusive=True))
+    pair.client.send_method(1, m091.QueueDeclare(queue="x", durable=True))
+    pair.client.send_method(2, m091.QueueDeclare(queue="mine", exclusive=True))
     pair.pump()
+    assert "mine" not in pair.broker.default.nodes  # behind the waiting answer
     pair.client.close()
     pair.pump()
-    assert pair.handler.closed and "x" not in pair.broker.default.nodes  # ended at once: its exclusive queue too
+    assert pair.handler.closed  # the end is handled at once; what waited is dropped, never answered
     j.commit()
     pair.pump()
-    assert _replies(pair) == []
+    assert _replies(pair) == [] and "mine" not in pair.broker.default.nodes
+
+
+def test_with_nothing_to_commit_the_answer_goes_at_once(tmp_path: Path) -> None:
+    """A read (or a change of nothing durable) with no write outstanding has nothing to wait for."""
+    store, j, net, c, replies, _ = _create_request(tmp_path, "orders")
+    j.commit()
+    net.pump()
+    assert len(_answers(c, replies)) == 1
+    request = Message(body={}, reply_to=replies.remote_source.address, id="read-1")
+    request.application_properties = {"operation": "READ", "type": "queue", "name": "orders"}
+    c.send(c.sender("$management"), request)
+    (answer,) = _answers(c, replies)  # no commit needed
+    assert answer.correlation_id == "read-1" and answer.application_properties["statusCode"] == 200
+    assert j.ops == []  # and nothing was written for it

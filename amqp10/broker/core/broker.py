@@ -159,13 +159,18 @@ class Broker:
 
     # -- virtual hosts -----------------------------------------------------------------------
     def after_commit(self, answer: Callable[[], None]) -> None:
-        """Run ``answer`` once every store write submitted so far is committed (at once
-        without a store). How a reply that reports a change of durable state (a declaration,
-        a binding, a rule, a deletion) waits for that change: a barrier in the group
-        committer's queue, after the writes the change made and in order with every other
-        answer waiting there. Never confirm before the commit; a crash before it loses only
-        a change nobody was told about."""
-        self.journal.submit((_store.BARRIER,), answer)
+        """Run ``answer`` once every store write submitted so far is committed. How a reply
+        that reports a change of durable state (a declaration, a binding, a rule, a deletion)
+        waits for that change: a barrier in the group committer's queue, after the writes
+        the change made and in order with every other answer waiting there. Never confirm
+        before the commit; a crash before it loses only a change nobody was told about.
+        With nothing outstanding (a read, a change of nothing durable, no store) there is
+        nothing to wait for, and no earlier answer waiting: ``answer`` runs at once."""
+        journal = self.journal
+        if journal.idle:
+            answer()
+        else:
+            journal.submit((_store.BARRIER,), answer)
 
     async def committed(self) -> None:
         """Wait until every store write submitted so far is committed (:meth:`after_commit`)."""
