@@ -242,6 +242,7 @@ class Console:
         _, session = self.check_change(request)
         kind, name, vhost = _node_body(request)
         n = self.management.purge(Caller(user=session.user), kind, name, vhost=vhost)
+        await self.broker.committed()  # the answer says it is done: only once it is stored
         log.info("console: %s purged %s %r (%d messages)", session.user, kind, name, n)
         return _json(200, {"purged": n})
 
@@ -249,6 +250,7 @@ class Console:
         _, session = self.check_change(request)
         kind, name, vhost = _node_body(request)
         self.management.delete(Caller(user=session.user), kind, name, vhost=vhost)
+        await self.broker.committed()
         log.info("console: %s deleted %s %r", session.user, kind, name)
         return _json(200, {"deleted": name})
 

@@ -40,6 +40,41 @@ class RunningBroker:
         return self.service.broker
 
 
+HOLD_SECONDS = 10.0
+
+
+@contextmanager
+def held_commits(b: RunningBroker) -> Iterator[Callable[[Callable[[list[Any]], bool]], None]]:
+    """Hold the running broker's store commits until the block ends (its group committer
+    waits in the store's ``apply``, with the batch it took). Yields ``reached(pred)``: wait
+    until a held batch of store operations satisfies ``pred``."""
+    store = b.service.committer.store if b.service.committer is not None else None
+    assert store is not None
+    apply = store.apply
+    gate = threading.Event()
+    seen = threading.Condition()
+    batches: list[list[Any]] = []
+
+    def held_apply(ops: Any) -> None:
+        ops = list(ops)
+        with seen:
+            batches.append(ops)
+            seen.notify_all()
+        assert gate.wait(HOLD_SECONDS), "commits held too long"
+        apply(ops)
+
+    def reached(pred: Callable[[list[Any]], bool]) -> None:
+        with seen:
+            assert seen.wait_for(lambda: any(pred(ops) for ops in batches), HOLD_SECONDS), "no such batch reached the store"
+
+    store.apply = held_apply  # type: ignore[method-assign]
+    try:
+        yield reached
+    finally:
+        gate.set()
+        store.apply = apply  # type: ignore[method-assign]
+
+
 def start_broker(config: BrokerConfig) -> Iterator[RunningBroker]:
     with anyio.from_thread.start_blocking_portal() as portal:
         service = BrokerService(config)

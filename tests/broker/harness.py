@@ -37,6 +37,10 @@ class HeldJournal:
         if on_commit is not None:
             self.callbacks.append(on_commit)
 
+    @property
+    def idle(self) -> bool:
+        return not self.ops and not self.callbacks
+
     def commit(self) -> None:
         ops, self.ops = self.ops, []
         callbacks, self.callbacks = self.callbacks, []
@@ -97,6 +101,7 @@ class SyncJournal:
     """A journal that writes each operation to a store at once (no group commit)."""
 
     stalled: str | None = None
+    idle = True
 
     def __init__(self, store: Any) -> None:
         self.store = store
@@ -110,9 +115,9 @@ class SyncJournal:
 class Net:
     """Pumps bytes between every client and its broker-side connection until quiet."""
 
-    def __init__(self, config: BrokerConfig | None = None, now: Any = None) -> None:
+    def __init__(self, config: BrokerConfig | None = None, now: Any = None, journal: Any = None) -> None:
         kw = {"now": now} if now is not None else {}
-        self.broker = Broker(config or BrokerConfig(), **kw)
+        self.broker = Broker(config or BrokerConfig(), journal=journal, **kw)
         self.clients: list[Client] = []
 
     def client(self, name: str = "client", hostname: str | None = None) -> Client:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,10 +19,11 @@ from typing import Any
 import pytest
 
 from amqp10 import sync
+from amqp10.broker.core.store import DROP_NODE
 from amqp10.broker.users import add_user
 from amqp10.message import Message
 
-from .conftest import RunningBroker, broker_with
+from .conftest import RunningBroker, broker_with, held_commits
 
 T = 10.0
 
@@ -178,6 +180,21 @@ def test_state_changes_need_the_csrf_token_json_and_our_origin(broker: RunningBr
     anonymous = Client(broker)
     anonymous.csrf = c.csrf
     assert anonymous.change("purge", target)[0] == 401
+
+
+def test_a_delete_is_answered_once_the_store_has_committed_it(broker: RunningBroker) -> None:
+    fill(broker, "held-q", 1)
+    c = Client(broker)
+    c.login()
+    out: list[tuple[int, Any]] = []
+    worker = threading.Thread(target=lambda: out.append(c.change("delete", {"vhost": "/", "type": "queue", "name": "held-q"})))
+    with held_commits(broker) as reached:
+        worker.start()
+        reached(lambda ops: any(op[0] == DROP_NODE and op[2] == "held-q" for op in ops))
+        worker.join(0.5)  # the queue is gone from memory, its record not yet from the store
+        assert worker.is_alive() and out == []
+    worker.join(T)
+    assert out == [(200, {"deleted": "held-q"})]
 
 
 def test_peek_delete_and_errors_are_json_with_a_reason(broker: RunningBroker) -> None:

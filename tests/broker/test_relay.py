@@ -122,6 +122,10 @@ class Journal:
         for fn in pending:
             fn()
 
+    @property
+    def idle(self) -> bool:
+        return not self.pending
+
 
 def test_durable_message_is_stored_before_it_is_accepted() -> None:
     journal = Journal()

@@ -59,7 +59,7 @@ def exchange_declare(self: Amqp091Handler, ch: ChannelContext, method: m.Exchang
             internal=method.internal,
             arguments=method.arguments,
         )
-    self._ok(ch, method.no_wait, m.ExchangeDeclareOk())
+    self._ok_committed(ch, method.no_wait, m.ExchangeDeclareOk())
 
 
 def exchange_delete(self: Amqp091Handler, ch: ChannelContext, method: m.ExchangeDelete) -> None:
@@ -72,17 +72,17 @@ def exchange_delete(self: Amqp091Handler, ch: ChannelContext, method: m.Exchange
             self.vhost.delete_exchange(name, if_unused=method.if_unused)
         except PreconditionFailed:
             raise PreconditionFailed(f"exchange '{name}' in vhost '{self.vhost.name}' in use") from None
-    self._ok(ch, method.no_wait, m.ExchangeDeleteOk())
+    self._ok_committed(ch, method.no_wait, m.ExchangeDeleteOk())
 
 
 def exchange_bind(self: Amqp091Handler, ch: ChannelContext, method: m.ExchangeBind) -> None:
     self._bind(method.source, method.destination, method.routing_key, method.arguments, "exchange")
-    self._ok(ch, method.no_wait, m.ExchangeBindOk())
+    self._ok_committed(ch, method.no_wait, m.ExchangeBindOk())
 
 
 def exchange_unbind(self: Amqp091Handler, ch: ChannelContext, method: m.ExchangeUnbind) -> None:
     self._unbind(method.source, method.destination, method.routing_key, method.arguments, "exchange")
-    self._ok(ch, method.no_wait, m.ExchangeUnbindOk())
+    self._ok_committed(ch, method.no_wait, m.ExchangeUnbindOk())
 
 
 def check_source(self: Amqp091Handler, source: str, kind: str) -> Exchange:
@@ -173,7 +173,7 @@ def queue_declare(self: Amqp091Handler, ch: ChannelContext, method: m.QueueDecla
                 auto_delete=method.auto_delete,
             )
     ch.last_queue = q.name
-    self._ok(
+    (self._ok if method.passive else self._ok_committed)(
         ch,
         method.no_wait,
         m.QueueDeclareOk(queue=q.name, message_count=q.count, consumer_count=len(q.consumers)),
@@ -210,14 +210,14 @@ def queue_bind(self: Amqp091Handler, ch: ChannelContext, method: m.QueueBind) ->
     name = self._queue_name(ch, method.queue)
     key = method.routing_key if method.routing_key or method.queue else name
     self._bind(method.exchange, name, key, method.arguments, "queue")
-    self._ok(ch, method.no_wait, m.QueueBindOk())
+    self._ok_committed(ch, method.no_wait, m.QueueBindOk())
 
 
 def queue_unbind(self: Amqp091Handler, ch: ChannelContext, method: m.QueueUnbind) -> None:
     name = self._queue_name(ch, method.queue)
     key = method.routing_key if method.routing_key or method.queue else name
     self._unbind(method.exchange, name, key, method.arguments, "queue")
-    self.send_method(ch.number, m.QueueUnbindOk())
+    self._ok_committed(ch, False, m.QueueUnbindOk())
 
 
 def queue_purge(self: Amqp091Handler, ch: ChannelContext, method: m.QueuePurge) -> None:
@@ -225,7 +225,7 @@ def queue_purge(self: Amqp091Handler, ch: ChannelContext, method: m.QueuePurge) 
     self._authorize(q.name, "read", "queue")
     if not isinstance(q, Queue):
         raise PreconditionFailed(f"queue '{q.name}' in vhost '{self.vhost.name}' is a stream: it cannot be purged")
-    self._ok(ch, method.no_wait, m.QueuePurgeOk(message_count=q.purge()))
+    self._ok_committed(ch, method.no_wait, m.QueuePurgeOk(message_count=q.purge()))
 
 
 def queue_delete(self: Amqp091Handler, ch: ChannelContext, method: m.QueueDelete) -> None:
@@ -242,7 +242,7 @@ def queue_delete(self: Amqp091Handler, ch: ChannelContext, method: m.QueueDelete
         raise PreconditionFailed(f"{where} not empty")
     count = q.count
     self.vhost.delete_node(name)
-    self._ok(ch, method.no_wait, m.QueueDeleteOk(message_count=count))
+    self._ok_committed(ch, method.no_wait, m.QueueDeleteOk(message_count=count))
 
 
 def _flag(v: Any) -> str:

@@ -204,6 +204,9 @@ class Amqp091Handler:
         self.channels: dict[int, ChannelContext] = {}
         self.closed = False
         self._handling = False
+        self._waiting: list[Event] | None = None
+        """While an answer waits for the store's commit (:meth:`_ok_committed`): the events
+        that came meanwhile, handled in order once it has gone out; None otherwise."""
         self._confirming: set[int] = set()  # channels with acks to send after this batch
         self.encoded_deliver = conn.dialect.plain_ids(m.BasicDeliver) is not None
         """Deliveries go out with their stored exchange and routing key as they are
@@ -261,12 +264,19 @@ class Amqp091Handler:
 
     # -- events ---------------------------------------------------------------------------------
     def handle(self, events: list[Event]) -> None:
-        self._handling = True
+        if self._waiting is not None:
+            self._wait_with(events)
+            return
+        handling, self._handling = self._handling, True
         try:
-            for e in events:
+            rest = iter(events)
+            for e in rest:
                 self._handle(e)
+                if self._waiting is not None:  # an answer waits for a commit: so does the rest
+                    self._wait_with(list(rest))
+                    break
         finally:
-            self._handling = False
+            self._handling = handling
         if self._published:
             self._published = False
             if not self.memory_blocked and not self.broker.memory_ok():
@@ -396,7 +406,8 @@ class Amqp091Handler:
         self.memory_blocked = False
         if self.conn.state is ConnectionState.OPEN:
             self.conn.unblock()
-        self.resume()
+        if self._waiting is None:  # (else reading resumes when the waiting answer goes out)
+            self.resume()
         return False
 
     def resource_counts(self) -> tuple[int, int]:
@@ -465,6 +476,42 @@ class Amqp091Handler:
     def _ok(self, ch: ChannelContext, no_wait: bool, reply: Method) -> None:
         if not no_wait:
             self.send_method(ch.number, reply)
+
+    def _ok_committed(self, ch: ChannelContext, no_wait: bool, reply: Method) -> None:
+        """Answer a method that changed the broker's definitions (a declaration, binding,
+        deletion, purge, tx.commit) once the change is committed to the store, as RabbitMQ
+        answers declare-ok once the durable record is written. The connection's further
+        methods wait for that answer, in order (as a RabbitMQ channel does in a synchronous
+        method), and reading from the client pauses meanwhile."""
+        if no_wait:
+            return  # nothing confirmed; what follows is committed after it anyway
+
+        def answer() -> None:
+            waiting, self._waiting = self._waiting, None
+            if self.closed:
+                return
+            self.send_method(ch.number, reply)
+            if not self.memory_blocked:
+                self.resume()
+            if waiting:
+                self.handle(waiting)
+            self.wake_if_idle()
+
+        self._waiting = []
+        self.broker.after_commit(answer)
+        if self._waiting is not None:  # (without a store it has gone out already)
+            self.pause()
+
+    def _wait_with(self, events: list[Event]) -> None:
+        """Keep ``events`` until the answer waiting for a commit has gone out; the end of
+        the connection is handled at once (what waits is then never answered)."""
+        assert self._waiting is not None
+        for e in events:
+            if isinstance(e, (ConnectionClosed, ConnectionFailed, ConnectionLost)):
+                self._waiting.clear()
+                self._handle(e)
+                return
+            self._waiting.append(e)
 
     # -- consuming
     def _basic_qos(self, ch: ChannelContext, method: m.BasicQos) -> None:
@@ -719,7 +766,7 @@ class Amqp091Handler:
             raise ChannelError(ReplyCode.RESOURCE_ERROR, f"tx.commit refused: {stalled}")
         for apply in work:
             apply()
-        self.send_method(ch.number, m.TxCommitOk())
+        self._ok_committed(ch, False, m.TxCommitOk())
 
     def _tx_rollback(self, ch: ChannelContext, method: m.TxRollback) -> None:
         if ch.tx is None:

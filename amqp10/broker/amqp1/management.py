@@ -195,13 +195,21 @@ class ManagementNode(Node):
     def send_reply(
         self, target: Node, request: Message, props: dict[str, Any], body: Any, to: str | None = None
     ) -> None:
-        """Put the reply to ``request`` on ``target``; it correlates by the request's
+        """Put the reply to ``request`` on ``target`` once what the request changed is
+        committed to the store (:meth:`~amqp10.broker.core.Broker.after_commit`: a reply
+        says the change is made, so it must survive a crash); it correlates by the request's
         message-id (the draft, Azure), or its correlation-id if it set one (Qpid's
         SyncRequestResponse matches replies by the correlation-id it sent)."""
         correlation = request.id if request.correlation_id is None else request.correlation_id
         reply = Message(body=body, correlation_id=correlation, application_properties=props)
         reply.to = to
-        target.publish(Amqp1Message(reply.encode(), arrival=self.vhost.now()), lambda: None)
+        data = reply.encode()
+
+        def answer() -> None:
+            if self.is_open():  # (the connection may have ended while the change was committed)
+                target.publish(Amqp1Message(data, arrival=self.vhost.now()), lambda: None)
+
+        self.vhost.broker.after_commit(answer)
 
     def _reply_target(self, address: str) -> Node | None:
         q = self.reply_links.get(address)

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Literal, Protocol, runtime_checkable
 
+import anyio
+
 from ..config import BrokerConfig
 from . import store as _store
 from .accounting import Usage
@@ -156,6 +158,26 @@ class Broker:
                 vhost.bind(bc.source, bc.destination, bc.routing_key, bc.arguments, destination_kind=bc.destination_type)
 
     # -- virtual hosts -----------------------------------------------------------------------
+    def after_commit(self, answer: Callable[[], None]) -> None:
+        """Run ``answer`` once every store write submitted so far is committed. How a reply
+        that reports a change of durable state (a declaration, a binding, a rule, a deletion)
+        waits for that change: a barrier in the group committer's queue, after the writes
+        the change made and in order with every other answer waiting there. Never confirm
+        before the commit; a crash before it loses only a change nobody was told about.
+        With nothing outstanding (a read, a change of nothing durable, no store) there is
+        nothing to wait for, and no earlier answer waiting: ``answer`` runs at once."""
+        journal = self.journal
+        if journal.idle:
+            answer()
+        else:
+            journal.submit((_store.BARRIER,), answer)
+
+    async def committed(self) -> None:
+        """Wait until every store write submitted so far is committed (:meth:`after_commit`)."""
+        done = anyio.Event()
+        self.after_commit(done.set)
+        await done.wait()
+
     def add_vhost(self, name: str) -> VirtualHost:
         """The virtual host ``name`` (made if new)."""
         vhost = self.vhosts.get(name)

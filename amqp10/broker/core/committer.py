@@ -70,6 +70,11 @@ class GroupCommitter:
     def pending(self) -> int:
         return len(self._ops)
 
+    @property
+    def idle(self) -> bool:
+        """Whether everything submitted is committed and its ``on_commit`` has run."""
+        return not self._ops and self._idle.is_set()
+
     async def flush(self) -> None:
         """Wait until every operation submitted so far is committed."""
         while self._ops or not self._idle.is_set():

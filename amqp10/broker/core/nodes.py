@@ -59,11 +59,16 @@ class Journal(Protocol):
 
     def submit(self, op: tuple[Any, ...], on_commit: Callable[[], None] | None = None) -> None: ...
 
+    @property
+    def idle(self) -> bool:
+        """Whether everything submitted is committed (and its ``on_commit`` has run)."""
+
 
 class NullJournal:
     """The journal of a node that keeps nothing on disk."""
 
     stalled: str | None = None
+    idle = True
 
     def submit(self, op: tuple[Any, ...], on_commit: Callable[[], None] | None = None) -> None:
         if on_commit is not None:
