@@ -18,7 +18,8 @@ queue is dispatched again once the committer has caught up (a barrier).
 
 What a paged message loses until it is read back: what was read once from its body
 (routing fields, headers: read again on demand) and its publishing connection and
-exchange (as after a restart). Browsers and management's PEEK see the in-memory head.
+exchange (as after a restart). Browsers, PEEK and other readers that take nothing read
+the tails too, a chunk at a time, and leave them paged out (core/browsing.py).
 A consumer with a selector (or of message groups) that matches nothing in the head
 reads further runs whatever the budget (:meth:`Pager.refill` with ``force``): what it
 skips stays in memory until other consumers take it.
@@ -28,8 +29,9 @@ from __future__ import annotations
 
 import logging
 from array import array
+from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from . import store as _store
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
     from .nodes import Journal
     from .queues import Queue
 
-__all__ = ["MAX_RUN", "MESSAGE_OVERHEAD", "PageStore", "Pager"]
+__all__ = ["MAX_RUN", "MESSAGE_OVERHEAD", "Gap", "PageStore", "Pager"]
 
 log = logging.getLogger(__name__)
 
@@ -161,12 +163,7 @@ class Pager:
         start = tail.start
         seqs = tail.seqs[start : start + n]
         flags = tail.flags[start : start + n]
-        transient = any(f & _TRANSIENT for f in flags)
-        rows = self.store.read_paged(
-            q._key, seqs[0], seqs[-1], durable=not all(f & _TRANSIENT for f in flags), transient=transient
-        )
-        by_seq = {r[0]: r for r in rows}
-        classes: dict[str, type[QueuedMessage]] = {}
+        by_seq = self._read(seqs, flags)
         key = q._key
         submit = self.journal.submit
         got = 0
@@ -184,22 +181,7 @@ class Pager:
                     continue
                 self._wait_for(seq)
                 break
-            _seq, delivery_count, expiry, arrival, message_id, fmt, data = row
-            cls = classes.get(fmt)
-            if cls is None:
-                cls = classes[fmt] = format_named(fmt)
-            level.append(
-                cls(
-                    bytes(data),
-                    priority=p,
-                    durable=bool(flags[i] & _DURABLE),
-                    expiry=expiry,
-                    message_id=message_id,
-                    delivery_count=delivery_count,
-                    arrival=arrival,
-                    seq=seq,
-                )
-            )
+            level.append(_rebuild(row, p, flags[i]))
             if flags[i] & _TRANSIENT:
                 submit((_store.UNPAGE, key, seq))
             got += 1
@@ -216,6 +198,59 @@ class Pager:
         self.bytes -= freed
         q._paged_changed(-freed)
         return got > dropped
+
+    def _read(self, seqs: array[int], flags: bytearray) -> dict[int, tuple[Any, ...]]:
+        """The store's rows of the paged-out ``seqs`` (one read by seq range), by seq; a row
+        not there (not committed yet, or gone) is missing, and rows of other seqs in the
+        range (other levels, delivered ones) are left out."""
+        rows = self.store.read_paged(
+            self.queue._key,
+            seqs[0],
+            seqs[-1],
+            durable=not all(f & _TRANSIENT for f in flags),
+            transient=any(f & _TRANSIENT for f in flags),
+        )
+        wanted = set(seqs)
+        return {r[0]: r for r in rows if r[0] in wanted}
+
+    def paged(self, priority: int, *, after: int = 0, skip: int = 0, chunk: int = MAX_RUN) -> Iterator[QueuedMessage | Gap]:
+        """Level ``priority``'s paged-out messages after seq ``after`` (and past the first
+        ``skip`` of those), oldest first, read back from the store ``chunk`` at a time and
+        left paged out: what browsers and PEEK see past a level's head, within bounded
+        memory. A row not committed yet ends it with a :class:`Gap` (the queue is
+        dispatched again once it is committed)."""
+        tail = self._tails.get(priority)
+        if tail is None:
+            return
+        chunk = max(1, min(chunk, MAX_RUN))
+        while True:
+            # found again each time: a refill between two chunks moves the tail's start
+            i = bisect_right(tail.seqs, after, lo=tail.start) + skip
+            skip = 0
+            seqs = tail.seqs[i : i + chunk]
+            if not seqs:
+                return
+            flags = tail.flags[i : i + chunk]
+            rows = self._read(seqs, flags)
+            for seq, f in zip(seqs, flags, strict=True):
+                row = rows.get(seq)
+                if row is None:
+                    if self._missed == seq and not self._waiting:
+                        continue  # gone for good (refill counts it out)
+                    self._wait_for(seq)
+                    yield Gap(seq)
+                    return
+                yield _rebuild(row, priority, f)
+            after = seqs[-1]
+
+    def paged_count(self, priority: int) -> int:
+        """How many of level ``priority``'s messages are paged out."""
+        tail = self._tails.get(priority)
+        return 0 if tail is None else len(tail)
+
+    def last_paged(self) -> int:
+        """The highest seq paged out (0: none)."""
+        return max((tail.seqs[-1] for tail in self._tails.values() if len(tail)), default=0)
 
     def _wait_for(self, seq: int) -> None:
         """``seq``'s row is not committed yet: dispatch the queue again once it is."""
@@ -255,6 +290,30 @@ class Pager:
         q._paged_changed(-self.bytes)
         self.count = 0
         self.bytes = 0
+
+
+class Gap:
+    """Where a read of the paged-out part stopped: ``seq``'s row is not committed yet."""
+
+    __slots__ = ("seq",)
+
+    def __init__(self, seq: int) -> None:
+        self.seq = seq
+
+
+def _rebuild(row: tuple[Any, ...], priority: int, flags: int) -> QueuedMessage:
+    """A paged-out message rebuilt from its store row (as recovery does)."""
+    seq, delivery_count, expiry, arrival, message_id, fmt, data = row
+    return format_named(fmt)(
+        bytes(data),
+        priority=priority,
+        durable=bool(flags & _DURABLE),
+        expiry=expiry,
+        message_id=message_id,
+        delivery_count=delivery_count,
+        arrival=arrival,
+        seq=seq,
+    )
 
 
 def pager_factory(store: PageStore | None, budget: int | None) -> Callable[[Queue], Pager | None]:
