@@ -139,6 +139,19 @@ def test_a_selector_consumer_matches_on_properties_of_paged_messages(tmp_path: P
     assert [body(m) for m in c.got] == list(range(150, 160))
 
 
+def test_a_browser_with_a_selector_matches_on_properties_of_paged_messages(tmp_path: Path) -> None:
+    from amqp10.broker.core.selector import compile_selector
+
+    broker, journal, _ = make(tmp_path / "s.db")
+    q = queue(broker)
+    publish(q, [msg(i, application_properties={"n": i}) for i in range(200)])
+    journal.commit()
+    b = Browser(20, selector=compile_selector("n >= 150 AND n < 160"))
+    q.add_consumer(b)
+    assert [body(m) for m in b.got] == list(range(150, 160))
+    assert q.count == 200 and q.pager is not None and q.pager.memory() <= BUDGET
+
+
 def test_memory_of_browsing_a_deep_queue_stays_within_a_chunk(tmp_path: Path) -> None:
     broker, journal, store = make(tmp_path / "s.db", budget=0)
     q = queue(broker)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("azure.servicebus")
-from azure.servicebus import ServiceBusMessage
+from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusMessage
 
 from amqp10.broker.core.queues import Queue
 
@@ -50,3 +50,24 @@ def test_peek_past_the_memory_budget(sb_paged: RunningBroker) -> None:
             middle = r.peek_messages(max_message_count=10, sequence_number=seqs[450])
             assert [int(str(m)) for m in middle] == list(range(450, 460))
     assert q.count == N  # peeking takes nothing
+
+
+def test_next_available_session_among_paged_messages(sb_paged: RunningBroker) -> None:
+    with client(sb_paged) as c:
+        with c.get_queue_sender("q.paged") as s:
+            for first in range(0, N, 100):  # no session: enough to page out what follows
+                s.send_messages([ServiceBusMessage(f"{i:0100d}") for i in range(first, first + 100)])
+            s.send_messages([ServiceBusMessage(f"late-{i}", session_id="late") for i in range(3)])
+        q = sb_paged.broker.default.nodes["q.paged"]
+        assert isinstance(q, Queue) and q.pager is not None and q.pager.paged_count(4) > N // 2
+        with c.get_queue_receiver("q.paged", session_id=NEXT_AVAILABLE_SESSION) as r:
+            assert r.session.session_id == "late"
+            got = []
+            for _ in range(5):
+                got += r.receive_messages(max_message_count=3 - len(got), max_wait_time=2)
+                if len(got) >= 3:
+                    break
+            assert [str(m) for m in got] == ["late-0", "late-1", "late-2"]
+            for m in got:
+                r.complete_message(m)
+    assert q.count == N
