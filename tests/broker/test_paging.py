@@ -378,3 +378,45 @@ def test_drop_head_overflow_drops_the_oldest_even_when_paged(tmp_path: Path) -> 
     q.add_consumer(c)
     journal.commit()
     assert [body(m) for m in c.got] == list(range(50, 100))
+
+
+def test_a_selector_takes_from_the_paged_part_without_pulling_it_into_memory(tmp_path: Path) -> None:
+    broker, journal, store = make(tmp_path / "s.db")
+    q = queue(broker)
+    n = 2000
+    publish(q, [msg(i, durable=i % 2 == 0, subject="late" if i in (1990, 1991) else "other") for i in range(n)])
+    journal.commit()
+    assert q.pager is not None
+    c = Taker(2, selector=lambda m: m.field("subject") == "late")
+    q.add_consumer(c)
+    journal.commit()
+    assert [body(m) for m in c.got] == [1990, 1991]
+    assert q.pager.memory() <= BUDGET  # what it passed over stays paged out
+    assert q.count == n - 2 and broker.stats.paged_bytes == q.pager.bytes
+    want = [i for i in range(n) if i not in (1990, 1991)]
+    assert [body(m) for m in q.peek(5, 1985)] == want[1985:1990]
+    for m in c.got:  # back to their places in the paged part (one durable, one not)
+        q.release(m)
+    assert q.pager.memory() <= BUDGET and broker.stats.paged_bytes == q.pager.bytes
+    want = list(range(n))
+    rest = Taker(n, cid=2)
+    q.add_consumer(rest)
+    journal.commit()
+    assert [body(m) for m in rest.got] == want
+    assert q.count == 0 and q.pager.count == 0 and broker.stats.paged_bytes == 0
+
+
+def test_purge_after_a_selective_take_from_the_paged_part(tmp_path: Path) -> None:
+    broker, journal, store = make(tmp_path / "s.db")
+    q = queue(broker)
+    publish(q, [msg(i, durable=i % 2 == 0, subject="x" if i == 50 else "o") for i in range(100)])
+    journal.commit()
+    c = Taker(1, selector=lambda m: m.field("subject") == "x")
+    q.add_consumer(c)
+    assert [body(m) for m in c.got] == [50]
+    assert q.purge() == 99
+    journal.commit()
+    assert [m.seq for m in store.load().messages] == [c.got[0].seq]  # the one with the consumer stays
+    q.ack(c.got[0])
+    journal.commit()
+    assert store.load().messages == [] and broker.stats.paged_bytes == 0

@@ -601,14 +601,28 @@ class Queue(Node):
                 self.count -= 1
                 self.bytes -= msg.size
                 self._expire(msg)
+            if taken is None and pager is not None and pager.paged_count(p):
+                # on into what is paged out, read a run at a time and left there
+                taken, marks[p] = pager.take(p, marks[p], self._matcher(cid, selector))
             if taken is not None:
                 if groups is not None:
                     groups.taken(cid, taken)
                 self._taken(taken)
                 return taken
-            if pager is not None and pager.refill(level, force=True):
-                p += 1  # nothing here yet: look on into what was paged out
         return None
+
+    def _matcher(self, cid: int, selector: Callable[[QueuedMessage], bool]) -> Callable[[QueuedMessage], bool]:
+        """What consumer ``cid`` (its ``selector``) may take of the paged-out messages (an
+        expired one is left for the take that reaches it at the head of its level)."""
+        groups = self.groups
+        now = self.now()
+
+        def match(msg: QueuedMessage) -> bool:
+            if msg.expiry is not None and msg.expiry <= now:
+                return False
+            return (groups is None or groups.allows(cid, msg)) and selector(msg)
+
+        return match
 
     def _taken(self, msg: QueuedMessage) -> None:
         """``msg`` has left its level for a consumer: count it out, and record it delivered
@@ -669,11 +683,12 @@ class Queue(Node):
         for marks in self._scanned.values():  # selective consumers look at it again
             if marks[msg.priority] >= msg.seq:
                 marks[msg.priority] = msg.seq - 1
-        i = 0
-        n = len(level)
-        while i < n and level[i].seq < msg.seq:
-            i += 1
-        level.insert(i, msg)
+        if msg.excluded or self.pager is None or not self.pager.put_back(msg):
+            i = 0
+            n = len(level)
+            while i < n and level[i].seq < msg.seq:
+                i += 1
+            level.insert(i, msg)
         self.count += 1
         self.bytes += msg.size
         if self._persistent(msg):
