@@ -274,12 +274,20 @@ class Pager:
         """The first paged-out message of level ``priority`` after seq ``after`` that ``match``
         accepts, taken out of the tail (rebuilt from the store; the others left there), and
         the seq up to which nothing matched: what a selective consumer takes without
-        pulling what it passes over into memory."""
+        pulling what it passes over into memory. An expired message it meets is taken out
+        and expired (dead-lettered) on the way."""
+        q = self.queue
+        now = q.now()
         last = after
         for msg in self.paged(priority, after=after):
             if isinstance(msg, Gap):
                 break
-            if match(msg):
+            if msg.expiry is not None and msg.expiry <= now:
+                self._gone(self._tails[priority], msg)
+                q.count -= 1
+                q.bytes -= msg.size
+                q._expire(msg)
+            elif match(msg):
                 self._gone(self._tails[priority], msg)
                 return msg, msg.seq
             last = msg.seq

@@ -612,14 +612,10 @@ class Queue(Node):
         return None
 
     def _matcher(self, cid: int, selector: Callable[[QueuedMessage], bool]) -> Callable[[QueuedMessage], bool]:
-        """What consumer ``cid`` (its ``selector``) may take of the paged-out messages (an
-        expired one is left for the take that reaches it at the head of its level)."""
+        """What consumer ``cid`` (its ``selector``) may take of the paged-out messages."""
         groups = self.groups
-        now = self.now()
 
         def match(msg: QueuedMessage) -> bool:
-            if msg.expiry is not None and msg.expiry <= now:
-                return False
             return (groups is None or groups.allows(cid, msg)) and selector(msg)
 
         return match
