@@ -143,25 +143,29 @@ def test_priorities_with_paged_levels(tmp_path: Path) -> None:
     assert [body(m) for m in c.got] == want
 
 
-def test_ttl_expiry_and_dead_lettering_of_paged_messages(tmp_path: Path) -> None:
+@pytest.mark.parametrize("selector", [None, lambda m: m.field("subject") == "none"], ids=["plain", "selective"])
+def test_ttl_expiry_and_dead_lettering_of_paged_messages(tmp_path: Path, selector: Callable[[QueuedMessage], bool] | None) -> None:
+    """A take expires the paged messages it meets, also a selective one that passes over them."""
     now = [1000.0]
     broker, journal, _ = make(tmp_path / "s.db")
     broker.now = lambda: now[0]
     dlq = queue(broker, "dlq")
     q = queue(broker, arguments={"x-message-ttl": 1000, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"})
     q.now = lambda: now[0]
-    publish(q, [msg(i) for i in range(30)])
+    publish(q, [msg(i, durable=i % 2 == 0) for i in range(30)])
     journal.commit()
     now[0] += 5  # every message has expired
-    c = Taker(30)
+    c = Taker(30, selector=selector)
     q.add_consumer(c)
     journal.commit()
     assert c.got == [] and q.count == 0 and q.stats.expired == 30
+    assert q.pager is not None and q.pager.count == 0
     assert dlq.count == 30
     d = Taker(30, cid=2)
     dlq.add_consumer(d)
     journal.commit()
     assert sorted(body(m) for m in d.got) == list(range(30))
+    assert broker.stats.paged_bytes == 0
 
 
 def test_a_selector_finds_a_paged_message(tmp_path: Path) -> None:
@@ -404,28 +408,6 @@ def test_a_selector_takes_from_the_paged_part_without_pulling_it_into_memory(tmp
     journal.commit()
     assert [body(m) for m in rest.got] == want
     assert q.count == 0 and q.pager.count == 0 and broker.stats.paged_bytes == 0
-
-
-def test_a_selective_take_expires_the_paged_messages_it_passes(tmp_path: Path) -> None:
-    now = [1000.0]
-    broker, journal, _ = make(tmp_path / "s.db")
-    broker.now = lambda: now[0]
-    dlq = queue(broker, "dlq")
-    q = queue(broker, arguments={"x-message-ttl": 1000, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"})
-    q.now = lambda: now[0]
-    publish(q, [msg(i, durable=i % 2 == 0) for i in range(30)])
-    journal.commit()
-    now[0] += 5  # every message has expired
-    c = Taker(1, selector=lambda m: m.field("subject") == "none")
-    q.add_consumer(c)
-    journal.commit()
-    assert c.got == [] and q.count == 0 and q.stats.expired == 30
-    assert q.pager is not None and q.pager.count == 0 and q.pager.bytes == 0
-    d = Taker(30, cid=2)
-    dlq.add_consumer(d)
-    journal.commit()
-    assert sorted(body(m) for m in d.got) == list(range(30))
-    assert broker.stats.paged_bytes == 0
 
 
 def test_purge_after_a_selective_take_from_the_paged_part(tmp_path: Path) -> None:
