@@ -65,11 +65,6 @@ BROKER_CONFIG = """
 [store]
 commit_interval_ms = 2.0
 
-[limits]
-# no paging: the sink's queues are counted by browsing, which sees only what a
-# queue holds in memory (a paged-out message is read back for a consumer only)
-queue_memory_budget_bytes = 1000000000000
-
 [[addresses]]
 pattern = "bench-stream-*"
 kind = "stream"

@@ -55,6 +55,8 @@ def test_create_list_peek_purge_delete_a_queue(broker: RunningBroker) -> None:
     assert (mine["depth"], mine["durable"], mine["type"]) == (3, False, "queue")
     peeked = json.loads(admin(url, "peek", "adm-q", "--count", "2", "--json"))
     assert [m["body"] for m in peeked] == ["first", "second"]
+    peeked = json.loads(admin(url, "peek", "adm-q", "--offset", "1", "--json"))
+    assert [(m["position"], m["body"]) for m in peeked] == [(1, "second"), (2, "third")]
     assert table(admin(url, "peek", "adm-q"))[1][-1] == "first"
     assert admin(url, "get", "queue", "adm-q", "--json").count('"depth": 3') == 1
     assert admin(url, "purge", "adm-q") == "purged 3 message(s) from queue adm-q\n"
@@ -122,6 +124,8 @@ def test_errors_are_one_line(broker: RunningBroker) -> None:
     assert "400 durable must be a boolean" in one_line_error(r, "admin")
     r = run(url, "peek", "adm-none", "--count", "1000000")
     assert "400" in one_line_error(r, "admin")
+    r = run(url, "peek", "adm-none", "--offset", "-1")
+    assert one_line_error(r, "admin") == "amqp10 admin: --offset must not be negative, not -1" and r.returncode == 2
     r = run(url, "create", "exchange", "amq.mine")
     assert "403" in one_line_error(r, "admin")
     with socket.socket() as s:

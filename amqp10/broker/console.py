@@ -11,7 +11,8 @@ talks to ``/console/api/...``:
   admin_tags``. The answer sets a session cookie (``HttpOnly``, ``SameSite=Strict``,
   path ``/console``) and returns a CSRF token;
 - ``GET session``, ``GET overview`` (broker totals, nodes, connections), ``GET node``
-  and ``GET peek`` (``?vhost=&type=&name=``): reading needs the cookie;
+  and ``GET peek`` (``?vhost=&type=&name=``, optionally ``&count=&offset=``): reading
+  needs the cookie;
 - ``POST purge``, ``POST delete``, ``POST close-connection``, ``POST logout``: changing
   state also needs the ``X-CSRF-Token`` header of the session, a JSON body and, when
   the browser sends one, an ``Origin`` of this host.
@@ -230,11 +231,14 @@ class Console:
     async def api_peek(self, request: HttpRequest) -> HttpResponse:
         _, session = self.session_of(request)
         kind, name, vhost = _node_query(request)
-        count = _query(request).get("count", str(PEEK_DEFAULT))
-        if not count.isdigit():
-            raise _Refused(400, f"count must be a number, not {count!r}")
+        query = _query(request)
+        count = query.get("count", str(PEEK_DEFAULT))
+        offset = query.get("offset", "0")
+        for label, value in (("count", count), ("offset", offset)):
+            if not value.isdigit():
+                raise _Refused(400, f"{label} must be a number, not {value!r}")
         messages = self.management.peek(
-            Caller(user=session.user), kind, name, int(count), vhost=vhost
+            Caller(user=session.user), kind, name, int(count), offset=int(offset), vhost=vhost
         )
         return _json(200, {"messages": messages})
 

@@ -8,7 +8,7 @@
     amqp10 admin update TYPE NAME KEY=VALUE | KEY:=JSON ...
     amqp10 admin delete TYPE NAME
     amqp10 admin purge NAME [--type queue|subscription]
-    amqp10 admin peek NAME [--count N] [--type queue|stream|subscription] [--json]
+    amqp10 admin peek NAME [--count N] [--offset N] [--type queue|stream|subscription] [--json]
     amqp10 admin close-connection NAME
     amqp10 admin types
     amqp10 admin export FILE | import FILE
@@ -104,6 +104,7 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     k = verbs.add_parser("peek", help="show the first messages of a queue, left in place (PEEK)")
     k.add_argument("name", metavar="NAME", help="the queue's (stream's, subscription's) name")
     k.add_argument("--count", "-n", type=int, default=10, metavar="N", help="how many messages (default 10)")
+    k.add_argument("--offset", type=int, default=0, metavar="N", help="the position of the first (default 0: the next to be delivered)")
     k.add_argument("--type", default="queue", choices=["queue", "stream", "subscription"], help="what NAME is (default queue)")
     k.add_argument("--json", action="store_true", help="every field, as a JSON list of objects")
     k.set_defaults(func=_cmd(_peek))
@@ -277,9 +278,10 @@ def _purge(args: argparse.Namespace, c: Client) -> int:
 
 
 def _peek(args: argparse.Namespace, c: Client) -> int:
-    if args.count < 0:
-        raise CliError(f"--count must not be negative, not {args.count}", 2)
-    body, _ = c.call("PEEK", args.type, args.name, count=args.count)
+    for option, value in (("--count", args.count), ("--offset", args.offset)):
+        if value < 0:
+            raise CliError(f"{option} must not be negative, not {value}", 2)
+    body, _ = c.call("PEEK", args.type, args.name, count=args.count, offset=args.offset)
     messages = body if isinstance(body, list) else []
     if args.json:
         _print_json(messages)

@@ -143,25 +143,29 @@ def test_priorities_with_paged_levels(tmp_path: Path) -> None:
     assert [body(m) for m in c.got] == want
 
 
-def test_ttl_expiry_and_dead_lettering_of_paged_messages(tmp_path: Path) -> None:
+@pytest.mark.parametrize("selector", [None, lambda m: m.field("subject") == "none"], ids=["plain", "selective"])
+def test_ttl_expiry_and_dead_lettering_of_paged_messages(tmp_path: Path, selector: Callable[[QueuedMessage], bool] | None) -> None:
+    """A take expires the paged messages it meets, also a selective one that passes over them."""
     now = [1000.0]
     broker, journal, _ = make(tmp_path / "s.db")
     broker.now = lambda: now[0]
     dlq = queue(broker, "dlq")
     q = queue(broker, arguments={"x-message-ttl": 1000, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"})
     q.now = lambda: now[0]
-    publish(q, [msg(i) for i in range(30)])
+    publish(q, [msg(i, durable=i % 2 == 0) for i in range(30)])
     journal.commit()
     now[0] += 5  # every message has expired
-    c = Taker(30)
+    c = Taker(30, selector=selector)
     q.add_consumer(c)
     journal.commit()
     assert c.got == [] and q.count == 0 and q.stats.expired == 30
+    assert q.pager is not None and q.pager.count == 0
     assert dlq.count == 30
     d = Taker(30, cid=2)
     dlq.add_consumer(d)
     journal.commit()
     assert sorted(body(m) for m in d.got) == list(range(30))
+    assert broker.stats.paged_bytes == 0
 
 
 def test_a_selector_finds_a_paged_message(tmp_path: Path) -> None:
@@ -378,3 +382,45 @@ def test_drop_head_overflow_drops_the_oldest_even_when_paged(tmp_path: Path) -> 
     q.add_consumer(c)
     journal.commit()
     assert [body(m) for m in c.got] == list(range(50, 100))
+
+
+def test_a_selector_takes_from_the_paged_part_without_pulling_it_into_memory(tmp_path: Path) -> None:
+    broker, journal, store = make(tmp_path / "s.db")
+    q = queue(broker)
+    n = 2000
+    publish(q, [msg(i, durable=i % 2 == 0, subject="late" if i in (1990, 1991) else "other") for i in range(n)])
+    journal.commit()
+    assert q.pager is not None
+    c = Taker(2, selector=lambda m: m.field("subject") == "late")
+    q.add_consumer(c)
+    journal.commit()
+    assert [body(m) for m in c.got] == [1990, 1991]
+    assert q.pager.memory() <= BUDGET  # what it passed over stays paged out
+    assert q.count == n - 2 and broker.stats.paged_bytes == q.pager.bytes
+    want = [i for i in range(n) if i not in (1990, 1991)]
+    assert [body(m) for m in q.peek(5, 1985)] == want[1985:1990]
+    for m in c.got:  # back to their places in the paged part (one durable, one not)
+        q.release(m)
+    assert q.pager.memory() <= BUDGET and broker.stats.paged_bytes == q.pager.bytes
+    want = list(range(n))
+    rest = Taker(n, cid=2)
+    q.add_consumer(rest)
+    journal.commit()
+    assert [body(m) for m in rest.got] == want
+    assert q.count == 0 and q.pager.count == 0 and broker.stats.paged_bytes == 0
+
+
+def test_purge_after_a_selective_take_from_the_paged_part(tmp_path: Path) -> None:
+    broker, journal, store = make(tmp_path / "s.db")
+    q = queue(broker)
+    publish(q, [msg(i, durable=i % 2 == 0, subject="x" if i == 50 else "o") for i in range(100)])
+    journal.commit()
+    c = Taker(1, selector=lambda m: m.field("subject") == "x")
+    q.add_consumer(c)
+    assert [body(m) for m in c.got] == [50]
+    assert q.purge() == 99
+    journal.commit()
+    assert [m.seq for m in store.load().messages] == [c.got[0].seq]  # the one with the consumer stays
+    q.ack(c.got[0])
+    journal.commit()
+    assert store.load().messages == [] and broker.stats.paged_bytes == 0

@@ -9,7 +9,10 @@ from typing import Any
 import pytest
 
 from amqp10.broker.config import AddressRule, BrokerConfig, Listener, SaslConfig, StoreConfig
+from amqp10.broker.core import Queue
 from amqp10.broker.users import add_user
+from amqp10.spark._client import BrokerClient
+from amqp10.spark.options import SourceOptions
 from tests.broker.conftest import start_broker
 from tests.client.helpers import make_certs
 
@@ -62,6 +65,26 @@ def test_batch_read_of_a_queue_browses(spark: Any, url: str, publish: Any, broke
         spark.read.format("amqp10").option("url", url).option("address", "orders-browse").option(
             "startingOffset", "first"
         ).load().collect()
+
+
+def test_batch_read_of_a_paged_queue_sees_every_message(spark: Any, tmp_path: Path) -> None:
+    """A queue past its memory budget keeps most messages in the store only; the browse
+    reads them back in order (it once saw only the in-memory part)."""
+    config = BrokerConfig(
+        listeners=[Listener(host="127.0.0.1", port=0)],
+        store=StoreConfig(path=tmp_path / "store.sqlite3", commit_interval_ms=1),
+        limits={"queue_memory_budget_bytes": 64 * 1024},
+    )
+    n = 2000  # about 150 of them fit in memory
+    for b in start_broker(config):
+        url = f"amqp://127.0.0.1:{b.port}"
+        with BrokerClient(SourceOptions.parse({"url": url, "address": "paged"})) as client:
+            client.publish("paged", [m.encode() for m in numbered(n, "p")])
+        node = b.broker.default.nodes["paged"]
+        assert isinstance(node, Queue) and node.pager is not None and node.pager.count > n // 2
+        df = spark.read.format("amqp10").option("url", url).option("address", "paged").load()
+        assert [r.body_string for r in df.select("body_string").collect()] == [f"p{i}" for i in range(n)]
+        assert node_count(b, "paged") == n
 
 
 def test_stream_available_now_in_limited_batches(

@@ -127,8 +127,7 @@ class LinkConsumer:
         if isinstance(node, Stream):
             return node.positions.get(self.id, node.next) < node.next
         if self.browse:
-            last = node.browsers.get(self.id, 0)
-            return any(m.seq > last for m in node)
+            return node.has_after(node.browsers.get(self.id, 0))
         return node.count > 0
 
     def settled(self, d: Delivery, state: Any) -> None:

@@ -18,18 +18,22 @@ queue is dispatched again once the committer has caught up (a barrier).
 
 What a paged message loses until it is read back: what was read once from its body
 (routing fields, headers: read again on demand) and its publishing connection and
-exchange (as after a restart). Browsers and management's PEEK see the in-memory head.
+exchange (as after a restart). Browsers, PEEK and other readers that take nothing read
+the tails too, a chunk at a time, and leave them paged out (core/browsing.py).
 A consumer with a selector (or of message groups) that matches nothing in the head
-reads further runs whatever the budget (:meth:`Pager.refill` with ``force``): what it
-skips stays in memory until other consumers take it.
+reads on through the tail a run at a time (:meth:`Pager.take`) and takes the message it
+matches out of the middle: its entry is marked gone (skipped by every later read, its
+size no longer counted), and what it passed over stays paged out. Released, it goes back
+to its entry if that is still paged out, so the level stays in order.
 """
 
 from __future__ import annotations
 
 import logging
 from array import array
+from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from . import store as _store
@@ -39,7 +43,7 @@ if TYPE_CHECKING:
     from .nodes import Journal
     from .queues import Queue
 
-__all__ = ["MAX_RUN", "MESSAGE_OVERHEAD", "PageStore", "Pager"]
+__all__ = ["MAX_RUN", "MESSAGE_OVERHEAD", "Gap", "PageStore", "Pager"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +57,7 @@ MAX_RUN = 512
 
 _TRANSIENT = 1  # in the store's temporary paged table (else in its messages table)
 _DURABLE = 2  # the message's own durable flag
+_GONE = 4  # taken from the middle of the tail by a selective consumer (its size set to 0)
 
 
 class PageStore(Protocol):
@@ -64,7 +69,7 @@ class PageStore(Protocol):
 class _Tail:
     """The paged-out part of one priority level, oldest first: seqs, sizes, flags."""
 
-    __slots__ = ("bytes", "flags", "seqs", "sizes", "start")
+    __slots__ = ("bytes", "flags", "gone", "seqs", "sizes", "start")
 
     def __init__(self) -> None:
         self.seqs = array("q")
@@ -72,6 +77,7 @@ class _Tail:
         self.flags = bytearray()
         self.start = 0  # entries before it have been read back
         self.bytes = 0
+        self.gone = 0  # entries after start marked _GONE
 
     def __len__(self) -> int:
         return len(self.seqs) - self.start
@@ -86,6 +92,8 @@ class _Tail:
         """The first ``n`` entries are back in memory (or gone)."""
         start = self.start
         self.bytes -= sum(self.sizes[start : start + n])
+        if self.gone:
+            self.gone -= sum(1 for f in self.flags[start : start + n] if f & _GONE)
         self.start = start + n
         if self.start >= 4096 and self.start * 2 >= len(self.seqs):  # amortised O(1) per entry
             del self.seqs[: self.start]
@@ -131,14 +139,18 @@ class Pager:
         if not q._persistent(msg):  # not in the store yet: its body goes to the paged table
             flags |= _TRANSIENT
             self._writing = msg.seq
-            self.journal.submit(
-                (_store.PAGE, q._key, msg.seq, msg.delivery_count, msg.expiry, msg.arrival, msg.message_id, msg.format, msg.data)
-            )
+            self._page(msg)
         tail.append(msg.seq, msg.size, flags)
         self.count += 1
         self.bytes += msg.size
         q._paged_changed(msg.size)
         return True
+
+    def _page(self, msg: QueuedMessage) -> None:
+        """Write ``msg``'s body to the store's paged table."""
+        self.journal.submit(
+            (_store.PAGE, self.queue._key, msg.seq, msg.delivery_count, msg.expiry, msg.arrival, msg.message_id, msg.format, msg.data)
+        )
 
     def writing(self, msg: QueuedMessage) -> bool:
         """Whether ``msg``, just paged out, is a non-durable message whose body is being
@@ -146,32 +158,37 @@ class Pager:
         keeps the bodies waiting for the committer within the publishers' windows."""
         return self._writing == msg.seq
 
-    def refill(self, level: deque[QueuedMessage], *, force: bool = False) -> bool:
+    def refill(self, level: deque[QueuedMessage]) -> bool:
         """Read the next run of ``level``'s tail back into it (as much as the budget allows,
-        at least one message; with ``force``, a run whatever the budget: a selective
-        consumer looks past the head). True if anything was added."""
-        q = self.queue
-        p = next((i for i, lv in enumerate(q._levels) if lv is level), -1)  # (empty deques are equal)
+        at least one message). True if anything was added."""
+        p = next((i for i, lv in enumerate(self.queue._levels) if lv is level), -1)  # (empty deques are equal)
         tail = self._tails.get(p)
-        if tail is None or not len(tail):
-            return False
+        while tail is not None and len(tail):
+            added = self._refill_run(level, p, tail)
+            if added is not None:
+                return added
+        return False
+
+    def _refill_run(self, level: deque[QueuedMessage], p: int, tail: _Tail) -> bool | None:
+        """One run of :meth:`refill`; None: the run held only messages taken already (read on)."""
+        q = self.queue
         room = self.budget - self.memory()
         per = tail.bytes // len(tail) + MESSAGE_OVERHEAD
-        n = min(len(tail), MAX_RUN if force else max(1, min(MAX_RUN, room // per)))
+        n = min(len(tail), max(1, min(MAX_RUN, room // per)))
         start = tail.start
         seqs = tail.seqs[start : start + n]
         flags = tail.flags[start : start + n]
-        transient = any(f & _TRANSIENT for f in flags)
-        rows = self.store.read_paged(
-            q._key, seqs[0], seqs[-1], durable=not all(f & _TRANSIENT for f in flags), transient=transient
-        )
-        by_seq = {r[0]: r for r in rows}
-        classes: dict[str, type[QueuedMessage]] = {}
+        by_seq = self._read(seqs, flags)
         key = q._key
         submit = self.journal.submit
         got = 0
         dropped = 0
+        gone = 0
         for i, seq in enumerate(seqs):
+            if flags[i] & _GONE:
+                gone += 1
+                got += 1
+                continue
             row = by_seq.get(seq)
             if row is None:
                 if self._missed == seq and not self._waiting:
@@ -184,22 +201,7 @@ class Pager:
                     continue
                 self._wait_for(seq)
                 break
-            _seq, delivery_count, expiry, arrival, message_id, fmt, data = row
-            cls = classes.get(fmt)
-            if cls is None:
-                cls = classes[fmt] = format_named(fmt)
-            level.append(
-                cls(
-                    bytes(data),
-                    priority=p,
-                    durable=bool(flags[i] & _DURABLE),
-                    expiry=expiry,
-                    message_id=message_id,
-                    delivery_count=delivery_count,
-                    arrival=arrival,
-                    seq=seq,
-                )
-            )
+            level.append(_rebuild(row, p, flags[i]))
             if flags[i] & _TRANSIENT:
                 submit((_store.UNPAGE, key, seq))
             got += 1
@@ -212,10 +214,137 @@ class Pager:
         before = tail.bytes
         tail.consume(got)
         freed = before - tail.bytes
-        self.count -= got
+        self.count -= got - gone
         self.bytes -= freed
         q._paged_changed(-freed)
-        return got > dropped
+        if got == gone:
+            return None
+        return got > dropped + gone
+
+    def _read(self, seqs: array[int], flags: bytearray) -> dict[int, tuple[Any, ...]]:
+        """The store's rows of the paged-out ``seqs`` (one read by seq range), by seq; a row
+        not there (not committed yet, or gone) is missing, and rows of other seqs in the
+        range (other levels, delivered ones) are left out."""
+        rows = self.store.read_paged(
+            self.queue._key,
+            seqs[0],
+            seqs[-1],
+            durable=not all(f & _TRANSIENT for f in flags),
+            transient=any(f & _TRANSIENT for f in flags),
+        )
+        wanted = set(seqs)
+        return {r[0]: r for r in rows if r[0] in wanted}
+
+    def paged(self, priority: int, *, after: int = 0, skip: int = 0, chunk: int = MAX_RUN) -> Iterator[QueuedMessage | Gap]:
+        """Level ``priority``'s paged-out messages after seq ``after`` (and past the first
+        ``skip`` of those), oldest first, read back from the store ``chunk`` at a time and
+        left paged out: what browsers and PEEK see past a level's head, within bounded
+        memory. A row not committed yet ends it with a :class:`Gap` (the queue is
+        dispatched again once it is committed)."""
+        tail = self._tails.get(priority)
+        if tail is None:
+            return
+        chunk = max(1, min(chunk, MAX_RUN))
+        while True:
+            # found again each time: a refill between two chunks moves the tail's start
+            i = bisect_right(tail.seqs, after, lo=tail.start)
+            flags = tail.flags
+            while skip and i < len(flags):  # over the live entries (not _GONE)
+                skip -= not flags[i] & _GONE
+                i += 1
+            seqs = tail.seqs[i : i + chunk]
+            if not seqs:
+                return
+            flags = tail.flags[i : i + chunk]
+            rows = self._read(seqs, flags)
+            for seq, f in zip(seqs, flags, strict=True):
+                if f & _GONE:
+                    continue
+                row = rows.get(seq)
+                if row is None:
+                    if self._missed == seq and not self._waiting:
+                        continue  # gone for good (refill counts it out)
+                    self._wait_for(seq)
+                    yield Gap(seq)
+                    return
+                yield _rebuild(row, priority, f)
+            after = seqs[-1]
+
+    def take(self, priority: int, after: int, match: Callable[[QueuedMessage], bool]) -> tuple[QueuedMessage | None, int]:
+        """The first paged-out message of level ``priority`` after seq ``after`` that ``match``
+        accepts, taken out of the tail (rebuilt from the store; the others left there), and
+        the seq up to which nothing matched: what a selective consumer takes without
+        pulling what it passes over into memory. An expired message it meets is taken out
+        and expired (dead-lettered) on the way."""
+        q = self.queue
+        now = q.now()
+        last = after
+        for msg in self.paged(priority, after=after):
+            if isinstance(msg, Gap):
+                break
+            if msg.expiry is not None and msg.expiry <= now:
+                self._gone(self._tails[priority], msg)
+                q.count -= 1
+                q.bytes -= msg.size
+                q._expire(msg)
+            elif match(msg):
+                self._gone(self._tails[priority], msg)
+                return msg, msg.seq
+            last = msg.seq
+        return None, last
+
+    def _gone(self, tail: _Tail, msg: QueuedMessage) -> None:
+        """``msg`` has left the middle of ``tail`` for a consumer: mark its entry, count it out."""
+        i = bisect_right(tail.seqs, msg.seq, lo=tail.start) - 1
+        f = tail.flags[i]
+        size = tail.sizes[i]
+        tail.flags[i] = f | _GONE
+        tail.sizes[i] = 0
+        tail.bytes -= size
+        tail.gone += 1
+        self.count -= 1
+        self.bytes -= size
+        self.queue._paged_changed(-size)
+        if f & _TRANSIENT:
+            self.journal.submit((_store.UNPAGE, self.queue._key, msg.seq))
+
+    def put_back(self, msg: QueuedMessage) -> bool:
+        """``msg``, taken by :meth:`take`, is released: back to its place in the tail if that
+        is still paged out (True), which keeps the level in order; False: the queue puts it
+        at the head of its level."""
+        tail = self._tails.get(msg.priority)
+        if tail is None:
+            return False
+        i = bisect_right(tail.seqs, msg.seq, lo=tail.start) - 1
+        if i < tail.start or tail.seqs[i] != msg.seq or not tail.flags[i] & _GONE:
+            return False
+        f = tail.flags[i] & ~_GONE
+        tail.flags[i] = f
+        tail.sizes[i] = msg.size
+        tail.bytes += msg.size
+        tail.gone -= 1
+        self.count += 1
+        self.bytes += msg.size
+        self.queue._paged_changed(msg.size)
+        if f & _TRANSIENT:
+            self._page(msg)  # (its row went when it was taken)
+        return True
+
+    def paged_count(self, priority: int) -> int:
+        """How many of level ``priority``'s messages are paged out."""
+        tail = self._tails.get(priority)
+        return 0 if tail is None else len(tail) - tail.gone
+
+    def last_paged(self) -> int:
+        """The highest seq paged out (0: none)."""
+        last = 0
+        for tail in self._tails.values():
+            i = len(tail.seqs) - 1
+            while i >= tail.start and tail.flags[i] & _GONE:
+                i -= 1
+            if i >= tail.start:
+                last = max(last, tail.seqs[i])
+        return last
 
     def _wait_for(self, seq: int) -> None:
         """``seq``'s row is not committed yet: dispatch the queue again once it is."""
@@ -244,6 +373,8 @@ class Pager:
         transient = False
         for tail in self._tails.values():
             for i in range(tail.start, len(tail.seqs)):
+                if tail.flags[i] & _GONE:
+                    continue  # with a consumer now
                 if tail.flags[i] & _TRANSIENT:
                     transient = True
                 else:
@@ -255,6 +386,30 @@ class Pager:
         q._paged_changed(-self.bytes)
         self.count = 0
         self.bytes = 0
+
+
+class Gap:
+    """Where a read of the paged-out part stopped: ``seq``'s row is not committed yet."""
+
+    __slots__ = ("seq",)
+
+    def __init__(self, seq: int) -> None:
+        self.seq = seq
+
+
+def _rebuild(row: tuple[Any, ...], priority: int, flags: int) -> QueuedMessage:
+    """A paged-out message rebuilt from its store row (as recovery does)."""
+    seq, delivery_count, expiry, arrival, message_id, fmt, data = row
+    return format_named(fmt)(
+        bytes(data),
+        priority=priority,
+        durable=bool(flags & _DURABLE),
+        expiry=expiry,
+        message_id=message_id,
+        delivery_count=delivery_count,
+        arrival=arrival,
+        seq=seq,
+    )
 
 
 def pager_factory(store: PageStore | None, budget: int | None) -> Callable[[Queue], Pager | None]:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import QueuePolicy
 from . import store as _store
+from .browsing import browse, dispatch_browsers, has_after, peek
 from .groups import MessageGroups
 from .message import PRIORITY_LEVELS, QueuedMessage
 from .nodes import NULL_JOURNAL, Consumer, DuplicateWindow, Journal, Node, cancel_consumers
@@ -448,13 +449,24 @@ class Queue(Node):
         return self._movers[0] if self._movers else None
 
     def __iter__(self) -> Iterator[QueuedMessage]:
-        """Messages in delivery order (highest priority first, FIFO within a level)."""
+        """The messages held in memory, in delivery order (highest priority first, FIFO
+        within a level); :meth:`browse` and :meth:`peek` see the paged-out ones too."""
         for level in reversed(self._levels):
             yield from level
 
-    def peek(self, n: int) -> list[QueuedMessage]:
-        """The first ``n`` messages in delivery order, left where they are (management's PEEK)."""
-        return list(itertools.islice(iter(self), max(n, 0)))
+    def browse(self, after: int = 0) -> Iterator[QueuedMessage]:
+        """Every message after seq ``after``, in arrival order, left in place; paged-out ones
+        read back from the store a chunk at a time (core/browsing.py)."""
+        return browse(self, after)
+
+    def peek(self, n: int, offset: int = 0) -> list[QueuedMessage]:
+        """``n`` messages in delivery order from position ``offset``, left where they are
+        (management's PEEK), paged-out ones read back from the store."""
+        return peek(self, max(n, 0), max(offset, 0))
+
+    def has_after(self, seq: int) -> bool:
+        """Whether a message newer than ``seq`` is queued (a browser has more to see)."""
+        return has_after(self, seq)
 
     def dispatch(self) -> None:
         """Hand messages to consumers with credit, round-robin, until one side runs out."""
@@ -463,7 +475,7 @@ class Queue(Node):
         self._dispatching = True
         try:
             if self.browsers:
-                self._dispatch_browsers()
+                dispatch_browsers(self)
             consumers = self._movers[:1] if self._single_active else self._movers
             n = len(consumers)
             if not n or not self.count:
@@ -599,14 +611,24 @@ class Queue(Node):
                 self.count -= 1
                 self.bytes -= msg.size
                 self._expire(msg)
+            if taken is None and pager is not None and pager.paged_count(p):
+                # on into what is paged out, read a run at a time and left there
+                taken, marks[p] = pager.take(p, marks[p], self._matcher(cid, selector))
             if taken is not None:
                 if groups is not None:
                     groups.taken(cid, taken)
                 self._taken(taken)
                 return taken
-            if pager is not None and pager.refill(level, force=True):
-                p += 1  # nothing here yet: look on into what was paged out
         return None
+
+    def _matcher(self, cid: int, selector: Callable[[QueuedMessage], bool]) -> Callable[[QueuedMessage], bool]:
+        """What consumer ``cid`` (its ``selector``) may take of the paged-out messages."""
+        groups = self.groups
+
+        def match(msg: QueuedMessage) -> bool:
+            return (groups is None or groups.allows(cid, msg)) and selector(msg)
+
+        return match
 
     def _taken(self, msg: QueuedMessage) -> None:
         """``msg`` has left its level for a consumer: count it out, and record it delivered
@@ -615,21 +637,6 @@ class Queue(Node):
         self.bytes -= msg.size
         if self._persistent(msg):
             self.journal.submit((_store.UPDATE, self._key, msg.seq, msg.delivery_count, 1))
-
-    def _dispatch_browsers(self) -> None:
-        for c in self.consumers:
-            if not c.browse:
-                continue
-            last = self.browsers.get(c.id, 0)
-            if c.credit() <= 0:
-                continue
-            selector = getattr(c, "selector", None)
-            for msg in sorted((m for m in self if m.seq > last), key=lambda m: m.seq):
-                if c.credit() <= 0:
-                    break
-                self.browsers[c.id] = msg.seq
-                if selector is None or selector(msg):
-                    c.deliver(self, msg.copy())
 
     def _expire(self, msg: QueuedMessage) -> None:
         self.stats.expired += 1
@@ -699,11 +706,12 @@ class Queue(Node):
         for marks in self._scanned.values():  # selective consumers look at it again
             if marks[msg.priority] >= msg.seq:
                 marks[msg.priority] = msg.seq - 1
-        i = 0
-        n = len(level)
-        while i < n and level[i].seq < msg.seq:
-            i += 1
-        level.insert(i, msg)
+        if msg.excluded or self.pager is None or not self.pager.put_back(msg):
+            i = 0
+            n = len(level)
+            while i < n and level[i].seq < msg.seq:
+                i += 1
+            level.insert(i, msg)
         self.count += 1
         self.bytes += msg.size
         if self._persistent(msg):

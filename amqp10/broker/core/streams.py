@@ -223,9 +223,10 @@ class Stream(Node):
         self._ready.clear()
         cancel_consumers(consumers)
 
-    def peek(self, n: int) -> list[QueuedMessage]:
-        """The first ``n`` retained messages, from the oldest offset (management's PEEK)."""
-        return [self._get(offset) for offset in range(self.first, min(self.next, self.first + max(n, 0)))]
+    def peek(self, n: int, offset: int = 0) -> list[QueuedMessage]:
+        """``n`` retained messages from position ``offset`` past the oldest (management's PEEK)."""
+        start = self.first + max(offset, 0)
+        return [self._get(o) for o in range(start, min(self.next, start + max(n, 0)))]
 
     def info(self) -> dict[str, int]:
         return {"first": self.first, "next": self.next, "count": self.count, "bytes": self.bytes}

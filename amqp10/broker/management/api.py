@@ -43,7 +43,7 @@ ENTITY_OPERATION_ARGS: dict[str, list[str]] = {
     "UPDATE": ["name", "identity", "attributes"],
     "DELETE": ["name", "identity"],
     "PURGE": ["name", "identity"],
-    "PEEK": ["name", "identity", "count"],
+    "PEEK": ["name", "identity", "count", "offset"],
 }
 DEFAULT_PEEK = 10
 BODY_PREVIEW = 4096
@@ -254,17 +254,26 @@ class Management:
         return n
 
     def peek(
-        self, caller: Caller, entity_type: str, name: str, count: int = DEFAULT_PEEK, *, vhost: str | None = None
+        self,
+        caller: Caller,
+        entity_type: str,
+        name: str,
+        count: int = DEFAULT_PEEK,
+        *,
+        offset: int = 0,
+        vhost: str | None = None,
     ) -> Entities:
-        """The first ``count`` messages of a queue, stream or subscription, left in place."""
+        """``count`` messages of a queue, stream or subscription from position ``offset``
+        (0: the first to be delivered), left in place."""
         t = type_named(entity_type)
         self.access.can_read(caller, f"peeking into {t.a}")
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise BadRequest(f"count must be a non-negative integer, not {count!r}")
+        for label, value in (("count", count), ("offset", offset)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise BadRequest(f"{label} must be a non-negative integer, not {value!r}")
         if count > self.config.max_peek:
             raise BadRequest(f"count {count} is above the peek limit of {self.config.max_peek}")
         q = self._messages(caller, t, name, vhost, "read")
-        return [describe_message(i, msg) for i, msg in enumerate(q.peek(count))]
+        return [describe_message(offset + i, msg) for i, msg in enumerate(q.peek(count, offset))]
 
     def connections(self, caller: Caller) -> Entities:
         return self.list(caller, "connection")

@@ -5,7 +5,7 @@ A :class:`.api.Request` carries what the draft puts in application properties
 ``count`` for QUERY) and the body. Entity operations: ``CREATE`` (body: the
 attributes) 201, ``READ`` 200, ``UPDATE`` (body: attributes to change) 200,
 ``DELETE`` 204 (an empty map), and ours, ``PURGE`` (200, ``{"purged": n}``) and
-``PEEK`` (``count``; 200, a list of messages as maps). Node operations (``type``
+``PEEK`` (``count``, ``offset``: the position of the first; 200, a list of messages as maps). Node operations (``type``
 ``org.amqp.management``, ``name`` ``self``, both optional here): ``QUERY`` (body
 ``attributeNames``, optionally ``entityType``; 200, ``{"attributeNames": [...],
 "results": [[...], ...]}`` and a ``count`` property), ``GET-TYPES``,
@@ -100,7 +100,8 @@ def _peek(m: Management, c: Caller, req: Request) -> Response:
     from .api import DEFAULT_PEEK
 
     count = _number(req, "count", DEFAULT_PEEK)
-    messages = m.peek(c, _entity_type(req).name, _name(req), count)
+    offset = _number(req, "offset", 0)
+    messages = m.peek(c, _entity_type(req).name, _name(req), count, offset=offset)
     return _ok(200, messages, count=len(messages))
 
 

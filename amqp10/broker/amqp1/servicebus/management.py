@@ -34,6 +34,7 @@ error condition in ``errorCondition`` (as the SDKs read it: ``com.microsoft:mess
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -157,7 +158,7 @@ class EntityManagementNode(AzureRequestNode):
     def _peek(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
         start = int(body.get("from-sequence-number", 0))
         count = max(0, min(int(body.get("message-count", 1)), self.vhost.broker.config.management.max_peek))
-        found = sorted((m for m in queue if m.seq >= start), key=lambda m: m.seq)[:count]
+        found = list(itertools.islice(queue.browse(start - 1), count))
         if not found:
             return 204, "no messages", None
         return 200, "OK", {"messages": [{"message": annotated(m.form(Amqp1Message.format), m)} for m in found]}

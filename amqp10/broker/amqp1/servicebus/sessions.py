@@ -64,7 +64,7 @@ def claim_session(
         return None
     sid = wanted[SESSION_FILTER]
     if sid is None:
-        sid = next((m.group for m in queue if m.group is not None and not _held(queue, m.group, link)), None)
+        sid = next((m.group for m in queue.browse() if m.group is not None and not _held(queue, m.group, link)), None)
         if sid is None:
             raise AddressError("not-found", f"no session available in {queue.name!r}")
     sid = str(sid)
