@@ -109,6 +109,7 @@ class Pager:
         """Their bytes."""
         self._waiting = False  # a barrier is pending: a read found a row not committed yet
         self._writing = 0  # the seq of the last non-durable message whose body went to the store
+        self._numbers: dict[int, int] = {}  # seq -> number of paged-out renumbered (once scheduled) messages
         self._missed: int | None = None  # the seq that read found missing
 
     def memory(self) -> int:
@@ -135,6 +136,9 @@ class Pager:
                 (_store.PAGE, q._key, msg.seq, msg.delivery_count, msg.expiry, msg.arrival, msg.message_id, msg.format, msg.data)
             )
         tail.append(msg.seq, msg.size, flags)
+        number = getattr(msg, "_number", None)
+        if number is not None:  # (a scheduled message, renumbered when due, keeps its number)
+            self._numbers[msg.seq] = number
         self.count += 1
         self.bytes += msg.size
         q._paged_changed(msg.size)
@@ -188,18 +192,21 @@ class Pager:
             cls = classes.get(fmt)
             if cls is None:
                 cls = classes[fmt] = format_named(fmt)
-            level.append(
-                cls(
-                    bytes(data),
-                    priority=p,
-                    durable=bool(flags[i] & _DURABLE),
-                    expiry=expiry,
-                    message_id=message_id,
-                    delivery_count=delivery_count,
-                    arrival=arrival,
-                    seq=seq,
-                )
+            msg = cls(
+                bytes(data),
+                priority=p,
+                durable=bool(flags[i] & _DURABLE),
+                expiry=expiry,
+                message_id=message_id,
+                delivery_count=delivery_count,
+                arrival=arrival,
+                seq=seq,
             )
+            if self._numbers:
+                number = self._numbers.pop(seq, None)
+                if number is not None:
+                    msg._number = number
+            level.append(msg)
             if flags[i] & _TRANSIENT:
                 submit((_store.UNPAGE, key, seq))
             got += 1
@@ -242,6 +249,7 @@ class Pager:
         q = self.queue
         submit = self.journal.submit
         transient = False
+        self._numbers.clear()
         for tail in self._tails.values():
             for i in range(tail.start, len(tail.seqs)):
                 if tail.flags[i] & _TRANSIENT:

@@ -104,7 +104,8 @@ class Queue(Node):
         self.settings: dict[str, Any] = {}
         """A front end's settings kept with a subscription's store record (JSON; e.g. Service Bus rules)."""
         self.deferred: dict[int, QueuedMessage] = {}
-        """Acquired messages set aside by their consumer (:meth:`defer`), by seq."""
+        """Acquired messages set aside by their consumer (:meth:`defer`), by
+        :attr:`~.QueuedMessage.number` (Service Bus's sequence number)."""
         self.group_states: dict[str, bytes] = {}
         """What consumers keep for message groups (:meth:`set_group_state`), by group."""
         # consumers with a selector: per priority level, the seq up to which every message
@@ -158,7 +159,7 @@ class Queue(Node):
         self.dedup.seen(msg.message_id)
         self._next_seq_at_least(msg.seq + 1)
         if deferred:
-            self.deferred[msg.seq] = msg
+            self.deferred[msg.number] = msg
             self.stats.delivered += 1
             self._disk_changed(msg.size)
             return
@@ -332,10 +333,12 @@ class Queue(Node):
 
     def enqueue_due(self, msg: QueuedMessage) -> None:
         """A held message's time has come (the scheduler calls this): enqueue it as newly
-        arrived, behind what is in the queue now (its stored record moves to its new place)."""
+        arrived, behind what is in the queue now (its stored record moves to its new place),
+        with a new ``seq`` but its :attr:`~.QueuedMessage.number` kept."""
         old = msg.seq
         due = msg.due
         self._ttl_from(msg, self.now() if due is None else due)
+        msg._number = msg.number  # its sequence number for life, as Service Bus keeps it
         msg.seq = next(self._seq)
         self._enqueue(msg)
         self.count += 1
@@ -641,8 +644,8 @@ class Queue(Node):
     # -- outcomes from consumers ---------------------------------------------------------
     def defer(self, msg: QueuedMessage) -> None:
         """Set an acquired ``msg`` aside (Service Bus's defer): no consumer gets it; it is
-        taken back from :attr:`deferred` by its seq and settled as usual, after a restart too."""
-        self.deferred[msg.seq] = msg
+        taken back from :attr:`deferred` by its number and settled as usual, after a restart too."""
+        self.deferred[msg.number] = msg
         if self._persistent(msg):
             self.journal.submit((_store.UPDATE, self._key, msg.seq, msg.delivery_count, _store.DEFERRED))
 

@@ -7,6 +7,8 @@ from that node. Supported:
 
 - ``com.microsoft:peek-message`` (``from-sequence-number``, ``message-count``): the
   queue's messages from that sequence number on, left where they are; 204 when none.
+  A message's sequence number is its :attr:`~amqp10.broker.core.QueuedMessage.number`,
+  which a scheduled message keeps when it becomes due (Service Bus keeps it for life).
 - ``com.microsoft:renew-lock`` (``lock-tokens``): new ``expirations``; a lock that
   ran out (or was never taken) is a 410 with ``com.microsoft:message-lock-lost``.
 - ``com.microsoft:schedule-message`` (``messages``: maps with ``message``, the encoded
@@ -157,7 +159,7 @@ class EntityManagementNode(AzureRequestNode):
     def _peek(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
         start = int(body.get("from-sequence-number", 0))
         count = max(0, min(int(body.get("message-count", 1)), self.vhost.broker.config.management.max_peek))
-        found = sorted((m for m in queue if m.seq >= start), key=lambda m: m.seq)[:count]
+        found = sorted((m for m in queue if m.number >= start), key=_number)[:count]
         if not found:
             return 204, "no messages", None
         return 200, "OK", {"messages": [{"message": annotated(m.form(Amqp1Message.format), m)} for m in found]}
@@ -180,7 +182,7 @@ class EntityManagementNode(AzureRequestNode):
             msg = parse_transfer(bytes(entry["message"]), self.vhost.now(), queue.needs_message_ids)
             if not queue.publish(msg, lambda: None):
                 return 503, f"queue {self.entity!r} is full", None
-            seqs.append(msg.seq)
+            seqs.append(msg.seq)  # (its number: a held message is not renumbered until due)
         return 200, "OK", {"sequence-numbers": Array(int, seqs)}
 
     def _cancel_scheduled(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
@@ -196,7 +198,7 @@ class EntityManagementNode(AzureRequestNode):
             if msg is None:
                 return 404, f"no deferred message {int(s)} in {self.entity!r}", None
             token = uuid.uuid4()
-            self.locks[token] = msg.seq
+            self.locks[token] = msg.number
             out.append({"message": annotated(msg.form(Amqp1Message.format), msg), "lock-token": token})
         return 200, "OK", {"messages": out}
 
@@ -246,6 +248,10 @@ class EntityManagementNode(AzureRequestNode):
         if until is None:
             raise OperationError(410, SESSION_LOCK_LOST, f"session {sid!r} is not locked by this connection (session lock lost)")
         return 200, "OK", {"expiration": timestamp(int(until * 1000))}
+
+
+def _number(msg: QueuedMessage) -> int:
+    return msg.number
 
 
 def _uuid(token: Any) -> uuid.UUID:
