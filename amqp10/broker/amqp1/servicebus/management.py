@@ -182,7 +182,7 @@ class EntityManagementNode(AzureRequestNode):
             msg = parse_transfer(bytes(entry["message"]), self.vhost.now(), queue.needs_message_ids)
             if not queue.publish(msg, lambda: None):
                 return 503, f"queue {self.entity!r} is full", None
-            seqs.append(msg.seq)  # (its number: a held message is not renumbered until due)
+            seqs.append(msg.number)
         return 200, "OK", {"sequence-numbers": Array(int, seqs)}
 
     def _cancel_scheduled(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
