@@ -4,6 +4,7 @@ committed by hand (so a read can find a row not committed yet)."""
 
 from __future__ import annotations
 
+import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +20,7 @@ from amqp10.broker.core.paging import MESSAGE_OVERHEAD
 from amqp10.broker.core.queues import Queue
 from amqp10.broker.core.store import Store
 from amqp10.message import Message
+from amqp10.types import symbol
 
 from .harness import HeldJournal
 
@@ -424,3 +426,24 @@ def test_purge_after_a_selective_take_from_the_paged_part(tmp_path: Path) -> Non
     q.ack(c.got[0])
     journal.commit()
     assert store.load().messages == [] and broker.stats.paged_bytes == 0
+
+
+def test_a_paged_out_scheduled_message_keeps_its_number(tmp_path: Path) -> None:
+    """A scheduled message gets a new seq when due, behind what is queued, but keeps its
+    number (Service Bus's sequence number) when its queue pages it out and reads it back."""
+    broker, journal, _ = make(tmp_path / "s.db")
+    q = queue(broker)
+    delay = {symbol("x-opt-delivery-time"): int((time.time() + 60) * 1000)}
+    held = [msg(1000 + i, durable=i == 0, message_annotations=delay) for i in range(2)]  # durable and not
+    publish(q, held)
+    numbers = [m.seq for m in held]
+    publish(q, [msg(i) for i in range(20)])
+    broker.scheduler.now = lambda: time.time() + 120
+    assert broker.scheduler.release_due() == 2
+    assert q.pager is not None and q.pager.count >= 2  # the due ones went to the paged tail
+    journal.commit()
+    c = Taker(22)
+    q.add_consumer(c)
+    assert [body(m) for m in c.got] == [*range(20), 1000, 1001]
+    assert [(m.number, m.seq > m.number) for m in c.got[20:]] == [(n, True) for n in numbers]
+    assert all(m.number == m.seq for m in c.got[:20])

@@ -4,6 +4,8 @@ is stopped and started again on the same SQLite store."""
 
 from __future__ import annotations
 
+import datetime
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from amqp10.broker.core import Queue
 from amqp10.broker.core.store import Store
 
 from .conftest import broker_with
-from .test_servicebus_sdk import KEY, KEY_NAME
+from .test_servicebus_sdk import KEY, KEY_NAME, receive
 
 SERVICEBUS = {
     "enabled": True,
@@ -47,11 +49,7 @@ def test_deferred_messages_survive_a_restart(tmp_path: Path) -> None:
         with c.get_queue_sender("orders") as s:
             s.send_messages([ServiceBusMessage("later"), ServiceBusMessage("now"), ServiceBusMessage("dead later")])
         with c.get_queue_receiver("orders") as r:
-            got: list[Any] = []
-            for _ in range(5):
-                got += r.receive_messages(max_message_count=3 - len(got), max_wait_time=2)
-                if len(got) >= 3:
-                    break
+            got = receive(r, 3)
             assert [str(m) for m in got] == ["later", "now", "dead later"]
             r.defer_message(got[0])
             r.defer_message(got[2])
@@ -105,3 +103,33 @@ def test_session_state_survives_a_restart_until_cleared(tmp_path: Path) -> None:
         b.portal.call(b.broker.default.delete_node, "sessions")  # a deleted queue takes its states along
     loaded = stored(tmp_path)
     assert loaded.group_states == [] and [m for m in loaded.messages if m.node == "sessions"] == []
+
+
+def test_a_scheduled_message_keeps_its_sequence_number_across_a_restart(tmp_path: Path) -> None:
+    """Due before the restart (moved to a new seq in the store), it comes back with the
+    sequence number schedule_messages answered."""
+    with broker_with(tmp_path, servicebus=SERVICEBUS) as b, client(b.port) as c:
+        q = b.broker.default.nodes["orders"]
+        with c.get_queue_sender("orders") as s:
+            soon = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=1)
+            (number,) = s.schedule_messages([ServiceBusMessage("scheduled")], soon)
+            s.send_messages([ServiceBusMessage("after")])
+        for _ in range(50):  # until it is due (bounded: 5 s)
+            if isinstance(q, Queue) and q.count == 2:
+                break
+            time.sleep(0.1)
+        assert isinstance(q, Queue) and q.count == 2
+    assert [(m.seq != number, m.number) for m in stored(tmp_path).messages if m.data.endswith(b"scheduled")] == [
+        (True, number)
+    ]
+
+    with broker_with(tmp_path, servicebus=SERVICEBUS) as b, client(b.port) as c, c.get_queue_receiver("orders") as r:
+        got = receive(r, 2)
+        assert [str(m) for m in got] == ["after", "scheduled"]
+        assert got[1].sequence_number == number
+        r.defer_message(got[1])
+        r.complete_message(got[0])
+        (back,) = r.receive_deferred_messages([number])
+        assert (str(back), back.sequence_number) == ("scheduled", number)
+        r.complete_message(back)
+    assert [m for m in stored(tmp_path).messages if m.node == "orders"] == []

@@ -41,7 +41,7 @@ from .conftest import RunningBroker, make_config, start_broker  # noqa: E402
 KEY_NAME = "RootManageSharedAccessKey"
 KEY = "SAS_KEY_VALUE"
 JWT_SECRET = "jwt-secret"
-QUEUES = ["q.send", "q.settle", "q.limit", "q.rad", "q.async", "q.mgmt", "q.defer", "q.sessions", "q.async-sessions"]
+QUEUES = ["q.send", "q.settle", "q.limit", "q.rad", "q.async", "q.mgmt", "q.defer", "q.sched", "q.sessions", "q.async-sessions"]
 
 
 # the emulator's own format (its Config.json), read by [servicebus] emulator_config
@@ -127,6 +127,16 @@ def client(b: RunningBroker, key: str = KEY) -> ServiceBusClient:
     return ServiceBusClient.from_connection_string(conn_str(b, key), retry_total=0)
 
 
+def receive(r: Any, n: int) -> list[Any]:
+    """Up to ``n`` messages from receiver ``r``, in at most five receives (2 s each)."""
+    got: list[Any] = []
+    for _ in range(5):
+        got += r.receive_messages(max_message_count=n - len(got), max_wait_time=2)
+        if len(got) >= n:
+            break
+    return got
+
+
 def test_send_batch_and_peek_lock_receive(sb_broker: RunningBroker) -> None:
     with client(sb_broker) as c:
         with c.get_queue_sender("q.send") as s:
@@ -136,11 +146,7 @@ def test_send_batch_and_peek_lock_receive(sb_broker: RunningBroker) -> None:
                 batch.add_message(ServiceBusMessage(f"batch-{i}"))
             s.send_messages(batch)
         with c.get_queue_receiver("q.send") as r:
-            got: list[Any] = []
-            for _ in range(5):
-                got += r.receive_messages(max_message_count=4 - len(got), max_wait_time=2)
-                if len(got) >= 4:
-                    break
+            got = receive(r, 4)
             assert [str(m) for m in got] == ["one", "batch-0", "batch-1", "batch-2"]
             assert got[0].application_properties == {b"k": 1}
             seqs = [m.sequence_number for m in got]
@@ -195,11 +201,7 @@ def test_receive_and_delete(sb_broker: RunningBroker) -> None:
         with c.get_queue_sender("q.rad") as s:
             s.send_messages([ServiceBusMessage(f"m{i}") for i in range(3)])
         with c.get_queue_receiver("q.rad", receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE) as r:
-            got: list[Any] = []
-            for _ in range(5):
-                got += r.receive_messages(max_message_count=3 - len(got), max_wait_time=2)
-                if len(got) >= 3:
-                    break
+            got = receive(r, 3)
     assert [str(m) for m in got] == ["m0", "m1", "m2"]
     assert sb_broker.broker.default.nodes["q.rad"].count == 0
 
@@ -266,6 +268,36 @@ def test_defer_and_receive_deferred(sb_broker: RunningBroker) -> None:
         dead = r.receive_messages(max_message_count=1, max_wait_time=3)
         assert [(str(m), m.dead_letter_reason) for m in dead] == [("dead later", "too late")]
         r.complete_message(dead[0])
+
+
+def test_a_scheduled_message_keeps_its_sequence_number(sb_broker: RunningBroker) -> None:
+    """Service Bus: the number schedule_messages answers is the message's sequence number
+    for life, though the core gives it a new place (seq) in the queue when it is due."""
+    queue = sb_broker.broker.default.nodes["q.sched"]
+    with client(sb_broker) as c:
+        with c.get_queue_sender("q.sched") as s:
+            soon = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=1)
+            (number,) = s.schedule_messages([ServiceBusMessage("scheduled")], soon)
+            s.send_messages([ServiceBusMessage(f"m{i}") for i in range(2)])  # numbers after it
+        for _ in range(50):  # until it is due (bounded: 5 s)
+            if queue.count == 3:
+                break
+            time.sleep(0.1)
+        assert queue.count == 3 and [m.number for m in queue][-1] == number
+        assert [m.seq for m in queue][-1] != number  # it did get a new place
+        with c.get_queue_receiver("q.sched") as r:
+            peeked = r.peek_messages(max_message_count=1, sequence_number=number)
+            assert [(str(m), m.sequence_number) for m in peeked] == [("scheduled", number)]
+            got = receive(r, 3)
+            assert [str(m) for m in got] == ["m0", "m1", "scheduled"]
+            assert got[2].sequence_number == number
+            r.defer_message(got[2])
+            for m in got[:2]:
+                r.complete_message(m)
+            (back,) = r.receive_deferred_messages([number])
+            assert (str(back), back.sequence_number) == ("scheduled", number)
+            r.complete_message(back)
+    assert queue.count == 0 and queue.deferred == {} and queue.stats.unacked == 0
 
 
 def test_topic_subscriptions_with_sql_and_correlation_rules(sb_broker: RunningBroker) -> None:

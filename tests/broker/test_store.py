@@ -317,6 +317,26 @@ def test_a_schema_3_store_is_migrated(open_store: Callable[[], st.SqlStore]) -> 
     assert open_store().migrated_from is None
 
 
+def test_a_schema_4_store_is_migrated_and_a_moved_message_keeps_its_number(open_store: Callable[[], st.SqlStore]) -> None:
+    """Version 4 has no messages.number: it is added; a scheduled message moved to a new
+    seq when due (MOVE) keeps its first seq as its number, through a second move too."""
+    s = open_store()
+    s.apply([(st.NODE, "/", "q", "queue", "{}"), put("q", 1), put("q", 2)])
+    s._cur.execute("ALTER TABLE messages DROP COLUMN number")
+    if isinstance(s, st.Store):
+        s._cur.execute("PRAGMA user_version = 4")
+    else:
+        s._cur.execute("UPDATE amqp10_store SET version = 4")
+    s.close()
+    migrated = open_store()
+    assert migrated.migrated_from == 4
+    migrated.apply([(st.MOVE, "q", 1, 3, None)])
+    assert [(m.seq, m.number) for m in migrated.load().messages] == [(2, None), (3, 1)]
+    migrated.apply([(st.MOVE, "q", 3, 4, None)])
+    assert [(m.seq, m.number) for m in migrated.load().messages] == [(2, None), (4, 1)]
+    migrated.close()
+
+
 def test_broker_recovers_deferred_messages_and_group_states(open_store: Callable[[], st.SqlStore]) -> None:
     """A deferred message comes back set aside (acquired, with its seq), a group's state
     as it was; settling, clearing and deleting the queue remove them from the store."""

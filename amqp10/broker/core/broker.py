@@ -292,6 +292,8 @@ class Broker:
                 arrival=m.arrival,
                 seq=m.seq,
             )
+            if m.number is not None:
+                msg._number = m.number
             if m.deferred and isinstance(target, Queue):
                 target.restore(msg, deferred=True)
             else:

@@ -74,6 +74,7 @@ class QueuedMessage:
         "_forms",
         "_group",
         "_headers",
+        "_number",
         "_origin",
         "_published",
         "_routing",
@@ -94,6 +95,7 @@ class QueuedMessage:
     _fields: Mapping[str, Any]
     _due: float | None
     _group: str | None
+    _number: int
     _origin: object
     _forms: dict[str, Any]
     _published: tuple[str, str | None]
@@ -124,6 +126,17 @@ class QueuedMessage:
         self.seq = seq
         self.excluded: set[int] | None = None  # consumers it is undeliverable to
         # _routing and _forms stay unset until asked for: nothing per message up front
+
+    @property
+    def number(self) -> int:
+        """Its sequence number for life: the ``seq`` it got when first published to its queue.
+        The same as ``seq`` unless it was scheduled (a held message gets a new ``seq`` when it
+        is due, :meth:`~amqp10.broker.core.queues.Queue.enqueue_due`, and keeps this one): what
+        Service Bus reports as ``x-opt-sequence-number`` and looks messages up by."""
+        try:
+            return self._number
+        except AttributeError:
+            return self.seq
 
     def forget_fields(self) -> None:
         """Its ``data`` was rewritten: what was read from the old bytes is read again when asked."""

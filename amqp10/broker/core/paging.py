@@ -117,6 +117,7 @@ class Pager:
         """Their bytes."""
         self._waiting = False  # a barrier is pending: a read found a row not committed yet
         self._writing = 0  # the seq of the last non-durable message whose body went to the store
+        self._numbers: dict[int, int] = {}  # seq -> number of paged-out renumbered (once scheduled) messages
         self._missed: int | None = None  # the seq that read found missing
 
     def memory(self) -> int:
@@ -141,6 +142,9 @@ class Pager:
             self._writing = msg.seq
             self._page(msg)
         tail.append(msg.seq, msg.size, flags)
+        number = getattr(msg, "_number", None)
+        if number is not None:  # (a scheduled message, renumbered when due, keeps its number)
+            self._numbers[msg.seq] = number
         self.count += 1
         self.bytes += msg.size
         q._paged_changed(msg.size)
@@ -201,7 +205,7 @@ class Pager:
                     continue
                 self._wait_for(seq)
                 break
-            level.append(_rebuild(row, p, flags[i]))
+            level.append(self._rebuild(row, p, flags[i], taken=True))
             if flags[i] & _TRANSIENT:
                 submit((_store.UNPAGE, key, seq))
             got += 1
@@ -267,7 +271,7 @@ class Pager:
                     self._wait_for(seq)
                     yield Gap(seq)
                     return
-                yield _rebuild(row, priority, f)
+                yield self._rebuild(row, priority, f, taken=False)
             after = seqs[-1]
 
     def take(self, priority: int, after: int, match: Callable[[QueuedMessage], bool]) -> tuple[QueuedMessage | None, int]:
@@ -293,8 +297,20 @@ class Pager:
             last = msg.seq
         return None, last
 
+    def _rebuild(self, row: tuple[Any, ...], priority: int, flags: int, *, taken: bool) -> QueuedMessage:
+        """A paged-out message rebuilt from its store row, with the number it keeps if it was
+        renumbered when due (forgotten here once ``taken`` out of the paged part)."""
+        msg = _rebuild(row, priority, flags)
+        if self._numbers:
+            numbers = self._numbers
+            number = numbers.pop(msg.seq, None) if taken else numbers.get(msg.seq)
+            if number is not None:
+                msg._number = number
+        return msg
+
     def _gone(self, tail: _Tail, msg: QueuedMessage) -> None:
         """``msg`` has left the middle of ``tail`` for a consumer: mark its entry, count it out."""
+        self._numbers.pop(msg.seq, None)
         i = bisect_right(tail.seqs, msg.seq, lo=tail.start) - 1
         f = tail.flags[i]
         size = tail.sizes[i]
@@ -371,6 +387,7 @@ class Pager:
         q = self.queue
         submit = self.journal.submit
         transient = False
+        self._numbers.clear()
         for tail in self._tails.values():
             for i in range(tail.start, len(tail.seqs)):
                 if tail.flags[i] & _GONE:

@@ -10,6 +10,7 @@ import itertools
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from ..config import QueuePolicy
@@ -71,8 +72,7 @@ class Queue(Node):
         # one FIFO per priority level, lowest first, made up to a level on its first message
         self._levels: list[deque[QueuedMessage]] = []
         self._seq = itertools.count(1)
-        self.count = 0
-        self.bytes = 0
+        self.count = self.bytes = 0
         self.consumers: list[Consumer] = []
         # The ready rings: the movers that may have credit, in round-robin order, one ring
         # per consumer priority (x-priority), highest first; nearly always just one. One
@@ -105,7 +105,8 @@ class Queue(Node):
         self.settings: dict[str, Any] = {}
         """A front end's settings kept with a subscription's store record (JSON; e.g. Service Bus rules)."""
         self.deferred: dict[int, QueuedMessage] = {}
-        """Acquired messages set aside by their consumer (:meth:`defer`), by seq."""
+        """Acquired messages set aside by their consumer (:meth:`defer`), by
+        :attr:`~.QueuedMessage.number` (Service Bus's sequence number)."""
         self.group_states: dict[str, bytes] = {}
         """What consumers keep for message groups (:meth:`set_group_state`), by group."""
         # consumers with a selector: per priority level, the seq up to which every message
@@ -159,7 +160,7 @@ class Queue(Node):
         self.dedup.seen(msg.message_id)
         self._next_seq_at_least(msg.seq + 1)
         if deferred:
-            self.deferred[msg.seq] = msg
+            self.deferred[msg.number] = msg
             self.stats.delivered += 1
             self._disk_changed(msg.size)
             return
@@ -333,10 +334,12 @@ class Queue(Node):
 
     def enqueue_due(self, msg: QueuedMessage) -> None:
         """A held message's time has come (the scheduler calls this): enqueue it as newly
-        arrived, behind what is in the queue now (its stored record moves to its new place)."""
+        arrived, behind what is in the queue now (its stored record moves to its new place),
+        with a new ``seq`` but its :attr:`~.QueuedMessage.number` kept."""
         old = msg.seq
         due = msg.due
         self._ttl_from(msg, self.now() if due is None else due)
+        msg._number = msg.number  # its sequence number for life, as Service Bus keeps it
         msg.seq = next(self._seq)
         self._enqueue(msg)
         self.count += 1
@@ -648,8 +651,8 @@ class Queue(Node):
     # -- outcomes from consumers ---------------------------------------------------------
     def defer(self, msg: QueuedMessage) -> None:
         """Set an acquired ``msg`` aside (Service Bus's defer): no consumer gets it; it is
-        taken back from :attr:`deferred` by its seq and settled as usual, after a restart too."""
-        self.deferred[msg.seq] = msg
+        taken back from :attr:`deferred` by its number and settled as usual, after a restart too."""
+        self.deferred[msg.number] = msg
         if self._persistent(msg):
             self.journal.submit((_store.UPDATE, self._key, msg.seq, msg.delivery_count, _store.DEFERRED))
 
@@ -775,17 +778,14 @@ class Queue(Node):
         for msg in self._unstored.values():
             self._journal_delete(msg)
         self._unstored.clear()
-        self.count = 0
-        self.bytes = 0
+        self.count = self.bytes = 0
         return n
 
 
-def _seq(msg: QueuedMessage) -> int:
-    return msg.seq
+_seq: Callable[[QueuedMessage], int] = attrgetter("seq")
 
 
-def _any(msg: QueuedMessage) -> bool:
-    """The view of a consumer with no selector."""
+def _any(msg: QueuedMessage) -> bool:  # the view of a consumer with no selector
     return True
 
 

@@ -8,7 +8,10 @@ published: the queue stores it (if durable) and hands it to the broker's
 :class:`Scheduler`, which keeps it in a heap ordered by due time, ties by
 arrival. When it is due, :meth:`Scheduler.release_due` gives it back to the
 queue (:meth:`~amqp10.broker.core.queues.Queue.enqueue_due`), which enqueues it
-as a newly arrived message: consumers and browsers never see it before.
+as a newly arrived message: consumers and browsers never see it before. It gets a new
+``seq`` there (a queue is ordered by seq), and keeps the one it got when held as its
+:attr:`~amqp10.broker.core.message.QueuedMessage.number` (in the store too): the
+sequence number Service Bus answered when it was scheduled, which it keeps for life.
 
 No timers here, as in :mod:`.recovery`: the service calls :meth:`release_due`
 when :meth:`next_deadline` passes (``on_change`` tells it the deadline may have

@@ -41,14 +41,16 @@ __all__ = [
     "message_key",
     "split_message_key",
     "DEFERRED",
+    "NUMBER_COLUMN",
     "BindingRecord", "ExchangeRecord", "GroupStateRecord", "Loaded", "NodeRecord", "PolicyRecord", "SqlStore", "Store",
     "StoredMessage", "VhostRecord"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The version of the current schema (SQLite: ``PRAGMA user_version``). Version 0 is
 the schema of the brokers before virtual hosts (nodes and messages keyed by name
 alone, every message a 1.0 message); version 2 has no policies or vhosts tables;
-version 3 no group_states table, and no deferred messages (``in_flight`` = 2).
+version 3 no group_states table, and no deferred messages (``in_flight`` = 2); version 4
+no ``messages.number`` column.
 :meth:`SqlStore._migrate` migrates each in place when a store is opened."""
 
 DEFERRED = 2
@@ -74,6 +76,7 @@ CREATE TABLE IF NOT EXISTS messages (
     message_id TEXT,
     format TEXT NOT NULL DEFAULT 'amqp1',
     data {blob} NOT NULL,
+    number {int},
     PRIMARY KEY (node, seq)
 ){no_rowid};
 CREATE TABLE IF NOT EXISTS exchanges (
@@ -144,7 +147,10 @@ _MIGRATE_FROM_0_AFTER = [
     "DROP TABLE nodes_v0",
 ]
 # Version 2 -> 3: new tables only (runtime policies, declared virtual hosts); 3 -> 4: the
-# group_states table (the in_flight value DEFERRED is new, and no version-3 row has it).
+# group_states table (the in_flight value DEFERRED is new, and no version-3 row has it);
+# 4 -> 5: messages.number, the sequence number a scheduled message keeps when it is due
+# and moves to a new seq (NULL: the same as seq, as in every older row).
+NUMBER_COLUMN = "ALTER TABLE messages ADD COLUMN number {int}"
 
 
 def message_key(vhost: str, node: str) -> str:
@@ -533,11 +539,12 @@ class _Statements:
             "SELECT vhost, name, pattern, apply_to, definition, priority FROM policies",
             "SELECT name, metadata FROM vhosts",
             "SELECT node, group_id, state FROM group_states",
-            f"SELECT {', '.join(_MESSAGE_COLUMNS)}, in_flight = {DEFERRED} FROM messages ORDER BY node, seq",
+            f"SELECT {', '.join(_MESSAGE_COLUMNS)}, in_flight = {DEFERRED}, number FROM messages ORDER BY node, seq",
         ]
         drop_bindings_to = "DELETE FROM bindings WHERE vhost = ? AND destination_kind = '{}' AND destination = ?"
         self.definitions: dict[int, list[str]] = {
-            MOVE: [q("UPDATE messages SET seq = ?, expiry = ? WHERE node = ? AND seq = ?")],
+            # (the old seq is the message's number for life, unless it already has one)
+            MOVE: [q("UPDATE messages SET number = COALESCE(number, seq), seq = ?, expiry = ? WHERE node = ? AND seq = ?")],
             NODE: [upsert("nodes", "vhost", "name", "kind", "properties")],
             DROP_NODE: [q("DELETE FROM nodes WHERE vhost = ? AND name = ?"), q(drop_bindings_to.format("queue"))],
             EXCHANGE: [upsert("exchanges", "vhost", "name", "type", "properties")],
@@ -629,6 +636,9 @@ class Store(SqlStore):
         schema = self.schema()
         if version == 0:
             schema = _MIGRATE_FROM_0_BEFORE + schema + _MIGRATE_FROM_0_AFTER
+        columns = {r[1] for r in self._db.execute("PRAGMA table_info(messages)")}
+        if version is not None and "number" not in columns:
+            schema = [NUMBER_COLUMN.format(**self.TYPES), *schema]
         return [*schema, f"PRAGMA user_version = {SCHEMA_VERSION}"]
 
     def close(self) -> None:

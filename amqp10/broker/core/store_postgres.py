@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 import anyio
 import anyio.to_thread
 
-from .store import SCHEMA_VERSION, SqlStore
+from .store import NUMBER_COLUMN, SCHEMA_VERSION, SqlStore
 
 __all__ = ["LOCK_KEY", "DatabaseLock", "PostgresStore", "StoreFenced", "describe_dsn"]
 
@@ -110,6 +110,7 @@ class PostgresStore(SqlStore):
     def _migration(self, version: int | None) -> list[str]:
         return [
             *self.schema(),
+            NUMBER_COLUMN.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS").format(**self.TYPES),
             "CREATE TABLE IF NOT EXISTS amqp10_store (version INTEGER NOT NULL, epoch BIGINT NOT NULL)",
             f"INSERT INTO amqp10_store (version, epoch) SELECT {SCHEMA_VERSION}, 0 "
             "WHERE NOT EXISTS (SELECT 1 FROM amqp10_store)",

@@ -31,6 +31,8 @@ class StoredMessage:
     data: bytes
     deferred: bool = False
     """Set aside by its consumer (Service Bus's defer): it comes back acquired, to be taken by its seq."""
+    number: int | None = None
+    """Its sequence number for life if not ``seq`` (a scheduled message moved when due)."""
 
 
 @dataclass(frozen=True, slots=True)

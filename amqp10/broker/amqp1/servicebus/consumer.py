@@ -1,8 +1,9 @@
 """A consumer link as ``azure-servicebus`` reads it.
 
 Each delivery's tag is a fresh 16-byte lock token (the SDK reads the tag as a
-UUID), and its message annotations carry ``x-opt-sequence-number`` (the queue's
-sequence number of the message), ``x-opt-enqueued-time``, ``x-opt-locked-until``
+UUID), and its message annotations carry ``x-opt-sequence-number`` (the message's
+:attr:`~amqp10.broker.core.QueuedMessage.number`: the seq it got when published,
+kept by a scheduled message when it becomes due), ``x-opt-enqueued-time``, ``x-opt-locked-until``
 and ``x-opt-lock-token``. A peek-locked delivery's lock lasts the entity's lock
 duration: ``com.microsoft:renew-lock`` extends it; when it runs out the message goes
 back to the queue (its delivery count one up, dead-lettered with the reason
@@ -159,7 +160,7 @@ def annotated(data: bytes, msg: QueuedMessage, extra: dict[Any, Any] | None = No
     Service Bus annotates them, and ``extra`` annotations."""
     try:
         return LazyMessage(data).with_annotations(
-            {_SEQ: msg.seq, _ENQUEUED: timestamp(int(msg.arrival * 1000)), **(extra or {})}
+            {_SEQ: msg.number, _ENQUEUED: timestamp(int(msg.arrival * 1000)), **(extra or {})}
         )
     except DecodeError:
         return data  # sent as it is

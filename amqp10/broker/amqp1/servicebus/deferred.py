@@ -1,4 +1,5 @@
-"""Deferred messages: set aside by ``defer_message``, then taken by sequence number.
+"""Deferred messages: set aside by ``defer_message``, then taken by sequence number
+(:attr:`~amqp10.broker.core.QueuedMessage.number`, which a scheduled message keeps).
 
 A deferred message stays acquired in the core (counted as unacknowledged, kept in
 the store, marked deferred: :meth:`Queue.defer <amqp10.broker.core.Queue.defer>`)
@@ -20,11 +21,11 @@ def defer(queue: Queue, msg: QueuedMessage) -> None:
     queue.defer(msg)
 
 
-def deferred(queue: Queue, seq: int) -> QueuedMessage | None:
-    """The deferred message ``seq`` of ``queue``, left deferred."""
-    return queue.deferred.get(seq)
+def deferred(queue: Queue, number: int) -> QueuedMessage | None:
+    """The deferred message of sequence number ``number`` of ``queue``, left deferred."""
+    return queue.deferred.get(number)
 
 
-def undefer(queue: Queue, seq: int) -> QueuedMessage | None:
-    """Take the deferred message ``seq`` back (to settle it)."""
-    return queue.deferred.pop(seq, None)
+def undefer(queue: Queue, number: int) -> QueuedMessage | None:
+    """Take the deferred message of sequence number ``number`` back (to settle it)."""
+    return queue.deferred.pop(number, None)

@@ -7,6 +7,8 @@ from that node. Supported:
 
 - ``com.microsoft:peek-message`` (``from-sequence-number``, ``message-count``): the
   queue's messages from that sequence number on, left where they are; 204 when none.
+  A message's sequence number is its :attr:`~amqp10.broker.core.QueuedMessage.number`,
+  which a scheduled message keeps when it becomes due (Service Bus keeps it for life).
 - ``com.microsoft:renew-lock`` (``lock-tokens``): new ``expirations``; a lock that
   ran out (or was never taken) is a 410 with ``com.microsoft:message-lock-lost``.
 - ``com.microsoft:schedule-message`` (``messages``: maps with ``message``, the encoded
@@ -34,6 +36,7 @@ error condition in ``errorCondition`` (as the SDKs read it: ``com.microsoft:mess
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import uuid
 from collections.abc import Callable, Mapping
@@ -158,7 +161,15 @@ class EntityManagementNode(AzureRequestNode):
     def _peek(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
         start = int(body.get("from-sequence-number", 0))
         count = max(0, min(int(body.get("message-count", 1)), self.vhost.broker.config.management.max_peek))
-        found = list(itertools.islice(queue.browse(start - 1), count))
+        # in sequence-number order, which is not quite the queue's: a scheduled message is
+        # queued when due, behind messages numbered after it (its number < its seq). Every
+        # message numbered from ``start`` has a seq from ``start``: the first ``count`` of
+        # those by seq (paged-out ones read back), and every one held in memory (where a
+        # renumbered message sits unless its queue is over budget), give the ``count`` least
+        ahead = itertools.islice((m for m in queue.browse(start - 1) if m.number >= start), count)
+        held = (m for m in queue if m.number >= start)
+        candidates = {m.seq: m for m in itertools.chain(ahead, held)}
+        found = heapq.nsmallest(count, candidates.values(), key=_number)
         if not found:
             return 204, "no messages", None
         return 200, "OK", {"messages": [{"message": annotated(m.form(Amqp1Message.format), m)} for m in found]}
@@ -181,7 +192,7 @@ class EntityManagementNode(AzureRequestNode):
             msg = parse_transfer(bytes(entry["message"]), self.vhost.now(), queue.needs_message_ids)
             if not queue.publish(msg, lambda: None):
                 return 503, f"queue {self.entity!r} is full", None
-            seqs.append(msg.seq)
+            seqs.append(msg.number)
         return 200, "OK", {"sequence-numbers": Array(int, seqs)}
 
     def _cancel_scheduled(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
@@ -197,7 +208,7 @@ class EntityManagementNode(AzureRequestNode):
             if msg is None:
                 return 404, f"no deferred message {int(s)} in {self.entity!r}", None
             token = uuid.uuid4()
-            self.locks[token] = msg.seq
+            self.locks[token] = msg.number
             out.append({"message": annotated(msg.form(Amqp1Message.format), msg), "lock-token": token})
         return 200, "OK", {"messages": out}
 
@@ -247,6 +258,10 @@ class EntityManagementNode(AzureRequestNode):
         if until is None:
             raise OperationError(410, SESSION_LOCK_LOST, f"session {sid!r} is not locked by this connection (session lock lost)")
         return 200, "OK", {"expiration": timestamp(int(until * 1000))}
+
+
+def _number(msg: QueuedMessage) -> int:
+    return msg.number
 
 
 def _uuid(token: Any) -> uuid.UUID:
