@@ -223,13 +223,6 @@ class Receiver(Link):
         n = len(taken)
         if not n:
             return []
-        held = self._held
-        main = self._link
-        if len(self._links) == 1 and held.get(main, 0) >= n:
-            held[main] -= n  # the usual case, in one step
-        else:
-            for d in taken:
-                held[d.link] = held.get(d.link, 1) - 1
         unsettled = [d for d in taken if not d.settled and not d.remote_settled]
         for d in unsettled:
             self._settle(d, Accepted())
@@ -269,7 +262,20 @@ class Receiver(Link):
             except errors.TimeoutError:
                 return []
         buffer = self._buffer
-        return [buffer.popleft() for _ in range(min(most, len(buffer)))]
+        taken = [buffer.popleft() for _ in range(min(most, len(buffer)))]
+        self._unhold(taken)
+        return taken
+
+    def _unhold(self, taken: list[EngineDelivery]) -> None:
+        """Count ``taken`` (off the buffer) out of what each link holds."""
+        held = self._held
+        main = self._link
+        n = len(taken)
+        if len(self._links) == 1 and held.get(main, 0) >= n:
+            held[main] -= n  # the usual case, in one step
+        else:
+            for d in taken:
+                held[d.link] = held.get(d.link, 1) - 1
 
     async def _arrival(self, timeout: float | None) -> None:
         """Until something is buffered, at most ``timeout``; raises once the link is closed."""
@@ -280,15 +286,15 @@ class Receiver(Link):
                 await self._sig.wait()
 
     def _take(self) -> Delivery:
-        delivery = self._taken(self._buffer.popleft())
+        d = self._buffer.popleft()
+        self._unhold([d])
+        delivery = self._taken(d)
         self._conn._took(1)
         self._replenish()
         return delivery
 
     def _taken(self, d: EngineDelivery) -> Delivery:
-        """``d``, off the buffer, handed to the application."""
-        link = d.link
-        self._held[link] = self._held.get(link, 1) - 1
+        """``d``, off the buffer and counted out (:meth:`_unhold`), handed to the application."""
         delivery = Delivery(self, d)
         if self._auto_accept and not d.settled:
             self._settle(d, Accepted())
