@@ -7,8 +7,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("azure.servicebus")
 from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusMessage
 
 from amqp10.broker.core.queues import Queue

@@ -9,8 +9,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
-pytest.importorskip("azure.servicebus")
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode
 from azure.servicebus.exceptions import MessageLockLostError, ServiceBusError
 

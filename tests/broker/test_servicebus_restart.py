@@ -9,9 +9,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-pytest.importorskip("azure.servicebus")
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from amqp10.broker.core import Queue

@@ -10,8 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("azure.servicebus")
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from proton import Message as ProtonMessage
 from proton.utils import BlockingConnection, SyncRequestResponse

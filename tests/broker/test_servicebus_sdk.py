@@ -19,24 +19,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-azure_sb = pytest.importorskip("azure.servicebus")
-from azure.core.credentials import AzureSasCredential  # noqa: E402
-from azure.servicebus import (  # noqa: E402
+from azure.core.credentials import AzureSasCredential
+from azure.servicebus import (
     NEXT_AVAILABLE_SESSION,
     ServiceBusClient,
     ServiceBusMessage,
     ServiceBusReceiveMode,
     ServiceBusSubQueue,
 )
-from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient  # noqa: E402
-from azure.servicebus.exceptions import ServiceBusAuthenticationError, ServiceBusError  # noqa: E402
+from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
+from azure.servicebus.exceptions import ServiceBusAuthenticationError, ServiceBusError
 
-import amqp10.sync  # noqa: E402
-from amqp10.errors import AMQPError  # noqa: E402
-from amqp10.message import Message  # noqa: E402
+import amqp10.sync
+from amqp10.errors import AMQPError
+from amqp10.message import Message
 
-from .conftest import RunningBroker, make_config, start_broker  # noqa: E402
+from .conftest import RunningBroker, make_config, start_broker
 
 KEY_NAME = "RootManageSharedAccessKey"
 KEY = "SAS_KEY_VALUE"
