@@ -24,6 +24,7 @@ from azure.servicebus import (
     NEXT_AVAILABLE_SESSION,
     ServiceBusClient,
     ServiceBusMessage,
+    ServiceBusMessageState,
     ServiceBusReceiveMode,
     ServiceBusSubQueue,
 )
@@ -250,15 +251,19 @@ def test_defer_and_receive_deferred(sb_broker: RunningBroker) -> None:
     queue = sb_broker.broker.default.nodes["q.defer"]
     with client(sb_broker) as c:
         with c.get_queue_sender("q.defer") as s:
-            s.send_messages([ServiceBusMessage("later"), ServiceBusMessage("dead later")])
+            s.send_messages([ServiceBusMessage("later", partition_key="pk1"), ServiceBusMessage("dead later")])
         with c.get_queue_receiver("q.defer") as r:
             got = r.receive_messages(max_message_count=2, max_wait_time=3)
             assert [str(m) for m in got] == ["later", "dead later"]
+            assert [m.partition_key for m in got] == ["pk1", None]
+            assert [m.enqueued_sequence_number for m in got] == [m.sequence_number for m in got]
+            assert {m.state for m in got} == {ServiceBusMessageState.ACTIVE}
             for m in got:
                 r.defer_message(m)
             assert r.receive_messages(max_message_count=1, max_wait_time=1) == []  # set aside
             back = r.receive_deferred_messages([m.sequence_number for m in got])
             assert [str(m) for m in back] == ["later", "dead later"]
+            assert {m.state for m in back} == {ServiceBusMessageState.DEFERRED}  # x-opt-message-state 1
             r.complete_message(back[0])
             r.dead_letter_message(back[1], reason="too late", error_description="deferred too long")
     assert queue.count == 0 and queue.stats.unacked == 0
@@ -289,6 +294,8 @@ def test_a_scheduled_message_keeps_its_sequence_number(sb_broker: RunningBroker)
             got = receive(r, 3)
             assert [str(m) for m in got] == ["m0", "m1", "scheduled"]
             assert got[2].sequence_number == number
+            # x-opt-enqueue-sequence-number: the number it was enqueued with when due (a later one)
+            assert got[2].enqueued_sequence_number is not None and got[2].enqueued_sequence_number > got[1].sequence_number
             r.defer_message(got[2])
             for m in got[:2]:
                 r.complete_message(m)

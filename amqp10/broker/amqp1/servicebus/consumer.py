@@ -42,6 +42,10 @@ _REASON = ("DeadLetterReason", "DeadLetterErrorDescription")
 _SEQ = symbol("x-opt-sequence-number")
 _ENQUEUED = symbol("x-opt-enqueued-time")
 _LOCKED_UNTIL = symbol("x-opt-locked-until")
+_ENQUEUE_SEQ = symbol("x-opt-enqueue-sequence-number")
+_STATE = symbol("x-opt-message-state")
+ACTIVE, DEFERRED = 0, 1
+"""``x-opt-message-state`` values (Service Bus's ServiceBusMessageState; 2, scheduled, is never shown)."""
 _LOCK_TOKEN = symbol("x-opt-lock-token")
 
 
@@ -155,12 +159,20 @@ def _abandon(queue: Queue, msg: QueuedMessage) -> None:
     queue.release(msg, delivery_failed=True)
 
 
-def annotated(data: bytes, msg: QueuedMessage, extra: dict[Any, Any] | None = None) -> bytes:
-    """``data`` (``msg``'s 1.0 bytes) with its sequence number and enqueued time as
-    Service Bus annotates them, and ``extra`` annotations."""
+def annotated(data: bytes, msg: QueuedMessage, extra: dict[Any, Any] | None = None, *, state: int = ACTIVE) -> bytes:
+    """``data`` (``msg``'s 1.0 bytes) annotated as Service Bus does: its sequence number for
+    life, the one it was enqueued with (they differ for a scheduled message: the core gave
+    it a new place when due), its enqueued time and its ``state``; and ``extra``. (A
+    publisher's ``x-opt-partition-key`` travels in the message annotations as sent.)"""
     try:
         return LazyMessage(data).with_annotations(
-            {_SEQ: msg.number, _ENQUEUED: timestamp(int(msg.arrival * 1000)), **(extra or {})}
+            {
+                _SEQ: msg.number,
+                _ENQUEUE_SEQ: msg.seq,
+                _ENQUEUED: timestamp(int(msg.arrival * 1000)),
+                _STATE: state,
+                **(extra or {}),
+            }
         )
     except DecodeError:
         return data  # sent as it is

@@ -56,7 +56,7 @@ from ....types import (
 from ...core import Queue, QueuedMessage, VirtualHost
 from ..management import ManagementNode
 from ..message import Amqp1Message, parse_transfer
-from .consumer import DEAD_LETTER, annotated, holder, with_reason
+from .consumer import DEAD_LETTER, DEFERRED, annotated, holder, with_reason
 from .deferred import deferred, undefer
 from .entities import entity_node
 from .rules import OPERATIONS as RULE_OPERATIONS
@@ -209,7 +209,7 @@ class EntityManagementNode(AzureRequestNode):
                 return 404, f"no deferred message {int(s)} in {self.entity!r}", None
             token = uuid.uuid4()
             self.locks[token] = msg.number
-            out.append({"message": annotated(msg.form(Amqp1Message.format), msg), "lock-token": token})
+            out.append({"message": annotated(msg.form(Amqp1Message.format), msg, state=DEFERRED), "lock-token": token})
         return 200, "OK", {"messages": out}
 
     def _update_disposition(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
