@@ -1017,3 +1017,16 @@ def test_plain_with_a_rabbit_hash_spends_the_decoys_pbkdf2_time_too() -> None:
     store.add_credential("guest", make_password_hash("guest"))
     assert run(PlainClient("guest", "guest"), PlainServer(store)).ok
     assert calls == ["guest"]
+
+
+def test_mssbcbs_server_takes_no_identity_now_and_is_offered_only_when_allowed() -> None:
+    """MSSBCBS (Azure's clients): the exchange succeeds at once with no identity (tokens
+    follow on $cbs); it is advertised only where allowed, and refused by name otherwise."""
+    assert "MSSBCBS" in server_offer(["MSSBCBS", "ANONYMOUS"])
+    assert "MSSBCBS" not in server_offer(["ANONYMOUS", "PLAIN"])
+    server = make_server_mechanism("MSSBCBS", allowed={"MSSBCBS"}, store=None)
+    outcome = server.step(b"")
+    assert isinstance(outcome, ServerOutcome)
+    assert (outcome.code, outcome.identity) == (SaslCode.OK, None)
+    refused = make_server_mechanism("MSSBCBS", allowed={"ANONYMOUS"}, store=None).step(b"")
+    assert isinstance(refused, ServerOutcome) and refused.code is SaslCode.AUTH
