@@ -259,12 +259,9 @@ class Queue(Node):
         self.dispatch()
         return True
 
-    def _store(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> None:
-        """Write ``msg`` to the store if it is persistent; ``on_stored`` runs once it is safe."""
-        self._write(msg, on_stored, self.durable_node and (msg.durable or self._store_all))
-
     def _write(self, msg: QueuedMessage, on_stored: Callable[[], None], persistent: bool) -> None:
-        """:meth:`_store`, with ``persistent`` already known (publish has worked it out)."""
+        """Write ``msg`` to the store if ``persistent`` (:meth:`_persistent`, worked out by the
+        caller) or paged out; ``on_stored`` runs once it is safe."""
         if persistent:
             self._disk_changed(msg.size)
             self.journal.submit(
@@ -303,7 +300,7 @@ class Queue(Node):
             msg.priority = self._top
         msg.seq = next(self._seq)  # its place in the store until it is due
         self.scheduler.hold(self, msg, due)
-        self._store(msg, on_stored)
+        self._write(msg, on_stored, self._persistent(msg))
         return True
 
     def cancel_scheduled(self, seq: int) -> bool:
@@ -354,8 +351,11 @@ class Queue(Node):
 
     def _journal_delete(self, msg: QueuedMessage) -> None:
         if self._persistent(msg):
-            self._disk_changed(-msg.size)
-            self.journal.submit((_store.DELETE, self._key, msg.seq))
+            self._delete_stored(msg)
+
+    def _delete_stored(self, msg: QueuedMessage) -> None:
+        self._disk_changed(-msg.size)
+        self.journal.submit((_store.DELETE, self._key, msg.seq))
 
     def _enqueue(self, msg: QueuedMessage) -> None:
         """Put ``msg`` at the back of its level (or of its paged-out part: core/paging.py)."""
@@ -670,7 +670,7 @@ class Queue(Node):
         """The consumer accepted the message: it is gone for good."""
         self.stats.acked += 1
         if self.durable_node and (msg.durable or self._store_all):  # (_persistent, inline)
-            self._journal_delete(msg)
+            self._delete_stored(msg)
         if self.groups is not None:
             self._group_settled(msg, dispatch=True)
 
