@@ -87,6 +87,8 @@ class Link:
         if not 0 <= initial_delivery_count <= _MASK:
             raise ValueError(f"initial_delivery_count must be a uint, got {initial_delivery_count}")
         self.session = session
+        # the session's delivery-id table of our direction (ids the peer may still refer to)
+        self._ids: dict[int, Delivery] = session._outgoing if self.role is Role.SENDER else session._incoming
         self.name = name
         self.state = LinkState.DETACHED
         self.handle: int | None = None
@@ -346,9 +348,7 @@ class Link:
             delivery.remote_settled = True
             if delivery.delivery_id is not None:
                 # the peer will not refer to this id again: drop it from the session's table
-                # (Session._forget_delivery, inline: once per message)
-                s = self.session
-                (s._outgoing if self.role is Role.SENDER else s._incoming).pop(delivery.delivery_id, None)
+                self._ids.pop(delivery.delivery_id, None)
         if delivery._settle_pending and settled:
             # rcv-settle-mode second: the sender settled, so we settle too (§2.6.12)
             delivery._settle_pending = False
@@ -390,9 +390,8 @@ class Link:
     def _forget(self, d: Delivery) -> None:
         d.settled = True
         self.unsettled.pop(d.tag, None)
-        if d.delivery_id is not None:  # (Session._forget_delivery, inline: per message)
-            s = self.session
-            (s._outgoing if self.role is Role.SENDER else s._incoming).pop(d.delivery_id, None)
+        if d.delivery_id is not None:
+            self._ids.pop(d.delivery_id, None)
 
     def _write_flow(self, *, echo: bool = False) -> None:
         if self.handle is None or not self.session._can_send():
@@ -590,7 +589,7 @@ class Sender(Link):
         # window-violation otherwise); Session._pump writes it.
         d.settled = True
         if d.delivery_id is not None:
-            self.session._forget_delivery(Role.SENDER, d.delivery_id)
+            self._ids.pop(d.delivery_id, None)
         self.session._pump(self)
 
 

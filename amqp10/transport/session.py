@@ -461,12 +461,6 @@ class Session:
         assert d.delivery_id is not None
         self._incoming[d.delivery_id] = d
 
-    def _forget_delivery(self, role: Role, delivery_id: int) -> None:
-        if role == Role.SENDER:
-            self._outgoing.pop(delivery_id, None)
-        else:
-            self._incoming.pop(delivery_id, None)
-
     # -- frames from the peer (called by the connection) ------------------------------------
     def _on_begin(self, begin: Begin, remote_channel: int) -> None:
         new = next_state(self.state, SessionInput.RECV_BEGIN)
