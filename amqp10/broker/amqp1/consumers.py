@@ -88,6 +88,9 @@ class LinkConsumer:
         """The source filter-set entries applied, for the attach answer (unsupported ones left out)."""
         self.priority = _priority(link)
         """Its consumer priority (RabbitMQ's ``rabbitmq:priority`` link property; 0 by default)."""
+        remote = link.remote_attach  # (the peer's attach made this consumer)
+        self.max_message_size = (remote.max_message_size if remote is not None else None) or 0
+        """The largest message the receiver takes (its attach's max-message-size; 0: any)."""
 
     def credit(self) -> int:
         link = self.link
@@ -101,8 +104,7 @@ class LinkConsumer:
 
     def deliver(self, node: Node, msg: QueuedMessage) -> None:
         data, tag = self.payload(msg)
-        remote = self.link.remote_attach
-        limit = remote.max_message_size if remote is not None else None
+        limit = self.max_message_size
         if limit and len(data) > limit:
             # too big for this receiver (Part 2 §2.7.3): it stays for others, never this one
             # (a browser's copy is simply not shown)
