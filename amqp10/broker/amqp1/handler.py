@@ -21,6 +21,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from ...addresses import partition_address
 from ...transport import (
     Connection,
     ConnectionClosed,
@@ -74,7 +75,6 @@ from ..core import (
     SuspendedLink,
     Topic,
     VirtualHost,
-    partition_address,
 )
 from ..core import store as _store
 from . import consumers

@@ -51,7 +51,7 @@ from .message import (
     register_format,
 )
 from .nodes import NULL_JOURNAL, Consumer, DuplicateWindow, Journal, Node
-from .partitioned import PartitionedStream, partition_address
+from .partitioned import PartitionedStream
 from .policies import RuntimePolicy
 from .queues import Queue
 from .recovery import LinkRecovery, SuspendedLink
@@ -112,7 +112,6 @@ __all__ = [
     "arguments_of",
     "format_named",
     "make_exchange",
-    "partition_address",
     "policy_with_arguments",
     "register_conversion",
     "register_format",

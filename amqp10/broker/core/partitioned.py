@@ -22,19 +22,12 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Sequence
 
-from ...addresses import PARTITION_SEPARATOR, is_partition_address, partition_address
 from ..config import QueuePolicy
 from .message import QueuedMessage
 from .nodes import Node
 from .streams import Stream
 
-__all__ = [
-    "PARTITION_SEPARATOR",
-    "PartitionedStream",
-    "is_partition_address",
-    "partition_address",
-    "partition_of_key",
-]
+__all__ = ["PartitionedStream", "partition_of_key"]
 
 
 def partition_of_key(key: str, partitions: int) -> int:

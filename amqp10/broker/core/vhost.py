@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ...addresses import is_partition_address, partition_address
 from ..config import QueuePolicy
 from . import store as _store
 from .accounting import DETACHED
@@ -35,7 +36,7 @@ from .exchanges import (
 )
 from .message import QueuedMessage
 from .nodes import Journal, Node
-from .partitioned import PartitionedStream, is_partition_address, partition_address
+from .partitioned import PartitionedStream
 from .policies import RuntimePolicy, combined_arguments, pick_policy
 from .queues import Queue
 from .streams import Stream
