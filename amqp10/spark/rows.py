@@ -241,7 +241,19 @@ def text(value: object) -> str | None:
         return str(value)
     if isinstance(value, _dt.datetime):
         return value.isoformat()
-    return json.dumps(value, default=_json_default, sort_keys=True)
+    try:
+        return json.dumps(value, default=_json_default, sort_keys=True)
+    except TypeError:  # map keys JSON cannot hold or sort (bytes, a uuid; int and str mixed)
+        return json.dumps(_text_keys(value), default=_json_default, sort_keys=True)
+
+
+def _text_keys(value: object) -> object:
+    """``value`` with every map key in it as its :func:`text` (``"null"`` for None), for JSON."""
+    if isinstance(value, dict):
+        return {("null" if (t := text(k)) is None else t): _text_keys(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_text_keys(v) for v in value]
+    return value
 
 
 def _json_default(value: object) -> str:

@@ -319,3 +319,11 @@ def test_text_map_columns_equal_the_per_message_maps() -> None:
         expected = [text_map(getattr(m, name)) for m in messages]
         got = batch.column(name).to_pylist()
         assert [None if g is None else dict(g) for g in got] == expected, name
+
+
+def test_text_of_maps_with_keys_json_cannot_sort_or_hold() -> None:
+    assert text({"": None, 0: 1}) == '{"": null, "0": 1}'  # str and int keys: not sortable
+    assert text({b"\x01": [uuid.UUID(int=1)], None: 2}) == (
+        '{"01": ["00000000-0000-0000-0000-000000000001"], "null": 2}'
+    )
+    assert text({"b": 1, "a": ulong(2)}) == '{"a": 2, "b": 1}'  # as before: sorted keys
