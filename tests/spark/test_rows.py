@@ -277,7 +277,9 @@ def test_properties_struct_column_equals_the_per_message_structs() -> None:
     import pyarrow as pa
 
     from amqp10.spark.batches import Chunk, build_batch
-    from amqp10.spark.rows import PROPERTY_FIELDS, properties_struct
+    from amqp10.spark.rows import properties_struct
+
+    from .test_decode import PROPERTIES_STRUCT
 
     built = [
         Message("a", id=uuid.UUID(int=5), subject="s", user_id=b"u", group_sequence=7),
@@ -285,17 +287,7 @@ def test_properties_struct_column_equals_the_per_message_structs() -> None:
         Message("c", creation_time=dt.datetime(2026, 1, 2, tzinfo=dt.UTC), to="q", reply_to="r"),
     ]
     messages = [Message.decode(m.encode()) for m in built]
-    struct = pa.struct(
-        [
-            (name, pa.timestamp("us", tz="UTC") if name.endswith("time") else t)
-            for name, t in zip(
-                PROPERTY_FIELDS,
-                [pa.string(), pa.binary(), *[pa.string()] * 6, pa.timestamp("us"),
-                 pa.timestamp("us"), pa.string(), pa.int64(), pa.string()],
-                strict=True,
-            )
-        ]
-    )  # fmt: skip
+    struct = PROPERTIES_STRUCT
     schema = pa.schema([("properties", struct)])
     column = build_batch(schema, Chunk("q", None, [None] * 3, messages)).column("properties")
     expected = pa.array([properties_struct(m.properties) for m in messages], type=struct)
