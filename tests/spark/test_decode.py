@@ -198,21 +198,3 @@ def test_rarer_encodings_are_decoded_whole() -> None:
             _walk(data)
         assert plain(message_row(data)) == plain(row_of_message(Message.decode(data)))
 
-
-def test_the_collector_is_paused_for_a_chunk_and_restored_as_it_was() -> None:
-    import gc
-
-    from amqp10.spark.source import _collector_paused
-
-    assert gc.isenabled()
-    with pytest.raises(ZeroDivisionError), _collector_paused():
-        assert not gc.isenabled()
-        _ = 1 / 0
-    assert gc.isenabled()  # back on after an error too
-    gc.disable()
-    try:
-        with _collector_paused():
-            pass
-        assert not gc.isenabled()  # left off: whoever turned it off turns it on
-    finally:
-        gc.enable()
