@@ -56,7 +56,6 @@ _Q: Final = struct.Struct(">Q").unpack_from
 _q: Final = struct.Struct(">q").unpack_from
 _I: Final = struct.Struct(">I").unpack_from
 _i: Final = struct.Struct(">i").unpack_from
-_d: Final = struct.Struct(">d").unpack_from
 _UUID: Final = uuid.UUID
 _OFFSET: Final = "x-opt-offset"
 _TIMESTAMP: Final = "x-opt-timestamp"
