@@ -22,6 +22,7 @@ from anyio.abc import ByteStream, SocketAttribute, TaskStatus
 
 from ..amqp091 import CAPABILITIES, Protocol, ReplyCode, Unsupported, identify_header
 from ..amqp091.negotiate import HEADER_SIZE
+from ..collector import gc_paused
 from ..io.direct import DirectDriver
 from ..io.driver import Driver, Signal
 from ..io.net import Listener
@@ -38,7 +39,7 @@ from .amqp1.servicebus.entities import declare_entities
 from .config import BrokerConfig
 from .console import Console, console_routes
 from .core import Broker
-from .core.broker import FrontEndConnection, gc_paused
+from .core.broker import FrontEndConnection
 from .core.committer import GroupCommitter
 from .core.store import SqlStore, Store
 from .guard import ConnectionGuard, HeldOutput, Refusal, source_of

@@ -15,7 +15,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import Future
-from typing import TypeVar, TypeVarTuple, Unpack
+from typing import Any, TypeVar, TypeVarTuple, Unpack
 
 import anyio
 import anyio.from_thread
@@ -26,7 +26,7 @@ from ..message import LazyMessage, Message
 from ..types import Accepted, Released, Source, Target, symbol, timestamp
 from .offsets import StreamInfo, address_of
 from .options import ConnectKwargs, SourceOptions, StartSpec
-from .rows import AnyMessage, message_offset, open_message
+from .rows import message_offset, open_message
 
 __all__ = [
     "MANAGEMENT_ADDRESS",
@@ -331,12 +331,14 @@ def read_range(
     end: int,
     *,
     fail_on_data_loss: bool = True,
-    whole: bool = False,
-) -> Iterator[tuple[list[int], list[AnyMessage]]]:
+    open_item: Callable[[bytes], Any] = open_message,
+    offset_of: Callable[[Any], int | None] = message_offset,
+) -> Iterator[tuple[list[int], list[Any]]]:
     """Every message of stream ``address`` in ``[start, end)``, a chunk at a time.
 
-    Yields ``(offsets, messages)``, each message as :func:`~.rows.open_message`
-    gives it (``whole``: decoded in one pass). Reads by offset filter with exactly ``end -
+    Yields ``(offsets, messages)``, each message as ``open_item`` opens it from
+    its bytes (:func:`~.rows.open_message` by default), its stream offset read by
+    ``offset_of``. Reads by offset filter with exactly ``end -
     start`` credit in total, so the broker never sends past the range; the next
     chunk's credit is granted before the current chunk is handed out, so the
     broker keeps sending while Spark converts. Offsets retention has dropped
@@ -367,10 +369,10 @@ def read_range(
                 ) from None
             granted += prefetch
             offsets: list[int] = []
-            messages: list[AnyMessage] = []
+            messages: list[Any] = []
             for payload in batch:
-                message = open_message(payload, whole=whole)
-                offset = message_offset(message)
+                message = open_item(payload)
+                offset = offset_of(message)
                 if offset is None:
                     raise errors.AMQPError(
                         f"stream {address!r} sent a message without x-opt-offset"

@@ -1,33 +1,43 @@
 """Received messages to Arrow record batches, a column at a time (pyarrow, no pyspark).
 
 A Python data source that yields ``pyarrow.RecordBatch`` es skips pyspark's
-per-row conversion (a converter call per value). Each column is built with
-one loop over a chunk of messages, and only what a selected column needs is
-decoded: each message is a :class:`~amqp10.message.LazyMessage`, whose sections
-were found without decoding any (:mod:`amqp10.message.scan`). ``offset`` and
-``timestamp`` read one annotation each, ``body`` slices the bytes, and a map or
-the properties decode their own section only.
+per-row conversion (a converter call per value). A chunk of messages comes in
+one of two forms (:func:`reading`):
+
+- a read of the default typed columns that needs most sections (the properties
+  struct, the text maps) gets each message as a :data:`~.decode.Row`, made in one
+  walk of its bytes (:func:`~.decode.message_row`); the rows are transposed by
+  ``zip`` and each column handed to pyarrow as one list;
+- any other read gets each message as a :class:`~amqp10.message.LazyMessage`,
+  whose sections were found without decoding any (:mod:`amqp10.message.scan`), so
+  that only what a selected column needs is decoded (``offset`` and ``timestamp``
+  one annotation each, ``body`` a slice of the bytes), or, for the legacy and
+  variant forms of the maps and properties, as a decoded :class:`~amqp10.message.Message`.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
 
 from ..message import LazyMessage
+from .decode import ROW_COLUMNS, message_row
 from .rows import (
-    PROPERTY_VALUE,
     AnyMessage,
     TextMap,
     body_bytes,
     body_values,
+    message_offset,
     message_timestamp,
+    open_message,
     properties_map,
+    properties_values,
     text,
-    text_map,
+    text_pairs,
 )
 
 __all__ = [
@@ -38,6 +48,7 @@ __all__ = [
     "build_batch",
     "decode_whole",
     "is_variant_map",
+    "reading",
     "sections_of",
     "variant_map",
 ]
@@ -47,7 +58,8 @@ MapValue = Callable[[Mapping[Any, Any] | None], Any]
 
 
 class Chunk:
-    """Messages received together: their offsets (None for queue messages) and bytes."""
+    """Messages received together: their offsets (None for queue messages), and each
+    message opened as :func:`reading` says (a :data:`~.decode.Row`, or a message)."""
 
     __slots__ = ("_bodies", "address", "messages", "offsets", "partition")
 
@@ -56,7 +68,7 @@ class Chunk:
         address: str,
         partition: int | None,
         offsets: Sequence[int | None],
-        messages: Sequence[AnyMessage],
+        messages: Sequence[Any],
     ) -> None:
         self.address = address
         self.partition = partition
@@ -85,43 +97,35 @@ def _creation_time(m: AnyMessage) -> int | None:
     return None if ct is None else int(ct) * 1000
 
 
-def _properties_struct(msgs: Sequence[AnyMessage], arrow_type: Any) -> Any:
-    """The ``properties`` struct column as an Arrow array, built a field at a time.
+def _struct_array(values: Sequence[tuple[Any, ...] | None], arrow_type: Any) -> Any:
+    """The ``properties`` struct column from :func:`~.rows.properties_values` of each row.
 
     pyarrow converts a list of dicts to a struct array slowly; 13 lists of plain
-    values and a null mask take about half the time (:func:`~.rows.properties_struct`
-    is the same per message).
+    values (the rows transposed) and a null mask take about half the time.
     """
-    props = [m.properties for m in msgs]
-    children = []
-    for field in arrow_type:
-        convert = PROPERTY_VALUE[field.name]
-        name = field.name
-        values = [
-            None if p is None or (v := getattr(p, name)) is None else convert(v) for p in props
-        ]
-        children.append(pa.array(values, type=field.type))
-    mask = pa.array([p is None for p in props], type=pa.bool_())
+    width = arrow_type.num_fields
+    empty = (None,) * width
+    fields = list(zip(*[empty if v is None else v for v in values], strict=True)) or [()] * width
+    children = [pa.array(col, type=f.type) for col, f in zip(fields, arrow_type, strict=True)]
+    mask = pa.array([v is None for v in values], type=pa.bool_())
     return pa.StructArray.from_arrays(children, fields=list(arrow_type), mask=mask)
 
 
-def _text_map_array(maps: Sequence[Mapping[Any, Any] | None], arrow_type: Any) -> Any:
-    """A ``map<string,string>`` column as an Arrow array, from flat keys and values.
-
-    Each row is :func:`~.rows.text_map` of its map, handed to pyarrow as flat
-    lists (a null offset for a null map) rather than a dict per row to convert.
-    """
+def _map_array(
+    pairs: Sequence[tuple[Sequence[str], Sequence[str | None]] | None], arrow_type: Any
+) -> Any:
+    """A ``map<string,string>`` column from each row's text keys and values (None: a null map),
+    handed to pyarrow as flat lists and offsets rather than a dict per row to convert."""
     offsets: list[int | None] = []
     keys: list[str] = []
     items: list[str | None] = []
-    for m in maps:
-        row = text_map(m)
+    for row in pairs:
         if row is None:
             offsets.append(None)  # a null map: pyarrow takes its start from the next offset
             continue
         offsets.append(len(keys))
-        keys += row
-        items += row.values()
+        keys += row[0]
+        items += row[1]
     offsets.append(len(keys))
     return pa.MapArray.from_arrays(
         pa.array(offsets, type=pa.int32()),
@@ -157,7 +161,7 @@ def _values(name: str, chunk: Chunk, arrow_type: Any, variant: MapValue | None) 
         return [b[2] for b in chunk.bodies()]
     if name == "properties":
         if pa.types.is_struct(arrow_type):
-            return _properties_struct(msgs, arrow_type)
+            return _struct_array([properties_values(m.properties) for m in msgs], arrow_type)
         return [properties_map(m.properties) for m in msgs]
     if name in ("application_properties", "message_annotations"):
         if name == "application_properties":
@@ -165,7 +169,7 @@ def _values(name: str, chunk: Chunk, arrow_type: Any, variant: MapValue | None) 
         else:
             maps = [m.message_annotations for m in msgs]
         if not is_variant_map(arrow_type):
-            return _text_map_array(maps, arrow_type)
+            return _map_array([text_pairs(m) for m in maps], arrow_type)
         assert variant is not None, "a variant map column needs variant_map()"
         return [variant(m) for m in maps]
     if name == "durable":
@@ -215,17 +219,76 @@ def sections_of(columns: Sequence[str]) -> frozenset[str]:
     return frozenset().union(*(SECTIONS_OF[c] for c in columns))
 
 
-def build_batch(schema: pa.Schema, chunk: Chunk, variant: MapValue | None = None) -> Any:
+_ROW_INDEX: dict[str, int] = {name: i for i, name in enumerate(ROW_COLUMNS)}
+
+
+def _row_columns(schema: pa.Schema, chunk: Chunk) -> list[Any]:
+    """The columns of a chunk of :data:`~.decode.Row` s: the rows transposed, a list per column."""
+    n = len(chunk.messages)
+    columns = list(zip(*chunk.messages, strict=True)) or [()] * len(ROW_COLUMNS)
+    out: list[Any] = []
+    for f in schema:
+        name = f.name
+        if name == "address":
+            out.append([chunk.address] * n)
+        elif name == "partition":
+            out.append([chunk.partition] * n)
+        elif name == "offset":  # the chunk's: a queue message's is null even if annotated
+            out.append(chunk.offsets)
+        elif name == "properties":
+            out.append(_struct_array(columns[_ROW_INDEX[name]], f.type))
+        elif name in ("application_properties", "message_annotations"):
+            out.append(_map_array(columns[_ROW_INDEX[name]], f.type))
+        else:
+            out.append(columns[_ROW_INDEX[name]])
+    return out
+
+
+def build_batch(
+    schema: pa.Schema, chunk: Chunk, variant: MapValue | None = None, *, rows: bool = False
+) -> Any:
     """``chunk`` as a ``pyarrow.RecordBatch`` of ``schema`` (column names from :data:`SECTIONS_OF`).
 
-    Map columns of variant values need ``variant`` (:func:`variant_map`); the
-    others hold text.
+    ``rows``: the chunk holds :data:`~.decode.Row` s (:func:`reading`), else
+    messages. Map columns of variant values need ``variant`` (:func:`variant_map`);
+    the others hold text.
     """
-    arrays = []
-    for f in schema:
-        values = _values(f.name, chunk, f.type, variant)
-        arrays.append(values if isinstance(values, pa.Array) else pa.array(values, type=f.type))
+    if rows:
+        values = _row_columns(schema, chunk)
+    else:
+        values = [_values(f.name, chunk, f.type, variant) for f in schema]
+    arrays = [
+        v if isinstance(v, pa.Array) else pa.array(v, type=f.type)
+        for v, f in zip(values, schema, strict=True)
+    ]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _row_offset(row: tuple[Any, ...]) -> int | None:
+    off: int | None = row[0]
+    return off
+
+
+def reading(
+    schema: pa.Schema,
+) -> tuple[bool, Callable[[bytes], Any], Callable[[Any], int | None]]:
+    """How a read of ``schema`` opens each message: ``(rows, open, offset)``.
+
+    ``rows``: as a :data:`~.decode.Row` (:func:`~.decode.message_row`), for a read
+    that decodes whole (:func:`decode_whole`) into the typed form of every column;
+    otherwise as :func:`~.rows.open_message` gives it. ``offset`` reads an opened
+    message's stream offset.
+    """
+    names = schema.names
+    typed = all(
+        pa.types.is_struct(f.type) if f.name == "properties" else not is_variant_map(f.type)
+        for f in schema
+    )
+    if not decode_whole(names):
+        return False, open_message, message_offset
+    if typed:
+        return True, message_row, _row_offset
+    return False, partial(open_message, whole=True), message_offset
 
 
 def _json_value(value: object) -> object:

@@ -46,7 +46,6 @@ __all__ = [
     "LEGACY_SCHEMA",
     "OFFSET_ANNOTATION",
     "PROPERTY_FIELDS",
-    "PROPERTY_VALUE",
     "SCHEMA",
     "TIMESTAMP_ANNOTATION",
     "WRITE_COLUMNS",
@@ -63,10 +62,12 @@ __all__ = [
     "open_message",
     "properties_map",
     "properties_struct",
+    "properties_values",
     "row_from_message",
     "row_from_payload",
     "text",
     "text_map",
+    "text_pairs",
 ]
 
 PROPERTY_FIELDS = tuple(f.attr for f in Properties.FIELDS)
@@ -241,7 +242,19 @@ def text(value: object) -> str | None:
         return str(value)
     if isinstance(value, _dt.datetime):
         return value.isoformat()
-    return json.dumps(value, default=_json_default, sort_keys=True)
+    try:
+        return json.dumps(value, default=_json_default, sort_keys=True)
+    except TypeError:  # map keys JSON cannot hold or sort (bytes, a uuid; int and str mixed)
+        return json.dumps(_text_keys(value), default=_json_default, sort_keys=True)
+
+
+def _text_keys(value: object) -> object:
+    """``value`` with every map key in it as its :func:`text` (``"null"`` for None), for JSON."""
+    if isinstance(value, dict):
+        return {("null" if (t := text(k)) is None else t): _text_keys(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_text_keys(v) for v in value]
+    return value
 
 
 def _json_default(value: object) -> str:
@@ -255,6 +268,12 @@ def text_map(m: Mapping[_K, object] | None) -> TextMap | None:
     if m is None:
         return None
     return {str(k): text(v) for k, v in m.items()}
+
+
+def text_pairs(m: Mapping[_K, object] | None) -> tuple[list[str], list[str | None]] | None:
+    """:func:`text_map` of a map as its keys and its values (two lists), or None."""
+    t = text_map(m)
+    return None if t is None else (list(t), list(t.values()))
 
 
 def open_message(payload: bytes, *, whole: bool = False) -> AnyMessage:
@@ -383,22 +402,25 @@ _STRUCT_FIELDS: tuple[tuple[str, Any], ...] = tuple(
 )
 """Each ``properties`` struct field and how its AMQP value becomes the Arrow value."""
 
-PROPERTY_VALUE: dict[str, Any] = dict(_STRUCT_FIELDS)
-"""How each ``properties`` struct field's AMQP value becomes its Arrow value, by field name."""
 
-
-def properties_struct(props: Properties | None) -> dict[str, object] | None:
-    """The properties section as the ``properties`` struct value, for Arrow.
+def properties_values(props: Properties | None) -> tuple[object, ...] | None:
+    """The ``properties`` struct's field values, in :data:`PROPERTY_FIELDS` order, for Arrow.
 
     Timestamps are microseconds since the epoch (Arrow's ``timestamp[us]``);
     fields that may hold any of several AMQP types are in their text form.
     """
     if props is None:
         return None
-    return {
-        attr: None if (v := getattr(props, attr)) is None else convert(v)
+    return tuple(
+        None if (v := getattr(props, attr)) is None else convert(v)
         for attr, convert in _STRUCT_FIELDS
-    }
+    )
+
+
+def properties_struct(props: Properties | None) -> dict[str, object] | None:
+    """The properties section as the ``properties`` struct value (a dict): :func:`properties_values`."""
+    values = properties_values(props)
+    return None if values is None else dict(zip(PROPERTY_FIELDS, values, strict=True))
 
 
 def creation_time(props: Properties | None) -> _dt.datetime | None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any, TypeAlias
 
 from pyspark.sql.datasource import (
@@ -52,8 +52,9 @@ from pyspark.sql.types import StructType
 
 from .. import errors
 from ..client import Delivery, Receiver
+from ..collector import gc_paused
 from ._client import CHUNK, BrokerClient, read_range
-from .batches import Chunk, build_batch, decode_whole, is_variant_map, variant_map
+from .batches import Chunk, build_batch, is_variant_map, reading, variant_map
 from .offsets import (
     OffsetRange,
     PartitionOffsets,
@@ -67,7 +68,7 @@ from .offsets import (
     to_spark,
 )
 from .options import OptionError, SourceOptions, StartSpec
-from .rows import choose_columns, column_types, open_message
+from .rows import choose_columns, column_types
 
 __all__ = [
     "AMQPBatchReader",
@@ -134,26 +135,36 @@ class ReadPlan:
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """The messages of ``partition`` as ``pyarrow.RecordBatch`` es."""
-        whole = decode_whole(self.schema.fieldNames())
         schema = self.arrow_schema()
         variant = variant_map() if any(is_variant_map(f.type) for f in schema) else None
-        for chunk in _chunks(self.options, partition, whole):
-            if len(chunk):
-                yield build_batch(schema, chunk, variant)
+        rows, open_item, offset_of = reading(schema)
+        chunks = _chunks(self.options, partition, open_item, offset_of)
+        try:
+            while True:
+                with gc_paused():  # a chunk's decoding and batch (not Spark's part): a quarter less
+                    chunk = next(chunks, None)
+                    if chunk is None:
+                        return
+                    batch = build_batch(schema, chunk, variant, rows=rows) if len(chunk) else None
+                if batch is not None:
+                    yield batch
+        finally:
+            chunks.close()  # its connection, now, if Spark stops reading early
 
 
-def _chunks(options: SourceOptions, partition: InputPartition, whole: bool) -> Iterator[Chunk]:
-    """The messages of one partition, a chunk at a time (runs on an executor).
-
-    ``whole``: decode each message in one pass (see :func:`.batches.decode_whole`).
-    """
+def _chunks(
+    options: SourceOptions,
+    partition: InputPartition,
+    open_item: Callable[[bytes], Any],
+    offset_of: Callable[[Any], int | None],
+) -> Generator[Chunk]:
+    """The messages of one partition, a chunk at a time (runs on an executor), each
+    opened by ``open_item`` (see :func:`.batches.reading`)."""
     address = options.address
     if isinstance(partition, HeldPartition):
         for i in range(0, len(partition.payloads), CHUNK):
             part = partition.payloads[i : i + CHUNK]
-            yield Chunk(
-                address, None, [None] * len(part), [open_message(p, whole=whole) for p in part]
-            )
+            yield Chunk(address, None, [None] * len(part), [open_item(p) for p in part])
         return
     if isinstance(partition, OffsetRange):
         with BrokerClient(options) as client:
@@ -163,7 +174,8 @@ def _chunks(options: SourceOptions, partition: InputPartition, whole: bool) -> I
                 partition.start,
                 partition.end,
                 fail_on_data_loss=options.fail_on_data_loss,
-                whole=whole,
+                open_item=open_item,
+                offset_of=offset_of,
             ):
                 yield Chunk(address, partition.partition, offsets, messages)
         return
@@ -176,7 +188,7 @@ def _chunks(options: SourceOptions, partition: InputPartition, whole: bool) -> I
                     address,
                     None,
                     [None] * len(batch),
-                    [open_message(d.payload, whole=whole) for d in batch],
+                    [open_item(d.payload) for d in batch],
                 )
                 if len(batch) < CHUNK:
                     break

@@ -11,12 +11,10 @@ place a permission check goes.
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import anyio
@@ -43,7 +41,6 @@ __all__ = [
     "DefinitionsPort",
     "FrontEndConnection",
     "ResourceKind",
-    "gc_paused",
 ]
 
 log = logging.getLogger("amqp10.broker")
@@ -354,19 +351,3 @@ class Broker:
             "nodes": nodes,
             **self.stats.as_dict(),
         }
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection inside the block (as it was, after).
-
-    For :meth:`Broker.recover` at start: it makes millions of objects, none of them
-    garbage, and the collections their allocation triggers cost ~40% of a restart.
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
