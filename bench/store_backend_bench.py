@@ -14,7 +14,8 @@ server's writers); then the medians, and the ratio of each round and its median.
 started here as tests/pgserver.py does, fsync and synchronous_commit on).
 ``--compare durability``: non-durable and durable on SQLite; ``--postgresql`` adds
 durable on PostgreSQL; ``--base PATH`` adds durable on SQLite with the broker of another
-source tree (``PYTHONPATH``), for a before/after in the same run.
+source tree (``PYTHONPATH``), and non-durable with it, for a before/after in the same run
+(that tree's own ratio is its durable row over its non-durable row, round by round).
 
     .venv/bin/python bench/store_backend_bench.py                # 3 rounds of 20,000
     .venv/bin/python bench/store_backend_bench.py --quick        # 1 round of 3,000
@@ -100,6 +101,7 @@ def cases(args: argparse.Namespace) -> list[Case]:
     out = [Case("non-durable", durable=False), Case("durable")]
     if args.base:
         out.append(Case(f"durable, {args.base}", tree=args.base))
+        out.append(Case(f"non-durable, {args.base}", durable=False, tree=args.base))
     if args.postgresql:
         out.append(Case("durable, PostgreSQL", backend="postgresql"))
     return out
@@ -126,7 +128,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="1 round of 3,000 messages")
     ap.add_argument("--postgresql", action="store_true", help="durability: add durable on PostgreSQL")
-    ap.add_argument("--base", metavar="PATH", help="durability: add durable with the broker of this source tree")
+    ap.add_argument("--base", metavar="PATH", help="durability: add durable and non-durable with the broker of this source tree")
     args = ap.parse_args()
     if args.quick:
         args.rounds, args.count = 1, 3000
@@ -160,6 +162,11 @@ def main() -> None:
             f"| {case.label} | {med['msgs_per_s']:,.0f} | {med['broker_us']:.0f} | {db} "
             f"| {' / '.join(f'{x:.2f}' for x in ratios)} | {statistics.median(ratios):.2f}x |"
         )
+    if args.compare == "durability" and args.base:  # the other tree's durable over its own non-durable
+        dur, plain = (results[c] for c in kinds[2:4])
+        own = [d["msgs_per_s"] / p["msgs_per_s"] for d, p in zip(dur, plain, strict=True)]
+        print(f"\n{args.base}: durable / its non-durable, each round "
+              f"{' / '.join(f'{x:.2f}' for x in own)}, median {statistics.median(own):.2f}x")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -245,6 +245,12 @@ class BrokerCollector(Collector):
                 "Store operations committed",
                 value=committer.ops_committed,
             )
+            if store is not None:
+                yield CounterMetricFamily(
+                    "amqp10_store_puts_skipped",
+                    "Message writes never done: the message was settled in the batch that would have stored it",
+                    value=store.puts_skipped,
+                )
             yield _histogram(
                 "amqp10_store_commit_seconds",
                 "Time to commit one batch to the store (write and fsync)",

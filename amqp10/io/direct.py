@@ -47,6 +47,14 @@ log = logging.getLogger("amqp10.io")
 WRITE_HIGH_WATER = 256 * 1024
 """Bytes the transport may buffer before the engine keeps its output (back-pressure)."""
 
+READ_SLICE = 16 * 1024
+"""The most bytes of a read handed to the engine at once. The rest of a bigger read is
+fed a slice a turn of the loop (reading paused meanwhile), so that while a peer's burst
+is handled (asyncio reads up to 256 KB: over 1,500 small transfers, 20 ms and more) the
+other connections, timers and tasks get their turns, and each slice's answers go out at
+its end. The broker's group committer commits the first part of a publisher's window
+while the rest is handled (bench/RESULTS.md, durable against non-durable)."""
+
 
 class _Feed(asyncio.Protocol):
     """The transport's protocol while a :class:`DirectDriver` runs.
@@ -117,6 +125,7 @@ class DirectDriver(Driver[EventT]):
         self._feeding = False  # in _on_data: it writes at its end, no callback needed
         self._read_done = Signal()
         self._peek: asyncio.TimerHandle | None = None
+        self._backlog: bytearray | None = None  # what is left of a read, fed a slice a turn
 
     # -- the owner's calls ------------------------------------------------------------------
     def flush_soon(self) -> None:
@@ -145,7 +154,7 @@ class DirectDriver(Driver[EventT]):
         if self._peek is not None:
             self._peek.cancel()
             self._peek = None
-        if self._installed and not self._eof:
+        if self._installed and not self._eof and self._backlog is None:
             self._transport.resume_reading()
 
     # -- reading ----------------------------------------------------------------------------
@@ -170,7 +179,7 @@ class DirectDriver(Driver[EventT]):
         elif not self._eof:
             if self._paused:
                 self._arm_peek()
-            else:
+            elif self._backlog is None:  # (else once the backlog is fed)
                 transport.resume_reading()
         while not self._eof:
             await self._read_done.wait()
@@ -182,6 +191,41 @@ class DirectDriver(Driver[EventT]):
         self.bytes_read += len(data)
         if self._on_read is not None:
             self._on_read()
+        if self._backlog is not None:  # after what is left of an earlier read
+            self._backlog += data
+            return
+        if len(data) > READ_SLICE:
+            self._backlog = bytearray(data[READ_SLICE:])
+            data = data[:READ_SLICE]
+            self._transport.pause_reading()
+            assert self._loop is not None
+            self._loop.call_soon(self._next_slice)
+        self._feed(data)
+
+    def _next_slice(self) -> None:
+        """Feed the next slice of what is left of a read (:data:`READ_SLICE`)."""
+        backlog = self._backlog
+        if backlog is None:
+            return
+        if self._eof or self._scope is None:
+            self._backlog = None
+            return
+        if len(backlog) > READ_SLICE:
+            data = bytes(backlog[:READ_SLICE])
+            del backlog[:READ_SLICE]
+            assert self._loop is not None
+            self._loop.call_soon(self._next_slice)
+        else:
+            data = bytes(backlog)
+            self._backlog = None
+            if not self._paused:
+                self._transport.resume_reading()
+        self._feed(data)
+
+    def _feed(self, data: bytes) -> None:
+        """Hand ``data`` to the engine and its events to the owner, then write the answers."""
+        if self._eof:
+            return
         self._feeding = True
         try:
             events = self.protocol.receive_data(data)
@@ -206,13 +250,18 @@ class DirectDriver(Driver[EventT]):
             self.flush_soon()
         if self.protocol.is_closed:
             self._stop_reading()
-        elif self._paused:
+        elif self._paused or self._backlog is not None:
             self._transport.pause_reading()
-            self._arm_peek()
+            if self._paused:
+                self._arm_peek()
 
     def _on_eof(self, exc: Exception | None) -> None:
         if self._eof or self._scope is None:
             return  # closing already (our own aclose), or not running
+        while self._backlog is not None and not self._eof:  # what was read comes before the end
+            self._next_slice()
+        if self._eof:
+            return
         if exc is None:
             self._io_failed(anyio.EndOfStream(), "read")
         else:
@@ -235,7 +284,7 @@ class DirectDriver(Driver[EventT]):
 
     def _peek_once(self) -> None:
         self._peek = None
-        if self._paused and not self._eof:
+        if self._paused and not self._eof and self._backlog is None:
             self._transport.resume_reading()  # _on_data pauses again after one chunk
 
     # -- writing ----------------------------------------------------------------------------

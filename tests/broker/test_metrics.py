@@ -130,6 +130,8 @@ async def test_store_commits_and_their_latency(tmp_path: Path) -> None:
         commits = one(m, "amqp10_store_commits_total")
         assert commits == committer.commits >= one(before, "amqp10_store_commits_total") + 1
         assert one(m, "amqp10_store_operations_total") == committer.ops_committed >= 5
+        assert service.store is not None
+        assert one(m, "amqp10_store_puts_skipped_total") == service.store.puts_skipped == 0  # nobody consumed
         assert one(m, "amqp10_store_commit_seconds_count") == commits
         assert one(m, "amqp10_store_commit_seconds_bucket", le="+Inf") == commits
         assert one(m, "amqp10_store_commit_seconds_sum") > 0

@@ -119,6 +119,42 @@ def test_a_row_not_committed_yet_is_waited_for(tmp_path: Path) -> None:
     assert [body(m) for m in c.got] == list(range(20))
 
 
+def test_a_row_missed_while_waiting_for_another_is_waited_for_too(tmp_path: Path) -> None:
+    """The group committer takes a batch, commits it while more is submitted, and only then
+    runs its callbacks. A read that misses a row waits for a barrier; a second row missed
+    while that barrier is pending, its write submitted after the barrier, needs a barrier
+    of its own: the first one's commit does not cover it (it was skipped as lost)."""
+    broker, journal, _ = make(tmp_path / "s.db")
+    q = queue(broker)
+    publish(q, [msg(i, durable=False) for i in range(6)])
+    assert q.pager is not None and q.pager.count == 3  # 3, 4 and 5 paged out, their rows pending
+
+    def take() -> tuple[list[tuple[Any, ...]], list[Callable[[], None]]]:
+        batch = (journal.ops, journal.callbacks)
+        journal.ops, journal.callbacks = [], []
+        return batch
+
+    def finish(batch: tuple[list[tuple[Any, ...]], list[Callable[[], None]]]) -> None:
+        journal.store.apply(batch[0])
+        for cb in batch[1]:
+            cb()
+
+    first = take()  # the rows of 3-5, being committed
+    c = Taker(10)
+    q.add_consumer(c)  # 0-2 from memory; 3 is not committed yet: a barrier
+    assert [body(m) for m in c.got] == [0, 1, 2]
+    second = take()  # the barrier, being committed after the first
+    publish(q, [msg(6, durable=False)])  # paged out too: its row comes after the barrier
+    finish(first)
+    q.dispatch()  # 3-5 are read back; 6 is not committed yet
+    assert [body(m) for m in c.got] == [0, 1, 2, 3, 4, 5]
+    finish(second)  # the first barrier: 6 is still not committed
+    journal.commit()
+    journal.commit()
+    assert [body(m) for m in c.got] == list(range(7))
+    assert q.count == 0 and q.pager.count == 0
+
+
 def test_the_budget_holds_while_draining(tmp_path: Path) -> None:
     broker, journal, _ = make(tmp_path / "s.db")
     q = queue(broker)

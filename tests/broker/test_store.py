@@ -53,6 +53,21 @@ def test_put_then_delete_in_one_batch_leaves_nothing(open_store: Callable[[], st
     assert [m.seq for m in s.load().messages] == [2]
 
 
+def test_a_put_settled_in_its_own_batch_is_never_written(open_store: Callable[[], st.SqlStore]) -> None:
+    """A message consumed before its put was committed: the put and the delete meet in one
+    batch and neither row is written (counted); a row of the key from an earlier batch still goes."""
+    s = open_store()
+    s.apply([put("q", 1), (st.UPDATE, "q", 1, 0, 1), put("q", 2), (st.DELETE, "q", 1), put("q", 3)])
+    assert s.puts_skipped == 1
+    assert [m.seq for m in s.load().messages] == [2, 3]
+    s.apply([put("q", 3, b"again"), (st.UPDATE, "q", 3, 1, 1), (st.DELETE, "q", 3), (st.DELETE, "q", 2)])
+    assert s.puts_skipped == 2  # the re-put of 3; 2's put was an earlier batch's
+    assert s.load().messages == []
+    s.apply([(st.DELETE, "q", 4), put("q", 4), (st.DELETE, "q", 4), put("q", 4, b"kept")])  # a key used again
+    assert s.puts_skipped == 3
+    assert [(m.seq, m.data) for m in s.load().messages] == [(4, b"kept")]
+
+
 def test_a_batch_with_repeated_keys_keeps_the_last_write(open_store: Callable[[], st.SqlStore]) -> None:
     s = open_store()
     full = (st.PUT, "q", 3, 9, 2, 12.5, 1.25, "'id-3'", "amqp091", bytes(range(256)))
@@ -260,6 +275,28 @@ async def test_a_batch_taken_as_the_committer_is_cancelled_is_still_written(open
         gc.submit(put("q", 1))
         await anyio.sleep_forever()
     assert [m.seq for m in s.load().messages] == [1, 2]
+
+
+@pytest.mark.anyio
+async def test_a_message_settled_before_its_commit_is_confirmed_by_the_commit_that_drops_it(
+    open_store: Callable[[], st.SqlStore],
+) -> None:
+    """Published, delivered and settled before the committer took its batch: nothing of it is
+    written, and its publisher is still answered only once a commit covers its delete."""
+    s = open_store()
+    gc = GroupCommitter(s, interval=0.01)
+    commits_at_answer: list[int] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(gc.run)
+        gc.submit(put("q", 1), lambda: commits_at_answer.append(gc.commits))
+        gc.submit((st.UPDATE, "q", 1, 0, 1))  # delivered
+        gc.submit((st.DELETE, "q", 1))  # settled by its consumer
+        assert commits_at_answer == []
+        await gc.flush()
+        tg.cancel_scope.cancel()
+    assert commits_at_answer == [1]  # after the one commit, not before
+    assert gc.commits == 1 and s.puts_skipped == 1
+    assert s.load().messages == []
 
 
 def test_deferred_messages_and_group_states_are_kept(open_store: Callable[[], st.SqlStore]) -> None:

@@ -13,7 +13,7 @@ import pytest
 from anyio.abc import ByteStream
 
 from amqp10.io import Driver, Listener, Signal, connect_stream
-from amqp10.io.direct import DirectDriver
+from amqp10.io.direct import READ_SLICE, DirectDriver
 from tests.client.helpers import WAIT, no_leftover_tasks, wait_for
 
 pytestmark = pytest.mark.anyio
@@ -215,6 +215,51 @@ async def test_a_slow_reader_gets_everything_in_order() -> None:
         expected = (line.upper() + b"\n") * 1000 + b"Z\n" * 1000
         data = await recv_until(client, b"Y\n" + b"Z\n" * 1000)
         assert len(data) == len(expected) and data == expected
+
+
+class Sized(Echo):
+    """An :class:`Echo` that records the size of every piece it is given, and the lines
+    handled so far each time a callback it scheduled at its first answer runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sizes: list[int] = []
+        self.seen_at_turn: list[int] = []
+
+    def receive_data(self, data: bytes) -> list[bytes]:
+        self.sizes.append(len(data))
+        return super().receive_data(data)
+
+    def answer(self, lines: list[bytes]) -> None:
+        if not self.seen_at_turn:
+            asyncio.get_running_loop().call_soon(lambda: self.seen_at_turn.append(len(self.lines)))
+            self.seen_at_turn.append(-1)
+        super().answer(lines)
+
+
+async def test_a_big_read_is_fed_a_slice_a_turn_in_order() -> None:
+    engine = Sized()
+    lines = [b"line %06d" % i for i in range(20_000)]  # 220 KB in one send: reads far over a slice
+    async with served(engine) as (client, drivers, changed):
+        client.sendall(b"\n".join(lines) + b"\n")
+        data = await recv_until(client, lines[-1].upper() + b"\n")
+        assert data == b"".join(line.upper() + b"\n" for line in lines)
+        assert engine.lines == lines
+        assert max(engine.sizes) <= READ_SLICE and sum(engine.sizes) == len(data)
+        assert len(engine.sizes) >= len(data) // READ_SLICE
+        # the loop turned before the whole burst was handled: a callback scheduled at the
+        # first answer ran with lines still to come
+        assert 0 < engine.seen_at_turn[1] < len(lines)
+
+
+async def test_what_was_read_is_handled_before_the_end_of_the_stream() -> None:
+    engine = Sized()
+    lines = [b"line %06d" % i for i in range(20_000)]
+    async with served(engine) as (client, drivers, changed):
+        client.sendall(b"\n".join(lines) + b"\n")
+        client.shutdown(socket.SHUT_WR)
+        await wait_for(changed, lambda: bool(drivers) and drivers[0].done)
+        assert engine.lines == lines and engine.eof and drivers[0].error is None
 
 
 async def test_the_peer_closing_ends_the_driver_cleanly() -> None:

@@ -363,14 +363,18 @@ class Pager:
         return last
 
     def _wait_for(self, seq: int) -> None:
-        """``seq``'s row is not committed yet: dispatch the queue again once it is."""
-        self._missed = seq
-        if self._waiting:
+        """``seq``'s row is not committed yet: dispatch the queue again once it is. The
+        barrier is submitted after the miss, so once it is committed so is the row, if it
+        is ever written: a row still missing then is gone (:meth:`_refill_run`). A barrier
+        pending for another seq does not do (the row may be submitted after it): a new one."""
+        if self._waiting and self._missed == seq:
             return
+        self._missed = seq
         self._waiting = True
 
         def committed() -> None:
-            self._waiting = False
+            if self._missed == seq:  # (else a later barrier waits for the seq now missed)
+                self._waiting = False
             self.queue.dispatch()
 
         self.journal.submit((_store.BARRIER,), committed)

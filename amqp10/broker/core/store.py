@@ -225,6 +225,9 @@ class SqlStore:
         self.migrated_from: int | None = None
         """The schema version this store was migrated from when it was opened (None: it was not)."""
         self._lock = threading.Lock()
+        self.puts_skipped = 0
+        """Puts never written, in batches committed: their message's delete came in the same
+        batch (:meth:`apply`)."""
         self._paged_table = False  # the temporary table of paged-out non-durable messages exists
 
     def __init_subclass__(cls, **kw: Any) -> None:
@@ -324,8 +327,15 @@ class SqlStore:
                     yield StoredMessage(*r)
 
     def apply(self, ops: Iterable[Op]) -> None:
-        """Apply a batch of operations in one transaction (one fsync)."""
-        puts: list[tuple[Any, ...]] = []
+        """Apply a batch of operations in one transaction (one fsync).
+
+        A put whose delete is in the same batch is not written at all (with the updates
+        between them): a message consumed before its put was committed. The delete is
+        still run (a row of that key may be there from before), a range statement with
+        its neighbours' deletes. Counted in :attr:`puts_skipped`."""
+        # (key, seq) -> row, in order (a put of a key already pending replaces the row,
+        # as the upsert would)
+        puts: dict[tuple[Any, Any], tuple[Any, ...]] = {}
         deletes: list[tuple[Any, ...]] = []
         # (key, seq) -> row: an update replaces an earlier one of its key (they set absolute
         # values), and a delete drops it (a consumer's settlement after its delivery's
@@ -367,13 +377,16 @@ class SqlStore:
             for op in ops:
                 kind = op[0]
                 if kind == PUT:
-                    if touched and (op[1], op[2]) in touched:
+                    key = (op[1], op[2])
+                    if touched and key in touched:
                         flush()
-                    puts.append(op[1:])
+                    puts[key] = op[1:]
                 elif kind == DELETE:
                     deletes.append(op[1:])
                     key = (op[1], op[2])
                     updates.pop(key, None)
+                    if puts and puts.pop(key, None) is not None:
+                        skipped[0] += 1
                     touched.add(key)
                 elif kind == UPDATE:
                     key = (op[1], op[2])
@@ -394,7 +407,9 @@ class SqlStore:
                     self._definition(op)
             flush()
 
+        skipped = [0]
         self._transaction(write)
+        self.puts_skipped += skipped[0]
 
     def _definition(self, op: Op) -> None:
         """Apply one change to the durable definitions (nodes, exchanges, bindings, policies, vhosts,
@@ -416,12 +431,12 @@ class SqlStore:
 
     def _flush(
         self,
-        puts: list[tuple[Any, ...]],
+        puts: dict[tuple[Any, Any], tuple[Any, ...]],
         deletes: list[tuple[Any, ...]],
         updates: dict[tuple[Any, Any], tuple[Any, ...]],
     ) -> None:
         if puts:
-            self._write_rows("put", puts)
+            self._write_rows("put", list(puts.values()))
             puts.clear()
         if updates:
             self._write_rows("update", list(updates.values()))
