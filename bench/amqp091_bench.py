@@ -7,6 +7,9 @@ Workloads (100-byte messages, one producer, one consumer, one queue):
     c          rabbitmq-c (librabbitmq): no confirms, consumer with no-ack
     c-confirm  rabbitmq-c: publisher confirms (a window of --prefetch unconfirmed),
                consumer with prefetch and a basic_ack per message (--ack-every)
+    c-persistent  as c-confirm, on a durable queue with persistent messages (delivery-mode
+               2): every message stored before its confirm; against c-confirm, what
+               durability costs each broker (issue 20)
 
 The compiled client is ``bench/c/amqp091_bench_client.c``, the project's own worker on
 librabbitmq's public headers, built into ``bench/.build/`` at run time; the pika
@@ -88,13 +91,22 @@ class Workload:
     title: str
     client: str  # "pika" or "c"
     settle: str  # at-least-once: confirms + manual acks; at-most-once: neither
-    target: float  # the issue's: amqp10 >= target x RabbitMQ
+    target: float | None  # the issue's: amqp10 >= target x RabbitMQ (None: no target)
+    persistent: bool = False  # a durable queue and persistent messages (delivery-mode 2)
 
 
 WORKLOADS = [
     Workload("pika", "pika, confirms + manual acks", "pika", "at-least-once", 1.0),
     Workload("c", "rabbitmq-c, no confirms, no-ack", "c", "at-most-once", 0.7),
     Workload("c-confirm", "rabbitmq-c, confirms + manual acks", "c", "at-least-once", 0.7),
+    Workload(
+        "c-persistent",
+        "rabbitmq-c, confirms + manual acks, persistent messages, durable queue",
+        "c",
+        "at-least-once",
+        None,
+        persistent=True,
+    ),
 ]
 
 
@@ -103,17 +115,17 @@ def pika_worker(role: str, index: int, url: str, cfg: BenchConfig, count: int) -
     return WorkerSpec(argv, name=f"pika {role}")
 
 
-def c_worker_for(ack_every: int) -> Any:
+def c_worker_for(ack_every: int, persistent: bool) -> Any:
     def c_worker(role: str, index: int, url: str, cfg: BenchConfig, count: int) -> WorkerSpec:
         u = urlsplit(url)
         host, port = u.hostname or "127.0.0.1", str(u.port or 5672)
         confirms = cfg.settle == "at-least-once"
         if role == "producer":
             argv = [str(C_PROGRAM), "send", host, port, cfg.address, str(count), str(cfg.size),
-                    "1" if confirms else "0", str(cfg.credit), str(cfg.timeout)]  # fmt: skip
+                    "1" if confirms else "0", str(cfg.credit), str(cfg.timeout), str(int(persistent))]  # fmt: skip
         else:
             argv = [str(C_PROGRAM), "recv", host, port, cfg.address, str(count), str(cfg.credit),
-                    "0" if confirms else "1", str(ack_every), str(cfg.timeout)]  # fmt: skip
+                    "0" if confirms else "1", str(ack_every), str(cfg.timeout), str(int(persistent))]  # fmt: skip
         return WorkerSpec(argv, name=f"rabbitmq-c {role}")
 
     return c_worker
@@ -177,7 +189,10 @@ def run(
     args: argparse.Namespace, brokers: list[str], workloads: list[Workload]
 ) -> dict[tuple[str, str], Cell]:
     cells = {(w.key, b): Cell(name=b) for w in workloads for b in brokers}
-    factories = {"pika": pika_worker, "c": c_worker_for(args.ack_every)}
+
+    def factory(w: Workload) -> Any:
+        return pika_worker if w.client == "pika" else c_worker_for(args.ack_every, w.persistent)
+
     workdir = Path(tempfile.mkdtemp(prefix="amqp10-amqp091-bench-"))
     try:
         for rnd in range(args.rounds):
@@ -196,7 +211,7 @@ def run(
                                               url=url, address=f"bench-{w.key}-{rnd}")  # fmt: skip
                             bar = Progress(count, enabled=not args.no_progress)
                             try:
-                                r = run_bench(cfg, worker=factories[w.client], broker=b,
+                                r = run_bench(cfg, worker=factory(w), broker=b,
                                               broker_name=name, progress=bar)  # fmt: skip
                             except BenchError as exc:
                                 cell.errors.append(str(exc))
@@ -256,6 +271,8 @@ def targets(
 ) -> list[str]:
     lines = []
     for w in workloads:
+        if w.target is None:
+            continue
         name = f"{w.title}: amqp10 ≥ {w.target:g}x RabbitMQ"
         if RABBITMQ not in brokers or OURS not in brokers:
             lines.append(f"- {name}: not measured")
@@ -265,12 +282,13 @@ def targets(
         if a is None or b is None:
             lines.append(f"- {name}: not measured")
             continue
-        line = f"- {name}: {a / b:.2f}x (medians) — {'met' if a >= w.target * b else 'NOT met'}"
+        target = w.target
+        line = f"- {name}: {a / b:.2f}x (medians) — {'met' if a >= target * b else 'NOT met'}"
         ra, rb = ours.rates(), theirs.rates()
         if len(ra) > 1 and len(ra) == len(rb):
             per = [x / y for x, y in zip(ra, rb)]
             line += f"; round by round {', '.join(f'{r:.2f}x' for r in per)}"
-            line += f" (met in {sum(r >= w.target for r in per)} of {len(per)})"
+            line += f" (met in {sum(r >= target for r in per)} of {len(per)})"
         lines.append(line)
     return lines
 
@@ -290,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="the C consumer acks every Nth delivery with multiple=true (default 1: each)")  # fmt: skip
     p.add_argument("--rounds", type=int, default=3, help="rounds, brokers alternating (default 3)")
     p.add_argument("--workloads", default=",".join(w.key for w in WORKLOADS),
-                   help="comma-separated: pika,c,c-confirm (default all)")  # fmt: skip
+                   help="comma-separated: pika,c,c-confirm,c-persistent (default all)")  # fmt: skip
     p.add_argument("--brokers", default="rabbitmq,amqp10", help="comma-separated: rabbitmq,amqp10")
     p.add_argument("--before", type=Path, metavar="DIR",
                    help="also run amqp10 from this source tree (holding an amqp10 package copy)")  # fmt: skip

@@ -94,6 +94,9 @@ static void check_reply(amqp_rpc_reply_t r, const char *what) {
     }
 }
 
+/* 1: the queue is declared durable and messages are published persistent (delivery-mode 2) */
+static int persistent = 0;
+
 static amqp_connection_state_t open_channel(const char *host, int port, const char *queue) {
     amqp_connection_state_t conn = amqp_new_connection();
     amqp_socket_t *sock = amqp_tcp_socket_new(conn);
@@ -104,7 +107,7 @@ static amqp_connection_state_t open_channel(const char *host, int port, const ch
                 "login");
     amqp_channel_open(conn, 1);
     check_reply(amqp_get_rpc_reply(conn), "channel.open");
-    amqp_queue_declare(conn, 1, amqp_cstring_bytes(queue), 0, 0, 0, 0, amqp_empty_table);
+    amqp_queue_declare(conn, 1, amqp_cstring_bytes(queue), 0, persistent, 0, 0, amqp_empty_table);
     check_reply(amqp_get_rpc_reply(conn), "queue.declare");
     return conn;
 }
@@ -158,6 +161,10 @@ static int run_send(const char *host, int port, const char *queue, uint64_t coun
     amqp_bytes_t key = amqp_cstring_bytes(queue);
     amqp_basic_properties_t props;
     memset(&props, 0, sizeof props);
+    if (persistent) {
+        props._flags = AMQP_BASIC_DELIVERY_MODE_FLAG;
+        props.delivery_mode = 2;
+    }
 
     say("ready");
     char line[64];
@@ -268,15 +275,17 @@ static int run_recv(const char *host, int port, const char *queue, uint64_t coun
 }
 
 static void usage(void) {
-    fputs("usage: amqp091_bench_client send HOST PORT QUEUE COUNT SIZE CONFIRMS WINDOW TIMEOUT\n"
+    fputs("usage: amqp091_bench_client send HOST PORT QUEUE COUNT SIZE CONFIRMS WINDOW TIMEOUT "
+          "PERSISTENT\n"
           "       amqp091_bench_client recv HOST PORT QUEUE COUNT PREFETCH NOACK ACK_EVERY "
-          "TIMEOUT\n",
+          "TIMEOUT PERSISTENT\n",
           stderr);
     exit(2);
 }
 
 int main(int argc, char **argv) {
-    if (argc != 10) usage();
+    if (argc != 11) usage();
+    persistent = atoi(argv[10]) != 0;
     const char *host = argv[2], *queue = argv[4];
     int port = atoi(argv[3]);
     uint64_t count = strtoull(argv[5], NULL, 10);
