@@ -61,7 +61,6 @@ __all__ = [
     "message_timestamp",
     "open_message",
     "properties_map",
-    "properties_struct",
     "properties_values",
     "row_from_message",
     "row_from_payload",
@@ -415,12 +414,6 @@ def properties_values(props: Properties | None) -> tuple[object, ...] | None:
         None if (v := getattr(props, attr)) is None else convert(v)
         for attr, convert in _STRUCT_FIELDS
     )
-
-
-def properties_struct(props: Properties | None) -> dict[str, object] | None:
-    """The properties section as the ``properties`` struct value (a dict): :func:`properties_values`."""
-    values = properties_values(props)
-    return None if values is None else dict(zip(PROPERTY_FIELDS, values, strict=True))
 
 
 def creation_time(props: Properties | None) -> _dt.datetime | None:

@@ -273,11 +273,11 @@ def test_header_columns_of_arrow_batches() -> None:
 
 
 def test_properties_struct_column_equals_the_per_message_structs() -> None:
-    """The column is built a field at a time; each row is what properties_struct gives."""
+    """The column is built a field at a time; each row is the message's struct as a dict."""
     import pyarrow as pa
 
     from amqp10.spark.batches import Chunk, build_batch
-    from amqp10.spark.rows import properties_struct
+    from amqp10.spark.rows import PROPERTY_FIELDS, properties_values
 
     from .test_decode import PROPERTIES_STRUCT
 
@@ -290,7 +290,11 @@ def test_properties_struct_column_equals_the_per_message_structs() -> None:
     struct = PROPERTIES_STRUCT
     schema = pa.schema([("properties", struct)])
     column = build_batch(schema, Chunk("q", None, [None] * 3, messages)).column("properties")
-    expected = pa.array([properties_struct(m.properties) for m in messages], type=struct)
+    def struct_of(m: Message) -> dict[str, object] | None:  # the per-message reference
+        values = properties_values(m.properties)
+        return None if values is None else dict(zip(PROPERTY_FIELDS, values, strict=True))
+
+    expected = pa.array([struct_of(m) for m in messages], type=struct)
     assert column.equals(expected)
     assert column.to_pylist()[1] is None
     assert column.to_pylist()[0]["group_sequence"] == 7

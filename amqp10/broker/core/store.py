@@ -373,7 +373,10 @@ class SqlStore:
             if pages or unpages:
                 flush_pages()
 
+        skipped = 0
+
         def write() -> None:
+            nonlocal skipped
             for op in ops:
                 kind = op[0]
                 if kind == PUT:
@@ -386,7 +389,7 @@ class SqlStore:
                     key = (op[1], op[2])
                     updates.pop(key, None)
                     if puts and puts.pop(key, None) is not None:
-                        skipped[0] += 1
+                        skipped += 1
                     touched.add(key)
                 elif kind == UPDATE:
                     key = (op[1], op[2])
@@ -407,9 +410,8 @@ class SqlStore:
                     self._definition(op)
             flush()
 
-        skipped = [0]
         self._transaction(write)
-        self.puts_skipped += skipped[0]
+        self.puts_skipped += skipped
 
     def _definition(self, op: Op) -> None:
         """Apply one change to the durable definitions (nodes, exchanges, bindings, policies, vhosts,
