@@ -19,7 +19,7 @@ from collections.abc import Callable
 from urllib.parse import unquote
 
 from ..config import QueuePolicy
-from ..core import DEFAULT_EXCHANGE, Exchange, Node, QueuedMessage, VirtualHost
+from ..core import DEFAULT_EXCHANGE, Exchange, Node, PublishResult, QueuedMessage, VirtualHost
 
 __all__ = ["AddressError", "AnonymousTarget", "ExchangeTarget", "parse", "resolve_target"]
 
@@ -73,7 +73,7 @@ class ExchangeTarget(Node):
     def deleted(self, value: bool) -> None:
         self.exchange.deleted = value
 
-    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
+    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
         return self.vhost.route(self.exchange, msg, self.key, on_stored)
 
     def __eq__(self, other: object) -> bool:
@@ -113,11 +113,11 @@ class AnonymousTarget(Node):
             raise AddressError("not-found", "a message to the anonymous relay needs a 'to' address")
         return self.resolve(to)
 
-    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
+    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
         try:
             node = self.node_for(msg)
         except AddressError:
-            return False
+            return PublishResult.UNROUTABLE
         return node.publish(msg, on_stored)
 
 

@@ -52,6 +52,7 @@ from ..core import (
     Node,
     NotFound,
     PartitionedStream,
+    PublishResult,
     Queue,
     QueuedMessage,
     Stream,
@@ -132,14 +133,14 @@ class ManagementNode(Node):
                 q.account_to(DETACHED)
 
     # -- requests ---------------------------------------------------------------------------------
-    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
-        """Answer a request; False (and :attr:`refusal` says why) if it cannot be answered."""
+    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
+        """Answer a request; REFUSED (and :attr:`refusal` says why) if it cannot be answered."""
         refused = self.refusal = self.request(msg)
         if refused is not None:
             log.info("management request not answered: %s", refused.description)
-            return False
+            return PublishResult.REFUSED
         on_stored()
-        return True
+        return PublishResult.TAKEN
 
     def request(self, msg: QueuedMessage) -> Error | None:
         """Answer one request; None, or why it cannot be answered (the transfer is rejected)."""

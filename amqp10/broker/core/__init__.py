@@ -12,7 +12,9 @@ core's operations:
 - bind: :meth:`VirtualHost.bind` / :meth:`VirtualHost.unbind`;
 - publish: :meth:`VirtualHost.route` (exchange + routing key), or
   ``node.publish(msg, on_stored)`` on a queue or exchange, with a
-  :class:`QueuedMessage` subclass of the publisher's protocol;
+  :class:`QueuedMessage` subclass of the publisher's protocol; both return a
+  :class:`PublishResult` (taken, or why not: unroutable, full, refused) that each
+  front end maps to its protocol's answer;
 - consume / cancel: ``node.add_consumer(c)`` / ``node.remove_consumer(c)``, ``c``
   a :class:`Consumer` (its ``credit()`` is 1.0 link credit or 0-9-1 prefetch room);
 - settle: ``node.ack(msg)``, ``node.release(msg, delivery_failed=...,
@@ -50,7 +52,7 @@ from .message import (
     register_conversion,
     register_format,
 )
-from .nodes import NULL_JOURNAL, Consumer, DuplicateWindow, Journal, Node
+from .nodes import NULL_JOURNAL, Consumer, DuplicateWindow, Journal, Node, PublishResult
 from .partitioned import PartitionedStream
 from .policies import RuntimePolicy
 from .queues import Queue
@@ -97,6 +99,7 @@ __all__ = [
     "NotFound",
     "PartitionedStream",
     "PreconditionFailed",
+    "PublishResult",
     "Queue",
     "QueuedMessage",
     "ResourceLocked",

@@ -25,7 +25,7 @@ from typing import Any, Literal, TypeAlias
 
 from ..config import QueuePolicy
 from .message import QueuedMessage
-from .nodes import Consumer, Node
+from .nodes import Consumer, Node, PublishResult
 from .queues import Queue
 from .streams import Stream
 
@@ -82,7 +82,7 @@ class Binding:
         return f"Binding({self.source.name!r} -> {self.destination.name!r}, key={self.key!r}, args={self.arguments!r})"
 
 
-RouteFn = Callable[["Exchange", QueuedMessage, "str | None", Callable[[], None]], bool]
+RouteFn = Callable[["Exchange", QueuedMessage, "str | None", Callable[[], None]], PublishResult]
 
 
 class Exchange(Node):
@@ -157,11 +157,10 @@ class Exchange(Node):
         raise NotImplementedError
 
     # -- as a node: a publisher's target ----------------------------------------------------
-    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
-        """Route ``msg`` with the routing key it carries; False (``on_stored`` not called)
-        if no queue took it."""
+    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
+        """Route ``msg`` with the routing key it carries (see :meth:`VirtualHost.route`)."""
         if self.router is None:
-            return False
+            return PublishResult.UNROUTABLE
         return self.router(self, msg, None, on_stored)
 
     def add_consumer(self, consumer: Consumer) -> None:
@@ -425,13 +424,13 @@ class Topic(FanoutExchange):
         rooms = [r for r in (q.room() for q in self.subscriptions.values()) if r is not None]
         return min(rooms) if rooms else None
 
-    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
+    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
         """Copy ``msg`` to every subscription (with none, it is accepted and dropped)."""
         self.stats.enqueued += 1
         if not super().publish(msg, on_stored):
             self.stats.dropped += 1
             on_stored()
-        return True
+        return PublishResult.TAKEN
 
 
 _TYPES: dict[str, type[Exchange]] = {

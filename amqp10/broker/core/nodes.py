@@ -8,6 +8,7 @@ some connection — is the server's business; here it is anything with
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -15,7 +16,41 @@ from ..config import QueuePolicy
 from .accounting import DETACHED, Usage
 from .message import QueuedMessage
 
-__all__ = ["NULL_JOURNAL", "Consumer", "DuplicateWindow", "Journal", "Node", "NullJournal", "Stats", "cancel_consumers"]
+__all__ = [
+    "NULL_JOURNAL",
+    "Consumer",
+    "DuplicateWindow",
+    "Journal",
+    "Node",
+    "NullJournal",
+    "PublishResult",
+    "Stats",
+    "cancel_consumers",
+]
+
+
+class PublishResult(enum.Enum):
+    """What a publish (``node.publish``, ``VirtualHost.route``) did with a message, and so
+    why, when it was not taken: each front end maps it to its protocol's answer (a 1.0
+    outcome, a 0-9-1 ``basic.return`` or ``basic.nack``) from one table of its own.
+
+    Only :attr:`TAKEN` is true, so ``if node.publish(...)`` reads as "was it taken".
+    """
+
+    TAKEN = "taken"
+    """The node has it (or dropped it by its own rules: a duplicate, an overflow that
+    drops the head, a filter that admits nothing); ``on_stored`` runs once it is safe."""
+    UNROUTABLE = "unroutable"
+    """An exchange matched no queue (nor an alternate exchange one); ``on_stored`` never runs."""
+    FULL = "full"
+    """Every queue it reached is full and refuses publishes (overflow ``reject-publish``);
+    ``on_stored`` never runs."""
+    REFUSED = "refused"
+    """The node cannot take this message (a management request it cannot answer: the node
+    says why); ``on_stored`` never runs."""
+
+    def __bool__(self) -> bool:
+        return self is PublishResult.TAKEN
 
 
 class Consumer(Protocol):
@@ -170,7 +205,7 @@ class Node:
         """How many more messages a publisher may send (None: no limit)."""
         return None
 
-    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
+    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
         raise NotImplementedError
 
     def add_consumer(self, consumer: Consumer) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 
 from ..config import QueuePolicy
 from .message import QueuedMessage
-from .nodes import Node
+from .nodes import Node, PublishResult
 from .streams import Stream
 
 __all__ = ["PartitionedStream", "partition_of_key"]
@@ -63,7 +63,7 @@ class PartitionedStream(Node):
         k, self._next = self._next, (self._next + 1) % n
         return self.partitions[k]
 
-    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
+    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
         self.stats.enqueued += 1
         return self.place(msg).publish(msg, on_stored)
 

@@ -18,7 +18,7 @@ from . import store as _store
 from .browsing import browse, dispatch_browsers, has_after, peek
 from .groups import MessageGroups
 from .message import PRIORITY_LEVELS, QueuedMessage
-from .nodes import NULL_JOURNAL, Consumer, DuplicateWindow, Journal, Node, cancel_consumers
+from .nodes import NULL_JOURNAL, Consumer, DuplicateWindow, Journal, Node, PublishResult, cancel_consumers
 
 if TYPE_CHECKING:
     from .paging import Pager
@@ -28,6 +28,7 @@ __all__ = ["Queue"]
 
 
 _NO_RINGS: list[Any] = []
+TAKEN, FULL = PublishResult.TAKEN, PublishResult.FULL  # bound once: publish is per message
 _NO_IDS: set[int] = set()
 _NO_MAP: dict[int, Any] = {}
 
@@ -187,20 +188,20 @@ class Queue(Node):
         else:
             self._seq = itertools.count(nxt)
 
-    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
+    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
         """Enqueue ``msg``; ``on_stored`` runs once it is safe (stored, if durable).
 
-        Returns False (and does nothing) when the queue is full and its overflow
-        policy is ``reject``. A message-id seen within the duplicate window is
+        Returns :attr:`~PublishResult.FULL` (and does nothing else) when the queue is
+        full and its overflow policy is ``reject``. A message-id seen within the duplicate window is
         acknowledged and not stored again. A message the queue's ``admit`` refuses
         is acknowledged and not kept.
         """
         if self.admit is not None and not self.admit(msg):
             on_stored()
-            return True
+            return TAKEN
         if msg.message_id is not None and self.dedup.seen(msg.message_id):
             on_stored()
-            return True
+            return TAKEN
         # group and due are usually read already (1.0: as the message was parsed): the slot,
         # without a property call per message, else the property reads them
         try:
@@ -215,12 +216,12 @@ class Queue(Node):
             except AttributeError:
                 due = msg.due
             if due is not None and self._hold(msg, on_stored):
-                return True
+                return TAKEN
         if self._limited and self.is_full(msg.size):
             if self._overflow == "reject":
                 if self.policy.overflow == "reject-publish-dlx":
                     self._dead_letter_or_drop(msg, "maxlen")
-                return False
+                return FULL
             if self._overflow == "drop":
                 while self.count and self.is_full(msg.size):
                     old = self._pop_oldest()
@@ -231,7 +232,7 @@ class Queue(Node):
                 if self.is_full(msg.size):  # x-max-length 0, or a message bigger than the byte limit
                     self._dead_letter_or_drop(msg, "maxlen")
                     on_stored()
-                    return True
+                    return TAKEN
         if msg.arrival == 0.0:
             msg.arrival = self.now()
         if self._ttl is not None:
@@ -257,7 +258,7 @@ class Queue(Node):
         else:
             on_stored()
         self.dispatch()
-        return True
+        return TAKEN
 
     def _write(self, msg: QueuedMessage, on_stored: Callable[[], None], persistent: bool) -> None:
         """Write ``msg`` to the store if ``persistent`` (:meth:`_persistent`, worked out by the

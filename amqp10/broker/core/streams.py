@@ -8,7 +8,7 @@ from typing import Any
 from ..config import QueuePolicy
 from . import store as _store
 from .message import QueuedMessage
-from .nodes import NULL_JOURNAL, Consumer, DuplicateWindow, Journal, Node, cancel_consumers
+from .nodes import NULL_JOURNAL, Consumer, DuplicateWindow, Journal, Node, PublishResult, cancel_consumers
 
 __all__ = ["Stream"]
 
@@ -79,11 +79,11 @@ class Stream(Node):
         self.bytes += msg.size
         self.dedup.seen(msg.message_id)
 
-    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
+    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
         if self.dedup.seen(msg.message_id):
             # a replayed publish: stored once, accepted again once the first copy is stored
             self.journal.submit((_store.BARRIER,), on_stored)
-            return True
+            return PublishResult.TAKEN
         offset = self._end
         msg.seq = offset
         if msg.arrival == 0.0:
@@ -107,7 +107,7 @@ class Stream(Node):
             committed,
         )
         self._retain()
-        return True
+        return PublishResult.TAKEN
 
     def _retain(self) -> None:
         p = self.policy

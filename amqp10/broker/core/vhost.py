@@ -35,7 +35,7 @@ from .exchanges import (
     routing_key_of,
 )
 from .message import QueuedMessage
-from .nodes import Journal, Node
+from .nodes import Journal, Node, PublishResult
 from .partitioned import PartitionedStream
 from .policies import RuntimePolicy, combined_arguments, pick_policy
 from .queues import Queue
@@ -558,21 +558,26 @@ class VirtualHost:
                     pending.append(ae)
         return list(queues.values())
 
-    def route(self, exchange: Exchange, msg: QueuedMessage, key: str | None, on_stored: Callable[[], None]) -> bool:
+    def route(
+        self, exchange: Exchange, msg: QueuedMessage, key: str | None, on_stored: Callable[[], None]
+    ) -> PublishResult:
         """Publish ``msg`` to every queue it reaches from ``exchange`` (``key`` None: the
         message's own routing key). ``on_stored`` runs once every queue that took it has it
-        safe; False (and ``on_stored`` never called) if no queue took it."""
+        safe. :attr:`~PublishResult.TAKEN` if any queue took it; else (``on_stored`` never
+        called) :attr:`~PublishResult.UNROUTABLE` if it reached no queue,
+        :attr:`~PublishResult.FULL` if every queue it reached refused it."""
         queues = self.destinations(exchange, msg, key)
         if not queues:
-            return False
+            return PublishResult.UNROUTABLE
         msg.mark_published(exchange.name, key)
         if len(queues) == 1:
             return queues[0].publish(msg, on_stored)
-        remaining = [len(queues) + 1]  # one extra hold, let go below if any queue took it
+        remaining = len(queues) + 1  # one extra hold, let go below if any queue took it
 
         def one_stored() -> None:
-            remaining[0] -= 1
-            if remaining[0] == 0:
+            nonlocal remaining
+            remaining -= 1
+            if remaining == 0:
                 on_stored()
 
         taken = 0
@@ -580,10 +585,11 @@ class VirtualHost:
             if q.publish(msg.copy(), one_stored):
                 taken += 1
             else:
-                remaining[0] -= 1
-        if taken:
-            one_stored()
-        return taken > 0
+                remaining -= 1
+        if not taken:
+            return PublishResult.FULL
+        one_stored()
+        return PublishResult.TAKEN
 
     # -- runtime policies -----------------------------------------------------------------------
     def declare_policy(self, policy: RuntimePolicy, *, persist: bool = True) -> None:
