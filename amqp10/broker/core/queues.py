@@ -18,7 +18,15 @@ from . import store as _store
 from .browsing import browse, dispatch_browsers, has_after, peek
 from .groups import MessageGroups
 from .message import PRIORITY_LEVELS, QueuedMessage
-from .nodes import NULL_JOURNAL, Consumer, DuplicateWindow, Journal, Node, PublishResult, cancel_consumers
+from .nodes import (
+    NULL_JOURNAL,
+    Consumer,
+    DuplicateWindow,
+    Journal,
+    Node,
+    PublishResult,
+    cancel_consumers,
+)
 
 if TYPE_CHECKING:
     from .paging import Pager

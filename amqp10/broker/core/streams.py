@@ -8,7 +8,15 @@ from typing import Any
 from ..config import QueuePolicy
 from . import store as _store
 from .message import QueuedMessage
-from .nodes import NULL_JOURNAL, Consumer, DuplicateWindow, Journal, Node, PublishResult, cancel_consumers
+from .nodes import (
+    NULL_JOURNAL,
+    Consumer,
+    DuplicateWindow,
+    Journal,
+    Node,
+    PublishResult,
+    cancel_consumers,
+)
 
 __all__ = ["Stream"]
 
