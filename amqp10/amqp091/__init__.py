@@ -42,8 +42,8 @@ Open connection:
 
 The codec: ``methods`` (classes generated from the spec XML by ``_generate``),
 ``fields`` (field tables, RabbitMQ's errata types), ``framing``, ``dialects``
-(0-9 and 0-8 as difference tables; pass ``dialect=`` to the connection), and
-``negotiate.identify_header`` for the listener's first 8 bytes. The state tables
+(0-9 and 0-8 as difference tables; pass ``dialect=`` to the connection;
+``dialect_for_header`` names the one a connection's first 8 bytes ask for). The state tables
 are in ``connection_state`` and ``channel_state``; ``python -m
 amqp10.amqp091._diagrams`` draws them.
 """
@@ -54,7 +54,7 @@ from .base import Method, Properties
 from .channel_state import ChannelState
 from .connection import Connection
 from .connection_state import ConnectionState
-from .dialects import AMQP_0_8, AMQP_0_9, AMQP_0_9_1, DIALECTS, Dialect
+from .dialects import AMQP_0_8, AMQP_0_9, AMQP_0_9_1, DIALECTS, Dialect, dialect_for_header
 from .errors import (
     AMQPError,
     ChannelException,
@@ -86,7 +86,6 @@ from .events import (
 )
 from .handshake import CAPABILITIES
 from .methods import BasicProperties, ReplyCode
-from .negotiate import Protocol, Unsupported, identify_header
 
 __all__ = [
     "AMQP_0_8", "AMQP_0_9", "AMQP_0_9_1", "CAPABILITIES", "DIALECTS", "AMQPError",
@@ -95,7 +94,7 @@ __all__ = [
     "ConnectionException", "ConnectionFailed", "ConnectionLost", "ConnectionOpened",
     "ConnectionState", "ConnectionTuned", "ConnectionUnblocked", "ContentReceived",
     "Dialect", "Event", "IllegalStateError", "LoginRequested", "Method", "MethodReceived",
-    "Properties", "Protocol", "ReplyCode", "SecretUpdateRequested", "SecretUpdated",
-    "SecureChallenge", "SecureResponse", "Unsupported", "VirtualHostRequested",
-    "identify_header", "not_found", "reply_text",
+    "Properties", "ReplyCode", "SecretUpdateRequested", "SecretUpdated",
+    "SecureChallenge", "SecureResponse", "VirtualHostRequested",
+    "dialect_for_header", "not_found", "reply_text",
 ]  # fmt: skip

@@ -26,7 +26,7 @@ from .errors import ConnectionException
 from .fields import decode_table, encode_table, get_longstr, get_shortstr, put_longstr, put_shortstr
 from .methods import METHODS, ReplyCode
 
-__all__ = ["AMQP_0_8", "AMQP_0_9", "AMQP_0_9_1", "DIALECTS", "Dialect", "Variant"]
+__all__ = ["AMQP_0_8", "AMQP_0_9", "AMQP_0_9_1", "DIALECTS", "Dialect", "Variant", "dialect_for_header"]
 
 _STRUCTS = {t: struct.Struct(">" + c) for t, c in {"octet": "B", "short": "H", "long": "I", "longlong": "Q", "timestamp": "Q"}.items()}  # fmt: skip
 _CID_MID = struct.Struct(">HH")
@@ -281,3 +281,10 @@ AMQP_0_8: Final = Dialect(
 
 DIALECTS: Final = {d.name: d for d in (AMQP_0_9_1, AMQP_0_9, AMQP_0_8)}
 """The dialects by name."""
+
+_BY_HEADER: Final = {h: d for d in DIALECTS.values() for h in d.accepted_headers}
+
+
+def dialect_for_header(header: bytes) -> Dialect | None:
+    """The dialect a connection asks for with its first 8 bytes, or None: not one of ours."""
+    return _BY_HEADER.get(bytes(header))

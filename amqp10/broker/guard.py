@@ -29,12 +29,14 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar
+
+import anyio
 
 from ..io.driver import EngineProtocol
 from .config import SecurityConfig
 
-__all__ = ["ConnectionGuard", "HeldOutput", "LoginHook", "Refusal", "RefusalLog", "source_of"]
+__all__ = ["ConnectionGuard", "HeldOutput", "Login", "LoginHook", "Refusal", "RefusalLog", "source_of"]
 
 log = logging.getLogger("amqp10.broker.guard")
 
@@ -72,6 +74,48 @@ class LoginHook(Protocol):
 
     def failed(self, name: str | None, reason: str) -> None:
         """Credentials given as ``name`` did not check out (the answer is held back)."""
+
+
+class Login:
+    """The [security] hook of one connection's login (a :class:`LoginHook`), for every front
+    end: a failed login's answer waits out the back-off (and so does a success, by its
+    address's failures), and a user over its connection limit is told why. Counted users
+    are released by :meth:`ended`."""
+
+    def __init__(
+        self,
+        guard: ConnectionGuard,
+        held: HeldOutput[Any],
+        addr: str,
+        extend: Callable[[float], None] = lambda seconds: None,
+    ) -> None:
+        self.guard = guard
+        self.held = held
+        self.addr = addr
+        self.extend = extend
+        """Told each hold's length (the engine's handshake timer must not count it)."""
+        self.counted: list[str | None] = []  # the user the guard counted this connection for
+
+    def _hold(self, seconds: float) -> None:
+        self.held.hold(anyio.current_time(), seconds)
+        self.extend(seconds)
+
+    def succeeded(self, user: str | None) -> str | None:
+        """``user`` (None: anonymous) logged in; returns why its connection is refused, if it is."""
+        self._hold(self.guard.login_ok(self.addr, user))
+        over = self.guard.opened(user, self.addr)
+        if over is not None:
+            return over.reason
+        self.counted.append(user)
+        return None
+
+    def failed(self, name: str | None, reason: str) -> None:
+        """Credentials that did not check out (a guess): back off."""
+        self._hold(self.guard.login_failed(self.addr, name, reason))
+
+    def ended(self) -> None:
+        for user in self.counted:
+            self.guard.closed(user)
 
 
 class RefusalLog:

@@ -122,19 +122,20 @@ class DirectDriver(Driver[EventT]):
         self._installed = False
         self._write_paused = False
         self._flush_scheduled = False
-        self._feeding = False  # in _on_data: it writes at its end, no callback needed
         self._read_done = Signal()
         self._peek: asyncio.TimerHandle | None = None
         self._backlog: bytearray | None = None  # what is left of a read, fed a slice a turn
 
     # -- the owner's calls ------------------------------------------------------------------
     def flush_soon(self) -> None:
+        if self._dispatching:
+            return  # the callback that dispatched writes right after
         self._wake_pending = True
         if not self._installed or self._write_paused or self._eof:
             if self._wake is not None:
                 self._wake.set()
             return
-        if not self._flush_scheduled and not self._feeding and self._loop is not None:
+        if not self._flush_scheduled and self._loop is not None:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush_now)
 
@@ -226,7 +227,6 @@ class DirectDriver(Driver[EventT]):
         """Hand ``data`` to the engine and its events to the owner, then write the answers."""
         if self._eof:
             return
-        self._feeding = True
         try:
             events = self.protocol.receive_data(data)
             if events:
@@ -239,8 +239,6 @@ class DirectDriver(Driver[EventT]):
                 )
             )
             return
-        finally:
-            self._feeding = False
         # the answer to what was read goes out now, in this callback (an owner's
         # flush_soon meanwhile only marked it; a callback scheduled before is a no-op)
         self._wake_pending = True

@@ -123,6 +123,7 @@ class Driver(Generic[EventT]):
         self.bytes_read = 0
         self.bytes_written = 0
         self._on_events = on_events
+        self._dispatching = False  # inside on_events: whoever called it writes right after
         self._wake_pending = False
         self._wake: anyio.Event | None = None  # set while the writer waits (None: it is busy)
         self._deadline: float | None = None  # the engine's next timer, as the writer last saw it
@@ -142,8 +143,11 @@ class Driver(Generic[EventT]):
 
     # -- for the owner ----------------------------------------------------------------
     def flush_soon(self) -> None:
-        """Ask the writer to write what the engine has queued (cheap; call after every change)."""
-        if self._wake_pending:
+        """Ask the writer to write what the engine has queued (cheap; call after every change).
+
+        Inside the driver's own call of ``on_events`` it does nothing: the driver writes
+        what the engine queued right after that call, so owners call it unconditionally."""
+        if self._wake_pending or self._dispatching:
             return
         self._wake_pending = True
         if self._wake is not None:
@@ -229,8 +233,13 @@ class Driver(Generic[EventT]):
                 self._finished.fire()
 
     def _dispatch(self, events: list[EventT]) -> None:
+        """Hand ``events`` to the owner; every caller writes the engine's output after it."""
+        self._dispatching = True
         try:
-            self._on_events(events)
+            try:
+                self._on_events(events)
+            finally:
+                self._dispatching = False
         except Exception as exc:
             # a bug in the owner's handler: do not let it tear through the task group
             log.exception("error while handling events from %s", self.peer)

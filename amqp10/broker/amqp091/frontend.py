@@ -1,0 +1,102 @@
+"""The AMQP 0-9-1 front end (0-9 and 0-8 as dialects) as the service sees it: which
+headers it takes, its login choices, and one connection served from its header to its end."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import anyio
+from anyio.abc import ByteStream
+
+from ...amqp091 import CAPABILITIES, ReplyCode
+from ...amqp091.dialects import AMQP_0_9_1, Dialect, dialect_for_header
+from ...io.direct import DirectDriver
+from ...io.driver import Driver
+from ...io.streams import ReplayStream, quick_acker, tls_identity
+from ..config import BrokerConfig
+from ..core import Broker
+from ..frontend import ServeContext, ServedConnection
+from ..guard import HeldOutput
+from .handler import Amqp091Handler, BrokerConnection
+
+__all__ = ["Amqp091FrontEnd", "login_mechanisms"]
+
+log = logging.getLogger("amqp10.broker")
+
+
+def login_mechanisms(config: BrokerConfig, *, tls_identity: str | None) -> tuple[str, ...]:
+    """The mechanisms ``connection.start`` offers: the ``[sasl]`` mechanisms apply to
+    0-9-1 too. AMQPLAIN is 0-9-1's PLAIN, and guest/guest (over either) is its anonymous
+    login; EXTERNAL with a client certificate."""
+    sasl = config.sasl
+    passwords = "PLAIN" in sasl.mechanisms
+    external = tls_identity is not None and "EXTERNAL" in sasl.mechanisms
+    return (("PLAIN", "AMQPLAIN") if passwords or sasl.allow_anonymous else ()) + (("EXTERNAL",) if external else ())
+
+
+class Amqp091FrontEnd:
+    """AMQP 0-9-1, 0-9 and 0-8; it answers any header no other front end's family
+    claims with 0-9-1's (0-9-1 §4.2.2)."""
+
+    name = "AMQP 0-9-1"
+
+    def accepts(self, header: bytes) -> bool:
+        return dialect_for_header(header) is not None
+
+    def counter_offer(self, header: bytes) -> bytes | None:
+        return AMQP_0_9_1.header
+
+    def prepare(self, broker: Broker, config: BrokerConfig) -> None:
+        pass  # the AMQ model is the core's own
+
+    async def serve(self, stream: ByteStream, ctx: ServeContext) -> None:
+        dialect = dialect_for_header(ctx.header)
+        assert dialect is not None  # accepts() said so
+        await self._serve(stream, ctx, dialect)
+
+    async def _serve(self, stream: ByteStream, ctx: ServeContext, dialect: Dialect) -> None:
+        cfg = ctx.config
+        peer = ctx.peer
+        identity = tls_identity(stream)
+        mechanisms = login_mechanisms(cfg, tls_identity=identity)
+        if not mechanisms:
+            log.info("refusing 0-9-1 connection from %s: no [sasl] mechanism it can use", peer)
+            await anyio.aclose_forcefully(stream)
+            return
+        conn = BrokerConnection(
+            "server",
+            dialect=dialect,
+            mechanisms=mechanisms,
+            handshake_timeout=cfg.limits.handshake_timeout,
+            server_properties={"product": "amqp10", "cluster_name": cfg.container_id, "capabilities": CAPABILITIES},
+        )
+        held = HeldOutput(conn)  # [security]: a login's outcome waits out the back-off
+        driver: Driver[Any]
+        with ctx.logging_in(held, conn.extend_handshake) as login:
+            handler = Amqp091Handler(
+                ctx.broker,
+                conn,
+                users=ctx.users if "PLAIN" in cfg.sasl.mechanisms else None,
+                allow_anonymous=cfg.sasl.allow_anonymous,
+                tls_identity=identity,
+            )
+            handler.refusal = ctx.refusal
+            handler.login_hook = login
+            # while paused (publishing blocked) the driver still reads now and then: heartbeats
+            if DirectDriver.usable(stream):  # plain TCP: engine fed from the transport's callbacks
+                driver = DirectDriver(stream, held, handler.handle, peer=peer, pause_limit=5.0, on_read=quick_acker(stream))
+            else:
+                driver = Driver(ReplayStream(stream, quick_ack=True), held, handler.handle, peer=peer, pause_limit=5.0)
+            handler.wake = driver.flush_soon
+            handler.pause = driver.pause_reading
+            handler.resume = driver.resume_reading
+            handler.handle(conn.receive_data(ctx.header))  # the header, read before the driver
+
+            def force_close(reason: str | None) -> None:
+                text = reason or "broker forced connection closure"
+                handler.close(ReplyCode.CONNECTION_FORCED, f"CONNECTION_FORCED - {text}"[:255])
+
+            log.debug("0-9-1 (%s) connection from %s", dialect.name, peer)
+            with ctx.registered(ServedConnection(driver, handler, f"AMQP {dialect.name}", peer, force_close)):
+                await driver.run()

@@ -1,0 +1,173 @@
+"""The AMQP 1.0 front end as the service sees it: which headers it takes, its SASL
+choices, and one connection served from its header to its end."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any, Final
+
+import anyio
+from anyio.abc import ByteStream
+
+from ...io.direct import DirectDriver
+from ...io.driver import Driver
+from ...io.streams import ReplayStream, tls_identity
+from ...sasl.connection import SaslConnection
+from ...sasl.events import SaslCompleted, SaslFailed, SaslSkipped
+from ...sasl.layer import SaslServer
+from ...transport import ConnectionState
+from ...transport.framing import AMQP_HEADER, SASL_HEADER, TLS_HEADER
+from ...types import Error, ErrorCondition, SaslCode
+from ..config import BrokerConfig
+from ..core import Broker
+from ..frontend import ServeContext, ServedConnection
+from ..guard import HeldOutput, Login, source_of
+from .handler import ConnectionHandler
+from .servicebus.entities import declare_entities
+
+__all__ = ["Amqp1FrontEnd", "sasl_mechanisms"]
+
+log = logging.getLogger("amqp10.broker")
+
+_HEADERS: Final = frozenset({AMQP_HEADER, SASL_HEADER, TLS_HEADER})
+
+
+def sasl_mechanisms(config: BrokerConfig, *, has_users: bool, tls_identity: str | None) -> list[str]:
+    """The SASL mechanisms a 1.0 connection is offered: the ``[sasl]`` ones it can use
+    (EXTERNAL with a client certificate, PLAIN and SCRAM with a users file, ANONYMOUS
+    if allowed), and the claims-based ones with ``[servicebus]``."""
+    sasl = config.sasl
+    mechanisms = [m for m in sasl.mechanisms if m != "EXTERNAL" or tls_identity]
+    if not has_users:
+        mechanisms = [m for m in mechanisms if m in ("ANONYMOUS", "EXTERNAL")]
+    if not sasl.allow_anonymous:
+        mechanisms = [m for m in mechanisms if m != "ANONYMOUS"]
+    if config.servicebus.enabled:  # anonymity means tokens on $cbs (see amqp1/servicebus)
+        mechanisms += [m for m in ("MSSBCBS", "ANONYMOUS") if m not in mechanisms]
+    return mechanisms
+
+
+class Amqp1FrontEnd:
+    """AMQP 1.0: plain, SASL (Part 5) and TLS protocol headers."""
+
+    name = "AMQP 1.0"
+
+    def accepts(self, header: bytes) -> bool:
+        return header in _HEADERS
+
+    def counter_offer(self, header: bytes) -> bytes | None:
+        # the 1.0 family (protocol id 0, 2 or 3, major 1) at another version: ours, same id
+        if header[:4] == b"AMQP" and header[4] in (0, 2, 3) and header[5] == 1:
+            return header[:5] + b"\x01\x00\x00"
+        return None
+
+    def prepare(self, broker: Broker, config: BrokerConfig) -> None:
+        declare_entities(broker.default, config.servicebus)
+
+    async def serve(self, stream: ByteStream, ctx: ServeContext) -> None:
+        """SASL, the engine and the handler over one connection. With a (soft)
+        ``ctx.refusal``, the client may log in and is then refused its open with
+        amqp:resource-limit-exceeded."""
+        cfg = ctx.config
+        limits = cfg.limits
+        peer = ctx.peer
+        identity = tls_identity(stream)
+        sasl = SaslServer(
+            sasl_mechanisms(cfg, has_users=ctx.users is not None, tls_identity=identity),
+            ctx.users,
+            tls_identity=identity,
+            require=not cfg.sasl.allow_anonymous,
+            handshake_timeout=limits.handshake_timeout,
+        )
+        conn = SaslConnection.server(
+            sasl,
+            cfg.container_id,
+            max_frame_size=limits.max_frame_size,
+            idle_timeout=limits.idle_timeout,
+            channel_max=max(limits.max_sessions_per_connection - 1, 0),
+        )
+        held = HeldOutput(conn)  # [security]: a login's outcome waits out the back-off
+        driver: Driver[Any]
+        direct = DirectDriver.usable(stream)  # plain TCP: engine fed from the transport's callbacks
+        with ctx.logging_in(held) as login:
+            handler = ConnectionHandler(ctx.broker, conn.connection, wake=lambda: driver.flush_soon())
+            handler.refusal = ctx.refusal
+            if cfg.servicebus.enabled:  # until a login names a user (also without SASL): tokens on $cbs
+                handler.use_claims(cfg.servicebus)
+            on_events = _Authenticated(handler, login, ctx, source_of(peer))
+            if direct:
+                driver = DirectDriver(stream, held, on_events, peer=peer)
+            else:
+                driver = Driver(ReplayStream(stream, ctx.header), held, on_events, peer=peer)
+            if direct:  # the header read before the driver: the engine's first input
+                on_events(held.receive_data(ctx.header))
+            forced = Error(condition=ErrorCondition.CONNECTION_FORCED, description="the broker is shutting down")
+
+            def force_close(reason: str | None) -> None:
+                if conn.connection.state not in (ConnectionState.START, ConnectionState.END):
+                    why = forced if reason is None else Error(condition=ErrorCondition.CONNECTION_FORCED, description=reason)
+                    with contextlib.suppress(Exception):  # already closing: nothing more to say
+                        conn.connection.close(why)
+                    handler.stop_deliveries()
+
+            async def handshake_watch() -> None:
+                await anyio.sleep(limits.handshake_timeout)
+                if held.held_for:  # the back-off is not the client's delay
+                    await anyio.sleep(held.held_for)
+                if conn.connection.remote_open is None:
+                    log.info("%s said nothing useful within %gs: closing", peer, limits.handshake_timeout)
+                    driver.abort()
+
+            log.debug("connection from %s", peer)
+            served = ServedConnection(
+                driver,
+                handler,
+                self.name,
+                peer,
+                force_close,
+                tick=handler.expire_tokens,
+                container_id=lambda: handler.remote_container_id,
+            )
+            with ctx.registered(served):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(handshake_watch)
+                    await driver.run()
+                    tg.cancel_scope.cancel()
+
+
+class _Authenticated:
+    """The driver's event callback: SASL's outcome read until it is known (the user
+    named, the login's [security] hook told), then every event to the handler."""
+
+    def __init__(self, handler: ConnectionHandler, login: Login, ctx: ServeContext, addr: str) -> None:
+        self.handler = handler
+        self.login = login
+        self.ctx = ctx
+        self.addr = addr
+        self.done = False
+
+    def __call__(self, events: list[Any]) -> None:
+        if not self.done:
+            for e in events:
+                self._sasl(e)
+        self.handler.handle(events)
+
+    def _sasl(self, e: Any) -> None:
+        handler = self.handler
+        if isinstance(e, SaslSkipped):
+            self.done = True
+        elif isinstance(e, SaslCompleted):
+            self.done = True
+            handler.user = e.identity
+            if e.identity is not None:
+                handler.use_claims(None)  # a user: permissions, not tokens
+            log.info("%s authenticated as %s with %s", self.ctx.peer, e.identity or "anonymous", e.mechanism)
+            # -- [security] hook: back-off and the per-user limit ------------------------
+            over = self.login.succeeded(e.identity)
+            if over is not None and handler.refusal is None:
+                handler.refusal = over
+        elif isinstance(e, SaslFailed) and e.outcome is SaslCode.AUTH:
+            self.login.failed(e.username, e.reason)  # credentials that did not check out
+        elif isinstance(e, SaslFailed):  # a broken or silent peer, not a guess
+            self.ctx.guard.log_refusal(self.addr, "sasl", f"{self.ctx.peer} failed SASL: {e.reason}")

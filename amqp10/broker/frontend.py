@@ -1,0 +1,173 @@
+"""The interface every protocol front end implements, and what the service gives it.
+
+The service (:mod:`.service`) accepts a connection, reads its first 8 bytes and asks
+the registered front ends (:mod:`.frontends`), in order, which one takes that header
+(:meth:`FrontEnd.accepts`). That front end then serves the connection to its end
+(:meth:`FrontEnd.serve`): it authenticates the client in its protocol's own way (1.0:
+SASL; 0-9-1: ``connection.start``), from the users and permissions the service shares
+with every front end (:class:`ServeContext`), runs its engine under a driver, and
+turns the engine's events into core operations. The service knows no protocol's
+events; it keeps the listeners, the store and the broker's lifecycle.
+
+A header no front end takes is answered with a header one of them offers instead
+(:meth:`FrontEnd.counter_offer`: the preferred version of the same protocol family,
+as 0-9-1 §4.2.2 says), and the connection is closed.
+
+Adding a protocol is a package with a class that implements :class:`FrontEnd` and one
+line in :mod:`.frontends`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+from anyio.abc import ByteStream
+
+from ..io.driver import Driver
+from .guard import ConnectionGuard, HeldOutput, Login, source_of
+
+if TYPE_CHECKING:
+    from ..sasl.credentials import CredentialStore
+    from .config import BrokerConfig
+    from .core import Broker
+
+__all__ = ["HEADER_SIZE", "FrontEnd", "FrontEndHandler", "ServeContext", "ServedConnection", "choose"]
+
+HEADER_SIZE: Final = 8
+"""The bytes of a protocol header: what the service reads to choose a front end."""
+
+
+class FrontEnd(Protocol):
+    """One protocol the broker serves."""
+
+    name: str
+    """How management lists its connections (``"AMQP 1.0"``, ...)."""
+
+    def accepts(self, header: bytes) -> bool:
+        """Whether this front end serves a connection that began with ``header`` (8 bytes)."""
+        ...
+
+    def counter_offer(self, header: bytes) -> bytes | None:
+        """The protocol header to answer an unsupported ``header`` of this protocol's
+        family with (its preferred version), or None: not of this family."""
+        ...
+
+    def prepare(self, broker: Broker, config: BrokerConfig) -> None:
+        """Once the broker has recovered, before any connection: set up what this
+        protocol's conventions need in the core (1.0: the Service Bus entities the
+        configuration names)."""
+        ...
+
+    async def serve(self, stream: ByteStream, ctx: ServeContext) -> None:
+        """Serve one connection to its end; ``ctx.header`` was read from ``stream`` already.
+
+        The front end registers the connection (:meth:`ServeContext.registered`) while
+        it runs, so management lists it and a shutdown closes it."""
+        ...
+
+
+class FrontEndHandler(Protocol):
+    """What the service and management read from a front end's connection handler."""
+
+    user: str | None
+
+    @property
+    def vhost(self) -> Any: ...
+
+    def resource_counts(self) -> tuple[int, int]:
+        """Sessions (0-9-1: channels) and links (0-9-1: consumers) it holds."""
+        ...
+
+    def cleanup(self) -> None:
+        """The connection ended: give back what it held (consumers, links, exclusive queues)."""
+        ...
+
+
+@dataclass(eq=False)
+class ServedConnection:
+    """One served connection, as the service and management see it (a management
+    ``ManagedConnection``): its driver, its handler, and how to close and tick it."""
+
+    driver: Driver[Any]
+    handler: FrontEndHandler
+    protocol: str
+    """The front end's name (``"AMQP 1.0"``), or the dialect it serves (``"AMQP 0-9"``)."""
+    peer: str
+    force_close: Callable[[str | None], None]
+    """Start closing the connection with the protocol's 'forced' error: the reason given
+    (management), or None: the broker is shutting down."""
+    tick: Callable[[], None] = lambda: None
+    """Called about once a second (tokens that run out, ...)."""
+    container_id: Callable[[], str] = lambda: ""
+    """The client's container id (1.0), if its protocol has one."""
+    name: str = ""
+    """Its name in management listings (the peer's address; made unique when registered)."""
+    connected_at: float = field(default_factory=time.time)
+
+    def info(self) -> dict[str, Any]:
+        h = self.handler
+        sessions, links = h.resource_counts()
+        return {
+            "protocol": self.protocol,
+            "user": h.user,
+            "vhost": h.vhost.name,
+            "peer": self.peer,
+            "container_id": self.container_id(),
+            "connected_at": self.connected_at,
+            "sessions": sessions,
+            "links": links,
+        }
+
+    def close(self, reason: str) -> None:
+        self.force_close(reason)
+        self.driver.flush_soon()
+
+
+@dataclass(kw_only=True)
+class ServeContext:
+    """What the service gives a front end for one accepted connection."""
+
+    broker: Broker
+    config: BrokerConfig
+    users: CredentialStore | None
+    """The users file's credentials (None: the broker has no users file)."""
+    guard: ConnectionGuard
+    """Login back-off and per-user connection limits, shared by every front end."""
+    peer: str
+    header: bytes
+    """The connection's first 8 bytes, already read from its stream."""
+    refusal: str | None = None
+    """A soft refusal (the guard's): let the client log in, then refuse it with this reason."""
+    registered: Callable[[ServedConnection], contextlib.AbstractContextManager[None]]
+    """Count a connection among the broker's while it runs (management lists it, a
+    shutdown force-closes it); when it ends, its handler cleans up."""
+
+    def login(self, held: HeldOutput[Any], extend: Callable[[float], None] = lambda seconds: None) -> Login:
+        """The [security] hook for this connection's login (its answer held back by ``held``)."""
+        return Login(self.guard, held, source_of(self.peer), extend)
+
+    @contextlib.contextmanager
+    def logging_in(self, held: HeldOutput[Any], extend: Callable[[float], None] = lambda seconds: None) -> Iterator[Login]:
+        """:meth:`login`, with the users it counted released when the block ends."""
+        login = self.login(held, extend)
+        try:
+            yield login
+        finally:
+            login.ended()
+
+
+def choose(front_ends: Sequence[FrontEnd], header: bytes) -> FrontEnd | bytes:
+    """The first front end that takes ``header``; else the header to answer it with
+    before closing (the first front end's counter-offer that claims its family)."""
+    for fe in front_ends:
+        if fe.accepts(header):
+            return fe
+    for fe in front_ends:
+        offer = fe.counter_offer(header)
+        if offer is not None:
+            return offer
+    raise ValueError(f"no front end answers the protocol header {header!r}")
