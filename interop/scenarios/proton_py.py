@@ -32,7 +32,7 @@ LARGE = 1024 * 1024
 NA = {
     "link-resume": "python-qpid-proton has no link recovery: an attach never carries an unsettled map",
     "transactions": "python-qpid-proton's blocking API has no transactions (its reactor's run"
-    " against our broker in tests/broker/test_transactions_proton.py)",
+    " against our broker in tests/broker/amqp1/test_transactions_proton.py)",
 }
 
 

@@ -12,8 +12,9 @@ from proton import Link, symbol
 from proton.reactor import LinkOption
 from proton.utils import BlockingConnection
 
+from tests.broker.amqp091.test_amqp091_pika import T, broker, conn, wait_until
+
 from .conftest import RunningBroker
-from .test_amqp091_pika import T, broker, conn, wait_until
 
 __all__ = ["broker", "conn"]  # fixtures
 

@@ -1,0 +1,139 @@
+"""The conventions other clients rely on, end to end: our client (async and blocking)
+against our broker over loopback. Anonymous relay, echoed termini, drain, topics."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import amqp10.sync
+from amqp10.client import Connection, connect
+from amqp10.message import Message
+from amqp10.types import Accepted, ErrorCondition, Rejected, Source, symbol
+from tests.broker.conftest import RunningBroker, broker_with
+
+pytestmark = pytest.mark.anyio
+
+T = 10.0  # seconds any single wait may take
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[RunningBroker]:
+    with broker_with(tmp_path) as b:
+        yield b
+
+
+@asynccontextmanager
+async def client(b: RunningBroker) -> AsyncIterator[Connection]:
+    async with await connect(f"amqp://{b.url}", timeout=T) as conn:
+        yield conn
+
+
+async def take(conn: Connection, address: str, n: int) -> list[Any]:
+    r = await conn.open_receiver(address, credit=n)
+    out = []
+    for _ in range(n):
+        d = await r.receive(timeout=T)
+        out.append(d.message.body)
+        await d.accept()
+    await r.close()
+    return out
+
+
+# -- the anonymous relay ------------------------------------------------------------------------
+async def test_client_sender_with_no_address_uses_the_relay(broker: RunningBroker) -> None:
+    async with client(broker) as conn:
+        assert conn.anonymous_relay
+        await (await conn.open_receiver("relay-a", credit=0)).close()  # both queues exist
+        await (await conn.open_receiver("relay-b", credit=0)).close()
+        s = await conn.open_sender(None)
+        assert isinstance(await s.send(Message(body=1, to="relay-a")), Accepted)
+        assert isinstance(await s.send(Message(body=2, to="/queues/relay-b")), Accepted)
+        assert await s.send(Message(body=3, to="relay-a"), settled=True) is None
+        outcome = await s.send(Message(body=4, to="no-such-queue"))
+        assert isinstance(outcome, Rejected) and outcome.error is not None
+        assert outcome.error.condition == ErrorCondition.NOT_FOUND
+        assert isinstance(await s.send(Message(body=5, to="relay-b")), Accepted)  # still up
+        assert await take(conn, "relay-a", 2) == [1, 3]
+        assert await take(conn, "relay-b", 2) == [2, 5]
+
+
+def test_blocking_client_relay(broker: RunningBroker) -> None:
+    with amqp10.sync.connect(f"amqp://{broker.url}", timeout=T) as conn:
+        assert conn.anonymous_relay
+        assert "ANONYMOUS-RELAY" in conn.remote_offered_capabilities
+        conn.open_receiver("relay-sync", credit=0).close()
+        s = conn.open_sender(None)
+        assert isinstance(s.send(Message(body="x", to="relay-sync")), Accepted)
+        outcome = s.send(Message(body="y", to="/queues/absent"))
+        assert isinstance(outcome, Rejected)
+        r = conn.open_receiver("relay-sync", credit=1)
+        d = r.receive(timeout=T)
+        assert d.message.body == "x"
+        d.accept()
+
+
+async def test_request_response_through_the_relay(broker: RunningBroker) -> None:
+    """Proton's server.py/client.py shape: the server answers every request through one
+    anonymous sender, to each request's reply-to (a dynamic queue)."""
+    async with client(broker) as server_conn, client(broker) as client_conn:
+        requests = await server_conn.open_receiver("rpc-examples", credit=10)
+        replier = await server_conn.open_sender(None)
+        replies = await client_conn.open_receiver(dynamic=True, credit=10)
+        ask = await client_conn.open_sender("rpc-examples")
+
+        async def serve() -> None:
+            for _ in range(3):
+                d = await requests.receive(timeout=T)
+                m = d.message
+                await replier.send(Message(body=str(m.body).upper(), to=m.reply_to, correlation_id=m.id))
+                await d.accept()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(serve)
+            for i, word in enumerate(["tic", "tac", "toe"]):
+                await ask.send(Message(body=word, reply_to=replies.address, id=i))
+            got = []
+            for _ in range(3):
+                d = await replies.receive(timeout=T)
+                got.append((d.message.correlation_id, d.message.body))
+                await d.accept()
+        assert got == [(0, "TIC"), (1, "TAC"), (2, "TOE")]
+
+
+# -- topics ------------------------------------------------------------------------------------
+async def test_wildcard_and_shared_subscriptions_with_our_client(broker: RunningBroker) -> None:
+    async with client(broker) as conn:
+        wild = await conn.open_receiver("topic://e2e.orders.*", credit=10)
+        assert list(wild.remote_source.capabilities) == ["topic"]
+        shared = Source(address="topic://e2e.prices", capabilities=[symbol("topic"), symbol("shared")])
+        a = await conn.open_receiver(None, name="prices-sub", source=shared, credit=0)
+        b = await conn.open_receiver(None, name="prices-sub|2", source=shared, credit=0)
+        for address, body in [("topic://e2e.orders.new", "o1"), ("topic://e2e.orders.eu.new", "no"), ("topic://e2e.prices", "p")]:
+            s = await conn.open_sender(address)
+            n = 4 if address.endswith("prices") else 1
+            for i in range(n):
+                assert isinstance(await s.send(Message(body=f"{body}{i}")), Accepted)
+            await s.close()
+        d = await wild.receive(timeout=T)
+        assert d.message.body == "o10"  # orders.eu.new is two words: no match for '*'
+        await d.accept()
+        a.add_credit(2)
+        b.add_credit(2)
+        got = []
+        for r in (a, b):
+            for _ in range(2):
+                d = await r.receive(timeout=T)
+                got.append(d.message.body)
+                await d.accept()
+        assert sorted(got) == ["p0", "p1", "p2", "p3"]  # one subscription, shared by both

@@ -1,0 +1,206 @@
+"""Topics as 1.0 clients name them, and attach answers that describe both termini,
+engine against broker in memory: node kinds from prefixes and capabilities,
+wildcard subscriptions, JMS-style durable and shared subscriptions (with a restart)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from amqp10.broker.config import AddressRule, BrokerConfig
+from amqp10.broker.core import Broker, Queue, Topic
+from amqp10.broker.core import store as st
+from amqp10.message import Message
+from amqp10.transport import LinkDetached, LinkState, Receiver
+from amqp10.types import ErrorCondition, Released, Source, Target, symbol
+from tests.broker.harness import Client, Net, SyncJournal
+
+NEVER = symbol("never")
+
+
+def body(d: Any) -> Any:
+    return Message.decode(d.payload).body
+
+
+def bodies(c: Client, r: Receiver) -> list[Any]:
+    return [body(d) for d in c.received(r)]
+
+
+def publish(c: Client, address: str, *values: Any) -> None:
+    s = c.sender(address)
+    for v in values:
+        c.send(s, Message(body=v))
+
+
+def subscriber(c: Client, address: str, name: str, *, caps: list[str] | None = None, durable: bool = False, credit: int = 20) -> Receiver:
+    source = Source(
+        address=address,
+        capabilities=[symbol(x) for x in caps or []] or None,
+        durable=2 if durable else 0,
+        expiry_policy=NEVER if durable else None,
+    )
+    return c.receiver(None, name=name, source=source, credit=credit)
+
+
+# -- attach answers ---------------------------------------------------------------------------
+def test_consumer_attach_answer_describes_both_termini() -> None:
+    net = Net()
+    c = net.client()
+    target = Target(address="my-reply", capabilities=[symbol("x-mine")])
+    r = c.session.receiver("r1", source=Source(address="q-answer"), target=target)
+    r.attach()
+    net.pump()
+    src = r.remote_source
+    assert isinstance(src, Source)
+    assert src.address == "q-answer" and src.durable == 0 and src.expiry_policy == "session-end"
+    assert src.distribution_mode == "move" and isinstance(src.default_outcome, Released)
+    assert set(src.outcomes) == {"amqp:accepted:list", "amqp:rejected:list", "amqp:released:list", "amqp:modified:list"}
+    assert list(src.capabilities) == ["queue"]
+    assert src.filter is None  # nothing asked, nothing applied
+    assert r.remote_target == target  # the client's terminus, as sent
+
+
+def test_unsupported_filters_are_left_out_of_the_answer() -> None:
+    net = Net()
+    c = net.client()
+    r = c.receiver(None, source=Source(address="q-f", filter={symbol("x-unknown"): "a = 1"}))
+    assert r.state is LinkState.ATTACHED
+    assert r.remote_source.filter is None
+
+
+def test_publisher_attach_answer_describes_both_termini() -> None:
+    net = Net()
+    c = net.client()
+    s = c.session.sender("s1", source=Source(address="me"), target=Target(address="topic://t-answer"))
+    s.attach()
+    net.pump()
+    assert s.remote_source == Source(address="me")
+    t = s.remote_target
+    assert isinstance(t, Target) and t.address == "topic://t-answer" and list(t.capabilities) == ["topic"]
+    assert t.expiry_policy == "session-end" and t.durable == 0
+    assert isinstance(net.broker.default.nodes["t-answer"], Topic)
+
+
+# -- node kinds --------------------------------------------------------------------------------
+def test_prefixes_and_capabilities_choose_the_kind_on_auto_create() -> None:
+    net = Net()
+    c = net.client()
+    c.sender("topic://k1")
+    c.sender("queue://k2")
+    c.sender(None, target=Target(address="k3", capabilities=[symbol("topic")]))
+    c.receiver(None, source=Source(address="k4", capabilities=[symbol("queue")]))
+    c.receiver(None, source=Source(address="k5", capabilities=symbol("topic")))  # one symbol, not an array
+    nodes = net.broker.default.nodes
+    assert isinstance(nodes["k1"], Topic) and isinstance(nodes["k3"], Topic) and isinstance(nodes["k5"], Topic)
+    assert type(nodes["k2"]) is Queue and type(nodes["k4"]) is Queue
+
+
+def test_configured_nodes_keep_their_kind() -> None:
+    net = Net(BrokerConfig(addresses=[AddressRule(pattern="news", kind="topic")]))
+    net.broker.default.create_node("news")
+    c = net.client()
+    r = c.receiver(None, source=Source(address="queue://news"))
+    assert isinstance(net.broker.default.nodes["news"], Topic)
+    assert list(r.remote_source.capabilities) == ["topic"]
+
+
+# -- wildcards -----------------------------------------------------------------------------------
+def test_wildcard_subscriptions_get_every_matching_topic() -> None:
+    net = Net()
+    c = net.client()
+    publish(c, "topic://orders.new")  # exists before the subscription
+    star = subscriber(c, "topic://orders.*", "star")
+    hash_ = subscriber(c, "orders.#", "hash", caps=["topic"])
+    assert star.state is LinkState.ATTACHED and list(star.remote_source.capabilities) == ["topic"]
+    publish(c, "topic://orders.new", "new-1")
+    publish(c, "topic://orders.eu.paid", "eu-paid")  # created after: bound as it appears
+    publish(c, "topic://orders", "bare")
+    publish(c, "topic://invoices.new", "other")
+    assert bodies(c, star) == ["new-1"]
+    assert bodies(c, hash_) == ["new-1", "eu-paid", "bare"]
+    star.detach(closed=True)
+    net.pump()
+    publish(c, "topic://orders.new", "new-2")
+    assert bodies(c, hash_) == ["new-2"]
+    topic = net.broker.default.nodes["orders.new"]
+    assert isinstance(topic, Topic) and len(topic.subscriptions) == 1  # the star one is gone
+
+
+def test_durable_wildcard_subscriptions_are_refused() -> None:
+    net = Net()
+    c = net.client()
+    subscriber(c, "topic://a.*", "dur", durable=True, credit=0)
+    errors = [e.error for e in c.events if isinstance(e, LinkDetached)]
+    assert errors and errors[-1].condition == ErrorCondition.NOT_IMPLEMENTED
+
+
+# -- JMS durable and shared subscriptions --------------------------------------------------------
+def test_shared_subscription_load_balances_and_ends_with_its_last_consumer() -> None:
+    net = Net()
+    c1 = net.client("app-1")
+    c2 = net.client("app-2")
+    a = subscriber(c1, "topic://prices", "sub", caps=["topic", "shared", "global"], credit=0)
+    b = subscriber(c2, "topic://prices", "sub|2", caps=["topic", "shared", "global"], credit=0)
+    assert set(a.remote_source.capabilities) == {"topic", "shared", "global"}
+    topic = net.broker.default.nodes["prices"]
+    assert isinstance(topic, Topic) and len(topic.subscriptions) == 1  # one subscription, two consumers
+    publish(c1, "topic://prices", *range(6))
+    a.flow(3)
+    b.flow(3)
+    net.pump()
+    got_a, got_b = bodies(c1, a), bodies(c2, b)
+    assert len(got_a) == 3 and len(got_b) == 3 and sorted(got_a + got_b) == list(range(6))
+    a.detach()
+    net.pump()
+    assert len(topic.subscriptions) == 1  # b still consumes
+    b.detach()
+    net.pump()
+    assert not topic.subscriptions  # a volatile shared subscription ends with its last consumer
+
+
+def test_durable_subscription_survives_detach_restart_and_is_removed_by_close(tmp_path: Path) -> None:
+    store = st.Store(tmp_path / "db.sqlite3")
+    net = Net()
+    net.broker = Broker(BrokerConfig(), journal=SyncJournal(store))
+    c = net.client("jms-client")
+    r = subscriber(c, "topic://events", "my-sub", caps=["topic"], durable=True, credit=0)
+    r.detach()  # closed=false: the subscription stays and collects
+    net.pump()
+    pub = net.client("publisher")
+    for i in range(3):
+        pub.send(pub.sender("topic://events"), Message(body=i, durable=True))
+
+    # restart: a fresh broker recovers from the store
+    net2 = Net()
+    net2.broker = Broker(BrokerConfig(), journal=SyncJournal(store))
+    assert net2.broker.recover(store) == 3
+    c2 = net2.client("jms-client")
+    r2 = subscriber(c2, "topic://events", "my-sub", caps=["topic"], durable=True, credit=10)
+    assert bodies(c2, r2) == [0, 1, 2]
+    r2.detach()
+    net2.pump()
+    # JMS unsubscribe: attach by the subscription's link name with a null source, then close
+    look = c2.session.receiver("my-sub", source=None, target=Target())
+    look.attach()
+    net2.pump()
+    assert isinstance(look.remote_source, Source) and look.remote_source.address == "events"
+    look.detach(closed=True)
+    net2.pump()
+    topic = net2.broker.default.nodes["events"]
+    assert isinstance(topic, Topic) and not topic.subscriptions
+    net3 = Net()
+    net3.broker = Broker(BrokerConfig())
+    net3.broker.recover(store)
+    assert not net3.broker.default.nodes["events"].subscriptions  # type: ignore[attr-defined]
+    store.close()
+
+
+def test_unsubscribe_of_an_unknown_subscription_is_refused() -> None:
+    net = Net()
+    c = net.client()
+    look = c.session.receiver("nobody", source=None, target=Target())
+    look.attach()
+    net.pump()
+    assert look.remote_source is None
+    errors = [e.error for e in c.events if isinstance(e, LinkDetached)]
+    assert errors and errors[-1].condition == ErrorCondition.NOT_FOUND

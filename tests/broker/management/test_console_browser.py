@@ -1,0 +1,185 @@
+"""The web console in a real browser: Debian's headless Chromium, driven by Playwright.
+
+A broker on 127.0.0.1 with a users file; the page is loaded from the broker itself and
+driven the way a person would (typing, clicking, the confirmation dialog), while an AMQP
+client does the other side. Playwright's own browser downloads are never used: the
+system's ``/usr/bin/chromium`` (``.ci/debian-packages``) runs with the flags this sandbox
+needs. Waits are Playwright's (bounded by ``WAIT_MS``); the page polls once a second.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from amqp10 import errors, sync
+from amqp10.broker.users import add_user
+from amqp10.message import Message
+from tests.broker.conftest import RunningBroker, broker_with
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+WAIT_MS = 15_000
+T = 10.0
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if shutil.which(CHROMIUM) is None:
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (.ci/debian-packages)")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
+    users = tmp_path_factory.mktemp("browser-users") / "users.toml"
+    add_user(users, "admin", "s3cret", tags=["administrator"])
+    add_user(users, "carol", "hunter2")
+    with broker_with(
+        tmp_path_factory.mktemp("browser-broker"),
+        sasl={"users_file": users},
+        security={"login_delay_base": 0.0},
+    ) as b:
+        yield b
+
+
+@pytest.fixture
+def page(browser: Browser, broker: RunningBroker) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    pg = context.new_page()
+    pg.set_default_timeout(WAIT_MS)
+    pg.goto(f"http://127.0.0.1:{broker.service.http_port}/console/")
+    yield pg
+    context.close()
+
+
+def log_in(page: Page, user: str = "admin", password: str = "s3cret") -> None:
+    page.fill("#login-user", user)
+    page.fill("#login-password", password)
+    page.click("#login-submit")
+
+
+def client(broker: RunningBroker) -> sync.Connection:
+    return sync.connect(f"amqp://admin:s3cret@{broker.url}", timeout=T)
+
+
+def node_row(page: Page, name: str) -> str:
+    return f"#nodes tr[data-node='{name}']"
+
+
+def test_log_in_and_watch_a_queue_fill(page: Page, broker: RunningBroker) -> None:
+    log_in(page)
+    expect(page.locator("#who")).to_have_text("admin")
+    with client(broker) as conn:
+        sender = conn.open_sender("live")
+        sender.send(Message(body="first"))
+        depth = page.locator(node_row(page, "live") + " td.depth")
+        expect(depth).to_have_text("1")
+        for i in range(6):
+            sender.send(Message(body=f"more {i}"))
+        expect(depth).to_have_text("7")  # the page saw the depth change as messages came
+        expect(page.locator("#t-connections")).to_have_text("1")
+        receiver = conn.open_receiver("live", credit=0)
+        receiver.add_credit(2)
+        for _ in range(2):
+            receiver.receive(timeout=T)  # taken, not yet accepted
+        expect(depth).to_have_text("5")
+        expect(page.locator(node_row(page, "live") + " td.unacked")).to_have_text("2")
+    # the chart is drawn on its canvas (pixels other than the background)
+    drawn = page.evaluate(
+        "() => { const c = document.getElementById('chart');"
+        " const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+        " let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) n++; return n; }"
+    )
+    assert drawn > 1000
+
+
+def test_peek_then_purge(page: Page, broker: RunningBroker) -> None:
+    with client(broker) as conn:
+        sender = conn.open_sender("peeky")
+        for i in range(3):
+            sender.send(Message(body=f"hello {i}", subject="greeting"))
+    log_in(page)
+    page.click(node_row(page, "peeky") + " a")
+    expect(page.locator("#node-title")).to_have_text("queue peeky")
+    expect(page.locator("#node-facts [data-fact=depth] dd")).to_have_text("3")
+    page.click("#peek")
+    bodies = page.locator("#messages tbody td.body")
+    expect(bodies).to_have_text(["hello 0", "hello 1", "hello 2"])
+    expect(page.locator("#messages tbody tr").first).to_contain_text("greeting")
+    assert broker.broker.nodes["peeky"].count == 3  # peeking took nothing
+    page.click("#purge")
+    expect(page.locator("#confirm-text")).to_contain_text("Purge peeky?")
+    page.click("#confirm-ok")
+    expect(page.locator("#status")).to_have_text("Purged 3 message(s) from peeky")
+    expect(page.locator("#node-facts [data-fact=depth] dd")).to_have_text("0")
+    assert broker.broker.nodes["peeky"].count == 0
+
+
+def test_delete_asks_first(page: Page, broker: RunningBroker) -> None:
+    with client(broker) as conn:
+        conn.open_sender("doomed").send(Message(body="x"))
+    log_in(page)
+    page.click(node_row(page, "doomed") + " a")
+    page.click("#delete")
+    page.click("#confirm-cancel")
+    page.wait_for_timeout(300)  # a cancelled dialog sends nothing
+    assert "doomed" in broker.broker.nodes
+    page.click("#delete")
+    expect(page.locator("#confirm-text")).to_contain_text("cannot be undone")
+    page.click("#confirm-ok")
+    expect(page.locator("#overview-view")).to_be_visible()
+    expect(page.locator(node_row(page, "doomed"))).to_have_count(0)
+    assert "doomed" not in broker.broker.nodes
+
+
+def test_close_a_connection(page: Page, broker: RunningBroker) -> None:
+    log_in(page)
+    with client(broker) as conn:
+        sender = conn.open_sender("closing")
+        sender.send(Message(body="before"))
+        (mine,) = [c for c in broker.service.clients if c.handler.user == "admin"]
+        page.click("#nav-connections")
+        row = page.locator(f"#connections tr[data-connection='{mine.name}']")
+        expect(row).to_contain_text("AMQP 1.0")
+        row.locator("button.close").click()
+        expect(page.locator("#confirm-text")).to_contain_text(f"Close the connection {mine.name}?")
+        page.click("#confirm-ok")
+        expect(page.locator("#status")).to_have_text(f"Closed {mine.name}")
+        expect(row).to_have_count(0)
+        with pytest.raises(errors.AMQPError, match="closed from the web console by admin"):
+            for _ in range(50):  # the close reaches the client while it keeps sending
+                sender.send(Message(body="after"), timeout=T)
+                time.sleep(0.1)
+    assert mine not in broker.service.clients
+
+
+def test_failed_login(page: Page, broker: RunningBroker) -> None:
+    log_in(page, "admin", "wrong")
+    error = page.locator("#login-error")
+    expect(error).to_have_text("wrong user name or password")
+    expect(page.locator("#overview-view")).to_be_hidden()
+    log_in(page, "carol", "hunter2")  # the right password, but no administrator tag
+    expect(error).to_have_text(
+        "user 'carol' may not use the console: it needs the administrator tag"
+    )
+    assert page.context.cookies() == []
+    log_in(page)
+    expect(page.locator("#overview-view")).to_be_visible()
+    expect(error).to_be_hidden()
