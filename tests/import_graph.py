@@ -1,8 +1,9 @@
 """The import graph of a package, read from its source (issue 30).
 
 ``python -m tests.import_graph [ROOT]`` prints the graph's circles (strongly connected
-components of more than one module) and what the broker core and the management
-operations reach; ``tests/test_design.py`` checks the same facts as rules.
+components of more than one module), what the broker's protocol-neutral parts (the
+core, management, the configuration) reach, and the private names modules take from
+each other; ``tests/test_design.py`` checks the same facts as rules.
 
 What counts as an import is what runs when the module is loaded or used:
 
@@ -44,7 +45,6 @@ class Import:
 
     target: str  # the module imported, dotted
     name: str | None  # the name taken from it (``from target import name``), None for a module
-    path: Path
     line: int
 
 
@@ -54,6 +54,7 @@ class Graph:
 
     root: Path
     modules: dict[str, Path] = field(default_factory=dict)
+    trees: dict[str, ast.Module] = field(default_factory=dict)
     imports: dict[str, list[Import]] = field(default_factory=dict)
 
     def edges(self, module: str) -> set[str]:
@@ -115,18 +116,18 @@ def _resolve(graph: Graph, name: str) -> str | None:
 
 def _imports_of(graph: Graph, module: str, path: Path) -> list[Import]:
     found: list[Import] = []
-    for node in _runtime_imports(ast.parse(path.read_text(), str(path))):
+    for node in _runtime_imports(graph.trees[module]):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if (target := _resolve(graph, alias.name)) is not None:
-                    found.append(Import(target, None, path, node.lineno))
+                    found.append(Import(target, None, node.lineno))
             continue
         source = _source(module, path, node)
         for alias in node.names:
             if graph.is_module(f"{source}.{alias.name}"):
-                found.append(Import(f"{source}.{alias.name}", None, path, node.lineno))
+                found.append(Import(f"{source}.{alias.name}", None, node.lineno))
             elif (target := _resolve(graph, source)) is not None:
-                found.append(Import(target, alias.name, path, node.lineno))
+                found.append(Import(target, alias.name, node.lineno))
     return found
 
 
@@ -134,7 +135,9 @@ def build_graph(root: Path) -> Graph:
     """The import graph of the package at ``root`` (a directory with ``__init__.py``)."""
     graph = Graph(root)
     for path in sorted(root.rglob("*.py")):
-        graph.modules[_module_name(path, root)] = path
+        module = _module_name(path, root)
+        graph.modules[module] = path
+        graph.trees[module] = ast.parse(path.read_text(), str(path))
     for module, path in graph.modules.items():
         graph.imports[module] = [i for i in _imports_of(graph, module, path) if i.target != module]
     return graph
@@ -259,7 +262,7 @@ def private_names(graph: Graph) -> list[str]:
         for i in graph.imports[module]:
             if i.name is not None and _private(i.name):
                 found.append(f"{where}:{i.line}: from {i.target} import {i.name}")
-        tree = ast.parse(path.read_text(), str(path))
+        tree = graph.trees[module]
         for statement in _runtime_imports(tree):
             if isinstance(statement, ast.Import):
                 aliases.update({a.asname: a.name for a in statement.names if a.asname and graph.is_module(a.name)})
@@ -280,8 +283,12 @@ def private_names(graph: Graph) -> list[str]:
     return found
 
 
-NEUTRAL = ("amqp10.broker.core", "amqp10.broker.management")
-"""The protocol-neutral parts of the broker, whose reach the design test bounds."""
+NEUTRAL: dict[str, tuple[str, ...]] = {
+    "the broker core": ("amqp10.broker.core",),
+    "management": ("amqp10.broker.management",),
+    "the configuration": ("amqp10.broker.config", "amqp10.broker.config_model", "amqp10.broker.config_servicebus"),
+}
+"""The protocol-neutral parts of the broker (their modules), whose reach the design tests bound."""
 
 
 def main(argv: list[str]) -> int:
@@ -295,10 +302,10 @@ def main(argv: list[str]) -> int:
         print(f"- {len(component)} modules: {' -> '.join(shortest_circle(graph, component))}")
         for member in component:
             print(f"    {member}")
-    for prefix in NEUTRAL:
-        chains = reach(graph, [prefix])
-        outside = sorted(m for m in chains if not under(m, [prefix]))
-        print(f"\n{prefix} reaches {len(outside)} modules outside itself:")
+    for part, modules in NEUTRAL.items():
+        chains = reach(graph, modules)
+        outside = sorted(m for m in chains if not under(m, modules))
+        print(f"\n{part} ({', '.join(modules)}) reaches {len(outside)} modules outside itself:")
         for module in outside:
             print(f"- {module}  (via {' -> '.join(chains[module])})")
     private = private_names(graph)
