@@ -1,14 +1,26 @@
 """The ``[servicebus]`` section of the broker configuration (the Azure Service Bus
-conventions: amqp1/servicebus/); part of :mod:`amqp10.broker.config`, which re-exports it."""
+conventions: amqp1/servicebus/); part of :mod:`amqp10.broker.config`, which re-exports it.
+
+``emulator_config`` names the Service Bus emulator's ``Config.json``
+(:func:`read_emulator_config`): its file (``UserConfig.Namespaces[0]``) lists ``Queues``
+and ``Topics`` with ``Subscriptions`` and their ``Rules``; each becomes the corresponding
+:class:`ServiceBusQueue`, :class:`ServiceBusTopic` and :class:`ServiceBusRule`. Read are
+``Name``, ``MaxDeliveryCount``, ``LockDuration`` (ISO 8601 ``PT…``) and the rules'
+``SqlFilter.SqlExpression``, ``CorrelationFilter`` and ``Action.SqlExpression``; the other
+properties are not applied.
+"""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from .config_model import StrictModel as _Model
+from .core.subscription_rules import action_steps, rule_filter
 
 __all__ = [
     "ServiceBusConfig",
@@ -17,6 +29,7 @@ __all__ = [
     "ServiceBusSubscription",
     "ServiceBusTopic",
     "SharedAccessKey",
+    "read_emulator_config",
 ]
 
 
@@ -70,11 +83,8 @@ class ServiceBusRule(_Model):
     def _compiles(self) -> ServiceBusRule:
         if self.sql is None and self.correlation is None and self.action is None:
             return self
-        # imported here: the front end's module imports this one
-        from .amqp1.servicebus.rules import rule_action, rule_filter
-
         rule_filter(self)
-        rule_action(self)  # a bad filter is a configuration error, with the selector's reason
+        action_steps(self)  # a bad filter is a configuration error, with the selector's reason
         return self
 
 
@@ -121,12 +131,71 @@ class ServiceBusConfig(_Model):
     def _read_emulator_config(cls, data: Any) -> Any:
         if not isinstance(data, dict) or data.get("emulator_config") is None:
             return data
-        # imported here: the front end's module imports this one
-        from .amqp1.servicebus.emulator import read_emulator_config
-
         data = dict(data)
         # read once, into queues and topics (validating the result again adds nothing)
         queues, topics = read_emulator_config(Path(data.pop("emulator_config")))
         data["queues"] = [*data.get("queues", []), *(q.model_dump() for q in queues)]
         data["topics"] = [*data.get("topics", []), *(t.model_dump() for t in topics)]
         return data
+
+
+# -- the emulator's Config.json -------------------------------------------------------------
+_DURATION = re.compile(r"^PT(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?(?:(\d+(?:\.\d+)?)S)?$")
+_EMULATOR_CORRELATION = {
+    "ContentType": "content_type",
+    "CorrelationId": "correlation_id",
+    "Label": "subject",
+    "MessageId": "message_id",
+    "ReplyTo": "reply_to",
+    "ReplyToSessionId": "reply_to_session_id",
+    "SessionId": "session_id",
+    "To": "to",
+    "Properties": "properties",
+}
+
+
+def _seconds(text: Any) -> float:
+    m = _DURATION.match(str(text))
+    if m is None or not any(m.groups()):
+        raise ValueError(f"LockDuration {text!r} is not an ISO 8601 duration like PT1M")
+    h, mi, s = (float(g or 0) for g in m.groups())
+    return h * 3600 + mi * 60 + s
+
+
+def _rule(r: dict[str, Any]) -> ServiceBusRule:
+    props = r.get("Properties") or {}
+    sql = (props.get("SqlFilter") or {}).get("SqlExpression")
+    corr = props.get("CorrelationFilter")
+    correlation = {_EMULATOR_CORRELATION[k]: v for k, v in corr.items() if k in _EMULATOR_CORRELATION} if corr else None
+    action = (props.get("Action") or {}).get("SqlExpression")
+    return ServiceBusRule(name=r["Name"], sql=sql, correlation=correlation, action=action)
+
+
+def _queue_fields(props: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if "MaxDeliveryCount" in props:
+        out["max_delivery_count"] = props["MaxDeliveryCount"]
+    if "LockDuration" in props:
+        out["lock_duration"] = _seconds(props["LockDuration"])
+    return out
+
+
+def read_emulator_config(path: Path) -> tuple[list[ServiceBusQueue], list[ServiceBusTopic]]:
+    """The queues and topics of the emulator's config file; raises ValueError naming the problem."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        ns = doc["UserConfig"]["Namespaces"][0]
+        queues = [ServiceBusQueue(name=q["Name"], **_queue_fields(q.get("Properties") or {})) for q in ns.get("Queues", [])]
+        topics = []
+        for t in ns.get("Topics", []):
+            subs = []
+            for sub in t.get("Subscriptions", []):
+                fields = _queue_fields(sub.get("Properties") or {})
+                fields.pop("lock_duration", None)
+                if sub.get("Rules"):
+                    fields["rules"] = [_rule(r) for r in sub["Rules"]]
+                subs.append(ServiceBusSubscription(name=sub["Name"], **fields))
+            topics.append(ServiceBusTopic(name=t["Name"], subscriptions=subs))
+    except (OSError, KeyError, IndexError, TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: not a Service Bus emulator config: {type(exc).__name__}: {exc}") from None
+    return queues, topics

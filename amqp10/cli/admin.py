@@ -34,13 +34,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._common import Subparsers, bad_url, fail, one_line
-from .definitions import print_import_outcome
 from .sendrecv import URL_HELP, CliError, parse_key_value
 
 if TYPE_CHECKING:
     import amqp10.sync
 
-__all__ = ["add_parser"]
+__all__ = ["Client", "Refused", "add_parser", "print_import_outcome"]
 
 LISTINGS: dict[str, tuple[str, list[str]]] = {
     "queues": ("queue", ["name", "depth", "consumers", "unacked", "publish_rate", "deliver_rate", "durable"]),
@@ -324,6 +323,18 @@ def _import(args: argparse.Namespace, c: Client) -> int:
         raise CliError(one_line(exc)) from None
     body, _ = c.call("import-definitions", body=text)
     return print_import_outcome(body if isinstance(body, dict) else {}, args.url)
+
+
+def print_import_outcome(outcome: dict[str, Any], where: str) -> int:
+    """Print what a live import did (warnings, skipped entries, counts); 1 if it skipped any."""
+    for w in outcome.get("warnings", []):
+        print(f"warning: {w}")
+    for e in outcome.get("skipped", []):
+        print(f"skipped: {e}")
+    counts = outcome.get("imported", {})
+    summary = ", ".join(f"{n} {kind}(s)" for kind, n in counts.items() if n) or "nothing"
+    print(f"imported into {where}: {summary}")
+    return 1 if outcome.get("skipped") else 0
 
 
 # -- output ------------------------------------------------------------------------------------------

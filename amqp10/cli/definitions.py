@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from ._common import fail
+from .admin import Client, Refused, print_import_outcome
 from .sendrecv import URL_HELP
 
-__all__ = ["add_parser", "print_import_outcome"]
+__all__ = ["add_parser"]
 
 _USERS_PART = ("$.users[", "$.permissions[")
 """JSON paths of the entries that go to the users file."""
@@ -69,8 +70,6 @@ def _management(args: argparse.Namespace, operation: str, body: str | None) -> A
     import amqp10.sync
     from amqp10 import errors
 
-    from .admin import Client, Refused
-
     try:
         with amqp10.sync.connect(args.url, timeout=args.timeout) as conn:
             reply, _ = Client(conn, "$management", args.timeout).call(operation, body=body)
@@ -93,18 +92,6 @@ def _import_live(args: argparse.Namespace) -> int:
     if not isinstance(outcome, dict):
         return 2
     return print_import_outcome(outcome, args.url)
-
-
-def print_import_outcome(outcome: dict[str, Any], where: str) -> int:
-    """Print what a live import did (warnings, skipped entries, counts); 1 if it skipped any."""
-    for w in outcome.get("warnings", []):
-        print(f"warning: {w}")
-    for e in outcome.get("skipped", []):
-        print(f"skipped: {e}")
-    counts = outcome.get("imported", {})
-    summary = ", ".join(f"{n} {kind}(s)" for kind, n in counts.items() if n) or "nothing"
-    print(f"imported into {where}: {summary}")
-    return 1 if outcome.get("skipped") else 0
 
 
 def _prepare(args: argparse.Namespace, *, users_must_exist: bool) -> Any:

@@ -37,7 +37,7 @@ FRAME_SASL: Final = 0x01
 FRAME_HEADER = struct.Struct(">IBBH")
 _EMPTY_FRAME: Final = FRAME_HEADER.pack(8, 2, FRAME_AMQP, 0)
 _PLACEHOLDER: Final = b"\x00" * 8
-_encode_value = codec._encode_value
+_encode_value = codec.encode_value
 
 
 def encode_frame(

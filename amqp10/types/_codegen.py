@@ -2,7 +2,7 @@
 
 From a composite class's ``FIELDS`` this module writes the source of a keyword-only
 ``__init__``, an encoder, a decoder from the described list the codec decoded, and
-a decoder straight from the bytes, and ``exec``s it once per class (:func:`_build`;
+a decoder straight from the bytes, and ``exec``s it once per class (:func:`compile_composite`;
 :mod:`.composite` installs and registers the results). :func:`generated_source`
 shows that code for a class.
 """
@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 from . import codec
 from ._typeinfo import (
-    _ACCEPT,
-    _COMPOSITES_BY_NAME,
-    _EXACT,
-    _PENDING_NAMES,
+    ACCEPT,
+    COMPOSITES_BY_NAME,
+    EXACT,
+    PENDING_NAMES,
     Field,
-    _closed_choices,
-    _provider_set,
+    closed_choices,
     primitive_of,
+    provider_set,
 )
 from .codec import TYPED_ENCODERS, Encoder
 from .errors import DecodeError, EncodeError
@@ -31,7 +31,7 @@ from .primitives import Array, Described, symbol, ubyte, uint, ulong
 if TYPE_CHECKING:
     from .composite import Composite
 
-__all__ = ["generated_source"]
+__all__ = ["compile_composite", "generated_source"]
 
 
 # --- conversions done by the generated ``__init__`` -----------------------------------
@@ -89,7 +89,7 @@ def _typed_encoder(f: Field) -> Encoder:
     elif prim in ("ubyte", "ushort", "uint", "ulong"):
         check = (int,)
     else:
-        check = _ACCEPT.get(prim, (object,))
+        check = ACCEPT.get(prim, (object,))
 
     def enc_multiple(buf: bytearray, v: Any) -> None:
         if isinstance(v, (str, bytes)) or not isinstance(v, (list, tuple, Array)):
@@ -98,9 +98,9 @@ def _typed_encoder(f: Field) -> Encoder:
             if not isinstance(x, check) or (isinstance(x, bool) and bool not in check):
                 raise EncodeError(f"{f.name} holds {f.type} values, not {type(x).__name__}")
         if elem_type is None:
-            codec._encode_value(buf, list(v))
+            codec.encode_value(buf, list(v))
         else:
-            codec._encode_value(buf, Array(elem_type, [elem_type(x) for x in v]))
+            codec.encode_value(buf, Array(elem_type, [elem_type(x) for x in v]))
 
     return enc_multiple
 
@@ -248,25 +248,25 @@ def _check_lines(cls: type[Composite], ns: dict[str, Any]) -> list[str]:
         checks_from = len(src)
         if f.multiple:
             ns[f"_M{i}"] = _multiple_checker(name, f, prim)
-            if prim in _EXACT:
-                ns[f"_P{i}"] = _EXACT[prim]
+            if prim in EXACT:
+                ns[f"_P{i}"] = EXACT[prim]
                 src.append(f"    elif type({a}) is _P{i}:")
                 src.append(f"        {a} = [{a}]")
             src.append("    else:")
             src.append(f"        {a} = _M{i}({a})")
-        elif prim in _EXACT:
-            ns[f"_P{i}"] = _EXACT[prim]
+        elif prim in EXACT:
+            ns[f"_P{i}"] = EXACT[prim]
             ns[f"_C{i}"] = _single_checker(name, f, prim)
-            choices = _closed_choices(f.type)
+            choices = closed_choices(f.type)
             if choices is None:
                 src.append(f"    elif type({a}) is not _P{i}:")
             else:
                 ns[f"_V{i}"] = choices
                 src.append(f"    elif type({a}) is not _P{i} or {a} not in _V{i}:")
             src.append(f"        {a} = _C{i}({a})")
-        elif prim in _COMPOSITES_BY_NAME or prim in _PENDING_NAMES:
+        elif prim in COMPOSITES_BY_NAME or prim in PENDING_NAMES:
             ns[f"_C{i}"] = _composite_checker(name, f, prim)
-            known = _COMPOSITES_BY_NAME.get(prim)
+            known = COMPOSITES_BY_NAME.get(prim)
             if known is not None:
                 ns[f"_P{i}"] = known
                 src.append(f"    elif type({a}) is not _P{i}:")
@@ -274,7 +274,7 @@ def _check_lines(cls: type[Composite], ns: dict[str, Any]) -> list[str]:
                 src.append("    else:")
             src.append(f"        {a} = _C{i}({a})")
         elif prim == "*" and f.requires is not None:
-            ns[f"_R{i}"] = providers = _provider_set(f.requires)
+            ns[f"_R{i}"] = providers = provider_set(f.requires)
             ns[f"_C{i}"] = _requires_checker(name, f, providers)
             src.append(f"    elif type({a}) not in _R{i}:")
             src.append(f"        {a} = _C{i}({a})")
@@ -390,8 +390,8 @@ def _build_raw_decoder(cls: type[Composite], ns: dict[str, Any]) -> list[str]:
 
 
 def _single_checker(owner: str, f: Field, prim: str) -> Callable[[Any], Any]:
-    accept = _ACCEPT[prim]
-    choices = _closed_choices(f.type)
+    accept = ACCEPT[prim]
+    choices = closed_choices(f.type)
 
     def check(x: Any) -> Any:
         if type(x) not in accept:
@@ -410,7 +410,7 @@ def _single_checker(owner: str, f: Field, prim: str) -> Callable[[Any], Any]:
 
 def _composite_checker(owner: str, f: Field, prim: str) -> Callable[[Any], Any]:
     def check(x: Any) -> Any:
-        cls = _COMPOSITES_BY_NAME.get(prim)
+        cls = COMPOSITES_BY_NAME.get(prim)
         if cls is not None and type(x) is not cls:
             raise DecodeError(f"{owner}: field {f.name} must be {f.type}, got {type(x).__name__}")
         return x
@@ -432,8 +432,8 @@ def _requires_checker(owner: str, f: Field, providers: set[type]) -> Callable[[A
 
 
 def _multiple_checker(owner: str, f: Field, prim: str) -> Callable[[Any], Any]:
-    accept = _ACCEPT.get(prim)
-    exact = _EXACT.get(prim)
+    accept = ACCEPT.get(prim)
+    exact = EXACT.get(prim)
 
     def check(x: Any) -> Any:
         if type(x) is Array:
@@ -493,7 +493,7 @@ def _build_init(cls: type[Composite], ns: dict[str, Any]) -> list[str]:
     return [f"def __init__(self, *, {', '.join(params)}):", *body]
 
 
-def _build(cls: type[Composite]) -> tuple[Callable[..., None], Encoder, Any, Any]:
+def compile_composite(cls: type[Composite]) -> tuple[Callable[..., None], Encoder, Any, Any]:
     """Generate ``__init__``, the encoder, the decoder from a list and the decoder from
     bytes of a composite class (:mod:`.composite` installs and registers them)."""
     ns: dict[str, Any] = {
@@ -511,7 +511,7 @@ def _build(cls: type[Composite]) -> tuple[Callable[..., None], Encoder, Any, Any
         "_BII": _BII,
         "_UINT8": _UINT8,
         "_ULONG8": _ULONG8,
-        "_DECODERS": codec._DECODERS,
+        "_DECODERS": codec.DECODERS,
         "_UINTS": _UINTS,
         "_UBYTES": _UBYTES,
         "_UINT0": _UINTS[0],

@@ -88,7 +88,7 @@ class Field:
 
 # Python types a decoded value may have for each primitive field type. Narrower
 # unsigned encodings are accepted for wider unsigned fields (lenient on input).
-_ACCEPT: dict[str, tuple[type, ...]] = {
+ACCEPT: dict[str, tuple[type, ...]] = {
     "boolean": (bool,),
     "ubyte": (ubyte,),
     "ushort": (ubyte, ushort),
@@ -105,7 +105,7 @@ _ACCEPT: dict[str, tuple[type, ...]] = {
 }
 # The one type the decoder produces for each primitive: the generated decoder's
 # fast path is a single ``type(x) is T`` test; anything else goes to a checker.
-_EXACT: dict[str, type] = {
+EXACT: dict[str, type] = {
     "boolean": bool,
     "ubyte": ubyte,
     "ushort": ushort,
@@ -122,7 +122,7 @@ _EXACT: dict[str, type] = {
 }
 
 
-def _closed_choices(type_name: str) -> frozenset[Any] | None:
+def closed_choices(type_name: str) -> frozenset[Any] | None:
     """The values a restricted type allows, if its choices are all there is.
 
     A type that provides an archetype (error conditions, distribution modes) is open
@@ -138,14 +138,14 @@ def _closed_choices(type_name: str) -> frozenset[Any] | None:
 _PROVIDERS: dict[str, set[type]] = {}
 
 
-def _provider_set(archetype: str) -> set[type]:
+def provider_set(archetype: str) -> set[type]:
     """The live set of types providing ``archetype`` (grows as types are declared)."""
     found = _PROVIDERS.get(archetype)
     if found is None:
         found = _PROVIDERS[archetype] = set()
         for r in RESTRICTED.values():
             if r.provides is not None and archetype in _split(r.provides):
-                found.update(_ACCEPT.get(primitive_of(r.source), ()))
+                found.update(ACCEPT.get(primitive_of(r.source), ()))
     return found
 
 
@@ -153,12 +153,12 @@ def _split(provides: str) -> list[str]:
     return [p.strip() for p in provides.split(",")]
 
 
-def _add_provider(cls: type, provides: str | None) -> None:
+def add_provider(cls: type, provides: str | None) -> None:
     if provides:
         for p in _split(provides):
-            _provider_set(p).add(cls)
+            provider_set(p).add(cls)
 
 
-_COMPOSITES_BY_NAME: dict[str, type] = {}
+COMPOSITES_BY_NAME: dict[str, type] = {}
 # composite field types that may be declared after their users (resolved lazily)
-_PENDING_NAMES = frozenset({"error"})
+PENDING_NAMES = frozenset({"error"})

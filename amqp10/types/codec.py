@@ -38,12 +38,14 @@ from .primitives import (
 )
 
 __all__ = [
+    "DECODERS",
     "DEFAULT_LIMITS",
     "Limits",
     "decode",
     "decode_at",
     "encode",
     "encode_into",
+    "encode_value",
     "register_described",
     "register_encoder",
 ]
@@ -140,7 +142,10 @@ def register_encoder(tp: type, encoder: Encoder) -> None:
 _PRIMARY: set[type] = set()
 
 
-def _encode_value(buf: bytearray, value: Any) -> None:
+def encode_value(buf: bytearray, value: Any) -> None:
+    """Append the AMQP encoding of ``value`` to ``buf``, unchecked: on an error ``buf`` may
+    hold part of it (:func:`encode_into` takes it back; the frame writer and the composites'
+    generated encoders call this directly)."""
     enc = _ENCODERS.get(type(value))
     if enc is None:
         enc = _resolve_encoder(type(value))
@@ -154,7 +159,7 @@ def encode_into(buf: bytearray, value: Any) -> None:
     """
     start = len(buf)
     try:
-        _encode_value(buf, value)
+        encode_value(buf, value)
         return
     except EncodeError:
         del buf[start:]
@@ -393,8 +398,8 @@ def _enc_described(buf: bytearray, v: Described) -> None:
     if isinstance(v.descriptor, Described):
         raise EncodeError("a descriptor cannot itself be described")
     buf.append(0x00)
-    _encode_value(buf, v.descriptor)
-    _encode_value(buf, v.value)
+    encode_value(buf, v.descriptor)
+    encode_value(buf, v.value)
 
 
 # --- arrays ---------------------------------------------------------------
@@ -457,12 +462,12 @@ def _arr_compound(
             tmp = bytearray()
             if is_map:
                 for k, x in e.items():
-                    _encode_value(tmp, k)
-                    _encode_value(tmp, x)
+                    encode_value(tmp, k)
+                    encode_value(tmp, x)
                 parts.append((2 * len(e), bytes(tmp)))
             else:
                 for x in e:
-                    _encode_value(tmp, x)
+                    encode_value(tmp, x)
                 parts.append((len(e), bytes(tmp)))
         out = bytearray()
         if all(c <= 255 and len(d) < 255 for c, d in parts):
@@ -590,7 +595,7 @@ def _array_parts(a: Array) -> tuple[bytes, bytes]:
         if isinstance(a.descriptor, Described):
             raise EncodeError("a descriptor cannot itself be described")
         d = bytearray(b"\x00")
-        _encode_value(d, a.descriptor)
+        encode_value(d, a.descriptor)
         ctor = bytes(d) + ctor
     return ctor, data
 
@@ -674,7 +679,7 @@ TYPED_ENCODERS: Final[dict[str, Encoder]] = {
     "list": _enc_list,
     "map": _enc_map,
     "symbol-keyed-map": encode_symbol_keyed_map,
-    "*": _encode_value,
+    "*": encode_value,
 }
 
 # ===========================================================================
@@ -863,7 +868,7 @@ def _list(width: int) -> Decoder:
             count, pos, end = _compound_header(data, pos, width, depth, lim, "list")
         out: list[Any] = []
         append = out.append
-        table = _DECODERS
+        table = DECODERS
         depth += 1
         for _ in range(count):
             v, pos = table[data[pos]](data, pos + 1, depth, lim)
@@ -890,7 +895,7 @@ def _map(width: int) -> Decoder:
         if count & 1:
             raise DecodeError(f"map has an odd element count {count}")
         out: dict[Any, Any] = {}
-        table = _DECODERS
+        table = DECODERS
         depth += 1
         for _ in range(count >> 1):
             k, pos = table[data[pos]](data, pos + 1, depth, lim)
@@ -988,7 +993,7 @@ def _decode_array_body(
     if code == 0x00:
         if data[pos] == 0x00:
             raise DecodeError("a descriptor cannot itself be described")
-        descriptor, pos = _DECODERS[data[pos]](data, pos + 1, depth + 1, lim)
+        descriptor, pos = DECODERS[data[pos]](data, pos + 1, depth + 1, lim)
         if pos >= end:
             raise _truncated("array constructor")
         code = data[pos]
@@ -1015,7 +1020,7 @@ def _decode_array_body(
             raise DecodeError(f"array of {count} x {width}-byte elements exceeds its size")
     elif count > end - pos:
         raise DecodeError(f"array count {count} exceeds its {end - pos} bytes")
-    dec = _DECODERS[code]
+    dec = DECODERS[code]
     depth += 1
     elems: list[Any] = []
     append = elems.append
@@ -1086,8 +1091,8 @@ def _d_described(data: Buffer, pos: int, depth: int, lim: Limits) -> tuple[Any, 
     elif code == 0x00:
         raise DecodeError("a descriptor cannot itself be described")
     else:
-        descriptor, pos = _DECODERS[code](data, pos + 1, depth + 1, lim)
-    value, pos = _DECODERS[data[pos]](data, pos + 1, depth + 1, lim)
+        descriptor, pos = DECODERS[code](data, pos + 1, depth + 1, lim)
+    value, pos = DECODERS[data[pos]](data, pos + 1, depth + 1, lim)
     tp = type(descriptor)
     if tp is ulong:
         builder = _DESCRIBED_BY_CODE.get(descriptor)
@@ -1107,7 +1112,8 @@ def _bad_constructor(code: int) -> Decoder:
     return dec
 
 
-_DECODERS: list[Decoder] = [_bad_constructor(c) for c in range(256)]
+DECODERS: list[Decoder] = [_bad_constructor(c) for c in range(256)]
+"""The decoder of each constructor byte (the composites' generated decoders index it too)."""
 for _code, _dec in {
     0x00: _d_described,
     0x40: _d_null,
@@ -1150,7 +1156,7 @@ for _code, _dec in {
     0xE0: _array(1),
     0xF0: _array(4),
 }.items():
-    _DECODERS[_code] = _dec
+    DECODERS[_code] = _dec
 
 
 def decode_at(data: Buffer, offset: int = 0, limits: Limits = DEFAULT_LIMITS) -> tuple[Any, int]:
@@ -1160,7 +1166,7 @@ def decode_at(data: Buffer, offset: int = 0, limits: Limits = DEFAULT_LIMITS) ->
     lim.max_depth = limits.max_depth
     lim.max_elements = lim._zero_width_left = limits.max_elements
     try:
-        return _DECODERS[data[offset]](data, offset + 1, 0, lim)
+        return DECODERS[data[offset]](data, offset + 1, 0, lim)
     except DecodeError:
         raise
     except (IndexError, struct.error):

@@ -27,14 +27,14 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from . import codec
-from ._codegen import _build, generated_source
+from ._codegen import compile_composite, generated_source
 from ._typeinfo import (
-    _ACCEPT,
-    _COMPOSITES_BY_NAME,
+    ACCEPT,
+    COMPOSITES_BY_NAME,
     RESTRICTED,
     Field,
     Restricted,
-    _add_provider,
+    add_provider,
     primitive_of,
     restricted,
 )
@@ -120,7 +120,7 @@ class Composite:
 
 def _install(cls: type[Composite]) -> None:
     """Give a composite class its generated ``__init__`` and codecs, and register it."""
-    init, encode, decode, decode_raw = _build(cls)
+    init, encode, decode, decode_raw = compile_composite(cls)
     setattr(cls, "__init__", init)  # noqa: B010 - mypy sees the declared signature instead
     register_encoder(cls, encode)
     register_described(cls.DESCRIPTOR_CODE, cls.DESCRIPTOR_NAME, decode)
@@ -129,9 +129,9 @@ def _install(cls: type[Composite]) -> None:
     RAW_DECODERS[cls.DESCRIPTOR_CODE] = decode_raw
     if _register_raw is not None:
         _register_raw(cls.DESCRIPTOR_CODE, decode_raw)
-    _COMPOSITES_BY_NAME[cls.AMQP_NAME] = cls
+    COMPOSITES_BY_NAME[cls.AMQP_NAME] = cls
     _ALL_DESCRIBED.append(cls)
-    _add_provider(cls, cls.PROVIDES)
+    add_provider(cls, cls.PROVIDES)
 
 
 # Decoders of composites straight from the bytes, by descriptor code (see
@@ -166,7 +166,7 @@ class DescribedType:
         prim = primitive_of(cls.SOURCE)
         enc_value = TYPED_ENCODERS.get(prim, TYPED_ENCODERS["*"])
         desc = bytes((0x00, 0x53, cls.DESCRIPTOR_CODE))
-        accept = _ACCEPT.get(prim)
+        accept = ACCEPT.get(prim)
         new = object.__new__
         name = cls.AMQP_NAME
 
@@ -184,7 +184,7 @@ class DescribedType:
         register_encoder(cls, _encode)
         register_described(cls.DESCRIPTOR_CODE, cls.DESCRIPTOR_NAME, _decode)
         _ALL_DESCRIBED.append(cls)
-        _add_provider(cls, cls.PROVIDES)
+        add_provider(cls, cls.PROVIDES)
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):

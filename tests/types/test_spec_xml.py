@@ -394,7 +394,7 @@ PRIMITIVE_SAMPLES: dict[str, list[Any]] = {
 
 
 def _is_placeholder(code: int) -> bool:
-    dec = codec._DECODERS[code]
+    dec = codec.DECODERS[code]
     return dec.__code__ is codec._bad_constructor(code).__code__
 
 

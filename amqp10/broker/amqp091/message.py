@@ -25,8 +25,9 @@ from ...amqp091 import BasicProperties
 from ...amqp091.fields import DecodeError as FieldDecodeError
 from ...message import LazyMessage, Message
 from ...types import DecodeError, Header, Properties, symbol, timestamp, ulong
-from ..amqp1.message import FORMAT as AMQP1_FORMAT
 from ..core.message import (
+    AMQP091_FORMAT,
+    AMQP1_FORMAT,
     DEFAULT_PRIORITY,
     QueuedMessage,
     Routing,
@@ -36,7 +37,7 @@ from ..core.message import (
 
 __all__ = ["FORMAT", "Amqp091Message", "Content", "from_publish", "pack", "unpack"]
 
-FORMAT: Final = "amqp091"
+FORMAT: Final = AMQP091_FORMAT
 _U32 = struct.Struct(">I")
 _EMPTY_PROPERTIES = b"\x00\x00"
 X_BASIC_TYPE: Final = "x-basic-type"

@@ -15,11 +15,11 @@ from typing import Any
 
 from ...message import LazyMessage
 from ...types import DecodeError, Properties, decode_at, symbol, timestamp, ulong
-from ..core.message import QueuedMessage, Routing, register_format
+from ..core.message import AMQP1_FORMAT, QueuedMessage, Routing, register_format
 
 __all__ = ["FORMAT", "X_OPT_DEATHS", "Amqp1Message", "parse_transfer"]
 
-FORMAT = "amqp1"
+FORMAT = AMQP1_FORMAT
 _PROPERTY_FIELDS = tuple(f.attr for f in Properties.FIELDS)
 _HEADER_FIELDS = ("ttl", "first_acquirer")  # the rest of the header is the container's own
 X_OPT_DEATHS = symbol("x-opt-deaths")

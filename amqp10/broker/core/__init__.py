@@ -1,9 +1,12 @@
 """The protocol-neutral broker core: virtual hosts, exchanges, queues, the message container.
 
-Nothing here imports a protocol engine (``amqp10.transport``, ``amqp10.sasl``,
-``amqp10.io``; a test holds the package to that). Front ends
-(:mod:`amqp10.broker.amqp1`; 0-9-1 later) turn their engine's events into the
-core's operations:
+Nothing here reaches, through any chain of runtime imports, a protocol engine
+(``amqp10.transport``, ``amqp10.amqp091``, ``amqp10.sasl``, ``amqp10.io``), a front
+end, the service or the configuration layer (``tests/test_design.py`` holds the
+package to that; the configuration's models are read through :attr:`Broker.config`,
+and the one the core applies, :class:`QueuePolicy`, lives here). Front ends
+(:mod:`amqp10.broker.amqp1`, :mod:`amqp10.broker.amqp091`) turn their engine's events
+into the core's operations:
 
 - choose a virtual host: :meth:`Broker.vhost`, :meth:`Broker.vhost_for_hostname`;
 - declare / look up: :meth:`VirtualHost.declare_queue`,
@@ -44,6 +47,8 @@ from .exchanges import (
 )
 from .leases import Lease, Leases
 from .message import (
+    AMQP091_FORMAT,
+    AMQP1_FORMAT,
     DEFAULT_PRIORITY,
     PRIORITY_LEVELS,
     QueuedMessage,
@@ -55,6 +60,7 @@ from .message import (
 from .nodes import NULL_JOURNAL, Consumer, DuplicateWindow, Journal, Node, PublishResult
 from .partitioned import PartitionedStream
 from .policies import RuntimePolicy
+from .queue_policy import QueuePolicy
 from .queues import Queue
 from .recovery import LinkRecovery, SuspendedLink
 from .streams import Stream
@@ -71,6 +77,8 @@ from .vhost import (
 )
 
 __all__ = [
+    "AMQP091_FORMAT",
+    "AMQP1_FORMAT",
     "DEFAULT_EXCHANGE",
     "DEFAULT_PRIORITY",
     "DEFAULT_VHOST",
@@ -101,6 +109,7 @@ __all__ = [
     "PreconditionFailed",
     "PublishResult",
     "Queue",
+    "QueuePolicy",
     "QueuedMessage",
     "ResourceLocked",
     "Routing",

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..config import QueuePolicy
+from .queue_policy import QueuePolicy
 
 __all__ = ["ARGUMENTS", "QUEUE_TYPES", "ArgumentError", "arguments_of", "policy_with_arguments", "queue_kind"]
 

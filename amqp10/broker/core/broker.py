@@ -15,11 +15,10 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import anyio
 
-from ..config import BrokerConfig
 from . import store as _store
 from .accounting import Usage
 from .exchanges import Topic
@@ -32,6 +31,9 @@ from .recovery import LinkRecovery
 from .scheduled import Scheduler
 from .streams import Stream
 from .vhost import VirtualHost
+
+if TYPE_CHECKING:  # the configuration is the layer above: the core only reads it
+    from ..config import BrokerConfig
 
 __all__ = [
     "DEFAULT_VHOST",

@@ -23,9 +23,9 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, TypeAlias
 
-from ..config import QueuePolicy
 from .message import QueuedMessage
 from .nodes import Consumer, Node, PublishResult
+from .queue_policy import QueuePolicy
 from .queues import Queue
 from .streams import Stream
 

@@ -15,16 +15,20 @@ A consumer speaking another protocol asks for :meth:`QueuedMessage.form`:
 the conversion runs once per target protocol and is cached on the message.
 Each protocol's front end registers its subclass with :func:`register_format`
 (the store keeps the format's name with each message) and its conversions with
-:func:`register_conversion`. Only AMQP 1.0 exists today; the 0-9-1 front end
-adds its subclass (properties + body) and the two conversions.
+:func:`register_conversion`: the 0-9-1 front end adds its subclass (properties +
+body) and the two conversions to and from 1.0. The format names live here
+(:data:`AMQP1_FORMAT`, :data:`AMQP091_FORMAT`), so a front end that converts to
+another's form names it without importing that front end.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 __all__ = [
+    "AMQP091_FORMAT",
+    "AMQP1_FORMAT",
     "DEFAULT_PRIORITY",
     "FORMATS",
     "PRIORITY_LEVELS",
@@ -37,6 +41,11 @@ __all__ = [
 
 PRIORITY_LEVELS = 10
 DEFAULT_PRIORITY = 4
+
+AMQP1_FORMAT: Final = "amqp1"
+"""The format of AMQP 1.0 messages (``data``: the encoded sections)."""
+AMQP091_FORMAT: Final = "amqp091"
+"""The format of AMQP 0-9-1 messages (``data``: exchange, routing key, property bytes, body)."""
 
 _EMPTY: Mapping[str, Any] = {}
 

@@ -12,9 +12,9 @@ import enum
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..config import QueuePolicy
 from .accounting import DETACHED, Usage
 from .message import QueuedMessage
+from .queue_policy import QueuePolicy
 
 __all__ = [
     "NULL_JOURNAL",

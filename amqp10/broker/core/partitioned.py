@@ -22,9 +22,9 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Sequence
 
-from ..config import QueuePolicy
 from .message import QueuedMessage
 from .nodes import Node, PublishResult
+from .queue_policy import QueuePolicy
 from .streams import Stream
 
 __all__ = ["PartitionedStream", "partition_of_key"]

@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import QueuePolicy
 from .arguments import ArgumentError, policy_with_arguments
+from .queue_policy import QueuePolicy
 
 __all__ = ["APPLY_TO", "POLICY_KEYS", "RuntimePolicy", "combined_arguments", "pick_policy"]
 

@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-from ..config import QueuePolicy
 from . import store as _store
 from .browsing import browse, dispatch_browsers, has_after, peek
 from .groups import MessageGroups
@@ -27,6 +26,7 @@ from .nodes import (
     PublishResult,
     cancel_consumers,
 )
+from .queue_policy import QueuePolicy
 
 if TYPE_CHECKING:
     from .paging import Pager

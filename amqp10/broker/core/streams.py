@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..config import QueuePolicy
 from . import store as _store
 from .message import QueuedMessage
 from .nodes import (
@@ -17,6 +16,7 @@ from .nodes import (
     PublishResult,
     cancel_consumers,
 )
+from .queue_policy import QueuePolicy
 
 __all__ = ["Stream"]
 

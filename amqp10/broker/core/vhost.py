@@ -21,7 +21,6 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...addresses import is_partition_address, partition_address
-from ..config import QueuePolicy
 from . import store as _store
 from .accounting import DETACHED
 from .arguments import ArgumentError, policy_with_arguments, queue_kind
@@ -38,6 +37,7 @@ from .message import QueuedMessage
 from .nodes import Journal, Node, PublishResult
 from .partitioned import PartitionedStream
 from .policies import RuntimePolicy, combined_arguments, pick_policy
+from .queue_policy import QueuePolicy
 from .queues import Queue
 from .streams import Stream
 

@@ -56,7 +56,8 @@ Like the core, none of this is thread-safe: call it from the broker's event loop
 """
 
 from .access import Access, Caller
-from .api import ManagedConnection, Management, Rates, Request, Response, describe_message
+from .api import ManagedConnection, Management, Rates, describe_message
+from .draft import Request, Response
 from .entities import ENTITY_TYPES, EntityType, type_named
 from .errors import (
     BadRequest,

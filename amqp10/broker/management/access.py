@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..config import ManagementConfig
 from ..core import Broker, ResourceKind, VirtualHost
 from ..core.broker import Action
 from .errors import Forbidden, NotFoundError, Unauthorized
+
+if TYPE_CHECKING:  # the configuration is the layer above: management only reads it
+    from ..config import ManagementConfig
 
 __all__ = ["Access", "Caller"]
 

@@ -6,14 +6,14 @@ import logging
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ..config import ManagementConfig
 from ..core import Broker, DefinitionsPort, ModelError, QueuedMessage, VirtualHost
 from ..core.broker import Action
+from ..core.message import AMQP1_FORMAT
 from .access import Access, Caller
-from .entities import ENTITY_TYPES, EntityType, _plain, model_error_status, type_named
+from .draft import DEFAULT_PEEK, Request, Response, execute
+from .entities import ENTITY_TYPES, EntityType, model_error_status, plain_value, type_named
 from .errors import (
     BadRequest,
     Conflict,
@@ -23,29 +23,13 @@ from .errors import (
     NotImplementedOperation,
 )
 
-__all__ = ["ManagedConnection", "Management", "Rates", "Request", "Response"]
+if TYPE_CHECKING:  # the configuration is the layer above: management only reads it
+    from ..config import ManagementConfig
+
+__all__ = ["ManagedConnection", "Management", "Rates", "describe_message"]
 
 log = logging.getLogger("amqp10.broker.management")
 
-MANAGEMENT_TYPE = "org.amqp.management"
-"""The management node's own type (the draft's): what node operations name as ``type``."""
-ENTITY_BASE = "org.amqp.management.entity"
-NODE_OPERATIONS: dict[str, list[str]] = {
-    "QUERY": ["entityType", "offset", "count", "attributeNames"],
-    "GET-TYPES": ["entityType"],
-    "GET-ATTRIBUTES": ["entityType"],
-    "GET-OPERATIONS": ["entityType"],
-    "GET-MGMT-NODES": [],
-}
-ENTITY_OPERATION_ARGS: dict[str, list[str]] = {
-    "CREATE": ["name", "attributes"],
-    "READ": ["name", "identity"],
-    "UPDATE": ["name", "identity", "attributes"],
-    "DELETE": ["name", "identity"],
-    "PURGE": ["name", "identity"],
-    "PEEK": ["name", "identity", "count", "offset"],
-}
-DEFAULT_PEEK = 10
 BODY_PREVIEW = 4096
 """Longest body text a PEEK shows (characters); the size says how long the body is."""
 
@@ -103,29 +87,6 @@ class Rates:
         self._swept = t
         for key in [k for k, ring in self._samples.items() if t - ring[-1][0] > 60.0]:
             del self._samples[key]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Request:
-    """A management request in the draft's terms, whatever protocol carried it."""
-
-    operation: Any
-    type: Any = None
-    name: Any = None
-    identity: Any = None
-    properties: Mapping[str, Any] = field(default_factory=dict)
-    """The other application properties (``entityType``, ``offset``, ``count``, ...)."""
-    body: Any = None
-
-
-@dataclass(kw_only=True)
-class Response:
-    """``status`` (the draft's ``statusCode``), ``description``, ``body`` and extra properties."""
-
-    status: int
-    description: str = "OK"
-    body: Any = None
-    properties: dict[str, Any] = field(default_factory=dict)
 
 
 Entities = list[dict[str, Any]]
@@ -332,8 +293,6 @@ class Management:
             return Response(status=500, description=f"internal error: {type(exc).__name__}: {exc}"[:500], body={})
 
     def _execute(self, caller: Caller, request: Request) -> Response:
-        from .draft import execute
-
         return execute(self, caller, request)
 
     # -- helpers -------------------------------------------------------------------------------
@@ -410,30 +369,30 @@ def describe_message(position: int, msg: QueuedMessage) -> dict[str, Any]:
         "durable": msg.durable,
         "delivery_count": msg.delivery_count,
         "arrival": msg.arrival,
-        "message_id": _plain(msg.message_id),
+        "message_id": plain_value(msg.message_id),
     }
     try:
-        m = Message.decode(msg.form("amqp1"))
+        m = Message.decode(msg.form(AMQP1_FORMAT))
     except Exception as exc:  # another protocol's form that cannot be read: say so, show the rest
         out["error"] = f"the message cannot be decoded: {exc}"[:300]
         return out
     body = m.body
     if m.body_type == "data" and isinstance(body, list):
         body = b"".join(bytes(part) for part in body)
-    body = _plain(body)
+    body = plain_value(body)
     if isinstance(body, str) and len(body) > BODY_PREVIEW:
         body = body[:BODY_PREVIEW]
         out["truncated"] = True
     out.update(
         {
-            "message_id": _plain(m.id) if m.id is not None else out["message_id"],
-            "correlation_id": _plain(m.correlation_id),
+            "message_id": plain_value(m.id) if m.id is not None else out["message_id"],
+            "correlation_id": plain_value(m.correlation_id),
             "subject": m.subject,
             "to": m.to,
             "reply_to": m.reply_to,
             "content_type": m.content_type,
-            "application_properties": _plain(m.application_properties or {}),
-            "message_annotations": _plain(m.message_annotations or {}),
+            "application_properties": plain_value(m.application_properties or {}),
+            "message_annotations": plain_value(m.message_annotations or {}),
             "body": body,
         }
     )

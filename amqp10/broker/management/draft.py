@@ -1,6 +1,6 @@
 """The OASIS AMQP Management draft's operations, on :class:`.api.Management`, protocol-neutral.
 
-A :class:`.api.Request` carries what the draft puts in application properties
+A :class:`Request` carries what the draft puts in application properties
 (``operation``, ``type``, ``name``, ``identity``, and ``entityType``, ``offset``,
 ``count`` for QUERY) and the body. Entity operations: ``CREATE`` (body: the
 attributes) 201, ``READ`` 200, ``UPDATE`` (body: attributes to change) 200,
@@ -15,6 +15,7 @@ attributes) 201, ``READ`` 200, ``UPDATE`` (body: attributes to change) 200,
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .access import Caller
@@ -22,9 +23,61 @@ from .entities import ENTITY_TYPES, EntityType, type_named
 from .errors import BadRequest, NotImplementedOperation
 
 if TYPE_CHECKING:
-    from .api import Management, Request, Response
+    from .api import Management
 
-__all__ = ["execute"]
+__all__ = [
+    "DEFAULT_PEEK",
+    "ENTITY_BASE",
+    "ENTITY_OPERATION_ARGS",
+    "MANAGEMENT_TYPE",
+    "NODE_OPERATIONS",
+    "Request",
+    "Response",
+    "execute",
+]
+
+MANAGEMENT_TYPE = "org.amqp.management"
+"""The management node's own type (the draft's): what node operations name as ``type``."""
+ENTITY_BASE = "org.amqp.management.entity"
+NODE_OPERATIONS: dict[str, list[str]] = {
+    "QUERY": ["entityType", "offset", "count", "attributeNames"],
+    "GET-TYPES": ["entityType"],
+    "GET-ATTRIBUTES": ["entityType"],
+    "GET-OPERATIONS": ["entityType"],
+    "GET-MGMT-NODES": [],
+}
+ENTITY_OPERATION_ARGS: dict[str, list[str]] = {
+    "CREATE": ["name", "attributes"],
+    "READ": ["name", "identity"],
+    "UPDATE": ["name", "identity", "attributes"],
+    "DELETE": ["name", "identity"],
+    "PURGE": ["name", "identity"],
+    "PEEK": ["name", "identity", "count", "offset"],
+}
+DEFAULT_PEEK = 10
+
+
+@dataclass(frozen=True, kw_only=True)
+class Request:
+    """A management request in the draft's terms, whatever protocol carried it."""
+
+    operation: Any
+    type: Any = None
+    name: Any = None
+    identity: Any = None
+    properties: Mapping[str, Any] = field(default_factory=dict)
+    """The other application properties (``entityType``, ``offset``, ``count``, ...)."""
+    body: Any = None
+
+
+@dataclass(kw_only=True)
+class Response:
+    """``status`` (the draft's ``statusCode``), ``description``, ``body`` and extra properties."""
+
+    status: int
+    description: str = "OK"
+    body: Any = None
+    properties: dict[str, Any] = field(default_factory=dict)
 
 
 def execute(m: Management, caller: Caller, req: Request) -> Response:
@@ -64,8 +117,6 @@ def _attributes(req: Request) -> Mapping[str, Any]:
 
 
 def _ok(status: int, body: Any, **props: Any) -> Response:
-    from .api import Response
-
     return Response(status=status, description={200: "OK", 201: "Created", 204: "No Content"}[status], body=body, properties=props)
 
 
@@ -97,8 +148,6 @@ def _purge(m: Management, c: Caller, req: Request) -> Response:
 
 
 def _peek(m: Management, c: Caller, req: Request) -> Response:
-    from .api import DEFAULT_PEEK
-
     count = _number(req, "count", DEFAULT_PEEK)
     offset = _number(req, "offset", 0)
     messages = m.peek(c, _entity_type(req).name, _name(req), count, offset=offset)
@@ -167,8 +216,6 @@ def _types_asked(m: Management, c: Caller, req: Request) -> list[EntityType]:
 
 
 def _get_types(m: Management, c: Caller, req: Request) -> Response:
-    from .api import ENTITY_BASE, MANAGEMENT_TYPE
-
     body: dict[str, Any] = {t.name: [ENTITY_BASE] for t in _types_asked(m, c, req)}
     if _entity_type_filter(req) is None:
         body[MANAGEMENT_TYPE] = []
@@ -181,8 +228,6 @@ def _get_attributes(m: Management, c: Caller, req: Request) -> Response:
 
 
 def _get_operations(m: Management, c: Caller, req: Request) -> Response:
-    from .api import ENTITY_OPERATION_ARGS, MANAGEMENT_TYPE, NODE_OPERATIONS
-
     body: dict[str, Any] = {t.name: {op: ENTITY_OPERATION_ARGS[op] for op in t.operations} for t in _types_asked(m, c, req)}
     if _entity_type_filter(req) is None:
         body[MANAGEMENT_TYPE] = dict(NODE_OPERATIONS)

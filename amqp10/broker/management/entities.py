@@ -30,7 +30,7 @@ from .errors import BadRequest, Conflict, NotImplementedOperation
 if TYPE_CHECKING:
     from .api import Management
 
-__all__ = ["ENTITY_TYPES", "EntityType", "type_named"]
+__all__ = ["ENTITY_TYPES", "EntityType", "model_error_status", "plain_value", "type_named"]
 
 Attrs = dict[str, Any]
 
@@ -106,7 +106,7 @@ def _queue_attrs(m: Management, vhost: VirtualHost, q: Queue | Stream, kind: str
         "auto_delete": isinstance(q, Queue) and q.auto_delete,
         "exclusive": isinstance(q, Queue) and q.owner is not None,
         "dynamic": q.dynamic,
-        "arguments": _plain(q.arguments if isinstance(q, Queue) else vhost.stream_arguments.get(q.name, {})),
+        "arguments": plain_value(q.arguments if isinstance(q, Queue) else vhost.stream_arguments.get(q.name, {})),
         "depth": depth,
         "bytes": q.bytes,
         "consumers": len(q.consumers),
@@ -284,7 +284,7 @@ class ExchangeType(EntityType):
             "auto_delete": item.auto_delete,
             "internal": item.internal,
             "alternate_exchange": item.alternate,
-            "arguments": _plain(item.arguments),
+            "arguments": plain_value(item.arguments),
             "bindings": len(item.bindings),
         }
 
@@ -314,7 +314,7 @@ class ExchangeType(EntityType):
 def binding_name(b: Binding) -> str:
     """A binding's name: the JSON list [source, destination_type, destination, routing_key, arguments]."""
     kind = "exchange" if isinstance(b.destination, Exchange) else "queue"
-    return json.dumps([b.source.name, kind, b.destination.name, b.key, _plain(b.arguments)], separators=(",", ":"), sort_keys=True)
+    return json.dumps([b.source.name, kind, b.destination.name, b.key, plain_value(b.arguments)], separators=(",", ":"), sort_keys=True)
 
 
 class BindingType(EntityType):
@@ -340,7 +340,7 @@ class BindingType(EntityType):
             "destination": b.destination.name,
             "destination_type": "exchange" if isinstance(b.destination, Exchange) else "queue",
             "routing_key": b.key,
-            "arguments": _plain(b.arguments),
+            "arguments": plain_value(b.arguments),
         }
 
     def create(self, m: Management, vhost: VirtualHost | None, name: str, attrs: Mapping[str, Any]) -> Any:
@@ -377,7 +377,7 @@ class PolicyType(EntityType):
 
     def describe(self, m: Management, vhost: VirtualHost | None, item: Any) -> Attrs:
         p: RuntimePolicy = item
-        return {**self.base(vhost, p), "pattern": p.pattern, "apply_to": p.apply_to, "definition": _plain(p.definition), "priority": p.priority}
+        return {**self.base(vhost, p), "pattern": p.pattern, "apply_to": p.apply_to, "definition": plain_value(p.definition), "priority": p.priority}
 
     def _declare(self, vhost: VirtualHost, name: str, attrs: Mapping[str, Any], old: RuntimePolicy | None) -> RuntimePolicy:
         def pick(key: str, default: Any) -> Any:
@@ -426,7 +426,7 @@ class VhostType(EntityType):
         return {
             **self.base(None, v),
             "description": str(v.metadata.get("description", "")),
-            "tags": _plain(v.metadata.get("tags", [])),
+            "tags": plain_value(v.metadata.get("tags", [])),
             "queues": len(queues),
             "exchanges": len(v.exchanges),
             "connections": conns,
@@ -466,7 +466,7 @@ class ConnectionType(EntityType):
         return sorted(m.connection_list(), key=_by_name)
 
     def describe(self, m: Management, vhost: VirtualHost | None, item: Any) -> Attrs:
-        return {**self.base(None, item), **_plain(item.info())}
+        return {**self.base(None, item), **plain_value(item.info())}
 
     def delete(self, m: Management, vhost: VirtualHost | None, item: Any) -> None:
         item.close("closed by the broker's management")
@@ -509,14 +509,14 @@ def _by_name(item: Any) -> str:
     return str(item.name)
 
 
-def _plain(value: Any) -> Any:
+def plain_value(value: Any) -> Any:
     """``value`` with only plain types (maps with string keys, lists, str, int, float, bool, None)."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain_value(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain_value(v) for v in value]
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).decode("utf-8", "replace")
     return str(value)

@@ -37,10 +37,10 @@ from pydantic import ValidationError
 from ....types import Described, int32, timestamp, ulong
 from ...config import ServiceBusRule
 from ...core import Queue, QueuedMessage, Topic, VirtualHost
-from ...core.selector import compile_selector, match_properties, sql_field
+from ...core.subscription_rules import action_steps, rule_filter
 from .consumer import REMOVE, rewrite
 
-__all__ = ["DEFAULT_RULE", "DESCRIPTORS", "OperationError", "RuleSet", "apply_rules", "rule_action", "rule_filter", "rules_of"]
+__all__ = ["DEFAULT_RULE", "DESCRIPTORS", "OperationError", "RuleSet", "apply_rules", "rule_action", "rules_of"]
 
 DEFAULT_RULE = "$Default"
 DESCRIPTORS = {
@@ -59,18 +59,6 @@ _RULES = "servicebus-rules"
 _CONFIGURED = "servicebus-configured-rules"
 _TRUE, _FALSE = "1=1", "1=0"
 
-# a correlation filter's names, as the properties fields they match
-_CORRELATION = {
-    "correlation_id": "correlation-id",
-    "message_id": "message-id",
-    "to": "to",
-    "reply_to": "reply-to",
-    "subject": "subject",
-    "label": "subject",
-    "session_id": "group-id",
-    "reply_to_session_id": "reply-to-group-id",
-    "content_type": "content-type",
-}
 # the same fields as add-rule's correlation-filter map names them, in the described list's order
 _WIRE_CORRELATION = {
     "correlation-id": "correlation_id",
@@ -81,16 +69,6 @@ _WIRE_CORRELATION = {
     "session-id": "session_id",
     "reply-to-session-id": "reply_to_session_id",
     "content-type": "content_type",
-}
-_SYSTEM = {
-    "messageid": "message-id",
-    "correlationid": "correlation-id",
-    "label": "subject",
-    "to": "to",
-    "replyto": "reply-to",
-    "sessionid": "group-id",
-    "replytosessionid": "reply-to-group-id",
-    "contenttype": "content-type",
 }
 
 
@@ -105,64 +83,7 @@ class OperationError(Exception):
         self.description = description
 
 
-def _sql_field(name: str) -> Any:
-    """A SQL filter's identifier: Service Bus's ``sys.X`` system properties, else the SQL dialect's."""
-    if name.lower().startswith("sys."):
-        field = _SYSTEM.get(name[4:].lower())
-        if field is None:
-            raise KeyError(name)
-        return sql_field("properties." + field)
-    return sql_field(name)
-
-
-def rule_filter(rule: ServiceBusRule) -> Callable[[QueuedMessage], bool]:
-    """What a rule keeps; raises ValueError (or the selector's error) for a bad filter."""
-    checks: list[Callable[[Any], bool]] = []
-    if rule.sql is not None:
-        checks.append(compile_selector(rule.sql, "sql", resolve=_sql_field))
-    if rule.correlation is not None:
-        spec: dict[str, Any] = dict(rule.correlation)
-        app = spec.pop("properties", None) or {}
-        if not isinstance(app, dict):
-            raise ValueError("a correlation filter's properties is a table")
-        unknown = [k for k in spec if k not in _CORRELATION]
-        if unknown:
-            raise ValueError(f"unknown correlation filter field(s) {unknown}; known: {sorted(_CORRELATION)}")
-        checks.append(match_properties({_CORRELATION[k]: v for k, v in spec.items()}, section="properties"))
-        if app:
-            checks.append(match_properties(app, section="application-properties"))
-    if len(checks) == 1:
-        return checks[0]
-    return lambda m: all(c(m) for c in checks)
-
-
-# the message fields a rule action's sys.X names, as the message model's accessors
-_SYSTEM_ATTRIBUTES = {
-    "messageid": "id",
-    "correlationid": "correlation_id",
-    "label": "subject",
-    "to": "to",
-    "replyto": "reply_to",
-    "sessionid": "group_id",
-    "replytosessionid": "reply_to_group_id",
-    "contenttype": "content_type",
-}
 Action = Callable[[QueuedMessage], None]
-
-
-def _target(name: str) -> tuple[bool, str]:
-    """What a SET or REMOVE names: (True, a message field's accessor) for ``sys.X``, else
-    (False, an application property; a ``user.`` prefix is Service Bus's spelling)."""
-    if name.lower().startswith("sys."):
-        attribute = _SYSTEM_ATTRIBUTES.get(name[4:].lower())
-        if attribute is None:
-            raise ValueError(f"a rule action cannot set {name!r}; system properties: sys.{', sys.'.join(sorted(_SYSTEM))}")
-        return True, attribute
-    if name.lower().startswith("user."):
-        name = name[5:]
-    if not name:
-        raise ValueError("a rule action names a property")
-    return False, name
 
 
 def rule_action(rule: ServiceBusRule) -> Action | None:
@@ -170,21 +91,7 @@ def rule_action(rule: ServiceBusRule) -> Action | None:
     separated by ``;`` (``name``: an application property, or ``sys.X``); the expressions are
     the SQL filter language's, evaluated on the message as it arrived. None: no action.
     Raises ValueError (or the selector's error) naming the problem."""
-    steps: list[tuple[bool, str, Callable[[Any], Any] | None]] = []
-    for statement in (s.strip() for s in (rule.action or "").split(";")):
-        if not statement:
-            continue
-        verb, _, rest = statement.partition(" ")
-        if verb.upper() == "SET":
-            name, eq, expression = rest.partition("=")
-            if not eq or not name.strip() or not expression.strip():
-                raise ValueError(f"a SET statement is SET name = expression, not {statement!r}")
-            evaluate = compile_selector(expression.strip(), "sql", resolve=_sql_field).evaluate
-            steps.append((*_target(name.strip()), evaluate))
-        elif verb.upper() == "REMOVE":
-            steps.append((*_target(rest.strip()), None))
-        else:
-            raise ValueError(f"a rule action's statements are SET or REMOVE, not {statement!r}")
+    steps = action_steps(rule)
     if not steps:
         return None
 

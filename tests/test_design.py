@@ -1,0 +1,145 @@
+"""The design's rules, read from the import graph (issue 30): no import circles, a broker
+core and management that reach no protocol, front ends that do not know each other, no
+private names taken across modules.
+
+The graph counts runtime imports only, lazy ones inside functions included (see
+:mod:`tests.import_graph`); ``python -m tests.import_graph`` prints what these tests check.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import amqp10
+from tests.import_graph import (
+    NEUTRAL,
+    Graph,
+    build_graph,
+    circles,
+    private_names,
+    reach,
+    shortest_circle,
+    under,
+)
+
+ROOT = Path(amqp10.__file__).parent
+
+DECLARED_CIRCLES: dict[frozenset[str], str] = {}
+"""Import circles the design accepts, each with why. None today: the codec's one circle
+(``types.composite`` builds each class with ``types._codegen``, whose generated code is
+typed against ``Composite``) is a type-only one, under ``if TYPE_CHECKING:``, so it never
+runs. A circle declared here must still exist (a test says so), so the list stays true."""
+
+BELOW_THE_BROKER = ("amqp10.types", "amqp10.message", "amqp10.addresses", "amqp10.collector", "amqp10.errors")
+"""The codec, the message model and the protocol-neutral helpers the broker builds on."""
+CORE = ("amqp10.broker.core",)
+
+MAY_REACH: dict[str, tuple[str, ...]] = {
+    "the broker core": (*CORE, *BELOW_THE_BROKER),
+    "management": (*NEUTRAL["management"], *CORE, *BELOW_THE_BROKER),
+    "the configuration": (*NEUTRAL["the configuration"], *CORE, *BELOW_THE_BROKER),
+}
+"""All that each protocol-neutral part of the broker (``NEUTRAL``: its modules) may reach
+through runtime imports, itself included. Not a front end (``broker.amqp1``, ``broker.amqp091``), not
+``broker.service``, the HTTP side (``broker.http``, ``broker.console``,
+``broker.metrics``), nor an engine (``amqp10.transport``, ``amqp10.amqp091``,
+``amqp10.sasl``, ``amqp10.io``, ``amqp10.client``). The core and management read the
+configuration (``Broker.config``) but only type hints name it: it is the layer above."""
+
+FRONT_ENDS = ("amqp10.broker.amqp1", "amqp10.broker.amqp091")
+"""The broker's protocol front ends: none may reach another (add ``amqp10.broker.amqp010``
+when it comes)."""
+
+
+@pytest.fixture(scope="module")
+def graph() -> Graph:
+    return build_graph(ROOT)
+
+
+def test_no_import_circle_but_the_declared_ones(graph: Graph) -> None:
+    found = {frozenset(c): c for c in circles(graph)}
+    unexpected = [
+        f"{len(c)} modules: {' -> '.join(shortest_circle(graph, c))}\n    all: {', '.join(c)}"
+        for key, c in found.items()
+        if key not in DECLARED_CIRCLES
+    ]
+    assert not unexpected, "import circles:\n" + "\n".join(unexpected)
+    gone = [sorted(key) for key in DECLARED_CIRCLES if key not in found]
+    assert not gone, f"declared circles that no longer exist (take them out of DECLARED_CIRCLES): {gone}"
+
+
+@pytest.mark.parametrize("part", MAY_REACH)
+def test_the_protocol_neutral_parts_reach_no_protocol(graph: Graph, part: str) -> None:
+    allowed = MAY_REACH[part]
+    chains = reach(graph, NEUTRAL[part])
+    assert len(chains) >= 5, f"{part} has gone missing from the graph"
+    outside = sorted(m for m in chains if not under(m, allowed))
+    assert not outside, f"{part} reaches:\n" + "\n".join(f"  {m}: {' -> '.join(chains[m])}" for m in outside)
+
+
+@pytest.mark.parametrize("front_end", FRONT_ENDS)
+def test_front_ends_do_not_reach_each_other(graph: Graph, front_end: str) -> None:
+    others = [f for f in FRONT_ENDS if f != front_end]
+    chains = reach(graph, [front_end])
+    assert len(chains) >= 3, f"{front_end} has gone missing from the graph"
+    bad = sorted(m for m in chains if under(m, others))
+    assert not bad, f"{front_end} reaches:\n" + "\n".join(f"  {m}: {' -> '.join(chains[m])}" for m in bad)
+
+
+def test_no_private_name_is_taken_across_modules(graph: Graph) -> None:
+    found = private_names(graph)
+    assert not found, f"{len(found)} private names taken from another module:\n" + "\n".join(found)
+
+
+def test_the_spark_connector_is_a_client_of_the_broker_not_a_part(graph: Graph) -> None:
+    # it reaches the broker over AMQP only; names both sides share live below (amqp10.addresses)
+    chains = reach(graph, ["amqp10.spark"])
+    assert len(chains) >= 5
+    bad = sorted(m for m in chains if under(m, ["amqp10.broker"]))
+    assert not bad, "\n".join(" -> ".join(chains[m]) for m in bad)
+
+
+# -- the graph builder itself --------------------------------------------------------------
+def _package(tmp_path: Path, files: dict[str, str]) -> Graph:
+    root = tmp_path / "pkg"
+    for name, text in {"__init__.py": "", **files}.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return build_graph(root)
+
+
+def test_the_builder_resolves_relative_lazy_and_submodule_imports(tmp_path: Path) -> None:
+    g = _package(
+        tmp_path,
+        {
+            "sub/__init__.py": "from .a import A\n",
+            "sub/a.py": "from .. import b\nA = 1\n",
+            "sub/c.py": "def f():\n    from ..sub import a\n    return a\n",
+            "b.py": "import pkg.sub.a\nfrom pkg.sub.a import A as _A, _hidden\nx = pkg.sub.a._y\n",
+        },
+    )
+    assert g.edges("pkg.sub") == {"pkg.sub.a"}
+    assert g.edges("pkg.sub.a") == {"pkg.b"}  # `from .. import b`: the submodule, not pkg's __init__
+    assert g.edges("pkg.sub.c") == {"pkg.sub.a"}  # a lazy import counts
+    assert g.edges("pkg.b") == {"pkg.sub.a"}
+    assert circles(g) == [["pkg.b", "pkg.sub.a"]]
+    assert private_names(g) == [
+        "pkg/b.py:2: from pkg.sub.a import _hidden",
+        "pkg/b.py:3: pkg.sub.a._y (pkg.sub.a)",
+    ]
+
+
+def test_the_builder_skips_type_checking_imports(tmp_path: Path) -> None:
+    g = _package(
+        tmp_path,
+        {
+            "a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import B\nelse:\n    from . import c\n",
+            "b.py": "from .a import c\n",
+            "c.py": "",
+        },
+    )
+    assert g.edges("pkg.a") == {"pkg.c"}
+    assert circles(g) == []
+    assert list(reach(g, ["pkg.b"])) == ["pkg.b", "pkg.a", "pkg.c"]
