@@ -12,12 +12,9 @@ lets 1.0 and 0-9-1 clients answer each other this way).
 from __future__ import annotations
 
 import secrets
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import Final, Protocol
 
 from .message import QueuedMessage
-
-if TYPE_CHECKING:
-    from .vhost import VirtualHost
 
 __all__ = ["REPLY_TO", "DirectReplies", "ReplyConsumer"]
 
@@ -34,12 +31,15 @@ class ReplyConsumer(Protocol):
 
 
 class DirectReplies:
-    """The broker's reply addresses, each with its virtual host and its consumer."""
+    """The broker's reply addresses, each with its virtual host and its consumer.
+
+    A virtual host is any object, told apart by identity (a
+    :class:`~amqp10.broker.core.vhost.VirtualHost`; this module imports none)."""
 
     def __init__(self) -> None:
-        self._consumers: dict[str, tuple[VirtualHost, ReplyConsumer]] = {}
+        self._consumers: dict[str, tuple[object, ReplyConsumer]] = {}
 
-    def register(self, vhost: VirtualHost, consumer: ReplyConsumer) -> str:
+    def register(self, vhost: object, consumer: ReplyConsumer) -> str:
         """A new reply address in ``vhost`` for ``consumer``, until :meth:`unregister`."""
         address = _PREFIX + secrets.token_urlsafe(16)
         self._consumers[address] = (vhost, consumer)
@@ -52,7 +52,7 @@ class DirectReplies:
     def is_reply_address(address: str) -> bool:
         return address.startswith(_PREFIX)
 
-    def consumer(self, vhost: VirtualHost, address: str) -> ReplyConsumer | None:
+    def consumer(self, vhost: object, address: str) -> ReplyConsumer | None:
         """The consumer of ``address`` in ``vhost`` (None: no such address there)."""
         entry = self._consumers.get(address)
         if entry is None or entry[0] is not vhost:
