@@ -5,17 +5,13 @@ Nothing here does I/O. :class:`Amqp091Handler` answers the handshake
 hosts), opens, closes and pauses channels, and passes each channel method
 through one table (:attr:`Amqp091Handler.methods`) to the handler of its concern:
 
-============================================  ====================================
-methods                                       handler
-============================================  ====================================
-``exchange.declare/delete/bind/unbind``       :class:`.exchange.ExchangeMethods`
-``queue.declare/bind/unbind/purge/delete``    :class:`.queue.QueueMethods`
-``basic.qos/consume/cancel/get``,             :class:`.basic.BasicMethods`
-``basic.ack/nack/reject/recover(-async)``
-``basic.publish`` (with its content)          :class:`.publish.Publisher`
-``confirm.select``                            :class:`.confirm.Confirms`
-``tx.select/commit/rollback``                 :class:`.tx.TxMethods`
-============================================  ====================================
+- ``exchange.declare/delete/bind/unbind``: :class:`.exchange.ExchangeMethods`
+- ``queue.declare/bind/unbind/purge/delete``: :class:`.queue.QueueMethods`
+- ``basic.qos/consume/cancel/get/ack/nack/reject/recover/recover-async``:
+  :class:`.basic.BasicMethods`
+- ``basic.publish`` (a method with content): :class:`.publish.Publisher`
+- ``confirm.select``: :class:`.confirm.Confirms`
+- ``tx.select/commit/rollback``: :class:`.tx.TxMethods`
 
 Each handler holds the connection's :class:`.context.Amqp091Context`, never this
 router. A handler's :class:`.context.ChannelError` (or a core
