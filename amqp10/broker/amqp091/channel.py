@@ -1,64 +1,59 @@
 """A 0-9-1 channel's state in the broker, and its consumers.
 
-:class:`ChannelContext` holds what one open channel keeps (delivery tags,
-unacknowledged messages, prefetch, confirms, ``tx``) and hands messages out;
-:class:`BasicConsumer` is a ``basic.consume`` as the core's consumer. The
-methods that change them are :class:`.handler.Amqp091Handler`'s.
+:class:`Channel` holds what one open channel keeps (delivery tags, unacknowledged
+messages, prefetch, confirms, a transaction's pending work) and hands messages
+out; :class:`BasicConsumer` is a ``basic.consume`` as the core's consumer. The
+methods that change them are the per-concern handlers' (:mod:`.basic`,
+:mod:`.publish`, :mod:`.confirm`, :mod:`.tx`).
 """
 
 from __future__ import annotations
 
-import base64
 import itertools
-import os
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from dataclasses import dataclass
+from typing import Final
 
-from ...amqp091 import Method, ReplyCode, reply_text
+from ...amqp091 import Method, ReplyCode
 from ...amqp091 import methods as m
-from ..core import Node, Queue, QueuedMessage, Stream
+from ..core import Exchange, Node, NotFound, Queue, QueuedMessage, Stream
+from .context import Amqp091Context, ChannelError, Encoded
 from .message import FORMAT, Content, unpack
 
-if TYPE_CHECKING:
-    from .handler import Amqp091Handler
-
-__all__ = ["REPLY_TO", "BasicConsumer", "ChannelContext", "ChannelError", "Encoded", "HardError"]
-
-Encoded = tuple[type[Method], bytes]
-"""A content method as its class and its arguments already encoded (``send_encoded_content``)."""
+__all__ = ["BasicConsumer", "Channel", "PendingPublish", "PendingSettle"]
 
 _ids = itertools.count(1 << 40)  # consumer ids, apart from the 1.0 front end's
 _UNLIMITED: Final = 1 << 30
 _TAG_AND_REDELIVERED = struct.Struct(">QB")  # basic.deliver's delivery-tag and its bit octet
-REPLY_TO: Final = "amq.rabbitmq.reply-to"
-"""RabbitMQ's direct reply-to pseudo-queue: consume from it (no-ack), publish with it as reply-to."""
-_replies: dict[str, ChannelContext] = {}
-"""Direct reply-to addresses (``amq.rabbitmq.reply-to.<token>``) and the channel consuming them."""
 
 
-def _token() -> str:
-    return base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+@dataclass(slots=True)
+class PendingPublish:
+    """A ``basic.publish`` in a transaction: routed at ``tx.commit``."""
+
+    exchange: Exchange
+    msg: QueuedMessage
+    routing_key: str
+    mandatory: bool
+    seq: int
+    """Its publish sequence number (0: not in confirm mode)."""
 
 
-class ChannelError(Exception):
-    """A channel exception (soft error): the channel closes with this code and text."""
+@dataclass(slots=True)
+class PendingSettle:
+    """A ``basic.ack``, ``nack`` or ``reject`` in a transaction: applied at ``tx.commit``."""
 
-    def __init__(self, code: int, explanation: str) -> None:
-        super().__init__(explanation)
-        self.code = code
-        self.text = reply_text(code, explanation)
-
-
-class HardError(ChannelError):
-    """A connection exception: the whole connection closes."""
+    tags: list[int]
+    outcome: str
+    """``ack``, ``requeue`` or ``reject`` (:meth:`Channel.settle`)."""
 
 
 class BasicConsumer:
     """A ``basic.consume``: the core's consumer, its credit the prefetch room left."""
 
     def __init__(
-        self, channel: ChannelContext, tag: str, node: Queue | Stream, *, no_ack: bool, exclusive: bool, limit: int
+        self, channel: Channel, tag: str, node: Queue | Stream, *, no_ack: bool, exclusive: bool, limit: int
     ) -> None:
         self.id = next(_ids)
         self.browse = False
@@ -94,11 +89,14 @@ class BasicConsumer:
         self.channel.server_cancel(self)
 
 
-class ChannelContext:
-    """One open channel's 0-9-1 state: delivery tags, consumers, prefetch, confirms, tx."""
+class Channel:
+    """One open channel's 0-9-1 state: delivery tags, consumers, prefetch, confirms, tx.
 
-    def __init__(self, handler: Amqp091Handler, number: int) -> None:
-        self.handler = handler
+    It is also its direct reply-to consumer (a core
+    :class:`~amqp10.broker.core.replies.ReplyConsumer`) while it has one."""
+
+    def __init__(self, ctx: Amqp091Context, number: int) -> None:
+        self.ctx = ctx
         self.number = number
         self.closed = False
         self.next_tag = 1
@@ -114,8 +112,9 @@ class ChannelContext:
         """Publish sequence numbers not yet confirmed (ack or nack)."""
         self.confirmable: list[int] = []
         """Sequence numbers ready to be acknowledged, sent together (``multiple``) by
-        :meth:`Amqp091Handler.flush_confirms`."""
-        self.tx: list[Callable[[], None]] | None = None
+        :meth:`.confirm.Confirms.flush`."""
+        self.tx: list[PendingPublish | PendingSettle] | None = None
+        """In tx mode: the work ``tx.commit`` does, in order (None: not in tx mode)."""
         self.last_queue: str | None = None
         self.reply_tag: str | None = None
         """The consumer tag of this channel's direct reply-to consumer."""
@@ -131,7 +130,7 @@ class ChannelContext:
     def deliver(self, c: BasicConsumer, node: Node, msg: QueuedMessage) -> None:
         assert isinstance(node, (Queue, Stream))
 
-        encoded = self.handler.encoded_deliver
+        encoded = self.ctx.encoded_deliver
 
         def deliver_method(tag: int, redelivered: bool, content: Content) -> Method | Encoded:
             if encoded and content.address:  # the stored exchange and key, as they are
@@ -171,7 +170,7 @@ class ChannelContext:
             self.unacked_count += 1
             if c is not None:
                 c.unacked += 1
-        self.handler.send_content(self.number, method, content.properties, content.body)
+        self.ctx.send_content(self.number, method, content.properties, content.body)
 
     def settle(self, tags: list[int], outcome: str) -> None:
         """Apply ``ack``, ``requeue`` or ``reject`` to the messages under ``tags``."""
@@ -200,6 +199,14 @@ class ChannelContext:
         for c in ready:
             c.node.consumer_ready(c)
 
+    def queue_name(self, name: str) -> str:
+        """The queue a method names: ``name``, or (empty) the last one declared on this channel."""
+        if name:
+            return name
+        if self.last_queue is None:
+            raise NotFound("no previously declared queue")
+        return self.last_queue
+
     def tags_for(self, delivery_tag: int, multiple: bool) -> list[int]:
         if multiple:
             tags = [t for t in self.unacked if t <= delivery_tag or delivery_tag == 0]
@@ -215,10 +222,10 @@ class ChannelContext:
         c.active = False
         if self.consumers.pop(c.tag, None) is None or self.closed:
             return
-        h = self.handler
-        if h.conn.peer_capability("consumer_cancel_notify"):
-            h.send_method(self.number, m.BasicCancel(consumer_tag=c.tag, no_wait=True))
-            h.wake_if_idle()
+        ctx = self.ctx
+        if ctx.conn.peer_capability("consumer_cancel_notify"):
+            ctx.send_method(self.number, m.BasicCancel(consumer_tag=c.tag, no_wait=True))
+            ctx.wake()
 
     def close(self) -> None:
         """The channel is gone: its consumers stop, what it had unacknowledged goes back."""
@@ -236,7 +243,7 @@ class ChannelContext:
 
     def stop_replies(self) -> None:
         if self.reply_tag is not None:
-            _replies.pop(self.reply_address, None)
+            self.ctx.broker.replies.unregister(self.reply_address)
             self.reply_tag = None
 
     def deliver_reply(self, msg: QueuedMessage) -> None:

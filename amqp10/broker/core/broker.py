@@ -28,6 +28,7 @@ from .nodes import NULL_JOURNAL, Journal, Node
 from .paging import PageStore, pager_factory
 from .queues import Queue
 from .recovery import LinkRecovery
+from .replies import DirectReplies
 from .scheduled import Scheduler
 from .streams import Stream
 from .vhost import VirtualHost
@@ -130,6 +131,8 @@ class Broker:
         """Locks that run out unless renewed (Service Bus's peek-lock and session locks)."""
         """Messages held back until their due time (scheduled delivery), for every queue."""
         self.recovery = LinkRecovery(config.link_recovery_seconds, config.limits.max_suspended_links, now)
+        self.replies = DirectReplies()
+        """Direct reply-to addresses and their consumers, for every front end (core/replies.py)."""
         self.vhosts: dict[str, VirtualHost] = {}
         self.default = self.add_vhost(DEFAULT_VHOST)
         for name in config.queues:

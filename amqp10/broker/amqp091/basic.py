@@ -1,0 +1,157 @@
+"""The 0-9-1 front end's consuming side of ``basic.*``: qos, consume, cancel, get, and the
+client's outcomes (ack, nack, reject, recover).
+
+``basic.consume`` becomes a core consumer (:class:`.channel.BasicConsumer`) whose
+credit is its prefetch room; on the direct reply-to pseudo-queue it makes the
+channel a requester in the broker's :class:`~amqp10.broker.core.replies.DirectReplies`.
+``basic.publish`` is :mod:`.publish`'s.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import secrets
+from typing import Any
+
+from ...amqp091 import Method, ReplyCode
+from ...amqp091 import methods as m
+from ...types import timestamp
+from ..core import PreconditionFailed, Queue, Stream
+from ..core.replies import REPLY_TO
+from .channel import BasicConsumer, Channel, PendingSettle
+from .context import Amqp091Context, ChannelError, HardError
+from .message import Content
+
+__all__ = ["BasicMethods"]
+
+
+class BasicMethods:
+    """``basic.qos``, ``consume``, ``cancel``, ``get``, ``ack``, ``nack``, ``reject``, ``recover``."""
+
+    def __init__(self, ctx: Amqp091Context) -> None:
+        self.ctx = ctx
+
+    def qos(self, ch: Channel, method: m.BasicQos) -> None:
+        if method.prefetch_size:
+            raise HardError(ReplyCode.NOT_IMPLEMENTED, f"prefetch_size!=0 ({method.prefetch_size})")
+        if method.global_:
+            ch.global_limit = method.prefetch_count
+        else:
+            ch.consumer_limit = method.prefetch_count
+        self.ctx.send_method(ch.number, m.BasicQosOk())
+        for c in list(ch.consumers.values()):
+            c.node.consumer_ready(c)
+
+    def consume(self, ch: Channel, method: m.BasicConsume) -> None:
+        if method.queue == REPLY_TO:
+            self._consume_replies(ch, method)
+            return
+        ctx = self.ctx
+        q = ctx.queue_to_read(ch.queue_name(method.queue))
+        tag = method.consumer_tag or "amq.ctag-" + secrets.token_urlsafe(16)
+        if tag in ch.consumers:
+            raise HardError(ReplyCode.NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'")
+        if any(getattr(c, "exclusive", False) for c in q.consumers) or (method.exclusive and q.consumers):
+            raise ChannelError(
+                ReplyCode.ACCESS_REFUSED, f"queue '{q.name}' in vhost '{ctx.vhost.name}' in exclusive use"
+            )
+        start: int | None = None
+        if isinstance(q, Stream):
+            try:
+                start = q.start_offset(_stream_offset(method.arguments.get("x-stream-offset", "next")))
+            except ValueError as exc:
+                raise PreconditionFailed(str(exc)) from None
+        priority = method.arguments.get("x-priority", 0)
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            raise PreconditionFailed(
+                f"invalid arg 'x-priority' for queue '{q.name}' in vhost '{ctx.vhost.name}': "
+                f"{priority!r} is not an integer"
+            )
+        c = BasicConsumer(
+            ch, tag, q, no_ack=method.no_ack, exclusive=method.exclusive, limit=ch.consumer_limit
+        )
+        c.priority = priority
+        ch.consumers[tag] = c
+        ctx.ok(ch.number, method.no_wait, m.BasicConsumeOk(consumer_tag=tag))
+        if isinstance(q, Stream):
+            q.add_consumer(c, start)
+        else:
+            q.add_consumer(c)
+
+    def _consume_replies(self, ch: Channel, method: m.BasicConsume) -> None:
+        if not method.no_ack:
+            raise PreconditionFailed("reply consumer cannot acknowledge")
+        if ch.reply_tag is not None:
+            raise PreconditionFailed("reply consumer already set")
+        tag = method.consumer_tag or "amq.ctag-" + secrets.token_urlsafe(16)
+        if tag in ch.consumers:
+            raise HardError(ReplyCode.NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'")
+        ch.reply_tag = tag
+        ch.reply_address = self.ctx.broker.replies.register(self.ctx.vhost, ch)
+        self.ctx.ok(ch.number, method.no_wait, m.BasicConsumeOk(consumer_tag=tag))
+
+    def cancel(self, ch: Channel, method: m.BasicCancel) -> None:
+        if method.consumer_tag == ch.reply_tag:
+            ch.stop_replies()
+        c = ch.consumers.pop(method.consumer_tag, None)
+        if c is not None:
+            c.active = False
+            c.node.remove_consumer(c)
+        self.ctx.ok(ch.number, method.no_wait, m.BasicCancelOk(consumer_tag=method.consumer_tag))
+
+    def get(self, ch: Channel, method: m.BasicGet) -> None:
+        ctx = self.ctx
+        q = ctx.queue_to_read(ch.queue_name(method.queue))
+        if not isinstance(q, Queue):
+            raise PreconditionFailed(f"queue '{q.name}' in vhost '{ctx.vhost.name}' is a stream: use basic.consume")
+        msg = q.get()
+        if msg is None:
+            ctx.send_method(ch.number, m.BasicGetEmpty())
+            return
+        count = q.count
+
+        def get_ok(tag: int, redelivered: bool, content: Content) -> Method:
+            return m.BasicGetOk(
+                delivery_tag=tag,
+                redelivered=redelivered,
+                exchange=content.exchange,
+                routing_key=content.routing_key,
+                message_count=count,
+            )
+
+        ch.hand_out(q, msg, None, method.no_ack, get_ok)
+
+    # -- the client's outcomes (in tx mode: applied at tx.commit)
+    def ack(self, ch: Channel, method: m.BasicAck) -> None:
+        _settle(ch, ch.tags_for(method.delivery_tag, method.multiple), "ack")
+
+    def nack(self, ch: Channel, method: m.BasicNack) -> None:
+        tags = ch.tags_for(method.delivery_tag, method.multiple)
+        _settle(ch, tags, "requeue" if method.requeue else "reject")
+
+    def reject(self, ch: Channel, method: m.BasicReject) -> None:
+        tags = ch.tags_for(method.delivery_tag, False)
+        _settle(ch, tags, "requeue" if method.requeue else "reject")
+
+    def recover(self, ch: Channel, method: m.BasicRecover | m.BasicRecoverAsync) -> None:
+        if not method.requeue:
+            raise HardError(ReplyCode.NOT_IMPLEMENTED, "requeue=false")
+        ch.settle(list(ch.unacked), "requeue")
+        if isinstance(method, m.BasicRecover):
+            self.ctx.send_method(ch.number, m.BasicRecoverOk())
+
+
+def _settle(ch: Channel, tags: list[int], outcome: str) -> None:
+    if ch.tx is not None:
+        ch.tx.append(PendingSettle(tags, outcome))
+    else:
+        ch.settle(tags, outcome)
+
+
+def _stream_offset(v: Any) -> Any:
+    """An ``x-stream-offset`` argument as the core's stream takes it (a datetime: a timestamp)."""
+    if isinstance(v, _dt.datetime):
+        return timestamp(int(v.timestamp() * 1000))
+    if isinstance(v, bytes):
+        return v.decode()
+    return v

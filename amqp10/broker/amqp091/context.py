@@ -1,0 +1,137 @@
+"""What a 0-9-1 connection gives the handlers of its channels' methods.
+
+:class:`Amqp091Context` is one connection as the per-concern handlers
+(:mod:`.exchange`, :mod:`.queue`, :mod:`.basic`, :mod:`.publish`, :mod:`.confirm`,
+:mod:`.tx`) see it: its virtual host and user, the permission check, sending and
+answering, and waking the network driver. A handler fails its channel by raising
+:class:`ChannelError` (or a core :class:`~amqp10.broker.core.ModelError`) and the
+whole connection by raising :class:`HardError`; the router (:mod:`.handler`)
+closes what they name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ...amqp091 import IllegalStateError, Method, ReplyCode, reply_text
+from ...amqp091 import methods as m
+from ..core import (
+    Action,
+    Broker,
+    NotFound,
+    Queue,
+    ResourceKind,
+    ResourceLocked,
+    Stream,
+    VirtualHost,
+)
+from .connection import BrokerConnection
+
+__all__ = ["Amqp091Context", "ChannelError", "Encoded", "HardError"]
+
+Encoded = tuple[type[Method], bytes]
+"""A content method as its class and its arguments already encoded (``send_encoded_content``)."""
+
+
+class ChannelError(Exception):
+    """A channel exception (soft error): the channel closes with this code and text."""
+
+    def __init__(self, code: int, explanation: str) -> None:
+        super().__init__(explanation)
+        self.code = code
+        self.text = reply_text(code, explanation)
+
+
+class HardError(ChannelError):
+    """A connection exception: the whole connection closes."""
+
+
+class Amqp091Context:
+    """One 0-9-1 connection, as the handlers of its methods see it.
+
+    ``answer_after_commit(channel, reply)`` is the router's: it sends ``reply`` once
+    the store has committed what came before, and holds the connection's further
+    methods until then. The context is also the owner of the connection's exclusive
+    queues.
+    """
+
+    def __init__(
+        self,
+        broker: Broker,
+        conn: BrokerConnection,
+        *,
+        wake: Callable[[], None],
+        answer_after_commit: Callable[[int, Method], None],
+    ) -> None:
+        self.broker = broker
+        self.conn = conn
+        self.wake = wake
+        """Tell the network driver there is output (cheap; a flag while it is handling events)."""
+        self.vhost: VirtualHost = broker.default
+        """The virtual host ``connection.open`` chose."""
+        self.user: str | None = None
+        """Who logged in (None: anonymous)."""
+        self.encoded_deliver = conn.dialect.plain_ids(m.BasicDeliver) is not None
+        """Deliveries go out with their stored exchange and routing key as they are
+        (``send_encoded_content``): this version lays ``basic.deliver`` out as 0-9-1 does."""
+        self._answer_after_commit = answer_after_commit
+
+    # -- permissions and lookups ----------------------------------------------------------------
+    def authorize(self, resource: str, action: Action, kind: ResourceKind) -> None:
+        """Raise ACCESS_REFUSED unless the user may do ``action`` on ``resource``."""
+        if not self.broker.authorize(self.vhost, self.user, resource, action, kind):
+            raise ChannelError(
+                ReplyCode.ACCESS_REFUSED,
+                f"access to {kind} '{resource}' in vhost '{self.vhost.name}' refused for user '{self.user or 'guest'}'",
+            )
+
+    def queue(self, name: str) -> Queue | Stream:
+        """The queue or stream ``name`` in the virtual host, if this connection may use it
+        (not another connection's exclusive queue)."""
+        q = self.vhost.queue(name)
+        if q is None:
+            raise NotFound(f"no queue '{name}' in vhost '{self.vhost.name}'")
+        if isinstance(q, Queue) and q.owner is not None and q.owner is not self:
+            raise ResourceLocked(
+                f"cannot obtain exclusive access to locked queue '{name}' in vhost '{self.vhost.name}'. "
+                "It could be originally declared on another connection or the exclusive property value "
+                "does not match that of the original declaration."
+            )
+        return q
+
+    def queue_to_read(self, name: str) -> Queue | Stream:
+        """:meth:`queue`, once the user may read from it (consume, get, purge)."""
+        q = self.queue(name)
+        self.authorize(q.name, "read", "queue")
+        return q
+
+    # -- output ---------------------------------------------------------------------------------
+    def send_method(self, channel: int, method: Method) -> None:
+        try:
+            self.conn.send_method(channel, method)
+        except IllegalStateError:
+            pass  # the channel or the connection is closing: nothing more goes out
+
+    def send_content(self, channel: int, method: Method | Encoded, properties: bytes, body: bytes) -> None:
+        try:
+            if isinstance(method, tuple):
+                self.conn.send_encoded_content(channel, method[0], method[1], properties, body)
+            else:
+                self.conn.send_content(channel, method, properties, body)
+        except IllegalStateError:
+            pass
+        self.wake()
+
+    def ok(self, channel: int, no_wait: bool, reply: Method) -> None:
+        """Answer a method at once (unless the client asked for no answer)."""
+        if not no_wait:
+            self.send_method(channel, reply)
+
+    def ok_committed(self, channel: int, no_wait: bool, reply: Method) -> None:
+        """Answer a method that changed the broker's definitions (a declaration, binding,
+        deletion, purge, tx.commit) once the change is committed to the store, as RabbitMQ
+        answers declare-ok once the durable record is written; the connection's further
+        methods wait for that answer. With ``no_wait`` nothing is confirmed: what follows
+        is committed after it anyway."""
+        if not no_wait:
+            self._answer_after_commit(channel, reply)

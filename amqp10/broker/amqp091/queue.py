@@ -1,0 +1,128 @@
+"""The 0-9-1 front end's ``queue.*`` methods: declare, bind, unbind, purge, delete.
+
+Carried out on the connection's virtual host with RabbitMQ's checks and reply
+texts: reserved ``amq.*`` names, equivalence of a re-declaration, exclusive
+queues (owned by the connection's context), server-named queues.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from ...amqp091 import ReplyCode
+from ...amqp091 import methods as m
+from ..core import PreconditionFailed, Queue, Stream
+from ..core.replies import REPLY_TO
+from .channel import Channel
+from .context import Amqp091Context, ChannelError
+from .exchange import bind, flag, unbind
+
+__all__ = ["QueueMethods"]
+
+
+class QueueMethods:
+    """``queue.declare``, ``bind``, ``unbind``, ``purge`` and ``delete``."""
+
+    def __init__(self, ctx: Amqp091Context) -> None:
+        self.ctx = ctx
+
+    def declare(self, ch: Channel, method: m.QueueDeclare) -> None:
+        ctx = self.ctx
+        vh = ctx.vhost
+        name = method.queue
+        if method.passive and name == REPLY_TO:  # it exists for every channel (RabbitMQ)
+            ctx.ok(ch.number, method.no_wait, m.QueueDeclareOk(queue=REPLY_TO))
+            return
+        if method.passive:
+            q = ctx.queue(ch.queue_name(name))
+        else:
+            if not name:
+                name = "amq.gen-" + secrets.token_urlsafe(16)
+            elif name.startswith("amq."):
+                raise ChannelError(ReplyCode.ACCESS_REFUSED, f"queue name '{name}' contains reserved prefix 'amq.*'")
+            ctx.authorize(name, "configure", "queue")
+            existing = vh.queue(name)
+            if existing is not None:
+                q = ctx.queue(name)
+                _check_equivalent(vh.name, q, method, name)
+            else:
+                q = vh.declare_queue(
+                    name,
+                    durable=method.durable,
+                    arguments=method.arguments,
+                    exclusive_owner=ctx if method.exclusive else None,
+                    auto_delete=method.auto_delete,
+                )
+        ch.last_queue = q.name
+        (ctx.ok if method.passive else ctx.ok_committed)(
+            ch.number,
+            method.no_wait,
+            m.QueueDeclareOk(queue=q.name, message_count=q.count, consumer_count=len(q.consumers)),
+        )
+
+    def bind(self, ch: Channel, method: m.QueueBind) -> None:
+        name = ch.queue_name(method.queue)
+        key = method.routing_key if method.routing_key or method.queue else name
+        bind(self.ctx, method.exchange, name, key, method.arguments, "queue")
+        self.ctx.ok_committed(ch.number, method.no_wait, m.QueueBindOk())
+
+    def unbind(self, ch: Channel, method: m.QueueUnbind) -> None:
+        name = ch.queue_name(method.queue)
+        key = method.routing_key if method.routing_key or method.queue else name
+        unbind(self.ctx, method.exchange, name, key, method.arguments, "queue")
+        self.ctx.ok_committed(ch.number, False, m.QueueUnbindOk())
+
+    def purge(self, ch: Channel, method: m.QueuePurge) -> None:
+        ctx = self.ctx
+        q = ctx.queue_to_read(ch.queue_name(method.queue))
+        if not isinstance(q, Queue):
+            raise PreconditionFailed(f"queue '{q.name}' in vhost '{ctx.vhost.name}' is a stream: it cannot be purged")
+        ctx.ok_committed(ch.number, method.no_wait, m.QueuePurgeOk(message_count=q.purge()))
+
+    def delete(self, ch: Channel, method: m.QueueDelete) -> None:
+        ctx = self.ctx
+        name = ch.queue_name(method.queue)
+        if ctx.vhost.queue(name) is None:  # deleting what is not there is fine (RabbitMQ)
+            ctx.ok(ch.number, method.no_wait, m.QueueDeleteOk(message_count=0))
+            return
+        q = ctx.queue(name)
+        ctx.authorize(name, "configure", "queue")
+        where = f"queue '{name}' in vhost '{ctx.vhost.name}'"
+        if method.if_unused and q.consumers:
+            raise PreconditionFailed(f"{where} in use")
+        if method.if_empty and q.count:
+            raise PreconditionFailed(f"{where} not empty")
+        count = q.count
+        ctx.vhost.delete_node(name)
+        ctx.ok_committed(ch.number, method.no_wait, m.QueueDeleteOk(message_count=count))
+
+
+def _check_equivalent(vh: str, q: Queue | Stream, method: m.QueueDeclare, name: str) -> None:
+    """A re-declaration must match the queue as it is (RabbitMQ's inequivalence texts)."""
+    if isinstance(q, Queue):
+        checks = [("exclusive", method.exclusive, q.owner is not None), ("auto_delete", method.auto_delete, q.auto_delete)]
+        if q.owner is None:
+            checks.insert(0, ("durable", method.durable, q.durable_node))
+        for arg, received, current in checks:
+            if bool(received) != bool(current):
+                raise PreconditionFailed(
+                    f"inequivalent arg '{arg}' for queue '{name}' in vhost '{vh}': "
+                    f"received '{flag(received)}' but current is '{flag(current)}'"
+                )
+        current_args = q.arguments
+    else:
+        current_args = {}
+    for key in sorted(set(method.arguments) | set(current_args)):
+        if key == "x-queue-type" and isinstance(q, Stream):
+            continue
+        new, old = method.arguments.get(key), current_args.get(key)
+        if new != old:
+            raise PreconditionFailed(
+                f"inequivalent arg '{key}' for queue '{name}' in vhost '{vh}': "
+                f"received {_describe(new)} but current is {_describe(old)}"
+            )
+
+
+def _describe(v: Any) -> str:
+    return "none" if v is None else f"the value '{v}'"
