@@ -18,7 +18,8 @@ from ..config import BrokerConfig
 from ..core import Broker
 from ..frontend import ServeContext, ServedConnection
 from ..guard import HeldOutput
-from .handler import Amqp091Handler, BrokerConnection
+from .connection import BrokerConnection
+from .handler import Amqp091Handler
 
 __all__ = ["Amqp091FrontEnd", "login_mechanisms"]
 
@@ -80,6 +81,9 @@ class Amqp091FrontEnd:
                 users=ctx.users if "PLAIN" in cfg.sasl.mechanisms else None,
                 allow_anonymous=cfg.sasl.allow_anonymous,
                 tls_identity=identity,
+                wake=lambda: driver.flush_soon(),
+                pause=lambda: driver.pause_reading(),
+                resume=lambda: driver.resume_reading(),
             )
             handler.refusal = ctx.refusal
             handler.login_hook = login
@@ -88,9 +92,6 @@ class Amqp091FrontEnd:
                 driver = DirectDriver(stream, held, handler.handle, peer=peer, pause_limit=5.0, on_read=quick_acker(stream))
             else:
                 driver = Driver(ReplayStream(stream, quick_ack=True), held, handler.handle, peer=peer, pause_limit=5.0)
-            handler.wake = driver.flush_soon
-            handler.pause = driver.pause_reading
-            handler.resume = driver.resume_reading
             handler.handle(conn.receive_data(ctx.header))  # the header, read before the driver
 
             def force_close(reason: str | None) -> None:
@@ -98,5 +99,6 @@ class Amqp091FrontEnd:
                 handler.close(ReplyCode.CONNECTION_FORCED, f"CONNECTION_FORCED - {text}"[:255])
 
             log.debug("0-9-1 (%s) connection from %s", dialect.name, peer)
-            with ctx.registered(ServedConnection(driver, handler, f"AMQP {dialect.name}", peer, force_close)):
+            served = ServedConnection(driver, handler, f"AMQP {dialect.name}", peer, force_close, tick=handler.tick)
+            with ctx.registered(served):
                 await driver.run()
