@@ -36,15 +36,13 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs
 
-import anyio
-
 from ..io.http import HttpRequest, HttpResponse, Route
 from ..sasl.credentials import CredentialStore
-from ..sasl.mechanisms import PlainServer, ServerOutcome
-from ..types import SaslCode
 from .core import Broker
 from .guard import ConnectionGuard, source_of
+from .http_login import GUEST, HttpLogin
 from .management import Caller, Management, ManagementError
+from .rabbitmq_api import RabbitApi, rabbitmq_api_routes
 
 __all__ = ["COOKIE", "Console", "console_routes"]
 
@@ -75,7 +73,8 @@ NODE_TYPES = ("queue", "stream", "subscription")
 
 @dataclass
 class _Session:
-    user: str
+    user: str | None
+    """The user logged in; None: the loopback guest of a broker without a users file."""
     csrf: str
     last_used: float
 
@@ -107,6 +106,8 @@ class Console:
         self.management = Management.of(broker)
         self.users = users
         self.guard = guard
+        self.login_rules = HttpLogin(users, guard, allow_anonymous=broker.config.sasl.allow_anonymous)
+        """Who gets in (shared with RabbitMQ's HTTP API): see :mod:`.http_login`."""
         self.session_seconds = session_seconds
         self.secure = secure
         self.clock = clock
@@ -115,30 +116,26 @@ class Console:
     # -- sessions -----------------------------------------------------------------------
     async def login(self, username: str, password: str, peer: str) -> tuple[str, _Session]:
         """Check the password as SASL PLAIN does and the admin tag; a new session."""
-        store = self.users()
-        if store is None:
+        if not self.login_rules.has_users:
             raise _Refused(503, "the console needs a users file ([sasl] users_file) to log in")
-        addr = source_of(peer)
-        response = b"\0" + username.encode() + b"\0" + password.encode()
-        # PBKDF2 takes a while: off the event loop
-        outcome = await anyio.to_thread.run_sync(_plain_check, store, response)
-        if outcome.code is not SaslCode.OK or outcome.identity is None:
-            await anyio.sleep(self.guard.login_failed(addr, username or None, outcome.reason))
+        user = await self.login_rules.check_password(username, password, peer)
+        if user is None:
             raise _Refused(401, "wrong user name or password")
-        user = outcome.identity
-        await anyio.sleep(self.guard.login_ok(addr, user))
-        caller = Caller(user=user)
-        if not self.management.access.administers(caller):
+        if not self.management.access.administers(Caller(user=user)):
             tags = " or ".join(self.management.config.admin_tags) or "(none)"
             log.info("console: %s may not log in (no %s tag)", user, tags)
             raise _Refused(403, f"user {user!r} may not use the console: it needs the {tags} tag")
+        token, session = self._new_session(user)
+        log.info("console: %s logged in from %s", user, source_of(peer))
+        return token, session
+
+    def _new_session(self, user: str | None) -> tuple[str, _Session]:
         self._expire()
         if len(self._sessions) >= MAX_SESSIONS:  # the oldest goes
             oldest = min(self._sessions, key=lambda t: self._sessions[t].last_used)
             del self._sessions[oldest]
         token = secrets.token_urlsafe(32)
         session = self._sessions[token] = _Session(user, secrets.token_urlsafe(32), self.clock())
-        log.info("console: %s logged in from %s", user, addr)
         return token, session
 
     def session_of(self, request: HttpRequest) -> tuple[str, _Session]:
@@ -194,7 +191,7 @@ class Console:
         if "\0" in username or "\0" in password:
             raise _Refused(400, "a username or password cannot hold a NUL character")
         token, session = await self.login(username, password, request.peer)
-        return _json(200, {"user": session.user, "csrf": session.csrf}, self.cookie(token))
+        return _json(200, _session_body(session), self.cookie(token))
 
     async def api_logout(self, request: HttpRequest) -> HttpResponse:
         token, _ = self.check_change(request)
@@ -202,8 +199,16 @@ class Console:
         return _json(200, {"logged_out": True}, self.cookie("", max_age=0))
 
     async def api_session(self, request: HttpRequest) -> HttpResponse:
-        _, session = self.session_of(request)
-        return _json(200, {"user": session.user, "csrf": session.csrf})
+        try:
+            _, session = self.session_of(request)
+        except _Refused:
+            if not self.login_rules.loopback_guest(request.peer):
+                raise
+            # the quick start: no users file, anonymous allowed, a browser on this machine
+            token, session = self._new_session(None)
+            log.info("console: the loopback guest came in from %s", source_of(request.peer))
+            return _json(200, _session_body(session), self.cookie(token))
+        return _json(200, _session_body(session))
 
     async def api_overview(self, request: HttpRequest) -> HttpResponse:
         _, session = self.session_of(request)
@@ -268,11 +273,11 @@ class Console:
         return _json(200, {"closed": name})
 
 
-def _plain_check(store: CredentialStore, response: bytes) -> ServerOutcome:
-    step = PlainServer(store).step(response)
-    if isinstance(step, ServerOutcome):
-        return step
-    return ServerOutcome(code=SaslCode.AUTH, reason="PLAIN: incomplete exchange")
+def _session_body(session: _Session) -> dict[str, Any]:
+    """What the page learns of its session: who (the guest shown by name) and its CSRF token."""
+    if session.user is None:
+        return {"user": GUEST, "guest": True, "csrf": session.csrf}
+    return {"user": session.user, "csrf": session.csrf}
 
 
 def _json(status: int, value: Any, *headers: tuple[str, str]) -> HttpResponse:
@@ -363,7 +368,9 @@ def _static(name: str) -> Handler:
 
 
 def console_routes(console: Console) -> dict[str, Route]:
-    """The console's pages and API, to add to the HTTP listener's routes."""
+    """The console's pages and API, to add to the HTTP listener's routes; with them
+    (``[http] rabbitmq_api``, on by default) RabbitMQ's HTTP API under ``/api/``, which
+    logs callers in by the same rules (:mod:`.rabbitmq_api`)."""
     post = frozenset({"POST"})
     index = _static("index.html")
     routes = {
@@ -390,4 +397,6 @@ def console_routes(console: Console) -> dict[str, Route]:
             else Route(get=_answering(handler), methods=methods)
         )
         routes[f"/console/api/{name}"] = route
+    if console.broker.config.http.rabbitmq_api:
+        routes.update(rabbitmq_api_routes(RabbitApi(console.broker, console.login_rules)))
     return routes

@@ -10,7 +10,16 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ..config import ManagementConfig
-from ..core import Broker, DefinitionsPort, ModelError, QueuedMessage, VirtualHost
+from ..core import (
+    DEFAULT_EXCHANGE,
+    Broker,
+    DefinitionsPort,
+    ModelError,
+    PublishResult,
+    Queue,
+    QueuedMessage,
+    VirtualHost,
+)
 from ..core.broker import Action
 from .access import Access, Caller
 from .entities import ENTITY_TYPES, EntityType, _plain, model_error_status, type_named
@@ -23,7 +32,7 @@ from .errors import (
     NotImplementedOperation,
 )
 
-__all__ = ["ManagedConnection", "Management", "Rates", "Request", "Response"]
+__all__ = ["Got", "ManagedConnection", "Management", "Rates", "Request", "Response"]
 
 log = logging.getLogger("amqp10.broker.management")
 
@@ -127,6 +136,19 @@ class Response:
     body: Any = None
     properties: dict[str, Any] = field(default_factory=dict)
 
+
+@dataclass(frozen=True)
+class Got:
+    """A message :meth:`Management.get` took: the message, how many were left after it, and
+    whether it had been delivered before."""
+
+    message: QueuedMessage
+    left: int
+    redelivered: bool
+
+
+Taken = list[Got]
+"""What :meth:`Management.get` took."""
 
 Entities = list[dict[str, Any]]
 """Entities as maps of attributes (what listings return)."""
@@ -275,6 +297,55 @@ class Management:
         q = self._messages(caller, t, name, vhost, "read")
         return [describe_message(offset + i, msg) for i, msg in enumerate(q.peek(count, offset))]
 
+    def publish(
+        self, caller: Caller, exchange: str, routing_key: str, msg: QueuedMessage, *, vhost: str | None = None
+    ) -> PublishResult:
+        """Route ``msg`` from ``exchange`` ("" or ``amq.default``: the default exchange) with
+        ``routing_key``, as a client's publish would (``write_tags`` and the user's write
+        permission on the exchange); what became of it."""
+        self.access.can_write(caller, "publishing a message")
+        v = self.access.vhost(caller, vhost)
+        name = DEFAULT_EXCHANGE if exchange == "amq.default" else exchange
+        x = v.exchange(name)
+        if x is None:
+            raise NotFoundError(f"no exchange {exchange!r} in vhost {v.name!r}")
+        if x.internal:
+            raise Forbidden(f"cannot publish to internal exchange {exchange!r} in vhost {v.name!r}")
+        self.access.permission(caller, v, x.name, "exchange", "write")
+        return v.route(x, msg, routing_key, _nothing)
+
+    def get(
+        self, caller: Caller, queue: str, count: int, *, settle: str = "ack", vhost: str | None = None
+    ) -> Taken:
+        """Take up to ``count`` messages from ``queue`` as 0-9-1's ``basic.get`` does, each with
+        the number of messages left after it; then settle them all: ``ack`` (gone),
+        ``requeue`` (back at the head, counted as delivered once more) or ``reject``
+        (dead-lettered where the queue says so). Needs ``write_tags`` and the read permission."""
+        self.access.can_write(caller, "getting messages")
+        if settle not in ("ack", "requeue", "reject"):
+            raise BadRequest(f"settle must be ack, requeue or reject, not {settle!r}")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise BadRequest(f"count must be a positive integer, not {count!r}")
+        if count > self.config.max_peek:
+            raise BadRequest(f"count {count} is above the limit of {self.config.max_peek}")
+        q = self._messages(caller, type_named("queue"), queue, vhost, "read")
+        if not isinstance(q, Queue):
+            raise NotImplementedOperation(f"messages cannot be taken from {queue!r} without a consumer")
+        got: Taken = []
+        while len(got) < count:
+            msg = q.get()
+            if msg is None:
+                break
+            got.append(Got(msg, q.count, msg.delivery_count > 0))
+        for msg in (g.message for g in got):
+            if settle == "ack":
+                q.ack(msg)
+            elif settle == "requeue":
+                q.release(msg, delivery_failed=True)
+            else:
+                q.reject(msg)
+        return got
+
     def connections(self, caller: Caller) -> Entities:
         return self.list(caller, "connection")
 
@@ -386,6 +457,10 @@ class Management:
         if v is not None:
             self.access.permission(caller, v, q.name, "queue", action)
         return q
+
+
+def _nothing() -> None:
+    pass
 
 
 def _model(fn: Callable[[], Any]) -> Any:
