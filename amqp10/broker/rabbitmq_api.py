@@ -166,11 +166,13 @@ def _arguments(value: Any) -> dict[str, Any]:
 
 def properties_key(routing_key: str, arguments: Mapping[str, Any]) -> str:
     """RabbitMQ's name for a binding between a source and a destination: the routing key
-    (``~`` when empty) without arguments, else the key, ``~`` and a hash of the arguments."""
+    (``%`` and ``~`` escaped; ``~`` when empty) without arguments, else the key, ``~`` and
+    a hash of the arguments. Paths carry it percent-encoded once more."""
+    key = routing_key.replace("%", "%25").replace("~", "%7E")
     if not arguments:
-        return quote(routing_key, safe="") if routing_key else "~"
+        return key or "~"
     digest = hashlib.sha256(json.dumps(arguments, sort_keys=True).encode()).digest()
-    return f"{quote(routing_key, safe='')}~{base64.urlsafe_b64encode(digest[:12]).decode()}"
+    return f"{key}~{base64.urlsafe_b64encode(digest[:12]).decode()}"
 
 
 class RabbitApi:
@@ -743,7 +745,7 @@ class RabbitApi:
                 p[3],
                 kind,
                 p[5],
-                quote(p[6], safe="~"),
+                p[6],
             ):
                 return b
         raise NotFoundError("no such binding")

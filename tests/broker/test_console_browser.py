@@ -184,3 +184,22 @@ def test_failed_login(page: Page, broker: RunningBroker) -> None:
     log_in(page)
     expect(page.locator("#overview-view")).to_be_visible()
     expect(error).to_be_hidden()
+
+
+def test_the_quick_start_opens_without_a_login(browser: Browser, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """No users file (the README's quick start): a browser on loopback sees the overview."""
+    with broker_with(tmp_path_factory.mktemp("quick-start")) as b:
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        try:
+            pg = context.new_page()
+            pg.set_default_timeout(WAIT_MS)
+            pg.goto(f"http://127.0.0.1:{b.service.http_port}/console/")
+            expect(pg.locator("#overview-view")).to_be_visible()
+            expect(pg.locator("#login-view")).to_be_hidden()
+            expect(pg.locator("#who")).to_contain_text("guest")
+            expect(pg.locator("#logout")).to_be_hidden()
+            with sync.connect(f"amqp://{b.url}", timeout=T) as conn:  # anonymous
+                conn.open_sender("quick").send(Message(body="hello"))
+                expect(pg.locator(node_row(pg, "quick") + " td.depth")).to_have_text("1")
+        finally:
+            context.close()

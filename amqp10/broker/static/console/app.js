@@ -336,7 +336,9 @@ async function deleteNode() {
 function loggedIn(data) {
   state.user = data.user;
   state.csrf = data.csrf;
-  $("who").textContent = data.user;
+  $("who").textContent = data.guest ? `${data.user} (this machine, no users file)` : data.user;
+  $("who").title = data.guest ? "The broker has no users file: a browser on its own machine gets in without a login" : "";
+  $("logout").hidden = Boolean(data.guest); // the guest would be let straight back in
   route();
 }
 
