@@ -194,7 +194,10 @@ class RabbitApi:
             (("connections", "*", "channels"), {"GET": self.channels}),
             (("channels",), {"GET": self.channels}),
             (("vhosts",), {"GET": self.vhosts}),
-            (("vhosts", "*"), {"GET": self.vhost, "PUT": self.put_vhost}),
+            (
+                ("vhosts", "*"),
+                {"GET": self.vhost, "PUT": self.put_vhost, "DELETE": self.delete_vhost},
+            ),
             (("vhosts", "*", "permissions"), {"GET": self.permissions}),
             (("queues",), {"GET": self.queues}),
             (("queues", "*"), {"GET": self.queues}),
@@ -228,10 +231,17 @@ class RabbitApi:
                 {"GET": self.policy, "PUT": self.put_policy, "DELETE": self.delete_policy},
             ),
             (("users",), {"GET": self.users}),
-            (("users", "*"), {"GET": self.user}),
+            (("users", "*"), {"GET": self.user, "PUT": self.put_user, "DELETE": self.delete_user}),
             (("users", "*", "permissions"), {"GET": self.permissions}),
             (("permissions",), {"GET": self.permissions}),
-            (("permissions", "*", "*"), {"GET": self.permission}),
+            (
+                ("permissions", "*", "*"),
+                {
+                    "GET": self.permission,
+                    "PUT": self.put_permission,
+                    "DELETE": self.delete_permission,
+                },
+            ),
             (("definitions",), {"GET": self.export, "POST": self.import_}),
             (("definitions", "*"), {"GET": self.export, "POST": self.import_}),
             (("aliveness-test", "*"), {"GET": self.aliveness}),
@@ -461,6 +471,13 @@ class RabbitApi:
         self.management.create(call.caller, "vhost", name, attrs)
         await self.broker.committed()
         return HttpResponse(201)
+
+    async def delete_vhost(self, call: Call) -> Any:
+        self.management.read(call.caller, "vhost", call.parts[1])  # 404 if there is none
+        self.management.delete(
+            call.caller, "vhost", call.parts[1]
+        )  # the core offers no deletion: 501
+        return HttpResponse(204)
 
     # -- queues -----------------------------------------------------------------------------
     def _queue(self, q: Mapping[str, Any], kind: str) -> dict[str, Any]:
@@ -831,6 +848,44 @@ class RabbitApi:
             if (x.get("vhost"), x.get("user")) == (call.parts[1], call.parts[2]):
                 return x
         raise NotFoundError("no such permission")
+
+    async def put_user(self, call: Call) -> Any:
+        body = call.body()
+        fields = {}
+        for key in ("password", "password_hash", "hashing_algorithm"):
+            value = body.get(key)
+            if value is not None and not isinstance(value, str):
+                raise _bad(f"{key} must be a string")
+            fields[key] = value
+        if fields["password"] is not None and fields["password_hash"] is not None:
+            raise _bad("give password or password_hash, not both")
+        tags = body.get("tags", [])
+        new = self.management.put_user(
+            call.caller,
+            call.parts[1],
+            password=fields["password"],
+            password_hash=fields["password_hash"] or None,
+            hashing_algorithm=fields["hashing_algorithm"],
+            tags=tags,
+        )
+        return HttpResponse(201 if new else 204)
+
+    async def delete_user(self, call: Call) -> Any:
+        self.management.delete_user(call.caller, call.parts[1])
+        return HttpResponse(204)
+
+    async def put_permission(self, call: Call) -> Any:
+        body = call.body()
+        configure, write, read = (body.get(a) for a in ("configure", "write", "read"))
+        if not (isinstance(configure, str) and isinstance(write, str) and isinstance(read, str)):
+            raise _bad("configure, write and read must be strings (regular expressions)")
+        vhost, user = call.parts[1], call.parts[2]
+        new = self.management.put_permission(call.caller, user, vhost, configure, write, read)
+        return HttpResponse(201 if new else 204)
+
+    async def delete_permission(self, call: Call) -> Any:
+        self.management.delete_permission(call.caller, call.parts[2], call.parts[1])
+        return HttpResponse(204)
 
     # -- definitions ------------------------------------------------------------------------
     async def export(self, call: Call) -> Any:

@@ -256,6 +256,42 @@ def test_vhosts_policies_users_permissions(broker: RunningBroker) -> None:
     assert call(broker, "GET", "/api/users", auth=("watcher", "w"))[0] == 401  # administrators only
 
 
+def test_users_and_permissions_are_changed_in_the_users_file(broker: RunningBroker) -> None:
+    u = "/api/users/dora"
+    assert call(broker, "PUT", u, {"password": "pw1", "tags": "management"})[0] == 201
+    assert call(broker, "GET", u)[2]["tags"] == ["management"]
+    # a new user has no permissions: it is let in (its tag), but sees no host
+    assert call(broker, "GET", "/api/queues/%2F", auth=("dora", "pw1"))[0] == 401
+    p = "/api/permissions/%2F/dora"
+    assert call(broker, "PUT", p, {"configure": "^dora", "write": ".*", "read": ".*"})[0] == 201
+    assert call(broker, "PUT", p, {"configure": "^dora\\.", "write": ".*", "read": ".*"})[0] == 204
+    assert call(broker, "GET", p)[2]["configure"] == "^dora\\."
+    assert call(broker, "PUT", "/api/queues/%2F/dora.q", {}, auth=("dora", "pw1"))[0] == 201
+    assert call(broker, "PUT", "/api/queues/%2F/other", {}, auth=("dora", "pw1"))[0] == 401
+    assert call(broker, "PUT", p, {"configure": "(", "write": "", "read": ""})[0] == 400
+    assert (
+        call(
+            broker,
+            "PUT",
+            "/api/permissions/nohost/dora",
+            {"configure": "", "write": "", "read": ""},
+        )[0]
+        == 404
+    )
+    # a new password counts at once; the old one no longer does
+    assert call(broker, "PUT", u, {"password": "pw2", "tags": ["management"]})[0] == 204
+    assert call(broker, "GET", "/api/whoami", auth=("dora", "pw1"))[0] == 401
+    assert call(broker, "GET", "/api/whoami", auth=("dora", "pw2"))[2]["name"] == "dora"
+    assert call(broker, "PUT", u, {"password": "x", "tags": "nonsense-tag"})[0] == 400
+    assert call(broker, "PUT", "/api/users/eve", {"password": "x"}, auth=("watcher", "w"))[0] == 401
+    assert call(broker, "DELETE", p)[0] == 204
+    assert call(broker, "DELETE", p)[0] == 404
+    assert call(broker, "DELETE", u)[0] == 204
+    assert call(broker, "GET", u)[0] == 404
+    assert call(broker, "GET", "/api/whoami", auth=("dora", "pw2"))[0] == 401
+    call(broker, "DELETE", "/api/queues/%2F/dora.q")
+
+
 def test_definitions(broker: RunningBroker) -> None:
     call(broker, "PUT", "/api/queues/%2F/def.q", {})
     status, _, document = call(broker, "GET", "/api/definitions")
@@ -337,6 +373,9 @@ def test_the_quick_start_lets_loopback_in(tmp_path: Path) -> None:
             "tags": ["administrator"],
         }
         assert call(b, "PUT", "/api/queues/%2F/q", {}, auth=None)[0] == 201
+        status, _, body = call(b, "PUT", "/api/users/u", {"password": "p", "tags": ""}, auth=None)
+        assert status == 400 and "no users file" in body["reason"]
+        assert call(b, "DELETE", "/api/vhosts/%2F", auth=None)[0] == 501
 
 
 def test_the_api_can_be_turned_off(tmp_path: Path) -> None:

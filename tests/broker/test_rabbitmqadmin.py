@@ -143,6 +143,24 @@ def test_show_overview_and_lists(broker: RunningBroker) -> None:
     admin(broker, "list", "nodes")
 
 
+def test_vhosts_users_and_permissions(broker: RunningBroker) -> None:
+    admin(broker, "declare", "vhost", "name=staging")
+    assert "staging" in {v["name"] for v in listed(broker, "vhosts")}
+    admin(broker, "declare", "user", "name=ops", "password=opspw", "tags=management")
+    admin(broker, "declare", "permission", "vhost=staging", "user=ops",
+          "configure=.*", "write=.*", "read=.*")  # fmt: skip
+    assert {"user": "ops", "vhost": "staging"}.items() <= next(
+        p for p in listed(broker, "permissions") if p["user"] == "ops"
+    ).items()
+    # the new user drives rabbitmqadmin in its host
+    admin(broker, "-V", "staging", "declare", "queue", "name=work", user="ops", password="opspw")
+    assert ("staging", "work") in {(q["vhost"], q["name"]) for q in listed(broker, "queues")}
+    assert [q["name"] for q in listed(broker, "queues", "-V", "staging")] == ["work"]
+    admin(broker, "delete", "permission", "vhost=staging", "user=ops")
+    admin(broker, "delete", "user", "name=ops")
+    assert "ops" not in {u["name"] for u in listed(broker, "users")}
+
+
 def test_refusals(broker: RunningBroker) -> None:
     out = admin(broker, "list", "queues", password="wrong", ok=False)
     assert "Access refused" in out

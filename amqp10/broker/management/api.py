@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ..config import ManagementConfig
 from ..core import (
@@ -21,6 +22,8 @@ from ..core import (
     VirtualHost,
 )
 from ..core.broker import Action
+from ..permissions import VhostPermissions, check_tags
+from ..users import User, UsersFile, scram_credentials
 from .access import Access, Caller
 from .entities import ENTITY_TYPES, EntityType, _plain, model_error_status, type_named
 from .errors import (
@@ -35,6 +38,8 @@ from .errors import (
 __all__ = ["Got", "ManagedConnection", "Management", "Rates", "Request", "Response"]
 
 log = logging.getLogger("amqp10.broker.management")
+
+T = TypeVar("T")
 
 MANAGEMENT_TYPE = "org.amqp.management"
 """The management node's own type (the draft's): what node operations name as ``type``."""
@@ -375,6 +380,98 @@ class Management:
             raise BadRequest("the definitions must be a JSON document (text) or a map")
         try:
             return self._definitions().import_document(document)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+
+    # -- users and permissions (the users file's, through the definitions port) --------------
+    def put_user(
+        self,
+        caller: Caller,
+        name: str,
+        *,
+        password: str | None = None,
+        password_hash: str | None = None,
+        hashing_algorithm: str | None = None,
+        tags: Any = (),
+    ) -> bool:
+        """Add user ``name`` or change it (``admin_tags`` only); True if new. ``password``
+        becomes SCRAM credentials; ``password_hash`` (RabbitMQ's, as definitions carry it)
+        is imported as a definitions user is; neither: a user who cannot log in with a
+        password. A new user has no permissions (RabbitMQ's ``add_user``)."""
+        self.access.require(caller, self.config.admin_tags, "changing users")
+        if not isinstance(name, str) or not name:
+            raise BadRequest("a user needs a name (a non-empty string)")
+        try:
+            checked = check_tags(list(tags) if isinstance(tags, tuple) else tags)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        port = self._definitions()
+        if password_hash is not None:
+            exported = json.loads(port.export_json()).get("users", [])
+            new = not any(u.get("name") == name for u in exported)
+            user = {"name": name, "password_hash": password_hash, "tags": list(checked)}
+            if hashing_algorithm is not None:
+                user["hashing_algorithm"] = hashing_algorithm
+            outcome = self.import_definitions(caller, {"users": [user]})
+            if outcome.get("skipped"):
+                raise BadRequest("; ".join(outcome["skipped"]))
+            return new
+        credentials = scram_credentials(password) if password is not None else []
+
+        def change(users: UsersFile) -> bool:
+            user = users.users.get(name)
+            if user is None:
+                users.users[name] = User(credentials=credentials, tags=checked, permissions={})
+                return True
+            user.credentials, user.tags = credentials, checked
+            return False
+
+        return self._change_users(change)
+
+    def delete_user(self, caller: Caller, name: str) -> None:
+        self.access.require(caller, self.config.admin_tags, "deleting users")
+
+        def change(users: UsersFile) -> None:
+            if users.users.pop(name, None) is None:
+                raise NotFoundError(f"no user {name!r}")
+
+        self._change_users(change)
+
+    def put_permission(
+        self, caller: Caller, user: str, vhost: str, configure: str, write: str, read: str
+    ) -> bool:
+        """Set ``user``'s three patterns in ``vhost`` (``admin_tags`` only); True if new."""
+        self.access.require(caller, self.config.admin_tags, "setting permissions")
+        if self.broker.vhost(vhost) is None or vhost not in self.broker.vhosts:
+            raise NotFoundError(f"no virtual host {vhost!r}")
+        try:
+            perms = VhostPermissions(str(configure), str(write), str(read))
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+
+        def change(users: UsersFile) -> bool:
+            u = users.users.get(user)
+            if u is None:
+                raise NotFoundError(f"no user {user!r}")
+            new = vhost not in u.permissions
+            u.permissions[vhost] = perms
+            return new
+
+        return self._change_users(change)
+
+    def delete_permission(self, caller: Caller, user: str, vhost: str) -> None:
+        self.access.require(caller, self.config.admin_tags, "clearing permissions")
+
+        def change(users: UsersFile) -> None:
+            u = users.users.get(user)
+            if u is None or u.permissions.pop(vhost, None) is None:
+                raise NotFoundError(f"user {user!r} has no permissions in vhost {vhost!r}")
+
+        self._change_users(change)
+
+    def _change_users(self, change: Callable[[UsersFile], T]) -> T:
+        try:
+            return self._definitions().change_users(change)
         except ValueError as exc:
             raise BadRequest(str(exc)) from None
 
