@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -376,6 +377,26 @@ def test_the_quick_start_lets_loopback_in(tmp_path: Path) -> None:
         status, _, body = call(b, "PUT", "/api/users/u", {"password": "p", "tags": ""}, auth=None)
         assert status == 400 and "no users file" in body["reason"]
         assert call(b, "DELETE", "/api/vhosts/%2F", auth=None)[0] == 501
+
+
+def test_rabbitmq_api_port_serves_the_same_routes(tmp_path: Path) -> None:
+    with socket.socket() as s:  # a free port for the second listener (RabbitMQ's 15672)
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with broker_with(tmp_path, http={"rabbitmq_api_port": port}) as b:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=T)
+        try:
+            conn.request("GET", "/api/overview")
+            r = conn.getresponse()
+            assert r.status == 200 and "rabbitmq_version" in json.loads(r.read())
+            conn.request("GET", "/console/")
+            r = conn.getresponse()
+            assert r.status == 200 and b"<html" in r.read().lower()
+        finally:
+            conn.close()
+        assert call(b, "GET", "/api/overview", auth=None)[0] == 200  # the main port too
+    with socket.socket() as s:  # closed with the broker
+        s.bind(("127.0.0.1", port))
 
 
 def test_the_api_can_be_turned_off(tmp_path: Path) -> None:
