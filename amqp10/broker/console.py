@@ -16,6 +16,16 @@ talks to ``/console/api/...``:
 - ``POST purge``, ``POST delete``, ``POST close-connection``, ``POST logout``: changing
   state also needs the ``X-CSRF-Token`` header of the session, a JSON body and, when
   the browser sends one, an ``Origin`` of this host.
+- ``rmq/PATH`` (any method): RabbitMQ's HTTP API ``/api/PATH`` (:mod:`.rabbitmq_api`)
+  as the session's user, for the pages beside Overview and Connections (queues with
+  publish and get, exchanges and bindings, virtual hosts, users and permissions,
+  policies, definitions download and upload); reading needs the cookie, changing the
+  CSRF token and origin as above.
+
+On a broker without a users file that allows anonymous connections, ``GET session``
+from a loopback address opens a session for the guest (the anonymous caller, who may do
+everything there) without a login, as RabbitMQ's ``guest`` works only from localhost
+(:mod:`.http_login`); ``POST login`` still answers 503 there.
 
 Every action is a call of :class:`~amqp10.broker.management.Management`, the
 operations ``$management`` runs: the console has no logic of its own. Errors are
@@ -31,7 +41,7 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs
@@ -42,7 +52,7 @@ from .core import Broker
 from .guard import ConnectionGuard, source_of
 from .http_login import GUEST, HttpLogin
 from .management import Caller, Management, ManagementError
-from .rabbitmq_api import RabbitApi, rabbitmq_api_routes
+from .rabbitmq_api import API_METHODS, RabbitApi, rabbitmq_api_routes
 
 __all__ = ["COOKIE", "Console", "console_routes"]
 
@@ -67,6 +77,8 @@ _SECURITY_HEADERS = (
     ("x-frame-options", "DENY"),
     ("referrer-policy", "no-referrer"),
 )
+RABBIT_PREFIX = "/console/api/rmq/"
+"""Where the console's pages reach RabbitMQ's HTTP API (as the session's user)."""
 NODE_TYPES = ("queue", "stream", "subscription")
 """The entity types the console lists as nodes (what has a depth)."""
 
@@ -108,6 +120,9 @@ class Console:
         self.guard = guard
         self.login_rules = HttpLogin(users, guard, allow_anonymous=broker.config.sasl.allow_anonymous)
         """Who gets in (shared with RabbitMQ's HTTP API): see :mod:`.http_login`."""
+        self.rabbit = RabbitApi(broker, self.login_rules)
+        """RabbitMQ's HTTP API: the pages beside Overview and Connections call it through
+        ``/console/api/rmq/...`` with the session's user."""
         self.session_seconds = session_seconds
         self.secure = secure
         self.clock = clock
@@ -263,6 +278,22 @@ class Console:
         log.info("console: %s deleted %s %r", session.user, kind, name)
         return _json(200, {"deleted": name})
 
+    async def api_rabbit(self, request: HttpRequest) -> HttpResponse:
+        """``/console/api/rmq/PATH``: RabbitMQ's ``/api/PATH`` as the session's user (reading
+        needs the cookie, changing also the CSRF token and our own origin)."""
+        if request.method in ("GET", "HEAD"):
+            _, session = self.session_of(request)
+        else:
+            _, session = self.check_change(request)
+        caller = Caller(user=session.user)
+
+        async def session_caller(_: HttpRequest) -> Caller:
+            return caller
+
+        path = request.path[len(RABBIT_PREFIX) :]
+        response = await self.rabbit.answer(request, path, session_caller, challenge=False)
+        return replace(response, headers=(*_SECURITY_HEADERS, *response.headers))
+
     async def api_close_connection(self, request: HttpRequest) -> HttpResponse:
         _, session = self.check_change(request)
         name = _json_body(request).get("name")
@@ -397,6 +428,7 @@ def console_routes(console: Console) -> dict[str, Route]:
             else Route(get=_answering(handler), methods=methods)
         )
         routes[f"/console/api/{name}"] = route
+    routes[RABBIT_PREFIX + "*"] = Route(get=_answering(console.api_rabbit), methods=API_METHODS)
     if console.broker.config.http.rabbitmq_api:
-        routes.update(rabbitmq_api_routes(RabbitApi(console.broker, console.login_rules)))
+        routes.update(rabbitmq_api_routes(console.rabbit))
     return routes

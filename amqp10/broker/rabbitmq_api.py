@@ -251,11 +251,23 @@ class RabbitApi:
 
     # -- the door ---------------------------------------------------------------------------
     async def handle(self, request: HttpRequest) -> HttpResponse:
-        """Answer one request under ``/api/``."""
+        """Answer one request under ``/api/`` (basic authentication, see the module)."""
+        return await self.answer(request, request.path[len(API_PREFIX) :], self._caller)
+
+    async def answer(
+        self,
+        request: HttpRequest,
+        path: str,
+        caller_of: Callable[[HttpRequest], Awaitable[Caller]],
+        *,
+        challenge: bool = True,
+    ) -> HttpResponse:
+        """Answer ``request`` for ``path`` (what follows ``/api/``), asking ``caller_of`` who
+        it comes from once the path is known (the web console passes its session's user).
+        ``challenge``: a 401 carries ``WWW-Authenticate`` (not for the console's page, where
+        it would open the browser's own login dialog)."""
         try:
-            parts = tuple(
-                unquote(p) for p in request.path[len(API_PREFIX) :].rstrip("/").split("/")
-            )
+            parts = tuple(unquote(p) for p in path.rstrip("/").split("/"))
             handlers = self._handlers(parts)
             method = "GET" if request.method == "HEAD" else request.method
             handler = handlers.get(method)
@@ -264,14 +276,14 @@ class RabbitApi:
                 raise ApiError(
                     405, "Method Not Allowed", f"{request.method} is not one of {allowed}"
                 )
-            caller = await self._caller(request)
+            caller = await caller_of(request)
             answer = await handler(Call(caller, parts, request))
         except ApiError as exc:
-            headers = (("www-authenticate", REALM),) if exc.status == 401 else ()
+            headers = (("www-authenticate", REALM),) if exc.status == 401 and challenge else ()
             body = NOT_FOUND if exc.status == 404 else {"error": exc.error, "reason": exc.reason}
             return HttpResponse.json(exc.status, body, headers=headers)
         except ManagementError as exc:
-            return self._management_error(exc)
+            return self._management_error(exc, challenge)
         if isinstance(answer, HttpResponse):
             return answer
         return HttpResponse.json(200, answer)
@@ -284,14 +296,14 @@ class RabbitApi:
                 return handlers
         raise ApiError(404, "Object Not Found", "Not Found")
 
-    def _management_error(self, exc: ManagementError) -> HttpResponse:
+    def _management_error(self, exc: ManagementError, challenge: bool) -> HttpResponse:
         if exc.status == 404:
             return HttpResponse.json(404, NOT_FOUND)
         if exc.status in (401, 403):  # RabbitMQ answers a refused permission with a 401 too
             return HttpResponse.json(
                 401,
                 {"error": "not_authorised", "reason": exc.description},
-                headers=(("www-authenticate", REALM),),
+                headers=(("www-authenticate", REALM),) if challenge else (),
             )
         if exc.status == 501:
             return HttpResponse.json(501, {"error": "not_implemented", "reason": exc.description})
