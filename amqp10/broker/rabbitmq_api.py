@@ -242,6 +242,7 @@ class RabbitApi:
                     "DELETE": self.delete_permission,
                 },
             ),
+            *(((kind, *["*"] * n), {"GET": self.none_here}) for kind, n in _NONE_HERE),
             (("definitions",), {"GET": self.export, "POST": self.import_}),
             (("definitions", "*"), {"GET": self.export, "POST": self.import_}),
             (("aliveness-test", "*"), {"GET": self.aliveness}),
@@ -399,6 +400,17 @@ class RabbitApi:
         return self._node()
 
     async def extensions(self, call: Call) -> Any:
+        return []
+
+    async def none_here(self, call: Call) -> Any:
+        """Lists of what this broker has none of (parameters, operator policies, limits)."""
+        self.management.overview(call.caller)  # the read check
+        if (
+            len(call.parts) > 1
+            and call.parts[1] not in self.broker.vhosts
+            and call.parts[0] != "parameters"
+        ):
+            raise NotFoundError(call.parts[1])
         return []
 
     # -- connections, channels --------------------------------------------------------------
@@ -628,7 +640,7 @@ class RabbitApi:
             "durable": x.get("durable", True),
             "auto_delete": x.get("auto_delete", False),
             "internal": x.get("internal", False),
-            "arguments": {**(x.get("arguments") or {}), **({"alternate-exchange": x["alternate_exchange"]} if x.get("alternate_exchange") else {})},
+            "arguments": _exchange_arguments(x),
             "user_who_performed_action": "",
             "policy": None,
         }  # fmt: skip
@@ -649,14 +661,12 @@ class RabbitApi:
     async def put_exchange(self, call: Call) -> Any:
         body = call.body()
         args = dict(_arguments(body.get("arguments")))
-        alternate = args.pop("alternate-exchange", None)
         attrs: dict[str, Any] = {
             "exchange_type": str(body.get("type", "direct")),
             "durable": _flag(body.get("durable"), "durable", True),
             "auto_delete": _flag(body.get("auto_delete"), "auto_delete", False),
             "internal": _flag(body.get("internal"), "internal", False),
             "arguments": args,
-            "alternate_exchange": alternate,
         }
         vhost, name = call.parts[1], call.parts[2]
         try:
@@ -992,7 +1002,21 @@ class RabbitApi:
         raise NotFoundError(check)
 
 
+_NONE_HERE = (
+    ("parameters", 0), ("parameters", 1), ("parameters", 2), ("global-parameters", 0),
+    ("operator-policies", 0), ("operator-policies", 1), ("vhost-limits", 0), ("vhost-limits", 1),
+)  # fmt: skip
+"""``(path, number of * segments)`` of the lists this broker has nothing in."""
+
 _ALL_TAGS = ("administrator", "monitoring", "policymaker", "management", "impersonator")
+
+
+def _exchange_arguments(x: Mapping[str, Any]) -> dict[str, Any]:
+    """An exchange's arguments as RabbitMQ shows them: its alternate exchange among them."""
+    args = dict(x.get("arguments") or {})
+    if x.get("alternate_exchange"):
+        args.setdefault("alternate-exchange", x["alternate_exchange"])
+    return args
 
 
 def _destination_kind(char: str) -> str:

@@ -27,7 +27,7 @@ from amqp10.broker.guard import ConnectionGuard
 from amqp10.broker.http_login import HttpLogin, is_loopback
 from amqp10.broker.rabbitmq_api import RabbitApi, properties_key
 from amqp10.broker.users import add_user
-from amqp10.io.http import HttpRequest
+from amqp10.io.http import HttpRequest, HttpServer, Route
 
 from .conftest import RunningBroker, broker_with
 
@@ -179,6 +179,10 @@ def test_exchanges_and_bindings(broker: RunningBroker) -> None:
         "name": "api.x", "vhost": "/", "type": "topic", "durable": True, "auto_delete": False, "internal": False,
     }  # fmt: skip
     assert "amq.topic" in {e["name"] for e in call(broker, "GET", "/api/exchanges/%2F")[2]}
+    ae = {"type": "fanout", "arguments": {"alternate-exchange": "amq.fanout"}}
+    assert call(broker, "PUT", "/api/exchanges/%2F/api.ae", ae)[0] == 201
+    assert call(broker, "GET", "/api/exchanges/%2F/api.ae")[2]["arguments"] == ae["arguments"]
+    assert call(broker, "DELETE", "/api/exchanges/%2F/api.ae")[0] == 204
     call(broker, "PUT", "/api/queues/%2F/api.bq", {})
     b = "/api/bindings/%2F/e/api.x/q/api.bq"
     status, headers, _ = call(broker, "POST", b, {"routing_key": "a.*", "arguments": {}})
@@ -361,6 +365,8 @@ def test_health_and_errors(broker: RunningBroker) -> None:
         ), check
     assert call(broker, "GET", "/api/health/checks/port-listener/5672")[2]["status"] == "ok"
     assert call(broker, "GET", "/api/no-such-thing")[:3:2] == (404, NOT_FOUND)
+    for empty in ("parameters", "operator-policies", "vhost-limits/%2F", "global-parameters"):
+        assert call(broker, "GET", f"/api/{empty}")[:3:2] == (200, []), empty
     assert call(broker, "PATCH", "/api/queues")[0] == 405
     assert call(broker, "POST", "/api/queues/%2F/q")[0] == 405
 
@@ -427,3 +433,12 @@ def test_loopback_rule_without_a_users_file(allow_anonymous: bool) -> None:
         response = anyio.run(status, peer)
         assert response == 401, peer
     assert is_loopback("127.0.0.1:1") and not is_loopback("unknown peer")
+
+
+def test_prefix_routes_exact_first_then_longest() -> None:
+    exact, short, long = Route(), Route(), Route()
+    server = HttpServer({"/api/overview": exact, "/api/*": short, "/api/queues/*": long})
+    assert server.route_for("/api/overview") is exact
+    assert server.route_for("/api/queues/%2F/q") is long
+    assert server.route_for("/api/exchanges") is short
+    assert server.route_for("/api") is None and server.route_for("/apix/y") is None
