@@ -44,7 +44,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
-from urllib.parse import parse_qs
 
 from ..io.http import HttpRequest, HttpResponse, Route
 from ..sasl.credentials import CredentialStore
@@ -251,7 +250,7 @@ class Console:
     async def api_peek(self, request: HttpRequest) -> HttpResponse:
         _, session = self.session_of(request)
         kind, name, vhost = _node_query(request)
-        query = _query(request)
+        query = request.query()
         count = query.get("count", str(PEEK_DEFAULT))
         offset = query.get("offset", "0")
         for label, value in (("count", count), ("offset", offset)):
@@ -326,11 +325,6 @@ def _cookie(request: HttpRequest, name: str) -> str | None:
     return None
 
 
-def _query(request: HttpRequest) -> dict[str, str]:
-    _, _, qs = request.target.partition("?")
-    return {k: v[0] for k, v in parse_qs(qs, keep_blank_values=True).items()}
-
-
 def _json_body(request: HttpRequest) -> dict[str, Any]:
     ctype = (request.header("content-type") or "").split(";")[0].strip().lower()
     if ctype != "application/json":
@@ -355,7 +349,7 @@ def _checked_node(kind: Any, name: Any, vhost: Any) -> tuple[str, str, str]:
 
 
 def _node_query(request: HttpRequest) -> tuple[str, str, str]:
-    q = _query(request)
+    q = request.query()
     return _checked_node(q.get("type", "queue"), q.get("name"), q.get("vhost", "/"))
 
 

@@ -109,10 +109,6 @@ class Call:
     parts: tuple[str, ...]
     request: HttpRequest
 
-    @property
-    def method(self) -> str:
-        return "GET" if self.request.method == "HEAD" else self.request.method
-
     def body(self) -> dict[str, Any]:
         """The JSON body (a map; an empty body is ``{}``); 400 otherwise."""
         raw = self.request.body.strip()
@@ -127,8 +123,7 @@ class Call:
         return value
 
     def query(self) -> dict[str, str]:
-        _, _, qs = self.request.target.partition("?")
-        return {k: v[0] for k, v in parse_qs(qs, keep_blank_values=True).items()}
+        return self.request.query()
 
 
 Handler = Callable[[Call], Awaitable[Any]]

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
+from urllib.parse import parse_qs
 
 import anyio
 import h11
@@ -66,6 +67,11 @@ class HttpRequest:
             if key == name:
                 return value
         return None
+
+    def query(self) -> dict[str, str]:
+        """The query string's parameters, decoded (the first value of each)."""
+        _, _, qs = self.target.partition("?")
+        return {k: v[0] for k, v in parse_qs(qs, keep_blank_values=True).items()}
 
     @property
     def wants_websocket(self) -> bool:
