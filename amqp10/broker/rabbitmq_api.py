@@ -11,7 +11,8 @@ Served (``{vhost}`` percent-encoded: ``/`` is ``%2F``):
 
 - ``GET /api/overview``, ``/api/whoami``, ``/api/nodes``, ``/api/extensions``;
 - ``GET /api/connections`` (``/{name}``: one; ``DELETE``: close it), ``/api/channels``;
-- ``GET /api/vhosts`` (``/{vhost}``; ``PUT``: create or update);
+- ``GET /api/vhosts`` (``/{vhost}``; ``PUT``: create or update; ``DELETE``: 501, the
+  core cannot delete a virtual host);
 - ``GET /api/queues`` (``/{vhost}``, ``/{vhost}/{name}``; ``PUT`` declares, ``DELETE``
   deletes), ``DELETE /api/queues/{vhost}/{name}/contents`` purges, ``POST
   .../get`` takes messages (``count``, ``ackmode``: ``ack_requeue_true|false``,
@@ -25,14 +26,20 @@ Served (``{vhost}`` percent-encoded: ``/`` is ``%2F``):
   ``properties_key``), ``/api/exchanges/{vhost}/{x}/bindings/source``,
   ``/api/queues/{vhost}/{q}/bindings``;
 - ``GET /api/policies`` (``/{vhost}``, ``/{vhost}/{name}``; ``PUT``, ``DELETE``);
-- ``GET /api/users`` (``/{name}``), ``/api/permissions`` (``/{vhost}/{user}``),
-  ``/api/users/{name}/permissions``, ``/api/vhosts/{vhost}/permissions``: read from the
-  definitions export (users and permissions live in the users file);
+- ``GET /api/users`` (``/{name}``; ``PUT``, ``DELETE``), ``/api/permissions``
+  (``/{vhost}/{user}``; ``PUT``, ``DELETE``), ``/api/users/{name}/permissions``,
+  ``/api/vhosts/{vhost}/permissions``: read from the definitions export, changed in the
+  users file (:meth:`Management.put_user` and the rest; without a users file, a 400);
+- ``GET /api/parameters``, ``/api/global-parameters``, ``/api/operator-policies``,
+  ``/api/vhost-limits``: empty lists (the broker has none of them);
 - ``GET /api/definitions`` (export; ``/{vhost}``: one host's), ``POST`` (import);
 - ``GET /api/aliveness-test/{vhost}``, ``/api/health/checks/alarms``,
   ``/local-alarms``, ``/virtual-hosts``, ``/node-is-quorum-critical``,
   ``/node-is-mirror-sync-critical``, ``/port-listener/{port}``,
   ``/protocol-listener/{protocol}``, ``/certificate-expiration/...``.
+
+:meth:`RabbitApi.answer` serves the same paths for a caller someone else established:
+the web console's pages call it through ``/console/api/rmq/...`` with the session's user.
 
 Who asks (:mod:`.http_login`): HTTP basic authentication against the users file; the
 user's RabbitMQ tags then decide as ``[management]`` says (a user with none of
