@@ -103,7 +103,20 @@ class HttpConfig(_Model):
     console: bool = Field(
         default=True,
         description="serve the web console at /console (users of the users file with one of "
-        "[management] admin_tags log in; without a users file nobody can)",
+        "[management] admin_tags log in; without a users file, on a broker that allows "
+        "anonymous connections, a browser on a loopback address gets in without a login)",
+    )
+    rabbitmq_api: bool = Field(
+        default=True,
+        description="serve RabbitMQ's HTTP API at /api/ (rabbitmqadmin, monitoring agents): "
+        "basic authentication against the users file; without one, loopback clients only",
+    )
+    rabbitmq_api_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="also serve the console and RabbitMQ's HTTP API on this port of host "
+        "(15672: where RabbitMQ's tools look; unset: only on port)",
     )
     console_session_minutes: float = Field(
         default=30.0,

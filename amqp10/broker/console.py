@@ -16,6 +16,16 @@ talks to ``/console/api/...``:
 - ``POST purge``, ``POST delete``, ``POST close-connection``, ``POST logout``: changing
   state also needs the ``X-CSRF-Token`` header of the session, a JSON body and, when
   the browser sends one, an ``Origin`` of this host.
+- ``rmq/PATH`` (any method): RabbitMQ's HTTP API ``/api/PATH`` (:mod:`.rabbitmq_api`)
+  as the session's user, for the pages beside Overview and Connections (queues with
+  publish and get, exchanges and bindings, virtual hosts, users and permissions,
+  policies, definitions download and upload); reading needs the cookie, changing the
+  CSRF token and origin as above.
+
+On a broker without a users file that allows anonymous connections, ``GET session``
+from a loopback address opens a session for the guest (the anonymous caller, who may do
+everything there) without a login, as RabbitMQ's ``guest`` works only from localhost
+(:mod:`.http_login`); ``POST login`` still answers 503 there.
 
 Every action is a call of :class:`~amqp10.broker.management.Management`, the
 operations ``$management`` runs: the console has no logic of its own. Errors are
@@ -31,20 +41,17 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
-from urllib.parse import parse_qs
-
-import anyio
 
 from ..io.http import HttpRequest, HttpResponse, Route
 from ..sasl.credentials import CredentialStore
-from ..sasl.mechanisms import PlainServer, ServerOutcome
-from ..types import SaslCode
 from .core import Broker
 from .guard import ConnectionGuard, source_of
+from .http_login import GUEST, HttpLogin
 from .management import Caller, Management, ManagementError
+from .rabbitmq_api import API_METHODS, RabbitApi, rabbitmq_api_routes
 
 __all__ = ["COOKIE", "Console", "console_routes"]
 
@@ -69,13 +76,16 @@ _SECURITY_HEADERS = (
     ("x-frame-options", "DENY"),
     ("referrer-policy", "no-referrer"),
 )
+RABBIT_PREFIX = "/console/api/rmq/"
+"""Where the console's pages reach RabbitMQ's HTTP API (as the session's user)."""
 NODE_TYPES = ("queue", "stream", "subscription")
 """The entity types the console lists as nodes (what has a depth)."""
 
 
 @dataclass
 class _Session:
-    user: str
+    user: str | None
+    """The user logged in; None: the loopback guest of a broker without a users file."""
     csrf: str
     last_used: float
 
@@ -107,6 +117,11 @@ class Console:
         self.management = Management.of(broker)
         self.users = users
         self.guard = guard
+        self.login_rules = HttpLogin(users, guard, allow_anonymous=broker.config.sasl.allow_anonymous)
+        """Who gets in (shared with RabbitMQ's HTTP API): see :mod:`.http_login`."""
+        self.rabbit = RabbitApi(broker, self.login_rules)
+        """RabbitMQ's HTTP API: the pages beside Overview and Connections call it through
+        ``/console/api/rmq/...`` with the session's user."""
         self.session_seconds = session_seconds
         self.secure = secure
         self.clock = clock
@@ -115,30 +130,26 @@ class Console:
     # -- sessions -----------------------------------------------------------------------
     async def login(self, username: str, password: str, peer: str) -> tuple[str, _Session]:
         """Check the password as SASL PLAIN does and the admin tag; a new session."""
-        store = self.users()
-        if store is None:
+        if not self.login_rules.has_users:
             raise _Refused(503, "the console needs a users file ([sasl] users_file) to log in")
-        addr = source_of(peer)
-        response = b"\0" + username.encode() + b"\0" + password.encode()
-        # PBKDF2 takes a while: off the event loop
-        outcome = await anyio.to_thread.run_sync(_plain_check, store, response)
-        if outcome.code is not SaslCode.OK or outcome.identity is None:
-            await anyio.sleep(self.guard.login_failed(addr, username or None, outcome.reason))
+        user = await self.login_rules.check_password(username, password, peer)
+        if user is None:
             raise _Refused(401, "wrong user name or password")
-        user = outcome.identity
-        await anyio.sleep(self.guard.login_ok(addr, user))
-        caller = Caller(user=user)
-        if not self.management.access.administers(caller):
+        if not self.management.access.administers(Caller(user=user)):
             tags = " or ".join(self.management.config.admin_tags) or "(none)"
             log.info("console: %s may not log in (no %s tag)", user, tags)
             raise _Refused(403, f"user {user!r} may not use the console: it needs the {tags} tag")
+        token, session = self._new_session(user)
+        log.info("console: %s logged in from %s", user, source_of(peer))
+        return token, session
+
+    def _new_session(self, user: str | None) -> tuple[str, _Session]:
         self._expire()
         if len(self._sessions) >= MAX_SESSIONS:  # the oldest goes
             oldest = min(self._sessions, key=lambda t: self._sessions[t].last_used)
             del self._sessions[oldest]
         token = secrets.token_urlsafe(32)
         session = self._sessions[token] = _Session(user, secrets.token_urlsafe(32), self.clock())
-        log.info("console: %s logged in from %s", user, addr)
         return token, session
 
     def session_of(self, request: HttpRequest) -> tuple[str, _Session]:
@@ -194,7 +205,7 @@ class Console:
         if "\0" in username or "\0" in password:
             raise _Refused(400, "a username or password cannot hold a NUL character")
         token, session = await self.login(username, password, request.peer)
-        return _json(200, {"user": session.user, "csrf": session.csrf}, self.cookie(token))
+        return _json(200, _session_body(session), self.cookie(token))
 
     async def api_logout(self, request: HttpRequest) -> HttpResponse:
         token, _ = self.check_change(request)
@@ -202,8 +213,16 @@ class Console:
         return _json(200, {"logged_out": True}, self.cookie("", max_age=0))
 
     async def api_session(self, request: HttpRequest) -> HttpResponse:
-        _, session = self.session_of(request)
-        return _json(200, {"user": session.user, "csrf": session.csrf})
+        try:
+            _, session = self.session_of(request)
+        except _Refused:
+            if not self.login_rules.loopback_guest(request.peer):
+                raise
+            # the quick start: no users file, anonymous allowed, a browser on this machine
+            token, session = self._new_session(None)
+            log.info("console: the loopback guest came in from %s", source_of(request.peer))
+            return _json(200, _session_body(session), self.cookie(token))
+        return _json(200, _session_body(session))
 
     async def api_overview(self, request: HttpRequest) -> HttpResponse:
         _, session = self.session_of(request)
@@ -231,7 +250,7 @@ class Console:
     async def api_peek(self, request: HttpRequest) -> HttpResponse:
         _, session = self.session_of(request)
         kind, name, vhost = _node_query(request)
-        query = _query(request)
+        query = request.query()
         count = query.get("count", str(PEEK_DEFAULT))
         offset = query.get("offset", "0")
         for label, value in (("count", count), ("offset", offset)):
@@ -258,6 +277,22 @@ class Console:
         log.info("console: %s deleted %s %r", session.user, kind, name)
         return _json(200, {"deleted": name})
 
+    async def api_rabbit(self, request: HttpRequest) -> HttpResponse:
+        """``/console/api/rmq/PATH``: RabbitMQ's ``/api/PATH`` as the session's user (reading
+        needs the cookie, changing also the CSRF token and our own origin)."""
+        if request.method in ("GET", "HEAD"):
+            _, session = self.session_of(request)
+        else:
+            _, session = self.check_change(request)
+        caller = Caller(user=session.user)
+
+        async def session_caller(_: HttpRequest) -> Caller:
+            return caller
+
+        path = request.path[len(RABBIT_PREFIX) :]
+        response = await self.rabbit.answer(request, path, session_caller, challenge=False)
+        return replace(response, headers=(*_SECURITY_HEADERS, *response.headers))
+
     async def api_close_connection(self, request: HttpRequest) -> HttpResponse:
         _, session = self.check_change(request)
         name = _json_body(request).get("name")
@@ -268,11 +303,11 @@ class Console:
         return _json(200, {"closed": name})
 
 
-def _plain_check(store: CredentialStore, response: bytes) -> ServerOutcome:
-    step = PlainServer(store).step(response)
-    if isinstance(step, ServerOutcome):
-        return step
-    return ServerOutcome(code=SaslCode.AUTH, reason="PLAIN: incomplete exchange")
+def _session_body(session: _Session) -> dict[str, Any]:
+    """What the page learns of its session: who (the guest shown by name) and its CSRF token."""
+    if session.user is None:
+        return {"user": GUEST, "guest": True, "csrf": session.csrf}
+    return {"user": session.user, "csrf": session.csrf}
 
 
 def _json(status: int, value: Any, *headers: tuple[str, str]) -> HttpResponse:
@@ -288,11 +323,6 @@ def _cookie(request: HttpRequest, name: str) -> str | None:
             if k == name:
                 return v
     return None
-
-
-def _query(request: HttpRequest) -> dict[str, str]:
-    _, _, qs = request.target.partition("?")
-    return {k: v[0] for k, v in parse_qs(qs, keep_blank_values=True).items()}
 
 
 def _json_body(request: HttpRequest) -> dict[str, Any]:
@@ -319,7 +349,7 @@ def _checked_node(kind: Any, name: Any, vhost: Any) -> tuple[str, str, str]:
 
 
 def _node_query(request: HttpRequest) -> tuple[str, str, str]:
-    q = _query(request)
+    q = request.query()
     return _checked_node(q.get("type", "queue"), q.get("name"), q.get("vhost", "/"))
 
 
@@ -363,7 +393,9 @@ def _static(name: str) -> Handler:
 
 
 def console_routes(console: Console) -> dict[str, Route]:
-    """The console's pages and API, to add to the HTTP listener's routes."""
+    """The console's pages and API, to add to the HTTP listener's routes; with them
+    (``[http] rabbitmq_api``, on by default) RabbitMQ's HTTP API under ``/api/``, which
+    logs callers in by the same rules (:mod:`.rabbitmq_api`)."""
     post = frozenset({"POST"})
     index = _static("index.html")
     routes = {
@@ -390,4 +422,7 @@ def console_routes(console: Console) -> dict[str, Route]:
             else Route(get=_answering(handler), methods=methods)
         )
         routes[f"/console/api/{name}"] = route
+    routes[RABBIT_PREFIX + "*"] = Route(get=_answering(console.api_rabbit), methods=API_METHODS)
+    if console.broker.config.http.rabbitmq_api:
+        routes.update(rabbitmq_api_routes(console.rabbit))
     return routes

@@ -13,7 +13,11 @@ or a firewall-bound client needs. The routes are one table,
 - ``/metrics``: Prometheus metrics in the text format (:mod:`.metrics`), unless
   ``[http] metrics = false``;
 - ``/console`` and ``/console/api/...``: the web console (:mod:`.console`, added by
-  the service), unless ``[http] console = false``.
+  the service), unless ``[http] console = false``; with it ``/api/...``, RabbitMQ's
+  HTTP API (:mod:`.rabbitmq_api`), unless ``[http] rabbitmq_api = false``.
+
+With ``[http] rabbitmq_api_port`` (RabbitMQ's 15672) the same routes are served on that
+port too, without TLS unless the listener has it.
 
 Everything else is 404 as JSON.
 """
@@ -23,6 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
+import anyio
 from anyio.abc import TaskGroup
 
 from ..io.http import HttpRequest, HttpResponse, HttpServer, Route, WebSocketHandler
@@ -34,6 +39,9 @@ from .metrics import CONTENT_TYPE
 __all__ = ["AMQP_WEBSOCKET_PATHS", "broker_routes", "start_http"]
 
 log = logging.getLogger("amqp10.broker")
+
+MAX_BODY = 16 * 1024 * 1024
+"""Bytes one request body may carry (a definitions import is the biggest)."""
 
 AMQP_WEBSOCKET_PATHS = ("/$amqp", "/")
 """Where AMQP over WebSockets is served (``/`` for clients that do not name a path)."""
@@ -90,6 +98,7 @@ async def start_http(
         request_timeout=timeout,
         max_ws_message_size=http.max_ws_message_size,
         max_connections=config.limits.max_connections,
+        max_body=MAX_BODY,
     )
     scheme = "wss" if ctx else "ws"
     log.info(
@@ -101,6 +110,10 @@ async def start_http(
         ", ".join(p for p in routes if p not in AMQP_WEBSOCKET_PATHS and p.count("/") == 1),
     )
     task_group.start_soon(_serve, listener, server, connections, timeout)
+    if http.rabbitmq_api_port is not None:
+        extra = await Listener.bind(http.host, http.rabbitmq_api_port, ssl_context=ctx)
+        log.info("HTTP also on %s (rabbitmq_api_port): the console and /api/", extra.address)
+        task_group.start_soon(_serve_until_cancelled, extra, server, connections, timeout)
     return listener
 
 
@@ -108,3 +121,14 @@ async def _serve(
     listener: Listener, server: HttpServer, connections: TaskGroup, timeout: float
 ) -> None:
     await listener.serve(server.handle, connections, handshake_timeout=timeout)
+
+
+async def _serve_until_cancelled(
+    listener: Listener, server: HttpServer, connections: TaskGroup, timeout: float
+) -> None:
+    """Serve a listener the service does not know of: it closes when its task ends."""
+    try:
+        await _serve(listener, server, connections, timeout)
+    finally:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(1):
+            await listener.aclose()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .core import (
     DEFAULT_EXCHANGE,
@@ -49,11 +49,19 @@ from .definitions import (
     load_definitions,
     parse_definitions,
 )
-from .users import UsersFile, UsersFileError, read_users_file, write_users_file
+from .users import (
+    UsersFile,
+    UsersFileError,
+    read_users_file,
+    update_users_file,
+    write_users_file,
+)
 
 __all__ = ["BrokerTopology", "ImportOutcome", "LiveDefinitions"]
 
 log = logging.getLogger("amqp10.broker")
+
+T = TypeVar("T")
 
 _KINDS = {"classic": "queue", "stream": "stream"}
 """RabbitMQ queue types -> the core's node kinds (any other type: a classic queue)."""
@@ -282,6 +290,22 @@ class LiveDefinitions:
             raise ValueError(str(exc)) from None
         outcome.log("import")
         return outcome.body()
+
+    def change_users(self, change: Callable[[UsersFile], T]) -> T:
+        """Apply ``change`` to the users file (rewritten atomically) and tell the service, so
+        that logins and permission checks use the new users at once; what ``change``
+        returned. Raises ValueError (one line) without a users file, or if it cannot be read."""
+        if self.users_file is None:
+            raise ValueError("this broker has no users file ([sasl] users_file): users live there")
+        result: list[T] = []
+        try:
+            update_users_file(self.users_file, lambda users: result.append(change(users)))
+            users = read_users_file(self.users_file)
+        except (UsersFileError, OSError) as exc:
+            raise ValueError(str(exc)) from None
+        if self.on_users_changed is not None:
+            self.on_users_changed(users)
+        return result[0]
 
     def load_file(self, path: Path) -> ImportOutcome:
         """Import ``path`` (the ``definitions_file`` at start), logging one line per

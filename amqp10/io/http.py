@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
+from urllib.parse import parse_qs
 
 import anyio
 import h11
@@ -67,6 +68,11 @@ class HttpRequest:
                 return value
         return None
 
+    def query(self) -> dict[str, str]:
+        """The query string's parameters, decoded (the first value of each)."""
+        _, _, qs = self.target.partition("?")
+        return {k: v[0] for k, v in parse_qs(qs, keep_blank_values=True).items()}
+
     @property
     def wants_websocket(self) -> bool:
         upgrade = self.header("upgrade") or ""
@@ -104,7 +110,12 @@ class Route:
     get: Handler | None = None
     websocket: WebSocketHandler | None = None
     methods: frozenset[str] = field(default_factory=lambda: frozenset({"GET", "HEAD"}))
-    """The methods ``get`` answers (the console's actions will add POST)."""
+    """The methods ``get`` answers (the console's actions add POST, an API PUT and DELETE)."""
+
+
+PREFIX = "*"
+"""A route key ending in ``/*`` serves every path under it (``/api/*``: ``/api/queues``, ...);
+an exact path wins over a prefix, a longer prefix over a shorter one."""
 
 
 def _reason(status: int) -> bytes:
@@ -126,7 +137,8 @@ class HttpServer:
     ``request_timeout``: seconds a request may take to arrive (and a keep-alive
     connection may sit idle); ``max_ws_message_size``: the limit of the
     WebSocket streams it makes; ``max_connections``: HTTP connections served
-    at once (upgraded ones are the handler's to count), more get a 503.
+    at once (upgraded ones are the handler's to count), more get a 503;
+    ``max_body``: bytes a request body may carry (more: 413).
     """
 
     def __init__(
@@ -136,8 +148,14 @@ class HttpServer:
         request_timeout: float = 10.0,
         max_ws_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         max_connections: int = 1000,
+        max_body: int = _MAX_BODY,
     ) -> None:
         self.routes = dict(routes)
+        self._prefixes = sorted(
+            ((k[: -len(PREFIX)], r) for k, r in routes.items() if k.endswith("/" + PREFIX)),
+            key=lambda kr: -len(kr[0]),
+        )
+        self.max_body = max_body
         self.request_timeout = request_timeout
         self.max_ws_message_size = max_ws_message_size
         self.max_connections = max_connections
@@ -162,7 +180,7 @@ class HttpServer:
                 request = await self._read_request(conn, stream, peer)
                 if request is None:
                     return
-                route = self.routes.get(request.path)
+                route = self.route_for(request.path)
                 if route is not None and route.websocket is not None and request.wants_websocket:
                     self.connections -= 1  # counted by the handler from here on
                     try:
@@ -187,6 +205,15 @@ class HttpServer:
             self.connections -= 1
             if not handed_over:
                 await anyio.aclose_forcefully(stream)
+
+    def route_for(self, path: str) -> Route | None:
+        """The route serving ``path``: its exact one, else the longest ``/*`` prefix."""
+        route = self.routes.get(path)
+        if route is None:
+            for prefix, candidate in self._prefixes:
+                if path.startswith(prefix):
+                    return candidate
+        return route
 
     async def _read_request(
         self, conn: h11.Connection, stream: ByteStream, peer: str
@@ -213,8 +240,8 @@ class HttpServer:
                         head = event
                     elif isinstance(event, h11.Data):
                         body += event.data
-                        if len(body) > _MAX_BODY:
-                            raise _BadRequest(413, f"request body over {_MAX_BODY} bytes")
+                        if len(body) > self.max_body:
+                            raise _BadRequest(413, f"request body over {self.max_body} bytes")
                     elif isinstance(event, h11.EndOfMessage) or event is h11.PAUSED:
                         break
         except TimeoutError:

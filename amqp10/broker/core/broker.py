@@ -15,7 +15,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
 import anyio
 
@@ -73,6 +73,9 @@ class Authorizer(Protocol):
     def has_tag(self, user: str | None, tag: str) -> bool: ...
 
 
+_T = TypeVar("_T")
+
+
 class DefinitionsPort(Protocol):
     """Definitions export and import on the running broker
     (:class:`amqp10.broker.topology.LiveDefinitions`), for management operations."""
@@ -84,6 +87,11 @@ class DefinitionsPort(Protocol):
     def import_document(self, document: str | bytes | Mapping[str, Any]) -> dict[str, Any]:
         """Import a definitions document; the outcome (counts, warnings, skipped entries).
         Raises ValueError (one line) for a document that cannot be read at all."""
+        ...
+
+    def change_users(self, change: Callable[[Any], _T]) -> _T:
+        """Apply ``change`` to the users file (a ``UsersFile``) and make the broker use the
+        result; what ``change`` returned. Raises ValueError (one line) without a users file."""
         ...
 
 

@@ -17,6 +17,8 @@ these calls. One :class:`Management` per broker::
     m.peek(me, "queue", "orders", 10)            # -> first 10 messages as maps, left in place
     m.connections(me)                            # == m.list(me, "connection")
     m.close_connection(me, "conn-3", "reason")
+    m.publish(me, "amq.direct", "key", msg)      # -> PublishResult (msg: a QueuedMessage)
+    m.get(me, "orders", 5, settle="requeue")     # -> [Got(message, left, redelivered)], basic.get's way
     m.overview(me)                               # broker totals (connections, links, nodes, bytes)
     m.execute(me, Request(operation="QUERY", properties={"entityType": "queue"}, body={}))
                                                  # -> Response(status, description, body, properties)
@@ -56,7 +58,7 @@ Like the core, none of this is thread-safe: call it from the broker's event loop
 """
 
 from .access import Access, Caller
-from .api import ManagedConnection, Management, Rates, describe_message
+from .api import Got, ManagedConnection, Management, Rates, describe_message
 from .draft import Request, Response
 from .entities import ENTITY_TYPES, EntityType, type_named
 from .errors import (
@@ -76,6 +78,7 @@ __all__ = [
     "Caller",
     "Conflict",
     "EntityType",
+    "Got",
     "Forbidden",
     "ManagedConnection",
     "Management",

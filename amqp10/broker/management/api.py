@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-from ..core import Broker, DefinitionsPort, ModelError, QueuedMessage, VirtualHost
+from ..core import (
+    DEFAULT_EXCHANGE,
+    Broker,
+    DefinitionsPort,
+    ModelError,
+    PublishResult,
+    Queue,
+    QueuedMessage,
+    VirtualHost,
+)
 from ..core.broker import Action
 from ..core.message import AMQP1_FORMAT
+from ..permissions import VhostPermissions, check_tags
+from ..users import User, UsersFile, scram_credentials
 from .access import Access, Caller
 from .draft import DEFAULT_PEEK, Request, Response, execute
 from .entities import ENTITY_TYPES, EntityType, model_error_status, plain_value, type_named
@@ -26,9 +39,11 @@ from .errors import (
 if TYPE_CHECKING:  # the configuration is the layer above: management only reads it
     from ..config import ManagementConfig
 
-__all__ = ["ManagedConnection", "Management", "Rates", "describe_message"]
+__all__ = ["Got", "ManagedConnection", "Management", "Rates", "describe_message"]
 
 log = logging.getLogger("amqp10.broker.management")
+
+T = TypeVar("T")
 
 BODY_PREVIEW = 4096
 """Longest body text a PEEK shows (characters); the size says how long the body is."""
@@ -88,6 +103,19 @@ class Rates:
         for key in [k for k, ring in self._samples.items() if t - ring[-1][0] > 60.0]:
             del self._samples[key]
 
+
+@dataclass(frozen=True)
+class Got:
+    """A message :meth:`Management.get` took: the message, how many were left after it, and
+    whether it had been delivered before."""
+
+    message: QueuedMessage
+    left: int
+    redelivered: bool
+
+
+Taken = list[Got]
+"""What :meth:`Management.get` took."""
 
 Entities = list[dict[str, Any]]
 """Entities as maps of attributes (what listings return)."""
@@ -236,6 +264,55 @@ class Management:
         q = self._messages(caller, t, name, vhost, "read")
         return [describe_message(offset + i, msg) for i, msg in enumerate(q.peek(count, offset))]
 
+    def publish(
+        self, caller: Caller, exchange: str, routing_key: str, msg: QueuedMessage, *, vhost: str | None = None
+    ) -> PublishResult:
+        """Route ``msg`` from ``exchange`` ("" or ``amq.default``: the default exchange) with
+        ``routing_key``, as a client's publish would (``write_tags`` and the user's write
+        permission on the exchange); what became of it."""
+        self.access.can_write(caller, "publishing a message")
+        v = self.access.vhost(caller, vhost)
+        name = DEFAULT_EXCHANGE if exchange == "amq.default" else exchange
+        x = v.exchange(name)
+        if x is None:
+            raise NotFoundError(f"no exchange {exchange!r} in vhost {v.name!r}")
+        if x.internal:
+            raise Forbidden(f"cannot publish to internal exchange {exchange!r} in vhost {v.name!r}")
+        self.access.permission(caller, v, x.name, "exchange", "write")
+        return v.route(x, msg, routing_key, _nothing)
+
+    def get(
+        self, caller: Caller, queue: str, count: int, *, settle: str = "ack", vhost: str | None = None
+    ) -> Taken:
+        """Take up to ``count`` messages from ``queue`` as 0-9-1's ``basic.get`` does, each with
+        the number of messages left after it; then settle them all: ``ack`` (gone),
+        ``requeue`` (back at the head, counted as delivered once more) or ``reject``
+        (dead-lettered where the queue says so). Needs ``write_tags`` and the read permission."""
+        self.access.can_write(caller, "getting messages")
+        if settle not in ("ack", "requeue", "reject"):
+            raise BadRequest(f"settle must be ack, requeue or reject, not {settle!r}")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise BadRequest(f"count must be a positive integer, not {count!r}")
+        if count > self.config.max_peek:
+            raise BadRequest(f"count {count} is above the limit of {self.config.max_peek}")
+        q = self._messages(caller, type_named("queue"), queue, vhost, "read")
+        if not isinstance(q, Queue):
+            raise NotImplementedOperation(f"messages cannot be taken from {queue!r} without a consumer")
+        got: Taken = []
+        while len(got) < count:
+            msg = q.get()
+            if msg is None:
+                break
+            got.append(Got(msg, q.count, msg.delivery_count > 0))
+        for msg in (g.message for g in got):
+            if settle == "ack":
+                q.ack(msg)
+            elif settle == "requeue":
+                q.release(msg, delivery_failed=True)
+            else:
+                q.reject(msg)
+        return got
+
     def connections(self, caller: Caller) -> Entities:
         return self.list(caller, "connection")
 
@@ -265,6 +342,98 @@ class Management:
             raise BadRequest("the definitions must be a JSON document (text) or a map")
         try:
             return self._definitions().import_document(document)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+
+    # -- users and permissions (the users file's, through the definitions port) --------------
+    def put_user(
+        self,
+        caller: Caller,
+        name: str,
+        *,
+        password: str | None = None,
+        password_hash: str | None = None,
+        hashing_algorithm: str | None = None,
+        tags: Any = (),
+    ) -> bool:
+        """Add user ``name`` or change it (``admin_tags`` only); True if new. ``password``
+        becomes SCRAM credentials; ``password_hash`` (RabbitMQ's, as definitions carry it)
+        is imported as a definitions user is; neither: a user who cannot log in with a
+        password. A new user has no permissions (RabbitMQ's ``add_user``)."""
+        self.access.require(caller, self.config.admin_tags, "changing users")
+        if not isinstance(name, str) or not name:
+            raise BadRequest("a user needs a name (a non-empty string)")
+        try:
+            checked = check_tags(list(tags) if isinstance(tags, tuple) else tags)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        port = self._definitions()
+        if password_hash is not None:
+            exported = json.loads(port.export_json()).get("users", [])
+            new = not any(u.get("name") == name for u in exported)
+            user = {"name": name, "password_hash": password_hash, "tags": list(checked)}
+            if hashing_algorithm is not None:
+                user["hashing_algorithm"] = hashing_algorithm
+            outcome = self.import_definitions(caller, {"users": [user]})
+            if outcome.get("skipped"):
+                raise BadRequest("; ".join(outcome["skipped"]))
+            return new
+        credentials = scram_credentials(password) if password is not None else []
+
+        def change(users: UsersFile) -> bool:
+            user = users.users.get(name)
+            if user is None:
+                users.users[name] = User(credentials=credentials, tags=checked, permissions={})
+                return True
+            user.credentials, user.tags = credentials, checked
+            return False
+
+        return self._change_users(change)
+
+    def delete_user(self, caller: Caller, name: str) -> None:
+        self.access.require(caller, self.config.admin_tags, "deleting users")
+
+        def change(users: UsersFile) -> None:
+            if users.users.pop(name, None) is None:
+                raise NotFoundError(f"no user {name!r}")
+
+        self._change_users(change)
+
+    def put_permission(
+        self, caller: Caller, user: str, vhost: str, configure: str, write: str, read: str
+    ) -> bool:
+        """Set ``user``'s three patterns in ``vhost`` (``admin_tags`` only); True if new."""
+        self.access.require(caller, self.config.admin_tags, "setting permissions")
+        if self.broker.vhost(vhost) is None or vhost not in self.broker.vhosts:
+            raise NotFoundError(f"no virtual host {vhost!r}")
+        try:
+            perms = VhostPermissions(str(configure), str(write), str(read))
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+
+        def change(users: UsersFile) -> bool:
+            u = users.users.get(user)
+            if u is None:
+                raise NotFoundError(f"no user {user!r}")
+            new = vhost not in u.permissions
+            u.permissions[vhost] = perms
+            return new
+
+        return self._change_users(change)
+
+    def delete_permission(self, caller: Caller, user: str, vhost: str) -> None:
+        self.access.require(caller, self.config.admin_tags, "clearing permissions")
+
+        def change(users: UsersFile) -> None:
+            u = users.users.get(user)
+            if u is None or u.permissions.pop(vhost, None) is None:
+                raise NotFoundError(f"user {user!r} has no permissions in vhost {vhost!r}")
+
+        self._change_users(change)
+
+    def _change_users(self, change: Callable[[UsersFile], T]) -> T:
+        try:
+            return self._definitions().change_users(change)
         except ValueError as exc:
             raise BadRequest(str(exc)) from None
 
@@ -345,6 +514,10 @@ class Management:
         if v is not None:
             self.access.permission(caller, v, q.name, "queue", action)
         return q
+
+
+def _nothing() -> None:
+    pass
 
 
 def _model(fn: Callable[[], Any]) -> Any:

@@ -154,7 +154,13 @@ class QueueType(EntityType):
         if existing is not None:
             raise Conflict(f"{name!r} already exists in vhost {vhost.name!r} (a {existing.kind})")
         arguments = _map(attrs.get("arguments"), "arguments")
-        return vhost.declare_queue(name, durable=_bool(attrs.get("durable", True), "durable"), kind=self.kind, arguments=arguments)
+        return vhost.declare_queue(
+            name,
+            durable=_bool(attrs.get("durable", True), "durable"),
+            auto_delete=_bool(attrs.get("auto_delete", False), "auto_delete"),
+            kind=self.kind,
+            arguments=arguments,
+        )
 
     def delete(self, m: Management, vhost: VirtualHost | None, item: Any) -> None:
         assert vhost is not None

@@ -16,11 +16,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from amqp10 import sync
+from amqp10.broker.config import BrokerConfig
+from amqp10.broker.console import Console, console_routes
+from amqp10.broker.core import Broker
 from amqp10.broker.core.store import DROP_NODE
+from amqp10.broker.guard import ConnectionGuard
 from amqp10.broker.users import add_user
+from amqp10.io.http import HttpRequest
 from amqp10.message import Message
 from tests.broker.conftest import RunningBroker, broker_with, held_commits
 
@@ -259,6 +265,52 @@ def test_without_a_users_file_nobody_logs_in(tmp_path: Path) -> None:
             503,
             {"error": "the console needs a users file ([sasl] users_file) to log in"},
         )
+
+
+def test_the_quick_start_opens_from_loopback_without_a_login(tmp_path: Path) -> None:
+    """No users file, anonymous allowed: a browser on this machine is the guest at once."""
+    with broker_with(tmp_path) as b:
+        c = Client(b)
+        status, headers, raw = c.request("GET", "/console/api/session")
+        body = json.loads(raw)
+        assert (status, body["user"], body["guest"]) == (200, "guest", True)
+        cookie = headers["set-cookie"]
+        for flag in ("HttpOnly", "SameSite=Strict", "Path=/console"):
+            assert flag in cookie
+        c.cookie, c.csrf = cookie.split(";", 1)[0], body["csrf"]
+        assert c.call("GET", "session")[1] == body  # the same session from now on
+        with sync.connect(f"amqp://{b.url}", timeout=T) as conn:  # anonymous
+            sender = conn.open_sender("guest.q")
+            for body_text in ("a", "b"):
+                sender.send(Message(body=body_text))
+        status, overview = c.call("GET", "overview")
+        assert status == 200 and "guest.q" in {n["name"] for n in overview["nodes"]}
+        assert c.change("purge", {"name": "guest.q"}) == (200, {"purged": 2})
+        assert c.call("POST", "purge", {"name": "guest.q"})[0] == 403  # still needs its CSRF token
+
+
+def test_the_guest_is_loopback_only_and_only_without_users(
+    tmp_path: Path, broker: RunningBroker
+) -> None:
+    async def session(console: Console, peer: str) -> int:
+        request = HttpRequest(
+            method="GET", target="/console/api/session", path="/console/api/session", headers=(), peer=peer
+        )
+        handler = console_routes(console)["/console/api/session"].get
+        assert handler is not None
+        return (await handler(request)).status
+
+    config = BrokerConfig()
+    guard = ConnectionGuard(config.security)
+    open_console = Console(Broker(config), lambda: None, guard)
+    assert anyio.run(session, open_console, "127.0.0.1:5000") == 200
+    assert anyio.run(session, open_console, "[::1]:5000") == 200
+    assert anyio.run(session, open_console, "192.0.2.7:5000") == 401  # not from this machine
+    closed = BrokerConfig(sasl={"allow_anonymous": False})
+    no_anonymous = Console(Broker(closed), lambda: None, ConnectionGuard(closed.security))
+    assert anyio.run(session, no_anonymous, "127.0.0.1:5000") == 401
+    # with a users file: a login, as before, from loopback too
+    assert Client(broker).call("GET", "session")[0] == 401
 
 
 def test_console_can_be_turned_off(tmp_path: Path) -> None:

@@ -9,9 +9,11 @@ needs. Waits are Playwright's (bounded by ``WAIT_MS``); the page polls once a se
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
@@ -183,3 +185,130 @@ def test_failed_login(page: Page, broker: RunningBroker) -> None:
     log_in(page)
     expect(page.locator("#overview-view")).to_be_visible()
     expect(error).to_be_hidden()
+
+
+def test_the_quick_start_opens_without_a_login(
+    browser: Browser, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """No users file (the README's quick start): a browser on loopback sees the overview."""
+    with broker_with(tmp_path_factory.mktemp("quick-start")) as b:
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        try:
+            pg = context.new_page()
+            pg.set_default_timeout(WAIT_MS)
+            pg.goto(f"http://127.0.0.1:{b.service.http_port}/console/")
+            expect(pg.locator("#overview-view")).to_be_visible()
+            expect(pg.locator("#login-view")).to_be_hidden()
+            expect(pg.locator("#who")).to_contain_text("guest")
+            expect(pg.locator("#logout")).to_be_hidden()
+            with sync.connect(f"amqp://{b.url}", timeout=T) as conn:  # anonymous
+                conn.open_sender("quick").send(Message(body="hello"))
+                expect(pg.locator(node_row(pg, "quick") + " td.depth")).to_have_text("1")
+        finally:
+            context.close()
+
+
+# -- the pages over RabbitMQ's HTTP API ------------------------------------------------------
+def fill_form(page: Page, form: str, **values: str) -> None:
+    for name, value in values.items():
+        field = page.locator(f"#{form} [name={name}]")
+        if field.evaluate("e => e.tagName") == "SELECT":
+            field.select_option(value)
+        else:
+            field.fill(value)
+
+
+def row(page: Page, table: str, name: str) -> str:
+    return f"#{table} tbody tr[data-name='{name}']"
+
+
+def declare_queue(page: Page, name: str) -> None:
+    """Log in, open the Queues page and declare ``name`` with its form."""
+    log_in(page)
+    page.click("#nav-queues")
+    fill_form(page, "queue-form", name=name)
+    page.click("#queue-form button[type=submit]")
+    expect(page.locator("#status")).to_have_text(f"Declared {name}")
+
+
+def test_queues_page_declares_publishes_gets_and_deletes(page: Page, broker: RunningBroker) -> None:
+    declare_queue(page, "paged.q")
+    expect(page.locator(row(page, "queues", "paged.q"))).to_contain_text("classic")
+    fill_form(page, "message-form", key="paged.q", payload="from the browser")
+    page.click("#publish-message")
+    expect(page.locator("#status")).to_have_text("Published")
+    expect(page.locator(row(page, "queues", "paged.q") + " td").nth(4)).to_have_text("1")
+    fill_form(page, "get-form", queue="paged.q", ackmode="ack_requeue_false")
+    page.click("#get-messages")
+    expect(page.locator("#got tbody tr")).to_contain_text("from the browser")
+    expect(page.locator(row(page, "queues", "paged.q") + " td").nth(4)).to_have_text("0")
+    assert broker.broker.nodes["paged.q"].count == 0
+    fill_form(page, "message-form", key="nowhere", payload="x")
+    page.click("#publish-message")
+    expect(page.locator("#status")).to_contain_text("not routed")
+    page.locator(row(page, "queues", "paged.q") + " button").click()
+    page.click("#confirm-ok")
+    expect(page.locator(row(page, "queues", "paged.q"))).to_have_count(0)
+    assert "paged.q" not in broker.broker.nodes
+
+
+def test_exchanges_page_binds_and_unbinds(page: Page, broker: RunningBroker) -> None:
+    declare_queue(page, "bound.q")
+    page.click("#nav-exchanges")
+    fill_form(page, "exchange-form", name="paged.x", type="topic")
+    page.click("#exchange-form button[type=submit]")
+    expect(page.locator(row(page, "exchanges", "paged.x"))).to_contain_text("topic")
+    fill_form(page, "binding-form", source="paged.x", destination="bound.q", key="a.#")
+    page.click("#binding-form button[type=submit]")
+    binding = page.locator(row(page, "bindings", "paged.x"))
+    expect(binding).to_contain_text("a.#")
+    assert [b.key for b in broker.broker.default.exchanges["paged.x"].bindings.values()] == ["a.#"]
+    binding.locator("button").click()
+    expect(binding).to_have_count(0)
+    assert not broker.broker.default.exchanges["paged.x"].bindings
+
+
+def test_users_vhosts_and_policies_pages(page: Page, broker: RunningBroker) -> None:
+    log_in(page)
+    page.click("#nav-vhosts")
+    fill_form(page, "vhost-form", name="paged-v", description="from the browser")
+    page.click("#vhost-form button[type=submit]")
+    expect(page.locator(row(page, "vhosts", "paged-v"))).to_contain_text("from the browser")
+    page.click("#nav-users")
+    fill_form(page, "user-form", name="erin", password="pw", tags="monitoring")
+    page.click("#user-form button[type=submit]")
+    expect(page.locator(row(page, "users", "erin"))).to_contain_text("monitoring")
+    fill_form(page, "permission-form", user="erin", vhost="paged-v", configure="^erin")
+    page.click("#permission-form button[type=submit]")
+    expect(page.locator(row(page, "permissions", "erin"))).to_contain_text("^erin")
+    page.locator(row(page, "users", "erin") + " button").click()
+    page.click("#confirm-ok")
+    expect(page.locator(row(page, "users", "erin"))).to_have_count(0)
+    page.click("#nav-policies")
+    fill_form(page, "policy-form", name="cap", pattern="^capped", apply="queues",
+              definition='{"max-length": 3}')  # fmt: skip
+    page.click("#policy-form button[type=submit]")
+    expect(page.locator(row(page, "policies", "cap"))).to_contain_text('{"max-length":3}')
+    fill_form(page, "policy-form", name="bad", pattern="x", definition="{nope")
+    page.click("#policy-form button[type=submit]")
+    expect(page.locator("#status")).to_contain_text("not JSON")
+    page.locator(row(page, "policies", "cap") + " button").click()
+    page.click("#confirm-ok")
+    expect(page.locator(row(page, "policies", "cap"))).to_have_count(0)
+
+
+def test_definitions_download_and_upload(page: Page, broker: RunningBroker, tmp_path: Path) -> None:
+    log_in(page)
+    page.click("#nav-definitions")
+    with page.expect_download() as info:
+        page.click("#download-definitions")
+    document = json.loads(Path(info.value.path()).read_text())
+    assert "admin" in {u["name"] for u in document["users"]}
+    document["queues"] = [{"name": "uploaded.q", "vhost": "/", "durable": True,
+                           "auto_delete": False, "arguments": {}}]  # fmt: skip
+    upload = tmp_path / "defs.json"
+    upload.write_text(json.dumps(document))
+    page.set_input_files("#upload-form [name=file]", str(upload))
+    page.click("#upload-form button[type=submit]")
+    expect(page.locator("#status")).to_have_text("Imported the definitions")
+    assert "uploaded.q" in broker.broker.nodes

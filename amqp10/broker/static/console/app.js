@@ -1,5 +1,7 @@
 // The amqp10 broker's web console: plain JavaScript, no libraries, nothing from the network.
-// Views: #/ (overview), #/connections, #/node/<vhost>/<type>/<name>. Data from /console/api/*.
+// Views: #/ (overview), #/connections, #/node/<vhost>/<type>/<name>, and the pages over
+// RabbitMQ's HTTP API (#/queues, #/exchanges, #/vhosts, #/users, #/policies, #/definitions).
+// Data from /console/api/* (the last ones through /console/api/rmq/*, as the session's user).
 "use strict";
 
 const API = "/console/api/";
@@ -36,6 +38,26 @@ async function api(path, body) {
   }
   return data;
 }
+
+// RabbitMQ's HTTP API as this session's user: ``/console/api/rmq/PATH`` is ``/api/PATH``.
+async function rmq(method, path, body) {
+  const init = { method, credentials: "same-origin", headers: {} };
+  if (method !== "GET") {
+    init.headers["content-type"] = "application/json";
+    init.headers["x-csrf-token"] = state.csrf || "";
+    init.body = typeof body === "string" ? body : JSON.stringify(body ?? {});
+  }
+  const r = await fetch(API + "rmq/" + path, init);
+  const text = await r.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch (e) { data = { error: `${r.status} ${r.statusText}` }; }
+  if (!r.ok) {
+    if (r.status === 401 && data && data.error === "not logged in (or the session expired)") showLogin("Your session has ended: log in again.");
+    throw new ApiError(r.status, (data && (data.reason || data.error)) || `${r.status} ${r.statusText}`);
+  }
+  return data;
+}
+const enc = encodeURIComponent;
 
 function query(params) {
   return Object.entries(params).map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join("&");
@@ -91,13 +113,13 @@ function confirmAction(text) {
 }
 
 // -- views --------------------------------------------------------------------------------
-const VIEWS = ["login-view", "overview-view", "connections-view", "node-view"];
+const PAGES = ["queues", "exchanges", "vhosts", "users", "policies", "definitions"];
+const VIEWS = ["login-view", "overview-view", "connections-view", "node-view", ...PAGES.map((p) => `${p}-view`)];
 function show(view) {
   for (const v of VIEWS) $(v).hidden = v !== view;
   $("connections-view").hidden = view !== "connections-view" && view !== "overview-view"; // both list them
   $("bar").hidden = view === "login-view";
-  $("nav-overview").classList.toggle("active", view === "overview-view");
-  $("nav-connections").classList.toggle("active", view === "connections-view");
+  for (const name of ["overview", "connections", ...PAGES]) $(`nav-${name}`).classList.toggle("active", view === `${name}-view`);
 }
 
 function showLogin(message) {
@@ -117,6 +139,7 @@ function route() {
   stopPolling();
   state.last = null;
   if (parts[0] === "connections") { show("connections-view"); poll(refreshOverview); }
+  else if (PAGES.includes(parts[0])) { show(`${parts[0]}-view`); refreshPage(parts[0]); }
   else if (parts[0] === "node" && parts.length >= 4) {
     const node = { vhost: parts[1], type: parts[2], name: parts.slice(3).join("/") };
     state.node = node;
@@ -332,11 +355,132 @@ async function deleteNode() {
   } catch (e) { toast(e.message, true); }
 }
 
+// -- the pages over RabbitMQ's HTTP API: lists, and forms that change them -----------------------
+function fill(tableId, rows, cells, emptyId) {
+  const trs = rows.map((r) => el("tr", { dataset: { name: r.name ?? r.user ?? r.source ?? "" } }, ...cells(r).map((c) => el("td", {}, c))));
+  $(tableId).querySelector("tbody").replaceChildren(...trs);
+  if (emptyId) $(emptyId).hidden = rows.length > 0;
+}
+
+function button(label, cls, action) {
+  return el("button", { class: `small ${cls}`, type: "button", onclick: action }, label);
+}
+
+async function act(what, fn, page) {
+  try { await fn(); toast(what); } catch (e) { toast(e.message, true); return; }
+  if (page) await refreshPage(page);
+}
+
+async function confirmed(text, what, fn, page) {
+  if (await confirmAction(text)) await act(what, fn, page);
+}
+
+const REFRESH = {
+  async queues() {
+    const qs = await rmq("GET", "queues");
+    fill("queues", qs, (q) => [q.name, q.vhost, q.type, q.durable ? "yes" : "no", fmtNum(q.messages_ready),
+      fmtNum(q.messages_unacknowledged), fmtNum(q.consumers),
+      button("Delete", "danger", () => confirmed(`Delete the queue ${q.name} and its messages?`, `Deleted ${q.name}`,
+        () => rmq("DELETE", `queues/${enc(q.vhost)}/${enc(q.name)}`), "queues"))], "queues-empty");
+  },
+  async exchanges() {
+    const [xs, bs] = await Promise.all([rmq("GET", "exchanges"), rmq("GET", "bindings")]);
+    fill("exchanges", xs, (x) => [x.name || "(default)", x.vhost, x.type, x.durable ? "yes" : "no", x.internal ? "yes" : "no",
+      x.name && !x.name.startsWith("amq.") ? button("Delete", "danger", () => confirmed(`Delete the exchange ${x.name}?`,
+        `Deleted ${x.name}`, () => rmq("DELETE", `exchanges/${enc(x.vhost)}/${enc(x.name)}`), "exchanges")) : ""]);
+    fill("bindings", bs, (b) => [b.source, b.destination, b.destination_type, b.routing_key, b.vhost,
+      button("Unbind", "warn", () => act(`Unbound ${b.source} from ${b.destination}`, () => rmq("DELETE",
+        `bindings/${enc(b.vhost)}/e/${enc(b.source)}/${b.destination_type[0]}/${enc(b.destination)}/${enc(b.properties_key)}`), "exchanges"))],
+    "bindings-empty");
+  },
+  async vhosts() {
+    fill("vhosts", await rmq("GET", "vhosts"), (v) => [v.name, v.description, (v.tags || []).join(", "), fmtNum(v.messages)]);
+  },
+  async users() {
+    const [us, ps] = await Promise.all([rmq("GET", "users"), rmq("GET", "permissions")]);
+    fill("users", us, (u) => [u.name, (u.tags || []).join(", "),
+      button("Delete", "danger", () => confirmed(`Delete the user ${u.name}?`, `Deleted ${u.name}`,
+        () => rmq("DELETE", `users/${enc(u.name)}`), "users"))]);
+    fill("permissions", ps, (p) => [p.user, p.vhost, p.configure, p.write, p.read,
+      button("Clear", "warn", () => act(`Cleared ${p.user}'s permissions in ${p.vhost}`,
+        () => rmq("DELETE", `permissions/${enc(p.vhost)}/${enc(p.user)}`), "users"))]);
+  },
+  async policies() {
+    fill("policies", await rmq("GET", "policies"), (p) => [p.name, p.vhost, p.pattern, p["apply-to"], JSON.stringify(p.definition),
+      fmtNum(p.priority), button("Delete", "danger", () => confirmed(`Delete the policy ${p.name}?`, `Deleted ${p.name}`,
+        () => rmq("DELETE", `policies/${enc(p.vhost)}/${enc(p.name)}`), "policies"))], "policies-empty");
+  },
+  async definitions() {},
+};
+
+async function refreshPage(page) {
+  try { await REFRESH[page](); } catch (e) { toast(e.message, true); }
+}
+
+function formValues(form) {
+  const v = {};
+  for (const e of form.elements) if (e.name) v[e.name] = e.type === "checkbox" ? e.checked : e.value;
+  return v;
+}
+
+function onSubmit(id, fn) {
+  $(id).addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    await fn(formValues(ev.target), ev.target);
+  });
+}
+
+function wireForms() {
+  onSubmit("queue-form", (f) => act(`Declared ${f.name}`, () => rmq("PUT", `queues/${enc(f.vhost)}/${enc(f.name)}`,
+    { durable: f.durable, auto_delete: false, arguments: f.type === "classic" ? {} : { "x-queue-type": f.type } }), "queues"));
+  $("publish-message").addEventListener("click", () => {
+    const f = formValues($("message-form"));
+    const x = f.exchange || "amq.default";
+    return act("Published", async () => {
+      const r = await rmq("POST", `exchanges/${enc(f.vhost)}/${enc(x)}/publish`,
+        { routing_key: f.key, payload: f.payload, payload_encoding: "string", properties: {} });
+      if (!r.routed) throw new ApiError(200, "Published, but no queue took the message (not routed)");
+    }, "queues");
+  });
+  onSubmit("get-form", (f) => act("Got messages", async () => {
+    const vhost = formValues($("message-form")).vhost;
+    const got = await rmq("POST", `queues/${enc(vhost)}/${enc(f.queue)}/get`,
+      { count: Number(f.count) || 1, ackmode: f.ackmode, encoding: "auto" });
+    fill("got", got, (m) => [fmtNum(m.message_count), m.exchange || "(default)", m.routing_key, m.redelivered ? "yes" : "no",
+      JSON.stringify(m.properties), m.payload]);
+    if (!got.length) toast("The queue has no messages ready");
+  }, "queues"));
+  onSubmit("exchange-form", (f) => act(`Declared ${f.name}`, () => rmq("PUT", `exchanges/${enc(f.vhost)}/${enc(f.name)}`,
+    { type: f.type, durable: f.durable }), "exchanges"));
+  onSubmit("binding-form", (f) => act(`Bound ${f.source} to ${f.destination}`, () => rmq("POST",
+    `bindings/${enc(f.vhost)}/e/${enc(f.source)}/${f.kind}/${enc(f.destination)}`, { routing_key: f.key, arguments: {} }), "exchanges"));
+  onSubmit("vhost-form", (f) => act(`Added ${f.name}`, () => rmq("PUT", `vhosts/${enc(f.name)}`, { description: f.description }), "vhosts"));
+  onSubmit("user-form", (f, form) => act(`Saved ${f.name}`, async () => {
+    await rmq("PUT", `users/${enc(f.name)}`, { password: f.password, tags: f.tags });
+    form.elements.password.value = "";
+  }, "users"));
+  onSubmit("permission-form", (f) => act(`Set ${f.user}'s permissions in ${f.vhost}`, () => rmq("PUT",
+    `permissions/${enc(f.vhost)}/${enc(f.user)}`, { configure: f.configure, write: f.write, read: f.read }), "users"));
+  onSubmit("policy-form", (f) => act(`Set the policy ${f.name}`, () => {
+    let definition;
+    try { definition = JSON.parse(f.definition); } catch (e) { throw new ApiError(400, `the definition is not JSON: ${e.message}`); }
+    return rmq("PUT", `policies/${enc(f.vhost)}/${enc(f.name)}`,
+      { pattern: f.pattern, "apply-to": f.apply, definition, priority: Number(f.priority) || 0 });
+  }, "policies"));
+  onSubmit("upload-form", (f, form) => act("Imported the definitions", async () => {
+    const file = form.elements.file.files[0];
+    if (!file) throw new ApiError(400, "choose a file");
+    await rmq("POST", "definitions", await file.text());
+  }));
+}
+
 // -- start ---------------------------------------------------------------------------------------
 function loggedIn(data) {
   state.user = data.user;
   state.csrf = data.csrf;
-  $("who").textContent = data.user;
+  $("who").textContent = data.guest ? `${data.user} (this machine, no users file)` : data.user;
+  $("who").title = data.guest ? "The broker has no users file: a browser on its own machine gets in without a login" : "";
+  $("logout").hidden = Boolean(data.guest); // the guest would be let straight back in
   route();
 }
 
@@ -371,6 +515,7 @@ window.addEventListener("DOMContentLoaded", async () => {
   $("peek").addEventListener("click", peek);
   $("purge").addEventListener("click", purge);
   $("delete").addEventListener("click", deleteNode);
+  wireForms();
   window.addEventListener("hashchange", route);
   window.addEventListener("resize", () => { if (!$("overview-view").hidden) drawChart(); });
   try { loggedIn(await api("session")); } catch (e) { showLogin(""); }

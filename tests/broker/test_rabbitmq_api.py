@@ -1,0 +1,444 @@
+"""RabbitMQ's HTTP API over real sockets: each endpoint family's status codes and JSON
+shape, basic authentication by the users file's tags, and the quick start's loopback rule.
+
+A broker on 127.0.0.1 with a users file: ``admin`` (administrator), ``watcher``
+(monitoring), ``plain`` (no tag). The loopback rule for a peer that is not on loopback is
+checked on :class:`RabbitApi` directly (a test cannot connect from another address).
+``rabbitmqadmin`` itself drives the API in test_rabbitmqadmin.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from amqp10 import sync
+from amqp10.broker.config import BrokerConfig
+from amqp10.broker.core import Broker
+from amqp10.broker.guard import ConnectionGuard
+from amqp10.broker.http_login import HttpLogin, is_loopback
+from amqp10.broker.rabbitmq_api import RabbitApi, properties_key
+from amqp10.broker.users import add_user
+from amqp10.io.http import HttpRequest, HttpServer, Route
+
+from .conftest import RunningBroker, broker_with
+
+T = 10.0
+NOT_FOUND = {"error": "Object Not Found", "reason": "Not Found"}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
+    users = tmp_path_factory.mktemp("api-users") / "users.toml"
+    add_user(users, "admin", "s3cret", tags=["administrator"])
+    add_user(users, "watcher", "w", tags=["monitoring"], iterations=1000)
+    add_user(users, "plain", "p", iterations=1000)
+    with broker_with(
+        tmp_path_factory.mktemp("api-broker"),
+        sasl={"users_file": users},
+        security={"login_delay_base": 0.0},
+    ) as b:
+        yield b
+
+
+def call(
+    b: RunningBroker,
+    method: str,
+    path: str,
+    body: Any = None,
+    *,
+    auth: tuple[str, str] | None = ("admin", "s3cret"),
+) -> tuple[int, dict[str, str], Any]:
+    """``method path`` with a JSON body; the status, headers and decoded JSON (None: empty)."""
+    assert b.service.http_port is not None
+    conn = http.client.HTTPConnection("127.0.0.1", b.service.http_port, timeout=T)
+    try:
+        headers = {}
+        if auth is not None:
+            headers["Authorization"] = "Basic " + base64.b64encode(":".join(auth).encode()).decode()
+        data = None
+        if body is not None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        conn.request(method, path, body=data, headers=headers)
+        r = conn.getresponse()
+        raw = r.read()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, json.loads(raw) if raw else None
+    finally:
+        conn.close()
+
+
+def test_authentication_and_tags(broker: RunningBroker) -> None:
+    status, headers, body = call(broker, "GET", "/api/overview", auth=None)
+    assert status == 401 and headers["www-authenticate"] == 'Basic realm="RabbitMQ Management"'
+    assert body["error"] == "not_authorised"
+    assert call(broker, "GET", "/api/overview", auth=("admin", "wrong"))[0] == 401
+    assert call(broker, "GET", "/api/overview", auth=("nobody", "x"))[0] == 401
+    status, _, body = call(broker, "GET", "/api/overview", auth=("plain", "p"))
+    assert (status, body["reason"]) == (401, "Not management user")
+    # monitoring reads, but may not change anything
+    assert call(broker, "GET", "/api/queues", auth=("watcher", "w"))[0] == 200
+    status, _, body = call(broker, "PUT", "/api/queues/%2F/w", {}, auth=("watcher", "w"))
+    assert status == 401 and "tag" in body["reason"]
+    assert call(broker, "GET", "/api/whoami")[2] == {"name": "admin", "tags": ["administrator"]}
+    assert call(broker, "GET", "/api/whoami", auth=("watcher", "w"))[2]["tags"] == ["monitoring"]
+
+
+def test_overview_and_nodes(broker: RunningBroker) -> None:
+    status, _, o = call(broker, "GET", "/api/overview")
+    assert status == 200
+    assert {"rabbitmq_version", "management_version", "cluster_name", "node"} <= o.keys()
+    assert {"messages", "messages_ready", "messages_unacknowledged"} == o["queue_totals"].keys()
+    assert {"connections", "channels", "exchanges", "queues", "consumers"} == o[
+        "object_totals"
+    ].keys()
+    nodes = call(broker, "GET", "/api/nodes")[2]
+    assert [n["name"] for n in nodes] == [o["node"]] and nodes[0]["running"] is True
+    assert call(broker, "GET", f"/api/nodes/{o['node']}")[0] == 200
+
+
+def test_queues(broker: RunningBroker) -> None:
+    path = "/api/queues/%2F/api.q"
+    assert call(broker, "GET", path)[:3:2] == (404, NOT_FOUND)
+    args = {"x-max-length": 10}
+    assert call(broker, "PUT", path, {"durable": False, "arguments": args})[0] == 201
+    assert call(broker, "PUT", path, {"durable": False, "arguments": args})[0] == 204  # same: fine
+    status, _, body = call(broker, "PUT", path, {"durable": True, "arguments": args})
+    assert status == 400 and body["error"] == "bad_request" and "durable" in body["reason"]
+    status, _, q = call(broker, "GET", path)
+    assert status == 200
+    assert {k: q[k] for k in ("name", "vhost", "durable", "auto_delete", "arguments", "type", "state")} == {
+        "name": "api.q", "vhost": "/", "durable": False, "auto_delete": False,
+        "arguments": args, "type": "classic", "state": "running",
+    }  # fmt: skip
+    assert (
+        q["messages"] == q["messages_ready"] == q["messages_unacknowledged"] == q["consumers"] == 0
+    )
+    assert "api.q" in {x["name"] for x in call(broker, "GET", "/api/queues")[2]}
+    assert "api.q" in {x["name"] for x in call(broker, "GET", "/api/queues/%2F")[2]}
+    assert call(broker, "GET", "/api/queues/nohost")[0] == 404
+    assert call(broker, "PUT", path, b"{not json")[0] == 400
+    assert (
+        call(broker, "PUT", "/api/queues/%2F/s", {"arguments": {"x-queue-type": "stream"}})[0]
+        == 201
+    )
+    assert call(broker, "GET", "/api/queues/%2F/s")[2]["type"] == "stream"
+    assert call(broker, "DELETE", "/api/queues/%2F/s")[0] == 204
+
+    # publish to it through the default exchange, get with each ackmode, purge, delete
+    pub = "/api/exchanges/%2F/amq.default/publish"
+    for text in ("one", "two", "three"):
+        body = {
+            "routing_key": "api.q",
+            "payload": text,
+            "payload_encoding": "string",
+            "properties": {},
+        }
+        assert call(broker, "POST", pub, body)[2] == {"routed": True}
+    get = f"{path}/get"
+    got = call(
+        broker, "POST", get, {"count": 1, "ackmode": "ack_requeue_true", "encoding": "auto"}
+    )[2]
+    assert [(m["payload"], m["message_count"], m["redelivered"]) for m in got] == [
+        ("one", 2, False)
+    ]
+    assert set(got[0]) == {"payload_bytes", "redelivered", "exchange", "routing_key", "message_count",
+                           "properties", "payload", "payload_encoding"}  # fmt: skip
+    got = call(
+        broker, "POST", get, {"count": 5, "ackmode": "ack_requeue_false", "encoding": "base64"}
+    )[2]
+    assert [base64.b64decode(m["payload"]) for m in got] == [b"one", b"two", b"three"]
+    assert got[0]["redelivered"] is True and got[0]["payload_encoding"] == "base64"
+    assert call(broker, "POST", get, {"count": 1, "ackmode": "bogus"})[0] == 400
+    call(
+        broker, "POST", pub, {"routing_key": "api.q", "payload": "x", "payload_encoding": "string"}
+    )
+    assert call(broker, "GET", path)[2]["messages"] == 1
+    assert call(broker, "DELETE", f"{path}/contents")[0] == 204
+    assert call(broker, "GET", path)[2]["messages"] == 0
+    assert call(broker, "DELETE", path)[0] == 204
+    assert call(broker, "DELETE", path)[0] == 404
+
+
+def test_exchanges_and_bindings(broker: RunningBroker) -> None:
+    x = "/api/exchanges/%2F/api.x"
+    assert call(broker, "PUT", x, {"type": "topic", "durable": "true"})[0] == 201
+    assert call(broker, "PUT", x, {"type": "topic"})[0] == 204
+    assert call(broker, "PUT", x, {"type": "fanout"})[0] == 400
+    assert call(broker, "PUT", "/api/exchanges/%2F/bad", {"type": "nonsense"})[0] == 400
+    got = call(broker, "GET", x)[2]
+    assert {k: got[k] for k in ("name", "vhost", "type", "durable", "auto_delete", "internal")} == {
+        "name": "api.x", "vhost": "/", "type": "topic", "durable": True, "auto_delete": False, "internal": False,
+    }  # fmt: skip
+    assert "amq.topic" in {e["name"] for e in call(broker, "GET", "/api/exchanges/%2F")[2]}
+    ae = {"type": "fanout", "arguments": {"alternate-exchange": "amq.fanout"}}
+    assert call(broker, "PUT", "/api/exchanges/%2F/api.ae", ae)[0] == 201
+    assert call(broker, "GET", "/api/exchanges/%2F/api.ae")[2]["arguments"] == ae["arguments"]
+    assert call(broker, "DELETE", "/api/exchanges/%2F/api.ae")[0] == 204
+    call(broker, "PUT", "/api/queues/%2F/api.bq", {})
+    b = "/api/bindings/%2F/e/api.x/q/api.bq"
+    status, headers, _ = call(broker, "POST", b, {"routing_key": "a.*", "arguments": {}})
+    assert status == 201 and headers["location"].endswith("/api.bq/a.%2A")
+    call(broker, "POST", b, {"routing_key": "", "arguments": {"k": "v"}})
+    listed = call(broker, "GET", b)[2]
+    assert sorted(x["routing_key"] for x in listed) == ["", "a.*"]
+    one = next(x for x in listed if x["routing_key"] == "a.*")
+    assert one == {
+        "source": "api.x", "vhost": "/", "destination": "api.bq", "destination_type": "queue",
+        "routing_key": "a.*", "arguments": {}, "properties_key": "a.*",
+    }  # fmt: skip
+    assert call(broker, "GET", "/api/queues/%2F/api.bq/bindings")[2] == listed
+    assert call(broker, "GET", "/api/exchanges/%2F/api.x/bindings/source")[2] == listed
+
+    pub = f"{x}/publish"
+    assert call(broker, "POST", pub, {"routing_key": "a.b", "payload": "hi"})[2] == {"routed": True}
+    assert call(broker, "POST", pub, {"routing_key": "z", "payload": "hi"})[2] == {"routed": False}
+    payload = base64.b64encode(b"\x00\xff").decode()
+    body = {"routing_key": "a.c", "payload": payload, "payload_encoding": "base64",
+            "properties": {"delivery_mode": 2, "headers": {"h": 1}, "message_id": "m-1"}}  # fmt: skip
+    assert call(broker, "POST", pub, body)[2] == {"routed": True}
+    got = call(
+        broker, "POST", "/api/queues/%2F/api.bq/get", {"count": 2, "ackmode": "ack_requeue_false"}
+    )[2]
+    assert got[1]["payload"] == payload and got[1]["payload_encoding"] == "base64"
+    assert got[1]["properties"] == {"delivery_mode": 2, "headers": {"h": 1}, "message_id": "m-1"}
+    assert call(broker, "POST", pub, {"routing_key": 5})[0] == 400
+    assert call(broker, "POST", "/api/exchanges/%2F/none/publish", {"routing_key": ""})[0] == 404
+
+    assert call(broker, "GET", f"{b}/a.%2A")[2] == one
+    assert call(broker, "DELETE", f"{b}/a.%2A")[0] == 204
+    assert call(broker, "GET", f"{b}/a.%2A")[0] == 404
+    key = properties_key("", {"k": "v"})
+    assert call(broker, "DELETE", f"{b}/{key}")[0] == 204
+    assert call(broker, "GET", b)[2] == []
+    assert call(broker, "DELETE", x)[0] == 204
+    assert call(broker, "GET", x)[0] == 404
+
+
+def test_vhosts_policies_users_permissions(broker: RunningBroker) -> None:
+    assert (
+        call(broker, "PUT", "/api/vhosts/api-v", {"description": "made over HTTP", "tags": "a,b"})[
+            0
+        ]
+        == 201
+    )
+    v = call(broker, "GET", "/api/vhosts/api-v")[2]
+    assert (v["name"], v["description"], v["tags"]) == ("api-v", "made over HTTP", ["a", "b"])
+    assert call(broker, "PUT", "/api/vhosts/api-v", {"description": "again"})[0] == 204
+    assert "api-v" in {x["name"] for x in call(broker, "GET", "/api/vhosts")[2]}
+    assert call(broker, "PUT", "/api/vhosts/api-w", {}, auth=("watcher", "w"))[0] == 401
+
+    p = "/api/policies/%2F/api-p"
+    body = {"pattern": "^api", "definition": {"max-length": 5}, "priority": 1, "apply-to": "queues"}
+    assert call(broker, "PUT", p, body)[0] == 201
+    assert call(broker, "GET", p)[2] == {"vhost": "/", "name": "api-p", **body}
+    assert call(broker, "PUT", p, {**body, "priority": 2})[0] == 204
+    assert [
+        x["priority"] for x in call(broker, "GET", "/api/policies")[2] if x["name"] == "api-p"
+    ] == [2]
+    assert call(broker, "PUT", p, {"pattern": "^x"})[0] == 400
+    assert call(broker, "DELETE", p)[0] == 204
+    assert call(broker, "GET", p)[0] == 404
+
+    users = {u["name"]: u for u in call(broker, "GET", "/api/users")[2]}
+    assert users.keys() >= {"admin", "watcher", "plain"}
+    assert users["admin"]["tags"] == ["administrator"] and "password_hash" in users["admin"]
+    assert call(broker, "GET", "/api/users/nobody")[0] == 404
+    perms = call(broker, "GET", "/api/permissions/%2F/admin")[2]
+    assert {k: perms[k] for k in ("user", "vhost", "configure", "write", "read")} == {
+        "user": "admin", "vhost": "/", "configure": ".*", "write": ".*", "read": ".*",
+    }  # fmt: skip
+    assert perms in call(broker, "GET", "/api/users/admin/permissions")[2]
+    assert perms in call(broker, "GET", "/api/vhosts/%2F/permissions")[2]
+    assert call(broker, "GET", "/api/users", auth=("watcher", "w"))[0] == 401  # administrators only
+
+
+def test_users_and_permissions_are_changed_in_the_users_file(broker: RunningBroker) -> None:
+    u = "/api/users/dora"
+    assert call(broker, "PUT", u, {"password": "pw1", "tags": "management"})[0] == 201
+    assert call(broker, "GET", u)[2]["tags"] == ["management"]
+    # a new user has no permissions: it is let in (its tag), but sees no host
+    assert call(broker, "GET", "/api/queues/%2F", auth=("dora", "pw1"))[0] == 401
+    p = "/api/permissions/%2F/dora"
+    assert call(broker, "PUT", p, {"configure": "^dora", "write": ".*", "read": ".*"})[0] == 201
+    assert call(broker, "PUT", p, {"configure": "^dora\\.", "write": ".*", "read": ".*"})[0] == 204
+    assert call(broker, "GET", p)[2]["configure"] == "^dora\\."
+    assert call(broker, "PUT", "/api/queues/%2F/dora.q", {}, auth=("dora", "pw1"))[0] == 201
+    assert call(broker, "PUT", "/api/queues/%2F/other", {}, auth=("dora", "pw1"))[0] == 401
+    assert call(broker, "PUT", p, {"configure": "(", "write": "", "read": ""})[0] == 400
+    assert (
+        call(
+            broker,
+            "PUT",
+            "/api/permissions/nohost/dora",
+            {"configure": "", "write": "", "read": ""},
+        )[0]
+        == 404
+    )
+    # a new password counts at once; the old one no longer does
+    assert call(broker, "PUT", u, {"password": "pw2", "tags": ["management"]})[0] == 204
+    assert call(broker, "GET", "/api/whoami", auth=("dora", "pw1"))[0] == 401
+    assert call(broker, "GET", "/api/whoami", auth=("dora", "pw2"))[2]["name"] == "dora"
+    assert call(broker, "PUT", u, {"password": "x", "tags": "nonsense-tag"})[0] == 400
+    assert call(broker, "PUT", "/api/users/eve", {"password": "x"}, auth=("watcher", "w"))[0] == 401
+    assert call(broker, "DELETE", p)[0] == 204
+    assert call(broker, "DELETE", p)[0] == 404
+    assert call(broker, "DELETE", u)[0] == 204
+    assert call(broker, "GET", u)[0] == 404
+    assert call(broker, "GET", "/api/whoami", auth=("dora", "pw2"))[0] == 401
+    call(broker, "DELETE", "/api/queues/%2F/dora.q")
+
+
+def test_definitions(broker: RunningBroker) -> None:
+    call(broker, "PUT", "/api/queues/%2F/def.q", {})
+    status, _, document = call(broker, "GET", "/api/definitions")
+    assert status == 200 and "def.q" in {q["name"] for q in document["queues"]}
+    assert {
+        "users",
+        "vhosts",
+        "permissions",
+        "exchanges",
+        "bindings",
+        "policies",
+    } <= document.keys()
+    one = call(broker, "GET", "/api/definitions/%2F")[2]
+    assert "users" not in one and all("vhost" not in q for q in one["queues"])
+    call(broker, "DELETE", "/api/queues/%2F/def.q")
+    assert call(broker, "POST", "/api/definitions", document)[0] == 204
+    assert call(broker, "GET", "/api/queues/%2F/def.q")[0] == 200
+    call(broker, "PUT", "/api/vhosts/def-v", {})
+    assert (
+        call(
+            broker,
+            "POST",
+            "/api/definitions/def-v",
+            {"queues": [{"name": "in-v", "durable": True}]},
+        )[0]
+        == 204
+    )
+    assert call(broker, "GET", "/api/queues/def-v/in-v")[0] == 200
+    assert call(broker, "POST", "/api/definitions", b"[1]")[0] == 400
+    assert call(broker, "GET", "/api/definitions", auth=("watcher", "w"))[0] == 401
+
+
+def test_connections_and_channels(broker: RunningBroker) -> None:
+    with sync.connect(f"amqp://admin:s3cret@{broker.url}", timeout=T) as conn:
+        conn.open_sender("conn.q")  # a session and a link
+        conns = call(broker, "GET", "/api/connections")[2]
+        assert len(conns) == 1
+        c = conns[0]
+        assert {
+            "name",
+            "user",
+            "vhost",
+            "protocol",
+            "peer_host",
+            "peer_port",
+            "state",
+            "channels",
+            "node",
+        } <= c.keys()
+        assert (c["user"], c["vhost"], c["peer_host"]) == ("admin", "/", "127.0.0.1")
+        assert call(broker, "GET", f"/api/connections/{c['name']}")[2]["name"] == c["name"]
+        channels = call(broker, "GET", "/api/channels")[2]
+        assert channels and channels[0]["connection_details"]["name"] == c["name"]
+        status, _, _ = call(broker, "DELETE", f"/api/connections/{c['name']}")
+        assert status == 204
+    assert call(broker, "DELETE", "/api/connections/nobody")[0] == 404
+
+
+def test_health_and_errors(broker: RunningBroker) -> None:
+    assert call(broker, "GET", "/api/aliveness-test/%2F")[2] == {"status": "ok"}
+    assert call(broker, "GET", "/api/aliveness-test/nohost")[0] == 404
+    for check in ("alarms", "local-alarms", "virtual-hosts", "node-is-quorum-critical"):
+        assert call(broker, "GET", f"/api/health/checks/{check}")[:3:2] == (
+            200,
+            {"status": "ok"},
+        ), check
+    assert call(broker, "GET", "/api/health/checks/port-listener/5672")[2]["status"] == "ok"
+    assert call(broker, "GET", "/api/no-such-thing")[:3:2] == (404, NOT_FOUND)
+    for empty in ("parameters", "operator-policies", "vhost-limits/%2F", "global-parameters"):
+        assert call(broker, "GET", f"/api/{empty}")[:3:2] == (200, []), empty
+    assert call(broker, "PATCH", "/api/queues")[0] == 405
+    assert call(broker, "POST", "/api/queues/%2F/q")[0] == 405
+
+
+def test_the_quick_start_lets_loopback_in(tmp_path: Path) -> None:
+    with broker_with(tmp_path) as b:  # no users file, anonymous allowed
+        for auth in (None, ("guest", "guest"), ("anyone", "anything")):
+            assert call(b, "GET", "/api/overview", auth=auth)[0] == 200
+        assert call(b, "GET", "/api/whoami", auth=None)[2] == {
+            "name": "guest",
+            "tags": ["administrator"],
+        }
+        assert call(b, "PUT", "/api/queues/%2F/q", {}, auth=None)[0] == 201
+        status, _, body = call(b, "PUT", "/api/users/u", {"password": "p", "tags": ""}, auth=None)
+        assert status == 400 and "no users file" in body["reason"]
+        assert call(b, "DELETE", "/api/vhosts/%2F", auth=None)[0] == 501
+
+
+def test_rabbitmq_api_port_serves_the_same_routes(tmp_path: Path) -> None:
+    with socket.socket() as s:  # a free port for the second listener (RabbitMQ's 15672)
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with broker_with(tmp_path, http={"rabbitmq_api_port": port}) as b:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=T)
+        try:
+            conn.request("GET", "/api/overview")
+            r = conn.getresponse()
+            assert r.status == 200 and "rabbitmq_version" in json.loads(r.read())
+            conn.request("GET", "/console/")
+            r = conn.getresponse()
+            assert r.status == 200 and b"<html" in r.read().lower()
+        finally:
+            conn.close()
+        assert call(b, "GET", "/api/overview", auth=None)[0] == 200  # the main port too
+    with socket.socket() as s:  # closed with the broker
+        s.bind(("127.0.0.1", port))
+
+
+def test_the_api_can_be_turned_off(tmp_path: Path) -> None:
+    with broker_with(tmp_path, http={"rabbitmq_api": False}) as b:
+        assert call(b, "GET", "/api/overview", auth=None)[0] == 404
+
+
+def _request(peer: str) -> HttpRequest:
+    return HttpRequest(
+        method="GET", target="/api/overview", path="/api/overview", headers=(), peer=peer
+    )
+
+
+@pytest.mark.parametrize("allow_anonymous", [True, False])
+def test_loopback_rule_without_a_users_file(allow_anonymous: bool) -> None:
+    config = BrokerConfig()
+    api = RabbitApi(
+        Broker(config),
+        HttpLogin(lambda: None, ConnectionGuard(config.security), allow_anonymous=allow_anonymous),
+    )
+
+    async def status(peer: str) -> int:
+        return (await api.handle(_request(peer))).status
+
+    for peer in ("127.0.0.1:4000", "127.8.9.1:1", "[::1]:4000"):
+        assert anyio.run(status, peer) == (200 if allow_anonymous else 401), peer
+    for peer in ("10.1.2.3:4000", "[2001:db8::1]:80", "192.168.0.2:5"):
+        response = anyio.run(status, peer)
+        assert response == 401, peer
+    assert is_loopback("127.0.0.1:1") and not is_loopback("unknown peer")
+
+
+def test_prefix_routes_exact_first_then_longest() -> None:
+    exact, short, long = Route(), Route(), Route()
+    server = HttpServer({"/api/overview": exact, "/api/*": short, "/api/queues/*": long})
+    assert server.route_for("/api/overview") is exact
+    assert server.route_for("/api/queues/%2F/q") is long
+    assert server.route_for("/api/exchanges") is short
+    assert server.route_for("/api") is None and server.route_for("/apix/y") is None
