@@ -51,7 +51,7 @@ from .core import Broker
 from .guard import ConnectionGuard, source_of
 from .http_login import GUEST, HttpLogin
 from .management import Caller, Management, ManagementError
-from .rabbitmq_api import API_METHODS, RabbitApi, rabbitmq_api_routes
+from .rabbitmq_api import API_METHODS, RabbitApi
 
 __all__ = ["COOKIE", "Console", "console_routes"]
 
@@ -393,9 +393,7 @@ def _static(name: str) -> Handler:
 
 
 def console_routes(console: Console) -> dict[str, Route]:
-    """The console's pages and API, to add to the HTTP listener's routes; with them
-    (``[http] rabbitmq_api``, on by default) RabbitMQ's HTTP API under ``/api/``, which
-    logs callers in by the same rules (:mod:`.rabbitmq_api`)."""
+    """The console's pages and API, to add to the HTTP listener's routes."""
     post = frozenset({"POST"})
     index = _static("index.html")
     routes = {
@@ -423,6 +421,4 @@ def console_routes(console: Console) -> dict[str, Route]:
         )
         routes[f"/console/api/{name}"] = route
     routes[RABBIT_PREFIX + "*"] = Route(get=_answering(console.api_rabbit), methods=API_METHODS)
-    if console.broker.config.http.rabbitmq_api:
-        routes.update(rabbitmq_api_routes(console.rabbit))
     return routes

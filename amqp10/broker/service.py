@@ -37,6 +37,7 @@ from .guard import ConnectionGuard, source_of
 from .http import broker_routes, start_http
 from .management import Management
 from .metrics import EndedConnections, MetricsSources, TextWriter, exposition, metrics_registry
+from .rabbitmq_api import rabbitmq_api_routes
 from .topology import LiveDefinitions
 from .users import UsersFile, load_access
 
@@ -256,8 +257,11 @@ class BrokerService:
                             return await exposition(registry, writer)
 
                     routes = broker_routes(amqp=self._handle, not_ready=self.not_ready, metrics=metrics)
+                    console = self._console()
                     if cfg.http.console:
-                        routes.update(console_routes(self._console()))
+                        routes.update(console_routes(console))
+                    if cfg.http.rabbitmq_api:  # RabbitMQ's HTTP API, logging in by the console's rules
+                        routes.update(rabbitmq_api_routes(console.rabbit))
                     self.http = await start_http(cfg, routes, tg, conns)
                 task_status.started(self)
                 await anyio.sleep_forever()

@@ -49,10 +49,13 @@ from .definitions import (
     load_definitions,
     parse_definitions,
 )
+from .permissions import VhostPermissions, check_tags
 from .users import (
+    User,
     UsersFile,
     UsersFileError,
     read_users_file,
+    scram_credentials,
     update_users_file,
     write_users_file,
 )
@@ -290,6 +293,49 @@ class LiveDefinitions:
             raise ValueError(str(exc)) from None
         outcome.log("import")
         return outcome.body()
+
+    # -- users and permissions, for management (the DefinitionsPort's user operations) --
+    def put_user(self, name: str, password: str | None, tags: object) -> bool:
+        checked = check_tags(tags)
+        credentials = scram_credentials(password) if password is not None else []
+
+        def change(users: UsersFile) -> bool:
+            user = users.users.get(name)
+            if user is None:
+                users.users[name] = User(credentials=credentials, tags=checked, permissions={})
+                return True
+            user.credentials, user.tags = credentials, checked
+            return False
+
+        return self.change_users(change)
+
+    def delete_user(self, name: str) -> None:
+        def change(users: UsersFile) -> None:
+            if users.users.pop(name, None) is None:
+                raise LookupError(f"no user {name!r}")
+
+        self.change_users(change)
+
+    def put_permission(self, user: str, vhost: str, configure: str, write: str, read: str) -> bool:
+        perms = VhostPermissions(configure, write, read)  # ValueError: a pattern that does not compile
+
+        def change(users: UsersFile) -> bool:
+            u = users.users.get(user)
+            if u is None:
+                raise LookupError(f"no user {user!r}")
+            new = vhost not in u.permissions
+            u.permissions[vhost] = perms
+            return new
+
+        return self.change_users(change)
+
+    def delete_permission(self, user: str, vhost: str) -> None:
+        def change(users: UsersFile) -> None:
+            u = users.users.get(user)
+            if u is None or u.permissions.pop(vhost, None) is None:
+                raise LookupError(f"user {user!r} has no permissions in vhost {vhost!r}")
+
+        self.change_users(change)
 
     def change_users(self, change: Callable[[UsersFile], T]) -> T:
         """Apply ``change`` to the users file (rewritten atomically) and tell the service, so

@@ -89,9 +89,23 @@ class DefinitionsPort(Protocol):
         Raises ValueError (one line) for a document that cannot be read at all."""
         ...
 
-    def change_users(self, change: Callable[[Any], _T]) -> _T:
-        """Apply ``change`` to the users file (a ``UsersFile``) and make the broker use the
-        result; what ``change`` returned. Raises ValueError (one line) without a users file."""
+    def put_user(self, name: str, password: str | None, tags: object) -> bool:
+        """Add user ``name`` or change its password and tags (RabbitMQ's list or comma
+        string); True if new. ``password`` None: one who cannot log in with a password.
+        Raises ValueError (one line): no users file, unknown tags."""
+        ...
+
+    def delete_user(self, name: str) -> None:
+        """Raises LookupError if there is no such user, ValueError without a users file."""
+        ...
+
+    def put_permission(self, user: str, vhost: str, configure: str, write: str, read: str) -> bool:
+        """Set ``user``'s three patterns in ``vhost``; True if new. Raises LookupError (no
+        such user), ValueError (a pattern that does not compile, no users file)."""
+        ...
+
+    def delete_permission(self, user: str, vhost: str) -> None:
+        """Raises LookupError if ``user`` has no permissions there, ValueError without a users file."""
         ...
 
 

@@ -22,8 +22,6 @@ from ..core import (
 )
 from ..core.broker import Action
 from ..core.message import AMQP1_FORMAT
-from ..permissions import VhostPermissions, check_tags
-from ..users import User, UsersFile, scram_credentials
 from .access import Access, Caller
 from .draft import DEFAULT_PEEK, Request, Response, execute
 from .entities import ENTITY_TYPES, EntityType, model_error_status, plain_value, type_named
@@ -363,41 +361,24 @@ class Management:
         self.access.require(caller, self.config.admin_tags, "changing users")
         if not isinstance(name, str) or not name:
             raise BadRequest("a user needs a name (a non-empty string)")
-        try:
-            checked = check_tags(list(tags) if isinstance(tags, tuple) else tags)
-        except ValueError as exc:
-            raise BadRequest(str(exc)) from None
+        checked = list(tags) if isinstance(tags, tuple) else tags  # a list, or RabbitMQ's comma string
         port = self._definitions()
         if password_hash is not None:
             exported = json.loads(port.export_json()).get("users", [])
             new = not any(u.get("name") == name for u in exported)
-            user = {"name": name, "password_hash": password_hash, "tags": list(checked)}
+            user = {"name": name, "password_hash": password_hash, "tags": checked}
             if hashing_algorithm is not None:
                 user["hashing_algorithm"] = hashing_algorithm
             outcome = self.import_definitions(caller, {"users": [user]})
             if outcome.get("skipped"):
                 raise BadRequest("; ".join(outcome["skipped"]))
             return new
-        credentials = scram_credentials(password) if password is not None else []
-
-        def change(users: UsersFile) -> bool:
-            user = users.users.get(name)
-            if user is None:
-                users.users[name] = User(credentials=credentials, tags=checked, permissions={})
-                return True
-            user.credentials, user.tags = credentials, checked
-            return False
-
-        return self._change_users(change)
+        return self._users(lambda: port.put_user(name, password, checked))
 
     def delete_user(self, caller: Caller, name: str) -> None:
         self.access.require(caller, self.config.admin_tags, "deleting users")
-
-        def change(users: UsersFile) -> None:
-            if users.users.pop(name, None) is None:
-                raise NotFoundError(f"no user {name!r}")
-
-        self._change_users(change)
+        port = self._definitions()
+        self._users(lambda: port.delete_user(name))
 
     def put_permission(
         self, caller: Caller, user: str, vhost: str, configure: str, write: str, read: str
@@ -406,34 +387,21 @@ class Management:
         self.access.require(caller, self.config.admin_tags, "setting permissions")
         if self.broker.vhost(vhost) is None or vhost not in self.broker.vhosts:
             raise NotFoundError(f"no virtual host {vhost!r}")
-        try:
-            perms = VhostPermissions(str(configure), str(write), str(read))
-        except ValueError as exc:
-            raise BadRequest(str(exc)) from None
-
-        def change(users: UsersFile) -> bool:
-            u = users.users.get(user)
-            if u is None:
-                raise NotFoundError(f"no user {user!r}")
-            new = vhost not in u.permissions
-            u.permissions[vhost] = perms
-            return new
-
-        return self._change_users(change)
+        port = self._definitions()
+        return self._users(lambda: port.put_permission(user, vhost, str(configure), str(write), str(read)))
 
     def delete_permission(self, caller: Caller, user: str, vhost: str) -> None:
         self.access.require(caller, self.config.admin_tags, "clearing permissions")
+        port = self._definitions()
+        self._users(lambda: port.delete_permission(user, vhost))
 
-        def change(users: UsersFile) -> None:
-            u = users.users.get(user)
-            if u is None or u.permissions.pop(vhost, None) is None:
-                raise NotFoundError(f"user {user!r} has no permissions in vhost {vhost!r}")
-
-        self._change_users(change)
-
-    def _change_users(self, change: Callable[[UsersFile], T]) -> T:
+    @staticmethod
+    def _users(change: Callable[[], T]) -> T:
+        """A change of users through the definitions port, its errors as management's."""
         try:
-            return self._definitions().change_users(change)
+            return change()
+        except LookupError as exc:
+            raise NotFoundError(str(exc.args[0] if exc.args else exc)) from None
         except ValueError as exc:
             raise BadRequest(str(exc)) from None
 
