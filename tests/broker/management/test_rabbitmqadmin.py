@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 from amqp10.broker.users import add_user
-
-from .conftest import RunningBroker, broker_with
+from tests.broker.conftest import RunningBroker, broker_with
 
 RABBITMQADMIN = shutil.which("rabbitmqadmin") or next(
     (p for p in ("/usr/sbin/rabbitmqadmin", "/usr/bin/rabbitmqadmin") if Path(p).exists()),

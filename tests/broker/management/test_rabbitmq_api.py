@@ -28,8 +28,7 @@ from amqp10.broker.http_login import HttpLogin, is_loopback
 from amqp10.broker.rabbitmq_api import RabbitApi, properties_key
 from amqp10.broker.users import add_user
 from amqp10.io.http import HttpRequest, HttpServer, Route
-
-from .conftest import RunningBroker, broker_with
+from tests.broker.conftest import RunningBroker, broker_with
 
 T = 10.0
 NOT_FOUND = {"error": "Object Not Found", "reason": "Not Found"}
