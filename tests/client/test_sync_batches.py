@@ -56,7 +56,7 @@ class Spy:
 
 def portal_calls(conn: amqp10.sync.Connection) -> Spy:
     """Counts the round trips into the connection's event loop thread from now on."""
-    return Spy(conn._loop, "call")
+    return Spy(conn._loop._portal, "call")
 
 
 def bodies(batch: list[amqp10.sync.Delivery]) -> list[Any]:
