@@ -89,7 +89,7 @@ class Delivery(_Proxy):
     __slots__ = ("_d", "_queued", "_receiver")
 
     def __init__(self, receiver: Receiver, delivery: _receiver.Delivery) -> None:
-        super().__init__(receiver._loop)
+        self._loop = receiver._loop
         self._receiver = receiver
         self._d = delivery
         self._queued = False  # an outcome is queued for the loop
@@ -341,11 +341,13 @@ class Receiver(_Link):
     it is taken).
     """
 
-    __slots__ = ("_failure", "_local")
+    __slots__ = ("_batch", "_failure", "_local")
     _link: _receiver.Receiver
 
     def __init__(self, loop: Loop, link: _receiver.Receiver) -> None:
         super().__init__(loop, link)
+        # how many deliveries one round trip takes at most
+        self._batch = 1 if link.auto_accept else link.window or 100
         # taken from the loop, not handed out yet (deque's append and popleft are atomic)
         self._local: deque[_receiver.Delivery] = deque()
         self._failure: Exception | None = None  # a queued settlement that failed
@@ -362,7 +364,7 @@ class Receiver(_Link):
     def receive(self, *, timeout: float | None = None) -> Delivery:
         """The next delivery, waiting at most ``timeout`` seconds (see
         :meth:`amqp10.client.Receiver.receive`); from the buffer when it holds one."""
-        return self._next(partial(_receive_batch, self._link, self._batch, timeout))
+        return self._next(_receive_batch, timeout)
 
     def __iter__(self) -> Iterator[Delivery]:
         return self
@@ -370,24 +372,22 @@ class Receiver(_Link):
     def __next__(self) -> Delivery:
         """The next delivery; the iteration ends once the link is closed and drained."""
         try:
-            return self._next(partial(_fetch_or_none, self._link, self._batch, math.inf))
+            return self._next(_fetch_or_none, math.inf)
         except _Ended:
             raise StopIteration from None
 
-    @property
-    def _batch(self) -> int:
-        """How many deliveries one round trip takes at most."""
-        link = self._link
-        return 1 if link.auto_accept else link.window or 100
-
-    def _next(self, take: Callable[[], Awaitable[list[_receiver.Delivery] | None]]) -> Delivery:
+    def _next(self, take: _Take, timeout: float | None) -> Delivery:
+        """From the buffer; when it is empty, refilled by ``take`` in one round trip."""
         local = self._local
-        if not local:
-            got = self._run(take)
+        while True:
+            try:
+                return Delivery(self, local.popleft())
+            except IndexError:  # (checked by popping: other threads may take from it too)
+                pass
+            got = self._run(take, self._link, self._batch, timeout)
             if not got:
                 raise _Ended
             local.extend(got)
-        return Delivery(self, local.popleft())
 
     def _take_local(self, most: int) -> list[Delivery]:
         return [Delivery(self, d) for d in _pop(self._local, most)]
@@ -490,6 +490,12 @@ def _pop(local: deque[T], most: int) -> list[T]:
     return taken
 
 
+_Take = Callable[
+    [_receiver.Receiver, int, float | None], Awaitable[list[_receiver.Delivery] | None]
+]
+"""Takes up to ``most`` deliveries, waiting at most ``timeout`` (:func:`_receive_batch`)."""
+
+
 class _Ended(Exception):
     """Nothing more will come (the link is closed, or the wait timed out)."""
 
@@ -523,7 +529,7 @@ async def _give_back_and(
 
 
 async def _fetch_or_none(
-    receiver: _receiver.Receiver, most: int, idle: float
+    receiver: _receiver.Receiver, most: int, idle: float | None
 ) -> list[_receiver.Delivery] | None:
     """A batch; None once the link is closed (the iteration ends, as ``async for`` does)."""
     try:
