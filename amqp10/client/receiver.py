@@ -130,6 +130,8 @@ class Delivery:
         gives the message back to its node.
         """
         self.settle_nowait(state, txn=txn)
+        # a cancellation point, but no scheduling point: a loop settling what has
+        # arrived one by one sends the dispositions together when it next waits
         await anyio.lowlevel.checkpoint_if_cancelled()
 
     def settle_nowait(self, state: Any = None, *, txn: TransactionLike | None = None) -> None:

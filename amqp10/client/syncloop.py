@@ -326,7 +326,7 @@ class Settlement:
     def _start(self) -> None:
         try:
             self._delivery.settle_nowait(self._state, txn=self._txn)
-        except errors.AMQPError as exc:
+        except Exception as exc:  # (not into the pump: it starts the jobs after this one)
             self._failed(exc)
 
     def _cancel(self, error: errors.AMQPError) -> None:
