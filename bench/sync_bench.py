@@ -7,7 +7,8 @@ round by round, on 100-byte messages, at least once:
 - send: async ``sender.pipeline(window=W)`` (it fills a queue for each async
   receive case); blocking ``sender.pipeline(window=W)``; Proton's
   ``BlockingSender.send`` one by one (it waits for each outcome); the blocking
-  ``send()`` one by one (it waits for each outcome too);
+  ``send()`` and the async ``await send()`` one by one (each waits for its
+  outcome too);
 - receive and accept: async ``async for d in receiver: await d.accept()``, and
   async ``await receiver.fetch(W)`` + ``await receiver.accept_all(batch)``;
   blocking ``receiver.fetch(W)`` + ``receiver.accept_all(batch)``; Proton's
@@ -95,6 +96,21 @@ def async_pipeline(url: str, queue: str, n: int, window: int) -> Timing:
             accepted = 0
             async for outcome in sender.pipeline(our_messages(n), window=window):
                 accepted += isinstance(outcome, Accepted)
+            elapsed = clock.stop()
+        _check(accepted, n, "accepted")
+        return elapsed
+
+    return anyio.run(run, backend="asyncio")
+
+
+def async_send(url: str, queue: str, n: int, window: int) -> Timing:
+    async def run() -> Timing:
+        async with await amqp10.connect(url, timeout=WAIT) as conn:
+            sender = await conn.open_sender(queue, settle_mode=SettleMode.AT_LEAST_ONCE)
+            clock = Clock()
+            accepted = 0
+            for message in our_messages(n):
+                accepted += isinstance(await sender.send(message), Accepted)
             elapsed = clock.stop()
         _check(accepted, n, "accepted")
         return elapsed
@@ -254,8 +270,9 @@ PAIRS: list[tuple[str, str, Case, Case]] = [
     ("proton", "Proton BlockingConnection", proton_send, proton_receive),
     ("sync1", "amqp10.sync one by one", sync_send, sync_receive),
     ("synci", "amqp10.sync iteration", sync_pipeline, sync_iterate),
+    ("async1", "amqp10 async one by one", async_send, async_fetch),
 ]
-SLOW = ("proton", "sync1")  # one by one sends: --slow-count messages
+SLOW = ("proton", "sync1", "async1")  # one by one sends: --slow-count messages
 HOW = {
     "async": ("`pipeline(window=W)`", "`async for` + `await d.accept()`"),
     "asyncb": ("`pipeline(window=W)`", "`await fetch(W)` + `await accept_all(batch)`"),
@@ -263,6 +280,7 @@ HOW = {
     "proton": ("`send()` one by one", "`receive()` + `accept()` one by one"),
     "sync1": ("`send()` one by one", "`receive()` + `accept()` one by one"),
     "synci": ("`pipeline(window=W)`", "`for d in receiver: d.accept()`"),
+    "async1": ("`await send()` one by one", "`await fetch(W)` + `await accept_all(batch)`"),
 }
 
 
@@ -401,6 +419,9 @@ def report(
            "sync", "receive", 0.5)  # fmt: skip
     target("per message: async `async for` vs async `fetch` + `accept_all`", "async", "asyncb",
            "receive", 0.5)  # fmt: skip
+    lines += ["", "For reference (what bounds a send that waits for its outcome):", ""]
+    target("per message: blocking `send()` vs async `await send()`", "sync1", "async1", "send",
+           0.8)  # fmt: skip
     lines += ["", "Client CPU per message, blocking fast path / async (lower is cheaper):", ""]
     for phase, b in (("send", "async"), ("receive", "asyncb")):
         ratio = statistics.median(cpu[("sync", phase)]) / statistics.median(cpu[(b, phase)])

@@ -33,11 +33,12 @@ def test_a_tiny_run_prints_the_table_and_the_targets(tmp_path: Path) -> None:
         "Proton BlockingConnection",
         "amqp10.sync one by one",
         "amqp10.sync iteration",
+        "amqp10 async one by one",
     ):
         assert f"| {label} |" in section
     targets = [line for line in section.splitlines() if line.startswith("- blocking")]
     assert len(targets) == 5 and all("x (medians)" in line for line in targets)
     # issue 34's ratios, message by message
     per_message = [line for line in section.splitlines() if line.startswith("- per message")]
-    assert len(per_message) == 7 and all("x (medians)" in line for line in per_message)
+    assert len(per_message) == 8 and all("x (medians)" in line for line in per_message)
     assert section in r.stdout
