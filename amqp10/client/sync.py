@@ -10,7 +10,11 @@ paths cross once per batch: :meth:`Sender.submit` queues without a round trip
 (the loop starts everything queued at once, see :mod:`.syncloop`), trackers
 complete without one, :meth:`Sender.pipeline` is built on the two, and
 :meth:`Receiver.fetch` / :meth:`Receiver.batches` take and
-:meth:`Receiver.accept_all` settles a whole batch per call.
+:meth:`Receiver.accept_all` settles a whole batch per call. The per-message
+calls are built on the same: :meth:`Sender.send` is ``submit().wait()``,
+:meth:`Receiver.receive` and the iteration hand out from a buffer refilled a
+batch per round trip, and :meth:`Delivery.accept` (and the other verbs) queue
+the settlement for the loop (see :class:`Delivery` for when it goes out).
 
 >>> with amqp10.sync.connect("amqp://127.0.0.1") as conn:     # doctest: +SKIP
 ...     sender = conn.open_sender("queue")
