@@ -4,19 +4,22 @@ Starts our broker (default configuration: its SQLite store under a temporary
 data directory) and runs, in this one process, side by side and alternating
 round by round, on 100-byte messages, at least once:
 
-- send: async ``sender.pipeline(window=W)`` (twice: it fills a queue for each
-  async receive case); blocking ``sender.pipeline(window=W)``;
-  Proton's ``BlockingSender.send`` one by one (it waits for each outcome);
+- send: async ``sender.pipeline(window=W)`` (it fills a queue for each async
+  receive case); blocking ``sender.pipeline(window=W)``; Proton's
+  ``BlockingSender.send`` one by one (it waits for each outcome); the blocking
+  ``send()`` and the async ``await send()`` one by one (each waits for its
+  outcome too);
 - receive and accept: async ``async for d in receiver: await d.accept()``, and
   async ``await receiver.fetch(W)`` + ``await receiver.accept_all(batch)``;
   blocking ``receiver.fetch(W)`` + ``receiver.accept_all(batch)``; Proton's
-  ``BlockingReceiver.receive`` + ``accept`` one by one;
-- for reference, the blocking facade one message at a time (``send()``, and
-  ``receive()`` + ``accept()``), each a round trip into the event loop thread.
+  ``BlockingReceiver.receive`` + ``accept`` one by one; the blocking
+  ``receive()`` + ``accept()`` one by one, and ``for d in receiver: d.accept()``.
 
 Each receive case drains the queue its send case filled in that round. A rate
-is messages / (first call → last outcome, or last accept). Prints a table of
-medians and the targets of issue 21; ``--results`` appends it to RESULTS.md.
+is messages / (first call → last outcome, or last accept; the blocking
+per-message receive cases end with ``receiver.flush()``, so their queued
+accepts are counted). Prints a table of medians and the targets of issues 21
+and 34; ``--results`` appends it to RESULTS.md.
 
     .venv/bin/python bench/sync_bench.py --count 20000 --rounds 3
     .venv/bin/python bench/sync_bench.py --count 2000 --rounds 1      # a smoke run
@@ -93,6 +96,21 @@ def async_pipeline(url: str, queue: str, n: int, window: int) -> Timing:
             accepted = 0
             async for outcome in sender.pipeline(our_messages(n), window=window):
                 accepted += isinstance(outcome, Accepted)
+            elapsed = clock.stop()
+        _check(accepted, n, "accepted")
+        return elapsed
+
+    return anyio.run(run, backend="asyncio")
+
+
+def async_send(url: str, queue: str, n: int, window: int) -> Timing:
+    async def run() -> Timing:
+        async with await amqp10.connect(url, timeout=WAIT) as conn:
+            sender = await conn.open_sender(queue, settle_mode=SettleMode.AT_LEAST_ONCE)
+            clock = Clock()
+            accepted = 0
+            for message in our_messages(n):
+                accepted += isinstance(await sender.send(message), Accepted)
             elapsed = clock.stop()
         _check(accepted, n, "accepted")
         return elapsed
@@ -200,8 +218,29 @@ def sync_receive(url: str, queue: str, n: int, window: int) -> Timing:
         clock = Clock()
         for _ in range(n):
             receiver.receive().accept()
+        _flushed(receiver)
         elapsed = clock.stop()
     return elapsed
+
+
+def sync_iterate(url: str, queue: str, n: int, window: int) -> Timing:
+    with amqp10.sync.connect(url, timeout=WAIT) as conn:
+        receiver = conn.open_receiver(queue, credit=window, settle_mode=SettleMode.AT_LEAST_ONCE)
+        clock = Clock()
+        for got, d in enumerate(receiver, 1):
+            d.accept()
+            if got == n:
+                break
+        _flushed(receiver)
+        elapsed = clock.stop()
+    return elapsed
+
+
+def _flushed(receiver: Any) -> None:
+    """Wait for the queued accepts to be applied (a facade without ``flush`` has none queued)."""
+    flush = getattr(receiver, "flush", None)
+    if flush is not None:
+        flush()
 
 
 def proton_receive(url: str, queue: str, n: int, window: int) -> Timing:
@@ -230,13 +269,18 @@ PAIRS: list[tuple[str, str, Case, Case]] = [
     ("sync", "amqp10.sync (fast path)", sync_pipeline, sync_fetch),
     ("proton", "Proton BlockingConnection", proton_send, proton_receive),
     ("sync1", "amqp10.sync one by one", sync_send, sync_receive),
+    ("synci", "amqp10.sync iteration", sync_pipeline, sync_iterate),
+    ("async1", "amqp10 async one by one", async_send, async_fetch),
 ]
+SLOW = ("proton", "sync1", "async1")  # one by one sends: --slow-count messages
 HOW = {
     "async": ("`pipeline(window=W)`", "`async for` + `await d.accept()`"),
     "asyncb": ("`pipeline(window=W)`", "`await fetch(W)` + `await accept_all(batch)`"),
     "sync": ("`pipeline(window=W)`", "`fetch(W)` + `accept_all(batch)`"),
     "proton": ("`send()` one by one", "`receive()` + `accept()` one by one"),
     "sync1": ("`send()` one by one", "`receive()` + `accept()` one by one"),
+    "synci": ("`pipeline(window=W)`", "`for d in receiver: d.accept()`"),
+    "async1": ("`await send()` one by one", "`await fetch(W)` + `await accept_all(batch)`"),
 }
 
 
@@ -270,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
                 order = pairs[r % len(pairs) :] + pairs[: r % len(pairs)]
                 for phase in ("send", "receive"):
                     for key, _, send, receive in order:
-                        n = slow if key in ("proton", "sync1") else ns.count
+                        n = slow if key in SLOW else ns.count
                         case = send if phase == "send" else receive
                         timing = case(url, f"sync-bench-{r}-{key}", n, ns.window)
                         rate = n / timing.wall
@@ -336,6 +380,9 @@ def report(
         lines.append(f"| {label} | {how_send} | {cells[0]} | {how_recv} | {cells[1]} |")
 
     def target(name: str, a: str, b: str, phase: str, factor: float) -> None:
+        if (a, phase) not in rates or (b, phase) not in rates:
+            lines.append(f"- {name} ≥ {factor:g}x: not measured (a case was skipped)")
+            return
         ratio = med(a, phase) / med(b, phase)
         per_round = [x / y for x, y in zip(rates[(a, phase)], rates[(b, phase)], strict=True)]
         met = sum(1 for v in per_round if v >= factor)
@@ -359,6 +406,22 @@ def report(
     target("blocking receive-and-accept vs async (batches)", "sync", "asyncb", "receive", 0.8)
     target("blocking send vs Proton BlockingConnection", "sync", "proton", "send", 3.0)
     target("blocking receive vs Proton BlockingConnection", "sync", "proton", "receive", 3.0)
+    lines += ["", "Targets (issue 34, message by message):", ""]
+    target("per message: blocking `send()` vs Proton `send()`", "sync1", "proton", "send", 3.0)
+    target("per message: blocking `receive()` + `accept()` vs Proton", "sync1", "proton",
+           "receive", 3.0)  # fmt: skip
+    target("per message: `for d in receiver: d.accept()` vs async `async for`", "synci", "async",
+           "receive", 0.8)  # fmt: skip
+    target("per message: blocking `send()` vs blocking `pipeline`", "sync1", "sync", "send", 0.5)
+    target("per message: blocking `receive()` + `accept()` vs `fetch` + `accept_all`", "sync1",
+           "sync", "receive", 0.5)  # fmt: skip
+    target("per message: `for d in receiver: d.accept()` vs `fetch` + `accept_all`", "synci",
+           "sync", "receive", 0.5)  # fmt: skip
+    target("per message: async `async for` vs async `fetch` + `accept_all`", "async", "asyncb",
+           "receive", 0.5)  # fmt: skip
+    lines += ["", "For reference (what bounds a send that waits for its outcome):", ""]
+    target("per message: blocking `send()` vs async `await send()`", "sync1", "async1", "send",
+           0.8)  # fmt: skip
     lines += ["", "Client CPU per message, blocking fast path / async (lower is cheaper):", ""]
     for phase, b in (("send", "async"), ("receive", "asyncb")):
         ratio = statistics.median(cpu[("sync", phase)]) / statistics.median(cpu[(b, phase)])

@@ -1,4 +1,4 @@
-"""``bench/sync_bench.py``: a tiny run prints every case and the issue's ratios."""
+"""``bench/sync_bench.py``: a tiny run prints every case and the issues' ratios."""
 
 from __future__ import annotations
 
@@ -27,8 +27,18 @@ def test_a_tiny_run_prints_the_table_and_the_targets(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr[-2000:]
     section = results.read_text()
     assert section.lstrip().startswith("## The blocking API (bench/sync_bench.py)")
-    for label in ("amqp10 async", "amqp10.sync (fast path)", "Proton BlockingConnection"):
+    for label in (
+        "amqp10 async",
+        "amqp10.sync (fast path)",
+        "Proton BlockingConnection",
+        "amqp10.sync one by one",
+        "amqp10.sync iteration",
+        "amqp10 async one by one",
+    ):
         assert f"| {label} |" in section
     targets = [line for line in section.splitlines() if line.startswith("- blocking")]
     assert len(targets) == 5 and all("x (medians)" in line for line in targets)
+    # issue 34's ratios, message by message
+    per_message = [line for line in section.splitlines() if line.startswith("- per message")]
+    assert len(per_message) == 8 and all("x (medians)" in line for line in per_message)
     assert section in r.stdout

@@ -20,11 +20,25 @@ from ..types import Accepted, Error, Modified, Rejected, Released
 from ._common import deadline
 from .link import Link, TransactionLike
 
-__all__ = ["Delivery", "DeliveryHook", "Receiver"]
+__all__ = ["Delivery", "DeliveryHook", "Receiver", "modified"]
 
 log = logging.getLogger("amqp10.client")
 
 _LIVE_LINK = (LinkState.ATTACHED, LinkState.ATTACH_SENT)
+
+
+def modified(
+    *,
+    delivery_failed: bool = True,
+    undeliverable_here: bool = False,
+    message_annotations: dict[Any, Any] | None = None,
+) -> Modified:
+    """The ``modified`` outcome :meth:`Delivery.modify` gives (by default: delivery failed)."""
+    return Modified(
+        delivery_failed=delivery_failed,
+        undeliverable_here=undeliverable_here,
+        message_annotations=message_annotations,
+    )
 
 
 class Delivery:
@@ -101,14 +115,12 @@ class Delivery:
         message_annotations: dict[Any, Any] | None = None,
         txn: TransactionLike | None = None,
     ) -> None:
-        await self.settle(
-            Modified(
-                delivery_failed=delivery_failed,
-                undeliverable_here=undeliverable_here,
-                message_annotations=message_annotations,
-            ),
-            txn=txn,
+        state = modified(
+            delivery_failed=delivery_failed,
+            undeliverable_here=undeliverable_here,
+            message_annotations=message_annotations,
         )
+        await self.settle(state, txn=txn)
 
     async def settle(self, state: Any = None, *, txn: TransactionLike | None = None) -> None:
         """Settle with ``state`` as the outcome (None: settle without one).
@@ -117,10 +129,15 @@ class Delivery:
         §4.4.2): the peer applies it when the transaction commits; a rollback
         gives the message back to its node.
         """
-        self._settle_now(state, txn)
-        await anyio.lowlevel.checkpoint()
+        self.settle_nowait(state, txn=txn)
+        # a cancellation point, but no scheduling point: a loop settling what has
+        # arrived one by one sends the dispositions together when it next waits
+        await anyio.lowlevel.checkpoint_if_cancelled()
 
-    def _settle_now(self, state: Any, txn: TransactionLike | None) -> None:
+    def settle_nowait(self, state: Any = None, *, txn: TransactionLike | None = None) -> None:
+        """:meth:`settle` without the scheduling point (for many at once, as
+        :meth:`Receiver.settle_all`): the disposition goes out with the
+        connection's next write."""
         if txn is not None:
             state = txn._outcome_state(self._receiver._conn, state)
         self._receiver._settle(self._d, state)
@@ -173,6 +190,16 @@ class Receiver(Link):
     def buffered(self) -> int:
         """Deliveries received and not yet taken by the application."""
         return len(self._buffer)
+
+    @property
+    def window(self) -> int:
+        """The credit window kept open (``credit=`` at open; 0: the application grants it)."""
+        return self._window
+
+    @property
+    def auto_accept(self) -> bool:
+        """Each delivery is accepted as the application takes it."""
+        return self._auto_accept
 
     # -- taking deliveries ----------------------------------------------------------------
     def __aiter__(self) -> Receiver:
@@ -249,7 +276,7 @@ class Receiver(Link):
         the first that fails raises, leaving those before it settled.
         """
         for d in deliveries:
-            d._settle_now(state, txn)
+            d.settle_nowait(state, txn=txn)
         await anyio.lowlevel.checkpoint()
 
     async def _pop(self, most: int, timeout: float | None) -> list[EngineDelivery]:

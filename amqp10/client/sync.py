@@ -10,7 +10,11 @@ paths cross once per batch: :meth:`Sender.submit` queues without a round trip
 (the loop starts everything queued at once, see :mod:`.syncloop`), trackers
 complete without one, :meth:`Sender.pipeline` is built on the two, and
 :meth:`Receiver.fetch` / :meth:`Receiver.batches` take and
-:meth:`Receiver.accept_all` settles a whole batch per call.
+:meth:`Receiver.accept_all` settles a whole batch per call. The per-message
+calls are built on the same: :meth:`Sender.send` is ``submit().wait()``,
+:meth:`Receiver.receive` and the iteration hand out from a buffer refilled a
+batch per round trip, and :meth:`Delivery.accept` (and the other verbs) queue
+the settlement for the loop (see :class:`Delivery` for when it goes out).
 
 >>> with amqp10.sync.connect("amqp://127.0.0.1") as conn:     # doctest: +SKIP
 ...     sender = conn.open_sender("queue")
@@ -20,8 +24,7 @@ complete without one, :meth:`Sender.pipeline` is built on the two, and
 ...     for batch in receiver.batches(1000, idle=1.0):
 ...         receiver.accept_all(batch)
 
-:func:`serve` runs a direct peer whose handler is a plain function, called in
-a worker thread per connection.
+The blocking direct peer, :func:`amqp10.sync.serve`, is in :mod:`.syncserve`.
 """
 
 from __future__ import annotations
@@ -35,36 +38,28 @@ from functools import partial
 from types import TracebackType
 from typing import Any, TypeVar
 
-import anyio
-import anyio.abc
-import anyio.from_thread
-import anyio.to_thread
-
 from .. import errors
 from ..message import Message
-from ..types import Error
+from ..types import Accepted, Error, Rejected, Released
 from . import connection as _conn
 from . import link as _link
 from . import opening as _opening
 from . import receiver as _receiver
 from . import sender as _sender
-from . import server as _server
 from . import sessions as _sessions
 from . import transactions as _txn
 from ._common import DEFAULT_TIMEOUT, Outcome, Payload, SettleMode, encode_payload, windowed
-from .syncloop import Loop, Tracker, start_loop, withdraw_all
+from .syncloop import Loop, Settlement, Tracker, start_loop, withdraw_all
 
 __all__ = [
     "Connection",
     "Delivery",
     "Receiver",
     "Sender",
-    "Server",
     "Session",
     "Tracker",
     "Transaction",
     "connect",
-    "serve",
 ]
 
 T = TypeVar("T")
@@ -82,13 +77,26 @@ class _Proxy:
 
 
 class Delivery(_Proxy):
-    """A received message (see :class:`amqp10.client.Delivery`)."""
+    """A received message (see :class:`amqp10.client.Delivery`).
 
-    __slots__ = ("_d",)
+    :meth:`accept`, :meth:`reject`, :meth:`release`, :meth:`modify` and
+    :meth:`settle` queue the outcome and return at once: the event loop applies
+    queued outcomes a batch at a time, in the order they were given, and before
+    any later blocking call on the connection starts (a commit, a close). The
+    disposition then goes out with the connection's next write, as the async
+    ``await delivery.accept()`` does. A settlement that fails in the loop (the
+    link was lost meanwhile: the sender gives the message out again) is raised
+    by the receiver's next :meth:`Receiver.flush`. ``wait=True`` settles in a
+    round trip instead and raises what fails there.
+    """
 
-    def __init__(self, loop: Loop, delivery: _receiver.Delivery) -> None:
-        super().__init__(loop)
+    __slots__ = ("_d", "_queued", "_receiver")
+
+    def __init__(self, receiver: Receiver, delivery: _receiver.Delivery) -> None:
+        self._loop = receiver._loop
+        self._receiver = receiver
         self._d = delivery
+        self._queued = False  # an outcome is queued for the loop
 
     def __repr__(self) -> str:
         return repr(self._d)
@@ -107,26 +115,48 @@ class Delivery(_Proxy):
 
     @property
     def settled(self) -> bool:
+        """True once the loop settled it (see :attr:`amqp10.client.Delivery.settled`)."""
         return self._d.settled
 
     @property
     def remote_settled(self) -> bool:
         return self._d.remote_settled
 
-    def accept(self, *, txn: Transaction | None = None) -> None:
-        self._run(self._d.accept, txn=_inner(txn))
+    def accept(self, *, txn: Transaction | None = None, wait: bool = False) -> None:
+        self.settle(Accepted(), txn=txn, wait=wait)
 
-    def reject(self, error: Error | None = None, *, txn: Transaction | None = None) -> None:
-        self._run(self._d.reject, error, txn=_inner(txn))
+    def reject(
+        self, error: Error | None = None, *, txn: Transaction | None = None, wait: bool = False
+    ) -> None:
+        self.settle(Rejected(error=error), txn=txn, wait=wait)
 
-    def release(self, *, txn: Transaction | None = None) -> None:
-        self._run(self._d.release, txn=_inner(txn))
+    def release(self, *, txn: Transaction | None = None, wait: bool = False) -> None:
+        self.settle(Released(), txn=txn, wait=wait)
 
-    def modify(self, *, txn: Transaction | None = None, **kwargs: Any) -> None:
-        self._run(self._d.modify, txn=_inner(txn), **kwargs)
+    def modify(self, *, txn: Transaction | None = None, wait: bool = False, **kwargs: Any) -> None:
+        """Modified (see :meth:`amqp10.client.Delivery.modify` for ``kwargs``)."""
+        self.settle(_receiver.modified(**kwargs), txn=txn, wait=wait)
 
-    def settle(self, state: Any = None, *, txn: Transaction | None = None) -> None:
-        self._run(self._d.settle, state, txn=_inner(txn))
+    def settle(
+        self, state: Any = None, *, txn: Transaction | None = None, wait: bool = False
+    ) -> None:
+        """Settle with ``state`` as the outcome: queued, or with ``wait=True`` in a round trip.
+
+        Settling twice raises :class:`~amqp10.errors.IllegalStateError` here.
+        """
+        if self._queued or self._d.settled:
+            raise errors.IllegalStateError(f"delivery {self._d.tag!r} is already settled")
+        self._queued = True
+        if wait:
+            self._run(_settle_now, self._d, state, _inner(txn))
+        else:
+            self._loop.post(Settlement(self._d, state, _inner(txn), self._receiver._failed))
+
+
+async def _settle_now(
+    delivery: _receiver.Delivery, state: Any, txn: _txn.Transaction | None
+) -> None:
+    delivery.settle_nowait(state, txn=txn)
 
 
 class _Link(_Proxy):
@@ -194,9 +224,15 @@ class Sender(_Link):
         timeout: float | None = None,
         txn: Transaction | None = None,
     ) -> Outcome | None:
-        return self._run(
-            self._link.send, message, settled=settled, timeout=timeout, txn=_inner(txn)
-        )
+        """Send a message; return its outcome once the peer settles it (see
+        :meth:`amqp10.client.Sender.send`).
+
+        :meth:`submit` and :meth:`Tracker.wait`: the message is encoded here and
+        queued with one wake-up of the event loop, and this thread sleeps until
+        the loop completes the tracker (no task made per call). Timing out
+        withdraws the message, as there.
+        """
+        return self.submit(message, settled=settled, txn=txn).wait(timeout)
 
     def submit(
         self, message: Payload, *, settled: bool | None = None, txn: Transaction | None = None
@@ -296,10 +332,29 @@ def _inner(txn: Transaction | None) -> _txn.Transaction | None:
 
 
 class Receiver(_Link):
-    """Receives messages: ``for delivery in receiver`` (see :class:`amqp10.client.Receiver`)."""
+    """Receives messages: ``for delivery in receiver`` (see :class:`amqp10.client.Receiver`).
 
-    __slots__ = ()
+    :meth:`receive` and the iteration hand out deliveries from a buffer of this
+    thread's side: when it is empty one round trip into the event loop takes
+    everything that has arrived (up to the credit window), and the async
+    receiver tops its credit back up there, so the broker keeps sending while
+    this thread works through the batch. This side may so hold up to one
+    window more than the credit; what it still holds when the link closes is
+    released, for the sender to give out again. A receiver opened with
+    ``auto_accept=True`` takes one delivery per round trip (each is accepted as
+    it is taken).
+    """
+
+    __slots__ = ("_batch", "_failure", "_local")
     _link: _receiver.Receiver
+
+    def __init__(self, loop: Loop, link: _receiver.Receiver) -> None:
+        super().__init__(loop, link)
+        # how many deliveries one round trip takes at most
+        self._batch = 1 if link.auto_accept else link.window or 100
+        # taken from the loop, not handed out yet (deque's append and popleft are atomic)
+        self._local: deque[_receiver.Delivery] = deque()
+        self._failure: Exception | None = None  # a queued settlement that failed
 
     @property
     def credit(self) -> int:
@@ -307,20 +362,52 @@ class Receiver(_Link):
 
     @property
     def buffered(self) -> int:
-        return self._link.buffered
+        """Deliveries received and not yet handed to the application (both sides)."""
+        return len(self._local) + self._link.buffered
 
     def receive(self, *, timeout: float | None = None) -> Delivery:
-        return Delivery(self._loop, self._run(self._link.receive, timeout=timeout))
+        """The next delivery, waiting at most ``timeout`` seconds (see
+        :meth:`amqp10.client.Receiver.receive`); from the buffer when it holds one."""
+        return self._next(_receive_batch, timeout)
+
+    def __iter__(self) -> Iterator[Delivery]:
+        return self
+
+    def __next__(self) -> Delivery:
+        """The next delivery; the iteration ends once the link is closed and drained."""
+        try:
+            return self._next(_fetch_or_none, math.inf)
+        except _Ended:
+            raise StopIteration from None
+
+    def _next(self, take: _Take, timeout: float | None) -> Delivery:
+        """From the buffer; when it is empty, refilled by ``take`` in one round trip."""
+        local = self._local
+        while True:
+            try:
+                return Delivery(self, local.popleft())
+            except IndexError:  # (checked by popping: other threads may take from it too)
+                pass
+            got = self._run(take, self._link, self._batch, timeout)
+            if not got:
+                raise _Ended
+            local.extend(got)
+
+    def _take_local(self, most: int) -> list[Delivery]:
+        return [Delivery(self, d) for d in _pop(self._local, most)]
 
     def fetch(self, most: int = 100, *, timeout: float | None = None) -> list[Delivery]:
         """What has arrived, up to ``most`` deliveries; [] if nothing comes within ``timeout``.
 
-        One round trip to the event loop for the batch (see
+        One round trip to the event loop for the batch (none while the buffer
+        :meth:`receive` fills holds some: those come first; see
         :meth:`amqp10.client.Receiver.fetch`); settle it with :meth:`accept_all`
         or :meth:`settle_all`, one more.
         """
+        if self._local:
+            return self._take_local(most)
         got = self._run(self._link.fetch, most, timeout=timeout)
-        return [Delivery(self._loop, d) for d in got]
+        return [Delivery(self, d) for d in got]
 
     def batches(self, most: int = 100, *, idle: float | None = None) -> Iterator[list[Delivery]]:
         """``for batch in receiver.batches(): ...``: what has arrived, a batch per round trip.
@@ -332,14 +419,17 @@ class Receiver(_Link):
         """
         wait = math.inf if idle is None else idle
         while True:
+            if self._local:
+                yield self._take_local(most)
+                continue
             got = self._run(_fetch_or_none, self._link, most, wait)
             if not got:
                 return
-            yield [Delivery(self._loop, d) for d in got]
+            yield [Delivery(self, d) for d in got]
 
     def accept_all(self, deliveries: Iterable[Delivery], *, txn: Transaction | None = None) -> None:
         """Accept every one of ``deliveries`` in one round trip (see :meth:`settle_all`)."""
-        self._run(self._link.accept_all, [d._d for d in deliveries], txn=_inner(txn))
+        self.settle_all(deliveries, Accepted(), txn=txn)
 
     def settle_all(
         self,
@@ -349,8 +439,31 @@ class Receiver(_Link):
         txn: Transaction | None = None,
     ) -> None:
         """Settle ``deliveries`` with ``state`` in one round trip (see
-        :meth:`amqp10.client.Receiver.settle_all`)."""
-        self._run(self._link.settle_all, [d._d for d in deliveries], state, txn=_inner(txn))
+        :meth:`amqp10.client.Receiver.settle_all`); raises what fails there."""
+        batch = []
+        for d in deliveries:
+            d._queued = True
+            batch.append(d._d)
+        self._run(self._link.settle_all, batch, state, txn=_inner(txn))
+
+    def flush(self) -> None:
+        """Wait until the settlements queued so far are applied (one round trip).
+
+        After it their dispositions are with the connection, written with its
+        next write (as after the async ``await delivery.accept()``). Raises the
+        first queued settlement of this receiver that failed since the last
+        flush (the link or connection was lost: the sender gives the message
+        out again).
+        """
+        self._loop.flush()
+        failure, self._failure = self._failure, None
+        if failure is not None:
+            raise failure
+
+    def _failed(self, error: Exception) -> None:
+        """(In the loop) a queued settlement failed: kept for :meth:`flush`."""
+        if self._failure is None:
+            self._failure = error
 
     def drain(self, *, timeout: float | None = None) -> None:
         self._run(self._link.drain, timeout=timeout)
@@ -361,30 +474,71 @@ class Receiver(_Link):
 
         self._run(add)
 
-    def __iter__(self) -> Iterator[Delivery]:
-        return self
+    def close(self, error: Error | None = None, *, timeout: float | None = None) -> None:
+        """Close the link: the queued settlements go out first, and what the
+        buffer still holds is released."""
+        left = _pop(self._local, len(self._local))
+        self._run(_give_back_and, self._link, self._link.close, left, error, timeout)
 
-    def __next__(self) -> Delivery:
-        d = self._run(_next_or_none, self._link)
-        if d is None:
-            raise StopIteration
-        return Delivery(self._loop, d)
+    def detach(self, error: Error | None = None, *, timeout: float | None = None) -> None:
+        left = _pop(self._local, len(self._local))
+        self._run(_give_back_and, self._link, self._link.detach, left, error, timeout)
+
+
+def _pop(local: deque[T], most: int) -> list[T]:
+    """Up to ``most`` off the left of ``local`` (which other threads may pop from too)."""
+    taken = []
+    with contextlib.suppress(IndexError):
+        for _ in range(most):
+            taken.append(local.popleft())
+    return taken
+
+
+_Take = Callable[
+    [_receiver.Receiver, int, float | None], Awaitable[list[_receiver.Delivery] | None]
+]
+"""Takes up to ``most`` deliveries, waiting at most ``timeout`` (:func:`_receive_batch`)."""
+
+
+class _Ended(Exception):
+    """Nothing more will come (the link is closed, or the wait timed out)."""
+
+
+async def _receive_batch(
+    receiver: _receiver.Receiver, most: int, timeout: float | None
+) -> list[_receiver.Delivery]:
+    """The next delivery as :meth:`amqp10.client.Receiver.receive` gives it (or raises),
+    and whatever else has arrived, up to ``most`` in all."""
+    first = await receiver.receive(timeout=timeout)
+    if most == 1 or not receiver.buffered:
+        return [first]
+    return [first, *await receiver.fetch(most - 1, timeout=0)]
+
+
+async def _give_back_and(
+    receiver: _receiver.Receiver,
+    then: Callable[..., Awaitable[None]],
+    left: list[_receiver.Delivery],
+    error: Error | None,
+    timeout: float | None,
+) -> None:
+    """Release what was taken and never handed out, then ``then(error, timeout=timeout)``."""
+    unsettled = [d for d in left if not d.settled and not d.remote_settled]
+    if unsettled:
+        try:
+            await receiver.settle_all(unsettled, Released())
+        except errors.AMQPError:
+            pass  # the link is gone already: the sender gives them out again
+    await then(error, timeout=timeout)
 
 
 async def _fetch_or_none(
-    receiver: _receiver.Receiver, most: int, idle: float
+    receiver: _receiver.Receiver, most: int, idle: float | None
 ) -> list[_receiver.Delivery] | None:
     """A batch; None once the link is closed (the iteration ends, as ``async for`` does)."""
     try:
         return await receiver.fetch(most, timeout=idle)
     except errors.AMQPError:
-        return None
-
-
-async def _next_or_none(receiver: _receiver.Receiver) -> _receiver.Delivery | None:
-    try:
-        return await receiver.__anext__()
-    except StopAsyncIteration:
         return None
 
 
@@ -537,9 +691,14 @@ class Connection(_Proxy):
         self._run(self._c.wait_closed)
 
     def close(self, error: Error | None = None, *, timeout: float | None = None) -> None:
-        """Close the connection and, for one made by :func:`connect`, stop its event loop."""
+        """Close the connection and, for one made by :func:`connect`, stop its event loop.
+
+        Settlements still queued go out first.
+        """
         try:
-            if self._on_close is None:
+            if self._on_close is not None:
+                self._loop.flush()  # (a close through _run starts them itself)
+            else:
                 self._run(self._c.close, error, timeout=timeout)
         finally:
             on_close, self._on_close = self._on_close, None
@@ -607,79 +766,3 @@ def connect(
         stack.close()
         raise
     return Connection(loop, conn, on_close=stack.close)
-
-
-# -- the direct peer ------------------------------------------------------------------------
-SyncHandler = Callable[[Connection], None]
-
-
-class Server:
-    """A blocking direct peer: ``with amqp10.sync.serve(host, port, handler) as server``.
-
-    ``handler(conn)`` runs in a worker thread for each connection (at most
-    ``max_threads`` at once; it may start threads of its own, e.g. one per
-    link); the connection closes when it returns.
-    """
-
-    def __init__(self, server: _server.Server, stack: contextlib.ExitStack) -> None:
-        self._server = server
-        self._stack = stack
-
-    @property
-    def host(self) -> str:
-        return self._server.host
-
-    @property
-    def port(self) -> int:
-        return self._server.port
-
-    @property
-    def url(self) -> str:
-        return self._server.url
-
-    def close(self) -> None:
-        self._stack.close()
-
-    def __enter__(self) -> Server:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-
-def serve(
-    host: str = "127.0.0.1",
-    port: int = 0,
-    handler: SyncHandler | None = None,
-    *,
-    max_threads: int = 40,
-    **kwargs: Any,
-) -> Server:
-    """Start a direct peer whose ``handler`` is a plain function (see :func:`amqp10.serve`)."""
-    if handler is None:
-        raise TypeError("serve() needs a handler: def handler(conn) -> None")
-    sync_handler = handler
-    limiter: anyio.CapacityLimiter | None = None
-    loop: Loop | None = None
-
-    async def run_handler(conn: _conn.Connection) -> None:
-        nonlocal limiter
-        if limiter is None:
-            limiter = anyio.CapacityLimiter(max_threads)
-        assert loop is not None
-        # calls go through the portal, so the handler may hand the connection
-        # (or its links) to threads of its own
-        await anyio.to_thread.run_sync(sync_handler, Connection(loop, conn), limiter=limiter)
-
-    stack = contextlib.ExitStack()
-    try:
-        loop = start_loop(stack)
-        server = stack.enter_context(
-            loop._portal.wrap_async_context_manager(
-                _server.serve(host, port, run_handler, **kwargs)
-            )
-        )
-    except BaseException:
-        stack.close()
-        raise
-    return Server(server, stack)

@@ -1,9 +1,10 @@
-"""The event loop thread under the blocking facade, and its trackers.
+"""The event loop thread under the blocking facade, and the work queued for it.
 
 :class:`Loop` is what :mod:`amqp10.client.sync` holds of an event loop running
 in a thread (anyio's blocking portal): blocking calls into it, and a queue of
-submissions that it drains in one hop per batch. :class:`Tracker` is a
-blocking send's outcome, completed from the loop without a round trip.
+jobs (sends, settlements) that it drains in one hop per batch. :class:`Tracker`
+is a blocking send's outcome, completed from the loop without a round trip;
+:class:`Settlement` is a delivery's outcome on its way to the async receiver.
 """
 
 from __future__ import annotations
@@ -18,21 +19,21 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
 import anyio.from_thread
 
 from .. import errors
+from . import receiver as _receiver
 from . import sender as _sender
 from . import transactions as _txn
 from ._common import Outcome
 
-__all__ = ["Call", "Loop", "Tracker", "portal_backend", "start_loop", "withdraw_all"]
+__all__ = ["Job", "Loop", "Settlement", "Tracker", "portal_backend", "start_loop",
+           "withdraw_all"]  # fmt: skip
 
-Call = Callable[[Callable[[], Awaitable[Any]]], Any]
-"""Runs a coroutine function in the event loop and returns its result (blocking)."""
 Soon = Callable[[Callable[[], object]], object]
 """Schedules a plain callback in the event loop, from any thread, without waiting."""
 
@@ -54,27 +55,39 @@ def _soon_threadsafe() -> Soon:
         return trio.lowlevel.current_trio_token().run_sync_soon
 
 
+class Job(Protocol):
+    """Work queued for the event loop by :meth:`Loop.post`."""
+
+    def _start(self) -> None:
+        """(In the loop) do it; what fails later is the job's own business."""
+
+    def _cancel(self, error: errors.AMQPError) -> None:
+        """The loop stopped before starting it."""
+
+
 class Loop:
     """The event loop thread as the blocking classes see it.
 
-    :attr:`call` runs a coroutine function there and waits for it: a round trip
-    between threads, for what must answer at once (open, receive, settle).
-    :meth:`post` hands it work without waiting: submissions queue on a deque,
-    and one wake-up per batch lets a pump task there start all that queued
-    (one ``call_soon_threadsafe`` for the batch, not one per message). Trackers
-    complete in the loop thread through :attr:`cond`, which the threads
-    waiting for them sleep on; a done tracker is read without the loop.
+    :meth:`call` runs a coroutine function there and waits for it: a round trip
+    between threads, for what must answer at once (open, fetch, close).
+    :meth:`post` hands it work without waiting: jobs (sends, settlements) queue
+    on a deque, and one wake-up per batch lets a pump task there start all that
+    queued (one ``call_soon_threadsafe`` for the batch, not one per message).
+    A call starts what was posted before it first, so the two stay in order
+    (a settlement queued before a commit is in the transaction; one queued
+    before a close goes out before it). Trackers complete in the loop thread
+    through :attr:`cond`, which the threads waiting for them sleep on; a done
+    tracker is read without the loop.
     """
 
-    __slots__ = ("_jobs", "_kicked", "_portal", "_pump", "_soon", "_woken", "_written", "call",
-                 "closed", "cond")  # fmt: skip
+    __slots__ = ("_jobs", "_kicked", "_portal", "_pump", "_soon", "_woken", "_written", "closed",
+                 "cond")  # fmt: skip
 
     def __init__(self, portal: anyio.from_thread.BlockingPortal) -> None:
         self._portal = portal
-        self.call: Call = portal.call
         self.cond = threading.Condition()
         self.closed: errors.AMQPError | None = None  # set once the loop takes no more work
-        self._jobs: deque[Tracker] = deque()
+        self._jobs: deque[Job] = deque()
         self._woken = False  # a wake-up is on its way: posting more needs none
         self._written: list[Tracker] = []  # pre-settled sends to complete once written out
         self._kicked: anyio.Event | None = None
@@ -85,6 +98,25 @@ class Loop:
         """Start the pump task (from a thread other than the loop's)."""
         self._pump, self._soon = self._portal.start_task(self._run)
 
+    def call(self, fn: Callable[[], Awaitable[Any]]) -> Any:
+        """Run ``fn()`` in the loop, after what was posted before, and return its result."""
+        return self._portal.call(self._in_order, fn)
+
+    async def _in_order(self, fn: Callable[[], Awaitable[Any]]) -> Any:
+        self.start_posted()
+        return await fn()
+
+    def flush(self) -> None:
+        """Wait until the loop has started every job posted before (one round trip)."""
+        if self.closed is None:
+            self.call(anyio.lowlevel.checkpoint)
+
+    def start_posted(self) -> None:
+        """(In the loop) start every job posted so far, in order."""
+        jobs = self._jobs
+        while jobs:
+            jobs.popleft()._start()
+
     def stop(self, error: errors.AMQPError) -> None:
         """Take no more work: what is still queued fails with ``error``, and so does
         every wait still blocked (the connection is closed by now)."""
@@ -92,11 +124,11 @@ class Loop:
         if self._pump is not None:
             self._pump.cancel()
         while self._jobs:
-            self._jobs.popleft()._complete(None, error)
+            self._jobs.popleft()._cancel(error)
         with self.cond:
             self.cond.notify_all()
 
-    def post(self, job: Tracker) -> None:
+    def post(self, job: Job) -> None:
         """Queue ``job`` to start in the loop, in order with the others posted."""
         if self.closed is not None:
             raise self.closed
@@ -120,18 +152,16 @@ class Loop:
 
     async def _run(self, *, task_status: anyio.abc.TaskStatus[Soon]) -> None:
         task_status.started(_soon_threadsafe())
-        jobs = self._jobs
         while True:
             # reset before draining: a job posted after this line wakes us again
             self._woken = False
             self._kicked = anyio.Event()
-            while jobs:
-                jobs.popleft()._start()
+            self.start_posted()
             if self._written:
                 written, self._written = self._written, []
                 for tracker in written:
                     await tracker._flushed()
-            elif not jobs:
+            elif not self._jobs:
                 await self._kicked.wait()
 
 
@@ -255,6 +285,9 @@ class Tracker:
         else:
             self._sender._withdraw(self._inner)
 
+    def _cancel(self, error: errors.AMQPError) -> None:
+        self._complete(None, error)
+
     def _complete(self, outcome: Outcome | None, error: Exception | None) -> None:
         """The outcome is in (from the loop's thread, or from closing)."""
         if self._done:
@@ -265,6 +298,39 @@ class Tracker:
         if self._waited:
             with self._loop.cond:
                 self._loop.cond.notify_all()
+
+
+class Settlement:
+    """A delivery's outcome, queued by the blocking :meth:`amqp10.client.sync.Delivery.settle`.
+
+    Started in the loop, it settles the async delivery as
+    :meth:`amqp10.client.Delivery.settle` does (the disposition goes out with
+    the connection's next write, with the others of its batch); what fails is
+    handed to ``failed`` (the blocking receiver keeps it for its next flush).
+    """
+
+    __slots__ = ("_delivery", "_failed", "_state", "_txn")
+
+    def __init__(
+        self,
+        delivery: _receiver.Delivery,
+        state: Any,
+        txn: _txn.Transaction | None,
+        failed: Callable[[Exception], None],
+    ) -> None:
+        self._delivery = delivery
+        self._state = state
+        self._txn = txn
+        self._failed = failed
+
+    def _start(self) -> None:
+        try:
+            self._delivery.settle_nowait(self._state, txn=self._txn)
+        except Exception as exc:  # (not into the pump: it starts the jobs after this one)
+            self._failed(exc)
+
+    def _cancel(self, error: errors.AMQPError) -> None:
+        self._failed(error)
 
 
 async def withdraw_all(trackers: list[Tracker]) -> None:

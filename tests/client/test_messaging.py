@@ -322,6 +322,33 @@ async def test_fetch_takes_what_arrived_and_settle_all_settles_the_batch() -> No
             await receiver.fetch(1, timeout=0.05)
 
 
+async def test_accept_checks_for_cancellation_without_yielding() -> None:
+    """A per-message loop over what has arrived settles it all before another task runs
+    (its dispositions go out together), and a cancelled accept still settles."""
+    svc = Service()
+    async with running(svc) as server, await connect(server.url, timeout=WAIT) as conn:
+        receiver = await conn.open_receiver("gen/6", credit=10)
+        await wait_for(receiver._sig, lambda: receiver.buffered == 6)
+        others: list[str] = []
+
+        async def other() -> None:
+            others.append("ran")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(other)  # runs at the first scheduling point
+            for _ in range(5):
+                await (await receiver.receive()).accept()
+            assert others == []
+        assert others == ["ran"]
+        last = await receiver.receive()
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await last.accept()
+        assert scope.cancelled_caught and last.settled
+        await svc.wait(lambda: len(svc.outcomes) == 6)
+        assert all(isinstance(o, Accepted) for o in svc.outcomes)
+
+
 async def test_fetch_payloads_gives_the_bytes_and_accepts_the_unsettled() -> None:
     svc = Service()
     async with running(svc) as server, await connect(server.url, timeout=WAIT) as conn:

@@ -3,6 +3,7 @@ a round trip each, the blocking pipeline, batch fetch and batch settle."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -56,7 +57,7 @@ class Spy:
 
 def portal_calls(conn: amqp10.sync.Connection) -> Spy:
     """Counts the round trips into the connection's event loop thread from now on."""
-    return Spy(conn._loop, "call")
+    return Spy(conn._loop._portal, "call")
 
 
 def bodies(batch: list[amqp10.sync.Delivery]) -> list[Any]:
@@ -316,3 +317,187 @@ def test_a_tracker_can_be_waited_for_from_another_thread(conn: amqp10.sync.Conne
     sender = conn.open_sender("q", settle_mode=SettleMode.AT_LEAST_ONCE)
     tracker = sender.submit(Message(body="x"))
     assert isinstance(_in_thread(tracker.wait), Accepted)
+
+
+# -- one message at a time: a buffer on this side, settlements queued --------------------------
+def arrived(receiver: amqp10.sync.Receiver, n: int) -> None:
+    """Wait until ``n`` deliveries have arrived on ``receiver`` (a bounded poll of its buffer)."""
+    for _ in range(int(WAIT / 0.01)):
+        if receiver.buffered >= n:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"only {receiver.buffered} of {n} arrived")
+
+
+@contextlib.contextmanager
+def pump_held(conn: amqp10.sync.Connection) -> Iterator[None]:
+    """Within the block what is posted stays queued: its wake-up of the loop's pump is
+    held back, so only a blocking call (or a close) starts it (the ordering under test)."""
+    loop = conn._loop
+    loop.flush()  # the pump has run any wake-up already on its way, and nothing is queued
+    assert not loop._woken
+    soon = loop._soon
+    loop._soon = lambda callback: None
+    try:
+        yield
+    finally:
+        loop._soon = soon
+        if loop._woken and loop.closed is None:
+            soon(loop._kick)  # the wake-up held back
+
+
+def drained(conn: amqp10.sync.Connection, address: str) -> list[Any]:
+    """What the queue holds now: a fresh receiver takes (and accepts) everything."""
+    receiver = conn.open_receiver(address, credit=100)
+    got: list[Any] = []
+    for batch in receiver.batches(100, idle=QUIET):
+        receiver.accept_all(batch)
+        got += bodies(batch)
+    receiver.close()
+    return got
+
+
+def test_receive_hands_out_a_batch_in_order_from_one_round_trip(
+    conn: amqp10.sync.Connection,
+) -> None:
+    fill(conn, "q", 25)
+    receiver = conn.open_receiver("q", credit=10)
+    arrived(receiver, 10)
+    calls = portal_calls(conn)
+    got = [receiver.receive(timeout=WAIT) for _ in range(10)]
+    assert calls.calls == 1  # the ten that had arrived came in one round trip
+    assert bodies(got) == list(range(10))
+    got += [receiver.receive(timeout=WAIT) for _ in range(15)]
+    assert bodies(got) == list(range(25))
+    assert calls.calls < 25
+    for d in got:
+        d.accept()
+    receiver.close()
+    assert drained(conn, "q") == []
+
+
+def test_fetch_and_batches_take_what_receive_buffered_first(conn: amqp10.sync.Connection) -> None:
+    fill(conn, "q", 6)
+    receiver = conn.open_receiver("q", credit=10)
+    arrived(receiver, 6)
+    first = receiver.receive(timeout=WAIT)  # takes all six to this side
+    assert receiver.buffered == 5
+    rest = receiver.fetch(2)
+    rest += next(receiver.batches(10))
+    assert bodies([first, *rest]) == list(range(6))
+    receiver.accept_all([first, *rest])
+    receiver.close()
+    assert drained(conn, "q") == []
+
+
+def test_receive_times_out_and_iteration_ends_once_the_receiver_is_closed(
+    conn: amqp10.sync.Connection,
+) -> None:
+    receiver = conn.open_receiver("empty", credit=10)
+    with pytest.raises(errors.TimeoutError, match="receive from 'empty'"):
+        receiver.receive(timeout=QUIET)
+    fill(conn, "empty", 1)
+    d = receiver.receive(timeout=WAIT)
+    d.accept()
+    receiver.close()
+    assert list(receiver) == []
+    with pytest.raises(errors.AMQPError):
+        receiver.receive(timeout=QUIET)
+
+
+def test_iteration_ends_when_another_thread_closes_the_receiver(
+    conn: amqp10.sync.Connection,
+) -> None:
+    fill(conn, "q", 3)
+    receiver = conn.open_receiver("q", credit=10)
+    seen: list[Any] = []
+
+    def consume() -> list[Any]:
+        for d in receiver:
+            d.accept()
+            seen.append(d.message.body)
+            if len(seen) == 3:
+                closer.start()
+        return seen
+
+    closer = threading.Thread(target=receiver.close)
+    assert _in_thread(consume) == [0, 1, 2]
+    closer.join(WAIT)
+    assert drained(conn, "q") == []
+
+
+def test_queued_accepts_go_out_before_the_connection_closes(broker: RunningBroker) -> None:
+    conn = amqp10.sync.connect(f"amqp://{broker.url}", timeout=WAIT)
+    fill(conn, "q", 5)
+    receiver = conn.open_receiver("q", credit=10)
+    got = [receiver.receive(timeout=WAIT) for _ in range(3)]
+    with pump_held(conn):
+        for d in got:
+            d.accept()  # queued; nothing waits for them
+        assert not any(d.settled for d in got)
+        conn.close()
+    with amqp10.sync.connect(f"amqp://{broker.url}", timeout=WAIT) as conn:
+        assert drained(conn, "q") == [3, 4]
+
+
+def test_closing_a_receiver_sends_its_accepts_and_releases_what_it_buffered(
+    conn: amqp10.sync.Connection,
+) -> None:
+    fill(conn, "q", 5)
+    receiver = conn.open_receiver("q", credit=10)
+    arrived(receiver, 5)
+    got = [receiver.receive(timeout=WAIT) for _ in range(2)]
+    assert receiver.buffered == 3  # taken to this side, never handed out
+    with pump_held(conn):
+        for d in got:
+            d.accept()
+        receiver.close()
+    assert drained(conn, "q") == [2, 3, 4]
+
+
+def test_reject_release_and_modify_reach_the_broker(conn: amqp10.sync.Connection) -> None:
+    fill(conn, "q", 4)
+    receiver = conn.open_receiver("q", credit=0)
+    receiver.add_credit(4)  # and no more: what goes back stays in the queue
+    got = {d.message.body: d for d in (receiver.receive(timeout=WAIT) for _ in range(4))}
+    with pump_held(conn):
+        got[0].reject()
+        got[1].release()
+        got[2].modify(delivery_failed=True)
+        assert not any(d.settled for d in got.values())
+        got[3].accept(wait=True)  # a round trip: the three queued before it are applied too
+        assert all(d.settled for d in got.values())
+    with pytest.raises(errors.IllegalStateError, match="already settled"):
+        got[0].accept()
+    receiver.flush()
+    again = conn.open_receiver("q", credit=10)
+    back = {d.message.body: d.message.delivery_count for d in again.fetch(10, timeout=WAIT)}
+    assert again.fetch(10, timeout=QUIET) == []
+    # rejected: gone; released: back as it was; modified (failed): back, counted
+    assert back == {1: 0, 2: 1}
+
+
+def test_flush_raises_a_queued_settlement_that_failed(conn: amqp10.sync.Connection) -> None:
+    fill(conn, "q", 1)
+    receiver = conn.open_receiver("q", credit=10)
+    d = receiver.receive(timeout=WAIT)
+    receiver.detach()
+    d.accept()  # queued: the link is gone by the time the loop applies it
+    with pytest.raises(errors.AMQPError):
+        receiver.flush()
+    receiver.flush()  # raised once
+    assert drained(conn, "q") == [0]  # the broker gives it out again
+
+
+def test_a_queued_accept_in_a_transaction_commits_with_it(conn: amqp10.sync.Connection) -> None:
+    fill(conn, "q", 2)
+    receiver = conn.open_receiver("q", credit=10)
+    first, second = receiver.receive(timeout=WAIT), receiver.receive(timeout=WAIT)
+    with pump_held(conn):
+        with conn.transaction() as txn:
+            first.accept(txn=txn)  # queued, and applied before the commit
+        txn = conn.transaction().declare()
+        second.accept(txn=txn)
+        txn.rollback()
+    receiver.close()
+    assert drained(conn, "q") == [1]
