@@ -251,8 +251,7 @@ class ConnectionHandler:
     def _on_session_ended(self, e: Any) -> None:
         session = e.session
         self.consumers.session_ended(session)
-        for link in [c for c in self.txns.coordinators.values() if c.session is session]:
-            self.txns.link_gone(link)
+        self.txns.session_ended(session)
         self.publishers.session_ended(session)
 
     # -- links ----------------------------------------------------------------------------------

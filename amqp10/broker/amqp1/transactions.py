@@ -37,7 +37,7 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from ...message import Message
-from ...transport import Delivery, IllegalStateError, Link, Receiver
+from ...transport import Delivery, IllegalStateError, Link, Receiver, Session
 from ...types import (
     Accepted,
     DecodeError,
@@ -92,6 +92,11 @@ class Transactions:
         for txn in [t for t in self.open.values() if self._coordinator_of.get(t.txn_id) is link]:
             del self.open[txn.txn_id]
             self._rollback(txn)
+
+    def session_ended(self, session: Session) -> None:
+        """A session ended: its coordinator links are gone."""
+        for link in [c for c in self.coordinators.values() if c.session is session]:
+            self.link_gone(link)
 
     def close(self) -> None:
         """The connection ended: every open transaction rolls back."""
