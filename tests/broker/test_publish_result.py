@@ -9,11 +9,9 @@ from amqp10.broker.config import BrokerConfig
 from amqp10.broker.core import Broker, PublishResult, VirtualHost
 from amqp10.message import Message
 
-from .harness import SyncJournal
-
 
 def vhost() -> VirtualHost:
-    broker = Broker(BrokerConfig(), journal=SyncJournal(), now=lambda: 1000.0)
+    broker = Broker(BrokerConfig(), now=lambda: 1000.0)  # no store: the null journal
     return broker.vhosts["/"]
 
 

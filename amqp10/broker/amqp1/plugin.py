@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...transport import Delivery, Link, Sender
 from ...types import Source
-from ..core import Node, Queue, QueuedMessage
+from ..core import Node, Queue, QueuedMessage, Stream
 from .consumers import LinkConsumer
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ class Amqp1Plugin:
         raises :class:`~.addresses.AddressError` to refuse the link."""
         return None
 
-    def consumer(self, ctx: Amqp1Context, link: Sender, queue: Any, *, browse: bool) -> LinkConsumer:
+    def consumer(self, ctx: Amqp1Context, link: Sender, queue: Queue | Stream, *, browse: bool) -> LinkConsumer:
         """The consumer for a link that consumes from ``queue``."""
         return LinkConsumer(ctx, link, queue, browse=browse)
 

@@ -10,12 +10,11 @@ format, all on one :class:`~.cbs.Gate`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from ....transport import Delivery, Link, Sender
 from ....types import ErrorCondition, Source, symbol
 from ...config import ServiceBusConfig
-from ...core import Node, Queue
+from ...core import Node, Queue, Stream
 from ..consumers import LinkConsumer
 from ..context import Amqp1Context
 from ..management import ManagementNode
@@ -56,7 +55,7 @@ class ServiceBusPlugin(Amqp1Plugin):
     def consumer_view(self, link: Sender, source: Source, queue: Queue) -> ConsumerView | None:
         return self.gate.claim_session(link, source, queue)
 
-    def consumer(self, ctx: Amqp1Context, link: Sender, queue: Any, *, browse: bool) -> LinkConsumer:
+    def consumer(self, ctx: Amqp1Context, link: Sender, queue: Queue | Stream, *, browse: bool) -> LinkConsumer:
         return ServiceBusConsumer(ctx, link, queue, browse=browse, lock_duration=self.gate.lock_duration(queue.name))
 
     def link_gone(self, link: Link) -> None:
