@@ -21,6 +21,7 @@ from ...transport import (
     Delivery,
     DeliveryUpdated,
     DrainRequested,
+    IllegalStateError,
     Link,
     Sender,
     Session,
@@ -395,7 +396,10 @@ class Consumers:
             # the outcome is echoed: a receiver that waits for it (mode second, or
             # Azure's pyamqp confirming a settlement) reads it from our disposition
             # (a rejection's error is the receiver's own: not sent back)
-            settle_quietly(d, _REJECTED if isinstance(state, Rejected) else state if isinstance(state, _TERMINAL) else None)
+            try:  # (inline, not settle_quietly: once per message)
+                d.settle(_REJECTED if isinstance(state, Rejected) else state if isinstance(state, _TERMINAL) else None)
+            except IllegalStateError:
+                pass  # the link went meanwhile
 
     def _retire(self, c: LinkConsumer, d: Delivery, state: TransactionalState) -> None:
         """A consumer's outcome inside a transaction (§4.4.2): applied at its commit."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ...transport import Delivery, DeliveryReceived, Link, Receiver, Session
+from ...transport import Delivery, DeliveryReceived, IllegalStateError, Link, Receiver, Session
 from ...types import (
     Accepted,
     DecodeError,
@@ -29,7 +29,7 @@ from ...types.transactions import TransactionalState
 from ..core import Node, PublishResult, Queue, SuspendedLink, Topic
 from ..core import store as _store
 from .addresses import AddressError, AnonymousTarget
-from .context import Amqp1Context, refuse, settle_quietly
+from .context import Amqp1Context, refuse
 from .lookup import NodeLookup
 from .message import parse_transfer
 from .termini import CONDITIONS, capabilities, echo, made_by_link
@@ -171,7 +171,10 @@ class Publishers:
 
         def stored() -> None:
             if not presettled and not d.settled and not d._settle_pending:
-                settle_quietly(d, _ACCEPTED)
+                try:  # (inline, not settle_quietly: once per message)
+                    d.settle(_ACCEPTED)
+                except IllegalStateError:
+                    pass  # the link went meanwhile
                 ctx.wake()
 
         result = node.publish(msg, stored)
