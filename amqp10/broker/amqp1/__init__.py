@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .handler import ConnectionHandler, LinkConsumer
+from .consumers import LinkConsumer
+from .handler import ConnectionHandler
 from .management import MANAGEMENT_ADDRESS, ManagementNode
 from .message import Amqp1Message, parse_transfer
 

@@ -1,10 +1,11 @@
-"""Consumers of the AMQP 1.0 front end: broker sender links and their attach and drop.
+"""Consumers of the AMQP 1.0 front end: broker sender links, their attach, credit and outcomes.
 
 :class:`LinkConsumer` is a sender link as the core's consumer of a queue or
-stream; the functions below are methods of :class:`.handler.ConnectionHandler`
-that answer a consumer's attach (queue, stream, topic subscription, topic
-pattern, a durable subscription looked up by link name), keeps a lost
-consumer's state for link recovery, and forget a consumer when its link ends.
+stream. :class:`Consumers` answers a consumer's attach (queue, stream, topic
+subscription, topic pattern, a durable subscription looked up by link name, a
+reply link from a request node), turns credit, drain and the receiver's
+dispositions into node operations, keeps a lost consumer's state for link
+recovery (§2.6.13), and forgets a consumer when its link ends.
 """
 
 from __future__ import annotations
@@ -15,30 +16,42 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from ...transport import Delivery, Sender
+from ...transport import (
+    CreditAdded,
+    Delivery,
+    DeliveryUpdated,
+    DrainRequested,
+    IllegalStateError,
+    Link,
+    Sender,
+    Session,
+)
 from ...types import (
     Accepted,
     ErrorCondition,
     Modified,
     Rejected,
+    Released,
     Role,
     SenderSettleMode,
     Source,
     Target,
     symbol,
 )
+from ...types.transactions import TransactionalState
 from ..core import Node, Queue, QueuedMessage, Stream, SuspendedLink, Topic
 from .addresses import AddressError
+from .context import Amqp1Context, refuse, settle_quietly
 from .filters import FilterError, consumer_filters
 from .management import ManagementNode
 from .message import Amqp1Message
 from .termini import (
-    _CONDITIONS,
+    CONDITIONS,
     STREAM_OFFSET_FILTER,
-    _capabilities,
-    _echo,
-    _made_by_link,
-    _source_answer,
+    capabilities,
+    echo,
+    made_by_link,
+    source_answer,
 )
 from .topics import (
     Subscription,
@@ -50,9 +63,11 @@ from .topics import (
 )
 
 if TYPE_CHECKING:
-    from .handler import ConnectionHandler
+    from .lookup import NodeLookup
+    from .requests import RequestNodes
+    from .transactions import Transactions
 
-__all__ = ["LinkConsumer"]
+__all__ = ["Consumers", "LinkConsumer"]
 
 log = logging.getLogger("amqp10.broker")
 
@@ -74,9 +89,9 @@ def _priority(link: Sender) -> int:
 class LinkConsumer:
     """A broker sender link consuming from a queue (or browsing it)."""
 
-    def __init__(self, handler: ConnectionHandler, link: Sender, node: Queue | Stream, *, browse: bool) -> None:
+    def __init__(self, ctx: Amqp1Context, link: Sender, node: Queue | Stream, *, browse: bool) -> None:
         self.id = next(_ids)
-        self.handler = handler
+        self.ctx = ctx
         self.link = link
         self.node = node
         self.browse = browse
@@ -119,9 +134,7 @@ class LinkConsumer:
         else:
             d.context = msg
             self.in_flight[d.tag] = msg
-        handler = self.handler
-        if not handler._handling:  # (inside handle() the driver writes after the batch anyway)
-            handler.wake()
+        self.ctx.wake()
 
     def has_more(self) -> bool:
         """Whether the node holds messages this consumer could still be given."""
@@ -159,8 +172,8 @@ class LinkConsumer:
 
     def cancelled(self) -> None:
         """The queue was deleted: the link is closed with amqp:resource-deleted."""
-        self.handler.fail_link(self.link, ErrorCondition.RESOURCE_DELETED, f"node {self.node.name!r} was deleted")
-        self.handler.wake()
+        self.ctx.fail_link(self.link, ErrorCondition.RESOURCE_DELETED, f"node {self.node.name!r} was deleted")
+        self.ctx.wake()
 
     def release_all(self) -> None:
         """The link is gone: everything unsettled goes back (counted as a failed delivery)."""
@@ -169,222 +182,312 @@ class LinkConsumer:
             self.node.release(msg, delivery_failed=True)
 
 
-# methods of ConnectionHandler (bound there as class attributes: no call layer)
-def attach_consumer(self: ConnectionHandler, link: Sender) -> None:
-    source = link.remote_source
-    if source is None:
-        self._attach_existing_subscription(link)
-        return
-    if not isinstance(source, Source):
-        self._refuse(link, ErrorCondition.INVALID_FIELD, "a consumer's attach needs a source")
-        return
-    requests = None if source.dynamic or not source.address else self._request_node(source.address)
-    if requests is not None:
-        self._attach_reply_link(link, source, requests)
-        return
-    if not source.dynamic and source.address:
-        name, kind = node_name_and_kind(source.address, source.capabilities)
-        if kind == "topic" and is_pattern(name):
-            self._attach_wildcard(link, source, name)
+_TERMINAL = (Accepted, Rejected, Released, Modified)
+"""The terminal delivery states (outcomes)."""
+_REJECTED = Rejected()
+
+
+class Consumers:
+    """The consumer links of one connection (broker senders), by ``id(link)``."""
+
+    def __init__(self, ctx: Amqp1Context, nodes: NodeLookup, requests: RequestNodes, txns: Transactions) -> None:
+        self.ctx = ctx
+        self.nodes = nodes
+        self.requests = requests
+        self.txns = txns
+        self.links: dict[int, LinkConsumer] = {}
+
+    # -- attach -------------------------------------------------------------------------------
+    def attach(self, link: Sender) -> None:
+        source = link.remote_source
+        if source is None:
+            self._attach_existing_subscription(link)
             return
-    try:
-        node = self._source_node(source)
-    except AddressError as exc:
-        self._refuse(link, _CONDITIONS[exc.condition], exc.description)
-        return
-    try:
-        wanted = consumer_filters(source.filter)
-    except FilterError as exc:
-        self._refuse(link, ErrorCondition.INVALID_FIELD, str(exc))
-        return
-    view = wanted.predicate(self.origin)
-    browse = source.distribution_mode == "copy"
-    filters = None
-    start: int | None = None
-    sub: Subscription | None = None
-    if isinstance(node, Stream):
-        spec = (source.filter or {}).get(STREAM_OFFSET_FILTER)
-        try:
-            start = node.start_offset(spec)
-        except ValueError as exc:
-            self._refuse(link, ErrorCondition.INVALID_FIELD, str(exc))
+        if not isinstance(source, Source):
+            refuse(link, ErrorCondition.INVALID_FIELD, "a consumer's attach needs a source")
             return
-        if spec is not None:
-            filters = {STREAM_OFFSET_FILTER: spec}
-        queue: Queue | Stream = node
-        browse = False
-    elif isinstance(node, Topic):
-        durable = bool(source.durable) and source.expiry_policy == "never"
-        sub = subscription_for(
-            self.remote_container_id, link.name, source.capabilities, durable=durable, unique=uuid.uuid4().hex
-        )
-        queue = node.subscribe(sub.key, durable=sub.durable)
-        queue.admit, view = view, None  # on a topic, the filters decide what the subscription keeps
-        browse = False
-    else:
-        assert isinstance(node, Queue)
-        queue = node
-    if self.gate is not None and isinstance(queue, Queue):
+        requests = None if source.dynamic or not source.address else self.requests.node_at(source.address)
+        if requests is not None:
+            self._attach_reply_link(link, source, requests)
+            return
+        if not source.dynamic and source.address:
+            name, kind = node_name_and_kind(source.address, source.capabilities)
+            if kind == "topic" and is_pattern(name):
+                self._attach_wildcard(link, source, name)
+                return
+        ctx = self.ctx
         try:
-            session = self.gate.claim_session(link, source, queue)
+            node = self.nodes.source_node(source)
         except AddressError as exc:
-            self._refuse(link, _CONDITIONS[exc.condition], exc.description)
+            refuse(link, CONDITIONS[exc.condition], exc.description)
             return
-        if session is not None:  # a Service Bus session receiver: its session's messages only
-            filters = {**(filters or {}), **session[0]}
-            view = session[1] if view is None else _both(view, session[1])
-    resumable = isinstance(queue, Queue) and not browse and not queue.dynamic
-    record = self._take_suspended(link, source.address, queue if resumable else None)
-    if wanted.applied:
-        filters = {**(filters or {}), **wanted.applied}
-    link.attach(
-        resume_deliveries=record.deliveries if record is not None else None,
-        target=_echo(link.remote_target, Target),
-        source=_source_answer(
-            source,
-            address=node.name if source.dynamic else source.address,
-            browse=browse,
-            filters=filters,
-            capabilities=_capabilities(node, source.capabilities, sub),
-        ),
-    )
-    consumer = self.consumer_type(self, link, queue, browse=browse)
-    consumer.selector = view
-    consumer.filters = filters or {}
-    if record is not None:
-        # the resumed deliveries refer to these messages, by delivery-tag
-        consumer.in_flight = record.consumer.in_flight
-        self.broker.recovery.resumed += 1
-    self._add_consumer(link, consumer, node if isinstance(node, Topic) else None, source, sub, start)
-
-
-def add_consumer(
-    self: ConnectionHandler,
-    link: Sender,
-    consumer: LinkConsumer,
-    topic: Topic | WildcardSubscription | None,
-    source: Source,
-    sub: Subscription | None,
-    start: int | None = None,
-) -> None:
-    link.context = (consumer, topic, source, sub)
-    self.consumers[id(link)] = consumer
-    queue = consumer.node
-    if isinstance(queue, Stream):
-        queue.add_consumer(consumer, start)
-    else:
-        queue.add_consumer(consumer)
-
-
-def attach_reply_link(self: ConnectionHandler, link: Sender, source: Source, node: ManagementNode) -> None:
-    """A receiver from ``$management`` (or ``$cbs``): the node's responses whose ``reply-to`` is
-    its target address come to it (the convention of Azure's and Qpid's clients)."""
-    target = link.remote_target
-    queue = node.reply_queue(target.address if isinstance(target, Target) else None)
-    link.attach(
-        target=_echo(target, Target),
-        source=_source_answer(source, address=node.name, browse=False, filters=None, capabilities=[]),
-    )
-    self._add_consumer(link, LinkConsumer(self, link, queue, browse=False), None, source, None)
-
-
-def attach_wildcard(self: ConnectionHandler, link: Sender, source: Source, pattern: str) -> None:
-    """A consumer on a topic pattern: a queue of its own, bound to every matching topic."""
-    if bool(source.durable) and source.expiry_policy == "never":
-        self._refuse(link, ErrorCondition.NOT_IMPLEMENTED, "durable wildcard subscriptions are not supported")
-        return
-    if not self.broker.authorize(self.vhost, self.user, pattern, "read"):
-        self._refuse(link, ErrorCondition.UNAUTHORIZED_ACCESS, f"access to {source.address!r} refused")
-        return
-    sub = wildcards_of(self.vhost).subscribe(pattern)
-    link.attach(
-        target=_echo(link.remote_target, Target),
-        source=_source_answer(
-            source, address=source.address, browse=False, filters=None, capabilities=[symbol("topic")]
-        ),
-    )
-    self._add_consumer(link, LinkConsumer(self, link, sub.queue, browse=False), sub, source, None)
-
-
-def attach_existing_subscription(self: ConnectionHandler, link: Sender) -> None:
-    """A null source: the JMS mapping's look-up of a durable subscription by its link
-    name (how a JMS client unsubscribes: attach, then detach with closed=true).
-    Answered with the subscription's source, or refused (null source) if none."""
-    caps = link.remote_attach.desired_capabilities if link.remote_attach is not None else None
-    for scope in (self.remote_container_id, ""):
-        sub = subscription_for(scope, link.name, caps, durable=True, unique="")
-        for topic in [n for n in self.vhost.nodes.values() if isinstance(n, Topic)]:
-            queue = topic.subscriptions.get(sub.key)
-            if queue is None:
-                continue
-            source = Source(
-                address=topic.name, durable=2, expiry_policy=symbol("never"), capabilities=[symbol("topic")]
-            )
-            link.attach(
-                target=_echo(link.remote_target, Target),
-                source=_source_answer(
-                    source, address=topic.name, browse=False, filters=None, capabilities=[symbol("topic")]
-                ),
-            )
-            self._add_consumer(link, LinkConsumer(self, link, queue, browse=False), topic, source, sub)
+        try:
+            wanted = consumer_filters(source.filter)
+        except FilterError as exc:
+            refuse(link, ErrorCondition.INVALID_FIELD, str(exc))
             return
-    self._refuse(link, ErrorCondition.NOT_FOUND, f"no durable subscription {link.name!r}")
+        view = wanted.predicate(ctx.origin)
+        browse = source.distribution_mode == "copy"
+        filters = None
+        start: int | None = None
+        sub: Subscription | None = None
+        if isinstance(node, Stream):
+            spec = (source.filter or {}).get(STREAM_OFFSET_FILTER)
+            try:
+                start = node.start_offset(spec)
+            except ValueError as exc:
+                refuse(link, ErrorCondition.INVALID_FIELD, str(exc))
+                return
+            if spec is not None:
+                filters = {STREAM_OFFSET_FILTER: spec}
+            queue: Queue | Stream = node
+            browse = False
+        elif isinstance(node, Topic):
+            durable = bool(source.durable) and source.expiry_policy == "never"
+            sub = subscription_for(
+                ctx.remote_container_id, link.name, source.capabilities, durable=durable, unique=uuid.uuid4().hex
+            )
+            queue = node.subscribe(sub.key, durable=sub.durable)
+            queue.admit, view = view, None  # on a topic, the filters decide what the subscription keeps
+            browse = False
+        else:
+            assert isinstance(node, Queue)
+            queue = node
+        if isinstance(queue, Queue):
+            try:
+                session = ctx.plugin.consumer_view(link, source, queue)
+            except AddressError as exc:
+                refuse(link, CONDITIONS[exc.condition], exc.description)
+                return
+            if session is not None:  # e.g. a Service Bus session receiver: its session's messages only
+                filters = {**(filters or {}), **session[0]}
+                view = session[1] if view is None else _both(view, session[1])
+        resumable = isinstance(queue, Queue) and not browse and not queue.dynamic
+        record = ctx.take_suspended(link, source.address, queue if resumable else None)
+        if wanted.applied:
+            filters = {**(filters or {}), **wanted.applied}
+        link.attach(
+            resume_deliveries=record.deliveries if record is not None else None,
+            target=echo(link.remote_target, Target),
+            source=source_answer(
+                source,
+                address=node.name if source.dynamic else source.address,
+                browse=browse,
+                filters=filters,
+                capabilities=capabilities(node, source.capabilities, sub),
+            ),
+        )
+        consumer = ctx.plugin.consumer(ctx, link, queue, browse=browse)
+        consumer.selector = view
+        consumer.filters = filters or {}
+        if record is not None:
+            # the resumed deliveries refer to these messages, by delivery-tag
+            consumer.in_flight = record.consumer.in_flight
+            ctx.broker.recovery.resumed += 1
+        self._add(link, consumer, node if isinstance(node, Topic) else None, source, sub, start)
+
+    def _add(
+        self,
+        link: Sender,
+        consumer: LinkConsumer,
+        topic: Topic | WildcardSubscription | None,
+        source: Source,
+        sub: Subscription | None,
+        start: int | None = None,
+    ) -> None:
+        link.context = (consumer, topic, source, sub)
+        self.links[id(link)] = consumer
+        queue = consumer.node
+        if isinstance(queue, Stream):
+            queue.add_consumer(consumer, start)
+        else:
+            queue.add_consumer(consumer)
+
+    def _attach_reply_link(self, link: Sender, source: Source, node: ManagementNode) -> None:
+        """A receiver from ``$management`` (or ``$cbs``): the node's responses whose ``reply-to`` is
+        its target address come to it (the convention of Azure's and Qpid's clients)."""
+        target = link.remote_target
+        queue = node.reply_queue(target.address if isinstance(target, Target) else None)
+        link.attach(
+            target=echo(target, Target),
+            source=source_answer(source, address=node.name, browse=False, filters=None, capabilities=[]),
+        )
+        self._add(link, LinkConsumer(self.ctx, link, queue, browse=False), None, source, None)
+
+    def _attach_wildcard(self, link: Sender, source: Source, pattern: str) -> None:
+        """A consumer on a topic pattern: a queue of its own, bound to every matching topic."""
+        ctx = self.ctx
+        if bool(source.durable) and source.expiry_policy == "never":
+            refuse(link, ErrorCondition.NOT_IMPLEMENTED, "durable wildcard subscriptions are not supported")
+            return
+        if not ctx.may(pattern, "read"):
+            refuse(link, ErrorCondition.UNAUTHORIZED_ACCESS, f"access to {source.address!r} refused")
+            return
+        sub = wildcards_of(ctx.vhost).subscribe(pattern)
+        link.attach(
+            target=echo(link.remote_target, Target),
+            source=source_answer(
+                source, address=source.address, browse=False, filters=None, capabilities=[symbol("topic")]
+            ),
+        )
+        self._add(link, LinkConsumer(ctx, link, sub.queue, browse=False), sub, source, None)
+
+    def _attach_existing_subscription(self, link: Sender) -> None:
+        """A null source: the JMS mapping's look-up of a durable subscription by its link
+        name (how a JMS client unsubscribes: attach, then detach with closed=true).
+        Answered with the subscription's source, or refused (null source) if none."""
+        ctx = self.ctx
+        caps = link.remote_attach.desired_capabilities if link.remote_attach is not None else None
+        for scope in (ctx.remote_container_id, ""):
+            sub = subscription_for(scope, link.name, caps, durable=True, unique="")
+            for topic in [n for n in ctx.vhost.nodes.values() if isinstance(n, Topic)]:
+                queue = topic.subscriptions.get(sub.key)
+                if queue is None:
+                    continue
+                source = Source(
+                    address=topic.name, durable=2, expiry_policy=symbol("never"), capabilities=[symbol("topic")]
+                )
+                link.attach(
+                    target=echo(link.remote_target, Target),
+                    source=source_answer(
+                        source, address=topic.name, browse=False, filters=None, capabilities=[symbol("topic")]
+                    ),
+                )
+                self._add(link, LinkConsumer(ctx, link, queue, browse=False), topic, source, sub)
+                return
+        refuse(link, ErrorCondition.NOT_FOUND, f"no durable subscription {link.name!r}")
+
+    # -- credit and outcomes ------------------------------------------------------------------
+    def on_credit(self, e: CreditAdded) -> None:
+        c = self.links.get(id(e.link))
+        if c is not None:
+            c.node.consumer_ready(c)
+
+    def on_drain(self, e: DrainRequested) -> None:
+        """§2.6.7 drain: send what the node has, then give back the rest of the credit
+        with a flow (drain, credit 0), also when the transfers took exactly all there
+        was. If the credit ran out with messages still waiting, the drain was met by
+        transfers alone: no flow, which would tell the receiver the node is empty."""
+        c = self.links.get(id(e.link))
+        if c is not None:
+            c.node.consumer_ready(c)
+            if c.credit() <= 0 and c.has_more():
+                return
+        e.link.drained()
+
+    def on_update(self, e: DeliveryUpdated) -> None:
+        """The receiver's disposition: its outcome goes to the node (inside a
+        transaction: at the commit), and is echoed."""
+        d = e.delivery
+        c = self.links.get(id(e.link))
+        if c is None:
+            return
+        state = e.state
+        if not isinstance(state, _TERMINAL):
+            if state is None and e.settled:
+                state = d.remote_state
+            if isinstance(state, TransactionalState):
+                self._retire(c, d, state)
+                return
+            if not e.settled:
+                return
+        c.settled(d, state)
+        if not d.settled:
+            # the outcome is echoed: a receiver that waits for it (mode second, or
+            # Azure's pyamqp confirming a settlement) reads it from our disposition
+            # (a rejection's error is the receiver's own: not sent back)
+            try:  # (inline, not settle_quietly: once per message)
+                d.settle(_REJECTED if isinstance(state, Rejected) else state if isinstance(state, _TERMINAL) else None)
+            except IllegalStateError:
+                pass  # the link went meanwhile
+
+    def _retire(self, c: LinkConsumer, d: Delivery, state: TransactionalState) -> None:
+        """A consumer's outcome inside a transaction (§4.4.2): applied at its commit."""
+        txn = self.txns.find(state, c.link)
+        if txn is None:
+            return
+        self.txns.retire(txn, c, d, state.outcome)
+        if not d.settled:
+            settle_quietly(d)
+
+    def on_aborted(self, link: Link, d: Delivery) -> None:
+        c = self.links.get(id(link))
+        if c is not None:
+            # resumption could not carry the delivery over (§2.6.13): the message goes back
+            c.settled(d, None)
+
+    # -- the end of a link --------------------------------------------------------------------
+    def link_gone(self, link: Link, *, closed: bool, suspend: bool) -> None:
+        c = self.links.get(id(link))
+        if c is not None:
+            self.drop(c, closed=closed, suspend=suspend)
+
+    def session_ended(self, session: Session) -> None:
+        for c in [c for c in self.links.values() if c.link.session is session]:
+            self.drop(c, closed=False)
+
+    def stop_deliveries(self) -> None:
+        """No node may give these consumers more messages."""
+        for c in list(self.links.values()):
+            c.node.remove_consumer(c)
+
+    def drop_all(self, *, suspend: bool) -> None:
+        for c in list(self.links.values()):
+            self.drop(c, closed=False, suspend=suspend)
+
+    def _suspend(self, c: LinkConsumer) -> bool:
+        """Keep a lost consumer's unsettled messages acquired for its resumption; False: not kept."""
+        recovery = self.ctx.broker.recovery
+        q = c.node
+        if not recovery.enabled or not c.in_flight or c.browse or not isinstance(q, Queue) or q.dynamic:
+            return False
+        _, topic, source, sub = _attached(c)
+        if isinstance(topic, Topic) and not (sub is not None and sub.durable):
+            return False  # a non-durable subscription ends with its link
+        lifetime = recovery.retention(source)
+        if lifetime <= 0:
+            return False  # the source expires with its link: nothing to resume
+        recovery.suspend(
+            SuspendedLink(
+                (self.ctx.remote_container_id, c.link.name, Role.SENDER),
+                address=source.address if source is not None else None,
+                deliveries=list(c.link.unsettled.values()),
+                node=q,
+                consumer=c,
+                on_drop=c.release_all,
+            ),
+            lifetime,
+        )
+        return True
+
+    def drop(self, c: LinkConsumer, *, closed: bool, suspend: bool = False) -> None:
+        """Forget a consumer however its link ended: what it held goes back (or waits
+        for its resumption), and a subscription or dynamic node made for it goes."""
+        self.links.pop(id(c.link), None)
+        c.node.remove_consumer(c)
+        if not (suspend and self._suspend(c)):
+            c.release_all()
+        _, topic, source, sub = _attached(c)
+        vhost = self.ctx.vhost
+        if isinstance(topic, WildcardSubscription):
+            wildcards_of(vhost).unsubscribe(topic)
+        elif isinstance(topic, Topic):
+            durable = sub is not None and sub.durable
+            # a shared subscription stays while any of its consumers does (JMS unsubscribes
+            # one that has none); a durable one until a detach that closes the link
+            in_use = sub is not None and sub.shared and isinstance(c.node, Queue) and bool(c.node.consumers)
+            if (not durable or closed) and not in_use and isinstance(c.node, Queue):
+                vhost.drop_subscription(topic, c.node)
+        elif isinstance(c.node, Queue) and c.node.dynamic and made_by_link(source):
+            self.ctx.delete_dynamic(c.node)
+        elif isinstance(c.node, Queue) and c.node.dynamic:
+            self.requests.reply_link_gone(c.node)
 
 
-def suspend_consumer(self: ConnectionHandler, c: LinkConsumer) -> bool:
-    """Keep a lost consumer's unsettled messages acquired for its resumption; False: not kept."""
-    recovery = self.broker.recovery
-    q = c.node
-    if not recovery.enabled or not c.in_flight or c.browse or not isinstance(q, Queue) or q.dynamic:
-        return False
+def _attached(c: LinkConsumer) -> tuple[Any, Any, Any, Any]:
+    """What the attach left on ``c``'s link: (consumer, topic, source, subscription)."""
     ctx = c.link.context
-    topic = ctx[1] if isinstance(ctx, tuple) else None
-    source = ctx[2] if isinstance(ctx, tuple) else None
-    sub = ctx[3] if isinstance(ctx, tuple) else None
-    if isinstance(topic, Topic) and not (sub is not None and sub.durable):
-        return False  # a non-durable subscription ends with its link
-    lifetime = recovery.retention(source)
-    if lifetime <= 0:
-        return False  # the source expires with its link: nothing to resume
-    recovery.suspend(
-        SuspendedLink(
-            (self.remote_container_id, c.link.name, Role.SENDER),
-            address=source.address if source is not None else None,
-            deliveries=list(c.link.unsettled.values()),
-            node=q,
-            consumer=c,
-            on_drop=c.release_all,
-        ),
-        lifetime,
-    )
-    return True
-
-
-def drop_consumer(self: ConnectionHandler, c: LinkConsumer, *, closed: bool, suspend: bool = False) -> None:
-    self.consumers.pop(id(c.link), None)
-    c.node.remove_consumer(c)
-    if not (suspend and self._suspend_consumer(c)):
-        c.release_all()
-    ctx = c.link.context
-    topic = ctx[1] if isinstance(ctx, tuple) else None
-    source = ctx[2] if isinstance(ctx, tuple) else None
-    sub = ctx[3] if isinstance(ctx, tuple) else None
-    if isinstance(topic, WildcardSubscription):
-        wildcards_of(self.vhost).unsubscribe(topic)
-    elif isinstance(topic, Topic):
-        durable = sub is not None and sub.durable
-        # a shared subscription stays while any of its consumers does (JMS unsubscribes
-        # one that has none); a durable one until a detach that closes the link
-        in_use = sub is not None and sub.shared and isinstance(c.node, Queue) and bool(c.node.consumers)
-        if (not durable or closed) and not in_use and isinstance(c.node, Queue):
-            self.vhost.drop_subscription(topic, c.node)
-    elif isinstance(c.node, Queue) and c.node.dynamic and _made_by_link(source):
-        self._delete_dynamic(c.node)
-    elif isinstance(c.node, Queue) and c.node.dynamic:
-        for requests in (self._management, *(self.gate.nodes.values() if self.gate is not None else ())):
-            if requests is not None:
-                requests.reply_link_gone(c.node)
-
+    return ctx if isinstance(ctx, tuple) else (None, None, None, None)
 
 def _both(a: Callable[[QueuedMessage], bool], b: Callable[[QueuedMessage], bool]) -> Callable[[QueuedMessage], bool]:
     return lambda m: a(m) and b(m)

@@ -1,6 +1,6 @@
 """Our side of a link's termini: what an attach answer says about the node it reaches.
 
-Helpers of :mod:`.handler` and :mod:`.consumers` (no state): the node's kind as
+Helpers of the publisher and consumer handlers (no state): the node's kind as
 capabilities, the peer's terminus echoed, a consumer's source filled in, the
 resource a permission check names, whether a dynamic node ends with its link.
 """
@@ -17,21 +17,34 @@ from .topics import Subscription, capabilities_of
 STREAM_OFFSET_FILTER = symbol("amqp10:stream-offset")
 STREAM_CAPABILITY = "stream"
 
+__all__ = [
+    "CONDITIONS",
+    "STREAM_CAPABILITY",
+    "STREAM_OFFSET_FILTER",
+    "capabilities",
+    "echo",
+    "made_by_link",
+    "resource",
+    "source_answer",
+]
+
 _OUTCOMES = [
     symbol("amqp:accepted:list"),
     symbol("amqp:rejected:list"),
     symbol("amqp:released:list"),
     symbol("amqp:modified:list"),
 ]
-_CONDITIONS = {
+CONDITIONS: dict[str, ErrorCondition] = {
     "not-found": ErrorCondition.NOT_FOUND,
     "invalid-field": ErrorCondition.INVALID_FIELD,
     "unauthorized-access": ErrorCondition.UNAUTHORIZED_ACCESS,
     "resource-locked": ErrorCondition.RESOURCE_LOCKED,
 }
+"""The error condition of each :class:`~.addresses.AddressError` condition: how a link
+refused for its address, or a message the anonymous relay cannot route, is answered."""
 
 
-def _source_answer(
+def source_answer(
     source: Source, *, address: str | None, browse: bool, filters: Any, capabilities: list[Any]
 ) -> Source:
     """Our source for a consumer: the node as we serve it, every field filled in."""
@@ -49,7 +62,7 @@ def _source_answer(
     )
 
 
-def _resource(node: Node) -> tuple[str, ResourceKind]:
+def resource(node: Node) -> tuple[str, ResourceKind]:
     """What a permission check names for ``node``: an exchange (also behind
     ``/exchanges/X/KEY`` and a 1.0 topic) or a queue (queues and streams)."""
     if isinstance(node, ExchangeTarget):
@@ -59,7 +72,7 @@ def _resource(node: Node) -> tuple[str, ResourceKind]:
     return node.name, "queue"
 
 
-def _capabilities(node: Node, requested: Any, sub: Subscription | None) -> list[Any]:
+def capabilities(node: Node, requested: Any, sub: Subscription | None) -> list[Any]:
     """A terminus's capabilities in our answer: the node's kind (``queue``, ``topic``,
     ``stream``, as the AMQP JMS mapping looks for them) and the subscription's
     ``shared``/``global``, which we honour."""
@@ -69,13 +82,13 @@ def _capabilities(node: Node, requested: Any, sub: Subscription | None) -> list[
     return [symbol(c) for c in caps]
 
 
-def _echo(terminus: Any, cls: type[Source] | type[Target]) -> Any:
+def echo(terminus: Any, cls: type[Source] | type[Target]) -> Any:
     """The peer's terminus as sent, for our attach's other side (§2.6.3); an empty one
     if it sent none (a null terminus in an answer means a refused link)."""
     return terminus if isinstance(terminus, cls) else cls()
 
 
-def _made_by_link(terminus: Any) -> bool:
+def made_by_link(terminus: Any) -> bool:
     """The link made its node (a dynamic terminus) and did not ask it to outlive the link
     (expiry-policy ``never``, §3.5.6): the node ends with the link."""
     return isinstance(terminus, (Source, Target)) and bool(terminus.dynamic) and terminus.expiry_policy != "never"

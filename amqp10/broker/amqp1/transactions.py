@@ -32,12 +32,12 @@ global-id (distributed transactions) is rejected with ``amqp:not-implemented``.
 
 from __future__ import annotations
 
-import itertools
 import logging
+import secrets
 from typing import TYPE_CHECKING, Any
 
 from ...message import Message
-from ...transport import Delivery, IllegalStateError, Link, Receiver
+from ...transport import Delivery, IllegalStateError, Link, Receiver, Session
 from ...types import (
     Accepted,
     DecodeError,
@@ -52,7 +52,8 @@ from ...types.transactions import Coordinator, Declare, Declared, Discharge, Tra
 from ..core import Node, QueuedMessage, Transaction
 
 if TYPE_CHECKING:
-    from .handler import ConnectionHandler, LinkConsumer
+    from .consumers import LinkConsumer
+    from .context import Amqp1Context
 
 __all__ = ["Transactions"]
 
@@ -60,14 +61,13 @@ log = logging.getLogger("amqp10.broker")
 
 CAPABILITIES = [symbol(TxnCapability.LOCAL_TRANSACTIONS)]
 COORDINATOR_CREDIT = 100
-_txn_ids = itertools.count(1)  # broker-wide: a txn-id from another connection is never ours
 
 
 class Transactions:
     """The coordinator of one connection: its coordinator links and open transactions."""
 
-    def __init__(self, handler: ConnectionHandler) -> None:
-        self.handler = handler
+    def __init__(self, ctx: Amqp1Context) -> None:
+        self.ctx = ctx
         self.coordinators: dict[int, Receiver] = {}  # by id(link)
         self.open: dict[bytes, Transaction] = {}
         self._coordinator_of: dict[bytes, Link] = {}  # txn-id -> the link that declared it
@@ -92,6 +92,11 @@ class Transactions:
         for txn in [t for t in self.open.values() if self._coordinator_of.get(t.txn_id) is link]:
             del self.open[txn.txn_id]
             self._rollback(txn)
+
+    def session_ended(self, session: Session) -> None:
+        """A session ended: its coordinator links are gone."""
+        for link in [c for c in self.coordinators.values() if c.session is session]:
+            self.link_gone(link)
 
     def close(self) -> None:
         """The connection ended: every open transaction rolls back."""
@@ -119,7 +124,7 @@ class Transactions:
                     ),
                 )
                 return
-            txn_id = next(_txn_ids).to_bytes(8, "big")
+            txn_id = _new_txn_id(self.open)
             self.open[txn_id] = Transaction(txn_id)
             self._coordinator_of[txn_id] = link
             log.debug("declared transaction %s", txn_id.hex())
@@ -154,15 +159,14 @@ class Transactions:
             d.settle(state)
         except IllegalStateError:
             return  # the link went meanwhile
-        if not self.handler._handling:  # a store callback: nobody else will flush
-            self.handler.wake()
+        self.ctx.wake()
 
     # -- work in a transaction ----------------------------------------------------------------
     def find(self, state: TransactionalState, link: Link) -> Transaction | None:
         """The transaction ``state`` names; None (and ``link`` detached) if there is none."""
         txn = self.open.get(_txn_key(state.txn_id))
         if txn is None:
-            self.handler.fail_link(
+            self.ctx.fail_link(
                 link,
                 ErrorCondition.TRANSACTION_UNKNOWN_ID,
                 f"no transaction {state.txn_id!r} on this connection",
@@ -196,7 +200,7 @@ class Transactions:
             )
             return
         log.debug("committing %r", txn)
-        txn.commit(self.handler.broker.journal, lambda: self._answer(d, Accepted()))
+        txn.commit(self.ctx.broker.journal, lambda: self._answer(d, Accepted()))
         self.committed += 1
 
     def _rollback(self, txn: Transaction) -> None:
@@ -204,6 +208,15 @@ class Transactions:
         self.rolled_back += 1
         log.debug("rolled back %r", txn)
         txn.rollback()
+
+
+def _new_txn_id(taken: dict[bytes, Transaction]) -> bytes:
+    """A txn-id of 8 random bytes: another connection's is never ours (but by a 2**-64
+    chance), without a counter shared by every connection."""
+    txn_id = secrets.token_bytes(8)
+    while txn_id in taken:
+        txn_id = secrets.token_bytes(8)
+    return txn_id
 
 
 def _txn_key(txn_id: Any) -> bytes:

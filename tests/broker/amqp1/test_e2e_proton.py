@@ -509,7 +509,7 @@ def test_publisher_rcv_settle_mode_second(broker: RunningBroker) -> None:
         return sum(
             len(link.unsettled)
             for c in broker.service.clients
-            for link, _ in c.handler.publishers.values()
+            for link, _ in c.handler.publishers.links.values()
         )
 
     assert in_broker(broker, unsettled) == 0

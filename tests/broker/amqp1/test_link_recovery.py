@@ -426,7 +426,7 @@ async def _lose_outcomes(
     assert svc.broker is not None
 
     def all_accepted() -> bool:
-        links = [link for h in svc.broker.connections for link, _ in h.publishers.values()]
+        links = [link for h in svc.broker.connections for link, _ in h.publishers.links.values()]
         return q.count == N and all(
             d.state is not None for link in links for d in link.unsettled.values()
         )

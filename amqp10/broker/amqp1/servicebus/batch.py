@@ -2,7 +2,9 @@
 whose data sections are each an encoded message (``ServiceBusMessageBatch``).
 
 The broker takes each as a message of its own, and accepts the delivery once every
-one of them is stored; a full node or an undecodable part rejects the delivery.
+one of them is stored; an undecodable part rejects the delivery, and a part the
+node does not take settles it as a single message would be (see
+:data:`amqp10.broker.amqp1.publishers.OUTCOMES`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from ....transport import Delivery
 from ....types import Accepted, DecodeError, Error, ErrorCondition, Rejected
 from ...core import Node
 from ..message import parse_transfer
+from ..publishers import OUTCOMES
 
 __all__ = ["BATCH_FORMAT", "publish_batch"]
 
@@ -43,7 +46,8 @@ def publish_batch(d: Delivery, node: Node, now: float, origin: object, wake: Cal
 
     for msg in msgs:
         msg.mark_origin(origin)
-        if not node.publish(msg, stored):
+        result = node.publish(msg, stored)
+        if not result:
             if not d.remote_settled and not d.settled:
-                d.settle(Rejected(error=Error(condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED, description=f"node {node.name!r} is full")))
+                d.settle(OUTCOMES[result](node))  # the same answer as for a single message
             return

@@ -25,10 +25,11 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from ....message import LazyMessage, Message
-from ....transport import Delivery
+from ....transport import Delivery, Sender
 from ....types import DecodeError, Error, Modified, Rejected, symbol, timestamp
-from ...core import Lease, Queue, QueuedMessage
+from ...core import Lease, Queue, QueuedMessage, Stream
 from ..consumers import LinkConsumer
+from ..context import Amqp1Context
 from ..message import Amqp1Message
 from .deferred import defer
 
@@ -53,8 +54,10 @@ class ServiceBusConsumer(LinkConsumer):
     """A broker sender link whose deliveries carry Service Bus's lock tokens and annotations,
     and whose peek-locks run out (a lease each, :mod:`amqp10.broker.core.leases`)."""
 
-    def __init__(self, *args: Any, **kw: Any) -> None:
-        super().__init__(*args, **kw)
+    def __init__(self, ctx: Amqp1Context, link: Sender, node: Queue | Stream, *, browse: bool, lock_duration: float) -> None:
+        super().__init__(ctx, link, node, browse=browse)
+        self.lock_duration = lock_duration
+        """How long a peek-lock lasts (the entity's lock duration)."""
         self.locks: dict[bytes, tuple[Lease, uuid.UUID]] = {}
         """The running locks of the unsettled deliveries, by delivery tag."""
         self.lost: set[bytes] = set()
@@ -64,11 +67,10 @@ class ServiceBusConsumer(LinkConsumer):
         data, _ = super().payload(msg)
         token = uuid.uuid4()
         tag = token.bytes_le
-        gate = self.handler.gate
-        lock = gate.lock_duration(self.node.name) if gate is not None else 60.0
-        now = self.handler.broker.now()
+        lock = self.lock_duration
+        now = self.ctx.broker.now()
         if not self.presettled and isinstance(self.node, Queue):
-            lease = self.handler.broker.leases.take(lock, lambda: self._lock_lost(tag))
+            lease = self.ctx.broker.leases.take(lock, lambda: self._lock_lost(tag))
             self.locks[tag] = (lease, token)
             _holders(self.node)[token] = self
         annotations = {_LOCKED_UNTIL: timestamp(int((now + lock) * 1000)), _LOCK_TOKEN: token}
@@ -77,7 +79,7 @@ class ServiceBusConsumer(LinkConsumer):
     def _unlock(self, tag: bytes) -> None:
         held = self.locks.pop(tag, None)
         if held is not None:
-            self.handler.broker.leases.drop(held[0])
+            self.ctx.broker.leases.drop(held[0])
             if isinstance(self.node, Queue):
                 _holders(self.node).pop(held[1], None)
 
@@ -91,13 +93,12 @@ class ServiceBusConsumer(LinkConsumer):
             return
         self.lost.add(tag)
         _abandon(self.node, msg)
-        if not self.handler._handling:
-            self.handler.wake()
+        self.ctx.wake()
 
     def renew(self, token: uuid.UUID) -> float | None:
         """Renew the lock ``token`` names: its new end (None: the lock is lost)."""
         held = self.locks.get(token.bytes_le)
-        leases = self.handler.broker.leases
+        leases = self.ctx.broker.leases
         if held is None or not leases.renew(held[0]):
             return None
         return held[0].expires

@@ -1,0 +1,96 @@
+"""The node a link's terminus names, for one 1.0 connection, under its user's permissions.
+
+A publisher's target and a consumer's source name a node by a v2 address
+(``/queues/Q``, ``/exchanges/X/KEY``), a plain name (with the kind its capabilities
+ask for, made on first use when ``auto_create`` allows), ``$management``, an
+address of the plug-in's, or nothing (a publisher's null target: the anonymous
+relay). Whatever cannot be used raises :class:`~.addresses.AddressError`.
+"""
+
+from __future__ import annotations
+
+from ...addresses import partition_address
+from ...types import Source, Target
+from ..core import Node, PartitionedStream, ResourceKind
+from .addresses import AddressError, AnonymousTarget, parse, resolve_target
+from .context import Amqp1Context
+from .management import MANAGEMENT_ADDRESS, ManagementNode
+from .requests import RequestNodes
+from .termini import resource
+from .topics import node_name_and_kind
+
+__all__ = ["NodeLookup"]
+
+
+class NodeLookup:
+    """Finds the nodes one connection's links name."""
+
+    def __init__(self, ctx: Amqp1Context, requests: RequestNodes) -> None:
+        self.ctx = ctx
+        self.requests = requests
+
+    def lookup(self, address: str | None, *, kind: str | None, create: bool = True) -> Node | None:
+        """The node a plain name names (``$management`` is this connection's own)."""
+        ctx = self.ctx
+        if address:
+            address, node = ctx.plugin.node_at(address)
+            if node is not None:
+                return node
+        if address == MANAGEMENT_ADDRESS:
+            return self.requests.management_node()
+        vhost = ctx.vhost
+        found = vhost.lookup(address, create=False)
+        if found is None and create and address and ctx.broker.config.auto_create:
+            # creating a node is declaring it: RabbitMQ's configure permission
+            what: ResourceKind = "exchange" if kind == "topic" else "queue"
+            refused = ctx.denial(address, what, "configure")
+            if refused is not None:
+                raise AddressError("unauthorized-access", refused)
+            found = vhost.lookup(address, create=True, kind=kind)
+        return found
+
+    def target_node(self, target: Target) -> Node:
+        """The node a publisher's target names: a v2 address, a plain name, or (null) each
+        message's ``to``; raises :class:`AddressError`."""
+        if target.dynamic:
+            return self.ctx.vhost.create_dynamic()
+        if target.address is None:
+            return AnonymousTarget(self.ctx.vhost, lambda to: self._writable(*node_name_and_kind(to, None), create=False))
+        return self._writable(*node_name_and_kind(target.address, target.capabilities))
+
+    def _writable(self, address: str, kind: str | None, *, create: bool = True) -> Node:
+        node = resolve_target(self.ctx.vhost, address, lambda a: self.lookup(a, kind=kind, create=create))
+        refused = self.ctx.denial(*resource(node), "write")
+        if refused is not None:
+            raise AddressError("unauthorized-access", refused)
+        return node
+
+    def source_node(self, source: Source) -> Node:
+        """The node a consumer's source names (a v2 ``/queues/Q`` address or a plain name)."""
+        vhost = self.ctx.vhost
+        if source.dynamic:
+            node: Node | None = vhost.create_dynamic()
+        else:
+            address = source.address
+            parsed = parse(address) if address else None
+            if parsed is not None:
+                if parsed[0] != "queue":
+                    raise AddressError("invalid-field", f"consume from a queue (/queues/NAME), not {address!r}")
+                node = vhost.queue(parsed[1])
+            else:
+                name, kind = node_name_and_kind(address, source.capabilities)
+                node = self.lookup(name, kind=kind)
+            if node is None or isinstance(node, ManagementNode):
+                raise AddressError("not-found", f"no node at address {address!r}")
+            if isinstance(node, PartitionedStream):
+                n = len(node.partitions)
+                raise AddressError(
+                    "invalid-field",
+                    f"stream {node.name!r} has {n} partitions: read one of them, "
+                    f"{partition_address(node.name, 0)!r} to {partition_address(node.name, n - 1)!r}",
+                )
+        assert node is not None
+        refused = self.ctx.denial(*resource(node), "read")
+        if refused is not None:
+            raise AddressError("unauthorized-access", refused)
+        return node

@@ -1,0 +1,309 @@
+"""Publishers of the AMQP 1.0 front end: broker receiver links and what arrives on them.
+
+:class:`Publishers` answers a publisher's attach (its target names a node, or
+nothing: the anonymous relay), takes each transfer to its node and settles it
+with the outcome the node's answer maps to (:data:`OUTCOMES`), keeps each
+publisher's credit within the node's room and the memory limit, and keeps a lost
+publisher's unsettled deliveries for link recovery (§2.6.13).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ...transport import Delivery, DeliveryReceived, IllegalStateError, Link, Receiver, Session
+from ...types import (
+    Accepted,
+    DecodeError,
+    Error,
+    ErrorCondition,
+    Rejected,
+    Released,
+    Role,
+    Source,
+    Target,
+    symbol,
+)
+from ...types.transactions import TransactionalState
+from ..core import Node, PublishResult, Queue, SuspendedLink, Topic
+from ..core import store as _store
+from .addresses import AddressError, AnonymousTarget
+from .context import Amqp1Context, refuse
+from .lookup import NodeLookup
+from .message import parse_transfer
+from .termini import CONDITIONS, capabilities, echo, made_by_link
+from .transactions import Transactions
+
+__all__ = ["OUTCOMES", "Publishers"]
+
+# one accepted outcome for every message the broker accepts: the engine batches
+# consecutive dispositions with the same state, and identity is the cheapest test
+_ACCEPTED = Accepted()
+_RELEASED = Released()
+_TAKEN = PublishResult.TAKEN
+
+
+def _full(node: Node) -> Rejected:
+    return Rejected(error=Error(condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED, description=f"node {node.name!r} is full"))
+
+
+OUTCOMES: dict[PublishResult, Callable[[Node], Any]] = {
+    # no queue took it: released, as RabbitMQ 4 answers an unroutable message
+    PublishResult.UNROUTABLE: lambda node: _RELEASED,
+    PublishResult.FULL: _full,
+    # a request the node cannot answer: the node says why
+    PublishResult.REFUSED: lambda node: Rejected(error=getattr(node, "refusal", None)),
+}
+"""The 1.0 outcome of a message a node did not take, by what the node said."""
+
+
+class Publishers:
+    """The publisher links of one connection (broker receivers), by ``id(link)``."""
+
+    def __init__(self, ctx: Amqp1Context, nodes: NodeLookup, txns: Transactions, elsewhere: Callable[[Receiver, Delivery], None]) -> None:
+        self.ctx = ctx
+        self.nodes = nodes
+        self.txns = txns
+        self.elsewhere = elsewhere
+        """Takes a delivery on a receiver link that is not a publisher's (a coordinator's)."""
+        self.links: dict[int, tuple[Receiver, Node]] = {}
+        """Each publisher's link and the node its target names."""
+        self.blocked: set[int] = set()
+        """Publishers held back (no credit) until their node has room or the alarm clears."""
+        self.touched: set[int] = set()
+        """Publishers that took deliveries in this batch of events: their credit is topped up after it."""
+
+    # -- attach -------------------------------------------------------------------------------
+    def attach(self, link: Receiver) -> None:
+        ctx = self.ctx
+        target = link.remote_target
+        if target is None:
+            target = Target()  # no target at all: the anonymous relay, as one with no address
+        elif not isinstance(target, Target):
+            refuse(link, ErrorCondition.INVALID_FIELD, "a publisher's attach needs a target")
+            return
+        try:
+            node = self.nodes.target_node(target)
+        except AddressError as exc:
+            refuse(link, CONDITIONS[exc.condition], exc.description)
+            return
+        link.max_message_size = ctx.broker.config.limits.max_message_size
+        record = ctx.take_suspended(link, target.address, None if node.dynamic else node)
+        if record is not None and any(_awaits_store(d) for d in record.deliveries):
+            # A message that came before the loss is still being committed: its
+            # outcome goes into our unsettled map (else the sender would send it
+            # again), so the attach is answered once every earlier commit is done.
+            def answer() -> None:
+                if ctx.can_answer(link):
+                    self._answer(link, target, node, record)
+                    ctx.wake()
+                else:
+                    record.drop()
+
+            ctx.broker.journal.submit((_store.BARRIER,), answer)
+            return
+        self._answer(link, target, node, record)
+
+    def _answer(self, link: Receiver, target: Target, node: Node, record: SuspendedLink | None) -> None:
+        link.attach(
+            source=echo(link.remote_source, Source),
+            target=Target(
+                address=node.name if target.dynamic else target.address,
+                durable=target.durable or 0,
+                expiry_policy=target.expiry_policy or symbol("session-end"),
+                timeout=target.timeout or 0,
+                dynamic=target.dynamic,
+                capabilities=capabilities(node, None, None) or target.capabilities,
+            ),
+            resume_deliveries=record.deliveries if record is not None else None,
+        )
+        if record is not None:
+            self.ctx.broker.recovery.resumed += 1
+        self.links[id(link)] = (link, node)
+        link.context = node
+        self.grant(link, node)
+
+    # -- transfers ----------------------------------------------------------------------------
+    def on_delivery(self, e: DeliveryReceived) -> None:
+        """A transfer arrived: publish it, and settle it with what its node answered."""
+        link = e.link
+        d = e.delivery
+        entry = self.links.get(id(link))
+        if entry is None:
+            self.elsewhere(link, d)
+            return
+        self.touched.add(id(link))  # its credit is topped up after this batch of events
+        outcome = self._publish(link, d, entry[1])
+        if outcome is not None and not d.remote_settled and not d.settled:
+            d.settle(outcome)
+
+    def _publish(self, link: Receiver, d: Delivery, node: Node) -> Any:
+        """Publish ``d`` to ``node``: the outcome to settle it with now (None: none now;
+        a stored message is accepted once it is safe)."""
+        ctx = self.ctx
+        if node.deleted:
+            ctx.fail_link(link, ErrorCondition.RESOURCE_DELETED, f"node {node.name!r} was deleted")
+            return None
+        formats = ctx.plugin.formats
+        if formats and d.message_format in formats:
+            formats[d.message_format](d, node)
+            return None
+        try:
+            msg = parse_transfer(d.payload, ctx.broker.now(), node.needs_message_ids, ctx.origin)
+        except DecodeError as exc:
+            return Rejected(error=Error(condition=ErrorCondition.DECODE_ERROR, description=str(exc)))
+        if type(node) is AnonymousTarget:
+            try:
+                node = node.node_for(msg)
+            except AddressError as exc:
+                return self._unroutable(link, d, exc)
+        state = d.remote_state
+        if state is not None and isinstance(state, TransactionalState):
+            txn = self.txns.find(state, link)  # transactional posting (§4.4.1)
+            if txn is not None:
+                self.txns.post(txn, d, node, msg)
+            return None
+        stalled = ctx.broker.journal.stalled
+        if stalled is not None:  # the disk is full: nothing new is taken that cannot be stored
+            return Rejected(error=Error(condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED, description=stalled))
+        presettled = d.remote_settled
+
+        def stored() -> None:
+            if not presettled and not d.settled and not d._settle_pending:
+                try:  # (inline, not settle_quietly: once per message)
+                    d.settle(_ACCEPTED)
+                except IllegalStateError:
+                    pass  # the link went meanwhile
+                ctx.wake()
+
+        result = node.publish(msg, stored)
+        return None if result is _TAKEN else OUTCOMES[result](node)
+
+    def _unroutable(self, link: Receiver, d: Delivery, exc: AddressError) -> Any:
+        """A message to the anonymous relay whose ``to`` names no node (or one it may not use):
+        rejected, and the link stays up (the anonymous terminus spec, §2.2)."""
+        rejected = Rejected(error=Error(condition=CONDITIONS[exc.condition], description=exc.description))
+        state = d.remote_state
+        if isinstance(state, TransactionalState) and not (d.remote_settled or d.settled):
+            txn = self.txns.find(state, link)
+            return None if txn is None else TransactionalState(txn_id=txn.txn_id, outcome=rejected)
+        return rejected
+
+    def on_aborted(self, link: Link) -> bool:
+        """A transfer was aborted; False: not on a publisher's link."""
+        if id(link) not in self.links:
+            return False
+        self.touched.add(id(link))
+        return True
+
+    # -- credit -------------------------------------------------------------------------------
+    def top_up(self) -> None:
+        """Credit is topped up once per batch of events: the engine has already counted
+        every transfer in the batch against the link's credit."""
+        touched, self.touched = self.touched, set()
+        for key in touched:
+            entry = self.links.get(key)
+            if entry is not None:
+                self.grant(*entry)
+
+    def grant(self, link: Receiver, node: Node) -> None:
+        """Top up a publisher's credit, bounded by the node's room and the memory limit."""
+        if not link.is_attached:
+            return
+        broker = self.ctx.broker
+        window = broker.config.limits.credit_window
+        room = node.room()
+        target = window if room is None else min(window, room)
+        if not broker.memory_ok():
+            target = 0
+        if target <= 0:
+            if link.credit > 0:
+                link.flow(0)  # take back what was granted: the node is full
+            self._watch_space(link, node)
+            return
+        if room is not None:
+            self._watch_space(link, node)
+        if link.credit > target or link.credit <= target // 2:
+            link.flow(target)
+
+    def resource_alarm(self, raised: bool) -> None:
+        """The broker's resource alarm: take every publisher's credit back (raised), or
+        give it again to those held back (cleared)."""
+        if raised:
+            for link, node in list(self.links.values()):
+                self.grant(link, node)
+            self.ctx.wake()
+        else:
+            self._unblock_all()
+
+    def _watch_space(self, link: Receiver, node: Node) -> None:
+        self.blocked.add(id(link))
+        for q in _queues(node):
+            q.space_listeners.add(self._unblock_all)
+
+    def _unblock_all(self) -> None:
+        for key in list(self.blocked):
+            entry = self.links.get(key)
+            if entry is None:
+                self.blocked.discard(key)
+                continue
+            self.grant(*entry)
+        self.ctx.wake()
+
+    # -- the end of a link --------------------------------------------------------------------
+    def drop(self, key: int, *, suspend: bool) -> None:
+        """Forget a publisher however its link ended (detach, session end, connection loss,
+        broker shutdown): a node made for its dynamic target goes with it, unless the
+        target asked to outlive the link."""
+        self.blocked.discard(key)
+        entry = self.links.pop(key, None)
+        if entry is None:
+            return
+        link, node = entry
+        if suspend:
+            self._suspend(link, node)
+        for q in _queues(node):
+            q.space_listeners.discard(self._unblock_all)
+        if node.dynamic and made_by_link(link.remote_target):
+            self.ctx.delete_dynamic(node)
+
+    def session_ended(self, session: Session) -> None:
+        for key in [k for k, (link, _) in self.links.items() if link.session is session]:
+            self.drop(key, suspend=False)
+
+    def drop_all(self, *, suspend: bool) -> None:
+        for key in list(self.links):
+            self.drop(key, suspend=suspend)
+
+    def _suspend(self, link: Receiver, node: Node) -> None:
+        """Keep what a lost producer had not settled, with our state, for its resumption."""
+        recovery = self.ctx.broker.recovery
+        if not recovery.enabled or node.dynamic or not link.unsettled:
+            return
+        target = link.remote_target
+        lifetime = recovery.retention(target)
+        if lifetime <= 0:
+            return
+        deliveries = [d for d in link.unsettled.values() if not d.settled]
+        if deliveries:
+            recovery.suspend(
+                SuspendedLink(
+                    (self.ctx.remote_container_id, link.name, Role.RECEIVER),
+                    address=getattr(target, "address", None),
+                    deliveries=deliveries,
+                    node=node,
+                ),
+                lifetime,
+            )
+
+
+def _queues(node: Node) -> list[Queue]:
+    """The queues whose room a publisher to ``node`` waits for."""
+    queues = list(node.subscriptions.values()) if isinstance(node, Topic) else [node]
+    return [q for q in queues if isinstance(q, Queue)]
+
+
+def _awaits_store(d: Delivery) -> bool:
+    """A producer's complete delivery with no outcome yet: its message waits for a commit."""
+    return d.state is None and bool(d.payload) and not d.remote_settled
