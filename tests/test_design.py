@@ -1,6 +1,7 @@
 """The design's rules, read from the import graph (issue 30): no import circles, a broker
 core and management that reach no protocol, front ends that do not know each other, no
-private names taken across modules.
+private names taken across modules; and from the source: no borrowed ``self`` functions,
+the wake-up guard in the driver only.
 
 The graph counts runtime imports only, lazy ones inside functions included (see
 :mod:`tests.import_graph`); ``python -m tests.import_graph`` prints what these tests check.
@@ -8,6 +9,7 @@ The graph counts runtime imports only, lazy ones inside functions included (see
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -91,6 +93,27 @@ def test_front_ends_do_not_reach_each_other(graph: Graph, front_end: str) -> Non
 def test_no_private_name_is_taken_across_modules(graph: Graph) -> None:
     found = private_names(graph)
     assert not found, f"{len(found)} private names taken from another module:\n" + "\n".join(found)
+
+
+def test_no_function_borrows_self_to_be_bound_as_another_class_method() -> None:
+    # a module-level ``def f(self: Handler, ...)`` assigned as ``Handler.f = f`` splits one
+    # class across modules by line count; concerns split into objects of their own
+    bad = [
+        f"{path.relative_to(ROOT)}:{node.lineno}: {node.name}"
+        for path in sorted(ROOT.rglob("*.py"))
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.args.args and node.args.args[0].arg == "self"
+    ]
+    assert not bad, "module-level functions taking self:\n" + "\n".join(bad)
+
+
+def test_the_wake_up_guard_lives_in_the_driver_once() -> None:
+    # a front end calls its wake unconditionally: the driver (io/driver.py) makes a wake
+    # inside its own on_events call free, so no handler keeps an "inside handle()" flag
+    broker = ROOT / "broker"
+    bad = sorted(str(p.relative_to(ROOT)) for p in broker.rglob("*.py") if "_handling" in p.read_text())
+    assert not bad, f"handling flags outside the driver: {bad}"
+    assert "_dispatching" in (ROOT / "io" / "driver.py").read_text()
 
 
 def test_the_spark_connector_is_a_client_of_the_broker_not_a_part(graph: Graph) -> None:

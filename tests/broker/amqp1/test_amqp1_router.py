@@ -8,9 +8,8 @@ from amqp10.broker.amqp1.servicebus.plugin import ServiceBusPlugin
 from amqp10.broker.amqp1.servicebus.tokens import Grant
 from amqp10.broker.config import BrokerConfig
 from amqp10.types import ErrorCondition
-
-from .harness import Net
-from .test_leases import Clock
+from tests.broker.core.test_leases import Clock
+from tests.broker.harness import Net
 
 
 def test_a_connection_without_claims_runs_the_plug_in_that_adds_nothing() -> None:

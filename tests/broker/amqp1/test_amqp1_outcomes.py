@@ -6,8 +6,7 @@ from amqp10.broker.amqp1.publishers import OUTCOMES
 from amqp10.broker.core import PublishResult
 from amqp10.message import Message
 from amqp10.types import Accepted, ErrorCondition, Rejected, Released
-
-from .harness import Net
+from tests.broker.harness import Net
 
 
 def test_every_reason_a_node_gives_has_an_outcome() -> None:
