@@ -116,6 +116,25 @@ def test_the_wake_up_guard_lives_in_the_driver_once() -> None:
     assert "_dispatching" in (ROOT / "io" / "driver.py").read_text()
 
 
+REGISTRIES = {"WeakKeyDictionary", "WeakValueDictionary", "WeakSet", "count", "defaultdict"}
+"""Calls that make state which grows as a broker runs: never at module level in the broker."""
+
+
+def test_the_broker_keeps_no_process_wide_registry() -> None:
+    # what connections share lives in their Broker (Broker.shared, Broker.replies,
+    # Broker.next_consumer_id), so two brokers in one process (the tests run many) share nothing
+    bad = []
+    for path in sorted((ROOT / "broker").rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+            if isinstance(value, ast.Call):
+                func = value.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if name in REGISTRIES:
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {name}()")
+    assert not bad, "process-wide registries:\n" + "\n".join(bad)
+
+
 def test_the_spark_connector_is_a_client_of_the_broker_not_a_part(graph: Graph) -> None:
     # it reaches the broker over AMQP only; names both sides share live below (amqp10.addresses)
     chains = reach(graph, ["amqp10.spark"])

@@ -9,7 +9,6 @@ methods that change them are the per-concern handlers' (:mod:`.basic`,
 
 from __future__ import annotations
 
-import itertools
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +22,6 @@ from .message import FORMAT, Content, unpack
 
 __all__ = ["BasicConsumer", "Channel", "PendingPublish", "PendingSettle"]
 
-_ids = itertools.count(1 << 40)  # consumer ids, apart from the 1.0 front end's
 _UNLIMITED: Final = 1 << 30
 _TAG_AND_REDELIVERED = struct.Struct(">QB")  # basic.deliver's delivery-tag and its bit octet
 
@@ -55,7 +53,7 @@ class BasicConsumer:
     def __init__(
         self, channel: Channel, tag: str, node: Queue | Stream, *, no_ack: bool, exclusive: bool, limit: int
     ) -> None:
-        self.id = next(_ids)
+        self.id = channel.ctx.broker.next_consumer_id()
         self.browse = False
         self.channel = channel
         self.tag = tag

@@ -10,7 +10,6 @@ recovery (§2.6.13), and forgets a consumer when its link ends.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import uuid
 from collections.abc import Callable
@@ -71,7 +70,6 @@ __all__ = ["Consumers", "LinkConsumer"]
 
 log = logging.getLogger("amqp10.broker")
 
-_ids = itertools.count(1)
 
 
 PRIORITY_PROPERTY: Final = symbol("rabbitmq:priority")
@@ -90,7 +88,7 @@ class LinkConsumer:
     """A broker sender link consuming from a queue (or browsing it)."""
 
     def __init__(self, ctx: Amqp1Context, link: Sender, node: Queue | Stream, *, browse: bool) -> None:
-        self.id = next(_ids)
+        self.id = ctx.broker.next_consumer_id()
         self.ctx = ctx
         self.link = link
         self.node = node

@@ -126,7 +126,7 @@ class Amqp1FrontEnd:
                 self.name,
                 peer,
                 force_close,
-                tick=handler.expire_tokens,
+                tick=handler.tick,
                 container_id=lambda: handler.remote_container_id,
             )
             with ctx.registered(served):

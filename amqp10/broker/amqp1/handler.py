@@ -167,9 +167,6 @@ class ConnectionHandler:
         if not self.ctx.closed:
             self.ctx.plugin.tick()
 
-    expire_tokens = tick
-    """The service's name for :meth:`tick` until it calls ``tick``."""
-
     def resource_counts(self) -> tuple[int, int]:
         """Sessions and links this connection holds (see ``Broker.counts``)."""
         links = len(self.consumers.links) + len(self.publishers.links) + len(self.txns.coordinators)

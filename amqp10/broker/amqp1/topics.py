@@ -155,12 +155,12 @@ def _topics(nodes: Iterable[Node]) -> list[Topic]:
     return [n for n in nodes if isinstance(n, Topic)]
 
 
-_REGISTRIES: weakref.WeakKeyDictionary[VirtualHost, Wildcards] = weakref.WeakKeyDictionary()
-
-
 def wildcards_of(vhost: VirtualHost) -> Wildcards:
-    """The wildcard subscriptions of ``vhost`` (made on first use)."""
-    w = _REGISTRIES.get(vhost)
+    """The wildcard subscriptions of ``vhost`` (made on first use; kept by its broker)."""
+    registry: weakref.WeakKeyDictionary[VirtualHost, Wildcards] = vhost.broker.shared(
+        "amqp1.wildcards", weakref.WeakKeyDictionary
+    )
+    w = registry.get(vhost)
     if w is None:
-        w = _REGISTRIES[vhost] = Wildcards(vhost)
+        w = registry[vhost] = Wildcards(vhost)
     return w

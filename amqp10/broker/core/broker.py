@@ -11,6 +11,7 @@ place a permission check goes.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import time
@@ -121,6 +122,9 @@ class FrontEndConnection(Protocol):
         credit back) or cleared (``raised`` False: they go on; 0-9-1: connection.unblocked)."""
 
 
+_S = TypeVar("_S")
+
+
 class Broker:
     """The virtual hosts and what they share: config, store journal, clock, link recovery."""
 
@@ -155,6 +159,8 @@ class Broker:
         self.recovery = LinkRecovery(config.link_recovery_seconds, config.limits.max_suspended_links, now)
         self.replies = DirectReplies()
         """Direct reply-to addresses and their consumers, for every front end (core/replies.py)."""
+        self._consumer_ids = itertools.count(1)
+        self._shared: dict[str, Any] = {}
         self.vhosts: dict[str, VirtualHost] = {}
         self.default = self.add_vhost(DEFAULT_VHOST)
         for name in config.queues:
@@ -201,6 +207,20 @@ class Broker:
         done = anyio.Event()
         self.after_commit(done.set)
         await done.wait()
+
+    def next_consumer_id(self) -> int:
+        """A consumer id no other consumer of this broker has, whatever its front end."""
+        return next(self._consumer_ids)
+
+    def shared(self, key: str, make: Callable[[], _S]) -> _S:
+        """What a part above the core shares between its connections to this broker (1.0's
+        wildcard subscriptions, Service Bus's locks, management's state), under ``key``:
+        made by ``make`` on first use. Per broker, never per process: two brokers in one
+        process share nothing."""
+        state = self._shared.get(key)
+        if state is None:
+            state = self._shared[key] = make()
+        return state
 
     def add_vhost(self, name: str) -> VirtualHost:
         """The virtual host ``name`` (made if new)."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -118,9 +117,6 @@ Taken = list[Got]
 Entities = list[dict[str, Any]]
 """Entities as maps of attributes (what listings return)."""
 
-_instances: weakref.WeakKeyDictionary[Broker, Management] = weakref.WeakKeyDictionary()
-
-
 class Management:
     """The management operations of one broker (one instance per broker: :meth:`of`)."""
 
@@ -134,10 +130,7 @@ class Management:
     @classmethod
     def of(cls, broker: Broker) -> Management:
         """The broker's management (made on first use, shared by every front end)."""
-        m = _instances.get(broker)
-        if m is None:
-            m = _instances[broker] = cls(broker)
-        return m
+        return broker.shared("management", lambda: cls(broker))
 
     # -- connections (the service registers them) ------------------------------------------
     def register_connection(self, conn: ManagedConnection) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from ....transport import Link, Sender
 from ....types import ReceiverSettleMode, Source
@@ -25,7 +26,7 @@ from ...core import Lease, Leases, Node, Queue, QueuedMessage, VirtualHost
 from ..management import ManagementNode
 from .entities import DEAD_LETTER_SUFFIX, entity_node
 from .management import AzureRequestNode, EntityManagementNode
-from .sessions import SESSION_FILTER, claim_session
+from .sessions import SESSION_FILTER, SessionLocks, claim_session
 from .tokens import (
     JWT,
     SAS_PREFIX,
@@ -64,8 +65,11 @@ class Gate:
         now: Callable[[], float],
         leases: Leases | None = None,
         session_lost: Callable[[Link], None] = lambda link: None,
+        session_locks: SessionLocks | None = None,
     ) -> None:
         self.config = config
+        self.session_locks: SessionLocks = WeakKeyDictionary() if session_locks is None else session_locks
+        """Which link holds each session, shared by every connection's gate of one broker."""
         self.now = now
         self.leases = leases
         self.session_lost = session_lost
@@ -113,7 +117,7 @@ class Gate:
         """A session receiver's session (see :mod:`.sessions`), locked for the queue's lock
         duration unless renewed; None: not a session receiver."""
         duration = self.lock_duration(queue.name)
-        claimed = claim_session(link, source, queue, self.now() + duration)
+        claimed = claim_session(self.session_locks, link, source, queue, self.now() + duration)
         if claimed is not None and self.leases is not None:
             self._unlock_session(link)
             lease = self.leases.take(duration, lambda: self._session_expired(link))

@@ -27,7 +27,7 @@ from weakref import WeakKeyDictionary
 from ....message import LazyMessage, Message
 from ....transport import Delivery, Sender
 from ....types import DecodeError, Error, Modified, Rejected, symbol, timestamp
-from ...core import Lease, Queue, QueuedMessage, Stream
+from ...core import Broker, Lease, Queue, QueuedMessage, Stream
 from ..consumers import LinkConsumer
 from ..context import Amqp1Context
 from ..message import Amqp1Message
@@ -38,7 +38,6 @@ __all__ = ["MESSAGE_LOCK_LOST", "REMOVE", "ServiceBusConsumer", "annotated", "ho
 DEAD_LETTER = "com.microsoft:dead-letter"
 MESSAGE_LOCK_LOST = "com.microsoft:message-lock-lost"
 _LOST = "the message's lock ran out before it was settled (it went back to the queue)"
-_HOLDERS: WeakKeyDictionary[Queue, dict[uuid.UUID, ServiceBusConsumer]] = WeakKeyDictionary()
 _REASON = ("DeadLetterReason", "DeadLetterErrorDescription")
 _SEQ = symbol("x-opt-sequence-number")
 _ENQUEUED = symbol("x-opt-enqueued-time")
@@ -72,7 +71,7 @@ class ServiceBusConsumer(LinkConsumer):
         if not self.presettled and isinstance(self.node, Queue):
             lease = self.ctx.broker.leases.take(lock, lambda: self._lock_lost(tag))
             self.locks[tag] = (lease, token)
-            _holders(self.node)[token] = self
+            _holders(self.ctx.broker, self.node)[token] = self
         annotations = {_LOCKED_UNTIL: timestamp(int((now + lock) * 1000)), _LOCK_TOKEN: token}
         return annotated(data, msg, annotations), tag
 
@@ -81,13 +80,13 @@ class ServiceBusConsumer(LinkConsumer):
         if held is not None:
             self.ctx.broker.leases.drop(held[0])
             if isinstance(self.node, Queue):
-                _holders(self.node).pop(held[1], None)
+                _holders(self.ctx.broker, self.node).pop(held[1], None)
 
     def _lock_lost(self, tag: bytes) -> None:
         """The lock ran out: the message goes back to its queue, a failed delivery."""
         held = self.locks.pop(tag, None)
         if held is not None and isinstance(self.node, Queue):
-            _holders(self.node).pop(held[1], None)
+            _holders(self.ctx.broker, self.node).pop(held[1], None)
         msg = self.in_flight.pop(tag, None)
         if msg is None or not isinstance(self.node, Queue):
             return
@@ -142,13 +141,17 @@ class ServiceBusConsumer(LinkConsumer):
         super().apply(msg, state)
 
 
-def holder(queue: Queue, token: uuid.UUID) -> ServiceBusConsumer | None:
+def holder(broker: Broker, queue: Queue, token: uuid.UUID) -> ServiceBusConsumer | None:
     """The consumer that holds the peek-lock ``token`` on ``queue`` (None: no such lock runs)."""
-    return _HOLDERS.get(queue, {}).get(token)
+    return _holders(broker, queue).get(token)
 
 
-def _holders(queue: Queue) -> dict[uuid.UUID, ServiceBusConsumer]:
-    return _HOLDERS.setdefault(queue, {})
+def _holders(broker: Broker, queue: Queue) -> dict[uuid.UUID, ServiceBusConsumer]:
+    """The peek-locks held on ``queue``, by token (kept by the broker, for every connection)."""
+    by_queue: WeakKeyDictionary[Queue, dict[uuid.UUID, ServiceBusConsumer]] = broker.shared(
+        "servicebus.peek-locks", WeakKeyDictionary
+    )
+    return by_queue.setdefault(queue, {})
 
 
 def _abandon(queue: Queue, msg: QueuedMessage) -> None:

@@ -177,7 +177,7 @@ class EntityManagementNode(AzureRequestNode):
     def _renew_lock(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
         out = []
         for token in (_uuid(t) for t in body["lock-tokens"]):
-            c = holder(queue, token)
+            c = holder(self.vhost.broker, queue, token)
             until = c.renew(token) if c is not None else None
             if until is None and token in self.locks:  # a deferred message's
                 until = self.vhost.now() + self.lock_duration(self.entity)
@@ -217,7 +217,7 @@ class EntityManagementNode(AzureRequestNode):
         if status not in ("completed", "abandoned", "suspended", "defered"):
             return 400, f"unknown disposition-status {status!r}", None
         for token in (_uuid(t) for t in body["lock-tokens"]):
-            c = holder(queue, token)
+            c = holder(self.vhost.broker, queue, token)
             if c is not None:  # a delivery on a receiver link
                 if not c.settle_by_token(token, _outcome(status, body)):
                     return 410, f"lock {token} is not held (message lock lost)", None

@@ -10,6 +10,7 @@ format, all on one :class:`~.cbs.Gate`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from weakref import WeakKeyDictionary
 
 from ....transport import Delivery, Link, Sender
 from ....types import ErrorCondition, Source, symbol
@@ -34,7 +35,13 @@ class ServiceBusPlugin(Amqp1Plugin):
     def __init__(self, ctx: Amqp1Context, config: ServiceBusConfig) -> None:
         self.ctx = ctx
         broker = ctx.broker
-        self.gate = Gate(config, broker.now, broker.leases, self._session_lost)
+        self.gate = Gate(
+            config,
+            broker.now,
+            broker.leases,
+            self._session_lost,
+            broker.shared("servicebus.session-locks", WeakKeyDictionary),
+        )
         """The tokens put on ``$cbs``, and the links they let in."""
         self.formats: Mapping[int, PublishFormat] = {BATCH_FORMAT: self._publish_batch}
 

@@ -25,13 +25,14 @@ from ....types import Source, symbol
 from ...core import Queue, QueuedMessage
 from ..addresses import AddressError
 
-__all__ = ["SESSION_FILTER", "claim_session", "session_state", "set_session_state", "ticks"]
+__all__ = ["SESSION_FILTER", "SessionLocks", "claim_session", "session_state", "set_session_state", "ticks"]
 
 SESSION_FILTER = symbol("com.microsoft:session-filter")
 LOCKED_UNTIL = symbol("com.microsoft:locked-until-utc")
 _EPOCH_TICKS = 621355968000000000  # .NET ticks (100 ns since year 1) at the Unix epoch
 
-_LOCKS: WeakKeyDictionary[Queue, dict[str, Link]] = WeakKeyDictionary()
+SessionLocks = WeakKeyDictionary[Queue, dict[str, Link]]
+"""Which link holds each session of a queue (one per broker: :meth:`Broker.front_end_state`)."""
 
 
 def ticks(seconds: float) -> int:
@@ -49,13 +50,13 @@ def set_session_state(queue: Queue, sid: str, state: bytes | None) -> None:
     queue.set_group_state(sid, state)
 
 
-def _held(queue: Queue, sid: str, link: Link) -> bool:
-    other = _LOCKS.get(queue, {}).get(sid)
+def _held(locks: SessionLocks, queue: Queue, sid: str, link: Link) -> bool:
+    other = locks.get(queue, {}).get(sid)
     return other is not None and other is not link and other.state in (LinkState.ATTACHED, LinkState.ATTACH_RCVD)
 
 
 def claim_session(
-    link: Sender, source: Source, queue: Queue, locked_until: float
+    locks: SessionLocks, link: Sender, source: Source, queue: Queue, locked_until: float
 ) -> tuple[dict[Any, Any], Callable[[QueuedMessage], bool]] | None:
     """Lock the session a receiver's source asks for: None (it asks for none), or the
     filters for the attach answer and the consumer's view; raises :class:`AddressError`."""
@@ -64,12 +65,12 @@ def claim_session(
         return None
     sid = wanted[SESSION_FILTER]
     if sid is None:
-        sid = next((m.group for m in queue.browse() if m.group is not None and not _held(queue, m.group, link)), None)
+        sid = next((m.group for m in queue.browse() if m.group is not None and not _held(locks, queue, m.group, link)), None)
         if sid is None:
             raise AddressError("not-found", f"no session available in {queue.name!r}")
     sid = str(sid)
-    if _held(queue, sid, link):
+    if _held(locks, queue, sid, link):
         raise AddressError("resource-locked", f"session {sid!r} is locked by another receiver")
-    _LOCKS.setdefault(queue, {})[sid] = link
+    locks.setdefault(queue, {})[sid] = link
     link.properties = {**(link.properties or {}), LOCKED_UNTIL: ticks(locked_until)}
     return {SESSION_FILTER: sid}, lambda m: m.group == sid
