@@ -666,6 +666,10 @@ class Connection(_Proxy):
     def request(self, address: str, message: Message, *, timeout: float | None = None) -> Message:
         return self._run(self._c.request, address, message, timeout=timeout)
 
+    def put_token(self, audience: str, *, timeout: float | None = None) -> float:
+        """Put a fresh token for ``audience`` on ``$cbs`` (see the async one); its expiry."""
+        return self._run(self._c.put_token, audience, timeout=timeout)
+
     def reply(
         self,
         request: Delivery | Message,
