@@ -322,6 +322,7 @@ class Connection(ClaimsLayer):
         self.reconnects += 1
         links = unsettled = 0
         held: list[tuple[Link, EngineSession]] = []
+        can_hold = self._tg is not None  # (the task that puts the tokens runs there)
         for session in list(self._sessions):
             if session._error is not None:
                 self._sessions.discard(session)
@@ -331,7 +332,7 @@ class Connection(ClaimsLayer):
             session._rebind(es)
             for link in list(session._links):
                 links += 1
-                if self._needs_token(link.address):
+                if can_hold and self._needs_token(link.address):
                     held.append((link, es))  # re-attached once its token is put again
                 else:
                     unsettled += link._reattach(es)

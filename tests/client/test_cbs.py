@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 import pytest
 from anyio.abc import SocketAttribute
+from anyio.streams.tls import TLSListener
 
 import amqp10.sync
 from amqp10 import errors
@@ -41,11 +42,12 @@ from amqp10.client import Claims, JwtCredential, SasCredential, SettleMode, Toke
 from amqp10.client.azure import WEBSOCKET_PATH, parse_connection_string
 from amqp10.client.reconnect import ReconnectPolicy
 from amqp10.io import Signal
+from amqp10.io.tls import client_context, server_context
 from amqp10.message import Message
 from amqp10.types import Accepted
 from tests.broker.conftest import broker_in_loop, broker_with
 
-from .helpers import WAIT, wait_for
+from .helpers import WAIT, Certs, wait_for
 
 KEY_NAME = "RootManageSharedAccessKey"
 KEY = "SAS_KEY_VALUE"
@@ -430,3 +432,34 @@ async def test_tokens_are_put_again_after_a_reconnect_before_the_links_reattach(
                 assert d.message.body == "to q2"
                 await d.accept()
             tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+async def test_websocket_transport_asks_for_the_azure_endpoint(certs: Certs) -> None:
+    """``websocket=True``: TLS to the endpoint's host, then the WebSocket upgrade for
+    ``/$servicebus/websocket`` with the ``amqp`` subprotocol (our broker serves AMQP over
+    WebSockets on other paths, so a listener here records the request and hangs up)."""
+    seen: list[bytes] = []
+    tls = server_context(certs.server_cert, certs.server_key)
+    tcp = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = tcp.listeners[0].extra(SocketAttribute.local_port)
+    listener = TLSListener(tcp, tls)
+
+    async def handle(stream: Any) -> None:
+        async with stream:
+            head = b""
+            with anyio.move_on_after(WAIT):
+                while b"\r\n\r\n" not in head:
+                    head += await stream.receive()
+            seen.append(head)
+
+    text = f"Endpoint=sb://localhost:{port}/;SharedAccessKeyName={KEY_NAME};SharedAccessKey={KEY}"
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, handle)
+        with pytest.raises(errors.AMQPError):
+            await connect(text, websocket=True, ssl=client_context(cafile=certs.ca), timeout=WAIT)
+        tg.cancel_scope.cancel()
+    request = seen[0].decode().lower()
+    assert request.startswith(f"get {WEBSOCKET_PATH.lower()} http/1.1\r\n")
+    assert "sec-websocket-protocol: amqp" in request
+    assert f"host: localhost:{port}" in request
