@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 from ._common import DEFAULT_TIMEOUT, Outcome, SettleMode
+from .azure import ConnectionString, parse_connection_string
+from .claims import Claims, JwtCredential, SasCredential, Token
 from .connection import Connection
 from .dial import ConnectOptions
 from .link import Link
@@ -20,6 +22,11 @@ from .url import URL, parse_url
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "Claims",
+    "ConnectionString",
+    "JwtCredential",
+    "SasCredential",
+    "Token",
     "URL",
     "ConnectOptions",
     "Connection",
@@ -38,6 +45,7 @@ __all__ = [
     "connect",
     "connect_with",
     "listen",
+    "parse_connection_string",
     "parse_url",
     "serve",
 ]

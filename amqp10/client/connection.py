@@ -23,7 +23,6 @@ from types import TracebackType
 from typing import Any
 
 import anyio
-from anyio.abc import TaskGroup
 
 from .. import errors
 from ..io.net import peer_name
@@ -47,8 +46,10 @@ from ..transport import (
     SessionEnded,
     SessionFailed,
 )
+from ..transport import Session as EngineSession
 from ..types import Error
 from ._common import deadline
+from .claims import ClaimsLayer
 from .core import Outage
 from .dial import ConnectOptions, ProtocolFactory, dial
 from .link import Link
@@ -60,7 +61,6 @@ from .reconnect import (
     ReconnectFailed,
     Schedule,
 )
-from .request import Requests
 from .sender import Sender
 from .sessions import Session
 
@@ -74,7 +74,7 @@ schedule: a peer that accepts and drops at once is retried with growing delays,
 and within the policy's bounds, not in a tight loop."""
 
 
-class Connection(Requests):
+class Connection(ClaimsLayer):
     """An open AMQP connection (outgoing from :func:`connect`, or accepted by a server).
 
     Use it as ``async with``: leaving the block closes the connection and stops
@@ -89,14 +89,14 @@ class Connection(Requests):
     ones below: :class:`~amqp10.client.core.ConnectionCore` (state, signals,
     waits), :class:`~amqp10.client.sessions.Endpoints` (sessions and links),
     :class:`~amqp10.client.transactions.Transactions`,
-    :class:`~amqp10.client.request.Requests`, and here the lifecycle: running
+    :class:`~amqp10.client.request.Requests`,
+    :class:`~amqp10.client.claims.ClaimsLayer`, and here the lifecycle: running
     the driver, reconnecting, dispatching the engine's events.
     """
 
     def _init_layer(self) -> None:
         super()._init_layer()
         self._running = False
-        self._tg: TaskGroup | None = None
         # reconnecting (connect(..., reconnect=...)); see _run
         self._targets: tuple[ConnectOptions, ...] = ()
         self._target = 0  # index of the options in use
@@ -200,6 +200,7 @@ class Connection(Requests):
     def _begin_outage(self, err: errors.AMQPError) -> None:
         """Keep what can be restored on a new connection; end what cannot."""
         assert self._policy is not None
+        self._holding = False
         now = anyio.current_time()
         restored = self._restored
         if restored is not None and now - restored[0] < STABLE_AFTER:
@@ -320,6 +321,8 @@ class Connection(Requests):
         self._restored = (anyio.current_time(), outage.schedule)
         self.reconnects += 1
         links = unsettled = 0
+        held: list[tuple[Link, EngineSession]] = []
+        can_hold = self._tg is not None  # (the task that puts the tokens runs there)
         for session in list(self._sessions):
             if session._error is not None:
                 self._sessions.discard(session)
@@ -328,8 +331,14 @@ class Connection(Requests):
             es.begin()
             session._rebind(es)
             for link in list(session._links):
-                unsettled += link._reattach(es)
                 links += 1
+                if can_hold and self._needs_token(link.address):
+                    held.append((link, es))  # re-attached once its token is put again
+                else:
+                    unsettled += link._reattach(es)
+        if held and self._tg is not None:
+            self._holding = True
+            self._tg.start_soon(self._resume_held, held)
         self._wake()
         downtime = anyio.current_time() - outage.since
         attempts = outage.schedule.attempts
@@ -353,6 +362,26 @@ class Connection(Requests):
                 unsettled=unsettled,
             )
         )
+        self._changed.fire()
+
+    async def _resume_held(self, held: list[tuple[Link, EngineSession]]) -> None:
+        """Put the tokens again, then re-attach the links that waited for them."""
+        claims = self._claims
+        assert claims is not None
+        audiences = {a for link, _ in held if (a := claims.audience_for(link.address)) is not None}
+        failed = await self._reauthorize(audiences)
+        if failed is None:
+            return  # the connection dropped again: its next restore holds them again
+        self._holding = False
+        for link, es in held:
+            if link._error is not None or link._closing:
+                continue
+            err = failed.get(claims.audience_for(link.address) or "")
+            if err is not None:
+                link._fail(err)
+            else:
+                link._reattach(es)
+        self._wake()
         self._changed.fire()
 
     async def _wait_open(self, timeout: float, shown: float | None = None) -> None:

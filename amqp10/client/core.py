@@ -93,6 +93,8 @@ class ConnectionCore:
         """The identity SASL established (server side: the peer's user), if any."""
         self._policy: ReconnectPolicy | None = None  # connect(..., reconnect=...)
         self._outage: Outage | None = None
+        self._holding = False
+        """After a reconnect: links wait while claims-based tokens are put again."""
         self.reconnects = 0
         """How many times the connection was re-established after a drop."""
         self._init_layer()
@@ -197,9 +199,14 @@ class ConnectionCore:
     def _usable(self) -> bool:
         return (
             self._outage is None
+            and not self._holding
             and self._error is None
             and self._engine.state is ConnectionState.OPENED
         )
+
+    async def _authorize(self, address: str | None, timeout: float) -> None:
+        """Before a link to ``address`` attaches: put the token it needs, if the
+        connection uses claims-based security (:mod:`amqp10.client.claims`)."""
 
     async def _until_usable(self, timeout: float, what: str) -> None:
         """With a reconnect policy: wait (at most ``timeout``) until the connection is back."""

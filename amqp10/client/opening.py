@@ -8,6 +8,7 @@ targets and policy, to re-make itself after a drop.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import ssl as _ssl
 import uuid
@@ -19,6 +20,8 @@ import anyio
 from .. import errors
 from ..io.net import peer_name
 from ._common import DEFAULT_TIMEOUT
+from .azure import is_connection_string, parse_connection_string
+from .claims import Claims, connection_string_claims
 from .connection import Connection
 from .dial import ConnectOptions, ProtocolFactory, client_protocol, dial, ssl_context
 from .reconnect import ReconnectPolicy, Schedule, once_each
@@ -44,6 +47,8 @@ async def connect(
     properties: dict[Any, Any] | None = None,
     max_buffered: int = 1000,
     reconnect: ReconnectPolicy | bool | None = None,
+    claims: Claims | None = None,
+    websocket: bool = False,
 ) -> Connection:
     """Connect, open the AMQP connection, and return it (use with ``async with``).
 
@@ -68,6 +73,14 @@ async def connect(
     under their names (same container-id), unsettled sends resumed or sent
     again (at least once). Calls made meanwhile wait, within their timeouts.
 
+    ``claims``: claims-based security (:class:`~amqp10.client.claims.Claims`): each
+    link first puts a token for its entity on ``$cbs``, renewed before it expires.
+    ``url`` may also be an Azure connection string
+    (``Endpoint=sb://NAMESPACE.servicebus.windows.net/;SharedAccessKeyName=...;SharedAccessKey=...``,
+    see :mod:`amqp10.client.azure`): it connects to ``amqps://NAMESPACE`` (with
+    ``websocket=True``: ``wss://NAMESPACE:443/$servicebus/websocket``; the emulator's:
+    plain ``amqp://`` on its port) and puts SAS tokens signed with its key.
+
     Raises :class:`~amqp10.errors.ConnectError`, :class:`~amqp10.errors.TLSError`,
     :class:`~amqp10.errors.AuthenticationError`, :class:`~amqp10.errors.ConnectionError`
     or :class:`~amqp10.errors.TimeoutError`; :class:`~amqp10.errors.ReconnectError`
@@ -76,6 +89,13 @@ async def connect(
     urls = [url] if isinstance(url, str) else list(url)
     if not urls:
         raise ValueError("connect() needs at least one URL")
+    if isinstance(url, str) and is_connection_string(url):
+        cs = parse_connection_string(url)
+        urls = [cs.url(websocket=websocket)]
+        hostname = hostname or cs.host
+        claims = claims or connection_string_claims(cs)
+    elif websocket:
+        raise ValueError("websocket=True is for Azure connection strings; a URL says ws:// or wss:// itself")
     cid = container_id or f"amqp10-{uuid.uuid4()}"
     targets = []
     for one in urls:
@@ -97,7 +117,12 @@ async def connect(
             )
         )
     policy = ReconnectPolicy() if reconnect is True else (reconnect or None)
-    return await connect_with(targets, reconnect=policy)
+    conn = await connect_with(targets, reconnect=policy)
+    if claims is not None:
+        if claims.resource is None:
+            claims = dataclasses.replace(claims, resource=f"sb://{targets[0].url.host}")
+        conn.use_claims(claims)
+    return conn
 
 
 async def connect_with(

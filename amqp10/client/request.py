@@ -16,7 +16,7 @@ from .. import errors
 from ..message import Message
 from ..transport import Delivery as EngineDelivery
 from ..types import Accepted, Error, ErrorCondition, Rejected
-from ._common import deadline, describe_outcome
+from ._common import deadline, describe_outcome, encode_payload
 from .receiver import Delivery, Receiver
 from .sender import Sender, Tracker
 from .transactions import Transactions
@@ -47,23 +47,36 @@ class Requests(Transactions):
         """
         limit = self._timeout_for(timeout)
         with deadline(limit, f"request to {address!r}"):
+            await self._until_usable(limit, f"request to {address!r}")
             replies = await self._reply_receiver()
             sender = await self._cached_sender(address)
-            if message.id is None:
-                message.id = uuid.uuid4()
-            message.reply_to = replies.address
-            key = message.id
-            pending = Tracker()
-            self._requests[key] = pending
-            try:
-                outcome = await sender.send(message, settled=False, timeout=math.inf)
-                if not isinstance(outcome, Accepted):
-                    raise errors.DeliveryError(
-                        f"request to {address!r} was {describe_outcome(outcome)}", outcome=outcome
-                    )
-                await pending._settled()
-            finally:
-                self._requests.pop(key, None)
+            assert replies.address is not None
+            return await self._exchange(sender, replies.address, message)
+
+    async def _exchange(self, sender: Sender, reply_to: str, message: Message) -> Message:
+        """Send a request on ``sender`` and wait (the caller bounds the wait) for the
+        response that comes back to ``reply_to`` correlated to the request's id.
+
+        Sends even while the connection holds its links back after a reconnect
+        (claims-based security re-puts its tokens this way before they re-attach)."""
+        if message.id is None:
+            message.id = uuid.uuid4()
+        message.reply_to = reply_to
+        key = message.id
+        pending = Tracker()
+        self._requests[key] = pending
+        try:
+            sender._check_usable()
+            tracker = sender._submit(encode_payload(message), False)
+            await sender._outcome_of(tracker, math.inf, math.inf)
+            outcome = tracker.result()
+            if not isinstance(outcome, Accepted):
+                raise errors.DeliveryError(
+                    f"request to {sender.address!r} was {describe_outcome(outcome)}", outcome=outcome
+                )
+            await pending._settled()
+        finally:
+            self._requests.pop(key, None)
         if pending.error is not None:
             raise pending.error
         response: Message = pending.outcome

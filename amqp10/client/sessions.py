@@ -217,7 +217,9 @@ class Endpoints(ConnectionCore):
         Raises :class:`~amqp10.errors.LinkError` with the peer's reason if it refuses.
         """
         mode = settle_mode_of(settle_mode)
-        await self._until_usable(self._timeout_for(timeout), f"attaching a sender to {address!r}")
+        what = f"attaching a sender to {address!r}"
+        await self._until_usable(self._timeout_for(timeout), what)
+        await self._authorize(address, self._timeout_for(timeout))
         s = self._session_for(session)
         link = s._session.sender(
             name or self._link_name("sender", address),
@@ -268,6 +270,7 @@ class Endpoints(ConnectionCore):
             source.filter = {**(source.filter or {}), SELECTOR_KEY: Described(SELECTOR_FILTER, selector)}
         what = f"attaching a receiver from {address!r}"
         await self._until_usable(self._timeout_for(timeout), what)
+        await self._authorize(address, self._timeout_for(timeout))
         s = self._session_for(session)
         link = s._session.receiver(
             name or self._link_name("receiver", address),

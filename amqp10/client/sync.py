@@ -49,6 +49,7 @@ from . import sender as _sender
 from . import sessions as _sessions
 from . import transactions as _txn
 from ._common import DEFAULT_TIMEOUT, Outcome, Payload, SettleMode, encode_payload, windowed
+from .claims import Claims
 from .syncloop import Loop, Settlement, Tracker, start_loop, withdraw_all
 
 __all__ = [
@@ -665,6 +666,18 @@ class Connection(_Proxy):
 
     def request(self, address: str, message: Message, *, timeout: float | None = None) -> Message:
         return self._run(self._c.request, address, message, timeout=timeout)
+
+    @property
+    def claims(self) -> Claims | None:
+        return self._c.claims
+
+    def use_claims(self, claims: Claims) -> None:
+        """Authorize every later link with ``claims`` (see the async one)."""
+        self._c.use_claims(claims)
+
+    def put_token(self, audience: str, *, timeout: float | None = None) -> float:
+        """Put a fresh token for ``audience`` on ``$cbs`` (see the async one); its expiry."""
+        return self._run(self._c.put_token, audience, timeout=timeout)
 
     def reply(
         self,
