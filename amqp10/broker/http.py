@@ -43,8 +43,9 @@ log = logging.getLogger("amqp10.broker")
 MAX_BODY = 16 * 1024 * 1024
 """Bytes one request body may carry (a definitions import is the biggest)."""
 
-AMQP_WEBSOCKET_PATHS = ("/$amqp", "/")
-"""Where AMQP over WebSockets is served (``/`` for clients that do not name a path)."""
+AMQP_WEBSOCKET_PATHS = ("/$amqp", "/", "/$servicebus/websocket")
+"""Where AMQP over WebSockets is served (``/`` for clients that do not name a path;
+``/$servicebus/websocket``: where the Azure SDKs connect)."""
 
 
 def broker_routes(

@@ -19,6 +19,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from weakref import WeakKeyDictionary
 
+from ....cbs import (
+    ACCEPTED,
+    CBS_ADDRESS,
+    SAS_PREFIX,
+    CbsError,
+    PutToken,
+    parse_put_token,
+    put_token_reply,
+)
 from ....transport import Link, Sender
 from ....types import ReceiverSettleMode, Source
 from ...config import ServiceBusConfig
@@ -27,20 +36,10 @@ from ..management import ManagementNode
 from .entities import DEAD_LETTER_SUFFIX, entity_node
 from .management import AzureRequestNode, EntityManagementNode
 from .sessions import SESSION_FILTER, SessionLocks, claim_session
-from .tokens import (
-    JWT,
-    SAS_PREFIX,
-    SAS_TOKEN,
-    Grant,
-    TokenError,
-    check_jwt,
-    check_sas,
-    scope_covers,
-)
+from .tokens import Grant, check_jwt, check_sas, scope_covers
 
 __all__ = ["CBS_ADDRESS", "CbsNode", "Gate", "entity_path"]
 
-CBS_ADDRESS = "$cbs"
 _MGMT_SUFFIX = "/$management"
 
 
@@ -140,24 +139,16 @@ class Gate:
         self.sessions.pop(id(link), None)
         self.session_lost(link)
 
-    def put(self, token_type: Any, audience: Any, token: Any) -> Grant:
-        """Check a token and keep its grant; raises :class:`TokenError`."""
-        if not isinstance(audience, str) or not audience:
-            raise TokenError(400, "put-token needs the audience as the 'name' application property")
-        if isinstance(token, bytes):
-            token = token.decode("utf-8", "replace")
-        if not isinstance(token, str):
-            raise TokenError(400, "put-token's body is the token, a string")
+    def put(self, put: PutToken) -> Grant:
+        """Check a put token and keep its grant; raises :class:`~amqp10.cbs.CbsError`."""
         now = self.now()
-        if token_type not in (SAS_TOKEN, JWT):
-            raise TokenError(400, f"unsupported token type {token_type!r}; supported: {SAS_TOKEN}, {JWT}")
         # azure-servicebus puts its SAS tokens with type jwt (as the service accepts): the
         # token's own form says what it is
-        if token.startswith(SAS_PREFIX):
-            grant = check_sas(token, self.keys, now)
+        if put.token.startswith(SAS_PREFIX):
+            grant = check_sas(put.token, self.keys, now)
         else:
-            grant = check_jwt(token, self.config.jwt_secret, audience, now)
-        self.grants[audience] = grant
+            grant = check_jwt(put.token, self.config.jwt_secret, put.audience, now)
+        self.grants[put.audience] = grant
         return grant
 
     def _allowed(self, entity: str, rights: tuple[str, ...]) -> bool:
@@ -216,12 +207,9 @@ class CbsNode(AzureRequestNode):
         self.gate = gate
 
     def answer(self, props: Mapping[str, Any], body: Any) -> tuple[dict[str, Any], Any]:
-        if props.get("operation") != "put-token":
-            status, description = 400, f"unsupported $cbs operation {props.get('operation')!r}; supported: put-token"
-        else:
-            try:
-                self.gate.put(props.get("type"), props.get("name"), body)
-                status, description = 202, "Accepted"
-            except TokenError as exc:
-                status, description = exc.status, exc.description
-        return {"status-code": status, "status-description": description}, None
+        try:
+            self.gate.put(parse_put_token(props, body))
+            status, description = ACCEPTED, "Accepted"
+        except CbsError as exc:
+            status, description = exc.status, exc.description
+        return put_token_reply(status, description), None

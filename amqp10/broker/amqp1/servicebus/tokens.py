@@ -26,23 +26,13 @@ import hmac
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import parse_qs, quote_plus, urlsplit
+from urllib.parse import urlsplit
 
-__all__ = ["JWT", "SAS_PREFIX", "SAS_TOKEN", "Grant", "TokenError", "check_jwt", "check_sas", "scope_covers"]
+from ....cbs import CbsError, parse_sas_token, sas_signature_matches
 
-SAS_TOKEN = "servicebus.windows.net:sastoken"
-JWT = "jwt"
-SAS_PREFIX = "SharedAccessSignature "
+__all__ = ["RIGHTS", "Grant", "check_jwt", "check_sas", "scope_covers"]
+
 RIGHTS = ("Listen", "Send", "Manage")
-
-
-class TokenError(Exception):
-    """A token that grants nothing; ``status`` is the put-token answer's status-code."""
-
-    def __init__(self, status: int, description: str) -> None:
-        super().__init__(description)
-        self.status = status
-        self.description = description
 
 
 @dataclass(frozen=True)
@@ -56,27 +46,16 @@ class Grant:
 
 def check_sas(token: str, keys: Mapping[str, tuple[str, frozenset[str]]], now: float) -> Grant:
     """The grant of a SAS token; ``keys`` maps a key name to (key, rights)."""
-    if not token.startswith(SAS_PREFIX):
-        raise TokenError(401, f"a SAS token starts with {SAS_PREFIX!r}")
-    fields = {k: v[0] for k, v in parse_qs(token[len(SAS_PREFIX) :], keep_blank_values=True).items()}
-    missing = [f for f in ("sr", "sig", "se", "skn") if f not in fields]
-    if missing:
-        raise TokenError(401, f"the SAS token lacks {', '.join(missing)}")
-    entry = keys.get(fields["skn"])
+    sas = parse_sas_token(token)
+    entry = keys.get(sas.key_name)
     if entry is None:
-        raise TokenError(401, f"no shared access key named {fields['skn']!r}")
-    try:
-        expiry = int(fields["se"])
-    except ValueError:
-        raise TokenError(401, "the SAS token's expiry (se) is not a number") from None
+        raise CbsError(401, f"no shared access key named {sas.key_name!r}")
     key, rights = entry
-    signed = f"{quote_plus(fields['sr'])}\n{expiry}".encode()
-    expected = base64.b64encode(hmac.new(key.encode(), signed, hashlib.sha256).digest()).decode()
-    if not hmac.compare_digest(expected, fields["sig"]):
-        raise TokenError(401, "the SAS token's signature does not match the key")
-    if expiry <= now:
-        raise TokenError(401, "the SAS token has expired")
-    return Grant(fields["sr"], rights, float(expiry))
+    if not sas_signature_matches(sas, key):
+        raise CbsError(401, "the SAS token's signature does not match the key")
+    if sas.expiry <= now:
+        raise CbsError(401, "the SAS token has expired")
+    return Grant(sas.audience, rights, float(sas.expiry))
 
 
 def _b64(part: str) -> bytes:
@@ -86,28 +65,28 @@ def _b64(part: str) -> bytes:
 def check_jwt(token: str, secret: str | None, audience: str, now: float) -> Grant:
     """The grant of an HS256 JWT checked against ``secret``."""
     if secret is None:
-        raise TokenError(401, "this broker takes no JWTs (no [servicebus] jwt_secret)")
+        raise CbsError(401, "this broker takes no JWTs (no [servicebus] jwt_secret)")
     parts = token.split(".")
     if len(parts) != 3:
-        raise TokenError(401, "a JWT has three dot-separated parts")
+        raise CbsError(401, "a JWT has three dot-separated parts")
     try:
         header = json.loads(_b64(parts[0]))
         claims = json.loads(_b64(parts[1]))
         sig = _b64(parts[2])
     except (ValueError, UnicodeDecodeError):
-        raise TokenError(401, "the JWT is not base64url-encoded JSON") from None
+        raise CbsError(401, "the JWT is not base64url-encoded JSON") from None
     if not isinstance(header, dict) or header.get("alg") != "HS256" or not isinstance(claims, dict):
-        raise TokenError(401, "only HS256 JWTs are supported")
+        raise CbsError(401, "only HS256 JWTs are supported")
     expected = hmac.new(secret.encode(), f"{parts[0]}.{parts[1]}".encode(), hashlib.sha256).digest()
     if not hmac.compare_digest(expected, sig):
-        raise TokenError(401, "the JWT's signature does not match the key")
+        raise CbsError(401, "the JWT's signature does not match the key")
     exp = claims.get("exp")
     if not isinstance(exp, (int, float)) or isinstance(exp, bool) or exp <= now:
-        raise TokenError(401, "the JWT has expired (or has no exp)")
+        raise CbsError(401, "the JWT has expired (or has no exp)")
     aud = claims.get("aud", audience)
     rights = claims.get("rights", ["Listen", "Send"])
     if not isinstance(aud, str) or not isinstance(rights, list) or not all(r in RIGHTS for r in rights):
-        raise TokenError(401, f"the JWT's aud must be a string and rights a list of {', '.join(RIGHTS)}")
+        raise CbsError(401, f"the JWT's aud must be a string and rights a list of {', '.join(RIGHTS)}")
     return Grant(aud, frozenset(rights), float(exp))
 
 
