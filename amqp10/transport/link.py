@@ -549,15 +549,18 @@ class Sender(Link):
         max_frame = session.connection.remote_max_frame_size
         handle = self.handle
         assert handle is not None
+        # the session's state cannot change while we write: after this check, each
+        # write says whether the window has room for the next frame
+        room = session.can_transfer()
         while queue:
-            if not session.can_transfer():
+            if not room:
                 session.wait_for_window(self)
                 return
             d = queue[0]
             if d.aborted and d.delivery_id is not None:
                 # a partly sent delivery the application aborted: the aborting
                 # transfer waits for the window like any other (§2.6.14)
-                session.write_transfer(Transfer(handle=handle, aborted=True, settled=True), b"")
+                room = session.write_transfer(Transfer(handle=handle, aborted=True, settled=True), b"")
                 queue.popleft()
                 continue
             first = d.delivery_id is None
@@ -577,13 +580,14 @@ class Sender(Link):
                     and size + _TRANSFER_BOUND + len(d.tag) <= max_frame
                 ):
                     # the common case, one frame for the whole delivery
-                    session.write_delivery(handle, d)
+                    room = session.write_delivery(handle, d)
                     d.offset = size
                     d.sent = True
                     queue.popleft()
                     continue
                 d.delivery_id = session.assign_delivery_id(d)
-            if not self._write_frames(d, first, handle, max_frame):
+            finished, room = self._write_frames(d, first, handle, max_frame)
+            if not finished:
                 session.wait_for_window(self)
                 return
             d.sent = True
@@ -591,11 +595,12 @@ class Sender(Link):
             if d.aborted or (d.resume and d.settled):
                 # a resumed delivery aborted or settled by its only transfer (§2.6.13)
                 self._forget(d)
-        self._after_pump()
+        if self._drain_open:  # (tested here: a call per send saved)
+            self._after_drain_pump()
 
-    def _write_frames(self, d: Delivery, first: bool, handle: int, max_frame: int) -> bool:
-        """Write ``d``'s frames from where it got to; False if the window closed before
-        its last frame."""
+    def _write_frames(self, d: Delivery, first: bool, handle: int, max_frame: int) -> tuple[bool, bool]:
+        """Write ``d``'s frames from where it got to, as the window allows: whether its
+        last frame went out, and whether the window has room for another."""
         session = self.session
         payload = d.payload
         size = len(payload)
@@ -635,13 +640,11 @@ class Sender(Link):
                 chunk = payload
             else:
                 chunk = memoryview(payload)[d.offset : end]
-            session.write_transfer(t, chunk)
+            room = session.write_transfer(t, chunk)
             first = False
             d.offset = min(end, size)
-            if not more:
-                return True
-            if not session.can_transfer():
-                return False
+            if not more or not room:
+                return not more, room
 
     def drained(self) -> None:
         """Finish a drain the receiver asked for (after ``DrainRequested``): we have
@@ -674,11 +677,10 @@ class Sender(Link):
         self.credit = 0
         self.write_flow()
 
-    def _after_pump(self) -> None:
-        """A drain is done once the queue is written, if the application said it has no more;
-        or, silently, once transfers used the credit up with more still queued."""
-        if not self._drain_open:
-            return
+    def _after_drain_pump(self) -> None:
+        """With a drain open, after a pump: the drain is done once the queue is written, if
+        the application said it has no more; or, silently, once transfers used the credit
+        up with more still queued."""
         if self._drain_after_queue:
             if not self._queue:
                 self._finish_drain()

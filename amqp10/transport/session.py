@@ -277,19 +277,25 @@ class Session:
             self._outgoing[delivery_id] = d
         return delivery_id
 
-    def write_transfer(self, transfer: Transfer, payload: bytes | memoryview) -> None:
-        """Write one transfer frame: it takes one unit of the peer's window (§2.5.6)."""
+    def write_transfer(self, transfer: Transfer, payload: bytes | memoryview) -> bool:
+        """Write one transfer frame: it takes one unit of the peer's window (§2.5.6).
+
+        Returns whether the window has room for another (call only while
+        ``can_transfer()``).
+        """
         if self._dispositions:
             self._flush_dispositions()
         self.connection.write_frame(self.channel, transfer, payload)
         self.next_outgoing_id = (self.next_outgoing_id + 1) & _MASK
         self.remote_incoming_window -= 1
+        return self.remote_incoming_window > 0
 
-    def write_delivery(self, handle: int, d: Delivery) -> None:
+    def write_delivery(self, handle: int, d: Delivery) -> bool:
         """Write ``d`` whole, as its one transfer frame, with a new delivery-id.
 
         The per-message path: the frame is encoded without building a Transfer;
         the caller knows it fits the peer's max-frame-size (and has no state to carry).
+        Returns whether the window has room for another, as ``write_transfer`` does.
         """
         d.delivery_id = self.assign_delivery_id(d)
         if self._dispositions:
@@ -297,6 +303,7 @@ class Session:
         self.connection.write_delivery_frame(self.channel, handle, d)
         self.next_outgoing_id = (self.next_outgoing_id + 1) & _MASK
         self.remote_incoming_window -= 1
+        return self.remote_incoming_window > 0
 
     def _session_flow_fields(self) -> dict[str, Any]:
         # Each flow re-opens the incoming window in full (§2.5.6): from here on the
