@@ -759,7 +759,7 @@ def test_settle_modes_ours_sender(role: str, snd_mode: int, rcv_mode: int) -> No
     w.pump.pump()
     assert all(d.settled for d in ds)
     assert snd.unsettled == {}
-    assert snd.session._outgoing == {}
+    assert snd.session.delivery_ids(snd.role) == {}
     assert prcv.unsettled == 0
 
 
@@ -799,7 +799,7 @@ def test_settle_modes_ours_receiver(role: str, snd_mode: int, rcv_mode: int) -> 
         assert all(u.settled for u in ups)
     assert all(e.delivery.settled or e.delivery.remote_settled for e in got)
     assert rcv.unsettled == {}
-    assert rcv.session._incoming == {}
+    assert rcv.session.delivery_ids(rcv.role) == {}
     assert psnd.unsettled == 0
 
 

@@ -22,6 +22,7 @@ from ..types import (
     ErrorCondition,
     Flow,
     Open,
+    Role,
     Transfer,
     codec,
 )
@@ -32,6 +33,7 @@ from .connection_state import (
     ConnectionState,
     next_state,
 )
+from .delivery import Delivery
 from .errors import IllegalStateError, ProtocolViolation
 from .events import (
     ConnectionClosed,
@@ -48,6 +50,7 @@ from .framing import (
     MIN_MAX_FRAME_SIZE,
     encode_empty_frame,
     encode_frame,
+    encode_transfer_frame,
 )
 from .link import Link
 from .link_state import LinkState
@@ -76,6 +79,12 @@ class Connection:
     ``max_frame_size``, ``channel_max`` and ``idle_timeout`` (seconds) are what
     *we* accept (``idle_timeout``: silence after which we close; the open advertises
     half of it, §2.4.5); the peer's values arrive in its open and bound what we send.
+
+    Its sessions (and their links) use a small public interface: ``write_frame``,
+    ``write_delivery_frame``, ``can_write``, ``flush_later``, ``emit``,
+    ``check_can_begin``, ``release_session`` and the link-name registry
+    (``link_named``, ``add_link_name``, ``release_link_name``). The connection
+    hands each session the peer's frames for its channel (``Session.receive_*``).
     """
 
     def __init__(
@@ -114,7 +123,6 @@ class Connection:
         self.remote_max_frame_size = MIN_MAX_FRAME_SIZE
         self.remote_channel_max = 0  # §2.4.1: until the peer's open, channel 0 only
         self.remote_idle_timeout: float | None = None
-        self._max_transfer_payload = MIN_MAX_FRAME_SIZE - 8
         self._sessions: dict[int, Session] = {}  # by our channel
         self._remote_sessions: dict[int, Session] = {}  # by the peer's channel
         self._link_names: dict[tuple[str, int], Link] = {}
@@ -150,7 +158,7 @@ class Connection:
         if not self._header_sent:
             self._send_header()
         self._move(I.SEND_OPEN)
-        self._write_frame(
+        self.write_frame(
             0,
             Open(
                 container_id=self.container_id,
@@ -179,7 +187,7 @@ class Connection:
             self.open()
         self._flush_sessions()  # batched dispositions go out before the close
         self._move(I.SEND_CLOSE_ERROR if error is not None else I.SEND_CLOSE)
-        self._write_frame(0, Close(error=error))
+        self.write_frame(0, Close(error=error))
         self.count_error(error)
         self._end_if_done()
 
@@ -313,12 +321,17 @@ class Connection:
         self._header_sent = True
         self._out += AMQP_HEADER
 
-    def _emit(self, event: Event) -> None:
+    # -- the interface its sessions and links use --------------------------------------
+    def emit(self, event: Event) -> None:
+        """Report ``event`` to the application (with the next ``receive_data`` or
+        ``poll_events``)."""
         self._events.append(event)
 
-    def _write_frame(
+    def write_frame(
         self, channel: int, performative: Any, payload: bytes | memoryview | None = None
     ) -> None:
+        """Append one frame for the peer; raises :class:`IllegalStateError` (writing
+        nothing) if it would exceed the peer's max-frame-size."""
         out = self._out
         start = len(out)
         try:
@@ -334,26 +347,56 @@ class Connection:
             )
         self.frames_out += 1
 
-    def _flush_sessions(self) -> None:
-        dirty, self._dirty_sessions = self._dirty_sessions, set()
-        for s in dirty:
-            s._flush()
+    def write_delivery_frame(self, channel: int, handle: int, d: Delivery) -> None:
+        """Append ``d``'s first and only transfer frame (``encode_transfer_frame``: no
+        state, not resumed); the caller knows it fits the peer's max-frame-size."""
+        assert d.delivery_id is not None
+        encode_transfer_frame(
+            self._out, channel, handle, d.delivery_id, d.tag, d.message_format, d.settled, d.payload
+        )
+        self.frames_out += 1
 
-    def _check_can_begin(self) -> None:
-        if self.state not in _WRITABLE or self.state is S.CLOSE_RCVD:
-            raise IllegalStateError(f"connection is not open ({self.state.name})")
-
-    def _can_write(self) -> bool:
+    def can_write(self) -> bool:
         """True between sending our open and sending our close (§2.4.6, figure 2.24)."""
         return self.state in _WRITABLE
 
-    def _unmap_session(self, session: Session) -> None:
+    def check_can_begin(self) -> None:
+        """Raise :class:`IllegalStateError` unless a session may begin now."""
+        if self.state not in _WRITABLE or self.state is S.CLOSE_RCVD:
+            raise IllegalStateError(f"connection is not open ({self.state.name})")
+
+    def flush_later(self, session: Session) -> None:
+        """Call ``session.flush()`` before the next bytes go out (it batched frames)."""
+        self._dirty_sessions.add(session)
+
+    def release_session(self, session: Session) -> None:
+        """Forget ``session`` (ended, or torn down): its channels are free again."""
         if self._sessions.get(session.channel) is session:
             del self._sessions[session.channel]
         rc = session.remote_channel
         if rc is not None and self._remote_sessions.get(rc) is session:
             del self._remote_sessions[rc]
         self._dirty_sessions.discard(session)
+
+    def link_named(self, name: str, role: Role) -> Link | None:
+        """The link endpoint of ``role`` holding ``name`` on this connection, if any
+        (§2.6.1: a link's name is unique per pair of containers and direction)."""
+        return self._link_names.get((name, role))
+
+    def add_link_name(self, link: Link) -> None:
+        """Record ``link`` as the holder of its name (a second attach of the name steals it)."""
+        self._link_names[(link.name, link.role)] = link
+
+    def release_link_name(self, link: Link) -> None:
+        """Free ``link``'s name, unless another link has stolen it since."""
+        key = (link.name, link.role)
+        if self._link_names.get(key) is link:
+            del self._link_names[key]
+
+    def _flush_sessions(self) -> None:
+        dirty, self._dirty_sessions = self._dirty_sessions, set()
+        for s in dirty:
+            s.flush()
 
     def _closing(self) -> bool:
         """Our close is written: we only wait for the peer's."""
@@ -373,7 +416,7 @@ class Connection:
             self._end()
         else:
             self.close(error)
-        self._emit(ConnectionFailed(error=error))
+        self.emit(ConnectionFailed(error=error))
 
     def _end(self) -> None:
         """Move to END: nothing more is read or written; sessions and links are gone."""
@@ -384,7 +427,7 @@ class Connection:
         if self.state is S.END and (self._sessions or self._remote_sessions):
             self._inbuf.clear()
             for session in {*self._sessions.values(), *self._remote_sessions.values()}:
-                session._teardown()
+                session.teardown()
             self._sessions.clear()
             self._remote_sessions.clear()
             self._dirty_sessions.clear()
@@ -404,7 +447,7 @@ class Connection:
         )
         self.error = error
         self._end()
-        self._emit(ConnectionFailed(error=error))
+        self.emit(ConnectionFailed(error=error))
 
     # -- internals: parsing ---------------------------------------------------------------
     def _process(self, data: bytes) -> None:
@@ -492,7 +535,7 @@ class Connection:
             # header, so there is no close to wait for (§2.2)
             self.error = error
             self._end()
-            self._emit(ConnectionFailed(error=error))
+            self.emit(ConnectionFailed(error=error))
             return
         self._fail(error)
 
@@ -526,10 +569,10 @@ class Connection:
                 )
             if session.state not in SESSION_ACCEPTS_FRAMES:
                 if tp is End:
-                    session._on_end(perf)
+                    session.receive_end(perf)
                 return  # a session we ended with an error: discard until its end
             if tp is Transfer:
-                session._on_transfer(perf, payload)
+                session.receive_transfer(perf, payload)
             else:
                 handler(session, perf)
             return
@@ -544,12 +587,12 @@ class Connection:
 
     _session_dispatch: ClassVar[dict[type, Any]] = {
         Begin: None,  # handled by the connection: it maps the channel
-        Attach: Session._on_attach,
-        Flow: Session._on_flow,
-        Transfer: Session._on_transfer,
-        Disposition: Session._on_disposition,
-        Detach: Session._on_detach,
-        End: Session._on_end,
+        Attach: Session.receive_attach,
+        Flow: Session.receive_flow,
+        Transfer: Session.receive_transfer,
+        Disposition: Session.receive_disposition,
+        Detach: Session.receive_detach,
+        End: Session.receive_end,
     }
 
     def _on_open(self, open_: Open) -> None:
@@ -564,11 +607,10 @@ class Connection:
         self.state = new
         self.remote_open = open_
         self.remote_max_frame_size = open_.max_frame_size
-        self._max_transfer_payload = open_.max_frame_size - 8
         self.remote_channel_max = open_.channel_max
         if open_.idle_time_out:
             self.remote_idle_timeout = open_.idle_time_out / 1000
-        self._emit(ConnectionOpened(remote=open_))
+        self.emit(ConnectionOpened(remote=open_))
 
     def _on_close(self, close: Close) -> None:
         if self.state is S.OPEN_RCVD:
@@ -582,7 +624,7 @@ class Connection:
             self.open()  # our open must precede our close (§2.4.1: open is the first frame)
         self.state = new
         self.remote_close = close
-        self._emit(ConnectionClosed(error=close.error))
+        self.emit(ConnectionClosed(error=close.error))
         if self.state is S.CLOSE_RCVD:
             self.close()
 
@@ -603,7 +645,7 @@ class Connection:
         else:
             session = self.session()
         self._remote_sessions[channel] = session
-        session._on_begin(begin, channel)
+        session.receive_begin(begin, channel)
 
     def _on_violation(self, v: ProtocolViolation) -> None:
         """Tear down what the violation's scope says, with its condition.
@@ -617,7 +659,7 @@ class Connection:
         target = v.target
         if v.scope == "link" and isinstance(target, Link):
             session = target.session
-            if not session._can_send():
+            if not session.can_send():
                 return
             if target.state in (LinkState.ATTACHED, LinkState.ATTACH_RCVD):
                 try:
@@ -625,7 +667,7 @@ class Connection:
                 except IllegalStateError:
                     pass
                 else:
-                    self._emit(LinkFailed(link=target, error=error))
+                    self.emit(LinkFailed(link=target, error=error))
                     return
             elif target.state is LinkState.DETACH_SENT:
                 return  # already detaching: frames are ignored until the peer's detach
@@ -634,13 +676,13 @@ class Connection:
         if v.scope == "session" and isinstance(target, Session):
             if target.state in (SessionState.END_SENT, SessionState.DISCARDING, SessionState.UNMAPPED):
                 return
-            if target.state in (SessionState.MAPPED, SessionState.BEGIN_RCVD) and self._can_write():
+            if target.state in (SessionState.MAPPED, SessionState.BEGIN_RCVD) and self.can_write():
                 try:
                     target.end(error)
                 except IllegalStateError:
                     pass
                 else:
-                    self._emit(SessionFailed(session=target, error=error))
+                    self.emit(SessionFailed(session=target, error=error))
                     return
         self._fail(error)
 

@@ -19,30 +19,35 @@ class Delivery:
     On a receiver, ``payload`` holds the message bytes once the delivery is
     complete. ``state``/``settled`` are ours; ``remote_state``/``remote_settled``
     the peer's, as its dispositions report them.
+
+    A delivery is the record its link, the link's session and link resumption
+    share: besides what the application reads, it carries the sender's transfer
+    bookkeeping in public fields (``offset``, ``transfer_state``, ``resume``,
+    ``no_payload``) and the receiver's ``settle_pending``. The application
+    changes a delivery only through its verbs (``settle()``, ``update()``,
+    ``abort()``, ...), which go to its link.
     """
 
     __slots__ = (
-        "_chunks",
-        "_ignored",
-        "_no_payload",
-        "_offset",
-        "_resume",
-        "_settle_pending",
-        "_xfer_state",
         "aborted",
         "context",
         "delivery_id",
         "link",
         "message_format",
+        "no_payload",
+        "offset",
         "payload",
         "remote_settled",
         "remote_state",
+        "resume",
         "resumed",
         "sent",
+        "settle_pending",
         "settled",
         "size",
         "state",
         "tag",
+        "transfer_state",
     )
 
     def __init__(self, link: Link, tag: bytes, payload: bytes, message_format: int = 0) -> None:
@@ -60,13 +65,17 @@ class Delivery:
         self.sent = False  # all frames written (sender side)
         self.size = len(payload)
         self.context: Any = None  # free for the application (e.g. a future to resolve)
-        self._chunks: list[bytes] | None = None
-        self._offset = 0  # sender: bytes of ``payload`` written so far
-        self._settle_pending = False  # receiver, rcv-settle-mode second: waiting for the sender
-        self._resume = False  # sender: the next transfer resumes it (§2.6.13)
-        self._xfer_state: Any = None  # sender: the state carried on its first transfer frame
-        self._ignored = False  # receiver: a resumed delivery we do not know (§2.7.5 resume)
-        self._no_payload = False  # sender: carried over by tag and state only (§2.6.13)
+        self.offset = 0
+        """Sender: the bytes of ``payload`` written so far."""
+        self.settle_pending = False
+        """Receiver in rcv-settle-mode second: our outcome is sent, unsettled; the
+        delivery settles when the sender settles it (§2.6.12)."""
+        self.resume = False
+        """Sender: the next transfer of this delivery carries resume=true (§2.6.13)."""
+        self.transfer_state: Any = None
+        """Sender: the delivery state carried on its first transfer frame, if any."""
+        self.no_payload = False
+        """Sender: carried over by tag and state only (§2.6.13): it cannot be resent."""
 
     def __repr__(self) -> str:
         return (
@@ -79,7 +88,7 @@ class Delivery:
     def update(self, state: Any) -> None:
         """Tell the peer this delivery's (non-final or final) state without settling."""
         self._check_open()
-        self.link._delivery_update(self, state)
+        self.link.update_delivery(self, state)
 
     def settle(self, state: Any = None) -> None:
         """Settle the delivery, with ``state`` as its final outcome if given.
@@ -87,9 +96,9 @@ class Delivery:
         On a receiver in ``rcv-settle-mode`` second, the outcome is sent unsettled
         and the delivery settles once the sender has settled it (§2.6.12).
         """
-        if self.settled or self._settle_pending or self.aborted:  # (_check_open, inline: per message)
+        if self.settled or self.settle_pending or self.aborted:  # (_check_open, inline: per message)
             self._check_open()
-        self.link._delivery_settle(self, state)
+        self.link.settle_delivery(self, state)
 
     def accept(self) -> None:
         """Settle with the ``accepted`` outcome."""
@@ -127,12 +136,12 @@ class Delivery:
         """
         if self.aborted:
             raise IllegalStateError(f"delivery {self.tag!r} was aborted")
-        if self._settle_pending or (self.settled and self.sent):
+        if self.settle_pending or (self.settled and self.sent):
             raise IllegalStateError(f"delivery {self.tag!r} is already settled")
-        self.link._delivery_abort(self)
+        self.link.abort_delivery(self)
 
     def _check_open(self) -> None:
-        if self.settled or self._settle_pending:
+        if self.settled or self.settle_pending:
             raise IllegalStateError(f"delivery {self.tag!r} is already settled")
         if self.aborted:
             raise IllegalStateError(f"delivery {self.tag!r} was aborted")

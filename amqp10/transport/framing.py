@@ -37,7 +37,7 @@ FRAME_SASL: Final = 0x01
 FRAME_HEADER = struct.Struct(">IBBH")
 _EMPTY_FRAME: Final = FRAME_HEADER.pack(8, 2, FRAME_AMQP, 0)
 _PLACEHOLDER: Final = b"\x00" * 8
-_encode_value = codec.encode_value
+_encode_into = codec.encode_into
 
 
 def encode_frame(
@@ -50,7 +50,7 @@ def encode_frame(
     """Append one frame to ``buf``; return its size in bytes."""
     start = len(buf)
     buf += _PLACEHOLDER
-    _encode_value(buf, performative)
+    _encode_into(buf, performative)
     if payload:
         buf += payload
     size = len(buf) - start

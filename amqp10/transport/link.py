@@ -15,6 +15,7 @@ from ..types import (
     Role,
     SenderSettleMode,
     Transfer,
+    codec,
 )
 from . import serial
 from .delivery import Delivery
@@ -29,16 +30,23 @@ from .events import (
     LinkAttached,
     LinkDetached,
 )
-from .link_state import LinkInput, LinkState, next_state
+from .link_state import ACCEPTS_FRAMES, LinkInput, LinkState, next_state
 from .resume import attach_unsettled, prepare_resume, resume_link
 
 if TYPE_CHECKING:
     from ..types import Flow
+    from .resume import Resumption
     from .session import Session
 
 __all__ = ["Link", "Receiver", "Sender"]
 
 _MASK = serial.MASK
+encode = codec.encode
+# upper bounds of a transfer performative's encoding plus the frame header: a first
+# frame without a state (all fields present, uint handle/id/format, the tag's bytes
+# added on top) and a continuation frame; above these the size is measured exactly
+_TRANSFER_BOUND = 8 + 48
+_CONTINUATION_BOUND = 8 + 24
 
 
 def _is_outcome(state: Any) -> bool:
@@ -59,6 +67,12 @@ class Link:
     ``amqp:link:message-size-exceeded`` beyond it); ``max_unsettled`` bounds the
     deliveries the peer may leave unsettled with us on this link (the link is
     detached with ``amqp:resource-limit-exceeded`` beyond it).
+
+    Its session hands it the peer's frames through the ``receive_*`` methods and
+    ``teardown()``; its deliveries pass their verbs on through
+    ``update_delivery``/``settle_delivery``/``abort_delivery``. The link writes
+    through the session's public interface (``write``, ``write_flow``,
+    ``queue_flow``, ``queue_disposition``, ...).
     """
 
     role: Role = Role.SENDER
@@ -88,7 +102,8 @@ class Link:
             raise ValueError(f"initial_delivery_count must be a uint, got {initial_delivery_count}")
         self.session = session
         # the session's delivery-id table of our direction (ids the peer may still refer to)
-        self._ids: dict[int, Delivery] = session._outgoing if self.role is Role.SENDER else session._incoming
+        self._ids: dict[int, Delivery] = session.delivery_ids(self.role)
+        self._emit = session.connection.emit
         self.name = name
         self.state = LinkState.DETACHED
         self.handle: int | None = None
@@ -184,15 +199,7 @@ class Link:
         if next_state(self.state, LinkInput.SEND_ATTACH) is None:
             raise IllegalStateError(f"link {self.name!r}: cannot attach in state {self.state.name}")
         session = self.session
-        session._check_can_attach()
-        names = session.connection._link_names
-        key = (self.name, self.role)
-        other = names.get(key)
-        if other is not None and other is not self and other.state is not LinkState.DETACHED:
-            raise IllegalStateError(f"a {self.role.name.lower()} link named {self.name!r} is already attached")
-        handle = self.handle
-        if handle is None or session.links.get(handle) is not self:
-            handle = session._free_handle()
+        handle = session.handle_for(self)
         if unsettled is not None or resume_deliveries is not None:
             self._resuming = True
             prepare_resume(self, unsettled, resume_deliveries)
@@ -204,7 +211,7 @@ class Link:
             self.source = source
         if target is not None:
             self.target = target
-        session._write(
+        session.write(
             Attach(
                 name=self.name,
                 handle=handle,
@@ -213,7 +220,7 @@ class Link:
                 rcv_settle_mode=self.rcv_settle_mode,
                 source=self.source,
                 target=self.target,
-                unsettled=attach_unsettled(self),
+                unsettled=attach_unsettled(self.unsettled) if self._resuming else None,
                 incomplete_unsettled=self.incomplete_unsettled if self._resuming else None,
                 initial_delivery_count=self.delivery_count if self.role == Role.SENDER else None,
                 max_message_size=self.max_message_size,
@@ -223,9 +230,8 @@ class Link:
             )
         )
         # the attach is written: only now change anything (a failed write changes nothing)
-        names[key] = self
         self.handle = handle
-        session.links[handle] = self
+        session.add_link(self)
         self._move(LinkInput.SEND_ATTACH)
         self._attached_once = True
         self._initial_count = self.delivery_count
@@ -251,19 +257,20 @@ class Link:
         if next_state(self.state, LinkInput.SEND_DETACH) is None:
             raise IllegalStateError(f"link {self.name!r}: cannot detach in state {self.state.name}")
         assert self.handle is not None
-        self.session._write(Detach(handle=self.handle, closed=closed, error=error))
+        self.session.write(Detach(handle=self.handle, closed=closed, error=error))
         self.session.connection.count_error(error)
         self._move(LinkInput.SEND_DETACH)
         self.closed = self.closed or closed
         if self.state is LinkState.DETACHED:
-            self.session._release_link(self)
+            self.session.release_link(self)
 
     def close(self, error: Error | None = None) -> None:
         """Close the link (detach with ``closed=True``)."""
         self.detach(error, closed=True)
 
     # -- frames from the peer (called by the session) -----------------------------------
-    def _on_attach(self, attach: Attach) -> None:
+    def receive_attach(self, attach: Attach) -> None:
+        """The peer's attach for this link (the session found the link by name)."""
         new = next_state(self.state, LinkInput.RECV_ATTACH)
         if new is None:
             raise ProtocolViolation(
@@ -288,15 +295,29 @@ class Link:
             )
         if was is LinkState.DETACH_SENT:
             return
-        self.session.connection._emit(LinkAttached(link=self, resumed=attach.unsettled is not None))
+        self._emit(LinkAttached(link=self, resumed=attach.unsettled is not None))
         if self.state is LinkState.ATTACHED:
             self._on_attached()
 
     def _on_attached(self) -> None:
         """Both attaches exchanged: resume deliveries and start flowing."""
-        resume_link(self)
+        plan = resume_link(self, self._resuming)
+        if plan is not None:
+            for d in plan.settled:
+                self._forget(d)
+            for event in plan.events:
+                self._emit(event)
+            self._resumed(plan)
+        self._started()
 
-    def _on_detach(self, detach: Detach) -> None:
+    def _resumed(self, plan: Resumption) -> None:
+        """Act on the rest of a resumption's plan (the sender requeues)."""
+
+    def _started(self) -> None:
+        """Both attaches are exchanged and any resumption done (a receiver grants its credit)."""
+
+    def receive_detach(self, detach: Detach) -> None:
+        """The peer's detach (the session has released the peer's handle)."""
         new = next_state(self.state, LinkInput.RECV_DETACH)
         if new is None:
             raise ProtocolViolation(
@@ -309,7 +330,7 @@ class Link:
             # attached and detached before we answered: detach() answers with a refusing
             # attach first (§2.6.3), and the peer's detach then completes ours; in a
             # session we have not begun yet nothing can be written: forget the link
-            if self.session._can_send():
+            if self.session.can_send():
                 self.detach(closed=detach.closed)
                 new = next_state(self.state, LinkInput.RECV_DETACH) or LinkState.DETACHED
             else:
@@ -317,21 +338,29 @@ class Link:
         self.remote_detach = detach
         self.state = new
         self.closed = self.closed or detach.closed
-        self.session.connection._emit(
-            LinkDetached(link=self, closed=detach.closed, error=detach.error)
-        )
-        if self.state is LinkState.DETACH_RCVD and self.session._can_send():
+        self._emit(LinkDetached(link=self, closed=detach.closed, error=detach.error))
+        if self.state is LinkState.DETACH_RCVD and self.session.can_send():
             # answer in kind (detach for detach, close for close)
             self.detach(closed=detach.closed)
         else:
             # detached; or our end is out, which detaches every link of the session
-            self.state = LinkState.DETACHED
-            self.session._release_link(self)
+            self.teardown()
 
-    def _on_flow(self, flow: Flow) -> None:
+    def teardown(self) -> None:
+        """The link is gone without a detach exchange (its session ended, or it was
+        stolen while its session was ending): detached, its handles released.
+
+        Unsettled deliveries stay in ``unsettled``, to resume the link elsewhere.
+        """
+        self.state = LinkState.DETACHED
+        self.session.release_link(self)
+
+    def receive_flow(self, flow: Flow) -> None:
+        """The peer's flow for this link (the session has taken its session fields)."""
         raise NotImplementedError
 
-    def _on_transfer(self, transfer: Transfer, payload: bytes) -> None:
+    def receive_transfer(self, transfer: Transfer, payload: bytes) -> None:
+        """A transfer frame for this link, while it is attached."""
         raise ProtocolViolation(
             ErrorCondition.NOT_ALLOWED,
             f"transfer on link {self.name!r}, which is our sender",
@@ -339,7 +368,8 @@ class Link:
             self,
         )
 
-    def _on_disposition(self, delivery: Delivery, state: Any, settled: bool) -> None:
+    def receive_disposition(self, delivery: Delivery, state: Any, settled: bool) -> None:
+        """The peer's disposition covered ``delivery`` (one of this link's)."""
         if delivery.settled or delivery.remote_settled:
             return  # the peer forgot it already: a later disposition cannot change it
         if state is not None:
@@ -349,23 +379,23 @@ class Link:
             if delivery.delivery_id is not None:
                 # the peer will not refer to this id again: drop it from the session's table
                 self._ids.pop(delivery.delivery_id, None)
-        if delivery._settle_pending and settled:
+        if delivery.settle_pending and settled:
             # rcv-settle-mode second: the sender settled, so we settle too (§2.6.12)
-            delivery._settle_pending = False
+            delivery.settle_pending = False
             self._forget(delivery)
-        self.session.connection._emit(
-            DeliveryUpdated(link=self, delivery=delivery, state=state, settled=settled)
-        )
+        self._emit(DeliveryUpdated(link=self, delivery=delivery, state=state, settled=settled))
 
     # -- delivery verbs (called by Delivery) -------------------------------------------
-    def _delivery_update(self, d: Delivery, state: Any) -> None:
+    def update_delivery(self, d: Delivery, state: Any) -> None:
+        """``d.update(state)``: tell the peer ``d``'s state without settling it."""
         if d.delivery_id is None:
             raise IllegalStateError("delivery has not been sent yet")
         d.state = state
         if not d.remote_settled:
-            self.session._queue_disposition(self.role, d.delivery_id, False, state)
+            self.session.queue_disposition(self.role, d.delivery_id, False, state)
 
-    def _delivery_settle(self, d: Delivery, state: Any) -> None:
+    def settle_delivery(self, d: Delivery, state: Any) -> None:
+        """``d.settle(state)``: settle ``d`` (with ``state`` as its outcome, if given)."""
         if d.delivery_id is None:
             raise IllegalStateError("delivery has not been sent yet; abort() it instead")
         if state is not None:
@@ -378,13 +408,14 @@ class Link:
         # (a receiver's effective_rcv_settle_mode is its own rcv_settle_mode: read directly)
         if self.role == Role.RECEIVER and self.rcv_settle_mode == ReceiverSettleMode.SECOND:
             # §2.6.12 / §2.8.3: state first, unsettled; we settle once the sender has
-            d._settle_pending = True
-            self.session._queue_disposition(self.role, d.delivery_id, False, d.state)
+            d.settle_pending = True
+            self.session.queue_disposition(self.role, d.delivery_id, False, d.state)
             return
-        self.session._queue_disposition(self.role, d.delivery_id, True, d.state)
+        self.session.queue_disposition(self.role, d.delivery_id, True, d.state)
         self._forget(d)
 
-    def _delivery_abort(self, d: Delivery) -> None:
+    def abort_delivery(self, d: Delivery) -> None:
+        """``d.abort()``: only a sender can abort (see :meth:`Sender.abort_delivery`)."""
         raise IllegalStateError("only a sender can abort a delivery")
 
     def _forget(self, d: Delivery) -> None:
@@ -393,15 +424,25 @@ class Link:
         if d.delivery_id is not None:
             self._ids.pop(d.delivery_id, None)
 
-    def _write_flow(self, *, echo: bool = False) -> None:
-        if self.handle is None or not self.session._can_send():
+    def write_flow(self, *, echo: bool = False) -> None:
+        """Write this link's flow state now (with the session's; the session calls it
+        for a flow batched with ``queue_flow``)."""
+        session = self.session
+        if self.handle is None or not session.can_send():
             # an echo asked for before our attach (our attach answers it), or one
             # that arrives after our end: nothing to say
             return
         limit = (self.delivery_count + self.credit) & _MASK
         if serial.lt(self._max_limit, limit):
             self._max_limit = limit
-        self.session._write_flow(self, echo=echo)
+        session.write_flow(
+            echo=echo,
+            handle=self.handle,
+            delivery_count=self.delivery_count,
+            link_credit=self.credit,
+            available=self.available if self.role == Role.SENDER else None,
+            drain=self.drain,
+        )
 
 
 class Sender(Link):
@@ -442,7 +483,7 @@ class Sender(Link):
         transfer frame (e.g. a ``transactional-state``, Part 4 §4.4.1) and is
         the delivery's local state from then on.
         """
-        if self.state not in (LinkState.ATTACHED, LinkState.ATTACH_SENT) or not self.session._can_send():
+        if self.state not in (LinkState.ATTACHED, LinkState.ATTACH_SENT) or not self.session.can_send():
             raise IllegalStateError(f"sender {self.name!r} is not attached ({self.state.name})")
         mode = self.snd_settle_mode
         if settled is None:
@@ -480,13 +521,130 @@ class Sender(Link):
         d = Delivery(self, tag, payload, message_format)
         d.settled = settled
         if state is not None:
-            d.state = d._xfer_state = state
+            d.state = d.transfer_state = state
         if not settled:
             unsettled[tag] = d
         self._queue.append(d)
         if self.state is LinkState.ATTACHED:
-            self.session._pump(self)
+            self._pump()
         return d
+
+    def pump(self) -> None:
+        """Write what is queued, as far as credit and the session window allow (the
+        session calls it when the peer's flow re-opens its window)."""
+        if self.state in ACCEPTS_FRAMES and self._queue:
+            self._pump()
+
+    def _pump(self) -> None:
+        """Write as much of the queue as credit and the session window allow.
+
+        A delivery takes one unit of link-credit when its first frame goes out
+        (§2.6.7); every frame takes one unit of the peer's incoming window
+        (§2.5.6), which the session keeps. Frames are cut to the peer's
+        max-frame-size; a delivery's frames are never interleaved with another
+        delivery's on the same link (§2.6.14).
+        """
+        session = self.session
+        queue = self._queue
+        max_frame = session.connection.remote_max_frame_size
+        handle = self.handle
+        assert handle is not None
+        # the session's state cannot change while we write: after this check, each
+        # write says whether the window has room for the next frame
+        room = session.can_transfer()
+        while queue:
+            if not room:
+                session.wait_for_window(self)
+                return
+            d = queue[0]
+            if d.aborted and d.delivery_id is not None:
+                # a partly sent delivery the application aborted: the aborting
+                # transfer waits for the window like any other (§2.6.14)
+                room = session.write_transfer(Transfer(handle=handle, aborted=True, settled=True), b"")
+                queue.popleft()
+                continue
+            first = d.delivery_id is None
+            if first:
+                if self.credit <= 0:
+                    break
+                if self._resume_only and not d.resume:
+                    break  # §2.7.3 incomplete-unsettled: only resuming transfers for now
+                self.credit -= 1
+                self.delivery_count = (self.delivery_count + 1) & _MASK
+                payload = d.payload
+                size = len(payload)
+                if (
+                    d.transfer_state is None
+                    and not d.resume
+                    and not d.aborted
+                    and size + _TRANSFER_BOUND + len(d.tag) <= max_frame
+                ):
+                    # the common case, one frame for the whole delivery
+                    room = session.write_delivery(handle, d)
+                    d.offset = size
+                    d.sent = True
+                    queue.popleft()
+                    continue
+                d.delivery_id = session.assign_delivery_id(d)
+            finished, room = self._write_frames(d, first, handle, max_frame)
+            if not finished:
+                session.wait_for_window(self)
+                return
+            d.sent = True
+            queue.popleft()
+            if d.aborted or (d.resume and d.settled):
+                # a resumed delivery aborted or settled by its only transfer (§2.6.13)
+                self._forget(d)
+        if self._drain_open:  # (tested here: a call per send saved)
+            self._after_drain_pump()
+
+    def _write_frames(self, d: Delivery, first: bool, handle: int, max_frame: int) -> tuple[bool, bool]:
+        """Write ``d``'s frames from where it got to, as the window allows: whether its
+        last frame went out, and whether the window has room for another."""
+        session = self.session
+        payload = d.payload
+        size = len(payload)
+        while True:
+            if first:
+                t = Transfer(
+                    handle=handle,
+                    delivery_id=d.delivery_id,
+                    delivery_tag=d.tag,
+                    message_format=d.message_format,
+                    settled=d.settled,
+                    more=True,
+                    state=d.transfer_state,
+                    resume=d.resume,
+                    aborted=d.aborted,
+                )
+            else:
+                t = Transfer(handle=handle, more=True)
+            left = size - d.offset
+            if first and d.transfer_state is None:
+                overhead = _TRANSFER_BOUND + len(d.tag)  # a safe upper bound
+            elif not first:
+                overhead = _CONTINUATION_BOUND
+            else:
+                overhead = 8 + len(encode(t))
+            if d.aborted or left + overhead <= max_frame:
+                room = left  # everything left fits: no need to measure
+            else:
+                overhead = 8 + len(encode(t))  # measure: more=True is the larger form
+                room = max_frame - overhead
+            end = d.offset + room
+            more = end < size
+            t.more = more
+            if d.aborted:
+                chunk: bytes | memoryview = b""
+            elif d.offset == 0 and not more:
+                chunk = payload
+            else:
+                chunk = memoryview(payload)[d.offset : end]
+            room = session.write_transfer(t, chunk)
+            first = False
+            d.offset = min(end, size)
+            if not more or not room:
+                return not more, room
 
     def drained(self) -> None:
         """Finish a drain the receiver asked for (after ``DrainRequested``): we have
@@ -517,13 +675,12 @@ class Sender(Link):
         self._drain_after_queue = False
         self.delivery_count = (self.delivery_count + self.credit) & _MASK
         self.credit = 0
-        self._write_flow()
+        self.write_flow()
 
-    def _after_pump(self) -> None:
-        """A drain is done once the queue is written, if the application said it has no more;
-        or, silently, once transfers used the credit up with more still queued."""
-        if not self._drain_open:
-            return
+    def _after_drain_pump(self) -> None:
+        """With a drain open, after a pump: the drain is done once the queue is written, if
+        the application said it has no more; or, silently, once transfers used the credit
+        up with more still queued."""
         if self._drain_after_queue:
             if not self._queue:
                 self._finish_drain()
@@ -534,13 +691,14 @@ class Sender(Link):
         """Tell the receiver how many messages we could send (§2.6.7 ``available``)."""
         self.available = available
         if self.state is LinkState.ATTACHED:
-            self._write_flow()
+            self.write_flow()
 
-    def _on_flow(self, flow: Flow) -> None:
+    def receive_flow(self, flow: Flow) -> None:
+        """The receiver's flow: its credit (and drain, echo) for us."""
         # link-credit(snd) := delivery-count(rcv) + link-credit(rcv) - delivery-count(snd)
         if flow.link_credit is None:
             if flow.echo:
-                self._write_flow()
+                self.write_flow()
             return
         rcv_count = flow.delivery_count
         if rcv_count is None:
@@ -549,9 +707,8 @@ class Sender(Link):
         new = serial.diff((rcv_count + flow.link_credit) & _MASK, self.delivery_count)
         self.credit = max(new, 0)
         self.drain = flow.drain
-        conn = self.session.connection
         if self.credit > old:
-            conn._emit(CreditAdded(link=self, credit=self.credit))
+            self._emit(CreditAdded(link=self, credit=self.credit))
         if not self.drain:
             self._drain_open = self._drain_after_queue = False
         elif self.state is LinkState.ATTACHED:
@@ -560,24 +717,33 @@ class Sender(Link):
         if self.state is LinkState.ATTACHED:
             finished = self._drains_finished
             if self._queue and self.credit > 0:
-                self.session._pump(self)  # may finish the drain (and write our flow)
+                self._pump()  # may finish the drain (and write our flow)
             elif self._drain_open and self.credit <= 0:
                 self._finish_drain()  # nothing to give back: answer at once
             wrote = self._drains_finished != finished
             if self._drain_open and not self._drain_after_queue:
-                conn._emit(DrainRequested(link=self))
+                self._emit(DrainRequested(link=self))
         if flow.echo and not wrote:
-            self._write_flow()
+            self.write_flow()
 
     def _initial_delivery_count(self) -> int:
         return self._initial_count
 
-    def _delivery_abort(self, d: Delivery) -> None:
+    def _resumed(self, plan: Resumption) -> None:
+        self._resume_only = plan.resume_only
+        queue = self._queue
+        queue.extendleft(reversed(plan.resend))  # before deliveries queued by send() during the attach
+        if queue and self.credit > 0:
+            self._pump()
+
+    def abort_delivery(self, d: Delivery) -> None:
+        """``d.abort()``: stop sending ``d``; a partly sent delivery ends with an
+        aborting transfer (§2.6.14)."""
         if d.sent:
             raise IllegalStateError("delivery was already sent in full; it cannot be aborted")
         d.aborted = True
         self.unsettled.pop(d.tag, None)
-        if d._offset == 0 and d.delivery_id is None:
+        if d.offset == 0 and d.delivery_id is None:
             # nothing went out yet: it never existed for the peer
             try:
                 self._queue.remove(d)
@@ -586,11 +752,11 @@ class Sender(Link):
             return
         # The aborting transfer stays at the head of the queue: it is a transfer like
         # any other and waits for the peer's session window (Proton closes with
-        # window-violation otherwise); Session._pump writes it.
+        # window-violation otherwise); _pump writes it.
         d.settled = True
         if d.delivery_id is not None:
             self._ids.pop(d.delivery_id, None)
-        self.session._pump(self)
+        self._pump()
 
 
 class Receiver(Link):
@@ -600,7 +766,9 @@ class Receiver(Link):
 
     def __init__(self, session: Session, name: str, **kwargs: Any) -> None:
         super().__init__(session, name, **kwargs)
-        self._current: Delivery | None = None
+        self._current: Delivery | None = None  # the delivery whose frames are arriving
+        self._chunks: list[bytes] = []  # its payload so far
+        self._ignoring = False  # it is a resumed delivery we do not know (§2.7.5 resume)
         self._drain_requested = False
 
     def flow(self, credit: int, *, drain: bool = False, echo: bool = False) -> None:
@@ -613,7 +781,7 @@ class Receiver(Link):
         self.drain = drain
         self._drain_requested = drain
         if self.state is LinkState.ATTACHED:
-            self.session._queue_link_flow(self, echo)
+            self.session.queue_flow(self, echo)
 
     def add_credit(self, n: int) -> None:
         """Grant ``n`` more deliveries of credit."""
@@ -623,12 +791,17 @@ class Receiver(Link):
         """Ask the sender to use its credit now or give it back (completion: FlowReceived.drained)."""
         self.flow(self.credit, drain=True)
 
-    def _on_attached(self) -> None:
-        super()._on_attached()
+    def _started(self) -> None:
         if self.credit > 0:
-            self._write_flow()
+            self.write_flow()
 
-    def _on_flow(self, flow: Flow) -> None:
+    def teardown(self) -> None:
+        self._current = None  # a partly received delivery is dropped
+        self._chunks = []
+        super().teardown()
+
+    def receive_flow(self, flow: Flow) -> None:
+        """The sender's flow: its delivery-count and available (and drain's completion)."""
         if flow.delivery_count is None:
             raise ProtocolViolation(
                 ErrorCondition.INVALID_FIELD, "a sender's flow must carry delivery-count", "link", self
@@ -643,27 +816,26 @@ class Receiver(Link):
             drained = True
             self._drain_requested = False
             self.drain = False
-        self.session.connection._emit(
-            FlowReceived(link=self, available=flow.available, drained=drained)
-        )
+        self._emit(FlowReceived(link=self, available=flow.available, drained=drained))
         if flow.echo:
-            self._write_flow()
+            self.write_flow()
 
-    def _on_transfer(self, t: Transfer, payload: bytes) -> None:
+    def receive_transfer(self, t: Transfer, payload: bytes) -> None:
         d = self._current
         if d is None:
-            d = self._first_transfer(t)
+            d, ignored = self._first_transfer(t)
             if t.more and not t.aborted:
-                d._chunks = [] if d._ignored else [payload]
+                self._chunks = [] if ignored else [payload]
+                self._ignoring = ignored
                 d.size = len(payload)
                 self._current = d
                 self._check_size(d)
                 return
-            if not d._ignored:
+            if not ignored:
                 d.payload = payload
                 d.size = len(payload)
                 self._check_size(d)
-            self._deliver(d, t)
+                self._deliver(d, t)
             return
         # a continuation frame
         if t.delivery_id is not None and t.delivery_id != d.delivery_id:
@@ -679,23 +851,27 @@ class Receiver(Link):
             d.remote_state = t.state
         if t.aborted:
             self._current = None
-            d._chunks = None
-            self._deliver(d, t)
+            self._chunks = []
+            if not self._ignoring:
+                self._deliver(d, t)
             return
-        assert d._chunks is not None
         d.size += len(payload)
-        if not d._ignored:
-            d._chunks.append(payload)
+        if not self._ignoring:
+            self._chunks.append(payload)
             self._check_size(d)
         if t.more:
             return
         self._current = None
-        d.payload = b"".join(d._chunks)
-        d._chunks = None
-        self._deliver(d, t)
+        if not self._ignoring:
+            d.payload = b"".join(self._chunks)
+            self._deliver(d, t)
+        self._chunks = []
 
-    def _first_transfer(self, t: Transfer) -> Delivery:
-        """Account for a delivery's first frame: credit, ids, the unsettled map."""
+    def _first_transfer(self, t: Transfer) -> tuple[Delivery, bool]:
+        """Account for a delivery's first frame: credit, ids, the unsettled map.
+
+        Returns the delivery and whether it is ignored (a resumed delivery we do not hold).
+        """
         tag = t.delivery_tag
         if t.delivery_id is None or tag is None:
             raise ProtocolViolation(
@@ -736,6 +912,7 @@ class Receiver(Link):
             self.available -= 1  # §2.6.7: a floor of zero
         tag = bytes(tag)
         d: Delivery | None = None
+        ignored = False
         if t.resume:
             # §2.7.5: a resumed delivery we do not hold unsettled is ignored
             known = self.unsettled.get(tag)
@@ -744,7 +921,7 @@ class Receiver(Link):
                 d.message_format = t.message_format or 0
             else:
                 d = Delivery(self, tag, b"", t.message_format or 0)
-                d._ignored = True
+                ignored = True
         if d is None:
             d = Delivery(self, tag, b"", t.message_format or 0)
         d.delivery_id = t.delivery_id
@@ -752,10 +929,10 @@ class Receiver(Link):
         d.resumed = t.resume
         if t.state is not None:
             d.remote_state = t.state
-        if not settled and not d._ignored:
+        if not settled and not ignored:
             self.unsettled[tag] = d
-            self.session._track_incoming(d)
-        return d
+            self._ids[t.delivery_id] = d
+        return d, ignored
 
     def _check_size(self, d: Delivery) -> None:
         limit = self.max_message_size
@@ -769,9 +946,7 @@ class Receiver(Link):
 
     def _deliver(self, d: Delivery, t: Transfer) -> None:
         """The delivery's last frame is in: report it."""
-        emit = self.session.connection._emit
-        if d._ignored:
-            return
+        emit = self._emit
         if t.aborted:
             # §2.6.14: the data received so far is discarded; an aborted delivery is settled
             d.aborted = True
@@ -785,7 +960,7 @@ class Receiver(Link):
             if d.remote_settled:
                 self._forget(d)
             else:
-                self._delivery_settle(d, d.remote_state)  # the sender restates: echo and settle
+                self.settle_delivery(d, d.remote_state)  # the sender restates: echo and settle
             emit(DeliveryUpdated(link=self, delivery=d, state=d.remote_state, settled=d.remote_settled))
             return
         emit(DeliveryReceived(link=self, delivery=d))

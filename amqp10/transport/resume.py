@@ -41,17 +41,37 @@ or settlement) and ``DeliveryAborted`` for the deliveries it had to abort.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..types import DecodeError, Received, Role, codec
 from .delivery import Delivery
 from .errors import IllegalStateError
-from .events import DeliveryAborted, DeliveryUpdated
+from .events import DeliveryAborted, DeliveryUpdated, Event
 
 if TYPE_CHECKING:
-    from .link import Link, Sender
+    from .link import Link
 
-__all__ = ["attach_unsettled", "prepare_resume", "resume_link"]
+__all__ = ["Resumption", "attach_unsettled", "prepare_resume", "resume_link"]
+
+
+@dataclass(slots=True)
+class Resumption:
+    """What reconciling a resumed link asks of the link (returned by :func:`resume_link`).
+
+    The function decides and changes the deliveries' own fields; the link, which
+    owns its unsettled map, its queue and the way to the application, acts on this.
+    """
+
+    events: list[Event] = field(default_factory=list)
+    """To report to the application, in this order."""
+    settled: list[Delivery] = field(default_factory=list)
+    """Deliveries that are settled now: the link forgets them."""
+    resend: list[Delivery] = field(default_factory=list)
+    """Sender: deliveries to send before anything queued since, in this order."""
+    resume_only: bool = False
+    """Sender: either map was incomplete, so only resuming transfers may go out until
+    the link is detached and resumed again (§2.7.3 incomplete-unsettled)."""
 
 _NONE, _RECEIVED, _TERMINAL, _OTHER = range(4)
 
@@ -98,67 +118,68 @@ def prepare_resume(
             continue
         d = Delivery(link, tag, b"", 0)
         d.state = state
-        d._no_payload = True
+        d.no_payload = True
         carried[tag] = d
     for d in carried.values():
         d.resumed = True
         link.unsettled[d.tag] = d
 
 
-def attach_unsettled(link: Link) -> dict[bytes, Any] | None:
-    """The unsettled map our attach carries: None unless the link resumes (§2.7.3)."""
-    if not link._resuming:
-        return None
-    return {d.tag: d.state for d in link.unsettled.values() if d.resumed and d.delivery_id is None}
+def attach_unsettled(unsettled: Mapping[bytes, Delivery]) -> dict[bytes, Any]:
+    """The unsettled map a resuming link's attach carries (§2.7.3), from ``link.unsettled``."""
+    return {d.tag: d.state for d in unsettled.values() if d.resumed and d.delivery_id is None}
 
 
-def resume_link(link: Link) -> None:
-    """Both attaches are exchanged: reconcile unsettled deliveries per §2.6.13."""
+def resume_link(link: Link, resuming: bool) -> Resumption | None:
+    """Both attaches are exchanged: reconcile unsettled deliveries per §2.6.13.
+
+    ``resuming`` says whether our attach carried an unsettled map. Returns None
+    when there is nothing to reconcile (a fresh attach, or a re-attach).
+    """
     remote = link.remote_attach
-    if remote is None or (not link._resuming and remote.unsettled is None):
-        return  # a fresh attach, or a re-attach: nothing to reconcile
+    if remote is None or (not resuming and remote.unsettled is None):
+        return None
     peer_map: dict[Any, Any] = {}
     for tag, state in (remote.unsettled or {}).items():
         peer_map[bytes(tag) if isinstance(tag, (bytes, bytearray, memoryview)) else tag] = state
     peer_incomplete = bool(remote.incomplete_unsettled)
     if link.role == Role.SENDER:
-        _resume_sender(link, peer_map, peer_incomplete)  # type: ignore[arg-type]
-    else:
-        _resume_receiver(link, peer_map, peer_incomplete)
+        return _resume_sender(link, peer_map, peer_incomplete)
+    return _resume_receiver(link, peer_map, peer_incomplete)
 
 
-def _resume_sender(link: Sender, peer: dict[Any, Any], peer_incomplete: bool) -> None:
-    link._resume_only = peer_incomplete or link.incomplete_unsettled
-    emit = link.session.connection._emit
-    resumes: list[Delivery] = []
+def _resume_sender(link: Link, peer: dict[Any, Any], peer_incomplete: bool) -> Resumption:
+    out = Resumption(resume_only=peer_incomplete or link.incomplete_unsettled)
+    emit = out.events.append
+    resumes = out.resend
     for d in [d for d in link.unsettled.values() if d.resumed and d.delivery_id is None]:
         local = _kind(d.state)
         if d.tag not in peer:
             if peer_incomplete:
                 continue  # absence proves nothing; left for the next resumption
-            if local in (_NONE, _RECEIVED) and not d._no_payload:
+            if local in (_NONE, _RECEIVED) and not d.no_payload:
                 d.resumed = False  # cases 1 and 5: a new delivery, from the start
-                d._resume = False
+                d.resume = False
                 resumes.append(d)
             elif local == _TERMINAL:
-                link._forget(d)  # case 10: the receiver had all of it and forgot it
+                out.settled.append(d)  # case 10: the receiver had all of it and forgot it
                 emit(DeliveryUpdated(link=link, delivery=d, state=None, settled=True))
             else:
-                link._forget(d)  # no payload to resend: lost
+                out.settled.append(d)  # no payload to resend: lost
                 d.aborted = True
                 emit(DeliveryAborted(link=link, delivery=d))
             continue
         remote_state = peer[d.tag]
         remote = _kind(remote_state)
-        d._resume = True
+        d.resume = True
         if remote == _TERMINAL:
             d.remote_state = remote_state
             if local == _TERMINAL:
-                d._xfer_state = d.state
+                d.transfer_state = d.state
                 d.settled = d.state == remote_state  # 12: settle; 13: restate ours, unsettled
             else:
                 # cases 3 and 8: the receiver's outcome stands; settle with it
-                d.state = d._xfer_state = remote_state
+                d.state = d.transfer_state = remote_state
                 d.settled = True
             emit(DeliveryUpdated(link=link, delivery=d, state=remote_state, settled=False))
             d.payload = b""
@@ -166,29 +187,26 @@ def _resume_sender(link: Sender, peer: dict[Any, Any], peer_incomplete: bool) ->
             continue
         if remote_state is None:
             remote_state = Received(section_number=0, section_offset=0)
-        if remote == _OTHER or local in (_TERMINAL, _OTHER) or d._no_payload:
-            _abort(d)  # cases 11 and 14 (and states this engine cannot resume)
+        if remote == _OTHER or local in (_TERMINAL, _OTHER) or d.no_payload:
+            emit(_abort(d))  # cases 11 and 14 (and states this engine cannot resume)
         elif local == _RECEIVED and _received_after(d.state, remote_state):
-            _abort(d)  # cases 7 and 9: we cannot resend what the receiver still needs
+            emit(_abort(d))  # cases 7 and 9: we cannot resend what the receiver still needs
         else:
             # cases 2, 4 and 6: resume from where the receiver got to
             offset = _byte_offset(d, remote_state)
-            d._offset = offset
+            d.offset = offset
             if offset:
-                d._xfer_state = remote_state
+                d.transfer_state = remote_state
         resumes.append(d)
-    queue = link._queue
-    queue.extendleft(reversed(resumes))  # before deliveries queued by send() during the attach
-    if queue and link.credit > 0:
-        link.session._pump(link)
+    return out
 
 
-def _abort(d: Delivery) -> None:
+def _abort(d: Delivery) -> Event:
     d.aborted = True
     d.settled = True  # an aborted delivery is implicitly settled (§2.7.5)
     d.payload = b""
-    d._offset = 0
-    d.link.session.connection._emit(DeliveryAborted(link=d.link, delivery=d))
+    d.offset = 0
+    return DeliveryAborted(link=d.link, delivery=d)
 
 
 def _received_after(a: Any, b: Any) -> bool:
@@ -220,8 +238,8 @@ def _byte_offset(d: Delivery, received: Any) -> int:
     return pos if pos <= len(payload) else 0
 
 
-def _resume_receiver(link: Link, peer: dict[Any, Any], peer_incomplete: bool) -> None:
-    emit = link.session.connection._emit
+def _resume_receiver(link: Link, peer: dict[Any, Any], peer_incomplete: bool) -> Resumption:
+    out = Resumption()
     for d in [d for d in link.unsettled.values() if d.resumed and d.delivery_id is None]:
         if d.tag in peer:
             continue  # the sender resumes it: a transfer with resume=true follows
@@ -229,5 +247,6 @@ def _resume_receiver(link: Link, peer: dict[Any, Any], peer_incomplete: bool) ->
             continue
         # only the target considers it unsettled: it MUST be considered settled
         d.remote_settled = True
-        link._forget(d)
-        emit(DeliveryUpdated(link=link, delivery=d, state=None, settled=True))
+        out.settled.append(d)
+        out.events.append(DeliveryUpdated(link=link, delivery=d, state=None, settled=True))
+    return out

@@ -15,16 +15,14 @@ from ..types import (
     Flow,
     Role,
     Transfer,
-    codec,
 )
 from . import serial
 from .errors import IllegalStateError, ProtocolViolation
 from .events import LinkFailed, SessionBegun, SessionEnded
-from .framing import encode_transfer_frame
 from .link import Link, Receiver, Sender
 from .link_state import ACCEPTS_FRAMES as LINK_ACCEPTS
 from .link_state import LinkState
-from .session_state import ACCEPTS_FRAMES, SessionInput, SessionState, next_state
+from .session_state import SessionInput, SessionState, next_state
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -33,13 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["Session"]
 
 _MASK = serial.MASK
-encode = codec.encode
 _MAX_WINDOW = 0x7FFFFFFF
-# upper bounds of a transfer performative's encoding plus the frame header: a first
-# frame without a state (all fields present, uint handle/id/format, the tag's bytes
-# added on top) and a continuation frame; above these the size is measured exactly
-_TRANSFER_BOUND = 8 + 48
-_CONTINUATION_BOUND = 8 + 24
 # link states in which a peer's attach answers ours
 _AWAITING_ATTACH = frozenset({LinkState.ATTACH_SENT, LinkState.DETACH_SENT})
 # link states in which a second attach of the same name steals the link (§2.6.1)
@@ -56,6 +48,15 @@ class Session:
     is used, so the application never has to. ``next_outgoing_id`` is the first
     transfer-id (and delivery-id) we assign: any value, counting on with RFC-1982
     wrap-around. ``handle_max`` bounds the handles the peer may attach with.
+
+    Its connection hands it the peer's frames for its channel through the
+    ``receive_*`` methods, asks it to ``flush()`` what it batched and to
+    ``teardown()`` when the connection ends. Its links write through a small
+    public interface: ``write``, ``write_flow``, ``queue_flow``,
+    ``queue_disposition`` and, for senders, ``can_transfer``,
+    ``assign_delivery_id``, ``write_transfer``, ``write_delivery``,
+    ``wait_for_window``; they register and release themselves with
+    ``handle_for``/``add_link``/``release_link``.
     """
 
     def __init__(
@@ -142,7 +143,7 @@ class Session:
         """
         if next_state(self.state, SessionInput.SEND_BEGIN) is None or self._done:
             raise IllegalStateError(f"session: cannot begin in state {self.state.name}")
-        self.connection._check_can_begin()
+        self.connection.check_can_begin()
         if incoming_window is not None and not 0 < incoming_window <= _MASK:
             raise IllegalStateError(f"incoming_window must be in [1, 2**32-1], got {incoming_window}")
         if handle_max is not None and not 0 <= handle_max <= _MASK:
@@ -152,7 +153,7 @@ class Session:
         window = self.max_incoming_window if incoming_window is None else incoming_window
         hmax = self.handle_max if handle_max is None else handle_max
         nid = self.next_outgoing_id if next_outgoing_id is None else next_outgoing_id
-        self.connection._write_frame(
+        self.connection.write_frame(
             self.channel,
             Begin(
                 remote_channel=self.remote_channel,
@@ -178,10 +179,10 @@ class Session:
         event = SessionInput.SEND_END_ERROR if error is not None else SessionInput.SEND_END
         if self.state is SessionState.BEGIN_RCVD:
             self.begin()  # a refusal: §2.5.1 wants our begin before our end
-        if next_state(self.state, event) is None or not self.connection._can_write():
+        if next_state(self.state, event) is None or not self.connection.can_write():
             raise IllegalStateError(f"session: cannot end in state {self.state.name}")
         self._flush_dispositions()
-        self.connection._write_frame(self.channel, End(error=error))
+        self.connection.write_frame(self.channel, End(error=error))
         self.connection.count_error(error)
         self._move(event)
         self._unmap_if_done()
@@ -199,45 +200,110 @@ class Session:
         """Create a receiving link (attach it with ``link.attach()``)."""
         return Receiver(self, name, **kwargs)
 
-    def _check_can_attach(self) -> None:
+    # -- the interface its links use: their handles and names ----------------------------
+    def handle_for(self, link: Link) -> int:
+        """The handle ``link`` attaches with: the one it holds, else the lowest free
+        (ours are bounded by the peer's handle-max, §2.7.2).
+
+        Raises :class:`IllegalStateError` if links cannot attach now, or if another
+        attached link of this connection has the same name and role (§2.6.1).
+        """
         if self.state not in (SessionState.MAPPED, SessionState.BEGIN_SENT):
             raise IllegalStateError(f"session is not mapped ({self.state.name})")
-
-    def _free_handle(self) -> int:
-        """The lowest free handle; ours are bounded by the peer's handle-max (§2.7.2)."""
+        other = self.connection.link_named(link.name, link.role)
+        if other is not None and other is not link and other.state is not LinkState.DETACHED:
+            raise IllegalStateError(f"a {link.role.name.lower()} link named {link.name!r} is already attached")
+        handle = link.handle
+        if handle is not None and self.links.get(handle) is link:
+            return handle
         for h in range(min(len(self.links) + 1, self.remote_handle_max + 1)):
             if h not in self.links:
                 return h
         raise IllegalStateError(f"no link handle free (the peer's handle-max is {self.remote_handle_max})")
 
-    def _release_link(self, link: Link) -> None:
+    def add_link(self, link: Link) -> None:
+        """Record ``link``, whose attach is written, under its handle and its name."""
+        assert link.handle is not None
+        self.links[link.handle] = link
+        self.connection.add_link_name(link)
+
+    def release_link(self, link: Link) -> None:
+        """Forget ``link`` (detached): its handles are free, its name too unless stolen."""
         if link.handle is not None and self.links.get(link.handle) is link:
             del self.links[link.handle]
         if link.remote_handle is not None and self._remote_links.get(link.remote_handle) is link:
             del self._remote_links[link.remote_handle]
         if isinstance(link, Sender) and link in self._blocked:
             self._blocked.remove(link)
-        names = self.connection._link_names
-        key = (link.name, link.role)
-        if names.get(key) is link:  # a link that stole the name keeps it
-            del names[key]
+        self.connection.release_link_name(link)
 
-    # -- output -----------------------------------------------------------------------
-    def _write(self, performative: Any) -> None:
-        if not self._can_send():
+    def delivery_ids(self, role: Role) -> dict[int, Delivery]:
+        """The unsettled deliveries of links of ``role`` by delivery-id (our sends for
+        senders, the peer's for receivers): the same dict each time; a link adds the
+        deliveries the peer may still refer to and removes them once settled."""
+        return self._outgoing if role is Role.SENDER else self._incoming
+
+    # -- the interface its links use: output ---------------------------------------------
+    def write(self, performative: Any) -> None:
+        """Write a frame on our channel, after what was batched (dispositions, flows)."""
+        if not self.can_send():
             raise IllegalStateError(f"session on channel {self.channel} cannot send ({self.state.name})")
         if self._dispositions:
             self._flush_dispositions()
         if self._link_flows:
             self._flush_link_flows()  # before a detach (or any frame) that follows them
-        self.connection._write_frame(self.channel, performative)
+        self.connection.write_frame(self.channel, performative)
 
-    def _write_transfer(self, transfer: Transfer, payload: bytes | memoryview) -> None:
+    def can_transfer(self) -> bool:
+        """True when a transfer may go out now: the session is mapped, the connection
+        writable and the peer's incoming window has room (§2.5.6)."""
+        return (
+            self.remote_incoming_window > 0
+            and self.state is SessionState.MAPPED
+            and self.connection.can_write()
+        )
+
+    def wait_for_window(self, sender: Sender) -> None:
+        """Call ``sender.pump()`` once the peer's flow re-opens its incoming window."""
+        if sender not in self._blocked:
+            self._blocked.append(sender)
+
+    def assign_delivery_id(self, d: Delivery) -> int:
+        """The next delivery-id, for ``d``'s first transfer; an unsettled ``d`` is
+        tracked under it for the peer's dispositions."""
+        delivery_id = self._next_delivery_id
+        self._next_delivery_id = (delivery_id + 1) & _MASK
+        if not d.settled:
+            self._outgoing[delivery_id] = d
+        return delivery_id
+
+    def write_transfer(self, transfer: Transfer, payload: bytes | memoryview) -> bool:
+        """Write one transfer frame: it takes one unit of the peer's window (§2.5.6).
+
+        Returns whether the window has room for another (call only while
+        ``can_transfer()``).
+        """
         if self._dispositions:
             self._flush_dispositions()
-        self.connection._write_frame(self.channel, transfer, payload)
+        self.connection.write_frame(self.channel, transfer, payload)
         self.next_outgoing_id = (self.next_outgoing_id + 1) & _MASK
         self.remote_incoming_window -= 1
+        return self.remote_incoming_window > 0
+
+    def write_delivery(self, handle: int, d: Delivery) -> bool:
+        """Write ``d`` whole, as its one transfer frame, with a new delivery-id.
+
+        The per-message path: the frame is encoded without building a Transfer;
+        the caller knows it fits the peer's max-frame-size (and has no state to carry).
+        Returns whether the window has room for another, as ``write_transfer`` does.
+        """
+        d.delivery_id = self.assign_delivery_id(d)
+        if self._dispositions:
+            self._flush_dispositions()
+        self.connection.write_delivery_frame(self.channel, handle, d)
+        self.next_outgoing_id = (self.next_outgoing_id + 1) & _MASK
+        self.remote_incoming_window -= 1
+        return self.remote_incoming_window > 0
 
     def _session_flow_fields(self) -> dict[str, Any]:
         # Each flow re-opens the incoming window in full (§2.5.6): from here on the
@@ -252,34 +318,24 @@ class Session:
             "outgoing_window": self.outgoing_window,
         }
 
-    def _write_flow(self, link: Link | None = None, *, echo: bool = False) -> None:
+    def write_flow(self, *, echo: bool = False, **link_fields: Any) -> None:
+        """Write a flow frame with our session fields, plus a link's (``handle``,
+        ``delivery_count``, ``link_credit``, ...) when a link writes its flow."""
         self._flow_pending = False
-        if link is None:
-            self._write(Flow(echo=echo, **self._session_flow_fields()))
-            return
-        self._write(
-            Flow(
-                handle=link.handle,
-                delivery_count=link.delivery_count,
-                link_credit=link.credit,
-                available=link.available if link.role == Role.SENDER else None,
-                drain=link.drain,
-                echo=echo,
-                **self._session_flow_fields(),
-            )
-        )
+        self.write(Flow(echo=echo, **link_fields, **self._session_flow_fields()))
 
-    def _can_send(self) -> bool:
+    def can_send(self) -> bool:
         """True while our begin is sent and our end is not (and the connection writable)."""
-        return self.state in _SENDING and self.connection._can_write()
+        return self.state in _SENDING and self.connection.can_write()
 
-    def _queue_disposition(self, role: Role, delivery_id: int, settled: bool, state: Any) -> None:
-        """Batch a disposition: consecutive ids with the same outcome share one frame."""
-        if not self._can_send():
+    def queue_disposition(self, role: Role, delivery_id: int, settled: bool, state: Any) -> None:
+        """Batch a disposition (``role`` is the link's) until the next output:
+        consecutive ids with the same outcome and settlement share one frame."""
+        if not self.can_send():
             return  # the session is gone: the peer learns of it on resumption, if ever
         d = self._dispositions
         if not d:
-            self.connection._dirty_sessions.add(self)
+            self.connection.flush_later(self)
         else:
             last = d[-1]
             if (
@@ -297,7 +353,7 @@ class Session:
         if not pending:
             return
         self._dispositions = []
-        write = self.connection._write_frame
+        write = self.connection.write_frame
         for role, first, last, settled, state in pending:
             write(
                 self.channel,
@@ -310,159 +366,38 @@ class Session:
                 ),
             )
 
-    def _queue_link_flow(self, link: Link, echo: bool) -> None:
-        """Write ``link``'s flow with the next output (a later flow() before then only
-        changes what it says)."""
+    def queue_flow(self, link: Link, echo: bool) -> None:
+        """Have ``link`` write its flow with the next output (a later flow() before then
+        only changes what it says)."""
         flows = self._link_flows
         if not flows:
-            self.connection._dirty_sessions.add(self)
+            self.connection.flush_later(self)
         flows[link] = echo or flows.get(link, False)
 
     def _flush_link_flows(self) -> None:
         flows, self._link_flows = self._link_flows, {}
         for link, echo in flows.items():
-            link._write_flow(echo=echo)  # also carries the session's fields
+            link.write_flow(echo=echo)  # also carries the session's fields
 
-    def _flush(self) -> None:
-        """Write what was batched: dispositions, receivers' flows and a session flow."""
+    # -- the interface its connection uses ---------------------------------------------------
+    def flush(self) -> None:
+        """Write what was batched: dispositions, receivers' flows and a session flow
+        (the connection calls it before handing out bytes, after ``flush_later``)."""
         if self._dispositions:
             self._flush_dispositions()
         if self._link_flows:
             self._flush_link_flows()
         if self._flow_pending and self.state is SessionState.MAPPED:
-            self._write_flow()
-
-    # -- sending deliveries ---------------------------------------------------------------
-    def _pump(self, link: Sender) -> None:
-        """Write as much of the sender's queue as credit and the session window allow.
-
-        A delivery takes one unit of link-credit when its first frame goes out
-        (§2.6.7); every frame takes one unit of the peer's incoming window (§2.5.6).
-        Frames are cut to the peer's max-frame-size; a delivery's frames are never
-        interleaved with another delivery's on the same link (§2.6.14).
-        """
-        queue = link._queue
-        max_frame = self.connection._max_transfer_payload + 8
-        handle = link.handle
-        assert handle is not None
-        while queue:
-            if (
-                self.remote_incoming_window <= 0
-                or self.state is not SessionState.MAPPED
-                or not self.connection._can_write()
-            ):
-                if link not in self._blocked:
-                    self._blocked.append(link)
-                return
-            d = queue[0]
-            if d.aborted and d.delivery_id is not None:
-                # a partly sent delivery the application aborted: the aborting
-                # transfer waits for the window like any other (§2.6.14)
-                self._write_transfer(Transfer(handle=handle, aborted=True, settled=True), b"")
-                queue.popleft()
-                continue
-            first = d.delivery_id is None
-            if first:
-                if link.credit <= 0:
-                    break
-                if link._resume_only and not d._resume:
-                    break  # §2.7.3 incomplete-unsettled: only resuming transfers for now
-                link.credit -= 1
-                link.delivery_count = (link.delivery_count + 1) & _MASK
-                d.delivery_id = self._next_delivery_id
-                self._next_delivery_id = (self._next_delivery_id + 1) & _MASK
-                if not d.settled:
-                    self._outgoing[d.delivery_id] = d
-            payload = d.payload
-            size = len(payload)
-            if (
-                first
-                and d._xfer_state is None
-                and not d._resume
-                and not d.aborted
-                and size + _TRANSFER_BOUND + len(d.tag) <= max_frame
-            ):
-                # the common case, one frame for the whole delivery: encoded without
-                # building a Transfer (the bytes are the same, see encode_transfer_frame)
-                if self._dispositions:
-                    self._flush_dispositions()
-                assert d.delivery_id is not None  # assigned when the credit was taken
-                encode_transfer_frame(
-                    self.connection._out, self.channel, handle, d.delivery_id, d.tag,
-                    d.message_format, d.settled, payload,
-                )
-                self.connection.frames_out += 1
-                self.next_outgoing_id = (self.next_outgoing_id + 1) & _MASK
-                self.remote_incoming_window -= 1
-                d._offset = size
-                d.sent = True
-                queue.popleft()
-                continue
-            while True:
-                if first:
-                    t = Transfer(
-                        handle=handle,
-                        delivery_id=d.delivery_id,
-                        delivery_tag=d.tag,
-                        message_format=d.message_format,
-                        settled=d.settled,
-                        more=True,
-                        state=d._xfer_state,
-                        resume=d._resume,
-                        aborted=d.aborted,
-                    )
-                else:
-                    t = Transfer(handle=handle, more=True)
-                left = size - d._offset
-                if first and d._xfer_state is None:
-                    overhead = _TRANSFER_BOUND + len(d.tag)  # a safe upper bound
-                elif not first:
-                    overhead = _CONTINUATION_BOUND
-                else:
-                    overhead = 8 + len(encode(t))
-                if d.aborted or left + overhead <= max_frame:
-                    room = left  # everything left fits: no need to measure
-                else:
-                    overhead = 8 + len(encode(t))  # measure: more=True is the larger form
-                    room = max_frame - overhead
-                end = d._offset + room
-                more = end < size
-                t.more = more
-                if d.aborted:
-                    chunk: bytes | memoryview = b""
-                elif d._offset == 0 and not more:
-                    chunk = payload
-                else:
-                    chunk = memoryview(payload)[d._offset : end]
-                self._write_transfer(t, chunk)
-                first = False
-                d._offset = min(end, size)
-                if not more:
-                    break
-                if self.remote_incoming_window <= 0:
-                    if link not in self._blocked:
-                        self._blocked.append(link)
-                    return
-            d.sent = True
-            queue.popleft()
-            if d.aborted or (d._resume and d.settled):
-                # a resumed delivery aborted or settled by its only transfer (§2.6.13)
-                link._forget(d)
-        link._after_pump()
+            self.write_flow()
 
     def _unblock(self) -> None:
         blocked, self._blocked = self._blocked, []
-        for link in blocked:
-            if link.state in LINK_ACCEPTS and link._queue:
-                self._pump(link)
-
-    # -- delivery bookkeeping ---------------------------------------------------------------
-    def _track_incoming(self, d: Delivery) -> None:
-        assert d.delivery_id is not None
-        self._incoming[d.delivery_id] = d
+        for sender in blocked:
+            sender.pump()
 
     # -- frames from the peer (called by the connection) ------------------------------------
-    def _on_begin(self, begin: Begin, remote_channel: int) -> None:
+    def receive_begin(self, begin: Begin, remote_channel: int) -> None:
+        """The peer's begin, on its channel ``remote_channel`` (the connection mapped it)."""
         new = next_state(self.state, SessionInput.RECV_BEGIN)
         if new is None:
             raise ProtocolViolation(
@@ -478,24 +413,25 @@ class Session:
         self.remote_handle_max = begin.handle_max
         if self.state is SessionState.MAPPED:  # it answers ours: our window counts from here
             self._incoming_limit = (self.next_incoming_id + self.incoming_window) & _MASK
-        self.connection._emit(SessionBegun(session=self))
+        self.connection.emit(SessionBegun(session=self))
 
-    def _on_end(self, end: End) -> None:
+    def receive_end(self, end: End) -> None:
+        """The peer's end."""
         new = next_state(self.state, SessionInput.RECV_END)
         if new is None:
             raise ProtocolViolation(ErrorCondition.ILLEGAL_STATE, f"end in session state {self.state.name}")
         if self.state is SessionState.BEGIN_RCVD:
             # begun and ended before we answered: our begin must precede our end; before
             # our open nothing may be written, so the session is just forgotten
-            if not self.connection._can_write():
+            if not self.connection.can_write():
                 self.remote_end = end
-                self.connection._emit(SessionEnded(session=self, error=end.error))
-                self._teardown()
+                self.connection.emit(SessionEnded(session=self, error=end.error))
+                self.teardown()
                 return
             self.begin()
         self.state = new
         self.remote_end = end
-        self.connection._emit(SessionEnded(session=self, error=end.error))
+        self.connection.emit(SessionEnded(session=self, error=end.error))
         if self.state is SessionState.END_RCVD:
             self.end()
         else:
@@ -503,9 +439,9 @@ class Session:
 
     def _unmap_if_done(self) -> None:
         if self.state is SessionState.UNMAPPED:
-            self._teardown()
+            self.teardown()
 
-    def _teardown(self) -> None:
+    def teardown(self) -> None:
         """The session is gone (ended, or its connection closed): its links are detached.
 
         Unsettled deliveries stay in ``link.unsettled``, to resume the links
@@ -513,25 +449,20 @@ class Session:
         """
         self.state = SessionState.UNMAPPED
         self._done = True  # a session endpoint is not reused (§2.5.5: no need to retain it)
-        self.connection._unmap_session(self)
+        self.connection.release_session(self)
         self._dispositions = []
         self._link_flows = {}
         self._flow_pending = False
         self._blocked = []
         for link in [*self.links.values(), *self._remote_links.values()]:
-            link.state = LinkState.DETACHED
-            if isinstance(link, Receiver):
-                link._current = None
-            self._release_link(link)
+            link.teardown()
         self.links.clear()
         self._remote_links.clear()
         self._outgoing.clear()
         self._incoming.clear()
 
-    def _accepts_frames(self) -> bool:
-        return self.state in ACCEPTS_FRAMES
-
-    def _on_attach(self, attach: Attach) -> None:
+    def receive_attach(self, attach: Attach) -> None:
+        """The peer's attach: it answers ours, or opens (or steals) a link."""
         h = attach.handle
         if h > self.handle_max:
             # §2.7.2 handle-max: "MUST close the connection with the framing-error"
@@ -545,8 +476,7 @@ class Session:
             )
         # the peer's role is attach.role; our endpoint has the other one
         our_role = Role.SENDER if attach.role else Role.RECEIVER
-        key = (attach.name, our_role)
-        link = self.connection._link_names.get(key)
+        link = self.connection.link_named(attach.name, our_role)
         if link is not None and link.session is self and link.state in _AWAITING_ATTACH:
             pass  # the answer to our attach (or one crossing our detach)
         else:
@@ -555,18 +485,17 @@ class Session:
                 # detached with amqp:link:stolen. (Not closed: the terminus lives on,
                 # now with the new link.)
                 error = Error(condition=ErrorCondition.STOLEN, description=f"link {attach.name!r} stolen by a new attach")
-                if link.session._can_send():
+                if link.session.can_send():
                     link.detach(error)
                 else:  # its session is ending: that detaches it anyway
-                    link.state = LinkState.DETACHED
-                    link.session._release_link(link)
-                self.connection._emit(LinkFailed(link=link, error=error))
+                    link.teardown()
+                self.connection.emit(LinkFailed(link=link, error=error))
             link = Receiver(self, attach.name) if our_role == Role.RECEIVER else Sender(self, attach.name)
             link.snd_settle_mode = int(attach.snd_settle_mode)
             link.rcv_settle_mode = int(attach.rcv_settle_mode)
-            self.connection._link_names[key] = link
+            self.connection.add_link_name(link)
         self._remote_links[h] = link
-        link._on_attach(attach)
+        link.receive_attach(attach)
 
     def _link_for(self, handle: int | None, what: str) -> Link:
         if handle is None:
@@ -578,12 +507,14 @@ class Session:
             )
         return link
 
-    def _on_detach(self, detach: Detach) -> None:
+    def receive_detach(self, detach: Detach) -> None:
+        """The peer's detach: the link's remote handle is free at once."""
         link = self._link_for(detach.handle, "detach")
         del self._remote_links[detach.handle]
-        link._on_detach(detach)
+        link.receive_detach(detach)
 
-    def _on_flow(self, flow: Flow) -> None:
+    def receive_flow(self, flow: Flow) -> None:
+        """The peer's flow: its session window, and a link's flow if it names a handle."""
         # remote-incoming-window := next-incoming-id(flow) + incoming-window(flow) - next-outgoing-id
         nid = flow.next_incoming_id
         if nid is None:
@@ -597,13 +528,14 @@ class Session:
             if link.state in LINK_ACCEPTS or link.state is LinkState.ATTACH_RCVD:
                 # a peer may send its flow right behind its attach, before we answer
                 # it (Proton's receivers do): keep the credit for when we attach
-                link._on_flow(flow)
-        elif flow.echo and self._can_send():
-            self._write_flow()
+                link.receive_flow(flow)
+        elif flow.echo and self.can_send():
+            self.write_flow()
         if self._blocked and self.remote_incoming_window > 0:
             self._unblock()
 
-    def _on_transfer(self, transfer: Transfer, payload: bytes) -> None:
+    def receive_transfer(self, transfer: Transfer, payload: bytes) -> None:
+        """A transfer frame: it takes one unit of our incoming window (§2.5.6)."""
         # §2.5.6: the transfer-id (implicitly next-incoming-id) must lie below the limit
         # we announced: next-incoming-id + incoming-window as of our last begin or flow
         limit = self._incoming_limit
@@ -620,12 +552,13 @@ class Session:
         if left <= self.max_incoming_window // 2 and not self._flow_pending:
             # re-open the window with a session flow, written with the next output
             self._flow_pending = True
-            self.connection._dirty_sessions.add(self)
+            self.connection.flush_later(self)
         link = self._link_for(transfer.handle, "transfer")
         if link.state in LINK_ACCEPTS:
-            link._on_transfer(transfer, payload)
+            link.receive_transfer(transfer, payload)
 
-    def _on_disposition(self, disp: Disposition) -> None:
+    def receive_disposition(self, disp: Disposition) -> None:
+        """The peer's disposition: each delivery it covers goes to its link."""
         # role is the peer's: a receiver's disposition is about our outgoing deliveries
         table = self._outgoing if disp.role else self._incoming
         first = disp.first
@@ -639,4 +572,4 @@ class Session:
         for i in ids:
             d = table.get(i)
             if d is not None:
-                d.link._on_disposition(d, disp.state, disp.settled)
+                d.link.receive_disposition(d, disp.state, disp.settled)

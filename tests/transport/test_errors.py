@@ -129,7 +129,7 @@ def test_a_bug_in_a_handler_becomes_an_internal_error(pair: Pair, monkeypatch: p
     def boom(*a: Any) -> None:
         raise RuntimeError("oops")
 
-    monkeypatch.setattr(type(env["rcv"]), "_on_transfer", boom)
+    monkeypatch.setattr(type(env["rcv"]), "receive_transfer", boom)
     env["snd"].send(b"x")
     events = pair.feed(pair.server, pair.client.data_to_send())
     assert names(events) == ["ConnectionFailed"] and events[0].error.condition == EC.INTERNAL_ERROR

@@ -350,7 +350,7 @@ def test_a_second_attach_with_the_same_name_steals_the_link(pair: Pair) -> None:
     detach = pair.performatives(S2C, m, Detach)[0]
     assert detach.handle == rcv.handle and detach.error.condition == ErrorCondition.STOLEN
     assert rcv.state is LinkState.DETACH_SENT
-    assert pair.server._link_names[("stolen", Role.RECEIVER)] is new
+    assert pair.server.link_named("stolen", Role.RECEIVER) is new
 
 
 def test_same_name_other_direction_is_another_link(pair: Pair) -> None:

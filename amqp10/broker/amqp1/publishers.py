@@ -170,7 +170,7 @@ class Publishers:
         presettled = d.remote_settled
 
         def stored() -> None:
-            if not presettled and not d.settled and not d._settle_pending:
+            if not presettled and not d.settled and not d.settle_pending:
                 try:  # (inline, not settle_quietly: once per message)
                     d.settle(_ACCEPTED)
                 except IllegalStateError:

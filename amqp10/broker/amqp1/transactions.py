@@ -153,7 +153,7 @@ class Transactions:
             )
 
     def _answer(self, d: Delivery, state: Any) -> None:
-        if d.settled or d._settle_pending:
+        if d.settled or d.settle_pending:
             return
         try:
             d.settle(state)
