@@ -75,23 +75,29 @@ class Amqp091FrontEnd:
         held = HeldOutput(conn)  # [security]: a login's outcome waits out the back-off
         driver: Driver[Any]
         with ctx.logging_in(held, conn.extend_handshake) as login:
+            # the driver first (its events reach the handler a batch at a time), so the
+            # handler's wake, called per message, is the driver's own method
+            if DirectDriver.usable(stream):  # plain TCP: engine fed from the transport's callbacks
+                driver = DirectDriver(
+                    stream, held, lambda events: handler.handle(events), peer=peer, pause_limit=5.0, on_read=quick_acker(stream)
+                )
+            else:
+                driver = Driver(
+                    ReplayStream(stream, quick_ack=True), held, lambda events: handler.handle(events), peer=peer, pause_limit=5.0
+                )
+            # while paused (publishing blocked) the driver still reads now and then: heartbeats
             handler = Amqp091Handler(
                 ctx.broker,
                 conn,
                 users=ctx.users if "PLAIN" in cfg.sasl.mechanisms else None,
                 allow_anonymous=cfg.sasl.allow_anonymous,
                 tls_identity=identity,
-                wake=lambda: driver.flush_soon(),
-                pause=lambda: driver.pause_reading(),
-                resume=lambda: driver.resume_reading(),
+                wake=driver.flush_soon,
+                pause=driver.pause_reading,
+                resume=driver.resume_reading,
             )
             handler.refusal = ctx.refusal
             handler.login_hook = login
-            # while paused (publishing blocked) the driver still reads now and then: heartbeats
-            if DirectDriver.usable(stream):  # plain TCP: engine fed from the transport's callbacks
-                driver = DirectDriver(stream, held, handler.handle, peer=peer, pause_limit=5.0, on_read=quick_acker(stream))
-            else:
-                driver = Driver(ReplayStream(stream, quick_ack=True), held, handler.handle, peer=peer, pause_limit=5.0)
             handler.handle(conn.receive_data(ctx.header))  # the header, read before the driver
 
             def force_close(reason: str | None) -> None:

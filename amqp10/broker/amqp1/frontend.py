@@ -91,15 +91,17 @@ class Amqp1FrontEnd:
         driver: Driver[Any]
         direct = DirectDriver.usable(stream)  # plain TCP: engine fed from the transport's callbacks
         with ctx.logging_in(held) as login:
-            handler = ConnectionHandler(ctx.broker, conn.connection, wake=lambda: driver.flush_soon())
-            handler.refusal = ctx.refusal
-            if cfg.servicebus.enabled:  # until a login names a user (also without SASL): tokens on $cbs
-                handler.use_claims(cfg.servicebus)
-            on_events = _Authenticated(handler, login, ctx, source_of(peer))
+            # the driver first (its events reach the handler a batch at a time), so the
+            # handler's wake, called per message, is the driver's own method
+            on_events = _Authenticated(login, ctx, source_of(peer))
             if direct:
                 driver = DirectDriver(stream, held, on_events, peer=peer)
             else:
                 driver = Driver(ReplayStream(stream, ctx.header), held, on_events, peer=peer)
+            handler = on_events.handler = ConnectionHandler(ctx.broker, conn.connection, wake=driver.flush_soon)
+            handler.refusal = ctx.refusal
+            if cfg.servicebus.enabled:  # until a login names a user (also without SASL): tokens on $cbs
+                handler.use_claims(cfg.servicebus)
             if direct:  # the header read before the driver: the engine's first input
                 on_events(held.receive_data(ctx.header))
             forced = Error(condition=ErrorCondition.CONNECTION_FORCED, description="the broker is shutting down")
@@ -140,8 +142,10 @@ class _Authenticated:
     """The driver's event callback: SASL's outcome read until it is known (the user
     named, the login's [security] hook told), then every event to the handler."""
 
-    def __init__(self, handler: ConnectionHandler, login: Login, ctx: ServeContext, addr: str) -> None:
-        self.handler = handler
+    handler: ConnectionHandler
+    """The connection's handler (made once the driver that feeds this exists)."""
+
+    def __init__(self, login: Login, ctx: ServeContext, addr: str) -> None:
         self.login = login
         self.ctx = ctx
         self.addr = addr
