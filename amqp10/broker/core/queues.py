@@ -284,8 +284,11 @@ class Queue(Node):
             self._write(msg, on_stored, persistent)  # (a paged-out body is answered once it is stored)
         else:
             on_stored()
-        if msg.expiry is not None:  # (after its write: a pager may read it back to arm its deadline)
-            self._timed(msg)
+        expiry = msg.expiry
+        if expiry is not None:  # (after its write: a pager may read it back to arm its deadline)
+            armed = self.head_deadline  # (armed: _expiring is set already)
+            if armed is None or expiry < armed:
+                self._timed(msg)
         self.dispatch()
         return TAKEN
 
@@ -481,7 +484,7 @@ class Queue(Node):
             self.last_used = self.now()
             if self.auto_delete and self.on_unused is not None:
                 self.on_unused(self)
-            elif self.policy.expires is not None:
+            if self.policy.expires is not None and not self.deleted:
                 self._arm_unused()
 
     @property
@@ -560,7 +563,7 @@ class Queue(Node):
                     if not self.count:
                         break
             self.stats.delivered += taken
-            if taken and self._expiring:
+            if taken and self._expiring and self.count:
                 self._arm_heads()  # a head with an earlier expiry may be next
             if taken and self.space_listeners:
                 for listener in list(self.space_listeners):
