@@ -20,8 +20,9 @@ message.
 
 Times are process CPU time (steadier than wall time on a shared machine). Each figure
 is the median of ``--repeat`` timings in one process; with ``--ab`` the
-processes of the two checkouts alternate ``--rounds`` times and the table shows the
-median of their figures (so a change of machine load hits both sides alike).
+processes of the two checkouts alternate ``--rounds`` times (ABBA), the table shows the
+median of each side's figures, and A/B is the median of the rounds' ratios (the two runs
+of a round ran side by side, so a change of machine load hits both alike).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ HERE = Path(__file__).resolve().parent.parent
 WORKLOADS = ("plain flow", "ttl flow", "plain deep", "ttl deep")
 
 
-def _child(tree: Path, n: int, repeat: int) -> dict[str, float]:
+def _child(tree: Path, n: int, repeat: int, only: str | None = None) -> dict[str, float]:
     """Run in a process that imports ``amqp10`` from ``tree``: µs per message, per workload."""
     sys.path.insert(0, str(tree))
     from amqp10.broker.amqp1.message import parse_transfer
@@ -110,6 +111,8 @@ def _child(tree: Path, n: int, repeat: int) -> dict[str, float]:
         assert q.count == 0 and dead.count == (n if dead_letter else 0), (q.count, dead.count)
         return elapsed / n * 1e6
 
+    if only is not None:  # one run of one workload (what --instructions counts)
+        return {only: run(only)}
     out: dict[str, float] = {}
     for w in WORKLOADS:
         out[w] = statistics.median(run(w) for _ in range(repeat))
@@ -130,6 +133,33 @@ def _spawn(tree: Path, n: int, repeat: int) -> dict[str, float]:
     return result
 
 
+def _count(tree: Path, workload: str, n: int) -> int:
+    """Instructions one process runs for ``workload`` with ``n`` messages (callgrind's count)."""
+    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__]
+    cmd += ["--child", str(tree), "--only", workload, "-n", str(n)]
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    err = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stderr
+    (line,) = [x for x in err.splitlines() if "Collected :" in x]
+    return int(line.split(":")[-1])
+
+
+def _instructions(trees: list[Path], n: int) -> int:
+    """Instructions per message, per workload and checkout: the difference between a run
+    of ``n`` messages and one of ``n // 10``, so start-up and imports cancel out. The count
+    does not depend on the machine's load (valgrind's callgrind; deterministic but for
+    hash seeds, which are fixed here)."""
+    os.environ["PYTHONHASHSEED"] = "0"
+    small = max(n // 10, 1)
+    print(f"# {' '.join(sys.argv)}  (instructions per message: runs of {n} and {small} messages)")
+    print("| instructions per message | " + " | ".join(("A: " if t == HERE else "B: ") + str(t) for t in trees) + (" | A/B |" if len(trees) > 1 else " |"))
+    print("|---" * (len(trees) + 1 + (len(trees) > 1)) + "|")
+    for w in WORKLOADS:
+        per = [(_count(t, w, n) - _count(t, w, small)) / (n - small) for t in trees]
+        ratio = f" | {per[0] / per[1]:.4f}" if len(per) > 1 else ""
+        print(f"| {w} | " + " | ".join(f"{x:,.0f}" for x in per) + ratio + " |")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=20_000, help="messages per timing")
@@ -137,17 +167,21 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5, help="alternated processes per side with --ab")
     ap.add_argument("--ab", type=Path, help="another checkout to compare with (B)")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--instructions", action="store_true", help="count instructions per message under valgrind instead")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--only", choices=WORKLOADS, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.quick:
         args.n, args.repeat, args.rounds = 2000, 1, 1
     if args.child is not None:
-        print(json.dumps(_child(args.child, args.n, args.repeat)))
+        print(json.dumps(_child(args.child, args.n, args.repeat, args.only)))
         return 0
+    if args.instructions:
+        return _instructions([HERE] + ([args.ab] if args.ab else []), args.n)
     trees = [HERE] + ([args.ab] if args.ab else [])
     figures: dict[Path, list[dict[str, float]]] = {t: [] for t in trees}
-    for _ in range(args.rounds if args.ab else 1):
-        for t in trees:
+    for r in range(args.rounds if args.ab else 1):
+        for t in trees if r % 2 == 0 else trees[::-1]:  # ABBA: a drift of load hits both alike
             figures[t].append(_spawn(t, args.n, args.repeat))
     print(f"# {' '.join(sys.argv)}  (n={args.n}, repeat={args.repeat}, rounds={args.rounds if args.ab else 1})")
     names = [*WORKLOADS, "expire, dropped", "expire, dead-lettered"]
@@ -163,9 +197,9 @@ def main() -> int:
             meds.append(med)
             cells.append("n/a" if med is None else f"{med:.3f}")
         ratio = ""
-        if args.ab:
-            a, b = meds
-            ratio = " | n/a" if a is None or b is None else f" | {a / b:.3f}"
+        if args.ab:  # the median of each round's ratio: the two runs of a round ran side by side
+            pairs = [fa[name] / fb[name] for fa, fb in zip(figures[HERE], figures[args.ab], strict=True) if name in fa and name in fb]
+            ratio = f" | {statistics.median(pairs):.3f}" if pairs else " | n/a"
         print(f"| {name} | " + " | ".join(cells) + ratio + " |")
     return 0
 

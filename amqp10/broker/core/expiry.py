@@ -98,7 +98,7 @@ class Expirations:
         heap = self._heap
         while heap and not _live(heap[0]):
             heapq.heappop(heap)
-            self._stale -= 1
+            self._stale = max(self._stale - 1, 0)  # (an entry re-armed at the same time counts once)
         return heap[0][0] if heap else None
 
     def expire_due(self) -> int:
@@ -112,7 +112,7 @@ class Expirations:
         while heap and heap[0][0] <= now:
             entry = heapq.heappop(heap)
             if not _live(entry):
-                self._stale -= 1
+                self._stale = max(self._stale - 1, 0)
                 continue
             _, _, queue, unused = entry
             if unused:

@@ -59,13 +59,8 @@ class Queue(Node):
     expirations: Expirations | None = None
     """Where its expiry deadlines are armed (the broker's, core/expiry.py; None: expired
     messages are dropped only as consumers meet them, and ``expires`` is not kept)."""
-    head_deadline: float | None = None
-    """The deadline armed for the messages at its heads (core/expiry.py; None: none)."""
-    unused_deadline: float | None = None
-    """The deadline armed for ``expires`` (core/expiry.py; None: none)."""
     on_expired: Callable[[Queue], None] | None = None
     """Called when it has been unused for ``expires`` (the virtual host deletes it)."""
-    _expiring = False  # it has held a message that expires: takes look at the next head
 
     def __init__(
         self,
@@ -93,6 +88,12 @@ class Queue(Node):
         self._levels: list[deque[QueuedMessage]] = []
         self._seq = itertools.count(1)
         self.count = self.bytes = 0
+        # expiry (core/expiry.py), set here so that the per-message paths read instance values
+        self._expiring = False  # it has held a message that expires: takes look at the next head
+        self.head_deadline: float | None = None
+        """The deadline armed for the messages at its heads (core/expiry.py; None: none)."""
+        self.unused_deadline: float | None = None
+        """The deadline armed for ``expires`` (core/expiry.py; None: none)."""
         self.consumers: list[Consumer] = []
         # The ready rings: the movers that may have credit, in round-robin order, one ring
         # per consumer priority (x-priority), highest first; nearly always just one. One
