@@ -234,6 +234,7 @@ class BrokerService:
                 if self.broker is not None:
                     tg.start_soon(self._release_scheduled)
                     tg.start_soon(self._expire_leases)
+                    tg.start_soon(self._expire_on_time)
                 for spec in cfg.listeners:
                     ctx = None
                     if spec.tls_cert is not None:
@@ -300,6 +301,12 @@ class BrokerService:
         assert self.broker is not None
         leases = self.broker.leases
         await self._at_deadlines(leases, leases.expire_due)
+
+    async def _expire_on_time(self) -> None:
+        """Expire messages at the heads of queues, and unused queues, when they are due."""
+        assert self.broker is not None
+        expirations = self.broker.expirations
+        await self._at_deadlines(expirations, expirations.expire_due)
 
     async def _at_deadlines(self, source: Any, run: Callable[[], object]) -> None:
         """Call ``run`` whenever ``source.next_deadline()`` passes; ``source.on_change``

@@ -8,6 +8,7 @@ from typing import Any
 from amqp10.broker.amqp1 import ConnectionHandler
 from amqp10.broker.config import BrokerConfig
 from amqp10.broker.core import Broker
+from amqp10.broker.core.message import QueuedMessage
 from amqp10.broker.core.store import Store
 from amqp10.message import Message
 from amqp10.transport import (
@@ -95,6 +96,36 @@ class Client:
         out = [e.delivery for e in self.events if isinstance(e, DeliveryReceived) and (link is None or e.link is link)]
         self.events = [e for e in self.events if not (isinstance(e, DeliveryReceived) and (link is None or e.link is link))]
         return out
+
+
+class HandJournal(HeldJournal):
+    """The group committer's contract, committed when the test says (``commit``), until
+    nothing is left (a commit callback may submit more)."""
+
+    def commit(self) -> None:
+        while self.ops:
+            super().commit()
+
+
+class Taker:
+    """A consumer with ``n`` credit that keeps what it gets."""
+
+    browse = False
+
+    def __init__(self, n: int, cid: int = 1, selector: Callable[[QueuedMessage], bool] | None = None) -> None:
+        self.id = cid
+        self.n = n
+        self.got: list[QueuedMessage] = []
+        self.selector = selector
+
+    def credit(self) -> int:
+        return self.n - len(self.got)
+
+    def deliver(self, node: Any, msg: QueuedMessage) -> None:
+        self.got.append(msg)
+
+    def cancelled(self) -> None:
+        pass
 
 
 class SyncJournal:

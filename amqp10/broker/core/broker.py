@@ -23,6 +23,7 @@ import anyio
 from . import store as _store
 from .accounting import Usage
 from .exchanges import Topic
+from .expiry import Expirations
 from .leases import Leases
 from .message import QueuedMessage, format_named
 from .nodes import NULL_JOURNAL, Journal, Node
@@ -154,6 +155,8 @@ class Broker:
         """The front ends' connection handlers (for listings and shutdown)."""
         self.scheduler = Scheduler(now)
         self.leases = Leases(now)
+        self.expirations = Expirations(now)
+        """Expiry on time: messages past their TTL at the heads of queues, unused queues."""
         """Locks that run out unless renewed (Service Bus's peek-lock and session locks)."""
         """Messages held back until their due time (scheduled delivery), for every queue."""
         self.recovery = LinkRecovery(config.link_recovery_seconds, config.limits.max_suspended_links, now)
@@ -346,12 +349,12 @@ class Broker:
         return n
 
     def tick(self) -> None:
-        """Time-driven work: delete queues whose ``expires`` ran out, enqueue scheduled
-        messages now due (the service calls this; it also wakes the scheduler on time)."""
+        """Time-driven work: enqueue scheduled messages now due, run out leases, expire
+        messages and unused queues (the service calls this once a second, and each of these
+        on time besides)."""
         self.scheduler.release_due()
         self.leases.expire_due()
-        for vhost in self.vhosts.values():
-            vhost.expire_unused()
+        self.expirations.expire_due()
 
     def total_bytes(self) -> int:
         """Bytes of the messages queued in every virtual host (a running total)."""

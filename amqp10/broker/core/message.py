@@ -281,6 +281,7 @@ class QueuedMessage:
         m = self.copy()
         m.expiry = None  # an expired message must not expire again where it is kept
         m._due = None  # nor be held back again
+        m.arrival = now  # (its new queue's TTL counts from now)
         return m
 
     # -- other protocols' forms -------------------------------------------------------------

@@ -375,7 +375,10 @@ class Pager:
         def committed() -> None:
             if self._missed == seq:  # (else a later barrier waits for the seq now missed)
                 self._waiting = False
-            self.queue.dispatch()
+            q = self.queue
+            q.dispatch()
+            if q._expiring:  # its heads' deadline may wait for this row (core/expiry.py)
+                q._arm_heads()
 
         self.journal.submit((_store.BARRIER,), committed)
 

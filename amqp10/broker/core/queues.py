@@ -29,6 +29,7 @@ from .nodes import (
 from .queue_policy import QueuePolicy
 
 if TYPE_CHECKING:
+    from .expiry import Expirations
     from .paging import Pager
     from .scheduled import Scheduler
 
@@ -55,6 +56,11 @@ class Queue(Node):
     """Who owns which message group (core/groups.py); made on the first grouped message."""
     pager: Pager | None = None
     """What keeps its memory within budget (core/paging.py); None: every message in memory."""
+    expirations: Expirations | None = None
+    """Where its expiry deadlines are armed (the broker's, core/expiry.py; None: expired
+    messages are dropped only as consumers meet them, and ``expires`` is not kept)."""
+    on_expired: Callable[[Queue], None] | None = None
+    """Called when it has been unused for ``expires`` (the virtual host deletes it)."""
 
     def __init__(
         self,
@@ -82,6 +88,12 @@ class Queue(Node):
         self._levels: list[deque[QueuedMessage]] = []
         self._seq = itertools.count(1)
         self.count = self.bytes = 0
+        # expiry (core/expiry.py), set here so that the per-message paths read instance values
+        self._expiring = False  # it has held a message that expires: takes look at the next head
+        self.head_deadline: float | None = None
+        """The deadline armed for the messages at its heads (core/expiry.py; None: none)."""
+        self.unused_deadline: float | None = None
+        """The deadline armed for ``expires`` (core/expiry.py; None: none)."""
         self.consumers: list[Consumer] = []
         # The ready rings: the movers that may have credit, in round-robin order, one ring
         # per consumer priority (x-priority), highest first; nearly always just one. One
@@ -135,6 +147,8 @@ class Queue(Node):
         self._top = PRIORITY_LEVELS - 1 if policy.max_priority is None else min(policy.max_priority, PRIORITY_LEVELS - 1)
         self._single_active = policy.single_active_consumer
         self._store_all = self.durable_node and policy.durable
+        if policy.expires is not None:
+            self._arm_unused()
         after_commit = policy.deliver_after_commit
         self._after_commit = self.durable_node and (policy.durable if after_commit is None else after_commit)
 
@@ -188,6 +202,12 @@ class Queue(Node):
         self.bytes += msg.size
         if self._persistent(msg):  # it came from the store (and is deleted from it as usual)
             self._disk_changed(msg.size)
+        if msg.expiry is not None:
+            # its own expiry, not the heads' (recovery must not read pages back while it
+            # reads the store): an early deadline finds the real heads when it passes
+            self._expiring = True
+            if self.expirations is not None:
+                self.expirations.arm_heads(self, msg.expiry)
 
     def _next_seq_at_least(self, n: int) -> None:
         nxt = next(self._seq)
@@ -265,6 +285,11 @@ class Queue(Node):
             self._write(msg, on_stored, persistent)  # (a paged-out body is answered once it is stored)
         else:
             on_stored()
+        expiry = msg.expiry
+        if expiry is not None:  # (after its write: a pager may read it back to arm its deadline)
+            armed = self.head_deadline  # (armed: _expiring is set already)
+            if armed is None or expiry < armed:
+                self._timed(msg)
         self.dispatch()
         return TAKEN
 
@@ -326,6 +351,8 @@ class Queue(Node):
         def stored() -> None:
             if self._unstored.pop(msg.seq, None) is not None:  # (not purged meanwhile)
                 self._enqueue(msg)
+                if msg.expiry is not None:
+                    self._timed(msg)
             on_stored()
             self.dispatch()
 
@@ -353,6 +380,8 @@ class Queue(Node):
         self.stats.enqueued += 1
         if self._persistent(msg):
             self.journal.submit((_store.MOVE, self._key, old, msg.seq, msg.expiry))
+        if msg.expiry is not None:
+            self._timed(msg)
         self.dispatch()
 
     def _persistent(self, msg: QueuedMessage) -> bool:
@@ -393,6 +422,8 @@ class Queue(Node):
         msg = best.popleft()
         self.count -= 1
         self.bytes -= msg.size
+        if self._expiring:
+            self._arm_heads()  # a head with an earlier expiry may be next
         return msg
 
     # -- consumers ------------------------------------------------------------------
@@ -454,6 +485,8 @@ class Queue(Node):
             self.last_used = self.now()
             if self.auto_delete and self.on_unused is not None:
                 self.on_unused(self)
+            if self.policy.expires is not None and not self.deleted:
+                self._arm_unused()
 
     @property
     def active_consumer(self) -> Consumer | None:
@@ -531,6 +564,8 @@ class Queue(Node):
                     if not self.count:
                         break
             self.stats.delivered += taken
+            if taken and self._expiring and self.count:
+                self._arm_heads()  # a head with an earlier expiry may be next
             if taken and self.space_listeners:
                 for listener in list(self.space_listeners):
                     listener()
@@ -650,6 +685,83 @@ class Queue(Node):
         if self._persistent(msg):
             self.journal.submit((_store.UPDATE, self._key, msg.seq, msg.delivery_count, 1))
 
+    # -- expiry on time (core/expiry.py) ---------------------------------------------------
+    def use_expirations(self, expirations: Expirations) -> None:
+        """Arm this queue's expiry deadlines in ``expirations`` (the broker's) from now on."""
+        self.expirations = expirations
+        if self.policy.expires is not None:
+            self._arm_unused()
+
+    def _timed(self, msg: QueuedMessage) -> None:
+        """``msg``, which expires, has joined a level or come back to its head: arm the
+        heads' deadline if it may be earlier now. (A message behind a longer-lived head
+        changes nothing: it expires when it reaches the head, as in RabbitMQ.)"""
+        self._expiring = True
+        armed = self.head_deadline
+        expiry = msg.expiry
+        if armed is None or (expiry is not None and expiry < armed):
+            self._arm_heads()
+
+    def _arm_heads(self) -> None:
+        """Arm the earliest expiry among the heads of the levels (a level whose head is
+        paged out gets its next run read back: core/paging.py)."""
+        expirations = self.expirations
+        if expirations is None:
+            return
+        pager = self.pager
+        earliest: float | None = None
+        for level in self._levels:
+            if not level and (pager is None or not pager.refill(level)):
+                continue
+            expiry = level[0].expiry
+            if expiry is not None and (earliest is None or expiry < earliest):
+                earliest = expiry
+        if earliest is not None:
+            expirations.arm_heads(self, earliest)
+
+    def expire_heads(self) -> int:
+        """The heads' deadline has passed (core/expiry.py calls this): drop each expired
+        message at the head of its level, dead-lettering it, until every head is live;
+        then arm the next deadline. Returns how many expired. A message dead-lettered back
+        into this queue meanwhile waits for the next deadline."""
+        now = self.now()
+        pager = self.pager
+        left = self.count  # what was queued when it began
+        n = 0
+        for level in self._levels:
+            while n < left and (level or (pager is not None and pager.refill(level))):
+                msg = level[0]
+                if msg.expiry is None or msg.expiry > now:
+                    break
+                level.popleft()
+                self.count -= 1
+                self.bytes -= msg.size
+                self._expire(msg)
+                n += 1
+        self._arm_heads()
+        if n and self.space_listeners:
+            for listener in list(self.space_listeners):
+                listener()
+        return n
+
+    def _arm_unused(self) -> None:
+        """With ``expires`` and no consumer: arm the time it will have been unused that long."""
+        expires = self.policy.expires
+        if self.expirations is not None and expires is not None and not self.consumers:
+            self.expirations.arm_unused(self, self.last_used + expires)
+
+    def expire_if_unused(self) -> None:
+        """The ``expires`` deadline has passed (core/expiry.py calls this): if nothing used
+        the queue since (a consumer, a ``basic.get``, a redeclaration), it expires
+        (``on_expired``); else the deadline moves on from its last use."""
+        expires = self.policy.expires
+        if expires is None or self.consumers or self.deleted:
+            return  # (a consumer that leaves arms it again)
+        if self.now() - self.last_used < expires:
+            self._arm_unused()
+        elif self.on_expired is not None:
+            self.on_expired(self)
+
     def _expire(self, msg: QueuedMessage) -> None:
         self.stats.expired += 1
         self._journal_delete(msg)
@@ -728,6 +840,8 @@ class Queue(Node):
         self.bytes += msg.size
         if self._persistent(msg):
             self.journal.submit((_store.UPDATE, self._key, msg.seq, msg.delivery_count, 0))
+        if msg.expiry is not None:
+            self._timed(msg)
         self.dispatch()
 
     def reject(self, msg: QueuedMessage) -> None:
@@ -748,12 +862,14 @@ class Queue(Node):
     def get(self) -> QueuedMessage | None:
         """Take the next message without a consumer (0-9-1 basic.get), or None if there is
         none; the caller settles it with ack/release/reject as a consumer would."""
+        self.last_used = self.now()  # (invoked at all: it renews ``expires``, as in RabbitMQ)
         if not self.count:
             return None
         msg = self._take_for(_PULL)
         if msg is not None:
             self.stats.delivered += 1
-            self.last_used = self.now()
+            if self._expiring:
+                self._arm_heads()
             for listener in list(self.space_listeners):
                 listener()
         return msg
@@ -768,6 +884,8 @@ class Queue(Node):
         self._ring_of.clear()
         self.browsers.clear()
         n = self.purge()
+        if self.expirations is not None:
+            self.expirations.forget(self)
         cancel_consumers(consumers)
         return n
 

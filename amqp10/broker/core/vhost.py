@@ -99,7 +99,6 @@ class VirtualHost:
         """Description, tags, default queue type (what a definitions import gave it)."""
         self.stream_arguments: dict[str, dict[str, Any]] = {}
         """The arguments each stream was declared with (a queue keeps its own)."""
-        self._expiring: dict[str, None] = {}  # queues with an ``expires`` policy (tick visits only these)
         self.default_exchange = _DefaultExchange(self)
         self.exchanges[DEFAULT_EXCHANGE] = self.default_exchange
         for xname, xtype in PREDECLARED.items():
@@ -193,8 +192,8 @@ class VirtualHost:
         # the queue's policy of the moment: a runtime policy may change it
         q.dead_letter = lambda msg, reason: self.dead_letter(q.policy, msg, reason, name)
         q.account_to(self.broker.stats)
-        if policy.expires is not None:
-            self._expiring[name] = None
+        q.on_expired = self._expired_unused
+        q.use_expirations(self.broker.expirations)
         return q
 
     def _subscription_queue(self, topic: str, key: str, durable: bool) -> Queue:
@@ -251,6 +250,8 @@ class VirtualHost:
             owner = node.owner if isinstance(node, Queue) else None
             if owner is not None and owner is not exclusive_owner:
                 raise ResourceLocked(f"cannot obtain exclusive access to locked queue {name!r} in vhost {self.name!r}")
+            if isinstance(node, Queue) and not passive:
+                node.last_used = self.now()  # a redeclaration renews ``expires``, as in RabbitMQ
             return node
         if passive:
             raise NotFound(f"no queue {name!r} in vhost {self.name!r}")
@@ -291,21 +292,12 @@ class VirtualHost:
             if isinstance(node, Queue) and node.owner is owner:
                 self.delete_node(name)
 
-    def expire_unused(self) -> list[str]:
-        """Delete the queues whose ``expires`` has run out unused (no consumers); return their names."""
-        now = self.now()
-        gone = []
-        for name in list(self._expiring):
-            node = self.nodes.get(name)
-            if not isinstance(node, Queue) or node.policy.expires is None:
-                del self._expiring[name]  # deleted (or a subscription queue: not a node)
-                continue
-            if not node.consumers:
-                if now - node.last_used >= node.policy.expires:
-                    log.info("queue %r in vhost %r expired unused", name, self.name)
-                    self.delete_node(name)
-                    gone.append(name)
-        return gone
+    def _expired_unused(self, queue: Queue) -> None:
+        """``queue`` has been unused for its ``expires``: delete it (a subscription queue,
+        not a node of its own, is kept)."""
+        if self.nodes.get(queue.name) is queue:
+            log.info("queue %r in vhost %r expired unused", queue.name, self.name)
+            self.delete_node(queue.name)
 
     def create_dynamic(self) -> Queue:
         """A fresh, uniquely named, non-durable queue (deleted with its link)."""
@@ -377,6 +369,7 @@ class VirtualHost:
             return
         dead = msg.copy()
         dead.expiry = None  # an expired message must not expire again where it is kept
+        dead.arrival = self.now()  # (its new queue's TTL counts from now)
         target.publish(dead, lambda: None)
 
     def queues(self) -> list[Queue | Stream]:

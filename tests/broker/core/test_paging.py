@@ -21,7 +21,7 @@ from amqp10.broker.core.queues import Queue
 from amqp10.broker.core.store import Store
 from amqp10.message import Message
 from amqp10.types import symbol
-from tests.broker.harness import HeldJournal
+from tests.broker.harness import HandJournal, HeldJournal, Taker
 
 
 @pytest.fixture
@@ -30,36 +30,6 @@ def anyio_backend() -> str:
 
 
 BUDGET = 4 * (100 + MESSAGE_OVERHEAD)  # about four 100-byte messages in memory
-
-
-class HandJournal(HeldJournal):
-    """The group committer's contract, committed when the test says (``commit``), until
-    nothing is left (a commit callback may submit more)."""
-
-    def commit(self) -> None:
-        while self.ops:
-            super().commit()
-
-
-class Taker:
-    """A consumer with ``n`` credit that keeps what it gets."""
-
-    browse = False
-
-    def __init__(self, n: int, cid: int = 1, selector: Callable[[QueuedMessage], bool] | None = None) -> None:
-        self.id = cid
-        self.n = n
-        self.got: list[QueuedMessage] = []
-        self.selector = selector
-
-    def credit(self) -> int:
-        return self.n - len(self.got)
-
-    def deliver(self, node: Any, msg: QueuedMessage) -> None:
-        self.got.append(msg)
-
-    def cancelled(self) -> None:
-        pass
 
 
 def make(path: Path, budget: int | None = BUDGET, **limits: Any) -> tuple[Broker, HandJournal, Store]:
