@@ -21,7 +21,7 @@ from amqp10.broker.core.queues import Queue
 from amqp10.broker.core.store import Store
 from amqp10.message import Message
 from amqp10.types import symbol
-from tests.broker.harness import HandJournal, HeldJournal, Taker
+from tests.broker.harness import HandJournal, Taker
 
 
 @pytest.fixture

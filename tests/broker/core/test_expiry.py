@@ -15,8 +15,7 @@ from amqp10.broker.core.message import QueuedMessage
 from amqp10.broker.core.paging import MESSAGE_OVERHEAD
 from amqp10.broker.core.store import Store
 from amqp10.message import Message
-
-from .harness import HandJournal, Taker
+from tests.broker.harness import HandJournal, Taker
 
 T0 = 1000.0
 

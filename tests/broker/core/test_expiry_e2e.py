@@ -15,8 +15,7 @@ import pytest
 import amqp10.sync
 from amqp10.message import Message
 from amqp10.types import Accepted
-
-from .conftest import RunningBroker, broker_with
+from tests.broker.conftest import RunningBroker, broker_with
 
 T = 10  # the bound on every wait, in seconds
 
