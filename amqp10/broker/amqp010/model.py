@@ -180,7 +180,9 @@ class QueueCommands:
                 durable=bool(c["durable"]),
                 arguments=queue_arguments(c.get("arguments"), alternate),
                 exclusive_owner=s if c["exclusive"] else None,
-                auto_delete=bool(c["auto_delete"]),
+                # an exclusive queue goes with its session: auto-delete waits for that too
+                # (qpid.messaging deletes a subscription's queue itself after cancelling)
+                auto_delete=bool(c["auto_delete"]) and not c["exclusive"],
             )
         except PreconditionFailed as exc:
             raise CommandError("invalid-argument", str(exc)) from None
