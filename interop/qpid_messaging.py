@@ -8,8 +8,9 @@
 
 qpid-python runs under Python 2.7 (``$QPID_PYTHON2``, else pyenv's 2.7.18, else
 ``python2.7`` on PATH). Its PyPI sdist is fetched once with that interpreter's pip
-(``pip download qpid-python==1.36 --no-deps``) into ``interop/.build/`` (git-ignored) and
-unpacked there; nothing is installed. The broker is ``amqp10 broker`` on a free port of
+(``pip download qpid-python==1.36.0 --no-deps``) into ``interop/.build/`` (git-ignored) and
+unpacked there; nothing is installed. The conformance tests' ``qpid.testlib`` also imports
+qpid-qmf 0.28 and qpid-tools 1.36.0, fetched the same way. The broker is ``amqp10 broker`` on a free port of
 127.0.0.1 with a users file (:class:`~interop.peers.ours.OurBroker`), so both ANONYMOUS
 and PLAIN logins are tried.
 
@@ -52,7 +53,7 @@ BUILD = HERE / ".build"
 RESULTS = HERE / "RESULTS.md"
 CLIENT = HERE / "qpid_client.py"
 VERSION = "1.36.0"
-SDIST_DIR = BUILD / f"qpid-python-{VERSION}"
+QMF_VERSION = "0.28"
 BEGIN = "<!-- qpid-0-10:begin (written by interop/qpid_messaging.py) -->"
 END = "<!-- qpid-0-10:end -->"
 
@@ -73,12 +74,13 @@ def python2() -> str:
     raise Unavailable("no Python 2.7 (set QPID_PYTHON2, or install 2.7 with pyenv)")
 
 
-def sdist() -> Path:
-    """The unpacked qpid-python 1.36 sdist under interop/.build (fetched once)."""
-    if (SDIST_DIR / "qpid" / "messaging").is_dir():
-        return SDIST_DIR
+def fetch(package: str, version: str) -> Path:
+    """``package``'s sdist, downloaded once with Python 2.7's pip and unpacked under interop/.build."""
+    unpacked = BUILD / f"{package}-{version}"
+    if unpacked.is_dir():
+        return unpacked
     BUILD.mkdir(parents=True, exist_ok=True)
-    tarball = BUILD / f"qpid-python-{VERSION}.tar.gz"
+    tarball = BUILD / f"{package}-{version}.tar.gz"
     if not tarball.exists():
         proc = subprocess.run(
             [
@@ -86,7 +88,7 @@ def sdist() -> Path:
                 "-m",
                 "pip",
                 "download",
-                f"qpid-python=={VERSION}",
+                f"{package}=={version}",
                 "--no-deps",
                 "--no-binary",
                 ":all:",
@@ -99,11 +101,28 @@ def sdist() -> Path:
         )
         if proc.returncode or not tarball.exists():
             raise Unavailable(
-                f"pip download qpid-python=={VERSION} failed: {(proc.stderr or proc.stdout).strip()[-300:]}"
+                f"pip download {package}=={version} failed: {(proc.stderr or proc.stdout).strip()[-300:]}"
             )
     with tarfile.open(tarball) as tf:
         tf.extractall(BUILD, filter="data")
-    return SDIST_DIR
+    return unpacked
+
+
+def sdist() -> Path:
+    """The unpacked qpid-python 1.36 sdist (``qpid.messaging``, ``qpid-python-test``)."""
+    return fetch("qpid-python", VERSION)
+
+
+def test_path() -> str:
+    """PYTHONPATH for the conformance tests: qpid-python, and the two packages its
+    ``qpid.testlib`` imports (``qmf.console`` from qpid-qmf, ``qpidtoollibs`` from qpid-tools)."""
+    return os.pathsep.join(
+        (
+            str(sdist()),
+            str(fetch("qpid-qmf", QMF_VERSION) / "src" / "py"),
+            str(fetch("qpid-tools", VERSION) / "lib"),
+        )
+    )
 
 
 def scenario_ids() -> list[str]:
@@ -112,9 +131,9 @@ def scenario_ids() -> list[str]:
     return re.findall(r'^\s+\("([a-z-]+)", s_\w+\),$', CLIENT.read_text(), re.M)
 
 
-def _env(root: Path) -> dict[str, str]:
+def _env(path: Path | str) -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(root)
+    env["PYTHONPATH"] = str(path)
     env.pop("PYTHONHOME", None)
     return env
 
@@ -177,20 +196,34 @@ def conformance(
     root = sdist()
     user, password = endpoint.plain or ("guest", "guest")
     broker = f"{user}/{password}@127.0.0.1:{endpoint.port}"
+    patterns = list(patterns) or ["qpid_tests.broker_0_10.*"]  # (not the client's own qpid.tests)
     cmd = [python2(), "qpid-python-test", "-b", broker, "-m", "qpid_tests.broker_0_10", *patterns]
     start = time.monotonic()
     proc = subprocess.run(
         cmd, capture_output=True, text=True, timeout=timeout, env=_env(root), cwd=str(root)
     )
-    result = Conformance(
-        seconds=time.monotonic() - start,
-        command=" ".join(["qpid-python-test", "-m", "qpid_tests.broker_0_10", *patterns]),
-    )
+    result = parse_results(proc.stdout)
+    result.seconds = time.monotonic() - start
+    result.command = " ".join(["qpid-python-test", "-m", "qpid_tests.broker_0_10", *patterns])
+    return result
+
+
+def parse_results(stdout: str) -> Conformance:
+    """qpid-python-test's output read: counts, and each failure's last line.
+
+    A test's line is its name, dots and its status; a long name is broken onto two lines
+    (``the.Class. \\``, then the method indented); a failure's traceback follows its line."""
+    result = Conformance()
     current: str | None = None
     lines: list[str] = []
-    for line in proc.stdout.splitlines():
-        m = _RESULT.match(line.strip())
+    pending_name = ""
+    for line in stdout.splitlines():
+        stripped = line.strip()
+        m = _RESULT.match(stripped) or _RESULT.match(
+            f"{pending_name}{stripped}" if pending_name else ""
+        )
         if m:
+            pending_name = ""
             if current is not None:
                 result.failed[current] = _reason(lines)
                 current = None
@@ -203,8 +236,14 @@ def conformance(
             else:
                 current, lines = name, []
             continue
+        if re.fullmatch(r"qpid_tests\.\S+\. \\", stripped):
+            pending_name = stripped[:-2]  # a long name: its method and status on the next line
+            if current is not None:
+                result.failed[current] = _reason(lines)
+                current = None
+            continue
         if current is not None:
-            if line.startswith("qpid_tests.") or _TOTALS.search(line):
+            if _TOTALS.search(line):
                 result.failed[current] = _reason(lines)
                 current = None
             else:
