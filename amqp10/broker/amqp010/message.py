@@ -145,6 +145,10 @@ def from_transfer(command: Compound, exchange: str, now: float) -> Amqp010Messag
     mp = command.header("message-properties") or Compound(_PROPERTIES)
     ttl = dp.get("ttl")
     message_id = mp.get("message_id")
+    if dp.get("exchange") is None:  # where it was published, as a subscriber is told
+        dp.values["exchange"] = exchange
+        if command.header("delivery-properties") is None:
+            command.headers.insert(0, dp)
     msg = Amqp010Message(
         pack(command.headers, command.body),
         priority=dp.get("priority", DEFAULT_PRIORITY),

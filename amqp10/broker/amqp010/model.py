@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from ...amqp010 import Compound, result_struct
-from ..core import Exchange, NotFound, PreconditionFailed, Queue
+from ..core import NotFound, PreconditionFailed, Queue, QueuedMessage
 from .context import Amqp010Context, CommandError
 from .session import Amqp010Session
 
@@ -28,17 +28,39 @@ def queue_arguments(arguments: Mapping[str, Any] | None, alternate: str | None) 
     """A 0-10 ``queue.declare``'s arguments as the core's (see the module's docstring)."""
     out: dict[str, Any] = {}
     for k, v in (arguments or {}).items():
-        if k == "qpid.max_count" and v:
-            out["x-max-length"] = int(v)
-        elif k == "qpid.max_size" and v:
-            out["x-max-length-bytes"] = int(v)
+        if k in _LIMITS:
+            n = _count(k, v)
+            if n:
+                out[_LIMITS[k]] = n
         elif k == "qpid.policy_type" and str(v) in _POLICY_TYPES:
             out["x-overflow"] = _POLICY_TYPES[str(v)]
-        elif k.startswith("x-"):
+        elif k in ("x-qpid-priorities", "qpid.priorities"):
+            out["x-max-priority"] = min(_count(k, v), 255)
+        elif k.startswith("x-") and not k.startswith("x-qpid-"):
             out[k] = v
     if alternate:
         out["x-dead-letter-exchange"] = alternate
     return out
+
+
+_LIMITS: Final = {"qpid.max_count": "x-max-length", "qpid.max_size": "x-max-length-bytes"}
+
+
+def _count(name: str, v: Any) -> int:
+    """A whole, non-negative argument value (an integer, or a string of digits)."""
+    if isinstance(v, bool) or not isinstance(v, int | str | bytes):
+        raise CommandError(
+            "invalid-argument", f"queue argument {name} must be a whole number, not {v!r}"
+        )
+    try:
+        n = int(v)
+    except ValueError:
+        raise CommandError(
+            "invalid-argument", f"queue argument {name} must be a whole number, not {v!r}"
+        ) from None
+    if n < 0:
+        raise CommandError("invalid-argument", f"queue argument {name} must not be negative ({n})")
+    return n
 
 
 class ExchangeCommands:
@@ -51,7 +73,7 @@ class ExchangeCommands:
         ctx, vh = self.ctx, self.ctx.vhost
         name = c.get("exchange", "")
         if not name:
-            raise CommandError("invalid-argument", "an exchange name is required")
+            raise CommandError("illegal-argument", "an exchange name is required")
         x = vh.exchange(name)
         if c["passive"]:
             if x is None:
@@ -72,10 +94,15 @@ class ExchangeCommands:
                     "not-allowed",
                     f"exchange '{name}' in vhost '{vh.name}' has type '{x.type}', not '{kind}'",
                 )
+            if alternate and alternate != x.alternate:
+                raise CommandError(
+                    "not-allowed",
+                    f"exchange '{name}' in vhost '{vh.name}' exists with another alternate exchange",
+                )
             return
-        if name.startswith("amq."):
+        if name.startswith(("amq.", "qpid.")):
             raise CommandError(
-                "not-allowed", f"exchange name '{name}' has the reserved prefix 'amq.'"
+                "not-allowed", f"exchange name '{name}' has a reserved prefix ('amq.', 'qpid.')"
             )
         ctx.authorize(name, "configure", "exchange")
         vh.declare_exchange(
@@ -91,9 +118,21 @@ class ExchangeCommands:
         ctx = self.ctx
         name = c.get("exchange", "")
         if not name:
-            raise CommandError("invalid-argument", "an exchange name is required")
+            raise CommandError("illegal-argument", "an exchange name is required")
         ctx.authorize(name, "configure", "exchange")
-        ctx.vhost.delete_exchange(name, if_unused=bool(c["if_unused"]))
+        vh = ctx.vhost
+        users = [x.name for x in vh.exchanges.values() if x.alternate == name and x.name != name]
+        users += [
+            q.name
+            for q in vh.queues()
+            if getattr(q, "arguments", {}).get("x-dead-letter-exchange") == name
+        ]
+        if users:
+            raise CommandError(
+                "not-allowed",
+                f"exchange '{name}' is the alternate exchange of {', '.join(sorted(users))}",
+            )
+        vh.delete_exchange(name, if_unused=bool(c["if_unused"]))
 
     def query(self, s: Amqp010Session, c: Compound) -> Compound:
         x = self.ctx.vhost.exchange(c.get("name", ""))
@@ -115,7 +154,7 @@ class ExchangeCommands:
         ctx = self.ctx
         source, queue = c.get("exchange", ""), c.get("queue", "")
         if not source:
-            raise CommandError("invalid-argument", "an exchange name is required")
+            raise CommandError("illegal-argument", "an exchange name is required")
         if ctx.vhost.exchange(source) is None:
             raise NotFound(f"no exchange '{source}' in vhost '{ctx.vhost.name}'")
         ctx.queue(queue, s)
@@ -124,25 +163,36 @@ class ExchangeCommands:
         return source, queue
 
     def bound(self, s: Amqp010Session, c: Compound) -> Compound:
+        """Which of the exchange, queue, binding key and arguments named are not there, or not
+        bound (a queue not named: any queue; a key not named: any key)."""
         vh = self.ctx.vhost
-        x: Exchange | None = vh.exchange(c.get("exchange", "")) if c.get("exchange") else None
-        q = vh.queue(c.get("queue", ""))
+        name, queue, key, args = (
+            c.get("exchange", ""),
+            c.get("queue"),
+            c.get("binding_key"),
+            c.get("arguments"),
+        )
+        x = vh.exchange(name)
+        q = vh.queue(queue) if queue else None
         flags: dict[str, bool] = {}
-        if c.get("exchange") and x is None:
+        if x is None:
             flags["exchange_not_found"] = True
-        if q is None:
+        if queue and q is None:
             flags["queue_not_found"] = True
-        if x is not None and q is not None:
-            bindings = list(x.bindings_to(q))
-            if not bindings:
+        if x is not None and not (queue and q is None):
+            bindings = list(x.bindings_to(q)) if q is not None else list(x.bindings.values())
+            if q is not None and not bindings:
                 flags["queue_not_matched"] = True
-            key = c.get("binding_key")
             if key is not None and not any(b.key == key for b in bindings):
                 flags["key_not_matched"] = True
-            args = c.get("arguments")
-            if args and not any(dict(b.arguments or {}) == args for b in bindings):
+            if args and not any(_args_match(b.arguments, args) for b in bindings):
                 flags["args_not_matched"] = True
         return result_struct("exchange-bound-result", **flags)
+
+
+def _args_match(bound: Mapping[str, Any] | None, asked: Mapping[str, Any]) -> bool:
+    have = dict(bound or {})
+    return all(have.get(k) == v for k, v in asked.items())
 
 
 class QueueCommands:
@@ -155,7 +205,7 @@ class QueueCommands:
         ctx, vh = self.ctx, self.ctx.vhost
         name = c.get("queue", "")
         if not name:
-            raise CommandError("invalid-argument", "a queue name is required")
+            raise CommandError("illegal-argument", "a queue name is required")
         if c["passive"]:
             ctx.queue(name, s)
             return
@@ -197,7 +247,20 @@ class QueueCommands:
             raise PreconditionFailed(f"{where} is in use")
         if c["if_empty"] and q.count:
             raise PreconditionFailed(f"{where} is not empty")
+        alternate = ctx.vhost.exchange(
+            getattr(q, "arguments", {}).get("x-dead-letter-exchange") or ""
+        )
+        left: list[QueuedMessage] = []
+        if alternate is not None and isinstance(q, Queue):  # what is left goes there (0-10 §11.2)
+            for cons in list(q.consumers):
+                q.remove_consumer(cons)
+            while (msg := q.get()) is not None:
+                q.ack(msg)
+                left.append(msg)
         ctx.vhost.delete_node(name)
+        if alternate is not None:  # (once the queue is gone: an alternate routing back drops them)
+            for msg in left:
+                ctx.vhost.route(alternate, msg.copy(), None, _nothing)
 
     def purge(self, s: Amqp010Session, c: Compound) -> None:
         ctx = self.ctx
@@ -223,3 +286,7 @@ class QueueCommands:
             message_count=q.count,
             subscriber_count=len(q.consumers),
         )
+
+
+def _nothing() -> None:
+    pass

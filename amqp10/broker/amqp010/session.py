@@ -24,6 +24,8 @@ UNLIMITED: Final = 0xFFFFFFFF
 _ids = itertools.count(1 << 44)  # consumer ids, apart from the other front ends'
 _TRANSFER = OPS["message.transfer"]
 _DELIVERY = STRUCTS["delivery-properties"]
+_PREFIX = 4
+"""The octets of a 0-10 message's ``data`` before its header structs (their length)."""
 
 
 @dataclass(slots=True)
@@ -58,7 +60,9 @@ class Subscription:
         self.browse = acquire_mode == ACQUIRE["not-acquired"]
         self.exclusive = exclusive
         self.priority = 0
-        self.window = False
+        self.window = True
+        """Window mode (what a subscription starts in, as Qpid's broker has it): a transfer's
+        completion gives its credit back; credit mode (``set-flow-mode``): it does not."""
         self.messages = 0
         self.bytes = 0
         self.active = True
@@ -68,7 +72,12 @@ class Subscription:
     def credit(self) -> int:
         if not self.active or self.session.closed or self.bytes <= 0:
             return 0
-        return self.messages if self.messages != UNLIMITED else 1 << 30
+        n = self.messages if self.messages != UNLIMITED else 1 << 30
+        if self.bytes != UNLIMITED:  # the core takes a count: the bytes, in the queue's mean size
+            node = self.node
+            mean = max(node.bytes // node.count - _PREFIX, 1) if node.count else 1
+            n = min(n, max(self.bytes // mean, 1))
+        return n
 
     def deliver(self, node: Node, msg: QueuedMessage) -> None:
         assert isinstance(node, (Queue, Stream))
@@ -146,9 +155,12 @@ class Amqp010Session:
         command.headers = headers
         command.body = body
         cid = self.ctx.send(self.channel, command)
-        sub.spend(cid, len(body))
+        cost = (
+            len(msg.form(FORMAT)) - _PREFIX
+        )  # the header structs and the body, as Qpid counts bytes
+        sub.spend(cid, cost)
         if sub.window:
-            self.sizes[cid] = len(body)
+            self.sizes[cid] = cost
         if sub.browse:
             return
         if sub.accept_mode == ACCEPT["none"]:
