@@ -28,6 +28,8 @@ class Peer:
         self.max_frame = max_frame
         self.got: list[tuple[int, Compound]] = []
         self.next_id: dict[int, int] = {}
+        self.incoming: dict[int, int] = {}
+        """The id the next command received on each channel gets."""
         self.header = b""
 
     def send(self, op_name: str, channel: int = 0, /, **values: Any) -> Compound:
@@ -61,7 +63,13 @@ class Peer:
             need = 8 - len(self.header)
             self.header += data[:need]
             data = data[need:]
-        self.got += self.assembler.feed(data)
+        for channel, item in self.assembler.feed(data):
+            if item.name == "session.command-point":
+                self.incoming[channel] = item["command_id"]
+            elif item.spec.kind == "command":  # its id: the next of the sender's
+                item.id = self.incoming.get(channel, 0)
+                self.incoming[channel] = item.id + 1
+            self.got.append((channel, item))
 
     def take(self, name: str | None = None) -> list[tuple[int, Compound]]:
         """What came (only ``name``s, if given), taken out."""
@@ -133,15 +141,19 @@ class SocketPeer(Peer):
         super().__init__()
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.timeout = timeout
-        self.sock.sendall(HEADER)
-        self.wait("connection.start")
-        self.send("connection.start-ok", mechanism=mechanism, response=response, locale="en_US")
-        self.flush()
-        self.wait("connection.tune")
-        self.send("connection.tune-ok", channel_max=10, max_frame_size=0xFFFF, heartbeat=0)
-        self.send("connection.open", virtual_host="/")
-        self.flush()
-        self.wait("connection.open-ok")
+        try:
+            self.sock.sendall(HEADER)
+            self.wait("connection.start")
+            self.send("connection.start-ok", mechanism=mechanism, response=response, locale="en_US")
+            self.flush()
+            self.wait("connection.tune")
+            self.send("connection.tune-ok", channel_max=10, max_frame_size=0xFFFF, heartbeat=0)
+            self.send("connection.open", virtual_host="/")
+            self.flush()
+            self.wait("connection.open-ok")
+        except BaseException:
+            self.sock.close()
+            raise
 
     def flush(self) -> None:
         self.sock.sendall(bytes(self.out))
