@@ -315,6 +315,23 @@ def s_unreliable(url, user, password):
         c.close()
 
 
+def s_heartbeat(url, user, password):
+    c = Connection(url, heartbeat=1)
+    c.open()
+    try:
+        s = c.session()
+        q = unique("hb")
+        snd = s.sender("%s; {create: always}" % q)
+        time.sleep(3.5)  # idle past 2 heartbeat intervals: both sides keep it alive
+        snd.send(Message("after idling"))
+        m = s.receiver(q).fetch(timeout=TIMEOUT)
+        s.acknowledge()
+        check(m.content == "after idling", "got %r" % (m.content,))
+        return "heartbeat 1 s negotiated; 3.5 s idle survived"
+    finally:
+        c.close()
+
+
 def s_missing_queue(url, user, password):
     c = Connection(url)
     c.open()
@@ -343,6 +360,7 @@ SCENARIOS = [
     ("reject-release", s_reject_release),
     ("transactions", s_transactions),
     ("unreliable-prefetch", s_unreliable),
+    ("heartbeat", s_heartbeat),
     ("missing-queue", s_missing_queue),
 ]
 

@@ -18,6 +18,7 @@ from amqp10.amqp010 import (
     op,
     result_struct,
 )
+from amqp10.amqp010.framing import FIRST_FRAME, FRAME_HEADER, LAST_FRAME, LAST_SEGMENT
 
 from .peer import Pair
 
@@ -271,3 +272,30 @@ def test_a_large_command_over_small_frames_reaches_the_application_whole() -> No
     )
     (e,) = p.flush()
     assert isinstance(e, CommandReceived) and len(e.command.body) == 100_000
+
+
+def test_an_unknown_type_code_in_a_command_closes_with_framing_error() -> None:
+    p = Pair()
+    p.open()
+    p.attach()
+    p.client.take()
+    p.client.command("queue.declare", queue="q", arguments={"k": 1})
+    raw = bytearray(p.client.out)
+    p.client.out.clear()
+    at = raw.index(b"\x01k") + 2  # the map entry's type code (int64: 0x31)
+    raw[at] = 0x0F
+    p.flush(bytes(raw))
+    ((_, close),) = p.client.take("connection.close")
+    assert close["reply_code"] == 501 and "unknown type code 0x0f" in close["reply_text"]
+
+
+def test_a_header_segment_before_its_command_closes_with_framing_error() -> None:
+    p = Pair()
+    p.open()
+    p.attach()
+    p.client.take()
+    p.flush(FRAME_HEADER.pack(FIRST_FRAME | LAST_FRAME | LAST_SEGMENT, 2, 12, 1, 1))
+    ((_, close),) = p.client.take("connection.close")
+    assert (
+        close["reply_code"] == 501 and "header segment without its command" in close["reply_text"]
+    )
