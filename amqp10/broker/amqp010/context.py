@@ -69,7 +69,7 @@ class Amqp010Context:
     def queue(self, name: str, owner: object) -> Queue | Stream:
         """Queue ``name``, unless another session holds it exclusively."""
         if not name:
-            raise CommandError("invalid-argument", "a queue name is required")
+            raise CommandError("illegal-argument", "a queue name is required")
         q = self.vhost.queue(name)
         if q is None:
             raise NotFound(f"no queue '{name}' in vhost '{self.vhost.name}'")

@@ -118,7 +118,7 @@ class ExchangeCommands:
         ctx = self.ctx
         name = c.get("exchange", "")
         if not name:
-            raise CommandError("illegal-argument", "an exchange name is required")
+            raise CommandError("invalid-argument", "the default exchange cannot be named here")
         ctx.authorize(name, "configure", "exchange")
         vh = ctx.vhost
         users = [x.name for x in vh.exchanges.values() if x.alternate == name and x.name != name]
@@ -154,7 +154,7 @@ class ExchangeCommands:
         ctx = self.ctx
         source, queue = c.get("exchange", ""), c.get("queue", "")
         if not source:
-            raise CommandError("illegal-argument", "an exchange name is required")
+            raise CommandError("invalid-argument", "the default exchange cannot be named here")
         if ctx.vhost.exchange(source) is None:
             raise NotFound(f"no exchange '{source}' in vhost '{ctx.vhost.name}'")
         ctx.queue(queue, s)
@@ -180,9 +180,10 @@ class ExchangeCommands:
         if queue and q is None:
             flags["queue_not_found"] = True
         if x is not None and not (queue and q is None):
-            bindings = list(x.bindings_to(q)) if q is not None else list(x.bindings.values())
+            bindings = list(x.bindings_to(q)) if q is not None else []
             if q is not None and not bindings:
                 flags["queue_not_matched"] = True
+            bindings = bindings or list(x.bindings.values())  # (a queue not bound: any queue's)
             if key is not None and not any(b.key == key for b in bindings):
                 flags["key_not_matched"] = True
             if args and not any(_args_match(b.arguments, args) for b in bindings):
@@ -206,8 +207,15 @@ class QueueCommands:
         name = c.get("queue", "")
         if not name:
             raise CommandError("illegal-argument", "a queue name is required")
-        if c["passive"]:
-            ctx.queue(name, s)
+        if c["passive"]:  # any session may look (request/reply); exclusive: only its owner
+            q = vh.queue(name)
+            if q is None:
+                raise NotFound(f"no queue '{name}' in vhost '{vh.name}'")
+            if c["exclusive"] and not (isinstance(q, Queue) and q.owner is s):
+                raise CommandError(
+                    "resource-locked",
+                    f"queue '{name}' in vhost '{vh.name}' is not exclusive to this session",
+                )
             return
         alternate = c.get("alternate_exchange")
         if alternate and vh.exchange(alternate) is None:

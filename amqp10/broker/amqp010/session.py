@@ -88,8 +88,10 @@ class Subscription:
         self.session.subscriptions.pop(self.destination, None)
 
     def stop(self) -> None:
+        """No credit, and none back from transfers completed later (``message.stop``)."""
         self.messages = 0
         self.bytes = 0
+        self.in_window.clear()
 
     def add_credit(self, unit: int, value: int) -> None:
         if unit == 0:
