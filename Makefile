@@ -47,7 +47,7 @@ docs: $(STAMP)
 
 ## Fuzz every protocol surface with atheris (tests/fuzz): FUZZ_RUNS inputs per target, at
 ## most FUZZ_TIME seconds each; what it finds goes to .fuzz/<target> (the corpus stays as is).
-FUZZ_TARGETS := amqp1_engine sasl_server message amqp091_engine websocket
+FUZZ_TARGETS := amqp1_engine sasl_server message amqp091_engine amqp010_engine websocket
 FUZZ_RUNS ?= 1000000
 FUZZ_TIME ?= 300
 fuzz: $(STAMP)

@@ -50,7 +50,7 @@ through runtime imports, itself included. Not a front end (``broker.amqp1``, ``b
 ``amqp10.sasl``, ``amqp10.io``, ``amqp10.client``). The core and management read the
 configuration (``Broker.config``) but only type hints name it: it is the layer above."""
 
-FRONT_ENDS = ("amqp10.broker.amqp1", "amqp10.broker.amqp091")
+FRONT_ENDS = ("amqp10.broker.amqp1", "amqp10.broker.amqp091", "amqp10.broker.amqp010")
 """The broker's protocol front ends: none may reach another (add ``amqp10.broker.amqp010``
 when it comes)."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from amqp10.amqp091.dialects import AMQP_0_8, AMQP_0_9, AMQP_0_9_1, dialect_for_header
+from amqp10.broker.amqp010.frontend import Amqp010FrontEnd
 from amqp10.broker.amqp091.frontend import Amqp091FrontEnd
 from amqp10.broker.amqp1.frontend import Amqp1FrontEnd
 from amqp10.broker.frontend import FrontEnd, choose
@@ -22,6 +23,7 @@ from amqp10.broker.frontends import FRONT_ENDS
         (b"AMQP\x00\x01\x00\x00", Amqp1FrontEnd),
         (b"AMQP\x03\x01\x00\x00", Amqp1FrontEnd),
         (b"AMQP\x02\x01\x00\x00", Amqp1FrontEnd),
+        (b"AMQP\x01\x01\x00\x0a", Amqp010FrontEnd),  # 0-10: before 0-9-1, which answers the rest
     ],
 )
 def test_a_supported_header_chooses_its_front_end(header: bytes, front_end: type) -> None:
@@ -45,7 +47,7 @@ def test_the_0_9_1_engine_names_the_dialect_a_header_asks_for(header: bytes, dia
 @pytest.mark.parametrize(
     ("header", "reply"),
     [
-        (b"AMQP\x01\x01\x00\x0a", b"AMQP\x00\x00\x09\x01"),  # 0-10
+        (b"AMQP\x01\x01\x00\x0b", b"AMQP\x00\x00\x09\x01"),  # no such 0-10 revision
         (b"AMQP\x00\x00\x09\x00", b"AMQP\x00\x00\x09\x01"),  # 0-9-0
         (b"GET / HT", b"AMQP\x00\x00\x09\x01"),
         (b"AMQP\x00\x01\x00\x01", b"AMQP\x00\x01\x00\x00"),  # 1.0 family, other revision

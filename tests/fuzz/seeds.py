@@ -19,6 +19,7 @@ from amqp10.sasl.layer import SaslClient, SaslServer
 from amqp10.transport.framing import AMQP_HEADER
 from amqp10.types import Header, Properties
 
+from ..amqp010.peer import Peer, struct
 from ..amqp091.test_fuzz import STREAM
 from ..io.test_websocket_fuzz import client_frames, close_frame
 from ..transport.test_fuzz import CASES, MODES, gen_case, mid_session_prefix
@@ -117,6 +118,43 @@ def _amqp091() -> list[bytes]:
     return out
 
 
+def _amqp010() -> list[bytes]:
+    """A client's side of a 0-10 conversation: handshake, session, commands, a transfer."""
+    p = Peer(4096)
+    p.send("connection.start-ok", mechanism="ANONYMOUS", response=b"", locale="en_US")
+    p.send("connection.tune-ok", channel_max=8, max_frame_size=4096, heartbeat=0)
+    p.send("connection.open", virtual_host="/")
+    p.send("session.attach", 1, name=b"fuzz")
+    p.send("session.command-point", 1, command_id=0, command_offset=0)
+    p.command("queue.declare", 1, queue="q", arguments={"a": [1, "x", None], "b": {"c": 2.5}})
+    p.command(
+        "message.transfer",
+        1,
+        destination="",
+        accept_mode=0,
+        acquire_mode=0,
+        headers=[
+            struct("delivery-properties", routing_key="q"),
+            struct("message-properties", content_type="t"),
+        ],
+        body=b"x" * 5000,
+    )
+    p.command("queue.delete", 1, queue="q")
+    p.send("session.flush", 1, completed=True, expected=True)
+    p.send("session.known-completed", 1, commands=((0, 1),))
+    p.send("session.detach", 1, name=b"fuzz")
+    p.send("connection.close", reply_code=200)
+    stream = bytes(p.out)
+    out = [bytes([0, 1]) + stream]
+    for cut in (1, 3, 7, 12):
+        out.append(bytes([cut, 1]) + stream)
+    for end in range(12, len(stream), max(len(stream) // 16, 1)):
+        out.append(bytes([0, 1]) + stream[:end])
+    out.append(bytes([0, 0]) + b"AMQP\x01\x01\x00\x0a")
+    out.append(bytes([0, 0]) + b"AMQP\x00\x00\x09\x01")
+    return out
+
+
 def _websocket() -> list[bytes]:
     out = [
         bytes([0]) + client_frames([b"AMQP\x03\x01\x00\x00"]),
@@ -137,6 +175,7 @@ SEEDS = {
     "sasl_server": _sasl,
     "message": _messages,
     "amqp091_engine": _amqp091,
+    "amqp010_engine": _amqp010,
     "websocket": _websocket,
 }
 

@@ -18,6 +18,9 @@ from typing import Any
 
 import anyio
 
+from amqp10.amqp010 import HEADER as AMQP010_HEADER
+from amqp10.amqp010 import CommandReceived, LoginRequested, OpenRequested
+from amqp10.amqp010 import Connection as Connection010
 from amqp10.amqp091 import AMQP_0_9_1
 from amqp10.io.websocket import WebSocketError, WebSocketStream
 from amqp10.message import LazyMessage, Message
@@ -166,6 +169,38 @@ def amqp091_engine(data: bytes) -> None:
     feed_091(stream, [cut or len(stream)] * (len(stream) // max(cut, 1) + 1))
 
 
+# -- AMQP 0-10, server role -------------------------------------------------------------
+def amqp010_engine(data: bytes) -> None:
+    """Byte 0 cuts; byte 1 says whether the 0-10 header goes first. The application says yes
+    to every login and open and completes every command (so the session paths run too);
+    whatever the bytes, the engine answers with events and frames, and bad input closes it
+    (``connection.close``) or its session, never with a Python exception."""
+    if len(data) < 2:
+        return
+    cut, header, rest = data[0] % 16, data[1] & 1, data[2:]
+    stream = AMQP010_HEADER + rest if header else rest
+    conn = Connection010(mechanisms=["ANONYMOUS", "PLAIN"])
+    conn.tick(0.0)
+    out = 0
+    for piece in _pieces(stream, cut):
+        for e in conn.receive_data(piece):
+            if isinstance(e, LoginRequested):
+                conn.accept_login()
+            elif isinstance(e, OpenRequested):
+                conn.accept_open()
+            elif isinstance(e, CommandReceived):
+                if e.command.name == "queue.delete":
+                    conn.exception(e.channel, e.command, "not-found", "fuzz")
+                else:
+                    conn.complete(e.channel, e.command)
+        out += len(conn.data_to_send())
+        assert out <= 64 * (len(stream) + 4096), "output out of proportion to the input"
+        if conn.is_closed:
+            break
+    conn.receive_data(b"")
+    assert conn.is_closed
+
+
 # -- WebSocket framing after the upgrade -------------------------------------------------
 def websocket(data: bytes) -> None:
     """Byte 0 cuts the bytes a client sends after the upgrade."""
@@ -199,5 +234,6 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "sasl_server": sasl_server,
     "message": message,
     "amqp091_engine": amqp091_engine,
+    "amqp010_engine": amqp010_engine,
     "websocket": websocket,
 }

@@ -47,6 +47,7 @@ from .exchanges import (
 )
 from .leases import Lease, Leases
 from .message import (
+    AMQP010_FORMAT,
     AMQP091_FORMAT,
     AMQP1_FORMAT,
     DEFAULT_PRIORITY,
@@ -77,6 +78,7 @@ from .vhost import (
 )
 
 __all__ = [
+    "AMQP010_FORMAT",
     "AMQP091_FORMAT",
     "AMQP1_FORMAT",
     "DEFAULT_EXCHANGE",

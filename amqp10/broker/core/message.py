@@ -17,7 +17,7 @@ Each protocol's front end registers its subclass with :func:`register_format`
 (the store keeps the format's name with each message) and its conversions with
 :func:`register_conversion`: the 0-9-1 front end adds its subclass (properties +
 body) and the two conversions to and from 1.0. The format names live here
-(:data:`AMQP1_FORMAT`, :data:`AMQP091_FORMAT`), so a front end that converts to
+(:data:`AMQP1_FORMAT`, :data:`AMQP091_FORMAT`, :data:`AMQP010_FORMAT`), so a front end that converts to
 another's form names it without importing that front end.
 """
 
@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Final
 
 __all__ = [
+    "AMQP010_FORMAT",
     "AMQP091_FORMAT",
     "AMQP1_FORMAT",
     "DEFAULT_PRIORITY",
@@ -46,6 +47,8 @@ AMQP1_FORMAT: Final = "amqp1"
 """The format of AMQP 1.0 messages (``data``: the encoded sections)."""
 AMQP091_FORMAT: Final = "amqp091"
 """The format of AMQP 0-9-1 messages (``data``: exchange, routing key, property bytes, body)."""
+AMQP010_FORMAT: Final = "amqp010"
+"""The format of AMQP 0-10 messages (``data``: the header segment's structs, then the body)."""
 
 _EMPTY: Mapping[str, Any] = {}
 

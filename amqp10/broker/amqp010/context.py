@@ -1,0 +1,86 @@
+"""What every 0-10 command handler shares: the connection's engine, virtual host and user,
+permission checks, and the error a failed command raises."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from ...amqp010 import Compound, Connection
+from ..core import (
+    AccessRefused,
+    Broker,
+    ModelError,
+    NotFound,
+    PreconditionFailed,
+    Queue,
+    ResourceLocked,
+    Stream,
+    VirtualHost,
+)
+from ..core.broker import Action, ResourceKind
+
+__all__ = ["ERRORS", "Amqp010Context", "CommandError", "error_of"]
+
+
+class CommandError(Exception):
+    """A command that fails: ``execution.exception`` with ``error`` (the spec's error-code
+    name), and the session ends."""
+
+    def __init__(self, error: str, text: str) -> None:
+        super().__init__(text)
+        self.error = error
+
+
+ERRORS: Final[dict[type[ModelError], str]] = {
+    NotFound: "not-found",
+    AccessRefused: "unauthorized-access",
+    ResourceLocked: "resource-locked",
+    PreconditionFailed: "precondition-failed",
+}
+"""The core's refusals as 0-10 error codes."""
+
+
+def error_of(exc: ModelError) -> str:
+    for cls in type(exc).__mro__:
+        name = ERRORS.get(cls)
+        if name is not None:
+            return name
+    return "internal-error"
+
+
+class Amqp010Context:
+    """One 0-10 connection as its command handlers see it."""
+
+    def __init__(self, broker: Broker, conn: Connection, wake: Callable[[], None]) -> None:
+        self.broker = broker
+        self.conn = conn
+        self.wake = wake
+        self.vhost: VirtualHost = broker.default
+        self.user: str | None = None
+
+    def authorize(self, resource: str, action: Action, kind: ResourceKind) -> None:
+        if not self.broker.authorize(self.vhost, self.user, resource, action, kind):
+            raise CommandError(
+                "unauthorized-access",
+                f"access to {kind} '{resource}' in vhost '{self.vhost.name}' refused for user '{self.user or 'anonymous'}'",
+            )
+
+    def queue(self, name: str, owner: object) -> Queue | Stream:
+        """Queue ``name``, unless another session holds it exclusively."""
+        if not name:
+            raise CommandError("illegal-argument", "a queue name is required")
+        q = self.vhost.queue(name)
+        if q is None:
+            raise NotFound(f"no queue '{name}' in vhost '{self.vhost.name}'")
+        if isinstance(q, Queue) and q.owner is not None and q.owner is not owner:
+            raise ResourceLocked(
+                f"queue '{name}' in vhost '{self.vhost.name}' is exclusive to another session"
+            )
+        return q
+
+    def send(self, channel: int, command: Compound) -> int:
+        """Send a command (a delivery) on the session on ``channel``; return its id."""
+        cid = self.conn.send_command(channel, command)
+        self.wake()
+        return cid

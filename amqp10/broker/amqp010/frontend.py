@@ -1,0 +1,100 @@
+"""The AMQP 0-10 front end as the service sees it: the header it takes, its login choices,
+and one connection served from its header to its end."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import anyio
+from anyio.abc import ByteStream
+
+from ...amqp010 import CLOSE_CODES, HEADER, Connection
+from ...io.direct import DirectDriver
+from ...io.driver import Driver
+from ...io.streams import ReplayStream, quick_acker, tls_identity
+from ..config import BrokerConfig
+from ..core import Broker
+from ..frontend import ServeContext, ServedConnection
+from ..guard import HeldOutput
+from .handler import Amqp010Handler
+
+__all__ = ["Amqp010FrontEnd", "login_mechanisms"]
+
+log = logging.getLogger("amqp10.broker")
+
+
+def login_mechanisms(config: BrokerConfig, *, tls_identity: str | None) -> tuple[str, ...]:
+    """The mechanisms ``connection.start`` offers: the ``[sasl]`` mechanisms apply to 0-10
+    too (EXTERNAL only with a client certificate)."""
+    sasl = config.sasl
+    return (
+        (("PLAIN",) if "PLAIN" in sasl.mechanisms else ())
+        + (("ANONYMOUS",) if sasl.allow_anonymous else ())
+        + (("EXTERNAL",) if tls_identity is not None and "EXTERNAL" in sasl.mechanisms else ())
+    )
+
+
+class Amqp010FrontEnd:
+    """AMQP 0-10 (``AMQP\\x01\\x01\\x00\\x0a``)."""
+
+    name = "AMQP 0-10"
+
+    def accepts(self, header: bytes) -> bool:
+        return header == HEADER
+
+    def counter_offer(self, header: bytes) -> bytes | None:
+        return None  # (0-9-1's front end answers the family's other versions)
+
+    def prepare(self, broker: Broker, config: BrokerConfig) -> None:
+        pass  # the AMQ model is the core's own
+
+    async def serve(self, stream: ByteStream, ctx: ServeContext) -> None:
+        cfg = ctx.config
+        peer = ctx.peer
+        identity = tls_identity(stream)
+        mechanisms = login_mechanisms(cfg, tls_identity=identity)
+        if not mechanisms:
+            log.info("refusing 0-10 connection from %s: no [sasl] mechanism it can use", peer)
+            await anyio.aclose_forcefully(stream)
+            return
+        conn = Connection(
+            mechanisms=mechanisms,
+            server_properties={"product": "amqp10", "cluster_name": cfg.container_id},
+            handshake_timeout=cfg.limits.handshake_timeout,
+        )
+        held = HeldOutput(conn)  # [security]: a login's outcome waits out the back-off
+        driver: Driver[Any]
+        with ctx.logging_in(held) as login:
+            handler = Amqp010Handler(
+                ctx.broker,
+                conn,
+                users=ctx.users if "PLAIN" in cfg.sasl.mechanisms else None,
+                allow_anonymous=cfg.sasl.allow_anonymous,
+                tls_identity=identity,
+                wake=lambda: driver.flush_soon(),
+            )
+            handler.refusal = ctx.refusal
+            handler.login_hook = login
+            if DirectDriver.usable(stream):
+                driver = DirectDriver(
+                    stream, held, handler.handle, peer=peer, on_read=quick_acker(stream)
+                )
+            else:
+                driver = Driver(
+                    ReplayStream(stream, quick_ack=True), held, handler.handle, peer=peer
+                )
+            handler.handle(conn.receive_data(ctx.header))  # the header, read before the driver
+
+            def force_close(reason: str | None) -> None:
+                handler.close(
+                    CLOSE_CODES["connection-forced"],
+                    (reason or "broker forced connection closure")[:255],
+                )
+
+            log.debug("0-10 connection from %s", peer)
+            served = ServedConnection(
+                driver, handler, self.name, peer, force_close, tick=handler.tick
+            )
+            with ctx.registered(served):
+                await driver.run()

@@ -1,0 +1,277 @@
+"""The AMQP 0-10 front end's router: one engine connection's events, each to its handler.
+
+Nothing here does I/O. :class:`Amqp010Handler` answers the handshake (``start-ok`` checked
+against the users file, as :meth:`Amqp010Handler.check_login` says; ``open`` against the
+broker's virtual hosts), keeps the connection's sessions (:class:`.session.Amqp010Session`)
+and passes each command through one table (:attr:`Amqp010Handler.commands`) to the handler
+of its concern:
+
+- ``exchange.declare/delete/query/bind/unbind/bound``: :class:`.model.ExchangeCommands`
+- ``queue.declare/delete/purge/query``: :class:`.model.QueueCommands`
+- ``message.transfer/subscribe/cancel/accept/reject/release/acquire/set-flow-mode/flow/
+  flush/stop``: :class:`.messages.MessageCommands`
+- ``tx.select/commit/rollback``: :class:`.messages.TxCommands`
+
+A command completes when its handler returns (with its result, if it has one), except
+``message.transfer``, which completes once the message is stored. A handler's
+:class:`.context.CommandError` (or a core :class:`~amqp10.broker.core.ModelError`) fails
+the command with ``execution.exception``, which ends the session.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Final
+
+from ...amqp010 import (
+    CLOSE_CODES,
+    CommandReceived,
+    Compound,
+    Connection,
+    ConnectionEnded,
+    Event,
+    LoginRequested,
+    OpenRequested,
+    SecureResponse,
+    SessionAttached,
+    SessionDetached,
+    TransfersCompleted,
+)
+from ...sasl.credentials import CredentialStore
+from ...sasl.mechanisms import PlainServer, ServerOutcome
+from ...types import SaslCode
+from ..core import Broker, ModelError, VirtualHost
+from ..guard import LoginHook
+from .context import Amqp010Context, CommandError, error_of
+from .messages import MessageCommands, TxCommands
+from .model import ExchangeCommands, QueueCommands
+from .session import Amqp010Session
+
+__all__ = ["Amqp010Handler"]
+
+log = logging.getLogger("amqp10.broker")
+
+_COMPLETES_ITSELF: Final = frozenset({"message.transfer"})
+
+
+def _nothing() -> None:
+    pass
+
+
+class Amqp010Handler:
+    """Drives one 0-10 engine connection on behalf of the broker.
+
+    ``users`` checks PLAIN logins (None: no users file); ``allow_anonymous``: ANONYMOUS
+    logs in as the anonymous user; ``tls_identity`` (a verified client certificate's
+    subject) is what EXTERNAL logs in as.
+    """
+
+    def __init__(
+        self,
+        broker: Broker,
+        conn: Connection,
+        *,
+        users: CredentialStore | None = None,
+        allow_anonymous: bool = True,
+        tls_identity: str | None = None,
+        wake: Callable[[], None] = _nothing,
+    ) -> None:
+        self.broker = broker
+        self.conn = conn
+        self.ctx = Amqp010Context(broker, conn, wake)
+        self.users = users
+        self.allow_anonymous = allow_anonymous
+        self.tls_identity = tls_identity
+        self.login_hook: LoginHook | None = None
+        self.refusal: str | None = None
+        """Set by the service or the hook: refuse the open with this text (a [security] limit)."""
+        self.sessions: dict[int, Amqp010Session] = {}
+        self.closed = False
+        exchange, queue = ExchangeCommands(self.ctx), QueueCommands(self.ctx)
+        message, tx = MessageCommands(self.ctx), TxCommands(self.ctx)
+        self.commands: dict[str, Callable[[Amqp010Session, Compound], Compound | None]] = {
+            "exchange.declare": exchange.declare,
+            "exchange.delete": exchange.delete,
+            "exchange.query": exchange.query,
+            "exchange.bind": exchange.bind,
+            "exchange.unbind": exchange.unbind,
+            "exchange.bound": exchange.bound,
+            "queue.declare": queue.declare,
+            "queue.delete": queue.delete,
+            "queue.purge": queue.purge,
+            "queue.query": queue.query,
+            "message.transfer": message.transfer,
+            "message.subscribe": message.subscribe,
+            "message.cancel": message.cancel,
+            "message.accept": message.accept,
+            "message.reject": message.reject,
+            "message.release": message.release,
+            "message.acquire": message.acquire,
+            "message.set-flow-mode": message.set_flow_mode,
+            "message.flow": message.flow,
+            "message.flush": message.flush,
+            "message.stop": message.stop,
+            "tx.select": tx.select,
+            "tx.commit": tx.commit,
+            "tx.rollback": tx.rollback,
+        }
+        """Each command's handler (``execution.sync`` the engine completes itself)."""
+        self._events: dict[type[Event], Callable[[Any], None]] = {
+            CommandReceived: self._on_command,
+            TransfersCompleted: self._on_completed,
+            SessionAttached: self._on_attached,
+            SessionDetached: self._on_detached,
+            LoginRequested: self._on_login,
+            SecureResponse: self._on_secure,
+            OpenRequested: self._on_open,
+            ConnectionEnded: self._on_end,
+        }
+        broker.connections.add(self)
+
+    # -- what the service sees ------------------------------------------------------------------
+    @property
+    def user(self) -> str | None:
+        return self.ctx.user
+
+    @user.setter
+    def user(self, user: str | None) -> None:
+        self.ctx.user = user
+
+    @property
+    def vhost(self) -> VirtualHost:
+        return self.ctx.vhost
+
+    def resource_counts(self) -> tuple[int, int]:
+        return len(self.sessions), sum(len(s.subscriptions) for s in self.sessions.values())
+
+    def resource_alarm(self, raised: bool) -> None:
+        """(0-10 has no way to tell publishers to stop; their transfers go on being taken.)"""
+
+    def handle(self, events: list[Event]) -> None:
+        for e in events:
+            run = self._events.get(type(e))
+            if run is not None:
+                run(e)
+
+    # -- the handshake --------------------------------------------------------------------------
+    def check_login(self, mechanism: str, response: bytes) -> tuple[bool, str | None, str | None]:
+        """(ok, user, the name it tried): PLAIN against the users file, ANONYMOUS if allowed
+        (the anonymous user: None), EXTERNAL as the TLS client certificate."""
+        if mechanism == "EXTERNAL":
+            return self.tls_identity is not None, self.tls_identity, self.tls_identity
+        if mechanism == "ANONYMOUS":
+            return self.allow_anonymous, None, None
+        if mechanism == "PLAIN" and self.users is not None:
+            parts = response.split(b"\x00")
+            name = parts[1].decode(errors="replace") if len(parts) == 3 else None
+            try:
+                outcome = PlainServer(self.users).step(response)
+            except Exception:  # a malformed response: refused like a wrong password
+                return False, None, name
+            if isinstance(outcome, ServerOutcome) and outcome.code == SaslCode.OK:
+                return True, outcome.identity, name
+            return False, None, name
+        return False, None, None
+
+    def _on_login(self, e: LoginRequested) -> None:
+        ok, user, name = self.check_login(e.mechanism, e.response)
+        hook = self.login_hook
+        if not ok:
+            log.info("0-10 login refused for %r (%s)", name, e.mechanism)
+            if hook is not None:
+                hook.failed(name, f"0-10 {e.mechanism} login refused")
+            self.conn.reject_login(f"authentication failed ({e.mechanism})")
+            return
+        self.ctx.user = user
+        if hook is not None:
+            over = hook.succeeded(user)
+            if over is not None and self.refusal is None:
+                self.refusal = over
+        self.conn.accept_login()
+
+    def _on_secure(self, e: SecureResponse) -> None:
+        self.conn.reject_login("no mechanism offered takes a challenge")
+
+    def _on_open(self, e: OpenRequested) -> None:
+        forced = CLOSE_CODES["connection-forced"]
+        if self.refusal is not None:
+            self.conn.refuse_open(forced, self.refusal)
+            return
+        vhost = self.broker.vhost(e.virtual_host or "/")
+        if vhost is None:
+            self.conn.refuse_open(
+                CLOSE_CODES["invalid-path"], f"no virtual host '{e.virtual_host}'"
+            )
+            return
+        if self.broker.vhost_denial(vhost, self.ctx.user) is not None:
+            self.conn.refuse_open(
+                forced,
+                f"access to virtual host '{vhost.name}' refused for user '{self.ctx.user or 'anonymous'}'",
+            )
+            return
+        self.ctx.vhost = vhost
+        self.conn.accept_open()
+
+    # -- sessions and commands ------------------------------------------------------------------
+    def _on_attached(self, e: SessionAttached) -> None:
+        self.sessions[e.channel] = Amqp010Session(self.ctx, e.channel, e.name)
+
+    def _on_detached(self, e: SessionDetached) -> None:
+        s = self.sessions.pop(e.channel, None)
+        if s is not None:
+            s.close()
+
+    def _on_completed(self, e: TransfersCompleted) -> None:
+        s = self.sessions.get(e.channel)
+        if s is not None:
+            s.transfers_completed(e.commands)
+
+    def _on_command(self, e: CommandReceived) -> None:
+        s = self.sessions.get(e.channel)
+        if s is None:
+            return
+        c = e.command
+        try:
+            run = self.commands.get(c.name)
+            if run is None:
+                raise CommandError("not-implemented", f"{c.name} is not implemented")
+            result = run(s, c)
+        except CommandError as exc:
+            self._fail(s, c, exc.error, str(exc))
+            return
+        except ModelError as exc:
+            self._fail(s, c, error_of(exc), str(exc))
+            return
+        if c.name not in _COMPLETES_ITSELF:
+            self.conn.complete(s.channel, c, result)
+
+    def _fail(self, s: Amqp010Session, c: Compound, error: str, text: str) -> None:
+        log.debug("0-10 %s failed: %s: %s", c.name, error, text)
+        self.conn.exception(s.channel, c, error, text)
+        self.sessions.pop(s.channel, None)
+        s.close()
+
+    # -- the end --------------------------------------------------------------------------------
+    def _on_end(self, e: ConnectionEnded) -> None:
+        self.cleanup()
+
+    def cleanup(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for s in list(self.sessions.values()):
+            s.close()
+        self.sessions.clear()
+        self.broker.connections.discard(self)
+
+    def close(self, code: int, text: str) -> None:
+        """Close the connection (the broker shutting down, management)."""
+        self.conn.close(code, text)
+        for s in list(self.sessions.values()):
+            s.close()
+        self.sessions.clear()
+        self.ctx.wake()
+
+    def tick(self) -> None:
+        """Called once a second (nothing is due on a timer)."""

@@ -1,0 +1,183 @@
+"""The 0-10 front end's ``message.*`` and ``tx.*`` commands.
+
+``message.transfer`` routes a message through the virtual host (its ``destination`` is
+the exchange; the default exchange routes by queue name) and completes once every queue
+that took it has it safe. ``message.subscribe`` makes a :class:`.session.Subscription`,
+a core consumer whose credit ``message.flow`` gives (``set-flow-mode``: credit, or a
+window that transfers' completion refills); ``accept``, ``release`` and ``reject`` settle
+what it was sent. In a transaction (``tx.select``) transfers are routed and accepts
+applied at ``tx.commit``; ``tx.rollback`` drops them (the messages stay acquired, as
+0-10 says, until the client releases them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ...amqp010 import Compound, Connection, result_struct
+from ..core import NotFound, PublishResult, QueuedMessage
+from ..core.exchanges import Exchange
+from .context import Amqp010Context, CommandError
+from .message import from_transfer
+from .session import ACCEPT, ACQUIRE, FLOW, Amqp010Session, Subscription
+
+__all__ = ["MessageCommands", "TxCommands"]
+
+
+def _ids(transfers: tuple[tuple[int, int], ...] | None) -> list[int]:
+    out: list[int] = []
+    for lo, hi in transfers or ():
+        if hi - lo > 1 << 20:
+            raise CommandError("invalid-argument", f"a range of {hi - lo + 1} transfers")
+        out.extend(range(lo, hi + 1))
+    return out
+
+
+class MessageCommands:
+    """``message.transfer``, ``subscribe``, ``cancel``, ``accept``, ``reject``, ``release``,
+    ``acquire``, ``set-flow-mode``, ``flow``, ``flush``, ``stop``."""
+
+    def __init__(self, ctx: Amqp010Context) -> None:
+        self.ctx = ctx
+
+    @property
+    def conn(self) -> Connection:
+        return self.ctx.conn
+
+    # -- publishing -------------------------------------------------------------------------
+    def transfer(self, s: Amqp010Session, c: Compound) -> None:
+        """Route the message; the command completes when it is stored (here, or later)."""
+        ctx = self.ctx
+        vh = ctx.vhost
+        name = c.get("destination", "")
+        x = vh.exchange(name)
+        if x is None:
+            raise NotFound(f"no exchange '{name}' in vhost '{vh.name}'")
+        ctx.authorize(x.name, "write", "exchange")
+        msg = from_transfer(c, name, ctx.broker.now())
+        dp = c.header("delivery-properties")
+        key = "" if dp is None else dp.get("routing_key", "")
+        if s.tx is not None:
+            s.tx.append(lambda: self._route(s, x, msg, key, None))
+            self.conn.complete(s.channel, c)
+            return
+        self._route(s, x, msg, key, c)
+
+    def _route(
+        self, s: Amqp010Session, x: Exchange, msg: QueuedMessage, key: str, c: Compound | None
+    ) -> None:
+        conn, channel, wake = self.conn, s.channel, self.ctx.wake
+
+        def stored() -> None:
+            if c is not None:
+                conn.complete(channel, c)
+                wake()
+
+        result = self.ctx.vhost.route(x, msg, key, stored)
+        if result is not PublishResult.TAKEN and c is not None:  # unroutable or refused: dropped
+            conn.complete(channel, c)
+
+    # -- subscribing ------------------------------------------------------------------------
+    def subscribe(self, s: Amqp010Session, c: Compound) -> None:
+        ctx = self.ctx
+        q = ctx.queue(c.get("queue", ""), s)
+        ctx.authorize(q.name, "read", "queue")
+        destination = c.get("destination", "")
+        if destination in s.subscriptions:
+            raise CommandError("not-allowed", f"destination '{destination}' is subscribed already")
+        exclusive = bool(c["exclusive"])
+        if any(getattr(other, "exclusive", False) for other in q.consumers) or (
+            exclusive and q.consumers
+        ):
+            raise CommandError(
+                "resource-locked",
+                f"queue '{q.name}' in vhost '{ctx.vhost.name}' has an exclusive subscriber",
+            )
+        sub = Subscription(
+            s,
+            destination,
+            q,
+            accept_mode=c.get("accept_mode", ACCEPT["explicit"]),
+            acquire_mode=c.get("acquire_mode", ACQUIRE["pre-acquired"]),
+            exclusive=exclusive,
+        )
+        priority = (c.get("arguments") or {}).get("x-priority", 0)
+        if isinstance(priority, int) and not isinstance(priority, bool):
+            sub.priority = priority
+        s.subscriptions[destination] = sub
+        q.add_consumer(sub)
+
+    def _sub(self, s: Amqp010Session, c: Compound) -> Subscription:
+        destination = c.get("destination", "")
+        sub = s.subscriptions.get(destination)
+        if sub is None:
+            raise CommandError("not-found", f"no subscription to destination '{destination}'")
+        return sub
+
+    def cancel(self, s: Amqp010Session, c: Compound) -> None:
+        sub = self._sub(s, c)
+        del s.subscriptions[sub.destination]
+        sub.active = False
+        sub.node.remove_consumer(sub)
+
+    def set_flow_mode(self, s: Amqp010Session, c: Compound) -> None:
+        sub = self._sub(s, c)
+        sub.stop()
+        sub.window = c.get("flow_mode", FLOW["credit"]) == FLOW["window"]
+
+    def flow(self, s: Amqp010Session, c: Compound) -> None:
+        sub = self._sub(s, c)
+        sub.add_credit(c.get("unit", 0), c.get("value", 0))
+        sub.node.consumer_ready(sub)
+
+    def flush(self, s: Amqp010Session, c: Compound) -> None:
+        """Send what the credit allows now (the core dispatches at once), then stop."""
+        sub = self._sub(s, c)
+        sub.node.consumer_ready(sub)
+        sub.node.dispatch()
+        sub.stop()
+
+    def stop(self, s: Amqp010Session, c: Compound) -> None:
+        self._sub(s, c).stop()
+
+    # -- outcomes ---------------------------------------------------------------------------
+    def accept(self, s: Amqp010Session, c: Compound) -> None:
+        ids = _ids(c.get("transfers"))
+        if s.tx is not None:
+            s.tx.append(lambda: s.settle(ids, "accept"))
+        else:
+            s.settle(ids, "accept")
+
+    def release(self, s: Amqp010Session, c: Compound) -> None:
+        s.settle(_ids(c.get("transfers")), "release", redelivered=bool(c["set_redelivered"]))
+
+    def reject(self, s: Amqp010Session, c: Compound) -> None:
+        s.settle(_ids(c.get("transfers")), "reject")
+
+    def acquire(self, s: Amqp010Session, c: Compound) -> Compound:
+        """Acquiring browsed messages is not supported: none of them is acquired."""
+        return result_struct("acquired", transfers=())
+
+
+class TxCommands:
+    """``tx.select``, ``commit`` and ``rollback``."""
+
+    def __init__(self, ctx: Amqp010Context) -> None:
+        self.ctx = ctx
+
+    def select(self, s: Amqp010Session, c: Compound) -> None:
+        if s.tx is None:
+            s.tx = []
+
+    def _work(self, s: Amqp010Session) -> list[Callable[[], None]]:
+        if s.tx is None:
+            raise CommandError("illegal-state", "the session is not transactional (no tx.select)")
+        work, s.tx = s.tx, []
+        return work
+
+    def commit(self, s: Amqp010Session, c: Compound) -> None:
+        for do in self._work(s):
+            do()
+
+    def rollback(self, s: Amqp010Session, c: Compound) -> None:
+        self._work(s)

@@ -1,0 +1,300 @@
+"""The 0-10 front end's ``exchange.*`` and ``queue.*`` commands, carried out on the core's
+virtual host. Each returns the struct its ``execution.result`` carries, or None.
+
+Queue arguments: Qpid's ``qpid.max_count``, ``qpid.max_size`` and ``qpid.policy_type``
+(``reject``, ``ring``) become the core's ``x-max-length``, ``x-max-length-bytes`` and
+``x-overflow``; ``x-*`` arguments pass through as RabbitMQ's; other ``qpid.*`` arguments
+(the C++ broker's own features) are ignored, as the C++ broker ignores what it does not know.
+A queue's ``alternate-exchange`` is its dead-letter exchange.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from ...amqp010 import Compound, result_struct
+from ..core import NotFound, PreconditionFailed, Queue, QueuedMessage
+from .context import Amqp010Context, CommandError
+from .session import Amqp010Session
+
+__all__ = ["EXCHANGE_TYPES", "ExchangeCommands", "QueueCommands", "queue_arguments"]
+
+EXCHANGE_TYPES: Final = frozenset({"direct", "fanout", "topic", "headers"})
+_POLICY_TYPES: Final = {"reject": "reject-publish", "ring": "drop-head"}
+
+
+def queue_arguments(arguments: Mapping[str, Any] | None, alternate: str | None) -> dict[str, Any]:
+    """A 0-10 ``queue.declare``'s arguments as the core's (see the module's docstring)."""
+    out: dict[str, Any] = {}
+    for k, v in (arguments or {}).items():
+        if k in _LIMITS:
+            n = _count(k, v)
+            if n:
+                out[_LIMITS[k]] = n
+        elif k == "qpid.policy_type" and str(v) in _POLICY_TYPES:
+            out["x-overflow"] = _POLICY_TYPES[str(v)]
+        elif k in ("x-qpid-priorities", "qpid.priorities"):
+            out["x-max-priority"] = min(_count(k, v), 255)
+        elif k.startswith("x-") and not k.startswith("x-qpid-"):
+            out[k] = v
+    if alternate:
+        out["x-dead-letter-exchange"] = alternate
+    return out
+
+
+_LIMITS: Final = {"qpid.max_count": "x-max-length", "qpid.max_size": "x-max-length-bytes"}
+
+
+def _count(name: str, v: Any) -> int:
+    """A whole, non-negative argument value (an integer, or a string of digits)."""
+    if isinstance(v, bool) or not isinstance(v, int | str | bytes):
+        raise CommandError(
+            "invalid-argument", f"queue argument {name} must be a whole number, not {v!r}"
+        )
+    try:
+        n = int(v)
+    except ValueError:
+        raise CommandError(
+            "invalid-argument", f"queue argument {name} must be a whole number, not {v!r}"
+        ) from None
+    if n < 0:
+        raise CommandError("invalid-argument", f"queue argument {name} must not be negative ({n})")
+    return n
+
+
+class ExchangeCommands:
+    """``exchange.declare``, ``delete``, ``query``, ``bind``, ``unbind`` and ``bound``."""
+
+    def __init__(self, ctx: Amqp010Context) -> None:
+        self.ctx = ctx
+
+    def declare(self, s: Amqp010Session, c: Compound) -> None:
+        ctx, vh = self.ctx, self.ctx.vhost
+        name = c.get("exchange", "")
+        if not name:
+            raise CommandError("illegal-argument", "an exchange name is required")
+        x = vh.exchange(name)
+        if c["passive"]:
+            if x is None:
+                raise NotFound(f"no exchange '{name}' in vhost '{vh.name}'")
+            return
+        kind = c.get("type", "")
+        if kind not in EXCHANGE_TYPES:
+            raise CommandError(
+                "not-found",
+                f"exchange type '{kind}' is not known (one of {', '.join(sorted(EXCHANGE_TYPES))})",
+            )
+        alternate = c.get("alternate_exchange")
+        if alternate and vh.exchange(alternate) is None:
+            raise NotFound(f"no alternate exchange '{alternate}' in vhost '{vh.name}'")
+        if x is not None:
+            if x.type != kind:
+                raise CommandError(
+                    "not-allowed",
+                    f"exchange '{name}' in vhost '{vh.name}' has type '{x.type}', not '{kind}'",
+                )
+            if alternate and alternate != x.alternate:
+                raise CommandError(
+                    "not-allowed",
+                    f"exchange '{name}' in vhost '{vh.name}' exists with another alternate exchange",
+                )
+            return
+        if name.startswith(("amq.", "qpid.")):
+            raise CommandError(
+                "not-allowed", f"exchange name '{name}' has a reserved prefix ('amq.', 'qpid.')"
+            )
+        ctx.authorize(name, "configure", "exchange")
+        vh.declare_exchange(
+            name,
+            kind,
+            durable=bool(c["durable"]),
+            auto_delete=bool(c["auto_delete"]),
+            alternate=alternate or None,
+            arguments=c.get("arguments", {}),
+        )
+
+    def delete(self, s: Amqp010Session, c: Compound) -> None:
+        ctx = self.ctx
+        name = c.get("exchange", "")
+        if not name:
+            raise CommandError("invalid-argument", "the default exchange cannot be named here")
+        ctx.authorize(name, "configure", "exchange")
+        vh = ctx.vhost
+        users = [x.name for x in vh.exchanges.values() if x.alternate == name and x.name != name]
+        users += [
+            q.name
+            for q in vh.queues()
+            if getattr(q, "arguments", {}).get("x-dead-letter-exchange") == name
+        ]
+        if users:
+            raise CommandError(
+                "not-allowed",
+                f"exchange '{name}' is the alternate exchange of {', '.join(sorted(users))}",
+            )
+        vh.delete_exchange(name, if_unused=bool(c["if_unused"]))
+
+    def query(self, s: Amqp010Session, c: Compound) -> Compound:
+        x = self.ctx.vhost.exchange(c.get("name", ""))
+        if x is None:
+            return result_struct("exchange-query-result", not_found=True)
+        return result_struct(
+            "exchange-query-result", type=x.type, durable=x.durable, arguments=dict(x.arguments)
+        )
+
+    def bind(self, s: Amqp010Session, c: Compound) -> None:
+        source, queue = self._binding(s, c)
+        self.ctx.vhost.bind(source, queue, c.get("binding_key", ""), c.get("arguments", {}))
+
+    def unbind(self, s: Amqp010Session, c: Compound) -> None:
+        source, queue = self._binding(s, c)
+        self.ctx.vhost.unbind(source, queue, c.get("binding_key", ""), None)
+
+    def _binding(self, s: Amqp010Session, c: Compound) -> tuple[str, str]:
+        ctx = self.ctx
+        source, queue = c.get("exchange", ""), c.get("queue", "")
+        if not source:
+            raise CommandError("invalid-argument", "the default exchange cannot be named here")
+        if ctx.vhost.exchange(source) is None:
+            raise NotFound(f"no exchange '{source}' in vhost '{ctx.vhost.name}'")
+        ctx.queue(queue, s)
+        ctx.authorize(queue, "write", "queue")
+        ctx.authorize(source, "read", "exchange")
+        return source, queue
+
+    def bound(self, s: Amqp010Session, c: Compound) -> Compound:
+        """Which of the exchange, queue, binding key and arguments named are not there, or not
+        bound (a queue not named: any queue; a key not named: any key)."""
+        vh = self.ctx.vhost
+        name, queue, key, args = (
+            c.get("exchange", ""),
+            c.get("queue"),
+            c.get("binding_key"),
+            c.get("arguments"),
+        )
+        x = vh.exchange(name)
+        q = vh.queue(queue) if queue else None
+        flags: dict[str, bool] = {}
+        if x is None:
+            flags["exchange_not_found"] = True
+        if queue and q is None:
+            flags["queue_not_found"] = True
+        if x is not None and not (queue and q is None):
+            bindings = list(x.bindings_to(q)) if q is not None else []
+            if q is not None and not bindings:
+                flags["queue_not_matched"] = True
+            bindings = bindings or list(x.bindings.values())  # (a queue not bound: any queue's)
+            if key is not None and not any(b.key == key for b in bindings):
+                flags["key_not_matched"] = True
+            if args and not any(_args_match(b.arguments, args) for b in bindings):
+                flags["args_not_matched"] = True
+        return result_struct("exchange-bound-result", **flags)
+
+
+def _args_match(bound: Mapping[str, Any] | None, asked: Mapping[str, Any]) -> bool:
+    have = dict(bound or {})
+    return all(have.get(k) == v for k, v in asked.items())
+
+
+class QueueCommands:
+    """``queue.declare``, ``delete``, ``purge`` and ``query``."""
+
+    def __init__(self, ctx: Amqp010Context) -> None:
+        self.ctx = ctx
+
+    def declare(self, s: Amqp010Session, c: Compound) -> None:
+        ctx, vh = self.ctx, self.ctx.vhost
+        name = c.get("queue", "")
+        if not name:
+            raise CommandError("illegal-argument", "a queue name is required")
+        if c["passive"]:  # any session may look (request/reply); exclusive: only its owner
+            q = vh.queue(name)
+            if q is None:
+                raise NotFound(f"no queue '{name}' in vhost '{vh.name}'")
+            if c["exclusive"] and not (isinstance(q, Queue) and q.owner is s):
+                raise CommandError(
+                    "resource-locked",
+                    f"queue '{name}' in vhost '{vh.name}' is not exclusive to this session",
+                )
+            return
+        alternate = c.get("alternate_exchange")
+        if alternate and vh.exchange(alternate) is None:
+            raise NotFound(f"no alternate exchange '{alternate}' in vhost '{vh.name}'")
+        existing = vh.queue(name)
+        if existing is not None:
+            ctx.queue(name, s)  # (another session's exclusive queue: resource-locked)
+            if c["exclusive"] and isinstance(existing, Queue) and existing.owner is None:
+                raise CommandError(
+                    "resource-locked",
+                    f"queue '{name}' in vhost '{vh.name}' exists and is not exclusive",
+                )
+            return
+        if name.startswith("amq."):
+            raise CommandError("not-allowed", f"queue name '{name}' has the reserved prefix 'amq.'")
+        ctx.authorize(name, "configure", "queue")
+        try:
+            vh.declare_queue(
+                name,
+                durable=bool(c["durable"]),
+                arguments=queue_arguments(c.get("arguments"), alternate),
+                exclusive_owner=s if c["exclusive"] else None,
+                # an exclusive queue goes with its session: auto-delete waits for that too
+                # (qpid.messaging deletes a subscription's queue itself after cancelling)
+                auto_delete=bool(c["auto_delete"]) and not c["exclusive"],
+            )
+        except PreconditionFailed as exc:
+            raise CommandError("invalid-argument", str(exc)) from None
+
+    def delete(self, s: Amqp010Session, c: Compound) -> None:
+        ctx = self.ctx
+        name = c.get("queue", "")
+        q = ctx.queue(name, s)
+        ctx.authorize(name, "configure", "queue")
+        where = f"queue '{name}' in vhost '{ctx.vhost.name}'"
+        if c["if_unused"] and q.consumers:
+            raise PreconditionFailed(f"{where} is in use")
+        if c["if_empty"] and q.count:
+            raise PreconditionFailed(f"{where} is not empty")
+        alternate = ctx.vhost.exchange(
+            getattr(q, "arguments", {}).get("x-dead-letter-exchange") or ""
+        )
+        left: list[QueuedMessage] = []
+        if alternate is not None and isinstance(q, Queue):  # what is left goes there (0-10 §11.2)
+            for cons in list(q.consumers):
+                q.remove_consumer(cons)
+            while (msg := q.get()) is not None:
+                q.ack(msg)
+                left.append(msg)
+        ctx.vhost.delete_node(name)
+        if alternate is not None:  # (once the queue is gone: an alternate routing back drops them)
+            for msg in left:
+                ctx.vhost.route(alternate, msg.copy(), None, _nothing)
+
+    def purge(self, s: Amqp010Session, c: Compound) -> None:
+        ctx = self.ctx
+        q = ctx.queue(c.get("queue", ""), s)
+        ctx.authorize(q.name, "read", "queue")
+        if not isinstance(q, Queue):
+            raise CommandError("not-allowed", f"queue '{q.name}' is a stream: it cannot be purged")
+        q.purge()
+
+    def query(self, s: Amqp010Session, c: Compound) -> Compound:
+        q = self.ctx.vhost.queue(c.get("queue", ""))
+        if q is None:
+            return result_struct("queue-query-result", message_count=0, subscriber_count=0)
+        args = dict(getattr(q, "arguments", None) or {})
+        return result_struct(
+            "queue-query-result",
+            queue=q.name,
+            alternate_exchange=args.get("x-dead-letter-exchange"),
+            durable=bool(getattr(q, "durable_node", True)),
+            exclusive=isinstance(q, Queue) and q.owner is not None,
+            auto_delete=isinstance(q, Queue) and q.auto_delete,
+            arguments=args,
+            message_count=q.count,
+            subscriber_count=len(q.consumers),
+        )
+
+
+def _nothing() -> None:
+    pass

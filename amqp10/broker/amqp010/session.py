@@ -1,0 +1,217 @@
+"""A 0-10 session's state in the broker: its subscriptions (the core's consumers), the
+messages it was sent and has not yet accepted or released, and its transaction."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+from ...amqp010 import Compound
+from ...amqp010.spec import ENUMS, OPS, STRUCTS
+from ..core import Node, Queue, QueuedMessage, Stream
+from .context import Amqp010Context
+from .message import FORMAT, unpack
+
+__all__ = ["ACCEPT", "ACQUIRE", "UNLIMITED", "Amqp010Session", "Pending", "Subscription"]
+
+ACCEPT: Final = ENUMS["message.accept-mode"]
+ACQUIRE: Final = ENUMS["message.acquire-mode"]
+FLOW: Final = ENUMS["message.flow-mode"]
+UNLIMITED: Final = 0xFFFFFFFF
+"""Credit of this value is infinite (0-10 §10.5 ``message.flow``)."""
+_ids = itertools.count(1 << 44)  # consumer ids, apart from the other front ends'
+_TRANSFER = OPS["message.transfer"]
+_DELIVERY = STRUCTS["delivery-properties"]
+_PREFIX = 4
+"""The octets of a 0-10 message's ``data`` before its header structs (their length)."""
+
+
+@dataclass(slots=True)
+class Pending:
+    """A transfer the client holds (acquired, not yet accepted, released or rejected)."""
+
+    node: Queue | Stream
+    msg: QueuedMessage
+    sub: Subscription | None
+
+
+class Subscription:
+    """A ``message.subscribe``: the core's consumer; its credit is the message and byte
+    credit ``message.flow`` gave it (in window mode, given back as transfers complete)."""
+
+    def __init__(
+        self,
+        session: Amqp010Session,
+        destination: str,
+        node: Queue | Stream,
+        *,
+        accept_mode: int,
+        acquire_mode: int,
+        exclusive: bool,
+    ) -> None:
+        self.id = next(_ids)
+        self.session = session
+        self.destination = destination
+        self.node = node
+        self.accept_mode = accept_mode
+        self.acquire_mode = acquire_mode
+        self.browse = acquire_mode == ACQUIRE["not-acquired"]
+        self.exclusive = exclusive
+        self.priority = 0
+        self.window = True
+        """Window mode (what a subscription starts in, as Qpid's broker has it): a transfer's
+        completion gives its credit back; credit mode (``set-flow-mode``): it does not."""
+        self.messages = 0
+        self.bytes = 0
+        self.active = True
+        self.in_window: set[int] = set()
+        """Window mode: transfers whose completion gives their credit back."""
+
+    def credit(self) -> int:
+        if not self.active or self.session.closed or self.bytes <= 0:
+            return 0
+        n = self.messages if self.messages != UNLIMITED else 1 << 30
+        if self.bytes != UNLIMITED:  # the core takes a count: the bytes, in the queue's mean size
+            node = self.node
+            mean = max(node.bytes // node.count - _PREFIX, 1) if node.count else 1
+            n = min(n, max(self.bytes // mean, 1))
+        return n
+
+    def deliver(self, node: Node, msg: QueuedMessage) -> None:
+        assert isinstance(node, (Queue, Stream))
+        self.session.transfer(self, node, msg)
+
+    def cancelled(self) -> None:
+        self.active = False
+        self.session.subscriptions.pop(self.destination, None)
+
+    def stop(self) -> None:
+        """No credit, and none back from transfers completed later (``message.stop``)."""
+        self.messages = 0
+        self.bytes = 0
+        self.in_window.clear()
+
+    def add_credit(self, unit: int, value: int) -> None:
+        if unit == 0:
+            self.messages = (
+                UNLIMITED
+                if value == UNLIMITED or self.messages == UNLIMITED
+                else min(self.messages + value, UNLIMITED - 1)
+            )
+        else:
+            self.bytes = (
+                UNLIMITED
+                if value == UNLIMITED or self.bytes == UNLIMITED
+                else min(self.bytes + value, UNLIMITED - 1)
+            )
+
+    def spend(self, cid: int, size: int) -> None:
+        if self.messages != UNLIMITED:
+            self.messages -= 1
+        if self.bytes != UNLIMITED:
+            self.bytes = max(self.bytes - size, 0)
+        if self.window:
+            self.in_window.add(cid)
+
+    def completed(self, cid: int, size: int) -> None:
+        """Window mode: a transfer completed, its credit comes back."""
+        self.in_window.discard(cid)
+        if self.messages != UNLIMITED:
+            self.messages += 1
+        if self.bytes != UNLIMITED:
+            self.bytes += size
+
+
+@dataclass(eq=False)
+class Amqp010Session:
+    """One attached session (it is also the owner of the exclusive queues it declares)."""
+
+    ctx: Amqp010Context
+    channel: int
+    name: bytes
+    subscriptions: dict[str, Subscription] = field(default_factory=dict)
+    unacked: dict[int, Pending] = field(default_factory=dict)
+    sizes: dict[int, int] = field(default_factory=dict)
+    """Window mode: the size of each transfer whose completion gives credit back."""
+    tx: list[Callable[[], None]] | None = None
+    """In a transaction (``tx.select``): the work ``tx.commit`` does, in order."""
+    closed: bool = False
+
+    def transfer(self, sub: Subscription, node: Queue | Stream, msg: QueuedMessage) -> None:
+        """Send ``msg`` to ``sub``'s destination as a ``message.transfer``."""
+        headers, body = unpack(msg.form(FORMAT))
+        if msg.delivery_count > 0:
+            dp = next((h for h in headers if h.spec is _DELIVERY), None)
+            if dp is None:
+                dp = Compound(_DELIVERY)
+                headers.insert(0, dp)
+            dp.values["redelivered"] = True
+        command = Compound(
+            _TRANSFER,
+            destination=sub.destination,
+            accept_mode=sub.accept_mode,
+            acquire_mode=sub.acquire_mode,
+        )
+        command.headers = headers
+        command.body = body
+        cid = self.ctx.send(self.channel, command)
+        cost = (
+            len(msg.form(FORMAT)) - _PREFIX
+        )  # the header structs and the body, as Qpid counts bytes
+        sub.spend(cid, cost)
+        if sub.window:
+            self.sizes[cid] = cost
+        if sub.browse:
+            return
+        if sub.accept_mode == ACCEPT["none"]:
+            node.ack(msg)
+        else:
+            self.unacked[cid] = Pending(node, msg, sub)
+
+    def settle(self, ids: list[int], outcome: str, *, redelivered: bool = True) -> None:
+        """``accept``, ``release`` or ``reject`` the transfers ``ids``."""
+        nodes: dict[int, Queue | Stream] = {}
+        for cid in ids:
+            p = self.unacked.pop(cid, None)
+            if p is None:
+                continue
+            if outcome == "accept":
+                p.node.ack(p.msg)
+            elif outcome == "release":
+                p.node.release(p.msg, delivery_failed=redelivered)
+            else:
+                p.node.reject(p.msg)
+            nodes[id(p.node)] = p.node
+        for node in nodes.values():
+            node.dispatch()
+
+    def transfers_completed(self, ranges: tuple[tuple[int, int], ...]) -> None:
+        """The client completed these transfers: window-mode credit comes back."""
+        if not self.sizes:
+            return
+        ready: dict[int, Subscription] = {}
+        for lo, hi in ranges:
+            for cid in [c for c in self.sizes if lo <= c <= hi]:
+                size = self.sizes.pop(cid)
+                for sub in self.subscriptions.values():
+                    if cid in sub.in_window:
+                        sub.completed(cid, size)
+                        ready[sub.id] = sub
+        for sub in ready.values():
+            sub.node.consumer_ready(sub)
+
+    def close(self) -> None:
+        """The session ended: its subscriptions stop, what it held goes back, its exclusive
+        queues go."""
+        if self.closed:
+            return
+        self.closed = True
+        for sub in list(self.subscriptions.values()):
+            sub.active = False
+            sub.node.remove_consumer(sub)
+        self.subscriptions.clear()
+        self.settle(list(self.unacked), "release")
+        self.tx = None
+        self.ctx.vhost.owner_gone(self)

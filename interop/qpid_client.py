@@ -1,0 +1,391 @@
+"""Scenarios for ``qpid.messaging`` (qpid-python 1.36) against our broker over AMQP 0-10.
+
+This file runs under **Python 2.7** (qpid-python's interpreter), started by
+``interop/qpid_messaging.py``: ``python2.7 qpid_client.py HOST:PORT USER PASSWORD``. It
+writes one JSON line per scenario: ``{"id": ..., "ok": true|false, "detail": ...}``.
+It is kept to what both Python 2.7 and 3 parse (no f-strings; print via sys.stdout);
+every literal is text (``unicode_literals``): what ``qpid.messaging`` sends as ``text/plain``.
+"""
+
+from __future__ import unicode_literals
+
+import json
+import signal
+import sys
+import time
+import traceback
+import uuid
+
+from qpid.messaging import (  # type: ignore[import-not-found]
+    REJECTED,
+    RELEASED,
+    Connection,
+    Disposition,
+    Empty,
+    Message,
+)
+from qpid.messaging.exceptions import ConnectionError as QpidConnectionError  # type: ignore[import-not-found]
+
+TIMEOUT = 5
+SCENARIO_TIMEOUT = 60
+
+
+class ScenarioTimeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise ScenarioTimeout("the scenario took over %d s" % SCENARIO_TIMEOUT)
+
+
+def unique(prefix):
+    return "%s-%s" % (prefix, uuid.uuid4().hex[:8])
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def s_connect_anonymous(url, user, password):
+    c = Connection(url, sasl_mechanisms="ANONYMOUS")
+    c.open()
+    c.close()
+    return "ANONYMOUS login, open, close"
+
+
+def s_connect_plain(url, user, password):
+    c = Connection(url, username=user, password=password, sasl_mechanisms="PLAIN")
+    c.open()
+    c.close()
+    return "PLAIN login as %s" % user
+
+
+def s_bad_password(url, user, password):
+    c = Connection(url, username=user, password="wrong", sasl_mechanisms="PLAIN", reconnect=False)
+    try:
+        c.open()
+    except QpidConnectionError as e:
+        return "refused: %s" % e
+    c.close()
+    raise AssertionError("a wrong password was let in")
+
+
+def s_send_receive(url, user, password):
+    c = Connection(url)
+    c.open()
+    try:
+        s = c.session()
+        q = unique("sr")
+        snd = s.sender("%s; {create: always}" % q)
+        cid = b"corr-1"  # (a vbin16: bytes in Python 2)
+        snd.send(
+            Message(
+                "hello 0-10",
+                subject="greeting",
+                correlation_id=cid,
+                properties={"n": 42, "s": "text", "f": 1.5, "b": True},
+                durable=True,
+                priority=7,
+            )
+        )
+        rcv = s.receiver(q)
+        m = rcv.fetch(timeout=TIMEOUT)
+        s.acknowledge()
+        check(m.content == "hello 0-10", "content %r" % (m.content,))
+        check(m.subject == "greeting", "subject %r" % (m.subject,))
+        check(m.correlation_id == cid, "correlation_id %r" % (m.correlation_id,))
+        check(
+            m.properties.get("n") == 42 and m.properties.get("s") == "text",
+            "properties %r" % (m.properties,),
+        )
+        check(
+            m.properties.get("f") == 1.5 and m.properties.get("b") is True,
+            "properties %r" % (m.properties,),
+        )
+        check(m.durable and m.priority == 7, "durable %r priority %r" % (m.durable, m.priority))
+        return "text, subject, correlation-id, properties, durable, priority round trip"
+    finally:
+        c.close()
+
+
+def s_map_and_list(url, user, password):
+    c = Connection(url)
+    c.open()
+    try:
+        s = c.session()
+        q = unique("map")
+        snd = s.sender("%s; {create: always}" % q)
+        body = {"a": 1, "b": [1, 2, "three"], "c": {"d": None}}
+        snd.send(Message(body))
+        snd.send(Message([1, "two", 3.0]))
+        rcv = s.receiver(q)
+        m1, m2 = rcv.fetch(timeout=TIMEOUT), rcv.fetch(timeout=TIMEOUT)
+        s.acknowledge()
+        check(m1.content == body, "map %r" % (m1.content,))
+        check(m2.content == [1, "two", 3.0], "list %r" % (m2.content,))
+        return "amqp/map and amqp/list bodies"
+    finally:
+        c.close()
+
+
+def s_large(url, user, password):
+    c = Connection(url)
+    c.open()
+    try:
+        s = c.session()
+        q = unique("big")
+        snd = s.sender("%s; {create: always}" % q)
+        body = b"x" * (1024 * 1024)
+        snd.send(Message(body, content_type="application/octet-stream"))
+        m = s.receiver(q).fetch(timeout=TIMEOUT)
+        s.acknowledge()
+        check(len(m.content) == len(body), "%d octets back" % len(m.content))
+        return "1 MiB message over many frames"
+    finally:
+        c.close()
+
+
+def s_browse(url, user, password):
+    c = Connection(url)
+    c.open()
+    try:
+        s = c.session()
+        q = unique("browse")
+        snd = s.sender("%s; {create: always}" % q)
+        for i in range(3):
+            snd.send(Message("m%d" % i))
+        b = s.receiver("%s; {mode: browse}" % q)
+        seen = [b.fetch(timeout=TIMEOUT).content for _ in range(3)]
+        check(seen == ["m0", "m1", "m2"], "browsed %r" % (seen,))
+        try:
+            extra = b.fetch(timeout=0.5)
+            raise AssertionError("browsed a fourth message %r" % (extra.content,))
+        except Empty:
+            pass
+        r = s.receiver(q)
+        got = [r.fetch(timeout=TIMEOUT).content for _ in range(3)]
+        s.acknowledge()
+        check(got == seen, "consumed %r after browsing" % (got,))
+        return "browsed 3 (not acquired), then consumed the same 3"
+    finally:
+        c.close()
+
+
+def s_request_response(url, user, password):
+    c = Connection(url)
+    c.open()
+    try:
+        server = c.session()
+        client = c.session()
+        requests = unique("requests")
+        replies = unique("replies")
+        server_rcv = server.receiver("%s; {create: always}" % requests)
+        reply_rcv = client.receiver("%s; {create: always, delete: always}" % replies)
+        client.sender(requests).send(Message("ping", reply_to=replies, correlation_id=b"c-7"))
+        req = server_rcv.fetch(timeout=TIMEOUT)
+        server.sender(req.reply_to).send(Message("pong", correlation_id=req.correlation_id))
+        server.acknowledge()
+        resp = reply_rcv.fetch(timeout=TIMEOUT)
+        client.acknowledge()
+        check(
+            resp.content == "pong" and resp.correlation_id == b"c-7",
+            "response %r %r" % (resp.content, resp.correlation_id),
+        )
+        return "request with reply-to %s answered on it" % replies
+    finally:
+        c.close()
+
+
+def s_topic(url, user, password):
+    c = Connection(url)
+    c.open()
+    try:
+        s = c.session()
+        news = s.receiver("amq.topic/news.#")
+        sport = s.receiver("amq.topic/*.sport")
+        snd = s.sender("amq.topic")
+        snd.send(Message("goal", subject="news.sport"))
+        snd.send(Message("rain", subject="news.weather"))
+        got = sorted([news.fetch(timeout=TIMEOUT).content, news.fetch(timeout=TIMEOUT).content])
+        check(got == ["goal", "rain"], "news.# got %r" % (got,))
+        m = sport.fetch(timeout=TIMEOUT)
+        check(
+            m.content == "goal" and m.subject == "news.sport",
+            "*.sport got %r %r" % (m.content, m.subject),
+        )
+        s.acknowledge()
+        return "amq.topic subscriptions with wildcards"
+    finally:
+        c.close()
+
+
+def s_create_exchange(url, user, password):
+    c = Connection(url)
+    c.open()
+    try:
+        s = c.session()
+        x = unique("fan")
+        snd = s.sender("%s; {create: always, node: {type: topic, x-declare: {type: fanout}}}" % x)
+        r1 = s.receiver(x)
+        r2 = s.receiver(x)
+        snd.send(Message("to all"))
+        check(r1.fetch(timeout=TIMEOUT).content == "to all", "first subscriber")
+        check(r2.fetch(timeout=TIMEOUT).content == "to all", "second subscriber")
+        s.acknowledge()
+        return "a fanout exchange made by an address (create: always, x-declare)"
+    finally:
+        c.close()
+
+
+def s_reject_release(url, user, password):
+    c = Connection(url)
+    c.open()
+    try:
+        s = c.session()
+        q = unique("rr")
+        snd = s.sender("%s; {create: always}" % q)
+        snd.send(Message("one"))
+        snd.send(Message("two"))
+        r = s.receiver(q)
+        m1 = r.fetch(timeout=TIMEOUT)
+        s.acknowledge(m1, Disposition(RELEASED, set_redelivered=True))
+        again = r.fetch(timeout=TIMEOUT)
+        check(
+            again.content == "one" and again.redelivered,
+            "released message back %r redelivered=%r" % (again.content, again.redelivered),
+        )
+        s.acknowledge(again)
+        m2 = r.fetch(timeout=TIMEOUT)
+        check(m2.content == "two", "then %r" % (m2.content,))
+        s.acknowledge(m2, Disposition(REJECTED))
+        try:
+            extra = r.fetch(timeout=0.5)
+            raise AssertionError("rejected message came back %r" % (extra.content,))
+        except Empty:
+            pass
+        return "released (redelivered) comes back; rejected does not"
+    finally:
+        c.close()
+
+
+def s_transactions(url, user, password):
+    c = Connection(url)
+    c.open()
+    try:
+        q = unique("tx")
+        plain = c.session()
+        plain.sender("%s; {create: always}" % q)
+        tx = c.session(transactional=True)
+        snd = tx.sender(q)
+        snd.send(Message("rolled back"))
+        tx.rollback()
+        snd.send(Message("committed"))
+        tx.commit()
+        r = plain.receiver(q)
+        m = r.fetch(timeout=TIMEOUT)
+        check(m.content == "committed", "got %r" % (m.content,))
+        plain.acknowledge()
+        try:
+            extra = r.fetch(timeout=0.5)
+            raise AssertionError("a rolled back message arrived %r" % (extra.content,))
+        except Empty:
+            pass
+        return "tx.select, rollback drops a send, commit delivers one"
+    finally:
+        c.close()
+
+
+def s_unreliable(url, user, password):
+    c = Connection(url)
+    c.open()
+    try:
+        s = c.session()
+        q = unique("unrel")
+        snd = s.sender("%s; {create: always, link: {reliability: unreliable}}" % q)
+        for i in range(100):
+            snd.send(Message("m%d" % i), sync=False)
+        snd.sync()
+        r = s.receiver("%s; {link: {reliability: unreliable}}" % q)
+        r.capacity = 10
+        got = [r.fetch(timeout=TIMEOUT).content for _ in range(100)]
+        check(got == ["m%d" % i for i in range(100)], "order %r" % (got[:5],))
+        return "100 messages async with prefetch 10, no acknowledgements"
+    finally:
+        c.close()
+
+
+def s_heartbeat(url, user, password):
+    c = Connection(url, heartbeat=1)
+    c.open()
+    try:
+        s = c.session()
+        q = unique("hb")
+        snd = s.sender("%s; {create: always}" % q)
+        time.sleep(3.5)  # idle past 2 heartbeat intervals: both sides keep it alive
+        snd.send(Message("after idling"))
+        m = s.receiver(q).fetch(timeout=TIMEOUT)
+        s.acknowledge()
+        check(m.content == "after idling", "got %r" % (m.content,))
+        return "heartbeat 1 s negotiated; 3.5 s idle survived"
+    finally:
+        c.close()
+
+
+def s_missing_queue(url, user, password):
+    c = Connection(url)
+    c.open()
+    try:
+        s = c.session()
+        try:
+            s.receiver("no-such-queue-%s" % uuid.uuid4().hex[:6]).fetch(timeout=TIMEOUT)
+        except Exception as e:
+            return "refused: %s: %s" % (type(e).__name__, e)
+        raise AssertionError("a missing queue was read")
+    finally:
+        c.close()
+
+
+SCENARIOS = [
+    ("connect-anonymous", s_connect_anonymous),
+    ("connect-plain", s_connect_plain),
+    ("bad-password", s_bad_password),
+    ("send-receive", s_send_receive),
+    ("map-list-bodies", s_map_and_list),
+    ("large-message", s_large),
+    ("browse", s_browse),
+    ("request-response", s_request_response),
+    ("topic", s_topic),
+    ("create-exchange", s_create_exchange),
+    ("reject-release", s_reject_release),
+    ("transactions", s_transactions),
+    ("unreliable-prefetch", s_unreliable),
+    ("heartbeat", s_heartbeat),
+    ("missing-queue", s_missing_queue),
+]
+
+
+def main(argv):
+    url, user, password = argv[1], argv[2], argv[3]
+    only = set(argv[4].split(",")) if len(argv) > 4 and argv[4] else None
+    signal.signal(signal.SIGALRM, _alarm)
+    for sid, run in SCENARIOS:
+        if only and sid not in only:
+            continue
+        start = time.time()
+        signal.alarm(SCENARIO_TIMEOUT)
+        try:
+            detail = run(url, user, password)
+            ok = True
+        except Exception:
+            detail = traceback.format_exc().strip().splitlines()[-1]
+            ok = False
+        finally:
+            signal.alarm(0)
+        line = {"id": sid, "ok": ok, "detail": detail, "seconds": round(time.time() - start, 2)}
+        sys.stdout.write(json.dumps(line) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main(sys.argv)
