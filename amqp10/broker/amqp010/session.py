@@ -3,7 +3,6 @@ messages it was sent and has not yet accepted or released, and its transaction."
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
@@ -21,7 +20,6 @@ ACQUIRE: Final = ENUMS["message.acquire-mode"]
 FLOW: Final = ENUMS["message.flow-mode"]
 UNLIMITED: Final = 0xFFFFFFFF
 """Credit of this value is infinite (0-10 §10.5 ``message.flow``)."""
-_ids = itertools.count(1 << 44)  # consumer ids, apart from the other front ends'
 _TRANSFER = OPS["message.transfer"]
 _DELIVERY = STRUCTS["delivery-properties"]
 _PREFIX = 4
@@ -51,7 +49,7 @@ class Subscription:
         acquire_mode: int,
         exclusive: bool,
     ) -> None:
-        self.id = next(_ids)
+        self.id = session.ctx.broker.next_consumer_id()
         self.session = session
         self.destination = destination
         self.node = node
