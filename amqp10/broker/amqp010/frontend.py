@@ -66,24 +66,26 @@ class Amqp010FrontEnd:
         held = HeldOutput(conn)  # [security]: a login's outcome waits out the back-off
         driver: Driver[Any]
         with ctx.logging_in(held) as login:
+            # the driver first (its events reach the handler a batch at a time), so the
+            # handler's wake, called per message, is the driver's own method
+            if DirectDriver.usable(stream):
+                driver = DirectDriver(
+                    stream, held, lambda events: handler.handle(events), peer=peer, on_read=quick_acker(stream)
+                )
+            else:
+                driver = Driver(
+                    ReplayStream(stream, quick_ack=True), held, lambda events: handler.handle(events), peer=peer
+                )
             handler = Amqp010Handler(
                 ctx.broker,
                 conn,
                 users=ctx.users if "PLAIN" in cfg.sasl.mechanisms else None,
                 allow_anonymous=cfg.sasl.allow_anonymous,
                 tls_identity=identity,
-                wake=lambda: driver.flush_soon(),
+                wake=driver.flush_soon,
             )
             handler.refusal = ctx.refusal
             handler.login_hook = login
-            if DirectDriver.usable(stream):
-                driver = DirectDriver(
-                    stream, held, handler.handle, peer=peer, on_read=quick_acker(stream)
-                )
-            else:
-                driver = Driver(
-                    ReplayStream(stream, quick_ack=True), held, handler.handle, peer=peer
-                )
             handler.handle(conn.receive_data(ctx.header))  # the header, read before the driver
 
             def force_close(reason: str | None) -> None:
