@@ -14,7 +14,7 @@ from ...types import Source, Target
 from ..core import Node, PartitionedStream, ResourceKind
 from .addresses import AddressError, AnonymousTarget, parse, resolve_target
 from .context import Amqp1Context
-from .management import MANAGEMENT_ADDRESS, ManagementNode
+from .management import ManagementNode
 from .requests import RequestNodes
 from .termini import resource
 from .topics import node_name_and_kind
@@ -36,8 +36,10 @@ class NodeLookup:
             address, node = ctx.plugin.node_at(address)
             if node is not None:
                 return node
-        if address == MANAGEMENT_ADDRESS:
-            return self.requests.management_node()
+        if address:
+            requests = self.requests.node_at(address)
+            if requests is not None:
+                return requests
         vhost = ctx.vhost
         found = vhost.lookup(address, create=False)
         if found is None and create and address and ctx.broker.config.auto_create:

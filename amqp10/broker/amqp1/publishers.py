@@ -31,7 +31,8 @@ from ..core import store as _store
 from .addresses import AddressError, AnonymousTarget
 from .context import Amqp1Context, refuse
 from .lookup import NodeLookup
-from .message import parse_transfer
+from .management import ManagementNode
+from .message import Amqp1Message, parse_transfer
 from .termini import CONDITIONS, capabilities, echo, made_by_link
 from .transactions import Transactions
 
@@ -152,7 +153,9 @@ class Publishers:
         try:
             msg = parse_transfer(d.payload, ctx.broker.now(), node.needs_message_ids, ctx.origin)
         except DecodeError as exc:
-            return Rejected(error=Error(condition=ErrorCondition.DECODE_ERROR, description=str(exc)))
+            if not (isinstance(node, ManagementNode) and node.any_section_order):
+                return Rejected(error=Error(condition=ErrorCondition.DECODE_ERROR, description=str(exc)))
+            msg = Amqp1Message(d.payload, arrival=ctx.broker.now())  # the node reads it its own way
         if type(node) is AnonymousTarget:
             try:
                 node = node.node_for(msg)
