@@ -44,7 +44,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from ...message import Message
 from ...types import AmqpValue, DecodeError, Error, ErrorCondition, Properties, decode_at
-from ..core import AccessRefused, ModelError, NotFound, QueuedMessage, VirtualHost
+from ..core import AccessRefused, ModelError, Node, NotFound, QueuedMessage, VirtualHost
 from ..management import ManagementError, NotFoundError
 from ..management.entities import plain_value
 from ..management.rabbitmq import (
@@ -124,14 +124,14 @@ class RabbitManagementNode(ManagementNode):
         self.owner = owner
         """The connection, the owner of the exclusive queues its requests declare."""
         self._routes: dict[tuple[str, str], Callable[[list[str], dict[str, str], Any], Answer]] = {
-            ("GET", "queues"): self._get_queue,
-            ("PUT", "queues"): self._put_queue,
-            ("DELETE", "queues"): self._delete_queue,
-            ("PUT", "exchanges"): self._put_exchange,
-            ("DELETE", "exchanges"): self._delete_exchange,
-            ("POST", "bindings"): self._bind,
-            ("DELETE", "bindings"): self._unbind,
-            ("GET", "bindings"): self._list_bindings,
+            ("GET", "queues"): self._queue_get,
+            ("PUT", "queues"): self._queue_put,
+            ("DELETE", "queues"): self._queue_delete,
+            ("PUT", "exchanges"): self._exchange_put,
+            ("DELETE", "exchanges"): self._exchange_delete,
+            ("POST", "bindings"): self._binding_post,
+            ("DELETE", "bindings"): self._binding_delete,
+            ("GET", "bindings"): self._bindings_get,
         }
 
     @staticmethod
@@ -159,7 +159,7 @@ class RabbitManagementNode(ManagementNode):
         if isinstance(request, Error):
             return request
         reply_to = request.reply_to
-        target = None
+        target: Node | None = None
         if reply_to in (None, REPLY_TO_PAIRED):
             target = next((q for q in self.reply_links.values() if not q.deleted), None)
         elif isinstance(reply_to, str):
@@ -206,14 +206,14 @@ class RabbitManagementNode(ManagementNode):
             raise HttpError(400, "declare queue with empty name not allowed")
         return rest[0]
 
-    def _get_queue(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
+    def _queue_get(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
         name = self._queue_name(rest)
         found = find_queue(self.management, self.caller, self.vhost.name, name)
         if found is None:
             raise HttpError(404, f"queue '{name}' in vhost '{self.vhost.name}' not found")
         return 200, queue_map(*found)
 
-    def _put_queue(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
+    def _queue_put(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
         name = self._queue_name(rest)
         fields = _fields(body, ("durable", "auto_delete", "exclusive", "arguments"), "queue property")
         _no_line_breaks(name)
@@ -240,7 +240,7 @@ class RabbitManagementNode(ManagementNode):
         assert found is not None
         return (201 if created else 200), queue_map(*found)
 
-    def _delete_queue(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
+    def _queue_delete(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
         name = self._queue_name(rest)
         if rest[1:] == ["messages"]:
             found = find_queue(self.management, self.caller, self.vhost.name, name)
@@ -266,7 +266,7 @@ class RabbitManagementNode(ManagementNode):
         _no_line_breaks(name)
         return name
 
-    def _put_exchange(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
+    def _exchange_put(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
         name = self._exchange_name(rest)
         fields = _fields(body, ("durable", "auto_delete", "type", "internal", "arguments"), "exchange property")
         if name.startswith("amq.") and name not in self.vhost.exchanges:
@@ -274,7 +274,7 @@ class RabbitManagementNode(ManagementNode):
         declare_exchange(self.management, self.caller, self.vhost.name, name, fields)
         return 204, None
 
-    def _delete_exchange(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
+    def _exchange_delete(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
         name = self._exchange_name(rest)
         if name.startswith("amq."):
             raise HttpError(403, f"exchange '{name}' in vhost '{self.vhost.name}' starts with reserved prefix 'amq.'")
@@ -285,7 +285,7 @@ class RabbitManagementNode(ManagementNode):
         return 204, None
 
     # -- bindings ----------------------------------------------------------------------------
-    def _bind(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
+    def _binding_post(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
         fields = _fields(
             body,
             ("source", "destination_queue", "destination_exchange", "binding_key", "arguments"),
@@ -308,7 +308,7 @@ class RabbitManagementNode(ManagementNode):
             raise HttpError(400, exc.description) from None
         return 204, None
 
-    def _unbind(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
+    def _binding_delete(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
         if len(rest) != 1:
             raise HttpError(400, f"bad binding path segment '{'/'.join(rest)}'")
         parts = dict(p.partition("=")[::2] for p in rest[0].split(";"))
@@ -324,7 +324,7 @@ class RabbitManagementNode(ManagementNode):
                 break
         return 204, None
 
-    def _list_bindings(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
+    def _bindings_get(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
         if rest or "src" not in query or "key" not in query:
             raise HttpError(400, "query the bindings with src, dstq or dste, and key")
         if "dste" in query:
