@@ -74,6 +74,11 @@ EXAMPLES = (
     "oauth/oAuth2_async.py",
 )
 """Every example of the repository; ``A+B``: ``A`` serves while ``B`` runs (the RPC pair)."""
+INTERACTIVE = frozenset(
+    {"reconnection/reconnection_example.py", "reconnection/reconnection_example_async.py"}
+)
+"""Examples that publish and consume until someone breaks a connection from the management
+UI and then presses Ctrl+C, with no clean exit: one passes if it ran until interrupted."""
 
 
 def unpack(repo: Path) -> Path:
@@ -110,16 +115,56 @@ def unpack(repo: Path) -> Path:
 @contextlib.contextmanager
 def broker(src: Path, work: Path) -> Iterator[None]:
     """Our broker where the client looks for RabbitMQ: 5672, TLS 5671, the HTTP API on 15672."""
-    certs = src / ".ci" / "certs"
+    cert, key = server_certificate(src)
     config = (
         '[[listeners]]\nhost = "127.0.0.1"\nport = 5671\n'
-        f'tls_cert = "{certs / "server_localhost_certificate.pem"}"\n'
-        f'tls_key = "{certs / "server_localhost_key.pem"}"\n'
+        f'tls_cert = "{cert}"\n'
+        f'tls_key = "{key}"\n'
         '\n[http]\nhost = "127.0.0.1"\nport = 0\nrabbitmq_api_port = 15672\n'
     )
     ours = OurBroker(port=5672, plain=False, config=config, idle_timeout=60.0)
     with ours.running(work, None):
         yield
+
+
+def server_certificate(src: Path) -> tuple[Path, Path]:
+    """The repository's server certificate for localhost and its key; if it has expired
+    (it was made for a year), one like it issued now by the repository's own test CA
+    (whose key is in the repository), so that the client's TLS tests can verify it."""
+    certs = src / ".ci" / "certs"
+    cert, key = certs / "server_localhost_certificate.pem", certs / "server_localhost_key.pem"
+    valid = subprocess.run(
+        ["openssl", "x509", "-checkend", "3600", "-noout", "-in", str(cert)], capture_output=True
+    )
+    if valid.returncode == 0:
+        return cert, key
+    fresh = BUILD / "server_localhost_certificate.pem"
+    ext = BUILD / "san.cnf"
+    ext.write_text("subjectAltName = DNS:localhost, IP:127.0.0.1\n")
+    csr = BUILD / "server.csr"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-new",
+            "-key",
+            str(key),
+            "-subj",
+            "/CN=localhost/O=server",
+            "-out",
+            str(csr),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        ["openssl", "x509", "-req", "-in", str(csr), "-CA", str(certs / "ca_certificate.pem"),
+         "-CAkey", str(certs / "ca_key.pem"), "-CAcreateserial", "-days", "30", "-sha256",
+         "-extfile", str(ext), "-out", str(fresh)],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return fresh, key
 
 
 def _env(src: Path) -> dict[str, str]:
@@ -175,6 +220,11 @@ def run_example(
                         "detail": f"still running {after_interrupt:.0f}s after Ctrl+C: {_reason(out_path.read_text())}",
                     }
         text = out_path.read_text()
+        if interrupted and example in INTERACTIVE and "Traceback" in text and text.count("\n") > 20:
+            return {
+                "status": "pass",
+                "detail": "interactive: ran until Ctrl+C, which it does not catch",
+            }
         how = " (stopped with Ctrl+C, as it asks)" if interrupted else ""
         if p.returncode == 0:
             return {"status": "pass", "detail": how.strip(" ()")}

@@ -120,7 +120,9 @@ class LinkConsumer:
         """The bytes to send for ``msg``, and the delivery tag (None: the link's next)."""
         if self.annotate or msg.delivery_count or type(msg) is not Amqp1Message:
             data = msg.data if msg.delivery_count == 0 and type(msg) is Amqp1Message else _redelivery_form(msg)
-            return (with_routing_annotations(data, msg) if self.annotate else data), None
+            if self.annotate:
+                data = with_routing_annotations(data, msg, msg.seq if isinstance(self.node, Stream) else None)
+            return data, None
         return msg.data, None  # as it arrived: nothing to convert or rewrite
 
     def deliver(self, node: Node, msg: QueuedMessage) -> None:

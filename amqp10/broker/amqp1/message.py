@@ -202,12 +202,19 @@ register_format(Amqp1Message)
 
 
 _X_EXCHANGE, _X_ROUTING_KEY = symbol("x-exchange"), symbol("x-routing-key")
+_X_STREAM_OFFSET = symbol("x-stream-offset")
 
 
-def with_routing_annotations(data: bytes, msg: QueuedMessage) -> bytes:
+def with_routing_annotations(data: bytes, msg: QueuedMessage, offset: int | None = None) -> bytes:
     """``data`` with RabbitMQ's routing annotations (``x-exchange``, ``x-routing-key``: what
-    it was published with) if it has no message-annotations section: RabbitMQ 4 delivers
-    every message with them, and its clients read the annotations of each."""
+    it was published with) if it has no message-annotations section, and a stream's
+    message (``offset``) with ``x-stream-offset``: RabbitMQ 4 delivers every message with
+    them, and its clients read the annotations of each."""
+    if offset is not None:
+        try:
+            return LazyMessage(data).with_annotations({_X_STREAM_OFFSET: offset})
+        except DecodeError:
+            return data
     spans = _scan_sections(data)
     if spans is None or spans[2] >= 0:
         return data  # annotated already (or of an unusual shape: sent as it is)

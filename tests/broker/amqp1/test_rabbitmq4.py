@@ -309,3 +309,17 @@ async def test_modified_outcome_annotations_stay_with_the_message(broker: Runnin
         d = await r.receive(timeout=T)
         ann = d.message.message_annotations or {}
         assert ann.get("x-opt-tries") == 2 and ann.get("x-opt-last") == "gave up" and "x-opt-deaths" in ann
+
+
+@pytest.mark.anyio
+async def test_stream_deliveries_say_their_offset(broker: RunningBroker) -> None:
+    async with client(broker) as conn:
+        m = await Management.open(conn)
+        await m.request("PUT", "/queues/log2", {"arguments": {"x-queue-type": "stream"}})
+        s = await conn.open_sender("/queues/log2")
+        for i in range(2):
+            await s.send(Message(body=i))
+        offset = {symbol("rabbitmq:stream-offset-spec"): Described(symbol("rabbitmq:stream-offset-spec"), 1)}
+        r = await conn.open_receiver("/queues/log2", source=Source(address="/queues/log2", filter=offset), credit=1)
+        d = await r.receive(timeout=T)
+        assert d.message.body == 1 and (d.message.message_annotations or {}).get("x-stream-offset") == 1
