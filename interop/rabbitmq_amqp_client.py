@@ -50,7 +50,7 @@ RESULTS = HERE / "RESULTS.md"
 MIRROR = Path("/work/.mirror/rabbitmq+rabbitmq-amqp-python-client/repo")
 NETNS_ENV = "AMQP10_RABBITMQ_CLIENT_NETNS"
 SUITE_EXTRAS = ("pytest-asyncio", "pytest-timeout", "PyJWT")
-TEST_TIMEOUT = 30
+TEST_TIMEOUT = 20
 """Seconds one test of the suite may take (a request never answered would block for ever)."""
 BEGIN = "<!-- rabbitmq-amqp-python-client: begin -->"
 END = "<!-- rabbitmq-amqp-python-client: end -->"
@@ -248,20 +248,20 @@ def run_suite(src: Path, work: Path) -> dict[str, Any]:
         sys.executable,
         "-m",
         "pytest",
-        "-q",
+        "-v",
         "-p",
-        "no:cacheprovider",
-        "-p",
-        "pytest_asyncio",
-        "-p",
-        "pytest_timeout",
+        "no:cacheprovider",  # (pytest-asyncio and pytest-timeout load from site/ by their entry points)
         f"--timeout={TEST_TIMEOUT}",
         f"--junitxml={junit}",
         "tests",
     ]
     started = time.monotonic()
-    r = subprocess.run(cmd, cwd=src, env=_env(src), capture_output=True, text=True, timeout=3000)
-    (work / "suite.log").write_text(r.stdout + r.stderr)
+    log_path = work / "suite.log"
+    with log_path.open("w") as log_file:  # written as it runs: tail it to follow
+        subprocess.run(
+            cmd, cwd=src, env=_env(src), stdout=log_file, stderr=subprocess.STDOUT, timeout=3000
+        )
+    output = log_path.read_text()
     results: dict[str, dict[str, str]] = {}
     if junit.exists():
         for case in ET.parse(junit).getroot().iter("testcase"):
@@ -285,7 +285,7 @@ def run_suite(src: Path, work: Path) -> dict[str, Any]:
     return {
         "results": results,
         "seconds": round(time.monotonic() - started, 1),
-        "tail": _reason(r.stdout),
+        "tail": _reason(output),
     }
 
 

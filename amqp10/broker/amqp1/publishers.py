@@ -46,7 +46,16 @@ _TAKEN = PublishResult.TAKEN
 
 
 def _full(node: Node) -> Rejected:
-    return Rejected(error=Error(condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED, description=f"node {node.name!r} is full"))
+    """A queue that refused the message names itself and its limit (RabbitMQ 4 rejects what
+    a ``reject-publish`` queue refuses); a node that routes names itself."""
+    if isinstance(node, Queue):
+        p = node.policy
+        limits = [f"{arg} {v}" for arg, v in (("x-max-length", p.max_length), ("x-max-length-bytes", p.max_bytes)) if v is not None]
+        why = f" ({', '.join(limits)}, overflow {p.overflow})" if limits else ""
+        description = f"queue {node.name!r} is full{why}"
+    else:
+        description = f"node {node.name!r} is full: every queue it routed the message to refused it"
+    return Rejected(error=Error(condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED, description=description))
 
 
 OUTCOMES: dict[PublishResult, Callable[[Node], Any]] = {
