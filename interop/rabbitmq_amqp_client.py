@@ -81,11 +81,11 @@ INTERACTIVE = frozenset(
 UI and then presses Ctrl+C, with no clean exit: one passes if it ran until interrupted."""
 
 
-def unpack(repo: Path) -> Path:
-    """The repository's HEAD in ``BUILD/src`` (fresh), and the suite's extras in ``BUILD/site``."""
+def unpack(repo: Path, name: str = "src") -> Path:
+    """The repository's HEAD in ``BUILD/NAME`` (fresh), and the suite's extras in ``BUILD/site``."""
     if not (repo / "HEAD").exists() and not (repo / ".git").exists():
         raise PeerUnavailable(f"no clone of rabbitmq-amqp-python-client at {repo}")
-    src = BUILD / "src"
+    src = BUILD / name
     shutil.rmtree(src, ignore_errors=True)
     src.mkdir(parents=True)
     archive = subprocess.run(
@@ -296,7 +296,7 @@ def _first_line(text: str) -> str:
 
 def run(examples: bool, suite: bool, work: Path, repo: Path) -> dict[str, Any]:
     """Inside the namespace: the examples (each against a fresh broker) and the suite (one broker)."""
-    src = unpack(repo)
+    src = unpack(repo, "src" + ("-examples" if not suite else "-suite" if not examples else ""))
     commit = subprocess.run(
         ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True
     ).stdout.strip()

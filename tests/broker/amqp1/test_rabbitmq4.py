@@ -323,3 +323,15 @@ async def test_stream_deliveries_say_their_offset(broker: RunningBroker) -> None
         r = await conn.open_receiver("/queues/log2", source=Source(address="/queues/log2", filter=offset), credit=1)
         d = await r.receive(timeout=T)
         assert d.message.body == 1 and (d.message.message_annotations or {}).get("x-stream-offset") == 1
+
+
+@pytest.mark.anyio
+async def test_an_exclusive_queue_goes_with_its_connection(broker: RunningBroker) -> None:
+    async with client(broker) as conn:
+        m = await Management.open(conn)
+        status, q = await m.request("PUT", "/queues/mine", {"exclusive": True, "durable": False})
+        assert status == 201 and q["exclusive"] is True
+        assert "mine" in broker.broker.default.nodes
+    with anyio.fail_after(T):
+        while "mine" in broker.broker.default.nodes:
+            await anyio.sleep(0.01)
