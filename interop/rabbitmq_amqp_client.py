@@ -52,6 +52,15 @@ NETNS_ENV = "AMQP10_RABBITMQ_CLIENT_NETNS"
 SUITE_EXTRAS = ("pytest-asyncio", "pytest-timeout", "PyJWT")
 TEST_TIMEOUT = 20
 """Seconds one test of the suite may take (a request never answered would block for ever)."""
+NOT_RUN = {
+    "tests/test_connection.py::test_connection_vhost_not_exists": "hangs",
+    "tests/asyncio/test_connection.py::test_async_connection_vhost_not_exists": "hangs",
+}
+"""Tests left out, and why: each would stop the run. Refused at its open (an unknown
+virtual host: our close with amqp:not-found, after our open), the client's proton tears
+the connection down itself and its recovery then reconnects for ever, past
+pytest-timeout, in the fixture's teardown (a raw client sees the broker wait for its
+close, as the spec asks)."""
 BEGIN = "<!-- rabbitmq-amqp-python-client: begin -->"
 END = "<!-- rabbitmq-amqp-python-client: end -->"
 
@@ -242,51 +251,70 @@ def _reason(out: str) -> str:
 
 
 def run_suite(src: Path, work: Path) -> dict[str, Any]:
-    """The client's own pytest suite; every test's outcome (and a failure's reason)."""
-    junit = work / "suite.xml"
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-v",
-        "-p",
-        "no:cacheprovider",  # (pytest-asyncio and pytest-timeout load from site/ by their entry points)
-        f"--timeout={TEST_TIMEOUT}",
-        f"--junitxml={junit}",
-        "tests",
-    ]
+    """The client's own pytest suite, one pytest per test module (a module that crashes
+    pytest, or hangs past its limit, costs only its own tests); every test's outcome
+    (and a failure's reason)."""
     started = time.monotonic()
     log_path = work / "suite.log"
-    with log_path.open("w") as log_file:  # written as it runs: tail it to follow
-        subprocess.run(
-            cmd, cwd=src, env=_env(src), stdout=log_file, stderr=subprocess.STDOUT, timeout=3000
-        )
-    output = log_path.read_text()
     results: dict[str, dict[str, str]] = {}
-    if junit.exists():
-        for case in ET.parse(junit).getroot().iter("testcase"):
-            name = f"{case.get('classname', '')}::{case.get('name', '')}"
-            bad = case.find("failure")
-            if bad is None:
-                bad = case.find("error")
-            skipped = case.find("skipped")
-            if bad is not None:
-                results[name] = {
-                    "status": "fail",
-                    "detail": _first_line(bad.get("message") or bad.text or ""),
-                }
-            elif skipped is not None:
-                results[name] = {
-                    "status": "skip",
-                    "detail": _first_line(skipped.get("message") or ""),
-                }
-            else:
-                results[name] = {"status": "pass", "detail": ""}
+    modules = sorted(p.relative_to(src).as_posix() for p in (src / "tests").rglob("test_*.py"))
+    with log_path.open("w") as log_file:  # written as it runs: tail it to follow
+        for i, module in enumerate(modules):
+            junit = work / f"suite-{i:02d}.xml"
+            cmd = [
+                sys.executable, "-m", "pytest", "-v",
+                "-p", "no:cacheprovider",  # (pytest-asyncio and pytest-timeout load from site/)
+                f"--timeout={TEST_TIMEOUT}", f"--junitxml={junit}",
+                *[f"--deselect={t}" for t in NOT_RUN if t.startswith(module + "::")],
+                module,
+            ]  # fmt: skip
+            log_file.flush()
+            try:
+                subprocess.run(
+                    cmd,
+                    cwd=src,
+                    env=_env(src),
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    timeout=900,
+                )
+            except subprocess.TimeoutExpired:
+                log_file.write(f"\n{module}: stopped after 900 s\n")
+            if junit.exists():
+                results.update(_junit_results(junit))
+    for name, why in NOT_RUN.items():
+        results[_junit_name(name)] = {"status": "fail", "detail": f"not run: {why}"}
     return {
         "results": results,
         "seconds": round(time.monotonic() - started, 1),
-        "tail": _reason(output),
+        "tail": _reason(log_path.read_text()),
     }
+
+
+def _junit_name(test_id: str) -> str:
+    """``tests/a/test_b.py::t`` as JUnit names it: ``tests.a.test_b::t``."""
+    path, _, name = test_id.partition("::")
+    return path.removesuffix(".py").replace("/", ".") + "::" + name
+
+
+def _junit_results(junit: Path) -> dict[str, dict[str, str]]:
+    results: dict[str, dict[str, str]] = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        name = f"{case.get('classname', '')}::{case.get('name', '')}"
+        bad = case.find("failure")
+        if bad is None:
+            bad = case.find("error")
+        skipped = case.find("skipped")
+        if bad is not None:
+            results[name] = {
+                "status": "fail",
+                "detail": _first_line(bad.get("message") or bad.text or ""),
+            }
+        elif skipped is not None:
+            results[name] = {"status": "skip", "detail": _first_line(skipped.get("message") or "")}
+        elif name not in results:
+            results[name] = {"status": "pass", "detail": ""}
+    return results
 
 
 def _first_line(text: str) -> str:

@@ -172,6 +172,9 @@ class LinkConsumer:
         elif isinstance(state, Modified):
             if state.message_annotations and isinstance(msg, Amqp1Message):
                 msg.annotate(state.message_annotations)  # kept as it is requeued or dead-lettered
+            if state.undeliverable_here and self.annotate:
+                q.reject(msg)  # RabbitMQ 4 (its clients' "discard with annotations"): dead-lettered
+                return
             q.release(
                 msg,
                 delivery_failed=bool(state.delivery_failed),

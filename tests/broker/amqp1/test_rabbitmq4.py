@@ -335,3 +335,24 @@ async def test_an_exclusive_queue_goes_with_its_connection(broker: RunningBroker
     with anyio.fail_after(T):
         while "mine" in broker.broker.default.nodes:
             await anyio.sleep(0.01)
+
+
+@pytest.mark.anyio
+async def test_modified_undeliverable_here_dead_letters_for_rabbitmq_clients(broker: RunningBroker) -> None:
+    """RabbitMQ 4 takes modified with undeliverable-here from a /queues/ consumer as a
+    discard: the message is dead-lettered with the outcome's annotations."""
+    async with client(broker) as conn:
+        m = await Management.open(conn)
+        await m.request("PUT", "/exchanges/dlx2", {"type": "fanout"})
+        await m.request("PUT", "/queues/dead2", {})
+        await m.request("POST", "/bindings", {"source": "dlx2", "destination_queue": "dead2", "binding_key": ""})
+        await m.request("PUT", "/queues/work2", {"arguments": {"x-dead-letter-exchange": "dlx2"}})
+        s = await conn.open_sender("/queues/work2")
+        await s.send(Message(body="job"))
+        r = await conn.open_receiver("/queues/work2", credit=1)
+        d = await r.receive(timeout=T)
+        await d.modify(delivery_failed=True, undeliverable_here=True, message_annotations={symbol("x-opt-why"): "bad"})
+        r2 = await conn.open_receiver("/queues/dead2", credit=1)
+        d = await r2.receive(timeout=T)
+        assert (d.message.message_annotations or {}).get("x-opt-why") == "bad"
+        assert (await m.request("GET", "/queues/work2"))[1]["message_count"] == 0
