@@ -356,3 +356,18 @@ async def test_modified_undeliverable_here_dead_letters_for_rabbitmq_clients(bro
         d = await r2.receive(timeout=T)
         assert (d.message.message_annotations or {}).get("x-opt-why") == "bad"
         assert (await m.request("GET", "/queues/work2"))[1]["message_count"] == 0
+
+
+@pytest.mark.anyio
+async def test_local_random_exchange_routes_each_message_to_one_queue(broker: RunningBroker) -> None:
+    async with client(broker) as conn:
+        m = await Management.open(conn)
+        assert await m.request("PUT", "/exchanges/lr", {"type": "x-local-random"}) == (204, None)
+        for q in ("lr1", "lr2"):
+            await m.request("PUT", f"/queues/{q}", {})
+            await m.request("POST", "/bindings", {"source": "lr", "destination_queue": q, "binding_key": ""})
+        s = await conn.open_sender("/exchanges/lr")
+        for i in range(20):
+            assert isinstance(await s.send(Message(body=i)), Accepted)
+        counts = [(await m.request("GET", f"/queues/{q}"))[1]["message_count"] for q in ("lr1", "lr2")]
+        assert sum(counts) == 20
