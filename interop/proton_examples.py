@@ -360,7 +360,7 @@ def run_examples(mode: str, work: Path, directory: Path) -> dict[str, Any]:
 
 
 # -- a private network namespace --------------------------------------------------------------
-def _loopback_up() -> None:
+def loopback_up() -> None:
     """``ip link set lo up``, without iproute2 (SIOCGIFFLAGS / SIOCSIFFLAGS on ``lo``)."""
     siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -425,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
             if r.returncode not in (0, 1) and not args.json:
                 print(f"unshare --net failed (status {r.returncode})", file=sys.stderr)
             return r.returncode
-        _loopback_up()
+        loopback_up()
         with contextlib.ExitStack() as stack:
             if args.workdir:
                 work = Path(args.workdir)
@@ -494,9 +494,15 @@ def record(path: Path, report: dict[str, Any], command: str) -> None:
             "",
         ]
     )
+    write_section(path, block, BEGIN, END)
+
+
+def write_section(path: Path, block: str, begin: str, end: str) -> None:
+    """Put ``block`` (from its ``begin`` marker to its ``end`` marker) into ``path``: in
+    place of the marked section there, or appended if there is none."""
     text = path.read_text() if path.exists() else ""
-    if BEGIN in text and END in text:
-        text = text[: text.index(BEGIN)] + block + text[text.index(END) + len(END) + 1 :]
+    if begin in text and end in text:
+        text = text[: text.index(begin)] + block + text[text.index(end) + len(end) + 1 :]
     else:
         text = text.rstrip("\n") + "\n\n" + block
     path.write_text(text)

@@ -59,7 +59,6 @@ import binascii
 import hashlib
 import json
 import logging
-import socket
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -73,15 +72,21 @@ from .amqp091.message import from_publish, unpack
 from .core import Broker
 from .http_login import GUEST, HttpLogin
 from .management import Caller, Management, ManagementError, NotFoundError
+from .management.rabbitmq import (
+    RABBITMQ_VERSION,
+    binding_of,
+    declare_exchange,
+    declare_queue,
+    exchange_name,
+    find_queue,
+    node_name,
+)
 
 __all__ = ["API_PREFIX", "RABBITMQ_VERSION", "RabbitApi", "rabbitmq_api_routes"]
 
 log = logging.getLogger("amqp10.broker.rabbitmq_api")
 
 API_PREFIX = "/api/"
-RABBITMQ_VERSION = "4.0.5"
-"""The RabbitMQ version whose HTTP API this follows (what ``overview`` reports as
-``rabbitmq_version`` and ``management_version``; ``product_version`` is this broker's)."""
 REALM = 'Basic realm="RabbitMQ Management"'
 API_METHODS = frozenset({"GET", "HEAD", "PUT", "POST", "DELETE"})
 NOT_FOUND = {"error": "Object Not Found", "reason": "Not Found"}
@@ -136,17 +141,6 @@ class Call:
 Handler = Callable[[Call], Awaitable[Any]]
 
 
-def _flag(value: Any, name: str, default: bool) -> bool:
-    """A boolean as RabbitMQ takes it: true/false, or the strings rabbitmqadmin sends."""
-    if value is None:
-        return default
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    raise _bad(f"{name} must be true or false, not {value!r}")
-
-
 def _number(value: Any, name: str, default: int) -> int:
     if value is None:
         return default
@@ -156,14 +150,6 @@ def _number(value: Any, name: str, default: int) -> int:
         return int(value)
     except (TypeError, ValueError):
         raise _bad(f"{name} must be a number, not {value!r}") from None
-
-
-def _arguments(value: Any) -> dict[str, Any]:
-    if value is None or value == "":
-        return {}
-    if not isinstance(value, dict):
-        raise _bad(f"arguments must be a JSON object, not {value!r}")
-    return value
 
 
 def properties_key(routing_key: str, arguments: Mapping[str, Any]) -> str:
@@ -184,7 +170,7 @@ class RabbitApi:
         self.broker = broker
         self.management = Management.of(broker)
         self.login = login
-        self.node = f"amqp10@{socket.gethostname()}"
+        self.node = node_name()
         self.routes: list[tuple[tuple[str, ...], Mapping[str, Handler]]] = [
             (("overview",), {"GET": self.overview}),
             (("whoami",), {"GET": self.whoami}),
@@ -556,14 +542,7 @@ class RabbitApi:
         return sorted(out, key=lambda q: (q["vhost"], q["name"]))
 
     def _find_queue(self, call: Call) -> tuple[dict[str, Any], str] | None:
-        vhost, name = call.parts[1], call.parts[2]
-        for kind in ("queue", "stream"):
-            try:
-                return self.management.read(call.caller, kind, name, vhost=vhost), kind
-            except NotFoundError:
-                if vhost not in self.broker.vhosts:
-                    raise
-        return None
+        return find_queue(self.management, call.caller, call.parts[1], call.parts[2])
 
     async def queue(self, call: Call) -> Any:
         found = self._find_queue(call)
@@ -572,28 +551,11 @@ class RabbitApi:
         return self._queue(*found)
 
     async def put_queue(self, call: Call) -> Any:
-        body = call.body()
-        args = _arguments(body.get("arguments"))
-        attrs = {
-            "durable": _flag(body.get("durable"), "durable", True),
-            "auto_delete": _flag(body.get("auto_delete"), "auto_delete", False),
-            "arguments": args,
-        }
-        kind = "stream" if args.get("x-queue-type") == "stream" else "queue"
-        found = self._find_queue(call)
-        if found is not None:  # declaring again: the same is fine, a difference is refused
-            have, have_kind = found
-            for key in ("durable", "auto_delete", "arguments"):
-                if have_kind == kind and have.get(key) != attrs[key]:
-                    raise _bad(
-                        f"inequivalent arg '{key}' for queue '{call.parts[2]}' in vhost '{call.parts[1]}'"
-                    )
-            if have_kind != kind:
-                raise _bad(
-                    f"queue '{call.parts[2]}' in vhost '{call.parts[1]}' exists with another type"
-                )
+        _, created = declare_queue(
+            self.management, call.caller, call.parts[1], call.parts[2], call.body()
+        )
+        if not created:  # declared again, the same
             return HttpResponse(204)
-        self.management.create(call.caller, kind, call.parts[2], attrs, vhost=call.parts[1])
         await self.broker.committed()
         return HttpResponse(201)
 
@@ -650,42 +612,18 @@ class RabbitApi:
     async def exchanges(self, call: Call) -> Any:
         return self._listed(call, "exchange", self._exchange)
 
-    @staticmethod
-    def _exchange_name(name: str) -> str:
-        return "" if name == "amq.default" else name
-
     async def exchange(self, call: Call) -> Any:
-        name = self._exchange_name(call.parts[2])
+        name = exchange_name(call.parts[2])
         return self._exchange(
             self.management.read(call.caller, "exchange", name, vhost=call.parts[1])
         )
 
     async def put_exchange(self, call: Call) -> Any:
-        body = call.body()
-        args = dict(_arguments(body.get("arguments")))
-        attrs: dict[str, Any] = {
-            "exchange_type": str(body.get("type", "direct")),
-            "durable": _flag(body.get("durable"), "durable", True),
-            "auto_delete": _flag(body.get("auto_delete"), "auto_delete", False),
-            "internal": _flag(body.get("internal"), "internal", False),
-            "arguments": args,
-        }
         vhost, name = call.parts[1], call.parts[2]
-        try:
-            have = self.management.read(
-                call.caller, "exchange", self._exchange_name(name), vhost=vhost
-            )
-        except NotFoundError:
-            if vhost not in self.broker.vhosts:
-                raise
-            self.management.create(call.caller, "exchange", name, attrs, vhost=vhost)
-            await self.broker.committed()
-            return HttpResponse(201)
-        for key in ("exchange_type", "durable", "auto_delete", "internal"):
-            if have.get(key) != attrs[key]:
-                shown = "type" if key == "exchange_type" else key
-                raise _bad(f"inequivalent arg '{shown}' for exchange '{name}' in vhost '{vhost}'")
-        return HttpResponse(204)
+        if not declare_exchange(self.management, call.caller, vhost, name, call.body()):
+            return HttpResponse(204)
+        await self.broker.committed()
+        return HttpResponse(201)
 
     async def delete_exchange(self, call: Call) -> Any:
         vhost, name = call.parts[1], call.parts[2]
@@ -718,7 +656,7 @@ class RabbitApi:
         props = _basic_properties(body.get("properties"))
         raw = bytearray()
         props.encode(raw)
-        exchange = self._exchange_name(call.parts[2])
+        exchange = exchange_name(call.parts[2])
         msg = from_publish(exchange, key, props, bytes(raw), data, self.broker.now())
         result = self.management.publish(call.caller, exchange, key, msg, vhost=call.parts[1])
         await self.broker.committed()
@@ -767,14 +705,12 @@ class RabbitApi:
     async def bind(self, call: Call) -> Any:
         body = call.body()
         p = call.parts
-        key = body.get("routing_key", "")
-        if not isinstance(key, str):
-            raise _bad("routing_key must be a string")
-        args = _arguments(body.get("arguments"))
-        attrs = {"source": p[3], "destination": p[5], "destination_type": _destination_kind(p[4]),
-                 "routing_key": key, "arguments": args}  # fmt: skip
+        attrs = binding_of(
+            p[3], _destination_kind(p[4]), p[5], body.get("routing_key", ""), body.get("arguments")
+        )
         self.management.create(call.caller, "binding", "", attrs, vhost=p[1])
         await self.broker.committed()
+        key, args = attrs["routing_key"], attrs["arguments"]
         location = "/api/" + "/".join(quote(x, safe="") for x in (*p, properties_key(key, args)))
         return HttpResponse(201, b"", headers=(("location", location),))
 

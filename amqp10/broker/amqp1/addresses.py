@@ -11,17 +11,47 @@
 
 Segments are percent-encoded (``/queues/a%2Fb`` is the queue ``a/b``);
 ``amq.default`` names the nameless default exchange.
+
+Direct reply-to (RabbitMQ 4.2's, through the broker's :class:`~amqp10.broker.core.replies.DirectReplies`,
+shared with 0-9-1): a consumer whose source is dynamic with the capability
+``rabbitmq:volatile-queue`` gets a queue named by a fresh reply address
+(``/queues/amq.rabbitmq.reply-to.TOKEN`` in its attach answer), registered for every
+front end; a publisher to a reply address a 0-9-1 requester holds (``/queues/...`` or
+``to``) reaches it through :class:`ReplyTarget`, through no queue.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from ..config import QueuePolicy
-from ..core import DEFAULT_EXCHANGE, Exchange, Node, PublishResult, QueuedMessage, VirtualHost
+from ..core import (
+    DEFAULT_EXCHANGE,
+    Exchange,
+    Node,
+    PublishResult,
+    Queue,
+    QueuedMessage,
+    VirtualHost,
+)
+from ..core.replies import DirectReplies
 
-__all__ = ["AddressError", "AnonymousTarget", "ExchangeTarget", "parse", "resolve_target"]
+__all__ = [
+    "QUEUES",
+    "VOLATILE_QUEUE",
+    "AddressError",
+    "AnonymousTarget",
+    "ExchangeTarget",
+    "ReplyQueue",
+    "ReplyTarget",
+    "parse",
+    "queue_address",
+    "resolve_target",
+]
+
+VOLATILE_QUEUE = "rabbitmq:volatile-queue"
+"""The capability of a dynamic source that asks for a direct reply-to address."""
 
 QUEUES = "/queues/"
 EXCHANGES = "/exchanges/"
@@ -121,18 +151,69 @@ class AnonymousTarget(Node):
         return node.publish(msg, on_stored)
 
 
+def queue_address(name: str) -> str:
+    """The v2 address of queue ``name`` (``/queues/`` and the name percent-encoded)."""
+    return QUEUES + quote(name, safe="")
+
+
+class ReplyQueue:
+    """A 1.0 requester's reply queue as the broker's direct reply-to registry sees it:
+    what another front end sends to its address goes onto the queue."""
+
+    def __init__(self) -> None:
+        self.queue: Queue | None = None
+
+    def deliver_reply(self, msg: QueuedMessage) -> None:
+        q = self.queue
+        if q is not None and not q.deleted:
+            q.publish(msg, _nothing)
+
+
+class ReplyTarget(Node):
+    """A reply address another front end's requester holds: its replies go straight to it."""
+
+    kind = "reply-to"
+    needs_message_ids = False
+
+    def __init__(self, vhost: VirtualHost, address: str) -> None:
+        super().__init__(address, QueuePolicy())
+        self.vhost = vhost
+
+    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
+        consumer = self.vhost.broker.replies.consumer(self.vhost, self.name)
+        if consumer is None:
+            return PublishResult.UNROUTABLE  # the requester is gone
+        consumer.deliver_reply(msg)
+        on_stored()
+        return PublishResult.TAKEN
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ReplyTarget) and other.vhost is self.vhost and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash((id(self.vhost), self.name))
+
+
+def _nothing() -> None:
+    pass
+
+
 def resolve_target(vhost: VirtualHost, address: str, lookup: Callable[[str], Node | None]) -> Node:
     """The node a publisher's target address names (``lookup`` for plain names)."""
     parsed = parse(address)
     if parsed is None:
         node = lookup(address)
         if node is None:
+            if DirectReplies.is_reply_address(address) and vhost.broker.replies.consumer(vhost, address):
+                return ReplyTarget(vhost, address)
             raise AddressError("not-found", f"no node at address {address!r}")
         return node
     kind, name, key = parsed
     if kind == "queue":
         q = vhost.queue(name)
         if q is None:
+            if DirectReplies.is_reply_address(name) and vhost.broker.replies.consumer(vhost, name):
+                return ReplyTarget(vhost, name)
             raise AddressError("not-found", f"no queue {name!r} in vhost {vhost.name!r}")
         return q
     x = vhost.exchange(name)

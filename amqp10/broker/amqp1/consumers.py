@@ -39,18 +39,19 @@ from ...types import (
 )
 from ...types.transactions import TransactionalState
 from ..core import Node, Queue, QueuedMessage, Stream, SuspendedLink, Topic
-from .addresses import AddressError
+from ..core.replies import DirectReplies
+from .addresses import QUEUES, AddressError, queue_address
 from .context import Amqp1Context, refuse, settle_quietly
 from .filters import FilterError, consumer_filters
 from .management import ManagementNode
-from .message import Amqp1Message
+from .message import Amqp1Message, with_routing_annotations
 from .termini import (
     CONDITIONS,
-    STREAM_OFFSET_FILTER,
     capabilities,
     echo,
     made_by_link,
     source_answer,
+    stream_offset,
 )
 from .topics import (
     Subscription,
@@ -104,6 +105,12 @@ class LinkConsumer:
         remote = link.remote_attach  # (the peer's attach made this consumer)
         self.max_message_size = (remote.max_message_size if remote is not None else None) or 0
         """The largest message the receiver takes (its attach's max-message-size; 0: any)."""
+        source = link.remote_source
+        address = source.address if isinstance(source, Source) else None
+        self.annotate = (isinstance(address, str) and address.startswith(QUEUES)) or DirectReplies.is_reply_address(node.name)
+        """Its messages carry RabbitMQ's routing annotations (a consumer of a v2 address,
+        ``/queues/Q``, or of a direct reply-to queue: RabbitMQ 4's clients, which read the
+        annotations of each)."""
 
     def credit(self) -> int:
         link = self.link
@@ -111,8 +118,11 @@ class LinkConsumer:
 
     def payload(self, msg: QueuedMessage) -> tuple[bytes, bytes | None]:
         """The bytes to send for ``msg``, and the delivery tag (None: the link's next)."""
-        if msg.delivery_count or type(msg) is not Amqp1Message:
-            return _redelivery_form(msg), None
+        if self.annotate or msg.delivery_count or type(msg) is not Amqp1Message:
+            data = msg.data if msg.delivery_count == 0 and type(msg) is Amqp1Message else _redelivery_form(msg)
+            if self.annotate:
+                data = with_routing_annotations(data, msg, msg.seq if isinstance(self.node, Stream) else None)
+            return data, None
         return msg.data, None  # as it arrived: nothing to convert or rewrite
 
     def deliver(self, node: Node, msg: QueuedMessage) -> None:
@@ -160,6 +170,11 @@ class LinkConsumer:
         elif isinstance(state, Rejected):
             q.reject(msg)
         elif isinstance(state, Modified):
+            if state.message_annotations and isinstance(msg, Amqp1Message):
+                msg.annotate(state.message_annotations)  # kept as it is requeued or dead-lettered
+            if state.undeliverable_here and self.annotate:
+                q.reject(msg)  # RabbitMQ 4 (its clients' "discard with annotations"): dead-lettered
+                return
             q.release(
                 msg,
                 delivery_failed=bool(state.delivery_failed),
@@ -183,6 +198,11 @@ class LinkConsumer:
 _TERMINAL = (Accepted, Rejected, Released, Modified)
 """The terminal delivery states (outcomes)."""
 _REJECTED = Rejected()
+
+
+def _dynamic_address(node: Node) -> str:
+    """A dynamic source's address: a direct reply-to queue's is its v2 address."""
+    return queue_address(node.name) if DirectReplies.is_reply_address(node.name) else node.name
 
 
 class Consumers:
@@ -230,14 +250,14 @@ class Consumers:
         start: int | None = None
         sub: Subscription | None = None
         if isinstance(node, Stream):
-            spec = (source.filter or {}).get(STREAM_OFFSET_FILTER)
+            offset_key, spec = stream_offset(source.filter)
             try:
-                start = node.start_offset(spec)
+                start = node.start_offset(getattr(spec, "value", spec))  # RabbitMQ's is described
             except ValueError as exc:
                 refuse(link, ErrorCondition.INVALID_FIELD, str(exc))
                 return
             if spec is not None:
-                filters = {STREAM_OFFSET_FILTER: spec}
+                filters = {offset_key: spec}
             queue: Queue | Stream = node
             browse = False
         elif isinstance(node, Topic):
@@ -269,7 +289,7 @@ class Consumers:
             target=echo(link.remote_target, Target),
             source=source_answer(
                 source,
-                address=node.name if source.dynamic else source.address,
+                address=_dynamic_address(node) if source.dynamic else source.address,
                 browse=browse,
                 filters=filters,
                 capabilities=capabilities(node, source.capabilities, sub),
@@ -313,15 +333,16 @@ class Consumers:
         self._add(link, LinkConsumer(self.ctx, link, queue, browse=False), None, source, None)
 
     def _attach_wildcard(self, link: Sender, source: Source, pattern: str) -> None:
-        """A consumer on a topic pattern: a queue of its own, bound to every matching topic."""
+        """A consumer on a topic pattern: a queue of its own, bound to every matching topic
+        (durable: kept, with what arrives meanwhile, until a detach that closes the link)."""
         ctx = self.ctx
-        if bool(source.durable) and source.expiry_policy == "never":
-            refuse(link, ErrorCondition.NOT_IMPLEMENTED, "durable wildcard subscriptions are not supported")
-            return
         if not ctx.may(pattern, "read"):
             refuse(link, ErrorCondition.UNAUTHORIZED_ACCESS, f"access to {source.address!r} refused")
             return
-        sub = wildcards_of(ctx.vhost).subscribe(pattern)
+        durable = None
+        if bool(source.durable) and source.expiry_policy == "never":  # kept by name until closed
+            durable = subscription_for(ctx.remote_container_id, link.name, source.capabilities, durable=True, unique="").key
+        sub = wildcards_of(ctx.vhost).subscribe(pattern, durable)
         link.attach(
             target=echo(link.remote_target, Target),
             source=source_answer(
@@ -468,7 +489,8 @@ class Consumers:
         _, topic, source, sub = _attached(c)
         vhost = self.ctx.vhost
         if isinstance(topic, WildcardSubscription):
-            wildcards_of(vhost).unsubscribe(topic)
+            if closed or not topic.durable:  # a durable one stays until a detach that closes it
+                wildcards_of(vhost).unsubscribe(topic)
         elif isinstance(topic, Topic):
             durable = sub is not None and sub.durable
             # a shared subscription stays while any of its consumers does (JMS unsubscribes

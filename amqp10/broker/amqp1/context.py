@@ -99,9 +99,11 @@ class Amqp1Context:
         return record
 
     def delete_dynamic(self, node: Node) -> None:
-        """Delete a node a link made (a dynamic terminus), if it is still that node."""
+        """Delete a node a link made (a dynamic terminus), if it is still that node
+        (a direct reply-to queue's address goes with it)."""
         if self.vhost.nodes.get(node.name) is node:
             self.vhost.delete_node(node.name)
+            self.broker.replies.unregister(node.name)
 
 
 def refuse(link: Link, condition: ErrorCondition | symbol, description: str) -> None:

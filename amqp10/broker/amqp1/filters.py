@@ -7,7 +7,12 @@ Known filters (by descriptor symbol or code):
 - ``amqp:properties-filter`` (0x173), ``amqp:application-properties-filter`` (0x174):
   the OASIS property filters (a map of fields to reference values);
 - ``apache.org:no-local-filter:list`` (0x0000468C:0x00000003): not the messages the
-  consumer's own connection published.
+  consumer's own connection published;
+- ``rabbitmq:stream-filter`` (a string or a list of strings), with
+  ``rabbitmq:stream-match-unfiltered`` (a boolean): RabbitMQ's stream filtering, the
+  messages whose ``x-stream-filter-value`` annotation is one of the values (and, if
+  asked, those without one); exact here, where RabbitMQ's Bloom filter lets the
+  client drop false positives.
 
 Other entries are not applied, and are left out of the attach answer, so the
 client can tell (§3.5.8). A known filter whose value is wrong refuses the
@@ -21,12 +26,14 @@ from typing import Any
 
 from ..core.message import QueuedMessage
 from ..core.selector import SelectorError, compile_selector, match_properties
+from .message import stream_filter_value
 
 __all__ = ["FilterError", "consumer_filters"]
 
 Predicate = Callable[[QueuedMessage], bool]
 
 _SELECTOR, _SQL, _PROPERTIES, _APP_PROPERTIES, _NO_LOCAL = "selector", "sql", "p", "ap", "no-local"
+_STREAM_FILTER, _MATCH_UNFILTERED = "stream-filter", "match-unfiltered"
 _KINDS: dict[str | int, str] = {
     "apache.org:selector-filter:string": _SELECTOR,
     0x0000468C00000004: _SELECTOR,
@@ -38,6 +45,8 @@ _KINDS: dict[str | int, str] = {
     0x174: _APP_PROPERTIES,
     "apache.org:no-local-filter:list": _NO_LOCAL,
     0x0000468C00000003: _NO_LOCAL,
+    "rabbitmq:stream-filter": _STREAM_FILTER,
+    "rabbitmq:stream-match-unfiltered": _MATCH_UNFILTERED,
 }
 
 
@@ -100,15 +109,38 @@ class ConsumerFilters:
 def consumer_filters(filter_set: Mapping[Any, Any] | None) -> ConsumerFilters:
     """Read a source's filter-set; raises :class:`FilterError` for a known filter that is wrong."""
     out = ConsumerFilters()
+    stream_values: frozenset[str] | None = None
+    unfiltered = False
     for key, value in (filter_set or {}).items():
         kind = _kind_of(value)
         if kind is None:
             continue  # not ours (or the stream offset, which the stream reads itself)
         if kind == _NO_LOCAL:
             out.no_local = True
+        elif kind == _STREAM_FILTER:
+            stream_values = _filter_values(value.value)
+        elif kind == _MATCH_UNFILTERED:
+            unfiltered = value.value is True
         else:
             predicate = _compile(kind, value.value)
             if predicate is not None:
                 out.predicates.append(predicate)
         out.applied[key] = value
+    if stream_values is not None:
+        out.predicates.append(_by_filter_value(stream_values, unfiltered))
     return out
+
+
+def _filter_values(value: Any) -> frozenset[str]:
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
+        raise FilterError("rabbitmq:stream-filter must be a string or a list of strings")
+    return frozenset(values)
+
+
+def _by_filter_value(values: frozenset[str], unfiltered: bool) -> Predicate:
+    def matches(m: QueuedMessage) -> bool:
+        v = stream_filter_value(m)
+        return unfiltered if v is None else v in values
+
+    return matches

@@ -65,6 +65,7 @@ from ...types import Error, ErrorCondition, Rejected, symbol
 from ...types.transactions import Coordinator
 from ..config import ServiceBusConfig
 from ..core import Broker, VirtualHost
+from ..management.rabbitmq import RABBITMQ_VERSION
 from .consumers import Consumers, LinkConsumer
 from .context import Amqp1Context, refuse
 from .lookup import NodeLookup
@@ -81,6 +82,9 @@ DELAYED_DELIVERY = symbol("DELAYED_DELIVERY")
 # what our open offers: the anonymous relay (OASIS "Using the AMQP Anonymous Terminus
 # for Message Routing") and shared subscriptions (the AMQP JMS mapping)
 OFFERED_CAPABILITIES = [ANONYMOUS_RELAY, SHARED_SUBS, DELAYED_DELIVERY]
+# what our open says of us: RabbitMQ 4's AMQP 1.0 clients connect only to a server
+# whose product is RabbitMQ, 4.0 or later, and turn features on by its version
+OPEN_PROPERTIES = {symbol("product"): "RabbitMQ", symbol("version"): RABBITMQ_VERSION, symbol("platform"): "amqp10"}
 
 __all__ = ["ConnectionHandler", "LinkConsumer"]
 
@@ -206,7 +210,7 @@ class ConnectionHandler:
         self.consumers.drop_all(suspend=suspend)
         self.publishers.drop_all(suspend=suspend)
         self.txns.close()  # §4.2: transactions end with their connection, rolled back
-        ctx.vhost.owner_gone(self)  # exclusive queues end with their connection
+        ctx.vhost.owner_gone(ctx)  # exclusive queues (declared on /management) end with their connection
         self.broker.connections.discard(self)
 
     # -- connection and sessions ----------------------------------------------------------------
@@ -219,6 +223,7 @@ class ConnectionHandler:
         vhost = self.broker.vhost_for_hostname(hostname)
         offered = list(conn.offered_capabilities or [])
         conn.offered_capabilities = offered + [c for c in OFFERED_CAPABILITIES if c not in offered]
+        conn.properties = {**OPEN_PROPERTIES, **(conn.properties or {})}
         conn.open()
         if self.refusal is not None:
             conn.close(Error(condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED, description=self.refusal))

@@ -11,15 +11,26 @@ from __future__ import annotations
 
 from ...addresses import partition_address
 from ...types import Source, Target
-from ..core import Node, PartitionedStream, ResourceKind
-from .addresses import AddressError, AnonymousTarget, parse, resolve_target
+from ..core import Node, PartitionedStream, Queue, ResourceKind
+from .addresses import (
+    VOLATILE_QUEUE,
+    AddressError,
+    AnonymousTarget,
+    ReplyQueue,
+    parse,
+    resolve_target,
+)
 from .context import Amqp1Context
-from .management import MANAGEMENT_ADDRESS, ManagementNode
+from .management import ManagementNode
 from .requests import RequestNodes
 from .termini import resource
 from .topics import node_name_and_kind
 
-__all__ = ["NodeLookup"]
+__all__ = ["RESERVED", "NodeLookup"]
+
+RESERVED = {"$cbs": "claims-based security ($cbs) is not enabled on this broker ([servicebus])"}
+"""Request-node addresses that never become queues: why an attach to one is refused
+when no plug-in serves it."""
 
 
 class NodeLookup:
@@ -36,8 +47,13 @@ class NodeLookup:
             address, node = ctx.plugin.node_at(address)
             if node is not None:
                 return node
-        if address == MANAGEMENT_ADDRESS:
-            return self.requests.management_node()
+        if address:
+            requests = self.requests.node_at(address)
+            if requests is not None:
+                return requests
+            reserved = RESERVED.get(address)
+            if reserved is not None:
+                raise AddressError("not-found", reserved)
         vhost = ctx.vhost
         found = vhost.lookup(address, create=False)
         if found is None and create and address and ctx.broker.config.auto_create:
@@ -65,11 +81,26 @@ class NodeLookup:
             raise AddressError("unauthorized-access", refused)
         return node
 
+    def _reply_queue(self) -> Queue:
+        """A requester's queue for direct reply-to, named by a fresh reply address
+        registered for every front end (it goes, unregistered, with its link)."""
+        vhost = self.ctx.vhost
+        registered = ReplyQueue()
+        address = self.ctx.broker.replies.register(vhost, registered)
+        q = vhost.create_node(address, "queue", dynamic=True)
+        assert isinstance(q, Queue)
+        registered.queue = q
+        return q
+
     def source_node(self, source: Source) -> Node:
         """The node a consumer's source names (a v2 ``/queues/Q`` address or a plain name)."""
         vhost = self.ctx.vhost
-        if source.dynamic:
-            node: Node | None = vhost.create_dynamic()
+        caps = source.capabilities
+        volatile = VOLATILE_QUEUE in caps if isinstance(caps, list) else caps is not None and str(caps) == VOLATILE_QUEUE
+        if source.dynamic and volatile:
+            node: Node | None = self._reply_queue()
+        elif source.dynamic:
+            node = vhost.create_dynamic()
         else:
             address = source.address
             parsed = parse(address) if address else None

@@ -78,6 +78,8 @@ class ManagementNode(Node):
     """``$management`` as one connection sees it (each connection has its own)."""
 
     kind = "management"
+    any_section_order = False
+    """Whether a request's sections may come in any order (the node decodes them itself)."""
 
     def __init__(
         self,
@@ -87,8 +89,9 @@ class ManagementNode(Node):
         user: str | None = None,
         may_reply_to: Callable[[str], bool] = lambda address: True,
         is_open: Callable[[], bool] = lambda: True,
+        address: str = MANAGEMENT_ADDRESS,
     ) -> None:
-        super().__init__(MANAGEMENT_ADDRESS, QueuePolicy())
+        super().__init__(address, QueuePolicy())
         self.vhost = vhost
         self.may_configure = may_configure
         """The permission check for the lower-case declarations (the connection's user)."""
@@ -194,7 +197,14 @@ class ManagementNode(Node):
             return Error(condition=ErrorCondition.DECODE_ERROR, description=f"undecodable request: {exc}")
 
     def send_reply(
-        self, target: Node, request: Message, props: dict[str, Any], body: Any, to: str | None = None
+        self,
+        target: Node,
+        request: Message,
+        props: dict[str, Any],
+        body: Any,
+        to: str | None = None,
+        *,
+        subject: str | None = None,
     ) -> None:
         """Put the reply to ``request`` on ``target`` once what the request changed is
         committed to the store (:meth:`~amqp10.broker.core.Broker.after_commit`: a reply
@@ -204,6 +214,8 @@ class ManagementNode(Node):
         correlation = request.id if request.correlation_id is None else request.correlation_id
         reply = Message(body=body, correlation_id=correlation, application_properties=props)
         reply.to = to
+        if subject is not None:
+            reply.subject = subject
         data = reply.encode()
 
         def answer() -> None:

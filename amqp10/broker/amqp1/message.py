@@ -14,15 +14,34 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...message import LazyMessage
-from ...types import DecodeError, Properties, decode_at, symbol, timestamp, ulong
+from ...types import (
+    DecodeError,
+    MessageAnnotations,
+    Properties,
+    decode_at,
+    encode_into,
+    symbol,
+    timestamp,
+    ulong,
+)
 from ..core.message import AMQP1_FORMAT, QueuedMessage, Routing, register_format
 
-__all__ = ["FORMAT", "X_OPT_DEATHS", "Amqp1Message", "parse_transfer"]
+__all__ = [
+    "FORMAT",
+    "X_OPT_DEATHS",
+    "Amqp1Message",
+    "parse_transfer",
+    "stream_filter_value",
+    "with_routing_annotations",
+]
 
 FORMAT = AMQP1_FORMAT
 _PROPERTY_FIELDS = tuple(f.attr for f in Properties.FIELDS)
 _HEADER_FIELDS = ("ttl", "first_acquirer")  # the rest of the header is the container's own
 X_OPT_DEATHS = symbol("x-opt-deaths")
+X_STREAM_FILTER_VALUE = symbol("x-stream-filter-value")
+X_CC = symbol("x-cc")
+"""RabbitMQ's annotation of extra routing keys (a list of strings), as 0-9-1's ``CC`` header."""
 # scheduled delivery (core/scheduled.py): absolute ms, an Azure Service Bus timestamp, a delay in ms
 X_OPT_DELIVERY_TIME = symbol("x-opt-delivery-time")
 X_OPT_SCHEDULED_ENQUEUE_TIME = symbol("x-opt-scheduled-enqueue-time")
@@ -82,6 +101,16 @@ class Amqp1Message(QueuedMessage):
         key = None if not annotations else annotations.get(X_OPT_PARTITION_KEY)
         return None if key is None else str(key)
 
+    def extra_routing_keys(self) -> tuple[str, ...]:
+        if b"x-cc" not in self.data:  # no such annotation: nothing to decode
+            return ()
+        try:
+            annotations = LazyMessage(self.data).message_annotations
+        except DecodeError:
+            return ()
+        cc = (annotations or {}).get(X_CC)
+        return tuple(k for k in cc if isinstance(k, str)) if isinstance(cc, list) else ()
+
     def _read_due(self) -> float | None:
         if b"x-opt-" not in self.data:  # no annotation of ours: nothing to decode
             return None
@@ -99,6 +128,15 @@ class Amqp1Message(QueuedMessage):
         if isinstance(delay, int) and not isinstance(delay, bool) and delay > 0:
             return self.arrival + delay / 1000
         return None
+
+    def annotate(self, annotations: Mapping[Any, Any]) -> None:
+        """Merge ``annotations`` into its message annotations (a ``modified`` outcome's, as
+        RabbitMQ 4 keeps them with the message it requeues or dead-letters)."""
+        try:
+            self.data = LazyMessage(self.data).with_annotations(annotations)
+        except DecodeError:
+            return
+        self.forget_fields()
 
     def with_stream_position(self, offset: int) -> bytes:
         """The bytes with ``x-opt-offset`` and ``x-opt-timestamp`` message annotations."""
@@ -161,6 +199,47 @@ class Amqp1Message(QueuedMessage):
 
 
 register_format(Amqp1Message)
+
+
+_X_EXCHANGE, _X_ROUTING_KEY = symbol("x-exchange"), symbol("x-routing-key")
+_X_STREAM_OFFSET = symbol("x-stream-offset")
+
+
+def with_routing_annotations(data: bytes, msg: QueuedMessage, offset: int | None = None) -> bytes:
+    """``data`` with RabbitMQ's routing annotations (``x-exchange``, ``x-routing-key``: what
+    it was published with) if it has no message-annotations section, and a stream's
+    message (``offset``) with ``x-stream-offset``: RabbitMQ 4 delivers every message with
+    them, and its clients read the annotations of each."""
+    if offset is not None:
+        try:
+            return LazyMessage(data).with_annotations({_X_STREAM_OFFSET: offset})
+        except DecodeError:
+            return data
+    spans = _scan_sections(data)
+    if spans is None or spans[2] >= 0:
+        return data  # annotated already (or of an unusual shape: sent as it is)
+    pos = spans[1]
+    if pos < 0:  # no properties: after the header and delivery annotations
+        pos = 0
+        while pos < len(data) and data[pos + 2] in (0x70, 0x71):
+            pos = decode_at(data, pos)[1]
+    exchange, key = msg.published_to
+    section = bytearray()
+    encode_into(section, MessageAnnotations({_X_EXCHANGE: exchange, _X_ROUTING_KEY: key}))
+    return data[:pos] + bytes(section) + data[pos:]
+
+
+def stream_filter_value(msg: QueuedMessage) -> str | None:
+    """A 1.0 message's ``x-stream-filter-value`` annotation (RabbitMQ's stream filtering), or None."""
+    data = msg.form(FORMAT)
+    if b"x-stream-filter-value" not in data:
+        return None
+    try:
+        annotations = LazyMessage(data).message_annotations
+    except DecodeError:
+        return None
+    v = (annotations or {}).get(X_STREAM_FILTER_VALUE)
+    return v if isinstance(v, str) else None
 
 
 def parse_transfer(payload: bytes, now: float, need_ids: bool = True, origin: object = None) -> Amqp1Message:

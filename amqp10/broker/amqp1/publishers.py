@@ -31,7 +31,8 @@ from ..core import store as _store
 from .addresses import AddressError, AnonymousTarget
 from .context import Amqp1Context, refuse
 from .lookup import NodeLookup
-from .message import parse_transfer
+from .management import ManagementNode
+from .message import Amqp1Message, parse_transfer
 from .termini import CONDITIONS, capabilities, echo, made_by_link
 from .transactions import Transactions
 
@@ -45,7 +46,16 @@ _TAKEN = PublishResult.TAKEN
 
 
 def _full(node: Node) -> Rejected:
-    return Rejected(error=Error(condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED, description=f"node {node.name!r} is full"))
+    """A queue that refused the message names itself and its limit (RabbitMQ 4 rejects what
+    a ``reject-publish`` queue refuses); a node that routes names itself."""
+    if isinstance(node, Queue):
+        p = node.policy
+        limits = [f"{arg} {v}" for arg, v in (("x-max-length", p.max_length), ("x-max-length-bytes", p.max_bytes)) if v is not None]
+        why = f" ({', '.join(limits)}, overflow {p.overflow})" if limits else ""
+        description = f"queue {node.name!r} is full{why}"
+    else:
+        description = f"node {node.name!r} is full: every queue it routed the message to refused it"
+    return Rejected(error=Error(condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED, description=description))
 
 
 OUTCOMES: dict[PublishResult, Callable[[Node], Any]] = {
@@ -152,7 +162,9 @@ class Publishers:
         try:
             msg = parse_transfer(d.payload, ctx.broker.now(), node.needs_message_ids, ctx.origin)
         except DecodeError as exc:
-            return Rejected(error=Error(condition=ErrorCondition.DECODE_ERROR, description=str(exc)))
+            if not (isinstance(node, ManagementNode) and node.any_section_order):
+                return Rejected(error=Error(condition=ErrorCondition.DECODE_ERROR, description=str(exc)))
+            msg = Amqp1Message(d.payload, arrival=ctx.broker.now())  # the node reads it its own way
         if type(node) is AnonymousTarget:
             try:
                 node = node.node_for(msg)

@@ -1,8 +1,10 @@
-"""The request/response nodes of one 1.0 connection: ``$management`` and a plug-in's.
+"""The request/response nodes of one 1.0 connection: ``$management``, ``/management`` and a plug-in's.
 
 Each connection has its own :class:`~.management.ManagementNode` (its replies go to
 this connection's reply links, its checks are this user's), made when an address
-first names it; a plug-in adds nodes of its own (Service Bus: ``$cbs`` and each
+first names it, and its own RabbitMQ 4 management node
+(:class:`~.rabbitmq_management.RabbitManagementNode`, HTTP over AMQP on ``/management``,
+answering on the paired receiver link); a plug-in adds nodes of its own (Service Bus: ``$cbs`` and each
 entity's ``$management``). A request is a transfer to one of them (see
 :mod:`.publishers`); its answer goes to a receiver link from the node (see
 :mod:`.consumers`), whose queue goes when that link does.
@@ -14,6 +16,7 @@ from ...transport import ConnectionState
 from ..core import Queue
 from .context import Amqp1Context
 from .management import MANAGEMENT_ADDRESS, ManagementNode
+from .rabbitmq_management import RABBITMQ_MANAGEMENT_ADDRESS, RabbitManagementNode
 
 __all__ = ["RequestNodes"]
 
@@ -25,6 +28,8 @@ class RequestNodes:
         self.ctx = ctx
         self.management: ManagementNode | None = None
         """This connection's ``$management`` (made on first use)."""
+        self.rabbitmq: RabbitManagementNode | None = None
+        """This connection's ``/management`` (made on first use)."""
 
     def node_at(self, address: str) -> ManagementNode | None:
         """The request node at ``address`` (``$management``, or a plug-in's), if it is one."""
@@ -33,6 +38,8 @@ class RequestNodes:
             return node
         if address == MANAGEMENT_ADDRESS:
             return self.management_node()
+        if address == RABBITMQ_MANAGEMENT_ADDRESS:
+            return self.rabbitmq_node()
         return None
 
     def management_node(self) -> ManagementNode:
@@ -48,8 +55,21 @@ class RequestNodes:
             )
         return self.management
 
+    def rabbitmq_node(self) -> RabbitManagementNode:
+        """This connection's ``/management`` (RabbitMQ 4's), made for its user and virtual host."""
+        if self.rabbitmq is None:
+            ctx = self.ctx
+            self.rabbitmq = RabbitManagementNode(
+                ctx.vhost,
+                lambda resource: ctx.may(resource, "configure"),
+                user=ctx.user,
+                owner=ctx,
+                is_open=lambda: ctx.conn.state is ConnectionState.OPENED,
+            )
+        return self.rabbitmq
+
     def reply_link_gone(self, queue: Queue) -> None:
         """A receiver link from a request node detached: its reply queue goes."""
-        for requests in (self.management, *self.ctx.plugin.request_nodes()):
+        for requests in (self.management, self.rabbitmq, *self.ctx.plugin.request_nodes()):
             if requests is not None:
                 requests.reply_link_gone(queue)

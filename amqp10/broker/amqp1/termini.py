@@ -15,6 +15,8 @@ from .addresses import ExchangeTarget
 from .topics import Subscription, capabilities_of
 
 STREAM_OFFSET_FILTER = symbol("amqp10:stream-offset")
+RABBITMQ_OFFSET_FILTER = symbol("rabbitmq:stream-offset-spec")
+"""RabbitMQ's: a described first/last/next, an offset or a timestamp."""
 STREAM_CAPABILITY = "stream"
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "made_by_link",
     "resource",
     "source_answer",
+    "stream_offset",
 ]
 
 _OUTCOMES = [
@@ -42,6 +45,16 @@ CONDITIONS: dict[str, ErrorCondition] = {
 }
 """The error condition of each :class:`~.addresses.AddressError` condition: how a link
 refused for its address, or a message the anonymous relay cannot route, is answered."""
+
+
+def stream_offset(filter_set: Any) -> tuple[symbol, Any]:
+    """Where a stream consumer's filter-set says to start: the entry's key and value
+    (ours, ``amqp10:stream-offset``, or RabbitMQ's ``rabbitmq:stream-offset-spec``)."""
+    for key in (STREAM_OFFSET_FILTER, RABBITMQ_OFFSET_FILTER):
+        spec = (filter_set or {}).get(key)
+        if spec is not None:
+            return key, spec
+    return STREAM_OFFSET_FILTER, None
 
 
 def source_answer(

@@ -101,6 +101,9 @@ class WildcardSubscription:
     key: str
     queue: Queue
     topics: list[Topic] = field(default_factory=list)
+    durable: bool = False
+    """Kept when its link detaches without closing, for the next attach with the same
+    container id and link name (as Artemis keeps a durable subscription on a wildcard)."""
 
     def bind(self, topic: Topic) -> None:
         topic.attach_subscription(self.key, self.queue)
@@ -120,6 +123,8 @@ class Wildcards:
         # weak: the registry below is keyed by the vhost, which must stay collectable
         self._vhost = weakref.ref(vhost)
         self.trie = TopicTrie()
+        self.durable: dict[str, WildcardSubscription] = {}
+        """Durable wildcard subscriptions, by name (container id and link name)."""
         vhost.node_listeners.append(self._created)
 
     @property
@@ -128,10 +133,20 @@ class Wildcards:
         assert vhost is not None
         return vhost
 
-    def subscribe(self, pattern: str) -> WildcardSubscription:
-        """A new (non-durable) subscription to every topic matching ``pattern``."""
+    def subscribe(self, pattern: str, durable_key: str | None = None) -> WildcardSubscription:
+        """A subscription to every topic matching ``pattern``: a new one, or (``durable_key``:
+        a durable subscription's name) the one kept under that name for the same pattern
+        (one kept for another pattern is replaced, as JMS replaces a changed subscription)."""
+        if durable_key is not None:
+            kept = self.durable.get(durable_key)
+            if kept is not None and kept.pattern == pattern and not kept.queue.deleted:
+                return kept
+            if kept is not None:
+                self.unsubscribe(kept)
         q = self.vhost.create_dynamic()
-        sub = WildcardSubscription(pattern, f"wildcard.{q.name}", q)
+        sub = WildcardSubscription(pattern, f"wildcard.{q.name}", q, durable=durable_key is not None)
+        if durable_key is not None:
+            self.durable[durable_key] = sub
         self.trie.add(pattern, sub.key, sub)
         for topic in _topics(self.vhost.nodes.values()):
             if _matches(pattern, topic.name):
@@ -139,6 +154,9 @@ class Wildcards:
         return sub
 
     def unsubscribe(self, sub: WildcardSubscription) -> None:
+        for name, kept in list(self.durable.items()):
+            if kept is sub:
+                del self.durable[name]
         self.trie.remove(sub.pattern, sub.key)
         for topic in sub.topics:
             topic.unsubscribe(sub.key)

@@ -18,8 +18,16 @@ argument                        policy field                   value
 ``x-delivery-limit``            ``delivery_limit``             deliveries
 ``x-max-priority``              ``max_priority``               0-255
 ``x-single-active-consumer``    ``single_active_consumer``     bool
-``x-queue-type``                (the node kind)                classic, stream
+``x-queue-type``                (the node kind)                classic, quorum, stream
+``x-max-age``                   ``max_age_seconds``            a stream's retention: 7D,
+                                                               12h, 30m, 10s, 1M, 1Y
 ==============================  =============================  ==========================
+
+A ``quorum`` queue is a classic core queue that reports its type as quorum (the
+node is one broker: there is no replication to ask for); the arguments of
+replicated queues and streams that only place replicas (:data:`ACCEPTED`:
+group sizes, leader locator, segment and filter sizes, the dead-letter
+strategy) are accepted, kept and reported, and change nothing here.
 
 As in RabbitMQ, a queue given a length limit by its arguments and no
 ``x-overflow`` drops its oldest messages (``drop-head``); a queue limited by the
@@ -34,9 +42,25 @@ from typing import Any
 
 from .queue_policy import QueuePolicy
 
-__all__ = ["ARGUMENTS", "QUEUE_TYPES", "ArgumentError", "arguments_of", "policy_with_arguments", "queue_kind"]
+__all__ = ["ACCEPTED", "ARGUMENTS", "QUEUE_TYPES", "ArgumentError", "arguments_of", "policy_with_arguments", "queue_kind"]
 
-QUEUE_TYPES = {"classic": "queue", "stream": "stream"}
+QUEUE_TYPES = {"classic": "queue", "quorum": "queue", "stream": "stream"}
+
+ACCEPTED = frozenset(
+    {
+        "x-quorum-initial-group-size",
+        "x-quorum-target-group-size",
+        "x-initial-group-size",
+        "x-queue-leader-locator",
+        "x-stream-max-segment-size-bytes",
+        "x-stream-filter-size-bytes",
+        "x-dead-letter-strategy",
+        "x-deliver-limit",  # RabbitMQ's Python AMQP 1.0 client's spelling; RabbitMQ keeps it, unused
+    }
+)
+"""Arguments kept and reported that change nothing on a single node (replica placement)."""
+
+_AGE_UNITS = {"Y": 365 * 86400, "M": 30 * 86400, "D": 86400, "h": 3600, "m": 60, "s": 1}
 
 
 class ArgumentError(ValueError):
@@ -84,6 +108,13 @@ def _priority(name: str, v: Any) -> int:
     return n
 
 
+def _age(name: str, v: Any) -> float:
+    """A stream's ``x-max-age`` as RabbitMQ writes it: a positive number and a unit (Y M D h m s)."""
+    if isinstance(v, str) and len(v) > 1 and v[-1] in _AGE_UNITS and v[:-1].isdigit() and int(v[:-1]) > 0:
+        return float(int(v[:-1]) * _AGE_UNITS[v[-1]])
+    raise ArgumentError(f"{name} must be a positive number and a unit (Y, M, D, h, m or s), not {v!r}")
+
+
 def _bool(name: str, v: Any) -> bool:
     if not isinstance(v, bool):
         raise ArgumentError(f"{name} must be true or false, not {v!r}")
@@ -101,6 +132,7 @@ ARGUMENTS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "x-delivery-limit": ("delivery_limit", _positive_int),
     "x-max-priority": ("max_priority", _priority),
     "x-single-active-consumer": ("single_active_consumer", _bool),
+    "x-max-age": ("max_age_seconds", _age),
 }
 """Argument name -> (QueuePolicy field, converter from the argument's value)."""
 
@@ -123,6 +155,8 @@ def policy_with_arguments(base: QueuePolicy, arguments: Mapping[str, Any] | None
         if name == "x-queue-type":
             queue_kind(arguments)
             continue
+        if name in ACCEPTED:
+            continue
         entry = ARGUMENTS.get(name)
         if entry is None:
             raise ArgumentError(f"unknown queue argument {name!r}")
@@ -143,6 +177,8 @@ def arguments_of(policy: QueuePolicy) -> dict[str, Any]:
             continue
         if field in ("message_ttl", "expires"):
             value = round(value * 1000)
+        elif field == "max_age_seconds":
+            value = f"{round(value)}s"
         elif field == "overflow":
             mode = policy.overflow_mode
             if mode == "block":

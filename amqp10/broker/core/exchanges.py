@@ -20,6 +20,7 @@ binding's ``x-`` arguments).
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, TypeAlias
 
@@ -49,8 +50,8 @@ __all__ = [
     "split_topic",
 ]
 
-ExchangeType = Literal["direct", "fanout", "topic", "headers"]
-EXCHANGE_TYPES: tuple[ExchangeType, ...] = ("direct", "fanout", "topic", "headers")
+ExchangeType = Literal["direct", "fanout", "topic", "headers", "x-local-random"]
+EXCHANGE_TYPES: tuple[ExchangeType, ...] = ("direct", "fanout", "topic", "headers", "x-local-random")
 
 
 def args_key(arguments: Mapping[str, Any] | None) -> str:
@@ -218,6 +219,28 @@ class FanoutExchange(Exchange):
 
     def match(self, msg: QueuedMessage, key: str | None) -> Iterable[Destination]:
         return [b.destination for b in self.bindings.values()]
+
+
+class LocalRandomExchange(Exchange):
+    """RabbitMQ 4's ``x-local-random``: each message to one of the bound queues, chosen at
+    random (every queue is local on one node), whatever the key."""
+
+    type = "x-local-random"
+    uses_key = False
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self._random = random.Random()
+
+    def _index(self, binding: Binding) -> None:
+        pass
+
+    def _unindex(self, binding: Binding) -> None:
+        pass
+
+    def match(self, msg: QueuedMessage, key: str | None) -> Iterable[Destination]:
+        dests = [b.destination for b in self.bindings.values()]
+        return [self._random.choice(dests)] if dests else ()
 
 
 def split_topic(key: str) -> list[str]:
@@ -438,11 +461,12 @@ _TYPES: dict[str, type[Exchange]] = {
     "fanout": FanoutExchange,
     "topic": TopicExchange,
     "headers": HeadersExchange,
+    "x-local-random": LocalRandomExchange,
 }
 
 
 def make_exchange(type_: str, name: str, **kw: Any) -> Exchange:
-    """An exchange of ``type_`` (direct, fanout, topic, headers)."""
+    """An exchange of ``type_`` (direct, fanout, topic, headers, x-local-random)."""
     cls = _TYPES.get(type_)
     if cls is None:
         raise ValueError(f"unknown exchange type {type_!r}: use {', '.join(EXCHANGE_TYPES)}")

@@ -246,6 +246,11 @@ class QueuedMessage:
         """Read the header and properties fields from ``data`` (a subclass knows how)."""
         return _EMPTY
 
+    def extra_routing_keys(self) -> tuple[str, ...]:
+        """Routing keys it is routed by beside its own (1.0: RabbitMQ's ``x-cc``
+        annotation), read from ``data`` when an exchange routes it; () if none."""
+        return ()
+
     def partition_key(self) -> str | None:
         """What places the message on a partition of a partitioned stream (1.0: the
         ``x-opt-partition-key`` annotation), read from ``data``; None: none (round robin)."""

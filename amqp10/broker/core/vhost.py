@@ -529,22 +529,26 @@ class VirtualHost:
     # -- routing ----------------------------------------------------------------------------
     def destinations(self, exchange: Exchange, msg: QueuedMessage, key: str | None) -> list[Queue | Stream]:
         """The queues ``msg`` reaches from ``exchange``: through exchange-to-exchange bindings,
-        and through an exchange's alternate exchange when its own bindings match nothing."""
+        and through an exchange's alternate exchange when its own bindings match nothing;
+        by ``key`` and by the message's extra keys (1.0's ``x-cc``), each queue once."""
         queues: dict[int, Queue | Stream] = {}
         seen: set[int] = set()
         pending = [exchange]
+        cc = msg.extra_routing_keys()
+        keys = (key, *cc) if cc else (key,)
         while pending:
             x = pending.pop()
             if id(x) in seen:
                 continue
             seen.add(id(x))
             matched = False
-            for d in x.match(msg, key):
-                matched = True
-                if isinstance(d, Exchange):
-                    pending.append(d)
-                else:
-                    queues[id(d)] = d
+            for k in keys:
+                for d in x.match(msg, k):
+                    matched = True
+                    if isinstance(d, Exchange):
+                        pending.append(d)
+                    else:
+                        queues[id(d)] = d
             if not matched and x.alternate:
                 ae = self.exchanges.get(x.alternate)
                 if ae is not None:

@@ -25,6 +25,7 @@ from ..core import (
     Topic,
     VirtualHost,
 )
+from ..core.exchanges import EXCHANGE_TYPES
 from .errors import BadRequest, Conflict, NotImplementedOperation
 
 if TYPE_CHECKING:
@@ -299,8 +300,8 @@ class ExchangeType(EntityType):
         if name in vhost.exchanges or name == DEFAULT_EXCHANGE:
             raise Conflict(f"exchange {name!r} already exists in vhost {vhost.name!r}")
         kind = _str(attrs.get("exchange_type", "direct"), "exchange_type")
-        if kind not in ("direct", "fanout", "topic", "headers"):
-            raise BadRequest(f"exchange_type must be direct, fanout, topic or headers, not {kind!r}")
+        if kind not in EXCHANGE_TYPES:
+            raise BadRequest(f"exchange_type must be one of {', '.join(EXCHANGE_TYPES)}, not {kind!r}")
         alternate = attrs.get("alternate_exchange")
         return vhost.declare_exchange(
             name,

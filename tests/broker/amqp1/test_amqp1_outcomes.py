@@ -25,7 +25,7 @@ def test_unroutable_is_released_and_full_is_rejected_with_the_node_named() -> No
     d = c.send(to_queue, Message(body=2))
     assert isinstance(d.remote_state, Rejected)
     assert d.remote_state.error.condition == ErrorCondition.RESOURCE_LIMIT_EXCEEDED
-    assert d.remote_state.error.description == "node 'small' is full"
+    assert d.remote_state.error.description == "queue 'small' is full (x-max-length 1, overflow reject-publish)"
     to_exchange = c.sender("/exchanges/x")
     assert isinstance(c.send(to_exchange, Message(body=3, subject="nowhere")).remote_state, Released)
     # every queue the exchange reached is full: rejected, naming the exchange (RabbitMQ 4
@@ -33,7 +33,7 @@ def test_unroutable_is_released_and_full_is_rejected_with_the_node_named() -> No
     d = c.send(to_exchange, Message(body=4, subject="k"))
     assert isinstance(d.remote_state, Rejected)
     assert d.remote_state.error.condition == ErrorCondition.RESOURCE_LIMIT_EXCEEDED
-    assert d.remote_state.error.description == "node 'x' is full"
+    assert d.remote_state.error.description == "node 'x' is full: every queue it routed the message to refused it"
 
 
 def test_a_management_request_that_cannot_be_answered_is_rejected_with_the_nodes_reason() -> None:

@@ -183,9 +183,20 @@ def test_single_active_consumer_hands_over_on_detach() -> None:
 def test_queue_type_stream_and_bad_arguments() -> None:
     _, v = net_with()
     assert isinstance(v.declare_queue("log", arguments={"x-queue-type": "stream"}), Stream)
-    for bad in ({"x-queue-type": "quorum"}, {"x-message-ttl": -1}, {"x-max-length": "ten"}, {"x-overflow": "block"}, {"x-nonsense": 1}):
+    for bad in ({"x-queue-type": "mirrored"}, {"x-max-age": "7 days"}, {"x-message-ttl": -1}, {"x-max-length": "ten"}, {"x-overflow": "block"}, {"x-nonsense": 1}):
         with pytest.raises(PreconditionFailed):
             v.declare_queue("bad", arguments=bad)
+
+
+def test_quorum_is_a_classic_core_queue_with_its_arguments_kept() -> None:
+    _, v = net_with()
+    args = {"x-queue-type": "quorum", "x-quorum-initial-group-size": 3, "x-queue-leader-locator": "balanced",
+            "x-dead-letter-strategy": "at-least-once", "x-delivery-limit": 5}  # fmt: skip
+    q = v.declare_queue("qq", arguments=args)
+    assert isinstance(q, Queue) and q.policy.delivery_limit == 5
+    assert q.arguments["x-queue-type"] == "quorum"
+    s = v.declare_queue("s", arguments={"x-queue-type": "stream", "x-max-age": "2h", "x-stream-max-segment-size-bytes": 1000})
+    assert isinstance(s, Stream) and s.policy.max_age_seconds == 7200
 
 
 def test_expires_deletes_an_unused_queue() -> None:

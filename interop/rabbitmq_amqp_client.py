@@ -1,0 +1,519 @@
+"""RabbitMQ's Python AMQP 1.0 client (``rabbitmq-amqp-python-client``) against our broker, unmodified.
+
+RabbitMQ 4 ships AMQP 1.0 clients of its own that manage topology through its
+management node (``/management``, HTTP over AMQP) and use its v2 addresses. This
+runner takes the client's repository (its examples and its own pytest suite, with
+the client as the repository has it) from a mirror (``--repo``, default the one
+under ``/work/.mirror``), unpacks it into ``interop/.build/rabbitmq-amqp-python-client/``
+(``git archive``: nothing is copied into the project), and runs it against our broker
+as it expects RabbitMQ: AMQP on ``localhost:5672`` (``guest``/``guest``), TLS on 5671
+with the repository's own test certificates, RabbitMQ's HTTP API on 15672. So that
+those fixed ports are free, everything runs in a private network namespace
+(``unshare --net``, as :mod:`interop.proton_examples` does).
+
+The suite needs ``pytest-asyncio``, ``pytest-timeout`` and ``PyJWT``; they are
+installed once with pip into ``interop/.build/.../site`` (``--no-deps``) and put on
+that run's ``PYTHONPATH`` only: the project's own test runs never load them.
+
+``python -m interop.rabbitmq_amqp_client [--examples] [--suite] [--record] [--json]``
+(neither ``--examples`` nor ``--suite``: both) prints one line per example and per
+failing test, the counts, and with ``--record`` writes them into their marked
+section of ``interop/RESULTS.md``. Exit status 1 if anything failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .peers.base import PeerUnavailable
+from .peers.ours import OurBroker
+from .proton_examples import loopback_up, write_section
+
+__all__ = ["EXAMPLES", "main", "run"]
+
+HERE = Path(__file__).resolve().parent
+BUILD = HERE / ".build" / "rabbitmq-amqp-python-client"
+RESULTS = HERE / "RESULTS.md"
+MIRROR = Path("/work/.mirror/rabbitmq+rabbitmq-amqp-python-client/repo")
+NETNS_ENV = "AMQP10_RABBITMQ_CLIENT_NETNS"
+SUITE_EXTRAS = ("pytest-asyncio", "pytest-timeout", "PyJWT")
+TEST_TIMEOUT = 20
+"""Seconds one test of the suite may take (a request never answered would block for ever)."""
+NOT_RUN = {
+    "tests/test_connection.py::test_connection_vhost_not_exists": "hangs",
+    "tests/asyncio/test_connection.py::test_async_connection_vhost_not_exists": "hangs",
+}
+"""Tests left out, and why: each would stop the run. Refused at its open (an unknown
+virtual host: our close with amqp:not-found, after our open), the client's proton tears
+the connection down itself and its recovery then reconnects for ever, past
+pytest-timeout, in the fixture's teardown (a raw client sees the broker wait for its
+close, as the spec asks)."""
+CAUSES = {
+    "oauth": "OAuth 2 (JWT tokens in SASL PLAIN, `PUT /auth/tokens`) is not offered: the login is refused"
+    " (the async teardown errors follow from the failed dial).",
+    "connection_vhost": "the test deletes its virtual host through the HTTP API, which answers 501: the core"
+    " cannot delete a virtual host.",
+    "vhost_not_exists": "see the two tests left out: the client reconnects for ever after the refused open.",
+    "exchange_custom": "exchange type `x-local-random` (RabbitMQ 4's local-random exchange) is not offered: 400.",
+    "invalid_annotations": "the client's own check raises in its message handler, inside proton's loop, and the"
+    " error comes out again when the fixture closes the connection.",
+    "disconnection_reconnection": "after the test closes its connection through the HTTP API, the client's"
+    " recovery and the publishes that follow do not finish within 20 s (not diagnosed).",
+    "stream_reconnection": "after a close through the HTTP API the stream consumer is not resumed: the sync test"
+    " reads `StreamConsumerOptions.offset` (an attribute the client does not have), the async one sees the"
+    " forced close again at teardown (not diagnosed further).",
+    "offset_datetime": "a consumer from a timestamp after every message: its steps, run alone as a script,"
+    " pass (no message, then a clean close); in the suite the test passes its 20 s (not diagnosed).",
+    "read_from_offset": "the handler takes its 10 messages while `connection.consumer()` still waits for the"
+    " attach (our broker answers the attach and sends the stream's messages in one write), so it raises"
+    " before the consumer exists.",
+    "direct_reply_to.py": "the example accepts deliveries on a link it asked to be pre-settled (snd-settle-mode"
+    " settled), and the client refuses to settle a settled delivery.",
+}
+"""Why each known failure fails, by a part of its name (written under the tables)."""
+BEGIN = "<!-- rabbitmq-amqp-python-client: begin -->"
+END = "<!-- rabbitmq-amqp-python-client: end -->"
+
+EXAMPLES = (
+    "getting_started/getting_started.py",
+    "getting_started/getting_started_async.py",
+    "direct_reply_queue/direct_reply_to.py",
+    "rpc/server.py+rpc/client.py",
+    "pre_settled_consumer/example_pre_settled_consumer.py",
+    "streams/example_with_streams.py",
+    "streams/example_with_streams_async.py",
+    "stream_consumer_offset_datetime/example_stream_consumer_offset_datetime.py",
+    "streams_with_filters/example_streams_with_filters.py",
+    "streams_with_sql_filters/example_streams_with_sql_filters.py",
+    "tls/tls_example.py",
+    "tls/tls_example_async.py",
+    "reconnection/reconnection_example.py",
+    "reconnection/reconnection_example_async.py",
+    "oauth/oAuth2.py",
+    "oauth/oAuth2_async.py",
+)
+"""Every example of the repository; ``A+B``: ``A`` serves while ``B`` runs (the RPC pair)."""
+INTERACTIVE = frozenset(
+    {"reconnection/reconnection_example.py", "reconnection/reconnection_example_async.py"}
+)
+"""Examples that publish and consume until someone breaks a connection from the management
+UI and then presses Ctrl+C, with no clean exit: one passes if it ran until interrupted."""
+
+
+def unpack(repo: Path, name: str = "src") -> Path:
+    """The repository's HEAD in ``BUILD/NAME`` (fresh), and the suite's extras in ``BUILD/site``."""
+    if not (repo / "HEAD").exists() and not (repo / ".git").exists():
+        raise PeerUnavailable(f"no clone of rabbitmq-amqp-python-client at {repo}")
+    src = BUILD / name
+    shutil.rmtree(src, ignore_errors=True)
+    src.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "-C", str(repo), "archive", "HEAD"], capture_output=True, check=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(src)], input=archive.stdout, check=True)
+    site = BUILD / "site"
+    if not (site / "pytest_asyncio").exists():
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-deps",
+                "--target",
+                str(site),
+                *SUITE_EXTRAS,
+            ],
+            check=True,
+            capture_output=True,
+        )
+    return src
+
+
+@contextlib.contextmanager
+def broker(src: Path, work: Path) -> Iterator[None]:
+    """Our broker where the client looks for RabbitMQ: 5672, TLS 5671, the HTTP API on 15672."""
+    cert, key = server_certificate(src)
+    config = (
+        '[[listeners]]\nhost = "127.0.0.1"\nport = 5671\n'
+        f'tls_cert = "{cert}"\n'
+        f'tls_key = "{key}"\n'
+        '\n[http]\nhost = "127.0.0.1"\nport = 0\nrabbitmq_api_port = 15672\n'
+    )
+    ours = OurBroker(port=5672, plain=False, config=config, idle_timeout=60.0)
+    with ours.running(work, None):
+        yield
+
+
+def server_certificate(src: Path) -> tuple[Path, Path]:
+    """The repository's server certificate for localhost and its key; if it has expired
+    (it was made for a year), one like it issued now by the repository's own test CA
+    (whose key is in the repository), so that the client's TLS tests can verify it."""
+    certs = src / ".ci" / "certs"
+    cert, key = certs / "server_localhost_certificate.pem", certs / "server_localhost_key.pem"
+    valid = subprocess.run(
+        ["openssl", "x509", "-checkend", "3600", "-noout", "-in", str(cert)], capture_output=True
+    )
+    if valid.returncode == 0:
+        return cert, key
+    fresh = BUILD / "server_localhost_certificate.pem"
+    ext = BUILD / "san.cnf"
+    ext.write_text("subjectAltName = DNS:localhost, IP:127.0.0.1\n")
+    csr = BUILD / "server.csr"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-new",
+            "-key",
+            str(key),
+            "-subj",
+            "/CN=localhost/O=server",
+            "-out",
+            str(csr),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        ["openssl", "x509", "-req", "-in", str(csr), "-CA", str(certs / "ca_certificate.pem"),
+         "-CAkey", str(certs / "ca_key.pem"), "-CAcreateserial", "-days", "30", "-sha256",
+         "-extfile", str(ext), "-out", str(fresh)],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return fresh, key
+
+
+def _env(src: Path) -> dict[str, str]:
+    path = os.pathsep.join([str(src), str(BUILD / "site")])
+    return dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1")
+
+
+def run_example(
+    src: Path, example: str, run_for: float = 30, after_interrupt: float = 30
+) -> dict[str, str]:
+    """Run one example (a pair: the first serves while the second runs); pass = exit 0.
+
+    Several examples consume until Ctrl+C ("press control + c to terminate"): one still
+    running after ``run_for`` seconds gets SIGINT, as a user would send it, and must then
+    clean up and exit 0 within ``after_interrupt`` seconds."""
+    *servers, client = example.split("+")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(src / "examples" / s)],
+            cwd=src,
+            env=_env(src),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for s in servers
+    ]
+    out_path = src.parent / "example.out"
+    try:
+        if procs:
+            time.sleep(3)  # the server declares its queue and attaches first
+        with out_path.open("w") as out:
+            p = subprocess.Popen(
+                [sys.executable, str(src / "examples" / client)],
+                cwd=src,
+                env=_env(src),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+            interrupted = False
+            try:
+                p.wait(timeout=run_for)
+            except subprocess.TimeoutExpired:
+                interrupted = True
+                p.send_signal(signal.SIGINT)
+                try:
+                    p.wait(timeout=after_interrupt)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+                    return {
+                        "status": "fail",
+                        "detail": f"still running {after_interrupt:.0f}s after Ctrl+C: {_reason(out_path.read_text())}",
+                    }
+        text = out_path.read_text()
+        if interrupted and example in INTERACTIVE and "Traceback" in text and text.count("\n") > 20:
+            return {
+                "status": "pass",
+                "detail": "interactive: ran until Ctrl+C, which it does not catch",
+            }
+        how = " (stopped with Ctrl+C, as it asks)" if interrupted else ""
+        if p.returncode == 0:
+            return {"status": "pass", "detail": how.strip(" ()")}
+        return {"status": "fail", "detail": _reason(text) + how}
+    finally:
+        for q in procs:
+            q.kill()
+            q.wait()
+
+
+def _reason(out: str) -> str:
+    lines = [ln.strip() for ln in out.strip().splitlines() if ln.strip()]
+    errors = [ln for ln in lines if re.match(r"^[\w.]*(Error|Exception|Detached|Failed)\b", ln)]
+    return ((errors or lines or ["no output"])[-1])[:240]
+
+
+def run_suite(src: Path, work: Path) -> dict[str, Any]:
+    """The client's own pytest suite, one pytest per test module (a module that crashes
+    pytest, or hangs past its limit, costs only its own tests); every test's outcome
+    (and a failure's reason)."""
+    started = time.monotonic()
+    log_path = work / "suite.log"
+    results: dict[str, dict[str, str]] = {}
+    modules = sorted(p.relative_to(src).as_posix() for p in (src / "tests").rglob("test_*.py"))
+    with log_path.open("w") as log_file:  # written as it runs: tail it to follow
+        for i, module in enumerate(modules):
+            junit = work / f"suite-{i:02d}.xml"
+            cmd = [
+                sys.executable, "-m", "pytest", "-v",
+                "-p", "no:cacheprovider",  # (pytest-asyncio and pytest-timeout load from site/)
+                f"--timeout={TEST_TIMEOUT}", f"--junitxml={junit}",
+                *[f"--deselect={t}" for t in NOT_RUN if t.startswith(module + "::")],
+                module,
+            ]  # fmt: skip
+            log_file.flush()
+            try:
+                subprocess.run(
+                    cmd,
+                    cwd=src,
+                    env=_env(src),
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    timeout=900,
+                )
+            except subprocess.TimeoutExpired:
+                log_file.write(f"\n{module}: stopped after 900 s\n")
+            if junit.exists():
+                results.update(_junit_results(junit))
+    for name, why in NOT_RUN.items():
+        results[_junit_name(name)] = {"status": "fail", "detail": f"not run: {why}"}
+    return {
+        "results": results,
+        "seconds": round(time.monotonic() - started, 1),
+        "tail": _reason(log_path.read_text()),
+    }
+
+
+def _junit_name(test_id: str) -> str:
+    """``tests/a/test_b.py::t`` as JUnit names it: ``tests.a.test_b::t``."""
+    path, _, name = test_id.partition("::")
+    return path.removesuffix(".py").replace("/", ".") + "::" + name
+
+
+def _junit_results(junit: Path) -> dict[str, dict[str, str]]:
+    results: dict[str, dict[str, str]] = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        name = f"{case.get('classname', '')}::{case.get('name', '')}"
+        bad = case.find("failure")
+        if bad is None:
+            bad = case.find("error")
+        skipped = case.find("skipped")
+        if bad is not None:
+            results[name] = {
+                "status": "fail",
+                "detail": _first_line(bad.get("message") or bad.text or ""),
+            }
+        elif skipped is not None:
+            results[name] = {"status": "skip", "detail": _first_line(skipped.get("message") or "")}
+        elif name not in results:
+            results[name] = {"status": "pass", "detail": ""}
+    return results
+
+
+def _first_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return (lines[0] if lines else "")[:240]
+
+
+def run(examples: bool, suite: bool, work: Path, repo: Path) -> dict[str, Any]:
+    """Inside the namespace: the examples (each against a fresh broker) and the suite (one broker)."""
+    src = unpack(repo, "src" + ("-examples" if not suite else "-suite" if not examples else ""))
+    commit = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    report: dict[str, Any] = {"commit": commit}
+    if examples:
+        out: dict[str, dict[str, str]] = {}
+        for i, example in enumerate(EXAMPLES):
+            case = work / f"example-{i:02d}"
+            case.mkdir(parents=True, exist_ok=True)
+            with broker(src, case):
+                out[example] = run_example(src, example)
+        report["examples"] = out
+    if suite:
+        case = work / "suite"
+        case.mkdir(parents=True, exist_ok=True)
+        with broker(src, case):
+            report["suite"] = run_suite(src, case)
+    return report
+
+
+def _counts(results: dict[str, dict[str, str]]) -> str:
+    n = {s: sum(r["status"] == s for r in results.values()) for s in ("pass", "fail", "skip")}
+    return f"{n['pass']} of {len(results)} passed, {n['fail']} failed" + (
+        f", {n['skip']} skipped" if n["skip"] else ""
+    )
+
+
+def record(report: dict[str, Any], command: str) -> None:
+    """Write ``report`` into its marked section of ``interop/RESULTS.md`` (replaced; appended if absent)."""
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    lines = [
+        BEGIN,
+        "## RabbitMQ's Python AMQP 1.0 client → our broker",
+        "",
+        f"`{command}`, {when}: rabbitmq-amqp-python-client at {report['commit'][:12]}, its examples and"
+        " its own pytest suite unmodified (see `interop/rabbitmq_amqp_client.py`).",
+        "",
+    ]
+    if "examples" in report:
+        lines += [
+            f"Examples: {_counts(report['examples'])}.",
+            "",
+            "| example | result |",
+            "|---|---|",
+        ]
+        for name, r in report["examples"].items():
+            lines.append(
+                f"| `{name}` | {'pass' if r['status'] == 'pass' else 'FAIL: ' + _cell(r['detail'])} |"
+            )
+        lines.append("")
+    if "suite" in report:
+        res = report["suite"]["results"]
+        lines += [f"Suite: {_counts(res)}, {report['suite']['seconds']}s.", ""]
+        failed = {k: v for k, v in res.items() if v["status"] != "pass"}
+        if failed:
+            lines += ["| test | result |", "|---|---|"]
+            lines += [
+                f"| `{k}` | {v['status'].upper()}: {_cell(v['detail'])} |"
+                for k, v in failed.items()
+            ]
+            lines.append("")
+    failing = [
+        k
+        for k, v in {
+            **report.get("examples", {}),
+            **report.get("suite", {}).get("results", {}),
+        }.items()
+        if v["status"] != "pass"
+    ]
+    causes = [
+        f"- `{key}`: {why}" for key, why in CAUSES.items() if any(key in name for name in failing)
+    ]
+    if causes:
+        lines += ["Why they fail:", "", *causes, ""]
+    lines += [END, ""]
+    write_section(RESULTS, "\n".join(lines), BEGIN, END)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")[:200]
+
+
+def _print(report: dict[str, Any]) -> int:
+    failed = 0
+    for name, r in report.get("examples", {}).items():
+        failed += r["status"] != "pass"
+        print(f"example {name}: {r['status']}" + (f" ({r['detail']})" if r["detail"] else ""))
+    if "examples" in report:
+        print(f"examples: {_counts(report['examples'])}")
+    if "suite" in report:
+        res = report["suite"]["results"]
+        for name, r in res.items():
+            if r["status"] == "fail":
+                failed += 1
+                print(f"test {name}: FAIL ({r['detail']})")
+        print(
+            f"suite: {_counts(res)} ({report['suite']['seconds']}s)"
+            if res
+            else f"suite: no results ({report['suite']['tail']})"
+        )
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m interop.rabbitmq_amqp_client", description=__doc__.split("\n\n")[0]
+    )
+    p.add_argument("--examples", action="store_true", help="run the examples")
+    p.add_argument("--suite", action="store_true", help="run the client's own test suite")
+    p.add_argument(
+        "--repo", default=str(MIRROR), help="the client's git repository (a mirror or a clone)"
+    )
+    p.add_argument("--workdir", default=str(BUILD / "work"), help="broker logs and the suite's log")
+    p.add_argument(
+        "--record", action="store_true", help="write the results into interop/RESULTS.md"
+    )
+    p.add_argument("--json", action="store_true", help="print the report as one JSON document")
+    args = p.parse_args(argv)
+    given = sys.argv[1:] if argv is None else list(argv)
+    examples, suite = (args.examples or not args.suite), (args.suite or not args.examples)
+    if os.environ.get(NETNS_ENV) != "1":
+        if shutil.which("unshare") is None:
+            print("cannot run: unshare (util-linux) is not installed", file=sys.stderr)
+            return 2
+        inner = [a for a in given if a not in ("--record", "--json")] + ["--json"]
+        r = subprocess.run(
+            [
+                "unshare",
+                "--net",
+                "--",
+                sys.executable,
+                "-m",
+                "interop.rabbitmq_amqp_client",
+                *inner,
+            ],
+            cwd=HERE.parent,
+            env=dict(os.environ, **{NETNS_ENV: "1"}),
+            capture_output=True,
+            text=True,
+        )
+        docs = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+        if not docs:
+            print(f"cannot run: {(r.stderr or r.stdout)[-600:]}", file=sys.stderr)
+            return 2
+        report = json.loads(docs[-1])
+        if "error" in report:
+            print(f"cannot run: {report['error']}", file=sys.stderr)
+            return 2
+        if args.record:
+            record(report, " ".join(["python -m interop.rabbitmq_amqp_client", *given]))
+        if args.json:
+            print(json.dumps(report))
+            return 0
+        return _print(report)
+    loopback_up()
+    work = Path(args.workdir)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        report = run(examples, suite, work, Path(args.repo))
+    except (PeerUnavailable, subprocess.CalledProcessError) as exc:
+        print(json.dumps({"error": str(exc)}))
+        return 2
+    print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
