@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from interop.suites import BEGIN, END, SUITES, Outcome, parse_junit, reason_for, record
 
 REPORT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
@@ -54,3 +56,23 @@ def test_node_reports_name_tests_by_their_suites(tmp_path: Path) -> None:
     assert o.failures == [("Connect::Connect API::ipv6", "ECONNREFUSED ::1:5672")]
     assert reason_for("Connect::Connect API::ipv6", "raw", {"ipv6": "known"}) == "known"
     assert reason_for("a.TestX::test", "a | b", {}) == "a \\| b"
+
+
+def test_the_sdist_suites_take_their_brokers_address() -> None:
+    """aio-pika and aiormq run on free ports (and against RabbitMQ); pika and amqplib
+    hard-code 127.0.0.1:5672."""
+    assert {name for name, s in SUITES.items() if s.addressed} == {"aio-pika", "aiormq"}
+    assert all(s.sdist and s.venv for s in SUITES.values() if s.addressed)
+
+
+def test_the_shim_names_the_broker_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "shims"))
+    import suite_broker
+
+    monkeypatch.setenv("SUITE_BROKER_PORT", "41000")
+    monkeypatch.setenv("SUITE_BROKER_TLS_PORT", "41001")
+    info = suite_broker.DockerClient(suite_broker.check_docker_available()).run("image", ["5672/tcp"])
+    assert (info.host, info.ports) == ("127.0.0.1", {"5672/tcp": 41000, "5671/tcp": 41001})
+    sys.modules.pop("suite_broker", None)

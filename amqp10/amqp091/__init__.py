@@ -31,8 +31,8 @@ Open connection:
 - ``close_channel(channel, code, text, class_id, method_id)`` is a channel exception
   (403/404/405/406 with ``errors.reply_text``/``not_found``); ``ChannelClosed`` follows.
   ``close(code, text)`` closes the connection; ``ConnectionClosed`` follows.
-- ``ChannelFlowChanged`` (answered with flow-ok; ``flow(channel, active)`` asks the
-  peer), ``SecretUpdateRequested`` → ``update_secret_ok()``,
+- ``ChannelFlowChanged`` (answered with flow-ok; a server refuses a client's active=false
+  with 540, as RabbitMQ; ``flow(channel, active)`` asks the peer), ``SecretUpdateRequested`` → ``update_secret_ok()``,
   ``block(reason)``/``unblock()`` (only if the client announced ``connection.blocked``).
 - ``ConnectionFailed`` when the engine closed the connection for a peer violation
   (501-505, 530, 540, 541: the reply code and text it sent); ``ConnectionLost`` when

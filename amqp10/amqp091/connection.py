@@ -774,10 +774,11 @@ class Connection(ConnectionMethods):
                     method.METHOD_ID,
                 )
             limit = self.channel_max or 0xFFFF
-            if channel > limit:
+            if len(self._channels) >= limit:  # RabbitMQ limits how many, not which numbers
                 raise ConnectionException(
-                    ReplyCode.CHANNEL_ERROR,
-                    f"CHANNEL_ERROR - channel {channel} is beyond channel-max {limit}",
+                    ReplyCode.NOT_ALLOWED,
+                    f"NOT_ALLOWED - number of channels opened ({len(self._channels)}) has reached "
+                    f"the negotiated channel_max ({limit})",
                     20,
                     10,
                 )
@@ -789,6 +790,9 @@ class Connection(ConnectionMethods):
             self._send_method(channel, ChannelOpenOk())
             self._events.append(ChannelOpened(channel=channel))
             return
+        if self.role == "server" and type(method) is ChannelFlow and not method.active:
+            # RabbitMQ 3.3 and later (rabbit_channel): a client may not pause deliveries
+            raise ConnectionException(ReplyCode.NOT_IMPLEMENTED, "NOT_IMPLEMENTED - active=false", 20, 20)
         events, replies = ch.receive_method(method)
         for reply in replies:
             self._send_method(channel, reply)

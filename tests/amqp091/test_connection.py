@@ -11,6 +11,7 @@ from amqp10.amqp091 import (
     AMQP_0_9,
     AMQP_0_9_1,
     CAPABILITIES,
+    ChannelOpened,
     ConnectionBlocked,
     ConnectionClosed,
     ConnectionFailed,
@@ -476,3 +477,14 @@ def test_channel_numbers_run_out() -> None:
         pair.client.open_channel()
     with pytest.raises(ValueError):
         pair.client.open_channel(3)
+
+
+def test_server_limits_how_many_channels_not_their_numbers() -> None:
+    """As RabbitMQ (rabbit_reader): any channel number opens while fewer than channel-max
+    are open; one more closes the connection with NOT_ALLOWED and RabbitMQ's text."""
+    pair = Pair(client={"channel_max": 2}).open()
+    events = pair.server.receive_data(method_frame(65535, m.ChannelOpen()) + method_frame(3, m.ChannelOpen()))
+    assert len(of(events, ChannelOpened)) == 2
+    (failed,) = of(pair.server.receive_data(method_frame(7, m.ChannelOpen())), ConnectionFailed)
+    assert failed.reply_code == ReplyCode.NOT_ALLOWED
+    assert failed.reply_text == "NOT_ALLOWED - number of channels opened (2) has reached the negotiated channel_max (2)"

@@ -49,7 +49,7 @@ def _client_stream() -> bytes:
     )
     pair.client.send_content(b, m.BasicPublish(routing_key="q"), BasicProperties(), b"")
     pair.client.send_method(b, m.BasicAck(delivery_tag=3, multiple=True))
-    pair.client.flow(b, active=False)
+    pair.client.flow(b, active=True)  # (active=False: a server refuses it, as RabbitMQ)
     pair.client.close_channel(b)
     pair.client.send_method(a, m.ConfirmSelect())
     pair.pump()

@@ -71,7 +71,7 @@ class BasicConsumer:
 
     def credit(self) -> int:
         ch = self.channel
-        if not self.active or not ch.flow_active or ch.closed:
+        if not self.active or ch.closed:
             return 0
         if self.no_ack:
             return _UNLIMITED
@@ -103,7 +103,6 @@ class Channel:
         self.consumers: dict[str, BasicConsumer] = {}
         self.consumer_limit = 0
         self.global_limit = 0
-        self.flow_active = True
         self.confirm = False
         self.publish_seq = 0
         self.unconfirmed: set[int] = set()
@@ -222,8 +221,7 @@ class Channel:
             return
         ctx = self.ctx
         if ctx.conn.peer_capability("consumer_cancel_notify"):
-            ctx.send_method(self.number, m.BasicCancel(consumer_tag=c.tag, no_wait=True))
-            ctx.wake()
+            ctx.notify(self.number, m.BasicCancel(consumer_tag=c.tag, no_wait=True))
 
     def close(self) -> None:
         """The channel is gone: its consumers stop, what it had unacknowledged goes back."""

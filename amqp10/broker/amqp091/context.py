@@ -11,10 +11,12 @@ closes what they name.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from ...amqp091 import IllegalStateError, Method, ReplyCode, reply_text
 from ...amqp091 import methods as m
+from ...amqp091.errors import resource_locked
 from ..core import (
     Action,
     Broker,
@@ -27,7 +29,7 @@ from ..core import (
 )
 from .connection import BrokerConnection
 
-__all__ = ["Amqp091Context", "ChannelError", "Encoded", "HardError"]
+__all__ = ["Amqp091Context", "ChannelError", "Encoded", "HardError", "locked_text"]
 
 Encoded = tuple[type[Method], bytes]
 """A content method as its class and its arguments already encoded (``send_encoded_content``)."""
@@ -46,12 +48,18 @@ class HardError(ChannelError):
     """A connection exception: the whole connection closes."""
 
 
+def locked_text(queue: str, vhost: str) -> str:
+    """RabbitMQ's text for an exclusive queue another connection owns, or declared with
+    another ``exclusive`` than its own."""
+    return resource_locked(queue, vhost).partition(" - ")[2]  # (ResourceLocked adds the code)
+
+
 class Amqp091Context:
     """One 0-9-1 connection, as the handlers of its methods see it.
 
-    ``answer_after_commit(channel, reply)`` is the router's: it sends ``reply`` once
-    the store has committed what came before, and holds the connection's further
-    methods until then. The context is also the owner of the connection's exclusive
+    ``answer_after_commit(channel, reply, then)`` is the router's: it sends ``reply``
+    (and after it the methods ``then``) once the store has committed what came before,
+    and holds the connection's further methods until then. The context is also the owner of the connection's exclusive
     queues.
     """
 
@@ -61,7 +69,7 @@ class Amqp091Context:
         conn: BrokerConnection,
         *,
         wake: Callable[[], None],
-        answer_after_commit: Callable[[int, Method], None],
+        answer_after_commit: Callable[[int, Method, list[tuple[int, Method]]], None],
     ) -> None:
         self.broker = broker
         self.conn = conn
@@ -75,6 +83,8 @@ class Amqp091Context:
         """Deliveries go out with their stored exchange and routing key as they are
         (``send_encoded_content``): this version lays ``basic.deliver`` out as 0-9-1 does."""
         self._answer_after_commit = answer_after_commit
+        self._held: list[tuple[int, Method]] | None = None
+        """While a method's reply must go out first (:meth:`reply_first`): the notices it caused."""
 
     # -- permissions and lookups ----------------------------------------------------------------
     def authorize(self, resource: str, action: Action, kind: ResourceKind) -> None:
@@ -92,11 +102,7 @@ class Amqp091Context:
         if q is None:
             raise NotFound(f"no queue '{name}' in vhost '{self.vhost.name}'")
         if isinstance(q, Queue) and q.owner is not None and q.owner is not self:
-            raise ResourceLocked(
-                f"cannot obtain exclusive access to locked queue '{name}' in vhost '{self.vhost.name}'. "
-                "It could be originally declared on another connection or the exclusive property value "
-                "does not match that of the original declaration."
-            )
+            raise ResourceLocked(locked_text(name, self.vhost.name))
         return q
 
     def queue_to_read(self, name: str) -> Queue | Stream:
@@ -122,16 +128,44 @@ class Amqp091Context:
             pass
         self.wake()
 
+    def notify(self, channel: int, method: Method) -> None:
+        """Send a notice the client did not ask for (a server's ``basic.cancel``); while a
+        method's reply must go first (:meth:`reply_first`), after that reply."""
+        if self._held is not None:
+            self._held.append((channel, method))
+            return
+        self.send_method(channel, method)
+        self.wake()
+
+    @contextmanager
+    def reply_first(self) -> Iterator[list[tuple[int, Method]]]:
+        """Hold the notices the block causes (:meth:`notify`): the list it yields, for
+        :meth:`ok_committed`'s ``then``. RabbitMQ answers ``queue.delete`` before the
+        ``basic.cancel`` it sends each of the queue's consumers; a client (amqplib, kombu)
+        that sees the cancel first takes the reply for someone else's."""
+        held: list[tuple[int, Method]] = []
+        self._held = held
+        try:
+            yield held
+        finally:
+            self._held = None
+
     def ok(self, channel: int, no_wait: bool, reply: Method) -> None:
         """Answer a method at once (unless the client asked for no answer)."""
         if not no_wait:
             self.send_method(channel, reply)
 
-    def ok_committed(self, channel: int, no_wait: bool, reply: Method) -> None:
+    def ok_committed(
+        self, channel: int, no_wait: bool, reply: Method, then: list[tuple[int, Method]] | None = None
+    ) -> None:
         """Answer a method that changed the broker's definitions (a declaration, binding,
         deletion, purge, tx.commit) once the change is committed to the store, as RabbitMQ
         answers declare-ok once the durable record is written; the connection's further
         methods wait for that answer. With ``no_wait`` nothing is confirmed: what follows
-        is committed after it anyway."""
+        is committed after it anyway. ``then``: methods that go out right after the
+        reply (or at once, with ``no_wait``)."""
         if not no_wait:
-            self._answer_after_commit(channel, reply)
+            self._answer_after_commit(channel, reply, then or [])
+            return
+        for number, method in then or ():
+            self.notify(number, method)

@@ -29,6 +29,8 @@ class ExchangeMethods:
     def declare(self, ch: Channel, method: m.ExchangeDeclare) -> None:
         ctx = self.ctx
         name, vh = method.exchange, ctx.vhost
+        if name == "":  # passive or not (RabbitMQ's check_not_default_exchange)
+            raise ChannelError(ReplyCode.ACCESS_REFUSED, "operation not permitted on the default exchange")
         x = vh.exchange(name)
         if method.passive:
             if x is None:
@@ -38,7 +40,7 @@ class ExchangeMethods:
         if method.type not in EXCHANGE_TYPES:
             # RabbitMQ 4 closes the channel (3.x closed the connection with 503)
             raise PreconditionFailed(f"invalid exchange type '{method.type}'")
-        if name == "" or name.startswith("amq."):
+        if x is None and name.startswith("amq."):  # (an amq.* one re-declared as it is: fine)
             raise ChannelError(
                 ReplyCode.ACCESS_REFUSED, f"exchange name '{name}' contains reserved prefix 'amq.*'"
             )
@@ -96,18 +98,27 @@ def bind(ctx: Amqp091Context, source: str, dest: str, key: str, args: dict[str, 
 
 
 def unbind(ctx: Amqp091Context, source: str, dest: str, key: str, args: dict[str, Any], kind: str) -> None:
-    _check_binding(ctx, source, dest, kind)
+    """Unbinding what is not bound succeeds, also where an end is gone (RabbitMQ 3.10 answers
+    unbind-ok: an auto-delete exchange the broker removed with its last binding, a deleted
+    queue); the default exchange, permissions and another connection's exclusive queue
+    still fail."""
+    try:
+        _check_binding(ctx, source, dest, kind)
+    except NotFound:
+        return
     try:
         ctx.vhost.unbind(source, dest, key, args, destination_kind=kind)
     except NotFound:
-        pass  # unbinding what is not bound succeeds (RabbitMQ)
+        pass
 
 
 def _check_binding(ctx: Amqp091Context, source: str, dest: str, kind: str) -> None:
-    """Both ends exist; the user may write to the destination and read the source
-    (RabbitMQ's permissions for binding and unbinding)."""
+    """The user may write to the destination and read the source (RabbitMQ's permissions
+    for binding and unbinding, checked first as RabbitMQ does); both ends exist."""
     if source == "":
         raise ChannelError(ReplyCode.ACCESS_REFUSED, "operation not permitted on the default exchange")
+    ctx.authorize(dest, "write", "exchange" if kind == "exchange" else "queue")
+    ctx.authorize(source, "read", "exchange")
     if ctx.vhost.exchange(source) is None:
         raise NotFound(f"no exchange '{source}' in vhost '{ctx.vhost.name}'")
     if kind == "exchange":
@@ -115,8 +126,6 @@ def _check_binding(ctx: Amqp091Context, source: str, dest: str, kind: str) -> No
             raise NotFound(f"no exchange '{dest}' in vhost '{ctx.vhost.name}'")
     else:
         ctx.queue(dest)
-    ctx.authorize(dest, "write", "exchange" if kind == "exchange" else "queue")
-    ctx.authorize(source, "read", "exchange")
 
 
 def flag(v: Any) -> str:

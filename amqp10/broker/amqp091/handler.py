@@ -2,7 +2,8 @@
 
 Nothing here does I/O. :class:`Amqp091Handler` answers the handshake
 (``start-ok`` checked by :mod:`.login`, ``open`` against the broker's virtual
-hosts), opens, closes and pauses channels, and passes each channel method
+hosts), opens and closes channels (a client's ``channel.flow`` with active=false the
+engine refuses, as RabbitMQ does), and passes each channel method
 through one table (:attr:`Amqp091Handler.methods`) to the handler of its concern:
 
 - ``exchange.declare/delete/bind/unbind``: :class:`.exchange.ExchangeMethods`
@@ -31,7 +32,6 @@ from typing import Any, Final
 
 from ...amqp091 import (
     ChannelClosed,
-    ChannelFlowChanged,
     ChannelOpened,
     ConnectionClosed,
     ConnectionFailed,
@@ -160,7 +160,6 @@ class Amqp091Handler:
             ContentReceived: self._on_content,
             ChannelOpened: self._on_channel_opened,
             ChannelClosed: self._on_channel_closed,
-            ChannelFlowChanged: self._on_flow,
             LoginRequested: self._on_login,
             VirtualHostRequested: self._on_open,
             SecretUpdateRequested: self._on_update_secret,
@@ -226,14 +225,6 @@ class Amqp091Handler:
         ch = self.channels.pop(e.channel, None)
         if ch is not None:
             ch.close()
-
-    def _on_flow(self, e: ChannelFlowChanged) -> None:
-        ch = self.channels.get(e.channel)
-        if ch is not None:
-            ch.flow_active = e.active
-            if e.active:
-                for c in list(ch.consumers.values()):
-                    c.node.consumer_ready(c)
 
     def _on_update_secret(self, e: SecretUpdateRequested) -> None:
         self.conn.update_secret_ok()
@@ -319,8 +310,8 @@ class Amqp091Handler:
             pass
 
     # -- answers after the store's commit ------------------------------------------------------
-    def _answer_after_commit(self, channel: int, reply: Method) -> None:
-        """Send ``reply`` once the store has committed what came before (see
+    def _answer_after_commit(self, channel: int, reply: Method, then: list[tuple[int, Method]]) -> None:
+        """Send ``reply``, then ``then``, once the store has committed what came before (see
         :meth:`.context.Amqp091Context.ok_committed`). The connection's further methods wait
         for that answer, in order (as a RabbitMQ channel does in a synchronous method), and
         reading from the client pauses meanwhile."""
@@ -330,6 +321,8 @@ class Amqp091Handler:
             if self.closed:
                 return
             self.ctx.send_method(channel, reply)
+            for number, method in then:
+                self.ctx.send_method(number, method)
             if not self.memory_blocked:
                 self.resume()
             if waiting:

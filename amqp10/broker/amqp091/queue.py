@@ -12,10 +12,10 @@ from typing import Any
 
 from ...amqp091 import ReplyCode
 from ...amqp091 import methods as m
-from ..core import PreconditionFailed, Queue, Stream
+from ..core import PreconditionFailed, Queue, ResourceLocked, Stream
 from ..core.replies import REPLY_TO
 from .channel import Channel
-from .context import Amqp091Context, ChannelError
+from .context import Amqp091Context, ChannelError, locked_text
 from .exchange import bind, flag, unbind
 
 __all__ = ["QueueMethods"]
@@ -94,14 +94,17 @@ class QueueMethods:
         if method.if_empty and q.count:
             raise PreconditionFailed(f"{where} not empty")
         count = q.count
-        ctx.vhost.delete_node(name)
-        ctx.ok_committed(ch.number, method.no_wait, m.QueueDeleteOk(message_count=count))
+        with ctx.reply_first() as cancels:  # delete-ok, then the consumers' basic.cancel (RabbitMQ)
+            ctx.vhost.delete_node(name)
+        ctx.ok_committed(ch.number, method.no_wait, m.QueueDeleteOk(message_count=count), cancels)
 
 
 def _check_equivalent(vh: str, q: Queue | Stream, method: m.QueueDeclare, name: str) -> None:
     """A re-declaration must match the queue as it is (RabbitMQ's inequivalence texts)."""
     if isinstance(q, Queue):
-        checks = [("exclusive", method.exclusive, q.owner is not None), ("auto_delete", method.auto_delete, q.auto_delete)]
+        if bool(method.exclusive) != (q.owner is not None):  # RabbitMQ checks the owner first
+            raise ResourceLocked(locked_text(name, vh))
+        checks = [("auto_delete", method.auto_delete, q.auto_delete)]
         if q.owner is None:
             checks.insert(0, ("durable", method.durable, q.durable_node))
         for arg, received, current in checks:

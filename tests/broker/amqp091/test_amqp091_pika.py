@@ -403,6 +403,14 @@ class EngineClient:
             if not data:
                 return
 
+    def open_channel(self) -> int:
+        """Wait for the connection, open a channel, wait for its open-ok: its number."""
+        self.until(lambda: self.conn.state is ConnectionState091.OPEN)
+        ch = self.conn.open_channel()
+        self.flush()
+        self.until(lambda: self.conn.channels.get(ch) is ChannelState091.OPEN)
+        return ch
+
     def close(self) -> None:
         self.sock.close()
 
@@ -411,10 +419,7 @@ def test_confirms_of_a_batch_are_one_multiple_ack(broker: RunningBroker) -> None
     """50 publishes in one write (the engine as a client): fewer than 50 acks, one multiple."""
     c = EngineClient(broker.port)
     try:
-        c.until(lambda: c.conn.state is ConnectionState091.OPEN)
-        ch = c.conn.open_channel()
-        c.flush()
-        c.until(lambda: c.conn.channels.get(ch) is ChannelState091.OPEN)
+        ch = c.open_channel()
         c.conn.send_method(ch, m091.ConfirmSelect())
         for i in range(50):
             c.conn.send_content(ch, m091.BasicPublish(routing_key="batch"), m091.BasicProperties(), b"%d" % i)
@@ -647,10 +652,7 @@ def test_publishers_are_blocked_while_memory_is_over_the_limit(tmp_path: Path) -
 def test_older_dialects_end_to_end(broker: RunningBroker, dialect: Any) -> None:
     c = EngineClient(broker.port, dialect=dialect)
     try:
-        c.until(lambda: c.conn.state is ConnectionState091.OPEN)
-        ch = c.conn.open_channel()
-        c.flush()
-        c.until(lambda: c.conn.channels.get(ch) is ChannelState091.OPEN)
+        ch = c.open_channel()
         c.conn.send_method(ch, m091.QueueDeclare(queue=f"old-{dialect.name}"))
         c.conn.send_content(ch, m091.BasicPublish(routing_key=f"old-{dialect.name}"), m091.BasicProperties(), b"hi")
         c.conn.send_method(ch, m091.BasicGet(queue=f"old-{dialect.name}", no_ack=True))

@@ -1,0 +1,175 @@
+"""Where aio-pika's, aiormq's, amqplib's and kombu's suites found the 0-9-1 front end
+answering otherwise than RabbitMQ 3.10 (each checked against it): the order of a
+``queue.delete``'s reply and the cancels it causes, exclusive queues re-declared
+otherwise, the default and ``amq.*`` exchanges declared, unbinding where an end is
+gone, ``channel.flow``, and how many channels a connection opens. In memory (a client
+engine against the front end, no store) and, where the store's commit matters, over a
+socket."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pika
+import pika.exceptions
+import pytest
+
+from amqp10.amqp091 import (
+    ChannelClosed,
+    ConnectionClosed,
+    MethodReceived,
+)
+from amqp10.amqp091 import methods as m
+from tests.broker.conftest import broker_with
+
+from .test_amqp091_fuzz import InMemory
+from .test_amqp091_pika import EngineClient
+
+
+def _methods(pair: InMemory) -> list[tuple[int, str]]:
+    return [(e.channel, type(e.method).__name__) for e in pair.client_events if isinstance(e, MethodReceived)]
+
+
+def _closed(pair: InMemory) -> tuple[int, str]:
+    (closed,) = [e for e in pair.client_events if isinstance(e, (ChannelClosed, ConnectionClosed))]
+    return closed.reply_code, closed.reply_text
+
+
+def test_queue_delete_is_answered_before_the_cancels_it_causes() -> None:
+    """RabbitMQ sends delete-ok, then basic.cancel to each consumer; amqplib and kombu
+    take a cancel that comes first for the reply's place."""
+    pair = InMemory()
+    assert pair.channel(1) and pair.channel(2)
+    pair.send(1, m.QueueDeclare(queue="q"))
+    pair.send(1, m.BasicConsume(queue="q", consumer_tag="mine"))
+    pair.send(2, m.BasicConsume(queue="q", consumer_tag="theirs"))
+    pair.client_events.clear()
+    pair.send(1, m.QueueDelete(queue="q"))
+    assert _methods(pair) == [(1, "QueueDeleteOk"), (1, "BasicCancel"), (2, "BasicCancel")]
+
+
+def test_queue_delete_no_wait_still_cancels() -> None:
+    pair = InMemory()
+    assert pair.channel(1)
+    pair.send(1, m.QueueDeclare(queue="q"))
+    pair.send(1, m.BasicConsume(queue="q", consumer_tag="c"))
+    pair.client_events.clear()
+    pair.send(1, m.QueueDelete(queue="q", no_wait=True))
+    assert _methods(pair) == [(1, "BasicCancel")]
+
+
+def test_delete_ok_goes_first_when_it_waits_for_the_store(tmp_path: Path) -> None:
+    """With a store the reply waits for the commit; the cancels wait behind it."""
+    with broker_with(tmp_path) as b:
+        c = EngineClient(b.port)
+        try:
+            ch = c.open_channel()
+            c.conn.send_method(ch, m.QueueDeclare(queue="q", durable=True))
+            c.conn.send_method(ch, m.BasicConsume(queue="q", consumer_tag="c"))
+            c.conn.send_method(ch, m.QueueDelete(queue="q"))
+            c.flush()
+
+            def seen() -> list[str]:
+                return [type(e.method).__name__ for e in c.events if isinstance(e, MethodReceived)]
+
+            c.until(lambda: "BasicCancel" in seen())
+            assert seen()[-2:] == ["QueueDeleteOk", "BasicCancel"]
+        finally:
+            c.close()
+
+
+def _declare_twice(first: dict[str, Any], second: dict[str, Any]) -> tuple[int, str]:
+    pair = InMemory()
+    assert pair.channel(1)
+    pair.send(1, m.QueueDeclare(queue="q", **first))
+    pair.client_events.clear()
+    pair.send(1, m.QueueDeclare(queue="q", **second))
+    return _closed(pair)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [({"exclusive": True}, {}), ({"auto_delete": True}, {"auto_delete": True, "exclusive": True})],
+)
+def test_exclusive_declared_otherwise_is_resource_locked(first: dict[str, Any], second: dict[str, Any]) -> None:
+    """RabbitMQ checks the exclusive owner before durable, auto-delete and arguments
+    (aiormq's test_exclusive_queue_locked: same connection, another channel)."""
+    code, text = _declare_twice(first, second)
+    assert code == 405
+    assert text.startswith("RESOURCE_LOCKED - cannot obtain exclusive access to locked queue 'q' in vhost '/'.")
+
+
+def test_other_inequivalent_flags_are_still_precondition_failed() -> None:
+    code, text = _declare_twice({"durable": True}, {})
+    assert (code, text) == (406, "PRECONDITION_FAILED - inequivalent arg 'durable' for queue 'q' in vhost '/': "
+                                 "received 'false' but current is 'true'")  # fmt: skip
+
+
+@pytest.mark.parametrize("passive", [True, False])
+def test_declaring_the_default_exchange_is_refused(passive: bool) -> None:
+    pair = InMemory()
+    assert pair.channel(1)
+    pair.send(1, m.ExchangeDeclare(exchange="", type="direct", passive=passive))
+    assert _closed(pair) == (403, "ACCESS_REFUSED - operation not permitted on the default exchange")
+
+
+def test_an_amq_exchange_is_redeclared_as_it_is_but_not_created() -> None:
+    pair = InMemory()
+    assert pair.channel(1) and pair.channel(2)
+    pair.send(1, m.ExchangeDeclare(exchange="amq.direct", type="direct", durable=True))
+    assert _methods(pair)[-1] == (1, "ExchangeDeclareOk")
+    pair.client_events.clear()
+    pair.send(2, m.ExchangeDeclare(exchange="amq.new", type="direct"))
+    assert _closed(pair) == (403, "ACCESS_REFUSED - exchange name 'amq.new' contains reserved prefix 'amq.*'")
+
+
+@pytest.mark.parametrize(
+    "unbind",
+    [
+        m.QueueUnbind(queue="q", exchange="gone", routing_key="k"),
+        m.QueueUnbind(queue="gone", exchange="amq.direct", routing_key="k"),
+        m.ExchangeUnbind(destination="x", source="gone", routing_key="k"),
+        m.ExchangeUnbind(destination="gone", source="x", routing_key="k"),
+    ],
+)
+def test_unbinding_where_an_end_is_gone_succeeds(unbind: Any) -> None:
+    """aio-pika's cleanup unbinds from an auto-delete exchange the broker already removed."""
+    pair = InMemory()
+    assert pair.channel(1)
+    pair.send(1, m.QueueDeclare(queue="q"))
+    pair.send(1, m.ExchangeDeclare(exchange="x", type="fanout"))
+    pair.client_events.clear()
+    pair.send(1, unbind)
+    assert _methods(pair) == [(1, type(unbind).RESPONSES[0].__name__)]
+
+
+def test_binding_to_a_missing_exchange_is_still_not_found() -> None:
+    pair = InMemory()
+    assert pair.channel(1)
+    pair.send(1, m.QueueDeclare(queue="q"))
+    pair.send(1, m.QueueBind(queue="q", exchange="gone", routing_key="k"))
+    assert _closed(pair) == (404, "NOT_FOUND - no exchange 'gone' in vhost '/'")
+
+
+def test_channel_flow_as_rabbitmq_answers_it(tmp_path: Path) -> None:
+    """active=true: flow-ok; active=false: the connection closes with 540, no flow-ok."""
+    with broker_with(tmp_path) as b:
+        conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.port))
+        ch = conn.channel()
+        assert ch.flow(True) is True
+        with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as closed:
+            ch.flow(False)
+        assert (closed.value.reply_code, closed.value.reply_text) == (540, "NOT_IMPLEMENTED - active=false")
+
+
+def test_channel_numbers_up_to_65535_within_channel_max(tmp_path: Path) -> None:
+    """RabbitMQ limits how many channels are open, not their numbers (aiormq's test_bad_channel)."""
+    with broker_with(tmp_path) as b:
+        conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.port))
+        try:
+            ch = conn.channel(65535)
+            ch.queue_declare("", exclusive=True)
+            assert ch.channel_number == 65535
+        finally:
+            conn.close()
