@@ -134,7 +134,7 @@ def test_guest_is_anonymous_when_the_broker_allows_anonymous(broker: RunningBrok
 @pytest.mark.parametrize(
     "header,reply",
     [
-        (b"AMQP\x01\x01\x00\x0a", b"AMQP\x00\x00\x09\x01"),  # 0-10
+        (b"AMQP\x00\x00\x09\x00", b"AMQP\x00\x00\x09\x01"),  # 0-9-0 (0-10 has a front end of its own now)
         (b"HTTP/1.1", b"AMQP\x00\x00\x09\x01"),
         (b"AMQP\x00\x01\x00\x01", b"AMQP\x00\x01\x00\x00"),  # 1.0 family, another version
     ],
@@ -207,8 +207,14 @@ def test_tls_listener_serves_0_9_1_with_plain_and_external(tmp_path: Path, certs
         with socket.create_connection(("127.0.0.1", b.port), timeout=T) as s, raw.wrap_socket(
             s, server_hostname="localhost"
         ) as tls:
-            tls.sendall(b"AMQP\x01\x01\x00\x0a")
+            tls.sendall(b"AMQP\x00\x00\x09\x00")  # 0-9-0
             assert tls.recv(8) == b"AMQP\x00\x00\x09\x01"
+        # and 0-10 is served over TLS too: its front end answers with its own header
+        with socket.create_connection(("127.0.0.1", b.port), timeout=T) as s, raw.wrap_socket(
+            s, server_hostname="localhost"
+        ) as tls:
+            tls.sendall(b"AMQP\x01\x01\x00\x0a")
+            assert tls.recv(8) == b"AMQP\x01\x01\x00\x0a"
 
 
 # -- exchanges and queues ---------------------------------------------------------------------------
