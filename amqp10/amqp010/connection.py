@@ -166,7 +166,12 @@ class Connection:
                 for channel, item in self._assembler.feed(data):
                     if self.state == "closed":
                         break
-                    self._received(channel, item)
+                    try:
+                        self._received(channel, item)
+                    except (TypeError, ValueError, KeyError, IndexError, OverflowError) as exc:
+                        # a well-framed control or command whose fields make no sense (a
+                        # required one missing, a value of the wrong kind): the peer's error
+                        raise ProtocolError(f"malformed {getattr(item, 'name', type(item).__name__)}: {exc}") from None
         except (FramingError, DecodeError, ProtocolError) as exc:
             code = exc.code if isinstance(exc, ProtocolError) else CLOSE_CODES["framing-error"]
             log.info("0-10 protocol error: %s", exc)
@@ -466,6 +471,8 @@ class Connection:
             self._send(channel, op("session.detached", name=s.name, code=DETACH_CODES["normal"]))
             self._events.append(SessionDetached(channel, s.name))
         elif name == "session.command-point":
+            if c["command_id"] is None:
+                raise ProtocolError("session.command-point without its command-id")
             s.next_in = c["command_id"] & _MASK
         elif name == "session.request-timeout":
             self._send(channel, op("session.timeout", timeout=0))  # detached sessions are not kept
