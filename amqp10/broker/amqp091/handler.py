@@ -172,15 +172,6 @@ class Amqp091Handler:
 
     # -- what the service sees ------------------------------------------------------------------
     @property
-    def wake(self) -> Callable[[], None]:
-        """Tell the network driver there is output."""
-        return self.ctx.wake
-
-    @wake.setter
-    def wake(self, wake: Callable[[], None]) -> None:
-        self.ctx.wake = wake
-
-    @property
     def user(self) -> str | None:
         return self.ctx.user
 

@@ -126,15 +126,6 @@ class ConnectionHandler:
 
     # -- what the service sees ----------------------------------------------------------------
     @property
-    def wake(self) -> Callable[[], None]:
-        """Tell the writer there is output (the service sets the driver's ``flush_soon``)."""
-        return self.ctx.wake
-
-    @wake.setter
-    def wake(self, wake: Callable[[], None]) -> None:
-        self.ctx.wake = wake
-
-    @property
     def user(self) -> str | None:
         """The authenticated user (set by the service after SASL)."""
         return self.ctx.user
