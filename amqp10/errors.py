@@ -20,13 +20,18 @@ from .types import Error
 __all__ = [
     "AMQPError",
     "AuthenticationError",
+    "BadRequestError",
+    "ConflictError",
     "ConnectError",
     "ConnectionClosed",
     "ConnectionError",
     "DeliveryError",
+    "ForbiddenError",
     "IllegalStateError",
     "LinkDetached",
     "LinkError",
+    "ManagementError",
+    "NotFoundError",
     "ReconnectError",
     "SessionError",
     "TLSError",
@@ -165,3 +170,49 @@ class DeliveryError(AMQPError):
     def __init__(self, message: str, *, outcome: object = None, **kwargs: Unpack[ErrorFields]) -> None:
         super().__init__(message, **kwargs)
         self.outcome = outcome
+
+
+class ManagementError(AMQPError):
+    """A management request the peer refused (:meth:`amqp10.client.Connection.management`).
+
+    ``status`` is the peer's status code (HTTP's: RabbitMQ 4's ``subject``, the OASIS
+    draft's ``statusCode``) and ``description`` its reason. The common codes have
+    subclasses: 400 :class:`BadRequestError`, 403 :class:`ForbiddenError`, 404
+    :class:`NotFoundError`, 409 :class:`ConflictError`; :meth:`for_status` picks one.
+    """
+
+    status: int
+
+    def __init__(self, message: str, *, status: int = 500, **kwargs: Unpack[ErrorFields]) -> None:
+        super().__init__(message, **kwargs)
+        self.status = status
+
+    @classmethod
+    def for_status(cls, status: int, description: str, what: str) -> ManagementError:
+        """The exception for a refusal of ``what`` with ``status`` and ``description``."""
+        kind = _BY_STATUS.get(status, ManagementError)
+        return kind(f"{what}: {status} {description}", status=status, description=description)
+
+
+class BadRequestError(ManagementError):
+    """400: the request was malformed (a bad name, body or argument)."""
+
+
+class ForbiddenError(ManagementError):
+    """403: the user may not do this (permissions, a reserved ``amq.`` name, the default exchange)."""
+
+
+class NotFoundError(ManagementError):
+    """404: no such queue, exchange or binding."""
+
+
+class ConflictError(ManagementError):
+    """409: it exists with other properties (RabbitMQ's precondition-failed)."""
+
+
+_BY_STATUS: dict[int, type[ManagementError]] = {
+    400: BadRequestError,
+    403: ForbiddenError,
+    404: NotFoundError,
+    409: ConflictError,
+}

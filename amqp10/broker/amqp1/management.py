@@ -43,6 +43,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ...management import oasis
 from ...message import Message
 from ...types import DecodeError, Error, ErrorCondition
 from ..config import QueuePolicy
@@ -59,19 +60,17 @@ from ..core import (
     VirtualHost,
 )
 from ..core.accounting import DETACHED
-from ..management import Caller, Management, ManagementError, Request, Response
+from ..management import Caller, Management, ManagementError
 from .message import Amqp1Message
 
 __all__ = ["MANAGEMENT_ADDRESS", "ManagementNode"]
 
-MANAGEMENT_ADDRESS = "$management"
+MANAGEMENT_ADDRESS = oasis.ADDRESS
 
 log = logging.getLogger("amqp10.broker")
 
 Reply = tuple[int, Any]
 
-_STANDARD = ("operation", "type", "name", "identity", "locales")
-"""The draft's application properties; the others go to the request as they are."""
 
 
 class ManagementNode(Node):
@@ -170,19 +169,9 @@ class ManagementNode(Node):
             status, body = self._legacy_request(op, props, request.body)
             reply_props: dict[str, Any] = {"status-code": status}
         else:
-            response = self.management.execute(
-                self.caller,
-                Request(
-                    operation=op,
-                    type=props.get("type"),
-                    name=props.get("name"),
-                    identity=props.get("identity"),
-                    properties={k: v for k, v in props.items() if k not in _STANDARD},
-                    body=request.body,
-                ),
-            )
+            response = self.management.execute(self.caller, oasis.parse_request(props, request.body))
             body = response.body
-            reply_props = _status(response)
+            reply_props = oasis.reply_properties(response)
         if not self.is_open():  # the request closed its own connection: nobody to answer
             return None
         self.send_reply(target, request, reply_props, body, to=reply_to)
@@ -346,15 +335,6 @@ class ManagementNode(Node):
 
 
 _LEGACY_OTHER = frozenset({"export-definitions", "import-definitions", "declare-policy", "delete-policy"})
-
-
-def _status(response: Response) -> dict[str, Any]:
-    return {
-        **response.properties,
-        "statusCode": response.status,
-        "statusDescription": response.description,
-        "status-code": response.status,
-    }
 
 
 def _opt_str(v: Any) -> str | None:

@@ -1,29 +1,9 @@
 """``/management``: RabbitMQ 4's management node, HTTP over AMQP 1.0 ("AMQP 1.0 management v2").
 
-RabbitMQ 4's own AMQP 1.0 clients (Java, .NET, Go, Python, JavaScript) manage topology
-through a pair of links attached to ``/management`` (OASIS Link Pair: a sender and a
-receiver with the same name and the link property ``paired: true``). A request is a
-message on the sender: ``message-id``, ``to`` the path, ``subject`` the HTTP method,
-``reply-to`` ``$me`` (the paired receiver), the body an AMQP map or null. The reply
-comes on the receiver: ``correlation-id`` the request's ``message-id``, ``subject`` the
-status code as a string, application property ``http:response`` ``1.1``, the body a map
-(or the reason of a refusal, a string):
-
-=======  =========================================  ==========================================
-method   path                                       answer
-=======  =========================================  ==========================================
-GET      ``/queues/{q}``                            200 the queue (see :func:`queue_map`)
-PUT      ``/queues/{q}``                            201 new, 200 the same exists; 409 differs
-DELETE   ``/queues/{q}``                            200 ``{message_count}`` (none: 0)
-DELETE   ``/queues/{q}/messages``                   200 ``{message_count}``: purged
-PUT      ``/exchanges/{x}``                         204; 409 an exchange that differs
-DELETE   ``/exchanges/{x}``                         204 (none: 204 too)
-POST     ``/bindings``                              204 (``source``, ``destination_queue`` or
-                                                    ``destination_exchange``, ``binding_key``,
-                                                    ``arguments``)
-DELETE   ``/bindings/src=X;dstq=Q;key=K;args=H``    204 (``dste=`` an exchange; none: 204)
-GET      ``/bindings?src=X&dstq=Q&key=K``           200 a list of bindings with ``location``
-=======  =========================================  ==========================================
+RabbitMQ 4's own AMQP 1.0 clients (Java, .NET, Go, Python, JavaScript) and ours
+(``conn.management()``) manage topology through a pair of links attached to
+``/management``; the requests, paths, bodies and replies are
+:mod:`amqp10.management.http`'s, shared with the client.
 
 Names in paths are percent-encoded. Errors are RabbitMQ's: 400 a bad request (with
 its reason), 403 the default exchange or a reserved ``amq.`` name, 404 no such queue,
@@ -35,18 +15,14 @@ HTTP API uses too; the reply waits for the store's commit like every management 
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
+from ...management import QueueInfo, http
 from ...message import Message
 from ...types import AmqpValue, DecodeError, Error, ErrorCondition, Properties, decode_at
 from ..core import AccessRefused, ModelError, Node, NotFound, QueuedMessage, VirtualHost
 from ..management import ManagementError, NotFoundError
-from ..management.entities import plain_value
 from ..management.rabbitmq import (
     Inequivalent,
     binding_of,
@@ -63,9 +39,7 @@ from .message import Amqp1Message
 
 __all__ = ["RABBITMQ_MANAGEMENT_ADDRESS", "RabbitManagementNode", "queue_map"]
 
-RABBITMQ_MANAGEMENT_ADDRESS = "/management"
-REPLY_TO_PAIRED = "$me"
-"""The ``reply-to`` of a request whose answer goes to the paired receiver link."""
+RABBITMQ_MANAGEMENT_ADDRESS = http.ADDRESS
 
 Answer = tuple[int, Any]
 
@@ -82,27 +56,21 @@ class HttpError(Exception):
 def queue_map(attrs: Mapping[str, Any], kind: str) -> dict[str, Any]:
     """A queue as RabbitMQ's management node answers it (``GET``/``PUT /queues/{q}``)."""
     node = node_name()
-    return {
-        "message_count": attrs.get("depth", 0),
-        "consumer_count": attrs.get("consumers", 0),
-        "name": attrs["name"],
-        "vhost": attrs.get("vhost", "/"),
-        "durable": attrs.get("durable", True),
-        "auto_delete": attrs.get("auto_delete", False),
-        "exclusive": attrs.get("exclusive", False),
-        "type": queue_type(attrs, kind),
-        "arguments": dict(attrs.get("arguments") or {}),
-        "leader": node,
-        "replicas": [node],
-    }
-
-
-def args_hash(arguments: Mapping[str, Any]) -> str:
-    """A binding's arguments in its path (``args=``): empty without arguments, else a digest."""
-    if not arguments:
-        return ""
-    digest = hashlib.sha256(json.dumps(plain_value(dict(arguments)), sort_keys=True, default=repr).encode())
-    return base64.urlsafe_b64encode(digest.digest()[:6]).decode().rstrip("=")
+    return http.queue_map(
+        QueueInfo(
+            name=attrs["name"],
+            type=queue_type(attrs, kind),
+            durable=attrs.get("durable", True),
+            auto_delete=attrs.get("auto_delete", False),
+            exclusive=attrs.get("exclusive", False),
+            arguments=dict(attrs.get("arguments") or {}),
+            message_count=attrs.get("depth", 0),
+            consumer_count=attrs.get("consumers", 0),
+            vhost=attrs.get("vhost", "/"),
+            leader=node,
+            replicas=[node],
+        )
+    )
 
 
 class RabbitManagementNode(ManagementNode):
@@ -160,7 +128,7 @@ class RabbitManagementNode(ManagementNode):
             return request
         reply_to = request.reply_to
         target: Node | None = None
-        if reply_to in (None, REPLY_TO_PAIRED):
+        if reply_to in (None, http.REPLY_TO):
             target = next((q for q in self.reply_links.values() if not q.deleted), None)
         elif isinstance(reply_to, str):
             target = self._reply_target(reply_to)
@@ -172,16 +140,15 @@ class RabbitManagementNode(ManagementNode):
         status, body = self.answer(request.subject, request.to, request.body)
         if not self.is_open():
             return None
-        self.send_reply(target, request, {"http:response": "1.1"}, body, subject=str(status))
+        props, subject = http.reply(status)
+        self.send_reply(target, request, props, body, subject=subject)
         return None
 
     def answer(self, method: Any, path: Any, body: Any) -> Answer:
         """The status code and body for one request."""
         if not isinstance(method, str) or not isinstance(path, str):
             return 400, "a request needs its HTTP method in 'subject' and its path in 'to'"
-        split = urlsplit(path)
-        segments = [unquote(s) for s in split.path.split("/")[1:]]
-        query = dict(parse_qsl(split.query, keep_blank_values=True))
+        segments, query = http.parse_path(path)
         route = self._routes.get((method, segments[0] if segments else ""))
         if route is None:
             return 400, f"unsupported request {method} {path}"
@@ -215,7 +182,7 @@ class RabbitManagementNode(ManagementNode):
 
     def _queue_put(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
         name = self._queue_name(rest)
-        fields = _fields(body, ("durable", "auto_delete", "exclusive", "arguments"), "queue property")
+        fields = _fields(body, http.QUEUE_FIELDS, "queue property")
         _no_line_breaks(name)
         if name.startswith("amq."):
             raise HttpError(403, f"queue '{name}' in vhost '{self.vhost.name}' starts with reserved prefix 'amq.'")
@@ -268,7 +235,7 @@ class RabbitManagementNode(ManagementNode):
 
     def _exchange_put(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
         name = self._exchange_name(rest)
-        fields = _fields(body, ("durable", "auto_delete", "type", "internal", "arguments"), "exchange property")
+        fields = _fields(body, http.EXCHANGE_FIELDS, "exchange property")
         if name.startswith("amq.") and name not in self.vhost.exchanges:
             raise HttpError(403, f"exchange '{name}' in vhost '{self.vhost.name}' starts with reserved prefix 'amq.'")
         declare_exchange(self.management, self.caller, self.vhost.name, name, fields)
@@ -286,11 +253,7 @@ class RabbitManagementNode(ManagementNode):
 
     # -- bindings ----------------------------------------------------------------------------
     def _binding_post(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
-        fields = _fields(
-            body,
-            ("source", "destination_queue", "destination_exchange", "binding_key", "arguments"),
-            "binding field",
-        )
+        fields = _fields(body, http.BINDING_FIELDS, "binding field")
         source = fields.get("source")
         if "destination_queue" in fields:
             kind, destination = "queue", fields["destination_queue"]
@@ -309,17 +272,13 @@ class RabbitManagementNode(ManagementNode):
         return 204, None
 
     def _binding_delete(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
-        if len(rest) != 1:
+        named = http.parse_binding_path(rest[0]) if len(rest) == 1 else None
+        if named is None:
             raise HttpError(400, f"bad binding path segment '{'/'.join(rest)}'")
-        parts = dict(p.partition("=")[::2] for p in rest[0].split(";"))
-        kind = "queue" if "dstq" in parts else "exchange" if "dste" in parts else None
-        if kind is None or "src" not in parts or "key" not in parts or "args" not in parts:
-            raise HttpError(400, f"bad binding path segment '{rest[0]}'")
-        source, destination = unquote(parts["src"]), unquote(parts["dstq" if kind == "queue" else "dste"])
+        source, kind, destination, key, hashed = named
         self._binding_names(source, kind, destination)
-        key = unquote(parts["key"])
         for b in self._bindings(source, kind, destination, key):
-            if args_hash(b["arguments"]) == parts["args"]:
+            if http.args_hash(b["arguments"]) == hashed:
                 self.management.delete(self.caller, "binding", b["name"])
                 break
         return 204, None
@@ -368,16 +327,6 @@ def _no_line_breaks(name: str) -> None:
 
 
 def _binding_map(b: Mapping[str, Any]) -> dict[str, Any]:
-    kind = b["destination_type"]
-    args = dict(b.get("arguments") or {})
-    location = (
-        f"/bindings/src={quote(b['source'], safe='')};dst{kind[0]}={quote(b['destination'], safe='')};"
-        f"key={quote(b['routing_key'], safe='')};args={args_hash(args)}"
+    return http.binding_map(
+        b["source"], b["destination_type"], b["destination"], b["routing_key"], b.get("arguments") or {}
     )
-    return {
-        "source": b["source"],
-        f"destination_{kind}": b["destination"],
-        "binding_key": b["routing_key"],
-        "arguments": args,
-        "location": location,
-    }

@@ -15,9 +15,9 @@ attributes) 201, ``READ`` 200, ``UPDATE`` (body: attributes to change) 200,
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ...management.oasis import Request, Response
 from .access import Caller
 from .entities import ENTITY_TYPES, EntityType, type_named
 from .errors import BadRequest, NotImplementedOperation
@@ -55,29 +55,6 @@ ENTITY_OPERATION_ARGS: dict[str, list[str]] = {
     "PEEK": ["name", "identity", "count", "offset"],
 }
 DEFAULT_PEEK = 10
-
-
-@dataclass(frozen=True, kw_only=True)
-class Request:
-    """A management request in the draft's terms, whatever protocol carried it."""
-
-    operation: Any
-    type: Any = None
-    name: Any = None
-    identity: Any = None
-    properties: Mapping[str, Any] = field(default_factory=dict)
-    """The other application properties (``entityType``, ``offset``, ``count``, ...)."""
-    body: Any = None
-
-
-@dataclass(kw_only=True)
-class Response:
-    """``status`` (the draft's ``statusCode``), ``description``, ``body`` and extra properties."""
-
-    status: int
-    description: str = "OK"
-    body: Any = None
-    properties: dict[str, Any] = field(default_factory=dict)
 
 
 def execute(m: Management, caller: Caller, req: Request) -> Response:

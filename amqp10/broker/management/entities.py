@@ -9,10 +9,10 @@ changes themselves are the core's (:mod:`amqp10.broker.core`), done once there.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ...management import oasis
 from ..core import (
     DEFAULT_EXCHANGE,
     Binding,
@@ -321,7 +321,7 @@ class ExchangeType(EntityType):
 def binding_name(b: Binding) -> str:
     """A binding's name: the JSON list [source, destination_type, destination, routing_key, arguments]."""
     kind = "exchange" if isinstance(b.destination, Exchange) else "queue"
-    return json.dumps([b.source.name, kind, b.destination.name, b.key, plain_value(b.arguments)], separators=(",", ":"), sort_keys=True)
+    return oasis.binding_name(b.source.name, kind, b.destination.name, b.key, plain_value(b.arguments))
 
 
 class BindingType(EntityType):

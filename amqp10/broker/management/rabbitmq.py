@@ -18,6 +18,7 @@ import socket
 from collections.abc import Mapping
 from typing import Any
 
+from ...management import model
 from .access import Caller
 from .api import Management
 from .errors import BadRequest, Conflict, NotFoundError
@@ -79,9 +80,7 @@ def exchange_name(name: str) -> str:
 
 def queue_type(attrs: Mapping[str, Any], kind: str) -> str:
     """RabbitMQ's type of a queue: stream, or what its ``x-queue-type`` says (classic, quorum)."""
-    if kind == "stream":
-        return "stream"
-    return str((attrs.get("arguments") or {}).get("x-queue-type", "classic"))
+    return model.queue_type(attrs.get("arguments"), stream=kind == "stream")
 
 
 def find_queue(m: Management, caller: Caller, vhost: str, name: str) -> QueueFound | None:
