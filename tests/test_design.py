@@ -150,6 +150,15 @@ def test_the_spark_connector_is_a_client_of_the_broker_not_a_part(graph: Graph) 
     assert not bad, "\n".join(" -> ".join(chains[m]) for m in bad)
 
 
+def test_the_shared_protocol_modules_reach_neither_end(graph: Graph) -> None:
+    # the messages client and broker both speak (amqp10.cbs, amqp10.management) are below both
+    for shared in ("amqp10.cbs", "amqp10.management"):
+        chains = reach(graph, [shared])
+        assert len(chains) >= 3, f"{shared} has gone missing from the graph"
+        bad = sorted(m for m in chains if under(m, ["amqp10.broker", "amqp10.client"]))
+        assert not bad, "\n".join(" -> ".join(chains[m]) for m in bad)
+
+
 # -- the graph builder itself --------------------------------------------------------------
 def _package(tmp_path: Path, files: dict[str, str]) -> Graph:
     root = tmp_path / "pkg"

@@ -11,6 +11,7 @@ from .claims import Claims, JwtCredential, SasCredential, Token
 from .connection import Connection
 from .dial import ConnectOptions
 from .link import Link
+from .management import Management
 from .opening import connect, connect_with
 from .receiver import Delivery, Receiver
 from .reconnect import ReconnectPolicy
@@ -32,6 +33,7 @@ __all__ = [
     "Connection",
     "Delivery",
     "Link",
+    "Management",
     "Outcome",
     "ReconnectPolicy",
     "Receiver",

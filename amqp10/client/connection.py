@@ -53,6 +53,7 @@ from .claims import ClaimsLayer
 from .core import Outage
 from .dial import ConnectOptions, ProtocolFactory, dial
 from .link import Link
+from .management import Management, open_management
 from .receiver import Receiver
 from .reconnect import (
     ConnectionLost,
@@ -448,6 +449,15 @@ class Connection(ClaimsLayer):
             with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
                 await self._driver.wait_done()
         self._driver.abort()
+
+    def management(self, *, protocol: str | None = None, timeout: float | None = None) -> Management:
+        """The peer's queues, exchanges and bindings: ``await conn.management().declare_queue("q")``.
+
+        ``protocol``: ``"rabbitmq"`` (RabbitMQ 4's HTTP over AMQP on ``/management``) or
+        ``"oasis"`` (the AMQP Management draft's ``$management``); None picks RabbitMQ's
+        when the peer's open says RabbitMQ 4 or later. See :mod:`amqp10.client.management`.
+        """
+        return open_management(self, protocol=protocol, timeout=timeout)
 
     async def wait_closed(self) -> None:
         """Wait (without a time limit) until the connection has ended, for whatever reason."""

@@ -3,6 +3,9 @@
 Replies to our requests come to one dynamic receiver per connection and are
 matched to their request by correlation-id; replies we send go back on the
 link the requester attached, or on a sender opened to its ``reply_to``.
+A node that wants links of its own (RabbitMQ 4's ``/management`` link pair, a
+``$management`` that answers on a receiver from it) gets them with
+:meth:`Requests.request_links`.
 """
 
 from __future__ import annotations
@@ -15,13 +18,13 @@ from typing import Any
 from .. import errors
 from ..message import Message
 from ..transport import Delivery as EngineDelivery
-from ..types import Accepted, Error, ErrorCondition, Rejected
-from ._common import deadline, describe_outcome, encode_payload
+from ..types import Accepted, Error, ErrorCondition, Rejected, Source, Target
+from ._common import SettleMode, deadline, describe_outcome, encode_payload
 from .receiver import Delivery, Receiver
 from .sender import Sender, Tracker
 from .transactions import Transactions
 
-__all__ = ["Requests"]
+__all__ = ["RequestLinks", "Requests"]
 
 log = logging.getLogger("amqp10.client")
 
@@ -53,6 +56,40 @@ class Requests(Transactions):
             assert replies.address is not None
             return await self._exchange(sender, replies.address, message)
 
+    async def request_links(
+        self,
+        address: str,
+        *,
+        reply_address: str | None = None,
+        reply_to: str | None = None,
+        name: str | None = None,
+        properties: dict[Any, Any] | None = None,
+        settle_mode: SettleMode | str = SettleMode.MIXED,
+        timeout: float | None = None,
+    ) -> RequestLinks:
+        """A sender to the request node at ``address`` and a receiver from it for the replies.
+
+        The receiver's target is ``reply_address`` (default: a fresh
+        ``ADDRESS-replies-UUID``), and requests say ``reply_to`` (default: that
+        address). Both links take ``name`` (RabbitMQ's link pair: one name, the
+        ``properties`` ``{paired: true}``) and ``settle_mode``.
+        """
+        reply_address = reply_address or f"{address}-replies-{uuid.uuid4()}"
+        sender = await self.open_sender(
+            address, name=name, source=Source(address=address), properties=properties,
+            settle_mode=settle_mode, timeout=timeout,
+        )  # fmt: skip
+        try:
+            receiver = await self.open_receiver(
+                address, name=name, target=Target(address=reply_address), properties=properties,
+                settle_mode=settle_mode, credit=100, timeout=timeout,
+            )  # fmt: skip
+        except BaseException:
+            await sender.close()
+            raise
+        receiver._on_delivery = self._on_reply
+        return RequestLinks(self, sender, receiver, reply_to or reply_address)
+
     async def _exchange(self, sender: Sender, reply_to: str, message: Message) -> Message:
         """Send a request on ``sender`` and wait (the caller bounds the wait) for the
         response that comes back to ``reply_to`` correlated to the request's id.
@@ -67,10 +104,10 @@ class Requests(Transactions):
         self._requests[key] = pending
         try:
             sender._check_usable()
-            tracker = sender._submit(encode_payload(message), False)
+            tracker = sender._submit(encode_payload(message), None)
             await sender._outcome_of(tracker, math.inf, math.inf)
             outcome = tracker.result()
-            if not isinstance(outcome, Accepted):
+            if outcome is not None and not isinstance(outcome, Accepted):  # (None: sent pre-settled)
                 raise errors.DeliveryError(
                     f"request to {sender.address!r} was {describe_outcome(outcome)}", outcome=outcome
                 )
@@ -144,6 +181,34 @@ class Requests(Transactions):
             log.debug("response with unknown correlation-id %r dropped", message.correlation_id)
             return
         pending.resolve(message)
+
+
+class RequestLinks:
+    """A request node's sender and reply receiver (see :meth:`Requests.request_links`)."""
+
+    def __init__(self, conn: Requests, sender: Sender, receiver: Receiver, reply_to: str) -> None:
+        self._conn = conn
+        self.sender = sender
+        self.receiver = receiver
+        self.reply_to = reply_to
+
+    async def request(self, message: Message, *, timeout: float | None = None) -> Message:
+        """Send ``message`` and return the reply correlated to it (see :meth:`Requests.request`)."""
+        conn = self._conn
+        limit = conn._timeout_for(timeout)
+        with deadline(limit, f"request to {self.sender.address!r}"):
+            await conn._until_usable(limit, f"request to {self.sender.address!r}")
+            return await conn._exchange(self.sender, self.reply_to, message)
+
+    @property
+    def is_open(self) -> bool:
+        return self.sender.is_open and self.receiver.is_open
+
+    async def close(self, *, timeout: float | None = None) -> None:
+        """Detach both links."""
+        for link in (self.sender, self.receiver):
+            if link.is_open:
+                await link.close(timeout=timeout)
 
 
 def _rejected(description: str) -> Rejected:

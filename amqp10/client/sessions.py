@@ -205,6 +205,7 @@ class Endpoints(ConnectionCore):
         session: Session | None = None,
         target: Target | Coordinator | None = None,
         source: Source | None = None,
+        properties: dict[Any, Any] | None = None,
         timeout: float | None = None,
     ) -> Sender:
         """Attach a sender to the node at ``address`` and wait for the peer's attach.
@@ -214,6 +215,7 @@ class Endpoints(ConnectionCore):
         then chooses its node, and one whose ``to`` names none comes back rejected.
         ``target``/``source`` replace the default termini (``Target(address=address)``;
         a :class:`~amqp10.types.Coordinator` target links to the transaction coordinator).
+        ``properties``: the attach's link properties (RabbitMQ's ``{paired: true}``).
         Raises :class:`~amqp10.errors.LinkError` with the peer's reason if it refuses.
         """
         mode = settle_mode_of(settle_mode)
@@ -227,6 +229,7 @@ class Endpoints(ConnectionCore):
             target=target if target is not None else Target(address=address, **self._kept()),
             snd_settle_mode=mode.snd_settle_mode,
             rcv_settle_mode=mode.rcv_settle_mode,
+            properties=properties,
         )
         sender = Sender(self, s, link, address=address)
         await self._attach(sender, timeout)
@@ -246,6 +249,7 @@ class Endpoints(ConnectionCore):
         target: Target | None = None,
         timeout: float | None = None,
         selector: str | None = None,
+        properties: dict[Any, Any] | None = None,
     ) -> Receiver:
         """Attach a receiver from the node at ``address`` and wait for the peer's attach.
 
@@ -278,6 +282,7 @@ class Endpoints(ConnectionCore):
             target=target if target is not None else Target(),
             snd_settle_mode=mode.snd_settle_mode,
             rcv_settle_mode=mode.rcv_settle_mode,
+            properties=properties,
         )
         receiver = Receiver(self, s, link, address=address, window=credit, auto_accept=auto_accept)
         await self._attach(receiver, timeout)

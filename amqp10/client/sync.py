@@ -43,6 +43,7 @@ from ..message import Message
 from ..types import Accepted, Error, Rejected, Released
 from . import connection as _conn
 from . import link as _link
+from . import management as _management
 from . import opening as _opening
 from . import receiver as _receiver
 from . import sender as _sender
@@ -51,10 +52,12 @@ from . import transactions as _txn
 from ._common import DEFAULT_TIMEOUT, Outcome, Payload, SettleMode, encode_payload, windowed
 from .claims import Claims
 from .syncloop import Loop, Settlement, Tracker, start_loop, withdraw_all
+from .syncmanagement import Management
 
 __all__ = [
     "Connection",
     "Delivery",
+    "Management",
     "Receiver",
     "Sender",
     "Session",
@@ -666,6 +669,14 @@ class Connection(_Proxy):
 
     def request(self, address: str, message: Message, *, timeout: float | None = None) -> Message:
         return self._run(self._c.request, address, message, timeout=timeout)
+
+    def management(self, *, protocol: str | None = None, timeout: float | None = None) -> Management:
+        """The peer's queues, exchanges and bindings (see the async one)."""
+
+        async def make() -> _management.Management:  # (made in the loop, as its lock wants)
+            return self._c.management(protocol=protocol, timeout=timeout)
+
+        return Management(self._loop, self._run(make))
 
     @property
     def claims(self) -> Claims | None:

@@ -28,6 +28,8 @@ from .model import ExchangeInfo, QueueInfo, queue_type
 
 __all__ = [
     "ADDRESS",
+    "EXCHANGE_READ",
+    "QUEUE_READ",
     "STANDARD_PROPERTIES",
     "Request",
     "Response",
@@ -154,6 +156,12 @@ def binding_attributes(
 def binding_name(source: str, destination_type: str, destination: str, key: str, arguments: Mapping[str, Any]) -> str:
     """A binding's name: the JSON list ``[source, destination_type, destination, routing_key, arguments]``."""
     return json.dumps([source, destination_type, destination, key, dict(arguments)], separators=(",", ":"), sort_keys=True)
+
+
+QUEUE_READ = ("name", "type", "vhost", "durable", "auto_delete", "exclusive", "arguments", "depth", "consumers")
+"""The attributes :func:`parse_queue` reads (what a QUERY of queues asks for)."""
+EXCHANGE_READ = ("name", "exchange_type", "durable", "auto_delete", "internal", "arguments")
+"""The attributes :func:`parse_exchange` reads."""
 
 
 def parse_queue(attrs: Mapping[str, Any]) -> QueueInfo:

@@ -21,11 +21,11 @@ KEY_NAME = "RootManageSharedAccessKey"
 KEY = "SAS_KEY_VALUE"
 
 
-def example(page: str) -> str:
+def example(page: str, heading: str = "## Example") -> str:
     text = (PAGES / page).read_text()
-    section = text.split("## Example", 1)[1]
+    section = text.split(heading, 1)[1]
     found = re.search(r"```python\n(.*?)```", section, re.S)
-    assert found is not None, f"{page}: no Python block under '## Example'"
+    assert found is not None, f"{page}: no Python block under {heading!r}"
     return found.group(1)
 
 
@@ -46,6 +46,12 @@ def test_the_rabbitmq_example(tmp_path: Path) -> None:
             conn.open_receiver("orders", credit=0).close()
         out = run(example("rabbitmq.md"), "URL", f"amqp://{b.url}")
     assert out.splitlines() == ["Accepted()", "{'id': 1}"]
+
+
+def test_the_rabbitmq_management_example(tmp_path: Path) -> None:
+    with broker_with(tmp_path) as b:
+        out = run(example("rabbitmq.md", "## Managing queues and exchanges"), "URL", f"amqp://{b.url}")
+    assert out.splitlines() == ["invoices quorum", "1", "409", "1", "0"]
 
 
 def test_the_artemis_and_qpid_example(tmp_path: Path) -> None:
