@@ -14,13 +14,14 @@ from typing import Any
 
 import pytest
 
+import amqp10.client
 import amqp10.sync
 from amqp10 import errors
 from amqp10.client import Connection, SettleMode
 from amqp10.client.management import OASIS, RABBITMQ, protocol_of
 from amqp10.management import QueueInfo, http, oasis
 from amqp10.message import Message
-from amqp10.types import Accepted, Released
+from amqp10.types import Accepted, Released, SenderSettleMode
 from tests.broker.amqp1.test_e2e_conventions import client, take
 from tests.broker.conftest import RunningBroker, broker_with
 
@@ -308,3 +309,42 @@ def test_management_errors_by_status() -> None:
         err = errors.ManagementError.for_status(status, "why", "doing it")
         assert type(err) is kind and err.status == status and err.description == "why"
         assert str(err) == f"doing it: {status} why"
+
+
+# -- on the wire, as RabbitMQ 4 wants it -------------------------------------------------------
+@pytest.mark.anyio
+async def test_the_link_pair_and_requests_are_what_rabbitmq_4_checks() -> None:
+    """A stand-in peer that says it is RabbitMQ 4.1 sees a link pair named alike, both
+    with ``paired: true``, requests pre-settled to ``$me``; its reply is read."""
+    seen: dict[str, Any] = {}
+
+    async def rabbit(conn: Connection) -> None:
+        links = [await conn.next_link(timeout=T), await conn.next_link(timeout=T)]
+        requests = next(link for link in links if isinstance(link, amqp10.client.Receiver))
+        replies = next(link for link in links if isinstance(link, amqp10.client.Sender))
+        seen["names"] = {link.name for link in links}
+        attaches = [link._link.remote_attach for link in links]  # (the attaches themselves)
+        seen["properties"] = [a.properties if a is not None else None for a in attaches]
+        seen["addresses"] = (requests.address, replies.address)
+        d = await requests.receive(timeout=T)
+        attach = requests._link.remote_attach
+        seen["settled"] = (d.remote_settled, attach.snd_settle_mode if attach is not None else None)
+        req = d.message
+        seen["request"] = (req.subject, req.to, req.reply_to, req.body)
+        reply = Message(body=http.queue_map(QueueInfo(name="q/1", message_count=5)), correlation_id=req.id)
+        reply.application_properties, reply.subject = http.reply(200)
+        await replies.send(reply)
+        await conn.wait_closed()
+
+    rabbit_4 = {"product": "RabbitMQ", "version": "4.1.0"}
+    async with amqp10.client.serve("127.0.0.1", 0, rabbit, properties=rabbit_4) as peer:
+        conn = await amqp10.client.connect(f"amqp://127.0.0.1:{peer.port}", timeout=T)
+        async with conn:
+            m = conn.management()
+            assert m.protocol == RABBITMQ
+            info = await m.queue_info("q/1")
+    assert (info.name, info.message_count) == ("q/1", 5)
+    assert len(seen["names"]) == 1 and seen["properties"] == [{"paired": True}, {"paired": True}]
+    assert seen["addresses"] == ("/management", "/management")
+    assert seen["settled"] == (True, SenderSettleMode.SETTLED)
+    assert seen["request"] == ("GET", "/queues/q%2F1", "$me", None)
