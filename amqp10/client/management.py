@@ -96,7 +96,8 @@ class Management:
         """Declare queue ``name`` (``type``: ``classic``, ``quorum``, ``stream``, RabbitMQ's
         ``x-queue-type``; ``arguments``: its ``x-`` arguments) and return it as it is. An
         equal declaration of an existing queue is fine; a different one is a
-        :class:`~amqp10.errors.ConflictError`."""
+        :class:`~amqp10.errors.ConflictError`. ``exclusive`` (the queue goes with this
+        connection) is RabbitMQ's; the OASIS node has no such attribute."""
         args = dict(arguments or {})
         if type is not None:
             args["x-queue-type"] = type
