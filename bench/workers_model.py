@@ -26,6 +26,8 @@ import argparse
 import random
 import sys
 import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
 
 
 def owner(name: str, workers: int) -> int:
@@ -33,58 +35,51 @@ def owner(name: str, workers: int) -> int:
     return zlib.crc32(f"/\x00{name}".encode()) % workers
 
 
-def speedup_a(
-    workers: int,
-    queues: int,
-    pairs: int,
-    core: float,
-    crossing: float,
-    rng: random.Random,
-    trials: int,
-) -> float:
-    """Shape (a): throughput relative to one process, mean over connection placements."""
-    hop = (crossing - 1) / 4
-    proto = (1 - core) / 2  # each of the publish half and the consume half
-    total = 0.0
-    for _ in range(trials):
-        loads = [0.0] * workers
-        for q in range(queues):
-            o = owner(f"q{q}", workers)
-            loads[o] += core
-            for _ in range(pairs):  # a producer and a consumer per pair, each on a random worker
-                for _side in ("publisher", "consumer"):
-                    w = rng.randrange(workers)
-                    loads[w] += proto / pairs
-                    if w != o:
-                        loads[w] += hop / pairs
-                        loads[o] += hop / pairs
-        total += queues / max(loads)
-    return total / trials
+@dataclass(frozen=True)
+class Costs:
+    """A message's CPU in parts of one process's (today's broker's) per message."""
+
+    core: float  # on the node's owner
+    hop: float  # at each end of a leg that crosses
+    proto: float  # on the publisher's worker, and again on the consumer's
+
+    @classmethod
+    def of(cls, core: float, crossing: float) -> Costs:
+        return cls(core, (crossing - 1) / 4, (1 - core) / 2)
 
 
-def speedup_b(
-    workers: int,
-    queues: int,
-    pairs: int,
-    core: float,
-    crossing: float,
-    rng: random.Random,
-    trials: int,
+def busiest_a(workers: int, queues: int, pairs: int, c: Costs, rng: random.Random) -> float:
+    """Shape (a), one placement: the busiest worker's load."""
+    loads = [0.0] * workers
+    for q in range(queues):
+        o = owner(f"q{q}", workers)
+        loads[o] += c.core
+        for _ in range(2 * pairs):  # a producer and a consumer per pair, each on a random worker
+            w = rng.randrange(workers)
+            loads[w] += c.proto / pairs
+            if w != o:
+                loads[w] += c.hop / pairs
+                loads[o] += c.hop / pairs
+    return max(loads)
+
+
+def busiest_b(workers: int, queues: int, pairs: int, c: Costs, rng: random.Random) -> float:
+    """Shape (b), one placement: ``workers`` - 1 protocol workers and the core process,
+    which every message crosses twice."""
+    loads = [0.0] * (workers - 1)
+    for _ in range(queues * pairs * 2):
+        loads[rng.randrange(workers - 1)] += (c.proto + c.hop) / pairs
+    return max(queues * (c.core + 2 * c.hop), *loads)
+
+
+def speedup(
+    busiest: Callable[..., float], workers: int, queues: int, pairs: int, c: Costs, trials: int
 ) -> float:
-    """Shape (b) on ``workers`` processes: one core process that every message crosses
-    twice, and ``workers`` - 1 protocol workers (1: today's broker)."""
+    """Throughput on ``workers`` processes relative to one, mean over connection placements."""
     if workers == 1:
         return 1.0
-    hop = (crossing - 1) / 4
-    proto = (1 - core) / 2
-    total = 0.0
-    for _ in range(trials):
-        loads = [0.0] * (workers - 1)
-        central = queues * (core + 2 * hop)
-        for _ in range(queues * pairs * 2):
-            loads[rng.randrange(workers - 1)] += (proto + hop) / pairs
-        total += queues / max(central, max(loads))
-    return total / trials
+    rng = random.Random(31)
+    return sum(queues / busiest(workers, queues, pairs, c, rng) for _ in range(trials)) / trials
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         ("4 queues, a pair each", 4, 1),
         ("64 queues, a pair each", 64, 1),
     ]
-    fn = speedup_a if args.shape == "a" else speedup_b
+    busiest = busiest_a if args.shape == "a" else busiest_b
     head = " | ".join(f"N={n}" for n in args.workers)
     print(
         f"shape ({args.shape}), core share {args.core:g}: throughput on N processes / one process\n"
@@ -116,10 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---:|" + "---:|" * len(args.workers))
     for label, queues, pairs in cases:
         for crossing in args.crossing:
-            row = []
-            for n in args.workers:
-                rng = random.Random(31)
-                row.append(f"{fn(n, queues, pairs, args.core, crossing, rng, args.trials):.2f}x")
+            c = Costs.of(args.core, crossing)
+            row = [
+                f"{speedup(busiest, n, queues, pairs, c, args.trials):.2f}x" for n in args.workers
+            ]
             print(f"| {label} | {crossing:g}x | {' | '.join(row)} |")
     return 0
 
