@@ -309,6 +309,15 @@ REUSE_PORT_BALANCES = sys.platform.startswith("linux")
 (Linux hashes each new connection to one of them; the BSDs give them all to one)."""
 
 
+def _listen_options(sock: socket.socket, family: int, *, reuse_port: bool) -> None:
+    """A listening socket's options, as anyio sets them (v6 only on IPv6, address reuse)."""
+    if family == socket.AF_INET6:
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+
+
 def bind_for_workers(host: str, port: int, slots: int, *, backlog: int = 128) -> list[list[socket.socket]]:
     """Listening sockets on ``host:port`` for ``slots`` worker processes, bound here
     (blocking, before any worker starts) so that a bad address fails once.
@@ -327,17 +336,18 @@ def bind_for_workers(host: str, port: int, slots: int, *, backlog: int = 128) ->
     own = slots if REUSE_PORT_BALANCES else 1
     bound: list[list[socket.socket]] = []
     try:
+        if port != 0 and REUSE_PORT_BALANCES:
+            for fam, (addr, _) in addresses:  # another broker's SO_REUSEPORT group would take us in
+                with socket.socket(fam, socket.SOCK_STREAM) as probe:
+                    _listen_options(probe, fam, reuse_port=False)
+                    probe.bind((addr, port))
         for _ in range(own):
             socks: list[socket.socket] = []
             bound.append(socks)
             for fam, (addr, _) in addresses:
                 sock = socket.socket(fam, socket.SOCK_STREAM)
                 socks.append(sock)
-                if fam == socket.AF_INET6:
-                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                if REUSE_PORT_BALANCES:
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+                _listen_options(sock, fam, reuse_port=REUSE_PORT_BALANCES)
                 sock.bind((addr, port))
                 sock.listen(backlog)
                 sock.setblocking(False)

@@ -25,6 +25,8 @@ from amqp10.broker.amqp1.frontend import WORKER_PROPERTY
 from amqp10.broker.config import load_config
 from amqp10.broker.workers.supervisor import PREVIEW_ENV, not_built, worker_config
 from amqp10.cli._common import KeyValueFormatter
+from amqp10.errors import ConnectError
+from amqp10.io.net import REUSE_PORT_BALANCES, bind_for_workers
 
 pytestmark = pytest.mark.slow
 
@@ -172,6 +174,21 @@ def test_the_config_model_and_what_each_worker_gets(tmp_path: Path) -> None:
     paths = {worker_config(three, i).store.path for i in (0, 1, 2)}
     assert paths == {tmp_path / f"amqp10.worker{i}.sqlite3" for i in (0, 1, 2)}
     assert worker_config(three, 2).listeners == three.listeners
+
+
+def test_the_parent_binds_one_port_for_every_slot() -> None:
+    bound = bind_for_workers("127.0.0.1", 0, 3)
+    try:
+        assert len(bound) == 3 and all(len(socks) == 1 for socks in bound)
+        ports = {socks[0].getsockname()[1] for socks in bound}
+        assert len(ports) == 1 and ports != {0}
+        distinct = {id(socks[0]) for socks in bound}
+        assert len(distinct) == (3 if REUSE_PORT_BALANCES else 1)
+        with pytest.raises(ConnectError, match=r"cannot listen on 127\.0\.0\.1:"):
+            bind_for_workers("127.0.0.1", ports.pop(), 1)  # taken: no joining a group
+    finally:
+        for sock in {id(s): s for socks in bound for s in socks}.values():
+            sock.close()
 
 
 def test_log_lines_carry_the_worker() -> None:
