@@ -245,3 +245,11 @@ def test_the_workers_stop_when_the_parent_is_sigkilled(parent: Parent) -> None:
     wait_until_gone(pids)  # each asked the kernel for SIGTERM when its parent dies
     parent.wait_for(r"worker=0 logger=amqp10.broker msg=.broker stopped")  # gracefully
     parent.wait_for(r"worker=1 logger=amqp10.broker msg=.broker stopped")
+
+
+def test_ctrl_c_on_the_terminal_stops_every_worker_once_and_cleanly(parent: Parent) -> None:
+    parent.wait_for(r"worker=0 logger=amqp10.broker msg=.listening on")
+    parent.wait_for(r"worker=1 logger=amqp10.broker msg=.listening on")
+    os.killpg(parent.proc.pid, signal.SIGINT)  # what a terminal does: the foreground group
+    assert parent.proc.wait(WAIT) == 0
+    assert sum("stopped: exit code 0" in line for line in parent.lines) == 2

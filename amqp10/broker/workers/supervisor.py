@@ -19,7 +19,8 @@ was. With N > 1, :class:`Supervisor` is the process ``amqp10 broker`` runs:
   file of its own (:func:`worker_config`).
 - a worker that ends while the parent runs is restarted after a back-off (0.1 s,
   doubling to 10 s while it keeps dying within 10 s of its start), said in one log line.
-- SIGTERM or SIGINT: every worker is sent SIGTERM (each shuts down gracefully, as a
+- SIGTERM or SIGINT: every worker (each in a process group of its own, so a terminal's
+  Ctrl-C reaches only the parent) is sent SIGTERM (each shuts down gracefully, as a
   one-process broker does) and waited for; one still running after
   :data:`STOP_SECONDS` is killed. The parent exits 0 when every worker did.
 - the parent SIGKILLed: on Linux each worker asked the kernel for SIGTERM when its
@@ -322,6 +323,9 @@ class Supervisor:
     def _worker(self, slot: _Slot, parent: int) -> int:
         """In the forked worker: undo the parent's signal set-up, keep this slot's sockets
         only, then serve."""
+        # a process group of its own: a terminal's Ctrl-C reaches the parent only, which
+        # passes it on as one SIGTERM (a second signal during a shutdown would end it)
+        os.setpgid(0, 0)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
