@@ -8,10 +8,11 @@ was. With N > 1, :class:`Supervisor` is the process ``amqp10 broker`` runs:
   starts, so a bad or busy address fails once, as one line, and port 0 picks one port
   for all. On Linux each worker slot gets sockets of its own on that port, bound with
   SO_REUSEPORT: the kernel hashes each new connection to one slot, which spreads
-  long-lived connections evenly (one shared socket gives a burst of connections to
-  whichever worker wakes first: asyncio accepts up to its backlog per wake-up). The
-  parent keeps every slot's sockets open, so the connections queued on a dead worker's
-  slot wait for its replacement instead of being reset. Elsewhere (no SO_REUSEPORT
+  long-lived connections evenly (on one shared socket the first worker to wake takes
+  each, and asyncio accepts a burst per wake-up: 11/21 against 15/17 for 32 connections
+  at once, docs/architecture.md). The parent keeps every slot's sockets open, so the
+  connections queued on a dead worker's slot wait for its replacement instead of being
+  reset. Elsewhere (no SO_REUSEPORT
   balancing) every slot shares one set of sockets.
 - it forks N workers, numbered 0 to N-1 as :mod:`.ownership` numbers them (``fork``: a worker inherits the sockets and the validated
   configuration as they are, and starts in milliseconds); each runs a
