@@ -91,20 +91,17 @@ async def start_http(
     task_group: TaskGroup,
     connections: TaskGroup,
     *,
-    listen: Listen | None = None,
+    listen: Listen,
 ) -> Listener:
-    """Bind the HTTP listener of ``config.http`` and serve ``routes`` on it.
+    """Get the HTTP listener of ``config.http`` from ``listen`` and serve ``routes`` on it.
 
-    ``listen`` gets each listener (the service's: over a worker's inherited sockets);
-    None: bound here.
+    ``listen`` is the service's: it binds, or wraps a worker's inherited sockets.
 
     The accept loop runs in ``task_group``, each connection in ``connections``.
     Raises :class:`~amqp10.errors.ConnectError` if the address is unusable.
     """
     http = config.http
     ctx = server_context(http.tls_cert, http.tls_key) if http.tls_cert is not None else None
-    if listen is None:
-        listen = _bind
     listener = await listen("http", http.host, config.http_port, ctx)
     timeout = config.limits.handshake_timeout
     server = HttpServer(
@@ -129,10 +126,6 @@ async def start_http(
         log.info("HTTP also on %s (rabbitmq_api_port): the console and /api/", extra.address)
         task_group.start_soon(_serve_until_cancelled, extra, server, connections, timeout)
     return listener
-
-
-async def _bind(name: str, host: str, port: int, ctx: ssl.SSLContext | None) -> Listener:
-    return await Listener.bind(host, port, ssl_context=ctx)
 
 
 async def _serve(
