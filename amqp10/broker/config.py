@@ -7,6 +7,7 @@ one line naming the field and the problem (see :func:`load_config`).
 from __future__ import annotations
 
 import fnmatch
+import os
 import tomllib
 from pathlib import Path
 from typing import Literal
@@ -573,6 +574,29 @@ class BrokerConfig(_Model):
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         default="info", description="least severe log lines written to stderr"
     )
+    workers: int | Literal["auto"] = Field(
+        default=1,
+        description="broker processes behind the same ports ('auto': one per core); 1: one process, "
+        "no supervisor. More than 1 is not built yet (issue 31): refused unless "
+        "AMQP10_WORKERS_PREVIEW=1, which runs that many separate brokers (development only)",
+    )
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _workers(cls, value: object) -> object:
+        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            return value
+        if isinstance(value, str) and value.isdigit() and int(value) >= 1:
+            return int(value)
+        raise ValueError(f"a number of processes (1 or more) or 'auto', not {value!r}")
+
+    def worker_count(self) -> int:
+        """How many broker processes ``workers`` asks for (``auto``: the cores this process may use)."""
+        if self.workers != "auto":
+            return self.workers
+        if hasattr(os, "sched_getaffinity"):
+            return max(len(os.sched_getaffinity(0)), 1)
+        return os.cpu_count() or 1  # pragma: no cover - not Linux
 
     @property
     def http_port(self) -> int:

@@ -145,6 +145,8 @@ class ServeContext:
     registered: Callable[[ServedConnection], contextlib.AbstractContextManager[None]]
     """Count a connection among the broker's while it runs (management lists it, a
     shutdown force-closes it); when it ends, its handler cleans up."""
+    worker: int | None = None
+    """The worker process serving it (``workers`` > 1); None: the broker's only process."""
 
     def login(self, held: HeldOutput[Any], extend: Callable[[float], None] = lambda seconds: None) -> Login:
         """The [security] hook for this connection's login (its answer held back by ``held``)."""

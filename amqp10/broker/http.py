@@ -25,6 +25,7 @@ Everything else is 404 as JSON.
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 
 import anyio
@@ -36,7 +37,7 @@ from ..io.tls import server_context
 from .config import BrokerConfig
 from .metrics import CONTENT_TYPE
 
-__all__ = ["AMQP_WEBSOCKET_PATHS", "broker_routes", "start_http"]
+__all__ = ["AMQP_WEBSOCKET_PATHS", "Listen", "broker_routes", "start_http"]
 
 log = logging.getLogger("amqp10.broker")
 
@@ -79,20 +80,29 @@ def broker_routes(
     return routes
 
 
+Listen = Callable[[str, str, int, "ssl.SSLContext | None"], Awaitable[Listener]]
+"""How a listener is got: ``listen(name, host, port, ssl_context)``; ``name`` is one of
+:func:`amqp10.broker.service.listen_points`' names (``http``, ``rabbitmq_api``, ``amqp0``...)."""
+
+
 async def start_http(
     config: BrokerConfig,
     routes: dict[str, Route],
     task_group: TaskGroup,
     connections: TaskGroup,
+    *,
+    listen: Listen,
 ) -> Listener:
-    """Bind the HTTP listener of ``config.http`` and serve ``routes`` on it.
+    """Get the HTTP listener of ``config.http`` from ``listen`` and serve ``routes`` on it.
+
+    ``listen`` is the service's: it binds, or wraps a worker's inherited sockets.
 
     The accept loop runs in ``task_group``, each connection in ``connections``.
     Raises :class:`~amqp10.errors.ConnectError` if the address is unusable.
     """
     http = config.http
     ctx = server_context(http.tls_cert, http.tls_key) if http.tls_cert is not None else None
-    listener = await Listener.bind(http.host, config.http_port, ssl_context=ctx)
+    listener = await listen("http", http.host, config.http_port, ctx)
     timeout = config.limits.handshake_timeout
     server = HttpServer(
         routes,
@@ -112,7 +122,7 @@ async def start_http(
     )
     task_group.start_soon(_serve, listener, server, connections, timeout)
     if http.rabbitmq_api_port is not None:
-        extra = await Listener.bind(http.host, http.rabbitmq_api_port, ssl_context=ctx)
+        extra = await listen("rabbitmq_api", http.host, http.rabbitmq_api_port, ctx)
         log.info("HTTP also on %s (rabbitmq_api_port): the console and /api/", extra.address)
         task_group.start_soon(_serve_until_cancelled, extra, server, connections, timeout)
     return listener

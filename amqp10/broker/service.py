@@ -14,8 +14,11 @@ import contextlib
 import gc
 import logging
 import math
+import signal
+import socket
+import ssl
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -44,7 +47,7 @@ from .users import UsersFile, load_access
 if TYPE_CHECKING:
     from .core.store_postgres import DatabaseLock
 
-__all__ = ["BrokerService"]
+__all__ = ["BrokerService", "listen_points", "serve_until_signalled"]
 
 log = logging.getLogger("amqp10.broker")
 
@@ -52,6 +55,30 @@ TICK_SECONDS = 1.0
 DRAIN_SECONDS = 5.0
 """How long a shutdown waits for the store to commit what clients sent before it (their
 outcomes go out before the connections are closed)."""
+
+
+def listen_points(config: BrokerConfig) -> list[tuple[str, str, int]]:
+    """``(name, host, port)`` of every socket ``config`` listens on: its AMQP listeners
+    (``amqp0``, ``amqp1``, ...), then ``http`` and ``rabbitmq_api`` where configured."""
+    points = [(f"amqp{i}", spec.host, spec.port) for i, spec in enumerate(config.listeners)]
+    http = config.http
+    if http.enabled:
+        points.append(("http", http.host, config.http_port))
+        if http.rabbitmq_api_port is not None:
+            points.append(("rabbitmq_api", http.host, http.rabbitmq_api_port))
+    return points
+
+
+async def serve_until_signalled(service: BrokerService) -> None:
+    """Run ``service`` until SIGINT or SIGTERM, then shut it down gracefully."""
+    async with anyio.create_task_group() as tg:
+        # signals first: a standby broker ([store] postgresql) waits in run() for the lock
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            tg.start_soon(service.run)
+            async for sig in signals:
+                log.info("received %s: shutting down", signal.Signals(sig).name)
+                tg.cancel_scope.cancel()
+                break
 
 
 async def _read_header(stream: ByteStream, timeout: float) -> bytes:
@@ -69,10 +96,22 @@ async def _read_header(stream: ByteStream, timeout: float) -> bytes:
 class BrokerService:
     """Runs the broker until cancelled; ``ports`` holds the ports actually bound."""
 
-    def __init__(self, config: BrokerConfig, front_ends: tuple[FrontEnd, ...] = FRONT_ENDS) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        front_ends: tuple[FrontEnd, ...] = FRONT_ENDS,
+        *,
+        worker: int | None = None,
+        sockets: Mapping[str, Sequence[socket.socket]] | None = None,
+    ) -> None:
         self.config = config
         self.front_ends = front_ends
         """The protocols served, asked in order which takes a connection's header."""
+        self.worker = worker
+        """Which worker process this is (``workers`` > 1, :mod:`.workers.supervisor`); None: the only one."""
+        self.sockets = sockets
+        """Sockets bound already, by :func:`listen_points` name (a worker's, from its
+        supervisor); None: the service binds its own."""
         self.store: SqlStore | None = None
         self.lock: DatabaseLock | None = None  # [store] postgresql: the lock of an active/standby pair
         self.committer: GroupCommitter | None = None
@@ -244,7 +283,7 @@ class BrokerService:
                             cafile=spec.tls_ca,
                             require_client_cert=spec.require_client_cert,
                         )
-                    lst = await Listener.bind(spec.host, spec.port, ssl_context=ctx)
+                    lst = await self._listen(f"amqp{len(self.listeners)}", spec.host, spec.port, ctx)
                     self.listeners.append(lst)
                     log.info("listening on %s%s", lst.address, " (TLS)" if ctx else "")
                     tg.start_soon(self._serve, lst, conns)
@@ -263,7 +302,7 @@ class BrokerService:
                         routes.update(console_routes(console))
                     if cfg.http.rabbitmq_api:  # RabbitMQ's HTTP API, logging in by the console's rules
                         routes.update(rabbitmq_api_routes(console.rabbit))
-                    self.http = await start_http(cfg, routes, tg, conns)
+                    self.http = await start_http(cfg, routes, tg, conns, listen=self._listen)
                 task_status.started(self)
                 await anyio.sleep_forever()
             finally:
@@ -273,6 +312,12 @@ class BrokerService:
                 finally:
                     assert self._conns_scope is not None
                     self._conns_scope.cancel()
+
+    async def _listen(self, name: str, host: str, port: int, ctx: ssl.SSLContext | None) -> Listener:
+        """The listener ``name`` (:func:`listen_points`): bound here, or over the sockets given."""
+        if self.sockets is None:
+            return await Listener.bind(host, port, ssl_context=ctx)
+        return await Listener.adopt(self.sockets[name], host, ssl_context=ctx)
 
     async def _host_connections(self, *, task_status: TaskStatus[Any] = anyio.TASK_STATUS_IGNORED) -> None:
         """The task group of the connections, shielded from the service's cancellation:
@@ -415,6 +460,7 @@ class BrokerService:
                 header=head,
                 refusal=None if refusal is None else refusal.reason,
                 registered=self._registered,
+                worker=self.worker,
             )
             await chosen.serve(stream, ctx)
         finally:

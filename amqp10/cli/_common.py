@@ -19,13 +19,18 @@ Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 class KeyValueFormatter(logging.Formatter):
-    """Structured log lines: ``ts=... level=... logger=... msg="..."``."""
+    """Structured log lines: ``ts=... level=... logger=... msg="..."``, with ``fields``
+    (e.g. ``worker=2``) after the level."""
+
+    def __init__(self, **fields: object) -> None:
+        super().__init__()
+        self.fields = "".join(f" {k}={v}" for k, v in fields.items())
 
     def format(self, record: logging.LogRecord) -> str:
         ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
         msg = record.getMessage().replace('"', "'")
         line = (
-            f"ts={ts}.{int(record.msecs):03d}Z level={record.levelname.lower()} "
+            f"ts={ts}.{int(record.msecs):03d}Z level={record.levelname.lower()}{self.fields} "
             f'logger={record.name} msg="{msg}"'
         )
         if record.exc_info:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import logging
-import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ._common import KeyValueFormatter, Subparsers, fail, first_error, log_to_stderr
+
+if TYPE_CHECKING:
+    from ..broker.config import BrokerConfig
+    from ..broker.workers.supervisor import Sockets
 
 __all__ = ["add_parser", "cmd_broker"]
 
@@ -32,6 +35,11 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
         choices=["debug", "info", "warning", "error"],
         help="least severe log lines written to stderr (default info)",
     )
+    b.add_argument(
+        "--workers",
+        help="broker processes behind the same ports, a number or 'auto' (one per core; default 1). "
+        "More than 1 is not built yet: refused unless AMQP10_WORKERS_PREVIEW=1 (development only)",
+    )
     b.set_defaults(func=cmd_broker)
     return b
 
@@ -53,10 +61,7 @@ def _tune_gc() -> None:
 
 def cmd_broker(args: argparse.Namespace) -> int:
     """Run ``amqp10 broker`` until a signal; the exit code: 0 stopped, 1 failed, 2 a bad config."""
-    import anyio
-
     from ..broker.config import ConfigError, load_config
-    from ..broker.service import BrokerService
 
     overrides: dict[str, object] = {}
     if args.host or args.port is not None:
@@ -79,32 +84,50 @@ def cmd_broker(args: argparse.Namespace) -> int:
         overrides["sasl"] = {"allow_anonymous": False}
     if args.log_level:
         overrides["log_level"] = args.log_level
+    if args.workers:
+        overrides["workers"] = args.workers
     try:
         config = load_config(Path(args.config) if args.config else None, **overrides)
     except ConfigError as exc:
         fail("broker", str(exc))
         return 2
+    count = config.worker_count()
+    if count > 1:
+        from ..broker.workers.supervisor import Supervisor, not_built
+
+        refused = not_built(config)
+        if refused is not None:
+            fail("broker", refused)
+            return 2
     log_to_stderr(KeyValueFormatter(), config.log_level.upper())
     _tune_gc()
-
-    async def run() -> None:
-        service = BrokerService(config)
-        async with anyio.create_task_group() as tg:
-            # signals first: a standby broker ([store] postgresql) waits in run() for the lock
-            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                tg.start_soon(service.run)
-                async for sig in signals:
-                    logging.getLogger("amqp10.broker").info(
-                        "received %s: shutting down", signal.Signals(sig).name
-                    )
-                    tg.cancel_scope.cancel()
-                    break
-
+    if count == 1:
+        return _serve(config)
     try:
-        anyio.run(run)
+        return Supervisor(config, count, _serve_as_worker).run()
+    except Exception as exc:  # e.g. a port in use: one line
+        fail("broker", str(first_error(exc)))
+        return 1
+
+
+def _serve_as_worker(index: int, config: BrokerConfig, sockets: Sockets) -> int:
+    """A worker process of the supervisor: its log lines say which."""
+    log_to_stderr(KeyValueFormatter(worker=index), config.log_level.upper())
+    return _serve(config, worker=index, sockets=sockets)
+
+
+def _serve(config: BrokerConfig, *, worker: int | None = None, sockets: Sockets | None = None) -> int:
+    """Run a broker service until SIGINT or SIGTERM; the exit code."""
+    import anyio
+
+    from ..broker.service import BrokerService, serve_until_signalled
+
+    service = BrokerService(config, worker=worker, sockets=sockets)
+    try:
+        anyio.run(serve_until_signalled, service)
     except KeyboardInterrupt:  # pragma: no cover - a second Ctrl-C
         return 130
     except Exception as exc:  # e.g. a port in use: one line, not the task group's wrapper
-        fail("broker", str(first_error(exc)))
+        fail("broker" if worker is None else f"broker (worker {worker})", str(first_error(exc)))
         return 1
     return 0

@@ -11,7 +11,8 @@ import logging
 import math
 import socket
 import ssl
-from collections.abc import Awaitable, Callable
+import sys
+from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
 from anyio.abc import (
@@ -28,7 +29,9 @@ from anyio.streams.tls import TLSStream
 from .. import errors
 
 __all__ = [
+    "REUSE_PORT_BALANCES",
     "Listener",
+    "bind_for_workers",
     "connect_stream",
     "describe_io_error",
     "map_io_error",
@@ -197,6 +200,16 @@ class Listener:
         self.ssl_context = ssl_context
 
     @classmethod
+    async def adopt(
+        cls, sockets: Sequence[socket.socket], host: str, *, ssl_context: ssl.SSLContext | None = None
+    ) -> Listener:
+        """A listener over sockets bound and listening already (:func:`bind_for_workers`,
+        in a supervisor's worker); it owns them from now on."""
+        listeners = [await SocketListener.from_socket(s) for s in sockets]
+        port = listeners[0].extra(SocketAttribute.local_port)
+        return cls(MultiListener(listeners), host, port, ssl_context)
+
+    @classmethod
     async def bind(
         cls,
         host: str = "127.0.0.1",
@@ -289,3 +302,58 @@ class Listener:
 
     async def aclose(self) -> None:
         await self._listener.aclose()
+
+
+REUSE_PORT_BALANCES = sys.platform.startswith("linux")
+"""Whether sockets bound to one port with SO_REUSEPORT share its connections out
+(Linux hashes each new connection to one of them; the BSDs give them all to one)."""
+
+
+def _listen_options(sock: socket.socket, family: int, *, reuse_port: bool) -> None:
+    """A listening socket's options, as anyio sets them (v6 only on IPv6, address reuse)."""
+    if family == socket.AF_INET6:
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+
+
+def bind_for_workers(host: str, port: int, slots: int, *, backlog: int = 128) -> list[list[socket.socket]]:
+    """Listening sockets on ``host:port`` for ``slots`` worker processes, bound here
+    (blocking, before any worker starts) so that a bad address fails once.
+
+    One list per slot, one socket per address ``host`` resolves to, every slot on the
+    same port (with ``port`` 0, the one the first socket got). Where the kernel shares a
+    port's connections out (:data:`REUSE_PORT_BALANCES`), each slot has sockets of its
+    own bound with SO_REUSEPORT; elsewhere every slot shares one set. Raises
+    :class:`~amqp10.errors.ConnectError` if the address is unusable.
+    """
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        raise errors.ConnectError(f"cannot listen on {peer_name(host, port)}: {describe_io_error(exc)}") from exc
+    addresses = sorted({(fam, addr[:2]) for fam, _, _, _, addr in infos})
+    own = slots if REUSE_PORT_BALANCES else 1
+    bound: list[list[socket.socket]] = []
+    try:
+        if port != 0 and REUSE_PORT_BALANCES:
+            for fam, (addr, _) in addresses:  # another broker's SO_REUSEPORT group would take us in
+                with socket.socket(fam, socket.SOCK_STREAM) as probe:
+                    _listen_options(probe, fam, reuse_port=False)
+                    probe.bind((addr, port))
+        for _ in range(own):
+            socks: list[socket.socket] = []
+            bound.append(socks)
+            for fam, (addr, _) in addresses:
+                sock = socket.socket(fam, socket.SOCK_STREAM)
+                socks.append(sock)
+                _listen_options(sock, fam, reuse_port=REUSE_PORT_BALANCES)
+                sock.bind((addr, port))
+                sock.listen(backlog)
+                sock.setblocking(False)
+                port = sock.getsockname()[1]
+    except OSError as exc:
+        for sock in (s for socks in bound for s in socks):
+            sock.close()
+        raise errors.ConnectError(f"cannot listen on {peer_name(host, port)}: {describe_io_error(exc)}") from exc
+    return bound if own == slots else bound * slots

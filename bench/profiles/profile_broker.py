@@ -33,9 +33,10 @@ from amqp10.cli.bench.harness import (  # noqa: E402
 )
 
 _RUNNER = """
-import cProfile, sys
+import cProfile, os, sys, time
 from amqp10.cli import main
-prof = cProfile.Profile()
+# --timer process: CPU time, which another process's load does not inflate
+prof = cProfile.Profile(time.process_time) if os.environ.get("PROFILE_TIMER") == "process" else cProfile.Profile()
 prof.enable()
 try:
     main(sys.argv[2:])
@@ -60,8 +61,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--credit", type=int, default=1000, help="the consumer's credit window")
     p.add_argument("--top", type=int, default=30)
     p.add_argument("--profiler", choices=["cprofile", "py-spy"], default="cprofile")
+    p.add_argument(
+        "--timer",
+        choices=["wall", "process"],
+        default="wall",
+        help="cProfile's clock: process (CPU) time is not inflated by other processes' load",
+    )
     p.add_argument("--out", help="also write the report here")
-    p.add_argument("--stats", help="cProfile: also keep the raw pstats file here (for diffing)")
+    p.add_argument(
+        "--stats",
+        help="also keep the raw profile here: cProfile's pstats file, or py-spy's raw samples "
+        "(for diffing, or bench/profiles/breakdown.py)",
+    )
     p.add_argument(
         "--tree",
         help="run the broker from this directory's amqp10 (e.g. a snapshot from before a change)",
@@ -87,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         "proton-c": compare.proton_c_worker,
         "proton-py": compare.proton_python_worker,
         "pika": amqp091_bench.pika_worker,
-        "rabbitmq-c": amqp091_bench.c_worker_for(1),
+        "rabbitmq-c": amqp091_bench.c_worker_for(1, args.durable),
     }[args.client]
     tmp = Path(tempfile.mkdtemp(prefix="amqp10-profile-"))
     stats_path = tmp / "broker.prof"
@@ -100,11 +111,11 @@ def main(argv: list[str] | None = None) -> int:
             argv_b = [sys.executable, "-c", _RUNNER, str(stats_path), *broker_args]
         else:
             argv_b = [sys.executable, "-m", "amqp10.cli", *broker_args]
-        env = None
-        if args.tree:
-            import os
+        import os
 
-            env = {**os.environ, "PYTHONPATH": str(Path(args.tree).resolve())}
+        env = {**os.environ, "PROFILE_TIMER": args.timer}
+        if args.tree:
+            env["PYTHONPATH"] = str(Path(args.tree).resolve())
         broker = BrokerProcess(argv_b, name="amqp10 broker (profiled)", cwd=str(tmp), env=env)
         port = broker.wait_listening(20)
         if args.profiler == "py-spy":
@@ -121,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                     str(tmp / "spy.txt"),
                     "-r",
                     "200",
+                    "--full-filenames",
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -150,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
             st.strip_dirs().sort_stats("tottime").print_stats(args.top)
             st.sort_stats("cumulative").print_stats(args.top)
         else:
+            if args.stats:
+                shutil.copyfile(tmp / "spy.txt", args.stats)
             own: dict[str, int] = {}
             incl: dict[str, int] = {}
             total = 0

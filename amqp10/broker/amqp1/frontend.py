@@ -18,7 +18,7 @@ from ...sasl.events import SaslCompleted, SaslFailed, SaslSkipped
 from ...sasl.layer import SaslServer
 from ...transport import ConnectionState
 from ...transport.framing import AMQP_HEADER, SASL_HEADER, TLS_HEADER
-from ...types import Error, ErrorCondition, SaslCode
+from ...types import Error, ErrorCondition, SaslCode, symbol
 from ..config import BrokerConfig
 from ..core import Broker
 from ..frontend import ServeContext, ServedConnection
@@ -26,7 +26,11 @@ from ..guard import HeldOutput, Login, source_of
 from .handler import ConnectionHandler
 from .servicebus.entities import declare_entities
 
-__all__ = ["Amqp1FrontEnd", "sasl_mechanisms"]
+__all__ = ["WORKER_PROPERTY", "Amqp1FrontEnd", "sasl_mechanisms"]
+
+WORKER_PROPERTY: Final = symbol("amqp10:worker")
+"""The key of the broker's open properties that says which worker process serves the
+connection (``workers`` > 1; absent with one process)."""
 
 log = logging.getLogger("amqp10.broker")
 
@@ -86,6 +90,7 @@ class Amqp1FrontEnd:
             max_frame_size=limits.max_frame_size,
             idle_timeout=limits.idle_timeout,
             channel_max=max(limits.max_sessions_per_connection - 1, 0),
+            properties=None if ctx.worker is None else {WORKER_PROPERTY: ctx.worker},
         )
         held = HeldOutput(conn)  # [security]: a login's outcome waits out the back-off
         driver: Driver[Any]

@@ -1,0 +1,255 @@
+"""``workers`` > 1: the supervisor and its worker processes, as real processes on 127.0.0.1.
+
+Until nodes are shared between workers (issue 31) the CLI refuses ``workers`` > 1 unless
+``AMQP10_WORKERS_PREVIEW=1``; these tests set it. Each worker says which it is in its
+open frame's properties (``amqp10:worker``), so a client can tell who served it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+import amqp10
+from amqp10.broker.amqp1.frontend import WORKER_PROPERTY
+from amqp10.broker.config import load_config
+from amqp10.broker.workers.supervisor import PREVIEW_ENV, not_built, worker_config
+from amqp10.cli._common import KeyValueFormatter
+from amqp10.errors import ConnectError
+from amqp10.io.net import REUSE_PORT_BALANCES, bind_for_workers
+
+pytestmark = pytest.mark.slow
+
+WAIT = 30.0  # the bound of every wait here (a loaded machine); none is a timed assertion
+
+
+class Parent:
+    """``amqp10 broker --workers N`` in a session of its own; its log lines as they come."""
+
+    def __init__(self, data_dir: Path, workers: int = 2) -> None:
+        env = {**os.environ, PREVIEW_ENV: "1"}
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "amqp10.cli",
+                "broker",
+                "--port",
+                "0",
+                "--no-http",
+                "--data-dir",
+                str(data_dir),
+                "--workers",
+                str(workers),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+        self.port = int(self.wait_for(r"listening on 127\.0\.0\.1:(\d+) for")[1])
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        with self.proc.stderr:
+            for line in self.proc.stderr:
+                with self._changed:
+                    self.lines.append(line.rstrip())
+                    self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait_for(self, pattern: str, after: int = 0) -> re.Match[str]:
+        """The first log line from index ``after`` on that matches ``pattern``."""
+        deadline = time.monotonic() + WAIT
+        with self._changed:
+            while True:
+                for line in self.lines[after:]:
+                    m = re.search(pattern, line)
+                    if m:
+                        return m
+                left = deadline - time.monotonic()
+                if left <= 0 or (self.proc.poll() is not None and not self._reading()):
+                    raise AssertionError(f"no log line like {pattern!r}; last: {self.lines[-5:]}")
+                self._changed.wait(min(left, 0.5))
+
+    def _reading(self) -> bool:
+        return self.proc.stderr is not None and not self.proc.stderr.closed
+
+    def worker_pids(self) -> dict[int, int]:
+        """The pid of each worker, as the latest "worker N started" lines say."""
+        pids: dict[int, int] = {}
+        with self._changed:
+            for line in self.lines:
+                m = re.search(r"worker (\d+) started \(pid (\d+)\)", line)
+                if m:
+                    pids[int(m[1])] = int(m[2])
+        return pids
+
+    def serving_worker(self) -> int:
+        """Connect once; which worker served the connection."""
+
+        async def ask() -> int:
+            async with await amqp10.connect(f"amqp://127.0.0.1:{self.port}", timeout=WAIT) as conn:
+                return int((conn.remote_properties or {})[WORKER_PROPERTY])
+
+        return anyio.run(ask)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(WAIT)
+
+
+@pytest.fixture
+def parent(tmp_path: Path) -> Iterator[Parent]:
+    p = Parent(tmp_path)
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
+def gone(pid: int) -> bool:
+    """Whether ``pid`` has exited (a zombie that no one reaped yet counts as exited)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def wait_until_gone(pids: list[int]) -> None:
+    deadline = time.monotonic() + WAIT
+    while not all(gone(p) for p in pids):
+        assert time.monotonic() < deadline, f"still running: {[p for p in pids if not gone(p)]}"
+        time.sleep(0.05)
+
+
+def test_more_than_one_worker_is_refused_without_the_preview_switch(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != PREVIEW_ENV}
+    r = subprocess.run(
+        [sys.executable, "-m", "amqp10.cli", "broker", "--port", "0", "--data-dir", str(tmp_path), "--workers", "2"],
+        capture_output=True, text=True, env=env, timeout=WAIT, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1
+    assert "workers = 2 is not built yet" in r.stderr and PREVIEW_ENV in r.stderr
+    assert not list(tmp_path.iterdir())  # nothing was bound or stored
+
+
+def test_a_bad_workers_value_names_the_field(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "amqp10.cli", "broker", "--port", "0", "--data-dir", str(tmp_path), "--workers", "0"],
+        capture_output=True, text=True, timeout=WAIT, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert r.returncode == 2
+    assert r.stderr.startswith("amqp10 broker: workers:") and r.stderr.count("\n") == 1
+
+
+def test_the_config_model_and_what_each_worker_gets(tmp_path: Path) -> None:
+    assert load_config().workers == 1
+    assert load_config(workers="auto").worker_count() >= 1
+    assert load_config(workers="3").worker_count() == 3
+    one = load_config(store={"path": str(tmp_path / "amqp10.sqlite3")})
+    assert not_built(one, {}) is None  # one process: nothing to refuse
+    three = one.model_copy(update={"workers": 3})
+    assert "not built yet" in (not_built(three, {}) or "")
+    assert not_built(three, {PREVIEW_ENV: "1"}) is None
+    paths = {worker_config(three, i).store.path for i in (0, 1, 2)}
+    assert paths == {tmp_path / f"amqp10.worker{i}.sqlite3" for i in (0, 1, 2)}
+    assert worker_config(three, 2).listeners == three.listeners
+
+
+def test_the_parent_binds_one_port_for_every_slot() -> None:
+    bound = bind_for_workers("127.0.0.1", 0, 3)
+    try:
+        assert len(bound) == 3 and all(len(socks) == 1 for socks in bound)
+        ports = {socks[0].getsockname()[1] for socks in bound}
+        assert len(ports) == 1 and ports != {0}
+        distinct = {id(socks[0]) for socks in bound}
+        assert len(distinct) == (3 if REUSE_PORT_BALANCES else 1)
+        with pytest.raises(ConnectError, match=r"cannot listen on 127\.0\.0\.1:"):
+            bind_for_workers("127.0.0.1", ports.pop(), 1)  # taken: no joining a group
+    finally:
+        for sock in {id(s): s for socks in bound for s in socks}.values():
+            sock.close()
+
+
+def test_log_lines_carry_the_worker() -> None:
+    import logging
+
+    record = logging.LogRecord("amqp10.broker", logging.INFO, __file__, 1, "hello", None, None)
+    assert " worker=2 logger=amqp10.broker " in KeyValueFormatter(worker=2).format(record)
+    assert "worker=" not in KeyValueFormatter().format(record)
+
+
+def test_two_workers_serve_one_port_a_killed_one_comes_back_and_sigterm_stops_all(
+    parent: Parent,
+) -> None:
+    seen: set[int] = set()
+    for _ in range(64):  # the kernel hashes each connection to a worker: both show up soon
+        seen.add(parent.serving_worker())
+        if seen == {0, 1}:
+            break
+    assert seen == {0, 1}
+
+    first = parent.worker_pids()
+    assert sorted(first) == [0, 1]
+    mark = len(parent.lines)
+    os.kill(first[1], signal.SIGKILL)
+    died = parent.wait_for(
+        r"worker 1 \(pid (\d+)\) ended after .* \(killed by SIGKILL\): restarting it in", mark
+    )
+    assert int(died[1]) == first[1]
+    restarted = parent.wait_for(r"worker 1 started \(pid (\d+)\)", mark)
+    assert int(restarted[1]) != first[1]
+    parent.wait_for(r"worker=1 logger=amqp10.broker msg=.listening on", mark)
+    served_by_1 = False
+    for _ in range(64):  # worker 1 serves again (worker 0 was never interrupted)
+        if parent.serving_worker() == 1:
+            served_by_1 = True
+            break
+    assert served_by_1
+
+    pids = list(parent.worker_pids().values())
+    assert first[0] in pids
+    parent.proc.send_signal(signal.SIGTERM)
+    assert parent.proc.wait(WAIT) == 0
+    wait_until_gone(pids)
+    assert sum("stopped: exit code 0" in line for line in parent.lines) == 2
+
+
+def test_the_workers_stop_when_the_parent_is_sigkilled(parent: Parent) -> None:
+    parent.wait_for(r"worker=0 logger=amqp10.broker msg=.listening on")
+    parent.wait_for(r"worker=1 logger=amqp10.broker msg=.listening on")
+    pids = list(parent.worker_pids().values())
+    assert len(pids) == 2
+    parent.proc.send_signal(signal.SIGKILL)
+    parent.proc.wait(WAIT)
+    wait_until_gone(pids)  # each asked the kernel for SIGTERM when its parent dies
+    parent.wait_for(r"worker=0 logger=amqp10.broker msg=.broker stopped")  # gracefully
+    parent.wait_for(r"worker=1 logger=amqp10.broker msg=.broker stopped")
+
+
+def test_ctrl_c_on_the_terminal_stops_every_worker_once_and_cleanly(parent: Parent) -> None:
+    parent.wait_for(r"worker=0 logger=amqp10.broker msg=.listening on")
+    parent.wait_for(r"worker=1 logger=amqp10.broker msg=.listening on")
+    os.killpg(parent.proc.pid, signal.SIGINT)  # what a terminal does: the foreground group
+    assert parent.proc.wait(WAIT) == 0
+    assert sum("stopped: exit code 0" in line for line in parent.lines) == 2
