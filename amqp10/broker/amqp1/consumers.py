@@ -38,7 +38,7 @@ from ...types import (
     symbol,
 )
 from ...types.transactions import TransactionalState
-from ..core import Node, Queue, QueuedMessage, Stream, SuspendedLink, Topic
+from ..core import ConsumeResult, Node, Queue, QueuedMessage, Stream, SuspendedLink, Topic
 from ..core.replies import DirectReplies
 from .addresses import QUEUES, AddressError, queue_address
 from .context import Amqp1Context, refuse, settle_quietly
@@ -67,7 +67,20 @@ if TYPE_CHECKING:
     from .requests import RequestNodes
     from .transactions import Transactions
 
-__all__ = ["Consumers", "LinkConsumer"]
+__all__ = ["CONSUME_REFUSALS", "Consumers", "LinkConsumer"]
+
+CONSUME_REFUSALS: Final[dict[ConsumeResult, tuple[ErrorCondition, str]]] = {
+    ConsumeResult.EXCLUSIVE_HELD: (
+        ErrorCondition.RESOURCE_LOCKED,
+        "cannot obtain exclusive access to locked queue '{queue}' in vhost '{vhost}'",
+    ),
+    ConsumeResult.IN_USE: (
+        ErrorCondition.RESOURCE_LOCKED,
+        "cannot obtain exclusive access to locked queue '{queue}' in vhost '{vhost}'",
+    ),
+}
+"""How a consumer's attach is refused for each of the core's refusals (a 0-9-1 or 0-10
+client's exclusive consumer holds the queue): this error condition and description."""
 
 log = logging.getLogger("amqp10.broker")
 
@@ -280,6 +293,11 @@ class Consumers:
             if session is not None:  # e.g. a Service Bus session receiver: its session's messages only
                 filters = {**(filters or {}), **session[0]}
                 view = session[1] if view is None else _both(view, session[1])
+        admitted = queue.admits()
+        if not admitted:
+            condition, text = CONSUME_REFUSALS[admitted]
+            refuse(link, condition, text.format(queue=queue.name, vhost=ctx.vhost.name))
+            return
         resumable = isinstance(queue, Queue) and not browse and not queue.dynamic
         record = ctx.take_suspended(link, source.address, queue if resumable else None)
         if wanted.applied:

@@ -11,6 +11,8 @@ import pika
 import pytest
 
 import amqp10.sync
+from amqp10.broker.amqp010.messages import CONSUME_REFUSALS
+from amqp10.broker.core import ConsumeResult
 from amqp10.message import Message
 from tests.amqp010.peer import SocketPeer, struct
 from tests.broker.conftest import RunningBroker, broker_with
@@ -139,6 +141,30 @@ def test_a_failed_command_raises_execution_exception_and_detaches(peer: SocketPe
     )
     (detach,) = peer.wait("session.detach")
     assert detach["name"] == b"s1"
+
+
+def test_every_reason_a_queue_refuses_a_subscriber_has_an_error_code() -> None:
+    assert set(CONSUME_REFUSALS) == {r for r in ConsumeResult if r is not ConsumeResult.ADMITTED}
+
+
+def test_a_subscribe_the_queue_refuses_raises_the_tables_exception(
+    broker: RunningBroker, peer: SocketPeer
+) -> None:
+    peer.call("queue.declare", queue="held")
+    peer.call("message.subscribe", queue="held", destination="mine", exclusive=True)
+    other = SocketPeer(broker.port)
+    try:
+        other.attach()
+        cid = other.command("message.subscribe", queue="held", destination="late")
+        other.flush()
+        (exc,) = other.wait("execution.exception")
+        assert (exc["error_code"], exc["command_id"], exc["description"]) == (
+            405,
+            cid,
+            "queue 'held' in vhost '/' has an exclusive subscriber",
+        )
+    finally:
+        other.close()
 
 
 def test_tx_commit_and_rollback(peer: SocketPeer) -> None:
