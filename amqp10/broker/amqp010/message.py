@@ -31,6 +31,7 @@ from ..core.message import (
     DEFAULT_PRIORITY,
     QueuedMessage,
     Routing,
+    amqp1_body,
     format_named,
     register_conversion,
     register_format,
@@ -232,20 +233,13 @@ def amqp1_to_parts(data: bytes, exchange: str, key: str) -> bytes:
         h, p = lm.header, lm.properties
         app = dict(lm.application_properties or {})
         annotations = lm.message_annotations or {}
-        body, body_type = lm.body, lm.body_type
+        payload, form = amqp1_body(lm)
     except DecodeError:
         return pack([Compound(_DELIVERY, exchange=exchange, routing_key=key)], data)
     content_type = None if p is None or p.content_type is None else str(p.content_type)
-    if body_type == "data":
-        payload = b"".join(bytes(b) for b in body)
-    elif body_type == "value" and isinstance(body, str):
-        payload = body.encode()
+    if form == "text":
         content_type = content_type or "text/plain"
-    elif body_type == "value" and isinstance(body, bytes):
-        payload = body
-    else:
-        span = lm.span("body")
-        payload = bytes(lm.raw[span[0] : span[1]]) if span else b""
+    elif form == "encoded":
         content_type = content_type or "application/x-amqp-1.0"
     headers: dict[str, Any] = {k: _value(v) for k, v in app.items()}
     for k, v in annotations.items():

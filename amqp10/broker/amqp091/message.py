@@ -31,6 +31,7 @@ from ..core.message import (
     DEFAULT_PRIORITY,
     QueuedMessage,
     Routing,
+    amqp1_body,
     register_conversion,
     register_format,
 )
@@ -284,22 +285,14 @@ def to_amqp091(msg: QueuedMessage) -> bytes:
         p = lm.properties
         app = lm.application_properties or {}
         annotations = lm.message_annotations or {}
-        body = lm.body
-        body_type = lm.body_type
+        payload, form = amqp1_body(lm)
     except DecodeError:
         return pack(exchange, key, _EMPTY_PROPERTIES, msg.data)
     content_type = None if p is None or p.content_type is None else str(p.content_type)
-    if body_type == "data":
-        payload = b"".join(bytes(b) for b in body)
-    elif body_type == "value" and isinstance(body, str):
-        payload = body.encode()
+    if form == "text":
         content_type = content_type or "text/plain"
-    elif body_type == "value" and isinstance(body, bytes):
-        payload = body
-    else:
-        span = lm.span("body")
-        payload = lm.raw[span[0] : span[1]] if span else b""
-        content_type = AMQP_CONTENT_TYPE
+    elif form == "encoded":
+        content_type = AMQP_CONTENT_TYPE  # RabbitMQ's: the body is a 1.0 encoding
     headers: dict[str, Any] = {k: _to_field_value(v) for k, v in app.items()}
     for k, v in annotations.items():
         name = str(k)
