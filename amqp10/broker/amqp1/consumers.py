@@ -284,6 +284,11 @@ class Consumers:
         else:
             assert isinstance(node, Queue)
             queue = node
+        admitted = queue.admits()
+        if not admitted:
+            condition, text = CONSUME_REFUSALS[admitted]
+            refuse(link, condition, text.format(queue=queue.name, vhost=ctx.vhost.name))
+            return
         if isinstance(queue, Queue):
             try:
                 session = ctx.plugin.consumer_view(link, source, queue)
@@ -293,11 +298,6 @@ class Consumers:
             if session is not None:  # e.g. a Service Bus session receiver: its session's messages only
                 filters = {**(filters or {}), **session[0]}
                 view = session[1] if view is None else _both(view, session[1])
-        admitted = queue.admits()
-        if not admitted:
-            condition, text = CONSUME_REFUSALS[admitted]
-            refuse(link, condition, text.format(queue=queue.name, vhost=ctx.vhost.name))
-            return
         resumable = isinstance(queue, Queue) and not browse and not queue.dynamic
         record = ctx.take_suspended(link, source.address, queue if resumable else None)
         if wanted.applied:
