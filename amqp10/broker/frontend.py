@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+import anyio
 from anyio.abc import ByteStream
 
 from ..io.direct import DirectDriver
@@ -214,6 +215,11 @@ class ServeContext:
     def login(self, held: HeldOutput[Any], extend: Callable[[float], None] = lambda seconds: None) -> Login:
         """The [security] hook for this connection's login (its answer held back by ``held``)."""
         return Login(self.guard, held, source_of(self.peer), extend)
+
+    async def refuse(self, stream: ByteStream, protocol: str, why: str) -> None:
+        """Close the connection at once, before any handshake (logged with ``why``)."""
+        log.info("refusing %s connection from %s: %s", protocol, self.peer, why)
+        await anyio.aclose_forcefully(stream)
 
     async def run(self, served: ServedConnection) -> None:
         """Run ``served``'s driver to the connection's end, registered meanwhile."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 
-import anyio
 from anyio.abc import ByteStream
 
 from ...amqp010 import CLOSE_CODES, HEADER, Connection
@@ -52,8 +51,7 @@ class Amqp010FrontEnd:
         identity = tls_identity(stream)
         mechanisms = login_mechanisms(cfg, tls_identity=identity)
         if not mechanisms:
-            log.info("refusing 0-10 connection from %s: no [sasl] mechanism it can use", peer)
-            await anyio.aclose_forcefully(stream)
+            await ctx.refuse(stream, "0-10", "no [sasl] mechanism it can use")
             return
         conn = Connection(
             mechanisms=mechanisms,

@@ -22,7 +22,7 @@ from ...amqp010.codec import DecodeError as CodecError
 from ...amqp010.codec import Reader, decode_struct32, encode_structs
 from ...amqp010.model import Compound
 from ...amqp010.spec import STRUCTS
-from ...message import LazyMessage, Message
+from ...message import LazyMessage
 from ...types import DecodeError, Header, Properties, symbol, timestamp
 from ..core.message import (
     AMQP010_FORMAT,
@@ -32,6 +32,7 @@ from ..core.message import (
     QueuedMessage,
     Routing,
     amqp1_body,
+    amqp1_with_body,
     format_named,
     register_conversion,
     register_format,
@@ -204,15 +205,7 @@ def to_amqp1(msg: QueuedMessage) -> bytes:
         content_encoding=symbol(mp["content_encoding"]) if mp.get("content_encoding") else None,
         creation_time=timestamp(dp["timestamp"] * 1000) if dp.get("timestamp") else None,
     )
-    m = Message(
-        [body],
-        body_type="data",
-        header=header,
-        message_annotations=annotations or None,
-        properties=props,
-        application_properties=app or None,
-    )
-    return m.encode()
+    return amqp1_with_body(body, header=header, properties=props, annotations=annotations, application=app)
 
 
 # -- 1.0 -> 0-10 ----------------------------------------------------------------------------

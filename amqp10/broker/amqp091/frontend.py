@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 
-import anyio
 from anyio.abc import ByteStream
 
 from ...amqp091 import CAPABILITIES, ReplyCode
@@ -59,8 +58,7 @@ class Amqp091FrontEnd:
         identity = tls_identity(stream)
         mechanisms = login_mechanisms(cfg, tls_identity=identity)
         if not mechanisms:
-            log.info("refusing 0-9-1 connection from %s: no [sasl] mechanism it can use", peer)
-            await anyio.aclose_forcefully(stream)
+            await ctx.refuse(stream, "0-9-1", "no [sasl] mechanism it can use")
             return
         conn = BrokerConnection(
             "server",

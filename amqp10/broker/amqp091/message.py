@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from ...amqp091 import BasicProperties
 from ...amqp091.fields import DecodeError as FieldDecodeError
-from ...message import LazyMessage, Message
+from ...message import LazyMessage
 from ...types import DecodeError, Header, Properties, symbol, timestamp, ulong
 from ..core.message import (
     AMQP091_FORMAT,
@@ -32,6 +32,7 @@ from ..core.message import (
     QueuedMessage,
     Routing,
     amqp1_body,
+    amqp1_with_body,
     register_conversion,
     register_format,
 )
@@ -244,15 +245,7 @@ def to_amqp1(msg: QueuedMessage) -> bytes:
         annotations[symbol(X_BASIC_APP_ID)] = p.app_id
     if msg.delivery_count:
         header.delivery_count = msg.delivery_count
-    m = Message(
-        [c.body],
-        body_type="data",
-        header=header,
-        message_annotations=annotations or None,
-        properties=props,
-        application_properties=app or None,
-    )
-    return m.encode()
+    return amqp1_with_body(c.body, header=header, properties=props, annotations=annotations, application=app)
 
 
 # -- 1.0 -> 0-9-1 ---------------------------------------------------------------------------

@@ -26,7 +26,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Final, Literal
 
-from ...message import LazyMessage
+from ...message import LazyMessage, Message
+from ...types import Header, Properties
 
 __all__ = [
     "AMQP010_FORMAT",
@@ -38,6 +39,7 @@ __all__ = [
     "QueuedMessage",
     "Routing",
     "amqp1_body",
+    "amqp1_with_body",
     "format_named",
     "register_conversion",
     "register_format",
@@ -358,3 +360,24 @@ def amqp1_body(message: LazyMessage) -> tuple[bytes, Literal["bytes", "text", "e
         return body, "bytes"
     span = message.span("body")
     return (message.raw[span[0] : span[1]] if span else b""), "encoded"
+
+
+def amqp1_with_body(
+    body: bytes,
+    *,
+    header: Header | None,
+    properties: Properties | None,
+    annotations: dict[Any, Any],
+    application: dict[str, Any],
+) -> bytes:
+    """The 1.0 encoding of a 0-9-1 or 0-10 message: its body as the one data section,
+    with the sections its properties mapped to (empty annotations and application
+    properties left out)."""
+    return Message(
+        [body],
+        body_type="data",
+        header=header,
+        message_annotations=annotations or None,
+        properties=properties,
+        application_properties=application or None,
+    ).encode()
