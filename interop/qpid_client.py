@@ -9,6 +9,7 @@ every literal is text (``unicode_literals``): what ``qpid.messaging`` sends as `
 
 from __future__ import unicode_literals
 
+import contextlib
 import json
 import signal
 import sys
@@ -47,17 +48,42 @@ def check(cond, what):
         raise AssertionError(what)
 
 
-def s_connect_anonymous(url, user, password):
-    c = Connection(url, sasl_mechanisms="ANONYMOUS")
+@contextlib.contextmanager
+def connected(url, **options):
+    """An open connection, closed when the block ends."""
+    c = Connection(url, **options)
     c.open()
-    c.close()
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@contextlib.contextmanager
+def session(url, **options):
+    """A session on an open connection (:func:`connected`)."""
+    with connected(url, **options) as c:
+        yield c.session()
+
+
+def nothing_more(receiver, what):
+    """Check that ``receiver`` gets nothing more (``what`` names what would have come)."""
+    try:
+        extra = receiver.fetch(timeout=0.5)
+    except Empty:
+        return
+    raise AssertionError("%s %r" % (what, extra.content))
+
+
+def s_connect_anonymous(url, user, password):
+    with connected(url, sasl_mechanisms="ANONYMOUS"):
+        pass
     return "ANONYMOUS login, open, close"
 
 
 def s_connect_plain(url, user, password):
-    c = Connection(url, username=user, password=password, sasl_mechanisms="PLAIN")
-    c.open()
-    c.close()
+    with connected(url, username=user, password=password, sasl_mechanisms="PLAIN"):
+        pass
     return "PLAIN login as %s" % user
 
 
@@ -72,10 +98,7 @@ def s_bad_password(url, user, password):
 
 
 def s_send_receive(url, user, password):
-    c = Connection(url)
-    c.open()
-    try:
-        s = c.session()
+    with session(url) as s:
         q = unique("sr")
         snd = s.sender("%s; {create: always}" % q)
         cid = b"corr-1"  # (a vbin16: bytes in Python 2)
@@ -105,15 +128,10 @@ def s_send_receive(url, user, password):
         )
         check(m.durable and m.priority == 7, "durable %r priority %r" % (m.durable, m.priority))
         return "text, subject, correlation-id, properties, durable, priority round trip"
-    finally:
-        c.close()
 
 
 def s_map_and_list(url, user, password):
-    c = Connection(url)
-    c.open()
-    try:
-        s = c.session()
+    with session(url) as s:
         q = unique("map")
         snd = s.sender("%s; {create: always}" % q)
         body = {"a": 1, "b": [1, 2, "three"], "c": {"d": None}}
@@ -125,15 +143,10 @@ def s_map_and_list(url, user, password):
         check(m1.content == body, "map %r" % (m1.content,))
         check(m2.content == [1, "two", 3.0], "list %r" % (m2.content,))
         return "amqp/map and amqp/list bodies"
-    finally:
-        c.close()
 
 
 def s_large(url, user, password):
-    c = Connection(url)
-    c.open()
-    try:
-        s = c.session()
+    with session(url) as s:
         q = unique("big")
         snd = s.sender("%s; {create: always}" % q)
         body = b"x" * (1024 * 1024)
@@ -142,15 +155,10 @@ def s_large(url, user, password):
         s.acknowledge()
         check(len(m.content) == len(body), "%d octets back" % len(m.content))
         return "1 MiB message over many frames"
-    finally:
-        c.close()
 
 
 def s_browse(url, user, password):
-    c = Connection(url)
-    c.open()
-    try:
-        s = c.session()
+    with session(url) as s:
         q = unique("browse")
         snd = s.sender("%s; {create: always}" % q)
         for i in range(3):
@@ -158,24 +166,16 @@ def s_browse(url, user, password):
         b = s.receiver("%s; {mode: browse}" % q)
         seen = [b.fetch(timeout=TIMEOUT).content for _ in range(3)]
         check(seen == ["m0", "m1", "m2"], "browsed %r" % (seen,))
-        try:
-            extra = b.fetch(timeout=0.5)
-            raise AssertionError("browsed a fourth message %r" % (extra.content,))
-        except Empty:
-            pass
+        nothing_more(b, "browsed a fourth message")
         r = s.receiver(q)
         got = [r.fetch(timeout=TIMEOUT).content for _ in range(3)]
         s.acknowledge()
         check(got == seen, "consumed %r after browsing" % (got,))
         return "browsed 3 (not acquired), then consumed the same 3"
-    finally:
-        c.close()
 
 
 def s_request_response(url, user, password):
-    c = Connection(url)
-    c.open()
-    try:
+    with connected(url) as c:
         server = c.session()
         client = c.session()
         requests = unique("requests")
@@ -193,15 +193,10 @@ def s_request_response(url, user, password):
             "response %r %r" % (resp.content, resp.correlation_id),
         )
         return "request with reply-to %s answered on it" % replies
-    finally:
-        c.close()
 
 
 def s_topic(url, user, password):
-    c = Connection(url)
-    c.open()
-    try:
-        s = c.session()
+    with session(url) as s:
         news = s.receiver("amq.topic/news.#")
         sport = s.receiver("amq.topic/*.sport")
         snd = s.sender("amq.topic")
@@ -216,15 +211,10 @@ def s_topic(url, user, password):
         )
         s.acknowledge()
         return "amq.topic subscriptions with wildcards"
-    finally:
-        c.close()
 
 
 def s_create_exchange(url, user, password):
-    c = Connection(url)
-    c.open()
-    try:
-        s = c.session()
+    with session(url) as s:
         x = unique("fan")
         snd = s.sender("%s; {create: always, node: {type: topic, x-declare: {type: fanout}}}" % x)
         r1 = s.receiver(x)
@@ -234,15 +224,10 @@ def s_create_exchange(url, user, password):
         check(r2.fetch(timeout=TIMEOUT).content == "to all", "second subscriber")
         s.acknowledge()
         return "a fanout exchange made by an address (create: always, x-declare)"
-    finally:
-        c.close()
 
 
 def s_reject_release(url, user, password):
-    c = Connection(url)
-    c.open()
-    try:
-        s = c.session()
+    with session(url) as s:
         q = unique("rr")
         snd = s.sender("%s; {create: always}" % q)
         snd.send(Message("one"))
@@ -259,20 +244,12 @@ def s_reject_release(url, user, password):
         m2 = r.fetch(timeout=TIMEOUT)
         check(m2.content == "two", "then %r" % (m2.content,))
         s.acknowledge(m2, Disposition(REJECTED))
-        try:
-            extra = r.fetch(timeout=0.5)
-            raise AssertionError("rejected message came back %r" % (extra.content,))
-        except Empty:
-            pass
+        nothing_more(r, "rejected message came back")
         return "released (redelivered) comes back; rejected does not"
-    finally:
-        c.close()
 
 
 def s_transactions(url, user, password):
-    c = Connection(url)
-    c.open()
-    try:
+    with connected(url) as c:
         q = unique("tx")
         plain = c.session()
         plain.sender("%s; {create: always}" % q)
@@ -286,21 +263,12 @@ def s_transactions(url, user, password):
         m = r.fetch(timeout=TIMEOUT)
         check(m.content == "committed", "got %r" % (m.content,))
         plain.acknowledge()
-        try:
-            extra = r.fetch(timeout=0.5)
-            raise AssertionError("a rolled back message arrived %r" % (extra.content,))
-        except Empty:
-            pass
+        nothing_more(r, "a rolled back message arrived")
         return "tx.select, rollback drops a send, commit delivers one"
-    finally:
-        c.close()
 
 
 def s_unreliable(url, user, password):
-    c = Connection(url)
-    c.open()
-    try:
-        s = c.session()
+    with session(url) as s:
         q = unique("unrel")
         snd = s.sender("%s; {create: always, link: {reliability: unreliable}}" % q)
         for i in range(100):
@@ -311,15 +279,10 @@ def s_unreliable(url, user, password):
         got = [r.fetch(timeout=TIMEOUT).content for _ in range(100)]
         check(got == ["m%d" % i for i in range(100)], "order %r" % (got[:5],))
         return "100 messages async with prefetch 10, no acknowledgements"
-    finally:
-        c.close()
 
 
 def s_heartbeat(url, user, password):
-    c = Connection(url, heartbeat=1)
-    c.open()
-    try:
-        s = c.session()
+    with session(url, heartbeat=1) as s:
         q = unique("hb")
         snd = s.sender("%s; {create: always}" % q)
         time.sleep(3.5)  # idle past 2 heartbeat intervals: both sides keep it alive
@@ -328,22 +291,15 @@ def s_heartbeat(url, user, password):
         s.acknowledge()
         check(m.content == "after idling", "got %r" % (m.content,))
         return "heartbeat 1 s negotiated; 3.5 s idle survived"
-    finally:
-        c.close()
 
 
 def s_missing_queue(url, user, password):
-    c = Connection(url)
-    c.open()
-    try:
-        s = c.session()
+    with session(url) as s:
         try:
             s.receiver("no-such-queue-%s" % uuid.uuid4().hex[:6]).fetch(timeout=TIMEOUT)
         except Exception as e:
             return "refused: %s: %s" % (type(e).__name__, e)
         raise AssertionError("a missing queue was read")
-    finally:
-        c.close()
 
 
 SCENARIOS = [

@@ -20,22 +20,38 @@ line in :mod:`.frontends`.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+import anyio
 from anyio.abc import ByteStream
 
-from ..io.driver import Driver
-from .guard import ConnectionGuard, HeldOutput, Login, source_of
+from ..io.direct import DirectDriver
+from ..io.driver import Driver, EngineProtocol
+from ..io.streams import ReplayStream, quick_acker
+from .guard import ConnectionGuard, HeldOutput, Login, LoginHook, source_of
 
 if TYPE_CHECKING:
     from ..sasl.credentials import CredentialStore
     from .config import BrokerConfig
-    from .core import Broker
+    from .core import Broker, VirtualHost
 
-__all__ = ["HEADER_SIZE", "FrontEnd", "FrontEndHandler", "ServeContext", "ServedConnection", "choose"]
+__all__ = [
+    "HEADER_SIZE",
+    "ContextHandler",
+    "FrontEnd",
+    "FrontEndHandler",
+    "HandlerContext",
+    "ServeContext",
+    "ServedConnection",
+    "choose",
+    "driver_for",
+]
+
+log = logging.getLogger("amqp10.broker")
 
 HEADER_SIZE: Final = 8
 """The bytes of a protocol header: what the service reads to choose a front end."""
@@ -85,6 +101,56 @@ class FrontEndHandler(Protocol):
     def cleanup(self) -> None:
         """The connection ended: give back what it held (consumers, links, exclusive queues)."""
         ...
+
+
+class HandlerContext(Protocol):
+    """What a front end's connection context (the per-concern handlers' view of one
+    connection) holds that the service reads through the connection's handler."""
+
+    user: str | None
+    vhost: VirtualHost
+
+
+class ContextHandler:
+    """The common part of the front ends' connection handlers: the service's view of who
+    logged in and the virtual host (:class:`FrontEndHandler`), both kept in the handler's
+    connection context, and what a login's outcome does to the connection."""
+
+    ctx: HandlerContext
+    login_hook: LoginHook | None = None
+    """The service's [security] guard for this connection's login (None: none)."""
+    refusal: str | None = None
+    """Set by the service or the hook: refuse the open with this text (a [security] limit)."""
+
+    @property
+    def user(self) -> str | None:
+        """Who logged in (None: anonymous)."""
+        return self.ctx.user
+
+    @user.setter
+    def user(self, user: str | None) -> None:
+        self.ctx.user = user
+
+    @property
+    def vhost(self) -> VirtualHost:
+        """The virtual host the open chose (the broker's default until then)."""
+        return self.ctx.vhost
+
+    def logged_in(self, user: str | None) -> None:
+        """A login as ``user`` checked out: the connection is theirs, and the [security]
+        hook may name a limit (then the open is refused with it)."""
+        self.ctx.user = user
+        hook = self.login_hook
+        if hook is not None:
+            over = hook.succeeded(user)
+            if over is not None and self.refusal is None:
+                self.refusal = over
+
+    def login_refused(self, protocol: str, mechanism: str, name: str | None) -> None:
+        """A login (as ``name``, if it named one) did not check out: logged, and told to the hook."""
+        log.info("%s login refused for %r (%s)", protocol, name, mechanism)
+        if self.login_hook is not None:
+            self.login_hook.failed(name, f"{protocol} {mechanism} login refused")
 
 
 @dataclass(eq=False)
@@ -152,6 +218,16 @@ class ServeContext:
         """The [security] hook for this connection's login (its answer held back by ``held``)."""
         return Login(self.guard, held, source_of(self.peer), extend)
 
+    async def refuse(self, stream: ByteStream, protocol: str, why: str) -> None:
+        """Close the connection at once, before any handshake (logged with ``why``)."""
+        log.info("refusing %s connection from %s: %s", protocol, self.peer, why)
+        await anyio.aclose_forcefully(stream)
+
+    async def run(self, served: ServedConnection) -> None:
+        """Run ``served``'s driver to the connection's end, registered meanwhile."""
+        with self.registered(served):
+            await served.driver.run()
+
     @contextlib.contextmanager
     def logging_in(self, held: HeldOutput[Any], extend: Callable[[float], None] = lambda seconds: None) -> Iterator[Login]:
         """:meth:`login`, with the users it counted released when the block ends."""
@@ -160,6 +236,24 @@ class ServeContext:
             yield login
         finally:
             login.ended()
+
+
+def driver_for(
+    stream: ByteStream,
+    engine: EngineProtocol[Any],
+    on_events: Callable[[list[Any]], None],
+    *,
+    peer: str,
+    pause_limit: float | None = None,
+) -> Driver[Any]:
+    """The driver of a connection whose engine was fed its header already (0-9-1, 0-10):
+    on plain TCP a :class:`~amqp10.io.direct.DirectDriver` (the engine fed from the
+    transport's callbacks), else a :class:`~amqp10.io.driver.Driver`; either acknowledges
+    each read at once (``TCP_QUICKACK``: a client that waits for every answer is not held
+    up by delayed ACKs)."""
+    if DirectDriver.usable(stream):
+        return DirectDriver(stream, engine, on_events, peer=peer, pause_limit=pause_limit, on_read=quick_acker(stream))
+    return Driver(ReplayStream(stream, quick_ack=True), engine, on_events, peer=peer, pause_limit=pause_limit)
 
 
 def choose(front_ends: Sequence[FrontEnd], header: bytes) -> FrontEnd | bytes:

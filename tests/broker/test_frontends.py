@@ -3,6 +3,10 @@ and a header none takes is answered with the preferred version of its family."""
 
 from __future__ import annotations
 
+import logging
+import socket
+from pathlib import Path
+
 import pytest
 
 from amqp10.amqp091.dialects import AMQP_0_8, AMQP_0_9, AMQP_0_9_1, dialect_for_header
@@ -11,6 +15,7 @@ from amqp10.broker.amqp091.frontend import Amqp091FrontEnd
 from amqp10.broker.amqp1.frontend import Amqp1FrontEnd
 from amqp10.broker.frontend import FrontEnd, choose
 from amqp10.broker.frontends import FRONT_ENDS
+from tests.broker.conftest import broker_with
 
 
 @pytest.mark.parametrize(
@@ -82,3 +87,23 @@ def test_front_ends_are_asked_in_order_and_a_new_one_plugs_in() -> None:
     assert type(choose(front_ends, b"AMQP\x00\x01\x00\x00")) is Amqp1FrontEnd
     with pytest.raises(ValueError, match="no front end"):
         choose((toy,), b"AMQP\x00\x01\x00\x00")
+
+
+@pytest.mark.parametrize("header", [AMQP_0_9_1.header, b"AMQP\x01\x01\x00\x0a"], ids=["0-9-1", "0-10"])
+def test_a_front_end_with_no_login_to_offer_closes_at_once(
+    tmp_path: Path, header: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    # EXTERNAL only, and no TLS: neither 0-9-1 nor 0-10 has a mechanism to offer
+    caplog.set_level(logging.INFO, logger="amqp10.broker")
+    with (
+        broker_with(tmp_path, sasl={"mechanisms": ["EXTERNAL"], "allow_anonymous": False}) as b,
+        socket.create_connection(("127.0.0.1", b.port), timeout=10) as s,
+    ):
+        s.sendall(header)
+        assert s.recv(64) == b""  # closed, nothing said
+    protocol = "0-9-1" if header == AMQP_0_9_1.header else "0-10"
+    assert any(
+        r.getMessage().startswith(f"refusing {protocol} connection from 127.0.0.1:")
+        and r.getMessage().endswith(": no [sasl] mechanism it can use")
+        for r in caplog.records
+    )

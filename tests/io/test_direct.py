@@ -84,13 +84,13 @@ class Echo:
 
 @asynccontextmanager
 async def served(
-    engine: Echo, *, head: int = 0, pause_limit: float | None = None
-) -> AsyncIterator[tuple[socket.socket, list[DirectDriver[bytes]], Signal]]:
-    """A listener whose first connection is served by a DirectDriver over ``engine``
-    (after ``head`` bytes were read with ``stream.receive``, as the broker reads the
-    protocol header); yields a blocking client socket, the driver (once made) and a
+    engine: Echo, *, head: int = 0, pause_limit: float | None = None, driver: type[Driver[bytes]] = DirectDriver
+) -> AsyncIterator[tuple[socket.socket, list[Driver[bytes]], Signal]]:
+    """A listener whose first connection is served by a DirectDriver (or ``driver``) over
+    ``engine`` (after ``head`` bytes were read with ``stream.receive``, as the broker reads
+    the protocol header); yields a blocking client socket, the driver (once made) and a
     signal fired on every batch of events."""
-    drivers: list[DirectDriver[bytes]] = []
+    drivers: list[Driver[bytes]] = []
     changed = Signal()
 
     def on_events(events: list[bytes]) -> None:
@@ -102,7 +102,7 @@ async def served(
         while len(got) < head:
             got += await stream.receive(head - len(got))
         assert DirectDriver.usable(stream)
-        d = DirectDriver(stream, engine, on_events, peer=peer, pause_limit=pause_limit)
+        d = driver(stream, engine, on_events, peer=peer, pause_limit=pause_limit)
         engine.flush = d.flush_soon
         engine.out += b"HEAD " + got + b"\n" if head else b""
         drivers.append(d)
@@ -183,6 +183,50 @@ async def test_an_answer_to_a_read_is_written_in_the_same_callback() -> None:
         assert not [c for c in scheduled if getattr(c, "__self__", None) is d]
 
 
+class Counted(Echo):
+    """An :class:`Echo` (three answers to a line, each with its own ``flush_soon``) that
+    counts its ``data_to_send`` calls, and those made while its owner is still handling
+    events (a flush from inside the handler)."""
+
+    def __init__(self) -> None:
+        super().__init__(copies=3)
+        self.handling = False
+        self.takes = 0
+        self.reentrant = 0
+
+    def answer(self, lines: list[bytes]) -> None:
+        self.handling = True
+        try:
+            super().answer(lines)
+        finally:
+            self.handling = False
+
+    def data_to_send(self) -> bytes:
+        self.takes += 1
+        self.reentrant += self.handling
+        return super().data_to_send()
+
+
+@pytest.mark.parametrize("driver", [DirectDriver, Driver])
+async def test_flush_soon_inside_the_handler_flushes_once_after_it(driver: type[Driver[bytes]]) -> None:
+    # the owner calls flush_soon after every change, also while the driver is inside its
+    # on_events (a front end's wake): that call flushes nothing then and asks for nothing
+    # more; the driver takes the engine's output once, right after the handler returns
+    engine = Counted()
+    async with served(engine, driver=driver) as (client, drivers, changed):
+        client.sendall(b"a\n")
+        await recv_until(client, b"A\n" * 3)
+        await anyio.wait_all_tasks_blocked()
+        d = drivers[0]
+        takes, writes = engine.takes, d.writes
+        for i in range(10):
+            client.sendall(b"x%d\n" % i)
+            assert await recv_until(client, (b"X%d\n" % i) * 3) == (b"X%d\n" % i) * 3
+            await anyio.wait_all_tasks_blocked()
+        assert engine.reentrant == 0
+        assert (engine.takes - takes, d.writes - writes) == (10, 10)  # one take, one write per read
+
+
 async def test_paused_reading_resumes_and_peeks_for_heartbeats() -> None:
     engine = Echo()
     async with served(engine, pause_limit=0.3) as (client, drivers, changed):
@@ -209,7 +253,7 @@ async def test_a_slow_reader_gets_everything_in_order() -> None:
     async with served(engine) as (client, drivers, changed):
         client.sendall(line + b"\n")
         with anyio.fail_after(WAIT):
-            while not (drivers and drivers[0]._write_paused):  # the socket is full
+            while not (drivers and isinstance(drivers[0], DirectDriver) and drivers[0]._write_paused):  # the socket is full
                 await anyio.sleep(0.01)
         client.sendall(b"z\n")  # answered while the transport holds megabytes
         expected = (line.upper() + b"\n") * 1000 + b"Z\n" * 1000

@@ -4,18 +4,14 @@ and one connection served from its header to its end."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
-import anyio
 from anyio.abc import ByteStream
 
 from ...amqp010 import CLOSE_CODES, HEADER, Connection
-from ...io.direct import DirectDriver
-from ...io.driver import Driver
-from ...io.streams import ReplayStream, quick_acker, tls_identity
+from ...io.streams import tls_identity
 from ..config import BrokerConfig
 from ..core import Broker
-from ..frontend import ServeContext, ServedConnection
+from ..frontend import ServeContext, ServedConnection, driver_for
 from ..guard import HeldOutput
 from .handler import Amqp010Handler
 
@@ -55,8 +51,7 @@ class Amqp010FrontEnd:
         identity = tls_identity(stream)
         mechanisms = login_mechanisms(cfg, tls_identity=identity)
         if not mechanisms:
-            log.info("refusing 0-10 connection from %s: no [sasl] mechanism it can use", peer)
-            await anyio.aclose_forcefully(stream)
+            await ctx.refuse(stream, "0-10", "no [sasl] mechanism it can use")
             return
         conn = Connection(
             mechanisms=mechanisms,
@@ -64,18 +59,10 @@ class Amqp010FrontEnd:
             handshake_timeout=cfg.limits.handshake_timeout,
         )
         held = HeldOutput(conn)  # [security]: a login's outcome waits out the back-off
-        driver: Driver[Any]
         with ctx.logging_in(held) as login:
             # the driver first (its events reach the handler a batch at a time), so the
             # handler's wake, called per message, is the driver's own method
-            if DirectDriver.usable(stream):
-                driver = DirectDriver(
-                    stream, held, lambda events: handler.handle(events), peer=peer, on_read=quick_acker(stream)
-                )
-            else:
-                driver = Driver(
-                    ReplayStream(stream, quick_ack=True), held, lambda events: handler.handle(events), peer=peer
-                )
+            driver = driver_for(stream, held, lambda events: handler.handle(events), peer=peer)
             handler = Amqp010Handler(
                 ctx.broker,
                 conn,
@@ -95,8 +82,4 @@ class Amqp010FrontEnd:
                 )
 
             log.debug("0-10 connection from %s", peer)
-            served = ServedConnection(
-                driver, handler, self.name, peer, force_close, tick=handler.tick
-            )
-            with ctx.registered(served):
-                await driver.run()
+            await ctx.run(ServedConnection(driver, handler, self.name, peer, force_close, tick=handler.tick))

@@ -41,8 +41,8 @@ from ...amqp010 import (
 from ...sasl.credentials import CredentialStore
 from ...sasl.mechanisms import PlainServer, ServerOutcome
 from ...types import SaslCode
-from ..core import Broker, ModelError, VirtualHost
-from ..guard import LoginHook
+from ..core import Broker, ModelError
+from ..frontend import ContextHandler
 from .context import Amqp010Context, CommandError, error_of
 from .messages import MessageCommands, TxCommands
 from .model import ExchangeCommands, QueueCommands
@@ -59,13 +59,15 @@ def _nothing() -> None:
     pass
 
 
-class Amqp010Handler:
+class Amqp010Handler(ContextHandler):
     """Drives one 0-10 engine connection on behalf of the broker.
 
     ``users`` checks PLAIN logins (None: no users file); ``allow_anonymous``: ANONYMOUS
     logs in as the anonymous user; ``tls_identity`` (a verified client certificate's
     subject) is what EXTERNAL logs in as.
     """
+
+    ctx: Amqp010Context
 
     def __init__(
         self,
@@ -83,9 +85,6 @@ class Amqp010Handler:
         self.users = users
         self.allow_anonymous = allow_anonymous
         self.tls_identity = tls_identity
-        self.login_hook: LoginHook | None = None
-        self.refusal: str | None = None
-        """Set by the service or the hook: refuse the open with this text (a [security] limit)."""
         self.sessions: dict[int, Amqp010Session] = {}
         self.closed = False
         exchange, queue = ExchangeCommands(self.ctx), QueueCommands(self.ctx)
@@ -129,19 +128,7 @@ class Amqp010Handler:
         }
         broker.connections.add(self)
 
-    # -- what the service sees ------------------------------------------------------------------
-    @property
-    def user(self) -> str | None:
-        return self.ctx.user
-
-    @user.setter
-    def user(self, user: str | None) -> None:
-        self.ctx.user = user
-
-    @property
-    def vhost(self) -> VirtualHost:
-        return self.ctx.vhost
-
+    # -- what the service sees (and ``user``, ``vhost``: ContextHandler's) ---------------------
     def resource_counts(self) -> tuple[int, int]:
         return len(self.sessions), sum(len(s.subscriptions) for s in self.sessions.values())
 
@@ -176,18 +163,11 @@ class Amqp010Handler:
 
     def _on_login(self, e: LoginRequested) -> None:
         ok, user, name = self.check_login(e.mechanism, e.response)
-        hook = self.login_hook
         if not ok:
-            log.info("0-10 login refused for %r (%s)", name, e.mechanism)
-            if hook is not None:
-                hook.failed(name, f"0-10 {e.mechanism} login refused")
+            self.login_refused("0-10", e.mechanism, name)
             self.conn.reject_login(f"authentication failed ({e.mechanism})")
             return
-        self.ctx.user = user
-        if hook is not None:
-            over = hook.succeeded(user)
-            if over is not None and self.refusal is None:
-                self.refusal = over
+        self.logged_in(user)
         self.conn.accept_login()
 
     def _on_secure(self, e: SecureResponse) -> None:

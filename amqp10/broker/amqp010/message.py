@@ -22,7 +22,7 @@ from ...amqp010.codec import DecodeError as CodecError
 from ...amqp010.codec import Reader, decode_struct32, encode_structs
 from ...amqp010.model import Compound
 from ...amqp010.spec import STRUCTS
-from ...message import LazyMessage, Message
+from ...message import LazyMessage
 from ...types import DecodeError, Header, Properties, symbol, timestamp
 from ..core.message import (
     AMQP010_FORMAT,
@@ -31,6 +31,8 @@ from ..core.message import (
     DEFAULT_PRIORITY,
     QueuedMessage,
     Routing,
+    amqp1_body,
+    amqp1_with_body,
     format_named,
     register_conversion,
     register_format,
@@ -203,15 +205,7 @@ def to_amqp1(msg: QueuedMessage) -> bytes:
         content_encoding=symbol(mp["content_encoding"]) if mp.get("content_encoding") else None,
         creation_time=timestamp(dp["timestamp"] * 1000) if dp.get("timestamp") else None,
     )
-    m = Message(
-        [body],
-        body_type="data",
-        header=header,
-        message_annotations=annotations or None,
-        properties=props,
-        application_properties=app or None,
-    )
-    return m.encode()
+    return amqp1_with_body(body, header=header, properties=props, annotations=annotations, application=app)
 
 
 # -- 1.0 -> 0-10 ----------------------------------------------------------------------------
@@ -232,20 +226,13 @@ def amqp1_to_parts(data: bytes, exchange: str, key: str) -> bytes:
         h, p = lm.header, lm.properties
         app = dict(lm.application_properties or {})
         annotations = lm.message_annotations or {}
-        body, body_type = lm.body, lm.body_type
+        payload, form = amqp1_body(lm)
     except DecodeError:
         return pack([Compound(_DELIVERY, exchange=exchange, routing_key=key)], data)
     content_type = None if p is None or p.content_type is None else str(p.content_type)
-    if body_type == "data":
-        payload = b"".join(bytes(b) for b in body)
-    elif body_type == "value" and isinstance(body, str):
-        payload = body.encode()
+    if form == "text":
         content_type = content_type or "text/plain"
-    elif body_type == "value" and isinstance(body, bytes):
-        payload = body
-    else:
-        span = lm.span("body")
-        payload = bytes(lm.raw[span[0] : span[1]]) if span else b""
+    elif form == "encoded":
         content_type = content_type or "application/x-amqp-1.0"
     headers: dict[str, Any] = {k: _value(v) for k, v in app.items()}
     for k, v in annotations.items():

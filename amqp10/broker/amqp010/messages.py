@@ -13,15 +13,23 @@ applied at ``tx.commit``; ``tx.rollback`` drops them (the messages stay acquired
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final
 
 from ...amqp010 import Compound, Connection, result_struct
-from ..core import NotFound, PublishResult, QueuedMessage
+from ..core import ConsumeResult, NotFound, PublishResult, QueuedMessage
 from ..core.exchanges import Exchange
 from .context import Amqp010Context, CommandError
 from .message import from_transfer
 from .session import ACCEPT, ACQUIRE, FLOW, Amqp010Session, Subscription
 
-__all__ = ["MessageCommands", "TxCommands"]
+__all__ = ["CONSUME_REFUSALS", "MessageCommands", "TxCommands"]
+
+CONSUME_REFUSALS: Final[dict[ConsumeResult, tuple[str, str]]] = {
+    ConsumeResult.EXCLUSIVE_HELD: ("resource-locked", "queue '{queue}' in vhost '{vhost}' has an exclusive subscriber"),
+    ConsumeResult.IN_USE: ("resource-locked", "queue '{queue}' in vhost '{vhost}' has an exclusive subscriber"),
+}
+"""How ``message.subscribe`` answers each of the core's refusals: ``execution.exception``
+with this error code and text."""
 
 
 def _ids(transfers: tuple[tuple[int, int], ...] | None) -> list[int]:
@@ -86,13 +94,10 @@ class MessageCommands:
         if destination in s.subscriptions:
             raise CommandError("not-allowed", f"destination '{destination}' is subscribed already")
         exclusive = bool(c["exclusive"])
-        if any(getattr(other, "exclusive", False) for other in q.consumers) or (
-            exclusive and q.consumers
-        ):
-            raise CommandError(
-                "resource-locked",
-                f"queue '{q.name}' in vhost '{ctx.vhost.name}' has an exclusive subscriber",
-            )
+        admitted = q.admits(exclusive=exclusive)
+        if not admitted:
+            error, text = CONSUME_REFUSALS[admitted]
+            raise CommandError(error, text.format(queue=q.name, vhost=ctx.vhost.name))
         sub = Subscription(
             s,
             destination,

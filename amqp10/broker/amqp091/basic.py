@@ -11,18 +11,25 @@ from __future__ import annotations
 
 import datetime as _dt
 import secrets
-from typing import Any
+from typing import Any, Final
 
 from ...amqp091 import Method, ReplyCode
 from ...amqp091 import methods as m
 from ...types import timestamp
-from ..core import PreconditionFailed, Queue, Stream
+from ..core import ConsumeResult, PreconditionFailed, Queue, Stream
 from ..core.replies import REPLY_TO
 from .channel import BasicConsumer, Channel, PendingSettle
 from .context import Amqp091Context, ChannelError, HardError
 from .message import Content
 
-__all__ = ["BasicMethods"]
+__all__ = ["CONSUME_REFUSALS", "BasicMethods"]
+
+CONSUME_REFUSALS: Final[dict[ConsumeResult, tuple[int, str]]] = {
+    ConsumeResult.EXCLUSIVE_HELD: (ReplyCode.ACCESS_REFUSED, "queue '{queue}' in vhost '{vhost}' in exclusive use"),
+    ConsumeResult.IN_USE: (ReplyCode.ACCESS_REFUSED, "queue '{queue}' in vhost '{vhost}' in exclusive use"),
+}
+"""How ``basic.consume`` answers each of the core's refusals: the channel closes with this
+reply code and text (RabbitMQ's)."""
 
 
 class BasicMethods:
@@ -51,10 +58,10 @@ class BasicMethods:
         tag = method.consumer_tag or "amq.ctag-" + secrets.token_urlsafe(16)
         if tag in ch.consumers:
             raise HardError(ReplyCode.NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'")
-        if any(getattr(c, "exclusive", False) for c in q.consumers) or (method.exclusive and q.consumers):
-            raise ChannelError(
-                ReplyCode.ACCESS_REFUSED, f"queue '{q.name}' in vhost '{ctx.vhost.name}' in exclusive use"
-            )
+        admitted = q.admits(exclusive=method.exclusive)
+        if not admitted:
+            code, text = CONSUME_REFUSALS[admitted]
+            raise ChannelError(code, text.format(queue=q.name, vhost=ctx.vhost.name))
         start: int | None = None
         if isinstance(q, Stream):
             try:

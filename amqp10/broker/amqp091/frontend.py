@@ -4,19 +4,15 @@ headers it takes, its login choices, and one connection served from its header t
 from __future__ import annotations
 
 import logging
-from typing import Any
 
-import anyio
 from anyio.abc import ByteStream
 
 from ...amqp091 import CAPABILITIES, ReplyCode
 from ...amqp091.dialects import AMQP_0_9_1, Dialect, dialect_for_header
-from ...io.direct import DirectDriver
-from ...io.driver import Driver
-from ...io.streams import ReplayStream, quick_acker, tls_identity
+from ...io.streams import tls_identity
 from ..config import BrokerConfig
 from ..core import Broker
-from ..frontend import ServeContext, ServedConnection
+from ..frontend import ServeContext, ServedConnection, driver_for
 from ..guard import HeldOutput
 from .connection import BrokerConnection
 from .handler import Amqp091Handler
@@ -62,8 +58,7 @@ class Amqp091FrontEnd:
         identity = tls_identity(stream)
         mechanisms = login_mechanisms(cfg, tls_identity=identity)
         if not mechanisms:
-            log.info("refusing 0-9-1 connection from %s: no [sasl] mechanism it can use", peer)
-            await anyio.aclose_forcefully(stream)
+            await ctx.refuse(stream, "0-9-1", "no [sasl] mechanism it can use")
             return
         conn = BrokerConnection(
             "server",
@@ -73,19 +68,11 @@ class Amqp091FrontEnd:
             server_properties={"product": "amqp10", "cluster_name": cfg.container_id, "capabilities": CAPABILITIES},
         )
         held = HeldOutput(conn)  # [security]: a login's outcome waits out the back-off
-        driver: Driver[Any]
         with ctx.logging_in(held, conn.extend_handshake) as login:
             # the driver first (its events reach the handler a batch at a time), so the
-            # handler's wake, called per message, is the driver's own method
-            if DirectDriver.usable(stream):  # plain TCP: engine fed from the transport's callbacks
-                driver = DirectDriver(
-                    stream, held, lambda events: handler.handle(events), peer=peer, pause_limit=5.0, on_read=quick_acker(stream)
-                )
-            else:
-                driver = Driver(
-                    ReplayStream(stream, quick_ack=True), held, lambda events: handler.handle(events), peer=peer, pause_limit=5.0
-                )
-            # while paused (publishing blocked) the driver still reads now and then: heartbeats
+            # handler's wake, called per message, is the driver's own method; while paused
+            # (publishing blocked) it still reads now and then: heartbeats
+            driver = driver_for(stream, held, lambda events: handler.handle(events), peer=peer, pause_limit=5.0)
             handler = Amqp091Handler(
                 ctx.broker,
                 conn,
@@ -105,6 +92,4 @@ class Amqp091FrontEnd:
                 handler.close(ReplyCode.CONNECTION_FORCED, f"CONNECTION_FORCED - {text}"[:255])
 
             log.debug("0-9-1 (%s) connection from %s", dialect.name, peer)
-            served = ServedConnection(driver, handler, f"AMQP {dialect.name}", peer, force_close, tick=handler.tick)
-            with ctx.registered(served):
-                await driver.run()
+            await ctx.run(ServedConnection(driver, handler, f"AMQP {dialect.name}", peer, force_close, tick=handler.tick))

@@ -57,9 +57,8 @@ from ..core import (
     NotFound,
     PreconditionFailed,
     ResourceLocked,
-    VirtualHost,
 )
-from ..guard import LoginHook
+from ..frontend import ContextHandler
 from .basic import BasicMethods
 from .channel import Channel
 from .confirm import Confirms
@@ -88,13 +87,15 @@ def _nothing() -> None:
     pass
 
 
-class Amqp091Handler:
+class Amqp091Handler(ContextHandler):
     """Drives one 0-9-1 engine connection on behalf of the broker.
 
     ``users``, ``allow_anonymous`` and ``tls_identity``: who may log in
     (:class:`.login.Logins`). ``wake`` tells the network driver there is output;
     ``pause`` and ``resume`` stop and restart its reading from the client.
     """
+
+    ctx: Amqp091Context
 
     def __init__(
         self,
@@ -115,10 +116,6 @@ class Amqp091Handler:
         """Stop reading from the client (publishing blocked, or an answer waits for a commit)."""
         self.resume = resume
         self.logins = Logins(users, allow_anonymous, tls_identity)
-        self.login_hook: LoginHook | None = None
-        """The service's [security] guard for this connection's login (None: none)."""
-        self.refusal: str | None = None
-        """Set by the service or the hook: refuse the open with this text (a [security] limit)."""
         self.channels: dict[int, Channel] = {}
         self.closed = False
         self.memory_blocked = False
@@ -170,19 +167,7 @@ class Amqp091Handler:
         conn.before_send = self.confirms.flush_all
         broker.connections.add(self)
 
-    # -- what the service sees ------------------------------------------------------------------
-    @property
-    def user(self) -> str | None:
-        return self.ctx.user
-
-    @user.setter
-    def user(self, user: str | None) -> None:
-        self.ctx.user = user
-
-    @property
-    def vhost(self) -> VirtualHost:
-        return self.ctx.vhost
-
+    # -- what the service sees (and ``user``, ``vhost``: ContextHandler's) ---------------------
     def tick(self) -> None:
         """Called once a second (nothing is due on a timer in 0-9-1's front end)."""
 
@@ -226,18 +211,11 @@ class Amqp091Handler:
     # -- the handshake --------------------------------------------------------------------------
     def _on_login(self, e: LoginRequested) -> None:
         ok, user = self.logins.check(e.mechanism, e.username, e.password)
-        hook = self.login_hook
         if not ok:
-            log.info("0-9-1 login refused for %r (%s)", e.username, e.mechanism)
-            if hook is not None:
-                hook.failed(e.username, f"0-9-1 {e.mechanism} login refused")
+            self.login_refused("0-9-1", e.mechanism, e.username)
             self.conn.reject_login()
             return
-        self.ctx.user = user
-        if hook is not None:
-            over = hook.succeeded(user)
-            if over is not None and self.refusal is None:
-                self.refusal = over
+        self.logged_in(user)
         self.conn.accept_login()
 
     def _on_open(self, e: VirtualHostRequested) -> None:

@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from ...amqp091 import BasicProperties
 from ...amqp091.fields import DecodeError as FieldDecodeError
-from ...message import LazyMessage, Message
+from ...message import LazyMessage
 from ...types import DecodeError, Header, Properties, symbol, timestamp, ulong
 from ..core.message import (
     AMQP091_FORMAT,
@@ -31,6 +31,8 @@ from ..core.message import (
     DEFAULT_PRIORITY,
     QueuedMessage,
     Routing,
+    amqp1_body,
+    amqp1_with_body,
     register_conversion,
     register_format,
 )
@@ -243,15 +245,7 @@ def to_amqp1(msg: QueuedMessage) -> bytes:
         annotations[symbol(X_BASIC_APP_ID)] = p.app_id
     if msg.delivery_count:
         header.delivery_count = msg.delivery_count
-    m = Message(
-        [c.body],
-        body_type="data",
-        header=header,
-        message_annotations=annotations or None,
-        properties=props,
-        application_properties=app or None,
-    )
-    return m.encode()
+    return amqp1_with_body(c.body, header=header, properties=props, annotations=annotations, application=app)
 
 
 # -- 1.0 -> 0-9-1 ---------------------------------------------------------------------------
@@ -284,22 +278,14 @@ def to_amqp091(msg: QueuedMessage) -> bytes:
         p = lm.properties
         app = lm.application_properties or {}
         annotations = lm.message_annotations or {}
-        body = lm.body
-        body_type = lm.body_type
+        payload, form = amqp1_body(lm)
     except DecodeError:
         return pack(exchange, key, _EMPTY_PROPERTIES, msg.data)
     content_type = None if p is None or p.content_type is None else str(p.content_type)
-    if body_type == "data":
-        payload = b"".join(bytes(b) for b in body)
-    elif body_type == "value" and isinstance(body, str):
-        payload = body.encode()
+    if form == "text":
         content_type = content_type or "text/plain"
-    elif body_type == "value" and isinstance(body, bytes):
-        payload = body
-    else:
-        span = lm.span("body")
-        payload = lm.raw[span[0] : span[1]] if span else b""
-        content_type = AMQP_CONTENT_TYPE
+    elif form == "encoded":
+        content_type = AMQP_CONTENT_TYPE  # RabbitMQ's: the body is a 1.0 encoding
     headers: dict[str, Any] = {k: _to_field_value(v) for k, v in app.items()}
     for k, v in annotations.items():
         name = str(k)

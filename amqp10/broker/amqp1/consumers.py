@@ -38,7 +38,7 @@ from ...types import (
     symbol,
 )
 from ...types.transactions import TransactionalState
-from ..core import Node, Queue, QueuedMessage, Stream, SuspendedLink, Topic
+from ..core import ConsumeResult, Node, Queue, QueuedMessage, Stream, SuspendedLink, Topic
 from ..core.replies import DirectReplies
 from .addresses import QUEUES, AddressError, queue_address
 from .context import Amqp1Context, refuse, settle_quietly
@@ -67,7 +67,20 @@ if TYPE_CHECKING:
     from .requests import RequestNodes
     from .transactions import Transactions
 
-__all__ = ["Consumers", "LinkConsumer"]
+__all__ = ["CONSUME_REFUSALS", "Consumers", "LinkConsumer"]
+
+CONSUME_REFUSALS: Final[dict[ConsumeResult, tuple[ErrorCondition, str]]] = {
+    ConsumeResult.EXCLUSIVE_HELD: (
+        ErrorCondition.RESOURCE_LOCKED,
+        "cannot obtain exclusive access to locked queue '{queue}' in vhost '{vhost}'",
+    ),
+    ConsumeResult.IN_USE: (
+        ErrorCondition.RESOURCE_LOCKED,
+        "cannot obtain exclusive access to locked queue '{queue}' in vhost '{vhost}'",
+    ),
+}
+"""How a consumer's attach is refused for each of the core's refusals (a 0-9-1 or 0-10
+client's exclusive consumer holds the queue): this error condition and description."""
 
 log = logging.getLogger("amqp10.broker")
 
@@ -271,6 +284,11 @@ class Consumers:
         else:
             assert isinstance(node, Queue)
             queue = node
+        admitted = queue.admits()
+        if not admitted:
+            condition, text = CONSUME_REFUSALS[admitted]
+            refuse(link, condition, text.format(queue=queue.name, vhost=ctx.vhost.name))
+            return
         if isinstance(queue, Queue):
             try:
                 session = ctx.plugin.consumer_view(link, source, queue)

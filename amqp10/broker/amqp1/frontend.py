@@ -105,6 +105,7 @@ class Amqp1FrontEnd:
                 driver = Driver(ReplayStream(stream, ctx.header), held, on_events, peer=peer)
             handler = on_events.handler = ConnectionHandler(ctx.broker, conn.connection, wake=driver.flush_soon)
             handler.refusal = ctx.refusal
+            handler.login_hook = login
             if cfg.servicebus.enabled:  # until a login names a user (also without SASL): tokens on $cbs
                 handler.use_claims(cfg.servicebus)
             if direct:  # the header read before the driver: the engine's first input
@@ -168,14 +169,10 @@ class _Authenticated:
             self.done = True
         elif isinstance(e, SaslCompleted):
             self.done = True
-            handler.user = e.identity
             if e.identity is not None:
                 handler.use_claims(None)  # a user: permissions, not tokens
             log.info("%s authenticated as %s with %s", self.ctx.peer, e.identity or "anonymous", e.mechanism)
-            # -- [security] hook: back-off and the per-user limit ------------------------
-            over = self.login.succeeded(e.identity)
-            if over is not None and handler.refusal is None:
-                handler.refusal = over
+            handler.logged_in(e.identity)  # and the [security] hook: back-off, the per-user limit
         elif isinstance(e, SaslFailed) and e.outcome is SaslCode.AUTH:
             self.login.failed(e.username, e.reason)  # credentials that did not check out
         elif isinstance(e, SaslFailed):  # a broken or silent peer, not a guess

@@ -64,7 +64,8 @@ from ...transport import (
 from ...types import Error, ErrorCondition, Rejected, symbol
 from ...types.transactions import Coordinator
 from ..config import ServiceBusConfig
-from ..core import Broker, VirtualHost
+from ..core import Broker
+from ..frontend import ContextHandler
 from ..management.rabbitmq import RABBITMQ_VERSION
 from .consumers import Consumers, LinkConsumer
 from .context import Amqp1Context, refuse
@@ -91,13 +92,14 @@ __all__ = ["ConnectionHandler", "LinkConsumer"]
 log = logging.getLogger("amqp10.broker")
 
 
-class ConnectionHandler:
+class ConnectionHandler(ContextHandler):
     """Drives one engine connection on behalf of the broker: the router."""
+
+    ctx: Amqp1Context
 
     def __init__(self, broker: Broker, conn: Connection, *, wake: Callable[[], None] = lambda: None, user: str | None = None) -> None:
         self.broker = broker
         self.conn = conn
-        self.refusal: str | None = None  # set by the service: refuse the open (a [security] limit)
         ctx = self.ctx = Amqp1Context(broker, conn, NO_PLUGIN, user=user)
         ctx.wake = wake
         ctx.fail_link = self.fail_link
@@ -124,21 +126,7 @@ class ConnectionHandler:
             DrainRequested: self.consumers.on_drain,
         }
 
-    # -- what the service sees ----------------------------------------------------------------
-    @property
-    def user(self) -> str | None:
-        """The authenticated user (set by the service after SASL)."""
-        return self.ctx.user
-
-    @user.setter
-    def user(self, user: str | None) -> None:
-        self.ctx.user = user
-
-    @property
-    def vhost(self) -> VirtualHost:
-        """The virtual host the open named (the default one until then)."""
-        return self.ctx.vhost
-
+    # -- what the service sees (and ``user``, ``vhost``: ContextHandler's) -------------------
     @property
     def closed(self) -> bool:
         return self.ctx.closed

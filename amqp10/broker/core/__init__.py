@@ -18,8 +18,11 @@ into the core's operations:
   :class:`QueuedMessage` subclass of the publisher's protocol; both return a
   :class:`PublishResult` (taken, or why not: unroutable, full, refused) that each
   front end maps to its protocol's answer;
-- consume / cancel: ``node.add_consumer(c)`` / ``node.remove_consumer(c)``, ``c``
-  a :class:`Consumer` (its ``credit()`` is 1.0 link credit or 0-9-1 prefetch room);
+- consume / cancel: ``node.admits(exclusive=...)`` (a :class:`ConsumeResult`: admitted,
+  or why not: an exclusive consumer holds the node, or it is in use and an exclusive
+  consumer asked; each front end maps it to its protocol's answer), then
+  ``node.add_consumer(c)`` / ``node.remove_consumer(c)``, ``c`` a :class:`Consumer`
+  (its ``credit()`` is 1.0 link credit or 0-9-1 prefetch room);
 - settle: ``node.ack(msg)``, ``node.release(msg, delivery_failed=...,
   undeliverable_to=...)``, ``node.reject(msg)``;
 - transactions: :class:`Transaction`;
@@ -58,7 +61,15 @@ from .message import (
     register_conversion,
     register_format,
 )
-from .nodes import NULL_JOURNAL, Consumer, DuplicateWindow, Journal, Node, PublishResult
+from .nodes import (
+    NULL_JOURNAL,
+    Consumer,
+    ConsumeResult,
+    DuplicateWindow,
+    Journal,
+    Node,
+    PublishResult,
+)
 from .partitioned import PartitionedStream
 from .policies import RuntimePolicy
 from .queue_policy import QueuePolicy
@@ -93,6 +104,7 @@ __all__ = [
     "Authorizer",
     "Binding",
     "Broker",
+    "ConsumeResult",
     "Consumer",
     "DefinitionsPort",
     "DirectExchange",

@@ -24,7 +24,10 @@ another's form names it without importing that front end.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, Literal
+
+from ...message import LazyMessage, Message
+from ...types import Header, Properties
 
 __all__ = [
     "AMQP010_FORMAT",
@@ -35,6 +38,8 @@ __all__ = [
     "PRIORITY_LEVELS",
     "QueuedMessage",
     "Routing",
+    "amqp1_body",
+    "amqp1_with_body",
     "format_named",
     "register_conversion",
     "register_format",
@@ -339,3 +344,40 @@ def format_named(name: str) -> type[QueuedMessage]:
     if cls is None:
         raise LookupError(f"no front end has registered the message format {name!r}")
     return cls
+
+
+def amqp1_body(message: LazyMessage) -> tuple[bytes, Literal["bytes", "text", "encoded"]]:
+    """The body of a decoded 1.0 message as the one body of a 0-9-1 or 0-10 message, and
+    what it is: ``"bytes"`` (its data sections joined, or a binary amqp-value), ``"text"``
+    (a string amqp-value, as UTF-8) or ``"encoded"`` (anything else: the 1.0 encoding of
+    its body sections). Each front end says what content type the last two get."""
+    body, body_type = message.body, message.body_type
+    if body_type == "data":
+        return b"".join(bytes(b) for b in body), "bytes"
+    if body_type == "value" and isinstance(body, str):
+        return body.encode(), "text"
+    if body_type == "value" and isinstance(body, bytes):
+        return body, "bytes"
+    span = message.span("body")
+    return (message.raw[span[0] : span[1]] if span else b""), "encoded"
+
+
+def amqp1_with_body(
+    body: bytes,
+    *,
+    header: Header | None,
+    properties: Properties | None,
+    annotations: dict[Any, Any],
+    application: dict[str, Any],
+) -> bytes:
+    """The 1.0 encoding of a 0-9-1 or 0-10 message: its body as the one data section,
+    with the sections its properties mapped to (empty annotations and application
+    properties left out)."""
+    return Message(
+        [body],
+        body_type="data",
+        header=header,
+        message_annotations=annotations or None,
+        properties=properties,
+        application_properties=application or None,
+    ).encode()

@@ -18,6 +18,7 @@ from .queue_policy import QueuePolicy
 
 __all__ = [
     "NULL_JOURNAL",
+    "ConsumeResult",
     "Consumer",
     "DuplicateWindow",
     "Journal",
@@ -53,11 +54,35 @@ class PublishResult(enum.Enum):
         return self is PublishResult.TAKEN
 
 
+class ConsumeResult(enum.Enum):
+    """Whether a node takes a new consumer (:meth:`Node.admits`), and so why, when it does
+    not: each front end maps it to its protocol's answer (a 1.0 error condition, a 0-9-1
+    reply code, a 0-10 execution exception) from one table of its own.
+
+    Only :attr:`ADMITTED` is true, so ``if node.admits(...)`` reads as "may it consume".
+    Finding the node (not found, another connection's exclusive queue) and the user's
+    permission are refused before this, by the core's :class:`~.vhost.ModelError` kinds.
+    """
+
+    ADMITTED = "admitted"
+    """The consumer may be added (``node.add_consumer``)."""
+    EXCLUSIVE_HELD = "exclusive-held"
+    """Another consumer has the node to itself (0-9-1 ``basic.consume`` or 0-10
+    ``message.subscribe`` with ``exclusive``)."""
+    IN_USE = "in-use"
+    """The new consumer asked to have the node to itself, and it has consumers already."""
+
+    def __bool__(self) -> bool:
+        return self is ConsumeResult.ADMITTED
+
+
 class Consumer(Protocol):
     """What a node delivers to: a 1.0 outgoing link or a 0-9-1 basic.consume, seen from the node.
 
     One may also have an int ``priority`` (0 if it has none): a queue gives messages to
-    the consumers of the highest priority that have credit, round-robin among equals.
+    the consumers of the highest priority that have credit, round-robin among equals;
+    and a bool ``exclusive`` (False if it has none): while it consumes, no other may
+    (:meth:`Node.admits`).
     """
 
     id: int
@@ -157,6 +182,9 @@ class Node:
     _bytes_on_disk = False
     """Whether every byte held is also on disk (a stream): then ``bytes`` counts for both."""
 
+    consumers: list[Consumer]
+    """Who consumes from the node (a queue's and a stream's; an exchange has none)."""
+
     def __init__(self, name: str, policy: QueuePolicy, *, dynamic: bool = False) -> None:
         self.name = name
         self.policy = policy
@@ -207,6 +235,16 @@ class Node:
 
     def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
         raise NotImplementedError
+
+    def admits(self, *, exclusive: bool = False) -> ConsumeResult:
+        """Whether a new consumer (one that wants the node to itself, if ``exclusive``) may
+        be added now; ask before answering the consume and calling :meth:`add_consumer`."""
+        consumers = self.consumers
+        if any(getattr(c, "exclusive", False) for c in consumers):
+            return ConsumeResult.EXCLUSIVE_HELD
+        if exclusive and consumers:
+            return ConsumeResult.IN_USE
+        return ConsumeResult.ADMITTED
 
     def add_consumer(self, consumer: Consumer) -> None:
         raise NotImplementedError

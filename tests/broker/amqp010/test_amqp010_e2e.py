@@ -11,6 +11,8 @@ import pika
 import pytest
 
 import amqp10.sync
+from amqp10.broker.amqp010.messages import CONSUME_REFUSALS
+from amqp10.broker.core import ConsumeResult
 from amqp10.message import Message
 from tests.amqp010.peer import SocketPeer, struct
 from tests.broker.conftest import RunningBroker, broker_with
@@ -139,6 +141,41 @@ def test_a_failed_command_raises_execution_exception_and_detaches(peer: SocketPe
     )
     (detach,) = peer.wait("session.detach")
     assert detach["name"] == b"s1"
+
+
+def test_every_reason_a_queue_refuses_a_subscriber_has_an_error_code() -> None:
+    assert set(CONSUME_REFUSALS) == {r for r in ConsumeResult if r is not ConsumeResult.ADMITTED}
+
+
+def _refused_subscribe(broker: RunningBroker, queue: str, *, exclusive: bool) -> tuple[object, ...]:
+    """A subscribe from a session of its own that the queue refuses: (code, text)."""
+    other = SocketPeer(broker.port)
+    try:
+        other.attach()
+        cid = other.command("message.subscribe", queue=queue, destination="late", exclusive=exclusive)
+        other.flush()
+        (exc,) = other.wait("execution.exception")
+        assert exc["command_id"] == cid
+        return exc["error_code"], exc["description"]
+    finally:
+        other.close()
+
+
+def test_a_subscribe_the_queue_refuses_raises_the_tables_exception(
+    broker: RunningBroker, peer: SocketPeer
+) -> None:
+    peer.call("queue.declare", queue="held")
+    peer.call("message.subscribe", queue="held", destination="mine", exclusive=True)
+    assert _refused_subscribe(broker, "held", exclusive=False) == (
+        405,
+        "queue 'held' in vhost '/' has an exclusive subscriber",
+    )
+    peer.call("queue.declare", queue="shared")
+    peer.call("message.subscribe", queue="shared", destination="one")
+    assert _refused_subscribe(broker, "shared", exclusive=True) == (  # in use
+        405,
+        "queue 'shared' in vhost '/' has an exclusive subscriber",
+    )
 
 
 def test_tx_commit_and_rollback(peer: SocketPeer) -> None:

@@ -1,4 +1,5 @@
-"""The 0-9-1 front end's answers to what the core says of a publish (one table, ``ANSWERS``),
+"""The 0-9-1 front end's answers to what the core says of a publish (one table, ``ANSWERS``)
+and of a consume (one table, ``basic.CONSUME_REFUSALS``),
 its transactions as records, and direct reply-to through the broker's registry; in
 memory, a client engine against the front end (no sockets)."""
 
@@ -6,11 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from amqp10.amqp091 import ContentReceived, MethodReceived
+from amqp10.amqp091 import ChannelClosed, ContentReceived, MethodReceived
 from amqp10.amqp091 import methods as m
+from amqp10.broker.amqp091.basic import CONSUME_REFUSALS
 from amqp10.broker.amqp091.publish import ANSWERS
 from amqp10.broker.config import BrokerConfig
-from amqp10.broker.core import Broker, PublishResult, QueuedMessage
+from amqp10.broker.core import Broker, ConsumeResult, PublishResult, QueuedMessage
 from amqp10.broker.core.replies import REPLY_TO, DirectReplies
 
 from .test_amqp091_fuzz import InMemory
@@ -47,6 +49,36 @@ def _seen(pair: InMemory) -> list[Any]:
 
 def test_every_publish_result_has_an_answer() -> None:
     assert set(ANSWERS) == set(PublishResult)
+
+
+def test_every_reason_a_queue_refuses_a_consumer_has_an_answer() -> None:
+    assert set(CONSUME_REFUSALS) == {r for r in ConsumeResult if r is not ConsumeResult.ADMITTED}
+
+
+def _consume(pair: InMemory, queue: str, tag: str, *, exclusive: bool = False) -> Any:
+    """``basic.consume`` on channel 1: ``("ok", tag)``, or the channel's close as (code, text)."""
+    assert pair.channel(1)
+    pair.client_events.clear()
+    pair.client.send_method(1, m.BasicConsume(queue=queue, consumer_tag=tag, exclusive=exclusive))
+    pair.pump()
+    (answer,) = pair.client_events
+    if isinstance(answer, ChannelClosed):
+        return (answer.reply_code, answer.reply_text)
+    assert isinstance(answer, MethodReceived) and isinstance(answer.method, m.BasicConsumeOk)
+    return ("ok", answer.method.consumer_tag)
+
+
+def test_a_consume_the_queue_refuses_closes_the_channel_with_the_tables_answer() -> None:
+    broker = Broker(BrokerConfig())
+    broker.default.declare_queue("q", durable=False)
+    holder, other = InMemory(broker), InMemory(broker)
+    refused = (403, "ACCESS_REFUSED - queue 'q' in vhost '/' in exclusive use")
+    assert _consume(holder, "q", "shared") == ("ok", "shared")
+    assert _consume(other, "q", "mine", exclusive=True) == refused  # in use
+    holder.client.send_method(1, m.BasicCancel(consumer_tag="shared"))
+    holder.pump()
+    assert _consume(holder, "q", "mine", exclusive=True) == ("ok", "mine")
+    assert _consume(other, "q", "late") == refused  # held
 
 
 def test_an_unroutable_mandatory_publish_comes_back_then_is_confirmed() -> None:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ import amqp10.sync
 from amqp10 import errors
 from amqp10.broker.config import AddressRule, Listener, QueuePolicy
 from amqp10.broker.core import Queue, Topic
-from amqp10.client import Connection, Receiver, connect
+from amqp10.client import Receiver, connect
 from amqp10.io.tls import client_context
 from amqp10.message import Message
 from amqp10.types import (
@@ -35,13 +34,12 @@ from amqp10.types import (
     TerminusDurability,
     symbol,
 )
+from tests.broker.amqp1.e2e import ADDRESS_RULES, QUIET, T, client, nothing_arrives
 from tests.broker.conftest import RunningBroker, broker_with, with_certificate_user
 from tests.client.helpers import Certs, have_openssl, make_certs, wait_for
 
 pytestmark = pytest.mark.anyio
 
-T = 10.0  # seconds any single wait may take
-QUIET = 0.5  # how long "nothing arrives" is watched for
 
 
 @pytest.fixture
@@ -51,23 +49,8 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[RunningBroker]:
-    rules = [
-        AddressRule(pattern="dl.*", policy=QueuePolicy(dead_letter_address="dlq")),
-        AddressRule(
-            pattern="limit.*", policy=QueuePolicy(delivery_limit=2, dead_letter_address="dlq")
-        ),
-        AddressRule(pattern="ttl.*", policy=QueuePolicy(dead_letter_address="ttl-dlq")),
-        AddressRule(pattern="small.*", policy=QueuePolicy(max_length=5)),
-        AddressRule(pattern="news.*", kind="topic"),
-    ]
-    with broker_with(tmp_path, addresses=rules) as b:
+    with broker_with(tmp_path, addresses=ADDRESS_RULES) as b:
         yield b
-
-
-@asynccontextmanager
-async def client(b: RunningBroker, **kwargs: Any) -> AsyncIterator[Connection]:
-    async with await connect(f"amqp://{b.url}", timeout=T, **kwargs) as conn:
-        yield conn
 
 
 async def in_broker(b: RunningBroker, fn: Callable[[], Any]) -> Any:
@@ -79,14 +62,6 @@ def queue(b: RunningBroker, name: str) -> Queue:
     node = b.broker.nodes[name]
     assert isinstance(node, Queue)
     return node
-
-
-async def nothing_arrives(r: Receiver) -> bool:
-    try:
-        await r.receive(timeout=QUIET)
-    except errors.TimeoutError:
-        return True
-    return False
 
 
 async def take(r: Receiver, n: int, *, accept: bool = True) -> list[Any]:

@@ -3,51 +3,22 @@ against our broker over loopback. Anonymous relay, echoed termini, drain, topics
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import Any
-
 import anyio
 import pytest
 
 import amqp10.sync
-from amqp10.client import Connection, connect
 from amqp10.message import Message
 from amqp10.types import Accepted, ErrorCondition, Rejected, Source, symbol
-from tests.broker.conftest import RunningBroker, broker_with
+from tests.broker.amqp1.e2e import T, bodies, client
+from tests.broker.conftest import RunningBroker
 
 pytestmark = pytest.mark.anyio
 
-T = 10.0  # seconds any single wait may take
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[RunningBroker]:
-    with broker_with(tmp_path) as b:
-        yield b
-
-
-@asynccontextmanager
-async def client(b: RunningBroker) -> AsyncIterator[Connection]:
-    async with await connect(f"amqp://{b.url}", timeout=T) as conn:
-        yield conn
-
-
-async def take(conn: Connection, address: str, n: int) -> list[Any]:
-    r = await conn.open_receiver(address, credit=n)
-    out = []
-    for _ in range(n):
-        d = await r.receive(timeout=T)
-        out.append(d.message.body)
-        await d.accept()
-    await r.close()
-    return out
 
 
 # -- the anonymous relay ------------------------------------------------------------------------
@@ -64,8 +35,8 @@ async def test_client_sender_with_no_address_uses_the_relay(broker: RunningBroke
         assert isinstance(outcome, Rejected) and outcome.error is not None
         assert outcome.error.condition == ErrorCondition.NOT_FOUND
         assert isinstance(await s.send(Message(body=5, to="relay-b")), Accepted)  # still up
-        assert await take(conn, "relay-a", 2) == [1, 3]
-        assert await take(conn, "relay-b", 2) == [2, 5]
+        assert await bodies(conn, "relay-a", 2) == [1, 3]
+        assert await bodies(conn, "relay-b", 2) == [2, 5]
 
 
 def test_blocking_client_relay(broker: RunningBroker) -> None:

@@ -21,8 +21,9 @@ from proton.handlers import MessagingHandler
 from proton.reactor import AtMostOnce, Container, Copy, DurableSubscription, LinkOption
 from proton.utils import BlockingConnection, LinkDetached, SyncRequestResponse
 
-from amqp10.broker.config import AddressRule, Listener, QueuePolicy
+from amqp10.broker.config import Listener
 from amqp10.broker.core import Queue, Topic
+from tests.broker.amqp1.e2e import ADDRESS_RULES
 from tests.broker.conftest import RunningBroker, broker_process, broker_with, with_certificate_user
 from tests.client.helpers import Certs, have_openssl, make_certs
 
@@ -97,16 +98,7 @@ class Unsettled(LinkOption):  # type: ignore[misc]
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[RunningBroker]:
-    rules = [
-        AddressRule(pattern="dl.*", policy=QueuePolicy(dead_letter_address="dlq")),
-        AddressRule(
-            pattern="limit.*", policy=QueuePolicy(delivery_limit=2, dead_letter_address="dlq")
-        ),
-        AddressRule(pattern="ttl.*", policy=QueuePolicy(dead_letter_address="ttl-dlq")),
-        AddressRule(pattern="small.*", policy=QueuePolicy(max_length=5)),
-        AddressRule(pattern="news.*", kind="topic"),
-    ]
-    with broker_with(tmp_path, addresses=rules) as b:
+    with broker_with(tmp_path, addresses=ADDRESS_RULES) as b:
         yield b
 
 

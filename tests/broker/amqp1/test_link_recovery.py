@@ -176,6 +176,28 @@ def records(service: BrokerService) -> dict[Any, Any]:
     return service.broker.recovery.records
 
 
+def kept_consumer(service: BrokerService) -> Callable[[], bool]:
+    """Whether the broker keeps the record of the consumer link "r" of container "c1"
+    (it noticed the loss and suspended the link): a ``proxy.cut`` condition."""
+    return lambda: ("c1", "r", Role.SENDER) in records(service)
+
+
+async def receive_bodies(rcv: Any, n: int = N) -> list[Any]:
+    """The bodies of the next ``n`` deliveries ``rcv`` receives (each wait bounded)."""
+    return [(await rcv.receive(timeout=WAIT)).message.body for _ in range(n)]
+
+
+async def reconnecting(proxy: Proxy) -> Connection:
+    """Container "c1" connected through ``proxy``, reconnecting (:func:`policy`) when cut."""
+    return await connect(proxy.url, reconnect=policy(), timeout=WAIT, container_id="c1")
+
+
+async def all_accepted(trackers: list[Any]) -> None:
+    """Every send of ``trackers`` resolves Accepted (each wait bounded)."""
+    outcomes = [await t.wait(timeout=WAIT) for t in trackers]
+    assert all(isinstance(o, Accepted) for o in outcomes), outcomes
+
+
 def url_of(service: BrokerService) -> str:
     return f"127.0.0.1:{service.ports[0]}"
 
@@ -191,7 +213,7 @@ async def test_resumed_consumer_gets_exactly_once(tmp_path: Path) -> None:
     async with broker(tmp_path) as svc, proxy_to(svc.ports[0]) as proxy:
         await send_bodies(url_of(svc), "q", list(range(N)), durable=True)
         async with (
-            await connect(proxy.url, reconnect=policy(), timeout=WAIT, container_id="c1") as conn,
+            await reconnecting(proxy) as conn,
             await connect(url_of(svc), timeout=WAIT) as other,
         ):
             rcv = await conn.open_receiver(
@@ -203,8 +225,7 @@ async def test_resumed_consumer_gets_exactly_once(tmp_path: Path) -> None:
             for d in first[:3]:
                 await d.accept()  # rcv-settle-mode second: held unsettled, state accepted
             proxy.hold()
-            key = ("c1", "r", Role.SENDER)
-            await proxy.cut(broker_side_first=lambda: key in records(svc))
+            await proxy.cut(broker_side_first=kept_consumer(svc))
             q = queue(svc, "q")
             assert q.count == 0  # all six stay acquired by the suspended link
             competitor = await other.open_receiver("q", credit=0)
@@ -239,10 +260,8 @@ async def test_suspended_messages_go_back_when_the_record_expires(tmp_path: Path
         await send_bodies(url_of(svc), "q", list(range(N)))
         async with await connect(proxy.url, timeout=WAIT, container_id="c1") as conn:
             rcv = await conn.open_receiver("q", credit=N, name="r", source=kept("q"))
-            assert [(await rcv.receive(timeout=WAIT)).message.body for _ in range(N)] == list(
-                range(N)
-            )
-            await proxy.cut(broker_side_first=lambda: ("c1", "r", Role.SENDER) in records(svc))
+            assert await receive_bodies(rcv) == list(range(N))
+            await proxy.cut(broker_side_first=kept_consumer(svc))
         q = queue(svc, "q")
         assert q.count == 0
         # the record expires on its own (the broker's timer): back to the queue,
@@ -258,28 +277,31 @@ async def test_suspended_messages_go_back_when_the_record_expires(tmp_path: Path
             )
 
 
+async def _cut_and_all_again(svc: BrokerService, proxy: Proxy, rcv: Any, *, resumed: int) -> None:
+    """Cut the consumer's connection (its reconnection held until the broker has kept the
+    link): all N come again, in order, on the re-attached link, whose record is gone
+    (``resumed``: how many links the broker has resumed); all are then acknowledged."""
+    proxy.hold()
+    await proxy.cut(broker_side_first=kept_consumer(svc))
+    proxy.release()
+    again = [await rcv.receive(timeout=WAIT) for _ in range(N)]
+    assert [d.message.body for d in again] == list(range(N))
+    assert not records(svc)
+    assert svc.broker is not None and svc.broker.recovery.resumed == resumed
+    for d in again:
+        await d.accept()
+    await until(lambda: queue(svc, "q").stats.acked == N, "all are acknowledged")
+
+
 async def test_resumed_consumer_gets_what_it_had_not_settled_once(tmp_path: Path) -> None:
     """Deliveries received and not settled yet are offered with no state: the broker
     resumes them, so each comes again exactly once, on the resumed link."""
     async with broker(tmp_path) as svc, proxy_to(svc.ports[0]) as proxy:
         await send_bodies(url_of(svc), "q", list(range(N)))
-        async with await connect(
-            proxy.url, reconnect=policy(), timeout=WAIT, container_id="c1"
-        ) as conn:
+        async with await reconnecting(proxy) as conn:
             rcv = await conn.open_receiver("q", credit=N, name="r")
-            assert [(await rcv.receive(timeout=WAIT)).message.body for _ in range(N)] == list(
-                range(N)
-            )
-            proxy.hold()
-            await proxy.cut(broker_side_first=lambda: ("c1", "r", Role.SENDER) in records(svc))
-            proxy.release()
-            again = [await rcv.receive(timeout=WAIT) for _ in range(N)]
-            assert [d.message.body for d in again] == list(range(N))
-            assert not records(svc)
-            assert svc.broker is not None and svc.broker.recovery.resumed == 1
-            for d in again:
-                await d.accept()
-            await until(lambda: queue(svc, "q").stats.acked == N, "all are acknowledged")
+            assert await receive_bodies(rcv) == list(range(N))
+            await _cut_and_all_again(svc, proxy, rcv, resumed=1)
             rcv.add_credit(N)
             await rcv.drain(timeout=WAIT)
             assert rcv.buffered == 0
@@ -291,40 +313,33 @@ async def test_settled_first_consumer_is_at_least_once(tmp_path: Path) -> None:
     resume: the record is dropped and the messages are delivered again (at least once)."""
     async with broker(tmp_path) as svc, proxy_to(svc.ports[0]) as proxy:
         await send_bodies(url_of(svc), "q", list(range(N)))
-        async with await connect(
-            proxy.url, reconnect=policy(), timeout=WAIT, container_id="c1"
-        ) as conn:
+        async with await reconnecting(proxy) as conn:
             rcv = await conn.open_receiver("q", credit=N, name="r")
             first = [await rcv.receive(timeout=WAIT) for _ in range(N)]
             proxy.freeze()
             for d in first:
                 await d.accept()
-            proxy.hold()
-            await proxy.cut(broker_side_first=lambda: ("c1", "r", Role.SENDER) in records(svc))
-            proxy.release()
-            again = [await rcv.receive(timeout=WAIT) for _ in range(N)]
-            assert [d.message.body for d in again] == list(range(N))
-            assert not records(svc)
-            assert svc.broker is not None and svc.broker.recovery.resumed == 0
-            for d in again:
-                await d.accept()
-            await until(lambda: queue(svc, "q").stats.acked == N, "all are acknowledged")
+            await _cut_and_all_again(svc, proxy, rcv, resumed=0)
+
+
+async def _lost_consumer_gives_back_at_once(svc: BrokerService, proxy: Proxy) -> None:
+    """A consumer (no reconnect policy) loses its connection holding all N messages: the
+    broker keeps nothing of it, and the messages are back in the queue at once."""
+    await send_bodies(url_of(svc), "q", list(range(N)))
+    q = queue(svc, "q")
+    async with await connect(proxy.url, timeout=WAIT, container_id="c1") as conn:
+        rcv = await conn.open_receiver("q", credit=N, name="r")
+        assert await receive_bodies(rcv) == list(range(N))
+        await proxy.cut(broker_side_first=lambda: q.count == N)
+    assert not records(svc)
+    async with await connect(url_of(svc), timeout=WAIT) as conn:
+        assert await drain_bodies(conn, "q") == list(range(N))
 
 
 async def test_recovery_disabled_releases_at_once(tmp_path: Path) -> None:
     async with broker(tmp_path, link_recovery_seconds=0) as svc, proxy_to(svc.ports[0]) as proxy:
         assert svc.broker is not None and not svc.broker.recovery.enabled
-        await send_bodies(url_of(svc), "q", list(range(N)))
-        q = queue(svc, "q")
-        async with await connect(proxy.url, timeout=WAIT, container_id="c1") as conn:
-            rcv = await conn.open_receiver("q", credit=N, name="r")
-            assert [(await rcv.receive(timeout=WAIT)).message.body for _ in range(N)] == list(
-                range(N)
-            )
-            await proxy.cut(broker_side_first=lambda: q.count == N)
-        assert not records(svc)
-        async with await connect(url_of(svc), timeout=WAIT) as conn:
-            assert await drain_bodies(conn, "q") == list(range(N))
+        await _lost_consumer_gives_back_at_once(svc, proxy)
 
 
 async def test_a_source_that_expires_with_its_link_is_not_kept(tmp_path: Path) -> None:
@@ -333,17 +348,7 @@ async def test_a_source_that_expires_with_its_link_is_not_kept(tmp_path: Path) -
     held goes back to the queue at once, recovery or not."""
     async with broker(tmp_path) as svc, proxy_to(svc.ports[0]) as proxy:
         assert svc.broker is not None and svc.broker.recovery.enabled
-        await send_bodies(url_of(svc), "q", list(range(N)))
-        q = queue(svc, "q")
-        async with await connect(proxy.url, timeout=WAIT, container_id="c1") as conn:
-            rcv = await conn.open_receiver("q", credit=N, name="r")
-            assert [(await rcv.receive(timeout=WAIT)).message.body for _ in range(N)] == list(
-                range(N)
-            )
-            await proxy.cut(broker_side_first=lambda: q.count == N)
-        assert not records(svc)
-        async with await connect(url_of(svc), timeout=WAIT) as conn:
-            assert await drain_bodies(conn, "q") == list(range(N))
+        await _lost_consumer_gives_back_at_once(svc, proxy)
 
 
 async def test_a_reconnecting_client_asks_the_broker_to_keep_its_links(tmp_path: Path) -> None:
@@ -445,14 +450,11 @@ async def test_resumed_producer_two_phase_no_duplicates(tmp_path: Path) -> None:
     settles; after the loss, the resuming attach carries them and the sends resolve
     Accepted without being sent again: the queue holds each message once."""
     async with broker(tmp_path) as svc, proxy_to(svc.ports[0]) as proxy:
-        async with await connect(
-            proxy.url, reconnect=policy(), timeout=WAIT, container_id="c1"
-        ) as conn:
+        async with await reconnecting(proxy) as conn:
             trackers, q = await _lose_outcomes(
                 svc, proxy, conn, SettleMode.TWO_PHASE, suspended=True
             )
-            outcomes = [await t.wait(timeout=WAIT) for t in trackers]
-            assert all(isinstance(o, Accepted) for o in outcomes), outcomes
+            await all_accepted(trackers)
             assert conn.reconnects == 1
             assert svc.broker is not None and svc.broker.recovery.resumed == 1
         assert not records(svc)
@@ -465,14 +467,11 @@ async def test_resumed_producer_to_an_exchange_address_no_duplicates(tmp_path: P
     """The same through /exchanges/X/KEY: the resuming attach finds the same exchange and key."""
     vhosts = [{"name": "/", "queues": ["p"], "bindings": [{"source": "amq.direct", "destination": "p", "routing_key": "k"}]}]
     async with broker(tmp_path, vhosts=vhosts) as svc, proxy_to(svc.ports[0]) as proxy:
-        async with await connect(
-            proxy.url, reconnect=policy(), timeout=WAIT, container_id="c1"
-        ) as conn:
+        async with await reconnecting(proxy) as conn:
             trackers, q = await _lose_outcomes(
                 svc, proxy, conn, SettleMode.TWO_PHASE, suspended=True, address="/exchanges/amq.direct/k"
             )
-            outcomes = [await t.wait(timeout=WAIT) for t in trackers]
-            assert all(isinstance(o, Accepted) for o in outcomes), outcomes
+            await all_accepted(trackers)
             assert svc.broker is not None and svc.broker.recovery.resumed == 1
         assert q.count == N
 
@@ -482,14 +481,11 @@ async def test_resumed_producer_at_least_once_loses_nothing(tmp_path: Path) -> N
     it, so there is nothing to resume: the client sends them again. No message is lost;
     each arrives twice (at least once, as documented)."""
     async with broker(tmp_path) as svc, proxy_to(svc.ports[0]) as proxy:
-        async with await connect(
-            proxy.url, reconnect=policy(), timeout=WAIT, container_id="c1"
-        ) as conn:
+        async with await reconnecting(proxy) as conn:
             trackers, q = await _lose_outcomes(
                 svc, proxy, conn, SettleMode.AT_LEAST_ONCE, suspended=False
             )
-            outcomes = [await t.wait(timeout=WAIT) for t in trackers]
-            assert all(isinstance(o, Accepted) for o in outcomes), outcomes
+            await all_accepted(trackers)
         async with await connect(url_of(svc), timeout=WAIT) as conn:
             assert sorted(await drain_bodies(conn, "p")) == sorted(list(range(N)) * 2)
 

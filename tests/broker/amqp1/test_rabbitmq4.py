@@ -7,9 +7,6 @@ durable subscription on a wildcard topic."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -17,30 +14,17 @@ import pytest
 
 from amqp10.broker.amqp1.message import Amqp1Message
 from amqp10.broker.amqp1.rabbitmq_management import RabbitManagementNode
-from amqp10.client import Connection, Receiver, Sender, connect
+from amqp10.client import Connection, Receiver, Sender
 from amqp10.errors import LinkError
 from amqp10.message import Message
 from amqp10.types import Accepted, Described, Released, Source, Target, symbol
-from tests.broker.conftest import RunningBroker, broker_with
-
-T = 10.0  # seconds any single wait may take
+from tests.broker.amqp1.e2e import T, bodies, client
+from tests.broker.conftest import RunningBroker
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[RunningBroker]:
-    with broker_with(tmp_path) as b:
-        yield b
-
-
-@asynccontextmanager
-async def client(b: RunningBroker) -> AsyncIterator[Connection]:
-    async with await connect(f"amqp://{b.url}", timeout=T) as conn:
-        yield conn
 
 
 class Management:
@@ -67,17 +51,6 @@ class Management:
         assert reply.correlation_id == mid
         assert (reply.application_properties or {}).get("http:response") == "1.1"
         return int(str(reply.subject)), reply.body
-
-
-async def bodies(conn: Connection, address: str, n: int, **kw: Any) -> list[Any]:
-    r = await conn.open_receiver(address, credit=n, **kw)
-    out = []
-    for _ in range(n):
-        d = await r.receive(timeout=T)
-        out.append(d.message.body)
-        await d.accept()
-    await r.close()
-    return out
 
 
 @pytest.mark.anyio

@@ -9,8 +9,7 @@ is bounded; nothing sleeps to synchronise.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,35 +20,21 @@ import pytest
 import amqp10.sync
 from amqp10 import errors
 from amqp10.broker.core import Queue
-from amqp10.client import Connection, Receiver, TransactionError, connect
+from amqp10.client import Connection, Receiver, TransactionError
 from amqp10.client.transactions import _coordinator_of
 from amqp10.message import Message
 from amqp10.types import Accepted, ErrorCondition, Rejected
 from amqp10.types.transactions import Coordinator, Declare, Declared, Discharge, TransactionalState
+from tests.broker.amqp1.e2e import QUIET, T, client, nothing_arrives
 from tests.broker.conftest import BrokerProcess, RunningBroker, broker_with
 
 pytestmark = pytest.mark.anyio
 
-T = 10.0  # seconds any single wait may take
-QUIET = 0.5  # how long "nothing arrives" is watched for
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[RunningBroker]:
-    with broker_with(tmp_path) as b:
-        yield b
-
-
-@asynccontextmanager
-async def client(b: RunningBroker | str) -> AsyncIterator[Connection]:
-    url = b if isinstance(b, str) else b.url
-    async with await connect(f"amqp://{url}", timeout=T) as conn:
-        yield conn
 
 
 async def in_broker(b: RunningBroker, fn: Callable[[], Any]) -> Any:
@@ -64,14 +49,6 @@ async def count(b: RunningBroker, name: str) -> int:
         return 0 if node is None else node.count
 
     return int(await in_broker(b, read))
-
-
-async def nothing_arrives(r: Receiver) -> bool:
-    try:
-        await r.receive(timeout=QUIET)
-    except errors.TimeoutError:
-        return True
-    return False
 
 
 async def take(r: Receiver, n: int) -> list[Any]:
