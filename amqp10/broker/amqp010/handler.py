@@ -38,12 +38,14 @@ from ...amqp010 import (
     SessionDetached,
     TransfersCompleted,
 )
+from ...amqp010.connection import Session
 from ...sasl.credentials import CredentialStore
 from ...sasl.mechanisms import PlainServer, ServerOutcome
 from ...types import SaslCode
 from ..core import Broker, ModelError, VirtualHost
 from ..guard import LoginHook
 from .context import Amqp010Context, CommandError, error_of
+from .kept import KeptSessions
 from .messages import MessageCommands, TxCommands
 from .model import ExchangeCommands, QueueCommands
 from .session import Amqp010Session
@@ -87,6 +89,8 @@ class Amqp010Handler:
         self.refusal: str | None = None
         """Set by the service or the hook: refuse the open with this text (a [security] limit)."""
         self.sessions: dict[int, Amqp010Session] = {}
+        self.kept = KeptSessions.of(broker)
+        conn.resumable = self._resumable
         self.closed = False
         exchange, queue = ExchangeCommands(self.ctx), QueueCommands(self.ctx)
         message, tx = MessageCommands(self.ctx), TxCommands(self.ctx)
@@ -215,12 +219,44 @@ class Amqp010Handler:
 
     # -- sessions and commands ------------------------------------------------------------------
     def _on_attached(self, e: SessionAttached) -> None:
-        self.sessions[e.channel] = Amqp010Session(self.ctx, e.channel, e.name)
+        if e.resumed:
+            s = self.sessions.get(e.channel)
+            if s is not None:
+                s.restart()
+            return
+        self.sessions[e.channel] = Amqp010Session(
+            self.ctx, e.channel, e.name, state=self.conn.sessions.get(e.channel)
+        )
+
+    def _resumable(self, channel: int, name: bytes) -> Session | None:
+        """The engine asks for a kept session named ``name`` (see :mod:`.kept`)."""
+        s = self.kept.take((self.ctx.vhost.name, self.ctx.user, name))
+        if s is None:
+            return None
+        if s.state is None:
+            s.close()
+            return None
+        s.resumed(self.ctx, channel)
+        self.sessions[channel] = s
+        log.debug("0-10 session %r resumed on channel %d", name, channel)
+        return s.state
 
     def _on_detached(self, e: SessionDetached) -> None:
         s = self.sessions.pop(e.channel, None)
         if s is not None:
+            self._detached(s)
+
+    def _detached(self, s: Amqp010Session) -> None:
+        """``s`` lost its transport: kept for its timeout (if it was granted one and did not
+        fail), else ended."""
+        state = s.state
+        if state is None or state.timeout <= 0 or state.failed or s.closed:
             s.close()
+            return
+        s.attached = False
+        if self.conn.sessions.get(s.channel) is state:
+            del self.conn.sessions[s.channel]
+        self.kept.keep(s, state.timeout)
 
     def _on_completed(self, e: TransfersCompleted) -> None:
         s = self.sessions.get(e.channel)
@@ -261,7 +297,7 @@ class Amqp010Handler:
             return
         self.closed = True
         for s in list(self.sessions.values()):
-            s.close()
+            self._detached(s)
         self.sessions.clear()
         self.broker.connections.discard(self)
 

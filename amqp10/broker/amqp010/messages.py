@@ -66,16 +66,13 @@ class MessageCommands:
     def _route(
         self, s: Amqp010Session, x: Exchange, msg: QueuedMessage, key: str, c: Compound | None
     ) -> None:
-        conn, channel, wake = self.conn, s.channel, self.ctx.wake
-
         def stored() -> None:
             if c is not None:
-                conn.complete(channel, c)
-                wake()
+                s.complete(c)  # (on the connection the session is attached to by then)
 
         result = self.ctx.vhost.route(x, msg, key, stored)
         if result is not PublishResult.TAKEN and c is not None:  # unroutable or refused: dropped
-            conn.complete(channel, c)
+            self.conn.complete(s.channel, c)
 
     # -- subscribing ------------------------------------------------------------------------
     def subscribe(self, s: Amqp010Session, c: Compound) -> None:

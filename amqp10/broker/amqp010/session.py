@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from ...amqp010 import Compound
+from ...amqp010.connection import Session
 from ...amqp010.spec import ENUMS, OPS, STRUCTS
 from ..core import Node, Queue, QueuedMessage, Stream
 from .context import Amqp010Context
@@ -68,7 +69,8 @@ class Subscription:
         """Window mode: transfers whose completion gives their credit back."""
 
     def credit(self) -> int:
-        if not self.active or self.session.closed or self.bytes <= 0:
+        s = self.session
+        if not self.active or s.closed or not s.attached or self.bytes <= 0:
             return 0
         n = self.messages if self.messages != UNLIMITED else 1 << 30
         if self.bytes != UNLIMITED:  # the core takes a count: the bytes, in the queue's mean size
@@ -136,6 +138,31 @@ class Amqp010Session:
     tx: list[Callable[[], None]] | None = None
     """In a transaction (``tx.select``): the work ``tx.commit`` does, in order."""
     closed: bool = False
+    state: Session | None = None
+    """The engine's side of the session (command ids, completion, replay), which moves
+    with it to the connection that resumes it."""
+    attached: bool = True
+    """False while kept detached (:mod:`.kept`): nothing is sent to it."""
+
+    def complete(self, c: Compound) -> None:
+        """Command ``c`` is done (now or later, as a stored transfer): told to the peer on the
+        connection the session is attached to, or recorded for when it resumes."""
+        if self.attached:
+            self.ctx.conn.complete(self.channel, c)
+            self.ctx.wake()
+        elif self.state is not None and not self.closed:
+            self.state.record_completed(c.id, c.sync)
+
+    def resumed(self, ctx: Amqp010Context, channel: int) -> None:
+        """Attached again, by the connection of ``ctx`` on ``channel``."""
+        self.ctx = ctx
+        self.channel = channel
+        self.attached = True
+
+    def restart(self) -> None:
+        """After a resume: the subscriptions take messages again, as their credit allows."""
+        for sub in list(self.subscriptions.values()):
+            sub.node.consumer_ready(sub)
 
     def transfer(self, sub: Subscription, node: Queue | Stream, msg: QueuedMessage) -> None:
         """Send ``msg`` to ``sub``'s destination as a ``message.transfer``."""
