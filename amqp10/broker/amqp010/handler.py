@@ -11,6 +11,7 @@ of its concern:
 - ``message.transfer/subscribe/cancel/accept/reject/release/acquire/set-flow-mode/flow/
   flush/stop``: :class:`.messages.MessageCommands`
 - ``tx.select/commit/rollback``: :class:`.messages.TxCommands`
+- ``dtx.*`` (XA branches): :class:`.dtx.DtxCommands`
 
 A command completes when its handler returns (with its result, if it has one), except
 ``message.transfer``, which completes once the message is stored. A handler's
@@ -45,6 +46,7 @@ from ...types import SaslCode
 from ..core import Broker, ModelError, VirtualHost
 from ..guard import LoginHook
 from .context import Amqp010Context, CommandError, error_of
+from .dtx import DtxCommands
 from .kept import KeptSessions
 from .messages import MessageCommands, TxCommands
 from .model import ExchangeCommands, QueueCommands
@@ -93,7 +95,7 @@ class Amqp010Handler:
         conn.resumable = self._resumable
         self.closed = False
         exchange, queue = ExchangeCommands(self.ctx), QueueCommands(self.ctx)
-        message, tx = MessageCommands(self.ctx), TxCommands(self.ctx)
+        message, tx, dtx = MessageCommands(self.ctx), TxCommands(self.ctx), DtxCommands(self.ctx)
         self.commands: dict[str, Callable[[Amqp010Session, Compound], Compound | None]] = {
             "exchange.declare": exchange.declare,
             "exchange.delete": exchange.delete,
@@ -119,6 +121,16 @@ class Amqp010Handler:
             "tx.select": tx.select,
             "tx.commit": tx.commit,
             "tx.rollback": tx.rollback,
+            "dtx.select": dtx.select,
+            "dtx.start": dtx.start,
+            "dtx.end": dtx.end,
+            "dtx.prepare": dtx.prepare,
+            "dtx.commit": dtx.commit,
+            "dtx.rollback": dtx.rollback,
+            "dtx.recover": dtx.recover,
+            "dtx.forget": dtx.forget,
+            "dtx.get-timeout": dtx.get_timeout,
+            "dtx.set-timeout": dtx.set_timeout,
         }
         """Each command's handler (``execution.sync`` the engine completes itself)."""
         self._events: dict[type[Event], Callable[[Any], None]] = {

@@ -1,4 +1,4 @@
-"""The 0-10 front end's ``message.*`` and ``tx.*`` commands.
+"""The 0-10 front end's ``message.*`` and ``tx.*`` commands (``dtx.*``: :mod:`.dtx`).
 
 ``message.transfer`` routes a message through the virtual host (its ``destination`` is
 the exchange; the default exchange routes by queue name) and completes once every queue
@@ -57,8 +57,9 @@ class MessageCommands:
         msg = from_transfer(c, name, ctx.broker.now())
         dp = c.header("delivery-properties")
         key = "" if dp is None else dp.get("routing_key", "")
-        if s.tx is not None:
-            s.tx.append(lambda: self._route(s, x, msg, key, None))
+        held = s.held()
+        if held is not None:
+            held.append(lambda: self._route(s, x, msg, key, None))
             self.conn.complete(s.channel, c)
             return
         self._route(s, x, msg, key, c)
@@ -140,7 +141,9 @@ class MessageCommands:
     # -- outcomes ---------------------------------------------------------------------------
     def accept(self, s: Amqp010Session, c: Compound) -> None:
         ids = _ids(c.get("transfers"))
-        if s.tx is not None:
+        if s.branch is not None:  # the branch holds them, past the session's end
+            s.branch.taken += s.take(ids)
+        elif s.tx is not None:
             s.tx.append(lambda: s.settle(ids, "accept"))
         else:
             s.settle(ids, "accept")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ...amqp010 import Compound
 from ...amqp010.connection import Session
@@ -13,6 +13,9 @@ from ...amqp010.spec import ENUMS, OPS, STRUCTS
 from ..core import Node, Queue, QueuedMessage, Stream
 from .context import Amqp010Context
 from .message import FORMAT, unpack
+
+if TYPE_CHECKING:
+    from .dtx import Branch
 
 __all__ = ["ACCEPT", "ACQUIRE", "UNLIMITED", "Amqp010Session", "Pending", "Subscription"]
 
@@ -143,6 +146,20 @@ class Amqp010Session:
     with it to the connection that resumes it."""
     attached: bool = True
     """False while kept detached (:mod:`.kept`): nothing is sent to it."""
+    dtx_selected: bool = False
+    branch: Branch | None = None
+    """The dtx branch the session works in (``dtx.start``), if any (:mod:`.dtx`)."""
+    suspended: list[Branch] = field(default_factory=list)
+    """Branches this session suspended (``dtx.end`` with ``suspend``)."""
+
+    def held(self) -> list[Callable[[], None]] | None:
+        """Where a publish or an accept waits for a commit: the dtx branch's work, the
+        ``tx`` transaction's, or None (done now)."""
+        return self.branch.work if self.branch is not None else self.tx
+
+    def take(self, ids: list[int]) -> list[Pending]:
+        """The transfers ``ids`` sent and not yet settled, no longer the session's."""
+        return [p for p in (self.unacked.pop(cid, None) for cid in ids) if p is not None]
 
     def complete(self, c: Compound) -> None:
         """Command ``c`` is done (now or later, as a stored transfer): told to the peer on the
@@ -239,4 +256,9 @@ class Amqp010Session:
         self.subscriptions.clear()
         self.settle(list(self.unacked), "release")
         self.tx = None
+        for b in [self.branch, *self.suspended]:
+            if b is not None:
+                b.session_ended(self)
+        self.branch = None
+        self.suspended.clear()
         self.ctx.vhost.owner_gone(self)
