@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ...amqp010 import Compound, Connection, result_struct
+from ...amqp010.ranges import RangeSet
 from ..core import NotFound, PublishResult, QueuedMessage
 from ..core.exchanges import Exchange
 from .context import Amqp010Context, CommandError
@@ -155,8 +156,9 @@ class MessageCommands:
         s.settle(_ids(c.get("transfers")), "reject")
 
     def acquire(self, s: Amqp010Session, c: Compound) -> Compound:
-        """Acquiring browsed messages is not supported: none of them is acquired."""
-        return result_struct("acquired", transfers=())
+        """Acquire browsed messages (sent to a not-acquired subscription) still on their queue."""
+        got = s.acquire(_ids(c.get("transfers")))
+        return result_struct("acquired", transfers=RangeSet((cid, cid) for cid in got).sequence_set())
 
 
 class TxCommands:

@@ -3,6 +3,7 @@ messages it was sent and has not yet accepted or released, and its transaction."
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
@@ -27,6 +28,8 @@ UNLIMITED: Final = 0xFFFFFFFF
 _TRANSFER = OPS["message.transfer"]
 _DELIVERY = STRUCTS["delivery-properties"]
 _PREFIX = 4
+BROWSED_KEPT: Final = 65536
+"""Browsed transfers a session remembers for ``message.acquire`` (the oldest forgotten first)."""
 """The octets of a 0-10 message's ``data`` before its header structs (their length)."""
 
 
@@ -141,6 +144,8 @@ class Amqp010Session:
     tx: list[Callable[[], None]] | None = None
     """In a transaction (``tx.select``): the work ``tx.commit`` does, in order."""
     closed: bool = False
+    browsed: OrderedDict[int, tuple[Queue, int]] = field(default_factory=OrderedDict)
+    """Transfers sent to not-acquired subscriptions: their queue and seq, for ``message.acquire``."""
     state: Session | None = None
     """The engine's side of the session (command ids, completion, replay), which moves
     with it to the connection that resumes it."""
@@ -206,11 +211,38 @@ class Amqp010Session:
         if sub.window:
             self.sizes[cid] = cost
         if sub.browse:
+            seq = node.browsers.get(sub.id) if isinstance(node, Queue) else None
+            if seq is not None and isinstance(node, Queue):
+                # (the core sends a browser a copy: its seq is the browser's mark)
+                browsed = self.browsed
+                browsed[cid] = (node, seq)
+                if len(browsed) > BROWSED_KEPT:
+                    browsed.popitem(last=False)
             return
         if sub.accept_mode == ACCEPT["none"]:
             node.ack(msg)
         else:
             self.unacked[cid] = Pending(node, msg, sub)
+
+    def acquire(self, ids: list[int]) -> list[int]:
+        """Acquire the browsed transfers ``ids`` still on their queues (``message.acquire``):
+        each is then the session's, as if sent acquired; return those acquired."""
+        got: list[int] = []
+        for cid in ids:
+            seen = self.browsed.pop(cid, None)
+            if seen is None:
+                continue
+            queue, seq = seen
+            msg = queue.acquire(seq)
+            if msg is None:
+                continue
+            got.append(cid)
+            sub = next((s for s in self.subscriptions.values() if s.node is queue), None)
+            if sub is not None and sub.accept_mode == ACCEPT["none"]:
+                queue.ack(msg)
+            else:
+                self.unacked[cid] = Pending(queue, msg, sub)
+        return got
 
     def settle(self, ids: list[int], outcome: str, *, redelivered: bool = True) -> None:
         """``accept``, ``release`` or ``reject`` the transfers ``ids``."""

@@ -235,3 +235,19 @@ def test_published_with_1_0_and_0_9_1_read_with_0_10(
     assert t2.body == b"from 0-9-1" and mp2["correlation_id"] == b"c2"
     dp2 = t2.header("delivery-properties")
     assert dp2 is not None and dp2["delivery_mode"] == 2
+
+
+def test_a_browsed_message_is_acquired_once(peer: SocketPeer) -> None:
+    peer.call("queue.declare", queue="qa")
+    for body in (b"first", b"second"):
+        publish(peer, "qa", body)
+    subscribe(peer, "qa", "browser", acquire_mode=1)
+    first, second = peer.wait("message.transfer", 2)
+    assert peer.call("queue.query", queue="qa")["message_count"] == 2  # type: ignore[index]
+    got = peer.call("message.acquire", transfers=((first.id, first.id),))
+    assert got is not None and got["transfers"] == ((first.id, first.id),)
+    assert peer.call("queue.query", queue="qa")["message_count"] == 1  # type: ignore[index]
+    again = peer.call("message.acquire", transfers=((first.id, second.id),))
+    assert again is not None and again["transfers"] == ((second.id, second.id),)  # not twice
+    peer.call("message.accept", transfers=((first.id, second.id),))
+    assert peer.call("queue.query", queue="qa")["message_count"] == 0  # type: ignore[index]
