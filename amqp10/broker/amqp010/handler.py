@@ -162,7 +162,11 @@ class Amqp010Handler:
         return len(self.sessions), sum(len(s.subscriptions) for s in self.sessions.values())
 
     def resource_alarm(self, raised: bool) -> None:
-        """(0-10 has no way to tell publishers to stop; their transfers go on being taken.)"""
+        """The broker's resource alarm: while it is raised, transfers are taken but not
+        completed (:meth:`.context.Amqp010Context.complete_transfer`); cleared, they are."""
+        if not raised:
+            self.ctx.release_withheld()
+            self.ctx.wake()
 
     def handle(self, events: list[Event]) -> None:
         for e in events:
@@ -322,4 +326,7 @@ class Amqp010Handler:
         self.ctx.wake()
 
     def tick(self) -> None:
-        """Called once a second (nothing is due on a timer)."""
+        """Called once a second: transfers withheld for memory are completed once it allows."""
+        if self.ctx.withheld:
+            self.ctx.release_withheld()
+            self.ctx.wake()

@@ -68,13 +68,15 @@ class MessageCommands:
     def _route(
         self, s: Amqp010Session, x: Exchange, msg: QueuedMessage, key: str, c: Compound | None
     ) -> None:
+        ctx = self.ctx
+
         def stored() -> None:
             if c is not None:
-                s.complete(c)  # (on the connection the session is attached to by then)
+                ctx.complete_transfer(s, c)  # (on the connection the session is on by then)
 
-        result = self.ctx.vhost.route(x, msg, key, stored)
+        result = ctx.vhost.route(x, msg, key, stored)
         if result is not PublishResult.TAKEN and c is not None:  # unroutable or refused: dropped
-            self.conn.complete(s.channel, c)
+            ctx.complete_transfer(s, c)
 
     # -- subscribing ------------------------------------------------------------------------
     def subscribe(self, s: Amqp010Session, c: Compound) -> None:
