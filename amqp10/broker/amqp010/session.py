@@ -73,10 +73,12 @@ class Subscription:
         self.active = True
         self.in_window: set[int] = set()
         """Window mode: transfers whose completion gives their credit back."""
+        self.short = False
+        """The next message is larger than the byte credit left: none is sent until more."""
 
     def credit(self) -> int:
         s = self.session
-        if not self.active or s.closed or not s.attached or self.bytes <= 0:
+        if not self.active or s.closed or not s.attached or self.bytes <= 0 or self.short:
             return 0
         n = self.messages if self.messages != UNLIMITED else 1 << 30
         if self.bytes != UNLIMITED:  # the core takes a count: the bytes, in the queue's mean size
@@ -87,6 +89,11 @@ class Subscription:
 
     def deliver(self, node: Node, msg: QueuedMessage) -> None:
         assert isinstance(node, (Queue, Stream))
+        if self.bytes != UNLIMITED and not self.browse and isinstance(node, Queue):
+            if len(msg.form(FORMAT)) - _PREFIX > self.bytes:  # byte credit is exact: not this one
+                self.short = True
+                node.release(msg)
+                return
         self.session.transfer(self, node, msg)
 
     def cancelled(self) -> None:
@@ -97,6 +104,7 @@ class Subscription:
         """No credit, and none back from transfers completed later (``message.stop``)."""
         self.messages = 0
         self.bytes = 0
+        self.short = False
         self.in_window.clear()
 
     def add_credit(self, unit: int, value: int) -> None:
@@ -112,6 +120,7 @@ class Subscription:
                 if value == UNLIMITED or self.bytes == UNLIMITED
                 else min(self.bytes + value, UNLIMITED - 1)
             )
+            self.short = False
 
     def spend(self, cid: int, size: int) -> None:
         if self.messages != UNLIMITED:
@@ -128,6 +137,7 @@ class Subscription:
             self.messages += 1
         if self.bytes != UNLIMITED:
             self.bytes += size
+            self.short = False
 
 
 @dataclass(eq=False)

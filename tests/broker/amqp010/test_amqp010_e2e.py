@@ -251,3 +251,18 @@ def test_a_browsed_message_is_acquired_once(peer: SocketPeer) -> None:
     assert again is not None and again["transfers"] == ((second.id, second.id),)  # not twice
     peer.call("message.accept", transfers=((first.id, second.id),))
     assert peer.call("queue.query", queue="qa")["message_count"] == 0  # type: ignore[index]
+
+
+def test_byte_credit_is_never_exceeded(peer: SocketPeer) -> None:
+    peer.call("queue.declare", queue="qb")
+    publish(peer, "qb", b"B" * 3000)
+    publish(peer, "qb", b"s")
+    peer.call("message.subscribe", queue="qb", destination="d", accept_mode=1, acquire_mode=0)
+    peer.call("message.set-flow-mode", destination="d", flow_mode=0)
+    peer.call("message.flow", destination="d", unit=0, value=0xFFFFFFFF)
+    peer.call("message.flow", destination="d", unit=1, value=1000)  # less than the first
+    assert peer.call("queue.query", queue="qb")["message_count"] == 2  # type: ignore[index]
+    assert peer.take("message.transfer") == []
+    peer.call("message.flow", destination="d", unit=1, value=5000)
+    big, small = peer.wait("message.transfer", 2)
+    assert (len(big.body), small.body) == (3000, b"s")
