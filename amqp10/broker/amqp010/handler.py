@@ -8,8 +8,8 @@ of its concern:
 
 - ``exchange.declare/delete/query/bind/unbind/bound``: :class:`.model.ExchangeCommands`
 - ``queue.declare/delete/purge/query``: :class:`.model.QueueCommands`
-- ``message.transfer/subscribe/cancel/accept/reject/release/acquire/set-flow-mode/flow/
-  flush/stop``: :class:`.messages.MessageCommands`
+- ``message.transfer/subscribe/cancel/accept/reject/release/acquire/resume/set-flow-mode/
+  flow/flush/stop``: :class:`.messages.MessageCommands`
 - ``tx.select/commit/rollback``: :class:`.messages.TxCommands`
 - ``dtx.*`` (XA branches): :class:`.dtx.DtxCommands`
 
@@ -114,6 +114,7 @@ class Amqp010Handler:
             "message.reject": message.reject,
             "message.release": message.release,
             "message.acquire": message.acquire,
+            "message.resume": message.resume,
             "message.set-flow-mode": message.set_flow_mode,
             "message.flow": message.flow,
             "message.flush": message.flush,

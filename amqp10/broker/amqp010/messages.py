@@ -36,7 +36,7 @@ def _ids(transfers: tuple[tuple[int, int], ...] | None) -> list[int]:
 
 class MessageCommands:
     """``message.transfer``, ``subscribe``, ``cancel``, ``accept``, ``reject``, ``release``,
-    ``acquire``, ``set-flow-mode``, ``flow``, ``flush``, ``stop``."""
+    ``acquire``, ``resume``, ``set-flow-mode``, ``flow``, ``flush``, ``stop``."""
 
     def __init__(self, ctx: Amqp010Context) -> None:
         self.ctx = ctx
@@ -156,6 +156,11 @@ class MessageCommands:
 
     def reject(self, s: Amqp010Session, c: Compound) -> None:
         s.settle(_ids(c.get("transfers")), "reject")
+
+    def resume(self, s: Amqp010Session, c: Compound) -> Compound:
+        """``message.resume``: the broker keeps no partly sent message (0-10 lets a
+        recipient discard them), so the transfer resumes from offset 0, the whole message."""
+        return result_struct("message-resume-result", offset=0)
 
     def acquire(self, s: Amqp010Session, c: Compound) -> Compound:
         """Acquire browsed messages (sent to a not-acquired subscription) still on their queue."""

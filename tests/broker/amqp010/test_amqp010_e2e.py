@@ -266,3 +266,8 @@ def test_byte_credit_is_never_exceeded(peer: SocketPeer) -> None:
     peer.call("message.flow", destination="d", unit=1, value=5000)
     big, small = peer.wait("message.transfer", 2)
     assert (len(big.body), small.body) == (3000, b"s")
+
+
+def test_message_resume_starts_over(peer: SocketPeer) -> None:
+    result = peer.call("message.resume", destination="d", resume_id="partly-sent")
+    assert result is not None and result["offset"] == 0
