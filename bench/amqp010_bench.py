@@ -96,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         "--profile", action="store_true", help="profile the broker during the 0-10 workload"
     )
     p.add_argument("--no-write", action="store_true")
+    p.add_argument("--results", type=Path, default=RESULTS, help="the RESULTS.md to write")
     args = p.parse_args(argv)
     rows: list[tuple[str, str, BenchResult]] = []
     with tempfile.TemporaryDirectory(prefix="amqp10-amqp010-bench-") as d:
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     section = render(rows, args, profile)
     print(section)
     if not args.no_write:
-        write(section)
+        write(section, args.results)
     return 0
 
 
@@ -165,15 +166,15 @@ def render(rows: list[tuple[str, str, BenchResult]], args: argparse.Namespace, p
     return "\n".join(lines)
 
 
-def write(section: str) -> None:
-    text = RESULTS.read_text()
+def write(section: str, results: Path = RESULTS) -> None:
+    text = results.read_text()
     if BEGIN in text and END in text:
         head, _, rest = text.partition(BEGIN)
         _, _, tail = rest.partition(END)
         text = head + section + tail
     else:
         text = text.rstrip("\n") + "\n\n" + section + "\n"
-    RESULTS.write_text(text)
+    results.write_text(text)
 
 
 if __name__ == "__main__":
