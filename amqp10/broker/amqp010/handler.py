@@ -316,6 +316,9 @@ class Amqp010Handler:
         for s in list(self.sessions.values()):
             self._detached(s)
         self.sessions.clear()
+        held, self.ctx.withheld = self.ctx.withheld, []
+        for s, c in held:  # recorded for a kept session's resume (no one waits here now)
+            s.complete(c)
         self.broker.connections.discard(self)
 
     def close(self, code: int, text: str) -> None:
