@@ -10,6 +10,12 @@ type, struct, control and command. Domains are resolved to their types (a field 
 name. Controls and commands have no size prefix and two octets of property flags
 (0-10 §4.4.3: "pack=2, size=0"). The ``file`` and ``stream`` classes, which no
 0-10 peer implements, are left out.
+
+One erratum is applied (:data:`ERRATA`): the ``dtx.xid`` struct has a code (4) and a
+4-octet size, as Qpid's errata to the spec (``amqp-0-10-qpid-errata-stripped.xml``)
+have it and as every 0-10 implementation (Qpid's C++, Python and Java clients and
+brokers) encodes it: without the code a ``dtx.recover`` result, an array of xids as
+``struct32``, could not be written.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import xml.etree.ElementTree as ET
 __all__ = ["generate"]
 
 _LEFT_OUT = ("file", "stream")
+ERRATA: dict[str, tuple[int, int]] = {"xid": (0x4, 4)}
+"""Struct name -> (its code in its class, the octets of its size), where Qpid's errata differ."""
 
 
 def _num(s: str | None) -> int | None:
@@ -107,10 +115,10 @@ def generate(path: str) -> str:
             s for cmd in c.findall("command") for s in cmd.findall("result/struct")
         ]
         for s in structs:
-            code = _num(s.get("code"))
+            code, size = ERRATA.get(str(s.get("name")), (_num(s.get("code")), _num(s.get("size"))))
             full = None if code is None else (ccode << 8) | code
             lines.append(
-                f"    {s.get('name')!r}: C('struct', {s.get('name')!r}, {full}, {_num(s.get('size'))}, "
+                f"    {s.get('name')!r}: C('struct', {s.get('name')!r}, {full}, {size}, "
                 f"{_num(s.get('pack'))}, {fields(cname, s)}),"
             )
     lines += ["}", ""]

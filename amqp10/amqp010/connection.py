@@ -19,13 +19,23 @@ the next command id (:attr:`~.model.Compound.id`) and goes to the application as
 §9.3 ends a session at an exception). Completion goes back as ``session.completed``
 whenever a command asked for it (``sync``, ``execution.sync``, ``session.flush``) and
 every :data:`REPORT_EVERY` commands otherwise; ``known-completed`` trims the set.
-``expected``/``confirmed``/``gap``/``request-timeout`` are answered as the spec says.
+``expected``/``confirmed``/``gap`` are answered as the spec says.
+
+A session survives its transport (0-10 §3.8, session resumption): ``request-timeout`` is
+answered with the timeout granted (the asked one, at most ``max_session_timeout``); from
+then on the commands this side sends are kept (:attr:`Session.replay`) until the peer
+completes them. The application keeps a session whose transport ended (its
+:attr:`Session.timeout` above 0, no exception sent) and offers it back through
+:attr:`Connection.resumable` when a later connection attaches the same name: the engine
+answers ``attached``, a ``command-point`` at the first command the peer has not completed,
+and replays those commands with their ids; commands the peer replays that this side had
+received already (ids below :attr:`Session.received`) are dropped, not given again.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -100,6 +110,44 @@ class Session:
     """``session.completed`` is due (a sync command completed, or the peer flushed)."""
     failed: bool = False
     """An exception was sent: commands are ignored until the session detaches."""
+    received: int | None = None
+    """The id after the last command received (None: none yet): a command the peer
+    replays below it is a duplicate."""
+    timeout: int = 0
+    """Seconds the session is to be kept once detached (granted by ``request-timeout``)."""
+    replay: dict[int, Compound] | None = None
+    """With a timeout: the commands sent and not yet completed by the peer, by id."""
+
+    def record_completed(self, command_id: int, sync: bool) -> None:
+        """Command ``command_id`` is done: it goes into the next ``session.completed``
+        (at once if it asked for that, or after :data:`REPORT_EVERY` of them)."""
+        self.completed.add(command_id)
+        self.unreported += 1
+        if command_id in self.sync:
+            self.sync.discard(command_id)
+            self.report = True
+        elif sync or self.unreported >= REPORT_EVERY:
+            self.report = True
+
+    def sent(self, command: Compound) -> None:
+        """``command`` was given its id and sent: kept for a replay if the session may resume."""
+        command.id = self.next_out
+        self.next_out = (self.next_out + 1) & _MASK
+        if self.replay is not None:
+            self.replay[command.id] = command
+
+    def peer_completed(self, commands: SequenceSet) -> None:
+        """The peer completed ``commands``: they need no replay."""
+        replay = self.replay
+        if not replay:
+            return
+        for lo, hi in commands:
+            if hi - lo + 1 > len(replay):
+                for cid in [c for c in replay if lo <= c <= hi]:
+                    del replay[cid]
+            else:
+                for cid in range(lo, hi + 1):
+                    replay.pop(cid, None)
 
 
 def op(op_name: str, /, **values: Any) -> Compound:
@@ -120,6 +168,7 @@ class Connection:
         heartbeat_min: int = 0,
         heartbeat_max: int = 120,
         handshake_timeout: float = 10.0,
+        max_session_timeout: int = 0,
     ) -> None:
         self.mechanisms = list(mechanisms)
         self.server_properties = server_properties or {}
@@ -128,6 +177,11 @@ class Connection:
         self.heartbeat_min = heartbeat_min
         self.heartbeat_max = heartbeat_max
         self.handshake_timeout = handshake_timeout
+        self.max_session_timeout = max_session_timeout
+        """The longest ``session.timeout`` granted (0: detached sessions are not kept)."""
+        self.resumable: Callable[[int, bytes], Session | None] = lambda channel, name: None
+        """The application's kept sessions: the one named ``name`` (taken for ``channel``),
+        or None. Asked when an ``attach`` names no session of this connection."""
         self.state = "header"
         """header, start-ok, secure-ok, tune-ok, open, opening, opened, closing, closed."""
         self.heartbeat = 0
@@ -270,8 +324,7 @@ class Connection:
     def send_command(self, channel: int, command: Compound) -> int:
         """Send a command on the session on ``channel``; return its id."""
         s = self.sessions[channel]
-        command.id = s.next_out
-        s.next_out = (s.next_out + 1) & _MASK
+        s.sent(command)
         self._send(channel, command)
         return command.id
 
@@ -285,13 +338,7 @@ class Connection:
                 channel,
                 self._command(s, op("execution.result", command_id=command.id, value=result)),
             )
-        s.completed.add(command.id)
-        s.unreported += 1
-        if command.id in s.sync:
-            s.sync.discard(command.id)
-            s.report = True
-        elif command.sync or s.unreported >= REPORT_EVERY:
-            s.report = True
+        s.record_completed(command.id, command.sync)
 
     def exception(
         self,
@@ -367,6 +414,10 @@ class Connection:
         s.next_in = (s.next_in + 1) & _MASK
         if s.failed:
             return
+        if s.received is not None and 0 < ((s.received - item.id) & _MASK) < 0x80000000:
+            s.report = True  # received before the session resumed: done (or under way) once
+            return
+        s.received = s.next_in
         if item.sync:
             s.sync.add(item.id)
         if name == "execution.sync":
@@ -445,6 +496,10 @@ class Connection:
                     channel, op("session.detached", name=sname, code=DETACH_CODES["session-busy"])
                 )
                 return
+            kept = self.resumable(channel, sname)
+            if kept is not None:
+                self._resume(channel, kept)
+                return
             s = self.sessions[channel] = Session(channel, sname)
             self._send(channel, op("session.attached", name=sname))
             self._send(channel, op("session.command-point", command_id=0, command_offset=0))
@@ -475,7 +530,12 @@ class Connection:
                 raise ProtocolError("session.command-point without its command-id")
             s.next_in = c["command_id"] & _MASK
         elif name == "session.request-timeout":
-            self._send(channel, op("session.timeout", timeout=0))  # detached sessions are not kept
+            s.timeout = min(c.get("timeout", 0) or 0, self.max_session_timeout)
+            if not s.timeout:
+                s.replay = None
+            elif s.replay is None:
+                s.replay = {}
+            self._send(channel, op("session.timeout", timeout=s.timeout))
         elif name == "session.flush":
             if c["expected"]:
                 self._send(channel, op("session.expected", commands=((s.next_in, s.next_in),)))
@@ -486,6 +546,7 @@ class Connection:
         elif name == "session.completed":
             commands: SequenceSet = c.get("commands", ())
             if commands:
+                s.peer_completed(commands)
                 self._events.append(TransfersCompleted(channel, commands))
             if c["timely_reply"]:
                 self._send(channel, op("session.known-completed", commands=commands))
@@ -497,10 +558,23 @@ class Connection:
                 s.completed.add_range(lo, hi)
         # session.expected, confirmed, timeout, attached: nothing to do for a server
 
+    def _resume(self, channel: int, s: Session) -> None:
+        """Attach the kept session ``s`` to ``channel``: ``attached``, the command point of
+        the first command the peer has not completed, and those commands again."""
+        s.channel = channel
+        self.sessions[channel] = s
+        self._send(channel, op("session.attached", name=s.name))
+        replay = s.replay or {}
+        first = min(replay, default=s.next_out)
+        self._send(channel, op("session.command-point", command_id=first, command_offset=0))
+        for cid in sorted(replay):
+            self._send(channel, replay[cid])
+        s.report = bool(s.completed)
+        self._events.append(SessionAttached(channel, s.name, resumed=True))
+
     # -- output ----------------------------------------------------------------------------
     def _command(self, s: Session, command: Compound) -> Compound:
-        command.id = s.next_out
-        s.next_out = (s.next_out + 1) & _MASK
+        s.sent(command)
         return command
 
     def _send(self, channel: int, item: Compound) -> None:

@@ -58,8 +58,12 @@ class ConnectionOpened(Event):
 
 @dataclass(slots=True)
 class SessionAttached(Event):
+    """A session attached on ``channel``: a new one, or (``resumed``) one the application
+    kept, offered back through :attr:`~.connection.Connection.resumable`."""
+
     channel: int
     name: bytes
+    resumed: bool = False
 
 
 @dataclass(slots=True)

@@ -89,7 +89,7 @@ STRUCTS: Final[dict[str, C]] = {
     'acquired': C('struct', 'acquired', 1028, 4, 2, (F('transfers', 'sequence-set', True), )),
     'message-resume-result': C('struct', 'message-resume-result', 1029, 4, 2, (F('offset', 'uint64'), )),
     'xa-result': C('struct', 'xa-result', 1537, 4, 2, (F('status', 'uint16', True), )),
-    'xid': C('struct', 'xid', None, 2, 2, (F('format', 'uint32', True), F('global_id', 'vbin8', True), F('branch_id', 'vbin8', True), )),
+    'xid': C('struct', 'xid', 1540, 4, 2, (F('format', 'uint32', True), F('global_id', 'vbin8', True), F('branch_id', 'vbin8', True), )),
     'get-timeout-result': C('struct', 'get-timeout-result', 1538, 4, 2, (F('timeout', 'uint32', True), )),
     'recover-result': C('struct', 'recover-result', 1539, 4, 2, (F('in_doubt', 'array', True), )),
     'exchange-query-result': C('struct', 'exchange-query-result', 1793, 4, 2, (F('type', 'str8'), F('durable', 'bit'), F('not_found', 'bit'), F('arguments', 'map'), )),

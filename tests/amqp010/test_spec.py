@@ -68,3 +68,9 @@ def test_domains_are_resolved_to_types_or_structs() -> None:
     assert spec.OPS["queue.query"].result == "queue-query-result"
     assert spec.STRUCTS["message-properties"].code == 0x0403
     assert spec.ENUMS["execution.error-code"]["not-found"] == 404
+
+
+def test_the_xid_struct_follows_qpids_errata() -> None:
+    """``dtx.xid`` has a code and a 4-octet size, as Qpid's errata and every 0-10 peer have it."""
+    xid = spec.STRUCTS["xid"]
+    assert (xid.code, xid.size, xid.pack) == (0x0604, 4, 2)

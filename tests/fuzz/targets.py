@@ -19,8 +19,10 @@ from typing import Any
 import anyio
 
 from amqp10.amqp010 import HEADER as AMQP010_HEADER
-from amqp10.amqp010 import CommandReceived, LoginRequested, OpenRequested
+from amqp10.amqp010 import CommandReceived, Compound, LoginRequested, OpenRequested, SessionDetached
 from amqp10.amqp010 import Connection as Connection010
+from amqp10.amqp010.connection import Session as Session010
+from amqp10.amqp010.spec import OPS
 from amqp10.amqp091 import AMQP_0_9_1
 from amqp10.io.websocket import WebSocketError, WebSocketStream
 from amqp10.message import LazyMessage, Message
@@ -179,19 +181,28 @@ def amqp010_engine(data: bytes) -> None:
         return
     cut, header, rest = data[0] % 16, data[1] & 1, data[2:]
     stream = AMQP010_HEADER + rest if header else rest
-    conn = Connection010(mechanisms=["ANONYMOUS", "PLAIN"])
+    conn = Connection010(mechanisms=["ANONYMOUS", "PLAIN"], max_session_timeout=30)
+    kept: dict[bytes, Session010] = {}  # sessions detached with a timeout, offered back
+    conn.resumable = lambda channel, name: kept.pop(name, None)
     conn.tick(0.0)
     out = 0
     for piece in _pieces(stream, cut):
+        attached = dict(conn.sessions)
         for e in conn.receive_data(piece):
             if isinstance(e, LoginRequested):
                 conn.accept_login()
             elif isinstance(e, OpenRequested):
                 conn.accept_open()
+            elif isinstance(e, SessionDetached):
+                s = attached.get(e.channel)
+                if s is not None and s.timeout and not s.failed:
+                    kept[s.name] = s
             elif isinstance(e, CommandReceived):
                 if e.command.name == "queue.delete":
                     conn.exception(e.channel, e.command, "not-found", "fuzz")
                 else:
+                    if e.command.name == "message.subscribe":  # a delivery (kept for a replay)
+                        conn.send_command(e.channel, Compound(OPS["message.transfer"]))
                     conn.complete(e.channel, e.command)
         out += len(conn.data_to_send())
         assert out <= 64 * (len(stream) + 4096), "output out of proportion to the input"

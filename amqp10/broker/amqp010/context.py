@@ -4,7 +4,7 @@ permission checks, and the error a failed command raises."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ...amqp010 import Compound, Connection
 from ..core import (
@@ -19,6 +19,9 @@ from ..core import (
     VirtualHost,
 )
 from ..core.broker import Action, ResourceKind
+
+if TYPE_CHECKING:
+    from .session import Amqp010Session
 
 __all__ = ["ERRORS", "Amqp010Context", "CommandError", "error_of"]
 
@@ -58,6 +61,26 @@ class Amqp010Context:
         self.wake = wake
         self.vhost: VirtualHost = broker.default
         self.user: str | None = None
+        self.withheld: list[tuple[Amqp010Session, Compound]] = []
+        """Transfers whose completion waits for the broker's memory (flow control)."""
+
+    def complete_transfer(self, s: Amqp010Session, c: Compound) -> None:
+        """A transfer is routed (and stored): complete it, unless the broker is short of
+        memory (a resource alarm, or queued bodies over the memory limit). Then, as Qpid's
+        broker does, its completion waits: a 0-10 sender stops when the transfers it has
+        outstanding reach its capacity, and goes on once :meth:`release_withheld` runs."""
+        if self.withheld or not self.broker.memory_ok():
+            self.withheld.append((s, c))
+            return
+        s.complete(c)
+
+    def release_withheld(self) -> None:
+        """Complete the withheld transfers, in order, if memory allows now."""
+        if not self.withheld or not self.broker.memory_ok():
+            return
+        held, self.withheld = self.withheld, []
+        for s, c in held:
+            s.complete(c)
 
     def authorize(self, resource: str, action: Action, kind: ResourceKind) -> None:
         if not self.broker.authorize(self.vhost, self.user, resource, action, kind):

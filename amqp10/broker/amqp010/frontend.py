@@ -57,6 +57,7 @@ class Amqp010FrontEnd:
             mechanisms=mechanisms,
             server_properties={"product": "amqp10", "cluster_name": cfg.container_id},
             handshake_timeout=cfg.limits.handshake_timeout,
+            max_session_timeout=int(cfg.link_recovery_seconds),
         )
         held = HeldOutput(conn)  # [security]: a login's outcome waits out the back-off
         with ctx.logging_in(held) as login:

@@ -8,9 +8,10 @@ of its concern:
 
 - ``exchange.declare/delete/query/bind/unbind/bound``: :class:`.model.ExchangeCommands`
 - ``queue.declare/delete/purge/query``: :class:`.model.QueueCommands`
-- ``message.transfer/subscribe/cancel/accept/reject/release/acquire/set-flow-mode/flow/
-  flush/stop``: :class:`.messages.MessageCommands`
+- ``message.transfer/subscribe/cancel/accept/reject/release/acquire/resume/set-flow-mode/
+  flow/flush/stop``: :class:`.messages.MessageCommands`
 - ``tx.select/commit/rollback``: :class:`.messages.TxCommands`
+- ``dtx.*`` (XA branches): :class:`.dtx.DtxCommands`
 
 A command completes when its handler returns (with its result, if it has one), except
 ``message.transfer``, which completes once the message is stored. A handler's
@@ -38,12 +39,15 @@ from ...amqp010 import (
     SessionDetached,
     TransfersCompleted,
 )
+from ...amqp010.connection import Session
 from ...sasl.credentials import CredentialStore
 from ...sasl.mechanisms import PlainServer, ServerOutcome
 from ...types import SaslCode
 from ..core import Broker, ModelError
 from ..frontend import ContextHandler
 from .context import Amqp010Context, CommandError, error_of
+from .dtx import DtxCommands
+from .kept import KeptSessions
 from .messages import MessageCommands, TxCommands
 from .model import ExchangeCommands, QueueCommands
 from .session import Amqp010Session
@@ -86,9 +90,11 @@ class Amqp010Handler(ContextHandler):
         self.allow_anonymous = allow_anonymous
         self.tls_identity = tls_identity
         self.sessions: dict[int, Amqp010Session] = {}
+        self.kept = KeptSessions.of(broker)
+        conn.resumable = self._resumable
         self.closed = False
         exchange, queue = ExchangeCommands(self.ctx), QueueCommands(self.ctx)
-        message, tx = MessageCommands(self.ctx), TxCommands(self.ctx)
+        message, tx, dtx = MessageCommands(self.ctx), TxCommands(self.ctx), DtxCommands(self.ctx)
         self.commands: dict[str, Callable[[Amqp010Session, Compound], Compound | None]] = {
             "exchange.declare": exchange.declare,
             "exchange.delete": exchange.delete,
@@ -107,6 +113,7 @@ class Amqp010Handler(ContextHandler):
             "message.reject": message.reject,
             "message.release": message.release,
             "message.acquire": message.acquire,
+            "message.resume": message.resume,
             "message.set-flow-mode": message.set_flow_mode,
             "message.flow": message.flow,
             "message.flush": message.flush,
@@ -114,6 +121,16 @@ class Amqp010Handler(ContextHandler):
             "tx.select": tx.select,
             "tx.commit": tx.commit,
             "tx.rollback": tx.rollback,
+            "dtx.select": dtx.select,
+            "dtx.start": dtx.start,
+            "dtx.end": dtx.end,
+            "dtx.prepare": dtx.prepare,
+            "dtx.commit": dtx.commit,
+            "dtx.rollback": dtx.rollback,
+            "dtx.recover": dtx.recover,
+            "dtx.forget": dtx.forget,
+            "dtx.get-timeout": dtx.get_timeout,
+            "dtx.set-timeout": dtx.set_timeout,
         }
         """Each command's handler (``execution.sync`` the engine completes itself)."""
         self._events: dict[type[Event], Callable[[Any], None]] = {
@@ -133,7 +150,11 @@ class Amqp010Handler(ContextHandler):
         return len(self.sessions), sum(len(s.subscriptions) for s in self.sessions.values())
 
     def resource_alarm(self, raised: bool) -> None:
-        """(0-10 has no way to tell publishers to stop; their transfers go on being taken.)"""
+        """The broker's resource alarm: while it is raised, transfers are taken but not
+        completed (:meth:`.context.Amqp010Context.complete_transfer`); cleared, they are."""
+        if not raised:
+            self.ctx.release_withheld()
+            self.ctx.wake()
 
     def handle(self, events: list[Event]) -> None:
         for e in events:
@@ -195,12 +216,44 @@ class Amqp010Handler(ContextHandler):
 
     # -- sessions and commands ------------------------------------------------------------------
     def _on_attached(self, e: SessionAttached) -> None:
-        self.sessions[e.channel] = Amqp010Session(self.ctx, e.channel, e.name)
+        if e.resumed:
+            s = self.sessions.get(e.channel)
+            if s is not None:
+                s.restart()
+            return
+        self.sessions[e.channel] = Amqp010Session(
+            self.ctx, e.channel, e.name, state=self.conn.sessions.get(e.channel)
+        )
+
+    def _resumable(self, channel: int, name: bytes) -> Session | None:
+        """The engine asks for a kept session named ``name`` (see :mod:`.kept`)."""
+        s = self.kept.take((self.ctx.vhost.name, self.ctx.user, name))
+        if s is None:
+            return None
+        if s.state is None:
+            s.close()
+            return None
+        s.resumed(self.ctx, channel)
+        self.sessions[channel] = s
+        log.debug("0-10 session %r resumed on channel %d", name, channel)
+        return s.state
 
     def _on_detached(self, e: SessionDetached) -> None:
         s = self.sessions.pop(e.channel, None)
         if s is not None:
+            self._detached(s)
+
+    def _detached(self, s: Amqp010Session) -> None:
+        """``s`` lost its transport: kept for its timeout (if it was granted one and did not
+        fail), else ended."""
+        state = s.state
+        if state is None or state.timeout <= 0 or state.failed or s.closed:
             s.close()
+            return
+        s.attached = False
+        if self.conn.sessions.get(s.channel) is state:
+            del self.conn.sessions[s.channel]
+        self.kept.keep(s, state.timeout)
 
     def _on_completed(self, e: TransfersCompleted) -> None:
         s = self.sessions.get(e.channel)
@@ -241,8 +294,11 @@ class Amqp010Handler(ContextHandler):
             return
         self.closed = True
         for s in list(self.sessions.values()):
-            s.close()
+            self._detached(s)
         self.sessions.clear()
+        held, self.ctx.withheld = self.ctx.withheld, []
+        for s, c in held:  # recorded for a kept session's resume (no one waits here now)
+            s.complete(c)
         self.broker.connections.discard(self)
 
     def close(self, code: int, text: str) -> None:
@@ -254,4 +310,7 @@ class Amqp010Handler(ContextHandler):
         self.ctx.wake()
 
     def tick(self) -> None:
-        """Called once a second (nothing is due on a timer)."""
+        """Called once a second: transfers withheld for memory are completed once it allows."""
+        if self.ctx.withheld:
+            self.ctx.release_withheld()
+            self.ctx.wake()

@@ -1,4 +1,4 @@
-"""The 0-10 front end's ``message.*`` and ``tx.*`` commands.
+"""The 0-10 front end's ``message.*`` and ``tx.*`` commands (``dtx.*``: :mod:`.dtx`).
 
 ``message.transfer`` routes a message through the virtual host (its ``destination`` is
 the exchange; the default exchange routes by queue name) and completes once every queue
@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Final
 
 from ...amqp010 import Compound, Connection, result_struct
+from ...amqp010.ranges import RangeSet
 from ..core import ConsumeResult, NotFound, PublishResult, QueuedMessage
 from ..core.exchanges import Exchange
 from .context import Amqp010Context, CommandError
@@ -43,7 +44,7 @@ def _ids(transfers: tuple[tuple[int, int], ...] | None) -> list[int]:
 
 class MessageCommands:
     """``message.transfer``, ``subscribe``, ``cancel``, ``accept``, ``reject``, ``release``,
-    ``acquire``, ``set-flow-mode``, ``flow``, ``flush``, ``stop``."""
+    ``acquire``, ``resume``, ``set-flow-mode``, ``flow``, ``flush``, ``stop``."""
 
     def __init__(self, ctx: Amqp010Context) -> None:
         self.ctx = ctx
@@ -65,8 +66,9 @@ class MessageCommands:
         msg = from_transfer(c, name, ctx.broker.now())
         dp = c.header("delivery-properties")
         key = "" if dp is None else dp.get("routing_key", "")
-        if s.tx is not None:
-            s.tx.append(lambda: self._route(s, x, msg, key, None))
+        held = s.held()
+        if held is not None:
+            held.append(lambda: self._route(s, x, msg, key, None))
             self.conn.complete(s.channel, c)
             return
         self._route(s, x, msg, key, c)
@@ -74,16 +76,15 @@ class MessageCommands:
     def _route(
         self, s: Amqp010Session, x: Exchange, msg: QueuedMessage, key: str, c: Compound | None
     ) -> None:
-        conn, channel, wake = self.conn, s.channel, self.ctx.wake
+        ctx = self.ctx
 
         def stored() -> None:
             if c is not None:
-                conn.complete(channel, c)
-                wake()
+                ctx.complete_transfer(s, c)  # (on the connection the session is on by then)
 
-        result = self.ctx.vhost.route(x, msg, key, stored)
+        result = ctx.vhost.route(x, msg, key, stored)
         if result is not PublishResult.TAKEN and c is not None:  # unroutable or refused: dropped
-            conn.complete(channel, c)
+            ctx.complete_transfer(s, c)
 
     # -- subscribing ------------------------------------------------------------------------
     def subscribe(self, s: Amqp010Session, c: Compound) -> None:
@@ -148,7 +149,9 @@ class MessageCommands:
     # -- outcomes ---------------------------------------------------------------------------
     def accept(self, s: Amqp010Session, c: Compound) -> None:
         ids = _ids(c.get("transfers"))
-        if s.tx is not None:
+        if s.branch is not None:  # the branch holds them, past the session's end
+            s.branch.taken += s.take(ids)
+        elif s.tx is not None:
             s.tx.append(lambda: s.settle(ids, "accept"))
         else:
             s.settle(ids, "accept")
@@ -159,9 +162,15 @@ class MessageCommands:
     def reject(self, s: Amqp010Session, c: Compound) -> None:
         s.settle(_ids(c.get("transfers")), "reject")
 
+    def resume(self, s: Amqp010Session, c: Compound) -> Compound:
+        """``message.resume``: the broker keeps no partly sent message (0-10 lets a
+        recipient discard them), so the transfer resumes from offset 0, the whole message."""
+        return result_struct("message-resume-result", offset=0)
+
     def acquire(self, s: Amqp010Session, c: Compound) -> Compound:
-        """Acquiring browsed messages is not supported: none of them is acquired."""
-        return result_struct("acquired", transfers=())
+        """Acquire browsed messages (sent to a not-acquired subscription) still on their queue."""
+        got = s.acquire(_ids(c.get("transfers")))
+        return result_struct("acquired", transfers=RangeSet((cid, cid) for cid in got).sequence_set())
 
 
 class TxCommands:

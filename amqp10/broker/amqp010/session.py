@@ -3,15 +3,20 @@ messages it was sent and has not yet accepted or released, and its transaction."
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ...amqp010 import Compound
+from ...amqp010.connection import Session
 from ...amqp010.spec import ENUMS, OPS, STRUCTS
 from ..core import Node, Queue, QueuedMessage, Stream
 from .context import Amqp010Context
 from .message import FORMAT, unpack
+
+if TYPE_CHECKING:
+    from .dtx import Branch
 
 __all__ = ["ACCEPT", "ACQUIRE", "UNLIMITED", "Amqp010Session", "Pending", "Subscription"]
 
@@ -23,6 +28,8 @@ UNLIMITED: Final = 0xFFFFFFFF
 _TRANSFER = OPS["message.transfer"]
 _DELIVERY = STRUCTS["delivery-properties"]
 _PREFIX = 4
+BROWSED_KEPT: Final = 65536
+"""Browsed transfers a session remembers for ``message.acquire`` (the oldest forgotten first)."""
 """The octets of a 0-10 message's ``data`` before its header structs (their length)."""
 
 
@@ -66,9 +73,12 @@ class Subscription:
         self.active = True
         self.in_window: set[int] = set()
         """Window mode: transfers whose completion gives their credit back."""
+        self.short = False
+        """The next message is larger than the byte credit left: none is sent until more."""
 
     def credit(self) -> int:
-        if not self.active or self.session.closed or self.bytes <= 0:
+        s = self.session
+        if not self.active or s.closed or not s.attached or self.bytes <= 0 or self.short:
             return 0
         n = self.messages if self.messages != UNLIMITED else 1 << 30
         if self.bytes != UNLIMITED:  # the core takes a count: the bytes, in the queue's mean size
@@ -79,6 +89,11 @@ class Subscription:
 
     def deliver(self, node: Node, msg: QueuedMessage) -> None:
         assert isinstance(node, (Queue, Stream))
+        if self.bytes != UNLIMITED and not self.browse and isinstance(node, Queue):
+            if len(msg.form(FORMAT)) - _PREFIX > self.bytes:  # byte credit is exact: not this one
+                self.short = True
+                node.release(msg)
+                return
         self.session.transfer(self, node, msg)
 
     def cancelled(self) -> None:
@@ -89,6 +104,7 @@ class Subscription:
         """No credit, and none back from transfers completed later (``message.stop``)."""
         self.messages = 0
         self.bytes = 0
+        self.short = False
         self.in_window.clear()
 
     def add_credit(self, unit: int, value: int) -> None:
@@ -104,6 +120,7 @@ class Subscription:
                 if value == UNLIMITED or self.bytes == UNLIMITED
                 else min(self.bytes + value, UNLIMITED - 1)
             )
+            self.short = False
 
     def spend(self, cid: int, size: int) -> None:
         if self.messages != UNLIMITED:
@@ -120,6 +137,7 @@ class Subscription:
             self.messages += 1
         if self.bytes != UNLIMITED:
             self.bytes += size
+            self.short = False
 
 
 @dataclass(eq=False)
@@ -136,6 +154,47 @@ class Amqp010Session:
     tx: list[Callable[[], None]] | None = None
     """In a transaction (``tx.select``): the work ``tx.commit`` does, in order."""
     closed: bool = False
+    browsed: OrderedDict[int, tuple[Queue, int]] = field(default_factory=OrderedDict)
+    """Transfers sent to not-acquired subscriptions: their queue and seq, for ``message.acquire``."""
+    state: Session | None = None
+    """The engine's side of the session (command ids, completion, replay), which moves
+    with it to the connection that resumes it."""
+    attached: bool = True
+    """False while kept detached (:mod:`.kept`): nothing is sent to it."""
+    dtx_selected: bool = False
+    branch: Branch | None = None
+    """The dtx branch the session works in (``dtx.start``), if any (:mod:`.dtx`)."""
+    suspended: list[Branch] = field(default_factory=list)
+    """Branches this session suspended (``dtx.end`` with ``suspend``)."""
+
+    def held(self) -> list[Callable[[], None]] | None:
+        """Where a publish or an accept waits for a commit: the dtx branch's work, the
+        ``tx`` transaction's, or None (done now)."""
+        return self.branch.work if self.branch is not None else self.tx
+
+    def take(self, ids: list[int]) -> list[Pending]:
+        """The transfers ``ids`` sent and not yet settled, no longer the session's."""
+        return [p for p in (self.unacked.pop(cid, None) for cid in ids) if p is not None]
+
+    def complete(self, c: Compound) -> None:
+        """Command ``c`` is done (now or later, as a stored transfer): told to the peer on the
+        connection the session is attached to, or recorded for when it resumes."""
+        if self.attached:
+            self.ctx.conn.complete(self.channel, c)
+            self.ctx.wake()
+        elif self.state is not None and not self.closed:
+            self.state.record_completed(c.id, c.sync)
+
+    def resumed(self, ctx: Amqp010Context, channel: int) -> None:
+        """Attached again, by the connection of ``ctx`` on ``channel``."""
+        self.ctx = ctx
+        self.channel = channel
+        self.attached = True
+
+    def restart(self) -> None:
+        """After a resume: the subscriptions take messages again, as their credit allows."""
+        for sub in list(self.subscriptions.values()):
+            sub.node.consumer_ready(sub)
 
     def transfer(self, sub: Subscription, node: Queue | Stream, msg: QueuedMessage) -> None:
         """Send ``msg`` to ``sub``'s destination as a ``message.transfer``."""
@@ -162,11 +221,38 @@ class Amqp010Session:
         if sub.window:
             self.sizes[cid] = cost
         if sub.browse:
+            seq = node.browsers.get(sub.id) if isinstance(node, Queue) else None
+            if seq is not None and isinstance(node, Queue):
+                # (the core sends a browser a copy: its seq is the browser's mark)
+                browsed = self.browsed
+                browsed[cid] = (node, seq)
+                if len(browsed) > BROWSED_KEPT:
+                    browsed.popitem(last=False)
             return
         if sub.accept_mode == ACCEPT["none"]:
             node.ack(msg)
         else:
             self.unacked[cid] = Pending(node, msg, sub)
+
+    def acquire(self, ids: list[int]) -> list[int]:
+        """Acquire the browsed transfers ``ids`` still on their queues (``message.acquire``):
+        each is then the session's, as if sent acquired; return those acquired."""
+        got: list[int] = []
+        for cid in ids:
+            seen = self.browsed.pop(cid, None)
+            if seen is None:
+                continue
+            queue, seq = seen
+            msg = queue.acquire(seq)
+            if msg is None:
+                continue
+            got.append(cid)
+            sub = next((s for s in self.subscriptions.values() if s.node is queue), None)
+            if sub is not None and sub.accept_mode == ACCEPT["none"]:
+                queue.ack(msg)
+            else:
+                self.unacked[cid] = Pending(queue, msg, sub)
+        return got
 
     def settle(self, ids: list[int], outcome: str, *, redelivered: bool = True) -> None:
         """``accept``, ``release`` or ``reject`` the transfers ``ids``."""
@@ -212,4 +298,9 @@ class Amqp010Session:
         self.subscriptions.clear()
         self.settle(list(self.unacked), "release")
         self.tx = None
+        for b in [self.branch, *self.suspended]:
+            if b is not None:
+                b.session_ended(self)
+        self.branch = None
+        self.suspended.clear()
         self.ctx.vhost.owner_gone(self)

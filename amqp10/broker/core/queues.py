@@ -7,7 +7,7 @@ core/nodes.py; streams are in core/streams.py.
 from __future__ import annotations
 
 import itertools
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator
 from operator import attrgetter
@@ -867,12 +867,30 @@ class Queue(Node):
             return None
         msg = self._take_for(_PULL)
         if msg is not None:
-            self.stats.delivered += 1
-            if self._expiring:
-                self._arm_heads()
-            for listener in list(self.space_listeners):
-                listener()
+            self._pulled()
         return msg
+
+    def _pulled(self) -> None:
+        """A message was taken without a consumer (:meth:`get`, :meth:`acquire`)."""
+        self.stats.delivered += 1
+        if self._expiring:
+            self._arm_heads()
+        for listener in list(self.space_listeners):
+            listener()
+
+    def acquire(self, seq: int) -> QueuedMessage | None:
+        """Take the message ``seq`` itself, as :meth:`get` takes the next one (a browsed
+        message a 0-10 client acquires: ``message.acquire``); None if it is no longer on
+        the queue (taken, settled, expired) or is paged out."""
+        for level in self._levels:
+            i = bisect_left(level, seq, key=_seq)
+            if i < len(level) and level[i].seq == seq:
+                msg = level[i]
+                del level[i]
+                self._taken(msg)
+                self._pulled()
+                return msg
+        return None
 
     def delete(self) -> int:
         """The queue is being deleted: purge it and cancel its consumers; return the purged count."""

@@ -272,3 +272,39 @@ def test_published_with_1_0_and_0_9_1_read_with_0_10(
     assert t2.body == b"from 0-9-1" and mp2["correlation_id"] == b"c2"
     dp2 = t2.header("delivery-properties")
     assert dp2 is not None and dp2["delivery_mode"] == 2
+
+
+def test_a_browsed_message_is_acquired_once(peer: SocketPeer) -> None:
+    peer.call("queue.declare", queue="qa")
+    for body in (b"first", b"second"):
+        publish(peer, "qa", body)
+    subscribe(peer, "qa", "browser", acquire_mode=1)
+    first, second = peer.wait("message.transfer", 2)
+    assert peer.call("queue.query", queue="qa")["message_count"] == 2  # type: ignore[index]
+    got = peer.call("message.acquire", transfers=((first.id, first.id),))
+    assert got is not None and got["transfers"] == ((first.id, first.id),)
+    assert peer.call("queue.query", queue="qa")["message_count"] == 1  # type: ignore[index]
+    again = peer.call("message.acquire", transfers=((first.id, second.id),))
+    assert again is not None and again["transfers"] == ((second.id, second.id),)  # not twice
+    peer.call("message.accept", transfers=((first.id, second.id),))
+    assert peer.call("queue.query", queue="qa")["message_count"] == 0  # type: ignore[index]
+
+
+def test_byte_credit_is_never_exceeded(peer: SocketPeer) -> None:
+    peer.call("queue.declare", queue="qb")
+    publish(peer, "qb", b"B" * 3000)
+    publish(peer, "qb", b"s")
+    peer.call("message.subscribe", queue="qb", destination="d", accept_mode=1, acquire_mode=0)
+    peer.call("message.set-flow-mode", destination="d", flow_mode=0)
+    peer.call("message.flow", destination="d", unit=0, value=0xFFFFFFFF)
+    peer.call("message.flow", destination="d", unit=1, value=1000)  # less than the first
+    assert peer.call("queue.query", queue="qb")["message_count"] == 2  # type: ignore[index]
+    assert peer.take("message.transfer") == []
+    peer.call("message.flow", destination="d", unit=1, value=5000)
+    big, small = peer.wait("message.transfer", 2)
+    assert (len(big.body), small.body) == (3000, b"s")
+
+
+def test_message_resume_starts_over(peer: SocketPeer) -> None:
+    result = peer.call("message.resume", destination="d", resume_id="partly-sent")
+    assert result is not None and result["offset"] == 0
