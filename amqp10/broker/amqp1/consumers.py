@@ -44,7 +44,7 @@ from .addresses import QUEUES, AddressError, queue_address
 from .context import Amqp1Context, refuse, settle_quietly
 from .filters import FilterError, consumer_filters
 from .management import ManagementNode
-from .message import Amqp1Message, with_routing_annotations
+from .message import Amqp1Message, delivery_time, with_routing_annotations
 from .termini import (
     CONDITIONS,
     capabilities,
@@ -170,8 +170,13 @@ class LinkConsumer:
         elif isinstance(state, Rejected):
             q.reject(msg)
         elif isinstance(state, Modified):
-            if state.message_annotations and isinstance(msg, Amqp1Message):
-                msg.annotate(state.message_annotations)  # kept as it is requeued or dead-lettered
+            annotations = state.message_annotations
+            due = None
+            if annotations and isinstance(msg, Amqp1Message):
+                msg.annotate(annotations)  # kept as it is requeued or dead-lettered (stored too)
+                if isinstance(q, Queue):
+                    q.rewritten(msg)
+                due = delivery_time(annotations)  # RabbitMQ 4's delayed retry
             if state.undeliverable_here and self.annotate:
                 q.reject(msg)  # RabbitMQ 4 (its clients' "discard with annotations"): dead-lettered
                 return
@@ -179,6 +184,7 @@ class LinkConsumer:
                 msg,
                 delivery_failed=bool(state.delivery_failed),
                 undeliverable_to=self.id if state.undeliverable_here else None,
+                due=due,
             )
         else:  # released, or settled with no outcome: back to the queue
             q.release(msg)

@@ -39,6 +39,8 @@ POLICY_KEYS = frozenset(
         "dead-letter-exchange",
         "dead-letter-routing-key",
         "delivery-limit",
+        "consumer-timeout",
+        "queue-leader-locator",
     }
 )
 """The policy keys applied to queues (each is the queue argument ``x-KEY``)."""

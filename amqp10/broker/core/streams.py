@@ -217,7 +217,9 @@ class Stream(Node):
     def ack(self, msg: QueuedMessage) -> None:
         self.stats.acked += 1
 
-    def release(self, msg: QueuedMessage, *, delivery_failed: bool = False, undeliverable_to: int | None = None) -> None:
+    def release(
+        self, msg: QueuedMessage, *, delivery_failed: bool = False, undeliverable_to: int | None = None, due: float | None = None
+    ) -> None:
         self.stats.released += 1
 
     def reject(self, msg: QueuedMessage) -> None:
