@@ -17,6 +17,7 @@ from typing import Final
 from ...amqp091 import Method, ReplyCode
 from ...amqp091 import methods as m
 from ..core import Exchange, Node, NotFound, Queue, QueuedMessage, Stream
+from ..core.consumer_timeout import UnsettledClock
 from .context import Amqp091Context, ChannelError, Encoded
 from .message import FORMAT, Content, unpack
 
@@ -117,6 +118,8 @@ class Channel:
         """The consumer tag of this channel's direct reply-to consumer."""
         self.reply_address = ""
         """Its address (``amq.rabbitmq.reply-to.<token>``), what publishes' reply-to becomes."""
+        self.unsettled_clock = UnsettledClock()
+        """When its unacknowledged deliveries were first seen unacknowledged (consumer timeouts)."""
 
     # -- deliveries -------------------------------------------------------------------------
     def _take_tag(self) -> int:

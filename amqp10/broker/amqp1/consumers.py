@@ -39,6 +39,7 @@ from ...types import (
 )
 from ...types.transactions import TransactionalState
 from ..core import Node, Queue, QueuedMessage, Stream, SuspendedLink, Topic
+from ..core.consumer_timeout import UnsettledClock
 from ..core.replies import DirectReplies
 from .addresses import QUEUES, AddressError, queue_address
 from .context import Amqp1Context, refuse, settle_quietly
@@ -107,6 +108,8 @@ class LinkConsumer:
         """The largest message the receiver takes (its attach's max-message-size; 0: any)."""
         source = link.remote_source
         address = source.address if isinstance(source, Source) else None
+        self.unsettled_clock: UnsettledClock | None = None
+        """When its unsettled deliveries were first seen unsettled (made for a queue with a consumer timeout)."""
         self.annotate = (isinstance(address, str) and address.startswith(QUEUES)) or DirectReplies.is_reply_address(node.name)
         """Its messages carry RabbitMQ's routing annotations (a consumer of a v2 address,
         ``/queues/Q``, or of a direct reply-to queue: RabbitMQ 4's clients, which read the
@@ -440,6 +443,23 @@ class Consumers:
         if c is not None:
             # resumption could not carry the delivery over (§2.6.13): the message goes back
             c.settled(d, None)
+
+    # -- consumer timeouts (core/consumer_timeout.py) -----------------------------------------
+    def time_out(self, now: float) -> None:
+        """Once a second: a consumer that held a delivery unsettled past its queue's consumer
+        timeout loses its link (detached with amqp:precondition-failed); what it held goes back."""
+        for c in list(self.links.values()):
+            timeout = c.node.policy.consumer_timeout
+            if timeout is None or not c.in_flight:
+                continue
+            if c.unsettled_clock is None:
+                c.unsettled_clock = UnsettledClock()
+            if c.unsettled_clock.overdue(c.in_flight, lambda _msg: timeout, now) is not None:
+                ms = round(timeout * 1000)
+                text = f"delivery on link {c.link.name!r} not settled within the consumer timeout of {ms} ms"
+                log.info("detaching a consumer: %s", text)
+                self.ctx.fail_link(c.link, ErrorCondition.PRECONDITION_FAILED, text)
+                self.ctx.wake()
 
     # -- the end of a link --------------------------------------------------------------------
     def link_gone(self, link: Link, *, closed: bool, suspend: bool) -> None:
