@@ -454,7 +454,7 @@ class Consumers:
                 continue
             if c.unsettled_clock is None:
                 c.unsettled_clock = UnsettledClock()
-            if c.unsettled_clock.overdue(c.in_flight, lambda _msg: timeout, now) is not None:
+            if c.unsettled_clock.overdue(c.in_flight, lambda _msg, t=timeout: t, now) is not None:
                 ms = round(timeout * 1000)
                 text = f"delivery on link {c.link.name!r} not settled within the consumer timeout of {ms} ms"
                 log.info("detaching a consumer: %s", text)
