@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from ...transport import (
@@ -454,7 +455,7 @@ class Consumers:
                 continue
             if c.unsettled_clock is None:
                 c.unsettled_clock = UnsettledClock()
-            if c.unsettled_clock.overdue(c.in_flight, lambda _msg, t=timeout: t, now) is not None:
+            if c.unsettled_clock.overdue(c.in_flight, partial(_constant, timeout), now) is not None:
                 ms = round(timeout * 1000)
                 text = f"delivery on link {c.link.name!r} not settled within the consumer timeout of {ms} ms"
                 log.info("detaching a consumer: %s", text)
@@ -534,6 +535,10 @@ def _attached(c: LinkConsumer) -> tuple[Any, Any, Any, Any]:
     """What the attach left on ``c``'s link: (consumer, topic, source, subscription)."""
     ctx = c.link.context
     return ctx if isinstance(ctx, tuple) else (None, None, None, None)
+
+def _constant(value: float, _entry: object) -> float:
+    return value
+
 
 def _both(a: Callable[[QueuedMessage], bool], b: Callable[[QueuedMessage], bool]) -> Callable[[QueuedMessage], bool]:
     return lambda m: a(m) and b(m)
