@@ -137,3 +137,41 @@ async def test_amqp1_modified_with_a_delivery_time_retries_later(broker: Running
         assert d.message.body == "first" and time.time() * 1000 >= at
         assert (d.message.message_annotations or {}).get("x-opt-delivery-time") == at
         await d.accept()
+
+
+@pytest.mark.anyio
+async def test_amqp1_single_active_consumer_of_a_stream_hands_over_where_it_stopped(broker: RunningBroker) -> None:
+    async with await connect(f"amqp://{broker.url}", timeout=T) as conn:
+        broker.broker.default.declare_queue("log", arguments={"x-queue-type": "stream", "x-single-active-consumer": True})
+        s = await conn.open_sender("/queues/log")
+        first = await conn.open_receiver("/queues/log", credit=10)
+        second = await conn.open_receiver("/queues/log", credit=10)
+        for i in range(3):
+            await s.send(Message(body=i))
+        assert [(await first.receive(timeout=T)).message.body for _ in range(3)] == [0, 1, 2]
+        with pytest.raises(TimeoutError), anyio.fail_after(0.3):
+            await second.receive()  # (it waits its turn)
+        await first.close()
+        for i in range(3, 5):
+            await s.send(Message(body=i))
+        assert [(await second.receive(timeout=T)).message.body for _ in range(2)] == [3, 4]
+
+
+def test_pika_single_active_consumer_of_a_queue(channel: Any) -> None:
+    ch = channel
+    ch.queue_declare("sac", arguments={"x-queue-type": "quorum", "x-single-active-consumer": True})
+    got: dict[str, list[bytes]] = {"a": [], "b": []}
+    ch.basic_consume("sac", lambda c, m, p, b: got["a"].append(b), auto_ack=True, consumer_tag="a")
+    ch.basic_consume("sac", lambda c, m, p, b: got["b"].append(b), auto_ack=True, consumer_tag="b")
+    for i in range(4):
+        ch.basic_publish("", "sac", str(i).encode())
+    deadline = time.monotonic() + T
+    while len(got["a"]) < 4:
+        assert time.monotonic() < deadline
+        ch.connection.process_data_events(time_limit=0.05)
+    ch.basic_cancel("a")
+    ch.basic_publish("", "sac", b"4")
+    while not got["b"]:
+        assert time.monotonic() < deadline
+        ch.connection.process_data_events(time_limit=0.05)
+    assert got == {"a": [b"0", b"1", b"2", b"3"], "b": [b"4"]}

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from amqp10.broker.amqp1.message import parse_transfer
 from amqp10.broker.config import BrokerConfig
 from amqp10.broker.core import (
     ArgumentError,
@@ -16,6 +17,7 @@ from amqp10.broker.core import (
     PreconditionFailed,
     Queue,
     RuntimePolicy,
+    Stream,
     VirtualHost,
     arguments_of,
     policy_with_arguments,
@@ -25,7 +27,7 @@ from amqp10.broker.core.queue_policy import QueuePolicy
 from amqp10.message import Message
 from amqp10.types import Accepted, Header, Modified, Rejected, symbol
 from tests.broker.core.test_queue_arguments import Clock
-from tests.broker.harness import Client, HeldJournal, Net, SyncJournal
+from tests.broker.harness import Client, HeldJournal, Net, SyncJournal, Taker
 
 
 def net_with(clock: Clock | None = None, journal: Any = None) -> tuple[Net, VirtualHost]:
@@ -230,3 +232,23 @@ def test_accepted_after_all() -> None:  # the usual path is untouched: accept re
     net.pump()
     q = v.nodes["plain"]
     assert isinstance(q, Queue) and q.stats.acked == 1
+
+
+# -- single active consumer of a stream ------------------------------------------------------------
+def test_a_stream_with_a_single_active_consumer_hands_over_where_it_stopped() -> None:
+    _, v = net_with()
+    log = v.declare_queue("log", arguments={"x-queue-type": "stream", "x-single-active-consumer": True})
+    assert isinstance(log, Stream)
+    a, b = Taker(10, cid=1), Taker(10, cid=2)
+    log.add_consumer(a, 0)
+    log.add_consumer(b, 0)
+    for i in range(3):
+        log.publish(_queued(i), lambda: None)
+    assert (len(a.got), len(b.got), log.active_consumer) == (3, 0, a)
+    log.remove_consumer(a)
+    log.publish(_queued(3), lambda: None)
+    assert [m.seq for m in b.got] == [3] and log.active_consumer is b
+
+
+def _queued(i: int) -> Any:
+    return parse_transfer(Message(body=i).encode(), 0.0)
