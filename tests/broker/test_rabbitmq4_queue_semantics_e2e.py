@@ -20,6 +20,7 @@ from amqp10.errors import LinkError
 from amqp10.message import Message
 from amqp10.types import symbol
 from tests.broker.conftest import RunningBroker, broker_with
+from tests.broker.management.test_rabbitmq_api import call
 
 T = 10.0  # seconds any single wait may take
 
@@ -175,3 +176,13 @@ def test_pika_single_active_consumer_of_a_queue(channel: Any) -> None:
         assert time.monotonic() < deadline
         ch.connection.process_data_events(time_limit=0.05)
     assert got == {"a": [b"0", b"1", b"2", b"3"], "b": [b"4"]}
+
+
+def test_http_api_reports_the_type_leader_and_leader_locator(broker: RunningBroker) -> None:
+    args = {"x-queue-type": "quorum", "x-queue-leader-locator": "balanced", "x-delivery-limit": 5}
+    assert call(broker, "PUT", "/api/queues/%2F/led", {"durable": True, "arguments": args}, auth=None)[0] == 201
+    status, _, q = call(broker, "GET", "/api/queues/%2F/led", auth=None)
+    assert status == 200 and q["type"] == "quorum" and q["arguments"] == args
+    assert q["leader"] == q["node"] and q["members"] == [q["node"]]
+    bad = {"arguments": {"x-queue-leader-locator": "nearest"}}
+    assert call(broker, "PUT", "/api/queues/%2F/bad", bad, auth=None)[0] >= 400
