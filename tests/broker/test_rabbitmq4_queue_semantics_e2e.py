@@ -186,3 +186,17 @@ def test_http_api_reports_the_type_leader_and_leader_locator(broker: RunningBrok
     assert q["leader"] == q["node"] and q["members"] == [q["node"]]
     bad = {"arguments": {"x-queue-leader-locator": "nearest"}}
     assert call(broker, "PUT", "/api/queues/%2F/bad", bad, auth=None)[0] >= 400
+
+
+def test_pika_a_consumer_s_own_timeout(channel: Any) -> None:
+    ch = channel
+    ch.queue_declare("plain")
+    ch.basic_publish("", "plain", b"job")
+    ch.basic_consume("plain", lambda c, m, p, b: None, arguments={"x-consumer-timeout": 150})
+    ch.connection.call_later(T, ch.stop_consuming)
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as err:
+        ch.start_consuming()
+    assert err.value.reply_code == 406 and "Timeout value used: 150 ms" in err.value.reply_text
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as err:
+        ch.connection.channel().basic_consume("plain", lambda c, m, p, b: None, arguments={"x-consumer-timeout": "soon"})
+    assert err.value.reply_code == 406

@@ -66,6 +66,8 @@ class BasicConsumer:
         self.active = True
         self.priority = 0
         """Its ``x-priority``: a queue serves higher ones first (core/queues.py)."""
+        self.timeout: float | None = None
+        """Its ``x-consumer-timeout`` (seconds), over its queue's (core/consumer_timeout.py)."""
         raw = tag.encode()
         self.wire_tag = bytes((len(raw),)) + raw
         """The consumer tag as a short string (``basic.deliver``'s first argument)."""

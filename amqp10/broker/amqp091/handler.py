@@ -65,7 +65,7 @@ from ..core import (
 from ..core.consumer_timeout import timeout_text
 from ..guard import LoginHook
 from .basic import BasicMethods
-from .channel import Channel
+from .channel import BasicConsumer, Channel
 from .confirm import Confirms
 from .connection import BrokerConnection
 from .context import Amqp091Context, ChannelError, HardError
@@ -88,8 +88,12 @@ _ERROR_CODES: Final[dict[type[ModelError], int]] = {
 _ENDS: Final = (ConnectionClosed, ConnectionFailed, ConnectionLost)
 
 
-def _consumer_timeout(entry: tuple[Queue | Stream, QueuedMessage, object]) -> float | None:
-    """The consumer timeout of an unacknowledged delivery's queue (seconds; None: none)."""
+def _consumer_timeout(entry: tuple[Queue | Stream, QueuedMessage, BasicConsumer | None]) -> float | None:
+    """The consumer timeout of an unacknowledged delivery (seconds; None: none): its
+    consumer's ``x-consumer-timeout``, else its queue's (as RabbitMQ ranks them)."""
+    c = entry[2]
+    if c is not None and c.timeout is not None:
+        return c.timeout
     return entry[0].policy.consumer_timeout
 
 
