@@ -298,36 +298,36 @@ class Queue(Node):
         caller) or paged out; ``on_stored`` runs once it is safe."""
         if persistent:
             self._disk_changed(msg.size)
-            self.journal.submit(self._put(msg), on_stored)
+            self.journal.submit(
+                (
+                    _store.PUT,
+                    self._key,
+                    msg.seq,
+                    msg.priority,
+                    msg.delivery_count,
+                    msg.expiry,
+                    msg.arrival,
+                    msg.message_id,
+                    msg.format,
+                    msg.data,
+                ),
+                on_stored,
+            )
         elif self.pager is not None and self.pager.writing(msg):
             self.journal.submit((_store.BARRIER,), on_stored)  # safe once its body is in the store
         else:
             on_stored()
 
-    def _put(self, msg: QueuedMessage) -> _store.Op:
-        """The store operation that writes ``msg`` (or writes it again, in its place)."""
-        return (
-            _store.PUT,
-            self._key,
-            msg.seq,
-            msg.priority,
-            msg.delivery_count,
-            msg.expiry,
-            msg.arrival,
-            msg.message_id,
-            msg.format,
-            msg.data,
-        )
-
     def rewritten(self, msg: QueuedMessage) -> None:
         """A consumer changed ``msg``'s bytes while it held it (a 1.0 ``modified`` outcome's
         message annotations, which RabbitMQ 4 keeps with the message): a stored message is
         stored again with them, in its place, before it is requeued or dead-lettered."""
-        if self._persistent(msg):
-            self._disk_changed(len(msg.data) - msg.size)
+        persistent = self._persistent(msg)
+        if persistent:
+            self._disk_changed(-msg.size)  # (written again below, at its new size)
         msg.size = len(msg.data)
-        if self._persistent(msg):
-            self.journal.submit(self._put(msg))
+        if persistent:
+            self._write(msg, _nothing, persistent)
 
     # -- scheduled delivery (core/scheduled.py) ----------------------------------------------
     def _hold(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:

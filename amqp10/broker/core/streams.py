@@ -169,13 +169,11 @@ class Stream(Node):
             self.dispatch()
 
     def consumer_ready(self, consumer: Consumer) -> None:
-        if consumer.id in self.positions and self._may_read(consumer):  # (a late call for one that left: ignored)
+        # (a late call for one that left is ignored; one waiting its turn as single active
+        # consumer is not made ready)
+        if consumer.id in self.positions and (not self.policy.single_active_consumer or self.consumers[0] is consumer):
             self._ready[consumer.id] = consumer
         self.dispatch()
-
-    def _may_read(self, consumer: Consumer) -> bool:
-        """Whether ``consumer`` reads now: always, unless another is the single active consumer."""
-        return not self.policy.single_active_consumer or self.consumers[0] is consumer
 
     @property
     def active_consumer(self) -> Consumer | None:
