@@ -775,7 +775,10 @@ class Queue(Node):
 
     def _expire(self, msg: QueuedMessage) -> None:
         self.stats.expired += 1
-        self._dead(msg, "expired", counted=False)
+        if self.dead_letter is not None and self.policy.dead_letters:
+            self._dead(msg, "expired")
+        elif self.durable_node and (msg.durable or self._store_all):  # (_persistent, inline: dropped, not counted)
+            self._delete_stored(msg)
 
     # -- outcomes from consumers ---------------------------------------------------------
     def defer(self, msg: QueuedMessage) -> None:
@@ -878,9 +881,9 @@ class Queue(Node):
             self._group_settled(msg, dispatch=True)
         self._dead(msg, "rejected")
 
-    def _dead(self, msg: QueuedMessage, reason: str, *, stored: bool = True, counted: bool = True) -> None:
-        """``msg`` is dead (``reason``: rejected, expired, maxlen, delivery_limit): dead-letter
-        it if the policy names a target, else drop it (counted in ``dropped`` if ``counted``).
+    def _dead(self, msg: QueuedMessage, reason: str, *, stored: bool = True) -> None:
+        """``msg`` is dead (``reason``: rejected, maxlen, delivery_limit; expired): dead-letter
+        it if the policy names a target, else drop it (counted in ``dropped``).
 
         At least once: a ``stored`` message leaves the store only once its dead letter is
         safe where it went (``dead_letter``'s ``on_stored``: the target's write committed,
@@ -891,8 +894,7 @@ class Queue(Node):
             self.stats.dead_lettered += 1
             self.dead_letter(msg, reason, (lambda: self._journal_delete(msg)) if stored else _nothing)
             return
-        if counted:
-            self.stats.dropped += 1
+        self.stats.dropped += 1
         if stored:
             self._journal_delete(msg)
 
