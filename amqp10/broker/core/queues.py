@@ -892,7 +892,8 @@ class Queue(Node):
         ``x-dead-letter-strategy`` at-least-once, which this broker always keeps)."""
         if self.dead_letter is not None and self.policy.dead_letters:
             self.stats.dead_lettered += 1
-            self.dead_letter(msg, reason, (lambda: self._journal_delete(msg)) if stored else _nothing)
+            stored = stored and self._persistent(msg)
+            self.dead_letter(msg, reason, (lambda: self._delete_stored(msg)) if stored else _nothing)
             return
         self.stats.dropped += 1
         if stored:
