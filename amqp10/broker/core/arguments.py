@@ -34,10 +34,12 @@ RabbitMQ counts it: a message may be *returned* that many times (0-9-1 requeue,
 1.0 ``modified`` with ``delivery-failed``, a consumer gone), and the next return
 dead-letters it (or drops it, without a dead-letter target); so
 ``x-delivery-limit`` N is the policy's ``delivery_limit`` N + 1 deliveries, and
--1 lifts the limit (a quorum queue's default too). The arguments of
+-1 lifts the limit (on a quorum queue, its default as well). The arguments of
 replicated queues and streams that only place replicas (:data:`ACCEPTED`:
-group sizes, leader locator, segment and filter sizes, the dead-letter
-strategy) are accepted, kept and reported, and change nothing here.
+group sizes, segment and filter sizes; the leader locator, checked against
+:data:`LEADER_LOCATORS`) are accepted, kept and reported, and change nothing
+here; so is the dead-letter strategy, since dead-lettering is always at least
+once (core/queues.py).
 
 As in RabbitMQ, a queue given a length limit by its arguments and no
 ``x-overflow`` drops its oldest messages (``drop-head``); a queue limited by the
