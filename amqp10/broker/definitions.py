@@ -99,6 +99,8 @@ KNOWN_QUEUE_ARGUMENTS = frozenset(
         "x-max-priority",
         "x-single-active-consumer",
         "x-delivery-limit",
+        "x-consumer-timeout",
+        "x-queue-leader-locator",
         "x-queue-type",
     }
 )

@@ -496,7 +496,11 @@ class RabbitApi:
         args = q.get("arguments") or {}
         qtype = "stream" if kind == "stream" else str(args.get("x-queue-type", "classic"))
         ready, unacked = q.get("depth", 0), q.get("unacked", 0)
+        replicated = {}  # a quorum queue or stream names its leader and members (this one node)
+        if qtype in ("quorum", "stream"):
+            replicated = {"leader": self.node, "members": [self.node], "online": [self.node]}
         return {
+            **replicated,
             "name": q["name"],
             "vhost": q["vhost"],
             "durable": q.get("durable", True),

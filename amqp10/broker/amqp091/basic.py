@@ -78,6 +78,14 @@ class BasicMethods:
             ch, tag, q, no_ack=method.no_ack, exclusive=method.exclusive, limit=ch.consumer_limit
         )
         c.priority = priority
+        timeout = method.arguments.get("x-consumer-timeout")
+        if timeout is not None:
+            if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout <= 0:
+                raise PreconditionFailed(
+                    f"invalid arg 'x-consumer-timeout' for queue '{q.name}' in vhost '{ctx.vhost.name}': "
+                    f"{timeout!r} is not a positive integer"
+                )
+            c.timeout = timeout / 1000
         ch.consumers[tag] = c
         ctx.ok(ch.number, method.no_wait, m.BasicConsumeOk(consumer_tag=tag))
         if isinstance(q, Stream):

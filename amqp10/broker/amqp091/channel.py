@@ -17,6 +17,7 @@ from typing import Final
 from ...amqp091 import Method, ReplyCode
 from ...amqp091 import methods as m
 from ..core import Exchange, Node, NotFound, Queue, QueuedMessage, Stream
+from ..core.consumer_timeout import UnsettledClock
 from .context import Amqp091Context, ChannelError, Encoded
 from .message import FORMAT, Content, unpack
 
@@ -65,6 +66,8 @@ class BasicConsumer:
         self.active = True
         self.priority = 0
         """Its ``x-priority``: a queue serves higher ones first (core/queues.py)."""
+        self.timeout: float | None = None
+        """Its ``x-consumer-timeout`` (seconds), over its queue's (core/consumer_timeout.py)."""
         raw = tag.encode()
         self.wire_tag = bytes((len(raw),)) + raw
         """The consumer tag as a short string (``basic.deliver``'s first argument)."""
@@ -117,6 +120,8 @@ class Channel:
         """The consumer tag of this channel's direct reply-to consumer."""
         self.reply_address = ""
         """Its address (``amq.rabbitmq.reply-to.<token>``), what publishes' reply-to becomes."""
+        self.unsettled_clock = UnsettledClock()
+        """When its unacknowledged deliveries were first seen unacknowledged (consumer timeouts)."""
 
     # -- deliveries -------------------------------------------------------------------------
     def _take_tag(self) -> int:

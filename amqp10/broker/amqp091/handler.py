@@ -56,11 +56,15 @@ from ..core import (
     ModelError,
     NotFound,
     PreconditionFailed,
+    Queue,
+    QueuedMessage,
     ResourceLocked,
+    Stream,
 )
+from ..core.consumer_timeout import timeout_text
 from ..frontend import ContextHandler
 from .basic import BasicMethods
-from .channel import Channel
+from .channel import BasicConsumer, Channel
 from .confirm import Confirms
 from .connection import BrokerConnection
 from .context import Amqp091Context, ChannelError, HardError
@@ -81,6 +85,15 @@ _ERROR_CODES: Final[dict[type[ModelError], int]] = {
     PreconditionFailed: ReplyCode.PRECONDITION_FAILED,
 }
 _ENDS: Final = (ConnectionClosed, ConnectionFailed, ConnectionLost)
+
+
+def _consumer_timeout(entry: tuple[Queue | Stream, QueuedMessage, BasicConsumer | None]) -> float | None:
+    """The consumer timeout of an unacknowledged delivery (seconds; None: none): its
+    consumer's ``x-consumer-timeout``, else its queue's (as RabbitMQ ranks them)."""
+    c = entry[2]
+    if c is not None and c.timeout is not None:
+        return c.timeout
+    return entry[0].policy.consumer_timeout
 
 
 def _nothing() -> None:
@@ -169,7 +182,28 @@ class Amqp091Handler(ContextHandler):
 
     # -- what the service sees (and ``user``, ``vhost``: ContextHandler's) ---------------------
     def tick(self) -> None:
-        """Called once a second (nothing is due on a timer in 0-9-1's front end)."""
+        """Called once a second: a channel that held a delivery unacknowledged past its
+        queue's consumer timeout is closed (core/consumer_timeout.py), as RabbitMQ does."""
+        if self.closed:
+            return
+        now = self.broker.now()
+        for ch in list(self.channels.values()):
+            if ch.unacked and not ch.closed:
+                late = ch.unsettled_clock.overdue(ch.unacked, _consumer_timeout, now)
+                if late is not None:
+                    self._time_out(ch, late[1])
+
+    def _time_out(self, ch: Channel, timeout: float) -> None:
+        """Close ``ch`` (PRECONDITION_FAILED, RabbitMQ's text): what it held goes back."""
+        text = timeout_text(ch.number, timeout)
+        log.info("closing channel %d: %s", ch.number, text)
+        self.channels.pop(ch.number, None)
+        ch.close()
+        try:
+            self.conn.close_channel(ch.number, ReplyCode.PRECONDITION_FAILED, text[:255], 0, 0)
+        except IllegalStateError:
+            pass
+        self.ctx.wake()
 
     def resource_counts(self) -> tuple[int, int]:
         """Channels and consumers this connection holds (see ``Broker.counts``)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from ...transport import (
@@ -39,12 +40,13 @@ from ...types import (
 )
 from ...types.transactions import TransactionalState
 from ..core import ConsumeResult, Node, Queue, QueuedMessage, Stream, SuspendedLink, Topic
+from ..core.consumer_timeout import UnsettledClock
 from ..core.replies import DirectReplies
 from .addresses import QUEUES, AddressError, queue_address
 from .context import Amqp1Context, refuse, settle_quietly
 from .filters import FilterError, consumer_filters
 from .management import ManagementNode
-from .message import Amqp1Message, with_routing_annotations
+from .message import Amqp1Message, delivery_time, with_routing_annotations
 from .termini import (
     CONDITIONS,
     capabilities,
@@ -120,6 +122,8 @@ class LinkConsumer:
         """The largest message the receiver takes (its attach's max-message-size; 0: any)."""
         source = link.remote_source
         address = source.address if isinstance(source, Source) else None
+        self.unsettled_clock: UnsettledClock | None = None
+        """When its unsettled deliveries were first seen unsettled (made for a queue with a consumer timeout)."""
         self.annotate = (isinstance(address, str) and address.startswith(QUEUES)) or DirectReplies.is_reply_address(node.name)
         """Its messages carry RabbitMQ's routing annotations (a consumer of a v2 address,
         ``/queues/Q``, or of a direct reply-to queue: RabbitMQ 4's clients, which read the
@@ -183,8 +187,13 @@ class LinkConsumer:
         elif isinstance(state, Rejected):
             q.reject(msg)
         elif isinstance(state, Modified):
-            if state.message_annotations and isinstance(msg, Amqp1Message):
-                msg.annotate(state.message_annotations)  # kept as it is requeued or dead-lettered
+            annotations = state.message_annotations
+            due = None
+            if annotations and isinstance(msg, Amqp1Message):
+                msg.annotate(annotations)  # kept as it is requeued or dead-lettered (stored too)
+                if isinstance(q, Queue):
+                    q.rewritten(msg)
+                due = delivery_time(annotations)  # RabbitMQ 4's delayed retry
             if state.undeliverable_here and self.annotate:
                 q.reject(msg)  # RabbitMQ 4 (its clients' "discard with annotations"): dead-lettered
                 return
@@ -192,6 +201,7 @@ class LinkConsumer:
                 msg,
                 delivery_failed=bool(state.delivery_failed),
                 undeliverable_to=self.id if state.undeliverable_here else None,
+                due=due,
             )
         else:  # released, or settled with no outcome: back to the queue
             q.release(msg)
@@ -453,6 +463,23 @@ class Consumers:
             # resumption could not carry the delivery over (§2.6.13): the message goes back
             c.settled(d, None)
 
+    # -- consumer timeouts (core/consumer_timeout.py) -----------------------------------------
+    def time_out(self, now: float) -> None:
+        """Once a second: a consumer that held a delivery unsettled past its queue's consumer
+        timeout loses its link (detached with amqp:precondition-failed); what it held goes back."""
+        for c in list(self.links.values()):
+            timeout = c.node.policy.consumer_timeout
+            if timeout is None or not c.in_flight:
+                continue
+            if c.unsettled_clock is None:
+                c.unsettled_clock = UnsettledClock()
+            if c.unsettled_clock.overdue(c.in_flight, partial(_constant, timeout), now) is not None:
+                ms = round(timeout * 1000)
+                text = f"delivery on link {c.link.name!r} not settled within the consumer timeout of {ms} ms"
+                log.info("detaching a consumer: %s", text)
+                self.ctx.fail_link(c.link, ErrorCondition.PRECONDITION_FAILED, text)
+                self.ctx.wake()
+
     # -- the end of a link --------------------------------------------------------------------
     def link_gone(self, link: Link, *, closed: bool, suspend: bool) -> None:
         c = self.links.get(id(link))
@@ -526,6 +553,10 @@ def _attached(c: LinkConsumer) -> tuple[Any, Any, Any, Any]:
     """What the attach left on ``c``'s link: (consumer, topic, source, subscription)."""
     ctx = c.link.context
     return ctx if isinstance(ctx, tuple) else (None, None, None, None)
+
+def _constant(value: float, _entry: object) -> float:
+    return value
+
 
 def _both(a: Callable[[QueuedMessage], bool], b: Callable[[QueuedMessage], bool]) -> Callable[[QueuedMessage], bool]:
     return lambda m: a(m) and b(m)

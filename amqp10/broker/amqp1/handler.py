@@ -146,8 +146,10 @@ class ConnectionHandler(ContextHandler):
         self.ctx.plugin = NO_PLUGIN if config is None else ServiceBusPlugin(self.ctx, config)
 
     def tick(self) -> None:
-        """Once a second (the service's tick): run out what has a time limit (Service Bus tokens)."""
+        """Once a second (the service's tick): run out what has a time limit (consumer
+        timeouts, Service Bus tokens)."""
         if not self.ctx.closed:
+            self.consumers.time_out(self.ctx.broker.now())
             self.ctx.plugin.tick()
 
     def resource_counts(self) -> tuple[int, int]:

@@ -30,6 +30,7 @@ __all__ = [
     "FORMAT",
     "X_OPT_DEATHS",
     "Amqp1Message",
+    "delivery_time",
     "parse_transfer",
     "stream_filter_value",
     "with_routing_annotations",
@@ -120,10 +121,9 @@ class Amqp1Message(QueuedMessage):
             return None
         if not annotations:
             return None
-        for key in (X_OPT_DELIVERY_TIME, X_OPT_SCHEDULED_ENQUEUE_TIME):
-            at = annotations.get(key)
-            if isinstance(at, int) and not isinstance(at, bool):
-                return at / 1000
+        at = delivery_time(annotations)
+        if at is not None:
+            return at
         delay = annotations.get(X_OPT_DELIVERY_DELAY)
         if isinstance(delay, int) and not isinstance(delay, bool) and delay > 0:
             return self.arrival + delay / 1000
@@ -227,6 +227,17 @@ def with_routing_annotations(data: bytes, msg: QueuedMessage, offset: int | None
     section = bytearray()
     encode_into(section, MessageAnnotations({_X_EXCHANGE: exchange, _X_ROUTING_KEY: key}))
     return data[:pos] + bytes(section) + data[pos:]
+
+
+def delivery_time(annotations: Mapping[Any, Any]) -> float | None:
+    """When message ``annotations`` ask the message to be delivered (``x-opt-delivery-time``,
+    or Service Bus's ``x-opt-scheduled-enqueue-time``: ms since the epoch), in seconds since
+    the epoch; None: they do not."""
+    for key in (X_OPT_DELIVERY_TIME, X_OPT_SCHEDULED_ENQUEUE_TIME):
+        at = annotations.get(key)
+        if isinstance(at, int) and not isinstance(at, bool):
+            return int(at) / 1000
+    return None
 
 
 def stream_filter_value(msg: QueuedMessage) -> str | None:

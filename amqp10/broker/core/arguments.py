@@ -15,19 +15,31 @@ argument                        policy field                   value
                                                                reject-publish-dlx
 ``x-dead-letter-exchange``      ``dead_letter_exchange``       exchange name
 ``x-dead-letter-routing-key``   ``dead_letter_routing_key``    routing key
-``x-delivery-limit``            ``delivery_limit``             deliveries
-``x-max-priority``              ``max_priority``               0-255
+``x-delivery-limit``            ``delivery_limit``             returns allowed (-1: no
+                                                               limit); see below
+``x-max-priority``              ``max_priority``               0-255 (levels above 31
+                                                               share the top one)
 ``x-single-active-consumer``    ``single_active_consumer``     bool
+``x-consumer-timeout``          ``consumer_timeout``           ms (seconds in the policy)
 ``x-queue-type``                (the node kind)                classic, quorum, stream
 ``x-max-age``                   ``max_age_seconds``            a stream's retention: 7D,
                                                                12h, 30m, 10s, 1M, 1Y
 ==============================  =============================  ==========================
 
 A ``quorum`` queue is a classic core queue that reports its type as quorum (the
-node is one broker: there is no replication to ask for); the arguments of
+node is one broker: there is no replication to ask for), with RabbitMQ 4's
+default delivery limit (:data:`QUORUM_DELIVERY_LIMIT`) unless its arguments, a
+runtime policy or the broker config set one. ``x-delivery-limit`` counts as
+RabbitMQ counts it: a message may be *returned* that many times (0-9-1 requeue,
+1.0 ``modified`` with ``delivery-failed``, a consumer gone), and the next return
+dead-letters it (or drops it, without a dead-letter target); so
+``x-delivery-limit`` N is the policy's ``delivery_limit`` N + 1 deliveries, and
+-1 lifts the limit (on a quorum queue, its default as well). The arguments of
 replicated queues and streams that only place replicas (:data:`ACCEPTED`:
-group sizes, leader locator, segment and filter sizes, the dead-letter
-strategy) are accepted, kept and reported, and change nothing here.
+group sizes, segment and filter sizes; the leader locator, checked against
+:data:`LEADER_LOCATORS`) are accepted, kept and reported, and change nothing
+here; so is the dead-letter strategy, since dead-lettering is always at least
+once (core/queues.py).
 
 As in RabbitMQ, a queue given a length limit by its arguments and no
 ``x-overflow`` drops its oldest messages (``drop-head``); a queue limited by the
@@ -42,16 +54,31 @@ from typing import Any
 
 from .queue_policy import QueuePolicy
 
-__all__ = ["ACCEPTED", "ARGUMENTS", "QUEUE_TYPES", "ArgumentError", "arguments_of", "policy_with_arguments", "queue_kind"]
+__all__ = [
+    "ACCEPTED",
+    "ARGUMENTS",
+    "LEADER_LOCATORS",
+    "QUEUE_TYPES",
+    "QUORUM_DELIVERY_LIMIT",
+    "ArgumentError",
+    "arguments_of",
+    "policy_with_arguments",
+    "queue_kind",
+]
 
 QUEUE_TYPES = {"classic": "queue", "quorum": "queue", "stream": "stream"}
+
+QUORUM_DELIVERY_LIMIT = 20
+"""RabbitMQ 4's delivery limit of a quorum queue declared without one: returns allowed."""
+
+LEADER_LOCATORS = ("client-local", "balanced")
+"""RabbitMQ 4's ``x-queue-leader-locator`` values (a single node leads every queue here)."""
 
 ACCEPTED = frozenset(
     {
         "x-quorum-initial-group-size",
         "x-quorum-target-group-size",
         "x-initial-group-size",
-        "x-queue-leader-locator",
         "x-stream-max-segment-size-bytes",
         "x-stream-filter-size-bytes",
         "x-dead-letter-strategy",
@@ -83,12 +110,6 @@ def _positive_ms_to_seconds(name: str, v: Any) -> float:
     return float(v) / 1000
 
 
-def _positive_int(name: str, v: Any) -> int:
-    if _non_negative_int(name, v) == 0:
-        raise ArgumentError(f"{name} must be above 0")
-    return int(v)
-
-
 def _string(name: str, v: Any) -> str:
     if not isinstance(v, str):
         raise ArgumentError(f"{name} must be a string, not {v!r}")
@@ -115,6 +136,19 @@ def _age(name: str, v: Any) -> float:
     raise ArgumentError(f"{name} must be a positive number and a unit (Y, M, D, h, m or s), not {v!r}")
 
 
+def _delivery_limit(name: str, v: Any) -> int | None:
+    """RabbitMQ's returns allowed (-1: no limit) as deliveries before a message is dead."""
+    if v == -1 and not isinstance(v, bool):
+        return None
+    return _non_negative_int(name, v) + 1
+
+
+def _leader_locator(name: str, v: Any) -> str:
+    if v not in LEADER_LOCATORS:
+        raise ArgumentError(f"{name} must be {' or '.join(LEADER_LOCATORS)}, not {v!r}")
+    return str(v)
+
+
 def _bool(name: str, v: Any) -> bool:
     if not isinstance(v, bool):
         raise ArgumentError(f"{name} must be true or false, not {v!r}")
@@ -129,10 +163,11 @@ ARGUMENTS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "x-overflow": ("overflow", _overflow),
     "x-dead-letter-exchange": ("dead_letter_exchange", _string),
     "x-dead-letter-routing-key": ("dead_letter_routing_key", _string),
-    "x-delivery-limit": ("delivery_limit", _positive_int),
+    "x-delivery-limit": ("delivery_limit", _delivery_limit),
     "x-max-priority": ("max_priority", _priority),
     "x-single-active-consumer": ("single_active_consumer", _bool),
     "x-max-age": ("max_age_seconds", _age),
+    "x-consumer-timeout": ("consumer_timeout", _positive_ms_to_seconds),
 }
 """Argument name -> (QueuePolicy field, converter from the argument's value)."""
 
@@ -155,6 +190,9 @@ def policy_with_arguments(base: QueuePolicy, arguments: Mapping[str, Any] | None
         if name == "x-queue-type":
             queue_kind(arguments)
             continue
+        if name == "x-queue-leader-locator":  # kept and reported: one node leads every queue
+            _leader_locator(name, value)
+            continue
         if name in ACCEPTED:
             continue
         entry = ARGUMENTS.get(name)
@@ -162,6 +200,8 @@ def policy_with_arguments(base: QueuePolicy, arguments: Mapping[str, Any] | None
             raise ArgumentError(f"unknown queue argument {name!r}")
         field, convert = entry
         changes[field] = convert(name, value)
+    if arguments.get("x-queue-type") == "quorum" and "x-delivery-limit" not in arguments and base.delivery_limit is None:
+        changes["delivery_limit"] = QUORUM_DELIVERY_LIMIT + 1  # RabbitMQ 4's poison-message default
     limited = "max_length" in changes or "max_bytes" in changes
     if limited and "overflow" not in changes:
         changes["overflow"] = "drop-head"  # RabbitMQ's default for a length-limited queue
@@ -175,8 +215,10 @@ def arguments_of(policy: QueuePolicy) -> dict[str, Any]:
         value = getattr(policy, field)
         if value is None or value is False:
             continue
-        if field in ("message_ttl", "expires"):
+        if field in ("message_ttl", "expires", "consumer_timeout"):
             value = round(value * 1000)
+        elif field == "delivery_limit":
+            value -= 1  # deliveries here, returns allowed there
         elif field == "max_age_seconds":
             value = f"{round(value)}s"
         elif field == "overflow":

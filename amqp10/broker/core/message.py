@@ -37,6 +37,7 @@ __all__ = [
     "FORMATS",
     "PRIORITY_LEVELS",
     "QueuedMessage",
+    "UNASKED_PRIORITY_LEVELS",
     "Routing",
     "amqp1_body",
     "amqp1_with_body",
@@ -45,7 +46,11 @@ __all__ = [
     "register_format",
 ]
 
-PRIORITY_LEVELS = 10
+PRIORITY_LEVELS = 32
+"""The most priority levels a queue keeps apart (0-31: RabbitMQ's ``x-max-priority`` up to 31;
+a higher one shares the top level)."""
+UNASKED_PRIORITY_LEVELS = 10
+"""The levels of a queue declared without ``x-max-priority`` (0-9, the 1.0 spec's minimum)."""
 DEFAULT_PRIORITY = 4
 
 AMQP1_FORMAT: Final = "amqp1"

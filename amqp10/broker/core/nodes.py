@@ -267,8 +267,11 @@ class Node:
     def ack(self, msg: QueuedMessage) -> None:
         """The consumer is done with ``msg`` (1.0 accepted, 0-9-1 basic.ack)."""
 
-    def release(self, msg: QueuedMessage, *, delivery_failed: bool = False, undeliverable_to: int | None = None) -> None:
-        """``msg`` goes back for redelivery (1.0 released/modified, 0-9-1 nack/reject with requeue)."""
+    def release(
+        self, msg: QueuedMessage, *, delivery_failed: bool = False, undeliverable_to: int | None = None, due: float | None = None
+    ) -> None:
+        """``msg`` goes back for redelivery (1.0 released/modified, 0-9-1 nack/reject with requeue),
+        no earlier than ``due`` if given (a queue's delayed retry)."""
 
     def reject(self, msg: QueuedMessage) -> None:
         """``msg`` is dead (1.0 rejected, 0-9-1 nack/reject without requeue): dead-letter or drop it."""

@@ -10,7 +10,7 @@ declared later and to the existing ones at once.
 The settings this broker applies are the queue arguments of :mod:`.arguments`
 without their ``x-`` (:data:`POLICY_KEYS`). They combine with a queue's own
 arguments as in RabbitMQ: for ``max-length``, ``max-length-bytes``,
-``message-ttl``, ``expires`` and ``delivery-limit`` the lower value wins; for the
+``message-ttl``, ``expires``, ``delivery-limit`` and ``consumer-timeout`` the lower value wins; for the
 others the queue's argument wins over the policy. The address rules of the broker
 config are applied first, under both. Other keys (``queue-mode``, ``ha-mode``,
 federation, ...) are kept (a definitions export gives them back) and not applied.
@@ -39,11 +39,13 @@ POLICY_KEYS = frozenset(
         "dead-letter-exchange",
         "dead-letter-routing-key",
         "delivery-limit",
+        "consumer-timeout",
+        "queue-leader-locator",
     }
 )
 """The policy keys applied to queues (each is the queue argument ``x-KEY``)."""
 
-_LOWER_WINS = frozenset({"max-length", "max-length-bytes", "message-ttl", "expires", "delivery-limit"})
+_LOWER_WINS = frozenset({"max-length", "max-length-bytes", "message-ttl", "expires", "delivery-limit", "consumer-timeout"})
 
 APPLY_TO: dict[str, frozenset[str]] = {
     "all": frozenset({"queue", "stream", "exchange"}),

@@ -60,7 +60,9 @@ class QueuePolicy(BaseModel):
         description="their routing key there (x-dead-letter-routing-key; default: their own)",
     )
     delivery_limit: int | None = Field(
-        default=None, ge=1, description="deliveries before a message is dead (x-delivery-limit)"
+        default=None,
+        ge=1,
+        description="deliveries before a message is dead (x-delivery-limit N, RabbitMQ's returns allowed, is N + 1 here)",
     )
     message_ttl: float | None = Field(
         default=None,
@@ -76,11 +78,18 @@ class QueuePolicy(BaseModel):
         default=None,
         ge=0,
         le=255,
-        description="highest priority honoured (x-max-priority; at most 9 levels apart)",
+        description="highest priority honoured (x-max-priority; strict levels up to 31, higher values "
+        "share the top one; without it 0-9 as the 1.0 spec's minimum)",
     )
     single_active_consumer: bool = Field(
         default=False,
         description="one consumer at a time gets messages, the next takes over (x-single-active-consumer)",
+    )
+    consumer_timeout: float | None = Field(
+        default=None,
+        gt=0,
+        description="seconds a consumer may hold a delivery unsettled before it loses its channel (0-9-1) "
+        "or link (1.0) and the message goes back (x-consumer-timeout, in ms there); None: no limit",
     )
     max_age_seconds: float | None = Field(default=None, gt=0, description="stream retention by age")
     retention_bytes: int | None = Field(default=None, ge=1, description="stream retention by size")

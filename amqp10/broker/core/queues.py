@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from . import store as _store
 from .browsing import browse, dispatch_browsers, has_after, peek
 from .groups import MessageGroups
-from .message import PRIORITY_LEVELS, QueuedMessage
+from .message import PRIORITY_LEVELS, UNASKED_PRIORITY_LEVELS, QueuedMessage
 from .nodes import (
     NULL_JOURNAL,
     Consumer,
@@ -45,8 +45,9 @@ _NO_MAP: dict[int, Any] = {}
 class Queue(Node):
     """An anycast queue: competing consumers, FIFO per priority level.
 
-    ``dead_letter`` routes a message to the dead-letter address (the router's
-    business); ``now`` is the clock (injected for tests).
+    ``dead_letter(msg, reason, on_stored)`` routes a dead message to the dead-letter
+    target (the router's business) and calls ``on_stored`` once it is safe there;
+    ``now`` is the clock (injected for tests).
     """
 
     kind = "queue"
@@ -68,7 +69,7 @@ class Queue(Node):
         policy: QueuePolicy,
         *,
         journal: Journal = NULL_JOURNAL,
-        dead_letter: Callable[[QueuedMessage, str], None] | None = None,
+        dead_letter: Callable[[QueuedMessage, str, Callable[[], None]], None] | None = None,
         now: Callable[[], float],
         dynamic: bool = False,
         durable_node: bool = False,
@@ -144,7 +145,7 @@ class Queue(Node):
         self._limited = policy.max_length is not None or policy.max_bytes is not None
         self._overflow = policy.overflow_mode
         self._ttl = policy.message_ttl
-        self._top = PRIORITY_LEVELS - 1 if policy.max_priority is None else min(policy.max_priority, PRIORITY_LEVELS - 1)
+        self._top = UNASKED_PRIORITY_LEVELS - 1 if policy.max_priority is None else min(policy.max_priority, PRIORITY_LEVELS - 1)
         self._single_active = policy.single_active_consumer
         self._store_all = self.durable_node and policy.durable
         if policy.expires is not None:
@@ -248,17 +249,16 @@ class Queue(Node):
         if self._limited and self.is_full(msg.size):
             if self._overflow == "reject":
                 if self.policy.overflow == "reject-publish-dlx":
-                    self._dead_letter_or_drop(msg, "maxlen")
+                    self._dead(msg, "maxlen", stored=False)
                 return FULL
             if self._overflow == "drop":
                 while self.count and self.is_full(msg.size):
                     old = self._pop_oldest()
                     if old is None:
                         break
-                    self._journal_delete(old)
-                    self._dead_letter_or_drop(old, "maxlen")
+                    self._dead(old, "maxlen")
                 if self.is_full(msg.size):  # x-max-length 0, or a message bigger than the byte limit
-                    self._dead_letter_or_drop(msg, "maxlen")
+                    self._dead(msg, "maxlen", stored=False)
                     on_stored()
                     return TAKEN
         if msg.arrival == 0.0:
@@ -317,6 +317,17 @@ class Queue(Node):
             self.journal.submit((_store.BARRIER,), on_stored)  # safe once its body is in the store
         else:
             on_stored()
+
+    def rewritten(self, msg: QueuedMessage) -> None:
+        """A consumer changed ``msg``'s bytes while it held it (a 1.0 ``modified`` outcome's
+        message annotations, which RabbitMQ 4 keeps with the message): a stored message is
+        stored again with them, in its place, before it is requeued or dead-lettered."""
+        persistent = self._persistent(msg)
+        if persistent:
+            self._disk_changed(-msg.size)  # (written again below, at its new size)
+        msg.size = len(msg.data)
+        if persistent:
+            self._write(msg, _nothing, persistent)
 
     # -- scheduled delivery (core/scheduled.py) ----------------------------------------------
     def _hold(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
@@ -764,10 +775,10 @@ class Queue(Node):
 
     def _expire(self, msg: QueuedMessage) -> None:
         self.stats.expired += 1
-        self._journal_delete(msg)
         if self.dead_letter is not None and self.policy.dead_letters:
-            self.stats.dead_lettered += 1
-            self.dead_letter(msg, "expired")
+            self._dead(msg, "expired")
+        elif self.durable_node and (msg.durable or self._store_all):  # (_persistent, inline: dropped, not counted)
+            self._delete_stored(msg)
 
     # -- outcomes from consumers ---------------------------------------------------------
     def defer(self, msg: QueuedMessage) -> None:
@@ -806,19 +817,38 @@ class Queue(Node):
             self.dispatch()
         return True
 
-    def release(self, msg: QueuedMessage, *, delivery_failed: bool = False, undeliverable_to: int | None = None) -> None:
-        """Put the message back at the head of its level (released or modified)."""
+    def release(
+        self,
+        msg: QueuedMessage,
+        *,
+        delivery_failed: bool = False,
+        undeliverable_to: int | None = None,
+        due: float | None = None,
+    ) -> None:
+        """Put the message back at the head of its level (released or modified); with
+        ``delivery_failed``, a message over the delivery limit is dead-lettered (or
+        dropped) instead. ``due`` (seconds since the epoch): delivered again no earlier
+        than then (RabbitMQ 4's delayed retry: a ``modified`` outcome annotated with
+        ``x-opt-delivery-time``), held by the scheduler meanwhile and enqueued at the
+        back when due (:meth:`enqueue_due`)."""
         self.stats.released += 1
         freed = self.groups is not None and self._group_settled(msg, dispatch=False)  # dispatched below
         if delivery_failed:
             msg.delivery_count += 1
             limit = self.policy.delivery_limit
             if limit is not None and msg.delivery_count >= limit:
-                self._journal_delete(msg)
-                self._dead_letter_or_drop(msg, "delivery_limit")
+                self._dead(msg, "delivery_limit")
                 if freed:
                     self.dispatch()
                 return
+        if due is not None and self.scheduler is not None and due > self.now():
+            msg._due = due  # (what a restart reads again from its annotations)
+            if self._persistent(msg):
+                self.journal.submit((_store.UPDATE, self._key, msg.seq, msg.delivery_count, 0))
+            self.scheduler.hold(self, msg, due)
+            if freed:
+                self.dispatch()
+            return
         if undeliverable_to is not None:
             if msg.excluded is None:
                 msg.excluded = set()
@@ -849,15 +879,25 @@ class Queue(Node):
         self.stats.rejected += 1
         if self.groups is not None:
             self._group_settled(msg, dispatch=True)
-        self._journal_delete(msg)
-        self._dead_letter_or_drop(msg, "rejected")
+        self._dead(msg, "rejected")
 
-    def _dead_letter_or_drop(self, msg: QueuedMessage, reason: str) -> None:
+    def _dead(self, msg: QueuedMessage, reason: str, *, stored: bool = True) -> None:
+        """``msg`` is dead (``reason``: rejected, maxlen, delivery_limit; expired): dead-letter
+        it if the policy names a target, else drop it (counted in ``dropped``).
+
+        At least once: a ``stored`` message leaves the store only once its dead letter is
+        safe where it went (``dead_letter``'s ``on_stored``: the target's write committed,
+        or it reached no queue), never in the same store batch before it; a crash between
+        the two leaves it in both places, never in neither (RabbitMQ's
+        ``x-dead-letter-strategy`` at-least-once, which this broker always keeps)."""
         if self.dead_letter is not None and self.policy.dead_letters:
             self.stats.dead_lettered += 1
-            self.dead_letter(msg, reason)
-        else:
-            self.stats.dropped += 1
+            stored = stored and self._persistent(msg)
+            self.dead_letter(msg, reason, (lambda: self._delete_stored(msg)) if stored else _nothing)
+            return
+        self.stats.dropped += 1
+        if stored:
+            self._journal_delete(msg)
 
     def get(self) -> QueuedMessage | None:
         """Take the next message without a consumer (0-9-1 basic.get), or None if there is
@@ -928,6 +968,10 @@ class Queue(Node):
 
 
 _seq: Callable[[QueuedMessage], int] = attrgetter("seq")
+
+
+def _nothing() -> None:
+    pass
 
 
 def _any(msg: QueuedMessage) -> bool:  # the view of a consumer with no selector

@@ -159,21 +159,42 @@ class Stream(Node):
         raise ValueError(f"unsupported stream offset {spec!r}: use first, last, next, an offset or a timestamp")
 
     def add_consumer(self, consumer: Consumer, start: int | None = None) -> None:
+        """Start ``consumer`` at offset ``start`` (None: the end). With
+        ``single_active_consumer``, one that comes while another reads waits its turn."""
         self.positions[consumer.id] = self.next if start is None else start
+        waits = self.policy.single_active_consumer and bool(self.consumers)
         self.consumers.append(consumer)
-        self._ready[consumer.id] = consumer
-        self.dispatch()
+        if not waits:
+            self._ready[consumer.id] = consumer
+            self.dispatch()
 
     def consumer_ready(self, consumer: Consumer) -> None:
-        if consumer.id in self.positions:  # (a late call for a consumer that left: ignored)
+        # (a late call for one that left is ignored; one waiting its turn as single active
+        # consumer is not made ready)
+        if consumer.id in self.positions and (not self.policy.single_active_consumer or self.consumers[0] is consumer):
             self._ready[consumer.id] = consumer
         self.dispatch()
 
+    @property
+    def active_consumer(self) -> Consumer | None:
+        """With ``single_active_consumer``: the one consumer that reads."""
+        return self.consumers[0] if self.consumers else None
+
     def remove_consumer(self, consumer: Consumer) -> None:
+        """``consumer`` leaves. With ``single_active_consumer``, if it was the active one the
+        next to come takes over where it stopped (RabbitMQ's single active consumer of a
+        stream resumes from the group's last offset), so no entry is read twice by the group."""
+        active = self.policy.single_active_consumer and bool(self.consumers) and self.consumers[0] is consumer
         if consumer in self.consumers:
             self.consumers.remove(consumer)
-        self.positions.pop(consumer.id, None)
+        position = self.positions.pop(consumer.id, None)
         self._ready.pop(consumer.id, None)
+        if active and self.consumers:
+            heir = self.consumers[0]
+            if position is not None:
+                self.positions[heir.id] = position
+            self._ready[heir.id] = heir
+            self.dispatch()
 
     def dispatch(self) -> None:
         """Each ready consumer reads on from its position to the committed end, as far as
@@ -217,7 +238,9 @@ class Stream(Node):
     def ack(self, msg: QueuedMessage) -> None:
         self.stats.acked += 1
 
-    def release(self, msg: QueuedMessage, *, delivery_failed: bool = False, undeliverable_to: int | None = None) -> None:
+    def release(
+        self, msg: QueuedMessage, *, delivery_failed: bool = False, undeliverable_to: int | None = None, due: float | None = None
+    ) -> None:
         self.stats.released += 1
 
     def reject(self, msg: QueuedMessage) -> None:

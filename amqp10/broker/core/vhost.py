@@ -190,7 +190,7 @@ class VirtualHost:
         q.scheduler = self.broker.scheduler
         q.pager = self.broker.make_pager(q)
         # the queue's policy of the moment: a runtime policy may change it
-        q.dead_letter = lambda msg, reason: self.dead_letter(q.policy, msg, reason, name)
+        q.dead_letter = lambda msg, reason, on_stored: self.dead_letter(q.policy, msg, reason, name, on_stored)
         q.account_to(self.broker.stats)
         q.on_expired = self._expired_unused
         q.use_expirations(self.broker.expirations)
@@ -347,30 +347,40 @@ class VirtualHost:
                     self.journal.submit((_store.DROP_NODE, self.name, q.name))
                 q.account_to(DETACHED)
 
-    def dead_letter(self, policy: QueuePolicy, msg: QueuedMessage, reason: str, queue: str = "") -> None:
+    def dead_letter(
+        self, policy: QueuePolicy, msg: QueuedMessage, reason: str, queue: str = "", on_stored: Callable[[], None] | None = None
+    ) -> None:
         """Send on a dead message (``reason``: rejected, expired, maxlen, delivery_limit): to
-        the policy's dead-letter exchange, with an x-death record, or to its dead-letter address."""
+        the policy's dead-letter exchange, with an x-death record, or to its dead-letter address.
+        ``on_stored`` runs once the dead letter is safe where it went (every queue that took it
+        has committed it), or at once if it reached none (it is dropped, logged)."""
+        if on_stored is None:
+            on_stored = _nothing
         if policy.dead_letter_exchange is not None:
             x = self.exchanges.get(policy.dead_letter_exchange)
             if x is None:
                 log.warning("dropping a %s message: no dead-letter exchange %r", reason, policy.dead_letter_exchange)
+                on_stored()
                 return
             exchange, key = msg.published_to
             death = {"queue": queue, "reason": reason, "exchange": exchange, "routing-keys": [key]}
             dead = msg.dead_lettered(death, self.now())
             dl_key = policy.dead_letter_routing_key if policy.dead_letter_routing_key is not None else key
-            if not self.route(x, dead, dl_key, _nothing):
+            if not self.route(x, dead, dl_key, on_stored):
                 log.info("a dead-lettered message from %r reached no queue through %r", queue, x.name)
+                on_stored()
             return
         dla = policy.dead_letter_address
         target = self.lookup(dla, create=True) if dla else None
         if target is None:
             log.warning("dropping a %s message: dead-letter address %r has no node", reason, dla)
+            on_stored()
             return
         dead = msg.copy()
         dead.expiry = None  # an expired message must not expire again where it is kept
         dead.arrival = self.now()  # (its new queue's TTL counts from now)
-        target.publish(dead, lambda: None)
+        if not target.publish(dead, on_stored):
+            on_stored()  # refused (full): dropped
 
     def queues(self) -> list[Queue | Stream]:
         """Every queue and stream, subscription queues of 1.0 topics included."""

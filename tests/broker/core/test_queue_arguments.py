@@ -193,8 +193,9 @@ def test_quorum_is_a_classic_core_queue_with_its_arguments_kept() -> None:
     args = {"x-queue-type": "quorum", "x-quorum-initial-group-size": 3, "x-queue-leader-locator": "balanced",
             "x-dead-letter-strategy": "at-least-once", "x-delivery-limit": 5}  # fmt: skip
     q = v.declare_queue("qq", arguments=args)
-    assert isinstance(q, Queue) and q.policy.delivery_limit == 5
-    assert q.arguments["x-queue-type"] == "quorum"
+    # RabbitMQ's x-delivery-limit counts returns: 5 returns, so the 6th delivery's return is the last
+    assert isinstance(q, Queue) and q.policy.delivery_limit == 6
+    assert q.arguments["x-queue-type"] == "quorum" and q.arguments["x-queue-leader-locator"] == "balanced"
     s = v.declare_queue("s", arguments={"x-queue-type": "stream", "x-max-age": "2h", "x-stream-max-segment-size-bytes": 1000})
     assert isinstance(s, Stream) and s.policy.max_age_seconds == 7200
 

@@ -56,7 +56,7 @@ def declare_entities(vhost: VirtualHost, config: ServiceBusConfig) -> None:
             arguments={
                 "x-dead-letter-exchange": "",
                 "x-dead-letter-routing-key": dead,
-                "x-delivery-limit": qc.max_delivery_count,
+                "x-delivery-limit": qc.max_delivery_count - 1,  # RabbitMQ counts returns, not deliveries
             },
         )
         _kept(q)
