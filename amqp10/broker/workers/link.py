@@ -1,0 +1,228 @@
+"""An internal link: one AMQP 1.0 connection between two workers, over a Unix socket.
+
+The connection is our own engine (:mod:`amqp10.transport`) driven by an
+:class:`asyncio.Protocol`: the bytes a read brings go to the engine at once, and what
+the engine has to send goes out in one write per turn of the event loop (a burst of
+transfers, settlements and flows costs one system call). Each side runs a
+:class:`LinkHandler`: the worker that stands in for nodes it does not own opens the
+connection (:class:`~.remote.RemoteNodes`), the worker that owns them answers it
+(:class:`~.owner.NodeServer`).
+
+A message crosses as a *record* (:func:`encode_record`, :func:`decode_record`): a fixed
+header with what the queue needs (priority, durability, expiry, arrival, delivery count,
+sequence number, message-id, format name) and then the message's ``data``, the bytes as
+its publisher's protocol gave them, never re-encoded. The transfer's message-format is
+:data:`RECORD_FORMAT`, a private one.
+
+Bad input from the peer worker (garbage, a truncated frame, a record that does not
+decode, an exception while handling it) fails this link only: the connection is closed
+and the handler is told (:meth:`LinkHandler.lost`), never the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import struct
+from collections.abc import Callable
+from typing import Protocol
+
+from ...transport import Connection, ConnectionClosed, ConnectionFailed, Event
+from ..core import QueuedMessage, format_named
+
+__all__ = [
+    "RECORD_FORMAT",
+    "InternalLink",
+    "LinkHandler",
+    "RecordError",
+    "decode_record",
+    "encode_record",
+    "run_link",
+]
+
+log = logging.getLogger("amqp10.broker.workers")
+
+RECORD_FORMAT = 0x00A1_0001
+"""The message-format of a record on an internal link (a private code: vendor bytes, version 1)."""
+
+_HEAD = struct.Struct("<BBHIQdd")
+"""flags, priority, message-id length, delivery count, seq, expiry, arrival."""
+_DURABLE = 1
+_EXPIRES = 2
+_HAS_ID = 4
+
+
+class RecordError(ValueError):
+    """A record from the peer worker that does not decode: the link fails."""
+
+
+def encode_record(msg: QueuedMessage) -> bytes:
+    """``msg`` as a record: the header, its format's name, its message-id, then ``data`` as is."""
+    mid = msg.message_id
+    mid_bytes = b"" if mid is None else mid.encode()
+    expiry = msg.expiry
+    flags = (_DURABLE if msg.durable else 0) | (0 if expiry is None else _EXPIRES) | (0 if mid is None else _HAS_ID)
+    fmt = _FORMAT_NAMES.get(msg.format)
+    if fmt is None:
+        fmt = _FORMAT_NAMES[msg.format] = bytes((len(msg.format),)) + msg.format.encode()
+    head = _HEAD.pack(
+        flags,
+        msg.priority,
+        len(mid_bytes),
+        msg.delivery_count,
+        msg.seq,
+        0.0 if expiry is None else expiry,
+        msg.arrival,
+    )
+    return b"".join((head, fmt, mid_bytes, msg.data))
+
+
+_FORMAT_NAMES: dict[str, bytes] = {}
+"""Format name -> its length byte and name, as a record carries it (made once per format)."""
+_FORMATS: dict[bytes, type[QueuedMessage]] = {}
+"""The same, back: a record's format bytes -> the message class."""
+
+
+def decode_record(payload: bytes) -> QueuedMessage:
+    """The message a record carries (``data`` sliced from it, not decoded); raises :class:`RecordError`."""
+    try:
+        flags, priority, id_len, delivery_count, seq, expiry, arrival = _HEAD.unpack_from(payload)
+        pos = _HEAD.size
+        end = pos + 1 + payload[pos]
+        key = payload[pos:end]
+        cls = _FORMATS.get(key)
+        if cls is None:
+            cls = _FORMATS[key] = format_named(key[1:].decode())
+        mid_end = end + id_len
+        if mid_end > len(payload) or end > len(payload):
+            raise RecordError("a record cut short")
+        mid = payload[end:mid_end].decode() if flags & _HAS_ID else None
+    except (struct.error, IndexError, UnicodeDecodeError, LookupError) as exc:
+        raise RecordError(f"a record that does not decode: {exc}") from None
+    msg = cls(
+        payload[mid_end:],
+        priority=priority,
+        durable=bool(flags & _DURABLE),
+        expiry=expiry if flags & _EXPIRES else None,
+        message_id=mid,
+        delivery_count=delivery_count,
+        arrival=arrival,
+        seq=seq,
+    )
+    return msg
+
+
+class LinkHandler(Protocol):
+    """What runs one side of an internal link (:class:`~.remote.RemoteNodes`, :class:`~.owner.NodeServer`)."""
+
+    def started(self, link: InternalLink) -> None:
+        """The socket is up: open the connection (the opening side) or wait for the peer's open."""
+
+    def on_event(self, event: Event) -> None:
+        """One engine event (a delivery, a settlement, credit, an attach, a detach...)."""
+
+    def after_events(self) -> None:
+        """A read's events are handled: top up credit once for the whole batch."""
+
+    def lost(self, reason: str) -> None:
+        """The link is gone (closed, failed, or the peer broke it): fail what waits on it."""
+
+
+class InternalLink(asyncio.Protocol):
+    """The engine of one internal link over its socket, run by ``handler``."""
+
+    def __init__(self, handler: LinkHandler, container_id: str, *, max_frame_size: int = 1 << 20) -> None:
+        self.handler = handler
+        self.connection = Connection(container_id, max_frame_size=max_frame_size)
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.reason: str | None = None
+        """Why the link went (None while it is up)."""
+        self._flush_pending = False
+        self._call_soon: Callable[[Callable[[], None]], object] = asyncio.get_running_loop().call_soon
+
+    # -- asyncio.Protocol --------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self._guard(lambda: self.handler.started(self))
+        self.flush_soon()
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self._guard(lambda: self._handle(self.connection.receive_data(data)))
+        self._flush()
+
+    def eof_received(self) -> bool:
+        self.fail("the peer worker closed its end")
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.fail(f"the socket closed: {exc}" if exc is not None else "the socket closed")
+
+    # -- driving the engine -----------------------------------------------------------------
+    def _handle(self, events: list[Event]) -> None:
+        handler = self.handler
+        for e in events:
+            t = type(e)
+            if t is ConnectionFailed or t is ConnectionClosed:
+                err = e.error  # type: ignore[attr-defined]
+                self.fail(f"{err.condition}: {err.description}" if err is not None else "the peer worker closed the link")
+                return
+            handler.on_event(e)
+        handler.after_events()
+
+    def _guard(self, step: Callable[[], None]) -> None:
+        """Run ``step``; any exception it raises (bad input the engine let through, a
+        record that does not decode) fails this link, not the broker."""
+        try:
+            step()
+        except Exception as exc:
+            log.warning("internal link %s failed", self.connection.container_id, exc_info=True)
+            self.fail(f"internal link error: {exc}")
+
+    def flush_soon(self) -> None:
+        """Write what the engine has queued at the end of this turn of the loop (once)."""
+        if not self._flush_pending and not self.closed:
+            self._flush_pending = True
+            self._call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_pending = False
+        if self.closed:
+            return
+        conn = self.connection
+        events = conn.poll_events()
+        if events:
+            self._guard(lambda: self._handle(events))
+            if self.closed:
+                return
+        data = conn.data_to_send()
+        if data and self.transport is not None:
+            self.transport.write(data)
+
+    def fail(self, reason: str) -> None:
+        """Close the link (once) and tell the handler why."""
+        if self.closed:
+            return
+        self.closed = True
+        self.reason = reason
+        if self.transport is not None:
+            data = b""
+            try:  # what the engine queued (a close with the condition, on a violation) goes first
+                data = self.connection.data_to_send()
+            except Exception:
+                pass
+            if data:
+                self.transport.write(data)
+            self.transport.close()
+        self.handler.lost(reason)
+
+
+async def run_link(sock: socket.socket, handler: LinkHandler, container_id: str) -> InternalLink:
+    """Run ``handler``'s side of an internal link over the connected Unix socket ``sock``."""
+    loop = asyncio.get_running_loop()
+    _, link = await loop.create_unix_connection(lambda: InternalLink(handler, container_id), sock=sock)
+    return link

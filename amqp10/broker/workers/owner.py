@@ -1,0 +1,277 @@
+"""The side of an internal link that owns the nodes: it serves them to another worker.
+
+A :class:`NodeServer` answers one internal link opened by a worker that stands in for
+nodes of ours (:class:`~.remote.RemoteNodes`). Each link the peer attaches names one of
+our nodes (its address, and the virtual host in the link's properties):
+
+- a *publishing* link (the peer sends): each record becomes a message published to the
+  node with ``node.publish``; the delivery is settled ``accepted`` when the node's
+  ``on_stored`` runs (once it is safe: stored, if durable), or ``rejected`` with the
+  condition ``amqp10:publish:<result>`` when the node refuses it. Credit is topped up
+  once per batch of events, within the node's room;
+- a *consuming* link (the peer receives): a :class:`LinkConsumer` joins the node as one of
+  its consumers, whose credit is the link's; the peer's outcome for each delivery is the
+  node's ``ack``/``release``/``reject``, as for a local consumer.
+
+When a consuming link or the whole internal link goes, what the peer held unsettled is
+released to the node, as when a local consumer's connection drops.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ...transport import (
+    ConnectionOpened,
+    ConnectionState,
+    CreditAdded,
+    DeliveryReceived,
+    DeliveryUpdated,
+    Event,
+    IllegalStateError,
+    Link,
+    LinkAttached,
+    LinkDetached,
+    LinkFailed,
+    Receiver,
+    SessionBegun,
+)
+from ...transport.delivery import Delivery
+from ...types import Accepted, Error, ErrorCondition, Modified, Rejected, symbol
+from ..core import Broker, Node, PublishResult, Queue, QueuedMessage
+from .link import InternalLink, decode_record, encode_record
+from .remote import PRIORITY, VHOST
+
+__all__ = ["PUBLISH_WINDOW", "LinkConsumer", "NodeServer"]
+
+log = logging.getLogger("amqp10.broker.workers")
+
+PUBLISH_WINDOW = 1000
+"""The credit a publishing link is given (topped up when half is used), within the node's room."""
+
+_ACCEPTED = Accepted()
+_TAKEN = PublishResult.TAKEN
+_REFUSALS = {
+    r: Rejected(error=Error(condition=symbol(f"amqp10:publish:{r.value}"), description=f"the owner's node answered {r.value}"))
+    for r in PublishResult
+    if r is not PublishResult.TAKEN
+}
+
+
+class LinkConsumer:
+    """A consumer of one of our nodes on another worker: the node delivers to its link."""
+
+    __slots__ = ("_server", "browse", "id", "link", "node", "priority", "remote_id")
+
+    def __init__(self, server: NodeServer, link: Link, node: Node, consumer_id: int, *, browse: bool, priority: int) -> None:
+        self._server = server
+        self.link = link
+        self.node = node
+        self.id = consumer_id
+        self.browse = browse
+        self.priority = priority
+        self.remote_id: int | None = None
+
+    def credit(self) -> int:
+        link = self.link
+        return link.credit if not link.queued else 0  # type: ignore[attr-defined]
+
+    def deliver(self, node: Node, msg: QueuedMessage) -> None:
+        d = self.link.send(encode_record(msg))  # type: ignore[attr-defined]
+        d.context = msg
+        self._server.wrote()
+
+    def cancelled(self) -> None:
+        """The node was deleted: the peer's consumer is told by the link's detach."""
+        link = self.link
+        if link.is_attached:
+            link.detach(Error(condition=ErrorCondition.RESOURCE_DELETED, description=f"node {self.node.name!r} was deleted"))
+            self._server.wrote()
+        self._server.forget(link)
+
+    def release_unsettled(self) -> None:
+        """The peer's consumer went: every message it held goes back to the node."""
+        node = self.node
+        for d in list(self.link.unsettled.values()):
+            msg = d.context
+            if msg is not None:
+                d.context = None
+                node.release(msg)
+
+
+class NodeServer:
+    """The owning side of one internal link: serves ``broker``'s nodes to the peer worker."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.link: InternalLink | None = None
+        self.publishing: dict[int, tuple[Receiver, Node]] = {}  # id(link) -> (link, node)
+        self.consumers: dict[int, LinkConsumer] = {}  # id(link) -> its consumer
+        self._touched: set[int] = set()
+        self.reason: str | None = None
+
+    # -- LinkHandler --------------------------------------------------------------------------
+    def started(self, link: InternalLink) -> None:
+        self.link = link
+
+    def on_event(self, e: Event) -> None:
+        t = type(e)
+        if t is DeliveryReceived:
+            self._publish(e.link, e.delivery)  # type: ignore[attr-defined]
+        elif t is DeliveryUpdated:
+            d = e.delivery  # type: ignore[attr-defined]
+            if d.remote_settled:
+                self._settled(d)
+        elif t is CreditAdded:
+            c = self.consumers.get(id(e.link))  # type: ignore[attr-defined]
+            if c is not None:
+                c.node.consumer_ready(c)
+        elif t is LinkAttached:
+            self._attached(e.link)  # type: ignore[attr-defined]
+        elif t is LinkDetached or t is LinkFailed:
+            self._detached(e.link)  # type: ignore[attr-defined]
+        elif t is SessionBegun:
+            session = e.session  # type: ignore[attr-defined]
+            if not session.is_mapped:
+                session.begin(incoming_window=8192)
+        elif t is ConnectionOpened:
+            conn = self.link.connection if self.link is not None else None
+            if conn is not None and conn.state is ConnectionState.OPEN_RCVD:
+                conn.open()  # the peer worker opened: answer
+
+    def after_events(self) -> None:
+        touched, self._touched = self._touched, set()
+        for key in touched:
+            entry = self.publishing.get(key)
+            if entry is not None:
+                self._grant(*entry)
+
+    def lost(self, reason: str) -> None:
+        self.reason = reason
+        for key in list(self.consumers):
+            c = self.consumers.pop(key)
+            c.node.remove_consumer(c)
+            c.release_unsettled()
+        self.publishing.clear()
+
+    # -- links --------------------------------------------------------------------------------
+    def wrote(self) -> None:
+        if self.link is not None:
+            self.link.flush_soon()
+
+    def _node(self, link: Link) -> Node | None:
+        props = link.remote_attach.properties if link.remote_attach is not None else None
+        vhost_name = None if not props else props.get(VHOST)
+        vhost = self.broker.vhost(str(vhost_name) if vhost_name is not None else None)
+        if isinstance(link, Receiver):
+            address = getattr(link.remote_target, "address", None)
+        else:
+            address = getattr(link.remote_source, "address", None)
+        if vhost is None or not address:
+            return None
+        return vhost.lookup(str(address), create=False)
+
+    def _attached(self, link: Link) -> None:
+        node = self._node(link)
+        if node is None:
+            link.attach(source=link.remote_source, target=link.remote_target)
+            link.detach(Error(condition=ErrorCondition.NOT_FOUND, description="no such node on its owner"))
+            self.wrote()
+            return
+        link.attach(source=link.remote_source, target=link.remote_target)
+        if isinstance(link, Receiver):
+            link.context = node
+            self.publishing[id(link)] = (link, node)
+            self._grant(link, node)
+        else:
+            props = link.remote_attach.properties if link.remote_attach is not None else None
+            mode = getattr(link.remote_source, "distribution_mode", None)
+            c = LinkConsumer(
+                self,
+                link,
+                node,
+                self.broker.next_consumer_id(),
+                browse=mode is not None and str(mode) == "copy",
+                priority=int((props or {}).get(PRIORITY, 0)),
+            )
+            link.context = c
+            self.consumers[id(link)] = c
+            node.add_consumer(c)
+        self.wrote()
+
+    def _detached(self, link: Link) -> None:
+        self.publishing.pop(id(link), None)
+        c = self.consumers.pop(id(link), None)
+        if c is not None:
+            c.node.remove_consumer(c)
+            c.release_unsettled()
+
+    def forget(self, link: Link) -> None:
+        """A consuming link's node is gone: nothing more is delivered on it."""
+        self.consumers.pop(id(link), None)
+
+    # -- publishing ---------------------------------------------------------------------------
+    def _publish(self, link: Receiver, d: Delivery) -> None:
+        node = link.context
+        self._touched.add(id(link))
+        msg = decode_record(d.payload)
+        wrote = self.wrote
+
+        def stored() -> None:
+            if not d.settled:
+                try:
+                    d.settle(_ACCEPTED)
+                except IllegalStateError:
+                    return  # the link went meanwhile
+                wrote()
+
+        result = node.publish(msg, stored)
+        if result is not _TAKEN and not d.settled:
+            d.settle(_REFUSALS[result])
+
+    def _grant(self, link: Receiver, node: Node) -> None:
+        """Top up a publishing link's credit, bounded by the node's room."""
+        if not link.is_attached:
+            return
+        room = node.room()
+        target = PUBLISH_WINDOW if room is None else min(PUBLISH_WINDOW, room)
+        if room is not None and isinstance(node, Queue):
+            node.space_listeners.add(self._regrant)
+        if target <= 0:
+            if link.credit > 0:
+                link.flow(0)
+            return
+        if link.credit > target or link.credit <= target // 2:
+            link.flow(target)
+
+    def _regrant(self) -> None:
+        for link, node in list(self.publishing.values()):
+            self._grant(link, node)
+        self.wrote()
+
+    # -- consuming ----------------------------------------------------------------------------
+    def _settled(self, d: Delivery) -> None:
+        """The peer settled a delivery to its consumer: the outcome, on the node."""
+        msg = d.context
+        d.context = None
+        if not d.settled:
+            d.settle()
+        c = d.link.context
+        if msg is None or not isinstance(c, LinkConsumer):
+            return
+        node = c.node
+        state: Any = d.remote_state
+        t = type(state)
+        if t is Accepted:
+            node.ack(msg)
+        elif t is Rejected:
+            node.reject(msg)
+        elif t is Modified:
+            node.release(
+                msg,
+                delivery_failed=bool(state.delivery_failed),
+                undeliverable_to=c.id if state.undeliverable_here else None,
+            )
+        else:  # released, or settled with no outcome: back for redelivery
+            node.release(msg)

@@ -1,0 +1,337 @@
+"""The side of an internal link that stands in for nodes another worker owns.
+
+A :class:`RemoteNode` is a :class:`~amqp10.broker.core.Node` whose messages live on the
+owning worker. The core's front ends publish to it and consume from it as from a local
+node:
+
+- ``publish(msg, on_stored, on_refused)`` sends ``msg`` as a record on the node's one
+  publishing link (so the messages of every publisher keep their order) and returns
+  :attr:`~PublishResult.TAKEN` at once: ``on_stored`` runs only once the owner took it
+  (and stored it, if durable), exactly when a local node would run it; if the owner
+  refused it, ``on_refused`` gets the owner's :class:`PublishResult` (full, unroutable,
+  refused), or None when the owner is unavailable (the link failed: 1.0 answers
+  released, 0-9-1 a nack);
+- ``add_consumer(c)`` opens a link on the owner for ``c`` (its own consumer there, so
+  consumers on every worker compete for the queue's messages in its order) and grants
+  it the credit ``c`` has, at most :data:`CREDIT_BATCH` at a time: no more messages are
+  in flight to this worker than ``c`` granted, plus at most one batch when ``c`` takes
+  credit back; ``consumer_ready(c)`` (the front end's call when ``c`` gains credit)
+  delivers what waits here and tops the link's credit up;
+- ``ack``/``release``/``reject`` settle the delivery on the owner with the outcome
+  (accepted, released or modified, rejected), where the owner's queue applies it
+  (redelivery count, dead-lettering) as for a local consumer.
+
+:class:`RemoteNodes` runs the opening side of one internal link (to one owner): it
+makes the remote nodes and hands the engine's events to them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from ...transport import (
+    DeliveryReceived,
+    DeliveryUpdated,
+    Event,
+    IllegalStateError,
+    LinkDetached,
+    LinkFailed,
+    Receiver,
+    Sender,
+)
+from ...transport.delivery import Delivery
+from ...types import Accepted, Modified, Rejected, Released, Source, Target, symbol
+from ..core import Consumer, Node, PublishResult, QueuedMessage, QueuePolicy
+from .link import InternalLink, decode_record, encode_record
+
+__all__ = ["CREDIT_BATCH", "REFUSALS", "RemoteNode", "RemoteNodes", "Refused"]
+
+log = logging.getLogger("amqp10.broker.workers")
+
+CREDIT_BATCH = 256
+"""The most credit a remote consumer's link holds at once (and so the most messages that
+may be in flight to it beyond its consumer's credit, if that consumer takes credit back)."""
+
+VHOST = symbol("vhost")
+PRIORITY = symbol("priority")
+CONSUMER_ID = symbol("consumer-id")
+
+REFUSALS: dict[str, PublishResult] = {f"amqp10:publish:{r.value}": r for r in PublishResult if r is not PublishResult.TAKEN}
+"""The error condition of the owner's rejected outcome -> what its node answered."""
+
+Refused = Callable[[PublishResult | None], None]
+"""Told why a publish was not taken: the owner's answer, or None (the owner is unavailable)."""
+
+_ACCEPTED = Accepted()
+_RELEASED = Released()
+_REJECTED = Rejected()
+_TAKEN = PublishResult.TAKEN
+
+
+def _nobody_told(result: PublishResult | None) -> None:
+    log.debug("a publish to a remote node was refused (%s) and its publisher asked for no answer", result)
+
+
+class _Feed:
+    """One consumer of a remote node: its link on the owner and what waits here for its credit."""
+
+    __slots__ = ("consumer", "link", "waiting")
+
+    def __init__(self, consumer: Consumer, link: Receiver) -> None:
+        self.consumer = consumer
+        self.link = link
+        self.waiting: deque[QueuedMessage] = deque()
+
+
+class RemoteNode(Node):
+    """A stand-in for node ``name`` of ``vhost``, owned by the worker at the other end of ``nodes``."""
+
+    kind = "remote"
+
+    def __init__(self, nodes: RemoteNodes, vhost: str, name: str) -> None:
+        super().__init__(name, QueuePolicy())
+        self.vhost = vhost
+        self._nodes = nodes
+        self._sender: Sender | None = None
+        self._feeds: dict[int, _Feed] = {}  # consumer id -> its feed
+        self._deliveries: dict[QueuedMessage, Delivery] = {}  # delivered here, not settled yet
+        self.unavailable: str | None = None
+        """Why the owner cannot be reached (the link failed), or None."""
+
+    def _properties(self, **more: Any) -> dict[Any, Any]:
+        props: dict[Any, Any] = {VHOST: self.vhost}
+        props.update(more)
+        return props
+
+    # -- publish ------------------------------------------------------------------------------
+    def publish(
+        self, msg: QueuedMessage, on_stored: Callable[[], None], on_refused: Refused | None = None
+    ) -> PublishResult:
+        """Forward ``msg`` to the owner; ``on_stored`` once it took it, else ``on_refused``."""
+        if self.unavailable is not None:
+            (on_refused or _nobody_told)(None)
+            return _TAKEN
+        sender = self._sender
+        if sender is None:
+            sender = self._sender = self._nodes.open_sender(self)
+        d = sender.send(encode_record(msg))
+        d.context = (on_stored, on_refused)
+        self._nodes.wrote()
+        return _TAKEN
+
+    @staticmethod
+    def _answered(state: Any, on_stored: Callable[[], None], on_refused: Refused | None) -> None:
+        """The owner settled a publish with ``state``: tell the publisher what it answered."""
+        if type(state) is Accepted:
+            on_stored()
+            return
+        result: PublishResult | None = None  # released: the owner could not take it now
+        if type(state) is Rejected:
+            err = state.error
+            result = PublishResult.REFUSED if err is None else REFUSALS.get(str(err.condition), PublishResult.REFUSED)
+        (on_refused or _nobody_told)(result)
+
+    # -- consume ------------------------------------------------------------------------------
+    def add_consumer(self, consumer: Consumer) -> None:
+        if self.unavailable is not None:
+            consumer.cancelled()
+            return
+        link = self._nodes.open_receiver(self, consumer)
+        feed = self._feeds[consumer.id] = _Feed(consumer, link)
+        link.context = (self, feed)
+        self._top_up(feed)
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        feed = self._feeds.pop(consumer.id, None)
+        if feed is None:
+            return
+        link = feed.link
+        # what it held and did not settle goes back on the owner when the link closes
+        for msg in [m for m, d in self._deliveries.items() if d.link is link]:
+            del self._deliveries[msg]
+        if link.is_attached:
+            try:
+                link.detach(closed=True)
+            except IllegalStateError:
+                pass
+            self._nodes.wrote()
+
+    def consumer_ready(self, consumer: Consumer) -> None:
+        feed = self._feeds.get(consumer.id)
+        if feed is not None:
+            self._hand_on(feed)
+            self._top_up(feed)
+
+    def _received(self, feed: _Feed, d: Delivery) -> None:
+        """A message arrived from the owner for ``feed``'s consumer."""
+        msg = decode_record(d.payload)
+        self._deliveries[msg] = d
+        waiting = feed.waiting
+        if not waiting and feed.consumer.credit() > 0:
+            feed.consumer.deliver(self, msg)
+        else:  # its consumer took credit back meanwhile: it waits (at most a batch)
+            waiting.append(msg)
+
+    def _hand_on(self, feed: _Feed) -> None:
+        """Give ``feed``'s consumer what waits for it, as its credit allows."""
+        waiting = feed.waiting
+        c = feed.consumer
+        while waiting and c.credit() > 0:
+            c.deliver(self, waiting.popleft())
+
+    def _top_up(self, feed: _Feed) -> None:
+        """Grant the owner what ``feed``'s consumer can take (less what waits here), a batch at most."""
+        link = feed.link
+        if not link.is_attached:
+            return
+        target = min(feed.consumer.credit() - len(feed.waiting), CREDIT_BATCH)
+        if target > 0 and link.credit <= target // 2:
+            link.flow(target)
+            self._nodes.wrote()
+
+    # -- settlement ---------------------------------------------------------------------------
+    def _settle(self, msg: QueuedMessage, outcome: Any) -> None:
+        d = self._deliveries.pop(msg, None)
+        if d is None or d.settled:
+            return  # its link went (the owner released it) or it was settled already
+        try:
+            d.settle(outcome)
+        except IllegalStateError:
+            return
+        self._nodes.wrote()
+
+    def ack(self, msg: QueuedMessage) -> None:
+        self._settle(msg, _ACCEPTED)
+
+    def release(self, msg: QueuedMessage, *, delivery_failed: bool = False, undeliverable_to: int | None = None) -> None:
+        if delivery_failed or undeliverable_to is not None:
+            self._settle(msg, Modified(delivery_failed=delivery_failed, undeliverable_here=undeliverable_to is not None))
+        else:
+            self._settle(msg, _RELEASED)
+
+    def reject(self, msg: QueuedMessage) -> None:
+        self._settle(msg, _REJECTED)
+
+    # -- the link's end -----------------------------------------------------------------------
+    def _lost(self, reason: str) -> None:
+        """The owner is unavailable: refuse what waits for its answer, cancel the consumers."""
+        self.unavailable = reason
+        sender, self._sender = self._sender, None
+        if sender is not None:
+            for d in list(sender.unsettled.values()):
+                if d.context is not None and not d.remote_settled:
+                    _, on_refused = d.context
+                    d.context = None
+                    (on_refused or _nobody_told)(None)
+        feeds, self._feeds = self._feeds, {}
+        self._deliveries.clear()
+        for feed in feeds.values():
+            feed.consumer.cancelled()
+
+    def _link_gone(self, link: Sender | Receiver, feed: _Feed | None, reason: str) -> None:
+        """The owner detached one of its links (the node is gone there, or refused it)."""
+        if feed is None:
+            self._lost(reason)  # the publishing link: its node cannot be reached any more
+            return
+        if self._feeds.pop(feed.consumer.id, None) is not None:
+            for msg in [m for m, d in self._deliveries.items() if d.link is link]:
+                del self._deliveries[msg]
+            feed.consumer.cancelled()
+
+
+class RemoteNodes:
+    """The opening side of an internal link to one owning worker: its remote nodes."""
+
+    def __init__(self, container_id: str) -> None:
+        self.container_id = container_id
+        self.link: InternalLink | None = None
+        self.nodes: dict[tuple[str, str], RemoteNode] = {}
+        self._names = itertools.count(1)
+        self._session: Any = None
+        self.reason: str | None = None
+        """Why the link went (None while it is up)."""
+
+    def node(self, vhost: str, name: str) -> RemoteNode:
+        """The stand-in for node ``name`` of ``vhost`` (one per node, made on first use)."""
+        key = (vhost, name)
+        node = self.nodes.get(key)
+        if node is None:
+            node = self.nodes[key] = RemoteNode(self, vhost, name)
+            if self.reason is not None:
+                node.unavailable = self.reason
+        return node
+
+    # -- LinkHandler --------------------------------------------------------------------------
+    def started(self, link: InternalLink) -> None:
+        self.link = link
+        conn = link.connection
+        conn.open()
+        self._session = conn.session(incoming_window=8192)
+        self._session.begin()
+
+    def on_event(self, e: Event) -> None:
+        t = type(e)
+        if t is DeliveryUpdated:
+            d = e.delivery  # type: ignore[attr-defined]
+            answer = d.context
+            if d.remote_settled and answer is not None:  # the owner's answer to a publish
+                d.context = None
+                d.settle()  # (it forgot the delivery: nothing goes back)
+                d.link.context._answered(d.remote_state, *answer)
+        elif t is DeliveryReceived:
+            link = e.link  # type: ignore[attr-defined]
+            node, feed = link.context
+            node._received(feed, e.delivery)  # type: ignore[attr-defined]
+        elif t is LinkDetached or t is LinkFailed:
+            link = e.link  # type: ignore[attr-defined]
+            err = e.error  # type: ignore[attr-defined]
+            reason = f"{err.condition}: {err.description}" if err is not None else "the owner detached the link"
+            ctx = link.context
+            if type(ctx) is RemoteNode:
+                ctx._link_gone(link, None, reason)
+            elif ctx is not None:
+                ctx[0]._link_gone(link, ctx[1], reason)
+
+    def after_events(self) -> None:
+        for node in self.nodes.values():
+            for feed in node._feeds.values():
+                node._top_up(feed)
+
+    def lost(self, reason: str) -> None:
+        self.reason = reason
+        for node in self.nodes.values():
+            node._lost(reason)
+
+    # -- for the remote nodes -----------------------------------------------------------------
+    def wrote(self) -> None:
+        """Something was queued on the engine: write it at the end of this turn."""
+        link = self.link
+        if link is not None:
+            link.flush_soon()
+
+    def open_sender(self, node: RemoteNode) -> Sender:
+        sender: Sender = self._session.sender(
+            f"publish:{next(self._names)}",
+            source=Source(address=self.container_id),
+            target=Target(address=node.name),
+            properties=node._properties(),
+        )
+        sender.context = node
+        sender.attach()
+        self.wrote()
+        return sender
+
+    def open_receiver(self, node: RemoteNode, consumer: Consumer) -> Receiver:
+        receiver: Receiver = self._session.receiver(
+            f"consume:{next(self._names)}",
+            source=Source(address=node.name, distribution_mode=symbol("copy") if consumer.browse else None),
+            target=Target(address=self.container_id),
+            properties=node._properties(**{PRIORITY: int(getattr(consumer, "priority", 0)), CONSUMER_ID: consumer.id}),
+        )
+        receiver.attach()
+        self.wrote()
+        return receiver
