@@ -132,7 +132,16 @@ class LinkHandler(Protocol):
 class InternalLink(asyncio.Protocol):
     """The engine of one internal link over its socket, run by ``handler``."""
 
-    def __init__(self, handler: LinkHandler, container_id: str, *, max_frame_size: int = 1 << 20) -> None:
+    def __init__(
+        self,
+        handler: LinkHandler,
+        container_id: str,
+        *,
+        max_frame_size: int = 1 << 20,
+        call_soon: Callable[[Callable[[], None]], object] | None = None,
+    ) -> None:
+        """``call_soon`` runs a callback later in this turn of the loop (the running loop's,
+        unless given: an in-memory bench drives the link without one)."""
         self.handler = handler
         self.connection = Connection(container_id, max_frame_size=max_frame_size)
         self.transport: asyncio.Transport | None = None
@@ -140,7 +149,7 @@ class InternalLink(asyncio.Protocol):
         self.reason: str | None = None
         """Why the link went (None while it is up)."""
         self._flush_pending = False
-        self._call_soon: Callable[[Callable[[], None]], object] = asyncio.get_running_loop().call_soon
+        self._call_soon = call_soon if call_soon is not None else asyncio.get_running_loop().call_soon
 
     # -- asyncio.Protocol --------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:

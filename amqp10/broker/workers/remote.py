@@ -91,6 +91,8 @@ class RemoteNode(Node):
     """A stand-in for node ``name`` of ``vhost``, owned by the worker at the other end of ``nodes``."""
 
     kind = "remote"
+    count = 0
+    """Messages held here: none (they are on the owner; a front end reads this for ``available``)."""
 
     def __init__(self, nodes: RemoteNodes, vhost: str, name: str) -> None:
         super().__init__(name, QueuePolicy())
