@@ -46,11 +46,13 @@ log = logging.getLogger("amqp10.broker.workers")
 RECORD_FORMAT = 0x00A1_0001
 """The message-format of a record on an internal link (a private code: vendor bytes, version 1)."""
 
-_HEAD = struct.Struct("<BBHIQdd")
-"""flags, priority, message-id length, delivery count, seq, expiry, arrival."""
+_HEAD = struct.Struct("<BBHHIQddd")
+"""flags, priority, message-id length, group length, delivery count, seq, expiry, arrival, due."""
 _DURABLE = 1
 _EXPIRES = 2
 _HAS_ID = 4
+_HAS_GROUP = 8
+_HAS_DUE = 16
 
 
 class RecordError(ValueError):
@@ -58,11 +60,23 @@ class RecordError(ValueError):
 
 
 def encode_record(msg: QueuedMessage) -> bytes:
-    """``msg`` as a record: the header, its format's name, its message-id, then ``data`` as is."""
+    """``msg`` as a record: the header, its format's name, message-id and group, then ``data`` as is.
+
+    The group and due time are read here (a front end has usually read them as the message
+    arrived) and carried, so the other worker's queue does not decode ``data`` for them."""
     mid = msg.message_id
     mid_bytes = b"" if mid is None else mid.encode()
+    group = msg.group
+    group_bytes = b"" if group is None else group.encode()
     expiry = msg.expiry
-    flags = (_DURABLE if msg.durable else 0) | (0 if expiry is None else _EXPIRES) | (0 if mid is None else _HAS_ID)
+    due = msg.due
+    flags = (
+        (_DURABLE if msg.durable else 0)
+        | (0 if expiry is None else _EXPIRES)
+        | (0 if mid is None else _HAS_ID)
+        | (0 if group is None else _HAS_GROUP)
+        | (0 if due is None else _HAS_DUE)
+    )
     fmt = _FORMAT_NAMES.get(msg.format)
     if fmt is None:
         fmt = _FORMAT_NAMES[msg.format] = bytes((len(msg.format),)) + msg.format.encode()
@@ -70,12 +84,14 @@ def encode_record(msg: QueuedMessage) -> bytes:
         flags,
         msg.priority,
         len(mid_bytes),
+        len(group_bytes),
         msg.delivery_count,
         msg.seq,
         0.0 if expiry is None else expiry,
         msg.arrival,
+        0.0 if due is None else due,
     )
-    return b"".join((head, fmt, mid_bytes, msg.data))
+    return b"".join((head, fmt, mid_bytes, group_bytes, msg.data))
 
 
 _FORMAT_NAMES: dict[str, bytes] = {}
@@ -87,7 +103,7 @@ _FORMATS: dict[bytes, type[QueuedMessage]] = {}
 def decode_record(payload: bytes) -> QueuedMessage:
     """The message a record carries (``data`` sliced from it, not decoded); raises :class:`RecordError`."""
     try:
-        flags, priority, id_len, delivery_count, seq, expiry, arrival = _HEAD.unpack_from(payload)
+        flags, priority, id_len, group_len, delivery_count, seq, expiry, arrival, due = _HEAD.unpack_from(payload)
         pos = _HEAD.size
         end = pos + 1 + payload[pos]
         key = payload[pos:end]
@@ -95,13 +111,15 @@ def decode_record(payload: bytes) -> QueuedMessage:
         if cls is None:
             cls = _FORMATS[key] = format_named(key[1:].decode())
         mid_end = end + id_len
-        if mid_end > len(payload) or end > len(payload):
+        group_end = mid_end + group_len
+        if group_end > len(payload) or end > len(payload):
             raise RecordError("a record cut short")
         mid = payload[end:mid_end].decode() if flags & _HAS_ID else None
+        group = payload[mid_end:group_end].decode() if flags & _HAS_GROUP else None
     except (struct.error, IndexError, UnicodeDecodeError, LookupError) as exc:
         raise RecordError(f"a record that does not decode: {exc}") from None
     msg = cls(
-        payload[mid_end:],
+        payload[group_end:],
         priority=priority,
         durable=bool(flags & _DURABLE),
         expiry=expiry if flags & _EXPIRES else None,
@@ -110,6 +128,7 @@ def decode_record(payload: bytes) -> QueuedMessage:
         arrival=arrival,
         seq=seq,
     )
+    msg.read_already(group, due if flags & _HAS_DUE else None)
     return msg
 
 

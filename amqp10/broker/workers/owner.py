@@ -41,7 +41,7 @@ from ...transport.delivery import Delivery
 from ...types import Accepted, Error, ErrorCondition, Modified, Rejected, symbol
 from ..core import Broker, Node, PublishResult, Queue, QueuedMessage
 from .link import InternalLink, decode_record, encode_record
-from .remote import PRIORITY, VHOST
+from .remote import NEEDS_MESSAGE_IDS, PRIORITY, VHOST
 
 __all__ = ["PUBLISH_WINDOW", "LinkConsumer", "NodeServer"]
 
@@ -179,6 +179,8 @@ class NodeServer:
             link.detach(Error(condition=ErrorCondition.NOT_FOUND, description="no such node on its owner"))
             self.wrote()
             return
+        if isinstance(link, Receiver):
+            link.properties = {NEEDS_MESSAGE_IDS: node.needs_message_ids}
         link.attach(source=link.remote_source, target=link.remote_target)
         if isinstance(link, Receiver):
             link.context = node

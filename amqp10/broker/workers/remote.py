@@ -34,10 +34,12 @@ from collections.abc import Callable
 from typing import Any
 
 from ...transport import (
+    ConnectionOpened,
     DeliveryReceived,
     DeliveryUpdated,
     Event,
     IllegalStateError,
+    LinkAttached,
     LinkDetached,
     LinkFailed,
     Receiver,
@@ -59,6 +61,9 @@ may be in flight to it beyond its consumer's credit, if that consumer takes cred
 VHOST = symbol("vhost")
 PRIORITY = symbol("priority")
 CONSUMER_ID = symbol("consumer-id")
+NEEDS_MESSAGE_IDS = symbol("needs-message-ids")
+"""In the owner's answer to a publishing link: whether its node reads message-ids (duplicate
+detection, the store); until then a remote node asks its publishers' front ends for them."""
 
 REFUSALS: dict[str, PublishResult] = {f"amqp10:publish:{r.value}": r for r in PublishResult if r is not PublishResult.TAKEN}
 """The error condition of the owner's rejected outcome -> what its node answered."""
@@ -253,7 +258,12 @@ class RemoteNodes:
         self.link: InternalLink | None = None
         self.nodes: dict[tuple[str, str], RemoteNode] = {}
         self._names = itertools.count(1)
-        self._session: Any = None
+        # publishing links on one session, consuming links on another: a session writes the
+        # dispositions it has queued before each transfer, so the owner's answers to publishes
+        # (and our outcomes for its deliveries) go out as one range per batch only when no
+        # transfer of the other direction comes between them
+        self._publishing: Any = None
+        self._consuming: Any = None
         self.reason: str | None = None
         """Why the link went (None while it is up)."""
 
@@ -272,8 +282,9 @@ class RemoteNodes:
         self.link = link
         conn = link.connection
         conn.open()
-        self._session = conn.session(incoming_window=8192)
-        self._session.begin()
+        self._publishing = conn.session(incoming_window=8192)
+        self._publishing.begin()
+        # (the consuming session begins once the owner's open allows a second channel)
 
     def on_event(self, e: Event) -> None:
         t = type(e)
@@ -288,6 +299,16 @@ class RemoteNodes:
             link = e.link  # type: ignore[attr-defined]
             node, feed = link.context
             node._received(feed, e.delivery)  # type: ignore[attr-defined]
+        elif t is ConnectionOpened:
+            assert self.link is not None
+            self._consuming = self.link.connection.session(incoming_window=8192)
+            self._consuming.begin()
+        elif t is LinkAttached:  # the owner's answer to our attach
+            link = e.link  # type: ignore[attr-defined]
+            node = link.context
+            props = link.remote_attach.properties if link.remote_attach is not None else None
+            if type(node) is RemoteNode and props and NEEDS_MESSAGE_IDS in props:
+                node.needs_message_ids = bool(props[NEEDS_MESSAGE_IDS])
         elif t is LinkDetached or t is LinkFailed:
             link = e.link  # type: ignore[attr-defined]
             err = e.error  # type: ignore[attr-defined]
@@ -316,7 +337,7 @@ class RemoteNodes:
             link.flush_soon()
 
     def open_sender(self, node: RemoteNode) -> Sender:
-        sender: Sender = self._session.sender(
+        sender: Sender = self._publishing.sender(
             f"publish:{next(self._names)}",
             source=Source(address=self.container_id),
             target=Target(address=node.name),
@@ -328,7 +349,8 @@ class RemoteNodes:
         return sender
 
     def open_receiver(self, node: RemoteNode, consumer: Consumer) -> Receiver:
-        receiver: Receiver = self._session.receiver(
+        session = self._consuming or self._publishing  # (before the owner's open: the one channel)
+        receiver: Receiver = session.receiver(
             f"consume:{next(self._names)}",
             source=Source(address=node.name, distribution_mode=symbol("copy") if consumer.browse else None),
             target=Target(address=self.container_id),

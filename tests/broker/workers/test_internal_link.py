@@ -153,6 +153,13 @@ def test_a_record_carries_the_message_bytes_and_its_queue_fields() -> None:
     assert (back.data, back.priority, back.durable, back.expiry, back.message_id, back.delivery_count, back.arrival, back.seq) == (
         b"\x00payload\xff", 7, True, 12.5, "m-1", 3, 9.0, 42
     )
+    assert back.group is None and back.due is None
+    from amqp10.broker.amqp1.message import Amqp1Message
+
+    grouped = Amqp1Message(b"raw bytes, never parsed on the way")
+    grouped.read_already("g-1", 1234.5)
+    back = decode_record(encode_record(grouped))
+    assert type(back) is Amqp1Message and (back.group, back.due) == ("g-1", 1234.5)
     bare = decode_record(encode_record(QueuedMessage(b"")))
     assert (bare.data, bare.expiry, bare.message_id, bare.durable) == (b"", None, None, False)
 
