@@ -100,8 +100,11 @@ _FORMATS: dict[bytes, type[QueuedMessage]] = {}
 """The same, back: a record's format bytes -> the message class."""
 
 
-def decode_record(payload: bytes) -> QueuedMessage:
-    """The message a record carries (``data`` sliced from it, not decoded); raises :class:`RecordError`."""
+def decode_record(payload: bytes, message_format: int = RECORD_FORMAT) -> QueuedMessage:
+    """The message a record carries (``data`` sliced from it, not decoded); raises
+    :class:`RecordError` (also for a transfer whose ``message_format`` is not a record's)."""
+    if message_format != RECORD_FORMAT:
+        raise RecordError(f"a transfer of message-format {message_format:#x}, not a record")
     try:
         flags, priority, id_len, group_len, delivery_count, seq, expiry, arrival, due = _HEAD.unpack_from(payload)
         pos = _HEAD.size

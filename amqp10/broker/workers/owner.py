@@ -40,7 +40,7 @@ from ...transport import (
 from ...transport.delivery import Delivery
 from ...types import Accepted, Error, ErrorCondition, Modified, Rejected, symbol
 from ..core import Broker, Node, PublishResult, Queue, QueuedMessage
-from .link import InternalLink, decode_record, encode_record
+from .link import RECORD_FORMAT, InternalLink, decode_record, encode_record
 from .remote import NEEDS_MESSAGE_IDS, PRIORITY, VHOST
 
 __all__ = ["PUBLISH_WINDOW", "LinkConsumer", "NodeServer"]
@@ -78,7 +78,7 @@ class LinkConsumer:
         return link.credit if not link.queued else 0  # type: ignore[attr-defined]
 
     def deliver(self, node: Node, msg: QueuedMessage) -> None:
-        d = self.link.send(encode_record(msg))  # type: ignore[attr-defined]
+        d = self.link.send(encode_record(msg), message_format=RECORD_FORMAT)  # type: ignore[attr-defined]
         d.context = msg
         self._server.wrote()
 
@@ -217,7 +217,7 @@ class NodeServer:
     def _publish(self, link: Receiver, d: Delivery) -> None:
         node = link.context
         self._touched.add(id(link))
-        msg = decode_record(d.payload)
+        msg = decode_record(d.payload, d.message_format)
         wrote = self.wrote
 
         def stored() -> None:

@@ -48,7 +48,7 @@ from ...transport import (
 from ...transport.delivery import Delivery
 from ...types import Accepted, Modified, Rejected, Released, Source, Target, symbol
 from ..core import Consumer, Node, PublishResult, QueuedMessage, QueuePolicy
-from .link import InternalLink, decode_record, encode_record
+from .link import RECORD_FORMAT, InternalLink, decode_record, encode_record
 
 __all__ = ["CREDIT_BATCH", "REFUSALS", "RemoteNode", "RemoteNodes", "Refused"]
 
@@ -125,7 +125,7 @@ class RemoteNode(Node):
         sender = self._sender
         if sender is None:
             sender = self._sender = self._nodes.open_sender(self)
-        d = sender.send(encode_record(msg))
+        d = sender.send(encode_record(msg), message_format=RECORD_FORMAT)
         d.context = (on_stored, on_refused)
         self._nodes.wrote()
         return _TAKEN
@@ -175,7 +175,7 @@ class RemoteNode(Node):
 
     def _received(self, feed: _Feed, d: Delivery) -> None:
         """A message arrived from the owner for ``feed``'s consumer."""
-        msg = decode_record(d.payload)
+        msg = decode_record(d.payload, d.message_format)
         self._deliveries[msg] = d
         waiting = feed.waiting
         if not waiting and feed.consumer.credit() > 0:

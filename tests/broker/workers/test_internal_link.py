@@ -17,7 +17,14 @@ import pytest
 
 from amqp10.broker.config import BrokerConfig
 from amqp10.broker.core import Broker, Node, PublishResult, Queue, QueuedMessage, store
-from amqp10.broker.workers.link import InternalLink, decode_record, encode_record, run_link
+from amqp10.broker.workers.link import (
+    RECORD_FORMAT,
+    InternalLink,
+    RecordError,
+    decode_record,
+    encode_record,
+    run_link,
+)
 from amqp10.broker.workers.owner import NodeServer
 from amqp10.broker.workers.remote import CREDIT_BATCH, RemoteNode, RemoteNodes
 
@@ -166,11 +173,14 @@ def test_a_record_carries_the_message_bytes_and_its_queue_fields() -> None:
 
 @pytest.mark.parametrize("cut", [0, 1, 10, 24, 33])
 def test_a_record_cut_short_does_not_decode(cut: int) -> None:
-    from amqp10.broker.workers.link import RecordError
-
     whole = encode_record(QueuedMessage(b"body", message_id="a-long-message-id"))
     with pytest.raises(RecordError):
         decode_record(whole[:cut])
+
+
+def test_a_transfer_that_is_not_a_record_does_not_decode() -> None:
+    with pytest.raises(RecordError):
+        decode_record(encode_record(QueuedMessage(b"body")), 0)  # an ordinary 1.0 message's format
 
 
 # -- publish and consume across ---------------------------------------------------------------
@@ -427,7 +437,7 @@ async def test_a_record_that_does_not_decode_fails_the_link() -> None:
     await until(lambda: seen == ["ok:stored"])
     sender = node._sender
     assert sender is not None
-    d = sender.send(b"\x01\x02")  # not a record
+    d = sender.send(b"\x01\x02", message_format=RECORD_FORMAT)  # not a record
     d.context = (lambda: seen.append("bad:stored"), lambda r: seen.append(f"bad:{r}"))
     p.remote.wrote()
     await until(lambda: p.link_b.closed and p.link_a.closed)
