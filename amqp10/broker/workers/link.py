@@ -32,11 +32,14 @@ from ...transport import Connection, ConnectionClosed, ConnectionFailed, Event
 from ..core import QueuedMessage, format_named
 
 __all__ = [
+    "BATCH_FORMAT",
     "RECORD_FORMAT",
     "InternalLink",
     "LinkHandler",
     "RecordError",
+    "decode_batch",
     "decode_record",
+    "encode_batch",
     "encode_record",
     "run_link",
 ]
@@ -45,6 +48,10 @@ log = logging.getLogger("amqp10.broker.workers")
 
 RECORD_FORMAT = 0x00A1_0001
 """The message-format of a record on an internal link (a private code: vendor bytes, version 1)."""
+BATCH_FORMAT = 0x00A1_0002
+"""The message-format of a batch of records (each after its 4-byte length): what one node's
+publishes of one turn of the loop cross as, one transfer and one outcome for all of them."""
+_LEN = struct.Struct("<I")
 
 _HEAD = struct.Struct("<BBHHIQddd")
 """flags, priority, message-id length, group length, delivery count, seq, expiry, arrival, due."""
@@ -105,9 +112,48 @@ def decode_record(payload: bytes, message_format: int = RECORD_FORMAT) -> Queued
     :class:`RecordError` (also for a transfer whose ``message_format`` is not a record's)."""
     if message_format != RECORD_FORMAT:
         raise RecordError(f"a transfer of message-format {message_format:#x}, not a record")
+    return _decode_at(payload, 0, len(payload))
+
+
+def encode_batch(records: list[bytes]) -> bytes:
+    """``records`` (from :func:`encode_record`) as one batch, each after its length."""
+    pack = _LEN.pack
+    parts: list[bytes] = []
+    for r in records:
+        parts.append(pack(len(r)))
+        parts.append(r)
+    return b"".join(parts)
+
+
+def decode_batch(payload: bytes, message_format: int) -> list[QueuedMessage]:
+    """The messages of a batch, in order; raises :class:`RecordError`."""
+    if message_format != BATCH_FORMAT:
+        raise RecordError(f"a transfer of message-format {message_format:#x}, not a batch of records")
+    out = []
+    pos = 0
+    total = len(payload)
+    unpack = _LEN.unpack_from
     try:
-        flags, priority, id_len, group_len, delivery_count, seq, expiry, arrival, due = _HEAD.unpack_from(payload)
-        pos = _HEAD.size
+        while pos < total:
+            (n,) = unpack(payload, pos)
+            pos += 4
+            end = pos + n
+            if end > total:
+                raise RecordError("a batch cut short")
+            out.append(_decode_at(payload, pos, end))
+            pos = end
+    except struct.error as exc:
+        raise RecordError(f"a batch that does not decode: {exc}") from None
+    return out
+
+
+def _decode_at(payload: bytes, start: int, stop: int) -> QueuedMessage:
+    """The record in ``payload[start:stop]``."""
+    try:
+        flags, priority, id_len, group_len, delivery_count, seq, expiry, arrival, due = _HEAD.unpack_from(payload, start)
+        pos = start + _HEAD.size
+        if pos >= stop:
+            raise RecordError("a record cut short")
         end = pos + 1 + payload[pos]
         key = payload[pos:end]
         cls = _FORMATS.get(key)
@@ -115,14 +161,14 @@ def decode_record(payload: bytes, message_format: int = RECORD_FORMAT) -> Queued
             cls = _FORMATS[key] = format_named(key[1:].decode())
         mid_end = end + id_len
         group_end = mid_end + group_len
-        if group_end > len(payload) or end > len(payload):
+        if group_end > stop or end > stop:
             raise RecordError("a record cut short")
         mid = payload[end:mid_end].decode() if flags & _HAS_ID else None
         group = payload[mid_end:group_end].decode() if flags & _HAS_GROUP else None
     except (struct.error, IndexError, UnicodeDecodeError, LookupError) as exc:
         raise RecordError(f"a record that does not decode: {exc}") from None
     msg = cls(
-        payload[group_end:],
+        payload[group_end:stop],
         priority=priority,
         durable=bool(flags & _DURABLE),
         expiry=expiry if flags & _EXPIRES else None,
@@ -146,6 +192,9 @@ class LinkHandler(Protocol):
 
     def after_events(self) -> None:
         """A read's events are handled: top up credit once for the whole batch."""
+
+    def before_write(self) -> None:
+        """The engine's output is about to be written: send what was batched this turn."""
 
     def lost(self, reason: str) -> None:
         """The link is gone (closed, failed, or the peer broke it): fail what waits on it."""
@@ -222,6 +271,9 @@ class InternalLink(asyncio.Protocol):
 
     def _flush(self) -> None:
         self._flush_pending = False
+        if self.closed:
+            return
+        self._guard(self.handler.before_write)
         if self.closed:
             return
         conn = self.connection

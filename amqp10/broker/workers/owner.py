@@ -38,10 +38,10 @@ from ...transport import (
     SessionBegun,
 )
 from ...transport.delivery import Delivery
-from ...types import Accepted, Error, ErrorCondition, Modified, Rejected, symbol
+from ...types import Accepted, Error, ErrorCondition, Modified, Rejected
 from ..core import Broker, Node, PublishResult, Queue, QueuedMessage
-from .link import RECORD_FORMAT, InternalLink, decode_record, encode_record
-from .remote import NEEDS_MESSAGE_IDS, PRIORITY, VHOST
+from .link import RECORD_FORMAT, InternalLink, decode_batch, encode_record
+from .remote import NEEDS_MESSAGE_IDS, PRIORITY, PUBLISH_RESULTS, REFUSED_IN_PART, RESULTS, VHOST
 
 __all__ = ["PUBLISH_WINDOW", "LinkConsumer", "NodeServer"]
 
@@ -52,11 +52,53 @@ PUBLISH_WINDOW = 1000
 
 _ACCEPTED = Accepted()
 _TAKEN = PublishResult.TAKEN
-_REFUSALS = {
-    r: Rejected(error=Error(condition=symbol(f"amqp10:publish:{r.value}"), description=f"the owner's node answered {r.value}"))
-    for r in PublishResult
-    if r is not PublishResult.TAKEN
-}
+
+
+class _PublishBatch:
+    """The owner's answer to one batch of publishes: accepted once every record was taken
+    and stored; else rejected with each record's result (:data:`~.remote.RESULTS`)."""
+
+    __slots__ = ("_left", "_server", "codes", "d")
+
+    def __init__(self, server: NodeServer, d: Delivery, n: int) -> None:
+        self._server = server
+        self.d = d
+        self.codes = bytearray(n)
+        self._left = n
+        if n == 0:
+            self._answer()
+
+    def stored(self) -> None:
+        """One record is safe (the node's ``on_stored``)."""
+        self._left -= 1
+        if self._left == 0:
+            self._answer()
+
+    def refused(self, i: int, result: PublishResult) -> None:
+        self.codes[i] = PUBLISH_RESULTS.index(result)
+        self.stored()
+
+    def _answer(self) -> None:
+        d = self.d
+        if d.settled:
+            return
+        codes = self.codes
+        state = (
+            _ACCEPTED
+            if not any(codes)
+            else Rejected(
+                error=Error(
+                    condition=REFUSED_IN_PART,
+                    description="the owner's node did not take every message",
+                    info={RESULTS: bytes(codes)},
+                )
+            )
+        )
+        try:
+            d.settle(state)
+        except IllegalStateError:
+            return  # the link went meanwhile
+        self._server.wrote()
 
 
 class LinkConsumer:
@@ -140,6 +182,9 @@ class NodeServer:
             if conn is not None and conn.state is ConnectionState.OPEN_RCVD:
                 conn.open()  # the peer worker opened: answer
 
+    def before_write(self) -> None:
+        pass  # (deliveries go one a transfer)
+
     def after_events(self) -> None:
         touched, self._touched = self._touched, set()
         for key in touched:
@@ -217,20 +262,14 @@ class NodeServer:
     def _publish(self, link: Receiver, d: Delivery) -> None:
         node = link.context
         self._touched.add(id(link))
-        msg = decode_record(d.payload, d.message_format)
-        wrote = self.wrote
-
-        def stored() -> None:
-            if not d.settled:
-                try:
-                    d.settle(_ACCEPTED)
-                except IllegalStateError:
-                    return  # the link went meanwhile
-                wrote()
-
-        result = node.publish(msg, stored)
-        if result is not _TAKEN and not d.settled:
-            d.settle(_REFUSALS[result])
+        msgs = decode_batch(d.payload, d.message_format)
+        batch = _PublishBatch(self, d, len(msgs))
+        stored = batch.stored
+        publish = node.publish
+        for i, msg in enumerate(msgs):
+            result = publish(msg, stored)
+            if result is not _TAKEN:
+                batch.refused(i, result)
 
     def _grant(self, link: Receiver, node: Node) -> None:
         """Top up a publishing link's credit, bounded by the node's room."""

@@ -48,9 +48,17 @@ from ...transport import (
 from ...transport.delivery import Delivery
 from ...types import Accepted, Modified, Rejected, Released, Source, Target, symbol
 from ..core import Consumer, Node, PublishResult, QueuedMessage, QueuePolicy
-from .link import RECORD_FORMAT, InternalLink, decode_record, encode_record
+from .link import BATCH_FORMAT, InternalLink, decode_record, encode_batch, encode_record
 
-__all__ = ["CREDIT_BATCH", "REFUSALS", "RemoteNode", "RemoteNodes", "Refused"]
+__all__ = [
+    "CREDIT_BATCH",
+    "PUBLISH_RESULTS",
+    "REFUSED_IN_PART",
+    "RESULTS",
+    "RemoteNode",
+    "RemoteNodes",
+    "Refused",
+]
 
 log = logging.getLogger("amqp10.broker.workers")
 
@@ -65,8 +73,12 @@ NEEDS_MESSAGE_IDS = symbol("needs-message-ids")
 """In the owner's answer to a publishing link: whether its node reads message-ids (duplicate
 detection, the store); until then a remote node asks its publishers' front ends for them."""
 
-REFUSALS: dict[str, PublishResult] = {f"amqp10:publish:{r.value}": r for r in PublishResult if r is not PublishResult.TAKEN}
-"""The error condition of the owner's rejected outcome -> what its node answered."""
+PUBLISH_RESULTS: tuple[PublishResult, ...] = tuple(PublishResult)
+"""What the owner's node answered each record of a batch, by code (its index here; 0: taken)."""
+REFUSED_IN_PART = symbol("amqp10:publish:not-taken")
+"""The condition of the owner's rejected outcome for a batch not all taken; the error's info
+holds :data:`RESULTS`: one code a record, in order (:data:`PUBLISH_RESULTS`)."""
+RESULTS = symbol("results")
 
 Refused = Callable[[PublishResult | None], None]
 """Told why a publish was not taken: the owner's answer, or None (the owner is unavailable)."""
@@ -104,6 +116,8 @@ class RemoteNode(Node):
         self.vhost = vhost
         self._nodes = nodes
         self._sender: Sender | None = None
+        self._batch: list[bytes] = []  # this turn's records, not yet sent
+        self._answers: list[tuple[Callable[[], None], Refused | None]] = []  # their publishers
         self._feeds: dict[int, _Feed] = {}  # consumer id -> its feed
         self._deliveries: dict[QueuedMessage, Delivery] = {}  # delivered here, not settled yet
         self.unavailable: str | None = None
@@ -118,29 +132,51 @@ class RemoteNode(Node):
     def publish(
         self, msg: QueuedMessage, on_stored: Callable[[], None], on_refused: Refused | None = None
     ) -> PublishResult:
-        """Forward ``msg`` to the owner; ``on_stored`` once it took it, else ``on_refused``."""
+        """Forward ``msg`` to the owner (with the rest of this turn's batch); ``on_stored`` once
+        it took it, else ``on_refused``."""
         if self.unavailable is not None:
             (on_refused or _nobody_told)(None)
             return _TAKEN
+        if not self._batch:
+            self._nodes.batch_ready(self)
+        self._batch.append(encode_record(msg))
+        self._answers.append((on_stored, on_refused))
+        return _TAKEN
+
+    def _send_batch(self) -> None:
+        """This turn's publishes go as one transfer (the end of the turn: the link writes)."""
+        batch = self._batch
+        if not batch or self.unavailable is not None:
+            return
+        answers = self._answers
+        self._batch, self._answers = [], []
         sender = self._sender
         if sender is None:
             sender = self._sender = self._nodes.open_sender(self)
-        d = sender.send(encode_record(msg), message_format=RECORD_FORMAT)
-        d.context = (on_stored, on_refused)
-        self._nodes.wrote()
-        return _TAKEN
+        d = sender.send(encode_batch(batch), message_format=BATCH_FORMAT)
+        d.context = answers
 
     @staticmethod
-    def _answered(state: Any, on_stored: Callable[[], None], on_refused: Refused | None) -> None:
-        """The owner settled a publish with ``state``: tell the publisher what it answered."""
+    def _answered(state: Any, answers: list[tuple[Callable[[], None], Refused | None]]) -> None:
+        """The owner settled a batch with ``state``: tell each publisher what it answered."""
         if type(state) is Accepted:
-            on_stored()
+            for on_stored, _ in answers:
+                on_stored()
             return
-        result: PublishResult | None = None  # released: the owner could not take it now
-        if type(state) is Rejected:
-            err = state.error
-            result = PublishResult.REFUSED if err is None else REFUSALS.get(str(err.condition), PublishResult.REFUSED)
-        (on_refused or _nobody_told)(result)
+        codes = None
+        if type(state) is Rejected and state.error is not None and state.error.info:
+            codes = state.error.info.get(RESULTS)
+        if isinstance(codes, bytes) and len(codes) == len(answers) and max(codes) < len(PUBLISH_RESULTS):
+            for (on_stored, on_refused), code in zip(answers, codes, strict=True):
+                if code == 0:
+                    on_stored()
+                else:
+                    (on_refused or _nobody_told)(PUBLISH_RESULTS[code])
+            return
+        # released (the owner could not take them now), or an answer we cannot read
+        result = PublishResult.REFUSED if type(state) is Rejected else None
+        for _, on_refused in answers:
+            (on_refused or _nobody_told)(result)
 
     # -- consume ------------------------------------------------------------------------------
     def add_consumer(self, consumer: Consumer) -> None:
@@ -227,13 +263,16 @@ class RemoteNode(Node):
     def _lost(self, reason: str) -> None:
         """The owner is unavailable: refuse what waits for its answer, cancel the consumers."""
         self.unavailable = reason
+        waiting = self._answers
+        self._batch, self._answers = [], []
         sender, self._sender = self._sender, None
         if sender is not None:
             for d in list(sender.unsettled.values()):
                 if d.context is not None and not d.remote_settled:
-                    _, on_refused = d.context
+                    waiting = d.context + waiting
                     d.context = None
-                    (on_refused or _nobody_told)(None)
+        for _, on_refused in waiting:
+            (on_refused or _nobody_told)(None)
         feeds, self._feeds = self._feeds, {}
         self._deliveries.clear()
         for feed in feeds.values():
@@ -258,6 +297,7 @@ class RemoteNodes:
         self.link: InternalLink | None = None
         self.nodes: dict[tuple[str, str], RemoteNode] = {}
         self._names = itertools.count(1)
+        self._ready: list[RemoteNode] = []  # nodes with a batch to send this turn
         # publishing links on one session, consuming links on another: a session writes the
         # dispositions it has queued before each transfer, so the owner's answers to publishes
         # (and our outcomes for its deliveries) go out as one range per batch only when no
@@ -294,7 +334,7 @@ class RemoteNodes:
             if d.remote_settled and answer is not None:  # the owner's answer to a publish
                 d.context = None
                 d.settle()  # (it forgot the delivery: nothing goes back)
-                d.link.context._answered(d.remote_state, *answer)
+                d.link.context._answered(d.remote_state, answer)
         elif t is DeliveryReceived:
             link = e.link  # type: ignore[attr-defined]
             node, feed = link.context
@@ -319,6 +359,11 @@ class RemoteNodes:
             elif ctx is not None:
                 ctx[0]._link_gone(link, ctx[1], reason)
 
+    def before_write(self) -> None:
+        ready, self._ready = self._ready, []
+        for node in ready:
+            node._send_batch()
+
     def after_events(self) -> None:
         for node in self.nodes.values():
             for feed in node._feeds.values():
@@ -330,6 +375,11 @@ class RemoteNodes:
             node._lost(reason)
 
     # -- for the remote nodes -----------------------------------------------------------------
+    def batch_ready(self, node: RemoteNode) -> None:
+        """``node`` has publishes to send at the end of this turn."""
+        self._ready.append(node)
+        self.wrote()
+
     def wrote(self) -> None:
         """Something was queued on the engine: write it at the end of this turn."""
         link = self.link

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -18,10 +19,13 @@ import pytest
 from amqp10.broker.config import BrokerConfig
 from amqp10.broker.core import Broker, Node, PublishResult, Queue, QueuedMessage, store
 from amqp10.broker.workers.link import (
+    BATCH_FORMAT,
     RECORD_FORMAT,
     InternalLink,
     RecordError,
+    decode_batch,
     decode_record,
+    encode_batch,
     encode_record,
     run_link,
 )
@@ -428,7 +432,7 @@ async def test_a_truncated_frame_then_the_socket_closing_fails_the_link() -> Non
     await settle_down(5)
 
 
-async def test_a_record_that_does_not_decode_fails_the_link() -> None:
+async def test_a_batch_that_does_not_decode_fails_the_link() -> None:
     p = await pair()
     p.queue("work")
     node = p.node("work")
@@ -437,10 +441,38 @@ async def test_a_record_that_does_not_decode_fails_the_link() -> None:
     await until(lambda: seen == ["ok:stored"])
     sender = node._sender
     assert sender is not None
-    d = sender.send(b"\x01\x02", message_format=RECORD_FORMAT)  # not a record
-    d.context = (lambda: seen.append("bad:stored"), lambda r: seen.append(f"bad:{r}"))
+    # a batch whose second record says it is longer than what follows
+    good = encode_record(QueuedMessage(b"fine"))
+    d = sender.send(encode_batch([good]) + struct.pack("<I", 500) + good, message_format=BATCH_FORMAT)
+    d.context = [(lambda: seen.append("bad:stored"), lambda r: seen.append(f"bad:{r}"))] * 2
     p.remote.wrote()
     await until(lambda: p.link_b.closed and p.link_a.closed)
-    assert seen == ["ok:stored", "bad:None"]
-    assert p.server.reason is not None and "record" in p.server.reason
+    assert seen == ["ok:stored", "bad:None", "bad:None"]  # neither is answered taken
+    assert p.server.reason is not None and "batch" in p.server.reason
+    q = p.b.default.queue("work")
+    assert q is not None and q.stats.enqueued == 1  # only the first publish
     await settle_down(5)
+
+
+def test_a_batch_carries_records_in_order_and_refuses_a_cut() -> None:
+    msgs = [QueuedMessage(f"m{i}".encode(), message_id=f"id{i}") for i in range(5)]
+    whole = encode_batch([encode_record(m) for m in msgs])
+    back = decode_batch(whole, BATCH_FORMAT)
+    assert [(m.data, m.message_id) for m in back] == [(m.data, m.message_id) for m in msgs]
+    assert decode_batch(b"", BATCH_FORMAT) == []
+    for cut in (1, 5, len(whole) - 1):
+        with pytest.raises(RecordError):
+            decode_batch(whole[:cut], BATCH_FORMAT)
+    with pytest.raises(RecordError):
+        decode_batch(whole, RECORD_FORMAT)
+
+
+async def test_a_batch_partly_refused_answers_each_publisher() -> None:
+    p = await pair()
+    p.queue("small", arguments={"x-max-length": 2, "x-overflow": "reject-publish"})
+    seen: list[str] = []
+    for body in (b"a", b"b", b"c", b"d"):  # one turn: one batch
+        publish(p.node("small"), body, seen)
+    await until(lambda: len(seen) == 4)
+    assert seen == ["a:stored", "b:stored", "c:full", "d:full"]
+    await p.close()
