@@ -33,13 +33,21 @@ from ..core import QueuedMessage, format_named
 
 __all__ = [
     "BATCH_FORMAT",
+    "CONTROL",
+    "CONTROL_FORMAT",
+    "DELIVERY_FORMAT",
+    "GRANT",
+    "OUTCOME",
     "RECORD_FORMAT",
     "InternalLink",
     "LinkHandler",
     "RecordError",
     "decode_batch",
+    "decode_control",
+    "decode_deliveries",
     "decode_record",
     "encode_batch",
+    "encode_deliveries",
     "encode_record",
     "run_link",
 ]
@@ -51,7 +59,19 @@ RECORD_FORMAT = 0x00A1_0001
 BATCH_FORMAT = 0x00A1_0002
 """The message-format of a batch of records (each after its 4-byte length): what one node's
 publishes of one turn of the loop cross as, one transfer and one outcome for all of them."""
+DELIVERY_FORMAT = 0x00A1_0003
+"""The message-format of the deliveries of one turn to one consumer: each record after its
+length and the owner's reference for it (what the consumer's outcome names). Pre-settled:
+the outcomes and the consumer's credit, in messages, come back as control records."""
+CONTROL_FORMAT = 0x00A1_0004
+"""The message-format of a batch of control records (:data:`CONTROL`), pre-settled."""
 _LEN = struct.Struct("<I")
+_LEN_REF = struct.Struct("<IQ")
+CONTROL = struct.Struct("<BQqB")
+"""One control record: what (:data:`GRANT` or :data:`OUTCOME`), the consumer (its id on the
+consuming side), the messages granted or the reference settled, and the outcome's code."""
+GRANT = 1
+OUTCOME = 2
 
 _HEAD = struct.Struct("<BBHHIQddd")
 """flags, priority, message-id length, group length, delivery count, seq, expiry, arrival, due."""
@@ -129,22 +149,54 @@ def decode_batch(payload: bytes, message_format: int) -> list[QueuedMessage]:
     """The messages of a batch, in order; raises :class:`RecordError`."""
     if message_format != BATCH_FORMAT:
         raise RecordError(f"a transfer of message-format {message_format:#x}, not a batch of records")
+    return [msg for _, msg in _split(payload, _LEN)]
+
+
+def encode_deliveries(refs: list[int], records: list[bytes]) -> bytes:
+    """Records for one consumer, each after its length and the owner's reference."""
+    pack = _LEN_REF.pack
+    parts: list[bytes] = []
+    for ref, r in zip(refs, records, strict=True):
+        parts.append(pack(len(r), ref))
+        parts.append(r)
+    return b"".join(parts)
+
+
+def decode_deliveries(payload: bytes, message_format: int) -> list[tuple[int, QueuedMessage]]:
+    """(reference, message) for each record of a deliveries transfer; raises :class:`RecordError`."""
+    if message_format != DELIVERY_FORMAT:
+        raise RecordError(f"a transfer of message-format {message_format:#x}, not deliveries")
+    return _split(payload, _LEN_REF)
+
+
+def _split(payload: bytes, head: struct.Struct) -> list[tuple[int, QueuedMessage]]:
+    """The records of ``payload``, each after ``head`` (its length, then maybe a reference):
+    (the reference or 0, the message)."""
     out = []
     pos = 0
     total = len(payload)
-    unpack = _LEN.unpack_from
+    unpack = head.unpack_from
+    size = head.size
     try:
         while pos < total:
-            (n,) = unpack(payload, pos)
-            pos += 4
-            end = pos + n
+            fields = unpack(payload, pos)
+            pos += size
+            end = pos + fields[0]
             if end > total:
-                raise RecordError("a batch cut short")
-            out.append(_decode_at(payload, pos, end))
+                raise RecordError("records cut short")
+            out.append((fields[-1] if size > 4 else 0, _decode_at(payload, pos, end)))
             pos = end
     except struct.error as exc:
-        raise RecordError(f"a batch that does not decode: {exc}") from None
+        raise RecordError(f"records that do not decode: {exc}") from None
     return out
+
+
+def decode_control(payload: bytes, message_format: int) -> list[tuple[int, int, int, int]]:
+    """The control records of a control transfer; raises :class:`RecordError`."""
+    size = CONTROL.size
+    if message_format != CONTROL_FORMAT or len(payload) % size:
+        raise RecordError("a control transfer that does not decode")
+    return [CONTROL.unpack_from(payload, pos) for pos in range(0, len(payload), size)]
 
 
 def _decode_at(payload: bytes, start: int, stop: int) -> QueuedMessage:

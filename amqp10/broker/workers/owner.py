@@ -19,15 +19,13 @@ released to the node, as when a local consumer's connection drops.
 
 from __future__ import annotations
 
+import itertools
 import logging
-from typing import Any
 
 from ...transport import (
     ConnectionOpened,
     ConnectionState,
-    CreditAdded,
     DeliveryReceived,
-    DeliveryUpdated,
     Event,
     IllegalStateError,
     Link,
@@ -38,10 +36,32 @@ from ...transport import (
     SessionBegun,
 )
 from ...transport.delivery import Delivery
-from ...types import Accepted, Error, ErrorCondition, Modified, Rejected
-from ..core import Broker, Node, PublishResult, Queue, QueuedMessage
-from .link import RECORD_FORMAT, InternalLink, decode_batch, encode_record
-from .remote import NEEDS_MESSAGE_IDS, PRIORITY, PUBLISH_RESULTS, REFUSED_IN_PART, RESULTS, VHOST
+from ...types import Accepted, Error, ErrorCondition, Rejected
+from ..core import Broker, Node, PublishResult, Queue, QueuedMessage, QueuePolicy
+from .link import (
+    DELIVERY_FORMAT,
+    GRANT,
+    OUTCOME,
+    InternalLink,
+    decode_batch,
+    decode_control,
+    encode_deliveries,
+    encode_record,
+)
+from .remote import (
+    ACCEPT,
+    CONSUMER_ID,
+    CONTROL_ADDRESS,
+    FAILED,
+    NEEDS_MESSAGE_IDS,
+    PRIORITY,
+    PUBLISH_RESULTS,
+    REFUSED_IN_PART,
+    REJECT,
+    RESULTS,
+    UNDELIVERABLE,
+    VHOST,
+)
 
 __all__ = ["PUBLISH_WINDOW", "LinkConsumer", "NodeServer"]
 
@@ -102,9 +122,13 @@ class _PublishBatch:
 
 
 class LinkConsumer:
-    """A consumer of one of our nodes on another worker: the node delivers to its link."""
+    """A consumer of one of our nodes on another worker: the node delivers to its link.
 
-    __slots__ = ("_server", "browse", "id", "link", "node", "priority", "remote_id")
+    Its credit is in messages, granted by the other worker in control records; what the
+    node delivers in one turn goes as one pre-settled transfer, each message with a
+    reference that the consumer's outcome names."""
+
+    __slots__ = ("_pending", "_refs", "_server", "allowed", "browse", "id", "in_flight", "link", "node", "priority")
 
     def __init__(self, server: NodeServer, link: Link, node: Node, consumer_id: int, *, browse: bool, priority: int) -> None:
         self._server = server
@@ -113,16 +137,53 @@ class LinkConsumer:
         self.id = consumer_id
         self.browse = browse
         self.priority = priority
-        self.remote_id: int | None = None
+        self.allowed = 0
+        """Messages the other worker's consumer may still be sent (its grants, less what was sent)."""
+        self.in_flight: dict[int, QueuedMessage] = {}
+        """Reference -> a message sent and not settled yet."""
+        self._refs = itertools.count(1)
+        self._pending: list[int] = []  # references of this turn, not yet sent
 
     def credit(self) -> int:
-        link = self.link
-        return link.credit if not link.queued else 0  # type: ignore[attr-defined]
+        return self.allowed
 
     def deliver(self, node: Node, msg: QueuedMessage) -> None:
-        d = self.link.send(encode_record(msg), message_format=RECORD_FORMAT)  # type: ignore[attr-defined]
-        d.context = msg
-        self._server.wrote()
+        self.allowed -= 1
+        ref = next(self._refs)
+        self.in_flight[ref] = msg
+        if not self._pending:
+            self._server.batch_ready(self)
+        self._pending.append(ref)
+
+    def send_batch(self) -> None:
+        """This turn's deliveries go as one transfer."""
+        refs = self._pending
+        if not refs:
+            return
+        self._pending = []
+        link = self.link
+        if not link.is_attached:
+            return  # (released with the rest of what it held, as the link went)
+        in_flight = self.in_flight
+        records = [encode_record(in_flight[r]) for r in refs]
+        link.send(encode_deliveries(refs, records), settled=True, message_format=DELIVERY_FORMAT)  # type: ignore[attr-defined]
+
+    def grant(self, n: int) -> None:
+        self.allowed += n
+        self.node.consumer_ready(self)
+
+    def settled(self, ref: int, code: int) -> None:
+        """The other worker's consumer settled ``ref``: the outcome, on the node."""
+        msg = self.in_flight.pop(ref, None)
+        if msg is None:
+            return
+        node = self.node
+        if code == ACCEPT:
+            node.ack(msg)
+        elif code == REJECT:
+            node.reject(msg)
+        else:
+            node.release(msg, delivery_failed=bool(code & FAILED), undeliverable_to=self.id if code & UNDELIVERABLE else None)
 
     def cancelled(self) -> None:
         """The node was deleted: the peer's consumer is told by the link's detach."""
@@ -135,11 +196,10 @@ class LinkConsumer:
     def release_unsettled(self) -> None:
         """The peer's consumer went: every message it held goes back to the node."""
         node = self.node
-        for d in list(self.link.unsettled.values()):
-            msg = d.context
-            if msg is not None:
-                d.context = None
-                node.release(msg)
+        in_flight, self.in_flight = self.in_flight, {}
+        self._pending = []
+        for msg in in_flight.values():
+            node.release(msg)
 
 
 class NodeServer:
@@ -150,6 +210,9 @@ class NodeServer:
         self.link: InternalLink | None = None
         self.publishing: dict[int, tuple[Receiver, Node]] = {}  # id(link) -> (link, node)
         self.consumers: dict[int, LinkConsumer] = {}  # id(link) -> its consumer
+        self._by_remote_id: dict[int, LinkConsumer] = {}  # its id on the other worker -> it
+        self._ready: list[LinkConsumer] = []  # consumers with deliveries to send this turn
+        self._control: Receiver | None = None
         self._touched: set[int] = set()
         self.reason: str | None = None
 
@@ -160,15 +223,11 @@ class NodeServer:
     def on_event(self, e: Event) -> None:
         t = type(e)
         if t is DeliveryReceived:
-            self._publish(e.link, e.delivery)  # type: ignore[attr-defined]
-        elif t is DeliveryUpdated:
-            d = e.delivery  # type: ignore[attr-defined]
-            if d.remote_settled:
-                self._settled(d)
-        elif t is CreditAdded:
-            c = self.consumers.get(id(e.link))  # type: ignore[attr-defined]
-            if c is not None:
-                c.node.consumer_ready(c)
+            link = e.link  # type: ignore[attr-defined]
+            if link is self._control:
+                self._controlled(e.delivery)  # type: ignore[attr-defined]
+            else:
+                self._publish(link, e.delivery)  # type: ignore[attr-defined]
         elif t is LinkAttached:
             self._attached(e.link)  # type: ignore[attr-defined]
         elif t is LinkDetached or t is LinkFailed:
@@ -183,7 +242,13 @@ class NodeServer:
                 conn.open()  # the peer worker opened: answer
 
     def before_write(self) -> None:
-        pass  # (deliveries go one a transfer)
+        ready, self._ready = self._ready, []
+        for c in ready:
+            c.send_batch()
+
+    def batch_ready(self, c: LinkConsumer) -> None:
+        self._ready.append(c)
+        self.wrote()
 
     def after_events(self) -> None:
         touched, self._touched = self._touched, set()
@@ -194,6 +259,8 @@ class NodeServer:
 
     def lost(self, reason: str) -> None:
         self.reason = reason
+        self._by_remote_id.clear()
+        self._ready.clear()
         for key in list(self.consumers):
             c = self.consumers.pop(key)
             c.node.remove_consumer(c)
@@ -218,6 +285,13 @@ class NodeServer:
         return vhost.lookup(str(address), create=False)
 
     def _attached(self, link: Link) -> None:
+        if isinstance(link, Receiver) and getattr(link.remote_target, "address", None) == CONTROL_ADDRESS:
+            link.attach(source=link.remote_source, target=link.remote_target)
+            self._control = link
+            self.publishing[id(link)] = (link, Node(CONTROL_ADDRESS, QueuePolicy()))  # (credit as a publisher's)
+            link.flow(PUBLISH_WINDOW)
+            self.wrote()
+            return
         node = self._node(link)
         if node is None:
             link.attach(source=link.remote_source, target=link.remote_target)
@@ -244,6 +318,9 @@ class NodeServer:
             )
             link.context = c
             self.consumers[id(link)] = c
+            remote_id = (props or {}).get(CONSUMER_ID)
+            if remote_id is not None:
+                self._by_remote_id[int(remote_id)] = c
             node.add_consumer(c)
         self.wrote()
 
@@ -251,12 +328,20 @@ class NodeServer:
         self.publishing.pop(id(link), None)
         c = self.consumers.pop(id(link), None)
         if c is not None:
+            self._drop_remote_id(c)
             c.node.remove_consumer(c)
             c.release_unsettled()
 
     def forget(self, link: Link) -> None:
         """A consuming link's node is gone: nothing more is delivered on it."""
-        self.consumers.pop(id(link), None)
+        c = self.consumers.pop(id(link), None)
+        if c is not None:
+            self._drop_remote_id(c)
+
+    def _drop_remote_id(self, c: LinkConsumer) -> None:
+        for key, known in list(self._by_remote_id.items()):
+            if known is c:
+                del self._by_remote_id[key]
 
     # -- publishing ---------------------------------------------------------------------------
     def _publish(self, link: Receiver, d: Delivery) -> None:
@@ -292,27 +377,15 @@ class NodeServer:
         self.wrote()
 
     # -- consuming ----------------------------------------------------------------------------
-    def _settled(self, d: Delivery) -> None:
-        """The peer settled a delivery to its consumer: the outcome, on the node."""
-        msg = d.context
-        d.context = None
-        if not d.settled:
-            d.settle()
-        c = d.link.context
-        if msg is None or not isinstance(c, LinkConsumer):
-            return
-        node = c.node
-        state: Any = d.remote_state
-        t = type(state)
-        if t is Accepted:
-            node.ack(msg)
-        elif t is Rejected:
-            node.reject(msg)
-        elif t is Modified:
-            node.release(
-                msg,
-                delivery_failed=bool(state.delivery_failed),
-                undeliverable_to=c.id if state.undeliverable_here else None,
-            )
-        else:  # released, or settled with no outcome: back for redelivery
-            node.release(msg)
+    def _controlled(self, d: Delivery) -> None:
+        """Control records from the other worker: credit for its consumers, their outcomes."""
+        self._touched.add(id(d.link))
+        consumers = self._by_remote_id
+        for what, consumer_id, n, code in decode_control(d.payload, d.message_format):
+            c = consumers.get(consumer_id)
+            if c is None:
+                continue  # its link went meanwhile (what it held was released)
+            if what == OUTCOME:
+                c.settled(n, code)
+            elif what == GRANT:
+                c.grant(n)

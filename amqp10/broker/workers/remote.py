@@ -46,9 +46,19 @@ from ...transport import (
     Sender,
 )
 from ...transport.delivery import Delivery
-from ...types import Accepted, Modified, Rejected, Released, Source, Target, symbol
+from ...types import Accepted, Rejected, Source, Target, symbol
 from ..core import Consumer, Node, PublishResult, QueuedMessage, QueuePolicy
-from .link import BATCH_FORMAT, InternalLink, decode_record, encode_batch, encode_record
+from .link import (
+    BATCH_FORMAT,
+    CONTROL,
+    CONTROL_FORMAT,
+    GRANT,
+    OUTCOME,
+    InternalLink,
+    decode_deliveries,
+    encode_batch,
+    encode_record,
+)
 
 __all__ = [
     "CREDIT_BATCH",
@@ -62,6 +72,10 @@ __all__ = [
 
 log = logging.getLogger("amqp10.broker.workers")
 
+TRANSFER_CREDIT = 1000
+"""The link credit of a consuming link, in transfers (each carries the messages of one turn):
+the consumer's credit, in messages, goes to the owner in control records."""
+
 CREDIT_BATCH = 256
 """The most credit a remote consumer's link holds at once (and so the most messages that
 may be in flight to it beyond its consumer's credit, if that consumer takes credit back)."""
@@ -73,6 +87,16 @@ NEEDS_MESSAGE_IDS = symbol("needs-message-ids")
 """In the owner's answer to a publishing link: whether its node reads message-ids (duplicate
 detection, the store); until then a remote node asks its publishers' front ends for them."""
 
+ACCEPT = 0
+RELEASE = 1
+REJECT = 2
+FAILED = 4
+"""With :data:`RELEASE`: the delivery failed (1.0 modified delivery-failed; its count goes up)."""
+UNDELIVERABLE = 8
+"""With :data:`RELEASE`: not to this consumer again (1.0 modified undeliverable-here)."""
+CONTROL_ADDRESS = "$control"
+"""The target of the link that carries control records (credit grants, outcomes) to the owner."""
+
 PUBLISH_RESULTS: tuple[PublishResult, ...] = tuple(PublishResult)
 """What the owner's node answered each record of a batch, by code (its index here; 0: taken)."""
 REFUSED_IN_PART = symbol("amqp10:publish:not-taken")
@@ -83,9 +107,6 @@ RESULTS = symbol("results")
 Refused = Callable[[PublishResult | None], None]
 """Told why a publish was not taken: the owner's answer, or None (the owner is unavailable)."""
 
-_ACCEPTED = Accepted()
-_RELEASED = Released()
-_REJECTED = Rejected()
 _TAKEN = PublishResult.TAKEN
 
 
@@ -96,12 +117,16 @@ def _nobody_told(result: PublishResult | None) -> None:
 class _Feed:
     """One consumer of a remote node: its link on the owner and what waits here for its credit."""
 
-    __slots__ = ("consumer", "link", "waiting")
+    __slots__ = ("consumer", "held", "link", "outstanding", "waiting")
 
     def __init__(self, consumer: Consumer, link: Receiver) -> None:
         self.consumer = consumer
         self.link = link
         self.waiting: deque[QueuedMessage] = deque()
+        self.outstanding = 0
+        """Messages granted to the owner and not yet arrived."""
+        self.held: dict[QueuedMessage, int] = {}
+        """Messages delivered here and not settled yet -> the owner's reference for each."""
 
 
 class RemoteNode(Node):
@@ -119,7 +144,7 @@ class RemoteNode(Node):
         self._batch: list[bytes] = []  # this turn's records, not yet sent
         self._answers: list[tuple[Callable[[], None], Refused | None]] = []  # their publishers
         self._feeds: dict[int, _Feed] = {}  # consumer id -> its feed
-        self._deliveries: dict[QueuedMessage, Delivery] = {}  # delivered here, not settled yet
+        self._feed_of: dict[QueuedMessage, _Feed] = {}  # delivered here, not settled yet -> its feed
         self.unavailable: str | None = None
         """Why the owner cannot be reached (the link failed), or None."""
 
@@ -192,16 +217,24 @@ class RemoteNode(Node):
         feed = self._feeds.pop(consumer.id, None)
         if feed is None:
             return
+        self._forget(feed)
         link = feed.link
-        # what it held and did not settle goes back on the owner when the link closes
-        for msg in [m for m, d in self._deliveries.items() if d.link is link]:
-            del self._deliveries[msg]
         if link.is_attached:
+            # outcomes given so far go first; what it held and did not settle goes back on
+            # the owner when the link closes
+            self._nodes.send_control()
             try:
                 link.detach(closed=True)
             except IllegalStateError:
                 pass
             self._nodes.wrote()
+
+    def _forget(self, feed: _Feed) -> None:
+        feed_of = self._feed_of
+        for msg in feed.held:
+            feed_of.pop(msg, None)
+        feed.held.clear()
+        feed.waiting.clear()
 
     def consumer_ready(self, consumer: Consumer) -> None:
         feed = self._feeds.get(consumer.id)
@@ -210,14 +243,20 @@ class RemoteNode(Node):
             self._top_up(feed)
 
     def _received(self, feed: _Feed, d: Delivery) -> None:
-        """A message arrived from the owner for ``feed``'s consumer."""
-        msg = decode_record(d.payload, d.message_format)
-        self._deliveries[msg] = d
+        """Messages arrived from the owner for ``feed``'s consumer."""
+        held = feed.held
+        feed_of = self._feed_of
         waiting = feed.waiting
-        if not waiting and feed.consumer.credit() > 0:
-            feed.consumer.deliver(self, msg)
-        else:  # its consumer took credit back meanwhile: it waits (at most a batch)
-            waiting.append(msg)
+        c = feed.consumer
+        arrived = decode_deliveries(d.payload, d.message_format)
+        feed.outstanding -= len(arrived)
+        for ref, msg in arrived:
+            held[msg] = ref
+            feed_of[msg] = feed
+            if not waiting and c.credit() > 0:
+                c.deliver(self, msg)
+            else:  # its consumer took credit back meanwhile: it waits (at most a batch)
+                waiting.append(msg)
 
     def _hand_on(self, feed: _Feed) -> None:
         """Give ``feed``'s consumer what waits for it, as its credit allows."""
@@ -227,37 +266,30 @@ class RemoteNode(Node):
             c.deliver(self, waiting.popleft())
 
     def _top_up(self, feed: _Feed) -> None:
-        """Grant the owner what ``feed``'s consumer can take (less what waits here), a batch at most."""
-        link = feed.link
-        if not link.is_attached:
-            return
+        """Grant the owner what ``feed``'s consumer can take (less what waits here and what is
+        on its way), a batch at most."""
         target = min(feed.consumer.credit() - len(feed.waiting), CREDIT_BATCH)
-        if target > 0 and link.credit <= target // 2:
-            link.flow(target)
-            self._nodes.wrote()
+        if target > 0 and feed.outstanding <= target // 2 and feed.link.is_attached:
+            more = target - feed.outstanding
+            feed.outstanding = target
+            self._nodes.control(GRANT, feed.consumer.id, more, 0)
 
     # -- settlement ---------------------------------------------------------------------------
-    def _settle(self, msg: QueuedMessage, outcome: Any) -> None:
-        d = self._deliveries.pop(msg, None)
-        if d is None or d.settled:
+    def _settle(self, msg: QueuedMessage, code: int) -> None:
+        feed = self._feed_of.pop(msg, None)
+        if feed is None:
             return  # its link went (the owner released it) or it was settled already
-        try:
-            d.settle(outcome)
-        except IllegalStateError:
-            return
-        self._nodes.wrote()
+        ref = feed.held.pop(msg)
+        self._nodes.control(OUTCOME, feed.consumer.id, ref, code)
 
     def ack(self, msg: QueuedMessage) -> None:
-        self._settle(msg, _ACCEPTED)
+        self._settle(msg, ACCEPT)
 
     def release(self, msg: QueuedMessage, *, delivery_failed: bool = False, undeliverable_to: int | None = None) -> None:
-        if delivery_failed or undeliverable_to is not None:
-            self._settle(msg, Modified(delivery_failed=delivery_failed, undeliverable_here=undeliverable_to is not None))
-        else:
-            self._settle(msg, _RELEASED)
+        self._settle(msg, RELEASE | (FAILED if delivery_failed else 0) | (0 if undeliverable_to is None else UNDELIVERABLE))
 
     def reject(self, msg: QueuedMessage) -> None:
-        self._settle(msg, _REJECTED)
+        self._settle(msg, REJECT)
 
     # -- the link's end -----------------------------------------------------------------------
     def _lost(self, reason: str) -> None:
@@ -274,7 +306,7 @@ class RemoteNode(Node):
         for _, on_refused in waiting:
             (on_refused or _nobody_told)(None)
         feeds, self._feeds = self._feeds, {}
-        self._deliveries.clear()
+        self._feed_of.clear()
         for feed in feeds.values():
             feed.consumer.cancelled()
 
@@ -284,8 +316,7 @@ class RemoteNode(Node):
             self._lost(reason)  # the publishing link: its node cannot be reached any more
             return
         if self._feeds.pop(feed.consumer.id, None) is not None:
-            for msg in [m for m, d in self._deliveries.items() if d.link is link]:
-                del self._deliveries[msg]
+            self._forget(feed)
             feed.consumer.cancelled()
 
 
@@ -298,6 +329,8 @@ class RemoteNodes:
         self.nodes: dict[tuple[str, str], RemoteNode] = {}
         self._names = itertools.count(1)
         self._ready: list[RemoteNode] = []  # nodes with a batch to send this turn
+        self._control: list[bytes] = []  # control records of this turn
+        self._control_link: Sender | None = None
         # publishing links on one session, consuming links on another: a session writes the
         # dispositions it has queued before each transfer, so the owner's answers to publishes
         # (and our outcomes for its deliveries) go out as one range per batch only when no
@@ -324,6 +357,10 @@ class RemoteNodes:
         conn.open()
         self._publishing = conn.session(incoming_window=8192)
         self._publishing.begin()
+        self._control_link = self._publishing.sender(
+            "control", source=Source(address=self.container_id), target=Target(address=CONTROL_ADDRESS)
+        )
+        self._control_link.attach()
         # (the consuming session begins once the owner's open allows a second channel)
 
     def on_event(self, e: Event) -> None:
@@ -363,11 +400,28 @@ class RemoteNodes:
         ready, self._ready = self._ready, []
         for node in ready:
             node._send_batch()
+        self.send_control()
+
+    def control(self, what: int, consumer_id: int, n: int, code: int) -> None:
+        """A control record for the owner, sent with the rest of this turn's."""
+        if not self._control:
+            self.wrote()
+        self._control.append(CONTROL.pack(what, consumer_id, n, code))
+
+    def send_control(self) -> None:
+        records = self._control
+        link = self._control_link
+        if records and link is not None and self.reason is None:
+            self._control = []
+            link.send(b"".join(records), settled=True, message_format=CONTROL_FORMAT)
 
     def after_events(self) -> None:
         for node in self.nodes.values():
             for feed in node._feeds.values():
                 node._top_up(feed)
+                link = feed.link
+                if link.credit < TRANSFER_CREDIT // 2 and link.is_attached:
+                    link.flow(TRANSFER_CREDIT)  # transfers: the owner sends one a turn at most
 
     def lost(self, reason: str) -> None:
         self.reason = reason
@@ -407,5 +461,6 @@ class RemoteNodes:
             properties=node._properties(**{PRIORITY: int(getattr(consumer, "priority", 0)), CONSUMER_ID: consumer.id}),
         )
         receiver.attach()
+        receiver.flow(TRANSFER_CREDIT)
         self.wrote()
         return receiver
