@@ -4,14 +4,15 @@ A :class:`NodeServer` answers one internal link opened by a worker that stands i
 nodes of ours (:class:`~.remote.RemoteNodes`). Each link the peer attaches names one of
 our nodes (its address, and the virtual host in the link's properties):
 
-- a *publishing* link (the peer sends): each record becomes a message published to the
-  node with ``node.publish``; the delivery is settled ``accepted`` when the node's
-  ``on_stored`` runs (once it is safe: stored, if durable), or ``rejected`` with the
-  condition ``amqp10:publish:<result>`` when the node refuses it. Credit is topped up
-  once per batch of events, within the node's room;
+- a *publishing* link (the peer sends): each batch's records are published to the node
+  with ``node.publish``, in order; the batch is settled ``accepted`` once every record's
+  ``on_stored`` ran (it is safe: stored, if durable), else ``rejected`` with each
+  record's result (:class:`_PublishBatch`). Credit is topped up once per batch of
+  events, within the node's room;
 - a *consuming* link (the peer receives): a :class:`LinkConsumer` joins the node as one of
-  its consumers, whose credit is the link's; the peer's outcome for each delivery is the
-  node's ``ack``/``release``/``reject``, as for a local consumer.
+  its consumers; its credit, in messages, and its outcomes come as control records on the
+  peer's control link (:data:`~.remote.CONTROL_ADDRESS`), and what the node delivers to it
+  in one turn goes as one transfer.
 
 When a consuming link or the whole internal link goes, what the peer held unsettled is
 released to the node, as when a local consumer's connection drops.

@@ -4,8 +4,9 @@ A :class:`RemoteNode` is a :class:`~amqp10.broker.core.Node` whose messages live
 owning worker. The core's front ends publish to it and consume from it as from a local
 node:
 
-- ``publish(msg, on_stored, on_refused)`` sends ``msg`` as a record on the node's one
-  publishing link (so the messages of every publisher keep their order) and returns
+- ``publish(msg, on_stored, on_refused)`` adds ``msg``, as a record, to this turn's
+  batch for the node, sent on the node's one publishing link at the end of the turn (so
+  the messages of every publisher keep their order), and returns
   :attr:`~PublishResult.TAKEN` at once: ``on_stored`` runs only once the owner took it
   (and stored it, if durable), exactly when a local node would run it; if the owner
   refused it, ``on_refused`` gets the owner's :class:`PublishResult` (full, unroutable,
@@ -13,13 +14,14 @@ node:
   released, 0-9-1 a nack);
 - ``add_consumer(c)`` opens a link on the owner for ``c`` (its own consumer there, so
   consumers on every worker compete for the queue's messages in its order) and grants
-  it the credit ``c`` has, at most :data:`CREDIT_BATCH` at a time: no more messages are
-  in flight to this worker than ``c`` granted, plus at most one batch when ``c`` takes
-  credit back; ``consumer_ready(c)`` (the front end's call when ``c`` gains credit)
-  delivers what waits here and tops the link's credit up;
-- ``ack``/``release``/``reject`` settle the delivery on the owner with the outcome
-  (accepted, released or modified, rejected), where the owner's queue applies it
-  (redelivery count, dead-lettering) as for a local consumer.
+  it, in control records, the credit ``c`` has, at most :data:`CREDIT_BATCH` at a time:
+  no more messages are in flight to this worker than ``c`` granted, plus at most one
+  batch when ``c`` takes credit back; ``consumer_ready(c)`` (the front end's call when
+  ``c`` gains credit) delivers what waits here and grants more;
+- ``ack``/``release``/``reject`` send the outcome (accepted, released with
+  delivery-failed or undeliverable-here, rejected) in a control record naming the
+  owner's reference, where the owner's queue applies it (redelivery count,
+  dead-lettering) as for a local consumer.
 
 :class:`RemoteNodes` runs the opening side of one internal link (to one owner): it
 makes the remote nodes and hands the engine's events to them.
