@@ -283,7 +283,9 @@ class NodeServer:
             address = getattr(link.remote_source, "address", None)
         if vhost is None or not address:
             return None
-        return vhost.lookup(str(address), create=False)
+        # made on first use here, as on a broker of one worker (the worker that stands in
+        # for it made nothing: its lookup answered the stand-in)
+        return vhost.lookup(str(address), create=True)
 
     def _attached(self, link: Link) -> None:
         if isinstance(link, Receiver) and getattr(link.remote_target, "address", None) == CONTROL_ADDRESS:

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-__all__ = ["Ownership"]
+if TYPE_CHECKING:
+    from .remote import RemoteNode, RemoteNodes
+
+__all__ = ["Ownership", "Placement"]
 
 
 class Ownership:
@@ -45,3 +49,25 @@ class Ownership:
     def is_local(self, vhost: str, name: str) -> bool:
         """Whether this worker owns the node (always, with one worker)."""
         return self.workers == 1 or self.owner(vhost, name) == self.me
+
+
+class Placement:
+    """What :attr:`Broker.placement <amqp10.broker.core.Broker.placement>` asks: for a node
+    another worker owns, its stand-in (a :class:`~.remote.RemoteNode` on the internal link
+    to that worker); None for a node of this worker's.
+
+    ``links`` maps each other worker to the opening side of this worker's internal link to
+    it (:class:`~.remote.RemoteNodes`). With one worker a broker has no placement at all."""
+
+    def __init__(self, ownership: Ownership, links: Mapping[int, RemoteNodes]) -> None:
+        missing = set(range(ownership.workers)) - {ownership.me} - set(links)
+        if missing:
+            raise ValueError(f"no internal link to worker(s) {sorted(missing)}")
+        self.ownership = ownership
+        self.links = links
+
+    def __call__(self, vhost: str, name: str) -> RemoteNode | None:
+        owner = self.ownership.owner(vhost, name)
+        if owner == self.ownership.me:
+            return None
+        return self.links[owner].node(vhost, name)

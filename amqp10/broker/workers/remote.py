@@ -295,8 +295,18 @@ class RemoteNode(Node):
 
     # -- the link's end -----------------------------------------------------------------------
     def _lost(self, reason: str) -> None:
-        """The owner is unavailable: refuse what waits for its answer, cancel the consumers."""
+        """The owner is unavailable (the internal link failed): refuse what waits for its
+        answer and whatever comes later, cancel the consumers."""
         self.unavailable = reason
+        self._publishing_gone()
+        feeds, self._feeds = self._feeds, {}
+        self._feed_of.clear()
+        for feed in feeds.values():
+            feed.consumer.cancelled()
+
+    def _publishing_gone(self) -> None:
+        """The publishing link went: what waits for the owner's answer is refused (None:
+        the owner could not be reached)."""
         waiting = self._answers
         self._batch, self._answers = [], []
         sender, self._sender = self._sender, None
@@ -307,15 +317,14 @@ class RemoteNode(Node):
                     d.context = None
         for _, on_refused in waiting:
             (on_refused or _nobody_told)(None)
-        feeds, self._feeds = self._feeds, {}
-        self._feed_of.clear()
-        for feed in feeds.values():
-            feed.consumer.cancelled()
 
     def _link_gone(self, link: Sender | Receiver, feed: _Feed | None, reason: str) -> None:
-        """The owner detached one of its links (the node is gone there, or refused it)."""
+        """The owner detached one of its links (the node is not there, or was deleted): its
+        publishers' waiting messages are refused, its consumer is cancelled; a later publish
+        or consumer opens a new link (the node may have been made meanwhile)."""
         if feed is None:
-            self._lost(reason)  # the publishing link: its node cannot be reached any more
+            if link is self._sender:
+                self._publishing_gone()
             return
         if self._feeds.pop(feed.consumer.id, None) is not None:
             self._forget(feed)

@@ -319,14 +319,31 @@ async def test_a_refused_publish_reports_the_owners_answer() -> None:
     await p.close()
 
 
-async def test_a_node_the_owner_does_not_have_is_unavailable() -> None:
+async def test_a_node_the_owner_does_not_have_is_made_there_on_first_use() -> None:
     p = await pair()
+    seen: list[str] = []
+    publish(p.node("fresh"), b"m", seen)
+    await until(lambda: seen == ["m:stored"])
+    q = p.b.default.queue("fresh")
+    assert q is not None and q.count == 1
+    await p.close()
+
+
+async def test_a_node_the_owner_refuses_answers_unavailable_and_can_be_tried_again() -> None:
+    p = Pair()
+    p.b = Broker(BrokerConfig(auto_create=False))
+    p.server = NodeServer(p.b)
+    await p.start()
     seen: list[str] = []
     publish(p.node("nowhere"), b"m", seen)
     c = Taker()
     p.node("nowhere").add_consumer(c)
     await until(lambda: len(seen) == 1 and c.was_cancelled)
     assert seen == ["m:unavailable"]
+    p.b.default.declare_queue("nowhere")  # declared on the owner meanwhile
+    publish(p.node("nowhere"), b"again", seen)
+    await until(lambda: len(seen) == 2)
+    assert seen[1] == "again:stored"
     await p.close()
 
 

@@ -55,3 +55,27 @@ def test_the_vhost_is_part_of_the_key_and_overrides_win() -> None:
 def test_a_bad_layout_is_refused(workers: int, me: int, overrides: dict[tuple[str, str], int] | None) -> None:
     with pytest.raises(ValueError):
         Ownership(workers, me, overrides)
+
+
+def test_placement_answers_a_stand_in_for_a_node_of_another_worker_only() -> None:
+    from amqp10.broker.config import BrokerConfig
+    from amqp10.broker.core import Broker
+    from amqp10.broker.workers.ownership import Placement
+    from amqp10.broker.workers.remote import RemoteNode, RemoteNodes
+
+    ownership = Ownership(3, 1, {("/", "mine"): 1, ("/", "theirs"): 2})
+    links = {0: RemoteNodes("to-0"), 2: RemoteNodes("to-2")}
+    placement = Placement(ownership, links)
+    assert placement("/", "mine") is None
+    theirs = placement("/", "theirs")
+    assert isinstance(theirs, RemoteNode) and theirs is links[2].nodes[("/", "theirs")]
+    assert placement("/", "theirs") is theirs  # one stand-in a node
+    broker = Broker(BrokerConfig())
+    broker.placement = placement
+    broker.default.declare_queue("mine")
+    assert broker.default.lookup("theirs", create=True) is theirs  # (not created here)
+    assert "theirs" not in broker.default.nodes
+    mine = broker.default.lookup("mine", create=False)
+    assert mine is not None and mine.kind == "queue"
+    with pytest.raises(ValueError):
+        Placement(ownership, {0: links[0]})  # no link to worker 2

@@ -1,9 +1,9 @@
 """Our 1.0 client over real sockets against worker A's front end, for a queue worker B owns.
 
 Worker A is a whole broker service in the test's event loop; worker B is a broker core
-serving its nodes over an internal link (a Unix socketpair) in the same loop. Which
-worker owns a node is not yet consulted by the front ends' lookup (the supervisor's
-part): here A's virtual host answers a :class:`RemoteNode` for every name under ``b.``.
+serving its nodes over an internal link (a Unix socketpair) in the same loop. A's
+broker consults its placement (an :class:`Ownership` of two workers, the ``b.`` queues
+placed on B) when the front end looks a node up, and gets a :class:`RemoteNode`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 
 from amqp10.broker.config import BrokerConfig
-from amqp10.broker.core import Broker, Node, Queue
+from amqp10.broker.core import Broker, Queue
 from amqp10.broker.workers.link import InternalLink, run_link
 from amqp10.broker.workers.owner import NodeServer
+from amqp10.broker.workers.ownership import Ownership, Placement
 from amqp10.broker.workers.remote import RemoteNodes
 from amqp10.client import connect
 from amqp10.message import Message
@@ -64,15 +65,10 @@ async def two_workers(tmp_path: Path) -> AsyncIterator[Workers]:
         link_b = await run_link(sb, NodeServer(b), "worker-b")
         link_a = await run_link(sa, remote, "worker-a")
         assert service.broker is not None
-        vhost = service.broker.default
-        local_lookup = vhost.lookup
-
-        def placed(address: str | None, *, create: bool, kind: str | None = None) -> Node | None:
-            if address and address.startswith("b."):
-                return remote.node(vhost.name, address)
-            return local_lookup(address, create=create, kind=kind)
-
-        vhost.lookup = placed  # type: ignore[method-assign]
+        # worker A of two, with every node under "b." placed on worker B (1)
+        names = ("b.work", "b.dlq", "b.dl", "b.gone")
+        ownership = Ownership(2, 0, {("/", name): 1 for name in names})
+        service.broker.placement = Placement(ownership, {1: remote})
         try:
             yield Workers(service.ports[0], b, (link_a, link_b))
         finally:
