@@ -291,9 +291,9 @@ class Consumers:
             queue = node.subscribe(sub.key, durable=sub.durable)
             queue.admit, view = view, None  # on a topic, the filters decide what the subscription keeps
             browse = False
-        else:
-            assert isinstance(node, Queue)
-            queue = node
+        else:  # a queue, or a stand-in for a queue another worker owns (broker/workers/remote.py)
+            assert isinstance(node, Queue) or node.kind == "remote"
+            queue = node  # type: ignore[assignment]
         admitted = queue.admits()
         if not admitted:
             condition, text = CONSUME_REFUSALS[admitted]

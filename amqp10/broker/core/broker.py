@@ -162,6 +162,10 @@ class Broker:
         self.recovery = LinkRecovery(config.link_recovery_seconds, config.limits.max_suspended_links, now)
         self.replies = DirectReplies()
         """Direct reply-to addresses and their consumers, for every front end (core/replies.py)."""
+        self.placement: Callable[[str, str], Node | None] | None = None
+        """With several workers: (vhost, name) -> the stand-in for a node another worker owns,
+        or None when this worker owns it (broker/workers/ownership.py). None with one worker:
+        every lookup is local, at no cost."""
         self._consumer_ids = itertools.count(1)
         self._shared: dict[str, Any] = {}
         self.vhosts: dict[str, VirtualHost] = {}

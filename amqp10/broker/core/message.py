@@ -239,6 +239,12 @@ class QueuedMessage:
         """Read the group from ``data`` (a subclass knows how)."""
         return None
 
+    def read_already(self, group: str | None, due: float | None) -> None:
+        """Take ``group`` and ``due`` as read: another worker read them from the same ``data``
+        (an internal link carries them with the message, broker/workers/link.py)."""
+        self._group = group
+        self._due = due
+
     def field(self, name: str) -> Any:
         """A header or properties field by its 1.0 name, underscored (``correlation_id``,
         ``creation_time``, ``durable``…), or None: what selectors read. The queue's own

@@ -210,9 +210,15 @@ class VirtualHost:
             self.journal.submit((_store.NODE, self.name, queue.name, "subscription", props))
 
     def lookup(self, address: str | None, *, create: bool, kind: str | None = None) -> Node | None:
-        """The node at ``address``, auto-created (as ``kind``, else per the rules) if allowed."""
+        """The node at ``address``, auto-created (as ``kind``, else per the rules) if allowed;
+        a node another worker owns is its stand-in here (:attr:`Broker.placement`)."""
         if not address:
             return None
+        placement = self.broker.placement
+        if placement is not None:
+            remote = placement(self.name, address)
+            if remote is not None:
+                return remote
         node = self.nodes.get(address)
         if node is None and create and self.config.auto_create:
             node = self.create_node(address, kind)

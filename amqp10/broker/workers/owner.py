@@ -1,0 +1,394 @@
+"""The side of an internal link that owns the nodes: it serves them to another worker.
+
+A :class:`NodeServer` answers one internal link opened by a worker that stands in for
+nodes of ours (:class:`~.remote.RemoteNodes`). Each link the peer attaches names one of
+our nodes (its address, and the virtual host in the link's properties):
+
+- a *publishing* link (the peer sends): each batch's records are published to the node
+  with ``node.publish``, in order; the batch is settled ``accepted`` once every record's
+  ``on_stored`` ran (it is safe: stored, if durable), else ``rejected`` with each
+  record's result (:class:`_PublishBatch`). Credit is topped up once per batch of
+  events, within the node's room;
+- a *consuming* link (the peer receives): a :class:`LinkConsumer` joins the node as one of
+  its consumers; its credit, in messages, and its outcomes come as control records on the
+  peer's control link (:data:`~.remote.CONTROL_ADDRESS`), and what the node delivers to it
+  in one turn goes as one transfer.
+
+When a consuming link or the whole internal link goes, what the peer held unsettled is
+released to the node, as when a local consumer's connection drops.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+
+from ...transport import (
+    ConnectionOpened,
+    ConnectionState,
+    DeliveryReceived,
+    Event,
+    IllegalStateError,
+    Link,
+    LinkAttached,
+    LinkDetached,
+    LinkFailed,
+    Receiver,
+    SessionBegun,
+)
+from ...transport.delivery import Delivery
+from ...types import Accepted, Error, ErrorCondition, Rejected
+from ..core import Broker, Node, PublishResult, Queue, QueuedMessage, QueuePolicy
+from .link import (
+    DELIVERY_FORMAT,
+    GRANT,
+    OUTCOME,
+    InternalLink,
+    decode_batch,
+    decode_control,
+    encode_deliveries,
+    encode_record,
+)
+from .remote import (
+    ACCEPT,
+    CONSUMER_ID,
+    CONTROL_ADDRESS,
+    FAILED,
+    NEEDS_MESSAGE_IDS,
+    PRIORITY,
+    PUBLISH_RESULTS,
+    REFUSED_IN_PART,
+    REJECT,
+    RESULTS,
+    UNDELIVERABLE,
+    VHOST,
+)
+
+__all__ = ["PUBLISH_WINDOW", "LinkConsumer", "NodeServer"]
+
+log = logging.getLogger("amqp10.broker.workers")
+
+PUBLISH_WINDOW = 1000
+"""The credit a publishing link is given (topped up when half is used), within the node's room."""
+
+_ACCEPTED = Accepted()
+_TAKEN = PublishResult.TAKEN
+
+
+class _PublishBatch:
+    """The owner's answer to one batch of publishes: accepted once every record was taken
+    and stored; else rejected with each record's result (:data:`~.remote.RESULTS`)."""
+
+    __slots__ = ("_left", "_server", "codes", "d")
+
+    def __init__(self, server: NodeServer, d: Delivery, n: int) -> None:
+        self._server = server
+        self.d = d
+        self.codes = bytearray(n)
+        self._left = n
+        if n == 0:
+            self._answer()
+
+    def stored(self) -> None:
+        """One record is safe (the node's ``on_stored``)."""
+        self._left -= 1
+        if self._left == 0:
+            self._answer()
+
+    def refused(self, i: int, result: PublishResult) -> None:
+        self.codes[i] = PUBLISH_RESULTS.index(result)
+        self.stored()
+
+    def _answer(self) -> None:
+        d = self.d
+        if d.settled:
+            return
+        codes = self.codes
+        state = (
+            _ACCEPTED
+            if not any(codes)
+            else Rejected(
+                error=Error(
+                    condition=REFUSED_IN_PART,
+                    description="the owner's node did not take every message",
+                    info={RESULTS: bytes(codes)},
+                )
+            )
+        )
+        try:
+            d.settle(state)
+        except IllegalStateError:
+            return  # the link went meanwhile
+        self._server.wrote()
+
+
+class LinkConsumer:
+    """A consumer of one of our nodes on another worker: the node delivers to its link.
+
+    Its credit is in messages, granted by the other worker in control records; what the
+    node delivers in one turn goes as one pre-settled transfer, each message with a
+    reference that the consumer's outcome names."""
+
+    __slots__ = ("_pending", "_refs", "_server", "allowed", "browse", "id", "in_flight", "link", "node", "priority")
+
+    def __init__(self, server: NodeServer, link: Link, node: Node, consumer_id: int, *, browse: bool, priority: int) -> None:
+        self._server = server
+        self.link = link
+        self.node = node
+        self.id = consumer_id
+        self.browse = browse
+        self.priority = priority
+        self.allowed = 0
+        """Messages the other worker's consumer may still be sent (its grants, less what was sent)."""
+        self.in_flight: dict[int, QueuedMessage] = {}
+        """Reference -> a message sent and not settled yet."""
+        self._refs = itertools.count(1)
+        self._pending: list[int] = []  # references of this turn, not yet sent
+
+    def credit(self) -> int:
+        return self.allowed
+
+    def deliver(self, node: Node, msg: QueuedMessage) -> None:
+        self.allowed -= 1
+        ref = next(self._refs)
+        self.in_flight[ref] = msg
+        if not self._pending:
+            self._server.batch_ready(self)
+        self._pending.append(ref)
+
+    def send_batch(self) -> None:
+        """This turn's deliveries go as one transfer."""
+        refs = self._pending
+        if not refs:
+            return
+        self._pending = []
+        link = self.link
+        if not link.is_attached:
+            return  # (released with the rest of what it held, as the link went)
+        in_flight = self.in_flight
+        records = [encode_record(in_flight[r]) for r in refs]
+        link.send(encode_deliveries(refs, records), settled=True, message_format=DELIVERY_FORMAT)  # type: ignore[attr-defined]
+
+    def grant(self, n: int) -> None:
+        self.allowed += n
+        self.node.consumer_ready(self)
+
+    def settled(self, ref: int, code: int) -> None:
+        """The other worker's consumer settled ``ref``: the outcome, on the node."""
+        msg = self.in_flight.pop(ref, None)
+        if msg is None:
+            return
+        node = self.node
+        if code == ACCEPT:
+            node.ack(msg)
+        elif code == REJECT:
+            node.reject(msg)
+        else:
+            node.release(msg, delivery_failed=bool(code & FAILED), undeliverable_to=self.id if code & UNDELIVERABLE else None)
+
+    def cancelled(self) -> None:
+        """The node was deleted: the peer's consumer is told by the link's detach."""
+        link = self.link
+        if link.is_attached:
+            link.detach(Error(condition=ErrorCondition.RESOURCE_DELETED, description=f"node {self.node.name!r} was deleted"))
+            self._server.wrote()
+        self._server.forget(link)
+
+    def release_unsettled(self) -> None:
+        """The peer's consumer went: every message it held goes back to the node."""
+        node = self.node
+        in_flight, self.in_flight = self.in_flight, {}
+        self._pending = []
+        for msg in in_flight.values():
+            node.release(msg)
+
+
+class NodeServer:
+    """The owning side of one internal link: serves ``broker``'s nodes to the peer worker."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.link: InternalLink | None = None
+        self.publishing: dict[int, tuple[Receiver, Node]] = {}  # id(link) -> (link, node)
+        self.consumers: dict[int, LinkConsumer] = {}  # id(link) -> its consumer
+        self._by_remote_id: dict[int, LinkConsumer] = {}  # its id on the other worker -> it
+        self._ready: list[LinkConsumer] = []  # consumers with deliveries to send this turn
+        self._control: Receiver | None = None
+        self._touched: set[int] = set()
+        self.reason: str | None = None
+
+    # -- LinkHandler --------------------------------------------------------------------------
+    def started(self, link: InternalLink) -> None:
+        self.link = link
+
+    def on_event(self, e: Event) -> None:
+        t = type(e)
+        if t is DeliveryReceived:
+            link = e.link  # type: ignore[attr-defined]
+            if link is self._control:
+                self._controlled(e.delivery)  # type: ignore[attr-defined]
+            else:
+                self._publish(link, e.delivery)  # type: ignore[attr-defined]
+        elif t is LinkAttached:
+            self._attached(e.link)  # type: ignore[attr-defined]
+        elif t is LinkDetached or t is LinkFailed:
+            self._detached(e.link)  # type: ignore[attr-defined]
+        elif t is SessionBegun:
+            session = e.session  # type: ignore[attr-defined]
+            if not session.is_mapped:
+                session.begin(incoming_window=8192)
+        elif t is ConnectionOpened:
+            conn = self.link.connection if self.link is not None else None
+            if conn is not None and conn.state is ConnectionState.OPEN_RCVD:
+                conn.open()  # the peer worker opened: answer
+
+    def before_write(self) -> None:
+        ready, self._ready = self._ready, []
+        for c in ready:
+            c.send_batch()
+
+    def batch_ready(self, c: LinkConsumer) -> None:
+        self._ready.append(c)
+        self.wrote()
+
+    def after_events(self) -> None:
+        touched, self._touched = self._touched, set()
+        for key in touched:
+            entry = self.publishing.get(key)
+            if entry is not None:
+                self._grant(*entry)
+
+    def lost(self, reason: str) -> None:
+        self.reason = reason
+        self._by_remote_id.clear()
+        self._ready.clear()
+        for key in list(self.consumers):
+            c = self.consumers.pop(key)
+            c.node.remove_consumer(c)
+            c.release_unsettled()
+        self.publishing.clear()
+
+    # -- links --------------------------------------------------------------------------------
+    def wrote(self) -> None:
+        if self.link is not None:
+            self.link.flush_soon()
+
+    def _node(self, link: Link) -> Node | None:
+        props = link.remote_attach.properties if link.remote_attach is not None else None
+        vhost_name = None if not props else props.get(VHOST)
+        vhost = self.broker.vhost(str(vhost_name) if vhost_name is not None else None)
+        if isinstance(link, Receiver):
+            address = getattr(link.remote_target, "address", None)
+        else:
+            address = getattr(link.remote_source, "address", None)
+        if vhost is None or not address:
+            return None
+        # made on first use here, as on a broker of one worker (the worker that stands in
+        # for it made nothing: its lookup answered the stand-in)
+        return vhost.lookup(str(address), create=True)
+
+    def _attached(self, link: Link) -> None:
+        if isinstance(link, Receiver) and getattr(link.remote_target, "address", None) == CONTROL_ADDRESS:
+            link.attach(source=link.remote_source, target=link.remote_target)
+            self._control = link
+            self.publishing[id(link)] = (link, Node(CONTROL_ADDRESS, QueuePolicy()))  # (credit as a publisher's)
+            link.flow(PUBLISH_WINDOW)
+            self.wrote()
+            return
+        node = self._node(link)
+        if node is None:
+            link.attach(source=link.remote_source, target=link.remote_target)
+            link.detach(Error(condition=ErrorCondition.NOT_FOUND, description="no such node on its owner"))
+            self.wrote()
+            return
+        if isinstance(link, Receiver):
+            link.properties = {NEEDS_MESSAGE_IDS: node.needs_message_ids}
+        link.attach(source=link.remote_source, target=link.remote_target)
+        if isinstance(link, Receiver):
+            link.context = node
+            self.publishing[id(link)] = (link, node)
+            self._grant(link, node)
+        else:
+            props = link.remote_attach.properties if link.remote_attach is not None else None
+            mode = getattr(link.remote_source, "distribution_mode", None)
+            c = LinkConsumer(
+                self,
+                link,
+                node,
+                self.broker.next_consumer_id(),
+                browse=mode is not None and str(mode) == "copy",
+                priority=int((props or {}).get(PRIORITY, 0)),
+            )
+            link.context = c
+            self.consumers[id(link)] = c
+            remote_id = (props or {}).get(CONSUMER_ID)
+            if remote_id is not None:
+                self._by_remote_id[int(remote_id)] = c
+            node.add_consumer(c)
+        self.wrote()
+
+    def _detached(self, link: Link) -> None:
+        self.publishing.pop(id(link), None)
+        c = self.consumers.pop(id(link), None)
+        if c is not None:
+            self._drop_remote_id(c)
+            c.node.remove_consumer(c)
+            c.release_unsettled()
+
+    def forget(self, link: Link) -> None:
+        """A consuming link's node is gone: nothing more is delivered on it."""
+        c = self.consumers.pop(id(link), None)
+        if c is not None:
+            self._drop_remote_id(c)
+
+    def _drop_remote_id(self, c: LinkConsumer) -> None:
+        for key, known in list(self._by_remote_id.items()):
+            if known is c:
+                del self._by_remote_id[key]
+
+    # -- publishing ---------------------------------------------------------------------------
+    def _publish(self, link: Receiver, d: Delivery) -> None:
+        node = link.context
+        self._touched.add(id(link))
+        msgs = decode_batch(d.payload, d.message_format)
+        batch = _PublishBatch(self, d, len(msgs))
+        stored = batch.stored
+        publish = node.publish
+        for i, msg in enumerate(msgs):
+            result = publish(msg, stored)
+            if result is not _TAKEN:
+                batch.refused(i, result)
+
+    def _grant(self, link: Receiver, node: Node) -> None:
+        """Top up a publishing link's credit, bounded by the node's room."""
+        if not link.is_attached:
+            return
+        room = node.room()
+        target = PUBLISH_WINDOW if room is None else min(PUBLISH_WINDOW, room)
+        if room is not None and isinstance(node, Queue):
+            node.space_listeners.add(self._regrant)
+        if target <= 0:
+            if link.credit > 0:
+                link.flow(0)
+            return
+        if link.credit > target or link.credit <= target // 2:
+            link.flow(target)
+
+    def _regrant(self) -> None:
+        for link, node in list(self.publishing.values()):
+            self._grant(link, node)
+        self.wrote()
+
+    # -- consuming ----------------------------------------------------------------------------
+    def _controlled(self, d: Delivery) -> None:
+        """Control records from the other worker: credit for its consumers, their outcomes."""
+        self._touched.add(id(d.link))
+        consumers = self._by_remote_id
+        for what, consumer_id, n, code in decode_control(d.payload, d.message_format):
+            c = consumers.get(consumer_id)
+            if c is None:
+                continue  # its link went meanwhile (what it held was released)
+            if what == OUTCOME:
+                c.settled(n, code)
+            elif what == GRANT:
+                c.grant(n)

@@ -1,0 +1,477 @@
+"""The side of an internal link that stands in for nodes another worker owns.
+
+A :class:`RemoteNode` is a :class:`~amqp10.broker.core.Node` whose messages live on the
+owning worker. The core's front ends publish to it and consume from it as from a local
+node:
+
+- ``publish(msg, on_stored, on_refused)`` adds ``msg``, as a record, to this turn's
+  batch for the node, sent on the node's one publishing link at the end of the turn (so
+  the messages of every publisher keep their order), and returns
+  :attr:`~PublishResult.TAKEN` at once: ``on_stored`` runs only once the owner took it
+  (and stored it, if durable), exactly when a local node would run it; if the owner
+  refused it, ``on_refused`` gets the owner's :class:`PublishResult` (full, unroutable,
+  refused), or None when the owner is unavailable (the link failed: 1.0 answers
+  released, 0-9-1 a nack);
+- ``add_consumer(c)`` opens a link on the owner for ``c`` (its own consumer there, so
+  consumers on every worker compete for the queue's messages in its order) and grants
+  it, in control records, the credit ``c`` has, at most :data:`CREDIT_BATCH` at a time:
+  no more messages are in flight to this worker than ``c`` granted, plus at most one
+  batch when ``c`` takes credit back; ``consumer_ready(c)`` (the front end's call when
+  ``c`` gains credit) delivers what waits here and grants more;
+- ``ack``/``release``/``reject`` send the outcome (accepted, released with
+  delivery-failed or undeliverable-here, rejected) in a control record naming the
+  owner's reference, where the owner's queue applies it (redelivery count,
+  dead-lettering) as for a local consumer.
+
+:class:`RemoteNodes` runs the opening side of one internal link (to one owner): it
+makes the remote nodes and hands the engine's events to them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from ...transport import (
+    ConnectionOpened,
+    DeliveryReceived,
+    DeliveryUpdated,
+    Event,
+    IllegalStateError,
+    LinkAttached,
+    LinkDetached,
+    LinkFailed,
+    Receiver,
+    Sender,
+)
+from ...transport.delivery import Delivery
+from ...types import Accepted, Rejected, Source, Target, symbol
+from ..core import Consumer, Node, PublishResult, QueuedMessage, QueuePolicy
+from .link import (
+    BATCH_FORMAT,
+    CONTROL,
+    CONTROL_FORMAT,
+    GRANT,
+    OUTCOME,
+    InternalLink,
+    decode_deliveries,
+    encode_batch,
+    encode_record,
+)
+
+__all__ = [
+    "CREDIT_BATCH",
+    "PUBLISH_RESULTS",
+    "REFUSED_IN_PART",
+    "RESULTS",
+    "RemoteNode",
+    "RemoteNodes",
+    "Refused",
+]
+
+log = logging.getLogger("amqp10.broker.workers")
+
+TRANSFER_CREDIT = 1000
+"""The link credit of a consuming link, in transfers (each carries the messages of one turn):
+the consumer's credit, in messages, goes to the owner in control records."""
+
+CREDIT_BATCH = 256
+"""The most credit a remote consumer's link holds at once (and so the most messages that
+may be in flight to it beyond its consumer's credit, if that consumer takes credit back)."""
+
+VHOST = symbol("vhost")
+PRIORITY = symbol("priority")
+CONSUMER_ID = symbol("consumer-id")
+NEEDS_MESSAGE_IDS = symbol("needs-message-ids")
+"""In the owner's answer to a publishing link: whether its node reads message-ids (duplicate
+detection, the store); until then a remote node asks its publishers' front ends for them."""
+
+ACCEPT = 0
+RELEASE = 1
+REJECT = 2
+FAILED = 4
+"""With :data:`RELEASE`: the delivery failed (1.0 modified delivery-failed; its count goes up)."""
+UNDELIVERABLE = 8
+"""With :data:`RELEASE`: not to this consumer again (1.0 modified undeliverable-here)."""
+CONTROL_ADDRESS = "$control"
+"""The target of the link that carries control records (credit grants, outcomes) to the owner."""
+
+PUBLISH_RESULTS: tuple[PublishResult, ...] = tuple(PublishResult)
+"""What the owner's node answered each record of a batch, by code (its index here; 0: taken)."""
+REFUSED_IN_PART = symbol("amqp10:publish:not-taken")
+"""The condition of the owner's rejected outcome for a batch not all taken; the error's info
+holds :data:`RESULTS`: one code a record, in order (:data:`PUBLISH_RESULTS`)."""
+RESULTS = symbol("results")
+
+Refused = Callable[[PublishResult | None], None]
+"""Told why a publish was not taken: the owner's answer, or None (the owner is unavailable)."""
+
+_TAKEN = PublishResult.TAKEN
+
+
+def _nobody_told(result: PublishResult | None) -> None:
+    log.debug("a publish to a remote node was refused (%s) and its publisher asked for no answer", result)
+
+
+class _Feed:
+    """One consumer of a remote node: its link on the owner and what waits here for its credit."""
+
+    __slots__ = ("consumer", "held", "link", "outstanding", "waiting")
+
+    def __init__(self, consumer: Consumer, link: Receiver) -> None:
+        self.consumer = consumer
+        self.link = link
+        self.waiting: deque[QueuedMessage] = deque()
+        self.outstanding = 0
+        """Messages granted to the owner and not yet arrived."""
+        self.held: dict[QueuedMessage, int] = {}
+        """Messages delivered here and not settled yet -> the owner's reference for each."""
+
+
+class RemoteNode(Node):
+    """A stand-in for node ``name`` of ``vhost``, owned by the worker at the other end of ``nodes``."""
+
+    kind = "remote"
+    count = 0
+    """Messages held here: none (they are on the owner; a front end reads this for ``available``)."""
+
+    def __init__(self, nodes: RemoteNodes, vhost: str, name: str) -> None:
+        super().__init__(name, QueuePolicy())
+        self.vhost = vhost
+        self._nodes = nodes
+        self._sender: Sender | None = None
+        self._batch: list[bytes] = []  # this turn's records, not yet sent
+        self._answers: list[tuple[Callable[[], None], Refused | None]] = []  # their publishers
+        self._feeds: dict[int, _Feed] = {}  # consumer id -> its feed
+        self._feed_of: dict[QueuedMessage, _Feed] = {}  # delivered here, not settled yet -> its feed
+        self.unavailable: str | None = None
+        """Why the owner cannot be reached (the link failed), or None."""
+
+    def _properties(self, **more: Any) -> dict[Any, Any]:
+        props: dict[Any, Any] = {VHOST: self.vhost}
+        props.update(more)
+        return props
+
+    # -- publish ------------------------------------------------------------------------------
+    def publish(
+        self, msg: QueuedMessage, on_stored: Callable[[], None], on_refused: Refused | None = None
+    ) -> PublishResult:
+        """Forward ``msg`` to the owner (with the rest of this turn's batch); ``on_stored`` once
+        it took it, else ``on_refused``."""
+        if self.unavailable is not None:
+            (on_refused or _nobody_told)(None)
+            return _TAKEN
+        if not self._batch:
+            self._nodes.batch_ready(self)
+        self._batch.append(encode_record(msg))
+        self._answers.append((on_stored, on_refused))
+        return _TAKEN
+
+    def _send_batch(self) -> None:
+        """This turn's publishes go as one transfer (the end of the turn: the link writes)."""
+        batch = self._batch
+        if not batch or self.unavailable is not None:
+            return
+        answers = self._answers
+        self._batch, self._answers = [], []
+        sender = self._sender
+        if sender is None:
+            sender = self._sender = self._nodes.open_sender(self)
+        d = sender.send(encode_batch(batch), message_format=BATCH_FORMAT)
+        d.context = answers
+
+    @staticmethod
+    def _answered(state: Any, answers: list[tuple[Callable[[], None], Refused | None]]) -> None:
+        """The owner settled a batch with ``state``: tell each publisher what it answered."""
+        if type(state) is Accepted:
+            for on_stored, _ in answers:
+                on_stored()
+            return
+        codes = None
+        if type(state) is Rejected and state.error is not None and state.error.info:
+            codes = state.error.info.get(RESULTS)
+        if isinstance(codes, bytes) and len(codes) == len(answers) and max(codes) < len(PUBLISH_RESULTS):
+            for (on_stored, on_refused), code in zip(answers, codes, strict=True):
+                if code == 0:
+                    on_stored()
+                else:
+                    (on_refused or _nobody_told)(PUBLISH_RESULTS[code])
+            return
+        # released (the owner could not take them now), or an answer we cannot read
+        result = PublishResult.REFUSED if type(state) is Rejected else None
+        for _, on_refused in answers:
+            (on_refused or _nobody_told)(result)
+
+    # -- consume ------------------------------------------------------------------------------
+    def add_consumer(self, consumer: Consumer) -> None:
+        if self.unavailable is not None:
+            consumer.cancelled()
+            return
+        link = self._nodes.open_receiver(self, consumer)
+        feed = self._feeds[consumer.id] = _Feed(consumer, link)
+        link.context = (self, feed)
+        self._top_up(feed)
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        feed = self._feeds.pop(consumer.id, None)
+        if feed is None:
+            return
+        self._forget(feed)
+        link = feed.link
+        if link.is_attached:
+            # outcomes given so far go first; what it held and did not settle goes back on
+            # the owner when the link closes
+            self._nodes.send_control()
+            try:
+                link.detach(closed=True)
+            except IllegalStateError:
+                pass
+            self._nodes.wrote()
+
+    def _forget(self, feed: _Feed) -> None:
+        feed_of = self._feed_of
+        for msg in feed.held:
+            feed_of.pop(msg, None)
+        feed.held.clear()
+        feed.waiting.clear()
+
+    def consumer_ready(self, consumer: Consumer) -> None:
+        feed = self._feeds.get(consumer.id)
+        if feed is not None:
+            self._hand_on(feed)
+            self._top_up(feed)
+
+    def _received(self, feed: _Feed, d: Delivery) -> None:
+        """Messages arrived from the owner for ``feed``'s consumer."""
+        held = feed.held
+        feed_of = self._feed_of
+        waiting = feed.waiting
+        c = feed.consumer
+        arrived = decode_deliveries(d.payload, d.message_format)
+        feed.outstanding -= len(arrived)
+        for ref, msg in arrived:
+            held[msg] = ref
+            feed_of[msg] = feed
+            if not waiting and c.credit() > 0:
+                c.deliver(self, msg)
+            else:  # its consumer took credit back meanwhile: it waits (at most a batch)
+                waiting.append(msg)
+
+    def _hand_on(self, feed: _Feed) -> None:
+        """Give ``feed``'s consumer what waits for it, as its credit allows."""
+        waiting = feed.waiting
+        c = feed.consumer
+        while waiting and c.credit() > 0:
+            c.deliver(self, waiting.popleft())
+
+    def _top_up(self, feed: _Feed) -> None:
+        """Grant the owner what ``feed``'s consumer can take (less what waits here and what is
+        on its way), a batch at most."""
+        target = min(feed.consumer.credit() - len(feed.waiting), CREDIT_BATCH)
+        if target > 0 and feed.outstanding <= target // 2 and feed.link.is_attached:
+            more = target - feed.outstanding
+            feed.outstanding = target
+            self._nodes.control(GRANT, feed.consumer.id, more, 0)
+
+    # -- settlement ---------------------------------------------------------------------------
+    def _settle(self, msg: QueuedMessage, code: int) -> None:
+        feed = self._feed_of.pop(msg, None)
+        if feed is None:
+            return  # its link went (the owner released it) or it was settled already
+        ref = feed.held.pop(msg)
+        self._nodes.control(OUTCOME, feed.consumer.id, ref, code)
+
+    def ack(self, msg: QueuedMessage) -> None:
+        self._settle(msg, ACCEPT)
+
+    def release(self, msg: QueuedMessage, *, delivery_failed: bool = False, undeliverable_to: int | None = None) -> None:
+        self._settle(msg, RELEASE | (FAILED if delivery_failed else 0) | (0 if undeliverable_to is None else UNDELIVERABLE))
+
+    def reject(self, msg: QueuedMessage) -> None:
+        self._settle(msg, REJECT)
+
+    # -- the link's end -----------------------------------------------------------------------
+    def _lost(self, reason: str) -> None:
+        """The owner is unavailable (the internal link failed): refuse what waits for its
+        answer and whatever comes later, cancel the consumers."""
+        self.unavailable = reason
+        self._publishing_gone()
+        feeds, self._feeds = self._feeds, {}
+        self._feed_of.clear()
+        for feed in feeds.values():
+            feed.consumer.cancelled()
+
+    def _publishing_gone(self) -> None:
+        """The publishing link went: what waits for the owner's answer is refused (None:
+        the owner could not be reached)."""
+        waiting = self._answers
+        self._batch, self._answers = [], []
+        sender, self._sender = self._sender, None
+        if sender is not None:
+            for d in list(sender.unsettled.values()):
+                if d.context is not None and not d.remote_settled:
+                    waiting = d.context + waiting
+                    d.context = None
+        for _, on_refused in waiting:
+            (on_refused or _nobody_told)(None)
+
+    def _link_gone(self, link: Sender | Receiver, feed: _Feed | None, reason: str) -> None:
+        """The owner detached one of its links (the node is not there, or was deleted): its
+        publishers' waiting messages are refused, its consumer is cancelled; a later publish
+        or consumer opens a new link (the node may have been made meanwhile)."""
+        if feed is None:
+            if link is self._sender:
+                self._publishing_gone()
+            return
+        if self._feeds.pop(feed.consumer.id, None) is not None:
+            self._forget(feed)
+            feed.consumer.cancelled()
+
+
+class RemoteNodes:
+    """The opening side of an internal link to one owning worker: its remote nodes."""
+
+    def __init__(self, container_id: str) -> None:
+        self.container_id = container_id
+        self.link: InternalLink | None = None
+        self.nodes: dict[tuple[str, str], RemoteNode] = {}
+        self._names = itertools.count(1)
+        self._ready: list[RemoteNode] = []  # nodes with a batch to send this turn
+        self._control: list[bytes] = []  # control records of this turn
+        self._control_link: Sender | None = None
+        # publishing links on one session, consuming links on another: a session writes the
+        # dispositions it has queued before each transfer, so the owner's answers to publishes
+        # (and our outcomes for its deliveries) go out as one range per batch only when no
+        # transfer of the other direction comes between them
+        self._publishing: Any = None
+        self._consuming: Any = None
+        self.reason: str | None = None
+        """Why the link went (None while it is up)."""
+
+    def node(self, vhost: str, name: str) -> RemoteNode:
+        """The stand-in for node ``name`` of ``vhost`` (one per node, made on first use)."""
+        key = (vhost, name)
+        node = self.nodes.get(key)
+        if node is None:
+            node = self.nodes[key] = RemoteNode(self, vhost, name)
+            if self.reason is not None:
+                node.unavailable = self.reason
+        return node
+
+    # -- LinkHandler --------------------------------------------------------------------------
+    def started(self, link: InternalLink) -> None:
+        self.link = link
+        conn = link.connection
+        conn.open()
+        self._publishing = conn.session(incoming_window=8192)
+        self._publishing.begin()
+        self._control_link = self._publishing.sender(
+            "control", source=Source(address=self.container_id), target=Target(address=CONTROL_ADDRESS)
+        )
+        self._control_link.attach()
+        # (the consuming session begins once the owner's open allows a second channel)
+
+    def on_event(self, e: Event) -> None:
+        t = type(e)
+        if t is DeliveryUpdated:
+            d = e.delivery  # type: ignore[attr-defined]
+            answer = d.context
+            if d.remote_settled and answer is not None:  # the owner's answer to a publish
+                d.context = None
+                d.settle()  # (it forgot the delivery: nothing goes back)
+                d.link.context._answered(d.remote_state, answer)
+        elif t is DeliveryReceived:
+            link = e.link  # type: ignore[attr-defined]
+            node, feed = link.context
+            node._received(feed, e.delivery)  # type: ignore[attr-defined]
+        elif t is ConnectionOpened:
+            assert self.link is not None
+            self._consuming = self.link.connection.session(incoming_window=8192)
+            self._consuming.begin()
+        elif t is LinkAttached:  # the owner's answer to our attach
+            link = e.link  # type: ignore[attr-defined]
+            node = link.context
+            props = link.remote_attach.properties if link.remote_attach is not None else None
+            if type(node) is RemoteNode and props and NEEDS_MESSAGE_IDS in props:
+                node.needs_message_ids = bool(props[NEEDS_MESSAGE_IDS])
+        elif t is LinkDetached or t is LinkFailed:
+            link = e.link  # type: ignore[attr-defined]
+            err = e.error  # type: ignore[attr-defined]
+            reason = f"{err.condition}: {err.description}" if err is not None else "the owner detached the link"
+            ctx = link.context
+            if type(ctx) is RemoteNode:
+                ctx._link_gone(link, None, reason)
+            elif ctx is not None:
+                ctx[0]._link_gone(link, ctx[1], reason)
+
+    def before_write(self) -> None:
+        ready, self._ready = self._ready, []
+        for node in ready:
+            node._send_batch()
+        self.send_control()
+
+    def control(self, what: int, consumer_id: int, n: int, code: int) -> None:
+        """A control record for the owner, sent with the rest of this turn's."""
+        if not self._control:
+            self.wrote()
+        self._control.append(CONTROL.pack(what, consumer_id, n, code))
+
+    def send_control(self) -> None:
+        records = self._control
+        link = self._control_link
+        if records and link is not None and self.reason is None:
+            self._control = []
+            link.send(b"".join(records), settled=True, message_format=CONTROL_FORMAT)
+
+    def after_events(self) -> None:
+        for node in self.nodes.values():
+            for feed in node._feeds.values():
+                node._top_up(feed)
+                link = feed.link
+                if link.credit < TRANSFER_CREDIT // 2 and link.is_attached:
+                    link.flow(TRANSFER_CREDIT)  # transfers: the owner sends one a turn at most
+
+    def lost(self, reason: str) -> None:
+        self.reason = reason
+        for node in self.nodes.values():
+            node._lost(reason)
+
+    # -- for the remote nodes -----------------------------------------------------------------
+    def batch_ready(self, node: RemoteNode) -> None:
+        """``node`` has publishes to send at the end of this turn."""
+        self._ready.append(node)
+        self.wrote()
+
+    def wrote(self) -> None:
+        """Something was queued on the engine: write it at the end of this turn."""
+        link = self.link
+        if link is not None:
+            link.flush_soon()
+
+    def open_sender(self, node: RemoteNode) -> Sender:
+        sender: Sender = self._publishing.sender(
+            f"publish:{next(self._names)}",
+            source=Source(address=self.container_id),
+            target=Target(address=node.name),
+            properties=node._properties(),
+        )
+        sender.context = node
+        sender.attach()
+        self.wrote()
+        return sender
+
+    def open_receiver(self, node: RemoteNode, consumer: Consumer) -> Receiver:
+        session = self._consuming or self._publishing  # (before the owner's open: the one channel)
+        receiver: Receiver = session.receiver(
+            f"consume:{next(self._names)}",
+            source=Source(address=node.name, distribution_mode=symbol("copy") if consumer.browse else None),
+            target=Target(address=self.container_id),
+            properties=node._properties(**{PRIORITY: int(getattr(consumer, "priority", 0)), CONSUMER_ID: consumer.id}),
+        )
+        receiver.attach()
+        receiver.flow(TRANSFER_CREDIT)
+        self.wrote()
+        return receiver

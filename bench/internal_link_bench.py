@@ -1,0 +1,219 @@
+"""Broker CPU per message for a message whose node is local and one that crosses to another worker.
+
+In one process, without sockets or asyncio (as ``bench/profiles/broker_inproc.py``): a
+producer and a consumer (our engine, in memory) talk AMQP 1.0 to worker A's front end
+(``ConnectionHandler``), 100-byte messages in Proton C's shape, at-least-once, producer
+window from the broker's credit, consumer credit 1000, each message accepted.
+
+- ``local``: A owns queue ``q`` (today's broker, exactly);
+- ``crossing``: worker B owns ``q``; A's lookup answers a :class:`RemoteNode`, and every
+  message, delivery and outcome crosses the internal link (A's :class:`RemoteNodes` and
+  B's :class:`NodeServer`, each over our engine, joined in memory).
+
+Only the broker's calls are timed (thread CPU time): A's front end and core, the internal
+link's two ends, B's core. ``--count`` also counts Python function calls (``sys.setprofile``)
+and bytecode instructions (``sys.settrace`` with opcode events) per message in those calls
+(slow: use a small ``--n``).
+
+    .venv/bin/python bench/internal_link_bench.py --n 20000 --repeat 5
+    .venv/bin/python bench/internal_link_bench.py --n 2000 --count
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+class _Counter:
+    """Counts calls and bytecode instructions while enabled."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.instructions = 0
+
+    def _profile(self, frame: Any, event: str, arg: Any) -> None:
+        if event == "call" or event == "c_call":
+            self.calls += 1
+
+    def _trace(self, frame: Any, event: str, arg: Any) -> Any:
+        frame.f_trace_opcodes = True
+        frame.f_trace_lines = False
+        if event == "opcode":
+            self.instructions += 1
+        return self._trace
+
+    def enable(self) -> None:
+        sys.setprofile(self._profile)
+        sys.settrace(self._trace)
+
+    def disable(self) -> None:
+        sys.settrace(None)
+        sys.setprofile(None)
+
+
+class _MemTransport(asyncio.Transport):
+    """One end of an in-memory internal link: what it writes waits in ``outbox`` for the peer."""
+
+    def __init__(self, outbox: list[tuple[Any, bytes]]) -> None:
+        super().__init__()
+        self.outbox = outbox
+        self.peer: Any = None
+        self._closing = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.outbox.append((self.peer, bytes(data)))
+
+    def close(self) -> None:
+        self._closing = True
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+
+def run(n: int, mode: str, count: bool) -> tuple[float, float, float]:
+    from amqp10.broker.amqp1 import ConnectionHandler
+    from amqp10.broker.config import BrokerConfig, QueuePolicy
+    from amqp10.broker.core import Broker
+    from amqp10.broker.workers.link import InternalLink
+    from amqp10.broker.workers.owner import NodeServer
+    from amqp10.broker.workers.remote import RemoteNodes
+    from amqp10.transport import Connection, DeliveryReceived, DeliveryUpdated
+    from amqp10.types import SenderSettleMode, Source, Target
+
+    config = BrokerConfig(default_policy=QueuePolicy(durable=False))
+    a = Broker(config)
+    soon: list[Callable[[], None]] = []
+    outbox: list[tuple[Any, bytes]] = []
+
+    def pump_links() -> None:
+        guard = 0
+        while soon or outbox:
+            guard += 1
+            if guard > 100_000:
+                raise SystemExit("the internal link does not settle")
+            while soon:
+                soon.pop(0)()
+            while outbox:
+                peer, data = outbox.pop(0)
+                peer.data_received(data)
+
+    if mode == "crossing":
+        b = Broker(config)
+        b.default.create_node("q", "queue")
+        remote = RemoteNodes("worker-a")
+        link_a = InternalLink(remote, "worker-a", call_soon=soon.append)
+        link_b = InternalLink(NodeServer(b), "worker-b", call_soon=soon.append)
+        ta, tb = _MemTransport(outbox), _MemTransport(outbox)
+        ta.peer, tb.peer = link_b, link_a
+        link_b.connection_made(tb)
+        link_a.connection_made(ta)
+        pump_links()
+        stand_in = remote.node("/", "q")
+        a.default.lookup = lambda address, *, create, kind=None: stand_in if address == "q" else None  # type: ignore[method-assign]
+    else:
+        a.default.create_node("q", "queue")
+
+    body = b"\x00\x53\x75\xa0\x64" + bytes(100)
+    payload = b"\x00\x53\x70\x45\x00\x53\x73\x45" + body
+    clock = [0.0]
+    counter = _Counter() if count else None
+
+    def side(conn: Connection, server: Connection, handler: ConnectionHandler) -> list[Any]:
+        out = conn.data_to_send()
+        t0 = time.thread_time()
+        if counter:
+            counter.enable()
+        if out:
+            handler.handle(server.receive_data(out))
+        pump_links()
+        back = server.data_to_send()
+        if counter:
+            counter.disable()
+        clock[0] += time.thread_time() - t0
+        return conn.receive_data(back) if back else []
+
+    def client(name: str) -> tuple[Connection, Connection, ConnectionHandler]:
+        c = Connection(name)
+        s = Connection("broker", send_header=False)
+        h = ConnectionHandler(a, s)
+        c.open()
+        c.session().begin()
+        return c, s, h
+
+    pc, ps, ph = client("producer")
+    cc, cs, ch = client("consumer")
+    mode_ = SenderSettleMode.UNSETTLED
+    snd = pc.sessions[0].sender("p", source=Source(), target=Target(address="q"), snd_settle_mode=mode_)
+    snd.attach()
+    rcv = cc.sessions[0].receiver("c", source=Source(address="q"), target=Target(), snd_settle_mode=mode_)
+    rcv.attach()
+    for _ in range(5):
+        side(pc, ps, ph)
+        side(cc, cs, ch)
+    rcv.flow(1000)
+    side(cc, cs, ch)
+    sent = received = accepted = 0
+    clock[0] = 0.0
+    if counter:
+        counter.calls = counter.instructions = 0
+    guard = 0
+    while received < n or accepted < n:
+        guard += 1
+        if guard > 10 * n:
+            raise SystemExit(f"no progress: sent {sent}, received {received}, accepted {accepted}")
+        while snd.credit > 0 and sent < n and snd.queued == 0:
+            snd.send(payload)
+            sent += 1
+        for e in side(pc, ps, ph):
+            if isinstance(e, DeliveryUpdated) and e.delivery.remote_settled:
+                accepted += 1
+                if not e.delivery.settled:
+                    e.delivery.settle()
+        for e in side(cc, cs, ch):
+            if isinstance(e, DeliveryReceived):
+                received += 1
+                if not e.delivery.settled:
+                    e.delivery.accept()
+        if rcv.credit < 500:
+            rcv.flow(1000)
+    side(cc, cs, ch)
+    side(pc, ps, ph)
+    us = clock[0] / n * 1e6
+    if counter:
+        return us, counter.calls / n, counter.instructions / n
+    return us, 0.0, 0.0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--n", type=int, default=20_000)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--count", action="store_true", help="count calls and instructions per message (slow)")
+    args = p.parse_args()
+    results: dict[str, list[tuple[float, float, float]]] = {"local": [], "crossing": []}
+    for i in range(1 if args.count else args.repeat):
+        for mode in ("local", "crossing") if i % 2 == 0 else ("crossing", "local"):  # alternated
+            results[mode].append(run(args.n, mode, args.count))
+    for mode, rows in results.items():
+        us = [r[0] for r in rows]
+        line = f"{mode:9s} median {statistics.median(us):6.2f} us/msg (all: {', '.join(f'{x:.2f}' for x in us)})"
+        if args.count:
+            line += f"; {rows[0][1]:.0f} calls/msg, {rows[0][2]:.0f} instructions/msg"
+        print(line)
+    loc = statistics.median(r[0] for r in results["local"])
+    cross = statistics.median(r[0] for r in results["crossing"])
+    print(f"crossing/local: {cross / loc:.2f}x CPU" + (" (timed under tracing: compare the counts)" if args.count else ""))
+    if args.count:
+        lc, cc = results["local"][0], results["crossing"][0]
+        print(f"crossing/local: {cc[1] / lc[1]:.2f}x calls, {cc[2] / lc[2]:.2f}x instructions")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

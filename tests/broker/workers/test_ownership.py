@@ -1,0 +1,81 @@
+"""Which worker owns a node: the same answer on every worker, spread over all of them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from amqp10.broker.workers.ownership import Ownership
+
+
+def test_one_worker_owns_everything() -> None:
+    one = Ownership(1)
+    assert all(one.owner("/", f"q{i}") == 0 and one.is_local("/", f"q{i}") for i in range(100))
+
+
+def test_every_worker_computes_the_same_owner() -> None:
+    views = [Ownership(4, me) for me in range(4)]
+    for i in range(200):
+        owners = {v.owner("/", f"q{i}") for v in views}
+        assert len(owners) == 1
+        (owner,) = owners
+        assert [v.is_local("/", f"q{i}") for v in views] == [me == owner for me in range(4)]
+
+
+def test_the_owner_is_stable_across_processes() -> None:
+    """CRC-32, not hash(): a worker started later (another PYTHONHASHSEED) agrees."""
+    code = "from amqp10.broker.workers.ownership import Ownership; print([Ownership(3).owner('v', f'n{i}') for i in range(50)])"
+    runs = {
+        subprocess.run(
+            [sys.executable, "-c", code], env={"PYTHONHASHSEED": seed}, capture_output=True, text=True, check=True
+        ).stdout
+        for seed in ("1", "2")
+    }
+    assert len(runs) == 1
+    assert runs.pop().strip() == str([Ownership(3).owner("v", f"n{i}") for i in range(50)])
+
+
+def test_nodes_spread_over_the_workers() -> None:
+    o = Ownership(4)
+    counts = [0] * 4
+    for i in range(4000):
+        counts[o.owner("/", f"queue-{i}")] += 1
+    assert min(counts) > 800  # about 1,000 each
+
+
+def test_the_vhost_is_part_of_the_key_and_overrides_win() -> None:
+    o = Ownership(8, 0, {("/", "pinned"): 5})
+    assert o.owner("/", "pinned") == 5
+    assert {o.owner(f"v{i}", "same-name") for i in range(64)} != {o.owner("/", "same-name")}
+
+
+@pytest.mark.parametrize(("workers", "me", "overrides"), [(0, 0, None), (2, 2, None), (2, 0, {("/", "q"): 3})])
+def test_a_bad_layout_is_refused(workers: int, me: int, overrides: dict[tuple[str, str], int] | None) -> None:
+    with pytest.raises(ValueError):
+        Ownership(workers, me, overrides)
+
+
+def test_placement_answers_a_stand_in_for_a_node_of_another_worker_only() -> None:
+    from amqp10.broker.config import BrokerConfig
+    from amqp10.broker.core import Broker
+    from amqp10.broker.workers.ownership import Placement
+    from amqp10.broker.workers.remote import RemoteNode, RemoteNodes
+
+    ownership = Ownership(3, 1, {("/", "mine"): 1, ("/", "theirs"): 2})
+    links = {0: RemoteNodes("to-0"), 2: RemoteNodes("to-2")}
+    placement = Placement(ownership, links)
+    assert placement("/", "mine") is None
+    theirs = placement("/", "theirs")
+    assert isinstance(theirs, RemoteNode) and theirs is links[2].nodes[("/", "theirs")]
+    assert placement("/", "theirs") is theirs  # one stand-in a node
+    broker = Broker(BrokerConfig())
+    broker.placement = placement
+    broker.default.declare_queue("mine")
+    assert broker.default.lookup("theirs", create=True) is theirs  # (not created here)
+    assert "theirs" not in broker.default.nodes
+    mine = broker.default.lookup("mine", create=False)
+    assert mine is not None and mine.kind == "queue"
+    with pytest.raises(ValueError):
+        Placement(ownership, {0: links[0]})  # no link to worker 2
