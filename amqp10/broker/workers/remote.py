@@ -287,7 +287,10 @@ class RemoteNode(Node):
     def ack(self, msg: QueuedMessage) -> None:
         self._settle(msg, ACCEPT)
 
-    def release(self, msg: QueuedMessage, *, delivery_failed: bool = False, undeliverable_to: int | None = None) -> None:
+    def release(
+        self, msg: QueuedMessage, *, delivery_failed: bool = False, undeliverable_to: int | None = None, due: float | None = None
+    ) -> None:
+        # TODO(#31): carry ``due`` (a delayed retry) in the outcome record; released at once for now
         self._settle(msg, RELEASE | (FAILED if delivery_failed else 0) | (0 if undeliverable_to is None else UNDELIVERABLE))
 
     def reject(self, msg: QueuedMessage) -> None:
