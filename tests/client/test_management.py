@@ -22,7 +22,7 @@ from amqp10.client.management import OASIS, RABBITMQ, protocol_of
 from amqp10.management import QueueInfo, http, oasis
 from amqp10.message import Message
 from amqp10.types import Accepted, Released, SenderSettleMode
-from tests.broker.amqp1.test_e2e_conventions import client, take
+from tests.broker.amqp1.e2e import bodies, client
 from tests.broker.conftest import RunningBroker, broker_with
 
 T = 10.0  # seconds any single wait may take
@@ -154,8 +154,8 @@ async def test_exchanges_and_bindings(broker: RunningBroker, protocol: str) -> N
         await m.bind(prices, destination_exchange=every, binding_key="#")
         await m.bind(every, destination_queue=everything, arguments={"x-note": "with arguments"})
         assert await send(conn, f"{http.exchange_path(prices)}/stock.nyse.ibm", 1) == [Accepted()]
-        assert await take(conn, http.queue_path(nyse), 1) == [0]
-        assert await take(conn, http.queue_path(everything), 1) == [0]
+        assert await bodies(conn, http.queue_path(nyse), 1) == [0]
+        assert await bodies(conn, http.queue_path(everything), 1) == [0]
 
         await m.unbind(prices, destination_queue=nyse, binding_key="stock.nyse.*")
         await m.unbind(every, destination_queue=everything, arguments={"x-note": "with arguments"})
