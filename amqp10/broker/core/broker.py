@@ -28,6 +28,7 @@ from .leases import Leases
 from .message import QueuedMessage, format_named
 from .nodes import NULL_JOURNAL, Journal, Node
 from .paging import PageStore, pager_factory
+from .prepared import HeldWork
 from .queues import Queue
 from .recovery import LinkRecovery
 from .replies import DirectReplies
@@ -164,6 +165,8 @@ class Broker:
         """Direct reply-to addresses and their consumers, for every front end (core/replies.py)."""
         self._consumer_ids = itertools.count(1)
         self._shared: dict[str, Any] = {}
+        self._prepared: dict[str, dict[bytes, HeldWork]] = {}
+        """Prepared transactions recovered from the store, by owner, until their owner takes them."""
         self.vhosts: dict[str, VirtualHost] = {}
         self.default = self.add_vhost(DEFAULT_VHOST)
         for name in config.queues:
@@ -320,6 +323,19 @@ class Broker:
             gq = queues.get(grec.node)
             if isinstance(gq, Queue):
                 gq.group_states[grec.group] = grec.state
+        # the messages prepared transactions took: they come back acquired, theirs
+        held: dict[tuple[str, int], HeldWork] = {}
+        recovered: list[HeldWork] = []
+        for trec in loaded.prepared:
+            work = HeldWork(trec.owner, trec.txn, self.journal)
+            work.prepared = True
+            recovered.append(work)
+            for key_seq in trec.taken:
+                held[key_seq] = work
+            for p in trec.publishes:
+                work.publish(self.add_vhost(p.vhost), p.exchange, p.routing_key, format_named(p.format)(
+                    p.data, priority=p.priority, durable=bool(p.durable), expiry=p.expiry,
+                    message_id=p.message_id, arrival=p.arrival))  # fmt: skip
         classes: dict[str, type[QueuedMessage]] = {}
         n = 0
         for m in store.stored_messages():
@@ -341,12 +357,23 @@ class Broker:
             )
             if m.number is not None:
                 msg._number = m.number
-            if m.deferred and isinstance(target, Queue):
+            taker = held.get((m.node, m.seq)) if held else None
+            if taker is not None and isinstance(target, Queue):
+                target.restore(msg, acquired=True)
+                taker.take(target, msg)
+            elif m.deferred and isinstance(target, Queue):
                 target.restore(msg, deferred=True)
             else:
                 target.restore(msg)
             n += 1
+        for work in recovered:
+            self._prepared.setdefault(work.owner, {})[work.txn_id] = work
         return n
+
+    def recovered_transactions(self, owner: str) -> list[HeldWork]:
+        """The prepared transactions of front end ``owner`` that :meth:`recover` found (once:
+        the front end keeps them from then on, to commit or roll back)."""
+        return list(self._prepared.pop(owner, {}).values())
 
     def tick(self) -> None:
         """Time-driven work: enqueue scheduled messages now due, run out leases, expire
