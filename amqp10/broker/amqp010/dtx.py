@@ -84,11 +84,15 @@ class Branch:
         acknowledged at commit, released at rollback)."""
         self.active: set[Amqp010Session] = set()
         self.suspended: set[Amqp010Session] = set()
-        self.prepared = False
         self.rollback_only = False
         self.timed_out = False
         self.timeout = DEFAULT_TIMEOUT
         self.lease: Lease | None = None
+
+    @property
+    def prepared(self) -> bool:
+        """Prepared for a two-phase commit (and so in the store)."""
+        return self.held.prepared
 
     @property
     def associated(self) -> bool:
@@ -115,10 +119,9 @@ class Branches:
         for held in broker.recovered_transactions(OWNER):  # prepared before a restart
             key = key_of(held.txn_id)
             fmt, gid, bid = key
-            b = self.branches[key] = Branch(
+            self.branches[key] = Branch(
                 result_struct("xid", format=fmt, global_id=gid, branch_id=bid), key, held
             )
-            b.prepared = True
 
     @classmethod
     def of(cls, broker: Broker) -> Branches:
@@ -255,9 +258,8 @@ class DtxCommands:
         if status != XA["xa-ok"]:
             s.complete(c, result)
             return
-        b.prepared = True
-        self.branches.set_timeout(b, b.timeout)  # (a prepared branch does not time out)
         b.held.prepare(lambda: s.complete(c, result))
+        self.branches.set_timeout(b, b.timeout)  # (a prepared branch does not time out)
 
     def commit(self, s: Amqp010Session, c: Compound) -> None:
         b = self.branches.ended(c.get("xid"))
