@@ -294,7 +294,8 @@ class Broker:
 
     # -- recovery and limits ---------------------------------------------------------------------
     def recover(self, store: _store.SqlStore) -> int:
-        """Recreate durable nodes, exchanges, bindings and messages from the store; return the message count."""
+        """Recreate durable nodes, exchanges, bindings, messages and prepared transactions
+        (:meth:`recovered_transactions`) from the store; return the message count."""
         loaded = store.load(messages=False)  # the messages are read below, a batch at a time
         for vrec in loaded.vhosts:
             self.add_vhost(vrec.name).set_metadata(json.loads(vrec.metadata or "{}"), persist=False)
@@ -323,19 +324,7 @@ class Broker:
             gq = queues.get(grec.node)
             if isinstance(gq, Queue):
                 gq.group_states[grec.group] = grec.state
-        # the messages prepared transactions took: they come back acquired, theirs
-        held: dict[tuple[str, int], HeldWork] = {}
-        recovered: list[HeldWork] = []
-        for trec in loaded.prepared:
-            work = HeldWork(trec.owner, trec.txn, self.journal)
-            work.prepared = True
-            recovered.append(work)
-            for key_seq in trec.taken:
-                held[key_seq] = work
-            for p in trec.publishes:
-                work.publish(self.add_vhost(p.vhost), p.exchange, p.routing_key, format_named(p.format)(
-                    p.data, priority=p.priority, durable=bool(p.durable), expiry=p.expiry,
-                    message_id=p.message_id, arrival=p.arrival))  # fmt: skip
+        held = self._restore_prepared(loaded.prepared)  # the messages they took come back acquired, theirs
         classes: dict[str, type[QueuedMessage]] = {}
         n = 0
         for m in store.stored_messages():
@@ -366,9 +355,27 @@ class Broker:
             else:
                 target.restore(msg)
             n += 1
-        for work in recovered:
-            self._prepared.setdefault(work.owner, {})[work.txn_id] = work
         return n
+
+    def _restore_prepared(self, records: list[_store.PreparedRecord]) -> dict[tuple[str, int], HeldWork]:
+        """The prepared transactions of the store, kept for their owners (their publishes
+        rebuilt; :meth:`recover` gives them their taken messages): which took which message,
+        by (message key, seq)."""
+        held: dict[tuple[str, int], HeldWork] = {}
+        for rec in records:
+            work = HeldWork(rec.owner, rec.txn, self.journal)
+            work.prepared = True
+            self._prepared.setdefault(rec.owner, {})[rec.txn] = work
+            for key_seq in rec.taken:
+                held[key_seq] = work
+            for p in rec.publishes:
+                vhost = self.vhosts.get(p.vhost)
+                if vhost is None:  # (deleted since: its publishes would be unroutable)
+                    continue
+                work.publish(vhost, p.exchange, p.routing_key, format_named(p.format)(
+                    p.data, priority=p.priority, durable=p.durable, expiry=p.expiry,
+                    message_id=p.message_id, arrival=p.arrival))  # fmt: skip
+        return held
 
     def recovered_transactions(self, owner: str) -> list[HeldWork]:
         """The prepared transactions of front end ``owner`` that :meth:`recover` found (once:
