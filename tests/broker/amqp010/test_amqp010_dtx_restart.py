@@ -8,9 +8,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from amqp10.broker.config import StoreConfig
 from tests.amqp010.peer import SocketPeer, struct
 from tests.broker.amqp010.test_amqp010_dtx import OK, count, xid
 from tests.broker.conftest import broker_process, broker_with
@@ -72,12 +74,21 @@ def bodies(p: SocketPeer, queue: str, n: int) -> list[bytes]:
     return got
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreConfig:
+    """The store of the test's brokers, on each backend (PostgreSQL: a real server)."""
+    if request.param == "sqlite":
+        return StoreConfig(path=tmp_path / "store.sqlite3", commit_interval_ms=1)
+    pg: Any = request.getfixturevalue("pg_server")
+    return StoreConfig(backend="postgresql", dsn=pg.new_database(), commit_interval_ms=1)
+
+
 @pytest.mark.parametrize("outcome", ["commit", "rollback"])
-def test_a_prepared_branch_outlives_a_restart(tmp_path: Path, outcome: str) -> None:
+def test_a_prepared_branch_outlives_a_restart(tmp_path: Path, store: StoreConfig, outcome: str) -> None:
     x = xid(b"restarted")
-    with broker_with(tmp_path) as b:
+    with broker_with(tmp_path, store=store) as b:
         prepare_a_move(b.port, x)
-    with broker_with(tmp_path) as b, peer(b.port, b"coordinator") as p:
+    with broker_with(tmp_path, store=store) as b, peer(b.port, b"coordinator") as p:
         assert recovered(p) == [b"restarted"]
         # the accepted message is still the branch's: no consumer gets it
         assert (count(p, "a"), count(p, "b")) == (1, 0)
@@ -91,7 +102,7 @@ def test_a_prepared_branch_outlives_a_restart(tmp_path: Path, outcome: str) -> N
             assert (count(p, "a"), count(p, "b")) == (2, 0)
             assert bodies(p, "a", 2) == [b"first", b"second"]
         assert recovered(p) == []
-    with broker_with(tmp_path) as b, peer(b.port) as p:  # the outcome is as durable
+    with broker_with(tmp_path, store=store) as b, peer(b.port) as p:  # the outcome is as durable
         assert recovered(p) == []
         assert (count(p, "a"), count(p, "b")) == ((1, 1) if outcome == "commit" else (2, 0))
 
