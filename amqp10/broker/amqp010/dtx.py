@@ -13,12 +13,17 @@ within its timeout (``set-timeout``; 60 seconds unless set, at most 3600) is rol
 back: its end, commit or rollback then answer ``xa-rbtimeout``. A session that ends while
 associated (active or suspended) leaves its branch rollback-only (``xa-rbrollback``).
 
+A branch's work is a core :class:`~amqp10.broker.core.HeldWork`. ``prepare`` writes it to
+the store and is answered once that is durable; ``commit``, ``rollback`` and ``forget``
+remove it with their own writes and are answered once those are. A broker restarted
+(after a crash too) gets its prepared branches back from the store, their taken messages
+still acquired: ``recover`` lists them, and a new session commits or rolls them back.
+Branches not prepared live in memory only: a restart rolls them back.
+
 The error codes are Qpid's broker's, which its conformance tests check: a session not
 selected, ``join`` with ``resume``, and ``suspend`` with ``fail`` are ``command-invalid``;
 an xid already known is ``not-allowed``; an unknown xid ``not-found``; a branch still
 associated, or ended twice, or committed in the wrong phase, ``illegal-state``.
-
-Branches are kept in memory, per broker: a broker restart loses them, prepared ones too.
 """
 
 from __future__ import annotations
@@ -28,11 +33,11 @@ from typing import Final
 
 from ...amqp010 import Compound, result_struct
 from ...amqp010.spec import ENUMS
-from ..core import Broker, Lease
+from ..core import Broker, HeldWork, Lease
 from .context import Amqp010Context, CommandError
-from .session import Amqp010Session, Pending
+from .session import Amqp010Session
 
-__all__ = ["DEFAULT_TIMEOUT", "MAX_TIMEOUT", "Branch", "Branches", "DtxCommands"]
+__all__ = ["DEFAULT_TIMEOUT", "MAX_TIMEOUT", "OWNER", "Branch", "Branches", "DtxCommands"]
 
 XA: Final = ENUMS["dtx.xa-status"]
 DEFAULT_TIMEOUT: Final = 60
@@ -42,6 +47,8 @@ MAX_TIMEOUT: Final = 3600
 
 Xid = tuple[int, bytes, bytes]
 """An xid as a key: (format, global id, branch id)."""
+OWNER: Final = "amqp010.dtx"
+"""What the store calls the branches of this front end (:class:`~amqp10.broker.core.HeldWork`'s owner)."""
 
 
 def xid_key(xid: object) -> Xid:
@@ -54,23 +61,38 @@ def xid_key(xid: object) -> Xid:
     )
 
 
+def txn_id(key: Xid) -> bytes:
+    """The store's id of the branch of ``key``: format, global id's length, global id, branch id."""
+    fmt, gid, bid = key
+    return fmt.to_bytes(4, "big") + bytes([len(gid)]) + gid + bid
+
+
+def key_of(txn: bytes) -> Xid:
+    """The key of the branch whose store id is ``txn`` (:func:`txn_id`)."""
+    n = txn[4]
+    return int.from_bytes(txn[:4], "big"), txn[5 : 5 + n], txn[5 + n :]
+
+
 class Branch:
     """One transaction branch: the work held in it and who is associated with it."""
 
-    def __init__(self, xid: Compound, key: Xid) -> None:
+    def __init__(self, xid: Compound, key: Xid, held: HeldWork) -> None:
         self.xid = xid
         self.key = key
-        self.work: list[Callable[[], None]] = []
-        """Publishes, routed at commit."""
-        self.taken: list[Pending] = []
-        """Accepted messages, still acquired: acknowledged at commit, released at rollback."""
+        self.held = held
+        """Its publishes (routed at commit) and accepted messages (still acquired:
+        acknowledged at commit, released at rollback)."""
         self.active: set[Amqp010Session] = set()
         self.suspended: set[Amqp010Session] = set()
-        self.prepared = False
         self.rollback_only = False
         self.timed_out = False
         self.timeout = DEFAULT_TIMEOUT
         self.lease: Lease | None = None
+
+    @property
+    def prepared(self) -> bool:
+        """Prepared for a two-phase commit (and so in the store)."""
+        return self.held.prepared
 
     @property
     def associated(self) -> bool:
@@ -80,27 +102,6 @@ class Branch:
         if self.timed_out:
             return XA["xa-rbtimeout"]
         return XA["xa-rbrollback"] if self.rollback_only else XA["xa-ok"]
-
-    def commit(self) -> None:
-        work, self.work = self.work, []
-        taken, self.taken = self.taken, []
-        for do in work:
-            do()
-        for p in taken:
-            p.node.ack(p.msg)
-        self._dispatch(taken)
-
-    def rollback(self) -> None:
-        self.work.clear()
-        taken, self.taken = self.taken, []
-        for p in taken:
-            p.node.release(p.msg, delivery_failed=True)
-        self._dispatch(taken)
-
-    @staticmethod
-    def _dispatch(taken: list[Pending]) -> None:
-        for node in {id(p.node): p.node for p in taken}.values():
-            node.dispatch()
 
     def session_ended(self, s: Amqp010Session) -> None:
         """``s`` ended while associated with this branch: it can only roll back."""
@@ -115,13 +116,19 @@ class Branches:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.branches: dict[Xid, Branch] = {}
+        for held in broker.recovered_transactions(OWNER):  # prepared before a restart
+            key = key_of(held.txn_id)
+            fmt, gid, bid = key
+            self.branches[key] = Branch(
+                result_struct("xid", format=fmt, global_id=gid, branch_id=bid), key, held
+            )
 
     @classmethod
     def of(cls, broker: Broker) -> Branches:
         return broker.shared("amqp010.dtx-branches", lambda: cls(broker))
 
     def start(self, xid: Compound, key: Xid) -> Branch:
-        b = self.branches[key] = Branch(xid, key)
+        b = self.branches[key] = Branch(xid, key, HeldWork(OWNER, txn_id(key), self.broker.journal))
         self.set_timeout(b, DEFAULT_TIMEOUT)
         return b
 
@@ -162,7 +169,7 @@ class Branches:
         if b.prepared or self.branches.get(b.key) is not b:
             return
         b.timed_out = b.rollback_only = True
-        b.rollback()
+        b.held.rollback()
 
 
 def _show(key: Xid) -> str:
@@ -243,19 +250,23 @@ class DtxCommands:
             s.suspended.append(b)
         return result_struct("xa-result", status=b.status())
 
-    def prepare(self, s: Amqp010Session, c: Compound) -> Compound:
+    # prepare, commit, rollback and forget are answered once what they wrote is durable
+    def prepare(self, s: Amqp010Session, c: Compound) -> None:
         b = self.branches.ended(c.get("xid"))
         status = b.status()
-        if status == XA["xa-ok"]:
-            b.prepared = True
-            self.branches.set_timeout(b, b.timeout)  # (a prepared branch does not time out)
-        return result_struct("xa-result", status=status)
-
-    def commit(self, s: Amqp010Session, c: Compound) -> Compound:
-        b = self.branches.ended(c.get("xid"))
-        status = b.status()
+        result = result_struct("xa-result", status=status)
         if status != XA["xa-ok"]:
-            b.rollback()
+            s.complete(c, result)
+            return
+        b.held.prepare(lambda: s.complete(c, result))
+        self.branches.set_timeout(b, b.timeout)  # (a prepared branch does not time out)
+
+    def commit(self, s: Amqp010Session, c: Compound) -> None:
+        b = self.branches.ended(c.get("xid"))
+        status = b.status()
+        done = self._answer(s, c, status)
+        if status != XA["xa-ok"]:
+            b.held.rollback(done)
         elif c["one_phase"] and b.prepared:
             raise CommandError(
                 "illegal-state",
@@ -267,16 +278,19 @@ class DtxCommands:
                 f"transaction branch {_show(b.key)} is not prepared: commit it in one phase",
             )
         else:
-            b.commit()
+            b.held.commit(done)
         self.branches.forget(b)
-        return result_struct("xa-result", status=status)
 
-    def rollback(self, s: Amqp010Session, c: Compound) -> Compound:
+    def rollback(self, s: Amqp010Session, c: Compound) -> None:
         b = self.branches.ended(c.get("xid"))
         status = XA["xa-rbtimeout"] if b.timed_out else XA["xa-ok"]
-        b.rollback()
+        b.held.rollback(self._answer(s, c, status))
         self.branches.forget(b)
-        return result_struct("xa-result", status=status)
+
+    @staticmethod
+    def _answer(s: Amqp010Session, c: Compound, status: int) -> Callable[[], None]:
+        result = result_struct("xa-result", status=status)
+        return lambda: s.complete(c, result)
 
     def recover(self, s: Amqp010Session, c: Compound) -> Compound:
         prepared = [b.xid for b in self.branches.branches.values() if b.prepared]
@@ -284,7 +298,7 @@ class DtxCommands:
 
     def forget(self, s: Amqp010Session, c: Compound) -> None:
         b = self.branches.ended(c.get("xid"))
-        b.rollback()
+        b.held.rollback(lambda: s.complete(c))
         self.branches.forget(b)
 
     def get_timeout(self, s: Amqp010Session, c: Compound) -> Compound:

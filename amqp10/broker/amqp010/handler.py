@@ -14,7 +14,8 @@ of its concern:
 - ``dtx.*`` (XA branches): :class:`.dtx.DtxCommands`
 
 A command completes when its handler returns (with its result, if it has one), except
-``message.transfer``, which completes once the message is stored. A handler's
+``message.transfer``, which completes once the message is stored, and ``dtx.prepare``,
+``commit``, ``rollback`` and ``forget``, once what they wrote is. A handler's
 :class:`.context.CommandError` (or a core :class:`~amqp10.broker.core.ModelError`) fails
 the command with ``execution.exception``, which ends the session.
 """
@@ -56,7 +57,10 @@ __all__ = ["Amqp010Handler"]
 
 log = logging.getLogger("amqp10.broker")
 
-_COMPLETES_ITSELF: Final = frozenset({"message.transfer"})
+_COMPLETES_ITSELF: Final = frozenset(
+    {"message.transfer", "dtx.prepare", "dtx.commit", "dtx.rollback", "dtx.forget"}
+)
+"""Commands whose handler completes them once what they did is stored."""
 
 
 def _nothing() -> None:

@@ -66,9 +66,12 @@ class MessageCommands:
         msg = from_transfer(c, name, ctx.broker.now())
         dp = c.header("delivery-properties")
         key = "" if dp is None else dp.get("routing_key", "")
-        held = s.held()
-        if held is not None:
-            held.append(lambda: self._route(s, x, msg, key, None))
+        if s.branch is not None:  # routed at the branch's commit (kept in the store once prepared)
+            s.branch.held.publish(ctx.vhost, x.name, key, msg)
+            self.conn.complete(s.channel, c)
+            return
+        if s.tx is not None:
+            s.tx.append(lambda: self._route(s, x, msg, key, None))
             self.conn.complete(s.channel, c)
             return
         self._route(s, x, msg, key, c)
@@ -150,7 +153,8 @@ class MessageCommands:
     def accept(self, s: Amqp010Session, c: Compound) -> None:
         ids = _ids(c.get("transfers"))
         if s.branch is not None:  # the branch holds them, past the session's end
-            s.branch.taken += s.take(ids)
+            for p in s.take(ids):
+                s.branch.held.take(p.node, p.msg)
         elif s.tx is not None:
             s.tx.append(lambda: s.settle(ids, "accept"))
         else:

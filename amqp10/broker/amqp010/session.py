@@ -167,20 +167,16 @@ class Amqp010Session:
     suspended: list[Branch] = field(default_factory=list)
     """Branches this session suspended (``dtx.end`` with ``suspend``)."""
 
-    def held(self) -> list[Callable[[], None]] | None:
-        """Where a publish or an accept waits for a commit: the dtx branch's work, the
-        ``tx`` transaction's, or None (done now)."""
-        return self.branch.work if self.branch is not None else self.tx
-
     def take(self, ids: list[int]) -> list[Pending]:
         """The transfers ``ids`` sent and not yet settled, no longer the session's."""
         return [p for p in (self.unacked.pop(cid, None) for cid in ids) if p is not None]
 
-    def complete(self, c: Compound) -> None:
-        """Command ``c`` is done (now or later, as a stored transfer): told to the peer on the
-        connection the session is attached to, or recorded for when it resumes."""
+    def complete(self, c: Compound, result: Compound | None = None) -> None:
+        """Command ``c`` is done (now or later, as a stored transfer), with ``result`` if it
+        has one: told to the peer on the connection the session is attached to, or recorded
+        for when it resumes (the result is not: a resumed session does not see it)."""
         if self.attached:
-            self.ctx.conn.complete(self.channel, c)
+            self.ctx.conn.complete(self.channel, c, result)
             self.ctx.wake()
         elif self.state is not None and not self.closed:
             self.state.record_completed(c.id, c.sync)

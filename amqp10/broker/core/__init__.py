@@ -72,6 +72,7 @@ from .nodes import (
 )
 from .partitioned import PartitionedStream
 from .policies import RuntimePolicy
+from .prepared import HeldWork
 from .queue_policy import QueuePolicy
 from .queues import Queue
 from .recovery import LinkRecovery, SuspendedLink
@@ -112,6 +113,7 @@ __all__ = [
     "Exchange",
     "FanoutExchange",
     "HeadersExchange",
+    "HeldWork",
     "Journal",
     "Lease",
     "Leases",

@@ -28,6 +28,7 @@ from .leases import Leases
 from .message import QueuedMessage, format_named
 from .nodes import NULL_JOURNAL, Journal, Node
 from .paging import PageStore, pager_factory
+from .prepared import HeldWork
 from .queues import Queue
 from .recovery import LinkRecovery
 from .replies import DirectReplies
@@ -168,6 +169,8 @@ class Broker:
         every lookup is local, at no cost."""
         self._consumer_ids = itertools.count(1)
         self._shared: dict[str, Any] = {}
+        self._prepared: dict[str, dict[bytes, HeldWork]] = {}
+        """Prepared transactions recovered from the store, by owner, until their owner takes them."""
         self.vhosts: dict[str, VirtualHost] = {}
         self.default = self.add_vhost(DEFAULT_VHOST)
         for name in config.queues:
@@ -295,7 +298,8 @@ class Broker:
 
     # -- recovery and limits ---------------------------------------------------------------------
     def recover(self, store: _store.SqlStore) -> int:
-        """Recreate durable nodes, exchanges, bindings and messages from the store; return the message count."""
+        """Recreate durable nodes, exchanges, bindings, messages and prepared transactions
+        (:meth:`recovered_transactions`) from the store; return the message count."""
         loaded = store.load(messages=False)  # the messages are read below, a batch at a time
         for vrec in loaded.vhosts:
             self.add_vhost(vrec.name).set_metadata(json.loads(vrec.metadata or "{}"), persist=False)
@@ -324,6 +328,7 @@ class Broker:
             gq = queues.get(grec.node)
             if isinstance(gq, Queue):
                 gq.group_states[grec.group] = grec.state
+        held = self._restore_prepared(loaded.prepared)  # the messages they took come back acquired, theirs
         classes: dict[str, type[QueuedMessage]] = {}
         n = 0
         for m in store.stored_messages():
@@ -345,12 +350,41 @@ class Broker:
             )
             if m.number is not None:
                 msg._number = m.number
-            if m.deferred and isinstance(target, Queue):
+            taker = held.get((m.node, m.seq)) if held else None
+            if taker is not None and isinstance(target, Queue):
+                target.restore(msg, acquired=True)
+                taker.take(target, msg)
+            elif m.deferred and isinstance(target, Queue):
                 target.restore(msg, deferred=True)
             else:
                 target.restore(msg)
             n += 1
         return n
+
+    def _restore_prepared(self, records: list[_store.PreparedRecord]) -> dict[tuple[str, int], HeldWork]:
+        """The prepared transactions of the store, kept for their owners (their publishes
+        rebuilt; :meth:`recover` gives them their taken messages): which took which message,
+        by (message key, seq)."""
+        held: dict[tuple[str, int], HeldWork] = {}
+        for rec in records:
+            work = HeldWork(rec.owner, rec.txn, self.journal)
+            work.prepared = True
+            self._prepared.setdefault(rec.owner, {})[rec.txn] = work
+            for key_seq in rec.taken:
+                held[key_seq] = work
+            for p in rec.publishes:
+                vhost = self.vhosts.get(p.vhost)
+                if vhost is None:  # (deleted since: its publishes would be unroutable)
+                    continue
+                work.publish(vhost, p.exchange, p.routing_key, format_named(p.format)(
+                    p.data, priority=p.priority, durable=p.durable, expiry=p.expiry,
+                    message_id=p.message_id, arrival=p.arrival))  # fmt: skip
+        return held
+
+    def recovered_transactions(self, owner: str) -> list[HeldWork]:
+        """The prepared transactions of front end ``owner`` that :meth:`recover` found (once:
+        the front end keeps them from then on, to commit or roll back)."""
+        return list(self._prepared.pop(owner, {}).values())
 
     def tick(self) -> None:
         """Time-driven work: enqueue scheduled messages now due, run out leases, expire

@@ -178,13 +178,16 @@ class Queue(Node):
             room = by_bytes if room is None else min(room, by_bytes)
         return room
 
-    def restore(self, msg: QueuedMessage, *, deferred: bool = False) -> None:
+    def restore(self, msg: QueuedMessage, *, deferred: bool = False, acquired: bool = False) -> None:
         """Put back a message recovered from the store (already durable); ``deferred``: one
-        set aside (:meth:`defer`), which comes back acquired, as delivered."""
+        set aside (:meth:`defer`), which comes back acquired, as delivered; ``acquired``: one
+        a prepared transaction took (core/prepared.py), which comes back acquired, the
+        transaction's to settle (no consumer gets it)."""
         self.dedup.seen(msg.message_id)
         self._next_seq_at_least(msg.seq + 1)
-        if deferred:
-            self.deferred[msg.number] = msg
+        if deferred or acquired:
+            if deferred:
+                self.deferred[msg.number] = msg
             self.stats.delivered += 1
             self._disk_changed(msg.size)
             return

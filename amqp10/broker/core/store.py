@@ -29,6 +29,8 @@ from .store_records import (
     Loaded,
     NodeRecord,
     PolicyRecord,
+    PreparedPublish,
+    PreparedRecord,
     StoredMessage,
     VhostRecord,
 )
@@ -42,15 +44,16 @@ __all__ = [
     "split_message_key",
     "DEFERRED",
     "NUMBER_COLUMN",
-    "BindingRecord", "ExchangeRecord", "GroupStateRecord", "Loaded", "NodeRecord", "PolicyRecord", "SqlStore", "Store",
+    "BindingRecord", "ExchangeRecord", "GroupStateRecord", "Loaded", "NodeRecord", "PolicyRecord", "PreparedPublish", "PreparedRecord", "SqlStore", "Store",
     "StoredMessage", "VhostRecord"]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """The version of the current schema (SQLite: ``PRAGMA user_version``). Version 0 is
 the schema of the brokers before virtual hosts (nodes and messages keyed by name
 alone, every message a 1.0 message); version 2 has no policies or vhosts tables;
 version 3 no group_states table, and no deferred messages (``in_flight`` = 2); version 4
-no ``messages.number`` column.
+no ``messages.number`` column; version 5 no prepared transactions (the ``prepared``,
+``prepared_publishes`` and ``prepared_taken`` tables).
 :meth:`SqlStore._migrate` migrates each in place when a store is opened."""
 
 DEFERRED = 2
@@ -113,7 +116,32 @@ CREATE TABLE IF NOT EXISTS group_states (
     group_id TEXT NOT NULL,
     state {blob} NOT NULL,
     PRIMARY KEY (node, group_id)
-)
+);
+CREATE TABLE IF NOT EXISTS prepared (
+    txn {blob} NOT NULL PRIMARY KEY,
+    owner TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS prepared_publishes (
+    txn {blob} NOT NULL,
+    n {int} NOT NULL,
+    vhost TEXT NOT NULL,
+    exchange TEXT NOT NULL,
+    routing_key TEXT,
+    priority {int} NOT NULL,
+    durable {int} NOT NULL,
+    expiry {real},
+    arrival {real} NOT NULL,
+    message_id TEXT,
+    format TEXT NOT NULL,
+    data {blob} NOT NULL,
+    PRIMARY KEY (txn, n)
+){no_rowid};
+CREATE TABLE IF NOT EXISTS prepared_taken (
+    txn {blob} NOT NULL,
+    node TEXT NOT NULL,
+    seq {int} NOT NULL,
+    PRIMARY KEY (txn, node, seq)
+){no_rowid}
 """
 """Every table, with the column types as placeholders (``SqlStore.TYPES``)."""
 
@@ -149,7 +177,8 @@ _MIGRATE_FROM_0_AFTER = [
 # Version 2 -> 3: new tables only (runtime policies, declared virtual hosts); 3 -> 4: the
 # group_states table (the in_flight value DEFERRED is new, and no version-3 row has it);
 # 4 -> 5: messages.number, the sequence number a scheduled message keeps when it is due
-# and moves to a new seq (NULL: the same as seq, as in every older row).
+# and moves to a new seq (NULL: the same as seq, as in every older row); 5 -> 6: the
+# tables of prepared transactions only.
 NUMBER_COLUMN = "ALTER TABLE messages ADD COLUMN number {int}"
 
 
@@ -186,6 +215,10 @@ PAGE = 14  # (PAGE, key, seq, delivery_count, expiry, arrival, message_id, forma
 # non-durable message's body paged out (core/paging.py), into a table that dies with the connection
 UNPAGE = 15  # (UNPAGE, key, seq): a paged-out non-durable message is back in memory (seq None: all of the node's)
 GROUP_STATE = 16  # (GROUP_STATE, key, group, state): a queue's message group's state (state None: cleared)
+PREPARE = 17  # (PREPARE, txn, owner, publishes, taken): a transaction prepared for a two-phase commit
+# (core/prepared.py): its publishes as rows (vhost, exchange, routing_key, priority, durable, expiry,
+# arrival, message_id, format, data), the messages it took as (key, seq); replaces a record of txn
+FORGET_PREPARED = 18  # (FORGET_PREPARED, txn): the prepared transaction was committed or rolled back
 Op = tuple[Any, ...]
 
 
@@ -304,7 +337,7 @@ class SqlStore:
         self._transaction(read)
         if not messages:
             out.append([])
-        nodes, exchanges, bindings, policies, vhosts, states, rows = out
+        nodes, exchanges, bindings, policies, vhosts, states, prepared, publishes, taken, rows = out
         return Loaded(
             [NodeRecord(*r) for r in nodes],
             [StoredMessage(*r) for r in rows],
@@ -313,6 +346,7 @@ class SqlStore:
             [PolicyRecord(*r) for r in policies],
             [VhostRecord(*r) for r in vhosts],
             [GroupStateRecord(r[0], r[1], bytes(r[2])) for r in states],
+            _prepared_records(prepared, publishes, taken),
         )
 
     def stored_messages(self, batch: int = 10_000) -> Iterator[StoredMessage]:
@@ -417,6 +451,9 @@ class SqlStore:
         """Apply one change to the durable definitions (nodes, exchanges, bindings, policies, vhosts,
         group states), or move a scheduled message to its place in its queue."""
         kind = op[0]
+        if kind in (PREPARE, FORGET_PREPARED):
+            self._prepared(op)
+            return
         statements = self._sql.definitions.get(kind)
         if kind == DROP_NODE:
             key = message_key(op[1], op[2])
@@ -430,6 +467,17 @@ class SqlStore:
             raise ValueError(f"unknown store operation {kind!r}")
         for sql in statements:
             self._cur.execute(sql, op[1:])
+
+    def _prepared(self, op: Op) -> None:
+        """Record a prepared transaction (any older record of its id replaced), or remove one."""
+        sql, cur, txn = self._sql, self._cur, op[1]
+        for statement in sql.forget_prepared:
+            cur.execute(statement, (txn,))
+        if op[0] == PREPARE:
+            _, _, owner, publishes, taken = op
+            cur.execute(sql.prepare, (txn, owner))
+            cur.executemany(sql.prepare_publish, [(txn, n, *row) for n, row in enumerate(publishes)])
+            cur.executemany(sql.prepare_taken, [(txn, key, seq) for key, seq in taken])
 
     def _flush(
         self,
@@ -497,6 +545,24 @@ def _first(row: tuple[Any, ...]) -> Any:
     return row[0]
 
 
+def _prepared_records(
+    prepared: list[tuple[Any, ...]], publishes: list[tuple[Any, ...]], taken: list[tuple[Any, ...]]
+) -> list[PreparedRecord]:
+    """The prepared transactions of the rows of their three tables (publishes in order)."""
+    records = {bytes(txn): PreparedRecord(bytes(txn), owner, [], []) for txn, owner in prepared}
+    for txn, vhost, exchange, key, priority, durable, expiry, arrival, message_id, fmt, data in publishes:
+        rec = records.get(bytes(txn))
+        if rec is not None:
+            rec.publishes.append(
+                PreparedPublish(vhost, exchange, key, priority, bool(durable), expiry, arrival, message_id, fmt, bytes(data))
+            )
+    for txn, key, seq in taken:
+        rec = records.get(bytes(txn))
+        if rec is not None:
+            rec.taken.append((key, seq))
+    return list(records.values())
+
+
 _MESSAGE_COLUMNS = ("node", "seq", "priority", "delivery_count", "expiry", "arrival", "message_id", "format", "data")
 _KEYS = {
     "nodes": ("vhost", "name"),
@@ -556,7 +622,20 @@ class _Statements:
             "SELECT vhost, name, pattern, apply_to, definition, priority FROM policies",
             "SELECT name, metadata FROM vhosts",
             "SELECT node, group_id, state FROM group_states",
+            "SELECT txn, owner FROM prepared",
+            "SELECT txn, vhost, exchange, routing_key, priority, durable, expiry, arrival, message_id, format, data "
+            "FROM prepared_publishes ORDER BY txn, n",
+            "SELECT txn, node, seq FROM prepared_taken",
             f"SELECT {', '.join(_MESSAGE_COLUMNS)}, in_flight = {DEFERRED}, number FROM messages ORDER BY node, seq",
+        ]
+        self.prepare = q("INSERT INTO prepared (txn, owner) VALUES (?, ?)")
+        self.prepare_publish = q(
+            "INSERT INTO prepared_publishes (txn, n, vhost, exchange, routing_key, priority, durable, expiry, "
+            "arrival, message_id, format, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        )
+        self.prepare_taken = q("INSERT INTO prepared_taken (txn, node, seq) VALUES (?, ?, ?)")
+        self.forget_prepared = [
+            q(f"DELETE FROM {table} WHERE txn = ?") for table in ("prepared", "prepared_publishes", "prepared_taken")
         ]
         drop_bindings_to = "DELETE FROM bindings WHERE vhost = ? AND destination_kind = '{}' AND destination = ?"
         self.definitions: dict[int, list[str]] = {

@@ -12,6 +12,8 @@ __all__ = [
     "Loaded",
     "NodeRecord",
     "PolicyRecord",
+    "PreparedPublish",
+    "PreparedRecord",
     "StoredMessage",
     "VhostRecord",
 ]
@@ -98,6 +100,35 @@ class GroupStateRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class PreparedPublish:
+    """A message a prepared transaction publishes at its commit, and where to."""
+
+    vhost: str
+    exchange: str
+    routing_key: str | None
+    priority: int
+    durable: bool
+    expiry: float | None
+    arrival: float
+    message_id: str | None
+    format: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRecord:
+    """A transaction prepared for a two-phase commit (core/prepared.py), as stored."""
+
+    txn: bytes
+    """Its id, as its front end spells it."""
+    owner: str
+    """The front end that prepared it (who takes it back after a restart)."""
+    publishes: list[PreparedPublish]
+    taken: list[tuple[str, int]]
+    """The messages it took, still acquired: (the queue's :func:`~.store.message_key`, seq)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Loaded:
     """Everything a store holds, as :meth:`Store.load` reads it."""
 
@@ -108,3 +139,4 @@ class Loaded:
     policies: list[PolicyRecord] = field(default_factory=list)
     vhosts: list[VhostRecord] = field(default_factory=list)
     group_states: list[GroupStateRecord] = field(default_factory=list)
+    prepared: list[PreparedRecord] = field(default_factory=list)

@@ -435,3 +435,105 @@ def test_a_schema_3_store_file_opens_and_takes_deferrals(tmp_path: Path) -> None
     assert isinstance(q2, Queue)
     assert list(q2.deferred) == [msg.seq] and q2.group_states == {"g": b"v4"} and q2.count == 2
     s2.close()
+
+
+def _publish_row(data: bytes) -> tuple[object, ...]:
+    return ("/", "", "q", 4, 1, None, 1.0, "id-1", "amqp1", data)
+
+
+def test_prepared_transactions_are_kept_replaced_and_forgotten(open_store: Callable[[], st.SqlStore]) -> None:
+    s = open_store()
+    s.apply([(st.PREPARE, b"t1", "front", [_publish_row(b"a"), _publish_row(b"b")], [("q", 1), ("q", 2)])])
+    s.apply([(st.PREPARE, b"t2", "other", [], [])])  # nothing held: kept all the same
+    s.apply([(st.PREPARE, b"t1", "front", [_publish_row(b"c")], [("q", 3)])])  # replaces t1's record
+    s.close()
+    loaded = open_store().load()
+    got = {r.txn: r for r in loaded.prepared}
+    assert sorted(got) == [b"t1", b"t2"]
+    t1 = got[b"t1"]
+    assert t1.owner == "front" and t1.taken == [("q", 3)]
+    assert [(p.vhost, p.exchange, p.routing_key, p.durable, p.message_id, p.format, p.data) for p in t1.publishes] == [
+        ("/", "", "q", True, "id-1", "amqp1", b"c")]  # fmt: skip
+    assert got[b"t2"].publishes == [] and got[b"t2"].taken == []
+    s2 = open_store()
+    s2.apply([(st.FORGET_PREPARED, b"t1")])
+    assert [r.txn for r in s2.load().prepared] == [b"t2"]
+
+
+def test_a_schema_5_store_is_migrated_and_keeps_prepared_transactions(open_store: Callable[[], st.SqlStore]) -> None:
+    s = open_store()
+    s.apply([(st.NODE, "/", "q", "queue", "{}"), put("q", 1)])
+    for table in ("prepared", "prepared_publishes", "prepared_taken"):
+        s._cur.execute(f"DROP TABLE {table}")
+    if isinstance(s, st.Store):
+        s._cur.execute("PRAGMA user_version = 5")
+    else:
+        s._cur.execute("UPDATE amqp10_store SET version = 5")
+    s.close()
+    migrated = open_store()
+    assert migrated.migrated_from == 5
+    migrated.apply([(st.PREPARE, b"t", "front", [_publish_row(b"x")], [("q", 1)])])
+    loaded = migrated.load()
+    assert [m.seq for m in loaded.messages] == [1]
+    assert [(r.txn, r.taken) for r in loaded.prepared] == [(b"t", [("q", 1)])]
+
+
+def _prepared_after_restart(s: st.SqlStore) -> tuple[Broker, Queue, Any]:
+    """A broker that took message 0 of queue ``pq`` and published ``held`` to it in a
+    transaction it prepared, then a fresh broker recovered from the store."""
+    from amqp10.broker.core import HeldWork
+
+    net = Net()
+    net.broker = Broker(BrokerConfig(), journal=SyncJournal(s))
+    c = net.client()
+    snd = c.sender("pq")
+    for i in range(3):
+        c.send(snd, Message(body=i, durable=True))
+    q = net.broker.nodes["pq"]
+    assert isinstance(q, Queue)
+    first = q.get()
+    assert first is not None
+    work = HeldWork("test", b"txn-1", net.broker.journal)
+    work.take(q, first)
+    vh = net.broker.default
+    work.publish(vh, "", "pq", type(first)(Message(body="held", durable=True).encode(), durable=True))
+    prepared: list[bool] = []
+    work.prepare(lambda: prepared.append(True))
+    assert prepared == [True]
+
+    fresh = Broker(BrokerConfig(), journal=SyncJournal(s))
+    assert fresh.recover(s) == 3
+    q2 = fresh.nodes["pq"]
+    assert isinstance(q2, Queue)
+    assert fresh.recovered_transactions("someone else") == []
+    (back,) = fresh.recovered_transactions("test")
+    assert fresh.recovered_transactions("test") == []  # taken once
+    return fresh, q2, back
+
+
+def test_broker_recovers_a_prepared_transaction_and_commits_it(open_store: Callable[[], st.SqlStore]) -> None:
+    """The taken message comes back acquired (no consumer gets it); the commit routes the
+    held publish and removes the taken message and the record from the store."""
+    s = open_store()
+    fresh, q, work = _prepared_after_restart(s)
+    assert work.txn_id == b"txn-1" and work.prepared
+    assert [Message.decode(m.data).body for m in q] == [1, 2]
+    assert [Message.decode(m.data).body for _, m in work.taken] == [0]
+    assert q.stats.unacked == 1
+    done: list[bool] = []
+    work.commit(lambda: done.append(True))
+    assert done == [True]
+    assert [Message.decode(m.data).body for m in q] == [1, 2, "held"]
+    loaded = s.load()
+    assert loaded.prepared == []
+    assert len(loaded.messages) == 3 and q.stats.unacked == 0
+
+
+def test_broker_recovers_a_prepared_transaction_and_rolls_it_back(open_store: Callable[[], st.SqlStore]) -> None:
+    s = open_store()
+    fresh, q, work = _prepared_after_restart(s)
+    work.rollback()
+    assert [Message.decode(m.data).body for m in q] == [0, 1, 2]  # back at the head, nothing published
+    assert [m.delivery_count for m in q] == [2, 0, 0]  # in flight at the restart, then failed
+    loaded = s.load()
+    assert loaded.prepared == [] and len(loaded.messages) == 3
