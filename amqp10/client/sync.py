@@ -264,7 +264,8 @@ class Sender(_Link):
         :class:`~amqp10.errors.DeliveryError` (with ``outcome``) if the peer did
         not accept it. Up to :data:`DEFERRED_WINDOW` wait at once; one more
         waits (at most ``timeout``) for the oldest. Call :meth:`flush` (or close
-        the sender) to know they all went through.
+        the sender) to know they all went through. Make the ``wait=False`` sends
+        of one sender from one thread at a time: their outcomes are the sender's.
         """
         if wait:
             return self.submit(message, settled=settled, txn=txn).wait(timeout)
