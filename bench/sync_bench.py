@@ -8,7 +8,8 @@ round by round, on 100-byte messages, at least once:
   receive case); blocking ``sender.pipeline(window=W)``; Proton's
   ``BlockingSender.send`` one by one (it waits for each outcome); the blocking
   ``send()`` and the async ``await send()`` one by one (each waits for its
-  outcome too);
+  outcome too); the blocking ``send(wait=False)`` one by one and a ``flush()``
+  at the end (each outcome checked at a later call);
 - receive and accept: async ``async for d in receiver: await d.accept()``, and
   async ``await receiver.fetch(W)`` + ``await receiver.accept_all(batch)``;
   blocking ``receiver.fetch(W)`` + ``receiver.accept_all(batch)``; Proton's
@@ -19,7 +20,10 @@ Each receive case drains the queue its send case filled in that round. A rate
 is messages / (first call → last outcome, or last accept; the blocking
 per-message receive cases end with ``receiver.flush()``, so their queued
 accepts are counted). Prints a table of medians and the targets of issues 21
-and 34; ``--results`` appends it to RESULTS.md.
+and 34; ``--results`` appends it to RESULTS.md. ``--broker-config FILE`` starts
+the broker with that configuration (e.g. ``[default_policy] durable = true``:
+every message stored, which the default does not do for these non-durable
+messages).
 
     .venv/bin/python bench/sync_bench.py --count 20000 --rounds 3
     .venv/bin/python bench/sync_bench.py --count 2000 --rounds 1      # a smoke run
@@ -139,6 +143,17 @@ def sync_send(url: str, queue: str, n: int, window: int) -> Timing:
             accepted += isinstance(sender.send(message), Accepted)
         elapsed = clock.stop()
     _check(accepted, n, "accepted")
+    return elapsed
+
+
+def sync_send_deferred(url: str, queue: str, n: int, window: int) -> Timing:
+    with amqp10.sync.connect(url, timeout=WAIT) as conn:
+        sender = conn.open_sender(queue, settle_mode=SettleMode.AT_LEAST_ONCE)
+        clock = Clock()
+        for message in our_messages(n):
+            sender.send(message, wait=False)
+        sender.flush()  # raises unless every one was accepted
+        elapsed = clock.stop()
     return elapsed
 
 
@@ -271,6 +286,7 @@ PAIRS: list[tuple[str, str, Case, Case]] = [
     ("sync1", "amqp10.sync one by one", sync_send, sync_receive),
     ("synci", "amqp10.sync iteration", sync_pipeline, sync_iterate),
     ("async1", "amqp10 async one by one", async_send, async_fetch),
+    ("sync1d", "amqp10.sync one by one, outcome later", sync_send_deferred, sync_receive),
 ]
 SLOW = ("proton", "sync1", "async1")  # one by one sends: --slow-count messages
 HOW = {
@@ -281,6 +297,7 @@ HOW = {
     "sync1": ("`send()` one by one", "`receive()` + `accept()` one by one"),
     "synci": ("`pipeline(window=W)`", "`for d in receiver: d.accept()`"),
     "async1": ("`await send()` one by one", "`await fetch(W)` + `await accept_all(batch)`"),
+    "sync1d": ("`send(wait=False)` one by one, `flush()`", "`receive()` + `accept()` one by one"),
 }
 
 
@@ -297,6 +314,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--window", type=int, default=1000, help="pipeline window and receiver credit")
     p.add_argument("--skip", action="append", default=[], help="skip a case pair: sync1, ...")
     p.add_argument("--results", type=Path, default=None, help="append the section to this file")
+    p.add_argument(
+        "--broker-config", type=Path, default=None, help="the broker's TOML configuration file"
+    )
     ns = p.parse_args(argv)
     slow = ns.slow_count or ns.count
     pairs = [pair for pair in PAIRS if pair[0] not in ns.skip]
@@ -304,10 +324,10 @@ def main(argv: list[str] | None = None) -> int:
     rates: dict[tuple[str, str], list[float]] = {}
     cpu: dict[tuple[str, str], list[float]] = {}  # client CPU µs per message
     with tempfile.TemporaryDirectory(prefix="sync-bench-") as data:
-        broker = BrokerProcess(
-            [sys.executable, "-m", "amqp10.cli", "broker", "--port", "0", "--data-dir", data],
-            name="amqp10 broker",
-        )
+        argv_broker = [sys.executable, "-m", "amqp10.cli", "broker", "--port", "0"]
+        if ns.broker_config is not None:
+            argv_broker += ["--config", str(ns.broker_config)]
+        broker = BrokerProcess([*argv_broker, "--data-dir", data], name="amqp10 broker")
         try:
             url = f"amqp://127.0.0.1:{broker.wait_listening(30.0)}"
             for r in range(ns.rounds):
@@ -336,6 +356,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def broker_setup(config: Path | None) -> str:
+    """The broker's configuration, for the section's workload line."""
+    if config is None:
+        return "its default configuration (its SQLite store, which keeps durable messages only)"
+    settings = "; ".join(line.strip() for line in config.read_text().splitlines() if line.strip())
+    return f"the configuration `{settings}`"
+
+
 def report(
     ns: argparse.Namespace,
     argv: list[str] | None,
@@ -357,7 +385,8 @@ def report(
         f"{platform.python_version()}, python-qpid-proton {version('python-qpid-proton')}, "
         f"load average before the run {load:.1f} (shared machine).",
         "",
-        f"Workload: our broker with its default store, loopback, {SIZE}-byte messages, at least "
+        f"Workload: our broker with {broker_setup(ns.broker_config)}, loopback, {SIZE}-byte "
+        "messages (not durable), at least "
         f"once; {ns.count:,} messages per case ({slow:,} for the one-by-one cases), window and "
         f"credit {ns.window}; {ns.rounds} round(s), the case order rotating, median shown "
         "(rounds in brackets).",
@@ -413,6 +442,10 @@ def report(
     target("per message: `for d in receiver: d.accept()` vs async `async for`", "synci", "async",
            "receive", 0.8)  # fmt: skip
     target("per message: blocking `send()` vs blocking `pipeline`", "sync1", "sync", "send", 0.5)
+    target("per message, outcome at `flush()`: blocking `send(wait=False)` vs Proton `send()`",
+           "sync1d", "proton", "send", 3.0)  # fmt: skip
+    target("per message, outcome at `flush()`: blocking `send(wait=False)` vs blocking `pipeline`",
+           "sync1d", "sync", "send", 0.5)  # fmt: skip
     target("per message: blocking `receive()` + `accept()` vs `fetch` + `accept_all`", "sync1",
            "sync", "receive", 0.5)  # fmt: skip
     target("per message: `for d in receiver: d.accept()` vs `fetch` + `accept_all`", "synci",
@@ -424,6 +457,9 @@ def report(
            0.8)  # fmt: skip
     lines += ["", "Client CPU per message, blocking fast path / async (lower is cheaper):", ""]
     for phase, b in (("send", "async"), ("receive", "asyncb")):
+        if ("sync", phase) not in cpu or (b, phase) not in cpu:
+            lines.append(f"- {phase}: not measured (a case was skipped)")
+            continue
         ratio = statistics.median(cpu[("sync", phase)]) / statistics.median(cpu[(b, phase)])
         lines.append(f"- {phase}: {ratio:.2f}x the CPU of `{b}`")
     return "\n".join(lines) + "\n"

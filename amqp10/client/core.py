@@ -19,6 +19,7 @@ import anyio
 from anyio.abc import ByteStream
 
 from .. import errors
+from ..io.direct import DirectDriver
 from ..io.driver import Driver, EngineProtocol, Signal
 from ..transport import Connection as Engine
 from ..transport import ConnectionState, Event
@@ -108,12 +109,16 @@ class ConnectionCore:
 
     def _make_driver(self, stream: ByteStream) -> Driver[Event]:
         idle = self._engine.idle_timeout
+        pause_limit = idle / 2 if idle else None
+        if DirectDriver.usable(stream):
+            # plain TCP on asyncio: the engine is fed from the transport's callbacks and
+            # an answer goes out from the same callback (no reader or writer task woken
+            # per round trip); see amqp10.io.direct
+            return DirectDriver(
+                stream, self._protocol, self._on_events, peer=self.peer, pause_limit=pause_limit
+            )
         return Driver(
-            stream,
-            self._protocol,
-            self._on_events,
-            peer=self.peer,
-            pause_limit=idle / 2 if idle else None,
+            stream, self._protocol, self._on_events, peer=self.peer, pause_limit=pause_limit
         )
 
     def _on_events(self, events: list[Any]) -> None:

@@ -49,7 +49,15 @@ from . import receiver as _receiver
 from . import sender as _sender
 from . import sessions as _sessions
 from . import transactions as _txn
-from ._common import DEFAULT_TIMEOUT, Outcome, Payload, SettleMode, encode_payload, windowed
+from ._common import (
+    DEFAULT_TIMEOUT,
+    Outcome,
+    Payload,
+    SettleMode,
+    describe_outcome,
+    encode_payload,
+    windowed,
+)
 from .claims import Claims
 from .syncloop import Loop, Settlement, Tracker, start_loop, withdraw_all
 from .syncmanagement import Management
@@ -206,11 +214,25 @@ class _Link(_Proxy):
         self.close()
 
 
-class Sender(_Link):
-    """Sends messages (see :class:`amqp10.client.Sender`)."""
+DEFERRED_WINDOW = 1000
+"""At most this many ``send(wait=False)`` of one sender wait for their outcome at once."""
 
-    __slots__ = ()
+
+class Sender(_Link):
+    """Sends messages (see :class:`amqp10.client.Sender`).
+
+    :meth:`send` waits for each message's outcome; ``send(message, wait=False)``
+    returns once the message is queued and checks the outcome later (see
+    :meth:`flush`).
+    """
+
+    __slots__ = ("_deferred",)
     _link: _sender.Sender
+
+    def __init__(self, loop: Loop, link: _sender.Sender) -> None:
+        super().__init__(loop, link)
+        # sends made with wait=False whose outcome nobody has looked at yet, oldest first
+        self._deferred: deque[Tracker] = deque()
 
     @property
     def credit(self) -> int:
@@ -227,6 +249,7 @@ class Sender(_Link):
         settled: bool | None = None,
         timeout: float | None = None,
         txn: Transaction | None = None,
+        wait: bool = True,
     ) -> Outcome | None:
         """Send a message; return its outcome once the peer settles it (see
         :meth:`amqp10.client.Sender.send`).
@@ -235,8 +258,65 @@ class Sender(_Link):
         queued with one wake-up of the event loop, and this thread sleeps until
         the loop completes the tracker (no task made per call). Timing out
         withdraws the message, as there.
+
+        ``wait=False`` returns None once the message is queued, without waiting
+        for its outcome (the cost of a message in :meth:`pipeline`): the outcome
+        is checked later, in order. This call and :meth:`flush` first raise for
+        the oldest earlier ``wait=False`` send found to have failed: what failed
+        it (the link or connection lost, a timeout), or
+        :class:`~amqp10.errors.DeliveryError` (with ``outcome``) if the peer did
+        not accept it. Up to :data:`DEFERRED_WINDOW` wait at once; one more
+        waits (at most ``timeout``) for the oldest. Call :meth:`flush` (or close
+        the sender) to know they all went through. Make the ``wait=False`` sends
+        of one sender from one thread at a time: their outcomes are the sender's.
         """
-        return self.submit(message, settled=settled, txn=txn).wait(timeout)
+        if wait:
+            return self.submit(message, settled=settled, txn=txn).wait(timeout)
+        deferred = self._deferred
+        while deferred and (deferred[0].done or len(deferred) >= DEFERRED_WINDOW):
+            _check_deferred(deferred.popleft(), timeout)
+        deferred.append(self.submit(message, settled=settled, txn=txn))
+        return None
+
+    def flush(self, *, timeout: float | None = None) -> None:
+        """Wait for the outcomes of the ``send(wait=False)`` made so far, in order.
+
+        Raises for the first that failed or was not accepted, as
+        :meth:`send` does (the ones after it are still waited for, and any
+        other failure among them is dropped: the first says the batch did not
+        all go through). ``timeout`` bounds each wait, as for :meth:`send`; a
+        timeout raises at once and withdraws that message, and the sends after
+        it are left for the next flush.
+        """
+        deferred = self._deferred
+        first: Exception | None = None
+        while deferred:
+            tracker = deferred.popleft()
+            try:
+                _check_deferred(tracker, timeout)
+            except errors.TimeoutError:
+                raise
+            except errors.AMQPError as exc:
+                first = first or exc
+        if first is not None:
+            raise first
+
+    def close(self, error: Error | None = None, *, timeout: float | None = None) -> None:
+        """Close the link, after waiting for the outcomes of the ``send(wait=False)``
+        (raising for the first that failed, once the link is closed)."""
+        self._after_flush(super().close, error, timeout)
+
+    def detach(self, error: Error | None = None, *, timeout: float | None = None) -> None:
+        self._after_flush(super().detach, error, timeout)
+
+    def _after_flush(
+        self, end: Callable[..., None], error: Error | None, timeout: float | None
+    ) -> None:
+        try:
+            if self._deferred and self._loop.closed is None:
+                self.flush(timeout=timeout)
+        finally:
+            end(error, timeout=timeout)
 
     def submit(
         self, message: Payload, *, settled: bool | None = None, txn: Transaction | None = None
@@ -329,6 +409,15 @@ class Transaction(_Proxy):
         tb: TracebackType | None,
     ) -> None:
         self._run(self._t.__aexit__, exc_type, exc, tb)
+
+
+def _check_deferred(tracker: Tracker, timeout: float | None) -> None:
+    """Wait for the outcome of a ``send(wait=False)``; raise if it did not go through."""
+    outcome = tracker.wait(timeout)
+    if outcome is not None and not isinstance(outcome, Accepted):
+        raise errors.DeliveryError(
+            f"a message sent with wait=False was {describe_outcome(outcome)}", outcome=outcome
+        )
 
 
 def _inner(txn: Transaction | None) -> _txn.Transaction | None:

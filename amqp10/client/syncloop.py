@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import importlib.util
 import math
 import threading
@@ -46,13 +47,18 @@ def portal_backend() -> tuple[str, dict[str, Any]]:
 
 
 def _soon_threadsafe() -> Soon:
-    """The running event loop's thread-safe "call this soon" (asyncio or trio)."""
+    """The running event loop's thread-safe "call this soon" (asyncio or trio).
+
+    On asyncio the callbacks run in the context of the task that asked for it
+    (anyio's, so that anyio's calls work there), not in the posting thread's.
+    """
     try:
-        return asyncio.get_running_loop().call_soon_threadsafe
+        soon = asyncio.get_running_loop().call_soon_threadsafe
     except RuntimeError:
         import trio
 
         return trio.lowlevel.current_trio_token().run_sync_soon
+    return partial(soon, context=contextvars.copy_context())
 
 
 class Job(Protocol):
@@ -71,8 +77,9 @@ class Loop:
     :meth:`call` runs a coroutine function there and waits for it: a round trip
     between threads, for what must answer at once (open, fetch, close).
     :meth:`post` hands it work without waiting: jobs (sends, settlements) queue
-    on a deque, and one wake-up per batch lets a pump task there start all that
-    queued (one ``call_soon_threadsafe`` for the batch, not one per message).
+    on a deque, and one wake-up per batch starts all that queued, in a plain
+    callback of the loop (one ``call_soon_threadsafe`` for the batch, not one per
+    message, and no task woken).
     A call starts what was posted before it first, so the two stay in order
     (a settlement queued before a commit is in the transaction; one queued
     before a close goes out before it). Trackers complete in the loop thread
@@ -95,7 +102,8 @@ class Loop:
         self._pump: Future[None] | None = None
 
     def start(self) -> None:
-        """Start the pump task (from a thread other than the loop's)."""
+        """Start the pump task, which completes pre-settled sends once written out
+        (from a thread other than the loop's)."""
         self._pump, self._soon = self._portal.start_task(self._run)
 
     def call(self, fn: Callable[[], Awaitable[Any]]) -> Any:
@@ -137,9 +145,14 @@ class Loop:
             self._woken = True
             assert self._soon is not None, "the pump was not started"
             try:
-                self._soon(self._kick)
+                self._soon(self._start_woken)
             except RuntimeError:  # the event loop ended under us: the connection is gone
                 raise errors.ConnectionClosed("the connection is closed") from None
+
+    def _start_woken(self) -> None:
+        """(In the loop, a plain callback) start every job posted so far."""
+        self._woken = False  # reset before draining: a job posted after this line wakes us again
+        self.start_posted()
 
     def written(self, tracker: Tracker) -> None:
         """(In the loop) complete ``tracker``, a pre-settled send, once it is written out."""
@@ -153,15 +166,12 @@ class Loop:
     async def _run(self, *, task_status: anyio.abc.TaskStatus[Soon]) -> None:
         task_status.started(_soon_threadsafe())
         while True:
-            # reset before draining: a job posted after this line wakes us again
-            self._woken = False
-            self._kicked = anyio.Event()
-            self.start_posted()
+            self._kicked = anyio.Event()  # before looking: written() after this line sets it
             if self._written:
                 written, self._written = self._written, []
                 for tracker in written:
                     await tracker._flushed()
-            elif not self._jobs:
+            else:
                 await self._kicked.wait()
 
 

@@ -12,12 +12,13 @@ from typing import Any
 
 import pytest
 
+import amqp10.client.sync
 import amqp10.sync
 from amqp10 import errors
 from amqp10.broker.config import AddressRule, QueuePolicy
 from amqp10.client import SettleMode
 from amqp10.message import Message
-from amqp10.types import Accepted, Rejected, Released
+from amqp10.types import Accepted, Error, Rejected, Released
 from tests.broker.conftest import RunningBroker, broker_with
 
 from .helpers import WAIT
@@ -317,6 +318,111 @@ def test_a_tracker_can_be_waited_for_from_another_thread(conn: amqp10.sync.Conne
     sender = conn.open_sender("q", settle_mode=SettleMode.AT_LEAST_ONCE)
     tracker = sender.submit(Message(body="x"))
     assert isinstance(_in_thread(tracker.wait), Accepted)
+
+
+# -- send(wait=False): the outcome checked at the next send or flush ----------------------------
+def test_deferred_sends_go_out_in_order_without_a_round_trip_each(
+    conn: amqp10.sync.Connection,
+) -> None:
+    sender = conn.open_sender("q", settle_mode=SettleMode.AT_LEAST_ONCE)
+    calls = portal_calls(conn)
+    assert [sender.send(Message(body=i), wait=False) for i in range(500)] == [None] * 500
+    sender.flush()
+    assert calls.calls == 0
+    assert not sender._deferred  # every outcome was looked at
+    receiver = conn.open_receiver("q", credit=100)
+    assert [b for bs in fetch_all(receiver, 500, 100) for b in bs] == list(range(500))
+
+
+def test_a_deferred_send_not_accepted_is_raised_by_flush(conn: amqp10.sync.Connection) -> None:
+    sender = conn.open_sender("cap.q", settle_mode=SettleMode.AT_LEAST_ONCE)
+    for i in range(6):  # the queue takes 3: the last 3 are rejected
+        sender.send(Message(body=i), wait=False)
+    with pytest.raises(errors.DeliveryError, match="wait=False was rejected") as caught:
+        sender.flush()
+    assert isinstance(caught.value.outcome, Rejected)
+    sender.flush()  # the first failure was raised; the rest were waited for
+    assert not sender._deferred
+    receiver = conn.open_receiver("cap.q", credit=10)
+    assert [b for bs in fetch_all(receiver, 3, 10) for b in bs] == [0, 1, 2]
+
+
+def test_the_next_deferred_send_raises_for_an_earlier_one_and_is_not_sent(
+    conn: amqp10.sync.Connection,
+) -> None:
+    sender = conn.open_sender("cap.q", settle_mode=SettleMode.AT_LEAST_ONCE)
+    for i in range(4):
+        sender.send(Message(body=i), wait=False)
+    # a waiting send's outcome comes after theirs (the broker settles in order)
+    assert isinstance(sender.send(Message(body="waited")), Rejected)
+    with pytest.raises(errors.DeliveryError, match="rejected"):
+        sender.send(Message(body="not sent"), wait=False)
+    sender.flush()  # nothing left
+    receiver = conn.open_receiver("cap.q", credit=10)
+    assert [b for bs in fetch_all(receiver, 3, 10) for b in bs] == [0, 1, 2]
+    assert receiver.fetch(10, timeout=QUIET) == []
+
+
+def test_a_deferred_send_waits_for_the_oldest_once_its_window_is_full(
+    conn: amqp10.sync.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(amqp10.client.sync, "DEFERRED_WINDOW", 1)
+    sender = conn.open_sender("full.q", settle_mode=SettleMode.AT_LEAST_ONCE)
+    sender.send(Message(body=0), wait=False)  # fills the queue: no credit after it
+    sender.send(Message(body=1), wait=False)  # waited for 0 (accepted); 1 waits for credit
+    with pytest.raises(errors.TimeoutError, match="no credit"):
+        sender.send(Message(body=2), wait=False, timeout=QUIET)  # 1 is withdrawn, 2 not sent
+    sender.flush()  # nothing left to wait for
+    receiver = conn.open_receiver("full.q", credit=10)
+    assert bodies(receiver.fetch(10, timeout=WAIT)) == [0]
+    assert receiver.fetch(10, timeout=QUIET) == []
+
+
+def test_a_flush_that_times_out_leaves_the_rest_for_the_next(conn: amqp10.sync.Connection) -> None:
+    sender = conn.open_sender("full.q", settle_mode=SettleMode.AT_LEAST_ONCE)
+    for i in range(3):  # 0 fills the queue; 1 and 2 wait for credit
+        sender.send(Message(body=i), wait=False)
+    with pytest.raises(errors.TimeoutError, match="no credit"):
+        sender.flush(timeout=QUIET)
+    assert len(sender._deferred) == 1  # 2 is still waited for
+    with pytest.raises(errors.TimeoutError):
+        sender.flush(timeout=QUIET)
+    assert isinstance(conn.open_sender("q").send(Message(body="ok")), Accepted)
+
+
+def test_closing_a_sender_flushes_its_deferred_sends(conn: amqp10.sync.Connection) -> None:
+    sender = conn.open_sender("cap.q", settle_mode=SettleMode.AT_LEAST_ONCE)
+    for i in range(4):
+        sender.send(Message(body=i), wait=False)
+    with pytest.raises(errors.DeliveryError, match="rejected"):
+        sender.close()
+    assert not sender.is_open  # closed all the same
+    receiver = conn.open_receiver("cap.q", credit=10)
+    assert [b for bs in fetch_all(receiver, 3, 10) for b in bs] == [0, 1, 2]
+
+
+def _takes_one_then_closes(conn: amqp10.sync.Connection) -> None:
+    """A peer that takes one message without settling it, then closes the connection."""
+    for link in conn.incoming_links():
+        assert isinstance(link, amqp10.sync.Receiver)
+        link.receive(timeout=WAIT)
+        conn.close(Error(condition="amqp:internal-error", description="going away"))
+        return
+
+
+@pytest.mark.parametrize("wait", [True, False])
+def test_losing_the_connection_during_a_send_raises_it(wait: bool) -> None:
+    with (
+        amqp10.sync.serve("127.0.0.1", 0, _takes_one_then_closes, timeout=WAIT) as peer,
+        amqp10.sync.connect(peer.url, timeout=WAIT) as conn,
+    ):
+        sender = conn.open_sender("anywhere", settle_mode=SettleMode.AT_LEAST_ONCE)
+        with pytest.raises(errors.ConnectionError, match="going away"):
+            if wait:
+                sender.send(Message(body="never settled"))
+            else:
+                sender.send(Message(body="never settled"), wait=False)
+                sender.flush()
 
 
 # -- one message at a time: a buffer on this side, settlements queued --------------------------
