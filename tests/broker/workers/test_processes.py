@@ -146,6 +146,8 @@ async def test_a_sigkilled_owner_comes_back_with_every_accepted_message(broker: 
                 os.kill(broker.worker_pids()[1], signal.SIGKILL)
                 broker.wait_for(r"worker 1 \(pid \d+\) ended .*killed by SIGKILL", mark)
         assert released > 0  # sent while the owner was down: released, never lost silently
+    recovered = broker.wait_for(r"worker=1 logger=amqp10.broker msg=.recovered (\d+) messages", mark)
+    assert int(recovered[1]) >= 150  # from its store file
     async with one_on_each(broker) as conns:
         receiver = await conns[0].open_receiver(name, credit=100)
         got: list[int] = []
