@@ -19,9 +19,9 @@ node:
   batch when ``c`` takes credit back; ``consumer_ready(c)`` (the front end's call when
   ``c`` gains credit) delivers what waits here and grants more;
 - ``ack``/``release``/``reject`` send the outcome (accepted, released with
-  delivery-failed or undeliverable-here, rejected) in a control record naming the
-  owner's reference, where the owner's queue applies it (redelivery count,
-  dead-lettering) as for a local consumer.
+  delivery-failed or undeliverable-here and a delayed retry's due time, rejected) in a
+  control record naming the owner's reference, where the owner's queue applies it
+  (redelivery count, dead-lettering, holding it until due) as for a local consumer.
 
 :class:`RemoteNodes` runs the opening side of one internal link (to one owner): it
 makes the remote nodes and hands the engine's events to them.
