@@ -12,8 +12,8 @@ different workers costs ``--crossing`` times a local one (both legs cross); each
 that crosses costs (crossing - 1) / 4 on each of its two ends.
 
 Shape (a): any worker serves any connection (the kernel spreads connections uniformly at
-random, ``SO_REUSEPORT``), each node on the worker its name hashes to (CRC-32, as
-``amqp10.broker.workers.ownership``). Shape (b) on N processes: N - 1 protocol workers in
+random, ``SO_REUSEPORT``), each node on the worker its name hashes to (as
+``amqp10.broker.workers.ownership`` computes it). Shape (b) on N processes: N - 1 protocol workers in
 front of one core process, which every message crosses twice. Every queue carries the same rate (as the
 bench's producer/consumer pairs do); the throughput is what the busiest worker allows,
 averaged over connection placements (a fixed seed: the output is deterministic).
@@ -25,14 +25,18 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from amqp10.broker.workers.ownership import Ownership
 
 
 def owner(name: str, workers: int) -> int:
-    """The worker owning node ``name`` of vhost ``/`` (as ownership.Ownership.owner)."""
-    return zlib.crc32(f"/\x00{name}".encode()) % workers
+    """The worker owning node ``name`` of vhost ``/``."""
+    return Ownership(workers).owner("/", name)
 
 
 @dataclass(frozen=True)
@@ -48,11 +52,11 @@ class Costs:
         return cls(core, (crossing - 1) / 4, (1 - core) / 2)
 
 
-def busiest_a(workers: int, queues: int, pairs: int, c: Costs, rng: random.Random) -> float:
-    """Shape (a), one placement: the busiest worker's load."""
+def busiest_a(workers: int, queues: int, pairs: int, c: Costs, rng: random.Random, prefix: str = "q") -> float:
+    """Shape (a), one placement: the busiest worker's load (queues ``<prefix>0``, ``<prefix>1``...)."""
     loads = [0.0] * workers
     for q in range(queues):
-        o = owner(f"q{q}", workers)
+        o = owner(f"{prefix}{q}", workers)
         loads[o] += c.core
         for _ in range(2 * pairs):  # a producer and a consumer per pair, each on a random worker
             w = rng.randrange(workers)
@@ -63,7 +67,7 @@ def busiest_a(workers: int, queues: int, pairs: int, c: Costs, rng: random.Rando
     return max(loads)
 
 
-def busiest_b(workers: int, queues: int, pairs: int, c: Costs, rng: random.Random) -> float:
+def busiest_b(workers: int, queues: int, pairs: int, c: Costs, rng: random.Random, prefix: str = "q") -> float:
     """Shape (b), one placement: ``workers`` - 1 protocol workers and the core process,
     which every message crosses twice."""
     loads = [0.0] * (workers - 1)
@@ -73,13 +77,13 @@ def busiest_b(workers: int, queues: int, pairs: int, c: Costs, rng: random.Rando
 
 
 def speedup(
-    busiest: Callable[..., float], workers: int, queues: int, pairs: int, c: Costs, trials: int
+    busiest: Callable[..., float], workers: int, queues: int, pairs: int, c: Costs, trials: int, prefix: str = "q"
 ) -> float:
     """Throughput on ``workers`` processes relative to one, mean over connection placements."""
     if workers == 1:
         return 1.0
     rng = random.Random(31)
-    return sum(queues / busiest(workers, queues, pairs, c, rng) for _ in range(trials)) / trials
+    return sum(queues / busiest(workers, queues, pairs, c, rng, prefix) for _ in range(trials)) / trials
 
 
 def main(argv: list[str] | None = None) -> int:

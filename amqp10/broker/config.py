@@ -577,8 +577,8 @@ class BrokerConfig(_Model):
     workers: int | Literal["auto"] = Field(
         default=1,
         description="broker processes behind the same ports ('auto': one per core); 1: one process, "
-        "no supervisor. More than 1 is not built yet (issue 31): refused unless "
-        "AMQP10_WORKERS_PREVIEW=1, which runs that many separate brokers (development only)",
+        "no supervisor. More than 1 is not built for every client yet (issue 31: AMQP 1.0 on "
+        "queues is): refused unless AMQP10_WORKERS_PREVIEW=1 (development only)",
     )
 
     @field_validator("workers", mode="before")

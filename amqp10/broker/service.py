@@ -270,6 +270,12 @@ class BrokerService:
                 if self.broker is not None and self.broker.recovery.enabled:
                     tg.start_soon(self._expire_suspended_links)
                 tg.start_soon(self._tick)
+                if self.broker is not None and self.worker is not None and cfg.worker_count() > 1:
+                    # workers > 1: the internal links to the other workers, up before clients come
+                    from .workers.peers import Peers
+
+                    peers = Peers(self.broker, cfg.worker_count(), self.worker, cfg.store.path.parent / "workers")
+                    await tg.start(peers.run)
                 if self.broker is not None:
                     tg.start_soon(self._release_scheduled)
                     tg.start_soon(self._expire_leases)

@@ -28,6 +28,7 @@ from ...types import (
 from ...types.transactions import TransactionalState
 from ..core import Node, PublishResult, Queue, SuspendedLink, Topic
 from ..core import store as _store
+from ..workers.remote import Refused, RemoteNode
 from .addresses import AddressError, AnonymousTarget
 from .context import Amqp1Context, refuse
 from .lookup import NodeLookup
@@ -48,7 +49,9 @@ _TAKEN = PublishResult.TAKEN
 def _full(node: Node) -> Rejected:
     """A queue that refused the message names itself and its limit (RabbitMQ 4 rejects what
     a ``reject-publish`` queue refuses); a node that routes names itself."""
-    if isinstance(node, Queue):
+    if isinstance(node, RemoteNode):  # the owning worker's queue refused it (its limits are there)
+        description = f"queue {node.name!r} is full"
+    elif isinstance(node, Queue):
         p = node.policy
         limits = [f"{arg} {v}" for arg, v in (("x-max-length", p.max_length), ("x-max-length-bytes", p.max_bytes)) if v is not None]
         why = f" ({', '.join(limits)}, overflow {p.overflow})" if limits else ""
@@ -189,8 +192,27 @@ class Publishers:
                     pass  # the link went meanwhile
                 ctx.wake()
 
-        result = node.publish(msg, stored)
+        if type(node) is RemoteNode:  # owned by another worker: its answer comes later
+            result = node.publish(msg, stored, self._refused(d, node, presettled))
+        else:
+            result = node.publish(msg, stored)
         return None if result is _TAKEN else OUTCOMES[result](node)
+
+    def _refused(self, d: Delivery, node: RemoteNode, presettled: bool) -> Refused:
+        """What settles ``d`` when the worker that owns ``node`` did not take it: the outcome
+        its answer maps to (:data:`OUTCOMES`); released when that worker is unavailable."""
+        ctx = self.ctx
+
+        def refused(result: PublishResult | None) -> None:
+            if presettled or d.settled or d.settle_pending:
+                return
+            try:
+                d.settle(_RELEASED if result is None else OUTCOMES[result](node))
+            except IllegalStateError:
+                return  # the link went meanwhile
+            ctx.wake()
+
+        return refused
 
     def _unroutable(self, link: Receiver, d: Delivery, exc: AddressError) -> Any:
         """A message to the anonymous relay whose ``to`` names no node (or one it may not use):

@@ -79,9 +79,10 @@ CONTROL_FORMAT = 0x00A1_0004
 """The message-format of a batch of control records (:data:`CONTROL`), pre-settled."""
 _LEN = struct.Struct("<I")
 _LEN_REF = struct.Struct("<IQ")
-CONTROL = struct.Struct("<BQqB")
+CONTROL = struct.Struct("<BQqBd")
 """One control record: what (:data:`GRANT` or :data:`OUTCOME`), the consumer (its id on the
-consuming side), the messages granted or the reference settled, and the outcome's code."""
+consuming side), the messages granted or the reference settled, the outcome's code, and
+a release's due time (a delayed retry, seconds since the epoch; 0.0: none)."""
 GRANT = 1
 OUTCOME = 2
 
@@ -203,7 +204,7 @@ def _split(payload: bytes, head: struct.Struct) -> list[tuple[int, QueuedMessage
     return out
 
 
-def decode_control(payload: bytes, message_format: int) -> list[tuple[int, int, int, int]]:
+def decode_control(payload: bytes, message_format: int) -> list[tuple[int, int, int, int, float]]:
     """The control records of a control transfer; raises :class:`RecordError`."""
     size = CONTROL.size
     if message_format != CONTROL_FORMAT or len(payload) % size:

@@ -173,8 +173,9 @@ class LinkConsumer:
         self.allowed += n
         self.node.consumer_ready(self)
 
-    def settled(self, ref: int, code: int) -> None:
-        """The other worker's consumer settled ``ref``: the outcome, on the node."""
+    def settled(self, ref: int, code: int, due: float = 0.0) -> None:
+        """The other worker's consumer settled ``ref``: the outcome, on the node (``due``:
+        a release's delayed retry, 0.0 for none)."""
         msg = self.in_flight.pop(ref, None)
         if msg is None:
             return
@@ -184,7 +185,12 @@ class LinkConsumer:
         elif code == REJECT:
             node.reject(msg)
         else:
-            node.release(msg, delivery_failed=bool(code & FAILED), undeliverable_to=self.id if code & UNDELIVERABLE else None)
+            node.release(
+                msg,
+                delivery_failed=bool(code & FAILED),
+                undeliverable_to=self.id if code & UNDELIVERABLE else None,
+                due=due or None,
+            )
 
     def cancelled(self) -> None:
         """The node was deleted: the peer's consumer is told by the link's detach."""
@@ -384,11 +390,11 @@ class NodeServer:
         """Control records from the other worker: credit for its consumers, their outcomes."""
         self._touched.add(id(d.link))
         consumers = self._by_remote_id
-        for what, consumer_id, n, code in decode_control(d.payload, d.message_format):
+        for what, consumer_id, n, code, due in decode_control(d.payload, d.message_format):
             c = consumers.get(consumer_id)
             if c is None:
                 continue  # its link went meanwhile (what it held was released)
             if what == OUTCOME:
-                c.settled(n, code)
+                c.settled(n, code, due)
             elif what == GRANT:
                 c.grant(n)

@@ -2,7 +2,10 @@
 
 Every worker computes the same answer from the same inputs (the number of workers and the
 override table), so no worker asks another where a node lives. The hash is CRC-32 (stable
-across processes and Python runs, unlike :func:`hash` of a str). With one worker every
+across processes and Python runs, unlike :func:`hash` of a str), mixed by MurmurHash3's
+32-bit finaliser before it is taken mod N: CRC-32 is linear, and its low bits do not see
+the low bits of a name's last character, so ``q0``..``q3`` all had one owner of 2 (and
+``q0``, ``q2`` one of 4); mixed, they spread as random names do. With one worker every
 node is local and nothing else is consulted: the front ends' path is exactly that of a
 broker without workers.
 """
@@ -16,7 +19,16 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .remote import RemoteNode, RemoteNodes
 
-__all__ = ["Ownership", "Placement"]
+__all__ = ["Ownership", "Placement", "spread"]
+
+
+def spread(h: int) -> int:
+    """MurmurHash3's 32-bit finaliser: every bit of ``h`` reaches every bit of the result."""
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+    return h ^ (h >> 16)
 
 
 class Ownership:
@@ -44,7 +56,7 @@ class Ownership:
         placed = self._overrides.get((vhost, name))
         if placed is not None:
             return placed
-        return zlib.crc32(f"{vhost}\x00{name}".encode()) % self.workers
+        return spread(zlib.crc32(f"{vhost}\x00{name}".encode())) % self.workers
 
     def is_local(self, vhost: str, name: str) -> bool:
         """Whether this worker owns the node (always, with one worker)."""

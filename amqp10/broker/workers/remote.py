@@ -19,9 +19,9 @@ node:
   batch when ``c`` takes credit back; ``consumer_ready(c)`` (the front end's call when
   ``c`` gains credit) delivers what waits here and grants more;
 - ``ack``/``release``/``reject`` send the outcome (accepted, released with
-  delivery-failed or undeliverable-here, rejected) in a control record naming the
-  owner's reference, where the owner's queue applies it (redelivery count,
-  dead-lettering) as for a local consumer.
+  delivery-failed or undeliverable-here and a delayed retry's due time, rejected) in a
+  control record naming the owner's reference, where the owner's queue applies it
+  (redelivery count, dead-lettering, holding it until due) as for a local consumer.
 
 :class:`RemoteNodes` runs the opening side of one internal link (to one owner): it
 makes the remote nodes and hands the engine's events to them.
@@ -49,7 +49,7 @@ from ...transport import (
 )
 from ...transport.delivery import Delivery
 from ...types import Accepted, Rejected, Source, Target, symbol
-from ..core import Consumer, Node, PublishResult, QueuedMessage, QueuePolicy
+from ..core import Consumer, ConsumeResult, Node, PublishResult, QueuedMessage, QueuePolicy
 from .link import (
     BATCH_FORMAT,
     CONTROL,
@@ -212,6 +212,11 @@ class RemoteNode(Node):
             (on_refused or _nobody_told)(result)
 
     # -- consume ------------------------------------------------------------------------------
+    def admits(self, *, exclusive: bool = False) -> ConsumeResult:
+        """Every consumer is admitted here: the owner's node holds the consumers (exclusive
+        consumers across workers are not carried over the link yet)."""
+        return ConsumeResult.ADMITTED
+
     def add_consumer(self, consumer: Consumer) -> None:
         if self.unavailable is not None:
             consumer.cancelled()
@@ -283,12 +288,12 @@ class RemoteNode(Node):
             self._nodes.control(GRANT, feed.consumer.id, more, 0)
 
     # -- settlement ---------------------------------------------------------------------------
-    def _settle(self, msg: QueuedMessage, code: int) -> None:
+    def _settle(self, msg: QueuedMessage, code: int, due: float | None = None) -> None:
         feed = self._feed_of.pop(msg, None)
         if feed is None:
             return  # its link went (the owner released it) or it was settled already
         ref = feed.held.pop(msg)
-        self._nodes.control(OUTCOME, feed.consumer.id, ref, code)
+        self._nodes.control(OUTCOME, feed.consumer.id, ref, code, 0.0 if due is None else due)
 
     def ack(self, msg: QueuedMessage) -> None:
         self._settle(msg, ACCEPT)
@@ -296,8 +301,8 @@ class RemoteNode(Node):
     def release(
         self, msg: QueuedMessage, *, delivery_failed: bool = False, undeliverable_to: int | None = None, due: float | None = None
     ) -> None:
-        # TODO(#31): carry ``due`` (a delayed retry) in the outcome record; released at once for now
-        self._settle(msg, RELEASE | (FAILED if delivery_failed else 0) | (0 if undeliverable_to is None else UNDELIVERABLE))
+        code = RELEASE | (FAILED if delivery_failed else 0) | (0 if undeliverable_to is None else UNDELIVERABLE)
+        self._settle(msg, code, due)  # (a delayed retry: the owner holds it until ``due``)
 
     def reject(self, msg: QueuedMessage) -> None:
         self._settle(msg, REJECT)
@@ -373,6 +378,10 @@ class RemoteNodes:
     # -- LinkHandler --------------------------------------------------------------------------
     def started(self, link: InternalLink) -> None:
         self.link = link
+        if self.reason is not None:  # opened again (the owner restarted): its nodes are back
+            self.reason = None
+            for node in self.nodes.values():
+                node.unavailable = None
         conn = link.connection
         conn.open()
         self._publishing = conn.session(incoming_window=8192)
@@ -422,11 +431,12 @@ class RemoteNodes:
             node._send_batch()
         self.send_control()
 
-    def control(self, what: int, consumer_id: int, n: int, code: int) -> None:
-        """A control record for the owner, sent with the rest of this turn's."""
+    def control(self, what: int, consumer_id: int, n: int, code: int, due: float = 0.0) -> None:
+        """A control record for the owner, sent with the rest of this turn's (``due``: a
+        release's delayed retry, 0.0 for none)."""
         if not self._control:
             self.wrote()
-        self._control.append(CONTROL.pack(what, consumer_id, n, code))
+        self._control.append(CONTROL.pack(what, consumer_id, n, code, due))
 
     def send_control(self) -> None:
         records = self._control
@@ -445,6 +455,9 @@ class RemoteNodes:
 
     def lost(self, reason: str) -> None:
         self.reason = reason
+        self._ready = []
+        self._control = []
+        self._control_link = self._publishing = self._consuming = None
         for node in self.nodes.values():
             node._lost(reason)
 

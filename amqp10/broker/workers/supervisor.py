@@ -27,10 +27,11 @@ was. With N > 1, :class:`Supervisor` is the process ``amqp10 broker`` runs:
 - the parent SIGKILLed: on Linux each worker asked the kernel for SIGTERM when its
   parent dies (``PR_SET_PDEATHSIG``), so it shuts down gracefully too.
 
-Until nodes are owned by one worker and the internal links carry traffic to the owner,
-N workers are N separate brokers behind one port, which clients would see as one broker
-losing messages: :func:`not_built` refuses ``workers`` > 1 unless the development
-switch :data:`PREVIEW_ENV` is set.
+Each worker owns the nodes its name hashes to and reaches the others' over internal
+links (:mod:`.peers`): AMQP 1.0 clients on queues see one broker. The rest (0-9-1,
+exchanges fanning out to nodes on several workers, transactions, streams, shared
+metadata, management of the whole broker) is not wired yet, so :func:`not_built` refuses
+``workers`` > 1 unless the development switch :data:`PREVIEW_ENV` is set.
 """
 
 from __future__ import annotations
@@ -64,8 +65,9 @@ __all__ = [
 log = logging.getLogger("amqp10.broker.workers")
 
 PREVIEW_ENV = "AMQP10_WORKERS_PREVIEW"
-"""Set to 1 to run ``workers`` > 1 before it is built: N separate brokers behind one
-port (for developing and testing the supervisor; no node is shared)."""
+"""Set to 1 to run ``workers`` > 1 before all of it is built: one broker for AMQP 1.0
+clients on queues; what is not wired yet (0-9-1, exchanges across workers, transactions,
+streams) sees each worker's nodes only. For development and tests."""
 
 STOP_SECONDS = 15.0
 """How long a stop waits for the workers' graceful shutdown before it kills them."""
@@ -92,9 +94,9 @@ def not_built(config: BrokerConfig, environ: Mapping[str, str] = os.environ) -> 
         return None
     if environ.get(PREVIEW_ENV) != "1":
         return (
-            f"workers = {n} is not built yet: nodes are not shared between worker processes, so "
-            f"clients would see one broker losing messages (issue 31); {PREVIEW_ENV}=1 runs {n} "
-            "separate brokers behind one port, for development only"
+            f"workers = {n} is not built yet for every client: AMQP 1.0 clients on queues see one "
+            "broker, but 0-9-1, exchanges fanning out across workers, transactions and streams are "
+            f"not wired (issue 31); {PREVIEW_ENV}=1 runs it, for development only"
         )
     if config.store.backend != "sqlite":
         return f"workers = {n} runs on the SQLite store only for now (one file per worker)"

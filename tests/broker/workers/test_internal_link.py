@@ -288,15 +288,33 @@ async def test_outcomes_reach_the_owners_queue() -> None:
     await p.close()
 
 
-async def test_modified_undeliverable_here_goes_to_another_consumer() -> None:
+async def one_delivered(body: bytes) -> tuple[Pair, Queue, RemoteNode, Taker]:
+    """Queue "work" on B, and its one message, ``body``, delivered to a consumer on A (credit 1)."""
     p = await pair()
     q = p.queue("work")
     node = p.node("work")
     c = Taker(credit=1)
     node.add_consumer(c)
     await settle_down()
-    q.publish(QueuedMessage(b"x"), lambda: None)
+    q.publish(QueuedMessage(body), lambda: None)
     await until(lambda: len(c.got) == 1)
+    return p, q, node, c
+
+
+async def test_a_delayed_retry_is_held_by_the_owner_until_it_is_due() -> None:
+    p, q, node, c = await one_delivered(b"later")
+    due = p.b.now() + 3600.0
+    node.release(c.got[0], delivery_failed=True, due=due)
+    await until(lambda: len(p.b.scheduler) == 1)  # the owner's scheduler holds it
+    assert p.b.scheduler.next_deadline() == due and q.count == 0
+    c.grant(node, 5)
+    await settle_down()
+    assert len(c.got) == 1  # not again before it is due
+    await p.close()
+
+
+async def test_modified_undeliverable_here_goes_to_another_consumer() -> None:
+    p, q, node, c = await one_delivered(b"x")
     node.release(c.got[0], undeliverable_to=c.id)
     await until(lambda: q.stats.released == 1)
     c.grant(node, 5)

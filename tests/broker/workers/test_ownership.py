@@ -45,6 +45,14 @@ def test_nodes_spread_over_the_workers() -> None:
     assert min(counts) > 800  # about 1,000 each
 
 
+def test_names_that_differ_in_their_last_character_spread_too() -> None:
+    # plain CRC-32 mod 2 put name0..name3 on one worker for every prefix (its low bit does
+    # not see the last character's low bits); mixed, about 1 prefix in 8 does, as chance has it
+    two = Ownership(2)
+    on_one = sum(len({two.owner("/", f"p{k}-{i}") for i in range(4)}) == 1 for k in range(400))
+    assert on_one < 100  # 51 of 400 (1/8: 50)
+
+
 def test_the_vhost_is_part_of_the_key_and_overrides_win() -> None:
     o = Ownership(8, 0, {("/", "pinned"): 5})
     assert o.owner("/", "pinned") == 5

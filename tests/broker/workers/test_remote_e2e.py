@@ -24,7 +24,7 @@ from amqp10.broker.workers.ownership import Ownership, Placement
 from amqp10.broker.workers.remote import RemoteNodes
 from amqp10.client import connect
 from amqp10.message import Message
-from amqp10.types import Accepted
+from amqp10.types import Accepted, ErrorCondition, Rejected, Released
 from tests.broker.conftest import broker_in_loop
 
 from .test_internal_link import until
@@ -66,7 +66,7 @@ async def two_workers(tmp_path: Path) -> AsyncIterator[Workers]:
         link_a = await run_link(sa, remote, "worker-a")
         assert service.broker is not None
         # worker A of two, with every node under "b." placed on worker B (1)
-        names = ("b.work", "b.dlq", "b.dl", "b.gone")
+        names = ("b.work", "b.dlq", "b.dl", "b.gone", "b.small")
         ownership = Ownership(2, 0, {("/", name): 1 for name in names})
         service.broker.placement = Placement(ownership, {1: remote})
         try:
@@ -92,6 +92,20 @@ async def test_a_client_of_worker_a_publishes_and_consumes_a_queue_of_worker_b(t
         assert got == list(range(20))  # the queue's order, through both links
         await until(lambda: q.stats.acked == 20)
         assert q.count == 0
+
+
+async def test_what_the_owner_refuses_is_settled_with_its_outcome(tmp_path: Path) -> None:
+    async with two_workers(tmp_path) as w, await connect(w.url, timeout=T) as conn:
+        w.b.default.declare_queue("b.small", arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
+        sender = await conn.open_sender("b.small")
+        assert isinstance(await sender.send(Message(body=1)), Accepted)
+        full = await sender.send(Message(body=2))  # the owner's queue is full: rejected, with why
+        assert isinstance(full, Rejected) and full.error is not None
+        assert full.error.condition == ErrorCondition.RESOURCE_LIMIT_EXCEEDED
+        assert "'b.small' is full" in str(full.error.description)
+        w.links[1].fail("worker B went")  # the owner is unavailable: released, none left unsettled
+        for i in range(3):
+            assert isinstance(await sender.send(Message(body=i)), Released)
 
 
 async def test_a_clients_outcomes_are_the_owners_queue_semantics(tmp_path: Path) -> None:

@@ -1,0 +1,148 @@
+"""One worker's internal links to the others: the wiring that makes N workers one broker.
+
+Worker ``me`` of ``workers``:
+
+- listens on a Unix socket of its own, ``<data dir>/workers/<me>.sock``; each worker that
+  connects there gets a :class:`~.owner.NodeServer` serving this worker's nodes;
+- opens one internal link to every other worker's socket (a :class:`~.remote.RemoteNodes`
+  standing in for that worker's nodes), and installs
+  :attr:`Broker.placement <amqp10.broker.core.Broker.placement>` =
+  ``Placement(Ownership(workers, me), links)``, so the front ends' lookups answer a
+  stand-in for every node another worker owns;
+- re-opens a link that fails, with a back-off (:data:`REDIAL_FIRST` doubling to
+  :data:`REDIAL_MAX`): a restarted worker comes back. Meanwhile its nodes answer
+  unavailable (a 1.0 publisher's message is released, a consumer is cancelled).
+
+:meth:`Peers.run` starts serving, then waits (at most :data:`CONNECT_SECONDS`) until
+every link is up before it reports itself started, so a worker's first clients find
+the other workers' nodes reachable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
+
+import anyio
+from anyio.abc import TaskStatus
+
+from ..core import Broker
+from .link import InternalLink
+from .owner import NodeServer
+from .ownership import Ownership, Placement
+from .remote import RemoteNodes
+
+__all__ = ["CONNECT_SECONDS", "REDIAL_FIRST", "REDIAL_MAX", "Peers", "socket_path"]
+
+log = logging.getLogger("amqp10.broker.workers")
+
+REDIAL_FIRST = 0.05
+REDIAL_MAX = 2.0
+"""The back-off between attempts to open an internal link (seconds): doubling from the first to the most."""
+CONNECT_SECONDS = 10.0
+"""How long a starting worker waits for its links to every other worker before it serves anyway."""
+
+
+def socket_path(directory: Path, worker: int) -> Path:
+    """Where worker ``worker`` listens for the internal links of the others."""
+    return directory / f"{worker}.sock"
+
+
+class _Dialled(RemoteNodes):
+    """The opening side of the link to one other worker, told when the link goes."""
+
+    def __init__(self, container_id: str, peer: int) -> None:
+        super().__init__(container_id)
+        self.peer = peer
+        self.down = asyncio.Event()
+        self.up = asyncio.Event()
+        self.lost(f"worker {peer} is not connected yet")
+
+    def lost(self, reason: str) -> None:
+        super().lost(reason)
+        self.down.set()
+
+
+class Peers:
+    """The internal links of worker ``me`` of ``workers``, their sockets in ``directory``."""
+
+    def __init__(self, broker: Broker, workers: int, me: int, directory: Path) -> None:
+        self.broker = broker
+        self.me = me
+        self.directory = directory
+        self.container_id = f"worker-{me}"
+        self.links = {k: _Dialled(self.container_id, k) for k in range(workers) if k != me}
+        self.placement = Placement(Ownership(workers, me), self.links)
+        self.served: set[InternalLink] = set()
+        """The links other workers opened to this one (each served by a NodeServer)."""
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve this worker's socket and keep a link open to every other worker, until cancelled."""
+        loop = asyncio.get_running_loop()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = socket_path(self.directory, self.me)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # a socket left by this worker's previous process
+        server = await loop.create_unix_server(self._serve_one, path=str(path))
+        self.broker.placement = self.placement
+        dialers = [asyncio.ensure_future(self._dial(nodes)) for nodes in self.links.values()]
+        try:
+            with anyio.move_on_after(CONNECT_SECONDS):
+                for nodes in self.links.values():
+                    await nodes.up.wait()
+            missing = [k for k, nodes in self.links.items() if not nodes.up.is_set()]
+            if missing:
+                log.warning("serving before the links to workers %s are up (after %gs)", missing, CONNECT_SECONDS)
+            task_status.started()
+            await asyncio.Event().wait()  # until cancelled
+        finally:
+            for task in dialers:
+                task.cancel()
+            server.close()
+            for nodes in self.links.values():
+                if nodes.link is not None:
+                    nodes.link.fail("the worker is stopping")
+            for link in list(self.served):
+                link.fail("the worker is stopping")
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+    def _serve_one(self) -> InternalLink:
+        """A link another worker opened: this worker's nodes, served to it."""
+        link = _ServedLink(self, NodeServer(self.broker), self.container_id)
+        self.served.add(link)
+        return link
+
+    async def _dial(self, nodes: _Dialled) -> None:
+        """Keep the link to ``nodes.peer`` open: open it, wait until it goes, open it again."""
+        loop = asyncio.get_running_loop()
+        path = str(socket_path(self.directory, nodes.peer))
+        delay = REDIAL_FIRST
+        while True:
+            nodes.down.clear()
+            try:
+                await loop.create_unix_connection(lambda: InternalLink(nodes, self.container_id), path=path)
+            except OSError as exc:  # not listening yet (starting, or restarting)
+                log.debug("internal link to worker %d: %s; again in %gs", nodes.peer, exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, REDIAL_MAX)
+                continue
+            delay = REDIAL_FIRST
+            log.info("internal link to worker %d is up", nodes.peer)
+            nodes.up.set()
+            await nodes.down.wait()
+            log.warning("internal link to worker %d went (%s): opening it again", nodes.peer, nodes.reason)
+
+
+class _ServedLink(InternalLink):
+    """A link another worker opened to this one; forgotten by its :class:`Peers` when it goes."""
+
+    def __init__(self, peers: Peers, handler: NodeServer, container_id: str) -> None:
+        super().__init__(handler, container_id)
+        self._peers = peers
+
+    def fail(self, reason: str) -> None:
+        super().fail(reason)
+        self._peers.served.discard(self)

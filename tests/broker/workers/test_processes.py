@@ -1,0 +1,163 @@
+"""N worker processes are one broker for AMQP 1.0 clients on queues (``amqp10 broker --workers 2``).
+
+Real processes on 127.0.0.1: our client opens connections until it has one served by each
+worker (the open frame's properties say which), and uses queues owned by one worker
+from connections on the other. Every wait is bounded; none is a timed assertion.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from amqp10.broker.amqp1.frontend import WORKER_PROPERTY
+from amqp10.broker.workers.ownership import Ownership
+from amqp10.client import Connection, connect
+from amqp10.errors import AMQPError
+from amqp10.message import Message
+from amqp10.types import Accepted, Released
+from tests.broker.test_workers import WAIT, Parent
+
+pytestmark = [pytest.mark.slow, pytest.mark.anyio]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Parent]:
+    p = Parent(tmp_path)
+    try:
+        p.wait_for(r"worker=0 logger=amqp10.broker msg=.listening on")
+        p.wait_for(r"worker=1 logger=amqp10.broker msg=.listening on")
+        yield p
+    finally:
+        p.stop()
+
+
+def owned_by(worker: int, prefix: str) -> str:
+    """A queue name that worker ``worker`` of 2 owns."""
+    ownership = Ownership(2)
+    for i in range(100):
+        name = f"{prefix}{i}"
+        if ownership.owner("/", name) == worker:
+            return name
+    raise AssertionError("no such name")  # pragma: no cover
+
+
+@asynccontextmanager
+async def one_on_each(p: Parent) -> AsyncIterator[dict[int, Connection]]:
+    """A connection served by worker 0 and one by worker 1 (the kernel spreads them)."""
+    async with AsyncExitStack() as stack:
+        by_worker: dict[int, Connection] = {}
+        for _ in range(64):
+            conn = await stack.enter_async_context(await connect(f"amqp://127.0.0.1:{p.port}", timeout=WAIT))
+            by_worker.setdefault(int((conn.remote_properties or {})[WORKER_PROPERTY]), conn)
+            if len(by_worker) == 2:
+                break
+        assert sorted(by_worker) == [0, 1]
+        yield by_worker
+
+
+async def test_sent_on_one_worker_received_on_the_other_once_in_order(broker: Parent) -> None:
+    async with one_on_each(broker) as conns:
+        for owner in (0, 1):  # a queue the sender's worker owns, and one it does not
+            name = owned_by(owner, "order")
+            sender = await conns[owner].open_sender(name)
+            for i in range(200):
+                assert isinstance(await sender.send(Message(body=i)), Accepted)
+            receiver = await conns[1 - owner].open_receiver(name, credit=50)
+            got = []
+            for _ in range(200):
+                d = await receiver.receive(timeout=WAIT)
+                got.append(d.message.body)
+                await d.accept()
+            assert got == list(range(200))
+            with pytest.raises(AMQPError):
+                await receiver.receive(timeout=0.5)  # nothing more: each once
+            await receiver.close()
+            await sender.close()
+
+
+async def test_competing_consumers_on_both_workers(broker: Parent) -> None:
+    n = 300
+    async with one_on_each(broker) as conns:
+        name = owned_by(1, "compete")
+        receivers = [await conns[w].open_receiver(name, credit=10) for w in (0, 1)]
+        got: dict[int, list[Any]] = {0: [], 1: []}
+        done = anyio.Event()
+
+        async def take(w: int) -> None:
+            while not done.is_set():
+                try:
+                    d = await receivers[w].receive(timeout=0.2)
+                except AMQPError:
+                    continue
+                got[w].append(d.message.body)
+                await d.accept()
+                if len(got[0]) + len(got[1]) == n:
+                    done.set()
+
+        with anyio.fail_after(WAIT * 2):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(take, 0)
+                tg.start_soon(take, 1)
+                sender = await conns[0].open_sender(name)
+                for i in range(n):
+                    assert isinstance(await sender.send(Message(body=i)), Accepted)
+        assert sorted(got[0] + got[1]) == list(range(n))  # each once
+        assert got[0] and got[1]  # both workers' consumers took some
+        for w in (0, 1):
+            assert got[w] == sorted(got[w])  # each in the queue's order
+
+
+async def test_a_sigkilled_owner_comes_back_with_every_accepted_message(broker: Parent) -> None:
+    name = owned_by(1, "durable")
+    accepted: list[int] = []
+    released = 0
+    async with one_on_each(broker) as conns:
+        sender = await conns[0].open_sender(name)  # on worker 0: every message crosses to 1
+        killed = False
+        mark = len(broker.lines)
+        deadline = time.monotonic() + WAIT * 2
+        i = 0
+        while len(accepted) < 400:
+            assert time.monotonic() < deadline, f"{len(accepted)} accepted, {released} released"
+            outcome = await sender.send(Message(body=i, durable=True), timeout=WAIT)
+            if isinstance(outcome, Accepted):
+                accepted.append(i)
+            else:
+                assert isinstance(outcome, Released)  # the owner was unavailable
+                released += 1
+                await anyio.sleep(0.02)
+            i += 1
+            if len(accepted) == 150 and not killed:
+                killed = True
+                os.kill(broker.worker_pids()[1], signal.SIGKILL)
+                broker.wait_for(r"worker 1 \(pid \d+\) ended .*killed by SIGKILL", mark)
+        assert released > 0  # sent while the owner was down: released, never lost silently
+    recovered = broker.wait_for(r"worker=1 logger=amqp10.broker msg=.recovered (\d+) messages", mark)
+    assert int(recovered[1]) >= 150  # from its store file
+    async with one_on_each(broker) as conns:
+        receiver = await conns[0].open_receiver(name, credit=100)
+        got: list[int] = []
+        while True:
+            try:
+                d = await receiver.receive(timeout=2.0)
+            except AMQPError:
+                break
+            got.append(d.message.body)
+            await d.accept()
+            assert len(got) <= i
+    assert set(accepted) <= set(got)  # no accepted message lost (one released may come twice)
+    assert got == sorted(got)
