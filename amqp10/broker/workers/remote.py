@@ -150,12 +150,6 @@ class RemoteNode(Node):
         self.unavailable: str | None = None
         """Why the owner cannot be reached (the link failed), or None."""
 
-    @property
-    def consumers(self) -> list[Consumer]:  # type: ignore[override]
-        """This worker's consumers of the node (what ``admits`` reads; TODO(#31): an exclusive
-        consumer on another worker is known only to the owner, which must decide)."""
-        return [f.consumer for f in self._feeds.values()]
-
     def _properties(self, **more: Any) -> dict[Any, Any]:
         props: dict[Any, Any] = {VHOST: self.vhost}
         props.update(more)
