@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, quote_plus, urlencode
 
+from .management.oasis import reply_status
 from .message import Message
 from .types import timestamp
 
@@ -178,10 +179,9 @@ def parse_put_token_reply(props: Mapping[str, Any] | None) -> tuple[int, str]:
     """A reply's ``(status-code, status-description)``; a reply without a status is a 500.
 
     (Service Bus's management replies spell them ``statusCode``/``statusDescription``;
-    both are read.)"""
+    both are read, as :func:`amqp10.management.oasis.reply_status` reads them.)"""
     props = props or {}
-    status = props.get("status-code", props.get("statusCode"))
-    description = props.get("status-description", props.get("statusDescription"))
-    if not isinstance(status, int) or isinstance(status, bool):
+    status = reply_status(props)
+    if status is None:
         return 500, f"the $cbs reply has no status-code ({dict(props)!r})"
-    return int(status), str(description) if description is not None else ""
+    return status

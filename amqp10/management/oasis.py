@@ -9,7 +9,8 @@ adds ``PURGE`` and ``PEEK``), ``type`` (the entity type: ``queue``, ``stream``,
 ``attributeNames``). The reply (:func:`reply_properties`, read by
 :func:`parse_response`) correlates by the request's ``message-id`` and carries
 ``statusCode`` and ``statusDescription`` (HTTP's codes: 200, 201 created, 204
-deleted; 400, 403, 404, 409, 501) in its application properties.
+deleted; 400, 403, 404, 409, 501) in its application properties (:func:`reply_status`
+reads them, and the ``status-code`` spelling too: ``$cbs`` replies read it here).
 
 The attribute maps of our broker's entity types: :func:`queue_attributes`,
 :func:`exchange_attributes`, :func:`binding_attributes` (a binding is named by
@@ -31,6 +32,7 @@ __all__ = [
     "EXCHANGE_READ",
     "QUEUE_READ",
     "STANDARD_PROPERTIES",
+    "STATUS_PROPERTIES",
     "Request",
     "Response",
     "binding_attributes",
@@ -42,6 +44,7 @@ __all__ = [
     "parse_response",
     "queue_attributes",
     "reply_properties",
+    "reply_status",
     "request",
 ]
 
@@ -107,21 +110,30 @@ def reply_properties(response: Response) -> dict[str, Any]:
     }
 
 
+STATUS_PROPERTIES = ("statusCode", "statusDescription", "status-code", "status-description")
+"""The application properties a reply's status may come in: the draft's spelling, and the
+one of the CBS draft (``$cbs``) and of some clients."""
+
+
+def reply_status(props: Mapping[str, Any]) -> tuple[int, str] | None:
+    """The status code and description (none: ``""``) a reply's application properties
+    carry, in either spelling (:data:`STATUS_PROPERTIES`; the draft's first); None if they
+    carry no integer status code."""
+    status = props.get("statusCode", props.get("status-code"))
+    if not isinstance(status, int) or isinstance(status, bool):
+        return None
+    description = props.get("statusDescription", props.get("status-description"))
+    return int(status), "" if description is None else str(description)
+
+
 def parse_response(message: Message) -> Response:
     """The response a reply carries; a reply without a status code is a 500."""
     props = dict(message.application_properties or {})
-    status = props.pop("statusCode", props.pop("status-code", None))
-    description = props.pop("statusDescription", props.pop("status-description", None))
-    props.pop("status-code", None)
-    props.pop("status-description", None)
-    if not isinstance(status, int) or isinstance(status, bool):
-        return Response(status=500, description=f"the reply has no statusCode ({props!r})"[:300], body=message.body)
-    return Response(
-        status=int(status),
-        description="" if description is None else str(description),
-        body=message.body,
-        properties=props,
-    )
+    status = reply_status(props)
+    others = {k: v for k, v in props.items() if k not in STATUS_PROPERTIES}
+    if status is None:
+        return Response(status=500, description=f"the reply has no statusCode ({others!r})"[:300], body=message.body)
+    return Response(status=status[0], description=status[1], body=message.body, properties=others)
 
 
 # -- entities ---------------------------------------------------------------------------------

@@ -129,7 +129,9 @@ def test_put_token_request_and_reply_round_trip() -> None:
     assert parse_put_token(msg.application_properties or {}, msg.body) == put
     assert parse_put_token_reply(put_token_reply(401, "no")) == (401, "no")
     assert parse_put_token_reply({"statusCode": 202}) == (202, "")
+    assert parse_put_token_reply({"statusCode": 202, "statusDescription": "ok"}) == (202, "ok")
     assert parse_put_token_reply({})[0] == 500
+    assert parse_put_token_reply({"status-code": True})[0] == 500  # a bool is no status code
     for props, reason in [
         ({"operation": "get-token"}, "unsupported"),
         ({"operation": "put-token", "type": "jwt"}, "audience"),

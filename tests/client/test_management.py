@@ -210,7 +210,7 @@ async def bad_request_body(conn: Connection, protocol: str, name: str) -> None:
     """A declaration whose body is not what the protocol takes, sent with the shared messages."""
     if protocol == RABBITMQ:
         links = await conn.request_links(
-            http.ADDRESS, reply_address=http.ADDRESS, reply_to=http.REPLY_TO,
+            http.ADDRESS, reply_address=http.ADDRESS, reply_to=http.REPLY_TO, name=unique("management-link-pair"),
             properties=dict(http.LINK_PROPERTIES), settle_mode=SettleMode.AT_MOST_ONCE,
         )  # fmt: skip
         reply = await links.request(http.request("PUT", http.queue_path(name), {"colour": "red"}))

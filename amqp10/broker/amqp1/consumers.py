@@ -351,9 +351,14 @@ class Consumers:
 
     def _attach_reply_link(self, link: Sender, source: Source, node: ManagementNode) -> None:
         """A receiver from ``$management`` (or ``$cbs``): the node's responses whose ``reply-to`` is
-        its target address come to it (the convention of Azure's and Qpid's clients)."""
+        its target address come to it (the convention of Azure's and Qpid's clients); from
+        ``/management``, those to the requests on the sender it is paired with."""
         target = link.remote_target
-        queue = node.reply_queue(target.address if isinstance(target, Target) else None)
+        try:
+            queue = node.reply_queue(link)
+        except AddressError as exc:
+            refuse(link, CONDITIONS[exc.condition], exc.description)
+            return
         link.attach(
             target=echo(target, Target),
             source=source_answer(source, address=node.name, browse=False, filters=None, capabilities=[]),

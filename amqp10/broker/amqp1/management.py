@@ -45,7 +45,8 @@ from typing import Any
 
 from ...management import oasis
 from ...message import Message
-from ...types import DecodeError, Error, ErrorCondition
+from ...transport import Receiver, Sender
+from ...types import DecodeError, Error, ErrorCondition, Target
 from ..config import QueuePolicy
 from ..core import (
     AccessRefused,
@@ -102,9 +103,9 @@ class ManagementNode(Node):
         """Whether the connection is still open (a request may close it: then no reply)."""
         self.caller = Caller(user=user, vhost=vhost.name)
         self.management = Management.of(vhost.broker)
-        self.reply_links: dict[str, Queue] = {}
+        self.reply_links: dict[object, Queue] = {}
+        """This connection's receiver links from this node, by their key (see :meth:`reply_queue`)."""
         self._unnamed = itertools.count(1)
-        """This connection's receiver links from ``$management``, by their target address."""
         self._legacy: dict[str, Callable[[Mapping[str, Any]], Reply]] = {
             "stream-info": self._stream_info,
             "declare-exchange": self._declare_exchange,
@@ -116,15 +117,26 @@ class ManagementNode(Node):
         }
 
     # -- reply links -----------------------------------------------------------------------------
-    def reply_queue(self, address: str | None) -> Queue:
-        """The private queue behind a receiver link from ``$management`` whose target is
-        ``address`` (a link without a target address gets a name of its own)."""
-        key = address or f"$management-replies-{next(self._unnamed)}"
+    def reply_queue(self, link: Sender) -> Queue:
+        """The private queue behind ``link``, a receiver link from this node: the responses
+        whose ``reply-to`` is its target address (a link without one gets a name of its own)."""
+        target = link.remote_target
+        key = (target.address if isinstance(target, Target) else None) or f"$management-replies-{next(self._unnamed)}"
+        return self.keyed_reply_queue(key, key)
+
+    def keyed_reply_queue(self, key: object, name: str) -> Queue:
+        """The reply link queue kept under ``key`` (made, named ``name``, if there is none)."""
         q = self.reply_links.get(key)
         if q is None or q.deleted:
-            q = self.reply_links[key] = Queue(key, QueuePolicy(), now=self.vhost.now, dynamic=True)
+            q = self.reply_links[key] = Queue(name, QueuePolicy(), now=self.vhost.now, dynamic=True)
             q.account_to(self.vhost.broker.stats)  # replies nobody takes count against the memory limit
         return q
+
+    def requests_of(self, link: Receiver) -> ManagementNode:
+        """The node the requests on ``link``, a publisher's link to this node, go to: this one
+        (a node that pairs links answers each pair on its own); raises
+        :class:`~.addresses.AddressError` if the node refuses the link."""
+        return self
 
     def reply_link_gone(self, queue: Queue) -> None:
         """A reply link detached: what it did not take is dropped with it."""

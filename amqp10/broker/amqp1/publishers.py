@@ -98,6 +98,8 @@ class Publishers:
             return
         try:
             node = self.nodes.target_node(target)
+            if isinstance(node, ManagementNode):
+                node = node.requests_of(link)  # /management: the link pair's own
         except AddressError as exc:
             refuse(link, CONDITIONS[exc.condition], exc.description)
             return

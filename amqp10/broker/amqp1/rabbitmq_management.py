@@ -3,7 +3,11 @@
 RabbitMQ 4's own AMQP 1.0 clients (Java, .NET, Go, Python, JavaScript) and ours
 (``conn.management()``) manage topology through a pair of links attached to
 ``/management``; the requests, paths, bodies and replies are
-:mod:`amqp10.management.http`'s, shared with the client.
+:mod:`amqp10.management.http`'s, shared with the client. As in RabbitMQ, the sender
+and the receiver of a pair share a link name in one session and each carry the link
+property ``paired: true`` (an attach without it is refused, ``invalid-field``, with
+RabbitMQ's description); a request is answered on the receiver paired with the sender
+it came on, so a connection may hold several pairs.
 
 Names in paths are percent-encoded. Errors are RabbitMQ's: 400 a bad request (with
 its reason), 403 the default exchange or a reserved ``amq.`` name, 404 no such queue,
@@ -20,8 +24,9 @@ from typing import Any
 
 from ...management import QueueInfo, http
 from ...message import Message
-from ...types import AmqpValue, DecodeError, Error, ErrorCondition, Properties, decode_at
-from ..core import AccessRefused, ModelError, Node, NotFound, QueuedMessage, VirtualHost
+from ...transport import Link, Receiver, Sender, Session
+from ...types import AmqpValue, DecodeError, Error, ErrorCondition, Properties, decode_at, symbol
+from ..core import AccessRefused, ModelError, Node, NotFound, Queue, QueuedMessage, VirtualHost
 from ..management import ManagementError, NotFoundError
 from ..management.rabbitmq import (
     Inequivalent,
@@ -34,10 +39,11 @@ from ..management.rabbitmq import (
     queue_type,
     rabbit_flag,
 )
+from .addresses import AddressError
 from .management import ManagementNode
 from .message import Amqp1Message
 
-__all__ = ["RABBITMQ_MANAGEMENT_ADDRESS", "RabbitManagementNode", "queue_map"]
+__all__ = ["NOT_PAIRED", "RABBITMQ_MANAGEMENT_ADDRESS", "PairKey", "RabbitManagementNode", "pair_of", "queue_map"]
 
 RABBITMQ_MANAGEMENT_ADDRESS = http.ADDRESS
 
@@ -73,8 +79,29 @@ def queue_map(attrs: Mapping[str, Any], kind: str) -> dict[str, Any]:
     )
 
 
+PairKey = tuple[Session, str]
+"""A management link pair: the session of its two halves and the link name they share."""
+
+PAIRED = symbol("paired")
+NOT_PAIRED = "Link property 'paired' is not set to boolean value 'true'"
+"""RabbitMQ's description (with ``invalid-field``) of an attach to ``/management`` without ``paired: true``."""
+
+
+def pair_of(link: Link) -> PairKey:
+    """The management link pair ``link`` is a half of: RabbitMQ pairs a sender to
+    ``/management`` and a receiver from it by their link name, in one session, each with
+    the link property ``paired: true``; without it the attach is refused, as RabbitMQ
+    refuses it (raises :class:`~.addresses.AddressError`)."""
+    attach = link.remote_attach
+    properties = attach.properties if attach is not None else None
+    if not isinstance(properties, Mapping) or properties.get(PAIRED) is not True:
+        raise AddressError("invalid-field", NOT_PAIRED)
+    return link.session, link.name
+
+
 class RabbitManagementNode(ManagementNode):
-    """``/management`` as one connection sees it: its requests answered on the paired receiver."""
+    """``/management`` as one connection sees it: each request answered on the receiver
+    paired with the sender it came on (its own node, :meth:`requests_of`)."""
 
     kind = "rabbitmq-management"
     any_section_order = True
@@ -87,10 +114,13 @@ class RabbitManagementNode(ManagementNode):
         user: str | None,
         owner: object,
         is_open: Callable[[], bool],
+        pair: PairKey | None = None,
     ) -> None:
         super().__init__(vhost, may_configure, user=user, is_open=is_open, address=RABBITMQ_MANAGEMENT_ADDRESS)
         self.owner = owner
         """The connection, the owner of the exclusive queues its requests declare."""
+        self.pair = pair
+        """The link pair whose requests this node answers (None: the connection's node)."""
         self._routes: dict[tuple[str, str], Callable[[list[str], dict[str, str], Any], Answer]] = {
             ("GET", "queues"): self._queue_get,
             ("PUT", "queues"): self._queue_put,
@@ -101,6 +131,20 @@ class RabbitManagementNode(ManagementNode):
             ("DELETE", "bindings"): self._binding_delete,
             ("GET", "bindings"): self._bindings_get,
         }
+
+    # -- the link pairs ------------------------------------------------------------------------
+    def reply_queue(self, link: Sender) -> Queue:
+        """The receiving half of a link pair: the replies to the requests on its sending half."""
+        return self.keyed_reply_queue(pair_of(link), f"{self.name}#{link.name}")
+
+    def requests_of(self, link: Receiver) -> RabbitManagementNode:
+        """The sending half of a link pair: a node of its own, answering on the pair's
+        receiving half (this node's reply links, shared: a half may attach later)."""
+        node = RabbitManagementNode(
+            self.vhost, self.may_configure, user=self.caller.user, owner=self.owner, is_open=self.is_open, pair=pair_of(link)
+        )
+        node.reply_links = self.reply_links
+        return node
 
     @staticmethod
     def decode_request(msg: QueuedMessage) -> Message | Error:
@@ -129,13 +173,14 @@ class RabbitManagementNode(ManagementNode):
         reply_to = request.reply_to
         target: Node | None = None
         if reply_to in (None, http.REPLY_TO):
-            target = next((q for q in self.reply_links.values() if not q.deleted), None)
+            target = None if self.pair is None else self.reply_links.get(self.pair)
         elif isinstance(reply_to, str):
             target = self._reply_target(reply_to)
-        if target is None:
+        if target is None or target.deleted:
             return Error(
                 condition=ErrorCondition.NOT_FOUND,
-                description=f"attach a receiver link from {self.name} (its pair) before sending requests",
+                description=f"attach a receiver link from {self.name} with this sender's link name "
+                "(its pair, paired: true) before sending requests",
             )
         status, body = self.answer(request.subject, request.to, request.body)
         if not self.is_open():

@@ -14,8 +14,9 @@ import pytest
 
 from amqp10.broker.amqp1.message import Amqp1Message
 from amqp10.broker.amqp1.rabbitmq_management import RabbitManagementNode
-from amqp10.client import Connection, Receiver, Sender
+from amqp10.client import Connection, Receiver, Sender, Session
 from amqp10.errors import LinkError
+from amqp10.management import http
 from amqp10.message import Message
 from amqp10.types import Accepted, Described, Released, Source, Target, symbol
 from tests.broker.amqp1.e2e import T, bodies, client
@@ -35,16 +36,24 @@ class Management:
         self.receiver = receiver
 
     @classmethod
-    async def open(cls, conn: Connection) -> Management:
+    async def open(cls, conn: Connection, *, session: Session | None = None) -> Management:
         name = f"management-link-pair-{uuid.uuid4().hex[:6]}"
-        s = await conn.open_sender("/management", name=name, source=Source(address="/management"))
-        r = await conn.open_receiver("/management", name=name, target=Target(address="/management"), credit=10)
+        paired = dict(http.LINK_PROPERTIES)
+        s = await conn.open_sender("/management", name=name, source=Source(address="/management"), properties=paired, session=session)
+        r = await conn.open_receiver(
+            "/management", name=name, target=Target(address="/management"), credit=10, properties=paired, session=session
+        )
         return cls(s, r)
 
-    async def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    async def send(self, method: str, path: str, body: Any = None) -> str:
+        """Send one request; its message-id."""
         mid = str(uuid.uuid4())
         outcome = await self.sender.send(Message(body=body, id=mid, to=path, subject=method, reply_to="$me"))
         assert isinstance(outcome, Accepted)
+        return mid
+
+    async def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        mid = await self.send(method, path, body)
         d = await self.receiver.receive(timeout=T)
         await d.accept()
         reply = d.message
@@ -135,6 +144,49 @@ async def test_exchanges_and_bindings(broker: RunningBroker) -> None:
         assert await m.request("DELETE", "/exchanges/prices") == (204, None)
         assert await m.request("DELETE", "/exchanges/prices") == (204, None)
         assert (await m.request("POST", "/bindings", {"source": "nowhere", "destination_queue": "nyse"}))[0] == 400
+
+
+@pytest.mark.anyio
+async def test_each_reply_comes_on_the_receiver_paired_with_the_requests_sender(broker: RunningBroker) -> None:
+    """RabbitMQ pairs the halves by link name within a session: two pairs on one connection,
+    both attached from and to ``/management``, each get the replies to their own requests."""
+    async with client(broker) as conn:
+        first, second = await Management.open(conn), await Management.open(conn)
+        third = await Management.open(conn, session=await conn.session())  # another session
+        pairs = [first, second, third]
+        sent: list[list[str]] = [[], [], []]
+        for i in (0, 0, 1, 0, 2, 1, 1, 2, 0):  # interleaved
+            sent[i].append(await pairs[i].send("PUT", f"/queues/q{len(sent[i])}-of-{i}", {"durable": False}))
+        for m, ids in zip(pairs, sent, strict=True):
+            got = []
+            for _ in ids:
+                d = await m.receiver.receive(timeout=T)
+                await d.accept()
+                got.append(d.message.correlation_id)
+            assert got == ids
+        for m in pairs:  # and the next request on each pair is answered on it
+            status, q = await m.request("GET", "/queues/q0-of-1")
+            assert status == 200 and q["name"] == "q0-of-1"
+
+
+@pytest.mark.anyio
+async def test_an_unpaired_attach_to_management_is_refused(broker: RunningBroker) -> None:
+    """RabbitMQ refuses either half of a management link pair without the link property
+    ``paired: true`` (`invalid-field`, with its description)."""
+    async with client(broker) as conn:
+        for props in (None, {symbol("paired"): False}, {symbol("paired"): "true"}):
+            attaches = (
+                conn.open_sender("/management", name="unpaired", source=Source(address="/management"), properties=props),
+                conn.open_receiver("/management", name="unpaired", target=Target(address="/management"), properties=props),
+            )
+            for attach in attaches:
+                with pytest.raises(LinkError) as err:
+                    await attach
+                assert err.value.condition == "amqp:invalid-field"
+                assert err.value.description == "Link property 'paired' is not set to boolean value 'true'"
+        m = await Management.open(conn)  # the connection is still fine
+        assert (await m.request("GET", "/queues/none"))[0] == 404
+    assert "/management" not in broker.broker.default.nodes
 
 
 def test_request_sections_in_any_order() -> None:
