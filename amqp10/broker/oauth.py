@@ -184,12 +184,16 @@ class TokenValidator:
             return "HS256", base64.b64decode(text)
         if not rsa_available():
             raise ValueError(f"[oauth2] key {kid!r} is a PEM public key: RS256 needs `pip install amqp10[oauth]`")
+        from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
         from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
         try:
-            return "RS256", load_pem_public_key(text.encode())
+            key = load_pem_public_key(text.encode())
         except ValueError as exc:
             raise ValueError(f"[oauth2] key {kid!r} is not a PEM public key: {exc}") from None
+        if not isinstance(key, RSAPublicKey):
+            raise ValueError(f"[oauth2] key {kid!r} is not an RSA public key (RS256)")
+        return "RS256", key
 
     def validate(self, token: str) -> TokenGrant:
         """The grant ``token`` gives; raises :class:`InvalidToken` (why) if it gives none."""
