@@ -165,22 +165,28 @@ class ContextHandler:
         grant = self.ctx.grant
         if grant is None or not grant.expired(now):
             return None
-        log.info("closing %s's connection: its OAuth 2 token expired", grant.user)
-        return f"credential expired: the OAuth 2 token of user {grant.user!r} has expired"
+        log.info("closing a connection of user %r: its OAuth 2 token has expired", grant.user)
+        return "credential expired"  # RabbitMQ's words
 
     def renew_token(self, token: str | bytes) -> str | None:
         """Replace the connection's OAuth 2 token with ``token`` (1.0: ``PUT /auth/tokens``;
-        0-9-1: ``connection.update-secret``): None if it did; else why not (logged)."""
+        0-9-1: ``connection.update-secret``): None if it did; else why not (logged). The
+        new token must be valid, for the same user, and open the connection's virtual host."""
         grant = self.ctx.grant
         if self.tokens is None or grant is None:
             why = "this connection did not log in with an OAuth 2 token"
         else:
             try:
                 text = token.decode() if isinstance(token, bytes) else token
-                self.ctx.grant = self.tokens.renew(grant, text)
-                return None
+                renewed = self.tokens.renew(grant, text)
             except (InvalidToken, UnicodeDecodeError) as exc:
                 why = str(exc) if isinstance(exc, InvalidToken) else "the token is not UTF-8 text"
+            else:  # as RabbitMQ: the new token must still open the connection's virtual host
+                why_not = renewed.vhost_denial(self.ctx.vhost.name)
+                if why_not is None:
+                    self.ctx.grant = renewed
+                    return None
+                why = why_not
         log.info("token renewal refused for %r: %s", self.ctx.user, why)
         return why
 

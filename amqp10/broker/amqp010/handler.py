@@ -318,7 +318,7 @@ class Amqp010Handler(ContextHandler):
 
     def tick(self) -> None:
         """Called once a second: a connection whose OAuth 2 token expired is closed
-        (connection-forced: 0-10 has no code of its own for it); transfers withheld for
+        (connection-forced, as RabbitMQ closes a 0-9-1 one); transfers withheld for
         memory are completed once it allows."""
         if not self.closed and self.conn.state == "opened":
             expired = self.token_expired(self.broker.now())

@@ -192,7 +192,7 @@ class Amqp091Handler(ContextHandler):
         now = self.broker.now()
         expired = self.token_expired(now) if self.conn.state is ConnectionState.OPEN else None
         if expired is not None:  # as RabbitMQ: the connection ends with its credential
-            self.close(ReplyCode.ACCESS_REFUSED, f"ACCESS_REFUSED - {expired}"[:255])
+            self.close(ReplyCode.CONNECTION_FORCED, f"CONNECTION_FORCED - {expired}")
             return
         for ch in list(self.channels.values()):
             if ch.unacked and not ch.closed:
