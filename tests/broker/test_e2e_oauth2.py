@@ -222,3 +222,15 @@ def test_0_10_plain_takes_a_token_too(broker: RunningBroker) -> None:
         p.close()
     with pytest.raises(AssertionError, match="authentication failed"):
         SocketPeer(broker.port, mechanism="PLAIN", response=b"\x00anyone\x00" + token(lifetime=-5).encode())
+
+
+@pytest.mark.anyio
+async def test_tokens_alone_without_a_users_file(tmp_path: Path) -> None:
+    oauth2 = {"resource_server_id": "rabbitmq", "signing_keys": KEYS}
+    with broker_with(tmp_path, sasl={"allow_anonymous": False}, oauth2=oauth2, queues=["out"]) as b:
+        async with token_client(b, token()) as conn:  # PLAIN is offered for tokens
+            assert isinstance(await (await conn.open_sender("out")).send(Message("ok")), Accepted)
+        with pytest.raises(errors.AuthenticationError):
+            async with await connect(f"amqp://carol:carol-pw@{b.url}", sasl_mechanisms=["PLAIN"], timeout=T):
+                pass
+        await anyio.to_thread.run_sync(lambda: pika_connect(b, token()).close())
