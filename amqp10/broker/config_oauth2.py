@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import importlib.util
 
 from pydantic import Field, field_validator, model_validator
 
@@ -25,6 +26,7 @@ class OAuth2Config(_Model):
 
     resource_server_id: str | None = Field(
         default=None,
+        min_length=1,
         description="the audience the tokens must name (RabbitMQ's resource_server_id, e.g. 'rabbitmq'); "
         "unset: no token logins",
     )
@@ -54,6 +56,8 @@ class OAuth2Config(_Model):
     def _keys(cls, keys: dict[str, str]) -> dict[str, str]:
         for kid, text in keys.items():
             if text.lstrip().startswith("-----BEGIN"):
+                if importlib.util.find_spec("cryptography") is None:
+                    raise ValueError(f"key {kid!r} is a PEM public key: RS256 needs `pip install amqp10[oauth]`")
                 continue
             try:
                 if not base64.b64decode(text, validate=True):

@@ -119,9 +119,10 @@ class TokenGrant:
     """The token's scopes that count, without the prefix (``read:*/*``)."""
     expires_at: float | None
     """Its ``exp`` (seconds since the epoch); None: it does not expire."""
-    tags: frozenset[str] = frozenset()
-    _resources: tuple[_Scope, ...] = ()
-    _cache: dict[tuple[str, str, str], bool] = field(default_factory=dict)
+    tags: frozenset[str] = field(init=False, default=frozenset())
+    """The ``tag:`` scopes' tags (``administrator``, ...)."""
+    _resources: tuple[_Scope, ...] = field(init=False, default=(), repr=False)
+    _cache: dict[tuple[str, str, str], bool] = field(init=False, default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.tags = frozenset(s[len("tag:") :] for s in self.scopes if s.startswith("tag:"))
