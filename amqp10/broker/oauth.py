@@ -7,7 +7,8 @@ signing keys (HS256 with a symmetric key; RS256 with a PEM public key when the o
 ``cryptography`` package is installed: ``pip install amqp10[oauth]``), its ``exp`` and
 ``nbf``, and that its ``aud`` names the resource server id. What the token allows is
 a :class:`TokenGrant`: the user name (the first of the preferred user name claims, then
-``sub``, then ``client_id``), the scopes, and the expiry.
+``sub``, then ``client_id``; ``unknown`` without any, as RabbitMQ), the scopes, and the
+expiry (a token must have one: ``exp``).
 
 Scopes are RabbitMQ's, after the prefix (by default the resource server id and a dot)
 is taken off: ``read:<vhost>/<name>``, ``write:<vhost>/<name>[/<routing key>]``,
@@ -41,12 +42,17 @@ from urllib.parse import unquote
 from .config_oauth2 import OAuth2Config
 from .permissions import DEFAULT_EXCHANGE_NAME, Action, ResourceKind
 
-__all__ = ["InvalidToken", "TokenGrant", "TokenLogin", "TokenValidator", "looks_like_jwt", "rsa_available"]
+__all__ = [
+    "UNKNOWN_USER",
+    "InvalidToken", "TokenGrant", "TokenLogin", "TokenValidator", "looks_like_jwt", "rsa_available"]
 
 log = logging.getLogger("amqp10.broker.oauth")
 
 _USERNAME_CLAIMS: Final = ("sub", "client_id")
 """Tried after the configured preferred user name claims (as RabbitMQ does)."""
+
+UNKNOWN_USER: Final = "unknown"
+"""The user of a token without any user name claim (RabbitMQ's name for it)."""
 
 _CACHE_SIZE: Final = 1024
 
@@ -118,7 +124,7 @@ class TokenGrant:
     scopes: tuple[str, ...]
     """The token's scopes that count, without the prefix (``read:*/*``)."""
     expires_at: float | None
-    """Its ``exp`` (seconds since the epoch); None: it does not expire."""
+    """Its ``exp`` (seconds since the epoch); None: it does not expire (not a validated token's)."""
     tags: frozenset[str] = field(init=False, default=frozenset())
     """The ``tag:`` scopes' tags (``administrator``, ...)."""
     _resources: tuple[_Scope, ...] = field(init=False, default=(), repr=False)
@@ -240,7 +246,9 @@ class TokenValidator:
     def _grant(self, claims: dict[str, Any]) -> TokenGrant:
         now = self.now()
         exp = _number(claims, "exp")
-        if exp is not None and now >= exp:
+        if exp is None:  # as RabbitMQ (its default): a token lives for a time
+            raise InvalidToken("the token has no 'exp' claim")
+        if now >= exp:
             raise InvalidToken("the token has expired")
         nbf = _number(claims, "nbf")
         if nbf is not None and now < nbf:
@@ -253,10 +261,8 @@ class TokenValidator:
                 raise InvalidToken(f"the token's audience {aud!r} does not name {cfg.resource_server_id!r}")
         user = next(
             (v for c in (*cfg.preferred_username_claims, *_USERNAME_CLAIMS) if isinstance(v := claims.get(c), str) and v),
-            None,
+            UNKNOWN_USER,
         )
-        if user is None:
-            raise InvalidToken("the token names no user ('sub', 'client_id' or a preferred user name claim)")
         prefix = cfg.prefix
         scopes = [*_names(claims.get("scope")), *(_names(claims.get(cfg.extra_scopes_source)) if cfg.extra_scopes_source else ())]
         kept = tuple(dict.fromkeys(s[len(prefix) :] for s in scopes if s.startswith(prefix)))

@@ -69,7 +69,7 @@ def test_a_valid_token_names_its_user_scopes_and_expiry() -> None:
         (make_token(claims(), kid="k9"), "'k9' is not a configured signing key"),
         (make_token(claims(), kid=None), "no default_key"),
         (make_token(claims(), alg="none"), "algorithm"),
-        (make_token(claims(sub=None)), "names no user"),
+        (make_token(claims(exp=None)), "no 'exp'"),
         (make_token(claims(exp="soon")), "'exp' is not a number"),
         ("not.a-token", "three"),
         ("e30.e30.!!!", "base64url"),
@@ -94,6 +94,7 @@ def test_user_name_claims_prefix_and_extra_scopes() -> None:
     assert grant.user == "bob"
     assert grant.scopes == ("read:*/*", "configure:*/q1")
     assert validator().validate(make_token(claims(sub=None, client_id="svc"))).user == "svc"
+    assert validator().validate(make_token(claims(sub=None))).user == "unknown"  # as RabbitMQ names it
 
 
 def test_scopes_allow_actions_on_names_in_vhosts() -> None:
