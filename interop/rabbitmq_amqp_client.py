@@ -62,8 +62,12 @@ the connection down itself and its recovery then reconnects for ever, past
 pytest-timeout, in the fixture's teardown (a raw client sees the broker wait for its
 close, as the spec asks)."""
 CAUSES = {
-    "oauth": "OAuth 2 (JWT tokens in SASL PLAIN, `PUT /auth/tokens`) is not offered: the login is refused"
-    " (the async teardown errors follow from the failed dial).",
+    "oauth": "OAuth 2 ([oauth2], configured here as the repository's CI configures RabbitMQ): in a run of"
+    " the `-k oauth` tests alone, 6 of 8 pass; `test_async_connection_oauth_refresh_token` expects its"
+    " declaration after a refresh to fail and it succeeds, and"
+    " `test_connection_oauth_refresh_token_with_disconnection`'s reconnection (with the client's first"
+    " token) is closed when that token expires (not diagnosed further); the examples reconnect with an"
+    " expired token until stopped.",
     "connection_vhost": "the test deletes its virtual host through the HTTP API, which answers 501: the core"
     " cannot delete a virtual host.",
     "vhost_not_exists": "see the two tests left out: the client reconnects for ever after the refused open.",
@@ -153,10 +157,26 @@ def broker(src: Path, work: Path) -> Iterator[None]:
         f'tls_cert = "{cert}"\n'
         f'tls_key = "{key}"\n'
         '\n[http]\nhost = "127.0.0.1"\nport = 0\nrabbitmq_api_port = 15672\n'
+        + oauth2_section(src)
     )
     ours = OurBroker(port=5672, plain=False, config=config, idle_timeout=60.0)
     with ours.running(work, None):
         yield
+
+
+def oauth2_section(src: Path) -> str:
+    """``[oauth2]`` as the repository's CI configures RabbitMQ's oauth2 backend
+    (``.ci/ubuntu/advanced.config``: the resource server ``rabbitmq`` and its HS256 key,
+    by key id), so that its OAuth tests log in with the tokens they sign; "" if that
+    file says no such thing."""
+    path = src / ".ci" / "ubuntu" / "advanced.config"
+    text = path.read_text() if path.exists() else ""
+    kid = re.search(r'<<"kid">>\s*=>\s*<<"([^"]+)">>', text)
+    k = re.search(r'<<"k">>\s*=>\s*<<"([^"]+)">>', text)
+    server = re.search(r'\{resource_server_id,\s*<<"([^"]+)">>\}', text)
+    if not (kid and k and server):
+        return ""
+    return f'\n[oauth2]\nresource_server_id = "{server[1]}"\nsigning_keys = {{ "{kid[1]}" = "{k[1]}" }}\n'
 
 
 def server_certificate(src: Path) -> tuple[Path, Path]:

@@ -286,7 +286,12 @@ def private_names(graph: Graph) -> list[str]:
 NEUTRAL: dict[str, tuple[str, ...]] = {
     "the broker core": ("amqp10.broker.core",),
     "management": ("amqp10.broker.management",),
-    "the configuration": ("amqp10.broker.config", "amqp10.broker.config_model", "amqp10.broker.config_servicebus"),
+    "the configuration": (
+        "amqp10.broker.config",
+        "amqp10.broker.config_model",
+        "amqp10.broker.config_servicebus",
+        "amqp10.broker.config_oauth2",
+    ),
 }
 """The protocol-neutral parts of the broker (their modules), whose reach the design tests bound."""
 

@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from .config_model import StrictModel as _Model
+from .config_oauth2 import OAuth2Config
 from .config_servicebus import (
     ServiceBusConfig,
     ServiceBusQueue,
@@ -37,6 +38,7 @@ __all__ = [
     "HttpConfig",
     "Limits",
     "ManagementConfig",
+    "OAuth2Config",
     "Listener",
     "QueuePolicy",
     "SaslConfig",
@@ -525,6 +527,9 @@ class BrokerConfig(_Model):
         default=[Listener()], description="sockets to accept connections on"
     )
     sasl: SaslConfig = Field(default=SaslConfig(), description="authentication")
+    oauth2: OAuth2Config = Field(
+        default=OAuth2Config(), description="OAuth 2 tokens (JWT) as SASL PLAIN passwords, scopes as permissions"
+    )
     auto_create: bool = Field(
         default=True, description="attaching to an unknown address creates a node (per addresses)"
     )

@@ -32,12 +32,15 @@ from anyio.abc import ByteStream
 from ..io.direct import DirectDriver
 from ..io.driver import Driver, EngineProtocol
 from ..io.streams import ReplayStream, quick_acker
+from ..sasl.credentials import InMemoryCredentialStore
 from .guard import ConnectionGuard, HeldOutput, Login, LoginHook, source_of
+from .oauth import InvalidToken
 
 if TYPE_CHECKING:
     from ..sasl.credentials import CredentialStore
     from .config import BrokerConfig
     from .core import Broker, VirtualHost
+    from .oauth import TokenGrant, TokenValidator
 
 __all__ = [
     "HEADER_SIZE",
@@ -108,6 +111,7 @@ class HandlerContext(Protocol):
     connection) holds that the service reads through the connection's handler."""
 
     user: str | None
+    grant: TokenGrant | None
     vhost: VirtualHost
 
 
@@ -121,6 +125,8 @@ class ContextHandler:
     """The service's [security] guard for this connection's login (None: none)."""
     refusal: str | None = None
     """Set by the service or the hook: refuse the open with this text (a [security] limit)."""
+    tokens: TokenValidator | None = None
+    """Checks a renewed OAuth 2 token (None: ``[oauth2]`` is not set)."""
 
     @property
     def user(self) -> str | None:
@@ -136,15 +142,53 @@ class ContextHandler:
         """The virtual host the open chose (the broker's default until then)."""
         return self.ctx.vhost
 
-    def logged_in(self, user: str | None) -> None:
-        """A login as ``user`` checked out: the connection is theirs, and the [security]
-        hook may name a limit (then the open is refused with it)."""
+    @property
+    def grant(self) -> TokenGrant | None:
+        """What the OAuth 2 token the connection logged in with allows (None: no token)."""
+        return self.ctx.grant
+
+    def logged_in(self, user: str | None, grant: TokenGrant | None = None) -> None:
+        """A login as ``user`` (with an OAuth 2 token: ``grant``) checked out: the
+        connection is theirs, and the [security] hook may name a limit (then the open is
+        refused with it)."""
         self.ctx.user = user
+        self.ctx.grant = grant
         hook = self.login_hook
         if hook is not None:
             over = hook.succeeded(user)
             if over is not None and self.refusal is None:
                 self.refusal = over
+
+    def token_expired(self, now: float) -> str | None:
+        """Why the connection must close now: the OAuth 2 token it logged in with ran out
+        (and was not renewed); None: no token, or one still valid."""
+        grant = self.ctx.grant
+        if grant is None or not grant.expired(now):
+            return None
+        log.info("closing a connection of user %r: its OAuth 2 token has expired", grant.user)
+        return "credential expired"  # RabbitMQ's words
+
+    def renew_token(self, token: str | bytes) -> str | None:
+        """Replace the connection's OAuth 2 token with ``token`` (1.0: ``PUT /auth/tokens``;
+        0-9-1: ``connection.update-secret``): None if it did; else why not (logged). The
+        new token must be valid, for the same user, and open the connection's virtual host."""
+        grant = self.ctx.grant
+        if self.tokens is None or grant is None:
+            why = "this connection did not log in with an OAuth 2 token"
+        else:
+            try:
+                text = token.decode() if isinstance(token, bytes) else token
+                renewed = self.tokens.renew(grant, text)
+            except (InvalidToken, UnicodeDecodeError) as exc:
+                why = str(exc) if isinstance(exc, InvalidToken) else "the token is not UTF-8 text"
+            else:  # as RabbitMQ: the new token must still open the connection's virtual host
+                why_not = renewed.vhost_denial(self.ctx.vhost.name)
+                if why_not is None:
+                    self.ctx.grant = renewed
+                    return None
+                why = why_not
+        log.info("token renewal refused for %r: %s", self.ctx.user, why)
+        return why
 
     def login_refused(self, protocol: str, mechanism: str, name: str | None) -> None:
         """A login (as ``name``, if it named one) did not check out: logged, and told to the hook."""
@@ -201,6 +245,8 @@ class ServeContext:
     config: BrokerConfig
     users: CredentialStore | None
     """The users file's credentials (None: the broker has no users file)."""
+    tokens: TokenValidator | None = None
+    """Checks OAuth 2 tokens given as PLAIN passwords (None: ``[oauth2]`` is not set)."""
     guard: ConnectionGuard
     """Login back-off and per-user connection limits, shared by every front end."""
     peer: str
@@ -213,6 +259,13 @@ class ServeContext:
     shutdown force-closes it); when it ends, its handler cleans up."""
     worker: int | None = None
     """The worker process serving it (``workers`` > 1); None: the broker's only process."""
+
+    def credentials(self) -> CredentialStore | None:
+        """The store PLAIN and SCRAM check: the users file's; with OAuth 2 tokens and no
+        users file, an empty one (PLAIN then takes tokens only)."""
+        if self.users is None and self.tokens is not None:
+            return InMemoryCredentialStore()
+        return self.users
 
     def login(self, held: HeldOutput[Any], extend: Callable[[float], None] = lambda seconds: None) -> Login:
         """The [security] hook for this connection's login (its answer held back by ``held``)."""

@@ -40,6 +40,7 @@ from .guard import ConnectionGuard, source_of
 from .http import broker_routes, start_http
 from .management import Management
 from .metrics import EndedConnections, MetricsSources, TextWriter, exposition, metrics_registry
+from .oauth import TokenValidator
 from .rabbitmq_api import rabbitmq_api_routes
 from .topology import LiveDefinitions
 from .users import UsersFile, load_access
@@ -122,6 +123,8 @@ class BrokerService:
         self.clients: set[ServedConnection] = set()
         self.recovered = 0
         self._users: Any = None
+        self._tokens: TokenValidator | None = None
+        """Checks OAuth 2 tokens ([oauth2]), once the broker (its clock) exists."""
         self._accepting = True
         self._conns_scope: anyio.CancelScope | None = None
         self.http: Listener | None = None  # [http]: WebSockets and health (see .http)
@@ -182,6 +185,7 @@ class BrokerService:
                 store, interval=cfg.store.commit_interval_ms / 1000, max_batch=cfg.store.max_batch
             )
             self.broker = Broker(cfg, journal=self.committer, now=time.time, permissions=permissions, pages=store)
+            self._tokens = TokenValidator(cfg.oauth2, self.broker.now) if cfg.oauth2.enabled else None
             self.alarms = ResourceAlarms(
                 self.broker, cfg.limits, cfg.store.path.parent if cfg.store.backend == "sqlite" else None
             )
@@ -461,6 +465,7 @@ class BrokerService:
                 broker=self.broker,
                 config=self.config,
                 users=self._users,
+                tokens=self._tokens,
                 guard=self.guard,
                 peer=peer,
                 header=head,

@@ -23,6 +23,8 @@ DELETE   :func:`exchange_path`                      204 (none: 204 too)
 POST     :data:`BINDINGS` (:func:`binding_body`)    204
 DELETE   :func:`binding_path`                       204 (none: 204 too)
 GET      :func:`bindings_query`                     200 a list of :func:`binding_map`
+PUT      :data:`TOKENS` (the new OAuth 2 token,     204; 401 a token that is not valid, or
+         binary)                                    for another user (RabbitMQ 4.1)
 =======  =========================================  ==========================================
 
 Names in paths are percent-encoded, every byte but RFC 3986's unreserved characters
@@ -48,6 +50,7 @@ __all__ = [
     "ADDRESS",
     "BINDINGS",
     "BINDING_FIELDS",
+    "TOKENS",
     "EXCHANGE_FIELDS",
     "LINK_PROPERTIES",
     "QUEUE_FIELDS",
@@ -82,6 +85,8 @@ LINK_PROPERTIES = {symbol("paired"): True}
 RESPONSE_PROPERTY = "http:response"
 HTTP_VERSION = "1.1"
 BINDINGS = "/bindings"
+TOKENS = "/auth/tokens"
+"""Where a connection that logged in with an OAuth 2 token puts its renewed token."""
 
 QUEUE_FIELDS = ("durable", "auto_delete", "exclusive", "arguments")
 """The keys of a queue declaration's body."""

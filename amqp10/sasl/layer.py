@@ -46,6 +46,7 @@ from .mechanisms import (
     DEFAULT_MIN_ITERATIONS,
     MAX_RESPONSE_SIZE,
     ClientMechanism,
+    PasswordCheck,
     SaslError,
     SaslProtocolError,
     ServerChallenge,
@@ -489,8 +490,10 @@ class SaslServer(_SaslLayer):
         max_response_size: int = MAX_RESPONSE_SIZE,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         handshake_timeout: float | None = None,
+        password_check: PasswordCheck | None = None,
     ) -> None:
-        """Raises ValueError for unknown mechanisms, or PLAIN/SCRAM without a `store`."""
+        """Raises ValueError for unknown mechanisms, or PLAIN/SCRAM without a `store`.
+        ``password_check``: PLAIN asks it before the store (see `PlainServer`)."""
         super().__init__(
             max_frame_size=max_frame_size,
             max_round_trips=max_round_trips,
@@ -514,6 +517,7 @@ class SaslServer(_SaslLayer):
         self.hostname: str | None = None
         """The hostname the client named in sasl-init, if any."""
         self._store = store
+        self._password_check = password_check
         self._mech: ServerMechanism | None = None
         self._header_sent = False
         self._handlers = {
@@ -578,6 +582,7 @@ class SaslServer(_SaslLayer):
             store=self._store,
             tls_identity=self.tls_identity,
             max_response_size=self.max_response_size,
+            password_check=self._password_check,
         )
         self._step(body.initial_response)
 

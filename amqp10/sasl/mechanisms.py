@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 import hmac
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, Protocol, TypeAlias
 
@@ -56,6 +57,7 @@ __all__ = [
     "ExternalClient",
     "ExternalServer",
     "PlainClient",
+    "PasswordCheck",
     "PlainServer",
     "RejectingServer",
     "SaslAuthenticationError",
@@ -79,6 +81,9 @@ DEFAULT_MIN_ITERATIONS = 4096
 
 DEFAULT_MAX_ITERATIONS = 10_000_000
 """The highest SCRAM iteration count a client accepts; more is a server burning our CPU."""
+
+PasswordCheck: TypeAlias = "Callable[[str, str], str | None]"
+"""PLAIN's hook before the store: (user name, password) -> the identity, or None (check the store)."""
 
 _NONCE_BYTES = 18  # 144 bits, 24 base64 characters
 
@@ -468,6 +473,9 @@ class PlainServer(_ServerBase):
     or a RabbitMQ password hash (a user imported from a RabbitMQ definitions file).
 
     An authzid is accepted only when it names the authenticating user itself.
+
+    ``password_check`` (a broker's OAuth 2 tokens as passwords) is asked first: it returns
+    the identity a (user name, password) pair logs in as, or None to check the store.
     """
 
     name = "PLAIN"
@@ -480,10 +488,15 @@ class PlainServer(_ServerBase):
     )
 
     def __init__(
-        self, store: CredentialStore, *, max_response_size: int = MAX_RESPONSE_SIZE
+        self,
+        store: CredentialStore,
+        *,
+        max_response_size: int = MAX_RESPONSE_SIZE,
+        password_check: PasswordCheck | None = None,
     ) -> None:
         super().__init__(max_response_size=max_response_size)
         self._store = store
+        self._password_check = password_check
 
     def _step(self, response: bytes | None) -> ServerStep:
         if response is None:
@@ -499,6 +512,12 @@ class PlainServer(_ServerBase):
         username = saslprep(authcid)
         if not username:
             raise _MalformedResponse("PLAIN username is empty after SASLprep")
+        if self._password_check is not None:
+            identity = self._password_check(username, password)
+            if identity is not None:
+                if authzid and saslprep(authzid) != identity:
+                    return _fail(f"PLAIN: {identity!r} may not act as {authzid!r}")
+                return ServerOutcome(code=SaslCode.OK, identity=identity, reason="PLAIN (token)")
         credential: Credential | None = None
         for mechanism in self._LOOKUP_ORDER:
             credential = self._store.lookup(username, mechanism)

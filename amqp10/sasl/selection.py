@@ -19,6 +19,7 @@ from .mechanisms import (
     ClientMechanism,
     ExternalClient,
     ExternalServer,
+    PasswordCheck,
     PlainClient,
     PlainServer,
     RejectingServer,
@@ -126,6 +127,7 @@ def make_server_mechanism(
     store: CredentialStore | None,
     tls_identity: str | None = None,
     max_response_size: int = MAX_RESPONSE_SIZE,
+    password_check: PasswordCheck | None = None,
 ) -> ServerMechanism:
     """Build the server side of the mechanism a client named in sasl-init.
 
@@ -148,5 +150,5 @@ def make_server_mechanism(
             name, SaslCode.SYS_PERM, f"{name} is allowed but no credential store is set"
         )
     if name == "PLAIN":
-        return PlainServer(store, max_response_size=max_response_size)
+        return PlainServer(store, max_response_size=max_response_size, password_check=password_check)
     return ScramServer(name, store, max_response_size=max_response_size)

@@ -21,6 +21,7 @@ from ..core import (
 from ..core.broker import Action, ResourceKind
 
 if TYPE_CHECKING:
+    from ..oauth import TokenGrant
     from .session import Amqp010Session
 
 __all__ = ["ERRORS", "Amqp010Context", "CommandError", "error_of"]
@@ -61,6 +62,8 @@ class Amqp010Context:
         self.wake = wake
         self.vhost: VirtualHost = broker.default
         self.user: str | None = None
+        self.grant: TokenGrant | None = None
+        """What the OAuth 2 token it logged in with allows (None: no token; the users file decides)."""
         self.withheld: list[tuple[Amqp010Session, Compound]] = []
         """Transfers whose completion waits for the broker's memory (flow control)."""
 
@@ -83,7 +86,7 @@ class Amqp010Context:
             s.complete(c)
 
     def authorize(self, resource: str, action: Action, kind: ResourceKind) -> None:
-        if not self.broker.authorize(self.vhost, self.user, resource, action, kind):
+        if not self.broker.authorize(self.vhost, self.user, resource, action, kind, grant=self.grant):
             raise CommandError(
                 "unauthorized-access",
                 f"access to {kind} '{resource}' in vhost '{self.vhost.name}' refused for user '{self.user or 'anonymous'}'",

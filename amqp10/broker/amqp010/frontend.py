@@ -70,6 +70,7 @@ class Amqp010FrontEnd:
                 users=ctx.users if "PLAIN" in cfg.sasl.mechanisms else None,
                 allow_anonymous=cfg.sasl.allow_anonymous,
                 tls_identity=identity,
+                tokens=ctx.tokens,
                 wake=driver.flush_soon,
             )
             handler.refusal = ctx.refusal

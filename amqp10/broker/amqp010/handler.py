@@ -41,11 +41,12 @@ from ...amqp010 import (
     TransfersCompleted,
 )
 from ...amqp010.connection import Session
-from ...sasl.credentials import CredentialStore
+from ...sasl.credentials import CredentialStore, InMemoryCredentialStore
 from ...sasl.mechanisms import PlainServer, ServerOutcome
 from ...types import SaslCode
 from ..core import Broker, ModelError
 from ..frontend import ContextHandler
+from ..oauth import TokenLogin, TokenValidator
 from .context import Amqp010Context, CommandError, error_of
 from .dtx import DtxCommands
 from .kept import KeptSessions
@@ -70,7 +71,8 @@ def _nothing() -> None:
 class Amqp010Handler(ContextHandler):
     """Drives one 0-10 engine connection on behalf of the broker.
 
-    ``users`` checks PLAIN logins (None: no users file); ``allow_anonymous``: ANONYMOUS
+    ``users`` checks PLAIN logins (None: no users file), ``tokens`` PLAIN's OAuth 2
+    tokens as passwords (None: ``[oauth2]`` is not set); ``allow_anonymous``: ANONYMOUS
     logs in as the anonymous user; ``tls_identity`` (a verified client certificate's
     subject) is what EXTERNAL logs in as.
     """
@@ -85,6 +87,7 @@ class Amqp010Handler(ContextHandler):
         users: CredentialStore | None = None,
         allow_anonymous: bool = True,
         tls_identity: str | None = None,
+        tokens: TokenValidator | None = None,
         wake: Callable[[], None] = _nothing,
     ) -> None:
         self.broker = broker
@@ -93,6 +96,8 @@ class Amqp010Handler(ContextHandler):
         self.users = users
         self.allow_anonymous = allow_anonymous
         self.tls_identity = tls_identity
+        self.tokens = tokens
+        self._token_login = None if tokens is None else TokenLogin(tokens)
         self.sessions: dict[int, Amqp010Session] = {}
         self.kept = KeptSessions.of(broker)
         conn.resumable = self._resumable
@@ -169,16 +174,18 @@ class Amqp010Handler(ContextHandler):
     # -- the handshake --------------------------------------------------------------------------
     def check_login(self, mechanism: str, response: bytes) -> tuple[bool, str | None, str | None]:
         """(ok, user, the name it tried): PLAIN against the users file, ANONYMOUS if allowed
-        (the anonymous user: None), EXTERNAL as the TLS client certificate."""
+        (the anonymous user: None), EXTERNAL as the TLS client certificate; with
+        ``tokens``, PLAIN's password may be an OAuth 2 token."""
         if mechanism == "EXTERNAL":
             return self.tls_identity is not None, self.tls_identity, self.tls_identity
         if mechanism == "ANONYMOUS":
             return self.allow_anonymous, None, None
-        if mechanism == "PLAIN" and self.users is not None:
+        if mechanism == "PLAIN" and (self.users is not None or self._token_login is not None):
             parts = response.split(b"\x00")
             name = parts[1].decode(errors="replace") if len(parts) == 3 else None
+            store = self.users if self.users is not None else InMemoryCredentialStore()
             try:
-                outcome = PlainServer(self.users).step(response)
+                outcome = PlainServer(store, password_check=self._token_login).step(response)
             except Exception:  # a malformed response: refused like a wrong password
                 return False, None, name
             if isinstance(outcome, ServerOutcome) and outcome.code == SaslCode.OK:
@@ -192,7 +199,7 @@ class Amqp010Handler(ContextHandler):
             self.login_refused("0-10", e.mechanism, name)
             self.conn.reject_login(f"authentication failed ({e.mechanism})")
             return
-        self.logged_in(user)
+        self.logged_in(user, None if self._token_login is None else self._token_login.grant)
         self.conn.accept_login()
 
     def _on_secure(self, e: SecureResponse) -> None:
@@ -209,7 +216,7 @@ class Amqp010Handler(ContextHandler):
                 CLOSE_CODES["invalid-path"], f"no virtual host '{e.virtual_host}'"
             )
             return
-        if self.broker.vhost_denial(vhost, self.ctx.user) is not None:
+        if self.broker.vhost_denial(vhost, self.ctx.user, grant=self.ctx.grant) is not None:
             self.conn.refuse_open(
                 forced,
                 f"access to virtual host '{vhost.name}' refused for user '{self.ctx.user or 'anonymous'}'",
@@ -314,7 +321,14 @@ class Amqp010Handler(ContextHandler):
         self.ctx.wake()
 
     def tick(self) -> None:
-        """Called once a second: transfers withheld for memory are completed once it allows."""
+        """Called once a second: a connection whose OAuth 2 token expired is closed
+        (connection-forced, as RabbitMQ closes a 0-9-1 one); transfers withheld for
+        memory are completed once it allows."""
+        if not self.closed and self.conn.state == "opened":
+            expired = self.token_expired(self.broker.now())
+            if expired is not None:
+                self.close(CLOSE_CODES["connection-forced"], expired)
+                return
         if self.ctx.withheld:
             self.ctx.release_withheld()
             self.ctx.wake()

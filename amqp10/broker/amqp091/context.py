@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from ...amqp091 import IllegalStateError, Method, ReplyCode, reply_text
 from ...amqp091 import methods as m
@@ -28,6 +29,9 @@ from ..core import (
     VirtualHost,
 )
 from .connection import BrokerConnection
+
+if TYPE_CHECKING:
+    from ..oauth import TokenGrant
 
 __all__ = ["Amqp091Context", "ChannelError", "Encoded", "HardError", "locked_text"]
 
@@ -79,6 +83,8 @@ class Amqp091Context:
         """The virtual host ``connection.open`` chose."""
         self.user: str | None = None
         """Who logged in (None: anonymous)."""
+        self.grant: TokenGrant | None = None
+        """What the OAuth 2 token it logged in with allows (None: no token; the users file decides)."""
         self.encoded_deliver = conn.dialect.plain_ids(m.BasicDeliver) is not None
         """Deliveries go out with their stored exchange and routing key as they are
         (``send_encoded_content``): this version lays ``basic.deliver`` out as 0-9-1 does."""
@@ -89,7 +95,7 @@ class Amqp091Context:
     # -- permissions and lookups ----------------------------------------------------------------
     def authorize(self, resource: str, action: Action, kind: ResourceKind) -> None:
         """Raise ACCESS_REFUSED unless the user may do ``action`` on ``resource``."""
-        if not self.broker.authorize(self.vhost, self.user, resource, action, kind):
+        if not self.broker.authorize(self.vhost, self.user, resource, action, kind, grant=self.grant):
             raise ChannelError(
                 ReplyCode.ACCESS_REFUSED,
                 f"access to {kind} '{resource}' in vhost '{self.vhost.name}' refused for user '{self.user or 'guest'}'",

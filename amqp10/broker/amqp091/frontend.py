@@ -79,6 +79,7 @@ class Amqp091FrontEnd:
                 users=ctx.users if "PLAIN" in cfg.sasl.mechanisms else None,
                 allow_anonymous=cfg.sasl.allow_anonymous,
                 tls_identity=identity,
+                tokens=ctx.tokens,
                 wake=driver.flush_soon,
                 pause=driver.pause_reading,
                 resume=driver.resume_reading,

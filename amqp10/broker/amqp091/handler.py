@@ -63,6 +63,7 @@ from ..core import (
 )
 from ..core.consumer_timeout import timeout_text
 from ..frontend import ContextHandler
+from ..oauth import TokenValidator
 from .basic import BasicMethods
 from .channel import BasicConsumer, Channel
 from .confirm import Confirms
@@ -103,8 +104,8 @@ def _nothing() -> None:
 class Amqp091Handler(ContextHandler):
     """Drives one 0-9-1 engine connection on behalf of the broker.
 
-    ``users``, ``allow_anonymous`` and ``tls_identity``: who may log in
-    (:class:`.login.Logins`). ``wake`` tells the network driver there is output;
+    ``users``, ``allow_anonymous``, ``tls_identity`` and ``tokens`` (OAuth 2 tokens as
+    passwords): who may log in (:class:`.login.Logins`). ``wake`` tells the network driver there is output;
     ``pause`` and ``resume`` stop and restart its reading from the client.
     """
 
@@ -118,6 +119,7 @@ class Amqp091Handler(ContextHandler):
         users: CredentialStore | None = None,
         allow_anonymous: bool = True,
         tls_identity: str | None = None,
+        tokens: TokenValidator | None = None,
         wake: Callable[[], None] = _nothing,
         pause: Callable[[], None] = _nothing,
         resume: Callable[[], None] = _nothing,
@@ -128,7 +130,8 @@ class Amqp091Handler(ContextHandler):
         self.pause = pause
         """Stop reading from the client (publishing blocked, or an answer waits for a commit)."""
         self.resume = resume
-        self.logins = Logins(users, allow_anonymous, tls_identity)
+        self.logins = Logins(users, allow_anonymous, tls_identity, tokens)
+        self.tokens = tokens
         self.channels: dict[int, Channel] = {}
         self.closed = False
         self.memory_blocked = False
@@ -182,11 +185,15 @@ class Amqp091Handler(ContextHandler):
 
     # -- what the service sees (and ``user``, ``vhost``: ContextHandler's) ---------------------
     def tick(self) -> None:
-        """Called once a second: a channel that held a delivery unacknowledged past its
+        """Called once a second: a connection whose OAuth 2 token expired is closed; a channel that held a delivery unacknowledged past its
         queue's consumer timeout is closed (core/consumer_timeout.py), as RabbitMQ does."""
         if self.closed:
             return
         now = self.broker.now()
+        expired = self.token_expired(now) if self.conn.state is ConnectionState.OPEN else None
+        if expired is not None:  # as RabbitMQ: the connection ends with its credential
+            self.close(ReplyCode.CONNECTION_FORCED, f"CONNECTION_FORCED - {expired}")
+            return
         for ch in list(self.channels.values()):
             if ch.unacked and not ch.closed:
                 late = ch.unsettled_clock.overdue(ch.unacked, _consumer_timeout, now)
@@ -237,6 +244,12 @@ class Amqp091Handler(ContextHandler):
             ch.close()
 
     def _on_update_secret(self, e: SecretUpdateRequested) -> None:
+        """A new secret: for a connection that logged in with an OAuth 2 token, the renewed
+        token (refused: the connection closes, as RabbitMQ closes it); otherwise nothing to
+        check (RabbitMQ's internal users accept any)."""
+        if self.ctx.grant is not None and self.renew_token(e.new_secret) is not None:
+            self.close(ReplyCode.NOT_ALLOWED, "NOT_ALLOWED - New secret was refused by one of the backends")
+            return
         self.conn.update_secret_ok()
 
     def _on_end(self, e: Event) -> None:
@@ -249,7 +262,7 @@ class Amqp091Handler(ContextHandler):
             self.login_refused("0-9-1", e.mechanism, e.username)
             self.conn.reject_login()
             return
-        self.logged_in(user)
+        self.logged_in(user, self.logins.grant)
         self.conn.accept_login()
 
     def _on_open(self, e: VirtualHostRequested) -> None:
@@ -260,7 +273,7 @@ class Amqp091Handler(ContextHandler):
         if vhost is None:
             self.conn.refuse_open(ReplyCode.NOT_ALLOWED, f"vhost {e.virtual_host} not found")
             return
-        if self.broker.vhost_denial(vhost, self.ctx.user) is not None:
+        if self.broker.vhost_denial(vhost, self.ctx.user, grant=self.ctx.grant) is not None:
             self.conn.refuse_open(ReplyCode.ACCESS_REFUSED)
             return
         self.ctx.vhost = vhost

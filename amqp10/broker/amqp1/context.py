@@ -24,6 +24,7 @@ from ...types import Error, ErrorCondition, symbol
 from ..core import Action, Broker, Node, ResourceKind, SuspendedLink, VirtualHost
 
 if TYPE_CHECKING:
+    from ..oauth import TokenGrant
     from .plugin import Amqp1Plugin
 
 __all__ = ["Amqp1Context", "FailLink", "refuse", "settle_quietly"]
@@ -47,6 +48,8 @@ class Amqp1Context:
         """The addresses and checks a plug-in adds (:mod:`.plugin`; the default adds none)."""
         self.user = user
         """The authenticated user (None: anonymous); set by the service after SASL."""
+        self.grant: TokenGrant | None = None
+        """What the OAuth 2 token it logged in with allows (None: no token; the users file decides)."""
         self.vhost: VirtualHost = broker.default
         """The virtual host the open frame named (the default one until then)."""
         self.origin = object()
@@ -56,6 +59,8 @@ class Amqp1Context:
         self.wake: Callable[[], None] = _nothing
         """Tell the writer there is output (the driver's ``flush_soon``; cheap, call freely)."""
         self.fail_link: FailLink = _no_link
+        self.renew_token: Callable[[str | bytes], str | None] = _no_renewal
+        """Replace the connection's OAuth 2 token (``PUT /auth/tokens``): None, or why not."""
         """Close an attached link for its peer's error, and forget it at once."""
 
     @property
@@ -66,11 +71,11 @@ class Amqp1Context:
 
     def may(self, resource: str, action: Action) -> bool:
         """Whether the user may do ``action`` on ``resource`` in this virtual host."""
-        return self.broker.authorize(self.vhost, self.user, resource, action)
+        return self.broker.authorize(self.vhost, self.user, resource, action, grant=self.grant)
 
     def denial(self, resource: str, kind: ResourceKind, action: Action) -> str | None:
         """None if the user may do ``action`` on ``resource``; else why not."""
-        return self.broker.denial(self.vhost, self.user, resource, kind, action)
+        return self.broker.denial(self.vhost, self.user, resource, kind, action, grant=self.grant)
 
     def can_answer(self, link: Link) -> bool:
         """``link`` still waits for our attach (its session and connection are open)."""
@@ -117,6 +122,10 @@ def settle_quietly(d: Delivery, state: Any = None) -> None:
         d.settle(state)
     except IllegalStateError:
         pass
+
+
+def _no_renewal(token: str | bytes) -> str | None:
+    return "this connection did not log in with an OAuth 2 token"
 
 
 def _nothing() -> None:

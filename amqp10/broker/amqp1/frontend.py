@@ -23,6 +23,7 @@ from ..config import BrokerConfig
 from ..core import Broker
 from ..frontend import ServeContext, ServedConnection
 from ..guard import HeldOutput, Login, source_of
+from ..oauth import TokenLogin
 from .handler import ConnectionHandler
 from .servicebus.entities import declare_entities
 
@@ -39,12 +40,13 @@ _HEADERS: Final = frozenset({AMQP_HEADER, SASL_HEADER, TLS_HEADER})
 
 def sasl_mechanisms(config: BrokerConfig, *, has_users: bool, tls_identity: str | None) -> list[str]:
     """The SASL mechanisms a 1.0 connection is offered: the ``[sasl]`` ones it can use
-    (EXTERNAL with a client certificate, PLAIN and SCRAM with a users file, ANONYMOUS
-    if allowed), and the claims-based ones with ``[servicebus]``."""
+    (EXTERNAL with a client certificate, PLAIN and SCRAM with a users file, PLAIN with
+    OAuth 2 tokens, ANONYMOUS if allowed), and the claims-based ones with ``[servicebus]``."""
     sasl = config.sasl
     mechanisms = [m for m in sasl.mechanisms if m != "EXTERNAL" or tls_identity]
-    if not has_users:
-        mechanisms = [m for m in mechanisms if m in ("ANONYMOUS", "EXTERNAL")]
+    if not has_users:  # PLAIN still takes OAuth 2 tokens as passwords ([oauth2])
+        tokens = config.oauth2.enabled
+        mechanisms = [m for m in mechanisms if m in ("ANONYMOUS", "EXTERNAL") or (m == "PLAIN" and tokens)]
     if not sasl.allow_anonymous:
         mechanisms = [m for m in mechanisms if m != "ANONYMOUS"]
     if config.servicebus.enabled:  # anonymity means tokens on $cbs (see amqp1/servicebus)
@@ -77,9 +79,11 @@ class Amqp1FrontEnd:
         limits = cfg.limits
         peer = ctx.peer
         identity = tls_identity(stream)
+        tokens = None if ctx.tokens is None else TokenLogin(ctx.tokens)
         sasl = SaslServer(
             sasl_mechanisms(cfg, has_users=ctx.users is not None, tls_identity=identity),
-            ctx.users,
+            ctx.credentials(),
+            password_check=tokens,
             tls_identity=identity,
             require=not cfg.sasl.allow_anonymous,
             handshake_timeout=limits.handshake_timeout,
@@ -98,7 +102,7 @@ class Amqp1FrontEnd:
         with ctx.logging_in(held) as login:
             # the driver first (its events reach the handler a batch at a time), so the
             # handler's wake, called per message, is the driver's own method
-            on_events = _Authenticated(login, ctx, source_of(peer))
+            on_events = _Authenticated(login, ctx, source_of(peer), tokens)
             if direct:
                 driver = DirectDriver(stream, held, on_events, peer=peer)
             else:
@@ -106,6 +110,7 @@ class Amqp1FrontEnd:
             handler = on_events.handler = ConnectionHandler(ctx.broker, conn.connection, wake=driver.flush_soon)
             handler.refusal = ctx.refusal
             handler.login_hook = login
+            handler.tokens = ctx.tokens
             if cfg.servicebus.enabled:  # until a login names a user (also without SASL): tokens on $cbs
                 handler.use_claims(cfg.servicebus)
             if direct:  # the header read before the driver: the engine's first input
@@ -151,10 +156,11 @@ class _Authenticated:
     handler: ConnectionHandler
     """The connection's handler (made once the driver that feeds this exists)."""
 
-    def __init__(self, login: Login, ctx: ServeContext, addr: str) -> None:
+    def __init__(self, login: Login, ctx: ServeContext, addr: str, tokens: TokenLogin | None) -> None:
         self.login = login
         self.ctx = ctx
         self.addr = addr
+        self.tokens = tokens
         self.done = False
 
     def __call__(self, events: list[Any]) -> None:
@@ -172,7 +178,8 @@ class _Authenticated:
             if e.identity is not None:
                 handler.use_claims(None)  # a user: permissions, not tokens
             log.info("%s authenticated as %s with %s", self.ctx.peer, e.identity or "anonymous", e.mechanism)
-            handler.logged_in(e.identity)  # and the [security] hook: back-off, the per-user limit
+            grant = None if self.tokens is None else self.tokens.grant
+            handler.logged_in(e.identity, grant)  # and the [security] hook: back-off, the per-user limit
         elif isinstance(e, SaslFailed) and e.outcome is SaslCode.AUTH:
             self.login.failed(e.username, e.reason)  # credentials that did not check out
         elif isinstance(e, SaslFailed):  # a broken or silent peer, not a guess

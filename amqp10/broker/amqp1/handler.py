@@ -103,6 +103,7 @@ class ConnectionHandler(ContextHandler):
         ctx = self.ctx = Amqp1Context(broker, conn, NO_PLUGIN, user=user)
         ctx.wake = wake
         ctx.fail_link = self.fail_link
+        ctx.renew_token = self.renew_token
         self.requests = RequestNodes(ctx)
         nodes = NodeLookup(ctx, self.requests)
         self.txns = Transactions(ctx)
@@ -146,10 +147,18 @@ class ConnectionHandler(ContextHandler):
         self.ctx.plugin = NO_PLUGIN if config is None else ServiceBusPlugin(self.ctx, config)
 
     def tick(self) -> None:
-        """Once a second (the service's tick): run out what has a time limit (consumer
-        timeouts, Service Bus tokens)."""
+        """Once a second (the service's tick): run out what has a time limit (the OAuth 2
+        token the connection logged in with, consumer timeouts, Service Bus tokens)."""
         if not self.ctx.closed:
-            self.consumers.time_out(self.ctx.broker.now())
+            now = self.ctx.broker.now()
+            if self.conn.state is ConnectionState.OPENED:
+                expired = self.token_expired(now)
+                if expired is not None:  # as RabbitMQ: the connection ends with its credential
+                    self.conn.close(Error(condition=ErrorCondition.UNAUTHORIZED_ACCESS, description=expired))
+                    self.stop_deliveries()
+                    self.ctx.wake()
+                    return
+            self.consumers.time_out(now)
             self.ctx.plugin.tick()
 
     def resource_counts(self) -> tuple[int, int]:
@@ -213,7 +222,7 @@ class ConnectionHandler(ContextHandler):
             log.info("refusing a connection to %r: no such virtual host", hostname)
             conn.close(Error(condition=ErrorCondition.NOT_FOUND, description=f"no virtual host {hostname!r}"))
             return
-        refused = self.broker.vhost_denial(vhost, self.ctx.user)
+        refused = self.broker.vhost_denial(vhost, self.ctx.user, grant=self.ctx.grant)
         if refused is not None:
             conn.close(Error(condition=ErrorCondition.UNAUTHORIZED_ACCESS, description=refused))
             return

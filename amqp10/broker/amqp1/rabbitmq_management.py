@@ -11,7 +11,8 @@ it came on, so a connection may hold several pairs.
 
 Names in paths are percent-encoded. Errors are RabbitMQ's: 400 a bad request (with
 its reason), 403 the default exchange or a reserved ``amq.`` name, 404 no such queue,
-409 a declaration that differs from what exists. Queue types: ``classic`` and
+409 a declaration that differs from what exists, 401 a token renewal (``PUT
+/auth/tokens``, RabbitMQ 4.1) with a token that is not valid or names another user. Queue types: ``classic`` and
 ``quorum`` are core queues (a quorum queue reports its type), ``stream`` a stream.
 The declarations are :mod:`amqp10.broker.management.rabbitmq`'s, the mapping RabbitMQ's
 HTTP API uses too; the reply waits for the store's commit like every management answer.
@@ -115,12 +116,15 @@ class RabbitManagementNode(ManagementNode):
         owner: object,
         is_open: Callable[[], bool],
         pair: PairKey | None = None,
+        renew_token: Callable[[str | bytes], str | None] = lambda token: "no OAuth 2 token to renew",
     ) -> None:
         super().__init__(vhost, may_configure, user=user, is_open=is_open, address=RABBITMQ_MANAGEMENT_ADDRESS)
         self.owner = owner
         """The connection, the owner of the exclusive queues its requests declare."""
         self.pair = pair
         """The link pair whose requests this node answers (None: the connection's node)."""
+        self.renew_token = renew_token
+        """Replace the connection's OAuth 2 token (``PUT /auth/tokens``): None, or why not."""
         self._routes: dict[tuple[str, str], Callable[[list[str], dict[str, str], Any], Answer]] = {
             ("GET", "queues"): self._queue_get,
             ("PUT", "queues"): self._queue_put,
@@ -130,6 +134,7 @@ class RabbitManagementNode(ManagementNode):
             ("POST", "bindings"): self._binding_post,
             ("DELETE", "bindings"): self._binding_delete,
             ("GET", "bindings"): self._bindings_get,
+            ("PUT", "auth"): self._token_put,
         }
 
     # -- the link pairs ------------------------------------------------------------------------
@@ -141,7 +146,11 @@ class RabbitManagementNode(ManagementNode):
         """The sending half of a link pair: a node of its own, answering on the pair's
         receiving half (this node's reply links, shared: a half may attach later)."""
         node = RabbitManagementNode(
-            self.vhost, self.may_configure, user=self.caller.user, owner=self.owner, is_open=self.is_open, pair=pair_of(link)
+            self.vhost, self.may_configure, user=self.caller.user,
+            owner=self.owner,
+            is_open=self.is_open,
+            pair=pair_of(link),
+            renew_token=self.renew_token,
         )
         node.reply_links = self.reply_links
         return node
@@ -339,6 +348,19 @@ class RabbitManagementNode(ManagementNode):
             raise HttpError(400, f"missing 'dste' or 'dstq' in query: {query!r}")
         found = self._bindings(query["src"], kind, destination, query["key"])
         return 200, [_binding_map(b) for b in found]
+
+    # -- token renewal (RabbitMQ 4.1) ---------------------------------------------------------
+    def _token_put(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
+        """``PUT /auth/tokens``: the connection's OAuth 2 token replaced by the body's (204);
+        401 for a token that is not valid or names another user."""
+        if rest != ["tokens"]:
+            raise HttpError(400, f"unsupported request PUT /auth/{'/'.join(rest)}")
+        if not isinstance(body, bytes | str):
+            raise HttpError(400, "the body of PUT /auth/tokens is the token (binary or string)")
+        refused = self.renew_token(body)
+        if refused is not None:
+            return 401, f"failed to update credential: {refused}"
+        return 204, None
 
     def _binding_names(self, source: str, kind: str, destination: str) -> None:
         for name in (source, destination):

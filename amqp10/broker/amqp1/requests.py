@@ -64,6 +64,7 @@ class RequestNodes:
                 lambda resource: ctx.may(resource, "configure"),
                 user=ctx.user,
                 owner=ctx,
+                renew_token=ctx.renew_token,
                 is_open=lambda: ctx.conn.state is ConnectionState.OPENED,
             )
         return self.rabbitmq

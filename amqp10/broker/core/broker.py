@@ -38,6 +38,7 @@ from .vhost import VirtualHost
 
 if TYPE_CHECKING:  # the configuration is the layer above: the core only reads it
     from ..config import BrokerConfig
+    from ..oauth import TokenGrant
 
 __all__ = [
     "DEFAULT_VHOST",
@@ -259,33 +260,55 @@ class Broker:
 
     # -- access ----------------------------------------------------------------------------
     def authorize(
-        self, vhost: VirtualHost, user: str | None, resource: str, action: Action, kind: ResourceKind = "queue"
+        self,
+        vhost: VirtualHost,
+        user: str | None,
+        resource: str,
+        action: Action,
+        kind: ResourceKind = "queue",
+        *,
+        grant: TokenGrant | None = None,
     ) -> bool:
         """Whether ``user`` may do ``action`` on ``resource`` in ``vhost``.
 
         Every front end asks before declaring, deleting, binding (configure),
-        publishing (write) or consuming (read) on a user's behalf.
+        publishing (write) or consuming (read) on a user's behalf. A connection that
+        logged in with an OAuth 2 token passes its ``grant``: its scopes decide, not
+        the users file.
         """
-        return self.denial(vhost, user, resource, kind, action) is None
+        return self.denial(vhost, user, resource, kind, action, grant=grant) is None
 
     def denial(
-        self, vhost: VirtualHost, user: str | None, resource: str, kind: ResourceKind, action: Action
+        self,
+        vhost: VirtualHost,
+        user: str | None,
+        resource: str,
+        kind: ResourceKind,
+        action: Action,
+        *,
+        grant: TokenGrant | None = None,
     ) -> str | None:
         """None if ``user`` may do ``action`` on ``resource`` in ``vhost``; else why not (one line, logged)."""
+        if grant is not None:
+            return grant.denial(vhost.name, action, kind, resource)
         if self.permissions is None:
             return None
         refused = self.permissions.denial(user, vhost.name, action, kind, resource)
         return None if refused is None else str(refused)
 
-    def vhost_denial(self, vhost: VirtualHost, user: str | None) -> str | None:
+    def vhost_denial(self, vhost: VirtualHost, user: str | None, *, grant: TokenGrant | None = None) -> str | None:
         """None if ``user`` may use ``vhost`` at all; else why not (one line, logged)."""
+        if grant is not None:
+            return grant.vhost_denial(vhost.name)
         if self.permissions is None:
             return None
         refused = self.permissions.vhost_denial(user, vhost.name)
         return None if refused is None else str(refused)
 
-    def has_tag(self, user: str | None, tag: str) -> bool:
+    def has_tag(self, user: str | None, tag: str, *, grant: TokenGrant | None = None) -> bool:
         """Whether ``user`` has ``tag`` (``administrator`` for definitions import and export)."""
+        if grant is not None:
+            return tag in grant.tags
         return self.permissions is None or self.permissions.has_tag(user, tag)
 
     # -- the default virtual host's nodes (what 1.0 clients without a vhost see) ------------------

@@ -126,7 +126,9 @@ def test_random_method_sequences_stay_within_the_protocol(ops: list[tuple[int, A
 class Guarded(Broker):
     """A broker whose permissions refuse everything named ``secret*``."""
 
-    def authorize(self, vhost: Any, user: str | None, resource: str, action: Any, kind: Any = "queue") -> bool:
+    def authorize(
+        self, vhost: Any, user: str | None, resource: str, action: Any, kind: Any = "queue", *, grant: Any = None
+    ) -> bool:
         self.asked.append((resource, action))
         return not resource.startswith("secret")
 

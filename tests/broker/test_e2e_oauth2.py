@@ -1,0 +1,236 @@
+"""OAuth 2 tokens on a real broker, as RabbitMQ's oauth2 backend takes them: a JWT as the
+SASL PLAIN password (our 1.0 client, pika over 0-9-1), its scopes deciding publish,
+consume and declare, refused at login when expired, badly signed or for another
+audience; a connection closed when its token expires, unless renewed (1.0: ``PUT
+/auth/tokens`` on ``/management``; 0-9-1: ``connection.update-secret``)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pika
+import pika.exceptions
+import pytest
+
+from amqp10 import errors
+from amqp10.broker.users import add_user
+from amqp10.client import Connection, connect
+from amqp10.management import http
+from amqp10.message import Message
+from amqp10.types import Accepted, Source, Target
+from tests.amqp010.peer import SocketPeer
+
+from .conftest import RunningBroker, broker_with
+from .test_oauth import KEYS, make_token
+
+T = 10.0
+UNAUTHORIZED = "amqp:unauthorized-access"
+SHORT = 2.5
+"""Seconds a short-lived token lives (the connection must see it expire)."""
+MANAGE = "rabbitmq.write:*/%2Fmanagement"
+"""The scope that lets a connection attach to ``/management`` (to renew its token there)."""
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[RunningBroker]:
+    users = tmp_path / "users.toml"
+    add_user(users, "carol", "carol-pw", iterations=1000)  # a file user beside the tokens
+    oauth2 = {"resource_server_id": "rabbitmq", "signing_keys": KEYS}
+    with broker_with(tmp_path, sasl={"users_file": users, "allow_anonymous": False}, oauth2=oauth2, queues=["in", "out"]) as b:
+        yield b
+
+
+def token(sub: str = "alice", *, lifetime: float = 600, scope: str = "", **claims: Any) -> str:
+    scopes = scope or "rabbitmq.read:*/in rabbitmq.write:*/out rabbitmq.write:*/amq.default rabbitmq.configure:*/mine.* rabbitmq.write:*/mine.*"
+    return make_token({"sub": sub, "aud": "rabbitmq", "exp": time.time() + lifetime, "scope": scopes, **claims})
+
+
+@asynccontextmanager
+async def token_client(b: RunningBroker, jwt: str) -> AsyncIterator[Connection]:
+    async with await connect(f"amqp://anyone:{jwt}@{b.url}", sasl_mechanisms=["PLAIN"], timeout=T) as conn:
+        yield conn
+
+
+async def closed_by_broker(conn: Connection) -> errors.AMQPError:
+    """Wait (bounded) until the broker closes ``conn``; the error a new link then gets."""
+    with anyio.fail_after(T):
+        await conn.wait_closed()
+    with pytest.raises(errors.AMQPError) as ended:
+        await conn.open_sender("out")
+    return ended.value
+
+
+async def put_token(conn: Connection, jwt: str | bytes) -> tuple[int, Any]:
+    """``PUT /auth/tokens`` on RabbitMQ 4's management node, as its clients send it."""
+    name = f"management-link-pair-{uuid.uuid4().hex[:6]}"
+    s = await conn.open_sender(http.ADDRESS, name=name, source=Source(address=http.ADDRESS))
+    r = await conn.open_receiver(http.ADDRESS, name=name, target=Target(address=http.ADDRESS), credit=1)
+    body = jwt.encode() if isinstance(jwt, str) else jwt
+    assert isinstance(await s.send(Message(body=body, id="renew", to=http.TOKENS, subject="PUT", reply_to="$me")), Accepted)
+    d = await r.receive(timeout=T)
+    await d.accept()
+    await s.close()
+    await r.close()
+    return int(str(d.message.subject)), d.message.body
+
+
+# -- AMQP 1.0 ---------------------------------------------------------------------------------------
+@pytest.mark.anyio
+async def test_a_token_logs_in_and_its_scopes_decide_publish_consume_and_declare(broker: RunningBroker) -> None:
+    async with token_client(broker, token()) as conn:
+        assert isinstance(await (await conn.open_sender("out")).send(Message("ok")), Accepted)
+        await conn.open_receiver("in", credit=1)
+        await conn.open_sender("mine.new")  # configure: mine.* may be declared
+        assert "mine.new" in broker.broker.nodes
+        for address, action in (("in", "write"), ("theirs.new", "configure")):
+            with pytest.raises(errors.LinkError) as refused:
+                await conn.open_sender(address)
+            assert refused.value.condition == UNAUTHORIZED and action in str(refused.value)
+        with pytest.raises(errors.LinkError) as refused:
+            await conn.open_receiver("out")
+        assert refused.value.condition == UNAUTHORIZED and "'alice'" in str(refused.value)
+        assert any(c.handler.user == "alice" for c in broker.service.clients)  # the token's user
+
+
+@pytest.mark.anyio
+async def test_file_users_log_in_as_before(broker: RunningBroker) -> None:
+    async with await connect(f"amqp://carol:carol-pw@{broker.url}", sasl_mechanisms=["PLAIN"], timeout=T) as conn:
+        await conn.open_receiver("out", credit=1)  # the users file: full access on '/'
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "jwt",
+    [
+        token(lifetime=-5),
+        make_token({"sub": "alice", "aud": "rabbitmq", "exp": time.time() + 600}, key=b"not the key at all, not at all.."),
+        token(aud="another-server"),
+    ],
+    ids=["expired", "bad-signature", "wrong-audience"],
+)
+async def test_tokens_that_do_not_check_out_are_refused_at_login(broker: RunningBroker, jwt: str) -> None:
+    with pytest.raises(errors.AuthenticationError):
+        async with token_client(broker, jwt):
+            pass
+
+
+@pytest.mark.anyio
+async def test_a_connection_is_closed_when_its_token_expires(broker: RunningBroker) -> None:
+    async with token_client(broker, token(lifetime=SHORT)) as conn:
+        ended = await closed_by_broker(conn)
+        assert ended.condition == UNAUTHORIZED and ended.description == "credential expired"
+
+
+@pytest.mark.anyio
+async def test_put_auth_tokens_renews_and_refuses_bad_or_foreign_tokens(broker: RunningBroker) -> None:
+    async with token_client(broker, token(lifetime=SHORT, scope=f"rabbitmq.read:*/* {MANAGE}")) as conn:
+        assert await put_token(conn, token("mallory")) == (401, "failed to update credential: the new token is for user 'mallory', not 'alice'")
+        status, why = await put_token(conn, token(aud="elsewhere"))
+        assert status == 401 and "audience" in why
+        status, why = await put_token(conn, token(scope="rabbitmq.read:other-vhost/*"))
+        assert status == 401 and "vhost '/'" in why
+        assert (await put_token(conn, token(lifetime=600, scope="rabbitmq.write:*/*")))[0] == 204
+        await anyio.sleep(SHORT + 1.5)  # past the first token's expiry, and a tick more
+        # still open, and the renewed token's scopes apply: write anywhere, read nothing
+        assert isinstance(await (await conn.open_sender("in")).send(Message("after")), Accepted)
+        with pytest.raises(errors.LinkError):
+            await conn.open_receiver("in")
+
+
+@pytest.mark.anyio
+async def test_put_auth_tokens_on_a_file_users_connection_is_refused(broker: RunningBroker) -> None:
+    async with await connect(f"amqp://carol:carol-pw@{broker.url}", sasl_mechanisms=["PLAIN"], timeout=T) as conn:
+        status, why = await put_token(conn, token("carol"))
+        assert status == 401 and "did not log in with an OAuth 2 token" in why
+
+
+# -- AMQP 0-9-1 (pika) ---------------------------------------------------------------------------------
+def pika_connect(b: RunningBroker, jwt: str) -> pika.BlockingConnection:
+    creds = pika.PlainCredentials("anyone", jwt)
+    return pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.port, credentials=creds, blocked_connection_timeout=T))
+
+
+def test_pika_logs_in_with_a_token_and_its_scopes_decide(broker: RunningBroker) -> None:
+    conn = pika_connect(broker, token())
+    try:
+        ch = conn.channel()
+        ch.basic_publish("", "out", b"ok")
+        ch.queue_declare("mine.q")  # configure mine.*
+        ch.basic_consume("in", lambda *a: None)
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as refused:
+            ch.queue_declare("theirs.q")
+        assert refused.value.reply_code == 403
+        ch = conn.channel()
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as refused:
+            ch.basic_consume("out", lambda *a: None)
+        assert refused.value.reply_code == 403 and "alice" in refused.value.reply_text
+    finally:
+        if conn.is_open:
+            conn.close()
+
+
+@pytest.mark.parametrize("jwt", [token(lifetime=-5), token(aud="x")], ids=["expired", "wrong-audience"])
+def test_pika_with_a_bad_token_is_refused(broker: RunningBroker, jwt: str) -> None:
+    with pytest.raises(pika.exceptions.ProbableAuthenticationError):
+        pika_connect(broker, jwt)
+
+
+def wait_closed(conn: pika.BlockingConnection) -> pika.exceptions.ConnectionClosedByBroker:
+    deadline = time.monotonic() + T
+    while time.monotonic() < deadline:
+        try:
+            conn.process_data_events(time_limit=0.2)
+        except pika.exceptions.ConnectionClosedByBroker as exc:
+            return exc
+    raise AssertionError("the broker did not close the connection")
+
+
+def test_pika_connection_closed_at_expiry_unless_renewed_by_update_secret(broker: RunningBroker) -> None:
+    expiring = pika_connect(broker, token(lifetime=SHORT))
+    renewed = pika_connect(broker, token(lifetime=SHORT))
+    renewed.update_secret(token(lifetime=600), "renewal")
+    closed = wait_closed(expiring)
+    assert (closed.reply_code, closed.reply_text) == (320, "CONNECTION_FORCED - credential expired")
+    renewed.channel().basic_publish("", "out", b"still here")  # past the first token's expiry
+    renewed.process_data_events(time_limit=0.1)
+    assert renewed.is_open
+    with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as refused:  # the connection ends
+        renewed.update_secret(token("mallory"), "someone else")
+    assert refused.value.reply_code == 530
+
+
+# -- AMQP 0-10 ---------------------------------------------------------------------------------------
+def test_0_10_plain_takes_a_token_too(broker: RunningBroker) -> None:
+    p = SocketPeer(broker.port, mechanism="PLAIN", response=b"\x00anyone\x00" + token().encode())
+    try:
+        p.attach()
+        p.call("queue.declare", queue="mine.q010")  # configure mine.*
+        assert "mine.q010" in broker.broker.nodes
+        assert any(c.handler.user == "alice" for c in broker.service.clients)
+    finally:
+        p.close()
+    with pytest.raises(AssertionError, match="authentication failed"):
+        SocketPeer(broker.port, mechanism="PLAIN", response=b"\x00anyone\x00" + token(lifetime=-5).encode())
+
+
+@pytest.mark.anyio
+async def test_tokens_alone_without_a_users_file(tmp_path: Path) -> None:
+    oauth2 = {"resource_server_id": "rabbitmq", "signing_keys": KEYS}
+    with broker_with(tmp_path, sasl={"allow_anonymous": False}, oauth2=oauth2, queues=["out"]) as b:
+        async with token_client(b, token()) as conn:  # PLAIN is offered for tokens
+            assert isinstance(await (await conn.open_sender("out")).send(Message("ok")), Accepted)
+        with pytest.raises(errors.AuthenticationError):
+            async with await connect(f"amqp://carol:carol-pw@{b.url}", sasl_mechanisms=["PLAIN"], timeout=T):
+                pass
+        await anyio.to_thread.run_sync(lambda: pika_connect(b, token()).close())
