@@ -74,8 +74,10 @@ async def closed_by_broker(conn: Connection) -> errors.AMQPError:
 async def put_token(conn: Connection, jwt: str | bytes) -> tuple[int, Any]:
     """``PUT /auth/tokens`` on RabbitMQ 4's management node, as its clients send it."""
     name = f"management-link-pair-{uuid.uuid4().hex[:6]}"
-    s = await conn.open_sender(http.ADDRESS, name=name, source=Source(address=http.ADDRESS))
-    r = await conn.open_receiver(http.ADDRESS, name=name, target=Target(address=http.ADDRESS), credit=1)
+    s = await conn.open_sender(http.ADDRESS, name=name, source=Source(address=http.ADDRESS), properties=dict(http.LINK_PROPERTIES))
+    r = await conn.open_receiver(
+        http.ADDRESS, name=name, target=Target(address=http.ADDRESS), credit=1, properties=dict(http.LINK_PROPERTIES)
+    )
     body = jwt.encode() if isinstance(jwt, str) else jwt
     assert isinstance(await s.send(Message(body=body, id="renew", to=http.TOKENS, subject="PUT", reply_to="$me")), Accepted)
     d = await r.receive(timeout=T)
