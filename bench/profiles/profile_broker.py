@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         "proton-c": compare.proton_c_worker,
         "proton-py": compare.proton_python_worker,
         "pika": amqp091_bench.pika_worker,
-        "rabbitmq-c": amqp091_bench.c_worker_for(1),
+        "rabbitmq-c": amqp091_bench.c_worker_for(1, False),
     }[args.client]
     tmp = Path(tempfile.mkdtemp(prefix="amqp10-profile-"))
     stats_path = tmp / "broker.prof"
