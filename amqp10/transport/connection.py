@@ -346,12 +346,12 @@ class Connection:
             )
         self.frames_out += 1
 
-    def write_delivery_frame(self, channel: int, handle: int, d: Delivery) -> None:
-        """Append ``d``'s first and only transfer frame (``encode_transfer_frame``: no
-        state, not resumed); the caller knows it fits the peer's max-frame-size."""
-        assert d.delivery_id is not None
+    def write_delivery_frame(self, channel: int, handle: int, delivery_id: int, d: Delivery) -> None:
+        """Append ``d``'s first and only transfer frame, as ``delivery_id``
+        (``encode_transfer_frame``: no state, not resumed); the caller knows it fits
+        the peer's max-frame-size."""
         encode_transfer_frame(
-            self._out, channel, handle, d.delivery_id, d.tag, d.message_format, d.settled, d.payload
+            self._out, channel, handle, delivery_id, d.tag, d.message_format, d.settled, d.payload
         )
         self.frames_out += 1
 

@@ -305,10 +305,10 @@ class Session:
             self._outgoing[delivery_id] = d
         if self._dispositions:
             self._flush_dispositions()
-        self.connection.write_delivery_frame(self.channel, handle, d)
+        self.connection.write_delivery_frame(self.channel, handle, delivery_id, d)
         self.next_outgoing_id = (self.next_outgoing_id + 1) & _MASK
-        self.remote_incoming_window -= 1
-        return self.remote_incoming_window > 0
+        self.remote_incoming_window = left = self.remote_incoming_window - 1
+        return left > 0
 
     def _session_flow_fields(self) -> dict[str, Any]:
         # Each flow re-opens the incoming window in full (§2.5.6): from here on the
