@@ -68,6 +68,10 @@ OUTCOMES: dict[PublishResult, Callable[[Node], Any]] = {
 """The 1.0 outcome of a message a node did not take, by what the node said."""
 
 
+def _nothing() -> None:
+    pass
+
+
 class Publishers:
     """The publisher links of one connection (broker receivers), by ``id(link)``."""
 
@@ -181,20 +185,22 @@ class Publishers:
         stalled = broker.journal.stalled
         if stalled is not None:  # the disk is full: nothing new is taken that cannot be stored
             return Rejected(error=Error(condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED, description=stalled))
-        presettled = d.remote_settled
-        publishing = True
+        if d.remote_settled:  # pre-settled: nothing to answer once it is stored
+            result = node.publish(msg, _nothing)
+        else:
+            publishing = True
 
-        def stored() -> None:
-            if not presettled and not d.settled and not d.settle_pending:
-                try:  # (inline, not settle_quietly: once per message)
-                    d.settle(_ACCEPTED)
-                except IllegalStateError:
-                    pass  # the link went meanwhile
-                if not publishing:  # a commit's callback: the writer is told (inside
-                    ctx.wake()  # publish, the driver writes after the batch of events)
+            def stored() -> None:
+                if not d.settled and not d.settle_pending:
+                    try:  # (inline, not settle_quietly: once per message)
+                        d.settle(_ACCEPTED)
+                    except IllegalStateError:
+                        pass  # the link went meanwhile
+                    if not publishing:  # a commit's callback: the writer is told (inside
+                        ctx.wake()  # publish, the driver writes after the batch of events)
 
-        result = node.publish(msg, stored)
-        publishing = False
+            result = node.publish(msg, stored)
+            publishing = False
         return None if result is _TAKEN else OUTCOMES[result](node)
 
     def _unroutable(self, link: Receiver, d: Delivery, exc: AddressError) -> Any:
