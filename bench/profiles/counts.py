@@ -185,8 +185,16 @@ def measure(workload: str, n: int, kind: str) -> dict[str, float]:
         prof.disable()
     if kind == "calls":
         out: dict[str, float] = collections.defaultdict(float)
-        for (file, _line, func), (_cc, ncalls, *_rest) in pstats.Stats(prof).stats.items():  # type: ignore[attr-defined]
-            out[f"{file.replace(root, '')}:{func}"] += ncalls / n
+        # (the raw entries, not pstats': pstats keeps one of the code objects that share
+        # a file, line and name, as the codec's generated decoders do)
+        for entry in prof.getstats():
+            code = entry.code
+            name = (
+                f"{code.co_filename.replace(root, '')}:{code.co_name}"
+                if not isinstance(code, str)
+                else f"~:{code}"
+            )
+            out[name] += entry.callcount / n
         return dict(out)
     return {k: v / n for k, v in prof.counts.items()}
 
