@@ -790,7 +790,7 @@ class Connection(ConnectionMethods):
             self._send_method(channel, ChannelOpenOk())
             self._events.append(ChannelOpened(channel=channel))
             return
-        if self.role == "server" and type(method) is ChannelFlow and not method.active:
+        if type(method) is ChannelFlow and self.role == "server" and not method.active:
             # RabbitMQ 3.3 and later (rabbit_channel): a client may not pause deliveries
             raise ConnectionException(ReplyCode.NOT_IMPLEMENTED, "NOT_IMPLEMENTED - active=false", 20, 20)
         events, replies = ch.receive_method(method)

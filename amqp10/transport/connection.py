@@ -29,6 +29,7 @@ from ..types import (
 from .connection_state import (
     ACCEPTS_FRAMES,
     DISCARDS_FRAMES,
+    WRITABLE,
     ConnectionInput,
     ConnectionState,
     next_state,
@@ -63,8 +64,6 @@ __all__ = ["Connection"]
 S = ConnectionState
 I = ConnectionInput  # noqa: E741
 _U32 = 0xFFFFFFFF
-# states in which we have sent our open and not yet our close: frames may be written
-_WRITABLE = frozenset({S.OPEN_PIPE, S.OPEN_SENT, S.OPENED, S.CLOSE_RCVD})
 _decode_at = codec.decode_at
 _unpack_header = FRAME_HEADER.unpack_from
 # the transfer performative's worst-case size without its delivery-tag (first frame)
@@ -347,22 +346,22 @@ class Connection:
             )
         self.frames_out += 1
 
-    def write_delivery_frame(self, channel: int, handle: int, d: Delivery) -> None:
-        """Append ``d``'s first and only transfer frame (``encode_transfer_frame``: no
-        state, not resumed); the caller knows it fits the peer's max-frame-size."""
-        assert d.delivery_id is not None
+    def write_delivery_frame(self, channel: int, handle: int, delivery_id: int, d: Delivery) -> None:
+        """Append ``d``'s first and only transfer frame, as ``delivery_id``
+        (``encode_transfer_frame``: no state, not resumed); the caller knows it fits
+        the peer's max-frame-size."""
         encode_transfer_frame(
-            self._out, channel, handle, d.delivery_id, d.tag, d.message_format, d.settled, d.payload
+            self._out, channel, handle, delivery_id, d.tag, d.message_format, d.settled, d.payload
         )
         self.frames_out += 1
 
     def can_write(self) -> bool:
         """True between sending our open and sending our close (§2.4.6, figure 2.24)."""
-        return self.state in _WRITABLE
+        return self.state in WRITABLE
 
     def check_can_begin(self) -> None:
         """Raise :class:`IllegalStateError` unless a session may begin now."""
-        if self.state not in _WRITABLE or self.state is S.CLOSE_RCVD:
+        if self.state not in WRITABLE or self.state is S.CLOSE_RCVD:
             raise IllegalStateError(f"connection is not open ({self.state.name})")
 
     def flush_later(self, session: Session) -> None:

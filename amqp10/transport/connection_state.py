@@ -87,6 +87,9 @@ TRANSITIONS: dict[tuple[ConnectionState, ConnectionInput], ConnectionState] = {
 ACCEPTS_FRAMES = frozenset({S.OPENED, S.OPEN_RCVD, S.CLOSE_SENT})
 # States in which the peer's frames are ignored until its close arrives.
 DISCARDS_FRAMES = frozenset({S.DISCARDING, S.CLOSE_SENT, S.END})
+# States in which we have sent our open and not yet our close: frames may be written
+# (``Connection.can_write()``; a session's per-message checks test it in place).
+WRITABLE = frozenset({S.OPEN_PIPE, S.OPEN_SENT, S.OPENED, S.CLOSE_RCVD})
 
 
 def next_state(state: ConnectionState, event: ConnectionInput) -> ConnectionState | None:

@@ -17,6 +17,7 @@ from ..types import (
     Transfer,
 )
 from . import serial
+from .connection_state import WRITABLE
 from .errors import IllegalStateError, ProtocolViolation
 from .events import LinkFailed, SessionBegun, SessionEnded
 from .link import Link, Receiver, Sender
@@ -260,7 +261,7 @@ class Session:
         return (
             self.remote_incoming_window > 0
             and self.state is SessionState.MAPPED
-            and self.connection.can_write()
+            and self.connection.state in WRITABLE  # (can_write(), without a call per message)
         )
 
     def wait_for_window(self, sender: Sender) -> None:
@@ -297,13 +298,17 @@ class Session:
         the caller knows it fits the peer's max-frame-size (and has no state to carry).
         Returns whether the window has room for another, as ``write_transfer`` does.
         """
-        d.delivery_id = self.assign_delivery_id(d)
+        # (assign_delivery_id, inline: a call per message saved)
+        d.delivery_id = delivery_id = self._next_delivery_id
+        self._next_delivery_id = (delivery_id + 1) & _MASK
+        if not d.settled:
+            self._outgoing[delivery_id] = d
         if self._dispositions:
             self._flush_dispositions()
-        self.connection.write_delivery_frame(self.channel, handle, d)
+        self.connection.write_delivery_frame(self.channel, handle, delivery_id, d)
         self.next_outgoing_id = (self.next_outgoing_id + 1) & _MASK
-        self.remote_incoming_window -= 1
-        return self.remote_incoming_window > 0
+        self.remote_incoming_window = left = self.remote_incoming_window - 1
+        return left > 0
 
     def _session_flow_fields(self) -> dict[str, Any]:
         # Each flow re-opens the incoming window in full (§2.5.6): from here on the
@@ -326,7 +331,7 @@ class Session:
 
     def can_send(self) -> bool:
         """True while our begin is sent and our end is not (and the connection writable)."""
-        return self.state in _SENDING and self.connection.can_write()
+        return self.state in _SENDING and self.connection.state in WRITABLE  # (can_write(), inline)
 
     def queue_disposition(self, role: Role, delivery_id: int, settled: bool, state: Any) -> None:
         """Batch a disposition (``role`` is the link's) until the next output:

@@ -15,7 +15,7 @@ from typing import Final, Literal, NamedTuple
 from ...amqp091 import BasicProperties, ContentReceived, ReplyCode
 from ...amqp091 import methods as m
 from ..core import Exchange, NotFound, PreconditionFailed, PublishResult, QueuedMessage
-from ..core.replies import REPLY_TO, DirectReplies
+from ..core.replies import REPLY_PREFIX, REPLY_TO
 from .channel import Channel, PendingPublish
 from .confirm import Confirms
 from .context import Amqp091Context, ChannelError, HardError
@@ -94,7 +94,7 @@ class Publisher:
         """Route ``msg`` from ``x`` and answer as :data:`ANSWERS` says (``seq`` 0: no confirm)."""
         ctx = self.ctx
         vh = ctx.vhost
-        if x.name == "" and DirectReplies.is_reply_address(key):
+        if x.name == "" and key.startswith(REPLY_PREFIX):  # (is_reply_address, inline: per message)
             target = ctx.broker.replies.consumer(vh, key)
             if target is not None:
                 target.deliver_reply(msg)

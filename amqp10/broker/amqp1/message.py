@@ -55,6 +55,7 @@ class Amqp1Message(QueuedMessage):
 
     __slots__ = ()
     format = FORMAT
+    has_extra_routing_keys = True  # RabbitMQ's x-cc annotation
 
     def _read_routing(self) -> Routing:
         try:

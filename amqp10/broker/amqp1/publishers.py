@@ -71,6 +71,10 @@ OUTCOMES: dict[PublishResult, Callable[[Node], Any]] = {
 """The 1.0 outcome of a message a node did not take, by what the node said."""
 
 
+def _nothing() -> None:
+    pass
+
+
 class Publishers:
     """The publisher links of one connection (broker receivers), by ``id(link)``."""
 
@@ -144,11 +148,12 @@ class Publishers:
         """A transfer arrived: publish it, and settle it with what its node answered."""
         link = e.link
         d = e.delivery
-        entry = self.links.get(id(link))
+        key = id(link)
+        entry = self.links.get(key)
         if entry is None:
             self.elsewhere(link, d)
             return
-        self.touched.add(id(link))  # its credit is topped up after this batch of events
+        self.touched.add(key)  # its credit is topped up after this batch of events
         outcome = self._publish(link, d, entry[1])
         if outcome is not None and not d.remote_settled and not d.settled:
             d.settle(outcome)
@@ -164,12 +169,13 @@ class Publishers:
         if formats and d.message_format in formats:
             formats[d.message_format](d, node)
             return None
+        broker = ctx.broker
         try:
-            msg = parse_transfer(d.payload, ctx.broker.now(), node.needs_message_ids, ctx.origin)
+            msg = parse_transfer(d.payload, broker.now(), node.needs_message_ids, ctx.origin)
         except DecodeError as exc:
             if not (isinstance(node, ManagementNode) and node.any_section_order):
                 return Rejected(error=Error(condition=ErrorCondition.DECODE_ERROR, description=str(exc)))
-            msg = Amqp1Message(d.payload, arrival=ctx.broker.now())  # the node reads it its own way
+            msg = Amqp1Message(d.payload, arrival=broker.now())  # the node reads it its own way
         if type(node) is AnonymousTarget:
             try:
                 node = node.node_for(msg)
@@ -181,32 +187,37 @@ class Publishers:
             if txn is not None:
                 self.txns.post(txn, d, node, msg)
             return None
-        stalled = ctx.broker.journal.stalled
+        stalled = broker.journal.stalled
         if stalled is not None:  # the disk is full: nothing new is taken that cannot be stored
             return Rejected(error=Error(condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED, description=stalled))
-        presettled = d.remote_settled
-
-        def stored() -> None:
-            if not presettled and not d.settled and not d.settle_pending:
-                try:  # (inline, not settle_quietly: once per message)
-                    d.settle(_ACCEPTED)
-                except IllegalStateError:
-                    pass  # the link went meanwhile
-                ctx.wake()
-
-        if type(node) is RemoteNode:  # owned by another worker: its answer comes later
-            result = node.publish(msg, stored, self._refused(d, node, presettled))
+        if d.remote_settled:  # pre-settled: nothing to answer once it is stored
+            result = node.publish(msg, _nothing)
         else:
-            result = node.publish(msg, stored)
+            publishing = True
+
+            def stored() -> None:
+                if not d.settled and not d.settle_pending:
+                    try:  # (inline, not settle_quietly: once per message)
+                        d.settle(_ACCEPTED)
+                    except IllegalStateError:
+                        pass  # the link went meanwhile
+                    if not publishing:  # a commit's callback: the writer is told (inside
+                        ctx.wake()  # publish, the driver writes after the batch of events)
+
+            if type(node) is RemoteNode:  # owned by another worker: its answer comes later
+                result = node.publish(msg, stored, self._refused(d, node))
+            else:
+                result = node.publish(msg, stored)
+            publishing = False
         return None if result is _TAKEN else OUTCOMES[result](node)
 
-    def _refused(self, d: Delivery, node: RemoteNode, presettled: bool) -> Refused:
+    def _refused(self, d: Delivery, node: RemoteNode) -> Refused:
         """What settles ``d`` when the worker that owns ``node`` did not take it: the outcome
         its answer maps to (:data:`OUTCOMES`); released when that worker is unavailable."""
         ctx = self.ctx
 
         def refused(result: PublishResult | None) -> None:
-            if presettled or d.settled or d.settle_pending:
+            if d.settled or d.settle_pending:
                 return
             try:
                 d.settle(_RELEASED if result is None else OUTCOMES[result](node))

@@ -450,7 +450,7 @@ class Topic(FanoutExchange):
     def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
         """Copy ``msg`` to every subscription (with none, it is accepted and dropped)."""
         self.stats.enqueued += 1
-        if not super().publish(msg, on_stored):
+        if super().publish(msg, on_stored) is not PublishResult.TAKEN:
             self.stats.dropped += 1
             on_stored()
         return PublishResult.TAKEN

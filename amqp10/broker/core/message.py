@@ -124,6 +124,9 @@ class QueuedMessage:
 
     format: ClassVar[str] = "opaque"
     """The name of the protocol form ``data`` is in (the key of :data:`FORMATS`)."""
+    has_extra_routing_keys: ClassVar[bool] = False
+    """Whether :meth:`extra_routing_keys` may find any (a subclass that overrides it says
+    so): routing skips the call per message for a format that has none."""
 
     def __init__(
         self,
@@ -264,7 +267,8 @@ class QueuedMessage:
 
     def extra_routing_keys(self) -> tuple[str, ...]:
         """Routing keys it is routed by beside its own (1.0: RabbitMQ's ``x-cc``
-        annotation), read from ``data`` when an exchange routes it; () if none."""
+        annotation), read from ``data`` when an exchange routes it; () if none
+        (read only where :attr:`has_extra_routing_keys`)."""
         return ()
 
     def partition_key(self) -> str | None:

@@ -16,11 +16,13 @@ from typing import Final, Protocol
 
 from .message import QueuedMessage
 
-__all__ = ["REPLY_TO", "DirectReplies", "ReplyConsumer"]
+__all__ = ["REPLY_PREFIX", "REPLY_TO", "DirectReplies", "ReplyConsumer"]
 
 REPLY_TO: Final = "amq.rabbitmq.reply-to"
 """The pseudo-queue a requester consumes its replies from (and names as its reply-to)."""
-_PREFIX: Final = REPLY_TO + "."
+REPLY_PREFIX: Final = REPLY_TO + "."
+"""What every reply address starts with (:meth:`DirectReplies.is_reply_address`; a
+per-message path tests it in place)."""
 
 
 class ReplyConsumer(Protocol):
@@ -41,7 +43,7 @@ class DirectReplies:
 
     def register(self, vhost: object, consumer: ReplyConsumer) -> str:
         """A new reply address in ``vhost`` for ``consumer``, until :meth:`unregister`."""
-        address = _PREFIX + secrets.token_urlsafe(16)
+        address = REPLY_PREFIX + secrets.token_urlsafe(16)
         self._consumers[address] = (vhost, consumer)
         return address
 
@@ -50,7 +52,7 @@ class DirectReplies:
 
     @staticmethod
     def is_reply_address(address: str) -> bool:
-        return address.startswith(_PREFIX)
+        return address.startswith(REPLY_PREFIX)
 
     def consumer(self, vhost: object, address: str) -> ReplyConsumer | None:
         """The consumer of ``address`` in ``vhost`` (None: no such address there)."""

@@ -550,7 +550,7 @@ class VirtualHost:
         queues: dict[int, Queue | Stream] = {}
         seen: set[int] = set()
         pending = [exchange]
-        cc = msg.extra_routing_keys()
+        cc = msg.extra_routing_keys() if msg.has_extra_routing_keys else ()
         keys = (key, *cc) if cc else (key,)
         while pending:
             x = pending.pop()
@@ -595,7 +595,7 @@ class VirtualHost:
 
         taken = 0
         for q in queues:
-            if q.publish(msg.copy(), one_stored):
+            if q.publish(msg.copy(), one_stored) is PublishResult.TAKEN:  # (no __bool__ call)
                 taken += 1
             else:
                 remaining -= 1
