@@ -11,6 +11,7 @@ from __future__ import unicode_literals
 
 import contextlib
 import json
+import os
 import signal
 import sys
 import time
@@ -302,6 +303,23 @@ def s_missing_queue(url, user, password):
         raise AssertionError("a missing queue was read")
 
 
+def s_tls_external(url, user, password):
+    """Over the TLS listener (``$QPID_TLS``: port, CA, client certificate, key): PLAIN, then
+    EXTERNAL with the client certificate; a message sent with one is read with the other."""
+    port, ca, cert, key = os.environ["QPID_TLS"].split(os.pathsep)
+    tls_url = "127.0.0.1:%s" % port
+    q = unique("tls")
+    with session(tls_url, transport="ssl", ssl_trustfile=ca, username=user, password=password,
+                 sasl_mechanisms="PLAIN") as s:
+        s.sender("%s; {create: always}" % q).send(Message("over TLS"))
+    with session(tls_url, transport="ssl", ssl_trustfile=ca, ssl_certfile=cert, ssl_keyfile=key,
+                 sasl_mechanisms="EXTERNAL") as s:
+        m = s.receiver(q).fetch(timeout=10)
+        s.acknowledge()
+    check(m.content == "over TLS", "the message sent with PLAIN read with EXTERNAL")
+    return "ssl transport: PLAIN as %s, then EXTERNAL with a client certificate" % user
+
+
 SCENARIOS = [
     ("connect-anonymous", s_connect_anonymous),
     ("connect-plain", s_connect_plain),
@@ -318,6 +336,7 @@ SCENARIOS = [
     ("unreliable-prefetch", s_unreliable),
     ("heartbeat", s_heartbeat),
     ("missing-queue", s_missing_queue),
+    ("tls-external", s_tls_external),
 ]
 
 

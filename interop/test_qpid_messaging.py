@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from interop.peers.base import Endpoint
-from interop.peers.ours import OurBroker
 from interop.qpid_messaging import (
     Unavailable,
     parse_results,
@@ -17,6 +16,7 @@ from interop.qpid_messaging import (
     run_scenarios,
     scenario_ids,
     sdist,
+    start_broker,
 )
 
 
@@ -27,8 +27,7 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoint]:
         sdist()
     except Unavailable as exc:
         pytest.skip(f"qpid-python 1.36 cannot run here: {exc}")
-    broker = OurBroker()
-    ep = broker.start(Path(tmp_path_factory.mktemp("qpid010")), None)
+    broker, ep = start_broker(Path(tmp_path_factory.mktemp("qpid010")))
     try:
         yield ep
     finally:
