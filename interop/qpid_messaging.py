@@ -34,6 +34,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .certs import have_openssl, make_certs, make_client_certificate
 from .peers.base import Endpoint, PeerUnavailable
@@ -43,6 +44,7 @@ __all__ = [
     "Unavailable",
     "conformance",
     "main",
+    "cross_side",
     "python2",
     "run_scenarios",
     "scenario_ids",
@@ -190,6 +192,27 @@ def run_scenarios(
     if proc.returncode and not out:
         raise RuntimeError(f"qpid_client.py failed: {proc.stderr.strip()[-500:]}")
     return out
+
+
+def cross_side(action: str, endpoint: Endpoint, queue: str, timeout: float = 60) -> dict[str, Any]:
+    """qpid.messaging's side of a cross-protocol matrix row: ``action`` "send" (the 0-10
+    message of interop/qpid_client.py's ``cross_send``) or "receive" (one message from
+    ``queue``, as qpid.messaging reads it) on ``endpoint``; what it printed."""
+    root = sdist()
+    user, password = endpoint.plain or ("", "")
+    proc = subprocess.run(
+        [python2(), str(CLIENT), f"--{action}", f"127.0.0.1:{endpoint.port}", user, password, queue],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=_env(root),
+        cwd=str(root),
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode or not lines:
+        raise RuntimeError(f"qpid.messaging --{action}: {proc.stderr.strip().splitlines()[-1:]}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
 
 
 @dataclass
