@@ -60,6 +60,7 @@ MESSAGE_ID_HEADER: Final = "x-amqp-1.0-message-id"
 GROUP_HEADER: Final = "JMSXGroupID"
 """The application header that holds a 0-10 message's group (the core's message group, 1.0's
 ``group-id``, as Qpid's JMS clients name it): its messages go to one subscriber at a time."""
+_GROUP_HEADER_BYTES: Final = GROUP_HEADER.encode()
 _U32 = struct.Struct(">I")
 _DELIVERY = STRUCTS["delivery-properties"]
 _PROPERTIES = STRUCTS["message-properties"]
@@ -142,6 +143,8 @@ class Amqp010Message(QueuedMessage):
         return headers
 
     def _read_group(self) -> str | None:
+        if _GROUP_HEADER_BYTES not in self.data:  # no such header: nothing to decode (most messages)
+            return None
         group = self.headers.get(GROUP_HEADER)
         return None if group is None else str(group)
 
