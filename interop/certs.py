@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Certs", "have_openssl", "make_certs"]
+__all__ = ["Certs", "have_openssl", "make_certs", "make_client_certificate"]
 
 SERVER_SAN = "IP:127.0.0.1,DNS:localhost,DNS:127.0.0.1"
 PKCS12_PASSWORD = "interop"
@@ -73,3 +73,19 @@ def make_certs(directory: Path) -> Certs:
         server_key=d / "server.key",
         server_p12=d / "server.p12",
     )
+
+
+def make_client_certificate(certs: Certs, cn: str) -> tuple[Path, Path]:
+    """A client certificate with subject ``CN=cn`` signed by ``certs``' CA (for SASL EXTERNAL
+    against a listener that trusts that CA): its certificate and key files."""
+    d = certs.directory
+    _openssl(
+        "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={cn}",
+        "-keyout", "client.key", "-out", "client.csr", cwd=d,
+    )  # fmt: skip
+    (d / "client.ext").write_text("basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n")
+    _openssl(
+        "x509", "-req", "-in", "client.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+        "-CAcreateserial", "-days", "2", "-extfile", "client.ext", "-out", "client.pem", cwd=d,
+    )  # fmt: skip
+    return d / "client.pem", d / "client.key"

@@ -21,7 +21,10 @@ Debian-backed ones (``--install`` apt-gets them first):
 14. Proton's C++ example clients -> our broker (compiled with g++)
 
 and 15. the ``azure-servicebus`` SDK -> our broker with ``[servicebus]`` on (the rows
-read in Service Bus terms: ``interop/scenarios/azure_sb.py``).
+read in Service Bus terms: ``interop/scenarios/azure_sb.py``), 16. ``qpid.messaging``
+(qpid-python 1.36 under Python 2.7, AMQP 0-10) -> our broker: the rows of 0-10, each one
+queue between it and our 1.0 client or pika, both ways (``interop/scenarios/qpid010.py``;
+its own scenarios and Qpid's conformance tests are ``python -m interop.qpid_messaging``).
 
 Every peer runs on 127.0.0.1 only and is stopped afterwards. It prints the
 table and writes it as Markdown to ``interop/RESULTS.md`` (``--output``).
@@ -52,7 +55,7 @@ from .certs import Certs, have_openssl, make_certs
 from .peers.activemq import EXTRA_LIB_ENV
 from .peers.base import Endpoint, Peer, PeerUnavailable
 from .proton_examples import BEGIN as EXAMPLES_BEGIN
-from .scenarios import SCENARIOS, V091, V10, Ctx, NotApplicable, scenario_ids
+from .scenarios import SCENARIOS, V010, V091, V10, Ctx, NotApplicable, scenario_ids
 from .suites import BEGIN as SUITES_BEGIN
 
 __all__ = [
@@ -198,6 +201,7 @@ PAIRINGS: tuple[Pairing, ...] = (
         protocol=V091,
     ),
     Pairing("azuresb-ours", "azure-servicebus SDK → our broker", "azure_sb", _our_servicebus),
+    Pairing("qpid-ours", "qpid.messaging (0-10) → our broker", "qpid010", _our_broker, protocol=V010),
 )
 PEER_OPTIONS = {p.option: p for p in PAIRINGS if p.option}
 
@@ -315,7 +319,7 @@ def run_matrix(
 
 # -- rendering -------------------------------------------------------------------------------
 SHORT = 30  # reasons longer than this become numbered notes
-NOT_ITS_ROW = "—"  # the row is not of the column's protocol (1.0 or 0-9-1)
+NOT_ITS_ROW = "—"  # the row is not of the column's protocol (1.0, 0-9-1 or 0-10)
 
 
 def _cells_with_notes(columns: Sequence[Column]) -> tuple[dict[tuple[str, str], str], list[str]]:

@@ -11,6 +11,7 @@ from __future__ import unicode_literals
 
 import contextlib
 import json
+import os
 import signal
 import sys
 import time
@@ -302,6 +303,23 @@ def s_missing_queue(url, user, password):
         raise AssertionError("a missing queue was read")
 
 
+def s_tls_external(url, user, password):
+    """Over the TLS listener (``$QPID_TLS``: port, CA, client certificate, key): PLAIN, then
+    EXTERNAL with the client certificate; a message sent with one is read with the other."""
+    port, ca, cert, key = os.environ["QPID_TLS"].split(os.pathsep)
+    tls_url = "127.0.0.1:%s" % port
+    q = unique("tls")
+    with session(tls_url, transport="ssl", ssl_trustfile=ca, username=user, password=password,
+                 sasl_mechanisms="PLAIN") as s:
+        s.sender("%s; {create: always}" % q).send(Message("over TLS"))
+    with session(tls_url, transport="ssl", ssl_trustfile=ca, ssl_certfile=cert, ssl_keyfile=key,
+                 sasl_mechanisms="EXTERNAL") as s:
+        m = s.receiver(q).fetch(timeout=10)
+        s.acknowledge()
+    check(m.content == "over TLS", "the message sent with PLAIN read with EXTERNAL")
+    return "ssl transport: PLAIN as %s, then EXTERNAL with a client certificate" % user
+
+
 SCENARIOS = [
     ("connect-anonymous", s_connect_anonymous),
     ("connect-plain", s_connect_plain),
@@ -318,10 +336,54 @@ SCENARIOS = [
     ("unreliable-prefetch", s_unreliable),
     ("heartbeat", s_heartbeat),
     ("missing-queue", s_missing_queue),
+    ("tls-external", s_tls_external),
 ]
 
 
+# -- one side of the interop matrix's cross-protocol rows (interop/scenarios/qpid010.py) --
+def cross_send(url, user, password, queue):
+    """Send the matrix's 0-10 message (every property it maps) to ``queue``."""
+    with session(url, username=user, password=password) as s:
+        s.sender(queue).send(
+            Message(
+                "from 0-10",
+                content_type="text/plain",
+                subject="subj-010",
+                correlation_id=b"corr-010",
+                reply_to="%s.replies" % queue,
+                properties={"str": "text", "int": 42, "true": True, "JMSXGroupID": "g1"},
+                durable=True,
+                priority=6,
+                ttl=60,
+            )
+        )
+    return {"sent": queue}
+
+
+def cross_receive(url, user, password, queue):
+    """Read one message from ``queue``: what qpid.messaging makes of it."""
+    with session(url, username=user, password=password) as s:
+        m = s.receiver(queue).fetch(timeout=TIMEOUT)
+        s.acknowledge()
+    return {
+        "content": m.content.decode("utf-8") if isinstance(m.content, bytes) else m.content,
+        "content_type": m.content_type,
+        "subject": m.subject,
+        "correlation_id": m.correlation_id,
+        "reply_to": None if m.reply_to is None else str(m.reply_to),
+        "durable": m.durable,
+        "priority": m.priority,
+        "properties": dict(m.properties),
+    }
+
+
 def main(argv):
+    if argv[1] in ("--send", "--receive"):  # --send|--receive URL USER PASSWORD QUEUE
+        act = cross_send if argv[1] == "--send" else cross_receive
+        signal.signal(signal.SIGALRM, _alarm)
+        signal.alarm(SCENARIO_TIMEOUT)
+        sys.stdout.write(json.dumps(act(*argv[2:6])) + "\n")
+        return
     url, user, password = argv[1], argv[2], argv[3]
     only = set(argv[4].split(",")) if len(argv) > 4 and argv[4] else None
     signal.signal(signal.SIGALRM, _alarm)

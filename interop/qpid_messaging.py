@@ -34,7 +34,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from .certs import have_openssl, make_certs, make_client_certificate
 from .peers.base import Endpoint, PeerUnavailable
 from .peers.ours import OurBroker
 
@@ -42,10 +44,12 @@ __all__ = [
     "Unavailable",
     "conformance",
     "main",
+    "cross_side",
     "python2",
     "run_scenarios",
     "scenario_ids",
     "sdist",
+    "start_broker",
 ]
 
 HERE = Path(__file__).resolve().parent
@@ -56,6 +60,8 @@ VERSION = "1.36.0"
 QMF_VERSION = "0.28"
 BEGIN = "<!-- qpid-0-10:begin (written by interop/qpid_messaging.py) -->"
 END = "<!-- qpid-0-10:end -->"
+CLIENT_CN = "qpid-interop-client"
+"""The subject of the client certificate the ``tls-external`` scenario logs in with."""
 
 
 class Unavailable(Exception):
@@ -146,18 +152,36 @@ class Outcome:
     seconds: float = 0.0
 
 
+def start_broker(workdir: Path) -> tuple[OurBroker, Endpoint]:
+    """Our broker for the scenarios: a plain listener, and a TLS one that asks for a client
+    certificate signed by a throwaway CA (``CN=qpid-interop-client``, a user of its users
+    file, for EXTERNAL). Stop it with ``broker.stop()``."""
+    if not have_openssl():
+        raise PeerUnavailable("the openssl command is needed to make the TLS certificates")
+    certs = make_certs(workdir / "certs")
+    client = make_client_certificate(certs, CLIENT_CN)
+    broker = OurBroker(certificate_user=f"CN={CLIENT_CN}")
+    endpoint = broker.start(workdir, certs)
+    endpoint.extra["client_certificate"] = client
+    return broker, endpoint
+
+
 def run_scenarios(
     endpoint: Endpoint, only: Sequence[str] = (), timeout: float = 300
 ) -> list[Outcome]:
     """Run interop/qpid_client.py's scenarios against ``endpoint``."""
     root = sdist()
     user, password = endpoint.plain or ("", "")
+    env = _env(root)
+    client = endpoint.extra.get("client_certificate")
+    if endpoint.tls_port is not None and endpoint.ca is not None and client is not None:
+        env["QPID_TLS"] = os.pathsep.join(map(str, (endpoint.tls_port, endpoint.ca, *client)))
     proc = subprocess.run(
         [python2(), str(CLIENT), f"127.0.0.1:{endpoint.port}", user, password, ",".join(only)],
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=_env(root),
+        env=env,
         cwd=str(root),
     )
     out = []
@@ -168,6 +192,27 @@ def run_scenarios(
     if proc.returncode and not out:
         raise RuntimeError(f"qpid_client.py failed: {proc.stderr.strip()[-500:]}")
     return out
+
+
+def cross_side(action: str, endpoint: Endpoint, queue: str, timeout: float = 60) -> dict[str, Any]:
+    """qpid.messaging's side of a cross-protocol matrix row: ``action`` "send" (the 0-10
+    message of interop/qpid_client.py's ``cross_send``) or "receive" (one message from
+    ``queue``, as qpid.messaging reads it) on ``endpoint``; what it printed."""
+    root = sdist()
+    user, password = endpoint.plain or ("", "")
+    proc = subprocess.run(
+        [python2(), str(CLIENT), f"--{action}", f"127.0.0.1:{endpoint.port}", user, password, queue],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=_env(root),
+        cwd=str(root),
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode or not lines:
+        raise RuntimeError(f"qpid.messaging --{action}: {proc.stderr.strip().splitlines()[-1:]}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
 
 
 @dataclass
@@ -332,9 +377,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     with tempfile.TemporaryDirectory(prefix="qpid010-") as tmp:
         workdir = Path(args.workdir) if args.workdir else Path(tmp)
-        broker = OurBroker()
         try:
-            endpoint = broker.start(workdir, None)
+            broker, endpoint = start_broker(workdir)
         except PeerUnavailable as exc:
             print(f"our broker did not start: {exc}", file=sys.stderr)
             return 1

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from interop.matrix import PAIRINGS, PASS, run_column
 from interop.peers.base import Endpoint
-from interop.peers.ours import OurBroker
 from interop.qpid_messaging import (
     Unavailable,
     parse_results,
@@ -17,6 +17,7 @@ from interop.qpid_messaging import (
     run_scenarios,
     scenario_ids,
     sdist,
+    start_broker,
 )
 
 
@@ -27,8 +28,7 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoint]:
         sdist()
     except Unavailable as exc:
         pytest.skip(f"qpid-python 1.36 cannot run here: {exc}")
-    broker = OurBroker()
-    ep = broker.start(Path(tmp_path_factory.mktemp("qpid010")), None)
+    broker, ep = start_broker(Path(tmp_path_factory.mktemp("qpid010")))
     try:
         yield ep
     finally:
@@ -53,6 +53,21 @@ qpid_tests.broker_0_10.tx.TxTests.test_commit ........................... skip
   Skipped: [Errno 111] Connection refused
 Totals: 3 tests, 1 passed, 1 skipped, 0 ignored, 1 failed
 """
+
+
+def test_the_matrix_0_10_column_passes_every_cross_protocol_row(
+    endpoint: Endpoint, tmp_path: Path
+) -> None:
+    """0-10 (qpid.messaging) <-> 1.0 (our client) and <-> 0-9-1 (pika) on the same queues,
+    properties mapped, both directions: interop/scenarios/qpid010.py's rows."""
+    pairing = next(p for p in PAIRINGS if p.id == "qpid-ours")
+    column = run_column(pairing, tmp_path, None)
+    assert sorted(column.cells) == sorted(
+        ["cross-010-to-10", "cross-10-to-010", "cross-010-to-091", "cross-091-to-010"]
+    )
+    assert {sid: (c.status, c.reason) for sid, c in column.cells.items()} == {
+        sid: (PASS, "") for sid in column.cells
+    }
 
 
 def test_qpid_python_test_output_is_read_long_names_too() -> None:

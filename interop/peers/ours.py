@@ -7,6 +7,7 @@ timeout so that the idle-timeout scenario does not take long.
 
 from __future__ import annotations
 
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -33,16 +34,20 @@ class OurBroker(Peer):
         plain: bool = True,
         config: str = "",
         title: str = "",
+        certificate_user: str = "",
     ) -> None:
         """``websocket``: "ws" or "wss" to reach the broker over its HTTP listener (wss: TLS);
         ``port``: its plain listener's port (0: a free one); ``plain``: a users file for
         SASL PLAIN (making one takes a process start and a password hash); ``config``: more
-        of its TOML config (tables after the others); ``title``: what the matrix calls it."""
+        of its TOML config (tables after the others); ``title``: what the matrix calls it;
+        ``certificate_user``: a user of the users file that a client certificate the test
+        CA signed logs in as with SASL EXTERNAL on the TLS listener (which then asks for one)."""
         self.idle_timeout = idle_timeout
         self.websocket = websocket
         self.port = port
         self.plain = plain
         self.config = config
+        self.certificate_user = certificate_user
         if title:
             self.title = title
         self.proc: Process | None = None
@@ -51,34 +56,33 @@ class OurBroker(Peer):
         d = workdir / "our-broker"
         d.mkdir(parents=True, exist_ok=True)
         users = d / "users.toml"
-        if self.plain:
+
+        def add_user(name: str, password: str, *more: str) -> None:
             subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "amqp10.cli",
-                    "users",
-                    "add",
-                    str(users),
-                    USER,
-                    "--password",
-                    PASSWORD,
-                ],
+                [sys.executable, "-m", "amqp10.cli", "users", "add", str(users), name, "--password", password, *more],
                 check=True,
                 capture_output=True,
                 timeout=60,
             )
+
+        if self.plain:
+            add_user(USER, PASSWORD)
+        external = bool(self.certificate_user) and certs is not None and self.plain
+        if external:  # (a password it never uses)
+            add_user(self.certificate_user, secrets.token_hex(8), "--iterations", "1000")
         listeners = [f'[[listeners]]\nhost = "{HOST}"\nport = {self.port}\n']
         if certs is not None:
             listeners.append(
                 f'[[listeners]]\nhost = "{HOST}"\nport = 0\n'
                 f'tls_cert = "{certs.server_cert}"\ntls_key = "{certs.server_key}"\n'
+                + (f'tls_ca = "{certs.ca}"\n' if external else "")
             )
         config = d / "broker.toml"
         config.write_text(
             'container_id = "amqp10-interop-broker"\nlog_level = "info"\n'
             + "\n".join(listeners)
             + (f'\n[sasl]\nusers_file = "{users}"\n' if self.plain else "")
+            + ('mechanisms = ["EXTERNAL", "ANONYMOUS", "PLAIN", "SCRAM-SHA-256"]\n' if external else "")
             + f'\n[store]\npath = "{d / "store.sqlite3"}"\ncommit_interval_ms = 1\n'
             + f"\n[limits]\nidle_timeout = {self.idle_timeout}\n"
             + self._http_config(certs)

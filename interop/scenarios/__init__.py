@@ -21,6 +21,7 @@ __all__ = [
     "FILTER_ROWS",
     "SCENARIOS",
     "V10",
+    "V010",
     "V091",
     "Ctx",
     "NotApplicable",
@@ -29,7 +30,7 @@ __all__ = [
     "scenario_ids",
 ]
 
-V10, V091 = "1.0", "0-9-1"
+V10, V091, V010 = "1.0", "0-9-1", "0-10"
 """The protocol a column's client speaks; a row is run by the columns of its protocols."""
 BOTH = (V10, V091)
 
@@ -85,6 +86,11 @@ SCENARIOS: tuple[Scenario, ...] = (
     # across protocols: the column's 0-9-1 client and our 1.0 client on the same broker
     Scenario("cross-091-to-10", "0-9-1 publish → 1.0 receive, properties mapped", (V091,)),
     Scenario("cross-10-to-091", "1.0 send → 0-9-1 consume, properties mapped", (V091,)),
+    # 0-10 (qpid.messaging) with 1.0 (our client) and 0-9-1 (pika) on the same queues
+    Scenario("cross-010-to-10", "0-10 send → 1.0 receive, properties mapped", (V010,)),
+    Scenario("cross-10-to-010", "1.0 send → 0-10 fetch, properties mapped", (V010,)),
+    Scenario("cross-010-to-091", "0-10 send → 0-9-1 get, properties mapped", (V010,)),
+    Scenario("cross-091-to-010", "0-9-1 publish → 0-10 fetch, properties mapped", (V010,)),
 )
 
 

@@ -5,6 +5,7 @@ codec and framing, and what comes back assembled; in memory against a server
 from __future__ import annotations
 
 import socket
+import ssl
 import time
 from typing import Any
 
@@ -137,9 +138,14 @@ class SocketPeer(Peer):
         mechanism: str = "ANONYMOUS",
         response: bytes = b"",
         timeout: float = 10.0,
+        tls: ssl.SSLContext | None = None,
+        virtual_host: str = "/",
+        heartbeat: int = 0,
     ) -> None:
         super().__init__()
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        if tls is not None:
+            self.sock = tls.wrap_socket(self.sock, server_hostname="localhost")
         self.timeout = timeout
         try:
             self.sock.sendall(HEADER)
@@ -147,8 +153,8 @@ class SocketPeer(Peer):
             self.send("connection.start-ok", mechanism=mechanism, response=response, locale="en_US")
             self.flush()
             self.wait("connection.tune")
-            self.send("connection.tune-ok", channel_max=10, max_frame_size=0xFFFF, heartbeat=0)
-            self.send("connection.open", virtual_host="/")
+            self.send("connection.tune-ok", channel_max=10, max_frame_size=0xFFFF, heartbeat=heartbeat)
+            self.send("connection.open", virtual_host=virtual_host)
             self.flush()
             self.wait("connection.open-ok")
         except BaseException:

@@ -153,6 +153,22 @@ def test_known_completed_trims_and_flush_reports() -> None:
     assert got["session.expected"]["commands"] == ((3, 3),)
 
 
+def test_a_gap_counts_as_completed_commands() -> None:
+    p = Pair()
+    p.open()
+    p.attach()
+    p.client.command("queue.declare", sync=False, queue="x")
+    for e in p.flush():
+        if isinstance(e, CommandReceived):
+            p.server.complete(1, e.command)
+    p.client.take()
+    p.client.send("session.gap", 1, commands=((1, 3),))  # commands 1-3: never to be sent
+    p.client.send("session.flush", 1, completed=True)
+    assert [e for e in p.flush() if isinstance(e, CommandReceived)] == []
+    got = {item.name: item for _, item in p.client.take()}
+    assert got["session.completed"]["commands"] == ((0, 3),)
+
+
 def test_an_exception_ends_the_session_and_later_commands_are_ignored() -> None:
     p = Pair()
     p.open()

@@ -40,6 +40,7 @@ from ..core.message import (
 
 __all__ = [
     "FORMAT",
+    "GROUP_HEADER",
     "SUBJECT",
     "Amqp010Message",
     "from_transfer",
@@ -56,6 +57,10 @@ APP_ID: Final = "x-basic-app-id"
 """The 1.0 message annotation a 0-10 ``app-id`` becomes (0-9-1's ``app_id`` maps to it too)."""
 MESSAGE_ID_HEADER: Final = "x-amqp-1.0-message-id"
 """A 1.0 message-id that is not a UUID (0-10's message-id is one): kept in this header."""
+GROUP_HEADER: Final = "JMSXGroupID"
+"""The application header that holds a 0-10 message's group (the core's message group, 1.0's
+``group-id``, as Qpid's JMS clients name it): its messages go to one subscriber at a time."""
+_GROUP_HEADER_BYTES: Final = GROUP_HEADER.encode()
 _U32 = struct.Struct(">I")
 _DELIVERY = STRUCTS["delivery-properties"]
 _PROPERTIES = STRUCTS["message-properties"]
@@ -137,6 +142,12 @@ class Amqp010Message(QueuedMessage):
         headers: Mapping[str, Any] = mp.get("application_headers", {})
         return headers
 
+    def _read_group(self) -> str | None:
+        if _GROUP_HEADER_BYTES not in self.data:  # no such header: nothing to decode (most messages)
+            return None
+        group = self.headers.get(GROUP_HEADER)
+        return None if group is None else str(group)
+
 
 register_format(Amqp010Message)
 
@@ -174,9 +185,12 @@ def to_amqp1(msg: QueuedMessage) -> bytes:
     app: dict[str, Any] = {}
     annotations: dict[Any, Any] = {}
     subject = dp.get("routing_key")
+    group = None
     for k, v in mp.get("application_headers", {}).items():
         if k == SUBJECT and isinstance(v, str):
             subject = v
+        elif k == GROUP_HEADER and isinstance(v, str):
+            group = v
         elif isinstance(v, _SIMPLE) and k.startswith("x-"):
             annotations[symbol(k)] = v
         elif isinstance(v, _SIMPLE):
@@ -204,6 +218,7 @@ def to_amqp1(msg: QueuedMessage) -> bytes:
         content_type=symbol(mp["content_type"]) if mp.get("content_type") else None,
         content_encoding=symbol(mp["content_encoding"]) if mp.get("content_encoding") else None,
         creation_time=timestamp(dp["timestamp"] * 1000) if dp.get("timestamp") else None,
+        group_id=group,
     )
     return amqp1_with_body(body, header=header, properties=props, annotations=annotations, application=app)
 
@@ -247,6 +262,8 @@ def amqp1_to_parts(data: bytes, exchange: str, key: str) -> bytes:
     subject = None if p is None else p.subject
     if subject:
         headers[SUBJECT] = subject
+    if p is not None and p.group_id is not None:
+        headers[GROUP_HEADER] = str(p.group_id)
     app_id = annotations.get(symbol(APP_ID))
     correlation = None if p is None else p.correlation_id
     dp = Compound(

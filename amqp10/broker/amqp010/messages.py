@@ -86,6 +86,10 @@ class MessageCommands:
                 ctx.complete_transfer(s, c)  # (on the connection the session is on by then)
 
         result = ctx.vhost.route(x, msg, key, stored)
+        if result is PublishResult.FULL and c is not None:  # qpid.policy_type reject: as Qpid's broker
+            raise CommandError(
+                "resource-limit-exceeded", f"the queues exchange '{x.name}' routed '{key}' to are full"
+            )
         if result is not PublishResult.TAKEN and c is not None:  # unroutable or refused: dropped
             ctx.complete_transfer(s, c)
 

@@ -26,14 +26,6 @@ def broker(tmp_path: Path) -> Iterator[RunningBroker]:
         yield b
 
 
-@pytest.fixture
-def peer(broker: RunningBroker) -> Iterator[SocketPeer]:
-    p = SocketPeer(broker.port)
-    p.attach()
-    yield p
-    p.close()
-
-
 def subscribe(
     p: SocketPeer,
     queue: str,
