@@ -37,11 +37,15 @@ from ..core.message import (
     register_format,
 )
 
-__all__ = ["FORMAT", "Amqp091Message", "Content", "from_publish", "pack", "unpack"]
+__all__ = ["BCC", "CC", "FORMAT", "Amqp091Message", "Content", "cc_keys", "from_publish", "pack", "unpack"]
 
 FORMAT: Final = AMQP091_FORMAT
 _U32 = struct.Struct(">I")
 _EMPTY_PROPERTIES = b"\x00\x00"
+CC: Final = "CC"
+BCC: Final = "BCC"
+"""RabbitMQ's sender-selected distribution headers: arrays of extra routing keys
+(``BCC``'s are removed from the message before it is delivered)."""
 X_BASIC_TYPE: Final = "x-basic-type"
 X_BASIC_APP_ID: Final = "x-basic-app-id"
 AMQP_CONTENT_TYPE: Final = "message/vnd.rabbitmq.amqp"
@@ -90,8 +94,10 @@ def unpack(data: bytes) -> Content:
 class Amqp091Message(QueuedMessage):
     """A message that arrived by ``basic.publish``: ``data`` as :func:`pack` makes it."""
 
-    __slots__ = ()
+    __slots__ = ("_cc",)
     format = FORMAT
+
+    _cc: tuple[str, ...]
 
     def content(self) -> Content:
         return unpack(self.data)
@@ -109,6 +115,16 @@ class Amqp091Message(QueuedMessage):
             return self.properties().headers or {}
         except (FieldDecodeError, ValueError, IndexError, struct.error):
             return {}
+
+    def extra_routing_keys(self) -> tuple[str, ...]:
+        """RabbitMQ's sender-selected distribution: the ``CC`` and ``BCC`` headers' keys.
+        :func:`from_publish` reads them as the message arrives (BCC is gone from ``data``
+        by then); a copy made later (a dead letter) reads ``CC`` from its headers."""
+        try:
+            return self._cc
+        except AttributeError:
+            cc = self._cc = cc_keys(self.headers.get(CC))
+            return cc
 
     def _with_headers(self, change: Mapping[str, Any]) -> bytes | None:
         """``data`` with ``change`` merged into the properties' headers (None: unreadable)."""
@@ -145,7 +161,7 @@ class Amqp091Message(QueuedMessage):
             time=stamp,
             exchange=death["exchange"],
         )
-        record["routing-keys"] = list(death["routing-keys"])
+        record["routing-keys"] = [*death["routing-keys"], *cc_keys(headers.get(CC))]  # as RabbitMQ: CC's too
         deaths.insert(0, record)
         change: dict[str, Any] = {"x-death": deaths}
         if "x-first-death-reason" not in headers:
@@ -166,10 +182,27 @@ class Amqp091Message(QueuedMessage):
 register_format(Amqp091Message)
 
 
+def cc_keys(value: Any) -> tuple[str, ...]:
+    """The routing keys of a ``CC`` or ``BCC`` header: an array's strings (else none)."""
+    if not isinstance(value, list):
+        return ()
+    return tuple(k for k in value if isinstance(k, str))
+
+
 def from_publish(
     exchange: str, routing_key: str, properties: BasicProperties, raw_properties: bytes, body: bytes, now: float
 ) -> Amqp091Message:
-    """The container for a ``basic.publish`` (priority, persistence, expiration, message-id read now)."""
+    """The container for a ``basic.publish`` (priority, persistence, expiration, message-id read now;
+    the ``CC`` and ``BCC`` headers' routing keys too, with ``BCC`` taken out, as RabbitMQ does)."""
+    cc: tuple[str, ...] = ()
+    headers = properties.headers
+    if headers and (CC in headers or BCC in headers):
+        cc = (*cc_keys(headers.get(CC)), *cc_keys(headers.get(BCC)))
+        if BCC in headers:  # the recipients never see who else got it
+            properties.headers = {k: v for k, v in headers.items() if k != BCC}
+            buf = bytearray()
+            properties.encode(buf)
+            raw_properties = bytes(buf)
     expiry = None
     if properties.expiration is not None:
         try:
@@ -185,6 +218,7 @@ def from_publish(
         arrival=now,
     )
     msg._routing = Routing(routing_key)
+    msg._cc = cc
     return msg
 
 

@@ -173,3 +173,54 @@ def test_channel_numbers_up_to_65535_within_channel_max(tmp_path: Path) -> None:
             assert ch.channel_number == 65535
         finally:
             conn.close()
+
+
+def test_cc_and_bcc_headers_route_by_extra_keys_and_bcc_is_not_delivered(tmp_path: Path) -> None:
+    """RabbitMQ's sender-selected distribution: a publish reaches the queues bound by its
+    routing key and by each key of its ``CC`` and ``BCC`` headers, each queue once; the
+    ``BCC`` header is taken out before delivery, ``CC`` stays."""
+    with broker_with(tmp_path) as b:
+        conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.port))
+        try:
+            ch = conn.channel()
+            ch.exchange_declare("sd", "direct")
+            for name in ("to", "cc", "bcc", "other"):
+                ch.queue_declare(name)
+                ch.queue_bind(name, "sd", routing_key=name)
+            ch.queue_bind("cc", "sd", routing_key="cc2")  # two of its keys: still one copy
+            headers = {"CC": ["cc", "cc2"], "BCC": ["bcc"], "keep": 1}
+            ch.basic_publish("sd", "to", b"hello", pika.BasicProperties(headers=headers))
+            got = {}
+            for name in ("to", "cc", "bcc"):
+                method, props, body = ch.basic_get(name, auto_ack=True)
+                assert body == b"hello" and method.routing_key == "to"
+                got[name] = props.headers
+                assert ch.basic_get(name, auto_ack=True) == (None, None, None)  # each queue once
+            assert got["to"] == got["cc"] == got["bcc"] == {"CC": ["cc", "cc2"], "keep": 1}
+            assert ch.basic_get("other", auto_ack=True) == (None, None, None)
+            ch.basic_publish("sd", "nowhere", b"x", pika.BasicProperties(headers={"CC": "other"}))  # not an array
+            assert ch.queue_declare("other", passive=True).method.message_count == 0
+        finally:
+            conn.close()
+
+
+def test_cc_keys_are_in_a_dead_letters_x_death_routing_keys(tmp_path: Path) -> None:
+    with broker_with(tmp_path) as b:
+        conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.port))
+        try:
+            ch = conn.channel()
+            ch.exchange_declare("dlx", "fanout")
+            ch.queue_declare("dead")
+            ch.queue_bind("dead", "dlx")
+            ch.queue_declare("q", arguments={"x-dead-letter-exchange": "dlx"})
+            ch.basic_publish("", "q", b"m", pika.BasicProperties(headers={"CC": ["k"]}))
+            method, _, _ = ch.basic_get("q")
+            ch.basic_reject(method.delivery_tag, requeue=False)
+            for _ in range(200):  # bounded: the dead letter is routed as the reject is handled
+                method, props, _ = ch.basic_get("dead", auto_ack=True)
+                if method is not None:
+                    break
+            assert method is not None
+            assert props.headers["x-death"][0]["routing-keys"] == ["q", "k"]
+        finally:
+            conn.close()
