@@ -11,8 +11,8 @@ Served (``{vhost}`` percent-encoded: ``/`` is ``%2F``):
 
 - ``GET /api/overview``, ``/api/whoami``, ``/api/nodes``, ``/api/extensions``;
 - ``GET /api/connections`` (``/{name}``: one; ``DELETE``: close it), ``/api/channels``;
-- ``GET /api/vhosts`` (``/{vhost}``; ``PUT``: create or update; ``DELETE``: 501, the
-  core cannot delete a virtual host);
+- ``GET /api/vhosts`` (``/{vhost}``; ``PUT``: create or update; ``DELETE``: delete it,
+  its connections closed, with everything in it; the default host is refused, 400);
 - ``GET /api/queues`` (``/{vhost}``, ``/{vhost}/{name}``; ``PUT`` declares, ``DELETE``
   deletes), ``DELETE /api/queues/{vhost}/{name}/contents`` purges, ``POST
   .../get`` takes messages (``count``, ``ackmode``: ``ack_requeue_true|false``,
@@ -485,10 +485,8 @@ class RabbitApi:
         return HttpResponse(201)
 
     async def delete_vhost(self, call: Call) -> Any:
-        self.management.read(call.caller, "vhost", call.parts[1])  # 404 if there is none
-        self.management.delete(
-            call.caller, "vhost", call.parts[1]
-        )  # the core offers no deletion: 501
+        self.management.delete(call.caller, "vhost", call.parts[1])  # 404 if there is none
+        await self.broker.committed()
         return HttpResponse(204)
 
     # -- queues -----------------------------------------------------------------------------

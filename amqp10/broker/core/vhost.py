@@ -455,11 +455,15 @@ class VirtualHost:
             raise AccessRefused(f"exchange {name!r} in vhost {self.name!r} cannot be deleted")
         if if_unused and x.bindings:
             raise PreconditionFailed(f"exchange {name!r} in vhost {self.name!r} in use")
-        del self.exchanges[name]
+        self._drop_exchange(x)
+
+    def _drop_exchange(self, x: Exchange) -> None:
+        """Remove ``x``, its bindings and its store records (no checks)."""
+        del self.exchanges[x.name]
         x.deleted = True
         self._unbind_everywhere(x)
         if x.durable:
-            self.journal.submit((_store.DROP_EXCHANGE, self.name, name))
+            self.journal.submit((_store.DROP_EXCHANGE, self.name, x.name))
 
     # -- bindings -----------------------------------------------------------------------------
     def _destination(self, kind: str, name: str) -> Destination:
@@ -526,11 +530,7 @@ class VirtualHost:
             self.journal.submit((_store.UNBIND, self.name, *_binding_row(binding)))
         if x.auto_delete and not x.bindings and self.exchanges.get(x.name) is x:
             log.info("auto-deleting exchange %r in vhost %r: its last binding is gone", x.name, self.name)
-            del self.exchanges[x.name]
-            x.deleted = True
-            self._unbind_everywhere(x)
-            if x.durable:
-                self.journal.submit((_store.DROP_EXCHANGE, self.name, x.name))
+            self._drop_exchange(x)
 
     def _unbind_everywhere(self, dest: Destination) -> None:
         """Remove every binding to ``dest`` (and, for an exchange, from it)."""
@@ -640,6 +640,18 @@ class VirtualHost:
         self.metadata = dict(metadata)
         if persist:
             self.journal.submit((_store.VHOST, self.name, json.dumps(self.metadata, sort_keys=True)))
+
+    def delete_contents(self) -> None:
+        """Remove everything the host holds (as RabbitMQ deletes a virtual host): its queues,
+        streams and topics with their messages, its exchanges (the predeclared ones too),
+        its policies, and their store records; its record goes with
+        :meth:`~amqp10.broker.core.broker.Broker.delete_vhost`."""
+        for name in list(self.nodes):
+            self.delete_node(name)
+        for x in list(self.exchanges.values()):
+            self._drop_exchange(x)
+        for name in list(self.policies):
+            self.delete_policy(name)
 
     # -- recovery -----------------------------------------------------------------------------
     def restore_policy(self, rec: _store.PolicyRecord) -> None:
