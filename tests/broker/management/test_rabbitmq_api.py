@@ -364,6 +364,48 @@ def test_connections_and_channels(broker: RunningBroker) -> None:
     assert call(broker, "DELETE", "/api/connections/nobody")[0] == 404
 
 
+def test_consumers(tmp_path: Path) -> None:
+    """GET /api/consumers lists each 0-9-1 consumer and 1.0 receiving link as RabbitMQ
+    does; /api/consumers/{vhost} a host's."""
+    import pika
+
+    with broker_with(tmp_path) as b:
+        assert call(b, "PUT", "/api/vhosts/other", {}, auth=None)[0] == 201
+        conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.port))
+        other = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.port, virtual_host="other"))
+        try:
+            ch = conn.channel()
+            ch.queue_declare("work")
+            ch.basic_qos(prefetch_count=7)
+            ch.basic_consume("work", lambda *a: None, consumer_tag="mine", arguments={"x-priority": 3})
+            ch.basic_consume("work", lambda *a: None, auto_ack=True, exclusive=False, consumer_tag="fast")
+            och = other.channel()
+            och.queue_declare("there")
+            och.basic_consume("there", lambda *a: None, consumer_tag="theirs")
+            with sync.connect(f"amqp://{b.url}", timeout=T) as amqp1:
+                amqp1.open_receiver("work", credit=5)
+                listed = call(b, "GET", "/api/consumers", auth=None)[2]
+                by_tag = {c["consumer_tag"]: c for c in listed}
+                assert by_tag.keys() - {"mine", "fast", "theirs"} and len(by_tag) == 4
+                mine = by_tag["mine"]
+                assert mine["queue"] == {"name": "work", "vhost": "/"}
+                assert (mine["ack_required"], mine["exclusive"], mine["prefetch_count"]) == (True, False, 7)
+                assert mine["arguments"] == {"x-priority": 3} and mine["active"] is True
+                details = mine["channel_details"]
+                assert details["number"] == ch.channel_number and details["peer_host"] == "127.0.0.1"
+                assert details["name"] == f"{details['connection_name']} ({ch.channel_number})"
+                assert by_tag["fast"]["ack_required"] is False
+                (link,) = [c for t, c in by_tag.items() if t not in ("mine", "fast", "theirs")]
+                assert link["queue"]["name"] == "work" and link["ack_required"] is True
+                assert [c["consumer_tag"] for c in call(b, "GET", "/api/consumers/other", auth=None)[2]] == ["theirs"]
+                assert call(b, "GET", "/api/consumers/nowhere", auth=None)[0] == 404
+            ch.basic_cancel("mine")
+            assert "mine" not in {c["consumer_tag"] for c in call(b, "GET", "/api/consumers", auth=None)[2]}
+        finally:
+            conn.close()
+            other.close()
+
+
 def test_health_and_errors(broker: RunningBroker) -> None:
     assert call(broker, "GET", "/api/aliveness-test/%2F")[2] == {"status": "ok"}
     assert call(broker, "GET", "/api/aliveness-test/nohost")[0] == 404
