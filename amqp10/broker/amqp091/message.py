@@ -126,14 +126,15 @@ class Amqp091Message(QueuedMessage):
             cc = self._cc = cc_keys(self.headers.get(CC))
             return cc
 
-    def _with_headers(self, change: Mapping[str, Any]) -> bytes | None:
-        """``data`` with ``change`` merged into the properties' headers (None: unreadable)."""
+    def _with_headers(self, change: Mapping[str, Any], drop: tuple[str, ...] = ()) -> bytes | None:
+        """``data`` with ``change`` merged into the properties' headers and ``drop`` taken
+        out (None: unreadable)."""
         c = self.content()
         try:
             p = self.properties()
         except (FieldDecodeError, ValueError, IndexError, struct.error):
             return None
-        p.headers = {**(p.headers or {}), **change}
+        p.headers = {k: v for k, v in {**(p.headers or {}), **change}.items() if k not in drop}
         buf = bytearray()
         p.encode(buf)
         return pack(c.exchange, c.routing_key, bytes(buf), c.body)
@@ -164,14 +165,17 @@ class Amqp091Message(QueuedMessage):
         record["routing-keys"] = [*death["routing-keys"], *cc_keys(headers.get(CC))]  # as RabbitMQ: CC's too
         deaths.insert(0, record)
         change: dict[str, Any] = {"x-death": deaths}
+        rekeyed = death.get("new-key") is not None  # routed by that key alone: RabbitMQ drops CC
         if "x-first-death-reason" not in headers:
             change.update({
                 "x-first-death-reason": death["reason"],
                 "x-first-death-queue": death["queue"],
                 "x-first-death-exchange": death["exchange"],
             })  # fmt: skip
-        data = self._with_headers(change)
+        data = self._with_headers(change, drop=(CC,) if rekeyed else ())
         m = super().dead_lettered(death, now)  # a copy, its expiry cleared
+        assert isinstance(m, Amqp091Message)
+        m._cc = () if rekeyed else cc_keys(headers.get(CC))
         if data is not None:
             m.data, m.size, m.arrival = data, len(data), now
             with contextlib.suppress(AttributeError):

@@ -369,9 +369,11 @@ class VirtualHost:
                 on_stored()
                 return
             exchange, key = msg.published_to
-            death = {"queue": queue, "reason": reason, "exchange": exchange, "routing-keys": [key]}
+            dl_key = policy.dead_letter_routing_key
+            death = {"queue": queue, "reason": reason, "exchange": exchange, "routing-keys": [key], "new-key": dl_key}
             dead = msg.dead_lettered(death, self.now())
-            dl_key = policy.dead_letter_routing_key if policy.dead_letter_routing_key is not None else key
+            if dl_key is None:
+                dl_key = key
             if not self.route(x, dead, dl_key, on_stored):
                 log.info("a dead-lettered message from %r reached no queue through %r", queue, x.name)
                 on_stored()

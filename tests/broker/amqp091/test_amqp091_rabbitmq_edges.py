@@ -204,23 +204,48 @@ def test_cc_and_bcc_headers_route_by_extra_keys_and_bcc_is_not_delivered(tmp_pat
             conn.close()
 
 
-def test_cc_keys_are_in_a_dead_letters_x_death_routing_keys(tmp_path: Path) -> None:
+def _dead_letter(ch: Any, queue: str, headers: dict[str, Any]) -> None:
+    ch.basic_publish("", queue, b"m", pika.BasicProperties(headers=headers))
+    method, _, _ = ch.basic_get(queue)
+    ch.basic_reject(method.delivery_tag, requeue=False)
+
+
+def _take(ch: Any, queue: str) -> Any:
+    """The one message ``queue`` holds (its properties), or None; the queue is then empty."""
+    for _ in range(50):  # bounded: a dead letter is routed as the reject is handled
+        method, props, _ = ch.basic_get(queue, auto_ack=True)
+        if method is not None:
+            assert ch.basic_get(queue, auto_ack=True) == (None, None, None)
+            return props
+        ch.connection.process_data_events(time_limit=0.01)
+    return None
+
+
+def test_a_dead_letter_keeps_its_cc_keys_unless_a_dead_letter_routing_key_is_set(tmp_path: Path) -> None:
+    """RabbitMQ: x-death's routing-keys lists the CC keys after the key; a dead letter is
+    routed by all of them again, but with x-dead-letter-routing-key by that key alone,
+    its CC header removed."""
     with broker_with(tmp_path) as b:
         conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.port))
         try:
             ch = conn.channel()
-            ch.exchange_declare("dlx", "fanout")
-            ch.queue_declare("dead")
-            ch.queue_bind("dead", "dlx")
+            ch.exchange_declare("dlx", "direct")
+            for name in ("q", "k", "dl"):
+                ch.queue_declare(f"dead-{name}")
+                ch.queue_bind(f"dead-{name}", "dlx", routing_key=name)
             ch.queue_declare("q", arguments={"x-dead-letter-exchange": "dlx"})
-            ch.basic_publish("", "q", b"m", pika.BasicProperties(headers={"CC": ["k"]}))
-            method, _, _ = ch.basic_get("q")
-            ch.basic_reject(method.delivery_tag, requeue=False)
-            for _ in range(200):  # bounded: the dead letter is routed as the reject is handled
-                method, props, _ = ch.basic_get("dead", auto_ack=True)
-                if method is not None:
-                    break
-            assert method is not None
-            assert props.headers["x-death"][0]["routing-keys"] == ["q", "k"]
+            ch.queue_declare("rekeyed", arguments={"x-dead-letter-exchange": "dlx", "x-dead-letter-routing-key": "dl"})
+
+            _dead_letter(ch, "q", {"CC": ["k"]})
+            by_key, by_cc = _take(ch, "dead-q"), _take(ch, "dead-k")
+            assert by_key is not None and by_cc is not None
+            assert by_key.headers["x-death"][0]["routing-keys"] == ["q", "k"]
+            assert by_key.headers["CC"] == ["k"]
+
+            _dead_letter(ch, "rekeyed", {"CC": ["k"]})
+            props = _take(ch, "dead-dl")
+            assert props is not None and "CC" not in props.headers
+            assert props.headers["x-death"][0]["routing-keys"] == ["rekeyed", "k"]
+            assert _take(ch, "dead-k") is None
         finally:
             conn.close()
