@@ -13,7 +13,6 @@ protocol (:meth:`QueuedMessage.form`).
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import struct
 import uuid
@@ -126,15 +125,14 @@ class Amqp091Message(QueuedMessage):
             cc = self._cc = cc_keys(self.headers.get(CC))
             return cc
 
-    def _with_headers(self, change: Mapping[str, Any], drop: tuple[str, ...] = ()) -> bytes | None:
-        """``data`` with ``change`` merged into the properties' headers and ``drop`` taken
-        out (None: unreadable)."""
+    def _with_headers(self, change: Mapping[str, Any]) -> bytes | None:
+        """``data`` with ``change`` merged into the properties' headers (None: unreadable)."""
         c = self.content()
         try:
             p = self.properties()
         except (FieldDecodeError, ValueError, IndexError, struct.error):
             return None
-        p.headers = {k: v for k, v in {**(p.headers or {}), **change}.items() if k not in drop}
+        p.headers = {**(p.headers or {}), **change}
         buf = bytearray()
         p.encode(buf)
         return pack(c.exchange, c.routing_key, bytes(buf), c.body)
@@ -144,9 +142,12 @@ class Amqp091Message(QueuedMessage):
         return self._with_headers({"x-stream-offset": offset}) or self.data
 
     def dead_lettered(self, death: Mapping[str, Any], now: float) -> QueuedMessage:
-        """The message with RabbitMQ's ``x-death`` header updated: the newest death first, a
-        repeat of the same queue and reason counted up and moved to the front; the
-        ``x-first-death-*`` headers set on the first death."""
+        """The message as RabbitMQ republishes a dead letter: its ``x-death`` header updated
+        (the newest death first, a repeat of the same queue and reason counted up and moved
+        to the front; ``original-expiration`` for a message that had an ``expiration``,
+        which it loses), the ``x-first-death-*`` headers set on the first death, published
+        to the dead-letter exchange with the dead-letter routing key (then without ``CC``)
+        or its own."""
         headers = dict(self.headers)
         deaths = [dict(d) for d in headers.get("x-death") or [] if isinstance(d, Mapping)]
         stamp = _dt.datetime.fromtimestamp(int(now), _dt.UTC)
@@ -163,23 +164,35 @@ class Amqp091Message(QueuedMessage):
             exchange=death["exchange"],
         )
         record["routing-keys"] = [*death["routing-keys"], *cc_keys(headers.get(CC))]  # as RabbitMQ: CC's too
+        c = self.content()
+        try:
+            p: BasicProperties | None = self.properties()
+        except (FieldDecodeError, ValueError, IndexError, struct.error):
+            p = None
+        if p is not None and p.expiration is not None:
+            record["original-expiration"] = p.expiration
         deaths.insert(0, record)
         change: dict[str, Any] = {"x-death": deaths}
-        rekeyed = death.get("new-key") is not None  # routed by that key alone: RabbitMQ drops CC
+        new_key = death.get("new-key")  # routed by that key alone: RabbitMQ drops CC
         if "x-first-death-reason" not in headers:
             change.update({
                 "x-first-death-reason": death["reason"],
                 "x-first-death-queue": death["queue"],
                 "x-first-death-exchange": death["exchange"],
             })  # fmt: skip
-        data = self._with_headers(change, drop=(CC,) if rekeyed else ())
         m = super().dead_lettered(death, now)  # a copy, its expiry cleared
         assert isinstance(m, Amqp091Message)
-        m._cc = () if rekeyed else cc_keys(headers.get(CC))
-        if data is not None:
-            m.data, m.size, m.arrival = data, len(data), now
-            with contextlib.suppress(AttributeError):
-                del m._headers  # read again from the new data when asked
+        m._cc = () if new_key is not None else cc_keys(headers.get(CC))
+        if p is not None:
+            dropped = (CC,) if new_key is not None else ()
+            p.headers = {k: v for k, v in {**(p.headers or {}), **change}.items() if k not in dropped}
+            p.expiration = None
+            buf = bytearray()
+            p.encode(buf)
+            exchange = death.get("dead-letter-exchange", c.exchange)
+            m.data = pack(exchange, c.routing_key if new_key is None else new_key, bytes(buf), c.body)
+            m.size, m.arrival = len(m.data), now
+            m.forget_fields()  # read again from the new data when asked
         return m
 
 

@@ -370,7 +370,10 @@ class VirtualHost:
                 return
             exchange, key = msg.published_to
             dl_key = policy.dead_letter_routing_key
-            death = {"queue": queue, "reason": reason, "exchange": exchange, "routing-keys": [key], "new-key": dl_key}
+            death = {
+                "queue": queue, "reason": reason, "exchange": exchange, "routing-keys": [key],
+                "dead-letter-exchange": x.name, "new-key": dl_key,
+            }  # fmt: skip
             dead = msg.dead_lettered(death, self.now())
             if dl_key is None:
                 dl_key = key

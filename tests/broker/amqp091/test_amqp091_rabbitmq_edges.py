@@ -249,3 +249,32 @@ def test_a_dead_letter_keeps_its_cc_keys_unless_a_dead_letter_routing_key_is_set
             assert _take(ch, "dead-k") is None
         finally:
             conn.close()
+
+
+def test_a_dead_letter_is_delivered_as_republished_with_original_expiration(tmp_path: Path) -> None:
+    """RabbitMQ republishes a dead letter to the dead-letter exchange with the dead-letter
+    routing key (basic.deliver says so: aio-pika's test_dlx checks it), and a message that
+    had an expiration loses it, x-death keeping it as original-expiration (test_expiration)."""
+    with broker_with(tmp_path) as b:
+        conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.port))
+        try:
+            ch = conn.channel()
+            ch.exchange_declare("dlx", "direct")
+            ch.queue_declare("dead")
+            ch.queue_bind("dead", "dlx", routing_key="dl")
+            ch.queue_declare("q", arguments={"x-dead-letter-exchange": "dlx", "x-dead-letter-routing-key": "dl"})
+            ch.basic_publish("", "q", b"m", pika.BasicProperties(expiration="60000", headers={"h": 1}))
+            method, _, _ = ch.basic_get("q")
+            ch.basic_reject(method.delivery_tag, requeue=False)
+            for _ in range(50):  # bounded: the dead letter is routed as the reject is handled
+                method, props, body = ch.basic_get("dead", auto_ack=True)
+                if method is not None:
+                    break
+                conn.process_data_events(time_limit=0.01)
+            assert method is not None and body == b"m"
+            assert (method.exchange, method.routing_key) == ("dlx", "dl")
+            assert props.expiration is None and props.headers["h"] == 1
+            (death,) = props.headers["x-death"]
+            assert death["original-expiration"] == "60000" and death["routing-keys"] == ["q"]
+        finally:
+            conn.close()
