@@ -68,8 +68,8 @@ CAUSES = {
     " `test_connection_oauth_refresh_token_with_disconnection`'s reconnection (with the client's first"
     " token) is closed when that token expires (not diagnosed further); the examples reconnect with an"
     " expired token until stopped.",
-    "connection_vhost": "the test deletes its virtual host through the HTTP API, which answers 501: the core"
-    " cannot delete a virtual host.",
+    "connection_vhost": "the test deletes its virtual host through the HTTP API, which answered 501 until"
+    " DELETE /api/vhosts/{name} deleted hosts (803c486); not run again since.",
     "vhost_not_exists": "see the two tests left out: the client reconnects for ever after the refused open.",
     "exchange_custom": "exchange type `x-local-random` (RabbitMQ 4's local-random exchange) is not offered: 400.",
     "invalid_annotations": "the client's own check raises in its message handler, inside proton's loop, and the"

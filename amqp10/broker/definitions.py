@@ -634,7 +634,7 @@ def export_definitions(users: UsersFile, topology: Topology) -> Definitions:
     known = {v.name for v in vhosts}
     named = dict.fromkeys(vhost for u in users.users.values() for vhost in u.permissions)
     vhosts += [VhostDef(name=name) for name in named if name not in known]
-    names = [v.name for v in vhosts]
+    names = [v.name for v in vhosts if v.name in known]  # (a host only the users file names holds nothing)
     return Definitions(
         rabbit_version=FORMAT_VERSION,
         product_name="amqp10",

@@ -101,6 +101,13 @@ class FrontEndHandler(Protocol):
         """Sessions (0-9-1: channels) and links (0-9-1: consumers) it holds."""
         ...
 
+    def consumer_details(self) -> list[dict[str, Any]]:
+        """Its consumers, as management lists them: ``consumer_tag`` (1.0: the link's name),
+        ``channel`` (0-9-1: the channel's number; 1.0: the session's), ``queue``,
+        ``ack_required``, ``exclusive``, ``prefetch_count`` (1.0: the link's credit),
+        ``active``, ``arguments``."""
+        ...
+
     def cleanup(self) -> None:
         """The connection ended: give back what it held (consumers, links, exclusive queues)."""
         ...
@@ -231,6 +238,9 @@ class ServedConnection:
             "sessions": sessions,
             "links": links,
         }
+
+    def consumers(self) -> list[dict[str, Any]]:
+        return self.handler.consumer_details()
 
     def close(self, reason: str) -> None:
         self.force_close(reason)

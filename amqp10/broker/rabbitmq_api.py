@@ -10,9 +10,10 @@ paths and JSON to those calls and their answers back to RabbitMQ's JSON.
 Served (``{vhost}`` percent-encoded: ``/`` is ``%2F``):
 
 - ``GET /api/overview``, ``/api/whoami``, ``/api/nodes``, ``/api/extensions``;
-- ``GET /api/connections`` (``/{name}``: one; ``DELETE``: close it), ``/api/channels``;
-- ``GET /api/vhosts`` (``/{vhost}``; ``PUT``: create or update; ``DELETE``: 501, the
-  core cannot delete a virtual host);
+- ``GET /api/connections`` (``/{name}``: one; ``DELETE``: close it), ``/api/channels``,
+  ``/api/consumers`` (``/{vhost}``: one host's);
+- ``GET /api/vhosts`` (``/{vhost}``; ``PUT``: create or update; ``DELETE``: delete it,
+  its connections closed, with everything in it; the default host is refused, 400);
 - ``GET /api/queues`` (``/{vhost}``, ``/{vhost}/{name}``; ``PUT`` declares, ``DELETE``
   deletes), ``DELETE /api/queues/{vhost}/{name}/contents`` purges, ``POST
   .../get`` takes messages (``count``, ``ackmode``: ``ack_requeue_true|false``,
@@ -181,6 +182,8 @@ class RabbitApi:
             (("connections", "*"), {"GET": self.connection, "DELETE": self.close_connection}),
             (("connections", "*", "channels"), {"GET": self.channels}),
             (("channels",), {"GET": self.channels}),
+            (("consumers",), {"GET": self.consumers}),
+            (("consumers", "*"), {"GET": self.consumers}),
             (("vhosts",), {"GET": self.vhosts}),
             (
                 ("vhosts", "*"),
@@ -447,6 +450,26 @@ class RabbitApi:
                 })  # fmt: skip
         return out
 
+    async def consumers(self, call: Call) -> Any:
+        """Every consumer (0-9-1 ``basic.consume``s, 1.0 receiving links), as RabbitMQ lists
+        them, with the channel it consumes on."""
+        vhost = call.parts[1] if len(call.parts) == 2 else None
+        out: list[dict[str, Any]] = []
+        for c in self.management.consumers(call.caller, vhost=vhost):
+            conn = self._connection(c | {"name": c["connection"]})
+            out.append({
+                "consumer_tag": c["consumer_tag"], "queue": {"name": c["queue"], "vhost": conn["vhost"]},
+                "ack_required": c["ack_required"], "exclusive": c["exclusive"],
+                "prefetch_count": c["prefetch_count"], "active": c["active"],
+                "activity_status": "up" if c["active"] else "waiting", "arguments": c["arguments"],
+                "channel_details": {
+                    "name": f"{conn['name']} ({c['channel']})", "number": c["channel"],
+                    "connection_name": conn["name"], "node": self.node, "user": conn["user"],
+                    "peer_host": conn["peer_host"], "peer_port": conn["peer_port"],
+                },
+            })  # fmt: skip
+        return out
+
     # -- virtual hosts ----------------------------------------------------------------------
     def _vhost(self, v: Mapping[str, Any]) -> dict[str, Any]:
         return {
@@ -485,10 +508,8 @@ class RabbitApi:
         return HttpResponse(201)
 
     async def delete_vhost(self, call: Call) -> Any:
-        self.management.read(call.caller, "vhost", call.parts[1])  # 404 if there is none
-        self.management.delete(
-            call.caller, "vhost", call.parts[1]
-        )  # the core offers no deletion: 501
+        self.management.delete(call.caller, "vhost", call.parts[1])  # 404 if there is none
+        await self.broker.committed()
         return HttpResponse(204)
 
     # -- queues -----------------------------------------------------------------------------

@@ -158,6 +158,9 @@ class Amqp010Handler(ContextHandler):
     def resource_counts(self) -> tuple[int, int]:
         return len(self.sessions), sum(len(s.subscriptions) for s in self.sessions.values())
 
+    def consumer_details(self) -> list[dict[str, Any]]:
+        return []  # (0-10 subscriptions are not listed)
+
     def resource_alarm(self, raised: bool) -> None:
         """The broker's resource alarm: while it is raised, transfers are taken but not
         completed (:meth:`.context.Amqp010Context.complete_transfer`); cleared, they are."""

@@ -86,6 +86,7 @@ class BasicMethods:
                     f"{timeout!r} is not a positive integer"
                 )
             c.timeout = timeout / 1000
+        c.arguments = dict(method.arguments)
         ch.consumers[tag] = c
         ctx.ok(ch.number, method.no_wait, m.BasicConsumeOk(consumer_tag=tag))
         if isinstance(q, Stream):

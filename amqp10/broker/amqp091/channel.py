@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from ...amqp091 import Method, ReplyCode
 from ...amqp091 import methods as m
@@ -68,6 +68,8 @@ class BasicConsumer:
         """Its ``x-priority``: a queue serves higher ones first (core/queues.py)."""
         self.timeout: float | None = None
         """Its ``x-consumer-timeout`` (seconds), over its queue's (core/consumer_timeout.py)."""
+        self.arguments: dict[str, Any] = {}
+        """``basic.consume``'s arguments (what management lists)."""
         raw = tag.encode()
         self.wire_tag = bytes((len(raw),)) + raw
         """The consumer tag as a short string (``basic.deliver``'s first argument)."""
@@ -88,6 +90,14 @@ class BasicConsumer:
 
     def cancelled(self) -> None:
         self.channel.server_cancel(self)
+
+    def details(self) -> dict[str, Any]:
+        """What management lists of it (``FrontEndHandler.consumer_details``)."""
+        return {
+            "consumer_tag": self.tag, "channel": self.channel.number, "queue": self.node.name,
+            "ack_required": not self.no_ack, "exclusive": self.exclusive, "prefetch_count": self.limit,
+            "active": self.active, "arguments": self.arguments,
+        }  # fmt: skip
 
 
 class Channel:

@@ -216,6 +216,9 @@ class Amqp091Handler(ContextHandler):
         """Channels and consumers this connection holds (see ``Broker.counts``)."""
         return len(self.channels), sum(len(ch.consumers) for ch in self.channels.values())
 
+    def consumer_details(self) -> list[dict[str, Any]]:
+        return [c.details() for ch in self.channels.values() for c in ch.consumers.values()]
+
     # -- events ---------------------------------------------------------------------------------
     def handle(self, events: list[Event]) -> None:
         if self._waiting is not None:

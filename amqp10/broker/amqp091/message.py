@@ -13,7 +13,6 @@ protocol (:meth:`QueuedMessage.form`).
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import struct
 import uuid
@@ -37,11 +36,15 @@ from ..core.message import (
     register_format,
 )
 
-__all__ = ["FORMAT", "Amqp091Message", "Content", "from_publish", "pack", "unpack"]
+__all__ = ["BCC", "CC", "FORMAT", "Amqp091Message", "Content", "cc_keys", "from_publish", "pack", "unpack"]
 
 FORMAT: Final = AMQP091_FORMAT
 _U32 = struct.Struct(">I")
 _EMPTY_PROPERTIES = b"\x00\x00"
+CC: Final = "CC"
+BCC: Final = "BCC"
+"""RabbitMQ's sender-selected distribution headers: arrays of extra routing keys
+(``BCC``'s are removed from the message before it is delivered)."""
 X_BASIC_TYPE: Final = "x-basic-type"
 X_BASIC_APP_ID: Final = "x-basic-app-id"
 AMQP_CONTENT_TYPE: Final = "message/vnd.rabbitmq.amqp"
@@ -90,8 +93,10 @@ def unpack(data: bytes) -> Content:
 class Amqp091Message(QueuedMessage):
     """A message that arrived by ``basic.publish``: ``data`` as :func:`pack` makes it."""
 
-    __slots__ = ()
+    __slots__ = ("_cc",)
     format = FORMAT
+
+    _cc: tuple[str, ...]
 
     def content(self) -> Content:
         return unpack(self.data)
@@ -110,6 +115,16 @@ class Amqp091Message(QueuedMessage):
         except (FieldDecodeError, ValueError, IndexError, struct.error):
             return {}
 
+    def extra_routing_keys(self) -> tuple[str, ...]:
+        """RabbitMQ's sender-selected distribution: the ``CC`` and ``BCC`` headers' keys.
+        :func:`from_publish` reads them as the message arrives (BCC is gone from ``data``
+        by then); a copy made later (a dead letter) reads ``CC`` from its headers."""
+        try:
+            return self._cc
+        except AttributeError:
+            cc = self._cc = cc_keys(self.headers.get(CC))
+            return cc
+
     def _with_headers(self, change: Mapping[str, Any]) -> bytes | None:
         """``data`` with ``change`` merged into the properties' headers (None: unreadable)."""
         c = self.content()
@@ -127,9 +142,12 @@ class Amqp091Message(QueuedMessage):
         return self._with_headers({"x-stream-offset": offset}) or self.data
 
     def dead_lettered(self, death: Mapping[str, Any], now: float) -> QueuedMessage:
-        """The message with RabbitMQ's ``x-death`` header updated: the newest death first, a
-        repeat of the same queue and reason counted up and moved to the front; the
-        ``x-first-death-*`` headers set on the first death."""
+        """The message as RabbitMQ republishes a dead letter: its ``x-death`` header updated
+        (the newest death first, a repeat of the same queue and reason counted up and moved
+        to the front; ``original-expiration`` for a message that had an ``expiration``,
+        which it loses), the ``x-first-death-*`` headers set on the first death, published
+        to the dead-letter exchange with the dead-letter routing key (then without ``CC``)
+        or its own."""
         headers = dict(self.headers)
         deaths = [dict(d) for d in headers.get("x-death") or [] if isinstance(d, Mapping)]
         stamp = _dt.datetime.fromtimestamp(int(now), _dt.UTC)
@@ -145,31 +163,63 @@ class Amqp091Message(QueuedMessage):
             time=stamp,
             exchange=death["exchange"],
         )
-        record["routing-keys"] = list(death["routing-keys"])
+        record["routing-keys"] = [*death["routing-keys"], *cc_keys(headers.get(CC))]  # as RabbitMQ: CC's too
+        c = self.content()
+        try:
+            p: BasicProperties | None = self.properties()
+        except (FieldDecodeError, ValueError, IndexError, struct.error):
+            p = None
+        if p is not None and p.expiration is not None:
+            record["original-expiration"] = p.expiration
         deaths.insert(0, record)
         change: dict[str, Any] = {"x-death": deaths}
+        new_key = death.get("new-key")  # routed by that key alone: RabbitMQ drops CC
         if "x-first-death-reason" not in headers:
             change.update({
                 "x-first-death-reason": death["reason"],
                 "x-first-death-queue": death["queue"],
                 "x-first-death-exchange": death["exchange"],
             })  # fmt: skip
-        data = self._with_headers(change)
         m = super().dead_lettered(death, now)  # a copy, its expiry cleared
-        if data is not None:
-            m.data, m.size, m.arrival = data, len(data), now
-            with contextlib.suppress(AttributeError):
-                del m._headers  # read again from the new data when asked
+        assert isinstance(m, Amqp091Message)
+        m._cc = () if new_key is not None else cc_keys(headers.get(CC))
+        if p is not None:
+            dropped = (CC,) if new_key is not None else ()
+            p.headers = {k: v for k, v in {**(p.headers or {}), **change}.items() if k not in dropped}
+            p.expiration = None
+            buf = bytearray()
+            p.encode(buf)
+            exchange = death.get("dead-letter-exchange", c.exchange)
+            m.data = pack(exchange, c.routing_key if new_key is None else new_key, bytes(buf), c.body)
+            m.size, m.arrival = len(m.data), now
+            m.forget_fields()  # read again from the new data when asked
         return m
 
 
 register_format(Amqp091Message)
 
 
+def cc_keys(value: Any) -> tuple[str, ...]:
+    """The routing keys of a ``CC`` or ``BCC`` header: an array's strings (else none)."""
+    if not isinstance(value, list):
+        return ()
+    return tuple(k for k in value if isinstance(k, str))
+
+
 def from_publish(
     exchange: str, routing_key: str, properties: BasicProperties, raw_properties: bytes, body: bytes, now: float
 ) -> Amqp091Message:
-    """The container for a ``basic.publish`` (priority, persistence, expiration, message-id read now)."""
+    """The container for a ``basic.publish`` (priority, persistence, expiration, message-id read now;
+    the ``CC`` and ``BCC`` headers' routing keys too, with ``BCC`` taken out, as RabbitMQ does)."""
+    cc: tuple[str, ...] = ()
+    headers = properties.headers
+    if headers and (CC in headers or BCC in headers):
+        cc = (*cc_keys(headers.get(CC)), *cc_keys(headers.get(BCC)))
+        if BCC in headers:  # the recipients never see who else got it
+            properties.headers = {k: v for k, v in headers.items() if k != BCC}
+            buf = bytearray()
+            properties.encode(buf)
+            raw_properties = bytes(buf)
     expiry = None
     if properties.expiration is not None:
         try:
@@ -185,6 +235,7 @@ def from_publish(
         arrival=now,
     )
     msg._routing = Routing(routing_key)
+    msg._cc = cc
     return msg
 
 

@@ -133,6 +133,15 @@ class LinkConsumer:
         link = self.link
         return link.credit - link.queued if link.is_attached else 0
 
+    def details(self) -> dict[str, Any]:
+        """What management lists of it (``FrontEndHandler.consumer_details``)."""
+        link = self.link
+        return {
+            "consumer_tag": link.name, "channel": link.session.channel, "queue": self.node.name,
+            "ack_required": not self.presettled, "exclusive": False, "prefetch_count": link.credit,
+            "active": link.is_attached, "arguments": {"x-priority": self.priority} if self.priority else {},
+        }  # fmt: skip
+
     def payload(self, msg: QueuedMessage) -> tuple[bytes, bytes | None]:
         """The bytes to send for ``msg``, and the delivery tag (None: the link's next)."""
         if self.annotate or msg.delivery_count or type(msg) is not Amqp1Message:

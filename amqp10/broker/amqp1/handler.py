@@ -166,6 +166,9 @@ class ConnectionHandler(ContextHandler):
         links = len(self.consumers.links) + len(self.publishers.links) + len(self.txns.coordinators)
         return len(self.conn.sessions), links
 
+    def consumer_details(self) -> list[dict[str, Any]]:
+        return [c.details() for c in self.consumers.links.values() if not c.browse]
+
     def resource_alarm(self, raised: bool) -> None:
         """The broker's resource alarm: publishers lose their credit (raised) or get it back."""
         if not self.ctx.closed:

@@ -34,7 +34,7 @@ from .recovery import LinkRecovery
 from .replies import DirectReplies
 from .scheduled import Scheduler
 from .streams import Stream
-from .vhost import VirtualHost
+from .vhost import NotFound, PreconditionFailed, VirtualHost
 
 if TYPE_CHECKING:  # the configuration is the layer above: the core only reads it
     from ..config import BrokerConfig
@@ -239,6 +239,19 @@ class Broker:
         if vhost is None:
             vhost = self.vhosts[name] = VirtualHost(self, name)
         return vhost
+
+    def delete_vhost(self, name: str) -> None:
+        """Delete the virtual host ``name`` with everything in it (the caller closes its
+        connections first); the default host stays (``PreconditionFailed``)."""
+        vhost = self.vhosts.get(name)
+        if vhost is None:
+            raise NotFound(f"no virtual host {name!r}")
+        if vhost is self.default:
+            raise PreconditionFailed(f"the default virtual host {name!r} cannot be deleted")
+        vhost.delete_contents()
+        del self.vhosts[name]
+        self.journal.submit((_store.DROP_VHOST, name))
+        log.info("deleted virtual host %r", name)
 
     def vhost(self, name: str | None) -> VirtualHost | None:
         """The virtual host ``name`` (None: the default one); None if there is no such host."""

@@ -305,7 +305,9 @@ class QueuedMessage:
     # -- dead-lettering -----------------------------------------------------------------------
     def dead_lettered(self, death: Mapping[str, Any], now: float) -> QueuedMessage:
         """A new message to republish to a dead-letter exchange, its death history updated
-        with ``death`` (queue, reason, exchange, routing-keys; RabbitMQ's x-death record)."""
+        with ``death`` (queue, reason, exchange, routing-keys: RabbitMQ's x-death record;
+        and where it is republished: dead-letter-exchange, and new-key, the dead-letter
+        routing key, None: its own)."""
         m = self.copy()
         m.expiry = None  # an expired message must not expire again where it is kept
         m._due = None  # nor be held back again

@@ -219,6 +219,7 @@ PREPARE = 17  # (PREPARE, txn, owner, publishes, taken): a transaction prepared 
 # (core/prepared.py): its publishes as rows (vhost, exchange, routing_key, priority, durable, expiry,
 # arrival, message_id, format, data), the messages it took as (key, seq); replaces a record of txn
 FORGET_PREPARED = 18  # (FORGET_PREPARED, txn): the prepared transaction was committed or rolled back
+DROP_VHOST = 19  # (DROP_VHOST, name): the host's record (its nodes, exchanges and policies dropped before)
 Op = tuple[Any, ...]
 
 
@@ -659,6 +660,7 @@ class _Statements:
             POLICY: [upsert("policies", "vhost", "name", "pattern", "apply_to", "definition", "priority")],
             DROP_POLICY: [q("DELETE FROM policies WHERE vhost = ? AND name = ?")],
             VHOST: [upsert("vhosts", "name", "metadata")],
+            DROP_VHOST: [q("DELETE FROM vhosts WHERE name = ?")],
             GROUP_STATE: [upsert("group_states", "node", "group_id", "state")],
         }
 

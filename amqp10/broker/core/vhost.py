@@ -369,9 +369,14 @@ class VirtualHost:
                 on_stored()
                 return
             exchange, key = msg.published_to
-            death = {"queue": queue, "reason": reason, "exchange": exchange, "routing-keys": [key]}
+            dl_key = policy.dead_letter_routing_key
+            death = {
+                "queue": queue, "reason": reason, "exchange": exchange, "routing-keys": [key],
+                "dead-letter-exchange": x.name, "new-key": dl_key,
+            }  # fmt: skip
             dead = msg.dead_lettered(death, self.now())
-            dl_key = policy.dead_letter_routing_key if policy.dead_letter_routing_key is not None else key
+            if dl_key is None:
+                dl_key = key
             if not self.route(x, dead, dl_key, on_stored):
                 log.info("a dead-lettered message from %r reached no queue through %r", queue, x.name)
                 on_stored()
@@ -455,11 +460,15 @@ class VirtualHost:
             raise AccessRefused(f"exchange {name!r} in vhost {self.name!r} cannot be deleted")
         if if_unused and x.bindings:
             raise PreconditionFailed(f"exchange {name!r} in vhost {self.name!r} in use")
-        del self.exchanges[name]
+        self._drop_exchange(x)
+
+    def _drop_exchange(self, x: Exchange) -> None:
+        """Remove ``x``, its bindings and its store records (no checks)."""
+        del self.exchanges[x.name]
         x.deleted = True
         self._unbind_everywhere(x)
         if x.durable:
-            self.journal.submit((_store.DROP_EXCHANGE, self.name, name))
+            self.journal.submit((_store.DROP_EXCHANGE, self.name, x.name))
 
     # -- bindings -----------------------------------------------------------------------------
     def _destination(self, kind: str, name: str) -> Destination:
@@ -526,11 +535,7 @@ class VirtualHost:
             self.journal.submit((_store.UNBIND, self.name, *_binding_row(binding)))
         if x.auto_delete and not x.bindings and self.exchanges.get(x.name) is x:
             log.info("auto-deleting exchange %r in vhost %r: its last binding is gone", x.name, self.name)
-            del self.exchanges[x.name]
-            x.deleted = True
-            self._unbind_everywhere(x)
-            if x.durable:
-                self.journal.submit((_store.DROP_EXCHANGE, self.name, x.name))
+            self._drop_exchange(x)
 
     def _unbind_everywhere(self, dest: Destination) -> None:
         """Remove every binding to ``dest`` (and, for an exchange, from it)."""
@@ -640,6 +645,18 @@ class VirtualHost:
         self.metadata = dict(metadata)
         if persist:
             self.journal.submit((_store.VHOST, self.name, json.dumps(self.metadata, sort_keys=True)))
+
+    def delete_contents(self) -> None:
+        """Remove everything the host holds (as RabbitMQ deletes a virtual host): its queues,
+        streams and topics with their messages, its exchanges (the predeclared ones too),
+        its policies, and their store records; its record goes with
+        :meth:`~amqp10.broker.core.broker.Broker.delete_vhost`."""
+        for name in list(self.nodes):
+            self.delete_node(name)
+        for x in list(self.exchanges.values()):
+            self._drop_exchange(x)
+        for name in list(self.policies):
+            self.delete_policy(name)
 
     # -- recovery -----------------------------------------------------------------------------
     def restore_policy(self, rec: _store.PolicyRecord) -> None:

@@ -58,6 +58,10 @@ class ManagedConnection(Protocol):
         (seconds since the epoch), ``sessions``, ``links`` (0-9-1: channels, consumers)."""
         ...
 
+    def consumers(self) -> list[dict[str, Any]]:
+        """Its consumers (``FrontEndHandler.consumer_details``: tag, channel, queue, ...)."""
+        ...
+
     def close(self, reason: str) -> None:
         """Close the connection with a 'forced' error carrying ``reason``."""
         ...
@@ -306,6 +310,22 @@ class Management:
 
     def connections(self, caller: Caller) -> Entities:
         return self.list(caller, "connection")
+
+    def consumers(self, caller: Caller, *, vhost: str | None = None) -> Entities:
+        """The consumers of every connection the caller may see (of ``vhost``'s only, if
+        named): each connection's ``consumer_details`` with its ``connection`` (name),
+        ``user``, ``vhost`` and ``peer``."""
+        self.access.can_read(caller, "listing consumers")
+        if vhost is not None:
+            self.access.vhost(caller, vhost)  # 404 if there is none
+        out: list[dict[str, Any]] = []
+        for _, conn in self._visible(caller, type_named("connection"), None):
+            info = conn.info()
+            if vhost is not None and info.get("vhost") != vhost:
+                continue
+            where = {"connection": conn.name, **{k: info.get(k) for k in ("user", "vhost", "peer")}}
+            out.extend({**c, **where} for c in conn.consumers())
+        return out
 
     def close_connection(self, caller: Caller, name: str, reason: str = "closed by the broker's management") -> None:
         """Close a connection: any, for ``admin_tags``; one's own, for ``write_tags``."""

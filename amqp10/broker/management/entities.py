@@ -9,6 +9,8 @@ changes themselves are the core's (:mod:`amqp10.broker.core`), done once there.
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -420,7 +422,7 @@ class VhostType(EntityType):
     description = "a virtual host: its own queues, exchanges and permissions"
     attributes: tuple[str, ...] = ("name", "identity", "type", "description", "tags", "queues", "exchanges", "connections", "depth")
     resource: ResourceKind | None = None
-    operations: tuple[str, ...] = ("CREATE", "READ", "UPDATE")
+    operations: tuple[str, ...] = ("CREATE", "READ", "UPDATE", "DELETE")
     vhost_scoped = False
 
     def items(self, m: Management, vhost: VirtualHost | None) -> Iterable[Any]:
@@ -458,6 +460,23 @@ class VhostType(EntityType):
             meta["tags"] = list(tags)
         v.set_metadata(meta)
         return v
+
+    def delete(self, m: Management, vhost: VirtualHost | None, item: Any) -> None:
+        """As RabbitMQ deletes a virtual host: its connections closed, then the host with
+        everything in it (the default host is refused)."""
+        v: VirtualHost = item
+        if v is m.broker.default:
+            raise BadRequest(f"the default virtual host {v.name!r} cannot be deleted")
+        for c in m.connection_list():
+            if c.info().get("vhost") == v.name:
+                c.close(f"vhost '{v.name}' is deleted")
+        port = m.broker.definitions
+        if port is not None:  # the users file's permissions in it go too
+            for p in json.loads(port.export_json()).get("permissions", []):
+                if p.get("vhost") == v.name:
+                    with contextlib.suppress(LookupError, ValueError):
+                        port.delete_permission(str(p.get("user")), v.name)
+        m.broker.delete_vhost(v.name)
 
 
 class ConnectionType(EntityType):

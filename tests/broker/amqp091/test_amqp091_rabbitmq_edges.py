@@ -173,3 +173,108 @@ def test_channel_numbers_up_to_65535_within_channel_max(tmp_path: Path) -> None:
             assert ch.channel_number == 65535
         finally:
             conn.close()
+
+
+def test_cc_and_bcc_headers_route_by_extra_keys_and_bcc_is_not_delivered(tmp_path: Path) -> None:
+    """RabbitMQ's sender-selected distribution: a publish reaches the queues bound by its
+    routing key and by each key of its ``CC`` and ``BCC`` headers, each queue once; the
+    ``BCC`` header is taken out before delivery, ``CC`` stays."""
+    with broker_with(tmp_path) as b:
+        conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.port))
+        try:
+            ch = conn.channel()
+            ch.exchange_declare("sd", "direct")
+            for name in ("to", "cc", "bcc", "other"):
+                ch.queue_declare(name)
+                ch.queue_bind(name, "sd", routing_key=name)
+            ch.queue_bind("cc", "sd", routing_key="cc2")  # two of its keys: still one copy
+            headers = {"CC": ["cc", "cc2"], "BCC": ["bcc"], "keep": 1}
+            ch.basic_publish("sd", "to", b"hello", pika.BasicProperties(headers=headers))
+            got = {}
+            for name in ("to", "cc", "bcc"):
+                method, props, body = ch.basic_get(name, auto_ack=True)
+                assert body == b"hello" and method.routing_key == "to"
+                got[name] = props.headers
+                assert ch.basic_get(name, auto_ack=True) == (None, None, None)  # each queue once
+            assert got["to"] == got["cc"] == got["bcc"] == {"CC": ["cc", "cc2"], "keep": 1}
+            assert ch.basic_get("other", auto_ack=True) == (None, None, None)
+            ch.basic_publish("sd", "nowhere", b"x", pika.BasicProperties(headers={"CC": "other"}))  # not an array
+            assert ch.queue_declare("other", passive=True).method.message_count == 0
+        finally:
+            conn.close()
+
+
+def _dead_letter(ch: Any, queue: str, headers: dict[str, Any]) -> None:
+    ch.basic_publish("", queue, b"m", pika.BasicProperties(headers=headers))
+    method, _, _ = ch.basic_get(queue)
+    ch.basic_reject(method.delivery_tag, requeue=False)
+
+
+def _take(ch: Any, queue: str) -> Any:
+    """The one message ``queue`` holds (its properties), or None; the queue is then empty."""
+    for _ in range(50):  # bounded: a dead letter is routed as the reject is handled
+        method, props, _ = ch.basic_get(queue, auto_ack=True)
+        if method is not None:
+            assert ch.basic_get(queue, auto_ack=True) == (None, None, None)
+            return props
+        ch.connection.process_data_events(time_limit=0.01)
+    return None
+
+
+def test_a_dead_letter_keeps_its_cc_keys_unless_a_dead_letter_routing_key_is_set(tmp_path: Path) -> None:
+    """RabbitMQ: x-death's routing-keys lists the CC keys after the key; a dead letter is
+    routed by all of them again, but with x-dead-letter-routing-key by that key alone,
+    its CC header removed."""
+    with broker_with(tmp_path) as b:
+        conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.port))
+        try:
+            ch = conn.channel()
+            ch.exchange_declare("dlx", "direct")
+            for name in ("q", "k", "dl"):
+                ch.queue_declare(f"dead-{name}")
+                ch.queue_bind(f"dead-{name}", "dlx", routing_key=name)
+            ch.queue_declare("q", arguments={"x-dead-letter-exchange": "dlx"})
+            ch.queue_declare("rekeyed", arguments={"x-dead-letter-exchange": "dlx", "x-dead-letter-routing-key": "dl"})
+
+            _dead_letter(ch, "q", {"CC": ["k"]})
+            by_key, by_cc = _take(ch, "dead-q"), _take(ch, "dead-k")
+            assert by_key is not None and by_cc is not None
+            assert by_key.headers["x-death"][0]["routing-keys"] == ["q", "k"]
+            assert by_key.headers["CC"] == ["k"]
+
+            _dead_letter(ch, "rekeyed", {"CC": ["k"]})
+            props = _take(ch, "dead-dl")
+            assert props is not None and "CC" not in props.headers
+            assert props.headers["x-death"][0]["routing-keys"] == ["rekeyed", "k"]
+            assert _take(ch, "dead-k") is None
+        finally:
+            conn.close()
+
+
+def test_a_dead_letter_is_delivered_as_republished_with_original_expiration(tmp_path: Path) -> None:
+    """RabbitMQ republishes a dead letter to the dead-letter exchange with the dead-letter
+    routing key (basic.deliver says so: aio-pika's test_dlx checks it), and a message that
+    had an expiration loses it, x-death keeping it as original-expiration (test_expiration)."""
+    with broker_with(tmp_path) as b:
+        conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.port))
+        try:
+            ch = conn.channel()
+            ch.exchange_declare("dlx", "direct")
+            ch.queue_declare("dead")
+            ch.queue_bind("dead", "dlx", routing_key="dl")
+            ch.queue_declare("q", arguments={"x-dead-letter-exchange": "dlx", "x-dead-letter-routing-key": "dl"})
+            ch.basic_publish("", "q", b"m", pika.BasicProperties(expiration="60000", headers={"h": 1}))
+            method, _, _ = ch.basic_get("q")
+            ch.basic_reject(method.delivery_tag, requeue=False)
+            for _ in range(50):  # bounded: the dead letter is routed as the reject is handled
+                method, props, body = ch.basic_get("dead", auto_ack=True)
+                if method is not None:
+                    break
+                conn.process_data_events(time_limit=0.01)
+            assert method is not None and body == b"m"
+            assert (method.exchange, method.routing_key) == ("dlx", "dl")
+            assert props.expiration is None and props.headers["h"] == 1
+            (death,) = props.headers["x-death"]
+            assert death["original-expiration"] == "60000" and death["routing-keys"] == ["q"]
+        finally:
+            conn.close()

@@ -151,6 +151,9 @@ class FakeConnection:
         return {"protocol": "AMQP 1.0", "user": self.user, "vhost": "/", "peer": self.name, "container_id": "c",
                 "connected_at": 0.0, "sessions": 1, "links": 2}  # fmt: skip
 
+    def consumers(self) -> list[dict[str, Any]]:
+        return []
+
     def close(self, reason: str) -> None:
         self.closed = reason
 

@@ -260,6 +260,16 @@ def test_vhosts_policies_users_permissions(broker: RunningBroker) -> None:
     assert call(broker, "GET", "/api/users", auth=("watcher", "w"))[0] == 401  # administrators only
 
 
+def test_deleting_a_vhost_clears_its_permissions(broker: RunningBroker) -> None:
+    assert call(broker, "PUT", "/api/vhosts/short-lived", {})[0] == 201
+    assert call(broker, "PUT", "/api/permissions/short-lived/plain", {"configure": ".*", "write": ".*", "read": ".*"})[0] == 201
+    assert call(broker, "GET", "/api/permissions/short-lived/plain")[0] == 200
+    assert call(broker, "DELETE", "/api/vhosts/short-lived", auth=("watcher", "w"))[0] == 401
+    assert call(broker, "DELETE", "/api/vhosts/short-lived")[0] == 204
+    assert call(broker, "GET", "/api/permissions/short-lived/plain")[0] == 404
+    assert all(p["vhost"] != "short-lived" for p in call(broker, "GET", "/api/permissions")[2])
+
+
 def test_users_and_permissions_are_changed_in_the_users_file(broker: RunningBroker) -> None:
     u = "/api/users/dora"
     assert call(broker, "PUT", u, {"password": "pw1", "tags": "management"})[0] == 201
@@ -354,6 +364,48 @@ def test_connections_and_channels(broker: RunningBroker) -> None:
     assert call(broker, "DELETE", "/api/connections/nobody")[0] == 404
 
 
+def test_consumers(tmp_path: Path) -> None:
+    """GET /api/consumers lists each 0-9-1 consumer and 1.0 receiving link as RabbitMQ
+    does; /api/consumers/{vhost} a host's."""
+    import pika
+
+    with broker_with(tmp_path) as b:
+        assert call(b, "PUT", "/api/vhosts/other", {}, auth=None)[0] == 201
+        conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.port))
+        other = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.port, virtual_host="other"))
+        try:
+            ch = conn.channel()
+            ch.queue_declare("work")
+            ch.basic_qos(prefetch_count=7)
+            ch.basic_consume("work", lambda *a: None, consumer_tag="mine", arguments={"x-priority": 3})
+            ch.basic_consume("work", lambda *a: None, auto_ack=True, exclusive=False, consumer_tag="fast")
+            och = other.channel()
+            och.queue_declare("there")
+            och.basic_consume("there", lambda *a: None, consumer_tag="theirs")
+            with sync.connect(f"amqp://{b.url}", timeout=T) as amqp1:
+                amqp1.open_receiver("work", credit=5)
+                listed = call(b, "GET", "/api/consumers", auth=None)[2]
+                by_tag = {c["consumer_tag"]: c for c in listed}
+                assert by_tag.keys() - {"mine", "fast", "theirs"} and len(by_tag) == 4
+                mine = by_tag["mine"]
+                assert mine["queue"] == {"name": "work", "vhost": "/"}
+                assert (mine["ack_required"], mine["exclusive"], mine["prefetch_count"]) == (True, False, 7)
+                assert mine["arguments"] == {"x-priority": 3} and mine["active"] is True
+                details = mine["channel_details"]
+                assert details["number"] == ch.channel_number and details["peer_host"] == "127.0.0.1"
+                assert details["name"] == f"{details['connection_name']} ({ch.channel_number})"
+                assert by_tag["fast"]["ack_required"] is False
+                (link,) = [c for t, c in by_tag.items() if t not in ("mine", "fast", "theirs")]
+                assert link["queue"]["name"] == "work" and link["ack_required"] is True
+                assert [c["consumer_tag"] for c in call(b, "GET", "/api/consumers/other", auth=None)[2]] == ["theirs"]
+                assert call(b, "GET", "/api/consumers/nowhere", auth=None)[0] == 404
+            ch.basic_cancel("mine")
+            assert "mine" not in {c["consumer_tag"] for c in call(b, "GET", "/api/consumers", auth=None)[2]}
+        finally:
+            conn.close()
+            other.close()
+
+
 def test_health_and_errors(broker: RunningBroker) -> None:
     assert call(broker, "GET", "/api/aliveness-test/%2F")[2] == {"status": "ok"}
     assert call(broker, "GET", "/api/aliveness-test/nohost")[0] == 404
@@ -381,7 +433,41 @@ def test_the_quick_start_lets_loopback_in(tmp_path: Path) -> None:
         assert call(b, "PUT", "/api/queues/%2F/q", {}, auth=None)[0] == 201
         status, _, body = call(b, "PUT", "/api/users/u", {"password": "p", "tags": ""}, auth=None)
         assert status == 400 and "no users file" in body["reason"]
-        assert call(b, "DELETE", "/api/vhosts/%2F", auth=None)[0] == 501
+        status, _, body = call(b, "DELETE", "/api/vhosts/%2F", auth=None)
+        assert status == 400 and "default virtual host" in body["reason"]
+
+
+def test_deleting_a_vhost_closes_its_connections_and_drops_what_it_held(tmp_path: Path) -> None:
+    """As RabbitMQ: DELETE /api/vhosts/{name} closes the host's connections and deletes its
+    queues (with their messages), exchanges and policies, in the store too."""
+    import pika
+    import pika.exceptions
+
+    with broker_with(tmp_path) as b:
+        assert call(b, "PUT", "/api/vhosts/doomed", {}, auth=None)[0] == 201
+        assert call(b, "PUT", "/api/policies/doomed/p", {"pattern": ".*", "definition": {"max-length": 9}}, auth=None)[0] == 201
+        conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.port, virtual_host="doomed"))
+        ch = conn.channel()
+        ch.exchange_declare("x", "direct", durable=True)
+        ch.queue_declare("q", durable=True)
+        ch.queue_bind("q", "x", "k")
+        ch.basic_publish("x", "k", b"kept?", pika.BasicProperties(delivery_mode=2))
+        assert call(b, "GET", "/api/queues/doomed/q", auth=None)[2]["messages"] == 1
+        assert call(b, "DELETE", "/api/vhosts/doomed", auth=None)[0] == 204
+        with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as closed:
+            ch.queue_declare("q", passive=True)
+            conn.process_data_events(time_limit=T)  # bounded: the close comes first
+        assert closed.value.reply_code == 320 and "vhost 'doomed' is deleted" in closed.value.reply_text
+        assert call(b, "GET", "/api/vhosts/doomed", auth=None)[0] == 404
+        assert call(b, "DELETE", "/api/vhosts/doomed", auth=None)[0] == 404
+        assert call(b, "PUT", "/api/vhosts/doomed", {}, auth=None)[0] == 201  # made again: empty
+        assert call(b, "GET", "/api/queues/doomed", auth=None)[2] == []
+        assert call(b, "GET", "/api/policies/doomed", auth=None)[2] == []
+        assert "x" not in {x["name"] for x in call(b, "GET", "/api/exchanges/doomed", auth=None)[2]}
+        assert call(b, "DELETE", "/api/vhosts/doomed", auth=None)[0] == 204
+    with broker_with(tmp_path) as b:  # the same store: nothing of it comes back
+        assert "doomed" not in {v["name"] for v in call(b, "GET", "/api/vhosts", auth=None)[2]}
+        assert [q["vhost"] for q in call(b, "GET", "/api/queues", auth=None)[2] if q["name"] == "q"] == []
 
 
 def test_rabbitmq_api_port_serves_the_same_routes(tmp_path: Path) -> None:
