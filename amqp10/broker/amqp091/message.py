@@ -95,6 +95,7 @@ class Amqp091Message(QueuedMessage):
 
     __slots__ = ("_cc",)
     format = FORMAT
+    has_extra_routing_keys = True  # RabbitMQ's CC and BCC headers
 
     _cc: tuple[str, ...]
 
