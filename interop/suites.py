@@ -104,14 +104,17 @@ AIO_TEST_DEPS = (
 aiormq and pamqp of /work/main/.venv (aio-pika's suite runs over aiormq as installed)."""
 AIO_PYTEST = (
     "{python}", "-m", "pytest", "-p", "suite_broker", "-p", "no:cacheprovider", "-o", "log_cli=false",
-    "-q", "--aiomisc-test-timeout=60", "--junitxml={report}",
+    "-q", "--tb=native", "--aiomisc-test-timeout=60", "--junitxml={report}",
 )
 AIO_NOTES = (
     "The suite starts RabbitMQ in Docker (`tests/docker_client.py`, image mosquito/aiormq-rabbitmq); "
     "the runner starts the broker itself and points the suite at it with a pytest plugin "
     "(`interop/shims/suite_broker.py`, also copied over aio-pika's `tests/docker_client.py`). "
     "Each test is limited to 60 s (aiomisc's `--aiomisc-test-timeout`), so a test that waits "
-    "for what never comes fails instead of stopping the run. Nothing else differs.",
+    "for what never comes fails instead of stopping the run. Tracebacks are printed natively "
+    "(`--tb=native`): pytest's own formatter re-parses source and hits CPython 3.11.7's "
+    "\"AST constructor recursion depth mismatch\" on a deep asyncio traceback, which ends the "
+    "whole run as an internal error. Nothing else differs.",
 )
 
 SUITES = {
