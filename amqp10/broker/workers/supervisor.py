@@ -52,6 +52,7 @@ from typing import TypeAlias
 from ...io.net import bind_for_workers
 from ..config import BrokerConfig
 from ..service import listen_points
+from .metadata import METADATA_FILE, Sequencer
 
 __all__ = [
     "PREVIEW_ENV",
@@ -161,6 +162,8 @@ class Supervisor:
         self.clock = clock
         self.slots: list[_Slot] = []
         self.stopping_since: float | None = None
+        self.sequencer: Sequencer | None = None
+        """The metadata's one order (:mod:`.metadata`), while the workers run."""
         self._wake_r = self._wake_w = -1
 
     def bind(self) -> None:
@@ -193,6 +196,8 @@ class Supervisor:
         }
         old_fd = signal.set_wakeup_fd(self._wake_w)
         try:
+            store = self.config.store.path
+            self.sequencer = Sequencer(self.config, store.parent / "workers", store.with_name(METADATA_FILE))
             for slot in self.slots:
                 self._start(slot)
             while not self._done():
@@ -208,6 +213,9 @@ class Supervisor:
             os.close(self._wake_r)
             os.close(self._wake_w)
             self._close_sockets()
+            if self.sequencer is not None:
+                self.sequencer.close()
+                self.sequencer = None
 
     # -- the loop --------------------------------------------------------------------------
     def _done(self) -> bool:
@@ -223,8 +231,14 @@ class Supervisor:
             timeout = max(min(due) - now, 0.0) if due else None
         if self._done():
             return
-        readable, _, _ = select.select([self._wake_r], [], [], timeout)
-        if readable:
+        sequencer = self.sequencer
+        fds = [self._wake_r, *(sequencer.fds() if sequencer is not None else ())]
+        readable, _, _ = select.select(fds, [], [], timeout)
+        for fd in readable:
+            if fd != self._wake_r:
+                assert sequencer is not None
+                sequencer.ready(fd)
+                continue
             for signum in os.read(self._wake_r, 512):
                 if signum in (signal.SIGTERM, signal.SIGINT):
                     self.stop(signal.Signals(signum).name)
@@ -335,6 +349,8 @@ class Supervisor:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         os.close(self._wake_r)
         os.close(self._wake_w)
+        if self.sequencer is not None:
+            self.sequencer.close_in_child()
         if not die_with_parent(parent):
             return 0
         mine = {id(s) for ss in slot.sockets.values() for s in ss}
