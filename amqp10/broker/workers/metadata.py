@@ -347,9 +347,7 @@ class _Peer:
                 conn.open()
 
     def after_events(self) -> None:
-        r = self.receiver
-        if r is not None and r.is_attached and r.credit < CREDIT // 2:
-            r.flow(CREDIT)
+        _top_up(self.receiver)
 
     def before_write(self) -> None:
         pass
@@ -690,9 +688,7 @@ class SharedMetadata:
             self._received(list(decode(event.delivery.payload)))
 
     def after_events(self) -> None:
-        r = self._receiver
-        if r is not None and r.is_attached and r.credit < CREDIT // 2:
-            r.flow(CREDIT)
+        _top_up(self._receiver)
 
     def before_write(self) -> None:
         pass
@@ -702,6 +698,12 @@ class SharedMetadata:
         log.error("the control link to the parent went (%s): metadata changes are made here only", reason)
         if self._pending:  # nobody will put them in order: answer what waits
             self._back(max(self._pending))
+
+
+def _top_up(receiver: Receiver | None) -> None:
+    """Give a control link's receiving end :data:`CREDIT` again once half is used."""
+    if receiver is not None and receiver.is_attached and receiver.credit < CREDIT // 2:
+        receiver.flow(CREDIT)
 
 
 def _read_applied(path: Path) -> int:

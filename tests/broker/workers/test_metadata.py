@@ -16,7 +16,7 @@ import os
 import re
 import signal
 from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +25,14 @@ import pika
 import pika.exceptions
 import pytest
 
-from amqp10.broker.amqp1.frontend import WORKER_PROPERTY
 from amqp10.broker.users import add_user
-from amqp10.client import Connection, connect
+from amqp10.client import Connection
 from amqp10.errors import ConflictError
 from amqp10.message import Message
 from amqp10.types import Accepted, Rejected
+from tests.broker.amqp1.e2e import bodies
 from tests.broker.test_workers import WAIT, Parent
-from tests.broker.workers.test_processes import owned_by
+from tests.broker.workers.test_processes import one_on_each, owned_by
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
@@ -49,18 +49,23 @@ def serving(p: Parent) -> None:
     p.wait_for(r"worker=1 logger=amqp10.broker msg=.listening on")
 
 
+class WithHttp(Parent):
+    http_port: int
+    """Where RabbitMQ's HTTP API listens (both workers, as the AMQP port)."""
+
+
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Parent]:
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WithHttp]:
     """Two workers with a users file and RabbitMQ's HTTP API (shared by this module's tests:
     each uses names of its own)."""
     data = tmp_path_factory.mktemp("meta")
     users = data / "users.toml"
     add_user(users, *ADMIN, tags=["administrator"])
     # (debug: the 0-9-1 front end logs each connection's address there, which pika_on reads)
-    p = Parent(data, args=("--http-port", "0", "--users-file", str(users), "--log-level", "debug"))
+    p = WithHttp(data, args=("--http-port", "0", "--users-file", str(users), "--log-level", "debug"))
     try:
         serving(p)
-        p.http_port = int(p.wait_for(r"listening on 127\.0\.0\.1:(\d+) for 2 workers \(http\)")[1])  # type: ignore[attr-defined]
+        p.http_port = int(p.wait_for(r"listening on 127\.0\.0\.1:(\d+) for 2 workers \(http\)")[1])
         yield p
     finally:
         p.stop()
@@ -69,16 +74,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Parent]:
 @asynccontextmanager
 async def on_each(p: Parent, user: tuple[str, str] | None = ADMIN) -> AsyncIterator[dict[int, Connection]]:
     """A connection served by worker 0 and one by worker 1, as ``user`` (None: anonymous)."""
-    auth = f"{user[0]}:{user[1]}@" if user else ""
-    async with AsyncExitStack() as stack:
-        by_worker: dict[int, Connection] = {}
-        for _ in range(64):
-            conn = await stack.enter_async_context(await connect(f"amqp://{auth}127.0.0.1:{p.port}", timeout=WAIT))
-            by_worker.setdefault(int((conn.remote_properties or {})[WORKER_PROPERTY]), conn)
-            if len(by_worker) == 2:
-                break
-        assert sorted(by_worker) == [0, 1]
-        yield by_worker
+    async with one_on_each(p, user) as conns:
+        yield conns
 
 
 def pika_on(p: Parent, worker: int) -> pika.BlockingConnection:
@@ -96,9 +93,9 @@ def pika_on(p: Parent, worker: int) -> pika.BlockingConnection:
     raise AssertionError(f"no pika connection served by worker {worker}")  # pragma: no cover
 
 
-def call(p: Parent, method: str, path: str, body: Any = None) -> int:
+def call(p: WithHttp, method: str, path: str, body: Any = None) -> int:
     """RabbitMQ's HTTP API (served by either worker): the status."""
-    conn = http.client.HTTPConnection("127.0.0.1", p.http_port, timeout=WAIT)  # type: ignore[attr-defined]
+    conn = http.client.HTTPConnection("127.0.0.1", p.http_port, timeout=WAIT)
     try:
         headers = {"Authorization": "Basic " + base64.b64encode(":".join(ADMIN).encode()).decode()}
         data = None
@@ -111,17 +108,6 @@ def call(p: Parent, method: str, path: str, body: Any = None) -> int:
         return r.status
     finally:
         conn.close()
-
-
-async def take(conn: Connection, queue: str, n: int) -> list[Any]:
-    receiver = await conn.open_receiver(queue, credit=n)
-    got = []
-    for _ in range(n):
-        d = await receiver.receive(timeout=WAIT)
-        got.append(d.message.body)
-        await d.accept()
-    await receiver.close()
-    return got
 
 
 async def test_an_exchange_and_bindings_declared_on_one_worker_route_on_the_other(broker: Parent) -> None:
@@ -140,7 +126,7 @@ async def test_an_exchange_and_bindings_declared_on_one_worker_route_on_the_othe
                 for i in range(3):
                     assert isinstance(await sender.send(Message(body=i)), Accepted)
                 await sender.close()
-                assert await take(conns[owner], q, 3) == [0, 1, 2]
+                assert await bodies(conns[owner], q, 3) == [0, 1, 2]
 
 
 async def test_a_redeclare_that_differs_is_refused_on_the_other_worker(broker: Parent) -> None:
@@ -191,10 +177,10 @@ async def test_pika_declares_on_one_worker_and_publishes_on_the_other(broker: Pa
             conn.close()
         async with on_each(broker) as conns:  # (0-9-1 consumers of another worker's queue: not here)
             for owner, q in enumerate(queues):
-                assert await take(conns[owner], q, 1) == [[b"fanned"]]  # (one data section)
+                assert await bodies(conns[owner], q, 1) == [[b"fanned"]]  # (one data section)
 
 
-async def test_a_policy_set_over_http_applies_on_both_workers(broker: Parent) -> None:
+async def test_a_policy_set_over_http_applies_on_both_workers(broker: WithHttp) -> None:
     definition = {"max-length": 2, "overflow": "reject-publish"}
     body = {"pattern": r"^policy\.", "definition": definition, "apply-to": "queues"}
     assert call(broker, "PUT", "/api/policies/%2F/two-at-most", body) == 201
@@ -207,10 +193,10 @@ async def test_a_policy_set_over_http_applies_on_both_workers(broker: Parent) ->
                 outcomes = [await sender.send(Message(body=i)) for i in range(3)]
                 assert [type(o) for o in outcomes] == [Accepted, Accepted, Rejected]
                 await sender.close()
-                assert await take(conns[owner], q, 2) == [0, 1]
+                assert await bodies(conns[owner], q, 2) == [0, 1]
 
 
-async def test_a_user_added_over_http_logs_in_on_both_workers(broker: Parent) -> None:
+async def test_a_user_added_over_http_logs_in_on_both_workers(broker: WithHttp) -> None:
     assert call(broker, "PUT", "/api/users/newcomer", {"password": "pw", "tags": ""}) == 201
     perms = {"configure": ".*", "write": ".*", "read": ".*"}
     assert call(broker, "PUT", "/api/permissions/%2F/newcomer", perms) == 201
@@ -244,7 +230,7 @@ async def test_a_sigkilled_worker_catches_up_on_what_changed_while_it_was_down(t
         async with on_each(p, None) as conns:
             sender = await conns[1].open_sender("/exchanges/late-x/late")
             assert isinstance(await sender.send(Message(body="caught up")), Accepted)
-            assert await take(conns[0], queue, 1) == ["caught up"]
+            assert await bodies(conns[0], queue, 1) == ["caught up"]
     finally:
         p.stop()
     assert re.fullmatch(r"\d+", (tmp_path / "workers" / "1.applied").read_text())  # where it goes on from
