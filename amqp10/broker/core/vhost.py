@@ -296,7 +296,7 @@ class VirtualHost:
         if durable and exclusive_owner is None and persist:
             self.journal.submit((_store.NODE, self.name, name, kind, props))
         if exclusive_owner is None and persist:
-            self.share("queue", name, kind, durable, auto_delete, dict(arguments or {}))
+            self.share("queue", name, kind, durable, auto_delete, arguments or {})
         log.info("declared %s %r in vhost %r", kind, name, self.name)
         return made
 
@@ -331,8 +331,8 @@ class VirtualHost:
             remote = placement(self.name, address) if placement is not None else None
             if remote is not None:  # bound here as its owner's stand-in (:meth:`_destination`)
                 self._unbind_everywhere(remote)  # type: ignore[arg-type]
-            if not (isinstance(node, Queue) and node.owner is not None):
-                self.share("drop-queue", address)
+            if not (isinstance(node, Queue) and (node.owner is not None or node.dynamic)):
+                self.share("drop-queue", address)  # (an exclusive or dynamic one was never shared)
         if isinstance(node, Queue):
             node.delete()
             if node.durable_node:
@@ -465,7 +465,7 @@ class VirtualHost:
         if durable and persist:
             self.journal.submit((_store.EXCHANGE, self.name, name, x.type, _exchange_properties(x)))
         if persist:
-            self.share("exchange", name, x.type, durable, auto_delete, internal, alternate, dict(arguments or {}))
+            self.share("exchange", name, x.type, durable, auto_delete, internal, alternate, arguments or {})
         log.info("declared %s exchange %r in vhost %r", x.type, name, self.name)
         return x
 
@@ -535,7 +535,7 @@ class VirtualHost:
         if added and persist and _durable(x) and _durable(dest):
             self.journal.submit((_store.BIND, self.name, *_binding_row(binding)))
         if added and persist:
-            self.share("bind", source, destination, key, dict(arguments or {}), destination_kind)
+            self.share("bind", source, destination, key, arguments or {}, destination_kind)
         return binding
 
     def unbind(
@@ -553,7 +553,7 @@ class VirtualHost:
         if binding is None:
             raise NotFound(f"no such binding from {source!r} to {destination!r} in vhost {self.name!r}")
         self._unbound(binding)
-        self.share("unbind", source, destination, key, dict(arguments or {}), destination_kind)
+        self.share("unbind", source, destination, key, arguments or {}, destination_kind)
 
     def _unbound(self, binding: Binding) -> None:
         x = binding.source
@@ -650,7 +650,7 @@ class VirtualHost:
         log.info("policy %r in vhost %r: %r applies to %s", policy.name, self.name, policy.pattern, policy.apply_to)
         self._reapply_policies()
         if persist:
-            self.share("policy", policy.name, policy.pattern, policy.apply_to, dict(policy.definition), policy.priority)
+            self.share("policy", policy.name, policy.pattern, policy.apply_to, policy.definition, policy.priority)
 
     def delete_policy(self, name: str) -> None:
         if self.policies.pop(name, None) is None:
@@ -674,7 +674,7 @@ class VirtualHost:
         self.metadata = dict(metadata)
         if persist:
             self.journal.submit((_store.VHOST, self.name, json.dumps(self.metadata, sort_keys=True)))
-            self.share("vhost-metadata", dict(self.metadata))
+            self.share("vhost-metadata", self.metadata)
 
     def delete_contents(self) -> None:
         """Remove everything the host holds (as RabbitMQ deletes a virtual host): its queues,
