@@ -28,9 +28,11 @@ was. With N > 1, :class:`Supervisor` is the process ``amqp10 broker`` runs:
   parent dies (``PR_SET_PDEATHSIG``), so it shuts down gracefully too.
 
 Each worker owns the nodes its name hashes to and reaches the others' over internal
-links (:mod:`.peers`): AMQP 1.0 clients on queues see one broker. The rest (0-9-1,
-exchanges fanning out to nodes on several workers, transactions, streams, shared
-metadata, management of the whole broker) is not wired yet, so :func:`not_built` refuses
+links (:mod:`.peers`): AMQP 1.0 clients on queues see one broker. The parent is also
+the metadata's sequencer (:class:`~.metadata.Sequencer`, served in its ``select`` loop):
+exchanges, bindings, queues, policies and users are the same on every worker, in one
+order. The rest (0-9-1 consumers of another worker's queues, transactions, streams,
+management of the whole broker) is not wired yet, so :func:`not_built` refuses
 ``workers`` > 1 unless the development switch :data:`PREVIEW_ENV` is set.
 """
 
