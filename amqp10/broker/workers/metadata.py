@@ -121,8 +121,10 @@ class Inequivalent(PreconditionFailed):
 
 # -- changes ----------------------------------------------------------------------------------
 def _plain(value: Any) -> Any:
-    """``value`` in the AMQP types the control link carries (a 0-9-1 decimal or other value
-    without an AMQP 1.0 type: its text)."""
+    """``value`` in the AMQP types the control link carries (a 0-9-1 decimal, an integer
+    beyond 64 bits or another value without an AMQP 1.0 type: its text)."""
+    if isinstance(value, int) and not isinstance(value, bool) and not -(1 << 63) <= value < 1 << 63:
+        return str(value)  # (beyond an AMQP long)
     if value is None or isinstance(value, (bool, int, float, str, bytes, datetime)):
         return value
     if isinstance(value, Mapping):
