@@ -204,7 +204,7 @@ def apply_change(broker: Broker, vhost_name: str, change: Change, *, check: bool
         raise ValueError(f"unknown metadata change {op!r}")
 
 
-def _check_queue(
+def _check_queue(  # the parent's check of a queue declared again under a name it knows
     vhost: str,
     node: object,
     kind: str,
@@ -216,8 +216,10 @@ def _check_queue(
     where = f"queue {getattr(node, 'name', '?')!r} in vhost {vhost!r}"
     if isinstance(node, Queue) and kind == "queue":
         if (node.durable_node, node.auto_delete, dict(node.arguments)) != (durable, auto_delete, dict(arguments)):
-            raise Inequivalent(f"{where} was declared with durable {node.durable_node}, auto-delete "
-                               f"{node.auto_delete} and arguments {dict(node.arguments)!r}")
+            raise Inequivalent(
+                f"{where} was declared with durable {node.durable_node}, auto-delete "
+                f"{node.auto_delete} and arguments {dict(node.arguments)!r}"
+            )
     elif isinstance(node, Stream) and kind == "stream":
         if dict(stream_arguments.get(node.name, {})) != dict(arguments):
             raise Inequivalent(f"{where} is a stream declared with other arguments")
