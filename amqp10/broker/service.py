@@ -280,6 +280,10 @@ class BrokerService:
 
                     peers = Peers(self.broker, cfg.worker_count(), self.worker, cfg.store.path.parent / "workers")
                     await tg.start(peers.run)
+                    # the metadata's one order: caught up before clients come (workers/metadata.py)
+                    from .workers.metadata import SharedMetadata
+
+                    await tg.start(SharedMetadata(self.broker, self.worker, peers.directory).run)
                 if self.broker is not None:
                     tg.start_soon(self._release_scheduled)
                     tg.start_soon(self._expire_leases)

@@ -36,7 +36,15 @@ Refusals raise :class:`NotFound`, :class:`AccessRefused` or
 from __future__ import annotations
 
 from .arguments import ArgumentError, arguments_of, policy_with_arguments
-from .broker import DEFAULT_VHOST, Action, Authorizer, Broker, DefinitionsPort, ResourceKind
+from .broker import (
+    DEFAULT_VHOST,
+    Action,
+    Authorizer,
+    Broker,
+    DefinitionsPort,
+    MetadataPort,
+    ResourceKind,
+)
 from .exchanges import (
     Binding,
     DirectExchange,
@@ -108,6 +116,7 @@ __all__ = [
     "ConsumeResult",
     "Consumer",
     "DefinitionsPort",
+    "MetadataPort",
     "DirectExchange",
     "DuplicateWindow",
     "Exchange",

@@ -47,6 +47,7 @@ __all__ = [
     "Broker",
     "DefinitionsPort",
     "FrontEndConnection",
+    "MetadataPort",
     "ResourceKind",
 ]
 
@@ -113,6 +114,21 @@ class DefinitionsPort(Protocol):
         ...
 
 
+class MetadataPort(Protocol):
+    """With several workers: where each change of metadata (a declaration, a binding, a
+    policy, a deletion) goes, to be put in the one order every worker applies
+    (:class:`amqp10.broker.workers.metadata.SharedMetadata`). None with one worker."""
+
+    def changed(self, vhost: str, change: tuple[Any, ...]) -> None:
+        """``change`` (an operation and its arguments) was just made here, in ``vhost``."""
+        ...
+
+    def hold(self, answer: Callable[[], None]) -> bool:
+        """Keep ``answer`` until every change made here so far is in the order and applied
+        here, and say True; False when none waits (``answer`` is not kept)."""
+        ...
+
+
 @runtime_checkable
 class FrontEndConnection(Protocol):
     """What the broker asks of a front end's connection handler (in ``Broker.connections``)."""
@@ -164,6 +180,9 @@ class Broker:
         self.recovery = LinkRecovery(config.link_recovery_seconds, config.limits.max_suspended_links, now)
         self.replies = DirectReplies()
         """Direct reply-to addresses and their consumers, for every front end (core/replies.py)."""
+        self.metadata: MetadataPort | None = None
+        """With several workers: the sequencer's side in this worker (every change of metadata
+        is told to it, and answers wait for its order: :meth:`after_commit`)."""
         self.placement: Callable[[str, str], Node | None] | None = None
         """With several workers: (vhost, name) -> the stand-in for a node another worker owns,
         or None when this worker owns it (broker/workers/ownership.py). None with one worker:
@@ -206,7 +225,15 @@ class Broker:
         the change made and in order with every other answer waiting there. Never confirm
         before the commit; a crash before it loses only a change nobody was told about.
         With nothing outstanding (a read, a change of nothing durable, no store) there is
-        nothing to wait for, and no earlier answer waiting: ``answer`` runs at once."""
+        nothing to wait for, and no earlier answer waiting: ``answer`` runs at once. With
+        several workers it waits first for the metadata changes made here to be in the one
+        order and applied (:class:`MetadataPort`)."""
+        metadata = self.metadata
+        if metadata is not None and metadata.hold(lambda: self._after_store(answer)):
+            return
+        self._after_store(answer)
+
+    def _after_store(self, answer: Callable[[], None]) -> None:
         journal = self.journal
         if journal.idle:
             answer()
@@ -238,6 +265,7 @@ class Broker:
         vhost = self.vhosts.get(name)
         if vhost is None:
             vhost = self.vhosts[name] = VirtualHost(self, name)
+            vhost.share("vhost")
         return vhost
 
     def delete_vhost(self, name: str) -> None:
@@ -250,6 +278,7 @@ class Broker:
             raise PreconditionFailed(f"the default virtual host {name!r} cannot be deleted")
         vhost.delete_contents()
         del self.vhosts[name]
+        vhost.share("drop-vhost")
         self.journal.submit((_store.DROP_VHOST, name))
         log.info("deleted virtual host %r", name)
 

@@ -111,6 +111,13 @@ class VirtualHost:
     def now(self) -> float:
         return self.broker.now()
 
+    def share(self, *change: Any) -> None:
+        """A change of metadata made here, which every other worker makes too (workers > 1:
+        :attr:`Broker.metadata <amqp10.broker.core.Broker.metadata>`; nothing with one)."""
+        metadata = self.broker.metadata
+        if metadata is not None:
+            metadata.changed(self.name, change)
+
     # -- nodes (queues, streams, 1.0 topics) ------------------------------------------------
     def policy_for(self, address: str) -> tuple[str, QueuePolicy]:
         rule = self.config.rule_for(address)
@@ -288,6 +295,8 @@ class VirtualHost:
         self.nodes[name] = made
         if durable and exclusive_owner is None and persist:
             self.journal.submit((_store.NODE, self.name, name, kind, props))
+        if exclusive_owner is None and persist:
+            self.share("queue", name, kind, durable, auto_delete, arguments or {})
         log.info("declared %s %r in vhost %r", kind, name, self.name)
         return made
 
@@ -318,6 +327,12 @@ class VirtualHost:
         self.stream_arguments.pop(address, None)
         if isinstance(node, (Queue, Stream)):
             self._unbind_everywhere(node)
+            placement = self.broker.placement
+            remote = placement(self.name, address) if placement is not None else None
+            if remote is not None:  # bound here as its owner's stand-in (:meth:`_destination`)
+                self._unbind_everywhere(remote)  # type: ignore[arg-type]
+            if not (isinstance(node, Queue) and (node.owner is not None or node.dynamic)):
+                self.share("drop-queue", address)  # (an exclusive or dynamic one was never shared)
         if isinstance(node, Queue):
             node.delete()
             if node.durable_node:
@@ -449,6 +464,8 @@ class VirtualHost:
         self.exchanges[name] = x
         if durable and persist:
             self.journal.submit((_store.EXCHANGE, self.name, name, x.type, _exchange_properties(x)))
+        if persist:
+            self.share("exchange", name, x.type, durable, auto_delete, internal, alternate, arguments or {})
         log.info("declared %s exchange %r in vhost %r", x.type, name, self.name)
         return x
 
@@ -461,6 +478,7 @@ class VirtualHost:
         if if_unused and x.bindings:
             raise PreconditionFailed(f"exchange {name!r} in vhost {self.name!r} in use")
         self._drop_exchange(x)
+        self.share("drop-exchange", name)
 
     def _drop_exchange(self, x: Exchange) -> None:
         """Remove ``x``, its bindings and its store records (no checks)."""
@@ -480,6 +498,11 @@ class VirtualHost:
         q = self.queue(name)
         if q is None:
             raise NotFound(f"no queue {name!r} in vhost {self.name!r}")
+        placement = self.broker.placement
+        if placement is not None:  # a queue another worker owns: its messages go to the owner
+            remote = placement(self.name, name)
+            if remote is not None:
+                return remote  # type: ignore[return-value]
         return q
 
     def _bindable(self, source: str) -> Exchange:
@@ -511,6 +534,8 @@ class VirtualHost:
             raise PreconditionFailed(str(exc)) from None
         if added and persist and _durable(x) and _durable(dest):
             self.journal.submit((_store.BIND, self.name, *_binding_row(binding)))
+        if added and persist:
+            self.share("bind", source, destination, key, arguments or {}, destination_kind)
         return binding
 
     def unbind(
@@ -528,6 +553,7 @@ class VirtualHost:
         if binding is None:
             raise NotFound(f"no such binding from {source!r} to {destination!r} in vhost {self.name!r}")
         self._unbound(binding)
+        self.share("unbind", source, destination, key, arguments or {}, destination_kind)
 
     def _unbound(self, binding: Binding) -> None:
         x = binding.source
@@ -623,12 +649,15 @@ class VirtualHost:
             )
         log.info("policy %r in vhost %r: %r applies to %s", policy.name, self.name, policy.pattern, policy.apply_to)
         self._reapply_policies()
+        if persist:
+            self.share("policy", policy.name, policy.pattern, policy.apply_to, policy.definition, policy.priority)
 
     def delete_policy(self, name: str) -> None:
         if self.policies.pop(name, None) is None:
             raise NotFound(f"no policy {name!r} in vhost {self.name!r}")
         self.journal.submit((_store.DROP_POLICY, self.name, name))
         self._reapply_policies()
+        self.share("drop-policy", name)
 
     def _reapply_policies(self) -> None:
         """Give every queue and stream the policy the runtime policies now make."""
@@ -645,6 +674,7 @@ class VirtualHost:
         self.metadata = dict(metadata)
         if persist:
             self.journal.submit((_store.VHOST, self.name, json.dumps(self.metadata, sort_keys=True)))
+            self.share("vhost-metadata", self.metadata)
 
     def delete_contents(self) -> None:
         """Remove everything the host holds (as RabbitMQ deletes a virtual host): its queues,

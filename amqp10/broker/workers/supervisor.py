@@ -28,9 +28,11 @@ was. With N > 1, :class:`Supervisor` is the process ``amqp10 broker`` runs:
   parent dies (``PR_SET_PDEATHSIG``), so it shuts down gracefully too.
 
 Each worker owns the nodes its name hashes to and reaches the others' over internal
-links (:mod:`.peers`): AMQP 1.0 clients on queues see one broker. The rest (0-9-1,
-exchanges fanning out to nodes on several workers, transactions, streams, shared
-metadata, management of the whole broker) is not wired yet, so :func:`not_built` refuses
+links (:mod:`.peers`): AMQP 1.0 clients on queues see one broker. The parent is also
+the metadata's sequencer (:class:`~.metadata.Sequencer`, served in its ``select`` loop):
+exchanges, bindings, queues, policies and users are the same on every worker, in one
+order. The rest (0-9-1 consumers of another worker's queues, transactions, streams,
+management of the whole broker) is not wired yet, so :func:`not_built` refuses
 ``workers`` > 1 unless the development switch :data:`PREVIEW_ENV` is set.
 """
 
@@ -52,6 +54,7 @@ from typing import TypeAlias
 from ...io.net import bind_for_workers
 from ..config import BrokerConfig
 from ..service import listen_points
+from .metadata import METADATA_FILE, Sequencer
 
 __all__ = [
     "PREVIEW_ENV",
@@ -161,6 +164,8 @@ class Supervisor:
         self.clock = clock
         self.slots: list[_Slot] = []
         self.stopping_since: float | None = None
+        self.sequencer: Sequencer | None = None
+        """The metadata's one order (:mod:`.metadata`), while the workers run."""
         self._wake_r = self._wake_w = -1
 
     def bind(self) -> None:
@@ -193,6 +198,8 @@ class Supervisor:
         }
         old_fd = signal.set_wakeup_fd(self._wake_w)
         try:
+            store = self.config.store.path
+            self.sequencer = Sequencer(self.config, store.parent / "workers", store.with_name(METADATA_FILE))
             for slot in self.slots:
                 self._start(slot)
             while not self._done():
@@ -208,6 +215,9 @@ class Supervisor:
             os.close(self._wake_r)
             os.close(self._wake_w)
             self._close_sockets()
+            if self.sequencer is not None:
+                self.sequencer.close()
+                self.sequencer = None
 
     # -- the loop --------------------------------------------------------------------------
     def _done(self) -> bool:
@@ -223,8 +233,14 @@ class Supervisor:
             timeout = max(min(due) - now, 0.0) if due else None
         if self._done():
             return
-        readable, _, _ = select.select([self._wake_r], [], [], timeout)
-        if readable:
+        sequencer = self.sequencer
+        fds = [self._wake_r, *(sequencer.fds() if sequencer is not None else ())]
+        readable, _, _ = select.select(fds, [], [], timeout)
+        for fd in readable:
+            if fd != self._wake_r:
+                assert sequencer is not None
+                sequencer.ready(fd)
+                continue
             for signum in os.read(self._wake_r, 512):
                 if signum in (signal.SIGTERM, signal.SIGINT):
                     self.stop(signal.Signals(signum).name)
@@ -335,6 +351,8 @@ class Supervisor:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         os.close(self._wake_r)
         os.close(self._wake_w)
+        if self.sequencer is not None:
+            self.sequencer.close_in_child()
         if not die_with_parent(parent):
             return 0
         mine = {id(s) for ss in slot.sockets.values() for s in ss}

@@ -56,12 +56,14 @@ def owned_by(worker: int, prefix: str) -> str:
 
 
 @asynccontextmanager
-async def one_on_each(p: Parent) -> AsyncIterator[dict[int, Connection]]:
-    """A connection served by worker 0 and one by worker 1 (the kernel spreads them)."""
+async def one_on_each(p: Parent, user: tuple[str, str] | None = None) -> AsyncIterator[dict[int, Connection]]:
+    """A connection served by worker 0 and one by worker 1 (the kernel spreads them), as
+    ``user`` (name, password; None: anonymous)."""
+    auth = f"{user[0]}:{user[1]}@" if user else ""
     async with AsyncExitStack() as stack:
         by_worker: dict[int, Connection] = {}
         for _ in range(64):
-            conn = await stack.enter_async_context(await connect(f"amqp://127.0.0.1:{p.port}", timeout=WAIT))
+            conn = await stack.enter_async_context(await connect(f"amqp://{auth}127.0.0.1:{p.port}", timeout=WAIT))
             by_worker.setdefault(int((conn.remote_properties or {})[WORKER_PROPERTY]), conn)
             if len(by_worker) == 2:
                 break

@@ -1,0 +1,131 @@
+"""The metadata's one order, in one process: the parent's :class:`Sequencer` and two
+workers' :class:`SharedMetadata` over real Unix sockets, the sequencer pumped by a task
+(as the supervisor's ``select`` loop does). Every wait is bounded; none is timed."""
+
+from __future__ import annotations
+
+import asyncio
+import select
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+
+from amqp10.broker.config import BrokerConfig
+from amqp10.broker.core import Broker, PreconditionFailed
+from amqp10.broker.workers.metadata import Inequivalent, Sequencer, SharedMetadata, apply_change
+
+pytestmark = pytest.mark.anyio
+
+WAIT = 30.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@asynccontextmanager
+async def sequenced(directory: Path) -> AsyncIterator[Sequencer]:
+    """The parent's sequencer over ``directory``, served while the block runs."""
+    seq = Sequencer(BrokerConfig(), directory / "workers", directory / "metadata.sqlite3")
+
+    async def pump() -> None:
+        while True:
+            readable, _, _ = select.select(seq.fds(), [], [], 0)
+            for fd in readable:
+                seq.ready(fd)
+            await asyncio.sleep(0.001)
+
+    task = asyncio.ensure_future(pump())
+    try:
+        yield seq
+    finally:
+        task.cancel()
+        seq.close()
+
+
+@asynccontextmanager
+async def workers(directory: Path, n: int) -> AsyncIterator[list[Broker]]:
+    """``n`` workers' cores, each caught up and taking part in the order."""
+    brokers = [Broker(BrokerConfig()) for _ in range(n)]
+    async with anyio.create_task_group() as tg:
+        for k, b in enumerate(brokers):
+            await tg.start(SharedMetadata(b, k, directory / "workers").run)
+        yield brokers
+        tg.cancel_scope.cancel()
+
+
+async def answered(broker: Broker) -> None:
+    """Wait for the answer to what ``broker`` just changed (as a front end's reply does)."""
+    done = anyio.Event()
+    broker.after_commit(done.set)
+    await done.wait()
+
+
+async def test_a_change_is_answered_once_every_worker_made_it(tmp_path: Path) -> None:
+    with anyio.fail_after(WAIT):
+        async with sequenced(tmp_path) as seq, workers(tmp_path, 2) as (b0, b1):
+            b0.default.declare_exchange("orders", "topic")
+            b0.default.declare_queue("shipping", arguments={"x-max-length": 5})
+            b0.default.bind("orders", "shipping", "ship.#")
+            seen: list[bool] = []
+            done = anyio.Event()
+
+            def answer() -> None:  # what the other worker holds when the maker answers
+                x = b1.default.exchange("orders")
+                seen.append(x is not None and x.type == "topic" and bool(x.bindings))
+                done.set()
+
+            b0.after_commit(answer)
+            assert not done.is_set()  # held: the order has not come back yet
+            await done.wait()
+            assert seen == [True]
+            assert b1.default.queue("shipping").arguments == {"x-max-length": 5}  # type: ignore[union-attr]
+            assert seq.log.last() == 3
+
+
+async def test_two_workers_declaring_one_name_at_once_are_put_in_order(tmp_path: Path) -> None:
+    with anyio.fail_after(WAIT):
+        async with sequenced(tmp_path) as seq, workers(tmp_path, 2) as (b0, b1):
+            b0.default.declare_exchange("raced", "direct")
+            b1.default.declare_exchange("raced", "fanout")  # before either reached the parent
+            await answered(b0)
+            await answered(b1)
+            assert seq.mirror.default.exchanges["raced"].type in ("direct", "fanout")
+            assert seq.log.last() == 1  # the second was refused: one declaration in the order
+
+
+async def test_a_starting_worker_catches_up_from_its_last_applied_number(tmp_path: Path) -> None:
+    with anyio.fail_after(WAIT):
+        async with sequenced(tmp_path) as seq:
+            async with workers(tmp_path, 2) as (b0, _):
+                b0.default.declare_exchange("before", "direct")
+                await answered(b0)
+            applied = (tmp_path / "workers" / "1.applied").read_text()
+            assert applied == "1"
+            async with workers(tmp_path, 1) as (b0,):  # worker 0 again, its core empty
+                b0.default.declare_exchange("meanwhile", "fanout")
+                await answered(b0)
+            async with workers(tmp_path, 2) as (_, b1):  # worker 1 missed one change
+                assert b1.default.exchange("meanwhile") is not None
+                assert b1.default.exchange("before") is None  # applied already: not again
+            assert seq.log.last() == 2
+    async with sequenced(tmp_path) as again:  # the parent restarted: its copy from the log
+        assert {"before", "meanwhile"} <= set(again.mirror.default.exchanges)
+
+
+def test_the_parent_refuses_a_declaration_that_differs() -> None:
+    broker = Broker(BrokerConfig())
+    apply_change(broker, "/", ("queue", "q", "queue", True, False, {"x-max-length": 5}), check=True)
+    apply_change(broker, "/", ("queue", "q", "queue", True, False, {"x-max-length": 5}), check=True)
+    with pytest.raises(Inequivalent):
+        apply_change(broker, "/", ("queue", "q", "queue", True, False, {"x-max-length": 6}), check=True)
+    apply_change(broker, "/", ("queue", "q", "queue", True, False, {"x-max-length": 6}), check=False)  # a worker: kept
+    apply_change(broker, "/", ("exchange", "x", "direct", True, False, False, None, {}), check=True)
+    with pytest.raises(PreconditionFailed):
+        apply_change(broker, "/", ("exchange", "x", "topic", True, False, False, None, {}), check=True)
+    with pytest.raises(ValueError):
+        apply_change(broker, "/", ("nonsense",), check=True)
