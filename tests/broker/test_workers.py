@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import anyio
@@ -36,7 +36,8 @@ WAIT = 30.0  # the bound of every wait here (a loaded machine); none is a timed 
 class Parent:
     """``amqp10 broker --workers N`` in a session of its own; its log lines as they come."""
 
-    def __init__(self, data_dir: Path, workers: int = 2) -> None:
+    def __init__(self, data_dir: Path, workers: int = 2, args: Sequence[str] = ("--no-http",)) -> None:
+        """``args``: more of ``amqp10 broker``'s arguments (a config, the HTTP port)."""
         env = {**os.environ, PREVIEW_ENV: "1"}
         self.proc = subprocess.Popen(
             [
@@ -46,7 +47,7 @@ class Parent:
                 "broker",
                 "--port",
                 "0",
-                "--no-http",
+                *args,
                 "--data-dir",
                 str(data_dir),
                 "--workers",

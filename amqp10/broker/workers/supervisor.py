@@ -52,6 +52,7 @@ from typing import TypeAlias
 from ...io.net import bind_for_workers
 from ..config import BrokerConfig
 from ..service import listen_points
+from . import counters
 
 __all__ = [
     "PREVIEW_ENV",
@@ -185,6 +186,8 @@ class Supervisor:
         """Start the workers and supervise them until a stop; 0 when every worker stopped cleanly."""
         if not self.slots:
             self.bind()
+        # the connection counts every worker adds to (limits of the whole broker), made before any forks
+        counters.create(self.config.store.path.parent / "workers", self.count)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
         previous = {
