@@ -584,6 +584,10 @@ class RabbitApi:
         return find_queue(self.management, call.caller, call.parts[1], call.parts[2])
 
     async def queue(self, call: Call) -> Any:
+        if self.management.whole is not None:  # the queue's owner may be another worker
+            for q in await self._listed_whole(call, "queue") + await self._listed_whole(call, "stream"):
+                if q["name"] == call.parts[2]:
+                    return q
         found = self._find_queue(call)
         if found is None:
             raise NotFoundError(call.parts[2])

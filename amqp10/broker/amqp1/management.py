@@ -248,6 +248,9 @@ class ManagementNode(Node):
         q = self.reply_links.get(address)
         if q is not None:
             return q
+        made = self.vhost.nodes.get(address)
+        if made is not None and made.dynamic:  # a client's reply queue is where it was made
+            return made  # (workers > 1: on this worker, whoever owns its name)
         node = self.vhost.lookup(address, create=False)
         if node is None or isinstance(node, ManagementNode):
             return None

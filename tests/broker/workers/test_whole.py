@@ -12,6 +12,8 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -119,6 +121,8 @@ async def test_connections_queues_and_overview_of_every_worker(broker: Broker) -
             assert len(listed) == len(conns)
             listed_queues = {q["name"]: q["messages"] for q in await broker.get("/api/queues")}
             assert listed_queues == queues
+            for name, n in queues.items():
+                assert (await broker.get(f"/api/queues/%2F/{name}"))["messages"] == n
             overview = await broker.get("/api/overview")
             assert overview["object_totals"]["connections"] == len(conns)
             assert overview["object_totals"]["queues"] == 2
@@ -133,6 +137,13 @@ async def test_connections_queues_and_overview_of_every_worker(broker: Broker) -
             async with conn.management(protocol="oasis", timeout=WAIT) as m:
                 infos = await m.list_queues(timeout=WAIT)
             assert {q.name: q.message_count for q in infos} == queues
+        admin = [sys.executable, "-m", "amqp10.cli", "admin", "connections", "--json", "--url", f"amqp://127.0.0.1:{broker.port}"]
+        for _ in range(ASKS // 2):  # `amqp10 admin` (QUERY on $management), on a connection of its own
+            done = await anyio.to_thread.run_sync(
+                lambda: subprocess.run(admin, capture_output=True, text=True, timeout=WAIT)
+            )
+            assert done.returncode == 0, done.stderr
+            assert len(json.loads(done.stdout)) == len(conns) + 1
 
 
 async def test_metrics_sum_the_workers(broker: Broker) -> None:
