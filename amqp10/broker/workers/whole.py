@@ -32,7 +32,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from ..alarms import ResourceAlarms, resident_bytes
+from ..alarms import ResourceAlarms
 from ..guard import ConnectionGuard
 from ..management import BadRequest, Caller, Management, NotFoundError, Request, Response
 from .control import ControlPoint
@@ -85,7 +85,8 @@ class WholeBroker:
             return
         guard.elsewhere = counts
         if alarms is not None:
-            alarms.rss = lambda: counts.whole_rss(resident_bytes())
+            own = alarms.rss
+            alarms.rss = lambda: counts.whole_rss(own())
 
     def serve_metrics(self, local: Metrics) -> Metrics:
         """What ``/metrics`` serves: ``local``, this worker's, merged with every other's."""

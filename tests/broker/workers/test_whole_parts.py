@@ -11,13 +11,16 @@ from typing import Any
 import anyio
 import pytest
 
-from amqp10.broker.config import SecurityConfig
+from amqp10.broker.alarms import ResourceAlarms
+from amqp10.broker.config import BrokerConfig
+from amqp10.broker.core import Broker
 from amqp10.broker.guard import ConnectionGuard
-from amqp10.broker.management import Forbidden, NotFoundError
+from amqp10.broker.management import Forbidden, Management, NotFoundError
 from amqp10.broker.workers import counters
 from amqp10.broker.workers.control import ControlPoint, Unanswered, ask, control_path
 from amqp10.broker.workers.counters import FILL, SharedCounts
-from amqp10.broker.workers.whole import merge_expositions
+from amqp10.broker.workers.ownership import Ownership
+from amqp10.broker.workers.whole import WholeBroker, merge_expositions
 
 
 def views(tmp_path: Path, n: int = 3) -> list[SharedCounts]:
@@ -77,7 +80,7 @@ def test_no_file_counts_this_worker_only(tmp_path: Path) -> None:
 
 def test_the_guard_counts_every_worker(tmp_path: Path) -> None:
     a, b = views(tmp_path, 2)
-    config = SecurityConfig(max_connections_per_address=3, max_connections_per_user=2)
+    config = BrokerConfig.model_validate({"security": {"max_connections_per_address": 3, "max_connections_per_user": 2}}).security
     guards = [ConnectionGuard(config), ConnectionGuard(config)]
     guards[0].elsewhere, guards[1].elsewhere = a, b
     assert guards[0].admit("10.0.0.1") is None
@@ -155,3 +158,22 @@ def test_metrics_are_summed_with_process_series_per_worker() -> None:
     assert 'amqp10_node_messages{kind="queue",node="b",vhost="/"} 4.0' in merged
     assert 'process_resident_memory_bytes{worker="0"} 100.0' in merged
     assert 'process_resident_memory_bytes{worker="1"} 200.0' in merged
+
+
+def test_the_limits_and_the_memory_alarm_count_every_worker(tmp_path: Path) -> None:
+    config = BrokerConfig.model_validate({"limits": {"memory_high_watermark_bytes": 1000}})
+    broker = Broker(config, now=lambda: 1000.0)
+    guard = ConnectionGuard(config.security)
+    alarms = ResourceAlarms(broker, config.limits, None)
+    alarms.rss = lambda: 600
+    counters.create(tmp_path, 2)
+    WholeBroker(Management.of(broker), Ownership(2, 0), tmp_path).count_with(guard, alarms)
+    assert guard.elsewhere is not None
+    other = SharedCounts.attach(tmp_path, 2, 1)
+    assert other is not None
+    assert alarms.check() is None  # 600 of 1000 on this worker alone
+    other.whole_rss(500)
+    reason = alarms.check()
+    assert reason is not None and reason.startswith("memory") and broker.alarm == reason
+    other.publish_total(2)
+    assert guard.counted_elsewhere() == 2
