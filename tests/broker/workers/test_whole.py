@@ -160,8 +160,11 @@ async def test_metrics_sum_the_workers(broker: Broker) -> None:
             assert sorted(line.split('worker="')[1][0] for line in rss) == ["0", "1"]
 
 
-async def test_a_connection_limit_holds_across_the_workers(tmp_path: Path) -> None:
-    b = Broker(tmp_path, "[limits]\nmax_connections = 3\n")
+@pytest.mark.parametrize(
+    "config", ["[limits]\nmax_connections = 3\n", "[security]\nmax_connections_per_address = 3\n"]
+)
+async def test_a_connection_limit_holds_across_the_workers(tmp_path: Path, config: str) -> None:
+    b = Broker(tmp_path, config)
     try:
         url = f"amqp://127.0.0.1:{b.port}"
         async with AsyncExitStack() as stack:
