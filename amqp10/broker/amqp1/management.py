@@ -185,8 +185,8 @@ class ManagementNode(Node):
             reply_props: dict[str, Any] = {"status-code": status}
         else:
             parsed = oasis.parse_request(props, request.body)
-            if self.management.whole is not None and parsed.operation == "QUERY":
-                self._answer_whole(target, request, parsed, reply_to)  # every worker's
+            if self.management.whole is not None:  # workers > 1: the whole broker's answer
+                self._answer_whole(target, request, parsed, reply_to)
                 return None
             response = self.management.execute(self.caller, parsed)
             body = response.body

@@ -34,7 +34,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ..alarms import ResourceAlarms
 from ..guard import ConnectionGuard
-from ..management import BadRequest, Caller, Management, NotFoundError, Request, Response
+from ..management import (
+    BadRequest,
+    Caller,
+    Management,
+    ManagementError,
+    NotFoundError,
+    Request,
+    Response,
+)
 from .control import ControlPoint
 from .counters import SharedCounts
 from .ownership import Ownership
@@ -167,11 +175,34 @@ class WholeBroker:
             raise NotFoundError(f"no connection {name!r}")
 
     async def execute(self, caller: Caller, request: Request) -> Response:
-        """A ``$management`` request; a QUERY of queues, streams or connections lists them
-        on every worker (the rest is answered here)."""
+        """A ``$management`` request: a QUERY of queues, streams or connections lists them
+        on every worker, a READ of one finds it on any, a DELETE of a connection closes it
+        on any; the rest is answered here."""
         m = self.management
-        if request.operation != "QUERY":
-            return m.execute(caller, request)
+        op = request.operation.upper() if isinstance(request.operation, str) else None
+        if op == "QUERY":
+            return await self._query(caller, request)
+        answer = m.execute(caller, request)
+        kind = str(request.type).removeprefix("org.amqp10.")
+        name = request.name if request.name is not None else request.identity
+        if answer.status != 404 or kind not in MERGED_TYPES or not isinstance(name, str):
+            return answer
+        try:
+            if op == "READ":
+                for e in await self.list(caller, kind):
+                    if e.get("name") == name:
+                        return Response(status=200, description="OK", body=e)
+            elif op == "DELETE" and kind == "connection":
+                reason = "closed by the broker's management"
+                closed = await self.point.ask_others("close", self._who(caller, name=name, reason=reason))
+                if any(closed.values()):
+                    return Response(status=204, description="No Content", body={})
+        except ManagementError as exc:  # another worker's refusal
+            return Response(status=exc.status, description=exc.description, body={})
+        return answer
+
+    async def _query(self, caller: Caller, request: Request) -> Response:
+        m = self.management
         body = request.body if isinstance(request.body, Mapping) else {}
         asked = request.properties.get("entityType", body.get("entityType"))
         kinds = [str(asked).removeprefix("org.amqp10.")] if asked is not None else list(MERGED_TYPES)

@@ -136,7 +136,9 @@ async def test_connections_queues_and_overview_of_every_worker(broker: Broker) -
         for conn in (conns[0], conns[-1]):
             async with conn.management(protocol="oasis", timeout=WAIT) as m:
                 infos = await m.list_queues(timeout=WAIT)
-            assert {q.name: q.message_count for q in infos} == queues
+                assert {q.name: q.message_count for q in infos} == queues
+                for name, n in queues.items():  # READ: the queue of either owner
+                    assert (await m.queue_info(name, timeout=WAIT)).message_count == n
         admin = [sys.executable, "-m", "amqp10.cli", "admin", "connections", "--json", "--url", f"amqp://127.0.0.1:{broker.port}"]
         for _ in range(ASKS // 2):  # `amqp10 admin` (QUERY on $management), on a connection of its own
             done = await anyio.to_thread.run_sync(
@@ -186,11 +188,23 @@ async def test_a_connection_limit_holds_across_the_workers(tmp_path: Path, confi
 
 
 async def test_deleting_a_connection_on_the_other_worker_closes_it(broker: Broker) -> None:
-    async with on_both(broker) as conns:
-        http = broker.http()  # one HTTP connection: one worker answers every request on it
+    async with on_both(broker) as conns:  # $management DELETE, asked on one worker, of a connection on the other
+        names = {c["client_properties"]["connection_name"]: c["name"] for c in await broker.get("/api/connections")}
+        asked, other = conns[0], conns[-1]
+        request = {"operation": "DELETE", "type": "connection", "name": names[other.container_id]}
+        reply = await asked.request("$management", Message(application_properties=request), timeout=WAIT)
+        assert (reply.application_properties or {})["statusCode"] == 204
+        with anyio.fail_after(WAIT):
+            await other.wait_closed()
+        request["name"] = "nobody"
+        reply = await asked.request("$management", Message(application_properties=request), timeout=WAIT)
+        assert (reply.application_properties or {})["statusCode"] == 404
+    async with on_both(broker) as conns:  # HTTP DELETE of every one, on one HTTP connection
+        mine = {c.container_id for c in conns}
+        http = broker.http()  # (one worker answers every request on it: some are on the other)
         try:
             _, listed = await anyio.to_thread.run_sync(broker.call, "GET", "/api/connections", http)
-            for c in listed:  # so one of these is on the other worker
+            for c in [c for c in listed if c["client_properties"]["connection_name"] in mine]:
                 status, _ = await anyio.to_thread.run_sync(broker.call, "DELETE", f"/api/connections/{c['name']}", http)
                 assert status == 204
             status, _ = await anyio.to_thread.run_sync(broker.call, "DELETE", "/api/connections/nobody", http)
