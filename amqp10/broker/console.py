@@ -227,17 +227,17 @@ class Console:
     async def api_overview(self, request: HttpRequest) -> HttpResponse:
         _, session = self.session_of(request)
         m, caller = self.management, Caller(user=session.user)
-        overview = m.overview(caller)
+        overview = await m.overview_whole(caller)
         nodes = []
         for vhost in overview["vhosts"]:
             for kind in NODE_TYPES:
-                nodes.extend(m.list(caller, kind, vhost=vhost))
+                nodes.extend(await m.list_whole(caller, kind, vhost=vhost))
         return _json(
             200,
             {
                 "overview": overview,
                 "nodes": nodes,
-                "connections": m.connections(caller),
+                "connections": await m.list_whole(caller, "connection"),
                 "time": time.time(),
             },
         )
@@ -299,7 +299,7 @@ class Console:
         if not isinstance(name, str):
             raise _Refused(400, "give the connection's name")
         reason = f"closed from the web console by {session.user}"
-        self.management.close_connection(Caller(user=session.user), name, reason)
+        await self.management.close_connection_whole(Caller(user=session.user), name, reason)
         return _json(200, {"closed": name})
 
 

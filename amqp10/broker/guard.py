@@ -36,7 +36,16 @@ import anyio
 from ..io.driver import EngineProtocol
 from .config import SecurityConfig
 
-__all__ = ["ConnectionGuard", "HeldOutput", "Login", "LoginHook", "Refusal", "RefusalLog", "source_of"]
+__all__ = [
+    "ConnectionGuard",
+    "CountedElsewhere",
+    "HeldOutput",
+    "Login",
+    "LoginHook",
+    "Refusal",
+    "RefusalLog",
+    "source_of",
+]
 
 log = logging.getLogger("amqp10.broker.guard")
 
@@ -63,6 +72,18 @@ class Refusal:
     hard: bool
     """Close the socket at once (nothing is read); otherwise refuse the open with
     ``amqp:resource-limit-exceeded`` (after the login, so the client sees the condition)."""
+
+
+class CountedElsewhere(Protocol):
+    """The connections of the broker's other workers (``workers`` > 1:
+    :class:`~amqp10.broker.workers.counters.SharedCounts`), and where this worker's go."""
+
+    def total(self) -> int: ...
+    def address(self, address: str) -> int: ...
+    def user(self, user: str) -> int: ...
+    def publish_total(self, n: int) -> None: ...
+    def publish_address(self, address: str, n: int) -> None: ...
+    def publish_user(self, user: str, n: int) -> None: ...
 
 
 class LoginHook(Protocol):
@@ -193,6 +214,11 @@ class ConnectionGuard:
         """Connections refused so far (hard and soft)."""
         self.failed_logins = 0
         """Failed logins so far."""
+        self.admitted = 0
+        """Connections admitted and not yet released."""
+        self.elsewhere: CountedElsewhere | None = None
+        """``workers`` > 1: the other workers' connections, counted with this one's by every
+        limit (set by the worker's service); None: this process is the whole broker."""
 
     # -- connections per address: at accept ---------------------------------------------------
     def admit(self, addr: str) -> Refusal | None:
@@ -211,18 +237,32 @@ class ConnectionGuard:
                 ),
             )
         count = self._by_address.get(addr, 0)
-        if cfg.max_connections_per_address and count >= cfg.max_connections_per_address:
+        elsewhere = self.elsewhere
+        seen = count if elsewhere is None else count + elsewhere.address(addr)
+        if cfg.max_connections_per_address and seen >= cfg.max_connections_per_address:
             return self._refuse(
                 addr,
                 "address",
-                Refusal(f"{addr} has {count} connections open, the limit per address", hard=False),
+                Refusal(f"{addr} has {seen} connections open, the limit per address", hard=False),
             )
         self._by_address[addr] = count + 1
+        self.admitted += 1
+        if elsewhere is not None:
+            elsewhere.publish_address(addr, count + 1)
+            elsewhere.publish_total(self.admitted)
         return None
 
     def release(self, addr: str) -> None:
         """A connection :meth:`admit` counted has ended."""
         _decrement(self._by_address, addr)
+        self.admitted -= 1
+        if self.elsewhere is not None:
+            self.elsewhere.publish_address(addr, self._by_address.get(addr, 0))
+            self.elsewhere.publish_total(self.admitted)
+
+    def counted_elsewhere(self) -> int:
+        """The connections of the broker's other workers (0 when this process is the broker)."""
+        return 0 if self.elsewhere is None else self.elsewhere.total()
 
     def _take_token(self, addr: str, now: float) -> bool:
         cfg = self.config
@@ -257,21 +297,27 @@ class ConnectionGuard:
             return None
         limit = self.config.max_connections_per_user
         count = self._by_user.get(user, 0)
-        if limit and count >= limit:
+        elsewhere = self.elsewhere
+        seen = count if elsewhere is None else count + elsewhere.user(user)
+        if limit and seen >= limit:
             return self._refuse(
                 addr,
                 "user",
                 Refusal(
-                    f"user {user!r} has {count} connections open, the limit per user", hard=False
+                    f"user {user!r} has {seen} connections open, the limit per user", hard=False
                 ),
             )
         self._by_user[user] = count + 1
+        if elsewhere is not None:
+            elsewhere.publish_user(user, count + 1)
         return None
 
     def closed(self, user: str | None) -> None:
         """A connection :meth:`opened` counted for ``user`` has ended."""
         if user is not None:
             _decrement(self._by_user, user)
+            if self.elsewhere is not None:
+                self.elsewhere.publish_user(user, self._by_user.get(user, 0))
 
     def _refuse(self, addr: str, kind: str, refusal: Refusal) -> Refusal:
         self.refused += 1

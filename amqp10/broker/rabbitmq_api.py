@@ -324,9 +324,9 @@ class RabbitApi:
     async def overview(self, call: Call) -> Any:
         m = self.management
         o = m.overview(call.caller)
-        queues = [q for v in o["vhosts"] for q in m.list(call.caller, "queue", vhost=v)]
+        queues = [q for v in o["vhosts"] for q in await m.list_whole(call.caller, "queue", vhost=v)]
         exchanges = sum(len(m.list(call.caller, "exchange", vhost=v)) for v in o["vhosts"])
-        conns = m.connections(call.caller)
+        conns = await m.list_whole(call.caller, "connection")
         ready = sum(q["depth"] for q in queues)
         unacked = sum(q["unacked"] for q in queues)
         return {
@@ -423,20 +423,26 @@ class RabbitApi:
         }
 
     async def connections(self, call: Call) -> Any:
-        return [self._connection(c) for c in self.management.connections(call.caller)]
+        return [self._connection(c) for c in await self.management.list_whole(call.caller, "connection")]
 
     async def connection(self, call: Call) -> Any:
-        return self._connection(self.management.read(call.caller, "connection", call.parts[1]))
+        m = self.management
+        if m.whole is None:
+            return self._connection(m.read(call.caller, "connection", call.parts[1]))
+        for c in await m.list_whole(call.caller, "connection"):
+            if c["name"] == call.parts[1]:
+                return self._connection(c)
+        raise NotFoundError(f"no connection {call.parts[1]!r}")
 
     async def close_connection(self, call: Call) -> Any:
         reason = call.request.header("x-reason") or "closed through the HTTP API"
-        self.management.close_connection(call.caller, call.parts[1], reason)
+        await self.management.close_connection_whole(call.caller, call.parts[1], reason)
         return HttpResponse(204)
 
     async def channels(self, call: Call) -> Any:
         """One entry per session (0-9-1: channel) of each connection (numbered from 1: the
         broker does not keep per-channel figures for management)."""
-        conns = self.management.connections(call.caller)
+        conns = await self.management.list_whole(call.caller, "connection")
         if len(call.parts) == 3:
             conns = [c for c in conns if c["name"] == call.parts[1]]
         out: list[dict[str, Any]] = []
@@ -455,7 +461,7 @@ class RabbitApi:
         them, with the channel it consumes on."""
         vhost = call.parts[1] if len(call.parts) == 2 else None
         out: list[dict[str, Any]] = []
-        for c in self.management.consumers(call.caller, vhost=vhost):
+        for c in await self.management.consumers_whole(call.caller, vhost=vhost):
             conn = self._connection(c | {"name": c["connection"]})
             out.append({
                 "consumer_tag": c["consumer_tag"], "queue": {"name": c["queue"], "vhost": conn["vhost"]},
@@ -561,15 +567,27 @@ class RabbitApi:
         m = self.management
         return [shape(e) for v in self._vhosts_of(call) for e in m.list(call.caller, kind, vhost=v)]
 
+    async def _listed_whole(self, call: Call, kind: str) -> list[dict[str, Any]]:
+        """Every ``kind`` node of the hosts :meth:`_vhosts_of` names on every worker, shaped."""
+        m = self.management
+        return [
+            self._queue(e, kind)
+            for v in self._vhosts_of(call)
+            for e in await m.list_whole(call.caller, kind, vhost=v)
+        ]
+
     async def queues(self, call: Call) -> Any:
-        out = self._listed(call, "queue", lambda q: self._queue(q, "queue"))
-        out += self._listed(call, "stream", lambda q: self._queue(q, "stream"))
+        out = await self._listed_whole(call, "queue") + await self._listed_whole(call, "stream")
         return sorted(out, key=lambda q: (q["vhost"], q["name"]))
 
     def _find_queue(self, call: Call) -> tuple[dict[str, Any], str] | None:
         return find_queue(self.management, call.caller, call.parts[1], call.parts[2])
 
     async def queue(self, call: Call) -> Any:
+        if self.management.whole is not None:  # the queue's owner may be another worker
+            for q in await self._listed_whole(call, "queue") + await self._listed_whole(call, "stream"):
+                if q["name"] == call.parts[2]:
+                    return q
         found = self._find_queue(call)
         if found is None:
             raise NotFoundError(call.parts[2])

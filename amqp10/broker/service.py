@@ -18,7 +18,7 @@ import signal
 import socket
 import ssl
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -274,16 +274,23 @@ class BrokerService:
                 if self.broker is not None and self.broker.recovery.enabled:
                     tg.start_soon(self._expire_suspended_links)
                 tg.start_soon(self._tick)
+                whole = None
                 if self.broker is not None and self.worker is not None and cfg.worker_count() > 1:
                     # workers > 1: the internal links to the other workers, up before clients come
                     from .workers.peers import Peers
+                    from .workers.whole import WholeBroker
 
-                    peers = Peers(self.broker, cfg.worker_count(), self.worker, cfg.store.path.parent / "workers")
+                    directory = cfg.store.path.parent / "workers"
+                    peers = Peers(self.broker, cfg.worker_count(), self.worker, directory)
                     await tg.start(peers.run)
                     # the metadata's one order: caught up before clients come (workers/metadata.py)
                     from .workers.metadata import SharedMetadata
 
-                    await tg.start(SharedMetadata(self.broker, self.worker, peers.directory).run)
+                    await tg.start(SharedMetadata(self.broker, self.worker, directory).run)
+                    # management, limits and alarms of the whole broker
+                    whole = WholeBroker(Management.of(self.broker), peers.placement.ownership, directory)
+                    await tg.start(whole.run)
+                    whole.count_with(self.guard, self.alarms)
                 if self.broker is not None:
                     tg.start_soon(self._release_scheduled)
                     tg.start_soon(self._expire_leases)
@@ -302,14 +309,15 @@ class BrokerService:
                     log.info("listening on %s%s", lst.address, " (TLS)" if ctx else "")
                     tg.start_soon(self._serve, lst, conns)
                 if cfg.http.enabled:  # [http]: an upgraded WebSocket goes to self._handle
-                    metrics = None
+                    metrics: Callable[[], Awaitable[bytes]] | None = None
                     if cfg.http.metrics:
                         registry = metrics_registry(self.metrics_sources())
                         writer = TextWriter()
 
-                        async def metrics() -> bytes:
+                        async def scrape() -> bytes:
                             return await exposition(registry, writer)
 
+                        metrics = scrape if whole is None else whole.serve_metrics(scrape)
                     routes = broker_routes(amqp=self._handle, not_ready=self.not_ready, metrics=metrics)
                     console = self._console()
                     if cfg.http.console:
@@ -439,7 +447,7 @@ class BrokerService:
     async def _handle(self, stream: ByteStream, peer: str) -> None:
         assert self.broker is not None
         limits = self.config.limits
-        if not self._accepting or len(self.clients) >= limits.max_connections:
+        if not self._accepting or len(self.clients) + self.guard.counted_elsewhere() >= limits.max_connections:
             log.warning("refusing %s: connection limit %d reached", peer, limits.max_connections)
             await anyio.aclose_forcefully(stream)
             return

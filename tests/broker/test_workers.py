@@ -37,6 +37,7 @@ class Parent:
     """``amqp10 broker --workers N`` in a session of its own; its log lines as they come."""
 
     def __init__(self, data_dir: Path, workers: int = 2, args: Sequence[str] = ("--no-http",)) -> None:
+        """``args``: more of ``amqp10 broker``'s arguments (a config, the HTTP port)."""
         env = {**os.environ, PREVIEW_ENV: "1"}
         self.proc = subprocess.Popen(
             [

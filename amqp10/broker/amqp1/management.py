@@ -38,6 +38,7 @@ they always have:
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 from collections.abc import Callable, Mapping
@@ -106,6 +107,8 @@ class ManagementNode(Node):
         self.reply_links: dict[object, Queue] = {}
         """This connection's receiver links from this node, by their key (see :meth:`reply_queue`)."""
         self._unnamed = itertools.count(1)
+        self._answering: set[asyncio.Future[None]] = set()
+        """Requests being answered by every worker (``workers`` > 1)."""
         self._legacy: dict[str, Callable[[Mapping[str, Any]], Reply]] = {
             "stream-info": self._stream_info,
             "declare-exchange": self._declare_exchange,
@@ -181,13 +184,29 @@ class ManagementNode(Node):
             status, body = self._legacy_request(op, props, request.body)
             reply_props: dict[str, Any] = {"status-code": status}
         else:
-            response = self.management.execute(self.caller, oasis.parse_request(props, request.body))
+            parsed = oasis.parse_request(props, request.body)
+            if self.management.whole is not None:  # workers > 1: the whole broker's answer
+                self._answer_whole(target, request, parsed, reply_to)
+                return None
+            response = self.management.execute(self.caller, parsed)
             body = response.body
             reply_props = oasis.reply_properties(response)
         if not self.is_open():  # the request closed its own connection: nobody to answer
             return None
         self.send_reply(target, request, reply_props, body, to=reply_to)
         return None
+
+    def _answer_whole(self, target: Node, request: Message, parsed: oasis.Request, reply_to: str) -> None:
+        """Answer ``parsed`` once the other workers have answered their parts (``workers`` > 1)."""
+
+        async def answer() -> None:
+            response = await self.management.execute_whole(self.caller, parsed)
+            if self.is_open():
+                self.send_reply(target, request, oasis.reply_properties(response), response.body, to=reply_to)
+
+        task = asyncio.ensure_future(answer())
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
 
     @staticmethod
     def decode_request(msg: QueuedMessage) -> Message | Error:
@@ -229,6 +248,9 @@ class ManagementNode(Node):
         q = self.reply_links.get(address)
         if q is not None:
             return q
+        made = self.vhost.nodes.get(address)
+        if made is not None and made.dynamic:  # a client's reply queue is where it was made
+            return made  # (workers > 1: on this worker, whoever owns its name)
         node = self.vhost.lookup(address, create=False)
         if node is None or isinstance(node, ManagementNode):
             return None

@@ -69,6 +69,7 @@ from .errors import (
     NotFoundError,
     NotImplementedOperation,
     Unauthorized,
+    error_of,
 )
 
 __all__ = [
@@ -90,5 +91,6 @@ __all__ = [
     "Response",
     "Unauthorized",
     "describe_message",
+    "error_of",
     "type_named",
 ]

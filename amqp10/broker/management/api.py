@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
@@ -36,7 +37,7 @@ from .errors import (
 if TYPE_CHECKING:  # the configuration is the layer above: management only reads it
     from ..config import ManagementConfig
 
-__all__ = ["Got", "ManagedConnection", "Management", "Rates", "describe_message"]
+__all__ = ["Got", "ManagedConnection", "Management", "Rates", "WholeView", "describe_message"]
 
 log = logging.getLogger("amqp10.broker.management")
 
@@ -121,6 +122,19 @@ Taken = list[Got]
 Entities = list[dict[str, Any]]
 """Entities as maps of attributes (what listings return)."""
 
+
+class WholeView(Protocol):
+    """The whole broker's management when it runs as several workers
+    (:class:`~amqp10.broker.workers.whole.WholeBroker`): what differs between workers,
+    asked of every worker and merged."""
+
+    async def list(self, caller: Caller, entity_type: str, *, vhost: str | None = None) -> Entities: ...
+    async def consumers(self, caller: Caller, *, vhost: str | None = None) -> Entities: ...
+    async def overview(self, caller: Caller) -> dict[str, Any]: ...
+    async def close_connection(self, caller: Caller, name: str, reason: str) -> None: ...
+    async def execute(self, caller: Caller, request: Request) -> Response: ...
+
+
 class Management:
     """The management operations of one broker (one instance per broker: :meth:`of`)."""
 
@@ -130,6 +144,11 @@ class Management:
         self.access = Access(broker, self.config)
         self.rates = Rates(broker.now)
         self._connections: dict[str, ManagedConnection] = {}
+        self.whole: WholeView | None = None
+        """``workers`` > 1: the whole broker's view (set by the worker's service); the
+        ``*_whole`` calls go through it. None: this broker is the whole broker."""
+        self._listed: Mapping[str, Entities] = {}
+        """Listings made already, by type, for the request being answered (:meth:`listing`)."""
 
     @classmethod
     def of(cls, broker: Broker) -> Management:
@@ -167,9 +186,9 @@ class Management:
             raise BadRequest(f"count {count} is above the limit of {self.config.max_query_count}")
         if offset < 0 or (count is not None and count < 0):
             raise BadRequest("offset and count must not be negative")
-        out = []
-        for v, item in self._visible(caller, t, vhost):
-            out.append(t.describe(self, v, item))
+        out = self._listed.get(t.name) if vhost is None else None
+        if out is None:
+            out = [t.describe(self, v, item) for v, item in self._visible(caller, t, vhost)]
         end = None if count is None else offset + count
         return out[offset:end]
 
@@ -428,6 +447,48 @@ class Management:
         """The broker's totals: counts of connections, sessions, links, nodes; bytes held."""
         self.access.can_read(caller, "the overview")
         return {**self.broker.counts(), "vhosts": [v.name for v in self.access.visible_vhosts(caller)]}
+
+    # -- the whole broker (every worker's, when it runs as several) ----------------------------
+    async def list_whole(self, caller: Caller, entity_type: str, *, vhost: str | None = None) -> Entities:
+        """:meth:`list` (all of it) of the whole broker."""
+        if self.whole is None:
+            return self.list(caller, entity_type, vhost=vhost)
+        return await self.whole.list(caller, entity_type, vhost=vhost)
+
+    async def consumers_whole(self, caller: Caller, *, vhost: str | None = None) -> Entities:
+        """:meth:`consumers` of the whole broker."""
+        if self.whole is None:
+            return self.consumers(caller, vhost=vhost)
+        return await self.whole.consumers(caller, vhost=vhost)
+
+    async def overview_whole(self, caller: Caller) -> dict[str, Any]:
+        """:meth:`overview` of the whole broker."""
+        if self.whole is None:
+            return self.overview(caller)
+        return await self.whole.overview(caller)
+
+    async def close_connection_whole(self, caller: Caller, name: str, reason: str) -> None:
+        """:meth:`close_connection`, on whichever worker the connection lives."""
+        if self.whole is None:
+            self.close_connection(caller, name, reason)
+        else:
+            await self.whole.close_connection(caller, name, reason)
+
+    async def execute_whole(self, caller: Caller, request: Request) -> Response:
+        """:meth:`execute` of the whole broker (a QUERY lists every worker's)."""
+        if self.whole is None:
+            return self.execute(caller, request)
+        return await self.whole.execute(caller, request)
+
+    @contextlib.contextmanager
+    def listing(self, lists: Mapping[str, Entities]) -> Iterator[None]:
+        """While in it, a listing of a type in ``lists`` (of the caller's host) is that list
+        (the whole broker's, made already): the draft's QUERY pages through it."""
+        self._listed = lists
+        try:
+            yield
+        finally:
+            self._listed = {}
 
     # -- requests in the draft's terms --------------------------------------------------------
     def execute(self, caller: Caller, request: Request) -> Response:

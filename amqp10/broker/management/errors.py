@@ -17,6 +17,7 @@ __all__ = [
     "NotImplementedOperation",
     "NotFoundError",
     "Unauthorized",
+    "error_of",
 ]
 
 
@@ -52,3 +53,11 @@ class Conflict(ManagementError):
 
 class NotImplementedOperation(ManagementError):
     status = 501
+
+
+def error_of(status: int, description: str) -> ManagementError:
+    """The error of ``status`` (a refusal made elsewhere, another worker's, raised again here)."""
+    for kind in (BadRequest, Unauthorized, Forbidden, NotFoundError, Conflict, NotImplementedOperation):
+        if kind.status == status:
+            return kind(description)
+    return ManagementError(description)

@@ -7,5 +7,9 @@
   stands in for a node another worker owns;
 - :mod:`.owner`: the owning side, which serves its nodes to the links of other workers;
 - :mod:`.supervisor`: the parent process: binds the ports once, forks the workers,
-  restarts one that dies, stops them all on SIGTERM/SIGINT.
+  restarts one that dies, stops them all on SIGTERM/SIGINT;
+- :mod:`.control`, :mod:`.whole`: management of the whole broker: the worker that takes a
+  request asks the others over control links and merges their answers;
+- :mod:`.counters`: the connection counts and resident sizes every worker shares, for the
+  connection limits and the memory alarm of the whole broker.
 """

@@ -31,8 +31,9 @@ Each worker owns the nodes its name hashes to and reaches the others' over inter
 links (:mod:`.peers`): AMQP 1.0 clients on queues see one broker. The parent is also
 the metadata's sequencer (:class:`~.metadata.Sequencer`, served in its ``select`` loop):
 exchanges, bindings, queues, policies and users are the same on every worker, in one
-order. The rest (0-9-1 consumers of another worker's queues, transactions, streams,
-management of the whole broker) is not wired yet, so :func:`not_built` refuses
+order. Management, ``/metrics``, connection limits and the memory alarm count the whole
+broker (:mod:`.whole`). The rest (0-9-1 consumers of another worker's queues,
+transactions, streams) is not wired yet, so :func:`not_built` refuses
 ``workers`` > 1 unless the development switch :data:`PREVIEW_ENV` is set.
 """
 
@@ -54,6 +55,7 @@ from typing import TypeAlias
 from ...io.net import bind_for_workers
 from ..config import BrokerConfig
 from ..service import listen_points
+from . import counters
 from .metadata import METADATA_FILE, Sequencer
 
 __all__ = [
@@ -98,7 +100,7 @@ def not_built(config: BrokerConfig, environ: Mapping[str, str] = os.environ) -> 
     if environ.get(PREVIEW_ENV) != "1":
         return (
             f"workers = {n} is not built yet for every client: AMQP 1.0 clients on queues see one "
-            "broker, but 0-9-1, exchanges fanning out across workers, transactions and streams are "
+            "broker, but 0-9-1 consumers of another worker's queues, transactions and streams are "
             f"not wired (issue 31); {PREVIEW_ENV}=1 runs it, for development only"
         )
     if config.store.backend != "sqlite":
@@ -190,6 +192,8 @@ class Supervisor:
         """Start the workers and supervise them until a stop; 0 when every worker stopped cleanly."""
         if not self.slots:
             self.bind()
+        # the connection counts every worker adds to (limits of the whole broker), made before any forks
+        counters.create(self.config.store.path.parent / "workers", self.count)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
         previous = {
