@@ -144,11 +144,25 @@ class ExchangeCommands:
 
     def bind(self, s: Amqp010Session, c: Compound) -> None:
         source, queue = self._binding(s, c)
-        self.ctx.vhost.bind(source, queue, c.get("binding_key", ""), c.get("arguments", {}))
+        arguments = c.get("arguments", {})
+        x = self.ctx.vhost.exchange(source)
+        if x is not None and x.type == "headers" and "x-match" not in (arguments or {}):
+            # (Qpid's broker has no default: RabbitMQ's "all" is 0-9-1's)
+            raise CommandError(
+                "internal-error",
+                f"a binding to headers exchange '{source}' needs x-match ('all' or 'any')",
+            )
+        self.ctx.vhost.bind(source, queue, c.get("binding_key", ""), arguments)
 
     def unbind(self, s: Amqp010Session, c: Compound) -> None:
+        """A 0-10 binding is its exchange, queue and key (``unbind`` has no arguments): the
+        bindings with that key go whatever their arguments."""
         source, queue = self._binding(s, c)
-        self.ctx.vhost.unbind(source, queue, c.get("binding_key", ""), None)
+        key = c.get("binding_key", "")
+        if not self.ctx.vhost.unbind_key(source, queue, key):
+            raise NotFound(
+                f"no binding from '{source}' to '{queue}' with key '{key}' in vhost '{self.ctx.vhost.name}'"
+            )
 
     def _binding(self, s: Amqp010Session, c: Compound) -> tuple[str, str]:
         ctx = self.ctx

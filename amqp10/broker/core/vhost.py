@@ -529,6 +529,20 @@ class VirtualHost:
             raise NotFound(f"no such binding from {source!r} to {destination!r} in vhost {self.name!r}")
         self._unbound(binding)
 
+    def unbind_key(self, source: str, destination: str, key: str = "", *, destination_kind: str = "queue") -> int:
+        """Remove every binding from ``source`` to ``destination`` with ``key``, whatever its
+        arguments (0-10 names a binding by exchange, queue and key; 0-9-1 and 1.0 add the
+        arguments: :meth:`unbind`); return how many went (0: none was there)."""
+        x = self._bindable(source)
+        dest = self.exchanges.get(destination) if destination_kind == "exchange" else self.queue(destination)
+        if dest is None:
+            return 0
+        gone = [b for b in x.bindings_to(dest) if b.key == key]
+        for b in gone:
+            x.unbind(b.identity)
+            self._unbound(b)  # (an auto-delete exchange goes with the last one)
+        return len(gone)
+
     def _unbound(self, binding: Binding) -> None:
         x = binding.source
         if _durable(x) and _durable(binding.destination):
