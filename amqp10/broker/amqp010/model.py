@@ -3,7 +3,8 @@ virtual host. Each returns the struct its ``execution.result`` carries, or None.
 
 Queue arguments: Qpid's ``qpid.max_count``, ``qpid.max_size`` and ``qpid.policy_type``
 (``reject``, ``ring``) become the core's ``x-max-length``, ``x-max-length-bytes`` and
-``x-overflow``; ``x-*`` arguments pass through as RabbitMQ's; other ``qpid.*`` arguments
+``x-overflow``; ``x-*`` arguments pass through as RabbitMQ's, and ``no-local`` as the
+core's (:mod:`amqp10.broker.core.no_local`); other ``qpid.*`` arguments
 (the C++ broker's own features) are ignored, as the C++ broker ignores what it does not know.
 A queue's ``alternate-exchange`` is its dead-letter exchange.
 """
@@ -15,6 +16,7 @@ from typing import Any, Final
 
 from ...amqp010 import Compound, result_struct
 from ..core import NotFound, PreconditionFailed, Queue, QueuedMessage
+from ..core.no_local import NO_LOCAL
 from .context import Amqp010Context, CommandError
 from .session import Amqp010Session
 
@@ -36,7 +38,7 @@ def queue_arguments(arguments: Mapping[str, Any] | None, alternate: str | None) 
             out["x-overflow"] = _POLICY_TYPES[str(v)]
         elif k in ("x-qpid-priorities", "qpid.priorities"):
             out["x-max-priority"] = min(_count(k, v), 255)
-        elif k.startswith("x-") and not k.startswith("x-qpid-"):
+        elif (k.startswith("x-") and not k.startswith("x-qpid-")) or k == NO_LOCAL:
             out[k] = v
     if alternate:
         out["x-dead-letter-exchange"] = alternate

@@ -96,6 +96,11 @@ class Subscription:
                 return
         self.session.transfer(self, node, msg)
 
+    @property
+    def origin(self) -> object:
+        """Its connection (as its session's messages are marked: no-local queues)."""
+        return self.session.ctx.origin
+
     def cancelled(self) -> None:
         self.active = False
         self.session.subscriptions.pop(self.destination, None)
@@ -166,6 +171,11 @@ class Amqp010Session:
     """The dtx branch the session works in (``dtx.start``), if any (:mod:`.dtx`)."""
     suspended: list[Branch] = field(default_factory=list)
     """Branches this session suspended (``dtx.end`` with ``suspend``)."""
+
+    @property
+    def origin(self) -> object:
+        """The connection it is attached to (as its messages are marked: no-local queues)."""
+        return self.ctx.origin
 
     def take(self, ids: list[int]) -> list[Pending]:
         """The transfers ``ids`` sent and not yet settled, no longer the session's."""

@@ -34,6 +34,7 @@ from .exchanges import (
     routing_key_of,
 )
 from .message import QueuedMessage
+from .no_local import is_no_local, not_local
 from .nodes import Journal, Node, PublishResult
 from .partitioned import PartitionedStream
 from .policies import RuntimePolicy, combined_arguments, pick_policy
@@ -248,6 +249,8 @@ class VirtualHost:
         the address rules give ``name``. ``exclusive_owner`` (a connection)
         makes it exclusive: only that owner may use it, and it is deleted with
         :meth:`owner_gone`. ``auto_delete``: deleted when its last consumer goes.
+        Qpid's ``no-local`` argument: it drops what is published on its owner's or
+        exclusive consumer's connection (:mod:`.no_local`).
         """
         node = self.nodes.get(name)
         if node is not None:
@@ -279,6 +282,8 @@ class VirtualHost:
         else:
             q = self._make_queue(name, policy, durable=durable and exclusive_owner is None, arguments=arguments)
             q.owner = exclusive_owner
+            if is_no_local(arguments):
+                q.admit = not_local(q)
             if exclusive_owner is not None:
                 self._exclusive.setdefault(id(exclusive_owner), []).append(name)
             q.auto_delete = auto_delete

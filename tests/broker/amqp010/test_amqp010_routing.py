@@ -38,15 +38,16 @@ def publish(
 
 
 def subscribe(
-    p: SocketPeer, queue: str, destination: str, channel: int = 1, accept_mode: int = 0
+    p: SocketPeer, queue: str, destination: str, channel: int = 1, *, exclusive: bool = False
 ) -> None:
     p.call(
         "message.subscribe",
         channel,
         queue=queue,
         destination=destination,
-        accept_mode=accept_mode,
+        accept_mode=0,
         acquire_mode=0,
+        exclusive=exclusive,
     )
     p.call("message.flow", channel, destination=destination, unit=0, value=0xFFFFFFFF)
     p.call("message.flow", channel, destination=destination, unit=1, value=0xFFFFFFFF)
@@ -135,3 +136,27 @@ def test_an_auto_delete_exchange_goes_when_its_last_binding_is_unbound(peer: Soc
     peer.call(
         "exchange.declare", exchange="e", type="topic", auto_delete=True
     )  # a new one, of another type
+
+
+def test_a_no_local_queue_takes_only_other_connections_messages(broker: RunningBroker) -> None:
+    """Qpid's ``no-local``: not what its owner's connection publishes (on any session), nor
+    what an exclusive subscriber's connection publishes."""
+    me, other = SocketPeer(broker.port), SocketPeer(broker.port)
+    try:
+        me.attach()
+        me.attach(2, b"s2")
+        other.attach()
+        me.call("queue.declare", queue="owned", exclusive=True, arguments={"no-local": "true"})
+        me.call("queue.declare", queue="shared", arguments={"no-local": True})
+        subscribe(me, "shared", "d", exclusive=True)
+        for q in ("owned", "shared"):
+            me.call("exchange.bind", exchange="amq.fanout", queue=q)
+        publish(me, "", b"local", "amq.fanout")
+        publish(me, "", b"local too", "amq.fanout", channel=2)
+        publish(other, "", b"foreign", "amq.fanout")
+        (t,) = me.wait("message.transfer")
+        assert t.body == b"foreign"
+        assert count(me, "owned") == 1
+    finally:
+        me.close()
+        other.close()
