@@ -102,8 +102,12 @@ class Subscription:
         return self.session.ctx.origin
 
     def cancelled(self) -> None:
+        """Its queue is gone: it takes nothing more, and what the session held of it goes
+        (a deleted queue's alternate exchange takes it now, as Qpid's broker has it:
+        QPID-3481). It stays the session's until ``message.cancel``, as in Qpid's broker."""
         self.active = False
-        self.session.subscriptions.pop(self.destination, None)
+        if self.node.deleted:
+            self.session.release_held(self.node)
 
     def stop(self) -> None:
         """No credit, and none back from transfers completed later (``message.stop``)."""
@@ -277,6 +281,10 @@ class Amqp010Session:
         for node in nodes.values():
             node.dispatch()
 
+    def release_held(self, node: Queue | Stream) -> None:
+        """Release what the session holds of ``node`` (and hold it no more)."""
+        self.settle([cid for cid, p in self.unacked.items() if p.node is node], "release")
+
     def transfers_completed(self, ranges: tuple[tuple[int, int], ...]) -> None:
         """The client completed these transfers: window-mode credit comes back."""
         if not self.sizes:
@@ -298,11 +306,15 @@ class Amqp010Session:
         if self.closed:
             return
         self.closed = True
-        for sub in list(self.subscriptions.values()):
+        subs = list(self.subscriptions.values())
+        for sub in subs:
             sub.active = False
+        # released while it is still a consumer: an auto-delete queue it leaves empty then
+        # finds them back on it, in order (and its alternate exchange takes them in order)
+        self.settle(list(self.unacked), "release")
+        for sub in subs:
             sub.node.remove_consumer(sub)
         self.subscriptions.clear()
-        self.settle(list(self.unacked), "release")
         self.tx = None
         for b in [self.branch, *self.suspended]:
             if b is not None:

@@ -52,14 +52,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .no_local import NO_LOCAL
+from .qpid_queues import QPID_ARGUMENTS
 from .queue_policy import QueuePolicy
 
 __all__ = [
     "ACCEPTED",
     "ARGUMENTS",
     "LEADER_LOCATORS",
-    "NODE_ARGUMENTS",
     "QUEUE_TYPES",
     "QUORUM_DELIVERY_LIMIT",
     "ArgumentError",
@@ -88,10 +87,6 @@ ACCEPTED = frozenset(
     }
 )
 """Arguments kept and reported that change nothing on a single node (replica placement)."""
-
-NODE_ARGUMENTS = frozenset({NO_LOCAL})
-"""Arguments the virtual host reads as it makes the queue, not part of its policy
-(Qpid's ``no-local``: :mod:`.no_local`)."""
 
 _AGE_UNITS = {"Y": 365 * 86400, "M": 30 * 86400, "D": 86400, "h": 3600, "m": 60, "s": 1}
 
@@ -199,7 +194,7 @@ def policy_with_arguments(base: QueuePolicy, arguments: Mapping[str, Any] | None
         if name == "x-queue-leader-locator":  # kept and reported: one node leads every queue
             _leader_locator(name, value)
             continue
-        if name in ACCEPTED or name in NODE_ARGUMENTS:
+        if name in ACCEPTED or name in QPID_ARGUMENTS:  # (read by the virtual host: .qpid_queues)
             continue
         entry = ARGUMENTS.get(name)
         if entry is None:

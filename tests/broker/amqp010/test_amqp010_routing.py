@@ -160,3 +160,79 @@ def test_a_no_local_queue_takes_only_other_connections_messages(broker: RunningB
     finally:
         me.close()
         other.close()
+
+
+def test_a_deleted_queues_messages_acquired_ones_too_go_to_its_alternate_exchange(
+    broker: RunningBroker,
+) -> None:
+    """QPID-3481: deleting a queue sends what waits on it and what another session has
+    acquired to its alternate exchange at once; that session's accept of them later does
+    nothing, and its subscription stays until it cancels it."""
+    owner, holder = SocketPeer(broker.port), SocketPeer(broker.port)
+    try:
+        owner.attach()
+        holder.attach()
+        owner.call("queue.declare", queue="dead")
+        owner.call("exchange.bind", exchange="amq.fanout", queue="dead")
+        owner.call("queue.declare", queue="q", alternate_exchange="amq.fanout")
+        for body in (b"1", b"2", b"3"):
+            publish(owner, "q", body)
+        holder.call("message.subscribe", queue="q", destination="h", accept_mode=0, acquire_mode=0)
+        holder.call("message.flow", destination="h", unit=0, value=2)
+        holder.call("message.flow", destination="h", unit=1, value=0xFFFFFFFF)
+        held = holder.wait("message.transfer", 2)
+        owner.call("queue.delete", queue="q")
+        assert count(owner, "dead") == 3
+        holder.call("message.accept", transfers=tuple((t.id, t.id) for t in held))
+        holder.call("message.cancel", destination="h")
+        assert count(owner, "dead") == 3
+    finally:
+        owner.close()
+        holder.close()
+
+
+def test_an_auto_delete_queue_leaves_its_messages_to_its_alternate_exchange_in_order(
+    broker: RunningBroker,
+) -> None:
+    """The session's own unaccepted message first, as it was first on the queue."""
+    watcher, p = SocketPeer(broker.port), SocketPeer(broker.port)
+    try:
+        watcher.attach()
+        watcher.call("queue.declare", queue="dead")
+        watcher.call("exchange.bind", exchange="amq.fanout", queue="dead")
+        p.attach()
+        p.call("queue.declare", queue="q", auto_delete=True, alternate_exchange="amq.fanout")
+        for body in (b"one", b"two", b"three"):
+            publish(p, "q", body)
+        p.call("message.subscribe", queue="q", destination="d", accept_mode=0, acquire_mode=0)
+        p.call("message.flow", destination="d", unit=0, value=1)
+        p.call("message.flow", destination="d", unit=1, value=0xFFFFFFFF)
+        p.wait("message.transfer")
+        p.close()
+        subscribe(watcher, "dead", "w")
+        got = watcher.wait("message.transfer", 3)
+        assert [t.body for t in got] == [b"one", b"two", b"three"]
+    finally:
+        watcher.close()
+
+
+def test_an_exclusive_queue_with_an_auto_delete_timeout_outlives_its_session(
+    peer: SocketPeer,
+) -> None:
+    """``qpid.auto_delete_timeout``: kept (no longer exclusive) that long after its session
+    ends (when it goes is the core's test: tests/broker/core/test_bindings_and_deletion.py)."""
+    peer.attach(2, b"s2")
+    peer.call(
+        "queue.declare",
+        2,
+        queue="kept",
+        exclusive=True,
+        auto_delete=True,
+        arguments={"qpid.auto_delete_timeout": 3600},
+    )
+    peer.send("session.detach", 2, name=b"s2")
+    peer.flush()
+    peer.wait("session.detached")
+    result = peer.call("queue.query", queue="kept")
+    assert result is not None and result["queue"] == "kept" and not result["exclusive"]
+    assert result["arguments"]["qpid.auto_delete_timeout"] == 3600

@@ -8,6 +8,7 @@ from amqp10.broker.amqp1 import Amqp1Message
 from amqp10.broker.config import BrokerConfig
 from amqp10.broker.core import Broker, Queue, Stream, VirtualHost
 from amqp10.message import Message
+from tests.broker.core.test_leases import Clock
 
 
 def vhost() -> VirtualHost:
@@ -106,7 +107,7 @@ def test_a_no_local_queue_drops_what_its_exclusive_consumers_connection_publishe
 
 
 def test_no_local_is_read_as_qpid_writes_it() -> None:
-    from amqp10.broker.core.no_local import is_no_local
+    from amqp10.broker.core.qpid_queues import is_no_local
 
     assert [is_no_local({"no-local": v}) for v in (True, 1, "true", "True", b"1", "yes")] == [
         True
@@ -115,3 +116,101 @@ def test_no_local_is_read_as_qpid_writes_it() -> None:
         is_no_local(a)
         for a in ({"no-local": False}, {"no-local": "false"}, {"no-local": 0}, {}, None)
     ] == [False] * 5
+
+
+def clocked() -> tuple[VirtualHost, Clock]:
+    clock = Clock()
+    return Broker(BrokerConfig(), now=clock).vhosts["/"], clock
+
+
+def after(v: VirtualHost, clock: Clock, seconds: float) -> None:
+    clock.t += seconds
+    v.broker.leases.expire_due()
+
+
+def test_a_deleted_queues_messages_go_to_its_alternate_exchange_held_ones_as_released() -> None:
+    v = vhost()
+    q = v.declare_queue("q", durable=False, arguments={"alternate-exchange": "amq.fanout"})
+    dlq = v.declare_queue("dlq", durable=False)
+    v.bind("amq.fanout", "dlq")
+    for body in ("one", "two", "three"):
+        q.publish(message(body), lambda: None)
+    held = q.get()
+    assert held is not None
+    v.delete_node("q")
+    assert bodies(dlq) == ["two", "three"]
+    q.release(held, delivery_failed=True)  # (its consumer lets it go after the queue went)
+    assert bodies(dlq) == ["two", "three", "one"]
+
+
+def test_a_dead_letter_exchange_alone_takes_nothing_when_its_queue_is_deleted() -> None:
+    """RabbitMQ drops a deleted queue's messages, whatever its x-dead-letter-exchange."""
+    v = vhost()
+    q = v.declare_queue("q", durable=False, arguments={"x-dead-letter-exchange": "amq.fanout"})
+    dlq = v.declare_queue("dlq", durable=False)
+    v.bind("amq.fanout", "dlq")
+    q.publish(message(), lambda: None)
+    held = q.get()
+    q.publish(message(), lambda: None)
+    v.delete_node("q")
+    assert held is not None
+    q.release(held)
+    assert dlq.count == 0
+
+
+def test_an_exclusive_queue_with_an_auto_delete_timeout_outlives_its_owner_that_long() -> None:
+    v, clock = clocked()
+    owner = Owner(object())
+    q = v.declare_queue(
+        "q", durable=False, exclusive_owner=owner, arguments={"qpid.auto_delete_timeout": 3}
+    )
+    v.owner_gone(owner)
+    assert v.queue("q") is q and q.owner is None  # (anyone may use it meanwhile)
+    after(v, clock, 2.9)
+    assert v.queue("q") is q
+    after(v, clock, 0.2)
+    assert v.queue("q") is None
+
+
+def test_an_auto_delete_queue_used_again_within_its_timeout_stays() -> None:
+    v, clock = clocked()
+    q = v.declare_queue(
+        "q", durable=False, auto_delete=True, arguments={"qpid.auto_delete_timeout": "2"}
+    )
+    first, second = Owner(object()), Owner(object())
+    q.add_consumer(first)
+    q.remove_consumer(first)
+    after(v, clock, 1)
+    q.add_consumer(second)
+    after(v, clock, 5)
+    assert v.queue("q") is q  # a consumer came back
+    q.remove_consumer(second)
+    after(v, clock, 1)
+    assert v.queue("q") is q
+    after(v, clock, 1)
+    assert v.queue("q") is None
+
+
+def test_an_auto_delete_queue_without_a_timeout_goes_with_its_last_consumer() -> None:
+    v = vhost()
+    q = v.declare_queue("q", durable=False, auto_delete=True)
+    c = Owner(object())
+    q.add_consumer(c)
+    q.remove_consumer(c)
+    assert v.queue("q") is None
+
+
+def test_qpid_arguments_are_read_as_qpid_writes_them() -> None:
+    from amqp10.broker.core.qpid_queues import alternate_exchange, auto_delete_delay
+
+    assert [auto_delete_delay({"qpid.auto_delete_timeout": v}) for v in (3, "3", 2.5, b"1")] == [
+        3.0,
+        3.0,
+        2.5,
+        1.0,
+    ]
+    assert [auto_delete_delay(a) for a in ({"qpid.auto_delete_timeout": "x"}, {}, None)] == [
+        0.0
+    ] * 3
+    assert alternate_exchange({"alternate-exchange": b"ae"}) == "ae"
+    assert alternate_exchange({"alternate-exchange": ""}) is None
