@@ -13,7 +13,7 @@ from ...amqp010.connection import Session
 from ...amqp010.spec import ENUMS, OPS, STRUCTS
 from ..core import Node, Queue, QueuedMessage, Stream
 from .context import Amqp010Context
-from .message import FORMAT, unpack
+from .message import FORMAT, split, unpack
 
 if TYPE_CHECKING:
     from .dtx import Branch
@@ -207,21 +207,24 @@ class Amqp010Session:
             sub.node.consumer_ready(sub)
 
     def transfer(self, sub: Subscription, node: Queue | Stream, msg: QueuedMessage) -> None:
-        """Send ``msg`` to ``sub``'s destination as a ``message.transfer``."""
-        headers, body = unpack(msg.form(FORMAT))
-        if msg.delivery_count > 0:
-            dp = next((h for h in headers if h.spec is _DELIVERY), None)
-            if dp is None:
-                dp = Compound(_DELIVERY)
-                headers.insert(0, dp)
-            dp.values["redelivered"] = True
+        """Send ``msg`` to ``sub``'s destination as a ``message.transfer`` (its header structs
+        as they came, unless a redelivery sets ``redelivered``)."""
         command = Compound(
             _TRANSFER,
             destination=sub.destination,
             accept_mode=sub.accept_mode,
             acquire_mode=sub.acquire_mode,
         )
-        command.headers = headers
+        if msg.delivery_count > 0:
+            headers, body = unpack(msg.form(FORMAT))
+            dp = next((h for h in headers if h.spec is _DELIVERY), None)
+            if dp is None:
+                dp = Compound(_DELIVERY)
+                headers.insert(0, dp)
+            dp.values["redelivered"] = True
+            command.headers = headers
+        else:
+            command.raw_headers, body = split(msg.form(FORMAT))
         command.body = body
         cid = self.ctx.send(self.channel, command)
         cost = (
