@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from .model import Compound, CompoundSpec
-from .spec import STRUCTS, TYPE_CODES, TYPES
+from .spec import COMMANDS, CONTROLS, STRUCTS, TYPE_CODES, TYPES
 
 __all__ = [
     "DecodeError",
@@ -167,29 +167,72 @@ def encode_value(buf: bytearray, tp: str, value: Any) -> None:
 
 def decode_value(r: Reader, tp: str) -> Any:
     """Read a value of type ``tp`` (a primitive type or a struct's name)."""
+    read = _READERS.get(tp)
+    return read(r) if read is not None else _reader(tp)(r)
+
+
+def _reader(tp: str) -> Callable[[Reader], Any]:
+    """A function that reads a value of type ``tp`` (see :func:`decode_value`)."""
     fixed = _FIXED.get(tp)
     if fixed is not None:
-        return r.unpack(fixed)
+        return _fixed_reader(fixed)
     dec = _DECODERS.get(tp)
     if dec is not None:
-        return dec(r)
+        return dec
     spec = STRUCTS.get(tp)
     if spec is not None:
-        return decode_compound(r, spec)
+        return lambda r: decode_compound(r, spec)
     t = TYPES.get(tp)
     if t is None:
         raise DecodeError(f"unknown 0-10 type {tp!r}")
     if t.fixed is not None:
-        return r.take(t.fixed)
+        width = t.fixed
+        return lambda r: r.take(width)
     assert t.variable is not None
-    raw = r.take(r.unpack(_LENGTH[t.variable]))
-    encoding = _STRINGS.get(tp)
-    if encoding is None:
-        return raw
-    try:
-        return raw.decode(encoding)
-    except UnicodeDecodeError as exc:
-        raise DecodeError(f"{tp} is not {encoding}: {exc}") from None
+    return _variable_reader(tp, _LENGTH[t.variable], _STRINGS.get(tp))
+
+
+def _short(r: Reader, pos: int, n: int) -> DecodeError:
+    return DecodeError(f"{n} octets wanted at offset {pos}, {r.end - pos} left")
+
+
+def _fixed_reader(s: struct.Struct) -> Callable[[Reader], Any]:
+    size, unpack_from = s.size, s.unpack_from
+
+    def read(r: Reader) -> Any:  # (Reader.unpack, inline)
+        pos = r.pos
+        if pos + size > r.end:
+            raise _short(r, pos, size)
+        r.pos = pos + size
+        return unpack_from(r.data, pos)[0]
+
+    return read
+
+
+def _variable_reader(
+    tp: str, length: struct.Struct, encoding: str | None
+) -> Callable[[Reader], Any]:
+    """A ``vbin``/``str`` type's reader: a length, then that many octets (text in ``encoding``)."""
+    size, unpack_from = length.size, length.unpack_from
+
+    def read(r: Reader) -> Any:
+        pos, end, data = r.pos, r.end, r.data
+        if pos + size > end:
+            raise _short(r, pos, size)
+        n = unpack_from(data, pos)[0]
+        pos += size
+        if pos + n > end:
+            raise _short(r, pos, n)
+        r.pos = pos + n
+        raw = data[pos : pos + n]
+        if encoding is None:
+            return raw
+        try:
+            return raw.decode(encoding)
+        except UnicodeDecodeError as exc:
+            raise DecodeError(f"{tp} is not {encoding}: {exc}") from None
+
+    return read
 
 
 def _to_bytes(tp: str, value: Any) -> bytes:
@@ -338,11 +381,15 @@ def _decode_byte_ranges(r: Reader) -> tuple[tuple[int, int], ...]:
 
 
 def _decode_tagged(r: Reader) -> Any:
-    code = r.unpack(_U8)
-    t = TYPE_CODES.get(code)
-    if t is None:
+    pos = r.pos
+    if pos >= r.end:
+        raise _short(r, pos, 1)
+    code = r.data[pos]
+    r.pos = pos + 1
+    read = _TAGGED.get(code)
+    if read is None:
         raise DecodeError(f"unknown type code {code:#04x}")
-    return decode_value(r, t.name)
+    return read(r)
 
 
 def _counted(r: Reader) -> tuple[Reader, int]:
@@ -441,13 +488,35 @@ def encode_fields(buf: bytearray, spec: CompoundSpec, values: Mapping[str, Any])
 def decode_fields(r: Reader, spec: CompoundSpec) -> dict[str, Any]:
     """Read property flags and the fields they say are present."""
     flags = int.from_bytes(r.take(spec.pack), "little")
+    made = _FIELDS.get(spec.name)
+    readers = made[1] if made is not None and made[0] is spec else _field_readers(spec)
     if flags >> len(spec.fields):
         raise DecodeError(f"{spec.name}: property flags {flags:#x} name fields it does not have")
     out: dict[str, Any] = {}
-    for i, f in enumerate(spec.fields):
-        if flags & (1 << i):
-            out[f.name] = True if f.type == "bit" else decode_value(r, f.type)
+    for mask, name, read in readers:
+        if flags & mask:
+            out[name] = True if read is None else read(r)
+            flags ^= mask
+            if not flags:
+                break
     return out
+
+
+_FieldReaders = tuple[tuple[int, str, Callable[[Reader], Any] | None], ...]
+
+
+def _field_readers(spec: CompoundSpec) -> _FieldReaders:
+    """(flag, name, reader) of each field: a ``bit`` field has no reader (its flag is its
+    value); a type the spec does not have fails as the field is read, as before."""
+
+    def reader(tp: str) -> Callable[[Reader], Any]:
+        known = _READERS.get(tp)
+        return known if known is not None else lambda r: decode_value(r, tp)
+
+    return tuple(
+        (1 << i, f.name, None if f.type == "bit" else reader(f.type))
+        for i, f in enumerate(spec.fields)
+    )
 
 
 def encode_compound(buf: bytearray, spec: CompoundSpec, values: Mapping[str, Any]) -> None:
@@ -496,7 +565,11 @@ def encode_struct32(buf: bytearray, value: Compound) -> None:
 
 def decode_struct32(r: Reader) -> Compound:
     w = r.window(r.unpack(_U32))
-    code = w.unpack(_U16)
+    pos = w.pos
+    if pos + 2 > w.end:
+        raise _short(w, pos, 2)
+    code = int.from_bytes(w.data[pos : pos + 2], "big")
+    w.pos = pos + 2
     spec = _STRUCT_CODES.get(code)
     if spec is None:
         raise DecodeError(f"unknown struct code {code:#06x}")
@@ -507,3 +580,20 @@ def encode_structs(buf: bytearray, structs: Sequence[Compound]) -> None:
     """A header segment: its structs, each as a ``struct32``."""
     for s in structs:
         encode_struct32(buf, s)
+
+
+# -- the decoding tables, made once from the spec's -------------------------------------------
+_READERS: Final[dict[str, Callable[[Reader], Any]]] = {
+    tp: _reader(tp) for tp in (*_FIXED, *_DECODERS, *STRUCTS, *TYPES)
+}
+"""Each type's reader (:func:`_reader`): decoding a field is one call."""
+_TAGGED: Final[dict[int, Callable[[Reader], Any]]] = {
+    code: _READERS[t.name] for code, t in TYPE_CODES.items()
+}
+"""The reader of each type code (a map's, list's or array's items)."""
+_FIELDS: Final[dict[str, tuple[CompoundSpec, _FieldReaders]]] = {
+    spec.name: (spec, _field_readers(spec))
+    for spec in (*STRUCTS.values(), *CONTROLS.values(), *COMMANDS.values())
+}
+"""Each struct's, control's and command's field readers, by name (the spec kept beside
+them: another spec of that name, made elsewhere, has its readers made as it is read)."""

@@ -51,6 +51,7 @@ SEGMENT_CONTROL, SEGMENT_COMMAND, SEGMENT_HEADER, SEGMENT_BODY = 0, 1, 2, 3
 TRACK_CONTROL, TRACK_COMMAND = 0, 1
 _SESSION_HEADER: Final = STRUCTS["header"]
 _U16 = struct.Struct(">H")
+_U8 = struct.Struct(">B")
 
 
 class FramingError(Exception):
@@ -67,8 +68,10 @@ def encode_op(buf: bytearray, channel: int, op: Compound, max_frame: int) -> int
         encode_fields(payload, spec, op.values)
         segments: list[tuple[int, bytes | bytearray]] = [(SEGMENT_COMMAND, payload)]
         if spec.segments:
-            header = bytearray()
-            encode_structs(header, op.headers)
+            header: bytes | bytearray | None = op.raw_headers
+            if header is None:
+                header = bytearray()
+                encode_structs(header, op.headers)
             segments += [(SEGMENT_HEADER, header), (SEGMENT_BODY, op.body)]
         track = TRACK_COMMAND
     else:
@@ -165,11 +168,15 @@ class Assembler:
             raise FramingError(
                 f"channel {channel}: a new segment before segment type {t.seg_type} ended"
             )
-        t.parts.append(payload)
         if not flags & LAST_FRAME:
+            t.parts.append(payload)
             return None
-        data = b"".join(t.parts)
-        t.parts.clear()
+        if t.parts:
+            t.parts.append(payload)
+            data = b"".join(t.parts)
+            t.parts.clear()
+        else:  # (a segment in one frame: the usual)
+            data = payload
         t.seg_type = -1
         return self._segment(t, flags, seg_type, track, channel, data)
 
@@ -202,6 +209,7 @@ class Assembler:
                     f"channel {channel}: a second header segment, or one after the body"
                 )
             t.has_header = True
+            pending.raw_headers = data
             r = Reader(data)
             while r.left:
                 pending.headers.append(decode_struct32(r))
@@ -226,9 +234,13 @@ def _decode_op(seg_type: int, data: bytes) -> Compound:
         raise DecodeError(f"unknown {kind} code {code:#06x}")
     sync = False
     if seg_type == SEGMENT_COMMAND:
-        sync = bool(
-            decode_fields(r.window(r.unpack(struct.Struct(">B"))), _SESSION_HEADER).get("sync")
-        )
+        header = r.window(r.unpack(_U8))
+        if (
+            header.left == 1 and data[header.pos] & 0xFE == 0
+        ):  # (the usual one: size 1, sync or not)
+            sync = data[header.pos] == 1
+        else:
+            sync = bool(decode_fields(header, _SESSION_HEADER).get("sync"))
     op = Compound(spec, decode_fields(r, spec))
     op.sync = sync
     return op

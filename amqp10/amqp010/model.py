@@ -57,9 +57,11 @@ class CompoundSpec:
 class Compound:
     """A struct, control or command with its field values (absent: the field's default,
     False for a bit, None otherwise). A command also has its id, ``sync`` flag and, for
-    ``message.transfer``, its header structs and body."""
+    ``message.transfer``, its header structs and body; and ``raw_headers``, the header
+    segment as encoded: a received transfer's (beside ``headers``, decoded), or, set on
+    one to send, what is sent as it is instead of ``headers`` encoded."""
 
-    __slots__ = ("body", "headers", "id", "spec", "sync", "values")
+    __slots__ = ("body", "headers", "id", "raw_headers", "spec", "sync", "values")
 
     def __init__(
         self, spec: CompoundSpec, values: dict[str, Any] | None = None, **kwargs: Any
@@ -69,6 +71,7 @@ class Compound:
         self.sync = False
         self.id = 0
         self.headers: list[Compound] = []
+        self.raw_headers: bytes | None = None
         self.body = b""
 
     @property

@@ -64,6 +64,8 @@ class Amqp010Context:
         self.user: str | None = None
         self.grant: TokenGrant | None = None
         """What the OAuth 2 token it logged in with allows (None: no token; the users file decides)."""
+        self.origin = object()
+        """What its messages are marked with (``QueuedMessage.mark_origin``: no-local queues)."""
         self.withheld: list[tuple[Amqp010Session, Compound]] = []
         """Transfers whose completion waits for the broker's memory (flow control)."""
 

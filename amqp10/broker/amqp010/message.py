@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from ...amqp010.codec import DecodeError as CodecError
-from ...amqp010.codec import Reader, decode_struct32, encode_structs
+from ...amqp010.codec import Reader, decode_struct32, encode_struct32, encode_structs
 from ...amqp010.model import Compound
 from ...amqp010.spec import STRUCTS
 from ...message import LazyMessage
@@ -45,7 +45,9 @@ __all__ = [
     "Amqp010Message",
     "from_transfer",
     "pack",
+    "split",
     "unpack",
+    "with_struct",
     "reply_to_address",
     "reply_to_struct",
 ]
@@ -77,6 +79,30 @@ def pack(headers: list[Compound] | bytes, body: bytes) -> bytes:
         encode_structs(buf, headers)
         raw = bytes(buf)
     return _U32.pack(len(raw)) + raw + body
+
+
+def split(data: bytes) -> tuple[bytes, bytes]:
+    """The header segment (its structs, encoded) and the body of ``data``."""
+    (n,) = _U32.unpack_from(data, 0)
+    return data[4 : 4 + n], data[4 + n :]
+
+
+def with_struct(raw: bytes, struct_: Compound) -> bytes:
+    """Header segment ``raw`` with ``struct_`` in place of the struct of its kind (first if
+    there is none); the other structs are kept as they are, not decoded."""
+    code = struct_.spec.code
+    out = bytearray()
+    encode_struct32(out, struct_)
+    mine = bytes(out)
+    parts: list[bytes] = []
+    pos, end = 0, len(raw)
+    while pos + 6 <= end:
+        size = _U32.unpack_from(raw, pos)[0]
+        nxt = pos + 4 + size
+        if int.from_bytes(raw[pos + 4 : pos + 6], "big") != code:
+            parts.append(raw[pos:nxt])
+        pos = nxt
+    return mine + b"".join(parts) + raw[pos:]
 
 
 def unpack(data: bytes) -> tuple[list[Compound], bytes]:
@@ -143,7 +169,9 @@ class Amqp010Message(QueuedMessage):
         return headers
 
     def _read_group(self) -> str | None:
-        if _GROUP_HEADER_BYTES not in self.data:  # no such header: nothing to decode (most messages)
+        if (
+            _GROUP_HEADER_BYTES not in self.data
+        ):  # no such header: nothing to decode (most messages)
             return None
         group = self.headers.get(GROUP_HEADER)
         return None if group is None else str(group)
@@ -158,12 +186,15 @@ def from_transfer(command: Compound, exchange: str, now: float) -> Amqp010Messag
     mp = command.header("message-properties") or Compound(_PROPERTIES)
     ttl = dp.get("ttl")
     message_id = mp.get("message_id")
+    raw = command.raw_headers
     if dp.get("exchange") is None:  # where it was published, as a subscriber is told
         dp.values["exchange"] = exchange
         if command.header("delivery-properties") is None:
             command.headers.insert(0, dp)
+        if raw is not None:  # (the message-properties, with its map, not encoded again)
+            raw = with_struct(raw, dp)
     msg = Amqp010Message(
-        pack(command.headers, command.body),
+        pack(command.headers if raw is None else raw, command.body),
         priority=dp.get("priority", DEFAULT_PRIORITY),
         durable=dp.get("delivery_mode") == _PERSISTENT,
         expiry=now + ttl / 1000 if ttl else None,
@@ -220,7 +251,9 @@ def to_amqp1(msg: QueuedMessage) -> bytes:
         creation_time=timestamp(dp["timestamp"] * 1000) if dp.get("timestamp") else None,
         group_id=group,
     )
-    return amqp1_with_body(body, header=header, properties=props, annotations=annotations, application=app)
+    return amqp1_with_body(
+        body, header=header, properties=props, annotations=annotations, application=app
+    )
 
 
 # -- 1.0 -> 0-10 ----------------------------------------------------------------------------

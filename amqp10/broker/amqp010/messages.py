@@ -64,6 +64,7 @@ class MessageCommands:
             raise NotFound(f"no exchange '{name}' in vhost '{vh.name}'")
         ctx.authorize(x.name, "write", "exchange")
         msg = from_transfer(c, name, ctx.broker.now())
+        msg.mark_origin(ctx.origin)
         dp = c.header("delivery-properties")
         key = "" if dp is None else dp.get("routing_key", "")
         if s.branch is not None:  # routed at the branch's commit (kept in the store once prepared)

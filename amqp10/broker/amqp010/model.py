@@ -3,9 +3,11 @@ virtual host. Each returns the struct its ``execution.result`` carries, or None.
 
 Queue arguments: Qpid's ``qpid.max_count``, ``qpid.max_size`` and ``qpid.policy_type``
 (``reject``, ``ring``) become the core's ``x-max-length``, ``x-max-length-bytes`` and
-``x-overflow``; ``x-*`` arguments pass through as RabbitMQ's; other ``qpid.*`` arguments
+``x-overflow``; ``x-*`` arguments pass through as RabbitMQ's, and ``no-local`` and
+``qpid.auto_delete_timeout`` as the core's (:mod:`amqp10.broker.core.qpid_queues`); other ``qpid.*`` arguments
 (the C++ broker's own features) are ignored, as the C++ broker ignores what it does not know.
-A queue's ``alternate-exchange`` is its dead-letter exchange.
+A queue's ``alternate-exchange`` is its dead-letter exchange, and where its messages go
+when it is deleted, acquired ones too (the core's ``alternate-exchange`` argument).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from ...amqp010 import Compound, result_struct
-from ..core import NotFound, PreconditionFailed, Queue, QueuedMessage
+from ..core import NotFound, PreconditionFailed, Queue
+from ..core.qpid_queues import ALTERNATE_EXCHANGE, QPID_ARGUMENTS
 from .context import Amqp010Context, CommandError
 from .session import Amqp010Session
 
@@ -36,10 +39,11 @@ def queue_arguments(arguments: Mapping[str, Any] | None, alternate: str | None) 
             out["x-overflow"] = _POLICY_TYPES[str(v)]
         elif k in ("x-qpid-priorities", "qpid.priorities"):
             out["x-max-priority"] = min(_count(k, v), 255)
-        elif k.startswith("x-") and not k.startswith("x-qpid-"):
+        elif (k.startswith("x-") and not k.startswith("x-qpid-")) or k in QPID_ARGUMENTS:
             out[k] = v
     if alternate:
-        out["x-dead-letter-exchange"] = alternate
+        out["x-dead-letter-exchange"] = alternate  # (rejected messages go there)
+        out[ALTERNATE_EXCHANGE] = alternate  # (and a deleted queue's)
     return out
 
 
@@ -144,11 +148,25 @@ class ExchangeCommands:
 
     def bind(self, s: Amqp010Session, c: Compound) -> None:
         source, queue = self._binding(s, c)
-        self.ctx.vhost.bind(source, queue, c.get("binding_key", ""), c.get("arguments", {}))
+        arguments = c.get("arguments", {})
+        x = self.ctx.vhost.exchange(source)
+        if x is not None and x.type == "headers" and "x-match" not in (arguments or {}):
+            # (Qpid's broker has no default: RabbitMQ's "all" is 0-9-1's)
+            raise CommandError(
+                "internal-error",
+                f"a binding to headers exchange '{source}' needs x-match ('all' or 'any')",
+            )
+        self.ctx.vhost.bind(source, queue, c.get("binding_key", ""), arguments)
 
     def unbind(self, s: Amqp010Session, c: Compound) -> None:
+        """A 0-10 binding is its exchange, queue and key (``unbind`` has no arguments): the
+        bindings with that key go whatever their arguments."""
         source, queue = self._binding(s, c)
-        self.ctx.vhost.unbind(source, queue, c.get("binding_key", ""), None)
+        key = c.get("binding_key", "")
+        if not self.ctx.vhost.unbind_key(source, queue, key):
+            raise NotFound(
+                f"no binding from '{source}' to '{queue}' with key '{key}' in vhost '{self.ctx.vhost.name}'"
+            )
 
     def _binding(self, s: Amqp010Session, c: Compound) -> tuple[str, str]:
         ctx = self.ctx
@@ -255,20 +273,7 @@ class QueueCommands:
             raise PreconditionFailed(f"{where} is in use")
         if c["if_empty"] and q.count:
             raise PreconditionFailed(f"{where} is not empty")
-        alternate = ctx.vhost.exchange(
-            getattr(q, "arguments", {}).get("x-dead-letter-exchange") or ""
-        )
-        left: list[QueuedMessage] = []
-        if alternate is not None and isinstance(q, Queue):  # what is left goes there (0-10 §11.2)
-            for cons in list(q.consumers):
-                q.remove_consumer(cons)
-            while (msg := q.get()) is not None:
-                q.ack(msg)
-                left.append(msg)
-        ctx.vhost.delete_node(name)
-        if alternate is not None:  # (once the queue is gone: an alternate routing back drops them)
-            for msg in left:
-                ctx.vhost.route(alternate, msg.copy(), None, _nothing)
+        ctx.vhost.delete_node(name)  # (its alternate exchange takes what is left: 0-10 §11.2)
 
     def purge(self, s: Amqp010Session, c: Compound) -> None:
         ctx = self.ctx
@@ -294,7 +299,3 @@ class QueueCommands:
             message_count=q.count,
             subscriber_count=len(q.consumers),
         )
-
-
-def _nothing() -> None:
-    pass

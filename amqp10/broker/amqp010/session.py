@@ -13,7 +13,7 @@ from ...amqp010.connection import Session
 from ...amqp010.spec import ENUMS, OPS, STRUCTS
 from ..core import Node, Queue, QueuedMessage, Stream
 from .context import Amqp010Context
-from .message import FORMAT, unpack
+from .message import FORMAT, split, unpack
 
 if TYPE_CHECKING:
     from .dtx import Branch
@@ -96,9 +96,18 @@ class Subscription:
                 return
         self.session.transfer(self, node, msg)
 
+    @property
+    def origin(self) -> object:
+        """Its connection (as its session's messages are marked: no-local queues)."""
+        return self.session.ctx.origin
+
     def cancelled(self) -> None:
+        """Its queue is gone: it takes nothing more, and what the session held of it goes
+        (a deleted queue's alternate exchange takes it now, as Qpid's broker has it:
+        QPID-3481). It stays the session's until ``message.cancel``, as in Qpid's broker."""
         self.active = False
-        self.session.subscriptions.pop(self.destination, None)
+        if self.node.deleted:
+            self.session.release_held(self.node)
 
     def stop(self) -> None:
         """No credit, and none back from transfers completed later (``message.stop``)."""
@@ -167,6 +176,11 @@ class Amqp010Session:
     suspended: list[Branch] = field(default_factory=list)
     """Branches this session suspended (``dtx.end`` with ``suspend``)."""
 
+    @property
+    def origin(self) -> object:
+        """The connection it is attached to (as its messages are marked: no-local queues)."""
+        return self.ctx.origin
+
     def take(self, ids: list[int]) -> list[Pending]:
         """The transfers ``ids`` sent and not yet settled, no longer the session's."""
         return [p for p in (self.unacked.pop(cid, None) for cid in ids) if p is not None]
@@ -193,21 +207,24 @@ class Amqp010Session:
             sub.node.consumer_ready(sub)
 
     def transfer(self, sub: Subscription, node: Queue | Stream, msg: QueuedMessage) -> None:
-        """Send ``msg`` to ``sub``'s destination as a ``message.transfer``."""
-        headers, body = unpack(msg.form(FORMAT))
-        if msg.delivery_count > 0:
-            dp = next((h for h in headers if h.spec is _DELIVERY), None)
-            if dp is None:
-                dp = Compound(_DELIVERY)
-                headers.insert(0, dp)
-            dp.values["redelivered"] = True
+        """Send ``msg`` to ``sub``'s destination as a ``message.transfer`` (its header structs
+        as they came, unless a redelivery sets ``redelivered``)."""
         command = Compound(
             _TRANSFER,
             destination=sub.destination,
             accept_mode=sub.accept_mode,
             acquire_mode=sub.acquire_mode,
         )
-        command.headers = headers
+        if msg.delivery_count > 0:
+            headers, body = unpack(msg.form(FORMAT))
+            dp = next((h for h in headers if h.spec is _DELIVERY), None)
+            if dp is None:
+                dp = Compound(_DELIVERY)
+                headers.insert(0, dp)
+            dp.values["redelivered"] = True
+            command.headers = headers
+        else:
+            command.raw_headers, body = split(msg.form(FORMAT))
         command.body = body
         cid = self.ctx.send(self.channel, command)
         cost = (
@@ -267,6 +284,10 @@ class Amqp010Session:
         for node in nodes.values():
             node.dispatch()
 
+    def release_held(self, node: Queue | Stream) -> None:
+        """Release what the session holds of ``node`` (and hold it no more)."""
+        self.settle([cid for cid, p in self.unacked.items() if p.node is node], "release")
+
     def transfers_completed(self, ranges: tuple[tuple[int, int], ...]) -> None:
         """The client completed these transfers: window-mode credit comes back."""
         if not self.sizes:
@@ -288,11 +309,15 @@ class Amqp010Session:
         if self.closed:
             return
         self.closed = True
-        for sub in list(self.subscriptions.values()):
+        subs = list(self.subscriptions.values())
+        for sub in subs:
             sub.active = False
+        # released while it is still a consumer: an auto-delete queue it leaves empty then
+        # finds them back on it, in order (and its alternate exchange takes them in order)
+        self.settle(list(self.unacked), "release")
+        for sub in subs:
             sub.node.remove_consumer(sub)
         self.subscriptions.clear()
-        self.settle(list(self.unacked), "release")
         self.tx = None
         for b in [self.branch, *self.suspended]:
             if b is not None:

@@ -61,6 +61,8 @@ class BasicConsumer:
         self.node = node
         self.no_ack = no_ack
         self.exclusive = exclusive
+        self.origin = channel.ctx.origin
+        """Its connection (as that connection's publishes are marked: no-local queues)."""
         self.limit = limit
         self.unacked = 0
         self.active = True

@@ -85,6 +85,8 @@ class Amqp091Context:
         """Who logged in (None: anonymous)."""
         self.grant: TokenGrant | None = None
         """What the OAuth 2 token it logged in with allows (None: no token; the users file decides)."""
+        self.origin = object()
+        """What its publishes are marked with (``QueuedMessage.mark_origin``: no-local queues)."""
         self.encoded_deliver = conn.dialect.plain_ids(m.BasicDeliver) is not None
         """Deliveries go out with their stored exchange and routing key as they are
         (``send_encoded_content``): this version lays ``basic.deliver`` out as 0-9-1 does."""

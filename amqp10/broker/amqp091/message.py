@@ -208,10 +208,17 @@ def cc_keys(value: Any) -> tuple[str, ...]:
 
 
 def from_publish(
-    exchange: str, routing_key: str, properties: BasicProperties, raw_properties: bytes, body: bytes, now: float
+    exchange: str,
+    routing_key: str,
+    properties: BasicProperties,
+    raw_properties: bytes,
+    body: bytes,
+    now: float,
+    origin: object = None,
 ) -> Amqp091Message:
     """The container for a ``basic.publish`` (priority, persistence, expiration, message-id read now;
-    the ``CC`` and ``BCC`` headers' routing keys too, with ``BCC`` taken out, as RabbitMQ does)."""
+    the ``CC`` and ``BCC`` headers' routing keys too, with ``BCC`` taken out, as RabbitMQ does);
+    ``origin``: the connection it came on (see ``QueuedMessage.mark_origin``)."""
     cc: tuple[str, ...] = ()
     headers = properties.headers
     if headers and (CC in headers or BCC in headers):
@@ -237,6 +244,8 @@ def from_publish(
     )
     msg._routing = Routing(routing_key)
     msg._cc = cc
+    if origin is not None:
+        msg._origin = origin  # mark_origin without a call per message
     return msg
 
 

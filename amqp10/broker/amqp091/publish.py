@@ -82,7 +82,7 @@ class Publisher:
             buf = bytearray()
             props.encode(buf)
             raw = bytes(buf)
-        msg = from_publish(method.exchange, method.routing_key, props, raw, e.body, ctx.broker.now())
+        msg = from_publish(method.exchange, method.routing_key, props, raw, e.body, ctx.broker.now(), ctx.origin)
         self.published = True
         seq = self.confirms.number(ch)
         if ch.tx is not None:

@@ -12,7 +12,8 @@ into the core's operations:
 - declare / look up: :meth:`VirtualHost.declare_queue`,
   :meth:`VirtualHost.declare_exchange`, :meth:`VirtualHost.lookup` (1.0 node
   names), :meth:`VirtualHost.create_dynamic`, ``delete_node`` / ``delete_exchange``;
-- bind: :meth:`VirtualHost.bind` / :meth:`VirtualHost.unbind`;
+- bind: :meth:`VirtualHost.bind` / :meth:`VirtualHost.unbind` (a binding named with its
+  arguments) or :meth:`VirtualHost.unbind_key` (by its key alone: 0-10);
 - publish: :meth:`VirtualHost.route` (exchange + routing key), or
   ``node.publish(msg, on_stored)`` on a queue or exchange, with a
   :class:`QueuedMessage` subclass of the publisher's protocol; both return a

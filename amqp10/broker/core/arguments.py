@@ -52,6 +52,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .qpid_queues import QPID_ARGUMENTS
 from .queue_policy import QueuePolicy
 
 __all__ = [
@@ -193,7 +194,7 @@ def policy_with_arguments(base: QueuePolicy, arguments: Mapping[str, Any] | None
         if name == "x-queue-leader-locator":  # kept and reported: one node leads every queue
             _leader_locator(name, value)
             continue
-        if name in ACCEPTED:
+        if name in ACCEPTED or name in QPID_ARGUMENTS:  # (read by the virtual host: .qpid_queues)
             continue
         entry = ARGUMENTS.get(name)
         if entry is None:

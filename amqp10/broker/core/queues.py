@@ -62,6 +62,9 @@ class Queue(Node):
     messages are dropped only as consumers meet them, and ``expires`` is not kept)."""
     on_expired: Callable[[Queue], None] | None = None
     """Called when it has been unused for ``expires`` (the virtual host deletes it)."""
+    orphaned: Callable[[QueuedMessage], None] | None = None
+    """Once deleted: where a message its consumers release goes (its alternate exchange,
+    core/qpid_queues.py); None: nowhere."""
 
     def __init__(
         self,
@@ -834,6 +837,9 @@ class Queue(Node):
         than then (RabbitMQ 4's delayed retry: a ``modified`` outcome annotated with
         ``x-opt-delivery-time``), held by the scheduler meanwhile and enqueued at the
         back when due (:meth:`enqueue_due`)."""
+        if self.deleted and self.orphaned is not None:
+            self.orphaned(msg)
+            return
         self.stats.released += 1
         freed = self.groups is not None and self._group_settled(msg, dispatch=False)  # dispatched below
         if delivery_failed:

@@ -37,6 +37,7 @@ from .message import QueuedMessage
 from .nodes import Journal, Node, PublishResult
 from .partitioned import PartitionedStream
 from .policies import RuntimePolicy, combined_arguments, pick_policy
+from .qpid_queues import alternate_exchange, auto_delete_delay, is_no_local, not_local
 from .queue_policy import QueuePolicy
 from .queues import Queue
 from .streams import Stream
@@ -255,6 +256,10 @@ class VirtualHost:
         the address rules give ``name``. ``exclusive_owner`` (a connection)
         makes it exclusive: only that owner may use it, and it is deleted with
         :meth:`owner_gone`. ``auto_delete``: deleted when its last consumer goes.
+        Qpid's arguments (:mod:`.qpid_queues`): ``no-local`` drops what is published on
+        its owner's or exclusive consumer's connection; ``alternate-exchange`` takes its
+        messages when it is deleted; ``qpid.auto_delete_timeout`` delays its deletion
+        once unused.
         """
         node = self.nodes.get(name)
         if node is not None:
@@ -286,11 +291,13 @@ class VirtualHost:
         else:
             q = self._make_queue(name, policy, durable=durable and exclusive_owner is None, arguments=arguments)
             q.owner = exclusive_owner
+            if is_no_local(arguments):
+                q.admit = not_local(q)
             if exclusive_owner is not None:
                 self._exclusive.setdefault(id(exclusive_owner), []).append(name)
             q.auto_delete = auto_delete
             if auto_delete:
-                q.on_unused = lambda queue: self.delete_node(queue.name) if self.nodes.get(queue.name) is queue else None
+                q.on_unused = self._unused
             made = q
         self.nodes[name] = made
         if durable and exclusive_owner is None and persist:
@@ -301,11 +308,37 @@ class VirtualHost:
         return made
 
     def owner_gone(self, owner: object) -> None:
-        """A connection ended: its exclusive queues go with it."""
+        """A connection ended: its exclusive queues go with it (with
+        ``qpid.auto_delete_timeout``, no longer exclusive, once unused that long)."""
         for name in self._exclusive.pop(id(owner), ()):
             node = self.nodes.get(name)
             if isinstance(node, Queue) and node.owner is owner:
-                self.delete_node(name)
+                if auto_delete_delay(node.arguments):
+                    node.owner = None
+                    node.auto_delete = True
+                    node.on_unused = self._unused
+                    node.last_used = self.now()
+                    self._unused(node)
+                else:
+                    self.delete_node(name)
+
+    def _unused(self, queue: Queue) -> None:
+        """An auto-delete ``queue`` lost its last consumer (or its owner): it goes now, or
+        after its ``qpid.auto_delete_timeout`` if nothing used it meanwhile."""
+        if self.nodes.get(queue.name) is not queue:
+            return
+        delay = auto_delete_delay(queue.arguments)
+        if not delay:
+            self.delete_node(queue.name)
+            return
+
+        def still_unused() -> None:
+            unused = not queue.consumers and self.now() - queue.last_used >= delay
+            if unused and self.nodes.get(queue.name) is queue:
+                log.info("queue %r in vhost %r auto-deleted after %gs unused", queue.name, self.name, delay)
+                self.delete_node(queue.name)
+
+        self.broker.leases.take(delay, still_unused)
 
     def _expired_unused(self, queue: Queue) -> None:
         """``queue`` has been unused for its ``expires``: delete it (a subscription queue,
@@ -322,7 +355,9 @@ class VirtualHost:
         return node
 
     def delete_node(self, address: str) -> None:
-        """Remove a queue, stream or topic (its messages, its bindings, its store records)."""
+        """Remove a queue, stream or topic (its messages, its bindings, its store records).
+        A queue's ``alternate-exchange`` takes its messages: those waiting now, and those
+        its consumers held, as they come back."""
         node = self.nodes.pop(address, None)
         self.stream_arguments.pop(address, None)
         if isinstance(node, (Queue, Stream)):
@@ -334,6 +369,9 @@ class VirtualHost:
             if not (isinstance(node, Queue) and (node.owner is not None or node.dynamic)):
                 self.share("drop-queue", address)  # (an exclusive or dynamic one was never shared)
         if isinstance(node, Queue):
+            alternate = self.exchanges.get(alternate_exchange(node.arguments) or "")
+            if alternate is not None:
+                self._reroute_all(node, alternate)
             node.delete()
             if node.durable_node:
                 self.journal.submit((_store.DROP_NODE, self.name, address))
@@ -357,6 +395,18 @@ class VirtualHost:
                     self.delete_node(part.name)
         if node is not None:
             node.account_to(DETACHED)  # what it still holds (with consumers, on disk) is gone
+
+    def _reroute_all(self, queue: Queue, alternate: Exchange) -> None:
+        """``queue`` is going: what waits on it goes to ``alternate`` now, what its consumers
+        hold as they settle it (released; rejected ones are dead-lettered as ever)."""
+
+        def orphaned(msg: QueuedMessage) -> None:
+            self.route(alternate, msg.copy(), None, _nothing)
+
+        while (msg := queue.get()) is not None:  # (unbound already: none comes back to it)
+            queue.ack(msg)
+            orphaned(msg)
+        queue.orphaned = orphaned
 
     def drop_subscription(self, topic: Topic, queue: Queue) -> None:
         """Remove a subscription queue from its topic (and from the store, if durable)."""
@@ -554,6 +604,20 @@ class VirtualHost:
             raise NotFound(f"no such binding from {source!r} to {destination!r} in vhost {self.name!r}")
         self._unbound(binding)
         self.share("unbind", source, destination, key, arguments or {}, destination_kind)
+
+    def unbind_key(self, source: str, destination: str, key: str = "", *, destination_kind: str = "queue") -> int:
+        """Remove every binding from ``source`` to ``destination`` with ``key``, whatever its
+        arguments (0-10 names a binding by exchange, queue and key; 0-9-1 and 1.0 add the
+        arguments: :meth:`unbind`); return how many went (0: none was there)."""
+        x = self._bindable(source)
+        dest = self.exchanges.get(destination) if destination_kind == "exchange" else self.queue(destination)
+        if dest is None:
+            return 0
+        gone = [b for b in x.bindings_to(dest) if b.key == key]
+        for b in gone:
+            x.unbind(b.identity)
+            self._unbound(b)  # (an auto-delete exchange goes with the last one)
+        return len(gone)
 
     def _unbound(self, binding: Binding) -> None:
         x = binding.source
