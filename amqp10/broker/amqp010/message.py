@@ -142,6 +142,16 @@ class Amqp010Message(QueuedMessage):
         headers: Mapping[str, Any] = mp.get("application_headers", {})
         return headers
 
+    def with_header(self, name: str, value: Any) -> bytes:
+        """``data`` with ``name`` set in the message-properties' application headers."""
+        headers, body = unpack(self.data)
+        mp = _find(headers, "message-properties")
+        if mp is None:
+            mp = Compound(_PROPERTIES)
+            headers.append(mp)
+        mp.values["application_headers"] = {**(mp.get("application_headers") or {}), name: value}
+        return pack(headers, body)
+
     def _read_group(self) -> str | None:
         if _GROUP_HEADER_BYTES not in self.data:  # no such header: nothing to decode (most messages)
             return None

@@ -138,6 +138,9 @@ class Amqp091Message(QueuedMessage):
         p.encode(buf)
         return pack(c.exchange, c.routing_key, bytes(buf), c.body)
 
+    def with_header(self, name: str, value: Any) -> bytes:
+        return self._with_headers({name: value}) or self.data
+
     def with_stream_position(self, offset: int) -> bytes:
         """The message with RabbitMQ's ``x-stream-offset`` header (what stream consumers see)."""
         return self._with_headers({"x-stream-offset": offset}) or self.data

@@ -242,6 +242,16 @@ class QueuedMessage:
         """Read the group from ``data`` (a subclass knows how)."""
         return None
 
+    def set_group(self, group: str | None) -> None:
+        """Put it in ``group`` (a queue that keys groups by a header of its own:
+        core/features.py), whatever its own group-id says."""
+        self._group = group
+
+    def with_header(self, name: str, value: Any) -> bytes:
+        """``data`` with the application header ``name`` set to ``value`` (a subclass knows
+        how; an opaque message: unchanged)."""
+        return self.data
+
     def read_already(self, group: str | None, due: float | None) -> None:
         """Take ``group`` and ``due`` as read: another worker read them from the same ``data``
         (an internal link carries them with the message, broker/workers/link.py)."""
