@@ -34,6 +34,7 @@ __all__ = [
     "AMQP091_FORMAT",
     "AMQP1_FORMAT",
     "DEFAULT_PRIORITY",
+    "GROUP_HEADER",
     "FORMATS",
     "PRIORITY_LEVELS",
     "QueuedMessage",
@@ -52,6 +53,10 @@ a higher one shares the top level)."""
 UNASKED_PRIORITY_LEVELS = 10
 """The levels of a queue declared without ``x-max-priority`` (0-9, the 1.0 spec's minimum)."""
 DEFAULT_PRIORITY = 4
+GROUP_HEADER: Final = "JMSXGroupID"
+"""The header (0-10's application header, 0-9-1's ``headers`` entry) that holds a message's
+group, 1.0's ``properties.group-id``, as Qpid's and RabbitMQ's JMS clients name it: every
+front end maps it (``docs/protocols.md``)."""
 
 AMQP1_FORMAT: Final = "amqp1"
 """The format of AMQP 1.0 messages (``data``: the encoded sections)."""

@@ -11,6 +11,8 @@ from pathlib import Path
 import pika
 import pytest
 
+import amqp10.sync
+from amqp10.message import Message
 from tests.amqp010.peer import SocketPeer
 from tests.broker.amqp010.test_amqp010_features import publish, subscribe
 from tests.broker.conftest import RunningBroker, broker_with
@@ -129,3 +131,27 @@ def test_qpid_arguments_on_a_queue_declared_with_0_9_1(broker: RunningBroker) ->
         assert got == [(b"b-1", 2), (b"a-2", 3)]
     finally:
         conn.close()
+
+
+def test_the_group_reaches_0_9_1_as_the_jmsxgroupid_header_and_comes_back(broker: RunningBroker, peer: SocketPeer) -> None:
+    peer.call("queue.declare", queue="g091")
+    publish(peer, "g091", b"from-0-10", application_headers={"JMSXGroupID": "G"})
+    with amqp10.sync.connect(f"amqp://{broker.url}", timeout=T) as c1:
+        c1.open_sender("g091").send(Message(body=b"from-1.0", group_id="H"))
+        conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", broker.port, blocked_connection_timeout=T))
+        try:
+            ch = conn.channel()
+            got = []
+            for _ in range(2):
+                method, props, body = ch.basic_get("g091", auto_ack=True)
+                assert method is not None
+                got.append((body, props.headers["JMSXGroupID"]))
+            assert got == [(b"from-0-10", "G"), (b"from-1.0", "H")]
+            ch.basic_publish("", "g091", b"from-0-9-1", pika.BasicProperties(headers={"JMSXGroupID": "K", "n": 1}))
+        finally:
+            conn.close()
+        d = c1.open_receiver("g091", credit=1).receive(timeout=T)
+        d.accept()
+        assert d.message.group_id == "K" and d.message.application_properties == {"n": 1}
+    q = broker.broker.default.queue("g091")
+    assert q is not None and q.count == 0
