@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from ...amqp010 import Compound, result_struct
-from ..core import NotFound, PreconditionFailed, Queue, QueuedMessage
+from ..core import NotFound, PreconditionFailed, Queue
 from ..core.arguments import is_known
 from .context import Amqp010Context, CommandError
 from .session import Amqp010Session
@@ -209,7 +209,7 @@ class QueueCommands:
             raise CommandError("not-allowed", f"queue name '{name}' has the reserved prefix 'amq.'")
         ctx.authorize(name, "configure", "queue")
         try:
-            vh.declare_queue(
+            q = vh.declare_queue(
                 name,
                 durable=bool(c["durable"]),
                 arguments=queue_arguments(c.get("arguments"), alternate),
@@ -220,6 +220,8 @@ class QueueCommands:
             )
         except PreconditionFailed as exc:
             raise CommandError("invalid-argument", str(exc)) from None
+        if alternate and isinstance(q, Queue):  # Qpid's: what is left when it goes goes there
+            q.alternate_on_delete = True
 
     def delete(self, s: Amqp010Session, c: Compound) -> None:
         ctx = self.ctx
@@ -231,20 +233,7 @@ class QueueCommands:
             raise PreconditionFailed(f"{where} is in use")
         if c["if_empty"] and q.count:
             raise PreconditionFailed(f"{where} is not empty")
-        alternate = ctx.vhost.exchange(
-            getattr(q, "arguments", {}).get("x-dead-letter-exchange") or ""
-        )
-        left: list[QueuedMessage] = []
-        if alternate is not None and isinstance(q, Queue):  # what is left goes there (0-10 §11.2)
-            for cons in list(q.consumers):
-                q.remove_consumer(cons)
-            while (msg := q.get()) is not None:
-                q.ack(msg)
-                left.append(msg)
-        ctx.vhost.delete_node(name)
-        if alternate is not None:  # (once the queue is gone: an alternate routing back drops them)
-            for msg in left:
-                ctx.vhost.route(alternate, msg.copy(), None, _nothing)
+        ctx.vhost.delete_node(name, to_alternate=True)  # what is left goes there (0-10 §11.2)
 
     def purge(self, s: Amqp010Session, c: Compound) -> None:
         ctx = self.ctx
@@ -270,7 +259,3 @@ class QueueCommands:
             message_count=q.count,
             subscriber_count=len(q.consumers),
         )
-
-
-def _nothing() -> None:
-    pass

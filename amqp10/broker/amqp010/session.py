@@ -293,11 +293,13 @@ class Amqp010Session:
         if self.closed:
             return
         self.closed = True
+        # what it held goes back first (no subscription of a closed session takes any), so
+        # a queue deleted as its last subscription goes hands it to its alternate exchange
+        self.settle(list(self.unacked), "release")
         for sub in list(self.subscriptions.values()):
             sub.active = False
             sub.node.remove_consumer(sub)
         self.subscriptions.clear()
-        self.settle(list(self.unacked), "release")
         self.tx = None
         for b in [self.branch, *self.suspended]:
             if b is not None:

@@ -121,6 +121,10 @@ class Queue(Node):
         self.owner: object | None = None
         """The connection an exclusive queue belongs to (None: not exclusive)."""
         self.auto_delete = False
+        self.alternate_on_delete = False
+        """Qpid's alternate exchange: when it is deleted, what is left on it (and what its
+        consumers held, as it comes back) goes to its dead-letter exchange (:meth:`to_alternate`);
+        RabbitMQ drops it."""
         self.on_unused: Callable[[Queue], None] | None = None
         """Called when an auto-delete queue loses its last consumer."""
         self.last_used = now()
@@ -892,6 +896,9 @@ class Queue(Node):
         ``x-opt-delivery-time``), held by the scheduler meanwhile and enqueued at the
         back when due (:meth:`enqueue_due`)."""
         self.stats.released += 1
+        if self.deleted and self.alternate_on_delete:  # (Qpid's alternate exchange)
+            self._dead(msg, "deleted")
+            return
         freed = self.groups is not None and self._group_settled(msg, dispatch=False)  # dispatched below
         if delivery_failed:
             msg.delivery_count += 1
@@ -991,6 +998,16 @@ class Queue(Node):
                 self._pulled()
                 return msg
         return None
+
+    def to_alternate(self) -> None:
+        """It is being deleted with :attr:`alternate_on_delete` (and is out of reach of
+        routing already): every message left on it is dead-lettered, reason ``deleted``, and
+        so is each one its consumers held that comes back later (:meth:`release`)."""
+        self.alternate_on_delete = True
+        for c in list(self.consumers):
+            self.remove_consumer(c)
+        while (msg := self.get()) is not None:
+            self._dead(msg, "deleted")
 
     def delete(self) -> int:
         """The queue is being deleted: purge it and cancel its consumers; return the purged count."""

@@ -312,13 +312,18 @@ class VirtualHost:
         assert isinstance(node, Queue)
         return node
 
-    def delete_node(self, address: str) -> None:
-        """Remove a queue, stream or topic (its messages, its bindings, its store records)."""
+    def delete_node(self, address: str, *, to_alternate: bool = False) -> None:
+        """Remove a queue, stream or topic (its messages, its bindings, its store records).
+        A queue with :attr:`~.Queue.alternate_on_delete` (or any queue, ``to_alternate``: 0-10's
+        ``queue.delete``) hands what is left on it to its dead-letter exchange, once it is out
+        of reach (so an alternate that routes back to it drops them)."""
         node = self.nodes.pop(address, None)
         self.stream_arguments.pop(address, None)
         if isinstance(node, (Queue, Stream)):
             self._unbind_everywhere(node)
         if isinstance(node, Queue):
+            if (to_alternate or node.alternate_on_delete) and node.policy.dead_letter_exchange is not None:
+                node.to_alternate()  # (out of reach now: an alternate that routes back drops them)
             node.delete()
             if node.durable_node:
                 self.journal.submit((_store.DROP_NODE, self.name, address))

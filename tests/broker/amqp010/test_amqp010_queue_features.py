@@ -155,3 +155,23 @@ def test_the_group_reaches_0_9_1_as_the_jmsxgroupid_header_and_comes_back(broker
         assert d.message.group_id == "K" and d.message.application_properties == {"n": 1}
     q = broker.broker.default.queue("g091")
     assert q is not None and q.count == 0
+
+
+def test_an_auto_deleted_queue_hands_what_is_left_and_held_to_its_alternate_exchange(
+    broker: RunningBroker, peer: SocketPeer
+) -> None:
+    peer.call("exchange.declare", exchange="dlq", type="fanout")
+    peer.call("queue.declare", queue="dead", exclusive=True, auto_delete=True)
+    peer.call("exchange.bind", exchange="dlq", queue="dead", binding_key="")
+    other = SocketPeer(broker.port)
+    try:
+        other.attach(name=b"s2")
+        other.call("queue.declare", queue="mine", alternate_exchange="dlq", auto_delete=True)
+        for body in (b"one", b"two", b"three"):
+            publish(other, "mine", body)
+        subscribe(other, "mine", "in", credit=1)
+        assert bodies(other, 1) == [b"one"]  # acquired, never accepted
+    finally:
+        other.close()  # its session ends, the subscription goes: so does the queue
+    subscribe(peer, "dead", "d")
+    assert bodies(peer, 3) == [b"one", b"two", b"three"]

@@ -14,6 +14,7 @@ from amqp10.broker.core.arguments import ArgumentError, arguments_of, policy_wit
 from amqp10.broker.core.features import NO_GROUP
 from amqp10.broker.core.nodes import Node
 from amqp10.broker.core.queue_policy import QueuePolicy
+from tests.broker.harness import Net
 
 
 class Msg(QueuedMessage):
@@ -220,3 +221,33 @@ def test_sequence_numbers_count_every_enqueue_with_gaps_where_a_ring_dropped() -
         got.append(m)
     assert [m.headers["qpid.seq"] for m in got] == [3, 4]
     assert got[0].data == b"m2+" and got[0].size == 3  # rewritten, and sized again
+
+
+# -- Qpid's alternate exchange on delete ---------------------------------------------------------------
+def test_a_deleted_queue_with_alternate_on_delete_hands_its_messages_to_its_alternate() -> None:
+    vh = Net().broker.vhosts["/"]
+    vh.declare_exchange("alt", "fanout")
+    kept = vh.declare_queue("kept", durable=False)
+    vh.bind("alt", "kept")
+    q = vh.declare_queue("doomed", durable=False, arguments={"x-dead-letter-exchange": "alt"})
+    assert isinstance(q, Queue) and isinstance(kept, Queue)
+    q.alternate_on_delete = True
+    publish(q, Msg("held"), Msg("left-1"), Msg("left-2"))
+    held = q.get()
+    assert held is not None
+    vh.delete_node("doomed")
+    assert kept.count == 2  # what was left, at once
+    q.release(held)  # what a consumer held, as it comes back
+    assert drain(kept) == ["left-1", "left-2", "held"]
+
+
+def test_a_deleted_queue_without_it_drops_its_messages_as_rabbitmq_does() -> None:
+    vh = Net().broker.vhosts["/"]
+    vh.declare_exchange("alt", "fanout")
+    kept = vh.declare_queue("kept", durable=False)
+    vh.bind("alt", "kept")
+    q = vh.declare_queue("doomed", durable=False, arguments={"x-dead-letter-exchange": "alt"})
+    assert isinstance(q, Queue)
+    publish(q, Msg("left"))
+    vh.delete_node("doomed")
+    assert kept.count == 0
