@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from amqp10.broker.core import Queue, QueuedMessage
+from amqp10.broker.core import Queue, QueuedMessage, VirtualHost
 from amqp10.broker.core.arguments import ArgumentError, arguments_of, policy_with_arguments
 from amqp10.broker.core.features import NO_GROUP
 from amqp10.broker.core.nodes import Node
@@ -224,13 +224,19 @@ def test_sequence_numbers_count_every_enqueue_with_gaps_where_a_ring_dropped() -
 
 
 # -- Qpid's alternate exchange on delete ---------------------------------------------------------------
-def test_a_deleted_queue_with_alternate_on_delete_hands_its_messages_to_its_alternate() -> None:
+def with_alternate() -> tuple[VirtualHost, Queue, Queue]:
+    """A virtual host, a queue ``doomed`` whose dead-letter exchange ``alt`` routes to ``kept``."""
     vh = Net().broker.vhosts["/"]
     vh.declare_exchange("alt", "fanout")
     kept = vh.declare_queue("kept", durable=False)
     vh.bind("alt", "kept")
     q = vh.declare_queue("doomed", durable=False, arguments={"x-dead-letter-exchange": "alt"})
     assert isinstance(q, Queue) and isinstance(kept, Queue)
+    return vh, q, kept
+
+
+def test_a_deleted_queue_with_alternate_on_delete_hands_its_messages_to_its_alternate() -> None:
+    vh, q, kept = with_alternate()
     q.alternate_on_delete = True
     publish(q, Msg("held"), Msg("left-1"), Msg("left-2"))
     held = q.get()
@@ -242,12 +248,7 @@ def test_a_deleted_queue_with_alternate_on_delete_hands_its_messages_to_its_alte
 
 
 def test_a_deleted_queue_without_it_drops_its_messages_as_rabbitmq_does() -> None:
-    vh = Net().broker.vhosts["/"]
-    vh.declare_exchange("alt", "fanout")
-    kept = vh.declare_queue("kept", durable=False)
-    vh.bind("alt", "kept")
-    q = vh.declare_queue("doomed", durable=False, arguments={"x-dead-letter-exchange": "alt"})
-    assert isinstance(q, Queue)
+    vh, q, kept = with_alternate()
     publish(q, Msg("left"))
     vh.delete_node("doomed")
     assert kept.count == 0
