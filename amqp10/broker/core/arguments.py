@@ -44,6 +44,7 @@ argument                           policy field             value
 ``qpid.shared_msg_group``          ``shared_groups``        1 / true
 ``qpid.last_value_queue_key``      ``last_value_key``       header name
 ``qpid.queue_msg_sequence``        ``sequence_header``      header name
+``qpid.auto_delete_timeout``       ``auto_delete_timeout``  seconds (0: none)
 =================================  =======================  ====================================
 
 A ``quorum`` queue is a classic core queue that reports its type as quorum (the
@@ -240,6 +241,7 @@ QPID_ARGUMENTS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "qpid.shared_msg_group": ("shared_groups", _flag),
     "qpid.last_value_queue_key": ("last_value_key", _string),
     "qpid.queue_msg_sequence": ("sequence_header", _string),
+    "qpid.auto_delete_timeout": ("auto_delete_timeout", _limit),
 }
 """Qpid's argument name -> (QueuePolicy field, converter); ``qpid.fairshare`` (and
 ``qpid.fairshare-N``, ``x-qpid-fairshare``…) are read apart: :func:`_fairshare`."""
@@ -357,5 +359,7 @@ def arguments_of(policy: QueuePolicy) -> dict[str, Any]:
     return out
 
 
-_FEATURES = frozenset(("priority_levels", "group_key", "shared_groups", "last_value_key", "sequence_header"))
+_FEATURES = frozenset(
+    ("priority_levels", "group_key", "shared_groups", "last_value_key", "sequence_header", "auto_delete_timeout")
+)
 """The fields only Qpid's arguments set (the others are RabbitMQ's, listed by their names)."""

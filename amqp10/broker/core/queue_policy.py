@@ -125,6 +125,12 @@ class QueuePolicy(BaseModel):
         description="the header each message gets its queue's enqueue number in, from 1 "
         "(qpid.queue_msg_sequence)",
     )
+    auto_delete_timeout: float | None = Field(
+        default=None,
+        gt=0,
+        description="seconds an auto-delete or exclusive queue is kept once it would be deleted (its last "
+        "consumer or its owner gone), deleted then if still unused (qpid.auto_delete_timeout)",
+    )
     max_age_seconds: float | None = Field(default=None, gt=0, description="stream retention by age")
     retention_bytes: int | None = Field(default=None, ge=1, description="stream retention by size")
     deliver_after_commit: bool | None = Field(

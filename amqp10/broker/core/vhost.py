@@ -283,7 +283,7 @@ class VirtualHost:
                 self._exclusive.setdefault(id(exclusive_owner), []).append(name)
             q.auto_delete = auto_delete
             if auto_delete:
-                q.on_unused = lambda queue: self.delete_node(queue.name) if self.nodes.get(queue.name) is queue else None
+                q.on_unused = self._unused
             made = q
         self.nodes[name] = made
         if durable and exclusive_owner is None and persist:
@@ -296,7 +296,21 @@ class VirtualHost:
         for name in self._exclusive.pop(id(owner), ()):
             node = self.nodes.get(name)
             if isinstance(node, Queue) and node.owner is owner:
-                self.delete_node(name)
+                self._unused(node)
+
+    def _unused(self, queue: Queue) -> None:
+        """An auto-delete ``queue`` lost its last consumer, or an exclusive one its owner: it
+        is deleted; with Qpid's ``auto_delete_timeout``, it is kept that long instead (no
+        longer exclusive) and deleted then if still unused (its ``expires``)."""
+        if self.nodes.get(queue.name) is not queue:
+            return
+        timeout = queue.policy.auto_delete_timeout
+        if timeout is None:
+            self.delete_node(queue.name)
+            return
+        queue.owner = None
+        queue.last_used = self.now()
+        queue.set_policy(queue.policy.model_copy(update={"expires": timeout}))
 
     def _expired_unused(self, queue: Queue) -> None:
         """``queue`` has been unused for its ``expires``: delete it (a subscription queue,

@@ -14,6 +14,7 @@ from amqp10.broker.core.arguments import ArgumentError, arguments_of, policy_wit
 from amqp10.broker.core.features import NO_GROUP
 from amqp10.broker.core.nodes import Node
 from amqp10.broker.core.queue_policy import QueuePolicy
+from tests.broker.core.test_queue_arguments import Clock
 from tests.broker.harness import Net
 
 
@@ -252,3 +253,28 @@ def test_a_deleted_queue_without_it_drops_its_messages_as_rabbitmq_does() -> Non
     publish(q, Msg("left"))
     vh.delete_node("doomed")
     assert kept.count == 0
+
+
+# -- Qpid's auto-delete timeout ---------------------------------------------------------------------------
+def test_an_auto_delete_timeout_keeps_the_queue_that_long_once_unused() -> None:
+    clock = Clock()
+    net = Net(now=clock)
+    vh = net.broker.vhosts["/"]
+    owner = object()
+    vh.declare_queue("excl", durable=False, exclusive_owner=owner, arguments={"qpid.auto_delete_timeout": 3})
+    vh.declare_queue("plain", durable=False, exclusive_owner=owner)
+    shared = vh.declare_queue("shared", durable=False, auto_delete=True, arguments={"qpid.auto_delete_timeout": "3"})
+    assert isinstance(shared, Queue)
+    sub = Sub(1)
+    shared.add_consumer(sub)
+    shared.remove_consumer(sub)
+    vh.owner_gone(owner)
+    assert "plain" not in vh.nodes  # no timeout: at once, as before
+    q = vh.queue("excl")
+    assert isinstance(q, Queue) and q.owner is None  # kept, and no longer exclusive
+    clock.t += 2
+    net.broker.tick()
+    assert "excl" in vh.nodes and "shared" in vh.nodes
+    clock.t += 2
+    net.broker.tick()
+    assert "excl" not in vh.nodes and "shared" not in vh.nodes
