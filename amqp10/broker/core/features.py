@@ -100,9 +100,15 @@ class QueueFeatures:
         msg.set_group(NO_GROUP if group is None else str(group))
 
     def restored(self, msg: QueuedMessage) -> None:
-        """``msg`` came back from the store: its group, and its place as its key's last value."""
+        """``msg`` came back from the store: its group, its place as its key's last value, and
+        its sequence number (the next is above it)."""
         if self.policy.group_key is not None:
             self.regroup(msg)
+        if self.policy.sequence_header is not None:
+            n = msg.headers.get(self.policy.sequence_header)
+            if not isinstance(n, int) or isinstance(n, bool):
+                n = msg.seq  # (a 1.0 message's is an annotation: its seq is never below it)
+            self._sequence = max(self._sequence, n)
         key = self.policy.last_value_key
         if key is not None:
             value = msg.headers.get(key)

@@ -5,17 +5,23 @@ sequence numbers; and the arguments that ask for them, on every protocol."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from amqp10.broker.core import Queue, QueuedMessage, VirtualHost
+from amqp10.broker.amqp1.message import parse_transfer
+from amqp10.broker.config import BrokerConfig, QueueConfig, VhostConfig
+from amqp10.broker.core import Broker, Queue, QueuedMessage, VirtualHost
+from amqp10.broker.core import store as st
 from amqp10.broker.core.arguments import ArgumentError, arguments_of, policy_with_arguments
 from amqp10.broker.core.features import NO_GROUP
 from amqp10.broker.core.nodes import Node
 from amqp10.broker.core.queue_policy import QueuePolicy
+from amqp10.message import Message
+from amqp10.types import symbol
 from tests.broker.core.test_queue_arguments import Clock
-from tests.broker.harness import Net
+from tests.broker.harness import Net, SyncJournal
 
 
 class Msg(QueuedMessage):
@@ -278,3 +284,31 @@ def test_an_auto_delete_timeout_keeps_the_queue_that_long_once_unused() -> None:
     clock.t += 2
     net.broker.tick()
     assert "excl" not in vh.nodes and "shared" not in vh.nodes
+
+
+# -- 1.0 messages, and a restart ---------------------------------------------------------------------------
+def test_1_0_messages_on_a_durable_last_value_queue_with_groups_and_numbers_across_a_restart(tmp_path: Path) -> None:
+    args = {
+        "qpid.last_value_queue_key": "k",
+        "qpid.group_header_key": "g",
+        "qpid.queue_msg_sequence": "n",
+    }
+    cfg = BrokerConfig(vhosts=[VhostConfig(name="/", queues=[QueueConfig(name="lv", arguments=args)])])
+    store = st.Store(tmp_path / "db.sqlite3")
+    net = Net()
+    net.broker = Broker(cfg, journal=SyncJournal(store))
+    p = net.client("p")
+    s = p.sender("lv")
+    for body, k in (("a-1", "a"), ("b-1", "b"), ("a-2", "a")):
+        p.send(s, Message(body=body, durable=True, application_properties={"k": k, "g": k}))
+    fresh = Broker(BrokerConfig())
+    assert fresh.recover(store) == 2
+    q = fresh.nodes["lv"]
+    assert isinstance(q, Queue) and q.features is not None
+    assert [m.group for m in q] == ["b", "a"]
+    replacing = parse_transfer(Message(body="b-2", application_properties={"k": "b"}).encode(), 0.0)
+    q.publish(replacing, lambda: None)
+    left = [Message.decode(m.data) for m in q]
+    assert [m.body for m in left] == ["a-2", "b-2"]
+    # a 1.0 message gets its number as a message annotation (its bare message is the sender's)
+    assert [(m.message_annotations or {}).get(symbol("n")) for m in left] == [3, 4]
