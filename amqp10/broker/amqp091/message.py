@@ -246,7 +246,7 @@ def from_publish(
     msg._routing = Routing(routing_key)
     msg._cc = cc
     group = headers.get(GROUP_HEADER) if headers else None  # (read now: the headers are decoded)
-    msg.set_group(None if group is None else _group_text(group))
+    msg._group = None if group is None else _group_text(group)  # (as _routing: no call per message)
     return msg
 
 
