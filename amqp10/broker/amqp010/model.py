@@ -233,6 +233,9 @@ class QueueCommands:
             raise PreconditionFailed(f"{where} is in use")
         if c["if_empty"] and q.count:
             raise PreconditionFailed(f"{where} is not empty")
+        if isinstance(q, Queue):  # its subscriptions stay until message.cancel, as in Qpid's broker
+            for cons in list(q.consumers):
+                q.remove_consumer(cons)
         ctx.vhost.delete_node(name, to_alternate=True)  # what is left goes there (0-10 §11.2)
 
     def purge(self, s: Amqp010Session, c: Compound) -> None:

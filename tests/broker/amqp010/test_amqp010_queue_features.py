@@ -175,3 +175,10 @@ def test_an_auto_deleted_queue_hands_what_is_left_and_held_to_its_alternate_exch
         other.close()  # its session ends, the subscription goes: so does the queue
     subscribe(peer, "dead", "d")
     assert bodies(peer, 3) == [b"one", b"two", b"three"]
+
+
+def test_a_subscription_outlives_its_deleted_queue_until_cancelled(peer: SocketPeer) -> None:
+    peer.call("queue.declare", queue="gone")
+    subscribe(peer, "gone", "d")
+    peer.call("queue.delete", queue="gone")
+    peer.call("message.cancel", destination="d")  # as qpid.messaging closes a receiver: no 404
