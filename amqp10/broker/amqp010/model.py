@@ -18,7 +18,7 @@ from ...amqp010 import Compound, result_struct
 from ..core import NotFound, PreconditionFailed, Queue
 from ..core.arguments import is_known
 from .context import Amqp010Context, CommandError
-from .session import Amqp010Session
+from .session import Amqp010Session, Pending, Subscription
 
 __all__ = ["EXCHANGE_TYPES", "ExchangeCommands", "QueueCommands", "queue_arguments"]
 
@@ -233,10 +233,17 @@ class QueueCommands:
             raise PreconditionFailed(f"{where} is in use")
         if c["if_empty"] and q.count:
             raise PreconditionFailed(f"{where} is not empty")
+        held: list[Pending] = []
         if isinstance(q, Queue):  # its subscriptions stay until message.cancel, as in Qpid's broker
             for cons in list(q.consumers):
                 q.remove_consumer(cons)
+                if isinstance(cons, Subscription) and q.policy.dead_letter_exchange is not None:
+                    # what they hold goes to the alternate too, now (QPID-3481): no longer theirs
+                    owner = cons.session
+                    held += owner.take([cid for cid, p in owner.unacked.items() if p.node is q])
         ctx.vhost.delete_node(name, to_alternate=True)  # what is left goes there (0-10 §11.2)
+        for p in held:
+            p.node.release(p.msg)  # (a deleted queue's alternate takes it)
 
     def purge(self, s: Amqp010Session, c: Compound) -> None:
         ctx = self.ctx

@@ -182,3 +182,28 @@ def test_a_subscription_outlives_its_deleted_queue_until_cancelled(peer: SocketP
     subscribe(peer, "gone", "d")
     peer.call("queue.delete", queue="gone")
     peer.call("message.cancel", destination="d")  # as qpid.messaging closes a receiver: no 404
+
+
+def test_a_deleted_queue_hands_what_its_subscribers_hold_to_its_alternate_at_once(
+    broker: RunningBroker, peer: SocketPeer
+) -> None:
+    peer.call("exchange.declare", exchange="alt", type="fanout")
+    peer.call("queue.declare", queue="kept")
+    peer.call("exchange.bind", exchange="alt", queue="kept", binding_key="")
+    peer.call("queue.declare", queue="doomed", alternate_exchange="alt")
+    for body in (b"held", b"left"):
+        publish(peer, "doomed", body)
+    other = SocketPeer(broker.port)
+    try:
+        other.attach(name=b"s2")
+        subscribe(other, "doomed", "in", credit=1)
+        (t,) = other.wait("message.transfer")  # acquired, not accepted
+        peer.call("queue.delete", queue="doomed")
+        result = peer.call("queue.query", queue="kept")
+        assert result is not None and result["message_count"] == 2  # (QPID-3481)
+        other.call("message.release", transfers=((t.id, t.id),))  # no longer its: nothing more
+        other.call("message.cancel", destination="in")
+    finally:
+        other.close()
+    result = peer.call("queue.query", queue="kept")
+    assert result is not None and result["message_count"] == 2
