@@ -23,6 +23,9 @@ broker and Qpid Broker-J do it (the arguments are in core/arguments.py):
 - **sequence numbers** (``qpid.queue_msg_sequence`` NAME): each message gets the header
   NAME with its enqueue number on this queue, from 1 (a 1.0 message as a message
   annotation, since a 1.0 bare message is not changed on its way).
+
+A message paged out of memory (core/paging.py) is not replaced by a newer last value, and
+fair share takes from the levels in memory, the usual take after them.
 """
 
 from __future__ import annotations
@@ -62,6 +65,12 @@ class QueueFeatures:
         self._fair_used = [0] * len(self.fairshare)  # taken from each level this round
         self._by_key: dict[Any, QueuedMessage] = {}  # last value key -> the message queued with it
         self._sequence = 0
+
+    def carry_on(self, old: QueueFeatures) -> None:
+        """Take over what ``old`` (the queue's features under its previous policy: a runtime
+        policy changed) knew: the last values by key and the sequence number."""
+        self._by_key = old._by_key
+        self._sequence = old._sequence
 
     def arriving(self, msg: QueuedMessage, levels: list[deque[QueuedMessage]]) -> QueuedMessage | None:
         """``msg`` is being published to the queue whose priority ``levels`` are given: set its

@@ -153,7 +153,10 @@ class Queue(Node):
         self._overflow = policy.overflow_mode
         self._ttl = policy.message_ttl
         self._top = UNASKED_PRIORITY_LEVELS - 1 if policy.max_priority is None else min(policy.max_priority, PRIORITY_LEVELS - 1)
+        old = self.features
         self.features = QueueFeatures(policy) if policy.has_features else None
+        if old is not None and self.features is not None:
+            self.features.carry_on(old)
         self._take: Callable[[Consumer], QueuedMessage | None] = self._take_for
         if self.features is not None:
             if self.features.top is not None:

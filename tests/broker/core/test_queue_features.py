@@ -312,3 +312,12 @@ def test_1_0_messages_on_a_durable_last_value_queue_with_groups_and_numbers_acro
     assert [m.body for m in left] == ["a-2", "b-2"]
     # a 1.0 message gets its number as a message annotation (its bare message is the sender's)
     assert [(m.message_annotations or {}).get(symbol("n")) for m in left] == [3, 4]
+
+
+def test_a_new_policy_keeps_the_last_values_and_the_numbers() -> None:
+    q = queue(**{"qpid.last_value_queue_key": "k", "qpid.queue_msg_sequence": "n"})
+    publish(q, Msg("a1", k="a"))
+    q.set_policy(q.policy.model_copy(update={"max_length": 10}))
+    publish(q, Msg("a2", k="a"))
+    got = q.get()
+    assert got is not None and got.data == b"a2+" and got.headers["n"] == 2 and q.count == 0
