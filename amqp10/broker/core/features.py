@@ -48,12 +48,23 @@ NO_GROUP = "qpid.no_group"
 """The group of a message without the queue's group header (Qpid's default group)."""
 
 _seq = attrgetter("seq")
+_PRUNE_MIN = 1024
+
+
+def _position(msg: QueuedMessage, levels: list[deque[QueuedMessage]]) -> int | None:
+    """Where ``msg`` is in its level, if it is still queued there (not taken, expired,
+    purged or paged out); else None."""
+    if msg.priority >= len(levels):
+        return None
+    level = levels[msg.priority]
+    i = bisect_left(level, msg.seq, key=_seq)
+    return i if i < len(level) and level[i] is msg else None
 
 
 class QueueFeatures:
     """Qpid's features of one queue (see the module's docstring); made from its policy."""
 
-    __slots__ = ("_by_key", "_fair_used", "_offset", "_sequence", "fairshare", "policy", "top")
+    __slots__ = ("_by_key", "_fair_used", "_offset", "_prune_at", "_sequence", "fairshare", "policy", "top")
 
     def __init__(self, policy: QueuePolicy) -> None:
         self.policy = policy
@@ -63,8 +74,16 @@ class QueueFeatures:
         """The highest level (None: the queue's own priorities, unchanged)."""
         self.fairshare = policy.fairshare
         self._fair_used = [0] * len(self.fairshare)  # taken from each level this round
-        self._by_key: dict[Any, QueuedMessage] = {}  # last value key -> the message queued with it
+        # last value key -> the message last queued with it (which may have left the queue
+        # since: such entries are pruned as the table grows, so it stays near the queue's size)
+        self._by_key: dict[Any, QueuedMessage] = {}
+        self._prune_at = _PRUNE_MIN
         self._sequence = 0
+
+    @property
+    def keys_known(self) -> int:
+        """How many last-value keys it remembers (about the queue's depth, at most twice)."""
+        return len(self._by_key)
 
     def carry_on(self, old: QueueFeatures) -> None:
         """Take over what ``old`` (the queue's features under its previous policy: a runtime
@@ -90,18 +109,28 @@ class QueueFeatures:
         if key is None:
             return None
         value = msg.headers.get(key)
-        if value is None:
+        if value is None or isinstance(value, list | dict):  # (no key, or none a map can hold)
             return None
-        old = self._by_key.get(value)
-        self._by_key[value] = msg
-        if old is None or old.priority >= len(levels):
+        by_key = self._by_key
+        old = by_key.get(value)
+        by_key[value] = msg
+        if old is None:
+            if len(by_key) > self._prune_at:
+                self._prune(levels)
             return None
-        level = levels[old.priority]
-        i = bisect_left(level, old.seq, key=_seq)
-        if i < len(level) and level[i] is old:  # still queued (not taken, expired or purged)
-            del level[i]
-            return old
-        return None
+        i = _position(old, levels)
+        if i is None:
+            return None
+        del levels[old.priority][i]
+        return old
+
+    def _prune(self, levels: list[deque[QueuedMessage]]) -> None:
+        """Forget the keys whose message has left the queue (the newest, just added, stays)."""
+        *older, newest = self._by_key.items()
+        kept = {k: m for k, m in older if _position(m, levels) is not None}
+        kept[newest[0]] = newest[1]
+        self._by_key = kept
+        self._prune_at = max(2 * len(kept), _PRUNE_MIN)
 
     def regroup(self, msg: QueuedMessage) -> None:
         """Set ``msg``'s group from the queue's group header (restored messages too)."""
@@ -121,7 +150,7 @@ class QueueFeatures:
         key = self.policy.last_value_key
         if key is not None:
             value = msg.headers.get(key)
-            if value is not None:
+            if value is not None and not isinstance(value, list | dict):
                 self._by_key[value] = msg
 
     def lowest_level(self, levels: list[deque[QueuedMessage]], pager: Pager | None) -> deque[QueuedMessage] | None:

@@ -321,3 +321,15 @@ def test_a_new_policy_keeps_the_last_values_and_the_numbers() -> None:
     publish(q, Msg("a2", k="a"))
     got = q.get()
     assert got is not None and got.data == b"a2+" and got.headers["n"] == 2 and q.count == 0
+
+
+def test_a_last_value_queue_forgets_keys_whose_message_left() -> None:
+    q = queue(**{"qpid.last_value_queue_key": "k"})
+    for i in range(3000):  # each its own key, each consumed at once
+        publish(q, Msg(f"m{i}", k=i))
+        taken = q.get()
+        assert taken is not None
+        q.ack(taken)
+    publish(q, Msg("again", k=2999), Msg("list", k=[1]))  # (a list is no key)
+    assert q.features is not None and q.features.keys_known <= 1025
+    assert drain(q) == ["again", "list"]
