@@ -332,9 +332,8 @@ def render(outcomes: list[Outcome], conf: Conformance | None) -> str:
                 f"`dtx` (the XA tests, {dtx_passed + len(dtx)}): {dtx_passed} pass. "
                 f"Of the failures, {len(qmf)} need QMF, the Qpid C++ broker's management agent "
                 f"(`qpid.management`, `qmf.default.*`: listed, not built); the other "
-                f"{len(conf.failed) - len(qmf)} are Qpid broker features the core lacks (message "
-                "groups keyed by a queue's header, last-value queues, fair-share "
-                "priorities, sequence numbers) or differ in detail, as each line says.",
+                f"{len(conf.failed) - len(qmf)} are Qpid broker features the core lacks or "
+                "differ in detail, as each line says.",
             ]
             lines += ["", "Failures (the last line of each):", ""]
             lines += [

@@ -71,6 +71,8 @@ def _type_name(annotation: Any) -> str:
         (item,) = args
         model, _ = _model_of(annotation)
         return "list of tables" if model else f"list of {_type_name(item)}"
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return f"list of {_type_name(args[0])}"
     if origin is dict:
         return f"table of {_type_name(args[1])}"
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -108,7 +110,7 @@ def _toml_value(value: Any) -> str:
         return f"`{json.dumps(value)}`"
     if isinstance(value, (str, int, float)):
         return f"`{json.dumps(value)}`"
-    if isinstance(value, dict) and not value:
+    if isinstance(value, dict | tuple) and not value:
         return "empty"
     raise TypeError(f"no documentation form for the default {value!r}")
 

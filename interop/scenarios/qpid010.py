@@ -160,7 +160,7 @@ def cross_010_to_091(ctx: Ctx) -> None:
         "delivery_mode": 2,
         "priority": 6,
         "expiration": "60000",  # (ms; qpid.messaging's ttl is in seconds)
-        "headers": {"str": "text", "int": 42, "true": True},
+        "headers": {"str": "text", "int": 42, "true": True, "JMSXGroupID": "g1"},  # (the group: docs/protocols.md)
     }
     check(got == want, f"0-9-1 got {_diff(got, want)}")
 

@@ -52,7 +52,7 @@ from .dtx import DtxCommands
 from .kept import KeptSessions
 from .messages import MessageCommands, TxCommands
 from .model import ExchangeCommands, QueueCommands
-from .session import Amqp010Session
+from .session import Amqp010Session, Pending
 
 __all__ = ["Amqp010Handler"]
 
@@ -62,6 +62,14 @@ _COMPLETES_ITSELF: Final = frozenset(
     {"message.transfer", "dtx.prepare", "dtx.commit", "dtx.rollback", "dtx.forget"}
 )
 """Commands whose handler completes them once what they did is stored."""
+
+
+def _consumer_timeout(p: Pending) -> float | None:
+    """The consumer timeout of an unaccepted transfer (seconds; None: none): its
+    subscription's ``x-consumer-timeout``, else its queue's (as RabbitMQ ranks them)."""
+    if p.sub is not None and p.sub.timeout is not None:
+        return p.sub.timeout
+    return p.node.policy.consumer_timeout
 
 
 def _nothing() -> None:
@@ -293,8 +301,8 @@ class Amqp010Handler(ContextHandler):
         if c.name not in _COMPLETES_ITSELF:
             self.conn.complete(s.channel, c, result)
 
-    def _fail(self, s: Amqp010Session, c: Compound, error: str, text: str) -> None:
-        log.debug("0-10 %s failed: %s: %s", c.name, error, text)
+    def _fail(self, s: Amqp010Session, c: Compound | None, error: str, text: str) -> None:
+        log.debug("0-10 %s failed: %s: %s", "session" if c is None else c.name, error, text)
         self.conn.exception(s.channel, c, error, text)
         self.sessions.pop(s.channel, None)
         s.close()
@@ -335,3 +343,21 @@ class Amqp010Handler(ContextHandler):
         if self.ctx.withheld:
             self.ctx.release_withheld()
             self.ctx.wake()
+        now = self.broker.now()
+        for s in list(self.sessions.values()):
+            if s.unacked and s.attached and not s.closed:
+                late = s.unsettled_clock.overdue(s.unacked, _consumer_timeout, now)
+                if late is not None:
+                    self._time_out(s, late[1])
+
+    def _time_out(self, s: Amqp010Session, timeout: float) -> None:
+        """``s`` held a transfer unaccepted past its consumer timeout: the session ends with
+        ``precondition-failed`` (as a 0-9-1 channel is closed with PRECONDITION_FAILED);
+        what it held goes back."""
+        text = (
+            f"delivery on session {s.name.decode(errors='replace')!r} not accepted within "
+            f"the consumer timeout of {round(timeout * 1000)} ms"
+        )
+        log.info("ending a 0-10 session: %s", text)
+        self._fail(s, None, "precondition-failed", text)
+        self.ctx.wake()

@@ -29,6 +29,7 @@ from ..core.message import (
     AMQP091_FORMAT,
     AMQP1_FORMAT,
     DEFAULT_PRIORITY,
+    GROUP_HEADER,
     QueuedMessage,
     Routing,
     amqp1_body,
@@ -59,9 +60,6 @@ APP_ID: Final = "x-basic-app-id"
 """The 1.0 message annotation a 0-10 ``app-id`` becomes (0-9-1's ``app_id`` maps to it too)."""
 MESSAGE_ID_HEADER: Final = "x-amqp-1.0-message-id"
 """A 1.0 message-id that is not a UUID (0-10's message-id is one): kept in this header."""
-GROUP_HEADER: Final = "JMSXGroupID"
-"""The application header that holds a 0-10 message's group (the core's message group, 1.0's
-``group-id``, as Qpid's JMS clients name it): its messages go to one subscriber at a time."""
 _GROUP_HEADER_BYTES: Final = GROUP_HEADER.encode()
 _U32 = struct.Struct(">I")
 _DELIVERY = STRUCTS["delivery-properties"]
@@ -167,6 +165,16 @@ class Amqp010Message(QueuedMessage):
         _, mp, _ = self.parts()
         headers: Mapping[str, Any] = mp.get("application_headers", {})
         return headers
+
+    def with_header(self, name: str, value: Any) -> bytes:
+        """``data`` with ``name`` set in the message-properties' application headers."""
+        headers, body = unpack(self.data)
+        mp = _find(headers, "message-properties")
+        if mp is None:
+            mp = Compound(_PROPERTIES)
+            headers.append(mp)
+        mp.values["application_headers"] = {**(mp.get("application_headers") or {}), name: value}
+        return pack(headers, body)
 
     def _read_group(self) -> str | None:
         if (

@@ -115,9 +115,17 @@ class MessageCommands:
             acquire_mode=c.get("acquire_mode", ACQUIRE["pre-acquired"]),
             exclusive=exclusive,
         )
-        priority = (c.get("arguments") or {}).get("x-priority", 0)
+        arguments = c.get("arguments") or {}
+        priority = arguments.get("x-priority", 0)
         if isinstance(priority, int) and not isinstance(priority, bool):
             sub.priority = priority
+        timeout = arguments.get("x-consumer-timeout")
+        if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
+                raise CommandError(
+                    "invalid-argument", f"x-consumer-timeout must be a positive integer (ms), not {timeout!r}"
+                )
+            sub.timeout = timeout / 1000
         s.subscriptions[destination] = sub
         q.add_consumer(sub)
 

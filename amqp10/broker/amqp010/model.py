@@ -1,11 +1,11 @@
 """The 0-10 front end's ``exchange.*`` and ``queue.*`` commands, carried out on the core's
 virtual host. Each returns the struct its ``execution.result`` carries, or None.
 
-Queue arguments: Qpid's ``qpid.max_count``, ``qpid.max_size`` and ``qpid.policy_type``
-(``reject``, ``ring``) become the core's ``x-max-length``, ``x-max-length-bytes`` and
-``x-overflow``; ``x-*`` arguments pass through as RabbitMQ's, and ``no-local`` and
-``qpid.auto_delete_timeout`` as the core's (:mod:`amqp10.broker.core.qpid_queues`); other ``qpid.*`` arguments
-(the C++ broker's own features) are ignored, as the C++ broker ignores what it does not know.
+Queue arguments: Qpid's (``qpid.max_count``, ``qpid.policy_type``, ``qpid.priorities``,
+``qpid.group_header_key``, ``qpid.last_value_queue_key``… the core's table of them is in
+core/arguments.py), ``no-local`` (:mod:`amqp10.broker.core.qpid_queues`) and ``x-*``
+arguments, RabbitMQ's, pass to the core; other ``qpid.*`` arguments (the C++ broker's own
+features) are ignored, as the C++ broker ignores what it does not know.
 A queue's ``alternate-exchange`` is its dead-letter exchange, and where its messages go
 when it is deleted, acquired ones too (the core's ``alternate-exchange`` argument).
 """
@@ -17,54 +17,29 @@ from typing import Any, Final
 
 from ...amqp010 import Compound, result_struct
 from ..core import NotFound, PreconditionFailed, Queue
-from ..core.qpid_queues import ALTERNATE_EXCHANGE, QPID_ARGUMENTS
+from ..core.arguments import is_known
+from ..core.qpid_queues import ALTERNATE_EXCHANGE
 from .context import Amqp010Context, CommandError
 from .session import Amqp010Session
 
 __all__ = ["EXCHANGE_TYPES", "ExchangeCommands", "QueueCommands", "queue_arguments"]
 
 EXCHANGE_TYPES: Final = frozenset({"direct", "fanout", "topic", "headers"})
-_POLICY_TYPES: Final = {"reject": "reject-publish", "ring": "drop-head"}
+_POLICY_TYPES: Final = ("reject", "ring")
 
 
 def queue_arguments(arguments: Mapping[str, Any] | None, alternate: str | None) -> dict[str, Any]:
     """A 0-10 ``queue.declare``'s arguments as the core's (see the module's docstring)."""
     out: dict[str, Any] = {}
     for k, v in (arguments or {}).items():
-        if k in _LIMITS:
-            n = _count(k, v)
-            if n:
-                out[_LIMITS[k]] = n
-        elif k == "qpid.policy_type" and str(v) in _POLICY_TYPES:
-            out["x-overflow"] = _POLICY_TYPES[str(v)]
-        elif k in ("x-qpid-priorities", "qpid.priorities"):
-            out["x-max-priority"] = min(_count(k, v), 255)
-        elif (k.startswith("x-") and not k.startswith("x-qpid-")) or k in QPID_ARGUMENTS:
+        if k == "qpid.policy_type" and v not in _POLICY_TYPES:
+            continue  # (flow_to_disk, ring_strict: the C++ broker's own)
+        if is_known(k) or (k.startswith("x-") and not k.startswith("x-qpid-")):
             out[k] = v
     if alternate:
         out["x-dead-letter-exchange"] = alternate  # (rejected messages go there)
         out[ALTERNATE_EXCHANGE] = alternate  # (and a deleted queue's)
     return out
-
-
-_LIMITS: Final = {"qpid.max_count": "x-max-length", "qpid.max_size": "x-max-length-bytes"}
-
-
-def _count(name: str, v: Any) -> int:
-    """A whole, non-negative argument value (an integer, or a string of digits)."""
-    if isinstance(v, bool) or not isinstance(v, int | str | bytes):
-        raise CommandError(
-            "invalid-argument", f"queue argument {name} must be a whole number, not {v!r}"
-        )
-    try:
-        n = int(v)
-    except ValueError:
-        raise CommandError(
-            "invalid-argument", f"queue argument {name} must be a whole number, not {v!r}"
-        ) from None
-    if n < 0:
-        raise CommandError("invalid-argument", f"queue argument {name} must not be negative ({n})")
-    return n
 
 
 class ExchangeCommands:
@@ -251,7 +226,7 @@ class QueueCommands:
             raise CommandError("not-allowed", f"queue name '{name}' has the reserved prefix 'amq.'")
         ctx.authorize(name, "configure", "queue")
         try:
-            vh.declare_queue(
+            q = vh.declare_queue(
                 name,
                 durable=bool(c["durable"]),
                 arguments=queue_arguments(c.get("arguments"), alternate),

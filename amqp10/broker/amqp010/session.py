@@ -12,6 +12,7 @@ from ...amqp010 import Compound
 from ...amqp010.connection import Session
 from ...amqp010.spec import ENUMS, OPS, STRUCTS
 from ..core import Node, Queue, QueuedMessage, Stream
+from ..core.consumer_timeout import UnsettledClock
 from .context import Amqp010Context
 from .message import FORMAT, split, unpack
 
@@ -65,6 +66,8 @@ class Subscription:
         self.browse = acquire_mode == ACQUIRE["not-acquired"]
         self.exclusive = exclusive
         self.priority = 0
+        self.timeout: float | None = None
+        """Its ``x-consumer-timeout`` (seconds), over its queue's (core/consumer_timeout.py)."""
         self.window = True
         """Window mode (what a subscription starts in, as Qpid's broker has it): a transfer's
         completion gives its credit back; credit mode (``set-flow-mode``): it does not."""
@@ -175,6 +178,8 @@ class Amqp010Session:
     """The dtx branch the session works in (``dtx.start``), if any (:mod:`.dtx`)."""
     suspended: list[Branch] = field(default_factory=list)
     """Branches this session suspended (``dtx.end`` with ``suspend``)."""
+    unsettled_clock: UnsettledClock = field(default_factory=UnsettledClock)
+    """When its unaccepted transfers were first seen unaccepted (consumer timeouts)."""
 
     @property
     def origin(self) -> object:

@@ -28,6 +28,7 @@ from ..core.message import (
     AMQP091_FORMAT,
     AMQP1_FORMAT,
     DEFAULT_PRIORITY,
+    GROUP_HEADER,
     QueuedMessage,
     Routing,
     amqp1_body,
@@ -116,6 +117,10 @@ class Amqp091Message(QueuedMessage):
         except (FieldDecodeError, ValueError, IndexError, struct.error):
             return {}
 
+    def _read_group(self) -> str | None:  # (a copy made from ``data`` alone: a dead letter)
+        group = self.headers.get(GROUP_HEADER)
+        return None if group is None else _group_text(group)
+
     def extra_routing_keys(self) -> tuple[str, ...]:
         """RabbitMQ's sender-selected distribution: the ``CC`` and ``BCC`` headers' keys.
         :func:`from_publish` reads them as the message arrives (BCC is gone from ``data``
@@ -137,6 +142,9 @@ class Amqp091Message(QueuedMessage):
         buf = bytearray()
         p.encode(buf)
         return pack(c.exchange, c.routing_key, bytes(buf), c.body)
+
+    def with_header(self, name: str, value: Any) -> bytes:
+        return self._with_headers({name: value}) or self.data
 
     def with_stream_position(self, offset: int) -> bytes:
         """The message with RabbitMQ's ``x-stream-offset`` header (what stream consumers see)."""
@@ -246,7 +254,13 @@ def from_publish(
     msg._cc = cc
     if origin is not None:
         msg._origin = origin  # mark_origin without a call per message
+    group = headers.get(GROUP_HEADER) if headers else None  # (read now: the headers are decoded)
+    msg._group = None if group is None else _group_text(group)  # (as _routing: no call per message)
     return msg
+
+
+def _group_text(v: Any) -> str:
+    return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
 
 
 # -- 0-9-1 -> 1.0 ---------------------------------------------------------------------------
@@ -296,7 +310,9 @@ def to_amqp1(msg: QueuedMessage) -> bytes:
         value = _to_amqp1_value(v)
         if value is None:
             continue
-        if k.startswith("x-"):
+        if k == GROUP_HEADER:
+            props.group_id = _group_text(value)
+        elif k.startswith("x-"):
             annotations[symbol(k)] = value
         else:
             app[k] = value
@@ -348,6 +364,8 @@ def to_amqp091(msg: QueuedMessage) -> bytes:
     elif form == "encoded":
         content_type = AMQP_CONTENT_TYPE  # RabbitMQ's: the body is a 1.0 encoding
     headers: dict[str, Any] = {k: _to_field_value(v) for k, v in app.items()}
+    if p is not None and p.group_id is not None:
+        headers[GROUP_HEADER] = str(p.group_id)
     for k, v in annotations.items():
         name = str(k)
         if name == "x-opt-offset":

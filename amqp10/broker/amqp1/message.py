@@ -139,6 +139,14 @@ class Amqp1Message(QueuedMessage):
             return
         self.forget_fields()
 
+    def with_header(self, name: str, value: Any) -> bytes:
+        """The bytes with a message annotation ``name`` (a 1.0 bare message is not changed
+        on its way: its application properties stay as the sender made them)."""
+        try:
+            return LazyMessage(self.data).with_annotations({symbol(name): value})
+        except DecodeError:
+            return self.data
+
     def with_stream_position(self, offset: int) -> bytes:
         """The bytes with ``x-opt-offset`` and ``x-opt-timestamp`` message annotations."""
         try:

@@ -26,6 +26,27 @@ argument                        policy field                   value
                                                                12h, 30m, 10s, 1M, 1Y
 ==============================  =============================  ==========================
 
+Qpid's queue arguments (the C++ broker's and Broker-J's names, which Broker-J takes on
+every protocol, as the core does) are a second table, :data:`QPID_ARGUMENTS`; their
+values may be strings of digits, as Qpid's tools send them:
+
+=================================  =======================  ====================================
+argument                           policy field             value
+=================================  =======================  ====================================
+``qpid.max_count``                 ``max_length``           messages (0: no limit)
+``qpid.max_size``                  ``max_bytes``            bytes (0: no limit)
+``qpid.policy_type``               ``overflow``             ring (drop-head), reject
+                                                            (reject-publish)
+``qpid.priorities``                ``priority_levels``      1-10 levels (``x-qpid-priorities``)
+``qpid.fairshare``                 ``fairshare``            messages in a row per level
+                                                            (``x-qpid-fairshare``; ``-N``: level N)
+``qpid.group_header_key``          ``group_key``            header name
+``qpid.shared_msg_group``          ``shared_groups``        1 / true
+``qpid.last_value_queue_key``      ``last_value_key``       header name
+``qpid.queue_msg_sequence``        ``sequence_header``      header name
+``qpid.auto_delete_timeout``       ``auto_delete_timeout``  seconds (0: none)
+=================================  =======================  ====================================
+
 A ``quorum`` queue is a classic core queue that reports its type as quorum (the
 node is one broker: there is no replication to ask for), with RabbitMQ 4's
 default delivery limit (:data:`QUORUM_DELIVERY_LIMIT`) unless its arguments, a
@@ -52,17 +73,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .qpid_queues import QPID_ARGUMENTS
+from .qpid_queues import NODE_ARGUMENTS
 from .queue_policy import QueuePolicy
 
 __all__ = [
     "ACCEPTED",
     "ARGUMENTS",
     "LEADER_LOCATORS",
+    "QPID_ARGUMENTS",
     "QUEUE_TYPES",
     "QUORUM_DELIVERY_LIMIT",
     "ArgumentError",
     "arguments_of",
+    "is_known",
     "policy_with_arguments",
     "queue_kind",
 ]
@@ -172,6 +195,101 @@ ARGUMENTS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
 }
 """Argument name -> (QueuePolicy field, converter from the argument's value)."""
 
+QPID_LEVELS = 10
+"""The most priority levels Qpid keeps apart (its priorities are 0-9)."""
+_FAIRSHARE = "qpid.fairshare"
+
+
+def _whole(name: str, v: Any) -> int:
+    """A Qpid count: a non-negative integer, or a string of digits."""
+    if isinstance(v, str | bytes) and v.strip().isdigit():
+        return int(v)
+    return _non_negative_int(name, v)
+
+
+def _limit(name: str, v: Any) -> int | None:
+    """A Qpid limit: a count, 0 for none."""
+    return _whole(name, v) or None
+
+
+def _levels(name: str, v: Any) -> int:
+    n = _whole(name, v)
+    if not n:
+        raise ArgumentError(f"{name} must be at least 1")
+    return min(n, QPID_LEVELS)
+
+
+def _flag(name: str, v: Any) -> bool:
+    if isinstance(v, bool) or v in (0, 1, "0", "1", "true", "false", "True", "False"):
+        return str(v).lower() in ("1", "true")
+    raise ArgumentError(f"{name} must be 1, 0, true or false, not {v!r}")
+
+
+def _policy_type(name: str, v: Any) -> str:
+    types = {"ring": "drop-head", "reject": "reject-publish"}
+    if v not in types:
+        raise ArgumentError(f"{name} must be ring or reject, not {v!r}")
+    return types[v]
+
+
+QPID_ARGUMENTS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
+    "qpid.max_count": ("max_length", _limit),
+    "qpid.max_size": ("max_bytes", _limit),
+    "qpid.policy_type": ("overflow", _policy_type),
+    "qpid.priorities": ("priority_levels", _levels),
+    "x-qpid-priorities": ("priority_levels", _levels),
+    "qpid.group_header_key": ("group_key", _string),
+    "qpid.shared_msg_group": ("shared_groups", _flag),
+    "qpid.last_value_queue_key": ("last_value_key", _string),
+    "qpid.queue_msg_sequence": ("sequence_header", _string),
+    "qpid.auto_delete_timeout": ("auto_delete_timeout", _limit),
+}
+"""Qpid's argument name -> (QueuePolicy field, converter); ``qpid.fairshare`` (and
+``qpid.fairshare-N``, ``x-qpid-fairshare``…) are read apart: :func:`_fairshare`."""
+
+
+def is_known(name: str) -> bool:
+    """Whether ``name`` is a queue argument the core takes (RabbitMQ's or Qpid's)."""
+    return (
+        name in ARGUMENTS
+        or name in QPID_ARGUMENTS
+        or name in NODE_ARGUMENTS
+        or name in ACCEPTED
+        or name in ("x-queue-type", "x-queue-leader-locator")
+        or _fairshare_level(name) is not None
+    )
+
+
+def _fairshare_level(name: str) -> int | None:
+    """-1 for ``qpid.fairshare`` (every level), N for ``qpid.fairshare-N`` (also spelt
+    ``x-qpid-fairshare``); None: not a fair-share argument."""
+    if name.startswith("x-qpid-"):
+        name = "qpid." + name[len("x-qpid-") :]
+    if name == _FAIRSHARE:
+        return -1
+    prefix = _FAIRSHARE + "-"
+    if name.startswith(prefix) and name[len(prefix) :].isdigit():
+        return int(name[len(prefix) :])
+    return None
+
+
+def _fairshare(arguments: Mapping[str, Any]) -> tuple[int, ...]:
+    """The per-level limits the fair-share arguments set (level N's at index N; empty: none)."""
+    default = 0
+    levels: dict[int, int] = {}
+    for name, value in arguments.items():
+        level = _fairshare_level(name)
+        if level is None:
+            continue
+        n = _whole(name, value)
+        if level < 0:
+            default = n
+        elif level < QPID_LEVELS:
+            levels[level] = n
+    if not default and not any(levels.values()):
+        return ()
+    return tuple(levels.get(i, default) for i in range(QPID_LEVELS))
+
 
 def queue_kind(arguments: Mapping[str, Any] | None) -> str:
     """The node kind ``x-queue-type`` asks for: ``queue`` (classic, the default) or ``stream``."""
@@ -194,15 +312,20 @@ def policy_with_arguments(base: QueuePolicy, arguments: Mapping[str, Any] | None
         if name == "x-queue-leader-locator":  # kept and reported: one node leads every queue
             _leader_locator(name, value)
             continue
-        if name in ACCEPTED or name in QPID_ARGUMENTS:  # (read by the virtual host: .qpid_queues)
+        if name in ACCEPTED or name in NODE_ARGUMENTS:  # (read by the virtual host: .qpid_queues)
             continue
-        entry = ARGUMENTS.get(name)
+        entry = ARGUMENTS.get(name) or QPID_ARGUMENTS.get(name)
         if entry is None:
+            if _fairshare_level(name) is not None:
+                continue  # (all of them at once, below)
             raise ArgumentError(f"unknown queue argument {name!r}")
         field, convert = entry
         changes[field] = convert(name, value)
     if arguments.get("x-queue-type") == "quorum" and "x-delivery-limit" not in arguments and base.delivery_limit is None:
         changes["delivery_limit"] = QUORUM_DELIVERY_LIMIT + 1  # RabbitMQ 4's poison-message default
+    fairshare = _fairshare(arguments)
+    if fairshare:
+        changes["fairshare"] = fairshare
     limited = "max_length" in changes or "max_bytes" in changes
     if limited and "overflow" not in changes:
         changes["overflow"] = "drop-head"  # RabbitMQ's default for a length-limited queue
@@ -228,4 +351,17 @@ def arguments_of(policy: QueuePolicy) -> dict[str, Any]:
                 continue
             value = {"drop": "drop-head", "reject": policy.overflow if policy.overflow == "reject-publish-dlx" else "reject-publish"}[mode]
         out[name] = value
+    for name, (field, _) in QPID_ARGUMENTS.items():
+        value = getattr(policy, field)
+        if not name.startswith("x-") and field in _FEATURES and value is not None and value is not False and name not in out:
+            out[name] = value
+    for level, n in enumerate(policy.fairshare):
+        if n:
+            out[f"{_FAIRSHARE}-{level}"] = n
     return out
+
+
+_FEATURES = frozenset(
+    ("priority_levels", "group_key", "shared_groups", "last_value_key", "sequence_header", "auto_delete_timeout")
+)
+"""The fields only Qpid's arguments set (the others are RabbitMQ's, listed by their names)."""

@@ -30,9 +30,12 @@ class MessageGroups:
     next owner gets them in order); it is free once they are all settled or back.
     """
 
-    __slots__ = ("_orphans", "_out", "owners")
+    __slots__ = ("_orphans", "_out", "owners", "shared")
 
-    def __init__(self) -> None:
+    def __init__(self, shared: bool = False) -> None:
+        self.shared = shared
+        """Qpid's shared groups (``qpid.shared_msg_group``): a group is its owner's only while
+        the owner holds one of its messages unsettled; free once none is out."""
         self.owners: dict[str, int] = {}
         self._out: dict[str, int] = {}
         self._orphans: set[str] = set()  # owner gone, messages still out
@@ -65,6 +68,9 @@ class MessageGroups:
             self._out[group] = out
             return False
         self._out.pop(group, None)
+        if self.shared:
+            self._orphans.discard(group)
+            return self.owners.pop(group, None) is not None
         if group in self._orphans:
             self._orphans.discard(group)
             del self.owners[group]

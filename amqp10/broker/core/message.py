@@ -34,6 +34,7 @@ __all__ = [
     "AMQP091_FORMAT",
     "AMQP1_FORMAT",
     "DEFAULT_PRIORITY",
+    "GROUP_HEADER",
     "FORMATS",
     "PRIORITY_LEVELS",
     "QueuedMessage",
@@ -52,6 +53,10 @@ a higher one shares the top level)."""
 UNASKED_PRIORITY_LEVELS = 10
 """The levels of a queue declared without ``x-max-priority`` (0-9, the 1.0 spec's minimum)."""
 DEFAULT_PRIORITY = 4
+GROUP_HEADER: Final = "JMSXGroupID"
+"""The header (0-10's application header, 0-9-1's ``headers`` entry) that holds a message's
+group, 1.0's ``properties.group-id``, as Qpid's and RabbitMQ's JMS clients name it: every
+front end maps it (``docs/protocols.md``)."""
 
 AMQP1_FORMAT: Final = "amqp1"
 """The format of AMQP 1.0 messages (``data``: the encoded sections)."""
@@ -241,6 +246,16 @@ class QueuedMessage:
     def _read_group(self) -> str | None:
         """Read the group from ``data`` (a subclass knows how)."""
         return None
+
+    def set_group(self, group: str | None) -> None:
+        """Put it in ``group`` (a queue that keys groups by a header of its own:
+        core/features.py), whatever its own group-id says."""
+        self._group = group
+
+    def with_header(self, name: str, value: Any) -> bytes:
+        """``data`` with the application header ``name`` set to ``value`` (a subclass knows
+        how; an opaque message: unchanged)."""
+        return self.data
 
     def read_already(self, group: str | None, due: float | None) -> None:
         """Take ``group`` and ``due`` as read: another worker read them from the same ``data``

@@ -13,8 +13,9 @@ declared it:
   waiting and those its consumers hold (acquired, not yet settled) alike (Qpid's broker,
   QPID-3481). 0-10's ``queue.declare`` names it in a field of its own; the 0-10 front end
   passes it here (and as the dead-letter exchange: Qpid reroutes rejected messages there).
-- ``qpid.auto_delete_timeout`` (seconds): an auto-delete or exclusive queue left unused
-  (its last consumer, or its owner, gone) is deleted that much later, if still unused.
+
+Qpid's arguments that set a queue's policy (``qpid.auto_delete_timeout``, the priorities,
+groups, last-value key...) are in :mod:`.arguments`' table, ``QPID_ARGUMENTS``.
 """
 
 from __future__ import annotations
@@ -29,19 +30,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALTERNATE_EXCHANGE",
-    "AUTO_DELETE_TIMEOUT",
     "NO_LOCAL",
-    "QPID_ARGUMENTS",
+    "NODE_ARGUMENTS",
     "alternate_exchange",
-    "auto_delete_delay",
     "is_no_local",
     "not_local",
 ]
 
 NO_LOCAL: Final = "no-local"
 ALTERNATE_EXCHANGE: Final = "alternate-exchange"
-AUTO_DELETE_TIMEOUT: Final = "qpid.auto_delete_timeout"
-QPID_ARGUMENTS: Final = frozenset({NO_LOCAL, ALTERNATE_EXCHANGE, AUTO_DELETE_TIMEOUT})
+NODE_ARGUMENTS: Final = frozenset({NO_LOCAL, ALTERNATE_EXCHANGE})
 """The arguments this module reads (not part of a queue's policy)."""
 
 _TRUE: Final = frozenset({"true", "1", "yes"})
@@ -63,18 +61,6 @@ def is_no_local(arguments: Mapping[str, Any] | None) -> bool:
 def alternate_exchange(arguments: Mapping[str, Any] | None) -> str | None:
     """The exchange a deleted queue's messages go to (None: they are dropped)."""
     return _text((arguments or {}).get(ALTERNATE_EXCHANGE)) or None
-
-
-def auto_delete_delay(arguments: Mapping[str, Any] | None) -> float:
-    """Seconds an unused auto-delete queue waits before it goes (0: none); a value that
-    is not a non-negative number counts as none."""
-    v = (arguments or {}).get(AUTO_DELETE_TIMEOUT)
-    if isinstance(v, bool) or v is None:
-        return 0.0
-    try:
-        return max(float(_text(v) or v), 0.0)
-    except (TypeError, ValueError):
-        return 0.0
 
 
 def not_local(queue: Queue) -> Callable[[QueuedMessage], bool]:

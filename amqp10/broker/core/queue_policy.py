@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .message import PRIORITY_LEVELS
+
 __all__ = ["Overflow", "QueuePolicy"]
 
 Overflow = Literal[
@@ -91,6 +93,44 @@ class QueuePolicy(BaseModel):
         description="seconds a consumer may hold a delivery unsettled before it loses its channel (0-9-1) "
         "or link (1.0) and the message goes back (x-consumer-timeout, in ms there); None: no limit",
     )
+    priority_levels: int | None = Field(
+        default=None,
+        ge=1,
+        le=PRIORITY_LEVELS,
+        description="Qpid's priority levels (qpid.priorities): N levels centred on priorities 4 and 5 "
+        "(0-9 spread over them as Qpid spreads them; ring overflow drops the lowest level's oldest first)",
+    )
+    fairshare: tuple[int, ...] = Field(
+        default=(),
+        description="Qpid's fair share (qpid.fairshare, qpid.fairshare-N): per priority level, the "
+        "messages delivered from it in a row before lower levels get theirs (0: no limit); empty: strict",
+    )
+    group_key: str | None = Field(
+        default=None,
+        description="the header that names a message's group (qpid.group_header_key), in place of "
+        "1.0's group-id; a message without it is in the group qpid.no_group",
+    )
+    shared_groups: bool = Field(
+        default=False,
+        description="a group is a consumer's only while it holds one of its messages unsettled "
+        "(qpid.shared_msg_group); else until the consumer leaves",
+    )
+    last_value_key: str | None = Field(
+        default=None,
+        description="the header whose value a newer message replaces an older queued one by "
+        "(a last-value queue: qpid.last_value_queue_key)",
+    )
+    sequence_header: str | None = Field(
+        default=None,
+        description="the header each message gets its queue's enqueue number in, from 1 "
+        "(qpid.queue_msg_sequence)",
+    )
+    auto_delete_timeout: float | None = Field(
+        default=None,
+        gt=0,
+        description="seconds an auto-delete or exclusive queue is kept once it would be deleted (its last "
+        "consumer or its owner gone), deleted then if still unused (qpid.auto_delete_timeout)",
+    )
     max_age_seconds: float | None = Field(default=None, gt=0, description="stream retention by age")
     retention_bytes: int | None = Field(default=None, ge=1, description="stream retention by size")
     deliver_after_commit: bool | None = Field(
@@ -118,6 +158,18 @@ class QueuePolicy(BaseModel):
         if self.overflow in ("reject", "reject-publish", "reject-publish-dlx"):
             return "reject"
         return "block"
+
+    @property
+    def has_features(self) -> bool:
+        """Whether a queue needs :class:`~amqp10.broker.core.features.QueueFeatures` (Qpid's
+        queue features: each message is looked at as it arrives)."""
+        return (
+            self.priority_levels is not None
+            or self.group_key is not None
+            or self.last_value_key is not None
+            or self.sequence_header is not None
+            or bool(self.fairshare)
+        )
 
     @property
     def dead_letters(self) -> bool:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import store as _store
 from .browsing import browse, dispatch_browsers, has_after, peek
+from .features import QueueFeatures
 from .groups import MessageGroups
 from .message import PRIORITY_LEVELS, UNASKED_PRIORITY_LEVELS, QueuedMessage
 from .nodes import (
@@ -55,6 +56,8 @@ class Queue(Node):
     """Where messages scheduled for later wait (the broker's; None: delivered at once)."""
     groups: MessageGroups | None = None
     """Who owns which message group (core/groups.py); made on the first grouped message."""
+    features: QueueFeatures | None = None
+    """Qpid's queue features (core/features.py), if its policy asks for any."""
     pager: Pager | None = None
     """What keeps its memory within budget (core/paging.py); None: every message in memory."""
     expirations: Expirations | None = None
@@ -149,6 +152,16 @@ class Queue(Node):
         self._overflow = policy.overflow_mode
         self._ttl = policy.message_ttl
         self._top = UNASKED_PRIORITY_LEVELS - 1 if policy.max_priority is None else min(policy.max_priority, PRIORITY_LEVELS - 1)
+        old = self.features
+        self.features = QueueFeatures(policy) if policy.has_features else None
+        if old is not None and self.features is not None:
+            self.features.carry_on(old)
+        self._take: Callable[[Consumer], QueuedMessage | None] = self._take_for
+        if self.features is not None:
+            if self.features.top is not None:
+                self._top = self.features.top
+            if self.features.fairshare:
+                self._take = self._take_fair
         self._single_active = policy.single_active_consumer
         self._store_all = self.durable_node and policy.durable
         if policy.expires is not None:
@@ -196,8 +209,10 @@ class Queue(Node):
             return
         if msg.priority > self._top:
             msg.priority = self._top
+        if self.features is not None:
+            self.features.restored(msg)
         if self.groups is None and msg.group is not None:
-            self.groups = MessageGroups()
+            self.groups = MessageGroups(self.policy.shared_groups)
         due = msg.due
         if due is not None and self.scheduler is not None:
             if due > self.now():
@@ -237,6 +252,10 @@ class Queue(Node):
         if msg.message_id is not None and self.dedup.seen(msg.message_id):
             on_stored()
             return TAKEN
+        if self.features is not None:
+            replaced = self.features.arriving(msg, self._levels)
+            if replaced is not None:
+                self._replaced(replaced)
         # group and due are usually read already (1.0: as the message was parsed): the slot,
         # without a property call per message, else the property reads them
         try:
@@ -244,7 +263,7 @@ class Queue(Node):
         except AttributeError:
             group = msg.group
         if self.groups is None and group is not None:
-            self.groups = MessageGroups()
+            self.groups = MessageGroups(self.policy.shared_groups)
         if self.scheduler is not None:
             try:
                 due = msg._due
@@ -258,6 +277,10 @@ class Queue(Node):
                     self._dead(msg, "maxlen", stored=False)
                 return FULL
             if self._overflow == "drop":
+                if self.features is not None and self.features.outranked(msg, self._levels):
+                    self._dead(msg, "maxlen", stored=False)
+                    on_stored()
+                    return TAKEN
                 while self.count and self.is_full(msg.size):
                     old = self._pop_oldest()
                     if old is None:
@@ -427,13 +450,24 @@ class Queue(Node):
             levels.append(deque())
         return levels[priority]
 
+    def _replaced(self, old: QueuedMessage) -> None:
+        """A last-value queue's newer message took ``old``'s place (core/features.py): it
+        is gone, counted as dropped."""
+        self.count -= 1
+        self.bytes -= old.size
+        self.stats.dropped += 1
+        self._journal_delete(old)
+
     def _pop_oldest(self) -> QueuedMessage | None:
         if self.pager is not None and self.pager.count:
             self.pager.fill_heads()
         best: deque[QueuedMessage] | None = None
-        for level in self._levels:
-            if level and (best is None or level[0].seq < best[0].seq):
-                best = level
+        if self.features is not None:
+            best = self.features.lowest_level(self._levels, self.pager)
+        if best is None:
+            for level in self._levels:
+                if level and (best is None or level[0].seq < best[0].seq):
+                    best = level
         if best is None:
             return None
         msg = best.popleft()
@@ -543,7 +577,7 @@ class Queue(Node):
             if not n or not self.count:
                 return
             taken = 0
-            take = self._take_for
+            take = self._take
             if n == 1:  # the common case: no round robin to keep
                 c = consumers[0]
                 deliver = c.deliver
@@ -627,6 +661,32 @@ class Queue(Node):
                 return msg
             level.extendleft(reversed(skipped))
         return None
+
+    def _take_fair(self, consumer: Consumer) -> QueuedMessage | None:
+        """Qpid's fair share (core/features.py): the head of the first level that has not had
+        its share this round. A consumer with a selector, a grouped queue, a message this
+        consumer cannot take at a head, or messages all paged out: the usual take."""
+        features = self.features
+        assert features is not None
+        if getattr(consumer, "selector", None) is None and self.groups is None:
+            now = self.now()
+            for p in features.fair_levels(self._levels):
+                level = self._levels[p]
+                while level:
+                    msg = level[0]
+                    if msg.expiry is not None and msg.expiry <= now:
+                        level.popleft()
+                        self.count -= 1
+                        self.bytes -= msg.size
+                        self._expire(msg)
+                        continue
+                    if msg.excluded and consumer.id in msg.excluded:
+                        break
+                    level.popleft()
+                    self._taken(msg)
+                    features.fair_taken(msg)
+                    return msg
+        return self._take_for(consumer)
 
     def _take_selected(self, cid: int, selector: Callable[[QueuedMessage], bool]) -> QueuedMessage | None:
         """The first message ``selector`` matches, in delivery order; the others stay where
@@ -914,7 +974,7 @@ class Queue(Node):
         self.last_used = self.now()  # (invoked at all: it renews ``expires``, as in RabbitMQ)
         if not self.count:
             return None
-        msg = self._take_for(_PULL)
+        msg = self._take(_PULL)
         if msg is not None:
             self._pulled()
         return msg

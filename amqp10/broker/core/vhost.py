@@ -37,7 +37,7 @@ from .message import QueuedMessage
 from .nodes import Journal, Node, PublishResult
 from .partitioned import PartitionedStream
 from .policies import RuntimePolicy, combined_arguments, pick_policy
-from .qpid_queues import alternate_exchange, auto_delete_delay, is_no_local, not_local
+from .qpid_queues import alternate_exchange, is_no_local, not_local
 from .queue_policy import QueuePolicy
 from .queues import Queue
 from .streams import Stream
@@ -258,8 +258,8 @@ class VirtualHost:
         :meth:`owner_gone`. ``auto_delete``: deleted when its last consumer goes.
         Qpid's arguments (:mod:`.qpid_queues`): ``no-local`` drops what is published on
         its owner's or exclusive consumer's connection; ``alternate-exchange`` takes its
-        messages when it is deleted; ``qpid.auto_delete_timeout`` delays its deletion
-        once unused.
+        messages when it is deleted; ``qpid.auto_delete_timeout`` (a policy field, from
+        :mod:`.arguments`) delays its deletion once unused (:meth:`_unused`).
         """
         node = self.nodes.get(name)
         if node is not None:
@@ -313,32 +313,21 @@ class VirtualHost:
         for name in self._exclusive.pop(id(owner), ()):
             node = self.nodes.get(name)
             if isinstance(node, Queue) and node.owner is owner:
-                if auto_delete_delay(node.arguments):
-                    node.owner = None
-                    node.auto_delete = True
-                    node.on_unused = self._unused
-                    node.last_used = self.now()
-                    self._unused(node)
-                else:
-                    self.delete_node(name)
+                self._unused(node)
 
     def _unused(self, queue: Queue) -> None:
-        """An auto-delete ``queue`` lost its last consumer (or its owner): it goes now, or
-        after its ``qpid.auto_delete_timeout`` if nothing used it meanwhile."""
+        """An auto-delete ``queue`` lost its last consumer, or an exclusive one its owner: it
+        is deleted; with Qpid's ``auto_delete_timeout``, it is kept that long instead (no
+        longer exclusive) and deleted then if still unused (its ``expires``)."""
         if self.nodes.get(queue.name) is not queue:
             return
-        delay = auto_delete_delay(queue.arguments)
-        if not delay:
+        timeout = queue.policy.auto_delete_timeout
+        if timeout is None:
             self.delete_node(queue.name)
             return
-
-        def still_unused() -> None:
-            unused = not queue.consumers and self.now() - queue.last_used >= delay
-            if unused and self.nodes.get(queue.name) is queue:
-                log.info("queue %r in vhost %r auto-deleted after %gs unused", queue.name, self.name, delay)
-                self.delete_node(queue.name)
-
-        self.broker.leases.take(delay, still_unused)
+        queue.owner = None
+        queue.last_used = self.now()
+        queue.set_policy(queue.policy.model_copy(update={"expires": timeout}))
 
     def _expired_unused(self, queue: Queue) -> None:
         """``queue`` has been unused for its ``expires``: delete it (a subscription queue,

@@ -4,6 +4,8 @@ exchange): each front end maps its protocol onto these."""
 
 from __future__ import annotations
 
+import pytest
+
 from amqp10.broker.amqp1 import Amqp1Message
 from amqp10.broker.config import BrokerConfig
 from amqp10.broker.core import Broker, Queue, Stream, VirtualHost
@@ -125,7 +127,7 @@ def clocked() -> tuple[VirtualHost, Clock]:
 
 def after(v: VirtualHost, clock: Clock, seconds: float) -> None:
     clock.t += seconds
-    v.broker.leases.expire_due()
+    v.broker.tick()  # (an unused queue's ``expires``: how its auto-delete timeout runs)
 
 
 def test_a_deleted_queues_messages_go_to_its_alternate_exchange_held_ones_as_released() -> None:
@@ -201,16 +203,16 @@ def test_an_auto_delete_queue_without_a_timeout_goes_with_its_last_consumer() ->
 
 
 def test_qpid_arguments_are_read_as_qpid_writes_them() -> None:
-    from amqp10.broker.core.qpid_queues import alternate_exchange, auto_delete_delay
+    from amqp10.broker.core.arguments import ArgumentError, policy_with_arguments
+    from amqp10.broker.core.qpid_queues import alternate_exchange
+    from amqp10.broker.core.queue_policy import QueuePolicy
 
-    assert [auto_delete_delay({"qpid.auto_delete_timeout": v}) for v in (3, "3", 2.5, b"1")] == [
-        3.0,
-        3.0,
-        2.5,
-        1.0,
-    ]
-    assert [auto_delete_delay(a) for a in ({"qpid.auto_delete_timeout": "x"}, {}, None)] == [
-        0.0
-    ] * 3
+    base = QueuePolicy()
+    assert [
+        policy_with_arguments(base, {"qpid.auto_delete_timeout": v}).auto_delete_timeout
+        for v in (3, "3", b"1")
+    ] == [3, 3, 1]
+    with pytest.raises(ArgumentError):
+        policy_with_arguments(base, {"qpid.auto_delete_timeout": "x"})
     assert alternate_exchange({"alternate-exchange": b"ae"}) == "ae"
     assert alternate_exchange({"alternate-exchange": ""}) is None
