@@ -63,12 +63,15 @@ from .message import (
 )
 from .nodes import (
     NULL_JOURNAL,
+    Answered,
     Consumer,
     ConsumeResult,
     DuplicateWindow,
     Journal,
     Node,
+    NodeElsewhere,
     PublishResult,
+    Refused,
 )
 from .partitioned import PartitionedStream
 from .policies import RuntimePolicy
@@ -106,6 +109,7 @@ __all__ = [
     "Binding",
     "Broker",
     "ConsumeResult",
+    "Answered",
     "Consumer",
     "DefinitionsPort",
     "DirectExchange",
@@ -120,10 +124,12 @@ __all__ = [
     "LinkRecovery",
     "ModelError",
     "Node",
+    "NodeElsewhere",
     "NotFound",
     "PartitionedStream",
     "PreconditionFailed",
     "PublishResult",
+    "Refused",
     "Queue",
     "QueuePolicy",
     "QueuedMessage",

@@ -34,7 +34,7 @@ from .exchanges import (
     routing_key_of,
 )
 from .message import QueuedMessage
-from .nodes import Journal, Node, PublishResult
+from .nodes import Journal, Node, NodeElsewhere, PublishResult, Refused
 from .partitioned import PartitionedStream
 from .policies import RuntimePolicy, combined_arguments, pick_policy
 from .queue_policy import QueuePolicy
@@ -77,6 +77,10 @@ class ResourceLocked(ModelError):
 
 class PreconditionFailed(ModelError):
     """Exists with other properties (1.0 amqp:precondition-failed; 0-9-1 PRECONDITION_FAILED 406)."""
+
+
+def _unanswered(result: PublishResult | None) -> None:
+    """A publisher that asked for no answer to a refusal (see :meth:`VirtualHost.route`)."""
 
 
 class VirtualHost:
@@ -228,6 +232,15 @@ class VirtualHost:
         """The queue or stream called ``name`` (what the default exchange routes to)."""
         node = self.nodes.get(name)
         return node if isinstance(node, (Queue, Stream)) else None
+
+    def elsewhere(self, name: str) -> NodeElsewhere | None:
+        """The stand-in for queue ``name`` if another worker owns it (:attr:`Broker.placement`);
+        None for a node of this worker's (always, with one worker)."""
+        placement = self.broker.placement
+        if placement is None:
+            return None
+        node = placement(self.name, name)
+        return node if isinstance(node, NodeElsewhere) else None
 
     def declare_queue(
         self,
@@ -577,20 +590,31 @@ class VirtualHost:
         return list(queues.values())
 
     def route(
-        self, exchange: Exchange, msg: QueuedMessage, key: str | None, on_stored: Callable[[], None]
+        self,
+        exchange: Exchange,
+        msg: QueuedMessage,
+        key: str | None,
+        on_stored: Callable[[], None],
+        on_refused: Refused = _unanswered,
     ) -> PublishResult:
         """Publish ``msg`` to every queue it reaches from ``exchange`` (``key`` None: the
         message's own routing key). ``on_stored`` runs once every queue that took it has it
         safe. :attr:`~PublishResult.TAKEN` if any queue took it; else (``on_stored`` never
         called) :attr:`~PublishResult.UNROUTABLE` if it reached no queue,
-        :attr:`~PublishResult.FULL` if every queue it reached refused it."""
+        :attr:`~PublishResult.FULL` if every queue it reached refused it. A queue another
+        worker owns answers later: if every queue that took it was such a queue and did not
+        take it after all, ``on_refused`` is told why instead of ``on_stored``."""
         queues = self.destinations(exchange, msg, key)
         if not queues:
             return PublishResult.UNROUTABLE
         msg.mark_published(exchange.name, key)
         if len(queues) == 1:
-            return queues[0].publish(msg, on_stored)
+            q = queues[0]
+            if isinstance(q, NodeElsewhere):  # (a queue another worker owns)
+                return q.publish_answered(msg, on_stored, on_refused)
+            return q.publish(msg, on_stored)
         remaining = len(queues) + 1  # one extra hold, let go below if any queue took it
+        taken = 0
 
         def one_stored() -> None:
             nonlocal remaining
@@ -598,9 +622,20 @@ class VirtualHost:
             if remaining == 0:
                 on_stored()
 
-        taken = 0
+        def one_refused(result: PublishResult | None) -> None:  # (a queue another worker owns)
+            nonlocal taken
+            taken -= 1
+            if taken == 0:
+                on_refused(PublishResult.FULL if result is not None else None)
+                return
+            one_stored()
+
         for q in queues:
-            if q.publish(msg.copy(), one_stored) is PublishResult.TAKEN:  # (no __bool__ call)
+            if isinstance(q, NodeElsewhere):
+                result = q.publish_answered(msg.copy(), one_stored, one_refused)
+            else:
+                result = q.publish(msg.copy(), one_stored)
+            if result is PublishResult.TAKEN:  # (no __bool__ call)
                 taken += 1
             else:
                 remaining -= 1
@@ -717,7 +752,10 @@ class _DefaultExchange(DirectExchange):
         self.vhost = vhost
 
     def match(self, msg: QueuedMessage, key: str | None) -> list[Destination]:
-        q = self.vhost.queue(routing_key_of(msg, key))
+        name = routing_key_of(msg, key)
+        q = self.vhost.queue(name)
+        if q is None:  # a queue another worker owns: its owner says whether it is there
+            q = self.vhost.elsewhere(name)  # type: ignore[assignment]
         return [q] if q is not None else []
 
 
