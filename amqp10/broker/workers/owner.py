@@ -58,6 +58,7 @@ from ..core import (
     Queue,
     QueuedMessage,
     QueuePolicy,
+    VirtualHost,
 )
 from .link import (
     DELIVERY_FORMAT,
@@ -91,6 +92,7 @@ from .remote import (
     REPLIES_ADDRESS,
     REQUESTS_ADDRESS,
     RESULTS,
+    ROUTED,
     UNDELIVERABLE,
     VHOST,
 )
@@ -262,6 +264,23 @@ def settle(node: Node, msg: QueuedMessage, code: int, due: float, consumer_id: i
         )
 
 
+class _ByName(Node):
+    """A queue of ours as the other worker's default exchange reaches it: found by name at
+    each publish; unroutable while there is no such queue (nothing is made)."""
+
+    def __init__(self, vhost: VirtualHost, name: str) -> None:
+        super().__init__(name, QueuePolicy())
+        self._vhost = vhost
+
+    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
+        q = self._vhost.queue(self.name)
+        return PublishResult.UNROUTABLE if q is None else q.publish(msg, on_stored)
+
+    def room(self) -> int | None:
+        q = self._vhost.queue(self.name)
+        return None if q is None else q.room()
+
+
 class _Gets:
     """What ``basic.get`` on the other worker took from our nodes, until its outcome comes."""
 
@@ -378,6 +397,8 @@ class NodeServer:
             address = getattr(link.remote_source, "address", None)
         if vhost is None or not address:
             return None
+        if props and props.get(ROUTED):  # by name at each publish, as the default exchange routes
+            return _ByName(vhost, str(address))
         # made on first use here, as on a broker of one worker (the worker that stands in
         # for it made nothing: its lookup answered the stand-in)
         return vhost.lookup(str(address), create=True)

@@ -90,6 +90,7 @@ __all__ = [
     "GETS",
     "REPLIES_ADDRESS",
     "REQUESTS_ADDRESS",
+    "ROUTED",
     "PUBLISH_RESULTS",
     "REFUSED_IN_PART",
     "RESULTS",
@@ -131,6 +132,9 @@ REFUSED_IN_PART = symbol("amqp10:publish:not-taken")
 holds :data:`RESULTS`: one code a record, in order (:data:`PUBLISH_RESULTS`)."""
 RESULTS = symbol("results")
 
+ROUTED = symbol("routed")
+"""In a publishing link's properties: its messages go to the queue by name, as the default
+exchange routes them (unroutable if the owner has no such queue; none is made)."""
 EXCLUSIVE = symbol("exclusive")
 """In a consuming link's properties: its consumer wants the queue to itself."""
 ADMITTED = symbol("admitted")
@@ -204,6 +208,18 @@ class _Feed:
         """Its consumer was removed while it held messages: the link closes once they are settled."""
 
 
+class _Outlet:
+    """One publishing link to a remote node's owner and this turn's batch for it."""
+
+    __slots__ = ("answers", "batch", "routed", "sender")
+
+    def __init__(self, *, routed: bool) -> None:
+        self.routed = routed
+        self.sender: Sender | None = None
+        self.batch: list[bytes] = []  # this turn's records, not yet sent
+        self.answers: list[tuple[Callable[[], None], Refused | None]] = []  # their publishers
+
+
 class RemoteNode(NodeElsewhere):
     """A stand-in for node ``name`` of ``vhost``, owned by the worker at the other end of ``nodes``."""
 
@@ -211,9 +227,8 @@ class RemoteNode(NodeElsewhere):
         super().__init__(name, QueuePolicy())
         self.vhost = vhost
         self._nodes = nodes
-        self._sender: Sender | None = None
-        self._batch: list[bytes] = []  # this turn's records, not yet sent
-        self._answers: list[tuple[Callable[[], None], Refused | None]] = []  # their publishers
+        self._direct = _Outlet(routed=False)  # what a publisher to the node sends (1.0)
+        self._routed = _Outlet(routed=True)  # what the default exchange routes to it (0-9-1)
         self._feeds: dict[int, _Feed] = {}  # consumer id -> its feed
         self._feed_of: dict[
             QueuedMessage, _Feed
@@ -232,30 +247,49 @@ class RemoteNode(NodeElsewhere):
         self, msg: QueuedMessage, on_stored: Callable[[], None], on_refused: Refused | None = None
     ) -> PublishResult:
         """Forward ``msg`` to the owner (with the rest of this turn's batch); ``on_stored`` once
-        it took it, else ``on_refused``."""
+        it took it, else ``on_refused``. The owner makes the node if it has none (as a 1.0
+        publisher's attach makes it on a broker of one worker)."""
+        return self._put(self._direct, msg, on_stored, on_refused)
+
+    def publish_answered(
+        self, msg: QueuedMessage, on_stored: Callable[[], None], on_refused: Refused
+    ) -> PublishResult:
+        """:meth:`publish` as the default exchange routes to a queue by name: if the owner
+        has no such queue, ``on_refused`` gets unroutable (nothing is made)."""
+        return self._put(self._routed, msg, on_stored, on_refused)
+
+    def _put(
+        self, out: _Outlet, msg: QueuedMessage, on_stored: Callable[[], None], on_refused: Refused | None
+    ) -> PublishResult:
         if self.unavailable is not None:
             (on_refused or _nobody_told)(None)
             return _TAKEN
-        if not self._batch:
+        batch = out.batch
+        if not batch:
             self._nodes.batch_ready(self)
-        self._batch.append(encode_record(msg))
-        self._answers.append((on_stored, on_refused))
+        batch.append(encode_record(msg))
+        out.answers.append((on_stored, on_refused))
         return _TAKEN
 
-    publish_answered = publish
-
     def _send_batch(self) -> None:
-        """This turn's publishes go as one transfer (the end of the turn: the link writes)."""
-        batch = self._batch
-        if not batch or self.unavailable is not None:
+        """This turn's publishes go as one transfer a link (the end of the turn: the link writes)."""
+        if self.unavailable is not None:
             return
-        answers = self._answers
-        self._batch, self._answers = [], []
-        sender = self._sender
-        if sender is None:
-            sender = self._sender = self._nodes.open_sender(self)
-        d = sender.send(encode_batch(batch), message_format=BATCH_FORMAT)
-        d.context = answers
+        for out in (self._direct, self._routed):
+            batch = out.batch
+            if not batch:
+                continue
+            answers = out.answers
+            out.batch, out.answers = [], []
+            sender = out.sender
+            if sender is None:
+                sender = out.sender = self._nodes.open_sender(self, routed=out.routed)
+            d = sender.send(encode_batch(batch), message_format=BATCH_FORMAT)
+            d.context = answers
+
+    def _sending(self) -> bool:
+        """Whether publishes to it wait for the owner's credit (a question waits behind them)."""
+        return any(out.sender is not None and out.sender.queued for out in (self._direct, self._routed))
 
     @staticmethod
     def _answered(state: Any, answers: list[tuple[Callable[[], None], Refused | None]]) -> None:
@@ -301,7 +335,7 @@ class RemoteNode(NodeElsewhere):
             result = answer(values)
             answered(lambda: result)
 
-        self._nodes.ask([op, self.vhost, self.name, *args], replied)
+        self._nodes.ask(self, [op, self.vhost, self.name, *args], replied)
 
     def ask_status(self, answered: Answered[tuple[int, int]]) -> None:
         self._ask("status", [], _counts, answered)
@@ -516,12 +550,16 @@ class RemoteNode(NodeElsewhere):
         for feed in self._feeds.values():
             self._open(feed)
 
-    def _publishing_gone(self) -> None:
-        """The publishing link went: what waits for the owner's answer is refused (None:
-        the owner could not be reached)."""
-        waiting = self._answers
-        self._batch, self._answers = [], []
-        sender, self._sender = self._sender, None
+    def _publishing_gone(self, out: _Outlet | None = None) -> None:
+        """A publishing link went (None: both): what waits for the owner's answer is refused
+        (None: the owner could not be reached)."""
+        if out is None:
+            self._publishing_gone(self._direct)
+            self._publishing_gone(self._routed)
+            return
+        waiting = out.answers
+        out.batch, out.answers = [], []
+        sender, out.sender = out.sender, None
         if sender is not None:
             for d in list(sender.unsettled.values()):
                 if d.context is not None and not d.remote_settled:
@@ -535,8 +573,9 @@ class RemoteNode(NodeElsewhere):
         publishers' waiting messages are refused, its consumer is cancelled; a later publish
         or consumer opens a new link (the node may have been made meanwhile)."""
         if feed is None:
-            if link is self._sender:
-                self._publishing_gone()
+            for out in (self._direct, self._routed):
+                if link is out.sender:
+                    self._publishing_gone(out)
             return
         consumer = feed.consumer
         if (
@@ -592,10 +631,9 @@ class RemoteNodes:
         self._requests: Sender | None = None
         self._replies: Receiver | None = None
         self._questions = itertools.count(1)
-        self._asking: dict[
-            int, tuple[bytes, Replied]
-        ] = {}  # questions not answered yet (asked again if the owner restarts)
-        self._asked: list[bytes] = []  # questions of this turn, not yet sent
+        # questions not answered yet (asked again if the owner restarts), and those not sent yet
+        self._asking: dict[int, tuple[RemoteNode, bytes, Replied]] = {}
+        self._asked: list[tuple[RemoteNode, bytes]] = []
         self.reason: str | None = None
         """Why the link went (None while it is up)."""
 
@@ -640,7 +678,7 @@ class RemoteNodes:
             self.reason = None
             for node in self.nodes.values():
                 node._back()
-            self._asked = [question for question, _ in self._asking.values()]
+            self._asked = [(node, question) for node, question, _ in self._asking.values()]
 
     def on_event(self, e: Event) -> None:
         t = type(e)
@@ -690,25 +728,31 @@ class RemoteNodes:
             node._send_batch()
         self.send_control()
         asked = self._asked
-        if asked and self._requests is not None and self.reason is None:
-            self._asked = []
-            for question in asked:  # (after this turn's publishes: a purge sees them)
-                self._requests.send(question, settled=True, message_format=REQUEST_FORMAT)
+        requests = self._requests
+        if asked and requests is not None and self.reason is None:
+            sent = 0
+            for node, question in asked:
+                if node._sending():
+                    break  # publishes before it wait for the owner's credit: so does it (and the rest)
+                requests.send(question, settled=True, message_format=REQUEST_FORMAT)
+                sent += 1
+            del asked[:sent]
 
-    def ask(self, fields: list[Any], replied: Replied) -> None:
-        """Put a question (an operation on a node and its arguments) to the owner, sent at the
-        end of this turn; ``replied`` gets its answer (asked again if the owner restarts first)."""
+    def ask(self, node: RemoteNode, fields: list[Any], replied: Replied) -> None:
+        """Put a question about ``node`` (an operation and its arguments) to the owner, sent at
+        the end of this turn, after the publishes to it so far (a purge or a count sees them);
+        ``replied`` gets its answer (asked again if the owner restarts first)."""
         n = next(self._questions)
         question = encode_request([n, *fields])
-        self._asking[n] = (question, replied)
-        self._asked.append(question)
+        self._asking[n] = (node, question, replied)
+        self._asked.append((node, question))
         self.wrote()
 
     def _replied(self, d: Delivery) -> None:
         n, error, text, *values = decode_request(d.payload, d.message_format, REPLY_FORMAT)
         entry = self._asking.pop(n, None)
         if entry is not None:
-            entry[1](None if error is None else str(error), str(text), values)
+            entry[2](None if error is None else str(error), str(text), values)
 
     def control(self, what: int, consumer_id: int, n: int, code: int, due: float = 0.0) -> None:
         """A control record for the owner, sent with the rest of this turn's (``due``: a
@@ -757,12 +801,12 @@ class RemoteNodes:
         if link is not None:
             link.flush_soon()
 
-    def open_sender(self, node: RemoteNode) -> Sender:
+    def open_sender(self, node: RemoteNode, *, routed: bool = False) -> Sender:
         sender: Sender = self._publishing.sender(
             f"publish:{next(self._names)}",
             source=Source(address=self.container_id),
             target=Target(address=node.name),
-            properties=node._properties(),
+            properties=node._properties(**{ROUTED: routed}),
         )
         sender.context = node
         sender.attach()

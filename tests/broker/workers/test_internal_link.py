@@ -481,7 +481,7 @@ async def test_a_batch_that_does_not_decode_fails_the_link() -> None:
     seen: list[str] = []
     publish(node, b"ok", seen)
     await until(lambda: seen == ["ok:stored"])
-    sender = node._sender
+    sender = node._direct.sender
     assert sender is not None
     # a batch whose second record says it is longer than what follows
     good = encode_record(QueuedMessage(b"fine"))
