@@ -17,6 +17,11 @@ and bytecode instructions (``sys.settrace`` with opcode events) per message in t
 
     .venv/bin/python bench/internal_link_bench.py --n 20000 --repeat 5
     .venv/bin/python bench/internal_link_bench.py --n 2000 --count
+    .venv/bin/python bench/internal_link_bench.py --protocol 0-9-1 --n 20000 --repeat 5
+
+``--protocol 0-9-1`` (or ``0-9-1-noack``) drives the 0-9-1 front end instead, in
+rabbitmq-c's shapes (bench/profiles/counts.py's q091 workloads): crossing, worker A's
+placement answers the stand-in, so the publishes, deliveries, acks and confirms cross.
 """
 
 from __future__ import annotations
@@ -76,22 +81,41 @@ class _MemTransport(asyncio.Transport):
         return self._closing
 
 
-def run(n: int, mode: str, count: bool) -> tuple[float, float, float]:
-    from amqp10.broker.amqp1 import ConnectionHandler
-    from amqp10.broker.config import BrokerConfig, QueuePolicy
-    from amqp10.broker.core import Broker
-    from amqp10.broker.workers.link import InternalLink
-    from amqp10.broker.workers.owner import NodeServer
-    from amqp10.broker.workers.remote import RemoteNodes
-    from amqp10.transport import Connection, DeliveryReceived, DeliveryUpdated
-    from amqp10.types import SenderSettleMode, Source, Target
+class _World:
+    """Worker A (the front ends' broker) and, crossing, worker B owning ``q`` over an
+    in-memory internal link; ``pump_links`` runs the link until it is quiet."""
 
-    config = BrokerConfig(default_policy=QueuePolicy(durable=False))
-    a = Broker(config)
-    soon: list[Callable[[], None]] = []
-    outbox: list[tuple[Any, bytes]] = []
+    def __init__(self, mode: str, *, declare: bool = True) -> None:
+        from amqp10.broker.config import BrokerConfig, QueuePolicy
+        from amqp10.broker.core import Broker
+        from amqp10.broker.workers.link import InternalLink
+        from amqp10.broker.workers.owner import NodeServer
+        from amqp10.broker.workers.remote import RemoteNodes
 
-    def pump_links() -> None:
+        config = BrokerConfig(default_policy=QueuePolicy(durable=False))
+        self.a = Broker(config)
+        self.soon: list[Callable[[], None]] = []
+        self.outbox: list[tuple[Any, bytes]] = []
+        if mode != "crossing":
+            if declare:
+                self.a.default.create_node("q", "queue")
+            return
+        b = Broker(config)
+        b.default.create_node("q", "queue")
+        remote = RemoteNodes("worker-a")
+        link_a = InternalLink(remote, "worker-a", call_soon=self.soon.append)
+        link_b = InternalLink(NodeServer(b), "worker-b", call_soon=self.soon.append)
+        ta, tb = _MemTransport(self.outbox), _MemTransport(self.outbox)
+        ta.peer, tb.peer = link_b, link_a
+        link_b.connection_made(tb)
+        link_a.connection_made(ta)
+        self.pump_links()
+        stand_in = remote.node("/", "q")
+        # (as Placement answers: the stand-in for the node B owns)
+        self.a.placement = lambda vhost, address: stand_in if address == "q" else None
+
+    def pump_links(self) -> None:
+        soon, outbox = self.soon, self.outbox
         guard = 0
         while soon or outbox:
             guard += 1
@@ -103,21 +127,15 @@ def run(n: int, mode: str, count: bool) -> tuple[float, float, float]:
                 peer, data = outbox.pop(0)
                 peer.data_received(data)
 
-    if mode == "crossing":
-        b = Broker(config)
-        b.default.create_node("q", "queue")
-        remote = RemoteNodes("worker-a")
-        link_a = InternalLink(remote, "worker-a", call_soon=soon.append)
-        link_b = InternalLink(NodeServer(b), "worker-b", call_soon=soon.append)
-        ta, tb = _MemTransport(outbox), _MemTransport(outbox)
-        ta.peer, tb.peer = link_b, link_a
-        link_b.connection_made(tb)
-        link_a.connection_made(ta)
-        pump_links()
-        stand_in = remote.node("/", "q")
-        a.default.lookup = lambda address, *, create, kind=None: stand_in if address == "q" else None  # type: ignore[method-assign]
-    else:
-        a.default.create_node("q", "queue")
+
+def run(n: int, mode: str, count: bool) -> tuple[float, float, float]:
+    from amqp10.broker.amqp1 import ConnectionHandler
+    from amqp10.transport import Connection, DeliveryReceived, DeliveryUpdated
+    from amqp10.types import SenderSettleMode, Source, Target
+
+    world = _World(mode)
+    a = world.a
+    pump_links = world.pump_links
 
     body = b"\x00\x53\x75\xa0\x64" + bytes(100)
     payload = b"\x00\x53\x70\x45\x00\x53\x73\x45" + body
@@ -190,16 +208,103 @@ def run(n: int, mode: str, count: bool) -> tuple[float, float, float]:
     return us, 0.0, 0.0
 
 
+def run_091(n: int, mode: str, count: bool, confirm: bool = True) -> tuple[float, float, float]:
+    """The same through the 0-9-1 front end (rabbitmq-c's shape): a producer and a consumer
+    connection on ``q``, 100-byte messages; ``confirm``: publisher confirms (a window of
+    1000) and a basic.ack per message with prefetch 1000, else neither (no-ack)."""
+    from amqp10.amqp091 import Connection as Client
+    from amqp10.amqp091 import ContentReceived, MethodReceived
+    from amqp10.amqp091 import methods as m
+    from amqp10.broker.amqp091 import Amqp091Handler, BrokerConnection
+
+    world = _World(mode, declare=False)
+    clock = [0.0]
+    counter = _Counter() if count else None
+
+    def pump(end: tuple[Any, Any, Any]) -> list[Any]:
+        client, server, handler = end
+        events: list[Any] = []
+        for _ in range(8):
+            c2s = client.data_to_send()
+            t0 = time.thread_time()
+            if counter:
+                counter.enable()
+            if c2s:
+                handler.handle(server.receive_data(c2s))
+            handler.handle(server.poll_events())
+            world.pump_links()
+            s2c = server.data_to_send()
+            if counter:
+                counter.disable()
+            clock[0] += time.thread_time() - t0
+            if s2c:
+                events += client.receive_data(s2c)
+            if not c2s and not s2c:
+                break
+        return events
+
+    prod, cons = (
+        (Client("client"), s, Amqp091Handler(world.a, s)) for s in (BrokerConnection("server"), BrokerConnection("server"))
+    )
+    for end in (prod, cons):
+        pump(end)
+        end[0].open_channel(1)
+        pump(end)
+    prod[0].send_method(1, m.QueueDeclare(queue="q"))
+    if confirm:
+        prod[0].send_method(1, m.ConfirmSelect())
+        cons[0].send_method(1, m.BasicQos(prefetch_count=1000))
+    cons[0].send_method(1, m.BasicConsume(queue="q", consumer_tag="c", no_ack=not confirm))
+    for _ in range(3):
+        pump(prod)
+        pump(cons)
+    clock[0] = 0.0
+    if counter:
+        counter.calls = counter.instructions = 0
+    props, body, publish = m.BasicProperties(), bytes(100), m.BasicPublish(exchange="", routing_key="q")
+    sent = got = acked = 0
+    for _ in range(10 * n):
+        if got >= n and (not confirm or acked >= n):
+            us = clock[0] / n * 1e6
+            return (us, counter.calls / n, counter.instructions / n) if counter else (us, 0.0, 0.0)
+        k = min(1000 - (sent - acked), n - sent) if confirm else min(200, n - sent)
+        for _ in range(k):
+            prod[0].send_content(1, publish, props, body)
+        sent += k
+        for e in pump(prod):
+            if isinstance(e, MethodReceived) and isinstance(e.method, m.BasicAck):
+                acked = e.method.delivery_tag if e.method.multiple else acked + 1
+        for e in pump(cons):
+            if isinstance(e, ContentReceived):
+                got += 1
+                if confirm:
+                    assert isinstance(e.method, m.BasicDeliver)
+                    cons[0].send_method(1, m.BasicAck(delivery_tag=e.method.delivery_tag))
+    raise SystemExit(f"0-9-1 workload: no progress (sent {sent}, received {got}, confirmed {acked})")
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--n", type=int, default=20_000)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--count", action="store_true", help="count calls and instructions per message (slow)")
+    p.add_argument(
+        "--protocol",
+        choices=("1.0", "0-9-1", "0-9-1-noack"),
+        default="1.0",
+        help="the clients' protocol (0-9-1: confirms and acks; 0-9-1-noack: neither)",
+    )
     args = p.parse_args()
+
+    def one(n: int, mode: str, count: bool) -> tuple[float, float, float]:
+        if args.protocol == "1.0":
+            return run(n, mode, count)
+        return run_091(n, mode, count, confirm=args.protocol == "0-9-1")
+
     results: dict[str, list[tuple[float, float, float]]] = {"local": [], "crossing": []}
     for i in range(1 if args.count else args.repeat):
         for mode in ("local", "crossing") if i % 2 == 0 else ("crossing", "local"):  # alternated
-            results[mode].append(run(args.n, mode, args.count))
+            results[mode].append(one(args.n, mode, args.count))
     for mode, rows in results.items():
         us = [r[0] for r in rows]
         line = f"{mode:9s} median {statistics.median(us):6.2f} us/msg (all: {', '.join(f'{x:.2f}' for x in us)})"

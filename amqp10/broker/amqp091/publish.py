@@ -108,14 +108,19 @@ class Publisher:
             return
         self._dropping = False
 
+        # a queue that answers later (another worker's) may refuse it after all: what tells
+        # the client is made only where there are such queues (workers > 1) and it listens
         if seq:
             confirms = self.confirms
 
             def stored() -> None:
                 confirms.settle(ch, seq, True)
 
-            result = vh.route(x, msg, key, stored, self._refused(ch, x, msg, key, mandatory, seq))
-        elif mandatory:
+            if ctx.broker.placement is None:
+                result = vh.route(x, msg, key, stored)
+            else:
+                result = vh.route(x, msg, key, stored, self._refused(ch, x, msg, key, mandatory, seq))
+        elif mandatory and ctx.broker.placement is not None:
             result = vh.route(x, msg, key, _nothing, self._refused(ch, x, msg, key, mandatory, seq))
         else:
             result = vh.route(x, msg, key, _nothing)

@@ -65,6 +65,7 @@ from .link import (
     GRANT,
     OUTCOME,
     REPLY_FORMAT,
+    REQUEST_FORMAT,
     STOP,
     InternalLink,
     decode_batch,
@@ -74,7 +75,6 @@ from .link import (
     encode_record,
     encode_request,
 )
-from .link import REQUEST_FORMAT as _REQUEST_FORMAT
 from .remote import (
     ACCEPT,
     ADMITTED,
@@ -562,7 +562,7 @@ class NodeServer:
         """A question from the other worker: answer it on the replies link."""
         self._touched.add(id(d.link))
         n, op, vhost_name, name, *args = decode_request(
-            d.payload, d.message_format, _REQUEST_FORMAT
+            d.payload, d.message_format, REQUEST_FORMAT
         )
         run = self._ops.get(str(op))
         vhost = self.broker.vhost(str(vhost_name))
