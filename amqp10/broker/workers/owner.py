@@ -224,7 +224,11 @@ class LinkConsumer:
         """The other worker's consumer settled ``ref``: the outcome, on the node (``due``:
         a release's delayed retry, 0.0 for none)."""
         msg = self.in_flight.pop(ref, None)
-        if msg is not None:
+        if msg is None:
+            return
+        if code == ACCEPT:  # (the common outcome, without a call)
+            self.node.ack(msg)
+        else:
             settle(self.node, msg, code, due, self.id)
 
     def cancelled(self) -> None:

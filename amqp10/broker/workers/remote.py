@@ -244,32 +244,35 @@ class RemoteNode(NodeElsewhere):
 
     # -- publish ------------------------------------------------------------------------------
     def publish(
-        self, msg: QueuedMessage, on_stored: Callable[[], None], on_refused: Refused | None = None
+        self,
+        msg: QueuedMessage,
+        on_stored: Callable[[], None],
+        on_refused: Refused | None = None,
+        *,
+        out: _Outlet | None = None,
     ) -> PublishResult:
         """Forward ``msg`` to the owner (with the rest of this turn's batch); ``on_stored`` once
         it took it, else ``on_refused``. The owner makes the node if it has none (as a 1.0
-        publisher's attach makes it on a broker of one worker)."""
-        return self._put(self._direct, msg, on_stored, on_refused)
-
-    def publish_answered(
-        self, msg: QueuedMessage, on_stored: Callable[[], None], on_refused: Refused
-    ) -> PublishResult:
-        """:meth:`publish` as the default exchange routes to a queue by name: if the owner
-        has no such queue, ``on_refused`` gets unroutable (nothing is made)."""
-        return self._put(self._routed, msg, on_stored, on_refused)
-
-    def _put(
-        self, out: _Outlet, msg: QueuedMessage, on_stored: Callable[[], None], on_refused: Refused | None
-    ) -> PublishResult:
+        publisher's attach makes it on a broker of one worker). ``out``: the publishing link
+        (:meth:`publish_answered`'s; else the direct one)."""
         if self.unavailable is not None:
             (on_refused or _nobody_told)(None)
             return _TAKEN
+        if out is None:
+            out = self._direct
         batch = out.batch
         if not batch:
             self._nodes.batch_ready(self)
         batch.append(encode_record(msg))
         out.answers.append((on_stored, on_refused))
         return _TAKEN
+
+    def publish_answered(
+        self, msg: QueuedMessage, on_stored: Callable[[], None], on_refused: Refused
+    ) -> PublishResult:
+        """:meth:`publish` as the default exchange routes to a queue by name: if the owner
+        has no such queue, ``on_refused`` gets unroutable (nothing is made)."""
+        return self.publish(msg, on_stored, on_refused, out=self._routed)
 
     def _send_batch(self) -> None:
         """This turn's publishes go as one transfer a link (the end of the turn: the link writes)."""
