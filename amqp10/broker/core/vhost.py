@@ -79,8 +79,9 @@ class PreconditionFailed(ModelError):
     """Exists with other properties (1.0 amqp:precondition-failed; 0-9-1 PRECONDITION_FAILED 406)."""
 
 
-def _unanswered(result: PublishResult | None) -> None:
-    """A publisher that asked for no answer to a refusal (see :meth:`VirtualHost.route`)."""
+def _dropped(on_stored: Callable[[], None]) -> Refused:
+    """What a late refusal does for a publisher that asked for none (see :meth:`VirtualHost.route`)."""
+    return lambda result: on_stored()
 
 
 class VirtualHost:
@@ -595,7 +596,7 @@ class VirtualHost:
         msg: QueuedMessage,
         key: str | None,
         on_stored: Callable[[], None],
-        on_refused: Refused = _unanswered,
+        on_refused: Refused | None = None,
     ) -> PublishResult:
         """Publish ``msg`` to every queue it reaches from ``exchange`` (``key`` None: the
         message's own routing key). ``on_stored`` runs once every queue that took it has it
@@ -603,7 +604,9 @@ class VirtualHost:
         called) :attr:`~PublishResult.UNROUTABLE` if it reached no queue,
         :attr:`~PublishResult.FULL` if every queue it reached refused it. A queue another
         worker owns answers later: if every queue that took it was such a queue and did not
-        take it after all, ``on_refused`` is told why instead of ``on_stored``."""
+        take it after all, ``on_refused`` is told why instead of ``on_stored`` (without
+        ``on_refused``: ``on_stored`` runs then, as these callers treat a message no queue
+        took: done with, dropped)."""
         queues = self.destinations(exchange, msg, key)
         if not queues:
             return PublishResult.UNROUTABLE
@@ -611,7 +614,7 @@ class VirtualHost:
         if len(queues) == 1:
             q = queues[0]
             if isinstance(q, NodeElsewhere):  # (a queue another worker owns)
-                return q.publish_answered(msg, on_stored, on_refused)
+                return q.publish_answered(msg, on_stored, on_refused or _dropped(on_stored))
             return q.publish(msg, on_stored)
         remaining = len(queues) + 1  # one extra hold, let go below if any queue took it
         taken = 0
@@ -626,7 +629,7 @@ class VirtualHost:
             nonlocal taken
             taken -= 1
             if taken == 0:
-                on_refused(PublishResult.FULL if result is not None else None)
+                (on_refused or _dropped(on_stored))(PublishResult.FULL if result is not None else None)
                 return
             one_stored()
 
