@@ -84,8 +84,10 @@ class Consumer(Protocol):
 
     One may also have an int ``priority`` (0 if it has none): a queue gives messages to
     the consumers of the highest priority that have credit, round-robin among equals;
-    and a bool ``exclusive`` (False if it has none): while it consumes, no other may
-    (:meth:`Node.admits`).
+    a bool ``exclusive`` (False if it has none): while it consumes, no other may
+    (:meth:`Node.admits`); and a bool ``no_ack`` (False if it has none): its front end
+    acks each message as it hands it out (a queue another worker owns is then done with
+    it as it sends it).
     """
 
     id: int

@@ -78,6 +78,7 @@ from .link import (
 from .remote import (
     ACCEPT,
     ADMITTED,
+    AT_MOST_ONCE,
     CONSUME_RESULTS,
     CONSUMER_ID,
     CONTROL_ADDRESS,
@@ -163,7 +164,8 @@ class LinkConsumer:
     reference that the consumer's outcome names."""
 
     __slots__ = (
-        "_pending", "_refs", "_server", "allowed", "browse", "exclusive", "id", "in_flight", "link", "node", "priority",
+        "_pending", "_refs", "_server", "allowed", "at_most_once", "browse", "exclusive", "id", "in_flight", "link",
+        "node", "priority",
     )  # fmt: skip
 
     def __init__(
@@ -191,6 +193,9 @@ class LinkConsumer:
         """Reference -> a message sent and not settled yet."""
         self._refs = itertools.count(1)
         self._pending: list[int] = []  # references of this turn, not yet sent
+        self.at_most_once = False
+        """Its front end settles each message as it hands it out (0-9-1 no-ack): done with here
+        as it is sent, and sent without a reference (no outcome comes back)."""
 
     def credit(self) -> int:
         return self.allowed
@@ -214,6 +219,11 @@ class LinkConsumer:
             return  # (released with the rest of what it held, as the link went)
         in_flight = self.in_flight
         records = [encode_record(in_flight[r]) for r in refs]
+        if self.at_most_once:  # done with as it is sent, as a no-ack delivery on one broker
+            ack = self.node.ack
+            for r in refs:
+                ack(in_flight.pop(r))
+            refs = [0] * len(refs)
         link.send(encode_deliveries(refs, records), settled=True, message_format=DELIVERY_FORMAT)  # type: ignore[attr-defined]
 
     def grant(self, n: int) -> None:
@@ -480,6 +490,7 @@ class NodeServer:
                 priority=int(props.get(PRIORITY, 0)),
                 exclusive=exclusive,
             )
+            c.at_most_once = bool(props.get(AT_MOST_ONCE, False))
             link.context = c
             self.consumers[id(link)] = c
             remote_id = props.get(CONSUMER_ID)

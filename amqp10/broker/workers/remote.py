@@ -84,6 +84,7 @@ from .link import (
 
 __all__ = [
     "ADMITTED",
+    "AT_MOST_ONCE",
     "CONSUME_RESULTS",
     "CREDIT_BATCH",
     "EXCLUSIVE",
@@ -132,6 +133,10 @@ REFUSED_IN_PART = symbol("amqp10:publish:not-taken")
 holds :data:`RESULTS`: one code a record, in order (:data:`PUBLISH_RESULTS`)."""
 RESULTS = symbol("results")
 
+AT_MOST_ONCE = symbol("at-most-once")
+"""In a consuming link's properties: its consumer's front end settles each message as it
+hands it out (a consumer's ``no_ack``, 0-9-1's): the owner is done with each as it sends
+it, and no outcome comes back."""
 ROUTED = symbol("routed")
 """In a publishing link's properties: its messages go to the queue by name, as the default
 exchange routes them (unroutable if the owner has no such queue; none is made)."""
@@ -474,8 +479,9 @@ class RemoteNode(NodeElsewhere):
                 self._nodes.control(OUTCOME, feed.id, ref, RELEASE, 0.0)
             return
         for ref, msg in arrived:
-            held[msg] = ref
-            feed_of[msg] = feed
+            if ref:  # (0: the owner was done with it as it sent it: at most once)
+                held[msg] = ref
+                feed_of[msg] = feed
             if not waiting and c.credit() > 0:
                 c.deliver(self, msg)
             else:  # its consumer took credit back meanwhile: it waits (at most a batch)
@@ -824,6 +830,7 @@ class RemoteNodes:
             PRIORITY: int(getattr(consumer, "priority", 0)),
             CONSUMER_ID: consumer.id,
             EXCLUSIVE: exclusive,
+            AT_MOST_ONCE: bool(getattr(consumer, "no_ack", False)),
         }
         receiver: Receiver = session.receiver(
             f"consume:{next(self._names)}",

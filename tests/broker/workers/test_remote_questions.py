@@ -184,3 +184,23 @@ async def test_questions_go_after_the_publishes_before_them() -> None:
     assert await answers.next() == (5, 0)
     await p.close()
 
+
+
+async def test_a_no_ack_consumer_is_done_with_on_the_owner_as_it_is_sent() -> None:
+    p = await pair()
+    q = p.queue("noack")
+    node = p.node("noack")
+    c = Taker(credit=100)
+    c.no_ack = True  # type: ignore[attr-defined]
+    node.add_consumer(c)
+    await until(lambda: len(q.consumers) == 1)
+    for i in range(5):
+        q.publish(QueuedMessage(f"m{i}".encode()), lambda: None)
+    await until(lambda: len(c.got) == 5)
+    await until(lambda: q.stats.acked == 5)  # acked as sent: at most once, as no-ack on one broker
+    (link_consumer,) = p.server.consumers.values()
+    assert not link_consumer.in_flight
+    for msg in c.got:
+        node.ack(msg)  # (its front end's ack: nothing to send)
+    assert not p.remote._control
+    await p.close()
