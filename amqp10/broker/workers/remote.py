@@ -414,11 +414,14 @@ class RemoteNode(NodeElsewhere):
             CONSUME_RESULTS[code] if 0 <= code < len(CONSUME_RESULTS) else ConsumeResult.ADMITTED
         )
         answered, feed.answered = feed.answered, None
+        consumer = feed.consumer
+        assert consumer is not None
         if not result:
-            assert feed.consumer is not None
-            self._feeds.pop(feed.consumer.id, None)  # (the owner detaches its link)
+            self._feeds.pop(consumer.id, None)  # (the owner detaches its link)
         if answered is not None:
             answered(lambda: result)
+        elif not result:  # opened again after the owner's restart, and another holds it now
+            consumer.cancelled()
         if result:
             self._top_up(feed)
 

@@ -204,3 +204,21 @@ async def test_a_no_ack_consumer_is_done_with_on_the_owner_as_it_is_sent() -> No
         node.ack(msg)  # (its front end's ack: nothing to send)
     assert not p.remote._control
     await p.close()
+
+
+async def test_a_kept_consumer_refused_when_the_owner_is_back_is_cancelled() -> None:
+    p = await pair()
+    q = p.queue("taken")
+    node = p.node("taken")
+    c = Taker()
+    node.add_consumer(c)
+    await until(lambda: len(q.consumers) == 1)
+    p.link_b.fail("the owner was killed")
+    await until(lambda: node.unavailable is not None and not q.consumers)
+    holder = Taker()
+    holder.exclusive = True  # type: ignore[attr-defined]
+    q.add_consumer(holder)  # an exclusive consumer took the queue meanwhile
+    await reconnect(p)
+    await until(lambda: c.was_cancelled)  # told, as a deleted queue's consumer is
+    assert q.consumers == [holder]
+    await p.close()
