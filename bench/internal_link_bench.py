@@ -32,6 +32,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -208,79 +209,44 @@ def run(n: int, mode: str, count: bool) -> tuple[float, float, float]:
     return us, 0.0, 0.0
 
 
+class _Clock:
+    """What ``bench/profiles/counts.py``'s 0-9-1 workload enables around the broker's side:
+    the thread CPU time it takes, and (``counter``) its calls and instructions."""
+
+    def __init__(self, counter: _Counter | None) -> None:
+        self.counter = counter
+        self.seconds = 0.0
+        self._t0 = 0.0
+
+    def enable(self) -> None:
+        if self.counter:
+            self.counter.enable()
+        self._t0 = time.thread_time()
+
+    def disable(self) -> None:
+        self.seconds += time.thread_time() - self._t0
+        if self.counter:
+            self.counter.disable()
+
+    def clear(self) -> None:
+        self.seconds = 0.0
+        if self.counter:
+            self.counter.calls = self.counter.instructions = 0
+
+
 def run_091(n: int, mode: str, count: bool, confirm: bool = True) -> tuple[float, float, float]:
-    """The same through the 0-9-1 front end (rabbitmq-c's shape): a producer and a consumer
-    connection on ``q``, 100-byte messages; ``confirm``: publisher confirms (a window of
-    1000) and a basic.ack per message with prefetch 1000, else neither (no-ack)."""
-    from amqp10.amqp091 import Connection as Client
-    from amqp10.amqp091 import ContentReceived, MethodReceived
-    from amqp10.amqp091 import methods as m
-    from amqp10.broker.amqp091 import Amqp091Handler, BrokerConnection
+    """The same through the 0-9-1 front end, in rabbitmq-c's shapes (counts.py's q091
+    workloads): ``confirm``: publisher confirms and a basic.ack per message with prefetch
+    1000, else neither (no-ack)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "profiles"))
+    from counts import run_091 as workload
 
     world = _World(mode, declare=False)
-    clock = [0.0]
-    counter = _Counter() if count else None
-
-    def pump(end: tuple[Any, Any, Any]) -> list[Any]:
-        client, server, handler = end
-        events: list[Any] = []
-        for _ in range(8):
-            c2s = client.data_to_send()
-            t0 = time.thread_time()
-            if counter:
-                counter.enable()
-            if c2s:
-                handler.handle(server.receive_data(c2s))
-            handler.handle(server.poll_events())
-            world.pump_links()
-            s2c = server.data_to_send()
-            if counter:
-                counter.disable()
-            clock[0] += time.thread_time() - t0
-            if s2c:
-                events += client.receive_data(s2c)
-            if not c2s and not s2c:
-                break
-        return events
-
-    prod, cons = (
-        (Client("client"), s, Amqp091Handler(world.a, s)) for s in (BrokerConnection("server"), BrokerConnection("server"))
-    )
-    for end in (prod, cons):
-        pump(end)
-        end[0].open_channel(1)
-        pump(end)
-    prod[0].send_method(1, m.QueueDeclare(queue="q"))
-    if confirm:
-        prod[0].send_method(1, m.ConfirmSelect())
-        cons[0].send_method(1, m.BasicQos(prefetch_count=1000))
-    cons[0].send_method(1, m.BasicConsume(queue="q", consumer_tag="c", no_ack=not confirm))
-    for _ in range(3):
-        pump(prod)
-        pump(cons)
-    clock[0] = 0.0
-    if counter:
-        counter.calls = counter.instructions = 0
-    props, body, publish = m.BasicProperties(), bytes(100), m.BasicPublish(exchange="", routing_key="q")
-    sent = got = acked = 0
-    for _ in range(10 * n):
-        if got >= n and (not confirm or acked >= n):
-            us = clock[0] / n * 1e6
-            return (us, counter.calls / n, counter.instructions / n) if counter else (us, 0.0, 0.0)
-        k = min(1000 - (sent - acked), n - sent) if confirm else min(200, n - sent)
-        for _ in range(k):
-            prod[0].send_content(1, publish, props, body)
-        sent += k
-        for e in pump(prod):
-            if isinstance(e, MethodReceived) and isinstance(e.method, m.BasicAck):
-                acked = e.method.delivery_tag if e.method.multiple else acked + 1
-        for e in pump(cons):
-            if isinstance(e, ContentReceived):
-                got += 1
-                if confirm:
-                    assert isinstance(e.method, m.BasicDeliver)
-                    cons[0].send_method(1, m.BasicAck(delivery_tag=e.method.delivery_tag))
-    raise SystemExit(f"0-9-1 workload: no progress (sent {sent}, received {got}, confirmed {acked})")
+    clock = _Clock(_Counter() if count else None)
+    workload(n, confirm, clock, broker=world.a, between=world.pump_links)
+    us = clock.seconds / n * 1e6
+    c = clock.counter
+    return (us, c.calls / n, c.instructions / n) if c else (us, 0.0, 0.0)
 
 
 def main() -> int:
