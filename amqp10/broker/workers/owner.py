@@ -418,33 +418,21 @@ class NodeServer:
         return vhost.lookup(str(address), create=True)
 
     def _attached(self, link: Link) -> None:
-        if (
-            isinstance(link, Receiver)
-            and getattr(link.remote_target, "address", None) == CONTROL_ADDRESS
+        if isinstance(link, Receiver) and getattr(link.remote_target, "address", None) in (
+            CONTROL_ADDRESS,
+            REQUESTS_ADDRESS,
         ):
+            address = str(link.remote_target.address)
             link.attach(source=link.remote_source, target=link.remote_target)
-            self._control = link
-            self.publishing[id(link)] = (
-                link,
-                Node(CONTROL_ADDRESS, QueuePolicy()),
-            )  # (credit as a publisher's)
+            if address == CONTROL_ADDRESS:
+                self._control = link
+            else:
+                self._requests = link
+            self.publishing[id(link)] = (link, Node(address, QueuePolicy()))  # (credit as a publisher's)
             link.flow(PUBLISH_WINDOW)
             self.wrote()
             return
-        if (
-            isinstance(link, Receiver)
-            and getattr(link.remote_target, "address", None) == REQUESTS_ADDRESS
-        ):
-            link.attach(source=link.remote_source, target=link.remote_target)
-            self._requests = link
-            self.publishing[id(link)] = (link, Node(REQUESTS_ADDRESS, QueuePolicy()))
-            link.flow(PUBLISH_WINDOW)
-            self.wrote()
-            return
-        if (
-            isinstance(link, Sender)
-            and getattr(link.remote_source, "address", None) == REPLIES_ADDRESS
-        ):
+        if isinstance(link, Sender) and getattr(link.remote_source, "address", None) == REPLIES_ADDRESS:
             link.attach(source=link.remote_source, target=link.remote_target)
             self._replies = link
             self.wrote()
