@@ -17,6 +17,11 @@ and bytecode instructions (``sys.settrace`` with opcode events) per message in t
 
     .venv/bin/python bench/internal_link_bench.py --n 20000 --repeat 5
     .venv/bin/python bench/internal_link_bench.py --n 2000 --count
+    .venv/bin/python bench/internal_link_bench.py --protocol 0-9-1 --n 20000 --repeat 5
+
+``--protocol 0-9-1`` (or ``0-9-1-noack``) drives the 0-9-1 front end instead, in
+rabbitmq-c's shapes (bench/profiles/counts.py's q091 workloads): crossing, worker A's
+placement answers the stand-in, so the publishes, deliveries, acks and confirms cross.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -76,22 +82,41 @@ class _MemTransport(asyncio.Transport):
         return self._closing
 
 
-def run(n: int, mode: str, count: bool) -> tuple[float, float, float]:
-    from amqp10.broker.amqp1 import ConnectionHandler
-    from amqp10.broker.config import BrokerConfig, QueuePolicy
-    from amqp10.broker.core import Broker
-    from amqp10.broker.workers.link import InternalLink
-    from amqp10.broker.workers.owner import NodeServer
-    from amqp10.broker.workers.remote import RemoteNodes
-    from amqp10.transport import Connection, DeliveryReceived, DeliveryUpdated
-    from amqp10.types import SenderSettleMode, Source, Target
+class _World:
+    """Worker A (the front ends' broker) and, crossing, worker B owning ``q`` over an
+    in-memory internal link; ``pump_links`` runs the link until it is quiet."""
 
-    config = BrokerConfig(default_policy=QueuePolicy(durable=False))
-    a = Broker(config)
-    soon: list[Callable[[], None]] = []
-    outbox: list[tuple[Any, bytes]] = []
+    def __init__(self, mode: str, *, declare: bool = True) -> None:
+        from amqp10.broker.config import BrokerConfig, QueuePolicy
+        from amqp10.broker.core import Broker
+        from amqp10.broker.workers.link import InternalLink
+        from amqp10.broker.workers.owner import NodeServer
+        from amqp10.broker.workers.remote import RemoteNodes
 
-    def pump_links() -> None:
+        config = BrokerConfig(default_policy=QueuePolicy(durable=False))
+        self.a = Broker(config)
+        self.soon: list[Callable[[], None]] = []
+        self.outbox: list[tuple[Any, bytes]] = []
+        if mode != "crossing":
+            if declare:
+                self.a.default.create_node("q", "queue")
+            return
+        b = Broker(config)
+        b.default.create_node("q", "queue")
+        remote = RemoteNodes("worker-a")
+        link_a = InternalLink(remote, "worker-a", call_soon=self.soon.append)
+        link_b = InternalLink(NodeServer(b), "worker-b", call_soon=self.soon.append)
+        ta, tb = _MemTransport(self.outbox), _MemTransport(self.outbox)
+        ta.peer, tb.peer = link_b, link_a
+        link_b.connection_made(tb)
+        link_a.connection_made(ta)
+        self.pump_links()
+        stand_in = remote.node("/", "q")
+        # (as Placement answers: the stand-in for the node B owns)
+        self.a.placement = lambda vhost, address: stand_in if address == "q" else None
+
+    def pump_links(self) -> None:
+        soon, outbox = self.soon, self.outbox
         guard = 0
         while soon or outbox:
             guard += 1
@@ -103,21 +128,15 @@ def run(n: int, mode: str, count: bool) -> tuple[float, float, float]:
                 peer, data = outbox.pop(0)
                 peer.data_received(data)
 
-    if mode == "crossing":
-        b = Broker(config)
-        b.default.create_node("q", "queue")
-        remote = RemoteNodes("worker-a")
-        link_a = InternalLink(remote, "worker-a", call_soon=soon.append)
-        link_b = InternalLink(NodeServer(b), "worker-b", call_soon=soon.append)
-        ta, tb = _MemTransport(outbox), _MemTransport(outbox)
-        ta.peer, tb.peer = link_b, link_a
-        link_b.connection_made(tb)
-        link_a.connection_made(ta)
-        pump_links()
-        stand_in = remote.node("/", "q")
-        a.default.lookup = lambda address, *, create, kind=None: stand_in if address == "q" else None  # type: ignore[method-assign]
-    else:
-        a.default.create_node("q", "queue")
+
+def run(n: int, mode: str, count: bool) -> tuple[float, float, float]:
+    from amqp10.broker.amqp1 import ConnectionHandler
+    from amqp10.transport import Connection, DeliveryReceived, DeliveryUpdated
+    from amqp10.types import SenderSettleMode, Source, Target
+
+    world = _World(mode)
+    a = world.a
+    pump_links = world.pump_links
 
     body = b"\x00\x53\x75\xa0\x64" + bytes(100)
     payload = b"\x00\x53\x70\x45\x00\x53\x73\x45" + body
@@ -190,16 +209,68 @@ def run(n: int, mode: str, count: bool) -> tuple[float, float, float]:
     return us, 0.0, 0.0
 
 
+class _Clock:
+    """What ``bench/profiles/counts.py``'s 0-9-1 workload enables around the broker's side:
+    the thread CPU time it takes, and (``counter``) its calls and instructions."""
+
+    def __init__(self, counter: _Counter | None) -> None:
+        self.counter = counter
+        self.seconds = 0.0
+        self._t0 = 0.0
+
+    def enable(self) -> None:
+        if self.counter:
+            self.counter.enable()
+        self._t0 = time.thread_time()
+
+    def disable(self) -> None:
+        self.seconds += time.thread_time() - self._t0
+        if self.counter:
+            self.counter.disable()
+
+    def clear(self) -> None:
+        self.seconds = 0.0
+        if self.counter:
+            self.counter.calls = self.counter.instructions = 0
+
+
+def run_091(n: int, mode: str, count: bool, confirm: bool = True) -> tuple[float, float, float]:
+    """The same through the 0-9-1 front end, in rabbitmq-c's shapes (counts.py's q091
+    workloads): ``confirm``: publisher confirms and a basic.ack per message with prefetch
+    1000, else neither (no-ack)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "profiles"))
+    from counts import run_091 as workload
+
+    world = _World(mode, declare=False)
+    clock = _Clock(_Counter() if count else None)
+    workload(n, confirm, clock, broker=world.a, between=world.pump_links)
+    us = clock.seconds / n * 1e6
+    c = clock.counter
+    return (us, c.calls / n, c.instructions / n) if c else (us, 0.0, 0.0)
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--n", type=int, default=20_000)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--count", action="store_true", help="count calls and instructions per message (slow)")
+    p.add_argument(
+        "--protocol",
+        choices=("1.0", "0-9-1", "0-9-1-noack"),
+        default="1.0",
+        help="the clients' protocol (0-9-1: confirms and acks; 0-9-1-noack: neither)",
+    )
     args = p.parse_args()
+
+    def one(n: int, mode: str, count: bool) -> tuple[float, float, float]:
+        if args.protocol == "1.0":
+            return run(n, mode, count)
+        return run_091(n, mode, count, confirm=args.protocol == "0-9-1")
+
     results: dict[str, list[tuple[float, float, float]]] = {"local": [], "crossing": []}
     for i in range(1 if args.count else args.repeat):
         for mode in ("local", "crossing") if i % 2 == 0 else ("crossing", "local"):  # alternated
-            results[mode].append(run(args.n, mode, args.count))
+            results[mode].append(one(args.n, mode, args.count))
     for mode, rows in results.items():
         us = [r[0] for r in rows]
         line = f"{mode:9s} median {statistics.median(us):6.2f} us/msg (all: {', '.join(f'{x:.2f}' for x in us)})"

@@ -77,8 +77,11 @@ class _Bytecodes:
         sys.settrace(None)
 
 
-def run_091(n: int, confirm: bool, prof: Any) -> None:
-    """A producer and a consumer connection to the 0-9-1 front end; ``prof`` sees only the broker side."""
+def run_091(n: int, confirm: bool, prof: Any, broker: Any = None, between: Any = None) -> None:
+    """A producer and a consumer connection to the 0-9-1 front end; ``prof`` sees only the
+    broker side. ``broker``: the one to use (else a fresh one); ``between``: called, under
+    ``prof``, after the broker handled a client's bytes (bench/internal_link_bench.py runs
+    the internal link there)."""
     from amqp10.amqp091 import Connection as Client
     from amqp10.amqp091 import ContentReceived, MethodReceived
     from amqp10.amqp091 import methods as m
@@ -86,17 +89,20 @@ def run_091(n: int, confirm: bool, prof: Any) -> None:
     from amqp10.broker.config import BrokerConfig, QueuePolicy
     from amqp10.broker.core import Broker
 
-    broker = Broker(BrokerConfig(default_policy=QueuePolicy(durable=False)))
+    if broker is None:
+        broker = Broker(BrokerConfig(default_policy=QueuePolicy(durable=False)))
 
     def pump(end: tuple[Any, Any, Any]) -> list[Any]:
         client, server, handler = end
         events: list[Any] = []
-        for _ in range(4):
+        for _ in range(8 if between is not None else 4):
             c2s = client.data_to_send()
             prof.enable()
             if c2s:
                 handler.handle(server.receive_data(c2s))
             handler.handle(server.poll_events())
+            if between is not None:
+                between()
             s2c = server.data_to_send()
             prof.disable()
             if s2c:

@@ -11,12 +11,21 @@ from __future__ import annotations
 
 import datetime as _dt
 import secrets
+from collections.abc import Callable
 from typing import Any, Final
 
 from ...amqp091 import Method, ReplyCode
 from ...amqp091 import methods as m
 from ...types import timestamp
-from ..core import ConsumeResult, PreconditionFailed, Queue, Stream
+from ..core import (
+    ConsumeResult,
+    Node,
+    NodeElsewhere,
+    PreconditionFailed,
+    Queue,
+    QueuedMessage,
+    Stream,
+)
 from ..core.replies import REPLY_TO
 from .channel import BasicConsumer, Channel, PendingSettle
 from .context import Amqp091Context, ChannelError, HardError
@@ -54,14 +63,18 @@ class BasicMethods:
             self._consume_replies(ch, method)
             return
         ctx = self.ctx
-        q = ctx.queue_to_read(ch.queue_name(method.queue))
+        name = ch.queue_name(method.queue)
+        elsewhere = ctx.elsewhere(name)
+        q: Node = ctx.queue_to_read(name) if elsewhere is None else elsewhere
+        if elsewhere is not None:
+            ctx.authorize(name, "read", "queue")
         tag = method.consumer_tag or "amq.ctag-" + secrets.token_urlsafe(16)
         if tag in ch.consumers:
             raise HardError(ReplyCode.NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'")
-        admitted = q.admits(exclusive=method.exclusive)
-        if not admitted:
-            code, text = CONSUME_REFUSALS[admitted]
-            raise ChannelError(code, text.format(queue=q.name, vhost=ctx.vhost.name))
+        if elsewhere is None:
+            admitted = q.admits(exclusive=method.exclusive)
+            if not admitted:
+                raise _refused(admitted, q.name, ctx.vhost.name)
         start: int | None = None
         if isinstance(q, Stream):
             try:
@@ -87,12 +100,32 @@ class BasicMethods:
                 )
             c.timeout = timeout / 1000
         c.arguments = dict(method.arguments)
+        if elsewhere is not None:  # its owner admits it (or not), and then answers
+            self._consume_elsewhere(ch, method, elsewhere, c)
+            return
         ch.consumers[tag] = c
         ctx.ok(ch.number, method.no_wait, m.BasicConsumeOk(consumer_tag=tag))
         if isinstance(q, Stream):
             q.add_consumer(c, start)
         else:
             q.add_consumer(c)
+
+    def _consume_elsewhere(self, ch: Channel, method: m.BasicConsume, q: NodeElsewhere, c: BasicConsumer) -> None:
+        """``basic.consume`` on a queue another worker owns: consume-ok once it admitted ``c``."""
+        ctx = self.ctx
+
+        def admitted(answer: Callable[[], ConsumeResult]) -> None:
+            result = answer()
+            if not result:
+                raise _refused(result, q.name, ctx.vhost.name)
+            if ch.closed:  # the channel went meanwhile
+                c.active = False
+                q.remove_consumer(c)
+                return
+            ch.consumers[c.tag] = c
+            ctx.ok(ch.number, method.no_wait, m.BasicConsumeOk(consumer_tag=c.tag))
+
+        ctx.later(lambda answered: q.ask_consume(c, exclusive=method.exclusive, answered=answered), admitted)
 
     def _consume_replies(self, ch: Channel, method: m.BasicConsume) -> None:
         if not method.no_ack:
@@ -117,25 +150,30 @@ class BasicMethods:
 
     def get(self, ch: Channel, method: m.BasicGet) -> None:
         ctx = self.ctx
-        q = ctx.queue_to_read(ch.queue_name(method.queue))
+        name = ch.queue_name(method.queue)
+        elsewhere = ctx.elsewhere(name)
+        if elsewhere is not None:
+            ctx.authorize(name, "read", "queue")
+
+            def got(answer: Callable[[], tuple[QueuedMessage | None, int]]) -> None:
+                msg, count = answer()
+                if msg is not None and ch.closed:
+                    elsewhere.release(msg)  # the channel went meanwhile: it goes back
+                elif msg is not None:
+                    ch.hand_out(elsewhere, msg, None, method.no_ack, _get_ok(count))
+                else:
+                    ctx.send_method(ch.number, m.BasicGetEmpty())
+
+            ctx.later(elsewhere.ask_get, got)
+            return
+        q = ctx.queue_to_read(name)
         if not isinstance(q, Queue):
             raise PreconditionFailed(f"queue '{q.name}' in vhost '{ctx.vhost.name}' is a stream: use basic.consume")
         msg = q.get()
         if msg is None:
             ctx.send_method(ch.number, m.BasicGetEmpty())
             return
-        count = q.count
-
-        def get_ok(tag: int, redelivered: bool, content: Content) -> Method:
-            return m.BasicGetOk(
-                delivery_tag=tag,
-                redelivered=redelivered,
-                exchange=content.exchange,
-                routing_key=content.routing_key,
-                message_count=count,
-            )
-
-        ch.hand_out(q, msg, None, method.no_ack, get_ok)
+        ch.hand_out(q, msg, None, method.no_ack, _get_ok(q.count))
 
     # -- the client's outcomes (in tx mode: applied at tx.commit)
     def ack(self, ch: Channel, method: m.BasicAck) -> None:
@@ -155,6 +193,27 @@ class BasicMethods:
         ch.settle(list(ch.unacked), "requeue")
         if isinstance(method, m.BasicRecover):
             self.ctx.send_method(ch.number, m.BasicRecoverOk())
+
+
+def _refused(result: ConsumeResult, queue: str, vhost: str) -> ChannelError:
+    """The channel error for a consume the queue did not admit (:data:`CONSUME_REFUSALS`)."""
+    code, text = CONSUME_REFUSALS[result]
+    return ChannelError(code, text.format(queue=queue, vhost=vhost))
+
+
+def _get_ok(count: int) -> Callable[[int, bool, Content], Method]:
+    """What makes ``basic.get-ok`` for a message, ``count`` messages left in its queue."""
+
+    def get_ok(tag: int, redelivered: bool, content: Content) -> Method:
+        return m.BasicGetOk(
+            delivery_tag=tag,
+            redelivered=redelivered,
+            exchange=content.exchange,
+            routing_key=content.routing_key,
+            message_count=count,
+        )
+
+    return get_ok
 
 
 def _settle(ch: Channel, tags: list[int], outcome: str) -> None:

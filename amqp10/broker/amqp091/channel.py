@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from ...amqp091 import Method, ReplyCode
 from ...amqp091 import methods as m
-from ..core import Exchange, Node, NotFound, Queue, QueuedMessage, Stream
+from ..core import Exchange, Node, NotFound, QueuedMessage
 from ..core.consumer_timeout import UnsettledClock
 from .context import Amqp091Context, ChannelError, Encoded
 from .message import FORMAT, Content, unpack
@@ -52,7 +52,7 @@ class BasicConsumer:
     """A ``basic.consume``: the core's consumer, its credit the prefetch room left."""
 
     def __init__(
-        self, channel: Channel, tag: str, node: Queue | Stream, *, no_ack: bool, exclusive: bool, limit: int
+        self, channel: Channel, tag: str, node: Node, *, no_ack: bool, exclusive: bool, limit: int
     ) -> None:
         self.id = channel.ctx.broker.next_consumer_id()
         self.browse = False
@@ -113,7 +113,7 @@ class Channel:
         self.number = number
         self.closed = False
         self.next_tag = 1
-        self.unacked: dict[int, tuple[Queue | Stream, QueuedMessage, BasicConsumer | None]] = {}
+        self.unacked: dict[int, tuple[Node, QueuedMessage, BasicConsumer | None]] = {}
         self.unacked_count = 0
         self.consumers: dict[str, BasicConsumer] = {}
         self.consumer_limit = 0
@@ -142,8 +142,6 @@ class Channel:
         return tag
 
     def deliver(self, c: BasicConsumer, node: Node, msg: QueuedMessage) -> None:
-        assert isinstance(node, (Queue, Stream))
-
         encoded = self.ctx.encoded_deliver
 
         def deliver_method(tag: int, redelivered: bool, content: Content) -> Method | Encoded:
@@ -161,7 +159,7 @@ class Channel:
 
     def hand_out(
         self,
-        node: Queue | Stream | None,
+        node: Node | None,
         msg: QueuedMessage,
         c: BasicConsumer | None,
         no_ack: bool,
@@ -188,7 +186,7 @@ class Channel:
 
     def settle(self, tags: list[int], outcome: str) -> None:
         """Apply ``ack``, ``requeue`` or ``reject`` to the messages under ``tags``."""
-        nodes: dict[int, Queue | Stream] = {}
+        nodes: dict[int, Node] = {}
         for tag in tags:
             entry = self.unacked.pop(tag, None)
             if entry is None:

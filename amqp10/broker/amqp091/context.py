@@ -13,14 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...amqp091 import IllegalStateError, Method, ReplyCode, reply_text
 from ...amqp091 import methods as m
 from ...amqp091.errors import resource_locked
 from ..core import (
     Action,
+    Answered,
     Broker,
+    NodeElsewhere,
     NotFound,
     Queue,
     ResourceKind,
@@ -63,7 +65,9 @@ class Amqp091Context:
 
     ``answer_after_commit(channel, reply, then)`` is the router's: it sends ``reply``
     (and after it the methods ``then``) once the store has committed what came before,
-    and holds the connection's further methods until then. The context is also the owner of the connection's exclusive
+    and holds the connection's further methods until then. ``answer_later(ask, then)``,
+    the router's too, does the same for a question to a node that answers later
+    (:meth:`later`). The context is also the owner of the connection's exclusive
     queues.
     """
 
@@ -74,6 +78,7 @@ class Amqp091Context:
         *,
         wake: Callable[[], None],
         answer_after_commit: Callable[[int, Method, list[tuple[int, Method]]], None],
+        answer_later: Callable[[Callable[[Answered[Any]], None], Callable[[Callable[[], Any]], None]], None],
     ) -> None:
         self.broker = broker
         self.conn = conn
@@ -91,6 +96,12 @@ class Amqp091Context:
         """Deliveries go out with their stored exchange and routing key as they are
         (``send_encoded_content``): this version lays ``basic.deliver`` out as 0-9-1 does."""
         self._answer_after_commit = answer_after_commit
+        self.later = answer_later
+        """``later(ask, then)``: ``ask(answered)`` puts a question to a node that answers
+        later (:class:`~amqp10.broker.core.NodeElsewhere`); ``then(answer)`` finishes the
+        method once it answered (``answer()`` returns the answer or raises the node's
+        refusal), the connection's further methods waiting until then. A node that
+        answers at once runs ``then`` inside the method."""
         self._held: list[tuple[int, Method]] | None = None
         """While a method's reply must go out first (:meth:`reply_first`): the notices it caused."""
 
@@ -112,6 +123,14 @@ class Amqp091Context:
         if isinstance(q, Queue) and q.owner is not None and q.owner is not self:
             raise ResourceLocked(locked_text(name, self.vhost.name))
         return q
+
+    def elsewhere(self, name: str) -> NodeElsewhere | None:
+        """The stand-in for queue ``name`` if it is not here but another worker owns it (its
+        answers come later: :meth:`later`); None for a queue of this worker's, or none."""
+        vhost = self.vhost
+        if vhost.broker.placement is None or name in vhost.nodes:
+            return None
+        return vhost.elsewhere(name)
 
     def queue_to_read(self, name: str) -> Queue | Stream:
         """:meth:`queue`, once the user may read from it (consume, get, purge)."""

@@ -4,6 +4,7 @@ headers it takes, its login choices, and one connection served from its header t
 from __future__ import annotations
 
 import logging
+from typing import Final
 
 from anyio.abc import ByteStream
 
@@ -17,7 +18,11 @@ from ..guard import HeldOutput
 from .connection import BrokerConnection
 from .handler import Amqp091Handler
 
-__all__ = ["Amqp091FrontEnd", "login_mechanisms"]
+__all__ = ["WORKER_PROPERTY", "Amqp091FrontEnd", "login_mechanisms"]
+
+WORKER_PROPERTY: Final = "amqp10:worker"
+"""In ``connection.start``'s server properties (``workers`` > 1): the worker serving the
+connection, as 1.0's open says it."""
 
 log = logging.getLogger("amqp10.broker")
 
@@ -65,7 +70,12 @@ class Amqp091FrontEnd:
             dialect=dialect,
             mechanisms=mechanisms,
             handshake_timeout=cfg.limits.handshake_timeout,
-            server_properties={"product": "amqp10", "cluster_name": cfg.container_id, "capabilities": CAPABILITIES},
+            server_properties={
+                "product": "amqp10",
+                "cluster_name": cfg.container_id,
+                "capabilities": CAPABILITIES,
+                **({} if ctx.worker is None else {WORKER_PROPERTY: ctx.worker}),
+            },
         )
         held = HeldOutput(conn)  # [security]: a login's outcome waits out the back-off
         with ctx.logging_in(held, conn.extend_handshake) as login:

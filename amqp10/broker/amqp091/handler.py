@@ -52,14 +52,14 @@ from ...amqp091 import methods as m
 from ...sasl.credentials import CredentialStore
 from ..core import (
     AccessRefused,
+    Answered,
     Broker,
     ModelError,
+    Node,
     NotFound,
     PreconditionFailed,
-    Queue,
     QueuedMessage,
     ResourceLocked,
-    Stream,
 )
 from ..core.consumer_timeout import timeout_text
 from ..frontend import ContextHandler
@@ -88,7 +88,7 @@ _ERROR_CODES: Final[dict[type[ModelError], int]] = {
 _ENDS: Final = (ConnectionClosed, ConnectionFailed, ConnectionLost)
 
 
-def _consumer_timeout(entry: tuple[Queue | Stream, QueuedMessage, BasicConsumer | None]) -> float | None:
+def _consumer_timeout(entry: tuple[Node, QueuedMessage, BasicConsumer | None]) -> float | None:
     """The consumer timeout of an unacknowledged delivery (seconds; None: none): its
     consumer's ``x-consumer-timeout``, else its queue's (as RabbitMQ ranks them)."""
     c = entry[2]
@@ -126,7 +126,9 @@ class Amqp091Handler(ContextHandler):
     ) -> None:
         self.broker = broker
         self.conn = conn
-        self.ctx = Amqp091Context(broker, conn, wake=wake, answer_after_commit=self._answer_after_commit)
+        self.ctx = Amqp091Context(
+            broker, conn, wake=wake, answer_after_commit=self._answer_after_commit, answer_later=self._answer_later
+        )
         self.pause = pause
         """Stop reading from the client (publishing blocked, or an answer waits for a commit)."""
         self.resume = resume
@@ -136,8 +138,11 @@ class Amqp091Handler(ContextHandler):
         self.closed = False
         self.memory_blocked = False
         self._waiting: list[Event] | None = None
-        """While an answer waits for the store's commit (:meth:`_answer_after_commit`): the
-        events that came meanwhile, handled in order once it has gone out; None otherwise."""
+        """While an answer waits for the store's commit (:meth:`_answer_after_commit`) or a
+        node's answer (:meth:`_answer_later`): the events that came meanwhile, handled in
+        order once it has gone out; None otherwise."""
+        self._current: tuple[Channel, Method] | None = None
+        """The channel and method being handled (what a late answer's failure closes)."""
         self.confirms = Confirms(self.ctx)
         self.publisher = Publisher(self.ctx, self.confirms)
         exchange, queue, basic = ExchangeMethods(self.ctx), QueueMethods(self.ctx), BasicMethods(self.ctx)
@@ -292,6 +297,7 @@ class Amqp091Handler(ContextHandler):
             run = self.methods.get(type(method))
             if run is None:
                 raise HardError(ReplyCode.NOT_IMPLEMENTED, f"{method.NAME} is not implemented")
+            self._current = (ch, method)
             run(ch, method)
         except ChannelError as exc:
             self._fail(ch, exc, method)
@@ -342,16 +348,61 @@ class Amqp091Handler(ContextHandler):
             self.ctx.send_method(channel, reply)
             for number, method in then:
                 self.ctx.send_method(number, method)
-            if not self.memory_blocked:
-                self.resume()
-            if waiting:
-                self.handle(waiting)
-            self.ctx.wake()
+            self._go_on(waiting)
 
         self._waiting = []
         self.broker.after_commit(answer)
         if self._waiting is not None:  # (without a store it has gone out already)
             self.pause()
+
+    def _answer_later(self, ask: Callable[[Answered[Any]], None], then: Callable[[Callable[[], Any]], None]) -> None:
+        """Put a question to a node that answers later (:class:`~amqp10.broker.core.NodeElsewhere`)
+        and finish the method being handled with ``then(answer)`` once it answers; the
+        connection's further methods wait for that, in order, as for
+        :meth:`_answer_after_commit`. A failure ``then`` raises closes the method's channel
+        (or, a hard error, the connection), as if raised by the method itself."""
+        assert self._current is not None
+        ch, method = self._current
+        asked = False
+        answered_now = False
+
+        def answered(answer: Callable[[], Any]) -> None:
+            nonlocal answered_now
+            if not asked:  # at once: as if the method had done it itself
+                answered_now = True
+                then(answer)
+                return
+            waiting, self._waiting = self._waiting, None
+            try:  # (also once the connection is gone: ``then`` gives back what it was given)
+                then(answer)
+            except ChannelError as exc:
+                if not self.closed:
+                    self._fail(ch, exc, method)
+            except ModelError as exc:
+                if not self.closed:
+                    self._fail(ch, exc, method)
+            if not self.closed:
+                self._go_on(waiting)
+
+        ask(answered)
+        asked = True
+        if not answered_now:
+            self._waiting = []
+            self.pause()
+
+    def _go_on(self, waiting: list[Event] | None) -> None:
+        """A waited-for answer has gone out: handle what came meanwhile (after any answer
+        the last one in turn waits for)."""
+        if self._waiting is not None:  # that answer waits for another (a commit): so does the rest
+            self._waiting.extend(waiting or ())
+            self.ctx.wake()
+            return
+        if not self.memory_blocked:
+            self.resume()
+        if waiting:
+            self.handle(waiting)
+        self.confirms.flush_all()
+        self.ctx.wake()
 
     def _wait_with(self, events: list[Event]) -> None:
         """Keep ``events`` until the answer waiting for a commit has gone out; the end of

@@ -14,7 +14,7 @@ from typing import Final, Literal, NamedTuple
 
 from ...amqp091 import BasicProperties, ContentReceived, ReplyCode
 from ...amqp091 import methods as m
-from ..core import Exchange, NotFound, PreconditionFailed, PublishResult, QueuedMessage
+from ..core import Exchange, NotFound, PreconditionFailed, PublishResult, QueuedMessage, Refused
 from ..core.replies import REPLY_PREFIX, REPLY_TO
 from .channel import Channel, PendingPublish
 from .confirm import Confirms
@@ -108,17 +108,31 @@ class Publisher:
             return
         self._dropping = False
 
+        # a queue that answers later (another worker's) may refuse it after all: what tells
+        # the client is made only where there are such queues (workers > 1) and it listens
         if seq:
             confirms = self.confirms
 
             def stored() -> None:
                 confirms.settle(ch, seq, True)
 
-            result = vh.route(x, msg, key, stored)
+            if ctx.broker.placement is None:
+                result = vh.route(x, msg, key, stored)
+            else:
+                result = vh.route(x, msg, key, stored, self._refused(ch, x, msg, key, mandatory, seq))
+        elif mandatory and ctx.broker.placement is not None:
+            result = vh.route(x, msg, key, _nothing, self._refused(ch, x, msg, key, mandatory, seq))
         else:
             result = vh.route(x, msg, key, _nothing)
         if result is PublishResult.TAKEN:
             return  # (confirmed by ``stored``)
+        self._answer(ch, x, msg, key, mandatory, seq, result)
+
+    def _answer(
+        self, ch: Channel, x: Exchange, msg: QueuedMessage, key: str, mandatory: bool, seq: int, result: PublishResult
+    ) -> None:
+        """Answer a publish no queue took as :data:`ANSWERS` says."""
+        ctx = self.ctx
         answer = ANSWERS[result]
         if mandatory and answer.returned is not None:
             code, text = answer.returned
@@ -131,6 +145,18 @@ class Publisher:
             )
         if seq:
             self.confirms.settle(ch, seq, answer.confirm != "nack")
+
+    def _refused(
+        self, ch: Channel, x: Exchange, msg: QueuedMessage, key: str, mandatory: bool, seq: int
+    ) -> Refused:
+        """What answers a publish that a queue another worker owns did not take after all
+        (None: that worker could not be reached: a nack)."""
+
+        def refused(result: PublishResult | None) -> None:
+            if not ch.closed:  # (the confirm and the return wake the writer)
+                self._answer(ch, x, msg, key, mandatory, seq, PublishResult.REFUSED if result is None else result)
+
+        return refused
 
     def _refuse_unstorable(self, ch: Channel, seq: int, why: str) -> None:
         """A publish while the store has no room: ``basic.nack`` in confirm mode (RabbitMQ's

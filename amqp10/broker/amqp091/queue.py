@@ -8,11 +8,12 @@ queues (owned by the connection's context), server-named queues.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 from ...amqp091 import ReplyCode
 from ...amqp091 import methods as m
-from ..core import PreconditionFailed, Queue, ResourceLocked, Stream
+from ..core import NodeElsewhere, NotFound, PreconditionFailed, Queue, ResourceLocked, Stream
 from ..core.replies import REPLY_TO
 from .channel import Channel
 from .context import Amqp091Context, ChannelError, locked_text
@@ -33,6 +34,10 @@ class QueueMethods:
         name = method.queue
         if method.passive and name == REPLY_TO:  # it exists for every channel (RabbitMQ)
             ctx.ok(ch.number, method.no_wait, m.QueueDeclareOk(queue=REPLY_TO))
+            return
+        elsewhere = ctx.elsewhere(ch.queue_name(name)) if name or method.passive else None
+        if elsewhere is not None and not (method.exclusive and not method.passive):
+            self._declare_elsewhere(ch, method, elsewhere)
             return
         if method.passive:
             q = ctx.queue(ch.queue_name(name))
@@ -61,6 +66,30 @@ class QueueMethods:
             m.QueueDeclareOk(queue=q.name, message_count=q.count, consumer_count=len(q.consumers)),
         )
 
+    def _declare_elsewhere(self, ch: Channel, method: m.QueueDeclare, q: NodeElsewhere) -> None:
+        """``queue.declare`` of a queue another worker owns: answered from its owner (an
+        exclusive queue is made here, on its connection's worker)."""
+        ctx = self.ctx
+        if not method.passive:
+            if q.name.startswith("amq."):
+                raise ChannelError(ReplyCode.ACCESS_REFUSED, f"queue name '{q.name}' contains reserved prefix 'amq.*'")
+            ctx.authorize(q.name, "configure", "queue")
+
+        def declared(answer: Callable[[], tuple[int, int]]) -> None:
+            messages, consumers = answer()
+            ch.last_queue = q.name
+            ctx.ok(ch.number, method.no_wait, m.QueueDeclareOk(queue=q.name, message_count=messages, consumer_count=consumers))
+
+        if method.passive:
+            ctx.later(q.ask_status, declared)
+        else:
+            ctx.later(
+                lambda answered: q.ask_declare(
+                    durable=method.durable, arguments=method.arguments, auto_delete=method.auto_delete, answered=answered
+                ),
+                declared,
+            )
+
     def bind(self, ch: Channel, method: m.QueueBind) -> None:
         name = ch.queue_name(method.queue)
         key = method.routing_key if method.routing_key or method.queue else name
@@ -75,7 +104,16 @@ class QueueMethods:
 
     def purge(self, ch: Channel, method: m.QueuePurge) -> None:
         ctx = self.ctx
-        q = ctx.queue_to_read(ch.queue_name(method.queue))
+        name = ch.queue_name(method.queue)
+        elsewhere = ctx.elsewhere(name)
+        if elsewhere is not None:
+            ctx.authorize(name, "read", "queue")
+            ctx.later(
+                elsewhere.ask_purge,
+                lambda answer: ctx.ok(ch.number, method.no_wait, m.QueuePurgeOk(message_count=answer())),
+            )
+            return
+        q = ctx.queue_to_read(name)
         if not isinstance(q, Queue):
             raise PreconditionFailed(f"queue '{q.name}' in vhost '{ctx.vhost.name}' is a stream: it cannot be purged")
         ctx.ok_committed(ch.number, method.no_wait, m.QueuePurgeOk(message_count=q.purge()))
@@ -83,6 +121,10 @@ class QueueMethods:
     def delete(self, ch: Channel, method: m.QueueDelete) -> None:
         ctx = self.ctx
         name = ch.queue_name(method.queue)
+        elsewhere = ctx.elsewhere(name)
+        if elsewhere is not None:
+            self._delete_elsewhere(ch, method, elsewhere)
+            return
         if ctx.vhost.queue(name) is None:  # deleting what is not there is fine (RabbitMQ)
             ctx.ok(ch.number, method.no_wait, m.QueueDeleteOk(message_count=0))
             return
@@ -97,6 +139,29 @@ class QueueMethods:
         with ctx.reply_first() as cancels:  # delete-ok, then the consumers' basic.cancel (RabbitMQ)
             ctx.vhost.delete_node(name)
         ctx.ok_committed(ch.number, method.no_wait, m.QueueDeleteOk(message_count=count), cancels)
+
+    def _delete_elsewhere(self, ch: Channel, method: m.QueueDelete, q: NodeElsewhere) -> None:
+        """``queue.delete`` of a queue another worker owns: done there (its consumers here are
+        cancelled as its owner detaches their links)."""
+        ctx = self.ctx
+        ctx.authorize(q.name, "configure", "queue")
+        ctx.later(
+            lambda answered: q.ask_delete(if_unused=method.if_unused, if_empty=method.if_empty, answered=answered),
+            _deleted(ch, method, ctx),
+        )
+
+
+def _deleted(ch: Channel, method: m.QueueDelete, ctx: Amqp091Context) -> Callable[[Callable[[], int]], None]:
+    """What answers ``queue.delete`` of a queue another worker owns, from its owner's answer."""
+
+    def deleted(answer: Callable[[], int]) -> None:
+        try:
+            count = answer()
+        except NotFound:  # deleting what is not there is fine (RabbitMQ)
+            count = 0
+        ctx.ok(ch.number, method.no_wait, m.QueueDeleteOk(message_count=count))
+
+    return deleted
 
 
 def _check_equivalent(vh: str, q: Queue | Stream, method: m.QueueDeclare, name: str) -> None:

@@ -220,6 +220,13 @@ class LinkConsumer:
         self.ctx.fail_link(self.link, ErrorCondition.RESOURCE_DELETED, f"node {self.node.name!r} was deleted")
         self.ctx.wake()
 
+    def refused(self, result: ConsumeResult) -> None:
+        """The queue's owner (another worker) did not admit it after all (an exclusive consumer
+        holds the queue there): the link is closed as an attach here is refused."""
+        condition, text = CONSUME_REFUSALS[result]
+        self.ctx.fail_link(self.link, condition, text.format(queue=self.node.name, vhost=self.ctx.vhost.name))
+        self.ctx.wake()
+
     def release_all(self) -> None:
         """The link is gone: everything unsettled goes back (counted as a failed delivery)."""
         pending, self.in_flight = self.in_flight, {}

@@ -26,9 +26,9 @@ from ...types import (
     symbol,
 )
 from ...types.transactions import TransactionalState
-from ..core import Node, PublishResult, Queue, SuspendedLink, Topic
+from ..core import Node, PublishResult, Queue, Refused, SuspendedLink, Topic
 from ..core import store as _store
-from ..workers.remote import Refused, RemoteNode
+from ..workers.remote import RemoteNode
 from .addresses import AddressError, AnonymousTarget
 from .context import Amqp1Context, refuse
 from .lookup import NodeLookup

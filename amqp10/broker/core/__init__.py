@@ -72,12 +72,15 @@ from .message import (
 )
 from .nodes import (
     NULL_JOURNAL,
+    Answered,
     Consumer,
     ConsumeResult,
     DuplicateWindow,
     Journal,
     Node,
+    NodeElsewhere,
     PublishResult,
+    Refused,
 )
 from .partitioned import PartitionedStream
 from .policies import RuntimePolicy
@@ -115,6 +118,7 @@ __all__ = [
     "Binding",
     "Broker",
     "ConsumeResult",
+    "Answered",
     "Consumer",
     "DefinitionsPort",
     "MetadataPort",
@@ -130,10 +134,12 @@ __all__ = [
     "LinkRecovery",
     "ModelError",
     "Node",
+    "NodeElsewhere",
     "NotFound",
     "PartitionedStream",
     "PreconditionFailed",
     "PublishResult",
+    "Refused",
     "Queue",
     "QueuePolicy",
     "QueuedMessage",

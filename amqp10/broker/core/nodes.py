@@ -9,8 +9,8 @@ some connection — is the server's business; here it is anything with
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, TypeVar
 
 from .accounting import DETACHED, Usage
 from .message import QueuedMessage
@@ -21,8 +21,11 @@ __all__ = [
     "ConsumeResult",
     "Consumer",
     "DuplicateWindow",
+    "Answered",
     "Journal",
     "Node",
+    "NodeElsewhere",
+    "Refused",
     "NullJournal",
     "PublishResult",
     "Stats",
@@ -81,8 +84,10 @@ class Consumer(Protocol):
 
     One may also have an int ``priority`` (0 if it has none): a queue gives messages to
     the consumers of the highest priority that have credit, round-robin among equals;
-    and a bool ``exclusive`` (False if it has none): while it consumes, no other may
-    (:meth:`Node.admits`).
+    a bool ``exclusive`` (False if it has none): while it consumes, no other may
+    (:meth:`Node.admits`); and a bool ``no_ack`` (False if it has none): its front end
+    acks each message as it hands it out (a queue another worker owns is then done with
+    it as it sends it).
     """
 
     id: int
@@ -275,6 +280,61 @@ class Node:
 
     def reject(self, msg: QueuedMessage) -> None:
         """``msg`` is dead (1.0 rejected, 0-9-1 nack/reject without requeue): dead-letter or drop it."""
+
+
+T = TypeVar("T")
+
+Answered = Callable[[Callable[[], T]], None]
+"""Told the answer to a question put to a node that answers later (:class:`NodeElsewhere`):
+called with a function that returns the answer, or raises the core's
+:class:`~.vhost.ModelError` the node answered instead (not found, locked, in use...)."""
+
+Refused = Callable[["PublishResult | None"], None]
+"""Told why a publish to a node that answers later was not taken after all: the node's
+answer, or None (it could not be reached)."""
+
+
+class NodeElsewhere(Node):
+    """A queue that another part of the broker holds (another worker owns it), as a front
+    end here reaches it (:meth:`~.vhost.VirtualHost.elsewhere`): published to and consumed
+    from as a node here, while what a local queue answers at once (its counts, whether it
+    exists, a declaration, a purge, ``basic.get``) is answered later, through ``answered``
+    (at most once; the front end holds the connection's next methods until then)."""
+
+    kind = "remote"
+    count = 0
+    """Messages held here: none (a front end reads this for ``available``)."""
+
+    def publish_answered(self, msg: QueuedMessage, on_stored: Callable[[], None], on_refused: Refused) -> PublishResult:
+        """:meth:`publish`, with ``on_refused`` told if the holder does not take it after all."""
+        raise NotImplementedError
+
+    def ask_status(self, answered: Answered[tuple[int, int]]) -> None:
+        """Its messages and consumers (not found, if there is no such queue)."""
+        raise NotImplementedError
+
+    def ask_declare(
+        self, *, durable: bool, arguments: Mapping[str, Any], auto_delete: bool, answered: Answered[tuple[int, int]]
+    ) -> None:
+        """Declare it where it is held (the existing one if there is one): its messages and consumers."""
+        raise NotImplementedError
+
+    def ask_purge(self, answered: Answered[int]) -> None:
+        """Drop its ready messages: how many."""
+        raise NotImplementedError
+
+    def ask_delete(self, *, if_unused: bool, if_empty: bool, answered: Answered[int]) -> None:
+        """Delete it (its consumers are cancelled): the messages it held."""
+        raise NotImplementedError
+
+    def ask_get(self, answered: Answered[tuple[QueuedMessage | None, int]]) -> None:
+        """Take its next message (settled later as a consumer's) and the count left."""
+        raise NotImplementedError
+
+    def ask_consume(self, consumer: Consumer, *, exclusive: bool, answered: Answered[ConsumeResult]) -> None:
+        """Add ``consumer`` if the queue admits it (:meth:`Node.admits`, decided where it is
+        held); ``answered`` before anything is delivered to it."""
+        raise NotImplementedError
 
 
 class DuplicateWindow:

@@ -34,7 +34,7 @@ from .exchanges import (
     routing_key_of,
 )
 from .message import QueuedMessage
-from .nodes import Journal, Node, PublishResult
+from .nodes import Journal, Node, NodeElsewhere, PublishResult, Refused
 from .partitioned import PartitionedStream
 from .policies import RuntimePolicy, combined_arguments, pick_policy
 from .qpid_queues import alternate_exchange, is_no_local, not_local
@@ -78,6 +78,11 @@ class ResourceLocked(ModelError):
 
 class PreconditionFailed(ModelError):
     """Exists with other properties (1.0 amqp:precondition-failed; 0-9-1 PRECONDITION_FAILED 406)."""
+
+
+def _dropped(on_stored: Callable[[], None]) -> Refused:
+    """What a late refusal does for a publisher that asked for none (see :meth:`VirtualHost.route`)."""
+    return lambda result: on_stored()
 
 
 class VirtualHost:
@@ -236,6 +241,15 @@ class VirtualHost:
         """The queue or stream called ``name`` (what the default exchange routes to)."""
         node = self.nodes.get(name)
         return node if isinstance(node, (Queue, Stream)) else None
+
+    def elsewhere(self, name: str) -> NodeElsewhere | None:
+        """The stand-in for queue ``name`` if another worker owns it (:attr:`Broker.placement`);
+        None for a node of this worker's (always, with one worker)."""
+        placement = self.broker.placement
+        if placement is None:
+            return None
+        node = placement(self.name, name)
+        return node if isinstance(node, NodeElsewhere) else None
 
     def declare_queue(
         self,
@@ -656,20 +670,33 @@ class VirtualHost:
         return list(queues.values())
 
     def route(
-        self, exchange: Exchange, msg: QueuedMessage, key: str | None, on_stored: Callable[[], None]
+        self,
+        exchange: Exchange,
+        msg: QueuedMessage,
+        key: str | None,
+        on_stored: Callable[[], None],
+        on_refused: Refused | None = None,
     ) -> PublishResult:
         """Publish ``msg`` to every queue it reaches from ``exchange`` (``key`` None: the
         message's own routing key). ``on_stored`` runs once every queue that took it has it
         safe. :attr:`~PublishResult.TAKEN` if any queue took it; else (``on_stored`` never
         called) :attr:`~PublishResult.UNROUTABLE` if it reached no queue,
-        :attr:`~PublishResult.FULL` if every queue it reached refused it."""
+        :attr:`~PublishResult.FULL` if every queue it reached refused it. A queue another
+        worker owns answers later: if every queue that took it was such a queue and did not
+        take it after all, ``on_refused`` is told why instead of ``on_stored`` (without
+        ``on_refused``: ``on_stored`` runs then, as these callers treat a message no queue
+        took: done with, dropped)."""
         queues = self.destinations(exchange, msg, key)
         if not queues:
             return PublishResult.UNROUTABLE
         msg.mark_published(exchange.name, key)
         if len(queues) == 1:
-            return queues[0].publish(msg, on_stored)
+            q = queues[0]
+            if isinstance(q, NodeElsewhere):  # (a queue another worker owns)
+                return q.publish_answered(msg, on_stored, on_refused or _dropped(on_stored))
+            return q.publish(msg, on_stored)
         remaining = len(queues) + 1  # one extra hold, let go below if any queue took it
+        taken = 0
 
         def one_stored() -> None:
             nonlocal remaining
@@ -677,9 +704,20 @@ class VirtualHost:
             if remaining == 0:
                 on_stored()
 
-        taken = 0
+        def one_refused(result: PublishResult | None) -> None:  # (a queue another worker owns)
+            nonlocal taken
+            taken -= 1
+            if taken == 0:
+                (on_refused or _dropped(on_stored))(PublishResult.FULL if result is not None else None)
+                return
+            one_stored()
+
         for q in queues:
-            if q.publish(msg.copy(), one_stored) is PublishResult.TAKEN:  # (no __bool__ call)
+            if isinstance(q, NodeElsewhere):
+                result = q.publish_answered(msg.copy(), one_stored, one_refused)
+            else:
+                result = q.publish(msg.copy(), one_stored)
+            if result is PublishResult.TAKEN:  # (no __bool__ call)
                 taken += 1
             else:
                 remaining -= 1
@@ -800,7 +838,10 @@ class _DefaultExchange(DirectExchange):
         self.vhost = vhost
 
     def match(self, msg: QueuedMessage, key: str | None) -> list[Destination]:
-        q = self.vhost.queue(routing_key_of(msg, key))
+        name = routing_key_of(msg, key)
+        q = self.vhost.queue(name)
+        if q is None:  # a queue another worker owns: its owner says whether it is there
+            q = self.vhost.elsewhere(name)  # type: ignore[assignment]
         return [q] if q is not None else []
 
 

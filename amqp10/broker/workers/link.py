@@ -21,7 +21,10 @@ message-format:
   other worker, each record with the owner's reference (:func:`encode_deliveries`),
   pre-settled;
 - :data:`CONTROL_FORMAT`: control records (:data:`CONTROL`): a consumer's credit, in
-  messages (:data:`GRANT`), and its outcomes by reference (:data:`OUTCOME`).
+  messages (:data:`GRANT`), and its outcomes by reference (:data:`OUTCOME`);
+- :data:`REQUEST_FORMAT` and :data:`REPLY_FORMAT`: a question about one node (its
+  status, a declaration, a purge, a deletion, a ``basic.get``) and the owner's answer,
+  each an AMQP-encoded list (:func:`encode_request`), pre-settled; rare, so not batched.
 
 So the engine works per batch, not per message: a message whose node is on another
 worker costs about 1.3x the instructions of a local one (bench/RESULTS.md).
@@ -38,9 +41,10 @@ import logging
 import socket
 import struct
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from ...transport import Connection, ConnectionClosed, ConnectionFailed, Event
+from ...types import decode, encode
 from ..core import QueuedMessage, format_named
 
 __all__ = [
@@ -50,7 +54,10 @@ __all__ = [
     "DELIVERY_FORMAT",
     "GRANT",
     "OUTCOME",
+    "STOP",
     "RECORD_FORMAT",
+    "REPLY_FORMAT",
+    "REQUEST_FORMAT",
     "InternalLink",
     "LinkHandler",
     "RecordError",
@@ -58,9 +65,11 @@ __all__ = [
     "decode_control",
     "decode_deliveries",
     "decode_record",
+    "decode_request",
     "encode_batch",
     "encode_deliveries",
     "encode_record",
+    "encode_request",
     "run_link",
 ]
 
@@ -77,14 +86,21 @@ length and the owner's reference for it (what the consumer's outcome names). Pre
 the outcomes and the consumer's credit, in messages, come back as control records."""
 CONTROL_FORMAT = 0x00A1_0004
 """The message-format of a batch of control records (:data:`CONTROL`), pre-settled."""
+REQUEST_FORMAT = 0x00A1_0005
+"""The message-format of a question to the owner about one node (:func:`encode_request`)."""
+REPLY_FORMAT = 0x00A1_0006
+"""The message-format of the owner's answer to a question (:func:`encode_request`)."""
 _LEN = struct.Struct("<I")
 _LEN_REF = struct.Struct("<IQ")
 CONTROL = struct.Struct("<BQqBd")
-"""One control record: what (:data:`GRANT` or :data:`OUTCOME`), the consumer (its id on the
+"""One control record: what (:data:`GRANT`, :data:`OUTCOME` or :data:`STOP`), the consumer (its id on the
 consuming side), the messages granted or the reference settled, the outcome's code, and
 a release's due time (a delayed retry, seconds since the epoch; 0.0: none)."""
 GRANT = 1
 OUTCOME = 2
+STOP = 3
+"""A consumer is cancelled: the owner delivers it nothing more, and waits for its
+outcomes for what it holds (the link closes once it holds nothing)."""
 
 _HEAD = struct.Struct("<BBHHIQddd")
 """flags, priority, message-id length, group length, delivery count, seq, expiry, arrival, due."""
@@ -161,7 +177,9 @@ def encode_batch(records: list[bytes]) -> bytes:
 def decode_batch(payload: bytes, message_format: int) -> list[QueuedMessage]:
     """The messages of a batch, in order; raises :class:`RecordError`."""
     if message_format != BATCH_FORMAT:
-        raise RecordError(f"a transfer of message-format {message_format:#x}, not a batch of records")
+        raise RecordError(
+            f"a transfer of message-format {message_format:#x}, not a batch of records"
+        )
     return [msg for _, msg in _split(payload, _LEN)]
 
 
@@ -212,10 +230,30 @@ def decode_control(payload: bytes, message_format: int) -> list[tuple[int, int, 
     return [CONTROL.unpack_from(payload, pos) for pos in range(0, len(payload), size)]
 
 
+def encode_request(fields: list[Any]) -> bytes:
+    """A question or an answer (its number first, then what it carries) as an AMQP list."""
+    return encode(fields)
+
+
+def decode_request(payload: bytes, message_format: int, expected: int) -> list[Any]:
+    """The fields of a question or answer of ``expected`` format; raises :class:`RecordError`."""
+    if message_format != expected:
+        raise RecordError(f"a transfer of message-format {message_format:#x}, not {expected:#x}")
+    try:
+        fields = decode(payload)
+    except Exception as exc:
+        raise RecordError(f"a question or answer that does not decode: {exc}") from None
+    if not isinstance(fields, list) or not fields or not isinstance(fields[0], int):
+        raise RecordError("a question or answer that is not a numbered list")
+    return fields
+
+
 def _decode_at(payload: bytes, start: int, stop: int) -> QueuedMessage:
     """The record in ``payload[start:stop]``."""
     try:
-        flags, priority, id_len, group_len, delivery_count, seq, expiry, arrival, due = _HEAD.unpack_from(payload, start)
+        flags, priority, id_len, group_len, delivery_count, seq, expiry, arrival, due = (
+            _HEAD.unpack_from(payload, start)
+        )
         pos = start + _HEAD.size
         if pos >= stop:
             raise RecordError("a record cut short")
@@ -285,7 +323,9 @@ class InternalLink(asyncio.Protocol):
         self.reason: str | None = None
         """Why the link went (None while it is up)."""
         self._flush_pending = False
-        self._call_soon = call_soon if call_soon is not None else asyncio.get_running_loop().call_soon
+        self._call_soon = (
+            call_soon if call_soon is not None else asyncio.get_running_loop().call_soon
+        )
 
     # -- asyncio.Protocol --------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -314,7 +354,11 @@ class InternalLink(asyncio.Protocol):
             t = type(e)
             if t is ConnectionFailed or t is ConnectionClosed:
                 err = e.error  # type: ignore[attr-defined]
-                self.fail(f"{err.condition}: {err.description}" if err is not None else "the peer worker closed the link")
+                self.fail(
+                    f"{err.condition}: {err.description}"
+                    if err is not None
+                    else "the peer worker closed the link"
+                )
                 return
             handler.on_event(e)
         handler.after_events()
@@ -372,5 +416,7 @@ class InternalLink(asyncio.Protocol):
 async def run_link(sock: socket.socket, handler: LinkHandler, container_id: str) -> InternalLink:
     """Run ``handler``'s side of an internal link over the connected Unix socket ``sock``."""
     loop = asyncio.get_running_loop()
-    _, link = await loop.create_unix_connection(lambda: InternalLink(handler, container_id), sock=sock)
+    _, link = await loop.create_unix_connection(
+        lambda: InternalLink(handler, container_id), sock=sock
+    )
     return link

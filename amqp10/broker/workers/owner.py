@@ -10,9 +10,16 @@ our nodes (its address, and the virtual host in the link's properties):
   record's result (:class:`_PublishBatch`). Credit is topped up once per batch of
   events, within the node's room;
 - a *consuming* link (the peer receives): a :class:`LinkConsumer` joins the node as one of
-  its consumers; its credit, in messages, and its outcomes come as control records on the
-  peer's control link (:data:`~.remote.CONTROL_ADDRESS`), and what the node delivers to it
-  in one turn goes as one transfer.
+  its consumers, if the node admits it (an exclusive consumer, here or on another
+  worker, holds it: the attach answers which refusal and the link is detached); its
+  credit, in messages, and its outcomes come as control records on the peer's control
+  link (:data:`~.remote.CONTROL_ADDRESS`), and what the node delivers to it in one turn
+  goes as one transfer;
+- the *requests* link (:data:`~.remote.REQUESTS_ADDRESS`): questions about a node (its
+  status, a declaration, a purge, a deletion, a ``basic.get``), each answered on the
+  *replies* link (:data:`~.remote.REPLIES_ADDRESS`) with what the node answered or the
+  core's error. A ``basic.get``'s message is held here under a reference until the
+  peer's outcome for it (consumer :data:`~.remote.GETS`) comes.
 
 When a consuming link or the whole internal link goes, what the peer held unsettled is
 released to the node, as when a local consumer's connection drops.
@@ -22,6 +29,8 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections.abc import Callable
+from typing import Any
 
 from ...transport import (
     ConnectionOpened,
@@ -34,32 +43,57 @@ from ...transport import (
     LinkDetached,
     LinkFailed,
     Receiver,
+    Sender,
     SessionBegun,
 )
 from ...transport.delivery import Delivery
 from ...types import Accepted, Error, ErrorCondition, Rejected
-from ..core import Broker, Node, PublishResult, Queue, QueuedMessage, QueuePolicy
+from ..core import (
+    Broker,
+    ModelError,
+    Node,
+    NotFound,
+    PreconditionFailed,
+    PublishResult,
+    Queue,
+    QueuedMessage,
+    QueuePolicy,
+    VirtualHost,
+)
 from .link import (
     DELIVERY_FORMAT,
     GRANT,
     OUTCOME,
+    REPLY_FORMAT,
+    REQUEST_FORMAT,
+    STOP,
     InternalLink,
     decode_batch,
     decode_control,
+    decode_request,
     encode_deliveries,
     encode_record,
+    encode_request,
 )
 from .remote import (
     ACCEPT,
+    ADMITTED,
+    AT_MOST_ONCE,
+    CONSUME_RESULTS,
     CONSUMER_ID,
     CONTROL_ADDRESS,
+    EXCLUSIVE,
     FAILED,
+    GETS,
     NEEDS_MESSAGE_IDS,
     PRIORITY,
     PUBLISH_RESULTS,
     REFUSED_IN_PART,
     REJECT,
+    REPLIES_ADDRESS,
+    REQUESTS_ADDRESS,
     RESULTS,
+    ROUTED,
     UNDELIVERABLE,
     VHOST,
 )
@@ -129,21 +163,39 @@ class LinkConsumer:
     node delivers in one turn goes as one pre-settled transfer, each message with a
     reference that the consumer's outcome names."""
 
-    __slots__ = ("_pending", "_refs", "_server", "allowed", "browse", "id", "in_flight", "link", "node", "priority")
+    __slots__ = (
+        "_pending", "_refs", "_server", "allowed", "at_most_once", "browse", "exclusive", "id", "in_flight", "link",
+        "node", "priority",
+    )  # fmt: skip
 
-    def __init__(self, server: NodeServer, link: Link, node: Node, consumer_id: int, *, browse: bool, priority: int) -> None:
+    def __init__(
+        self,
+        server: NodeServer,
+        link: Link,
+        node: Node,
+        consumer_id: int,
+        *,
+        browse: bool,
+        priority: int,
+        exclusive: bool,
+    ) -> None:
         self._server = server
         self.link = link
         self.node = node
         self.id = consumer_id
         self.browse = browse
         self.priority = priority
+        self.exclusive = exclusive
+        """It wants the node to itself (a 0-9-1 exclusive consumer on the other worker)."""
         self.allowed = 0
         """Messages the other worker's consumer may still be sent (its grants, less what was sent)."""
         self.in_flight: dict[int, QueuedMessage] = {}
         """Reference -> a message sent and not settled yet."""
         self._refs = itertools.count(1)
         self._pending: list[int] = []  # references of this turn, not yet sent
+        self.at_most_once = False
+        """Its front end settles each message as it hands it out (0-9-1 no-ack): done with here
+        as it is sent, and sent without a reference (no outcome comes back)."""
 
     def credit(self) -> int:
         return self.allowed
@@ -167,6 +219,11 @@ class LinkConsumer:
             return  # (released with the rest of what it held, as the link went)
         in_flight = self.in_flight
         records = [encode_record(in_flight[r]) for r in refs]
+        if self.at_most_once:  # done with as it is sent, as a no-ack delivery on one broker
+            ack = self.node.ack
+            for r in refs:
+                ack(in_flight.pop(r))
+            refs = [0] * len(refs)
         link.send(encode_deliveries(refs, records), settled=True, message_format=DELIVERY_FORMAT)  # type: ignore[attr-defined]
 
     def grant(self, n: int) -> None:
@@ -179,24 +236,21 @@ class LinkConsumer:
         msg = self.in_flight.pop(ref, None)
         if msg is None:
             return
-        node = self.node
-        if code == ACCEPT:
-            node.ack(msg)
-        elif code == REJECT:
-            node.reject(msg)
+        if code == ACCEPT:  # (the common outcome, without a call)
+            self.node.ack(msg)
         else:
-            node.release(
-                msg,
-                delivery_failed=bool(code & FAILED),
-                undeliverable_to=self.id if code & UNDELIVERABLE else None,
-                due=due or None,
-            )
+            settle(self.node, msg, code, due, self.id)
 
     def cancelled(self) -> None:
         """The node was deleted: the peer's consumer is told by the link's detach."""
         link = self.link
         if link.is_attached:
-            link.detach(Error(condition=ErrorCondition.RESOURCE_DELETED, description=f"node {self.node.name!r} was deleted"))
+            link.detach(
+                Error(
+                    condition=ErrorCondition.RESOURCE_DELETED,
+                    description=f"node {self.node.name!r} was deleted",
+                )
+            )
             self._server.wrote()
         self._server.forget(link)
 
@@ -206,6 +260,61 @@ class LinkConsumer:
         in_flight, self.in_flight = self.in_flight, {}
         self._pending = []
         for msg in in_flight.values():
+            node.release(msg)
+
+
+def settle(node: Node, msg: QueuedMessage, code: int, due: float, consumer_id: int) -> None:
+    """Apply the other worker's outcome ``code`` for ``msg`` (its consumer ``consumer_id``) on ``node``."""
+    if code == ACCEPT:
+        node.ack(msg)
+    elif code == REJECT:
+        node.reject(msg)
+    else:
+        node.release(
+            msg,
+            delivery_failed=bool(code & FAILED),
+            undeliverable_to=consumer_id if code & UNDELIVERABLE else None,
+            due=due or None,
+        )
+
+
+class _ByName(Node):
+    """A queue of ours as the other worker's default exchange reaches it: found by name at
+    each publish; unroutable while there is no such queue (nothing is made)."""
+
+    def __init__(self, vhost: VirtualHost, name: str) -> None:
+        super().__init__(name, QueuePolicy())
+        self._vhost = vhost
+
+    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
+        q = self._vhost.queue(self.name)
+        return PublishResult.UNROUTABLE if q is None else q.publish(msg, on_stored)
+
+    def room(self) -> int | None:
+        q = self._vhost.queue(self.name)
+        return None if q is None else q.room()
+
+
+class _Gets:
+    """What ``basic.get`` on the other worker took from our nodes, until its outcome comes."""
+
+    def __init__(self) -> None:
+        self._refs = itertools.count(1)
+        self.in_flight: dict[int, tuple[Node, QueuedMessage]] = {}
+
+    def take(self, node: Node, msg: QueuedMessage) -> int:
+        ref = next(self._refs)
+        self.in_flight[ref] = (node, msg)
+        return ref
+
+    def settled(self, ref: int, code: int, due: float = 0.0) -> None:
+        entry = self.in_flight.pop(ref, None)
+        if entry is not None:
+            settle(entry[0], entry[1], code, due, GETS)
+
+    def release_unsettled(self) -> None:
+        in_flight, self.in_flight = self.in_flight, {}
+        for node, msg in in_flight.values():
             node.release(msg)
 
 
@@ -220,8 +329,18 @@ class NodeServer:
         self._by_remote_id: dict[int, LinkConsumer] = {}  # its id on the other worker -> it
         self._ready: list[LinkConsumer] = []  # consumers with deliveries to send this turn
         self._control: Receiver | None = None
+        self._requests: Receiver | None = None
+        self._replies: Sender | None = None
+        self._gets = _Gets()
         self._touched: set[int] = set()
         self.reason: str | None = None
+        self._ops: dict[str, Callable[[Any, list[Any]], list[Any]]] = {
+            "status": self._status,
+            "declare": self._declare,
+            "purge": self._purge,
+            "delete": self._delete,
+            "get": self._get,
+        }
 
     # -- LinkHandler --------------------------------------------------------------------------
     def started(self, link: InternalLink) -> None:
@@ -233,6 +352,8 @@ class NodeServer:
             link = e.link  # type: ignore[attr-defined]
             if link is self._control:
                 self._controlled(e.delivery)  # type: ignore[attr-defined]
+            elif link is self._requests:
+                self._asked(e.delivery)  # type: ignore[attr-defined]
             else:
                 self._publish(link, e.delivery)  # type: ignore[attr-defined]
         elif t is LinkAttached:
@@ -272,6 +393,7 @@ class NodeServer:
             c = self.consumers.pop(key)
             c.node.remove_consumer(c)
             c.release_unsettled()
+        self._gets.release_unsettled()
         self.publishing.clear()
 
     # -- links --------------------------------------------------------------------------------
@@ -289,33 +411,63 @@ class NodeServer:
             address = getattr(link.remote_source, "address", None)
         if vhost is None or not address:
             return None
+        if props and props.get(ROUTED):  # by name at each publish, as the default exchange routes
+            return _ByName(vhost, str(address))
         # made on first use here, as on a broker of one worker (the worker that stands in
         # for it made nothing: its lookup answered the stand-in)
         return vhost.lookup(str(address), create=True)
 
     def _attached(self, link: Link) -> None:
-        if isinstance(link, Receiver) and getattr(link.remote_target, "address", None) == CONTROL_ADDRESS:
+        if isinstance(link, Receiver) and getattr(link.remote_target, "address", None) in (
+            CONTROL_ADDRESS,
+            REQUESTS_ADDRESS,
+        ):
+            address = str(link.remote_target.address)
             link.attach(source=link.remote_source, target=link.remote_target)
-            self._control = link
-            self.publishing[id(link)] = (link, Node(CONTROL_ADDRESS, QueuePolicy()))  # (credit as a publisher's)
+            if address == CONTROL_ADDRESS:
+                self._control = link
+            else:
+                self._requests = link
+            self.publishing[id(link)] = (link, Node(address, QueuePolicy()))  # (credit as a publisher's)
             link.flow(PUBLISH_WINDOW)
+            self.wrote()
+            return
+        if isinstance(link, Sender) and getattr(link.remote_source, "address", None) == REPLIES_ADDRESS:
+            link.attach(source=link.remote_source, target=link.remote_target)
+            self._replies = link
             self.wrote()
             return
         node = self._node(link)
         if node is None:
             link.attach(source=link.remote_source, target=link.remote_target)
-            link.detach(Error(condition=ErrorCondition.NOT_FOUND, description="no such node on its owner"))
+            link.detach(
+                Error(condition=ErrorCondition.NOT_FOUND, description="no such node on its owner")
+            )
             self.wrote()
             return
         if isinstance(link, Receiver):
             link.properties = {NEEDS_MESSAGE_IDS: node.needs_message_ids}
-        link.attach(source=link.remote_source, target=link.remote_target)
-        if isinstance(link, Receiver):
+            link.attach(source=link.remote_source, target=link.remote_target)
             link.context = node
             self.publishing[id(link)] = (link, node)
             self._grant(link, node)
         else:
-            props = link.remote_attach.properties if link.remote_attach is not None else None
+            props = (
+                link.remote_attach.properties if link.remote_attach is not None else None
+            ) or {}
+            exclusive = bool(props.get(EXCLUSIVE, False))
+            admitted = node.admits(exclusive=exclusive)
+            link.properties = {ADMITTED: CONSUME_RESULTS.index(admitted)}
+            link.attach(source=link.remote_source, target=link.remote_target)
+            if not admitted:
+                link.detach(
+                    Error(
+                        condition=ErrorCondition.RESOURCE_LOCKED,
+                        description=f"node {node.name!r} is in exclusive use",
+                    )
+                )
+                self.wrote()
+                return
             mode = getattr(link.remote_source, "distribution_mode", None)
             c = LinkConsumer(
                 self,
@@ -323,11 +475,13 @@ class NodeServer:
                 node,
                 self.broker.next_consumer_id(),
                 browse=mode is not None and str(mode) == "copy",
-                priority=int((props or {}).get(PRIORITY, 0)),
+                priority=int(props.get(PRIORITY, 0)),
+                exclusive=exclusive,
             )
+            c.at_most_once = bool(props.get(AT_MOST_ONCE, False))
             link.context = c
             self.consumers[id(link)] = c
-            remote_id = (props or {}).get(CONSUMER_ID)
+            remote_id = props.get(CONSUMER_ID)
             if remote_id is not None:
                 self._by_remote_id[int(remote_id)] = c
             node.add_consumer(c)
@@ -391,6 +545,10 @@ class NodeServer:
         self._touched.add(id(d.link))
         consumers = self._by_remote_id
         for what, consumer_id, n, code, due in decode_control(d.payload, d.message_format):
+            if consumer_id == GETS:
+                if what == OUTCOME:
+                    self._gets.settled(n, code, due)
+                continue
             c = consumers.get(consumer_id)
             if c is None:
                 continue  # its link went meanwhile (what it held was released)
@@ -398,3 +556,76 @@ class NodeServer:
                 c.settled(n, code, due)
             elif what == GRANT:
                 c.grant(n)
+            elif what == STOP:  # cancelled: nothing more to it; its outcomes still come
+                c.allowed = 0
+                c.node.remove_consumer(c)
+
+    # -- questions about our nodes ----------------------------------------------------------------
+    def _asked(self, d: Delivery) -> None:
+        """A question from the other worker: answer it on the replies link."""
+        self._touched.add(id(d.link))
+        n, op, vhost_name, name, *args = decode_request(
+            d.payload, d.message_format, REQUEST_FORMAT
+        )
+        run = self._ops.get(str(op))
+        vhost = self.broker.vhost(str(vhost_name))
+        error: str | None = None
+        text = ""
+        values: list[Any] = []
+        try:
+            if run is None:
+                raise PreconditionFailed(f"no such question as {op!r}")
+            if vhost is None:
+                raise NotFound(f"no vhost {vhost_name!r}")
+            values = run(vhost, [str(name), *args])
+        except ModelError as exc:
+            error, text = type(exc).__name__, str(exc)
+        answer = encode_request([n, error, text, *values])
+
+        def send() -> None:  # once what it changed is stored, as a broker answers a declare
+            replies = self._replies
+            if replies is not None and replies.is_attached:
+                replies.send(answer, settled=True, message_format=REPLY_FORMAT)
+                self.wrote()
+
+        self.broker.after_commit(send)
+
+    @staticmethod
+    def _queue(vhost: Any, name: str) -> Queue:
+        q = vhost.queue(name)
+        if not isinstance(q, Queue):
+            raise NotFound(f"no queue '{name}' in vhost '{vhost.name}'")
+        return q
+
+    def _status(self, vhost: Any, args: list[Any]) -> list[Any]:
+        q = self._queue(vhost, args[0])
+        return [q.count, len(q.consumers)]
+
+    def _declare(self, vhost: Any, args: list[Any]) -> list[Any]:
+        name, durable, arguments, auto_delete = args
+        q = vhost.declare_queue(
+            name, durable=bool(durable), arguments=arguments or {}, auto_delete=bool(auto_delete)
+        )
+        return [q.count, len(q.consumers)]
+
+    def _purge(self, vhost: Any, args: list[Any]) -> list[Any]:
+        return [self._queue(vhost, args[0]).purge()]
+
+    def _delete(self, vhost: Any, args: list[Any]) -> list[Any]:
+        name, if_unused, if_empty = args
+        q = self._queue(vhost, name)
+        where = f"queue '{name}' in vhost '{vhost.name}'"
+        if if_unused and q.consumers:
+            raise PreconditionFailed(f"{where} in use")
+        if if_empty and q.count:
+            raise PreconditionFailed(f"{where} not empty")
+        count = q.count
+        vhost.delete_node(name)
+        return [count]
+
+    def _get(self, vhost: Any, args: list[Any]) -> list[Any]:
+        q = self._queue(vhost, args[0])
+        msg = q.get()
+        if msg is None:
+            return [q.count]
+        return [q.count, self._gets.take(q, msg), encode_record(msg)]

@@ -32,7 +32,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ...transport import (
@@ -49,27 +49,54 @@ from ...transport import (
 )
 from ...transport.delivery import Delivery
 from ...types import Accepted, Rejected, Source, Target, symbol
-from ..core import Consumer, ConsumeResult, Node, PublishResult, QueuedMessage, QueuePolicy
+from ..core import (
+    AccessRefused,
+    Answered,
+    Consumer,
+    ConsumeResult,
+    ModelError,
+    NodeElsewhere,
+    NotFound,
+    PreconditionFailed,
+    PublishResult,
+    QueuedMessage,
+    QueuePolicy,
+    Refused,
+    ResourceLocked,
+)
 from .link import (
     BATCH_FORMAT,
     CONTROL,
     CONTROL_FORMAT,
     GRANT,
     OUTCOME,
+    REPLY_FORMAT,
+    REQUEST_FORMAT,
+    STOP,
     InternalLink,
     decode_deliveries,
+    decode_record,
+    decode_request,
     encode_batch,
     encode_record,
+    encode_request,
 )
 
 __all__ = [
+    "ADMITTED",
+    "AT_MOST_ONCE",
+    "CONSUME_RESULTS",
     "CREDIT_BATCH",
+    "EXCLUSIVE",
+    "GETS",
+    "REPLIES_ADDRESS",
+    "REQUESTS_ADDRESS",
+    "ROUTED",
     "PUBLISH_RESULTS",
     "REFUSED_IN_PART",
     "RESULTS",
     "RemoteNode",
     "RemoteNodes",
-    "Refused",
 ]
 
 log = logging.getLogger("amqp10.broker.workers")
@@ -106,47 +133,112 @@ REFUSED_IN_PART = symbol("amqp10:publish:not-taken")
 holds :data:`RESULTS`: one code a record, in order (:data:`PUBLISH_RESULTS`)."""
 RESULTS = symbol("results")
 
-Refused = Callable[[PublishResult | None], None]
-"""Told why a publish was not taken: the owner's answer, or None (the owner is unavailable)."""
+AT_MOST_ONCE = symbol("at-most-once")
+"""In a consuming link's properties: its consumer's front end settles each message as it
+hands it out (a consumer's ``no_ack``, 0-9-1's): the owner is done with each as it sends
+it, and no outcome comes back."""
+ROUTED = symbol("routed")
+"""In a publishing link's properties: its messages go to the queue by name, as the default
+exchange routes them (unroutable if the owner has no such queue; none is made)."""
+EXCLUSIVE = symbol("exclusive")
+"""In a consuming link's properties: its consumer wants the queue to itself."""
+ADMITTED = symbol("admitted")
+"""In the owner's answer to a consuming link: whether it admitted the consumer (an index
+into :data:`CONSUME_RESULTS`; a refused link is detached next)."""
+CONSUME_RESULTS: tuple[ConsumeResult, ...] = tuple(ConsumeResult)
+GETS = 0
+"""The consumer id, in control records, of what ``basic.get`` took (no consumer has id 0)."""
+REQUESTS_ADDRESS = "$requests"
+"""The target of the link that carries questions about nodes to the owner."""
+REPLIES_ADDRESS = "$replies"
+"""The source of the link that carries the owner's answers back."""
+REPLY_CREDIT = 1000
+
+_MODEL_ERRORS: dict[str, type[ModelError]] = {
+    cls.__name__: cls for cls in (NotFound, AccessRefused, ResourceLocked, PreconditionFailed)
+}
+"""The core's refusals an owner's answer may name (by class name)."""
 
 _TAKEN = PublishResult.TAKEN
 
+Replied = Callable[[str | None, str, list[Any]], None]
+"""Told the owner's answer to a question: the name of the core error it answered (None: it
+did it), its text, and the values it answered."""
+
 
 def _nobody_told(result: PublishResult | None) -> None:
-    log.debug("a publish to a remote node was refused (%s) and its publisher asked for no answer", result)
+    log.debug(
+        "a publish to a remote node was refused (%s) and its publisher asked for no answer", result
+    )
 
 
 class _Feed:
-    """One consumer of a remote node: its link on the owner and what waits here for its credit."""
+    """One consumer of a remote node: its link on the owner and what waits here for its credit.
 
-    __slots__ = ("consumer", "held", "link", "outstanding", "waiting")
+    A feed outlives its link: when the owner goes, the link is gone (None) and the feed
+    waits, its consumer none the wiser, until the link to the owner is back and opens it
+    again. The feed of a node's ``basic.get`` messages (:data:`GETS`) has no consumer."""
 
-    def __init__(self, consumer: Consumer, link: Receiver) -> None:
+    __slots__ = (
+        "answered",
+        "consumer",
+        "exclusive",
+        "held",
+        "id",
+        "link",
+        "outstanding",
+        "stopping",
+        "waiting",
+    )
+
+    def __init__(
+        self,
+        consumer: Consumer | None,
+        *,
+        exclusive: bool = False,
+        answered: Answered[ConsumeResult] | None = None,
+    ) -> None:
         self.consumer = consumer
-        self.link = link
+        self.id = GETS if consumer is None else consumer.id
+        self.exclusive = exclusive
+        self.answered = answered
+        """Told the owner's admission, once (then None)."""
+        self.link: Receiver | None = None
         self.waiting: deque[QueuedMessage] = deque()
         self.outstanding = 0
         """Messages granted to the owner and not yet arrived."""
         self.held: dict[QueuedMessage, int] = {}
         """Messages delivered here and not settled yet -> the owner's reference for each."""
+        self.stopping = False
+        """Its consumer was removed while it held messages: the link closes once they are settled."""
 
 
-class RemoteNode(Node):
+class _Outlet:
+    """One publishing link to a remote node's owner and this turn's batch for it."""
+
+    __slots__ = ("answers", "batch", "routed", "sender")
+
+    def __init__(self, *, routed: bool) -> None:
+        self.routed = routed
+        self.sender: Sender | None = None
+        self.batch: list[bytes] = []  # this turn's records, not yet sent
+        self.answers: list[tuple[Callable[[], None], Refused | None]] = []  # their publishers
+
+
+class RemoteNode(NodeElsewhere):
     """A stand-in for node ``name`` of ``vhost``, owned by the worker at the other end of ``nodes``."""
-
-    kind = "remote"
-    count = 0
-    """Messages held here: none (they are on the owner; a front end reads this for ``available``)."""
 
     def __init__(self, nodes: RemoteNodes, vhost: str, name: str) -> None:
         super().__init__(name, QueuePolicy())
         self.vhost = vhost
         self._nodes = nodes
-        self._sender: Sender | None = None
-        self._batch: list[bytes] = []  # this turn's records, not yet sent
-        self._answers: list[tuple[Callable[[], None], Refused | None]] = []  # their publishers
+        self._direct = _Outlet(routed=False)  # what a publisher to the node sends (1.0)
+        self._routed = _Outlet(routed=True)  # what the default exchange routes to it (0-9-1)
         self._feeds: dict[int, _Feed] = {}  # consumer id -> its feed
-        self._feed_of: dict[QueuedMessage, _Feed] = {}  # delivered here, not settled yet -> its feed
+        self._feed_of: dict[
+            QueuedMessage, _Feed
+        ] = {}  # delivered here, not settled yet -> its feed
+        self._gets = _Feed(None)  # what ``basic.get`` took from the owner, not settled yet
         self.unavailable: str | None = None
         """Why the owner cannot be reached (the link failed), or None."""
 
@@ -157,31 +249,55 @@ class RemoteNode(Node):
 
     # -- publish ------------------------------------------------------------------------------
     def publish(
-        self, msg: QueuedMessage, on_stored: Callable[[], None], on_refused: Refused | None = None
+        self,
+        msg: QueuedMessage,
+        on_stored: Callable[[], None],
+        on_refused: Refused | None = None,
+        *,
+        out: _Outlet | None = None,
     ) -> PublishResult:
         """Forward ``msg`` to the owner (with the rest of this turn's batch); ``on_stored`` once
-        it took it, else ``on_refused``."""
+        it took it, else ``on_refused``. The owner makes the node if it has none (as a 1.0
+        publisher's attach makes it on a broker of one worker). ``out``: the publishing link
+        (:meth:`publish_answered`'s; else the direct one)."""
         if self.unavailable is not None:
             (on_refused or _nobody_told)(None)
             return _TAKEN
-        if not self._batch:
+        if out is None:
+            out = self._direct
+        batch = out.batch
+        if not batch:
             self._nodes.batch_ready(self)
-        self._batch.append(encode_record(msg))
-        self._answers.append((on_stored, on_refused))
+        batch.append(encode_record(msg))
+        out.answers.append((on_stored, on_refused))
         return _TAKEN
 
+    def publish_answered(
+        self, msg: QueuedMessage, on_stored: Callable[[], None], on_refused: Refused
+    ) -> PublishResult:
+        """:meth:`publish` as the default exchange routes to a queue by name: if the owner
+        has no such queue, ``on_refused`` gets unroutable (nothing is made)."""
+        return self.publish(msg, on_stored, on_refused, out=self._routed)
+
     def _send_batch(self) -> None:
-        """This turn's publishes go as one transfer (the end of the turn: the link writes)."""
-        batch = self._batch
-        if not batch or self.unavailable is not None:
+        """This turn's publishes go as one transfer a link (the end of the turn: the link writes)."""
+        if self.unavailable is not None:
             return
-        answers = self._answers
-        self._batch, self._answers = [], []
-        sender = self._sender
-        if sender is None:
-            sender = self._sender = self._nodes.open_sender(self)
-        d = sender.send(encode_batch(batch), message_format=BATCH_FORMAT)
-        d.context = answers
+        for out in (self._direct, self._routed):
+            batch = out.batch
+            if not batch:
+                continue
+            answers = out.answers
+            out.batch, out.answers = [], []
+            sender = out.sender
+            if sender is None:
+                sender = out.sender = self._nodes.open_sender(self, routed=out.routed)
+            d = sender.send(encode_batch(batch), message_format=BATCH_FORMAT)
+            d.context = answers
+
+    def _sending(self) -> bool:
+        """Whether publishes to it wait for the owner's credit (a question waits behind them)."""
+        return any(out.sender is not None and out.sender.queued for out in (self._direct, self._routed))
 
     @staticmethod
     def _answered(state: Any, answers: list[tuple[Callable[[], None], Refused | None]]) -> None:
@@ -193,7 +309,11 @@ class RemoteNode(Node):
         codes = None
         if type(state) is Rejected and state.error is not None and state.error.info:
             codes = state.error.info.get(RESULTS)
-        if isinstance(codes, bytes) and len(codes) == len(answers) and max(codes) < len(PUBLISH_RESULTS):
+        if (
+            isinstance(codes, bytes)
+            and len(codes) == len(answers)
+            and max(codes) < len(PUBLISH_RESULTS)
+        ):
             for (on_stored, on_refused), code in zip(answers, codes, strict=True):
                 if code == 0:
                     on_stored()
@@ -205,31 +325,130 @@ class RemoteNode(Node):
         for _, on_refused in answers:
             (on_refused or _nobody_told)(result)
 
+    # -- questions to the owner -----------------------------------------------------------------
+    def _ask(
+        self, op: str, args: list[Any], answer: Callable[[list[Any]], Any], answered: Answered[Any]
+    ) -> None:
+        """Put ``op`` to the owner; ``answered`` gets ``answer(values)`` or the error it answered."""
+
+        def replied(error: str | None, text: str, values: list[Any]) -> None:
+            if error is not None:
+                exc = _MODEL_ERRORS.get(error, PreconditionFailed)(text)
+
+                def fail() -> Any:
+                    raise exc
+
+                answered(fail)
+                return
+            result = answer(values)
+            answered(lambda: result)
+
+        self._nodes.ask(self, [op, self.vhost, self.name, *args], replied)
+
+    def ask_status(self, answered: Answered[tuple[int, int]]) -> None:
+        self._ask("status", [], _counts, answered)
+
+    def ask_declare(
+        self,
+        *,
+        durable: bool,
+        arguments: Mapping[str, Any],
+        auto_delete: bool,
+        answered: Answered[tuple[int, int]],
+    ) -> None:
+        self._ask("declare", [durable, dict(arguments), auto_delete], _counts, answered)
+
+    def ask_purge(self, answered: Answered[int]) -> None:
+        self._ask("purge", [], _first, answered)
+
+    def ask_delete(self, *, if_unused: bool, if_empty: bool, answered: Answered[int]) -> None:
+        self._ask("delete", [if_unused, if_empty], _first, answered)
+
+    def ask_get(self, answered: Answered[tuple[QueuedMessage | None, int]]) -> None:
+        self._ask("get", [], self._got, answered)
+
+    def _got(self, values: list[Any]) -> tuple[QueuedMessage | None, int]:
+        """The owner's answer to a ``basic.get``: the count left, and the message with its reference."""
+        if len(values) < 3:
+            return None, int(values[0])
+        msg = decode_record(values[2])
+        self._gets.held[msg] = int(values[1])
+        self._feed_of[msg] = self._gets
+        return msg, int(values[0])
+
     # -- consume ------------------------------------------------------------------------------
     def admits(self, *, exclusive: bool = False) -> ConsumeResult:
-        """Every consumer is admitted here: the owner's node holds the consumers (exclusive
-        consumers across workers are not carried over the link yet)."""
+        """Every consumer is admitted here: the owner's node decides, as the consumer's link
+        attaches there (:meth:`ask_consume`)."""
         return ConsumeResult.ADMITTED
 
     def add_consumer(self, consumer: Consumer) -> None:
-        if self.unavailable is not None:
-            consumer.cancelled()
-            return
-        link = self._nodes.open_receiver(self, consumer)
-        feed = self._feeds[consumer.id] = _Feed(consumer, link)
+        """Add ``consumer``; if the owner does not admit it (an exclusive consumer holds the
+        queue there), the consumer is told with its ``refused(result)`` if it has one, else
+        cancelled."""
+        self.ask_consume(
+            consumer,
+            exclusive=bool(getattr(consumer, "exclusive", False)),
+            answered=_refusal_to(consumer),
+        )
+
+    def ask_consume(
+        self, consumer: Consumer, *, exclusive: bool, answered: Answered[ConsumeResult]
+    ) -> None:
+        feed = self._feeds[consumer.id] = _Feed(consumer, exclusive=exclusive, answered=answered)
+        if self.unavailable is None:
+            self._open(feed)
+        # (else opened once the owner is back)
+
+    def _open(self, feed: _Feed) -> None:
+        """Open ``feed``'s link on the owner (again, after the owner came back)."""
+        feed.outstanding = 0
+        assert feed.consumer is not None
+        link = feed.link = self._nodes.open_receiver(self, feed.consumer, exclusive=feed.exclusive)
         link.context = (self, feed)
-        self._top_up(feed)
+
+    def _admitted(self, feed: _Feed, code: int) -> None:
+        """The owner answered ``feed``'s attach: its consumer is admitted, or not (code: an
+        index into :data:`CONSUME_RESULTS`)."""
+        result = (
+            CONSUME_RESULTS[code] if 0 <= code < len(CONSUME_RESULTS) else ConsumeResult.ADMITTED
+        )
+        answered, feed.answered = feed.answered, None
+        consumer = feed.consumer
+        assert consumer is not None
+        if not result:
+            self._feeds.pop(consumer.id, None)  # (the owner detaches its link)
+        if answered is not None:
+            answered(lambda: result)
+        elif not result:  # opened again after the owner's restart, and another holds it now
+            consumer.cancelled()
+        if result:
+            self._top_up(feed)
 
     def remove_consumer(self, consumer: Consumer) -> None:
+        """``consumer`` is cancelled: what waits here for it goes back to the owner; what it
+        holds it may still settle (a 0-9-1 channel keeps its unacknowledged messages after a
+        ``basic.cancel``), so its link closes once it holds nothing (:data:`STOP`)."""
         feed = self._feeds.pop(consumer.id, None)
         if feed is None:
             return
-        self._forget(feed)
+        feed.answered = None
+        for msg in feed.waiting:
+            self._settle(msg, RELEASE)
+        feed.waiting.clear()
         link = feed.link
-        if link.is_attached:
-            # outcomes given so far go first; what it held and did not settle goes back on
-            # the owner when the link closes
-            self._nodes.send_control()
+        if feed.held and link is not None and link.is_attached:
+            feed.stopping = True
+            self._nodes.control(STOP, feed.id, 0, 0)
+            return
+        self._forget(feed)
+        self._close(feed)
+
+    def _close(self, feed: _Feed) -> None:
+        """Close ``feed``'s link: what it held and did not settle goes back on the owner."""
+        link = feed.link
+        if link is not None and link.is_attached:
+            self._nodes.send_control()  # (outcomes given so far go first)
             try:
                 link.detach(closed=True)
             except IllegalStateError:
@@ -255,11 +474,17 @@ class RemoteNode(Node):
         feed_of = self._feed_of
         waiting = feed.waiting
         c = feed.consumer
+        assert c is not None
         arrived = decode_deliveries(d.payload, d.message_format)
         feed.outstanding -= len(arrived)
+        if feed.stopping:  # sent before the owner heard its consumer was cancelled: back they go
+            for ref, _ in arrived:
+                self._nodes.control(OUTCOME, feed.id, ref, RELEASE, 0.0)
+            return
         for ref, msg in arrived:
-            held[msg] = ref
-            feed_of[msg] = feed
+            if ref:  # (0: the owner was done with it as it sent it: at most once)
+                held[msg] = ref
+                feed_of[msg] = feed
             if not waiting and c.credit() > 0:
                 c.deliver(self, msg)
             else:  # its consumer took credit back meanwhile: it waits (at most a batch)
@@ -269,17 +494,22 @@ class RemoteNode(Node):
         """Give ``feed``'s consumer what waits for it, as its credit allows."""
         waiting = feed.waiting
         c = feed.consumer
+        assert c is not None
         while waiting and c.credit() > 0:
             c.deliver(self, waiting.popleft())
 
     def _top_up(self, feed: _Feed) -> None:
         """Grant the owner what ``feed``'s consumer can take (less what waits here and what is
         on its way), a batch at most."""
+        link = feed.link
+        if link is None or feed.answered is not None or not link.is_attached:
+            return  # (not admitted yet: granted once it is)
+        assert feed.consumer is not None
         target = min(feed.consumer.credit() - len(feed.waiting), CREDIT_BATCH)
-        if target > 0 and feed.outstanding <= target // 2 and feed.link.is_attached:
+        if target > 0 and feed.outstanding <= target // 2:
             more = target - feed.outstanding
             feed.outstanding = target
-            self._nodes.control(GRANT, feed.consumer.id, more, 0)
+            self._nodes.control(GRANT, feed.id, more, 0)
 
     # -- settlement ---------------------------------------------------------------------------
     def _settle(self, msg: QueuedMessage, code: int, due: float | None = None) -> None:
@@ -287,15 +517,26 @@ class RemoteNode(Node):
         if feed is None:
             return  # its link went (the owner released it) or it was settled already
         ref = feed.held.pop(msg)
-        self._nodes.control(OUTCOME, feed.consumer.id, ref, code, 0.0 if due is None else due)
+        self._nodes.control(OUTCOME, feed.id, ref, code, 0.0 if due is None else due)
+        if feed.stopping and not feed.held:
+            self._close(feed)
 
     def ack(self, msg: QueuedMessage) -> None:
         self._settle(msg, ACCEPT)
 
     def release(
-        self, msg: QueuedMessage, *, delivery_failed: bool = False, undeliverable_to: int | None = None, due: float | None = None
+        self,
+        msg: QueuedMessage,
+        *,
+        delivery_failed: bool = False,
+        undeliverable_to: int | None = None,
+        due: float | None = None,
     ) -> None:
-        code = RELEASE | (FAILED if delivery_failed else 0) | (0 if undeliverable_to is None else UNDELIVERABLE)
+        code = (
+            RELEASE
+            | (FAILED if delivery_failed else 0)
+            | (0 if undeliverable_to is None else UNDELIVERABLE)
+        )
         self._settle(msg, code, due)  # (a delayed retry: the owner holds it until ``due``)
 
     def reject(self, msg: QueuedMessage) -> None:
@@ -304,20 +545,33 @@ class RemoteNode(Node):
     # -- the link's end -----------------------------------------------------------------------
     def _lost(self, reason: str) -> None:
         """The owner is unavailable (the internal link failed): refuse what waits for its
-        answer and whatever comes later, cancel the consumers."""
+        answer and whatever is published until it is back. Consumers keep their feeds and
+        get nothing meanwhile; what they held unsettled is gone with the owner's link (it
+        comes back from the owner's store, redelivered)."""
         self.unavailable = reason
         self._publishing_gone()
-        feeds, self._feeds = self._feeds, {}
-        self._feed_of.clear()
-        for feed in feeds.values():
-            feed.consumer.cancelled()
+        for feed in (*self._feeds.values(), self._gets):
+            self._forget(feed)
+            feed.link = None
+            feed.outstanding = 0
+        self._feed_of.clear()  # (the cancelled consumers' too: the owner released what they held)
 
-    def _publishing_gone(self) -> None:
-        """The publishing link went: what waits for the owner's answer is refused (None:
-        the owner could not be reached)."""
-        waiting = self._answers
-        self._batch, self._answers = [], []
-        sender, self._sender = self._sender, None
+    def _back(self) -> None:
+        """The link to the owner is up again: every consumer's link opens again there."""
+        self.unavailable = None
+        for feed in self._feeds.values():
+            self._open(feed)
+
+    def _publishing_gone(self, out: _Outlet | None = None) -> None:
+        """A publishing link went (None: both): what waits for the owner's answer is refused
+        (None: the owner could not be reached)."""
+        if out is None:
+            self._publishing_gone(self._direct)
+            self._publishing_gone(self._routed)
+            return
+        waiting = out.answers
+        out.batch, out.answers = [], []
+        sender, out.sender = out.sender, None
         if sender is not None:
             for d in list(sender.unsettled.values()):
                 if d.context is not None and not d.remote_settled:
@@ -331,12 +585,42 @@ class RemoteNode(Node):
         publishers' waiting messages are refused, its consumer is cancelled; a later publish
         or consumer opens a new link (the node may have been made meanwhile)."""
         if feed is None:
-            if link is self._sender:
-                self._publishing_gone()
+            for out in (self._direct, self._routed):
+                if link is out.sender:
+                    self._publishing_gone(out)
             return
-        if self._feeds.pop(feed.consumer.id, None) is not None:
+        consumer = feed.consumer
+        if (
+            consumer is not None
+            and feed.link is link
+            and self._feeds.pop(consumer.id, None) is not None
+        ):
             self._forget(feed)
-            feed.consumer.cancelled()
+            consumer.cancelled()
+
+
+def _counts(values: list[Any]) -> tuple[int, int]:
+    return int(values[0]), int(values[1])
+
+
+def _first(values: list[Any]) -> int:
+    return int(values[0])
+
+
+def _refusal_to(consumer: Consumer) -> Answered[ConsumeResult]:
+    """What tells a consumer added without asking (:meth:`RemoteNode.add_consumer`) that the
+    owner did not admit it."""
+
+    def answered(result: Callable[[], ConsumeResult]) -> None:
+        r = result()
+        if not r:
+            refused = getattr(consumer, "refused", None)
+            if refused is not None:
+                refused(r)
+            else:
+                consumer.cancelled()
+
+    return answered
 
 
 class RemoteNodes:
@@ -356,6 +640,12 @@ class RemoteNodes:
         # transfer of the other direction comes between them
         self._publishing: Any = None
         self._consuming: Any = None
+        self._requests: Sender | None = None
+        self._replies: Receiver | None = None
+        self._questions = itertools.count(1)
+        # questions not answered yet (asked again if the owner restarts), and those not sent yet
+        self._asking: dict[int, tuple[RemoteNode, bytes, Replied]] = {}
+        self._asked: list[tuple[RemoteNode, bytes]] = []
         self.reason: str | None = None
         """Why the link went (None while it is up)."""
 
@@ -372,19 +662,35 @@ class RemoteNodes:
     # -- LinkHandler --------------------------------------------------------------------------
     def started(self, link: InternalLink) -> None:
         self.link = link
-        if self.reason is not None:  # opened again (the owner restarted): its nodes are back
-            self.reason = None
-            for node in self.nodes.values():
-                node.unavailable = None
         conn = link.connection
         conn.open()
         self._publishing = conn.session(incoming_window=8192)
         self._publishing.begin()
         self._control_link = self._publishing.sender(
-            "control", source=Source(address=self.container_id), target=Target(address=CONTROL_ADDRESS)
+            "control",
+            source=Source(address=self.container_id),
+            target=Target(address=CONTROL_ADDRESS),
         )
         self._control_link.attach()
+        self._requests = self._publishing.sender(
+            "requests",
+            source=Source(address=self.container_id),
+            target=Target(address=REQUESTS_ADDRESS),
+        )
+        self._requests.attach()
+        self._replies = self._publishing.receiver(
+            "replies",
+            source=Source(address=REPLIES_ADDRESS),
+            target=Target(address=self.container_id),
+        )
+        self._replies.attach()
+        self._replies.flow(REPLY_CREDIT)
         # (the consuming session begins once the owner's open allows a second channel)
+        if self.reason is not None:  # opened again (the owner restarted): its nodes are back
+            self.reason = None
+            for node in self.nodes.values():
+                node._back()
+            self._asked = [(node, question) for node, question, _ in self._asking.values()]
 
     def on_event(self, e: Event) -> None:
         t = type(e)
@@ -397,6 +703,9 @@ class RemoteNodes:
                 d.link.context._answered(d.remote_state, answer)
         elif t is DeliveryReceived:
             link = e.link  # type: ignore[attr-defined]
+            if link is self._replies:
+                self._replied(e.delivery)  # type: ignore[attr-defined]
+                return
             node, feed = link.context
             node._received(feed, e.delivery)  # type: ignore[attr-defined]
         elif t is ConnectionOpened:
@@ -409,10 +718,16 @@ class RemoteNodes:
             props = link.remote_attach.properties if link.remote_attach is not None else None
             if type(node) is RemoteNode and props and NEEDS_MESSAGE_IDS in props:
                 node.needs_message_ids = bool(props[NEEDS_MESSAGE_IDS])
+            elif type(node) is tuple and node[1].link is link:
+                node[0]._admitted(node[1], int((props or {}).get(ADMITTED, 0)))
         elif t is LinkDetached or t is LinkFailed:
             link = e.link  # type: ignore[attr-defined]
             err = e.error  # type: ignore[attr-defined]
-            reason = f"{err.condition}: {err.description}" if err is not None else "the owner detached the link"
+            reason = (
+                f"{err.condition}: {err.description}"
+                if err is not None
+                else "the owner detached the link"
+            )
             ctx = link.context
             if type(ctx) is RemoteNode:
                 ctx._link_gone(link, None, reason)
@@ -424,6 +739,32 @@ class RemoteNodes:
         for node in ready:
             node._send_batch()
         self.send_control()
+        asked = self._asked
+        requests = self._requests
+        if asked and requests is not None and self.reason is None:
+            sent = 0
+            for node, question in asked:
+                if node._sending():
+                    break  # publishes before it wait for the owner's credit: so does it (and the rest)
+                requests.send(question, settled=True, message_format=REQUEST_FORMAT)
+                sent += 1
+            del asked[:sent]
+
+    def ask(self, node: RemoteNode, fields: list[Any], replied: Replied) -> None:
+        """Put a question about ``node`` (an operation and its arguments) to the owner, sent at
+        the end of this turn, after the publishes to it so far (a purge or a count sees them);
+        ``replied`` gets its answer (asked again if the owner restarts first)."""
+        n = next(self._questions)
+        question = encode_request([n, *fields])
+        self._asking[n] = (node, question, replied)
+        self._asked.append((node, question))
+        self.wrote()
+
+    def _replied(self, d: Delivery) -> None:
+        n, error, text, *values = decode_request(d.payload, d.message_format, REPLY_FORMAT)
+        entry = self._asking.pop(n, None)
+        if entry is not None:
+            entry[2](None if error is None else str(error), str(text), values)
 
     def control(self, what: int, consumer_id: int, n: int, code: int, due: float = 0.0) -> None:
         """A control record for the owner, sent with the rest of this turn's (``due``: a
@@ -444,14 +785,19 @@ class RemoteNodes:
             for feed in node._feeds.values():
                 node._top_up(feed)
                 link = feed.link
-                if link.credit < TRANSFER_CREDIT // 2 and link.is_attached:
+                if link is not None and link.credit < TRANSFER_CREDIT // 2 and link.is_attached:
                     link.flow(TRANSFER_CREDIT)  # transfers: the owner sends one a turn at most
+        replies = self._replies
+        if replies is not None and replies.credit < REPLY_CREDIT // 2 and replies.is_attached:
+            replies.flow(REPLY_CREDIT)
 
     def lost(self, reason: str) -> None:
         self.reason = reason
         self._ready = []
         self._control = []
+        self._asked = []
         self._control_link = self._publishing = self._consuming = None
+        self._requests = self._replies = None
         for node in self.nodes.values():
             node._lost(reason)
 
@@ -467,25 +813,35 @@ class RemoteNodes:
         if link is not None:
             link.flush_soon()
 
-    def open_sender(self, node: RemoteNode) -> Sender:
+    def open_sender(self, node: RemoteNode, *, routed: bool = False) -> Sender:
         sender: Sender = self._publishing.sender(
             f"publish:{next(self._names)}",
             source=Source(address=self.container_id),
             target=Target(address=node.name),
-            properties=node._properties(),
+            properties=node._properties(**{ROUTED: routed}),
         )
         sender.context = node
         sender.attach()
         self.wrote()
         return sender
 
-    def open_receiver(self, node: RemoteNode, consumer: Consumer) -> Receiver:
+    def open_receiver(
+        self, node: RemoteNode, consumer: Consumer, *, exclusive: bool = False
+    ) -> Receiver:
         session = self._consuming or self._publishing  # (before the owner's open: the one channel)
+        props = {
+            PRIORITY: int(getattr(consumer, "priority", 0)),
+            CONSUMER_ID: consumer.id,
+            EXCLUSIVE: exclusive,
+            AT_MOST_ONCE: bool(getattr(consumer, "no_ack", False)),
+        }
         receiver: Receiver = session.receiver(
             f"consume:{next(self._names)}",
-            source=Source(address=node.name, distribution_mode=symbol("copy") if consumer.browse else None),
+            source=Source(
+                address=node.name, distribution_mode=symbol("copy") if consumer.browse else None
+            ),
             target=Target(address=self.container_id),
-            properties=node._properties(**{PRIORITY: int(getattr(consumer, "priority", 0)), CONSUMER_ID: consumer.id}),
+            properties=node._properties(**props),
         )
         receiver.attach()
         receiver.flow(TRANSFER_CREDIT)

@@ -10,9 +10,8 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -32,17 +31,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Parent]:
-    p = Parent(tmp_path)
-    try:
-        p.wait_for(r"worker=0 logger=amqp10.broker msg=.listening on")
-        p.wait_for(r"worker=1 logger=amqp10.broker msg=.listening on")
-        yield p
-    finally:
-        p.stop()
 
 
 def owned_by(worker: int, prefix: str) -> str:
