@@ -125,12 +125,9 @@ class Amqp091Context:
         return q
 
     def elsewhere(self, name: str) -> NodeElsewhere | None:
-        """The stand-in for queue ``name`` if it is not here but another worker owns it (its
-        answers come later: :meth:`later`); None for a queue of this worker's, or none."""
-        vhost = self.vhost
-        if vhost.broker.placement is None or name in vhost.nodes:
-            return None
-        return vhost.elsewhere(name)
+        """The stand-in for queue ``name`` if another worker owns it (its answers come later:
+        :meth:`later`); None for a queue of this worker's, or none (:meth:`VirtualHost.elsewhere`)."""
+        return self.vhost.elsewhere(name)
 
     def queue_to_read(self, name: str) -> Queue | Stream:
         """:meth:`queue`, once the user may read from it (consume, get, purge)."""

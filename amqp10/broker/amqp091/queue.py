@@ -74,6 +74,9 @@ class QueueMethods:
             if q.name.startswith("amq."):
                 raise ChannelError(ReplyCode.ACCESS_REFUSED, f"queue name '{q.name}' contains reserved prefix 'amq.*'")
             ctx.authorize(q.name, "configure", "queue")
+            record = ctx.vhost.queue(q.name)  # this worker's copy of it (workers/metadata.py)
+            if record is not None:
+                _check_equivalent(ctx.vhost.name, record, method, q.name)
 
         def declared(answer: Callable[[], tuple[int, int]]) -> None:
             messages, consumers = answer()

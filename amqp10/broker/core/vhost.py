@@ -244,12 +244,19 @@ class VirtualHost:
 
     def elsewhere(self, name: str) -> NodeElsewhere | None:
         """The stand-in for queue ``name`` if another worker owns it (:attr:`Broker.placement`);
-        None for a node of this worker's (always, with one worker)."""
+        None for a node of this worker's (always, with one worker). This worker's record of
+        a shared queue another worker owns (the metadata's copy: workers/metadata.py) is not
+        the queue: the stand-in is; an exclusive or dynamic queue made here is."""
         placement = self.broker.placement
         if placement is None:
             return None
         node = placement(self.name, name)
-        return node if isinstance(node, NodeElsewhere) else None
+        if not isinstance(node, NodeElsewhere):
+            return None
+        local = self.nodes.get(name)
+        if isinstance(local, Queue) and (local.owner is not None or local.dynamic):
+            return None
+        return node
 
     def declare_queue(
         self,
@@ -839,9 +846,12 @@ class _DefaultExchange(DirectExchange):
 
     def match(self, msg: QueuedMessage, key: str | None) -> list[Destination]:
         name = routing_key_of(msg, key)
-        q = self.vhost.queue(name)
-        if q is None:  # a queue another worker owns: its owner says whether it is there
-            q = self.vhost.elsewhere(name)  # type: ignore[assignment]
+        vhost = self.vhost
+        if vhost.broker.placement is not None:  # a queue another worker owns: its owner says
+            remote = vhost.elsewhere(name)  # whether it is there
+            if remote is not None:
+                return [remote]
+        q = vhost.queue(name)
         return [q] if q is not None else []
 
 
