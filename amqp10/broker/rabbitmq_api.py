@@ -11,7 +11,9 @@ Served (``{vhost}`` percent-encoded: ``/`` is ``%2F``):
 
 - ``GET /api/overview``, ``/api/whoami``, ``/api/nodes``, ``/api/extensions``;
 - ``GET /api/connections`` (``/{name}``: one; ``DELETE``: close it), ``/api/channels``,
-  ``/api/consumers`` (``/{vhost}``: one host's);
+  ``/api/consumers`` (``/{vhost}``: one host's); with ``[http]
+  rabbitmq_api_statistics_interval``, a connection is listed (and found by name) only
+  that long after its open, as RabbitMQ's statistics collector lists it;
 - ``GET /api/vhosts`` (``/{vhost}``; ``PUT``: create or update; ``DELETE``: delete it,
   its connections closed, with everything in it; the default host is refused, 400);
 - ``GET /api/queues`` (``/{vhost}``, ``/{vhost}/{name}``; ``PUT`` declares, ``DELETE``
@@ -60,6 +62,7 @@ import binascii
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -422,14 +425,31 @@ class RabbitApi:
             "type": "network",
         }
 
+    def _seen(self, conns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The connections RabbitMQ's statistics would have seen by now
+        (``[http] rabbitmq_api_statistics_interval``)."""
+        interval = self.broker.config.http.rabbitmq_api_statistics_interval
+        if not interval:
+            return conns
+        seen = time.time() - interval
+        return [c for c in conns if float(c.get("connected_at", 0)) <= seen]
+
     async def connections(self, call: Call) -> Any:
-        return [self._connection(c) for c in self.management.connections(call.caller)]
+        return [self._connection(c) for c in self._seen(self.management.connections(call.caller))]
 
     async def connection(self, call: Call) -> Any:
-        return self._connection(self.management.read(call.caller, "connection", call.parts[1]))
+        return self._connection(self._seen_one(call))
+
+    def _seen_one(self, call: Call) -> dict[str, Any]:
+        """The connection the path names, if it is listed yet (404 otherwise)."""
+        seen = self._seen([self.management.read(call.caller, "connection", call.parts[1])])
+        if not seen:
+            raise NotFoundError(call.parts[1])
+        return seen[0]
 
     async def close_connection(self, call: Call) -> Any:
         reason = call.request.header("x-reason") or "closed through the HTTP API"
+        self._seen_one(call)
         self.management.close_connection(call.caller, call.parts[1], reason)
         return HttpResponse(204)
 
