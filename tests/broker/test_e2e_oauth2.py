@@ -151,6 +151,39 @@ async def test_put_auth_tokens_renews_and_refuses_bad_or_foreign_tokens(broker: 
 
 
 @pytest.mark.anyio
+async def test_a_renewal_ends_the_sessions_holding_links_the_new_token_does_not_allow(broker: RunningBroker) -> None:
+    """As RabbitMQ re-checks each session's links when the token is renewed: a session with
+    a consumer the new token may not read from ends (amqp:unauthorized-access, the
+    refusal), the others go on; the renewal itself is answered 204 first."""
+    first = f"rabbitmq.read:*/in rabbitmq.write:*/out {MANAGE}"
+    async with token_client(broker, token(scope=first)) as conn:
+        reading = await conn.session()
+        consumer = await conn.open_receiver("in", credit=5, session=reading)
+        writing = await conn.session()
+        sender = await conn.open_sender("out", session=writing)
+        assert (await put_token(conn, token(scope=f"rabbitmq.write:*/out {MANAGE}")))[0] == 204
+        with anyio.fail_after(T):
+            while reading.is_open:
+                await anyio.sleep(0.05)
+        with pytest.raises(errors.AMQPError) as ended:
+            await consumer.receive(timeout=T)
+        assert f"{UNAUTHORIZED}: read access to queue 'in' in vhost '/' refused for user 'alice'" in str(ended.value)
+        assert isinstance(await sender.send(Message("still allowed")), Accepted)
+        assert writing.is_open and not broker.broker.nodes["in"].consumers
+
+
+@pytest.mark.anyio
+async def test_a_renewal_that_still_allows_every_link_ends_nothing(broker: RunningBroker) -> None:
+    async with token_client(broker, token(scope=f"rabbitmq.read:*/in rabbitmq.write:*/out {MANAGE}")) as conn:
+        consumer = await conn.open_receiver("in", credit=5)
+        sender = await conn.open_sender("out")
+        assert (await put_token(conn, token(scope=f"rabbitmq.read:*/* rabbitmq.write:*/* {MANAGE}")))[0] == 204
+        assert isinstance(await sender.send(Message("ok")), Accepted)
+        await (await conn.open_sender("in")).send(Message("to the consumer"))
+        assert (await consumer.receive(timeout=T)).message.body == "to the consumer"
+
+
+@pytest.mark.anyio
 async def test_put_auth_tokens_on_a_file_users_connection_is_refused(broker: RunningBroker) -> None:
     async with await connect(f"amqp://carol:carol-pw@{broker.url}", sasl_mechanisms=["PLAIN"], timeout=T) as conn:
         status, why = await put_token(conn, token("carol"))
@@ -210,6 +243,33 @@ def test_pika_connection_closed_at_expiry_unless_renewed_by_update_secret(broker
     with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as refused:  # the connection ends
         renewed.update_secret(token("mallory"), "someone else")
     assert refused.value.reply_code == 530
+
+
+def test_pika_update_secret_cancels_the_consumers_the_new_token_does_not_allow(broker: RunningBroker) -> None:
+    """As RabbitMQ's channels re-check their consumers after ``connection.update-secret``:
+    one on a queue the new token may not read is cancelled (``basic.cancel``, which pika
+    takes), the channel stays open and its other consumers go on."""
+    conn = pika_connect(broker, token(scope="rabbitmq.read:*/in rabbitmq.read:*/out rabbitmq.write:*/*"))
+    try:
+        ch = conn.channel()
+        cancelled: list[str] = []
+        ch.add_on_cancel_callback(lambda frame: cancelled.append(frame.method.consumer_tag))
+        got: list[bytes] = []
+        ch.basic_consume("in", lambda c, m, p, body: None, consumer_tag="on-in")
+        ch.basic_consume("out", lambda c, m, p, body: got.append(body), auto_ack=True, consumer_tag="on-out")
+        conn.update_secret(token(scope="rabbitmq.read:*/out rabbitmq.write:*/*"), "narrower")
+        deadline = time.monotonic() + T
+        while not cancelled and time.monotonic() < deadline:
+            conn.process_data_events(time_limit=0.1)
+        assert cancelled == ["on-in"]
+        assert not broker.broker.nodes["in"].consumers
+        ch.basic_publish("", "out", b"still consumed")
+        while not got and time.monotonic() < deadline:
+            conn.process_data_events(time_limit=0.1)
+        assert got == [b"still consumed"] and ch.is_open
+    finally:
+        if conn.is_open:
+            conn.close()
 
 
 # -- AMQP 0-10 ---------------------------------------------------------------------------------------
