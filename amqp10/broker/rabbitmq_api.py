@@ -44,13 +44,15 @@ Served (``{vhost}`` percent-encoded: ``/`` is ``%2F``):
 :meth:`RabbitApi.answer` serves the same paths for a caller someone else established:
 the web console's pages call it through ``/console/api/rmq/...`` with the session's user.
 
-Who asks (:mod:`.http_login`): HTTP basic authentication against the users file; the
-user's RabbitMQ tags then decide as ``[management]`` says (a user with none of
+Who asks (:mod:`.http_login`): HTTP basic authentication against the users file, or
+with ``[oauth2]`` an OAuth 2 token (``Authorization: Bearer <JWT>``, checked at each
+request: an expired one is a 401; its ``tag:`` scopes are its tags); the user's
+RabbitMQ tags then decide as ``[management]`` says (a user with none of
 ``read_tags`` is refused at the door, as RabbitMQ refuses a user without the
 ``management`` tag). Without a users file, on a broker that allows anonymous
-connections (the quick start), a loopback client is let in whatever credentials it
-sends (``guest``/``guest`` as RabbitMQ's localhost-only guest) and everyone else is
-refused. Errors are RabbitMQ's: ``401`` with ``WWW-Authenticate``, ``404
+connections (the quick start), a loopback client is let in whatever password it
+sends (``guest``/``guest`` as RabbitMQ's localhost-only guest; a token is still judged
+by the token) and everyone else is refused. Errors are RabbitMQ's: ``401`` with ``WWW-Authenticate``, ``404
 {"error": "Object Not Found", "reason": "Not Found"}``, ``400 {"error":
 "bad_request", "reason": ...}``; refused permissions are 401 as RabbitMQ answers them.
 """
@@ -305,7 +307,14 @@ class RabbitApi:
         return HttpResponse.json(400, {"error": "bad_request", "reason": exc.description})
 
     async def _caller(self, request: HttpRequest) -> Caller:
-        """Who asks: basic auth against the users file, or the loopback guest (see the module)."""
+        """Who asks: an OAuth 2 token (``Bearer``), basic auth against the users file, or
+        the loopback guest (see the module)."""
+        scheme, _, token = (request.header("authorization") or "").partition(" ")
+        if scheme.lower() == "bearer":  # judged by its token, wherever it comes from
+            grant = self.login.check_token(token.strip(), request.peer)
+            if grant is None:
+                raise ApiError(401, "not_authorised", "Not_Authorized")
+            return self._management_user(Caller(user=grant.user, grant=grant))
         if self.login.loopback_guest(request.peer):
             return Caller(user=None)
         if not self.login.has_users:
@@ -318,7 +327,10 @@ class RabbitApi:
         user = await self.login.check_password(username, password, request.peer)
         if user is None:
             raise ApiError(401, "not_authorised", "Login failed")
-        caller = Caller(user=user)
+        return self._management_user(Caller(user=user))
+
+    def _management_user(self, caller: Caller) -> Caller:
+        """``caller``, if one of its tags lets it read (401 otherwise, as RabbitMQ)."""
         if not self.management.access.has_any(caller, self.management.config.read_tags):
             raise ApiError(401, "not_authorised", "Not management user")
         return caller
@@ -375,7 +387,7 @@ class RabbitApi:
         tags = (
             ["administrator"]
             if user is None
-            else [t for t in _ALL_TAGS if self.broker.has_tag(user, t)]
+            else [t for t in _ALL_TAGS if self.broker.has_tag(user, t, grant=call.caller.grant)]
         )
         return {"name": user or GUEST, "tags": tags}
 

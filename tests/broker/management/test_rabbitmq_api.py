@@ -56,12 +56,14 @@ def call(
     body: Any = None,
     *,
     auth: tuple[str, str] | None = ("admin", "s3cret"),
+    headers: dict[str, str] | None = None,
 ) -> tuple[int, dict[str, str], Any]:
-    """``method path`` with a JSON body; the status, headers and decoded JSON (None: empty)."""
+    """``method path`` with a JSON body (and more ``headers``); the status, headers and
+    decoded JSON (None: empty)."""
     assert b.service.http_port is not None
     conn = http.client.HTTPConnection("127.0.0.1", b.service.http_port, timeout=T)
     try:
-        headers = {}
+        headers = dict(headers or {})
         if auth is not None:
             headers["Authorization"] = "Basic " + base64.b64encode(":".join(auth).encode()).decode()
         data = None
