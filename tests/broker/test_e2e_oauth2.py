@@ -301,6 +301,25 @@ async def test_tokens_alone_without_a_users_file(tmp_path: Path) -> None:
         await anyio.to_thread.run_sync(lambda: pika_connect(b, token()).close())
 
 
+
+@pytest.mark.anyio
+async def test_guest_still_logs_in_when_tokens_turn_plain_on(tmp_path: Path) -> None:
+    """No users file, anonymous allowed (the quick start) plus [oauth2]: PLAIN is offered
+    for tokens, and RabbitMQ's clients send guest/guest by habit (they chose ANONYMOUS
+    before PLAIN was offered): guest logs in (1.0 as ``guest``, 0-9-1 as the anonymous
+    user); other passwords that are not tokens, and bad tokens, are still refused."""
+    oauth2 = {"resource_server_id": "rabbitmq", "signing_keys": KEYS}
+    with broker_with(tmp_path, oauth2=oauth2, queues=["out"]) as b:
+        async with await connect(f"amqp://guest:guest@{b.url}", sasl_mechanisms=["PLAIN"], timeout=T) as conn:
+            assert isinstance(await (await conn.open_sender("out")).send(Message("ok")), Accepted)
+            assert any(c.handler.user == "guest" for c in b.service.clients)
+        for user, password in (("guest", "wrong"), ("carol", "carol-pw"), ("guest", token(lifetime=-5))):
+            with pytest.raises(errors.AuthenticationError):
+                async with await connect(f"amqp://{user}:{password}@{b.url}", sasl_mechanisms=["PLAIN"], timeout=T):
+                    pass
+        await anyio.to_thread.run_sync(lambda: pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.port)).close())
+
+
 # -- HTTP: RabbitMQ's API and the console ---------------------------------------------------------
 ADMIN = "rabbitmq.tag:administrator rabbitmq.read:*/* rabbitmq.write:*/* rabbitmq.configure:*/*"
 

@@ -11,7 +11,7 @@ is a 401 for an anonymous caller (log in) and a 403 for a known one.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..core import Broker, ResourceKind, VirtualHost
@@ -33,7 +33,7 @@ class Caller:
     """The user name the connection (or web session) logged in as; None: anonymous."""
     vhost: str = "/"
     """The virtual host entities are named in (an AMQP connection's host)."""
-    grant: TokenGrant | None = None
+    grant: TokenGrant | None = field(default=None, compare=False)
     """What the OAuth 2 token the caller came with allows (None: no token; the users file
     decides): its ``tag:`` scopes are its tags, its other scopes its permissions."""
 
