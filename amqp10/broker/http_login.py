@@ -30,14 +30,11 @@ from ..sasl.credentials import CredentialStore
 from ..sasl.mechanisms import PlainServer, ServerOutcome
 from ..types import SaslCode
 from .guard import ConnectionGuard, source_of
-from .oauth import InvalidToken, TokenGrant, TokenValidator
+from .oauth import GUEST, InvalidToken, TokenGrant, TokenValidator
 
 __all__ = ["GUEST", "HttpLogin", "is_loopback"]
 
 log = logging.getLogger("amqp10.broker.http")
-
-GUEST = "guest"
-"""What the loopback guest is called where a name is shown (it is the anonymous caller)."""
 
 
 def is_loopback(peer: str) -> bool:

@@ -43,6 +43,7 @@ from .config_oauth2 import OAuth2Config
 from .permissions import DEFAULT_EXCHANGE_NAME, Action, ResourceKind
 
 __all__ = [
+    "GUEST",
     "UNKNOWN_USER",
     "InvalidToken", "TokenGrant", "TokenLogin", "TokenValidator", "looks_like_jwt", "rsa_available"]
 
@@ -52,7 +53,9 @@ _USERNAME_CLAIMS: Final = ("sub", "client_id")
 """Tried after the configured preferred user name claims (as RabbitMQ does)."""
 
 GUEST: Final = "guest"
-"""RabbitMQ's default user (see :class:`TokenLogin`)."""
+"""RabbitMQ's default user: what a 1.0 ``guest``/``guest`` login is called where tokens
+turned PLAIN on (see :class:`TokenLogin`), and the loopback guest of the HTTP front
+ends (:mod:`.http_login`), shown by that name."""
 
 UNKNOWN_USER: Final = "unknown"
 """The user of a token without any user name claim (RabbitMQ's name for it)."""
