@@ -15,8 +15,9 @@ The suite needs ``pytest-asyncio``, ``pytest-timeout`` and ``PyJWT``; they are
 installed once with pip into ``interop/.build/.../site`` (``--no-deps``) and put on
 that run's ``PYTHONPATH`` only: the project's own test runs never load them.
 
-``python -m interop.rabbitmq_amqp_client [--examples] [--suite] [--record] [--json]``
-(neither ``--examples`` nor ``--suite``: both) prints one line per example and per
+``python -m interop.rabbitmq_amqp_client [--examples] [--suite] [-k EXPR] [--record] [--json]``
+(neither ``--examples`` nor ``--suite``: both; ``-k``: only the examples whose path holds
+``EXPR``, case aside, and the suite's tests pytest's ``-k EXPR`` selects) prints one line per example and per
 failing test, the counts, and with ``--record`` writes them into their marked
 section of ``interop/RESULTS.md``. Exit status 1 if anything failed.
 """
@@ -62,12 +63,6 @@ the connection down itself and its recovery then reconnects for ever, past
 pytest-timeout, in the fixture's teardown (a raw client sees the broker wait for its
 close, as the spec asks)."""
 CAUSES = {
-    "oauth": "OAuth 2 ([oauth2], configured here as the repository's CI configures RabbitMQ): in a run of"
-    " the `-k oauth` tests alone, 6 of 8 pass; `test_async_connection_oauth_refresh_token` expects its"
-    " declaration after a refresh to fail and it succeeds, and"
-    " `test_connection_oauth_refresh_token_with_disconnection`'s reconnection (with the client's first"
-    " token) is closed when that token expires (not diagnosed further); the examples reconnect with an"
-    " expired token until stopped.",
     "connection_vhost": "the test deletes its virtual host through the HTTP API, which answered 501 until"
     " DELETE /api/vhosts/{name} deleted hosts (803c486); not run again since.",
     "vhost_not_exists": "see the two tests left out: the client reconnects for ever after the refused open.",
@@ -115,6 +110,15 @@ INTERACTIVE = frozenset(
 )
 """Examples that publish and consume until someone breaks a connection from the management
 UI and then presses Ctrl+C, with no clean exit: one passes if it ran until interrupted."""
+INTERRUPT_WHEN = {
+    "oauth/oAuth2.py": "closing receiver",
+    "oauth/oAuth2_async.py": "received all messages",
+}
+"""Examples whose user presses Ctrl+C once they print this line (it says the consumer has
+every message): their refreshed token lives 10 s, and a connection whose token runs out
+is closed (by RabbitMQ too: "credential expired"), after which the client reconnects with
+its first token (its ``refresh_token`` keeps that one for reconnections), refused as
+expired, backing off for ever."""
 
 
 def unpack(repo: Path, name: str = "src") -> Path:
@@ -157,6 +161,7 @@ def broker(src: Path, work: Path) -> Iterator[None]:
         f'tls_cert = "{cert}"\n'
         f'tls_key = "{key}"\n'
         '\n[http]\nhost = "127.0.0.1"\nport = 0\nrabbitmq_api_port = 15672\n'
+        "rabbitmq_api_statistics_interval = 5\n"  # RabbitMQ's default: its suite waits for it
         + oauth2_section(src)
     )
     ours = OurBroker(port=5672, plain=False, config=config, idle_timeout=60.0)
@@ -258,7 +263,7 @@ def run_example(
             )
             interrupted = False
             try:
-                p.wait(timeout=run_for)
+                _wait_for(p, out_path, INTERRUPT_WHEN.get(client), run_for)
             except subprocess.TimeoutExpired:
                 interrupted = True
                 p.send_signal(signal.SIGINT)
@@ -287,16 +292,29 @@ def run_example(
             q.wait()
 
 
+def _wait_for(p: subprocess.Popen[bytes], out_path: Path, line: str | None, run_for: float) -> None:
+    """Wait for ``p`` to exit; raise :class:`subprocess.TimeoutExpired` after ``run_for``
+    seconds, or as soon as its output (``out_path``) shows ``line``."""
+    if line is None:
+        p.wait(timeout=run_for)
+        return
+    deadline = time.monotonic() + run_for
+    while p.poll() is None:
+        if line in out_path.read_text(errors="replace") or time.monotonic() > deadline:
+            raise subprocess.TimeoutExpired(p.args, run_for)
+        time.sleep(0.2)
+
+
 def _reason(out: str) -> str:
     lines = [ln.strip() for ln in out.strip().splitlines() if ln.strip()]
     errors = [ln for ln in lines if re.match(r"^[\w.]*(Error|Exception|Detached|Failed)\b", ln)]
     return ((errors or lines or ["no output"])[-1])[:240]
 
 
-def run_suite(src: Path, work: Path) -> dict[str, Any]:
+def run_suite(src: Path, work: Path, select: str | None = None) -> dict[str, Any]:
     """The client's own pytest suite, one pytest per test module (a module that crashes
     pytest, or hangs past its limit, costs only its own tests); every test's outcome
-    (and a failure's reason)."""
+    (and a failure's reason). ``select``: only the tests pytest's ``-k`` selects."""
     started = time.monotonic()
     log_path = work / "suite.log"
     results: dict[str, dict[str, str]] = {}
@@ -309,6 +327,7 @@ def run_suite(src: Path, work: Path) -> dict[str, Any]:
                 "-p", "no:cacheprovider",  # (pytest-asyncio and pytest-timeout load from site/)
                 f"--timeout={TEST_TIMEOUT}", f"--junitxml={junit}",
                 *[f"--deselect={t}" for t in NOT_RUN if t.startswith(module + "::")],
+                *(["-k", select] if select else []),
                 module,
             ]  # fmt: skip
             log_file.flush()
@@ -325,7 +344,7 @@ def run_suite(src: Path, work: Path) -> dict[str, Any]:
                 log_file.write(f"\n{module}: stopped after 900 s\n")
             if junit.exists():
                 results.update(_junit_results(junit))
-    for name, why in NOT_RUN.items():
+    for name, why in NOT_RUN.items() if select is None else ():
         results[_junit_name(name)] = {"status": "fail", "detail": f"not run: {why}"}
     return {
         "results": results,
@@ -365,8 +384,9 @@ def _first_line(text: str) -> str:
     return (lines[0] if lines else "")[:240]
 
 
-def run(examples: bool, suite: bool, work: Path, repo: Path) -> dict[str, Any]:
-    """Inside the namespace: the examples (each against a fresh broker) and the suite (one broker)."""
+def run(examples: bool, suite: bool, work: Path, repo: Path, select: str | None = None) -> dict[str, Any]:
+    """Inside the namespace: the examples (each against a fresh broker) and the suite (one
+    broker); ``select``: only those ``-k`` names (see :func:`main`)."""
     src = unpack(repo, "src" + ("-examples" if not suite else "-suite" if not examples else ""))
     commit = subprocess.run(
         ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True
@@ -375,6 +395,8 @@ def run(examples: bool, suite: bool, work: Path, repo: Path) -> dict[str, Any]:
     if examples:
         out: dict[str, dict[str, str]] = {}
         for i, example in enumerate(EXAMPLES):
+            if select and select.lower() not in example.lower():
+                continue
             case = work / f"example-{i:02d}"
             case.mkdir(parents=True, exist_ok=True)
             with broker(src, case):
@@ -384,7 +406,7 @@ def run(examples: bool, suite: bool, work: Path, repo: Path) -> dict[str, Any]:
         case = work / "suite"
         case.mkdir(parents=True, exist_ok=True)
         with broker(src, case):
-            report["suite"] = run_suite(src, case)
+            report["suite"] = run_suite(src, case, select)
     return report
 
 
@@ -480,12 +502,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--repo", default=str(MIRROR), help="the client's git repository (a mirror or a clone)"
     )
+    p.add_argument(
+        "-k", dest="select", help="only the examples whose path holds this text, and the tests pytest's -k selects"
+    )
     p.add_argument("--workdir", default=str(BUILD / "work"), help="broker logs and the suite's log")
     p.add_argument(
         "--record", action="store_true", help="write the results into interop/RESULTS.md"
     )
     p.add_argument("--json", action="store_true", help="print the report as one JSON document")
     args = p.parse_args(argv)
+    if args.record and args.select:
+        p.error("--record writes the whole run: not with -k")
     given = sys.argv[1:] if argv is None else list(argv)
     examples, suite = (args.examples or not args.suite), (args.suite or not args.examples)
     if os.environ.get(NETNS_ENV) != "1":
@@ -527,7 +554,7 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     try:
-        report = run(examples, suite, work, Path(args.repo))
+        report = run(examples, suite, work, Path(args.repo), args.select)
     except (PeerUnavailable, subprocess.CalledProcessError) as exc:
         print(json.dumps({"error": str(exc)}))
         return 2

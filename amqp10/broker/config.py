@@ -121,6 +121,13 @@ class HttpConfig(_Model):
         description="also serve the console and RabbitMQ's HTTP API on this port of host "
         "(15672: where RabbitMQ's tools look; unset: only on port)",
     )
+    rabbitmq_api_statistics_interval: float = Field(
+        default=0.0,
+        ge=0,
+        description="seconds after its open that RabbitMQ's HTTP API first lists a connection (and "
+        "closes it by name): RabbitMQ's collect_statistics_interval, whose collector makes its "
+        "tools wait up to 5 s, what its clients' suites allow for; 0: at once",
+    )
     console_session_minutes: float = Field(
         default=30.0,
         gt=0,

@@ -7,8 +7,10 @@ talks to ``/console/api/...``:
 
 - ``POST login`` (``{"username", "password"}``): the password is checked by the
   SASL PLAIN mechanism against the users file, with the same back-off after failed
-  logins as AMQP logins (:mod:`.guard`); the user needs one of ``[management]
-  admin_tags``. The answer sets a session cookie (``HttpOnly``, ``SameSite=Strict``,
+  logins as AMQP logins (:mod:`.guard`); or, with ``[oauth2]``, ``{"token"}``: an OAuth
+  2 token (JWT), its ``tag:`` scopes the user's tags and its other scopes the
+  permissions, the session ending when the token expires (RabbitMQ's management UI
+  logs in with a token too). The user needs one of ``[management] admin_tags``. The answer sets a session cookie (``HttpOnly``, ``SameSite=Strict``,
   path ``/console``) and returns a CSRF token;
 - ``GET session``, ``GET overview`` (broker totals, nodes, connections), ``GET node``
   and ``GET peek`` (``?vhost=&type=&name=``, optionally ``&count=&offset=``): reading
@@ -51,6 +53,7 @@ from .core import Broker
 from .guard import ConnectionGuard, source_of
 from .http_login import GUEST, HttpLogin
 from .management import Caller, Management, ManagementError
+from .oauth import TokenGrant, TokenValidator
 from .rabbitmq_api import API_METHODS, RabbitApi
 
 __all__ = ["COOKIE", "Console", "console_routes"]
@@ -88,6 +91,13 @@ class _Session:
     """The user logged in; None: the loopback guest of a broker without a users file."""
     csrf: str
     last_used: float
+    grant: TokenGrant | None = None
+    """What the OAuth 2 token the session logged in with allows (None: a password login)."""
+
+    @property
+    def caller(self) -> Caller:
+        """Who the session's requests come from, for management."""
+        return Caller(user=self.user, grant=self.grant)
 
 
 class _Refused(Exception):
@@ -100,7 +110,8 @@ class Console:
     """Console sessions and the API's handlers, for one broker.
 
     ``users()`` is the credential store of the users file (None: no users file, so
-    nobody can log in); ``secure``: the listener is TLS (cookies get ``Secure``).
+    nobody can log in); ``secure``: the listener is TLS (cookies get ``Secure``);
+    ``tokens`` checks OAuth 2 tokens (None: ``[oauth2]`` is not set: no token logins).
     """
 
     def __init__(
@@ -112,12 +123,15 @@ class Console:
         session_seconds: float = 1800.0,
         secure: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        tokens: TokenValidator | None = None,
     ) -> None:
         self.broker = broker
         self.management = Management.of(broker)
         self.users = users
         self.guard = guard
-        self.login_rules = HttpLogin(users, guard, allow_anonymous=broker.config.sasl.allow_anonymous)
+        self.login_rules = HttpLogin(
+            users, guard, allow_anonymous=broker.config.sasl.allow_anonymous, tokens=tokens
+        )
         """Who gets in (shared with RabbitMQ's HTTP API): see :mod:`.http_login`."""
         self.rabbit = RabbitApi(broker, self.login_rules)
         """RabbitMQ's HTTP API: the pages beside Overview and Connections call it through
@@ -143,13 +157,26 @@ class Console:
         log.info("console: %s logged in from %s", user, source_of(peer))
         return token, session
 
-    def _new_session(self, user: str | None) -> tuple[str, _Session]:
+    def token_login(self, jwt: str, peer: str) -> tuple[str, _Session]:
+        """Check an OAuth 2 token (and its tags: an admin tag); a new session that ends
+        with the token."""
+        grant = self.login_rules.check_token(jwt, peer)
+        if grant is None:
+            raise _Refused(401, "the token does not log in (not valid, or expired)")
+        if not self.management.access.administers(Caller(user=grant.user, grant=grant)):
+            tags = " or ".join(self.management.config.admin_tags) or "(none)"
+            raise _Refused(403, f"user {grant.user!r} may not use the console: its token gives no {tags} tag")
+        token, session = self._new_session(grant.user, grant)
+        log.info("console: %s logged in with a token from %s", grant.user, source_of(peer))
+        return token, session
+
+    def _new_session(self, user: str | None, grant: TokenGrant | None = None) -> tuple[str, _Session]:
         self._expire()
         if len(self._sessions) >= MAX_SESSIONS:  # the oldest goes
             oldest = min(self._sessions, key=lambda t: self._sessions[t].last_used)
             del self._sessions[oldest]
         token = secrets.token_urlsafe(32)
-        session = self._sessions[token] = _Session(user, secrets.token_urlsafe(32), self.clock())
+        session = self._sessions[token] = _Session(user, secrets.token_urlsafe(32), self.clock(), grant)
         return token, session
 
     def session_of(self, request: HttpRequest) -> tuple[str, _Session]:
@@ -157,17 +184,23 @@ class Console:
         token = _cookie(request, COOKIE)
         session = self._sessions.get(token) if token else None
         now = self.clock()
-        if session is None or now - session.last_used > self.session_seconds:
+        if session is None or now - session.last_used > self.session_seconds or self._ran_out(session):
             if token:
                 self._sessions.pop(token, None)
             raise _Refused(401, "not logged in (or the session expired)")
         session.last_used = now
         return token or "", session
 
+    def _ran_out(self, session: _Session) -> bool:
+        """Whether the token ``session`` logged in with has expired."""
+        return session.grant is not None and self.login_rules.token_expired(session.grant)
+
     def _expire(self) -> None:
         now = self.clock()
         for token in [
-            t for t, s in self._sessions.items() if now - s.last_used > self.session_seconds
+            t
+            for t, s in self._sessions.items()
+            if now - s.last_used > self.session_seconds or self._ran_out(s)
         ]:
             del self._sessions[token]
 
@@ -194,6 +227,12 @@ class Console:
     # -- the API's handlers -------------------------------------------------------------
     async def api_login(self, request: HttpRequest) -> HttpResponse:
         body = _json_body(request)
+        jwt = body.get("token")
+        if jwt is not None:
+            if not isinstance(jwt, str) or not jwt.strip():
+                raise _Refused(400, "give the token")
+            token, session = self.token_login(jwt.strip(), request.peer)
+            return _json(200, _session_body(session), self.cookie(token))
         username, password = body.get("username"), body.get("password")
         if (
             not isinstance(username, str)
@@ -226,7 +265,7 @@ class Console:
 
     async def api_overview(self, request: HttpRequest) -> HttpResponse:
         _, session = self.session_of(request)
-        m, caller = self.management, Caller(user=session.user)
+        m, caller = self.management, session.caller
         overview = await m.overview_whole(caller)
         nodes = []
         for vhost in overview["vhosts"]:
@@ -245,7 +284,7 @@ class Console:
     async def api_node(self, request: HttpRequest) -> HttpResponse:
         _, session = self.session_of(request)
         kind, name, vhost = _node_query(request)
-        return _json(200, self.management.read(Caller(user=session.user), kind, name, vhost=vhost))
+        return _json(200, self.management.read(session.caller, kind, name, vhost=vhost))
 
     async def api_peek(self, request: HttpRequest) -> HttpResponse:
         _, session = self.session_of(request)
@@ -257,14 +296,14 @@ class Console:
             if not value.isdigit():
                 raise _Refused(400, f"{label} must be a number, not {value!r}")
         messages = self.management.peek(
-            Caller(user=session.user), kind, name, int(count), offset=int(offset), vhost=vhost
+            session.caller, kind, name, int(count), offset=int(offset), vhost=vhost
         )
         return _json(200, {"messages": messages})
 
     async def api_purge(self, request: HttpRequest) -> HttpResponse:
         _, session = self.check_change(request)
         kind, name, vhost = _node_body(request)
-        n = self.management.purge(Caller(user=session.user), kind, name, vhost=vhost)
+        n = self.management.purge(session.caller, kind, name, vhost=vhost)
         await self.broker.committed()  # the answer says it is done: only once it is stored
         log.info("console: %s purged %s %r (%d messages)", session.user, kind, name, n)
         return _json(200, {"purged": n})
@@ -272,7 +311,7 @@ class Console:
     async def api_delete(self, request: HttpRequest) -> HttpResponse:
         _, session = self.check_change(request)
         kind, name, vhost = _node_body(request)
-        self.management.delete(Caller(user=session.user), kind, name, vhost=vhost)
+        self.management.delete(session.caller, kind, name, vhost=vhost)
         await self.broker.committed()
         log.info("console: %s deleted %s %r", session.user, kind, name)
         return _json(200, {"deleted": name})
@@ -284,7 +323,7 @@ class Console:
             _, session = self.session_of(request)
         else:
             _, session = self.check_change(request)
-        caller = Caller(user=session.user)
+        caller = session.caller
 
         async def session_caller(_: HttpRequest) -> Caller:
             return caller
@@ -299,7 +338,7 @@ class Console:
         if not isinstance(name, str):
             raise _Refused(400, "give the connection's name")
         reason = f"closed from the web console by {session.user}"
-        await self.management.close_connection_whole(Caller(user=session.user), name, reason)
+        await self.management.close_connection_whole(session.caller, name, reason)
         return _json(200, {"closed": name})
 
 

@@ -11,12 +11,17 @@ HTTP API (:mod:`.rabbitmq_api`) — log people in here, so the rules are the sam
   request from a loopback address (127.0.0.0/8, ::1) is let in as the anonymous caller,
   who may do everything there, as AMQP's anonymous connections may: RabbitMQ's
   ``guest`` works only from localhost in the same way. From any other address such a
-  broker lets nobody in over HTTP.
+  broker lets nobody in over HTTP;
+- with ``[oauth2]``, an OAuth 2 token (JWT) logs in as the token's user, checked as AMQP
+  logins check it (:class:`~.oauth.TokenValidator`: signature, audience, expiry): its
+  ``tag:`` scopes (``rabbitmq.tag:administrator``) are the user's tags, its other
+  scopes the permissions, as RabbitMQ's management plug-in takes them.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import logging
 from collections.abc import Callable
 
 import anyio
@@ -25,11 +30,11 @@ from ..sasl.credentials import CredentialStore
 from ..sasl.mechanisms import PlainServer, ServerOutcome
 from ..types import SaslCode
 from .guard import ConnectionGuard, source_of
+from .oauth import GUEST, InvalidToken, TokenGrant, TokenValidator
 
 __all__ = ["GUEST", "HttpLogin", "is_loopback"]
 
-GUEST = "guest"
-"""What the loopback guest is called where a name is shown (it is the anonymous caller)."""
+log = logging.getLogger("amqp10.broker.http")
 
 
 def is_loopback(peer: str) -> bool:
@@ -42,7 +47,8 @@ def is_loopback(peer: str) -> bool:
 
 class HttpLogin:
     """The login rules of one broker: ``users()`` is the users file's credential store
-    (None: no users file), ``allow_anonymous`` the broker's ``[sasl] allow_anonymous``."""
+    (None: no users file), ``allow_anonymous`` the broker's ``[sasl] allow_anonymous``,
+    ``tokens`` checks OAuth 2 tokens (None: ``[oauth2]`` is not set)."""
 
     def __init__(
         self,
@@ -50,10 +56,28 @@ class HttpLogin:
         guard: ConnectionGuard,
         *,
         allow_anonymous: bool,
+        tokens: TokenValidator | None = None,
     ) -> None:
         self.users = users
         self.guard = guard
         self.allow_anonymous = allow_anonymous
+        self.tokens = tokens
+
+    def check_token(self, token: str, peer: str) -> TokenGrant | None:
+        """What the OAuth 2 ``token`` allows; None if it does not log in (no ``[oauth2]``,
+        or a token that is not valid now: logged with why)."""
+        if self.tokens is None:
+            log.info("token login from %s refused: [oauth2] is not set", source_of(peer))
+            return None
+        try:
+            return self.tokens.validate(token)
+        except InvalidToken as exc:
+            log.info("token login from %s refused: %s", source_of(peer), exc)
+            return None
+
+    def token_expired(self, grant: TokenGrant) -> bool:
+        """Whether ``grant``'s token has run out (by the validator's clock)."""
+        return self.tokens is None or grant.expired(self.tokens.now())
 
     @property
     def has_users(self) -> bool:

@@ -43,6 +43,7 @@ from .config_oauth2 import OAuth2Config
 from .permissions import DEFAULT_EXCHANGE_NAME, Action, ResourceKind
 
 __all__ = [
+    "GUEST",
     "UNKNOWN_USER",
     "InvalidToken", "TokenGrant", "TokenLogin", "TokenValidator", "looks_like_jwt", "rsa_available"]
 
@@ -50,6 +51,11 @@ log = logging.getLogger("amqp10.broker.oauth")
 
 _USERNAME_CLAIMS: Final = ("sub", "client_id")
 """Tried after the configured preferred user name claims (as RabbitMQ does)."""
+
+GUEST: Final = "guest"
+"""RabbitMQ's default user: what a 1.0 ``guest``/``guest`` login is called where tokens
+turned PLAIN on (see :class:`TokenLogin`), and the loopback guest of the HTTP front
+ends (:mod:`.http_login`), shown by that name."""
 
 UNKNOWN_USER: Final = "unknown"
 """The user of a token without any user name claim (RabbitMQ's name for it)."""
@@ -289,17 +295,25 @@ def _names(value: object) -> Iterable[str]:
 
 class TokenLogin:
     """One connection's token login: SASL PLAIN's ``password_check`` (a JWT as the
-    password, any user name), with the grant it gave once it did."""
+    password, any user name), with the grant it gave once it did.
 
-    def __init__(self, validator: TokenValidator) -> None:
+    ``guest``: the broker has no users file and allows anonymous connections, so PLAIN is
+    offered for tokens alone; ``guest``/``guest`` (RabbitMQ's default user, what its
+    clients send by habit, and what 0-9-1 takes as the anonymous user there) then logs
+    in as ``guest``, who may do what an anonymous connection may, rather than being
+    refused because tokens turned PLAIN on."""
+
+    def __init__(self, validator: TokenValidator, *, guest: bool = False) -> None:
         self.validator = validator
+        self.guest = guest
         self.grant: TokenGrant | None = None
         """What the token allows (None: no token logged in)."""
 
     def __call__(self, username: str, password: str) -> str | None:
-        """The token's user, if ``password`` is a valid token; else None (check the users file)."""
+        """The token's user, if ``password`` is a valid token (or ``guest``, see the
+        class); else None (check the users file)."""
         if not looks_like_jwt(password):
-            return None
+            return GUEST if self.guest and username == password == GUEST else None
         try:
             self.grant = self.validator.validate(password)
         except InvalidToken as exc:

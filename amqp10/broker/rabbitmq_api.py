@@ -11,7 +11,9 @@ Served (``{vhost}`` percent-encoded: ``/`` is ``%2F``):
 
 - ``GET /api/overview``, ``/api/whoami``, ``/api/nodes``, ``/api/extensions``;
 - ``GET /api/connections`` (``/{name}``: one; ``DELETE``: close it), ``/api/channels``,
-  ``/api/consumers`` (``/{vhost}``: one host's);
+  ``/api/consumers`` (``/{vhost}``: one host's); with ``[http]
+  rabbitmq_api_statistics_interval``, a connection is listed (and found by name) only
+  that long after its open, as RabbitMQ's statistics collector lists it;
 - ``GET /api/vhosts`` (``/{vhost}``; ``PUT``: create or update; ``DELETE``: delete it,
   its connections closed, with everything in it; the default host is refused, 400);
 - ``GET /api/queues`` (``/{vhost}``, ``/{vhost}/{name}``; ``PUT`` declares, ``DELETE``
@@ -42,13 +44,15 @@ Served (``{vhost}`` percent-encoded: ``/`` is ``%2F``):
 :meth:`RabbitApi.answer` serves the same paths for a caller someone else established:
 the web console's pages call it through ``/console/api/rmq/...`` with the session's user.
 
-Who asks (:mod:`.http_login`): HTTP basic authentication against the users file; the
-user's RabbitMQ tags then decide as ``[management]`` says (a user with none of
+Who asks (:mod:`.http_login`): HTTP basic authentication against the users file, or
+with ``[oauth2]`` an OAuth 2 token (``Authorization: Bearer <JWT>``, checked at each
+request: an expired one is a 401; its ``tag:`` scopes are its tags); the user's
+RabbitMQ tags then decide as ``[management]`` says (a user with none of
 ``read_tags`` is refused at the door, as RabbitMQ refuses a user without the
 ``management`` tag). Without a users file, on a broker that allows anonymous
-connections (the quick start), a loopback client is let in whatever credentials it
-sends (``guest``/``guest`` as RabbitMQ's localhost-only guest) and everyone else is
-refused. Errors are RabbitMQ's: ``401`` with ``WWW-Authenticate``, ``404
+connections (the quick start), a loopback client is let in whatever password it
+sends (``guest``/``guest`` as RabbitMQ's localhost-only guest; a token is still judged
+by the token) and everyone else is refused. Errors are RabbitMQ's: ``401`` with ``WWW-Authenticate``, ``404
 {"error": "Object Not Found", "reason": "Not Found"}``, ``400 {"error":
 "bad_request", "reason": ...}``; refused permissions are 401 as RabbitMQ answers them.
 """
@@ -60,6 +64,7 @@ import binascii
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -302,7 +307,14 @@ class RabbitApi:
         return HttpResponse.json(400, {"error": "bad_request", "reason": exc.description})
 
     async def _caller(self, request: HttpRequest) -> Caller:
-        """Who asks: basic auth against the users file, or the loopback guest (see the module)."""
+        """Who asks: an OAuth 2 token (``Bearer``), basic auth against the users file, or
+        the loopback guest (see the module)."""
+        scheme, _, token = (request.header("authorization") or "").partition(" ")
+        if scheme.lower() == "bearer":  # judged by its token, wherever it comes from
+            grant = self.login.check_token(token.strip(), request.peer)
+            if grant is None:
+                raise ApiError(401, "not_authorised", "Not_Authorized")
+            return self._management_user(Caller(user=grant.user, grant=grant))
         if self.login.loopback_guest(request.peer):
             return Caller(user=None)
         if not self.login.has_users:
@@ -315,7 +327,10 @@ class RabbitApi:
         user = await self.login.check_password(username, password, request.peer)
         if user is None:
             raise ApiError(401, "not_authorised", "Login failed")
-        caller = Caller(user=user)
+        return self._management_user(Caller(user=user))
+
+    def _management_user(self, caller: Caller) -> Caller:
+        """``caller``, if one of its tags lets it read (401 otherwise, as RabbitMQ)."""
         if not self.management.access.has_any(caller, self.management.config.read_tags):
             raise ApiError(401, "not_authorised", "Not management user")
         return caller
@@ -372,7 +387,7 @@ class RabbitApi:
         tags = (
             ["administrator"]
             if user is None
-            else [t for t in _ALL_TAGS if self.broker.has_tag(user, t)]
+            else [t for t in _ALL_TAGS if self.broker.has_tag(user, t, grant=call.caller.grant)]
         )
         return {"name": user or GUEST, "tags": tags}
 
@@ -422,20 +437,36 @@ class RabbitApi:
             "type": "network",
         }
 
+    def _seen(self, conns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The connections RabbitMQ's statistics would have seen by now
+        (``[http] rabbitmq_api_statistics_interval``)."""
+        interval = self.broker.config.http.rabbitmq_api_statistics_interval
+        if not interval:
+            return conns
+        seen = time.time() - interval
+        return [c for c in conns if float(c.get("connected_at", 0)) <= seen]
+
     async def connections(self, call: Call) -> Any:
-        return [self._connection(c) for c in await self.management.list_whole(call.caller, "connection")]
+        return [self._connection(c) for c in self._seen(await self.management.list_whole(call.caller, "connection"))]
 
     async def connection(self, call: Call) -> Any:
-        m = self.management
+        return self._connection(await self._seen_one(call))
+
+    async def _seen_one(self, call: Call) -> dict[str, Any]:
+        """The connection the path names (on any worker), if it is listed yet (404 otherwise)."""
+        m, name = self.management, call.parts[1]
         if m.whole is None:
-            return self._connection(m.read(call.caller, "connection", call.parts[1]))
-        for c in await m.list_whole(call.caller, "connection"):
-            if c["name"] == call.parts[1]:
-                return self._connection(c)
-        raise NotFoundError(f"no connection {call.parts[1]!r}")
+            found = [m.read(call.caller, "connection", name)]
+        else:
+            found = [c for c in await m.list_whole(call.caller, "connection") if c["name"] == name]
+        seen = self._seen(found)
+        if not seen:
+            raise NotFoundError(f"no connection {name!r}")
+        return seen[0]
 
     async def close_connection(self, call: Call) -> Any:
         reason = call.request.header("x-reason") or "closed through the HTTP API"
+        await self._seen_one(call)
         await self.management.close_connection_whole(call.caller, call.parts[1], reason)
         return HttpResponse(204)
 

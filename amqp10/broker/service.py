@@ -171,6 +171,7 @@ class BrokerService:
             self.guard,
             session_seconds=http.console_session_minutes * 60,
             secure=http.tls_cert is not None,
+            tokens=self._tokens,
         )
 
     # -- end of [http] hooks ------------------------------------------------------------

@@ -2,7 +2,9 @@
 SASL PLAIN password (our 1.0 client, pika over 0-9-1), its scopes deciding publish,
 consume and declare, refused at login when expired, badly signed or for another
 audience; a connection closed when its token expires, unless renewed (1.0: ``PUT
-/auth/tokens`` on ``/management``; 0-9-1: ``connection.update-secret``)."""
+/auth/tokens`` on ``/management``; 0-9-1: ``connection.update-secret``), and a renewal
+re-checking what the connection holds; the token as ``Authorization: Bearer`` on
+RabbitMQ's HTTP API and as the web console's login."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from amqp10.types import Accepted, Source, Target
 from tests.amqp010.peer import SocketPeer
 
 from .conftest import RunningBroker, broker_with
+from .management.test_rabbitmq_api import call
 from .test_oauth import KEYS, make_token
 
 T = 10.0
@@ -151,6 +154,39 @@ async def test_put_auth_tokens_renews_and_refuses_bad_or_foreign_tokens(broker: 
 
 
 @pytest.mark.anyio
+async def test_a_renewal_ends_the_sessions_holding_links_the_new_token_does_not_allow(broker: RunningBroker) -> None:
+    """As RabbitMQ re-checks each session's links when the token is renewed: a session with
+    a consumer the new token may not read from ends (amqp:unauthorized-access, the
+    refusal), the others go on; the renewal itself is answered 204 first."""
+    first = f"rabbitmq.read:*/in rabbitmq.write:*/out {MANAGE}"
+    async with token_client(broker, token(scope=first)) as conn:
+        reading = await conn.session()
+        consumer = await conn.open_receiver("in", credit=5, session=reading)
+        writing = await conn.session()
+        sender = await conn.open_sender("out", session=writing)
+        assert (await put_token(conn, token(scope=f"rabbitmq.write:*/out {MANAGE}")))[0] == 204
+        with anyio.fail_after(T):
+            while reading.is_open:
+                await anyio.sleep(0.05)
+        with pytest.raises(errors.AMQPError) as ended:
+            await consumer.receive(timeout=T)
+        assert f"{UNAUTHORIZED}: read access to queue 'in' in vhost '/' refused for user 'alice'" in str(ended.value)
+        assert isinstance(await sender.send(Message("still allowed")), Accepted)
+        assert writing.is_open and not broker.broker.nodes["in"].consumers
+
+
+@pytest.mark.anyio
+async def test_a_renewal_that_still_allows_every_link_ends_nothing(broker: RunningBroker) -> None:
+    async with token_client(broker, token(scope=f"rabbitmq.read:*/in rabbitmq.write:*/out {MANAGE}")) as conn:
+        consumer = await conn.open_receiver("in", credit=5)
+        sender = await conn.open_sender("out")
+        assert (await put_token(conn, token(scope=f"rabbitmq.read:*/* rabbitmq.write:*/* {MANAGE}")))[0] == 204
+        assert isinstance(await sender.send(Message("ok")), Accepted)
+        await (await conn.open_sender("in")).send(Message("to the consumer"))
+        assert (await consumer.receive(timeout=T)).message.body == "to the consumer"
+
+
+@pytest.mark.anyio
 async def test_put_auth_tokens_on_a_file_users_connection_is_refused(broker: RunningBroker) -> None:
     async with await connect(f"amqp://carol:carol-pw@{broker.url}", sasl_mechanisms=["PLAIN"], timeout=T) as conn:
         status, why = await put_token(conn, token("carol"))
@@ -212,6 +248,33 @@ def test_pika_connection_closed_at_expiry_unless_renewed_by_update_secret(broker
     assert refused.value.reply_code == 530
 
 
+def test_pika_update_secret_cancels_the_consumers_the_new_token_does_not_allow(broker: RunningBroker) -> None:
+    """As RabbitMQ's channels re-check their consumers after ``connection.update-secret``:
+    one on a queue the new token may not read is cancelled (``basic.cancel``, which pika
+    takes), the channel stays open and its other consumers go on."""
+    conn = pika_connect(broker, token(scope="rabbitmq.read:*/in rabbitmq.read:*/out rabbitmq.write:*/*"))
+    try:
+        ch = conn.channel()
+        cancelled: list[str] = []
+        ch.add_on_cancel_callback(lambda frame: cancelled.append(frame.method.consumer_tag))
+        got: list[bytes] = []
+        ch.basic_consume("in", lambda c, m, p, body: None, consumer_tag="on-in")
+        ch.basic_consume("out", lambda c, m, p, body: got.append(body), auto_ack=True, consumer_tag="on-out")
+        conn.update_secret(token(scope="rabbitmq.read:*/out rabbitmq.write:*/*"), "narrower")
+        deadline = time.monotonic() + T
+        while not cancelled and time.monotonic() < deadline:
+            conn.process_data_events(time_limit=0.1)
+        assert cancelled == ["on-in"]
+        assert not broker.broker.nodes["in"].consumers
+        ch.basic_publish("", "out", b"still consumed")
+        while not got and time.monotonic() < deadline:
+            conn.process_data_events(time_limit=0.1)
+        assert got == [b"still consumed"] and ch.is_open
+    finally:
+        if conn.is_open:
+            conn.close()
+
+
 # -- AMQP 0-10 ---------------------------------------------------------------------------------------
 def test_0_10_plain_takes_a_token_too(broker: RunningBroker) -> None:
     p = SocketPeer(broker.port, mechanism="PLAIN", response=b"\x00anyone\x00" + token().encode())
@@ -236,3 +299,110 @@ async def test_tokens_alone_without_a_users_file(tmp_path: Path) -> None:
             async with await connect(f"amqp://carol:carol-pw@{b.url}", sasl_mechanisms=["PLAIN"], timeout=T):
                 pass
         await anyio.to_thread.run_sync(lambda: pika_connect(b, token()).close())
+
+
+
+@pytest.mark.anyio
+async def test_guest_still_logs_in_when_tokens_turn_plain_on(tmp_path: Path) -> None:
+    """No users file, anonymous allowed (the quick start) plus [oauth2]: PLAIN is offered
+    for tokens, and RabbitMQ's clients send guest/guest by habit (they chose ANONYMOUS
+    before PLAIN was offered): guest logs in (1.0 as ``guest``, 0-9-1 as the anonymous
+    user); other passwords that are not tokens, and bad tokens, are still refused."""
+    oauth2 = {"resource_server_id": "rabbitmq", "signing_keys": KEYS}
+    with broker_with(tmp_path, oauth2=oauth2, queues=["out"]) as b:
+        async with await connect(f"amqp://guest:guest@{b.url}", sasl_mechanisms=["PLAIN"], timeout=T) as conn:
+            assert isinstance(await (await conn.open_sender("out")).send(Message("ok")), Accepted)
+            assert any(c.handler.user == "guest" for c in b.service.clients)
+        for user, password in (("guest", "wrong"), ("carol", "carol-pw"), ("guest", token(lifetime=-5))):
+            with pytest.raises(errors.AuthenticationError):
+                async with await connect(f"amqp://{user}:{password}@{b.url}", sasl_mechanisms=["PLAIN"], timeout=T):
+                    pass
+        await anyio.to_thread.run_sync(lambda: pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.port)).close())
+
+
+# -- HTTP: RabbitMQ's API and the console ---------------------------------------------------------
+ADMIN = "rabbitmq.tag:administrator rabbitmq.read:*/* rabbitmq.write:*/* rabbitmq.configure:*/*"
+
+
+def http_call(b: RunningBroker, method: str, path: str, *, headers: dict[str, str] | None = None, body: Any = None) -> tuple[int, dict[str, str], Any]:
+    """``method path`` on the broker's HTTP listener, with no basic authentication."""
+    return call(b, method, path, body, auth=None, headers=headers)
+
+
+def bearer(jwt: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {jwt}"}
+
+
+def test_the_http_api_takes_a_bearer_token_its_tags_and_scopes(broker: RunningBroker) -> None:
+    """RabbitMQ's management API with OAuth 2: ``Authorization: Bearer <JWT>``, the token's
+    ``tag:`` scopes as the management tags, its resource scopes as the permissions."""
+    status, _, me = http_call(broker, "GET", "/api/whoami", headers=bearer(token(scope=ADMIN)))
+    assert (status, me) == (200, {"name": "alice", "tags": ["administrator"]})
+    assert http_call(broker, "PUT", "/api/queues/%2F/by-token", headers=bearer(token(scope=ADMIN)), body={})[0] == 201
+    assert "by-token" in broker.broker.nodes
+    # management tag, but configure only on mine.*: listing works, declaring theirs is refused
+    managed = token(scope="rabbitmq.tag:management rabbitmq.configure:*/mine.* rabbitmq.read:*/*")
+    assert http_call(broker, "GET", "/api/queues", headers=bearer(managed))[0] == 200
+    assert http_call(broker, "PUT", "/api/queues/%2F/mine.q", headers=bearer(managed), body={})[0] == 201
+    status, _, why = http_call(broker, "PUT", "/api/queues/%2F/theirs.q", headers=bearer(managed), body={})
+    assert status == 401 and "alice" in why["reason"]
+    # no management tag at all: refused at the door, as RabbitMQ refuses it
+    status, headers, why = http_call(broker, "GET", "/api/overview", headers=bearer(token()))
+    assert (status, why["reason"]) == (401, "Not management user") and "www-authenticate" in headers
+
+
+@pytest.mark.parametrize(
+    "jwt",
+    [token(lifetime=-5, scope=ADMIN), token(aud="elsewhere", scope=ADMIN), "not.a.token"],
+    ids=["expired", "wrong-audience", "garbage"],
+)
+def test_the_http_api_refuses_a_bad_token(broker: RunningBroker, jwt: str) -> None:
+    status, _, why = http_call(broker, "GET", "/api/overview", headers=bearer(jwt))
+    assert (status, why) == (401, {"error": "not_authorised", "reason": "Not_Authorized"})
+
+
+def test_the_http_api_checks_expiry_at_each_request(broker: RunningBroker) -> None:
+    jwt = token(lifetime=SHORT, scope=ADMIN)
+    assert http_call(broker, "GET", "/api/overview", headers=bearer(jwt))[0] == 200
+    time.sleep(SHORT + 0.5)  # past its expiry
+    assert http_call(broker, "GET", "/api/overview", headers=bearer(jwt))[0] == 401
+
+
+def test_a_bearer_token_on_the_quick_start_is_judged_by_the_token(tmp_path: Path) -> None:
+    """No users file, anonymous allowed, loopback: a request without credentials gets in
+    as the guest, one with a token is the token's user (and an expired token is refused)."""
+    oauth2 = {"resource_server_id": "rabbitmq", "signing_keys": KEYS}
+    with broker_with(tmp_path, oauth2=oauth2) as b:
+        assert http_call(b, "GET", "/api/whoami")[2] == {"name": "guest", "tags": ["administrator"]}
+        assert http_call(b, "GET", "/api/whoami", headers=bearer(token(scope=ADMIN)))[2]["name"] == "alice"
+        assert http_call(b, "GET", "/api/whoami", headers=bearer(token(lifetime=-5, scope=ADMIN)))[0] == 401
+
+
+def console_login(b: RunningBroker, jwt: str) -> tuple[int, str | None, Any]:
+    """``POST /console/api/login`` with a token: the status, the session cookie, the body."""
+    status, headers, body = http_call(b, "POST", "/console/api/login", body={"token": jwt})
+    cookie = headers.get("set-cookie")
+    return status, cookie.split(";")[0] if cookie else None, body
+
+
+def test_the_console_logs_in_with_a_token_until_it_expires(broker: RunningBroker) -> None:
+    status, cookie, body = console_login(broker, token(lifetime=SHORT + 1, scope=ADMIN))
+    assert status == 200 and body["user"] == "alice" and cookie is not None
+    assert http_call(broker, "GET", "/console/api/overview", headers={"Cookie": cookie})[0] == 200
+    status, _, me = http_call(broker, "GET", "/console/api/rmq/whoami", headers={"Cookie": cookie})
+    assert (status, me["tags"]) == (200, ["administrator"])
+    time.sleep(SHORT + 1.5)  # past the token's expiry: the session ends with it
+    assert http_call(broker, "GET", "/console/api/overview", headers={"Cookie": cookie})[0] == 401
+
+
+@pytest.mark.parametrize(
+    ("jwt", "status", "why"),
+    [
+        (token(scope="rabbitmq.tag:management rabbitmq.read:*/*"), 403, "its token gives no administrator tag"),
+        (token(lifetime=-5, scope=ADMIN), 401, "the token does not log in"),
+    ],
+    ids=["no-admin-tag", "expired"],
+)
+def test_the_console_refuses_a_token_without_the_admin_tag_or_expired(broker: RunningBroker, jwt: str, status: int, why: str) -> None:
+    got, cookie, body = console_login(broker, jwt)
+    assert (got, cookie) == (status, None) and why in body["error"]

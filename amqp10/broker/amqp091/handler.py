@@ -255,10 +255,26 @@ class Amqp091Handler(ContextHandler):
         """A new secret: for a connection that logged in with an OAuth 2 token, the renewed
         token (refused: the connection closes, as RabbitMQ closes it); otherwise nothing to
         check (RabbitMQ's internal users accept any)."""
-        if self.ctx.grant is not None and self.renew_token(e.new_secret) is not None:
+        renewing = self.ctx.grant is not None
+        if renewing and self.renew_token(e.new_secret) is not None:
             self.close(ReplyCode.NOT_ALLOWED, "NOT_ALLOWED - New secret was refused by one of the backends")
             return
         self.conn.update_secret_ok()
+        if renewing:
+            self._recheck_consumers()
+
+    def _recheck_consumers(self) -> None:
+        """As RabbitMQ's channels re-check their consumers when the connection's token is
+        renewed: a consumer whose queue the new token may not read is cancelled (a
+        ``basic.cancel`` to a client that takes them); its channel stays open."""
+        ctx = self.ctx
+        for ch in list(self.channels.values()):
+            for c in list(ch.consumers.values()):
+                why = ctx.broker.denial(ctx.vhost, ctx.user, c.node.name, "queue", "read", grant=ctx.grant)
+                if why is not None:
+                    log.warning("cancelling consumer %r on queue %r: %s", c.tag, c.node.name, why)
+                    ch.server_cancel(c)
+                    c.node.remove_consumer(c)
 
     def _on_end(self, e: Event) -> None:
         self.cleanup()

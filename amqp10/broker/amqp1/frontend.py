@@ -79,7 +79,8 @@ class Amqp1FrontEnd:
         limits = cfg.limits
         peer = ctx.peer
         identity = tls_identity(stream)
-        tokens = None if ctx.tokens is None else TokenLogin(ctx.tokens)
+        guest = ctx.users is None and cfg.sasl.allow_anonymous  # PLAIN is there for tokens only
+        tokens = None if ctx.tokens is None else TokenLogin(ctx.tokens, guest=guest)
         sasl = SaslServer(
             sasl_mechanisms(cfg, has_users=ctx.users is not None, tls_identity=identity),
             ctx.credentials(),

@@ -57,16 +57,19 @@ from ...transport import (
     LinkFailed,
     Receiver,
     Sender,
+    Session,
     SessionBegun,
     SessionEnded,
     SessionFailed,
+    SessionState,
 )
 from ...types import Error, ErrorCondition, Rejected, symbol
 from ...types.transactions import Coordinator
 from ..config import ServiceBusConfig
-from ..core import Broker
+from ..core import Broker, Exchange, PartitionedStream, Queue, Stream
 from ..frontend import ContextHandler
 from ..management.rabbitmq import RABBITMQ_VERSION
+from .addresses import ExchangeTarget
 from .consumers import Consumers, LinkConsumer
 from .context import Amqp1Context, refuse
 from .lookup import NodeLookup
@@ -75,6 +78,7 @@ from .publishers import Publishers
 from .requests import RequestNodes
 from .servicebus.cbs import Gate
 from .servicebus.plugin import ServiceBusPlugin
+from .termini import resource
 from .transactions import Transactions
 
 ANONYMOUS_RELAY = symbol("ANONYMOUS-RELAY")
@@ -103,13 +107,15 @@ class ConnectionHandler(ContextHandler):
         ctx = self.ctx = Amqp1Context(broker, conn, NO_PLUGIN, user=user)
         ctx.wake = wake
         ctx.fail_link = self.fail_link
-        ctx.renew_token = self.renew_token
+        ctx.renew_token = self._renew_token
         self.requests = RequestNodes(ctx)
         nodes = NodeLookup(ctx, self.requests)
         self.txns = Transactions(ctx)
         self.publishers = Publishers(ctx, nodes, self.txns, self._not_a_publisher)
         self.consumers = Consumers(ctx, nodes, self.requests, self.txns)
         broker.connections.add(self)
+        self._recheck = False
+        """The token was renewed: check the links again once this batch's replies are out."""
         self._handlers: dict[type, Callable[[Any], None]] = {
             ConnectionOpened: self._on_open,
             ConnectionClosed: self._on_closed,
@@ -183,6 +189,46 @@ class ConnectionHandler(ContextHandler):
         publishers = self.publishers
         if publishers.touched:
             publishers.top_up()
+        if self._recheck:
+            self._recheck = False
+            self._recheck_links()
+
+    # -- a renewed token --------------------------------------------------------------------------
+    def _renew_token(self, token: str | bytes) -> str | None:
+        """``PUT /auth/tokens``: :meth:`renew_token`, then the links checked again (once
+        this batch is handled: the renewal's 204 goes out first, as RabbitMQ's does)."""
+        why = self.renew_token(token)
+        if why is None:
+            self._recheck = True
+        return why
+
+    def _recheck_links(self) -> None:
+        """As RabbitMQ re-checks a session's links when its connection's token is renewed:
+        each queue consumer for read, each publisher to a queue or an exchange for write
+        (not the management pair, dynamic nodes or the anonymous relay); a session holding
+        one the new token does not allow ends with that refusal (amqp:unauthorized-access)."""
+        denied: dict[Session, str] = {}
+        for c in self.consumers.links.values():
+            if isinstance(c.node, Queue | Stream) and not c.node.dynamic and c.link.session not in denied:
+                why = self.ctx.denial(*resource(c.node), "read")
+                if why is not None:
+                    denied[c.link.session] = why
+        for link, node in self.publishers.links.values():
+            checked = isinstance(node, Queue | Stream | PartitionedStream | Exchange | ExchangeTarget)
+            if checked and not node.dynamic and link.session not in denied:
+                why = self.ctx.denial(*resource(node), "write")
+                if why is not None:
+                    denied[link.session] = why
+        for session, why in denied.items():
+            if session.state is not SessionState.MAPPED:
+                continue
+            log.info("ending session %d of user %r: %s", session.channel, self.ctx.user, why)
+            self.consumers.session_ended(session)
+            self.txns.session_ended(session)
+            self.publishers.session_ended(session)
+            session.end(Error(condition=ErrorCondition.UNAUTHORIZED_ACCESS, description=why))
+        if denied:
+            self.ctx.wake()
 
     def stop_deliveries(self) -> None:
         """This side is closing the connection: no node may give its consumers more

@@ -7,7 +7,11 @@ RabbitMQ 4's own AMQP 1.0 clients (Java, .NET, Go, Python, JavaScript) and ours
 and the receiver of a pair share a link name in one session and each carry the link
 property ``paired: true`` (an attach without it is refused, ``invalid-field``, with
 RabbitMQ's description); a request is answered on the receiver paired with the sender
-it came on, so a connection may hold several pairs.
+it came on, so a connection may hold several pairs. A second sender (or receiver) of a
+pair whose half is attached is refused, ``precondition-failed``, as RabbitMQ refuses it:
+the Python client's second management object on one connection attaches the same link
+names (with our engine, the attach has already taken the name from the first, which is
+detached ``link:stolen``; RabbitMQ's first half lives on).
 
 Names in paths are percent-encoded. Errors are RabbitMQ's: 400 a bad request (with
 its reason), 403 the default exchange or a reserved ``amq.`` name, 404 no such queue,
@@ -25,7 +29,7 @@ from typing import Any
 
 from ...management import QueueInfo, http
 from ...message import Message
-from ...transport import Link, Receiver, Sender, Session
+from ...transport import Link, LinkState, Receiver, Sender, Session
 from ...types import AmqpValue, DecodeError, Error, ErrorCondition, Properties, decode_at, symbol
 from ..core import AccessRefused, ModelError, Node, NotFound, Queue, QueuedMessage, VirtualHost
 from ..management import ManagementError, NotFoundError
@@ -125,6 +129,8 @@ class RabbitManagementNode(ManagementNode):
         """The link pair whose requests this node answers (None: the connection's node)."""
         self.renew_token = renew_token
         """Replace the connection's OAuth 2 token (``PUT /auth/tokens``): None, or why not."""
+        self._halves: dict[tuple[PairKey, bool], Link] = {}
+        """The attached half of each pair, by its pair and whether it is the sending half."""
         self._routes: dict[tuple[str, str], Callable[[list[str], dict[str, str], Any], Answer]] = {
             ("GET", "queues"): self._queue_get,
             ("PUT", "queues"): self._queue_put,
@@ -138,9 +144,25 @@ class RabbitManagementNode(ManagementNode):
         }
 
     # -- the link pairs ------------------------------------------------------------------------
+    def _claim(self, link: Link) -> PairKey:
+        """The pair ``link`` is a half of, now held by it; raises
+        :class:`~.addresses.AddressError` if it is not paired, or if that half of its pair
+        is attached already (RabbitMQ's ``precondition-failed``)."""
+        pair = pair_of(link)
+        key = (pair, isinstance(link, Receiver))  # our receiver: the client's sending half
+        held = self._halves.get(key)
+        if held is not None and held is not link and held.state is not LinkState.DETACHED:
+            raise AddressError(
+                "precondition-failed",
+                f"received invalid attach for management link pair {link.name!r}: its"
+                f" {'sending' if key[1] else 'receiving'} half is attached already",
+            )
+        self._halves[key] = link
+        return pair
+
     def reply_queue(self, link: Sender) -> Queue:
         """The receiving half of a link pair: the replies to the requests on its sending half."""
-        return self.keyed_reply_queue(pair_of(link), f"{self.name}#{link.name}")
+        return self.keyed_reply_queue(self._claim(link), f"{self.name}#{link.name}")
 
     def requests_of(self, link: Receiver) -> RabbitManagementNode:
         """The sending half of a link pair: a node of its own, answering on the pair's
@@ -149,7 +171,7 @@ class RabbitManagementNode(ManagementNode):
             self.vhost, self.may_configure, user=self.caller.user,
             owner=self.owner,
             is_open=self.is_open,
-            pair=pair_of(link),
+            pair=self._claim(link),
             renew_token=self.renew_token,
         )
         node.reply_links = self.reply_links

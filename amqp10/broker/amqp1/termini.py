@@ -42,6 +42,7 @@ CONDITIONS: dict[str, ErrorCondition] = {
     "invalid-field": ErrorCondition.INVALID_FIELD,
     "unauthorized-access": ErrorCondition.UNAUTHORIZED_ACCESS,
     "resource-locked": ErrorCondition.RESOURCE_LOCKED,
+    "precondition-failed": ErrorCondition.PRECONDITION_FAILED,
 }
 """The error condition of each :class:`~.addresses.AddressError` condition: how a link
 refused for its address, or a message the anonymous relay cannot route, is answered."""

@@ -11,7 +11,7 @@ is a 401 for an anonymous caller (log in) and a 403 for a known one.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..core import Broker, ResourceKind, VirtualHost
@@ -20,6 +20,7 @@ from .errors import Forbidden, NotFoundError, Unauthorized
 
 if TYPE_CHECKING:  # the configuration is the layer above: management only reads it
     from ..config import ManagementConfig
+    from ..oauth import TokenGrant
 
 __all__ = ["Access", "Caller"]
 
@@ -32,6 +33,9 @@ class Caller:
     """The user name the connection (or web session) logged in as; None: anonymous."""
     vhost: str = "/"
     """The virtual host entities are named in (an AMQP connection's host)."""
+    grant: TokenGrant | None = field(default=None, compare=False)
+    """What the OAuth 2 token the caller came with allows (None: no token; the users file
+    decides): its ``tag:`` scopes are its tags, its other scopes its permissions."""
 
 
 class Access:
@@ -42,7 +46,7 @@ class Access:
         self.config = config
 
     def has_any(self, caller: Caller, tags: Iterable[str]) -> bool:
-        return any(self.broker.has_tag(caller.user, tag) for tag in tags)
+        return any(self.broker.has_tag(caller.user, tag, grant=caller.grant) for tag in tags)
 
     def require(self, caller: Caller, tags: Iterable[str], what: str) -> None:
         """Raise 401/403 unless ``caller`` has one of ``tags``."""
@@ -75,7 +79,7 @@ class Access:
         if vhost is None:
             raise NotFoundError(f"no virtual host {vhost_name!r}")
         if not self.monitors(caller):
-            refused = self.broker.vhost_denial(vhost, caller.user)
+            refused = self.broker.vhost_denial(vhost, caller.user, grant=caller.grant)
             if refused is not None:
                 raise Forbidden(refused)
         return vhost
@@ -83,10 +87,10 @@ class Access:
     def visible_vhosts(self, caller: Caller) -> list[VirtualHost]:
         if self.monitors(caller):
             return list(self.broker.vhosts.values())
-        return [v for v in self.broker.vhosts.values() if self.broker.vhost_denial(v, caller.user) is None]
+        return [v for v in self.broker.vhosts.values() if self.broker.vhost_denial(v, caller.user, grant=caller.grant) is None]
 
     def permission(self, caller: Caller, vhost: VirtualHost, name: str, kind: ResourceKind, action: Action) -> None:
         """Raise 403 unless the user's ``action`` permission covers ``name`` in ``vhost``."""
-        refused = self.broker.denial(vhost, caller.user, name, kind, action)
+        refused = self.broker.denial(vhost, caller.user, name, kind, action, grant=caller.grant)
         if refused is not None:
             raise Forbidden(refused)

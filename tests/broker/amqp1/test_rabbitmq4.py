@@ -397,3 +397,49 @@ async def test_local_random_exchange_routes_each_message_to_one_queue(broker: Ru
             assert isinstance(await s.send(Message(body=i)), Accepted)
         counts = [(await m.request("GET", f"/queues/{q}"))[1]["message_count"] for q in ("lr1", "lr2")]
         assert sum(counts) == 20
+
+
+class _PairHalf:
+    """A proton link option: a half of a management link pair, as RabbitMQ's Python
+    client attaches it (its client terminus addressed ``/management``, ``paired: true``)."""
+
+    def __init__(self, sending: bool) -> None:
+        self.sending = sending
+
+    def apply(self, link: Any) -> None:
+        from proton import PropertyDict
+
+        terminus = link.source if self.sending else link.target
+        terminus.address = http.ADDRESS
+        link.properties = PropertyDict({symbol("paired"): True})
+
+    def test(self, link: Any) -> bool:
+        return True
+
+
+@pytest.mark.proton
+def test_a_second_pair_of_the_same_link_name_is_refused(broker: RunningBroker) -> None:
+    """RabbitMQ's Python client names both halves of its management pair after the
+    container and ``/management``, so a second management object on one connection
+    attaches the same names: RabbitMQ refuses that attach (`precondition-failed`), which
+    its async suite's token-refresh tests rely on. The connection goes on: a pair of
+    another name is answered."""
+    from proton import Message as ProtonMessage
+    from proton.utils import BlockingConnection, LinkDetached
+
+    conn = BlockingConnection(f"amqp://{broker.url}", timeout=T)
+    try:
+        name = "client-/management"
+        conn.create_sender(http.ADDRESS, name=name, options=_PairHalf(True))
+        conn.create_receiver(http.ADDRESS, name=name, credit=5, options=_PairHalf(False))
+        with pytest.raises(LinkDetached) as refused:
+            conn.create_sender(http.ADDRESS, name=name, options=_PairHalf(True))
+        assert refused.value.condition == "amqp:precondition-failed"
+        assert "management link pair 'client-/management'" in str(refused.value)
+        sender = conn.create_sender(http.ADDRESS, name="another", options=_PairHalf(True))
+        receiver = conn.create_receiver(http.ADDRESS, name="another", credit=5, options=_PairHalf(False))
+        sender.send(ProtonMessage(id="q", address="/queues/none", subject="GET", reply_to="$me"))
+        reply = receiver.receive(timeout=T)
+        assert (reply.correlation_id, reply.subject) == ("q", "404")
+    finally:
+        conn.close()

@@ -312,3 +312,40 @@ def test_definitions_download_and_upload(page: Page, broker: RunningBroker, tmp_
     page.click("#upload-form button[type=submit]")
     expect(page.locator("#status")).to_have_text("Imported the definitions")
     assert "uploaded.q" in broker.broker.nodes
+
+
+# -- an OAuth 2 token as the login ---------------------------------------------------------------
+def test_log_in_with_an_oauth2_token(browser: Browser, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """With ``[oauth2]``, the login view takes a token (RabbitMQ's management UI logs in with
+    one): an administrator's token opens the console as its user; one without the
+    administrator tag, or expired, is refused with why."""
+    from tests.broker.test_e2e_oauth2 import ADMIN, token
+    from tests.broker.test_oauth import KEYS
+
+    users = tmp_path_factory.mktemp("token-users") / "users.toml"
+    add_user(users, "admin", "s3cret", tags=["administrator"])
+    oauth2 = {"resource_server_id": "rabbitmq", "signing_keys": KEYS}
+    with broker_with(tmp_path_factory.mktemp("token-broker"), sasl={"users_file": users}, oauth2=oauth2) as b:
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        try:
+            pg = context.new_page()
+            pg.set_default_timeout(WAIT_MS)
+            pg.goto(f"http://127.0.0.1:{b.service.http_port}/console/")
+            error = pg.locator("#token-error")
+            for refused, why in (
+                (token(scope="rabbitmq.tag:management rabbitmq.read:*/*"), "its token gives no administrator tag"),
+                (token(lifetime=-5, scope=ADMIN), "the token does not log in"),
+            ):
+                pg.fill("#login-token", refused)
+                pg.click("#token-submit")
+                expect(error).to_contain_text(why)
+                expect(pg.locator("#overview-view")).to_be_hidden()
+            pg.fill("#login-token", token("dana", scope=ADMIN))
+            pg.click("#token-submit")
+            expect(pg.locator("#overview-view")).to_be_visible()
+            expect(pg.locator("#who")).to_have_text("dana")
+            with sync.connect(f"amqp://admin:s3cret@{b.url}", timeout=T) as conn:
+                conn.open_sender("seen.by.token").send(Message(body="hello"))
+                expect(pg.locator(node_row(pg, "seen.by.token") + " td.depth")).to_have_text("1")
+        finally:
+            context.close()

@@ -13,6 +13,7 @@ import base64
 import http.client
 import json
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -55,12 +56,14 @@ def call(
     body: Any = None,
     *,
     auth: tuple[str, str] | None = ("admin", "s3cret"),
+    headers: dict[str, str] | None = None,
 ) -> tuple[int, dict[str, str], Any]:
-    """``method path`` with a JSON body; the status, headers and decoded JSON (None: empty)."""
+    """``method path`` with a JSON body (and more ``headers``); the status, headers and
+    decoded JSON (None: empty)."""
     assert b.service.http_port is not None
     conn = http.client.HTTPConnection("127.0.0.1", b.service.http_port, timeout=T)
     try:
-        headers = {}
+        headers = dict(headers or {})
         if auth is not None:
             headers["Authorization"] = "Basic " + base64.b64encode(":".join(auth).encode()).decode()
         data = None
@@ -362,6 +365,27 @@ def test_connections_and_channels(broker: RunningBroker) -> None:
         status, _, _ = call(broker, "DELETE", f"/api/connections/{c['name']}")
         assert status == 204
     assert call(broker, "DELETE", "/api/connections/nobody")[0] == 404
+
+
+def test_connections_are_listed_after_the_statistics_interval(tmp_path: Path) -> None:
+    """``rabbitmq_api_statistics_interval``: as RabbitMQ's statistics collector, the API
+    lists a connection (and finds it by name, to close it) only that long after its open;
+    RabbitMQ's clients' suites wait for that before closing connections through it."""
+    with broker_with(tmp_path, http={"rabbitmq_api_statistics_interval": 3600}) as b, sync.connect(f"amqp://{b.url}", timeout=T) as conn:
+        assert call(b, "GET", "/api/connections", auth=None)[2] == []
+        (name,) = [c.name for c in b.service.clients]
+        assert call(b, "GET", f"/api/connections/{name}", auth=None)[0] == 404
+        assert call(b, "DELETE", f"/api/connections/{name}", auth=None)[0] == 404
+        conn.open_sender("still.open")  # not closed
+    with broker_with(tmp_path / "short", http={"rabbitmq_api_statistics_interval": 0.2}) as b, sync.connect(f"amqp://{b.url}", timeout=T):
+        listed: list[Any] = []
+        for _ in range(100):  # bounded: 100 x 0.05 s
+            listed = call(b, "GET", "/api/connections", auth=None)[2]
+            if listed:
+                break
+            time.sleep(0.05)
+        assert len(listed) == 1
+        assert call(b, "DELETE", f"/api/connections/{listed[0]['name']}", auth=None)[0] == 204
 
 
 def test_consumers(tmp_path: Path) -> None:

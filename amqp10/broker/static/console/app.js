@@ -484,19 +484,23 @@ function loggedIn(data) {
   route();
 }
 
-async function login(ev) {
+// A login form's submit: ``body()`` sent to ``login``; its button off meanwhile, its error shown.
+async function submitLogin(ev, form, body) {
   ev.preventDefault();
-  const button = $("login-submit");
+  const button = $(`${form}-submit`);
   button.disabled = true;
-  $("login-error").hidden = true;
+  $(`${form}-error`).hidden = true;
   try {
-    loggedIn(await api("login", { username: $("login-user").value, password: $("login-password").value }));
-    $("login-password").value = "";
+    loggedIn(await api("login", body()));
+    $(form === "login" ? "login-password" : "login-token").value = "";
   } catch (e) {
-    $("login-error").textContent = e.message;
-    $("login-error").hidden = false;
+    $(`${form}-error`).textContent = e.message;
+    $(`${form}-error`).hidden = false;
   } finally { button.disabled = false; }
 }
+
+const login = (ev) => submitLogin(ev, "login", () => ({ username: $("login-user").value, password: $("login-password").value }));
+const tokenLogin = (ev) => submitLogin(ev, "token", () => ({ token: $("login-token").value.trim() }));
 
 async function logout() {
   try { await api("logout", {}); } catch (e) { /* the session is gone either way */ }
@@ -511,6 +515,7 @@ window.addEventListener("DOMContentLoaded", async () => {
   });
   $("legend").replaceChildren(...legend);
   $("login-form").addEventListener("submit", login);
+  $("token-form").addEventListener("submit", tokenLogin);
   $("logout").addEventListener("click", logout);
   $("peek").addEventListener("click", peek);
   $("purge").addEventListener("click", purge);
