@@ -759,7 +759,9 @@ class Connection(_Proxy):
     def request(self, address: str, message: Message, *, timeout: float | None = None) -> Message:
         return self._run(self._c.request, address, message, timeout=timeout)
 
-    def management(self, *, protocol: str | None = None, timeout: float | None = None) -> Management:
+    def management(
+        self, *, protocol: str | None = None, timeout: float | None = None
+    ) -> Management:
         """The peer's queues, exchanges and bindings (see the async one)."""
 
         async def make() -> _management.Management:  # (made in the loop, as its lock wants)
@@ -806,8 +808,10 @@ class Connection(_Proxy):
     def close(self, error: Error | None = None, *, timeout: float | None = None) -> None:
         """Close the connection and, for one made by :func:`connect`, stop its event loop.
 
-        Settlements still queued go out first.
+        Settlements still queued go out first. Closing it again does nothing.
         """
+        if self._on_close is None and self._loop.closed is not None:
+            return
         try:
             if self._on_close is not None:
                 self._loop.flush()  # (a close through _run starts them itself)
@@ -874,7 +878,7 @@ def connect(
     stack = contextlib.ExitStack()
     try:
         loop = start_loop(stack)
-        conn = stack.enter_context(loop._portal.wrap_async_context_manager(_connected(url, kwargs)))
+        conn = stack.enter_context(loop.hold(_connected(url, kwargs)))
     except BaseException:
         stack.close()
         raise
