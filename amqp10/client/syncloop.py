@@ -89,9 +89,9 @@ class Loop:
 
     __slots__ = (
         "_aloop", "_ctx", "_deadline", "_driver", "_interrupted", "_jobs", "_keeper",
-        "_keeper_id", "_kicked", "_left_at", "_lend", "_pump", "_shut", "_shutting", "_stops",
-        "_waiters", "_watch", "_woken", "_written", "_yield", "calls", "closed", "cond", "grace",
-        "handovers",
+        "_keeper_id", "_kicked", "_left_at", "_lend", "_main_id", "_pump", "_shutting",
+        "_stops", "_waiters", "_watch", "_woken", "_written", "_yield", "calls", "closed",
+        "cond", "grace", "handovers",
     )  # fmt: skip
 
     def __init__(self, *, lend: bool = True) -> None:
@@ -104,7 +104,6 @@ class Loop:
         """Guards who runs the loop; threads waiting on the loop sleep on it."""
         self.closed: errors.AMQPError | None = None  # set once the loop takes no more work
         self._shutting = False  # closing: nobody starts running the loop any more
-        self._shut = False  # the event loop is closed
         self._driver: int | None = None  # the thread running the loop now
         self._keeper = threading.Thread(target=self._keep, name="amqp10-sync-loop", daemon=True)
         self._keeper_id: int | None = None
@@ -117,6 +116,7 @@ class Loop:
         self._deadline = math.inf  # when the call running the loop stops waiting
         self._watch: asyncio.TimerHandle | None = None  # stops the loop at _deadline
         self._interrupted = False  # Ctrl-C while a call ran the loop in the main thread
+        self._main_id = threading.main_thread().ident  # (the thread Python runs signal handlers in)
         self._jobs: deque[Job] = deque()
         self._woken = False  # a start of the queued jobs is scheduled: posting needs no wake-up
         self._written: list[Tracker] = []  # pre-settled sends to complete once written out
@@ -219,6 +219,8 @@ class Loop:
                     self._left_at = time.monotonic()
                     if self._waiters:
                         cond.notify_all()
+            if done():
+                return True
 
     def _run(self, done: Callable[[], bool], end: float) -> None:
         """(With the loop taken) run it in this thread until ``done()`` or ``end``."""
@@ -248,7 +250,7 @@ class Loop:
         that stops the loop at the end of its turn, so that the KeyboardInterrupt is
         raised in the caller (as it was while the caller slept on a condition), not in
         the middle of a callback or a task of the connection. Returns what it replaced."""
-        if threading.current_thread() is not threading.main_thread():
+        if threading.get_ident() != self._main_id:
             return None
         if _signals.getsignal(signal.SIGINT) is not signal.default_int_handler:
             return None
@@ -421,7 +423,6 @@ class Loop:
         finally:
             aloop.close()
             with cond:
-                self._shut = True
                 self._driver = None
                 cond.notify_all()
 
