@@ -203,6 +203,8 @@ class Loop:
                     if driver is None and self._lend:
                         self._driver = me
                         break
+                    if driver == me:  # (from a callback or task of the loop itself)
+                        raise RuntimeError("a blocking call cannot be made inside the event loop")
                     if driver == self._keeper_id and self._lend and not self._yield:
                         self._yield = True  # the keeper hands the loop over after its turn
                         self._aloop.call_soon_threadsafe(self._aloop.stop)
