@@ -8,10 +8,10 @@ the loop and wrap what comes back. There is no second copy of any logic: fix the
 async core and this follows.
 
 A call into the loop (a task started there, run until done) costs more than
-sending a message, so the fast paths cross once per batch: :meth:`Sender.submit` queues without a round trip
-(the loop starts everything queued at once, see :mod:`.syncloop`), trackers
-complete without one, :meth:`Sender.pipeline` is built on the two, and
-:meth:`Receiver.fetch` / :meth:`Receiver.batches` take and
+sending a message, so the fast paths cross once per batch: :meth:`Sender.submit`
+queues without a round trip (the loop starts everything queued at once, see
+:mod:`.syncloop`), trackers complete without one, :meth:`Sender.pipeline` is
+built on the two, and :meth:`Receiver.fetch` / :meth:`Receiver.batches` take and
 :meth:`Receiver.accept_all` settles a whole batch per call. The per-message
 calls are built on the same: :meth:`Sender.send` is ``submit().wait()``,
 :meth:`Receiver.receive` and the iteration hand out from a buffer refilled a

@@ -16,6 +16,8 @@ credit, reconnects, what was queued without waiting) and hands it back to the ne
 call: that handover (two wake-ups) is paid after an idle gap, never per call in a
 loop of calls. The blocking direct peer (:mod:`.syncserve`) keeps the loop in the
 keeper thread for good (``lend=False``): its handlers' calls hand their work over.
+Ctrl-C while the main thread runs the loop ends the loop's turn first and is raised
+in the call (:meth:`Loop._trap_sigint`).
 
 Work reaches the loop in order: jobs (sends, settlements) queue on a deque and
 start together at the loop's next turn; a :meth:`Loop.call` starts a task after
