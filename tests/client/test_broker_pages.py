@@ -50,9 +50,7 @@ def test_the_rabbitmq_example(tmp_path: Path) -> None:
 
 def test_the_rabbitmq_management_example(tmp_path: Path) -> None:
     with broker_with(tmp_path) as b:
-        out = run(
-            example("rabbitmq.md", "## Managing queues and exchanges"), "URL", f"amqp://{b.url}"
-        )
+        out = run(example("rabbitmq.md", "## Managing queues and exchanges"), "URL", f"amqp://{b.url}")
     assert out.splitlines() == ["invoices quorum", "1", "409", "1", "0"]
 
 

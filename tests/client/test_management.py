@@ -159,9 +159,7 @@ async def test_exchanges_and_bindings(broker: RunningBroker, protocol: str) -> N
 
         await m.unbind(prices, destination_queue=nyse, binding_key="stock.nyse.*")
         await m.unbind(every, destination_queue=everything, arguments={"x-note": "with arguments"})
-        assert await send(conn, f"{http.exchange_path(prices)}/stock.nyse.ibm", 1) == [
-            Released()
-        ]  # routed nowhere
+        assert await send(conn, f"{http.exchange_path(prices)}/stock.nyse.ibm", 1) == [Released()]  # routed nowhere
         await m.unbind(prices, destination_exchange=every, binding_key="#")
         with pytest.raises(ValueError, match="one destination"):
             await m.bind(prices, destination_queue=nyse, destination_exchange=every)
@@ -183,27 +181,19 @@ async def test_refusals_are_management_errors(broker: RunningBroker, protocol: s
         await m.declare_queue(name, arguments={"x-max-length": 5})
         with pytest.raises(errors.ConflictError) as conflict:  # 409: exists with other arguments
             await m.declare_queue(name, arguments={"x-max-length": 6})
-        assert conflict.value.status == 409 and f"declaring queue {name!r}: 409" in str(
-            conflict.value
-        )
-        assert isinstance(conflict.value, errors.ManagementError) and isinstance(
-            conflict.value, errors.AMQPError
-        )
+        assert conflict.value.status == 409 and f"declaring queue {name!r}: 409" in str(conflict.value)
+        assert isinstance(conflict.value, errors.ManagementError) and isinstance(conflict.value, errors.AMQPError)
 
         with pytest.raises(errors.BadRequestError) as bad:  # 400: a queue needs a name
             await m.declare_queue("")
         assert bad.value.status == 400 and bad.value.description
 
-        with pytest.raises(
-            errors.BadRequestError
-        ) as bad_body:  # 400: a body the server cannot take
+        with pytest.raises(errors.BadRequestError) as bad_body:  # 400: a body the server cannot take
             await bad_request_body(conn, protocol, unique("bad"))
         assert bad_body.value.status == 400
 
         if protocol == RABBITMQ:
-            with pytest.raises(
-                errors.ForbiddenError
-            ) as forbidden:  # 403: RabbitMQ's reserved prefix
+            with pytest.raises(errors.ForbiddenError) as forbidden:  # 403: RabbitMQ's reserved prefix
                 await m.declare_queue("amq.mine")
             assert forbidden.value.status == 403 and "reserved prefix" in str(forbidden.value)
             assert await m.delete_queue(unique("gone")) == 0  # RabbitMQ deletes what is not there
@@ -229,24 +219,17 @@ async def bad_request_body(conn: Connection, protocol: str, name: str) -> None:
         http.check(status, body, (200, 201), f"declaring queue {name!r}")
     else:
         links = await conn.request_links(oasis.ADDRESS)
-        reply = await links.request(
-            oasis.request(oasis.Request(operation="CREATE", type="queue", name=name, body=["red"]))
-        )
+        reply = await links.request(oasis.request(oasis.Request(operation="CREATE", type="queue", name=name, body=["red"])))
         await links.close()
         response = oasis.parse_response(reply)
-        raise errors.ManagementError.for_status(
-            response.status, response.description, f"declaring queue {name!r}"
-        )
+        raise errors.ManagementError.for_status(response.status, response.description, f"declaring queue {name!r}")
 
 
 # -- blocking --------------------------------------------------------------------------------
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_the_blocking_management(broker: RunningBroker, protocol: str) -> None:
     name, x = unique("sync"), unique("sync-x")
-    with (
-        amqp10.sync.connect(broker.url, timeout=T) as conn,
-        conn.management(protocol=protocol) as m,
-    ):
+    with amqp10.sync.connect(broker.url, timeout=T) as conn, conn.management(protocol=protocol) as m:
         assert m.protocol == protocol
         q = m.declare_queue(name, type="classic", arguments={"x-max-length": 100})
         assert q.type == "classic" and q.arguments["x-max-length"] == 100
@@ -268,9 +251,7 @@ def test_the_blocking_management(broker: RunningBroker, protocol: str) -> None:
 
 
 @pytest.mark.anyio
-async def test_the_rabbitmq_links_are_a_pair_and_come_back_after_close(
-    broker: RunningBroker,
-) -> None:
+async def test_the_rabbitmq_links_are_a_pair_and_come_back_after_close(broker: RunningBroker) -> None:
     name = unique("pair")
     async with client(broker) as conn:
         m = conn.management()
@@ -290,70 +271,35 @@ def test_rabbitmq_paths_percent_encode_every_reserved_byte() -> None:
     assert path.startswith("/bindings/src=src%20x;dste=dst%2Fy;key=a.%2A;args=")
     segments, query = http.parse_path(path)
     assert segments[0] == "bindings"
-    assert http.parse_binding_path(path.rsplit("/", 1)[1]) == (
-        "src x",
-        "exchange",
-        "dst/y",
-        "a.*",
-        http.args_hash({"k": 1}),
-    )
+    assert http.parse_binding_path(path.rsplit("/", 1)[1]) == ("src x", "exchange", "dst/y", "a.*", http.args_hash({"k": 1}))
     assert http.parse_binding_path("src=a;key=b") is None
-    assert http.parse_path(http.bindings_query("s", "queue", "q 1", "k*")) == (
-        ["bindings"],
-        {"src": "s", "dstq": "q 1", "key": "k*"},
-    )
+    assert http.parse_path(http.bindings_query("s", "queue", "q 1", "k*")) == (["bindings"], {"src": "s", "dstq": "q 1", "key": "k*"})
 
 
 def test_rabbitmq_requests_and_replies() -> None:
     req = Message.decode(http.request("PUT", "/queues/q", {"durable": True}).encode())
-    assert (req.subject, req.to, req.reply_to, req.body) == (
-        "PUT",
-        "/queues/q",
-        "$me",
-        {"durable": True},
-    )
+    assert (req.subject, req.to, req.reply_to, req.body) == ("PUT", "/queues/q", "$me", {"durable": True})
     props, subject = http.reply(409)
-    assert http.parse_reply(
-        Message(body="differs", subject=subject, application_properties=props)
-    ) == (409, "differs")
+    assert http.parse_reply(Message(body="differs", subject=subject, application_properties=props)) == (409, "differs")
     assert http.parse_reply(Message(body=None, subject="nope"))[0] == 500
     with pytest.raises(errors.NotFoundError, match="reading: 404 queue 'q' not found"):
         http.check(404, "queue 'q' not found", (200,), "reading")
-    info = QueueInfo(
-        name="q",
-        type="quorum",
-        arguments={"x-queue-type": "quorum"},
-        message_count=2,
-        leader="n",
-        replicas=["n"],
-    )
+    info = QueueInfo(name="q", type="quorum", arguments={"x-queue-type": "quorum"}, message_count=2, leader="n", replicas=["n"])
     assert http.parse_queue_map(http.queue_map(info)) == info
 
 
 def test_oasis_requests_and_replies() -> None:
-    req = oasis.Request(
-        operation="QUERY",
-        properties={"entityType": "queue", "offset": 3},
-        body={"attributeNames": ["name"]},
-    )
+    req = oasis.Request(operation="QUERY", properties={"entityType": "queue", "offset": 3}, body={"attributeNames": ["name"]})
     msg = Message.decode(oasis.request(req).encode())
     assert oasis.parse_request(msg.application_properties, msg.body) == req
     response = oasis.Response(status=404, description="no queue 'q'", properties={"count": 0})
     parsed = oasis.parse_response(Message(application_properties=oasis.reply_properties(response)))
-    assert (parsed.status, parsed.description, parsed.properties) == (
-        404,
-        "no queue 'q'",
-        {"count": 0},
-    )
-    dashed = oasis.parse_response(
-        Message(application_properties={"status-code": 202, "status-description": "ok"})
-    )
+    assert (parsed.status, parsed.description, parsed.properties) == (404, "no queue 'q'", {"count": 0})
+    dashed = oasis.parse_response(Message(application_properties={"status-code": 202, "status-description": "ok"}))
     assert (dashed.status, dashed.description) == (202, "ok")
     assert oasis.parse_response(Message(application_properties={})).status == 500
     assert oasis.binding_name("x", "queue", "q", "k", {}) == '["x","queue","q","k",{}]'
-    q = oasis.parse_queue(
-        {"name": "s", "type": "stream", "depth": 7, "consumers": 1, "arguments": {}}
-    )
+    q = oasis.parse_queue({"name": "s", "type": "stream", "depth": 7, "consumers": 1, "arguments": {}})
     assert (q.type, q.message_count, q.consumer_count) == ("stream", 7, 1)
 
 
@@ -385,9 +331,7 @@ async def test_the_link_pair_and_requests_are_what_rabbitmq_4_checks() -> None:
         seen["settled"] = (d.remote_settled, attach.snd_settle_mode if attach is not None else None)
         req = d.message
         seen["request"] = (req.subject, req.to, req.reply_to, req.body)
-        reply = Message(
-            body=http.queue_map(QueueInfo(name="q/1", message_count=5)), correlation_id=req.id
-        )
+        reply = Message(body=http.queue_map(QueueInfo(name="q/1", message_count=5)), correlation_id=req.id)
         reply.application_properties, reply.subject = http.reply(200)
         await replies.send(reply)
         await conn.wait_closed()

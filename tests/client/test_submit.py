@@ -95,9 +95,7 @@ async def test_a_detach_fails_every_waiting_tracker() -> None:
         sender = await conn.open_sender("q")
         held = [sender.submit(Message(body=i, subject="hold")) for i in range(3)]
         await svc.wait(lambda: len(svc.held) == 3)
-        await svc.links[0].close(
-            Error(condition=ErrorCondition.RESOURCE_DELETED, description="gone")
-        )
+        await svc.links[0].close(Error(condition=ErrorCondition.RESOURCE_DELETED, description="gone"))
         for t in held:
             with pytest.raises(errors.LinkError, match="detached by the peer") as info:
                 await t
