@@ -1,6 +1,6 @@
 """The async client and direct peer: ``connect()``, ``serve()``/``listen()``.
 
-``amqp10.sync`` offers the same API without ``await`` (a blocking portal).
+``amqp10.sync`` offers the same API without ``await`` (the event loop run by the calling thread).
 """
 
 from __future__ import annotations

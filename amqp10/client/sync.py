@@ -1,15 +1,17 @@
 """The blocking facade: the async client without ``await``, for plain threads.
 
-Each :func:`connect` starts an event loop in a thread (anyio's blocking portal)
-and runs the async :class:`~amqp10.client.Connection` there; the classes below
-only forward calls through the portal and wrap what comes back. There is no
-second copy of any logic: fix the async core and this follows.
+Each :func:`connect` makes an event loop and runs the async
+:class:`~amqp10.client.Connection` in it; a blocking call runs that loop in the
+caller's own thread until what it waits for is done (a keeper thread runs it
+between calls; see :mod:`.syncloop`). The classes below only forward calls into
+the loop and wrap what comes back. There is no second copy of any logic: fix the
+async core and this follows.
 
-A round trip between threads costs more than sending a message, so the fast
-paths cross once per batch: :meth:`Sender.submit` queues without a round trip
-(the loop starts everything queued at once, see :mod:`.syncloop`), trackers
-complete without one, :meth:`Sender.pipeline` is built on the two, and
-:meth:`Receiver.fetch` / :meth:`Receiver.batches` take and
+A call into the loop (a task started there, run until done) costs more than
+sending a message, so the fast paths cross once per batch: :meth:`Sender.submit`
+queues without a round trip (the loop starts everything queued at once, see
+:mod:`.syncloop`), trackers complete without one, :meth:`Sender.pipeline` is
+built on the two, and :meth:`Receiver.fetch` / :meth:`Receiver.batches` take and
 :meth:`Receiver.accept_all` settles a whole batch per call. The per-message
 calls are built on the same: :meth:`Sender.send` is ``submit().wait()``,
 :meth:`Receiver.receive` and the iteration hand out from a buffer refilled a
@@ -255,8 +257,8 @@ class Sender(_Link):
         :meth:`amqp10.client.Sender.send`).
 
         :meth:`submit` and :meth:`Tracker.wait`: the message is encoded here and
-        queued with one wake-up of the event loop, and this thread sleeps until
-        the loop completes the tracker (no task made per call). Timing out
+        queued, and this thread runs the event loop until the loop completes the
+        tracker (no task made per call, no other thread woken). Timing out
         withdraws the message, as there.
 
         ``wait=False`` returns None once the message is queued, without waiting
@@ -759,7 +761,9 @@ class Connection(_Proxy):
     def request(self, address: str, message: Message, *, timeout: float | None = None) -> Message:
         return self._run(self._c.request, address, message, timeout=timeout)
 
-    def management(self, *, protocol: str | None = None, timeout: float | None = None) -> Management:
+    def management(
+        self, *, protocol: str | None = None, timeout: float | None = None
+    ) -> Management:
         """The peer's queues, exchanges and bindings (see the async one)."""
 
         async def make() -> _management.Management:  # (made in the loop, as its lock wants)
@@ -806,8 +810,10 @@ class Connection(_Proxy):
     def close(self, error: Error | None = None, *, timeout: float | None = None) -> None:
         """Close the connection and, for one made by :func:`connect`, stop its event loop.
 
-        Settlements still queued go out first.
+        Settlements still queued go out first. Closing it again does nothing.
         """
+        if self._on_close is None and self._loop.closed is not None:
+            return
         try:
             if self._on_close is not None:
                 self._loop.flush()  # (a close through _run starts them itself)
@@ -861,7 +867,8 @@ def connect(
     ``reconnect=ReconnectPolicy(...)`` (or True) and lists of URLs work as there:
     a blocked call waits for the connection to be re-made.
 
-    The connection's event loop runs in its own thread until :meth:`Connection.close`.
+    The connection's event loop runs in the thread of each blocking call, and in a
+    keeper thread between calls, until :meth:`Connection.close`.
     """
     kwargs.update(
         container_id=container_id,
@@ -874,7 +881,7 @@ def connect(
     stack = contextlib.ExitStack()
     try:
         loop = start_loop(stack)
-        conn = stack.enter_context(loop._portal.wrap_async_context_manager(_connected(url, kwargs)))
+        conn = stack.enter_context(loop.hold(_connected(url, kwargs)))
     except BaseException:
         stack.close()
         raise

@@ -1,10 +1,29 @@
-"""The event loop thread under the blocking facade, and the work queued for it.
+"""The event loop under the blocking facade, run in the threads that wait on it.
 
-:class:`Loop` is what :mod:`amqp10.client.sync` holds of an event loop running
-in a thread (anyio's blocking portal): blocking calls into it, and a queue of
-jobs (sends, settlements) that it drains in one hop per batch. :class:`Tracker`
-is a blocking send's outcome, completed from the loop without a round trip;
-:class:`Settlement` is a delivery's outcome on its way to the async receiver.
+:class:`Loop` owns an asyncio event loop that no thread runs for good. A blocking
+call runs it in the caller's own thread until what the call waits for is done
+(:meth:`Loop.wait_for`): a ``send()`` that waits for its outcome costs no wake-up
+of a second thread, as in Proton's ``BlockingConnection``, which runs its reactor
+in the caller's thread too. The async client runs in that loop unchanged; nothing
+of its logic is copied here.
+
+Only one thread runs the loop at a time (:attr:`Loop.cond` guards who). A call
+made while another thread's call runs the loop hands its work to that thread (one
+wake-up, as a portal call would) and sleeps until its work is done or the loop is
+free, then runs the loop itself. Between calls, a keeper thread takes the loop once
+no call has run it for :data:`GRACE` seconds (heartbeats, incoming frames and
+credit, reconnects, what was queued without waiting) and hands it back to the next
+call: that handover (two wake-ups) is paid after an idle gap, never per call in a
+loop of calls. The blocking direct peer (:mod:`.syncserve`) keeps the loop in the
+keeper thread for good (``lend=False``): its handlers' calls hand their work over.
+Ctrl-C while the main thread runs the loop ends the loop's turn first and is raised
+in the call (:meth:`Loop._trap_sigint`).
+
+Work reaches the loop in order: jobs (sends, settlements) queue on a deque and
+start together at the loop's next turn; a :meth:`Loop.call` starts a task after
+them. :class:`Tracker` is a blocking send's outcome, completed from the loop
+without a task; :class:`Settlement` is a delivery's outcome on its way to the
+async receiver.
 """
 
 from __future__ import annotations
@@ -12,19 +31,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import importlib.util
+import importlib
 import math
+import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
-from concurrent.futures import Future
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
-import anyio
-import anyio.abc
-import anyio.from_thread
+import sniffio
 
 from .. import errors
 from . import receiver as _receiver
@@ -32,33 +50,18 @@ from . import sender as _sender
 from . import transactions as _txn
 from ._common import Outcome
 
-__all__ = ["Job", "Loop", "Settlement", "Tracker", "portal_backend", "start_loop",
-           "withdraw_all"]  # fmt: skip
+__all__ = ["GRACE", "Job", "Loop", "Settlement", "Tracker", "start_loop", "withdraw_all"]
 
-Soon = Callable[[Callable[[], object]], object]
-"""Schedules a plain callback in the event loop, from any thread, without waiting."""
+T = TypeVar("T")
 
+GRACE = 0.02
+"""Seconds the loop may go unrun between two blocking calls before the keeper thread
+runs it (and the next call takes it back from the keeper)."""
 
-def portal_backend() -> tuple[str, dict[str, Any]]:
-    """asyncio, on uvloop when it is installed (it is not a dependency)."""
-    if importlib.util.find_spec("uvloop") is None:
-        return "asyncio", {}
-    return "asyncio", {"use_uvloop": True}
-
-
-def _soon_threadsafe() -> Soon:
-    """The running event loop's thread-safe "call this soon" (asyncio or trio).
-
-    On asyncio the callbacks run in the context of the task that asked for it
-    (anyio's, so that anyio's calls work there), not in the posting thread's.
-    """
-    try:
-        soon = asyncio.get_running_loop().call_soon_threadsafe
-    except RuntimeError:
-        import trio
-
-        return trio.lowlevel.current_trio_token().run_sync_soon
-    return partial(soon, context=contextvars.copy_context())
+try:  # the C functions under ``signal``: its wrappers' enum conversions cost ~7 µs a call
+    _signals: Any = importlib.import_module("_signal")
+except ImportError:  # pragma: no cover - not CPython
+    _signals = signal
 
 
 class Job(Protocol):
@@ -72,69 +75,85 @@ class Job(Protocol):
 
 
 class Loop:
-    """The event loop thread as the blocking classes see it.
+    """The event loop as the blocking classes see it: run by whoever waits on it.
 
-    :meth:`call` runs a coroutine function there and waits for it: a round trip
-    between threads, for what must answer at once (open, fetch, close).
-    :meth:`post` hands it work without waiting: jobs (sends, settlements) queue
-    on a deque, and one wake-up per batch starts all that queued, in a plain
-    callback of the loop (one ``call_soon_threadsafe`` for the batch, not one per
-    message, and no task woken).
-    A call starts what was posted before it first, so the two stay in order
-    (a settlement queued before a commit is in the transaction; one queued
-    before a close goes out before it). Trackers complete in the loop thread
-    through :attr:`cond`, which the threads waiting for them sleep on; a done
-    tracker is read without the loop.
+    :meth:`wait_for` runs the loop in the calling thread until a condition holds
+    (or sleeps while another thread runs it); :meth:`call` runs a coroutine
+    function there and returns its result; :meth:`post` queues a job without
+    waiting (one wake-up per batch, and none while no other thread runs the
+    loop: the next call, or the keeper, starts it). A call starts what was
+    posted before it first, so the two stay in order (a settlement queued before
+    a commit is in the transaction; one queued before a close goes out before
+    it). What completes in the loop calls :meth:`completed`, which ends the
+    current run of a waiting caller (it looks again) and wakes the threads
+    sleeping on :attr:`cond`.
     """
 
-    __slots__ = ("_jobs", "_kicked", "_portal", "_pump", "_soon", "_woken", "_written", "closed",
-                 "cond")  # fmt: skip
+    __slots__ = (
+        "_aloop", "_ctx", "_deadline", "_driver", "_interrupted", "_jobs", "_keeper",
+        "_keeper_id", "_kicked", "_left_at", "_lend", "_main_id", "_pump", "_shutting",
+        "_stops", "_waiters", "_watch", "_woken", "_written", "_yield", "calls", "closed",
+        "cond", "grace", "handovers",
+    )  # fmt: skip
 
-    def __init__(self, portal: anyio.from_thread.BlockingPortal) -> None:
-        self._portal = portal
-        self.cond = threading.Condition()
+    def __init__(self, *, lend: bool = True) -> None:
+        self._aloop = asyncio.new_event_loop()
+        # what the loop's callbacks run in: anyio finds asyncio there without a task
+        self._ctx = contextvars.copy_context()
+        self._ctx.run(sniffio.current_async_library_cvar.set, "asyncio")
+        self._lend = lend  # a blocking call may run the loop in its own thread
+        self.cond = threading.Condition(threading.Lock())
+        """Guards who runs the loop; threads waiting on the loop sleep on it."""
         self.closed: errors.AMQPError | None = None  # set once the loop takes no more work
+        self._shutting = False  # closing: nobody starts running the loop any more
+        self._driver: int | None = None  # the thread running the loop now
+        self._keeper = threading.Thread(target=self._keep, name="amqp10-sync-loop", daemon=True)
+        self._keeper_id: int | None = None
+        self._yield = False  # a call asked the keeper for the loop
+        self._left_at = 0.0  # when the last call stopped running the loop
+        self.grace = GRACE
+        """Seconds the loop may go unrun between calls before the keeper runs it."""
+        self._waiters = 0  # threads sleeping on cond
+        self._stops = False  # a call runs the loop: completions end its run, to look
+        self._deadline = math.inf  # when the call running the loop stops waiting
+        self._watch: asyncio.TimerHandle | None = None  # stops the loop at _deadline
+        self._interrupted = False  # Ctrl-C while a call ran the loop in the main thread
+        self._main_id = threading.main_thread().ident  # (the thread Python runs signal handlers in)
         self._jobs: deque[Job] = deque()
-        self._woken = False  # a wake-up is on its way: posting more needs none
+        self._woken = False  # a start of the queued jobs is scheduled: posting needs no wake-up
         self._written: list[Tracker] = []  # pre-settled sends to complete once written out
-        self._kicked: anyio.Event | None = None
-        self._soon: Soon | None = None
-        self._pump: Future[None] | None = None
+        self._kicked: asyncio.Event | None = None
+        self._pump: asyncio.Task[None] | None = None
+        self.calls = 0
+        """Calls that waited for a task of the loop (:meth:`call`): for tests."""
+        self.handovers = 0
+        """Times a thread handed work to another running the loop (a wake-up): for tests."""
 
     def start(self) -> None:
-        """Start the pump task, which completes pre-settled sends once written out
-        (from a thread other than the loop's)."""
-        self._pump, self._soon = self._portal.start_task(self._run)
+        """Start the pump task (it completes pre-settled sends once written out) and
+        the keeper thread."""
+        self._pump = self._aloop.create_task(self._run_pump(), context=self._ctx.copy())
+        self._left_at = time.monotonic()  # the first call comes at once: the keeper waits
+        self._keeper.start()
 
-    def call(self, fn: Callable[[], Awaitable[Any]]) -> Any:
+    # -- the callers' side ----------------------------------------------------------------
+    def call(self, fn: Callable[[], Awaitable[T]]) -> T:
         """Run ``fn()`` in the loop, after what was posted before, and return its result."""
-        return self._portal.call(self._in_order, fn)
-
-    async def _in_order(self, fn: Callable[[], Awaitable[Any]]) -> Any:
-        self.start_posted()
-        return await fn()
+        self.calls += 1
+        job: _Call[T] = _Call(self, fn)
+        self.post(job)
+        try:
+            self.wait_for(job.finished)
+        except BaseException:  # Ctrl-C: the call is given up, and so is its task
+            if not job.done:
+                self.soon(job.abandon)
+            raise
+        return job.result()
 
     def flush(self) -> None:
-        """Wait until the loop has started every job posted before (one round trip)."""
+        """Wait until the loop has started every job posted before."""
         if self.closed is None:
-            self.call(anyio.lowlevel.checkpoint)
-
-    def start_posted(self) -> None:
-        """(In the loop) start every job posted so far, in order."""
-        jobs = self._jobs
-        while jobs:
-            jobs.popleft()._start()
-
-    def stop(self, error: errors.AMQPError) -> None:
-        """Take no more work: what is still queued fails with ``error``, and so does
-        every wait still blocked (the connection is closed by now)."""
-        self.closed = error
-        if self._pump is not None:
-            self._pump.cancel()
-        while self._jobs:
-            self._jobs.popleft()._cancel(error)
-        with self.cond:
-            self.cond.notify_all()
+            self.call(partial(asyncio.sleep, 0))
 
     def post(self, job: Job) -> None:
         """Queue ``job`` to start in the loop, in order with the others posted."""
@@ -142,31 +161,200 @@ class Loop:
             raise self.closed
         self._jobs.append(job)
         if not self._woken:
-            self._woken = True
-            assert self._soon is not None, "the pump was not started"
+            # (appended before looking: a thread that starts running the loop after this
+            # line looks at the jobs after it took the loop, and so starts this one)
+            driver = self._driver
+            if driver is not None and driver != threading.get_ident():
+                self._woken = True
+                self.handovers += 1
+                try:
+                    self._aloop.call_soon_threadsafe(self._start_woken, context=self._ctx)
+                except RuntimeError:  # the event loop is closed: the connection is gone
+                    raise errors.ConnectionClosed("the connection is closed") from None
+
+    def soon(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` in the loop soon, from any thread (a no-op once it is shut)."""
+        with contextlib.suppress(RuntimeError):  # (closed)
+            self._aloop.call_soon_threadsafe(callback, context=self._ctx)
+
+    def wait_for(self, done: Callable[[], bool], timeout: float = math.inf) -> bool:
+        """Until ``done()``, at most ``timeout`` seconds: True once done, False if the
+        time ran out or the loop was shut first.
+
+        Runs the loop in this thread while no other thread does; otherwise sleeps
+        until ``done()`` or until the loop is free (asking the keeper thread to hand
+        it over). Ctrl-C while this thread runs the loop is raised here once the
+        loop has finished its turn (see :meth:`_trap_sigint`).
+        """
+        if done():
+            return True
+        end = time.monotonic() + timeout
+        me = threading.get_ident()
+        cond = self.cond
+        while True:
+            with cond:
+                while True:
+                    if done():
+                        return True
+                    if self._shutting:
+                        return False
+                    left = end - time.monotonic()
+                    if left <= 0:
+                        return False
+                    driver = self._driver
+                    if driver is None and self._lend:
+                        self._driver = me
+                        break
+                    if driver == me:  # (from a callback or task of the loop itself)
+                        raise RuntimeError("a blocking call cannot be made inside the event loop")
+                    if driver == self._keeper_id and self._lend and not self._yield:
+                        self._yield = True  # the keeper hands the loop over after its turn
+                        self._aloop.call_soon_threadsafe(self._aloop.stop)
+                    self._waiters += 1
+                    try:
+                        cond.wait(None if math.isinf(left) else left)
+                    finally:
+                        self._waiters -= 1
             try:
-                self._soon(self._start_woken)
-            except RuntimeError:  # the event loop ended under us: the connection is gone
-                raise errors.ConnectionClosed("the connection is closed") from None
+                self._run(done, end)
+            finally:
+                with cond:
+                    self._driver = None
+                    self._left_at = time.monotonic()
+                    if self._waiters:
+                        cond.notify_all()
+            if done():
+                return True
+
+    def _run(self, done: Callable[[], bool], end: float) -> None:
+        """(With the loop taken) run it in this thread until ``done()`` or ``end``."""
+        aloop = self._aloop
+        if self._jobs and not self._woken:
+            self._woken = True
+            aloop.call_soon(self._start_woken, context=self._ctx)
+        replaced = self._trap_sigint()
+        self._stops = True
+        try:
+            while not done() and not self._shutting and not self._interrupted:
+                if time.monotonic() >= end:
+                    break
+                self._arm(end)
+                aloop.run_forever()
+        finally:
+            self._stops = False
+            self._deadline = math.inf
+            if replaced is not None:
+                _signals.signal(signal.SIGINT, replaced)
+        if self._interrupted:
+            self._interrupted = False
+            raise KeyboardInterrupt
+
+    def _trap_sigint(self) -> Any:
+        """In the main thread, with Python's own Ctrl-C handler in place: put one there
+        that stops the loop at the end of its turn, so that the KeyboardInterrupt is
+        raised in the caller (as it was while the caller slept on a condition), not in
+        the middle of a callback or a task of the connection. Returns what it replaced."""
+        if threading.get_ident() != self._main_id:
+            return None
+        if _signals.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            return None
+        _signals.signal(signal.SIGINT, self._on_sigint)
+        return signal.default_int_handler
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        self._interrupted = True
+        self._aloop.call_soon_threadsafe(self._aloop.stop)
+
+    def _arm(self, end: float) -> None:
+        """Stop the loop at ``end`` (monotonic): one timer serves many calls, re-armed
+        when it fires before the deadline of the call running then."""
+        self._deadline = end
+        if math.isinf(end):
+            return
+        watch = self._watch
+        if watch is not None:
+            if watch.when() <= end:
+                return
+            watch.cancel()
+        self._watch = self._aloop.call_at(end, self._on_watch, context=self._ctx)
+
+    def _on_watch(self) -> None:
+        self._watch = None
+        deadline = self._deadline
+        if math.isinf(deadline):
+            return
+        if self._aloop.time() >= deadline:
+            self._aloop.stop()
+        else:
+            self._watch = self._aloop.call_at(deadline, self._on_watch, context=self._ctx)
+
+    # -- the keeper thread ------------------------------------------------------------------
+    def _keep(self) -> None:
+        """Run the loop whenever no call has for :data:`GRACE` seconds, until shut."""
+        cond = self.cond
+        me = self._keeper_id = threading.get_ident()
+        while True:
+            with cond:
+                while True:
+                    if self._shutting:
+                        return
+                    grace = self.grace
+                    if self._driver is None:
+                        idle = time.monotonic() - self._left_at
+                        if idle >= grace or not self._lend:
+                            self._driver = me
+                            break
+                        cond.wait(None if math.isinf(grace) else grace - idle)
+                    else:  # a call runs the loop: look again later (a call never wakes us)
+                        cond.wait(None if math.isinf(grace) else grace)
+            try:
+                aloop = self._aloop
+                if self._jobs and not self._woken:
+                    self._woken = True
+                    aloop.call_soon(self._start_woken, context=self._ctx)
+                while not self._yield and not self._shutting:
+                    aloop.run_forever()
+            finally:
+                with cond:
+                    self._driver = None
+                    self._yield = False
+                    if self._waiters:
+                        cond.notify_all()
+
+    # -- in the loop --------------------------------------------------------------------------
+    def completed(self) -> None:
+        """Something a blocking call may wait for is done: the call running the loop
+        looks (its run ends after this turn), and so do the threads sleeping on it."""
+        if self._stops:
+            self._aloop.stop()
+        if self._waiters:
+            with self.cond:
+                self.cond.notify_all()
+
+    def start_posted(self) -> None:
+        """(In the loop) start every job posted so far, in order."""
+        jobs = self._jobs
+        while jobs:
+            jobs.popleft()._start()
 
     def _start_woken(self) -> None:
         """(In the loop, a plain callback) start every job posted so far."""
         self._woken = False  # reset before draining: a job posted after this line wakes us again
         self.start_posted()
 
+    def create_task(self, coro: Awaitable[T]) -> asyncio.Task[T]:
+        """(In the loop) a task of the loop running ``coro``."""
+        return asyncio.ensure_future(coro, loop=self._aloop)
+
     def written(self, tracker: Tracker) -> None:
         """(In the loop) complete ``tracker``, a pre-settled send, once it is written out."""
         self._written.append(tracker)
-        self._kick()
-
-    def _kick(self) -> None:
         if self._kicked is not None:
             self._kicked.set()
 
-    async def _run(self, *, task_status: anyio.abc.TaskStatus[Soon]) -> None:
-        task_status.started(_soon_threadsafe())
+    async def _run_pump(self) -> None:
         while True:
-            self._kicked = anyio.Event()  # before looking: written() after this line sets it
+            self._kicked = asyncio.Event()  # before looking: written() after this line sets it
             if self._written:
                 written, self._written = self._written, []
                 for tracker in written:
@@ -174,18 +362,152 @@ class Loop:
             else:
                 await self._kicked.wait()
 
+    # -- the connection's life -------------------------------------------------------------
+    @contextlib.contextmanager
+    def hold(self, cm: AbstractAsyncContextManager[T]) -> Iterator[T]:
+        """Enter ``cm`` in a task of the loop, which keeps it entered until this exits."""
+        release = asyncio.Event()
+        entered: list[T] = []
+
+        async def holder() -> None:
+            async with cm as value:
+                entered.append(value)
+                self.completed()
+                await release.wait()
+
+        job = _Call(self, holder)
+        self.post(job)
+        self.wait_for(lambda: bool(entered) or job.done)
+        if not entered:
+            job.result()  # raises what failed it
+            raise errors.ConnectionClosed("the connection is closed")
+        try:
+            yield entered[0]
+        finally:
+            if not self._shutting:
+                self.call(partial(_set, release))
+                self.wait_for(job.finished)
+                job.result()
+
+    def stop(self, error: errors.AMQPError) -> None:
+        """Take no more work and shut the event loop: what is still queued fails with
+        ``error``, what still runs in the loop is cancelled, every wait still blocked
+        returns (the connection is closed by now), and the keeper thread ends."""
+        cond = self.cond
+        with cond:
+            if self.closed is None:
+                self.closed = error
+            if self._shutting:
+                return
+            self._shutting = True
+            if self._driver is not None:  # the keeper, or a call on its way out: they end now
+                self._aloop.call_soon_threadsafe(self._aloop.stop)
+            cond.notify_all()
+        while self._jobs:
+            self._jobs.popleft()._cancel(error)
+        if self._keeper.is_alive() and self._keeper is not threading.current_thread():
+            self._keeper.join()
+        with cond:
+            while self._driver is not None:
+                self._waiters += 1
+                try:
+                    cond.wait()
+                finally:
+                    self._waiters -= 1
+            self._driver = threading.get_ident()
+        aloop = self._aloop
+        try:
+            tasks = [t for t in asyncio.all_tasks(aloop) if not t.done()]
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                _run_until(aloop, asyncio.gather(*tasks, return_exceptions=True))
+            _run_until(aloop, aloop.shutdown_asyncgens())
+            _run_until(aloop, aloop.shutdown_default_executor())
+        finally:
+            aloop.close()
+            with cond:
+                self._driver = None
+                cond.notify_all()
+
+
+def _run_until(aloop: asyncio.AbstractEventLoop, work: Awaitable[Any]) -> None:
+    """Run ``aloop`` until ``work`` is done: ``run_until_complete``, but not ended by a
+    stop asked earlier (a completion's, or one left for a keeper that had gone)."""
+    future = asyncio.ensure_future(work, loop=aloop)
+    future.add_done_callback(lambda _: aloop.stop())
+    while not future.done():
+        aloop.run_forever()
+    future.result()
+
+
+async def _set(event: asyncio.Event) -> None:
+    event.set()
+
+
+class _Call(Generic[T]):
+    """A coroutine function run in a task of the loop by :meth:`Loop.call`, and its result."""
+
+    __slots__ = ("_abandoned", "_error", "_fn", "_loop", "_result", "_task", "done")
+
+    def __init__(self, loop: Loop, fn: Callable[[], Awaitable[T]]) -> None:
+        self._loop = loop
+        self._fn = fn
+        self.done = False
+        self._result: T | None = None
+        self._error: BaseException | None = None
+        self._task: asyncio.Task[T] | None = None
+        self._abandoned = False
+
+    def finished(self) -> bool:
+        return self.done
+
+    def result(self) -> T:
+        if not self.done:
+            raise self._loop.closed or errors.ConnectionClosed("the connection is closed")
+        if self._error is not None:
+            raise self._error
+        return self._result  # type: ignore[return-value]
+
+    def _start(self) -> None:
+        if self._abandoned:
+            return
+        self._task = task = self._loop.create_task(self._fn())
+        task.add_done_callback(self._task_done)
+
+    def abandon(self) -> None:
+        """(In the loop) nobody waits for the result: cancel the task."""
+        self._abandoned = True
+        if self._task is not None:
+            self._task.cancel()
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        if task.cancelled():
+            self._error = self._loop.closed or errors.ConnectionClosed("the connection is closed")
+        else:
+            self._error = task.exception()
+            if self._error is None:
+                self._result = task.result()
+        self.done = True
+        self._loop.completed()
+
+    def _cancel(self, error: errors.AMQPError) -> None:
+        self._error = error
+        self.done = True
+
 
 class Tracker:
     """A submitted message's outcome (see :class:`amqp10.client.Tracker`).
 
     Made in the calling thread and queued; the event loop starts the send with
     the async :meth:`amqp10.client.Sender.submit` and completes this tracker
-    from the async one's done callback. :meth:`wait` sleeps on a condition
-    until then, and once :attr:`done` it reads the outcome without the loop.
+    from the async one's done callback. :meth:`wait` runs the loop (or sleeps
+    while another thread does) until then, and once :attr:`done` it reads the
+    outcome without the loop.
     """
 
     __slots__ = ("_done", "_error", "_inner", "_loop", "_outcome", "_payload", "_sender",
-                 "_settled", "_txn", "_waited")  # fmt: skip
+                 "_settled", "_txn")  # fmt: skip
 
     def __init__(
         self,
@@ -204,7 +526,6 @@ class Tracker:
         self._done = False
         self._outcome: Outcome | None = None
         self._error: Exception | None = None
-        self._waited = False  # a thread sleeps on the loop's condition for this one
 
     def __repr__(self) -> str:
         if self._inner is None:
@@ -237,22 +558,16 @@ class Tracker:
     def _block(self, timeout: float | None) -> None:
         limit = self._sender._conn._timeout_for(timeout)
         loop = self._loop
-        cond = loop.cond
-        end = None if math.isinf(limit) else time.monotonic() + limit
-        with cond:
-            self._waited = True  # before looking at _done: the loop sets _done, then reads this
-            while not self._done and loop.closed is None:
-                left = None if end is None else end - time.monotonic()
-                if left is not None and left <= 0:
-                    break
-                cond.wait(left)
-        if self._done:
+        if loop.wait_for(self._finished, limit):
             return
         if loop.closed is not None:
             self._complete(None, loop.closed)
             return
-        # timed out: withdraw the send in the loop, as the async wait does (one round trip)
+        # timed out: withdraw the send in the loop, as the async wait does
         loop.call(partial(self._expire, limit))
+
+    def _finished(self) -> bool:
+        return self._done
 
     # -- in the event loop -------------------------------------------------------------
     def _start(self) -> None:
@@ -305,9 +620,7 @@ class Tracker:
         self._outcome = outcome
         self._error = error
         self._done = True
-        if self._waited:
-            with self._loop.cond:
-                self._loop.cond.notify_all()
+        self._loop.completed()
 
 
 class Settlement:
@@ -348,15 +661,15 @@ async def withdraw_all(trackers: list[Tracker]) -> None:
         tracker._withdraw()
 
 
-def start_loop(stack: contextlib.ExitStack) -> Loop:
-    """An event loop thread with its pump; ``stack`` stops both.
+def start_loop(stack: contextlib.ExitStack, *, lend: bool = True) -> Loop:
+    """An event loop for blocking calls, with its keeper thread; ``stack`` shuts both.
 
-    What enters ``stack`` afterwards (a connection, a server) closes first, so
-    the sends still waiting have failed by the time the pump stops.
+    What enters ``stack`` afterwards (a connection, a server, through
+    :meth:`Loop.hold`) closes first, so the sends still waiting have failed by the
+    time the loop is shut. ``lend=False``: the keeper thread runs the loop for good
+    (the blocking direct peer's).
     """
-    backend, options = portal_backend()
-    portal = stack.enter_context(anyio.from_thread.start_blocking_portal(backend, options))
-    loop = Loop(portal)
+    loop = Loop(lend=lend)
     loop.start()
     stack.callback(loop.stop, errors.ConnectionClosed("the connection is closed"))
     return loop

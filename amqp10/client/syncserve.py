@@ -75,19 +75,15 @@ def serve(
         if limiter is None:
             limiter = anyio.CapacityLimiter(max_threads)
         assert loop is not None
-        # calls go through the portal, so the handler may hand the connection
-        # (or its links) to threads of its own
+        # the handler's calls hand their work to the loop's thread, so it may hand the
+        # connection (or its links) to threads of its own
         await anyio.to_thread.run_sync(sync_handler, Connection(loop, conn), limiter=limiter)
         loop.start_posted()  # what the handler settled goes out before the connection closes
 
     stack = contextlib.ExitStack()
     try:
-        loop = start_loop(stack)
-        server = stack.enter_context(
-            loop._portal.wrap_async_context_manager(
-                _server.serve(host, port, run_handler, **kwargs)
-            )
-        )
+        loop = start_loop(stack, lend=False)  # the server's loop stays in its own thread
+        server = stack.enter_context(loop.hold(_server.serve(host, port, run_handler, **kwargs)))
     except BaseException:
         stack.close()
         raise

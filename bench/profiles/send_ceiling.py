@@ -11,8 +11,8 @@ waiting for the broker's outcome (at least once), with:
   settled. No event loop, no client layers, no second thread: what a blocking
   client that drives the engine in the caller's thread could reach;
 - ``async``: ``await sender.send()`` of the async client;
-- ``sync``: ``sender.send()`` of ``amqp10.sync`` (the async client in its event
-  loop thread, one wake-up of each thread per send);
+- ``sync``: ``sender.send()`` of ``amqp10.sync`` (the async client, its event loop
+  run in this thread by the waiting call: no second thread per send);
 - ``proton``: Proton's ``BlockingSender.send``.
 
 Prints msg/s and this process's CPU µs per message (medians of the rounds).

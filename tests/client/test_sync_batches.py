@@ -4,61 +4,51 @@ a round trip each, the blocking pipeline, batch fetch and batch settle."""
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import amqp10.client.sync
+import amqp10.client.syncloop
 import amqp10.sync
 from amqp10 import errors
-from amqp10.broker.config import AddressRule, QueuePolicy
 from amqp10.client import SettleMode
 from amqp10.message import Message
 from amqp10.types import Accepted, Error, Rejected, Released
-from tests.broker.conftest import RunningBroker, broker_with
+from tests.broker.conftest import RunningBroker
 
 from .helpers import WAIT
 
 QUIET = 0.2  # how long "nothing arrives" is watched for
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[RunningBroker]:
-    rules = [
-        AddressRule(pattern="full.*", policy=QueuePolicy(max_length=1)),  # blocks the sender
-        AddressRule(pattern="cap.*", policy=QueuePolicy(max_length=3, overflow="reject")),
-    ]
-    with broker_with(tmp_path, addresses=rules) as b:
-        yield b
+class Counted:
+    """What the connection's loop counts in ``attr`` from now on (``calls``: blocking
+    calls that waited for a task of the loop; ``handovers``: wake-ups of another
+    thread running the loop)."""
+
+    def __init__(self, conn: amqp10.sync.Connection, attr: str) -> None:
+        self._loop = conn._loop
+        self._attr = attr
+        self._base: int = getattr(self._loop, attr)
+
+    @property
+    def calls(self) -> int:
+        now: int = getattr(self._loop, self._attr)
+        return now - self._base
+
+    @calls.setter
+    def calls(self, value: int) -> None:
+        self._base = getattr(self._loop, self._attr) - value
 
 
-@pytest.fixture
-def conn(broker: RunningBroker) -> Iterator[amqp10.sync.Connection]:
-    with amqp10.sync.connect(f"amqp://{broker.url}", timeout=WAIT) as c:
-        yield c
-
-
-class Spy:
-    """Counts calls through ``target.attr`` (a callable attribute)."""
-
-    def __init__(self, target: Any, attr: str) -> None:
-        self.calls = 0
-        inner = getattr(target, attr)
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            self.calls += 1
-            return inner(*args, **kwargs)
-
-        setattr(target, attr, counted)
-
-
-def portal_calls(conn: amqp10.sync.Connection) -> Spy:
-    """Counts the round trips into the connection's event loop thread from now on."""
-    return Spy(conn._loop._portal, "call")
+def portal_calls(conn: amqp10.sync.Connection) -> Counted:
+    """Counts the round trips into the connection's event loop from now on."""
+    return Counted(conn, "calls")
 
 
 def bodies(batch: list[amqp10.sync.Delivery]) -> list[Any]:
@@ -203,8 +193,7 @@ def test_submit_and_wait_make_no_round_trip_and_wake_the_loop_per_batch(
 ) -> None:
     sender = conn.open_sender("q", settle_mode=SettleMode.AT_LEAST_ONCE)
     calls = portal_calls(conn)
-    loop = conn._loop
-    wakes = Spy(loop, "_soon")
+    wakes = Counted(conn, "handovers")
     trackers = [sender.submit(Message(body=i)) for i in range(1000)]
     outcomes = [t.wait() for t in trackers]
     assert all(isinstance(o, Accepted) for o in outcomes)
@@ -437,19 +426,19 @@ def arrived(receiver: amqp10.sync.Receiver, n: int) -> None:
 
 @contextlib.contextmanager
 def pump_held(conn: amqp10.sync.Connection) -> Iterator[None]:
-    """Within the block what is posted stays queued: its wake-up of the loop's pump is
-    held back, so only a blocking call (or a close) starts it (the ordering under test)."""
+    """Within the block what is posted stays queued: the keeper thread does not run the
+    loop between calls, so only a blocking call (or a close) starts it (the ordering
+    under test)."""
     loop = conn._loop
-    loop.flush()  # the pump has run any wake-up already on its way, and nothing is queued
+    loop.grace = math.inf
+    loop.flush()  # the keeper let the loop go (it waits for a call), and nothing is queued
     assert not loop._woken
-    soon = loop._soon
-    loop._soon = lambda callback: None
     try:
         yield
     finally:
-        loop._soon = soon
-        if loop._woken and loop.closed is None:
-            soon(loop._kick)  # the wake-up held back
+        loop.grace = amqp10.client.syncloop.GRACE
+        with loop.cond:
+            loop.cond.notify_all()
 
 
 def drained(conn: amqp10.sync.Connection, address: str) -> list[Any]:

@@ -1,0 +1,255 @@
+"""Who runs the blocking facade's event loop: the calling thread during a call, the
+keeper thread between calls, one thread at a time (amqp10/client/syncloop.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import amqp10.sync
+from amqp10 import errors
+from amqp10.client import SettleMode
+from amqp10.message import Message
+from amqp10.types import Accepted, Rejected
+from tests.broker.conftest import RunningBroker, broker_with
+
+from .helpers import WAIT
+
+
+def until(predicate: Callable[[], bool], what: str) -> None:
+    """A bounded poll (no timing asserted)."""
+    for _ in range(int(WAIT / 0.005)):
+        if predicate():
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"never: {what}")
+
+
+def runs_the_loop(conn: amqp10.sync.Connection, thread: threading.Thread) -> Callable[[], bool]:
+    return lambda: conn._loop._driver == thread.ident
+
+
+class Background(threading.Thread):
+    """``fn()`` in a thread; :meth:`result` joins it and returns or raises what it did."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        super().__init__(daemon=True)
+        self._fn = fn
+        self._outcome: tuple[bool, Any] = (False, None)
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self._outcome = (True, self._fn())
+        except BaseException as exc:  # handed to the test thread
+            self._outcome = (False, exc)
+
+    def result(self) -> Any:
+        self.join(WAIT)
+        assert not self.is_alive(), "the thread is still blocked"
+        ok, value = self._outcome
+        if not ok:
+            raise value
+        return value
+
+
+def drain(conn: amqp10.sync.Connection, address: str, n: int) -> list[Any]:
+    receiver = conn.open_receiver(address, credit=100)
+    got: list[Any] = []
+    while len(got) < n:
+        d = receiver.receive(timeout=WAIT)
+        d.accept()
+        got.append(d.message.body)
+    receiver.close()
+    return got
+
+
+# -- between calls ------------------------------------------------------------------------------
+def test_an_idle_connection_stays_alive_past_both_idle_timeouts_while_the_caller_sleeps(
+    tmp_path: Path,
+) -> None:
+    # the broker hangs up after 0.5 s without a frame from us, and we after 0.5 s without
+    # one from it: only heartbeats, sent and read by the keeper thread, keep it open
+    with (
+        broker_with(tmp_path, limits={"idle_timeout": 0.5}) as b,
+        amqp10.sync.connect(f"amqp://{b.url}", idle_timeout=0.5, timeout=WAIT) as conn,
+    ):
+        sender = conn.open_sender("q", settle_mode=SettleMode.AT_LEAST_ONCE)
+        read_before = conn.async_connection.driver.reads
+        time.sleep(2.0)  # four idle timeouts, no call
+        assert conn.is_open
+        assert conn.async_connection.driver.reads > read_before  # the broker's heartbeats
+        assert isinstance(sender.send(Message(body=1)), Accepted)
+        assert drain(conn, "q", 1) == [1]
+
+
+def test_what_is_queued_without_waiting_goes_out_between_calls(
+    conn: amqp10.sync.Connection,
+) -> None:
+    sender = conn.open_sender("q", settle_mode=SettleMode.AT_LEAST_ONCE)
+    tracker = sender.submit(Message(body=1))
+    until(lambda: tracker.done, "the keeper sent it")  # no call in this thread meanwhile
+    assert isinstance(tracker.result(), Accepted)
+
+
+def test_a_call_after_an_idle_gap_takes_the_loop_back_from_the_keeper(
+    conn: amqp10.sync.Connection,
+) -> None:
+    keeper = conn._loop._keeper
+    until(runs_the_loop(conn, keeper), "the keeper took the loop")
+    sender = conn.open_sender("q", settle_mode=SettleMode.AT_LEAST_ONCE)
+    assert [sender.send(Message(body=i)) for i in range(3)] == [Accepted()] * 3
+    assert drain(conn, "q", 3) == [0, 1, 2]
+
+
+# -- many threads, one loop ---------------------------------------------------------------------
+def test_threads_sending_on_one_connection_each_get_their_outcomes_in_order(
+    conn: amqp10.sync.Connection,
+) -> None:
+    per_thread = 150
+    sender = conn.open_sender("q", settle_mode=SettleMode.AT_LEAST_ONCE)
+
+    def produce(k: int) -> list[Any]:
+        return [sender.send(Message(body=[k, i])) for i in range(per_thread)]
+
+    threads = [Background(lambda k=k: produce(k)) for k in range(3)]  # type: ignore[misc]
+    for t in threads:
+        assert t.result() == [Accepted()] * per_thread
+    got = drain(conn, "q", 3 * per_thread)
+    for k in range(3):
+        assert [i for j, i in got if j == k] == list(range(per_thread))
+
+
+def test_a_call_while_another_thread_runs_the_loop_is_handed_to_it(
+    conn: amqp10.sync.Connection,
+) -> None:
+    receiver = conn.open_receiver("q", credit=10)
+    sender = conn.open_sender("q", settle_mode=SettleMode.AT_LEAST_ONCE)
+    waiting = Background(lambda: receiver.receive(timeout=WAIT))
+    until(runs_the_loop(conn, waiting), "the receiving thread runs the loop")
+    assert sender.send(Message(body="hi")) == Accepted()  # done by the receiving thread's run
+    delivery = waiting.result()
+    assert delivery.message.body == "hi"
+    delivery.accept()
+    receiver.flush()
+
+
+def test_close_from_another_thread_ends_a_blocked_receive(conn: amqp10.sync.Connection) -> None:
+    receiver = conn.open_receiver("q", credit=10)
+    waiting = Background(lambda: receiver.receive(timeout=WAIT))
+    until(runs_the_loop(conn, waiting), "the receiving thread runs the loop")
+    conn.close()
+    with pytest.raises(errors.AMQPError):
+        waiting.result()
+    with pytest.raises(errors.ConnectionClosed):
+        conn.open_sender("q")
+    assert not conn._loop._keeper.is_alive()
+
+
+# -- errors -------------------------------------------------------------------------------------
+def test_a_rejected_send_and_a_send_on_a_closed_link_behave_as_before(
+    conn: amqp10.sync.Connection,
+) -> None:
+    sender = conn.open_sender("cap.q", settle_mode=SettleMode.AT_LEAST_ONCE)
+    assert [sender.send(Message(body=i)) for i in range(3)] == [Accepted()] * 3
+    assert isinstance(sender.send(Message(body=3)), Rejected)  # the queue holds three
+    with pytest.raises(errors.DeliveryError, match="rejected"):
+        sender.send(Message(body=4), wait=False)
+        sender.flush()
+    sender.close()
+    with pytest.raises(errors.AMQPError):
+        sender.send(Message(body=4))
+
+
+class Relay:
+    """A TCP relay to the broker whose connection can be cut (both sockets closed)."""
+
+    def __init__(self, port: int) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._upstream = port
+        self._sockets: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        client, _ = self._listener.accept()
+        upstream = socket.create_connection(("127.0.0.1", self._upstream))
+        self._sockets += [client, upstream]
+        for a, b in ((client, upstream), (upstream, client)):
+            threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a: socket.socket, b: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := a.recv(65536):
+                b.sendall(data)
+        with contextlib.suppress(OSError):
+            b.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        for s in self._sockets:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+        self._listener.close()
+
+
+def test_losing_the_connection_during_a_blocking_send_raises_a_connection_error(
+    broker: RunningBroker,
+) -> None:
+    relay = Relay(broker.port)
+    try:
+        with amqp10.sync.connect(f"amqp://127.0.0.1:{relay.port}", timeout=WAIT) as conn:
+            sender = conn.open_sender("full.q", settle_mode=SettleMode.AT_LEAST_ONCE)
+            assert sender.send(Message(body=1)) == Accepted()  # the queue is full now
+            blocked = Background(lambda: sender.send(Message(body=2)))  # no credit comes
+            until(lambda: sender.queued == 1, "the send waits for credit")
+            until(runs_the_loop(conn, blocked), "the sending thread runs the loop")
+            relay.cut()
+            with pytest.raises(errors.ConnectionError, match="connection"):
+                blocked.result()
+            with pytest.raises(errors.ConnectionError):
+                sender.send(Message(body=3))
+    finally:
+        relay.cut()
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="needs pthread_kill")
+def test_ctrl_c_during_a_blocking_call_is_raised_in_the_caller_and_the_connection_lives_on(
+    conn: amqp10.sync.Connection,
+) -> None:
+    assert threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        receiver = conn.open_receiver("q", credit=10)
+        main = threading.current_thread()
+
+        def interrupt() -> None:
+            until(runs_the_loop(conn, main), "the main thread runs the loop")
+            assert main.ident is not None
+            signal.pthread_kill(main.ident, signal.SIGINT)
+
+        ctrl_c = Background(interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            receiver.receive(timeout=WAIT)
+        ctrl_c.result()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+        # raised at the end of a turn of the loop, not inside the connection's work
+        assert conn.is_open
+        sender = conn.open_sender("q", settle_mode=SettleMode.AT_LEAST_ONCE)
+        assert sender.send(Message(body="after")) == Accepted()
+        d = receiver.receive(timeout=WAIT)
+        assert d.message.body == "after"
+        d.accept()
+        receiver.flush()
+    finally:
+        signal.signal(signal.SIGINT, previous)
