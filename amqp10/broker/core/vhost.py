@@ -850,7 +850,7 @@ class _DefaultExchange(DirectExchange):
         if vhost.broker.placement is not None:  # a queue another worker owns: its owner says
             remote = vhost.elsewhere(name)  # whether it is there
             if remote is not None:
-                return [remote]
+                return [remote]  # type: ignore[list-item]  # (a stand-in routes as the queue)
         q = vhost.queue(name)
         return [q] if q is not None else []
 
