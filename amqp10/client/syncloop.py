@@ -90,7 +90,7 @@ class Loop:
     """
 
     __slots__ = (
-        "_aloop", "_ctx", "_deadline", "_driver", "_interrupted", "_jobs", "_keeper",
+        "_aloop", "_ctx", "_deadline", "_driver", "_guests", "_interrupted", "_jobs", "_keeper",
         "_keeper_id", "_kicked", "_left_at", "_lend", "_main_id", "_pump", "_shutting",
         "_stops", "_waiters", "_watch", "_woken", "_written", "_yield", "calls", "closed",
         "cond", "grace", "handovers",
@@ -114,6 +114,7 @@ class Loop:
         self.grace = GRACE
         """Seconds the loop may go unrun between calls before the keeper runs it."""
         self._waiters = 0  # threads sleeping on cond
+        self._guests = 0  # of them, those that cannot run the loop: the keeper runs it for them
         self._stops = False  # a call runs the loop: completions end its run, to look
         self._deadline = math.inf  # when the call running the loop stops waiting
         self._watch: asyncio.TimerHandle | None = None  # stops the loop at _deadline
@@ -183,13 +184,16 @@ class Loop:
 
         Runs the loop in this thread while no other thread does; otherwise sleeps
         until ``done()`` or until the loop is free (asking the keeper thread to hand
-        it over). Ctrl-C while this thread runs the loop is raised here once the
-        loop has finished its turn (see :meth:`_trap_sigint`).
+        it over). A thread that runs an event loop of its own (a Jupyter kernel's, a
+        Playwright script's, an async program's) cannot run this one: it sleeps while
+        the keeper runs it at once. Ctrl-C while this thread runs the loop is raised
+        here once the loop has finished its turn (see :meth:`_trap_sigint`).
         """
         if done():
             return True
         end = time.monotonic() + timeout
         me = threading.get_ident()
+        lend = self._lend and not _in_a_running_loop()
         cond = self.cond
         while True:
             with cond:
@@ -202,19 +206,24 @@ class Loop:
                     if left <= 0:
                         return False
                     driver = self._driver
-                    if driver is None and self._lend:
+                    if driver is None and lend:
                         self._driver = me
                         break
                     if driver == me:  # (from a callback or task of the loop itself)
                         raise RuntimeError("a blocking call cannot be made inside the event loop")
-                    if driver == self._keeper_id and self._lend and not self._yield:
+                    if driver == self._keeper_id and lend and not self._yield:
                         self._yield = True  # the keeper hands the loop over after its turn
                         self._aloop.call_soon_threadsafe(self._aloop.stop)
                     self._waiters += 1
+                    if not lend:
+                        self._guests += 1
+                        cond.notify_all()  # (the keeper takes the loop now, not after its grace)
                     try:
                         cond.wait(None if math.isinf(left) else left)
                     finally:
                         self._waiters -= 1
+                        if not lend:
+                            self._guests -= 1
             try:
                 self._run(done, end)
             finally:
@@ -301,7 +310,7 @@ class Loop:
                     grace = self.grace
                     if self._driver is None:
                         idle = time.monotonic() - self._left_at
-                        if idle >= grace or not self._lend:
+                        if idle >= grace or not self._lend or self._guests:
                             self._driver = me
                             break
                         cond.wait(None if math.isinf(grace) else grace - idle)
@@ -415,20 +424,38 @@ class Loop:
                 finally:
                     self._waiters -= 1
             self._driver = threading.get_ident()
-        aloop = self._aloop
         try:
-            tasks = [t for t in asyncio.all_tasks(aloop) if not t.done()]
-            for task in tasks:
-                task.cancel()
-            if tasks:
-                _run_until(aloop, asyncio.gather(*tasks, return_exceptions=True))
-            _run_until(aloop, aloop.shutdown_asyncgens())
-            _run_until(aloop, aloop.shutdown_default_executor())
+            if _in_a_running_loop():  # (this thread cannot run ours: a thread of its own does)
+                closer = threading.Thread(target=self._wind_up, name="amqp10-sync-close")
+                closer.start()
+                closer.join()
+            else:
+                self._wind_up()
         finally:
-            aloop.close()
+            self._aloop.close()
             with cond:
                 self._driver = None
                 cond.notify_all()
+
+    def _wind_up(self) -> None:
+        """(The loop taken, for good) cancel what still runs in it and let it end."""
+        aloop = self._aloop
+        tasks = [t for t in asyncio.all_tasks(aloop) if not t.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            _run_until(aloop, asyncio.gather(*tasks, return_exceptions=True))
+        _run_until(aloop, aloop.shutdown_asyncgens())
+        _run_until(aloop, aloop.shutdown_default_executor())
+
+
+def _in_a_running_loop() -> bool:
+    """Whether this thread is inside a running event loop (then it cannot run another)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _run_until(aloop: asyncio.AbstractEventLoop, work: Awaitable[Any]) -> None:

@@ -109,6 +109,30 @@ async def test_a_token_logs_in_and_its_scopes_decide_publish_consume_and_declare
 
 
 @pytest.mark.anyio
+async def test_rabbitmq_management_takes_a_token_and_its_scopes_without_a_tag(broker: RunningBroker) -> None:
+    """RabbitMQ 4's ``/management`` asks no management tag, only the permissions of what a
+    request touches (its HTTP API and console do ask one): on a broker with a users file, a
+    token with no ``tag:`` scope declares what its configure scope allows, and no more."""
+    async with token_client(broker, token(scope=f"{MANAGE} rabbitmq.configure:*/mine.*")) as conn:
+        m = conn.management(protocol="rabbitmq")
+        await m.declare_queue("mine.by-token")
+        assert "mine.by-token" in broker.broker.nodes
+        with pytest.raises(errors.ForbiddenError):
+            await m.declare_queue("theirs.by-token")
+        assert "theirs.by-token" not in broker.broker.nodes
+
+
+@pytest.mark.anyio
+async def test_rabbitmq_management_asks_a_file_user_no_tag_either(broker: RunningBroker) -> None:
+    """carol has no tags, and full permissions on '/' (the users file's default)."""
+    async with await connect(f"amqp://carol:carol-pw@{broker.url}", sasl_mechanisms=["PLAIN"], timeout=T) as conn:
+        await conn.management(protocol="rabbitmq").declare_queue("carols")
+        assert "carols" in broker.broker.nodes
+        with pytest.raises(errors.ForbiddenError):  # the $management node keeps its tags
+            await conn.management(protocol="oasis").declare_queue("carols-2")
+
+
+@pytest.mark.anyio
 async def test_file_users_log_in_as_before(broker: RunningBroker) -> None:
     async with await connect(f"amqp://carol:carol-pw@{broker.url}", sasl_mechanisms=["PLAIN"], timeout=T) as conn:
         await conn.open_receiver("out", credit=1)  # the users file: full access on '/'

@@ -110,6 +110,23 @@ def test_a_call_after_an_idle_gap_takes_the_loop_back_from_the_keeper(
     assert drain(conn, "q", 3) == [0, 1, 2]
 
 
+def test_blocking_calls_from_inside_a_running_event_loop_work_and_close(broker: RunningBroker) -> None:
+    """A Jupyter cell, a Playwright script, an async program calling a blocking library:
+    that thread runs an event loop of its own and cannot run the connection's, so the
+    keeper runs it for the call (and the close winds it up in a thread of its own)."""
+    import asyncio
+
+    async def inside() -> list[Any]:
+        with amqp10.sync.connect(f"amqp://{broker.url}", timeout=WAIT) as c:
+            sender = c.open_sender("q", settle_mode=SettleMode.AT_LEAST_ONCE)
+            outcomes = [sender.send(Message(body=i)) for i in range(3)]
+            assert drain(c, "q", 3) == [0, 1, 2]
+            assert c._loop._driver != threading.get_ident()
+        return outcomes
+
+    assert asyncio.run(inside()) == [Accepted()] * 3
+
+
 # -- many threads, one loop ---------------------------------------------------------------------
 def test_threads_sending_on_one_connection_each_get_their_outcomes_in_order(
     conn: amqp10.sync.Connection,

@@ -25,14 +25,14 @@ HTTP API uses too; the reply waits for the store's commit like every management 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...management import QueueInfo, http
 from ...message import Message
 from ...transport import Link, LinkState, Receiver, Sender, Session
 from ...types import AmqpValue, DecodeError, Error, ErrorCondition, Properties, decode_at, symbol
 from ..core import AccessRefused, ModelError, Node, NotFound, Queue, QueuedMessage, VirtualHost
-from ..management import ManagementError, NotFoundError
+from ..management import Caller, ManagementError, NotFoundError
 from ..management.rabbitmq import (
     Inequivalent,
     binding_of,
@@ -47,6 +47,9 @@ from ..management.rabbitmq import (
 from .addresses import AddressError
 from .management import ManagementNode
 from .message import Amqp1Message
+
+if TYPE_CHECKING:
+    from ..oauth import TokenGrant
 
 __all__ = ["NOT_PAIRED", "RABBITMQ_MANAGEMENT_ADDRESS", "PairKey", "RabbitManagementNode", "pair_of", "queue_map"]
 
@@ -121,8 +124,12 @@ class RabbitManagementNode(ManagementNode):
         is_open: Callable[[], bool],
         pair: PairKey | None = None,
         renew_token: Callable[[str | bytes], str | None] = lambda token: "no OAuth 2 token to renew",
+        grant: Callable[[], TokenGrant | None] = lambda: None,
     ) -> None:
         super().__init__(vhost, may_configure, user=user, is_open=is_open, address=RABBITMQ_MANAGEMENT_ADDRESS)
+        self._user = user
+        self.grant = grant
+        """The connection's OAuth 2 token as it is now (None: no token; the users file decides)."""
         self.owner = owner
         """The connection, the owner of the exclusive queues its requests declare."""
         self.pair = pair
@@ -142,6 +149,11 @@ class RabbitManagementNode(ManagementNode):
             ("GET", "bindings"): self._bindings_get,
             ("PUT", "auth"): self._token_put,
         }
+
+    def me(self) -> Caller:
+        """Who asks: the connection's user with its token as it is now, checked on resource
+        permissions only (RabbitMQ 4 asks no management tag here: :attr:`Caller.resources_only`)."""
+        return Caller(user=self._user, vhost=self.vhost.name, grant=self.grant(), resources_only=True)
 
     # -- the link pairs ------------------------------------------------------------------------
     def _claim(self, link: Link) -> PairKey:
@@ -168,11 +180,12 @@ class RabbitManagementNode(ManagementNode):
         """The sending half of a link pair: a node of its own, answering on the pair's
         receiving half (this node's reply links, shared: a half may attach later)."""
         node = RabbitManagementNode(
-            self.vhost, self.may_configure, user=self.caller.user,
+            self.vhost, self.may_configure, user=self._user,
             owner=self.owner,
             is_open=self.is_open,
             pair=self._claim(link),
             renew_token=self.renew_token,
+            grant=self.grant,
         )
         node.reply_links = self.reply_links
         return node
@@ -251,7 +264,7 @@ class RabbitManagementNode(ManagementNode):
 
     def _queue_get(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
         name = self._queue_name(rest)
-        found = find_queue(self.management, self.caller, self.vhost.name, name)
+        found = find_queue(self.management, self.me(), self.vhost.name, name)
         if found is None:
             raise HttpError(404, f"queue '{name}' in vhost '{self.vhost.name}' not found")
         return 200, queue_map(*found)
@@ -264,7 +277,7 @@ class RabbitManagementNode(ManagementNode):
             raise HttpError(403, f"queue '{name}' in vhost '{self.vhost.name}' starts with reserved prefix 'amq.'")
         if rabbit_flag(fields.get("exclusive"), "exclusive", False):
             return self._exclusive_queue(name, fields)
-        (attrs, kind), created = declare_queue(self.management, self.caller, self.vhost.name, name, fields)
+        (attrs, kind), created = declare_queue(self.management, self.me(), self.vhost.name, name, fields)
         return (201 if created else 200), queue_map(attrs, kind)
 
     def _exclusive_queue(self, name: str, fields: Mapping[str, Any]) -> Answer:
@@ -279,26 +292,26 @@ class RabbitManagementNode(ManagementNode):
             arguments=dict(fields.get("arguments") or {}),
             exclusive_owner=self.owner,
         )
-        found = find_queue(self.management, self.caller, self.vhost.name, name)
+        found = find_queue(self.management, self.me(), self.vhost.name, name)
         assert found is not None
         return (201 if created else 200), queue_map(*found)
 
     def _queue_delete(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
         name = self._queue_name(rest)
         if rest[1:] == ["messages"]:
-            found = find_queue(self.management, self.caller, self.vhost.name, name)
+            found = find_queue(self.management, self.me(), self.vhost.name, name)
             if found is None:
                 raise HttpError(400, f"no queue '{name}' in vhost '{self.vhost.name}'")
             if found[1] == "stream":
                 raise HttpError(400, f"purge not supported by queue '{name}' in vhost '{self.vhost.name}'")
-            return 200, {"message_count": self.management.purge(self.caller, "queue", name)}
+            return 200, {"message_count": self.management.purge(self.me(), "queue", name)}
         if rest[1:]:
             raise HttpError(400, f"unsupported request DELETE /queues/{'/'.join(rest)}")
-        found = find_queue(self.management, self.caller, self.vhost.name, name)
+        found = find_queue(self.management, self.me(), self.vhost.name, name)
         if found is None:
             return 200, {"message_count": 0}  # deleting what is not there is done (RabbitMQ's way)
         attrs, kind = found
-        self.management.delete(self.caller, kind, name)
+        self.management.delete(self.me(), kind, name)
         return 200, {"message_count": attrs.get("depth", 0)}
 
     # -- exchanges ---------------------------------------------------------------------------
@@ -314,7 +327,7 @@ class RabbitManagementNode(ManagementNode):
         fields = _fields(body, http.EXCHANGE_FIELDS, "exchange property")
         if name.startswith("amq.") and name not in self.vhost.exchanges:
             raise HttpError(403, f"exchange '{name}' in vhost '{self.vhost.name}' starts with reserved prefix 'amq.'")
-        declare_exchange(self.management, self.caller, self.vhost.name, name, fields)
+        declare_exchange(self.management, self.me(), self.vhost.name, name, fields)
         return 204, None
 
     def _exchange_delete(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
@@ -322,7 +335,7 @@ class RabbitManagementNode(ManagementNode):
         if name.startswith("amq."):
             raise HttpError(403, f"exchange '{name}' in vhost '{self.vhost.name}' starts with reserved prefix 'amq.'")
         try:
-            self.management.delete(self.caller, "exchange", name)
+            self.management.delete(self.me(), "exchange", name)
         except NotFoundError:
             pass  # deleting what is not there is done
         return 204, None
@@ -342,7 +355,7 @@ class RabbitManagementNode(ManagementNode):
         self._binding_names(source, kind, destination)
         attrs = binding_of(source, kind, destination, fields.get("binding_key", ""), fields.get("arguments"))
         try:
-            self.management.create(self.caller, "binding", "", attrs)
+            self.management.create(self.me(), "binding", "", attrs)
         except NotFoundError as exc:
             raise HttpError(400, exc.description) from None
         return 204, None
@@ -355,7 +368,7 @@ class RabbitManagementNode(ManagementNode):
         self._binding_names(source, kind, destination)
         for b in self._bindings(source, kind, destination, key):
             if http.args_hash(b["arguments"]) == hashed:
-                self.management.delete(self.caller, "binding", b["name"])
+                self.management.delete(self.me(), "binding", b["name"])
                 break
         return 204, None
 
@@ -393,7 +406,7 @@ class RabbitManagementNode(ManagementNode):
     def _bindings(self, source: str, kind: str, destination: str, key: str) -> list[dict[str, Any]]:
         return [
             b
-            for b in self.management.list(self.caller, "binding")
+            for b in self.management.list(self.me(), "binding")
             if b["source"] == source and b["destination_type"] == kind and b["destination"] == destination and b["routing_key"] == key
         ]
 

@@ -65,6 +65,7 @@ class RequestNodes:
                 user=ctx.user,
                 owner=ctx,
                 renew_token=ctx.renew_token,
+                grant=lambda: ctx.grant,
                 is_open=lambda: ctx.conn.state is ConnectionState.OPENED,
             )
         return self.rabbitmq
