@@ -70,7 +70,7 @@ from ..amqp091 import BasicProperties
 from ..io.http import HttpRequest, HttpResponse, Route
 from .amqp091.message import FORMAT as AMQP091_FORMAT
 from .amqp091.message import from_publish, unpack
-from .core import Broker
+from .core import EXCHANGE_TYPES, Broker
 from .http_login import GUEST, HttpLogin
 from .management import Caller, Management, ManagementError, NotFoundError
 from .management.rabbitmq import (
@@ -343,7 +343,7 @@ class RabbitApi:
             "rates_mode": "basic",
             "exchange_types": [
                 {"name": t, "description": "", "enabled": True}
-                for t in ("direct", "fanout", "headers", "topic")
+                for t in EXCHANGE_TYPES
             ],
             "message_stats": {
                 "publish": sum(q["enqueued"] for q in queues),

@@ -38,6 +38,7 @@ from __future__ import annotations
 from .arguments import ArgumentError, arguments_of, policy_with_arguments
 from .broker import DEFAULT_VHOST, Action, Authorizer, Broker, DefinitionsPort, ResourceKind
 from .exchanges import (
+    EXCHANGE_TYPES,
     Binding,
     DirectExchange,
     Exchange,
@@ -94,6 +95,7 @@ __all__ = [
     "AMQP091_FORMAT",
     "AMQP1_FORMAT",
     "DEFAULT_EXCHANGE",
+    "EXCHANGE_TYPES",
     "DEFAULT_PRIORITY",
     "DEFAULT_VHOST",
     "NULL_JOURNAL",
