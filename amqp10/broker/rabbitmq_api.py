@@ -454,21 +454,22 @@ class RabbitApi:
         """Every consumer (0-9-1 ``basic.consume``s, 1.0 receiving links), as RabbitMQ lists
         them, with the channel it consumes on."""
         vhost = call.parts[1] if len(call.parts) == 2 else None
-        out: list[dict[str, Any]] = []
-        for c in self.management.consumers(call.caller, vhost=vhost):
-            conn = self._connection(c | {"name": c["connection"]})
-            out.append({
-                "consumer_tag": c["consumer_tag"], "queue": {"name": c["queue"], "vhost": conn["vhost"]},
-                "ack_required": c["ack_required"], "exclusive": c["exclusive"],
-                "prefetch_count": c["prefetch_count"], "active": c["active"],
-                "activity_status": "up" if c["active"] else "waiting", "arguments": c["arguments"],
-                "channel_details": {
-                    "name": f"{conn['name']} ({c['channel']})", "number": c["channel"],
-                    "connection_name": conn["name"], "node": self.node, "user": conn["user"],
-                    "peer_host": conn["peer_host"], "peer_port": conn["peer_port"],
-                },
-            })  # fmt: skip
-        return out
+        return [self._consumer(c) for c in self.management.consumers(call.caller, vhost=vhost)]
+
+    def _consumer(self, c: Mapping[str, Any]) -> dict[str, Any]:
+        """One consumer as RabbitMQ shapes it (``/api/consumers``, a queue's ``consumer_details``)."""
+        conn = self._connection({**c, "name": c["connection"]})
+        return {
+            "consumer_tag": c["consumer_tag"], "queue": {"name": c["queue"], "vhost": conn["vhost"]},
+            "ack_required": c["ack_required"], "exclusive": c["exclusive"],
+            "prefetch_count": c["prefetch_count"], "active": c["active"],
+            "activity_status": "up" if c["active"] else "waiting", "arguments": c["arguments"],
+            "channel_details": {
+                "name": f"{conn['name']} ({c['channel']})", "number": c["channel"],
+                "connection_name": conn["name"], "node": self.node, "user": conn["user"],
+                "peer_host": conn["peer_host"], "peer_port": conn["peer_port"],
+            },
+        }  # fmt: skip
 
     # -- virtual hosts ----------------------------------------------------------------------
     def _vhost(self, v: Mapping[str, Any]) -> dict[str, Any]:
@@ -570,10 +571,17 @@ class RabbitApi:
         return find_queue(self.management, call.caller, call.parts[1], call.parts[2])
 
     async def queue(self, call: Call) -> Any:
+        """One queue, with its consumers (``consumer_details``) as RabbitMQ's queue page has them."""
         found = self._find_queue(call)
         if found is None:
             raise NotFoundError(call.parts[2])
-        return self._queue(*found)
+        vhost, name = call.parts[1], call.parts[2]
+        details = [
+            self._consumer(c)
+            for c in self.management.consumers(call.caller, vhost=vhost)
+            if c["queue"] == name
+        ]
+        return {**self._queue(*found), "consumer_details": details}
 
     async def put_queue(self, call: Call) -> Any:
         _, created = declare_queue(

@@ -366,7 +366,8 @@ def test_connections_and_channels(broker: RunningBroker) -> None:
 
 def test_consumers(tmp_path: Path) -> None:
     """GET /api/consumers lists each 0-9-1 consumer and 1.0 receiving link as RabbitMQ
-    does; /api/consumers/{vhost} a host's."""
+    does; /api/consumers/{vhost} a host's; GET /api/queues/{vhost}/{name} a queue's, in
+    its ``consumer_details``."""
     import pika
 
     with broker_with(tmp_path) as b:
@@ -398,6 +399,14 @@ def test_consumers(tmp_path: Path) -> None:
                 (link,) = [c for t, c in by_tag.items() if t not in ("mine", "fast", "theirs")]
                 assert link["queue"]["name"] == "work" and link["ack_required"] is True
                 assert [c["consumer_tag"] for c in call(b, "GET", "/api/consumers/other", auth=None)[2]] == ["theirs"]
+                # a queue's own page: its consumers, shaped as /api/consumers shapes them
+                work = call(b, "GET", "/api/queues/%2F/work", auth=None)[2]
+                assert work["consumers"] == 3
+                assert {c["consumer_tag"]: c for c in work["consumer_details"]} == {
+                    t: c for t, c in by_tag.items() if t != "theirs"
+                }
+                there = call(b, "GET", "/api/queues/other/there", auth=None)[2]["consumer_details"]
+                assert [(c["consumer_tag"], c["activity_status"]) for c in there] == [("theirs", "up")]
                 assert call(b, "GET", "/api/consumers/nowhere", auth=None)[0] == 404
             ch.basic_cancel("mine")
             assert "mine" not in {c["consumer_tag"] for c in call(b, "GET", "/api/consumers", auth=None)[2]}
