@@ -38,6 +38,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from amqp10.broker.users import add_user
+
 from .peers.base import PeerUnavailable
 from .peers.ours import OurBroker
 from .proton_examples import loopback_up, write_section
@@ -150,12 +152,18 @@ def unpack(repo: Path, name: str = "src") -> Path:
 
 @contextlib.contextmanager
 def broker(src: Path, work: Path) -> Iterator[None]:
-    """Our broker where the client looks for RabbitMQ: 5672, TLS 5671, the HTTP API on 15672."""
+    """Our broker where the client looks for RabbitMQ: 5672, TLS 5671, the HTTP API on 15672,
+    with RabbitMQ's default user ``guest``/``guest`` (an administrator) in a users file: the
+    client logs in with SASL PLAIN as that user (where the broker offers PLAIN, as it does for
+    OAuth 2 tokens), and its tests' HTTP helpers with basic authentication."""
     cert, key = server_certificate(src)
+    users = work / "users.toml"
+    add_user(users, "guest", "guest", iterations=1000, tags=["administrator"])
     config = (
         '[[listeners]]\nhost = "127.0.0.1"\nport = 5671\n'
         f'tls_cert = "{cert}"\n'
         f'tls_key = "{key}"\n'
+        f'\n[sasl]\nusers_file = "{users}"\n'
         '\n[http]\nhost = "127.0.0.1"\nport = 0\nrabbitmq_api_port = 15672\n'
         + oauth2_section(src)
     )
@@ -293,10 +301,10 @@ def _reason(out: str) -> str:
     return ((errors or lines or ["no output"])[-1])[:240]
 
 
-def run_suite(src: Path, work: Path) -> dict[str, Any]:
+def run_suite(src: Path, work: Path, select: str = "") -> dict[str, Any]:
     """The client's own pytest suite, one pytest per test module (a module that crashes
     pytest, or hangs past its limit, costs only its own tests); every test's outcome
-    (and a failure's reason)."""
+    (and a failure's reason). ``select``: only the tests pytest's ``-k`` picks."""
     started = time.monotonic()
     log_path = work / "suite.log"
     results: dict[str, dict[str, str]] = {}
@@ -309,6 +317,7 @@ def run_suite(src: Path, work: Path) -> dict[str, Any]:
                 "-p", "no:cacheprovider",  # (pytest-asyncio and pytest-timeout load from site/)
                 f"--timeout={TEST_TIMEOUT}", f"--junitxml={junit}",
                 *[f"--deselect={t}" for t in NOT_RUN if t.startswith(module + "::")],
+                *(["-k", select] if select else []),
                 module,
             ]  # fmt: skip
             log_file.flush()
@@ -326,7 +335,8 @@ def run_suite(src: Path, work: Path) -> dict[str, Any]:
             if junit.exists():
                 results.update(_junit_results(junit))
     for name, why in NOT_RUN.items():
-        results[_junit_name(name)] = {"status": "fail", "detail": f"not run: {why}"}
+        if not select:
+            results[_junit_name(name)] = {"status": "fail", "detail": f"not run: {why}"}
     return {
         "results": results,
         "seconds": round(time.monotonic() - started, 1),
@@ -365,7 +375,7 @@ def _first_line(text: str) -> str:
     return (lines[0] if lines else "")[:240]
 
 
-def run(examples: bool, suite: bool, work: Path, repo: Path) -> dict[str, Any]:
+def run(examples: bool, suite: bool, work: Path, repo: Path, select: str = "") -> dict[str, Any]:
     """Inside the namespace: the examples (each against a fresh broker) and the suite (one broker)."""
     src = unpack(repo, "src" + ("-examples" if not suite else "-suite" if not examples else ""))
     commit = subprocess.run(
@@ -375,6 +385,8 @@ def run(examples: bool, suite: bool, work: Path, repo: Path) -> dict[str, Any]:
     if examples:
         out: dict[str, dict[str, str]] = {}
         for i, example in enumerate(EXAMPLES):
+            if select and select not in example:
+                continue
             case = work / f"example-{i:02d}"
             case.mkdir(parents=True, exist_ok=True)
             with broker(src, case):
@@ -384,7 +396,7 @@ def run(examples: bool, suite: bool, work: Path, repo: Path) -> dict[str, Any]:
         case = work / "suite"
         case.mkdir(parents=True, exist_ok=True)
         with broker(src, case):
-            report["suite"] = run_suite(src, case)
+            report["suite"] = run_suite(src, case, select)
     return report
 
 
@@ -485,6 +497,12 @@ def main(argv: list[str] | None = None) -> int:
         "--record", action="store_true", help="write the results into interop/RESULTS.md"
     )
     p.add_argument("--json", action="store_true", help="print the report as one JSON document")
+    p.add_argument(
+        "-k",
+        dest="select",
+        default="",
+        help="only these: tests as pytest's -k picks them, examples whose path contains it",
+    )
     args = p.parse_args(argv)
     given = sys.argv[1:] if argv is None else list(argv)
     examples, suite = (args.examples or not args.suite), (args.suite or not args.examples)
@@ -527,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     try:
-        report = run(examples, suite, work, Path(args.repo))
+        report = run(examples, suite, work, Path(args.repo), args.select)
     except (PeerUnavailable, subprocess.CalledProcessError) as exc:
         print(json.dumps({"error": str(exc)}))
         return 2

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import json
 import logging
@@ -505,8 +506,18 @@ class RabbitApi:
             self.management.update(call.caller, "vhost", name, attrs)
             return HttpResponse(204)
         self.management.create(call.caller, "vhost", name, attrs)
+        self._grant_creator(call.caller, name)
         await self.broker.committed()
         return HttpResponse(201)
+
+    def _grant_creator(self, caller: Caller, vhost: str) -> None:
+        """Give the user who made ``vhost`` full permissions on it, as RabbitMQ's
+        ``rabbit_vhost:put_vhost`` does for a user of its internal database (here: of the
+        users file; anonymous, a token's user or no users file: nothing)."""
+        if caller.user is None:
+            return
+        with contextlib.suppress(ManagementError):  # (not a user of the users file)
+            self.management.put_permission(caller, caller.user, vhost, ".*", ".*", ".*")
 
     async def delete_vhost(self, call: Call) -> Any:
         self.management.delete(call.caller, "vhost", call.parts[1])  # 404 if there is none

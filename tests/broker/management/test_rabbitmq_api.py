@@ -234,6 +234,10 @@ def test_vhosts_policies_users_permissions(broker: RunningBroker) -> None:
     assert call(broker, "PUT", "/api/vhosts/api-v", {"description": "again"})[0] == 204
     assert "api-v" in {x["name"] for x in call(broker, "GET", "/api/vhosts")[2]}
     assert call(broker, "PUT", "/api/vhosts/api-w", {}, auth=("watcher", "w"))[0] == 401
+    # its maker may use it at once, as RabbitMQ grants the user who made it (no one else)
+    made = call(broker, "GET", "/api/permissions/api-v/admin")[2]
+    assert (made["configure"], made["write"], made["read"]) == (".*", ".*", ".*")
+    assert [p["user"] for p in call(broker, "GET", "/api/vhosts/api-v/permissions")[2]] == ["admin"]
 
     p = "/api/policies/%2F/api-p"
     body = {"pattern": "^api", "definition": {"max-length": 5}, "priority": 1, "apply-to": "queues"}
