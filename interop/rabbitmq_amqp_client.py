@@ -101,6 +101,10 @@ CAUSES = {
     " settle a settled delivery. RabbitMQ 4.2 sends them settled as well (a volatile queue requires"
     " snd-settle-mode settled: `rabbit_amqp_session:ensure_source`), so the example fails there too; the"
     " client's own direct reply-to test (tests/direct_reply_to) consumes without settling and passes.",
+    "offset_datetime": "not diagnosed, and not steady (they passed in the run before, and run alone with"
+    " `-k offset_datetime`): when they fail, the test's first management request (declaring its stream) is"
+    " never answered, and the broker's log shows nothing from any connection until that pytest process"
+    " ends, after the module's requeue-with-invalid-annotations tests.",
     "Timeout": "see TEST_TIMEOUT: a test that publishes and consumes 1,000 messages one round trip at a"
     " time on this shared machine.",
 }
