@@ -105,8 +105,6 @@ CAUSES = {
     " `-k offset_datetime`): when they fail, the test's first management request (declaring its stream) is"
     " never answered, and the broker's log shows nothing from any connection until that pytest process"
     " ends, after the module's requeue-with-invalid-annotations tests.",
-    "Timeout": "see TEST_TIMEOUT: a test that publishes and consumes 1,000 messages one round trip at a"
-    " time on this shared machine.",
 }
 """Why each known failure fails, by a part of its name or of its reason (written under the tables)."""
 BEGIN = "<!-- rabbitmq-amqp-python-client: begin -->"
