@@ -243,8 +243,8 @@ class ExchangeConfig(_Model):
     name: str = Field(
         description="the exchange's name (not starting with 'amq.', which is reserved)"
     )
-    type: Literal["direct", "fanout", "topic", "headers"] = Field(
-        default="direct", description="how it routes"
+    type: Literal["direct", "fanout", "topic", "headers", "x-local-random"] = Field(
+        default="direct", description="how it routes (x-local-random: one bound queue at random)"
     )
     durable: bool = Field(default=True, description="kept in the store across restarts")
     auto_delete: bool = Field(default=False, description="deleted when its last binding is removed")

@@ -52,6 +52,7 @@ from ..sasl.credentials import (
     parse_credential,
 )
 from .config import one_line_error
+from .core.exchanges import EXCHANGE_TYPES
 from .core.policies import APPLY_TO, POLICY_KEYS
 from .permissions import KNOWN_TAGS, VhostPermissions
 from .users import User, UsersFile, scram_credentials
@@ -486,7 +487,7 @@ class InMemoryTopology:
 
     def declare_exchange(self, exchange: ExchangeDef) -> None:
         self._vhost(exchange.vhost)
-        if exchange.type not in ("direct", "fanout", "topic", "headers"):
+        if exchange.type not in EXCHANGE_TYPES:
             raise ValueError(f"exchange type {exchange.type!r} not supported")
         self.exchanges[exchange.vhost, exchange.name] = exchange.model_dump(
             include={"type", "durable", "auto_delete", "internal", "arguments"}

@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import json
 import logging
@@ -75,7 +76,7 @@ from ..amqp091 import BasicProperties
 from ..io.http import HttpRequest, HttpResponse, Route
 from .amqp091.message import FORMAT as AMQP091_FORMAT
 from .amqp091.message import from_publish, unpack
-from .core import Broker
+from .core import EXCHANGE_TYPES, Broker
 from .http_login import GUEST, HttpLogin
 from .management import Caller, Management, ManagementError, NotFoundError
 from .management.rabbitmq import (
@@ -358,7 +359,7 @@ class RabbitApi:
             "rates_mode": "basic",
             "exchange_types": [
                 {"name": t, "description": "", "enabled": True}
-                for t in ("direct", "fanout", "headers", "topic")
+                for t in EXCHANGE_TYPES
             ],
             "message_stats": {
                 "publish": sum(q["enqueued"] for q in queues),
@@ -491,21 +492,22 @@ class RabbitApi:
         """Every consumer (0-9-1 ``basic.consume``s, 1.0 receiving links), as RabbitMQ lists
         them, with the channel it consumes on."""
         vhost = call.parts[1] if len(call.parts) == 2 else None
-        out: list[dict[str, Any]] = []
-        for c in await self.management.consumers_whole(call.caller, vhost=vhost):
-            conn = self._connection(c | {"name": c["connection"]})
-            out.append({
-                "consumer_tag": c["consumer_tag"], "queue": {"name": c["queue"], "vhost": conn["vhost"]},
-                "ack_required": c["ack_required"], "exclusive": c["exclusive"],
-                "prefetch_count": c["prefetch_count"], "active": c["active"],
-                "activity_status": "up" if c["active"] else "waiting", "arguments": c["arguments"],
-                "channel_details": {
-                    "name": f"{conn['name']} ({c['channel']})", "number": c["channel"],
-                    "connection_name": conn["name"], "node": self.node, "user": conn["user"],
-                    "peer_host": conn["peer_host"], "peer_port": conn["peer_port"],
-                },
-            })  # fmt: skip
-        return out
+        return [self._consumer(c) for c in await self.management.consumers_whole(call.caller, vhost=vhost)]
+
+    def _consumer(self, c: Mapping[str, Any]) -> dict[str, Any]:
+        """One consumer as RabbitMQ shapes it (``/api/consumers``, a queue's ``consumer_details``)."""
+        conn = self._connection({**c, "name": c["connection"]})
+        return {
+            "consumer_tag": c["consumer_tag"], "queue": {"name": c["queue"], "vhost": conn["vhost"]},
+            "ack_required": c["ack_required"], "exclusive": c["exclusive"],
+            "prefetch_count": c["prefetch_count"], "active": c["active"],
+            "activity_status": "up" if c["active"] else "waiting", "arguments": c["arguments"],
+            "channel_details": {
+                "name": f"{conn['name']} ({c['channel']})", "number": c["channel"],
+                "connection_name": conn["name"], "node": self.node, "user": conn["user"],
+                "peer_host": conn["peer_host"], "peer_port": conn["peer_port"],
+            },
+        }  # fmt: skip
 
     # -- virtual hosts ----------------------------------------------------------------------
     def _vhost(self, v: Mapping[str, Any]) -> dict[str, Any]:
@@ -541,8 +543,18 @@ class RabbitApi:
             self.management.update(call.caller, "vhost", name, attrs)
             return HttpResponse(204)
         self.management.create(call.caller, "vhost", name, attrs)
+        self._grant_creator(call.caller, name)
         await self.broker.committed()
         return HttpResponse(201)
+
+    def _grant_creator(self, caller: Caller, vhost: str) -> None:
+        """Give the user who made ``vhost`` full permissions on it, as RabbitMQ's
+        ``rabbit_vhost:put_vhost`` does for a user of its internal database (here: of the
+        users file; anonymous, a token's user or no users file: nothing)."""
+        if caller.user is None:
+            return
+        with contextlib.suppress(ManagementError):  # (not a user of the users file)
+            self.management.put_permission(caller, caller.user, vhost, ".*", ".*", ".*")
 
     async def delete_vhost(self, call: Call) -> Any:
         self.management.delete(call.caller, "vhost", call.parts[1])  # 404 if there is none
@@ -615,14 +627,25 @@ class RabbitApi:
         return find_queue(self.management, call.caller, call.parts[1], call.parts[2])
 
     async def queue(self, call: Call) -> Any:
-        if self.management.whole is not None:  # the queue's owner may be another worker
+        """One queue, with its consumers (``consumer_details``) as RabbitMQ's queue page has
+        them; with several workers, from the whole broker (its owner may be another worker)."""
+        vhost, name = call.parts[1], call.parts[2]
+        shown: dict[str, Any] | None = None
+        if self.management.whole is not None:
             for q in await self._listed_whole(call, "queue") + await self._listed_whole(call, "stream"):
-                if q["name"] == call.parts[2]:
-                    return q
-        found = self._find_queue(call)
-        if found is None:
-            raise NotFoundError(call.parts[2])
-        return self._queue(*found)
+                if q["name"] == name:
+                    shown = q
+        if shown is None:
+            found = self._find_queue(call)
+            if found is None:
+                raise NotFoundError(name)
+            shown = self._queue(*found)
+        details = [
+            self._consumer(c)
+            for c in await self.management.consumers_whole(call.caller, vhost=vhost)
+            if c["queue"] == name
+        ]
+        return {**shown, "consumer_details": details}
 
     async def put_queue(self, call: Call) -> Any:
         _, created = declare_queue(

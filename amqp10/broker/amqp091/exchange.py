@@ -11,13 +11,14 @@ from typing import Any, Final
 
 from ...amqp091 import ReplyCode
 from ...amqp091 import methods as m
+from ..core import EXCHANGE_TYPES as CORE_EXCHANGE_TYPES
 from ..core import NotFound, PreconditionFailed
 from .channel import Channel
 from .context import Amqp091Context, ChannelError
 
 __all__ = ["EXCHANGE_TYPES", "ExchangeMethods", "bind", "flag", "unbind"]
 
-EXCHANGE_TYPES: Final = frozenset({"direct", "fanout", "topic", "headers"})
+EXCHANGE_TYPES: Final = frozenset(CORE_EXCHANGE_TYPES)
 
 
 class ExchangeMethods:

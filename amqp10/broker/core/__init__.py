@@ -47,6 +47,7 @@ from .broker import (
     ResourceKind,
 )
 from .exchanges import (
+    EXCHANGE_TYPES,
     Binding,
     DirectExchange,
     Exchange,
@@ -106,6 +107,7 @@ __all__ = [
     "AMQP091_FORMAT",
     "AMQP1_FORMAT",
     "DEFAULT_EXCHANGE",
+    "EXCHANGE_TYPES",
     "DEFAULT_PRIORITY",
     "DEFAULT_VHOST",
     "NULL_JOURNAL",

@@ -15,6 +15,7 @@ argument                        policy field                   value
                                                                reject-publish-dlx
 ``x-dead-letter-exchange``      ``dead_letter_exchange``       exchange name
 ``x-dead-letter-routing-key``   ``dead_letter_routing_key``    routing key
+``x-dead-letter-strategy``      ``dead_letter_strategy``       at-most-once, at-least-once
 ``x-delivery-limit``            ``delivery_limit``             returns allowed (-1: no
                                                                limit); see below
 ``x-max-priority``              ``max_priority``               0-255 (levels above 31
@@ -59,8 +60,9 @@ dead-letters it (or drops it, without a dead-letter target); so
 replicated queues and streams that only place replicas (:data:`ACCEPTED`:
 group sizes, segment and filter sizes; the leader locator, checked against
 :data:`LEADER_LOCATORS`) are accepted, kept and reported, and change nothing
-here; so is the dead-letter strategy, since dead-lettering is always at least
-once (core/queues.py).
+here. The dead-letter strategy says what becomes of a dead letter that reaches
+no queue (core/dead_letters.py); on any queue type here, where RabbitMQ honours
+it on quorum queues only.
 
 As in RabbitMQ, a queue given a length limit by its arguments and no
 ``x-overflow`` drops its oldest messages (``drop-head``); a queue limited by the
@@ -105,7 +107,6 @@ ACCEPTED = frozenset(
         "x-initial-group-size",
         "x-stream-max-segment-size-bytes",
         "x-stream-filter-size-bytes",
-        "x-dead-letter-strategy",
         "x-deliver-limit",  # RabbitMQ's Python AMQP 1.0 client's spelling; RabbitMQ keeps it, unused
     }
 )
@@ -167,6 +168,12 @@ def _delivery_limit(name: str, v: Any) -> int | None:
     return _non_negative_int(name, v) + 1
 
 
+def _strategy(name: str, v: Any) -> str:
+    if v not in ("at-most-once", "at-least-once"):
+        raise ArgumentError(f"{name} must be at-most-once or at-least-once, not {v!r}")
+    return str(v)
+
+
 def _leader_locator(name: str, v: Any) -> str:
     if v not in LEADER_LOCATORS:
         raise ArgumentError(f"{name} must be {' or '.join(LEADER_LOCATORS)}, not {v!r}")
@@ -187,6 +194,7 @@ ARGUMENTS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "x-overflow": ("overflow", _overflow),
     "x-dead-letter-exchange": ("dead_letter_exchange", _string),
     "x-dead-letter-routing-key": ("dead_letter_routing_key", _string),
+    "x-dead-letter-strategy": ("dead_letter_strategy", _strategy),
     "x-delivery-limit": ("delivery_limit", _delivery_limit),
     "x-max-priority": ("max_priority", _priority),
     "x-single-active-consumer": ("single_active_consumer", _bool),

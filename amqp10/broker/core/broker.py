@@ -454,10 +454,13 @@ class Broker:
     def tick(self) -> None:
         """Time-driven work: enqueue scheduled messages now due, run out leases, expire
         messages and unused queues (the service calls this once a second, and each of these
-        on time besides)."""
+        on time besides), send again the dead letters queues keep whose retry is due."""
         self.scheduler.release_due()
         self.leases.expire_due()
         self.expirations.expire_due()
+        for vhost in self.vhosts.values():
+            if vhost.holding:
+                vhost.retry_dead_letters(due_only=True)
 
     def total_bytes(self) -> int:
         """Bytes of the messages queued in every virtual host (a running total)."""

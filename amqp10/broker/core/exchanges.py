@@ -223,7 +223,10 @@ class FanoutExchange(Exchange):
 
 class LocalRandomExchange(Exchange):
     """RabbitMQ 4's ``x-local-random``: each message to one of the bound queues, chosen at
-    random (every queue is local on one node), whatever the key."""
+    random (every queue is local on one node), whatever the key.
+
+    As RabbitMQ's ``rabbit_exchange_type_local_random`` validates a binding: its key must
+    be empty and its destination a queue (not a stream, not an exchange)."""
 
     type = "x-local-random"
     uses_key = False
@@ -233,7 +236,12 @@ class LocalRandomExchange(Exchange):
         self._random = random.Random()
 
     def _index(self, binding: Binding) -> None:
-        pass
+        if binding.key:
+            raise ValueError(f"Non empty binding '{binding.key}' key not permitted")
+        dest = binding.destination
+        if not isinstance(dest, Queue):
+            kind = "exchange" if isinstance(dest, Exchange) else dest.kind
+            raise ValueError(f"{kind} {dest.name!r} not valid for this exchange type: bind a queue")
 
     def _unindex(self, binding: Binding) -> None:
         pass

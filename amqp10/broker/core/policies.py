@@ -38,6 +38,7 @@ POLICY_KEYS = frozenset(
         "overflow",
         "dead-letter-exchange",
         "dead-letter-routing-key",
+        "dead-letter-strategy",
         "delivery-limit",
         "consumer-timeout",
         "queue-leader-locator",

@@ -61,6 +61,11 @@ class QueuePolicy(BaseModel):
         default=None,
         description="their routing key there (x-dead-letter-routing-key; default: their own)",
     )
+    dead_letter_strategy: Literal["at-most-once", "at-least-once"] | None = Field(
+        default=None,
+        description="x-dead-letter-strategy: at-least-once keeps a dead letter that reaches no queue in its "
+        "queue and sends it again until one takes it; at-most-once (None, the default) drops it",
+    )
     delivery_limit: int | None = Field(
         default=None,
         ge=1,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import store as _store
 from .browsing import browse, dispatch_browsers, has_after, peek
+from .dead_letters import HeldDeadLetters, SendDeadLetter
 from .features import QueueFeatures
 from .groups import MessageGroups
 from .message import PRIORITY_LEVELS, UNASKED_PRIORITY_LEVELS, QueuedMessage
@@ -47,8 +48,8 @@ class Queue(Node):
     """An anycast queue: competing consumers, FIFO per priority level.
 
     ``dead_letter(msg, reason, on_stored)`` routes a dead message to the dead-letter
-    target (the router's business) and calls ``on_stored`` once it is safe there;
-    ``now`` is the clock (injected for tests).
+    target (the router's business) and calls ``on_stored`` once it is safe there, or
+    answers False if it reached no queue; ``now`` is the clock (injected for tests).
     """
 
     kind = "queue"
@@ -68,6 +69,11 @@ class Queue(Node):
     orphaned: Callable[[QueuedMessage], None] | None = None
     """Once deleted: where a message its consumers release goes (its alternate exchange,
     core/qpid_queues.py); None: nowhere."""
+    held_dead: HeldDeadLetters | None = None
+    """Dead letters that reached no queue, kept to be sent again (``x-dead-letter-strategy``
+    at-least-once; core/dead_letters.py); None: none."""
+    on_holding: Callable[[Queue], None] | None = None
+    """Called when it starts keeping dead letters (the virtual host retries them)."""
 
     def __init__(
         self,
@@ -75,7 +81,7 @@ class Queue(Node):
         policy: QueuePolicy,
         *,
         journal: Journal = NULL_JOURNAL,
-        dead_letter: Callable[[QueuedMessage, str, Callable[[], None]], None] | None = None,
+        dead_letter: SendDeadLetter | None = None,
         now: Callable[[], float],
         dynamic: bool = False,
         durable_node: bool = False,
@@ -957,16 +963,42 @@ class Queue(Node):
         At least once: a ``stored`` message leaves the store only once its dead letter is
         safe where it went (``dead_letter``'s ``on_stored``: the target's write committed,
         or it reached no queue), never in the same store batch before it; a crash between
-        the two leaves it in both places, never in neither (RabbitMQ's
-        ``x-dead-letter-strategy`` at-least-once, which this broker always keeps)."""
+        the two leaves it in both places, never in neither. One that reaches no queue is
+        dropped, or under ``x-dead-letter-strategy`` at-least-once kept here and sent again
+        later (:meth:`retry_dead_letters`)."""
         if self.dead_letter is not None and self.policy.dead_letters:
             self.stats.dead_lettered += 1
             stored = stored and self._persistent(msg)
-            self.dead_letter(msg, reason, (lambda: self._delete_stored(msg)) if stored else _nothing)
+            done: Callable[[], None] = (lambda: self._delete_stored(msg)) if stored else _nothing
+            if self.dead_letter(msg, reason, done):
+                return
+            if self.policy.dead_letter_strategy != "at-least-once" or self.deleted:
+                done()
+                return
+            if self.held_dead is None:
+                self.held_dead = HeldDeadLetters(self.now)
+                if self.on_holding is not None:
+                    self.on_holding(self)
+            self.held_dead.hold(msg, reason, done)
             return
         self.stats.dropped += 1
         if stored:
             self._journal_delete(msg)
+
+    def retry_dead_letters(self, *, due_only: bool = False) -> bool:
+        """Send the dead letters it keeps again (``due_only``: only if their time-driven
+        retry is due); those no queue takes stay. Whether it still keeps any."""
+        held = self.held_dead
+        if held is None:
+            return False
+        if self.dead_letter is None or not self.policy.dead_letters or self.deleted:
+            held.drop()  # (nowhere to send them any more)
+        elif not due_only or held.due():
+            held.retry(self.dead_letter)
+        if not held:
+            self.held_dead = None
+            return False
+        return True
 
     def get(self) -> QueuedMessage | None:
         """Take the next message without a consumer (0-9-1 basic.get), or None if there is
@@ -1011,6 +1043,9 @@ class Queue(Node):
         self._ring_of.clear()
         self.browsers.clear()
         n = self.purge()
+        if self.held_dead is not None:
+            self.held_dead.drop()
+            self.held_dead = None
         if self.expirations is not None:
             self.expirations.forget(self)
         cancel_consumers(consumers)

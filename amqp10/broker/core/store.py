@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import logging
 import os
 import sqlite3
@@ -44,17 +45,23 @@ __all__ = [
     "split_message_key",
     "DEFERRED",
     "NUMBER_COLUMN",
+    "servicebus_limit_as_returns",
     "BindingRecord", "ExchangeRecord", "GroupStateRecord", "Loaded", "NodeRecord", "PolicyRecord", "PreparedPublish", "PreparedRecord", "SqlStore", "Store",
     "StoredMessage", "VhostRecord"]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The version of the current schema (SQLite: ``PRAGMA user_version``). Version 0 is
 the schema of the brokers before virtual hosts (nodes and messages keyed by name
 alone, every message a 1.0 message); version 2 has no policies or vhosts tables;
 version 3 no group_states table, and no deferred messages (``in_flight`` = 2); version 4
 no ``messages.number`` column; version 5 no prepared transactions (the ``prepared``,
-``prepared_publishes`` and ``prepared_taken`` tables).
+``prepared_publishes`` and ``prepared_taken`` tables); up to version 6 a Service Bus
+queue's stored ``x-delivery-limit`` is its deliveries allowed, where it now counts
+returns, as RabbitMQ's does (:func:`servicebus_limit_as_returns`).
 :meth:`SqlStore._migrate` migrates each in place when a store is opened."""
+
+_SERVICEBUS_DEAD_LETTERS = "/$deadletterqueue"
+"""The suffix of a Service Bus queue's dead-letter queue (how version 6 and older stored it)."""
 
 DEFERRED = 2
 """``messages.in_flight`` of a message its consumer set aside (Service Bus's defer): it
@@ -182,6 +189,32 @@ _MIGRATE_FROM_0_AFTER = [
 NUMBER_COLUMN = "ALTER TABLE messages ADD COLUMN number {int}"
 
 
+def servicebus_limit_as_returns(name: str, properties: str) -> str | None:
+    """A queue's stored properties with its ``x-delivery-limit`` one lower, if it is a
+    Service Bus queue as versions 6 and older stored it (dead-lettering through the
+    default exchange to ``NAME/$deadletterqueue``, ``x-delivery-limit`` its max delivery
+    count): that limit counted deliveries, and now counts returns (None: not one).
+    Version 6 -> 7."""
+    try:
+        props = json.loads(properties)
+    except ValueError:
+        return None
+    args = props.get("arguments") if isinstance(props, dict) else None
+    if not isinstance(args, dict):
+        return None
+    limit = args.get("x-delivery-limit")
+    if (
+        args.get("x-dead-letter-exchange") != ""
+        or args.get("x-dead-letter-routing-key") != name + _SERVICEBUS_DEAD_LETTERS
+        or isinstance(limit, bool)
+        or not isinstance(limit, int)
+        or limit < 1
+    ):
+        return None
+    args["x-delivery-limit"] = limit - 1
+    return json.dumps(props, sort_keys=True)
+
+
 def message_key(vhost: str, node: str) -> str:
     """The ``messages.node`` of a node's messages: its name in the default virtual host,
     else the host's name and the node's joined by a unit separator (a character no
@@ -301,8 +334,29 @@ class SqlStore:
                 f"{self.location}: store schema version {version} is newer than this broker's ({SCHEMA_VERSION})"
             )
         statements = self._migration(version)
-        self._transaction(lambda: [self._cur.execute(s) for s in statements])
+
+        def migrate() -> None:
+            for statement in statements:
+                self._cur.execute(statement)
+            if version is not None and version < 7:
+                self._limits_as_returns()
+
+        self._transaction(migrate)
         self.migrated_from = version
+
+    def _limits_as_returns(self) -> None:
+        """Version 6 -> 7: each stored Service Bus queue's ``x-delivery-limit`` counts
+        returns (:func:`servicebus_limit_as_returns`), in the migration's transaction."""
+        cur = self._cur
+        cur.execute("SELECT vhost, name, properties FROM nodes WHERE kind = 'queue'")
+        changed = [
+            (fixed, vhost, name)
+            for vhost, name, props in cur.fetchall()
+            if (fixed := servicebus_limit_as_returns(name, props)) is not None
+        ]
+        update = "UPDATE nodes SET properties = ? WHERE vhost = ? AND name = ?".replace("?", self.PARAM)
+        for row in changed:
+            cur.execute(update, row)
 
     def _transaction(self, work: Callable[[], object]) -> None:
         """Run ``work`` in one write transaction: all of it is committed, or none."""

@@ -105,6 +105,8 @@ class VirtualHost:
         """Description, tags, default queue type (what a definitions import gave it)."""
         self.stream_arguments: dict[str, dict[str, Any]] = {}
         """The arguments each stream was declared with (a queue keeps its own)."""
+        self.holding: set[Queue] = set()
+        """Queues that keep dead letters no queue took (core/dead_letters.py)."""
         self.default_exchange = _DefaultExchange(self)
         self.exchanges[DEFAULT_EXCHANGE] = self.default_exchange
         for xname, xtype in PREDECLARED.items():
@@ -206,6 +208,7 @@ class VirtualHost:
         q.dead_letter = lambda msg, reason, on_stored: self.dead_letter(q.policy, msg, reason, name, on_stored)
         q.account_to(self.broker.stats)
         q.on_expired = self._expired_unused
+        q.on_holding = self.holding.add
         q.use_expirations(self.broker.expirations)
         return q
 
@@ -326,7 +329,16 @@ class VirtualHost:
         if exclusive_owner is None and persist:
             self.share("queue", name, kind, durable, auto_delete, arguments or {})
         log.info("declared %s %r in vhost %r", kind, name, self.name)
+        if self.holding:
+            self.retry_dead_letters()  # (the default exchange routes to it now)
         return made
+
+    def retry_dead_letters(self, *, due_only: bool = False) -> None:
+        """Send again the dead letters its queues keep (a route may exist now; ``due_only``:
+        those whose time-driven retry is due, the broker's tick)."""
+        for q in list(self.holding):
+            if not q.retry_dead_letters(due_only=due_only):
+                self.holding.discard(q)
 
     def owner_gone(self, owner: object) -> None:
         """A connection ended: its exclusive queues go with it (with
@@ -430,19 +442,19 @@ class VirtualHost:
 
     def dead_letter(
         self, policy: QueuePolicy, msg: QueuedMessage, reason: str, queue: str = "", on_stored: Callable[[], None] | None = None
-    ) -> None:
+    ) -> bool:
         """Send on a dead message (``reason``: rejected, expired, maxlen, delivery_limit): to
         the policy's dead-letter exchange, with an x-death record, or to its dead-letter address.
-        ``on_stored`` runs once the dead letter is safe where it went (every queue that took it
-        has committed it), or at once if it reached none (it is dropped, logged)."""
+        True if a queue took it: ``on_stored`` runs once the dead letter is safe where it went
+        (every queue that took it has committed it); False if it reached none (``on_stored``
+        is not called: the source queue drops it or keeps it, by its dead-letter strategy)."""
         if on_stored is None:
             on_stored = _nothing
         if policy.dead_letter_exchange is not None:
             x = self.exchanges.get(policy.dead_letter_exchange)
             if x is None:
-                log.warning("dropping a %s message: no dead-letter exchange %r", reason, policy.dead_letter_exchange)
-                on_stored()
-                return
+                log.warning("a %s message: no dead-letter exchange %r", reason, policy.dead_letter_exchange)
+                return False
             exchange, key = msg.published_to
             dl_key = policy.dead_letter_routing_key
             death = {
@@ -454,19 +466,17 @@ class VirtualHost:
                 dl_key = key
             if not self.route(x, dead, dl_key, on_stored):
                 log.info("a dead-lettered message from %r reached no queue through %r", queue, x.name)
-                on_stored()
-            return
+                return False
+            return True
         dla = policy.dead_letter_address
         target = self.lookup(dla, create=True) if dla else None
         if target is None:
-            log.warning("dropping a %s message: dead-letter address %r has no node", reason, dla)
-            on_stored()
-            return
+            log.warning("a %s message: dead-letter address %r has no node", reason, dla)
+            return False
         dead = msg.copy()
         dead.expiry = None  # an expired message must not expire again where it is kept
         dead.arrival = self.now()  # (its new queue's TTL counts from now)
-        if not target.publish(dead, on_stored):
-            on_stored()  # refused (full): dropped
+        return bool(target.publish(dead, on_stored))  # (False: refused, full)
 
     def queues(self) -> list[Queue | Stream]:
         """Every queue and stream, subscription queues of 1.0 topics included."""
@@ -596,6 +606,8 @@ class VirtualHost:
             self.journal.submit((_store.BIND, self.name, *_binding_row(binding)))
         if added and persist:
             self.share("bind", source, destination, key, arguments or {}, destination_kind)
+        if added and self.holding:
+            self.retry_dead_letters()  # (a dead letter kept may have a route now)
         return binding
 
     def unbind(

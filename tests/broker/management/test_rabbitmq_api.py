@@ -237,6 +237,10 @@ def test_vhosts_policies_users_permissions(broker: RunningBroker) -> None:
     assert call(broker, "PUT", "/api/vhosts/api-v", {"description": "again"})[0] == 204
     assert "api-v" in {x["name"] for x in call(broker, "GET", "/api/vhosts")[2]}
     assert call(broker, "PUT", "/api/vhosts/api-w", {}, auth=("watcher", "w"))[0] == 401
+    # its maker may use it at once, as RabbitMQ grants the user who made it (no one else)
+    made = call(broker, "GET", "/api/permissions/api-v/admin")[2]
+    assert (made["configure"], made["write"], made["read"]) == (".*", ".*", ".*")
+    assert [p["user"] for p in call(broker, "GET", "/api/vhosts/api-v/permissions")[2]] == ["admin"]
 
     p = "/api/policies/%2F/api-p"
     body = {"pattern": "^api", "definition": {"max-length": 5}, "priority": 1, "apply-to": "queues"}
@@ -390,7 +394,8 @@ def test_connections_are_listed_after_the_statistics_interval(tmp_path: Path) ->
 
 def test_consumers(tmp_path: Path) -> None:
     """GET /api/consumers lists each 0-9-1 consumer and 1.0 receiving link as RabbitMQ
-    does; /api/consumers/{vhost} a host's."""
+    does; /api/consumers/{vhost} a host's; GET /api/queues/{vhost}/{name} a queue's, in
+    its ``consumer_details``."""
     import pika
 
     with broker_with(tmp_path) as b:
@@ -422,6 +427,14 @@ def test_consumers(tmp_path: Path) -> None:
                 (link,) = [c for t, c in by_tag.items() if t not in ("mine", "fast", "theirs")]
                 assert link["queue"]["name"] == "work" and link["ack_required"] is True
                 assert [c["consumer_tag"] for c in call(b, "GET", "/api/consumers/other", auth=None)[2]] == ["theirs"]
+                # a queue's own page: its consumers, shaped as /api/consumers shapes them
+                work = call(b, "GET", "/api/queues/%2F/work", auth=None)[2]
+                assert work["consumers"] == 3
+                assert {c["consumer_tag"]: c for c in work["consumer_details"]} == {
+                    t: c for t, c in by_tag.items() if t != "theirs"
+                }
+                there = call(b, "GET", "/api/queues/other/there", auth=None)[2]["consumer_details"]
+                assert [(c["consumer_tag"], c["activity_status"]) for c in there] == [("theirs", "up")]
                 assert call(b, "GET", "/api/consumers/nowhere", auth=None)[0] == 404
             ch.basic_cancel("mine")
             assert "mine" not in {c["consumer_tag"] for c in call(b, "GET", "/api/consumers", auth=None)[2]}
