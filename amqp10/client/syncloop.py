@@ -239,8 +239,10 @@ class Loop:
         """(With the loop taken) run it in this thread until ``done()`` or ``end``."""
         aloop = self._aloop
         if self._jobs and not self._woken:
-            self._woken = True
-            aloop.call_soon(self._start_woken, context=self._ctx)
+            # start them here, not from a callback: the loop is ours and not running, so
+            # a send's transfer is queued (and its write scheduled) before the loop's
+            # first turn, which writes it: one turn of the loop less per waiting call
+            self._ctx.run(self.start_posted)
         replaced = self._trap_sigint()
         self._stops = True
         try:
