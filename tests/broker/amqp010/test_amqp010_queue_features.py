@@ -5,6 +5,7 @@ queue declared with 0-9-1 (pika)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -207,3 +208,20 @@ def test_a_deleted_queue_hands_what_its_subscribers_hold_to_its_alternate_at_onc
         other.close()
     result = peer.call("queue.query", queue="kept")
     assert result is not None and result["message_count"] == 2
+
+
+def test_x_message_ttl_in_a_0_10_declare_expires_messages(peer: SocketPeer) -> None:
+    """RabbitMQ's arguments pass through a 0-10 ``queue.declare`` to the core: a queue
+    TTL of 50 ms empties the queue; a queue without it keeps its message."""
+    from tests.broker.amqp010.test_amqp010_dtx import count
+
+    peer.call("queue.declare", queue="ttl-q", arguments={"x-message-ttl": 50})
+    peer.call("queue.declare", queue="kept-q")
+    publish(peer, "ttl-q", b"gone")
+    publish(peer, "kept-q", b"kept")
+    for _ in range(int(T / 0.02)):  # bounded poll: no timing asserted
+        if count(peer, "ttl-q") == 0:
+            break
+        time.sleep(0.02)
+    assert count(peer, "ttl-q") == 0
+    assert count(peer, "kept-q") == 1
