@@ -26,7 +26,6 @@ raises) fails that link only, as for the node links.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -47,7 +46,7 @@ from ...transport import (
 )
 from ...types import Source, Target
 from ..management import ManagementError, error_of
-from .link import InternalLink
+from .link import InternalLink, listening
 
 __all__ = [
     "ANSWER_FORMAT",
@@ -246,21 +245,9 @@ class ControlPoint:
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Answer on this worker's control socket until cancelled."""
-        loop = asyncio.get_running_loop()
-        self.directory.mkdir(parents=True, exist_ok=True)
-        path = control_path(self.directory, self.me)
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()  # left by this worker's previous process
-        server = await loop.create_unix_server(self._serve_one, path=str(path))
-        try:
+        async with listening(control_path(self.directory, self.me), self._serve_one, self.served):
             task_status.started()
             await asyncio.Event().wait()  # until cancelled
-        finally:
-            server.close()
-            for link in list(self.served):
-                link.fail("the worker is stopping")
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
 
     def _serve_one(self) -> InternalLink:
         link = InternalLink(_Answering(self.answer, self.served), self.container_id)

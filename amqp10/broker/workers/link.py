@@ -37,10 +37,12 @@ and the handler is told (:meth:`LinkHandler.lost`), never the broker.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import struct
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 from ...transport import Connection, ConnectionClosed, ConnectionFailed, Event
@@ -68,6 +70,7 @@ __all__ = [
     "decode_request",
     "encode_batch",
     "encode_deliveries",
+    "listening",
     "encode_record",
     "encode_request",
     "run_link",
@@ -420,3 +423,22 @@ async def run_link(sock: socket.socket, handler: LinkHandler, container_id: str)
         lambda: InternalLink(handler, container_id), sock=sock
     )
     return link
+
+
+@contextlib.asynccontextmanager
+async def listening(path: Path, serve_one: Callable[[], InternalLink], served: set[InternalLink]) -> AsyncIterator[None]:
+    """Accept internal links on the Unix socket ``path`` (one left there by this worker's
+    previous process is replaced), each made by ``serve_one``; on leaving, stop accepting,
+    fail every link in ``served`` and remove the socket."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    server = await asyncio.get_running_loop().create_unix_server(serve_one, path=str(path))
+    try:
+        yield
+    finally:
+        server.close()
+        for link in list(served):
+            link.fail("the worker is stopping")
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()

@@ -21,7 +21,6 @@ the other workers' nodes reachable.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from pathlib import Path
 
@@ -29,7 +28,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from ..core import Broker
-from .link import InternalLink
+from .link import InternalLink, listening
 from .owner import NodeServer
 from .ownership import Ownership, Placement
 from .remote import RemoteNodes
@@ -80,34 +79,24 @@ class Peers:
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve this worker's socket and keep a link open to every other worker, until cancelled."""
-        loop = asyncio.get_running_loop()
-        self.directory.mkdir(parents=True, exist_ok=True)
-        path = socket_path(self.directory, self.me)
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()  # a socket left by this worker's previous process
-        server = await loop.create_unix_server(self._serve_one, path=str(path))
-        self.broker.placement = self.placement
-        dialers = [asyncio.ensure_future(self._dial(nodes)) for nodes in self.links.values()]
-        try:
-            with anyio.move_on_after(CONNECT_SECONDS):
+        async with listening(socket_path(self.directory, self.me), self._serve_one, self.served):
+            self.broker.placement = self.placement
+            dialers = [asyncio.ensure_future(self._dial(nodes)) for nodes in self.links.values()]
+            try:
+                with anyio.move_on_after(CONNECT_SECONDS):
+                    for nodes in self.links.values():
+                        await nodes.up.wait()
+                missing = [k for k, nodes in self.links.items() if not nodes.up.is_set()]
+                if missing:
+                    log.warning("serving before the links to workers %s are up (after %gs)", missing, CONNECT_SECONDS)
+                task_status.started()
+                await asyncio.Event().wait()  # until cancelled
+            finally:
+                for task in dialers:
+                    task.cancel()
                 for nodes in self.links.values():
-                    await nodes.up.wait()
-            missing = [k for k, nodes in self.links.items() if not nodes.up.is_set()]
-            if missing:
-                log.warning("serving before the links to workers %s are up (after %gs)", missing, CONNECT_SECONDS)
-            task_status.started()
-            await asyncio.Event().wait()  # until cancelled
-        finally:
-            for task in dialers:
-                task.cancel()
-            server.close()
-            for nodes in self.links.values():
-                if nodes.link is not None:
-                    nodes.link.fail("the worker is stopping")
-            for link in list(self.served):
-                link.fail("the worker is stopping")
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+                    if nodes.link is not None:
+                        nodes.link.fail("the worker is stopping")
 
     def _serve_one(self) -> InternalLink:
         """A link another worker opened: this worker's nodes, served to it."""
