@@ -7,9 +7,11 @@ carries them out in order and answers once the store has committed them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ...amqp091 import ReplyCode
 from ...amqp091 import methods as m
-from ..core import PreconditionFailed
+from ..core import Answered, PreconditionFailed
 from .channel import Channel, PendingPublish
 from .context import Amqp091Context, ChannelError
 from .publish import Publisher
@@ -39,11 +41,37 @@ class TxMethods:
         if stalled is not None and any(isinstance(w, PendingPublish) for w in work):
             # the store has no room for its publishes: the transaction fails as a whole
             raise ChannelError(ReplyCode.RESOURCE_ERROR, f"tx.commit refused: {stalled}")
-        for w in work:
-            if isinstance(w, PendingPublish):
-                self.publisher.route(ch, w.exchange, w.msg, w.routing_key, w.mandatory, w.seq)
-            else:
-                ch.settle(w.tags, w.outcome)
+
+        def apply() -> None:
+            for w in work:
+                if isinstance(w, PendingPublish):
+                    self.publisher.route(ch, w.exchange, w.msg, w.routing_key, w.mandatory, w.seq)
+                else:
+                    ch.settle(w.tags, w.outcome)
+
+        coordinator = self.ctx.broker.coordinator
+        if coordinator is not None:  # (several workers: its work may reach other workers' nodes)
+            publishes = [(w.exchange, w.msg, w.routing_key) for w in work if isinstance(w, PendingPublish)]
+            acks = [
+                (entry[0], entry[1])
+                for w in work
+                if not isinstance(w, PendingPublish) and w.outcome == "ack"
+                for entry in (ch.unacked.get(tag) for tag in w.tags)
+                if entry is not None
+            ]
+
+            def ask(answered: Answered[None]) -> None:
+                if not coordinator.commit(self.ctx.vhost, publishes, acks, apply, answered):
+                    apply()  # (every node is this worker's: as on one broker)
+                    answered(_none)
+
+            def then(answer: Callable[[], None]) -> None:
+                answer()  # (raises the refusal: the channel closes)
+                self.ctx.ok_committed(ch.number, False, m.TxCommitOk())
+
+            self.ctx.later(ask, then)
+            return
+        apply()
         self.ctx.ok_committed(ch.number, False, m.TxCommitOk())
 
     def rollback(self, ch: Channel, method: m.TxRollback) -> None:
@@ -51,3 +79,7 @@ class TxMethods:
             raise PreconditionFailed("channel is not transactional")
         ch.tx = []
         self.ctx.send_method(ch.number, m.TxRollbackOk())
+
+
+def _none() -> None:
+    return None

@@ -90,7 +90,7 @@ from .queue_policy import QueuePolicy
 from .queues import Queue
 from .recovery import LinkRecovery, SuspendedLink
 from .streams import Stream
-from .transactions import Transaction
+from .transactions import Coordinator, Transaction
 from .vhost import (
     DEFAULT_EXCHANGE,
     PREDECLARED,
@@ -122,6 +122,7 @@ __all__ = [
     "ConsumeResult",
     "Answered",
     "Consumer",
+    "Coordinator",
     "DefinitionsPort",
     "MetadataPort",
     "DirectExchange",

@@ -34,6 +34,7 @@ from .recovery import LinkRecovery
 from .replies import DirectReplies
 from .scheduled import Scheduler
 from .streams import Stream
+from .transactions import Coordinator
 from .vhost import NotFound, PreconditionFailed, VirtualHost
 
 if TYPE_CHECKING:  # the configuration is the layer above: the core only reads it
@@ -187,6 +188,9 @@ class Broker:
         """With several workers: (vhost, name) -> the stand-in for a node another worker owns,
         or None when this worker owns it (broker/workers/ownership.py). None with one worker:
         every lookup is local, at no cost."""
+        self.coordinator: Coordinator | None = None
+        """With several workers: commits a transaction that reaches other workers' nodes as
+        one (:class:`~.transactions.Coordinator`). None with one worker."""
         self._consumer_ids = itertools.count(1)
         self._shared: dict[str, Any] = {}
         self._prepared: dict[str, dict[bytes, HeldWork]] = {}

@@ -11,14 +11,42 @@ their queues as failed deliveries (delivery-count + 1).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from . import store as _store
 from .message import QueuedMessage
-from .nodes import Journal, Node
+from .nodes import Answered, Journal, Node
 from .queues import Queue
 
-__all__ = ["Retirement", "Transaction"]
+if TYPE_CHECKING:
+    from .exchanges import Exchange
+    from .vhost import VirtualHost
+
+__all__ = ["Coordinator", "Retirement", "Transaction"]
+
+
+class Coordinator(Protocol):
+    """:attr:`Broker.coordinator <amqp10.broker.core.Broker.coordinator>` with several
+    workers: commits a transaction whose work reaches nodes other workers own as one
+    (``broker/workers/transactions.py``). None with one worker: every node is local."""
+
+    def commit(
+        self,
+        vhost: VirtualHost,
+        publishes: Sequence[tuple[Exchange, QueuedMessage, str | None]],
+        acks: Sequence[tuple[Node, QueuedMessage]],
+        apply: Callable[[], None],
+        answered: Answered[None],
+    ) -> bool:
+        """Commit a transaction's ``publishes`` (each routed through its exchange) and
+        ``acks`` (messages taken from nodes) as one. False, with nothing done, when none of
+        it reaches a node another worker owns (the caller commits as on one broker). Else
+        each owner reached prepares its part, then ``apply`` (the front end's own commit:
+        what it reaches on other workers is not sent again) runs in the store batch that
+        records the decision, then each owner commits; ``answered`` once all of it is
+        stored, or with the refusal (an owner could not prepare: nothing was applied)."""
+        ...
 
 
 class Retirement:

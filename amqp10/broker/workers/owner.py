@@ -561,6 +561,22 @@ class NodeServer:
                 c.node.remove_consumer(c)
 
     # -- questions about our nodes ----------------------------------------------------------------
+    def answer(self, op: str, run: Callable[[Any, list[Any]], list[Any]]) -> None:
+        """Answer question ``op`` with ``run(vhost, [node name, *arguments])`` (its values; a
+        core error is the answer's error), once what it changed is stored."""
+        self._ops[op] = run
+
+    def delivered(self, consumer_id: int, ref: int, *, forget: bool = False) -> tuple[Node, QueuedMessage] | None:
+        """The node and message the other worker's consumer ``consumer_id`` (:data:`~.remote.GETS`:
+        ``basic.get``) holds under ``ref``, unsettled; ``forget``: settled by other means
+        (a transaction's commit), its outcome here does nothing."""
+        if consumer_id == GETS:
+            held = self._gets.in_flight
+            return held.pop(ref, None) if forget else held.get(ref)
+        c = self._by_remote_id.get(consumer_id)
+        msg = None if c is None else (c.in_flight.pop(ref, None) if forget else c.in_flight.get(ref))
+        return None if c is None or msg is None else (c.node, msg)
+
     def _asked(self, d: Delivery) -> None:
         """A question from the other worker: answer it on the replies link."""
         self._touched.add(id(d.link))

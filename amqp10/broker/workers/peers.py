@@ -32,6 +32,7 @@ from .link import InternalLink, listening
 from .owner import NodeServer
 from .ownership import Ownership, Placement
 from .remote import RemoteNodes
+from .transactions import Transactions
 
 __all__ = ["CONNECT_SECONDS", "REDIAL_FIRST", "REDIAL_MAX", "Peers", "socket_path"]
 
@@ -74,6 +75,8 @@ class Peers:
         self.container_id = f"worker-{me}"
         self.links = {k: _Dialled(self.container_id, k) for k in range(workers) if k != me}
         self.placement = Placement(Ownership(workers, me), self.links)
+        self.transactions = Transactions(broker, me, dict(self.links))
+        """Transactions over several workers' nodes: this worker's coordinator and owner."""
         self.served: set[InternalLink] = set()
         """The links other workers opened to this one (each served by a NodeServer)."""
 
@@ -81,6 +84,7 @@ class Peers:
         """Serve this worker's socket and keep a link open to every other worker, until cancelled."""
         async with listening(socket_path(self.directory, self.me), self._serve_one, self.served):
             self.broker.placement = self.placement
+            self.broker.coordinator = self.transactions
             dialers = [asyncio.ensure_future(self._dial(nodes)) for nodes in self.links.values()]
             try:
                 with anyio.move_on_after(CONNECT_SECONDS):
@@ -100,7 +104,9 @@ class Peers:
 
     def _serve_one(self) -> InternalLink:
         """A link another worker opened: this worker's nodes, served to it."""
-        link = _ServedLink(self, NodeServer(self.broker), self.container_id)
+        server = NodeServer(self.broker)
+        self.transactions.serve(server)
+        link = _ServedLink(self, server, self.container_id)
         self.served.add(link)
         return link
 
@@ -121,6 +127,7 @@ class Peers:
             delay = REDIAL_FIRST
             log.info("internal link to worker %d is up", nodes.peer)
             nodes.up.set()
+            self.transactions.linked(nodes.peer)
             await nodes.down.wait()
             log.warning("internal link to worker %d went (%s): opening it again", nodes.peer, nodes.reason)
 

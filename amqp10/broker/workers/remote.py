@@ -260,6 +260,10 @@ class RemoteNode(NodeElsewhere):
         it took it, else ``on_refused``. The owner makes the node if it has none (as a 1.0
         publisher's attach makes it on a broker of one worker). ``out``: the publishing link
         (:meth:`publish_answered`'s; else the direct one)."""
+        absorbing = self._nodes.absorbing
+        if absorbing is not None:  # (a transaction's commit: its owner has it prepared)
+            absorbing(on_stored)
+            return _TAKEN
         if self.unavailable is not None:
             (on_refused or _nobody_told)(None)
             return _TAKEN
@@ -512,6 +516,25 @@ class RemoteNode(NodeElsewhere):
             self._nodes.control(GRANT, feed.id, more, 0)
 
     # -- settlement ---------------------------------------------------------------------------
+    @property
+    def via(self) -> RemoteNodes:
+        """The internal link to its owner."""
+        return self._nodes
+
+    def held_ref(self, msg: QueuedMessage) -> tuple[int, int] | None:
+        """(consumer id, the owner's reference) of ``msg``, delivered here and not settled yet."""
+        feed = self._feed_of.get(msg)
+        return None if feed is None else (feed.id, feed.held[msg])
+
+    def forget_held(self, msg: QueuedMessage) -> None:
+        """``msg`` is settled on the owner by other means (a transaction's commit): its
+        outcome here sends nothing."""
+        feed = self._feed_of.pop(msg, None)
+        if feed is not None:
+            del feed.held[msg]
+            if feed.stopping and not feed.held:
+                self._close(feed)
+
     def _settle(self, msg: QueuedMessage, code: int, due: float | None = None) -> None:
         feed = self._feed_of.pop(msg, None)
         if feed is None:
@@ -648,6 +671,9 @@ class RemoteNodes:
         self._asked: list[tuple[RemoteNode, bytes]] = []
         self.reason: str | None = None
         """Why the link went (None while it is up)."""
+        self.absorbing: Callable[[Callable[[], None]], None] | None = None
+        """While a transaction's commit applies (``workers/transactions.py``): takes what its
+        remote nodes are given to publish (the owner has it prepared), told when it is stored."""
 
     def node(self, vhost: str, name: str) -> RemoteNode:
         """The stand-in for node ``name`` of ``vhost`` (one per node, made on first use)."""

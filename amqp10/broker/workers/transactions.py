@@ -1,0 +1,316 @@
+"""Transactions over nodes of several workers, committed or rolled back as one.
+
+A front end's commit (0-9-1's ``tx.commit``) hands its work to :class:`Transactions`
+(:attr:`Broker.coordinator <amqp10.broker.core.Broker.coordinator>`, this worker's). Work
+that reaches only this worker's nodes is committed as on one broker. Otherwise this
+worker coordinates a two-phase commit under a fresh transaction id:
+
+1. **Prepare.** Each owner reached gets its part as a question on the internal link's
+   requests link (``txn-prepare``): the messages for its queues (each by queue name, as
+   the default exchange routes) and the references of the messages it delivered that
+   the transaction acknowledges. The owner holds them in a
+   :class:`~amqp10.broker.core.prepared.HeldWork` (the publishes invisible, the taken
+   messages still acquired), writes it to its store as prepared and only then answers.
+   An owner that cannot (a reference it no longer holds: it restarted) refuses; then
+   every part is rolled back and nothing was applied anywhere.
+2. **Decide.** Every owner prepared: this worker writes the decision (a prepared record
+   of owner :data:`DECIDED` naming the transaction and its owners) in the same store
+   batch as its own part (the front end's ``apply``, in which what reaches another
+   worker's node is not sent again: :attr:`RemoteNodes.absorbing`).
+3. **Commit.** Once that batch is stored, each owner is told ``txn-commit`` and applies
+   its part; the front end is answered once every owner has; then the decision is
+   forgotten.
+
+**After a crash** (the rule: *presumed abort, the coordinator decides*): a prepared part
+is resolved only by its coordinator's word. An owner holding prepared parts (recovered
+from its store, or kept while the coordinator's worker restarted) asks the coordinator
+(``txn-outcome``) whenever its link to it comes up: *commit* if the coordinator has the
+decision recorded, *wait* while the coordinator is still preparing (it will say), else
+*rollback* (a coordinator that restarted before storing its decision never decided to
+commit, and never will). A coordinator that restarts with a recorded decision tells the
+owners to commit again; ``txn-commit`` and ``txn-rollback`` of a transaction an owner
+does not hold answer done, and ``txn-prepare`` of one it holds prepared answers
+prepared, so a question re-sent after a crash is applied once.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..core import (
+    Answered,
+    Broker,
+    Exchange,
+    Node,
+    PreconditionFailed,
+    QueuedMessage,
+    VirtualHost,
+)
+from ..core.prepared import HeldWork
+from .link import decode_record, encode_record
+from .owner import NodeServer
+from .remote import RemoteNode, RemoteNodes
+
+__all__ = ["DECIDED", "TXN_NODE", "Transactions"]
+
+log = logging.getLogger("amqp10.broker.workers")
+
+DECIDED = "workers.decided"
+"""The owner, in the store's prepared records, of a coordinator's decision to commit: its
+transaction id is the 16 bytes of the transaction's then one byte per owning worker."""
+TXN_NODE = "$txn"
+"""The name the transaction questions are asked about (they name no node)."""
+_ID = 16
+
+
+def _owner_name(worker: int) -> str:
+    """The owner, in an owner's store, of a part prepared for coordinator ``worker``."""
+    return f"worker-{worker}"
+
+
+class _Commit:
+    """One transaction this worker coordinates, from its prepare to its owners' commits."""
+
+    __slots__ = ("acks", "answered", "apply", "decision", "failed", "parts", "waiting")
+
+    def __init__(self, apply: Callable[[], None], answered: Answered[None]) -> None:
+        self.apply = apply
+        self.answered = answered
+        self.parts: dict[int, tuple[RemoteNode, list[list[Any]], list[list[int]]]] = {}
+        """Owner -> (a node of it, the questions are asked about; its publishes; its acks)."""
+        self.acks: list[tuple[RemoteNode, QueuedMessage]] = []
+        self.waiting = 0
+        self.failed: str | None = None
+        self.decision: HeldWork | None = None
+
+
+class Transactions:
+    """Worker ``me``'s coordinator (:meth:`commit`) and owner (the ``txn-*`` questions) of
+    transactions over several workers; ``links``: its internal links to the others."""
+
+    def __init__(self, broker: Broker, me: int, links: dict[int, RemoteNodes]) -> None:
+        self.broker = broker
+        self.me = me
+        self.links = links
+        self.preparing: dict[bytes, _Commit] = {}
+        """Transactions this worker coordinates that are not decided yet."""
+        self.decided: dict[bytes, tuple[HeldWork, set[int]]] = {}
+        """Transactions this worker decided to commit -> the stored decision and the owners
+        that have not answered their commit yet."""
+        self.held: dict[bytes, tuple[int, HeldWork]] = {}
+        """Parts prepared here for another worker's transaction -> (its coordinator, the work)."""
+        for work in broker.recovered_transactions(DECIDED):
+            self.decided[work.txn_id[:_ID]] = (work, set(work.txn_id[_ID:]))
+        for k in (*links, me):
+            for work in broker.recovered_transactions(_owner_name(k)):
+                self.held[work.txn_id] = (k, work)
+
+    # -- the coordinator ----------------------------------------------------------------------
+    def commit(
+        self,
+        vhost: VirtualHost,
+        publishes: Sequence[tuple[Exchange, QueuedMessage, str | None]],
+        acks: Sequence[tuple[Node, QueuedMessage]],
+        apply: Callable[[], None],
+        answered: Answered[None],
+    ) -> bool:
+        """:meth:`amqp10.broker.core.Coordinator.commit`."""
+        c = _Commit(apply, answered)
+        for exchange, msg, key in publishes:
+            record: bytes | None = None
+            for q in vhost.destinations(exchange, msg, key):
+                if isinstance(q, RemoteNode):
+                    if record is None:
+                        record = encode_record(msg)
+                    self._part(c, q)[1].append([q.name, record])
+        for node, msg in acks:
+            if isinstance(node, RemoteNode):
+                held = node.held_ref(msg)
+                if held is not None:
+                    self._part(c, node)[2].append(list(held))
+                    c.acks.append((node, msg))
+        if not c.parts:
+            return False
+        txn = uuid.uuid4().bytes
+        self.preparing[txn] = c
+        c.waiting = len(c.parts)
+        for k, (anchor, published, taken) in c.parts.items():
+            self._ask(k, anchor, "txn-prepare", [txn, self.me, published, taken], self._prepared(txn, k))
+        return True
+
+    def _part(self, c: _Commit, node: RemoteNode) -> tuple[RemoteNode, list[list[Any]], list[list[int]]]:
+        k = self._worker_of(node)
+        part = c.parts.get(k)
+        if part is None:
+            part = c.parts[k] = (node, [], [])
+        return part
+
+    def _worker_of(self, node: RemoteNode) -> int:
+        for k, nodes in self.links.items():
+            if node.via is nodes:
+                return k
+        raise ValueError(f"{node.name!r} has no link")  # pragma: no cover - every stand-in has one
+
+    def _ask(
+        self, k: int, node: RemoteNode | None, op: str, args: list[Any], replied: Callable[[str | None, str, list[Any]], None]
+    ) -> None:
+        nodes = self.links[k]
+        if node is None:
+            node = nodes.node(self.broker.default.name, TXN_NODE)
+        nodes.ask(node, [op, node.vhost, TXN_NODE, *args], replied)
+
+    def _prepared(self, txn: bytes, k: int) -> Callable[[str | None, str, list[Any]], None]:
+        def replied(error: str | None, text: str, values: list[Any]) -> None:
+            c = self.preparing.get(txn)
+            if c is None:
+                return
+            if error is not None and c.failed is None:
+                c.failed = f"worker {k} could not prepare its part: {text}"
+            c.waiting -= 1
+            if c.waiting == 0:
+                self._decide(txn, c)
+
+        return replied
+
+    def _decide(self, txn: bytes, c: _Commit) -> None:
+        del self.preparing[txn]
+        owners = set(c.parts)
+        if c.failed is not None:
+            log.warning("transaction %s rolled back: %s", txn.hex(), c.failed)
+            for k in owners:
+                self._ask(k, None, "txn-rollback", [txn], _ignored)
+            failed = PreconditionFailed(f"tx.commit failed: {c.failed}")
+
+            def fail() -> None:
+                raise failed
+
+            c.answered(fail)
+            return
+        # the decision and this worker's own part: one store batch (nothing yields between)
+        decision = HeldWork(DECIDED, txn + bytes(sorted(owners)), self.broker.journal)
+        decision.prepare(_nothing)
+        for node, msg in c.acks:
+            node.forget_held(msg)  # (its owner acknowledges it at the commit: not sent again)
+        absorbed: list[Callable[[], None]] = []
+        links = [self.links[k] for k in owners]
+        for nodes in links:
+            nodes.absorbing = absorbed.append
+        try:
+            c.apply()
+        finally:
+            for nodes in links:
+                nodes.absorbing = None
+        self.decided[txn] = (decision, set(owners))
+
+        def stored() -> None:  # the decision is durable: the owners commit
+            left = set(owners)
+
+            def one(k: int) -> Callable[[str | None, str, list[Any]], None]:
+                def replied(error: str | None, text: str, values: list[Any]) -> None:
+                    left.discard(k)
+                    self._committed(txn, k)
+                    if not left:
+                        for on_stored in absorbed:
+                            on_stored()
+                        c.answered(_nothing)
+
+                return replied
+
+            for k in owners:
+                self._ask(k, None, "txn-commit", [txn], one(k))
+
+        self.broker.after_commit(stored)
+
+    def _committed(self, txn: bytes, k: int) -> None:
+        """Owner ``k`` committed its part of ``txn``: once every owner has, the decision goes."""
+        entry = self.decided.get(txn)
+        if entry is None:
+            return
+        entry[1].discard(k)
+        if not entry[1]:
+            del self.decided[txn]
+            entry[0].commit()
+
+    def linked(self, k: int) -> None:
+        """The link to worker ``k`` is up (again): settle what waits on either side of it."""
+        for txn, (_, owners) in list(self.decided.items()):
+            if k in owners:  # (recovered, or told before the owner restarted): commit again
+                self._ask(k, None, "txn-commit", [txn], self._commit_answered(txn, k))
+        for txn, (coordinator, _) in list(self.held.items()):
+            if coordinator == k:
+                self._ask(k, None, "txn-outcome", [txn], self._outcome(txn))
+
+    def _commit_answered(self, txn: bytes, k: int) -> Callable[[str | None, str, list[Any]], None]:
+        def replied(error: str | None, text: str, values: list[Any]) -> None:
+            self._committed(txn, k)
+
+        return replied
+
+    def _outcome(self, txn: bytes) -> Callable[[str | None, str, list[Any]], None]:
+        def replied(error: str | None, text: str, values: list[Any]) -> None:
+            outcome = str(values[0]) if error is None and values else "wait"
+            if outcome == "commit":
+                self._finish(txn, commit=True)
+            elif outcome == "rollback":
+                self._finish(txn, commit=False)
+
+        return replied
+
+    # -- the owner ----------------------------------------------------------------------------
+    def serve(self, server: NodeServer) -> None:
+        """Answer the ``txn-*`` questions on a link another worker opened to this one."""
+
+        def prepare(vhost: VirtualHost, args: list[Any]) -> list[Any]:
+            return self._prepare(server, vhost, args)
+
+        server.answer("txn-prepare", prepare)
+        server.answer("txn-commit", lambda vhost, args: self._finish(bytes(args[1]), commit=True))
+        server.answer("txn-rollback", lambda vhost, args: self._finish(bytes(args[1]), commit=False))
+        server.answer("txn-outcome", lambda vhost, args: [self._decision(bytes(args[1]))])
+
+    def _prepare(self, server: NodeServer, vhost: VirtualHost, args: list[Any]) -> list[Any]:
+        _, txn, coordinator, published, taken = args
+        txn = bytes(txn)
+        if txn in self.held:
+            return []  # (asked again after a restart: prepared already)
+        work = HeldWork(_owner_name(int(coordinator)), txn, self.broker.journal)
+        refs = [(int(consumer_id), int(ref)) for consumer_id, ref in taken]
+        if any(server.delivered(*r) is None for r in refs):
+            raise PreconditionFailed("a message the transaction acknowledges is no longer held here")
+        for r in refs:
+            held = server.delivered(*r, forget=True)
+            assert held is not None
+            work.take(*held)
+        for name, record in published:
+            work.publish(vhost, "", str(name), decode_record(bytes(record)))
+        work.prepare(_nothing)  # (answered once it is stored: the question's answer waits for the commit)
+        self.held[txn] = (int(coordinator), work)
+        return []
+
+    def _finish(self, txn: bytes, *, commit: bool) -> list[Any]:
+        entry = self.held.pop(txn, None)
+        if entry is not None:  # (else done already: the question was asked again)
+            if commit:
+                entry[1].commit()
+            else:
+                entry[1].rollback()
+        return []
+
+    def _decision(self, txn: bytes) -> str:
+        """What this worker, the coordinator, says of ``txn`` to an owner that holds it prepared."""
+        if txn in self.decided:
+            return "commit"
+        if txn in self.preparing:
+            return "wait"
+        return "rollback"
+
+
+def _nothing() -> None:
+    return None
+
+
+def _ignored(error: str | None, text: str, values: list[Any]) -> None:
+    return None
