@@ -35,6 +35,7 @@ prepared, so a question re-sent after a crash is applied once.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Sequence
@@ -139,6 +140,7 @@ class Transactions:
         c.waiting = len(c.parts)
         for k, (anchor, published, taken) in c.parts.items():
             self._ask(k, anchor, "txn-prepare", [txn, self.me, published, taken], self._prepared(txn, k))
+        _debug_after_writes("transaction %s: its parts asked to prepare on workers %s", txn.hex(), sorted(c.parts))
         return True
 
     def _part(self, c: _Commit, node: RemoteNode) -> tuple[RemoteNode, list[list[Any]], list[list[int]]]:
@@ -221,6 +223,7 @@ class Transactions:
 
             for k in owners:
                 self._ask(k, None, "txn-commit", [txn], one(k))
+            _debug_after_writes("transaction %s: decided commit, stored; its owners told", txn.hex())
 
         self.broker.after_commit(stored)
 
@@ -252,6 +255,9 @@ class Transactions:
     def _outcome(self, txn: bytes) -> Callable[[str | None, str, list[Any]], None]:
         def replied(error: str | None, text: str, values: list[Any]) -> None:
             outcome = str(values[0]) if error is None and values else "wait"
+            if outcome != "wait" and txn in self.held:
+                log.info("prepared transaction %s of worker %d: %s, as its coordinator says",
+                         txn.hex(), self.held[txn][0], "committed" if outcome == "commit" else "rolled back")  # fmt: skip
             if outcome == "commit":
                 self._finish(txn, commit=True)
             elif outcome == "rollback":
@@ -286,7 +292,8 @@ class Transactions:
             work.take(*held)
         for name, record in published:
             work.publish(vhost, "", str(name), decode_record(bytes(record)))
-        work.prepare(_nothing)  # (answered once it is stored: the question's answer waits for the commit)
+        # answered once it is stored (the question's answer waits for the store's commit)
+        work.prepare(lambda: _debug_after_writes("transaction %s of worker %s: prepared here", txn.hex(), coordinator))
         self.held[txn] = (int(coordinator), work)
         return []
 
@@ -306,6 +313,14 @@ class Transactions:
         if txn in self.preparing:
             return "wait"
         return "rollback"
+
+
+def _debug_after_writes(msg: str, *args: object) -> None:
+    """A debug line, once what this turn and the next queued on the links is written (so a
+    test that reads it knows the other worker was sent it)."""
+    if log.isEnabledFor(logging.DEBUG):
+        loop = asyncio.get_running_loop()
+        loop.call_soon(loop.call_soon, lambda: log.debug(msg, *args))
 
 
 def _nothing() -> None:
