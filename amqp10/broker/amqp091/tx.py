@@ -51,7 +51,13 @@ class TxMethods:
 
         coordinator = self.ctx.broker.coordinator
         if coordinator is not None:  # (several workers: its work may reach other workers' nodes)
-            publishes = [(w.exchange, w.msg, w.routing_key) for w in work if isinstance(w, PendingPublish)]
+            vh = self.ctx.vhost
+            publishes = [
+                (q, w.msg)
+                for w in work
+                if isinstance(w, PendingPublish)
+                for q in vh.destinations(w.exchange, w.msg, w.routing_key)
+            ]
             acks = [
                 (entry[0], entry[1])
                 for w in work
@@ -61,7 +67,7 @@ class TxMethods:
             ]
 
             def ask(answered: Answered[None]) -> None:
-                if not coordinator.commit(self.ctx.vhost, publishes, acks, apply, answered):
+                if not coordinator.commit(publishes, acks, apply, answered):
                     apply()  # (every node is this worker's: as on one broker)
                     answered(_none)
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...message import Message
@@ -49,7 +50,7 @@ from ...types import (
     symbol,
 )
 from ...types.transactions import Coordinator, Declare, Declared, Discharge, TransactionalState
-from ..core import Node, QueuedMessage, Transaction
+from ..core import ModelError, Node, QueuedMessage, Transaction
 
 if TYPE_CHECKING:
     from .consumers import LinkConsumer
@@ -183,7 +184,7 @@ class Transactions:
         """Transactional retirement (§4.4.2): the message stays acquired until the commit."""
         msg = consumer.in_flight.pop(d.tag, None)
         if msg is not None:
-            txn.retire(consumer.node, msg, lambda: consumer.apply(msg, outcome))
+            txn.retire(consumer.node, msg, lambda: consumer.apply(msg, outcome), accepted=type(outcome) is Accepted)
 
     # -- discharge ---------------------------------------------------------------------------
     def _commit(self, txn: Transaction, d: Delivery) -> None:
@@ -200,8 +201,25 @@ class Transactions:
             )
             return
         log.debug("committing %r", txn)
-        txn.commit(self.ctx.broker.journal, lambda: self._answer(d, Accepted()))
         self.committed += 1
+        journal = self.ctx.broker.journal
+        coordinator = self.ctx.broker.coordinator
+        if coordinator is not None:  # (several workers: its work may reach other workers' nodes)
+
+            def answered(answer: Callable[[], None]) -> None:
+                try:
+                    answer()
+                except ModelError as exc:  # an owner could not prepare: nothing was applied
+                    self.committed -= 1
+                    self._rollback(txn)
+                    self._answer(d, _rejected(ErrorCondition.TRANSACTION_ROLLBACK, str(exc)))
+                    return
+                self._answer(d, Accepted())
+
+            acks = [(r.node, r.msg) for r in txn.retired if r.accepted]
+            if coordinator.commit(txn.posted, acks, lambda: txn.commit(journal, _nothing), answered, create=True):
+                return
+        txn.commit(journal, lambda: self._answer(d, Accepted()))
 
     def _rollback(self, txn: Transaction) -> None:
         self._coordinator_of.pop(txn.txn_id, None)
@@ -225,3 +243,7 @@ def _txn_key(txn_id: Any) -> bytes:
 
 def _rejected(condition: ErrorCondition, description: str) -> Rejected:
     return Rejected(error=Error(condition=condition, description=description))
+
+
+def _nothing() -> None:
+    return None

@@ -12,16 +12,12 @@ their queues as failed deliveries (delivery-count + 1).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from . import store as _store
 from .message import QueuedMessage
 from .nodes import Answered, Journal, Node
 from .queues import Queue
-
-if TYPE_CHECKING:
-    from .exchanges import Exchange
-    from .vhost import VirtualHost
 
 __all__ = ["Coordinator", "Retirement", "Transaction"]
 
@@ -33,32 +29,38 @@ class Coordinator(Protocol):
 
     def commit(
         self,
-        vhost: VirtualHost,
-        publishes: Sequence[tuple[Exchange, QueuedMessage, str | None]],
+        publishes: Sequence[tuple[Node, QueuedMessage]],
         acks: Sequence[tuple[Node, QueuedMessage]],
         apply: Callable[[], None],
         answered: Answered[None],
+        *,
+        create: bool = False,
     ) -> bool:
-        """Commit a transaction's ``publishes`` (each routed through its exchange) and
-        ``acks`` (messages taken from nodes) as one. False, with nothing done, when none of
-        it reaches a node another worker owns (the caller commits as on one broker). Else
-        each owner reached prepares its part, then ``apply`` (the front end's own commit:
-        what it reaches on other workers is not sent again) runs in the store batch that
-        records the decision, then each owner commits; ``answered`` once all of it is
-        stored, or with the refusal (an owner could not prepare: nothing was applied)."""
+        """Commit a transaction's ``publishes`` (each message with a node it reaches; with
+        ``create``, a node its owner lacks is made, as a 1.0 publisher's attach makes it on
+        one broker; else such a message is dropped, as the default exchange routes it) and
+        ``acks`` (messages taken from nodes, accepted) as one. False, with nothing done, when
+        none of it reaches a node another worker owns (the caller commits as on one
+        broker). Else each owner reached prepares its part, then ``apply`` (the front end's
+        own commit: what it reaches on those owners is not sent again) runs in the store
+        batch that records the decision, then each owner commits; ``answered`` once all of
+        it is stored, or with the refusal (an owner could not prepare: nothing was applied,
+        the caller rolls its own work back)."""
         ...
 
 
 class Retirement:
     """A consumed message whose outcome waits for the commit."""
 
-    __slots__ = ("apply", "msg", "node")
+    __slots__ = ("accepted", "apply", "msg", "node")
 
-    def __init__(self, node: Node, msg: QueuedMessage, apply: Callable[[], None]) -> None:
+    def __init__(self, node: Node, msg: QueuedMessage, apply: Callable[[], None], *, accepted: bool = False) -> None:
         self.node = node
         self.msg = msg
         self.apply = apply
         """Applies the outcome (the front end's settle code, the same as outside a transaction)."""
+        self.accepted = accepted
+        """The outcome acknowledges it (what a node on another worker takes as its part)."""
 
 
 class Transaction:
@@ -75,9 +77,10 @@ class Transaction:
         """Hold ``msg`` for ``node`` until the commit."""
         self.posted.append((node, msg))
 
-    def retire(self, node: Node, msg: QueuedMessage, apply: Callable[[], None]) -> None:
-        """``msg`` (taken from ``node``) stays acquired; ``apply`` settles it at the commit."""
-        self.retired.append(Retirement(node, msg, apply))
+    def retire(self, node: Node, msg: QueuedMessage, apply: Callable[[], None], *, accepted: bool = False) -> None:
+        """``msg`` (taken from ``node``) stays acquired; ``apply`` settles it at the commit
+        (``accepted``: it acknowledges it)."""
+        self.retired.append(Retirement(node, msg, apply, accepted=accepted))
 
     def overfull(self) -> str | None:
         """The name of a ``reject``-overflow queue the posted messages would overflow."""

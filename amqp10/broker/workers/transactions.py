@@ -44,7 +44,6 @@ from typing import Any
 from ..core import (
     Answered,
     Broker,
-    Exchange,
     Node,
     PreconditionFailed,
     QueuedMessage,
@@ -112,21 +111,18 @@ class Transactions:
     # -- the coordinator ----------------------------------------------------------------------
     def commit(
         self,
-        vhost: VirtualHost,
-        publishes: Sequence[tuple[Exchange, QueuedMessage, str | None]],
+        publishes: Sequence[tuple[Node, QueuedMessage]],
         acks: Sequence[tuple[Node, QueuedMessage]],
         apply: Callable[[], None],
         answered: Answered[None],
+        *,
+        create: bool = False,
     ) -> bool:
         """:meth:`amqp10.broker.core.Coordinator.commit`."""
         c = _Commit(apply, answered)
-        for exchange, msg, key in publishes:
-            record: bytes | None = None
-            for q in vhost.destinations(exchange, msg, key):
-                if isinstance(q, RemoteNode):
-                    if record is None:
-                        record = encode_record(msg)
-                    self._part(c, q)[1].append([q.name, record])
+        for node, msg in publishes:
+            if isinstance(node, RemoteNode):
+                self._part(c, node)[1].append([node.name, encode_record(msg), create])
         for node, msg in acks:
             if isinstance(node, RemoteNode):
                 held = node.held_ref(msg)
@@ -290,7 +286,9 @@ class Transactions:
             held = server.delivered(*r, forget=True)
             assert held is not None
             work.take(*held)
-        for name, record in published:
+        for name, record, create in published:
+            if create:  # (a 1.0 publisher's node: made as its attach makes it on one broker)
+                vhost.lookup(str(name), create=True)
             work.publish(vhost, "", str(name), decode_record(bytes(record)))
         # answered once it is stored (the question's answer waits for the store's commit)
         work.prepare(lambda: _debug_after_writes("transaction %s of worker %s: prepared here", txn.hex(), coordinator))
