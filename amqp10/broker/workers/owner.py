@@ -75,6 +75,7 @@ from .link import (
     encode_record,
     encode_request,
 )
+from .questions import REMEMBERED, AnswerMemo
 from .remote import (
     ACCEPT,
     ADMITTED,
@@ -334,6 +335,8 @@ class NodeServer:
         self._gets = _Gets()
         self._touched: set[int] = set()
         self.reason: str | None = None
+        self.memo: AnswerMemo | None = None
+        """The worker's remembered answers (:mod:`.questions`; None: every question is applied)."""
         self._ops: dict[str, Callable[[Any, list[Any]], list[Any]]] = {
             "status": self._status,
             "declare": self._declare,
@@ -580,9 +583,18 @@ class NodeServer:
     def _asked(self, d: Delivery) -> None:
         """A question from the other worker: answer it on the replies link."""
         self._touched.add(id(d.link))
-        n, op, vhost_name, name, *args = decode_request(
+        n, asker, low, op, vhost_name, name, *args = decode_request(
             d.payload, d.message_format, REQUEST_FORMAT
         )
+        memo = self.memo
+        remembered = False
+        if memo is not None and isinstance(asker, bytes):
+            memo.arrived(asker, int(low))
+            remembered = op in REMEMBERED
+            first = memo.answer(asker, n) if remembered else None
+            if first is not None:  # asked again after the link went: answered as first, not applied again
+                self._reply(first)
+                return
         run = self._ops.get(str(op))
         vhost = self.broker.vhost(str(vhost_name))
         error: str | None = None
@@ -597,8 +609,15 @@ class NodeServer:
         except ModelError as exc:
             error, text = type(exc).__name__, str(exc)
         answer = encode_request([n, error, text, *values])
+        if remembered and error is None:
+            assert memo is not None
+            memo.remember(asker, n, answer)
+        self._reply(answer)
 
-        def send() -> None:  # once what it changed is stored, as a broker answers a declare
+    def _reply(self, answer: bytes) -> None:
+        """Send ``answer`` once what was changed so far is stored, as a broker answers a declare."""
+
+        def send() -> None:
             replies = self._replies
             if replies is not None and replies.is_attached:
                 replies.send(answer, settled=True, message_format=REPLY_FORMAT)

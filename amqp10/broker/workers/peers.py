@@ -31,6 +31,7 @@ from ..core import Broker
 from .link import InternalLink, listening
 from .owner import NodeServer
 from .ownership import Ownership, Placement
+from .questions import AnswerMemo
 from .remote import RemoteNodes
 from .transactions import Transactions
 
@@ -75,6 +76,8 @@ class Peers:
         self.container_id = f"worker-{me}"
         self.links = {k: _Dialled(self.container_id, k) for k in range(workers) if k != me}
         self.placement = Placement(Ownership(workers, me), self.links)
+        self.memo = AnswerMemo(broker)
+        """The answers this worker remembers, as the owner of nodes (:mod:`.questions`)."""
         self.transactions = Transactions(broker, me, dict(self.links))
         """Transactions over several workers' nodes: this worker's coordinator and owner."""
         self.served: set[InternalLink] = set()
@@ -105,6 +108,7 @@ class Peers:
     def _serve_one(self) -> InternalLink:
         """A link another worker opened: this worker's nodes, served to it."""
         server = NodeServer(self.broker)
+        server.memo = self.memo
         self.transactions.serve(server)
         link = _ServedLink(self, server, self.container_id)
         self.served.add(link)

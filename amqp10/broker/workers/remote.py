@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import secrets
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -666,6 +667,8 @@ class RemoteNodes:
         self._requests: Sender | None = None
         self._replies: Receiver | None = None
         self._questions = itertools.count(1)
+        self.incarnation = secrets.token_bytes(8)
+        """Names its questions, with their numbers, to the owners (:mod:`.questions`)."""
         # questions not answered yet (asked again if the owner restarts), and those not sent yet
         self._asking: dict[int, tuple[RemoteNode, bytes, Replied]] = {}
         self._asked: list[tuple[RemoteNode, bytes]] = []
@@ -781,7 +784,8 @@ class RemoteNodes:
         the end of this turn, after the publishes to it so far (a purge or a count sees them);
         ``replied`` gets its answer (asked again if the owner restarts first)."""
         n = next(self._questions)
-        question = encode_request([n, *fields])
+        low = min(self._asking, default=n)  # (the answers below it arrived: the owner forgets them)
+        question = encode_request([n, self.incarnation, low, *fields])
         self._asking[n] = (node, question, replied)
         self._asked.append((node, question))
         self.wrote()
