@@ -1,6 +1,6 @@
 """Transactions over nodes of several workers, committed or rolled back as one.
 
-A front end's commit (0-9-1's ``tx.commit``) hands its work to :class:`Transactions`
+A front end's commit (0-9-1's ``tx.commit``, a 1.0 coordinator's discharge) hands its work to :class:`Transactions`
 (:attr:`Broker.coordinator <amqp10.broker.core.Broker.coordinator>`, this worker's). Work
 that reaches only this worker's nodes is committed as on one broker. Otherwise this
 worker coordinates a two-phase commit under a fresh transaction id:
@@ -198,6 +198,8 @@ class Transactions:
             nodes.absorbing = absorbed.append
         try:
             c.apply()
+        except Exception:  # (a front end's bug: it must not fail the internal link it came on)
+            log.exception("transaction %s: applying its own part failed; its owners commit theirs", txn.hex())
         finally:
             for nodes in links:
                 nodes.absorbing = None
