@@ -17,7 +17,7 @@ from typing import Final
 
 from ...amqp010 import Compound, Connection, result_struct
 from ...amqp010.ranges import RangeSet
-from ..core import ConsumeResult, NotFound, PublishResult, QueuedMessage
+from ..core import ConsumeResult, Node, NodeElsewhere, NotFound, PublishResult, QueuedMessage
 from ..core.exchanges import Exchange
 from .context import Amqp010Context, CommandError
 from .message import from_transfer
@@ -31,6 +31,13 @@ CONSUME_REFUSALS: Final[dict[ConsumeResult, tuple[str, str]]] = {
 }
 """How ``message.subscribe`` answers each of the core's refusals: ``execution.exception``
 with this error code and text."""
+
+
+def _check_admitted(result: ConsumeResult, queue: str, vhost: str) -> None:
+    """Raise what ``message.subscribe`` answers if the queue did not admit the subscriber."""
+    if not result:
+        error, text = CONSUME_REFUSALS[result]
+        raise CommandError(error, text.format(queue=queue, vhost=vhost))
 
 
 def _ids(transfers: tuple[tuple[int, int], ...] | None) -> list[int]:
@@ -96,17 +103,20 @@ class MessageCommands:
 
     # -- subscribing ------------------------------------------------------------------------
     def subscribe(self, s: Amqp010Session, c: Compound) -> None:
+        """A subscription to a queue of this worker's, or (its stand-in) of another's: then
+        its owner admits it (an exclusive subscriber anywhere holds the queue) and the
+        command completes once it did."""
         ctx = self.ctx
-        q = ctx.queue(c.get("queue", ""), s)
+        name = c.get("queue", "")
+        elsewhere = ctx.elsewhere(name)
+        q: Node = ctx.queue(name, s) if elsewhere is None else elsewhere
         ctx.authorize(q.name, "read", "queue")
         destination = c.get("destination", "")
         if destination in s.subscriptions:
             raise CommandError("not-allowed", f"destination '{destination}' is subscribed already")
         exclusive = bool(c["exclusive"])
-        admitted = q.admits(exclusive=exclusive)
-        if not admitted:
-            error, text = CONSUME_REFUSALS[admitted]
-            raise CommandError(error, text.format(queue=q.name, vhost=ctx.vhost.name))
+        if elsewhere is None:
+            _check_admitted(q.admits(exclusive=exclusive), q.name, ctx.vhost.name)
         sub = Subscription(
             s,
             destination,
@@ -126,8 +136,29 @@ class MessageCommands:
                     "invalid-argument", f"x-consumer-timeout must be a positive integer (ms), not {timeout!r}"
                 )
             sub.timeout = timeout / 1000
+        if elsewhere is not None:
+            self._subscribe_elsewhere(s, sub, elsewhere)
+            return
         s.subscriptions[destination] = sub
         q.add_consumer(sub)
+
+    def _subscribe_elsewhere(self, s: Amqp010Session, sub: Subscription, q: NodeElsewhere) -> None:
+        """The subscription is the session's once the owner admitted it."""
+        vhost = self.ctx.vhost.name
+
+        def admitted(answer: Callable[[], ConsumeResult]) -> None:
+            result = answer()
+            if result and (s.closed or sub.destination in s.subscriptions):  # (the session went)
+                sub.active = False
+                q.remove_consumer(sub)
+                return
+            _check_admitted(result, q.name, vhost)
+            s.subscriptions[sub.destination] = sub
+
+        self.ctx.later(
+            lambda answered: q.ask_consume(sub, exclusive=sub.exclusive, answered=answered),
+            admitted,
+        )
 
     def _sub(self, s: Amqp010Session, c: Compound) -> Subscription:
         destination = c.get("destination", "")
