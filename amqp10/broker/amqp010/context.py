@@ -62,11 +62,20 @@ class Amqp010Context:
     """One 0-10 connection as its command handlers see it."""
 
     def __init__(
-        self, broker: Broker, conn: Connection, wake: Callable[[], None], later: Later
+        self,
+        broker: Broker,
+        conn: Connection,
+        wake: Callable[[], None],
+        later: Later,
+        fail: Callable[[Amqp010Session, Compound, str, str], None],
     ) -> None:
         self.broker = broker
         self.conn = conn
         self.wake = wake
+        self.fail = fail
+        """``fail(session, command, error, text)``: a command that completed its handler fails
+        after all (a queue another worker owns refused a transfer): ``execution.exception``,
+        and the session ends (if it is still there)."""
         self.later = later
         """``later(ask, then)``: ``ask(answered)`` puts a question to a queue another worker
         owns (:class:`~amqp10.broker.core.NodeElsewhere`); the command being handled

@@ -102,7 +102,7 @@ class Amqp010Handler(ContextHandler):
     ) -> None:
         self.broker = broker
         self.conn = conn
-        self.ctx = Amqp010Context(broker, conn, wake, self._answer_later)
+        self.ctx = Amqp010Context(broker, conn, wake, self._answer_later, self._failed_later)
         self.users = users
         self.allow_anonymous = allow_anonymous
         self.tls_identity = tls_identity
@@ -373,6 +373,7 @@ class Amqp010Handler(ContextHandler):
             self._waiting = []
 
     def _failed_later(self, s: Amqp010Session, c: Compound, error: str, text: str) -> None:
+        """Command ``c`` fails after its handler returned (unless its session went meanwhile)."""
         if not self.closed and not s.closed and self.sessions.get(s.channel) is s:
             self._fail(s, c, error, text)
 

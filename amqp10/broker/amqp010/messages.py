@@ -17,7 +17,15 @@ from typing import Final
 
 from ...amqp010 import Compound, Connection, result_struct
 from ...amqp010.ranges import RangeSet
-from ..core import ConsumeResult, Node, NodeElsewhere, NotFound, PublishResult, QueuedMessage
+from ..core import (
+    ConsumeResult,
+    Node,
+    NodeElsewhere,
+    NotFound,
+    PublishResult,
+    QueuedMessage,
+    Refused,
+)
 from ..core.exchanges import Exchange
 from .context import Amqp010Context, CommandError
 from .message import from_transfer
@@ -31,6 +39,10 @@ CONSUME_REFUSALS: Final[dict[ConsumeResult, tuple[str, str]]] = {
 }
 """How ``message.subscribe`` answers each of the core's refusals: ``execution.exception``
 with this error code and text."""
+
+
+def _full(x: Exchange, key: str) -> str:
+    return f"the queues exchange '{x.name}' routed '{key}' to are full"
 
 
 def _check_admitted(result: ConsumeResult, queue: str, vhost: str) -> None:
@@ -93,13 +105,33 @@ class MessageCommands:
             if c is not None:
                 ctx.complete_transfer(s, c)  # (on the connection the session is on by then)
 
-        result = ctx.vhost.route(x, msg, key, stored)
+        refused = None
+        if c is not None and ctx.broker.placement is not None:  # (a queue another worker owns)
+            refused = self._refused(s, x, key, c)
+        result = ctx.vhost.route(x, msg, key, stored, refused)
         if result is PublishResult.FULL and c is not None:  # qpid.policy_type reject: as Qpid's broker
-            raise CommandError(
-                "resource-limit-exceeded", f"the queues exchange '{x.name}' routed '{key}' to are full"
-            )
+            raise CommandError("resource-limit-exceeded", _full(x, key))
         if result is not PublishResult.TAKEN and c is not None:  # unroutable or refused: dropped
             ctx.complete_transfer(s, c)
+
+    def _refused(self, s: Amqp010Session, x: Exchange, key: str, c: Compound) -> Refused:
+        """What a transfer's queues another worker owns answer if they did not take it after
+        all: full fails it as a full queue here does; the owner unavailable fails it too
+        (the client is told, as a 0-9-1 publisher is nacked); no such queue there: dropped
+        and completed, as unroutable here."""
+        ctx = self.ctx
+
+        def refused(result: PublishResult | None) -> None:
+            if result is PublishResult.FULL:
+                ctx.fail(s, c, "resource-limit-exceeded", _full(x, key))
+            elif result is None:
+                ctx.fail(
+                    s, c, "internal-error", f"a worker that owns a queue exchange '{x.name}' routed '{key}' to is unavailable"
+                )
+            else:
+                ctx.complete_transfer(s, c)
+
+        return refused
 
     # -- subscribing ------------------------------------------------------------------------
     def subscribe(self, s: Amqp010Session, c: Compound) -> None:

@@ -202,3 +202,33 @@ def test_exchange_routes_and_bound_answers_for_a_queue_another_worker_owns(broke
         (t,) = peers[1].wait("message.transfer")
         assert t.body == b"routed"
         assert counts(p, name) == (0, 1)
+
+
+def test_a_transfer_the_owners_full_queue_refuses_fails_as_on_one_broker(broker: Parent) -> None:
+    with one_on_each(broker) as peers:
+        name = owned_by(1, "q010full")
+        p = peers[0]
+        p.call("queue.declare", queue=name, arguments={"qpid.max_count": 2, "qpid.policy_type": "reject"})
+        publish(p, name, b"1")
+        publish(p, name, b"2")
+        ch = another_session(p, 2, b"full")
+        headers = [struct("delivery-properties", routing_key=name), struct("message-properties")]
+        code, text = refused(p, "message.transfer", ch, destination="", accept_mode=1, acquire_mode=0, headers=headers, body=b"3")
+        assert (code, text) == (506, f"the queues exchange '' routed '{name}' to are full")
+        assert counts(peers[1], name) == (2, 0)
+
+
+def test_an_exclusive_queue_is_bound_on_its_sessions_worker_whoever_owns_the_name(broker: Parent) -> None:
+    """(qpid.messaging's receiver on ``amq.topic``: an exclusive queue and a binding.)"""
+    with one_on_each(broker) as peers:
+        for owner in (0, 1):
+            p = peers[1 - owner]
+            name = owned_by(owner, "q010mine")  # the name hashes to the other worker
+            p.call("queue.declare", queue=name, exclusive=True, auto_delete=True)
+            p.call("exchange.bind", exchange="amq.topic", queue=name, binding_key="news.#")
+            bound = p.call("exchange.bound", exchange="amq.topic", queue=name, binding_key="news.#")
+            assert bound is not None and bound.values == {}
+            publish(p, "news.sport", b"goal", exchange="amq.topic")
+            subscribe(p, name, "d", 10)
+            (t,) = p.wait("message.transfer")
+            assert t.body == b"goal"
