@@ -326,6 +326,8 @@ class Consumers:
                 view = session[1] if view is None else _both(view, session[1])
         resumable = isinstance(queue, Queue) and not browse and not queue.dynamic
         record = ctx.take_suspended(link, source.address, queue if resumable else None)
+        if record is None:  # another worker may keep it: there its messages go back now
+            ctx.resume_elsewhere(link, source.address, _nothing_kept)
         if wanted.applied:
             filters = {**(filters or {}), **wanted.applied}
         link.attach(
@@ -568,6 +570,10 @@ class Consumers:
             self.ctx.delete_dynamic(c.node)
         elif isinstance(c.node, Queue) and c.node.dynamic:
             self.requests.reply_link_gone(c.node)
+
+
+def _nothing_kept(unsettled: object) -> None:
+    """(A consumer's record another worker kept is dropped there: nothing comes back.)"""
 
 
 def _attached(c: LinkConsumer) -> tuple[Any, Any, Any, Any]:

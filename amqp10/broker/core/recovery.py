@@ -38,12 +38,19 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["LinkKey", "LinkRecovery", "SuspendedLink"]
+__all__ = ["AskElsewhere", "LinkKey", "LinkRecovery", "SuspendedLink", "Unsettled"]
 
 log = logging.getLogger("amqp10.broker")
 
 LinkKey = tuple[str, str, Any]
 """(remote container-id, link name, the broker's role on the link): the front end's key."""
+
+Unsettled = dict[bytes, Any]
+"""A producer link's unsettled map as a resuming attach carries it: delivery-tag -> the
+broker's state (accepted once stored; None: no outcome yet)."""
+
+AskElsewhere = Callable[[LinkKey, "str | None", Callable[["Unsettled | None"], None]], None]
+"""``ask(key, address, answered)``: see :attr:`LinkRecovery.elsewhere`."""
 
 
 class SuspendedLink:
@@ -111,6 +118,13 @@ class LinkRecovery:
         self._seq = itertools.count()
         self.on_change: Callable[[], None] = lambda: None
         self.resumed = 0  # records taken by a resuming attach (for tests and logs)
+        self.elsewhere: AskElsewhere | None = None
+        """Where other processes keep records too (``workers`` > 1, set by
+        ``workers.resumption``): ``elsewhere(key, address, answered)`` asks them for the
+        record of a link resumed here that this broker has none of. The one that holds
+        it hands it over (:meth:`hand_over`): ``answered`` gets a producer's unsettled
+        map, or None (none there; a consumer's record is dropped there, its messages
+        back on their queue). None: one process, nothing to ask."""
 
     @staticmethod
     def retention(terminus: Any) -> float:
@@ -150,6 +164,22 @@ class LinkRecovery:
         if record is not None:
             self.on_change()
         return record
+
+    def hand_over(self, key: LinkKey, address: str | None) -> Unsettled | None:
+        """Another process resumes link ``key`` (:attr:`elsewhere`): take its record. A
+        producer's comes back as its unsettled map (what the resuming attach here would
+        have carried: each delivery not settled, with our state); a consumer's, or one for
+        another address, is dropped (its messages go back to their queue, as when a
+        resume does not match); None for those and when there is no record."""
+        record = self.take(key)
+        if record is None:
+            return None
+        if record.consumer is not None or record.address != address:
+            log.info("dropping %r: resumed by another worker", record)
+            record.drop()
+            return None
+        log.info("handing %r over to another worker", record)
+        return {bytes(d.tag): d.state for d in record.deliveries if not d.settled}
 
     def _live(self, record: SuspendedLink) -> bool:
         return self.records.get(record.key) is record
