@@ -295,7 +295,7 @@ class BrokerService:
                     # a link lost on one worker and resumed on another (workers/resumption.py)
                     from .workers.resumption import LinksElsewhere
 
-                    LinksElsewhere(self.broker, whole.point).install(whole.ops)
+                    LinksElsewhere(self.broker, whole.point, peers).install(whole.ops)
                 if self.broker is not None:
                     tg.start_soon(self._release_scheduled)
                     tg.start_soon(self._expire_leases)

@@ -38,7 +38,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["AskElsewhere", "LinkKey", "LinkRecovery", "SuspendedLink", "Unsettled"]
+__all__ = ["AskElsewhere", "HandedOver", "LinkKey", "LinkRecovery", "SuspendedLink", "Unsettled", "unsettled_map"]
 
 log = logging.getLogger("amqp10.broker")
 
@@ -46,11 +46,30 @@ LinkKey = tuple[str, str, Any]
 """(remote container-id, link name, the broker's role on the link): the front end's key."""
 
 Unsettled = dict[bytes, Any]
-"""A producer link's unsettled map as a resuming attach carries it: delivery-tag -> the
-broker's state (accepted once stored; None: no outcome yet)."""
+"""A link's unsettled deliveries another worker handed over (:attr:`LinkRecovery.elsewhere`):
+delivery-tag -> a producer's: the broker's state (accepted once stored; None: no outcome
+yet); a consumer's: its :class:`HandedOver` delivery."""
 
 AskElsewhere = Callable[[LinkKey, "str | None", Callable[["Unsettled | None"], None]], None]
 """``ask(key, address, answered)``: see :attr:`LinkRecovery.elsewhere`."""
+
+
+class HandedOver:
+    """A consumer's unsettled delivery that another worker kept, handed over for its
+    resumption here: what the engine resends or reconciles (as an old endpoint's delivery
+    for ``resume_deliveries=``), and its message, still acquired on its queue's owner and
+    settled there through its stand-in here (``message``)."""
+
+    __slots__ = ("context", "message_format", "payload", "remote_state", "settled", "state", "tag")
+
+    def __init__(self, tag: bytes, payload: bytes, message_format: int, state: Any, remote_state: Any, message: Any) -> None:
+        self.tag = tag
+        self.payload = payload
+        self.message_format = message_format
+        self.state = state
+        self.remote_state = remote_state
+        self.context = message
+        self.settled = False
 
 
 class SuspendedLink:
@@ -165,21 +184,26 @@ class LinkRecovery:
             self.on_change()
         return record
 
-    def hand_over(self, key: LinkKey, address: str | None) -> Unsettled | None:
-        """Another process resumes link ``key`` (:attr:`elsewhere`): take its record. A
-        producer's comes back as its unsettled map (what the resuming attach here would
-        have carried: each delivery not settled, with our state); a consumer's, or one for
-        another address, is dropped (its messages go back to their queue, as when a
-        resume does not match); None for those and when there is no record."""
+    def hand_over(self, key: LinkKey, address: str | None) -> SuspendedLink | None:
+        """Another process resumes link ``key`` (:attr:`elsewhere`): its record, taken, for
+        the caller to hand over (a producer's as its unsettled map: :func:`unsettled_map`),
+        or to :meth:`drop_handed`; None if there is none, or it was for another address
+        (then dropped: its messages go back to their queue, as when a resume here does not
+        match)."""
         record = self.take(key)
         if record is None:
             return None
-        if record.consumer is not None or record.address != address:
-            log.info("dropping %r: resumed by another worker", record)
-            record.drop()
+        if record.address != address:
+            self.drop_handed(record)
             return None
         log.info("handing %r over to another worker", record)
-        return {bytes(d.tag): d.state for d in record.deliveries if not d.settled}
+        return record
+
+    @staticmethod
+    def drop_handed(record: SuspendedLink) -> None:
+        """A record another worker resumes that cannot be handed over: dropped."""
+        log.info("dropping %r: resumed by another worker", record)
+        record.drop()
 
     def _live(self, record: SuspendedLink) -> bool:
         return self.records.get(record.key) is record
@@ -216,3 +240,9 @@ class LinkRecovery:
         self._deadlines.clear()
         for record in records.values():
             record.drop()
+
+
+def unsettled_map(record: SuspendedLink) -> Unsettled:
+    """A producer's record as the unsettled map a resuming attach carries: each delivery
+    not settled, with the broker's state."""
+    return {bytes(d.tag): d.state for d in record.deliveries if not d.settled}

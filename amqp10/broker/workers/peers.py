@@ -98,6 +98,15 @@ class Peers:
                     if nodes.link is not None:
                         nodes.link.fail("the worker is stopping")
 
+    def server_for(self, worker: int) -> NodeServer | None:
+        """The :class:`NodeServer` serving this worker's nodes to ``worker`` (None: its link is not up)."""
+        container_id = f"worker-{worker}"
+        for link in self.served:
+            remote = link.connection.remote_open
+            if remote is not None and remote.container_id == container_id and isinstance(link.handler, NodeServer):
+                return link.handler
+        return None
+
     def _serve_one(self) -> InternalLink:
         """A link another worker opened: this worker's nodes, served to it."""
         link = _ServedLink(self, NodeServer(self.broker), self.container_id)
