@@ -109,9 +109,9 @@ class Amqp1Context:
     ) -> bool:
         """A resuming attach (it carries an unsettled map) of a link this worker keeps no
         record of: with several workers, ask the others for theirs
-        (:attr:`~amqp10.broker.core.LinkRecovery.elsewhere`; ``answered`` gets a
-        producer's unsettled map, or None). False: nothing asked (one worker, or not a
-        resume)."""
+        (:attr:`~amqp10.broker.core.LinkRecovery.elsewhere`; ``answered`` gets the
+        unsettled deliveries one handed over, or None). False: nothing asked (one worker,
+        or not a resume)."""
         ask = self.broker.recovery.elsewhere
         remote = link.remote_attach
         if ask is None or remote is None or remote.unsettled is None:

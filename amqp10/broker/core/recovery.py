@@ -24,6 +24,10 @@ two maps). A record that expires, is pushed out by the bound on the number of
 records, or is met by an attach that is not a resume, is dropped: a consumer's
 messages go back to their queue, as they would have when the link was lost.
 
+With several worker processes, a resume that reaches a worker without the record asks
+the others (:attr:`LinkRecovery.elsewhere`); the one that has it hands it over
+(:meth:`LinkRecovery.hand_over`; the mechanism is ``amqp10.broker.workers.resumption``).
+
 Nothing here is written to the store: after a crash, durable messages a
 suspended consumer held come back from the store (marked in flight), as any
 unsettled delivery does.
@@ -141,9 +145,10 @@ class LinkRecovery:
         """Where other processes keep records too (``workers`` > 1, set by
         ``workers.resumption``): ``elsewhere(key, address, answered)`` asks them for the
         record of a link resumed here that this broker has none of. The one that holds
-        it hands it over (:meth:`hand_over`): ``answered`` gets a producer's unsettled
-        map, or None (none there; a consumer's record is dropped there, its messages
-        back on their queue). None: one process, nothing to ask."""
+        it hands it over (:meth:`hand_over`): ``answered`` gets its unsettled deliveries
+        (:data:`Unsettled`), or None (no record anywhere, or one that could not be handed
+        over: dropped there, its messages back on their queue). None: one process,
+        nothing to ask."""
 
     @staticmethod
     def retention(terminus: Any) -> float:

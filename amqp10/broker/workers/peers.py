@@ -44,6 +44,11 @@ CONNECT_SECONDS = 10.0
 """How long a starting worker waits for its links to every other worker before it serves anyway."""
 
 
+def container_of(worker: int) -> str:
+    """The container-id worker ``worker`` opens its internal links with."""
+    return f"worker-{worker}"
+
+
 def socket_path(directory: Path, worker: int) -> Path:
     """Where worker ``worker`` listens for the internal links of the others."""
     return directory / f"{worker}.sock"
@@ -71,7 +76,7 @@ class Peers:
         self.broker = broker
         self.me = me
         self.directory = directory
-        self.container_id = f"worker-{me}"
+        self.container_id = container_of(me)
         self.links = {k: _Dialled(self.container_id, k) for k in range(workers) if k != me}
         self.placement = Placement(Ownership(workers, me), self.links)
         self.served: set[InternalLink] = set()
@@ -100,7 +105,7 @@ class Peers:
 
     def server_for(self, worker: int) -> NodeServer | None:
         """The :class:`NodeServer` serving this worker's nodes to ``worker`` (None: its link is not up)."""
-        container_id = f"worker-{worker}"
+        container_id = container_of(worker)
         for link in self.served:
             remote = link.connection.remote_open
             if remote is not None and remote.container_id == container_id and isinstance(link.handler, NodeServer):
