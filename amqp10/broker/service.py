@@ -292,6 +292,10 @@ class BrokerService:
                     whole = WholeBroker(Management.of(self.broker), peers.placement.ownership, directory)
                     await tg.start(whole.run)
                     whole.count_with(self.guard, self.alarms)
+                    # a link lost on one worker and resumed on another (workers/resumption.py)
+                    from .workers.resumption import LinksElsewhere
+
+                    LinksElsewhere(self.broker, whole.point, peers).install(whole.ops)
                 if self.broker is not None:
                     tg.start_soon(self._release_scheduled)
                     tg.start_soon(self._expire_leases)

@@ -149,7 +149,8 @@ class SocketPeer(Peer):
         self.timeout = timeout
         try:
             self.sock.sendall(HEADER)
-            self.wait("connection.start")
+            (start,) = self.wait("connection.start")
+            self.server_properties: dict[str, Any] = dict(start.get("server_properties") or {})
             self.send("connection.start-ok", mechanism=mechanism, response=response, locale="en_US")
             self.flush()
             self.wait("connection.tune")

@@ -4,13 +4,15 @@ permission checks, and the error a failed command raises."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ...amqp010 import Compound, Connection
 from ..core import (
     AccessRefused,
+    Answered,
     Broker,
     ModelError,
+    NodeElsewhere,
     NotFound,
     PreconditionFailed,
     Queue,
@@ -24,7 +26,10 @@ if TYPE_CHECKING:
     from ..oauth import TokenGrant
     from .session import Amqp010Session
 
-__all__ = ["ERRORS", "Amqp010Context", "CommandError", "error_of"]
+__all__ = ["ERRORS", "Amqp010Context", "CommandError", "Later", "error_of"]
+
+Later = Callable[[Callable[[Answered[Any]], None], Callable[[Callable[[], Any]], "Compound | None"]], None]
+"""``later(ask, then)``: see :attr:`Amqp010Context.later`."""
 
 
 class CommandError(Exception):
@@ -56,10 +61,28 @@ def error_of(exc: ModelError) -> str:
 class Amqp010Context:
     """One 0-10 connection as its command handlers see it."""
 
-    def __init__(self, broker: Broker, conn: Connection, wake: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        conn: Connection,
+        wake: Callable[[], None],
+        later: Later,
+        fail: Callable[[Amqp010Session, Compound, str, str], None],
+    ) -> None:
         self.broker = broker
         self.conn = conn
         self.wake = wake
+        self.fail = fail
+        """``fail(session, command, error, text)``: a command that completed its handler fails
+        after all (a queue another worker owns refused a transfer): ``execution.exception``,
+        and the session ends (if it is still there)."""
+        self.later = later
+        """``later(ask, then)``: ``ask(answered)`` puts a question to a queue another worker
+        owns (:class:`~amqp10.broker.core.NodeElsewhere`); the command being handled
+        completes with ``then(answer)``'s result once it answered (``answer()`` returns
+        the answer or raises the owner's refusal, which fails the command), the
+        connection's further commands waiting until then, in order. Only where
+        :meth:`elsewhere` found such a queue: with one worker, never."""
         self.vhost: VirtualHost = broker.default
         self.user: str | None = None
         self.grant: TokenGrant | None = None
@@ -106,6 +129,11 @@ class Amqp010Context:
                 f"queue '{name}' in vhost '{self.vhost.name}' is exclusive to another session"
             )
         return q
+
+    def elsewhere(self, name: str) -> NodeElsewhere | None:
+        """The stand-in for queue ``name`` if another worker owns it (its answers come
+        through :attr:`later`); None for a queue of this worker's, or none."""
+        return self.vhost.elsewhere(name) if name else None
 
     def send(self, channel: int, command: Compound) -> int:
         """Send a command (a delivery) on the session on ``channel``; return its id."""

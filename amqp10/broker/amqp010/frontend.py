@@ -4,6 +4,7 @@ and one connection served from its header to its end."""
 from __future__ import annotations
 
 import logging
+from typing import Final
 
 from anyio.abc import ByteStream
 
@@ -15,7 +16,11 @@ from ..frontend import ServeContext, ServedConnection, driver_for
 from ..guard import HeldOutput
 from .handler import Amqp010Handler
 
-__all__ = ["Amqp010FrontEnd", "login_mechanisms"]
+__all__ = ["WORKER_PROPERTY", "Amqp010FrontEnd", "login_mechanisms"]
+
+WORKER_PROPERTY: Final = "amqp10:worker"
+"""In ``connection.start``'s server properties (``workers`` > 1): the worker serving the
+connection (as 0-9-1's and 1.0's)."""
 
 log = logging.getLogger("amqp10.broker")
 
@@ -55,7 +60,11 @@ class Amqp010FrontEnd:
             return
         conn = Connection(
             mechanisms=mechanisms,
-            server_properties={"product": "amqp10", "cluster_name": cfg.container_id},
+            server_properties={
+                "product": "amqp10",
+                "cluster_name": cfg.container_id,
+                **({} if ctx.worker is None else {WORKER_PROPERTY: ctx.worker}),
+            },
             handshake_timeout=cfg.limits.handshake_timeout,
             max_session_timeout=int(cfg.link_recovery_seconds),
         )

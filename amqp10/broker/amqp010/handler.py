@@ -15,7 +15,9 @@ of its concern:
 
 A command completes when its handler returns (with its result, if it has one), except
 ``message.transfer``, which completes once the message is stored, and ``dtx.prepare``,
-``commit``, ``rollback`` and ``forget``, once what they wrote is. A handler's
+``commit``, ``rollback`` and ``forget``, once what they wrote is, and a command on a queue
+another worker owns, once the owner answered (:meth:`Amqp010Handler._answer_later`: the
+connection's further commands wait for that answer, in order). A handler's
 :class:`.context.CommandError` (or a core :class:`~amqp10.broker.core.ModelError`) fails
 the command with ``execution.exception``, which ends the session.
 """
@@ -44,7 +46,7 @@ from ...amqp010.connection import Session
 from ...sasl.credentials import CredentialStore, InMemoryCredentialStore
 from ...sasl.mechanisms import PlainServer, ServerOutcome
 from ...types import SaslCode
-from ..core import Broker, ModelError
+from ..core import Answered, Broker, ModelError
 from ..frontend import ContextHandler
 from ..oauth import TokenLogin, TokenValidator
 from .context import Amqp010Context, CommandError, error_of
@@ -100,7 +102,7 @@ class Amqp010Handler(ContextHandler):
     ) -> None:
         self.broker = broker
         self.conn = conn
-        self.ctx = Amqp010Context(broker, conn, wake)
+        self.ctx = Amqp010Context(broker, conn, wake, self._answer_later, self._failed_later)
         self.users = users
         self.allow_anonymous = allow_anonymous
         self.tls_identity = tls_identity
@@ -110,6 +112,14 @@ class Amqp010Handler(ContextHandler):
         self.kept = KeptSessions.of(broker)
         conn.resumable = self._resumable
         self.closed = False
+        self._waiting: list[Event] | None = None
+        """While a command waits for the answer of a queue another worker owns
+        (:meth:`_answer_later`): the events that came meanwhile, handled in order once it
+        is answered; None otherwise."""
+        self._current: tuple[Amqp010Session, Compound] | None = None
+        """The session and command being handled (what a late answer completes)."""
+        self._later = False
+        """The command being handled completes with a late answer, not when it returns."""
         exchange, queue = ExchangeCommands(self.ctx), QueueCommands(self.ctx)
         message, tx, dtx = MessageCommands(self.ctx), TxCommands(self.ctx), DtxCommands(self.ctx)
         self.commands: dict[str, Callable[[Amqp010Session, Compound], Compound | None]] = {
@@ -177,10 +187,28 @@ class Amqp010Handler(ContextHandler):
             self.ctx.wake()
 
     def handle(self, events: list[Event]) -> None:
-        for e in events:
+        if self._waiting is not None:
+            self._wait_with(events)
+            return
+        rest = iter(events)
+        for e in rest:
             run = self._events.get(type(e))
             if run is not None:
                 run(e)
+            if self._waiting is not None:  # a command waits for an owner's answer: so does the rest
+                self._wait_with(list(rest))
+                break
+
+    def _wait_with(self, events: list[Event]) -> None:
+        """Keep ``events`` until the answer a command waits for came; the end of the
+        connection is handled at once."""
+        assert self._waiting is not None
+        for e in events:
+            if type(e) is ConnectionEnded:
+                self._waiting = None
+                self.cleanup()
+                return
+            self._waiting.append(e)
 
     # -- the handshake --------------------------------------------------------------------------
     def check_login(self, mechanism: str, response: bytes) -> tuple[bool, str | None, str | None]:
@@ -287,6 +315,7 @@ class Amqp010Handler(ContextHandler):
         if s is None:
             return
         c = e.command
+        self._current = (s, c)
         try:
             run = self.commands.get(c.name)
             if run is None:
@@ -298,8 +327,55 @@ class Amqp010Handler(ContextHandler):
         except ModelError as exc:
             self._fail(s, c, error_of(exc), str(exc))
             return
+        if self._later:  # (completed by the owner's answer)
+            self._later = False
+            return
         if c.name not in _COMPLETES_ITSELF:
             self.conn.complete(s.channel, c, result)
+
+    def _answer_later(
+        self, ask: Callable[[Answered[Any]], None], then: Callable[[Callable[[], Any]], Compound | None]
+    ) -> None:
+        """Put a question to a queue another worker owns and complete the command being
+        handled with ``then(answer)``'s result once it answers (a refusal ``then`` raises
+        fails it, as if raised by the command itself); the connection's further commands
+        wait for that, in order. ``then`` runs even if the session or connection went
+        meanwhile (to give back what it was given)."""
+        assert self._current is not None
+        s, c = self._current
+        self._later = True
+        asked = False
+        done = False
+
+        def answered(answer: Callable[[], Any]) -> None:
+            nonlocal done
+            done = True
+            waiting = None
+            if asked:
+                waiting, self._waiting = self._waiting, None
+            try:
+                result = then(answer)
+            except CommandError as exc:
+                self._failed_later(s, c, exc.error, str(exc))
+            except ModelError as exc:
+                self._failed_later(s, c, error_of(exc), str(exc))
+            else:
+                if not self.closed and not s.closed:
+                    s.complete(c, result)
+            if asked and not self.closed:
+                if waiting:
+                    self.handle(waiting)
+                self.ctx.wake()
+
+        ask(answered)
+        asked = True
+        if not done:
+            self._waiting = []
+
+    def _failed_later(self, s: Amqp010Session, c: Compound, error: str, text: str) -> None:
+        """Command ``c`` fails after its handler returned (unless its session went meanwhile)."""
+        if not self.closed and not s.closed and self.sessions.get(s.channel) is s:
+            self._fail(s, c, error, text)
 
     def _fail(self, s: Amqp010Session, c: Compound | None, error: str, text: str) -> None:
         log.debug("0-10 %s failed: %s: %s", "session" if c is None else c.name, error, text)

@@ -17,7 +17,15 @@ from typing import Final
 
 from ...amqp010 import Compound, Connection, result_struct
 from ...amqp010.ranges import RangeSet
-from ..core import ConsumeResult, NotFound, PublishResult, QueuedMessage
+from ..core import (
+    ConsumeResult,
+    Node,
+    NodeElsewhere,
+    NotFound,
+    PublishResult,
+    QueuedMessage,
+    Refused,
+)
 from ..core.exchanges import Exchange
 from .context import Amqp010Context, CommandError
 from .message import from_transfer
@@ -31,6 +39,17 @@ CONSUME_REFUSALS: Final[dict[ConsumeResult, tuple[str, str]]] = {
 }
 """How ``message.subscribe`` answers each of the core's refusals: ``execution.exception``
 with this error code and text."""
+
+
+def _full(x: Exchange, key: str) -> str:
+    return f"the queues exchange '{x.name}' routed '{key}' to are full"
+
+
+def _check_admitted(result: ConsumeResult, queue: str, vhost: str) -> None:
+    """Raise what ``message.subscribe`` answers if the queue did not admit the subscriber."""
+    if not result:
+        error, text = CONSUME_REFUSALS[result]
+        raise CommandError(error, text.format(queue=queue, vhost=vhost))
 
 
 def _ids(transfers: tuple[tuple[int, int], ...] | None) -> list[int]:
@@ -86,27 +105,50 @@ class MessageCommands:
             if c is not None:
                 ctx.complete_transfer(s, c)  # (on the connection the session is on by then)
 
-        result = ctx.vhost.route(x, msg, key, stored)
+        refused = None
+        if c is not None and ctx.broker.placement is not None:  # (a queue another worker owns)
+            refused = self._refused(s, x, key, c)
+        result = ctx.vhost.route(x, msg, key, stored, refused)
         if result is PublishResult.FULL and c is not None:  # qpid.policy_type reject: as Qpid's broker
-            raise CommandError(
-                "resource-limit-exceeded", f"the queues exchange '{x.name}' routed '{key}' to are full"
-            )
+            raise CommandError("resource-limit-exceeded", _full(x, key))
         if result is not PublishResult.TAKEN and c is not None:  # unroutable or refused: dropped
             ctx.complete_transfer(s, c)
 
+    def _refused(self, s: Amqp010Session, x: Exchange, key: str, c: Compound) -> Refused:
+        """What a transfer's queues another worker owns answer if they did not take it after
+        all: full fails it as a full queue here does; the owner unavailable fails it too
+        (the client is told, as a 0-9-1 publisher is nacked); no such queue there: dropped
+        and completed, as unroutable here."""
+        ctx = self.ctx
+
+        def refused(result: PublishResult | None) -> None:
+            if result is PublishResult.FULL:
+                ctx.fail(s, c, "resource-limit-exceeded", _full(x, key))
+            elif result is None:
+                ctx.fail(
+                    s, c, "internal-error", f"a worker that owns a queue exchange '{x.name}' routed '{key}' to is unavailable"
+                )
+            else:
+                ctx.complete_transfer(s, c)
+
+        return refused
+
     # -- subscribing ------------------------------------------------------------------------
     def subscribe(self, s: Amqp010Session, c: Compound) -> None:
+        """A subscription to a queue of this worker's, or (its stand-in) of another's: then
+        its owner admits it (an exclusive subscriber anywhere holds the queue) and the
+        command completes once it did."""
         ctx = self.ctx
-        q = ctx.queue(c.get("queue", ""), s)
+        name = c.get("queue", "")
+        elsewhere = ctx.elsewhere(name)
+        q: Node = ctx.queue(name, s) if elsewhere is None else elsewhere
         ctx.authorize(q.name, "read", "queue")
         destination = c.get("destination", "")
         if destination in s.subscriptions:
             raise CommandError("not-allowed", f"destination '{destination}' is subscribed already")
         exclusive = bool(c["exclusive"])
-        admitted = q.admits(exclusive=exclusive)
-        if not admitted:
-            error, text = CONSUME_REFUSALS[admitted]
-            raise CommandError(error, text.format(queue=q.name, vhost=ctx.vhost.name))
+        if elsewhere is None:
+            _check_admitted(q.admits(exclusive=exclusive), q.name, ctx.vhost.name)
         sub = Subscription(
             s,
             destination,
@@ -126,8 +168,29 @@ class MessageCommands:
                     "invalid-argument", f"x-consumer-timeout must be a positive integer (ms), not {timeout!r}"
                 )
             sub.timeout = timeout / 1000
+        if elsewhere is not None:
+            self._subscribe_elsewhere(s, sub, elsewhere)
+            return
         s.subscriptions[destination] = sub
         q.add_consumer(sub)
+
+    def _subscribe_elsewhere(self, s: Amqp010Session, sub: Subscription, q: NodeElsewhere) -> None:
+        """The subscription is the session's once the owner admitted it."""
+        vhost = self.ctx.vhost.name
+
+        def admitted(answer: Callable[[], ConsumeResult]) -> None:
+            result = answer()
+            if result and (s.closed or sub.destination in s.subscriptions):  # (the session went)
+                sub.active = False
+                q.remove_consumer(sub)
+                return
+            _check_admitted(result, q.name, vhost)
+            s.subscriptions[sub.destination] = sub
+
+        self.ctx.later(
+            lambda answered: q.ask_consume(sub, exclusive=sub.exclusive, answered=answered),
+            admitted,
+        )
 
     def _sub(self, s: Amqp010Session, c: Compound) -> Subscription:
         destination = c.get("destination", "")

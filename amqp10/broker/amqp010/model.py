@@ -12,12 +12,13 @@ when it is deleted, acquired ones too (the core's ``alternate-exchange`` argumen
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from ...amqp010 import Compound, result_struct
-from ..core import NotFound, PreconditionFailed, Queue
+from ..core import NodeElsewhere, NotFound, PreconditionFailed, Queue, Stream
 from ..core.arguments import is_known
+from ..core.exchanges import Exchange
 from ..core.qpid_queues import ALTERNATE_EXCHANGE
 from .context import Amqp010Context, CommandError
 from .session import Amqp010Session
@@ -155,33 +156,49 @@ class ExchangeCommands:
         ctx.authorize(source, "read", "exchange")
         return source, queue
 
-    def bound(self, s: Amqp010Session, c: Compound) -> Compound:
+    def bound(self, s: Amqp010Session, c: Compound) -> Compound | None:
         """Which of the exchange, queue, binding key and arguments named are not there, or not
-        bound (a queue not named: any queue; a key not named: any key)."""
+        bound (a queue not named: any queue; a key not named: any key). A queue another
+        worker owns: its owner says whether it is there, its stand-in holds its bindings."""
         vh = self.ctx.vhost
-        name, queue, key, args = (
-            c.get("exchange", ""),
-            c.get("queue"),
-            c.get("binding_key"),
-            c.get("arguments"),
-        )
+        name, queue = c.get("exchange", ""), c.get("queue")
         x = vh.exchange(name)
-        q = vh.queue(queue) if queue else None
-        flags: dict[str, bool] = {}
-        if x is None:
-            flags["exchange_not_found"] = True
-        if queue and q is None:
-            flags["queue_not_found"] = True
-        if x is not None and not (queue and q is None):
-            bindings = list(x.bindings_to(q)) if q is not None else []
-            if q is not None and not bindings:
-                flags["queue_not_matched"] = True
-            bindings = bindings or list(x.bindings.values())  # (a queue not bound: any queue's)
-            if key is not None and not any(b.key == key for b in bindings):
-                flags["key_not_matched"] = True
-            if args and not any(_args_match(b.arguments, args) for b in bindings):
-                flags["args_not_matched"] = True
-        return result_struct("exchange-bound-result", **flags)
+        elsewhere = self.ctx.elsewhere(queue or "")
+        if elsewhere is None:
+            return _bound(x, queue, vh.queue(queue) if queue else None, c)
+
+        def answered(answer: Callable[[], tuple[int, int]]) -> Compound:
+            try:
+                answer()
+            except NotFound:
+                return _bound(x, queue, None, c)
+            return _bound(x, queue, elsewhere, c)
+
+        self.ctx.later(elsewhere.ask_status, answered)
+        return None
+
+
+def _bound(
+    x: Exchange | None, queue: str | None, q: Queue | Stream | NodeElsewhere | None, c: Compound
+) -> Compound:
+    """``exchange.bound``'s result for exchange ``x`` and queue ``q`` (None: not there)."""
+    key, args = c.get("binding_key"), c.get("arguments")
+    flags: dict[str, bool] = {}
+    if x is None:
+        flags["exchange_not_found"] = True
+    if queue and q is None:
+        flags["queue_not_found"] = True
+    if x is not None and not (queue and q is None):
+        # (a stand-in is bound as its queue: vhost.bind)
+        bindings = list(x.bindings_to(q)) if q is not None else []  # type: ignore[arg-type]
+        if q is not None and not bindings:
+            flags["queue_not_matched"] = True
+        bindings = bindings or list(x.bindings.values())  # (a queue not bound: any queue's)
+        if key is not None and not any(b.key == key for b in bindings):
+            flags["key_not_matched"] = True
+        if args and not any(_args_match(b.arguments, args) for b in bindings):
+            flags["args_not_matched"] = True
+    return result_struct("exchange-bound-result", **flags)
 
 
 def _args_match(bound: Mapping[str, Any] | None, asked: Mapping[str, Any]) -> bool:
@@ -190,7 +207,8 @@ def _args_match(bound: Mapping[str, Any] | None, asked: Mapping[str, Any]) -> bo
 
 
 class QueueCommands:
-    """``queue.declare``, ``delete``, ``purge`` and ``query``."""
+    """``queue.declare``, ``delete``, ``purge`` and ``query`` (of a queue another worker owns:
+    answered by its owner, through :attr:`.context.Amqp010Context.later`)."""
 
     def __init__(self, ctx: Amqp010Context) -> None:
         self.ctx = ctx
@@ -200,15 +218,16 @@ class QueueCommands:
         name = c.get("queue", "")
         if not name:
             raise CommandError("illegal-argument", "a queue name is required")
+        elsewhere = ctx.elsewhere(name)
+        if elsewhere is not None and (c["passive"] or not c["exclusive"]):
+            self._declare_elsewhere(s, c, elsewhere)
+            return
         if c["passive"]:  # any session may look (request/reply); exclusive: only its owner
             q = vh.queue(name)
             if q is None:
                 raise NotFound(f"no queue '{name}' in vhost '{vh.name}'")
             if c["exclusive"] and not (isinstance(q, Queue) and q.owner is s):
-                raise CommandError(
-                    "resource-locked",
-                    f"queue '{name}' in vhost '{vh.name}' is not exclusive to this session",
-                )
+                raise _not_exclusive(name, vh.name)
             return
         alternate = c.get("alternate_exchange")
         if alternate and vh.exchange(alternate) is None:
@@ -217,10 +236,7 @@ class QueueCommands:
         if existing is not None:
             ctx.queue(name, s)  # (another session's exclusive queue: resource-locked)
             if c["exclusive"] and isinstance(existing, Queue) and existing.owner is None:
-                raise CommandError(
-                    "resource-locked",
-                    f"queue '{name}' in vhost '{vh.name}' exists and is not exclusive",
-                )
+                raise _exists_shared(name, vh.name)
             return
         if name.startswith("amq."):
             raise CommandError("not-allowed", f"queue name '{name}' has the reserved prefix 'amq.'")
@@ -238,9 +254,58 @@ class QueueCommands:
         except PreconditionFailed as exc:
             raise CommandError("invalid-argument", str(exc)) from None
 
+    def _declare_elsewhere(self, s: Amqp010Session, c: Compound, q: NodeElsewhere) -> None:
+        """``queue.declare`` of a queue another worker owns: done (or, passive, looked for)
+        there; an exclusive one is made here, on its session's worker, so only a passive
+        exclusive declare comes here (and is refused: the owner's queue is no session's)."""
+        ctx, vh = self.ctx, self.ctx.vhost
+        name = q.name
+        if c["passive"]:
+
+            def looked(answer: Callable[[], tuple[int, int]]) -> None:
+                answer()
+                if c["exclusive"]:
+                    raise _not_exclusive(name, vh.name)
+
+            ctx.later(q.ask_status, looked)
+            return
+        alternate = c.get("alternate_exchange")
+        if alternate and vh.exchange(alternate) is None:
+            raise NotFound(f"no alternate exchange '{alternate}' in vhost '{vh.name}'")
+        if name.startswith("amq."):
+            raise CommandError("not-allowed", f"queue name '{name}' has the reserved prefix 'amq.'")
+        ctx.authorize(name, "configure", "queue")
+        arguments = queue_arguments(c.get("arguments"), alternate)
+
+        def declared(answer: Callable[[], tuple[int, int]]) -> None:
+            try:
+                answer()
+            except PreconditionFailed as exc:
+                raise CommandError("invalid-argument", str(exc)) from None
+
+        ctx.later(
+            lambda answered: q.ask_declare(
+                durable=bool(c["durable"]),
+                arguments=arguments,
+                auto_delete=bool(c["auto_delete"]),
+                answered=answered,
+            ),
+            declared,
+        )
+
     def delete(self, s: Amqp010Session, c: Compound) -> None:
         ctx = self.ctx
         name = c.get("queue", "")
+        elsewhere = ctx.elsewhere(name)
+        if elsewhere is not None:  # (its owner checks if-unused and if-empty)
+            ctx.authorize(name, "configure", "queue")
+            ctx.later(
+                lambda answered: elsewhere.ask_delete(
+                    if_unused=bool(c["if_unused"]), if_empty=bool(c["if_empty"]), answered=answered
+                ),
+                _done,
+            )
+            return
         q = ctx.queue(name, s)
         ctx.authorize(name, "configure", "queue")
         where = f"queue '{name}' in vhost '{ctx.vhost.name}'"
@@ -252,25 +317,71 @@ class QueueCommands:
 
     def purge(self, s: Amqp010Session, c: Compound) -> None:
         ctx = self.ctx
+        elsewhere = ctx.elsewhere(c.get("queue", ""))
+        if elsewhere is not None:
+            ctx.authorize(elsewhere.name, "read", "queue")
+            ctx.later(elsewhere.ask_purge, _done)
+            return
         q = ctx.queue(c.get("queue", ""), s)
         ctx.authorize(q.name, "read", "queue")
         if not isinstance(q, Queue):
             raise CommandError("not-allowed", f"queue '{q.name}' is a stream: it cannot be purged")
         q.purge()
 
-    def query(self, s: Amqp010Session, c: Compound) -> Compound:
-        q = self.ctx.vhost.queue(c.get("queue", ""))
-        if q is None:
-            return result_struct("queue-query-result", message_count=0, subscriber_count=0)
-        args = dict(getattr(q, "arguments", None) or {})
-        return result_struct(
-            "queue-query-result",
-            queue=q.name,
-            alternate_exchange=args.get("x-dead-letter-exchange"),
-            durable=bool(getattr(q, "durable_node", True)),
-            exclusive=isinstance(q, Queue) and q.owner is not None,
-            auto_delete=isinstance(q, Queue) and q.auto_delete,
-            arguments=args,
-            message_count=q.count,
-            subscriber_count=len(q.consumers),
-        )
+    def query(self, s: Amqp010Session, c: Compound) -> Compound | None:
+        name = c.get("queue", "")
+        q = self.ctx.vhost.queue(name)
+        elsewhere = self.ctx.elsewhere(name)
+        if elsewhere is None:
+            if q is None:
+                return _no_queue()
+            return _query_result(q, q.count, len(q.consumers))
+
+        def counted(answer: Callable[[], tuple[int, int]]) -> Compound:
+            try:
+                messages, consumers = answer()
+            except NotFound:
+                return _no_queue()
+            # (what it was declared with: this worker's record of it, if it has one)
+            return _query_result(q if q is not None else elsewhere, messages, consumers)
+
+        self.ctx.later(elsewhere.ask_status, counted)
+        return None
+
+
+def _done(answer: Callable[[], object]) -> None:
+    """What finishes a command whose owner's answer has no result to give: its refusal."""
+    answer()
+
+
+def _not_exclusive(name: str, vhost: str) -> CommandError:
+    return CommandError(
+        "resource-locked", f"queue '{name}' in vhost '{vhost}' is not exclusive to this session"
+    )
+
+
+def _exists_shared(name: str, vhost: str) -> CommandError:
+    return CommandError(
+        "resource-locked", f"queue '{name}' in vhost '{vhost}' exists and is not exclusive"
+    )
+
+
+def _no_queue() -> Compound:
+    return result_struct("queue-query-result", message_count=0, subscriber_count=0)
+
+
+def _query_result(q: Queue | Stream | NodeElsewhere, messages: int, consumers: int) -> Compound:
+    """``queue.query``'s result for ``q`` (its counts as given: its owner's, for a queue
+    another worker owns)."""
+    args = dict(getattr(q, "arguments", None) or {})
+    return result_struct(
+        "queue-query-result",
+        queue=q.name,
+        alternate_exchange=args.get("x-dead-letter-exchange"),
+        durable=bool(getattr(q, "durable_node", True)),
+        exclusive=isinstance(q, Queue) and q.owner is not None,
+        auto_delete=isinstance(q, Queue) and q.auto_delete,
+        arguments=args,
+        message_count=messages,
+        subscriber_count=consumers,
+    )

@@ -38,7 +38,8 @@ BROWSED_KEPT: Final = 65536
 class Pending:
     """A transfer the client holds (acquired, not yet accepted, released or rejected)."""
 
-    node: Queue | Stream
+    node: Node
+    """Its queue (a queue another worker owns: its stand-in, which settles it there)."""
     msg: QueuedMessage
     sub: Subscription | None
 
@@ -51,7 +52,7 @@ class Subscription:
         self,
         session: Amqp010Session,
         destination: str,
-        node: Queue | Stream,
+        node: Node,
         *,
         accept_mode: int,
         acquire_mode: int,
@@ -86,13 +87,13 @@ class Subscription:
         n = self.messages if self.messages != UNLIMITED else 1 << 30
         if self.bytes != UNLIMITED:  # the core takes a count: the bytes, in the queue's mean size
             node = self.node
-            mean = max(node.bytes // node.count - _PREFIX, 1) if node.count else 1
+            count: int = getattr(node, "count", 0)  # (a queue another worker owns holds none here)
+            mean = max(node.bytes // count - _PREFIX, 1) if count else 1
             n = min(n, max(self.bytes // mean, 1))
         return n
 
     def deliver(self, node: Node, msg: QueuedMessage) -> None:
-        assert isinstance(node, (Queue, Stream))
-        if self.bytes != UNLIMITED and not self.browse and isinstance(node, Queue):
+        if self.bytes != UNLIMITED and not self.browse and not isinstance(node, Stream):
             if len(msg.form(FORMAT)) - _PREFIX > self.bytes:  # byte credit is exact: not this one
                 self.short = True
                 node.release(msg)
@@ -211,7 +212,7 @@ class Amqp010Session:
         for sub in list(self.subscriptions.values()):
             sub.node.consumer_ready(sub)
 
-    def transfer(self, sub: Subscription, node: Queue | Stream, msg: QueuedMessage) -> None:
+    def transfer(self, sub: Subscription, node: Node, msg: QueuedMessage) -> None:
         """Send ``msg`` to ``sub``'s destination as a ``message.transfer`` (its header structs
         as they came, unless a redelivery sets ``redelivered``)."""
         command = Compound(
@@ -274,7 +275,7 @@ class Amqp010Session:
 
     def settle(self, ids: list[int], outcome: str, *, redelivered: bool = True) -> None:
         """``accept``, ``release`` or ``reject`` the transfers ``ids``."""
-        nodes: dict[int, Queue | Stream] = {}
+        nodes: dict[int, Node] = {}
         for cid in ids:
             p = self.unacked.pop(cid, None)
             if p is None:
@@ -289,7 +290,7 @@ class Amqp010Session:
         for node in nodes.values():
             node.dispatch()
 
-    def release_held(self, node: Queue | Stream) -> None:
+    def release_held(self, node: Node) -> None:
         """Release what the session holds of ``node`` (and hold it no more)."""
         self.settle([cid for cid, p in self.unacked.items() if p.node is node], "release")
 

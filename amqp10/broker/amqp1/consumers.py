@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
@@ -39,8 +39,18 @@ from ...types import (
     symbol,
 )
 from ...types.transactions import TransactionalState
-from ..core import ConsumeResult, Node, Queue, QueuedMessage, Stream, SuspendedLink, Topic
+from ..core import (
+    ConsumeResult,
+    Node,
+    NodeElsewhere,
+    Queue,
+    QueuedMessage,
+    Stream,
+    SuspendedLink,
+    Topic,
+)
 from ..core.consumer_timeout import UnsettledClock
+from ..core.recovery import Unsettled
 from ..core.replies import DirectReplies
 from .addresses import QUEUES, AddressError, queue_address
 from .context import Amqp1Context, refuse, settle_quietly
@@ -328,25 +338,46 @@ class Consumers:
         record = ctx.take_suspended(link, source.address, queue if resumable else None)
         if wanted.applied:
             filters = {**(filters or {}), **wanted.applied}
-        link.attach(
-            resume_deliveries=record.deliveries if record is not None else None,
-            target=echo(link.remote_target, Target),
-            source=source_answer(
-                source,
-                address=_dynamic_address(node) if source.dynamic else source.address,
-                browse=browse,
-                filters=filters,
-                capabilities=capabilities(node, source.capabilities, sub),
-            ),
-        )
-        consumer = ctx.plugin.consumer(ctx, link, queue, browse=browse)
-        consumer.selector = view
-        consumer.filters = filters or {}
-        if record is not None:
-            # the resumed deliveries refer to these messages, by delivery-tag
-            consumer.in_flight = record.consumer.in_flight
-            ctx.broker.recovery.resumed += 1
-        self._add(link, consumer, node if isinstance(node, Topic) else None, source, sub, start)
+
+        def answer(deliveries: Sequence[Any] | None, in_flight: dict[bytes, QueuedMessage] | None) -> None:
+            """Attach, resuming ``deliveries`` (whose messages ``in_flight`` holds by tag), if any."""
+            link.attach(
+                resume_deliveries=deliveries,
+                target=echo(link.remote_target, Target),
+                source=source_answer(
+                    source,
+                    address=_dynamic_address(node) if source.dynamic else source.address,
+                    browse=browse,
+                    filters=filters,
+                    capabilities=capabilities(node, source.capabilities, sub),
+                ),
+            )
+            consumer = ctx.plugin.consumer(ctx, link, queue, browse=browse)
+            consumer.selector = view
+            consumer.filters = filters or {}
+            if in_flight is not None:
+                # the resumed deliveries refer to these messages, by delivery-tag
+                consumer.in_flight = in_flight
+                ctx.broker.recovery.resumed += 1
+            self._add(link, consumer, node if isinstance(node, Topic) else None, source, sub, start)
+
+        if record is None and not browse and isinstance(queue, NodeElsewhere):
+            # another worker may keep it: resumed with the deliveries it hands over
+            def handed_over(unsettled: Unsettled | None) -> None:
+                if ctx.can_answer(link):
+                    held = None if unsettled is None else {tag: d.context for tag, d in unsettled.items()}
+                    answer(None if unsettled is None else list(unsettled.values()), held)
+                    ctx.wake()
+                elif unsettled:  # the link went meanwhile: they go back
+                    for d in unsettled.values():
+                        queue.release(d.context, delivery_failed=True)
+
+            if ctx.resume_elsewhere(link, source.address, handed_over):
+                return
+        if record is None:
+            answer(None, None)
+        else:
+            answer(record.deliveries, record.consumer.in_flight)
 
     def _add(
         self,

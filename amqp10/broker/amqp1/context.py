@@ -22,6 +22,7 @@ from ...transport import (
 )
 from ...types import Error, ErrorCondition, symbol
 from ..core import Action, Broker, Node, ResourceKind, SuspendedLink, VirtualHost
+from ..core.recovery import Unsettled
 
 if TYPE_CHECKING:
     from ..oauth import TokenGrant
@@ -102,6 +103,21 @@ class Amqp1Context:
             return None
         log.info("resuming %r", record)
         return record
+
+    def resume_elsewhere(
+        self, link: Link, address: str | None, answered: Callable[[Unsettled | None], None]
+    ) -> bool:
+        """A resuming attach (it carries an unsettled map) of a link this worker keeps no
+        record of: with several workers, ask the others for theirs
+        (:attr:`~amqp10.broker.core.LinkRecovery.elsewhere`; ``answered`` gets the
+        unsettled deliveries one handed over, or None). False: nothing asked (one worker,
+        or not a resume)."""
+        ask = self.broker.recovery.elsewhere
+        remote = link.remote_attach
+        if ask is None or remote is None or remote.unsettled is None:
+            return False
+        ask((self.remote_container_id, link.name, link.role), address, answered)
+        return True
 
     def delete_dynamic(self, node: Node) -> None:
         """Delete a node a link made (a dynamic terminus), if it is still that node

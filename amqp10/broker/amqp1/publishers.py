@@ -28,6 +28,7 @@ from ...types import (
 from ...types.transactions import TransactionalState
 from ..core import Node, PublishResult, Queue, Refused, SuspendedLink, Topic
 from ..core import store as _store
+from ..core.recovery import Unsettled
 from ..workers.remote import RemoteNode
 from .addresses import AddressError, AnonymousTarget
 from .context import Amqp1Context, refuse
@@ -109,6 +110,15 @@ class Publishers:
             return
         link.max_message_size = ctx.broker.config.limits.max_message_size
         record = ctx.take_suspended(link, target.address, None if node.dynamic else node)
+        if record is None and not node.dynamic:
+            # another worker may keep it: resumed with the unsettled map it hands over
+            def handed_over(unsettled: Unsettled | None) -> None:
+                if ctx.can_answer(link):
+                    self._answer(link, target, node, None, unsettled)
+                    ctx.wake()
+
+            if ctx.resume_elsewhere(link, target.address, handed_over):
+                return
         if record is not None and any(_awaits_store(d) for d in record.deliveries):
             # A message that came before the loss is still being committed: its
             # outcome goes into our unsettled map (else the sender would send it
@@ -124,7 +134,11 @@ class Publishers:
             return
         self._answer(link, target, node, record)
 
-    def _answer(self, link: Receiver, target: Target, node: Node, record: SuspendedLink | None) -> None:
+    def _answer(
+        self, link: Receiver, target: Target, node: Node, record: SuspendedLink | None, unsettled: Unsettled | None = None
+    ) -> None:
+        """Attach ``link`` to ``node``, resuming it from ``record`` (kept here) or
+        ``unsettled`` (another worker's record, handed over), if either."""
         link.attach(
             source=echo(link.remote_source, Source),
             target=Target(
@@ -136,8 +150,9 @@ class Publishers:
                 capabilities=capabilities(node, None, None) or target.capabilities,
             ),
             resume_deliveries=record.deliveries if record is not None else None,
+            unsettled=unsettled,
         )
-        if record is not None:
+        if record is not None or unsettled is not None:
             self.ctx.broker.recovery.resumed += 1
         self.links[id(link)] = (link, node)
         link.context = node

@@ -24,6 +24,10 @@ two maps). A record that expires, is pushed out by the bound on the number of
 records, or is met by an attach that is not a resume, is dropped: a consumer's
 messages go back to their queue, as they would have when the link was lost.
 
+With several worker processes, a resume that reaches a worker without the record asks
+the others (:attr:`LinkRecovery.elsewhere`); the one that has it hands it over
+(:meth:`LinkRecovery.hand_over`; the mechanism is ``amqp10.broker.workers.resumption``).
+
 Nothing here is written to the store: after a crash, durable messages a
 suspended consumer held come back from the store (marked in flight), as any
 unsettled delivery does.
@@ -38,12 +42,38 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["LinkKey", "LinkRecovery", "SuspendedLink"]
+__all__ = ["AskElsewhere", "HandedOver", "LinkKey", "LinkRecovery", "SuspendedLink", "Unsettled", "unsettled_map"]
 
 log = logging.getLogger("amqp10.broker")
 
 LinkKey = tuple[str, str, Any]
 """(remote container-id, link name, the broker's role on the link): the front end's key."""
+
+Unsettled = dict[bytes, Any]
+"""A link's unsettled deliveries another worker handed over (:attr:`LinkRecovery.elsewhere`):
+delivery-tag -> a producer's: the broker's state (accepted once stored; None: no outcome
+yet); a consumer's: its :class:`HandedOver` delivery."""
+
+AskElsewhere = Callable[[LinkKey, "str | None", Callable[["Unsettled | None"], None]], None]
+"""``ask(key, address, answered)``: see :attr:`LinkRecovery.elsewhere`."""
+
+
+class HandedOver:
+    """A consumer's unsettled delivery that another worker kept, handed over for its
+    resumption here: what the engine resends or reconciles (as an old endpoint's delivery
+    for ``resume_deliveries=``), and its message, still acquired on its queue's owner and
+    settled there through its stand-in here (``message``)."""
+
+    __slots__ = ("context", "message_format", "payload", "remote_state", "settled", "state", "tag")
+
+    def __init__(self, tag: bytes, payload: bytes, message_format: int, state: Any, remote_state: Any, message: Any) -> None:
+        self.tag = tag
+        self.payload = payload
+        self.message_format = message_format
+        self.state = state
+        self.remote_state = remote_state
+        self.context = message
+        self.settled = False
 
 
 class SuspendedLink:
@@ -111,6 +141,14 @@ class LinkRecovery:
         self._seq = itertools.count()
         self.on_change: Callable[[], None] = lambda: None
         self.resumed = 0  # records taken by a resuming attach (for tests and logs)
+        self.elsewhere: AskElsewhere | None = None
+        """Where other processes keep records too (``workers`` > 1, set by
+        ``workers.resumption``): ``elsewhere(key, address, answered)`` asks them for the
+        record of a link resumed here that this broker has none of. The one that holds
+        it hands it over (:meth:`hand_over`): ``answered`` gets its unsettled deliveries
+        (:data:`Unsettled`), or None (no record anywhere, or one that could not be handed
+        over: dropped there, its messages back on their queue). None: one process,
+        nothing to ask."""
 
     @staticmethod
     def retention(terminus: Any) -> float:
@@ -151,6 +189,27 @@ class LinkRecovery:
             self.on_change()
         return record
 
+    def hand_over(self, key: LinkKey, address: str | None) -> SuspendedLink | None:
+        """Another process resumes link ``key`` (:attr:`elsewhere`): its record, taken, for
+        the caller to hand over (a producer's as its unsettled map: :func:`unsettled_map`),
+        or to :meth:`drop_handed`; None if there is none, or it was for another address
+        (then dropped: its messages go back to their queue, as when a resume here does not
+        match)."""
+        record = self.take(key)
+        if record is None:
+            return None
+        if record.address != address:
+            self.drop_handed(record)
+            return None
+        log.info("handing %r over to another worker", record)
+        return record
+
+    @staticmethod
+    def drop_handed(record: SuspendedLink) -> None:
+        """A record another worker resumes that cannot be handed over: dropped."""
+        log.info("dropping %r: resumed by another worker", record)
+        record.drop()
+
     def _live(self, record: SuspendedLink) -> bool:
         return self.records.get(record.key) is record
 
@@ -186,3 +245,9 @@ class LinkRecovery:
         self._deadlines.clear()
         for record in records.values():
             record.drop()
+
+
+def unsettled_map(record: SuspendedLink) -> Unsettled:
+    """A producer's record as the unsettled map a resuming attach carries: each delivery
+    not settled, with the broker's state."""
+    return {bytes(d.tag): d.state for d in record.deliveries if not d.settled}

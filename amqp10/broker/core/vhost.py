@@ -568,9 +568,8 @@ class VirtualHost:
         q = self.queue(name)
         if q is None:
             raise NotFound(f"no queue {name!r} in vhost {self.name!r}")
-        placement = self.broker.placement
-        if placement is not None:  # a queue another worker owns: its messages go to the owner
-            remote = placement(self.name, name)
+        if self.broker.placement is not None:  # a queue another worker owns: its messages go
+            remote = self.elsewhere(name)  # to the owner (not an exclusive queue made here)
             if remote is not None:
                 return remote  # type: ignore[return-value]
         return q

@@ -625,6 +625,12 @@ class NodeServer:
 
         self.broker.after_commit(send)
 
+    def hand_out(self, node: Node, msg: QueuedMessage) -> int:
+        """``msg``, acquired on ``node``, is the other worker's now (a suspended consumer's
+        message its resumed link holds there: workers/resumption.py): its reference, which
+        the other worker's outcome names, as a ``basic.get``'s."""
+        return self._gets.take(node, msg)
+
     @staticmethod
     def _queue(vhost: Any, name: str) -> Queue:
         q = vhost.queue(name)

@@ -46,6 +46,11 @@ CONNECT_SECONDS = 10.0
 """How long a starting worker waits for its links to every other worker before it serves anyway."""
 
 
+def container_of(worker: int) -> str:
+    """The container-id worker ``worker`` opens its internal links with."""
+    return f"worker-{worker}"
+
+
 def socket_path(directory: Path, worker: int) -> Path:
     """Where worker ``worker`` listens for the internal links of the others."""
     return directory / f"{worker}.sock"
@@ -73,7 +78,7 @@ class Peers:
         self.broker = broker
         self.me = me
         self.directory = directory
-        self.container_id = f"worker-{me}"
+        self.container_id = container_of(me)
         self.links = {k: _Dialled(self.container_id, k) for k in range(workers) if k != me}
         self.placement = Placement(Ownership(workers, me), self.links)
         self.memo = AnswerMemo(broker)
@@ -104,6 +109,15 @@ class Peers:
                 for nodes in self.links.values():
                     if nodes.link is not None:
                         nodes.link.fail("the worker is stopping")
+
+    def server_for(self, worker: int) -> NodeServer | None:
+        """The :class:`NodeServer` serving this worker's nodes to ``worker`` (None: its link is not up)."""
+        container_id = container_of(worker)
+        for link in self.served:
+            remote = link.connection.remote_open
+            if remote is not None and remote.container_id == container_id and isinstance(link.handler, NodeServer):
+                return link.handler
+        return None
 
     def _serve_one(self) -> InternalLink:
         """A link another worker opened: this worker's nodes, served to it."""

@@ -377,9 +377,15 @@ class RemoteNode(NodeElsewhere):
         if len(values) < 3:
             return None, int(values[0])
         msg = decode_record(values[2])
-        self._gets.held[msg] = int(values[1])
-        self._feed_of[msg] = self._gets
+        self.taken_over(msg, int(values[1]))
         return msg, int(values[0])
+
+    def taken_over(self, msg: QueuedMessage, ref: int) -> None:
+        """``msg`` came from the owner outside any consumer (a ``basic.get``; a suspended
+        consumer's message handed over: workers/resumption.py), under its reference
+        ``ref``: settled here as a consumer's (:meth:`ack`, :meth:`release`...)."""
+        self._gets.held[msg] = ref
+        self._feed_of[msg] = self._gets
 
     # -- consume ------------------------------------------------------------------------------
     def admits(self, *, exclusive: bool = False) -> ConsumeResult:

@@ -75,6 +75,9 @@ class WholeBroker:
         self.local_metrics: Metrics | None = None
         """This worker's ``/metrics`` text (:meth:`serve_metrics`; None: ``[http] metrics`` is off)."""
         self.counts: SharedCounts | None = None
+        self.ops: dict[str, Callable[[Mapping[str, Any]], Awaitable[Any]]] = {}
+        """More control operations this worker answers, by name (link resumption's:
+        :mod:`.resumption`)."""
 
     async def run(self, *, task_status: TaskStatus[None]) -> None:
         """Answer the other workers, and be this worker's management of the whole broker,
@@ -123,6 +126,9 @@ class WholeBroker:
             if self.local_metrics is None:
                 raise NotFoundError("/metrics is off")
             return (await self.local_metrics()).decode()
+        more = self.ops.get(op)
+        if more is not None:
+            return await more(args)
         raise BadRequest(f"no control operation {op!r}")
 
     def _local_list(self, caller: Caller, entity_type: str, vhost: str | None) -> Entities:
