@@ -155,8 +155,9 @@ def measure(
     return r.throughput, cpu / max(r.received, 1) * 1e6
 
 
-def ours(workers: int, fam: Family, queues: int, count: int) -> tuple[float, float]:
-    """One run on a fresh broker of ours with ``workers`` processes."""
+@contextlib.contextmanager
+def started(workers: int) -> Iterator[tuple[BrokerProcess, list[int], str]]:
+    """A fresh broker of ours with ``workers`` processes: (it, its pids, its URL)."""
     tmp = Path(tempfile.mkdtemp(prefix="amqp10-wb-", dir="/tmp"))
     try:
         conf = tmp / "b.toml"
@@ -174,11 +175,17 @@ def ours(workers: int, fam: Family, queues: int, count: int) -> tuple[float, flo
                     raise RuntimeError(f"{b.name}: workers not started ({b.tail[-1:]})")
                 time.sleep(0.05)
                 pids = family(b.pid)
-            return measure(b, pids, f"amqp://127.0.0.1:{port}", fam, queues, count, PREFIX)
+            yield b, pids, f"amqp://127.0.0.1:{port}"
         finally:
             b.stop()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def ours(workers: int, fam: Family, queues: int, count: int) -> tuple[float, float]:
+    """One run on a fresh broker of ours with ``workers`` processes."""
+    with started(workers) as (b, pids, url):
+        return measure(b, pids, url, fam, queues, count, PREFIX)
 
 
 class Peers:
