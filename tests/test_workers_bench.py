@@ -1,5 +1,6 @@
-"""``bench/workers_bench.py``: a tiny run with Proton C clients against 1 and 2 workers
-(C clients on queues whose owner is another worker), the table and the model beside it."""
+"""``bench/workers_bench.py``: tiny runs with C clients against 1 and 2 workers (C clients on
+queues whose owner is another worker), the table and the model beside it, and the same
+workloads against RabbitMQ and Proton's C broker in the same run."""
 
 from __future__ import annotations
 
@@ -14,20 +15,55 @@ import pytest
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
-HAVE_PROTON_C = shutil.which("cc") is not None and Path("/usr/share/proton/examples/c/broker.c").exists()
+HAVE_PROTON_C = (
+    shutil.which("cc") is not None and Path("/usr/share/proton/examples/c/broker.c").exists()
+)
+HAVE_RABBITMQ = (
+    Path("/usr/lib/rabbitmq/bin/rabbitmq-server").exists()
+    and Path("/usr/include/amqp.h").exists()
+    and HAVE_PROTON_C
+)
 
 
-@pytest.mark.skipif(not HAVE_PROTON_C, reason="no C compiler or Proton C (libqpid-proton11-dev-examples)")
-def test_a_tiny_run_moves_every_message_on_one_and_two_workers() -> None:
+def bench(*args: str) -> list[list[str]]:
+    """Run the bench tiny; the cells of its table rows."""
     r = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "workers_bench.py"), "--count", "2000", "--rounds", "1"],
+        [
+            sys.executable,
+            str(ROOT / "bench" / "workers_bench.py"),
+            "--count",
+            "2000",
+            "--rounds",
+            "1",
+            *args,
+        ],
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=600,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert r.returncode == 0, (r.stdout + r.stderr)[-2000:]
-    rows = [line for line in r.stdout.splitlines() if line.startswith("| 1 queue") or line.startswith("| 4 queues")]
-    assert [row.split(" | ")[1] for row in rows] == ["1", "2", "1", "2"]
-    model = [row.rstrip(" |").rsplit(" | ", 1)[1] for row in rows]
+    rows = [line for line in r.stdout.splitlines() if line.startswith(("| 1 queue", "| 4 queues"))]
+    return [row.strip(" |").split(" | ") for row in rows]
+
+
+@pytest.mark.skipif(
+    not HAVE_PROTON_C, reason="no C compiler or Proton C (libqpid-proton11-dev-examples)"
+)
+def test_a_tiny_run_moves_every_message_on_one_and_two_workers() -> None:
+    rows = bench("--clients", "proton-c", "--no-peers")
+    assert [row[1] for row in rows] == ["amqp10, 1 worker", "amqp10, 2 workers"] * 2
+    model = [row[-1] for row in rows]
     assert model[0] == model[2] == "1.00x" and model[1] != "1.00x"
+
+
+@pytest.mark.skipif(
+    not HAVE_RABBITMQ, reason="no RabbitMQ (rabbitmq-server), librabbitmq-dev or Proton C"
+)
+def test_the_same_run_measures_rabbitmq_and_protons_c_broker_beside_ours() -> None:
+    rows = bench("--clients", "proton-c", "rabbitmq-c", "--queues", "1")
+    assert [row[1] for row in rows] == [
+        "amqp10, 1 worker", "amqp10, 2 workers", "Proton C broker",
+        "amqp10, 1 worker", "amqp10, 2 workers", "RabbitMQ",
+    ]  # fmt: skip
+    assert [row[6] for row in rows][2::3] == ["1.00x", "1.00x"]  # the peer against itself

@@ -95,6 +95,7 @@ REPLY_FORMAT = 0x00A1_0006
 """The message-format of the owner's answer to a question (:func:`encode_request`)."""
 _LEN = struct.Struct("<I")
 _LEN_REF = struct.Struct("<IQ")
+_LEN_SIZE, _LEN_REF_SIZE = _LEN.size, _LEN_REF.size
 CONTROL = struct.Struct("<BQqBd")
 """One control record: what (:data:`GRANT`, :data:`OUTCOME` or :data:`STOP`), the consumer (its id on the
 consuming side), the messages granted or the reference settled, the outcome's code, and
@@ -107,6 +108,7 @@ outcomes for what it holds (the link closes once it holds nothing)."""
 
 _HEAD = struct.Struct("<BBHHIQddd")
 """flags, priority, message-id length, group length, delivery count, seq, expiry, arrival, due."""
+_HEAD_SIZE = _HEAD.size
 _DURABLE = 1
 _EXPIRES = 2
 _HAS_ID = 4
@@ -123,33 +125,31 @@ def encode_record(msg: QueuedMessage) -> bytes:
 
     The group and due time are read here (a front end has usually read them as the message
     arrived) and carried, so the other worker's queue does not decode ``data`` for them."""
-    mid = msg.message_id
-    mid_bytes = b"" if mid is None else mid.encode()
-    group = msg.group
-    group_bytes = b"" if group is None else group.encode()
-    expiry = msg.expiry
-    due = msg.due
-    flags = (
-        (_DURABLE if msg.durable else 0)
-        | (0 if expiry is None else _EXPIRES)
-        | (0 if mid is None else _HAS_ID)
-        | (0 if group is None else _HAS_GROUP)
-        | (0 if due is None else _HAS_DUE)
-    )
     fmt = _FORMAT_NAMES.get(msg.format)
     if fmt is None:
         fmt = _FORMAT_NAMES[msg.format] = bytes((len(msg.format),)) + msg.format.encode()
-    head = _HEAD.pack(
-        flags,
-        msg.priority,
-        len(mid_bytes),
-        len(group_bytes),
-        msg.delivery_count,
-        msg.seq,
-        0.0 if expiry is None else expiry,
-        msg.arrival,
-        0.0 if due is None else due,
-    )
+    flags = _DURABLE if msg.durable else 0
+    expiry = msg.expiry
+    if expiry is None:
+        expiry = 0.0
+    else:
+        flags |= _EXPIRES
+    due = msg.due
+    if due is None:
+        due = 0.0
+    else:
+        flags |= _HAS_DUE
+    mid = msg.message_id
+    group = msg.group
+    if mid is None and group is None:  # (most messages: nothing between the name and data)
+        head = _HEAD.pack(flags, msg.priority, 0, 0, msg.delivery_count, msg.seq, expiry,
+                          msg.arrival, due)  # fmt: skip
+        return b"".join((head, fmt, msg.data))
+    mid_bytes = b"" if mid is None else mid.encode()
+    group_bytes = b"" if group is None else group.encode()
+    flags |= (0 if mid is None else _HAS_ID) | (0 if group is None else _HAS_GROUP)
+    head = _HEAD.pack(flags, msg.priority, len(mid_bytes), len(group_bytes), msg.delivery_count,
+                      msg.seq, expiry, msg.arrival, due)  # fmt: skip
     return b"".join((head, fmt, mid_bytes, group_bytes, msg.data))
 
 
@@ -183,7 +183,20 @@ def decode_batch(payload: bytes, message_format: int) -> list[QueuedMessage]:
         raise RecordError(
             f"a transfer of message-format {message_format:#x}, not a batch of records"
         )
-    return [msg for _, msg in _split(payload, _LEN)]
+    out = []
+    pos = 0
+    total = len(payload)
+    unpack = _LEN.unpack_from
+    try:
+        while pos < total:
+            start = pos + _LEN_SIZE
+            pos = start + unpack(payload, pos)[0]
+            if pos > total:
+                raise RecordError("records cut short")
+            out.append(_decode_at(payload, start, pos))
+    except struct.error as exc:
+        raise RecordError(f"records that do not decode: {exc}") from None
+    return out
 
 
 def encode_deliveries(refs: list[int], records: list[bytes]) -> bytes:
@@ -200,26 +213,18 @@ def decode_deliveries(payload: bytes, message_format: int) -> list[tuple[int, Qu
     """(reference, message) for each record of a deliveries transfer; raises :class:`RecordError`."""
     if message_format != DELIVERY_FORMAT:
         raise RecordError(f"a transfer of message-format {message_format:#x}, not deliveries")
-    return _split(payload, _LEN_REF)
-
-
-def _split(payload: bytes, head: struct.Struct) -> list[tuple[int, QueuedMessage]]:
-    """The records of ``payload``, each after ``head`` (its length, then maybe a reference):
-    (the reference or 0, the message)."""
     out = []
     pos = 0
     total = len(payload)
-    unpack = head.unpack_from
-    size = head.size
+    unpack = _LEN_REF.unpack_from
     try:
         while pos < total:
-            fields = unpack(payload, pos)
-            pos += size
-            end = pos + fields[0]
-            if end > total:
+            size, ref = unpack(payload, pos)
+            start = pos + _LEN_REF_SIZE
+            pos = start + size
+            if pos > total:
                 raise RecordError("records cut short")
-            out.append((fields[-1] if size > 4 else 0, _decode_at(payload, pos, end)))
-            pos = end
+            out.append((ref, _decode_at(payload, start, pos)))
     except struct.error as exc:
         raise RecordError(f"records that do not decode: {exc}") from None
     return out
@@ -257,9 +262,7 @@ def _decode_at(payload: bytes, start: int, stop: int) -> QueuedMessage:
         flags, priority, id_len, group_len, delivery_count, seq, expiry, arrival, due = (
             _HEAD.unpack_from(payload, start)
         )
-        pos = start + _HEAD.size
-        if pos >= stop:
-            raise RecordError("a record cut short")
+        pos = start + _HEAD_SIZE
         end = pos + 1 + payload[pos]
         key = payload[pos:end]
         cls = _FORMATS.get(key)
@@ -267,7 +270,7 @@ def _decode_at(payload: bytes, start: int, stop: int) -> QueuedMessage:
             cls = _FORMATS[key] = format_named(key[1:].decode())
         mid_end = end + id_len
         group_end = mid_end + group_len
-        if group_end > stop or end > stop:
+        if group_end > stop:  # (so is a format name past ``stop``)
             raise RecordError("a record cut short")
         mid = payload[end:mid_end].decode() if flags & _HAS_ID else None
         group = payload[mid_end:group_end].decode() if flags & _HAS_GROUP else None
@@ -426,7 +429,9 @@ async def run_link(sock: socket.socket, handler: LinkHandler, container_id: str)
 
 
 @contextlib.asynccontextmanager
-async def listening(path: Path, serve_one: Callable[[], InternalLink], served: set[InternalLink]) -> AsyncIterator[None]:
+async def listening(
+    path: Path, serve_one: Callable[[], InternalLink], served: set[InternalLink]
+) -> AsyncIterator[None]:
     """Accept internal links on the Unix socket ``path`` (one left there by this worker's
     previous process is replaced), each made by ``serve_one``; on leaving, stop accepting,
     fail every link in ``served`` and remove the socket."""
