@@ -328,6 +328,8 @@ class VirtualHost:
             self.journal.submit((_store.NODE, self.name, name, kind, props))
         if exclusive_owner is None and persist:
             self.share("queue", name, kind, durable, auto_delete, arguments or {})
+        elif persist:  # made on this connection's worker: every worker knows it is here
+            self.share("place", name)
         log.info("declared %s %r in vhost %r", kind, name, self.name)
         if self.holding:
             self.retry_dead_letters()  # (the default exchange routes to it now)
@@ -390,6 +392,8 @@ class VirtualHost:
                 self._unbind_everywhere(remote)  # type: ignore[arg-type]
             if not (isinstance(node, Queue) and (node.owner is not None or node.dynamic)):
                 self.share("drop-queue", address)  # (an exclusive or dynamic one was never shared)
+            elif node.owner is not None:
+                self.share("unplace", address)  # (it was placed here: workers/placing.py)
         if isinstance(node, Queue):
             alternate = self.exchanges.get(alternate_exchange(node.arguments) or "")
             if alternate is not None:

@@ -50,6 +50,7 @@ from ...transport.delivery import Delivery
 from ...types import Accepted, Error, ErrorCondition, Rejected
 from ..core import (
     Broker,
+    ConsumeResult,
     ModelError,
     Node,
     NotFound,
@@ -58,6 +59,7 @@ from ..core import (
     Queue,
     QueuedMessage,
     QueuePolicy,
+    ResourceLocked,
     VirtualHost,
 )
 from .link import (
@@ -242,7 +244,13 @@ class LinkConsumer:
             settle(self.node, msg, code, due, self.id)
 
     def cancelled(self) -> None:
-        """The node was deleted: the peer's consumer is told by the link's detach."""
+        """The node was deleted: the peer's consumer is told by the link's detach (after the
+        answer to the question that deleted it, if one did: RabbitMQ's delete-ok comes
+        before the basic.cancel it causes)."""
+        self._server.forget(self.link)
+        self._server.after_reply(self._detach)
+
+    def _detach(self) -> None:
         link = self.link
         if link.is_attached:
             link.detach(
@@ -252,7 +260,6 @@ class LinkConsumer:
                 )
             )
             self._server.wrote()
-        self._server.forget(link)
 
     def release_unsettled(self) -> None:
         """The peer's consumer went: every message it held goes back to the node."""
@@ -333,6 +340,8 @@ class NodeServer:
         self._replies: Sender | None = None
         self._gets = _Gets()
         self._touched: set[int] = set()
+        self._after_reply: list[Callable[[], None]] | None = None
+        """While a question is answered: what must reach the peer after its answer."""
         self.reason: str | None = None
         self._ops: dict[str, Callable[[Any, list[Any]], list[Any]]] = {
             "status": self._status,
@@ -456,7 +465,11 @@ class NodeServer:
                 link.remote_attach.properties if link.remote_attach is not None else None
             ) or {}
             exclusive = bool(props.get(EXCLUSIVE, False))
-            admitted = node.admits(exclusive=exclusive)
+            admitted = (
+                ConsumeResult.LOCKED  # (its connection is here: the other worker's is not it)
+                if isinstance(node, Queue) and node.owner is not None
+                else node.admits(exclusive=exclusive)
+            )
             link.properties = {ADMITTED: CONSUME_RESULTS.index(admitted)}
             link.attach(source=link.remote_source, target=link.remote_target)
             if not admitted:
@@ -494,6 +507,13 @@ class NodeServer:
             self._drop_remote_id(c)
             c.node.remove_consumer(c)
             c.release_unsettled()
+
+    def after_reply(self, then: Callable[[], None]) -> None:
+        """Do ``then`` once the answer to the question being answered has gone (now, if none is)."""
+        if self._after_reply is None:
+            then()
+        else:
+            self._after_reply.append(then)
 
     def forget(self, link: Link) -> None:
         """A consuming link's node is gone: nothing more is delivered on it."""
@@ -572,6 +592,8 @@ class NodeServer:
         error: str | None = None
         text = ""
         values: list[Any] = []
+        after: list[Callable[[], None]] = []
+        self._after_reply = after
         try:
             if run is None:
                 raise PreconditionFailed(f"no such question as {op!r}")
@@ -580,6 +602,8 @@ class NodeServer:
             values = run(vhost, [str(name), *args])
         except ModelError as exc:
             error, text = type(exc).__name__, str(exc)
+        finally:
+            self._after_reply = None
         answer = encode_request([n, error, text, *values])
 
         def send() -> None:  # once what it changed is stored, as a broker answers a declare
@@ -587,14 +611,20 @@ class NodeServer:
             if replies is not None and replies.is_attached:
                 replies.send(answer, settled=True, message_format=REPLY_FORMAT)
                 self.wrote()
+            for then in after:  # (a deleted queue's consumers: detached after the answer)
+                then()
 
         self.broker.after_commit(send)
 
     @staticmethod
     def _queue(vhost: Any, name: str) -> Queue:
+        """Queue ``name``, as another worker's connection may use it: not an exclusive queue
+        (its connection is on this worker, placing.py)."""
         q = vhost.queue(name)
         if not isinstance(q, Queue):
             raise NotFound(f"no queue '{name}' in vhost '{vhost.name}'")
+        if q.owner is not None:
+            raise ResourceLocked(f"cannot obtain exclusive access to locked queue '{name}' in vhost '{vhost.name}'")
         return q
 
     def _status(self, vhost: Any, args: list[Any]) -> list[Any]:

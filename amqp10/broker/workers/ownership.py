@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .remote import RemoteNode, RemoteNodes
@@ -57,6 +57,35 @@ class Ownership:
         if placed is not None:
             return placed
         return spread(zlib.crc32(f"{vhost}\x00{name}".encode())) % self.workers
+
+    def place(self, vhost: str, name: str, owner: int) -> None:
+        """Node ``name`` of ``vhost`` is owned by worker ``owner`` whatever its hash says (an
+        exclusive queue, made on its connection's worker: the metadata's ``place``)."""
+        if 0 <= owner < self.workers:
+            self._overrides[(vhost, name)] = owner
+
+    def unplace(self, vhost: str, name: str) -> None:
+        """Node ``name`` of ``vhost`` is owned by its hash's worker again (it was deleted)."""
+        self._overrides.pop((vhost, name), None)
+
+    def unplace_worker(self, worker: int) -> None:
+        """Worker ``worker`` ended: the nodes placed on it went with it."""
+        for key in [key for key, owner in self._overrides.items() if owner == worker]:
+            del self._overrides[key]
+
+    def owners(self) -> set[int]:
+        """The workers that some override places a node on."""
+        return set(self._overrides.values())
+
+    def placed(self) -> list[list[Any]]:
+        """The override table, as ``[vhost, name, owner]`` rows (for :meth:`replace`)."""
+        return [[vhost, name, owner] for (vhost, name), owner in sorted(self._overrides.items())]
+
+    def replace(self, rows: list[list[Any]]) -> None:
+        """The override table is ``rows`` (:meth:`placed`'s), nothing else."""
+        self._overrides.clear()
+        for vhost, name, owner in rows:
+            self.place(str(vhost), str(name), int(owner))
 
     def is_local(self, vhost: str, name: str) -> bool:
         """Whether this worker owns the node (always, with one worker)."""
