@@ -368,6 +368,8 @@ class VirtualHost:
         """``queue`` has been unused for its ``expires``: delete it (a subscription queue,
         not a node of its own, is kept)."""
         if self.nodes.get(queue.name) is queue:
+            if self.elsewhere(queue.name) is not None:
+                return  # this worker's record of a queue another worker owns: its owner expires it
             log.info("queue %r in vhost %r expired unused", queue.name, self.name)
             self.delete_node(queue.name)
 

@@ -152,3 +152,57 @@ def _engine_on(p: Parent, worker: int) -> EngineClient:
             return c
         c.close()
     raise AssertionError(f"no connection on worker {worker}")
+
+
+def _gone(conn: pika.BlockingConnection, name: str) -> bool:
+    """Whether ``name`` is no more (a passive declare from ``conn`` answers 404)."""
+    ch = conn.channel()
+    try:
+        ch.queue_declare(name, passive=True)
+    except ChannelClosedByBroker as exc:
+        assert exc.reply_code == 404
+        return True
+    ch.close()
+    return False
+
+
+def _until_gone(conns: dict[int, pika.BlockingConnection], name: str) -> None:
+    for _ in range(200):  # (bounded: the last consumer's cancel reaches the owner after its cancel-ok)
+        if all(_gone(c, name) for c in conns.values()):
+            return
+        conns[0].process_data_events(time_limit=WAIT / 200)
+    raise AssertionError(f"{name} is still there")
+
+
+def test_an_auto_delete_queue_goes_with_its_last_consumer_on_any_worker(broker: Parent) -> None:
+    name = owned_by(1, "autodel")
+    with one_on_each(broker) as conns:
+        conns[0].channel().queue_declare(name, auto_delete=True)  # its record on worker 0, the queue on 1
+        ch0 = conns[0].channel()
+        ch0.basic_get(name)  # a get is no consumer: it never had one, so it stays (RabbitMQ)
+        assert not _gone(conns[1], name)
+        consumers = {}
+        for w in (0, 1):
+            ch = conns[w].channel()
+            consumers[w] = (ch, ch.basic_consume(name, lambda *a: None))
+        for first in (1, 0):  # the owner's own consumer goes first, then the other worker's
+            ch, tag = consumers[first]
+            ch.basic_cancel(tag)
+            if first == 1:
+                assert not _gone(conns[0], name) and not _gone(conns[1], name)  # one consumer left
+        _until_gone(conns, name)
+
+
+def test_x_expires_runs_on_the_owner_only(broker: Parent) -> None:
+    """Worker 0's record of worker 1's queue does not expire it while the owner has a consumer."""
+    name = owned_by(1, "expires")
+    with one_on_each(broker) as conns:
+        conns[0].channel().queue_declare(name, arguments={"x-expires": 300})
+        ch = conns[1].channel()
+        tag = ch.basic_consume(name, lambda *a: None)
+        for _ in range(10):  # well past x-expires, in use all along
+            conns[0].process_data_events(time_limit=0.1)
+            conns[1].process_data_events(time_limit=0.1)
+        assert not _gone(conns[0], name) and not _gone(conns[1], name)
+        ch.basic_cancel(tag)  # unused from now: its owner expires it
+        _until_gone(conns, name)
