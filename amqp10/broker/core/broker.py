@@ -187,6 +187,9 @@ class Broker:
         """With several workers: (vhost, name) -> the stand-in for a node another worker owns,
         or None when this worker owns it (broker/workers/ownership.py). None with one worker:
         every lookup is local, at no cost."""
+        self.dynamic_prefix = "amqp10.dynamic."
+        """What a dynamic node's name starts with; with several workers it names this one
+        (``amqp10.dynamic.w<K>.``), so every worker knows the node's owner from its name."""
         self._consumer_ids = itertools.count(1)
         self._shared: dict[str, Any] = {}
         self._prepared: dict[str, dict[bytes, HeldWork]] = {}

@@ -375,7 +375,7 @@ class VirtualHost:
 
     def create_dynamic(self) -> Queue:
         """A fresh, uniquely named, non-durable queue (deleted with its link)."""
-        address = f"amqp10.dynamic.{next(self._dynamic)}.{uuid.uuid4().hex[:12]}"
+        address = f"{self.broker.dynamic_prefix}{next(self._dynamic)}.{uuid.uuid4().hex[:12]}"
         node = self.create_node(address, "queue", dynamic=True)
         assert isinstance(node, Queue)
         return node

@@ -19,7 +19,26 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .remote import RemoteNode, RemoteNodes
 
-__all__ = ["Ownership", "Placement", "spread"]
+__all__ = ["DYNAMIC_PREFIX", "Ownership", "Placement", "dynamic_prefix", "spread"]
+
+DYNAMIC_PREFIX = "amqp10.dynamic.w"
+"""What the name of a dynamic node made by a worker starts with, before that worker's number
+(:func:`dynamic_prefix`): it is placed on the worker of the connection that asked for it,
+and every worker reads the owner from the name (no override to wait for)."""
+
+
+def dynamic_prefix(worker: int) -> str:
+    """What the names of worker ``worker``'s dynamic nodes start with
+    (:attr:`Broker.dynamic_prefix <amqp10.broker.core.Broker.dynamic_prefix>`)."""
+    return f"{DYNAMIC_PREFIX}{worker}."
+
+
+def _named_owner(name: str) -> int | None:
+    """The worker a dynamic node's name names (None: not such a name)."""
+    if not name.startswith(DYNAMIC_PREFIX):
+        return None
+    number = name[len(DYNAMIC_PREFIX) :].partition(".")[0]
+    return int(number) if number.isdigit() else None
 
 
 def spread(h: int) -> int:
@@ -56,6 +75,9 @@ class Ownership:
         placed = self._overrides.get((vhost, name))
         if placed is not None:
             return placed
+        named = _named_owner(name)
+        if named is not None and named < self.workers:
+            return named
         return spread(zlib.crc32(f"{vhost}\x00{name}".encode())) % self.workers
 
     def place(self, vhost: str, name: str, owner: int) -> None:

@@ -30,7 +30,7 @@ from anyio.abc import TaskStatus
 from ..core import Broker
 from .link import InternalLink, listening
 from .owner import NodeServer
-from .ownership import Ownership, Placement
+from .ownership import Ownership, Placement, dynamic_prefix
 from .remote import RemoteNodes
 
 __all__ = ["CONNECT_SECONDS", "REDIAL_FIRST", "REDIAL_MAX", "Peers", "socket_path"]
@@ -81,6 +81,7 @@ class Peers:
         """Serve this worker's socket and keep a link open to every other worker, until cancelled."""
         async with listening(socket_path(self.directory, self.me), self._serve_one, self.served):
             self.broker.placement = self.placement
+            self.broker.dynamic_prefix = dynamic_prefix(self.me)  # (its dynamic nodes are its own)
             dialers = [asyncio.ensure_future(self._dial(nodes)) for nodes in self.links.values()]
             try:
                 with anyio.move_on_after(CONNECT_SECONDS):
