@@ -62,6 +62,7 @@ from ..core import (
     ResourceLocked,
     VirtualHost,
 )
+from ..core.replies import DirectReplies
 from .link import (
     DELIVERY_FORMAT,
     GRANT,
@@ -287,7 +288,8 @@ def settle(node: Node, msg: QueuedMessage, code: int, due: float, consumer_id: i
 
 class _ByName(Node):
     """A queue of ours as the other worker's default exchange reaches it: found by name at
-    each publish; unroutable while there is no such queue (nothing is made)."""
+    each publish; unroutable while there is no such queue (nothing is made). A direct
+    reply-to address of a requester here (core/replies.py) takes its replies too."""
 
     def __init__(self, vhost: VirtualHost, name: str) -> None:
         super().__init__(name, QueuePolicy())
@@ -295,7 +297,14 @@ class _ByName(Node):
 
     def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
         q = self._vhost.queue(self.name)
-        return PublishResult.UNROUTABLE if q is None else q.publish(msg, on_stored)
+        if q is not None:
+            return q.publish(msg, on_stored)
+        requester = self._vhost.broker.replies.consumer(self._vhost, self.name)
+        if requester is None:
+            return PublishResult.UNROUTABLE
+        requester.deliver_reply(msg)
+        on_stored()
+        return _TAKEN
 
     def room(self) -> int | None:
         q = self._vhost.queue(self.name)
@@ -420,7 +429,9 @@ class NodeServer:
             address = getattr(link.remote_source, "address", None)
         if vhost is None or not address:
             return None
-        if props and props.get(ROUTED):  # by name at each publish, as the default exchange routes
+        if (props and props.get(ROUTED)) or (  # by name at each publish, as the default exchange routes
+            DirectReplies.is_reply_address(str(address)) and str(address) not in vhost.nodes
+        ):  # (a reply address with no queue: a 0-9-1 requester's, taken by its channel)
             return _ByName(vhost, str(address))
         # made on first use here, as on a broker of one worker (the worker that stands in
         # for it made nothing: its lookup answered the stand-in)

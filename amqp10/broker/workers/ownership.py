@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .remote import RemoteNode, RemoteNodes
 
-__all__ = ["DYNAMIC_PREFIX", "Ownership", "Placement", "dynamic_prefix", "spread"]
+__all__ = ["DYNAMIC_PREFIX", "REPLY_PREFIX", "Ownership", "Placement", "dynamic_prefix", "reply_prefix", "spread"]
 
 DYNAMIC_PREFIX = "amqp10.dynamic.w"
 """What the name of a dynamic node made by a worker starts with, before that worker's number
@@ -33,12 +33,24 @@ def dynamic_prefix(worker: int) -> str:
     return f"{DYNAMIC_PREFIX}{worker}."
 
 
+REPLY_PREFIX = "amq.rabbitmq.reply-to.w"
+"""What a direct reply-to address registered on a worker starts with, before that worker's
+number (:func:`reply_prefix`): a reply published on any worker goes to the requester's."""
+
+
+def reply_prefix(worker: int) -> str:
+    """What the reply addresses of worker ``worker``'s requesters start with
+    (:attr:`DirectReplies.prefix <amqp10.broker.core.replies.DirectReplies.prefix>`)."""
+    return f"{REPLY_PREFIX}{worker}."
+
+
 def _named_owner(name: str) -> int | None:
-    """The worker a dynamic node's name names (None: not such a name)."""
-    if not name.startswith(DYNAMIC_PREFIX):
-        return None
-    number = name[len(DYNAMIC_PREFIX) :].partition(".")[0]
-    return int(number) if number.isdigit() else None
+    """The worker a dynamic node's name or a reply address names (None: not such a name)."""
+    for prefix in (DYNAMIC_PREFIX, REPLY_PREFIX):
+        if name.startswith(prefix):
+            number = name[len(prefix) :].partition(".")[0]
+            return int(number) if number.isdigit() else None
+    return None
 
 
 def spread(h: int) -> int:

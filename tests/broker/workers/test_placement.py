@@ -25,6 +25,10 @@ from amqp10.amqp091 import ConnectionState as ConnectionState091
 from amqp10.amqp091 import MethodReceived
 from amqp10.amqp091 import methods as m
 from amqp10.broker.amqp091.frontend import WORKER_PROPERTY
+from amqp10.broker.amqp1.frontend import WORKER_PROPERTY as AMQP1_WORKER
+from amqp10.client import connect
+from amqp10.message import Message
+from amqp10.types import Accepted
 from tests.broker.amqp091.test_amqp091_pika import EngineClient
 from tests.broker.test_workers import WAIT, Parent
 
@@ -206,3 +210,45 @@ def test_x_expires_runs_on_the_owner_only(broker: Parent) -> None:
         assert not _gone(conns[0], name) and not _gone(conns[1], name)
         ch.basic_cancel(tag)  # unused from now: its owner expires it
         _until_gone(conns, name)
+
+
+def test_direct_reply_to_reaches_a_requester_on_the_other_worker(broker: Parent) -> None:
+    """0-9-1 ``amq.rabbitmq.reply-to``: the reply address names the requester's worker, and a
+    reply published on the other worker (pika, or a 1.0 sender) reaches it."""
+    for mine in (0, 1):
+        with one_on_each(broker) as conns:
+            got: list[bytes] = []
+            req = conns[mine].channel()
+            req.basic_consume("amq.rabbitmq.reply-to", partial(_keep, got), auto_ack=True)
+            requests = owned_by(1 - mine, f"rpc{mine}-")
+            req.queue_declare(requests)
+            req.basic_publish("", requests, b"ask", pika.BasicProperties(reply_to="amq.rabbitmq.reply-to"))
+            resp = conns[1 - mine].channel()
+            props = _take(resp, requests, 1)[0][1]
+            address = props.reply_to  # type: ignore[attr-defined]
+            assert address.startswith(f"amq.rabbitmq.reply-to.w{mine}.")
+            resp.confirm_delivery()
+            resp.basic_publish("", address, b"answer", mandatory=True)  # confirmed: it was taken
+            anyio.run(_send_10, broker.port, 1 - mine, address, "from 1.0")
+            for _ in range(200):  # (bounded)
+                if len(got) == 2:
+                    break
+                conns[mine].process_data_events(time_limit=WAIT / 200)
+            assert got == [b"answer", b"from 1.0"]
+            resp.queue_delete(requests)
+
+
+def _keep(into: list[bytes], ch: object, method: object, props: object, body: bytes) -> None:
+    into.append(body)
+
+
+async def _send_10(port: int, worker: int, address: str, body: str) -> None:
+    """Send ``body`` to ``address`` from a 1.0 connection on ``worker`` (accepted)."""
+    for _ in range(64):
+        async with await connect(f"amqp://127.0.0.1:{port}", timeout=WAIT) as c:
+            if int((c.remote_properties or {})[AMQP1_WORKER]) != worker:
+                continue
+            sender = await c.open_sender(address)
+            assert isinstance(await sender.send(Message(body=body)), Accepted)
+            return
+    raise AssertionError(f"no connection on worker {worker}")

@@ -8,12 +8,14 @@ name (``amqp10.dynamic.w<K>.``), so a reply sent to it from a connection on eith
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
 from amqp10.message import Message
-from amqp10.types import Accepted
+from amqp10.types import Accepted, Source, symbol
 from tests.broker.test_workers import WAIT, Parent
 
+from .test_amqp091_processes import _connect, worker_of
 from .test_processes import one_on_each
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
@@ -42,3 +44,39 @@ async def test_a_dynamic_node_is_on_its_receivers_worker_and_reached_from_either
                 await named.close()
                 await relay.close()
             await replies.close()
+
+
+async def test_rabbitmq_4_direct_reply_to_is_reached_from_either_worker(broker: Parent) -> None:
+    """A volatile dynamic source (RabbitMQ 4's direct reply-to for 1.0): its address names
+    its worker; a 1.0 sender, the relay and a pika publish on the other worker reach it."""
+    async with one_on_each(broker) as conns:
+        for mine in (0, 1):
+            source = Source(dynamic=True, capabilities=[symbol("rabbitmq:volatile-queue")], expiry_policy=symbol("link-detach"))
+            r = await conns[mine].open_receiver(None, source=source, credit=10)
+            address = r.remote_source.address if r.remote_source is not None else None
+            assert address is not None and address.startswith(f"/queues/amq.rabbitmq.reply-to.w{mine}.")
+            other = conns[1 - mine]
+            s = await other.open_sender(address)
+            assert isinstance(await s.send(Message(body="answer")), Accepted)
+            relay = await other.open_sender(None)
+            assert isinstance(await relay.send(Message(body="via to", to=address)), Accepted)
+            await anyio.to_thread.run_sync(_publish_091, broker, 1 - mine, address[len("/queues/") :])
+            got = [(await r.receive(timeout=WAIT)).message.body for _ in range(3)]
+            assert got == ["answer", "via to", [b"from pika"]]  # (a 0-9-1 body is a data section)
+            await s.close()
+            await relay.close()
+            await r.close()
+
+
+def _publish_091(p: Parent, worker: int, key: str) -> None:
+    """A confirmed, mandatory pika publish to ``key`` from a connection on ``worker``."""
+    conn = _connect(p)
+    try:
+        while worker_of(conn) != worker:
+            conn.close()
+            conn = _connect(p)
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.basic_publish("", key, b"from pika", mandatory=True)
+    finally:
+        conn.close()
