@@ -80,3 +80,26 @@ def _publish_091(p: Parent, worker: int, key: str) -> None:
         ch.basic_publish("", key, b"from pika", mandatory=True)
     finally:
         conn.close()
+
+
+async def test_a_management_reply_reaches_a_dynamic_queue_on_the_other_worker(broker: Parent) -> None:
+    """``$management`` asked on one worker with a reply-to of a dynamic queue made on the
+    other: the reply is put on that queue, on its worker."""
+    async with one_on_each(broker) as conns:
+        for mine in (0, 1):
+            replies = await conns[mine].open_receiver(dynamic=True, credit=10)
+            assert replies.address is not None
+            asker = await conns[1 - mine].open_sender("$management")
+            request = Message(
+                id="q1",
+                reply_to=replies.address,
+                application_properties={"operation": "QUERY", "type": "org.amqp.management", "entityType": "queue"},
+                body={"attributeNames": []},
+            )
+            assert isinstance(await asker.send(request), Accepted)
+            d = await replies.receive(timeout=WAIT)
+            assert d.message.correlation_id == "q1"
+            assert (d.message.application_properties or {})["statusCode"] == 200
+            await d.accept()
+            await asker.close()
+            await replies.close()
