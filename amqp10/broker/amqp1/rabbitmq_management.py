@@ -25,6 +25,7 @@ HTTP API uses too; the reply waits for the store's commit like every management 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ...management import QueueInfo, http
@@ -56,6 +57,17 @@ __all__ = ["NOT_PAIRED", "RABBITMQ_MANAGEMENT_ADDRESS", "PairKey", "RabbitManage
 RABBITMQ_MANAGEMENT_ADDRESS = http.ADDRESS
 
 Answer = tuple[int, Any]
+Reply = Callable[[int, Any], None]
+
+
+class _Later:
+    """The body of an answer that comes later (status 0): ``ask(reply)`` gets it, from
+    another worker (an exclusive queue of a name another worker owns, workers > 1)."""
+
+    __slots__ = ("ask",)
+
+    def __init__(self, ask: Callable[[Reply], None]) -> None:
+        self.ask = ask
 
 
 class HttpError(Exception):
@@ -227,11 +239,17 @@ class RabbitManagementNode(ManagementNode):
                 "(its pair, paired: true) before sending requests",
             )
         status, body = self.answer(request.subject, request.to, request.body)
-        if not self.is_open():
+        if isinstance(body, _Later):
+            body.ask(partial(self._reply, target, request))
             return None
+        self._reply(target, request, status, body)
+        return None
+
+    def _reply(self, target: Node, request: Message, status: int, body: Any) -> None:
+        if not self.is_open():
+            return
         props, subject = http.reply(status)
         self.send_reply(target, request, props, body, subject=subject)
-        return None
 
     def answer(self, method: Any, path: Any, body: Any) -> Answer:
         """The status code and body for one request."""
@@ -281,9 +299,39 @@ class RabbitManagementNode(ManagementNode):
         return (201 if created else 200), queue_map(attrs, kind)
 
     def _exclusive_queue(self, name: str, fields: Mapping[str, Any]) -> Answer:
-        """An exclusive queue: this connection's, deleted when it closes."""
+        """An exclusive queue: this connection's, deleted when it closes. Of a name another
+        worker owns: made here unless that worker has such a queue (then it is locked)."""
         if not self.may_configure(name):
             raise HttpError(403, f"configure access to queue '{name}' in vhost '{self.vhost.name}' refused")
+        remote = self.vhost.elsewhere(name)
+        if remote is None:
+            return self._make_exclusive(name, fields)
+
+        def ask(reply: Reply) -> None:
+            def asked(answer: Callable[[], tuple[int, int]]) -> None:
+                try:
+                    answer()
+                except NotFound:
+                    pass
+                except ModelError as exc:  # another connection's exclusive queue there
+                    reply(409, str(exc))
+                    return
+                else:
+                    if name not in self.vhost.nodes:  # a queue there this worker has no record of
+                        reply(409, f"cannot obtain exclusive access to locked queue '{name}' in vhost '{self.vhost.name}'")
+                        return
+                if not self.is_open():
+                    return  # (nothing to own it)
+                try:  # (a shared queue's record here answers as on one broker)
+                    reply(*self._make_exclusive(name, fields))
+                except ModelError as exc:
+                    reply(409, str(exc))
+
+            remote.ask_status(asked)
+
+        return 0, _Later(ask)
+
+    def _make_exclusive(self, name: str, fields: Mapping[str, Any]) -> Answer:
         created = name not in self.vhost.nodes
         self.vhost.declare_queue(
             name,

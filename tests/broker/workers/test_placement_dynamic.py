@@ -13,10 +13,11 @@ import pytest
 
 from amqp10.message import Message
 from amqp10.types import Accepted, Source, symbol
+from tests.broker.amqp1.test_rabbitmq4 import Management
 from tests.broker.test_workers import WAIT, Parent
 
-from .test_amqp091_processes import _connect, worker_of
-from .test_processes import one_on_each
+from .test_amqp091_processes import _connect, a_10_receiver_is_refused, worker_of
+from .test_processes import one_on_each, owned_by
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
@@ -103,3 +104,29 @@ async def test_a_management_reply_reaches_a_dynamic_queue_on_the_other_worker(br
             await d.accept()
             await asker.close()
             await replies.close()
+
+
+async def test_an_exclusive_queue_declared_over_rabbitmq_4_management_is_locked_on_the_other_worker(
+    broker: Parent,
+) -> None:
+    for mine in (0, 1):
+        name = owned_by(1 - mine, f"excl10-{mine}-")  # its hash names the other worker
+        async with one_on_each(broker) as conns:
+            m = await Management.open(conns[mine])
+            status, q = await m.request("PUT", f"/queues/{name}", {"exclusive": True, "durable": False})
+            assert status == 201 and q["exclusive"] is True, q
+            other = await Management.open(conns[1 - mine])
+            status, why = await other.request("PUT", f"/queues/{name}", {"exclusive": True, "durable": False})
+            assert status == 409 and "locked" in str(why), why
+            await a_10_receiver_is_refused(broker.port, 1 - mine, name)
+            sender = await conns[1 - mine].open_sender(name)  # publishing is anyone's
+            assert isinstance(await sender.send(Message(body="to the owner's")), Accepted)
+            receiver = await conns[mine].open_receiver(name, credit=1)
+            assert (await receiver.receive(timeout=WAIT)).message.body == "to the owner's"
+            await conns[mine].close()  # it goes with its connection
+            for _ in range(100):  # (bounded: the unplace goes through the parent's order)
+                status, q = await other.request("PUT", f"/queues/{name}", {"exclusive": True, "durable": False})
+                if status == 201:
+                    break
+                await anyio.sleep(WAIT / 100)
+            assert status == 201, q
