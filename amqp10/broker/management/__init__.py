@@ -66,6 +66,7 @@ from .api import (
     Rates,
     delete_node,
     describe_message,
+    peek_node,
     purge_node,
 )
 from .draft import Request, Response
@@ -103,6 +104,7 @@ __all__ = [
     "delete_node",
     "describe_message",
     "error_of",
+    "peek_node",
     "purge_node",
     "type_named",
 ]

@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # the configuration is the layer above: management only reads
 
 __all__ = [
     "Got", "ManagedConnection", "Management", "NodeOp", "Rates", "WholeView", "delete_node", "describe_message",
-    "purge_node",
+    "peek_node", "purge_node",
 ]  # fmt: skip
 
 log = logging.getLogger("amqp10.broker.management")
@@ -135,6 +135,11 @@ each), its answer JSON's."""
 def purge_node(m: Management, caller: Caller, entity_type: str, name: str, vhost: str | None, args: Mapping[str, Any]) -> int:
     """:meth:`Management.purge`, as a :data:`NodeOp`."""
     return m.purge(caller, entity_type, name, vhost=vhost)
+
+
+def peek_node(m: Management, caller: Caller, entity_type: str, name: str, vhost: str | None, args: Mapping[str, Any]) -> Entities:
+    """:meth:`Management.peek` (``count``, ``offset`` in ``args``), as a :data:`NodeOp`."""
+    return m.peek(caller, entity_type, name, int(args["count"]), offset=int(args.get("offset", 0)), vhost=vhost)
 
 
 def delete_node(m: Management, caller: Caller, entity_type: str, name: str, vhost: str | None, args: Mapping[str, Any]) -> None:

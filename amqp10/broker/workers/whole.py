@@ -16,7 +16,8 @@ merges the answers:
   open files) kept apart under a ``worker`` label.
 
 A change of one node (``Management.on_owner``: the HTTP API's purge, get and delete, the
-console's purge and delete; a ``$management`` PURGE or DELETE of a queue or stream) is
+console's peek, purge and delete; a ``$management`` PEEK, PURGE or DELETE of a queue or
+stream) is
 made on the node's owner, which answers (or refuses) as one broker would, once its store
 has it: the asked worker's own record of a queue is not the queue.
 
@@ -49,6 +50,7 @@ from ..management import (
     Request,
     Response,
     delete_node,
+    peek_node,
     purge_node,
 )
 from ..rabbitmq_api import remove_queue, take_messages
@@ -72,9 +74,9 @@ LARGEST = frozenset({"amqp10_resource_alarm"})
 Entities = list[dict[str, Any]]
 Metrics = Callable[[], Awaitable[bytes]]
 
-NODE_OPS: dict[str, NodeOp] = {op.__name__: op for op in (purge_node, delete_node, remove_queue, take_messages)}
+NODE_OPS: dict[str, NodeOp] = {op.__name__: op for op in (purge_node, peek_node, delete_node, remove_queue, take_messages)}
 """The changes of one node another worker may ask its owner to make, by name."""
-OWNED_OPERATIONS = frozenset({"PURGE", "DELETE"})
+OWNED_OPERATIONS = frozenset({"PURGE", "PEEK", "DELETE"})
 """``$management`` operations of a queue or stream made on its owner."""
 
 
@@ -140,7 +142,7 @@ class WholeBroker:
         if op == "execute":  # a $management request about one of our nodes
             done = m.execute(caller, Request(**args["request"]))
             await m.broker.committed()
-            return {"status": done.status, "description": done.description, "body": done.body}
+            return {"status": done.status, "description": done.description, "body": done.body, "properties": done.properties}
         if op == "metrics":
             if self.local_metrics is None:
                 raise NotFoundError("/metrics is off")
@@ -233,7 +235,12 @@ class WholeBroker:
                     done = await self.point.ask_one(owner, "execute", self._who(caller, request=asked))
                 except ManagementError as exc:  # (a refusal there)
                     return Response(status=exc.status, description=exc.description, body={})
-                return Response(status=int(done["status"]), description=str(done["description"]), body=done["body"])
+                return Response(
+                    status=int(done["status"]),
+                    description=str(done["description"]),
+                    body=done["body"],
+                    properties=dict(done.get("properties") or {}),
+                )
         answer = m.execute(caller, request)
         if answer.status != 404 or kind not in MERGED_TYPES or not isinstance(name, str):
             return answer

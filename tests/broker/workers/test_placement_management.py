@@ -1,6 +1,6 @@
 """Management's changes of one node, asked on a worker that does not own it (``--workers 2``).
 
-The HTTP API's purge, get and delete and ``$management``'s PURGE and DELETE of a queue are
+The HTTP API's purge, get and delete and ``$management``'s PEEK, PURGE and DELETE of a queue are
 made on the queue's owner and answered with its answer, whichever worker the kernel gave
 the request to (each HTTP request on a connection of its own; our client pinned to each
 worker for ``$management``). Real processes on 127.0.0.1; every wait is bounded.
@@ -85,8 +85,8 @@ async def test_the_http_apis_get_purge_and_delete_are_made_on_the_owner(broker: 
             assert (await call(broker, "GET", f"/api/queues/%2F/{name}"))[0] == 404
 
 
-async def _management(conn: Connection, operation: str, name: str) -> tuple[int, Any]:
-    request = {"operation": operation, "type": "queue", "name": name}
+async def _management(conn: Connection, operation: str, name: str, **more: Any) -> tuple[int, Any]:
+    request = {"operation": operation, "type": "queue", "name": name, **more}
     reply = await conn.request("$management", Message(application_properties=request), timeout=WAIT)
     return int((reply.application_properties or {})["statusCode"]), reply.body
 
@@ -96,6 +96,8 @@ async def test_management_purge_and_delete_of_the_other_workers_queue(broker: Br
         for asked in (0, 1):
             name = owned_by(1 - asked, "mgmt-amqp")
             await send(conns[asked], name, 3)
+            status, body = await _management(conns[asked], "PEEK", name, count=2)
+            assert status == 200 and [m["body"] for m in body] == [0, 1], body  # the owner's messages, left there
             status, body = await _management(conns[asked], "PURGE", name)
             assert status == 200 and body == {"purged": 3}, body
             assert await depth(broker, name) == 0
