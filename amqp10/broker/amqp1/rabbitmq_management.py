@@ -24,6 +24,7 @@ HTTP API uses too; the reply waits for the store's commit like every management 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -33,7 +34,7 @@ from ...message import Message
 from ...transport import Link, LinkState, Receiver, Sender, Session
 from ...types import AmqpValue, DecodeError, Error, ErrorCondition, Properties, decode_at, symbol
 from ..core import AccessRefused, ModelError, Node, NotFound, Queue, QueuedMessage, VirtualHost
-from ..management import Caller, ManagementError, NotFoundError
+from ..management import Caller, Management, ManagementError, NotFoundError
 from ..management.rabbitmq import (
     Inequivalent,
     binding_of,
@@ -52,7 +53,10 @@ from .message import Amqp1Message
 if TYPE_CHECKING:
     from ..oauth import TokenGrant
 
-__all__ = ["NOT_PAIRED", "RABBITMQ_MANAGEMENT_ADDRESS", "PairKey", "RabbitManagementNode", "pair_of", "queue_map"]
+__all__ = [
+    "NOT_PAIRED", "RABBITMQ_MANAGEMENT_ADDRESS", "PairKey", "RabbitManagementNode", "delete_queue", "pair_of",
+    "purge_messages", "queue_map",
+]  # fmt: skip
 
 RABBITMQ_MANAGEMENT_ADDRESS = http.ADDRESS
 
@@ -68,6 +72,47 @@ class _Later:
 
     def __init__(self, ask: Callable[[Reply], None]) -> None:
         self.ask = ask
+
+
+def purge_messages(
+    m: Management, caller: Caller, entity_type: str, name: str, vhost: str | None, args: Mapping[str, Any]
+) -> list[Any]:
+    """``DELETE /queues/Q/messages``: its status and body (a
+    :data:`~amqp10.broker.management.NodeOp`: on the queue's owner)."""
+    found = find_queue(m, caller, vhost or "/", name)
+    if found is None:
+        return [400, f"no queue '{name}' in vhost '{vhost}'"]
+    if found[1] == "stream":
+        return [400, f"purge not supported by queue '{name}' in vhost '{vhost}'"]
+    return [200, {"message_count": m.purge(caller, "queue", name, vhost=vhost)}]
+
+
+def delete_queue(
+    m: Management, caller: Caller, entity_type: str, name: str, vhost: str | None, args: Mapping[str, Any]
+) -> list[Any]:
+    """``DELETE /queues/Q``: its status and body (a :data:`~amqp10.broker.management.NodeOp`:
+    on the queue's owner)."""
+    found = find_queue(m, caller, vhost or "/", name)
+    if found is None:
+        return [200, {"message_count": 0}]  # deleting what is not there is done (RabbitMQ's way)
+    attrs, kind = found
+    m.delete(caller, kind, name, vhost=vhost)
+    return [200, {"message_count": attrs.get("depth", 0)}]
+
+
+def _refused(exc: Exception) -> Answer:
+    """The status and body that answer a request refused with ``exc``."""
+    if isinstance(exc, HttpError):
+        return exc.status, exc.reason
+    if isinstance(exc, Inequivalent):
+        return 409, exc.description
+    if isinstance(exc, ManagementError):
+        return (exc.status if exc.status in (400, 403, 404, 409) else 400), exc.description
+    if isinstance(exc, NotFound):
+        return 404, str(exc)
+    if isinstance(exc, AccessRefused):
+        return 403, str(exc)
+    return 409, str(exc)
 
 
 class HttpError(Exception):
@@ -261,18 +306,8 @@ class RabbitManagementNode(ManagementNode):
             return 400, f"unsupported request {method} {path}"
         try:
             return route(segments[1:], query, body)
-        except HttpError as exc:
-            return exc.status, exc.reason
-        except Inequivalent as exc:
-            return 409, exc.description
-        except ManagementError as exc:
-            return (exc.status if exc.status in (400, 403, 404, 409) else 400), exc.description
-        except NotFound as exc:
-            return 404, str(exc)
-        except AccessRefused as exc:
-            return 403, str(exc)
-        except ModelError as exc:
-            return 409, str(exc)
+        except (HttpError, ManagementError, ModelError) as exc:
+            return _refused(exc)
 
     # -- queues ------------------------------------------------------------------------------
     def _queue_name(self, rest: list[str]) -> str:
@@ -346,21 +381,26 @@ class RabbitManagementNode(ManagementNode):
 
     def _queue_delete(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
         name = self._queue_name(rest)
-        if rest[1:] == ["messages"]:
-            found = find_queue(self.management, self.me(), self.vhost.name, name)
-            if found is None:
-                raise HttpError(400, f"no queue '{name}' in vhost '{self.vhost.name}'")
-            if found[1] == "stream":
-                raise HttpError(400, f"purge not supported by queue '{name}' in vhost '{self.vhost.name}'")
-            return 200, {"message_count": self.management.purge(self.me(), "queue", name)}
-        if rest[1:]:
+        if rest[1:] not in ([], ["messages"]):
             raise HttpError(400, f"unsupported request DELETE /queues/{'/'.join(rest)}")
-        found = find_queue(self.management, self.me(), self.vhost.name, name)
-        if found is None:
-            return 200, {"message_count": 0}  # deleting what is not there is done (RabbitMQ's way)
-        attrs, kind = found
-        self.management.delete(self.me(), kind, name)
-        return 200, {"message_count": attrs.get("depth", 0)}
+        op = purge_messages if rest[1:] else delete_queue
+        if self.management.whole is None:
+            status, answer = op(self.management, self.me(), "queue", name, self.vhost.name, {})
+            return status, answer
+
+        def ask(reply: Reply) -> None:  # workers > 1: on the queue's owner (workers/whole.py)
+            async def on_owner() -> None:
+                try:
+                    status, answer = await self.management.on_owner(self.me(), op, "queue", name, vhost=self.vhost.name)
+                except (ManagementError, ModelError) as exc:
+                    status, answer = _refused(exc)
+                reply(status, answer)
+
+            task = asyncio.ensure_future(on_owner())
+            self._answering.add(task)
+            task.add_done_callback(self._answering.discard)
+
+        return 0, _Later(ask)
 
     # -- exchanges ---------------------------------------------------------------------------
     def _exchange_name(self, rest: list[str]) -> str:

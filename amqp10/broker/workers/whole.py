@@ -17,7 +17,7 @@ merges the answers:
 
 A change of one node (``Management.on_owner``: the HTTP API's purge, get and delete, the
 console's peek, purge and delete; a ``$management`` PEEK, PURGE or DELETE of a queue or
-stream) is
+stream; RabbitMQ 4's ``/management`` purge and delete of a queue) is
 made on the node's owner, which answers (or refuses) as one broker would, once its store
 has it: the asked worker's own record of a queue is not the queue.
 
@@ -39,6 +39,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from ..alarms import ResourceAlarms
+from ..amqp1.rabbitmq_management import delete_queue, purge_messages
 from ..guard import ConnectionGuard
 from ..management import (
     BadRequest,
@@ -74,8 +75,11 @@ LARGEST = frozenset({"amqp10_resource_alarm"})
 Entities = list[dict[str, Any]]
 Metrics = Callable[[], Awaitable[bytes]]
 
-NODE_OPS: dict[str, NodeOp] = {op.__name__: op for op in (purge_node, peek_node, delete_node, remove_queue, take_messages)}
-"""The changes of one node another worker may ask its owner to make, by name."""
+NODE_OPS: dict[str, NodeOp] = {
+    op.__name__: op
+    for op in (purge_node, peek_node, delete_node, remove_queue, take_messages, purge_messages, delete_queue)
+}
+"""The changes of one node another worker may ask its owner to make, by name (each name once)."""
 OWNED_OPERATIONS = frozenset({"PURGE", "PEEK", "DELETE"})
 """``$management`` operations of a queue or stream made on its owner."""
 

@@ -20,6 +20,7 @@ import pytest
 
 from amqp10.client import Connection
 from amqp10.message import Message
+from tests.broker.amqp1.test_rabbitmq4 import Management
 from tests.broker.test_workers import WAIT
 from tests.broker.workers.test_processes import one_on_each, owned_by
 from tests.broker.workers.test_whole import ASKS, Broker, send
@@ -104,3 +105,16 @@ async def test_management_purge_and_delete_of_the_other_workers_queue(broker: Br
             status, body = await _management(conns[asked], "DELETE", name)
             assert status == 204, body
             assert (await call(broker, "GET", f"/api/queues/%2F/{name}"))[0] == 404
+
+
+async def test_rabbitmq_4_management_purge_and_delete_of_the_other_workers_queue(broker: Broker) -> None:
+    async with one_on_each(broker) as conns:
+        for asked in (0, 1):
+            name = owned_by(1 - asked, "mgmt-r4-")
+            await send(conns[asked], name, 3)  # (made by the attach, on its owner only)
+            m = await Management.open(conns[asked])
+            assert await m.request("DELETE", f"/queues/{name}/messages") == (200, {"message_count": 3})
+            await send(conns[asked], name, 2)
+            assert await m.request("DELETE", f"/queues/{name}") == (200, {"message_count": 2})
+            assert (await call(broker, "GET", f"/api/queues/%2F/{name}"))[0] == 404
+            assert await m.request("DELETE", f"/queues/{name}") == (200, {"message_count": 0})  # gone: done
