@@ -52,7 +52,7 @@ from ..sasl.credentials import CredentialStore
 from .core import Broker
 from .guard import ConnectionGuard, source_of
 from .http_login import GUEST, HttpLogin
-from .management import Caller, Management, ManagementError
+from .management import Caller, Management, ManagementError, delete_node, peek_node, purge_node
 from .oauth import TokenGrant, TokenValidator
 from .rabbitmq_api import API_METHODS, RabbitApi
 
@@ -295,24 +295,21 @@ class Console:
         for label, value in (("count", count), ("offset", offset)):
             if not value.isdigit():
                 raise _Refused(400, f"{label} must be a number, not {value!r}")
-        messages = self.management.peek(
-            session.caller, kind, name, int(count), offset=int(offset), vhost=vhost
-        )
+        args = {"count": int(count), "offset": int(offset)}
+        messages = await self.management.on_owner(session.caller, peek_node, kind, name, vhost=vhost, args=args)
         return _json(200, {"messages": messages})
 
     async def api_purge(self, request: HttpRequest) -> HttpResponse:
         _, session = self.check_change(request)
         kind, name, vhost = _node_body(request)
-        n = self.management.purge(session.caller, kind, name, vhost=vhost)
-        await self.broker.committed()  # the answer says it is done: only once it is stored
+        n = int(await self.management.on_owner(session.caller, purge_node, kind, name, vhost=vhost))  # (once stored)
         log.info("console: %s purged %s %r (%d messages)", session.user, kind, name, n)
         return _json(200, {"purged": n})
 
     async def api_delete(self, request: HttpRequest) -> HttpResponse:
         _, session = self.check_change(request)
         kind, name, vhost = _node_body(request)
-        self.management.delete(session.caller, kind, name, vhost=vhost)
-        await self.broker.committed()
+        await self.management.on_owner(session.caller, delete_node, kind, name, vhost=vhost)  # (once stored)
         log.info("console: %s deleted %s %r", session.user, kind, name)
         return _json(200, {"deleted": name})
 

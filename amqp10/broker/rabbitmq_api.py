@@ -78,7 +78,7 @@ from .amqp091.message import FORMAT as AMQP091_FORMAT
 from .amqp091.message import from_publish, unpack
 from .core import EXCHANGE_TYPES, Broker
 from .http_login import GUEST, HttpLogin
-from .management import Caller, Management, ManagementError, NotFoundError
+from .management import BadRequest, Caller, Management, ManagementError, NotFoundError, purge_node
 from .management.rabbitmq import (
     RABBITMQ_VERSION,
     binding_of,
@@ -89,7 +89,7 @@ from .management.rabbitmq import (
     node_name,
 )
 
-__all__ = ["API_PREFIX", "RABBITMQ_VERSION", "RabbitApi", "rabbitmq_api_routes"]
+__all__ = ["API_PREFIX", "RABBITMQ_VERSION", "RabbitApi", "rabbitmq_api_routes", "remove_queue", "take_messages"]
 
 log = logging.getLogger("amqp10.broker.rabbitmq_api")
 
@@ -657,22 +657,13 @@ class RabbitApi:
         return HttpResponse(201)
 
     async def delete_queue(self, call: Call) -> Any:
-        found = self._find_queue(call)
-        if found is None:
-            raise NotFoundError(call.parts[2])
-        q, kind = found
         query = call.query()
-        if query.get("if-empty") == "true" and q.get("depth", 0):
-            raise _bad(f"queue '{call.parts[2]}' in vhost '{call.parts[1]}' is not empty")
-        if query.get("if-unused") == "true" and q.get("consumers", 0):
-            raise _bad(f"queue '{call.parts[2]}' in vhost '{call.parts[1]}' in use")
-        self.management.delete(call.caller, kind, call.parts[2], vhost=call.parts[1])
-        await self.broker.committed()
+        args = {"if_empty": query.get("if-empty") == "true", "if_unused": query.get("if-unused") == "true"}
+        await self.management.on_owner(call.caller, remove_queue, "queue", call.parts[2], vhost=call.parts[1], args=args)
         return HttpResponse(204)
 
     async def purge_queue(self, call: Call) -> Any:
-        self.management.purge(call.caller, "queue", call.parts[2], vhost=call.parts[1])
-        await self.broker.committed()
+        await self.management.on_owner(call.caller, purge_node, "queue", call.parts[2], vhost=call.parts[1])
         return HttpResponse(204)
 
     async def get_messages(self, call: Call) -> Any:
@@ -686,11 +677,8 @@ class RabbitApi:
             raise _bad(f"encoding must be auto or base64, not {encoding!r}")
         truncate = body.get("truncate")
         limit = None if truncate in (None, "") else _number(truncate, "truncate", 0)
-        got = self.management.get(
-            call.caller, call.parts[2], count, settle=ACKMODES[ackmode], vhost=call.parts[1]
-        )
-        await self.broker.committed()
-        return [_got(g.message, g.left, g.redelivered, encoding, limit) for g in got]
+        args = {"count": count, "settle": ACKMODES[ackmode], "encoding": encoding, "limit": limit}
+        return await self.management.on_owner(call.caller, take_messages, "queue", call.parts[2], vhost=call.parts[1], args=args)
 
     # -- exchanges --------------------------------------------------------------------------
     def _exchange(self, x: Mapping[str, Any]) -> dict[str, Any]:
@@ -1115,6 +1103,33 @@ def _basic_properties(value: Any) -> BasicProperties:
             )
         kw[key] = v
     return BasicProperties(**kw)
+
+
+def remove_queue(
+    m: Management, caller: Caller, entity_type: str, name: str, vhost: str | None, args: Mapping[str, Any]
+) -> None:
+    """``DELETE /api/queues/{vhost}/{name}``'s deletion (``if_empty``, ``if_unused`` in
+    ``args``), a :data:`~amqp10.broker.management.NodeOp`: on the queue's owner."""
+    found = find_queue(m, caller, vhost or "/", name)
+    if found is None:
+        raise NotFoundError(name)
+    q, kind = found
+    if args.get("if_empty") and q.get("depth", 0):
+        raise BadRequest(f"queue '{name}' in vhost '{vhost}' is not empty")
+    if args.get("if_unused") and q.get("consumers", 0):
+        raise BadRequest(f"queue '{name}' in vhost '{vhost}' in use")
+    m.delete(caller, kind, name, vhost=vhost)
+
+
+def take_messages(
+    m: Management, caller: Caller, entity_type: str, name: str, vhost: str | None, args: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """``POST /api/queues/{vhost}/{name}/get``'s messages (``count``, ``settle``, ``encoding``,
+    ``limit`` in ``args``), taken from the queue (a :data:`~amqp10.broker.management.NodeOp`:
+    on the queue's owner)."""
+    got = m.get(caller, name, int(args["count"]), settle=str(args["settle"]), vhost=vhost)
+    limit = args.get("limit")
+    return [_got(g.message, g.left, g.redelivered, str(args["encoding"]), None if limit is None else int(limit)) for g in got]
 
 
 def _got(

@@ -287,7 +287,7 @@ class BrokerService:
                     # the metadata's one order: caught up before clients come (workers/metadata.py)
                     from .workers.metadata import SharedMetadata
 
-                    await tg.start(SharedMetadata(self.broker, self.worker, directory).run)
+                    await tg.start(SharedMetadata(self.broker, self.worker, directory, peers.placement.ownership).run)
                     # management, limits and alarms of the whole broker
                     whole = WholeBroker(Management.of(self.broker), peers.placement.ownership, directory)
                     await tg.start(whole.run)

@@ -36,6 +36,7 @@ __all__ = ["CONSUME_REFUSALS", "MessageCommands", "TxCommands"]
 CONSUME_REFUSALS: Final[dict[ConsumeResult, tuple[str, str]]] = {
     ConsumeResult.EXCLUSIVE_HELD: ("resource-locked", "queue '{queue}' in vhost '{vhost}' has an exclusive subscriber"),
     ConsumeResult.IN_USE: ("resource-locked", "queue '{queue}' in vhost '{vhost}' has an exclusive subscriber"),
+    ConsumeResult.LOCKED: ("resource-locked", "cannot obtain exclusive access to locked queue '{queue}' in vhost '{vhost}'"),
 }
 """How ``message.subscribe`` answers each of the core's refusals: ``execution.exception``
 with this error code and text."""

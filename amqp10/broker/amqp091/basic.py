@@ -36,6 +36,12 @@ __all__ = ["CONSUME_REFUSALS", "BasicMethods"]
 CONSUME_REFUSALS: Final[dict[ConsumeResult, tuple[int, str]]] = {
     ConsumeResult.EXCLUSIVE_HELD: (ReplyCode.ACCESS_REFUSED, "queue '{queue}' in vhost '{vhost}' in exclusive use"),
     ConsumeResult.IN_USE: (ReplyCode.ACCESS_REFUSED, "queue '{queue}' in vhost '{vhost}' in exclusive use"),
+    ConsumeResult.LOCKED: (
+        ReplyCode.RESOURCE_LOCKED,
+        "cannot obtain exclusive access to locked queue '{queue}' in vhost '{vhost}'. It could be originally "
+        "declared on another connection or the exclusive property value does not match that of the original "
+        "declaration.",
+    ),
 }
 """How ``basic.consume`` answers each of the core's refusals: the channel closes with this
 reply code and text (RabbitMQ's)."""

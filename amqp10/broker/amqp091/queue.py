@@ -30,15 +30,24 @@ class QueueMethods:
 
     def declare(self, ch: Channel, method: m.QueueDeclare) -> None:
         ctx = self.ctx
-        vh = ctx.vhost
         name = method.queue
         if method.passive and name == REPLY_TO:  # it exists for every channel (RabbitMQ)
             ctx.ok(ch.number, method.no_wait, m.QueueDeclareOk(queue=REPLY_TO))
             return
         elsewhere = ctx.elsewhere(ch.queue_name(name)) if name or method.passive else None
-        if elsewhere is not None and not (method.exclusive and not method.passive):
+        if elsewhere is not None and method.exclusive and not method.passive:
+            self._declare_exclusive(ch, method, elsewhere)
+            return
+        if elsewhere is not None:
             self._declare_elsewhere(ch, method, elsewhere)
             return
+        self._declare_here(ch, method)
+
+    def _declare_here(self, ch: Channel, method: m.QueueDeclare) -> None:
+        """``queue.declare`` of a queue of this worker's (or a new exclusive one)."""
+        ctx = self.ctx
+        vh = ctx.vhost
+        name = method.queue
         if method.passive:
             q = ctx.queue(ch.queue_name(name))
         else:
@@ -65,6 +74,22 @@ class QueueMethods:
             method.no_wait,
             m.QueueDeclareOk(queue=q.name, message_count=q.count, consumer_count=len(q.consumers)),
         )
+
+    def _declare_exclusive(self, ch: Channel, method: m.QueueDeclare, q: NodeElsewhere) -> None:
+        """An exclusive ``queue.declare`` of a name another worker owns (by its hash, or as
+        another connection's exclusive queue there): made here, on this connection's worker,
+        unless the owner has such a queue already (then it is locked, as on one broker)."""
+
+        def asked(answer: Callable[[], tuple[int, int]]) -> None:
+            try:
+                answer()
+            except NotFound:
+                if not ch.closed:  # (its connection may have gone meanwhile: nothing to own it)
+                    self._declare_here(ch, method)
+                return
+            raise ResourceLocked(locked_text(q.name, self.ctx.vhost.name))
+
+        self.ctx.later(q.ask_status, asked)
 
     def _declare_elsewhere(self, ch: Channel, method: m.QueueDeclare, q: NodeElsewhere) -> None:
         """``queue.declare`` of a queue another worker owns: answered from its owner (an

@@ -212,8 +212,12 @@ def resolve_target(vhost: VirtualHost, address: str, lookup: Callable[[str], Nod
     if kind == "queue":
         q = vhost.queue(name)
         if q is None:
-            if DirectReplies.is_reply_address(name) and vhost.broker.replies.consumer(vhost, name):
-                return ReplyTarget(vhost, name)
+            if DirectReplies.is_reply_address(name):
+                if vhost.broker.replies.consumer(vhost, name):
+                    return ReplyTarget(vhost, name)
+                requester = vhost.elsewhere(name)  # (its requester on another worker: the name says which)
+                if requester is not None:
+                    return requester
             raise AddressError("not-found", f"no queue {name!r} in vhost {vhost.name!r}")
         return q
     x = vhost.exchange(name)

@@ -90,6 +90,10 @@ CONSUME_REFUSALS: Final[dict[ConsumeResult, tuple[ErrorCondition, str]]] = {
         ErrorCondition.RESOURCE_LOCKED,
         "cannot obtain exclusive access to locked queue '{queue}' in vhost '{vhost}'",
     ),
+    ConsumeResult.LOCKED: (
+        ErrorCondition.RESOURCE_LOCKED,
+        "cannot obtain exclusive access to locked queue '{queue}' in vhost '{vhost}'",
+    ),
 }
 """How a consumer's attach is refused for each of the core's refusals (a 0-9-1 or 0-10
 client's exclusive consumer holds the queue): this error condition and description."""
@@ -320,7 +324,11 @@ class Consumers:
         else:  # a queue, or a stand-in for a queue another worker owns (broker/workers/remote.py)
             assert isinstance(node, Queue) or node.kind == "remote"
             queue = node  # type: ignore[assignment]
-        admitted = queue.admits()
+        admitted = (
+            ConsumeResult.LOCKED  # another connection's exclusive queue (RabbitMQ 4 refuses it too)
+            if isinstance(queue, Queue) and queue.owner is not None and queue.owner is not ctx
+            else queue.admits()
+        )
         if not admitted:
             condition, text = CONSUME_REFUSALS[admitted]
             refuse(link, condition, text.format(queue=queue.name, vhost=ctx.vhost.name))

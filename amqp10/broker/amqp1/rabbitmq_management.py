@@ -24,7 +24,9 @@ HTTP API uses too; the reply waits for the store's commit like every management 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ...management import QueueInfo, http
@@ -32,7 +34,7 @@ from ...message import Message
 from ...transport import Link, LinkState, Receiver, Sender, Session
 from ...types import AmqpValue, DecodeError, Error, ErrorCondition, Properties, decode_at, symbol
 from ..core import AccessRefused, ModelError, Node, NotFound, Queue, QueuedMessage, VirtualHost
-from ..management import Caller, ManagementError, NotFoundError
+from ..management import Caller, Management, ManagementError, NotFoundError
 from ..management.rabbitmq import (
     Inequivalent,
     binding_of,
@@ -51,11 +53,66 @@ from .message import Amqp1Message
 if TYPE_CHECKING:
     from ..oauth import TokenGrant
 
-__all__ = ["NOT_PAIRED", "RABBITMQ_MANAGEMENT_ADDRESS", "PairKey", "RabbitManagementNode", "pair_of", "queue_map"]
+__all__ = [
+    "NOT_PAIRED", "RABBITMQ_MANAGEMENT_ADDRESS", "PairKey", "RabbitManagementNode", "delete_queue", "pair_of",
+    "purge_messages", "queue_map",
+]  # fmt: skip
 
 RABBITMQ_MANAGEMENT_ADDRESS = http.ADDRESS
 
 Answer = tuple[int, Any]
+Reply = Callable[[int, Any], None]
+
+
+class _Later:
+    """The body of an answer that comes later (status 0): ``ask(reply)`` gets it, from
+    another worker (an exclusive queue of a name another worker owns, workers > 1)."""
+
+    __slots__ = ("ask",)
+
+    def __init__(self, ask: Callable[[Reply], None]) -> None:
+        self.ask = ask
+
+
+def purge_messages(
+    m: Management, caller: Caller, entity_type: str, name: str, vhost: str | None, args: Mapping[str, Any]
+) -> list[Any]:
+    """``DELETE /queues/Q/messages``: its status and body (a
+    :data:`~amqp10.broker.management.NodeOp`: on the queue's owner)."""
+    found = find_queue(m, caller, vhost or "/", name)
+    if found is None:
+        return [400, f"no queue '{name}' in vhost '{vhost}'"]
+    if found[1] == "stream":
+        return [400, f"purge not supported by queue '{name}' in vhost '{vhost}'"]
+    return [200, {"message_count": m.purge(caller, "queue", name, vhost=vhost)}]
+
+
+def delete_queue(
+    m: Management, caller: Caller, entity_type: str, name: str, vhost: str | None, args: Mapping[str, Any]
+) -> list[Any]:
+    """``DELETE /queues/Q``: its status and body (a :data:`~amqp10.broker.management.NodeOp`:
+    on the queue's owner)."""
+    found = find_queue(m, caller, vhost or "/", name)
+    if found is None:
+        return [200, {"message_count": 0}]  # deleting what is not there is done (RabbitMQ's way)
+    attrs, kind = found
+    m.delete(caller, kind, name, vhost=vhost)
+    return [200, {"message_count": attrs.get("depth", 0)}]
+
+
+def _refused(exc: Exception) -> Answer:
+    """The status and body that answer a request refused with ``exc``."""
+    if isinstance(exc, HttpError):
+        return exc.status, exc.reason
+    if isinstance(exc, Inequivalent):
+        return 409, exc.description
+    if isinstance(exc, ManagementError):
+        return (exc.status if exc.status in (400, 403, 404, 409) else 400), exc.description
+    if isinstance(exc, NotFound):
+        return 404, str(exc)
+    if isinstance(exc, AccessRefused):
+        return 403, str(exc)
+    return 409, str(exc)
 
 
 class HttpError(Exception):
@@ -227,11 +284,17 @@ class RabbitManagementNode(ManagementNode):
                 "(its pair, paired: true) before sending requests",
             )
         status, body = self.answer(request.subject, request.to, request.body)
-        if not self.is_open():
+        if isinstance(body, _Later):
+            body.ask(partial(self._reply, target, request))
             return None
+        self._reply(target, request, status, body)
+        return None
+
+    def _reply(self, target: Node, request: Message, status: int, body: Any) -> None:
+        if not self.is_open():
+            return
         props, subject = http.reply(status)
         self.send_reply(target, request, props, body, subject=subject)
-        return None
 
     def answer(self, method: Any, path: Any, body: Any) -> Answer:
         """The status code and body for one request."""
@@ -243,18 +306,8 @@ class RabbitManagementNode(ManagementNode):
             return 400, f"unsupported request {method} {path}"
         try:
             return route(segments[1:], query, body)
-        except HttpError as exc:
-            return exc.status, exc.reason
-        except Inequivalent as exc:
-            return 409, exc.description
-        except ManagementError as exc:
-            return (exc.status if exc.status in (400, 403, 404, 409) else 400), exc.description
-        except NotFound as exc:
-            return 404, str(exc)
-        except AccessRefused as exc:
-            return 403, str(exc)
-        except ModelError as exc:
-            return 409, str(exc)
+        except (HttpError, ManagementError, ModelError) as exc:
+            return _refused(exc)
 
     # -- queues ------------------------------------------------------------------------------
     def _queue_name(self, rest: list[str]) -> str:
@@ -281,9 +334,39 @@ class RabbitManagementNode(ManagementNode):
         return (201 if created else 200), queue_map(attrs, kind)
 
     def _exclusive_queue(self, name: str, fields: Mapping[str, Any]) -> Answer:
-        """An exclusive queue: this connection's, deleted when it closes."""
+        """An exclusive queue: this connection's, deleted when it closes. Of a name another
+        worker owns: made here unless that worker has such a queue (then it is locked)."""
         if not self.may_configure(name):
             raise HttpError(403, f"configure access to queue '{name}' in vhost '{self.vhost.name}' refused")
+        remote = self.vhost.elsewhere(name)
+        if remote is None:
+            return self._make_exclusive(name, fields)
+
+        def ask(reply: Reply) -> None:
+            def asked(answer: Callable[[], tuple[int, int]]) -> None:
+                try:
+                    answer()
+                except NotFound:
+                    pass
+                except ModelError as exc:  # another connection's exclusive queue there
+                    reply(409, str(exc))
+                    return
+                else:
+                    if name not in self.vhost.nodes:  # a queue there this worker has no record of
+                        reply(409, f"cannot obtain exclusive access to locked queue '{name}' in vhost '{self.vhost.name}'")
+                        return
+                if not self.is_open():
+                    return  # (nothing to own it)
+                try:  # (a shared queue's record here answers as on one broker)
+                    reply(*self._make_exclusive(name, fields))
+                except ModelError as exc:
+                    reply(409, str(exc))
+
+            remote.ask_status(asked)
+
+        return 0, _Later(ask)
+
+    def _make_exclusive(self, name: str, fields: Mapping[str, Any]) -> Answer:
         created = name not in self.vhost.nodes
         self.vhost.declare_queue(
             name,
@@ -298,21 +381,26 @@ class RabbitManagementNode(ManagementNode):
 
     def _queue_delete(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
         name = self._queue_name(rest)
-        if rest[1:] == ["messages"]:
-            found = find_queue(self.management, self.me(), self.vhost.name, name)
-            if found is None:
-                raise HttpError(400, f"no queue '{name}' in vhost '{self.vhost.name}'")
-            if found[1] == "stream":
-                raise HttpError(400, f"purge not supported by queue '{name}' in vhost '{self.vhost.name}'")
-            return 200, {"message_count": self.management.purge(self.me(), "queue", name)}
-        if rest[1:]:
+        if rest[1:] not in ([], ["messages"]):
             raise HttpError(400, f"unsupported request DELETE /queues/{'/'.join(rest)}")
-        found = find_queue(self.management, self.me(), self.vhost.name, name)
-        if found is None:
-            return 200, {"message_count": 0}  # deleting what is not there is done (RabbitMQ's way)
-        attrs, kind = found
-        self.management.delete(self.me(), kind, name)
-        return 200, {"message_count": attrs.get("depth", 0)}
+        op = purge_messages if rest[1:] else delete_queue
+        if self.management.whole is None:
+            status, answer = op(self.management, self.me(), "queue", name, self.vhost.name, {})
+            return status, answer
+
+        def ask(reply: Reply) -> None:  # workers > 1: on the queue's owner (workers/whole.py)
+            async def on_owner() -> None:
+                try:
+                    status, answer = await self.management.on_owner(self.me(), op, "queue", name, vhost=self.vhost.name)
+                except (ManagementError, ModelError) as exc:
+                    status, answer = _refused(exc)
+                reply(status, answer)
+
+            task = asyncio.ensure_future(on_owner())
+            self._answering.add(task)
+            task.add_done_callback(self._answering.discard)
+
+        return 0, _Later(ask)
 
     # -- exchanges ---------------------------------------------------------------------------
     def _exchange_name(self, rest: list[str]) -> str:

@@ -191,6 +191,9 @@ class Broker:
         self.coordinator: Coordinator | None = None
         """With several workers: commits a transaction that reaches other workers' nodes as
         one (:class:`~.transactions.Coordinator`). None with one worker."""
+        self.dynamic_prefix = "amqp10.dynamic."
+        """What a dynamic node's name starts with; with several workers it names this one
+        (``amqp10.dynamic.w<K>.``), so every worker knows the node's owner from its name."""
         self._consumer_ids = itertools.count(1)
         self._shared: dict[str, Any] = {}
         self._prepared: dict[str, dict[bytes, HeldWork]] = {}

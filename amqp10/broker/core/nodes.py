@@ -74,6 +74,9 @@ class ConsumeResult(enum.Enum):
     ``message.subscribe`` with ``exclusive``)."""
     IN_USE = "in-use"
     """The new consumer asked to have the node to itself, and it has consumers already."""
+    LOCKED = "locked"
+    """The node is another connection's exclusive queue (its owner, another worker, says so:
+    the connection that may consume from it is there)."""
 
     def __bool__(self) -> bool:
         return self is ConsumeResult.ADMITTED

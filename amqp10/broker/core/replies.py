@@ -40,10 +40,14 @@ class DirectReplies:
 
     def __init__(self) -> None:
         self._consumers: dict[str, tuple[object, ReplyConsumer]] = {}
+        self.prefix = REPLY_PREFIX
+        """What this broker's reply addresses start with; with several workers it names this
+        one (``amq.rabbitmq.reply-to.w<K>.``, broker/workers/ownership.py), so a reply
+        published on any worker is sent to the requester's."""
 
     def register(self, vhost: object, consumer: ReplyConsumer) -> str:
         """A new reply address in ``vhost`` for ``consumer``, until :meth:`unregister`."""
-        address = REPLY_PREFIX + secrets.token_urlsafe(16)
+        address = self.prefix + secrets.token_urlsafe(16)
         self._consumers[address] = (vhost, consumer)
         return address
 

@@ -328,6 +328,8 @@ class VirtualHost:
             self.journal.submit((_store.NODE, self.name, name, kind, props))
         if exclusive_owner is None and persist:
             self.share("queue", name, kind, durable, auto_delete, arguments or {})
+        elif persist:  # made on this connection's worker: every worker knows it is here
+            self.share("place", name)
         log.info("declared %s %r in vhost %r", kind, name, self.name)
         if self.holding:
             self.retry_dead_letters()  # (the default exchange routes to it now)
@@ -366,12 +368,14 @@ class VirtualHost:
         """``queue`` has been unused for its ``expires``: delete it (a subscription queue,
         not a node of its own, is kept)."""
         if self.nodes.get(queue.name) is queue:
+            if self.elsewhere(queue.name) is not None:
+                return  # this worker's record of a queue another worker owns: its owner expires it
             log.info("queue %r in vhost %r expired unused", queue.name, self.name)
             self.delete_node(queue.name)
 
     def create_dynamic(self) -> Queue:
         """A fresh, uniquely named, non-durable queue (deleted with its link)."""
-        address = f"amqp10.dynamic.{next(self._dynamic)}.{uuid.uuid4().hex[:12]}"
+        address = f"{self.broker.dynamic_prefix}{next(self._dynamic)}.{uuid.uuid4().hex[:12]}"
         node = self.create_node(address, "queue", dynamic=True)
         assert isinstance(node, Queue)
         return node
@@ -390,6 +394,8 @@ class VirtualHost:
                 self._unbind_everywhere(remote)  # type: ignore[arg-type]
             if not (isinstance(node, Queue) and (node.owner is not None or node.dynamic)):
                 self.share("drop-queue", address)  # (an exclusive or dynamic one was never shared)
+            elif node.owner is not None:
+                self.share("unplace", address)  # (it was placed here: workers/placing.py)
         if isinstance(node, Queue):
             alternate = self.exchanges.get(alternate_exchange(node.arguments) or "")
             if alternate is not None:

@@ -58,7 +58,17 @@ Like the core, none of this is thread-safe: call it from the broker's event loop
 """
 
 from .access import Access, Caller
-from .api import Got, ManagedConnection, Management, Rates, describe_message
+from .api import (
+    Got,
+    ManagedConnection,
+    Management,
+    NodeOp,
+    Rates,
+    delete_node,
+    describe_message,
+    peek_node,
+    purge_node,
+)
 from .draft import Request, Response
 from .entities import ENTITY_TYPES, EntityType, type_named
 from .errors import (
@@ -84,13 +94,17 @@ __all__ = [
     "ManagedConnection",
     "Management",
     "ManagementError",
+    "NodeOp",
     "NotFoundError",
     "NotImplementedOperation",
     "Rates",
     "Request",
     "Response",
     "Unauthorized",
+    "delete_node",
     "describe_message",
     "error_of",
+    "peek_node",
+    "purge_node",
     "type_named",
 ]

@@ -37,7 +37,10 @@ from .errors import (
 if TYPE_CHECKING:  # the configuration is the layer above: management only reads it
     from ..config import ManagementConfig
 
-__all__ = ["Got", "ManagedConnection", "Management", "Rates", "WholeView", "describe_message"]
+__all__ = [
+    "Got", "ManagedConnection", "Management", "NodeOp", "Rates", "WholeView", "delete_node", "describe_message",
+    "peek_node", "purge_node",
+]  # fmt: skip
 
 log = logging.getLogger("amqp10.broker.management")
 
@@ -123,6 +126,27 @@ Entities = list[dict[str, Any]]
 """Entities as maps of attributes (what listings return)."""
 
 
+NodeOp = Callable[["Management", Caller, str, str, "str | None", Mapping[str, Any]], Any]
+"""A change of one node (its entity type, name and vhost; arguments): done on the node's
+owner at ``workers`` > 1 (:meth:`Management.on_owner`; ``workers.whole.NODE_OPS`` names
+each), its answer JSON's."""
+
+
+def purge_node(m: Management, caller: Caller, entity_type: str, name: str, vhost: str | None, args: Mapping[str, Any]) -> int:
+    """:meth:`Management.purge`, as a :data:`NodeOp`."""
+    return m.purge(caller, entity_type, name, vhost=vhost)
+
+
+def peek_node(m: Management, caller: Caller, entity_type: str, name: str, vhost: str | None, args: Mapping[str, Any]) -> Entities:
+    """:meth:`Management.peek` (``count``, ``offset`` in ``args``), as a :data:`NodeOp`."""
+    return m.peek(caller, entity_type, name, int(args["count"]), offset=int(args.get("offset", 0)), vhost=vhost)
+
+
+def delete_node(m: Management, caller: Caller, entity_type: str, name: str, vhost: str | None, args: Mapping[str, Any]) -> None:
+    """:meth:`Management.delete`, as a :data:`NodeOp`."""
+    m.delete(caller, entity_type, name, vhost=vhost)
+
+
 class WholeView(Protocol):
     """The whole broker's management when it runs as several workers
     (:class:`~amqp10.broker.workers.whole.WholeBroker`): what differs between workers,
@@ -133,6 +157,9 @@ class WholeView(Protocol):
     async def overview(self, caller: Caller) -> dict[str, Any]: ...
     async def close_connection(self, caller: Caller, name: str, reason: str) -> None: ...
     async def execute(self, caller: Caller, request: Request) -> Response: ...
+    async def on_owner(
+        self, caller: Caller, op: NodeOp, entity_type: str, name: str, vhost: str | None, args: Mapping[str, Any]
+    ) -> Any: ...
 
 
 class Management:
@@ -473,6 +500,24 @@ class Management:
             self.close_connection(caller, name, reason)
         else:
             await self.whole.close_connection(caller, name, reason)
+
+    async def on_owner(
+        self,
+        caller: Caller,
+        op: NodeOp,
+        entity_type: str,
+        name: str,
+        *,
+        vhost: str | None = None,
+        args: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """``op`` of node ``name`` where the node is: on its owning worker, answered with the
+        owner's answer (or refusal); here, with one worker. Once it is stored there."""
+        if self.whole is None:
+            result = op(self, caller, entity_type, name, vhost, args or {})
+            await self.broker.committed()
+            return result
+        return await self.whole.on_owner(caller, op, entity_type, name, vhost, args or {})
 
     async def execute_whole(self, caller: Caller, request: Request) -> Response:
         """:meth:`execute` of the whole broker (a QUERY lists every worker's)."""

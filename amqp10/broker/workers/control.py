@@ -254,6 +254,13 @@ class ControlPoint:
         self.served.add(link)
         return link
 
+    async def ask_one(self, worker: int, op: str, args: Mapping[str, Any]) -> Any:
+        """Worker ``worker``'s answer to ``op`` (its refusal raised; not answering: 503)."""
+        try:
+            return await ask(control_path(self.directory, worker), self.container_id, op, args)
+        except Unanswered as exc:
+            raise error_of(503, f"worker {worker} did not answer: {exc}") from None
+
     async def ask_others(self, op: str, args: Mapping[str, Any]) -> dict[int, Any]:
         """Every other worker's answer to ``op``, by worker; one that did not answer is left
         out (logged). A refusal by another worker is raised."""

@@ -83,6 +83,8 @@ from ..core.store import BARRIER
 from ..topology import LiveDefinitions
 from ..users import read_users_file
 from .link import InternalLink
+from .ownership import Ownership
+from .placing import PLACEMENT_OPS, UNPLACE_WORKER, apply_placement, placed_here
 
 __all__ = [
     "CONTROL_SOCKET",
@@ -144,6 +146,8 @@ def apply_change(broker: Broker, vhost_name: str, change: Change, *, check: bool
     :class:`Inequivalent` (the parent's copy); else what is there stays (a worker). Raises
     the core's ModelError or ArgumentError for a change that cannot be made."""
     op, args = change[0], change[1:]
+    if op in PLACEMENT_OPS:  # (the override table: the worker's Ownership, placing.py)
+        return
     if op == "vhost":
         broker.add_vhost(vhost_name)
         return
@@ -370,9 +374,12 @@ class Sequencer:
         self.mirror = Broker(config)
         """The metadata as the changes so far made it: what each new one is checked against."""
         self.log = MetadataLog(database)
+        self.placed = Ownership(config.worker_count())
+        """The override table (placing.py): sent whole to a worker that starts."""
         for seq, vhost, change in self.log.after(0):
             try:
-                apply_change(self.mirror, vhost, change, check=False)
+                if not apply_placement(self.placed, vhost, change):
+                    apply_change(self.mirror, vhost, change, check=False)
             except (ModelError, ArgumentError, ValueError) as exc:
                 log.debug("metadata change %d (%s) not made in the parent's copy: %s", seq, change[0], exc)
         directory.mkdir(parents=True, exist_ok=True)
@@ -387,6 +394,8 @@ class Sequencer:
         """Change number -> the worker that made it, its request, and the workers that have
         not applied it yet: that worker is answered once every worker has."""
         self._soon: list[Callable[[], None]] = []
+        for worker in self.placed.owners():  # placed by workers of an earlier run: gone with them
+            self.announce((UNPLACE_WORKER, worker))
         log.info("metadata: %d changes in %s", self.log.last(), database)
 
     def fds(self) -> list[int]:
@@ -428,6 +437,7 @@ class Sequencer:
         if kind == "hello":  # a worker started: what it missed, then every new change
             _, peer.worker, after = message
             missed = self.log.after(int(after))
+            peer.send(["placed", self.placed.placed()])  # (kept by no store: whole, then what follows)
             for seq, vhost, change in missed:
                 peer.send(["change", seq, None, vhost, list(change)])
             peer.send(["caught-up", self.log.last()])
@@ -442,7 +452,8 @@ class Sequencer:
     def sequence(self, peer: _Peer, request: int, vhost: str, change: Change) -> None:
         """Check ``change`` against the changes before it; number it, store it, send it."""
         try:
-            apply_change(self.mirror, vhost, change, check=True)
+            if not apply_placement(self.placed, vhost, change):
+                apply_change(self.mirror, vhost, change, check=True)
         except Inequivalent as exc:
             log.warning("metadata: worker %s's change refused: %s", peer.worker, exc)
             peer.send(["refused", request, str(exc)])
@@ -454,6 +465,14 @@ class Sequencer:
         self.unanswered[seq] = (peer, request, live)
         for p in live:
             p.send(["change", seq, request if p is peer else None, vhost, list(change)])
+
+    def announce(self, change: Change) -> None:
+        """A change the parent makes (no worker waits for its answer): stored, sent to all."""
+        apply_placement(self.placed, "", change)
+        seq = self.log.append("", change)
+        for p in self.peers.values():
+            if p.live:
+                p.send(["change", seq, None, "", list(change)])
 
     def applied(self, peer: _Peer | None, seq: int) -> None:
         """``peer`` applied every change up to ``seq`` (None: a worker went); answer each
@@ -476,6 +495,8 @@ class Sequencer:
                 del self.unanswered[n]
         self.applied(None, 0)
         log.info("metadata: the control link of worker %s went (%s)", peer.worker, reason)
+        if peer.worker is not None and int(peer.worker) in self.placed.owners():
+            self.announce((UNPLACE_WORKER, int(peer.worker)))  # its exclusive queues went with it
 
     def close_in_child(self) -> None:
         """In a forked worker: close the parent's sockets there (the parent keeps its own)."""
@@ -533,9 +554,11 @@ class SharedMetadata:
     """Worker ``me``'s side of the sequencer (a :class:`~amqp10.broker.core.MetadataPort`):
     sends the changes made here, applies everyone's in order, holds answers until then."""
 
-    def __init__(self, broker: Broker, me: int, directory: Path) -> None:
+    def __init__(self, broker: Broker, me: int, directory: Path, ownership: Ownership | None = None) -> None:
         self.broker = broker
         self.me = me
+        self.ownership = ownership
+        """Where nodes are (placing.py's overrides are kept in it); None: no table is kept."""
         self.socket = directory / CONTROL_SOCKET
         self.applied_file = directory / f"{me}.applied"
         self.applied = _read_applied(self.applied_file)
@@ -586,6 +609,9 @@ class SharedMetadata:
     def changed(self, vhost: str, change: Change) -> None:
         if self._applying:
             return  # (a change of the order being applied here)
+        change = placed_here(change, self.me)
+        if self.ownership is not None:
+            apply_placement(self.ownership, vhost, change)  # here at once: its own change does not come back
         if self._sender is None or self.reason is not None:
             log.warning("metadata change (%s) made here only: no control link (%s)", change[0], self.reason)
             return
@@ -621,6 +647,9 @@ class SharedMetadata:
             _, request, reason = message
             log.warning("metadata change refused by the order (it stays on this worker only): %s", reason)
             self._back(request)
+        elif kind == "placed":  # the whole override table, before the changes that follow it
+            if self.ownership is not None:
+                self.ownership.replace(message[1])
         elif kind == "caught-up":
             log.info("metadata caught up: change %d applied", self.applied)
             self.caught_up.set()
@@ -630,6 +659,8 @@ class SharedMetadata:
         try:
             if change[0] == "users":
                 self._read_users()
+            elif self.ownership is not None and apply_placement(self.ownership, vhost, change):
+                pass
             else:
                 apply_change(self.broker, vhost, change, check=False)
         except (ModelError, ArgumentError, ValueError, OSError) as exc:

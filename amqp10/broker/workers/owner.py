@@ -50,6 +50,7 @@ from ...transport.delivery import Delivery
 from ...types import Accepted, Error, ErrorCondition, Rejected
 from ..core import (
     Broker,
+    ConsumeResult,
     ModelError,
     Node,
     NotFound,
@@ -58,8 +59,10 @@ from ..core import (
     Queue,
     QueuedMessage,
     QueuePolicy,
+    ResourceLocked,
     VirtualHost,
 )
+from ..core.replies import DirectReplies
 from .link import (
     DELIVERY_FORMAT,
     GRANT,
@@ -243,7 +246,13 @@ class LinkConsumer:
             settle(self.node, msg, code, due, self.id)
 
     def cancelled(self) -> None:
-        """The node was deleted: the peer's consumer is told by the link's detach."""
+        """The node was deleted: the peer's consumer is told by the link's detach (after the
+        answer to the question that deleted it, if one did: RabbitMQ's delete-ok comes
+        before the basic.cancel it causes)."""
+        self._server.forget(self.link)
+        self._server.after_reply(self._detach)
+
+    def _detach(self) -> None:
         link = self.link
         if link.is_attached:
             link.detach(
@@ -253,7 +262,6 @@ class LinkConsumer:
                 )
             )
             self._server.wrote()
-        self._server.forget(link)
 
     def release_unsettled(self) -> None:
         """The peer's consumer went: every message it held goes back to the node."""
@@ -281,7 +289,8 @@ def settle(node: Node, msg: QueuedMessage, code: int, due: float, consumer_id: i
 
 class _ByName(Node):
     """A queue of ours as the other worker's default exchange reaches it: found by name at
-    each publish; unroutable while there is no such queue (nothing is made)."""
+    each publish; unroutable while there is no such queue (nothing is made). A direct
+    reply-to address of a requester here (core/replies.py) takes its replies too."""
 
     def __init__(self, vhost: VirtualHost, name: str) -> None:
         super().__init__(name, QueuePolicy())
@@ -289,7 +298,14 @@ class _ByName(Node):
 
     def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
         q = self._vhost.queue(self.name)
-        return PublishResult.UNROUTABLE if q is None else q.publish(msg, on_stored)
+        if q is not None:
+            return q.publish(msg, on_stored)
+        requester = self._vhost.broker.replies.consumer(self._vhost, self.name)
+        if requester is None:
+            return PublishResult.UNROUTABLE
+        requester.deliver_reply(msg)
+        on_stored()
+        return _TAKEN
 
     def room(self) -> int | None:
         q = self._vhost.queue(self.name)
@@ -334,6 +350,8 @@ class NodeServer:
         self._replies: Sender | None = None
         self._gets = _Gets()
         self._touched: set[int] = set()
+        self._after_reply: list[Callable[[], None]] | None = None
+        """While a question is answered: what must reach the peer after its answer."""
         self.reason: str | None = None
         self.memo: AnswerMemo | None = None
         """The worker's remembered answers (:mod:`.questions`; None: every question is applied)."""
@@ -414,7 +432,9 @@ class NodeServer:
             address = getattr(link.remote_source, "address", None)
         if vhost is None or not address:
             return None
-        if props and props.get(ROUTED):  # by name at each publish, as the default exchange routes
+        if (props and props.get(ROUTED)) or (  # by name at each publish, as the default exchange routes
+            DirectReplies.is_reply_address(str(address)) and str(address) not in vhost.nodes
+        ):  # (a reply address with no queue: a 0-9-1 requester's, taken by its channel)
             return _ByName(vhost, str(address))
         # made on first use here, as on a broker of one worker (the worker that stands in
         # for it made nothing: its lookup answered the stand-in)
@@ -459,7 +479,11 @@ class NodeServer:
                 link.remote_attach.properties if link.remote_attach is not None else None
             ) or {}
             exclusive = bool(props.get(EXCLUSIVE, False))
-            admitted = node.admits(exclusive=exclusive)
+            admitted = (
+                ConsumeResult.LOCKED  # (its connection is here: the other worker's is not it)
+                if isinstance(node, Queue) and node.owner is not None
+                else node.admits(exclusive=exclusive)
+            )
             link.properties = {ADMITTED: CONSUME_RESULTS.index(admitted)}
             link.attach(source=link.remote_source, target=link.remote_target)
             if not admitted:
@@ -497,6 +521,13 @@ class NodeServer:
             self._drop_remote_id(c)
             c.node.remove_consumer(c)
             c.release_unsettled()
+
+    def after_reply(self, then: Callable[[], None]) -> None:
+        """Do ``then`` once the answer to the question being answered has gone (now, if none is)."""
+        if self._after_reply is None:
+            then()
+        else:
+            self._after_reply.append(then)
 
     def forget(self, link: Link) -> None:
         """A consuming link's node is gone: nothing more is delivered on it."""
@@ -600,6 +631,8 @@ class NodeServer:
         error: str | None = None
         text = ""
         values: list[Any] = []
+        after: list[Callable[[], None]] = []
+        self._after_reply = after
         try:
             if run is None:
                 raise PreconditionFailed(f"no such question as {op!r}")
@@ -608,6 +641,8 @@ class NodeServer:
             values = run(vhost, [str(name), *args])
         except ModelError as exc:
             error, text = type(exc).__name__, str(exc)
+        finally:
+            self._after_reply = None
         answer = encode_request([n, error, text, *values])
         if remembered and error is None:
             assert memo is not None
@@ -622,6 +657,8 @@ class NodeServer:
             if replies is not None and replies.is_attached:
                 replies.send(answer, settled=True, message_format=REPLY_FORMAT)
                 self.wrote()
+            for then in after:  # (a deleted queue's consumers: detached after the answer)
+                then()
 
         self.broker.after_commit(send)
 
@@ -633,9 +670,13 @@ class NodeServer:
 
     @staticmethod
     def _queue(vhost: Any, name: str) -> Queue:
+        """Queue ``name``, as another worker's connection may use it: not an exclusive queue
+        (its connection is on this worker, placing.py)."""
         q = vhost.queue(name)
         if not isinstance(q, Queue):
             raise NotFound(f"no queue '{name}' in vhost '{vhost.name}'")
+        if q.owner is not None:
+            raise ResourceLocked(f"cannot obtain exclusive access to locked queue '{name}' in vhost '{vhost.name}'")
         return q
 
     def _status(self, vhost: Any, args: list[Any]) -> list[Any]:

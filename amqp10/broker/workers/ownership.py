@@ -14,12 +14,43 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .remote import RemoteNode, RemoteNodes
 
-__all__ = ["Ownership", "Placement", "spread"]
+__all__ = ["DYNAMIC_PREFIX", "REPLY_PREFIX", "Ownership", "Placement", "dynamic_prefix", "reply_prefix", "spread"]
+
+DYNAMIC_PREFIX = "amqp10.dynamic.w"
+"""What the name of a dynamic node made by a worker starts with, before that worker's number
+(:func:`dynamic_prefix`): it is placed on the worker of the connection that asked for it,
+and every worker reads the owner from the name (no override to wait for)."""
+
+
+def dynamic_prefix(worker: int) -> str:
+    """What the names of worker ``worker``'s dynamic nodes start with
+    (:attr:`Broker.dynamic_prefix <amqp10.broker.core.Broker.dynamic_prefix>`)."""
+    return f"{DYNAMIC_PREFIX}{worker}."
+
+
+REPLY_PREFIX = "amq.rabbitmq.reply-to.w"
+"""What a direct reply-to address registered on a worker starts with, before that worker's
+number (:func:`reply_prefix`): a reply published on any worker goes to the requester's."""
+
+
+def reply_prefix(worker: int) -> str:
+    """What the reply addresses of worker ``worker``'s requesters start with
+    (:attr:`DirectReplies.prefix <amqp10.broker.core.replies.DirectReplies.prefix>`)."""
+    return f"{REPLY_PREFIX}{worker}."
+
+
+def _named_owner(name: str) -> int | None:
+    """The worker a dynamic node's name or a reply address names (None: not such a name)."""
+    for prefix in (DYNAMIC_PREFIX, REPLY_PREFIX):
+        if name.startswith(prefix):
+            number = name[len(prefix) :].partition(".")[0]
+            return int(number) if number.isdigit() else None
+    return None
 
 
 def spread(h: int) -> int:
@@ -56,7 +87,39 @@ class Ownership:
         placed = self._overrides.get((vhost, name))
         if placed is not None:
             return placed
+        named = _named_owner(name)
+        if named is not None and named < self.workers:
+            return named
         return spread(zlib.crc32(f"{vhost}\x00{name}".encode())) % self.workers
+
+    def place(self, vhost: str, name: str, owner: int) -> None:
+        """Node ``name`` of ``vhost`` is owned by worker ``owner`` whatever its hash says (an
+        exclusive queue, made on its connection's worker: the metadata's ``place``)."""
+        if 0 <= owner < self.workers:
+            self._overrides[(vhost, name)] = owner
+
+    def unplace(self, vhost: str, name: str) -> None:
+        """Node ``name`` of ``vhost`` is owned by its hash's worker again (it was deleted)."""
+        self._overrides.pop((vhost, name), None)
+
+    def unplace_worker(self, worker: int) -> None:
+        """Worker ``worker`` ended: the nodes placed on it went with it."""
+        for key in [key for key, owner in self._overrides.items() if owner == worker]:
+            del self._overrides[key]
+
+    def owners(self) -> set[int]:
+        """The workers that some override places a node on."""
+        return set(self._overrides.values())
+
+    def placed(self) -> list[list[Any]]:
+        """The override table, as ``[vhost, name, owner]`` rows (for :meth:`replace`)."""
+        return [[vhost, name, owner] for (vhost, name), owner in sorted(self._overrides.items())]
+
+    def replace(self, rows: list[list[Any]]) -> None:
+        """The override table is ``rows`` (:meth:`placed`'s), nothing else."""
+        self._overrides.clear()
+        for vhost, name, owner in rows:
+            self.place(str(vhost), str(name), int(owner))
 
     def is_local(self, vhost: str, name: str) -> bool:
         """Whether this worker owns the node (always, with one worker)."""

@@ -30,7 +30,7 @@ from anyio.abc import TaskStatus
 from ..core import Broker
 from .link import InternalLink, listening
 from .owner import NodeServer
-from .ownership import Ownership, Placement
+from .ownership import Ownership, Placement, dynamic_prefix, reply_prefix
 from .questions import AnswerMemo
 from .remote import RemoteNodes
 from .transactions import Transactions
@@ -93,6 +93,8 @@ class Peers:
         async with listening(socket_path(self.directory, self.me), self._serve_one, self.served):
             self.broker.placement = self.placement
             self.broker.coordinator = self.transactions
+            self.broker.dynamic_prefix = dynamic_prefix(self.me)  # (its dynamic nodes are its own)
+            self.broker.replies.prefix = reply_prefix(self.me)  # (and its requesters' reply addresses)
             dialers = [asyncio.ensure_future(self._dial(nodes)) for nodes in self.links.values()]
             try:
                 with anyio.move_on_after(CONNECT_SECONDS):

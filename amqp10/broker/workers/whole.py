@@ -15,6 +15,12 @@ merges the answers:
   and each worker's own process series (``process_*``, ``python_*``: its memory, CPU,
   open files) kept apart under a ``worker`` label.
 
+A change of one node (``Management.on_owner``: the HTTP API's purge, get and delete, the
+console's peek, purge and delete; a ``$management`` PEEK, PURGE or DELETE of a queue or
+stream; RabbitMQ 4's ``/management`` purge and delete of a queue) is
+made on the node's owner, which answers (or refuses) as one broker would, once its store
+has it: the asked worker's own record of a queue is not the queue.
+
 Everything else (exchanges, bindings, policies, hosts, users) is metadata, the same on every
 worker, and is answered by the worker asked. With one worker there is no
 :class:`WholeBroker`: management answers from its own broker, with no hop.
@@ -33,16 +39,22 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from ..alarms import ResourceAlarms
+from ..amqp1.rabbitmq_management import delete_queue, purge_messages
 from ..guard import ConnectionGuard
 from ..management import (
     BadRequest,
     Caller,
     Management,
     ManagementError,
+    NodeOp,
     NotFoundError,
     Request,
     Response,
+    delete_node,
+    peek_node,
+    purge_node,
 )
+from ..rabbitmq_api import remove_queue, take_messages
 from .control import ControlPoint
 from .counters import SharedCounts
 from .ownership import Ownership
@@ -62,6 +74,14 @@ LARGEST = frozenset({"amqp10_resource_alarm"})
 
 Entities = list[dict[str, Any]]
 Metrics = Callable[[], Awaitable[bytes]]
+
+NODE_OPS: dict[str, NodeOp] = {
+    op.__name__: op
+    for op in (purge_node, peek_node, delete_node, remove_queue, take_messages, purge_messages, delete_queue)
+}
+"""The changes of one node another worker may ask its owner to make, by name (each name once)."""
+OWNED_OPERATIONS = frozenset({"PURGE", "PEEK", "DELETE"})
+"""``$management`` operations of a queue or stream made on its owner."""
 
 
 class WholeBroker:
@@ -122,6 +142,14 @@ class WholeBroker:
             except NotFoundError:
                 return False
             return True
+        if op == "node":  # a change of one of our nodes, once stored
+            result = NODE_OPS[str(args["op"])](m, caller, str(args["type"]), str(args["name"]), args.get("vhost"), args["args"])
+            await m.broker.committed()
+            return result
+        if op == "execute":  # a $management request about one of our nodes
+            done = m.execute(caller, Request(**args["request"]))
+            await m.broker.committed()
+            return {"status": done.status, "description": done.description, "body": done.body, "properties": done.properties}
         if op == "metrics":
             if self.local_metrics is None:
                 raise NotFoundError("/metrics is off")
@@ -169,6 +197,24 @@ class WholeBroker:
                     out[key] += value
         return out
 
+    def _owner(self, caller: Caller, entity_type: str, name: str, vhost: str | None) -> int:
+        """The worker that owns node ``name`` (this one for what is not a node)."""
+        if entity_type not in NODE_TYPES:
+            return self.ownership.me
+        return self.ownership.owner(vhost if vhost is not None else caller.vhost, name)
+
+    async def on_owner(
+        self, caller: Caller, op: NodeOp, entity_type: str, name: str, vhost: str | None, args: Mapping[str, Any]
+    ) -> Any:
+        """``op`` of node ``name``, made on its owner (here, if this worker owns it)."""
+        owner = self._owner(caller, entity_type, name, vhost)
+        if owner == self.ownership.me:
+            result = op(self.management, caller, entity_type, name, vhost, args)
+            await self.management.broker.committed()
+            return result
+        fields = {"op": op.__name__, "type": entity_type, "name": name, "vhost": vhost, "args": dict(args)}
+        return await self.point.ask_one(owner, "node", self._who(caller, **fields))
+
     async def close_connection(self, caller: Caller, name: str, reason: str) -> None:
         """Close connection ``name``, on whichever worker it lives; 404 if on none."""
         try:
@@ -188,9 +234,24 @@ class WholeBroker:
         op = request.operation.upper() if isinstance(request.operation, str) else None
         if op == "QUERY":
             return await self._query(caller, request)
-        answer = m.execute(caller, request)
         kind = str(request.type).removeprefix("org.amqp10.")
         name = request.name if request.name is not None else request.identity
+        if op in OWNED_OPERATIONS and isinstance(name, str):
+            owner = self._owner(caller, kind, name, None)
+            if owner != self.ownership.me:
+                asked = {k: getattr(request, k) for k in ("operation", "type", "name", "identity", "body")}
+                asked["properties"] = dict(request.properties)
+                try:
+                    done = await self.point.ask_one(owner, "execute", self._who(caller, request=asked))
+                except ManagementError as exc:  # (a refusal there)
+                    return Response(status=exc.status, description=exc.description, body={})
+                return Response(
+                    status=int(done["status"]),
+                    description=str(done["description"]),
+                    body=done["body"],
+                    properties=dict(done.get("properties") or {}),
+                )
+        answer = m.execute(caller, request)
         if answer.status != 404 or kind not in MERGED_TYPES or not isinstance(name, str):
             return answer
         try:

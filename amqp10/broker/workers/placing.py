@@ -1,0 +1,53 @@
+"""Nodes placed on the worker of the connection that made them: the override table as metadata.
+
+An exclusive queue belongs to one connection, so it is made on that connection's worker,
+whatever the hash of its name says (:class:`~.ownership.Ownership`). Every other worker
+must know where it is, so that a declaration, consume, get, purge or delete of it there is
+put to its owner, which refuses it (RESOURCE_LOCKED 405 / ``amqp:resource-locked``), and
+so that a publish to it reaches it. The table of these placements is metadata, changed
+in the one order of :mod:`.metadata`:
+
+- ``("place", name, worker)``: the core's ``VirtualHost.share("place", name)`` when it
+  makes an exclusive queue; the worker adds its own number (:func:`placed_here`) and
+  places it at once in its own table (its own change does not come back to it);
+- ``("unplace", name)``: the queue was deleted (its connection closed, or a delete);
+- ``("unplace-worker", worker)``: sequenced by the parent when a worker's control link
+  goes (it died or stopped): its connections, and so its exclusive queues, are gone.
+
+A worker that starts gets the whole table from the parent first (``placed``), then the
+changes it missed: placements are kept by nobody's store (an exclusive queue is never
+durable), so a worker's applied number says nothing about them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .ownership import Ownership
+
+__all__ = ["PLACE", "PLACEMENT_OPS", "UNPLACE", "UNPLACE_WORKER", "apply_placement", "placed_here"]
+
+PLACE = "place"
+UNPLACE = "unplace"
+UNPLACE_WORKER = "unplace-worker"
+PLACEMENT_OPS = frozenset((PLACE, UNPLACE, UNPLACE_WORKER))
+"""The metadata changes that are the override table's (:func:`apply_placement`)."""
+
+
+def placed_here(change: tuple[Any, ...], me: int) -> tuple[Any, ...]:
+    """The core's ``("place", name)``, as worker ``me`` sends it: with its number."""
+    return (*change, me) if change[0] == PLACE and len(change) == 2 else change
+
+
+def apply_placement(ownership: Ownership, vhost: str, change: tuple[Any, ...]) -> bool:
+    """Make ``change`` in ``ownership``'s table if it is a placement; whether it was one."""
+    op = change[0]
+    if op == PLACE:
+        ownership.place(vhost, str(change[1]), int(change[2]))
+    elif op == UNPLACE:
+        ownership.unplace(vhost, str(change[1]))
+    elif op == UNPLACE_WORKER:
+        ownership.unplace_worker(int(change[1]))
+    else:
+        return False
+    return True
