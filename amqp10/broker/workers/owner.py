@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...transport import (
@@ -647,10 +647,11 @@ class NodeServer:
         if remembered and error is None:
             assert memo is not None
             memo.remember(asker, n, answer)
-        self._reply(answer)
+        self._reply(answer, after)
 
-    def _reply(self, answer: bytes) -> None:
-        """Send ``answer`` once what was changed so far is stored, as a broker answers a declare."""
+    def _reply(self, answer: bytes, after: Sequence[Callable[[], None]] = ()) -> None:
+        """Send ``answer`` once what was changed so far is stored, as a broker answers a
+        declare; then ``after`` (what must reach the peer after its answer)."""
 
         def send() -> None:
             replies = self._replies
