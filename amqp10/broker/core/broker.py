@@ -187,6 +187,10 @@ class Broker:
         """With several workers: (vhost, name) -> the stand-in for a node another worker owns,
         or None when this worker owns it (broker/workers/ownership.py). None with one worker:
         every lookup is local, at no cost."""
+        self.copies: Callable[[str, str], list[Node]] | None = None
+        """With several workers: (vhost, name) -> the stand-ins for node ``name`` on every other
+        worker (a 1.0 topic is on every worker: :attr:`Topic.copies
+        <amqp10.broker.core.exchanges.Topic.copies>`). None with one worker."""
         self._consumer_ids = itertools.count(1)
         self._shared: dict[str, Any] = {}
         self._prepared: dict[str, dict[bytes, HeldWork]] = {}

@@ -155,6 +155,7 @@ class VirtualHost:
                 router=self.route,
             )
             self.exchanges.setdefault(address, topic)
+            self.reach_copies(topic)
             node: Node = topic
         elif kind == "stream" and policy.partitions > 1 and not is_partition_address(address):
             node = self._partitioned(address, policy, persist=persist)
@@ -166,10 +167,18 @@ class VirtualHost:
         self.nodes[address] = node
         if persist and not dynamic:
             self.journal.submit((_store.NODE, self.name, address, kind, "{}"))
+        if kind == "topic":
+            self.share("topic", address)  # (on every worker: Topic.copies)
         log.info("created %s %r in vhost %r", kind, address, self.name)
         for listener in self.node_listeners:
             listener(node)
         return node
+
+    def reach_copies(self, topic: Topic) -> None:
+        """With several workers: ``topic``'s messages reach its copies on the others too."""
+        copies = self.broker.copies
+        if copies is not None:
+            topic.copies = copies(self.name, topic.name)
 
     def _partitioned(self, address: str, policy: QueuePolicy, *, persist: bool) -> PartitionedStream:
         """A partitioned stream and its partitions (those a restart restored already are kept)."""
@@ -231,14 +240,21 @@ class VirtualHost:
         if not address:
             return None
         placement = self.broker.placement
-        if placement is not None:
+        node = self.nodes.get(address)
+        if placement is not None and not self._on_every_worker(node, address, kind):
             remote = placement(self.name, address)
             if remote is not None:
                 return remote
-        node = self.nodes.get(address)
         if node is None and create and self.config.auto_create:
             node = self.create_node(address, kind)
         return node
+
+    def _on_every_worker(self, node: Node | None, address: str, kind: str | None) -> bool:
+        """Whether the node at ``address`` is one of those every worker has a copy of (a 1.0
+        topic), rather than one worker's (workers > 1)."""
+        if node is not None:
+            return isinstance(node, Topic)
+        return (kind or self.policy_for(address)[0]) == "topic"
 
     def queue(self, name: str) -> Queue | Stream | None:
         """The queue or stream called ``name`` (what the default exchange routes to)."""

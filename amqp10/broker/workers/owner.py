@@ -58,6 +58,7 @@ from ..core import (
     Queue,
     QueuedMessage,
     QueuePolicy,
+    Topic,
     VirtualHost,
 )
 from .link import (
@@ -280,7 +281,9 @@ def settle(node: Node, msg: QueuedMessage, code: int, due: float, consumer_id: i
 
 class _ByName(Node):
     """A queue of ours as the other worker's default exchange reaches it: found by name at
-    each publish; unroutable while there is no such queue (nothing is made)."""
+    each publish; unroutable while there is no such queue (nothing is made). Or our copy of
+    a 1.0 topic, reached from its copy on the other worker (``Topic.copies``): to our
+    subscriptions."""
 
     def __init__(self, vhost: VirtualHost, name: str) -> None:
         super().__init__(name, QueuePolicy())
@@ -288,7 +291,12 @@ class _ByName(Node):
 
     def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
         q = self._vhost.queue(self.name)
-        return PublishResult.UNROUTABLE if q is None else q.publish(msg, on_stored)
+        if q is not None:
+            return q.publish(msg, on_stored)
+        topic = self._vhost.nodes.get(self.name)
+        if isinstance(topic, Topic):
+            return topic.publish_here(msg, on_stored)
+        return PublishResult.UNROUTABLE
 
     def room(self) -> int | None:
         q = self._vhost.queue(self.name)
@@ -415,7 +423,10 @@ class NodeServer:
             return _ByName(vhost, str(address))
         # made on first use here, as on a broker of one worker (the worker that stands in
         # for it made nothing: its lookup answered the stand-in)
-        return vhost.lookup(str(address), create=True)
+        node = vhost.lookup(str(address), create=True)
+        if isinstance(node, Topic):  # (a copy on every worker: reached only as Topic.copies)
+            return _ByName(vhost, node.name) if isinstance(link, Receiver) else None
+        return node
 
     def _attached(self, link: Link) -> None:
         if isinstance(link, Receiver) and getattr(link.remote_target, "address", None) in (

@@ -27,7 +27,7 @@ from pathlib import Path
 import anyio
 from anyio.abc import TaskStatus
 
-from ..core import Broker
+from ..core import Broker, Topic
 from .link import InternalLink, listening
 from .owner import NodeServer
 from .ownership import Ownership, Placement
@@ -81,6 +81,11 @@ class Peers:
         """Serve this worker's socket and keep a link open to every other worker, until cancelled."""
         async with listening(socket_path(self.directory, self.me), self._serve_one, self.served):
             self.broker.placement = self.placement
+            self.broker.copies = self.placement.copies
+            for vhost in list(self.broker.vhosts.values()):  # (those recovered before the links)
+                for node in list(vhost.nodes.values()):
+                    if isinstance(node, Topic):
+                        vhost.reach_copies(node)
             dialers = [asyncio.ensure_future(self._dial(nodes)) for nodes in self.links.values()]
             try:
                 with anyio.move_on_after(CONNECT_SECONDS):
