@@ -310,6 +310,10 @@ class Consumers:
         else:  # a queue, or a stand-in for a queue another worker owns (broker/workers/remote.py)
             assert isinstance(node, Queue) or node.kind == "remote"
             queue = node  # type: ignore[assignment]
+            if node.kind == "remote":  # a stream there starts where this says (its owner reads it)
+                offset_key, spec = stream_offset(source.filter)
+                if spec is not None:
+                    filters = {offset_key: spec}
         admitted = queue.admits()
         if not admitted:
             condition, text = CONSUME_REFUSALS[admitted]

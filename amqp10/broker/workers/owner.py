@@ -48,6 +48,8 @@ from ...transport import (
 )
 from ...transport.delivery import Delivery
 from ...types import Accepted, Error, ErrorCondition, Rejected
+from ..amqp1.filters import consumer_filters
+from ..amqp1.termini import stream_offset
 from ..core import (
     Broker,
     ModelError,
@@ -58,6 +60,7 @@ from ..core import (
     Queue,
     QueuedMessage,
     QueuePolicy,
+    Stream,
     Topic,
     VirtualHost,
 )
@@ -166,7 +169,7 @@ class LinkConsumer:
 
     __slots__ = (
         "_pending", "_refs", "_server", "allowed", "at_most_once", "browse", "exclusive", "id", "in_flight", "link",
-        "node", "priority",
+        "node", "priority", "selector",
     )  # fmt: skip
 
     def __init__(
@@ -194,6 +197,8 @@ class LinkConsumer:
         """Reference -> a message sent and not settled yet."""
         self._refs = itertools.count(1)
         self._pending: list[int] = []  # references of this turn, not yet sent
+        self.selector: Callable[[QueuedMessage], bool] | None = None
+        """What of the node it sees (the other worker's consumer's selector or filters)."""
         self.at_most_once = False
         """Its front end settles each message as it hands it out (0-9-1 no-ack): done with here
         as it is sent, and sent without a reference (no outcome comes back)."""
@@ -301,6 +306,17 @@ class _ByName(Node):
     def room(self) -> int | None:
         q = self._vhost.queue(self.name)
         return None if q is None else q.room()
+
+
+def _view(node: Node, filters: Any) -> tuple[Callable[[QueuedMessage], bool] | None, int | None]:
+    """What a consumer on the other worker sees of ``node``, from the filters its front end
+    applied (a 1.0 source's): its selector (None: everything), and where it starts reading
+    a stream. Raises ValueError for filters or an offset that cannot be applied."""
+    selector = consumer_filters(filters).predicate(None) if filters else None
+    if not isinstance(node, Stream):
+        return selector, None
+    spec = stream_offset(filters)[1]
+    return selector, node.start_offset(getattr(spec, "value", spec))  # (RabbitMQ's is described)
 
 
 class _Gets:
@@ -479,6 +495,12 @@ class NodeServer:
                 )
                 self.wrote()
                 return
+            try:
+                selector, start = _view(node, getattr(link.remote_source, "filter", None))
+            except ValueError as exc:  # (FilterError too): the other worker's front end checked it
+                link.detach(Error(condition=ErrorCondition.INVALID_FIELD, description=str(exc)))
+                self.wrote()
+                return
             mode = getattr(link.remote_source, "distribution_mode", None)
             c = LinkConsumer(
                 self,
@@ -490,12 +512,16 @@ class NodeServer:
                 exclusive=exclusive,
             )
             c.at_most_once = bool(props.get(AT_MOST_ONCE, False))
+            c.selector = selector
             link.context = c
             self.consumers[id(link)] = c
             remote_id = props.get(CONSUMER_ID)
             if remote_id is not None:
                 self._by_remote_id[int(remote_id)] = c
-            node.add_consumer(c)
+            if isinstance(node, Stream):
+                node.add_consumer(c, start)
+            else:
+                node.add_consumer(c)
         self.wrote()
 
     def _detached(self, link: Link) -> None:

@@ -838,7 +838,10 @@ class RemoteNodes:
         receiver: Receiver = session.receiver(
             f"consume:{next(self._names)}",
             source=Source(
-                address=node.name, distribution_mode=symbol("copy") if consumer.browse else None
+                address=node.name,
+                distribution_mode=symbol("copy") if consumer.browse else None,
+                # what the owner applies for it: selectors, a stream's offset (a 1.0 consumer's)
+                filter=getattr(consumer, "filters", None) or None,
             ),
             target=Target(address=self.container_id),
             properties=node._properties(**props),
