@@ -228,6 +228,16 @@ class VirtualHost:
             self.journal.submit((_store.NODE, self.name, name, "subscription", "{}"))
         return q
 
+    def subscription_elsewhere(self, topic: Topic, key: str) -> NodeElsewhere | None:
+        """With several workers: the stand-in for subscription ``key`` of ``topic`` if another
+        worker owns its name (one queue, wherever its consumers are: a durable or shared
+        subscription's). None if it is this worker's (always, with one worker)."""
+        placement = self.broker.placement
+        if placement is None:
+            return None
+        node = placement(self.name, f"{topic.name}::{key}")
+        return node if isinstance(node, NodeElsewhere) else None
+
     def save_subscription(self, queue: Queue) -> None:
         """Write a durable subscription queue's record again, with its ``settings``."""
         if queue.durable_node:
@@ -450,6 +460,7 @@ class VirtualHost:
         """Remove a subscription queue from its topic (and from the store, if durable)."""
         for key, q in list(topic.subscriptions.items()):
             if q is queue:
+                log.info("ended subscription %r of topic %r in vhost %r", key, topic.name, self.name)
                 topic.unsubscribe(key)
                 q.purge()
                 if q.durable_node:

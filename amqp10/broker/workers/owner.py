@@ -98,6 +98,7 @@ from .remote import (
     REQUESTS_ADDRESS,
     RESULTS,
     ROUTED,
+    SUBSCRIPTION,
     UNDELIVERABLE,
     VHOST,
 )
@@ -357,6 +358,8 @@ class NodeServer:
         self._replies: Sender | None = None
         self._gets = _Gets()
         self._touched: set[int] = set()
+        self._subscriptions: dict[int, tuple[VirtualHost, Topic, bool]] = {}
+        """id(link) -> its topic subscription's (vhost, topic, durable), of a consumer of one."""
         self.reason: str | None = None
         self._ops: dict[str, Callable[[Any, list[Any]], list[Any]]] = {
             "status": self._status,
@@ -364,6 +367,7 @@ class NodeServer:
             "purge": self._purge,
             "delete": self._delete,
             "get": self._get,
+            "unsubscribe": self._unsubscribe,
         }
 
     # -- LinkHandler --------------------------------------------------------------------------
@@ -437,6 +441,14 @@ class NodeServer:
             return None
         if props and props.get(ROUTED):  # by name at each publish, as the default exchange routes
             return _ByName(vhost, str(address))
+        subscription = props.get(SUBSCRIPTION) if props else None
+        if subscription is not None and isinstance(link, Sender):  # (of our copy of a 1.0 topic)
+            topic_name, key, durable = subscription
+            topic = vhost.lookup(str(topic_name), create=True, kind="topic")
+            if not isinstance(topic, Topic):
+                return None
+            self._subscriptions[id(link)] = (vhost, topic, bool(durable))
+            return topic.subscribe(str(key), durable=bool(durable))
         # made on first use here, as on a broker of one worker (the worker that stands in
         # for it made nothing: its lookup answered the stand-in)
         node = vhost.lookup(str(address), create=True)
@@ -512,6 +524,8 @@ class NodeServer:
                 exclusive=exclusive,
             )
             c.at_most_once = bool(props.get(AT_MOST_ONCE, False))
+            if id(link) in self._subscriptions and isinstance(node, Queue):
+                node.admit, selector = selector, None  # the filters decide what the subscription keeps
             c.selector = selector
             link.context = c
             self.consumers[id(link)] = c
@@ -531,6 +545,13 @@ class NodeServer:
             self._drop_remote_id(c)
             c.node.remove_consumer(c)
             c.release_unsettled()
+        subscribed = self._subscriptions.pop(id(link), None)
+        if subscribed is not None and c is not None:
+            vhost, topic, durable = subscribed
+            q = c.node
+            # a shared volatile subscription ends with its last consumer, on any worker
+            if not durable and isinstance(q, Queue) and not q.consumers:
+                vhost.drop_subscription(topic, q)
 
     def forget(self, link: Link) -> None:
         """A consuming link's node is gone: nothing more is delivered on it."""
@@ -658,6 +679,16 @@ class NodeServer:
             raise PreconditionFailed(f"{where} not empty")
         count = q.count
         vhost.delete_node(name)
+        return [count]
+
+    def _unsubscribe(self, vhost: Any, args: list[Any]) -> list[Any]:
+        _, topic_name, key = args
+        topic = vhost.nodes.get(topic_name)
+        q = topic.subscriptions.get(key) if isinstance(topic, Topic) else None
+        if q is None:
+            return [0]
+        count = q.count
+        vhost.drop_subscription(topic, q)
         return [count]
 
     def _get(self, vhost: Any, args: list[Any]) -> list[Any]:

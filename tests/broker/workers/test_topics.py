@@ -121,3 +121,40 @@ async def test_selectors_and_wildcards_on_each_worker(broker: Parent) -> None:
         assert await drain(red) == [0, 2]
         assert await drain(every) == [0, 1, 2, 3]
         assert await drain(wildcard) == [0, 1, 2, 3]
+
+
+async def test_a_shared_subscription_is_one_queue_for_consumers_on_every_worker(broker: Parent) -> None:
+    caps = ("topic", "shared", "global")
+    async with one_on_each(broker) as conns:
+        sender = await conns[0].open_sender("topic://prices")
+        a = await subscribe(conns[0], "topic://prices", name="sub", caps=caps, credit=5)
+        b = await subscribe(conns[1], "topic://prices", name="sub|2", caps=caps, credit=5)
+        await until_every_one_hears(sender, [a, b])
+        for i in range(40):
+            assert isinstance(await sender.send(Message(body=i)), Accepted)
+        got_a, got_b = await drain(a), await drain(b)
+        assert sorted(got_a + got_b) == list(range(40))  # each message once, to one of them
+        assert got_a and got_b  # both consumers took some
+        assert got_a == sorted(got_a) and got_b == sorted(got_b)
+
+
+async def test_a_durable_subscription_is_kept_for_its_next_attach_on_either_worker(broker: Parent) -> None:
+    caps = ("topic", "global")  # (global: named by its link name alone, so either connection finds it)
+    async with one_on_each(broker) as conns:
+        sender = await conns[1].open_sender("topic://ledger")
+        for first, then in ((0, 1), (1, 0)):
+            name = f"audit-{first}"
+            sub = await subscribe(conns[first], "topic://ledger", name=name, caps=caps, durable=True)
+            await until_every_one_hears(sender, [sub])
+            await sub.detach()  # kept: what comes meanwhile waits for it
+            for i in range(10):
+                assert isinstance(await sender.send(Message(body=i)), Accepted)
+            back = await subscribe(conns[then], "topic://ledger", name=name, caps=caps, durable=True)
+            assert await drain(back) == list(range(10))  # the same subscription, from the other worker
+            mark = len(broker.lines)
+            await back.close()  # unsubscribed, on whichever worker keeps it
+            broker.wait_for(rf"msg=.ended subscription '#{name}' of topic 'ledger'", mark)
+            assert isinstance(await sender.send(Message(body="after")), Accepted)
+            fresh = await subscribe(conns[first], "topic://ledger", name=name, caps=caps, durable=True)
+            assert await drain(fresh) == []  # a new subscription: nothing of the old one
+            await fresh.close()
