@@ -182,11 +182,15 @@ class VirtualHost:
 
     def _partitioned(self, address: str, policy: QueuePolicy, *, persist: bool) -> PartitionedStream:
         """A partitioned stream and its partitions (those a restart restored already are kept)."""
-        parts = []
+        parts: list[Stream | Node] = []
+        placement = self.broker.placement
         for k in range(policy.partitions):
             name = partition_address(address, k)
             part = self.nodes.get(name)
-            if not isinstance(part, Stream):
+            remote = placement(self.name, name) if placement is not None else None
+            if remote is not None:  # another worker owns it (and makes it there on first use)
+                part = remote
+            elif not isinstance(part, Stream):
                 part = self.create_node(name, "stream", persist=persist)
                 assert isinstance(part, Stream)
             parts.append(part)
@@ -261,10 +265,20 @@ class VirtualHost:
 
     def _on_every_worker(self, node: Node | None, address: str, kind: str | None) -> bool:
         """Whether the node at ``address`` is one of those every worker has a copy of (a 1.0
-        topic), rather than one worker's (workers > 1)."""
+        topic, a partitioned stream's address), rather than one worker's (workers > 1)."""
         if node is not None:
-            return isinstance(node, Topic)
-        return (kind or self.policy_for(address)[0]) == "topic"
+            return isinstance(node, (Topic, PartitionedStream))
+        rule_kind, policy = self.policy_for(address)
+        kind = kind or rule_kind
+        if kind == "stream":  # a partitioned stream places on its partitions (each one worker's)
+            return policy.partitions > 1 and not is_partition_address(address)
+        return kind == "topic"
+
+    def stream_info(self, address: str) -> dict[str, int] | None:
+        """A stream's offsets and counts (a partitioned one's: its partitions and totals);
+        None if ``address`` is no stream here."""
+        node = self.nodes.get(address)
+        return node.info() if isinstance(node, (Stream, PartitionedStream)) else None
 
     def queue(self, name: str) -> Queue | Stream | None:
         """The queue or stream called ``name`` (what the default exchange routes to)."""

@@ -7,10 +7,15 @@ does."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from amqp10.addresses import partition_address
+from amqp10.broker.core.partitioned import partition_of_key
+from amqp10.broker.workers.ownership import Ownership
 from amqp10.client import Connection, Receiver
 from amqp10.errors import AMQPError
 from amqp10.message import Message
@@ -90,3 +95,68 @@ async def test_a_stream_is_read_from_either_worker_with_offsets_filters_and_cred
             await slow.receive(timeout=1.0)  # no more than it granted
         slow.add_credit(3)
         assert await bodies(slow, 3) == [3, 4, 5]
+
+
+PARTITIONS = 3
+
+
+@pytest.fixture
+def partitioned(tmp_path: Path) -> Iterator[Parent]:
+    """``amqp10 broker --workers 2`` where ``parts*`` are streams of 3 partitions."""
+    config = tmp_path / "broker.toml"
+    config.write_text(
+        f'[[addresses]]\npattern = "parts*"\nkind = "stream"\npolicy = {{ partitions = {PARTITIONS} }}\n'
+    )
+    p = Parent(tmp_path / "data", args=("--no-http", "--config", str(config)))
+    try:
+        p.wait_for(r"worker=0 logger=amqp10.broker msg=.listening on")
+        p.wait_for(r"worker=1 logger=amqp10.broker msg=.listening on")
+        yield p
+    finally:
+        p.stop()
+
+
+def keyed(n: int, tag: str) -> list[Message]:
+    return [
+        Message(body=f"{tag}{i}", message_annotations={"x-opt-partition-key": f"k{i % 7}"})
+        for i in range(n)
+    ]
+
+
+def placed(messages: list[Message]) -> dict[int, list[Any]]:
+    """Each partition's messages, in publish order (where their keys place them)."""
+    out: dict[int, list[Any]] = {k: [] for k in range(PARTITIONS)}
+    for m in messages:
+        key = (m.message_annotations or {})["x-opt-partition-key"]
+        out[partition_of_key(key, PARTITIONS)].append(m.body)
+    return out
+
+
+async def stream_info(conn: Connection, address: str) -> dict[str, Any]:
+    request = Message(application_properties={"operation": "stream-info", "address": address})
+    reply = await conn.request("$management", request, timeout=WAIT)
+    assert (reply.application_properties or {}).get("status-code", 200) == 200, reply.body
+    return dict(reply.body)
+
+
+def partition_owners(name: str) -> list[int]:
+    return [Ownership(2).owner("/", partition_address(name, k)) for k in range(PARTITIONS)]
+
+
+async def test_partitions_of_several_owners_are_published_to_and_read_from_either_worker(partitioned: Parent) -> None:
+    name = next(f"parts-{i}" for i in range(100) if len(set(partition_owners(f"parts-{i}"))) == 2)
+    async with one_on_each(partitioned) as conns:
+        sent: list[Message] = []
+        for w in (0, 1):  # the partitioned address is on every worker: each places by key
+            sender = await conns[w].open_sender(name)
+            for m in keyed(20, f"w{w}-"):
+                assert isinstance(await sender.send(m), Accepted)
+                sent.append(m)
+        want = placed(sent)
+        for w in (0, 1):
+            assert (await stream_info(conns[w], name))["partitions"] == PARTITIONS
+            for k in range(PARTITIONS):
+                address = partition_address(name, k)
+                info = await stream_info(conns[w], address)  # from the partition's owner
+                assert (info["first"], info["next"]) == (0, len(want[k]))
+                assert await bodies(await reader(conns[w], address, "first")) == want[k]
