@@ -423,6 +423,7 @@ class NodeServer:
             c.release_unsettled()
         self._gets.release_unsettled()
         self.publishing.clear()
+        self._subscriptions.clear()  # (kept: the other worker's consumers come back to them)
 
     # -- links --------------------------------------------------------------------------------
     def wrote(self) -> None:

@@ -14,10 +14,12 @@ import pytest
 
 from amqp10.types import Accepted
 from tests.broker.test_workers import Parent
-from tests.spark.conftest import load
 
 from .test_processes import one_on_each
 from .test_streams import PARTITIONS, keyed, partition_owners, partitioned, placed
+
+pytest.importorskip("pyspark")  # (amqp10.spark needs it to import)
+from tests.spark.conftest import load
 
 pytestmark = [pytest.mark.slow]
 
@@ -26,7 +28,6 @@ __all__ = ["partitioned"]  # (the fixture, used here)
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    pytest.importorskip("pyspark")
     import amqp10.spark
 
     session = amqp10.spark.local_session("amqp10-workers")
