@@ -129,6 +129,9 @@ class LinkConsumer:
         """The consumer's view of a queue or stream (its source's filters); None: every message."""
         self.filters: dict[Any, Any] = {}
         """The source filter-set entries applied, for the attach answer (unsupported ones left out)."""
+        self.subscription: list[Any] | None = None
+        """Of a subscription another worker keeps (its name's owner): [topic, key, durable],
+        for that worker to make it (broker/workers/owner.py)."""
         self.priority = _priority(link)
         """Its consumer priority (RabbitMQ's ``rabbitmq:priority`` link property; 0 by default)."""
         remote = link.remote_attach  # (the peer's attach made this consumer)
@@ -318,12 +321,20 @@ class Consumers:
             sub = subscription_for(
                 ctx.remote_container_id, link.name, source.capabilities, durable=durable, unique=uuid.uuid4().hex
             )
-            queue = node.subscribe(sub.key, durable=sub.durable)
-            queue.admit, view = view, None  # on a topic, the filters decide what the subscription keeps
+            elsewhere = ctx.vhost.subscription_elsewhere(node, sub.key) if sub.durable or sub.shared else None
+            if elsewhere is not None:  # one queue on the worker that owns its name (it applies the filters)
+                queue = elsewhere  # type: ignore[assignment]
+            else:
+                queue = node.subscribe(sub.key, durable=sub.durable)
+                queue.admit, view = view, None  # on a topic, the filters decide what the subscription keeps
             browse = False
         else:  # a queue, or a stand-in for a queue another worker owns (broker/workers/remote.py)
             assert isinstance(node, Queue) or node.kind == "remote"
             queue = node  # type: ignore[assignment]
+            if node.kind == "remote":  # a stream there starts where this says (its owner reads it)
+                offset_key, spec = stream_offset(source.filter)
+                if spec is not None:
+                    filters = {offset_key: spec}
         admitted = (
             ConsumeResult.LOCKED  # another connection's exclusive queue (RabbitMQ 4 refuses it too)
             if isinstance(queue, Queue) and queue.owner is not None and queue.owner is not ctx
@@ -363,6 +374,8 @@ class Consumers:
             consumer = ctx.plugin.consumer(ctx, link, queue, browse=browse)
             consumer.selector = view
             consumer.filters = filters or {}
+            if sub is not None and queue.kind == "remote":
+                consumer.subscription = [node.name, sub.key, sub.durable]
             if in_flight is not None:
                 # the resumed deliveries refer to these messages, by delivery-tag
                 consumer.in_flight = in_flight
@@ -596,6 +609,9 @@ class Consumers:
         if isinstance(topic, WildcardSubscription):
             if closed or not topic.durable:  # a durable one stays until a detach that closes it
                 wildcards_of(vhost).unsubscribe(topic)
+        elif isinstance(topic, Topic) and c.node.kind == "remote":  # kept by another worker: it ends it there
+            if closed and c.subscription is not None and c.subscription[2]:
+                c.node.ask_unsubscribe(topic.name, c.subscription[1])  # type: ignore[union-attr]
         elif isinstance(topic, Topic):
             durable = sub is not None and sub.durable
             # a shared subscription stays while any of its consumers does (JMS unsubscribes

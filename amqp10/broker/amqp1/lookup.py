@@ -55,7 +55,7 @@ class NodeLookup:
             if reserved is not None:
                 raise AddressError("not-found", reserved)
         vhost = ctx.vhost
-        found = vhost.lookup(address, create=False)
+        found = vhost.lookup(address, create=False, kind=kind)
         if found is None and create and address and ctx.broker.config.auto_create:
             # creating a node is declaring it: RabbitMQ's configure permission
             what: ResourceKind = "exchange" if kind == "topic" else "queue"

@@ -41,7 +41,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from ...management import oasis
@@ -54,11 +54,9 @@ from ..core import (
     ModelError,
     Node,
     NotFound,
-    PartitionedStream,
     PublishResult,
     Queue,
     QueuedMessage,
-    Stream,
     VirtualHost,
 )
 from ..core.accounting import DETACHED
@@ -180,6 +178,9 @@ class ManagementNode(Node):
         props = request.application_properties
         props = dict(props) if isinstance(props, Mapping) else {}
         op = props.get("operation")
+        if op == "stream-info" and self._stream_info_elsewhere(props, request.body):
+            self._answer_stream_info(target, request, props, reply_to)
+            return None
         if isinstance(op, str) and (op in self._legacy or op in _LEGACY_OTHER):
             status, body = self._legacy_request(op, props, request.body)
             reply_props: dict[str, Any] = {"status-code": status}
@@ -204,7 +205,11 @@ class ManagementNode(Node):
             if self.is_open():
                 self.send_reply(target, request, oasis.reply_properties(response), response.body, to=reply_to)
 
-        task = asyncio.ensure_future(answer())
+        self._later(answer())
+
+    def _later(self, answer: Coroutine[Any, Any, None]) -> None:
+        """Run ``answer`` (a reply once other workers answered) in a task of its own."""
+        task = asyncio.ensure_future(answer)
         self._answering.add(task)
         task.add_done_callback(self._answering.discard)
 
@@ -305,10 +310,37 @@ class ManagementNode(Node):
                 raise AccessRefused(f"configure access to {args[key]!r} in vhost {self.vhost.name!r} refused")
 
     def _stream_info(self, args: Mapping[str, Any]) -> Reply:
-        node = self.vhost.nodes.get(str(args.get("address")))
-        if isinstance(node, (Stream, PartitionedStream)):
-            return 200, node.info()
+        info = self.vhost.stream_info(str(args.get("address")))
+        if info is not None:
+            return 200, info
         return 404, {"error": f"no stream at {args.get('address')!r}"}
+
+    def _stream_info_elsewhere(self, props: Mapping[str, Any], body: Any) -> bool:
+        """With several workers: whether ``stream-info`` asks about a stream this worker does
+        not hold (another worker owns it, or made it): then the whole broker answers."""
+        if self.management.whole is None:
+            return False
+        address = props.get("address", body.get("address") if isinstance(body, Mapping) else None)
+        info = self.vhost.stream_info(str(address))
+        if info is None:
+            return True  # (made on another worker only)
+        # a partitioned address is on every worker; a stream, only its owner's is the stream
+        return "partitions" not in info and self.vhost.elsewhere(str(address)) is not None
+
+    def _answer_stream_info(self, target: Node, request: Message, props: Mapping[str, Any], reply_to: str) -> None:
+        """``stream-info`` of a stream another worker holds, answered once it answered."""
+        body = request.body
+        address = str(props.get("address", body.get("address") if isinstance(body, Mapping) else None))
+        whole = self.management.whole
+        assert whole is not None
+
+        async def answer() -> None:
+            info = await whole.stream_info(self.vhost.name, address)
+            status, reply = (200, info) if info is not None else (404, {"error": f"no stream at {address!r}"})
+            if self.is_open():
+                self.send_reply(target, request, {"status-code": status}, reply, to=reply_to)
+
+        self._later(answer())
 
     def _declare_exchange(self, args: Mapping[str, Any]) -> Reply:
         name = str(args["name"])

@@ -194,6 +194,10 @@ class Broker:
         self.dynamic_prefix = "amqp10.dynamic."
         """What a dynamic node's name starts with; with several workers it names this one
         (``amqp10.dynamic.w<K>.``), so every worker knows the node's owner from its name."""
+        self.copies: Callable[[str, str], list[Node]] | None = None
+        """With several workers: (vhost, name) -> the stand-ins for node ``name`` on every other
+        worker (a 1.0 topic is on every worker: :attr:`Topic.copies
+        <amqp10.broker.core.exchanges.Topic.copies>`). None with one worker."""
         self._consumer_ids = itertools.count(1)
         self._shared: dict[str, Any] = {}
         self._prepared: dict[str, dict[bytes, HeldWork]] = {}

@@ -427,6 +427,12 @@ class Topic(FanoutExchange):
         super().__init__(name, router=router, policy=policy)
         self.make_queue = make_queue
         self.subscriptions: dict[str, Queue] = {}
+        self.copies: list[Node] = []
+        """With several workers a topic is on every worker, each copy holding that worker's
+        subscriptions: the stand-ins for its copies on the others. A message published here
+        goes to each as to a bound queue (so the publisher's outcome waits for every copy
+        that took it); one a copy sent goes to this worker's subscriptions only
+        (:meth:`publish_here`). Empty with one worker."""
 
     def subscribe(self, key: str, *, durable: bool) -> Queue:
         """The subscription queue for ``key`` (created, and bound, on first use)."""
@@ -447,6 +453,21 @@ class Topic(FanoutExchange):
             for b in self.bindings_to(q):
                 self.unbind(b.identity)
         return q
+
+    def match(self, msg: QueuedMessage, key: str | None) -> Iterable[Destination]:
+        found = [b.destination for b in self.bindings.values()]
+        if self.copies:
+            found.extend(self.copies)  # type: ignore[arg-type]  # (stand-ins: NodeElsewhere)
+        return found
+
+    def publish_here(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
+        """A message this topic's copy on another worker sent: to this worker's subscriptions
+        only (not on to the copies again)."""
+        copies, self.copies = self.copies, []
+        try:
+            return self.publish(msg, on_stored)
+        finally:
+            self.copies = copies
 
     def can_accept(self, size: int = 0) -> bool:
         return all(q.can_accept(size) for q in self.subscriptions.values())

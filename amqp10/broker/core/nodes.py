@@ -339,6 +339,11 @@ class NodeElsewhere(Node):
         held); ``answered`` before anything is delivered to it."""
         raise NotImplementedError
 
+    def ask_unsubscribe(self, topic: str, key: str) -> None:
+        """It is subscription ``key`` of 1.0 topic ``topic``: end it where it is held (a
+        durable subscription's consumer closed its link), what it holds with it."""
+        raise NotImplementedError
+
 
 class DuplicateWindow:
     """The last ``size`` message-ids a node has stored (publishes seen again are not stored)."""

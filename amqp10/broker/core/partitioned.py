@@ -36,21 +36,25 @@ def partition_of_key(key: str, partitions: int) -> int:
 
 
 class PartitionedStream(Node):
-    """A stream of N partitions (each a :class:`Stream` at its own address); places what is published."""
+    """A stream of N partitions (each a :class:`Stream` at its own address); places what is published.
+
+    With several workers it is on every worker (as a 1.0 topic is), and a partition another
+    worker owns is its stand-in there: what this worker places on it goes to its owner."""
 
     kind = "stream"
     needs_message_ids = True
 
-    def __init__(self, name: str, policy: QueuePolicy, partitions: Sequence[Stream]) -> None:
+    def __init__(self, name: str, policy: QueuePolicy, partitions: Sequence[Stream | Node]) -> None:
         super().__init__(name, policy)
         self.partitions = list(partitions)
         self._next = 0  # the round robin's next partition
 
     @property
     def count(self) -> int:
-        return sum(p.count for p in self.partitions)
+        """Its messages (with several workers: those of this worker's partitions)."""
+        return sum(p.count for p in self.partitions if isinstance(p, Stream))
 
-    def place(self, msg: QueuedMessage) -> Stream:
+    def place(self, msg: QueuedMessage) -> Stream | Node:
         """The partition ``msg`` goes to (by its key, else where its id went, else round robin)."""
         n = len(self.partitions)
         key = msg.partition_key()
@@ -58,7 +62,7 @@ class PartitionedStream(Node):
             return self.partitions[partition_of_key(key, n)]
         if msg.message_id is not None:
             for p in self.partitions:
-                if msg.message_id in p.dedup:
+                if isinstance(p, Stream) and msg.message_id in p.dedup:  # (one of this worker's)
                     return p
         k, self._next = self._next, (self._next + 1) % n
         return self.partitions[k]
@@ -72,7 +76,7 @@ class PartitionedStream(Node):
         return {
             "partitions": len(self.partitions),
             "count": self.count,
-            "bytes": sum(p.bytes for p in self.partitions),
+            "bytes": sum(p.bytes for p in self.partitions if isinstance(p, Stream)),
         }
 
     def delete(self) -> None:

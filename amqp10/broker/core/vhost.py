@@ -155,6 +155,7 @@ class VirtualHost:
                 router=self.route,
             )
             self.exchanges.setdefault(address, topic)
+            self.reach_copies(topic)
             node: Node = topic
         elif kind == "stream" and policy.partitions > 1 and not is_partition_address(address):
             node = self._partitioned(address, policy, persist=persist)
@@ -166,18 +167,30 @@ class VirtualHost:
         self.nodes[address] = node
         if persist and not dynamic:
             self.journal.submit((_store.NODE, self.name, address, kind, "{}"))
+        if kind == "topic":
+            self.share("topic", address)  # (on every worker: Topic.copies)
         log.info("created %s %r in vhost %r", kind, address, self.name)
         for listener in self.node_listeners:
             listener(node)
         return node
 
+    def reach_copies(self, topic: Topic) -> None:
+        """With several workers: ``topic``'s messages reach its copies on the others too."""
+        copies = self.broker.copies
+        if copies is not None:
+            topic.copies = copies(self.name, topic.name)
+
     def _partitioned(self, address: str, policy: QueuePolicy, *, persist: bool) -> PartitionedStream:
         """A partitioned stream and its partitions (those a restart restored already are kept)."""
-        parts = []
+        parts: list[Stream | Node] = []
+        placement = self.broker.placement
         for k in range(policy.partitions):
             name = partition_address(address, k)
             part = self.nodes.get(name)
-            if not isinstance(part, Stream):
+            remote = placement(self.name, name) if placement is not None else None
+            if remote is not None:  # another worker owns it (and makes it there on first use)
+                part = remote
+            elif not isinstance(part, Stream):
                 part = self.create_node(name, "stream", persist=persist)
                 assert isinstance(part, Stream)
             parts.append(part)
@@ -219,6 +232,16 @@ class VirtualHost:
             self.journal.submit((_store.NODE, self.name, name, "subscription", "{}"))
         return q
 
+    def subscription_elsewhere(self, topic: Topic, key: str) -> NodeElsewhere | None:
+        """With several workers: the stand-in for subscription ``key`` of ``topic`` if another
+        worker owns its name (one queue, wherever its consumers are: a durable or shared
+        subscription's). None if it is this worker's (always, with one worker)."""
+        placement = self.broker.placement
+        if placement is None:
+            return None
+        node = placement(self.name, f"{topic.name}::{key}")
+        return node if isinstance(node, NodeElsewhere) else None
+
     def save_subscription(self, queue: Queue) -> None:
         """Write a durable subscription queue's record again, with its ``settings``."""
         if queue.durable_node:
@@ -231,14 +254,31 @@ class VirtualHost:
         if not address:
             return None
         placement = self.broker.placement
-        if placement is not None:
+        node = self.nodes.get(address)
+        if placement is not None and not self._on_every_worker(node, address, kind):
             remote = placement(self.name, address)
             if remote is not None:
                 return remote
-        node = self.nodes.get(address)
         if node is None and create and self.config.auto_create:
             node = self.create_node(address, kind)
         return node
+
+    def _on_every_worker(self, node: Node | None, address: str, kind: str | None) -> bool:
+        """Whether the node at ``address`` is one of those every worker has a copy of (a 1.0
+        topic, a partitioned stream's address), rather than one worker's (workers > 1)."""
+        if node is not None:
+            return isinstance(node, (Topic, PartitionedStream))
+        rule_kind, policy = self.policy_for(address)
+        kind = kind or rule_kind
+        if kind == "stream":  # a partitioned stream places on its partitions (each one worker's)
+            return policy.partitions > 1 and not is_partition_address(address)
+        return kind == "topic"
+
+    def stream_info(self, address: str) -> dict[str, int] | None:
+        """A stream's offsets and counts (a partitioned one's: its partitions and totals);
+        None if ``address`` is no stream here."""
+        node = self.nodes.get(address)
+        return node.info() if isinstance(node, (Stream, PartitionedStream)) else None
 
     def queue(self, name: str) -> Queue | Stream | None:
         """The queue or stream called ``name`` (what the default exchange routes to)."""
@@ -440,6 +480,7 @@ class VirtualHost:
         """Remove a subscription queue from its topic (and from the store, if durable)."""
         for key, q in list(topic.subscriptions.items()):
             if q is queue:
+                log.info("ended subscription %r of topic %r in vhost %r", key, topic.name, self.name)
                 topic.unsubscribe(key)
                 q.purge()
                 if q.durable_node:

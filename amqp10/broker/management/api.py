@@ -160,6 +160,7 @@ class WholeView(Protocol):
     async def on_owner(
         self, caller: Caller, op: NodeOp, entity_type: str, name: str, vhost: str | None, args: Mapping[str, Any]
     ) -> Any: ...
+    async def stream_info(self, vhost: str, address: str) -> dict[str, int] | None: ...
 
 
 class Management:

@@ -188,6 +188,9 @@ def apply_change(broker: Broker, vhost_name: str, change: Change, *, check: bool
             vhost.declare_queue(name, kind=kind, durable=durable, auto_delete=auto_delete, arguments=arguments or None)
         elif check:
             _check_queue(vhost_name, q, kind, durable, auto_delete, arguments, vhost.stream_arguments)
+    elif op == "topic":  # (a 1.0 topic: a copy on every worker, Topic.copies)
+        if args[0] not in vhost.nodes:
+            vhost.create_node(args[0], "topic")
     elif op == "drop-queue":
         if args[0] in vhost.nodes:
             vhost.delete_node(args[0])

@@ -48,6 +48,8 @@ from ...transport import (
 )
 from ...transport.delivery import Delivery
 from ...types import Accepted, Error, ErrorCondition, Rejected
+from ..amqp1.filters import consumer_filters
+from ..amqp1.termini import stream_offset
 from ..core import (
     Broker,
     ConsumeResult,
@@ -60,6 +62,8 @@ from ..core import (
     QueuedMessage,
     QueuePolicy,
     ResourceLocked,
+    Stream,
+    Topic,
     VirtualHost,
 )
 from ..core.replies import DirectReplies
@@ -98,6 +102,7 @@ from .remote import (
     REQUESTS_ADDRESS,
     RESULTS,
     ROUTED,
+    SUBSCRIPTION,
     UNDELIVERABLE,
     VHOST,
 )
@@ -169,7 +174,7 @@ class LinkConsumer:
 
     __slots__ = (
         "_pending", "_refs", "_server", "allowed", "at_most_once", "browse", "exclusive", "id", "in_flight", "link",
-        "node", "priority",
+        "node", "priority", "selector",
     )  # fmt: skip
 
     def __init__(
@@ -197,6 +202,8 @@ class LinkConsumer:
         """Reference -> a message sent and not settled yet."""
         self._refs = itertools.count(1)
         self._pending: list[int] = []  # references of this turn, not yet sent
+        self.selector: Callable[[QueuedMessage], bool] | None = None
+        """What of the node it sees (the other worker's consumer's selector or filters)."""
         self.at_most_once = False
         """Its front end settles each message as it hands it out (0-9-1 no-ack): done with here
         as it is sent, and sent without a reference (no outcome comes back)."""
@@ -290,7 +297,9 @@ def settle(node: Node, msg: QueuedMessage, code: int, due: float, consumer_id: i
 class _ByName(Node):
     """A queue of ours as the other worker's default exchange reaches it: found by name at
     each publish; unroutable while there is no such queue (nothing is made). A direct
-    reply-to address of a requester here (core/replies.py) takes its replies too."""
+    reply-to address of a requester here (core/replies.py) takes its replies too, and our
+    copy of a 1.0 topic, reached from its copy on the other worker (``Topic.copies``), sends
+    to our subscriptions."""
 
     def __init__(self, vhost: VirtualHost, name: str) -> None:
         super().__init__(name, QueuePolicy())
@@ -300,6 +309,9 @@ class _ByName(Node):
         q = self._vhost.queue(self.name)
         if q is not None:
             return q.publish(msg, on_stored)
+        topic = self._vhost.nodes.get(self.name)
+        if isinstance(topic, Topic):
+            return topic.publish_here(msg, on_stored)
         requester = self._vhost.broker.replies.consumer(self._vhost, self.name)
         if requester is None:
             return PublishResult.UNROUTABLE
@@ -310,6 +322,17 @@ class _ByName(Node):
     def room(self) -> int | None:
         q = self._vhost.queue(self.name)
         return None if q is None else q.room()
+
+
+def _view(node: Node, filters: Any) -> tuple[Callable[[QueuedMessage], bool] | None, int | None]:
+    """What a consumer on the other worker sees of ``node``, from the filters its front end
+    applied (a 1.0 source's): its selector (None: everything), and where it starts reading
+    a stream. Raises ValueError for filters or an offset that cannot be applied."""
+    selector = consumer_filters(filters).predicate(None) if filters else None
+    if not isinstance(node, Stream):
+        return selector, None
+    spec = stream_offset(filters)[1]
+    return selector, node.start_offset(getattr(spec, "value", spec))  # (RabbitMQ's is described)
 
 
 class _Gets:
@@ -352,6 +375,8 @@ class NodeServer:
         self._touched: set[int] = set()
         self._after_reply: list[Callable[[], None]] | None = None
         """While a question is answered: what must reach the peer after its answer."""
+        self._subscriptions: dict[int, tuple[VirtualHost, Topic, bool]] = {}
+        """id(link) -> its topic subscription's (vhost, topic, durable), of a consumer of one."""
         self.reason: str | None = None
         self.memo: AnswerMemo | None = None
         """The worker's remembered answers (:mod:`.questions`; None: every question is applied)."""
@@ -361,6 +386,7 @@ class NodeServer:
             "purge": self._purge,
             "delete": self._delete,
             "get": self._get,
+            "unsubscribe": self._unsubscribe,
         }
 
     # -- LinkHandler --------------------------------------------------------------------------
@@ -416,6 +442,7 @@ class NodeServer:
             c.release_unsettled()
         self._gets.release_unsettled()
         self.publishing.clear()
+        self._subscriptions.clear()  # (kept: the other worker's consumers come back to them)
 
     # -- links --------------------------------------------------------------------------------
     def wrote(self) -> None:
@@ -436,9 +463,20 @@ class NodeServer:
             DirectReplies.is_reply_address(str(address)) and str(address) not in vhost.nodes
         ):  # (a reply address with no queue: a 0-9-1 requester's, taken by its channel)
             return _ByName(vhost, str(address))
+        subscription = props.get(SUBSCRIPTION) if props else None
+        if subscription is not None and isinstance(link, Sender):  # (of our copy of a 1.0 topic)
+            topic_name, key, durable = subscription
+            topic = vhost.lookup(str(topic_name), create=True, kind="topic")
+            if not isinstance(topic, Topic):
+                return None
+            self._subscriptions[id(link)] = (vhost, topic, bool(durable))
+            return topic.subscribe(str(key), durable=bool(durable))
         # made on first use here, as on a broker of one worker (the worker that stands in
         # for it made nothing: its lookup answered the stand-in)
-        return vhost.lookup(str(address), create=True)
+        node = vhost.lookup(str(address), create=True)
+        if isinstance(node, Topic):  # (a copy on every worker: reached only as Topic.copies)
+            return _ByName(vhost, node.name) if isinstance(link, Receiver) else None
+        return node
 
     def _attached(self, link: Link) -> None:
         if isinstance(link, Receiver) and getattr(link.remote_target, "address", None) in (
@@ -495,6 +533,12 @@ class NodeServer:
                 )
                 self.wrote()
                 return
+            try:
+                selector, start = _view(node, getattr(link.remote_source, "filter", None))
+            except ValueError as exc:  # (FilterError too): the other worker's front end checked it
+                link.detach(Error(condition=ErrorCondition.INVALID_FIELD, description=str(exc)))
+                self.wrote()
+                return
             mode = getattr(link.remote_source, "distribution_mode", None)
             c = LinkConsumer(
                 self,
@@ -506,12 +550,18 @@ class NodeServer:
                 exclusive=exclusive,
             )
             c.at_most_once = bool(props.get(AT_MOST_ONCE, False))
+            if id(link) in self._subscriptions and isinstance(node, Queue):
+                node.admit, selector = selector, None  # the filters decide what the subscription keeps
+            c.selector = selector
             link.context = c
             self.consumers[id(link)] = c
             remote_id = props.get(CONSUMER_ID)
             if remote_id is not None:
                 self._by_remote_id[int(remote_id)] = c
-            node.add_consumer(c)
+            if isinstance(node, Stream):
+                node.add_consumer(c, start)
+            else:
+                node.add_consumer(c)
         self.wrote()
 
     def _detached(self, link: Link) -> None:
@@ -521,6 +571,13 @@ class NodeServer:
             self._drop_remote_id(c)
             c.node.remove_consumer(c)
             c.release_unsettled()
+        subscribed = self._subscriptions.pop(id(link), None)
+        if subscribed is not None and c is not None:
+            vhost, topic, durable = subscribed
+            q = c.node
+            # a shared volatile subscription ends with its last consumer, on any worker
+            if not durable and isinstance(q, Queue) and not q.consumers:
+                vhost.drop_subscription(topic, q)
 
     def after_reply(self, then: Callable[[], None]) -> None:
         """Do ``then`` once the answer to the question being answered has gone (now, if none is)."""
@@ -704,6 +761,16 @@ class NodeServer:
             raise PreconditionFailed(f"{where} not empty")
         count = q.count
         vhost.delete_node(name)
+        return [count]
+
+    def _unsubscribe(self, vhost: Any, args: list[Any]) -> list[Any]:
+        _, topic_name, key = args
+        topic = vhost.nodes.get(topic_name)
+        q = topic.subscriptions.get(key) if isinstance(topic, Topic) else None
+        if q is None:
+            return [0]
+        count = q.count
+        vhost.drop_subscription(topic, q)
         return [count]
 
     def _get(self, vhost: Any, args: list[Any]) -> list[Any]:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..core import Node
     from .remote import RemoteNode, RemoteNodes
 
 __all__ = ["DYNAMIC_PREFIX", "REPLY_PREFIX", "Ownership", "Placement", "dynamic_prefix", "reply_prefix", "spread"]
@@ -140,6 +141,11 @@ class Placement:
             raise ValueError(f"no internal link to worker(s) {sorted(missing)}")
         self.ownership = ownership
         self.links = links
+
+    def copies(self, vhost: str, name: str) -> list[Node]:
+        """The stand-ins for node ``name`` on every other worker (of a node every worker has
+        a copy of: a 1.0 topic), whoever owns the name."""
+        return [self.links[k].node(vhost, name) for k in sorted(self.links)]
 
     def __call__(self, vhost: str, name: str) -> RemoteNode | None:
         owner = self.ownership.owner(vhost, name)

@@ -27,7 +27,7 @@ from pathlib import Path
 import anyio
 from anyio.abc import TaskStatus
 
-from ..core import Broker
+from ..core import Broker, Topic
 from .link import InternalLink, listening
 from .owner import NodeServer
 from .ownership import Ownership, Placement, dynamic_prefix, reply_prefix
@@ -95,6 +95,11 @@ class Peers:
             self.broker.coordinator = self.transactions
             self.broker.dynamic_prefix = dynamic_prefix(self.me)  # (its dynamic nodes are its own)
             self.broker.replies.prefix = reply_prefix(self.me)  # (and its requesters' reply addresses)
+            self.broker.copies = self.placement.copies
+            for vhost in list(self.broker.vhosts.values()):  # (those recovered before the links)
+                for node in list(vhost.nodes.values()):
+                    if isinstance(node, Topic):
+                        vhost.reach_copies(node)
             dialers = [asyncio.ensure_future(self._dial(nodes)) for nodes in self.links.values()]
             try:
                 with anyio.move_on_after(CONNECT_SECONDS):

@@ -93,6 +93,7 @@ __all__ = [
     "REPLIES_ADDRESS",
     "REQUESTS_ADDRESS",
     "ROUTED",
+    "SUBSCRIPTION",
     "PUBLISH_RESULTS",
     "REFUSED_IN_PART",
     "RESULTS",
@@ -141,6 +142,10 @@ it, and no outcome comes back."""
 ROUTED = symbol("routed")
 """In a publishing link's properties: its messages go to the queue by name, as the default
 exchange routes them (unroutable if the owner has no such queue; none is made)."""
+SUBSCRIPTION = symbol("subscription")
+"""In a consuming link's properties: [topic, key, durable] of the 1.0 topic subscription it
+consumes (the owner makes it on its copy of the topic, as a broker of one worker does at
+the consumer's attach)."""
 EXCLUSIVE = symbol("exclusive")
 """In a consuming link's properties: its consumer wants the queue to itself."""
 ADMITTED = symbol("admitted")
@@ -371,6 +376,9 @@ class RemoteNode(NodeElsewhere):
 
     def ask_get(self, answered: Answered[tuple[QueuedMessage | None, int]]) -> None:
         self._ask("get", [], self._got, answered)
+
+    def ask_unsubscribe(self, topic: str, key: str) -> None:
+        self._ask("unsubscribe", [topic, key], _first, _ignored)
 
     def _got(self, values: list[Any]) -> tuple[QueuedMessage | None, int]:
         """The owner's answer to a ``basic.get``: the count left, and the message with its reference."""
@@ -637,6 +645,14 @@ def _first(values: list[Any]) -> int:
     return int(values[0])
 
 
+def _ignored(result: Callable[[], Any]) -> None:
+    """An answer nobody waits for (one that reports a refusal is logged)."""
+    try:
+        result()
+    except ModelError as exc:
+        log.info("the owner refused: %s", exc)
+
+
 def _refusal_to(consumer: Consumer) -> Answered[ConsumeResult]:
     """What tells a consumer added without asking (:meth:`RemoteNode.add_consumer`) that the
     owner did not admit it."""
@@ -865,16 +881,22 @@ class RemoteNodes:
         self, node: RemoteNode, consumer: Consumer, *, exclusive: bool = False
     ) -> Receiver:
         session = self._consuming or self._publishing  # (before the owner's open: the one channel)
-        props = {
+        props: dict[Any, Any] = {
             PRIORITY: int(getattr(consumer, "priority", 0)),
             CONSUMER_ID: consumer.id,
             EXCLUSIVE: exclusive,
             AT_MOST_ONCE: bool(getattr(consumer, "no_ack", False)),
         }
+        subscription = getattr(consumer, "subscription", None)
+        if subscription is not None:  # (a 1.0 topic's subscription: the owner makes it)
+            props[SUBSCRIPTION] = list(subscription)
         receiver: Receiver = session.receiver(
             f"consume:{next(self._names)}",
             source=Source(
-                address=node.name, distribution_mode=symbol("copy") if consumer.browse else None
+                address=node.name,
+                distribution_mode=symbol("copy") if consumer.browse else None,
+                # what the owner applies for it: selectors, a stream's offset (a 1.0 consumer's)
+                filter=getattr(consumer, "filters", None) or None,
             ),
             target=Target(address=self.container_id),
             properties=node._properties(**props),

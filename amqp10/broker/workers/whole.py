@@ -150,6 +150,13 @@ class WholeBroker:
             done = m.execute(caller, Request(**args["request"]))
             await m.broker.committed()
             return {"status": done.status, "description": done.description, "body": done.body, "properties": done.properties}
+        if op == "stream-info":  # (ours if we own it, or hold its partitioned address)
+            vhost, address = str(args["vhost"]), str(args["address"])
+            host = m.broker.vhost(vhost)
+            info = host.stream_info(address) if host is not None else None
+            if info is None or ("partitions" not in info and self.ownership.owner(vhost, address) != self.ownership.me):
+                return None  # (a record of the metadata's, not the stream)
+            return info
         if op == "metrics":
             if self.local_metrics is None:
                 raise NotFoundError("/metrics is off")
@@ -214,6 +221,14 @@ class WholeBroker:
             return result
         fields = {"op": op.__name__, "type": entity_type, "name": name, "vhost": vhost, "args": dict(args)}
         return await self.point.ask_one(owner, "node", self._who(caller, **fields))
+    async def stream_info(self, vhost: str, address: str) -> dict[str, int] | None:
+        """``stream-info`` of a stream another worker holds: the first worker's that does
+        (its owner's; a partitioned stream's address, any worker's that made it)."""
+        answers = await self.point.ask_others("stream-info", {"vhost": vhost, "address": address})
+        for k in sorted(answers):
+            if answers[k] is not None:
+                return {str(key): int(v) for key, v in answers[k].items()}
+        return None
 
     async def close_connection(self, caller: Caller, name: str, reason: str) -> None:
         """Close connection ``name``, on whichever worker it lives; 404 if on none."""
