@@ -92,11 +92,13 @@ def _functions_of(obj: Any) -> list[Any]:
     return [obj] if inspect.isfunction(obj) else []
 
 
-def referred_names(roots: list[Any]) -> set[str]:
-    """Every name the code of ``roots`` refers to (attributes and globals), following the
-    functions and classes of the test modules it calls (not those of the shared conftest,
-    whose names are what is looked for)."""
+def referred(roots: list[Any]) -> tuple[set[str], set[str]]:
+    """What the code of ``roots`` refers to, following the functions and classes of the
+    test modules it calls (not those of the shared conftest, whose names are what is
+    looked for): the names (attributes and globals), and its words (those names, its
+    string constants and its keywords' names)."""
     names: set[str] = set()
+    words: set[str] = set()
     seen: set[int] = set()
     todo = [f for r in roots for f in _functions_of(r)]
     while todo:
@@ -105,6 +107,8 @@ def referred_names(roots: list[Any]) -> set[str]:
             continue
         seen.add(id(fn))
         for code in _codes(fn.__code__):
+            for const in code.co_consts:
+                words.update(c for c in (const if isinstance(const, tuple) else (const,)) if isinstance(c, str))
             for name in (*code.co_names, *code.co_freevars):
                 names.add(name)
                 target = fn.__globals__.get(name)
@@ -113,7 +117,7 @@ def referred_names(roots: list[Any]) -> set[str]:
                     names.add(HARNESS)
                 elif module.startswith("tests.") and module != SHARED:
                     todo.extend(_functions_of(target))
-    return names
+    return names, words | names
 
 
 def _roots(item: pytest.Item) -> tuple[list[Any], set[str]]:
@@ -140,7 +144,8 @@ def classify(items: list[pytest.Item]) -> tuple[list[pytest.Item], list[pytest.I
     no_broker: list[pytest.Item] = []
     for item in items:
         roots, fixtures = _roots(item)
-        names = referred_names(roots)
+        names, words = referred(roots)
+        item.stash[WORDS] = words
         if needs_in_process(names):
             item.add_marker(pytest.mark.in_process)
             in_process.append(item)
@@ -149,10 +154,14 @@ def classify(items: list[pytest.Item]) -> tuple[list[pytest.Item], list[pytest.I
     return in_process, no_broker
 
 
+WORDS = pytest.StashKey[set[str]]()
+"""An item's words (:func:`referred`), kept by :func:`classify`."""
+
+
 def not_yet(item: pytest.Item) -> str | None:
-    """The feature of :data:`NOT_YET` that ``item``'s id names, or None."""
-    nodeid = item.nodeid.lower()
-    return next((feature for feature, pattern in NOT_YET.items() if re.search(pattern, nodeid)), None)
+    """The feature of :data:`NOT_YET` that ``item``'s id or words name, or None."""
+    text = " ".join([item.nodeid, *sorted(item.stash.get(WORDS, set()))]).lower()
+    return next((feature for feature, pattern in NOT_YET.items() if re.search(pattern, text)), None)
 
 
 def select(config: pytest.Config, items: list[pytest.Item]) -> None:
