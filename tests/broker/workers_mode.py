@@ -48,7 +48,8 @@ ALL_ENV = "AMQP10_TEST_WORKERS_ALL"
 
 NOT_YET: dict[str, str] = {
     # feature not yet across workers (issue 31) -> a pattern on the test's id
-    "exclusive, auto-delete and dynamic nodes, direct reply-to": r"exclusive|auto_?delete|dynamic|reply_?to",
+    "exclusive, auto-delete and dynamic nodes, direct reply-to": r"exclusive|auto_?delete|dynamic|reply_?to|\brequest\b",
+    "management of one node (peek, get, purge, delete) on a worker that does not own it": r"peek",
     "1.0 topics, streams and partitions": r"topic|stream|partition",
     "transactions (1.0, 0-9-1 tx, 0-10 dtx)": r"transaction|txn|[/_]tx|dtx",
     "0-10 on another worker's nodes": r"amqp010",
@@ -69,6 +70,14 @@ KNOWN_TO_FAIL: dict[str, str] = {
         "the anonymous relay to an absent queue another worker would own: that owner makes it (accepted, not rejected)",
     "tests/broker/amqp1/test_amq_model_e2e.py::test_proton_reaches_exchanges_and_queues_by_address":
         "a [[vhosts]] binding of the config, published to from a non-owner: the message does not reach the queue",
+    "tests/broker/amqp091/test_amqp091_pika.py::test_dead_lettering_adds_x_death":
+        "a message dead-lettered by its queue's owner is not yet in the dead-letter queue when the client asks it",
+    "tests/broker/test_local_random_exchange.py::test_pika_declares_binds_and_publishes":
+        "x-local-random refuses a binding to a queue another worker owns (406)",
+    "tests/broker/test_rabbitmq4_queue_semantics_e2e.py::test_pika_consumer_timeout_closes_the_channel_and_the_message_goes_back":
+        "the owner's consumer timeout does not close a consumer's channel on another worker",
+    "tests/broker/amqp1/test_e2e_client.py::test_max_length_blocks_the_publisher_until_consumers_drain":
+        "a 1.0 publisher on another worker than its full queue's owner keeps its credit",
 }
 """Tests that fail at N > 1 for a bug of their own (not a feature of :data:`NOT_YET`), by id."""
 
@@ -77,6 +86,9 @@ IN_PROCESS_ATTRIBUTES = frozenset({"service", "broker", "portal"})
 
 IN_PROCESS_HELPERS = frozenset({"held_commits", "broker_in_loop"})
 """Helpers of ``tests/broker/conftest.py`` that work on the in-process broker."""
+
+IN_PROCESS_FIXTURES = frozenset({"caplog"})
+"""Fixtures that see only this process: a test that starts a broker and reads its log."""
 
 STARTS_A_BROKER = frozenset({"start_broker", "broker_with", "running_broker"})
 """What starts a broker through the shared fixtures (so at ``workers = N`` when asked)."""
@@ -162,10 +174,11 @@ def classify(items: list[pytest.Item]) -> tuple[list[pytest.Item], list[pytest.I
         roots, fixtures = _roots(item)
         names, words = referred(roots)
         item.stash[WORDS] = words
-        if needs_in_process(names):
+        starts = bool((names | fixtures) & STARTS_A_BROKER)
+        if needs_in_process(names) or (starts and fixtures & IN_PROCESS_FIXTURES):
             item.add_marker(pytest.mark.in_process)
             in_process.append(item)
-        elif not (names | fixtures) & STARTS_A_BROKER:
+        elif not starts:
             no_broker.append(item)
     return in_process, no_broker
 
@@ -203,7 +216,7 @@ def select(config: pytest.Config, items: list[pytest.Item]) -> None:
     lines = [
         f"workers = {n}: {len(kept)} tests run against `amqp10 broker --workers {n}`; deselected "
         f"{len(in_process)} that need the in-process broker (marker in_process: .service, .broker, "
-        f"held_commits, broker_in_loop, the harness) and {len(no_broker)} that start no broker "
+        f"held_commits, broker_in_loop, the harness, its log) and {len(no_broker)} that start no broker "
         "through tests/broker/conftest.py (nothing in them differs)",
         *(f"  deselected {count}: {feature}, not yet at workers = {n} ({ALL_ENV}=1 runs them)"
           for feature, count in features.items()),
