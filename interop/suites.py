@@ -215,9 +215,14 @@ class Tls:
 
 
 @contextmanager
-def broker_on(port: int, workdir: Path, tls: Tls | None = None) -> Iterator[subprocess.Popen[bytes]]:
-    """``amqp10 broker`` (this checkout) on 127.0.0.1:``port`` (and ``tls``), its log in ``workdir``."""
+def broker_on(
+    port: int, workdir: Path, tls: Tls | None = None, workers: int = 1
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``amqp10 broker`` (this checkout) on 127.0.0.1:``port`` (and ``tls``), its log in
+    ``workdir``; ``workers`` > 1: ``--workers N`` (issue 31's preview), once each listens."""
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    if workers > 1:
+        env["AMQP10_WORKERS_PREVIEW"] = "1"
     log_path = workdir / "broker.log"
     log = log_path.open("wb")
     args = ["--port", str(port)]
@@ -228,6 +233,9 @@ def broker_on(port: int, workdir: Path, tls: Tls | None = None) -> Iterator[subp
             f"tls_cert = {str(tls.cert)!r}\ntls_key = {str(tls.key)!r}\ntls_ca = {str(tls.ca)!r}\n"
         )
         args = ["--config", str(config)]
+    args += ["--workers", str(workers)]
+    listening = f"listening on 127.0.0.1:{port}"
+    ready = [f"worker={k} logger=amqp10.broker msg=\"{listening}\"" for k in range(workers)] if workers > 1 else [listening]
     proc = subprocess.Popen(
         [sys.executable, "-m", "amqp10.cli", "broker", *args, "--no-http", "--data-dir", str(workdir / "data")],
         stdout=log,
@@ -236,7 +244,7 @@ def broker_on(port: int, workdir: Path, tls: Tls | None = None) -> Iterator[subp
     )
     try:
         deadline = time.monotonic() + 30
-        while f"listening on 127.0.0.1:{port}" not in log_path.read_text(errors="replace"):
+        while not all(line in log_path.read_text(errors="replace") for line in ready):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("the broker did not start:\n" + log_path.read_text(errors="replace"))
             time.sleep(0.1)
@@ -307,9 +315,17 @@ def _count(out: Outcome, case: ET.Element, suites: list[str]) -> None:
 
 
 def run_suite(
-    suite: Suite, suites_dir: Path, workdir: Path, *, port: int = PORT, select: str | None = None, rabbitmq: bool = False
+    suite: Suite,
+    suites_dir: Path,
+    workdir: Path,
+    *,
+    port: int = PORT,
+    select: str | None = None,
+    rabbitmq: bool = False,
+    workers: int = 1,
 ) -> Outcome:
-    """Unpack ``suite``, run it against a broker of this checkout (or RabbitMQ), return the counts."""
+    """Unpack ``suite``, run it against a broker of this checkout (``workers`` processes)
+    or RabbitMQ, return the counts."""
     tarball = fetch_sdist(suite) if suite.sdist else suites_dir / suite.tarball
     if not tarball.is_file():
         raise FileNotFoundError(f"{tarball} not found (see --suites)")
@@ -340,7 +356,7 @@ def run_suite(
             port, tls_port, _ = stack.enter_context(rabbitmq_on(workdir, tls))
             tls = Tls(tls_port, tls.ca, tls.cert, tls.key)
         else:
-            stack.enter_context(broker_on(port, workdir, tls))
+            stack.enter_context(broker_on(port, workdir, tls, workers))
         if tls is not None:
             env.update(SUITE_BROKER_HOST="127.0.0.1", SUITE_BROKER_PORT=str(port), SUITE_BROKER_TLS_PORT=str(tls.port))
         tail = _run_logged(command, root, env)
@@ -515,6 +531,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="ours",
         help="rabbitmq: a private RabbitMQ 3.10 instead (the reference counts; records nothing)",
     )
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="our broker as N worker processes (issue 31's preview; records nothing unless 1)",
+    )
     args = ap.parse_args(argv)
     suite = SUITES[args.suite]
     rabbitmq = args.broker == "rabbitmq"
@@ -527,7 +549,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix=f"suite-{suite.name}-") as tmp:
         workdir = Path(args.workdir) if args.workdir else Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
-        outcome = run_suite(suite, Path(args.suites), workdir, select=args.select, rabbitmq=rabbitmq)
+        outcome = run_suite(
+            suite, Path(args.suites), workdir, select=args.select, rabbitmq=rabbitmq, workers=args.workers
+        )
     if rabbitmq:
         print(f"{suite.name} against RabbitMQ: {outcome.summary()} in {outcome.seconds:.0f}s")
         for ident, message in outcome.failures:
@@ -539,7 +563,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"reference: {ref}: {shown}" + (f" ({note})" if note else ""))
     for ident, message in outcome.failures:
         print(f"FAILED {ident}: {message}")
-    if not args.no_write and not args.select:
+    if not args.no_write and not args.select and args.workers == 1:
         record(RESULTS, suite, outcome, REASONS.get(suite.name, {}))
         print(f"recorded in {RESULTS}", file=sys.stderr)
     return 1 if outcome.failed or outcome.errors else 0

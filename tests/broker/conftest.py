@@ -76,6 +76,13 @@ def held_commits(b: RunningBroker) -> Iterator[Callable[[Callable[[list[Any]], b
 
 
 def start_broker(config: BrokerConfig) -> Iterator[RunningBroker]:
+    """A broker with ``config``: in a thread of this process, or at ``AMQP10_TEST_WORKERS=N``
+    > 1 as ``amqp10 broker --workers N`` (``workers_mode.py``; then only its port and url)."""
+    from tests.broker.workers_mode import start_processes, worker_count
+
+    if worker_count() > 1:
+        yield from start_processes(config, worker_count())
+        return
     with anyio.from_thread.start_blocking_portal() as portal:
         service = BrokerService(config)
         future, _ = portal.start_task(service.run)

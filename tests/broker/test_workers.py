@@ -38,21 +38,19 @@ class Parent:
 
     def __init__(self, data_dir: Path, workers: int = 2, args: Sequence[str] = ("--no-http",)) -> None:
         """``args``: more of ``amqp10 broker``'s arguments (a config, the HTTP port)."""
+        self._start(["--port", "0", *args, "--data-dir", str(data_dir), "--workers", str(workers)])
+
+    @classmethod
+    def of_config(cls, config_file: Path, workers: int = 2) -> Parent:
+        """``amqp10 broker --config FILE --workers N``: the file names the listeners and the store."""
+        p = cls.__new__(cls)
+        p._start(["--config", str(config_file), "--workers", str(workers)])
+        return p
+
+    def _start(self, args: Sequence[str]) -> None:
         env = {**os.environ, PREVIEW_ENV: "1"}
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "amqp10.cli",
-                "broker",
-                "--port",
-                "0",
-                *args,
-                "--data-dir",
-                str(data_dir),
-                "--workers",
-                str(workers),
-            ],
+            [sys.executable, "-m", "amqp10.cli", "broker", *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

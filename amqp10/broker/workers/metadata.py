@@ -82,6 +82,7 @@ from ..core import (
 from ..core.store import BARRIER
 from ..topology import LiveDefinitions
 from ..users import read_users_file
+from .compaction import compacted
 from .link import InternalLink
 from .ownership import Ownership
 from .placing import PLACEMENT_OPS, UNPLACE_WORKER, apply_placement, placed_here
@@ -111,6 +112,8 @@ CATCH_UP_SECONDS = 10.0
 """How long a starting worker waits for the parent's changes before it serves anyway."""
 SEND_TIMEOUT = 10.0
 """How long the parent waits for a worker to take what it writes before it drops the link."""
+COMPACT_AFTER = 10_000
+"""The fewest changes since the last compaction of the log that make the next one."""
 
 Change = tuple[Any, ...]
 """An operation and its arguments, as :func:`apply_change` reads them (the core's
@@ -255,7 +258,9 @@ def rebind_to_owners(broker: Broker) -> None:
 
 # -- the parent: the log and the sequencer -----------------------------------------------------
 class MetadataLog:
-    """The parent's ``metadata.sqlite3``: every change in order, each committed when added."""
+    """The parent's ``metadata.sqlite3``: every change in order, each committed when added;
+    compacted (:mod:`.compaction`) once the changes since the last compaction outnumber what
+    it kept (at least :data:`COMPACT_AFTER`), so it grows with the metadata, not its history."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -265,12 +270,21 @@ class MetadataLog:
         self.db.execute(
             "CREATE TABLE IF NOT EXISTS changes (seq INTEGER PRIMARY KEY, vhost TEXT NOT NULL, change BLOB NOT NULL)"
         )
+        self.db.execute("CREATE TABLE IF NOT EXISTS snapshot (seq INTEGER NOT NULL)")
+        row = self.db.execute("SELECT MAX(seq) FROM snapshot").fetchone()
+        self.snapshot = int(row[0] or 0)
+        """The number of the last change the latest compaction saw (0: never compacted)."""
+        self._last = int(self.db.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()[0])
+        self._last = max(self._last, self.snapshot)
+        self.kept = int(self.db.execute("SELECT COUNT(*) FROM changes WHERE seq <= ?", (self.snapshot,)).fetchone()[0])
+        """How many changes the latest compaction kept."""
 
     def append(self, vhost: str, change: Change) -> int:
         """Store ``change`` (committed on return); its sequence number."""
-        cur = self.db.execute("INSERT INTO changes (vhost, change) VALUES (?, ?)", (vhost, _encode(list(change))))
-        assert cur.lastrowid is not None
-        return cur.lastrowid
+        seq = self._last + 1  # (numbered here: a compaction may have left out the last change)
+        self.db.execute("INSERT INTO changes (seq, vhost, change) VALUES (?, ?, ?)", (seq, vhost, _encode(list(change))))
+        self._last = seq
+        return seq
 
     def after(self, seq: int) -> list[tuple[int, str, Change]]:
         """The changes numbered after ``seq``, in order."""
@@ -278,8 +292,28 @@ class MetadataLog:
         return [(n, vhost, tuple(decode(blob))) for n, vhost, blob in rows]
 
     def last(self) -> int:
-        row = self.db.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()
-        return int(row[0])
+        return self._last
+
+    def compact_due(self) -> bool:
+        return self._last - self.snapshot >= max(COMPACT_AFTER, self.kept)
+
+    def compact(self, applied_by_all: int = 0) -> None:
+        """Leave out every change a catch-up no longer needs (:func:`.compaction.compacted`),
+        in one transaction; ``applied_by_all``: the number every worker has applied."""
+        rows = self.after(0)
+        kept = compacted(rows, applied_by_all)
+        keep = {seq for seq, _, _ in kept}
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self.db.executemany("DELETE FROM changes WHERE seq = ?", [(n,) for n, _, _ in rows if n not in keep])
+            self.db.execute("DELETE FROM snapshot")
+            self.db.execute("INSERT INTO snapshot (seq) VALUES (?)", (self._last,))
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.snapshot, self.kept = self._last, len(kept)
+        log.info("metadata: the log compacted at change %d: %d of %d changes kept", self._last, len(kept), len(rows))
 
     def close(self) -> None:
         self.db.close()
@@ -379,6 +413,9 @@ class Sequencer:
         self.log = MetadataLog(database)
         self.placed = Ownership(config.worker_count())
         """The override table (placing.py): sent whole to a worker that starts."""
+        self.directory = directory
+        self.workers = config.worker_count()
+        self._compact_if_due()
         for seq, vhost, change in self.log.after(0):
             try:
                 if not apply_placement(self.placed, vhost, change):
@@ -464,6 +501,7 @@ class Sequencer:
         except (ModelError, ArgumentError, ValueError) as exc:  # made there: in the order all the same
             log.debug("metadata change (%s) not made in the parent's copy: %s", change[0], exc)
         seq = self.log.append(vhost, change)
+        self._compact_if_due()
         live = {p for p in self.peers.values() if p.live}
         self.unanswered[seq] = (peer, request, live)
         for p in live:
@@ -476,6 +514,11 @@ class Sequencer:
         for p in self.peers.values():
             if p.live:
                 p.send(["change", seq, None, "", list(change)])
+
+    def _compact_if_due(self) -> None:
+        if self.log.compact_due():
+            every = min(_read_applied(self.directory / f"{k}.applied") for k in range(self.workers))
+            self.log.compact(applied_by_all=every)
 
     def applied(self, peer: _Peer | None, seq: int) -> None:
         """``peer`` applied every change up to ``seq`` (None: a worker went); answer each
