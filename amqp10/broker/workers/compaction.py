@@ -91,7 +91,7 @@ def _contained(key: Key, gone: Key) -> bool:
     if key[1] != vhost or key == gone:
         return False
     if kind == "vhost":
-        return key[0] != "place"  # (a placement outlives its virtual host: placing.py)
+        return bool(key[0] != "place")  # (a placement outlives its virtual host: placing.py)
     if key[0] != "bind":
         return False
     name: str = gone[2]
