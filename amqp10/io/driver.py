@@ -140,6 +140,7 @@ class Driver(Generic[EventT]):
         # bytes now (see amqp10.io.asyncio_tcp); None: always through ``await stream.send``
         self._direct = asyncio_tcp(stream)
         self._asleep_until = math.inf  # the deadline the writer sleeps until (while it does)
+        self._after_write: list[Callable[[], None]] = []  # see after_write
 
     # -- for the owner ----------------------------------------------------------------
     def flush_soon(self) -> None:
@@ -152,6 +153,14 @@ class Driver(Generic[EventT]):
         self._wake_pending = True
         if self._wake is not None:
             self._wake.set()
+
+    def after_write(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once what the engine has queued so far has been handed to the
+        stream, in a write of its own: output ``callback`` causes goes out in a later write.
+        (The broker starts a new consumer's deliveries so: its attach answer is read alone,
+        before the link's first transfers.) Never called if the connection ends first."""
+        self._after_write.append(callback)
+        self.flush_soon()
 
     @property
     def flush_mark(self) -> int:
@@ -333,6 +342,20 @@ class Driver(Generic[EventT]):
             self.bytes_written += len(data)
         self._written = generation
         self._flushed.fire()
+        if self._after_write:
+            self._run_after_write()
+
+    def _run_after_write(self) -> None:
+        """Call the :meth:`after_write` callbacks (what they queue waits for the next write)."""
+        callbacks, self._after_write = self._after_write, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception as exc:  # a bug in the owner's callback: stop this connection
+                log.exception("error in a callback after writing to %s", self.peer)
+                self.abort(errors.ConnectionError(f"connection to {self.peer} stopped: internal error: {exc!r}"))
+                return
+        self.flush_soon()
 
     async def _write_loop(self) -> None:
         protocol = self.protocol
@@ -359,9 +382,14 @@ class Driver(Generic[EventT]):
                 self.bytes_written += len(data)
                 self._written = generation
                 self._flushed.fire()
+                if self._after_write:
+                    self._run_after_write()
                 continue  # more may have been queued while we waited on the socket
             self._written = generation
             self._flushed.fire()
+            if self._after_write:
+                self._run_after_write()
+                continue  # (what they queued)
             if protocol.is_closed or self._eof:
                 return
             if self._wake_pending:

@@ -227,6 +227,46 @@ async def test_flush_soon_inside_the_handler_flushes_once_after_it(driver: type[
         assert (engine.takes - takes, d.writes - writes) == (10, 10)  # one take, one write per read
 
 
+class Staged(Echo):
+    """An :class:`Echo` that answers a line with ``ATTACH``, and asks its driver to answer
+    ``TRANSFER`` once that is written (as the broker starts a new consumer's deliveries);
+    it keeps each batch of output the driver takes (a write each)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.after_write: Callable[[Callable[[], None]], None] = lambda callback: None
+        self.taken: list[bytes] = []
+
+    def answer(self, lines: list[bytes]) -> None:
+        for _ in lines:
+            self.out += b"ATTACH\n"
+            self.flush()
+            self.after_write(self.transfer)
+
+    def transfer(self) -> None:
+        self.out += b"TRANSFER\n"
+        self.flush()
+
+    def data_to_send(self) -> bytes:
+        data = super().data_to_send()
+        if data:
+            self.taken.append(data)
+        return data
+
+
+@pytest.mark.parametrize("driver", [DirectDriver, Driver])
+async def test_what_an_after_write_callback_queues_is_a_write_of_its_own(driver: type[Driver[bytes]]) -> None:
+    # the callback runs once the answer queued before it is written: what it queues is
+    # not taken with that answer (a peer reads the attach before the link's transfers)
+    engine = Staged()
+    async with served(engine, driver=driver) as (client, drivers, changed):
+        await wait_for(changed, lambda: bool(drivers))
+        engine.after_write = drivers[0].after_write
+        client.sendall(b"a\n")
+        assert await recv_until(client, b"TRANSFER\n") == b"ATTACH\nTRANSFER\n"
+        assert engine.taken == [b"ATTACH\n", b"TRANSFER\n"]
+
+
 async def test_paused_reading_resumes_and_peeks_for_heartbeats() -> None:
     engine = Echo()
     async with served(engine, pause_limit=0.3) as (client, drivers, changed):

@@ -270,6 +270,9 @@ class Consumers:
         self.requests = requests
         self.txns = txns
         self.links: dict[int, LinkConsumer] = {}
+        self.starting: set[int] = set()
+        """The links (by ``id``) whose attach answer is not written yet: their node does not
+        know them until it is (:meth:`_start`)."""
 
     # -- attach -------------------------------------------------------------------------------
     def attach(self, link: Sender) -> None:
@@ -411,11 +414,25 @@ class Consumers:
     ) -> None:
         link.context = (consumer, topic, source, sub)
         self.links[id(link)] = consumer
+        self.starting.add(id(link))
+        self.ctx.after_write(partial(self._start, consumer, start))
+
+    def _start(self, consumer: LinkConsumer, start: int | None) -> None:
+        """The consumer's attach answer is written: its node may now give it messages
+        (so the receiver reads its attach alone, before the link's first transfers: a
+        client that waits for the attach, then runs its handler, sees deliveries only
+        after its ``consumer()`` has returned, as RabbitMQ's Python client expects)."""
+        link = consumer.link
+        self.starting.discard(id(link))
+        if self.links.get(id(link)) is not consumer:
+            return  # its link ended meanwhile
         queue = consumer.node
         if isinstance(queue, Stream):
             queue.add_consumer(consumer, start)
         else:
             queue.add_consumer(consumer)
+        if link.drain:  # a drain asked for before this: answered now
+            self._drain(link)
 
     def _attach_reply_link(self, link: Sender, source: Source, node: ManagementNode) -> None:
         """A receiver from ``$management`` (or ``$cbs``): the node's responses whose ``reply-to`` is
@@ -480,20 +497,24 @@ class Consumers:
     # -- credit and outcomes ------------------------------------------------------------------
     def on_credit(self, e: CreditAdded) -> None:
         c = self.links.get(id(e.link))
-        if c is not None:
+        if c is not None and id(e.link) not in self.starting:  # (else it starts with its credit)
             c.node.consumer_ready(c)
 
     def on_drain(self, e: DrainRequested) -> None:
+        if id(e.link) not in self.starting:  # (else answered once it starts)
+            self._drain(e.link)
+
+    def _drain(self, link: Sender) -> None:
         """§2.6.7 drain: send what the node has, then give back the rest of the credit
         with a flow (drain, credit 0), also when the transfers took exactly all there
         was. If the credit ran out with messages still waiting, the drain was met by
         transfers alone: no flow, which would tell the receiver the node is empty."""
-        c = self.links.get(id(e.link))
+        c = self.links.get(id(link))
         if c is not None:
             c.node.consumer_ready(c)
             if c.credit() <= 0 and c.has_more():
                 return
-        e.link.drained()
+        link.drained()
 
     def on_update(self, e: DeliveryUpdated) -> None:
         """The receiver's disposition: its outcome goes to the node (inside a
@@ -601,6 +622,7 @@ class Consumers:
         """Forget a consumer however its link ended: what it held goes back (or waits
         for its resumption), and a subscription or dynamic node made for it goes."""
         self.links.pop(id(c.link), None)
+        self.starting.discard(id(c.link))
         c.node.remove_consumer(c)
         if not (suspend and self._suspend(c)):
             c.release_all()

@@ -59,6 +59,9 @@ class Amqp1Context:
         """The connection ended (its handlers have let go of everything)."""
         self.wake: Callable[[], None] = _nothing
         """Tell the writer there is output (the driver's ``flush_soon``; cheap, call freely)."""
+        self.after_write: Callable[[Callable[[], None]], None] = _at_once
+        """Call a function once the output queued so far is written, in a write of its own
+        (the driver's ``after_write``; without a driver: at once)."""
         self.fail_link: FailLink = _no_link
         self.renew_token: Callable[[str | bytes], str | None] = _no_renewal
         """Replace the connection's OAuth 2 token (``PUT /auth/tokens``): None, or why not."""
@@ -146,6 +149,10 @@ def _no_renewal(token: str | bytes) -> str | None:
 
 def _nothing() -> None:
     pass
+
+
+def _at_once(callback: Callable[[], None]) -> None:
+    callback()
 
 
 def _no_link(link: Link, condition: ErrorCondition | symbol, description: str) -> None:

@@ -108,7 +108,9 @@ class Amqp1FrontEnd:
                 driver = DirectDriver(stream, held, on_events, peer=peer)
             else:
                 driver = Driver(ReplayStream(stream, ctx.header), held, on_events, peer=peer)
-            handler = on_events.handler = ConnectionHandler(ctx.broker, conn.connection, wake=driver.flush_soon)
+            handler = on_events.handler = ConnectionHandler(
+                ctx.broker, conn.connection, wake=driver.flush_soon, after_write=driver.after_write
+            )
             handler.refusal = ctx.refusal
             handler.login_hook = login
             handler.tokens = ctx.tokens

@@ -101,11 +101,21 @@ class ConnectionHandler(ContextHandler):
 
     ctx: Amqp1Context
 
-    def __init__(self, broker: Broker, conn: Connection, *, wake: Callable[[], None] = lambda: None, user: str | None = None) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        conn: Connection,
+        *,
+        wake: Callable[[], None] = lambda: None,
+        after_write: Callable[[Callable[[], None]], None] | None = None,
+        user: str | None = None,
+    ) -> None:
         self.broker = broker
         self.conn = conn
         ctx = self.ctx = Amqp1Context(broker, conn, NO_PLUGIN, user=user)
         ctx.wake = wake
+        if after_write is not None:
+            ctx.after_write = after_write
         ctx.fail_link = self.fail_link
         ctx.renew_token = self._renew_token
         self.requests = RequestNodes(ctx)

@@ -432,6 +432,8 @@ class Broker:
                 taker.take(target, msg)
             elif m.deferred and isinstance(target, Queue):
                 target.restore(msg, deferred=True)
+            elif m.dead_reason is not None and isinstance(target, Queue):
+                target.restore(msg, dead_reason=m.dead_reason)
             else:
                 target.restore(msg)
             n += 1

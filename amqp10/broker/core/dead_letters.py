@@ -9,7 +9,8 @@ binding, a queue declared) and otherwise on the broker's once-a-second tick, at 
 interval that starts at :data:`FIRST_RETRY` and doubles, while nothing goes, up to
 :data:`MAX_RETRY` (RabbitMQ retries every ``dead_letter_worker_publisher_confirm_timeout``,
 three minutes). A stored message stays in the store until its dead letter is safe where
-it went: a crash loses none (after a restart it is back on its queue, ready).
+it went: a crash loses none, and after a restart it is kept aside again (the store marks
+it: ``store.HELD_DEAD_LETTER``), never ready.
 """
 
 from __future__ import annotations

@@ -200,13 +200,20 @@ class Queue(Node):
             room = by_bytes if room is None else min(room, by_bytes)
         return room
 
-    def restore(self, msg: QueuedMessage, *, deferred: bool = False, acquired: bool = False) -> None:
+    def restore(
+        self, msg: QueuedMessage, *, deferred: bool = False, acquired: bool = False, dead_reason: str | None = None
+    ) -> None:
         """Put back a message recovered from the store (already durable); ``deferred``: one
         set aside (:meth:`defer`), which comes back acquired, as delivered; ``acquired``: one
         a prepared transaction took (core/prepared.py), which comes back acquired, the
-        transaction's to settle (no consumer gets it)."""
+        transaction's to settle (no consumer gets it); ``dead_reason``: an at-least-once
+        dead letter kept aside (it died so), kept aside again to be sent on later."""
         self.dedup.seen(msg.message_id)
         self._next_seq_at_least(msg.seq + 1)
+        if dead_reason is not None:
+            self._disk_changed(msg.size)
+            self._hold_dead(msg, dead_reason, lambda: self._delete_stored(msg))
+            return
         if deferred or acquired:
             if deferred:
                 self.deferred[msg.number] = msg
@@ -975,15 +982,21 @@ class Queue(Node):
             if self.policy.dead_letter_strategy != "at-least-once" or self.deleted:
                 done()
                 return
-            if self.held_dead is None:
-                self.held_dead = HeldDeadLetters(self.now)
-                if self.on_holding is not None:
-                    self.on_holding(self)
-            self.held_dead.hold(msg, reason, done)
+            if stored:  # kept aside in the store too: after a restart it is held again, not ready
+                self.journal.submit((_store.UPDATE, self._key, msg.seq, msg.delivery_count, _store.HELD_DEAD_LETTER[reason]))
+            self._hold_dead(msg, reason, done)
             return
         self.stats.dropped += 1
         if stored:
             self._journal_delete(msg)
+
+    def _hold_dead(self, msg: QueuedMessage, reason: str, on_stored: Callable[[], None]) -> None:
+        """Keep a dead letter that reached no queue, to send it again later (at-least-once)."""
+        if self.held_dead is None:
+            self.held_dead = HeldDeadLetters(self.now)
+            if self.on_holding is not None:
+                self.on_holding(self)
+        self.held_dead.hold(msg, reason, on_stored)
 
     def retry_dead_letters(self, *, due_only: bool = False) -> bool:
         """Send the dead letters it keeps again (``due_only``: only if their time-driven

@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from .store_records import (
+    DEFERRED,
+    HELD_DEAD_LETTER,
     BindingRecord,
     ExchangeRecord,
     GroupStateRecord,
@@ -44,12 +46,13 @@ __all__ = [
     "message_key",
     "split_message_key",
     "DEFERRED",
+    "HELD_DEAD_LETTER",
     "NUMBER_COLUMN",
     "servicebus_limit_as_returns",
     "BindingRecord", "ExchangeRecord", "GroupStateRecord", "Loaded", "NodeRecord", "PolicyRecord", "PreparedPublish", "PreparedRecord", "SqlStore", "Store",
     "StoredMessage", "VhostRecord"]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """The version of the current schema (SQLite: ``PRAGMA user_version``). Version 0 is
 the schema of the brokers before virtual hosts (nodes and messages keyed by name
 alone, every message a 1.0 message); version 2 has no policies or vhosts tables;
@@ -57,15 +60,12 @@ version 3 no group_states table, and no deferred messages (``in_flight`` = 2); v
 no ``messages.number`` column; version 5 no prepared transactions (the ``prepared``,
 ``prepared_publishes`` and ``prepared_taken`` tables); up to version 6 a Service Bus
 queue's stored ``x-delivery-limit`` is its deliveries allowed, where it now counts
-returns, as RabbitMQ's does (:func:`servicebus_limit_as_returns`).
-:meth:`SqlStore._migrate` migrates each in place when a store is opened."""
+returns, as RabbitMQ's does (:func:`servicebus_limit_as_returns`); up to version 7 no
+dead letters kept aside (``in_flight`` 3 to 6, :data:`HELD_DEAD_LETTER`: a broker of version 7
+would make them ready). :meth:`SqlStore._migrate` migrates each in place when a store is opened."""
 
 _SERVICEBUS_DEAD_LETTERS = "/$deadletterqueue"
 """The suffix of a Service Bus queue's dead-letter queue (how version 6 and older stored it)."""
-
-DEFERRED = 2
-"""``messages.in_flight`` of a message its consumer set aside (Service Bus's defer): it
-stays acquired across a restart, to be taken by its seq (0: ready; 1: delivered)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS nodes (
@@ -376,7 +376,8 @@ class SqlStore:
 
         Messages marked in flight come back with delivery-count + 1, and the
         change is written back so a second crash does not lose the count; deferred
-        ones (:data:`DEFERRED`) come back as they were, marked ``deferred``.
+        ones (:data:`DEFERRED`) and dead letters kept aside (:data:`HELD_DEAD_LETTER`)
+        come back as they were, with their mark (``StoredMessage.in_flight``).
         """
         sql = self._sql
         out: list[list[tuple[Any, ...]]] = []
@@ -681,7 +682,7 @@ class _Statements:
             "SELECT txn, vhost, exchange, routing_key, priority, durable, expiry, arrival, message_id, format, data "
             "FROM prepared_publishes ORDER BY txn, n",
             "SELECT txn, node, seq FROM prepared_taken",
-            f"SELECT {', '.join(_MESSAGE_COLUMNS)}, in_flight = {DEFERRED}, number FROM messages ORDER BY node, seq",
+            f"SELECT {', '.join(_MESSAGE_COLUMNS)}, in_flight, number FROM messages ORDER BY node, seq",
         ]
         self.prepare = q("INSERT INTO prepared (txn, owner) VALUES (?, ?)")
         self.prepare_publish = q(

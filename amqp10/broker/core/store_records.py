@@ -4,8 +4,11 @@ dataclass per table (:mod:`.store` re-exports them)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Final
 
 __all__ = [
+    "DEFERRED",
+    "HELD_DEAD_LETTER",
     "BindingRecord",
     "ExchangeRecord",
     "GroupStateRecord",
@@ -17,6 +20,19 @@ __all__ = [
     "StoredMessage",
     "VhostRecord",
 ]
+
+DEFERRED: Final = 2
+"""``messages.in_flight`` of a message its consumer set aside (Service Bus's defer): it
+stays acquired across a restart, to be taken by its seq (0: ready; 1: delivered)."""
+
+HELD_DEAD_LETTER: Final = {"rejected": 3, "expired": 4, "maxlen": 5, "delivery_limit": 6}
+"""``messages.in_flight`` of an at-least-once dead letter that reached no queue, kept aside
+in its own queue to be sent again (core/dead_letters.py), by the reason it died: after a
+restart it is kept aside again, never ready (RabbitMQ's ``rabbit_fifo`` keeps its
+dead letters so too)."""
+
+_DEAD_REASONS: Final = {code: reason for reason, code in HELD_DEAD_LETTER.items()}
+
 
 @dataclass(frozen=True, slots=True)
 class StoredMessage:
@@ -31,10 +47,21 @@ class StoredMessage:
     message_id: str | None
     format: str
     data: bytes
-    deferred: bool = False
-    """Set aside by its consumer (Service Bus's defer): it comes back acquired, to be taken by its seq."""
+    in_flight: int = 0
+    """Its state in the store: 0 ready, :data:`DEFERRED`, or a :data:`HELD_DEAD_LETTER` mark
+    (one delivered, 1, is ready again once the store is loaded)."""
     number: int | None = None
     """Its sequence number for life if not ``seq`` (a scheduled message moved when due)."""
+
+    @property
+    def deferred(self) -> bool:
+        """Set aside by its consumer (Service Bus's defer): it comes back acquired, to be taken by its seq."""
+        return self.in_flight == DEFERRED
+
+    @property
+    def dead_reason(self) -> str | None:
+        """Why it died, if it is an at-least-once dead letter kept aside (else None)."""
+        return _DEAD_REASONS.get(self.in_flight)
 
 
 @dataclass(frozen=True, slots=True)

@@ -400,10 +400,14 @@ def test_virtual_hosts_are_separate_name_spaces() -> None:
 
 def test_unknown_virtual_host_closes_the_connection() -> None:
     net = Net()
+    # an open, then a close naming the host (what spec clients report; RabbitMQ 4 drops
+    # the socket without a word, the only answer its Python client's recovery gives up
+    # on: interop/rabbitmq_amqp_client.py, CAUSES["vhost_not_exists"])
     c = net.client(hostname="vhost:nowhere")
-    assert c.conn.remote_close is not None
+    assert c.conn.remote_open is not None and c.conn.remote_close is not None
     assert c.conn.remote_close.error is not None
     assert c.conn.remote_close.error.condition == ErrorCondition.NOT_FOUND
+    assert "nowhere" in str(c.conn.remote_close.error.description)
 
 
 # -- management over 1.0 ------------------------------------------------------------------------------

@@ -443,3 +443,31 @@ def test_a_second_pair_of_the_same_link_name_is_refused(broker: RunningBroker) -
         assert (reply.correlation_id, reply.subject) == ("q", "404")
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("address", ["/queues/q-first", "/queues/s-first"])
+def test_a_consumer_gets_its_first_deliveries_after_its_attach_is_written(address: str) -> None:
+    """The attach answer goes out in a write of its own, the link's first transfers in a
+    later one (RabbitMQ's Python client, which sends its credit with its attach, runs its
+    message handler before ``consumer()`` returns if it reads both at once)."""
+    from tests.broker.harness import Net
+
+    net = Net()
+    c = net.client()
+    name = address.removeprefix("/queues/")
+    c.handler.ctx.vhost.declare_queue(name, kind="stream" if name.startswith("s-") else "queue")
+    s = c.sender(address)
+    for i in range(3):
+        c.send(s, Message(body=i), settled=True)
+    written: list[Any] = []  # what the driver would call once the queued output is written
+    c.handler.ctx.after_write = written.append
+    spec = symbol("rabbitmq:stream-offset-spec")
+    r = c.session.receiver("rcv", source=Source(address=address, filter={spec: Described(spec, "first")}), target=Target())
+    r.attach()
+    r.flow(10)  # with the attach, as that client sends it
+    net.pump()
+    assert r.remote_attach is not None and not c.received(r)  # the attach answer alone
+    assert len(written) == 1
+    written.pop()()  # written: the consumer starts
+    net.pump()
+    assert len(c.received(r)) == 3

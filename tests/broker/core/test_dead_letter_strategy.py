@@ -160,3 +160,12 @@ def test_the_argument_is_checked_kept_and_reported() -> None:
     q = work_queue(v, AT_LEAST_ONCE)
     assert q.policy.dead_letter_strategy == "at-least-once"
     assert arguments_of(q.policy)["x-dead-letter-strategy"] == "at-least-once"
+
+
+def test_a_kept_dead_letter_is_marked_in_the_store_with_its_reason(tmp_path: Path) -> None:
+    st = store_.Store(tmp_path / "db.sqlite3")
+    net, v = net_with(journal=SyncJournal(st))
+    one_dead(net, v, Message(body="x", header=Header(durable=True)))
+    (row,) = st.load().messages
+    assert row.dead_reason == "rejected" and not row.deferred  # kept aside after a restart, not ready
+    assert row.in_flight == store_.HELD_DEAD_LETTER["rejected"]
