@@ -6,7 +6,7 @@ import enum
 import math
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeAlias, TypeVar
 
 import anyio
@@ -99,19 +99,41 @@ def deadline(timeout: float, what: str, shown: float | None = None) -> AbstractC
     """
     if math.isinf(timeout):
         return _UNBOUNDED  # no generator and no cancel scope: it is on every send's path
-    return _bounded(timeout, what, shown)
+    return _Bounded(timeout, what, shown)
 
 
-@contextmanager
-def _bounded(timeout: float, what: str, shown: float | None) -> Iterator[None]:
-    try:
-        with anyio.fail_after(timeout):
-            yield
-    except TimeoutError as exc:
-        if isinstance(exc, errors.TimeoutError):
-            raise
-        limit = timeout if shown is None else shown
-        raise errors.TimeoutError(f"{what} timed out after {limit:g}s") from None
+class _Bounded:
+    """:func:`deadline`'s context manager: ``anyio.fail_after`` without its two generator
+    layers (it is on the path of every send that waits for its outcome), one cancel scope
+    whose expiry, or a plain ``TimeoutError`` from the body, becomes
+    :class:`amqp10.errors.TimeoutError`."""
+
+    __slots__ = ("_scope", "_shown", "_timeout", "_what")
+
+    def __init__(self, timeout: float, what: str, shown: float | None) -> None:
+        self._timeout = timeout
+        self._what = what
+        self._shown = shown
+        self._scope: anyio.CancelScope | None = None
+
+    def __enter__(self) -> None:
+        self._scope = scope = anyio.CancelScope(deadline=anyio.current_time() + self._timeout)
+        scope.__enter__()
+
+    def __exit__(self, tp: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        scope = self._scope
+        assert scope is not None
+        if scope.__exit__(tp, exc, tb):  # it caught a cancellation: its own
+            if scope.cancelled_caught and anyio.current_time() >= scope.deadline:
+                self._timed_out()
+            return True
+        if isinstance(exc, TimeoutError) and not isinstance(exc, errors.TimeoutError):
+            self._timed_out()  # (the body's: anyio.fail_after's callers took it for theirs)
+        return False
+
+    def _timed_out(self) -> None:
+        limit = self._timeout if self._shown is None else self._shown
+        raise errors.TimeoutError(f"{self._what} timed out after {limit:g}s") from None
 
 
 Payload: TypeAlias = Message | bytes | bytearray | memoryview

@@ -214,10 +214,10 @@ class Sender(Link):
             await conn._until_usable(limit, f"send to {self._address!r}")
             self._check_usable()
             left = max(limit - (anyio.current_time() - started), 0.0)
-        if txn is None:
-            tracker = self._submit(payload, settled)
-        else:
-            tracker = self._submit(payload, settled, txn._state_for(conn))
+        state = None if txn is None else txn._state_for(conn)
+        # written at once when nothing else would share the write (Driver.batch): the
+        # loop turn that a scheduled write costs is saved, since this task waits next
+        tracker = conn._driver.batch(partial(self._submit, payload, settled, state))
         await self._outcome_of(tracker, left, limit)
         return tracker.result()
 

@@ -885,4 +885,5 @@ def connect(
     except BaseException:
         stack.close()
         raise
+    loop.batch = lambda work: conn.driver.batch(work)  # (the driver of the moment: reconnects)
     return Connection(loop, conn, on_close=stack.close)

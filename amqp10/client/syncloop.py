@@ -92,8 +92,8 @@ class Loop:
     __slots__ = (
         "_aloop", "_ctx", "_deadline", "_driver", "_guests", "_interrupted", "_jobs", "_keeper",
         "_keeper_id", "_kicked", "_left_at", "_lend", "_main_id", "_pump", "_shutting",
-        "_stops", "_waiters", "_watch", "_woken", "_written", "_yield", "calls", "closed",
-        "cond", "grace", "handovers",
+        "_stops", "_waiters", "_watch", "_woken", "_written", "_yield", "batch", "calls",
+        "closed", "cond", "grace", "handovers",
     )  # fmt: skip
 
     def __init__(self, *, lend: bool = True) -> None:
@@ -121,6 +121,11 @@ class Loop:
         self._interrupted = False  # Ctrl-C while a call ran the loop in the main thread
         self._main_id = threading.main_thread().ident  # (the thread Python runs signal handlers in)
         self._jobs: deque[Job] = deque()
+        self.batch: Callable[[Callable[[], None]], object] | None = None
+        """Runs a start of the queued jobs so that what they queue goes out in one write,
+        at once when nothing else would share it: the connection driver's
+        :meth:`~amqp10.io.driver.Driver.batch` (a waiting ``send()`` then takes one turn
+        of the loop: its read). None: each job's write is scheduled as the async client's."""
         self._woken = False  # a start of the queued jobs is scheduled: posting needs no wake-up
         self._written: list[Tracker] = []  # pre-settled sends to complete once written out
         self._kicked: asyncio.Event | None = None
@@ -240,8 +245,8 @@ class Loop:
         aloop = self._aloop
         if self._jobs and not self._woken:
             # start them here, not from a callback: the loop is ours and not running, so
-            # a send's transfer is queued (and its write scheduled) before the loop's
-            # first turn, which writes it: one turn of the loop less per waiting call
+            # a send's transfer is queued and written (see batch) before the loop's first
+            # turn, which reads the answer: no turn of the loop just to write
             self._ctx.run(self.start_posted)
         replaced = self._trap_sigint()
         self._stops = True
@@ -343,7 +348,14 @@ class Loop:
                 self.cond.notify_all()
 
     def start_posted(self) -> None:
-        """(In the loop) start every job posted so far, in order."""
+        """(In the loop) start every job posted so far, in order, as one :attr:`batch`."""
+        batch = self.batch
+        if batch is None:
+            self._start_jobs()
+        else:
+            batch(self._start_jobs)
+
+    def _start_jobs(self) -> None:
         jobs = self._jobs
         while jobs:
             jobs.popleft()._start()

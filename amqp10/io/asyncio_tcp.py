@@ -10,7 +10,11 @@ use the transport under anyio's asyncio ``SocketStream`` directly:
 - :class:`~amqp10.io.direct.DirectDriver` also puts its own protocol on the transport
   and is fed from its callbacks.
 
-Both rest on anyio's private attributes (``_transport``, ``_protocol`` and the
+:func:`nothing_ready` reads asyncio's own queue of ready callbacks (its event loop's
+``_ready``), for :meth:`~amqp10.io.driver.Driver.batch`: a loop without one (uvloop)
+is never taken to be idle.
+
+The first two rest on anyio's private attributes (``_transport``, ``_protocol`` and the
 protocol's ``read_queue``, ``is_at_eof``, ``exception``, ``write_event``):
 :func:`asyncio_tcp` checks them all, and any stream it does not recognise (TLS,
 WebSocket, memory streams, trio, a future anyio that renamed them) gets None, and
@@ -24,7 +28,7 @@ from typing import Any
 
 from anyio.abc import ByteStream
 
-__all__ = ["AsyncioTcp", "asyncio_tcp"]
+__all__ = ["AsyncioTcp", "asyncio_tcp", "nothing_ready"]
 
 _PROTOCOL_ATTRIBUTES = ("read_queue", "is_at_eof", "exception", "write_event")
 
@@ -62,3 +66,11 @@ def asyncio_tcp(stream: ByteStream) -> AsyncioTcp | None:
     if not all(hasattr(protocol, name) for name in _PROTOCOL_ATTRIBUTES):
         return None
     return AsyncioTcp(transport, protocol)
+
+
+def nothing_ready(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether ``loop`` has no callback ready to run before it next polls for I/O: what
+    runs now is the last of its turn. False where that cannot be told (a loop that is
+    not asyncio's own: uvloop keeps its queue elsewhere)."""
+    ready = getattr(loop, "_ready", None)
+    return ready is not None and not ready

@@ -16,7 +16,11 @@ scheduled, no extra ``epoll_wait``). Output caused from elsewhere (another
 connection's read, a timer) goes through :meth:`flush_soon`, which schedules one
 plain callback (``loop.call_soon``) that writes everything the engine queued -
 after every other callback of that loop turn, so a burst of deliveries to this
-connection still goes out in one system call. The writer task
+connection still goes out in one system call. :meth:`Driver.batch` (a send that
+waits for its outcome) writes at once instead when no flush is scheduled and the
+loop has no other callback ready before its next poll: nothing else could share
+that write, and the turn the scheduled callback would cost (an ``epoll_wait``
+with no timeout, then the callback) is saved. The writer task
 of :class:`Driver` stays, for the timers (heartbeats) and for writing while the
 transport's buffer is over its high-water mark (``pause_writing``: the engine keeps
 its output until the kernel has taken the backlog).
@@ -37,7 +41,7 @@ import anyio
 from anyio.abc import ByteStream
 
 from .. import errors
-from .asyncio_tcp import asyncio_tcp
+from .asyncio_tcp import asyncio_tcp, nothing_ready
 from .driver import Driver, EngineProtocol, EventCallback, EventT, Signal
 
 __all__ = ["DirectDriver"]
@@ -286,6 +290,13 @@ class DirectDriver(Driver[EventT]):
             self._transport.resume_reading()  # _on_data pauses again after one chunk
 
     # -- writing ----------------------------------------------------------------------------
+    def _write_batch(self) -> None:
+        loop = self._loop
+        if not self._flush_scheduled and self._installed and loop is not None and nothing_ready(loop):
+            self._flush_now()  # (it hands over to the writer task if the stream cannot take it)
+        else:
+            self.flush_soon()
+
     def _flush_now(self) -> None:
         self._flush_scheduled = False
         if self._wake is None or self._scope is None or self._write_paused or self._eof:

@@ -13,7 +13,10 @@ presents the same interface (see :class:`EngineProtocol`).
   :meth:`Driver.flush_soon`; the writer wakes once, takes everything queued
   with one ``data_to_send()`` and writes it in one ``send`` - a burst of frames
   costs one system call. :meth:`Driver.flush` waits until what was queued
-  before the call has been handed to the stream.
+  before the call has been handed to the stream. :meth:`Driver.batch` is for
+  a caller about to wait for the answer to what it queues (a send waiting for
+  its outcome): what it queues goes out in one write, at once where the
+  driver can tell that nothing else would share it.
 - **Timers**: the writer calls ``tick(now)`` with anyio's clock each round and
   sleeps until the deadline it returns (or until woken).
 
@@ -44,6 +47,8 @@ log = logging.getLogger("amqp10.io")
 
 EventT = TypeVar("EventT")
 """The type of the events an engine emits (its own event classes)."""
+
+T = TypeVar("T")
 
 
 class EngineProtocol(Protocol[EventT]):
@@ -160,6 +165,29 @@ class Driver(Generic[EventT]):
         (The broker starts a new consumer's deliveries so: its attach answer is read alone,
         before the link's first transfers.) Never called if the connection ends first."""
         self._after_write.append(callback)
+
+    def batch(self, work: Callable[[], T]) -> T:
+        """Run ``work()`` (which queues output in the engine and may call :meth:`flush_soon`)
+        and have what it queued written in one write; returns what ``work()`` returns.
+
+        For a caller about to wait for the answer: :class:`~amqp10.io.direct.DirectDriver`
+        writes at once when it is idle and the event loop has nothing else to run before
+        its next poll (so nothing else would have shared the write), which saves the loop
+        turn a scheduled write costs; otherwise (and here) it is :meth:`flush_soon`, and
+        the write is shared as usual. Inside the driver's own call of ``on_events`` (or
+        another batch) it is just ``work()``: that caller writes right after.
+        """
+        if self._dispatching:
+            return work()
+        self._dispatching = True  # (flush_soon waits for the write below)
+        try:
+            return work()
+        finally:
+            self._dispatching = False
+            self._write_batch()
+
+    def _write_batch(self) -> None:
+        """After :meth:`batch`'s work: write what it queued (here: as :meth:`flush_soon`)."""
         self.flush_soon()
 
     @property

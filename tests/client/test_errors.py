@@ -7,6 +7,7 @@ import pytest
 
 from amqp10 import errors
 from amqp10.client import Connection, Receiver, Sender, connect
+from amqp10.client._common import deadline
 from amqp10.message import Message
 from amqp10.types import Accepted, Error, ErrorCondition
 
@@ -19,6 +20,27 @@ async def _free_port() -> int:
     async with await anyio.create_tcp_listener(local_host="127.0.0.1") as listener:
         port: int = listener.extra(anyio.abc.SocketAttribute.local_port)
     return port
+
+
+async def test_a_deadline_raises_the_clients_timeout_error_and_only_for_its_own_expiry() -> None:
+    with pytest.raises(errors.TimeoutError, match=r"^a wait timed out after 0.05s$"), deadline(0.05, "a wait"):
+        await anyio.sleep(WAIT)
+    with pytest.raises(errors.TimeoutError, match=r"^a wait timed out after 2s$"), deadline(0.01, "a wait", 2.0):
+        await anyio.sleep(WAIT)  # (the limit shown is the caller's)
+    with pytest.raises(errors.TimeoutError, match=r"^a body timed out after 1s$"), deadline(1.0, "a body"):
+        raise TimeoutError  # a plain one from the body is taken for the deadline's
+    mine = errors.TimeoutError("mine")
+    with pytest.raises(errors.TimeoutError) as info, deadline(1.0, "a body"):
+        raise mine
+    assert info.value is mine
+    with pytest.raises(ValueError), deadline(1.0, "a body"):
+        raise ValueError
+    with deadline(WAIT, "a wait"):
+        await anyio.sleep(0)
+    with anyio.move_on_after(0.01) as outer:  # a cancellation from outside is not a timeout
+        with deadline(WAIT, "a wait"):
+            await anyio.sleep(WAIT)
+    assert outer.cancelled_caught
 
 
 async def test_connection_refused() -> None:

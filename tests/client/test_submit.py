@@ -123,6 +123,32 @@ async def test_trackers_can_be_awaited_from_other_tasks() -> None:
         assert len(got) == 2 and all(isinstance(o, Accepted) for o in got)
 
 
+async def test_sends_of_tasks_started_together_share_a_write() -> None:
+    """A waiting ``send()`` writes at once only when nothing else is ready to run in
+    that turn of the loop: the sends of tasks woken together still go out in one write."""
+    svc = Service()
+    async with running(svc) as server, await connect(server.url, timeout=WAIT) as conn:
+        sender = await conn.open_sender("queue")
+        assert isinstance(await sender.send(Message(body="warm")), Accepted)
+        driver = conn.driver
+        outcomes: list[object] = []
+        go = anyio.Event()
+
+        async def one(i: int) -> None:
+            await go.wait()
+            outcomes.append(await sender.send(Message(body=i)))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(10):
+                tg.start_soon(one, i)
+            await anyio.wait_all_tasks_blocked()
+            writes = driver.writes
+            go.set()  # the ten wake in one turn of the loop
+        assert len(outcomes) == 10 and all(isinstance(o, Accepted) for o in outcomes)
+        assert driver.writes - writes == 1
+        assert sorted(d.message.body for d in svc.received[1:]) == list(range(10))
+
+
 async def test_pre_settled_trackers_share_their_flushes() -> None:
     """Awaiting many pre-settled trackers asks for a write once per batch, not per message:
     a flush asked for after a message was queued covers it (``Driver.flush(after=...)``)."""

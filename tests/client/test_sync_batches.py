@@ -596,3 +596,20 @@ def test_a_queued_accept_in_a_transaction_commits_with_it(conn: amqp10.sync.Conn
         txn.rollback()
     receiver.close()
     assert drained(conn, "q") == [1]
+
+
+def test_sends_queued_together_go_out_in_one_write(conn: amqp10.sync.Connection) -> None:
+    # a waiting send starts what was queued before it with its own transfer and writes
+    # them at once, before the loop runs (which then only reads the answer): one write
+    sender = conn.open_sender("q", settle_mode=SettleMode.AT_LEAST_ONCE)
+    assert isinstance(sender.send(Message(body="warm")), Accepted)
+    driver = conn._c.driver
+    with pump_held(conn):
+        writes = driver.writes
+        for i in range(10):
+            sender.send(Message(body=i), wait=False)
+        assert driver.writes == writes  # queued, nothing run
+        assert isinstance(sender.send(Message(body="last")), Accepted)
+        assert driver.writes == writes + 1  # eleven transfers, one write
+        sender.flush()
+    assert drained(conn, "q") == ["warm", *range(10), "last"]

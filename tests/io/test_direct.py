@@ -13,6 +13,7 @@ import pytest
 from anyio.abc import ByteStream
 
 from amqp10.io import Driver, Listener, Signal, connect_stream
+from amqp10.io.asyncio_tcp import nothing_ready
 from amqp10.io.direct import READ_SLICE, DirectDriver
 from tests.client.helpers import WAIT, no_leftover_tasks, wait_for
 
@@ -265,6 +266,98 @@ async def test_what_an_after_write_callback_queues_is_a_write_of_its_own(driver:
         client.sendall(b"a\n")
         assert await recv_until(client, b"TRANSFER\n") == b"ATTACH\nTRANSFER\n"
         assert engine.taken == [b"ATTACH\n", b"TRANSFER\n"]
+
+
+async def _until_nothing_ready(loop: asyncio.AbstractEventLoop) -> None:
+    """Yield until this task's step is the last the loop has ready in its turn."""
+    for _ in range(1000):
+        if nothing_ready(loop):
+            return
+        await anyio.sleep(0)
+    pytest.fail("the loop always had other callbacks ready")
+
+
+def _queue(engine: Echo, d: Driver[bytes], line: bytes) -> Callable[[], None]:
+    def work() -> None:
+        engine.out += line
+        d.flush_soon()  # as the client's wake: inside a batch it only waits for the batch
+
+    return work
+
+
+async def test_a_batch_is_written_at_once_when_nothing_else_would_share_it() -> None:
+    # a send that waits for its outcome: written in the caller's turn, no callback
+    # scheduled (one loop turn, and one epoll_wait, less per round trip)
+    engine = Echo()
+    loop = asyncio.get_running_loop()
+    async with served(engine) as (client, drivers, changed):
+        client.sendall(b"a\n")
+        await recv_until(client, b"A\n")
+        d = drivers[0]
+        for i in range(5):
+            writes = d.writes
+            await _until_nothing_ready(loop)
+            d.batch(_queue(engine, d, b"first %d\n" % i))
+            assert d.writes == writes + 1  # written before this task yields
+            assert nothing_ready(loop)  # and nothing scheduled for it
+            assert await recv_until(client, b"first %d\n" % i) == b"first %d\n" % i
+
+
+async def test_batches_made_together_share_one_write() -> None:
+    # while other callbacks are ready in this turn (other tasks, which may send too), a
+    # batch's write is scheduled as flush_soon's, and the batches after it share it
+    engine = Echo()
+    loop = asyncio.get_running_loop()
+    async with served(engine) as (client, drivers, changed):
+        client.sendall(b"a\n")
+        await recv_until(client, b"A\n")
+        d = drivers[0]
+        await _until_nothing_ready(loop)
+        writes = d.writes
+        loop.call_soon(lambda: None)  # something else to run in this turn
+        d.batch(_queue(engine, d, b"one\n"))
+        d.batch(_queue(engine, d, b"two\n"))
+        assert d.writes == writes  # not yet
+        assert await recv_until(client, b"two\n") == b"one\ntwo\n"
+        assert d.writes == writes + 1
+        # one batch of many sends is one write, at once
+        await _until_nothing_ready(loop)
+
+        def many() -> None:
+            for i in range(10):
+                _queue(engine, d, b"m%d\n" % i)()
+
+        d.batch(many)
+        assert d.writes == writes + 2
+        assert await recv_until(client, b"m9\n") == b"".join(b"m%d\n" % i for i in range(10))
+
+
+async def test_a_batch_inside_the_handler_is_written_after_it() -> None:
+    # (a send made from the owner's event handling: the driver writes right after it)
+    engine = Counted()
+    async with served(engine) as (client, drivers, changed):
+        client.sendall(b"a\n")
+        await recv_until(client, b"A\n" * 3)
+        d = drivers[0]
+        answer = engine.answer
+        engine.answer = lambda lines: d.batch(lambda: answer(lines))  # type: ignore[method-assign]
+        takes, writes = engine.takes, d.writes
+        client.sendall(b"b\n")
+        assert await recv_until(client, b"B\n" * 3) == b"B\n" * 3
+        await anyio.wait_all_tasks_blocked()
+        assert engine.reentrant == 0
+        assert (engine.takes - takes, d.writes - writes) == (1, 1)
+
+
+async def test_a_batch_on_the_plain_driver_is_flush_soon() -> None:
+    engine = Echo()
+    async with served(engine, driver=Driver) as (client, drivers, changed):
+        client.sendall(b"a\n")
+        await recv_until(client, b"A\n")
+        d = drivers[0]
+        assert d.batch(lambda: 42) == 42
+        d.batch(_queue(engine, d, b"plain\n"))
+        assert await recv_until(client, b"plain\n") == b"plain\n"
 
 
 async def test_paused_reading_resumes_and_peeks_for_heartbeats() -> None:
