@@ -99,6 +99,10 @@ class VirtualHost:
         self.node_listeners: list[Callable[[Node], None]] = []
         """Called with each node made by :meth:`create_node` (e.g. a front end's wildcard
         subscriptions, bound to every topic that matches)."""
+        self.pattern_subscriptions: dict[str, Queue] = {}
+        """Durable subscriptions to a topic pattern (1.0's wildcards), by queue name
+        ``PATTERN::KEY``: stored as a topic's subscriptions are, and bound to the topics
+        that match by the front end that keeps them (amqp1/topics.py ``Wildcards``)."""
         self.policies: dict[str, RuntimePolicy] = {}
         """Runtime policies by name (see :mod:`.policies`)."""
         self.metadata: dict[str, Any] = {}
@@ -218,6 +222,27 @@ class VirtualHost:
         if durable:
             self.journal.submit((_store.NODE, self.name, name, "subscription", "{}"))
         return q
+
+    def pattern_subscription(self, pattern: str, key: str) -> Queue:
+        """A new durable subscription queue for topic ``pattern``, named ``key`` (stored as a
+        topic's subscription is: recovered into :attr:`pattern_subscriptions`)."""
+        q = self._subscription_queue(pattern, key, durable=True)
+        self.pattern_subscriptions[q.name] = q
+        return q
+
+    def restore_pattern_subscription(self, name: str) -> Queue:
+        """A durable subscription queue to a topic pattern, ``PATTERN::KEY``, from its store record."""
+        q = self._make_queue(name, self.policy_for(name.partition("::")[0])[1], durable=True)
+        self.pattern_subscriptions[name] = q
+        return q
+
+    def drop_pattern_subscription(self, queue: Queue) -> None:
+        """Delete a durable subscription queue to a topic pattern, its messages and its record
+        (the front end has unbound it from its topics)."""
+        if self.pattern_subscriptions.get(queue.name) is queue:
+            del self.pattern_subscriptions[queue.name]
+        queue.delete()
+        self._forget_subscription(queue)
 
     def save_subscription(self, queue: Queue) -> None:
         """Write a durable subscription queue's record again, with its ``settings``."""
@@ -436,9 +461,12 @@ class VirtualHost:
             if q is queue:
                 topic.unsubscribe(key)
                 q.purge()
-                if q.durable_node:
-                    self.journal.submit((_store.DROP_NODE, self.name, q.name))
-                q.account_to(DETACHED)
+                self._forget_subscription(q)
+
+    def _forget_subscription(self, queue: Queue) -> None:
+        if queue.durable_node:
+            self.journal.submit((_store.DROP_NODE, self.name, queue.name))
+        queue.account_to(DETACHED)
 
     def dead_letter(
         self, policy: QueuePolicy, msg: QueuedMessage, reason: str, queue: str = "", on_stored: Callable[[], None] | None = None
@@ -486,6 +514,7 @@ class VirtualHost:
                 out.append(node)
             elif isinstance(node, Topic):
                 out.extend(node.subscriptions.values())
+        out.extend(self.pattern_subscriptions.values())
         return out
 
     def total_bytes(self) -> int:
