@@ -507,15 +507,16 @@ class VirtualHost:
         return bool(target.publish(dead, on_stored))  # (False: refused, full)
 
     def queues(self) -> list[Queue | Stream]:
-        """Every queue and stream, subscription queues of 1.0 topics included."""
-        out: list[Queue | Stream] = []
+        """Every queue and stream, subscription queues of 1.0 topics included, each once
+        (a wildcard subscription's queue is bound to every topic that matches)."""
+        out: dict[Queue | Stream, None] = {}
         for node in self.nodes.values():
             if isinstance(node, (Queue, Stream)):
-                out.append(node)
+                out[node] = None
             elif isinstance(node, Topic):
-                out.extend(node.subscriptions.values())
-        out.extend(self.pattern_subscriptions.values())
-        return out
+                out.update(dict.fromkeys(node.subscriptions.values()))
+        out.update(dict.fromkeys(self.pattern_subscriptions.values()))
+        return list(out)
 
     def total_bytes(self) -> int:
         return sum(q.bytes for q in self.queues())

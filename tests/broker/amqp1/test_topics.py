@@ -182,6 +182,7 @@ def test_durable_wildcard_subscription_survives_a_restart_and_is_removed_by_clos
     c2 = net2.client("rhea")
     r2 = subscriber(c2, "topic://PRICE.STOCK.NYSE.*", "dur", durable=True)
     assert sorted(bodies(c2, r2)) == [1, 2, 3]
+    assert [q.name for q in net2.broker.default.queues()] == ["PRICE.STOCK.NYSE.*::rhea#dur"]  # once, not per topic
     r2.detach()
     net2.pump()
     assert unsubscribe(net2, c2, "dur") == "PRICE.STOCK.NYSE.*"
