@@ -426,7 +426,10 @@ class VirtualHost:
             node.delete()
             self.journal.submit((_store.DROP_NODE, self.name, address))
         elif isinstance(node, Topic):  # its subscriptions (and their consumers) go with it
-            for q in list(node.subscriptions.values()):
+            for key, q in list(node.subscriptions.items()):
+                if self.pattern_subscriptions.get(q.name) is q:
+                    node.unsubscribe(key)  # a durable wildcard's stays, for the other topics that match
+                    continue
                 self.drop_subscription(node, q)
                 q.delete()
             if self.exchanges.get(address) is node:

@@ -199,6 +199,20 @@ def test_durable_wildcard_subscription_survives_a_restart_and_is_removed_by_clos
     store.close()
 
 
+def test_a_durable_wildcard_subscription_outlives_a_matching_topic_deleted() -> None:
+    net = Net()
+    c = net.client()
+    publish(c, "topic://a.x", 0)
+    publish(c, "topic://a.y", 0)
+    r = subscriber(c, "topic://a.*", "dur", durable=True, credit=0)
+    net.broker.default.delete_node("a.x")
+    publish(c, "topic://a.y", 1)
+    publish(c, "topic://a.x", 2)  # made again: bound again
+    r.flow(10)
+    net.pump()
+    assert bodies(c, r) == [1, 2]
+
+
 # -- JMS durable and shared subscriptions --------------------------------------------------------
 def test_shared_subscription_load_balances_and_ends_with_its_last_consumer() -> None:
     net = Net()
