@@ -826,6 +826,8 @@ class VirtualHost:
         :meth:`~amqp10.broker.core.broker.Broker.delete_vhost`."""
         for name in list(self.nodes):
             self.delete_node(name)
+        for q in list(self.pattern_subscriptions.values()):
+            self.drop_pattern_subscription(q)
         for x in list(self.exchanges.values()):
             self._drop_exchange(x)
         for name in list(self.policies):

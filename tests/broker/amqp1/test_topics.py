@@ -213,6 +213,21 @@ def test_a_durable_wildcard_subscription_outlives_a_matching_topic_deleted() -> 
     assert bodies(c, r) == [1, 2]
 
 
+def test_deleting_a_vhost_deletes_its_durable_wildcard_subscriptions(tmp_path: Path) -> None:
+    store = st.Store(tmp_path / "db.sqlite3")
+    net = Net(journal=SyncJournal(store))
+    net.broker.add_vhost("v")
+    c = net.client("rhea", hostname="vhost:v")
+    subscriber(c, "topic://a.*", "dur", durable=True, credit=0).detach()
+    net.pump()
+    publish(c, "topic://a.x", 1)
+    net.broker.delete_vhost("v")
+    net2 = Net()
+    assert net2.broker.recover(store) == 0
+    assert "v" not in net2.broker.vhosts
+    store.close()
+
+
 # -- JMS durable and shared subscriptions --------------------------------------------------------
 def test_shared_subscription_load_balances_and_ends_with_its_last_consumer() -> None:
     net = Net()
