@@ -477,22 +477,27 @@ class Consumers:
         caps = link.remote_attach.desired_capabilities if link.remote_attach is not None else None
         for scope in (ctx.remote_container_id, ""):
             sub = subscription_for(scope, link.name, caps, durable=True, unique="")
+            wildcard = wildcards_of(ctx.vhost).durable.get(sub.key)
+            if wildcard is not None:  # (its address, the pattern, with the topic capability)
+                self._attach_to_subscription(link, wildcard.pattern, wildcard.queue, wildcard, None)
+                return
             for topic in [n for n in ctx.vhost.nodes.values() if isinstance(n, Topic)]:
                 queue = topic.subscriptions.get(sub.key)
-                if queue is None:
-                    continue
-                source = Source(
-                    address=topic.name, durable=2, expiry_policy=symbol("never"), capabilities=[symbol("topic")]
-                )
-                link.attach(
-                    target=echo(link.remote_target, Target),
-                    source=source_answer(
-                        source, address=topic.name, browse=False, filters=None, capabilities=[symbol("topic")]
-                    ),
-                )
-                self._add(link, LinkConsumer(ctx, link, queue, browse=False), topic, source, sub)
-                return
+                if queue is not None:
+                    self._attach_to_subscription(link, topic.name, queue, topic, sub)
+                    return
         refuse(link, ErrorCondition.NOT_FOUND, f"no durable subscription {link.name!r}")
+
+    def _attach_to_subscription(
+        self, link: Sender, address: str, queue: Queue, topic: Topic | WildcardSubscription, sub: Subscription | None
+    ) -> None:
+        """Answer a look-up by link name with the durable subscription found (at ``address``)."""
+        source = Source(address=address, durable=2, expiry_policy=symbol("never"), capabilities=[symbol("topic")])
+        link.attach(
+            target=echo(link.remote_target, Target),
+            source=source_answer(source, address=address, browse=False, filters=None, capabilities=[symbol("topic")]),
+        )
+        self._add(link, LinkConsumer(self.ctx, link, queue, browse=False), topic, source, sub)
 
     # -- credit and outcomes ------------------------------------------------------------------
     def on_credit(self, e: CreditAdded) -> None:

@@ -26,6 +26,7 @@ from ..guard import HeldOutput, Login, source_of
 from ..oauth import TokenLogin
 from .handler import ConnectionHandler
 from .servicebus.entities import declare_entities
+from .topics import wildcards_of
 
 __all__ = ["WORKER_PROPERTY", "Amqp1FrontEnd", "sasl_mechanisms"]
 
@@ -70,6 +71,9 @@ class Amqp1FrontEnd:
 
     def prepare(self, broker: Broker, config: BrokerConfig) -> None:
         declare_entities(broker.default, config.servicebus)
+        for vhost in list(broker.vhosts.values()):  # recovered durable wildcard subscriptions collect from now on
+            if vhost.pattern_subscriptions:
+                wildcards_of(vhost)
 
     async def serve(self, stream: ByteStream, ctx: ServeContext) -> None:
         """SASL, the engine and the handler over one connection. With a (soft)

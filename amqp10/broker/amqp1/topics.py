@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core import Node, Queue, Topic, TopicTrie, VirtualHost
+from ..core import Node, Queue, Topic, TopicTrie, VirtualHost, is_pattern
 
 __all__ = [
     "Subscription",
@@ -58,11 +58,6 @@ def node_name_and_kind(address: str, capabilities: Any) -> tuple[str, str | None
         if kind in caps:
             return address, kind
     return address, None
-
-
-def is_pattern(name: str) -> bool:
-    """Whether a topic name is a pattern (a ``*`` or ``#`` word)."""
-    return any(word in ("*", "#") for word in name.split("."))
 
 
 @dataclass(frozen=True)
@@ -103,7 +98,9 @@ class WildcardSubscription:
     topics: list[Topic] = field(default_factory=list)
     durable: bool = False
     """Kept when its link detaches without closing, for the next attach with the same
-    container id and link name (as Artemis keeps a durable subscription on a wildcard)."""
+    container id and link name (as Artemis keeps a durable subscription on a wildcard),
+    and over a restart: its queue, ``PATTERN::NAME``, is stored as a topic's durable
+    subscription is (:meth:`VirtualHost.pattern_subscription`)."""
 
     def bind(self, topic: Topic) -> None:
         topic.attach_subscription(self.key, self.queue)
@@ -126,6 +123,9 @@ class Wildcards:
         self.durable: dict[str, WildcardSubscription] = {}
         """Durable wildcard subscriptions, by name (container id and link name)."""
         vhost.node_listeners.append(self._created)
+        for q in vhost.pattern_subscriptions.values():  # kept by the store over a restart
+            pattern, _, key = q.name.partition("::")
+            self._add(WildcardSubscription(pattern, f"wildcard.{q.name}", q, durable=True), key)
 
     @property
     def vhost(self) -> VirtualHost:
@@ -143,15 +143,22 @@ class Wildcards:
                 return kept
             if kept is not None:
                 self.unsubscribe(kept)
-        q = self.vhost.create_dynamic()
+        if durable_key is None:
+            q = self.vhost.create_dynamic()
+        else:
+            q = self.vhost.pattern_subscription(pattern, durable_key)
         sub = WildcardSubscription(pattern, f"wildcard.{q.name}", q, durable=durable_key is not None)
+        self._add(sub, durable_key)
+        return sub
+
+    def _add(self, sub: WildcardSubscription, durable_key: str | None) -> None:
+        """Register ``sub`` (durable: under its name) and bind it to every topic that matches."""
         if durable_key is not None:
             self.durable[durable_key] = sub
-        self.trie.add(pattern, sub.key, sub)
+        self.trie.add(sub.pattern, sub.key, sub)
         for topic in _topics(self.vhost.nodes.values()):
-            if _matches(pattern, topic.name):
+            if _matches(sub.pattern, topic.name):
                 sub.bind(topic)
-        return sub
 
     def unsubscribe(self, sub: WildcardSubscription) -> None:
         for name, kept in list(self.durable.items()):
@@ -161,7 +168,10 @@ class Wildcards:
         for topic in sub.topics:
             topic.unsubscribe(sub.key)
         sub.topics.clear()
-        self.vhost.delete_node(sub.queue.name)
+        if sub.durable:
+            self.vhost.drop_pattern_subscription(sub.queue)
+        else:
+            self.vhost.delete_node(sub.queue.name)
 
     def _created(self, node: Node) -> None:
         if isinstance(node, Topic):

@@ -56,6 +56,7 @@ from .exchanges import (
     Topic,
     TopicExchange,
     TopicTrie,
+    is_pattern,
     make_exchange,
 )
 from .leases import Lease, Leases
@@ -154,6 +155,7 @@ __all__ = [
     "Topic",
     "TopicExchange",
     "TopicTrie",
+    "is_pattern",
     "Transaction",
     "VirtualHost",
     "arguments_of",

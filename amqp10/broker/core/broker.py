@@ -22,7 +22,7 @@ import anyio
 
 from . import store as _store
 from .accounting import Usage
-from .exchanges import Topic
+from .exchanges import Topic, is_pattern
 from .expiry import Expirations
 from .leases import Leases
 from .message import QueuedMessage, format_named
@@ -383,7 +383,9 @@ class Broker:
             self.add_vhost(prec.vhost).restore_policy(prec)
         for rec in loaded.nodes:
             vhost = self.add_vhost(rec.vhost)
-            if rec.kind == "subscription":
+            if rec.kind == "subscription" and is_pattern(rec.name.partition("::")[0]):
+                vhost.restore_pattern_subscription(rec.name)
+            elif rec.kind == "subscription":
                 topic_name, _, key = rec.name.partition("::")
                 t = vhost.nodes.get(topic_name) or vhost.create_node(topic_name, "topic", persist=False)
                 if isinstance(t, Topic):

@@ -269,6 +269,11 @@ class _TrieNode:
         return not (self.children or self.star or self.hash or self.values)
 
 
+def is_pattern(name: str) -> bool:
+    """Whether a topic name is a pattern (a ``*`` or ``#`` word) rather than a topic's name."""
+    return any(word in ("*", "#") for word in name.split("."))
+
+
 class TopicTrie:
     """Topic binding keys in a trie of words: matching costs the key's length, not the bindings'."""
 

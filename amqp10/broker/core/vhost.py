@@ -99,6 +99,10 @@ class VirtualHost:
         self.node_listeners: list[Callable[[Node], None]] = []
         """Called with each node made by :meth:`create_node` (e.g. a front end's wildcard
         subscriptions, bound to every topic that matches)."""
+        self.pattern_subscriptions: dict[str, Queue] = {}
+        """Durable subscriptions to a topic pattern (1.0's wildcards), by queue name
+        ``PATTERN::KEY``: stored as a topic's subscriptions are, and bound to the topics
+        that match by the front end that keeps them (amqp1/topics.py ``Wildcards``)."""
         self.policies: dict[str, RuntimePolicy] = {}
         """Runtime policies by name (see :mod:`.policies`)."""
         self.metadata: dict[str, Any] = {}
@@ -241,6 +245,27 @@ class VirtualHost:
             return None
         node = placement(self.name, f"{topic.name}::{key}")
         return node if isinstance(node, NodeElsewhere) else None
+
+    def pattern_subscription(self, pattern: str, key: str) -> Queue:
+        """A new durable subscription queue for topic ``pattern``, named ``key`` (stored as a
+        topic's subscription is: recovered into :attr:`pattern_subscriptions`)."""
+        q = self._subscription_queue(pattern, key, durable=True)
+        self.pattern_subscriptions[q.name] = q
+        return q
+
+    def restore_pattern_subscription(self, name: str) -> Queue:
+        """A durable subscription queue to a topic pattern, ``PATTERN::KEY``, from its store record."""
+        q = self._make_queue(name, self.policy_for(name.partition("::")[0])[1], durable=True)
+        self.pattern_subscriptions[name] = q
+        return q
+
+    def drop_pattern_subscription(self, queue: Queue) -> None:
+        """Delete a durable subscription queue to a topic pattern, its messages and its record
+        (the front end has unbound it from its topics)."""
+        if self.pattern_subscriptions.get(queue.name) is queue:
+            del self.pattern_subscriptions[queue.name]
+        queue.delete()
+        self._forget_subscription(queue)
 
     def save_subscription(self, queue: Queue) -> None:
         """Write a durable subscription queue's record again, with its ``settings``."""
@@ -447,7 +472,10 @@ class VirtualHost:
             node.delete()
             self.journal.submit((_store.DROP_NODE, self.name, address))
         elif isinstance(node, Topic):  # its subscriptions (and their consumers) go with it
-            for q in list(node.subscriptions.values()):
+            for key, q in list(node.subscriptions.items()):
+                if self.pattern_subscriptions.get(q.name) is q:
+                    node.unsubscribe(key)  # a durable wildcard's stays, for the other topics that match
+                    continue
                 self.drop_subscription(node, q)
                 q.delete()
             if self.exchanges.get(address) is node:
@@ -483,9 +511,12 @@ class VirtualHost:
                 log.info("ended subscription %r of topic %r in vhost %r", key, topic.name, self.name)
                 topic.unsubscribe(key)
                 q.purge()
-                if q.durable_node:
-                    self.journal.submit((_store.DROP_NODE, self.name, q.name))
-                q.account_to(DETACHED)
+                self._forget_subscription(q)
+
+    def _forget_subscription(self, queue: Queue) -> None:
+        if queue.durable_node:
+            self.journal.submit((_store.DROP_NODE, self.name, queue.name))
+        queue.account_to(DETACHED)
 
     def dead_letter(
         self, policy: QueuePolicy, msg: QueuedMessage, reason: str, queue: str = "", on_stored: Callable[[], None] | None = None
@@ -526,14 +557,16 @@ class VirtualHost:
         return bool(target.publish(dead, on_stored))  # (False: refused, full)
 
     def queues(self) -> list[Queue | Stream]:
-        """Every queue and stream, subscription queues of 1.0 topics included."""
-        out: list[Queue | Stream] = []
+        """Every queue and stream, subscription queues of 1.0 topics included, each once
+        (a wildcard subscription's queue is bound to every topic that matches)."""
+        out: dict[Queue | Stream, None] = {}
         for node in self.nodes.values():
             if isinstance(node, (Queue, Stream)):
-                out.append(node)
+                out[node] = None
             elif isinstance(node, Topic):
-                out.extend(node.subscriptions.values())
-        return out
+                out.update(dict.fromkeys(node.subscriptions.values()))
+        out.update(dict.fromkeys(self.pattern_subscriptions.values()))
+        return list(out)
 
     def total_bytes(self) -> int:
         return sum(q.bytes for q in self.queues())
@@ -839,6 +872,8 @@ class VirtualHost:
         :meth:`~amqp10.broker.core.broker.Broker.delete_vhost`."""
         for name in list(self.nodes):
             self.delete_node(name)
+        for q in list(self.pattern_subscriptions.values()):
+            self.drop_pattern_subscription(q)
         for x in list(self.exchanges.values()):
             self._drop_exchange(x)
         for name in list(self.policies):

@@ -3,6 +3,8 @@ against our broker over loopback. Anonymous relay, echoed termini, drain, topics
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import anyio
 import pytest
 
@@ -10,7 +12,7 @@ import amqp10.sync
 from amqp10.message import Message
 from amqp10.types import Accepted, ErrorCondition, Rejected, Source, symbol
 from tests.broker.amqp1.e2e import T, bodies, client
-from tests.broker.conftest import RunningBroker
+from tests.broker.conftest import RunningBroker, broker_with
 
 pytestmark = pytest.mark.anyio
 
@@ -83,6 +85,30 @@ async def test_request_response_through_the_relay(broker: RunningBroker) -> None
 
 
 # -- topics ------------------------------------------------------------------------------------
+async def test_a_durable_wildcard_subscription_survives_a_broker_restart(tmp_path: Path) -> None:
+    """rhea's durable subscriber (its example's default, topic://PRICE.STOCK.NYSE.*), with our
+    client: what matched while it was away, the broker restarted meanwhile, is there for it."""
+    durable = Source(address="topic://PRICE.STOCK.NYSE.*", durable=2, expiry_policy=symbol("never"))
+    with broker_with(tmp_path) as b:
+        async with client(b, container_id="rhea") as conn:
+            await (await conn.open_receiver(None, name="sub", source=durable, credit=0)).detach()
+            for address in ("topic://PRICE.STOCK.NYSE.IBM", "topic://PRICE.STOCK.NYSE.HPQ"):
+                s = await conn.open_sender(address)
+                assert isinstance(await s.send(Message(body=address[-3:], durable=True)), Accepted)
+    with broker_with(tmp_path) as b:
+        async with client(b, container_id="rhea") as conn:
+            s = await conn.open_sender("topic://PRICE.STOCK.NYSE.IBM")
+            assert isinstance(await s.send(Message(body="after", durable=True)), Accepted)
+            r = await conn.open_receiver(None, name="sub", source=durable, credit=10)
+            got = []
+            for _ in range(3):
+                d = await r.receive(timeout=T)
+                got.append(d.message.body)
+                await d.accept()
+            assert sorted(got) == ["HPQ", "IBM", "after"]
+            await r.close()
+
+
 async def test_wildcard_and_shared_subscriptions_with_our_client(broker: RunningBroker) -> None:
     async with client(broker) as conn:
         wild = await conn.open_receiver("topic://e2e.orders.*", credit=10)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from amqp10.broker.amqp1.frontend import Amqp1FrontEnd
 from amqp10.broker.config import AddressRule, BrokerConfig
 from amqp10.broker.core import Broker, Queue, Topic
 from amqp10.broker.core import store as st
@@ -40,6 +41,18 @@ def subscriber(c: Client, address: str, name: str, *, caps: list[str] | None = N
         expiry_policy=NEVER if durable else None,
     )
     return c.receiver(None, name=name, source=source, credit=credit)
+
+
+def unsubscribe(net: Net, c: Client, name: str) -> Any:
+    """JMS's unsubscribe: attach by the subscription's link name with a null source, then
+    close; the address of the subscription's source the broker answered with."""
+    look = c.session.receiver(name, source=None, target=Target())
+    look.attach()
+    net.pump()
+    assert isinstance(look.remote_source, Source)
+    look.detach(closed=True)
+    net.pump()
+    return look.remote_source.address
 
 
 # -- attach answers ---------------------------------------------------------------------------
@@ -145,6 +158,76 @@ def test_durable_wildcard_subscriptions_are_kept_until_closed() -> None:
     assert bodies(c, r) == []
 
 
+def test_durable_wildcard_subscription_survives_a_restart_and_is_removed_by_close(tmp_path: Path) -> None:
+    """Stored as a topic's durable subscription is: after a restart on the same store it
+    has what matched while detached, from every matching topic, and collects again; a
+    detach that closes it (here JMS's unsubscribe, a look-up by link name) removes it,
+    from the store too."""
+    store = st.Store(tmp_path / "db.sqlite3")
+    net = Net(journal=SyncJournal(store))
+    c = net.client("rhea")
+    r = subscriber(c, "topic://PRICE.STOCK.NYSE.*", "dur", durable=True, credit=0)
+    r.detach()
+    net.pump()
+    pub = net.client("publisher")
+    for address, value in (("topic://PRICE.STOCK.NYSE.IBM", 1), ("topic://PRICE.STOCK.NYSE.HPQ", 2)):
+        pub.send(pub.sender(address), Message(body=value, durable=True))
+    pub.send(pub.sender("topic://PRICE.STOCK.NASDAQ.AAPL"), Message(body=0, durable=True))  # no match
+
+    net2 = Net(journal=SyncJournal(store))
+    assert net2.broker.recover(store) == 2
+    Amqp1FrontEnd().prepare(net2.broker, BrokerConfig())  # as the service does: bound at start
+    pub2 = net2.client("publisher")
+    pub2.send(pub2.sender("topic://PRICE.STOCK.NYSE.IBM"), Message(body=3, durable=True))
+    c2 = net2.client("rhea")
+    r2 = subscriber(c2, "topic://PRICE.STOCK.NYSE.*", "dur", durable=True)
+    assert sorted(bodies(c2, r2)) == [1, 2, 3]
+    assert [q.name for q in net2.broker.default.queues()] == ["PRICE.STOCK.NYSE.*::rhea#dur"]  # once, not per topic
+    r2.detach()
+    net2.pump()
+    assert unsubscribe(net2, c2, "dur") == "PRICE.STOCK.NYSE.*"
+    assert not net2.broker.default.pattern_subscriptions
+    topic = net2.broker.default.nodes["PRICE.STOCK.NYSE.IBM"]
+    assert isinstance(topic, Topic) and not topic.subscriptions
+
+    net3 = Net()
+    net3.broker.recover(store)
+    assert not net3.broker.default.pattern_subscriptions
+    c3 = net3.client("rhea")
+    r3 = subscriber(c3, "topic://PRICE.STOCK.NYSE.*", "dur", durable=True)
+    assert bodies(c3, r3) == []  # a new subscription, empty
+    store.close()
+
+
+def test_a_durable_wildcard_subscription_outlives_a_matching_topic_deleted() -> None:
+    net = Net()
+    c = net.client()
+    publish(c, "topic://a.x", 0)
+    publish(c, "topic://a.y", 0)
+    r = subscriber(c, "topic://a.*", "dur", durable=True, credit=0)
+    net.broker.default.delete_node("a.x")
+    publish(c, "topic://a.y", 1)
+    publish(c, "topic://a.x", 2)  # made again: bound again
+    r.flow(10)
+    net.pump()
+    assert bodies(c, r) == [1, 2]
+
+
+def test_deleting_a_vhost_deletes_its_durable_wildcard_subscriptions(tmp_path: Path) -> None:
+    store = st.Store(tmp_path / "db.sqlite3")
+    net = Net(journal=SyncJournal(store))
+    net.broker.add_vhost("v")
+    c = net.client("rhea", hostname="vhost:v")
+    subscriber(c, "topic://a.*", "dur", durable=True, credit=0).detach()
+    net.pump()
+    publish(c, "topic://a.x", 1)
+    net.broker.delete_vhost("v")
+    net2 = Net()
+    assert net2.broker.recover(store) == 0
+    assert "v" not in net2.broker.vhosts
+    store.close()
+
+
 # -- JMS durable and shared subscriptions --------------------------------------------------------
 def test_shared_subscription_load_balances_and_ends_with_its_last_consumer() -> None:
     net = Net()
@@ -190,13 +273,7 @@ def test_durable_subscription_survives_detach_restart_and_is_removed_by_close(tm
     assert bodies(c2, r2) == [0, 1, 2]
     r2.detach()
     net2.pump()
-    # JMS unsubscribe: attach by the subscription's link name with a null source, then close
-    look = c2.session.receiver("my-sub", source=None, target=Target())
-    look.attach()
-    net2.pump()
-    assert isinstance(look.remote_source, Source) and look.remote_source.address == "events"
-    look.detach(closed=True)
-    net2.pump()
+    assert unsubscribe(net2, c2, "my-sub") == "events"
     topic = net2.broker.default.nodes["events"]
     assert isinstance(topic, Topic) and not topic.subscriptions
     net3 = Net()
