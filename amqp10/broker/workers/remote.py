@@ -786,10 +786,13 @@ class RemoteNodes:
                 ctx[0]._link_gone(link, ctx[1], reason)
 
     def before_write(self) -> None:
+        # this turn's outcomes and grants go before its publishes: a consumer's prefetch
+        # room opened by an ack is on the owner before the publishes read with that ack
+        # (else the owner hands them to a lower priority consumer, as no one broker would)
+        self.send_control()
         ready, self._ready = self._ready, []
         for node in ready:
             node._send_batch()
-        self.send_control()
         asked = self._asked
         requests = self._requests
         if asked and requests is not None and self.reason is None:
