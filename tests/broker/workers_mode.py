@@ -74,12 +74,8 @@ KNOWN_TO_FAIL: dict[str, str] = {
         "a message dead-lettered by its queue's owner is not yet in the dead-letter queue when the client asks it",
     "tests/broker/test_local_random_exchange.py::test_pika_declares_binds_and_publishes":
         "x-local-random refuses a binding to a queue another worker owns (406)",
-    "tests/broker/test_rabbitmq4_queue_semantics_e2e.py::test_pika_consumer_timeout_closes_the_channel_and_the_message_goes_back":
-        "the owner's consumer timeout does not close a consumer's channel on another worker",
     "tests/broker/amqp1/test_e2e_client.py::test_max_length_blocks_the_publisher_until_consumers_drain":
         "a 1.0 publisher on another worker than its full queue's owner keeps its credit",
-    "tests/broker/test_consumer_priority_e2e.py::test_higher_x_priority_consumer_first_while_it_has_prefetch_room":
-        "a 0-9-1 consumer's x-priority does not reach its queue's owner on another worker",
 }
 """Tests that fail at N > 1 for a bug of their own (not a feature of :data:`NOT_YET`), by id."""
 

@@ -89,6 +89,7 @@ from .remote import (
     AT_MOST_ONCE,
     CONSUME_RESULTS,
     CONSUMER_ID,
+    CONSUMER_TIMEOUT,
     CONTROL_ADDRESS,
     EXCLUSIVE,
     FAILED,
@@ -523,6 +524,9 @@ class NodeServer:
                 else node.admits(exclusive=exclusive)
             )
             link.properties = {ADMITTED: CONSUME_RESULTS.index(admitted)}
+            timeout = node.policy.consumer_timeout
+            if timeout is not None:  # (the consumer's front end, on the other worker, applies it)
+                link.properties[CONSUMER_TIMEOUT] = float(timeout)
             link.attach(source=link.remote_source, target=link.remote_target)
             if not admitted:
                 link.detach(

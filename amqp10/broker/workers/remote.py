@@ -87,6 +87,7 @@ __all__ = [
     "ADMITTED",
     "AT_MOST_ONCE",
     "CONSUME_RESULTS",
+    "CONSUMER_TIMEOUT",
     "CREDIT_BATCH",
     "EXCLUSIVE",
     "GETS",
@@ -152,6 +153,9 @@ ADMITTED = symbol("admitted")
 """In the owner's answer to a consuming link: whether it admitted the consumer (an index
 into :data:`CONSUME_RESULTS`; a refused link is detached next)."""
 CONSUME_RESULTS: tuple[ConsumeResult, ...] = tuple(ConsumeResult)
+CONSUMER_TIMEOUT = symbol("consumer-timeout")
+"""In the owner's answer to a consuming link: its node's consumer timeout (seconds; absent:
+none), which the consumer's front end here applies (core/consumer_timeout.py)."""
 GETS = 0
 """The consumer id, in control records, of what ``basic.get`` took (no consumer has id 0)."""
 REQUESTS_ADDRESS = "$requests"
@@ -426,9 +430,10 @@ class RemoteNode(NodeElsewhere):
         link = feed.link = self._nodes.open_receiver(self, feed.consumer, exclusive=feed.exclusive)
         link.context = (self, feed)
 
-    def _admitted(self, feed: _Feed, code: int) -> None:
+    def _admitted(self, feed: _Feed, code: int, timeout: float | None = None) -> None:
         """The owner answered ``feed``'s attach: its consumer is admitted, or not (code: an
-        index into :data:`CONSUME_RESULTS`)."""
+        index into :data:`CONSUME_RESULTS`); ``timeout``: the node's consumer timeout there,
+        which this worker's front ends apply to what its consumers hold."""
         result = (
             CONSUME_RESULTS[code] if 0 <= code < len(CONSUME_RESULTS) else ConsumeResult.ADMITTED
         )
@@ -442,6 +447,8 @@ class RemoteNode(NodeElsewhere):
         elif not result:  # opened again after the owner's restart, and another holds it now
             consumer.cancelled()
         if result:
+            if timeout != self.policy.consumer_timeout:
+                self.policy = self.policy.model_copy(update={"consumer_timeout": timeout})
             self._top_up(feed)
 
     def remove_consumer(self, consumer: Consumer) -> None:
@@ -770,7 +777,8 @@ class RemoteNodes:
             if type(node) is RemoteNode and props and NEEDS_MESSAGE_IDS in props:
                 node.needs_message_ids = bool(props[NEEDS_MESSAGE_IDS])
             elif type(node) is tuple and node[1].link is link:
-                node[0]._admitted(node[1], int((props or {}).get(ADMITTED, 0)))
+                props = props or {}
+                node[0]._admitted(node[1], int(props.get(ADMITTED, 0)), props.get(CONSUMER_TIMEOUT))
         elif t is LinkDetached or t is LinkFailed:
             link = e.link  # type: ignore[attr-defined]
             err = e.error  # type: ignore[attr-defined]
@@ -786,10 +794,13 @@ class RemoteNodes:
                 ctx[0]._link_gone(link, ctx[1], reason)
 
     def before_write(self) -> None:
+        # this turn's outcomes and grants go before its publishes: a consumer's prefetch
+        # room opened by an ack is on the owner before the publishes read with that ack
+        # (else the owner hands them to a lower priority consumer, as no one broker would)
+        self.send_control()
         ready, self._ready = self._ready, []
         for node in ready:
             node._send_batch()
-        self.send_control()
         asked = self._asked
         requests = self._requests
         if asked and requests is not None and self.reason is None:

@@ -210,6 +210,23 @@ def test_get_purge_delete_and_a_channel_closing_with_unacked_messages(broker: Pa
         assert e.value.reply_code == 404
 
 
+def test_the_owners_consumer_timeout_closes_a_channel_on_the_other_worker(broker: Parent) -> None:
+    with one_on_each(broker) as conns:
+        name = owned_by(1, "q91slow")
+        ch = conns[0].channel()  # (channel 1)
+        ch.queue_declare(name, arguments={"x-consumer-timeout": 200})
+        ch.basic_publish("", name, b"job")
+        held: list[int] = []
+        ch.basic_consume(name, lambda c, m, p, b: held.append(m.delivery_tag))
+        conns[0].call_later(WAIT, ch.stop_consuming)  # (bounded: the test fails if it gets here)
+        with pytest.raises(ChannelClosedByBroker) as e:
+            ch.start_consuming()  # never acknowledged: closed by the timeout
+        assert held == [1] and e.value.reply_code == 406
+        assert e.value.reply_text.startswith("delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms")
+        method, _, body = conns[1].channel().basic_get(name, auto_ack=True)  # back on the owner
+        assert body == b"job" and method is not None and method.redelivered
+
+
 def test_unroutable_and_full_are_answered_as_by_one_broker(broker: Parent) -> None:
     with one_on_each(broker) as conns:
         ch = conns[0].channel()
