@@ -211,15 +211,16 @@ def resolve_target(vhost: VirtualHost, address: str, lookup: Callable[[str], Nod
     kind, name, key = parsed
     if kind == "queue":
         q = vhost.queue(name)
-        if q is None:
-            if DirectReplies.is_reply_address(name):
-                if vhost.broker.replies.consumer(vhost, name):
-                    return ReplyTarget(vhost, name)
-                requester = vhost.elsewhere(name)  # (its requester on another worker: the name says which)
-                if requester is not None:
-                    return requester
-            raise AddressError("not-found", f"no queue {name!r} in vhost {vhost.name!r}")
-        return q
+        if q is not None:
+            return q
+        if DirectReplies.is_reply_address(name) and vhost.broker.replies.consumer(vhost, name):
+            return ReplyTarget(vhost, name)
+        # another worker's queue (or a requester's there: the name says which), which makes
+        # nothing: its owner routes each message by name, unroutable if it has no such queue
+        remote = vhost.elsewhere(name)
+        if remote is not None:
+            return remote
+        raise AddressError("not-found", f"no queue {name!r} in vhost {vhost.name!r}")
     x = vhost.exchange(name)
     if x is None:
         raise AddressError("not-found", f"no exchange {name!r} in vhost {vhost.name!r}")
