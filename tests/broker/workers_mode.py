@@ -68,8 +68,6 @@ KNOWN_TO_FAIL: dict[str, str] = {
         "a [[vhosts]] binding of the config, published to from a non-owner: the message does not reach the queue",
     "tests/broker/amqp091/test_amqp091_pika.py::test_dead_lettering_adds_x_death":
         "a message dead-lettered by its queue's owner is not yet in the dead-letter queue when the client asks it",
-    "tests/broker/test_local_random_exchange.py::test_pika_declares_binds_and_publishes":
-        "x-local-random refuses a binding to a queue another worker owns (406)",
     "tests/broker/test_rabbitmq4_queue_semantics_e2e.py::test_pika_consumer_timeout_closes_the_channel_and_the_message_goes_back":
         "the owner's consumer timeout does not close a consumer's channel on another worker",
     "tests/broker/amqp1/test_e2e_client.py::test_max_length_blocks_the_publisher_until_consumers_drain":
