@@ -64,8 +64,6 @@ KNOWN_TO_FAIL: dict[str, str] = {
         "limits.memory_limit_bytes counts the queued bytes of the publisher's worker only",
     "tests/broker/amqp091/test_amqp091_rabbitmq_edges.py::test_delete_ok_goes_first_when_it_waits_for_the_store":
         "queue.delete of another worker's queue: the consumers' basic.cancel overtakes delete-ok",
-    "tests/broker/amqp1/test_amq_model_e2e.py::test_proton_reaches_exchanges_and_queues_by_address":
-        "a [[vhosts]] binding of the config, published to from a non-owner: the message does not reach the queue",
     "tests/broker/amqp091/test_amqp091_pika.py::test_dead_lettering_adds_x_death":
         "a message dead-lettered by its queue's owner is not yet in the dead-letter queue when the client asks it",
     "tests/broker/test_rabbitmq4_queue_semantics_e2e.py::test_pika_consumer_timeout_closes_the_channel_and_the_message_goes_back":

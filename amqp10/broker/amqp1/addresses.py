@@ -210,16 +210,17 @@ def resolve_target(vhost: VirtualHost, address: str, lookup: Callable[[str], Nod
         return node
     kind, name, key = parsed
     if kind == "queue":
+        # another worker's queue (this worker's record of it is not the queue), or a
+        # requester's there (the name says which): its owner routes each message by name
+        # and makes nothing, unroutable if it has no such queue
+        remote = vhost.elsewhere(name)
+        if remote is not None:
+            return remote
         q = vhost.queue(name)
         if q is not None:
             return q
         if DirectReplies.is_reply_address(name) and vhost.broker.replies.consumer(vhost, name):
             return ReplyTarget(vhost, name)
-        # another worker's queue (or a requester's there: the name says which), which makes
-        # nothing: its owner routes each message by name, unroutable if it has no such queue
-        remote = vhost.elsewhere(name)
-        if remote is not None:
-            return remote
         raise AddressError("not-found", f"no queue {name!r} in vhost {vhost.name!r}")
     x = vhost.exchange(name)
     if x is None:
