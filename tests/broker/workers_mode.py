@@ -62,8 +62,6 @@ KNOWN_TO_FAIL: dict[str, str] = {
     # bugs found at workers = 2 and not fixed yet (docs/architecture.md, "The suites at workers = 2")
     "tests/broker/amqp091/test_amqp091_pika.py::test_publishers_are_blocked_while_memory_is_over_the_limit":
         "limits.memory_limit_bytes counts the queued bytes of the publisher's worker only",
-    "tests/broker/amqp091/test_amqp091_rabbitmq_edges.py::test_delete_ok_goes_first_when_it_waits_for_the_store":
-        "queue.delete of another worker's queue: the consumers' basic.cancel overtakes delete-ok",
     "tests/broker/amqp091/test_amqp091_pika.py::test_dead_lettering_adds_x_death":
         "a message dead-lettered by its queue's owner is not yet in the dead-letter queue when the client asks it",
     "tests/broker/test_rabbitmq4_queue_semantics_e2e.py::test_pika_consumer_timeout_closes_the_channel_and_the_message_goes_back":
