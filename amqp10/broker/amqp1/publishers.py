@@ -92,8 +92,8 @@ class Publishers:
         self.links: dict[int, tuple[Receiver, Node]] = {}
         """Each publisher's link and the node its target names."""
         self.by_name: set[int] = set()
-        """Publishers whose target names a queue that must exist (``/queues/NAME``): one another
-        worker owns is reached by name there, as the relay reaches it (nothing is made)."""
+        """Publishers whose target names only a queue that exists (the anonymous relay,
+        ``/queues/NAME``): one another worker owns is reached by name there (nothing is made)."""
         self.blocked: set[int] = set()
         """Publishers held back (no credit) until their node has room or the alarm clears."""
         self.touched: set[int] = set()
@@ -162,7 +162,9 @@ class Publishers:
         if record is not None or unsettled is not None:
             self.ctx.broker.recovery.resumed += 1
         self.links[id(link)] = (link, node)
-        if type(node) is RemoteNode and target.address is not None and parse(target.address) is not None:
+        if type(node) is AnonymousTarget or (
+            type(node) is RemoteNode and target.address is not None and parse(target.address) is not None
+        ):
             self.by_name.add(id(link))
         link.context = node
         self.grant(link, node)
@@ -200,13 +202,15 @@ class Publishers:
             if not (isinstance(node, ManagementNode) and node.any_section_order):
                 return Rejected(error=Error(condition=ErrorCondition.DECODE_ERROR, description=str(exc)))
             msg = Amqp1Message(d.payload, arrival=broker.now())  # the node reads it its own way
-        relayed = False
         if type(node) is AnonymousTarget:
-            relayed = True
             try:
                 node = node.node_for(msg)
             except AddressError as exc:
                 return self._unroutable(link, d, exc)
+            if type(node) is RemoteNode and d.remote_settled and d.remote_state is None:
+                # pre-settled, to another worker's queue: by name there (the relay makes no node)
+                node.publish_answered(msg, _nothing, _dropped)
+                return None
         state = d.remote_state
         if state is not None and isinstance(state, TransactionalState):
             txn = self.txns.find(state, link)  # transactional posting (§4.4.1)
@@ -217,10 +221,7 @@ class Publishers:
         if stalled is not None:  # the disk is full: nothing new is taken that cannot be stored
             return Rejected(error=Error(condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED, description=stalled))
         if d.remote_settled:  # pre-settled: nothing to answer once it is stored
-            if type(node) is RemoteNode and (relayed or id(link) in self.by_name):  # (makes no node)
-                result = node.publish_answered(msg, _nothing, _dropped)
-            else:
-                result = node.publish(msg, _nothing)
+            result = node.publish(msg, _nothing)
         else:
             publishing = True
 
@@ -234,7 +235,7 @@ class Publishers:
                         ctx.wake()  # publish, the driver writes after the batch of events)
 
             if type(node) is RemoteNode:  # owned by another worker: its answer comes later
-                by_name = relayed or id(link) in self.by_name
+                by_name = id(link) in self.by_name
                 refused = self._refused(d, node, by_name=by_name)
                 # the relay (AnonymousTarget) and /queues/NAME make no node: its owner routes
                 # by name, as the default exchange does, unroutable if it has no such queue
