@@ -62,18 +62,8 @@ KNOWN_TO_FAIL: dict[str, str] = {
     # bugs found at workers = 2 and not fixed yet (docs/architecture.md, "The suites at workers = 2")
     "tests/broker/amqp091/test_amqp091_pika.py::test_publishers_are_blocked_while_memory_is_over_the_limit":
         "limits.memory_limit_bytes counts the queued bytes of the publisher's worker only",
-    "tests/broker/amqp091/test_amqp091_rabbitmq_edges.py::test_delete_ok_goes_first_when_it_waits_for_the_store":
-        "queue.delete of another worker's queue: the consumers' basic.cancel overtakes delete-ok",
-    "tests/broker/amqp1/test_e2e_conventions.py::test_client_sender_with_no_address_uses_the_relay":
-        "the anonymous relay to an absent queue another worker would own: that owner makes it (accepted, not rejected)",
-    "tests/broker/amqp1/test_proton_clients.py::test_proton_anonymous_sender_routes_by_address":
-        "the anonymous relay to an absent queue another worker would own: that owner makes it (accepted, not rejected)",
-    "tests/broker/amqp1/test_amq_model_e2e.py::test_proton_reaches_exchanges_and_queues_by_address":
-        "a [[vhosts]] binding of the config, published to from a non-owner: the message does not reach the queue",
     "tests/broker/amqp091/test_amqp091_pika.py::test_dead_lettering_adds_x_death":
         "a message dead-lettered by its queue's owner is not yet in the dead-letter queue when the client asks it",
-    "tests/broker/test_local_random_exchange.py::test_pika_declares_binds_and_publishes":
-        "x-local-random refuses a binding to a queue another worker owns (406)",
     "tests/broker/amqp1/test_e2e_client.py::test_max_length_blocks_the_publisher_until_consumers_drain":
         "a 1.0 publisher on another worker than its full queue's owner keeps its credit",
 }

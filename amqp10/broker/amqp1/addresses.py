@@ -210,16 +210,18 @@ def resolve_target(vhost: VirtualHost, address: str, lookup: Callable[[str], Nod
         return node
     kind, name, key = parsed
     if kind == "queue":
+        # another worker's queue (this worker's record of it is not the queue), or a
+        # requester's there (the name says which): its owner routes each message by name
+        # and makes nothing, unroutable if it has no such queue
+        remote = vhost.elsewhere(name)
+        if remote is not None:
+            return remote
         q = vhost.queue(name)
-        if q is None:
-            if DirectReplies.is_reply_address(name):
-                if vhost.broker.replies.consumer(vhost, name):
-                    return ReplyTarget(vhost, name)
-                requester = vhost.elsewhere(name)  # (its requester on another worker: the name says which)
-                if requester is not None:
-                    return requester
-            raise AddressError("not-found", f"no queue {name!r} in vhost {vhost.name!r}")
-        return q
+        if q is not None:
+            return q
+        if DirectReplies.is_reply_address(name) and vhost.broker.replies.consumer(vhost, name):
+            return ReplyTarget(vhost, name)
+        raise AddressError("not-found", f"no queue {name!r} in vhost {vhost.name!r}")
     x = vhost.exchange(name)
     if x is None:
         raise AddressError("not-found", f"no exchange {name!r} in vhost {vhost.name!r}")

@@ -108,6 +108,8 @@ class NodeLookup:
                 if parsed[0] != "queue":
                     raise AddressError("invalid-field", f"consume from a queue (/queues/NAME), not {address!r}")
                 node = vhost.queue(parsed[1])
+                if node is not None:  # (another worker's queue: its stand-in, not the record here)
+                    node = vhost.elsewhere(node.name) or node
             else:
                 name, kind = node_name_and_kind(address, source.capabilities)
                 node = self.lookup(name, kind=kind)

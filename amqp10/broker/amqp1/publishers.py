@@ -30,7 +30,7 @@ from ..core import Node, PublishResult, Queue, Refused, SuspendedLink, Topic
 from ..core import store as _store
 from ..core.recovery import Unsettled
 from ..workers.remote import RemoteNode
-from .addresses import AddressError, AnonymousTarget
+from .addresses import AddressError, AnonymousTarget, parse
 from .context import Amqp1Context, refuse
 from .lookup import NodeLookup
 from .management import ManagementNode
@@ -76,6 +76,10 @@ def _nothing() -> None:
     pass
 
 
+def _dropped(result: PublishResult | None) -> None:
+    """A pre-settled message its owner did not take: nobody is told (as on one worker)."""
+
+
 class Publishers:
     """The publisher links of one connection (broker receivers), by ``id(link)``."""
 
@@ -87,6 +91,9 @@ class Publishers:
         """Takes a delivery on a receiver link that is not a publisher's (a coordinator's)."""
         self.links: dict[int, tuple[Receiver, Node]] = {}
         """Each publisher's link and the node its target names."""
+        self.by_name: set[int] = set()
+        """Publishers whose target names only a queue that exists (the anonymous relay,
+        ``/queues/NAME``): one another worker owns is reached by name there (nothing is made)."""
         self.blocked: set[int] = set()
         """Publishers held back (no credit) until their node has room or the alarm clears."""
         self.touched: set[int] = set()
@@ -155,6 +162,10 @@ class Publishers:
         if record is not None or unsettled is not None:
             self.ctx.broker.recovery.resumed += 1
         self.links[id(link)] = (link, node)
+        if type(node) is AnonymousTarget or (
+            type(node) is RemoteNode and target.address is not None and parse(target.address) is not None
+        ):
+            self.by_name.add(id(link))
         link.context = node
         self.grant(link, node)
 
@@ -196,6 +207,10 @@ class Publishers:
                 node = node.node_for(msg)
             except AddressError as exc:
                 return self._unroutable(link, d, exc)
+            if type(node) is RemoteNode and d.remote_settled and d.remote_state is None:
+                # pre-settled, to another worker's queue: by name there (the relay makes no node)
+                node.publish_answered(msg, _nothing, _dropped)
+                return None
         state = d.remote_state
         if state is not None and isinstance(state, TransactionalState):
             txn = self.txns.find(state, link)  # transactional posting (§4.4.1)
@@ -220,22 +235,34 @@ class Publishers:
                         ctx.wake()  # publish, the driver writes after the batch of events)
 
             if type(node) is RemoteNode:  # owned by another worker: its answer comes later
-                result = node.publish(msg, stored, self._refused(d, node))
+                by_name = id(link) in self.by_name
+                refused = self._refused(d, node, by_name=by_name)
+                # the relay (AnonymousTarget) and /queues/NAME make no node: its owner routes
+                # by name, as the default exchange does, unroutable if it has no such queue
+                result = (node.publish_answered if by_name else node.publish)(msg, stored, refused)
             else:
                 result = node.publish(msg, stored)
             publishing = False
         return None if result is _TAKEN else OUTCOMES[result](node)
 
-    def _refused(self, d: Delivery, node: RemoteNode) -> Refused:
+    def _refused(self, d: Delivery, node: RemoteNode, *, by_name: bool = False) -> Refused:
         """What settles ``d`` when the worker that owns ``node`` did not take it: the outcome
-        its answer maps to (:data:`OUTCOMES`); released when that worker is unavailable."""
+        its answer maps to (:data:`OUTCOMES`); released when that worker is unavailable.
+        ``by_name`` (the relay's, a ``/queues/NAME`` target's): unroutable is its owner's "no
+        such queue", rejected not-found as a name that names no node here is."""
         ctx = self.ctx
 
         def refused(result: PublishResult | None) -> None:
             if d.settled or d.settle_pending:
                 return
+            if by_name and result is PublishResult.UNROUTABLE:
+                outcome: Any = Rejected(
+                    error=Error(condition=ErrorCondition.NOT_FOUND, description=f"no node at address {node.name!r}")
+                )
+            else:
+                outcome = _RELEASED if result is None else OUTCOMES[result](node)
             try:
-                d.settle(_RELEASED if result is None else OUTCOMES[result](node))
+                d.settle(outcome)
             except IllegalStateError:
                 return  # the link went meanwhile
             ctx.wake()
@@ -319,6 +346,7 @@ class Publishers:
         broker shutdown): a node made for its dynamic target goes with it, unless the
         target asked to outlive the link."""
         self.blocked.discard(key)
+        self.by_name.discard(key)
         entry = self.links.pop(key, None)
         if entry is None:
             return

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, TypeAlias
 
 from .message import QueuedMessage
-from .nodes import Consumer, Node, PublishResult
+from .nodes import Consumer, Node, NodeElsewhere, PublishResult
 from .queue_policy import QueuePolicy
 from .queues import Queue
 from .streams import Stream
@@ -239,7 +239,8 @@ class LocalRandomExchange(Exchange):
         if binding.key:
             raise ValueError(f"Non empty binding '{binding.key}' key not permitted")
         dest = binding.destination
-        if not isinstance(dest, Queue):
+        # (a queue another worker owns is its stand-in here: the binding's check found its record)
+        if not isinstance(dest, (Queue, NodeElsewhere)):
             kind = "exchange" if isinstance(dest, Exchange) else dest.kind
             raise ValueError(f"{kind} {dest.name!r} not valid for this exchange type: bind a queue")
 

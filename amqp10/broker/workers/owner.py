@@ -94,7 +94,9 @@ from .remote import (
     EXCLUSIVE,
     FAILED,
     GETS,
+    MAKE,
     NEEDS_MESSAGE_IDS,
+    NO_NODE,
     PRIORITY,
     PUBLISH_RESULTS,
     REFUSED_IN_PART,
@@ -473,8 +475,10 @@ class NodeServer:
             self._subscriptions[id(link)] = (vhost, topic, bool(durable))
             return topic.subscribe(str(key), durable=bool(durable))
         # made on first use here, as on a broker of one worker (the worker that stands in
-        # for it made nothing: its lookup answered the stand-in)
-        node = vhost.lookup(str(address), create=True)
+        # for it made nothing: its lookup answered the stand-in), unless its consumer's
+        # front end consumes only an existing node (MAKE false: 0-9-1's, 0-10's)
+        make = isinstance(link, Receiver) or not props or bool(props.get(MAKE, True))
+        node = vhost.lookup(str(address), create=make)
         if isinstance(node, Topic):  # (a copy on every worker: reached only as Topic.copies)
             return _ByName(vhost, node.name) if isinstance(link, Receiver) else None
         return node
@@ -501,6 +505,8 @@ class NodeServer:
             return
         node = self._node(link)
         if node is None:
+            if isinstance(link, Sender):  # (its consumer's front end refuses it: not found)
+                link.properties = {ADMITTED: NO_NODE}
             link.attach(source=link.remote_source, target=link.remote_target)
             link.detach(
                 Error(condition=ErrorCondition.NOT_FOUND, description="no such node on its owner")

@@ -91,6 +91,8 @@ __all__ = [
     "CREDIT_BATCH",
     "EXCLUSIVE",
     "GETS",
+    "MAKE",
+    "NO_NODE",
     "REPLIES_ADDRESS",
     "REQUESTS_ADDRESS",
     "ROUTED",
@@ -149,6 +151,12 @@ consumes (the owner makes it on its copy of the topic, as a broker of one worker
 the consumer's attach)."""
 EXCLUSIVE = symbol("exclusive")
 """In a consuming link's properties: its consumer wants the queue to itself."""
+MAKE = symbol("make")
+"""In a consuming link's properties: whether the owner makes the node if it has none (a 1.0
+consumer's attach does, as on a broker of one worker; a 0-9-1 or 0-10 consume does not)."""
+NO_NODE = -1
+"""The owner's :data:`ADMITTED` answer when it has no such node and made none (the link is
+detached next): the consumer's front end refuses it as not found, as a broker of one worker does."""
 ADMITTED = symbol("admitted")
 """In the owner's answer to a consuming link: whether it admitted the consumer (an index
 into :data:`CONSUME_RESULTS`; a refused link is detached next)."""
@@ -196,6 +204,7 @@ class _Feed:
         "held",
         "id",
         "link",
+        "make",
         "outstanding",
         "stopping",
         "waiting",
@@ -207,10 +216,13 @@ class _Feed:
         *,
         exclusive: bool = False,
         answered: Answered[ConsumeResult] | None = None,
+        make: bool = False,
     ) -> None:
         self.consumer = consumer
         self.id = GETS if consumer is None else consumer.id
         self.exclusive = exclusive
+        self.make = make
+        """Whether the owner makes the node if it has none (:data:`MAKE`)."""
         self.answered = answered
         """Told the owner's admission, once (then None)."""
         self.link: Receiver | None = None
@@ -406,19 +418,30 @@ class RemoteNode(NodeElsewhere):
         return ConsumeResult.ADMITTED
 
     def add_consumer(self, consumer: Consumer) -> None:
-        """Add ``consumer``; if the owner does not admit it (an exclusive consumer holds the
-        queue there), the consumer is told with its ``refused(result)`` if it has one, else
-        cancelled."""
+        """Add ``consumer`` (the owner makes the node if it has none, as a 1.0 consumer's
+        attach does on a broker of one worker); if the owner does not admit it (an exclusive
+        consumer holds the queue there), the consumer is told with its ``refused(result)``
+        if it has one, else cancelled."""
         self.ask_consume(
             consumer,
             exclusive=bool(getattr(consumer, "exclusive", False)),
             answered=_refusal_to(consumer),
+            make=True,
         )
 
     def ask_consume(
-        self, consumer: Consumer, *, exclusive: bool, answered: Answered[ConsumeResult]
+        self,
+        consumer: Consumer,
+        *,
+        exclusive: bool,
+        answered: Answered[ConsumeResult],
+        make: bool = False,
     ) -> None:
-        feed = self._feeds[consumer.id] = _Feed(consumer, exclusive=exclusive, answered=answered)
+        """Add ``consumer`` once the owner admitted it: ``answered`` gets its answer, or
+        raises :class:`NotFound` if the owner has no such node (made only if ``make``)."""
+        feed = self._feeds[consumer.id] = _Feed(
+            consumer, exclusive=exclusive, answered=answered, make=make
+        )
         if self.unavailable is None:
             self._open(feed)
         # (else opened once the owner is back)
@@ -427,13 +450,19 @@ class RemoteNode(NodeElsewhere):
         """Open ``feed``'s link on the owner (again, after the owner came back)."""
         feed.outstanding = 0
         assert feed.consumer is not None
-        link = feed.link = self._nodes.open_receiver(self, feed.consumer, exclusive=feed.exclusive)
+        link = feed.link = self._nodes.open_receiver(
+            self, feed.consumer, exclusive=feed.exclusive, make=feed.make
+        )
         link.context = (self, feed)
 
     def _admitted(self, feed: _Feed, code: int, timeout: float | None = None) -> None:
         """The owner answered ``feed``'s attach: its consumer is admitted, or not (code: an
-        index into :data:`CONSUME_RESULTS`); ``timeout``: the node's consumer timeout there,
-        which this worker's front ends apply to what its consumers hold."""
+        index into :data:`CONSUME_RESULTS`; :data:`NO_NODE`: it has no such node); ``timeout``:
+        the node's consumer timeout there, which this worker's front ends apply to what its
+        consumers hold."""
+        if code == NO_NODE:
+            self._no_node(feed)
+            return
         result = (
             CONSUME_RESULTS[code] if 0 <= code < len(CONSUME_RESULTS) else ConsumeResult.ADMITTED
         )
@@ -450,6 +479,22 @@ class RemoteNode(NodeElsewhere):
             if timeout != self.policy.consumer_timeout:
                 self.policy = self.policy.model_copy(update={"consumer_timeout": timeout})
             self._top_up(feed)
+
+    def _no_node(self, feed: _Feed) -> None:
+        """The owner has no node to admit ``feed``'s consumer to (and made none)."""
+        answered, feed.answered = feed.answered, None
+        consumer = feed.consumer
+        assert consumer is not None
+        self._feeds.pop(consumer.id, None)  # (the owner detaches its link)
+        if answered is None:  # opened again after the owner's restart, and the node is gone
+            consumer.cancelled()
+            return
+        missing = NotFound(f"no queue '{self.name}' in vhost '{self.vhost}'")
+
+        def fail() -> ConsumeResult:
+            raise missing
+
+        answered(fail)
 
     def remove_consumer(self, consumer: Consumer) -> None:
         """``consumer`` is cancelled: what waits here for it goes back to the owner; what it
@@ -662,10 +707,14 @@ def _ignored(result: Callable[[], Any]) -> None:
 
 def _refusal_to(consumer: Consumer) -> Answered[ConsumeResult]:
     """What tells a consumer added without asking (:meth:`RemoteNode.add_consumer`) that the
-    owner did not admit it."""
+    owner did not admit it (cancelled if the owner has no such node)."""
 
     def answered(result: Callable[[], ConsumeResult]) -> None:
-        r = result()
+        try:
+            r = result()
+        except NotFound:
+            consumer.cancelled()
+            return
         if not r:
             refused = getattr(consumer, "refused", None)
             if refused is not None:
@@ -889,7 +938,7 @@ class RemoteNodes:
         return sender
 
     def open_receiver(
-        self, node: RemoteNode, consumer: Consumer, *, exclusive: bool = False
+        self, node: RemoteNode, consumer: Consumer, *, exclusive: bool = False, make: bool = True
     ) -> Receiver:
         session = self._consuming or self._publishing  # (before the owner's open: the one channel)
         props: dict[Any, Any] = {
@@ -897,6 +946,7 @@ class RemoteNodes:
             CONSUMER_ID: consumer.id,
             EXCLUSIVE: exclusive,
             AT_MOST_ONCE: bool(getattr(consumer, "no_ack", False)),
+            MAKE: make,
         }
         subscription = getattr(consumer, "subscription", None)
         if subscription is not None:  # (a 1.0 topic's subscription: the owner makes it)

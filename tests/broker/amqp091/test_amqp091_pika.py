@@ -251,6 +251,22 @@ def test_queue_declare_variants_and_errors(conn: pika.BlockingConnection) -> Non
     assert ch.queue_delete("plain").method.message_count == 0  # gone already: fine, as RabbitMQ
 
 
+def test_consuming_an_absent_queue_is_refused_and_makes_none(conn: pika.BlockingConnection) -> None:
+    """``basic.consume`` of a queue that does not exist closes the channel with 404 and makes
+    no queue (at ``workers = 2`` some of these names are the other worker's: its owner
+    answers that it has none, as RabbitMQ's pika acceptance suite checks)."""
+    for k in range(8):
+        name = f"absent-consumed-{k}"
+        ch = conn.channel()
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as info:
+            ch.basic_consume(name, lambda *a: None)
+        assert (info.value.reply_code, info.value.reply_text) == (404, f"NOT_FOUND - no queue '{name}' in vhost '/'")
+        ch = conn.channel()
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as info:
+            ch.queue_declare(name, passive=True)
+        assert info.value.reply_code == 404
+
+
 def test_exclusive_queue_is_locked_for_other_connections(broker: RunningBroker, conn: pika.BlockingConnection) -> None:
     ch = conn.channel()
     ch.queue_declare("mine", exclusive=True)
