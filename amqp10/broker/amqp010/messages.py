@@ -53,6 +53,10 @@ def _check_admitted(result: ConsumeResult, queue: str, vhost: str) -> None:
         raise CommandError(error, text.format(queue=queue, vhost=vhost))
 
 
+def _nothing(_: Callable[[], None]) -> None:
+    """A command the owner's answer completes with no result (``message.cancel``)."""
+
+
 def _ids(transfers: tuple[tuple[int, int], ...] | None) -> list[int]:
     out: list[int] = []
     for lo, hi in transfers or ():
@@ -204,7 +208,11 @@ class MessageCommands:
         sub = self._sub(s, c)
         del s.subscriptions[sub.destination]
         sub.active = False
-        sub.node.remove_consumer(sub)
+        node = sub.node
+        if isinstance(node, NodeElsewhere):  # complete once its owner dropped it too
+            self.ctx.later(lambda answered: node.ask_cancel(sub, answered), _nothing)
+            return
+        node.remove_consumer(sub)
 
     def set_flow_mode(self, s: Amqp010Session, c: Compound) -> None:
         sub = self._sub(s, c)

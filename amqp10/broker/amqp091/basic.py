@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from ...amqp091 import Method, ReplyCode
 from ...amqp091 import methods as m
+from ...amqp091.fields import Timestamp
 from ...types import timestamp
 from ..core import (
     ConsumeResult,
@@ -107,6 +108,9 @@ class BasicMethods:
             c.timeout = timeout / 1000
         c.arguments = dict(method.arguments)
         if elsewhere is not None:  # its owner admits it (or not), and then answers
+            offset = method.arguments.get("x-stream-offset")
+            if offset is not None:  # (read there if it is a stream, as start is here)
+                c.stream_offset = _stream_offset(offset)
             self._consume_elsewhere(ch, method, elsewhere, c)
             return
         ch.consumers[tag] = c
@@ -148,11 +152,22 @@ class BasicMethods:
     def cancel(self, ch: Channel, method: m.BasicCancel) -> None:
         if method.consumer_tag == ch.reply_tag:
             ch.stop_replies()
+        ctx = self.ctx
+        ok = m.BasicCancelOk(consumer_tag=method.consumer_tag)
         c = ch.consumers.pop(method.consumer_tag, None)
         if c is not None:
             c.active = False
-            c.node.remove_consumer(c)
-        self.ctx.ok(ch.number, method.no_wait, m.BasicCancelOk(consumer_tag=method.consumer_tag))
+            node = c.node
+            if isinstance(node, NodeElsewhere):  # cancel-ok once its owner dropped it too
+
+                def dropped(_: Callable[[], None]) -> None:
+                    if not ch.closed:
+                        ctx.ok(ch.number, method.no_wait, ok)
+
+                ctx.later(lambda answered: node.ask_cancel(c, answered), dropped)
+                return
+            node.remove_consumer(c)
+        ctx.ok(ch.number, method.no_wait, ok)
 
     def get(self, ch: Channel, method: m.BasicGet) -> None:
         ctx = self.ctx
@@ -233,6 +248,8 @@ def _stream_offset(v: Any) -> Any:
     """An ``x-stream-offset`` argument as the core's stream takes it (a datetime: a timestamp)."""
     if isinstance(v, _dt.datetime):
         return timestamp(int(v.timestamp() * 1000))
+    if isinstance(v, Timestamp):  # (a table's ``T``, as clients send a datetime: seconds)
+        return timestamp(int(v) * 1000)
     if isinstance(v, bytes):
         return v.decode()
     return v

@@ -72,6 +72,8 @@ class BasicConsumer:
         """Its ``x-consumer-timeout`` (seconds), over its queue's (core/consumer_timeout.py)."""
         self.arguments: dict[str, Any] = {}
         """``basic.consume``'s arguments (what management lists)."""
+        self.stream_offset: Any = None
+        """Its ``x-stream-offset`` on a stream another worker owns (that worker reads it)."""
         raw = tag.encode()
         self.wire_tag = bytes((len(raw),)) + raw
         """The consumer tag as a short string (``basic.deliver``'s first argument)."""

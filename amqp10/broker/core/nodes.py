@@ -339,6 +339,11 @@ class NodeElsewhere(Node):
         held); ``answered`` before anything is delivered to it."""
         raise NotImplementedError
 
+    def ask_cancel(self, consumer: Consumer, answered: Answered[None]) -> None:
+        """:meth:`remove_consumer`, answered once the holder has dropped ``consumer`` too
+        (nothing more goes to it there, and its counts no longer show it); never refused."""
+        raise NotImplementedError
+
     def ask_unsubscribe(self, topic: str, key: str) -> None:
         """It is subscription ``key`` of 1.0 topic ``topic``: end it where it is held (a
         durable subscription's consumer closed its link), what it holds with it."""

@@ -483,6 +483,7 @@ class VirtualHost:
             node.deleted = True
             self._unbind_everywhere(node)
             self.journal.submit((_store.DROP_NODE, self.name, address))
+            self.share("drop-topic", address)  # (its copies on the other workers go too)
         elif isinstance(node, PartitionedStream):
             node.delete()
             self.journal.submit((_store.DROP_NODE, self.name, address))

@@ -51,6 +51,7 @@ _KINDS = {
     "drop-policy": "policy",
     "users": "users",
     "topic": "topic",
+    "drop-topic": "topic",
     "place": "place",
     "unplace": "place",
     "unplace-worker": "place-worker",

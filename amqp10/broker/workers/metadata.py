@@ -194,6 +194,9 @@ def apply_change(broker: Broker, vhost_name: str, change: Change, *, check: bool
     elif op == "topic":  # (a 1.0 topic: a copy on every worker, Topic.copies)
         if args[0] not in vhost.nodes:
             vhost.create_node(args[0], "topic")
+    elif op == "drop-topic":  # (every worker's copy, with its subscriptions)
+        if isinstance(vhost.nodes.get(args[0]), Topic):
+            vhost.delete_node(args[0])
     elif op == "drop-queue":
         if args[0] in vhost.nodes:
             vhost.delete_node(args[0])

@@ -107,7 +107,9 @@ from .remote import (
     ROUTED,
     SUBSCRIPTION,
     UNDELIVERABLE,
+    UNREADABLE,
     VHOST,
+    WHY,
 )
 
 __all__ = ["PUBLISH_WINDOW", "LinkConsumer", "NodeServer"]
@@ -390,6 +392,7 @@ class NodeServer:
             "delete": self._delete,
             "get": self._get,
             "unsubscribe": self._unsubscribe,
+            "cancel": self._cancelled,
         }
 
     # -- LinkHandler --------------------------------------------------------------------------
@@ -479,8 +482,14 @@ class NodeServer:
         # front end consumes only an existing node (MAKE false: 0-9-1's, 0-10's)
         make = isinstance(link, Receiver) or not props or bool(props.get(MAKE, True))
         node = vhost.lookup(str(address), create=make)
-        if isinstance(node, Topic):  # (a copy on every worker: reached only as Topic.copies)
-            return _ByName(vhost, node.name) if isinstance(link, Receiver) else None
+        if isinstance(node, Topic):  # a plain name the other worker's client attached before
+            # its copy of the metadata said it is a topic (its stand-in for the name's owner)
+            if isinstance(link, Receiver):  # publishes: the topic's, to every copy (theirs too)
+                return node
+            # a consumer: a volatile subscription of its own on our copy, as an attach makes
+            # on a broker of one worker (dropped with its link: ``_detached``)
+            self._subscriptions[id(link)] = (vhost, node, False)
+            return node.subscribe(f"{getattr(link.remote_target, 'address', '')}/{link.name}", durable=False)
         return node
 
     def _attached(self, link: Link) -> None:
@@ -524,6 +533,14 @@ class NodeServer:
                 link.remote_attach.properties if link.remote_attach is not None else None
             ) or {}
             exclusive = bool(props.get(EXCLUSIVE, False))
+            try:
+                selector, start = _view(node, getattr(link.remote_source, "filter", None))
+            except ValueError as exc:  # (FilterError too): a 0-9-1 consumer's offset, say
+                link.properties = {ADMITTED: UNREADABLE, WHY: str(exc)}
+                link.attach(source=link.remote_source, target=link.remote_target)
+                link.detach(Error(condition=ErrorCondition.INVALID_FIELD, description=str(exc)))
+                self.wrote()
+                return
             admitted = (
                 ConsumeResult.LOCKED  # (its connection is here: the other worker's is not it)
                 if isinstance(node, Queue) and node.owner is not None
@@ -541,12 +558,6 @@ class NodeServer:
                         description=f"node {node.name!r} is in exclusive use",
                     )
                 )
-                self.wrote()
-                return
-            try:
-                selector, start = _view(node, getattr(link.remote_source, "filter", None))
-            except ValueError as exc:  # (FilterError too): the other worker's front end checked it
-                link.detach(Error(condition=ErrorCondition.INVALID_FIELD, description=str(exc)))
                 self.wrote()
                 return
             mode = getattr(link.remote_source, "distribution_mode", None)
@@ -782,6 +793,13 @@ class NodeServer:
         count = q.count
         vhost.drop_subscription(topic, q)
         return [count]
+
+    @staticmethod
+    def _cancelled(vhost: Any, args: list[Any]) -> list[Any]:
+        """The other worker cancelled a consumer (:meth:`~.remote.RemoteNode.ask_cancel`):
+        its detach or :data:`STOP`, sent before this question on the one internal link,
+        has been applied, so the answer alone says it is dropped."""
+        return []
 
     def _get(self, vhost: Any, args: list[Any]) -> list[Any]:
         q = self._queue(vhost, args[0])

@@ -50,6 +50,7 @@ from ...transport import (
 )
 from ...transport.delivery import Delivery
 from ...types import Accepted, Rejected, Source, Target, symbol
+from ..amqp1.termini import STREAM_OFFSET_FILTER
 from ..core import (
     AccessRefused,
     Answered,
@@ -102,6 +103,8 @@ __all__ = [
     "RESULTS",
     "RemoteNode",
     "RemoteNodes",
+    "UNREADABLE",
+    "WHY",
 ]
 
 log = logging.getLogger("amqp10.broker.workers")
@@ -157,6 +160,11 @@ consumer's attach does, as on a broker of one worker; a 0-9-1 or 0-10 consume do
 NO_NODE = -1
 """The owner's :data:`ADMITTED` answer when it has no such node and made none (the link is
 detached next): the consumer's front end refuses it as not found, as a broker of one worker does."""
+UNREADABLE = -2
+"""The owner's :data:`ADMITTED` answer when the node cannot apply the consumer's view of it
+(a stream offset it cannot read; :data:`WHY` says why; the link is detached next): the
+consumer's front end refuses it as a precondition that failed, as a broker of one worker does."""
+WHY = symbol("why")
 ADMITTED = symbol("admitted")
 """In the owner's answer to a consuming link: whether it admitted the consumer (an index
 into :data:`CONSUME_RESULTS`; a refused link is detached next)."""
@@ -393,6 +401,16 @@ class RemoteNode(NodeElsewhere):
     def ask_get(self, answered: Answered[tuple[QueuedMessage | None, int]]) -> None:
         self._ask("get", [], self._got, answered)
 
+    def ask_cancel(self, consumer: Consumer, answered: Answered[None]) -> None:
+        """:meth:`remove_consumer`, then a question the owner answers once it has dropped the
+        consumer: the owner handles what comes on the internal link in order, so the
+        consumer's detach or :data:`STOP`, sent before it, is applied by then."""
+        self.remove_consumer(consumer)
+        if self.unavailable is not None:  # (its link went with the owner: nothing holds it there)
+            answered(_done)
+            return
+        self._nodes.ask(self, ["cancel", self.vhost, self.name, consumer.id], lambda *_: answered(_done))
+
     def ask_unsubscribe(self, topic: str, key: str) -> None:
         self._ask("unsubscribe", [topic, key], _first, _ignored)
 
@@ -455,13 +473,18 @@ class RemoteNode(NodeElsewhere):
         )
         link.context = (self, feed)
 
-    def _admitted(self, feed: _Feed, code: int, timeout: float | None = None) -> None:
+    def _admitted(
+        self, feed: _Feed, code: int, timeout: float | None = None, why: str | None = None
+    ) -> None:
         """The owner answered ``feed``'s attach: its consumer is admitted, or not (code: an
         index into :data:`CONSUME_RESULTS`; :data:`NO_NODE`: it has no such node); ``timeout``:
         the node's consumer timeout there, which this worker's front ends apply to what its
         consumers hold."""
         if code == NO_NODE:
-            self._no_node(feed)
+            self._no_node(feed, NotFound(f"no queue '{self.name}' in vhost '{self.vhost}'"))
+            return
+        if code == UNREADABLE:
+            self._no_node(feed, PreconditionFailed(str(why)))
             return
         result = (
             CONSUME_RESULTS[code] if 0 <= code < len(CONSUME_RESULTS) else ConsumeResult.ADMITTED
@@ -480,8 +503,9 @@ class RemoteNode(NodeElsewhere):
                 self.policy = self.policy.model_copy(update={"consumer_timeout": timeout})
             self._top_up(feed)
 
-    def _no_node(self, feed: _Feed) -> None:
-        """The owner has no node to admit ``feed``'s consumer to (and made none)."""
+    def _no_node(self, feed: _Feed, missing: ModelError) -> None:
+        """The owner has no node to admit ``feed``'s consumer to (and made none), or one it
+        cannot read as the consumer asked: ``missing`` says which."""
         answered, feed.answered = feed.answered, None
         consumer = feed.consumer
         assert consumer is not None
@@ -489,7 +513,6 @@ class RemoteNode(NodeElsewhere):
         if answered is None:  # opened again after the owner's restart, and the node is gone
             consumer.cancelled()
             return
-        missing = NotFound(f"no queue '{self.name}' in vhost '{self.vhost}'")
 
         def fail() -> ConsumeResult:
             raise missing
@@ -504,12 +527,12 @@ class RemoteNode(NodeElsewhere):
         if feed is None:
             return
         feed.answered = None
+        feed.stopping = True  # (what the owner sent before it heard goes back: _received)
         for msg in feed.waiting:
             self._settle(msg, RELEASE)
         feed.waiting.clear()
         link = feed.link
         if feed.held and link is not None and link.is_attached:
-            feed.stopping = True
             self._nodes.control(STOP, feed.id, 0, 0)
             return
         self._forget(feed)
@@ -693,6 +716,10 @@ def _counts(values: list[Any]) -> tuple[int, int]:
     return int(values[0]), int(values[1])
 
 
+def _done() -> None:
+    """The answer to a question that answers nothing."""
+
+
 def _first(values: list[Any]) -> int:
     return int(values[0])
 
@@ -712,7 +739,7 @@ def _refusal_to(consumer: Consumer) -> Answered[ConsumeResult]:
     def answered(result: Callable[[], ConsumeResult]) -> None:
         try:
             r = result()
-        except NotFound:
+        except ModelError:  # (no such node, or one it cannot read as it asked)
             consumer.cancelled()
             return
         if not r:
@@ -827,7 +854,9 @@ class RemoteNodes:
                 node.needs_message_ids = bool(props[NEEDS_MESSAGE_IDS])
             elif type(node) is tuple and node[1].link is link:
                 props = props or {}
-                node[0]._admitted(node[1], int(props.get(ADMITTED, 0)), props.get(CONSUMER_TIMEOUT))
+                node[0]._admitted(
+                    node[1], int(props.get(ADMITTED, 0)), props.get(CONSUMER_TIMEOUT), props.get(WHY)
+                )
         elif t is LinkDetached or t is LinkFailed:
             link = e.link  # type: ignore[attr-defined]
             err = e.error  # type: ignore[attr-defined]
@@ -948,6 +977,10 @@ class RemoteNodes:
             AT_MOST_ONCE: bool(getattr(consumer, "no_ack", False)),
             MAKE: make,
         }
+        filters = getattr(consumer, "filters", None) or None  # (a 1.0 consumer's: selectors, an offset)
+        offset = getattr(consumer, "stream_offset", None)  # (a 0-9-1 consumer's x-stream-offset)
+        if offset is not None:
+            filters = {**(filters or {}), STREAM_OFFSET_FILTER: offset}
         subscription = getattr(consumer, "subscription", None)
         if subscription is not None:  # (a 1.0 topic's subscription: the owner makes it)
             props[SUBSCRIPTION] = list(subscription)
@@ -956,8 +989,7 @@ class RemoteNodes:
             source=Source(
                 address=node.name,
                 distribution_mode=symbol("copy") if consumer.browse else None,
-                # what the owner applies for it: selectors, a stream's offset (a 1.0 consumer's)
-                filter=getattr(consumer, "filters", None) or None,
+                filter=filters,  # what the owner applies for it
             ),
             target=Target(address=self.container_id),
             properties=node._properties(**props),
