@@ -253,6 +253,21 @@ class QueueCommands:
             )
         except PreconditionFailed as exc:
             raise CommandError("invalid-argument", str(exc)) from None
+        if c["exclusive"] and ctx.broker.metadata is not None:
+            self._placed(q)
+
+    def _placed(self, q: Queue | Stream) -> None:
+        """Complete an exclusive declaration once its placement is in the metadata's order
+        (several workers): if another worker's placement of the name came first, the queue
+        made here is gone again (workers/placing.py) and the declaration is refused as
+        locked, as on one broker when another session declared it first."""
+        ctx, vh = self.ctx, self.ctx.vhost
+
+        def answer(_: Callable[[], None]) -> None:
+            if vh.nodes.get(q.name) is not q:
+                raise _not_exclusive(q.name, vh.name)
+
+        ctx.later(lambda answered: ctx.broker.after_commit(lambda: answered(_nothing)), answer)
 
     def _declare_elsewhere(self, s: Amqp010Session, c: Compound, q: NodeElsewhere) -> None:
         """``queue.declare`` of a queue another worker owns: done (or, passive, looked for)
@@ -352,6 +367,10 @@ class QueueCommands:
 def _done(answer: Callable[[], object]) -> None:
     """What finishes a command whose owner's answer has no result to give: its refusal."""
     answer()
+
+
+def _nothing() -> None:
+    """An answer with nothing in it (the metadata's order is reached: ``_placed``)."""
 
 
 def _not_exclusive(name: str, vhost: str) -> CommandError:

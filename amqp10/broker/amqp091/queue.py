@@ -69,11 +69,30 @@ class QueueMethods:
                     auto_delete=method.auto_delete,
                 )
         ch.last_queue = q.name
-        (ctx.ok if method.passive else ctx.ok_committed)(
-            ch.number,
-            method.no_wait,
-            m.QueueDeclareOk(queue=q.name, message_count=q.count, consumer_count=len(q.consumers)),
-        )
+        ok = m.QueueDeclareOk(queue=q.name, message_count=q.count, consumer_count=len(q.consumers))
+        if method.exclusive and not method.passive and not method.no_wait and vh.broker.metadata is not None:
+            self._placed(ch, q, ok)  # (several workers: the order may place it elsewhere first)
+            return
+        (ctx.ok if method.passive else ctx.ok_committed)(ch.number, method.no_wait, ok)
+
+    def _placed(self, ch: Channel, q: Queue | Stream, ok: m.QueueDeclareOk) -> None:
+        """Answer an exclusive declaration once its placement is in the metadata's order: if
+        another worker's placement of the name came first, the queue made here is gone
+        again (workers/placing.py) and the declaration is refused as locked, as on one
+        broker when another connection declared it first."""
+        ctx = self.ctx
+        vh = ctx.vhost
+
+        def placed(answered: Callable[[Callable[[], None]], None]) -> None:
+            ctx.broker.after_commit(lambda: answered(lambda: None))
+
+        def answer(_: Callable[[], None]) -> None:
+            if vh.nodes.get(q.name) is not q:
+                raise ResourceLocked(locked_text(q.name, vh.name))
+            if not ch.closed:
+                ctx.send_method(ch.number, ok)
+
+        ctx.later(placed, answer)
 
     def _declare_exclusive(self, ch: Channel, method: m.QueueDeclare, q: NodeElsewhere) -> None:
         """An exclusive ``queue.declare`` of a name another worker owns (by its hash, or as

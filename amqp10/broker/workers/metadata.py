@@ -85,7 +85,15 @@ from ..users import read_users_file
 from .compaction import compacted
 from .link import InternalLink
 from .ownership import Ownership
-from .placing import PLACEMENT_OPS, UNPLACE_WORKER, apply_placement, placed_here
+from .placing import (
+    PLACE,
+    PLACEMENT_OPS,
+    UNPLACE_WORKER,
+    PlacementTaken,
+    apply_placement,
+    check_placement,
+    placed_here,
+)
 
 __all__ = [
     "CONTROL_SOCKET",
@@ -495,9 +503,10 @@ class Sequencer:
     def sequence(self, peer: _Peer, request: int, vhost: str, change: Change) -> None:
         """Check ``change`` against the changes before it; number it, store it, send it."""
         try:
+            check_placement(self.placed, vhost, change)
             if not apply_placement(self.placed, vhost, change):
                 apply_change(self.mirror, vhost, change, check=True)
-        except Inequivalent as exc:
+        except (Inequivalent, PlacementTaken) as exc:
             log.warning("metadata: worker %s's change refused: %s", peer.worker, exc)
             peer.send(["refused", request, str(exc)])
             return
@@ -622,6 +631,8 @@ class SharedMetadata:
         self._last_request = 0
         self._held: list[tuple[int, Callable[[], None]]] = []
         """Answers waiting for a change of this worker (its request number) to come back."""
+        self._placing: dict[int, tuple[str, str]] = {}
+        """This worker's placements not yet back in the order: request -> (vhost, name)."""
         self._applying = False
         self.caught_up = asyncio.Event()
         self.reason: str | None = None
@@ -666,6 +677,8 @@ class SharedMetadata:
             return
         request = self._last_request = next(self._requests)
         self._pending.add(request)
+        if change[0] == PLACE:  # (undone if the order placed the name elsewhere first)
+            self._placing[request] = (vhost, str(change[1]))
         self._send(["change", request, vhost, list(change)])
 
     def hold(self, answer: Callable[[], None]) -> bool:
@@ -694,7 +707,11 @@ class SharedMetadata:
             self._back(message[1])
         elif kind == "refused":  # another worker's declaration of that name came first
             _, request, reason = message
-            log.warning("metadata change refused by the order (it stays on this worker only): %s", reason)
+            placed = self._placing.pop(request, None)
+            if placed is not None:
+                self._unplace(*placed, reason)
+            else:
+                log.warning("metadata change refused by the order (it stays on this worker only): %s", reason)
             self._back(request)
         elif kind == "placed":  # the whole override table, before the changes that follow it
             if self.ownership is not None:
@@ -717,6 +734,21 @@ class SharedMetadata:
         finally:
             self._applying = False
 
+    def _unplace(self, vhost_name: str, name: str, reason: str) -> None:
+        """Another worker's placement of ``name`` came first in the order: the exclusive queue
+        made here goes (what answers its declaration finds it gone: locked), unshared (the
+        placement that stands is the other worker's)."""
+        log.info("exclusive queue %r in vhost %r dropped here: %s", name, vhost_name, reason)
+        vhost = self.broker.vhost(vhost_name)
+        q = None if vhost is None else vhost.nodes.get(name)
+        if vhost is None or not isinstance(q, Queue) or q.owner is None:
+            return
+        self._applying = True
+        try:
+            vhost.delete_node(name)
+        finally:
+            self._applying = False
+
     def _read_users(self) -> None:
         defs = self.broker.definitions
         inner = defs.inner if isinstance(defs, _SharedDefinitions) else defs
@@ -727,6 +759,7 @@ class SharedMetadata:
         """This worker's change ``request`` is in the order and applied (or refused): the
         answers held for it and for the ones before it go out."""
         self._pending = {r for r in self._pending if r > request}
+        self._placing = {r: placed for r, placed in self._placing.items() if r > request}
         ready = [answer for r, answer in self._held if r <= request]
         self._held = [(r, answer) for r, answer in self._held if r > request]
         for answer in ready:

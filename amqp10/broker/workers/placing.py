@@ -10,6 +10,10 @@ in the one order of :mod:`.metadata`:
 - ``("place", name, worker)``: the core's ``VirtualHost.share("place", name)`` when it
   makes an exclusive queue; the worker adds its own number (:func:`placed_here`) and
   places it at once in its own table (its own change does not come back to it);
+  Two workers placing one name (two connections declaring one exclusive queue at the
+  same instant, each before it heard of the other's) are decided by the order: the
+  parent refuses the later placement (:func:`check_placement`), and the worker that made
+  it drops its queue, whose declaration is answered as locked (405 / resource-locked);
 - ``("unplace", name)``: the queue was deleted (its connection closed, or a delete);
 - ``("unplace-worker", worker)``: sequenced by the parent when a worker's control link
   goes (it died or stopped): its connections, and so its exclusive queues, are gone.
@@ -23,9 +27,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core import ResourceLocked
 from .ownership import Ownership
 
-__all__ = ["PLACE", "PLACEMENT_OPS", "UNPLACE", "UNPLACE_WORKER", "apply_placement", "placed_here"]
+__all__ = [
+    "PLACE",
+    "PLACEMENT_OPS",
+    "UNPLACE",
+    "UNPLACE_WORKER",
+    "PlacementTaken",
+    "apply_placement",
+    "check_placement",
+    "placed_here",
+]
 
 PLACE = "place"
 UNPLACE = "unplace"
@@ -37,6 +51,20 @@ PLACEMENT_OPS = frozenset((PLACE, UNPLACE, UNPLACE_WORKER))
 def placed_here(change: tuple[Any, ...], me: int) -> tuple[Any, ...]:
     """The core's ``("place", name)``, as worker ``me`` sends it: with its number."""
     return (*change, me) if change[0] == PLACE and len(change) == 2 else change
+
+
+class PlacementTaken(ResourceLocked):
+    """A placement of a name that an earlier change of the order placed on another worker."""
+
+
+def check_placement(ownership: Ownership, vhost: str, change: tuple[Any, ...]) -> None:
+    """The parent's check of ``change`` against its table: raises :class:`PlacementTaken`
+    for a ``place`` of a name already placed on another worker (the first placement stands)."""
+    if change[0] != PLACE:
+        return
+    held = ownership.placed_on(vhost, str(change[1]))
+    if held is not None and held != int(change[2]):
+        raise PlacementTaken(f"queue {change[1]!r} in vhost {vhost!r} was placed on worker {held} first")
 
 
 def apply_placement(ownership: Ownership, vhost: str, change: tuple[Any, ...]) -> bool:

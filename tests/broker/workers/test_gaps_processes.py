@@ -233,3 +233,95 @@ async def test_a_plain_name_attached_before_the_metadata_says_it_is_a_topic(brok
                 assert sorted(await topics.drain(r)) == [0, 1, 2, 3, 4, 10, 11, 12, 13, 14]
             for link in (on_a, on_b, copy_on_b, plain_sender, sender_a):
                 await link.close()
+
+
+def both_declare(
+    broker: Parent, a: int, name: str, declare: Callable[[int], int]
+) -> dict[int, int]:
+    """Worker ``a`` makes exclusive queue ``name`` (hashed to the other worker, ``b``) while
+    the parent, the metadata's sequencer, is stopped, so ``b`` does not know it is placed
+    on ``a`` and makes one too for its own client: ``declare(w)`` on each (a blocking
+    declaration by a client of worker ``w``: 200, or the error code it got)."""
+    b = 1 - a
+    answers: dict[int, int] = {}
+
+    def run(w: int) -> None:
+        answers[w] = declare(w)
+
+    threads = {w: threading.Thread(target=run, args=(w,), daemon=True) for w in (a, b)}
+    mark = len(broker.lines)
+    made = r"worker={} logger=amqp10.broker msg=.declared queue '{}'"
+    os.kill(broker.proc.pid, signal.SIGSTOP)
+    try:
+        threads[a].start()  # made on a (b has no such queue); its placement waits for the parent
+        broker.wait_for(made.format(a, name), mark)
+        threads[b].start()  # made on b too: its table does not say the name is placed on a
+        broker.wait_for(made.format(b, name), mark)
+    finally:
+        os.kill(broker.proc.pid, signal.SIGCONT)
+    for t in threads.values():
+        t.join(WAIT)
+    return answers
+
+
+def test_one_exclusive_name_declared_on_both_workers_at_once_is_one_queue(broker: Parent) -> None:
+    """The metadata's order decides: one ``queue.declare`` is answered declare-ok, the
+    other 405, and every worker routes the name to the one queue that stands."""
+    with p091.one_on_each(broker) as conns:
+        for a in (0, 1):
+            name = owned_by(1 - a, "xrace")
+
+            def declare(w: int, name: str = name) -> int:
+                try:
+                    conns[w].channel().queue_declare(name, exclusive=True)
+                except ChannelClosedByBroker as exc:
+                    return int(exc.reply_code)
+                return 200
+
+            answers = both_declare(broker, a, name, declare)
+            assert sorted(answers.values()) == [200, 405], answers
+            (won,) = (w for w, code in answers.items() if code == 200)
+            winner = conns[won].channel()
+            for w in (0, 1):  # a publish on either worker reaches the one queue
+                conns[w].channel().basic_publish("", name, f"from {w}".encode())
+            got = []
+            for method, _, body in winner.consume(name, inactivity_timeout=WAIT):
+                assert method is not None, got
+                got.append(body)
+                if len(got) == 2:
+                    break
+            assert sorted(got) == [b"from 0", b"from 1"]
+            winner.close()
+
+
+def test_one_exclusive_name_declared_by_0_10_sessions_on_both_workers_at_once(
+    broker: Parent,
+) -> None:
+    """The same with 0-10 sessions: one declaration completes, the other is refused
+    resource-locked (405, which ends that session), and the one queue that stands gets
+    what is routed to it."""
+    for a in (0, 1):
+        name = owned_by(1 - a, "x010race")
+        with p010.one_on_each(broker) as peers:
+
+            def declare(w: int, name: str = name) -> int:
+                peer = peers[w]
+                cid = peer.command("queue.declare", queue=name, exclusive=True)
+                peer.command("execution.sync")
+                peer.flush()
+                while True:
+                    for _, item in peer.got:
+                        if item.name == "execution.exception" and item["command_id"] == cid:
+                            return int(item["error_code"])
+                        if item.name == "session.completed" and any(
+                            lo <= cid <= hi for lo, hi in item.get("commands", ())
+                        ):
+                            return 200
+                    peer.feed(peer.sock.recv(65536))
+
+            answers = both_declare(broker, a, name, declare)
+            assert sorted(answers.values()) == [200, 405], answers
+            (won,) = (w for w, code in answers.items() if code == 200)
+            peers[won].got.clear()
+            p010.publish(peers[won], name, b"routed")
+            assert p010.counts(peers[won], name) == (1, 0)
