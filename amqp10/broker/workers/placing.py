@@ -14,6 +14,10 @@ in the one order of :mod:`.metadata`:
 - ``("unplace-worker", worker)``: sequenced by the parent when a worker's control link
   goes (it died or stopped): its connections, and so its exclusive queues, are gone.
 
+A binding to such a queue is metadata too (``bind``): every other worker binds the queue's
+stand-in, so a message published there reaches it; when it is unplaced, those bindings go
+(:func:`unbind_unplaced`), as a deleted queue's bindings do on its own worker.
+
 A worker that starts gets the whole table from the parent first (``placed``), then the
 changes it missed: placements are kept by nobody's store (an exclusive queue is never
 durable), so a worker's applied number says nothing about them.
@@ -21,11 +25,22 @@ durable), so a worker's applied number says nothing about them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .ownership import Ownership
 
-__all__ = ["PLACE", "PLACEMENT_OPS", "UNPLACE", "UNPLACE_WORKER", "apply_placement", "placed_here"]
+if TYPE_CHECKING:
+    from ..core import Broker
+
+__all__ = [
+    "PLACE",
+    "PLACEMENT_OPS",
+    "UNPLACE",
+    "UNPLACE_WORKER",
+    "apply_placement",
+    "placed_here",
+    "unbind_unplaced",
+]
 
 PLACE = "place"
 UNPLACE = "unplace"
@@ -51,3 +66,19 @@ def apply_placement(ownership: Ownership, vhost: str, change: tuple[Any, ...]) -
     else:
         return False
     return True
+
+
+def unbind_unplaced(broker: Broker, ownership: Ownership, vhost: str, change: tuple[Any, ...]) -> None:
+    """Before ``change`` is made in ``ownership``'s table: if it unplaces queues another
+    worker made, the bindings here to their stand-ins go."""
+    op = change[0]
+    if op == UNPLACE:
+        gone = [(vhost, str(change[1]))]
+    elif op == UNPLACE_WORKER:
+        gone = [(str(v), str(name)) for v, name, owner in ownership.placed() if owner == int(change[1])]
+    else:
+        return
+    for vhost_name, name in gone:
+        host = broker.vhost(vhost_name) if vhost_name else broker.default
+        if host is not None:
+            host.unbind_elsewhere(name)
