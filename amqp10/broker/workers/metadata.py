@@ -85,7 +85,14 @@ from ..users import read_users_file
 from .compaction import compacted
 from .link import InternalLink
 from .ownership import Ownership
-from .placing import PLACEMENT_OPS, UNPLACE_WORKER, apply_placement, placed_here, unbind_unplaced
+from .placing import (
+    PLACEMENT_OPS,
+    UNPLACE_WORKER,
+    apply_placement,
+    bind_placed,
+    placed_here,
+    unbind_unplaced,
+)
 
 __all__ = [
     "CONTROL_SOCKET",
@@ -199,14 +206,7 @@ def apply_change(broker: Broker, vhost_name: str, change: Change, *, check: bool
             vhost.delete_node(args[0])
     elif op == "bind":
         source, destination, key, arguments, kind = args
-        remote = vhost.elsewhere(destination) if kind == "queue" and vhost.queue(destination) is None else None
-        if remote is None:
-            vhost.bind(source, destination, key, arguments, destination_kind=kind)
-        else:  # a queue made on another worker only (an exclusive one: placing.py), bound as its stand-in
-            x = vhost.exchange(source)
-            if x is None:
-                raise NotFound(f"no exchange {source!r} in vhost {vhost_name!r}")
-            x.bind(Binding(x, remote, key, arguments))  # type: ignore[arg-type]
+        vhost.bind(source, destination, key, arguments, destination_kind=kind)
     elif op == "unbind":
         source, destination, key, arguments, kind = args
         with contextlib.suppress(NotFound):
@@ -715,7 +715,7 @@ class SharedMetadata:
             elif self.ownership is not None and change[0] in PLACEMENT_OPS:
                 unbind_unplaced(self.broker, self.ownership, vhost, change)  # (while it says where they were)
                 apply_placement(self.ownership, vhost, change)
-            else:
+            elif self.ownership is None or not bind_placed(self.broker, self.ownership, vhost, change):
                 apply_change(self.broker, vhost, change, check=False)
         except (ModelError, ArgumentError, ValueError, OSError) as exc:
             log.warning("metadata change %d (%s in vhost %r) not made here: %s", seq, change[0], vhost, exc)

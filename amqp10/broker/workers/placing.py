@@ -14,8 +14,9 @@ in the one order of :mod:`.metadata`:
 - ``("unplace-worker", worker)``: sequenced by the parent when a worker's control link
   goes (it died or stopped): its connections, and so its exclusive queues, are gone.
 
-A binding to such a queue is metadata too (``bind``): every other worker binds the queue's
-stand-in, so a message published there reaches it; when it is unplaced, those bindings go
+A binding to such a queue is metadata too (``bind``): every other worker, which has no
+record of the queue, binds its stand-in while it is placed (:func:`bind_placed`), so a
+message published there reaches it; when it is unplaced, those bindings go
 (:func:`unbind_unplaced`), as a deleted queue's bindings do on its own worker.
 
 A worker that starts gets the whole table from the parent first (``placed``), then the
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..core import Binding
 from .ownership import Ownership
 
 if TYPE_CHECKING:
@@ -38,6 +40,7 @@ __all__ = [
     "UNPLACE",
     "UNPLACE_WORKER",
     "apply_placement",
+    "bind_placed",
     "placed_here",
     "unbind_unplaced",
 ]
@@ -65,6 +68,25 @@ def apply_placement(ownership: Ownership, vhost: str, change: tuple[Any, ...]) -
         ownership.unplace_worker(int(change[1]))
     else:
         return False
+    return True
+
+
+def bind_placed(broker: Broker, ownership: Ownership, vhost: str, change: tuple[Any, ...]) -> bool:
+    """If ``change`` binds a queue placed on another worker that this worker has no record
+    of (an exclusive queue), bind its stand-in here; whether it did. (A bind of a queue no
+    longer placed, replayed as a worker catches up, is left to ``apply_change``: no such
+    queue.)"""
+    if change[0] != "bind":
+        return False
+    source, destination, key, arguments, kind = change[1:]
+    owner = ownership.placed_on(vhost, str(destination))
+    host = broker.vhost(vhost) if vhost else broker.default
+    if kind != "queue" or owner is None or owner == ownership.me or host is None or host.queue(destination) is not None:
+        return False
+    remote, x = host.elsewhere(destination), host.exchange(source)
+    if remote is None or x is None:
+        return False
+    x.bind(Binding(x, remote, key, arguments))  # type: ignore[arg-type]
     return True
 
 
