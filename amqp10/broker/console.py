@@ -52,7 +52,15 @@ from ..sasl.credentials import CredentialStore
 from .core import Broker
 from .guard import ConnectionGuard, source_of
 from .http_login import GUEST, HttpLogin
-from .management import Caller, Management, ManagementError, delete_node, peek_node, purge_node
+from .management import (
+    Caller,
+    Management,
+    ManagementError,
+    delete_node,
+    peek_node,
+    purge_node,
+    read_node,
+)
 from .oauth import TokenGrant, TokenValidator
 from .rabbitmq_api import API_METHODS, RabbitApi
 
@@ -284,7 +292,7 @@ class Console:
     async def api_node(self, request: HttpRequest) -> HttpResponse:
         _, session = self.session_of(request)
         kind, name, vhost = _node_query(request)
-        return _json(200, self.management.read(session.caller, kind, name, vhost=vhost))
+        return _json(200, await self.management.on_owner(session.caller, read_node, kind, name, vhost=vhost))
 
     async def api_peek(self, request: HttpRequest) -> HttpResponse:
         _, session = self.session_of(request)

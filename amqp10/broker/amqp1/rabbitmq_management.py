@@ -34,7 +34,7 @@ from ...message import Message
 from ...transport import Link, LinkState, Receiver, Sender, Session
 from ...types import AmqpValue, DecodeError, Error, ErrorCondition, Properties, decode_at, symbol
 from ..core import AccessRefused, ModelError, Node, NotFound, Queue, QueuedMessage, VirtualHost
-from ..management import Caller, Management, ManagementError, NotFoundError
+from ..management import Caller, Management, ManagementError, NodeOp, NotFoundError
 from ..management.rabbitmq import (
     Inequivalent,
     binding_of,
@@ -85,6 +85,17 @@ def purge_messages(
     if found[1] == "stream":
         return [400, f"purge not supported by queue '{name}' in vhost '{vhost}'"]
     return [200, {"message_count": m.purge(caller, "queue", name, vhost=vhost)}]
+
+
+def get_queue(
+    m: Management, caller: Caller, entity_type: str, name: str, vhost: str | None, args: Mapping[str, Any]
+) -> list[Any]:
+    """``GET /queues/Q``: its status and body (a :data:`~amqp10.broker.management.NodeOp`:
+    on the queue's owner, whose record has its counts)."""
+    found = find_queue(m, caller, vhost or "/", name)
+    if found is None:
+        return [404, f"queue '{name}' in vhost '{vhost}' not found"]
+    return [200, queue_map(*found)]
 
 
 def delete_queue(
@@ -316,11 +327,7 @@ class RabbitManagementNode(ManagementNode):
         return rest[0]
 
     def _queue_get(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
-        name = self._queue_name(rest)
-        found = find_queue(self.management, self.me(), self.vhost.name, name)
-        if found is None:
-            raise HttpError(404, f"queue '{name}' in vhost '{self.vhost.name}' not found")
-        return 200, queue_map(*found)
+        return self._on_owner(get_queue, self._queue_name(rest))
 
     def _queue_put(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
         name = self._queue_name(rest)
@@ -383,12 +390,15 @@ class RabbitManagementNode(ManagementNode):
         name = self._queue_name(rest)
         if rest[1:] not in ([], ["messages"]):
             raise HttpError(400, f"unsupported request DELETE /queues/{'/'.join(rest)}")
-        op = purge_messages if rest[1:] else delete_queue
+        return self._on_owner(purge_messages if rest[1:] else delete_queue, name)
+
+    def _on_owner(self, op: NodeOp, name: str) -> Answer:
+        """``op`` of queue ``name``, answered by the queue's owner (workers/whole.py)."""
         if self.management.whole is None:
             status, answer = op(self.management, self.me(), "queue", name, self.vhost.name, {})
             return status, answer
 
-        def ask(reply: Reply) -> None:  # workers > 1: on the queue's owner (workers/whole.py)
+        def ask(reply: Reply) -> None:  # workers > 1: on the queue's owner
             async def on_owner() -> None:
                 try:
                     status, answer = await self.management.on_owner(self.me(), op, "queue", name, vhost=self.vhost.name)

@@ -712,14 +712,26 @@ class VirtualHost:
         arguments (0-10 names a binding by exchange, queue and key; 0-9-1 and 1.0 add the
         arguments: :meth:`unbind`); return how many went (0: none was there)."""
         x = self._bindable(source)
-        dest = self.exchanges.get(destination) if destination_kind == "exchange" else self.queue(destination)
+        if destination_kind == "exchange":
+            dest: Destination | NodeElsewhere | None = self.exchanges.get(destination)
+        else:  # (a queue another worker owns is bound as its stand-in: :meth:`_destination`)
+            dest = self.elsewhere(destination) or self.queue(destination)
         if dest is None:
             return 0
-        gone = [b for b in x.bindings_to(dest) if b.key == key]
+        gone = [b for b in x.bindings_to(dest) if b.key == key]  # type: ignore[arg-type]
         for b in gone:
             x.unbind(b.identity)
             self._unbound(b)  # (an auto-delete exchange goes with the last one)
+            self.share("unbind", source, destination, key, b.arguments, destination_kind)
         return len(gone)
+
+    def unbind_elsewhere(self, name: str) -> None:
+        """Queue ``name`` of another worker went (workers > 1: an exclusive queue, with its
+        connection or its worker): the bindings here to its stand-in go, as a deleted
+        queue's do (its own worker removed its own)."""
+        remote = self.elsewhere(name)
+        if remote is not None:
+            self._unbind_everywhere(remote)  # type: ignore[arg-type]
 
     def _unbound(self, binding: Binding) -> None:
         x = binding.source

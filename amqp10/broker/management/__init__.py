@@ -68,6 +68,7 @@ from .api import (
     describe_message,
     peek_node,
     purge_node,
+    read_node,
 )
 from .draft import Request, Response
 from .entities import ENTITY_TYPES, EntityType, type_named
@@ -106,5 +107,6 @@ __all__ = [
     "error_of",
     "peek_node",
     "purge_node",
+    "read_node",
     "type_named",
 ]

@@ -132,6 +132,11 @@ owner at ``workers`` > 1 (:meth:`Management.on_owner`; ``workers.whole.NODE_OPS`
 each), its answer JSON's."""
 
 
+def read_node(m: Management, caller: Caller, entity_type: str, name: str, vhost: str | None, args: Mapping[str, Any]) -> dict[str, Any]:
+    """:meth:`Management.read`, as a :data:`NodeOp` (its counts are its owner's)."""
+    return m.read(caller, entity_type, name, vhost=vhost)
+
+
 def purge_node(m: Management, caller: Caller, entity_type: str, name: str, vhost: str | None, args: Mapping[str, Any]) -> int:
     """:meth:`Management.purge`, as a :data:`NodeOp`."""
     return m.purge(caller, entity_type, name, vhost=vhost)

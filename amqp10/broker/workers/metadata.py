@@ -91,8 +91,10 @@ from .placing import (
     UNPLACE_WORKER,
     PlacementTaken,
     apply_placement,
+    bind_placed,
     check_placement,
     placed_here,
+    unbind_unplaced,
 )
 
 __all__ = [
@@ -725,9 +727,10 @@ class SharedMetadata:
         try:
             if change[0] == "users":
                 self._read_users()
-            elif self.ownership is not None and apply_placement(self.ownership, vhost, change):
-                pass
-            else:
+            elif self.ownership is not None and change[0] in PLACEMENT_OPS:
+                unbind_unplaced(self.broker, self.ownership, vhost, change)  # (while it says where they were)
+                apply_placement(self.ownership, vhost, change)
+            elif self.ownership is None or not bind_placed(self.broker, self.ownership, vhost, change):
                 apply_change(self.broker, vhost, change, check=False)
         except (ModelError, ArgumentError, ValueError, OSError) as exc:
             log.warning("metadata change %d (%s in vhost %r) not made here: %s", seq, change[0], vhost, exc)

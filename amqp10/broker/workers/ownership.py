@@ -93,6 +93,10 @@ class Ownership:
             return named
         return spread(zlib.crc32(f"{vhost}\x00{name}".encode())) % self.workers
 
+    def placed_on(self, vhost: str, name: str) -> int | None:
+        """The worker node ``name`` is placed on by an override (None: its name says)."""
+        return self._overrides.get((vhost, name))
+
     def place(self, vhost: str, name: str, owner: int) -> None:
         """Node ``name`` of ``vhost`` is owned by worker ``owner`` whatever its hash says (an
         exclusive queue, made on its connection's worker: the metadata's ``place``)."""

@@ -18,6 +18,11 @@ in the one order of :mod:`.metadata`:
 - ``("unplace-worker", worker)``: sequenced by the parent when a worker's control link
   goes (it died or stopped): its connections, and so its exclusive queues, are gone.
 
+A binding to such a queue is metadata too (``bind``): every other worker, which has no
+record of the queue, binds its stand-in while it is placed (:func:`bind_placed`), so a
+message published there reaches it; when it is unplaced, those bindings go
+(:func:`unbind_unplaced`), as a deleted queue's bindings do on its own worker.
+
 A worker that starts gets the whole table from the parent first (``placed``), then the
 changes it missed: placements are kept by nobody's store (an exclusive queue is never
 durable), so a worker's applied number says nothing about them.
@@ -25,11 +30,13 @@ durable), so a worker's applied number says nothing about them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..core import ResourceLocked
+from ..core import Binding, ResourceLocked
 from .ownership import Ownership
 
+if TYPE_CHECKING:
+    from ..core import Broker
 __all__ = [
     "PLACE",
     "PLACEMENT_OPS",
@@ -39,6 +46,8 @@ __all__ = [
     "apply_placement",
     "check_placement",
     "placed_here",
+    "bind_placed",
+    "unbind_unplaced",
 ]
 
 PLACE = "place"
@@ -79,3 +88,38 @@ def apply_placement(ownership: Ownership, vhost: str, change: tuple[Any, ...]) -
     else:
         return False
     return True
+
+
+def bind_placed(broker: Broker, ownership: Ownership, vhost: str, change: tuple[Any, ...]) -> bool:
+    """If ``change`` binds a queue placed on another worker that this worker has no record
+    of (an exclusive queue), bind its stand-in here; whether it did. (A bind of a queue no
+    longer placed, replayed as a worker catches up, is left to ``apply_change``: no such
+    queue.)"""
+    if change[0] != "bind":
+        return False
+    source, destination, key, arguments, kind = change[1:]
+    owner = ownership.placed_on(vhost, str(destination))
+    host = broker.vhost(vhost) if vhost else broker.default
+    if kind != "queue" or owner is None or owner == ownership.me or host is None or host.queue(destination) is not None:
+        return False
+    remote, x = host.elsewhere(destination), host.exchange(source)
+    if remote is None or x is None:
+        return False
+    x.bind(Binding(x, remote, key, arguments))  # type: ignore[arg-type]
+    return True
+
+
+def unbind_unplaced(broker: Broker, ownership: Ownership, vhost: str, change: tuple[Any, ...]) -> None:
+    """Before ``change`` is made in ``ownership``'s table: if it unplaces queues another
+    worker made, the bindings here to their stand-ins go."""
+    op = change[0]
+    if op == UNPLACE:
+        gone = [(vhost, str(change[1]))]
+    elif op == UNPLACE_WORKER:
+        gone = [(str(v), str(name)) for v, name, owner in ownership.placed() if owner == int(change[1])]
+    else:
+        return
+    for vhost_name, name in gone:
+        host = broker.vhost(vhost_name) if vhost_name else broker.default
+        if host is not None:
+            host.unbind_elsewhere(name)

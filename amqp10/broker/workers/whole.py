@@ -15,9 +15,9 @@ merges the answers:
   and each worker's own process series (``process_*``, ``python_*``: its memory, CPU,
   open files) kept apart under a ``worker`` label.
 
-A change of one node (``Management.on_owner``: the HTTP API's purge, get and delete, the
-console's peek, purge and delete; a ``$management`` PEEK, PURGE or DELETE of a queue or
-stream; RabbitMQ 4's ``/management`` purge and delete of a queue) is
+A change or a read of one node (``Management.on_owner``: the HTTP API's purge, get and
+delete, the console's node, peek, purge and delete; a ``$management`` READ, PEEK, PURGE or
+DELETE of a queue or stream; RabbitMQ 4's ``/management`` GET, purge and delete of a queue) is
 made on the node's owner, which answers (or refuses) as one broker would, once its store
 has it: the asked worker's own record of a queue is not the queue.
 
@@ -39,7 +39,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from ..alarms import ResourceAlarms
-from ..amqp1.rabbitmq_management import delete_queue, purge_messages
+from ..amqp1.rabbitmq_management import delete_queue, get_queue, purge_messages
 from ..guard import ConnectionGuard
 from ..management import (
     BadRequest,
@@ -53,6 +53,7 @@ from ..management import (
     delete_node,
     peek_node,
     purge_node,
+    read_node,
 )
 from ..rabbitmq_api import remove_queue, take_messages
 from .control import ControlPoint
@@ -77,11 +78,14 @@ Metrics = Callable[[], Awaitable[bytes]]
 
 NODE_OPS: dict[str, NodeOp] = {
     op.__name__: op
-    for op in (purge_node, peek_node, delete_node, remove_queue, take_messages, purge_messages, delete_queue)
+    for op in (
+        read_node, purge_node, peek_node, delete_node, remove_queue, take_messages, get_queue, purge_messages, delete_queue
+    )
 }
 """The changes of one node another worker may ask its owner to make, by name (each name once)."""
-OWNED_OPERATIONS = frozenset({"PURGE", "PEEK", "DELETE"})
-"""``$management`` operations of a queue or stream made on its owner."""
+OWNED_OPERATIONS = frozenset({"READ", "PURGE", "PEEK", "DELETE"})
+"""``$management`` operations of a queue or stream made on its owner (a READ too: its counts
+are the owner's; another worker's record of a shared queue holds none of its messages)."""
 
 
 class WholeBroker:

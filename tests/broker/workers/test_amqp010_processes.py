@@ -215,6 +215,27 @@ def test_exchange_routes_and_bound_answers_for_a_queue_another_worker_owns(broke
         assert counts(p, name) == (0, 1)
 
 
+def test_exchange_unbind_of_a_queue_another_worker_owns_is_every_workers(broker: Parent) -> None:
+    """0-10 names a binding by its key alone (``VirtualHost.unbind_key``): it finds the
+    binding to the owner's stand-in, and every worker unbinds it."""
+    with one_on_each(broker) as peers:
+        name = owned_by(1, "q010unbind")
+        p, other = peers[0], peers[1]
+        p.call("exchange.declare", exchange="x010u", type="direct")
+        p.call("queue.declare", queue=name)
+        p.call("exchange.bind", exchange="x010u", queue=name, binding_key="k")
+        p.call("exchange.unbind", exchange="x010u", queue=name, binding_key="k")
+        p.call("exchange.bind", exchange="x010u", queue=name, binding_key="later")  # after it, in the one order
+        deadline = time.monotonic() + WAIT
+        while counts(other, name)[0] == 0:  # (bounded: until worker 1 has the later binding)
+            assert time.monotonic() < deadline, "worker 1 never routed 'later'"
+            publish(other, "later", b"later", exchange="x010u")
+        before = counts(other, name)[0]
+        publish(other, "k", b"unbound", exchange="x010u")
+        publish(other, "later", b"later", exchange="x010u")
+        assert counts(other, name)[0] == before + 1
+
+
 def test_a_transfer_the_owners_full_queue_refuses_fails_as_on_one_broker(broker: Parent) -> None:
     with one_on_each(broker) as peers:
         name = owned_by(1, "q010full")

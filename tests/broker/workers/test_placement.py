@@ -19,7 +19,7 @@ import anyio
 import pika
 import pytest
 from pika.adapters.blocking_connection import BlockingChannel
-from pika.exceptions import ChannelClosedByBroker
+from pika.exceptions import ChannelClosedByBroker, UnroutableError
 
 from amqp10.amqp091 import ConnectionState as ConnectionState091
 from amqp10.amqp091 import MethodReceived
@@ -85,6 +85,29 @@ def test_an_exclusive_queue_is_its_connections_on_every_worker(broker: Parent) -
                 assert free.queue_declare(name).method.message_count == 0
                 free.queue_delete(name)
                 extra.close()
+
+
+def test_an_exclusive_queues_bindings_are_every_workers_while_it_lives(broker: Parent) -> None:
+    """A binding to an exclusive queue routes a message published on the other worker to it;
+    when the queue goes with its connection, the binding goes there too: an exclusive queue
+    of that name made again, and not bound, gets nothing through the exchange."""
+    for declarer in (0, 1):
+        name = owned_by(1 - declarer, f"exclbound{declarer}-")  # its name's hash: the other worker
+        with one_on_each(broker) as conns:
+            mine = conns[declarer].channel()
+            mine.queue_declare(name, exclusive=True)
+            mine.queue_bind(name, "amq.direct", routing_key=name)
+            other = conns[1 - declarer].channel()
+            other.confirm_delivery()
+            other.basic_publish("amq.direct", name, b"routed", mandatory=True)  # confirmed: routed and taken
+            assert _take(mine, name, 1)[0][2] == b"routed"
+            conns[declarer].close()  # the queue goes, and with it its binding on every worker
+        with one_on_each(broker) as conns:
+            conns[declarer].channel().queue_declare(name, exclusive=True)  # (declare-ok: every worker placed it)
+            other = conns[1 - declarer].channel()
+            other.confirm_delivery()
+            with pytest.raises(UnroutableError):
+                other.basic_publish("amq.direct", name, b"unbound", mandatory=True)
 
 
 def _take(ch: BlockingChannel, name: str, n: int) -> list[tuple[object, object, bytes]]:

@@ -1,9 +1,9 @@
 """Management's changes of one node, asked on a worker that does not own it (``--workers 2``).
 
-The HTTP API's purge, get and delete and ``$management``'s PEEK, PURGE and DELETE of a queue are
-made on the queue's owner and answered with its answer, whichever worker the kernel gave
-the request to (each HTTP request on a connection of its own; our client pinned to each
-worker for ``$management``). Real processes on 127.0.0.1; every wait is bounded.
+The HTTP API's purge, get and delete, ``$management``'s READ, PEEK, PURGE and DELETE and
+RabbitMQ 4's ``/management`` GET, purge and delete of a queue are made on the queue's owner
+and answered with its answer, whichever worker the kernel gave the request to (each HTTP
+request on a connection of its own; our client pinned to each worker for ``$management``). Real processes on 127.0.0.1; every wait is bounded.
 """
 
 from __future__ import annotations
@@ -118,3 +118,21 @@ async def test_rabbitmq_4_management_purge_and_delete_of_the_other_workers_queue
             assert await m.request("DELETE", f"/queues/{name}") == (200, {"message_count": 2})
             assert (await call(broker, "GET", f"/api/queues/%2F/{name}"))[0] == 404
             assert await m.request("DELETE", f"/queues/{name}") == (200, {"message_count": 0})  # gone: done
+
+
+async def test_a_read_of_the_other_workers_queue_answers_the_owners_counts(broker: Broker) -> None:
+    """A queue every worker has a record of (declared, not made by an attach): a
+    ``$management`` READ and RabbitMQ 4's ``GET /queues/Q`` on the worker that does not own
+    it answer the owner's counts, not that worker's record's (it holds none of its messages)."""
+    async with one_on_each(broker) as conns:
+        for asked in (0, 1):
+            name = owned_by(1 - asked, "mgmt-read-")
+            m = await Management.open(conns[asked])
+            assert (await m.request("PUT", f"/queues/{name}", {}))[0] == 201
+            await send(conns[asked], name, 3)
+            status, body = await _management(conns[asked], "READ", name)
+            assert status == 200 and body["depth"] == 3, body
+            status, q = await m.request("GET", f"/queues/{name}")
+            assert status == 200 and q["message_count"] == 3, q
+            assert await m.request("DELETE", f"/queues/{name}") == (200, {"message_count": 3})
+            assert await m.request("GET", f"/queues/{name}") == (404, f"queue '{name}' in vhost '/' not found")
