@@ -31,12 +31,14 @@ test: $(STAMP) debs docs
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
-## The broker's suites again at workers = 2 (issue 31): the shared broker fixtures start
+## The broker's suites (0-9-1's tests/broker/amqp091 among them) and the interop tests again
+## at workers = 2 (issue 31): the shared broker fixtures and interop's OurBroker start
 ## `amqp10 broker --workers 2` (tests/broker/workers_mode.py); deselected, and counted at the
 ## end: the tests that need the in-process broker (marker in_process), those that start no
-## broker, and those of the features not yet across workers (its NOT_YET list).
+## broker, and those of the features not yet across workers (its NOT_YET list). The client
+## libraries' own 0-9-1 suites need ../shared/suites: `python -m interop.suites pika --workers 2`.
 test-workers2: $(STAMP) debs
-	AMQP10_TEST_WORKERS=2 $(BIN)/python -m pytest -q tests/broker
+	AMQP10_TEST_WORKERS=2 $(BIN)/python -m pytest -q tests/broker interop
 
 ## The Debian packages the tests need (.ci/debian-packages): apt-gets the missing ones.
 debs:

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .peers.base import free_port
+from .peers.ours import LISTENING, broker_command
 
 __all__ = ["SUITES", "Outcome", "Suite", "main", "record", "run_suite"]
 
@@ -220,9 +221,6 @@ def broker_on(
 ) -> Iterator[subprocess.Popen[bytes]]:
     """``amqp10 broker`` (this checkout) on 127.0.0.1:``port`` (and ``tls``), its log in
     ``workdir``; ``workers`` > 1: ``--workers N`` (issue 31's preview), once each listens."""
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    if workers > 1:
-        env["AMQP10_WORKERS_PREVIEW"] = "1"
     log_path = workdir / "broker.log"
     log = log_path.open("wb")
     args = ["--port", str(port)]
@@ -233,18 +231,13 @@ def broker_on(
             f"tls_cert = {str(tls.cert)!r}\ntls_key = {str(tls.key)!r}\ntls_ca = {str(tls.ca)!r}\n"
         )
         args = ["--config", str(config)]
-    args += ["--workers", str(workers)]
-    listening = f"listening on 127.0.0.1:{port}"
-    ready = [f"worker={k} logger=amqp10.broker msg=\"{listening}\"" for k in range(workers)] if workers > 1 else [listening]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "amqp10.cli", "broker", *args, "--no-http", "--data-dir", str(workdir / "data")],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
+    argv, env = broker_command(*args, "--no-http", "--data-dir", str(workdir / "data"), workers=workers)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    ready = workers * (1 if tls is None else 2)  # each worker's line for each listener
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         deadline = time.monotonic() + 30
-        while not all(line in log_path.read_text(errors="replace") for line in ready):
+        while len(re.findall(LISTENING, log_path.read_text(errors="replace"))) < ready:
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("the broker did not start:\n" + log_path.read_text(errors="replace"))
             time.sleep(0.1)
@@ -428,11 +421,14 @@ def fetch_sdist(suite: Suite) -> Path:
     return path
 
 
-def record(path: Path, suite: Suite, outcome: Outcome, reasons: dict[str, str]) -> None:
-    """Write ``outcome`` into ``path``'s marked suites section (kept by interop.matrix)."""
+def record(path: Path, suite: Suite, outcome: Outcome, reasons: dict[str, str], workers: int = 1) -> None:
+    """Write ``outcome`` (a run against ``workers`` processes) into ``path``'s marked suites
+    section (kept by interop.matrix), next to the suite's recorded runs at other N."""
     text = path.read_text() if path.exists() else ""
     section = _section(text)
-    section[suite.name] = _render(suite, outcome, reasons)
+    runs = _runs(section.get(suite.name, ""))
+    runs[workers] = _run(suite, outcome, reasons, workers)
+    section[suite.name] = _render(suite, runs)
     body = "\n".join(section[k].rstrip("\n") + "\n" for k in sorted(section))
     block = f"{BEGIN}\n## Client libraries' own test suites → our broker (0-9-1)\n\n{body}{END}\n"
     if BEGIN in text and END in text:
@@ -450,25 +446,65 @@ def _section(text: str) -> dict[str, str]:
     return {p.split(None, 1)[0]: "### " + p for p in parts[1:]}
 
 
-def _render(suite: Suite, o: Outcome, reasons: dict[str, str]) -> str:
+@dataclass
+class Run:
+    """A recorded run of a suite against our broker as N processes: its lines of the section."""
+
+    command: str
+    """The command, when and how long."""
+    row: str
+    """Its row of the table."""
+    failures: list[str]
+    """Its failures' lines (``- `id`: reason``)."""
+
+
+def _flag(workers: int) -> str:
+    return f" --workers {workers}" if workers > 1 else ""
+
+
+def _run(suite: Suite, o: Outcome, reasons: dict[str, str], workers: int) -> Run:
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    return Run(
+        f"`python -m interop.suites {suite.name}{_flag(workers)}` ({suite.tarball}), {when}, {o.seconds:.0f}s",
+        f"| amqp10 broker{_flag(workers)} (this checkout) | {o.passed} | {o.failed} | {o.errors} | {o.skipped} | |",
+        [f"- `{ident}`: {reason_for(ident, message, reasons)}" for ident, message in o.failures],
+    )
+
+
+def _runs(section: str) -> dict[int, Run]:
+    """The runs ``section`` records, by N (what :func:`_render` wrote)."""
+    runs: dict[int, Run] = {}
+    commands = re.findall(r"(?m)^(`python -m interop\.suites \S+(?: --workers (\d+))?` .*)$", section)
+    rows = dict(
+        (int(n or 1), row) for row, n in re.findall(r"(?m)^(\| amqp10 broker(?: --workers (\d+))? \(this checkout\) \|.*)$", section)
+    )
+    failures = dict(
+        (int(n or 1), lines.splitlines())
+        for n, lines in re.findall(r"(?m)^Failures(?: at `--workers (\d+)`)?:\n\n((?:- .*\n?)+)", section)
+    )
+    for command, n in commands:
+        workers = int(n or 1)
+        if workers in rows:
+            runs[workers] = Run(command, rows[workers], failures.get(workers, []))
+    return runs
+
+
+def _render(suite: Suite, runs: dict[int, Run]) -> str:
+    order = sorted(runs)
     lines = [
         f"### {suite.name}",
         "",
-        f"`python -m interop.suites {suite.name}` ({suite.tarball}), {when}, {o.seconds:.0f}s",
-        "",
+        *(line for n in order for line in (runs[n].command, "")),
         "| broker | passed | failed | errors | skipped | note |",
         "|---|---|---|---|---|---|",
-        f"| amqp10 broker (this checkout) | {o.passed} | {o.failed} | {o.errors} | {o.skipped} | |",
+        *(runs[n].row for n in order),
         "| {} | {} | {} | {} | {} | {} |".format(*("?" if v is None else v for v in suite.reference)),
         "",
     ]
     lines += [*suite.notes, ""] if suite.notes else []
-    if o.failures:
-        lines += ["Failures:", ""]
-        for ident, message in o.failures:
-            lines.append(f"- `{ident}`: {reason_for(ident, message, reasons)}")
-        lines.append("")
+    for n in order:
+        if runs[n].failures:
+            lines += [f"Failures{f' at `--workers {n}`' if n > 1 else ''}:", "", *runs[n].failures, ""]
     return "\n".join(lines) + "\n"
 
 
@@ -535,7 +571,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--workers",
         type=int,
         default=1,
-        help="our broker as N worker processes (issue 31's preview; records nothing unless 1)",
+        help="our broker as N worker processes (issue 31; recorded in its own row)",
     )
     args = ap.parse_args(argv)
     suite = SUITES[args.suite]
@@ -563,8 +599,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"reference: {ref}: {shown}" + (f" ({note})" if note else ""))
     for ident, message in outcome.failures:
         print(f"FAILED {ident}: {message}")
-    if not args.no_write and not args.select and args.workers == 1:
-        record(RESULTS, suite, outcome, REASONS.get(suite.name, {}))
+    if not args.no_write and not args.select:
+        record(RESULTS, suite, outcome, REASONS.get(suite.name, {}), args.workers)
         print(f"recorded in {RESULTS}", file=sys.stderr)
     return 1 if outcome.failed or outcome.errors else 0
 

@@ -41,6 +41,26 @@ def test_record_replaces_its_own_section_only(tmp_path: Path) -> None:
     assert "| 4 | 0 | 0 | 0 |" in second and "x::test" not in second
 
 
+def test_a_run_at_workers_2_is_recorded_next_to_the_one_at_workers_1(tmp_path: Path) -> None:
+    path = tmp_path / "RESULTS.md"
+    suite = SUITES["pika"]
+    record(path, suite, Outcome(passed=3, failures=[("x::one", "why")], failed=1), {})
+    record(path, suite, Outcome(passed=2, failures=[("x::two", "why 2")], failed=2), {}, workers=2)
+    text = path.read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    assert rows[1:] == [
+        "| amqp10 broker (this checkout) | 3 | 1 | 0 | 0 | |",
+        "| amqp10 broker --workers 2 (this checkout) | 2 | 2 | 0 | 0 | |",
+        f"| {suite.reference[0]} | 560 | 1 | 0 | 40 | {suite.reference[5]} |",
+    ]
+    assert "`python -m interop.suites pika --workers 2`" in text
+    assert "Failures:\n\n- `x::one`: why\n" in text and "Failures at `--workers 2`:\n\n- `x::two`: why 2\n" in text
+    record(path, suite, Outcome(passed=4), {})  # workers = 1 again: the run at 2 stays
+    again = path.read_text()
+    assert "| amqp10 broker (this checkout) | 4 | 0 | 0 | 0 | |" in again and "x::one" not in again
+    assert "| amqp10 broker --workers 2 (this checkout) | 2 | 2 | 0 | 0 | |" in again and "x::two" in again
+
+
 NODE_REPORT = """<?xml version="1.0" encoding="utf-8"?><testsuites>
 <testsuite name="Connect"><testsuite name="Connect API">
 <testcase name="ok" classname="test"/>

@@ -3,10 +3,15 @@
 It listens on 127.0.0.1 with a plain and a TLS listener, offers ANONYMOUS and
 PLAIN (a users file made with ``amqp10 users add``), and has a short idle
 timeout so that the idle-timeout scenario does not take long.
+
+At ``AMQP10_TEST_WORKERS=N`` > 1 (the test suite's switch, ``tests/broker/workers_mode.py``)
+it is ``amqp10 broker --workers N``, ready once every worker listens: the interop tests
+then run against the broker of N processes (``make test-workers2``).
 """
 
 from __future__ import annotations
 
+import os
 import secrets
 import subprocess
 import sys
@@ -15,11 +20,35 @@ from pathlib import Path
 from ..certs import Certs
 from .base import HOST, Endpoint, Peer, PeerUnavailable, Process
 
-__all__ = ["OurBroker"]
+__all__ = ["LISTENING", "OurBroker", "broker_command", "run_workers"]
 
 USER, PASSWORD = "interop", "interop-secret"
 IDLE_TIMEOUT = 2.0
 START_TIMEOUT = 30.0
+
+LISTENING = r'logger=amqp10\.broker msg="listening on 127\.0\.0\.1:(\d+)( \(TLS\))?"'
+"""The line the broker (at N > 1: each worker, not the parent) logs for each AMQP listener."""
+HTTP_LISTENING = r'logger=amqp10\.broker msg="HTTP on 127\.0\.0\.1:(\d+)'
+
+
+def broker_command(*args: str, workers: int = 1) -> tuple[list[str], dict[str, str]]:
+    """``amqp10 broker ARGS`` with this interpreter, as ``workers`` processes: its argv and
+    environment (at N > 1 ``--workers N`` and issue 31's preview switch)."""
+    argv = [sys.executable, "-m", "amqp10.cli", "broker", *args]
+    env = dict(os.environ)
+    if workers > 1:
+        from amqp10.broker.workers.supervisor import PREVIEW_ENV
+
+        argv += ["--workers", str(workers)]
+        env[PREVIEW_ENV] = "1"
+    return argv, env
+
+
+def run_workers() -> int:
+    """The N of the test run (``AMQP10_TEST_WORKERS``, read by the test suite's own rule)."""
+    from tests.broker.workers_mode import worker_count
+
+    return worker_count()
 
 
 class OurBroker(Peer):
@@ -51,6 +80,7 @@ class OurBroker(Peer):
         if title:
             self.title = title
         self.proc: Process | None = None
+        self.workers = 1
 
     def start(self, workdir: Path, certs: Certs | None) -> Endpoint:
         d = workdir / "our-broker"
@@ -88,14 +118,13 @@ class OurBroker(Peer):
             + self._http_config(certs)
             + ("\n" + self.config if self.config else "")
         )
-        self.proc = proc = Process(
-            [sys.executable, "-m", "amqp10.cli", "broker", "--config", str(config)],
-            d / "broker.log",
-        )
+        self.workers = run_workers()
+        argv, env = broker_command("--config", str(config), workers=self.workers)
+        self.proc = proc = Process(argv, d / "broker.log", env=env)
         want = 2 if certs is not None else 1
-        found = proc.wait_count(r"listening on 127\.0\.0\.1:(\d+)( \(TLS\))?", want, START_TIMEOUT)
+        found = proc.wait_count(LISTENING, want * self.workers, START_TIMEOUT)
         ports = {bool(m.group(2)): int(m.group(1)) for m in found}
-        if len(ports) < want:
+        if len(found) < want * self.workers or len(ports) < want:
             raise PeerUnavailable(f"our broker did not start: {proc.last_lines(3)}")
         if self.websocket:
             return self._websocket_endpoint(proc, certs)
@@ -122,8 +151,8 @@ class OurBroker(Peer):
         return f'\n[http]\nhost = "{HOST}"\nport = 0\n' + tls
 
     def _websocket_endpoint(self, proc: Process, certs: Certs | None) -> Endpoint:
-        found = proc.wait_count(r"HTTP on 127\.0\.0\.1:(\d+)", 1, START_TIMEOUT)
-        if not found:
+        found = proc.wait_count(HTTP_LISTENING, self.workers, START_TIMEOUT)
+        if len(found) < self.workers:
             raise PeerUnavailable(f"our broker's HTTP listener did not start: {proc.last_lines(3)}")
         port = int(found[0].group(1))
         wss = self.websocket == "wss"

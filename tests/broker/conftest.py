@@ -36,6 +36,11 @@ class RunningBroker:
         return f"127.0.0.1:{self.port}"
 
     @property
+    def http_port(self) -> int | None:
+        """The HTTP listener's port (WebSockets, the console, /metrics)."""
+        return self.service.http_port
+
+    @property
     def broker(self) -> Any:
         return self.service.broker
 

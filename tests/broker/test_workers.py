@@ -38,16 +38,18 @@ class Parent:
 
     def __init__(self, data_dir: Path, workers: int = 2, args: Sequence[str] = ("--no-http",)) -> None:
         """``args``: more of ``amqp10 broker``'s arguments (a config, the HTTP port)."""
-        self._start(["--port", "0", *args, "--data-dir", str(data_dir), "--workers", str(workers)])
+        self._start(["--port", "0", *args, "--data-dir", str(data_dir)], workers)
 
     @classmethod
     def of_config(cls, config_file: Path, workers: int = 2) -> Parent:
         """``amqp10 broker --config FILE --workers N``: the file names the listeners and the store."""
         p = cls.__new__(cls)
-        p._start(["--config", str(config_file), "--workers", str(workers)])
+        p._start(["--config", str(config_file)], workers)
         return p
 
-    def _start(self, args: Sequence[str]) -> None:
+    def _start(self, args: Sequence[str], workers: int) -> None:
+        self.workers = workers
+        args = [*args, "--workers", str(workers)]
         env = {**os.environ, PREVIEW_ENV: "1"}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "amqp10.cli", "broker", *args],
@@ -62,6 +64,11 @@ class Parent:
         self._changed = threading.Condition()
         threading.Thread(target=self._read, daemon=True).start()
         self.port = int(self.wait_for(r"listening on 127\.0\.0\.1:(\d+) for")[1])
+
+    def wait_listening(self) -> None:
+        """Until each worker listens (the parent's own line comes before theirs)."""
+        for k in range(self.workers):
+            self.wait_for(rf"worker={k} logger=amqp10.broker msg=.listening on")
 
     def _read(self) -> None:
         assert self.proc.stderr is not None

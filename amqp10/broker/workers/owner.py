@@ -463,12 +463,14 @@ class NodeServer:
             address = getattr(link.remote_target, "address", None)
         else:
             address = getattr(link.remote_source, "address", None)
-        if vhost is None or not address:
+        if vhost is None:
             return None
-        if (props and props.get(ROUTED)) or (  # by name at each publish, as the default exchange routes
-            DirectReplies.is_reply_address(str(address)) and str(address) not in vhost.nodes
-        ):  # (a reply address with no queue: a 0-9-1 requester's, taken by its channel)
-            return _ByName(vhost, str(address))
+        if props and props.get(ROUTED):  # by name at each publish, as the default exchange routes
+            return _ByName(vhost, str(address or ""))  # ("": no queue has it, so unroutable)
+        if not address:
+            return None
+        if DirectReplies.is_reply_address(str(address)) and str(address) not in vhost.nodes:
+            return _ByName(vhost, str(address))  # (a 0-9-1 requester's, taken by its channel)
         subscription = props.get(SUBSCRIPTION) if props else None
         if subscription is not None and isinstance(link, Sender):  # (of our copy of a 1.0 topic)
             topic_name, key, durable = subscription

@@ -238,6 +238,12 @@ def test_unroutable_and_full_are_answered_as_by_one_broker(broker: Parent) -> No
         ch.basic_publish("", small, b"1")
         with pytest.raises(NackError):  # the owner's queue is full: nacked
             ch.basic_publish("", small, b"2")
+        for conn in conns.values():  # the empty name (amqplib's suite): no queue, on either worker
+            ch = conn.channel()
+            ch.confirm_delivery()
+            ch.basic_publish("", "", b"x")  # acked as unroutable, not nacked
+            with pytest.raises(UnroutableError):
+                ch.basic_publish("", "", b"x", mandatory=True)
 
 
 async def a_10_receiver_is_refused(port: int, worker: int, name: str) -> None:

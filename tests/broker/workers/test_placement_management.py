@@ -11,8 +11,6 @@ from __future__ import annotations
 import base64
 import http.client
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -33,13 +31,8 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    b = Broker(tmp_path)
-    try:
-        yield b
-    finally:
-        b.stop()
+BROKER = Broker
+"""The ``broker`` fixture's (``conftest.py``): HTTP on."""
 
 
 def _call(b: Broker, method: str, path: str, body: Any = None) -> tuple[int, Any]:

@@ -21,6 +21,7 @@ from amqp10.errors import AMQPError
 from amqp10.message import Message
 from amqp10.types import Accepted, Described, Source, symbol, timestamp
 from tests.broker.test_workers import WAIT, Parent
+from tests.broker.workers.conftest import running
 
 from .test_processes import one_on_each, owned_by
 
@@ -107,13 +108,7 @@ def partitioned(tmp_path: Path) -> Iterator[Parent]:
     config.write_text(
         f'[[addresses]]\npattern = "parts*"\nkind = "stream"\npolicy = {{ partitions = {PARTITIONS} }}\n'
     )
-    p = Parent(tmp_path / "data", args=("--no-http", "--config", str(config)))
-    try:
-        p.wait_for(r"worker=0 logger=amqp10.broker msg=.listening on")
-        p.wait_for(r"worker=1 logger=amqp10.broker msg=.listening on")
-        yield p
-    finally:
-        p.stop()
+    yield from running(Parent(tmp_path / "data", args=("--no-http", "--config", str(config))))
 
 
 def keyed(n: int, tag: str) -> list[Message]:

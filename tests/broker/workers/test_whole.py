@@ -14,7 +14,7 @@ import http.client
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -50,8 +50,7 @@ class Broker(Parent):
         path.write_text(config)
         super().__init__(data_dir, args=("--http-port", "0", "--config", str(path)))
         self.http_port = int(self.wait_for(r"listening on 127\.0\.0\.1:(\d+) for 2 workers \(http\)")[1])
-        self.wait_for(r"worker=0 logger=amqp10.broker msg=.listening on")
-        self.wait_for(r"worker=1 logger=amqp10.broker msg=.listening on")
+        self.wait_listening()
 
     def call(self, method: str, path: str, http: http.client.HTTPConnection | None = None) -> tuple[int, Any]:
         """One request (on ``http``, else on a connection of its own): the status and the body."""
@@ -77,13 +76,8 @@ class Broker(Parent):
         return body
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    b = Broker(tmp_path)
-    try:
-        yield b
-    finally:
-        b.stop()
+BROKER = Broker
+"""The ``broker`` fixture's (``conftest.py``): HTTP on."""
 
 
 def worker_of(conn: Connection) -> int:
