@@ -291,7 +291,7 @@ class BrokerService:
                     # management, limits and alarms of the whole broker
                     whole = WholeBroker(Management.of(self.broker), peers.placement.ownership, directory)
                     await tg.start(whole.run)
-                    whole.count_with(self.guard, self.alarms)
+                    whole.count_with(self.guard, self.alarms, peers.links)
                     # a link lost on one worker and resumed on another (workers/resumption.py)
                     from .workers.resumption import LinksElsewhere
 

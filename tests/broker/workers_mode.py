@@ -74,10 +74,6 @@ NO_KIND_ELSEWHERE = (
 
 KNOWN_TO_FAIL: dict[str, str] = {
     # bugs found at workers = 2 and not fixed yet (docs/architecture.md, "The suites at workers = 2")
-    "tests/broker/amqp091/test_amqp091_pika.py::test_publishers_are_blocked_while_memory_is_over_the_limit":
-        "limits.memory_limit_bytes counts the queued bytes of the publisher's worker only",
-    "tests/broker/amqp091/test_amqp091_pika.py::test_dead_lettering_adds_x_death":
-        "a message dead-lettered by its queue's owner is not yet in the dead-letter queue when the client asks it",
     "tests/broker/amqp1/test_e2e_client.py::test_max_length_blocks_the_publisher_until_consumers_drain":
         "a 1.0 publisher on another worker than its full queue's owner keeps its credit",
     "tests/broker/amqp1/test_rabbitmq4.py::test_modified_outcome_annotations_stay_with_the_message":

@@ -26,6 +26,7 @@ from ..core import (
     Queue,
     QueuedMessage,
     Stream,
+    settled_everywhere,
 )
 from ..core.replies import REPLY_TO
 from .channel import BasicConsumer, Channel, PendingSettle
@@ -201,12 +202,23 @@ class BasicMethods:
         _settle(ch, ch.tags_for(method.delivery_tag, method.multiple), "ack")
 
     def nack(self, ch: Channel, method: m.BasicNack) -> None:
-        tags = ch.tags_for(method.delivery_tag, method.multiple)
-        _settle(ch, tags, "requeue" if method.requeue else "reject")
+        self._refuse(ch, ch.tags_for(method.delivery_tag, method.multiple), method.requeue)
 
     def reject(self, ch: Channel, method: m.BasicReject) -> None:
-        tags = ch.tags_for(method.delivery_tag, False)
-        _settle(ch, tags, "requeue" if method.requeue else "reject")
+        self._refuse(ch, ch.tags_for(method.delivery_tag, False), method.requeue)
+
+    def _refuse(self, ch: Channel, tags: list[int], requeue: bool) -> None:
+        """nack or reject: messages of a queue another worker holds that are dead now (not
+        requeued) are dead-lettered there; the client's next methods wait until their dead
+        letters are in their queues, as one broker has them before it reads on."""
+        if requeue or ch.tx is not None:
+            _settle(ch, tags, "requeue" if requeue else "reject")
+            return
+        unacked = ch.unacked
+        elsewhere = {id(n): n for n in (unacked[t][0] for t in tags if t in unacked) if isinstance(n, NodeElsewhere)}
+        ch.settle(tags, "reject")
+        if elsewhere:
+            self.ctx.later(lambda answered: settled_everywhere(list(elsewhere.values()), answered), _done)
 
     def recover(self, ch: Channel, method: m.BasicRecover | m.BasicRecoverAsync) -> None:
         if not method.requeue:
@@ -235,6 +247,10 @@ def _get_ok(count: int) -> Callable[[int, bool, Content], Method]:
         )
 
     return get_ok
+
+
+def _done(answer: Callable[[], None]) -> None:
+    answer()
 
 
 def _settle(ch: Channel, tags: list[int], outcome: str) -> None:

@@ -83,6 +83,7 @@ from .nodes import (
     NodeElsewhere,
     PublishResult,
     Refused,
+    settled_everywhere,
 )
 from .partitioned import PartitionedStream
 from .policies import RuntimePolicy
@@ -164,5 +165,6 @@ __all__ = [
     "policy_with_arguments",
     "register_conversion",
     "register_format",
+    "settled_everywhere",
     "ResourceKind",
 ]

@@ -162,6 +162,11 @@ class Broker:
         """Each queue's pager (core/paging.py): bodies beyond its budget live in ``pages`` only."""
         self.alarm: str | None = None
         """Why publishers are blocked (a memory or disk alarm, set by the service); None: they are not."""
+        self.whole_queued: Callable[[int], int] | None = None
+        """With several workers (workers/counters.py): given the bytes this worker's queues
+        hold in memory, shares them with the others and answers the whole broker's (every
+        worker's, and this worker's publishes on their way to another); None: this broker is
+        the whole."""
         self.permissions = permissions
         """None: every user may do everything (a broker without a users file)."""
         self.definitions: DefinitionsPort | None = None
@@ -476,6 +481,7 @@ class Broker:
         for vhost in self.vhosts.values():
             if vhost.holding:
                 vhost.retry_dead_letters(due_only=True)
+        self.share_queued()  # (what consumers took since leaves the other workers' sums)
 
     def total_bytes(self) -> int:
         """Bytes of the messages queued in every virtual host (a running total)."""
@@ -483,8 +489,20 @@ class Broker:
 
     def memory_ok(self) -> bool:
         """Whether publishers may go on: no resource alarm, and the bodies of queued
-        messages in memory (not paged out) under ``limits.memory_limit_bytes``."""
-        return self.alarm is None and self.stats.resident_bytes < self.config.limits.memory_limit_bytes
+        messages in memory (not paged out) under ``limits.memory_limit_bytes`` (the whole
+        broker's, with several workers: :attr:`whole_queued`)."""
+        if self.alarm is not None:
+            return False
+        queued = self.stats.resident_bytes
+        whole = self.whole_queued
+        return (queued if whole is None else whole(queued)) < self.config.limits.memory_limit_bytes
+
+    def share_queued(self) -> None:
+        """Tell the other workers what this worker's queues hold in memory now (once a
+        second, and as another worker's publishes land here): their memory limit counts it."""
+        whole = self.whole_queued
+        if whole is not None:
+            whole(self.stats.resident_bytes)
 
     def set_alarm(self, reason: str | None) -> None:
         """Raise a resource alarm (publishers blocked, with ``reason``), or clear it (None)."""

@@ -9,7 +9,7 @@ some connection — is the server's business; here it is anything with
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from .accounting import DETACHED, Usage
@@ -30,6 +30,7 @@ __all__ = [
     "PublishResult",
     "Stats",
     "cancel_consumers",
+    "settled_everywhere",
 ]
 
 
@@ -348,6 +349,30 @@ class NodeElsewhere(Node):
         """It is subscription ``key`` of 1.0 topic ``topic``: end it where it is held (a
         durable subscription's consumer closed its link), what it holds with it."""
         raise NotImplementedError
+
+    def ask_settled(self, answered: Answered[None]) -> None:
+        """Answered once the outcomes given to it here so far are applied where it is held,
+        and the dead letters they made are in their queues (wherever those are held), as
+        one broker has them before it reads the client's next method."""
+        raise NotImplementedError
+
+
+def settled_everywhere(nodes: Sequence[NodeElsewhere], answered: Answered[None]) -> None:
+    """``answered`` once each of ``nodes`` answered :meth:`NodeElsewhere.ask_settled`: what a
+    front end waits for after rejecting messages of queues held elsewhere, before it reads
+    the client's next method (which may read their dead letters)."""
+    left = len(nodes)
+
+    def one(_: Callable[[], None]) -> None:
+        nonlocal left
+        left -= 1
+        if left == 0:
+            answered(lambda: None)
+
+    if not nodes:
+        answered(lambda: None)
+    for node in nodes:
+        node.ask_settled(one)
 
 
 class DuplicateWindow:

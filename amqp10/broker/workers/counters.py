@@ -7,7 +7,9 @@ forks the workers (:func:`create`, ``<data dir>/workers/counters``); each worker
 (:class:`SharedCounts`) and owns one row of it, which only it writes:
 
 - its connections (those :class:`~amqp10.broker.guard.ConnectionGuard` admitted, the
-  handshaking ones included) and its resident size;
+  handshaking ones included), its resident size, and the bytes of the messages its
+  queues hold in memory (``limits.memory_limit_bytes`` counts every worker's:
+  :meth:`SharedCounts.whole_queued`);
 - two open-addressed tables, one per source address and one per user: each slot an
   8-byte hash of the key (0: empty) and its count. A count that falls to 0 keeps its
   slot (a later connection of the same key takes it again); a table whose used slots
@@ -37,8 +39,8 @@ SLOTS = 4096
 or that had some before the last compaction), so a lookup probes few."""
 FILL = SLOTS * 3 // 4
 
-_HEAD = 2  # a row's first words: connections, resident bytes
-_TOTAL, _RSS = 0, 1
+_HEAD = 3  # a row's first words: connections, resident bytes, queued bytes in memory
+_TOTAL, _RSS, _QUEUED = 0, 1, 2
 _ADDRESS, _USER = 0, 1  # the tables
 _ROW = _HEAD + 2 * 2 * SLOTS  # words (int64) in one worker's row
 
@@ -116,6 +118,13 @@ class SharedCounts:
             return None
         self._words[self._mine + _RSS] = mine
         return mine + self._others(_RSS)
+
+    def whole_queued(self, mine: int) -> int:
+        """Publish the bytes of the messages this worker's queues hold in memory, ``mine``
+        (not paged out: ``Broker.stats.resident_bytes``); those of the other workers, as
+        each last published them."""
+        self._words[self._mine + _QUEUED] = mine
+        return self._others(_QUEUED)
 
     # -- the other workers' rows ---------------------------------------------------------------
     def total(self) -> int:

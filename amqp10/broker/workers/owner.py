@@ -385,6 +385,9 @@ class NodeServer:
         self.reason: str | None = None
         self.memo: AnswerMemo | None = None
         """The worker's remembered answers (:mod:`.questions`; None: every question is applied)."""
+        self.after_publishes: Callable[[Callable[[], None]], None] | None = None
+        """Runs what it is given once every publish this worker sent to the other workers
+        so far is answered (set by :class:`~.peers.Peers`; None: at once)."""
         self._ops: dict[str, Callable[[Any, list[Any]], list[Any]]] = {
             "status": self._status,
             "declare": self._declare,
@@ -393,6 +396,7 @@ class NodeServer:
             "get": self._get,
             "unsubscribe": self._unsubscribe,
             "cancel": self._cancelled,
+            "settled": self._settled,
         }
 
     # -- LinkHandler --------------------------------------------------------------------------
@@ -632,6 +636,7 @@ class NodeServer:
             result = publish(msg, stored)
             if result is not _TAKEN:
                 batch.refused(i, result)
+        self.broker.share_queued()  # (before the answer: the publisher's worker counts them until then)
 
     def _grant(self, link: Receiver, node: Node) -> None:
         """Top up a publishing link's credit, bounded by the node's room."""
@@ -727,11 +732,13 @@ class NodeServer:
         if remembered and error is None:
             assert memo is not None
             memo.remember(asker, n, answer)
-        self._reply(answer, after)
+        self._reply(answer, after, dead_letters=op == "settled")
 
-    def _reply(self, answer: bytes, after: Sequence[Callable[[], None]] = ()) -> None:
+    def _reply(self, answer: bytes, after: Sequence[Callable[[], None]] = (), *, dead_letters: bool = False) -> None:
         """Send ``answer`` once what was changed so far is stored, as a broker answers a
-        declare; then ``after`` (what must reach the peer after its answer)."""
+        declare (``dead_letters``: and once the other workers took what this one sent them,
+        the dead letters of the outcomes applied so far); then ``after`` (what must reach
+        the peer after its answer)."""
 
         def send() -> None:
             replies = self._replies
@@ -741,7 +748,11 @@ class NodeServer:
             for then in after:  # (a deleted queue's consumers: detached after the answer)
                 then()
 
-        self.broker.after_commit(send)
+        wait = self.after_publishes
+        if dead_letters and wait is not None:
+            self.broker.after_commit(lambda: wait(send))
+        else:
+            self.broker.after_commit(send)
 
     def hand_out(self, node: Node, msg: QueuedMessage) -> int:
         """``msg``, acquired on ``node``, is the other worker's now (a suspended consumer's
@@ -785,6 +796,12 @@ class NodeServer:
         count = q.count
         vhost.delete_node(name)
         return [count]
+
+    @staticmethod
+    def _settled(vhost: Any, args: list[Any]) -> list[Any]:
+        """The other worker's outcomes before this question are applied (they came first on
+        the same session): answered once their dead letters are taken (:meth:`_reply`)."""
+        return []
 
     def _unsubscribe(self, vhost: Any, args: list[Any]) -> list[Any]:
         _, topic_name, key = args

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -126,10 +127,28 @@ class Peers:
                 return link.handler
         return None
 
+    def after_publishes(self, then: Callable[[], None]) -> None:
+        """Run ``then`` once every other worker has answered what this one published to it
+        so far (the dead letters of an outcome applied here, say)."""
+        links = list(self.links.values())
+        left = len(links)
+
+        def one() -> None:
+            nonlocal left
+            left -= 1
+            if left == 0:
+                then()
+
+        if not links:
+            then()
+        for nodes in links:
+            nodes.when_answered(one)
+
     def _serve_one(self) -> InternalLink:
         """A link another worker opened: this worker's nodes, served to it."""
         server = NodeServer(self.broker)
         server.memo = self.memo
+        server.after_publishes = self.after_publishes
         self.transactions.serve(server)
         link = _ServedLink(self, server, self.container_id)
         self.served.add(link)

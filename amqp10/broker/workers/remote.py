@@ -328,6 +328,7 @@ class RemoteNode(NodeElsewhere):
                 sender = out.sender = self._nodes.open_sender(self, routed=out.routed)
             d = sender.send(encode_batch(batch), message_format=BATCH_FORMAT)
             d.context = answers
+            self._nodes.sent_bytes += d.size
 
     def _sending(self) -> bool:
         """Whether publishes to it wait for the owner's credit (a question waits behind them)."""
@@ -413,6 +414,14 @@ class RemoteNode(NodeElsewhere):
 
     def ask_unsubscribe(self, topic: str, key: str) -> None:
         self._ask("unsubscribe", [topic, key], _first, _ignored)
+
+    def ask_settled(self, answered: Answered[None]) -> None:
+        """(The question goes after this turn's outcomes, on the same session: the owner
+        has applied them when it reads it, and answers once their dead letters are taken.)"""
+        if self.unavailable is not None:  # (they did not reach it: nothing to wait for)
+            answered(lambda: None)
+            return
+        self._ask("settled", [], _nothing, answered)
 
     def _got(self, values: list[Any]) -> tuple[QueuedMessage | None, int]:
         """The owner's answer to a ``basic.get``: the count left, and the message with its reference."""
@@ -690,6 +699,8 @@ class RemoteNode(NodeElsewhere):
                 if d.context is not None and not d.remote_settled:
                     waiting = d.context + waiting
                     d.context = None
+                    self._nodes.sent_bytes -= d.size
+                    self._nodes.answered_one(id(d))
         for _, on_refused in waiting:
             (on_refused or _nobody_told)(None)
 
@@ -722,6 +733,10 @@ def _done() -> None:
 
 def _first(values: list[Any]) -> int:
     return int(values[0])
+
+
+def _nothing(values: list[Any]) -> None:
+    return None
 
 
 def _ignored(result: Callable[[], Any]) -> None:
@@ -779,6 +794,12 @@ class RemoteNodes:
         self._asked: list[tuple[RemoteNode, bytes]] = []
         self.reason: str | None = None
         """Why the link went (None while it is up)."""
+        self._arming: list[Callable[[], None]] = []
+        """Told once the publishes sent so far are answered: armed as this turn's batches go."""
+        self._waiting: list[tuple[set[int], Callable[[], None]]] = []
+        """The publishes (id of each batch's delivery) each of those still waits for."""
+        self.sent_bytes = 0
+        """Bytes of the publishes sent to the owner and not answered yet (:meth:`on_the_way`)."""
         self.absorbing: Callable[[Callable[[], None]], None] | None = None
         """While a transaction's commit applies (``workers/transactions.py``): takes what its
         remote nodes are given to publish (the owner has it prepared), told when it is stored."""
@@ -833,6 +854,9 @@ class RemoteNodes:
             answer = d.context
             if d.remote_settled and answer is not None:  # the owner's answer to a publish
                 d.context = None
+                self.sent_bytes -= d.size
+                if self._waiting:
+                    self.answered_one(id(d))
                 d.settle()  # (it forgot the delivery: nothing goes back)
                 d.link.context._answered(d.remote_state, answer)
         elif t is DeliveryReceived:
@@ -879,6 +903,8 @@ class RemoteNodes:
         ready, self._ready = self._ready, []
         for node in ready:
             node._send_batch()
+        if self._arming:
+            self._arm()
         asked = self._asked
         requests = self._requests
         if asked and requests is not None and self.reason is None:
@@ -941,6 +967,59 @@ class RemoteNodes:
         self._requests = self._replies = None
         for node in self.nodes.values():
             node._lost(reason)
+        self.sent_bytes = 0
+        done = [then for _, then in self._waiting] + self._arming
+        self._waiting, self._arming = [], []
+        for then in done:  # (what they waited for is refused: nothing more comes)
+            then()
+
+    def when_answered(self, then: Callable[[], None]) -> None:
+        """Run ``then`` once the owner has answered every publish sent to it so far, this
+        turn's batches included (at once if the link is down: none will be)."""
+        if self.reason is not None:
+            then()
+            return
+        self._arming.append(then)
+        self.wrote()
+
+    def _arm(self) -> None:
+        arming, self._arming = self._arming, []
+        unanswered = {
+            id(d)
+            for node in self.nodes.values()
+            for out in (node._direct, node._routed)
+            if out.sender is not None
+            for d in out.sender.unsettled.values()
+            if d.context is not None
+        }
+        for then in arming:
+            if unanswered:
+                self._waiting.append((set(unanswered), then))
+            else:
+                then()
+
+    def answered_one(self, key: int) -> None:
+        """The publish whose batch's delivery is ``key`` was answered (or refused: its link went)."""
+        if not self._waiting:
+            return
+        waiting = []
+        for left, then in self._waiting:
+            left.discard(key)
+            if left:
+                waiting.append((left, then))
+            else:
+                then()
+        self._waiting = waiting
+
+    def on_the_way(self) -> int:
+        """Bytes of the publishes to the owner that it has not answered yet (sent, or in this
+        turn's batches): the whole broker's memory limit counts them until the owner's
+        queues do (``Broker.whole_queued``)."""
+        waiting = 0
+        for node in self._ready:
+            for out in (node._direct, node._routed):
+                waiting += sum(map(len, out.batch))
+        return self.sent_bytes + waiting
 
     # -- for the remote nodes -----------------------------------------------------------------
     def batch_ready(self, node: RemoteNode) -> None:

@@ -59,6 +59,7 @@ from ..rabbitmq_api import remove_queue, take_messages
 from .control import ControlPoint
 from .counters import SharedCounts
 from .ownership import Ownership
+from .remote import RemoteNodes
 
 __all__ = ["NODE_TYPES", "WholeBroker", "merge_expositions"]
 
@@ -112,9 +113,13 @@ class WholeBroker:
         finally:
             self.management.whole = None  # (the counts stay mapped: connections still end)
 
-    def count_with(self, guard: ConnectionGuard, alarms: ResourceAlarms | None) -> None:
-        """Make ``guard``'s connection limits and the memory alarm the whole broker's: over
-        the counts the parent shares with every worker (:mod:`.counters`)."""
+    def count_with(
+        self, guard: ConnectionGuard, alarms: ResourceAlarms | None, links: Mapping[int, RemoteNodes] | None = None
+    ) -> None:
+        """Make ``guard``'s connection limits, the memory alarm and ``limits.memory_limit_bytes``
+        the whole broker's: over the counts the parent shares with every worker
+        (:mod:`.counters`), and the publishes on their way to another worker over ``links``
+        (this worker's, to each other worker)."""
         counts = self.counts = SharedCounts.attach(self.directory, self.ownership.workers, self.ownership.me)
         if counts is None:
             return
@@ -122,6 +127,12 @@ class WholeBroker:
         if alarms is not None:
             own = alarms.rss
             alarms.rss = lambda: counts.whole_rss(own())
+        on_the_way = list((links or {}).values())
+
+        def whole_queued(mine: int) -> int:
+            return mine + counts.whole_queued(mine) + sum(nodes.on_the_way() for nodes in on_the_way)
+
+        self.management.broker.whole_queued = whole_queued
 
     def serve_metrics(self, local: Metrics) -> Metrics:
         """What ``/metrics`` serves: ``local``, this worker's, merged with every other's."""

@@ -20,6 +20,7 @@ from amqp10.broker.workers import counters
 from amqp10.broker.workers.control import ControlPoint, Unanswered, ask, control_path
 from amqp10.broker.workers.counters import FILL, SharedCounts
 from amqp10.broker.workers.ownership import Ownership
+from amqp10.broker.workers.remote import RemoteNodes
 from amqp10.broker.workers.whole import WholeBroker, merge_expositions
 
 
@@ -177,3 +178,23 @@ def test_the_limits_and_the_memory_alarm_count_every_worker(tmp_path: Path) -> N
     assert reason is not None and reason.startswith("memory") and broker.alarm == reason
     other.publish_total(2)
     assert guard.counted_elsewhere() == 2
+
+
+def test_the_memory_limit_counts_every_workers_queues_and_the_publishes_on_their_way(tmp_path: Path) -> None:
+    config = BrokerConfig.model_validate({"limits": {"memory_limit_bytes": 4096}})
+    broker = Broker(config, now=lambda: 1000.0)
+    link = RemoteNodes("worker-0")
+    counters.create(tmp_path, 2)
+    WholeBroker(Management.of(broker), Ownership(2, 0), tmp_path).count_with(ConnectionGuard(config.security), None, {1: link})
+    other = SharedCounts.attach(tmp_path, 2, 1)
+    assert other is not None
+    assert broker.memory_ok()
+    assert other.whole_queued(3000) == 0  # (this worker's queues hold nothing)
+    assert broker.memory_ok()
+    link.sent_bytes = 2000  # sent to worker 1, not yet answered
+    assert not broker.memory_ok()
+    link.sent_bytes = 0
+    other.whole_queued(5000)
+    assert not broker.memory_ok()
+    other.whole_queued(0)  # (its consumers took them)
+    assert broker.memory_ok()
