@@ -26,6 +26,7 @@ import anyio
 
 from .. import errors
 from ..io.net import peer_name
+from ..sasl import SaslConnection
 from ..sasl.events import SaslCompleted, SaslFailed, SaslSkipped
 from ..transport import (
     ConnectionClosed,
@@ -508,6 +509,11 @@ class Connection(ClaimsLayer):
         if self._accepting and self._engine.state is ConnectionState.OPEN_RCVD:
             self._engine.open()
         self._opened = True
+        protocol = self._protocol
+        if isinstance(protocol, SaslConnection):
+            engine = protocol.bypass()
+            if engine is not None:  # SASL is over: the driver calls the engine itself
+                self._driver.protocol = engine
         if self._outage is not None:
             self._restore()
         self._changed.fire()

@@ -442,7 +442,8 @@ class Sender(Link):
                 d.settle()
             except IllegalStateError:
                 pass
-            self._conn._wake()
+            if not d.remote_settled:  # (settled by the peer first: no disposition of ours)
+                self._conn._wake()
         pending = d.context
         if isinstance(pending, Tracker):
             pending.resolve(state)

@@ -17,7 +17,8 @@ call: that handover (two wake-ups) is paid after an idle gap, never per call in 
 loop of calls. The blocking direct peer (:mod:`.syncserve`) keeps the loop in the
 keeper thread for good (``lend=False``): its handlers' calls hand their work over.
 Ctrl-C while the main thread runs the loop ends the loop's turn first and is raised
-in the call (:meth:`Loop._trap_sigint`).
+in the call (:meth:`Loop._trap_sigint`: the trap stays in place between calls, and
+until the loop is shut, so a call costs no system call for it).
 
 Work reaches the loop in order: jobs (sends, settlements) queue on a deque and
 start together at the loop's next turn; a :meth:`Loop.call` starts a task after
@@ -91,7 +92,7 @@ class Loop:
 
     __slots__ = (
         "_aloop", "_ctx", "_deadline", "_driver", "_guests", "_interrupted", "_jobs", "_keeper",
-        "_keeper_id", "_kicked", "_left_at", "_lend", "_main_id", "_pump", "_shutting",
+        "_keeper_id", "_kicked", "_left_at", "_lend", "_lock", "_main_id", "_pump", "_shutting",
         "_stops", "_waiters", "_watch", "_woken", "_written", "_yield", "batch", "calls",
         "closed", "cond", "grace", "handovers",
     )  # fmt: skip
@@ -102,7 +103,8 @@ class Loop:
         self._ctx = contextvars.copy_context()
         self._ctx.run(sniffio.current_async_library_cvar.set, "asyncio")
         self._lend = lend  # a blocking call may run the loop in its own thread
-        self.cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()  # cond's (taken directly where nobody waits: cheaper)
+        self.cond = threading.Condition(self._lock)
         """Guards who runs the loop; threads waiting on the loop sleep on it."""
         self.closed: errors.AMQPError | None = None  # set once the loop takes no more work
         self._shutting = False  # closing: nobody starts running the loop any more
@@ -200,8 +202,9 @@ class Loop:
         me = threading.get_ident()
         lend = self._lend and not _in_a_running_loop()
         cond = self.cond
+        lock = self._lock
         while True:
-            with cond:
+            with lock:
                 while True:
                     if done():
                         return True
@@ -230,9 +233,9 @@ class Loop:
                         if not lend:
                             self._guests -= 1
             try:
-                self._run(done, end)
+                self._run(done, end, me)
             finally:
-                with cond:
+                with lock:
                     self._driver = None
                     self._left_at = time.monotonic()
                     if self._waiters:
@@ -240,7 +243,7 @@ class Loop:
             if done():
                 return True
 
-    def _run(self, done: Callable[[], bool], end: float) -> None:
+    def _run(self, done: Callable[[], bool], end: float, me: int) -> None:
         """(With the loop taken) run it in this thread until ``done()`` or ``end``."""
         aloop = self._aloop
         if self._jobs and not self._woken:
@@ -248,7 +251,7 @@ class Loop:
             # a send's transfer is queued and written (see batch) before the loop's first
             # turn, which reads the answer: no turn of the loop just to write
             self._ctx.run(self.start_posted)
-        replaced = self._trap_sigint()
+        trap = self._trap_sigint() if me == self._main_id else None
         self._stops = True
         try:
             while not done() and not self._shutting and not self._interrupted:
@@ -259,27 +262,33 @@ class Loop:
         finally:
             self._stops = False
             self._deadline = math.inf
-            if replaced is not None:
-                _signals.signal(signal.SIGINT, replaced)
+            if trap is not None:
+                trap.loop = None
         if self._interrupted:
             self._interrupted = False
             raise KeyboardInterrupt
 
-    def _trap_sigint(self) -> Any:
-        """In the main thread, with Python's own Ctrl-C handler in place: put one there
-        that stops the loop at the end of its turn, so that the KeyboardInterrupt is
-        raised in the caller (as it was while the caller slept on a condition), not in
-        the middle of a callback or a task of the connection. Returns what it replaced."""
-        if threading.get_ident() != self._main_id:
-            return None
-        if _signals.getsignal(signal.SIGINT) is not signal.default_int_handler:
-            return None
-        _signals.signal(signal.SIGINT, self._on_sigint)
-        return signal.default_int_handler
+    def _trap_sigint(self) -> _SigintTrap | None:
+        """(In the main thread) have Ctrl-C stop the loop at the end of its turn while this
+        call runs it, so that the KeyboardInterrupt is raised in the caller (as it was
+        while the caller slept on a condition), not in the middle of a callback or a task
+        of the connection. Only in place of Python's own handler: the trap put there is
+        left in place between calls (no system call per call; outside a call it raises
+        KeyboardInterrupt as Python's does) and shared by every loop; :meth:`stop` puts
+        Python's back. Returns the trap, armed for this loop, or None."""
+        handler = _signals.getsignal(signal.SIGINT)
+        if type(handler) is not _SigintTrap:
+            if handler is not signal.default_int_handler:
+                return None  # the program's own handler: leave Ctrl-C to it
+            handler = _SigintTrap()
+            _signals.signal(signal.SIGINT, handler)
+        handler.loop = self
+        return handler
 
-    def _on_sigint(self, signum: int, frame: Any) -> None:
+    def _interrupt(self) -> None:
+        """(From the signal handler, in the main thread, which runs the loop) Ctrl-C."""
         self._interrupted = True
-        self._aloop.call_soon_threadsafe(self._aloop.stop)
+        self._aloop.call_soon_threadsafe(self._aloop.stop)  # (wakes its poll)
 
     def _arm(self, end: float) -> None:
         """Stop the loop at ``end`` (monotonic): one timer serves many calls, re-armed
@@ -447,6 +456,8 @@ class Loop:
                 self._wind_up()
         finally:
             self._aloop.close()
+            if threading.get_ident() == self._main_id:
+                _untrap_sigint()
             with cond:
                 self._driver = None
                 cond.notify_all()
@@ -463,13 +474,36 @@ class Loop:
         _run_until(aloop, aloop.shutdown_default_executor())
 
 
+class _SigintTrap:
+    """The Ctrl-C handler of the loops run by blocking calls in the main thread.
+
+    While a call runs a loop (:attr:`loop`), Ctrl-C ends that loop's turn and is raised
+    in the call; otherwise it raises KeyboardInterrupt, as Python's own handler does.
+    """
+
+    __slots__ = ("loop",)
+
+    def __init__(self) -> None:
+        self.loop: Loop | None = None
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        loop = self.loop
+        if loop is None:
+            signal.default_int_handler(signum, frame)
+        else:
+            loop._interrupt()
+
+
+def _untrap_sigint() -> None:
+    """(In the main thread) put Python's Ctrl-C handler back if a loop's idle trap has it."""
+    handler = _signals.getsignal(signal.SIGINT)
+    if type(handler) is _SigintTrap and handler.loop is None:
+        _signals.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def _in_a_running_loop() -> bool:
     """Whether this thread is inside a running event loop (then it cannot run another)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
+    return asyncio._get_running_loop() is not None  # (get_running_loop() raises: slower)
 
 
 def _run_until(aloop: asyncio.AbstractEventLoop, work: Awaitable[Any]) -> None:

@@ -174,6 +174,12 @@ class DirectDriver(Driver[EventT]):
         transport.pause_reading()
         transport.set_protocol(_Feed(self, anyio_protocol))
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        if hasattr(transport, "max_size"):
+            # asyncio's selector transport reads up to max_size (256 KiB) at a time: each
+            # read allocates that much, which glibc serves with mmap (then mremap, munmap:
+            # three system calls and fresh pages per read) unless its heap happens to have
+            # that much free. We feed READ_SLICE a turn anyway: read no more than that.
+            transport.max_size = READ_SLICE
         self._installed = True
         for chunk in leftovers:
             if self._eof:

@@ -69,6 +69,11 @@ class SaslConnection:
             raise AttributeError(name)
         return getattr(self.connection, name)
 
+    def bypass(self) -> Connection | None:
+        """The engine, once every call goes straight to it (SASL succeeded and its last
+        bytes and events were taken): a driver may then call it without this layer."""
+        return self.connection if self._through else None
+
     @property
     def _amqp(self) -> bool:
         """SASL is over and did not fail: the stream is the engine's now."""

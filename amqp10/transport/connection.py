@@ -275,12 +275,12 @@ class Connection:
         """
         if self.state is S.END:
             return None
-        deadlines = []
+        rx = self._rx_deadline
         if self.idle_timeout:
-            if self._bytes_in != self._tick_in or self._rx_deadline is None:
+            if self._bytes_in != self._tick_in or rx is None:
                 self._tick_in = self._bytes_in
-                self._rx_deadline = now + self.idle_timeout
-            elif now >= self._rx_deadline:
+                rx = self._rx_deadline = now + self.idle_timeout
+            elif now >= rx:
                 if self._closing():
                     self._end()  # the peer never answered our close: give up on it
                     return None
@@ -292,21 +292,22 @@ class Connection:
                 )
                 if self.is_closed:  # no connection was established: nothing to wait for
                     return None
-                self._rx_deadline = now + self.idle_timeout
-            deadlines.append(self._rx_deadline)
+                rx = self._rx_deadline = now + self.idle_timeout
+        else:
+            rx = None
         # §2.4.5: empty frames only after our open and before our close
         if self.remote_idle_timeout and self.state is S.OPENED:
-            interval = self.remote_idle_timeout / 2
-            if self._bytes_out != self._tick_out or self._tx_deadline is None:
+            tx = self._tx_deadline
+            if self._bytes_out != self._tick_out or tx is None:
                 self._tick_out = self._bytes_out
-                self._tx_deadline = now + interval
-            elif now >= self._tx_deadline:
+                tx = self._tx_deadline = now + self.remote_idle_timeout / 2
+            elif now >= tx:
                 if not self._out:
                     encode_empty_frame(self._out)
                     self.frames_out += 1
-                self._tx_deadline = now + interval
-            deadlines.append(self._tx_deadline)
-        return min(deadlines) if deadlines else None
+                tx = self._tx_deadline = now + self.remote_idle_timeout / 2
+            return tx if rx is None or tx < rx else rx
+        return rx
 
     # -- internals: state and output ---------------------------------------------------
     def _move(self, event: ConnectionInput) -> None:

@@ -265,7 +265,12 @@ def test_ctrl_c_during_a_blocking_call_is_raised_in_the_caller_and_the_connectio
         finally:
             finished.set()
         ctrl_c.result()
-        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+        # the trap stays in place between calls (no system call per call), and outside a
+        # call Ctrl-C is raised where the program is, as Python's own handler does
+        trap = signal.getsignal(signal.SIGINT)
+        assert callable(trap)
+        with pytest.raises(KeyboardInterrupt):
+            trap(signal.SIGINT, None)
         # raised at the end of a turn of the loop, not inside the connection's work
         assert conn.is_open
         sender = conn.open_sender("q", settle_mode=SettleMode.AT_LEAST_ONCE)
@@ -274,5 +279,26 @@ def test_ctrl_c_during_a_blocking_call_is_raised_in_the_caller_and_the_connectio
         assert d.message.body == "after"
         d.accept()
         receiver.flush()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_handler_is_put_back_when_the_connection_closes(broker: RunningBroker) -> None:
+    assert threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with amqp10.sync.connect(f"amqp://127.0.0.1:{broker.port}", timeout=WAIT) as conn:
+            sender = conn.open_sender("q", settle_mode=SettleMode.AT_LEAST_ONCE)
+            assert sender.send(Message(body=1)) == Accepted()
+            assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler  # trapped
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        # a program's own handler is left alone
+        signal.signal(signal.SIGINT, lambda *_: None)
+        handler = signal.getsignal(signal.SIGINT)
+        with amqp10.sync.connect(f"amqp://127.0.0.1:{broker.port}", timeout=WAIT) as conn:
+            sender = conn.open_sender("q", settle_mode=SettleMode.AT_LEAST_ONCE)
+            assert sender.send(Message(body=2)) == Accepted()
+            assert signal.getsignal(signal.SIGINT) is handler
+        assert signal.getsignal(signal.SIGINT) is handler
     finally:
         signal.signal(signal.SIGINT, previous)
