@@ -103,10 +103,6 @@ class Ownership:
         if 0 <= owner < self.workers:
             self._overrides[(vhost, name)] = owner
 
-    def placed_on(self, vhost: str, name: str) -> int | None:
-        """The worker node ``name`` of ``vhost`` is placed on (None: it is not placed)."""
-        return self._overrides.get((vhost, name))
-
     def unplace(self, vhost: str, name: str) -> None:
         """Node ``name`` of ``vhost`` is owned by its hash's worker again (it was deleted)."""
         self._overrides.pop((vhost, name), None)

@@ -37,6 +37,7 @@ from .ownership import Ownership
 
 if TYPE_CHECKING:
     from ..core import Broker
+
 __all__ = [
     "PLACE",
     "PLACEMENT_OPS",
