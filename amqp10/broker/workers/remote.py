@@ -470,11 +470,13 @@ class RemoteNode(NodeElsewhere):
             consumer, exclusive=exclusive, answered=answered, make=make
         )
         if self.unavailable is None:
-            self._open(feed)
+            self._nodes.open_soon(self, feed)
         # (else opened once the owner is back)
 
     def _open(self, feed: _Feed) -> None:
         """Open ``feed``'s link on the owner (again, after the owner came back)."""
+        if self._feeds.get(feed.id) is not feed:
+            return  # (cancelled before its turn came)
         feed.outstanding = 0
         assert feed.consumer is not None
         link = feed.link = self._nodes.open_receiver(
@@ -792,6 +794,8 @@ class RemoteNodes:
         # questions not answered yet (asked again if the owner restarts), and those not sent yet
         self._asking: dict[int, tuple[RemoteNode, bytes, Replied]] = {}
         self._asked: list[tuple[RemoteNode, bytes]] = []
+        self._opening: list[tuple[RemoteNode, _Feed]] = []
+        """Consumers whose links open at the end of this turn, after the publishes before them."""
         self.reason: str | None = None
         """Why the link went (None while it is up)."""
         self._arming: list[Callable[[], None]] = []
@@ -905,6 +909,13 @@ class RemoteNodes:
             node._send_batch()
         if self._arming:
             self._arm()
+        if self._opening and self.reason is None:
+            opening, self._opening = self._opening, []
+            for i, (node, feed) in enumerate(opening):
+                if node._sending():  # publishes before it wait for the owner's credit: so does it
+                    self._opening = opening[i:]
+                    break
+                node._open(feed)
         asked = self._asked
         requests = self._requests
         if asked and requests is not None and self.reason is None:
@@ -915,6 +926,12 @@ class RemoteNodes:
                 requests.send(question, settled=True, message_format=REQUEST_FORMAT)
                 sent += 1
             del asked[:sent]
+
+    def open_soon(self, node: RemoteNode, feed: _Feed) -> None:
+        """Open ``feed``'s link to ``node``'s owner at the end of this turn, after the
+        publishes to it so far (a stream reader's offset counts them, as on one broker)."""
+        self._opening.append((node, feed))
+        self.wrote()
 
     def ask(self, node: RemoteNode, fields: list[Any], replied: Replied) -> None:
         """Put a question about ``node`` (an operation and its arguments) to the owner, sent at
@@ -963,6 +980,7 @@ class RemoteNodes:
         self._ready = []
         self._control = []
         self._asked = []
+        self._opening = []  # (opened again once the owner is back: RemoteNode._back)
         self._control_link = self._publishing = self._consuming = None
         self._requests = self._replies = None
         for node in self.nodes.values():

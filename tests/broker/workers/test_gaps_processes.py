@@ -171,6 +171,24 @@ def test_x_stream_offset_is_read_by_the_streams_owner(broker: Parent) -> None:
                         name, lambda *_: None, arguments={"x-stream-offset": "nowhere"}
                     )
                 assert e.value.reply_code == 406
+            # declared and published on the other worker and consumed at once from a number
+            # among them: the consumer's link reaches the owner after the publishes before it
+            fresh = owned_by(owner, "s91fresh")
+            pub = conns[1 - owner].channel()
+            pub.queue_declare(fresh, durable=True, arguments={"x-queue-type": "stream"})
+            for i in range(5):
+                pub.basic_publish("", fresh, str(i).encode())
+            pub.basic_qos(prefetch_count=10)
+            got = []
+            for method, _, body in pub.consume(
+                fresh, arguments={"x-stream-offset": 2}, inactivity_timeout=WAIT
+            ):
+                assert method is not None, got
+                got.append(body)
+                if len(got) == 3:
+                    break
+            assert got == [b"2", b"3", b"4"]
+            pub.close()
 
 
 @pytest.fixture
