@@ -60,8 +60,6 @@ deselected at N > 1."""
 
 KNOWN_TO_FAIL: dict[str, str] = {
     # bugs found at workers = 2 and not fixed yet (docs/architecture.md, "The suites at workers = 2")
-    "tests/broker/amqp1/test_e2e_client.py::test_max_length_blocks_the_publisher_until_consumers_drain":
-        "a 1.0 publisher on another worker than its full queue's owner keeps its credit",
 }
 """Tests that fail at N > 1 for a bug of their own (not a feature of :data:`NOT_YET`), by id."""
 
