@@ -74,8 +74,6 @@ NO_KIND_ELSEWHERE = (
 
 KNOWN_TO_FAIL: dict[str, str] = {
     # bugs found at workers = 2 and not fixed yet (docs/architecture.md, "The suites at workers = 2")
-    "tests/broker/amqp1/test_e2e_client.py::test_max_length_blocks_the_publisher_until_consumers_drain":
-        "a 1.0 publisher on another worker than its full queue's owner keeps its credit",
     "tests/broker/amqp1/test_rabbitmq4.py::test_modified_outcome_annotations_stay_with_the_message":
         "a 1.0 modified outcome's message-annotations stay on the consumer's worker (the outcome record carries its code only)",
     "tests/broker/amqp1/test_rabbitmq4.py::test_modified_undeliverable_here_dead_letters_for_rabbitmq_clients":

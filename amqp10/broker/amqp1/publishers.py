@@ -26,7 +26,7 @@ from ...types import (
     symbol,
 )
 from ...types.transactions import TransactionalState
-from ..core import Node, PublishResult, Queue, Refused, SuspendedLink, Topic
+from ..core import Node, NodeElsewhere, PublishResult, Queue, Refused, SuspendedLink, Topic
 from ..core import store as _store
 from ..core.recovery import Unsettled
 from ..workers.remote import RemoteNode
@@ -388,10 +388,10 @@ class Publishers:
             )
 
 
-def _queues(node: Node) -> list[Queue]:
-    """The queues whose room a publisher to ``node`` waits for."""
+def _queues(node: Node) -> list[Queue | NodeElsewhere]:
+    """The queues whose room a publisher to ``node`` waits for (held here, or elsewhere)."""
     queues = list(node.subscriptions.values()) if isinstance(node, Topic) else [node]
-    return [q for q in queues if isinstance(q, Queue)]
+    return [q for q in queues if isinstance(q, Queue | NodeElsewhere)]
 
 
 def _awaits_store(d: Delivery) -> bool:

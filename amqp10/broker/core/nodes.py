@@ -308,6 +308,8 @@ class NodeElsewhere(Node):
     kind = "remote"
     count = 0
     """Messages held here: none (a front end reads this for ``available``)."""
+    space_listeners: set[Callable[[], None]]
+    """Called when :meth:`~Node.room` may have grown (the holder said so), as a queue's are."""
 
     def publish_answered(self, msg: QueuedMessage, on_stored: Callable[[], None], on_refused: Refused) -> PublishResult:
         """:meth:`publish`, with ``on_refused`` told if the holder does not take it after all."""

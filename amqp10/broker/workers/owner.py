@@ -94,6 +94,7 @@ from .remote import (
     EXCLUSIVE,
     FAILED,
     GETS,
+    LIMITED,
     MAKE,
     NEEDS_MESSAGE_IDS,
     NO_NODE,
@@ -529,7 +530,7 @@ class NodeServer:
             self.wrote()
             return
         if isinstance(link, Receiver):
-            link.properties = {NEEDS_MESSAGE_IDS: node.needs_message_ids}
+            link.properties = {NEEDS_MESSAGE_IDS: node.needs_message_ids, LIMITED: node.room() is not None}
             link.attach(source=link.remote_source, target=link.remote_target)
             link.context = node
             self.publishing[id(link)] = (link, node)

@@ -38,6 +38,7 @@ from typing import Any
 
 from ...transport import (
     ConnectionOpened,
+    CreditAdded,
     DeliveryReceived,
     DeliveryUpdated,
     Event,
@@ -92,6 +93,7 @@ __all__ = [
     "CREDIT_BATCH",
     "EXCLUSIVE",
     "GETS",
+    "LIMITED",
     "MAKE",
     "NO_NODE",
     "REPLIES_ADDRESS",
@@ -123,6 +125,12 @@ CONSUMER_ID = symbol("consumer-id")
 NEEDS_MESSAGE_IDS = symbol("needs-message-ids")
 """In the owner's answer to a publishing link: whether its node reads message-ids (duplicate
 detection, the store); until then a remote node asks its publishers' front ends for them."""
+LIMITED = symbol("limited")
+"""In the owner's answer to a publishing link: whether its node limits its publishers (a
+queue whose overflow blocks them: ``Node.room``). The owner keeps the link's credit, in
+transfers (batches), within the node's room in messages (owner.py ``_grant``), so the
+credit it grants is the room it has; :meth:`RemoteNode.room` hands it on to the node's
+publishers here, whose credit stops while the queue is full and comes back as it drains."""
 
 ACCEPT = 0
 RELEASE = 1
@@ -246,11 +254,13 @@ class _Feed:
 class _Outlet:
     """One publishing link to a remote node's owner and this turn's batch for it."""
 
-    __slots__ = ("answers", "batch", "routed", "sender")
+    __slots__ = ("answers", "batch", "limited", "routed", "sender")
 
     def __init__(self, *, routed: bool) -> None:
         self.routed = routed
         self.sender: Sender | None = None
+        self.limited: bool | None = None
+        """The owner's :data:`LIMITED` answer to ``sender`` (None: not answered yet)."""
         self.batch: list[bytes] = []  # this turn's records, not yet sent
         self.answers: list[tuple[Callable[[], None], Refused | None]] = []  # their publishers
 
@@ -271,6 +281,35 @@ class RemoteNode(NodeElsewhere):
         self._gets = _Feed(None)  # what ``basic.get`` took from the owner, not settled yet
         self.unavailable: str | None = None
         """Why the owner cannot be reached (the link failed), or None."""
+        self.space_listeners: set[Callable[[], None]] = set()
+
+    def room(self) -> int | None:
+        """How many more messages its publishers here may send: the credit the owner gives
+        the publishing link (within its node's room, :data:`LIMITED`), less this turn's
+        batch; None if the node sets no limit (or the owner cannot be reached: what is
+        published is refused at once). 0 until the owner answered the link (opened now if
+        it is not), as its node's room is not known before."""
+        if self.unavailable is not None:
+            return None
+        out = self._direct
+        sender = out.sender
+        if sender is None:
+            out.sender = self._nodes.open_sender(self)
+            return 0
+        if not out.limited:
+            return 0 if out.limited is None else None
+        return max(sender.credit - len(out.batch), 0)
+
+    def _room_changed(self, link: Sender, props: Any = None, *, attached: bool = False) -> None:
+        """The owner answered the publishing link ``link`` (``attached``, with ``props``), or
+        changed its credit: tell those waiting for room."""
+        out = self._direct
+        if link is not out.sender:
+            return
+        if attached:
+            out.limited = bool(props.get(LIMITED, False)) if props else False
+        for listener in list(self.space_listeners):
+            listener()
 
     def _properties(self, **more: Any) -> dict[Any, Any]:
         props: dict[Any, Any] = {VHOST: self.vhost}
@@ -696,6 +735,7 @@ class RemoteNode(NodeElsewhere):
         waiting = out.answers
         out.batch, out.answers = [], []
         sender, out.sender = out.sender, None
+        out.limited = None
         if sender is not None:
             for d in list(sender.unsettled.values()):
                 if d.context is not None and not d.remote_settled:
@@ -870,6 +910,10 @@ class RemoteNodes:
                 return
             node, feed = link.context
             node._received(feed, e.delivery)  # type: ignore[attr-defined]
+        elif t is CreditAdded:  # the owner's credit grew: its node's room, if it limits it
+            link = e.link  # type: ignore[attr-defined]
+            if type(link.context) is RemoteNode:
+                link.context._room_changed(link)
         elif t is ConnectionOpened:
             assert self.link is not None
             self._consuming = self.link.connection.session(incoming_window=8192)
@@ -878,8 +922,10 @@ class RemoteNodes:
             link = e.link  # type: ignore[attr-defined]
             node = link.context
             props = link.remote_attach.properties if link.remote_attach is not None else None
-            if type(node) is RemoteNode and props and NEEDS_MESSAGE_IDS in props:
-                node.needs_message_ids = bool(props[NEEDS_MESSAGE_IDS])
+            if type(node) is RemoteNode:
+                if props and NEEDS_MESSAGE_IDS in props:
+                    node.needs_message_ids = bool(props[NEEDS_MESSAGE_IDS])
+                node._room_changed(link, props, attached=True)
             elif type(node) is tuple and node[1].link is link:
                 props = props or {}
                 node[0]._admitted(

@@ -11,19 +11,23 @@ import os
 import signal
 import time
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
 from amqp10.broker.amqp1.frontend import WORKER_PROPERTY
+from amqp10.broker.config import AddressRule, QueuePolicy
 from amqp10.broker.workers.ownership import Ownership
 from amqp10.client import Connection, connect
 from amqp10.errors import AMQPError
 from amqp10.message import Message
 from amqp10.types import Accepted, Released
+from tests.broker.conftest import make_config
 from tests.broker.test_workers import WAIT, Parent
+from tests.broker.workers_mode import start_processes
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
@@ -77,6 +81,29 @@ async def test_sent_on_one_worker_received_on_the_other_once_in_order(broker: Pa
                 await receiver.receive(timeout=0.5)  # nothing more: each once
             await receiver.close()
             await sender.close()
+
+
+async def test_a_full_queue_stops_its_publishers_credit_on_either_worker_until_it_drains(tmp_path: Path) -> None:
+    config = make_config(tmp_path, addresses=[AddressRule(pattern="small.*", policy=QueuePolicy(max_length=5))])
+    with contextmanager(start_processes)(config, 2) as b:
+        async with one_on_each(b) as conns:  # type: ignore[arg-type]
+            for owner, publisher in ((0, 1), (1, 0), (0, 0)):
+                name = owned_by(owner, f"small.{publisher}.")
+                sender = await conns[publisher].open_sender(name)
+                with anyio.fail_after(WAIT):
+                    while sender.credit < 5:  # (the owner's room, once it answered)
+                        await anyio.sleep(0.01)
+                assert sender.credit == 5
+                for i in range(5):
+                    assert isinstance(await sender.send(Message(body=i)), Accepted)
+                assert sender.credit == 0
+                receiver = await conns[1 - publisher].open_receiver(name, credit=10)
+                got = [(await receiver.receive(timeout=WAIT)).message.body for _ in range(5)]
+                assert isinstance(await sender.send(Message(body=5), timeout=WAIT), Accepted)  # credit back
+                got.append((await receiver.receive(timeout=WAIT)).message.body)
+                assert got == list(range(6))
+                await receiver.close()
+                await sender.close()
 
 
 async def test_competing_consumers_on_both_workers(broker: Parent) -> None:
