@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed-test
 
-.PHONY: broker test test-workers2 debs lint typecheck docs bench interop clean fuzz fuzz-short
+.PHONY: broker test test-workers2 compiled test-compiled clean-compiled debs lint typecheck docs bench interop clean fuzz fuzz-short
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -39,6 +39,23 @@ test: $(STAMP) debs docs
 ## libraries' own 0-9-1 suites need ../shared/suites: `python -m interop.suites pika --workers 2`.
 test-workers2: $(STAMP) debs
 	AMQP10_TEST_WORKERS=2 $(BIN)/python -m pytest -q tests/broker interop
+
+## Optional: compile the hot modules (setup.py's COMPILED) with mypyc, in place in this checkout;
+## the .so files are imported before the .py files next to them. `make clean-compiled` undoes it.
+compiled: $(STAMP)
+	AMQP10_COMPILE=1 $(BIN)/python setup.py build_ext --inplace
+
+## The compiled build against the suites of the modules it compiles, and a broker sample.
+test-compiled: compiled
+	$(BIN)/python -c "import amqp10.transport.link as m; assert m.__file__.endswith('.so'), m.__file__"
+	$(BIN)/python -m pytest -q tests/types tests/transport tests/amqp091 tests/io \
+		tests/broker/amqp1/test_e2e_client.py tests/broker/amqp1/test_e2e_proton.py \
+		tests/broker/amqp091/test_amqp091_pika.py
+
+clean-compiled:
+	rm -rf build
+	find amqp10 -name '*.so' -delete
+	rm -f *__mypyc*.so
 
 ## The Debian packages the tests need (.ci/debian-packages): apt-gets the missing ones.
 debs:

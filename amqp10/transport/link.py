@@ -136,6 +136,11 @@ class Link:
         self._initial_count = 0  # the initial-delivery-count we announced (senders)
         self._max_limit = 0  # highest delivery-count + link-credit advertised (receivers)
         self.context: Any = None  # free for the application
+        self._init_role()
+
+    def _init_role(self) -> None:
+        """The sender's or the receiver's own state, set up last in ``__init__`` (a hook: a
+        ``super().__init__(session, name, **kwargs)`` is miscompiled by mypyc, setup.py)."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, handle={self.handle}, state={self.state.name})"
@@ -450,8 +455,7 @@ class Sender(Link):
 
     role = Role.SENDER
 
-    def __init__(self, session: Session, name: str, **kwargs: Any) -> None:
-        super().__init__(session, name, **kwargs)
+    def _init_role(self) -> None:
         self._queue: deque[Delivery] = deque()
         self._next_tag = 0
         self._drain_open = False  # a drain the receiver asked for is not finished yet
@@ -640,11 +644,11 @@ class Sender(Link):
                 chunk = payload
             else:
                 chunk = memoryview(payload)[d.offset : end]
-            room = session.write_transfer(t, chunk)
+            window = session.write_transfer(t, chunk)  # (not ``room``: an int, for mypyc)
             first = False
             d.offset = min(end, size)
-            if not more or not room:
-                return not more, room
+            if not more or not window:
+                return not more, window
 
     def drained(self) -> None:
         """Finish a drain the receiver asked for (after ``DrainRequested``): we have
@@ -764,8 +768,7 @@ class Receiver(Link):
 
     role = Role.RECEIVER
 
-    def __init__(self, session: Session, name: str, **kwargs: Any) -> None:
-        super().__init__(session, name, **kwargs)
+    def _init_role(self) -> None:
         self._current: Delivery | None = None  # the delivery whose frames are arriving
         self._chunks: list[bytes] = []  # its payload so far
         self._ignoring = False  # it is a resumed delivery we do not know (§2.7.5 resume)

@@ -57,6 +57,9 @@ Encoder = Callable[[bytearray, Any], None]
 Decoder = Callable[[Buffer, int, int, "Limits"], tuple[Any, int]]
 
 
+MAX_DEPTH: Final = 1000
+
+
 class Limits:
     """Bounds the decoder enforces before allocating (configurable per call).
 
@@ -66,6 +69,10 @@ class Limits:
     constructors (``e0 02 ff 40``: 255 nulls in 4 bytes) may produce in one
     decode call. Every other element takes at least one byte of input, so the
     input's size bounds them; zero-width ones are bounded only by this budget.
+
+    ``max_depth`` is at most :data:`MAX_DEPTH`: nesting past the interpreter's recursion
+    limit fails anyway, and the compiled build's native calls (setup.py), which the
+    recursion limit does not see, must not run off the C stack.
     """
 
     __slots__ = ("_zero_width_left", "max_depth", "max_elements")
@@ -73,7 +80,7 @@ class Limits:
     def __init__(self, max_depth: int = 64, max_elements: int = 1_000_000) -> None:
         if max_depth < 1 or max_elements < 0:
             raise ValueError("limits must be positive")
-        self.max_depth = max_depth
+        self.max_depth = min(max_depth, MAX_DEPTH)
         self.max_elements = max_elements
         self._zero_width_left = max_elements
 
@@ -82,6 +89,8 @@ class Limits:
 
 
 _new_object = object.__new__
+# Limits' own __new__ (object's, in the pure build): a compiled Limits refuses object.__new__
+_new_limits = Limits.__new__
 DEFAULT_LIMITS: Final = Limits()
 
 # ---------------------------------------------------------------------------
@@ -288,7 +297,7 @@ def _enc_uuid(buf: bytearray, v: _uuid.UUID) -> None:
     buf += v.bytes
 
 
-def _enc_binary(buf: bytearray, v: bytes) -> None:
+def _enc_binary(buf: bytearray, v: Buffer) -> None:
     n = len(v)
     if n <= 255:
         buf += _BB.pack(0xA0, n)
@@ -1162,7 +1171,7 @@ for _code, _dec in {
 def decode_at(data: Buffer, offset: int = 0, limits: Limits = DEFAULT_LIMITS) -> tuple[Any, int]:
     """Decode the value starting at ``offset``; return it and the offset after it."""
     # a per-call copy carries this call's budget of zero-width array elements
-    lim = _new_object(Limits)
+    lim = _new_limits(Limits)
     lim.max_depth = limits.max_depth
     lim.max_elements = lim._zero_width_left = limits.max_elements
     try:

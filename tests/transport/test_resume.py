@@ -47,7 +47,7 @@ TWO_SECTIONS = encode(Data(b"abc")) + encode(Data(b"defghij"))
 
 def carried(tag: bytes, payload: bytes = b"message", state: Any = None) -> Delivery:
     """A delivery an earlier sender endpoint left unsettled (as a store would rebuild it)."""
-    d = Delivery(None, tag, payload)  # type: ignore[arg-type]
+    d = Delivery(Connection("earlier").session().sender("orders"), tag, payload)
     d.state = state
     return d
 

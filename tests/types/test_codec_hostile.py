@@ -23,6 +23,7 @@ from amqp10.types import (
     decode_at,
     encode,
 )
+from amqp10.types.codec import MAX_DEPTH
 
 from .strategies import values
 
@@ -350,3 +351,10 @@ def test_decode_at_any_offset(data: bytes, offset: int) -> None:
         assert exc.condition == "amqp:decode-error"
     else:
         assert offset < end <= len(data)
+
+
+def test_nesting_limit_is_capped() -> None:
+    # a limit past MAX_DEPTH is MAX_DEPTH: 50,000 nested values fail with a DecodeError
+    # (never a crash of the compiled build, whose native calls the recursion limit misses)
+    assert Limits(max_depth=10**6).max_depth == MAX_DEPTH
+    must_fail(nested_described(50_000), limits=Limits(max_depth=10**6))
