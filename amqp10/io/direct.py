@@ -57,7 +57,9 @@ fed a slice a turn of the loop (reading paused meanwhile), so that while a peer'
 is handled (asyncio reads up to 256 KB: over 1,500 small transfers, 20 ms and more) the
 other connections, timers and tasks get their turns, and each slice's answers go out at
 its end. The broker's group committer commits the first part of a publisher's window
-while the rest is handled (bench/RESULTS.md, durable against non-durable)."""
+while the rest is handled (bench/RESULTS.md, durable against non-durable). The
+transport itself reads no more than this at a time (its ``max_size``): the rest of a
+burst waits in the kernel, and a read allocates no more than the heap serves."""
 
 
 class _Feed(asyncio.Protocol):
