@@ -25,6 +25,7 @@ from ..core import (
     PublishResult,
     QueuedMessage,
     Refused,
+    settled_everywhere,
 )
 from ..core.exchanges import Exchange
 from .context import Amqp010Context, CommandError
@@ -55,6 +56,11 @@ def _check_admitted(result: ConsumeResult, queue: str, vhost: str) -> None:
 
 def _nothing(_: Callable[[], None]) -> None:
     """A command the owner's answer completes with no result (``message.cancel``)."""
+
+
+def _completed(answer: Callable[[], None]) -> None:
+    """A command completed once the owners answered, by what they answered (``message.reject``)."""
+    answer()
 
 
 def _ids(transfers: tuple[tuple[int, int], ...] | None) -> list[int]:
@@ -249,7 +255,14 @@ class MessageCommands:
         s.settle(_ids(c.get("transfers")), "release", redelivered=bool(c["set_redelivered"]))
 
     def reject(self, s: Amqp010Session, c: Compound) -> None:
-        s.settle(_ids(c.get("transfers")), "reject")
+        """Dead-letter or drop the transfers; those of a queue another worker holds complete
+        once their dead letters are in their queues (``settled_everywhere``), as on one broker."""
+        ids = _ids(c.get("transfers"))
+        held = (s.unacked.get(i) for i in ids)
+        elsewhere = {id(p.node): p.node for p in held if p is not None and isinstance(p.node, NodeElsewhere)}
+        s.settle(ids, "reject")
+        if elsewhere:
+            self.ctx.later(lambda answered: settled_everywhere(list(elsewhere.values()), answered), _completed)
 
     def resume(self, s: Amqp010Session, c: Compound) -> Compound:
         """``message.resume``: the broker keeps no partly sent message (0-10 lets a

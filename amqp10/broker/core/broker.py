@@ -167,6 +167,8 @@ class Broker:
         hold in memory, shares them with the others and answers the whole broker's (every
         worker's, and this worker's publishes on their way to another); None: this broker is
         the whole."""
+        self._whole_over = False
+        """(With :attr:`whole_queued`) the whole broker's queued bytes were last seen over the limit."""
         self.permissions = permissions
         """None: every user may do everything (a broker without a users file)."""
         self.definitions: DefinitionsPort | None = None
@@ -481,7 +483,7 @@ class Broker:
         for vhost in self.vhosts.values():
             if vhost.holding:
                 vhost.retry_dead_letters(due_only=True)
-        self.share_queued()  # (what consumers took since leaves the other workers' sums)
+        self._recheck_whole()  # (what consumers took since leaves the other workers' sums)
 
     def total_bytes(self) -> int:
         """Bytes of the messages queued in every virtual host (a running total)."""
@@ -495,14 +497,35 @@ class Broker:
             return False
         queued = self.stats.resident_bytes
         whole = self.whole_queued
-        return (queued if whole is None else whole(queued)) < self.config.limits.memory_limit_bytes
+        if whole is None:
+            return queued < self.config.limits.memory_limit_bytes
+        if whole(queued) < self.config.limits.memory_limit_bytes:
+            return True
+        self._whole_over = True
+        return False
 
     def share_queued(self) -> None:
-        """Tell the other workers what this worker's queues hold in memory now (once a
-        second, and as another worker's publishes land here): their memory limit counts it."""
+        """Tell the other workers what this worker's queues hold in memory now (as another
+        worker's publishes land here, and once a second: :meth:`tick`): their memory limit
+        counts it."""
         whole = self.whole_queued
         if whole is not None:
             whole(self.stats.resident_bytes)
+
+    def _recheck_whole(self) -> None:
+        """Once a second, with several workers: share what this worker's queues hold, and
+        once the whole broker's queued bytes are back under the limit, tell the publishers
+        held back here (their queues may be another worker's, whose draining nothing here
+        sees), as a cleared alarm does."""
+        whole = self.whole_queued
+        if whole is None:
+            return
+        if whole(self.stats.resident_bytes) >= self.config.limits.memory_limit_bytes:
+            self._whole_over = True
+        elif self._whole_over:
+            self._whole_over = False
+            if self.alarm is None:
+                self._tell_publishers(False)
 
     def set_alarm(self, reason: str | None) -> None:
         """Raise a resource alarm (publishers blocked, with ``reason``), or clear it (None)."""
@@ -513,9 +536,12 @@ class Broker:
             log.warning("resource alarm: %s; publishers are blocked", reason)
         else:
             log.warning("resource alarm cleared; publishers may go on")
+        self._tell_publishers(reason is not None)
+
+    def _tell_publishers(self, raised: bool) -> None:
         for c in list(self.connections):
             if isinstance(c, FrontEndConnection):
-                c.resource_alarm(reason is not None)
+                c.resource_alarm(raised)
 
     def counts(self) -> dict[str, int]:
         """How many connections, sessions, links and nodes the broker holds (management,

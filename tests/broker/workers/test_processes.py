@@ -106,6 +106,26 @@ async def test_a_full_queue_stops_its_publishers_credit_on_either_worker_until_i
                 await sender.close()
 
 
+async def test_a_publisher_held_back_by_the_whole_brokers_memory_limit_goes_on_once_it_drains(tmp_path: Path) -> None:
+    with contextmanager(start_processes)(make_config(tmp_path, limits={"memory_limit_bytes": 4096}), 2) as b:
+        async with one_on_each(b) as conns:  # type: ignore[arg-type]
+            for publisher in (0, 1):  # to a queue of the other worker
+                name = owned_by(1 - publisher, "big")
+                sender = await conns[publisher].open_sender(name)
+                for _ in range(3):
+                    assert isinstance(await sender.send(Message(body=b"x" * 2000), timeout=WAIT), Accepted)
+                with anyio.fail_after(WAIT):
+                    while sender.credit:  # held back: 6000 bytes queued on the other worker
+                        await anyio.sleep(0.01)
+                receiver = await conns[1 - publisher].open_receiver(name, credit=10)
+                for _ in range(3):
+                    await (await receiver.receive(timeout=WAIT)).accept()
+                assert isinstance(await sender.send(Message(body=b"after"), timeout=WAIT), Accepted)
+                assert (await receiver.receive(timeout=WAIT)).message.body == b"after"
+                await receiver.close()
+                await sender.close()
+
+
 async def test_competing_consumers_on_both_workers(broker: Parent) -> None:
     n = 300
     async with one_on_each(broker) as conns:

@@ -196,5 +196,20 @@ def test_the_memory_limit_counts_every_workers_queues_and_the_publishes_on_their
     link.sent_bytes = 0
     other.whole_queued(5000)
     assert not broker.memory_ok()
+    told: list[bool] = []
+
+    class Publisher:
+        def resource_counts(self) -> tuple[int, int]:
+            return 0, 0
+
+        def resource_alarm(self, raised: bool) -> None:
+            told.append(raised)
+
+    broker.connections.add(Publisher())
+    broker.tick()
+    assert told == []  # still over
     other.whole_queued(0)  # (its consumers took them)
-    assert broker.memory_ok()
+    broker.tick()  # the publishers held back here are told, as when an alarm clears
+    assert told == [False] and broker.memory_ok()
+    broker.tick()
+    assert told == [False]
