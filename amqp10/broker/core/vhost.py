@@ -709,15 +709,17 @@ class VirtualHost:
     def unbind_key(self, source: str, destination: str, key: str = "", *, destination_kind: str = "queue") -> int:
         """Remove every binding from ``source`` to ``destination`` with ``key``, whatever its
         arguments (0-10 names a binding by exchange, queue and key; 0-9-1 and 1.0 add the
-        arguments: :meth:`unbind`); return how many went (0: none was there)."""
+        arguments: :meth:`unbind`); return how many went (0: none was there). Each goes as
+        :meth:`unbind` removes one (stored, shared with the other workers); a queue another
+        worker owns is bound as its stand-in (:meth:`_destination`)."""
         x = self._bindable(source)
-        dest = self.exchanges.get(destination) if destination_kind == "exchange" else self.queue(destination)
-        if dest is None:
+        try:
+            dest = self._destination(destination_kind, destination)
+        except NotFound:
             return 0
         gone = [b for b in x.bindings_to(dest) if b.key == key]
-        for b in gone:
-            x.unbind(b.identity)
-            self._unbound(b)  # (an auto-delete exchange goes with the last one)
+        for b in gone:  # (an auto-delete exchange goes with the last one)
+            self.unbind(source, destination, key, b.arguments, destination_kind=destination_kind)
         return len(gone)
 
     def _unbound(self, binding: Binding) -> None:
