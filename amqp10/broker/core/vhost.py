@@ -710,19 +710,19 @@ class VirtualHost:
     def unbind_key(self, source: str, destination: str, key: str = "", *, destination_kind: str = "queue") -> int:
         """Remove every binding from ``source`` to ``destination`` with ``key``, whatever its
         arguments (0-10 names a binding by exchange, queue and key; 0-9-1 and 1.0 add the
-        arguments: :meth:`unbind`); return how many went (0: none was there)."""
+        arguments: :meth:`unbind`); return how many went (0: none was there). Each goes as
+        :meth:`unbind` removes one (stored, shared with the other workers); a queue another
+        worker owns is bound as its stand-in."""
         x = self._bindable(source)
         if destination_kind == "exchange":
             dest: Destination | NodeElsewhere | None = self.exchanges.get(destination)
-        else:  # (a queue another worker owns is bound as its stand-in: :meth:`_destination`)
+        else:  # (a queue another worker owns, exclusive ones too, is bound as its stand-in)
             dest = self.elsewhere(destination) or self.queue(destination)
         if dest is None:
             return 0
         gone = [b for b in x.bindings_to(dest) if b.key == key]  # type: ignore[arg-type]
-        for b in gone:
-            x.unbind(b.identity)
-            self._unbound(b)  # (an auto-delete exchange goes with the last one)
-            self.share("unbind", source, destination, key, b.arguments, destination_kind)
+        for b in gone:  # (an auto-delete exchange goes with the last one)
+            self.unbind(source, destination, key, b.arguments, destination_kind=destination_kind)
         return len(gone)
 
     def unbind_elsewhere(self, name: str) -> None:

@@ -261,8 +261,12 @@ class LinkConsumer:
     def cancelled(self) -> None:
         """The node was deleted: the peer's consumer is told by the link's detach (after the
         answer to the question that deleted it, if one did: RabbitMQ's delete-ok comes
-        before the basic.cancel it causes)."""
+        before the basic.cancel it causes). What the peer's consumer holds is released here
+        now: the peer forgets it with the link, and its outcomes would find no consumer
+        here, so the deleted queue's alternate exchange takes it at once, as it takes what a
+        local subscriber holds (QPID-3481)."""
         self._server.forget(self.link)
+        self.release_unsettled()
         self._server.after_reply(self._detach)
 
     def _detach(self) -> None:

@@ -264,3 +264,48 @@ def test_an_exclusive_queue_is_bound_on_its_sessions_worker_whoever_owns_the_nam
             subscribe(p, name, "d", 10)
             (t,) = p.wait("message.transfer")
             assert t.body == b"goal"
+
+
+def test_what_a_subscriber_on_another_worker_holds_goes_to_the_deleted_queues_alternate_at_once(
+    broker: Parent,
+) -> None:
+    """QPID-3481 across workers: deleting a queue sends what a subscriber on another worker
+    holds (acquired, not accepted) to its alternate exchange with what waits on it, before
+    delete-ok; that subscriber's accept of it later does nothing."""
+    with one_on_each(broker) as peers:
+        doomed, kept = owned_by(1, "q010doomed"), owned_by(1, "q010kept")
+        at_owner, holder = peers[1], peers[0]
+        at_owner.call("exchange.declare", exchange="alt010", type="fanout")
+        at_owner.call("queue.declare", queue=kept)
+        at_owner.call("exchange.bind", exchange="alt010", queue=kept, binding_key="")
+        at_owner.call("queue.declare", queue=doomed, alternate_exchange="alt010")
+        for body in (b"held", b"left"):
+            publish(at_owner, doomed, body)
+        subscribe(holder, doomed, "d", 1, accept_mode=0)
+        (t,) = holder.wait("message.transfer")
+        assert t.body == b"held"
+        at_owner.call("queue.delete", queue=doomed)
+        assert counts(at_owner, kept) == (2, 0)
+        holder.call("message.accept", transfers=((t.id, t.id),))
+        assert counts(holder, kept) == (2, 0)  # (asked after the accept went to the owner)
+
+
+def test_unbind_by_key_of_a_queue_another_worker_owns_unbinds_it_on_every_worker(broker: Parent) -> None:
+    """0-10's ``exchange.unbind`` names exchange, queue and key: the binding to the owner's
+    stand-in goes, then on the other worker too (a publish on either no longer reaches the
+    queue). (0-10 completes it before the other worker has it: hence the bounded wait.)"""
+    with one_on_each(broker) as peers:
+        name = owned_by(1, "q010unbound")
+        p = peers[0]
+        p.call("queue.declare", queue=name)
+        p.call("exchange.bind", exchange="amq.match", queue=name, binding_key="k", arguments={"x-match": "all", "a": "b"})
+        headers = [struct("delivery-properties", routing_key=""), struct("message-properties", application_headers={"a": "b"})]
+        p.call("message.transfer", destination="amq.match", accept_mode=1, acquire_mode=0, headers=headers, body=b"one")
+        p.call("exchange.unbind", exchange="amq.match", queue=name, binding_key="k")
+        deadline = time.monotonic() + WAIT
+        for peer in (p, peers[1]):
+            while not (r := peer.call("exchange.bound", exchange="amq.match", queue=name)) or not r["queue_not_matched"]:
+                assert time.monotonic() < deadline, "the binding stayed on the other worker"
+                time.sleep(0.02)
+            peer.call("message.transfer", destination="amq.match", accept_mode=1, acquire_mode=0, headers=headers, body=b"two")
+        assert counts(peers[1], name) == (1, 0)
