@@ -1,9 +1,11 @@
 """An opt-in compiled build of the hot modules (issue 31); pyproject.toml holds the rest.
 
 By default this file adds nothing: the install is pure Python. With ``AMQP10_COMPILE=1``
-the modules of ``COMPILED`` are compiled with mypyc (it needs mypy and a C compiler):
+the modules of ``COMPILED`` are compiled with mypyc (it needs mypy, from the dev extra, and a
+C compiler; pip must not isolate the build, or it would not see mypy):
 
-    AMQP10_COMPILE=1 pip install -e .         # or: make compiled (in place, this checkout)
+    make compiled                                     # in place, in this checkout
+    AMQP10_COMPILE=1 pip install --no-build-isolation -e .
 
 The compiled modules behave as the pure ones and pass the same tests (make test-compiled).
 """
