@@ -59,7 +59,7 @@ NOT_YET: dict[str, str] = {
     "recover from a session on another worker find none)": r"amqp010/test_amqp010_dtx",
     "0-10 message.acquire of a browsed transfer of another worker's queue": r"message\.acquire",
     "Service Bus sessions (a session receiver's lock, next-available) and a dead-letter's "
-    "reason on another worker's queue": r"next_available|dead_letter_error_description",
+    "reason on another worker's queue": r"next_available|dead_letter_error_description|max_delivery_count_dead_letters",
     "a durable wildcard subscription is kept on the worker it was made on (an attach on "
     "another worker makes another)": r"durable_wildcard_subscription",
     # (interop31) the azure-servicebus SDK's column of the interop matrix: its $management
