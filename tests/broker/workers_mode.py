@@ -66,6 +66,12 @@ NOT_YET: dict[str, str] = {
     # operations on one entity (schedule, peek, sessions) answered by a worker that does not
     # own it, its dead-letter reasons, and topics' shared subscriptions across workers
     "Service Bus on another worker's entities": r"azuresb-ours",
+    # (found by the first CI run of the whole selection, 2026-11-29: each failed 1 to 3 of 4
+    # runs, by where the kernel put the connections) the interop matrix's link-resume
+    # scenario when the re-attach lands on the other worker (its answer carries no
+    # unsettled map), and its topic-wildcard scenario (a wildcard subscriber and the
+    # publisher on different workers)
+    "the matrix's link resumption and topic wildcards across workers": r"-ours-(ws-|wss-)?(link-resume|topic-wildcard)\]",
 }
 """What is not yet across workers, and the tests of it (by the words of their id and code),
 deselected at N > 1."""
@@ -98,6 +104,8 @@ KNOWN_TO_FAIL: dict[str, str] = {
     "interop/test_matrix.py::test_cell[ours-ours-attach-answer]": NO_KIND_ELSEWHERE,
     "interop/test_matrix.py::test_cell[ours-ours-ws-attach-answer]": NO_KIND_ELSEWHERE,
     "interop/test_matrix.py::test_cell[ours-ours-wss-attach-answer]": NO_KIND_ELSEWHERE,
+    "tests/broker/amqp1/test_rabbitmq4.py::test_stream_deliveries_say_their_offset":
+        "a stream delivery read from another worker's stream has no x-stream-offset annotation",
     "tests/broker/amqp010/test_amqp010_e2e.py::test_byte_credit_is_never_exceeded":
         "a 0-10 subscription's byte credit is granted to another worker's queue as messages: the "
         "stand-in takes a message too large for it (and those after), out of the owner's count",
