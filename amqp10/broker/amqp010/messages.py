@@ -25,6 +25,7 @@ from ..core import (
     PublishResult,
     QueuedMessage,
     Refused,
+    answer_now,
     settled_everywhere,
 )
 from ..core.exchanges import Exchange
@@ -52,15 +53,6 @@ def _check_admitted(result: ConsumeResult, queue: str, vhost: str) -> None:
     if not result:
         error, text = CONSUME_REFUSALS[result]
         raise CommandError(error, text.format(queue=queue, vhost=vhost))
-
-
-def _nothing(_: Callable[[], None]) -> None:
-    """A command the owner's answer completes with no result (``message.cancel``)."""
-
-
-def _completed(answer: Callable[[], None]) -> None:
-    """A command completed once the owners answered, by what they answered (``message.reject``)."""
-    answer()
 
 
 def _ids(transfers: tuple[tuple[int, int], ...] | None) -> list[int]:
@@ -216,7 +208,7 @@ class MessageCommands:
         sub.active = False
         node = sub.node
         if isinstance(node, NodeElsewhere):  # complete once its owner dropped it too
-            self.ctx.later(lambda answered: node.ask_cancel(sub, answered), _nothing)
+            self.ctx.later(lambda answered: node.ask_cancel(sub, answered), answer_now)
             return
         node.remove_consumer(sub)
 
@@ -262,7 +254,7 @@ class MessageCommands:
         elsewhere = {id(p.node): p.node for p in held if p is not None and isinstance(p.node, NodeElsewhere)}
         s.settle(ids, "reject")
         if elsewhere:
-            self.ctx.later(lambda answered: settled_everywhere(list(elsewhere.values()), answered), _completed)
+            self.ctx.later(lambda answered: settled_everywhere(list(elsewhere.values()), answered), answer_now)
 
     def resume(self, s: Amqp010Session, c: Compound) -> Compound:
         """``message.resume``: the broker keeps no partly sent message (0-10 lets a

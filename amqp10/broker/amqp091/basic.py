@@ -26,6 +26,7 @@ from ..core import (
     Queue,
     QueuedMessage,
     Stream,
+    answer_now,
     settled_everywhere,
 )
 from ..core.replies import REPLY_TO
@@ -218,7 +219,7 @@ class BasicMethods:
         elsewhere = {id(n): n for n in (unacked[t][0] for t in tags if t in unacked) if isinstance(n, NodeElsewhere)}
         ch.settle(tags, "reject")
         if elsewhere:
-            self.ctx.later(lambda answered: settled_everywhere(list(elsewhere.values()), answered), _done)
+            self.ctx.later(lambda answered: settled_everywhere(list(elsewhere.values()), answered), answer_now)
 
     def recover(self, ch: Channel, method: m.BasicRecover | m.BasicRecoverAsync) -> None:
         if not method.requeue:
@@ -247,10 +248,6 @@ def _get_ok(count: int) -> Callable[[int, bool, Content], Method]:
         )
 
     return get_ok
-
-
-def _done(answer: Callable[[], None]) -> None:
-    answer()
 
 
 def _settle(ch: Channel, tags: list[int], outcome: str) -> None:

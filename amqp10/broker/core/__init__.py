@@ -83,6 +83,7 @@ from .nodes import (
     NodeElsewhere,
     PublishResult,
     Refused,
+    answer_now,
     settled_everywhere,
 )
 from .partitioned import PartitionedStream
@@ -165,6 +166,7 @@ __all__ = [
     "policy_with_arguments",
     "register_conversion",
     "register_format",
+    "answer_now",
     "settled_everywhere",
     "ResourceKind",
 ]

@@ -359,6 +359,12 @@ class NodeElsewhere(Node):
         raise NotImplementedError
 
 
+def answer_now(answer: Callable[[], None]) -> None:
+    """What a front end does with an owner's answer that completes a held command
+    (:meth:`NodeElsewhere.ask_settled`, ``ask_cancel``): apply it, now that it came."""
+    answer()
+
+
 def settled_everywhere(nodes: Sequence[NodeElsewhere], answered: Answered[None]) -> None:
     """``answered`` once each of ``nodes`` answered :meth:`NodeElsewhere.ask_settled`: what a
     front end waits for after rejecting messages of queues held elsewhere, before it reads
