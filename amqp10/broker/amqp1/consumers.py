@@ -217,8 +217,7 @@ class LinkConsumer:
             due = None
             if annotations and isinstance(msg, Amqp1Message):
                 msg.annotate(annotations)  # kept as it is requeued or dead-lettered (stored too)
-                if isinstance(q, Queue):
-                    q.rewritten(msg)
+                q.rewritten(msg)  # (a queue another worker holds: there too)
                 due = delivery_time(annotations)  # RabbitMQ 4's delayed retry
             if state.undeliverable_here and self.annotate:
                 q.reject(msg)  # RabbitMQ 4 (its clients' "discard with annotations"): dead-lettered

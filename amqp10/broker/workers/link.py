@@ -22,6 +22,10 @@ message-format:
   pre-settled;
 - :data:`CONTROL_FORMAT`: control records (:data:`CONTROL`): a consumer's credit, in
   messages (:data:`GRANT`), and its outcomes by reference (:data:`OUTCOME`);
+- :data:`REWRITE_FORMAT`: the new bytes of messages a consumer of the other worker changed
+  while it held them (a 1.0 ``modified`` outcome's message annotations), each with its
+  consumer and the owner's reference (:func:`encode_rewrites`), sent on the control link
+  just before the control records whose outcomes apply to them; rare, pre-settled;
 - :data:`REQUEST_FORMAT` and :data:`REPLY_FORMAT`: a question about one node (its
   status, a declaration, a purge, a deletion, a ``basic.get``) and the owner's answer,
   each an AMQP-encoded list (:func:`encode_request`), pre-settled; rare, so not batched.
@@ -60,6 +64,7 @@ __all__ = [
     "RECORD_FORMAT",
     "REPLY_FORMAT",
     "REQUEST_FORMAT",
+    "REWRITE_FORMAT",
     "InternalLink",
     "LinkHandler",
     "RecordError",
@@ -68,11 +73,13 @@ __all__ = [
     "decode_deliveries",
     "decode_record",
     "decode_request",
+    "decode_rewrites",
     "encode_batch",
     "encode_deliveries",
     "listening",
     "encode_record",
     "encode_request",
+    "encode_rewrites",
     "run_link",
 ]
 
@@ -93,6 +100,8 @@ REQUEST_FORMAT = 0x00A1_0005
 """The message-format of a question to the owner about one node (:func:`encode_request`)."""
 REPLY_FORMAT = 0x00A1_0006
 """The message-format of the owner's answer to a question (:func:`encode_request`)."""
+REWRITE_FORMAT = 0x00A1_0007
+"""The message-format of the new bytes of messages a consumer changed (:func:`encode_rewrites`)."""
 _LEN = struct.Struct("<I")
 _LEN_REF = struct.Struct("<IQ")
 _LEN_SIZE, _LEN_REF_SIZE = _LEN.size, _LEN_REF.size
@@ -236,6 +245,36 @@ def decode_control(payload: bytes, message_format: int) -> list[tuple[int, int, 
     if message_format != CONTROL_FORMAT or len(payload) % size:
         raise RecordError("a control transfer that does not decode")
     return [CONTROL.unpack_from(payload, pos) for pos in range(0, len(payload), size)]
+
+
+_REWRITE = struct.Struct("<QqI")
+"""A rewrite's head: the consumer (its id on the consuming side), the owner's reference, the length of the bytes."""
+
+
+def encode_rewrites(rewrites: list[tuple[int, int, bytes]]) -> bytes:
+    """(consumer id, the owner's reference, the message's new bytes) of each message, as one transfer."""
+    pack = _REWRITE.pack
+    return b"".join(pack(cid, ref, len(data)) + data for cid, ref, data in rewrites)
+
+
+def decode_rewrites(payload: bytes, message_format: int) -> list[tuple[int, int, bytes]]:
+    """What :func:`encode_rewrites` made; raises :class:`RecordError`."""
+    if message_format != REWRITE_FORMAT:
+        raise RecordError(f"a transfer of message-format {message_format:#x}, not rewrites")
+    out = []
+    pos = 0
+    total = len(payload)
+    try:
+        while pos < total:
+            cid, ref, size = _REWRITE.unpack_from(payload, pos)
+            start = pos + _REWRITE.size
+            pos = start + size
+            if pos > total:
+                raise RecordError("rewrites cut short")
+            out.append((cid, ref, payload[start:pos]))
+    except struct.error as exc:
+        raise RecordError(f"rewrites that do not decode: {exc}") from None
+    return out
 
 
 def encode_request(fields: list[Any]) -> bytes:

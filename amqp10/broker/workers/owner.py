@@ -73,11 +73,13 @@ from .link import (
     OUTCOME,
     REPLY_FORMAT,
     REQUEST_FORMAT,
+    REWRITE_FORMAT,
     STOP,
     InternalLink,
     decode_batch,
     decode_control,
     decode_request,
+    decode_rewrites,
     encode_deliveries,
     encode_record,
     encode_request,
@@ -665,8 +667,12 @@ class NodeServer:
 
     # -- consuming ----------------------------------------------------------------------------
     def _controlled(self, d: Delivery) -> None:
-        """Control records from the other worker: credit for its consumers, their outcomes."""
+        """Control records from the other worker: credit for its consumers, their outcomes
+        (or the new bytes of messages they hold, before the outcomes for them)."""
         self._touched.add(id(d.link))
+        if d.message_format == REWRITE_FORMAT:
+            self._rewritten(d)
+            return
         consumers = self._by_remote_id
         for what, consumer_id, n, code, due in decode_control(d.payload, d.message_format):
             if consumer_id == GETS:
@@ -683,6 +689,18 @@ class NodeServer:
             elif what == STOP:  # cancelled: nothing more to it; its outcomes still come
                 c.allowed = 0
                 c.node.remove_consumer(c)
+
+    def _rewritten(self, d: Delivery) -> None:
+        """The other worker's consumers changed messages they hold (a 1.0 ``modified``
+        outcome's annotations): ours are changed as that worker's front end changes a
+        local one, before the outcome that follows requeues or dead-letters it."""
+        for consumer_id, ref, data in decode_rewrites(d.payload, d.message_format):
+            held = self.delivered(consumer_id, ref)
+            if held is not None:
+                node, msg = held
+                msg.data = data
+                msg.forget_fields()
+                node.rewritten(msg)
 
     # -- questions about our nodes ----------------------------------------------------------------
     def answer(self, op: str, run: Callable[[Any, list[Any]], list[Any]]) -> None:

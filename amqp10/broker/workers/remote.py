@@ -21,7 +21,10 @@ node:
 - ``ack``/``release``/``reject`` send the outcome (accepted, released with
   delivery-failed or undeliverable-here and a delayed retry's due time, rejected) in a
   control record naming the owner's reference, where the owner's queue applies it
-  (redelivery count, dead-lettering, holding it until due) as for a local consumer.
+  (redelivery count, dead-lettering, holding it until due) as for a local consumer;
+  ``rewritten`` (a 1.0 ``modified`` outcome's message annotations, merged into the message
+  here) sends the message's new bytes just before its outcome, so the owner's queue
+  requeues or dead-letters them (and stores them), as a local queue does.
 
 :class:`RemoteNodes` runs the opening side of one internal link (to one owner): it
 makes the remote nodes and hands the engine's events to them.
@@ -75,6 +78,7 @@ from .link import (
     OUTCOME,
     REPLY_FORMAT,
     REQUEST_FORMAT,
+    REWRITE_FORMAT,
     STOP,
     InternalLink,
     decode_deliveries,
@@ -83,6 +87,7 @@ from .link import (
     encode_batch,
     encode_record,
     encode_request,
+    encode_rewrites,
 )
 
 __all__ = [
@@ -684,6 +689,13 @@ class RemoteNode(NodeElsewhere):
         if feed.stopping and not feed.held:
             self._close(feed)
 
+    def rewritten(self, msg: QueuedMessage) -> None:
+        """Its consumer here changed the bytes of ``msg``, which it holds: the owner's copy
+        gets them (before the outcome that follows: :meth:`RemoteNodes.send_control`)."""
+        held = self.held_ref(msg)
+        if held is not None:
+            self._nodes.rewrite(*held, msg.data)
+
     def ack(self, msg: QueuedMessage) -> None:
         self._settle(msg, ACCEPT)
 
@@ -819,6 +831,7 @@ class RemoteNodes:
         self._names = itertools.count(1)
         self._ready: list[RemoteNode] = []  # nodes with a batch to send this turn
         self._control: list[bytes] = []  # control records of this turn
+        self._rewrites: list[tuple[int, int, bytes]] = []  # messages rewritten this turn (go first)
         self._control_link: Sender | None = None
         # publishing links on one session, consuming links on another: a session writes the
         # dispositions it has queued before each transfer, so the owner's answers to publishes
@@ -1003,10 +1016,21 @@ class RemoteNodes:
             self.wrote()
         self._control.append(CONTROL.pack(what, consumer_id, n, code, due))
 
+    def rewrite(self, consumer_id: int, ref: int, data: bytes) -> None:
+        """The owner's message ``ref``, held by consumer ``consumer_id`` here, is now ``data``:
+        sent before this turn's control records (the outcome for it among them)."""
+        self._rewrites.append((consumer_id, ref, data))
+        self.wrote()
+
     def send_control(self) -> None:
-        records = self._control
         link = self._control_link
-        if records and link is not None and self.reason is None:
+        if link is None or self.reason is not None:
+            return
+        if self._rewrites:
+            rewrites, self._rewrites = self._rewrites, []
+            link.send(encode_rewrites(rewrites), settled=True, message_format=REWRITE_FORMAT)
+        records = self._control
+        if records:
             self._control = []
             link.send(b"".join(records), settled=True, message_format=CONTROL_FORMAT)
 
@@ -1025,6 +1049,7 @@ class RemoteNodes:
         self.reason = reason
         self._ready = []
         self._control = []
+        self._rewrites = []
         self._asked = []
         self._opening = []  # (opened again once the owner is back: RemoteNode._back)
         self._control_link = self._publishing = self._consuming = None

