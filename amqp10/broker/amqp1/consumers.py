@@ -164,7 +164,7 @@ class LinkConsumer:
         if self.annotate or msg.delivery_count or type(msg) is not Amqp1Message:
             data = msg.data if msg.delivery_count == 0 and type(msg) is Amqp1Message else _redelivery_form(msg)
             if self.annotate:
-                data = with_routing_annotations(data, msg, msg.seq if isinstance(self.node, Stream) else None)
+                data = with_routing_annotations(data, msg, self.node.stream_offset(msg))
             return data, None
         return msg.data, None  # as it arrived: nothing to convert or rewrite
 

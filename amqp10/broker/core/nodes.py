@@ -285,6 +285,11 @@ class Node:
     def reject(self, msg: QueuedMessage) -> None:
         """``msg`` is dead (1.0 rejected, 0-9-1 nack/reject without requeue): dead-letter or drop it."""
 
+    def stream_offset(self, msg: QueuedMessage) -> int | None:
+        """The offset of ``msg``, which this node delivered, in its log (a stream's: what
+        RabbitMQ 4 tells its readers in ``x-stream-offset``); None for a node that keeps none."""
+        return None
+
     def rewritten(self, msg: QueuedMessage) -> None:
         """A consumer changed ``msg``'s bytes while it held it (a 1.0 ``modified`` outcome's
         message annotations), before its outcome: a queue stores them again, a queue another

@@ -38,6 +38,9 @@ class Stream(Node):
     kind = "stream"
     _bytes_on_disk = True
 
+    def stream_offset(self, msg: QueuedMessage) -> int | None:
+        return msg.seq
+
     def __init__(
         self,
         name: str,

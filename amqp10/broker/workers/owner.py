@@ -96,6 +96,7 @@ from .remote import (
     EXCLUSIVE,
     FAILED,
     GETS,
+    KIND,
     LIMITED,
     MAKE,
     NEEDS_MESSAGE_IDS,
@@ -559,7 +560,7 @@ class NodeServer:
                 if isinstance(node, Queue) and node.owner is not None
                 else node.admits(exclusive=exclusive)
             )
-            link.properties = {ADMITTED: CONSUME_RESULTS.index(admitted)}
+            link.properties = {ADMITTED: CONSUME_RESULTS.index(admitted), KIND: node.kind}
             timeout = node.policy.consumer_timeout
             if timeout is not None:  # (the consumer's front end, on the other worker, applies it)
                 link.properties[CONSUMER_TIMEOUT] = float(timeout)

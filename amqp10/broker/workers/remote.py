@@ -98,6 +98,7 @@ __all__ = [
     "CREDIT_BATCH",
     "EXCLUSIVE",
     "GETS",
+    "KIND",
     "LIMITED",
     "MAKE",
     "NO_NODE",
@@ -182,6 +183,9 @@ ADMITTED = symbol("admitted")
 """In the owner's answer to a consuming link: whether it admitted the consumer (an index
 into :data:`CONSUME_RESULTS`; a refused link is detached next)."""
 CONSUME_RESULTS: tuple[ConsumeResult, ...] = tuple(ConsumeResult)
+KIND = symbol("kind")
+"""In the owner's answer to a consuming link it admitted: its node's kind (``queue``,
+``stream``...; :attr:`RemoteNode.held_kind`)."""
 CONSUMER_TIMEOUT = symbol("consumer-timeout")
 """In the owner's answer to a consuming link: its node's consumer timeout (seconds; absent:
 none), which the consumer's front end here applies (core/consumer_timeout.py)."""
@@ -287,6 +291,14 @@ class RemoteNode(NodeElsewhere):
         self.unavailable: str | None = None
         """Why the owner cannot be reached (the link failed), or None."""
         self.space_listeners: set[Callable[[], None]] = set()
+        self.held_kind: str | None = None
+        """The kind of the owner's node (``queue``, ``stream``...), as its answer to a consumer's
+        link said (:data:`KIND`); None before one."""
+
+    def stream_offset(self, msg: QueuedMessage) -> int | None:
+        """A stream's delivery carries its offset in its record (``seq``), as the owner's
+        stream numbers it."""
+        return msg.seq if self.held_kind == "stream" else None
 
     def room(self) -> int | None:
         """How many more messages its publishers here may send: the credit the owner gives
@@ -529,12 +541,19 @@ class RemoteNode(NodeElsewhere):
         link.context = (self, feed)
 
     def _admitted(
-        self, feed: _Feed, code: int, timeout: float | None = None, why: str | None = None
+        self,
+        feed: _Feed,
+        code: int,
+        timeout: float | None = None,
+        why: str | None = None,
+        kind: str | None = None,
     ) -> None:
         """The owner answered ``feed``'s attach: its consumer is admitted, or not (code: an
         index into :data:`CONSUME_RESULTS`; :data:`NO_NODE`: it has no such node); ``timeout``:
         the node's consumer timeout there, which this worker's front ends apply to what its
-        consumers hold."""
+        consumers hold; ``kind``: its node's (:data:`KIND`)."""
+        if kind is not None:
+            self.held_kind = str(kind)
         if code == NO_NODE:
             self._no_node(feed, NotFound(f"no queue '{self.name}' in vhost '{self.vhost}'"))
             return
@@ -942,7 +961,11 @@ class RemoteNodes:
             elif type(node) is tuple and node[1].link is link:
                 props = props or {}
                 node[0]._admitted(
-                    node[1], int(props.get(ADMITTED, 0)), props.get(CONSUMER_TIMEOUT), props.get(WHY)
+                    node[1],
+                    int(props.get(ADMITTED, 0)),
+                    props.get(CONSUMER_TIMEOUT),
+                    props.get(WHY),
+                    props.get(KIND),
                 )
         elif t is LinkDetached or t is LinkFailed:
             link = e.link  # type: ignore[attr-defined]

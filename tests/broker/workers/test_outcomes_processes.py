@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from amqp10.message import Message
-from amqp10.types import Accepted, symbol
+from amqp10.types import Accepted, Described, Source, symbol
 from tests.broker.amqp1.test_rabbitmq4 import Management
 from tests.broker.test_workers import WAIT, Parent
 
@@ -53,3 +53,21 @@ async def test_a_modified_outcomes_annotations_reach_the_queues_owner(broker: Pa
             got = annotations(d)
             assert got.get("x-opt-tries") == 1 and got.get("x-opt-why") == "bad" and "x-opt-deaths" in got
             await d.accept()
+
+
+async def test_a_stream_delivery_from_the_other_workers_stream_says_its_offset(broker: Parent) -> None:
+    async with one_on_each(broker) as conns:
+        for owner in (0, 1):
+            log = owned_by(owner, f"log{owner}-")
+            m = await Management.open(conns[owner])
+            await m.request("PUT", f"/queues/{log}", {"arguments": {"x-queue-type": "stream"}})
+            s = await conns[owner].open_sender(f"/queues/{log}")
+            for i in range(3):
+                assert isinstance(await s.send(Message(body=i)), Accepted)
+            spec = symbol("rabbitmq:stream-offset-spec")
+            source = Source(address=f"/queues/{log}", filter={spec: Described(spec, 1)})
+            r = await conns[1 - owner].open_receiver(f"/queues/{log}", source=source, credit=2)
+            for offset in (1, 2):
+                d = await r.receive(timeout=WAIT)
+                assert d.message.body == offset and annotations(d).get("x-stream-offset") == offset
+                await d.accept()
