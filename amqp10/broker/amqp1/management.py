@@ -12,7 +12,9 @@ request's own ``correlation-id``, if it set one, as Qpid's clients do), and its 
 ``statusCode`` and ``statusDescription`` (and ``status-code``, as some clients read
 it). A bad request gets a 4xx response; the link stays up. A request that cannot be
 answered at all (undecodable, no ``reply-to``, a ``reply-to`` that names nothing)
-is rejected with the reason. The operations themselves are
+is rejected with the reason (a ``reply-to`` naming a node another worker would hold is
+looked for there first: the request, and those after it, wait for that worker's answer,
+:meth:`ManagementNode.publish_answered`). The operations themselves are
 :mod:`amqp10.broker.management`'s (see :mod:`amqp10.broker.management.draft`).
 
 Beside them, the broker's own lower-case operations, which ``amqp10 definitions``,
@@ -41,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections import deque
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
@@ -53,10 +56,12 @@ from ..core import (
     AccessRefused,
     ModelError,
     Node,
+    NodeElsewhere,
     NotFound,
     PublishResult,
     Queue,
     QueuedMessage,
+    Refused,
     VirtualHost,
 )
 from ..core.accounting import DETACHED
@@ -72,6 +77,15 @@ log = logging.getLogger("amqp10.broker")
 Reply = tuple[int, Any]
 
 
+class _LookElsewhere(Exception):
+    """A request's reply-to names ``node``, which another worker holds if anything does:
+    that worker is asked first (:meth:`ManagementNode.publish_answered`)."""
+
+    def __init__(self, node: NodeElsewhere) -> None:
+        super().__init__(node.name)
+        self.node = node
+
+
 
 class ManagementNode(Node):
     """``$management`` as one connection sees it (each connection has its own)."""
@@ -79,6 +93,8 @@ class ManagementNode(Node):
     kind = "management"
     any_section_order = False
     """Whether a request's sections may come in any order (the node decodes them itself)."""
+    answers_later = True
+    """(A request whose reply-to another worker would hold waits for it: :meth:`publish_answered`.)"""
 
     def __init__(
         self,
@@ -107,6 +123,14 @@ class ManagementNode(Node):
         self._unnamed = itertools.count(1)
         self._answering: set[asyncio.Future[None]] = set()
         """Requests being answered by every worker (``workers`` > 1)."""
+        self._waiting: deque[tuple[QueuedMessage, Callable[[], None], Refused]] = deque()
+        """Requests not answered yet, in order: the first waits for another worker to say
+        whether it holds its reply-to (``workers`` > 1)."""
+        self._may_look = False
+        """Set while a request that can wait is answered: a reply-to another worker would hold
+        is looked for there first (:class:`_LookElsewhere`)."""
+        self._looked: tuple[NodeElsewhere, bool] | None = None
+        """The reply-to that worker has (True) or has not, while the request that asked is answered."""
         self._legacy: dict[str, Callable[[Mapping[str, Any]], Reply]] = {
             "stream-info": self._stream_info,
             "declare-exchange": self._declare_exchange,
@@ -156,6 +180,43 @@ class ManagementNode(Node):
             return PublishResult.REFUSED
         on_stored()
         return PublishResult.TAKEN
+
+    def publish_answered(self, msg: QueuedMessage, on_stored: Callable[[], None], on_refused: Refused) -> PublishResult:
+        """:meth:`publish`, for a front end whose outcome can wait: a request whose reply-to
+        names a node another worker would hold waits until that worker says whether it has
+        it (one broker rejects a reply-to that names no node; a reply would make one there),
+        and the requests after it wait with it, so that each is answered in order."""
+        self._waiting.append((msg, on_stored, on_refused))
+        if len(self._waiting) == 1:
+            self._answer_waiting(None)
+        return PublishResult.TAKEN  # (or refused through ``on_refused``, by now or later)
+
+    def _answer_waiting(self, looked: tuple[NodeElsewhere, bool] | None) -> None:
+        """Answer the waiting requests in order (the first with ``looked``, what the worker
+        asked about its reply-to said), until one needs another worker's answer."""
+        waiting = self._waiting
+        while waiting:
+            if not self.is_open():
+                waiting.clear()
+                return
+            msg, on_stored, on_refused = waiting[0]
+            self._looked, looked = looked, None
+            self._may_look = True
+            try:
+                result = self.publish(msg, on_stored)
+            except _LookElsewhere as look:
+                self._look(look.node)
+                return
+            finally:
+                self._may_look = False
+                self._looked = None
+            waiting.popleft()
+            if result is not PublishResult.TAKEN:
+                on_refused(result)
+
+    def _look(self, node: NodeElsewhere) -> None:
+        """Ask the worker that would hold ``node`` whether it has it; then answer on."""
+        node.ask_held(lambda held: self._answer_waiting((node, _held(held))))
 
     def request(self, msg: QueuedMessage) -> Error | None:
         """Answer one request; None, or why it cannot be answered (the transfer is rejected)."""
@@ -261,6 +322,12 @@ class ManagementNode(Node):
             return None
         if not node.dynamic and not self.may_reply_to(address):
             return None
+        if isinstance(node, NodeElsewhere):  # another worker holds it, if anything does
+            looked = self._looked
+            if looked is not None and looked[0] is node:
+                return node if looked[1] else None
+            if self._may_look:
+                raise _LookElsewhere(node)
         return node
 
     # -- the broker's own operations ---------------------------------------------------------------
@@ -405,3 +472,11 @@ _LEGACY_OTHER = frozenset({"export-definitions", "import-definitions", "declare-
 
 def _opt_str(v: Any) -> str | None:
     return None if v is None else str(v)
+
+
+def _held(answer: Callable[[], bool]) -> bool:
+    """What the worker asked whether it holds a node answered (a refusal: it does not)."""
+    try:
+        return bool(answer())
+    except ModelError:
+        return False

@@ -240,14 +240,17 @@ class Publishers:
                 # the relay (AnonymousTarget) and /queues/NAME make no node: its owner routes
                 # by name, as the default exchange does, unroutable if it has no such queue
                 result = (node.publish_answered if by_name else node.publish)(msg, stored, refused)
+            elif node.answers_later:  # ($management, when another worker holds a reply-to)
+                result = node.publish_answered(msg, stored, self._refused(d, node))
             else:
                 result = node.publish(msg, stored)
             publishing = False
         return None if result is _TAKEN else OUTCOMES[result](node)
 
-    def _refused(self, d: Delivery, node: RemoteNode, *, by_name: bool = False) -> Refused:
-        """What settles ``d`` when the worker that owns ``node`` did not take it: the outcome
-        its answer maps to (:data:`OUTCOMES`); released when that worker is unavailable.
+    def _refused(self, d: Delivery, node: Node, *, by_name: bool = False) -> Refused:
+        """What settles ``d`` when ``node`` (one another worker owns, or one that waits for
+        another worker) did not take it after all: the outcome its answer maps to
+        (:data:`OUTCOMES`); released when that worker is unavailable.
         ``by_name`` (the relay's, a ``/queues/NAME`` target's): unroutable is its owner's "no
         such queue", rejected not-found as a name that names no node here is."""
         ctx = self.ctx

@@ -245,6 +245,14 @@ class Node:
     def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
         raise NotImplementedError
 
+    answers_later = False
+    """Whether a publish may be refused after :meth:`publish_answered` returned (a node that
+    answers at once says so in its result): a front end whose outcome can wait calls that."""
+
+    def publish_answered(self, msg: QueuedMessage, on_stored: Callable[[], None], on_refused: Refused) -> PublishResult:
+        """:meth:`publish`, with ``on_refused`` told if the node does not take it after all."""
+        return self.publish(msg, on_stored)
+
     def admits(self, *, exclusive: bool = False) -> ConsumeResult:
         """Whether a new consumer (one that wants the node to itself, if ``exclusive``) may
         be added now; ask before answering the consume and calling :meth:`add_consumer`."""
@@ -316,6 +324,7 @@ class NodeElsewhere(Node):
     (at most once; the front end holds the connection's next methods until then)."""
 
     kind = "remote"
+    answers_later = True
     count = 0
     """Messages held here: none (a front end reads this for ``available``)."""
     space_listeners: set[Callable[[], None]]
@@ -337,6 +346,10 @@ class NodeElsewhere(Node):
 
     def ask_purge(self, answered: Answered[int]) -> None:
         """Drop its ready messages: how many."""
+        raise NotImplementedError
+
+    def ask_held(self, answered: Answered[bool]) -> None:
+        """Whether its holder has a node of this name (of any kind) to publish to."""
         raise NotImplementedError
 
     def ask_delete(self, *, if_unused: bool, if_empty: bool, answered: Answered[int]) -> None:

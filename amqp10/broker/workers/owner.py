@@ -398,6 +398,7 @@ class NodeServer:
         so far is answered (set by :class:`~.peers.Peers`; None: at once)."""
         self._ops: dict[str, Callable[[Any, list[Any]], list[Any]]] = {
             "status": self._status,
+            "held": self._held,
             "declare": self._declare,
             "purge": self._purge,
             "delete": self._delete,
@@ -798,6 +799,14 @@ class NodeServer:
     def _status(self, vhost: Any, args: list[Any]) -> list[Any]:
         q = self._queue(vhost, args[0])
         return [q.count, len(q.consumers)]
+
+    @staticmethod
+    def _held(vhost: Any, args: list[Any]) -> list[Any]:
+        """Whether we have a node called ``args[0]`` to publish to (of any kind), or a direct
+        reply-to requester of that address."""
+        name = str(args[0])
+        held = vhost.lookup(name, create=False) is not None or vhost.broker.replies.consumer(vhost, name) is not None
+        return [held]
 
     def _declare(self, vhost: Any, args: list[Any]) -> list[Any]:
         name, durable, arguments, auto_delete = args

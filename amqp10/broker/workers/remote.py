@@ -452,6 +452,9 @@ class RemoteNode(NodeElsewhere):
     def ask_purge(self, answered: Answered[int]) -> None:
         self._ask("purge", [], _first, answered)
 
+    def ask_held(self, answered: Answered[bool]) -> None:
+        self._ask("held", [], _truth, answered)
+
     def ask_delete(self, *, if_unused: bool, if_empty: bool, answered: Answered[int]) -> None:
         self._ask("delete", [if_unused, if_empty], _first, answered)
 
@@ -806,6 +809,10 @@ def _done() -> None:
 
 def _first(values: list[Any]) -> int:
     return int(values[0])
+
+
+def _truth(values: list[Any]) -> bool:
+    return bool(values[0])
 
 
 def _nothing(values: list[Any]) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from amqp10.message import Message
-from amqp10.types import Accepted, Described, Source, symbol
+from amqp10.types import Accepted, Described, Rejected, Source, Target, symbol
 from tests.broker.amqp1.test_rabbitmq4 import Management
 from tests.broker.test_workers import WAIT, Parent
 
@@ -71,3 +71,24 @@ async def test_a_stream_delivery_from_the_other_workers_stream_says_its_offset(b
                 d = await r.receive(timeout=WAIT)
                 assert d.message.body == offset and annotations(d).get("x-stream-offset") == offset
                 await d.accept()
+
+
+async def test_a_management_reply_to_is_looked_for_on_its_owner(broker: Parent) -> None:
+    async with one_on_each(broker) as conns:
+        for owner in (0, 1):
+            here = conns[1 - owner]
+            sender = await here.open_sender("$management")
+            request = Message(body=None, application_properties={"operation": "GET-MGMT-NODES"})
+            request.reply_to = owned_by(owner, f"nobody{owner}-")  # no node there: rejected, as one broker does
+            outcome = await sender.send(request)
+            assert isinstance(outcome, Rejected) and outcome.error is not None, outcome
+            assert outcome.error.condition == "amqp:not-found" and request.reply_to in str(outcome.error.description)
+            # a queue its owner has (made by a 1.0 attach there: no other worker has a record of it)
+            replies = owned_by(owner, f"replies{owner}-")
+            r = await conns[owner].open_receiver(replies, target=Target(address=replies), credit=1)
+            request.reply_to, request.id = replies, f"request-{owner}"
+            assert isinstance(await sender.send(request), Accepted)
+            d = await r.receive(timeout=WAIT)
+            assert d.message.correlation_id == f"request-{owner}"
+            assert (d.message.application_properties or {}).get("statusCode") == 200
+            await d.accept()
