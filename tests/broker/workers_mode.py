@@ -87,12 +87,6 @@ NO_KIND_ELSEWHERE = (
 
 KNOWN_TO_FAIL: dict[str, str] = {
     # bugs found at workers = 2 and not fixed yet (docs/architecture.md, "The suites at workers = 2")
-    "tests/broker/amqp1/test_rabbitmq4.py::test_modified_outcome_annotations_stay_with_the_message":
-        "a 1.0 modified outcome's message-annotations stay on the consumer's worker (the outcome record carries its code only)",
-    "tests/broker/amqp1/test_rabbitmq4.py::test_modified_undeliverable_here_dead_letters_for_rabbitmq_clients":
-        "a 1.0 modified outcome's message-annotations stay on the consumer's worker (the outcome record carries its code only)",
-    "tests/broker/management/test_management_amqp.py::test_replies_go_to_the_target_of_a_receiver_link_from_management":
-        "a $management reply-to naming no node, whose name another worker owns, is accepted (the reply makes a queue there), not rejected",
     "tests/broker/amqp010/test_amqp010_routing.py::test_a_no_local_queue_takes_only_other_connections_messages":
         "a shared no-local queue on another worker takes its exclusive subscriber's connection's messages (the owner cannot tell)",
     # interop at workers = 2 (interop31): the matrix's cells by pairing and scenario
@@ -104,8 +98,6 @@ KNOWN_TO_FAIL: dict[str, str] = {
     "interop/test_matrix.py::test_cell[ours-ours-attach-answer]": NO_KIND_ELSEWHERE,
     "interop/test_matrix.py::test_cell[ours-ours-ws-attach-answer]": NO_KIND_ELSEWHERE,
     "interop/test_matrix.py::test_cell[ours-ours-wss-attach-answer]": NO_KIND_ELSEWHERE,
-    "tests/broker/amqp1/test_rabbitmq4.py::test_stream_deliveries_say_their_offset":
-        "a stream delivery read from another worker's stream has no x-stream-offset annotation",
     "tests/broker/amqp010/test_amqp010_e2e.py::test_byte_credit_is_never_exceeded":
         "a 0-10 subscription's byte credit is granted to another worker's queue as messages: the "
         "stand-in takes a message too large for it (and those after), out of the owner's count",
