@@ -126,9 +126,6 @@ class ManagementNode(Node):
         self._waiting: deque[tuple[QueuedMessage, Callable[[], None], Refused]] = deque()
         """Requests not answered yet, in order: the first waits for another worker to say
         whether it holds its reply-to (``workers`` > 1)."""
-        self._may_look = False
-        """Set while a request that can wait is answered: a reply-to another worker would hold
-        is looked for there first (:class:`_LookElsewhere`)."""
         self._looked: tuple[NodeElsewhere, bool] | None = None
         """The reply-to that worker has (True) or has not, while the request that asked is answered."""
         self._legacy: dict[str, Callable[[Mapping[str, Any]], Reply]] = {
@@ -173,43 +170,57 @@ class ManagementNode(Node):
 
     # -- requests ---------------------------------------------------------------------------------
     def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
-        """Answer a request; REFUSED (and :attr:`refusal` says why) if it cannot be answered."""
-        refused = self.refusal = self.request(msg)
+        """Answer a request; REFUSED (and :attr:`refusal` says why) if it cannot be answered.
+        One that waits for another worker (:meth:`publish_answered`) is TAKEN, and nobody is
+        told if it is refused after all (its sender cannot be: a pre-settled request)."""
+        return self.publish_answered(msg, on_stored, _unheard)
+
+    def publish_answered(self, msg: QueuedMessage, on_stored: Callable[[], None], on_refused: Refused) -> PublishResult:
+        """:meth:`publish`, for a sender that can be told later: a request whose reply-to
+        names a node another worker would hold waits until that worker says whether it has
+        it (one broker rejects a reply-to that names no node; a reply would make one there),
+        and the requests after it wait with it, so that each is answered in order; then
+        ``on_stored``, or ``on_refused`` (REFUSED: :attr:`refusal` says why)."""
+        waiting = self._waiting
+        if not waiting:
+            try:
+                return self._answer(msg, on_stored, None)
+            except _LookElsewhere as look:
+                waiting.append((msg, on_stored, on_refused))
+                self._look(look.node)
+                return PublishResult.TAKEN
+        waiting.append((msg, on_stored, on_refused))
+        return PublishResult.TAKEN
+
+    def _answer(self, msg: QueuedMessage, on_stored: Callable[[], None], looked: tuple[NodeElsewhere, bool] | None) -> PublishResult:
+        """Answer one request now (``looked``: what the worker asked about its reply-to
+        said); raises :class:`_LookElsewhere` if its reply-to is to be looked for first."""
+        self._looked = looked
+        try:
+            refused = self.refusal = self.request(msg)
+        finally:
+            self._looked = None
         if refused is not None:
             log.info("management request not answered: %s", refused.description)
             return PublishResult.REFUSED
         on_stored()
         return PublishResult.TAKEN
 
-    def publish_answered(self, msg: QueuedMessage, on_stored: Callable[[], None], on_refused: Refused) -> PublishResult:
-        """:meth:`publish`, for a front end whose outcome can wait: a request whose reply-to
-        names a node another worker would hold waits until that worker says whether it has
-        it (one broker rejects a reply-to that names no node; a reply would make one there),
-        and the requests after it wait with it, so that each is answered in order."""
-        self._waiting.append((msg, on_stored, on_refused))
-        if len(self._waiting) == 1:
-            self._answer_waiting(None)
-        return PublishResult.TAKEN  # (or refused through ``on_refused``, by now or later)
-
     def _answer_waiting(self, looked: tuple[NodeElsewhere, bool] | None) -> None:
-        """Answer the waiting requests in order (the first with ``looked``, what the worker
-        asked about its reply-to said), until one needs another worker's answer."""
+        """Answer the waiting requests in order (the first with ``looked``), until one needs
+        another worker's answer."""
         waiting = self._waiting
         while waiting:
-            if not self.is_open():
+            if not self.is_open():  # (nobody to answer)
                 waiting.clear()
                 return
             msg, on_stored, on_refused = waiting[0]
-            self._looked, looked = looked, None
-            self._may_look = True
             try:
-                result = self.publish(msg, on_stored)
+                result = self._answer(msg, on_stored, looked)
             except _LookElsewhere as look:
                 self._look(look.node)
                 return
-            finally:
-                self._may_look = False
-                self._looked = None
+            looked = None
             waiting.popleft()
             if result is not PublishResult.TAKEN:
                 on_refused(result)
@@ -326,8 +337,7 @@ class ManagementNode(Node):
             looked = self._looked
             if looked is not None and looked[0] is node:
                 return node if looked[1] else None
-            if self._may_look:
-                raise _LookElsewhere(node)
+            raise _LookElsewhere(node)
         return node
 
     # -- the broker's own operations ---------------------------------------------------------------
@@ -472,6 +482,10 @@ _LEGACY_OTHER = frozenset({"export-definitions", "import-definitions", "declare-
 
 def _opt_str(v: Any) -> str | None:
     return None if v is None else str(v)
+
+
+def _unheard(result: PublishResult | None) -> None:
+    """A request refused after it waited, whose sender cannot be told (pre-settled)."""
 
 
 def _held(answer: Callable[[], bool]) -> bool:

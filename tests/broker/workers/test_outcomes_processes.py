@@ -80,6 +80,7 @@ async def test_a_management_reply_to_is_looked_for_on_its_owner(broker: Parent) 
             sender = await here.open_sender("$management")
             request = Message(body=None, application_properties={"operation": "GET-MGMT-NODES"})
             request.reply_to = owned_by(owner, f"nobody{owner}-")  # no node there: rejected, as one broker does
+            await sender.send(request, settled=True)  # pre-settled: not answered, and it makes no node there
             outcome = await sender.send(request)
             assert isinstance(outcome, Rejected) and outcome.error is not None, outcome
             assert outcome.error.condition == "amqp:not-found" and request.reply_to in str(outcome.error.description)
