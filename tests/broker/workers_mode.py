@@ -76,28 +76,10 @@ NOT_YET: dict[str, str] = {
 """What is not yet across workers, and the tests of it (by the words of their id and code),
 deselected at N > 1."""
 
-DRAIN_ANSWERED_EARLY = (
-    "a drain on a consumer whose queue another worker owns is answered at once by the"
-    " consumer's worker, before the owner's messages: it brings none"
-)
-NO_KIND_ELSEWHERE = (
-    "a receiver's attach answer on a worker that does not own its queue has no queue "
-    "capability (the stand-in's kind is 'remote'; its owner's kind is not known there)"
-)
-
 KNOWN_TO_FAIL: dict[str, str] = {
     # bugs found at workers = 2 and not fixed yet (docs/architecture.md, "The suites at workers = 2")
     "tests/broker/amqp010/test_amqp010_routing.py::test_a_no_local_queue_takes_only_other_connections_messages":
         "a shared no-local queue on another worker takes its exclusive subscriber's connection's messages (the owner cannot tell)",
-    # interop at workers = 2 (interop31): the matrix's cells by pairing and scenario
-    "interop/test_matrix.py::test_cell[ours-ours-drain]": DRAIN_ANSWERED_EARLY,
-    "interop/test_matrix.py::test_cell[protonpy-ours-drain]": DRAIN_ANSWERED_EARLY,
-    "interop/test_matrix.py::test_cell[rhea-ours-drain]": DRAIN_ANSWERED_EARLY,
-    "interop/test_matrix.py::test_cell[ours-ours-ws-drain]": DRAIN_ANSWERED_EARLY,
-    "interop/test_matrix.py::test_cell[ours-ours-wss-drain]": DRAIN_ANSWERED_EARLY,
-    "interop/test_matrix.py::test_cell[ours-ours-attach-answer]": NO_KIND_ELSEWHERE,
-    "interop/test_matrix.py::test_cell[ours-ours-ws-attach-answer]": NO_KIND_ELSEWHERE,
-    "interop/test_matrix.py::test_cell[ours-ours-wss-attach-answer]": NO_KIND_ELSEWHERE,
     "tests/broker/amqp010/test_amqp010_e2e.py::test_byte_credit_is_never_exceeded":
         "a 0-10 subscription's byte credit is granted to another worker's queue as messages: the "
         "stand-in takes a message too large for it (and those after), out of the owner's count",

@@ -44,6 +44,10 @@ CONSUME_REFUSALS: Final[dict[ConsumeResult, tuple[str, str]]] = {
 with this error code and text."""
 
 
+def _nothing() -> None:
+    """The answer of a drain: nothing but that it is done."""
+
+
 def _full(x: Exchange, key: str) -> str:
     return f"the queues exchange '{x.name}' routed '{key}' to are full"
 
@@ -223,11 +227,10 @@ class MessageCommands:
         sub.node.consumer_ready(sub)
 
     def flush(self, s: Amqp010Session, c: Compound) -> None:
-        """Send what the credit allows now (the core dispatches at once), then stop."""
+        """Send what the credit allows now, then stop: complete once it is sent (at once
+        here; a queue another worker owns: once its owner has sent it, ``Node.drain``)."""
         sub = self._sub(s, c)
-        sub.node.consumer_ready(sub)
-        sub.node.dispatch()
-        sub.stop()
+        self.ctx.later(lambda answered: sub.node.drain(sub, lambda _more: answered(_nothing)), lambda _: sub.stop())
 
     def stop(self, s: Amqp010Session, c: Compound) -> None:
         self._sub(s, c).stop()

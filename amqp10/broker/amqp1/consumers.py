@@ -187,15 +187,6 @@ class LinkConsumer:
             self.in_flight[d.tag] = msg
         self.ctx.wake()
 
-    def has_more(self) -> bool:
-        """Whether the node holds messages this consumer could still be given."""
-        node = self.node
-        if isinstance(node, Stream):
-            return node.positions.get(self.id, node.next) < node.next
-        if self.browse:
-            return node.has_after(node.browsers.get(self.id, 0))
-        return node.count > 0
-
     def settled(self, d: Delivery, state: Any) -> None:
         """The consumer settled ``d`` with ``state``: apply the outcome to the queue."""
         msg = self.in_flight.pop(d.tag, None)
@@ -370,7 +361,7 @@ class Consumers:
                     address=_dynamic_address(node) if source.dynamic else source.address,
                     browse=browse,
                     filters=filters,
-                    capabilities=capabilities(node, source.capabilities, sub),
+                    capabilities=capabilities(ctx.vhost.kind_of(node), source.capabilities, sub),
                 ),
             )
             consumer = ctx.plugin.consumer(ctx, link, queue, browse=browse)
@@ -512,13 +503,20 @@ class Consumers:
         """§2.6.7 drain: send what the node has, then give back the rest of the credit
         with a flow (drain, credit 0), also when the transfers took exactly all there
         was. If the credit ran out with messages still waiting, the drain was met by
-        transfers alone: no flow, which would tell the receiver the node is empty."""
+        transfers alone: no flow, which would tell the receiver the node is empty. (A
+        queue another worker owns: once its owner has sent what the credit allows.)"""
         c = self.links.get(id(link))
-        if c is not None:
-            c.node.consumer_ready(c)
-            if c.credit() <= 0 and c.has_more():
+        if c is None:
+            link.drained()
+            return
+
+        def drained(more: bool) -> None:
+            if more or self.links.get(id(link)) is not c or not link.is_attached:
                 return
-        link.drained()
+            link.drained()
+            self.ctx.wake()
+
+        c.node.drain(c, drained)
 
     def on_update(self, e: DeliveryUpdated) -> None:
         """The receiver's disposition: its outcome goes to the node (inside a

@@ -154,7 +154,7 @@ class Publishers:
                 expiry_policy=target.expiry_policy or symbol("session-end"),
                 timeout=target.timeout or 0,
                 dynamic=target.dynamic,
-                capabilities=capabilities(node, None, None) or target.capabilities,
+                capabilities=capabilities(self.ctx.vhost.kind_of(node), None, None) or target.capabilities,
             ),
             resume_deliveries=record.deliveries if record is not None else None,
             unsettled=unsettled,

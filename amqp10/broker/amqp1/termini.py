@@ -86,11 +86,11 @@ def resource(node: Node) -> tuple[str, ResourceKind]:
     return node.name, "queue"
 
 
-def capabilities(node: Node, requested: Any, sub: Subscription | None) -> list[Any]:
-    """A terminus's capabilities in our answer: the node's kind (``queue``, ``topic``,
-    ``stream``, as the AMQP JMS mapping looks for them) and the subscription's
-    ``shared``/``global``, which we honour."""
-    caps = [node.kind] if node.kind in ("queue", "topic", STREAM_CAPABILITY) else []
+def capabilities(kind: str, requested: Any, sub: Subscription | None) -> list[Any]:
+    """A terminus's capabilities in our answer: its node's ``kind`` (``queue``, ``topic``,
+    ``stream``, as the AMQP JMS mapping looks for them: ``VirtualHost.kind_of``, the owner's
+    for a node another worker owns) and the subscription's ``shared``/``global``, which we honour."""
+    caps = [kind] if kind in ("queue", "topic", STREAM_CAPABILITY) else []
     if sub is not None and sub.shared:
         caps += [c for c in capabilities_of(requested) if c in ("shared", "global")]
     return [symbol(c) for c in caps]

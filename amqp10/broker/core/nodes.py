@@ -280,6 +280,18 @@ class Node:
         """
         self.dispatch()
 
+    def holds_more(self, consumer: Consumer) -> bool:
+        """Whether it holds messages ``consumer`` could still be given (none, for a node that keeps none)."""
+        return False
+
+    def drain(self, consumer: Consumer, drained: Callable[[bool], None]) -> None:
+        """Deliver to ``consumer`` what its credit allows now, then tell ``drained`` whether
+        messages it could be given are left for want of credit (a 1.0 drain, a 0-10
+        ``message.flush``): at once here; a node another worker holds tells it once its
+        holder has sent what the credit allows (those messages come first)."""
+        self.consumer_ready(consumer)
+        drained(consumer.credit() <= 0 and self.holds_more(consumer))
+
     # -- settlement: what a consumer's outcome does (nothing, for a node that keeps no messages)
     def ack(self, msg: QueuedMessage) -> None:
         """The consumer is done with ``msg`` (1.0 accepted, 0-9-1 basic.ack)."""

@@ -577,6 +577,12 @@ class Queue(Node):
         """Whether a message newer than ``seq`` is queued (a browser has more to see)."""
         return has_after(self, seq)
 
+    def holds_more(self, consumer: Consumer) -> bool:
+        """Whether it holds messages ``consumer`` could still be given (a browser: newer than it saw)."""
+        if consumer.browse:
+            return self.has_after(self.browsers.get(consumer.id, 0))
+        return self.count > 0
+
     def dispatch(self) -> None:
         """Hand messages to consumers with credit, round-robin, until one side runs out."""
         if self._dispatching or not self.consumers:

@@ -178,6 +178,10 @@ class Stream(Node):
             self._ready[consumer.id] = consumer
         self.dispatch()
 
+    def holds_more(self, consumer: Consumer) -> bool:
+        """Whether entries past ``consumer``'s position are here."""
+        return self.positions.get(consumer.id, self.next) < self.next
+
     @property
     def active_consumer(self) -> Consumer | None:
         """With ``single_active_consumer``: the one consumer that reads."""

@@ -310,6 +310,18 @@ class VirtualHost:
         node = self.nodes.get(name)
         return node if isinstance(node, (Queue, Stream)) else None
 
+    def kind_of(self, node: Node) -> str:
+        """What ``node`` is to a client (``queue``, ``topic``, ``stream``...): its kind; for a
+        stand-in of a node another worker owns, the owner's: that of this worker's record of
+        it (the metadata's copy of a declared queue or stream), else what the address rules
+        make of its name (as its owner does when a link makes it there)."""
+        if not isinstance(node, NodeElsewhere):
+            return node.kind
+        record = self.nodes.get(node.name)
+        if isinstance(record, (Queue, Stream)):
+            return record.kind
+        return self.policy_for(node.name)[0]
+
     def elsewhere(self, name: str) -> NodeElsewhere | None:
         """The stand-in for queue ``name`` if another worker owns it (:attr:`Broker.placement`);
         None for a node of this worker's (always, with one worker). This worker's record of

@@ -21,7 +21,8 @@ message-format:
   other worker, each record with the owner's reference (:func:`encode_deliveries`),
   pre-settled;
 - :data:`CONTROL_FORMAT`: control records (:data:`CONTROL`): a consumer's credit, in
-  messages (:data:`GRANT`), and its outcomes by reference (:data:`OUTCOME`);
+  messages (:data:`GRANT`), its drains (:data:`DRAIN`, answered on its link with
+  :data:`DRAINED_FORMAT`), and its outcomes by reference (:data:`OUTCOME`);
 - :data:`REWRITE_FORMAT`: the new bytes of messages a consumer of the other worker changed
   while it held them (a 1.0 ``modified`` outcome's message annotations), each with its
   consumer and the owner's reference (:func:`encode_rewrites`), sent on the control link
@@ -58,6 +59,8 @@ __all__ = [
     "CONTROL",
     "CONTROL_FORMAT",
     "DELIVERY_FORMAT",
+    "DRAIN",
+    "DRAINED_FORMAT",
     "GRANT",
     "OUTCOME",
     "STOP",
@@ -102,11 +105,15 @@ REPLY_FORMAT = 0x00A1_0006
 """The message-format of the owner's answer to a question (:func:`encode_request`)."""
 REWRITE_FORMAT = 0x00A1_0007
 """The message-format of the new bytes of messages a consumer changed (:func:`encode_rewrites`)."""
+DRAINED_FORMAT = 0x00A1_0008
+"""The message-format of the owner's answer to a :data:`DRAIN` on the consumer's link,
+after the deliveries it made for it: one byte, 1 if messages the consumer could be given
+are left for want of credit, else 0. Pre-settled."""
 _LEN = struct.Struct("<I")
 _LEN_REF = struct.Struct("<IQ")
 _LEN_SIZE, _LEN_REF_SIZE = _LEN.size, _LEN_REF.size
 CONTROL = struct.Struct("<BQqBd")
-"""One control record: what (:data:`GRANT`, :data:`OUTCOME` or :data:`STOP`), the consumer (its id on the
+"""One control record: what (:data:`GRANT`, :data:`OUTCOME`, :data:`STOP` or :data:`DRAIN`), the consumer (its id on the
 consuming side), the messages granted or the reference settled, the outcome's code, and
 a release's due time (a delayed retry, seconds since the epoch; 0.0: none)."""
 GRANT = 1
@@ -114,6 +121,9 @@ OUTCOME = 2
 STOP = 3
 """A consumer is cancelled: the owner delivers it nothing more, and waits for its
 outcomes for what it holds (the link closes once it holds nothing)."""
+DRAIN = 9
+"""A consumer drains (1.0 drain, 0-10 ``message.flush``): the owner delivers what the credit
+granted so far allows now, takes back the rest, and answers on its link (:data:`DRAINED_FORMAT`)."""
 
 _HEAD = struct.Struct("<BBHHIQddd")
 """flags, priority, message-id length, group length, delivery count, seq, expiry, arrival, due."""

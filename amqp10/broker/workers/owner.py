@@ -69,6 +69,8 @@ from ..core import (
 from ..core.replies import DirectReplies
 from .link import (
     DELIVERY_FORMAT,
+    DRAIN,
+    DRAINED_FORMAT,
     GRANT,
     OUTCOME,
     REPLY_FORMAT,
@@ -249,6 +251,19 @@ class LinkConsumer:
     def grant(self, n: int) -> None:
         self.allowed += n
         self.node.consumer_ready(self)
+
+    def drain(self) -> None:
+        """The other worker's consumer drains: what its credit allows goes now, the rest of
+        the credit is taken back, and the answer follows on its link (:data:`DRAINED_FORMAT`)."""
+        self.node.drain(self, self._drained)
+
+    def _drained(self, more: bool) -> None:
+        self.allowed = 0
+        self.send_batch()
+        link = self.link
+        if link.is_attached:
+            link.send(b"\x01" if more else b"\x00", settled=True, message_format=DRAINED_FORMAT)  # type: ignore[attr-defined]
+            self._server.wrote()
 
     def settled(self, ref: int, code: int, due: float = 0.0) -> None:
         """The other worker's consumer settled ``ref``: the outcome, on the node (``due``:
@@ -688,6 +703,8 @@ class NodeServer:
                 c.settled(n, code, due)
             elif what == GRANT:
                 c.grant(n)
+            elif what == DRAIN:
+                c.drain()
             elif what == STOP:  # cancelled: nothing more to it; its outcomes still come
                 c.allowed = 0
                 c.node.remove_consumer(c)

@@ -74,6 +74,9 @@ from .link import (
     BATCH_FORMAT,
     CONTROL,
     CONTROL_FORMAT,
+    DELIVERY_FORMAT,
+    DRAIN,
+    DRAINED_FORMAT,
     GRANT,
     OUTCOME,
     REPLY_FORMAT,
@@ -81,6 +84,7 @@ from .link import (
     REWRITE_FORMAT,
     STOP,
     InternalLink,
+    RecordError,
     decode_deliveries,
     decode_record,
     decode_request,
@@ -225,6 +229,8 @@ class _Feed:
     __slots__ = (
         "answered",
         "consumer",
+        "draining",
+        "drains",
         "exclusive",
         "held",
         "id",
@@ -258,6 +264,10 @@ class _Feed:
         """Messages delivered here and not settled yet -> the owner's reference for each."""
         self.stopping = False
         """Its consumer was removed while it held messages: the link closes once they are settled."""
+        self.drains: list[Callable[[bool], None]] = []
+        """Its consumer's drains not sent to the owner yet (:meth:`RemoteNode.drain`)."""
+        self.draining: list[Callable[[bool], None]] = []
+        """Its consumer's drains sent to the owner, told its answer (no credit is granted meanwhile)."""
 
 
 class _Outlet:
@@ -571,6 +581,7 @@ class RemoteNode(NodeElsewhere):
         assert consumer is not None
         if not result:
             self._feeds.pop(consumer.id, None)  # (the owner detaches its link)
+            self._no_drains(feed)
         if answered is not None:
             answered(lambda: result)
         elif not result:  # opened again after the owner's restart, and another holds it now
@@ -579,6 +590,7 @@ class RemoteNode(NodeElsewhere):
             if timeout != self.policy.consumer_timeout:
                 self.policy = self.policy.model_copy(update={"consumer_timeout": timeout})
             self._top_up(feed)
+            self._send_drains(feed)  # (asked for before the owner admitted it)
 
     def _no_node(self, feed: _Feed, missing: ModelError) -> None:
         """The owner has no node to admit ``feed``'s consumer to (and made none), or one it
@@ -587,6 +599,7 @@ class RemoteNode(NodeElsewhere):
         consumer = feed.consumer
         assert consumer is not None
         self._feeds.pop(consumer.id, None)  # (the owner detaches its link)
+        self._no_drains(feed)
         if answered is None:  # opened again after the owner's restart, and the node is gone
             consumer.cancelled()
             return
@@ -604,6 +617,7 @@ class RemoteNode(NodeElsewhere):
         if feed is None:
             return
         feed.answered = None
+        self._no_drains(feed)
         feed.stopping = True  # (what the owner sent before it heard goes back: _received)
         for msg in feed.waiting:
             self._settle(msg, RELEASE)
@@ -639,8 +653,61 @@ class RemoteNode(NodeElsewhere):
             self._hand_on(feed)
             self._top_up(feed)
 
+    def drain(self, consumer: Consumer, drained: Callable[[bool], None]) -> None:
+        """The owner delivers what ``consumer``'s credit allows now, then takes the rest back
+        (:data:`DRAIN`); ``drained`` is told once those messages are here (at once if the
+        owner cannot be reached: there is nothing to give)."""
+        feed = self._feeds.get(consumer.id)
+        if feed is None or self.unavailable is not None:
+            drained(False)
+            return
+        self._hand_on(feed)
+        feed.drains.append(drained)
+        self._send_drains(feed)
+
+    def _send_drains(self, feed: _Feed) -> None:
+        """Put ``feed``'s drains to the owner: grant its consumer's whole credit (less what
+        waits here), then :data:`DRAIN`; one at a time, and once the owner admitted it."""
+        link = feed.link
+        if not feed.drains or feed.draining or feed.answered is not None or link is None or not link.is_attached:
+            return
+        assert feed.consumer is not None
+        feed.draining, feed.drains = feed.drains, []
+        more = feed.consumer.credit() - len(feed.waiting) - feed.outstanding
+        if more > 0:
+            feed.outstanding += more
+            self._nodes.control(GRANT, feed.id, more, 0)
+        self._nodes.control(DRAIN, feed.id, 0, 0)
+
+    def _drained(self, feed: _Feed, d: Delivery) -> None:
+        """The owner's answer to ``feed``'s drain, after the messages it sent for it: it holds
+        no credit of the consumer's now."""
+        if d.message_format != DRAINED_FORMAT or len(d.payload) != 1:
+            raise RecordError("an answer to a drain that does not decode")
+        feed.outstanding = 0
+        self._hand_on(feed)
+        consumer = feed.consumer
+        assert consumer is not None
+        more = consumer.credit() <= 0 and (d.payload == b"\x01" or bool(feed.waiting))
+        draining, feed.draining = feed.draining, []
+        for drained in draining:
+            drained(more)
+        self._send_drains(feed)
+        self._top_up(feed)
+
+    @staticmethod
+    def _no_drains(feed: _Feed) -> None:
+        """``feed``'s link went: its drains are answered, with nothing more to come from it."""
+        drains = feed.draining + feed.drains
+        feed.draining, feed.drains = [], []
+        for drained in drains:
+            drained(False)
+
     def _received(self, feed: _Feed, d: Delivery) -> None:
-        """Messages arrived from the owner for ``feed``'s consumer."""
+        """Messages arrived from the owner for ``feed``'s consumer (or its answer to a drain)."""
+        if d.message_format != DELIVERY_FORMAT:
+            self._drained(feed, d)
+            return
         held = feed.held
         feed_of = self._feed_of
         waiting = feed.waiting
@@ -673,8 +740,8 @@ class RemoteNode(NodeElsewhere):
         """Grant the owner what ``feed``'s consumer can take (less what waits here and what is
         on its way), a batch at most."""
         link = feed.link
-        if link is None or feed.answered is not None or not link.is_attached:
-            return  # (not admitted yet: granted once it is)
+        if link is None or feed.answered is not None or not link.is_attached or feed.draining:
+            return  # (not admitted yet: granted once it is; draining: once the owner answered)
         assert feed.consumer is not None
         target = min(feed.consumer.credit() - len(feed.waiting), CREDIT_BATCH)
         if target > 0 and feed.outstanding <= target // 2:
@@ -751,6 +818,7 @@ class RemoteNode(NodeElsewhere):
             self._forget(feed)
             feed.link = None
             feed.outstanding = 0
+            self._no_drains(feed)
         self._feed_of.clear()  # (the cancelled consumers' too: the owner released what they held)
 
     def _back(self) -> None:
@@ -796,6 +864,7 @@ class RemoteNode(NodeElsewhere):
             and self._feeds.pop(consumer.id, None) is not None
         ):
             self._forget(feed)
+            self._no_drains(feed)
             consumer.cancelled()
 
 
