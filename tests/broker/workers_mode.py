@@ -57,7 +57,6 @@ NOT_YET: dict[str, str] = {
     # feature not yet across workers (issue 31) -> a pattern on the test's id
     "0-10 dtx: a branch is the worker's of the session that did its work (dtx.prepare, commit, "
     "recover from a session on another worker find none)": r"amqp010/test_amqp010_dtx",
-    "0-10 message.acquire of a browsed transfer of another worker's queue": r"message\.acquire",
     "Service Bus sessions (a session receiver's lock, next-available) and a dead-letter's "
     "reason on another worker's queue": r"next_available|dead_letter_error_description|max_delivery_count_dead_letters",
     "a durable wildcard subscription is kept on the worker it was made on (an attach on "
@@ -78,14 +77,6 @@ deselected at N > 1."""
 
 KNOWN_TO_FAIL: dict[str, str] = {
     # bugs found at workers = 2 and not fixed yet (docs/architecture.md, "The suites at workers = 2")
-    "tests/broker/amqp010/test_amqp010_routing.py::test_a_no_local_queue_takes_only_other_connections_messages":
-        "a shared no-local queue on another worker takes its exclusive subscriber's connection's messages (the owner cannot tell)",
-    "tests/broker/amqp010/test_amqp010_e2e.py::test_byte_credit_is_never_exceeded":
-        "a 0-10 subscription's byte credit is granted to another worker's queue as messages: the "
-        "stand-in takes a message too large for it (and those after), out of the owner's count",
-    "tests/broker/amqp010/test_amqp010_queue_features.py::test_shared_groups_keyed_by_a_queue_header":
-        "a 0-10 message.accept of another worker's message completes before its owner applied it "
-        "(another session's next transfer may not see the group freed)",
 }
 """Tests that fail at N > 1 for a bug of their own (not a feature of :data:`NOT_YET`), by id."""
 

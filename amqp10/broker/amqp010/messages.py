@@ -18,7 +18,9 @@ from typing import Final
 from ...amqp010 import Compound, Connection, result_struct
 from ...amqp010.ranges import RangeSet
 from ..core import (
+    Answered,
     ConsumeResult,
+    ModelError,
     Node,
     NodeElsewhere,
     NotFound,
@@ -244,18 +246,23 @@ class MessageCommands:
         elif s.tx is not None:
             s.tx.append(lambda: s.settle(ids, "accept"))
         else:
-            s.settle(ids, "accept")
+            self._settle_everywhere(s, ids, "accept")
 
     def release(self, s: Amqp010Session, c: Compound) -> None:
         s.settle(_ids(c.get("transfers")), "release", redelivered=bool(c["set_redelivered"]))
 
     def reject(self, s: Amqp010Session, c: Compound) -> None:
-        """Dead-letter or drop the transfers; those of a queue another worker holds complete
-        once their dead letters are in their queues (``settled_everywhere``), as on one broker."""
-        ids = _ids(c.get("transfers"))
+        """Dead-letter or drop the transfers (completed as :meth:`_settle_everywhere` says)."""
+        self._settle_everywhere(s, _ids(c.get("transfers")), "reject")
+
+    def _settle_everywhere(self, s: Amqp010Session, ids: list[int], outcome: str) -> None:
+        """Accept or reject the transfers ``ids``; those of a queue another worker holds
+        complete once their owner applied the outcome (``settled_everywhere``: a message
+        group freed, the dead letters in their queues), as on one broker before it reads
+        the client's next command."""
         held = (s.unacked.get(i) for i in ids)
         elsewhere = {id(p.node): p.node for p in held if p is not None and isinstance(p.node, NodeElsewhere)}
-        s.settle(ids, "reject")
+        s.settle(ids, outcome)
         if elsewhere:
             self.ctx.later(lambda answered: settled_everywhere(list(elsewhere.values()), answered), answer_now)
 
@@ -264,10 +271,58 @@ class MessageCommands:
         recipient discard them), so the transfer resumes from offset 0, the whole message."""
         return result_struct("message-resume-result", offset=0)
 
-    def acquire(self, s: Amqp010Session, c: Compound) -> Compound:
-        """Acquire browsed messages (sent to a not-acquired subscription) still on their queue."""
-        got = s.acquire(_ids(c.get("transfers")))
-        return result_struct("acquired", transfers=RangeSet((cid, cid) for cid in got).sequence_set())
+    def acquire(self, s: Amqp010Session, c: Compound) -> Compound | None:
+        """Acquire browsed messages (sent to a not-acquired subscription) still on their queue;
+        those of queues another worker owns are asked of it, and the command completes with
+        its answer (:meth:`NodeElsewhere.ask_acquire`)."""
+        got, elsewhere = s.acquire(_ids(c.get("transfers")))
+        if not elsewhere:
+            return _acquired(got)
+
+        def then(answer: Callable[[], list[tuple[NodeElsewhere, dict[int, QueuedMessage]]]]) -> Compound:
+            for node, taken in answer():
+                wanted = elsewhere[node]
+                for seq, msg in taken.items():
+                    if s.closed:  # (the session went meanwhile: back it goes)
+                        node.release(msg)
+                        continue
+                    s.hold_acquired(wanted[seq], node, msg)
+                    got.append(wanted[seq])
+            return _acquired(sorted(got))
+
+        self.ctx.later(lambda answered: _acquire_everywhere(elsewhere, answered), then)
+        return None
+
+
+def _acquired(got: list[int]) -> Compound:
+    """``message.acquire``'s result: the transfers acquired."""
+    return result_struct("acquired", transfers=RangeSet((cid, cid) for cid in got).sequence_set())
+
+
+def _acquire_everywhere(
+    elsewhere: dict[NodeElsewhere, dict[int, int]],
+    answered: Answered[list[tuple[NodeElsewhere, dict[int, QueuedMessage]]]],
+) -> None:
+    """Ask each queue of ``elsewhere`` to acquire its seqs; ``answered`` with what each took
+    once all answered (one that refused, its queue gone, took none)."""
+    taken: list[tuple[NodeElsewhere, dict[int, QueuedMessage]]] = []
+    left = len(elsewhere)
+
+    def asker(node: NodeElsewhere) -> Answered[dict[int, QueuedMessage]]:
+        def one(answer: Callable[[], dict[int, QueuedMessage]]) -> None:
+            nonlocal left
+            try:
+                taken.append((node, answer()))
+            except ModelError:
+                pass  # (its queue is gone: none of it is acquired)
+            left -= 1
+            if left == 0:
+                answered(lambda: taken)
+
+        return one
+
+    for node, seqs in elsewhere.items():
+        node.ask_acquire(sorted(seqs), asker(node))
 
 
 class TxCommands:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Final
 from ...amqp010 import Compound
 from ...amqp010.connection import Session
 from ...amqp010.spec import ENUMS, OPS, STRUCTS
-from ..core import Node, Queue, QueuedMessage, Stream
+from ..core import Node, NodeElsewhere, Queue, QueuedMessage, Stream
 from ..core.consumer_timeout import UnsettledClock
 from .context import Amqp010Context
 from .message import FORMAT, split, unpack
@@ -92,6 +92,15 @@ class Subscription:
             n = min(n, max(self.bytes // mean, 1))
         return n
 
+    bytes_as: Final = (FORMAT, _PREFIX)
+    """How it counts a message's bytes (its 0-10 form, less the length before its header
+    structs): what the owner of a queue another worker holds counts its byte credit by."""
+
+    def byte_credit(self) -> int | None:
+        """Its byte credit left (None: unlimited), granted to the owner of a queue another
+        worker holds (workers/bytecredit.py)."""
+        return None if self.bytes == UNLIMITED else self.bytes
+
     def deliver(self, node: Node, msg: QueuedMessage) -> None:
         if self.bytes != UNLIMITED and not self.browse and not isinstance(node, Stream):
             if len(msg.form(FORMAT)) - _PREFIX > self.bytes:  # byte credit is exact: not this one
@@ -167,8 +176,9 @@ class Amqp010Session:
     tx: list[Callable[[], None]] | None = None
     """In a transaction (``tx.select``): the work ``tx.commit`` does, in order."""
     closed: bool = False
-    browsed: OrderedDict[int, tuple[Queue, int]] = field(default_factory=OrderedDict)
-    """Transfers sent to not-acquired subscriptions: their queue and seq, for ``message.acquire``."""
+    browsed: OrderedDict[int, tuple[Queue | NodeElsewhere, int]] = field(default_factory=OrderedDict)
+    """Transfers sent to not-acquired subscriptions: their queue and seq, for ``message.acquire``
+    (a queue another worker owns: its stand-in, and the seq the owner's copy carries)."""
     state: Session | None = None
     """The engine's side of the session (command ids, completion, replay), which moves
     with it to the connection that resumes it."""
@@ -240,11 +250,15 @@ class Amqp010Session:
         if sub.window:
             self.sizes[cid] = cost
         if sub.browse:
-            seq = node.browsers.get(sub.id) if isinstance(node, Queue) else None
-            if seq is not None and isinstance(node, Queue):
+            queue: Queue | NodeElsewhere | None = None
+            if isinstance(node, Queue):
+                queue, seq = node, node.browsers.get(sub.id)
+            elif isinstance(node, NodeElsewhere):
+                queue, seq = node, msg.seq  # (the owner's copy carries its seq there)
+            if queue is not None and seq is not None:
                 # (the core sends a browser a copy: its seq is the browser's mark)
                 browsed = self.browsed
-                browsed[cid] = (node, seq)
+                browsed[cid] = (queue, seq)
                 if len(browsed) > BROWSED_KEPT:
                     browsed.popitem(last=False)
             return
@@ -253,25 +267,36 @@ class Amqp010Session:
         else:
             self.unacked[cid] = Pending(node, msg, sub)
 
-    def acquire(self, ids: list[int]) -> list[int]:
+    def acquire(self, ids: list[int]) -> tuple[list[int], dict[NodeElsewhere, dict[int, int]]]:
         """Acquire the browsed transfers ``ids`` still on their queues (``message.acquire``):
-        each is then the session's, as if sent acquired; return those acquired."""
+        each is then the session's, as if sent acquired; return those acquired, and those of
+        queues another worker owns, to ask of it: queue -> seq -> transfer
+        (:meth:`hold_acquired` once it took them)."""
         got: list[int] = []
+        elsewhere: dict[NodeElsewhere, dict[int, int]] = {}
         for cid in ids:
             seen = self.browsed.pop(cid, None)
             if seen is None:
                 continue
             queue, seq = seen
+            if isinstance(queue, NodeElsewhere):
+                elsewhere.setdefault(queue, {})[seq] = cid
+                continue
             msg = queue.acquire(seq)
             if msg is None:
                 continue
             got.append(cid)
-            sub = next((s for s in self.subscriptions.values() if s.node is queue), None)
-            if sub is not None and sub.accept_mode == ACCEPT["none"]:
-                queue.ack(msg)
-            else:
-                self.unacked[cid] = Pending(queue, msg, sub)
-        return got
+            self.hold_acquired(cid, queue, msg)
+        return got, elsewhere
+
+    def hold_acquired(self, cid: int, node: Node, msg: QueuedMessage) -> None:
+        """Transfer ``cid`` (a browsed copy) is acquired as ``msg``: the session's, as if sent
+        acquired (done with at once if its subscription accepts nothing)."""
+        sub = next((s for s in self.subscriptions.values() if s.node is node), None)
+        if sub is not None and sub.accept_mode == ACCEPT["none"]:
+            node.ack(msg)
+        else:
+            self.unacked[cid] = Pending(node, msg, sub)
 
     def settle(self, ids: list[int], outcome: str, *, redelivered: bool = True) -> None:
         """``accept``, ``release`` or ``reject`` the transfers ``ids``."""

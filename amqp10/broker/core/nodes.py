@@ -372,6 +372,11 @@ class NodeElsewhere(Node):
         """Take its next message (settled later as a consumer's) and the count left."""
         raise NotImplementedError
 
+    def ask_acquire(self, seqs: Sequence[int], answered: Answered[dict[int, QueuedMessage]]) -> None:
+        """Take the messages ``seqs`` (its seqs, as a browser was sent them) still on it (each
+        settled later as a consumer's, as :meth:`ask_get`'s): those taken, by seq."""
+        raise NotImplementedError
+
     def ask_consume(self, consumer: Consumer, *, exclusive: bool, answered: Answered[ConsumeResult]) -> None:
         """Add ``consumer`` if the queue admits it (:meth:`Node.admits`, decided where it is
         held); ``answered`` before anything is delivered to it."""

@@ -48,7 +48,7 @@ import socket
 import struct
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from ...transport import Connection, ConnectionClosed, ConnectionFailed, Event
 from ...types import decode, encode
@@ -56,6 +56,8 @@ from ..core import QueuedMessage, format_named
 
 __all__ = [
     "BATCH_FORMAT",
+    "BYTES",
+    "BY_AN_EXCLUSIVE_CONSUMER",
     "CONTROL",
     "CONTROL_FORMAT",
     "DELIVERY_FORMAT",
@@ -113,14 +115,17 @@ _LEN = struct.Struct("<I")
 _LEN_REF = struct.Struct("<IQ")
 _LEN_SIZE, _LEN_REF_SIZE = _LEN.size, _LEN_REF.size
 CONTROL = struct.Struct("<BQqBd")
-"""One control record: what (:data:`GRANT`, :data:`OUTCOME`, :data:`STOP` or :data:`DRAIN`), the consumer (its id on the
-consuming side), the messages granted or the reference settled, the outcome's code, and
+"""One control record: what (:data:`GRANT`, :data:`OUTCOME`, :data:`STOP`, :data:`BYTES` or
+:data:`DRAIN`), the consumer (its id on the consuming side), the messages (or bytes) granted or
+the reference settled, the outcome's code, and
 a release's due time (a delayed retry, seconds since the epoch; 0.0: none)."""
 GRANT = 1
 OUTCOME = 2
 STOP = 3
 """A consumer is cancelled: the owner delivers it nothing more, and waits for its
 outcomes for what it holds (the link closes once it holds nothing)."""
+BYTES = 4
+"""Byte credit for a consumer, in the measure its link names (:mod:`.bytecredit`)."""
 DRAIN = 9
 """A consumer drains (1.0 drain, 0-10 ``message.flush``): the owner delivers what the credit
 granted so far allows now, takes back the rest, and answers on its link (:data:`DRAINED_FORMAT`)."""
@@ -133,6 +138,12 @@ _EXPIRES = 2
 _HAS_ID = 4
 _HAS_GROUP = 8
 _HAS_DUE = 16
+_BY_EXCLUSIVE = 32
+BY_AN_EXCLUSIVE_CONSUMER: Final = object()
+"""The origin (``QueuedMessage.origin``) the owner gives a message published on the
+connection of its node's exclusive consumer on the publishing worker (:func:`by_exclusive_consumer`),
+and the origin of the owner's stand-in for that consumer: a ``no-local`` queue
+(core/qpid_queues.py) tells that connection's messages by it, as it does on one worker."""
 
 
 class RecordError(ValueError):
@@ -184,6 +195,12 @@ def decode_record(payload: bytes, message_format: int = RECORD_FORMAT) -> Queued
     if message_format != RECORD_FORMAT:
         raise RecordError(f"a transfer of message-format {message_format:#x}, not a record")
     return _decode_at(payload, 0, len(payload))
+
+
+def by_exclusive_consumer(record: bytes) -> bytes:
+    """``record`` (a publish) as one published on the connection of its node's exclusive
+    consumer (of the publishing worker): decoded with :data:`BY_AN_EXCLUSIVE_CONSUMER` as its origin."""
+    return bytes((record[0] | _BY_EXCLUSIVE,)) + record[1:]
 
 
 def encode_batch(records: list[bytes]) -> bytes:
@@ -336,6 +353,8 @@ def _decode_at(payload: bytes, start: int, stop: int) -> QueuedMessage:
         seq=seq,
     )
     msg.read_already(group, due if flags & _HAS_DUE else None)
+    if flags & _BY_EXCLUSIVE:
+        msg.mark_origin(BY_AN_EXCLUSIVE_CONSUMER)
     return msg
 
 

@@ -67,7 +67,10 @@ from ..core import (
     VirtualHost,
 )
 from ..core.replies import DirectReplies
+from . import bytecredit
 from .link import (
+    BY_AN_EXCLUSIVE_CONSUMER,
+    BYTES,
     DELIVERY_FORMAT,
     DRAIN,
     DRAINED_FORMAT,
@@ -184,8 +187,8 @@ class LinkConsumer:
     reference that the consumer's outcome names."""
 
     __slots__ = (
-        "_pending", "_refs", "_server", "allowed", "at_most_once", "browse", "exclusive", "id", "in_flight", "link",
-        "node", "priority", "selector",
+        "_pending", "_refs", "_server", "allowed", "at_most_once", "browse", "budget", "exclusive", "id", "in_flight",
+        "link", "measure", "node", "priority", "selector", "short",
     )  # fmt: skip
 
     def __init__(
@@ -218,11 +221,34 @@ class LinkConsumer:
         self.at_most_once = False
         """Its front end settles each message as it hands it out (0-9-1 no-ack): done with here
         as it is sent, and sent without a reference (no outcome comes back)."""
+        self.measure: bytecredit.Measure | None = None
+        """How the other worker's consumer counts byte credit (None: it has none)."""
+        self.budget: int | None = None
+        """Its byte credit left (None: no limit): :mod:`.bytecredit`."""
+        self.short = False
+        """The node's next message was larger than :attr:`budget`: nothing until more comes."""
+
+    @property
+    def origin(self) -> object | None:
+        """What the messages its consumer's connection publishes are marked with here, if it
+        is exclusive (a ``no-local`` queue keeps them out: core/qpid_queues.py)."""
+        return BY_AN_EXCLUSIVE_CONSUMER if self.exclusive else None
 
     def credit(self) -> int:
-        return self.allowed
+        return 0 if self.short else self.allowed
 
     def deliver(self, node: Node, msg: QueuedMessage) -> None:
+        budget = self.budget
+        if budget is not None:
+            assert self.measure is not None
+            size = bytecredit.cost(msg, self.measure)
+            if size > budget and not self.browse and not isinstance(node, Stream):
+                self.short = True  # byte credit is exact: not this one (it stays first)
+                node.release(msg)
+                return
+            self.budget = max(budget - size, 0)
+        if self.browse and isinstance(node, Queue):  # (a copy: it carries what it copies, for an acquire)
+            msg.seq = node.browsers.get(self.id, 0)
         self.allowed -= 1
         ref = next(self._refs)
         self.in_flight[ref] = msg
@@ -264,6 +290,17 @@ class LinkConsumer:
         if link.is_attached:
             link.send(b"\x01" if more else b"\x00", settled=True, message_format=DRAINED_FORMAT)  # type: ignore[attr-defined]
             self._server.wrote()
+    def grant_bytes(self, n: int) -> None:
+        """A :data:`~.link.BYTES` record: ``n`` more bytes, or :data:`~.bytecredit.UNLIMITED`
+        or :data:`~.bytecredit.NONE_LEFT`."""
+        if n == bytecredit.UNLIMITED:
+            self.budget = None
+        elif n == bytecredit.NONE_LEFT:
+            self.budget = 0
+        elif self.budget is not None:
+            self.budget += n
+        self.short = False
+        self.node.consumer_ready(self)
 
     def settled(self, ref: int, code: int, due: float = 0.0) -> None:
         """The other worker's consumer settled ``ref``: the outcome, on the node (``due``:
@@ -418,6 +455,7 @@ class NodeServer:
             "purge": self._purge,
             "delete": self._delete,
             "get": self._get,
+            "acquire": self._acquire,
             "unsubscribe": self._unsubscribe,
             "cancel": self._cancelled,
             "settled": self._settled,
@@ -601,6 +639,9 @@ class NodeServer:
                 exclusive=exclusive,
             )
             c.at_most_once = bool(props.get(AT_MOST_ONCE, False))
+            measure = props.get(bytecredit.BYTES_AS)
+            if isinstance(measure, list) and len(measure) == 2:  # (its byte credit: none granted yet)
+                c.measure, c.budget = (str(measure[0]), int(measure[1])), 0
             if id(link) in self._subscriptions and isinstance(node, Queue):
                 node.admit, selector = selector, None  # the filters decide what the subscription keeps
             c.selector = selector
@@ -705,6 +746,8 @@ class NodeServer:
                 c.grant(n)
             elif what == DRAIN:
                 c.drain()
+            elif what == BYTES:
+                c.grant_bytes(n)
             elif what == STOP:  # cancelled: nothing more to it; its outcomes still come
                 c.allowed = 0
                 c.node.remove_consumer(c)
@@ -876,3 +919,14 @@ class NodeServer:
         if msg is None:
             return [q.count]
         return [q.count, self._gets.take(q, msg), encode_record(msg)]
+
+    def _acquire(self, vhost: Any, args: list[Any]) -> list[Any]:
+        """0-10's ``message.acquire`` of browsed messages, by seq: [seq, reference, record]
+        of each still on the queue (taken as a ``basic.get``'s, settled by reference)."""
+        q = self._queue(vhost, args[0])
+        out: list[Any] = []
+        for seq in args[1:]:
+            msg = q.acquire(int(seq))
+            if msg is not None:
+                out += [int(seq), self._gets.take(q, msg), encode_record(msg)]
+        return out

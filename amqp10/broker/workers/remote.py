@@ -36,7 +36,7 @@ import itertools
 import logging
 import secrets
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ...transport import (
@@ -70,8 +70,10 @@ from ..core import (
     Refused,
     ResourceLocked,
 )
+from . import bytecredit
 from .link import (
     BATCH_FORMAT,
+    BYTES,
     CONTROL,
     CONTROL_FORMAT,
     DELIVERY_FORMAT,
@@ -85,6 +87,7 @@ from .link import (
     STOP,
     InternalLink,
     RecordError,
+    by_exclusive_consumer,
     decode_deliveries,
     decode_record,
     decode_request,
@@ -228,6 +231,7 @@ class _Feed:
 
     __slots__ = (
         "answered",
+        "bytes_out",
         "consumer",
         "draining",
         "drains",
@@ -236,6 +240,7 @@ class _Feed:
         "id",
         "link",
         "make",
+        "measure",
         "outstanding",
         "stopping",
         "waiting",
@@ -260,6 +265,10 @@ class _Feed:
         self.waiting: deque[QueuedMessage] = deque()
         self.outstanding = 0
         """Messages granted to the owner and not yet arrived."""
+        self.measure: bytecredit.Measure | None = getattr(consumer, "bytes_as", None)
+        """How its consumer counts byte credit (None: it has none): :mod:`.bytecredit`."""
+        self.bytes_out: int | None = 0
+        """Bytes granted to the owner and not yet arrived (None: granted without limit)."""
         self.held: dict[QueuedMessage, int] = {}
         """Messages delivered here and not settled yet -> the owner's reference for each."""
         self.stopping = False
@@ -294,6 +303,8 @@ class RemoteNode(NodeElsewhere):
         self._direct = _Outlet(routed=False)  # what a publisher to the node sends (1.0)
         self._routed = _Outlet(routed=True)  # what the default exchange routes to it (0-9-1)
         self._feeds: dict[int, _Feed] = {}  # consumer id -> its feed
+        self._exclusive: _Feed | None = None
+        """The last exclusive consumer's feed (its node's only one while it is in ``_feeds``)."""
         self._feed_of: dict[
             QueuedMessage, _Feed
         ] = {}  # delivered here, not settled yet -> its feed
@@ -368,9 +379,19 @@ class RemoteNode(NodeElsewhere):
         batch = out.batch
         if not batch:
             self._nodes.batch_ready(self)
-        batch.append(encode_record(msg))
+        record = encode_record(msg)
+        ex = self._exclusive
+        if ex is not None and self._by_exclusive(ex, msg):
+            record = by_exclusive_consumer(record)
+        batch.append(record)
         out.answers.append((on_stored, on_refused))
         return _TAKEN
+
+    def _by_exclusive(self, ex: _Feed, msg: QueuedMessage) -> bool:
+        """Whether ``msg`` was published on the connection of the exclusive consumer ``ex``
+        (the owner's ``no-local`` queue keeps it out: link.py's :data:`BY_AN_EXCLUSIVE_CONSUMER`)."""
+        origin = msg.origin
+        return origin is not None and self._feeds.get(ex.id) is ex and getattr(ex.consumer, "origin", None) is origin
 
     def publish_answered(
         self, msg: QueuedMessage, on_stored: Callable[[], None], on_refused: Refused
@@ -471,6 +492,9 @@ class RemoteNode(NodeElsewhere):
     def ask_get(self, answered: Answered[tuple[QueuedMessage | None, int]]) -> None:
         self._ask("get", [], self._got, answered)
 
+    def ask_acquire(self, seqs: Sequence[int], answered: Answered[dict[int, QueuedMessage]]) -> None:
+        self._ask("acquire", list(seqs), self._acquired, answered)
+
     def ask_cancel(self, consumer: Consumer, answered: Answered[None]) -> None:
         """:meth:`remove_consumer`, then a question the owner answers once it has dropped the
         consumer: the owner handles what comes on the internal link in order, so the
@@ -499,6 +523,15 @@ class RemoteNode(NodeElsewhere):
         msg = decode_record(values[2])
         self.taken_over(msg, int(values[1]))
         return msg, int(values[0])
+
+    def _acquired(self, values: list[Any]) -> dict[int, QueuedMessage]:
+        """The owner's answer to an acquire: [seq, reference, record] of each message it took."""
+        taken: dict[int, QueuedMessage] = {}
+        for i in range(0, len(values) - 2, 3):
+            msg = decode_record(values[i + 2])
+            self.taken_over(msg, int(values[i + 1]))
+            taken[int(values[i])] = msg
+        return taken
 
     def taken_over(self, msg: QueuedMessage, ref: int) -> None:
         """``msg`` came from the owner outside any consumer (a ``basic.get``; a suspended
@@ -538,6 +571,8 @@ class RemoteNode(NodeElsewhere):
         feed = self._feeds[consumer.id] = _Feed(
             consumer, exclusive=exclusive, answered=answered, make=make
         )
+        if exclusive:
+            self._exclusive = feed
         if self.unavailable is None:
             self._nodes.open_soon(self, feed)
         # (else opened once the owner is back)
@@ -547,6 +582,7 @@ class RemoteNode(NodeElsewhere):
         if self._feeds.get(feed.id) is not feed:
             return  # (cancelled before its turn came)
         feed.outstanding = 0
+        feed.bytes_out = 0
         assert feed.consumer is not None
         link = feed.link = self._nodes.open_receiver(
             self, feed.consumer, exclusive=feed.exclusive, make=feed.make
@@ -715,6 +751,9 @@ class RemoteNode(NodeElsewhere):
         assert c is not None
         arrived = decode_deliveries(d.payload, d.message_format)
         feed.outstanding -= len(arrived)
+        if feed.measure is not None and feed.bytes_out:
+            measure = feed.measure
+            feed.bytes_out = max(feed.bytes_out - sum(bytecredit.cost(m, measure) for _, m in arrived), 0)
         if feed.stopping:  # sent before the owner heard its consumer was cancelled: back they go
             for ref, _ in arrived:
                 self._nodes.control(OUTCOME, feed.id, ref, RELEASE, 0.0)
@@ -743,11 +782,30 @@ class RemoteNode(NodeElsewhere):
         if link is None or feed.answered is not None or not link.is_attached or feed.draining:
             return  # (not admitted yet: granted once it is; draining: once the owner answered)
         assert feed.consumer is not None
+        if feed.measure is not None:
+            self._top_up_bytes(feed, feed.measure)
         target = min(feed.consumer.credit() - len(feed.waiting), CREDIT_BATCH)
         if target > 0 and feed.outstanding <= target // 2:
             more = target - feed.outstanding
             feed.outstanding = target
             self._nodes.control(GRANT, feed.id, more, 0)
+
+    def _top_up_bytes(self, feed: _Feed, measure: bytecredit.Measure) -> None:
+        """Grant the owner the byte credit ``feed``'s consumer has (less what waits here and
+        what is on its way): the owner sends nothing larger than what is left."""
+        left: int | None = feed.consumer.byte_credit()  # type: ignore[union-attr]
+        if left is None:
+            if feed.bytes_out is not None:
+                feed.bytes_out = None
+                self._nodes.control(BYTES, feed.id, bytecredit.UNLIMITED, 0)
+            return
+        if feed.bytes_out is None:  # limited again: the owner starts from none
+            feed.bytes_out = 0
+            self._nodes.control(BYTES, feed.id, bytecredit.NONE_LEFT, 0)
+        left -= sum(bytecredit.cost(m, measure) for m in feed.waiting)
+        if left > feed.bytes_out:
+            self._nodes.control(BYTES, feed.id, left - feed.bytes_out, 0)
+            feed.bytes_out = left
 
     # -- settlement ---------------------------------------------------------------------------
     @property
@@ -1251,6 +1309,9 @@ class RemoteNodes:
         subscription = getattr(consumer, "subscription", None)
         if subscription is not None:  # (a 1.0 topic's subscription: the owner makes it)
             props[SUBSCRIPTION] = list(subscription)
+        measure = getattr(consumer, "bytes_as", None)
+        if measure is not None:  # (a 0-10 subscription's: the owner counts its byte credit)
+            props[bytecredit.BYTES_AS] = list(measure)
         receiver: Receiver = session.receiver(
             f"consume:{next(self._names)}",
             source=Source(
