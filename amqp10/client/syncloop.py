@@ -326,10 +326,12 @@ class Loop:
                     grace = self.grace
                     if self._driver is None:
                         idle = time.monotonic() - self._left_at
-                        if idle >= grace or not self._lend or self._guests:
+                        if not self._lend or self._guests or (idle >= grace and not self._waiters):
                             self._driver = me
                             break
-                        cond.wait(None if math.isinf(grace) else grace - idle)
+                        # (a call waiting for the loop takes it itself: the keeper that has
+                        # just handed it over does not take it back first)
+                        cond.wait(None if math.isinf(grace) else grace - idle if idle < grace else grace)
                     else:  # a call runs the loop: look again later (a call never wakes us)
                         cond.wait(None if math.isinf(grace) else grace)
             try:
