@@ -1,15 +1,19 @@
-"""0-10 ``dtx`` branches are the broker's at ``workers = 2``, not the worker's of the session
-that did their work.
+"""0-10 transactions at ``workers = 2``: ``dtx`` branches are the broker's, not the worker's
+of the session that did their work, and a ``tx.commit`` over queues of both workers is
+two-phase.
 
 ``amqp10 broker --workers 2`` on 127.0.0.1, a bare 0-10 peer on each worker (pinned by
 ``connection.start``'s server properties): a branch started on worker 0 moves a message
 between a queue worker 1 owns and queues of both workers; a session on worker 1 prepares,
 recovers, commits or rolls it back, and a prepared branch outlives a SIGKILL of every
-process. Every wait is bounded; none is a timed assertion.
+process; a ``tx.commit`` on worker 0 that reaches worker 1's queues completes only once
+worker 1 applied its part. Every wait is bounded; none is a timed assertion.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -151,5 +155,44 @@ def test_a_prepared_branch_over_both_workers_outlives_a_sigkill_of_every_process
             for p in peers.values():
                 assert [counts(p, q)[0] for q in (source, here, there)] == [1, 1, 1]
                 assert in_doubt(p) == []
+    finally:
+        broker.stop()
+
+
+def test_a_tx_commit_over_both_workers_completes_once_every_owner_applied_its_part(tmp_path: Path) -> None:
+    """Worker 1 stopped while a session on worker 0 commits an accept of worker 1's queue and
+    publishes to both workers' queues: the commit is two-phase (worker 0 asks worker 1 to
+    prepare) and completes only after worker 1, let go, committed its part; then every
+    count is the committed one, from either worker."""
+    source, here, there = queues()
+    broker = Parent(tmp_path, args=("--no-http", "--log-level", "debug"))
+    try:
+        broker.wait_listening()
+        with one_on_each(broker) as peers:
+            fill(peers[1], source, here, there)
+            p = peers[0]
+            p.call("tx.select")
+            p.call("message.subscribe", queue=source, destination="taker", accept_mode=0, acquire_mode=0)
+            p.call("message.flow", destination="taker", unit=0, value=1)
+            p.call("message.flow", destination="taker", unit=1, value=UNLIMITED)
+            (t,) = p.wait("message.transfer")
+            p.call("message.accept", transfers=((t.id, t.id),))
+            p.call("message.cancel", destination="taker")
+            for q in (here, there):
+                publish(p, q, b"committed", durable=True)
+            pid = broker.worker_pids()[1]
+            mark = len(broker.lines)
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                p.command("tx.commit")
+                p.flush()
+                broker.wait_for(r"worker=0 .*its parts asked to prepare on workers \[1\]", mark)
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            # (a command after it waits for the commit to complete)
+            assert counts(p, there)[0] == 1
+            for peer in peers.values():
+                assert [counts(peer, q)[0] for q in (source, here, there)] == [1, 1, 1]
+            assert bodies(peers[1], source, 1) == [b"second"]
     finally:
         broker.stop()
