@@ -165,13 +165,6 @@ class Branches:
         self.set_timeout(b, DEFAULT_TIMEOUT)
         return b
 
-    def known(self, xid: object) -> Branch:
-        key = xid_key(xid)
-        b = self.branches.get(key)
-        if b is None:
-            raise CommandError("not-found", f"no transaction branch {_show(key)}")
-        return b
-
     def forget(self, b: Branch) -> None:
         self._drop_lease(b)
         self.branches.pop(b.key, None)
