@@ -193,6 +193,8 @@ class Branches:
         ``set-timeout``) on ``b`` with ``args`` (``one_phase``, ``timeout``): refused now
         (:class:`CommandError`) or how to apply it, ``start(reply)``; ``reply`` gets the
         result's fields once what it wrote is stored (everywhere it reached)."""
+        if op == "known":  # (another worker's dtx.start of its xid)
+            return lambda reply: reply({})
         if op == "get-timeout":
             return lambda reply: reply({"timeout": b.timeout})
         if op == "set-timeout":
@@ -387,7 +389,7 @@ class DtxCommands:
     def select(self, s: Amqp010Session, c: Compound) -> None:
         s.dtx_selected = True
 
-    def start(self, s: Amqp010Session, c: Compound) -> Compound:
+    def start(self, s: Amqp010Session, c: Compound) -> Compound | None:
         self._selected(s)
         join, resume = bool(c["join"]), bool(c["resume"])
         if join and resume:
@@ -413,10 +415,23 @@ class DtxCommands:
                 raise CommandError("not-allowed", f"no transaction branch {_show(key)} to join")
         elif b is not None:
             raise CommandError("not-allowed", f"transaction branch {_show(key)} is known already")
+        elif self.ctx.broker.others is not None:  # (another worker may hold it: asked first)
+
+            def unknown(answer: Callable[[], Fields]) -> Compound | None:
+                if "error" not in answer() or key in self.branches.branches:
+                    raise CommandError("not-allowed", f"transaction branch {_show(key)} is known already")
+                return None if s.closed else self._associate(s, self.branches.start(xid, key))
+
+            self.ctx.later(lambda answered: self.branches.ask_others("known", key, {}, answered), unknown)
+            return None
         else:
             b = self.branches.start(xid, key)
         if b.prepared:
             raise CommandError("illegal-state", f"transaction branch {_show(key)} is prepared")
+        return self._associate(s, b)
+
+    @staticmethod
+    def _associate(s: Amqp010Session, b: Branch) -> Compound:
         b.active.add(s)
         s.branch = b
         return result_struct("xa-result", status=b.status())

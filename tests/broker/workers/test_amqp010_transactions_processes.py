@@ -21,7 +21,7 @@ import pytest
 from tests.amqp010.peer import SocketPeer, struct
 from tests.broker.test_workers import Parent
 
-from .test_amqp010_processes import UNLIMITED, counts, one_on_each, publish
+from .test_amqp010_processes import UNLIMITED, counts, one_on_each, publish, refused
 from .test_processes import owned_by
 
 pytestmark = pytest.mark.slow
@@ -130,6 +130,20 @@ def test_a_branch_is_committed_in_one_phase_from_the_other_worker(broker: Parent
         assert status(peers[1], "dtx.commit", xid=xid(b"one-phase"), one_phase=True) == OK
         for p in peers.values():
             assert [counts(p, q)[0] for q in (source, here, there)] == [1, 1, 1]
+
+
+def test_an_xid_another_worker_holds_is_known_already(broker: Parent) -> None:
+    with one_on_each(broker) as peers:
+        declare(peers[0], "dtxknown")
+        peers[0].call("dtx.select")
+        assert status(peers[0], "dtx.start", xid=xid(b"taken")) == OK
+        publish(peers[0], "dtxknown", b"held")
+        peers[1].call("dtx.select")
+        code, text = refused(peers[1], "dtx.start", 1, xid=xid(b"taken"))
+        assert code == 530 and "known already" in text  # not-allowed, as on one broker
+        assert status(peers[0], "dtx.end", xid=xid(b"taken")) == OK
+        assert status(peers[0], "dtx.commit", xid=xid(b"taken"), one_phase=True) == OK
+        assert counts(peers[0], "dtxknown")[0] == 1
 
 
 def test_a_prepared_branch_over_both_workers_outlives_a_sigkill_of_every_process(tmp_path: Path) -> None:
