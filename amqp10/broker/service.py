@@ -296,6 +296,10 @@ class BrokerService:
                     from .workers.resumption import LinksElsewhere
 
                     LinksElsewhere(self.broker, whole.point, peers).install(whole.ops)
+                    # what a front end keeps on one worker, named on another (0-10's dtx branches)
+                    from .workers.others import OtherWorkers
+
+                    OtherWorkers(self.broker, whole.point).install(whole.ops)
                 if self.broker is not None:
                     tg.start_soon(self._release_scheduled)
                     tg.start_soon(self._expire_leases)

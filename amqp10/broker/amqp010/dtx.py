@@ -20,6 +20,12 @@ remove it with their own writes and are answered once those are. A broker restar
 still acquired: ``recover`` lists them, and a new session commits or rolls them back.
 Branches not prepared live in memory only: a restart rolls them back.
 
+With several workers a branch is kept by the worker whose session started it and is the
+broker's all the same (:class:`Branches`): a session on any worker prepares, commits,
+rolls back, forgets or recovers it, and what it did on queues other workers own is
+prepared there with it and committed or rolled back as one (two-phase, over the internal
+links: ``broker/workers/transactions.py``).
+
 The error codes are Qpid's broker's, which its conformance tests check: a session not
 selected, ``join`` with ``resume``, and ``suspend`` with ``fail`` are ``command-invalid``;
 an xid already known is ``not-allowed``; an unknown xid ``not-found``; a branch still
@@ -28,16 +34,25 @@ associated, or ended twice, or committed in the wrong phase, ``illegal-state``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Final
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 
 from ...amqp010 import Compound, result_struct
 from ...amqp010.spec import ENUMS
-from ..core import Broker, HeldWork, Lease
+from ..core import Answered, Broker, HeldWork, Lease, ModelError, Node, QueuedMessage
 from .context import Amqp010Context, CommandError
 from .session import Amqp010Session
 
-__all__ = ["DEFAULT_TIMEOUT", "MAX_TIMEOUT", "OWNER", "Branch", "Branches", "DtxCommands"]
+__all__ = [
+    "BRANCH_QUESTION",
+    "DEFAULT_TIMEOUT",
+    "MAX_TIMEOUT",
+    "OWNER",
+    "RECOVER_QUESTION",
+    "Branch",
+    "Branches",
+    "DtxCommands",
+]
 
 XA: Final = ENUMS["dtx.xa-status"]
 DEFAULT_TIMEOUT: Final = 60
@@ -49,6 +64,17 @@ Xid = tuple[int, bytes, bytes]
 """An xid as a key: (format, global id, branch id)."""
 OWNER: Final = "amqp010.dtx"
 """What the store calls the branches of this front end (:class:`~amqp10.broker.core.HeldWork`'s owner)."""
+BRANCH_QUESTION: Final = "amqp010.dtx-branch"
+"""The other workers' question (``workers`` > 1) for a command on a branch this worker does
+not hold: ``{op, xid, one_phase, timeout}``; answered by the one that holds it with the
+result's fields (or ``{"error": [code, text]}``), by the others with None."""
+RECOVER_QUESTION: Final = "amqp010.dtx-recover"
+"""The other workers' question for the xids of their prepared branches (``dtx.recover``)."""
+Fields = dict[str, Any]
+"""A branch command's result, as fields: ``status``, ``timeout`` or ``error``."""
+Reply = Callable[[Fields], None]
+Start = Callable[[Reply], None]
+"""How to apply a command on a branch: ``start(reply)``."""
 
 
 def xid_key(xid: object) -> Xid:
@@ -111,17 +137,24 @@ class Branch:
 
 
 class Branches:
-    """The broker's transaction branches by xid (:meth:`of`: the broker's own)."""
+    """The broker's transaction branches by xid (:meth:`of`: the broker's own).
+
+    With several workers a branch is kept by the worker whose session started it, yet
+    it is the broker's: a command naming an xid this worker does not hold is asked of the
+    others (:attr:`Broker.others <amqp10.broker.core.Broker.others>`, the question
+    :data:`BRANCH_QUESTION`), and the worker that holds it applies it and answers; a
+    ``recover`` lists every worker's prepared branches (:data:`RECOVER_QUESTION`). What
+    a branch did on other workers' queues is prepared, committed and rolled back there
+    with it (:attr:`Broker.coordinator <amqp10.broker.core.Broker.coordinator>`)."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.branches: dict[Xid, Branch] = {}
         for held in broker.recovered_transactions(OWNER):  # prepared before a restart
             key = key_of(held.txn_id)
-            fmt, gid, bid = key
-            self.branches[key] = Branch(
-                result_struct("xid", format=fmt, global_id=gid, branch_id=bid), key, held
-            )
+            self.branches[key] = Branch(xid_struct(key), key, held)
+        broker.questions[BRANCH_QUESTION] = self._answer_branch
+        broker.questions[RECOVER_QUESTION] = self._answer_recover
 
     @classmethod
     def of(cls, broker: Broker) -> Branches:
@@ -130,23 +163,6 @@ class Branches:
     def start(self, xid: Compound, key: Xid) -> Branch:
         b = self.branches[key] = Branch(xid, key, HeldWork(OWNER, txn_id(key), self.broker.journal))
         self.set_timeout(b, DEFAULT_TIMEOUT)
-        return b
-
-    def known(self, xid: object) -> Branch:
-        key = xid_key(xid)
-        b = self.branches.get(key)
-        if b is None:
-            raise CommandError("not-found", f"no transaction branch {_show(key)}")
-        return b
-
-    def ended(self, xid: object) -> Branch:
-        """The branch of ``xid``, which no session may be associated with."""
-        b = self.known(xid)
-        if b.associated:
-            raise CommandError(
-                "illegal-state",
-                f"transaction branch {_show(b.key)} is still associated with a session",
-            )
         return b
 
     def forget(self, b: Branch) -> None:
@@ -171,10 +187,188 @@ class Branches:
         b.timed_out = b.rollback_only = True
         b.held.rollback()
 
+    # -- the commands on a branch, wherever it is asked from -------------------------------------
+    def command(self, op: str, b: Branch, args: Mapping[str, Any]) -> Start:
+        """Command ``op`` (``prepare``, ``commit``, ``rollback``, ``forget``, ``get-timeout``,
+        ``set-timeout``) on ``b`` with ``args`` (``one_phase``, ``timeout``): refused now
+        (:class:`CommandError`) or how to apply it, ``start(reply)``; ``reply`` gets the
+        result's fields once what it wrote is stored (everywhere it reached)."""
+        if op == "known":  # (another worker's dtx.start of its xid)
+            return lambda reply: reply({})
+        if op == "get-timeout":
+            return lambda reply: reply({"timeout": b.timeout})
+        if op == "set-timeout":
+            seconds = int(args.get("timeout", 0) or 0)
+            if seconds > MAX_TIMEOUT:
+                raise CommandError(
+                    "invalid-argument", f"a dtx timeout of {seconds}s is above the most, {MAX_TIMEOUT}s"
+                )
+
+            def set_timeout(reply: Reply) -> None:
+                self.set_timeout(b, seconds)
+                reply({})
+
+            return set_timeout
+        if b.associated:
+            raise CommandError(
+                "illegal-state",
+                f"transaction branch {_show(b.key)} is still associated with a session",
+            )
+        status = b.status()
+        if op == "prepare":
+            return self._prepare(b, status)
+        if op == "commit":
+            return self._commit(b, status, one_phase=bool(args.get("one_phase")))
+        if op == "rollback":
+            status = XA["xa-rbtimeout"] if b.timed_out else XA["xa-ok"]
+            return lambda reply: self._decide(b, False, lambda: reply({"status": status}))
+        if op == "forget":
+            return lambda reply: self._decide(b, False, lambda: reply({}))
+        raise CommandError("not-implemented", f"dtx.{op} is not a command on a branch")  # pragma: no cover
+
+    def _prepare(self, b: Branch, status: int) -> Start:
+        if status != XA["xa-ok"]:
+            return lambda reply: reply({"status": status})
+
+        def start(reply: Reply) -> None:
+            def here() -> None:  # (after its parts elsewhere, if any: one store batch with their record)
+                b.held.prepare(lambda: reply({"status": XA["xa-ok"]}))
+                self.set_timeout(b, b.timeout)  # (a prepared branch does not time out)
+
+            def prepared(answer: Callable[[], None]) -> None:
+                try:
+                    answer()
+                except ModelError:  # a part could not be prepared: the branch rolls back
+                    self.forget(b)
+                    b.held.rollback(lambda: reply({"status": XA["xa-rbrollback"]}))
+                    return
+                here()
+
+            coordinator = self.broker.coordinator
+            if coordinator is None or not coordinator.prepare(b.held.txn_id, _reached(b.held), b.held.taken, prepared):
+                here()
+
+        return start
+
+    def _commit(self, b: Branch, status: int, *, one_phase: bool) -> Start:
+        if status != XA["xa-ok"]:
+            return lambda reply: self._decide(b, False, lambda: reply({"status": status}))
+        if one_phase and b.prepared:
+            raise CommandError(
+                "illegal-state",
+                f"transaction branch {_show(b.key)} is prepared: commit it in two phases",
+            )
+        if not one_phase and not b.prepared:
+            raise CommandError(
+                "illegal-state",
+                f"transaction branch {_show(b.key)} is not prepared: commit it in one phase",
+            )
+        if b.prepared:
+            return lambda reply: self._decide(b, True, lambda: reply({"status": XA["xa-ok"]}))
+
+        def one_phase_commit(reply: Reply) -> None:
+            self.forget(b)
+
+            def answered(answer: Callable[[], None]) -> None:
+                try:
+                    answer()
+                except ModelError:  # a part elsewhere could not be prepared: nothing was applied
+                    b.held.rollback(lambda: reply({"status": XA["xa-rbrollback"]}))
+                    return
+                reply({"status": XA["xa-ok"]})
+
+            coordinator = self.broker.coordinator
+            if coordinator is None or not coordinator.commit(_reached(b.held), b.held.taken, b.held.commit, answered):
+                b.held.commit(lambda: reply({"status": XA["xa-ok"]}))
+
+        return one_phase_commit
+
+    def _decide(self, b: Branch, commit: bool, then: Callable[[], None]) -> None:
+        """Commit or roll back ``b`` (with its parts on other workers); ``then`` once stored."""
+        self.forget(b)
+        held = b.held
+        coordinator = self.broker.coordinator
+        apply = held.commit if commit else held.rollback
+        if coordinator is None or not coordinator.finish(held.txn_id, commit, apply, lambda answer: then()):
+            apply(then)
+
+    # -- other workers' questions, and asking them ---------------------------------------------
+    def ask_others(self, op: str, key: Xid, args: Mapping[str, Any], answered: Answered[Fields]) -> None:
+        """Put command ``op`` on the branch ``key`` to the other workers; ``answered`` with
+        the fields of the answer of the one that holds it (none does: not-found)."""
+        others = self.broker.others
+        assert others is not None
+
+        def got(answers: list[Any]) -> None:
+            found = next((a for a in answers if isinstance(a, dict)), None)
+            if found is None:
+                found = {"error": ["not-found", f"no transaction branch {_show(key)}"]}
+            answered(lambda: found)
+
+        others.ask(BRANCH_QUESTION, {"op": op, "xid": _wire(key), **args}, got)
+
+    def _answer_branch(self, args: Mapping[str, Any], reply: Callable[[Any], None]) -> None:
+        """Another worker's client names a branch: applied here if it is here (None: it is not)."""
+        b = self.branches.get(_unwire(args["xid"]))
+        if b is None:
+            reply(None)
+            return
+        try:
+            start = self.command(str(args["op"]), b, args)
+        except CommandError as exc:
+            reply({"error": [exc.error, str(exc)]})
+            return
+        start(reply)
+
+    def prepared(self) -> list[Compound]:
+        """The xids of the branches prepared here."""
+        return [b.xid for b in self.branches.values() if b.prepared]
+
+    def _answer_recover(self, args: Mapping[str, Any], reply: Callable[[Any], None]) -> None:
+        reply([_wire(b.key) for b in self.branches.values() if b.prepared])
+
+
+def xid_struct(key: Xid) -> Compound:
+    fmt, gid, bid = key
+    return result_struct("xid", format=fmt, global_id=gid, branch_id=bid)
+
+
+def _wire(key: Xid) -> list[Any]:
+    """``key`` as a JSON value (for the other workers)."""
+    fmt, gid, bid = key
+    return [fmt, gid.hex(), bid.hex()]
+
+
+def _unwire(value: Any) -> Xid:
+    fmt, gid, bid = value
+    return int(fmt), bytes.fromhex(str(gid)), bytes.fromhex(str(bid))
+
+
+def _reached(held: HeldWork) -> list[tuple[Node, QueuedMessage]]:
+    """The nodes the publishes of ``held`` reach, each with its message."""
+    reached: list[tuple[Node, QueuedMessage]] = []
+    for p in held.published:
+        exchange = p.vhost.exchange(p.exchange)
+        if exchange is not None:
+            reached.extend((q, p.msg) for q in p.vhost.destinations(exchange, p.msg, p.routing_key))
+    return reached
+
 
 def _show(key: Xid) -> str:
     fmt, gid, bid = key
     return f"({fmt}, {gid!r}, {bid!r})"
+
+
+def _result(op: str, fields: Fields) -> Compound | None:
+    """The result of command ``op`` whose fields are ``fields`` (an error in them raised)."""
+    error = fields.get("error")
+    if error is not None:
+        raise CommandError(str(error[0]), str(error[1]))
+    if op == "get-timeout":
+        return result_struct("get-timeout-result", timeout=int(fields["timeout"]))
+    if "status" in fields:
+        return result_struct("xa-result", status=int(fields["status"]))
+    return None
 
 
 class DtxCommands:
@@ -195,7 +389,7 @@ class DtxCommands:
     def select(self, s: Amqp010Session, c: Compound) -> None:
         s.dtx_selected = True
 
-    def start(self, s: Amqp010Session, c: Compound) -> Compound:
+    def start(self, s: Amqp010Session, c: Compound) -> Compound | None:
         self._selected(s)
         join, resume = bool(c["join"]), bool(c["resume"])
         if join and resume:
@@ -221,10 +415,23 @@ class DtxCommands:
                 raise CommandError("not-allowed", f"no transaction branch {_show(key)} to join")
         elif b is not None:
             raise CommandError("not-allowed", f"transaction branch {_show(key)} is known already")
+        elif self.ctx.broker.others is not None:  # (another worker may hold it: asked first)
+
+            def unknown(answer: Callable[[], Fields]) -> Compound | None:
+                if "error" not in answer() or key in self.branches.branches:
+                    raise CommandError("not-allowed", f"transaction branch {_show(key)} is known already")
+                return None if s.closed else self._associate(s, self.branches.start(xid, key))
+
+            self.ctx.later(lambda answered: self.branches.ask_others("known", key, {}, answered), unknown)
+            return None
         else:
             b = self.branches.start(xid, key)
         if b.prepared:
             raise CommandError("illegal-state", f"transaction branch {_show(key)} is prepared")
+        return self._associate(s, b)
+
+    @staticmethod
+    def _associate(s: Amqp010Session, b: Branch) -> Compound:
         b.active.add(s)
         s.branch = b
         return result_struct("xa-result", status=b.status())
@@ -252,65 +459,58 @@ class DtxCommands:
 
     # prepare, commit, rollback and forget are answered once what they wrote is durable
     def prepare(self, s: Amqp010Session, c: Compound) -> None:
-        b = self.branches.ended(c.get("xid"))
-        status = b.status()
-        result = result_struct("xa-result", status=status)
-        if status != XA["xa-ok"]:
-            s.complete(c, result)
-            return
-        b.held.prepare(lambda: s.complete(c, result))
-        self.branches.set_timeout(b, b.timeout)  # (a prepared branch does not time out)
+        self._on_branch(s, c, "prepare")
 
     def commit(self, s: Amqp010Session, c: Compound) -> None:
-        b = self.branches.ended(c.get("xid"))
-        status = b.status()
-        done = self._answer(s, c, status)
-        if status != XA["xa-ok"]:
-            b.held.rollback(done)
-        elif c["one_phase"] and b.prepared:
-            raise CommandError(
-                "illegal-state",
-                f"transaction branch {_show(b.key)} is prepared: commit it in two phases",
-            )
-        elif not c["one_phase"] and not b.prepared:
-            raise CommandError(
-                "illegal-state",
-                f"transaction branch {_show(b.key)} is not prepared: commit it in one phase",
-            )
-        else:
-            b.held.commit(done)
-        self.branches.forget(b)
+        self._on_branch(s, c, "commit")
 
     def rollback(self, s: Amqp010Session, c: Compound) -> None:
-        b = self.branches.ended(c.get("xid"))
-        status = XA["xa-rbtimeout"] if b.timed_out else XA["xa-ok"]
-        b.held.rollback(self._answer(s, c, status))
-        self.branches.forget(b)
-
-    @staticmethod
-    def _answer(s: Amqp010Session, c: Compound, status: int) -> Callable[[], None]:
-        result = result_struct("xa-result", status=status)
-        return lambda: s.complete(c, result)
-
-    def recover(self, s: Amqp010Session, c: Compound) -> Compound:
-        prepared = [b.xid for b in self.branches.branches.values() if b.prepared]
-        return result_struct("recover-result", in_doubt=prepared)
+        self._on_branch(s, c, "rollback")
 
     def forget(self, s: Amqp010Session, c: Compound) -> None:
-        b = self.branches.ended(c.get("xid"))
-        b.held.rollback(lambda: s.complete(c))
-        self.branches.forget(b)
+        self._on_branch(s, c, "forget")
 
-    def get_timeout(self, s: Amqp010Session, c: Compound) -> Compound:
-        return result_struct(
-            "get-timeout-result", timeout=self.branches.known(c.get("xid")).timeout
-        )
+    def get_timeout(self, s: Amqp010Session, c: Compound) -> Compound | None:
+        return self._on_branch(s, c, "get-timeout")
 
     def set_timeout(self, s: Amqp010Session, c: Compound) -> None:
-        b = self.branches.known(c.get("xid"))
-        seconds = int(c.get("timeout", 0) or 0)
-        if seconds > MAX_TIMEOUT:
-            raise CommandError(
-                "invalid-argument", f"a dtx timeout of {seconds}s is above the most, {MAX_TIMEOUT}s"
-            )
-        self.branches.set_timeout(b, seconds)
+        self._on_branch(s, c, "set-timeout")
+
+    def _on_branch(self, s: Amqp010Session, c: Compound, op: str) -> Compound | None:
+        """Command ``op`` on the branch ``c`` names: here, or on the worker that holds it."""
+        key = xid_key(c.get("xid"))
+        args = {"one_phase": bool(c.get("one_phase")), "timeout": int(c.get("timeout", 0) or 0)}
+        b = self.branches.branches.get(key)
+        if b is None:
+            if self.ctx.broker.others is None:
+                raise CommandError("not-found", f"no transaction branch {_show(key)}")
+            # another worker's, or none: the one that holds it answers
+            self.ctx.later(lambda answered: self.branches.ask_others(op, key, args, answered), lambda a: _result(op, a()))
+            return None
+        start = self.branches.command(op, b, args)
+        if op in ("get-timeout", "set-timeout"):  # (answered at once)
+            got: list[Fields] = []
+            start(got.append)
+            return _result(op, got[0])
+        if self.ctx.broker.coordinator is None:  # one worker: completed once stored
+            start(lambda fields: s.complete(c, _result(op, fields)))
+        else:  # parts on other workers answer later: the connection's next commands wait for it
+            self.ctx.later(lambda answered: start(lambda fields: answered(lambda: fields)), lambda a: _result(op, a()))
+        return None
+
+    def recover(self, s: Amqp010Session, c: Compound) -> Compound | None:
+        """The prepared branches: this worker's, and every other worker's."""
+        mine = self.branches.prepared()
+        others = self.ctx.broker.others
+        if others is None:
+            return result_struct("recover-result", in_doubt=mine)
+
+        def ask(answered: Answered[list[Any]]) -> None:
+            others.ask(RECOVER_QUESTION, {}, lambda answers: answered(lambda: answers))
+
+        def then(answer: Callable[[], list[Any]]) -> Compound:
+            theirs = [xid_struct(_unwire(w)) for listed in answer() for w in listed]
+            return result_struct("recover-result", in_doubt=[*mine, *theirs])
+
+        self.ctx.later(ask, then)
+        return None

@@ -14,6 +14,7 @@ from ..config import BrokerConfig
 from ..core import Broker
 from ..frontend import ServeContext, ServedConnection, driver_for
 from ..guard import HeldOutput
+from .dtx import Branches
 from .handler import Amqp010Handler
 
 __all__ = ["WORKER_PROPERTY", "Amqp010FrontEnd", "login_mechanisms"]
@@ -48,7 +49,9 @@ class Amqp010FrontEnd:
         return None  # (0-9-1's front end answers the family's other versions)
 
     def prepare(self, broker: Broker, config: BrokerConfig) -> None:
-        pass  # the AMQ model is the core's own
+        # the AMQ model is the core's own; the dtx branches prepared before a restart are
+        # taken now (with several workers, another worker's client may name one first)
+        Branches.of(broker)
 
     async def serve(self, stream: ByteStream, ctx: ServeContext) -> None:
         cfg = ctx.config

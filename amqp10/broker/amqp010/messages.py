@@ -33,7 +33,7 @@ from ..core import (
 from ..core.exchanges import Exchange
 from .context import Amqp010Context, CommandError
 from .message import from_transfer
-from .session import ACCEPT, ACQUIRE, FLOW, Amqp010Session, Subscription
+from .session import ACCEPT, ACQUIRE, FLOW, Amqp010Session, Subscription, TxWork
 
 __all__ = ["CONSUME_REFUSALS", "MessageCommands", "TxCommands"]
 
@@ -100,7 +100,7 @@ class MessageCommands:
             self.conn.complete(s.channel, c)
             return
         if s.tx is not None:
-            s.tx.append(lambda: self._route(s, x, msg, key, None))
+            s.tx.append(TxWork(lambda: self._route(s, x, msg, key, None), x, msg, key))
             self.conn.complete(s.channel, c)
             return
         self._route(s, x, msg, key, c)
@@ -244,7 +244,7 @@ class MessageCommands:
             for p in s.take(ids):
                 s.branch.held.take(p.node, p.msg)
         elif s.tx is not None:
-            s.tx.append(lambda: s.settle(ids, "accept"))
+            s.tx.append(TxWork(lambda: s.settle(ids, "accept"), accepted=tuple(ids)))
         else:
             self._settle_everywhere(s, ids, "accept")
 
@@ -335,15 +335,45 @@ class TxCommands:
         if s.tx is None:
             s.tx = []
 
-    def _work(self, s: Amqp010Session) -> list[Callable[[], None]]:
+    def _work(self, s: Amqp010Session) -> list[TxWork]:
         if s.tx is None:
             raise CommandError("illegal-state", "the session is not transactional (no tx.select)")
         work, s.tx = s.tx, []
         return work
 
     def commit(self, s: Amqp010Session, c: Compound) -> None:
-        for do in self._work(s):
-            do()
+        """Do the transaction's work; with several workers, as one with its parts on the
+        queues other workers own (two-phase: ``broker/workers/transactions.py``), completed
+        once every owner committed."""
+        work = self._work(s)
+
+        def apply() -> None:
+            for w in work:
+                w.apply()
+
+        coordinator = self.ctx.broker.coordinator
+        if coordinator is None:
+            apply()
+            return
+        vh = self.ctx.vhost
+        publishes = [
+            (q, w.msg)
+            for w in work
+            if w.exchange is not None and w.msg is not None
+            for q in vh.destinations(w.exchange, w.msg, w.key)
+        ]
+        acks = [(p.node, p.msg) for w in work for cid in w.accepted if (p := s.unacked.get(cid)) is not None]
+
+        def ask(answered: Answered[None]) -> None:
+            if not coordinator.commit(publishes, acks, apply, answered):
+                apply()  # (every queue is this worker's: as on one broker)
+                answered(_nothing)
+
+        self.ctx.later(ask, answer_now)  # (a refusal by an owner fails the command: nothing was applied)
 
     def rollback(self, s: Amqp010Session, c: Compound) -> None:
         self._work(s)
+
+
+def _nothing() -> None:
+    return None

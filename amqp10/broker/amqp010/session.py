@@ -17,9 +17,10 @@ from .context import Amqp010Context
 from .message import FORMAT, split, unpack
 
 if TYPE_CHECKING:
+    from ..core.exchanges import Exchange
     from .dtx import Branch
 
-__all__ = ["ACCEPT", "ACQUIRE", "UNLIMITED", "Amqp010Session", "Pending", "Subscription"]
+__all__ = ["ACCEPT", "ACQUIRE", "UNLIMITED", "Amqp010Session", "Pending", "Subscription", "TxWork"]
 
 ACCEPT: Final = ENUMS["message.accept-mode"]
 ACQUIRE: Final = ENUMS["message.acquire-mode"]
@@ -32,6 +33,19 @@ _PREFIX = 4
 BROWSED_KEPT: Final = 65536
 """Browsed transfers a session remembers for ``message.acquire`` (the oldest forgotten first)."""
 """The octets of a 0-10 message's ``data`` before its header structs (their length)."""
+
+
+@dataclass(slots=True)
+class TxWork:
+    """Work a transactional session (``tx.select``) holds until ``tx.commit``: ``apply`` does
+    it; and what it does, for a commit that reaches other workers' queues (``workers`` > 1):
+    the message it publishes through ``exchange`` with ``key``, or the transfers it accepts."""
+
+    apply: Callable[[], None]
+    exchange: Exchange | None = None
+    msg: QueuedMessage | None = None
+    key: str = ""
+    accepted: tuple[int, ...] = ()
 
 
 @dataclass(slots=True)
@@ -173,7 +187,7 @@ class Amqp010Session:
     unacked: dict[int, Pending] = field(default_factory=dict)
     sizes: dict[int, int] = field(default_factory=dict)
     """Window mode: the size of each transfer whose completion gives credit back."""
-    tx: list[Callable[[], None]] | None = None
+    tx: list[TxWork] | None = None
     """In a transaction (``tx.select``): the work ``tx.commit`` does, in order."""
     closed: bool = False
     browsed: OrderedDict[int, tuple[Queue | NodeElsewhere, int]] = field(default_factory=OrderedDict)

@@ -27,6 +27,7 @@ from .expiry import Expirations
 from .leases import Leases
 from .message import QueuedMessage, format_named
 from .nodes import NULL_JOURNAL, Journal, Node
+from .others import Others, Question
 from .paging import PageStore, pager_factory
 from .prepared import HeldWork
 from .queues import Queue
@@ -198,6 +199,12 @@ class Broker:
         self.coordinator: Coordinator | None = None
         """With several workers: commits a transaction that reaches other workers' nodes as
         one (:class:`~.transactions.Coordinator`). None with one worker."""
+        self.questions: dict[str, Question] = {}
+        """What the parts above the core answer the broker's other processes, by name
+        (:mod:`.others`: 0-10's ``dtx`` branches)."""
+        self.others: Others | None = None
+        """With several workers: asks the other workers a question of their
+        :attr:`questions` (:class:`~.others.Others`). None with one worker."""
         self.dynamic_prefix = "amqp10.dynamic."
         """What a dynamic node's name starts with; with several workers it names this one
         (``amqp10.dynamic.w<K>.``), so every worker knows the node's owner from its name."""

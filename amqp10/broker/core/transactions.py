@@ -48,6 +48,30 @@ class Coordinator(Protocol):
         the caller rolls its own work back)."""
         ...
 
+    def prepare(
+        self,
+        key: bytes,
+        publishes: Sequence[tuple[Node, QueuedMessage]],
+        acks: Sequence[tuple[Node, QueuedMessage]],
+        answered: Answered[None],
+    ) -> bool:
+        """The first phase alone, of a branch a front end prepares now and decides later
+        (0-10's ``dtx.prepare``), named by ``key`` (the front end's id of it, as in its
+        store). False, with nothing done, when none of it reaches another worker's node.
+        Else each owner reached prepares its part (its messages the branch acknowledges are
+        its own from then on: their outcome here sends nothing) and ``answered`` is told,
+        or refused (nothing is prepared anywhere); a refusal aside, the caller writes its
+        own prepared record in the same turn, and later decides with :meth:`finish`."""
+        ...
+
+    def finish(self, key: bytes, commit: bool, apply: Callable[[], None], answered: Answered[None]) -> bool:
+        """Decide the branch ``key`` that :meth:`prepare` prepared (before a restart too):
+        ``apply`` (the front end's own commit or rollback) runs in the store batch of the
+        decision, then every owner commits or rolls back its part; ``answered`` once all
+        of it is stored. False, with nothing done, when ``key`` has no part on another
+        worker (the caller decides as on one broker)."""
+        ...
+
 
 class Retirement:
     """A consumed message whose outcome waits for the commit."""

@@ -31,6 +31,17 @@ commit, and never will). A coordinator that restarts with a recorded decision te
 owners to commit again; ``txn-commit`` and ``txn-rollback`` of a transaction an owner
 does not hold answer done, and ``txn-prepare`` of one it holds prepared answers
 prepared, so a question re-sent after a crash is applied once.
+
+**A branch prepared now, decided later** (0-10's ``dtx``: :meth:`Transactions.prepare`,
+then :meth:`Transactions.finish`): the same two phases with the client between them. The
+prepare asks the owners reached, as above; once all have prepared, this worker records
+the branch as *awaiting* its decision (a prepared record of owner :data:`AWAITING`: the
+transaction, its owners and the front end's key of the branch) in the same store batch
+as the front end's own prepared record, and the front end answers its client. An owner
+asking for the outcome meanwhile is told *wait*, after a restart of either worker too
+(the record is recovered). The commit is step 2 and 3 above, the awaiting record
+forgotten in the decision's batch; a rollback forgets it, rolls back the front end's own
+part and tells each owner ``txn-rollback``.
 """
 
 from __future__ import annotations
@@ -54,13 +65,17 @@ from .link import decode_record, encode_record
 from .owner import NodeServer
 from .remote import RemoteNode, RemoteNodes
 
-__all__ = ["DECIDED", "TXN_NODE", "Transactions"]
+__all__ = ["AWAITING", "DECIDED", "TXN_NODE", "Transactions"]
 
 log = logging.getLogger("amqp10.broker.workers")
 
 DECIDED = "workers.decided"
 """The owner, in the store's prepared records, of a coordinator's decision to commit: its
 transaction id is the 16 bytes of the transaction's then one byte per owning worker."""
+AWAITING = "workers.awaiting"
+"""The owner, in the store's prepared records, of a branch prepared on several workers and
+not decided yet: its id is the transaction's 16 bytes, one byte counting its owners, one
+byte per owner, then the front end's key of the branch."""
 TXN_NODE = "$txn"
 """The name the transaction questions are asked about (they name no node)."""
 _ID = 16
@@ -74,11 +89,13 @@ def _owner_name(worker: int) -> str:
 class _Commit:
     """One transaction this worker coordinates, from its prepare to its owners' commits."""
 
-    __slots__ = ("acks", "answered", "apply", "decision", "failed", "parts", "waiting")
+    __slots__ = ("acks", "answered", "apply", "decision", "failed", "key", "parts", "waiting")
 
-    def __init__(self, apply: Callable[[], None], answered: Answered[None]) -> None:
+    def __init__(self, apply: Callable[[], None], answered: Answered[None], key: bytes | None = None) -> None:
         self.apply = apply
         self.answered = answered
+        self.key = key
+        """A branch's key (:meth:`Transactions.prepare`): prepared only, decided later."""
         self.parts: dict[int, tuple[RemoteNode, list[list[Any]], list[list[int]]]] = {}
         """Owner -> (a node of it, the questions are asked about; its publishes; its acks)."""
         self.acks: list[tuple[RemoteNode, QueuedMessage]] = []
@@ -102,8 +119,15 @@ class Transactions:
         that have not answered their commit yet."""
         self.held: dict[bytes, tuple[int, HeldWork]] = {}
         """Parts prepared here for another worker's transaction -> (its coordinator, the work)."""
+        self.awaiting: dict[bytes, tuple[bytes, set[int], HeldWork]] = {}
+        """Branches prepared on several workers, by the front end's key -> (the transaction,
+        its owners, the stored record of it)."""
         for work in broker.recovered_transactions(DECIDED):
             self.decided[work.txn_id[:_ID]] = (work, set(work.txn_id[_ID:]))
+        for work in broker.recovered_transactions(AWAITING):
+            n = work.txn_id[_ID]
+            owners = set(work.txn_id[_ID + 1 : _ID + 1 + n])
+            self.awaiting[work.txn_id[_ID + 1 + n :]] = (work.txn_id[:_ID], owners, work)
         for k in (*links, me):
             for work in broker.recovered_transactions(_owner_name(k)):
                 self.held[work.txn_id] = (k, work)
@@ -119,7 +143,53 @@ class Transactions:
         create: bool = False,
     ) -> bool:
         """:meth:`amqp10.broker.core.Coordinator.commit`."""
-        c = _Commit(apply, answered)
+        return self._prepare_parts(_Commit(apply, answered), publishes, acks, create=create)
+
+    def prepare(
+        self,
+        key: bytes,
+        publishes: Sequence[tuple[Node, QueuedMessage]],
+        acks: Sequence[tuple[Node, QueuedMessage]],
+        answered: Answered[None],
+    ) -> bool:
+        """:meth:`amqp10.broker.core.Coordinator.prepare`."""
+        return self._prepare_parts(_Commit(_nothing, answered, key), publishes, acks)
+
+    def finish(self, key: bytes, commit: bool, apply: Callable[[], None], answered: Answered[None]) -> bool:
+        """:meth:`amqp10.broker.core.Coordinator.finish`."""
+        entry = self.awaiting.pop(key, None)
+        if entry is None:
+            return False
+        txn, owners, record = entry
+        if commit:
+            record.commit()  # (its record goes in the decision's store batch)
+            self._commit_all(txn, owners, apply, answered)
+            return True
+        record.rollback()
+        apply()
+        left = set(owners)
+
+        def one(k: int) -> Callable[[str | None, str, list[Any]], None]:
+            def replied(error: str | None, text: str, values: list[Any]) -> None:
+                left.discard(k)
+                if not left:
+                    self.broker.after_commit(lambda: answered(_nothing))
+
+            return replied
+
+        for k in owners:
+            self._ask(k, None, "txn-rollback", [txn], one(k))
+        return True
+
+    def _prepare_parts(
+        self,
+        c: _Commit,
+        publishes: Sequence[tuple[Node, QueuedMessage]],
+        acks: Sequence[tuple[Node, QueuedMessage]],
+        *,
+        create: bool = False,
+    ) -> bool:
+        """Ask each owner ``publishes`` and ``acks`` reach to prepare its part (False: none)."""
         for node, msg in publishes:
             if isinstance(node, RemoteNode):
                 self._part(c, node)[1].append([node.name, encode_record(msg), create])
@@ -174,30 +244,42 @@ class Transactions:
         return replied
 
     def _decide(self, txn: bytes, c: _Commit) -> None:
+        """Every owner answered ``txn``'s prepare: commit it (a branch: hold it prepared)."""
         del self.preparing[txn]
         owners = set(c.parts)
         if c.failed is not None:
             log.warning("transaction %s rolled back: %s", txn.hex(), c.failed)
             for k in owners:
                 self._ask(k, None, "txn-rollback", [txn], _ignored)
-            failed = PreconditionFailed(f"tx.commit failed: {c.failed}")
+            failed = PreconditionFailed(f"{'prepare' if c.key is not None else 'tx.commit'} failed: {c.failed}")
 
             def fail() -> None:
                 raise failed
 
             c.answered(fail)
             return
+        for node, msg in c.acks:
+            node.forget_held(msg)  # (its owner acknowledges it at the commit: not sent again)
+        if c.key is not None:  # a branch: awaiting its decision (recorded with the front end's own prepare)
+            record = HeldWork(AWAITING, txn + bytes([len(owners)]) + bytes(sorted(owners)) + c.key, self.broker.journal)
+            record.prepare(_nothing)
+            self.awaiting[c.key] = (txn, owners, record)
+            c.answered(_nothing)
+            return
+        self._commit_all(txn, owners, c.apply, c.answered)
+
+    def _commit_all(self, txn: bytes, owners: set[int], apply: Callable[[], None], answered: Answered[None]) -> None:
+        """Record the decision to commit ``txn`` with ``apply`` (this worker's own part) in one
+        store batch, then tell its ``owners``; ``answered`` once every owner committed."""
         # the decision and this worker's own part: one store batch (nothing yields between)
         decision = HeldWork(DECIDED, txn + bytes(sorted(owners)), self.broker.journal)
         decision.prepare(_nothing)
-        for node, msg in c.acks:
-            node.forget_held(msg)  # (its owner acknowledges it at the commit: not sent again)
         absorbed: list[Callable[[], None]] = []
         links = [self.links[k] for k in owners]
         for nodes in links:
             nodes.absorbing = absorbed.append
         try:
-            c.apply()
+            apply()
         except Exception:  # (a front end's bug: it must not fail the internal link it came on)
             log.exception("transaction %s: applying its own part failed; its owners commit theirs", txn.hex())
         finally:
@@ -215,7 +297,7 @@ class Transactions:
                     if not left:
                         for on_stored in absorbed:
                             on_stored()
-                        c.answered(_nothing)
+                        answered(_nothing)
 
                 return replied
 
@@ -310,7 +392,7 @@ class Transactions:
         """What this worker, the coordinator, says of ``txn`` to an owner that holds it prepared."""
         if txn in self.decided:
             return "commit"
-        if txn in self.preparing:
+        if txn in self.preparing or any(t == txn for t, _, _ in self.awaiting.values()):
             return "wait"
         return "rollback"
 

@@ -1,0 +1,212 @@
+"""0-10 transactions at ``workers = 2``: ``dtx`` branches are the broker's, not the worker's
+of the session that did their work, and a ``tx.commit`` over queues of both workers is
+two-phase.
+
+``amqp10 broker --workers 2`` on 127.0.0.1, a bare 0-10 peer on each worker (pinned by
+``connection.start``'s server properties): a branch started on worker 0 moves a message
+between a queue worker 1 owns and queues of both workers; a session on worker 1 prepares,
+recovers, commits or rolls it back, and a prepared branch outlives a SIGKILL of every
+process; a ``tx.commit`` on worker 0 that reaches worker 1's queues completes only once
+worker 1 applied its part. Every wait is bounded; none is a timed assertion.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.amqp010.peer import SocketPeer, struct
+from tests.broker.test_workers import Parent
+
+from .test_amqp010_processes import UNLIMITED, counts, one_on_each, publish, refused
+from .test_processes import owned_by
+
+pytestmark = pytest.mark.slow
+
+OK, RBROLLBACK = 0, 1
+
+
+def xid(name: bytes) -> object:
+    return struct("xid", format=0, global_id=name, branch_id=b"b1")
+
+
+def declare(p: SocketPeer, *names: str) -> None:
+    for name in names:
+        p.call("queue.declare", queue=name, durable=True)
+
+
+def status(p: SocketPeer, command: str, **values: object) -> int:
+    r = p.call(command, **values)
+    assert r is not None
+    return int(r["status"])
+
+
+def in_doubt(p: SocketPeer) -> list[bytes]:
+    r = p.call("dtx.recover")
+    assert r is not None
+    return sorted(bytes(x["global_id"]) for x in r["in_doubt"])
+
+
+def move(p: SocketPeer, x: object, source: str, targets: list[str]) -> None:
+    """In branch ``x`` on ``p``: accept the first message of ``source``, publish "moved" to
+    each of ``targets``; the branch ended (not prepared)."""
+    p.call("dtx.select")
+    assert status(p, "dtx.start", xid=x) == OK
+    p.call("message.subscribe", queue=source, destination="mover", accept_mode=0, acquire_mode=0)
+    p.call("message.flow", destination="mover", unit=0, value=1)
+    p.call("message.flow", destination="mover", unit=1, value=UNLIMITED)
+    (t,) = p.wait("message.transfer")
+    assert t.body == b"first"
+    p.call("message.accept", transfers=((t.id, t.id),))
+    p.call("message.cancel", destination="mover")
+    for target in targets:
+        publish(p, target, b"moved", durable=True)
+    assert status(p, "dtx.end", xid=x) == OK
+
+
+def bodies(p: SocketPeer, queue: str, n: int) -> list[bytes]:
+    """The first ``n`` messages of ``queue``, browsed (left there)."""
+    p.call("message.subscribe", queue=queue, destination="look", accept_mode=1, acquire_mode=1)
+    p.call("message.flow", destination="look", unit=0, value=n)
+    p.call("message.flow", destination="look", unit=1, value=UNLIMITED)
+    got = [t.body for t in p.wait("message.transfer", n)]
+    p.call("message.cancel", destination="look")
+    return got
+
+
+def queues() -> tuple[str, str, str]:
+    """A source queue worker 1 owns, and a target queue of each worker."""
+    return owned_by(1, "dtxsource"), owned_by(0, "dtxtarget"), owned_by(1, "dtxtarget")
+
+
+def fill(p: SocketPeer, source: str, *targets: str) -> None:
+    declare(p, source, *targets)
+    publish(p, source, b"first", durable=True)
+    publish(p, source, b"second", durable=True)
+
+
+def test_a_branch_started_on_one_worker_is_prepared_recovered_and_committed_from_the_other(broker: Parent) -> None:
+    source, here, there = queues()
+    with one_on_each(broker) as peers:
+        fill(peers[1], source, here, there)
+        move(peers[0], xid(b"moved"), source, [here, there])
+        assert status(peers[1], "dtx.prepare", xid=xid(b"moved")) == OK
+        assert in_doubt(peers[0]) == in_doubt(peers[1]) == [b"moved"]  # listed from either worker
+        assert [counts(peers[1], q)[0] for q in (source, here, there)] == [1, 0, 0]  # held, not applied
+        assert status(peers[1], "dtx.commit", xid=xid(b"moved"), one_phase=False) == OK
+        # the commit's answer came once every part was applied: seen from either worker
+        for p in peers.values():
+            assert [counts(p, q)[0] for q in (source, here, there)] == [1, 1, 1]
+            assert in_doubt(p) == []
+        assert bodies(peers[0], source, 1) == [b"second"]
+
+
+def test_a_prepared_branch_is_rolled_back_from_the_other_worker(broker: Parent) -> None:
+    source, here, there = queues()
+    with one_on_each(broker) as peers:
+        fill(peers[0], source, here, there)
+        move(peers[0], xid(b"undone"), source, [here, there])
+        assert status(peers[0], "dtx.prepare", xid=xid(b"undone")) == OK
+        assert status(peers[1], "dtx.rollback", xid=xid(b"undone")) == OK
+        for p in peers.values():
+            assert [counts(p, q)[0] for q in (source, here, there)] == [2, 0, 0]
+            assert in_doubt(p) == []
+        assert bodies(peers[1], source, 2) == [b"first", b"second"]
+        # it is gone everywhere: committing it now finds no branch
+        cid = peers[1].command("dtx.commit", xid=xid(b"undone"), one_phase=False)
+        peers[1].flush()
+        (exc,) = peers[1].wait("execution.exception")
+        assert exc["command_id"] == cid and exc["error_code"] == 404
+
+
+def test_a_branch_is_committed_in_one_phase_from_the_other_worker(broker: Parent) -> None:
+    source, here, there = queues()
+    with one_on_each(broker) as peers:
+        fill(peers[1], source, here, there)
+        move(peers[0], xid(b"one-phase"), source, [here, there])
+        assert status(peers[1], "dtx.commit", xid=xid(b"one-phase"), one_phase=True) == OK
+        for p in peers.values():
+            assert [counts(p, q)[0] for q in (source, here, there)] == [1, 1, 1]
+
+
+def test_an_xid_another_worker_holds_is_known_already(broker: Parent) -> None:
+    with one_on_each(broker) as peers:
+        declare(peers[0], "dtxknown")
+        peers[0].call("dtx.select")
+        assert status(peers[0], "dtx.start", xid=xid(b"taken")) == OK
+        publish(peers[0], "dtxknown", b"held")
+        peers[1].call("dtx.select")
+        code, text = refused(peers[1], "dtx.start", 1, xid=xid(b"taken"))
+        assert code == 530 and "known already" in text  # not-allowed, as on one broker
+        assert status(peers[0], "dtx.end", xid=xid(b"taken")) == OK
+        assert status(peers[0], "dtx.commit", xid=xid(b"taken"), one_phase=True) == OK
+        assert counts(peers[0], "dtxknown")[0] == 1
+
+
+def test_a_prepared_branch_over_both_workers_outlives_a_sigkill_of_every_process(tmp_path: Path) -> None:
+    source, here, there = queues()
+    broker = Parent(tmp_path)
+    try:
+        broker.wait_listening()
+        with one_on_each(broker) as peers:
+            fill(peers[1], source, here, there)
+            move(peers[0], xid(b"killed"), source, [here, there])
+            assert status(peers[0], "dtx.prepare", xid=xid(b"killed")) == OK
+    finally:
+        broker.stop()  # SIGKILL: right after the prepare was answered
+    broker = Parent(tmp_path)
+    try:
+        broker.wait_listening()
+        with one_on_each(broker) as peers:
+            assert in_doubt(peers[0]) == in_doubt(peers[1]) == [b"killed"]
+            # its accepted message is still the branch's (acquired on worker 1), its publishes held
+            assert [counts(peers[0], q)[0] for q in (source, here, there)] == [1, 0, 0]
+            assert bodies(peers[0], source, 1) == [b"second"]
+            assert status(peers[1], "dtx.commit", xid=xid(b"killed"), one_phase=False) == OK
+            for p in peers.values():
+                assert [counts(p, q)[0] for q in (source, here, there)] == [1, 1, 1]
+                assert in_doubt(p) == []
+    finally:
+        broker.stop()
+
+
+def test_a_tx_commit_over_both_workers_completes_once_every_owner_applied_its_part(tmp_path: Path) -> None:
+    """Worker 1 stopped while a session on worker 0 commits an accept of worker 1's queue and
+    publishes to both workers' queues: the commit is two-phase (worker 0 asks worker 1 to
+    prepare) and completes only after worker 1, let go, committed its part; then every
+    count is the committed one, from either worker."""
+    source, here, there = queues()
+    broker = Parent(tmp_path, args=("--no-http", "--log-level", "debug"))
+    try:
+        broker.wait_listening()
+        with one_on_each(broker) as peers:
+            fill(peers[1], source, here, there)
+            p = peers[0]
+            p.call("tx.select")
+            p.call("message.subscribe", queue=source, destination="taker", accept_mode=0, acquire_mode=0)
+            p.call("message.flow", destination="taker", unit=0, value=1)
+            p.call("message.flow", destination="taker", unit=1, value=UNLIMITED)
+            (t,) = p.wait("message.transfer")
+            p.call("message.accept", transfers=((t.id, t.id),))
+            p.call("message.cancel", destination="taker")
+            for q in (here, there):
+                publish(p, q, b"committed", durable=True)
+            pid = broker.worker_pids()[1]
+            mark = len(broker.lines)
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                p.command("tx.commit")
+                p.flush()
+                broker.wait_for(r"worker=0 .*its parts asked to prepare on workers \[1\]", mark)
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            # (a command after it waits for the commit to complete)
+            assert counts(p, there)[0] == 1
+            for peer in peers.values():
+                assert [counts(peer, q)[0] for q in (source, here, there)] == [1, 1, 1]
+            assert bodies(peers[1], source, 1) == [b"second"]
+    finally:
+        broker.stop()
