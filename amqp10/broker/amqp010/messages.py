@@ -47,7 +47,7 @@ with this error code and text."""
 
 
 def _nothing() -> None:
-    """The answer of a drain: nothing but that it is done."""
+    """An answer that is nothing but that the command is done (a drain, a commit)."""
 
 
 def _full(x: Exchange, key: str) -> str:
@@ -374,6 +374,3 @@ class TxCommands:
     def rollback(self, s: Amqp010Session, c: Compound) -> None:
         self._work(s)
 
-
-def _nothing() -> None:
-    return None
