@@ -18,8 +18,7 @@ Clients (``--clients``), each a family of workloads:
 
 Workloads of each family: one queue (one producer, one consumer) and ``Q`` queues with a
 producer and a consumer each (producer ``i`` and consumer ``i`` on queue ``wb<i>``),
-100-byte messages. Brokers: ours with every ``--workers`` count (``workers`` > 1 runs with
-``AMQP10_WORKERS_PREVIEW=1``) and the family's peer (``--no-peers``: none). Each round runs
+100-byte messages. Brokers: ours with every ``--workers`` count and the family's peer (``--no-peers``: none). Each round runs
 every workload on a fresh broker of each kind (RabbitMQ, slow to start, once a round, a
 queue of its own per family), the order of the brokers alternating between rounds. Peers
 are started as ``bench/compare.py`` and ``bench/amqp091_bench.py`` start them (RabbitMQ
@@ -55,7 +54,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from amqp10.broker.workers.supervisor import PREVIEW_ENV  # noqa: E402
 from amqp10.cli.bench.harness import (  # noqa: E402
     BROKER_CONFIG,
     BenchConfig,
@@ -162,7 +160,7 @@ def started(workers: int) -> Iterator[tuple[BrokerProcess, list[int], str]]:
     try:
         conf = tmp / "b.toml"
         conf.write_text(f"workers = {workers}\n" + BROKER_CONFIG)
-        env = {**os.environ, PREVIEW_ENV: "1", "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
         argv = [sys.executable, "-m", "amqp10.cli", "broker", "--port", "0", "--no-http",
                 "--data-dir", str(tmp), "--config", str(conf)]  # fmt: skip
         b = BrokerProcess(argv, name=f"amqp10 broker, {workers} worker(s)", env=env, cwd=str(tmp))

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/workers_spread.py --connections 32 --rounds 3
 
-Starts ``amqp10 broker --workers 2`` (``AMQP10_WORKERS_PREVIEW=1``) once with the
+Starts ``amqp10 broker --workers 2`` once with the
 supervisor's SO_REUSEPORT slots and once with one socket shared by both workers (what
 it does where SO_REUSEPORT does not balance), opens the connections all at once, then
 one after another, and counts which worker took each (the ``amqp10:worker`` open
@@ -37,7 +37,7 @@ sys.exit(main(sys.argv[2:]))
 
 def start(mode: str, data_dir: str) -> tuple[subprocess.Popen[str], int]:
     """The broker with 2 workers; its port once both listen."""
-    env = {**os.environ, "AMQP10_WORKERS_PREVIEW": "1"}
+    env = dict(os.environ)
     argv = [sys.executable, "-c", _RUNNER, mode, "broker", "--port", "0", "--no-http",
             "--data-dir", data_dir, "--workers", "2"]  # fmt: skip
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)

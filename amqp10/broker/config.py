@@ -589,8 +589,7 @@ class BrokerConfig(_Model):
     workers: int | Literal["auto"] = Field(
         default=1,
         description="broker processes behind the same ports ('auto': one per core); 1: one process, "
-        "no supervisor. More than 1 is not built for every client yet (issue 31: AMQP 1.0 on "
-        "queues is): refused unless AMQP10_WORKERS_PREVIEW=1 (development only)",
+        "no supervisor. More than 1 runs on the SQLite store only (one file per worker)",
     )
 
     @field_validator("workers", mode="before")

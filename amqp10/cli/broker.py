@@ -37,9 +37,8 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     )
     b.add_argument(
         "--workers",
-        help="broker processes behind the same ports, a number or 'auto' (one per core; default 1). "
-        "More than 1 is not built for every client yet (AMQP 1.0 on queues is): refused unless "
-        "AMQP10_WORKERS_PREVIEW=1 (development only)",
+        help="broker processes behind the same ports, a number or 'auto' (one per core; default 1); "
+        "more than 1 runs on the SQLite store only",
     )
     b.set_defaults(func=cmd_broker)
     return b

@@ -33,14 +33,11 @@ HTTP_LISTENING = r'logger=amqp10\.broker msg="HTTP on 127\.0\.0\.1:(\d+)'
 
 def broker_command(*args: str, workers: int = 1) -> tuple[list[str], dict[str, str]]:
     """``amqp10 broker ARGS`` with this interpreter, as ``workers`` processes: its argv and
-    environment (at N > 1 ``--workers N`` and issue 31's preview switch)."""
+    environment (at N > 1 ``--workers N``)."""
     argv = [sys.executable, "-m", "amqp10.cli", "broker", *args]
     env = dict(os.environ)
     if workers > 1:
-        from amqp10.broker.workers.supervisor import PREVIEW_ENV
-
         argv += ["--workers", str(workers)]
-        env[PREVIEW_ENV] = "1"
     return argv, env
 
 

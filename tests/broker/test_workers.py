@@ -1,8 +1,7 @@
 """``workers`` > 1: the supervisor and its worker processes, as real processes on 127.0.0.1.
 
-Until nodes are shared between workers (issue 31) the CLI refuses ``workers`` > 1 unless
-``AMQP10_WORKERS_PREVIEW=1``; these tests set it. Each worker says which it is in its
-open frame's properties (``amqp10:worker``), so a client can tell who served it.
+Each worker says which it is in its open frame's properties (``amqp10:worker``), so a
+client can tell who served it.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ import pytest
 import amqp10
 from amqp10.broker.amqp1.frontend import WORKER_PROPERTY
 from amqp10.broker.config import load_config
-from amqp10.broker.workers.supervisor import PREVIEW_ENV, not_built, worker_config
+from amqp10.broker.workers.supervisor import not_built, worker_config
 from amqp10.cli._common import KeyValueFormatter
 from amqp10.errors import ConnectError
 from amqp10.io.net import REUSE_PORT_BALANCES, bind_for_workers
@@ -50,7 +49,7 @@ class Parent:
     def _start(self, args: Sequence[str], workers: int) -> None:
         self.workers = workers
         args = [*args, "--workers", str(workers)]
-        env = {**os.environ, PREVIEW_ENV: "1"}
+        env = dict(os.environ)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "amqp10.cli", "broker", *args],
             stdin=subprocess.DEVNULL,
@@ -147,16 +146,17 @@ def wait_until_gone(pids: list[int]) -> None:
         time.sleep(0.05)
 
 
-def test_more_than_one_worker_is_refused_without_the_preview_switch(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != PREVIEW_ENV}
+def test_more_than_one_worker_on_postgresql_is_refused_in_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "amqp10.toml"
+    config.write_text('[store]\nbackend = "postgresql"\ndsn = "postgresql://127.0.0.1:1/none"\n')
     r = subprocess.run(
-        [sys.executable, "-m", "amqp10.cli", "broker", "--port", "0", "--data-dir", str(tmp_path), "--workers", "2"],
-        capture_output=True, text=True, env=env, timeout=WAIT, stdin=subprocess.DEVNULL,
+        [sys.executable, "-m", "amqp10.cli", "broker", "--config", str(config), "--workers", "2"],
+        capture_output=True, text=True, timeout=WAIT, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1
-    assert "workers = 2 is not built yet" in r.stderr and PREVIEW_ENV in r.stderr
-    assert not list(tmp_path.iterdir())  # nothing was bound or stored
+    assert "workers = 2 runs on the SQLite store only" in r.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["amqp10.toml"]  # nothing was bound or stored
 
 
 def test_a_bad_workers_value_names_the_field(tmp_path: Path) -> None:
@@ -173,10 +173,11 @@ def test_the_config_model_and_what_each_worker_gets(tmp_path: Path) -> None:
     assert load_config(workers="auto").worker_count() >= 1
     assert load_config(workers="3").worker_count() == 3
     one = load_config(store={"path": str(tmp_path / "amqp10.sqlite3")})
-    assert not_built(one, {}) is None  # one process: nothing to refuse
+    assert not_built(one) is None  # one process: nothing to refuse
     three = one.model_copy(update={"workers": 3})
-    assert "not built yet" in (not_built(three, {}) or "")
-    assert not_built(three, {PREVIEW_ENV: "1"}) is None
+    assert not_built(three) is None
+    on_postgresql = load_config(workers=3, store={"backend": "postgresql", "dsn": "postgresql://127.0.0.1/x"})
+    assert "SQLite store only" in (not_built(on_postgresql) or "")
     paths = {worker_config(three, i).store.path for i in (0, 1, 2)}
     assert paths == {tmp_path / f"amqp10.worker{i}.sqlite3" for i in (0, 1, 2)}
     assert worker_config(three, 2).listeners == three.listeners

@@ -32,9 +32,9 @@ links (:mod:`.peers`): AMQP 1.0 clients on queues see one broker. The parent is 
 the metadata's sequencer (:class:`~.metadata.Sequencer`, served in its ``select`` loop):
 exchanges, bindings, queues, policies and users are the same on every worker, in one
 order. Management, ``/metrics``, connection limits and the memory alarm count the whole
-broker (:mod:`.whole`). The rest (0-9-1 consumers of another worker's queues,
-transactions, streams) is not wired yet, so :func:`not_built` refuses
-``workers`` > 1 unless the development switch :data:`PREVIEW_ENV` is set.
+broker (:mod:`.whole`). What is not across workers yet is listed in
+``docs/architecture.md`` ("Not yet at N > 1"); :func:`not_built` refuses ``workers`` > 1
+only on the PostgreSQL store, which is not shared by workers yet.
 """
 
 from __future__ import annotations
@@ -59,7 +59,6 @@ from . import counters
 from .metadata import METADATA_FILE, Sequencer
 
 __all__ = [
-    "PREVIEW_ENV",
     "STOP_SECONDS",
     "Supervisor",
     "WorkerRunner",
@@ -68,11 +67,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("amqp10.broker.workers")
-
-PREVIEW_ENV = "AMQP10_WORKERS_PREVIEW"
-"""Set to 1 to run ``workers`` > 1 before all of it is built: one broker for AMQP 1.0
-clients on queues; what is not wired yet (0-9-1, exchanges across workers, transactions,
-streams) sees each worker's nodes only. For development and tests."""
 
 STOP_SECONDS = 15.0
 """How long a stop waits for the workers' graceful shutdown before it kills them."""
@@ -92,17 +86,11 @@ WorkerRunner: TypeAlias = Callable[[int, BrokerConfig, Sockets], int]
 SIGINT and returns the worker's exit code."""
 
 
-def not_built(config: BrokerConfig, environ: Mapping[str, str] = os.environ) -> str | None:
+def not_built(config: BrokerConfig) -> str | None:
     """Why ``config`` cannot run as asked (one line), or None."""
     n = config.worker_count()
     if n == 1:
         return None
-    if environ.get(PREVIEW_ENV) != "1":
-        return (
-            f"workers = {n} is not built yet for every client: AMQP 1.0 clients on queues see one "
-            "broker, but 0-9-1 consumers of another worker's queues, transactions and streams are "
-            f"not wired (issue 31); {PREVIEW_ENV}=1 runs it, for development only"
-        )
     if config.store.backend != "sqlite":
         return f"workers = {n} runs on the SQLite store only for now (one file per worker)"
     return None
