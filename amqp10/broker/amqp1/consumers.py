@@ -356,7 +356,7 @@ class Consumers:
             if session is not None:  # e.g. a Service Bus session receiver: its session's messages only
                 filters = {**(filters or {}), **session[0]}
                 view = session[1] if view is None else _both(view, session[1])
-        resumable = isinstance(queue, Queue) and not browse and not queue.dynamic
+        resumable = not browse and _resumable(queue)
         record = ctx.take_suspended(link, source.address, queue if resumable else None)
         if wanted.applied:
             filters = {**(filters or {}), **wanted.applied}
@@ -602,7 +602,7 @@ class Consumers:
         """Keep a lost consumer's unsettled messages acquired for its resumption; False: not kept."""
         recovery = self.ctx.broker.recovery
         q = c.node
-        if not recovery.enabled or not c.in_flight or c.browse or not isinstance(q, Queue) or q.dynamic:
+        if not recovery.enabled or not c.in_flight or c.browse or not _resumable(q):
             return False
         _, topic, source, sub = _attached(c)
         if isinstance(topic, Topic) and not (sub is not None and sub.durable):
@@ -656,6 +656,14 @@ def _attached(c: LinkConsumer) -> tuple[Any, Any, Any, Any]:
     """What the attach left on ``c``'s link: (consumer, topic, source, subscription)."""
     ctx = c.link.context
     return ctx if isinstance(ctx, tuple) else (None, None, None, None)
+
+
+def _resumable(node: Node) -> bool:
+    """Whether a consumer of ``node`` can be kept for its link's resumption: one of a queue
+    (not a dynamic node), this worker's or another's (whose stand-in keeps what the lost
+    consumer held acquired on the owner, for the resumed link to settle)."""
+    return isinstance(node, NodeElsewhere) or (isinstance(node, Queue) and not node.dynamic)
+
 
 def _constant(value: float, _entry: object) -> float:
     return value

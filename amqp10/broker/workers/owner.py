@@ -107,6 +107,7 @@ from .remote import (
     RESULTS,
     ROUTED,
     SUBSCRIPTION,
+    TOPIC_COPY,
     UNDELIVERABLE,
     UNREADABLE,
     VHOST,
@@ -309,17 +310,21 @@ class _ByName(Node):
     each publish; unroutable while there is no such queue (nothing is made). A direct
     reply-to address of a requester here (core/replies.py) takes its replies too, and our
     copy of a 1.0 topic, reached from its copy on the other worker (``Topic.copies``), sends
-    to our subscriptions."""
+    to our subscriptions: made here by its first message if the metadata that makes it has
+    not come yet (``topic``: the link says it is a topic's copy, :data:`TOPIC_COPY`)."""
 
-    def __init__(self, vhost: VirtualHost, name: str) -> None:
+    def __init__(self, vhost: VirtualHost, name: str, *, topic: bool = False) -> None:
         super().__init__(name, QueuePolicy())
         self._vhost = vhost
+        self._topic = topic
 
     def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
         q = self._vhost.queue(self.name)
         if q is not None:
             return q.publish(msg, on_stored)
         topic = self._vhost.nodes.get(self.name)
+        if topic is None and self._topic:
+            topic = self._vhost.lookup(self.name, create=True, kind="topic")
         if isinstance(topic, Topic):
             return topic.publish_here(msg, on_stored)
         requester = self._vhost.broker.replies.consumer(self._vhost, self.name)
@@ -475,7 +480,8 @@ class NodeServer:
         if vhost is None:
             return None
         if props and props.get(ROUTED):  # by name at each publish, as the default exchange routes
-            return _ByName(vhost, str(address or ""))  # ("": no queue has it, so unroutable)
+            # ("": no queue has it, so unroutable)
+            return _ByName(vhost, str(address or ""), topic=bool(props.get(TOPIC_COPY)))
         if not address:
             return None
         if DirectReplies.is_reply_address(str(address)) and str(address) not in vhost.nodes:

@@ -100,6 +100,7 @@ __all__ = [
     "REQUESTS_ADDRESS",
     "ROUTED",
     "SUBSCRIPTION",
+    "TOPIC_COPY",
     "PUBLISH_RESULTS",
     "REFUSED_IN_PART",
     "RESULTS",
@@ -156,6 +157,10 @@ it, and no outcome comes back."""
 ROUTED = symbol("routed")
 """In a publishing link's properties: its messages go to the queue by name, as the default
 exchange routes them (unroutable if the owner has no such queue; none is made)."""
+TOPIC_COPY = symbol("topic-copy")
+"""In a routed publishing link's properties: its node is the owner's copy of a 1.0 topic
+(every worker has one: ``Topic.copies``), which the owner makes if it has none yet (the
+metadata that makes it there may come after the topic's first message)."""
 SUBSCRIPTION = symbol("subscription")
 """In a consuming link's properties: [topic, key, durable] of the 1.0 topic subscription it
 consumes (the owner makes it on its copy of the topic, as a broker of one worker does at
@@ -282,6 +287,8 @@ class RemoteNode(NodeElsewhere):
         self.unavailable: str | None = None
         """Why the owner cannot be reached (the link failed), or None."""
         self.space_listeners: set[Callable[[], None]] = set()
+        self.topic_copy = False
+        """Whether it stands in for the owner's copy of a 1.0 topic (:data:`TOPIC_COPY`)."""
 
     def room(self) -> int | None:
         """How many more messages its publishers here may send: the credit the owner gives
@@ -1102,7 +1109,7 @@ class RemoteNodes:
             f"publish:{next(self._names)}",
             source=Source(address=self.container_id),
             target=Target(address=node.name),
-            properties=node._properties(**{ROUTED: routed}),
+            properties=node._properties(**{ROUTED: routed, TOPIC_COPY: routed and node.topic_copy}),
         )
         sender.context = node
         sender.attach()
