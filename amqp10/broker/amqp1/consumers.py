@@ -324,7 +324,7 @@ class Consumers:
             sub = subscription_for(
                 ctx.remote_container_id, link.name, source.capabilities, durable=durable, unique=uuid.uuid4().hex
             )
-            elsewhere = ctx.vhost.subscription_elsewhere(node, sub.key) if sub.durable or sub.shared else None
+            elsewhere = ctx.vhost.subscription_elsewhere(node.name, sub.key) if sub.durable or sub.shared else None
             if elsewhere is not None:  # one queue on the worker that owns its name (it applies the filters)
                 queue = elsewhere  # type: ignore[assignment]
             else:
@@ -460,14 +460,23 @@ class Consumers:
         durable = None
         if bool(source.durable) and source.expiry_policy == "never":  # kept by name until closed
             durable = subscription_for(ctx.remote_container_id, link.name, source.capabilities, durable=True, unique="").key
-        sub = wildcards_of(ctx.vhost).subscribe(pattern, durable)
+        elsewhere = None if durable is None else ctx.vhost.subscription_elsewhere(pattern, durable)
+        sub = None if elsewhere is not None else wildcards_of(ctx.vhost).subscribe(pattern, durable)
         link.attach(
             target=echo(link.remote_target, Target),
             source=source_answer(
                 source, address=source.address, browse=False, filters=None, capabilities=[symbol("topic")]
             ),
         )
-        self._add(link, LinkConsumer(ctx, link, sub.queue, browse=False), sub, source, None)
+        if sub is not None:
+            self._add(link, LinkConsumer(ctx, link, sub.queue, browse=False), sub, source, None)
+            return
+        # a durable one is one queue, on the worker that owns its name (which makes it and
+        # keeps it bound to the topics that match), wherever it is attached
+        assert elsewhere is not None
+        consumer = LinkConsumer(ctx, link, elsewhere, browse=False)  # type: ignore[arg-type]
+        consumer.subscription = [pattern, durable, True]
+        self._add(link, consumer, None, source, None)
 
     def _attach_existing_subscription(self, link: Sender) -> None:
         """A null source: the JMS mapping's look-up of a durable subscription by its link
@@ -636,9 +645,9 @@ class Consumers:
         if isinstance(topic, WildcardSubscription):
             if closed or not topic.durable:  # a durable one stays until a detach that closes it
                 wildcards_of(vhost).unsubscribe(topic)
-        elif isinstance(topic, Topic) and c.node.kind == "remote":  # kept by another worker: it ends it there
-            if closed and c.subscription is not None and c.subscription[2]:
-                c.node.ask_unsubscribe(topic.name, c.subscription[1])  # type: ignore[union-attr]
+        elif c.node.kind == "remote" and c.subscription is not None:  # kept by another worker: it ends it there
+            if closed and c.subscription[2]:  # (a topic's or a topic pattern's)
+                c.node.ask_unsubscribe(str(c.subscription[0]), str(c.subscription[1]))  # type: ignore[union-attr]
         elif isinstance(topic, Topic):
             durable = sub is not None and sub.durable
             # a shared subscription stays while any of its consumers does (JMS unsubscribes

@@ -50,6 +50,7 @@ from ...transport.delivery import Delivery
 from ...types import Accepted, Error, ErrorCondition, Rejected
 from ..amqp1.filters import consumer_filters
 from ..amqp1.termini import stream_offset
+from ..amqp1.topics import wildcards_of
 from ..core import (
     Broker,
     ConsumeResult,
@@ -65,6 +66,7 @@ from ..core import (
     Stream,
     Topic,
     VirtualHost,
+    is_pattern,
 )
 from ..core.replies import DirectReplies
 from .link import (
@@ -489,6 +491,8 @@ class NodeServer:
         subscription = props.get(SUBSCRIPTION) if props else None
         if subscription is not None and isinstance(link, Sender):  # (of our copy of a 1.0 topic)
             topic_name, key, durable = subscription
+            if is_pattern(str(topic_name)):  # a durable wildcard subscription's (made, or kept, here)
+                return wildcards_of(vhost).subscribe(str(topic_name), str(key)).queue
             topic = vhost.lookup(str(topic_name), create=True, kind="topic")
             if not isinstance(topic, Topic):
                 return None
@@ -816,6 +820,14 @@ class NodeServer:
 
     def _unsubscribe(self, vhost: Any, args: list[Any]) -> list[Any]:
         _, topic_name, key = args
+        if is_pattern(topic_name):  # a durable wildcard subscription's
+            wildcards = wildcards_of(vhost)
+            kept = wildcards.durable.get(key)
+            if kept is None or kept.pattern != topic_name:
+                return [0]
+            count = kept.queue.count
+            wildcards.unsubscribe(kept)
+            return [count]
         topic = vhost.nodes.get(topic_name)
         q = topic.subscriptions.get(key) if isinstance(topic, Topic) else None
         if q is None:

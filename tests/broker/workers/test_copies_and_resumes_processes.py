@@ -12,6 +12,9 @@ link-resume scenarios with each client pinned to a worker.
   (the messages stay held for it on the owner), so the answer carries the unsettled
   map and the deliveries are resumed and settled on the new link (before, such a
   consumer was not suspended at all: the answer carried no unsettled map).
+- A durable wildcard subscription made on one worker and attached again (same container
+  id, same link name) on the other: one queue, on the worker that owns its name, with
+  what matched meanwhile; closing it there ends it (before, each worker made its own).
 
 Real processes on 127.0.0.1; every wait is bounded, none is a timed assertion.
 """
@@ -20,16 +23,19 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 
 import pytest
 
-from amqp10.client import Connection
+from amqp10.client import Connection, connect
 from amqp10.client.receiver import Receiver as ClientReceiver
 from amqp10.message import Message
-from amqp10.types import Accepted, Source
+from amqp10.types import Accepted, Source, symbol
 from tests.broker.test_workers import WAIT, Parent
 
 from .test_processes import one_on_each, owned_by
+from .test_resumption_processes import worker_of
 from .test_topics import drain, subscribe
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
@@ -40,7 +46,9 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-async def test_a_topic_new_to_the_subscribers_worker_reaches_its_wildcard_subscribers(broker: Parent) -> None:
+async def test_a_topic_new_to_the_subscribers_worker_reaches_its_wildcard_subscribers(
+    broker: Parent,
+) -> None:
     async with one_on_each(broker) as conns:
         for a in (0, 1):
             b = 1 - a
@@ -98,3 +106,39 @@ async def test_a_consumer_of_the_other_workers_queue_is_resumed(broker: Parent) 
     async with one_on_each(broker) as conns:
         for w in (0, 1):
             await _resume(conns[w], owned_by(1 - w, f"resumed-elsewhere{w}-"))
+
+
+@asynccontextmanager
+async def on_worker(p: Parent, worker: int, container_id: str) -> AsyncIterator[Connection]:
+    """A connection of ``container_id`` that worker ``worker`` serves (the others opened
+    on the way are closed after)."""
+    async with AsyncExitStack() as stack:
+        for _ in range(64):
+            conn = await stack.enter_async_context(
+                await connect(f"amqp://127.0.0.1:{p.port}", timeout=WAIT, container_id=container_id)
+            )
+            if worker_of(conn) == worker:
+                yield conn
+                return
+        raise AssertionError(f"no connection landed on worker {worker}")
+
+
+async def test_a_durable_wildcard_subscription_is_one_on_every_worker(broker: Parent) -> None:
+    for made, again in ((0, 1), (1, 0)):
+        cid = f"wild{made}"
+        durable = Source(address=f"topic://wild{made}.*", durable=2, expiry_policy=symbol("never"))
+        async with on_worker(broker, made, cid) as conn:
+            await (await conn.open_receiver(None, name="sub", source=durable, credit=0)).detach()
+            sender = await conn.open_sender(f"topic://wild{made}.x")
+            for i in range(3):
+                assert isinstance(await sender.send(Message(body=i), timeout=WAIT), Accepted)
+        async with on_worker(broker, again, cid) as conn:
+            r = await conn.open_receiver(None, name="sub", source=durable, credit=10)
+            assert await drain(r) == [0, 1, 2]  # what matched while it was detached
+            await r.close()  # closed: unsubscribed, on whichever worker keeps it
+        async with on_worker(broker, made, cid) as conn:
+            sender = await conn.open_sender(f"topic://wild{made}.x")
+            assert isinstance(await sender.send(Message(body="gone"), timeout=WAIT), Accepted)
+            r = await conn.open_receiver(None, name="sub", source=durable, credit=10)
+            assert await drain(r) == []  # a new subscription: the old one and its message went
+            await r.close()
