@@ -164,7 +164,8 @@ metadata that makes it there may come after the topic's first message)."""
 SUBSCRIPTION = symbol("subscription")
 """In a consuming link's properties: [topic, key, durable] of the 1.0 topic subscription it
 consumes (the owner makes it on its copy of the topic, as a broker of one worker does at
-the consumer's attach)."""
+the consumer's attach; a topic pattern's, a durable wildcard subscription, among its
+wildcard subscriptions)."""
 EXCLUSIVE = symbol("exclusive")
 """In a consuming link's properties: its consumer wants the queue to itself."""
 MAKE = symbol("make")
