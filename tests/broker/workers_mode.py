@@ -61,18 +61,10 @@ NOT_YET: dict[str, str] = {
         r"amqp010/test_amqp010_dtx_restart\.py::\w+\[postgresql",
     "Service Bus sessions (a session receiver's lock, next-available) and a dead-letter's "
     "reason on another worker's queue": r"next_available|dead_letter_error_description|max_delivery_count_dead_letters",
-    "a durable wildcard subscription is kept on the worker it was made on (an attach on "
-    "another worker makes another)": r"durable_wildcard_subscription",
     # (interop31) the azure-servicebus SDK's column of the interop matrix: its $management
     # operations on one entity (schedule, peek, sessions) answered by a worker that does not
     # own it, its dead-letter reasons, and topics' shared subscriptions across workers
     "Service Bus on another worker's entities": r"azuresb-ours",
-    # (found by the first CI run of the whole selection, 2026-11-29: each failed 1 to 3 of 4
-    # runs, by where the kernel put the connections) the interop matrix's link-resume
-    # scenario when the re-attach lands on the other worker (its answer carries no
-    # unsettled map), and its topic-wildcard scenario (a wildcard subscriber and the
-    # publisher on different workers)
-    "the matrix's link resumption and topic wildcards across workers": r"-ours-(ws-|wss-)?(link-resume|topic-wildcard)\]",
 }
 """What is not yet across workers, and the tests of it (by the words of their id and code),
 deselected at N > 1."""

@@ -314,7 +314,7 @@ class Consumers:
             sub = subscription_for(
                 ctx.remote_container_id, link.name, source.capabilities, durable=durable, unique=uuid.uuid4().hex
             )
-            elsewhere = ctx.vhost.subscription_elsewhere(node, sub.key) if sub.durable or sub.shared else None
+            elsewhere = ctx.vhost.subscription_elsewhere(node.name, sub.key) if sub.durable or sub.shared else None
             if elsewhere is not None:  # one queue on the worker that owns its name (it applies the filters)
                 queue = elsewhere  # type: ignore[assignment]
             else:
@@ -346,7 +346,7 @@ class Consumers:
             if session is not None:  # e.g. a Service Bus session receiver: its session's messages only
                 filters = {**(filters or {}), **session[0]}
                 view = session[1] if view is None else _both(view, session[1])
-        resumable = isinstance(queue, Queue) and not browse and not queue.dynamic
+        resumable = not browse and _resumable(queue)
         record = ctx.take_suspended(link, source.address, queue if resumable else None)
         if wanted.applied:
             filters = {**(filters or {}), **wanted.applied}
@@ -450,14 +450,23 @@ class Consumers:
         durable = None
         if bool(source.durable) and source.expiry_policy == "never":  # kept by name until closed
             durable = subscription_for(ctx.remote_container_id, link.name, source.capabilities, durable=True, unique="").key
-        sub = wildcards_of(ctx.vhost).subscribe(pattern, durable)
+        elsewhere = None if durable is None else ctx.vhost.subscription_elsewhere(pattern, durable)
+        sub = None if elsewhere is not None else wildcards_of(ctx.vhost).subscribe(pattern, durable)
         link.attach(
             target=echo(link.remote_target, Target),
             source=source_answer(
                 source, address=source.address, browse=False, filters=None, capabilities=[symbol("topic")]
             ),
         )
-        self._add(link, LinkConsumer(ctx, link, sub.queue, browse=False), sub, source, None)
+        if sub is not None:
+            self._add(link, LinkConsumer(ctx, link, sub.queue, browse=False), sub, source, None)
+            return
+        # a durable one is one queue, on the worker that owns its name (which makes it and
+        # keeps it bound to the topics that match), wherever it is attached
+        assert elsewhere is not None
+        consumer = LinkConsumer(ctx, link, elsewhere, browse=False)  # type: ignore[arg-type]
+        consumer.subscription = [pattern, durable, True]
+        self._add(link, consumer, None, source, None)
 
     def _attach_existing_subscription(self, link: Sender) -> None:
         """A null source: the JMS mapping's look-up of a durable subscription by its link
@@ -599,7 +608,7 @@ class Consumers:
         """Keep a lost consumer's unsettled messages acquired for its resumption; False: not kept."""
         recovery = self.ctx.broker.recovery
         q = c.node
-        if not recovery.enabled or not c.in_flight or c.browse or not isinstance(q, Queue) or q.dynamic:
+        if not recovery.enabled or not c.in_flight or c.browse or not _resumable(q):
             return False
         _, topic, source, sub = _attached(c)
         if isinstance(topic, Topic) and not (sub is not None and sub.durable):
@@ -633,9 +642,9 @@ class Consumers:
         if isinstance(topic, WildcardSubscription):
             if closed or not topic.durable:  # a durable one stays until a detach that closes it
                 wildcards_of(vhost).unsubscribe(topic)
-        elif isinstance(topic, Topic) and c.node.kind == "remote":  # kept by another worker: it ends it there
-            if closed and c.subscription is not None and c.subscription[2]:
-                c.node.ask_unsubscribe(topic.name, c.subscription[1])  # type: ignore[union-attr]
+        elif c.node.kind == "remote" and c.subscription is not None:  # kept by another worker: it ends it there
+            if closed and c.subscription[2]:  # (a topic's or a topic pattern's)
+                c.node.ask_unsubscribe(str(c.subscription[0]), str(c.subscription[1]))  # type: ignore[union-attr]
         elif isinstance(topic, Topic):
             durable = sub is not None and sub.durable
             # a shared subscription stays while any of its consumers does (JMS unsubscribes
@@ -653,6 +662,14 @@ def _attached(c: LinkConsumer) -> tuple[Any, Any, Any, Any]:
     """What the attach left on ``c``'s link: (consumer, topic, source, subscription)."""
     ctx = c.link.context
     return ctx if isinstance(ctx, tuple) else (None, None, None, None)
+
+
+def _resumable(node: Node) -> bool:
+    """Whether a consumer of ``node`` can be kept for its link's resumption: one of a queue
+    (not a dynamic node), this worker's or another's (whose stand-in keeps what the lost
+    consumer held acquired on the owner, for the resumed link to settle)."""
+    return isinstance(node, NodeElsewhere) or (isinstance(node, Queue) and not node.dynamic)
+
 
 def _constant(value: float, _entry: object) -> float:
     return value

@@ -236,14 +236,15 @@ class VirtualHost:
             self.journal.submit((_store.NODE, self.name, name, "subscription", "{}"))
         return q
 
-    def subscription_elsewhere(self, topic: Topic, key: str) -> NodeElsewhere | None:
-        """With several workers: the stand-in for subscription ``key`` of ``topic`` if another
-        worker owns its name (one queue, wherever its consumers are: a durable or shared
-        subscription's). None if it is this worker's (always, with one worker)."""
+    def subscription_elsewhere(self, topic: str, key: str) -> NodeElsewhere | None:
+        """With several workers: the stand-in for subscription ``key`` of topic (or topic
+        pattern) ``topic`` if another worker owns its name (one queue, wherever its consumers
+        are: a durable or shared subscription's, a durable wildcard one's). None if it is
+        this worker's (always, with one worker)."""
         placement = self.broker.placement
         if placement is None:
             return None
-        node = placement(self.name, f"{topic.name}::{key}")
+        node = placement(self.name, f"{topic}::{key}")
         return node if isinstance(node, NodeElsewhere) else None
 
     def pattern_subscription(self, pattern: str, key: str) -> Queue:

@@ -50,6 +50,7 @@ from ...transport.delivery import Delivery
 from ...types import Accepted, Error, ErrorCondition, Rejected
 from ..amqp1.filters import consumer_filters
 from ..amqp1.termini import stream_offset
+from ..amqp1.topics import wildcards_of
 from ..core import (
     Broker,
     ConsumeResult,
@@ -65,6 +66,7 @@ from ..core import (
     Stream,
     Topic,
     VirtualHost,
+    is_pattern,
 )
 from ..core.replies import DirectReplies
 from . import bytecredit
@@ -115,6 +117,7 @@ from .remote import (
     RESULTS,
     ROUTED,
     SUBSCRIPTION,
+    TOPIC_COPY,
     UNDELIVERABLE,
     UNREADABLE,
     VHOST,
@@ -364,17 +367,21 @@ class _ByName(Node):
     each publish; unroutable while there is no such queue (nothing is made). A direct
     reply-to address of a requester here (core/replies.py) takes its replies too, and our
     copy of a 1.0 topic, reached from its copy on the other worker (``Topic.copies``), sends
-    to our subscriptions."""
+    to our subscriptions: made here by its first message if the metadata that makes it has
+    not come yet (``topic``: the link says it is a topic's copy, :data:`TOPIC_COPY`)."""
 
-    def __init__(self, vhost: VirtualHost, name: str) -> None:
+    def __init__(self, vhost: VirtualHost, name: str, *, topic: bool = False) -> None:
         super().__init__(name, QueuePolicy())
         self._vhost = vhost
+        self._topic = topic
 
     def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
         q = self._vhost.queue(self.name)
         if q is not None:
             return q.publish(msg, on_stored)
         topic = self._vhost.nodes.get(self.name)
+        if topic is None and self._topic:
+            topic = self._vhost.lookup(self.name, create=True, kind="topic")
         if isinstance(topic, Topic):
             return topic.publish_here(msg, on_stored)
         requester = self._vhost.broker.replies.consumer(self._vhost, self.name)
@@ -532,7 +539,8 @@ class NodeServer:
         if vhost is None:
             return None
         if props and props.get(ROUTED):  # by name at each publish, as the default exchange routes
-            return _ByName(vhost, str(address or ""))  # ("": no queue has it, so unroutable)
+            # ("": no queue has it, so unroutable)
+            return _ByName(vhost, str(address or ""), topic=bool(props.get(TOPIC_COPY)))
         if not address:
             return None
         if DirectReplies.is_reply_address(str(address)) and str(address) not in vhost.nodes:
@@ -540,6 +548,8 @@ class NodeServer:
         subscription = props.get(SUBSCRIPTION) if props else None
         if subscription is not None and isinstance(link, Sender):  # (of our copy of a 1.0 topic)
             topic_name, key, durable = subscription
+            if is_pattern(str(topic_name)):  # a durable wildcard subscription's (made, or kept, here)
+                return wildcards_of(vhost).subscribe(str(topic_name), str(key)).queue
             topic = vhost.lookup(str(topic_name), create=True, kind="topic")
             if not isinstance(topic, Topic):
                 return None
@@ -898,6 +908,14 @@ class NodeServer:
 
     def _unsubscribe(self, vhost: Any, args: list[Any]) -> list[Any]:
         _, topic_name, key = args
+        if is_pattern(topic_name):  # a durable wildcard subscription's
+            wildcards = wildcards_of(vhost)
+            kept = wildcards.durable.get(key)
+            if kept is None or kept.pattern != topic_name:
+                return [0]
+            count = kept.queue.count
+            wildcards.unsubscribe(kept)
+            return [count]
         topic = vhost.nodes.get(topic_name)
         q = topic.subscriptions.get(key) if isinstance(topic, Topic) else None
         if q is None:

@@ -149,7 +149,10 @@ class Placement:
     def copies(self, vhost: str, name: str) -> list[Node]:
         """The stand-ins for node ``name`` on every other worker (of a node every worker has
         a copy of: a 1.0 topic), whoever owns the name."""
-        return [self.links[k].node(vhost, name) for k in sorted(self.links)]
+        copies = [self.links[k].node(vhost, name) for k in sorted(self.links)]
+        for copy in copies:
+            copy.topic_copy = True  # (the owner makes its copy if the metadata did not yet)
+        return list(copies)
 
     def __call__(self, vhost: str, name: str) -> RemoteNode | None:
         owner = self.ownership.owner(vhost, name)

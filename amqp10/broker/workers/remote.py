@@ -113,6 +113,7 @@ __all__ = [
     "REQUESTS_ADDRESS",
     "ROUTED",
     "SUBSCRIPTION",
+    "TOPIC_COPY",
     "PUBLISH_RESULTS",
     "REFUSED_IN_PART",
     "RESULTS",
@@ -169,10 +170,15 @@ it, and no outcome comes back."""
 ROUTED = symbol("routed")
 """In a publishing link's properties: its messages go to the queue by name, as the default
 exchange routes them (unroutable if the owner has no such queue; none is made)."""
+TOPIC_COPY = symbol("topic-copy")
+"""In a routed publishing link's properties: its node is the owner's copy of a 1.0 topic
+(every worker has one: ``Topic.copies``), which the owner makes if it has none yet (the
+metadata that makes it there may come after the topic's first message)."""
 SUBSCRIPTION = symbol("subscription")
 """In a consuming link's properties: [topic, key, durable] of the 1.0 topic subscription it
 consumes (the owner makes it on its copy of the topic, as a broker of one worker does at
-the consumer's attach)."""
+the consumer's attach; a topic pattern's, a durable wildcard subscription, among its
+wildcard subscriptions)."""
 EXCLUSIVE = symbol("exclusive")
 """In a consuming link's properties: its consumer wants the queue to itself."""
 MAKE = symbol("make")
@@ -315,6 +321,8 @@ class RemoteNode(NodeElsewhere):
         self.held_kind: str | None = None
         """The kind of the owner's node (``queue``, ``stream``...), as its answer to a consumer's
         link said (:data:`KIND`); None before one."""
+        self.topic_copy = False
+        """Whether it stands in for the owner's copy of a 1.0 topic (:data:`TOPIC_COPY`)."""
 
     def stream_offset(self, msg: QueuedMessage) -> int | None:
         """A stream's delivery carries its offset in its record (``seq``), as the owner's
@@ -1284,7 +1292,7 @@ class RemoteNodes:
             f"publish:{next(self._names)}",
             source=Source(address=self.container_id),
             target=Target(address=node.name),
-            properties=node._properties(**{ROUTED: routed}),
+            properties=node._properties(**{ROUTED: routed, TOPIC_COPY: routed and node.topic_copy}),
         )
         sender.context = node
         sender.attach()
