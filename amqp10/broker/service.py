@@ -296,6 +296,7 @@ class BrokerService:
                     from .workers.resumption import LinksElsewhere
 
                     LinksElsewhere(self.broker, whole.point, peers).install(whole.ops)
+                    peers.install(whole.ops)  # (what crosses the internal links unsettled)
                 if self.broker is not None:
                     tg.start_soon(self._release_scheduled)
                     tg.start_soon(self._expire_leases)

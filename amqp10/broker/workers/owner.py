@@ -184,10 +184,13 @@ class LinkConsumer:
 
     Its credit is in messages, granted by the other worker in control records; what the
     node delivers in one turn goes as one pre-settled transfer, each message with a
-    reference that the consumer's outcome names."""
+    reference that the consumer's outcome names. A browser's copies (``browse``: 1.0's
+    ``copy`` distribution mode, 0-10's not-acquired subscription) are settled by no one:
+    each goes with reference 0 and is kept on neither side (a ``message.acquire`` of one
+    names its seq: ``NodeServer._acquire``)."""
 
     __slots__ = (
-        "_pending", "_refs", "_server", "allowed", "at_most_once", "browse", "budget", "exclusive", "id", "in_flight",
+        "_pending", "_pending_msgs", "_refs", "_server", "allowed", "at_most_once", "browse", "budget", "exclusive", "id", "in_flight",
         "link", "measure", "node", "priority", "selector", "short",
     )  # fmt: skip
 
@@ -215,7 +218,8 @@ class LinkConsumer:
         self.in_flight: dict[int, QueuedMessage] = {}
         """Reference -> a message sent and not settled yet."""
         self._refs = itertools.count(1)
-        self._pending: list[int] = []  # references of this turn, not yet sent
+        self._pending: list[int] = []  # references of this turn, not yet sent (0: a browser's copy)
+        self._pending_msgs: list[QueuedMessage] = []  # their messages
         self.selector: Callable[[QueuedMessage], bool] | None = None
         """What of the node it sees (the other worker's consumer's selector or filters)."""
         self.at_most_once = False
@@ -250,27 +254,32 @@ class LinkConsumer:
         if self.browse and isinstance(node, Queue):  # (a copy: it carries what it copies, for an acquire)
             msg.seq = node.browsers.get(self.id, 0)
         self.allowed -= 1
-        ref = next(self._refs)
-        self.in_flight[ref] = msg
         if not self._pending:
             self._server.batch_ready(self)
+        if self.browse:  # (a copy: no outcome comes for it, so nothing is kept)
+            ref = 0
+        else:
+            ref = next(self._refs)
+            self.in_flight[ref] = msg
         self._pending.append(ref)
+        self._pending_msgs.append(msg)
 
     def send_batch(self) -> None:
         """This turn's deliveries go as one transfer."""
         refs = self._pending
         if not refs:
             return
-        self._pending = []
+        msgs = self._pending_msgs
+        self._pending, self._pending_msgs = [], []
         link = self.link
         if not link.is_attached:
             return  # (released with the rest of what it held, as the link went)
-        in_flight = self.in_flight
-        records = [encode_record(in_flight[r]) for r in refs]
-        if self.at_most_once:  # done with as it is sent, as a no-ack delivery on one broker
+        records = [encode_record(m) for m in msgs]
+        if self.at_most_once and not self.browse:  # done with as it is sent, as a no-ack delivery on one broker
             ack = self.node.ack
+            pop = self.in_flight.pop
             for r in refs:
-                ack(in_flight.pop(r))
+                ack(pop(r))
             refs = [0] * len(refs)
         link.send(encode_deliveries(refs, records), settled=True, message_format=DELIVERY_FORMAT)  # type: ignore[attr-defined]
 
@@ -339,7 +348,7 @@ class LinkConsumer:
         """The peer's consumer went: every message it held goes back to the node."""
         node = self.node
         in_flight, self.in_flight = self.in_flight, {}
-        self._pending = []
+        self._pending, self._pending_msgs = [], []
         for msg in in_flight.values():
             node.release(msg)
 
@@ -515,6 +524,11 @@ class NodeServer:
         self._gets.release_unsettled()
         self.publishing.clear()
         self._subscriptions.clear()  # (kept: the other worker's consumers come back to them)
+
+    def unsettled(self) -> int:
+        """How many of our messages the peer worker's consumers (and its ``basic.get``s) hold
+        unsettled (none of a browser's copies: see :class:`LinkConsumer`)."""
+        return sum(len(c.in_flight) for c in self.consumers.values()) + len(self._gets.in_flight)
 
     # -- links --------------------------------------------------------------------------------
     def wrote(self) -> None:
