@@ -23,7 +23,15 @@ from amqp10.message import Message
 from amqp10.types import Accepted, Source, symbol
 from tests.broker.test_workers import WAIT, Parent
 
-from .test_amqp010_processes import BYTES, MESSAGES, UNLIMITED, one_on_each, publish
+from .test_amqp010_processes import (
+    BYTES,
+    MESSAGES,
+    UNLIMITED,
+    counts,
+    counts_become,
+    one_on_each,
+    publish,
+)
 from .test_processes import one_on_each as amqp1_one_on_each
 from .test_processes import owned_by
 
@@ -81,8 +89,11 @@ def test_a_0_10_browser_of_another_workers_queue_leaves_nothing_held(broker: Par
         assert both(tmp_path, owner) == (1, 1)
         p.call("message.accept", transfers=((browsed[0].id, browsed[0].id),))
         both_become(tmp_path, owner, (0, 0))
-        r = p.call("queue.query", queue=name)
-        assert r is not None and r["message_count"] == N - 1
+        assert counts(p, name) == (N - 1, 1)
+        # cancelled, the browser leaves the queue as it was: no copy goes back onto it
+        p.call("message.cancel", destination="browser")
+        counts_become(p, name, (N - 1, 0))
+        assert both(tmp_path, owner) == (0, 0)
 
 
 @pytest.mark.anyio
