@@ -190,7 +190,7 @@ class LinkConsumer:
     names its seq: ``NodeServer._acquire``)."""
 
     __slots__ = (
-        "_pending", "_pending_msgs", "_refs", "_server", "allowed", "at_most_once", "browse", "budget", "exclusive", "id", "in_flight",
+        "_copies", "_pending", "_refs", "_server", "allowed", "at_most_once", "browse", "budget", "exclusive", "id", "in_flight",
         "link", "measure", "node", "priority", "selector", "short",
     )  # fmt: skip
 
@@ -218,8 +218,8 @@ class LinkConsumer:
         self.in_flight: dict[int, QueuedMessage] = {}
         """Reference -> a message sent and not settled yet."""
         self._refs = itertools.count(1)
-        self._pending: list[int] = []  # references of this turn, not yet sent (0: a browser's copy)
-        self._pending_msgs: list[QueuedMessage] = []  # their messages
+        self._pending: list[int] = []  # references of this turn, not yet sent
+        self._copies: list[QueuedMessage] = []  # a browser's copies of this turn, not yet sent (none kept)
         self.selector: Callable[[QueuedMessage], bool] | None = None
         """What of the node it sees (the other worker's consumer's selector or filters)."""
         self.at_most_once = False
@@ -251,37 +251,45 @@ class LinkConsumer:
                 node.release(msg)
                 return
             self.budget = max(budget - size, 0)
-        if self.browse and isinstance(node, Queue):  # (a copy: it carries what it copies, for an acquire)
-            msg.seq = node.browsers.get(self.id, 0)
         self.allowed -= 1
+        if self.browse:  # a copy: no outcome comes for it, so none is kept
+            if isinstance(node, Queue):  # (it carries what it copies, for an acquire)
+                msg.seq = node.browsers.get(self.id, 0)
+            if not self._copies:
+                self._server.batch_ready(self)
+            self._copies.append(msg)
+            return
+        ref = next(self._refs)
+        self.in_flight[ref] = msg
         if not self._pending:
             self._server.batch_ready(self)
-        if self.browse:  # (a copy: no outcome comes for it, so nothing is kept)
-            ref = 0
-        else:
-            ref = next(self._refs)
-            self.in_flight[ref] = msg
         self._pending.append(ref)
-        self._pending_msgs.append(msg)
 
     def send_batch(self) -> None:
-        """This turn's deliveries go as one transfer."""
+        """This turn's deliveries go as one transfer (a browser's copies with reference 0)."""
+        if self.browse:
+            copies, self._copies = self._copies, []
+            if copies and self.link.is_attached:
+                self._send([0] * len(copies), [encode_record(m) for m in copies])
+            return
         refs = self._pending
         if not refs:
             return
-        msgs = self._pending_msgs
-        self._pending, self._pending_msgs = [], []
+        self._pending = []
         link = self.link
         if not link.is_attached:
             return  # (released with the rest of what it held, as the link went)
-        records = [encode_record(m) for m in msgs]
-        if self.at_most_once and not self.browse:  # done with as it is sent, as a no-ack delivery on one broker
+        in_flight = self.in_flight
+        records = [encode_record(in_flight[r]) for r in refs]
+        if self.at_most_once:  # done with as it is sent, as a no-ack delivery on one broker
             ack = self.node.ack
-            pop = self.in_flight.pop
             for r in refs:
-                ack(pop(r))
+                ack(in_flight.pop(r))
             refs = [0] * len(refs)
-        link.send(encode_deliveries(refs, records), settled=True, message_format=DELIVERY_FORMAT)  # type: ignore[attr-defined]
+        self._send(refs, records)
+
+    def _send(self, refs: list[int], records: list[bytes]) -> None:
+        self.link.send(encode_deliveries(refs, records), settled=True, message_format=DELIVERY_FORMAT)  # type: ignore[attr-defined]
 
     def grant(self, n: int) -> None:
         self.allowed += n
@@ -348,7 +356,7 @@ class LinkConsumer:
         """The peer's consumer went: every message it held goes back to the node."""
         node = self.node
         in_flight, self.in_flight = self.in_flight, {}
-        self._pending, self._pending_msgs = [], []
+        self._pending, self._copies = [], []
         for msg in in_flight.values():
             node.release(msg)
 
