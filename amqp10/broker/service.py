@@ -296,6 +296,7 @@ class BrokerService:
                     from .workers.resumption import LinksElsewhere
 
                     LinksElsewhere(self.broker, whole.point, peers).install(whole.ops)
+                    peers.install(whole.ops)  # (what crosses the internal links unsettled)
                     # what a front end keeps on one worker, named on another (0-10's dtx branches)
                     from .workers.others import OtherWorkers
 

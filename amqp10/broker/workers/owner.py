@@ -187,10 +187,13 @@ class LinkConsumer:
 
     Its credit is in messages, granted by the other worker in control records; what the
     node delivers in one turn goes as one pre-settled transfer, each message with a
-    reference that the consumer's outcome names."""
+    reference that the consumer's outcome names. A browser's copies (``browse``: 1.0's
+    ``copy`` distribution mode, 0-10's not-acquired subscription) are settled by no one:
+    each goes with reference 0 and is kept on neither side (a ``message.acquire`` of one
+    names its seq: ``NodeServer._acquire``)."""
 
     __slots__ = (
-        "_pending", "_refs", "_server", "allowed", "at_most_once", "browse", "budget", "exclusive", "id", "in_flight",
+        "_copies", "_pending", "_refs", "_server", "allowed", "at_most_once", "browse", "budget", "exclusive", "id", "in_flight",
         "link", "measure", "node", "priority", "selector", "short",
     )  # fmt: skip
 
@@ -219,6 +222,7 @@ class LinkConsumer:
         """Reference -> a message sent and not settled yet."""
         self._refs = itertools.count(1)
         self._pending: list[int] = []  # references of this turn, not yet sent
+        self._copies: list[QueuedMessage] = []  # a browser's copies of this turn, not yet sent (none kept)
         self.selector: Callable[[QueuedMessage], bool] | None = None
         """What of the node it sees (the other worker's consumer's selector or filters)."""
         self.at_most_once = False
@@ -250,9 +254,14 @@ class LinkConsumer:
                 node.release(msg)
                 return
             self.budget = max(budget - size, 0)
-        if self.browse and isinstance(node, Queue):  # (a copy: it carries what it copies, for an acquire)
-            msg.seq = node.browsers.get(self.id, 0)
         self.allowed -= 1
+        if self.browse:  # a copy: no outcome comes for it, so none is kept
+            if isinstance(node, Queue):  # (it carries what it copies, for an acquire)
+                msg.seq = node.browsers.get(self.id, 0)
+            if not self._copies:
+                self._server.batch_ready(self)
+            self._copies.append(msg)
+            return
         ref = next(self._refs)
         self.in_flight[ref] = msg
         if not self._pending:
@@ -260,7 +269,12 @@ class LinkConsumer:
         self._pending.append(ref)
 
     def send_batch(self) -> None:
-        """This turn's deliveries go as one transfer."""
+        """This turn's deliveries go as one transfer (a browser's copies with reference 0)."""
+        if self.browse:
+            copies, self._copies = self._copies, []
+            if copies and self.link.is_attached:
+                self._send([0] * len(copies), [encode_record(m) for m in copies])
+            return
         refs = self._pending
         if not refs:
             return
@@ -275,7 +289,10 @@ class LinkConsumer:
             for r in refs:
                 ack(in_flight.pop(r))
             refs = [0] * len(refs)
-        link.send(encode_deliveries(refs, records), settled=True, message_format=DELIVERY_FORMAT)  # type: ignore[attr-defined]
+        self._send(refs, records)
+
+    def _send(self, refs: list[int], records: list[bytes]) -> None:
+        self.link.send(encode_deliveries(refs, records), settled=True, message_format=DELIVERY_FORMAT)  # type: ignore[attr-defined]
 
     def grant(self, n: int) -> None:
         self.allowed += n
@@ -342,7 +359,7 @@ class LinkConsumer:
         """The peer's consumer went: every message it held goes back to the node."""
         node = self.node
         in_flight, self.in_flight = self.in_flight, {}
-        self._pending = []
+        self._pending, self._copies = [], []
         for msg in in_flight.values():
             node.release(msg)
 
@@ -522,6 +539,11 @@ class NodeServer:
         self._gets.release_unsettled()
         self.publishing.clear()
         self._subscriptions.clear()  # (kept: the other worker's consumers come back to them)
+
+    def unsettled(self) -> int:
+        """How many of our messages the peer worker's consumers (and its ``basic.get``s) hold
+        unsettled (none of a browser's copies: see :class:`LinkConsumer`)."""
+        return sum(len(c.in_flight) for c in self.consumers.values()) + len(self._gets.in_flight)
 
     # -- links --------------------------------------------------------------------------------
     def wrote(self) -> None:

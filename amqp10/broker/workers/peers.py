@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import anyio
 from anyio.abc import TaskStatus
@@ -36,7 +37,7 @@ from .questions import AnswerMemo
 from .remote import RemoteNodes
 from .transactions import Transactions
 
-__all__ = ["CONNECT_SECONDS", "REDIAL_FIRST", "REDIAL_MAX", "Peers", "socket_path"]
+__all__ = ["CONNECT_SECONDS", "REDIAL_FIRST", "REDIAL_MAX", "UNSETTLED", "Peers", "socket_path"]
 
 log = logging.getLogger("amqp10.broker.workers")
 
@@ -45,6 +46,9 @@ REDIAL_MAX = 2.0
 """The back-off between attempts to open an internal link (seconds): doubling from the first to the most."""
 CONNECT_SECONDS = 10.0
 """How long a starting worker waits for its links to every other worker before it serves anyway."""
+UNSETTLED = "unsettled"
+"""The control question (:mod:`.control`) a worker answers with what crosses its internal
+links unsettled: ``{"sent": n, "held": n}`` (:meth:`Peers.unsettled`)."""
 
 
 def container_of(worker: int) -> str:
@@ -126,6 +130,21 @@ class Peers:
             if remote is not None and remote.container_id == container_id and isinstance(link.handler, NodeServer):
                 return link.handler
         return None
+
+    def install(self, ops: dict[str, Callable[[Mapping[str, Any]], Awaitable[Any]]]) -> None:
+        """Answer :data:`UNSETTLED` among this worker's control operations ``ops``."""
+
+        async def unsettled(args: Mapping[str, Any]) -> dict[str, int]:
+            return self.unsettled()
+
+        ops[UNSETTLED] = unsettled
+
+    def unsettled(self) -> dict[str, int]:
+        """``sent``: this worker's messages that other workers' consumers hold unsettled;
+        ``held``: other workers' messages that this worker's consumers hold unsettled.
+        Both are 0 when nothing is unsettled (a browser's copies are not kept)."""
+        sent = sum(link.handler.unsettled() for link in self.served if isinstance(link.handler, NodeServer))
+        return {"sent": sent, "held": sum(nodes.unsettled() for nodes in self.links.values())}
 
     def after_publishes(self, then: Callable[[], None]) -> None:
         """Run ``then`` once every other worker has answered what this one published to it

@@ -764,10 +764,11 @@ class RemoteNode(NodeElsewhere):
             feed.bytes_out = max(feed.bytes_out - sum(bytecredit.cost(m, measure) for _, m in arrived), 0)
         if feed.stopping:  # sent before the owner heard its consumer was cancelled: back they go
             for ref, _ in arrived:
-                self._nodes.control(OUTCOME, feed.id, ref, RELEASE, 0.0)
+                if ref:  # (0: nothing to give back: a browser's copy, or one sent at most once)
+                    self._nodes.control(OUTCOME, feed.id, ref, RELEASE, 0.0)
             return
         for ref, msg in arrived:
-            if ref:  # (0: the owner was done with it as it sent it: at most once)
+            if ref:  # (0: the owner was done with it as it sent it: at most once, or a browser's copy)
                 held[msg] = ref
                 feed_of[msg] = feed
             if not waiting and c.credit() > 0:
@@ -820,6 +821,11 @@ class RemoteNode(NodeElsewhere):
     def via(self) -> RemoteNodes:
         """The internal link to its owner."""
         return self._nodes
+
+    def unsettled(self) -> int:
+        """How many of the owner's messages its consumers here hold unsettled (none of a
+        browser's copies: the owner keeps none)."""
+        return len(self._feed_of)
 
     def held_ref(self, msg: QueuedMessage) -> tuple[int, int] | None:
         """(consumer id, the owner's reference) of ``msg``, delivered here and not settled yet."""
@@ -1226,6 +1232,10 @@ class RemoteNodes:
         self._waiting, self._arming = [], []
         for then in done:  # (what they waited for is refused: nothing more comes)
             then()
+
+    def unsettled(self) -> int:
+        """How many of the owner's messages this worker's consumers hold unsettled."""
+        return sum(node.unsettled() for node in self.nodes.values())
 
     def when_answered(self, then: Callable[[], None]) -> None:
         """Run ``then`` once the owner has answered every publish sent to it so far, this
