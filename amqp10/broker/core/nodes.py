@@ -358,6 +358,12 @@ class NodeElsewhere(Node):
         one broker has them before it reads the client's next method."""
         raise NotImplementedError
 
+    def changed(self, msg: QueuedMessage) -> None:
+        """Its consumer here changed ``msg``'s bytes before giving its outcome (a Service
+        Bus dead-letter reason in its application properties): the outcome takes them to
+        where it is held, whose copy is the one dead-lettered or delivered again."""
+        raise NotImplementedError
+
 
 def answer_now(answer: Callable[[], None]) -> None:
     """What a front end does with an owner's answer that completes a held command

@@ -87,10 +87,12 @@ from .remote import (
     ACCEPT,
     ADMITTED,
     AT_MOST_ONCE,
+    CHANGED_OUTCOME,
     CONSUME_RESULTS,
     CONSUMER_ID,
     CONSUMER_TIMEOUT,
     CONTROL_ADDRESS,
+    DELIVERY_LIMIT,
     EXCLUSIVE,
     FAILED,
     GETS,
@@ -402,6 +404,7 @@ class NodeServer:
             "unsubscribe": self._unsubscribe,
             "cancel": self._cancelled,
             "settled": self._settled,
+            CHANGED_OUTCOME: self._changed_outcome,
         }
 
     # -- LinkHandler --------------------------------------------------------------------------
@@ -561,6 +564,9 @@ class NodeServer:
             timeout = node.policy.consumer_timeout
             if timeout is not None:  # (the consumer's front end, on the other worker, applies it)
                 link.properties[CONSUMER_TIMEOUT] = float(timeout)
+            limit = node.policy.delivery_limit
+            if limit is not None:  # (and reads this)
+                link.properties[DELIVERY_LIMIT] = int(limit)
             link.attach(source=link.remote_source, target=link.remote_target)
             if not admitted:
                 link.detach(
@@ -817,6 +823,22 @@ class NodeServer:
         count = q.count
         vhost.drop_subscription(topic, q)
         return [count]
+
+    def _changed_outcome(self, vhost: Any, args: list[Any]) -> list[Any]:
+        """An outcome from the other worker's consumer with the message as it changed it
+        (:meth:`~.remote.RemoteNode.changed`): our copy takes its bytes, then the outcome."""
+        _, consumer_id, ref, code, due, data = args
+        held = self.delivered(int(consumer_id), int(ref))
+        if held is None:
+            return []  # its link went meanwhile (released), or asked again after the link came back
+        msg = held[1]
+        msg.data = bytes(data)
+        msg.forget_fields()
+        if consumer_id == GETS:
+            self._gets.settled(int(ref), int(code), float(due))
+        else:
+            self._by_remote_id[int(consumer_id)].settled(int(ref), int(code), float(due))
+        return []
 
     @staticmethod
     def _cancelled(vhost: Any, args: list[Any]) -> list[Any]:

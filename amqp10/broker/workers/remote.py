@@ -89,8 +89,10 @@ __all__ = [
     "ADMITTED",
     "AT_MOST_ONCE",
     "CONSUME_RESULTS",
+    "CHANGED_OUTCOME",
     "CONSUMER_TIMEOUT",
     "CREDIT_BATCH",
+    "DELIVERY_LIMIT",
     "EXCLUSIVE",
     "GETS",
     "LIMITED",
@@ -180,6 +182,13 @@ CONSUME_RESULTS: tuple[ConsumeResult, ...] = tuple(ConsumeResult)
 CONSUMER_TIMEOUT = symbol("consumer-timeout")
 """In the owner's answer to a consuming link: its node's consumer timeout (seconds; absent:
 none), which the consumer's front end here applies (core/consumer_timeout.py)."""
+DELIVERY_LIMIT = symbol("delivery-limit")
+"""In the owner's answer to a consuming link: its node's delivery limit (absent: none), which
+the consumer's front end here reads (a Service Bus consumer names the dead-letter reason of
+the delivery that reaches it: ``MaxDeliveryCountExceeded``)."""
+CHANGED_OUTCOME = "outcome"
+"""The question that carries an outcome with the message as its consumer here changed it
+(:meth:`RemoteNode.changed`): the owner puts the bytes in its copy, then applies the outcome."""
 GETS = 0
 """The consumer id, in control records, of what ``basic.get`` took (no consumer has id 0)."""
 REQUESTS_ADDRESS = "$requests"
@@ -282,6 +291,8 @@ class RemoteNode(NodeElsewhere):
         self.unavailable: str | None = None
         """Why the owner cannot be reached (the link failed), or None."""
         self.space_listeners: set[Callable[[], None]] = set()
+        self._changed: set[QueuedMessage] = set()
+        """Delivered here, not settled yet, and changed by their consumers (:meth:`changed`)."""
 
     def room(self) -> int | None:
         """How many more messages its publishers here may send: the credit the owner gives
@@ -524,12 +535,17 @@ class RemoteNode(NodeElsewhere):
         link.context = (self, feed)
 
     def _admitted(
-        self, feed: _Feed, code: int, timeout: float | None = None, why: str | None = None
+        self,
+        feed: _Feed,
+        code: int,
+        timeout: float | None = None,
+        why: str | None = None,
+        limit: int | None = None,
     ) -> None:
         """The owner answered ``feed``'s attach: its consumer is admitted, or not (code: an
         index into :data:`CONSUME_RESULTS`; :data:`NO_NODE`: it has no such node); ``timeout``:
         the node's consumer timeout there, which this worker's front ends apply to what its
-        consumers hold."""
+        consumers hold; ``limit``: its delivery limit there, which they read."""
         if code == NO_NODE:
             self._no_node(feed, NotFound(f"no queue '{self.name}' in vhost '{self.vhost}'"))
             return
@@ -549,8 +565,9 @@ class RemoteNode(NodeElsewhere):
         elif not result:  # opened again after the owner's restart, and another holds it now
             consumer.cancelled()
         if result:
-            if timeout != self.policy.consumer_timeout:
-                self.policy = self.policy.model_copy(update={"consumer_timeout": timeout})
+            policy = self.policy
+            if timeout != policy.consumer_timeout or limit != policy.delivery_limit:
+                self.policy = policy.model_copy(update={"consumer_timeout": timeout, "delivery_limit": limit})
             self._top_up(feed)
 
     def _no_node(self, feed: _Feed, missing: ModelError) -> None:
@@ -603,6 +620,8 @@ class RemoteNode(NodeElsewhere):
         feed_of = self._feed_of
         for msg in feed.held:
             feed_of.pop(msg, None)
+        if self._changed:
+            self._changed.difference_update(feed.held)
         feed.held.clear()
         feed.waiting.clear()
 
@@ -675,12 +694,22 @@ class RemoteNode(NodeElsewhere):
             if feed.stopping and not feed.held:
                 self._close(feed)
 
+    def changed(self, msg: QueuedMessage) -> None:
+        if msg in self._feed_of:
+            self._changed.add(msg)
+
     def _settle(self, msg: QueuedMessage, code: int, due: float | None = None) -> None:
         feed = self._feed_of.pop(msg, None)
         if feed is None:
             return  # its link went (the owner released it) or it was settled already
         ref = feed.held.pop(msg)
-        self._nodes.control(OUTCOME, feed.id, ref, code, 0.0 if due is None else due)
+        due = 0.0 if due is None else due
+        if self._changed and msg in self._changed:  # the owner's copy takes its new bytes first
+            self._changed.discard(msg)
+            args = [feed.id, ref, code, due, msg.data]
+            self._nodes.ask(self, [CHANGED_OUTCOME, self.vhost, self.name, *args], _unanswered)
+        else:
+            self._nodes.control(OUTCOME, feed.id, ref, code, due)
         if feed.stopping and not feed.held:
             self._close(feed)
 
@@ -718,6 +747,7 @@ class RemoteNode(NodeElsewhere):
             feed.link = None
             feed.outstanding = 0
         self._feed_of.clear()  # (the cancelled consumers' too: the owner released what they held)
+        self._changed.clear()
 
     def _back(self) -> None:
         """The link to the owner is up again: every consumer's link opens again there."""
@@ -779,6 +809,10 @@ def _first(values: list[Any]) -> int:
 
 def _nothing(values: list[Any]) -> None:
     return None
+
+
+def _unanswered(error: str | None, text: str, values: list[Any]) -> None:
+    """(An outcome carried as a question: nothing waits for its answer.)"""
 
 
 def _ignored(result: Callable[[], Any]) -> None:
@@ -928,8 +962,13 @@ class RemoteNodes:
                 node._room_changed(link, props, attached=True)
             elif type(node) is tuple and node[1].link is link:
                 props = props or {}
+                limit = props.get(DELIVERY_LIMIT)
                 node[0]._admitted(
-                    node[1], int(props.get(ADMITTED, 0)), props.get(CONSUMER_TIMEOUT), props.get(WHY)
+                    node[1],
+                    int(props.get(ADMITTED, 0)),
+                    props.get(CONSUMER_TIMEOUT),
+                    props.get(WHY),
+                    None if limit is None else int(limit),
                 )
         elif t is LinkDetached or t is LinkFailed:
             link = e.link  # type: ignore[attr-defined]
