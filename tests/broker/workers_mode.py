@@ -58,11 +58,10 @@ NOT_YET: dict[str, str] = {
     "0-10 dtx: a branch is the worker's of the session that did its work (dtx.prepare, commit, "
     "recover from a session on another worker find none)": r"amqp010/test_amqp010_dtx",
     "0-10 message.acquire of a browsed transfer of another worker's queue": r"message\.acquire",
-    # (sb31: a dead-letter's reason now reaches the owner with the outcome; what is left is a
-    # dead letter read when the dead-letter queue's owner is not the source queue's: the
-    # xfail of tests/broker/workers/test_servicebus_processes.py, not diagnosed)
-    "Service Bus sessions (a session receiver's lock, next-available) on another worker's queue, "
-    "and a dead letter read from a dead-letter queue another worker owns": r"next_available|dead_letter_error_description|max_delivery_count_dead_letters",
+    # (sb31) the session filter is applied only to a local queue (the 1.0 front end's
+    # consumer_view): to reach the owner, which must pick and lock the session, the client's
+    # attach answer, which names the session, has to wait for the owner's
+    "Service Bus sessions (a session receiver's lock, next-available) on another worker's queue": r"next_available",
     "a durable wildcard subscription is kept on the worker it was made on (an attach on "
     "another worker makes another)": r"durable_wildcard_subscription",
     # (interop31) the azure-servicebus SDK's column of the interop matrix: its $management

@@ -51,6 +51,7 @@ from ..core import QueuedMessage, format_named
 
 __all__ = [
     "BATCH_FORMAT",
+    "CHANGED_FORMAT",
     "CONTROL",
     "CONTROL_FORMAT",
     "DELIVERY_FORMAT",
@@ -93,6 +94,10 @@ REQUEST_FORMAT = 0x00A1_0005
 """The message-format of a question to the owner about one node (:func:`encode_request`)."""
 REPLY_FORMAT = 0x00A1_0006
 """The message-format of the owner's answer to a question (:func:`encode_request`)."""
+CHANGED_FORMAT = 0x00A1_0007
+"""The message-format of a message changed by its consumer, on the control link before its
+outcome's control record: [consumer id, the owner's reference, its new bytes]
+(:func:`encode_request`)."""
 _LEN = struct.Struct("<I")
 _LEN_REF = struct.Struct("<IQ")
 _LEN_SIZE, _LEN_REF_SIZE = _LEN.size, _LEN_REF.size

@@ -68,6 +68,7 @@ from ..core import (
 )
 from ..core.replies import DirectReplies
 from .link import (
+    CHANGED_FORMAT,
     DELIVERY_FORMAT,
     GRANT,
     OUTCOME,
@@ -75,6 +76,7 @@ from .link import (
     REQUEST_FORMAT,
     STOP,
     InternalLink,
+    RecordError,
     decode_batch,
     decode_control,
     decode_request,
@@ -87,7 +89,6 @@ from .remote import (
     ACCEPT,
     ADMITTED,
     AT_MOST_ONCE,
-    CHANGED_OUTCOME,
     CONSUME_RESULTS,
     CONSUMER_ID,
     CONSUMER_TIMEOUT,
@@ -404,7 +405,6 @@ class NodeServer:
             "unsubscribe": self._unsubscribe,
             "cancel": self._cancelled,
             "settled": self._settled,
-            CHANGED_OUTCOME: self._changed_outcome,
         }
 
     # -- LinkHandler --------------------------------------------------------------------------
@@ -673,6 +673,9 @@ class NodeServer:
     def _controlled(self, d: Delivery) -> None:
         """Control records from the other worker: credit for its consumers, their outcomes."""
         self._touched.add(id(d.link))
+        if d.message_format == CHANGED_FORMAT:
+            self._changed(d)
+            return
         consumers = self._by_remote_id
         for what, consumer_id, n, code, due in decode_control(d.payload, d.message_format):
             if consumer_id == GETS:
@@ -689,6 +692,21 @@ class NodeServer:
             elif what == STOP:  # cancelled: nothing more to it; its outcomes still come
                 c.allowed = 0
                 c.node.remove_consumer(c)
+
+    def _changed(self, d: Delivery) -> None:
+        """A message the other worker's consumer changed (:meth:`~.remote.RemoteNodes.changed`):
+        our copy takes its new bytes before its outcome, which comes next (so a dead letter
+        carries them)."""
+        fields = decode_request(d.payload, d.message_format, CHANGED_FORMAT)
+        if len(fields) != 3 or not isinstance(fields[1], int) or not isinstance(fields[2], bytes):
+            raise RecordError("a changed message that does not decode")
+        consumer_id, ref, data = fields
+        held = self.delivered(consumer_id, ref)
+        if held is None:
+            return  # its link went meanwhile (what it held was released)
+        msg = held[1]
+        msg.data = data
+        msg.forget_fields()
 
     # -- questions about our nodes ----------------------------------------------------------------
     def answer(self, op: str, run: Callable[[Any, list[Any]], list[Any]]) -> None:
@@ -823,22 +841,6 @@ class NodeServer:
         count = q.count
         vhost.drop_subscription(topic, q)
         return [count]
-
-    def _changed_outcome(self, vhost: Any, args: list[Any]) -> list[Any]:
-        """An outcome from the other worker's consumer with the message as it changed it
-        (:meth:`~.remote.RemoteNode.changed`): our copy takes its bytes, then the outcome."""
-        _, consumer_id, ref, code, due, data = args
-        held = self.delivered(int(consumer_id), int(ref))
-        if held is None:
-            return []  # its link went meanwhile (released), or asked again after the link came back
-        msg = held[1]
-        msg.data = bytes(data)
-        msg.forget_fields()
-        if consumer_id == GETS:
-            self._gets.settled(int(ref), int(code), float(due))
-        else:
-            self._by_remote_id[int(consumer_id)].settled(int(ref), int(code), float(due))
-        return []
 
     @staticmethod
     def _cancelled(vhost: Any, args: list[Any]) -> list[Any]:

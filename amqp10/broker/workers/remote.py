@@ -69,6 +69,7 @@ from ..core import (
 )
 from .link import (
     BATCH_FORMAT,
+    CHANGED_FORMAT,
     CONTROL,
     CONTROL_FORMAT,
     GRANT,
@@ -89,7 +90,6 @@ __all__ = [
     "ADMITTED",
     "AT_MOST_ONCE",
     "CONSUME_RESULTS",
-    "CHANGED_OUTCOME",
     "CONSUMER_TIMEOUT",
     "CREDIT_BATCH",
     "DELIVERY_LIMIT",
@@ -186,9 +186,6 @@ DELIVERY_LIMIT = symbol("delivery-limit")
 """In the owner's answer to a consuming link: its node's delivery limit (absent: none), which
 the consumer's front end here reads (a Service Bus consumer names the dead-letter reason of
 the delivery that reaches it: ``MaxDeliveryCountExceeded``)."""
-CHANGED_OUTCOME = "outcome"
-"""The question that carries an outcome with the message as its consumer here changed it
-(:meth:`RemoteNode.changed`): the owner puts the bytes in its copy, then applies the outcome."""
 GETS = 0
 """The consumer id, in control records, of what ``basic.get`` took (no consumer has id 0)."""
 REQUESTS_ADDRESS = "$requests"
@@ -703,13 +700,10 @@ class RemoteNode(NodeElsewhere):
         if feed is None:
             return  # its link went (the owner released it) or it was settled already
         ref = feed.held.pop(msg)
-        due = 0.0 if due is None else due
         if self._changed and msg in self._changed:  # the owner's copy takes its new bytes first
             self._changed.discard(msg)
-            args = [feed.id, ref, code, due, msg.data]
-            self._nodes.ask(self, [CHANGED_OUTCOME, self.vhost, self.name, *args], _unanswered)
-        else:
-            self._nodes.control(OUTCOME, feed.id, ref, code, due)
+            self._nodes.changed(feed.id, ref, msg.data)
+        self._nodes.control(OUTCOME, feed.id, ref, code, 0.0 if due is None else due)
         if feed.stopping and not feed.held:
             self._close(feed)
 
@@ -809,10 +803,6 @@ def _first(values: list[Any]) -> int:
 
 def _nothing(values: list[Any]) -> None:
     return None
-
-
-def _unanswered(error: str | None, text: str, values: list[Any]) -> None:
-    """(An outcome carried as a question: nothing waits for its answer.)"""
 
 
 def _ignored(result: Callable[[], Any]) -> None:
@@ -1041,6 +1031,17 @@ class RemoteNodes:
         if not self._control:
             self.wrote()
         self._control.append(CONTROL.pack(what, consumer_id, n, code, due))
+
+    def changed(self, consumer_id: int, ref: int, data: bytes) -> None:
+        """The message the owner holds for consumer ``consumer_id`` under ``ref`` was changed
+        here: its new bytes go now on the control link, after the control records so far
+        and before its outcome's (:meth:`RemoteNode.changed`)."""
+        link = self._control_link
+        if link is None or self.reason is not None:
+            return  # (the owner released what it held with the link)
+        self.send_control()
+        link.send(encode_request([consumer_id, ref, data]), settled=True, message_format=CHANGED_FORMAT)
+        self.wrote()
 
     def send_control(self) -> None:
         records = self._control

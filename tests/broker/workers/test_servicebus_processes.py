@@ -56,14 +56,6 @@ async def one_on_each(port: int) -> AsyncIterator[dict[int, Connection]]:
         yield by_worker
 
 
-@pytest.mark.xfail(
-    reason="(sb31, not diagnosed) with the consumer on worker 0, sb.0 owned by worker 1 and its "
-    "dead-letter queue by worker 0, neither dead letter is read from the dead-letter queue on "
-    "either worker; one guess: every worker declares the [servicebus] entities itself "
-    "(entities.declare_entities), so the owner may dead-letter into its own record of a "
-    "dead-letter queue another worker owns",
-    strict=False,
-)
 async def test_dead_letter_reasons_reach_the_owners_dead_letter_queue(tmp_path: Path) -> None:
     config = make_config(
         tmp_path,
