@@ -92,3 +92,37 @@ async def test_dead_letter_reasons_reach_the_owners_dead_letter_queue(tmp_path: 
                 assert got == [("dead", "bad", "very bad"), ("poison", "MaxDeliveryCountExceeded", "delivered 2 times")]
                 await dead_letters.close()
                 await sender.close()
+
+
+async def test_a_topic_subscription_is_one_queue_for_its_receivers_on_every_worker(tmp_path: Path) -> None:
+    """A ``[servicebus]`` subscription is declared on every worker at start; its receivers on
+    both workers share its one queue, on the worker that owns its name: each message once."""
+    config = make_config(
+        tmp_path,
+        servicebus={
+            "enabled": True,
+            "shared_access_keys": [{"name": KEY_NAME, "key": KEY}],
+            "topics": [{"name": "t", "subscriptions": [{"name": "shared"}]}],
+        },
+    )
+    with contextmanager(start_processes)(config, 2) as b:
+        async with one_on_each(b.port) as conns:
+            receivers = {w: await conns[w].open_receiver("t/Subscriptions/shared", credit=1) for w in (0, 1)}
+            sender = await conns[0].open_sender("t")
+            for i in range(6):
+                assert isinstance(await sender.send(Message(body=f"m{i}")), Accepted)
+            got: list[str] = []
+            for _ in range(30):  # one at a time from either, until the six arrived
+                for r in receivers.values():
+                    try:
+                        d = await r.receive(timeout=1)
+                    except TimeoutError:
+                        continue
+                    got.append(d.message.body)
+                    await d.accept()
+                if len(got) >= 6:
+                    break
+            for r in receivers.values():  # and nothing more: none came twice
+                with pytest.raises(TimeoutError):
+                    await r.receive(timeout=1)
+            assert sorted(got) == [f"m{i}" for i in range(6)]
