@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from amqp10.broker.amqp1.frontend import WORKER_PROPERTY
 from amqp10.client import Connection, connect
 from amqp10.message import Message
-from amqp10.types import Accepted, Error, symbol
+from amqp10.types import Accepted, Error, symbol, timestamp
 from tests.broker.conftest import make_config
 from tests.broker.test_workers import WAIT
 from tests.broker.workers_mode import start_processes
@@ -126,3 +127,57 @@ async def test_a_topic_subscription_is_one_queue_for_its_receivers_on_every_work
                 with pytest.raises(TimeoutError):
                     await r.receive(timeout=1)
             assert sorted(got) == [f"m{i}" for i in range(6)]
+
+
+async def _entity_request(conn: Connection, entity: str, operation: str, body: dict[str, Any]) -> tuple[Any, Any]:
+    """``operation`` on ``entity/$management`` (answered on the receiver link from it): the
+    reply's status code and body."""
+    address = f"{entity}/$management"
+    replies = await conn.open_receiver(address, credit=1)
+    requests = await conn.open_sender(address)
+    request = Message(body=body, application_properties={"operation": operation}, id="r1")
+    await requests.send(request)
+    reply = await replies.receive(timeout=WAIT)
+    await reply.accept()
+    await requests.close()
+    await replies.close()
+    return (reply.message.application_properties or {}).get("statusCode"), reply.message.body
+
+
+async def test_an_entitys_peek_and_schedule_are_answered_by_its_queues_owner(tmp_path: Path) -> None:
+    """``ENTITY/$management``'s peek-message and schedule-message asked on the worker that
+    does not own the queue see and change the owner's queue (that worker's record of it
+    holds none of its messages)."""
+    config = make_config(
+        tmp_path,
+        servicebus={
+            "enabled": True,
+            "shared_access_keys": [{"name": KEY_NAME, "key": KEY}],
+            "queues": [{"name": q} for q in QUEUES.values()],
+        },
+    )
+    with contextmanager(start_processes)(config, 2) as b:
+        async with one_on_each(b.port) as conns:
+            for asker in (0, 1):
+                conn, queue = conns[asker], QUEUES[1 - asker]  # the other worker's queue
+                sender = await conn.open_sender(queue)
+                assert isinstance(await sender.send(Message(body="now")), Accepted)
+                await sender.close()
+                status, body = await _entity_request(
+                    conn, queue, "com.microsoft:peek-message", {"from-sequence-number": 0, "message-count": 5}
+                )
+                assert status == 200
+                assert [Message.decode(bytes(m["message"])).body for m in body["messages"]] == ["now"]
+                later = Message(body="later", message_annotations={symbol("x-opt-scheduled-enqueue-time"): timestamp(0)})
+                status, body = await _entity_request(
+                    conn, queue, "com.microsoft:schedule-message", {"messages": [{"message": later.encode()}]}
+                )
+                assert status == 200 and len(body["sequence-numbers"]) == 1
+                receiver = await conns[1 - asker].open_receiver(queue, credit=2)  # (on the owner)
+                got = []
+                for _ in range(2):
+                    d = await receiver.receive(timeout=WAIT)
+                    got.append(d.message.body)
+                    await d.accept()
+                assert got == ["now", "later"]
+                await receiver.close()
