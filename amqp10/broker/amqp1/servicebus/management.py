@@ -56,7 +56,7 @@ from ....types import (
     symbol,
     timestamp,
 )
-from ...core import Node, Queue, QueuedMessage, VirtualHost
+from ...core import Node, NodeElsewhere, Queue, QueuedMessage, VirtualHost
 from ...management import BadRequest, Caller, Management, ManagementError, NotFoundError
 from ..management import ManagementNode
 from ..message import Amqp1Message, parse_transfer
@@ -140,24 +140,22 @@ class EntityManagementNode(AzureRequestNode):
         """Lock tokens of the deferred messages read here, to their sequence numbers."""
 
     def respond(self, target: Node, request: Message) -> None:
-        """At ``workers`` > 1, an operation of :data:`ON_THE_OWNER` on a queue another worker
-        owns is answered by that worker (:func:`entity_request`), the rest here. (A topic
-        subscription's, ``T/Subscriptions/S``, is answered here.)"""
+        """At ``workers`` > 1, an operation of :data:`ON_THE_OWNER` on a queue (or a topic
+        subscription) another worker owns is answered by that worker (:func:`entity_request`),
+        the rest here."""
         props = request.application_properties or {}
-        if (
-            self.management.whole is None
-            or props.get("operation") not in ON_THE_OWNER
-            or "/" in self.entity
-            or self.vhost.elsewhere(self.entity) is None
-        ):
+        owner = None
+        if self.management.whole is not None and props.get("operation") in ON_THE_OWNER:
+            owner = self._elsewhere()
+        if owner is None:
             super().respond(target, request)
             return
-        asked = {"request": _encoded([dict(props), request.body])}
+        asked = {"entity": self.entity, "request": _encoded([dict(props), request.body])}
 
         async def on_the_owner() -> None:
             try:
                 answer = await self.management.on_owner(
-                    self.caller, entity_request, "queue", self.entity, vhost=self.vhost.name, args=asked
+                    self.caller, entity_request, "queue", owner.name, vhost=self.vhost.name, args=asked
                 )
                 reply_props, body = codec.decode(base64.b64decode(answer["reply"]))
             except (ManagementError, DecodeError, KeyError, TypeError, ValueError) as exc:
@@ -168,6 +166,14 @@ class EntityManagementNode(AzureRequestNode):
                 self.send_reply(target, request, dict(reply_props), body)
 
         self._later(on_the_owner())
+
+    def _elsewhere(self) -> NodeElsewhere | None:
+        """The stand-in for the entity's queue if another worker owns it: a subscription's
+        (``entity_node`` answers it), or a queue's (this worker's record of it is not it)."""
+        node = entity_node(self.vhost, self.entity)
+        if isinstance(node, NodeElsewhere):
+            return node
+        return self.vhost.elsewhere(self.entity) if isinstance(node, Queue) and node.name == self.entity else None
 
     def answer(self, props: Mapping[str, Any], body: Any) -> tuple[dict[str, Any], Any]:
         try:
@@ -321,9 +327,10 @@ def _outcome(status: str, body: Mapping[str, Any]) -> Any:
 ON_THE_OWNER = frozenset(
     VENDOR + op
     for op in ("peek-message", "schedule-message", "cancel-scheduled-message", "get-session-state", "set-session-state")
-)
-"""The entity operations that read or change only its queue (no lock a connection holds):
-at ``workers`` > 1 made by the worker that owns the queue, wherever they were asked."""
+) | frozenset(RULE_OPERATIONS)
+"""The entity operations that read or change only its queue (no lock a connection holds),
+and a subscription's rules: at ``workers`` > 1 made by the worker that owns the queue,
+wherever they were asked."""
 
 
 def _encoded(value: Any) -> str:
@@ -335,12 +342,12 @@ def entity_request(
 ) -> dict[str, str]:
     """A node operation (``workers.whole.NODE_OPS``): the request of :data:`ON_THE_OWNER`
     that ``args["request"]`` carries ([application properties, body], AMQP-encoded, base64)
-    made on entity ``name``'s queue here, its owner's; its reply, encoded so."""
+    made on entity ``args["entity"]``'s queue here (``name``, its owner's); its reply, encoded so."""
     host = m.broker.vhost(vhost if vhost is not None else caller.vhost)
     if host is None:
         raise NotFoundError(f"no vhost {vhost!r}")
     props, body = codec.decode(base64.b64decode(str(args["request"])))
     if props.get("operation") not in ON_THE_OWNER:
         raise BadRequest(f"operation {props.get('operation')!r} is not made on the owner")
-    node = EntityManagementNode(host, name, lambda entity: 0.0)  # (none of these takes a lock)
+    node = EntityManagementNode(host, str(args["entity"]), lambda entity: 0.0)  # (none takes a lock)
     return {"reply": _encoded(list(node.answer(props, body)))}
