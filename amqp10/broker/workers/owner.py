@@ -100,6 +100,7 @@ from .remote import (
     CONSUMER_ID,
     CONSUMER_TIMEOUT,
     CONTROL_ADDRESS,
+    DELIVERY_LIMIT,
     EXCLUSIVE,
     FAILED,
     GETS,
@@ -577,6 +578,10 @@ class NodeServer:
                 return None
             self._subscriptions[id(link)] = (vhost, topic, bool(durable))
             return topic.subscribe(str(key), durable=bool(durable))
+        topic_name, sep, key = str(address).partition("::")
+        topic = vhost.nodes.get(topic_name) if sep else None
+        if isinstance(topic, Topic) and key in topic.subscriptions:  # a subscription by its name
+            return topic.subscriptions[key]  # (a [servicebus] topic's: entities.entity_node)
         # made on first use here, as on a broker of one worker (the worker that stands in
         # for it made nothing: its lookup answered the stand-in), unless its consumer's
         # front end consumes only an existing node (MAKE false: 0-9-1's, 0-10's)
@@ -650,6 +655,9 @@ class NodeServer:
             timeout = node.policy.consumer_timeout
             if timeout is not None:  # (the consumer's front end, on the other worker, applies it)
                 link.properties[CONSUMER_TIMEOUT] = float(timeout)
+            limit = node.policy.delivery_limit
+            if limit is not None:  # (and reads this)
+                link.properties[DELIVERY_LIMIT] = int(limit)
             link.attach(source=link.remote_source, target=link.remote_target)
             if not admitted:
                 link.detach(

@@ -29,7 +29,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskStatus
 
-from ..core import Broker, Topic
+from ..core import Broker, Topic, VirtualHost
 from .link import InternalLink, listening
 from .owner import NodeServer
 from .ownership import Ownership, Placement, dynamic_prefix, reply_prefix
@@ -105,6 +105,7 @@ class Peers:
                 for node in list(vhost.nodes.values()):
                     if isinstance(node, Topic):
                         vhost.reach_copies(node)
+                        _drop_others_subscriptions(vhost, node)
             dialers = [asyncio.ensure_future(self._dial(nodes)) for nodes in self.links.values()]
             try:
                 with anyio.move_on_after(CONNECT_SECONDS):
@@ -205,3 +206,15 @@ class _ServedLink(InternalLink):
     def fail(self, reason: str) -> None:
         super().fail(reason)
         self._peers.served.discard(self)
+
+
+def _drop_others_subscriptions(vhost: VirtualHost, topic: Topic) -> None:
+    """A durable subscription is one queue, on the worker that owns its name: the empty ones
+    of ``topic``'s copy here whose names another worker owns are dropped before this worker
+    serves (a ``[servicebus]`` topic's subscriptions are declared on every worker at start,
+    before the links: else each copy's would take a copy of every message, and its
+    consumers here would read this one, not the owner's). One holding messages (a store of
+    before) is kept."""
+    for key, q in list(topic.subscriptions.items()):
+        if not q.count and vhost.subscription_elsewhere(topic, key) is not None:
+            vhost.drop_subscription(topic, q)

@@ -103,6 +103,7 @@ __all__ = [
     "CONSUME_RESULTS",
     "CONSUMER_TIMEOUT",
     "CREDIT_BATCH",
+    "DELIVERY_LIMIT",
     "EXCLUSIVE",
     "GETS",
     "KIND",
@@ -202,6 +203,10 @@ KIND = symbol("kind")
 CONSUMER_TIMEOUT = symbol("consumer-timeout")
 """In the owner's answer to a consuming link: its node's consumer timeout (seconds; absent:
 none), which the consumer's front end here applies (core/consumer_timeout.py)."""
+DELIVERY_LIMIT = symbol("delivery-limit")
+"""In the owner's answer to a consuming link: its node's delivery limit (absent: none), which
+the consumer's front end here reads (a Service Bus consumer names the dead-letter reason of
+the delivery that reaches it: ``MaxDeliveryCountExceeded``)."""
 GETS = 0
 """The consumer id, in control records, of what ``basic.get`` took (no consumer has id 0)."""
 REQUESTS_ADDRESS = "$requests"
@@ -604,11 +609,13 @@ class RemoteNode(NodeElsewhere):
         timeout: float | None = None,
         why: str | None = None,
         kind: str | None = None,
+        limit: int | None = None,
     ) -> None:
         """The owner answered ``feed``'s attach: its consumer is admitted, or not (code: an
         index into :data:`CONSUME_RESULTS`; :data:`NO_NODE`: it has no such node); ``timeout``:
         the node's consumer timeout there, which this worker's front ends apply to what its
-        consumers hold; ``kind``: its node's (:data:`KIND`)."""
+        consumers hold; ``kind``: its node's (:data:`KIND`); ``limit``: its delivery limit
+        there, which they read."""
         if kind is not None:
             self.held_kind = str(kind)
         if code == NO_NODE:
@@ -631,8 +638,9 @@ class RemoteNode(NodeElsewhere):
         elif not result:  # opened again after the owner's restart, and another holds it now
             consumer.cancelled()
         if result:
-            if timeout != self.policy.consumer_timeout:
-                self.policy = self.policy.model_copy(update={"consumer_timeout": timeout})
+            policy = self.policy
+            if timeout != policy.consumer_timeout or limit != policy.delivery_limit:
+                self.policy = policy.model_copy(update={"consumer_timeout": timeout, "delivery_limit": limit})
             self._top_up(feed)
             self._send_drains(feed)  # (asked for before the owner admitted it)
 
@@ -1108,12 +1116,14 @@ class RemoteNodes:
                 node._room_changed(link, props, attached=True)
             elif type(node) is tuple and node[1].link is link:
                 props = props or {}
+                limit = props.get(DELIVERY_LIMIT)
                 node[0]._admitted(
                     node[1],
                     int(props.get(ADMITTED, 0)),
                     props.get(CONSUMER_TIMEOUT),
                     props.get(WHY),
                     props.get(KIND),
+                    None if limit is None else int(limit),
                 )
         elif t is LinkDetached or t is LinkFailed:
             link = e.link  # type: ignore[attr-defined]

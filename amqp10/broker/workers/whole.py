@@ -40,6 +40,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ..alarms import ResourceAlarms
 from ..amqp1.rabbitmq_management import delete_queue, get_queue, purge_messages
+from ..amqp1.servicebus.management import entity_request
 from ..guard import ConnectionGuard
 from ..management import (
     BadRequest,
@@ -80,7 +81,8 @@ Metrics = Callable[[], Awaitable[bytes]]
 NODE_OPS: dict[str, NodeOp] = {
     op.__name__: op
     for op in (
-        read_node, purge_node, peek_node, delete_node, remove_queue, take_messages, get_queue, purge_messages, delete_queue
+        read_node, purge_node, peek_node, delete_node, remove_queue, take_messages, get_queue, purge_messages, delete_queue,
+        entity_request,
     )
 }
 """The changes of one node another worker may ask its owner to make, by name (each name once)."""

@@ -31,7 +31,7 @@ from ....cbs import (
 from ....transport import Link, Sender
 from ....types import ReceiverSettleMode, Source
 from ...config import ServiceBusConfig
-from ...core import Lease, Leases, Node, Queue, QueuedMessage, VirtualHost
+from ...core import Lease, Leases, Node, NodeElsewhere, Queue, QueuedMessage, VirtualHost
 from ..management import ManagementNode
 from .entities import DEAD_LETTER_SUFFIX, entity_node
 from .management import AzureRequestNode, EntityManagementNode
@@ -90,8 +90,8 @@ class Gate:
         node = self.nodes.get(address)
         if node is None:
             if "/" in address and not address.endswith(_MGMT_SUFFIX):
-                sub = entity_node(vhost, address)
-                return sub if isinstance(sub, Queue) and sub.name != address else None
+                sub = entity_node(vhost, address)  # (another worker's: its stand-in)
+                return sub if isinstance(sub, (Queue, NodeElsewhere)) and sub.name != address else None
             if address == CBS_ADDRESS:
                 node = CbsNode(vhost, self)
             elif address.endswith(_MGMT_SUFFIX) and len(address) > len(_MGMT_SUFFIX):

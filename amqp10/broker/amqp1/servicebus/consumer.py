@@ -27,7 +27,7 @@ from weakref import WeakKeyDictionary
 from ....message import LazyMessage, Message
 from ....transport import Delivery, Sender
 from ....types import DecodeError, Error, Modified, Rejected, symbol, timestamp
-from ...core import Broker, Lease, Queue, QueuedMessage, Stream
+from ...core import Broker, Lease, Node, NodeElsewhere, Queue, QueuedMessage, Stream
 from ..consumers import LinkConsumer
 from ..context import Amqp1Context
 from ..message import Amqp1Message
@@ -129,15 +129,16 @@ class ServiceBusConsumer(LinkConsumer):
         super().release_all()
 
     def apply(self, msg: QueuedMessage, state: Any) -> None:
-        if isinstance(state, Modified) and state.undeliverable_here and isinstance(self.node, Queue):
-            defer(self.node, msg)  # defer_message: set aside for receive_deferred_messages
+        node = self.node
+        if isinstance(state, Modified) and state.undeliverable_here and isinstance(node, Queue):
+            defer(node, msg)  # defer_message: set aside for receive_deferred_messages
             return
-        if isinstance(state, Modified) and state.delivery_failed and isinstance(self.node, Queue):
-            _abandon(self.node, msg)
+        if isinstance(state, Modified) and state.delivery_failed and isinstance(node, (Queue, NodeElsewhere)):
+            _abandon(node, msg)
             return
         error = getattr(state, "error", None) if isinstance(state, Rejected) else None
         if error is not None and str(error.condition) == DEAD_LETTER and isinstance(error.info, dict):
-            with_reason(msg, error.info)
+            with_reason(msg, error.info, node)
         super().apply(msg, state)
 
 
@@ -154,12 +155,14 @@ def _holders(broker: Broker, queue: Queue) -> dict[uuid.UUID, ServiceBusConsumer
     return by_queue.setdefault(queue, {})
 
 
-def _abandon(queue: Queue, msg: QueuedMessage) -> None:
+def _abandon(queue: Queue | NodeElsewhere, msg: QueuedMessage) -> None:
     """Back to the queue as a failed delivery; one past the max delivery count, dead-lettered
-    with the reason Service Bus gives (``MaxDeliveryCountExceeded``)."""
+    with the reason Service Bus gives (``MaxDeliveryCountExceeded``). (A queue another worker
+    owns: its delivery limit there, which its owner told.)"""
     limit = queue.policy.delivery_limit
     if limit is not None and msg.delivery_count + 1 >= limit:
-        with_reason(msg, {"DeadLetterReason": "MaxDeliveryCountExceeded", "DeadLetterErrorDescription": f"delivered {limit} times"})
+        reason = {"DeadLetterReason": "MaxDeliveryCountExceeded", "DeadLetterErrorDescription": f"delivered {limit} times"}
+        with_reason(msg, reason, queue)
     queue.release(msg, delivery_failed=True)
 
 
@@ -182,14 +185,18 @@ def annotated(data: bytes, msg: QueuedMessage, extra: dict[Any, Any] | None = No
         return data  # sent as it is
 
 
-def with_reason(msg: QueuedMessage, info: dict[Any, Any]) -> None:
-    """Put the dead-letter reason and description into the message's application properties."""
+def with_reason(msg: QueuedMessage, info: dict[Any, Any], node: Node | None = None) -> None:
+    """Put the dead-letter reason and description into the message's application properties
+    (``node``: where it came from; one another worker owns is told, so its owner's copy
+    takes the change before the outcome: :meth:`~amqp10.broker.core.Node.rewritten`)."""
     changes = []
     for key in _REASON:
         value = info.get(key, info.get(symbol(key)))
         if value is not None:
             changes.append((False, key, value.decode() if isinstance(value, bytes) else str(value)))
-    rewrite(msg, changes)  # its size stays as counted; the dead-lettered copy counts its own
+    # its size stays as counted; the dead-lettered copy counts its own
+    if rewrite(msg, changes) and isinstance(node, NodeElsewhere):
+        node.rewritten(msg)
 
 
 REMOVE: Any = object()

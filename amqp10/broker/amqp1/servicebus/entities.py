@@ -73,7 +73,8 @@ def declare_entities(vhost: VirtualHost, config: ServiceBusConfig) -> None:
 
 
 def entity_node(vhost: VirtualHost, entity: str) -> Node | None:
-    """The node an entity path names: a node, or a topic's subscription (``T/Subscriptions/S``)."""
+    """The node an entity path names: a node, or a topic's subscription (``T/Subscriptions/S``:
+    the stand-in for it if another worker owns it, which holds its one queue)."""
     node = vhost.nodes.get(entity)
     if node is not None:
         return node
@@ -83,4 +84,6 @@ def entity_node(vhost: VirtualHost, entity: str) -> Node | None:
     topic = vhost.nodes.get(entity[:at])
     if not isinstance(topic, Topic):
         return None
-    return topic.subscriptions.get(entity[at + len(_SUBSCRIPTIONS) :])
+    key = entity[at + len(_SUBSCRIPTIONS) :]
+    sub = topic.subscriptions.get(key)
+    return sub if sub is not None or "/" in key else vhost.subscription_elsewhere(topic, key)

@@ -36,12 +36,14 @@ error condition in ``errorCondition`` (as the SDKs read it: ``com.microsoft:mess
 
 from __future__ import annotations
 
+import base64
 import heapq
 import itertools
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ....message import Message
 from ....types import (
     Accepted,
     Array,
@@ -50,10 +52,12 @@ from ....types import (
     ErrorCondition,
     Modified,
     Rejected,
+    codec,
     symbol,
     timestamp,
 )
-from ...core import Queue, QueuedMessage, VirtualHost
+from ...core import Node, NodeElsewhere, Queue, QueuedMessage, VirtualHost
+from ...management import BadRequest, Caller, Management, ManagementError, NotFoundError
 from ..management import ManagementNode
 from ..message import Amqp1Message, parse_transfer
 from .consumer import DEAD_LETTER, DEFERRED, annotated, holder, with_reason
@@ -63,7 +67,7 @@ from .rules import OPERATIONS as RULE_OPERATIONS
 from .rules import OperationError, rule_operation
 from .sessions import session_state, set_session_state
 
-__all__ = ["AzureRequestNode", "EntityManagementNode"]
+__all__ = ["ON_THE_OWNER", "AzureRequestNode", "EntityManagementNode", "entity_request"]
 
 Reply = tuple[int, str, Any]
 VENDOR = "com.microsoft:"
@@ -87,6 +91,11 @@ class AzureRequestNode(ManagementNode):
         """The response's application properties and body for a request."""
         raise NotImplementedError
 
+    def respond(self, target: Node, request: Message) -> None:
+        """Answer ``request`` on ``target`` (at once, here)."""
+        props, body = self.answer(request.application_properties or {}, request.body)
+        self.send_reply(target, request, props, body)
+
     def request(self, msg: QueuedMessage) -> Error | None:
         request = self.decode_request(msg)
         if isinstance(request, Error):
@@ -95,8 +104,7 @@ class AzureRequestNode(ManagementNode):
         target = self._reply_target(reply_to) if reply_to else next(iter(self.reply_links.values()), None)
         if target is None:
             return Error(condition=ErrorCondition.NOT_FOUND, description=f"attach a receiver link from {self.name} first")
-        props, body = self.answer(request.application_properties or {}, request.body)
-        self.send_reply(target, request, props, body)
+        self.respond(target, request)
         return None
 
 
@@ -130,6 +138,42 @@ class EntityManagementNode(AzureRequestNode):
         }
         self.locks: dict[uuid.UUID, int] = {}
         """Lock tokens of the deferred messages read here, to their sequence numbers."""
+
+    def respond(self, target: Node, request: Message) -> None:
+        """At ``workers`` > 1, an operation of :data:`ON_THE_OWNER` on a queue (or a topic
+        subscription) another worker owns is answered by that worker (:func:`entity_request`),
+        the rest here."""
+        props = request.application_properties or {}
+        owner = None
+        if self.management.whole is not None and props.get("operation") in ON_THE_OWNER:
+            owner = self._elsewhere()
+        if owner is None:
+            super().respond(target, request)
+            return
+        asked = {"entity": self.entity, "request": _encoded([dict(props), request.body])}
+
+        async def on_the_owner() -> None:
+            try:
+                answer = await self.management.on_owner(
+                    self.caller, entity_request, "queue", owner.name, vhost=self.vhost.name, args=asked
+                )
+                reply_props, body = codec.decode(base64.b64decode(answer["reply"]))
+            except (ManagementError, DecodeError, KeyError, TypeError, ValueError) as exc:
+                reply_props = {"statusCode": 503, "statusDescription": f"the queue's owner did not answer: {exc}"}
+                reply_props["errorCondition"] = _CONDITIONS[503]
+                body = None
+            if self.is_open():
+                self.send_reply(target, request, dict(reply_props), body)
+
+        self._later(on_the_owner())
+
+    def _elsewhere(self) -> NodeElsewhere | None:
+        """The stand-in for the entity's queue if another worker owns it: a subscription's
+        (``entity_node`` answers it), or a queue's (this worker's record of it is not it)."""
+        node = entity_node(self.vhost, self.entity)
+        if isinstance(node, NodeElsewhere):
+            return node
+        return self.vhost.elsewhere(self.entity) if isinstance(node, Queue) and node.name == self.entity else None
 
     def answer(self, props: Mapping[str, Any], body: Any) -> tuple[dict[str, Any], Any]:
         try:
@@ -278,3 +322,32 @@ def _outcome(status: str, body: Mapping[str, Any]) -> Any:
         return Modified(delivery_failed=True, undeliverable_here=True)
     info = {"DeadLetterReason": body.get("deadletter-reason"), "DeadLetterErrorDescription": body.get("deadletter-description")}
     return Rejected(error=Error(condition=symbol(DEAD_LETTER), info=info))
+
+
+ON_THE_OWNER = frozenset(
+    VENDOR + op
+    for op in ("peek-message", "schedule-message", "cancel-scheduled-message", "get-session-state", "set-session-state")
+) | frozenset(RULE_OPERATIONS)
+"""The entity operations that read or change only its queue (no lock a connection holds),
+and a subscription's rules: at ``workers`` > 1 made by the worker that owns the queue,
+wherever they were asked."""
+
+
+def _encoded(value: Any) -> str:
+    return base64.b64encode(codec.encode(value)).decode()
+
+
+def entity_request(
+    m: Management, caller: Caller, entity_type: str, name: str, vhost: str | None, args: Mapping[str, Any]
+) -> dict[str, str]:
+    """A node operation (``workers.whole.NODE_OPS``): the request of :data:`ON_THE_OWNER`
+    that ``args["request"]`` carries ([application properties, body], AMQP-encoded, base64)
+    made on entity ``args["entity"]``'s queue here (``name``, its owner's); its reply, encoded so."""
+    host = m.broker.vhost(vhost if vhost is not None else caller.vhost)
+    if host is None:
+        raise NotFoundError(f"no vhost {vhost!r}")
+    props, body = codec.decode(base64.b64decode(str(args["request"])))
+    if props.get("operation") not in ON_THE_OWNER:
+        raise BadRequest(f"operation {props.get('operation')!r} is not made on the owner")
+    node = EntityManagementNode(host, str(args["entity"]), lambda entity: 0.0)  # (none takes a lock)
+    return {"reply": _encoded(list(node.answer(props, body)))}

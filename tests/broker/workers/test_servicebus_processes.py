@@ -1,0 +1,183 @@
+"""Service Bus (``[servicebus]``) on a queue another worker owns, ``--workers 2``.
+
+A claims-based connection (a connection string: SAS tokens on ``$cbs``) on each worker,
+each consuming a queue the *other* worker owns. A dead-letter's reason and description,
+and the reason a delivery limit gives (``MaxDeliveryCountExceeded``), are written into
+the message by the consumer's worker: they reach the owner with the outcome, so the
+dead-lettered message its dead-letter queue holds carries them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from amqp10.broker.amqp1.frontend import WORKER_PROPERTY
+from amqp10.client import Connection, connect
+from amqp10.message import Message
+from amqp10.types import Accepted, Error, symbol, timestamp
+from tests.broker.conftest import make_config
+from tests.broker.test_workers import WAIT
+from tests.broker.workers_mode import start_processes
+
+from .test_processes import owned_by
+
+pytestmark = [pytest.mark.slow, pytest.mark.anyio]
+
+KEY_NAME = "RootManageSharedAccessKey"
+KEY = "SAS_KEY_VALUE"
+QUEUES = {w: owned_by(w, "sb.") for w in (0, 1)}
+"""A queue each worker owns."""
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@asynccontextmanager
+async def one_on_each(port: int) -> AsyncIterator[dict[int, Connection]]:
+    """A claims-based connection served by worker 0 and one by worker 1 (the kernel spreads them)."""
+    conn_str = (
+        f"Endpoint=sb://127.0.0.1:{port};SharedAccessKeyName={KEY_NAME};"
+        f"SharedAccessKey={KEY};UseDevelopmentEmulator=true"
+    )
+    async with AsyncExitStack() as stack:
+        by_worker: dict[int, Connection] = {}
+        for _ in range(64):
+            conn = await stack.enter_async_context(await connect(conn_str, timeout=WAIT))
+            by_worker.setdefault(int((conn.remote_properties or {})[WORKER_PROPERTY]), conn)
+            if len(by_worker) == 2:
+                break
+        assert sorted(by_worker) == [0, 1]
+        yield by_worker
+
+
+async def test_dead_letter_reasons_reach_the_owners_dead_letter_queue(tmp_path: Path) -> None:
+    config = make_config(
+        tmp_path,
+        servicebus={
+            "enabled": True,
+            "shared_access_keys": [{"name": KEY_NAME, "key": KEY}],
+            "queues": [{"name": q, "max_delivery_count": 2} for q in QUEUES.values()],
+        },
+    )
+    with contextmanager(start_processes)(config, 2) as b:
+        async with one_on_each(b.port) as conns:
+            for consumer in (0, 1):
+                conn, queue = conns[consumer], QUEUES[1 - consumer]  # the other worker's queue
+                sender = await conn.open_sender(queue)
+                for body in ("dead", "poison"):
+                    assert isinstance(await sender.send(Message(body=body)), Accepted)
+                receiver = await conn.open_receiver(queue, credit=1)
+                d = await receiver.receive(timeout=WAIT)
+                assert d.message.body == "dead"
+                info = {"DeadLetterReason": "bad", "DeadLetterErrorDescription": "very bad"}
+                await d.reject(Error(condition=symbol("com.microsoft:dead-letter"), info=info))
+                for _ in range(2):  # its max delivery count: then dead-lettered
+                    d = await receiver.receive(timeout=WAIT)
+                    assert d.message.body == "poison"
+                    await d.modify(delivery_failed=True)
+                await receiver.close()
+                dead_letters = await conn.open_receiver(f"{queue}/$deadletterqueue", credit=2)
+                got = []
+                for _ in range(2):
+                    d = await dead_letters.receive(timeout=WAIT)
+                    props = d.message.application_properties or {}
+                    got.append((d.message.body, props.get("DeadLetterReason"), props.get("DeadLetterErrorDescription")))
+                    await d.accept()
+                assert got == [("dead", "bad", "very bad"), ("poison", "MaxDeliveryCountExceeded", "delivered 2 times")]
+                await dead_letters.close()
+                await sender.close()
+
+
+async def test_a_topic_subscription_is_one_queue_for_its_receivers_on_every_worker(tmp_path: Path) -> None:
+    """A ``[servicebus]`` subscription is declared on every worker at start; its receivers on
+    both workers share its one queue, on the worker that owns its name: each message once."""
+    config = make_config(
+        tmp_path,
+        servicebus={
+            "enabled": True,
+            "shared_access_keys": [{"name": KEY_NAME, "key": KEY}],
+            "topics": [{"name": "t", "subscriptions": [{"name": "shared"}]}],
+        },
+    )
+    with contextmanager(start_processes)(config, 2) as b:
+        async with one_on_each(b.port) as conns:
+            receivers = {w: await conns[w].open_receiver("t/Subscriptions/shared", credit=1) for w in (0, 1)}
+            sender = await conns[0].open_sender("t")
+            for i in range(6):
+                assert isinstance(await sender.send(Message(body=f"m{i}")), Accepted)
+            got: list[str] = []
+            for _ in range(30):  # one at a time from either, until the six arrived
+                for r in receivers.values():
+                    try:
+                        d = await r.receive(timeout=1)
+                    except TimeoutError:
+                        continue
+                    got.append(d.message.body)
+                    await d.accept()
+                if len(got) >= 6:
+                    break
+            for r in receivers.values():  # and nothing more: none came twice
+                with pytest.raises(TimeoutError):
+                    await r.receive(timeout=1)
+            assert sorted(got) == [f"m{i}" for i in range(6)]
+
+
+async def _entity_request(conn: Connection, entity: str, operation: str, body: dict[str, Any]) -> tuple[Any, Any]:
+    """``operation`` on ``entity/$management`` (answered on the receiver link from it): the
+    reply's status code and body."""
+    address = f"{entity}/$management"
+    replies = await conn.open_receiver(address, credit=1)
+    requests = await conn.open_sender(address)
+    request = Message(body=body, application_properties={"operation": operation}, id="r1")
+    await requests.send(request)
+    reply = await replies.receive(timeout=WAIT)
+    await reply.accept()
+    await requests.close()
+    await replies.close()
+    return (reply.message.application_properties or {}).get("statusCode"), reply.message.body
+
+
+async def test_an_entitys_peek_and_schedule_are_answered_by_its_queues_owner(tmp_path: Path) -> None:
+    """``ENTITY/$management``'s peek-message and schedule-message asked on the worker that
+    does not own the queue see and change the owner's queue (that worker's record of it
+    holds none of its messages)."""
+    config = make_config(
+        tmp_path,
+        servicebus={
+            "enabled": True,
+            "shared_access_keys": [{"name": KEY_NAME, "key": KEY}],
+            "queues": [{"name": q} for q in QUEUES.values()],
+        },
+    )
+    with contextmanager(start_processes)(config, 2) as b:
+        async with one_on_each(b.port) as conns:
+            for asker in (0, 1):
+                conn, queue = conns[asker], QUEUES[1 - asker]  # the other worker's queue
+                sender = await conn.open_sender(queue)
+                assert isinstance(await sender.send(Message(body="now")), Accepted)
+                await sender.close()
+                status, body = await _entity_request(
+                    conn, queue, "com.microsoft:peek-message", {"from-sequence-number": 0, "message-count": 5}
+                )
+                assert status == 200
+                assert [Message.decode(bytes(m["message"])).body for m in body["messages"]] == ["now"]
+                later = Message(body="later", message_annotations={symbol("x-opt-scheduled-enqueue-time"): timestamp(0)})
+                status, body = await _entity_request(
+                    conn, queue, "com.microsoft:schedule-message", {"messages": [{"message": later.encode()}]}
+                )
+                assert status == 200 and len(body["sequence-numbers"]) == 1
+                receiver = await conns[1 - asker].open_receiver(queue, credit=2)  # (on the owner)
+                got = []
+                for _ in range(2):
+                    d = await receiver.receive(timeout=WAIT)
+                    got.append(d.message.body)
+                    await d.accept()
+                assert got == ["now", "later"]
+                await receiver.close()
