@@ -216,5 +216,5 @@ def _drop_others_subscriptions(vhost: VirtualHost, topic: Topic) -> None:
     consumers here would read this one, not the owner's). One holding messages (a store of
     before) is kept."""
     for key, q in list(topic.subscriptions.items()):
-        if not q.count and vhost.subscription_elsewhere(topic, key) is not None:
+        if not q.count and vhost.subscription_elsewhere(topic.name, key) is not None:
             vhost.drop_subscription(topic, q)

@@ -86,4 +86,4 @@ def entity_node(vhost: VirtualHost, entity: str) -> Node | None:
         return None
     key = entity[at + len(_SUBSCRIPTIONS) :]
     sub = topic.subscriptions.get(key)
-    return sub if sub is not None or "/" in key else vhost.subscription_elsewhere(topic, key)
+    return sub if sub is not None or "/" in key else vhost.subscription_elsewhere(topic.name, key)
