@@ -223,6 +223,8 @@ class BrokerService:
         from .core.store_postgres import DatabaseLock, PostgresStore
 
         assert cfg.dsn is not None  # the config's validator says so
+        if self.worker is not None:  # a worker: its parent holds the lock (workers/supervisor.py)
+            return await anyio.to_thread.run_sync(PostgresStore, cfg.dsn)
         self.lock = lock = DatabaseLock(
             cfg.dsn, retry_seconds=cfg.lock_retry_seconds, session_timeout_seconds=cfg.lock_session_timeout_seconds
         )

@@ -275,34 +275,48 @@ class MetadataLog:
     compacted (:mod:`.compaction`) once the changes since the last compaction outnumber what
     it kept (at least :data:`COMPACT_AFTER`), so it grows with the metadata, not its history."""
 
+    PARAM = "?"
+    BEGIN = "BEGIN IMMEDIATE"
+    TYPES: Mapping[str, str] = {"int": "INTEGER", "blob": "BLOB"}
+
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(str(path), isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")
-        self.db.execute(
-            "CREATE TABLE IF NOT EXISTS changes (seq INTEGER PRIMARY KEY, vhost TEXT NOT NULL, change BLOB NOT NULL)"
+        db = sqlite3.connect(str(path), isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        self._open(db, str(path))
+
+    def _open(self, db: Any, location: str) -> None:
+        """Use ``db`` (a DB-API connection that commits each statement unless in a BEGIN)."""
+        self.db = db
+        self.location = location
+        """Where the log is, for the log lines."""
+        self._execute(
+            "CREATE TABLE IF NOT EXISTS changes (seq {int} PRIMARY KEY, vhost TEXT NOT NULL, change {blob} NOT NULL)"
         )
-        self.db.execute("CREATE TABLE IF NOT EXISTS snapshot (seq INTEGER NOT NULL)")
-        row = self.db.execute("SELECT MAX(seq) FROM snapshot").fetchone()
+        self._execute("CREATE TABLE IF NOT EXISTS snapshot (seq {int} NOT NULL)")
+        row = self._execute("SELECT MAX(seq) FROM snapshot").fetchone()
         self.snapshot = int(row[0] or 0)
         """The number of the last change the latest compaction saw (0: never compacted)."""
-        self._last = int(self.db.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()[0])
+        self._last = int(self._execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()[0])
         self._last = max(self._last, self.snapshot)
-        self.kept = int(self.db.execute("SELECT COUNT(*) FROM changes WHERE seq <= ?", (self.snapshot,)).fetchone()[0])
+        self.kept = int(self._execute("SELECT COUNT(*) FROM changes WHERE seq <= ?", (self.snapshot,)).fetchone()[0])
         """How many changes the latest compaction kept."""
+
+    def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        return self.db.execute(sql.format(**self.TYPES).replace("?", self.PARAM), params)
 
     def append(self, vhost: str, change: Change) -> int:
         """Store ``change`` (committed on return); its sequence number."""
         seq = self._last + 1  # (numbered here: a compaction may have left out the last change)
-        self.db.execute("INSERT INTO changes (seq, vhost, change) VALUES (?, ?, ?)", (seq, vhost, _encode(list(change))))
+        self._execute("INSERT INTO changes (seq, vhost, change) VALUES (?, ?, ?)", (seq, vhost, _encode(list(change))))
         self._last = seq
         return seq
 
     def after(self, seq: int) -> list[tuple[int, str, Change]]:
         """The changes numbered after ``seq``, in order."""
-        rows = self.db.execute("SELECT seq, vhost, change FROM changes WHERE seq > ? ORDER BY seq", (seq,))
-        return [(n, vhost, tuple(decode(blob))) for n, vhost, blob in rows]
+        rows = self._execute("SELECT seq, vhost, change FROM changes WHERE seq > ? ORDER BY seq", (seq,))
+        return [(n, vhost, tuple(decode(bytes(blob)))) for n, vhost, blob in rows]
 
     def last(self) -> int:
         return self._last
@@ -316,17 +330,21 @@ class MetadataLog:
         rows = self.after(0)
         kept = compacted(rows, applied_by_all)
         keep = {seq for seq, _, _ in kept}
-        self.db.execute("BEGIN IMMEDIATE")
+        self._execute(self.BEGIN)
         try:
-            self.db.executemany("DELETE FROM changes WHERE seq = ?", [(n,) for n, _, _ in rows if n not in keep])
-            self.db.execute("DELETE FROM snapshot")
-            self.db.execute("INSERT INTO snapshot (seq) VALUES (?)", (self._last,))
-            self.db.execute("COMMIT")
+            gone = [(n,) for n, _, _ in rows if n not in keep]
+            self.db.cursor().executemany("DELETE FROM changes WHERE seq = ?".replace("?", self.PARAM), gone)
+            self._execute("DELETE FROM snapshot")
+            self._execute("INSERT INTO snapshot (seq) VALUES (?)", (self._last,))
+            self._execute("COMMIT")
         except BaseException:
-            self.db.execute("ROLLBACK")
+            self._execute("ROLLBACK")
             raise
         self.snapshot, self.kept = self._last, len(kept)
         log.info("metadata: the log compacted at change %d: %d of %d changes kept", self._last, len(kept), len(rows))
+
+    def close_in_child(self) -> None:
+        """In a forked worker: the log stays the parent's (nothing to do for a file)."""
 
     def close(self) -> None:
         self.db.close()
@@ -420,10 +438,10 @@ class Sequencer:
     Runs inside the supervisor's ``select`` loop: :meth:`fds` to wait on, :meth:`ready`
     for each that is readable."""
 
-    def __init__(self, config: BrokerConfig, directory: Path, database: Path) -> None:
+    def __init__(self, config: BrokerConfig, directory: Path, metadata_log: MetadataLog) -> None:
         self.mirror = Broker(config)
         """The metadata as the changes so far made it: what each new one is checked against."""
-        self.log = MetadataLog(database)
+        self.log = metadata_log
         self.placed = Ownership(config.worker_count())
         """The override table (placing.py): sent whole to a worker that starts."""
         self.directory = directory
@@ -449,7 +467,7 @@ class Sequencer:
         self._soon: list[Callable[[], None]] = []
         for worker in self.placed.owners():  # placed by workers of an earlier run: gone with them
             self.announce((UNPLACE_WORKER, worker))
-        log.info("metadata: %d changes in %s", self.log.last(), database)
+        log.info("metadata: %d changes in %s", self.log.last(), self.log.location)
 
     def fds(self) -> list[int]:
         return [self.listener.fileno(), *self.peers]
@@ -563,6 +581,7 @@ class Sequencer:
         self.listener.close()
         for peer in self.peers.values():
             peer.sock.close()
+        self.log.close_in_child()
 
     def close(self) -> None:
         for peer in list(self.peers.values()):
