@@ -55,10 +55,6 @@ ALL_ENV = "AMQP10_TEST_WORKERS_ALL"
 
 NOT_YET: dict[str, str] = {
     # feature not yet across workers (issue 31) -> a pattern on the test's id
-    # (dtx31) 0-10 dtx is across workers; its restart test's PostgreSQL variant is not: the
-    # broker refuses workers > 1 on PostgreSQL ("runs on the SQLite store only for now")
-    "0-10 dtx on the PostgreSQL store (workers > 1 runs on SQLite only)":
-        r"amqp010/test_amqp010_dtx_restart\.py::\w+\[postgresql",
     "Service Bus sessions (a session receiver's lock, next-available) and a dead-letter's "
     "reason on another worker's queue": r"next_available|dead_letter_error_description|max_delivery_count_dead_letters",
     "a durable wildcard subscription is kept on the worker it was made on (an attach on "

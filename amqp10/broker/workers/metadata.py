@@ -16,7 +16,8 @@ outlives the workers.
   :class:`~amqp10.broker.core.Broker` holding nothing else), where a declaration that is
   not equivalent to what an earlier change declared is refused; otherwise it gives the
   change the next sequence number, commits it to ``metadata.sqlite3`` (beside the
-  workers' store files) and sends it to every worker.
+  workers' store files; on PostgreSQL a table in the database, :mod:`.shared_database`)
+  and sends it to every worker.
 - Each worker applies the changes strictly in sequence order (and stores them in its own
   store file, as its own declarations are) and tells the parent it has. The worker that
   made a change holds every answer that reports a change (:meth:`Broker.after_commit
@@ -25,8 +26,9 @@ outlives the workers.
   change is stored by the parent and made on every worker (a client that goes on to
   another worker finds it there).
 - A worker that starts (or restarts after a SIGKILL) recovers its store, then asks for
-  the changes after the last number it applied (``<data dir>/workers/<K>.applied``,
-  written once the worker's store has committed that change) and applies them before its
+  the changes after the last number it applied (``<data dir>/workers/<K>.applied``, or on
+  PostgreSQL a table beside the log: :class:`AppliedMarks`; written once the worker's
+  store has committed that change) and applies them before its
   listeners accept.
 
 Users and permissions live in the users file every worker reads: a change to it (the
@@ -99,6 +101,7 @@ from .placing import (
 
 __all__ = [
     "CONTROL_SOCKET",
+    "AppliedMarks",
     "METADATA_FILE",
     "Inequivalent",
     "MetadataLog",
@@ -343,6 +346,10 @@ class MetadataLog:
         self.snapshot, self.kept = self._last, len(kept)
         log.info("metadata: the log compacted at change %d: %d of %d changes kept", self._last, len(kept), len(rows))
 
+    def marks(self, directory: Path) -> AppliedMarks:
+        """Where the workers keep what they applied of this log: files in ``directory``."""
+        return AppliedMarks(directory)
+
     def close_in_child(self) -> None:
         """In a forked worker: the log stays the parent's (nothing to do for a file)."""
 
@@ -442,6 +449,7 @@ class Sequencer:
         self.mirror = Broker(config)
         """The metadata as the changes so far made it: what each new one is checked against."""
         self.log = metadata_log
+        self.marks = metadata_log.marks(directory)
         self.placed = Ownership(config.worker_count())
         """The override table (placing.py): sent whole to a worker that starts."""
         self.directory = directory
@@ -549,7 +557,7 @@ class Sequencer:
 
     def _compact_if_due(self) -> None:
         if self.log.compact_due():
-            every = min(_read_applied(self.directory / f"{k}.applied") for k in range(self.workers))
+            every = min(self.marks.read(k) for k in range(self.workers))
             self.log.compact(applied_by_all=every)
 
     def applied(self, peer: _Peer | None, seq: int) -> None:
@@ -633,14 +641,22 @@ class SharedMetadata:
     """Worker ``me``'s side of the sequencer (a :class:`~amqp10.broker.core.MetadataPort`):
     sends the changes made here, applies everyone's in order, holds answers until then."""
 
-    def __init__(self, broker: Broker, me: int, directory: Path, ownership: Ownership | None = None) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        me: int,
+        directory: Path,
+        ownership: Ownership | None = None,
+        marks: AppliedMarks | None = None,
+    ) -> None:
+        """``marks``: where this worker keeps what it applied (None: a file in ``directory``)."""
         self.broker = broker
         self.me = me
         self.ownership = ownership
         """Where nodes are (placing.py's overrides are kept in it); None: no table is kept."""
         self.socket = directory / CONTROL_SOCKET
-        self.applied_file = directory / f"{me}.applied"
-        self.applied = _read_applied(self.applied_file)
+        self.marks = marks or AppliedMarks(directory)
+        self.applied = self.marks.read(me)
         """The number of the last change applied here."""
         self._saved = self.applied
         self.link: InternalLink | None = None
@@ -794,7 +810,7 @@ class SharedMetadata:
         def save() -> None:
             if seq > self._saved:
                 self._saved = seq
-                _write_applied(self.applied_file, seq)
+                self.marks.write(self.me, seq)
 
         journal = self.broker.journal
         if journal.idle:
@@ -843,6 +859,21 @@ def _top_up(receiver: Receiver | None) -> None:
     """Give a control link's receiving end :data:`CREDIT` again once half is used."""
     if receiver is not None and receiver.is_attached and receiver.credit < CREDIT // 2:
         receiver.flow(CREDIT)
+
+
+class AppliedMarks:
+    """The number of the last change each worker applied and its store committed: a file
+    per worker, ``<directory>/<K>.applied`` (on PostgreSQL: a table,
+    :class:`~.shared_database.PostgresAppliedMarks`)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def read(self, worker: int) -> int:
+        return _read_applied(self.directory / f"{worker}.applied")
+
+    def write(self, worker: int, seq: int) -> None:
+        _write_applied(self.directory / f"{worker}.applied", seq)
 
 
 def _read_applied(path: Path) -> int:

@@ -5,7 +5,10 @@ through its sessions' ``search_path``), apart as the SQLite files ``amqp10.worke
 are, so each has its own fencing epoch (:mod:`..core.store_postgres`): a restarted worker
 fences its predecessor's connection, and the workers of a standby that took over fence the
 old active broker's. The parent's metadata log is in the database too, in schema
-``amqp10_metadata`` (:class:`PostgresMetadataLog`), where a standby on another host reads it.
+``amqp10_metadata`` (:class:`PostgresMetadataLog`), where a standby on another host reads it,
+and so is what each worker applied of it (:class:`PostgresAppliedMarks`): a standby's
+worker goes on from where the store it takes over left off, instead of replaying changes
+its store has (a queue's delete and declare again would empty it).
 
 The parent holds the database lock of the active/standby pair
 (:class:`~..core.store_postgres.DatabaseLock`) and starts its workers only once it is active
@@ -15,12 +18,22 @@ The parent holds the database lock of the active/standby pair
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 from ..config import BrokerConfig
 from ..core.store_postgres import create_schemas, describe_dsn, detach_in_child, in_schema
-from .metadata import METADATA_FILE, MetadataLog
+from .metadata import METADATA_FILE, AppliedMarks, MetadataLog
 
-__all__ = ["METADATA_SCHEMA", "PostgresMetadataLog", "metadata_log", "prepare", "worker_schema"]
+__all__ = [
+    "METADATA_SCHEMA",
+    "PostgresAppliedMarks",
+    "PostgresMetadataLog",
+    "applied_marks",
+    "metadata_log",
+    "prepare",
+    "worker_schema",
+]
 
 METADATA_SCHEMA = "amqp10_metadata"
 """The schema of the parent's metadata log."""
@@ -44,9 +57,7 @@ class PostgresMetadataLog(MetadataLog):
     TYPES: Mapping[str, str] = {"int": "BIGINT", "blob": "BYTEA"}
 
     def __init__(self, dsn: str) -> None:
-        import psycopg
-
-        db = psycopg.connect(in_schema(dsn, METADATA_SCHEMA), autocommit=True, connect_timeout=10)
+        db = _connect(dsn)
         try:
             self._open(db, f"{describe_dsn(dsn)} ({METADATA_SCHEMA})")
         except BaseException:
@@ -55,6 +66,45 @@ class PostgresMetadataLog(MetadataLog):
 
     def close_in_child(self) -> None:
         detach_in_child(self.db)
+
+    def marks(self, directory: Path) -> AppliedMarks:
+        """The workers' marks: the table beside the log, on its connection (the parent's)."""
+        return PostgresAppliedMarks(self.db)
+
+
+class PostgresAppliedMarks(AppliedMarks):
+    """What each worker applied of the metadata log: a table beside it (one row a worker)."""
+
+    def __init__(self, db: Any) -> None:
+        """``db``: a connection in :data:`METADATA_SCHEMA` that commits each statement."""
+        self.db = db
+        db.execute("CREATE TABLE IF NOT EXISTS applied (worker BIGINT PRIMARY KEY, seq BIGINT NOT NULL)")
+
+    def read(self, worker: int) -> int:
+        row = self.db.execute("SELECT seq FROM applied WHERE worker = %s", (worker,)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def write(self, worker: int, seq: int) -> None:
+        self.db.execute(
+            "INSERT INTO applied (worker, seq) VALUES (%s, %s) ON CONFLICT (worker) DO UPDATE SET seq = EXCLUDED.seq",
+            (worker, seq),
+        )
+
+
+def _connect(dsn: str) -> Any:
+    import psycopg
+
+    return psycopg.connect(in_schema(dsn, METADATA_SCHEMA), autocommit=True, connect_timeout=10)
+
+
+def applied_marks(config: BrokerConfig, directory: Path) -> AppliedMarks:
+    """Where a worker keeps what it applied: a file in ``directory``, or (PostgreSQL) the
+    shared database (a connection of its own, for the worker's life)."""
+    store = config.store
+    if store.backend == "postgresql":
+        assert store.dsn is not None  # the config's validator says so
+        return PostgresAppliedMarks(_connect(store.dsn))
+    return AppliedMarks(directory)
 
 
 def metadata_log(config: BrokerConfig) -> MetadataLog:

@@ -121,6 +121,13 @@ def test_a_standby_pair_at_two_workers_takes_over_with_every_confirmed_message(t
     try:
         active.wait_listening()
         standby.wait_for(r"standby: waiting for the store lock")
+        with one_on_each(active) as conns:  # in the metadata's history: both queues deleted once
+            ch = conns[0].channel()
+            for q in QUEUES:
+                ch.queue_declare(q, durable=True)
+                ch.queue_delete(q)
+        # the standby's workers (a data directory of their own, as on another host) go on
+        # from what their stores applied: a replay of that delete would empty the queue
         confirmed = declare_and_publish(active, 100)
         assert not any("listening on" in line for line in standby.lines)  # nothing bound, no worker
         active.stop()  # SIGKILL: the lock's session ends; the workers lose their parent
