@@ -306,6 +306,10 @@ class MetadataLog:
         self.kept = int(self._execute("SELECT COUNT(*) FROM changes WHERE seq <= ?", (self.snapshot,)).fetchone()[0])
         """How many changes the latest compaction kept."""
 
+    def _begin(self) -> None:
+        """Begin a transaction of more than one statement."""
+        self._execute(self.BEGIN)
+
     def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
         return self.db.execute(sql.format(**self.TYPES).replace("?", self.PARAM), params)
 
@@ -333,7 +337,7 @@ class MetadataLog:
         rows = self.after(0)
         kept = compacted(rows, applied_by_all)
         keep = {seq for seq, _, _ in kept}
-        self._execute(self.BEGIN)
+        self._begin()
         try:
             gone = [(n,) for n, _, _ in rows if n not in keep]
             self.db.cursor().executemany("DELETE FROM changes WHERE seq = ?".replace("?", self.PARAM), gone)

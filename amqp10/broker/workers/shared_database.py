@@ -22,8 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from ..config import BrokerConfig
-from ..core.store_postgres import create_schemas, describe_dsn, detach_in_child, in_schema
-from .metadata import METADATA_FILE, AppliedMarks, MetadataLog
+from ..core.store_postgres import (
+    StoreFenced,
+    create_schemas,
+    describe_dsn,
+    detach_in_child,
+    in_schema,
+)
+from .metadata import METADATA_FILE, AppliedMarks, Change, MetadataLog
 
 __all__ = [
     "METADATA_SCHEMA",
@@ -50,7 +56,13 @@ def prepare(dsn: str, workers: int) -> None:
 
 
 class PostgresMetadataLog(MetadataLog):
-    """The parent's metadata log in the shared database (schema :data:`METADATA_SCHEMA`)."""
+    """The parent's metadata log in the shared database (schema :data:`METADATA_SCHEMA`).
+
+    Fenced as the store is: opening it raises its ``epoch`` (one row, waiting for the row
+    lock of the previous parent's last append, so it reads every change that one made), and
+    each append and compaction first checks, under a row lock, that the epoch is still its
+    own: a parent that lost the database lock appends nothing after the standby took over
+    (:class:`~..core.store_postgres.StoreFenced`, which stops it)."""
 
     PARAM = "%s"
     BEGIN = "BEGIN"
@@ -59,10 +71,30 @@ class PostgresMetadataLog(MetadataLog):
     def __init__(self, dsn: str) -> None:
         db = _connect(dsn)
         try:
+            db.execute("CREATE TABLE IF NOT EXISTS writer (epoch BIGINT NOT NULL)")
+            db.execute("INSERT INTO writer (epoch) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM writer)")
+            self.epoch = int(db.execute("UPDATE writer SET epoch = epoch + 1 RETURNING epoch").fetchone()[0])
             self._open(db, f"{describe_dsn(dsn)} ({METADATA_SCHEMA})")
         except BaseException:
             db.close()
             raise
+
+    def _begin(self) -> None:
+        super()._begin()
+        epoch = self.db.execute("SELECT epoch FROM writer FOR SHARE").fetchone()[0]
+        if epoch != self.epoch:
+            self.db.execute("ROLLBACK")
+            raise StoreFenced(f"{self.location}: another broker has taken the metadata log over (epoch {epoch})")
+
+    def append(self, vhost: str, change: Change) -> int:
+        self._begin()
+        try:
+            seq = super().append(vhost, change)
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return seq
 
     def close_in_child(self) -> None:
         detach_in_child(self.db)

@@ -156,3 +156,24 @@ def test_the_parent_that_loses_the_lock_stops_its_workers(tmp_path: Path, pg_ser
         broker.wait_for(r"lost the store lock on .*: stopping the workers")
         assert broker.proc.wait(60) == 1
         wait_until_gone(workers)
+
+
+def test_the_metadata_log_in_the_database_is_fenced_as_the_store_is(tmp_path: Path, pg_server: Any) -> None:
+    from amqp10.broker.core.store_postgres import StoreFenced, create_schemas
+    from amqp10.broker.workers.shared_database import METADATA_SCHEMA, PostgresMetadataLog
+
+    dsn = pg_server.new_database()
+    create_schemas(dsn, [METADATA_SCHEMA])
+    old = PostgresMetadataLog(dsn)
+    assert old.append("/", ("queue", "q1")) == 1
+    old.marks(tmp_path).write(1, 1)
+    new = PostgresMetadataLog(dsn)  # a standby's parent, after the lock changed hands
+    try:
+        with pytest.raises(StoreFenced):
+            old.append("/", ("queue", "q2"))  # the old parent writes nothing more
+        assert [(seq, change) for seq, _, change in new.after(0)] == [(1, ("queue", "q1"))]
+        assert new.append("/", ("queue", "q3")) == 2
+        assert new.marks(tmp_path).read(1) == 1 and new.marks(tmp_path).read(0) == 0
+    finally:
+        old.close()
+        new.close()
