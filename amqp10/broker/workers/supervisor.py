@@ -186,33 +186,41 @@ class Supervisor:
             raise
         self.slots = [_Slot(i, socks) for i, socks in enumerate(per_slot)]
 
-    def take_lock(self) -> None:
-        """[store] postgresql: wait as the standby until this broker holds the database lock
-        (a signal's default action ends the wait), then make the workers' schemas."""
+    def take_lock(self) -> bool:
+        """[store] postgresql: wait as the standby until this broker holds the database lock,
+        then make the workers' schemas; False: SIGTERM or SIGINT came first."""
         cfg = self.config.store
         if cfg.backend != "postgresql" or self.lock is not None:
-            return
+            return True
         from ..core.store_postgres import DatabaseLock
 
         assert cfg.dsn is not None  # the config's validator says so
         lock = DatabaseLock(
             cfg.dsn, retry_seconds=cfg.lock_retry_seconds, session_timeout_seconds=cfg.lock_session_timeout_seconds
         )
+        previous = {sig: signal.signal(sig, _stop_waiting) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             lock.wait()
-            prepare(cfg.dsn, self.count)
+        except _StopWaiting as stopped:
+            lock.release()
+            log.info("received %s: stopping (the standby)", stopped)
+            return False
         except BaseException:
             lock.release()
             raise
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         self.lock = lock
+        prepare(cfg.dsn, self.count)
+        return True
 
     def run(self) -> int:
         """Start the workers and supervise them until a stop; 0 when every worker stopped
         cleanly. On PostgreSQL the workers start once this broker holds the database lock,
         and stop when it loses it (exit code 1)."""
         try:
-            self.take_lock()
-            return self._run()
+            return self._run() if self.take_lock() else 0
         finally:
             if self.lock is not None:
                 self.lock.release()
@@ -405,6 +413,14 @@ class Supervisor:
                     if id(sock) not in mine:
                         sock.close()
         return self.run_worker(slot.index, worker_config(self.config, slot.index), slot.sockets)
+
+
+class _StopWaiting(Exception):
+    """SIGTERM or SIGINT while the parent waits for the database lock (its name)."""
+
+
+def _stop_waiting(signum: int, frame: object) -> None:
+    raise _StopWaiting(signal.Signals(signum).name)
 
 
 def _ignore(signum: int, frame: object) -> None:

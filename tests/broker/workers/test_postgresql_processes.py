@@ -19,7 +19,7 @@ import pika
 import pytest
 
 from tests.broker.test_failover import pg_broker_config
-from tests.broker.test_workers import Parent, wait_until_gone
+from tests.broker.test_workers import WAIT, Parent, wait_until_gone
 
 from .test_amqp091_processes import one_on_each
 from .test_processes import owned_by
@@ -130,6 +130,11 @@ def test_a_standby_pair_at_two_workers_takes_over_with_every_confirmed_message(t
         # from what their stores applied: a replay of that delete would empty the queue
         confirmed = declare_and_publish(active, 100)
         assert not any("listening on" in line for line in standby.lines)  # nothing bound, no worker
+        third = Parent.of_config(config(tmp_path, "c", dsn), wait=False)
+        third.wait_for(r"standby: waiting for the store lock")
+        third.proc.send_signal(signal.SIGTERM)  # a standby stops as one process does: exit 0
+        assert third.proc.wait(WAIT) == 0
+        third.wait_for(r"received SIGTERM: stopping \(the standby\)")
         active.stop()  # SIGKILL: the lock's session ends; the workers lose their parent
         with running(standby):
             standby.wait_for(r"holding the store lock on")
