@@ -317,7 +317,7 @@ class DatabaseLock:
 
     def wait(self) -> None:
         """:meth:`acquire` for a process without an event loop (the workers' parent): blocks
-        until this broker holds the lock (a signal's default action ends the wait)."""
+        until this broker holds the lock (an exception, from a signal handler say, ends it)."""
         said: str | None = None
         while not self.try_acquire():
             said = self._waiting(said)
