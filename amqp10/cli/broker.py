@@ -37,8 +37,7 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     )
     b.add_argument(
         "--workers",
-        help="broker processes behind the same ports, a number or 'auto' (one per core; default 1); "
-        "more than 1 runs on the SQLite store only",
+        help="broker processes behind the same ports, a number or 'auto' (one per core; default 1)",
     )
     b.set_defaults(func=cmd_broker)
     return b
