@@ -589,7 +589,7 @@ class BrokerConfig(_Model):
     workers: int | Literal["auto"] = Field(
         default=1,
         description="broker processes behind the same ports ('auto': one per core); 1: one process, "
-        "no supervisor. More than 1 runs on the SQLite store only (one file per worker)",
+        "no supervisor. More than 1: a store per worker (a SQLite file, or a schema of the PostgreSQL database)",
     )
 
     @field_validator("workers", mode="before")

@@ -223,6 +223,8 @@ class BrokerService:
         from .core.store_postgres import DatabaseLock, PostgresStore
 
         assert cfg.dsn is not None  # the config's validator says so
+        if self.worker is not None:  # a worker: its parent holds the lock (workers/supervisor.py)
+            return await anyio.to_thread.run_sync(PostgresStore, cfg.dsn)
         self.lock = lock = DatabaseLock(
             cfg.dsn, retry_seconds=cfg.lock_retry_seconds, session_timeout_seconds=cfg.lock_session_timeout_seconds
         )
@@ -286,8 +288,11 @@ class BrokerService:
                     await tg.start(peers.run)
                     # the metadata's one order: caught up before clients come (workers/metadata.py)
                     from .workers.metadata import SharedMetadata
+                    from .workers.shared_database import applied_marks
 
-                    await tg.start(SharedMetadata(self.broker, self.worker, directory, peers.placement.ownership).run)
+                    marks = applied_marks(cfg, directory)  # a file, or (PostgreSQL) a table beside the log
+                    shared = SharedMetadata(self.broker, self.worker, directory, peers.placement.ownership, marks)
+                    await tg.start(shared.run)
                     # management, limits and alarms of the whole broker
                     whole = WholeBroker(Management.of(self.broker), peers.placement.ownership, directory)
                     await tg.start(whole.run)

@@ -37,8 +37,7 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     )
     b.add_argument(
         "--workers",
-        help="broker processes behind the same ports, a number or 'auto' (one per core; default 1); "
-        "more than 1 runs on the SQLite store only",
+        help="broker processes behind the same ports, a number or 'auto' (one per core; default 1)",
     )
     b.set_defaults(func=cmd_broker)
     return b
@@ -92,17 +91,12 @@ def cmd_broker(args: argparse.Namespace) -> int:
         fail("broker", str(exc))
         return 2
     count = config.worker_count()
-    if count > 1:
-        from ..broker.workers.supervisor import Supervisor, not_built
-
-        refused = not_built(config)
-        if refused is not None:
-            fail("broker", refused)
-            return 2
     log_to_stderr(KeyValueFormatter(), config.log_level.upper())
     _tune_gc()
     if count == 1:
         return _serve(config)
+    from ..broker.workers.supervisor import Supervisor
+
     try:
         return Supervisor(config, count, _serve_as_worker).run()
     except Exception as exc:  # e.g. a port in use: one line

@@ -55,10 +55,6 @@ ALL_ENV = "AMQP10_TEST_WORKERS_ALL"
 
 NOT_YET: dict[str, str] = {
     # feature not yet across workers (issue 31) -> a pattern on the test's id
-    # (dtx31) 0-10 dtx is across workers; its restart test's PostgreSQL variant is not: the
-    # broker refuses workers > 1 on PostgreSQL ("runs on the SQLite store only for now")
-    "0-10 dtx on the PostgreSQL store (workers > 1 runs on SQLite only)":
-        r"amqp010/test_amqp010_dtx_restart\.py::\w+\[postgresql",
     # (sb31) the session filter is applied only to a local queue (the 1.0 front end's
     # consumer_view): to reach the owner, which must pick and lock the session, the client's
     # attach answer, which names the session, has to wait for the owner's

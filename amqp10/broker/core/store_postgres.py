@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -35,7 +37,16 @@ import anyio.to_thread
 
 from .store import NUMBER_COLUMN, SCHEMA_VERSION, SqlStore
 
-__all__ = ["LOCK_KEY", "DatabaseLock", "PostgresStore", "StoreFenced", "describe_dsn"]
+__all__ = [
+    "LOCK_KEY",
+    "DatabaseLock",
+    "PostgresStore",
+    "StoreFenced",
+    "create_schemas",
+    "describe_dsn",
+    "detach_in_child",
+    "in_schema",
+]
 
 log = logging.getLogger("amqp10.broker")
 
@@ -69,6 +80,33 @@ def describe_dsn(dsn: str) -> str:
     host = info.get("host") or "localhost"
     port = info.get("port") or 5432
     return f"postgresql://{host}:{port}/{info.get('dbname') or info.get('user') or ''}"
+
+
+def in_schema(dsn: str, schema: str) -> str:
+    """``dsn`` with its sessions in ``schema`` (``search_path``, added to any ``options``):
+    what each of the broker's workers keeps apart in the shared database."""
+    conninfo = _psycopg().conninfo
+    options = conninfo.conninfo_to_dict(dsn).get("options") or ""
+    return str(conninfo.make_conninfo(dsn, options=f"{options} -c search_path={schema}".strip()))
+
+
+def create_schemas(dsn: str, schemas: list[str]) -> None:
+    """Create each of ``schemas`` that does not exist yet (a store made in one needs it)."""
+    with _psycopg().connect(dsn, autocommit=True, connect_timeout=10, **_KEEPALIVE) as conn:
+        for schema in schemas:
+            conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+
+
+def detach_in_child(conn: Any) -> None:
+    """In a forked child: let go of the parent's connection ``conn`` without a word to the
+    server (the parent's session, and the lock it holds, must end with the parent, not
+    last while a child holds the socket): /dev/null takes the socket's place, so nothing
+    the child's copy of ``conn`` might still say reaches the server."""
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        os.dup2(null, conn.pgconn.socket)
+    finally:
+        os.close(null)
 
 
 class PostgresStore(SqlStore):
@@ -192,6 +230,11 @@ class DatabaseLock:
     def held(self) -> bool:
         return self._conn is not None
 
+    @property
+    def lost(self) -> bool:
+        """Whether the keepalive found the lock's session gone (:meth:`watch` returns then)."""
+        return self._lost.is_set()
+
     def try_acquire(self) -> bool:
         """One attempt: connect (if need be) and take the lock without waiting."""
         psycopg = _psycopg()
@@ -235,6 +278,11 @@ class DatabaseLock:
             return False
         return True
 
+    def detach_in_child(self) -> None:
+        """In a forked child (a worker): the lock's session stays the parent's alone."""
+        if self._conn is not None:
+            detach_in_child(self._conn)
+
     def start_keepalive(self) -> None:
         """Check the session from a thread until :meth:`release`; a failed check marks
         the lock lost (:meth:`watch` returns)."""
@@ -263,13 +311,29 @@ class DatabaseLock:
         """Wait (as the standby) until this broker holds the lock; then keep it alive."""
         said: str | None = None
         while not await anyio.to_thread.run_sync(self.try_acquire, abandon_on_cancel=True):
-            if self.last_error != said:
-                said = self.last_error
-                log.info(
-                    "standby: waiting for the store lock on %s (%s); trying every %gs",
-                    self.location, said, self.retry_seconds,
-                )  # fmt: skip
+            said = self._waiting(said)
             await anyio.sleep(self.retry_seconds)
+        self._active()
+
+    def wait(self) -> None:
+        """:meth:`acquire` for a process without an event loop (the workers' parent): blocks
+        until this broker holds the lock (an exception, from a signal handler say, ends it)."""
+        said: str | None = None
+        while not self.try_acquire():
+            said = self._waiting(said)
+            time.sleep(self.retry_seconds)
+        self._active()
+
+    def _waiting(self, said: str | None) -> str | None:
+        """Say why this broker waits, once per reason; the reason said."""
+        if self.last_error != said:
+            log.info(
+                "standby: waiting for the store lock on %s (%s); trying every %gs",
+                self.location, self.last_error, self.retry_seconds,
+            )  # fmt: skip
+        return self.last_error
+
+    def _active(self) -> None:
         self.start_keepalive()
         log.info("holding the store lock on %s: this broker is active", self.location)
 

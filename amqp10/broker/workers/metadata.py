@@ -16,7 +16,8 @@ outlives the workers.
   :class:`~amqp10.broker.core.Broker` holding nothing else), where a declaration that is
   not equivalent to what an earlier change declared is refused; otherwise it gives the
   change the next sequence number, commits it to ``metadata.sqlite3`` (beside the
-  workers' store files) and sends it to every worker.
+  workers' store files; on PostgreSQL a table in the database, :mod:`.shared_database`)
+  and sends it to every worker.
 - Each worker applies the changes strictly in sequence order (and stores them in its own
   store file, as its own declarations are) and tells the parent it has. The worker that
   made a change holds every answer that reports a change (:meth:`Broker.after_commit
@@ -25,8 +26,9 @@ outlives the workers.
   change is stored by the parent and made on every worker (a client that goes on to
   another worker finds it there).
 - A worker that starts (or restarts after a SIGKILL) recovers its store, then asks for
-  the changes after the last number it applied (``<data dir>/workers/<K>.applied``,
-  written once the worker's store has committed that change) and applies them before its
+  the changes after the last number it applied (``<data dir>/workers/<K>.applied``, or on
+  PostgreSQL a table beside the log: :class:`AppliedMarks`; written once the worker's
+  store has committed that change) and applies them before its
   listeners accept.
 
 Users and permissions live in the users file every worker reads: a change to it (the
@@ -99,6 +101,7 @@ from .placing import (
 
 __all__ = [
     "CONTROL_SOCKET",
+    "AppliedMarks",
     "METADATA_FILE",
     "Inequivalent",
     "MetadataLog",
@@ -275,34 +278,52 @@ class MetadataLog:
     compacted (:mod:`.compaction`) once the changes since the last compaction outnumber what
     it kept (at least :data:`COMPACT_AFTER`), so it grows with the metadata, not its history."""
 
+    PARAM = "?"
+    BEGIN = "BEGIN IMMEDIATE"
+    TYPES: Mapping[str, str] = {"int": "INTEGER", "blob": "BLOB"}
+
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(str(path), isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")
-        self.db.execute(
-            "CREATE TABLE IF NOT EXISTS changes (seq INTEGER PRIMARY KEY, vhost TEXT NOT NULL, change BLOB NOT NULL)"
+        db = sqlite3.connect(str(path), isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        self._open(db, str(path))
+
+    def _open(self, db: Any, location: str) -> None:
+        """Use ``db`` (a DB-API connection that commits each statement unless in a BEGIN)."""
+        self.db = db
+        self.location = location
+        """Where the log is, for the log lines."""
+        self._execute(
+            "CREATE TABLE IF NOT EXISTS changes (seq {int} PRIMARY KEY, vhost TEXT NOT NULL, change {blob} NOT NULL)"
         )
-        self.db.execute("CREATE TABLE IF NOT EXISTS snapshot (seq INTEGER NOT NULL)")
-        row = self.db.execute("SELECT MAX(seq) FROM snapshot").fetchone()
+        self._execute("CREATE TABLE IF NOT EXISTS snapshot (seq {int} NOT NULL)")
+        row = self._execute("SELECT MAX(seq) FROM snapshot").fetchone()
         self.snapshot = int(row[0] or 0)
         """The number of the last change the latest compaction saw (0: never compacted)."""
-        self._last = int(self.db.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()[0])
+        self._last = int(self._execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()[0])
         self._last = max(self._last, self.snapshot)
-        self.kept = int(self.db.execute("SELECT COUNT(*) FROM changes WHERE seq <= ?", (self.snapshot,)).fetchone()[0])
+        self.kept = int(self._execute("SELECT COUNT(*) FROM changes WHERE seq <= ?", (self.snapshot,)).fetchone()[0])
         """How many changes the latest compaction kept."""
+
+    def _begin(self) -> None:
+        """Begin a transaction of more than one statement."""
+        self._execute(self.BEGIN)
+
+    def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        return self.db.execute(sql.format(**self.TYPES).replace("?", self.PARAM), params)
 
     def append(self, vhost: str, change: Change) -> int:
         """Store ``change`` (committed on return); its sequence number."""
         seq = self._last + 1  # (numbered here: a compaction may have left out the last change)
-        self.db.execute("INSERT INTO changes (seq, vhost, change) VALUES (?, ?, ?)", (seq, vhost, _encode(list(change))))
+        self._execute("INSERT INTO changes (seq, vhost, change) VALUES (?, ?, ?)", (seq, vhost, _encode(list(change))))
         self._last = seq
         return seq
 
     def after(self, seq: int) -> list[tuple[int, str, Change]]:
         """The changes numbered after ``seq``, in order."""
-        rows = self.db.execute("SELECT seq, vhost, change FROM changes WHERE seq > ? ORDER BY seq", (seq,))
-        return [(n, vhost, tuple(decode(blob))) for n, vhost, blob in rows]
+        rows = self._execute("SELECT seq, vhost, change FROM changes WHERE seq > ? ORDER BY seq", (seq,))
+        return [(n, vhost, tuple(decode(bytes(blob)))) for n, vhost, blob in rows]
 
     def last(self) -> int:
         return self._last
@@ -316,17 +337,25 @@ class MetadataLog:
         rows = self.after(0)
         kept = compacted(rows, applied_by_all)
         keep = {seq for seq, _, _ in kept}
-        self.db.execute("BEGIN IMMEDIATE")
+        self._begin()
         try:
-            self.db.executemany("DELETE FROM changes WHERE seq = ?", [(n,) for n, _, _ in rows if n not in keep])
-            self.db.execute("DELETE FROM snapshot")
-            self.db.execute("INSERT INTO snapshot (seq) VALUES (?)", (self._last,))
-            self.db.execute("COMMIT")
+            gone = [(n,) for n, _, _ in rows if n not in keep]
+            self.db.cursor().executemany("DELETE FROM changes WHERE seq = ?".replace("?", self.PARAM), gone)
+            self._execute("DELETE FROM snapshot")
+            self._execute("INSERT INTO snapshot (seq) VALUES (?)", (self._last,))
+            self._execute("COMMIT")
         except BaseException:
-            self.db.execute("ROLLBACK")
+            self._execute("ROLLBACK")
             raise
         self.snapshot, self.kept = self._last, len(kept)
         log.info("metadata: the log compacted at change %d: %d of %d changes kept", self._last, len(kept), len(rows))
+
+    def marks(self, directory: Path) -> AppliedMarks:
+        """Where the workers keep what they applied of this log: files in ``directory``."""
+        return AppliedMarks(directory)
+
+    def close_in_child(self) -> None:
+        """In a forked worker: the log stays the parent's (nothing to do for a file)."""
 
     def close(self) -> None:
         self.db.close()
@@ -420,10 +449,11 @@ class Sequencer:
     Runs inside the supervisor's ``select`` loop: :meth:`fds` to wait on, :meth:`ready`
     for each that is readable."""
 
-    def __init__(self, config: BrokerConfig, directory: Path, database: Path) -> None:
+    def __init__(self, config: BrokerConfig, directory: Path, metadata_log: MetadataLog) -> None:
         self.mirror = Broker(config)
         """The metadata as the changes so far made it: what each new one is checked against."""
-        self.log = MetadataLog(database)
+        self.log = metadata_log
+        self.marks = metadata_log.marks(directory)
         self.placed = Ownership(config.worker_count())
         """The override table (placing.py): sent whole to a worker that starts."""
         self.directory = directory
@@ -449,7 +479,7 @@ class Sequencer:
         self._soon: list[Callable[[], None]] = []
         for worker in self.placed.owners():  # placed by workers of an earlier run: gone with them
             self.announce((UNPLACE_WORKER, worker))
-        log.info("metadata: %d changes in %s", self.log.last(), database)
+        log.info("metadata: %d changes in %s", self.log.last(), self.log.location)
 
     def fds(self) -> list[int]:
         return [self.listener.fileno(), *self.peers]
@@ -531,7 +561,7 @@ class Sequencer:
 
     def _compact_if_due(self) -> None:
         if self.log.compact_due():
-            every = min(_read_applied(self.directory / f"{k}.applied") for k in range(self.workers))
+            every = min(self.marks.read(k) for k in range(self.workers))
             self.log.compact(applied_by_all=every)
 
     def applied(self, peer: _Peer | None, seq: int) -> None:
@@ -563,6 +593,7 @@ class Sequencer:
         self.listener.close()
         for peer in self.peers.values():
             peer.sock.close()
+        self.log.close_in_child()
 
     def close(self) -> None:
         for peer in list(self.peers.values()):
@@ -614,14 +645,22 @@ class SharedMetadata:
     """Worker ``me``'s side of the sequencer (a :class:`~amqp10.broker.core.MetadataPort`):
     sends the changes made here, applies everyone's in order, holds answers until then."""
 
-    def __init__(self, broker: Broker, me: int, directory: Path, ownership: Ownership | None = None) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        me: int,
+        directory: Path,
+        ownership: Ownership | None = None,
+        marks: AppliedMarks | None = None,
+    ) -> None:
+        """``marks``: where this worker keeps what it applied (None: a file in ``directory``)."""
         self.broker = broker
         self.me = me
         self.ownership = ownership
         """Where nodes are (placing.py's overrides are kept in it); None: no table is kept."""
         self.socket = directory / CONTROL_SOCKET
-        self.applied_file = directory / f"{me}.applied"
-        self.applied = _read_applied(self.applied_file)
+        self.marks = marks or AppliedMarks(directory)
+        self.applied = self.marks.read(me)
         """The number of the last change applied here."""
         self._saved = self.applied
         self.link: InternalLink | None = None
@@ -775,7 +814,7 @@ class SharedMetadata:
         def save() -> None:
             if seq > self._saved:
                 self._saved = seq
-                _write_applied(self.applied_file, seq)
+                self.marks.write(self.me, seq)
 
         journal = self.broker.journal
         if journal.idle:
@@ -824,6 +863,21 @@ def _top_up(receiver: Receiver | None) -> None:
     """Give a control link's receiving end :data:`CREDIT` again once half is used."""
     if receiver is not None and receiver.is_attached and receiver.credit < CREDIT // 2:
         receiver.flow(CREDIT)
+
+
+class AppliedMarks:
+    """The number of the last change each worker applied and its store committed: a file
+    per worker, ``<directory>/<K>.applied`` (on PostgreSQL: a table,
+    :class:`~.shared_database.PostgresAppliedMarks`)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def read(self, worker: int) -> int:
+        return _read_applied(self.directory / f"{worker}.applied")
+
+    def write(self, worker: int, seq: int) -> None:
+        _write_applied(self.directory / f"{worker}.applied", seq)
 
 
 def _read_applied(path: Path) -> int:

@@ -17,7 +17,7 @@ was. With N > 1, :class:`Supervisor` is the process ``amqp10 broker`` runs:
 - it forks N workers, numbered 0 to N-1 as :mod:`.ownership` numbers them (``fork``: a worker inherits the sockets and the validated
   configuration as they are, and starts in milliseconds); each runs a
   :class:`~amqp10.broker.service.BrokerService` over its slot's sockets with a store
-  file of its own (:func:`worker_config`).
+  of its own (:func:`worker_config`).
 - a worker that ends while the parent runs is restarted after a back-off (0.1 s,
   doubling to 10 s while it keeps dying within 10 s of its start), said in one log line.
 - SIGTERM or SIGINT: every worker (each in a process group of its own, so a terminal's
@@ -33,8 +33,12 @@ the metadata's sequencer (:class:`~.metadata.Sequencer`, served in its ``select`
 exchanges, bindings, queues, policies and users are the same on every worker, in one
 order. Management, ``/metrics``, connection limits and the memory alarm count the whole
 broker (:mod:`.whole`). What is not across workers yet is listed in
-``docs/architecture.md`` ("Not yet at N > 1"); :func:`not_built` refuses ``workers`` > 1
-only on the PostgreSQL store, which is not shared by workers yet.
+``docs/architecture.md`` ("Not yet at N > 1").
+
+On the PostgreSQL store the workers share one database, each in a schema of its own
+(:mod:`.shared_database`), and the parent holds the database lock of the active/standby
+pair: it waits as the standby, binds and starts its workers once it holds the lock, and
+stops them when it loses it.
 """
 
 from __future__ import annotations
@@ -50,19 +54,22 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from ...io.net import bind_for_workers
 from ..config import BrokerConfig
 from ..service import listen_points
 from . import counters
-from .metadata import METADATA_FILE, Sequencer
+from .metadata import Sequencer
+from .shared_database import metadata_log, prepare, worker_schema
+
+if TYPE_CHECKING:
+    from ..core.store_postgres import DatabaseLock
 
 __all__ = [
     "STOP_SECONDS",
     "Supervisor",
     "WorkerRunner",
-    "not_built",
     "worker_config",
 ]
 
@@ -76,6 +83,9 @@ RESTART_MAX = 10.0
 """The back-off before a worker is restarted: RESTART_FIRST, doubling up to RESTART_MAX
 while it keeps dying within RESTART_MAX seconds of its start."""
 
+LOCK_LOOK = 0.5
+"""[store] postgresql: how often (seconds) the parent looks whether it lost the database lock."""
+
 _PR_SET_PDEATHSIG = 1
 
 Sockets: TypeAlias = Mapping[str, Sequence[socket.socket]]
@@ -86,24 +96,20 @@ WorkerRunner: TypeAlias = Callable[[int, BrokerConfig, Sockets], int]
 SIGINT and returns the worker's exit code."""
 
 
-def not_built(config: BrokerConfig) -> str | None:
-    """Why ``config`` cannot run as asked (one line), or None."""
-    n = config.worker_count()
-    if n == 1:
-        return None
-    if config.store.backend != "sqlite":
-        return f"workers = {n} runs on the SQLite store only for now (one file per worker)"
-    return None
-
-
 def worker_config(config: BrokerConfig, index: int) -> BrokerConfig:
-    """Worker ``index``'s configuration: ``config`` with a SQLite file of its own beside
-    the configured one (``amqp10.sqlite3`` -> ``amqp10.worker1.sqlite3`` for worker 1)."""
-    path = config.store.path
-    store = config.store.model_copy(
-        update={"path": path.with_name(f"{path.stem}.worker{index}{path.suffix}")}
-    )
-    return config.model_copy(update={"store": store})
+    """Worker ``index``'s configuration: ``config`` with a store of its own. SQLite: a file
+    beside the configured one (``amqp10.sqlite3`` -> ``amqp10.worker1.sqlite3`` for worker
+    1); PostgreSQL: a schema of its own in the shared database (``amqp10_w1``,
+    :mod:`.shared_database`)."""
+    store = config.store
+    if store.backend == "postgresql":
+        from ..core.store_postgres import in_schema
+
+        assert store.dsn is not None  # the config's validator says so
+        update: dict[str, object] = {"dsn": in_schema(store.dsn, worker_schema(index))}
+    else:
+        update = {"path": store.path.with_name(f"{store.path.stem}.worker{index}{store.path.suffix}")}
+    return config.model_copy(update={"store": store.model_copy(update=update)})
 
 
 def die_with_parent(parent: int) -> bool:
@@ -156,6 +162,10 @@ class Supervisor:
         self.stopping_since: float | None = None
         self.sequencer: Sequencer | None = None
         """The metadata's one order (:mod:`.metadata`), while the workers run."""
+        self.lock: DatabaseLock | None = None
+        """[store] postgresql: the database lock of an active/standby pair, held while the
+        workers run (:meth:`take_lock`)."""
+        self.lock_lost = False
         self._wake_r = self._wake_w = -1
 
     def bind(self) -> None:
@@ -176,8 +186,47 @@ class Supervisor:
             raise
         self.slots = [_Slot(i, socks) for i, socks in enumerate(per_slot)]
 
+    def take_lock(self) -> bool:
+        """[store] postgresql: wait as the standby until this broker holds the database lock,
+        then make the workers' schemas; False: SIGTERM or SIGINT came first."""
+        cfg = self.config.store
+        if cfg.backend != "postgresql" or self.lock is not None:
+            return True
+        from ..core.store_postgres import DatabaseLock
+
+        assert cfg.dsn is not None  # the config's validator says so
+        lock = DatabaseLock(
+            cfg.dsn, retry_seconds=cfg.lock_retry_seconds, session_timeout_seconds=cfg.lock_session_timeout_seconds
+        )
+        previous = {sig: signal.signal(sig, _stop_waiting) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            lock.wait()
+        except _StopWaiting as stopped:
+            lock.release()
+            log.info("received %s: stopping (the standby)", stopped)
+            return False
+        except BaseException:
+            lock.release()
+            raise
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        self.lock = lock
+        prepare(cfg.dsn, self.count)
+        return True
+
     def run(self) -> int:
-        """Start the workers and supervise them until a stop; 0 when every worker stopped cleanly."""
+        """Start the workers and supervise them until a stop; 0 when every worker stopped
+        cleanly. On PostgreSQL the workers start once this broker holds the database lock,
+        and stop when it loses it (exit code 1)."""
+        try:
+            return self._run() if self.take_lock() else 0
+        finally:
+            if self.lock is not None:
+                self.lock.release()
+                self.lock = None
+
+    def _run(self) -> int:
         if not self.slots:
             self.bind()
         # the connection counts every worker adds to (limits of the whole broker), made before any forks
@@ -190,15 +239,14 @@ class Supervisor:
         }
         old_fd = signal.set_wakeup_fd(self._wake_w)
         try:
-            store = self.config.store.path
-            self.sequencer = Sequencer(self.config, store.parent / "workers", store.with_name(METADATA_FILE))
+            self.sequencer = Sequencer(self.config, self.config.store.path.parent / "workers", metadata_log(self.config))
             for slot in self.slots:
                 self._start(slot)
             while not self._done():
                 self._reap()
                 self._restart_due()
                 self._wait()
-            return 0 if all(s.exit_code == 0 for s in self.slots) else 1
+            return 0 if all(s.exit_code == 0 for s in self.slots) and not self.lock_lost else 1
         finally:
             signal.set_wakeup_fd(old_fd)
             for sig, handler in previous.items():
@@ -225,6 +273,8 @@ class Supervisor:
             timeout = max(min(due) - now, 0.0) if due else None
         if self._done():
             return
+        if self.lock is not None:  # its keepalive thread marks it lost: looked at this often
+            timeout = LOCK_LOOK if timeout is None else min(timeout, LOCK_LOOK)
         sequencer = self.sequencer
         fds = [self._wake_r, *(sequencer.fds() if sequencer is not None else ())]
         readable, _, _ = select.select(fds, [], [], timeout)
@@ -236,6 +286,13 @@ class Supervisor:
             for signum in os.read(self._wake_r, 512):
                 if signum in (signal.SIGTERM, signal.SIGINT):
                     self.stop(signal.Signals(signum).name)
+        if self.lock is not None and self.lock.lost and not self.lock_lost:
+            self.lock_lost = True
+            log.error(
+                "lost the store lock on %s (%s): stopping the workers, the standby takes over",
+                self.lock.location, self.lock.last_error or "the lock's session ended",
+            )  # fmt: skip
+            self.stop("the loss of the store lock")
         if self.stopping_since is not None and self.clock() >= self.stopping_since + STOP_SECONDS:
             alive = [s.index for s in self.slots if s.pid is not None]
             if alive:
@@ -345,6 +402,8 @@ class Supervisor:
         os.close(self._wake_w)
         if self.sequencer is not None:
             self.sequencer.close_in_child()
+        if self.lock is not None:
+            self.lock.detach_in_child()
         if not die_with_parent(parent):
             return 0
         mine = {id(s) for ss in slot.sockets.values() for s in ss}
@@ -354,6 +413,14 @@ class Supervisor:
                     if id(sock) not in mine:
                         sock.close()
         return self.run_worker(slot.index, worker_config(self.config, slot.index), slot.sockets)
+
+
+class _StopWaiting(Exception):
+    """SIGTERM or SIGINT while the parent waits for the database lock (its name)."""
+
+
+def _stop_waiting(signum: int, frame: object) -> None:
+    raise _StopWaiting(signal.Signals(signum).name)
 
 
 def _ignore(signum: int, frame: object) -> None:

@@ -15,7 +15,13 @@ import pytest
 
 from amqp10.broker.config import BrokerConfig
 from amqp10.broker.core import Broker, PreconditionFailed
-from amqp10.broker.workers.metadata import Inequivalent, Sequencer, SharedMetadata, apply_change
+from amqp10.broker.workers.metadata import (
+    Inequivalent,
+    MetadataLog,
+    Sequencer,
+    SharedMetadata,
+    apply_change,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -30,7 +36,7 @@ def anyio_backend() -> str:
 @asynccontextmanager
 async def sequenced(directory: Path) -> AsyncIterator[Sequencer]:
     """The parent's sequencer over ``directory``, served while the block runs."""
-    seq = Sequencer(BrokerConfig(), directory / "workers", directory / "metadata.sqlite3")
+    seq = Sequencer(BrokerConfig(), directory / "workers", MetadataLog(directory / "metadata.sqlite3"))
 
     async def pump() -> None:
         while True:
