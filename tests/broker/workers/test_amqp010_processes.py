@@ -29,20 +29,24 @@ UNLIMITED = 0xFFFFFFFF
 
 
 @contextmanager
-def one_on_each(p: Parent) -> Iterator[dict[int, SocketPeer]]:
-    """A 0-10 peer (a session attached) served by worker 0 and one by worker 1."""
-    by_worker: dict[int, SocketPeer] = {}
+def pinned(p: Parent, wanted: dict[int, int]) -> Iterator[dict[int, list[SocketPeer]]]:
+    """``wanted[K]`` 0-10 peers (a session attached each) served by worker ``K``, by worker;
+    the connections the kernel put elsewhere are closed."""
+    by_worker: dict[int, list[SocketPeer]] = {k: [] for k in wanted}
     opened: list[SocketPeer] = []
     try:
-        for _ in range(64):
+        for _ in range(64 * sum(wanted.values())):
             peer = SocketPeer(p.port, timeout=WAIT)
             opened.append(peer)
-            by_worker.setdefault(int(peer.server_properties[WORKER_PROPERTY]), peer)
-            if len(by_worker) == 2:
-                break
-        assert sorted(by_worker) == [0, 1]
+            worker = int(peer.server_properties[WORKER_PROPERTY])
+            if len(by_worker.get(worker, ())) < wanted.get(worker, 0):
+                by_worker[worker].append(peer)
+                if all(len(by_worker[k]) == n for k, n in wanted.items()):
+                    break
+        assert {k: len(v) for k, v in by_worker.items()} == wanted
+        chosen = [peer for peers in by_worker.values() for peer in peers]
         for peer in opened:
-            if peer in by_worker.values():
+            if peer in chosen:
                 peer.attach()
             else:
                 peer.close()
@@ -53,6 +57,13 @@ def one_on_each(p: Parent) -> Iterator[dict[int, SocketPeer]]:
                 peer.close()
             except OSError:
                 pass
+
+
+@contextmanager
+def one_on_each(p: Parent) -> Iterator[dict[int, SocketPeer]]:
+    """A 0-10 peer (a session attached) served by worker 0 and one by worker 1."""
+    with pinned(p, {0: 1, 1: 1}) as by_worker:
+        yield {k: peers[0] for k, peers in by_worker.items()}
 
 
 def another_session(peer: SocketPeer, channel: int, name: bytes) -> int:

@@ -14,9 +14,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from amqp10.broker.amqp010.frontend import WORKER_PROPERTY
 from tests.amqp010.peer import SocketPeer, struct
-from tests.broker.test_workers import WAIT, Parent
+from tests.broker.test_workers import Parent
 
 from .test_amqp010_processes import (
     BYTES,
@@ -25,6 +24,7 @@ from .test_amqp010_processes import (
     UNLIMITED,
     counts,
     one_on_each,
+    pinned,
     publish,
     subscribe,
 )
@@ -36,29 +36,8 @@ pytestmark = pytest.mark.slow
 @contextmanager
 def on_worker(p: Parent, worker: int, count: int) -> Iterator[list[SocketPeer]]:
     """``count`` 0-10 peers (a session attached) served by worker ``worker``."""
-    opened: list[SocketPeer] = []
-    mine: list[SocketPeer] = []
-    try:
-        for _ in range(64 * count):
-            peer = SocketPeer(p.port, timeout=WAIT)
-            opened.append(peer)
-            if int(peer.server_properties[WORKER_PROPERTY]) == worker:
-                mine.append(peer)
-                if len(mine) == count:
-                    break
-        assert len(mine) == count
-        for peer in opened:
-            if peer in mine:
-                peer.attach()
-            else:
-                peer.close()
-        yield mine
-    finally:
-        for peer in opened:
-            try:
-                peer.close()
-            except OSError:
-                pass
+    with pinned(p, {worker: count}) as by_worker:
+        yield by_worker[worker]
 
 
 def test_byte_credit_is_counted_by_the_owner_and_a_message_too_large_stays_first(broker: Parent) -> None:
