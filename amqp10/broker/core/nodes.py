@@ -399,7 +399,6 @@ class NodeElsewhere(Node):
         raise NotImplementedError
 
 
-
 def answer_now(answer: Callable[[], None]) -> None:
     """What a front end does with an owner's answer that completes a held command
     (:meth:`NodeElsewhere.ask_settled`, ``ask_cancel``): apply it, now that it came."""

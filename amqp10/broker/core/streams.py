@@ -38,9 +38,6 @@ class Stream(Node):
     kind = "stream"
     _bytes_on_disk = True
 
-    def stream_offset(self, msg: QueuedMessage) -> int | None:
-        return msg.seq
-
     def __init__(
         self,
         name: str,
@@ -181,6 +178,10 @@ class Stream(Node):
     def holds_more(self, consumer: Consumer) -> bool:
         """Whether entries past ``consumer``'s position are here."""
         return self.positions.get(consumer.id, self.next) < self.next
+
+    def stream_offset(self, msg: QueuedMessage) -> int | None:
+        """An entry's offset is its ``seq``."""
+        return msg.seq
 
     @property
     def active_consumer(self) -> Consumer | None:

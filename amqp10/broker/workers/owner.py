@@ -311,6 +311,7 @@ class LinkConsumer:
         if link.is_attached:
             link.send(b"\x01" if more else b"\x00", settled=True, message_format=DRAINED_FORMAT)  # type: ignore[attr-defined]
             self._server.wrote()
+
     def grant_bytes(self, n: int) -> None:
         """A :data:`~.link.BYTES` record: ``n`` more bytes, or :data:`~.bytecredit.UNLIMITED`
         or :data:`~.bytecredit.NONE_LEFT`."""
