@@ -290,7 +290,8 @@ class BrokerService:
                     from .workers.metadata import SharedMetadata
                     from .workers.shared_database import applied_marks
 
-                    marks = applied_marks(cfg, directory)  # a file, or (PostgreSQL) a table beside the log
+                    # a file, or (PostgreSQL) a table beside the log: connected off the event loop
+                    marks = await anyio.to_thread.run_sync(applied_marks, cfg, directory)
                     shared = SharedMetadata(self.broker, self.worker, directory, peers.placement.ownership, marks)
                     await tg.start(shared.run)
                     # management, limits and alarms of the whole broker

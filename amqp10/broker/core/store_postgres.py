@@ -42,6 +42,7 @@ __all__ = [
     "DatabaseLock",
     "PostgresStore",
     "StoreFenced",
+    "connect",
     "create_schemas",
     "describe_dsn",
     "detach_in_child",
@@ -83,16 +84,32 @@ def describe_dsn(dsn: str) -> str:
 
 
 def in_schema(dsn: str, schema: str) -> str:
-    """``dsn`` with its sessions in ``schema`` (``search_path``, added to any ``options``):
-    what each of the broker's workers keeps apart in the shared database."""
+    """``dsn`` with its sessions in ``schema`` (``search_path`` in its ``options``, in place
+    of one it names already): what each of the broker's workers keeps apart in the shared
+    database."""
     conninfo = _psycopg().conninfo
-    options = conninfo.conninfo_to_dict(dsn).get("options") or ""
-    return str(conninfo.make_conninfo(dsn, options=f"{options} -c search_path={schema}".strip()))
+    options = (conninfo.conninfo_to_dict(dsn).get("options") or "").split()
+    kept: list[str] = []
+    for i, word in enumerate(options):
+        if word.startswith("search_path=") and i > 0 and options[i - 1] == "-c":
+            kept.pop()  # (its "-c")
+        elif not word.startswith("-csearch_path="):
+            kept.append(word)
+    return str(conninfo.make_conninfo(dsn, options=" ".join([*kept, "-c", f"search_path={schema}"])))
+
+
+def connect(dsn: str, *, timeout: float = 10.0) -> Any:
+    """A connection to ``dsn`` that commits each statement, with TCP keepalives and
+    ``tcp_user_timeout``: a dead server or network is noticed in seconds, not hours."""
+    seconds = max(1, math.ceil(timeout))
+    return _psycopg().connect(
+        dsn, autocommit=True, connect_timeout=seconds, tcp_user_timeout=seconds * 1000, **_KEEPALIVE
+    )
 
 
 def create_schemas(dsn: str, schemas: list[str]) -> None:
     """Create each of ``schemas`` that does not exist yet (a store made in one needs it)."""
-    with _psycopg().connect(dsn, autocommit=True, connect_timeout=10, **_KEEPALIVE) as conn:
+    with connect(dsn) as conn:
         for schema in schemas:
             conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
 
@@ -120,11 +137,7 @@ class PostgresStore(SqlStore):
         """``timeout``: for connecting, and for the network to acknowledge what is sent
         (``tcp_user_timeout``: a commit into a partition fails instead of hanging)."""
         super().__init__(describe_dsn(dsn))
-        psycopg = _psycopg()
-        seconds = max(1, math.ceil(timeout))
-        self._conn = psycopg.connect(
-            dsn, autocommit=True, connect_timeout=seconds, tcp_user_timeout=seconds * 1000, **_KEEPALIVE
-        )
+        self._conn = connect(dsn, timeout=timeout)
         self._cur = self._conn.cursor()
         self.epoch = 0
         """This writer's fencing token: a write transaction commits only while it is the store's."""

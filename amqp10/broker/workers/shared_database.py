@@ -24,6 +24,7 @@ from typing import Any
 from ..config import BrokerConfig
 from ..core.store_postgres import (
     StoreFenced,
+    connect,
     create_schemas,
     describe_dsn,
     detach_in_child,
@@ -124,9 +125,7 @@ class PostgresAppliedMarks(AppliedMarks):
 
 
 def _connect(dsn: str) -> Any:
-    import psycopg
-
-    return psycopg.connect(in_schema(dsn, METADATA_SCHEMA), autocommit=True, connect_timeout=10)
+    return connect(in_schema(dsn, METADATA_SCHEMA))
 
 
 def applied_marks(config: BrokerConfig, directory: Path) -> AppliedMarks:

@@ -190,7 +190,7 @@ class Supervisor:
         """[store] postgresql: wait as the standby until this broker holds the database lock,
         then make the workers' schemas; False: SIGTERM or SIGINT came first."""
         cfg = self.config.store
-        if cfg.backend != "postgresql" or self.lock is not None:
+        if cfg.backend != "postgresql":
             return True
         from ..core.store_postgres import DatabaseLock
 

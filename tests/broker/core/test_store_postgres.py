@@ -16,7 +16,7 @@ import pytest
 from amqp10.broker.config import ConfigError, load_config
 from amqp10.broker.core import store as st
 from amqp10.broker.core.committer import GroupCommitter
-from amqp10.broker.core.store_postgres import DatabaseLock, PostgresStore, StoreFenced, describe_dsn
+from amqp10.broker.core.store_postgres import DatabaseLock, PostgresStore, StoreFenced, describe_dsn, in_schema
 
 
 def put(seq: int, data: bytes = b"x") -> tuple[object, ...]:
@@ -171,6 +171,15 @@ def test_describe_dsn_never_shows_the_password() -> None:
     where = describe_dsn("host=db.example port=5433 dbname=amqp user=broker password=s3cret")
     assert where == "postgresql://db.example:5433/amqp"
     assert "s3cret" not in describe_dsn("postgresql://broker:s3cret@db.example/amqp")
+
+
+def test_in_schema_names_one_search_path_and_keeps_other_options() -> None:
+    conninfo = pytest.importorskip("psycopg.conninfo")
+    once = in_schema("host=db.example dbname=amqp options='-c statement_timeout=5000'", "amqp10_w1")
+    twice = in_schema(once, "amqp10_metadata")  # a worker's dsn put in the metadata's schema
+    assert conninfo.conninfo_to_dict(once)["options"] == "-c statement_timeout=5000 -c search_path=amqp10_w1"
+    assert conninfo.conninfo_to_dict(twice)["options"] == "-c statement_timeout=5000 -c search_path=amqp10_metadata"
+    assert conninfo.conninfo_to_dict(twice)["dbname"] == "amqp"
 
 
 @pytest.mark.parametrize(
