@@ -16,7 +16,13 @@ import pytest
 from amqp10.broker.config import ConfigError, load_config
 from amqp10.broker.core import store as st
 from amqp10.broker.core.committer import GroupCommitter
-from amqp10.broker.core.store_postgres import DatabaseLock, PostgresStore, StoreFenced, describe_dsn, in_schema
+from amqp10.broker.core.store_postgres import (
+    DatabaseLock,
+    PostgresStore,
+    StoreFenced,
+    describe_dsn,
+    in_schema,
+)
 
 
 def put(seq: int, data: bytes = b"x") -> tuple[object, ...]:
