@@ -263,6 +263,11 @@ class QueuedMessage:
         self._group = group
         self._due = due
 
+    def keep_number(self, number: int) -> None:
+        """Keep ``number`` as its :attr:`number` (another worker's queue renumbered it when
+        due: an internal link carries the number with the message)."""
+        self._number = number
+
     def field(self, name: str) -> Any:
         """A header or properties field by its 1.0 name, underscored (``correlation_id``,
         ``creation_time``, ``durable``…), or None: what selectors read. The queue's own

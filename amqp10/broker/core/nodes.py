@@ -346,6 +346,11 @@ class NodeElsewhere(Node):
         """:meth:`publish`, with ``on_refused`` told if the holder does not take it after all."""
         raise NotImplementedError
 
+    def defer(self, msg: QueuedMessage) -> None:
+        """Set ``msg``, which a consumer here holds, aside where it is held (Service Bus's
+        defer: :meth:`Queue.defer <amqp10.broker.core.Queue.defer>` there)."""
+        raise NotImplementedError
+
     def ask_status(self, answered: Answered[tuple[int, int]]) -> None:
         """Its messages and consumers (not found, if there is no such queue)."""
         raise NotImplementedError

@@ -10,7 +10,8 @@ connection (:class:`~.remote.RemoteNodes`), the worker that owns them answers it
 
 A message crosses as a *record* (:func:`encode_record`): a fixed header with what the
 queue needs (priority, durability, expiry, arrival, delivery count, sequence number, and
-the message-id, group and due time a front end has read), its format's name, then the
+the message-id, group and due time a front end has read; the number a renumbered
+scheduled message keeps), its format's name, then the
 message's ``data``, the bytes as its publisher's protocol gave them, never re-encoded.
 Records travel in batches, one transfer a turn of the loop, each kind with a private
 message-format:
@@ -139,6 +140,11 @@ _HAS_ID = 4
 _HAS_GROUP = 8
 _HAS_DUE = 16
 _BY_EXCLUSIVE = 32
+_RENUMBERED = 64
+"""After the header, the number it keeps (:attr:`QueuedMessage.number`: a scheduled message
+queued when due has a new seq; only a message with a due time can be one)."""
+_NUMBER = struct.Struct("<Q")
+_RARE = _BY_EXCLUSIVE | _RENUMBERED
 BY_AN_EXCLUSIVE_CONSUMER: Final = object()
 """The origin (``QueuedMessage.origin``) the owner gives a message published on the
 connection of its node's exclusive consumer on the publishing worker (:func:`by_exclusive_consumer`),
@@ -165,22 +171,26 @@ def encode_record(msg: QueuedMessage) -> bytes:
     else:
         flags |= _EXPIRES
     due = msg.due
+    number = b""
     if due is None:
         due = 0.0
     else:
         flags |= _HAS_DUE
+        if msg.number != msg.seq:
+            flags |= _RENUMBERED
+            number = _NUMBER.pack(msg.number)
     mid = msg.message_id
     group = msg.group
     if mid is None and group is None:  # (most messages: nothing between the name and data)
         head = _HEAD.pack(flags, msg.priority, 0, 0, msg.delivery_count, msg.seq, expiry,
                           msg.arrival, due)  # fmt: skip
-        return b"".join((head, fmt, msg.data))
+        return b"".join((head, number, fmt, msg.data))
     mid_bytes = b"" if mid is None else mid.encode()
     group_bytes = b"" if group is None else group.encode()
     flags |= (0 if mid is None else _HAS_ID) | (0 if group is None else _HAS_GROUP)
     head = _HEAD.pack(flags, msg.priority, len(mid_bytes), len(group_bytes), msg.delivery_count,
                       msg.seq, expiry, msg.arrival, due)  # fmt: skip
-    return b"".join((head, fmt, mid_bytes, group_bytes, msg.data))
+    return b"".join((head, number, fmt, mid_bytes, group_bytes, msg.data))
 
 
 _FORMAT_NAMES: dict[str, bytes] = {}
@@ -329,6 +339,8 @@ def _decode_at(payload: bytes, start: int, stop: int) -> QueuedMessage:
             _HEAD.unpack_from(payload, start)
         )
         pos = start + _HEAD_SIZE
+        if flags & _RENUMBERED:  # (read below)
+            pos += _NUMBER.size
         end = pos + 1 + payload[pos]
         key = payload[pos:end]
         cls = _FORMATS.get(key)
@@ -353,8 +365,11 @@ def _decode_at(payload: bytes, start: int, stop: int) -> QueuedMessage:
         seq=seq,
     )
     msg.read_already(group, due if flags & _HAS_DUE else None)
-    if flags & _BY_EXCLUSIVE:
-        msg.mark_origin(BY_AN_EXCLUSIVE_CONSUMER)
+    if flags & _RARE:
+        if flags & _BY_EXCLUSIVE:
+            msg.mark_origin(BY_AN_EXCLUSIVE_CONSUMER)
+        if flags & _RENUMBERED:
+            msg.keep_number(_NUMBER.unpack_from(payload, start + _HEAD_SIZE)[0])
     return msg
 
 

@@ -100,6 +100,7 @@ from .remote import (
     CONSUMER_ID,
     CONSUMER_TIMEOUT,
     CONTROL_ADDRESS,
+    DEFER,
     DELIVERY_LIMIT,
     EXCLUSIVE,
     FAILED,
@@ -372,6 +373,8 @@ def settle(node: Node, msg: QueuedMessage, code: int, due: float, consumer_id: i
         node.ack(msg)
     elif code == REJECT:
         node.reject(msg)
+    elif code == DEFER and isinstance(node, Queue):
+        node.defer(msg)
     else:
         node.release(
             msg,

@@ -18,8 +18,9 @@ node:
   no more messages are in flight to this worker than ``c`` granted, plus at most one
   batch when ``c`` takes credit back; ``consumer_ready(c)`` (the front end's call when
   ``c`` gains credit) delivers what waits here and grants more;
-- ``ack``/``release``/``reject`` send the outcome (accepted, released with
-  delivery-failed or undeliverable-here and a delayed retry's due time, rejected) in a
+- ``ack``/``release``/``reject``/``defer`` send the outcome (accepted, released with
+  delivery-failed or undeliverable-here and a delayed retry's due time, rejected, set
+  aside: Service Bus's defer) in a
   control record naming the owner's reference, where the owner's queue applies it
   (redelivery count, dead-lettering, holding it until due) as for a local consumer;
   ``rewritten`` (a 1.0 ``modified`` outcome's message annotations, merged into the message
@@ -154,6 +155,9 @@ FAILED = 4
 """With :data:`RELEASE`: the delivery failed (1.0 modified delivery-failed; its count goes up)."""
 UNDELIVERABLE = 8
 """With :data:`RELEASE`: not to this consumer again (1.0 modified undeliverable-here)."""
+DEFER = 16
+"""Set aside on the owner's queue (Service Bus's defer: :meth:`RemoteNode.defer`), still
+acquired, until taken back by its number there."""
 CONTROL_ADDRESS = "$control"
 """The target of the link that carries control records (credit grants, outcomes) to the owner."""
 
@@ -885,6 +889,9 @@ class RemoteNode(NodeElsewhere):
 
     def reject(self, msg: QueuedMessage) -> None:
         self._settle(msg, REJECT)
+
+    def defer(self, msg: QueuedMessage) -> None:
+        self._settle(msg, DEFER)  # (the owner's queue sets it aside: Queue.defer)
 
     # -- the link's end -----------------------------------------------------------------------
     def _lost(self, reason: str) -> None:

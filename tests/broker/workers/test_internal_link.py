@@ -175,6 +175,19 @@ def test_a_record_carries_the_message_bytes_and_its_queue_fields() -> None:
     assert (bare.data, bare.expiry, bare.message_id, bare.durable) == (b"", None, None, False)
 
 
+def test_a_record_carries_the_number_a_scheduled_message_keeps() -> None:
+    """A scheduled message queued when due has a new seq and keeps its number (Service Bus's
+    sequence number for life): a consumer on another worker reads that number too."""
+    for group in (None, "g"):
+        due = QueuedMessage(b"soon", seq=9)
+        due.read_already(group, 100.0)
+        due.keep_number(3)
+        back = decode_record(encode_record(due))
+        assert (back.seq, back.number, back.due, back.group, back.data) == (9, 3, 100.0, group, b"soon")
+    plain = decode_record(encode_record(QueuedMessage(b"now", seq=5)))
+    assert (plain.seq, plain.number) == (5, 5)
+
+
 @pytest.mark.parametrize("cut", [0, 1, 10, 24, 33])
 def test_a_record_cut_short_does_not_decode(cut: int) -> None:
     whole = encode_record(QueuedMessage(b"body", message_id="a-long-message-id"))

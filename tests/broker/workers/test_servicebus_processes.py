@@ -181,3 +181,92 @@ async def test_an_entitys_peek_and_schedule_are_answered_by_its_queues_owner(tmp
                     await d.accept()
                 assert got == ["now", "later"]
                 await receiver.close()
+
+
+SHORT = {w: owned_by(w, "sb.short.") for w in (0, 1)}
+"""A queue each worker owns whose peek-locks last a second."""
+
+
+def _locked_config(tmp_path: Path) -> Any:
+    queues = [{"name": q} for q in QUEUES.values()]
+    queues += [{"name": q, "lock_duration": 1.0} for q in SHORT.values()]
+    return make_config(
+        tmp_path,
+        servicebus={"enabled": True, "shared_access_keys": [{"name": KEY_NAME, "key": KEY}], "queues": queues},
+    )
+
+
+async def test_a_deferred_message_is_set_aside_read_and_settled_on_its_queues_owner(tmp_path: Path) -> None:
+    """A receiver on the worker that does not own the queue defers a delivery (modified
+    undeliverable-here): the owner's queue sets it aside (no consumer gets it), and
+    ``receive-by-sequence-number`` and ``update-disposition`` asked on the receiver's
+    connection read and settle it there (that worker's record of the queue holds nothing)."""
+    with contextmanager(start_processes)(_locked_config(tmp_path), 2) as b:
+        async with one_on_each(b.port) as conns:
+            for consumer in (0, 1):
+                conn, queue = conns[consumer], QUEUES[1 - consumer]  # the other worker's queue
+                sender = await conn.open_sender(queue)
+                assert isinstance(await sender.send(Message(body="later")), Accepted)
+                receiver = await conn.open_receiver(queue, credit=1)
+                d = await receiver.receive(timeout=WAIT)
+                number = annotations(d)["x-opt-sequence-number"]
+                await d.modify(delivery_failed=True, undeliverable_here=True)  # the SDK's defer
+                with pytest.raises(TimeoutError):  # set aside: delivered to nobody
+                    await receiver.receive(timeout=1)
+                status, body = await _entity_request(
+                    conn, queue, "com.microsoft:receive-by-sequence-number", {"sequence-numbers": [number]}
+                )
+                assert status == 200
+                (got,) = body["messages"]
+                assert Message.decode(bytes(got["message"])).body == "later"
+                token = got["lock-token"]
+                status, _ = await _entity_request(conn, queue, "com.microsoft:renew-lock", {"lock-tokens": [token]})
+                assert status == 200
+                status, _ = await _entity_request(
+                    conn, queue, "com.microsoft:update-disposition", {"disposition-status": "completed", "lock-tokens": [token]}
+                )
+                assert status == 200
+                status, _ = await _entity_request(  # taken back and completed: gone
+                    conn, queue, "com.microsoft:receive-by-sequence-number", {"sequence-numbers": [number]}
+                )
+                assert status == 404
+                await receiver.close()
+                await sender.close()
+
+
+async def test_a_peek_lock_on_another_workers_queue_is_held_renewed_and_runs_out(tmp_path: Path) -> None:
+    """A delivery from a queue another worker owns is peek-locked on the receiver's worker:
+    ``renew-lock`` on that connection extends it; left to run out (a queue whose locks last
+    a second), the message goes back to the owner's queue, to a second receiver, and
+    renewing its lock is refused (lock lost)."""
+    with contextmanager(start_processes)(_locked_config(tmp_path), 2) as b:
+        async with one_on_each(b.port) as conns:
+            for consumer in (0, 1):
+                conn = conns[consumer]
+                queue, short = QUEUES[1 - consumer], SHORT[1 - consumer]  # the other worker's queues
+                for q in (queue, short):
+                    sender = await conn.open_sender(q)
+                    assert isinstance(await sender.send(Message(body=q)), Accepted)
+                    await sender.close()
+                receiver = await conn.open_receiver(queue, credit=1)
+                d = await receiver.receive(timeout=WAIT)
+                token = annotations(d)["x-opt-lock-token"]
+                status, body = await _entity_request(conn, queue, "com.microsoft:renew-lock", {"lock-tokens": [token]})
+                assert status == 200 and len(body["expirations"]) == 1
+                await d.accept()
+                await receiver.close()
+                receiver = await conn.open_receiver(short, credit=1)
+                d = await receiver.receive(timeout=WAIT)
+                token = annotations(d)["x-opt-lock-token"]
+                again = await conn.open_receiver(short, credit=1)
+                back = await again.receive(timeout=WAIT)  # once the lock ran out
+                assert back.message.body == short
+                status, _ = await _entity_request(conn, short, "com.microsoft:renew-lock", {"lock-tokens": [token]})
+                assert status == 410  # lost: the message went back
+                await back.accept()
+                await again.close()
+                await receiver.close()
+
+
+def annotations(d: Any) -> dict[Any, Any]:
+    return dict(d.message.message_annotations or {})

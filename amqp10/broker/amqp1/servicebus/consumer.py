@@ -68,10 +68,11 @@ class ServiceBusConsumer(LinkConsumer):
         tag = token.bytes_le
         lock = self.lock_duration
         now = self.ctx.broker.now()
-        if not self.presettled and isinstance(self.node, Queue):
+        node = self.node
+        if not self.presettled and isinstance(node, (Queue, NodeElsewhere)):  # (another worker's queue: held here too)
             lease = self.ctx.broker.leases.take(lock, lambda: self._lock_lost(tag))
             self.locks[tag] = (lease, token)
-            _holders(self.ctx.broker, self.node)[token] = self
+            _holders(self.ctx.broker, node)[token] = self
         annotations = {_LOCKED_UNTIL: timestamp(int((now + lock) * 1000)), _LOCK_TOKEN: token}
         return annotated(data, msg, annotations), tag
 
@@ -79,19 +80,19 @@ class ServiceBusConsumer(LinkConsumer):
         held = self.locks.pop(tag, None)
         if held is not None:
             self.ctx.broker.leases.drop(held[0])
-            if isinstance(self.node, Queue):
-                _holders(self.ctx.broker, self.node).pop(held[1], None)
+            _holders(self.ctx.broker, self.node).pop(held[1], None)
 
     def _lock_lost(self, tag: bytes) -> None:
         """The lock ran out: the message goes back to its queue, a failed delivery."""
         held = self.locks.pop(tag, None)
-        if held is not None and isinstance(self.node, Queue):
+        if held is not None:
             _holders(self.ctx.broker, self.node).pop(held[1], None)
         msg = self.in_flight.pop(tag, None)
-        if msg is None or not isinstance(self.node, Queue):
+        node = self.node
+        if msg is None or not isinstance(node, (Queue, NodeElsewhere)):
             return
         self.lost.add(tag)
-        _abandon(self.node, msg)
+        _abandon(node, msg)
         self.ctx.wake()
 
     def renew(self, token: uuid.UUID) -> float | None:
@@ -130,8 +131,8 @@ class ServiceBusConsumer(LinkConsumer):
 
     def apply(self, msg: QueuedMessage, state: Any) -> None:
         node = self.node
-        if isinstance(state, Modified) and state.undeliverable_here and isinstance(node, Queue):
-            defer(node, msg)  # defer_message: set aside for receive_deferred_messages
+        if isinstance(state, Modified) and state.undeliverable_here and isinstance(node, (Queue, NodeElsewhere)):
+            defer(node, msg)  # defer_message: set aside for receive_deferred_messages (on its owner)
             return
         if isinstance(state, Modified) and state.delivery_failed and isinstance(node, (Queue, NodeElsewhere)):
             _abandon(node, msg)
@@ -142,14 +143,15 @@ class ServiceBusConsumer(LinkConsumer):
         super().apply(msg, state)
 
 
-def holder(broker: Broker, queue: Queue, token: uuid.UUID) -> ServiceBusConsumer | None:
-    """The consumer that holds the peek-lock ``token`` on ``queue`` (None: no such lock runs)."""
+def holder(broker: Broker, queue: Queue | NodeElsewhere, token: uuid.UUID) -> ServiceBusConsumer | None:
+    """The consumer that holds the peek-lock ``token`` on ``queue`` (None: no such lock runs;
+    a queue another worker owns: the locks its consumers here hold, on its stand-in)."""
     return _holders(broker, queue).get(token)
 
 
-def _holders(broker: Broker, queue: Queue) -> dict[uuid.UUID, ServiceBusConsumer]:
+def _holders(broker: Broker, queue: Node) -> dict[uuid.UUID, ServiceBusConsumer]:
     """The peek-locks held on ``queue``, by token (kept by the broker, for every connection)."""
-    by_queue: WeakKeyDictionary[Queue, dict[uuid.UUID, ServiceBusConsumer]] = broker.shared(
+    by_queue: WeakKeyDictionary[Node, dict[uuid.UUID, ServiceBusConsumer]] = broker.shared(
         "servicebus.peek-locks", WeakKeyDictionary
     )
     return by_queue.setdefault(queue, {})

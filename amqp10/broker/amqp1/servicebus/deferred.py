@@ -6,18 +6,19 @@ the store, marked deferred: :meth:`Queue.defer <amqp10.broker.core.Queue.defer>`
 and is given to no consumer; ``receive-by-sequence-number`` reads it again and
 ``update-disposition`` settles it with the core's ack, release or reject. A durable
 queue's deferred messages are deferred still after a restart, with their sequence
-numbers.
+numbers. At ``workers`` > 1 a deferred message is set aside on its queue's owner, and
+read and settled there (``servicebus.management``: the owner answers those operations).
 """
 
 from __future__ import annotations
 
-from ...core import Queue, QueuedMessage
+from ...core import NodeElsewhere, Queue, QueuedMessage
 
 __all__ = ["defer", "deferred", "undefer"]
 
 
-def defer(queue: Queue, msg: QueuedMessage) -> None:
-    """Set ``msg`` (acquired from ``queue``) aside."""
+def defer(queue: Queue | NodeElsewhere, msg: QueuedMessage) -> None:
+    """Set ``msg`` (acquired from ``queue``) aside (a queue another worker owns: there)."""
     queue.defer(msg)
 
 

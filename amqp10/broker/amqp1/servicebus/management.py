@@ -36,6 +36,7 @@ error condition in ``errorCondition`` (as the SDKs read it: ``com.microsoft:mess
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import heapq
 import itertools
@@ -142,22 +143,40 @@ class EntityManagementNode(AzureRequestNode):
     def respond(self, target: Node, request: Message) -> None:
         """At ``workers`` > 1, an operation of :data:`ON_THE_OWNER` on a queue (or a topic
         subscription) another worker owns is answered by that worker (:func:`entity_request`),
-        the rest here."""
+        the rest here: an ``update-disposition`` of a peek-lock a consumer here holds (its
+        delivery is settled on its link), ``renew-lock``, ``renew-session-lock``. It is asked
+        once the outcomes this worker gave the queue so far are applied there (a deferral
+        is, before the ``receive-by-sequence-number`` that reads it back), with the lock
+        tokens of the deferred messages read on this connection, which come back as its
+        answer left them (:attr:`locks`)."""
         props = request.application_properties or {}
+        op = props.get("operation")
         owner = None
-        if self.management.whole is not None and props.get("operation") in ON_THE_OWNER:
+        if self.management.whole is not None and op in ON_THE_OWNER:
             owner = self._elsewhere()
+        if owner is not None and op == VENDOR + "update-disposition" and self._held_here(owner, request.body):
+            owner = None
         if owner is None:
             super().respond(target, request)
             return
-        asked = {"entity": self.entity, "request": _encoded([dict(props), request.body])}
+        sent = dict(self.locks)
+        asked = {"entity": self.entity, "request": _encoded([dict(props), request.body, sent])}
 
         async def on_the_owner() -> None:
+            settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+            def applied(answer: Callable[[], None]) -> None:
+                if not settled.done():
+                    settled.set_result(None)
+
+            owner.ask_settled(applied)
             try:
+                await settled
                 answer = await self.management.on_owner(
                     self.caller, entity_request, "queue", owner.name, vhost=self.vhost.name, args=asked
                 )
-                reply_props, body = codec.decode(base64.b64decode(answer["reply"]))
+                reply_props, body, after = codec.decode(base64.b64decode(answer["reply"]))
+                self._locks_changed(sent, dict(after))
             except (ManagementError, DecodeError, KeyError, TypeError, ValueError) as exc:
                 reply_props = {"statusCode": 503, "statusDescription": f"the queue's owner did not answer: {exc}"}
                 reply_props["errorCondition"] = _CONDITIONS[503]
@@ -166,6 +185,23 @@ class EntityManagementNode(AzureRequestNode):
                 self.send_reply(target, request, dict(reply_props), body)
 
         self._later(on_the_owner())
+
+    def _held_here(self, queue: NodeElsewhere, body: Any) -> bool:
+        """Whether a consumer on this worker holds a peek-lock an ``update-disposition`` names."""
+        tokens = body.get("lock-tokens", ()) if isinstance(body, Mapping) else ()
+        try:
+            return any(holder(self.vhost.broker, queue, _uuid(t)) is not None for t in tokens)
+        except (TypeError, ValueError):
+            return False  # (the owner answers a bad request)
+
+    def _locks_changed(self, sent: dict[uuid.UUID, int], after: dict[Any, Any]) -> None:
+        """The owner answered with the deferred messages' locks ``after`` (it was sent ``sent``):
+        those it took and gave are taken and given here (others may have come meanwhile)."""
+        for token in sent.keys() - after.keys():
+            self.locks.pop(token, None)
+        for token, number in after.items():
+            if token not in sent:
+                self.locks[_uuid(token)] = int(number)
 
     def _elsewhere(self) -> NodeElsewhere | None:
         """The stand-in for the entity's queue if another worker owns it: a subscription's
@@ -218,10 +254,15 @@ class EntityManagementNode(AzureRequestNode):
             return 204, "no messages", None
         return 200, "OK", {"messages": [{"message": annotated(m.form(Amqp1Message.format), m)} for m in found]}
 
+    def _holder(self, queue: Queue, token: uuid.UUID) -> Any:
+        """The consumer here that holds peek-lock ``token`` on the entity's queue (another
+        worker's: on its stand-in), or None."""
+        return holder(self.vhost.broker, self._elsewhere() or queue, token)
+
     def _renew_lock(self, queue: Queue, body: Mapping[str, Any]) -> Reply:
         out = []
         for token in (_uuid(t) for t in body["lock-tokens"]):
-            c = holder(self.vhost.broker, queue, token)
+            c = self._holder(queue, token)
             until = c.renew(token) if c is not None else None
             if until is None and token in self.locks:  # a deferred message's
                 until = self.vhost.now() + self.lock_duration(self.entity)
@@ -261,7 +302,7 @@ class EntityManagementNode(AzureRequestNode):
         if status not in ("completed", "abandoned", "suspended", "defered"):
             return 400, f"unknown disposition-status {status!r}", None
         for token in (_uuid(t) for t in body["lock-tokens"]):
-            c = holder(self.vhost.broker, queue, token)
+            c = self._holder(queue, token)
             if c is not None:  # a delivery on a receiver link
                 if not c.settle_by_token(token, _outcome(status, body)):
                     return 410, f"lock {token} is not held (message lock lost)", None
@@ -326,11 +367,21 @@ def _outcome(status: str, body: Mapping[str, Any]) -> Any:
 
 ON_THE_OWNER = frozenset(
     VENDOR + op
-    for op in ("peek-message", "schedule-message", "cancel-scheduled-message", "get-session-state", "set-session-state")
+    for op in (
+        "peek-message",
+        "schedule-message",
+        "cancel-scheduled-message",
+        "get-session-state",
+        "set-session-state",
+        "receive-by-sequence-number",
+        "update-disposition",
+    )
 ) | frozenset(RULE_OPERATIONS)
-"""The entity operations that read or change only its queue (no lock a connection holds),
-and a subscription's rules: at ``workers`` > 1 made by the worker that owns the queue,
-wherever they were asked."""
+"""The entity operations that read or change only its queue (or the deferred messages it
+holds, whose locks the asking connection keeps: :attr:`EntityManagementNode.locks`
+travels with them), and a subscription's rules: at ``workers`` > 1 made by the worker that
+owns the queue, wherever they were asked (but the settling of a peek-lock held on the
+asking worker: :meth:`EntityManagementNode.respond`)."""
 
 
 def _encoded(value: Any) -> str:
@@ -342,12 +393,15 @@ def entity_request(
 ) -> dict[str, str]:
     """A node operation (``workers.whole.NODE_OPS``): the request of :data:`ON_THE_OWNER`
     that ``args["request"]`` carries ([application properties, body], AMQP-encoded, base64)
-    made on entity ``args["entity"]``'s queue here (``name``, its owner's); its reply, encoded so."""
+    made on entity ``args["entity"]``'s queue here (``name``, its owner's), with the asking
+    connection's locks of deferred messages (``[..., locks]``); its reply, encoded so, with
+    those locks as it left them."""
     host = m.broker.vhost(vhost if vhost is not None else caller.vhost)
     if host is None:
         raise NotFoundError(f"no vhost {vhost!r}")
-    props, body = codec.decode(base64.b64decode(str(args["request"])))
+    props, body, locks = codec.decode(base64.b64decode(str(args["request"])))
     if props.get("operation") not in ON_THE_OWNER:
         raise BadRequest(f"operation {props.get('operation')!r} is not made on the owner")
-    node = EntityManagementNode(host, str(args["entity"]), lambda entity: 0.0)  # (none takes a lock)
-    return {"reply": _encoded(list(node.answer(props, body)))}
+    node = EntityManagementNode(host, str(args["entity"]), lambda entity: 0.0)  # (none takes a peek-lock)
+    node.locks = {_uuid(token): int(number) for token, number in dict(locks).items()}
+    return {"reply": _encoded([*node.answer(props, body), node.locks])}
