@@ -59,13 +59,13 @@ NOT_YET: dict[str, str] = {
     # consumer_view): to reach the owner, which must pick and lock the session, the client's
     # attach answer, which names the session, has to wait for the owner's
     "Service Bus sessions (a session receiver's lock, next-available) on another worker's queue": r"next_available",
-    # (interop31, narrowed by sb31) the azure-servicebus SDK's column of the interop matrix:
-    # its peek, schedule, cancel-scheduled and session state are made on the queue's owner,
-    # its dead-letter reasons reach the owner, a topic subscription is one queue; left: a
-    # deferred message (defer and receive-by-sequence-number keep it on the consumer's
-    # worker's record, not the owner's queue) and sessions (above)
-    "Service Bus deferral and sessions on another worker's queue (the matrix's cells)":
-        r"azuresb-ours-(scheduled-delivery|message-groups)\]",
+    # (interop31, narrowed by sb31 twice) the azure-servicebus SDK's column of the interop
+    # matrix: its peek, schedule, cancel-scheduled, session state and deferred messages
+    # (defer, receive-by-sequence-number, update-disposition) are on the queue's owner, a
+    # delivery's peek-lock is held (renewed, run out) on the receiver's worker, its
+    # dead-letter reasons reach the owner, a topic subscription is one queue; left:
+    # sessions (above), its message-groups cell
+    "Service Bus sessions on another worker's queue (the matrix's cell)": r"azuresb-ours-message-groups\]",
 }
 """What is not yet across workers, and the tests of it (by the words of their id and code),
 deselected at N > 1."""
