@@ -463,6 +463,29 @@ async def test_the_writer_still_runs_the_timers() -> None:
         assert engine.fired == 1 and engine.deadline is None
 
 
+async def test_the_timers_fire_on_time_while_batches_write() -> None:
+    # a batch's immediate write leaves the engine's timers to the writer's timer and the
+    # reads' flushes (what a batch queues brings no timer earlier): one armed before a run
+    # of batches still fires, once, while they write
+    engine = Echo()
+    loop = asyncio.get_running_loop()
+    async with served(engine) as (client, drivers, changed):
+        client.sendall(b"a\n")
+        await recv_until(client, b"A\n")
+        d = drivers[0]
+        engine.deadline = anyio.current_time() + 0.2
+        client.sendall(b"b\n")  # a read's flush sees the deadline: the writer arms it
+        await recv_until(client, b"B\n")
+        i = 0
+        with anyio.fail_after(WAIT):
+            while not engine.fired:
+                await _until_nothing_ready(loop)
+                d.batch(_queue(engine, d, b"batch %d\n" % i))
+                await recv_until(client, b"batch %d\n" % i)
+                i += 1
+        assert engine.fired == 1 and engine.deadline is None
+
+
 def test_only_plain_asyncio_tcp_streams_qualify() -> None:
     class Other(ByteStream):
         async def receive(self, max_bytes: int = 65536) -> bytes:
