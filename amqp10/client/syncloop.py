@@ -206,17 +206,17 @@ class Loop:
         while True:
             with lock:
                 while True:
-                    if done():
-                        return True
                     if self._shutting:
-                        return False
+                        return done()
                     left = end - time.monotonic()
                     if left <= 0:
-                        return False
+                        return done()
                     driver = self._driver
                     if driver is None and lend:
                         self._driver = me
-                        break
+                        break  # (_run looks at done() once it has started the queued jobs)
+                    if done():
+                        return True
                     if driver == me:  # (from a callback or task of the loop itself)
                         raise RuntimeError("a blocking call cannot be made inside the event loop")
                     if driver == self._keeper_id and lend and not self._yield:
@@ -257,7 +257,10 @@ class Loop:
             while not done() and not self._shutting and not self._interrupted:
                 if time.monotonic() >= end:
                     break
-                self._arm(end)
+                self._deadline = end
+                watch = self._watch
+                if watch is None or watch.when() > end:
+                    self._arm(end)  # (else the timer armed already stops the loop in time)
                 aloop.run_forever()
         finally:
             self._stops = False

@@ -301,11 +301,18 @@ class DirectDriver(Driver[EventT]):
     def _write_batch(self) -> None:
         loop = self._loop
         if not self._flush_scheduled and self._installed and loop is not None and nothing_ready(loop):
-            self._flush_now()  # (it hands over to the writer task if the stream cannot take it)
+            # (it hands over to the writer task if the stream cannot take it.) No tick: a
+            # batch queues sends and settlements, which bring no timer of the engine
+            # earlier (what they write only puts its next heartbeat later); the timers run
+            # at the next flush or read, or when the writer's timer, armed at the engine's
+            # last deadline, fires
+            self._flush_now(timers=False)
         else:
             self.flush_soon()
 
-    def _flush_now(self) -> None:
+    def _flush_now(self, timers: bool = True) -> None:
+        """Write what the engine has queued now, after running its timers (``tick``) unless
+        ``timers`` is False: then none can have come due earlier than the writer's timer."""
         self._flush_scheduled = False
         if self._wake is None or self._scope is None or self._write_paused or self._eof:
             # the writer task is busy (in a send: what it took must go out first), or
@@ -317,7 +324,7 @@ class DirectDriver(Driver[EventT]):
         protocol = self.protocol
         self._wake_pending = False
         assert self._loop is not None
-        deadline = protocol.tick(self._loop.time())
+        deadline = protocol.tick(self._loop.time()) if timers else None
         events = protocol.poll_events()
         if events:
             self._dispatch(events)

@@ -175,7 +175,9 @@ class Driver(Generic[EventT]):
         its next poll (so nothing else would have shared the write), which saves the loop
         turn a scheduled write costs; otherwise (and here) it is :meth:`flush_soon`, and
         the write is shared as usual. Inside the driver's own call of ``on_events`` (or
-        another batch) it is just ``work()``: that caller writes right after.
+        another batch) it is just ``work()``: that caller writes right after. ``work()``
+        must bring no timer of the engine earlier (sends and settlements do not): that
+        immediate write leaves the timers to the writer's timer and the next flush.
         """
         if self._dispatching:
             return work()

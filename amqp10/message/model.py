@@ -142,7 +142,7 @@ class Message(ProtonFields):
     def encode(self) -> bytes:
         """The message's encoding: its sections in the spec's order, absent ones omitted."""
         buf = bytearray()
-        self.encode_into(buf)
+        self._encode_sections(buf)  # (a buffer of its own: nothing to restore on error)
         return bytes(buf)
 
     def encode_into(self, buf: bytearray) -> None:

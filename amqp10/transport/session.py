@@ -567,13 +567,17 @@ class Session:
         # role is the peer's: a receiver's disposition is about our outgoing deliveries
         table = self._outgoing if disp.role else self._incoming
         first = disp.first
-        last = first if disp.last is None else disp.last
-        count = ((last - first) & _MASK) + 1
-        if count > len(table):
-            # a wide range: walk what we hold rather than the whole range
-            ids = [i for i in table if serial.in_range(i, first, last)]
+        last = disp.last
+        ids: tuple[int, ...] | list[int]
+        if last is None or last == first:
+            ids = (first,)  # one delivery (a disposition per message): no list to build
         else:
-            ids = [(first + k) & _MASK for k in range(count)]
+            count = ((last - first) & _MASK) + 1
+            if count > len(table):
+                # a wide range: walk what we hold rather than the whole range
+                ids = [i for i in table if serial.in_range(i, first, last)]
+            else:
+                ids = [(first + k) & _MASK for k in range(count)]
         for i in ids:
             d = table.get(i)
             if d is not None:

@@ -40,6 +40,12 @@ from amqp10.message import Message
 BODY = b"x" * 100
 
 
+def short(path: str) -> str:
+    """A code object's file named from its package (``amqp10/io/direct.py``, ``asyncio/events.py``)."""
+    parts = path.split("/")
+    return "/".join(parts[-3:] if "amqp10" in parts[-3:-1] else parts[-2:])
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("url")
@@ -97,7 +103,7 @@ def main() -> int:
         calls = collections.Counter[tuple[str, str]]()
 
         def tracer(frame: FrameType, event: str, arg: object) -> Any:
-            key = (frame.f_code.co_filename.rsplit("/", 1)[-1], frame.f_code.co_name)
+            key = (short(frame.f_code.co_filename), frame.f_code.co_name)
             if event == "call":
                 calls[key] += 1
                 frame.f_trace_opcodes = True

@@ -124,6 +124,15 @@ async def served(
                 tg.cancel_scope.cancel()
 
 
+@asynccontextmanager
+async def answered(engine: Echo) -> AsyncIterator[tuple[socket.socket, Driver[bytes]]]:
+    """:func:`served` once a first line is answered: the client socket and the driver."""
+    async with served(engine) as (client, drivers, changed):
+        client.sendall(b"a\n")
+        await recv_until(client, b"A\n")
+        yield client, drivers[0]
+
+
 async def recv_until(client: socket.socket, end: bytes) -> bytes:
     data = b""
     with anyio.fail_after(WAIT):
@@ -290,10 +299,7 @@ async def test_a_batch_is_written_at_once_when_nothing_else_would_share_it() -> 
     # scheduled (one loop turn, and one epoll_wait, less per round trip)
     engine = Echo()
     loop = asyncio.get_running_loop()
-    async with served(engine) as (client, drivers, changed):
-        client.sendall(b"a\n")
-        await recv_until(client, b"A\n")
-        d = drivers[0]
+    async with answered(engine) as (client, d):
         for i in range(5):
             writes = d.writes
             await _until_nothing_ready(loop)
@@ -308,10 +314,7 @@ async def test_batches_made_together_share_one_write() -> None:
     # batch's write is scheduled as flush_soon's, and the batches after it share it
     engine = Echo()
     loop = asyncio.get_running_loop()
-    async with served(engine) as (client, drivers, changed):
-        client.sendall(b"a\n")
-        await recv_until(client, b"A\n")
-        d = drivers[0]
+    async with answered(engine) as (client, d):
         await _until_nothing_ready(loop)
         writes = d.writes
         loop.call_soon(lambda: None)  # something else to run in this turn
@@ -460,6 +463,26 @@ async def test_the_writer_still_runs_the_timers() -> None:
         with anyio.fail_after(WAIT):
             while not engine.fired:
                 await anyio.sleep(0.02)
+        assert engine.fired == 1 and engine.deadline is None
+
+
+async def test_the_timers_fire_on_time_while_batches_write() -> None:
+    # a batch's immediate write leaves the engine's timers to the writer's timer and the
+    # reads' flushes (what a batch queues brings no timer earlier): one armed before a run
+    # of batches still fires, once, while they write
+    engine = Echo()
+    loop = asyncio.get_running_loop()
+    async with answered(engine) as (client, d):
+        engine.deadline = anyio.current_time() + 0.2
+        client.sendall(b"b\n")  # a read's flush sees the deadline: the writer arms it
+        await recv_until(client, b"B\n")
+        i = 0
+        with anyio.fail_after(WAIT):
+            while not engine.fired:
+                await _until_nothing_ready(loop)
+                d.batch(_queue(engine, d, b"batch %d\n" % i))
+                await recv_until(client, b"batch %d\n" % i)
+                i += 1
         assert engine.fired == 1 and engine.deadline is None
 
 
