@@ -375,8 +375,9 @@ class Consumers:
                 ctx.broker.recovery.resumed += 1
             self._add(link, consumer, node if isinstance(node, Topic) else None, source, sub, start)
 
-        if record is None and not browse and isinstance(queue, NodeElsewhere):
-            # another worker may keep it: resumed with the deliveries it hands over
+        if record is None and resumable:
+            # another worker may keep it (lost there, of this worker's queue or another's):
+            # resumed with the deliveries it hands over
             def handed_over(unsettled: Unsettled | None) -> None:
                 if ctx.can_answer(link):
                     held = None if unsettled is None else {tag: d.context for tag, d in unsettled.items()}
