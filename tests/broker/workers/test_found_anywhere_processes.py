@@ -10,6 +10,10 @@ pinned to a chosen worker:
   nothing of it). The same at ``--workers 3`` with the queue on worker 2: the owner moves
   the messages from worker 0's consumer to worker 1 (before, worker 0 dropped the
   record: the messages went back to the queue and came again, the accepted ones too).
+- JMS's look-up of a durable subscription by its link name alone (a null source) on the
+  worker that does not keep it (the subscription's queue is on the worker that owns its
+  name): found, with its backlog, and the detach that closes it unsubscribes it there
+  (before, refused: the look-up searched the worker it landed on only).
 
 Real processes on 127.0.0.1; every wait is bounded, none is a timed assertion.
 """
@@ -26,13 +30,14 @@ import pytest
 from amqp10.broker.workers.ownership import Ownership
 from amqp10.client import Connection
 from amqp10.client.receiver import Receiver as ClientReceiver
+from amqp10.errors import AMQPError
 from amqp10.message import Message
-from amqp10.types import Accepted, Source
+from amqp10.types import Accepted, Source, Target, symbol
 from tests.broker.amqp1.test_link_recovery import until
 from tests.broker.test_workers import WAIT, Parent
 
 from .conftest import running
-from .test_copies_and_resumes_processes import on_worker
+from .test_copies_and_resumes_processes import on_worker, subscribed_meanwhile
 from .test_processes import owned_by
 from .test_resumption_processes import bodies_left, logged
 from .test_topics import drain
@@ -100,3 +105,41 @@ async def test_a_consumer_lost_on_worker_0_is_resumed_on_worker_1_through_worker
     ownership = Ownership(3)
     queue = next(f"owned-by-2-{i}" for i in range(100) if ownership.owner("/", f"owned-by-2-{i}") == 2)
     await _lost_and_resumed(three, queue, 0, 1)
+
+
+async def _look_up(conn: Connection, name: str) -> tuple[ClientReceiver, str]:
+    """JMS's look-up of a durable subscription by its link name alone (a null source): the
+    receiver, and the address of the subscription's source the broker answered."""
+    session = conn._session_for(None)
+    link = session._session.receiver(name, source=None, target=Target())
+    found = ClientReceiver(conn, session, link, address=None, window=10)
+    await conn._attach(found, WAIT)
+    assert isinstance(link.remote_source, Source) and link.remote_source.address is not None
+    return found, str(link.remote_source.address)
+
+
+async def test_a_durable_subscription_is_found_by_its_link_name_on_the_worker_that_does_not_keep_it(
+    broker: Parent,
+) -> None:
+    ownership = Ownership(2)
+    for w in (0, 1):
+        cid = f"jms{w}"
+        topic = next(f"news{w}-{i}" for i in range(100) if ownership.owner("/", f"news{w}-{i}::{cid}#sub") == 1 - w)
+        durable = Source(address=f"topic://{topic}", durable=2, expiry_policy=symbol("never"))
+        async with on_worker(broker, w, cid) as conn:
+            sender = await subscribed_meanwhile(conn, durable, f"topic://{topic}")
+            found, address = await _look_up(conn, "sub")  # kept by worker 1 - w
+            assert address == topic
+            assert await drain(found) == [0, 1, 2]  # the subscription's backlog
+            await found.close()  # JMS's unsubscribe: ended on the worker that keeps it
+            for _ in range(100):  # bounded: the owner applies the unsubscribe
+                try:
+                    again, _ = await _look_up(conn, "sub")
+                except AMQPError:
+                    break
+                await again.detach()
+                await anyio.sleep(0.05)
+            else:
+                raise AssertionError("the subscription was not ended")
+            assert isinstance(await sender.send(Message(body="after"), timeout=WAIT), Accepted)
+            await sender.close()
