@@ -10,6 +10,11 @@ pinned to a chosen worker:
   nothing of it). The same at ``--workers 3`` with the queue on worker 2: the owner moves
   the messages from worker 0's consumer to worker 1 (before, worker 0 dropped the
   record: the messages went back to the queue and came again, the accepted ones too).
+- a 1.0 publisher's attach naming a stream by its capability alone, on the worker that
+  does not own the name (nothing declared it): its owner makes a stream (read twice from
+  its first offset, each reader gets every message; the attach answers the ``stream``
+  capability), as one broker does (before, the owner made a queue: the capability
+  stayed on the worker that asked).
 - JMS's look-up of a durable subscription by its link name alone (a null source) on the
   worker that does not keep it (the subscription's queue is on the worker that owns its
   name): found, with its backlog, and the detach that closes it unsubscribes it there
@@ -40,6 +45,7 @@ from .conftest import running
 from .test_copies_and_resumes_processes import on_worker, subscribed_meanwhile
 from .test_processes import owned_by
 from .test_resumption_processes import bodies_left, logged
+from .test_streams import bodies, reader
 from .test_topics import drain
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
@@ -142,4 +148,20 @@ async def test_a_durable_subscription_is_found_by_its_link_name_on_the_worker_th
             else:
                 raise AssertionError("the subscription was not ended")
             assert isinstance(await sender.send(Message(body="after"), timeout=WAIT), Accepted)
+            await sender.close()
+
+
+async def test_a_stream_made_by_a_capability_on_the_worker_that_does_not_own_it(broker: Parent) -> None:
+    for w in (0, 1):
+        name = owned_by(1 - w, f"capstream{w}-")
+        async with on_worker(broker, w, f"streamer{w}") as conn:
+            target = Target(address=name, capabilities=[symbol("stream")])
+            sender = await conn.open_sender(name, target=target)
+            assert list(sender._link.remote_target.capabilities or []) == [symbol("stream")]
+            for i in range(3):
+                assert isinstance(await sender.send(Message(body=i), timeout=WAIT), Accepted)
+            for _ in range(2):  # a stream: each reader from the first offset reads it all
+                r = await reader(conn, name, "first")
+                assert await bodies(r, 3) == [0, 1, 2]
+                await r.close()
             await sender.close()
