@@ -66,8 +66,10 @@ from .termini import (
     stream_offset,
 )
 from .topics import (
+    SUBSCRIPTION_QUESTION,
     Subscription,
     WildcardSubscription,
+    durable_subscription,
     is_pattern,
     node_name_and_kind,
     subscription_for,
@@ -375,8 +377,9 @@ class Consumers:
                 ctx.broker.recovery.resumed += 1
             self._add(link, consumer, node if isinstance(node, Topic) else None, source, sub, start)
 
-        if record is None and not browse and isinstance(queue, NodeElsewhere):
-            # another worker may keep it: resumed with the deliveries it hands over
+        if record is None and resumable:
+            # another worker may keep it (lost there, of this worker's queue or another's):
+            # resumed with the deliveries it hands over
             def handed_over(unsettled: Unsettled | None) -> None:
                 if ctx.can_answer(link):
                     held = None if unsettled is None else {tag: d.context for tag, d in unsettled.items()}
@@ -471,32 +474,78 @@ class Consumers:
     def _attach_existing_subscription(self, link: Sender) -> None:
         """A null source: the JMS mapping's look-up of a durable subscription by its link
         name (how a JMS client unsubscribes: attach, then detach with closed=true).
-        Answered with the subscription's source, or refused (null source) if none."""
+        Answered with the subscription's source, or refused (null source) if none. With
+        several workers, one kept by another worker (the one that owns its name) is asked
+        for, and the attach answered once the others answered."""
         ctx = self.ctx
         caps = link.remote_attach.desired_capabilities if link.remote_attach is not None else None
-        for scope in (ctx.remote_container_id, ""):
-            sub = subscription_for(scope, link.name, caps, durable=True, unique="")
-            wildcard = wildcards_of(ctx.vhost).durable.get(sub.key)
-            if wildcard is not None:  # (its address, the pattern, with the topic capability)
-                self._attach_to_subscription(link, wildcard.pattern, wildcard.queue, wildcard, None)
+        subs = [subscription_for(scope, link.name, caps, durable=True, unique="") for scope in (ctx.remote_container_id, "")]
+        keys = [sub.key for sub in subs]
+        found = durable_subscription(ctx.vhost, keys)
+        others = ctx.broker.others
+        if found is not None or others is None:
+            self._attach_found(link, subs, found, here=True)
+            return
+
+        def answered(answers: list[Any]) -> None:
+            if not ctx.can_answer(link):
                 return
-            for topic in [n for n in ctx.vhost.nodes.values() if isinstance(n, Topic)]:
-                queue = topic.subscriptions.get(sub.key)
-                if queue is not None:
-                    self._attach_to_subscription(link, topic.name, queue, topic, sub)
-                    return
-        refuse(link, ErrorCondition.NOT_FOUND, f"no durable subscription {link.name!r}")
+            kept = [a for a in answers if isinstance(a, list) and len(a) == 3 and a[1] in keys]
+            kept.sort(key=lambda a: keys.index(a[1]))  # (the container's own first)
+            self._attach_found(link, subs, (str(kept[0][0]), str(kept[0][1]), bool(kept[0][2])) if kept else None, here=False)
+            ctx.wake()
+
+        others.ask(SUBSCRIPTION_QUESTION, {"vhost": ctx.vhost.name, "keys": keys}, answered)
+
+    def _attach_found(
+        self, link: Sender, subs: list[Subscription], found: tuple[str, str, bool] | None, *, here: bool
+    ) -> None:
+        """Answer a look-up by link name with the durable subscription ``found`` (topic or
+        pattern, key, whether a pattern's): kept ``here``, or by the worker that owns its
+        name (consumed through its stand-in, as an attach naming it does); refused if none."""
+        vhost = self.ctx.vhost
+        if found is None:
+            refuse(link, ErrorCondition.NOT_FOUND, f"no durable subscription {link.name!r}")
+            return
+        address, key, pattern = found
+        sub = None if pattern else next(s for s in subs if s.key == key)
+        if here and pattern:
+            wildcard = wildcards_of(vhost).durable[key]
+            self._attach_to_subscription(link, address, wildcard.queue, wildcard, None)
+            return
+        topic = vhost.nodes.get(address)
+        if here:
+            assert isinstance(topic, Topic)
+            self._attach_to_subscription(link, address, topic.subscriptions[key], topic, sub)
+            return
+        elsewhere = vhost.subscription_elsewhere(address, key)
+        if elsewhere is None:  # (its name is this worker's: it went meanwhile)
+            refuse(link, ErrorCondition.NOT_FOUND, f"no durable subscription {link.name!r}")
+            return
+        self._attach_to_subscription(
+            link, address, elsewhere, topic if isinstance(topic, Topic) else None, sub, subscription=[address, key, True]
+        )
 
     def _attach_to_subscription(
-        self, link: Sender, address: str, queue: Queue, topic: Topic | WildcardSubscription, sub: Subscription | None
+        self,
+        link: Sender,
+        address: str,
+        queue: Queue | NodeElsewhere,
+        topic: Topic | WildcardSubscription | None,
+        sub: Subscription | None,
+        *,
+        subscription: list[Any] | None = None,
     ) -> None:
-        """Answer a look-up by link name with the durable subscription found (at ``address``)."""
+        """Answer a look-up by link name with the durable subscription found (at ``address``;
+        ``subscription``: [topic or pattern, key, durable] of one another worker keeps)."""
         source = Source(address=address, durable=2, expiry_policy=symbol("never"), capabilities=[symbol("topic")])
         link.attach(
             target=echo(link.remote_target, Target),
             source=source_answer(source, address=address, browse=False, filters=None, capabilities=[symbol("topic")]),
         )
-        self._add(link, LinkConsumer(self.ctx, link, queue, browse=False), topic, source, sub)
+        consumer = LinkConsumer(self.ctx, link, queue, browse=False)  # type: ignore[arg-type]
+        consumer.subscription = subscription
+        self._add(link, consumer, topic, source, sub)
 
     # -- credit and outcomes ------------------------------------------------------------------
     def on_credit(self, e: CreditAdded) -> None:

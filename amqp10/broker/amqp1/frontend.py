@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from functools import partial
 from typing import Any, Final
 
 import anyio
@@ -26,7 +27,7 @@ from ..guard import HeldOutput, Login, source_of
 from ..oauth import TokenLogin
 from .handler import ConnectionHandler
 from .servicebus.entities import declare_entities
-from .topics import wildcards_of
+from .topics import SUBSCRIPTION_QUESTION, answer_subscription_question, wildcards_of
 
 __all__ = ["WORKER_PROPERTY", "Amqp1FrontEnd", "sasl_mechanisms"]
 
@@ -74,6 +75,8 @@ class Amqp1FrontEnd:
         for vhost in list(broker.vhosts.values()):  # recovered durable wildcard subscriptions collect from now on
             if vhost.pattern_subscriptions:
                 wildcards_of(vhost)
+        # (with several workers: a durable subscription kept here, looked up on another)
+        broker.questions[SUBSCRIPTION_QUESTION] = partial(answer_subscription_question, broker)
 
     async def serve(self, stream: ByteStream, ctx: ServeContext) -> None:
         """SASL, the engine and the handler over one connection. With a (soft)

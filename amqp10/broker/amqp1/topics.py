@@ -16,17 +16,20 @@ JMS-style subscription names, and wildcard subscriptions.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core import Node, Queue, Topic, TopicTrie, VirtualHost, is_pattern
+from ..core import Broker, Node, Queue, Topic, TopicTrie, VirtualHost, is_pattern
 
 __all__ = [
+    "SUBSCRIPTION_QUESTION",
     "Subscription",
     "WildcardSubscription",
     "Wildcards",
+    "answer_subscription_question",
     "capabilities_of",
+    "durable_subscription",
     "is_pattern",
     "node_name_and_kind",
     "subscription_for",
@@ -192,3 +195,34 @@ def wildcards_of(vhost: VirtualHost) -> Wildcards:
     if w is None:
         w = registry[vhost] = Wildcards(vhost)
     return w
+
+
+SUBSCRIPTION_QUESTION = "amqp1.durable-subscription"
+"""The question (:attr:`Broker.questions <amqp10.broker.core.Broker.questions>`) for a
+durable subscription by its names, of the other workers: ``{"vhost": NAME, "keys": [...]}``,
+answered ``[address, key, pattern]`` (:func:`durable_subscription`) by the one that keeps it."""
+
+
+def durable_subscription(vhost: VirtualHost, keys: Sequence[str]) -> tuple[str, str, bool] | None:
+    """The durable subscription ``vhost`` keeps here under the first of ``keys`` it has: its
+    topic's name (or its pattern), its key, and whether it is a pattern's (None: none here).
+    With several workers it is kept by the worker that owns its name (the look-up of the
+    others asks them: :data:`SUBSCRIPTION_QUESTION`)."""
+    wildcards = wildcards_of(vhost)
+    topics = [n for n in vhost.nodes.values() if isinstance(n, Topic)]
+    for key in keys:
+        wildcard = wildcards.durable.get(key)
+        if wildcard is not None:
+            return wildcard.pattern, key, True
+        for topic in topics:
+            if key in topic.subscriptions:
+                return topic.name, key, False
+    return None
+
+
+def answer_subscription_question(broker: Broker, args: Mapping[str, Any], reply: Callable[[Any], None]) -> None:
+    """:data:`SUBSCRIPTION_QUESTION`, from another worker: the durable subscription kept here."""
+    vhost = broker.vhosts.get(str(args.get("vhost")))
+    keys = args.get("keys")
+    found = None if vhost is None or not isinstance(keys, list) else durable_subscription(vhost, [str(k) for k in keys])
+    reply(None if found is None else list(found))

@@ -339,6 +339,10 @@ class NodeElsewhere(Node):
     answers_later = True
     count = 0
     """Messages held here: none (a front end reads this for ``available``)."""
+    make_as: str | None = None
+    """The kind an attach here named it as (a 1.0 terminus's capability or prefix: ``stream``,
+    ``queue``; :meth:`~.vhost.VirtualHost.lookup`), which its holder makes it as if it has
+    no such node (what it has keeps its kind, as on one broker). None: its rules decide."""
     space_listeners: set[Callable[[], None]]
     """Called when :meth:`~Node.room` may have grown (the holder said so), as a queue's are."""
 

@@ -284,6 +284,8 @@ class VirtualHost:
         if placement is not None and not self._on_every_worker(node, address, kind):
             remote = placement(self.name, address)
             if remote is not None:
+                if kind is not None and isinstance(remote, NodeElsewhere):  # (its owner makes it so, if it has none)
+                    remote.make_as = kind
                 return remote
         if node is None and create and self.config.auto_create:
             node = self.create_node(address, kind)
@@ -314,14 +316,15 @@ class VirtualHost:
     def kind_of(self, node: Node) -> str:
         """What ``node`` is to a client (``queue``, ``topic``, ``stream``...): its kind; for a
         stand-in of a node another worker owns, the owner's: that of this worker's record of
-        it (the metadata's copy of a declared queue or stream), else what the address rules
-        make of its name (as its owner does when a link makes it there)."""
+        it (the metadata's copy of a declared queue or stream), else what an attach here named
+        it as, else what the address rules make of its name (as its owner does when a link
+        makes it there)."""
         if not isinstance(node, NodeElsewhere):
             return node.kind
         record = self.nodes.get(node.name)
         if isinstance(record, (Queue, Stream)):
             return record.kind
-        return self.policy_for(node.name)[0]
+        return node.make_as or self.policy_for(node.name)[0]
 
     def elsewhere(self, name: str) -> NodeElsewhere | None:
         """The stand-in for queue ``name`` if another worker owns it (:attr:`Broker.placement`);

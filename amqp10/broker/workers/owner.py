@@ -108,6 +108,7 @@ from .remote import (
     KIND,
     LIMITED,
     MAKE,
+    MAKE_AS,
     NEEDS_MESSAGE_IDS,
     NO_NODE,
     PRIORITY,
@@ -590,7 +591,8 @@ class NodeServer:
         # for it made nothing: its lookup answered the stand-in), unless its consumer's
         # front end consumes only an existing node (MAKE false: 0-9-1's, 0-10's)
         make = isinstance(link, Receiver) or not props or bool(props.get(MAKE, True))
-        node = vhost.lookup(str(address), create=make)
+        kind = props.get(MAKE_AS) if props else None  # (what the attach there named it as)
+        node = vhost.lookup(str(address), create=make, kind=None if kind is None else str(kind))
         if isinstance(node, Topic):  # a plain name the other worker's client attached before
             # its copy of the metadata said it is a topic (its stand-in for the name's owner)
             if isinstance(link, Receiver):  # publishes: the topic's, to every copy (theirs too)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,8 @@ class Peers:
         """Transactions over several workers' nodes: this worker's coordinator and owner."""
         self.served: set[InternalLink] = set()
         """The links other workers opened to this one (each served by a NodeServer)."""
+        self._questions: dict[str, Callable[[NodeServer, VirtualHost, list[Any]], list[Any]]] = {}
+        """Questions about nodes answered on every served link (:meth:`answer`)."""
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve this worker's socket and keep a link open to every other worker, until cancelled."""
@@ -132,6 +135,14 @@ class Peers:
                 return link.handler
         return None
 
+    def answer(self, op: str, run: Callable[[NodeServer, VirtualHost, list[Any]], list[Any]]) -> None:
+        """Answer question ``op`` about our nodes (:meth:`NodeServer.answer`) on every link
+        another worker opens to this one, those open now too: ``run(server, vhost, args)``."""
+        self._questions[op] = run
+        for link in self.served:
+            if isinstance(link.handler, NodeServer):
+                link.handler.answer(op, partial(run, link.handler))
+
     def install(self, ops: dict[str, Callable[[Mapping[str, Any]], Awaitable[Any]]]) -> None:
         """Answer :data:`UNSETTLED` among this worker's control operations ``ops``."""
 
@@ -170,6 +181,8 @@ class Peers:
         server.memo = self.memo
         server.after_publishes = self.after_publishes
         self.transactions.serve(server)
+        for op, run in self._questions.items():
+            server.answer(op, partial(run, server))
         link = _ServedLink(self, server, self.container_id)
         self.served.add(link)
         return link

@@ -110,6 +110,7 @@ __all__ = [
     "KIND",
     "LIMITED",
     "MAKE",
+    "MAKE_AS",
     "NO_NODE",
     "REPLIES_ADDRESS",
     "REQUESTS_ADDRESS",
@@ -186,6 +187,9 @@ the consumer's attach; a topic pattern's, a durable wildcard subscription, among
 wildcard subscriptions)."""
 EXCLUSIVE = symbol("exclusive")
 """In a consuming link's properties: its consumer wants the queue to itself."""
+MAKE_AS = symbol("make-as")
+"""In a publishing or consuming link's properties: the kind to make the node as if the owner
+has none (:attr:`~amqp10.broker.core.NodeElsewhere.make_as`: a 1.0 attach's capability)."""
 MAKE = symbol("make")
 """In a consuming link's properties: whether the owner makes the node if it has none (a 1.0
 consumer's attach does, as on a broker of one worker; a 0-9-1 or 0-10 consume does not)."""
@@ -1319,7 +1323,7 @@ class RemoteNodes:
             f"publish:{next(self._names)}",
             source=Source(address=self.container_id),
             target=Target(address=node.name),
-            properties=node._properties(**{ROUTED: routed, TOPIC_COPY: routed and node.topic_copy}),
+            properties=node._properties(**{ROUTED: routed, TOPIC_COPY: routed and node.topic_copy, MAKE_AS: node.make_as}),
         )
         sender.context = node
         sender.attach()
@@ -1336,6 +1340,7 @@ class RemoteNodes:
             EXCLUSIVE: exclusive,
             AT_MOST_ONCE: bool(getattr(consumer, "no_ack", False)),
             MAKE: make,
+            MAKE_AS: node.make_as,
         }
         filters = getattr(consumer, "filters", None) or None  # (a 1.0 consumer's: selectors, an offset)
         offset = getattr(consumer, "stream_offset", None)  # (a 0-9-1 consumer's x-stream-offset)

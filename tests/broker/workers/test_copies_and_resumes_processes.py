@@ -28,7 +28,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 import pytest
 
-from amqp10.client import Connection, connect
+from amqp10.client import Connection, Sender, connect
 from amqp10.client.receiver import Receiver as ClientReceiver
 from amqp10.message import Message
 from amqp10.types import Accepted, Source, symbol
@@ -123,15 +123,22 @@ async def on_worker(p: Parent, worker: int, container_id: str) -> AsyncIterator[
         raise AssertionError(f"no connection landed on worker {worker}")
 
 
+async def subscribed_meanwhile(conn: Connection, durable: Source, topic: str) -> Sender:
+    """Durable subscription ``durable`` (link ``sub``) made on ``conn`` and detached, then 0,
+    1 and 2 published to ``topic``: the sender."""
+    await (await conn.open_receiver(None, name="sub", source=durable, credit=0)).detach()
+    sender = await conn.open_sender(topic)
+    for i in range(3):
+        assert isinstance(await sender.send(Message(body=i), timeout=WAIT), Accepted)
+    return sender
+
+
 async def test_a_durable_wildcard_subscription_is_one_on_every_worker(broker: Parent) -> None:
     for made, again in ((0, 1), (1, 0)):
         cid = f"wild{made}"
         durable = Source(address=f"topic://wild{made}.*", durable=2, expiry_policy=symbol("never"))
         async with on_worker(broker, made, cid) as conn:
-            await (await conn.open_receiver(None, name="sub", source=durable, credit=0)).detach()
-            sender = await conn.open_sender(f"topic://wild{made}.x")
-            for i in range(3):
-                assert isinstance(await sender.send(Message(body=i), timeout=WAIT), Accepted)
+            await subscribed_meanwhile(conn, durable, f"topic://wild{made}.x")
         async with on_worker(broker, again, cid) as conn:
             r = await conn.open_receiver(None, name="sub", source=durable, credit=10)
             assert await drain(r) == [0, 1, 2]  # what matched while it was detached
