@@ -28,6 +28,7 @@ from ..core import (
     QueuedMessage,
     Refused,
     answer_now,
+    nothing,
     settled_everywhere,
 )
 from ..core.exchanges import Exchange
@@ -44,10 +45,6 @@ CONSUME_REFUSALS: Final[dict[ConsumeResult, tuple[str, str]]] = {
 }
 """How ``message.subscribe`` answers each of the core's refusals: ``execution.exception``
 with this error code and text."""
-
-
-def _nothing() -> None:
-    """An answer that is nothing but that the command is done (a drain, a commit)."""
 
 
 def _full(x: Exchange, key: str) -> str:
@@ -232,7 +229,7 @@ class MessageCommands:
         """Send what the credit allows now, then stop: complete once it is sent (at once
         here; a queue another worker owns: once its owner has sent it, ``Node.drain``)."""
         sub = self._sub(s, c)
-        self.ctx.later(lambda answered: sub.node.drain(sub, lambda _more: answered(_nothing)), lambda _: sub.stop())
+        self.ctx.later(lambda answered: sub.node.drain(sub, lambda _more: answered(nothing)), lambda _: sub.stop())
 
     def stop(self, s: Amqp010Session, c: Compound) -> None:
         self._sub(s, c).stop()
@@ -367,7 +364,7 @@ class TxCommands:
         def ask(answered: Answered[None]) -> None:
             if not coordinator.commit(publishes, acks, apply, answered):
                 apply()  # (every queue is this worker's: as on one broker)
-                answered(_nothing)
+                answered(nothing)
 
         self.ctx.later(ask, answer_now)  # (a refusal by an owner fails the command: nothing was applied)
 

@@ -14,7 +14,15 @@ from typing import Final, Literal, NamedTuple
 
 from ...amqp091 import BasicProperties, ContentReceived, ReplyCode
 from ...amqp091 import methods as m
-from ..core import Exchange, NotFound, PreconditionFailed, PublishResult, QueuedMessage, Refused
+from ..core import (
+    Exchange,
+    NotFound,
+    PreconditionFailed,
+    PublishResult,
+    QueuedMessage,
+    Refused,
+    nothing,
+)
 from ..core.replies import REPLY_PREFIX, REPLY_TO
 from .channel import Channel, PendingPublish
 from .confirm import Confirms
@@ -121,9 +129,9 @@ class Publisher:
             else:
                 result = vh.route(x, msg, key, stored, self._refused(ch, x, msg, key, mandatory, seq))
         elif mandatory and ctx.broker.placement is not None:
-            result = vh.route(x, msg, key, _nothing, self._refused(ch, x, msg, key, mandatory, seq))
+            result = vh.route(x, msg, key, nothing, self._refused(ch, x, msg, key, mandatory, seq))
         else:
-            result = vh.route(x, msg, key, _nothing)
+            result = vh.route(x, msg, key, nothing)
         if result is PublishResult.TAKEN:
             return  # (confirmed by ``stored``)
         self._answer(ch, x, msg, key, mandatory, seq, result)
@@ -169,7 +177,3 @@ class Publisher:
             log.warning(
                 "dropping 0-9-1 publishes of %s (no publisher confirms to refuse them with): %s", self.ctx.user, why
             )
-
-
-def _nothing() -> None:
-    pass

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from ...amqp091 import ReplyCode
 from ...amqp091 import methods as m
-from ..core import Answered, PreconditionFailed
+from ..core import Answered, PreconditionFailed, nothing
 from .channel import Channel, PendingPublish
 from .context import Amqp091Context, ChannelError
 from .publish import Publisher
@@ -69,7 +69,7 @@ class TxMethods:
             def ask(answered: Answered[None]) -> None:
                 if not coordinator.commit(publishes, acks, apply, answered):
                     apply()  # (every node is this worker's: as on one broker)
-                    answered(_none)
+                    answered(nothing)
 
             def then(answer: Callable[[], None]) -> None:
                 answer()  # (raises the refusal: the channel closes)
@@ -85,7 +85,3 @@ class TxMethods:
             raise PreconditionFailed("channel is not transactional")
         ch.tx = []
         self.ctx.send_method(ch.number, m.TxRollbackOk())
-
-
-def _none() -> None:
-    return None

@@ -84,6 +84,7 @@ from .nodes import (
     PublishResult,
     Refused,
     answer_now,
+    nothing,
     settled_everywhere,
 )
 from .partitioned import PartitionedStream
@@ -167,6 +168,7 @@ __all__ = [
     "register_conversion",
     "register_format",
     "answer_now",
+    "nothing",
     "settled_everywhere",
     "ResourceKind",
 ]

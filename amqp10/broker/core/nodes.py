@@ -30,6 +30,7 @@ __all__ = [
     "PublishResult",
     "Stats",
     "cancel_consumers",
+    "nothing",
     "settled_everywhere",
 ]
 
@@ -397,6 +398,11 @@ class NodeElsewhere(Node):
         and the dead letters they made are in their queues (wherever those are held), as
         one broker has them before it reads the client's next method."""
         raise NotImplementedError
+
+
+def nothing() -> None:
+    """The callback with nothing to do: an ``on_stored`` or ``then`` no one waits for, an
+    answer that carries nothing but that it came."""
 
 
 def answer_now(answer: Callable[[], None]) -> None:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from . import store as _store
 from .message import QueuedMessage
-from .nodes import Journal, Node
+from .nodes import Journal, Node, nothing
 from .queues import Queue
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ class HeldWork:
         for p in published:
             exchange = p.vhost.exchange(p.exchange)
             if exchange is not None:  # (else unroutable: dropped, as it would be now)
-                p.vhost.route(exchange, p.msg, p.routing_key, _nothing)
+                p.vhost.route(exchange, p.msg, p.routing_key, nothing)
         for node, msg in taken:
             node.ack(msg)
         self._done(taken, on_durable)
@@ -116,7 +116,3 @@ class HeldWork:
 
     def __repr__(self) -> str:
         return f"HeldWork({self.owner}, {self.txn_id.hex()}, published={len(self.published)}, taken={len(self.taken)})"
-
-
-def _nothing() -> None:
-    pass

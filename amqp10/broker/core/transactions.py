@@ -16,7 +16,7 @@ from typing import Protocol
 
 from . import store as _store
 from .message import QueuedMessage
-from .nodes import Answered, Journal, Node
+from .nodes import Answered, Journal, Node, nothing
 from .queues import Queue
 
 __all__ = ["Coordinator", "Retirement", "Transaction"]
@@ -128,7 +128,7 @@ class Transaction:
         posted, self.posted = self.posted, []
         retired, self.retired = self.retired, []
         for node, msg in posted:
-            node.publish(msg, _nothing)
+            node.publish(msg, nothing)
         for r in retired:
             r.apply()
         # the barrier's callback runs once every write above is durable
@@ -144,7 +144,3 @@ class Transaction:
 
     def __repr__(self) -> str:
         return f"Transaction({self.txn_id.hex()}, posted={len(self.posted)}, retired={len(self.retired)})"
-
-
-def _nothing() -> None:
-    pass

@@ -34,7 +34,7 @@ from .exchanges import (
     routing_key_of,
 )
 from .message import QueuedMessage
-from .nodes import Journal, Node, NodeElsewhere, PublishResult, Refused
+from .nodes import Journal, Node, NodeElsewhere, PublishResult, Refused, nothing
 from .partitioned import PartitionedStream
 from .policies import RuntimePolicy, combined_arguments, pick_policy
 from .qpid_queues import alternate_exchange, is_no_local, not_local
@@ -511,7 +511,7 @@ class VirtualHost:
         hold as they settle it (released; rejected ones are dead-lettered as ever)."""
 
         def orphaned(msg: QueuedMessage) -> None:
-            self.route(alternate, msg.copy(), None, _nothing)
+            self.route(alternate, msg.copy(), None, nothing)
 
         while (msg := queue.get()) is not None:  # (unbound already: none comes back to it)
             queue.ack(msg)
@@ -541,7 +541,7 @@ class VirtualHost:
         (every queue that took it has committed it); False if it reached none (``on_stored``
         is not called: the source queue drops it or keeps it, by its dead-letter strategy)."""
         if on_stored is None:
-            on_stored = _nothing
+            on_stored = nothing
         if policy.dead_letter_exchange is not None:
             x = self.exchanges.get(policy.dead_letter_exchange)
             if x is None:
@@ -972,10 +972,6 @@ class _DefaultExchange(DirectExchange):
                 return [remote]  # type: ignore[list-item]  # (a stand-in routes as the queue)
         q = vhost.queue(name)
         return [q] if q is not None else []
-
-
-def _nothing() -> None:
-    pass
 
 
 def _durable(d: Destination) -> bool:

@@ -69,6 +69,7 @@ from ..core import (
     QueuePolicy,
     Refused,
     ResourceLocked,
+    nothing,
 )
 from . import bytecredit
 from .link import (
@@ -514,9 +515,9 @@ class RemoteNode(NodeElsewhere):
         consumer's detach or :data:`STOP`, sent before it, is applied by then."""
         self.remove_consumer(consumer)
         if self.unavailable is not None:  # (its link went with the owner: nothing holds it there)
-            answered(_done)
+            answered(nothing)
             return
-        self._nodes.ask(self, ["cancel", self.vhost, self.name, consumer.id], lambda *_: answered(_done))
+        self._nodes.ask(self, ["cancel", self.vhost, self.name, consumer.id], lambda *_: answered(nothing))
 
     def ask_unsubscribe(self, topic: str, key: str) -> None:
         self._ask("unsubscribe", [topic, key], _first, _ignored)
@@ -950,10 +951,6 @@ class RemoteNode(NodeElsewhere):
 
 def _counts(values: list[Any]) -> tuple[int, int]:
     return int(values[0]), int(values[1])
-
-
-def _done() -> None:
-    """The answer to a question that answers nothing."""
 
 
 def _first(values: list[Any]) -> int:

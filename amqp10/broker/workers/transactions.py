@@ -59,6 +59,7 @@ from ..core import (
     PreconditionFailed,
     QueuedMessage,
     VirtualHost,
+    nothing,
 )
 from ..core.prepared import HeldWork
 from .link import decode_record, encode_record
@@ -153,7 +154,7 @@ class Transactions:
         answered: Answered[None],
     ) -> bool:
         """:meth:`amqp10.broker.core.Coordinator.prepare`."""
-        return self._prepare_parts(_Commit(_nothing, answered, key), publishes, acks)
+        return self._prepare_parts(_Commit(nothing, answered, key), publishes, acks)
 
     def finish(self, key: bytes, commit: bool, apply: Callable[[], None], answered: Answered[None]) -> bool:
         """:meth:`amqp10.broker.core.Coordinator.finish`."""
@@ -173,7 +174,7 @@ class Transactions:
             def replied(error: str | None, text: str, values: list[Any]) -> None:
                 left.discard(k)
                 if not left:
-                    self.broker.after_commit(lambda: answered(_nothing))
+                    self.broker.after_commit(lambda: answered(nothing))
 
             return replied
 
@@ -262,9 +263,9 @@ class Transactions:
             node.forget_held(msg)  # (its owner acknowledges it at the commit: not sent again)
         if c.key is not None:  # a branch: awaiting its decision (recorded with the front end's own prepare)
             record = HeldWork(AWAITING, txn + bytes([len(owners)]) + bytes(sorted(owners)) + c.key, self.broker.journal)
-            record.prepare(_nothing)
+            record.prepare(nothing)
             self.awaiting[c.key] = (txn, owners, record)
-            c.answered(_nothing)
+            c.answered(nothing)
             return
         self._commit_all(txn, owners, c.apply, c.answered)
 
@@ -273,7 +274,7 @@ class Transactions:
         store batch, then tell its ``owners``; ``answered`` once every owner committed."""
         # the decision and this worker's own part: one store batch (nothing yields between)
         decision = HeldWork(DECIDED, txn + bytes(sorted(owners)), self.broker.journal)
-        decision.prepare(_nothing)
+        decision.prepare(nothing)
         absorbed: list[Callable[[], None]] = []
         links = [self.links[k] for k in owners]
         for nodes in links:
@@ -297,7 +298,7 @@ class Transactions:
                     if not left:
                         for on_stored in absorbed:
                             on_stored()
-                        answered(_nothing)
+                        answered(nothing)
 
                 return replied
 
@@ -403,10 +404,6 @@ def _debug_after_writes(msg: str, *args: object) -> None:
     if log.isEnabledFor(logging.DEBUG):
         loop = asyncio.get_running_loop()
         loop.call_soon(loop.call_soon, lambda: log.debug(msg, *args))
-
-
-def _nothing() -> None:
-    return None
 
 
 def _ignored(error: str | None, text: str, values: list[Any]) -> None:
