@@ -28,6 +28,7 @@ from ..core import (
     QueuedMessage,
     Refused,
     answer_now,
+    commit_reaching,
     nothing,
     settled_everywhere,
 )
@@ -354,17 +355,12 @@ class TxCommands:
             return
         vh = self.ctx.vhost
         publishes = [
-            (q, w.msg)
-            for w in work
-            if w.exchange is not None and w.msg is not None
-            for q in vh.destinations(w.exchange, w.msg, w.key)
+            (vh.destinations(w.exchange, w.msg, w.key), w.msg) for w in work if w.exchange is not None and w.msg is not None
         ]
         acks = [(p.node, p.msg) for w in work for cid in w.accepted if (p := s.unacked.get(cid)) is not None]
 
         def ask(answered: Answered[None]) -> None:
-            if not coordinator.commit(publishes, acks, apply, answered):
-                apply()  # (every queue is this worker's: as on one broker)
-                answered(nothing)
+            commit_reaching(coordinator, publishes, acks, apply, answered)
 
         self.ctx.later(ask, answer_now)  # (a refusal by an owner fails the command: nothing was applied)
 

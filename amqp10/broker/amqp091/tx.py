@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from ...amqp091 import ReplyCode
 from ...amqp091 import methods as m
-from ..core import Answered, PreconditionFailed, nothing
+from ..core import Answered, PreconditionFailed, commit_reaching
 from .channel import Channel, PendingPublish
 from .context import Amqp091Context, ChannelError
 from .publish import Publisher
@@ -53,10 +53,7 @@ class TxMethods:
         if coordinator is not None:  # (several workers: its work may reach other workers' nodes)
             vh = self.ctx.vhost
             publishes = [
-                (q, w.msg)
-                for w in work
-                if isinstance(w, PendingPublish)
-                for q in vh.destinations(w.exchange, w.msg, w.routing_key)
+                (vh.destinations(w.exchange, w.msg, w.routing_key), w.msg) for w in work if isinstance(w, PendingPublish)
             ]
             acks = [
                 (entry[0], entry[1])
@@ -67,9 +64,7 @@ class TxMethods:
             ]
 
             def ask(answered: Answered[None]) -> None:
-                if not coordinator.commit(publishes, acks, apply, answered):
-                    apply()  # (every node is this worker's: as on one broker)
-                    answered(nothing)
+                commit_reaching(coordinator, publishes, acks, apply, answered)
 
             def then(answer: Callable[[], None]) -> None:
                 answer()  # (raises the refusal: the channel closes)

@@ -168,18 +168,7 @@ class Transactions:
             return True
         record.rollback()
         apply()
-        left = set(owners)
-
-        def one(k: int) -> Callable[[str | None, str, list[Any]], None]:
-            def replied(error: str | None, text: str, values: list[Any]) -> None:
-                left.discard(k)
-                if not left:
-                    self.broker.after_commit(lambda: answered(nothing))
-
-            return replied
-
-        for k in owners:
-            self._ask(k, None, "txn-rollback", [txn], one(k))
+        self._ask_each(owners, "txn-rollback", txn, lambda k: None, lambda: self.broker.after_commit(lambda: answered(nothing)))
         return True
 
     def _prepare_parts(
@@ -288,25 +277,35 @@ class Transactions:
                 nodes.absorbing = None
         self.decided[txn] = (decision, set(owners))
 
+        def all_committed() -> None:
+            for on_stored in absorbed:
+                on_stored()
+            answered(nothing)
+
         def stored() -> None:  # the decision is durable: the owners commit
-            left = set(owners)
-
-            def one(k: int) -> Callable[[str | None, str, list[Any]], None]:
-                def replied(error: str | None, text: str, values: list[Any]) -> None:
-                    left.discard(k)
-                    self._committed(txn, k)
-                    if not left:
-                        for on_stored in absorbed:
-                            on_stored()
-                        answered(nothing)
-
-                return replied
-
-            for k in owners:
-                self._ask(k, None, "txn-commit", [txn], one(k))
+            self._ask_each(owners, "txn-commit", txn, lambda k: self._committed(txn, k), all_committed)
             _debug_after_writes("transaction %s: decided commit, stored; its owners told", txn.hex())
 
         self.broker.after_commit(stored)
+
+    def _ask_each(
+        self, owners: set[int], op: str, txn: bytes, each: Callable[[int], None], then: Callable[[], None]
+    ) -> None:
+        """Tell each of ``owners`` ``op`` (``txn-commit``, ``txn-rollback``) of ``txn``: ``each``
+        with an owner once it answered, ``then`` once every one has."""
+        left = set(owners)
+
+        def one(k: int) -> Callable[[str | None, str, list[Any]], None]:
+            def replied(error: str | None, text: str, values: list[Any]) -> None:
+                left.discard(k)
+                each(k)
+                if not left:
+                    then()
+
+            return replied
+
+        for k in owners:
+            self._ask(k, None, op, [txn], one(k))
 
     def _committed(self, txn: bytes, k: int) -> None:
         """Owner ``k`` committed its part of ``txn``: once every owner has, the decision goes."""
