@@ -25,8 +25,10 @@ from ..core import (
     NodeElsewhere,
     NotFound,
     PublishResult,
+    Queue,
     QueuedMessage,
     Refused,
+    Stream,
     answer_now,
     commit_reaching,
     nothing,
@@ -98,14 +100,24 @@ class MessageCommands:
             self.conn.complete(s.channel, c)
             return
         if s.tx is not None:
-            s.tx.append(TxWork(lambda: self._route(s, x, msg, key, None), x, msg, key))
+            work = TxWork(nothing, x, msg, key)
+            work.apply = lambda: self._route(s, x, msg, key, None, work.reached)
+            s.tx.append(work)
             self.conn.complete(s.channel, c)
             return
         self._route(s, x, msg, key, c)
 
     def _route(
-        self, s: Amqp010Session, x: Exchange, msg: QueuedMessage, key: str, c: Compound | None
+        self,
+        s: Amqp010Session,
+        x: Exchange,
+        msg: QueuedMessage,
+        key: str,
+        c: Compound | None,
+        reached: list[Queue | Stream] | None = None,
     ) -> None:
+        """Route a transfer's ``msg`` (``c`` None: a transaction's, at its commit; ``reached``:
+        the queues it reaches, found already: :meth:`VirtualHost.route`'s)."""
         ctx = self.ctx
 
         def stored() -> None:
@@ -115,7 +127,7 @@ class MessageCommands:
         refused = None
         if c is not None and ctx.broker.placement is not None:  # (a queue another worker owns)
             refused = self._refused(s, x, key, c)
-        result = ctx.vhost.route(x, msg, key, stored, refused)
+        result = ctx.vhost.route(x, msg, key, stored, refused, reached)
         if result is PublishResult.FULL and c is not None:  # qpid.policy_type reject: as Qpid's broker
             raise CommandError("resource-limit-exceeded", _full(x, key))
         if result is not PublishResult.TAKEN and c is not None:  # unroutable or refused: dropped
@@ -354,9 +366,11 @@ class TxCommands:
             apply()
             return
         vh = self.ctx.vhost
-        publishes = [
-            (vh.destinations(w.exchange, w.msg, w.key), w.msg) for w in work if w.exchange is not None and w.msg is not None
-        ]
+        publishes: list[tuple[list[Queue | Stream], QueuedMessage]] = []
+        for w in work:
+            if w.exchange is not None and w.msg is not None:  # (routed once: apply publishes to these)
+                w.reached = vh.destinations(w.exchange, w.msg, w.key)
+                publishes.append((w.reached, w.msg))
         acks = [(p.node, p.msg) for w in work for cid in w.accepted if (p := s.unacked.get(cid)) is not None]
 
         def ask(answered: Answered[None]) -> None:

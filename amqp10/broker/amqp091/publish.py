@@ -19,8 +19,10 @@ from ..core import (
     NotFound,
     PreconditionFailed,
     PublishResult,
+    Queue,
     QueuedMessage,
     Refused,
+    Stream,
     nothing,
 )
 from ..core.replies import REPLY_PREFIX, REPLY_TO
@@ -98,8 +100,18 @@ class Publisher:
         else:
             self.route(ch, x, msg, method.routing_key, method.mandatory, seq)
 
-    def route(self, ch: Channel, x: Exchange, msg: QueuedMessage, key: str, mandatory: bool, seq: int) -> None:
-        """Route ``msg`` from ``x`` and answer as :data:`ANSWERS` says (``seq`` 0: no confirm)."""
+    def route(
+        self,
+        ch: Channel,
+        x: Exchange,
+        msg: QueuedMessage,
+        key: str,
+        mandatory: bool,
+        seq: int,
+        reached: list[Queue | Stream] | None = None,
+    ) -> None:
+        """Route ``msg`` from ``x`` and answer as :data:`ANSWERS` says (``seq`` 0: no confirm;
+        ``reached``: the queues it reaches, found already: :meth:`VirtualHost.route`'s)."""
         ctx = self.ctx
         vh = ctx.vhost
         if x.name == "" and key.startswith(REPLY_PREFIX):  # (is_reply_address, inline: per message)
@@ -125,13 +137,13 @@ class Publisher:
                 confirms.settle(ch, seq, True)
 
             if ctx.broker.placement is None:
-                result = vh.route(x, msg, key, stored)
+                result = vh.route(x, msg, key, stored, None, reached)
             else:
-                result = vh.route(x, msg, key, stored, self._refused(ch, x, msg, key, mandatory, seq))
+                result = vh.route(x, msg, key, stored, self._refused(ch, x, msg, key, mandatory, seq), reached)
         elif mandatory and ctx.broker.placement is not None:
-            result = vh.route(x, msg, key, nothing, self._refused(ch, x, msg, key, mandatory, seq))
+            result = vh.route(x, msg, key, nothing, self._refused(ch, x, msg, key, mandatory, seq), reached)
         else:
-            result = vh.route(x, msg, key, nothing)
+            result = vh.route(x, msg, key, nothing, None, reached)
         if result is PublishResult.TAKEN:
             return  # (confirmed by ``stored``)
         self._answer(ch, x, msg, key, mandatory, seq, result)

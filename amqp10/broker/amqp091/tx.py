@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from ...amqp091 import ReplyCode
 from ...amqp091 import methods as m
-from ..core import Answered, PreconditionFailed, commit_reaching
+from ..core import Answered, PreconditionFailed, Queue, QueuedMessage, Stream, commit_reaching
 from .channel import Channel, PendingPublish
 from .context import Amqp091Context, ChannelError
 from .publish import Publisher
@@ -45,16 +45,18 @@ class TxMethods:
         def apply() -> None:
             for w in work:
                 if isinstance(w, PendingPublish):
-                    self.publisher.route(ch, w.exchange, w.msg, w.routing_key, w.mandatory, w.seq)
+                    self.publisher.route(ch, w.exchange, w.msg, w.routing_key, w.mandatory, w.seq, w.reached)
                 else:
                     ch.settle(w.tags, w.outcome)
 
         coordinator = self.ctx.broker.coordinator
         if coordinator is not None:  # (several workers: its work may reach other workers' nodes)
             vh = self.ctx.vhost
-            publishes = [
-                (vh.destinations(w.exchange, w.msg, w.routing_key), w.msg) for w in work if isinstance(w, PendingPublish)
-            ]
+            publishes: list[tuple[list[Queue | Stream], QueuedMessage]] = []
+            for w in work:
+                if isinstance(w, PendingPublish):  # (routed once: apply publishes to these)
+                    w.reached = vh.destinations(w.exchange, w.msg, w.routing_key)
+                    publishes.append((w.reached, w.msg))
             acks = [
                 (entry[0], entry[1])
                 for w in work

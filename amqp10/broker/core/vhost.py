@@ -17,7 +17,7 @@ import itertools
 import json
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...addresses import is_partition_address, partition_address
@@ -800,6 +800,7 @@ class VirtualHost:
         key: str | None,
         on_stored: Callable[[], None],
         on_refused: Refused | None = None,
+        reached: Sequence[Queue | Stream] | None = None,
     ) -> PublishResult:
         """Publish ``msg`` to every queue it reaches from ``exchange`` (``key`` None: the
         message's own routing key). ``on_stored`` runs once every queue that took it has it
@@ -809,8 +810,10 @@ class VirtualHost:
         worker owns answers later: if every queue that took it was such a queue and did not
         take it after all, ``on_refused`` is told why instead of ``on_stored`` (without
         ``on_refused``: ``on_stored`` runs then, as these callers treat a message no queue
-        took: done with, dropped)."""
-        queues = self.destinations(exchange, msg, key)
+        took: done with, dropped). ``reached``: the queues :meth:`destinations` found for
+        it already (a transaction's commit with several workers, which routed it to learn
+        the workers it reaches): it is not routed again (a queue deleted since is left out)."""
+        queues = self.destinations(exchange, msg, key) if reached is None else [q for q in reached if not q.deleted]
         if not queues:
             return PublishResult.UNROUTABLE
         msg.mark_published(exchange.name, key)
