@@ -340,6 +340,10 @@ class NodeElsewhere(Node):
     answers_later = True
     count = 0
     """Messages held here: none (a front end reads this for ``available``)."""
+    held_kind: str | None = None
+    """The kind of the node it stands in for (``queue``, ``stream``...) as its holder said
+    (its answer to a consumer's link); None before. Read through
+    :meth:`VirtualHost.kind_of <.vhost.VirtualHost.kind_of>`."""
     space_listeners: set[Callable[[], None]]
     """Called when :meth:`~Node.room` may have grown (the holder said so), as a queue's are."""
 

@@ -313,11 +313,14 @@ class VirtualHost:
 
     def kind_of(self, node: Node) -> str:
         """What ``node`` is to a client (``queue``, ``topic``, ``stream``...): its kind; for a
-        stand-in of a node another worker owns, the owner's: that of this worker's record of
-        it (the metadata's copy of a declared queue or stream), else what the address rules
-        make of its name (as its owner does when a link makes it there)."""
+        stand-in of a node another worker owns, the owner's: as the owner said it
+        (:attr:`NodeElsewhere.held_kind`), else that of this worker's record of it (the
+        metadata's copy of a declared queue or stream), else what the address rules make of
+        its name (as its owner does when a link makes it there)."""
         if not isinstance(node, NodeElsewhere):
             return node.kind
+        if node.held_kind is not None:
+            return node.held_kind
         record = self.nodes.get(node.name)
         if isinstance(record, (Queue, Stream)):
             return record.kind

@@ -200,7 +200,7 @@ into :data:`CONSUME_RESULTS`; a refused link is detached next)."""
 CONSUME_RESULTS: tuple[ConsumeResult, ...] = tuple(ConsumeResult)
 KIND = symbol("kind")
 """In the owner's answer to a consuming link it admitted: its node's kind (``queue``,
-``stream``...; :attr:`RemoteNode.held_kind`)."""
+``stream``...; :attr:`NodeElsewhere.held_kind <amqp10.broker.core.NodeElsewhere.held_kind>`)."""
 CONSUMER_TIMEOUT = symbol("consumer-timeout")
 """In the owner's answer to a consuming link: its node's consumer timeout (seconds; absent:
 none), which the consumer's front end here applies (core/consumer_timeout.py)."""
@@ -324,9 +324,6 @@ class RemoteNode(NodeElsewhere):
         self.unavailable: str | None = None
         """Why the owner cannot be reached (the link failed), or None."""
         self.space_listeners: set[Callable[[], None]] = set()
-        self.held_kind: str | None = None
-        """The kind of the owner's node (``queue``, ``stream``...), as its answer to a consumer's
-        link said (:data:`KIND`); None before one."""
         self.topic_copy = False
         """Whether it stands in for the owner's copy of a 1.0 topic (:data:`TOPIC_COPY`)."""
 
