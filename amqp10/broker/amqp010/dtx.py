@@ -39,7 +39,7 @@ from typing import Any, Final
 
 from ...amqp010 import Compound, result_struct
 from ...amqp010.spec import ENUMS
-from ..core import Answered, Broker, HeldWork, Lease, ModelError, Node, QueuedMessage
+from ..core import Answered, Broker, HeldWork, Lease, ModelError
 from .context import Amqp010Context, CommandError
 from .session import Amqp010Session
 
@@ -245,7 +245,7 @@ class Branches:
                 here()
 
             coordinator = self.broker.coordinator
-            if coordinator is None or not coordinator.prepare(b.held.txn_id, _reached(b.held), b.held.taken, prepared):
+            if coordinator is None or not coordinator.prepare(b.held.txn_id, b.held.reached(), b.held.taken, prepared):
                 here()
 
         return start
@@ -278,7 +278,7 @@ class Branches:
                 reply({"status": XA["xa-ok"]})
 
             coordinator = self.broker.coordinator
-            if coordinator is None or not coordinator.commit(_reached(b.held), b.held.taken, b.held.commit, answered):
+            if coordinator is None or not coordinator.commit(b.held.reached(), b.held.taken, b.held.commit, answered):
                 b.held.commit(lambda: reply({"status": XA["xa-ok"]}))
 
         return one_phase_commit
@@ -342,16 +342,6 @@ def _wire(key: Xid) -> list[Any]:
 def _unwire(value: Any) -> Xid:
     fmt, gid, bid = value
     return int(fmt), bytes.fromhex(str(gid)), bytes.fromhex(str(bid))
-
-
-def _reached(held: HeldWork) -> list[tuple[Node, QueuedMessage]]:
-    """The nodes the publishes of ``held`` reach, each with its message."""
-    reached: list[tuple[Node, QueuedMessage]] = []
-    for p in held.published:
-        exchange = p.vhost.exchange(p.exchange)
-        if exchange is not None:
-            reached.extend((q, p.msg) for q in p.vhost.destinations(exchange, p.msg, p.routing_key))
-    return reached
 
 
 def _show(key: Xid) -> str:

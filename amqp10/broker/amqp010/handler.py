@@ -46,7 +46,7 @@ from ...amqp010.connection import Session
 from ...sasl.credentials import CredentialStore, InMemoryCredentialStore
 from ...sasl.mechanisms import PlainServer, ServerOutcome
 from ...types import SaslCode
-from ..core import Answered, Broker, ModelError
+from ..core import Answered, Broker, ModelError, nothing
 from ..frontend import ContextHandler
 from ..oauth import TokenLogin, TokenValidator
 from .context import Amqp010Context, CommandError, error_of
@@ -74,10 +74,6 @@ def _consumer_timeout(p: Pending) -> float | None:
     return p.node.policy.consumer_timeout
 
 
-def _nothing() -> None:
-    pass
-
-
 class Amqp010Handler(ContextHandler):
     """Drives one 0-10 engine connection on behalf of the broker.
 
@@ -98,7 +94,7 @@ class Amqp010Handler(ContextHandler):
         allow_anonymous: bool = True,
         tls_identity: str | None = None,
         tokens: TokenValidator | None = None,
-        wake: Callable[[], None] = _nothing,
+        wake: Callable[[], None] = nothing,
     ) -> None:
         self.broker = broker
         self.conn = conn

@@ -25,9 +25,13 @@ from ..core import (
     NodeElsewhere,
     NotFound,
     PublishResult,
+    Queue,
     QueuedMessage,
     Refused,
+    Stream,
     answer_now,
+    commit_reaching,
+    nothing,
     settled_everywhere,
 )
 from ..core.exchanges import Exchange
@@ -44,10 +48,6 @@ CONSUME_REFUSALS: Final[dict[ConsumeResult, tuple[str, str]]] = {
 }
 """How ``message.subscribe`` answers each of the core's refusals: ``execution.exception``
 with this error code and text."""
-
-
-def _nothing() -> None:
-    """An answer that is nothing but that the command is done (a drain, a commit)."""
 
 
 def _full(x: Exchange, key: str) -> str:
@@ -100,14 +100,24 @@ class MessageCommands:
             self.conn.complete(s.channel, c)
             return
         if s.tx is not None:
-            s.tx.append(TxWork(lambda: self._route(s, x, msg, key, None), x, msg, key))
+            work = TxWork(nothing, x, msg, key)
+            work.apply = lambda: self._route(s, x, msg, key, None, work.reached)
+            s.tx.append(work)
             self.conn.complete(s.channel, c)
             return
         self._route(s, x, msg, key, c)
 
     def _route(
-        self, s: Amqp010Session, x: Exchange, msg: QueuedMessage, key: str, c: Compound | None
+        self,
+        s: Amqp010Session,
+        x: Exchange,
+        msg: QueuedMessage,
+        key: str,
+        c: Compound | None,
+        reached: list[Queue | Stream] | None = None,
     ) -> None:
+        """Route a transfer's ``msg`` (``c`` None: a transaction's, at its commit; ``reached``:
+        the queues it reaches, found already: :meth:`VirtualHost.route`'s)."""
         ctx = self.ctx
 
         def stored() -> None:
@@ -117,7 +127,7 @@ class MessageCommands:
         refused = None
         if c is not None and ctx.broker.placement is not None:  # (a queue another worker owns)
             refused = self._refused(s, x, key, c)
-        result = ctx.vhost.route(x, msg, key, stored, refused)
+        result = ctx.vhost.route(x, msg, key, stored, refused, reached)
         if result is PublishResult.FULL and c is not None:  # qpid.policy_type reject: as Qpid's broker
             raise CommandError("resource-limit-exceeded", _full(x, key))
         if result is not PublishResult.TAKEN and c is not None:  # unroutable or refused: dropped
@@ -232,7 +242,7 @@ class MessageCommands:
         """Send what the credit allows now, then stop: complete once it is sent (at once
         here; a queue another worker owns: once its owner has sent it, ``Node.drain``)."""
         sub = self._sub(s, c)
-        self.ctx.later(lambda answered: sub.node.drain(sub, lambda _more: answered(_nothing)), lambda _: sub.stop())
+        self.ctx.later(lambda answered: sub.node.drain(sub, lambda _more: answered(nothing)), lambda _: sub.stop())
 
     def stop(self, s: Amqp010Session, c: Compound) -> None:
         self._sub(s, c).stop()
@@ -356,18 +366,15 @@ class TxCommands:
             apply()
             return
         vh = self.ctx.vhost
-        publishes = [
-            (q, w.msg)
-            for w in work
-            if w.exchange is not None and w.msg is not None
-            for q in vh.destinations(w.exchange, w.msg, w.key)
-        ]
+        publishes: list[tuple[list[Queue | Stream], QueuedMessage]] = []
+        for w in work:
+            if w.exchange is not None and w.msg is not None:  # (routed once: apply publishes to these)
+                w.reached = vh.destinations(w.exchange, w.msg, w.key)
+                publishes.append((w.reached, w.msg))
         acks = [(p.node, p.msg) for w in work for cid in w.accepted if (p := s.unacked.get(cid)) is not None]
 
         def ask(answered: Answered[None]) -> None:
-            if not coordinator.commit(publishes, acks, apply, answered):
-                apply()  # (every queue is this worker's: as on one broker)
-                answered(_nothing)
+            commit_reaching(coordinator, publishes, acks, apply, answered)
 
         self.ctx.later(ask, answer_now)  # (a refusal by an owner fails the command: nothing was applied)
 

@@ -46,6 +46,9 @@ class TxWork:
     msg: QueuedMessage | None = None
     key: str = ""
     accepted: tuple[int, ...] = ()
+    reached: list[Queue | Stream] | None = None
+    """The queues its message reaches, once ``tx.commit`` routed it to learn the workers the
+    transaction reaches: ``apply`` publishes it to them, not routing it again."""
 
 
 @dataclass(slots=True)

@@ -60,6 +60,7 @@ from ..core import (
     PreconditionFailed,
     QueuedMessage,
     ResourceLocked,
+    nothing,
 )
 from ..core.consumer_timeout import timeout_text
 from ..frontend import ContextHandler
@@ -97,10 +98,6 @@ def _consumer_timeout(entry: tuple[Node, QueuedMessage, BasicConsumer | None]) -
     return entry[0].policy.consumer_timeout
 
 
-def _nothing() -> None:
-    pass
-
-
 class Amqp091Handler(ContextHandler):
     """Drives one 0-9-1 engine connection on behalf of the broker.
 
@@ -120,9 +117,9 @@ class Amqp091Handler(ContextHandler):
         allow_anonymous: bool = True,
         tls_identity: str | None = None,
         tokens: TokenValidator | None = None,
-        wake: Callable[[], None] = _nothing,
-        pause: Callable[[], None] = _nothing,
-        resume: Callable[[], None] = _nothing,
+        wake: Callable[[], None] = nothing,
+        pause: Callable[[], None] = nothing,
+        resume: Callable[[], None] = nothing,
     ) -> None:
         self.broker = broker
         self.conn = conn

@@ -14,7 +14,17 @@ from typing import Final, Literal, NamedTuple
 
 from ...amqp091 import BasicProperties, ContentReceived, ReplyCode
 from ...amqp091 import methods as m
-from ..core import Exchange, NotFound, PreconditionFailed, PublishResult, QueuedMessage, Refused
+from ..core import (
+    Exchange,
+    NotFound,
+    PreconditionFailed,
+    PublishResult,
+    Queue,
+    QueuedMessage,
+    Refused,
+    Stream,
+    nothing,
+)
 from ..core.replies import REPLY_PREFIX, REPLY_TO
 from .channel import Channel, PendingPublish
 from .confirm import Confirms
@@ -90,8 +100,18 @@ class Publisher:
         else:
             self.route(ch, x, msg, method.routing_key, method.mandatory, seq)
 
-    def route(self, ch: Channel, x: Exchange, msg: QueuedMessage, key: str, mandatory: bool, seq: int) -> None:
-        """Route ``msg`` from ``x`` and answer as :data:`ANSWERS` says (``seq`` 0: no confirm)."""
+    def route(
+        self,
+        ch: Channel,
+        x: Exchange,
+        msg: QueuedMessage,
+        key: str,
+        mandatory: bool,
+        seq: int,
+        reached: list[Queue | Stream] | None = None,
+    ) -> None:
+        """Route ``msg`` from ``x`` and answer as :data:`ANSWERS` says (``seq`` 0: no confirm;
+        ``reached``: the queues it reaches, found already: :meth:`VirtualHost.route`'s)."""
         ctx = self.ctx
         vh = ctx.vhost
         if x.name == "" and key.startswith(REPLY_PREFIX):  # (is_reply_address, inline: per message)
@@ -117,13 +137,13 @@ class Publisher:
                 confirms.settle(ch, seq, True)
 
             if ctx.broker.placement is None:
-                result = vh.route(x, msg, key, stored)
+                result = vh.route(x, msg, key, stored, None, reached)
             else:
-                result = vh.route(x, msg, key, stored, self._refused(ch, x, msg, key, mandatory, seq))
+                result = vh.route(x, msg, key, stored, self._refused(ch, x, msg, key, mandatory, seq), reached)
         elif mandatory and ctx.broker.placement is not None:
-            result = vh.route(x, msg, key, _nothing, self._refused(ch, x, msg, key, mandatory, seq))
+            result = vh.route(x, msg, key, nothing, self._refused(ch, x, msg, key, mandatory, seq), reached)
         else:
-            result = vh.route(x, msg, key, _nothing)
+            result = vh.route(x, msg, key, nothing, None, reached)
         if result is PublishResult.TAKEN:
             return  # (confirmed by ``stored``)
         self._answer(ch, x, msg, key, mandatory, seq, result)
@@ -169,7 +189,3 @@ class Publisher:
             log.warning(
                 "dropping 0-9-1 publishes of %s (no publisher confirms to refuse them with): %s", self.ctx.user, why
             )
-
-
-def _nothing() -> None:
-    pass

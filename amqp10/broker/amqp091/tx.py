@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from ...amqp091 import ReplyCode
 from ...amqp091 import methods as m
-from ..core import Answered, PreconditionFailed
+from ..core import Answered, PreconditionFailed, Queue, QueuedMessage, Stream, commit_reaching
 from .channel import Channel, PendingPublish
 from .context import Amqp091Context, ChannelError
 from .publish import Publisher
@@ -45,19 +45,18 @@ class TxMethods:
         def apply() -> None:
             for w in work:
                 if isinstance(w, PendingPublish):
-                    self.publisher.route(ch, w.exchange, w.msg, w.routing_key, w.mandatory, w.seq)
+                    self.publisher.route(ch, w.exchange, w.msg, w.routing_key, w.mandatory, w.seq, w.reached)
                 else:
                     ch.settle(w.tags, w.outcome)
 
         coordinator = self.ctx.broker.coordinator
         if coordinator is not None:  # (several workers: its work may reach other workers' nodes)
             vh = self.ctx.vhost
-            publishes = [
-                (q, w.msg)
-                for w in work
-                if isinstance(w, PendingPublish)
-                for q in vh.destinations(w.exchange, w.msg, w.routing_key)
-            ]
+            publishes: list[tuple[list[Queue | Stream], QueuedMessage]] = []
+            for w in work:
+                if isinstance(w, PendingPublish):  # (routed once: apply publishes to these)
+                    w.reached = vh.destinations(w.exchange, w.msg, w.routing_key)
+                    publishes.append((w.reached, w.msg))
             acks = [
                 (entry[0], entry[1])
                 for w in work
@@ -67,9 +66,7 @@ class TxMethods:
             ]
 
             def ask(answered: Answered[None]) -> None:
-                if not coordinator.commit(publishes, acks, apply, answered):
-                    apply()  # (every node is this worker's: as on one broker)
-                    answered(_none)
+                commit_reaching(coordinator, publishes, acks, apply, answered)
 
             def then(answer: Callable[[], None]) -> None:
                 answer()  # (raises the refusal: the channel closes)
@@ -85,7 +82,3 @@ class TxMethods:
             raise PreconditionFailed("channel is not transactional")
         ch.tx = []
         self.ctx.send_method(ch.number, m.TxRollbackOk())
-
-
-def _none() -> None:
-    return None

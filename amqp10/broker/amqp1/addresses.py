@@ -34,6 +34,7 @@ from ..core import (
     Queue,
     QueuedMessage,
     VirtualHost,
+    nothing,
 )
 from ..core.replies import DirectReplies
 
@@ -166,7 +167,7 @@ class ReplyQueue:
     def deliver_reply(self, msg: QueuedMessage) -> None:
         q = self.queue
         if q is not None and not q.deleted:
-            q.publish(msg, _nothing)
+            q.publish(msg, nothing)
 
 
 class ReplyTarget(Node):
@@ -192,10 +193,6 @@ class ReplyTarget(Node):
 
     def __hash__(self) -> int:
         return hash((id(self.vhost), self.name))
-
-
-def _nothing() -> None:
-    pass
 
 
 def resolve_target(vhost: VirtualHost, address: str, lookup: Callable[[str], Node | None]) -> Node:

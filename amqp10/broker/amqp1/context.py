@@ -21,7 +21,7 @@ from ...transport import (
     SessionState,
 )
 from ...types import Error, ErrorCondition, symbol
-from ..core import Action, Broker, Node, ResourceKind, SuspendedLink, VirtualHost
+from ..core import Action, Broker, Node, ResourceKind, SuspendedLink, VirtualHost, nothing
 from ..core.recovery import Unsettled
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class Amqp1Context:
         """Marks what this connection publishes (for no-local filters)."""
         self.closed = False
         """The connection ended (its handlers have let go of everything)."""
-        self.wake: Callable[[], None] = _nothing
+        self.wake: Callable[[], None] = nothing
         """Tell the writer there is output (the driver's ``flush_soon``; cheap, call freely)."""
         self.after_write: Callable[[Callable[[], None]], None] = _at_once
         """Call a function once the output queued so far is written, in a write of its own
@@ -145,10 +145,6 @@ def settle_quietly(d: Delivery, state: Any = None) -> None:
 
 def _no_renewal(token: str | bytes) -> str | None:
     return "this connection did not log in with an OAuth 2 token"
-
-
-def _nothing() -> None:
-    pass
 
 
 def _at_once(callback: Callable[[], None]) -> None:

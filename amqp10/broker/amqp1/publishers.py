@@ -26,7 +26,7 @@ from ...types import (
     symbol,
 )
 from ...types.transactions import TransactionalState
-from ..core import Node, NodeElsewhere, PublishResult, Queue, Refused, SuspendedLink, Topic
+from ..core import Node, NodeElsewhere, PublishResult, Queue, Refused, SuspendedLink, Topic, nothing
 from ..core import store as _store
 from ..core.recovery import Unsettled
 from ..workers.remote import RemoteNode
@@ -70,10 +70,6 @@ OUTCOMES: dict[PublishResult, Callable[[Node], Any]] = {
     PublishResult.REFUSED: lambda node: Rejected(error=getattr(node, "refusal", None)),
 }
 """The 1.0 outcome of a message a node did not take, by what the node said."""
-
-
-def _nothing() -> None:
-    pass
 
 
 def _dropped(result: PublishResult | None) -> None:
@@ -209,7 +205,7 @@ class Publishers:
                 return self._unroutable(link, d, exc)
             if type(node) is RemoteNode and d.remote_settled and d.remote_state is None:
                 # pre-settled, to another worker's queue: by name there (the relay makes no node)
-                node.publish_answered(msg, _nothing, _dropped)
+                node.publish_answered(msg, nothing, _dropped)
                 return None
         state = d.remote_state
         if state is not None and isinstance(state, TransactionalState):
@@ -221,7 +217,7 @@ class Publishers:
         if stalled is not None:  # the disk is full: nothing new is taken that cannot be stored
             return Rejected(error=Error(condition=ErrorCondition.RESOURCE_LIMIT_EXCEEDED, description=stalled))
         if d.remote_settled:  # pre-settled: nothing to answer once it is stored
-            result = node.publish(msg, _nothing)
+            result = node.publish(msg, nothing)
         else:
             publishing = True
 

@@ -50,7 +50,7 @@ from ...types import (
     symbol,
 )
 from ...types.transactions import Coordinator, Declare, Declared, Discharge, TransactionalState
-from ..core import ModelError, Node, QueuedMessage, Transaction
+from ..core import ModelError, Node, QueuedMessage, Transaction, nothing
 
 if TYPE_CHECKING:
     from .consumers import LinkConsumer
@@ -217,7 +217,7 @@ class Transactions:
                 self._answer(d, Accepted())
 
             acks = [(r.node, r.msg) for r in txn.retired if r.accepted]
-            if coordinator.commit(txn.posted, acks, lambda: txn.commit(journal, _nothing), answered, create=True):
+            if coordinator.commit(txn.posted, acks, lambda: txn.commit(journal, nothing), answered, create=True):
                 return
         txn.commit(journal, lambda: self._answer(d, Accepted()))
 
@@ -243,7 +243,3 @@ def _txn_key(txn_id: Any) -> bytes:
 
 def _rejected(condition: ErrorCondition, description: str) -> Rejected:
     return Rejected(error=Error(condition=condition, description=description))
-
-
-def _nothing() -> None:
-    return None

@@ -84,6 +84,7 @@ from .nodes import (
     PublishResult,
     Refused,
     answer_now,
+    nothing,
     settled_everywhere,
 )
 from .partitioned import PartitionedStream
@@ -93,7 +94,7 @@ from .queue_policy import QueuePolicy
 from .queues import Queue
 from .recovery import LinkRecovery, SuspendedLink
 from .streams import Stream
-from .transactions import Coordinator, Transaction
+from .transactions import Coordinator, Transaction, commit_reaching
 from .vhost import (
     DEFAULT_EXCHANGE,
     PREDECLARED,
@@ -167,6 +168,8 @@ __all__ = [
     "register_conversion",
     "register_format",
     "answer_now",
+    "commit_reaching",
+    "nothing",
     "settled_everywhere",
     "ResourceKind",
 ]

@@ -30,6 +30,7 @@ __all__ = [
     "PublishResult",
     "Stats",
     "cancel_consumers",
+    "nothing",
     "settled_everywhere",
 ]
 
@@ -343,6 +344,10 @@ class NodeElsewhere(Node):
     """The kind an attach here named it as (a 1.0 terminus's capability or prefix: ``stream``,
     ``queue``; :meth:`~.vhost.VirtualHost.lookup`), which its holder makes it as if it has
     no such node (what it has keeps its kind, as on one broker). None: its rules decide."""
+    held_kind: str | None = None
+    """The kind of the node it stands in for (``queue``, ``stream``...) as its holder said
+    (its answer to a consumer's link); None before. Read through
+    :meth:`VirtualHost.kind_of <.vhost.VirtualHost.kind_of>`."""
     space_listeners: set[Callable[[], None]]
     """Called when :meth:`~Node.room` may have grown (the holder said so), as a queue's are."""
 
@@ -406,6 +411,11 @@ class NodeElsewhere(Node):
         and the dead letters they made are in their queues (wherever those are held), as
         one broker has them before it reads the client's next method."""
         raise NotImplementedError
+
+
+def nothing() -> None:
+    """The callback with nothing to do: an ``on_stored`` or ``then`` no one waits for, an
+    answer that carries nothing but that it came."""
 
 
 def answer_now(answer: Callable[[], None]) -> None:

@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING
 
 from . import store as _store
 from .message import QueuedMessage
-from .nodes import Journal, Node
+from .nodes import Journal, Node, nothing
 from .queues import Queue
+from .streams import Stream
 
 if TYPE_CHECKING:
     from .vhost import VirtualHost
@@ -38,13 +39,16 @@ __all__ = ["HeldPublish", "HeldWork"]
 class HeldPublish:
     """A message to route through ``exchange`` of ``vhost`` at the commit."""
 
-    __slots__ = ("exchange", "msg", "routing_key", "vhost")
+    __slots__ = ("exchange", "msg", "reached", "routing_key", "vhost")
 
     def __init__(self, vhost: VirtualHost, exchange: str, routing_key: str | None, msg: QueuedMessage) -> None:
         self.vhost = vhost
         self.exchange = exchange
         self.routing_key = routing_key
         self.msg = msg
+        self.reached: list[Queue | Stream] | None = None
+        """The queues it reaches, once :meth:`HeldWork.reached` routed it: the commit publishes
+        it to them, not routing it again."""
 
     def row(self) -> tuple[object, ...]:
         """Its row in the store (``prepared_publishes``, after the transaction and position)."""
@@ -78,6 +82,17 @@ class HeldWork:
         """``msg``, taken from ``node``, stays acquired: acknowledged at the commit, released at a rollback."""
         self.taken.append((node, msg))
 
+    def reached(self) -> list[tuple[Node, QueuedMessage]]:
+        """The queues its publishes reach, each with its message (what a transaction over
+        several workers learns its participants from), kept for the commit: routed once."""
+        reached: list[tuple[Node, QueuedMessage]] = []
+        for p in self.published:
+            exchange = p.vhost.exchange(p.exchange)
+            if exchange is not None:
+                p.reached = p.vhost.destinations(exchange, p.msg, p.routing_key)
+                reached.extend((q, p.msg) for q in p.reached)
+        return reached
+
     def prepare(self, on_durable: Callable[[], None]) -> None:
         """Write the work to the store; ``on_durable`` once it is there."""
         taken = [(_store.message_key(n.vhost, n.name), m.seq) for n, m in self.taken if isinstance(n, Queue)]
@@ -93,7 +108,7 @@ class HeldWork:
         for p in published:
             exchange = p.vhost.exchange(p.exchange)
             if exchange is not None:  # (else unroutable: dropped, as it would be now)
-                p.vhost.route(exchange, p.msg, p.routing_key, _nothing)
+                p.vhost.route(exchange, p.msg, p.routing_key, nothing, None, p.reached)
         for node, msg in taken:
             node.ack(msg)
         self._done(taken, on_durable)
@@ -116,7 +131,3 @@ class HeldWork:
 
     def __repr__(self) -> str:
         return f"HeldWork({self.owner}, {self.txn_id.hex()}, published={len(self.published)}, taken={len(self.taken)})"
-
-
-def _nothing() -> None:
-    pass

@@ -27,6 +27,7 @@ from .nodes import (
     Node,
     PublishResult,
     cancel_consumers,
+    nothing,
 )
 from .queue_policy import QueuePolicy
 
@@ -369,7 +370,7 @@ class Queue(Node):
             self._disk_changed(-msg.size)  # (written again below, at its new size)
         msg.size = len(msg.data)
         if persistent:
-            self._write(msg, _nothing, persistent)
+            self._write(msg, nothing, persistent)
 
     # -- scheduled delivery (core/scheduled.py) ----------------------------------------------
     def _hold(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> bool:
@@ -982,7 +983,7 @@ class Queue(Node):
         if self.dead_letter is not None and self.policy.dead_letters:
             self.stats.dead_lettered += 1
             stored = stored and self._persistent(msg)
-            done: Callable[[], None] = (lambda: self._delete_stored(msg)) if stored else _nothing
+            done: Callable[[], None] = (lambda: self._delete_stored(msg)) if stored else nothing
             if self.dead_letter(msg, reason, done):
                 return
             if self.policy.dead_letter_strategy != "at-least-once" or self.deleted:
@@ -1091,10 +1092,6 @@ class Queue(Node):
 
 
 _seq: Callable[[QueuedMessage], int] = attrgetter("seq")
-
-
-def _nothing() -> None:
-    pass
 
 
 def _any(msg: QueuedMessage) -> bool:  # the view of a consumer with no selector

@@ -233,6 +233,7 @@ class DatabaseLock:
         self.session_timeout_seconds = session_timeout_seconds
         self._conn: Any = None
         self._lost = threading.Event()
+        self._lost_r = self._lost_w = -1  # (lost_fd's pipe, made when asked for)
         self._stop = threading.Event()
         self._keepalive: threading.Thread | None = None
         self._warned = False
@@ -247,6 +248,26 @@ class DatabaseLock:
     def lost(self) -> bool:
         """Whether the keepalive found the lock's session gone (:meth:`watch` returns then)."""
         return self._lost.is_set()
+
+    def lost_fd(self) -> int:
+        """A file descriptor that becomes readable once the lock is lost (what :attr:`lost`
+        says), for a loop that waits in ``select`` (the workers' parent); the lock's own,
+        closed by :meth:`release`."""
+        if self._lost_r < 0:
+            self._lost_r, self._lost_w = os.pipe()
+            if self._lost.is_set():  # (lost before: the keepalive found no pipe to write to)
+                self._tell_lost()
+        return self._lost_r
+
+    def _tell_lost(self) -> None:
+        if self._lost_w >= 0:
+            os.write(self._lost_w, b"\0")
+
+    def _close_lost_fd(self) -> None:
+        if self._lost_r >= 0:
+            os.close(self._lost_r)
+            os.close(self._lost_w)
+            self._lost_r = self._lost_w = -1
 
     def try_acquire(self) -> bool:
         """One attempt: connect (if need be) and take the lock without waiting."""
@@ -292,9 +313,11 @@ class DatabaseLock:
         return True
 
     def detach_in_child(self) -> None:
-        """In a forked child (a worker): the lock's session stays the parent's alone."""
+        """In a forked child (a worker): the lock's session (and :meth:`lost_fd`'s pipe) stay
+        the parent's alone."""
         if self._conn is not None:
             detach_in_child(self._conn)
+        self._close_lost_fd()
 
     def start_keepalive(self) -> None:
         """Check the session from a thread until :meth:`release`; a failed check marks
@@ -304,6 +327,7 @@ class DatabaseLock:
             while not self._stop.wait(self.session_timeout_seconds / 4):
                 if not self.check():
                     self._lost.set()
+                    self._tell_lost()
                     return
 
         self._keepalive = threading.Thread(target=run, name="amqp10 store lock", daemon=True)
@@ -313,6 +337,8 @@ class DatabaseLock:
         self._stop.set()
         if self._keepalive is not None and self._keepalive is not threading.current_thread():
             self._keepalive.join(self.session_timeout_seconds)
+        if self._keepalive is None or not self._keepalive.is_alive():  # (else one still checking may write to it)
+            self._close_lost_fd()
         conn, self._conn = self._conn, None
         if conn is not None:
             try:

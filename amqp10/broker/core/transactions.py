@@ -11,15 +11,15 @@ their queues as failed deliveries (delivery-count + 1).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from . import store as _store
 from .message import QueuedMessage
-from .nodes import Answered, Journal, Node
+from .nodes import Answered, Journal, Node, nothing
 from .queues import Queue
 
-__all__ = ["Coordinator", "Retirement", "Transaction"]
+__all__ = ["Coordinator", "Retirement", "Transaction", "commit_reaching"]
 
 
 class Coordinator(Protocol):
@@ -71,6 +71,24 @@ class Coordinator(Protocol):
         of it is stored. False, with nothing done, when ``key`` has no part on another
         worker (the caller decides as on one broker)."""
         ...
+
+
+def commit_reaching(
+    coordinator: Coordinator,
+    publishes: Iterable[tuple[Sequence[Node], QueuedMessage]],
+    acks: Sequence[tuple[Node, QueuedMessage]],
+    apply: Callable[[], None],
+    answered: Answered[None],
+) -> None:
+    """A front end's ``tx.commit`` with several workers (0-9-1's, 0-10's): its ``publishes``
+    (each message with the queues its routing reached, kept: ``apply`` publishes it to them,
+    :meth:`VirtualHost.route <.vhost.VirtualHost.route>`'s ``reached``, not routing it again)
+    and ``acks`` committed as one through ``coordinator`` (:meth:`Coordinator.commit`) when
+    they reach a node another worker owns; else as on one broker: ``apply``, then ``answered``."""
+    reached = [(node, msg) for nodes, msg in publishes for node in nodes]
+    if not coordinator.commit(reached, acks, apply, answered):
+        apply()
+        answered(nothing)
 
 
 class Retirement:
@@ -128,7 +146,7 @@ class Transaction:
         posted, self.posted = self.posted, []
         retired, self.retired = self.retired, []
         for node, msg in posted:
-            node.publish(msg, _nothing)
+            node.publish(msg, nothing)
         for r in retired:
             r.apply()
         # the barrier's callback runs once every write above is durable
@@ -144,7 +162,3 @@ class Transaction:
 
     def __repr__(self) -> str:
         return f"Transaction({self.txn_id.hex()}, posted={len(self.posted)}, retired={len(self.retired)})"
-
-
-def _nothing() -> None:
-    pass

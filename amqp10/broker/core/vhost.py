@@ -17,7 +17,7 @@ import itertools
 import json
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...addresses import is_partition_address, partition_address
@@ -34,7 +34,7 @@ from .exchanges import (
     routing_key_of,
 )
 from .message import QueuedMessage
-from .nodes import Journal, Node, NodeElsewhere, PublishResult, Refused
+from .nodes import Journal, Node, NodeElsewhere, PublishResult, Refused, nothing
 from .partitioned import PartitionedStream
 from .policies import RuntimePolicy, combined_arguments, pick_policy
 from .qpid_queues import alternate_exchange, is_no_local, not_local
@@ -315,12 +315,15 @@ class VirtualHost:
 
     def kind_of(self, node: Node) -> str:
         """What ``node`` is to a client (``queue``, ``topic``, ``stream``...): its kind; for a
-        stand-in of a node another worker owns, the owner's: that of this worker's record of
-        it (the metadata's copy of a declared queue or stream), else what an attach here named
-        it as, else what the address rules make of its name (as its owner does when a link
-        makes it there)."""
+        stand-in of a node another worker owns, the owner's: as the owner said it
+        (:attr:`NodeElsewhere.held_kind`), else that of this worker's record of it (the
+        metadata's copy of a declared queue or stream), else what an attach here named it as,
+        else what the address rules make of its name (as its owner does when a link makes it
+        there)."""
         if not isinstance(node, NodeElsewhere):
             return node.kind
+        if node.held_kind is not None:
+            return node.held_kind
         record = self.nodes.get(node.name)
         if isinstance(record, (Queue, Stream)):
             return record.kind
@@ -514,7 +517,7 @@ class VirtualHost:
         hold as they settle it (released; rejected ones are dead-lettered as ever)."""
 
         def orphaned(msg: QueuedMessage) -> None:
-            self.route(alternate, msg.copy(), None, _nothing)
+            self.route(alternate, msg.copy(), None, nothing)
 
         while (msg := queue.get()) is not None:  # (unbound already: none comes back to it)
             queue.ack(msg)
@@ -544,7 +547,7 @@ class VirtualHost:
         (every queue that took it has committed it); False if it reached none (``on_stored``
         is not called: the source queue drops it or keeps it, by its dead-letter strategy)."""
         if on_stored is None:
-            on_stored = _nothing
+            on_stored = nothing
         if policy.dead_letter_exchange is not None:
             x = self.exchanges.get(policy.dead_letter_exchange)
             if x is None:
@@ -803,6 +806,7 @@ class VirtualHost:
         key: str | None,
         on_stored: Callable[[], None],
         on_refused: Refused | None = None,
+        reached: Sequence[Queue | Stream] | None = None,
     ) -> PublishResult:
         """Publish ``msg`` to every queue it reaches from ``exchange`` (``key`` None: the
         message's own routing key). ``on_stored`` runs once every queue that took it has it
@@ -812,8 +816,10 @@ class VirtualHost:
         worker owns answers later: if every queue that took it was such a queue and did not
         take it after all, ``on_refused`` is told why instead of ``on_stored`` (without
         ``on_refused``: ``on_stored`` runs then, as these callers treat a message no queue
-        took: done with, dropped)."""
-        queues = self.destinations(exchange, msg, key)
+        took: done with, dropped). ``reached``: the queues :meth:`destinations` found for
+        it already (a transaction's commit with several workers, which routed it to learn
+        the workers it reaches): it is not routed again (a queue deleted since is left out)."""
+        queues = self.destinations(exchange, msg, key) if reached is None else [q for q in reached if not q.deleted]
         if not queues:
             return PublishResult.UNROUTABLE
         msg.mark_published(exchange.name, key)
@@ -975,10 +981,6 @@ class _DefaultExchange(DirectExchange):
                 return [remote]  # type: ignore[list-item]  # (a stand-in routes as the queue)
         q = vhost.queue(name)
         return [q] if q is not None else []
-
-
-def _nothing() -> None:
-    pass
 
 
 def _durable(d: Destination) -> bool:

@@ -19,6 +19,7 @@ from ..core import (
     Queue,
     QueuedMessage,
     VirtualHost,
+    nothing,
 )
 from ..core.broker import Action
 from ..core.message import AMQP1_FORMAT
@@ -326,7 +327,7 @@ class Management:
         if x.internal:
             raise Forbidden(f"cannot publish to internal exchange {exchange!r} in vhost {v.name!r}")
         self.access.permission(caller, v, x.name, "exchange", "write")
-        return v.route(x, msg, routing_key, _nothing)
+        return v.route(x, msg, routing_key, nothing)
 
     def get(
         self, caller: Caller, queue: str, count: int, *, settle: str = "ack", vhost: str | None = None
@@ -607,10 +608,6 @@ class Management:
         if v is not None:
             self.access.permission(caller, v, q.name, "queue", action)
         return q
-
-
-def _nothing() -> None:
-    pass
 
 
 def _model(fn: Callable[[], Any]) -> Any:

@@ -310,8 +310,13 @@ class MetadataLog:
         """Begin a transaction of more than one statement."""
         self._execute(self.BEGIN)
 
+    def _sql(self, sql: str) -> str:
+        """``sql`` (written for SQLite, ``{int}`` and ``{blob}`` for its column types) as this
+        database spells it: its column types and parameter marks (:attr:`PARAM`)."""
+        return sql.format(**self.TYPES).replace("?", self.PARAM)
+
     def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
-        return self.db.execute(sql.format(**self.TYPES).replace("?", self.PARAM), params)
+        return self.db.execute(self._sql(sql), params)
 
     def append(self, vhost: str, change: Change) -> int:
         """Store ``change`` (committed on return); its sequence number."""
@@ -340,7 +345,7 @@ class MetadataLog:
         self._begin()
         try:
             gone = [(n,) for n, _, _ in rows if n not in keep]
-            self.db.cursor().executemany("DELETE FROM changes WHERE seq = ?".replace("?", self.PARAM), gone)
+            self.db.cursor().executemany(self._sql("DELETE FROM changes WHERE seq = ?"), gone)
             self._execute("DELETE FROM snapshot")
             self._execute("INSERT INTO snapshot (seq) VALUES (?)", (self._last,))
             self._execute("COMMIT")

@@ -70,6 +70,7 @@ from ..core import (
     QueuePolicy,
     Refused,
     ResourceLocked,
+    nothing,
 )
 from . import bytecredit
 from .link import (
@@ -207,7 +208,7 @@ into :data:`CONSUME_RESULTS`; a refused link is detached next)."""
 CONSUME_RESULTS: tuple[ConsumeResult, ...] = tuple(ConsumeResult)
 KIND = symbol("kind")
 """In the owner's answer to a consuming link it admitted: its node's kind (``queue``,
-``stream``...; :attr:`RemoteNode.held_kind`)."""
+``stream``...; :attr:`NodeElsewhere.held_kind <amqp10.broker.core.NodeElsewhere.held_kind>`)."""
 CONSUMER_TIMEOUT = symbol("consumer-timeout")
 """In the owner's answer to a consuming link: its node's consumer timeout (seconds; absent:
 none), which the consumer's front end here applies (core/consumer_timeout.py)."""
@@ -263,6 +264,7 @@ class _Feed:
         "outstanding",
         "stopping",
         "waiting",
+        "waiting_bytes",
     )
 
     def __init__(
@@ -282,6 +284,9 @@ class _Feed:
         """Told the owner's admission, once (then None)."""
         self.link: Receiver | None = None
         self.waiting: deque[QueuedMessage] = deque()
+        self.waiting_bytes = 0
+        """The bytes of what waits, as its consumer counts them (with a :attr:`measure`): kept as
+        messages come and go, not summed again at each grant."""
         self.outstanding = 0
         """Messages granted to the owner and not yet arrived."""
         self.measure: bytecredit.Measure | None = getattr(consumer, "bytes_as", None)
@@ -331,9 +336,6 @@ class RemoteNode(NodeElsewhere):
         self.unavailable: str | None = None
         """Why the owner cannot be reached (the link failed), or None."""
         self.space_listeners: set[Callable[[], None]] = set()
-        self.held_kind: str | None = None
-        """The kind of the owner's node (``queue``, ``stream``...), as its answer to a consumer's
-        link said (:data:`KIND`); None before one."""
         self.topic_copy = False
         """Whether it stands in for the owner's copy of a 1.0 topic (:data:`TOPIC_COPY`)."""
 
@@ -522,9 +524,9 @@ class RemoteNode(NodeElsewhere):
         consumer's detach or :data:`STOP`, sent before it, is applied by then."""
         self.remove_consumer(consumer)
         if self.unavailable is not None:  # (its link went with the owner: nothing holds it there)
-            answered(_done)
+            answered(nothing)
             return
-        self._nodes.ask(self, ["cancel", self.vhost, self.name, consumer.id], lambda *_: answered(_done))
+        self._nodes.ask(self, ["cancel", self.vhost, self.name, consumer.id], lambda *_: answered(nothing))
 
     def ask_unsubscribe(self, topic: str, key: str) -> None:
         self._ask("unsubscribe", [topic, key], _first, _ignored)
@@ -682,6 +684,7 @@ class RemoteNode(NodeElsewhere):
         for msg in feed.waiting:
             self._settle(msg, RELEASE)
         feed.waiting.clear()
+        feed.waiting_bytes = 0
         link = feed.link
         if feed.held and link is not None and link.is_attached:
             self._nodes.control(STOP, feed.id, 0, 0)
@@ -706,6 +709,7 @@ class RemoteNode(NodeElsewhere):
             feed_of.pop(msg, None)
         feed.held.clear()
         feed.waiting.clear()
+        feed.waiting_bytes = 0
 
     def consumer_ready(self, consumer: Consumer) -> None:
         feed = self._feeds.get(consumer.id)
@@ -775,8 +779,8 @@ class RemoteNode(NodeElsewhere):
         assert c is not None
         arrived = decode_deliveries(d.payload, d.message_format)
         feed.outstanding -= len(arrived)
-        if feed.measure is not None and feed.bytes_out:
-            measure = feed.measure
+        measure = feed.measure
+        if measure is not None and feed.bytes_out:
             feed.bytes_out = max(feed.bytes_out - sum(bytecredit.cost(m, measure) for _, m in arrived), 0)
         if feed.stopping:  # sent before the owner heard its consumer was cancelled: back they go
             for ref, _ in arrived:
@@ -791,14 +795,20 @@ class RemoteNode(NodeElsewhere):
                 c.deliver(self, msg)
             else:  # its consumer took credit back meanwhile: it waits (at most a batch)
                 waiting.append(msg)
+                if measure is not None:
+                    feed.waiting_bytes += bytecredit.cost(msg, measure)
 
     def _hand_on(self, feed: _Feed) -> None:
         """Give ``feed``'s consumer what waits for it, as its credit allows."""
         waiting = feed.waiting
         c = feed.consumer
         assert c is not None
+        measure = feed.measure
         while waiting and c.credit() > 0:
-            c.deliver(self, waiting.popleft())
+            msg = waiting.popleft()
+            if measure is not None:
+                feed.waiting_bytes -= bytecredit.cost(msg, measure)
+            c.deliver(self, msg)
 
     def _top_up(self, feed: _Feed) -> None:
         """Grant the owner what ``feed``'s consumer can take (less what waits here and what is
@@ -808,14 +818,14 @@ class RemoteNode(NodeElsewhere):
             return  # (not admitted yet: granted once it is; draining: once the owner answered)
         assert feed.consumer is not None
         if feed.measure is not None:
-            self._top_up_bytes(feed, feed.measure)
+            self._top_up_bytes(feed)
         target = min(feed.consumer.credit() - len(feed.waiting), CREDIT_BATCH)
         if target > 0 and feed.outstanding <= target // 2:
             more = target - feed.outstanding
             feed.outstanding = target
             self._nodes.control(GRANT, feed.id, more, 0)
 
-    def _top_up_bytes(self, feed: _Feed, measure: bytecredit.Measure) -> None:
+    def _top_up_bytes(self, feed: _Feed) -> None:
         """Grant the owner the byte credit ``feed``'s consumer has (less what waits here and
         what is on its way): the owner sends nothing larger than what is left."""
         left: int | None = feed.consumer.byte_credit()  # type: ignore[union-attr]
@@ -827,7 +837,7 @@ class RemoteNode(NodeElsewhere):
         if feed.bytes_out is None:  # limited again: the owner starts from none
             feed.bytes_out = 0
             self._nodes.control(BYTES, feed.id, bytecredit.NONE_LEFT, 0)
-        left -= sum(bytecredit.cost(m, measure) for m in feed.waiting)
+        left -= feed.waiting_bytes
         if left > feed.bytes_out:
             self._nodes.control(BYTES, feed.id, left - feed.bytes_out, 0)
             feed.bytes_out = left
@@ -961,10 +971,6 @@ class RemoteNode(NodeElsewhere):
 
 def _counts(values: list[Any]) -> tuple[int, int]:
     return int(values[0]), int(values[1])
-
-
-def _done() -> None:
-    """The answer to a question that answers nothing."""
 
 
 def _first(values: list[Any]) -> int:

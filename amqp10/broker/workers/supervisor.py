@@ -83,9 +83,6 @@ RESTART_MAX = 10.0
 """The back-off before a worker is restarted: RESTART_FIRST, doubling up to RESTART_MAX
 while it keeps dying within RESTART_MAX seconds of its start."""
 
-LOCK_LOOK = 0.5
-"""[store] postgresql: how often (seconds) the parent looks whether it lost the database lock."""
-
 _PR_SET_PDEATHSIG = 1
 
 Sockets: TypeAlias = Mapping[str, Sequence[socket.socket]]
@@ -273,12 +270,16 @@ class Supervisor:
             timeout = max(min(due) - now, 0.0) if due else None
         if self._done():
             return
-        if self.lock is not None:  # its keepalive thread marks it lost: looked at this often
-            timeout = LOCK_LOOK if timeout is None else min(timeout, LOCK_LOOK)
         sequencer = self.sequencer
         fds = [self._wake_r, *(sequencer.fds() if sequencer is not None else ())]
+        lost_fd = -1
+        if self.lock is not None and not self.lock_lost:  # readable once its keepalive thread finds it lost
+            lost_fd = self.lock.lost_fd()
+            fds.append(lost_fd)
         readable, _, _ = select.select(fds, [], [], timeout)
         for fd in readable:
+            if fd == lost_fd:
+                continue  # (looked at below)
             if fd != self._wake_r:
                 assert sequencer is not None
                 sequencer.ready(fd)

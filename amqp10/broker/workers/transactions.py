@@ -59,6 +59,7 @@ from ..core import (
     PreconditionFailed,
     QueuedMessage,
     VirtualHost,
+    nothing,
 )
 from ..core.prepared import HeldWork
 from .link import decode_record, encode_record
@@ -153,7 +154,7 @@ class Transactions:
         answered: Answered[None],
     ) -> bool:
         """:meth:`amqp10.broker.core.Coordinator.prepare`."""
-        return self._prepare_parts(_Commit(_nothing, answered, key), publishes, acks)
+        return self._prepare_parts(_Commit(nothing, answered, key), publishes, acks)
 
     def finish(self, key: bytes, commit: bool, apply: Callable[[], None], answered: Answered[None]) -> bool:
         """:meth:`amqp10.broker.core.Coordinator.finish`."""
@@ -167,18 +168,7 @@ class Transactions:
             return True
         record.rollback()
         apply()
-        left = set(owners)
-
-        def one(k: int) -> Callable[[str | None, str, list[Any]], None]:
-            def replied(error: str | None, text: str, values: list[Any]) -> None:
-                left.discard(k)
-                if not left:
-                    self.broker.after_commit(lambda: answered(_nothing))
-
-            return replied
-
-        for k in owners:
-            self._ask(k, None, "txn-rollback", [txn], one(k))
+        self._ask_each(owners, "txn-rollback", txn, lambda k: None, lambda: self.broker.after_commit(lambda: answered(nothing)))
         return True
 
     def _prepare_parts(
@@ -262,9 +252,9 @@ class Transactions:
             node.forget_held(msg)  # (its owner acknowledges it at the commit: not sent again)
         if c.key is not None:  # a branch: awaiting its decision (recorded with the front end's own prepare)
             record = HeldWork(AWAITING, txn + bytes([len(owners)]) + bytes(sorted(owners)) + c.key, self.broker.journal)
-            record.prepare(_nothing)
+            record.prepare(nothing)
             self.awaiting[c.key] = (txn, owners, record)
-            c.answered(_nothing)
+            c.answered(nothing)
             return
         self._commit_all(txn, owners, c.apply, c.answered)
 
@@ -273,7 +263,7 @@ class Transactions:
         store batch, then tell its ``owners``; ``answered`` once every owner committed."""
         # the decision and this worker's own part: one store batch (nothing yields between)
         decision = HeldWork(DECIDED, txn + bytes(sorted(owners)), self.broker.journal)
-        decision.prepare(_nothing)
+        decision.prepare(nothing)
         absorbed: list[Callable[[], None]] = []
         links = [self.links[k] for k in owners]
         for nodes in links:
@@ -287,25 +277,35 @@ class Transactions:
                 nodes.absorbing = None
         self.decided[txn] = (decision, set(owners))
 
+        def all_committed() -> None:
+            for on_stored in absorbed:
+                on_stored()
+            answered(nothing)
+
         def stored() -> None:  # the decision is durable: the owners commit
-            left = set(owners)
-
-            def one(k: int) -> Callable[[str | None, str, list[Any]], None]:
-                def replied(error: str | None, text: str, values: list[Any]) -> None:
-                    left.discard(k)
-                    self._committed(txn, k)
-                    if not left:
-                        for on_stored in absorbed:
-                            on_stored()
-                        answered(_nothing)
-
-                return replied
-
-            for k in owners:
-                self._ask(k, None, "txn-commit", [txn], one(k))
+            self._ask_each(owners, "txn-commit", txn, lambda k: self._committed(txn, k), all_committed)
             _debug_after_writes("transaction %s: decided commit, stored; its owners told", txn.hex())
 
         self.broker.after_commit(stored)
+
+    def _ask_each(
+        self, owners: set[int], op: str, txn: bytes, each: Callable[[int], None], then: Callable[[], None]
+    ) -> None:
+        """Tell each of ``owners`` ``op`` (``txn-commit``, ``txn-rollback``) of ``txn``: ``each``
+        with an owner once it answered, ``then`` once every one has."""
+        left = set(owners)
+
+        def one(k: int) -> Callable[[str | None, str, list[Any]], None]:
+            def replied(error: str | None, text: str, values: list[Any]) -> None:
+                left.discard(k)
+                each(k)
+                if not left:
+                    then()
+
+            return replied
+
+        for k in owners:
+            self._ask(k, None, op, [txn], one(k))
 
     def _committed(self, txn: bytes, k: int) -> None:
         """Owner ``k`` committed its part of ``txn``: once every owner has, the decision goes."""
@@ -403,10 +403,6 @@ def _debug_after_writes(msg: str, *args: object) -> None:
     if log.isEnabledFor(logging.DEBUG):
         loop = asyncio.get_running_loop()
         loop.call_soon(loop.call_soon, lambda: log.debug(msg, *args))
-
-
-def _nothing() -> None:
-    return None
 
 
 def _ignored(error: str | None, text: str, values: list[Any]) -> None:

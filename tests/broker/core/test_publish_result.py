@@ -65,3 +65,25 @@ def test_an_exchange_published_to_as_a_node_routes_by_the_message_subject() -> N
     assert x.publish(message("blue"), lambda: None) is PublishResult.UNROUTABLE
     assert x.publish(message("red"), lambda: None) is PublishResult.TAKEN
     assert q.count == 1
+
+
+def test_route_with_the_queues_found_already_publishes_to_them_without_routing_again() -> None:
+    """A transaction's commit with several workers routes a message once, to learn the
+    workers it reaches, and publishes it to those queues: a binding made since does not
+    reach it, and a queue deleted since is left out."""
+    v = vhost()
+    x = v.declare_exchange("x", "direct", durable=False)
+    a = v.declare_queue("a", durable=False)
+    gone = v.declare_queue("gone", durable=False)
+    v.bind("x", "a", "k")
+    v.bind("x", "gone", "k")
+    msg = message()
+    reached = v.destinations(x, msg, "k")
+    assert {q.name for q in reached} == {"a", "gone"}
+    late = v.declare_queue("late", durable=False)
+    v.bind("x", "late", "k")
+    v.delete_node("gone")
+    stored: list[int] = []
+    assert v.route(x, msg, "k", lambda: stored.append(1), None, reached) is PublishResult.TAKEN
+    assert (a.count, gone.count, late.count, stored) == (1, 0, 0, [1])
+    assert v.route(x, message(), "nowhere", lambda: stored.append(2), None, []) is PublishResult.UNROUTABLE

@@ -7,6 +7,7 @@ test_store.py.
 
 from __future__ import annotations
 
+import select
 import threading
 import time
 from typing import Any
@@ -164,6 +165,24 @@ def test_the_keepalive_holds_the_lock_while_its_owner_is_busy(pg_server: Any) ->
         owner.release()
         standby.release()
     assert not owner.held
+
+
+def test_a_lost_lock_makes_its_file_descriptor_readable(pg_server: Any) -> None:
+    """The workers' parent waits in select: the lock tells it its loss through a descriptor
+    (the keepalive's failed check writes to it), not by being looked at on a timer."""
+    dsn = pg_server.new_database()
+    lock = DatabaseLock(dsn, session_timeout_seconds=1)
+    try:
+        assert lock.try_acquire()
+        fd = lock.lost_fd()
+        lock.start_keepalive()
+        assert select.select([fd], [], [], 0)[0] == []  # held: nothing to read
+        with pg_server.connect(dbname(dsn)) as admin:  # as when the database ends the session
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'")
+        assert select.select([fd], [], [], 30)[0] == [fd]  # (a bound, not a timing: the keepalive checks every 0.25 s)
+        assert lock.lost
+    finally:
+        lock.release()
 
 
 def test_an_unreachable_database_is_retried_with_the_reason() -> None:
