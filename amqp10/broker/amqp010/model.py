@@ -267,7 +267,7 @@ class QueueCommands:
             if vh.nodes.get(q.name) is not q:
                 raise _not_exclusive(q.name, vh.name)
 
-        ctx.later(lambda answered: ctx.broker.after_commit(lambda: answered(_nothing)), answer)
+        ctx.after_order(answer)
 
     def _declare_elsewhere(self, s: Amqp010Session, c: Compound, q: NodeElsewhere) -> None:
         """``queue.declare`` of a queue another worker owns: done (or, passive, looked for)
@@ -367,10 +367,6 @@ class QueueCommands:
 def _done(answer: Callable[[], object]) -> None:
     """What finishes a command whose owner's answer has no result to give: its refusal."""
     answer()
-
-
-def _nothing() -> None:
-    """An answer with nothing in it (the metadata's order is reached: ``_placed``)."""
 
 
 def _not_exclusive(name: str, vhost: str) -> CommandError:
