@@ -10,16 +10,22 @@ correct one fail.
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Callable
 
+import anyio
 import pytest
 
 from tests.amqp010.peer import SocketPeer
-from tests.broker.test_workers import Parent
+from tests.broker.amqp1.test_rabbitmq4 import Management
+from tests.broker.test_workers import WAIT, Parent
 
 from . import test_amqp010_processes as p010
+from . import test_processes as p1
 from .test_gaps_processes import answered_only_by_the_owner
 from .test_processes import owned_by
+from .test_whole import send
 
 pytestmark = pytest.mark.slow
 
@@ -55,3 +61,48 @@ def test_0_10_exchange_declare_bind_and_unbind_complete_once_every_worker_has_th
             answered_once_applied_by(broker, b, unbind)
             p010.publish(other, "k", b"unbound", exchange=exchange)
             assert p010.counts(other, name) == (1, 0)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_one_exclusive_name_put_on_rabbitmq_4_management_of_both_workers_at_once(broker: Parent) -> None:
+    """Two 1.0 connections, one on each worker, declare one exclusive queue on RabbitMQ 4's
+    ``/management`` at the same instant (the parent, the metadata's sequencer, stopped
+    until both made it): the order decides, one is answered 201, the other 409 locked
+    (before, both were answered 201, and the loser's queue was dropped after), and what
+    is published on either worker reaches the one that stands."""
+    made = r"worker={} logger=amqp10.broker msg=.declared queue '{}'"
+    async with p1.one_on_each(broker) as conns:
+        for a in (0, 1):
+            b, name = 1 - a, owned_by(1 - a, f"x1race{a}_")
+            managed = {w: await Management.open(conns[w]) for w in (a, b)}
+            answers: dict[int, tuple[int, object]] = {}
+
+            async def declare(
+                w: int, name: str = name, managed: dict[int, Management] = managed, answers: dict[int, tuple[int, object]] = answers
+            ) -> None:
+                answers[w] = await managed[w].request("PUT", f"/queues/{name}", {"exclusive": True, "durable": False})
+
+            mark = len(broker.lines)
+            os.kill(broker.proc.pid, signal.SIGSTOP)
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(declare, a)  # made on a; its placement waits for the parent
+                    await anyio.to_thread.run_sync(broker.wait_for, made.format(a, name), mark)
+                    tg.start_soon(declare, b)  # made on b too: it does not know a placed it
+                    await anyio.to_thread.run_sync(broker.wait_for, made.format(b, name), mark)
+                    os.kill(broker.proc.pid, signal.SIGCONT)
+            finally:
+                os.kill(broker.proc.pid, signal.SIGCONT)
+            assert sorted(status for status, _ in answers.values()) == [201, 409], answers
+            (won,) = (w for w, (status, _) in answers.items() if status == 201)
+            for w in (0, 1):  # a publish on either worker reaches the one queue
+                await send(conns[w], name, 1)
+            receiver = await conns[won].open_receiver(name, credit=10)
+            got = [await receiver.receive(timeout=WAIT) for _ in range(2)]
+            assert len(got) == 2
+            await receiver.close()
