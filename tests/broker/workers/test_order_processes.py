@@ -6,6 +6,8 @@ the other worker is stopped (SIGSTOP) it is not answered; once that worker runs 
 is, and a client of that worker at once sees the change. Two workers that take one name
 at the same instant (an exclusive queue on RabbitMQ 4's ``/management``, a new dtx xid)
 are told which got it only once the order decided: one is refused, as on one broker.
+A name placed on a worker is unplaced when its queue goes, even once kept past its
+connection.
 The one bounded wait for "not answered while stopped" can only make a broken broker pass
 on a slow machine, never a correct one fail.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Callable
 
 import anyio
@@ -118,6 +121,28 @@ def test_one_new_xid_started_on_both_workers_at_once_is_one_branch(broker: Paren
             lost = peers[1 - won]  # (refused: that session ended; the next one)
             channels[1 - won] = p010.another_session(lost, channels[1 - won] + 1, b"again%d" % attempt)
             lost.call("dtx.select", channels[1 - won])
+
+
+def test_an_exclusive_queue_kept_past_its_session_is_unplaced_when_it_expires(broker: Parent) -> None:
+    """A 0-10 exclusive queue with ``qpid.auto_delete_timeout`` outlives its session (no
+    longer exclusive) on the worker that made it, and expires there: then its name is free
+    on every worker, and a session of the other worker declares it exclusive (before, the
+    placement stayed: that declaration was refused resource-locked, as if the expired
+    queue still held the name)."""
+    for a in (0, 1):
+        b = 1 - a
+        name = owned_by(b, f"q010kept{a}_")  # (placed on a, whose session makes it)
+        with p010.pinned(broker, {a: 2, b: 1}) as by_worker:
+            (maker, other), (at_b,) = by_worker[a], by_worker[b]
+            maker.call("queue.declare", queue=name, exclusive=True, arguments={"qpid.auto_delete_timeout": 1})
+            maker.close()  # (its queue is kept a second, no longer exclusive, then expires)
+            deadline = time.monotonic() + WAIT
+            while (r := at_b.call("queue.query", queue=name)) is not None and r.get("queue"):
+                assert time.monotonic() < deadline, f"{name} never expired"
+                time.sleep(0.2)
+            at_b.call("queue.declare", queue=name, exclusive=True)
+            p010.publish(other, name, b"to the new one")
+            assert p010.counts(at_b, name) == (1, 0)
 
 
 @pytest.fixture
