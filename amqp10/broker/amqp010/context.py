@@ -19,6 +19,7 @@ from ..core import (
     ResourceLocked,
     Stream,
     VirtualHost,
+    nothing,
 )
 from ..core.broker import Action, ResourceKind
 
@@ -109,6 +110,15 @@ class Amqp010Context:
         held, self.withheld = self.withheld, []
         for s, c in held:
             s.complete(c)
+
+    def after_order(self, then: Callable[[Callable[[], None]], Compound | None]) -> None:
+        """Complete the command being handled with ``then(answer)``'s result once the
+        changes made here are in the metadata's one order and applied by every worker, and
+        stored (:meth:`Broker.after_commit <amqp10.broker.core.Broker.after_commit>`, what
+        0-9-1's declare-ok waits for), through :attr:`later`: the connection's further
+        commands wait too. Only with several workers."""
+        broker = self.broker
+        self.later(lambda answered: broker.after_commit(lambda: answered(nothing)), then)
 
     def authorize(self, resource: str, action: Action, kind: ResourceKind) -> None:
         if not self.broker.authorize(self.vhost, self.user, resource, action, kind, grant=self.grant):

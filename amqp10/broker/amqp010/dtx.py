@@ -24,7 +24,11 @@ With several workers a branch is kept by the worker whose session started it and
 broker's all the same (:class:`Branches`): a session on any worker prepares, commits,
 rolls back, forgets or recovers it, and what it did on queues other workers own is
 prepared there with it and committed or rolled back as one (two-phase, over the internal
-links: ``broker/workers/transactions.py``).
+links: ``broker/workers/transactions.py``). Which worker holds a new xid is decided in
+one place, the metadata's one order: the worker that starts it places the xid's name
+(:func:`placement_name`) on itself, as a worker places an exclusive queue, and the first
+placement stands (:meth:`Branches.claim`), so two workers starting one xid at the same
+instant make one branch.
 
 The error codes are Qpid's broker's, which its conformance tests check: a session not
 selected, ``join`` with ``resume``, and ``suspend`` with ``fail`` are ``command-invalid``;
@@ -70,6 +74,9 @@ not hold: ``{op, xid, one_phase, timeout}``; answered by the one that holds it w
 result's fields (or ``{"error": [code, text]}``), by the others with None."""
 RECOVER_QUESTION: Final = "amqp010.dtx-recover"
 """The other workers' question for the xids of their prepared branches (``dtx.recover``)."""
+PLACEMENT_PREFIX: Final = "amq.dtx."
+"""What the name a branch's xid is placed under starts with (:func:`placement_name`; a
+reserved prefix: no client declares a queue of it)."""
 Fields = dict[str, Any]
 """A branch command's result, as fields: ``status``, ``timeout`` or ``error``."""
 Reply = Callable[[Fields], None]
@@ -91,6 +98,12 @@ def txn_id(key: Xid) -> bytes:
     """The store's id of the branch of ``key``: format, global id's length, global id, branch id."""
     fmt, gid, bid = key
     return fmt.to_bytes(4, "big") + bytes([len(gid)]) + gid + bid
+
+
+def placement_name(key: Xid) -> str:
+    """The name the branch of ``key`` is placed under, in the default virtual host
+    (workers > 1: :meth:`Branches.claim`)."""
+    return PLACEMENT_PREFIX + txn_id(key).hex()
 
 
 def key_of(txn: bytes) -> Xid:
@@ -167,7 +180,27 @@ class Branches:
 
     def forget(self, b: Branch) -> None:
         self._drop_lease(b)
-        self.branches.pop(b.key, None)
+        if self.branches.pop(b.key, None) is b:
+            self.broker.default.share("unplace", placement_name(b.key))  # (workers > 1: claim)
+
+    def claim(self, key: Xid, answered: Answered[bool]) -> None:
+        """With several workers: whether a new branch of ``key`` is this worker's to make.
+        Not if another worker holds one (asked: :data:`BRANCH_QUESTION`, which finds a
+        branch recovered from a store too); else its name is placed on this worker in the
+        metadata's one order and ``answered`` once the order decided: the first placement
+        stands (workers/placing.py), so of two workers that start one xid at the same
+        instant (each asked the other before either made it) one makes it."""
+        vhost = self.broker.default
+        name = placement_name(key)
+
+        def known(answer: Callable[[], Fields]) -> None:
+            if "error" not in answer():  # (another worker's)
+                answered(lambda: False)
+                return
+            vhost.share("place", name)  # (here at once; undone if another's came first)
+            self.broker.after_commit(lambda: answered(lambda: vhost.elsewhere(name) is None))
+
+        self.ask_others("known", key, {}, known)
 
     def set_timeout(self, b: Branch, seconds: int) -> None:
         self._drop_lease(b)
@@ -405,14 +438,18 @@ class DtxCommands:
                 raise CommandError("not-allowed", f"no transaction branch {_show(key)} to join")
         elif b is not None:
             raise CommandError("not-allowed", f"transaction branch {_show(key)} is known already")
-        elif self.ctx.broker.others is not None:  # (another worker may hold it: asked first)
+        elif self.ctx.broker.others is not None:  # (another worker may hold it: decided first)
 
-            def unknown(answer: Callable[[], Fields]) -> Compound | None:
-                if "error" not in answer() or key in self.branches.branches:
+            def claimed(answer: Callable[[], bool]) -> Compound | None:
+                if not answer() or key in self.branches.branches:
                     raise CommandError("not-allowed", f"transaction branch {_show(key)} is known already")
-                return None if s.closed else self._associate(s, self.branches.start(xid, key))
+                b = self.branches.start(xid, key)
+                if s.closed:  # (ended meanwhile: what it claimed goes)
+                    self.branches.forget(b)
+                    return None
+                return self._associate(s, b)
 
-            self.ctx.later(lambda answered: self.branches.ask_others("known", key, {}, answered), unknown)
+            self.ctx.later(lambda answered: self.branches.claim(key, answered), claimed)
             return None
         else:
             b = self.branches.start(xid, key)

@@ -64,6 +64,14 @@ _COMPLETES_ITSELF: Final = frozenset(
     {"message.transfer", "dtx.prepare", "dtx.commit", "dtx.rollback", "dtx.forget"}
 )
 """Commands whose handler completes them once what they did is stored."""
+DEFINES: Final = frozenset(
+    {"exchange.declare", "exchange.delete", "exchange.bind", "exchange.unbind", "queue.declare", "queue.delete"}
+)
+"""Commands that change the broker's definitions: with several workers one completes once
+the change is in the metadata's one order and every worker applied it (and stored), as
+0-9-1's declare-ok, bind-ok and delete-ok are sent (:meth:`Broker.after_commit
+<amqp10.broker.core.Broker.after_commit>`), so a client that goes on to another worker
+finds it there."""
 
 
 def _consumer_timeout(p: Pending) -> float | None:
@@ -324,6 +332,10 @@ class Amqp010Handler(ContextHandler):
             self._fail(s, c, error_of(exc), str(exc))
             return
         if self._later:  # (completed by the owner's answer)
+            self._later = False
+            return
+        if c.name in DEFINES and self.broker.metadata is not None:  # (once every worker has it)
+            self.ctx.after_order(lambda _: result)
             self._later = False
             return
         if c.name not in _COMPLETES_ITSELF:

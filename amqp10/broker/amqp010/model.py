@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from ...amqp010 import Compound, result_struct
-from ..core import NodeElsewhere, NotFound, PreconditionFailed, Queue, Stream, nothing
+from ..core import NodeElsewhere, NotFound, PreconditionFailed, Queue, Stream
 from ..core.arguments import is_known
 from ..core.exchanges import Exchange
 from ..core.qpid_queues import ALTERNATE_EXCHANGE
@@ -267,7 +267,7 @@ class QueueCommands:
             if vh.nodes.get(q.name) is not q:
                 raise _not_exclusive(q.name, vh.name)
 
-        ctx.later(lambda answered: ctx.broker.after_commit(lambda: answered(nothing)), answer)
+        ctx.after_order(answer)
 
     def _declare_elsewhere(self, s: Amqp010Session, c: Compound, q: NodeElsewhere) -> None:
         """``queue.declare`` of a queue another worker owns: done (or, passive, looked for)

@@ -360,31 +360,60 @@ class RabbitManagementNode(ManagementNode):
                     return
                 else:
                     if name not in self.vhost.nodes:  # a queue there this worker has no record of
-                        reply(409, f"cannot obtain exclusive access to locked queue '{name}' in vhost '{self.vhost.name}'")
+                        reply(409, self._locked(name))
                         return
                 if not self.is_open():
                     return  # (nothing to own it)
                 try:  # (a shared queue's record here answers as on one broker)
-                    reply(*self._make_exclusive(name, fields))
+                    status, made = self._make_exclusive(name, fields)
                 except ModelError as exc:
                     reply(409, str(exc))
+                    return
+                if isinstance(made, _Later):
+                    made.ask(reply)
+                else:
+                    reply(status, made)
 
             remote.ask_status(asked)
 
         return 0, _Later(ask)
 
     def _make_exclusive(self, name: str, fields: Mapping[str, Any]) -> Answer:
-        created = name not in self.vhost.nodes
-        self.vhost.declare_queue(
+        """Make exclusive queue ``name`` here. With several workers a new one is answered
+        once its placement is in the metadata's order (:meth:`Broker.after_commit
+        <amqp10.broker.core.Broker.after_commit>`): if another worker's placement of the
+        name came first, the queue made here is gone again (workers/placing.py) and the
+        declaration is refused as locked, as on one broker when another connection
+        declared it first."""
+        vhost = self.vhost
+        created = name not in vhost.nodes
+        q = vhost.declare_queue(
             name,
             durable=rabbit_flag(fields.get("durable"), "durable", True),
             auto_delete=rabbit_flag(fields.get("auto_delete"), "auto_delete", False),
             arguments=dict(fields.get("arguments") or {}),
             exclusive_owner=self.owner,
         )
-        found = find_queue(self.management, self.me(), self.vhost.name, name)
+        found = find_queue(self.management, self.me(), vhost.name, name)
         assert found is not None
-        return (201 if created else 200), queue_map(*found)
+        status, body = (201 if created else 200), queue_map(*found)
+        if not created or vhost.broker.metadata is None:
+            return status, body
+
+        def ask(reply: Reply) -> None:
+            def placed() -> None:
+                if vhost.nodes.get(name) is q:
+                    reply(status, body)
+                else:
+                    reply(409, self._locked(name))
+
+            vhost.broker.after_commit(placed)
+
+        return 0, _Later(ask)
+
+    def _locked(self, name: str) -> str:
+        """Why exclusive queue ``name`` cannot be declared: another connection's holds it."""
+        return f"cannot obtain exclusive access to locked queue '{name}' in vhost '{self.vhost.name}'"
 
     def _queue_delete(self, rest: list[str], query: dict[str, str], body: Any) -> Answer:
         name = self._queue_name(rest)

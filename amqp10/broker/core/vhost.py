@@ -96,6 +96,10 @@ class VirtualHost:
         self.exchanges: dict[str, Exchange] = {}
         self._dynamic = itertools.count(1)
         self._exclusive: dict[int, list[str]] = {}  # id(owner) -> its exclusive queues
+        self._placed: set[str] = set()
+        """The queues made exclusive here and so placed on this worker (workers > 1:
+        workers/placing.py): unplaced when they go, also once kept past their connection
+        (``qpid.auto_delete_timeout``: no longer exclusive then)."""
         self.node_listeners: list[Callable[[Node], None]] = []
         """Called with each node made by :meth:`create_node` (e.g. a front end's wildcard
         subscriptions, bound to every topic that matches)."""
@@ -413,6 +417,7 @@ class VirtualHost:
         if exclusive_owner is None and persist:
             self.share("queue", name, kind, durable, auto_delete, arguments or {})
         elif persist:  # made on this connection's worker: every worker knows it is here
+            self._placed.add(name)
             self.share("place", name)
         log.info("declared %s %r in vhost %r", kind, name, self.name)
         if self.holding:
@@ -476,10 +481,11 @@ class VirtualHost:
             remote = placement(self.name, address) if placement is not None else None
             if remote is not None:  # bound here as its owner's stand-in (:meth:`_destination`)
                 self._unbind_everywhere(remote)  # type: ignore[arg-type]
-            if not (isinstance(node, Queue) and (node.owner is not None or node.dynamic)):
-                self.share("drop-queue", address)  # (an exclusive or dynamic one was never shared)
-            elif node.owner is not None:
+            if address in self._placed:
+                self._placed.discard(address)
                 self.share("unplace", address)  # (it was placed here: workers/placing.py)
+            elif not (isinstance(node, Queue) and (node.owner is not None or node.dynamic)):
+                self.share("drop-queue", address)  # (an exclusive or dynamic one was never shared)
         if isinstance(node, Queue):
             alternate = self.exchanges.get(alternate_exchange(node.arguments) or "")
             if alternate is not None:

@@ -716,8 +716,10 @@ class SharedMetadata:
         if self._applying:
             return  # (a change of the order being applied here)
         change = placed_here(change, self.me)
-        if self.ownership is not None:
-            apply_placement(self.ownership, vhost, change)  # here at once: its own change does not come back
+        if self.ownership is not None:  # here at once: its own change does not come back
+            with contextlib.suppress(PlacementTaken):  # (unless the order placed it elsewhere first: refused)
+                check_placement(self.ownership, vhost, change)
+                apply_placement(self.ownership, vhost, change)
         if self._sender is None or self.reason is not None:
             log.warning("metadata change (%s) made here only: no control link (%s)", change[0], self.reason)
             return

@@ -54,9 +54,11 @@ def owner_stopped(broker: Parent, owner: int) -> Iterator[None]:
         os.kill(pid, signal.SIGCONT)
 
 
-def answered_only_by_the_owner(broker: Parent, owner: int, cancel: Callable[[], None]) -> None:
-    """``cancel()`` (a client's blocking cancel, on the other worker) is not answered while
-    the owner is stopped, and is once it runs again."""
+def answered_only_by_the_owner(
+    broker: Parent, owner: int, cancel: Callable[[], None], what: str = "the cancel"
+) -> None:
+    """``cancel()`` (a client's blocking cancel, on the other worker; or ``what`` else)
+    is not answered while the owner is stopped, and is once it runs again."""
     failed: list[BaseException] = []
 
     def run() -> None:
@@ -72,8 +74,8 @@ def answered_only_by_the_owner(broker: Parent, owner: int, cancel: Callable[[], 
         answered_early = not t.is_alive()
     t.join(WAIT)
     assert not failed, failed
-    assert not t.is_alive(), "the cancel was never answered"
-    assert not answered_early, "the cancel was answered while its queue's owner was stopped"
+    assert not t.is_alive(), f"{what} was never answered"
+    assert not answered_early, f"{what} was answered while worker {owner} was stopped"
 
 
 def test_basic_cancel_ok_comes_after_the_owner_dropped_the_consumer(broker: Parent) -> None:
