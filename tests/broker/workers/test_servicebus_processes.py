@@ -14,6 +14,7 @@ from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from amqp10.broker.amqp1.frontend import WORKER_PROPERTY
@@ -322,3 +323,34 @@ async def test_a_session_receiver_on_another_workers_queue_gets_its_locked_sessi
                 await again.close()
                 await second.close()
                 await sender.close()
+
+
+async def test_a_session_lock_on_another_workers_queue_runs_out_on_the_receivers_worker(tmp_path: Path) -> None:
+    """A session receiver on the worker that does not own the queue (whose locks last a
+    second) that does not renew its session lock is detached with
+    ``com.microsoft:session-lock-lost``; the owner's lock ends with it: the session, and
+    its message it held unsettled, go to the next receiver."""
+    with contextmanager(start_processes)(_locked_config(tmp_path), 2) as b:
+        async with one_on_each(b.port) as conns:
+            for consumer in (0, 1):
+                conn, queue = conns[consumer], SHORT[1 - consumer]  # the other worker's queue
+                sender = await conn.open_sender(queue)
+                assert isinstance(await sender.send(Message(body="s1", group_id="S")), Accepted)
+                await sender.close()
+                first = await _session_receiver(conn, queue, "S")
+                assert (await first.receive(timeout=WAIT)).message.body == "s1"
+                with pytest.raises(LinkError) as lost:  # its lock ran out
+                    await first.receive(timeout=WAIT)
+                assert "session-lock-lost" in str(lost.value)
+                again = None
+                for _ in range(50):  # the owner frees it once the stand-in's link is gone
+                    try:
+                        again = await _session_receiver(conn, queue, "S")
+                        break
+                    except LinkError:
+                        await anyio.sleep(0.1)
+                assert again is not None
+                d = await again.receive(timeout=WAIT)
+                assert d.message.body == "s1"
+                await d.accept()
+                await again.close()
