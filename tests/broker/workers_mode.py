@@ -55,17 +55,7 @@ ALL_ENV = "AMQP10_TEST_WORKERS_ALL"
 
 NOT_YET: dict[str, str] = {
     # feature not yet across workers (issue 31) -> a pattern on the test's id
-    # (sb31) the session filter is applied only to a local queue (the 1.0 front end's
-    # consumer_view): to reach the owner, which must pick and lock the session, the client's
-    # attach answer, which names the session, has to wait for the owner's
-    "Service Bus sessions (a session receiver's lock, next-available) on another worker's queue": r"next_available",
-    # (interop31, narrowed by sb31 twice) the azure-servicebus SDK's column of the interop
-    # matrix: its peek, schedule, cancel-scheduled, session state and deferred messages
-    # (defer, receive-by-sequence-number, update-disposition) are on the queue's owner, a
-    # delivery's peek-lock is held (renewed, run out) on the receiver's worker, its
-    # dead-letter reasons reach the owner, a topic subscription is one queue; left:
-    # sessions (above), its message-groups cell
-    "Service Bus sessions on another worker's queue (the matrix's cell)": r"azuresb-ours-message-groups\]",
+    # (sbs31 built the last: Service Bus session receivers on another worker's queue)
 }
 """What is not yet across workers, and the tests of it (by the words of their id and code),
 deselected at N > 1."""

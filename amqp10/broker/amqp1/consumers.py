@@ -41,8 +41,10 @@ from ...types import (
 from ...types.transactions import TransactionalState
 from ..core import (
     ConsumeResult,
+    ModelError,
     Node,
     NodeElsewhere,
+    NotFound,
     Queue,
     QueuedMessage,
     Stream,
@@ -54,7 +56,7 @@ from ..core.recovery import Unsettled
 from ..core.replies import DirectReplies
 from .addresses import QUEUES, AddressError, queue_address
 from .context import Amqp1Context, refuse, settle_quietly
-from .filters import FilterError, consumer_filters
+from .filters import FilterError, both, consumer_filters
 from .management import ManagementNode
 from .message import Amqp1Message, delivery_time, with_routing_annotations
 from .termini import (
@@ -347,7 +349,14 @@ class Consumers:
                 return
             if session is not None:  # e.g. a Service Bus session receiver: its session's messages only
                 filters = {**(filters or {}), **session[0]}
-                view = session[1] if view is None else _both(view, session[1])
+                view = session[1] if view is None else both(view, session[1])
+        elif (
+            isinstance(queue, NodeElsewhere)
+            and not browse
+            and (claim := ctx.plugin.claim_elsewhere(link, source)) is not None
+        ):
+            self._attach_claimed(link, source, queue, {**(filters or {}), **wanted.applied, **claim}, view)
+            return
         resumable = not browse and _resumable(queue)
         record = ctx.take_suspended(link, source.address, queue if resumable else None)
         if wanted.applied:
@@ -396,6 +405,52 @@ class Consumers:
         else:
             answer(record.deliveries, record.consumer.in_flight)
 
+    def _attach_claimed(
+        self, link: Sender, source: Source, queue: NodeElsewhere, filters: dict[Any, Any], view: Any
+    ) -> None:
+        """A consumer of a queue another worker owns, with something for that worker to claim
+        (:meth:`~.plugin.Amqp1Plugin.claim_elsewhere`: ``filters`` carry it): added there
+        first; its attach is answered once the owner admitted it, naming what the owner
+        claimed (nothing is delivered before: its link has no credit until attached)."""
+        ctx = self.ctx
+        consumer = ctx.plugin.consumer(ctx, link, queue, browse=False)  # type: ignore[arg-type]
+        consumer.selector = view
+        consumer.filters = filters
+
+        def admitted(result: Callable[[], ConsumeResult]) -> None:
+            refusal = None
+            try:
+                got = result()
+                if not got:
+                    condition, text = CONSUME_REFUSALS[got]
+                    refusal = condition, text.format(queue=queue.name, vhost=ctx.vhost.name)
+            except NotFound as exc:
+                refusal = ErrorCondition.NOT_FOUND, str(exc)
+            except ModelError as exc:  # (the owner could not claim it: a session held, or none free)
+                refusal = ErrorCondition.RESOURCE_LOCKED, str(exc)
+            if not ctx.can_answer(link):  # the link went meanwhile
+                if refusal is None:
+                    queue.remove_consumer(consumer)
+                return
+            if refusal is not None:
+                refuse(link, *refusal)
+            else:
+                ctx.plugin.claimed_elsewhere(link, queue, consumer.filters)
+                link.attach(
+                    target=echo(link.remote_target, Target),
+                    source=source_answer(
+                        source,
+                        address=source.address,
+                        browse=False,
+                        filters=consumer.filters,
+                        capabilities=capabilities(ctx.vhost.kind_of(queue), source.capabilities, None),
+                    ),
+                )
+                self._add(link, consumer, None, source, None, added=True)
+            ctx.wake()
+
+        queue.ask_consume(consumer, exclusive=False, answered=admitted, make=True)
+
     def _add(
         self,
         link: Sender,
@@ -404,23 +459,29 @@ class Consumers:
         source: Source,
         sub: Subscription | None,
         start: int | None = None,
+        *,
+        added: bool = False,
     ) -> None:
         link.context = (consumer, topic, source, sub)
         self.links[id(link)] = consumer
         self.starting.add(id(link))
-        self.ctx.after_write(partial(self._start, consumer, start))
+        self.ctx.after_write(partial(self._start, consumer, start, added))
 
-    def _start(self, consumer: LinkConsumer, start: int | None) -> None:
+    def _start(self, consumer: LinkConsumer, start: int | None, added: bool = False) -> None:
         """The consumer's attach answer is written: its node may now give it messages
         (so the receiver reads its attach alone, before the link's first transfers: a
         client that waits for the attach, then runs its handler, sees deliveries only
-        after its ``consumer()`` has returned, as RabbitMQ's Python client expects)."""
+        after its ``consumer()`` has returned, as RabbitMQ's Python client expects);
+        ``added``: its node knows it already (:meth:`_attach_claimed`), and now hears of
+        its credit."""
         link = consumer.link
         self.starting.discard(id(link))
         if self.links.get(id(link)) is not consumer:
             return  # its link ended meanwhile
         queue = consumer.node
-        if isinstance(queue, Stream):
+        if added:
+            queue.consumer_ready(consumer)
+        elif isinstance(queue, Stream):
             queue.add_consumer(consumer, start)
         else:
             queue.add_consumer(consumer)
@@ -722,10 +783,6 @@ def _resumable(node: Node) -> bool:
 
 def _constant(value: float, _entry: object) -> float:
     return value
-
-
-def _both(a: Callable[[QueuedMessage], bool], b: Callable[[QueuedMessage], bool]) -> Callable[[QueuedMessage], bool]:
-    return lambda m: a(m) and b(m)
 
 
 def _redelivery_form(msg: QueuedMessage) -> bytes:

@@ -28,9 +28,15 @@ from ..core.message import QueuedMessage
 from ..core.selector import SelectorError, compile_selector, match_properties
 from .message import stream_filter_value
 
-__all__ = ["FilterError", "consumer_filters"]
+__all__ = ["FilterError", "both", "consumer_filters"]
 
 Predicate = Callable[[QueuedMessage], bool]
+
+
+def both(a: Predicate, b: Predicate) -> Predicate:
+    """The messages both ``a`` and ``b`` see (a consumer's filters and its session, say)."""
+    return lambda m: a(m) and b(m)
+
 
 _SELECTOR, _SQL, _PROPERTIES, _APP_PROPERTIES, _NO_LOCAL = "selector", "sql", "p", "ap", "no-local"
 _STREAM_FILTER, _MATCH_UNFILTERED = "stream-filter", "match-unfiltered"

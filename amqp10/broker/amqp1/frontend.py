@@ -21,12 +21,13 @@ from ...transport import ConnectionState
 from ...transport.framing import AMQP_HEADER, SASL_HEADER, TLS_HEADER
 from ...types import Error, ErrorCondition, SaslCode, symbol
 from ..config import BrokerConfig
-from ..core import Broker
+from ..core import CONSUMER_CLAIMS, Broker, ConsumerClaim
 from ..frontend import ServeContext, ServedConnection
 from ..guard import HeldOutput, Login, source_of
 from ..oauth import TokenLogin
 from .handler import ConnectionHandler
 from .servicebus.entities import declare_entities
+from .servicebus.sessions import owner_claim
 from .topics import SUBSCRIPTION_QUESTION, answer_subscription_question, wildcards_of
 
 __all__ = ["WORKER_PROPERTY", "Amqp1FrontEnd", "sasl_mechanisms"]
@@ -72,6 +73,9 @@ class Amqp1FrontEnd:
 
     def prepare(self, broker: Broker, config: BrokerConfig) -> None:
         declare_entities(broker.default, config.servicebus)
+        if config.servicebus.enabled:  # (its session receivers on another worker's queue)
+            claims: dict[str, ConsumerClaim] = broker.shared(CONSUMER_CLAIMS, dict)
+            claims["servicebus.sessions"] = owner_claim(broker)
         for vhost in list(broker.vhosts.values()):  # recovered durable wildcard subscriptions collect from now on
             if vhost.pattern_subscriptions:
                 wildcards_of(vhost)

@@ -60,6 +60,16 @@ class Amqp1Plugin:
         raises :class:`~.addresses.AddressError` to refuse the link."""
         return None
 
+    def claim_elsewhere(self, link: Sender, source: Source) -> dict[Any, Any] | None:
+        """The filters a consumer of a queue another worker owns asks that worker to claim
+        for it (the owner picks, locks and names what they ask in its answer, which the
+        link's attach answer waits for: a Service Bus session); None: nothing to claim."""
+        return None
+
+    def claimed_elsewhere(self, link: Sender, queue: Node, filters: dict[Any, Any]) -> None:
+        """The owner of ``queue`` claimed for ``link``'s consumer what ``filters`` name (as
+        it answered), before the link's attach answer is written."""
+
     def consumer(self, ctx: Amqp1Context, link: Sender, queue: Queue | Stream, *, browse: bool) -> LinkConsumer:
         """The consumer for a link that consumes from ``queue``."""
         return LinkConsumer(ctx, link, queue, browse=browse)

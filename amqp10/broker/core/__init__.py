@@ -38,10 +38,12 @@ from __future__ import annotations
 
 from .arguments import ArgumentError, arguments_of, policy_with_arguments
 from .broker import (
+    CONSUMER_CLAIMS,
     DEFAULT_VHOST,
     Action,
     Authorizer,
     Broker,
+    ConsumerClaim,
     DefinitionsPort,
     MetadataPort,
     ResourceKind,
@@ -113,6 +115,7 @@ __all__ = [
     "DEFAULT_EXCHANGE",
     "EXCHANGE_TYPES",
     "DEFAULT_PRIORITY",
+    "CONSUMER_CLAIMS",
     "DEFAULT_VHOST",
     "NULL_JOURNAL",
     "PREDECLARED",
@@ -123,6 +126,7 @@ __all__ = [
     "Authorizer",
     "Binding",
     "Broker",
+    "ConsumerClaim",
     "ConsumeResult",
     "Answered",
     "Consumer",

@@ -16,7 +16,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeVar, runtime_checkable
 
 import anyio
 
@@ -43,7 +43,9 @@ if TYPE_CHECKING:  # the configuration is the layer above: the core only reads i
     from ..oauth import TokenGrant
 
 __all__ = [
+    "CONSUMER_CLAIMS",
     "DEFAULT_VHOST",
+    "ConsumerClaim",
     "Action",
     "Authorizer",
     "Broker",
@@ -144,6 +146,15 @@ class FrontEndConnection(Protocol):
 
 
 _S = TypeVar("_S")
+
+ConsumerClaim = Callable[[Any, Any, Queue], tuple[dict[Any, Any], Callable[[QueuedMessage], bool]] | None]
+"""What a front end claims for a consumer of a queue this worker owns, attached by another
+worker (its ``link``, its ``source``, the queue): None (nothing), or the filters to answer
+with and the messages it sees (a Service Bus session receiver: the session it locked);
+raises ValueError to refuse it (broker/workers/owner.py applies it)."""
+CONSUMER_CLAIMS: Final = "core.consumer-claims"
+"""The :meth:`Broker.shared` key of the :data:`ConsumerClaim` s front ends registered, by name
+(each once, as the broker is prepared: ``FrontEnd.prepare``)."""
 
 
 class Broker:

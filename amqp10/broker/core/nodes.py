@@ -391,9 +391,12 @@ class NodeElsewhere(Node):
         settled later as a consumer's, as :meth:`ask_get`'s): those taken, by seq."""
         raise NotImplementedError
 
-    def ask_consume(self, consumer: Consumer, *, exclusive: bool, answered: Answered[ConsumeResult]) -> None:
+    def ask_consume(
+        self, consumer: Consumer, *, exclusive: bool, answered: Answered[ConsumeResult], make: bool = False
+    ) -> None:
         """Add ``consumer`` if the queue admits it (:meth:`Node.admits`, decided where it is
-        held); ``answered`` before anything is delivered to it."""
+        held); ``answered`` before anything is delivered to it; ``make``: the holder makes
+        the queue if it has none (as a 1.0 consumer's attach does)."""
         raise NotImplementedError
 
     def ask_cancel(self, consumer: Consumer, answered: Answered[None]) -> None:

@@ -27,6 +27,7 @@ released to the node, as when a local consumer's connection drops.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import logging
 from collections.abc import Callable, Sequence
@@ -48,11 +49,13 @@ from ...transport import (
 )
 from ...transport.delivery import Delivery
 from ...types import Accepted, Error, ErrorCondition, Rejected
-from ..amqp1.filters import consumer_filters
+from ..amqp1.filters import both, consumer_filters
 from ..amqp1.termini import stream_offset
 from ..amqp1.topics import wildcards_of
 from ..core import (
+    CONSUMER_CLAIMS,
     Broker,
+    ConsumerClaim,
     ConsumeResult,
     ModelError,
     Node,
@@ -644,8 +647,10 @@ class NodeServer:
                 link.remote_attach.properties if link.remote_attach is not None else None
             ) or {}
             exclusive = bool(props.get(EXCLUSIVE, False))
+            source = link.remote_source
             try:
-                selector, start = _view(node, getattr(link.remote_source, "filter", None))
+                selector, start = _view(node, getattr(source, "filter", None))
+                claimed = self._claim(link, node)
             except ValueError as exc:  # (FilterError too): a 0-9-1 consumer's offset, say
                 link.properties = {ADMITTED: UNREADABLE, WHY: str(exc)}
                 link.attach(source=link.remote_source, target=link.remote_target)
@@ -657,6 +662,10 @@ class NodeServer:
                 if isinstance(node, Queue) and node.owner is not None
                 else node.admits(exclusive=exclusive)
             )
+            if claimed is not None:  # (a Service Bus session: its receiver's attach names it)
+                source = copy.copy(source)
+                source.filter = {**(source.filter or {}), **claimed[0]}
+                selector = claimed[1] if selector is None else both(selector, claimed[1])
             link.properties = {ADMITTED: CONSUME_RESULTS.index(admitted), KIND: node.kind}
             timeout = node.policy.consumer_timeout
             if timeout is not None:  # (the consumer's front end, on the other worker, applies it)
@@ -664,7 +673,7 @@ class NodeServer:
             limit = node.policy.delivery_limit
             if limit is not None:  # (and reads this)
                 link.properties[DELIVERY_LIMIT] = int(limit)
-            link.attach(source=link.remote_source, target=link.remote_target)
+            link.attach(source=source, target=link.remote_target)
             if not admitted:
                 link.detach(
                     Error(
@@ -701,6 +710,19 @@ class NodeServer:
             else:
                 node.add_consumer(c)
         self.wrote()
+
+    def _claim(self, link: Link, node: Node) -> tuple[dict[Any, Any], Callable[[QueuedMessage], bool]] | None:
+        """What a front end claims for the consumer of ``link`` on ``node`` (the filters its
+        answer names, what it sees: :data:`~amqp10.broker.core.ConsumerClaim`), or None;
+        raises ValueError to refuse it. The claim lasts while ``link`` is attached."""
+        if not isinstance(node, Queue):
+            return None
+        claims: dict[str, ConsumerClaim] = self.broker.shared(CONSUMER_CLAIMS, dict)
+        for claim in claims.values():
+            claimed = claim(link, link.remote_source, node)
+            if claimed is not None:
+                return claimed
+        return None
 
     def _detached(self, link: Link) -> None:
         self.publishing.pop(id(link), None)

@@ -620,12 +620,14 @@ class RemoteNode(NodeElsewhere):
         why: str | None = None,
         kind: str | None = None,
         limit: int | None = None,
+        applied: Any = None,
     ) -> None:
         """The owner answered ``feed``'s attach: its consumer is admitted, or not (code: an
         index into :data:`CONSUME_RESULTS`; :data:`NO_NODE`: it has no such node); ``timeout``:
         the node's consumer timeout there, which this worker's front ends apply to what its
         consumers hold; ``kind``: its node's (:data:`KIND`); ``limit``: its delivery limit
-        there, which they read."""
+        there, which they read; ``applied``: the filters its answer names, which the
+        consumer's ``filters`` take (what the owner chose for it: a Service Bus session)."""
         if kind is not None:
             self.held_kind = str(kind)
         if code == NO_NODE:
@@ -640,6 +642,9 @@ class RemoteNode(NodeElsewhere):
         answered, feed.answered = feed.answered, None
         consumer = feed.consumer
         assert consumer is not None
+        filters = getattr(consumer, "filters", None)
+        if result and applied and isinstance(filters, dict):  # (before its answer: it reads them)
+            filters.update(applied)
         if not result:
             self._feeds.pop(consumer.id, None)  # (the owner detaches its link)
             self._no_drains(feed)
@@ -1141,6 +1146,7 @@ class RemoteNodes:
                     props.get(WHY),
                     props.get(KIND),
                     None if limit is None else int(limit),
+                    getattr(link.remote_source, "filter", None),
                 )
         elif t is LinkDetached or t is LinkFailed:
             link = e.link  # type: ignore[attr-defined]

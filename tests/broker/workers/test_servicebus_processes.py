@@ -14,12 +14,14 @@ from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from amqp10.broker.amqp1.frontend import WORKER_PROPERTY
 from amqp10.client import Connection, connect
+from amqp10.errors import LinkError
 from amqp10.message import Message
-from amqp10.types import Accepted, Error, symbol, timestamp
+from amqp10.types import Accepted, Error, Source, symbol, timestamp
 from tests.broker.conftest import make_config
 from tests.broker.test_workers import WAIT
 from tests.broker.workers_mode import start_processes
@@ -185,11 +187,14 @@ async def test_an_entitys_peek_and_schedule_are_answered_by_its_queues_owner(tmp
 
 SHORT = {w: owned_by(w, "sb.short.") for w in (0, 1)}
 """A queue each worker owns whose peek-locks last a second."""
+SESSIONS = {w: owned_by(w, "sb.sessions.") for w in (0, 1)}
+"""A queue each worker owns, for session receivers."""
 
 
 def _locked_config(tmp_path: Path) -> Any:
     queues = [{"name": q} for q in QUEUES.values()]
     queues += [{"name": q, "lock_duration": 1.0} for q in SHORT.values()]
+    queues += [{"name": q} for q in SESSIONS.values()]
     return make_config(
         tmp_path,
         servicebus={"enabled": True, "shared_access_keys": [{"name": KEY_NAME, "key": KEY}], "queues": queues},
@@ -270,3 +275,82 @@ async def test_a_peek_lock_on_another_workers_queue_is_held_renewed_and_runs_out
 
 def annotations(d: Any) -> dict[Any, Any]:
     return dict(d.message.message_annotations or {})
+
+
+SESSION_FILTER = symbol("com.microsoft:session-filter")
+LOCKED_UNTIL = symbol("com.microsoft:locked-until-utc")
+
+
+async def _session_receiver(conn: Connection, queue: str, sid: str | None, credit: int = 5) -> Any:
+    return await conn.open_receiver(queue, credit=credit, source=Source(address=queue, filter={SESSION_FILTER: sid}))
+
+
+async def test_a_session_receiver_on_another_workers_queue_gets_its_locked_sessions_messages_only(
+    tmp_path: Path,
+) -> None:
+    """A session receiver (``com.microsoft:session-filter``) on the worker that does not own
+    the queue: the owner picks the next available session and locks it, the receiver's
+    attach answer names it (with its lock's end), and only that session's messages come;
+    a second next-available receiver gets the other session, a receiver naming the locked
+    one is refused; ``renew-session-lock`` on the receiver's connection renews it, and the
+    session is free again once its receiver detached."""
+    with contextmanager(start_processes)(_locked_config(tmp_path), 2) as b:
+        async with one_on_each(b.port) as conns:
+            for consumer in (0, 1):
+                conn, queue = conns[consumer], SESSIONS[1 - consumer]  # the other worker's queue
+                sender = await conn.open_sender(queue)
+                for body, group in (("a1", "A"), ("b1", "B"), ("a2", "A")):
+                    assert isinstance(await sender.send(Message(body=body, group_id=group)), Accepted)
+                first = await _session_receiver(conn, queue, None)
+                assert first.remote_source.filter[SESSION_FILTER] == "A"
+                assert LOCKED_UNTIL in (first._link.remote_attach.properties or {})
+                got = [await first.receive(timeout=WAIT) for _ in range(2)]
+                assert [d.message.body for d in got] == ["a1", "a2"]
+                with pytest.raises(TimeoutError):  # B's is not for it
+                    await first.receive(timeout=1)
+                second = await _session_receiver(conn, queue, None)
+                assert second.remote_source.filter[SESSION_FILTER] == "B"
+                assert (await second.receive(timeout=WAIT)).message.body == "b1"
+                with pytest.raises(LinkError):  # A is locked
+                    await _session_receiver(conn, queue, "A")
+                status, _ = await _entity_request(conn, queue, "com.microsoft:renew-session-lock", {"session-id": "A"})
+                assert status == 200
+                for d in got:
+                    await d.accept()
+                await first.close()
+                again = await _session_receiver(conn, queue, "A")  # free again
+                assert again.remote_source.filter[SESSION_FILTER] == "A"
+                await again.close()
+                await second.close()
+                await sender.close()
+
+
+async def test_a_session_lock_on_another_workers_queue_runs_out_on_the_receivers_worker(tmp_path: Path) -> None:
+    """A session receiver on the worker that does not own the queue (whose locks last a
+    second) that does not renew its session lock is detached with
+    ``com.microsoft:session-lock-lost``; the owner's lock ends with it: the session, and
+    its message it held unsettled, go to the next receiver."""
+    with contextmanager(start_processes)(_locked_config(tmp_path), 2) as b:
+        async with one_on_each(b.port) as conns:
+            for consumer in (0, 1):
+                conn, queue = conns[consumer], SHORT[1 - consumer]  # the other worker's queue
+                sender = await conn.open_sender(queue)
+                assert isinstance(await sender.send(Message(body="s1", group_id="S")), Accepted)
+                await sender.close()
+                first = await _session_receiver(conn, queue, "S")
+                assert (await first.receive(timeout=WAIT)).message.body == "s1"
+                with pytest.raises(LinkError) as lost:  # its lock ran out
+                    await first.receive(timeout=WAIT)
+                assert "session-lock-lost" in str(lost.value)
+                again = None
+                for _ in range(50):  # the owner frees it once the stand-in's link is gone
+                    try:
+                        again = await _session_receiver(conn, queue, "S")
+                        break
+                    except LinkError:
+                        await anyio.sleep(0.1)
+                assert again is not None
+                d = await again.receive(timeout=WAIT)
+                assert d.message.body == "s1"
+                await d.accept()
+                await again.close()

@@ -35,7 +35,7 @@ from ...core import Lease, Leases, Node, NodeElsewhere, Queue, QueuedMessage, Vi
 from ..management import ManagementNode
 from .entities import DEAD_LETTER_SUFFIX, entity_node
 from .management import AzureRequestNode, EntityManagementNode
-from .sessions import SESSION_FILTER, SessionLocks, claim_session
+from .sessions import LOCKED_UNTIL, SESSION_FILTER, SessionLocks, claim_session, ticks
 from .tokens import Grant, check_jwt, check_sas, scope_covers
 
 __all__ = ["CBS_ADDRESS", "CbsNode", "Gate", "entity_path"]
@@ -73,8 +73,9 @@ class Gate:
         self.leases = leases
         self.session_lost = session_lost
         """Called when a session receiver's session lock ran out (its link is then detached)."""
-        self.sessions: dict[int, tuple[Lease, Queue, str]] = {}
-        """The session locks of this connection's session receivers, by link."""
+        self.sessions: dict[int, tuple[Lease, str, str]] = {}
+        """The session locks of this connection's session receivers, by link: (its lease,
+        the queue's name, the session)."""
         self.keys = {k.name: (k.key, frozenset(k.rights)) for k in config.shared_access_keys}
         self.grants: dict[str, Grant] = {}
         """The valid tokens put, by audience (a new token for an audience replaces the old)."""
@@ -117,16 +118,35 @@ class Gate:
         duration unless renewed; None: not a session receiver."""
         duration = self.lock_duration(queue.name)
         claimed = claim_session(self.session_locks, link, source, queue, self.now() + duration)
-        if claimed is not None and self.leases is not None:
+        if claimed is not None:
+            self._hold_session(link, queue, str(claimed[0][SESSION_FILTER]), duration)
+        return claimed
+
+    @staticmethod
+    def session_wanted(source: Source) -> dict[Any, Any] | None:
+        """The session filter of a receiver's source (None: not a session receiver): what a
+        receiver on another worker's queue sends its owner, which picks and locks it."""
+        wanted = source.filter or {}
+        return {SESSION_FILTER: wanted[SESSION_FILTER]} if SESSION_FILTER in wanted else None
+
+    def session_held(self, link: Sender, queue: Node, filters: dict[Any, Any]) -> None:
+        """The owner of ``queue`` (another worker) locked the session ``filters`` names to
+        ``link``'s consumer: its lock's end is kept here, for the queue's lock duration
+        unless renewed, and its attach answer says it."""
+        duration = self.lock_duration(queue.name)
+        link.properties = {**(link.properties or {}), LOCKED_UNTIL: ticks(self.now() + duration)}
+        self._hold_session(link, queue, str(filters[SESSION_FILTER]), duration)
+
+    def _hold_session(self, link: Link, queue: Node, sid: str, duration: float) -> None:
+        if self.leases is not None:
             self._unlock_session(link)
             lease = self.leases.take(duration, lambda: self._session_expired(link))
-            self.sessions[id(link)] = (lease, queue, str(claimed[0][SESSION_FILTER]))
-        return claimed
+            self.sessions[id(link)] = (lease, queue.name, sid)
 
     def renew_session(self, queue: Queue, sid: str) -> float | None:
         """Renew a session lock held on this connection: its new end (None: not held, or lost)."""
-        for lease, q, held in self.sessions.values():
-            if q is queue and held == sid and self.leases is not None and self.leases.renew(lease):
+        for lease, name, held in self.sessions.values():
+            if name == queue.name and held == sid and self.leases is not None and self.leases.renew(lease):
                 return lease.expires
         return None
 

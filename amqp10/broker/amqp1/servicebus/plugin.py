@@ -10,7 +10,7 @@ format, all on one :class:`~.cbs.Gate`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from weakref import WeakKeyDictionary
+from typing import Any
 
 from ....transport import Delivery, Link, Sender
 from ....types import ErrorCondition, Source, symbol
@@ -23,6 +23,7 @@ from ..plugin import Amqp1Plugin, ConsumerView, PublishFormat
 from .batch import BATCH_FORMAT, publish_batch
 from .cbs import Gate, entity_path
 from .consumer import ServiceBusConsumer
+from .sessions import session_locks
 
 __all__ = ["SESSION_LOCK_LOST", "ServiceBusPlugin"]
 
@@ -40,7 +41,7 @@ class ServiceBusPlugin(Amqp1Plugin):
             broker.now,
             broker.leases,
             self._session_lost,
-            broker.shared("servicebus.session-locks", WeakKeyDictionary),
+            session_locks(broker),
         )
         """The tokens put on ``$cbs``, and the links they let in."""
         self.formats: Mapping[int, PublishFormat] = {BATCH_FORMAT: self._publish_batch}
@@ -61,6 +62,12 @@ class ServiceBusPlugin(Amqp1Plugin):
 
     def consumer_view(self, link: Sender, source: Source, queue: Queue) -> ConsumerView | None:
         return self.gate.claim_session(link, source, queue)
+
+    def claim_elsewhere(self, link: Sender, source: Source) -> dict[Any, Any] | None:
+        return self.gate.session_wanted(source)
+
+    def claimed_elsewhere(self, link: Sender, queue: Node, filters: dict[Any, Any]) -> None:
+        self.gate.session_held(link, queue, filters)
 
     def consumer(self, ctx: Amqp1Context, link: Sender, queue: Queue | Stream, *, browse: bool) -> LinkConsumer:
         return ServiceBusConsumer(ctx, link, queue, browse=browse, lock_duration=self.gate.lock_duration(queue.name))

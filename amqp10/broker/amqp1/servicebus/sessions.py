@@ -12,6 +12,12 @@ entity's ``$management``) is the queue's group state
 (:meth:`Queue.set_group_state <amqp10.broker.core.Queue.set_group_state>`): a
 durable queue keeps it in the store, across restarts, until it is cleared or the
 queue deleted.
+
+At ``workers`` > 1 a receiver on a queue another worker owns sends its session filter to
+that worker in its consumer's attach over the internal link: the owner picks and locks the
+session there (:func:`owner_claim`, held while that link is attached) and names it in its
+answer, which the receiver's attach answer waits for; the lock's end, and its renewal, are
+the receiver's worker's (:class:`~.cbs.Gate`).
 """
 
 from __future__ import annotations
@@ -22,10 +28,19 @@ from weakref import WeakKeyDictionary
 
 from ....transport import Link, LinkState, Sender
 from ....types import Source, symbol
-from ...core import Queue, QueuedMessage
+from ...core import Broker, ConsumerClaim, Queue, QueuedMessage
 from ..addresses import AddressError
 
-__all__ = ["SESSION_FILTER", "SessionLocks", "claim_session", "session_state", "set_session_state", "ticks"]
+__all__ = [
+    "SESSION_FILTER",
+    "SessionLocks",
+    "claim_session",
+    "owner_claim",
+    "session_locks",
+    "session_state",
+    "set_session_state",
+    "ticks",
+]
 
 SESSION_FILTER = symbol("com.microsoft:session-filter")
 LOCKED_UNTIL = symbol("com.microsoft:locked-until-utc")
@@ -33,6 +48,26 @@ _EPOCH_TICKS = 621355968000000000  # .NET ticks (100 ns since year 1) at the Uni
 
 SessionLocks = WeakKeyDictionary[Queue, dict[str, Link]]
 """Which link holds each session of a queue (one per broker: :meth:`Broker.front_end_state`)."""
+
+
+def session_locks(broker: Broker) -> SessionLocks:
+    """Which link holds each session, for every connection (and internal link) of ``broker``."""
+    locks: SessionLocks = broker.shared("servicebus.session-locks", WeakKeyDictionary)
+    return locks
+
+
+def owner_claim(broker: Broker) -> ConsumerClaim:
+    """The :data:`~amqp10.broker.core.ConsumerClaim` of a session receiver on another worker:
+    the session its source asks for, locked to the consumer's internal link (raises
+    ValueError: none available, or held)."""
+
+    def claim(link: Sender, source: Source, queue: Queue) -> tuple[dict[Any, Any], Callable[[QueuedMessage], bool]] | None:
+        try:
+            return claim_session(session_locks(broker), link, source, queue, broker.now())
+        except AddressError as exc:
+            raise ValueError(exc.description) from None
+
+    return claim
 
 
 def ticks(seconds: float) -> int:
