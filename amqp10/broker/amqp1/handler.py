@@ -66,7 +66,7 @@ from ...transport import (
 from ...types import Error, ErrorCondition, Rejected, symbol
 from ...types.transactions import Coordinator
 from ..config import ServiceBusConfig
-from ..core import Broker, Exchange, PartitionedStream, Queue, Stream
+from ..core import Broker, Exchange, PartitionedStream, Queue, Stream, nothing
 from ..frontend import ContextHandler
 from ..management.rabbitmq import RABBITMQ_VERSION
 from .addresses import ExchangeTarget
@@ -106,7 +106,7 @@ class ConnectionHandler(ContextHandler):
         broker: Broker,
         conn: Connection,
         *,
-        wake: Callable[[], None] = lambda: None,
+        wake: Callable[[], None] = nothing,
         after_write: Callable[[Callable[[], None]], None] | None = None,
         user: str | None = None,
     ) -> None:

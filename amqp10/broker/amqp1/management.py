@@ -63,6 +63,7 @@ from ..core import (
     QueuedMessage,
     Refused,
     VirtualHost,
+    nothing,
 )
 from ..core.accounting import DETACHED
 from ..management import Caller, Management, ManagementError
@@ -317,7 +318,7 @@ class ManagementNode(Node):
 
         def answer() -> None:
             if self.is_open():  # (the connection may have ended while the change was committed)
-                target.publish(Amqp1Message(data, arrival=self.vhost.now()), lambda: None)
+                target.publish(Amqp1Message(data, arrival=self.vhost.now()), nothing)
 
         self.vhost.broker.after_commit(answer)
 

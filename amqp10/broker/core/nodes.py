@@ -437,10 +437,10 @@ def settled_everywhere(nodes: Sequence[NodeElsewhere], answered: Answered[None])
         nonlocal left
         left -= 1
         if left == 0:
-            answered(lambda: None)
+            answered(nothing)
 
     if not nodes:
-        answered(lambda: None)
+        answered(nothing)
     for node in nodes:
         node.ask_settled(one)
 

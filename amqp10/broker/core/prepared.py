@@ -100,7 +100,7 @@ class HeldWork:
         self.prepared = True
         self.journal.submit((_store.PREPARE, self.txn_id, self.owner, rows, taken), on_durable)
 
-    def commit(self, on_durable: Callable[[], None] = lambda: None) -> None:
+    def commit(self, on_durable: Callable[[], None] = nothing) -> None:
         """Route the publishes, acknowledge the taken messages; ``on_durable`` once it is stored."""
         published, self.published = self.published, []
         taken, self.taken = self.taken, []
@@ -113,7 +113,7 @@ class HeldWork:
             node.ack(msg)
         self._done(taken, on_durable)
 
-    def rollback(self, on_durable: Callable[[], None] = lambda: None) -> None:
+    def rollback(self, on_durable: Callable[[], None] = nothing) -> None:
         """Drop the publishes; the taken messages go back as failed deliveries."""
         self.published.clear()
         taken, self.taken = self.taken, []

@@ -535,9 +535,9 @@ class RemoteNode(NodeElsewhere):
         """(The question goes after this turn's outcomes, on the same session: the owner
         has applied them when it reads it, and answers once their dead letters are taken.)"""
         if self.unavailable is not None:  # (they did not reach it: nothing to wait for)
-            answered(lambda: None)
+            answered(nothing)
             return
-        self._ask("settled", [], _nothing, answered)
+        self._ask("settled", [], _no_values, answered)
 
     def _got(self, values: list[Any]) -> tuple[QueuedMessage | None, int]:
         """The owner's answer to a ``basic.get``: the count left, and the message with its reference."""
@@ -986,8 +986,16 @@ def _truth(values: list[Any]) -> bool:
     return bool(values[0])
 
 
-def _nothing(values: list[Any]) -> None:
+def _no_values(values: list[Any]) -> None:
     return None
+
+
+def worker_of(links: Mapping[int, RemoteNodes], node: RemoteNode) -> int:
+    """The worker whose link (of ``links``, each worker's) ``node`` is a stand-in on."""
+    for k, nodes in links.items():
+        if node.via is nodes:
+            return k
+    raise ValueError(f"{node.name!r} has no link")  # pragma: no cover - every stand-in has one
 
 
 def _ignored(result: Callable[[], Any]) -> None:

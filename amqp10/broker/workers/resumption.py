@@ -53,7 +53,7 @@ from .control import ASK_SECONDS, ControlPoint
 from .link import RecordError, decode_record, encode_record
 from .owner import NodeServer
 from .peers import Peers
-from .remote import RemoteNode
+from .remote import RemoteNode, worker_of
 
 __all__ = ["HAND_OVER", "KEPT_SECONDS", "TAKE_LINK", "LinksElsewhere"]
 
@@ -161,7 +161,7 @@ class LinksElsewhere:
         asker = int(args["worker"])
         q = record.node
         if isinstance(q, RemoteNode) and q.unavailable is None:  # a consumer of another worker's queue
-            owner = self._owner_of(q)
+            owner = worker_of(self.peers.links, q)
             held = _held(record)
             refs = await self._moved(q, asker, [msg for _, msg in held])
         elif isinstance(q, Queue) and self.peers.server_for(asker) is not None:
@@ -177,9 +177,6 @@ class LinksElsewhere:
             if ref
         ]
         return {"kind": "consumer", "vhost": q.vhost, "queue": q.name, "owner": owner, "deliveries": _encoded(entries)}
-
-    def _owner_of(self, q: RemoteNode) -> int:
-        return next(worker for worker, nodes in self.peers.links.items() if nodes is q.via)
 
     async def _moved(self, q: RemoteNode, asker: int, msgs: Sequence[QueuedMessage]) -> list[int]:
         """Ask ``q``'s owner to move the messages of it that this worker's lost consumer

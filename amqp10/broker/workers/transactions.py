@@ -64,7 +64,7 @@ from ..core import (
 from ..core.prepared import HeldWork
 from .link import decode_record, encode_record
 from .owner import NodeServer
-from .remote import RemoteNode, RemoteNodes
+from .remote import RemoteNode, RemoteNodes, worker_of
 
 __all__ = ["AWAITING", "DECIDED", "TXN_NODE", "Transactions"]
 
@@ -200,17 +200,11 @@ class Transactions:
         return True
 
     def _part(self, c: _Commit, node: RemoteNode) -> tuple[RemoteNode, list[list[Any]], list[list[int]]]:
-        k = self._worker_of(node)
+        k = worker_of(self.links, node)
         part = c.parts.get(k)
         if part is None:
             part = c.parts[k] = (node, [], [])
         return part
-
-    def _worker_of(self, node: RemoteNode) -> int:
-        for k, nodes in self.links.items():
-            if node.via is nodes:
-                return k
-        raise ValueError(f"{node.name!r} has no link")  # pragma: no cover - every stand-in has one
 
     def _ask(
         self, k: int, node: RemoteNode | None, op: str, args: list[Any], replied: Callable[[str | None, str, list[Any]], None]

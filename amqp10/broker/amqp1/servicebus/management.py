@@ -57,7 +57,7 @@ from ....types import (
     symbol,
     timestamp,
 )
-from ...core import Node, NodeElsewhere, Queue, QueuedMessage, VirtualHost
+from ...core import Node, NodeElsewhere, Queue, QueuedMessage, VirtualHost, nothing
 from ...management import BadRequest, Caller, Management, ManagementError, NotFoundError
 from ..management import ManagementNode
 from ..message import Amqp1Message, parse_transfer
@@ -275,7 +275,7 @@ class EntityManagementNode(AzureRequestNode):
         seqs: list[int] = []
         for entry in body["messages"]:
             msg = parse_transfer(bytes(entry["message"]), self.vhost.now(), queue.needs_message_ids)
-            if not queue.publish(msg, lambda: None):
+            if not queue.publish(msg, nothing):
                 return 503, f"queue {self.entity!r} is full", None
             seqs.append(msg.number)
         return 200, "OK", {"sequence-numbers": Array(int, seqs)}
