@@ -257,10 +257,7 @@ class Loop:
             while not done() and not self._shutting and not self._interrupted:
                 if time.monotonic() >= end:
                     break
-                self._deadline = end
-                watch = self._watch
-                if watch is None or watch.when() > end:
-                    self._arm(end)  # (else the timer armed already stops the loop in time)
+                self._arm(end)
                 aloop.run_forever()
         finally:
             self._stops = False
