@@ -102,6 +102,13 @@ CONSUME_REFUSALS: Final[dict[ConsumeResult, tuple[ErrorCondition, str]]] = {
 """How a consumer's attach is refused for each of the core's refusals (a 0-9-1 or 0-10
 client's exclusive consumer holds the queue): this error condition and description."""
 
+
+def _refusal(result: ConsumeResult, queue: str, vhost: str) -> tuple[ErrorCondition, str]:
+    """The condition and text a consumer's attach refused for ``result`` is closed with."""
+    condition, text = CONSUME_REFUSALS[result]
+    return condition, text.format(queue=queue, vhost=vhost)
+
+
 log = logging.getLogger("amqp10.broker")
 
 
@@ -234,8 +241,7 @@ class LinkConsumer:
     def refused(self, result: ConsumeResult) -> None:
         """The queue's owner (another worker) did not admit it after all (an exclusive consumer
         holds the queue there): the link is closed as an attach here is refused."""
-        condition, text = CONSUME_REFUSALS[result]
-        self.ctx.fail_link(self.link, condition, text.format(queue=self.node.name, vhost=self.ctx.vhost.name))
+        self.ctx.fail_link(self.link, *_refusal(result, self.node.name, self.ctx.vhost.name))
         self.ctx.wake()
 
     def release_all(self) -> None:
@@ -338,8 +344,7 @@ class Consumers:
             else queue.admits()
         )
         if not admitted:
-            condition, text = CONSUME_REFUSALS[admitted]
-            refuse(link, condition, text.format(queue=queue.name, vhost=ctx.vhost.name))
+            refuse(link, *_refusal(admitted, queue.name, ctx.vhost.name))
             return
         if isinstance(queue, Queue):
             try:
@@ -422,8 +427,7 @@ class Consumers:
             try:
                 got = result()
                 if not got:
-                    condition, text = CONSUME_REFUSALS[got]
-                    refusal = condition, text.format(queue=queue.name, vhost=ctx.vhost.name)
+                    refusal = _refusal(got, queue.name, ctx.vhost.name)
             except NotFound as exc:
                 refusal = ErrorCondition.NOT_FOUND, str(exc)
             except ModelError as exc:  # (the owner could not claim it: a session held, or none free)

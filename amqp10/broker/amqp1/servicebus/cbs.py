@@ -35,7 +35,14 @@ from ...core import Lease, Leases, Node, NodeElsewhere, Queue, QueuedMessage, Vi
 from ..management import ManagementNode
 from .entities import DEAD_LETTER_SUFFIX, entity_node
 from .management import AzureRequestNode, EntityManagementNode
-from .sessions import LOCKED_UNTIL, SESSION_FILTER, SessionLocks, claim_session, ticks
+from .sessions import (
+    LOCKED_UNTIL,
+    SESSION_FILTER,
+    SessionLocks,
+    claim_session,
+    session_asked,
+    ticks,
+)
 from .tokens import Grant, check_jwt, check_sas, scope_covers
 
 __all__ = ["CBS_ADDRESS", "CbsNode", "Gate", "entity_path"]
@@ -126,8 +133,7 @@ class Gate:
     def session_wanted(source: Source) -> dict[Any, Any] | None:
         """The session filter of a receiver's source (None: not a session receiver): what a
         receiver on another worker's queue sends its owner, which picks and locks it."""
-        wanted = source.filter or {}
-        return {SESSION_FILTER: wanted[SESSION_FILTER]} if SESSION_FILTER in wanted else None
+        return session_asked(source)
 
     def session_held(self, link: Sender, queue: Node, filters: dict[Any, Any]) -> None:
         """The owner of ``queue`` (another worker) locked the session ``filters`` names to

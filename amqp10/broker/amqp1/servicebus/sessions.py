@@ -35,6 +35,7 @@ __all__ = [
     "SESSION_FILTER",
     "SessionLocks",
     "claim_session",
+    "session_asked",
     "owner_claim",
     "session_locks",
     "session_state",
@@ -90,15 +91,22 @@ def _held(locks: SessionLocks, queue: Queue, sid: str, link: Link) -> bool:
     return other is not None and other is not link and other.state in (LinkState.ATTACHED, LinkState.ATTACH_RCVD)
 
 
+def session_asked(source: Source) -> dict[Any, Any] | None:
+    """The session filter of a receiver's source (None: not a session receiver): the
+    session it names, or None for the next available."""
+    wanted = source.filter or {}
+    return {SESSION_FILTER: wanted[SESSION_FILTER]} if SESSION_FILTER in wanted else None
+
+
 def claim_session(
     locks: SessionLocks, link: Sender, source: Source, queue: Queue, locked_until: float
 ) -> tuple[dict[Any, Any], Callable[[QueuedMessage], bool]] | None:
     """Lock the session a receiver's source asks for: None (it asks for none), or the
     filters for the attach answer and the consumer's view; raises :class:`AddressError`."""
-    wanted = source.filter or {}
-    if SESSION_FILTER not in wanted:
+    asked = session_asked(source)
+    if asked is None:
         return None
-    sid = wanted[SESSION_FILTER]
+    sid = asked[SESSION_FILTER]
     if sid is None:
         sid = next((m.group for m in queue.browse() if m.group is not None and not _held(locks, queue, m.group, link)), None)
         if sid is None:
