@@ -113,10 +113,10 @@ class Amqp010Context:
 
     def after_order(self, then: Callable[[Callable[[], None]], Compound | None]) -> None:
         """Complete the command being handled with ``then(answer)``'s result once the
-        changes made here are in the metadata's one order and applied by every worker, and
-        stored (:meth:`Broker.after_commit <amqp10.broker.core.Broker.after_commit>`, what
-        0-9-1's declare-ok waits for), through :attr:`later`: the connection's further
-        commands wait too. Only with several workers."""
+        changes made here are stored and, with several workers, in the metadata's one order
+        and applied by every worker (:meth:`Broker.after_commit
+        <amqp10.broker.core.Broker.after_commit>`, what 0-9-1's declare-ok waits for),
+        through :attr:`later`: the connection's further commands wait too."""
         broker = self.broker
         self.later(lambda answered: broker.after_commit(lambda: answered(nothing)), then)
 

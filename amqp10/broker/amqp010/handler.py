@@ -67,8 +67,8 @@ _COMPLETES_ITSELF: Final = frozenset(
 DEFINES: Final = frozenset(
     {"exchange.declare", "exchange.delete", "exchange.bind", "exchange.unbind", "queue.declare", "queue.delete"}
 )
-"""Commands that change the broker's definitions: with several workers one completes once
-the change is in the metadata's one order and every worker applied it (and stored), as
+"""Commands that change the broker's definitions: one completes once the change is stored
+and, with several workers, in the metadata's one order and applied by every worker, as
 0-9-1's declare-ok, bind-ok and delete-ok are sent (:meth:`Broker.after_commit
 <amqp10.broker.core.Broker.after_commit>`), so a client that goes on to another worker
 finds it there."""
@@ -334,12 +334,13 @@ class Amqp010Handler(ContextHandler):
         if self._later:  # (completed by the owner's answer)
             self._later = False
             return
-        if c.name in DEFINES and self.broker.metadata is not None:  # (once every worker has it)
+        if c.name in _COMPLETES_ITSELF:
+            return
+        if c.name in DEFINES:  # (once stored, and with several workers once every worker has it)
             self.ctx.after_order(lambda _: result)
             self._later = False
             return
-        if c.name not in _COMPLETES_ITSELF:
-            self.conn.complete(s.channel, c, result)
+        self.conn.complete(s.channel, c, result)
 
     def _answer_later(
         self, ask: Callable[[Answered[Any]], None], then: Callable[[Callable[[], Any]], Compound | None]
