@@ -25,6 +25,7 @@ import os
 import signal
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
 
 import pytest
 
@@ -66,6 +67,18 @@ async def test_a_topic_new_to_the_subscribers_worker_reaches_its_wildcard_subscr
                 await link.close()
 
 
+async def reattached(conn: Connection, queue: str, name: str, deliveries: list[Any], *, window: int, **attach: Any) -> ClientReceiver:
+    """Receiving link ``name`` of ``conn`` attached again, resuming ``deliveries`` (§2.6.13;
+    ``attach``: the engine link's source, target and modes); the broker's attach answer has
+    its unsettled map (asserted)."""
+    session = conn._session_for(None)
+    link = session._session.receiver(name, resume_deliveries=deliveries, **attach)
+    again = ClientReceiver(conn, session, link, address=queue, window=window)
+    await conn._attach(again, WAIT)
+    assert link.remote_attach is not None and link.remote_attach.unsettled is not None
+    return again
+
+
 async def _resume(conn: Connection, queue: str) -> None:
     """The matrix's link-resume scenario (interop/scenarios/ours.py) on ``conn``."""
     sender = await conn.open_sender(queue)
@@ -78,19 +91,18 @@ async def _resume(conn: Connection, queue: str) -> None:
     old = rcv._link
     deliveries = list(old.unsettled.values())
     await rcv.detach(timeout=WAIT)
-    session = conn._session_for(None)
-    link = session._session.receiver(
+    again = await reattached(
+        conn,
+        queue,
         f"resume-{queue}",
+        deliveries,
+        window=2,
         source=kept,
         target=old.target,
         snd_settle_mode=old.snd_settle_mode,
         rcv_settle_mode=old.rcv_settle_mode,
-        resume_deliveries=deliveries,
     )
-    again = ClientReceiver(conn, session, link, address=queue, window=2)
-    await conn._attach(again, WAIT)
-    assert link.remote_attach is not None and link.remote_attach.unsettled is not None
-    resumed = [d for d in link.unsettled.values() if not d.settled]
+    resumed = [d for d in again._link.unsettled.values() if not d.settled]
     got = [await again.receive(timeout=WAIT) for _ in resumed]
     assert sorted(d.message.body for d in got) == ["r0", "r1"]  # neither was settled: both resumed
     for d in got:

@@ -42,7 +42,7 @@ from tests.broker.amqp1.test_link_recovery import until
 from tests.broker.test_workers import WAIT, Parent
 
 from .conftest import running
-from .test_copies_and_resumes_processes import on_worker, subscribed_meanwhile
+from .test_copies_and_resumes_processes import on_worker, reattached, subscribed_meanwhile
 from .test_processes import owned_by
 from .test_resumption_processes import bodies_left, logged
 from .test_streams import bodies, reader
@@ -59,12 +59,10 @@ def anyio_backend() -> str:
 async def _resume(conn: Connection, queue: str, name: str, kept: Source, deliveries: list[Any]) -> tuple[ClientReceiver, list[bytes]]:
     """Attach link ``name`` on ``conn`` again, resuming ``deliveries`` (§2.6.13): the new
     receiver, and the deliveries the broker's attach says it still has unsettled."""
-    session = conn._session_for(None)
-    link = session._session.receiver(name, source=kept, target=None, resume_deliveries=deliveries)
-    again = ClientReceiver(conn, session, link, address=queue, window=10)
-    await conn._attach(again, WAIT)
-    assert link.remote_attach is not None and link.remote_attach.unsettled is not None
-    return again, sorted(bytes(tag) for tag in link.remote_attach.unsettled)
+    again = await reattached(conn, queue, name, deliveries, window=10, source=kept, target=None)
+    answer = again._link.remote_attach
+    assert answer is not None and answer.unsettled is not None
+    return again, sorted(bytes(tag) for tag in answer.unsettled)
 
 
 async def _lost_and_resumed(broker: Parent, queue: str, lost_on: int, resumed_on: int) -> None:
