@@ -52,10 +52,18 @@ async def one_on_each(p: Parent, user: tuple[str, str] | None = None) -> AsyncIt
     """A connection served by worker 0 and one by worker 1 (the kernel spreads them), as
     ``user`` (name, password; None: anonymous)."""
     auth = f"{user[0]}:{user[1]}@" if user else ""
+    async with connected_on_each(f"amqp://{auth}127.0.0.1:{p.port}") as conns:
+        yield conns
+
+
+@asynccontextmanager
+async def connected_on_each(address: str) -> AsyncIterator[dict[int, Connection]]:
+    """A connection to ``address`` (what :func:`amqp10.client.connect` takes) served by
+    worker 0 and one by worker 1 (the kernel spreads them)."""
     async with AsyncExitStack() as stack:
         by_worker: dict[int, Connection] = {}
         for _ in range(64):
-            conn = await stack.enter_async_context(await connect(f"amqp://{auth}127.0.0.1:{p.port}", timeout=WAIT))
+            conn = await stack.enter_async_context(await connect(address, timeout=WAIT))
             by_worker.setdefault(int((conn.remote_properties or {})[WORKER_PROPERTY]), conn)
             if len(by_worker) == 2:
                 break

@@ -10,15 +10,14 @@ dead-lettered message its dead-letter queue holds carries them.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from amqp10.broker.amqp1.frontend import WORKER_PROPERTY
-from amqp10.client import Connection, connect
+from amqp10.client import Connection
 from amqp10.errors import LinkError
 from amqp10.message import Message
 from amqp10.types import Accepted, Error, Source, symbol, timestamp
@@ -26,7 +25,7 @@ from tests.broker.conftest import make_config
 from tests.broker.test_workers import WAIT
 from tests.broker.workers_mode import start_processes
 
-from .test_processes import owned_by
+from .test_processes import connected_on_each, owned_by
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
@@ -48,15 +47,8 @@ async def one_on_each(port: int) -> AsyncIterator[dict[int, Connection]]:
         f"Endpoint=sb://127.0.0.1:{port};SharedAccessKeyName={KEY_NAME};"
         f"SharedAccessKey={KEY};UseDevelopmentEmulator=true"
     )
-    async with AsyncExitStack() as stack:
-        by_worker: dict[int, Connection] = {}
-        for _ in range(64):
-            conn = await stack.enter_async_context(await connect(conn_str, timeout=WAIT))
-            by_worker.setdefault(int((conn.remote_properties or {})[WORKER_PROPERTY]), conn)
-            if len(by_worker) == 2:
-                break
-        assert sorted(by_worker) == [0, 1]
-        yield by_worker
+    async with connected_on_each(conn_str) as conns:
+        yield conns
 
 
 async def test_dead_letter_reasons_reach_the_owners_dead_letter_queue(tmp_path: Path) -> None:
