@@ -264,7 +264,6 @@ class _Feed:
         "outstanding",
         "stopping",
         "waiting",
-        "waiting_bytes",
     )
 
     def __init__(
@@ -284,9 +283,6 @@ class _Feed:
         """Told the owner's admission, once (then None)."""
         self.link: Receiver | None = None
         self.waiting: deque[QueuedMessage] = deque()
-        self.waiting_bytes = 0
-        """The bytes of what waits, as its consumer counts them (with a :attr:`measure`): kept as
-        messages come and go, not summed again at each grant."""
         self.outstanding = 0
         """Messages granted to the owner and not yet arrived."""
         self.measure: bytecredit.Measure | None = getattr(consumer, "bytes_as", None)
@@ -689,7 +685,6 @@ class RemoteNode(NodeElsewhere):
         for msg in feed.waiting:
             self._settle(msg, RELEASE)
         feed.waiting.clear()
-        feed.waiting_bytes = 0
         link = feed.link
         if feed.held and link is not None and link.is_attached:
             self._nodes.control(STOP, feed.id, 0, 0)
@@ -714,7 +709,6 @@ class RemoteNode(NodeElsewhere):
             feed_of.pop(msg, None)
         feed.held.clear()
         feed.waiting.clear()
-        feed.waiting_bytes = 0
 
     def consumer_ready(self, consumer: Consumer) -> None:
         feed = self._feeds.get(consumer.id)
@@ -784,8 +778,8 @@ class RemoteNode(NodeElsewhere):
         assert c is not None
         arrived = decode_deliveries(d.payload, d.message_format)
         feed.outstanding -= len(arrived)
-        measure = feed.measure
-        if measure is not None and feed.bytes_out:
+        if feed.measure is not None and feed.bytes_out:
+            measure = feed.measure
             feed.bytes_out = max(feed.bytes_out - sum(bytecredit.cost(m, measure) for _, m in arrived), 0)
         if feed.stopping:  # sent before the owner heard its consumer was cancelled: back they go
             for ref, _ in arrived:
@@ -800,20 +794,14 @@ class RemoteNode(NodeElsewhere):
                 c.deliver(self, msg)
             else:  # its consumer took credit back meanwhile: it waits (at most a batch)
                 waiting.append(msg)
-                if measure is not None:
-                    feed.waiting_bytes += bytecredit.cost(msg, measure)
 
     def _hand_on(self, feed: _Feed) -> None:
         """Give ``feed``'s consumer what waits for it, as its credit allows."""
         waiting = feed.waiting
         c = feed.consumer
         assert c is not None
-        measure = feed.measure
         while waiting and c.credit() > 0:
-            msg = waiting.popleft()
-            if measure is not None:
-                feed.waiting_bytes -= bytecredit.cost(msg, measure)
-            c.deliver(self, msg)
+            c.deliver(self, waiting.popleft())
 
     def _top_up(self, feed: _Feed) -> None:
         """Grant the owner what ``feed``'s consumer can take (less what waits here and what is
@@ -823,14 +811,14 @@ class RemoteNode(NodeElsewhere):
             return  # (not admitted yet: granted once it is; draining: once the owner answered)
         assert feed.consumer is not None
         if feed.measure is not None:
-            self._top_up_bytes(feed)
+            self._top_up_bytes(feed, feed.measure)
         target = min(feed.consumer.credit() - len(feed.waiting), CREDIT_BATCH)
         if target > 0 and feed.outstanding <= target // 2:
             more = target - feed.outstanding
             feed.outstanding = target
             self._nodes.control(GRANT, feed.id, more, 0)
 
-    def _top_up_bytes(self, feed: _Feed) -> None:
+    def _top_up_bytes(self, feed: _Feed, measure: bytecredit.Measure) -> None:
         """Grant the owner the byte credit ``feed``'s consumer has (less what waits here and
         what is on its way): the owner sends nothing larger than what is left."""
         left: int | None = feed.consumer.byte_credit()  # type: ignore[union-attr]
@@ -842,7 +830,7 @@ class RemoteNode(NodeElsewhere):
         if feed.bytes_out is None:  # limited again: the owner starts from none
             feed.bytes_out = 0
             self._nodes.control(BYTES, feed.id, bytecredit.NONE_LEFT, 0)
-        left -= feed.waiting_bytes
+        left -= sum(bytecredit.cost(m, measure) for m in feed.waiting)
         if left > feed.bytes_out:
             self._nodes.control(BYTES, feed.id, left - feed.bytes_out, 0)
             feed.bytes_out = left
