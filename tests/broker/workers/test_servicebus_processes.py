@@ -284,7 +284,8 @@ async def test_a_session_receiver_on_another_workers_queue_gets_its_locked_sessi
     the queue: the owner picks the next available session and locks it, the receiver's
     attach answer names it (with its lock's end), and only that session's messages come;
     a second next-available receiver gets the other session, a receiver naming the locked
-    one is refused; ``renew-session-lock`` on the receiver's connection renews it, and the
+    one is refused (resource-locked), a third next-available one finds none (not-found, as
+    the owner answers it: one worker's answer); ``renew-session-lock`` on the receiver's connection renews it, and the
     session is free again once its receiver detached."""
     with contextmanager(start_processes)(_locked_config(tmp_path), 2) as b:
         async with one_on_each(b.port) as conns:
@@ -303,8 +304,12 @@ async def test_a_session_receiver_on_another_workers_queue_gets_its_locked_sessi
                 second = await _session_receiver(conn, queue, None)
                 assert second.remote_source.filter[SESSION_FILTER] == "B"
                 assert (await second.receive(timeout=WAIT)).message.body == "b1"
-                with pytest.raises(LinkError):  # A is locked
+                with pytest.raises(LinkError) as held:  # A is locked
                     await _session_receiver(conn, queue, "A")
+                assert "resource-locked" in str(held.value)
+                with pytest.raises(LinkError) as none:  # none free: what one worker answers, not found
+                    await _session_receiver(conn, queue, None)
+                assert "not-found" in str(none.value)
                 status, _ = await _entity_request(conn, queue, "com.microsoft:renew-session-lock", {"session-id": "A"})
                 assert status == 200
                 for d in got:
