@@ -189,16 +189,23 @@ class Branches:
         branch recovered from a store too); else its name is placed on this worker in the
         metadata's one order and ``answered`` once the order decided: the first placement
         stands (workers/placing.py), so of two workers that start one xid at the same
-        instant (each asked the other before either made it) one makes it."""
+        instant (each asked the other before either made it) one makes it. Not once this
+        worker's store wrote what it has outstanding: a branch not prepared is in memory
+        only (as one worker's ``dtx.start`` is answered at once)."""
         vhost = self.broker.default
         name = placement_name(key)
+
+        def decided() -> None:
+            answered(lambda: vhost.elsewhere(name) is None)
 
         def known(answer: Callable[[], Fields]) -> None:
             if "error" not in answer():  # (another worker's)
                 answered(lambda: False)
                 return
             vhost.share("place", name)  # (here at once; undone if another's came first)
-            self.broker.after_commit(lambda: answered(lambda: vhost.elsewhere(name) is None))
+            metadata = self.broker.metadata
+            if metadata is None or not metadata.hold(decided):
+                decided()
 
         self.ask_others("known", key, {}, known)
 

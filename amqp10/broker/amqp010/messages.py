@@ -32,6 +32,7 @@ from ..core import (
     answer_now,
     commit_reaching,
     nothing,
+    route_once,
     settled_everywhere,
 )
 from ..core.exchanges import Exchange
@@ -366,11 +367,10 @@ class TxCommands:
             apply()
             return
         vh = self.ctx.vhost
-        publishes: list[tuple[list[Queue | Stream], QueuedMessage]] = []
+        publishes: list[tuple[Node, QueuedMessage]] = []
         for w in work:
             if w.exchange is not None and w.msg is not None:  # (routed once: apply publishes to these)
-                w.reached = vh.destinations(w.exchange, w.msg, w.key)
-                publishes.append((w.reached, w.msg))
+                publishes += route_once(vh, w.exchange, w.msg, w.key, w)
         acks = [(p.node, p.msg) for w in work for cid in w.accepted if (p := s.unacked.get(cid)) is not None]
 
         def ask(answered: Answered[None]) -> None:

@@ -47,8 +47,8 @@ class TxWork:
     key: str = ""
     accepted: tuple[int, ...] = ()
     reached: list[Queue | Stream] | None = None
-    """The queues its message reaches, once ``tx.commit`` routed it to learn the workers the
-    transaction reaches: ``apply`` publishes it to them, not routing it again."""
+    """The queues its message reaches, once ``tx.commit`` routed it (several workers:
+    :class:`~amqp10.broker.core.RoutedOnce`): ``apply`` publishes it to them."""
 
 
 @dataclass(slots=True)

@@ -38,8 +38,8 @@ class PendingPublish:
     seq: int
     """Its publish sequence number (0: not in confirm mode)."""
     reached: list[Queue | Stream] | None = None
-    """The queues it reaches, once ``tx.commit`` routed it to learn the workers its
-    transaction reaches (several workers): published to them, not routed again."""
+    """The queues it reaches, once ``tx.commit`` routed it (several workers:
+    :class:`~amqp10.broker.core.RoutedOnce`)."""
 
 
 @dataclass(slots=True)

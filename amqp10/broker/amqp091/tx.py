@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from ...amqp091 import ReplyCode
 from ...amqp091 import methods as m
-from ..core import Answered, PreconditionFailed, Queue, QueuedMessage, Stream, commit_reaching
+from ..core import Answered, Node, PreconditionFailed, QueuedMessage, commit_reaching, route_once
 from .channel import Channel, PendingPublish
 from .context import Amqp091Context, ChannelError
 from .publish import Publisher
@@ -52,11 +52,10 @@ class TxMethods:
         coordinator = self.ctx.broker.coordinator
         if coordinator is not None:  # (several workers: its work may reach other workers' nodes)
             vh = self.ctx.vhost
-            publishes: list[tuple[list[Queue | Stream], QueuedMessage]] = []
+            publishes: list[tuple[Node, QueuedMessage]] = []
             for w in work:
                 if isinstance(w, PendingPublish):  # (routed once: apply publishes to these)
-                    w.reached = vh.destinations(w.exchange, w.msg, w.routing_key)
-                    publishes.append((w.reached, w.msg))
+                    publishes += route_once(vh, w.exchange, w.msg, w.routing_key, w)
             acks = [
                 (entry[0], entry[1])
                 for w in work

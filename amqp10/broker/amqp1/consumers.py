@@ -430,7 +430,7 @@ class Consumers:
                     refusal = _refusal(got, queue.name, ctx.vhost.name)
             except NotFound as exc:
                 refusal = ErrorCondition.NOT_FOUND, str(exc)
-            except ModelError as exc:  # (the owner could not claim it: a session held, or none free)
+            except ModelError as exc:  # (the owner could not claim it: a session held)
                 refusal = ErrorCondition.RESOURCE_LOCKED, str(exc)
             if not ctx.can_answer(link):  # the link went meanwhile
                 if refusal is None:

@@ -96,7 +96,7 @@ from .queue_policy import QueuePolicy
 from .queues import Queue
 from .recovery import LinkRecovery, SuspendedLink
 from .streams import Stream
-from .transactions import Coordinator, Transaction, commit_reaching
+from .transactions import Coordinator, RoutedOnce, Transaction, commit_reaching, route_once
 from .vhost import (
     DEFAULT_EXCHANGE,
     PREDECLARED,
@@ -164,6 +164,7 @@ __all__ = [
     "TopicTrie",
     "is_pattern",
     "Transaction",
+    "RoutedOnce",
     "VirtualHost",
     "arguments_of",
     "format_named",
@@ -173,6 +174,7 @@ __all__ = [
     "register_format",
     "answer_now",
     "commit_reaching",
+    "route_once",
     "nothing",
     "settled_everywhere",
     "ResourceKind",

@@ -151,7 +151,8 @@ ConsumerClaim = Callable[[Any, Any, Queue], tuple[dict[Any, Any], Callable[[Queu
 """What a front end claims for a consumer of a queue this worker owns, attached by another
 worker (its ``link``, its ``source``, the queue): None (nothing), or the filters to answer
 with and the messages it sees (a Service Bus session receiver: the session it locked);
-raises ValueError to refuse it (broker/workers/owner.py applies it)."""
+raises ValueError to refuse it, or the core's :class:`~.vhost.ModelError` its consumer's
+front end answers as (``NotFound``, ``ResourceLocked``; broker/workers/owner.py applies it)."""
 CONSUMER_CLAIMS: Final = "core.consumer-claims"
 """The :meth:`Broker.shared` key of the :data:`ConsumerClaim` s front ends registered, by name
 (each once, as the broker is prepared: ``FrontEnd.prepare``)."""

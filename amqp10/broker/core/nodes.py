@@ -341,9 +341,10 @@ class NodeElsewhere(Node):
     count = 0
     """Messages held here: none (a front end reads this for ``available``)."""
     make_as: str | None = None
-    """The kind an attach here named it as (a 1.0 terminus's capability or prefix: ``stream``,
-    ``queue``; :meth:`~.vhost.VirtualHost.lookup`), which its holder makes it as if it has
-    no such node (what it has keeps its kind, as on one broker). None: its rules decide."""
+    """The kind the latest attach here named it as (a 1.0 terminus's capability or prefix:
+    ``stream``, ``queue``; :meth:`~.vhost.VirtualHost.lookup`, each look-up's own, so a
+    plain attach after a stream's carries none), which its holder makes it as if it has no
+    such node (what it has keeps its kind, as on one broker). None: its rules decide."""
     held_kind: str | None = None
     """The kind of the node it stands in for (``queue``, ``stream``...) as its holder said
     (its answer to a consumer's link); None before. Read through

@@ -29,6 +29,7 @@ from .message import QueuedMessage
 from .nodes import Journal, Node, nothing
 from .queues import Queue
 from .streams import Stream
+from .transactions import route_once
 
 if TYPE_CHECKING:
     from .vhost import VirtualHost
@@ -47,8 +48,8 @@ class HeldPublish:
         self.routing_key = routing_key
         self.msg = msg
         self.reached: list[Queue | Stream] | None = None
-        """The queues it reaches, once :meth:`HeldWork.reached` routed it: the commit publishes
-        it to them, not routing it again."""
+        """The queues it reaches, once :meth:`HeldWork.reached` routed it
+        (:class:`~.transactions.RoutedOnce`)."""
 
     def row(self) -> tuple[object, ...]:
         """Its row in the store (``prepared_publishes``, after the transaction and position)."""
@@ -89,8 +90,7 @@ class HeldWork:
         for p in self.published:
             exchange = p.vhost.exchange(p.exchange)
             if exchange is not None:
-                p.reached = p.vhost.destinations(exchange, p.msg, p.routing_key)
-                reached.extend((q, p.msg) for q in p.reached)
+                reached += route_once(p.vhost, exchange, p.msg, p.routing_key, p)
         return reached
 
     def prepare(self, on_durable: Callable[[], None]) -> None:

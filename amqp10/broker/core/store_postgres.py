@@ -29,7 +29,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import anyio
@@ -218,6 +218,10 @@ _DELETE_MANY = (
 )
 
 
+def _nobody() -> None:
+    """:attr:`DatabaseLock.on_lost` before it is set, and after its release."""
+
+
 class DatabaseLock:
     """The advisory lock of a broker pair, on a connection of its own (see the module).
 
@@ -233,7 +237,11 @@ class DatabaseLock:
         self.session_timeout_seconds = session_timeout_seconds
         self._conn: Any = None
         self._lost = threading.Event()
-        self._lost_r = self._lost_w = -1  # (lost_fd's pipe, made when asked for)
+        self.on_lost: Callable[[], None] = _nobody
+        """Called from the keepalive's thread once it finds the lock lost (what :attr:`lost`
+        says then), until :meth:`release`: how a loop that waits in ``select`` (the workers'
+        parent) hears it, through its own wake-up pipe. Set after the loss, it is not
+        called: look at :attr:`lost` once set."""
         self._stop = threading.Event()
         self._keepalive: threading.Thread | None = None
         self._warned = False
@@ -248,26 +256,6 @@ class DatabaseLock:
     def lost(self) -> bool:
         """Whether the keepalive found the lock's session gone (:meth:`watch` returns then)."""
         return self._lost.is_set()
-
-    def lost_fd(self) -> int:
-        """A file descriptor that becomes readable once the lock is lost (what :attr:`lost`
-        says), for a loop that waits in ``select`` (the workers' parent); the lock's own,
-        closed by :meth:`release`."""
-        if self._lost_r < 0:
-            self._lost_r, self._lost_w = os.pipe()
-            if self._lost.is_set():  # (lost before: the keepalive found no pipe to write to)
-                self._tell_lost()
-        return self._lost_r
-
-    def _tell_lost(self) -> None:
-        if self._lost_w >= 0:
-            os.write(self._lost_w, b"\0")
-
-    def _close_lost_fd(self) -> None:
-        if self._lost_r >= 0:
-            os.close(self._lost_r)
-            os.close(self._lost_w)
-            self._lost_r = self._lost_w = -1
 
     def try_acquire(self) -> bool:
         """One attempt: connect (if need be) and take the lock without waiting."""
@@ -313,11 +301,9 @@ class DatabaseLock:
         return True
 
     def detach_in_child(self) -> None:
-        """In a forked child (a worker): the lock's session (and :meth:`lost_fd`'s pipe) stay
-        the parent's alone."""
+        """In a forked child (a worker): the lock's session stays the parent's alone."""
         if self._conn is not None:
             detach_in_child(self._conn)
-        self._close_lost_fd()
 
     def start_keepalive(self) -> None:
         """Check the session from a thread until :meth:`release`; a failed check marks
@@ -327,7 +313,7 @@ class DatabaseLock:
             while not self._stop.wait(self.session_timeout_seconds / 4):
                 if not self.check():
                     self._lost.set()
-                    self._tell_lost()
+                    self.on_lost()
                     return
 
         self._keepalive = threading.Thread(target=run, name="amqp10 store lock", daemon=True)
@@ -335,10 +321,9 @@ class DatabaseLock:
 
     def release(self) -> None:
         self._stop.set()
+        self.on_lost = _nobody  # (what it told may go once released: a check still running tells nobody)
         if self._keepalive is not None and self._keepalive is not threading.current_thread():
             self._keepalive.join(self.session_timeout_seconds)
-        if self._keepalive is None or not self._keepalive.is_alive():  # (else one still checking may write to it)
-            self._close_lost_fd()
         conn, self._conn = self._conn, None
         if conn is not None:
             try:

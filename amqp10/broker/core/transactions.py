@@ -11,15 +11,20 @@ their queues as failed deliveries (delivery-count + 1).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from . import store as _store
 from .message import QueuedMessage
 from .nodes import Answered, Journal, Node, nothing
 from .queues import Queue
+from .streams import Stream
 
-__all__ = ["Coordinator", "Retirement", "Transaction", "commit_reaching"]
+if TYPE_CHECKING:
+    from .exchanges import Exchange
+    from .vhost import VirtualHost
+
+__all__ = ["Coordinator", "Retirement", "RoutedOnce", "Transaction", "commit_reaching", "route_once"]
 
 
 class Coordinator(Protocol):
@@ -73,20 +78,39 @@ class Coordinator(Protocol):
         ...
 
 
+class RoutedOnce(Protocol):
+    """A transactional publish (0-9-1's, 0-10's, a dtx branch's) that its commit routes once
+    with several workers (:func:`route_once`)."""
+
+    reached: list[Queue | Stream] | None
+    """The queues it reaches, once :func:`route_once` routed it (to learn the workers its
+    transaction reaches): its commit publishes it to them
+    (:meth:`VirtualHost.route <.vhost.VirtualHost.route>`'s ``reached``), not routing it
+    again. None before (one worker: routed at the commit)."""
+
+
+def route_once(
+    vhost: VirtualHost, exchange: Exchange, msg: QueuedMessage, key: str | None, publish: RoutedOnce
+) -> list[tuple[Node, QueuedMessage]]:
+    """Route ``publish``'s ``msg`` through ``exchange`` with ``key`` (None: its own), keeping
+    the queues it reaches in its :attr:`~RoutedOnce.reached`: each of them with ``msg``
+    (what :meth:`Coordinator.commit` and :meth:`~Coordinator.prepare` take)."""
+    publish.reached = vhost.destinations(exchange, msg, key)
+    return [(q, msg) for q in publish.reached]
+
+
 def commit_reaching(
     coordinator: Coordinator,
-    publishes: Iterable[tuple[Sequence[Node], QueuedMessage]],
+    publishes: Sequence[tuple[Node, QueuedMessage]],
     acks: Sequence[tuple[Node, QueuedMessage]],
     apply: Callable[[], None],
     answered: Answered[None],
 ) -> None:
     """A front end's ``tx.commit`` with several workers (0-9-1's, 0-10's): its ``publishes``
-    (each message with the queues its routing reached, kept: ``apply`` publishes it to them,
-    :meth:`VirtualHost.route <.vhost.VirtualHost.route>`'s ``reached``, not routing it again)
-    and ``acks`` committed as one through ``coordinator`` (:meth:`Coordinator.commit`) when
-    they reach a node another worker owns; else as on one broker: ``apply``, then ``answered``."""
-    reached = [(node, msg) for nodes, msg in publishes for node in nodes]
-    if not coordinator.commit(reached, acks, apply, answered):
+    (each message with a queue it reaches, routed once: :func:`route_once`) and ``acks``
+    committed as one through ``coordinator`` (:meth:`Coordinator.commit`) when they reach a
+    node another worker owns; else as on one broker: ``apply``, then ``answered``."""
+    if not coordinator.commit(publishes, acks, apply, answered):
         apply()
         answered(nothing)
 

@@ -288,8 +288,8 @@ class VirtualHost:
         if placement is not None and not self._on_every_worker(node, address, kind):
             remote = placement(self.name, address)
             if remote is not None:
-                if kind is not None and isinstance(remote, NodeElsewhere):  # (its owner makes it so, if it has none)
-                    remote.make_as = kind
+                if isinstance(remote, NodeElsewhere):  # (its owner makes it so, if it has none:
+                    remote.make_as = kind  # this look-up's, not an earlier one's, shared stand-in)
                 return remote
         if node is None and create and self.config.auto_create:
             node = self.create_node(address, kind)

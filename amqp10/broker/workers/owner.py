@@ -116,6 +116,7 @@ from .remote import (
     NO_NODE,
     PRIORITY,
     PUBLISH_RESULTS,
+    REFUSAL,
     REFUSED_IN_PART,
     REJECT,
     REPLIES_ADDRESS,
@@ -651,8 +652,10 @@ class NodeServer:
             try:
                 selector, start = _view(node, getattr(source, "filter", None))
                 claimed = self._claim(link, node)
-            except ValueError as exc:  # (FilterError too): a 0-9-1 consumer's offset, say
+            except (ValueError, ModelError) as exc:  # (FilterError too): a 0-9-1 consumer's offset, say
                 link.properties = {ADMITTED: UNREADABLE, WHY: str(exc)}
+                if isinstance(exc, ModelError):  # (a claim's: answered as it is, REFUSAL)
+                    link.properties[REFUSAL] = type(exc).__name__
                 link.attach(source=link.remote_source, target=link.remote_target)
                 link.detach(Error(condition=ErrorCondition.INVALID_FIELD, description=str(exc)))
                 self.wrote()
@@ -714,7 +717,7 @@ class NodeServer:
     def _claim(self, link: Link, node: Node) -> tuple[dict[Any, Any], Callable[[QueuedMessage], bool]] | None:
         """What a front end claims for the consumer of ``link`` on ``node`` (the filters its
         answer names, what it sees: :data:`~amqp10.broker.core.ConsumerClaim`), or None;
-        raises ValueError to refuse it. The claim lasts while ``link`` is attached."""
+        raises ValueError, or the core's ModelError, to refuse it. The claim lasts while ``link`` is attached."""
         if not isinstance(node, Queue):
             return None
         claims: dict[str, ConsumerClaim] = self.broker.shared(CONSUMER_CLAIMS, dict)

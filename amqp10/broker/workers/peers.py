@@ -89,12 +89,13 @@ class Peers:
         self.placement = Placement(Ownership(workers, me), self.links)
         self.memo = AnswerMemo(broker)
         """The answers this worker remembers, as the owner of nodes (:mod:`.questions`)."""
-        self.transactions = Transactions(broker, me, dict(self.links))
-        """Transactions over several workers' nodes: this worker's coordinator and owner."""
         self.served: set[InternalLink] = set()
         """The links other workers opened to this one (each served by a NodeServer)."""
         self._questions: dict[str, Callable[[NodeServer, VirtualHost, list[Any]], list[Any]]] = {}
         """Questions about nodes answered on every served link (:meth:`answer`)."""
+        self.transactions = Transactions(broker, me, dict(self.links))
+        """Transactions over several workers' nodes: this worker's coordinator and owner."""
+        self.transactions.serve(self.answer)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve this worker's socket and keep a link open to every other worker, until cancelled."""
@@ -180,7 +181,6 @@ class Peers:
         server = NodeServer(self.broker)
         server.memo = self.memo
         server.after_publishes = self.after_publishes
-        self.transactions.serve(server)
         for op, run in self._questions.items():
             server.answer(op, partial(run, server))
         link = _ServedLink(self, server, self.container_id)

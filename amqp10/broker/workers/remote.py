@@ -122,6 +122,7 @@ __all__ = [
     "REFUSED_IN_PART",
     "RESULTS",
     "RemoteNode",
+    "REFUSAL",
     "RemoteNodes",
     "UNREADABLE",
     "WHY",
@@ -202,6 +203,10 @@ UNREADABLE = -2
 (a stream offset it cannot read; :data:`WHY` says why; the link is detached next): the
 consumer's front end refuses it as a precondition that failed, as a broker of one worker does."""
 WHY = symbol("why")
+REFUSAL = symbol("refusal")
+"""With :data:`UNREADABLE`: the core's refusal the owner answered the consumer with, by class
+name (``NotFound``, ``ResourceLocked``: a Service Bus session none free, or held), which
+its front end answers as, as one worker's does; absent: ``PreconditionFailed``."""
 ADMITTED = symbol("admitted")
 """In the owner's answer to a consuming link: whether it admitted the consumer (an index
 into :data:`CONSUME_RESULTS`; a refused link is detached next)."""
@@ -614,12 +619,14 @@ class RemoteNode(NodeElsewhere):
         code: int,
         timeout: float | None = None,
         why: str | None = None,
+        refusal: str | None = None,
         kind: str | None = None,
         limit: int | None = None,
         applied: Any = None,
     ) -> None:
         """The owner answered ``feed``'s attach: its consumer is admitted, or not (code: an
-        index into :data:`CONSUME_RESULTS`; :data:`NO_NODE`: it has no such node); ``timeout``:
+        index into :data:`CONSUME_RESULTS`; :data:`NO_NODE`: it has no such node;
+        :data:`UNREADABLE`: refused, ``why`` and ``refusal`` say how); ``timeout``:
         the node's consumer timeout there, which this worker's front ends apply to what its
         consumers hold; ``kind``: its node's (:data:`KIND`); ``limit``: its delivery limit
         there, which they read; ``applied``: the filters its answer names, which the
@@ -630,7 +637,7 @@ class RemoteNode(NodeElsewhere):
             self._no_node(feed, NotFound(f"no queue '{self.name}' in vhost '{self.vhost}'"))
             return
         if code == UNREADABLE:
-            self._no_node(feed, PreconditionFailed(str(why)))
+            self._no_node(feed, _MODEL_ERRORS.get(str(refusal), PreconditionFailed)(str(why)))
             return
         result = (
             CONSUME_RESULTS[code] if 0 <= code < len(CONSUME_RESULTS) else ConsumeResult.ADMITTED
@@ -1140,6 +1147,7 @@ class RemoteNodes:
                     int(props.get(ADMITTED, 0)),
                     props.get(CONSUMER_TIMEOUT),
                     props.get(WHY),
+                    props.get(REFUSAL),
                     props.get(KIND),
                     None if limit is None else int(limit),
                     getattr(link.remote_source, "filter", None),

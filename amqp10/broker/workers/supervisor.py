@@ -216,20 +216,33 @@ class Supervisor:
         """Start the workers and supervise them until a stop; 0 when every worker stopped
         cleanly. On PostgreSQL the workers start once this broker holds the database lock,
         and stop when it loses it (exit code 1)."""
+        # the loop's one wake-up pipe: signals (set_wakeup_fd) and the database lock's loss;
+        # closed once the lock is released (its keepalive's thread may write to it until then)
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
         try:
             return self._run() if self.take_lock() else 0
         finally:
             if self.lock is not None:
                 self.lock.release()
                 self.lock = None
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+
+    def _wake(self) -> None:
+        """Wake the loop (from another thread: the database lock's keepalive found it lost)."""
+        with contextlib.suppress(BlockingIOError):  # (full: the loop wakes anyway)
+            os.write(self._wake_w, b"\0")  # (no signal's number: it only wakes the loop)
 
     def _run(self) -> int:
         if not self.slots:
             self.bind()
         # the connection counts every worker adds to (limits of the whole broker), made before any forks
         counters.create(self.config.store.path.parent / "workers", self.count)
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_w, False)
+        if self.lock is not None:  # (looked at after each wake-up: _wait)
+            self.lock.on_lost = self._wake
+            if self.lock.lost:  # (before it was told whom to tell)
+                self._wake()
         previous = {
             sig: signal.signal(sig, _ignore)
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD)
@@ -249,8 +262,6 @@ class Supervisor:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             self._kill_all(signal.SIGKILL)
-            os.close(self._wake_r)
-            os.close(self._wake_w)
             self._close_sockets()
             if self.sequencer is not None:
                 self.sequencer.close()
@@ -272,14 +283,8 @@ class Supervisor:
             return
         sequencer = self.sequencer
         fds = [self._wake_r, *(sequencer.fds() if sequencer is not None else ())]
-        lost_fd = -1
-        if self.lock is not None and not self.lock_lost:  # readable once its keepalive thread finds it lost
-            lost_fd = self.lock.lost_fd()
-            fds.append(lost_fd)
         readable, _, _ = select.select(fds, [], [], timeout)
         for fd in readable:
-            if fd == lost_fd:
-                continue  # (looked at below)
             if fd != self._wake_r:
                 assert sequencer is not None
                 sequencer.ready(fd)

@@ -340,16 +340,13 @@ class Transactions:
         return replied
 
     # -- the owner ----------------------------------------------------------------------------
-    def serve(self, server: NodeServer) -> None:
-        """Answer the ``txn-*`` questions on a link another worker opened to this one."""
-
-        def prepare(vhost: VirtualHost, args: list[Any]) -> list[Any]:
-            return self._prepare(server, vhost, args)
-
-        server.answer("txn-prepare", prepare)
-        server.answer("txn-commit", lambda vhost, args: self._finish(bytes(args[1]), commit=True))
-        server.answer("txn-rollback", lambda vhost, args: self._finish(bytes(args[1]), commit=False))
-        server.answer("txn-outcome", lambda vhost, args: [self._decision(bytes(args[1]))])
+    def serve(self, answer: Callable[[str, Callable[[NodeServer, VirtualHost, list[Any]], list[Any]]], None]) -> None:
+        """Answer the ``txn-*`` questions on the links other workers open to this one, through
+        ``answer`` (:meth:`Peers.answer <.peers.Peers.answer>`: ``run(server, vhost, args)``)."""
+        answer("txn-prepare", self._prepare)
+        answer("txn-commit", lambda server, vhost, args: self._finish(bytes(args[1]), commit=True))
+        answer("txn-rollback", lambda server, vhost, args: self._finish(bytes(args[1]), commit=False))
+        answer("txn-outcome", lambda server, vhost, args: [self._decision(bytes(args[1]))])
 
     def _prepare(self, server: NodeServer, vhost: VirtualHost, args: list[Any]) -> list[Any]:
         _, txn, coordinator, published, taken = args

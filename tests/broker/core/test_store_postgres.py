@@ -7,7 +7,6 @@ test_store.py.
 
 from __future__ import annotations
 
-import select
 import threading
 import time
 from typing import Any
@@ -167,22 +166,25 @@ def test_the_keepalive_holds_the_lock_while_its_owner_is_busy(pg_server: Any) ->
     assert not owner.held
 
 
-def test_a_lost_lock_makes_its_file_descriptor_readable(pg_server: Any) -> None:
-    """The workers' parent waits in select: the lock tells it its loss through a descriptor
-    (the keepalive's failed check writes to it), not by being looked at on a timer."""
+def test_a_lost_lock_is_told_from_its_keepalive(pg_server: Any) -> None:
+    """The workers' parent waits in select: the lock tells it its loss (``on_lost``, from the
+    keepalive's failed check: the parent writes to its wake-up pipe), not by being looked at
+    on a timer; nobody once released."""
     dsn = pg_server.new_database()
     lock = DatabaseLock(dsn, session_timeout_seconds=1)
+    told = threading.Event()
     try:
         assert lock.try_acquire()
-        fd = lock.lost_fd()
+        lock.on_lost = told.set
         lock.start_keepalive()
-        assert select.select([fd], [], [], 0)[0] == []  # held: nothing to read
+        assert not told.is_set() and not lock.lost  # held
         with pg_server.connect(dbname(dsn)) as admin:  # as when the database ends the session
             admin.execute("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'")
-        assert select.select([fd], [], [], 30)[0] == [fd]  # (a bound, not a timing: the keepalive checks every 0.25 s)
+        assert told.wait(30)  # (a bound, not a timing: the keepalive checks every 0.25 s)
         assert lock.lost
     finally:
         lock.release()
+    assert lock.on_lost != told.set  # (released: it tells nobody)
 
 
 def test_an_unreachable_database_is_retried_with_the_reason() -> None:

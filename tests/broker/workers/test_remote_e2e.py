@@ -24,7 +24,7 @@ from amqp10.broker.workers.ownership import Ownership, Placement
 from amqp10.broker.workers.remote import RemoteNodes
 from amqp10.client import connect
 from amqp10.message import Message
-from amqp10.types import Accepted, ErrorCondition, Rejected, Released
+from amqp10.types import Accepted, ErrorCondition, Rejected, Released, Source, symbol
 from tests.broker.conftest import broker_in_loop
 
 from .test_internal_link import until
@@ -156,3 +156,19 @@ async def test_competing_consumers_on_both_workers(tmp_path: Path) -> None:
         assert remote_got and local.got  # both competed, each message once
         assert len(remote_got) + len(local.got) == 40
         assert remote_got == sorted(remote_got)
+
+
+async def test_a_kind_named_by_one_attach_is_not_carried_by_the_next(tmp_path: Path) -> None:
+    # The stand-in is shared by every link to its name: a capability one attach named
+    # (make it a stream) is that attach's, not the next plain attach's.
+    async with two_workers(tmp_path) as w, await connect(w.url, timeout=T) as conn:
+        source = Source(address="b.gone", capabilities=[symbol("stream")])
+        receiver = await conn.open_receiver("b.gone", source=source)
+        await until(lambda: "b.gone" in w.b.default.nodes)
+        assert w.b.default.nodes["b.gone"].kind == "stream"
+        await receiver.close()
+        w.b.default.delete_node("b.gone")
+        receiver = await conn.open_receiver("b.gone")  # a plain name: the rules make it, a queue
+        await until(lambda: "b.gone" in w.b.default.nodes)
+        assert w.b.default.nodes["b.gone"].kind == "queue"
+        await receiver.close()

@@ -51,6 +51,18 @@ async def one_on_each(port: int) -> AsyncIterator[dict[int, Connection]]:
         yield conns
 
 
+async def sent_and_first(conn: Connection, queue: str, bodies: tuple[str, ...]) -> tuple[Any, Any, Any]:
+    """A sender to ``queue`` that sent ``bodies`` (each accepted), a receiver from it (credit
+    1), and its first delivery (the first of them)."""
+    sender = await conn.open_sender(queue)
+    for body in bodies:
+        assert isinstance(await sender.send(Message(body=body)), Accepted)
+    receiver = await conn.open_receiver(queue, credit=1)
+    d = await receiver.receive(timeout=WAIT)
+    assert d.message.body == bodies[0]
+    return sender, receiver, d
+
+
 async def test_dead_letter_reasons_reach_the_owners_dead_letter_queue(tmp_path: Path) -> None:
     config = make_config(
         tmp_path,
@@ -64,12 +76,7 @@ async def test_dead_letter_reasons_reach_the_owners_dead_letter_queue(tmp_path: 
         async with one_on_each(b.port) as conns:
             for consumer in (0, 1):
                 conn, queue = conns[consumer], QUEUES[1 - consumer]  # the other worker's queue
-                sender = await conn.open_sender(queue)
-                for body in ("dead", "poison"):
-                    assert isinstance(await sender.send(Message(body=body)), Accepted)
-                receiver = await conn.open_receiver(queue, credit=1)
-                d = await receiver.receive(timeout=WAIT)
-                assert d.message.body == "dead"
+                sender, receiver, d = await sent_and_first(conn, queue, ("dead", "poison"))
                 info = {"DeadLetterReason": "bad", "DeadLetterErrorDescription": "very bad"}
                 await d.reject(Error(condition=symbol("com.microsoft:dead-letter"), info=info))
                 for _ in range(2):  # its max delivery count: then dead-lettered
@@ -284,7 +291,8 @@ async def test_a_session_receiver_on_another_workers_queue_gets_its_locked_sessi
     the queue: the owner picks the next available session and locks it, the receiver's
     attach answer names it (with its lock's end), and only that session's messages come;
     a second next-available receiver gets the other session, a receiver naming the locked
-    one is refused; ``renew-session-lock`` on the receiver's connection renews it, and the
+    one is refused (resource-locked), a third next-available one finds none (not-found, as
+    the owner answers it: one worker's answer); ``renew-session-lock`` on the receiver's connection renews it, and the
     session is free again once its receiver detached."""
     with contextmanager(start_processes)(_locked_config(tmp_path), 2) as b:
         async with one_on_each(b.port) as conns:
@@ -303,8 +311,12 @@ async def test_a_session_receiver_on_another_workers_queue_gets_its_locked_sessi
                 second = await _session_receiver(conn, queue, None)
                 assert second.remote_source.filter[SESSION_FILTER] == "B"
                 assert (await second.receive(timeout=WAIT)).message.body == "b1"
-                with pytest.raises(LinkError):  # A is locked
+                with pytest.raises(LinkError) as held:  # A is locked
                     await _session_receiver(conn, queue, "A")
+                assert "resource-locked" in str(held.value)
+                with pytest.raises(LinkError) as none:  # none free: what one worker answers, not found
+                    await _session_receiver(conn, queue, None)
+                assert "not-found" in str(none.value)
                 status, _ = await _entity_request(conn, queue, "com.microsoft:renew-session-lock", {"session-id": "A"})
                 assert status == 200
                 for d in got:
@@ -346,3 +358,39 @@ async def test_a_session_lock_on_another_workers_queue_runs_out_on_the_receivers
                 assert d.message.body == "s1"
                 await d.accept()
                 await again.close()
+
+
+async def test_an_update_disposition_of_deferred_and_peek_locked_messages_settles_both(tmp_path: Path) -> None:
+    """One ``update-disposition`` naming a deferred message's lock token (read back with
+    ``receive-by-sequence-number``: its message is on the queue's owner) and a peek-lock
+    a receiver on this worker holds (settled on its link here), asked on the worker that
+    does not own the queue: both are completed, as one worker does (before, the peek-lock
+    held here kept the whole request here, where the deferred one was not found: 410)."""
+    with contextmanager(start_processes)(_locked_config(tmp_path), 2) as b:
+        async with one_on_each(b.port) as conns:
+            for consumer in (0, 1):
+                conn, queue = conns[consumer], QUEUES[1 - consumer]  # the other worker's queue
+                sender, receiver, d = await sent_and_first(conn, queue, ("deferred", "held"))
+                number = annotations(d)["x-opt-sequence-number"]
+                await d.modify(delivery_failed=True, undeliverable_here=True)  # the SDK's defer
+                held = await receiver.receive(timeout=WAIT)
+                assert held.message.body == "held"
+                status, body = await _entity_request(
+                    conn, queue, "com.microsoft:receive-by-sequence-number", {"sequence-numbers": [number]}
+                )
+                assert status == 200
+                tokens = [body["messages"][0]["lock-token"], annotations(held)["x-opt-lock-token"]]
+                status, _ = await _entity_request(
+                    conn, queue, "com.microsoft:update-disposition", {"disposition-status": "completed", "lock-tokens": tokens}
+                )
+                assert status == 200
+                status, _ = await _entity_request(  # the deferred one completed: gone
+                    conn, queue, "com.microsoft:receive-by-sequence-number", {"sequence-numbers": [number]}
+                )
+                assert status == 404
+                status, body = await _entity_request(  # and the held one: none left
+                    conn, queue, "com.microsoft:peek-message", {"from-sequence-number": 0, "message-count": 5}
+                )
+                assert status == 204
+                await receiver.close()
+                await sender.close()

@@ -144,7 +144,8 @@ class EntityManagementNode(AzureRequestNode):
         """At ``workers`` > 1, an operation of :data:`ON_THE_OWNER` on a queue (or a topic
         subscription) another worker owns is answered by that worker (:func:`entity_request`),
         the rest here: an ``update-disposition`` of a peek-lock a consumer here holds (its
-        delivery is settled on its link), ``renew-lock``, ``renew-session-lock``. It is asked
+        delivery is settled on its link; one that names deferred messages' locks too has
+        those settled on the owner next), ``renew-lock``, ``renew-session-lock``. It is asked
         once the outcomes this worker gave the queue so far are applied there (a deferral
         is, before the ``receive-by-sequence-number`` that reads it back), with the lock
         tokens of the deferred messages read on this connection, which come back as its
@@ -154,13 +155,22 @@ class EntityManagementNode(AzureRequestNode):
         owner = None
         if self.management.whole is not None and op in ON_THE_OWNER:
             owner = self._elsewhere()
-        if owner is not None and op == VENDOR + "update-disposition" and self._held_here(owner, request.body):
-            owner = None
+        body = request.body
+        if owner is not None and op == VENDOR + "update-disposition":
+            here, there = self._held_here(owner, body)
+            if here and not there:
+                owner = None
+            elif here:  # peek-locks held here settled here first, the rest on the owner
+                reply_props, _ = self.answer(props, {**body, "lock-tokens": here})
+                if reply_props["statusCode"] != 200:
+                    self.send_reply(target, request, reply_props, None)
+                    return
+                body = {**body, "lock-tokens": there}
         if owner is None:
             super().respond(target, request)
             return
         sent = dict(self.locks)
-        asked = {"entity": self.entity, "request": _encoded([dict(props), request.body, sent])}
+        asked = {"entity": self.entity, "request": _encoded([dict(props), body, sent])}
 
         async def on_the_owner() -> None:
             settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -186,13 +196,15 @@ class EntityManagementNode(AzureRequestNode):
 
         self._later(on_the_owner())
 
-    def _held_here(self, queue: NodeElsewhere, body: Any) -> bool:
-        """Whether a consumer on this worker holds a peek-lock an ``update-disposition`` names."""
-        tokens = body.get("lock-tokens", ()) if isinstance(body, Mapping) else ()
+    def _held_here(self, queue: NodeElsewhere, body: Any) -> tuple[list[Any], list[Any]]:
+        """The lock tokens an ``update-disposition`` names that a consumer on this worker
+        holds (peek-locks), and the others (deferred messages', on the owner)."""
+        tokens = list(body.get("lock-tokens", ())) if isinstance(body, Mapping) else []
         try:
-            return any(holder(self.vhost.broker, queue, _uuid(t)) is not None for t in tokens)
+            held = [holder(self.vhost.broker, queue, _uuid(t)) is not None for t in tokens]
         except (TypeError, ValueError):
-            return False  # (the owner answers a bad request)
+            return [], tokens  # (the owner answers a bad request)
+        return [t for t, h in zip(tokens, held) if h], [t for t, h in zip(tokens, held) if not h]
 
     def _locks_changed(self, sent: dict[uuid.UUID, int], after: dict[Any, Any]) -> None:
         """The owner answered with the deferred messages' locks ``after`` (it was sent ``sent``):

@@ -28,7 +28,7 @@ from weakref import WeakKeyDictionary
 
 from ....transport import Link, LinkState, Sender
 from ....types import Source, symbol
-from ...core import Broker, ConsumerClaim, Queue, QueuedMessage
+from ...core import Broker, ConsumerClaim, NotFound, Queue, QueuedMessage, ResourceLocked
 from ..addresses import AddressError
 
 __all__ = [
@@ -59,14 +59,15 @@ def session_locks(broker: Broker) -> SessionLocks:
 
 def owner_claim(broker: Broker) -> ConsumerClaim:
     """The :data:`~amqp10.broker.core.ConsumerClaim` of a session receiver on another worker:
-    the session its source asks for, locked to the consumer's internal link (raises
-    ValueError: none available, or held)."""
+    the session its source asks for, locked to the consumer's internal link (raises the
+    core's NotFound: none available, or ResourceLocked: held; the receiver's worker answers
+    each as one worker does, not-found or resource-locked)."""
 
     def claim(link: Sender, source: Source, queue: Queue) -> tuple[dict[Any, Any], Callable[[QueuedMessage], bool]] | None:
         try:
             return claim_session(session_locks(broker), link, source, queue, broker.now())
         except AddressError as exc:
-            raise ValueError(exc.description) from None
+            raise (NotFound if exc.condition == "not-found" else ResourceLocked)(exc.description) from None
 
     return claim
 
