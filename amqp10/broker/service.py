@@ -469,10 +469,11 @@ class BrokerService:
         if self.lock is not None:
             self.lock.release()
 
-    async def _take_over(self, conns: TaskGroup, sock: socket.socket, moved: MovedIn) -> bool:
-        """Serve a connection another worker hands over (:mod:`.workers.handover`): whether
-        this worker took it (its replay matched what the other worker wrote)."""
-        stream = await SocketStream.from_socket(sock)
+    async def _take_over(self, conns: TaskGroup, sock: socket.socket, moved: MovedIn) -> None:
+        """Serve a connection another worker hands over (:mod:`.workers.handover`); returns
+        once ``moved`` says whether this worker took it (its replay matched what the other
+        worker wrote)."""
+        stream = moved.stream = await SocketStream.from_socket(sock)
 
         async def serve() -> None:
             try:
@@ -482,7 +483,6 @@ class BrokerService:
 
         conns.start_soon(serve)
         await moved.decided.wait()
-        return moved.accepted
 
     async def _handle(self, stream: ByteStream, peer: str, moved: MovedIn | None = None) -> None:
         """Serve one accepted connection (``moved``: one another worker handed over)."""

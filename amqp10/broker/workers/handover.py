@@ -159,6 +159,11 @@ class MovedIn:
     """Every byte it wrote: the replay's output must begin with exactly these."""
     decided: anyio.Event = field(default_factory=anyio.Event)
     accepted: bool = False
+    stream: Any = None
+    """This worker's stream over the socket (set by the service once made)."""
+    returned: bytes = b""
+    """Not taken: what this worker's stream had read of the socket meanwhile, for the
+    accepting worker to handle (it comes after all that worker read)."""
 
     def check(self, output: bytes) -> bytes | None:
         """What is left to write of the replay's ``output`` (then the connection is
@@ -169,13 +174,31 @@ class MovedIn:
         return output[len(self.written) :] if ok else None
 
     def decide(self, accepted: bool) -> None:
-        if not self.decided.is_set():
-            self.accepted = accepted
-            self.decided.set()
+        """Taken or not, once: not taken, this worker's stream stops reading now and lets
+        go of the socket (closing its copy without a shutdown), what it read kept."""
+        if self.decided.is_set():
+            return
+        self.accepted = accepted
+        if not accepted and self.stream is not None:
+            self.returned = _let_go(self.stream)
+        self.decided.set()
 
 
-Take = Callable[[socket.socket, MovedIn], Awaitable[bool]]
-"""The service's side: serve ``socket`` as :class:`MovedIn` says, answering once decided."""
+def _let_go(stream: Any) -> bytes:
+    """Stop ``stream`` reading at once, close its transport (no shutdown: the socket's
+    other copy goes on) and return what it had read and not handed on."""
+    tcp = asyncio_tcp(stream)
+    if tcp is None:  # pragma: no cover - the service makes a plain TCP stream
+        return b""
+    tcp.transport.pause_reading()
+    data = b"".join(tcp.protocol.read_queue)
+    tcp.protocol.read_queue.clear()
+    tcp.transport.abort()
+    return data
+
+
+Take = Callable[[socket.socket, MovedIn], Awaitable[None]]
+"""The service's side: serve ``socket`` as :class:`MovedIn` says; returns once decided."""
 
 
 class HandoverServer:
@@ -212,8 +235,9 @@ class HandoverServer:
                         body += await stream.receive(total - len(body))
                 peer = body[:peer_len].decode()
                 moved = MovedIn(peer, shown, body[peer_len : peer_len + in_len], body[peer_len + in_len :])
-                taken, sock = await self.take(sock, moved), None
-                await stream.send(_YES if taken else _NO)
+                taking, sock = sock, None
+                await self.take(taking, moved)
+                await stream.send(_YES if moved.accepted else _NO + moved.returned)
             except Exception:  # a broken hand-over: the other worker carries on with it
                 log.warning("a connection handed over could not be taken", exc_info=True)
             finally:
@@ -224,7 +248,8 @@ class HandoverServer:
 async def hand_over(directory: Path, owner: int, fd: int, moved: MovedIn) -> bool | None:
     """Hand the socket ``fd`` (as ``moved`` describes it) to worker ``owner``: True if it
     serves it now, False if it does not (or cannot be reached: the connection stays
-    here), None if that cannot be told (no answer in :data:`ANSWER_TIMEOUT`)."""
+    here; what it read of the socket meanwhile is in ``moved.returned``), None if that
+    cannot be told (no answer in :data:`ANSWER_TIMEOUT`)."""
     peer = moved.peer.encode()
     head = _HEAD.pack(moved.shown_worker, len(peer), len(moved.inbound), len(moved.written))
     try:
@@ -237,14 +262,23 @@ async def hand_over(directory: Path, owner: int, fd: int, moved: MovedIn) -> boo
             await stream.send(peer + moved.inbound + moved.written)
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
             return False  # (the other worker closes what it got of it)
+        answer = b""
         try:
             with anyio.fail_after(ANSWER_TIMEOUT):
-                answer = await stream.receive(1)
+                while True:  # yes, or no and what it read (up to its end)
+                    answer += await stream.receive()
+                    if answer == _YES:
+                        return True
         except TimeoutError:
             return None
-        except (OSError, anyio.EndOfStream, anyio.BrokenResourceError):
+        except anyio.EndOfStream:
+            pass
+        except (OSError, anyio.BrokenResourceError):
             return False  # it ended before it answered: it wrote nothing to the client
-    return answer == _YES
+    if answer[:1] != _NO:
+        return False  # (nothing: it ended before it answered)
+    moved.returned = answer[1:]
+    return False
 
 
 class Mover:
@@ -327,12 +361,13 @@ class Mover:
             driver.abort()
             return
         log.debug("connection from %s not moved to worker %d: served here", self.peer, owner)
-        self._resume(held)
+        self._resume(held, moved.returned)
 
-    def _resume(self, held: list[Any]) -> None:
-        """Carry on here: the events set aside, then what was read meanwhile."""
+    def _resume(self, held: list[Any], returned: bytes) -> None:
+        """Carry on here: the events set aside, then what was read meanwhile (here, then by
+        the other worker)."""
         rec = self.recording
-        pending = bytes(rec.pending)
+        pending = bytes(rec.pending) + returned
         self.stop()
         driver = self.driver
         assert driver is not None
