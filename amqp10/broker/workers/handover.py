@@ -117,7 +117,8 @@ class Recording:
 
     @property
     def full(self) -> bool:
-        return len(self.inbound) > RECORD_LIMIT or len(self.outbound) > RECORD_LIMIT
+        """Whether it stopped recording for :data:`RECORD_LIMIT` (then it cannot move)."""
+        return not self.recording
 
     def receive_data(self, data: bytes) -> list[Any]:
         if self.recording:
@@ -125,6 +126,8 @@ class Recording:
             if self.frozen:
                 self.pending += data
                 return []
+            if len(self.inbound) > RECORD_LIMIT:
+                self.stop()
         return self.inner.receive_data(data)
 
     def data_to_send(self) -> bytes:
@@ -133,6 +136,8 @@ class Recording:
         data = self.inner.data_to_send()
         if data and self.recording:
             self.outbound += data
+            if len(self.outbound) > RECORD_LIMIT:
+                self.stop()
         return data
 
     def tick(self, now: float) -> float | None:
@@ -304,7 +309,6 @@ class Mover:
         self.driver: Driver[Any] | None = None
         self.task_group: TaskGroup | None = None
         self.watching = True
-        self.moved = False
 
     def running(self, driver: Driver[Any], task_group: TaskGroup) -> None:
         """The connection's driver and a task group to hand over from."""
@@ -352,7 +356,6 @@ class Mover:
         driver = self.driver
         assert driver is not None
         if taken:
-            self.moved = True
             log.debug("connection from %s moved to worker %d", self.peer, owner)
             driver.abort()  # (the stream's close aborts the transport: no shutdown, B has the socket)
             return
