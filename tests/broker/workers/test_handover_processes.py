@@ -31,6 +31,7 @@ from amqp10.types import Accepted
 from tests.broker.conftest import make_config
 from tests.broker.test_workers import WAIT, Parent
 from tests.broker.workers.test_processes import owned_by
+from tests.broker.workers.test_whole import ASKS, Broker
 from tests.broker.workers_mode import write_config
 from tests.client.helpers import Certs, have_openssl, make_certs
 
@@ -174,3 +175,17 @@ async def test_a_tls_connection_is_not_moved(tmp_path: Path, certs: Certs) -> No
             await round_trip(conn, name, [1, 2, 3])
             kill_worker(p, 0)
             assert await lost(conn, name)
+
+
+async def test_the_whole_broker_lists_a_moved_connection_once(tmp_path: Path) -> None:
+    b = Broker(tmp_path, "move_connections = true\n")
+    try:
+        async with on_worker(f"amqp://127.0.0.1:{b.port}", 0) as conn:
+            await conn.open_sender(owned_by(1, "listed"))
+            b.wait_for(MOVED.format(owner=1, port=local_port(conn), accepted=0))
+            for _ in range(ASKS):  # (on either worker: each request on a connection of its own)
+                listed = await b.get("/api/connections")
+                assert [c["peer_port"] for c in listed] == [local_port(conn)]
+                assert (await b.get("/api/overview"))["object_totals"]["connections"] == 1
+    finally:
+        b.stop()
