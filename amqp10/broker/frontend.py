@@ -274,8 +274,9 @@ class ServeContext:
     """``move_connections``: how a front end moves a connection to the worker that owns
     its node (:mod:`.workers.handover`); None: it stays where it was accepted."""
     moved: MovedIn | None = None
-    """A connection another worker moved here: ``header`` is all it read, and the replay's
-    output must begin with what it wrote (:meth:`MovedIn.check`)."""
+    """A connection another worker moved here: its ``inbound`` (all that worker read,
+    ``header`` first) is the engine's first input, and the replay's output must begin
+    with what it wrote (:meth:`MovedIn.check`)."""
 
     def credentials(self) -> CredentialStore | None:
         """The store PLAIN and SCRAM check: the users file's; with OAuth 2 tokens and no
