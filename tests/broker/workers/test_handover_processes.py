@@ -157,8 +157,8 @@ async def test_a_connection_whose_replay_differs_stays_and_works(broker: Parent)
     """A heartbeat the accepting worker wrote before the first attach is not in the owner's
     replay: the owner refuses the connection, which goes on where it was."""
     name = owned_by(1, "beat")
-    async with on_worker(f"amqp://127.0.0.1:{broker.port}", 0, idle_timeout=0.4) as conn:
-        await anyio.sleep(1.0)  # (the broker's empty frames every 0.2 s meanwhile)
+    async with on_worker(f"amqp://127.0.0.1:{broker.port}", 0, idle_timeout=6.0) as conn:
+        await anyio.sleep(4.0)  # (the broker's empty frames every 3 s meanwhile)
         await round_trip(conn, name, list(range(20)))
         broker.wait_for(rf"worker=1 .*connection from 127\.0\.0\.1:{local_port(conn)} not taken over")
         kill_worker(broker, 0)
@@ -183,6 +183,9 @@ async def test_the_whole_broker_lists_a_moved_connection_once(tmp_path: Path) ->
         async with on_worker(f"amqp://127.0.0.1:{b.port}", 0) as conn:
             await conn.open_sender(owned_by(1, "listed"))
             b.wait_for(MOVED.format(owner=1, port=local_port(conn), accepted=0))
+            with anyio.fail_after(WAIT):  # (until the accepting worker has let it go: just after)
+                while len(await b.get("/api/connections")) != 1:
+                    await anyio.sleep(0.05)
             for _ in range(ASKS):  # (on either worker: each request on a connection of its own)
                 listed = await b.get("/api/connections")
                 assert [c["peer_port"] for c in listed] == [local_port(conn)]
