@@ -154,12 +154,13 @@ def measure(
 
 
 @contextlib.contextmanager
-def started(workers: int) -> Iterator[tuple[BrokerProcess, list[int], str]]:
-    """A fresh broker of ours with ``workers`` processes: (it, its pids, its URL)."""
+def started(workers: int, extra: str = "") -> Iterator[tuple[BrokerProcess, list[int], str]]:
+    """A fresh broker of ours with ``workers`` processes (``extra``: more of its config's
+    top-level lines): (it, its pids, its URL)."""
     tmp = Path(tempfile.mkdtemp(prefix="amqp10-wb-", dir="/tmp"))
     try:
         conf = tmp / "b.toml"
-        conf.write_text(f"workers = {workers}\n" + BROKER_CONFIG)
+        conf.write_text(f"workers = {workers}\n{extra}" + BROKER_CONFIG)
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         argv = [sys.executable, "-m", "amqp10.cli", "broker", "--port", "0", "--no-http",
                 "--data-dir", str(tmp), "--config", str(conf)]  # fmt: skip
@@ -180,9 +181,9 @@ def started(workers: int) -> Iterator[tuple[BrokerProcess, list[int], str]]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def ours(workers: int, fam: Family, queues: int, count: int) -> tuple[float, float]:
-    """One run on a fresh broker of ours with ``workers`` processes."""
-    with started(workers) as (b, pids, url):
+def ours(workers: int, fam: Family, queues: int, count: int, extra: str = "") -> tuple[float, float]:
+    """One run on a fresh broker of ours with ``workers`` processes (``extra``: config lines)."""
+    with started(workers, extra) as (b, pids, url):
         return measure(b, pids, url, fam, queues, count, PREFIX)
 
 
@@ -341,7 +342,12 @@ def main(argv: list[str] | None = None) -> int:
         "--core", type=float, default=0.15, help="the model's core share (docs/architecture.md)"
     )
     p.add_argument("--crossing", type=float, default=1.3, help="the model's crossing/local CPU")
+    p.add_argument(
+        "--move-connections", action="store_true",
+        help="ours with move_connections = true (a 1.0 connection moved to its queue's worker)",
+    )  # fmt: skip
     args = p.parse_args(argv)
+    extra = "move_connections = true\n" if args.move_connections else ""
     import workers_model
 
     fams, peers, notes = missing([f for f in FAMILIES if f.key in args.clients], not args.no_peers)
@@ -365,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
                             assert b is not None
                             try:
                                 if b.isdigit():
-                                    rate, cpu = ours(int(b), f, q, args.count)
+                                    rate, cpu = ours(int(b), f, q, args.count, extra)
                                 else:
                                     rate, cpu = round_peers.run(b, f, q, args.count, i)
                             except (BenchError, RuntimeError, OSError) as exc:

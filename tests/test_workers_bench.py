@@ -50,8 +50,9 @@ def bench(*args: str) -> list[list[str]]:
 @pytest.mark.skipif(
     not HAVE_PROTON_C, reason="no C compiler or Proton C (libqpid-proton11-dev-examples)"
 )
-def test_a_tiny_run_moves_every_message_on_one_and_two_workers() -> None:
-    rows = bench("--clients", "proton-c", "--no-peers")
+@pytest.mark.parametrize("extra", [(), ("--move-connections",)], ids=["crossing", "moved"])
+def test_a_tiny_run_moves_every_message_on_one_and_two_workers(extra: tuple[str, ...]) -> None:
+    rows = bench("--clients", "proton-c", "--no-peers", *extra)
     assert [row[1] for row in rows] == ["amqp10, 1 worker", "amqp10, 2 workers"] * 2
     model = [row[-1] for row in rows]
     assert model[0] == model[2] == "1.00x" and model[1] != "1.00x"

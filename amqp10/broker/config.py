@@ -592,6 +592,13 @@ class BrokerConfig(_Model):
         "no supervisor. More than 1: a store per worker (a SQLite file, or a schema of the PostgreSQL database)",
     )
 
+    move_connections: bool = Field(
+        default=False,
+        description="workers > 1: a plain-TCP AMQP 1.0 connection whose first link names a queue "
+        "another worker owns is moved to that worker (its socket handed over), so its messages do not "
+        "cross between workers; false: every connection stays on the worker the kernel gave it",
+    )
+
     @field_validator("workers", mode="before")
     @classmethod
     def _workers(cls, value: object) -> object:

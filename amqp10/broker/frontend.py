@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from .config import BrokerConfig
     from .core import Broker, VirtualHost
     from .oauth import TokenGrant, TokenValidator
+    from .workers.handover import Handover, MovedIn
 
 __all__ = [
     "HEADER_SIZE",
@@ -269,6 +270,13 @@ class ServeContext:
     shutdown force-closes it); when it ends, its handler cleans up."""
     worker: int | None = None
     """The worker process serving it (``workers`` > 1); None: the broker's only process."""
+    handover: Handover | None = None
+    """``move_connections``: how a front end moves a connection to the worker that owns
+    its node (:mod:`.workers.handover`); None: it stays where it was accepted."""
+    moved: MovedIn | None = None
+    """A connection another worker moved here: its ``inbound`` (all that worker read,
+    ``header`` first) is the engine's first input, and the replay's output must begin
+    with what it wrote (:meth:`MovedIn.check`)."""
 
     def credentials(self) -> CredentialStore | None:
         """The store PLAIN and SCRAM check: the users file's; with OAuth 2 tokens and no

@@ -19,10 +19,11 @@ import socket
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from anyio.abc import ByteStream, TaskStatus
+from anyio.abc import ByteStream, SocketStream, TaskGroup, TaskStatus
 
 from ..collector import gc_paused
 from ..io.driver import Signal
@@ -47,6 +48,7 @@ from .users import UsersFile, load_access
 
 if TYPE_CHECKING:
     from .core.store_postgres import DatabaseLock
+    from .workers.handover import Handover, MovedIn
 
 __all__ = ["BrokerService", "listen_points", "serve_until_signalled"]
 
@@ -129,6 +131,8 @@ class BrokerService:
         self._conns_scope: anyio.CancelScope | None = None
         self.http: Listener | None = None  # [http]: WebSockets and health (see .http)
         self.guard = ConnectionGuard(config.security)  # [security]: every front end asks it
+        self._handover: Handover | None = None
+        """``move_connections`` at ``workers`` > 1: how a connection moves to its node's worker."""
         self.ended = EndedConnections()
         """Frame and error counters of the connections that have ended (for /metrics)."""
 
@@ -307,6 +311,11 @@ class BrokerService:
                     from .workers.others import OtherWorkers
 
                     OtherWorkers(self.broker, whole.point).install(whole.ops)
+                    if cfg.move_connections:  # a connection moved to the worker of its node
+                        from .workers.handover import Handover, HandoverServer
+
+                        await tg.start(HandoverServer(directory, self.worker, partial(self._take_over, conns)).run)
+                        self._handover = Handover(directory, peers.placement.ownership)
                 if self.broker is not None:
                     tg.start_soon(self._release_scheduled)
                     tg.start_soon(self._expire_leases)
@@ -460,7 +469,23 @@ class BrokerService:
         if self.lock is not None:
             self.lock.release()
 
-    async def _handle(self, stream: ByteStream, peer: str) -> None:
+    async def _take_over(self, conns: TaskGroup, sock: socket.socket, moved: MovedIn) -> None:
+        """Serve a connection another worker hands over (:mod:`.workers.handover`); returns
+        once ``moved`` says whether this worker took it (its replay matched what the other
+        worker wrote)."""
+        stream = moved.stream = await SocketStream.from_socket(sock)
+
+        async def serve() -> None:
+            try:
+                await self._handle(stream, moved.peer, moved)
+            finally:
+                moved.decide(False)
+
+        conns.start_soon(serve)
+        await moved.decided.wait()
+
+    async def _handle(self, stream: ByteStream, peer: str, moved: MovedIn | None = None) -> None:
+        """Serve one accepted connection (``moved``: one another worker handed over)."""
         assert self.broker is not None
         limits = self.config.limits
         if not self._accepting or len(self.clients) + self.guard.counted_elsewhere() >= limits.max_connections:
@@ -475,7 +500,7 @@ class BrokerService:
             return
         try:
             # The one place a connection gets its protocol front end: its first 8 bytes choose.
-            head = await _read_header(stream, limits.handshake_timeout)
+            head = await _read_header(stream, limits.handshake_timeout) if moved is None else moved.inbound[:HEADER_SIZE]
             if len(head) < HEADER_SIZE:
                 await anyio.aclose_forcefully(stream)
                 return
@@ -500,6 +525,8 @@ class BrokerService:
                 refusal=None if refusal is None else refusal.reason,
                 registered=self._registered,
                 worker=self.worker,
+                handover=self._handover,
+                moved=moved,
             )
             await chosen.serve(stream, ctx)
         finally:

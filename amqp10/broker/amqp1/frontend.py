@@ -11,24 +11,32 @@ from typing import Any, Final
 import anyio
 from anyio.abc import ByteStream
 
+from ...io.asyncio_tcp import asyncio_tcp
 from ...io.direct import DirectDriver
 from ...io.driver import Driver
 from ...io.streams import ReplayStream, tls_identity
 from ...sasl.connection import SaslConnection
 from ...sasl.events import SaslCompleted, SaslFailed, SaslSkipped
 from ...sasl.layer import SaslServer
-from ...transport import ConnectionState
+from ...transport import ConnectionState, LinkAttached, Sender
 from ...transport.framing import AMQP_HEADER, SASL_HEADER, TLS_HEADER
-from ...types import Error, ErrorCondition, SaslCode, symbol
+from ...types import Error, ErrorCondition, SaslCode, Source, Target, symbol
 from ..config import BrokerConfig
 from ..core import CONSUMER_CLAIMS, Broker, ConsumerClaim
 from ..frontend import ServeContext, ServedConnection
 from ..guard import HeldOutput, Login, source_of
 from ..oauth import TokenLogin
+from ..workers.handover import Handover, MovedIn, Mover, Recording
+from .addresses import AddressError, parse
 from .handler import ConnectionHandler
 from .servicebus.entities import declare_entities
 from .servicebus.sessions import owner_claim
-from .topics import SUBSCRIPTION_QUESTION, answer_subscription_question, wildcards_of
+from .topics import (
+    SUBSCRIPTION_QUESTION,
+    answer_subscription_question,
+    node_name_and_kind,
+    wildcards_of,
+)
 
 __all__ = ["WORKER_PROPERTY", "Amqp1FrontEnd", "sasl_mechanisms"]
 
@@ -106,17 +114,20 @@ class Amqp1FrontEnd:
             max_frame_size=limits.max_frame_size,
             idle_timeout=limits.idle_timeout,
             channel_max=max(limits.max_sessions_per_connection - 1, 0),
-            properties=None if ctx.worker is None else {WORKER_PROPERTY: ctx.worker},
+            properties=None if ctx.worker is None else {WORKER_PROPERTY: _shown_worker(ctx)},
         )
         held = HeldOutput(conn)  # [security]: a login's outcome waits out the back-off
         driver: Driver[Any]
         direct = DirectDriver.usable(stream)  # plain TCP: engine fed from the transport's callbacks
+        # movable to the worker of its first link's node: recorded until that attach
+        recording = Recording(held) if direct and ctx.handover is not None and ctx.moved is None else None
+        engine = held if recording is None else recording
         with ctx.logging_in(held) as login:
             # the driver first (its events reach the handler a batch at a time), so the
             # handler's wake, called per message, is the driver's own method
             on_events = _Authenticated(login, ctx, source_of(peer), tokens)
             if direct:
-                driver = DirectDriver(stream, held, on_events, peer=peer)
+                driver = DirectDriver(stream, engine, on_events, peer=peer)
             else:
                 driver = Driver(ReplayStream(stream, ctx.header), held, on_events, peer=peer)
             handler = on_events.handler = ConnectionHandler(
@@ -127,8 +138,20 @@ class Amqp1FrontEnd:
             handler.tokens = ctx.tokens
             if cfg.servicebus.enabled:  # until a login names a user (also without SASL): tokens on $cbs
                 handler.use_claims(cfg.servicebus)
-            if direct:  # the header read before the driver: the engine's first input
-                on_events(held.receive_data(ctx.header))
+            if recording is not None and ctx.handover is not None:
+                on_events.mover = Mover(ctx.handover, peer, recording, partial(_first_node, ctx.handover, handler), handler.handle)
+            rest = b""
+            if ctx.moved is not None:  # all the other worker read: served here if it answers the same
+                replayed = _replay(ctx.moved, engine.receive_data(ctx.moved.inbound), on_events, held) if direct else None
+                if replayed is None:
+                    log.info("connection from %s not taken over: its replay differs", peer)
+                    ctx.moved.decide(False)
+                    handler.cleanup()
+                    return
+                rest = replayed
+                log.info("connection from %s moved here from worker %d", peer, ctx.moved.shown_worker)
+            elif direct:  # the header read before the driver: the engine's first input
+                on_events(engine.receive_data(ctx.header))
             forced = Error(condition=ErrorCondition.CONNECTION_FORCED, description="the broker is shutting down")
 
             def force_close(reason: str | None) -> None:
@@ -157,10 +180,60 @@ class Amqp1FrontEnd:
                 container_id=lambda: handler.remote_container_id,
             )
             with ctx.registered(served):
+                if rest:  # what the replay wrote past what the other worker had: first
+                    tcp = asyncio_tcp(stream)  # (a replay is on plain TCP only)
+                    assert tcp is not None
+                    tcp.write(rest)
                 async with anyio.create_task_group() as tg:
+                    if on_events.mover is not None:
+                        on_events.mover.running(driver, tg)
                     tg.start_soon(handshake_watch)
                     await driver.run()
                     tg.cancel_scope.cancel()
+
+
+def _shown_worker(ctx: ServeContext) -> int | None:
+    """The worker the open names: this one, or the one that accepted a moved connection."""
+    return ctx.worker if ctx.moved is None else ctx.moved.shown_worker
+
+
+def _replay(moved: MovedIn, events: list[Any], on_events: _Authenticated, engine: HeldOutput[Any]) -> bytes | None:
+    """Handle the events of a moved connection's replay: those before its first attach,
+    then, if what they wrote begins with what the other worker wrote, the rest. What is left
+    to write of the first part (None: it differs; nothing past the attach was handled)."""
+    first = next((i for i, e in enumerate(events) if type(e) is LinkAttached), len(events))
+    on_events(events[:first])
+    rest = moved.check(engine.data_to_send())
+    if rest is not None:
+        on_events(events[first:])
+    return rest
+
+
+def _first_node(handover: Handover, handler: ConnectionHandler, e: LinkAttached) -> int | None:
+    """The worker that owns the queue a connection's first link names, if another one
+    (None: this one, or not a plain queue, or not the first link)."""
+    link = e.link
+    if handler.resource_counts()[1] or handler.gate is not None:
+        return None
+    terminus = link.remote_source if isinstance(link, Sender) else link.remote_target
+    if not isinstance(terminus, Source | Target) or terminus.dynamic or not terminus.address:
+        return None
+    vhost = handler.vhost
+    try:
+        parsed = parse(terminus.address)
+    except AddressError:
+        return None
+    kind: str | None = "queue"
+    if parsed is not None:
+        if parsed[0] != "queue":
+            return None
+        name = parsed[1]
+    else:
+        name, kind = node_name_and_kind(terminus.address, terminus.capabilities)
+    record = vhost.nodes.get(name)
+    if (record.kind if record is not None else kind or vhost.policy_for(name)[0]) != "queue":
+        return None
+    return handover.owner_elsewhere(vhost.name, name)
 
 
 class _Authenticated:
@@ -169,6 +242,8 @@ class _Authenticated:
 
     handler: ConnectionHandler
     """The connection's handler (made once the driver that feeds this exists)."""
+    mover: Mover | None = None
+    """Watches for the first attach while the connection may move to another worker."""
 
     def __init__(self, login: Login, ctx: ServeContext, addr: str, tokens: TokenLogin | None) -> None:
         self.login = login
@@ -181,6 +256,9 @@ class _Authenticated:
         if not self.done:
             for e in events:
                 self._sasl(e)
+        mover = self.mover
+        if mover is not None and mover.watching:
+            events = mover.watch(events, LinkAttached)
         self.handler.handle(events)
 
     def _sasl(self, e: Any) -> None:
@@ -192,6 +270,8 @@ class _Authenticated:
             if e.identity is not None:
                 handler.use_claims(None)  # a user: permissions, not tokens
             log.info("%s authenticated as %s with %s", self.ctx.peer, e.identity or "anonymous", e.mechanism)
+            if self.mover is not None and e.mechanism.startswith("SCRAM"):  # a server nonce: no replay
+                self.mover.stop()
             grant = None if self.tokens is None else self.tokens.grant
             handler.logged_in(e.identity, grant)  # and the [security] hook: back-off, the per-user limit
         elif isinstance(e, SaslFailed) and e.outcome is SaslCode.AUTH:

@@ -11,5 +11,7 @@
 - :mod:`.control`, :mod:`.whole`: management of the whole broker: the worker that takes a
   request asks the others over control links and merges their answers;
 - :mod:`.counters`: the connection counts and resident sizes every worker shares, for the
-  connection limits and the memory alarm of the whole broker.
+  connection limits and the memory alarm of the whole broker;
+- :mod:`.handover`: a client connection moved to the worker that owns its first link's
+  queue (``move_connections``), its socket passed over a Unix socket and replayed there.
 """

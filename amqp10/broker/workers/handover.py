@@ -1,0 +1,386 @@
+"""A client connection moved to the worker that owns its node (``move_connections``).
+
+With ``workers`` > 1 the kernel puts each client connection on a worker at random, and
+a connection whose queue another worker owns pays the crossing on every message (1.3x
+the instructions, bench/RESULTS.md). A plain-TCP AMQP 1.0 connection whose *first* link
+names a queue of another worker B is moved there instead, by replay:
+
+- The worker that accepted it (A) records every byte it read from the socket and every
+  byte it wrote (:class:`Recording`, the driver's engine while the connection is
+  movable). At the first attach the front end asks :meth:`Mover.watch`; for a node of
+  B's, A stops there: the attach and what came after it are set aside unhandled, reading
+  is paused and A writes nothing more (the recording is *frozen*).
+- A hands B the socket's descriptor (``SCM_RIGHTS``) with both records over B's
+  hand-over socket, ``<data dir>/workers/handover-<B>.sock`` (:func:`hand_over`).
+- B makes a connection handler exactly as for an accepted socket
+  (:class:`HandoverServer` calls the service's ``take``), feeds it what A read, and
+  checks that its output begins with exactly what A wrote (the same configuration makes
+  the same SASL, open and begin; the open's ``amqp10:worker`` says A's number, as the
+  client was told). It answers A, then writes the rest (the attach's answer) and serves
+  the socket from then on.
+- A, told yes, closes its copy of the descriptor without a shutdown (the socket stays
+  open in B) and forgets the connection; told no, or when B cannot be reached, it
+  carries on as if nothing had happened: the events it set aside are handled, what was
+  read meanwhile is fed, reading resumes (:meth:`Mover._resume`).
+
+A connection is not moved when SASL used a mechanism with a server nonce (SCRAM), over
+TLS or a WebSocket (not a plain socket: no :class:`Recording`), when its first link is
+local, names no queue, or its records passed :data:`RECORD_LIMIT`.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+from anyio.abc import SocketAttribute, TaskGroup, TaskStatus
+
+from ...io.asyncio_tcp import asyncio_tcp
+from ...io.driver import Driver, EngineProtocol
+from .ownership import Ownership
+
+__all__ = [
+    "RECORD_LIMIT",
+    "Handover",
+    "HandoverServer",
+    "MovedIn",
+    "Mover",
+    "Recording",
+    "hand_over",
+    "handover_path",
+]
+
+log = logging.getLogger("amqp10.broker.workers")
+
+RECORD_LIMIT: Final = 64 * 1024
+"""Bytes recorded either way before a connection is no longer movable (a first attach
+comes within a few hundred bytes of the header)."""
+
+ANSWER_TIMEOUT: Final = 30.0
+"""Seconds A waits for B's answer once B has the descriptor (B answers in milliseconds:
+the replay is one call). Past it A cannot tell whether B serves the socket, so it drops
+its side (logged); the client reconnects."""
+
+_HEAD: Final = struct.Struct("!IIII")  # shown worker, peer, inbound, written (lengths)
+_YES: Final = b"\x01"
+_NO: Final = b"\x00"
+
+
+def handover_path(directory: Path, worker: int) -> Path:
+    """Where worker ``worker`` takes connections handed to it."""
+    return directory / f"handover-{worker}.sock"
+
+
+@dataclass(frozen=True)
+class Handover:
+    """What a worker's front ends need to move a connection: where the other workers take
+    them, and who owns what."""
+
+    directory: Path
+    ownership: Ownership
+
+    @property
+    def worker(self) -> int:
+        return self.ownership.me
+
+    def owner_elsewhere(self, vhost: str, name: str) -> int | None:
+        """The worker that owns node ``name`` if not this one."""
+        owner = self.ownership.owner(vhost, name)
+        return None if owner == self.ownership.me else owner
+
+
+class Recording:
+    """An engine (the driver's) that records what was read and written while a
+    connection is movable, and that can be *frozen*: then it writes nothing, and what is
+    read is kept (and recorded) for later instead of reaching the engine."""
+
+    def __init__(self, inner: EngineProtocol[Any]) -> None:
+        self.inner = inner
+        self.inbound = bytearray()
+        self.outbound = bytearray()
+        self.recording = True
+        self.frozen = False
+        self.pending = bytearray()
+        """What was read while frozen (fed to the engine if the connection stays)."""
+
+    def stop(self) -> None:
+        """No longer movable: pass everything through, keep nothing."""
+        self.recording = self.frozen = False
+        self.inbound = bytearray()
+        self.outbound = bytearray()
+
+    @property
+    def full(self) -> bool:
+        """Whether it stopped recording for :data:`RECORD_LIMIT` (then it cannot move)."""
+        return not self.recording
+
+    def receive_data(self, data: bytes) -> list[Any]:
+        if self.recording:
+            self.inbound += data
+            if self.frozen:
+                self.pending += data
+                return []
+            if len(self.inbound) > RECORD_LIMIT:
+                self.stop()
+        return self.inner.receive_data(data)
+
+    def data_to_send(self) -> bytes:
+        if self.frozen:
+            return b""
+        data = self.inner.data_to_send()
+        if data and self.recording:
+            self.outbound += data
+            if len(self.outbound) > RECORD_LIMIT:
+                self.stop()
+        return data
+
+    def tick(self, now: float) -> float | None:
+        return None if self.frozen else self.inner.tick(now)
+
+    def poll_events(self) -> list[Any]:
+        return [] if self.frozen else self.inner.poll_events()
+
+    @property
+    def is_closed(self) -> bool:
+        return self.inner.is_closed
+
+
+@dataclass(eq=False)
+class MovedIn:
+    """A connection handed to this worker, as its front end replays it."""
+
+    peer: str
+    shown_worker: int
+    """The worker number the client was told in the open (the accepting worker's)."""
+    inbound: bytes
+    """Every byte the accepting worker read from the socket, the protocol header first."""
+    written: bytes
+    """Every byte it wrote: the replay's output must begin with exactly these."""
+    decided: anyio.Event = field(default_factory=anyio.Event)
+    accepted: bool = False
+    stream: Any = None
+    """This worker's stream over the socket (set by the service once made)."""
+    returned: bytes = b""
+    """Not taken: what this worker's stream had read of the socket meanwhile, for the
+    accepting worker to handle (it comes after all that worker read)."""
+
+    def check(self, output: bytes) -> bytes | None:
+        """What is left to write of the replay's ``output`` (then the connection is
+        taken: the accepting worker is told so); None: it does not begin with what was
+        written (the connection stays where it was)."""
+        ok = output.startswith(self.written)
+        self.decide(ok)
+        return output[len(self.written) :] if ok else None
+
+    def decide(self, accepted: bool) -> None:
+        """Taken or not, once: not taken, this worker's stream stops reading now and lets
+        go of the socket (closing its copy without a shutdown), what it read kept."""
+        if self.decided.is_set():
+            return
+        self.accepted = accepted
+        if not accepted and self.stream is not None:
+            self.returned = _let_go(self.stream)
+        self.decided.set()
+
+
+def _let_go(stream: Any) -> bytes:
+    """Stop ``stream`` reading at once, close its transport (no shutdown: the socket's
+    other copy goes on) and return what it had read and not handed on."""
+    tcp = asyncio_tcp(stream)
+    if tcp is None:  # pragma: no cover - the service makes a plain TCP stream
+        return b""
+    tcp.transport.pause_reading()
+    data = b"".join(tcp.protocol.read_queue)
+    tcp.protocol.read_queue.clear()
+    tcp.transport.abort()
+    return data
+
+
+Take = Callable[[socket.socket, MovedIn], Awaitable[None]]
+"""The service's side: serve ``socket`` as :class:`MovedIn` says; returns once decided."""
+
+
+class HandoverServer:
+    """This worker's hand-over socket: connections other workers move here."""
+
+    def __init__(self, directory: Path, worker: int, take: Take) -> None:
+        self.path = handover_path(directory, worker)
+        self.take = take
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        self.path.unlink(missing_ok=True)
+        listener = await anyio.create_unix_listener(self.path)
+        async with listener, anyio.create_task_group() as tg:
+            task_status.started()
+            while True:
+                stream = await listener.accept()
+                tg.start_soon(self._one, stream)
+
+    async def _one(self, stream: Any) -> None:
+        async with stream:
+            sock: socket.socket | None = None
+            try:
+                with anyio.fail_after(ANSWER_TIMEOUT):
+                    data, fds = await stream.receive_fds(_HEAD.size, 1)
+                    if len(fds) != 1:
+                        return
+                    sock = socket.socket(fileno=fds[0])
+                    while len(data) < _HEAD.size:
+                        data += await stream.receive(_HEAD.size - len(data))
+                    shown, peer_len, in_len, out_len = _HEAD.unpack(data)
+                    body = b""
+                    total = peer_len + in_len + out_len
+                    while len(body) < total:
+                        body += await stream.receive(total - len(body))
+                peer = body[:peer_len].decode()
+                moved = MovedIn(peer, shown, body[peer_len : peer_len + in_len], body[peer_len + in_len :])
+                taking, sock = sock, None
+                await self.take(taking, moved)
+                await stream.send(_YES if moved.accepted else _NO + moved.returned)
+            except Exception:  # a broken hand-over: the other worker carries on with it
+                log.warning("a connection handed over could not be taken", exc_info=True)
+            finally:
+                if sock is not None:  # not taken: this copy closed (no shutdown: the socket stays)
+                    sock.close()
+
+
+async def hand_over(directory: Path, owner: int, fd: int, moved: MovedIn) -> bool | None:
+    """Hand the socket ``fd`` (as ``moved`` describes it) to worker ``owner``: True if it
+    serves it now, False if it does not (or cannot be reached: the connection stays
+    here; what it read of the socket meanwhile is in ``moved.returned``), None if that
+    cannot be told (no answer in :data:`ANSWER_TIMEOUT`)."""
+    peer = moved.peer.encode()
+    head = _HEAD.pack(moved.shown_worker, len(peer), len(moved.inbound), len(moved.written))
+    try:
+        stream = await anyio.connect_unix(handover_path(directory, owner))
+    except OSError:
+        return False
+    async with stream:
+        try:
+            await stream.send_fds(head, [fd])
+            await stream.send(peer + moved.inbound + moved.written)
+        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return False  # (the other worker closes what it got of it)
+        answer = b""
+        try:
+            with anyio.fail_after(ANSWER_TIMEOUT):
+                while True:  # yes, or no and what it read (up to its end)
+                    answer += await stream.receive()
+                    if answer == _YES:
+                        return True
+        except TimeoutError:
+            return None
+        except anyio.EndOfStream:
+            pass
+        except (OSError, anyio.BrokenResourceError):
+            return False  # it ended before it answered: it wrote nothing to the client
+    if answer[:1] != _NO:
+        return False  # (nothing: it ended before it answered)
+    moved.returned = answer[1:]
+    return False
+
+
+class Mover:
+    """One movable connection's side of the worker that accepted it.
+
+    The front end wraps its engine in :attr:`recording` (the driver's protocol) and
+    passes each batch of events through :meth:`watch`, with ``owner_of``: the worker
+    that owns the node a link's first attach names (None: this one, or not a queue)."""
+
+    def __init__(
+        self,
+        handover: Handover,
+        peer: str,
+        recording: Recording,
+        owner_of: Callable[[Any], int | None],
+        handle: Callable[[list[Any]], None],
+    ) -> None:
+        self.handover = handover
+        self.peer = peer
+        self.recording = recording
+        self.owner_of = owner_of
+        self.handle = handle
+        self.driver: Driver[Any] | None = None
+        self.task_group: TaskGroup | None = None
+        self.watching = True
+
+    def running(self, driver: Driver[Any], task_group: TaskGroup) -> None:
+        """The connection's driver and a task group to hand over from."""
+        self.driver = driver
+        self.task_group = task_group
+
+    def watch(self, events: list[Any], attached: type) -> list[Any]:
+        """The events to handle now: all of them, or those before the first attach
+        (``attached`` events) when that attach names another worker's node and the hand-over
+        has started (the rest are set aside for :meth:`_resume`)."""
+        for i, e in enumerate(events):
+            if type(e) is attached:
+                owner = None if self.recording.full else self.owner_of(e)
+                if owner is None or self.driver is None or self.task_group is None or not self._written_out():
+                    self.stop()
+                    return events
+                self.watching = False
+                self.recording.frozen = True
+                self.driver.pause_reading()
+                self.task_group.start_soon(self._move, owner, events[i:])
+                return events[:i]
+        return events
+
+    def stop(self) -> None:
+        """Not moved: the connection is served here to its end, unrecorded."""
+        self.watching = False
+        self.recording.stop()
+        if self.driver is not None:
+            self.driver.protocol = self.recording.inner
+
+    def _written_out(self) -> bool:
+        """Whether all that was written has left the process (the transport buffers none)."""
+        assert self.driver is not None
+        tcp = asyncio_tcp(self.driver.stream)
+        return tcp is not None and tcp.transport.get_write_buffer_size() == 0
+
+    def _socket(self) -> Any:
+        assert self.driver is not None
+        return self.driver.stream.extra(SocketAttribute.raw_socket)
+
+    async def _move(self, owner: int, held: list[Any]) -> None:
+        rec = self.recording
+        moved = MovedIn(self.peer, self.handover.worker, bytes(rec.inbound), bytes(rec.outbound))
+        taken = await hand_over(self.handover.directory, owner, self._socket().fileno(), moved)
+        driver = self.driver
+        assert driver is not None
+        if taken:
+            log.debug("connection from %s moved to worker %d", self.peer, owner)
+            driver.abort()  # (the stream's close aborts the transport: no shutdown, B has the socket)
+            return
+        if taken is None:
+            log.warning("connection from %s: worker %d did not answer its hand-over: dropped", self.peer, owner)
+            driver.abort()
+            return
+        log.debug("connection from %s not moved to worker %d: served here", self.peer, owner)
+        self._resume(held, moved.returned)
+
+    def _resume(self, held: list[Any], returned: bytes) -> None:
+        """Carry on here: the events set aside, then what was read meanwhile (here, then by
+        the other worker)."""
+        rec = self.recording
+        pending = bytes(rec.pending) + returned
+        self.stop()
+        driver = self.driver
+        assert driver is not None
+        try:
+            self.handle(held)
+            if pending:
+                self.handle(rec.inner.receive_data(pending))
+        except Exception:  # as the driver's own dispatch: this connection stops, not the worker
+            log.exception("error while handling events from %s", self.peer)
+            driver.abort()
+            return
+        driver.resume_reading()
+        driver.flush_soon()

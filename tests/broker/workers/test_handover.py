@@ -1,0 +1,132 @@
+"""The pieces of moving a connection (workers/handover.py), in one process: the recording
+engine, the replay's check, and the hand-over socket with a descriptor passed over it.
+
+The whole mechanism between real workers is tests/broker/workers/test_handover_processes.py.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from anyio.abc import SocketStream
+
+from amqp10.broker.workers.handover import (
+    RECORD_LIMIT,
+    HandoverServer,
+    MovedIn,
+    Recording,
+    hand_over,
+)
+from amqp10.io.asyncio_tcp import asyncio_tcp
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class Echo:
+    """An engine that answers each input with it, upper-cased."""
+
+    def __init__(self) -> None:
+        self.out = b""
+        self.ticks = 0
+
+    def receive_data(self, data: bytes) -> list[Any]:
+        self.out += data.upper()
+        return [data]
+
+    def data_to_send(self) -> bytes:
+        out, self.out = self.out, b""
+        return out
+
+    def tick(self, now: float) -> float | None:
+        self.ticks += 1
+        return None
+
+    def poll_events(self) -> list[Any]:
+        return []
+
+    @property
+    def is_closed(self) -> bool:
+        return False
+
+
+def test_a_recording_keeps_what_was_read_and_written_and_frozen_writes_nothing() -> None:
+    rec = Recording(Echo())
+    assert rec.receive_data(b"ab") == [b"ab"]
+    assert rec.data_to_send() == b"AB"
+    rec.frozen = True
+    assert rec.receive_data(b"cd") == []  # kept for later, not handled
+    assert rec.data_to_send() == b"" and rec.tick(1.0) is None
+    assert (bytes(rec.inbound), bytes(rec.outbound), bytes(rec.pending)) == (b"abcd", b"AB", b"cd")
+    rec.stop()
+    assert rec.receive_data(b"e") == [b"e"] and rec.data_to_send() == b"E"
+    assert rec.inbound == b"" and rec.outbound == b""
+
+
+def test_a_recording_stops_past_its_limit() -> None:
+    rec = Recording(Echo())
+    rec.receive_data(b"x" * (RECORD_LIMIT + 1))
+    assert rec.full and rec.inbound == b""
+
+
+def test_the_replay_is_taken_only_if_it_begins_with_what_was_written() -> None:
+    moved = MovedIn("peer", 0, b"in", b"HEAD")
+    assert moved.check(b"HEADREST") == b"REST"
+    assert moved.accepted and moved.decided.is_set()
+    other = MovedIn("peer", 0, b"in", b"HEAD")
+    assert other.check(b"HEAT") is None
+    assert not other.accepted and other.decided.is_set()
+
+
+async def test_an_unreachable_worker_leaves_the_connection_where_it_was(tmp_path: Path) -> None:
+    a, _ = socket.socketpair()
+    with a, _:
+        assert await hand_over(tmp_path, 1, a.fileno(), MovedIn("peer", 0, b"in", b"out")) is False
+
+
+@pytest.mark.parametrize("take", [True, False])
+async def test_the_socket_and_its_records_reach_the_owner_which_answers(tmp_path: Path, take: bool) -> None:
+    """Taken: the owner serves the socket. Not taken: it gives back what it read of it."""
+    client, server = socket.socketpair()
+    got: list[MovedIn] = []
+
+    async def owner_takes(sock: socket.socket, moved: MovedIn) -> None:
+        stream = moved.stream = await SocketStream.from_socket(sock)
+        got.append(moved)
+        tcp = asyncio_tcp(stream)
+        assert tcp is not None
+        with anyio.fail_after(10):
+            while not tcp.protocol.read_queue:  # (what the client sent: read by the owner's stream)
+                await anyio.sleep(0.01)
+        if take:
+            moved.decide(True)
+            await stream.send(b"served by the owner")
+            await stream.aclose()
+        else:
+            moved.decide(False)  # (its stream stops reading and lets go of the socket)
+
+    with client:
+        async with anyio.create_task_group() as tg:
+            await tg.start(HandoverServer(tmp_path, 1, owner_takes).run)
+            client.sendall(b"later")  # what the owner's stream reads once it has the socket
+            moved = MovedIn("127.0.0.1:5", 0, b"read by the first", b"written by the first")
+            answer = await hand_over(tmp_path, 1, server.fileno(), moved)
+            server.close()  # (the first worker's copy: closed as a moved connection's is)
+            assert answer is take
+            assert (got[0].peer, got[0].shown_worker, got[0].inbound, got[0].written) == (
+                "127.0.0.1:5", 0, b"read by the first", b"written by the first"
+            )
+            if take:
+                client.settimeout(10)
+                assert client.recv(100) == b"served by the owner"
+            else:
+                assert moved.returned == b"later"
+            tg.cancel_scope.cancel()
