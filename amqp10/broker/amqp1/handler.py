@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from ...transport import (
@@ -119,7 +120,7 @@ class ConnectionHandler(ContextHandler):
         ctx.fail_link = self.fail_link
         ctx.renew_token = self._renew_token
         self.requests = RequestNodes(ctx)
-        nodes = NodeLookup(ctx, self.requests)
+        nodes = self.nodes = NodeLookup(ctx, self.requests)
         self.txns = Transactions(ctx)
         self.publishers = Publishers(ctx, nodes, self.txns, self._not_a_publisher)
         self.consumers = Consumers(ctx, nodes, self.requests, self.txns)
@@ -317,6 +318,11 @@ class ConnectionHandler(ContextHandler):
         if refused is not None:
             refuse(link, ErrorCondition.UNAUTHORIZED_ACCESS, refused)
             return
+        if self.broker.placement is not None and self.nodes.decide_first(link, partial(self._attach, link)):
+            return  # (several workers: the owner decides what the node it names is first)
+        self._attach(link)
+
+    def _attach(self, link: Link) -> None:
         if isinstance(link, Sender):
             self.consumers.attach(link)
             return

@@ -9,7 +9,10 @@ relay). Whatever cannot be used raises :class:`~.addresses.AddressError`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ...addresses import partition_address
+from ...transport import Link, Sender
 from ...types import Source, Target
 from ..core import Node, PartitionedStream, Queue, ResourceKind
 from .addresses import (
@@ -24,7 +27,7 @@ from .context import Amqp1Context
 from .management import ManagementNode
 from .requests import RequestNodes
 from .termini import resource
-from .topics import node_name_and_kind
+from .topics import is_pattern, node_name_and_kind
 
 __all__ = ["RESERVED", "NodeLookup"]
 
@@ -39,6 +42,40 @@ class NodeLookup:
     def __init__(self, ctx: Amqp1Context, requests: RequestNodes) -> None:
         self.ctx = ctx
         self.requests = requests
+        self._decided: dict[str, Node] = {}
+        """While an attach the owner decided for (:meth:`decide_first`) is answered: the
+        node it decided, by name."""
+
+    def decide_first(self, link: Link, then: Callable[[], None]) -> bool:
+        """With several workers: whether ``link``'s attach waits for the owner of the node
+        its terminus names as a kind to decide what that node is
+        (:meth:`VirtualHost.decide <amqp10.broker.core.VirtualHost.decide>`); ``then``
+        attaches it once decided, its look-up finding the node decided."""
+        ctx = self.ctx
+        terminus = link.remote_source if isinstance(link, Sender) else link.remote_target
+        if not isinstance(terminus, (Source, Target)) or terminus.dynamic or not terminus.address:
+            return False
+        if parse(terminus.address) is not None or not ctx.broker.config.auto_create:
+            return False
+        name, kind = node_name_and_kind(terminus.address, terminus.capabilities)
+        if kind is None or is_pattern(name):
+            return False
+        name, node = ctx.plugin.node_at(name)  # (as the look-up finds it)
+        if node is not None or self.requests.node_at(name) is not None or ctx.denial(name, _resource_kind(kind), "configure") is not None:
+            return False  # (refused, or not made, by the look-up as before)
+
+        def decided(node: Node | None) -> None:
+            if not ctx.can_answer(link):  # the link went meanwhile
+                return
+            if node is not None:
+                self._decided[name] = node
+            try:
+                then()
+            finally:
+                self._decided.pop(name, None)
+            ctx.wake()
+
+        return ctx.vhost.decide(name, kind, decided)
 
     def lookup(self, address: str | None, *, kind: str | None, create: bool = True) -> Node | None:
         """The node a plain name names (``$management`` is this connection's own)."""
@@ -55,11 +92,13 @@ class NodeLookup:
             if reserved is not None:
                 raise AddressError("not-found", reserved)
         vhost = ctx.vhost
+        found = self._decided.get(address) if address and self._decided else None
+        if found is not None:
+            return found
         found = vhost.lookup(address, create=False, kind=kind)
         if found is None and create and address and ctx.broker.config.auto_create:
             # creating a node is declaring it: RabbitMQ's configure permission
-            what: ResourceKind = "exchange" if kind == "topic" else "queue"
-            refused = ctx.denial(address, what, "configure")
+            refused = ctx.denial(address, _resource_kind(kind), "configure")
             if refused is not None:
                 raise AddressError("unauthorized-access", refused)
             found = vhost.lookup(address, create=True, kind=kind)
@@ -127,3 +166,8 @@ class NodeLookup:
         if refused is not None:
             raise AddressError("unauthorized-access", refused)
         return node
+
+
+def _resource_kind(kind: str | None) -> ResourceKind:
+    """What making a node of ``kind`` declares, for RabbitMQ's configure permission."""
+    return "exchange" if kind == "topic" else "queue"

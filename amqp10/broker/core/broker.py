@@ -266,11 +266,14 @@ class Broker:
         several workers it waits first for the metadata changes made here to be in the one
         order and applied (:class:`MetadataPort`)."""
         metadata = self.metadata
-        if metadata is not None and metadata.hold(lambda: self._after_store(answer)):
+        if metadata is not None and metadata.hold(lambda: self.after_store(answer)):
             return
-        self._after_store(answer)
+        self.after_store(answer)
 
-    def _after_store(self, answer: Callable[[], None]) -> None:
+    def after_store(self, answer: Callable[[], None]) -> None:
+        """:meth:`after_commit` without waiting for the metadata's order: once this worker's
+        store has what was submitted so far (an answer about a node this worker owns,
+        which the order does not decide: workers/making.py)."""
         journal = self.journal
         if journal.idle:
             answer()

@@ -410,6 +410,12 @@ class NodeElsewhere(Node):
         durable subscription's consumer closed its link), what it holds with it."""
         raise NotImplementedError
 
+    def ask_make(self, kind: str, answered: Answered[str | None]) -> None:
+        """Its holder decides what it is, an attach here having named it as ``kind``: the
+        node it has, else one of ``kind`` made now (:meth:`VirtualHost.decide
+        <.vhost.VirtualHost.decide>`); answered with that node's kind (None: none decided)."""
+        raise NotImplementedError
+
     def ask_settled(self, answered: Answered[None]) -> None:
         """Answered once the outcomes given to it here so far are applied where it is held,
         and the dead letters they made are in their queues (wherever those are held), as

@@ -295,6 +295,45 @@ class VirtualHost:
             node = self.create_node(address, kind)
         return node
 
+    def decide(self, address: str, kind: str | None, decided: Callable[[Node | None], None]) -> bool:
+        """With several workers, an attach naming ``address`` as ``kind``, not what the address
+        rules make it, where another worker owns the name and this one has no node of it:
+        that owner decides what the node is, once for the whole broker (it makes one of
+        ``kind`` if it has none: workers/making.py), and ``decided`` gets it once answered:
+        this worker's copy of the topic the owner made, else the stand-in for the owner's
+        node (None: look it up as before). False: nothing to decide (always with one
+        worker): look it up now."""
+        placement = self.broker.placement
+        if placement is None or kind is None or kind == self.policy_for(address)[0]:
+            return False
+        if address in self.nodes or address in self.exchanges:  # (a topic's copy here, or what it is here)
+            return False
+        if kind != "topic" and self._on_every_worker(None, address, kind):  # (a partitioned stream's address)
+            return False
+        remote = placement(self.name, address)
+        if not isinstance(remote, NodeElsewhere):
+            return False
+
+        def answered(result: Callable[[], str | None]) -> None:
+            try:
+                made = result()
+            except ModelError as exc:
+                log.info("the owner of %r did not decide its kind: %s", address, exc)
+                made = None
+            if made == "topic":  # our copy, as the metadata's "topic" makes it (if it came first, made)
+                node = self.nodes.get(address)
+                if node is None:
+                    node = self.create_node(address, "topic")
+                decided(node if isinstance(node, Topic) else None)
+            elif made is not None:
+                remote.held_kind = made
+                decided(remote)
+            else:
+                decided(None)
+
+        remote.ask_make(kind, answered)
+        return True
+
     def _on_every_worker(self, node: Node | None, address: str, kind: str | None) -> bool:
         """Whether the node at ``address`` is one of those every worker has a copy of (a 1.0
         topic, a partitioned stream's address), rather than one worker's (workers > 1)."""

@@ -94,6 +94,7 @@ from .link import (
     encode_record,
     encode_request,
 )
+from .making import MAKE_NODE, made
 from .questions import REMEMBERED, AnswerMemo
 from .remote import (
     ACCEPT,
@@ -493,6 +494,7 @@ class NodeServer:
             "unsubscribe": self._unsubscribe,
             "cancel": self._cancelled,
             "settled": self._settled,
+            MAKE_NODE: made,  # (a node whose kind an attach there chose: making.py)
         }
 
     # -- LinkHandler --------------------------------------------------------------------------
@@ -888,13 +890,16 @@ class NodeServer:
         if remembered and error is None:
             assert memo is not None
             memo.remember(asker, n, answer)
-        self._reply(answer, after, dead_letters=op == "settled")
+        self._reply(answer, after, dead_letters=op == "settled", ordered=op != MAKE_NODE)
 
-    def _reply(self, answer: bytes, after: Sequence[Callable[[], None]] = (), *, dead_letters: bool = False) -> None:
+    def _reply(
+        self, answer: bytes, after: Sequence[Callable[[], None]] = (), *, dead_letters: bool = False, ordered: bool = True
+    ) -> None:
         """Send ``answer`` once what was changed so far is stored, as a broker answers a
         declare (``dead_letters``: and once the other workers took what this one sent them,
-        the dead letters of the outcomes applied so far); then ``after`` (what must reach
-        the peer after its answer)."""
+        the dead letters of the outcomes applied so far; ``ordered``: and the metadata
+        changes made here so far are in the one order; not for a node this worker decided
+        alone, making.py); then ``after`` (what must reach the peer after its answer)."""
 
         def send() -> None:
             replies = self._replies
@@ -907,8 +912,10 @@ class NodeServer:
         wait = self.after_publishes
         if dead_letters and wait is not None:
             self.broker.after_commit(lambda: wait(send))
-        else:
+        elif ordered:
             self.broker.after_commit(send)
+        else:
+            self.broker.after_store(send)
 
     def hand_out(self, node: Node, msg: QueuedMessage) -> int:
         """``msg``, acquired on ``node``, is the other worker's now (a suspended consumer's

@@ -98,6 +98,7 @@ from .link import (
     encode_request,
     encode_rewrites,
 )
+from .making import MAKE_NODE
 
 __all__ = [
     "ADMITTED",
@@ -531,6 +532,10 @@ class RemoteNode(NodeElsewhere):
 
     def ask_unsubscribe(self, topic: str, key: str) -> None:
         self._ask("unsubscribe", [topic, key], _first, _ignored)
+
+    def ask_make(self, kind: str, answered: Answered[str | None]) -> None:
+        """(making.py: the owner's :func:`~.making.made`.)"""
+        self._ask(MAKE_NODE, [kind], _kind, answered)
 
     def ask_settled(self, answered: Answered[None]) -> None:
         """(The question goes after this turn's outcomes, on the same session: the owner
@@ -979,6 +984,10 @@ def _first(values: list[Any]) -> int:
 
 def _truth(values: list[Any]) -> bool:
     return bool(values[0])
+
+
+def _kind(values: list[Any]) -> str | None:
+    return None if not values or values[0] is None else str(values[0])
 
 
 def _no_values(values: list[Any]) -> None:

@@ -222,3 +222,40 @@ async def test_a_kept_consumer_refused_when_the_owner_is_back_is_cancelled() -> 
     await until(lambda: c.was_cancelled)  # told, as a deleted queue's consumer is
     assert q.consumers == [holder]
     await p.close()
+
+
+async def test_the_owner_decides_a_kind_named_at_an_attach_keeping_the_node_it_has() -> None:
+    """``ask_make`` (workers/making.py): the owner makes a node of the kind asked if it has
+    none, else answers the kind of the one it has, which stays."""
+    p = await pair()
+    answers = Answers()
+    p.node("made").ask_make("topic", answers)
+    assert await answers.next() == "topic"
+    assert p.b.default.nodes["made"].kind == "topic"  # made on the owner (shared from there)
+    p.queue("kept")
+    p.node("kept").ask_make("topic", answers)
+    assert await answers.next() == "queue"
+    assert p.b.default.nodes["kept"].kind == "queue"
+    p.node("read").ask_make("stream", answers)
+    assert await answers.next() == "stream"
+    await p.close()
+
+
+async def test_a_kind_named_at_an_attach_here_is_the_owners_decision() -> None:
+    """``VirtualHost.decide``: nothing to decide with one worker; with an owner elsewhere, a
+    topic it made is copied here, and a queue it has is its stand-in, as it said."""
+    p = await pair()
+    decided: list[Any] = []
+    assert not p.a.default.decide("t", "topic", decided.append)  # (no placement: one worker)
+    p.a.placement = lambda vhost, name: p.node(name)
+    assert not p.a.default.decide("t", None, decided.append)  # (the rules' kind: nothing asked)
+    assert p.a.default.decide("t", "topic", decided.append)
+    await until(lambda: len(decided) == 1)
+    assert decided[0] is p.a.default.nodes["t"] and decided[0].kind == "topic"  # our copy
+    assert p.b.default.nodes["t"].kind == "topic"  # the owner's
+    p.queue("q")
+    assert p.a.default.decide("q", "topic", decided.append)
+    await until(lambda: len(decided) == 2)
+    assert decided[1] is p.node("q") and p.a.default.kind_of(decided[1]) == "queue"
+    assert "q" not in p.a.default.nodes and p.b.default.nodes["q"].kind == "queue"
+    await p.close()
