@@ -65,6 +65,7 @@ _PACK_UINT = struct.Struct(">BI").pack
 _TRANSFER_PFX = b"\x00\x53\x14\xc0"
 _SETTLED = (b"\x42", b"\x41")
 _pack_header_into = FRAME_HEADER.pack_into
+_pack_header = FRAME_HEADER.pack
 
 
 def encode_transfer_frame(
@@ -141,14 +142,11 @@ def encode_disposition_frame(
         + _SETTLED_OR_NULL[settled]
         + FIELDLESS_OUTCOMES[type(state)]
     )
-    start = len(buf)
-    buf += _PLACEHOLDER
+    size = len(fields) + 14  # (the frame's header, the descriptor, the list8's size and count)
+    buf += _pack_header(size, 2, FRAME_AMQP, channel)
     buf += _DISPOSITION_PFX
-    buf.append(len(fields) + 1)
-    buf.append(5)
+    buf += bytes((len(fields) + 1, 5))
     buf += fields
-    size = len(buf) - start
-    _pack_header_into(buf, start, size, 2, FRAME_AMQP, channel)
     return size
 
 
