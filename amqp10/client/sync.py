@@ -61,7 +61,7 @@ from ._common import (
     windowed,
 )
 from .claims import Claims
-from .syncloop import Loop, Settlement, Tracker, start_loop, withdraw_all
+from .syncloop import Loop, Settlement, Tracker, start_loop, wait_send, withdraw_all
 from .syncmanagement import Management
 
 __all__ = [
@@ -256,10 +256,11 @@ class Sender(_Link):
         """Send a message; return its outcome once the peer settles it (see
         :meth:`amqp10.client.Sender.send`).
 
-        :meth:`submit` and :meth:`Tracker.wait`: the message is encoded here and
-        queued, and this thread runs the event loop until the loop completes the
-        tracker (no task made per call, no other thread woken). Timing out
-        withdraws the message, as there.
+        The message is encoded here; while no other thread runs the event loop,
+        this thread takes it, starts the async send itself and runs the loop until
+        the async tracker has the outcome (no job queued, no task made per call,
+        no other thread woken); otherwise, as :meth:`submit` and
+        :meth:`Tracker.wait`. Timing out withdraws the message, as there.
 
         ``wait=False`` returns None once the message is queued, without waiting
         for its outcome (the cost of a message in :meth:`pipeline`): the outcome
@@ -273,7 +274,9 @@ class Sender(_Link):
         of one sender from one thread at a time: their outcomes are the sender's.
         """
         if wait:
-            return self.submit(message, settled=settled, txn=txn).wait(timeout)
+            payload = encode_payload(message)
+            self._link._check_usable()
+            return wait_send(self._loop, self._link, payload, settled, _inner(txn), timeout)
         deferred = self._deferred
         while deferred and (deferred[0].done or len(deferred) >= DEFERRED_WINDOW):
             _check_deferred(deferred.popleft(), timeout)

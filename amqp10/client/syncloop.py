@@ -51,7 +51,9 @@ from . import sender as _sender
 from . import transactions as _txn
 from ._common import Outcome
 
-__all__ = ["GRACE", "Job", "Loop", "Settlement", "Tracker", "start_loop", "withdraw_all"]
+__all__ = [
+    "GRACE", "Job", "Loop", "Settlement", "Tracker", "start_loop", "wait_send", "withdraw_all",
+]  # fmt: skip
 
 T = TypeVar("T")
 
@@ -73,6 +75,12 @@ class Job(Protocol):
 
     def _cancel(self, error: errors.AMQPError) -> None:
         """The loop stopped before starting it."""
+
+
+class Batch(Protocol):
+    """Runs ``work()`` so that what it queues goes out in one write; returns its result."""
+
+    def __call__(self, work: Callable[[], T], /) -> T: ...
 
 
 class Loop:
@@ -123,7 +131,7 @@ class Loop:
         self._interrupted = False  # Ctrl-C while a call ran the loop in the main thread
         self._main_id = threading.main_thread().ident  # (the thread Python runs signal handlers in)
         self._jobs: deque[Job] = deque()
-        self.batch: Callable[[Callable[[], None]], object] | None = None
+        self.batch: Batch | None = None
         """Runs a start of the queued jobs so that what they queue goes out in one write,
         at once when nothing else would share it: the connection driver's
         :meth:`~amqp10.io.driver.Driver.batch` (a waiting ``send()`` then takes one turn
@@ -235,13 +243,54 @@ class Loop:
             try:
                 self._run(done, end, me)
             finally:
-                with lock:
-                    self._driver = None
-                    self._left_at = time.monotonic()
-                    if self._waiters:
-                        cond.notify_all()
+                self._let_go()
             if done():
                 return True
+
+    def send_here(self, submit: Callable[[], _sender.Tracker], end: float) -> _sender.Tracker | None:
+        """A waiting send started and waited for in this thread, without a job or a
+        :class:`Tracker`: if nobody runs the loop and this thread may, take it, start
+        what was posted before and then ``submit()`` (the async send) as one batch,
+        and run the loop until the async tracker is done or ``end`` (monotonic).
+        Returns that tracker (not done if the time ran out, the loop was shut, or it
+        waits for its bytes to be written: see :func:`wait_send`), or None, having
+        started nothing, when another thread runs the loop (or a start of the posted
+        jobs is scheduled, which must come first, or this thread cannot run the loop):
+        then the send is posted as a :class:`Tracker`. Raises what ``submit()`` raises.
+        """
+        if not self._lend or _in_a_running_loop():
+            return None
+        me = threading.get_ident()
+        with self._lock:
+            if self._driver is not None or self._woken or self._shutting:
+                return None
+            self._driver = me
+        try:
+            batch = self.batch
+            if batch is None:
+                inner = self._ctx.run(self._start_then, submit)
+            else:
+                inner = self._ctx.run(batch, partial(self._start_then, submit))
+            if not inner.done:
+                inner.add_done_callback(self.completed)
+                self._run(lambda: inner.done, end, me)
+        finally:
+            self._let_go()
+        return inner
+
+    def _start_then(self, submit: Callable[[], T]) -> T:
+        """(The loop taken, not running) start the jobs posted so far, then ``submit()``."""
+        if self._jobs:
+            self._start_jobs()
+        return submit()
+
+    def _let_go(self) -> None:
+        """The calling thread stops running the loop: whoever waits for it looks."""
+        with self._lock:
+            self._driver = None
+            self._left_at = time.monotonic()
+            if self._waiters:
+                self.cond.notify_all()
 
     def _run(self, done: Callable[[], bool], end: float, me: int) -> None:
         """(With the loop taken) run it in this thread until ``done()`` or ``end``."""
@@ -349,9 +398,10 @@ class Loop:
                         cond.notify_all()
 
     # -- in the loop --------------------------------------------------------------------------
-    def completed(self) -> None:
-        """Something a blocking call may wait for is done: the call running the loop
-        looks (its run ends after this turn), and so do the threads sleeping on it."""
+    def completed(self, _what: object = None) -> None:
+        """Something a blocking call may wait for is done (``_what``: a done callback's
+        argument, unused): the call running the loop looks (its run ends after this
+        turn), and so do the threads sleeping on it."""
         if self._stops:
             self._aloop.stop()
         if self._waiters:
@@ -698,6 +748,34 @@ class Tracker:
         self._error = error
         self._done = True
         self._loop.completed()
+
+
+def wait_send(
+    loop: Loop,
+    sender: _sender.Sender,
+    payload: bytes,
+    settled: bool | None,
+    txn: _txn.Transaction | None,
+    timeout: float | None,
+) -> Outcome | None:
+    """A blocking ``send()`` that waits for its outcome: started in this thread and
+    waited for on the async tracker (:meth:`Loop.send_here`) while nobody else runs
+    the loop, else posted as a :class:`Tracker`. As the async wait does, timing out
+    withdraws the message, and a pre-settled one is done once it is written out.
+    """
+    limit = sender._conn._timeout_for(timeout)
+    end = time.monotonic() + limit
+    inner = loop.send_here(partial(sender.submit, payload, settled=settled, txn=txn), end)
+    if inner is None:
+        tracker = Tracker(loop, sender, payload, settled, txn)
+        loop.post(tracker)
+        return tracker.wait(timeout)
+    if not inner.done or sender.unflushed(inner):
+        # the time ran out (withdrawn there), the loop was shut (raises why), or the
+        # pre-settled send's bytes may not be out yet: the rest of the async wait
+        left = max(end - time.monotonic(), 0.0)
+        loop.call(partial(sender._outcome_of, inner, left, limit))
+    return inner.result()
 
 
 class Settlement:

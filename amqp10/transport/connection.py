@@ -49,6 +49,7 @@ from .framing import (
     FRAME_AMQP,
     FRAME_HEADER,
     MIN_MAX_FRAME_SIZE,
+    encode_disposition_frame,
     encode_empty_frame,
     encode_frame,
     encode_transfer_frame,
@@ -345,6 +346,14 @@ class Connection:
                 f"{type(performative).__name__} frame of {size} bytes exceeds the peer's "
                 f"max-frame-size {self.remote_max_frame_size}"
             )
+        self.frames_out += 1
+
+    def write_disposition_frame(
+        self, channel: int, role: int, first: int, last: int | None, settled: bool, state: Any
+    ) -> None:
+        """Append a disposition frame whose ``state`` is one of ``FIELDLESS_OUTCOMES``
+        (``encode_disposition_frame``: it always fits the peer's max-frame-size)."""
+        encode_disposition_frame(self._out, channel, role, first, last, settled, state)
         self.frames_out += 1
 
     def write_delivery_frame(self, channel: int, handle: int, delivery_id: int, d: Delivery) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from typing import Any, Final
 
-from ..types import codec
+from ..types import Accepted, Released, codec
 
 __all__ = [
     "AMQP_HEADER",
@@ -20,6 +20,8 @@ __all__ = [
     "MIN_MAX_FRAME_SIZE",
     "SASL_HEADER",
     "TLS_HEADER",
+    "FIELDLESS_OUTCOMES",
+    "encode_disposition_frame",
     "encode_empty_frame",
     "encode_frame",
     "parse_protocol_header",
@@ -63,6 +65,7 @@ _PACK_UINT = struct.Struct(">BI").pack
 _TRANSFER_PFX = b"\x00\x53\x14\xc0"
 _SETTLED = (b"\x42", b"\x41")
 _pack_header_into = FRAME_HEADER.pack_into
+_pack_header = FRAME_HEADER.pack
 
 
 def encode_transfer_frame(
@@ -100,6 +103,50 @@ def encode_transfer_frame(
         buf += payload
     size = len(buf) - start
     _pack_header_into(buf, start, size, 2, FRAME_AMQP, channel)
+    return size
+
+
+_DISPOSITION_PFX = b"\x00\x53\x15\xc0"
+_ROLE = (b"\x42", b"\x41")  # sender (false), receiver (true)
+_NULL = b"\x40"
+_SETTLED_OR_NULL = (_NULL, b"\x41")  # (a disposition's settled defaults to false: null)
+
+FIELDLESS_OUTCOMES: Final[dict[type, bytes]] = {
+    Accepted: codec.encode(Accepted()),
+    Released: codec.encode(Released()),
+}
+"""The outcomes without fields, by type, and their one encoding each."""
+
+
+def encode_disposition_frame(
+    buf: bytearray,
+    channel: int,
+    role: int,
+    first: int,
+    last: int | None,
+    settled: bool,
+    state: Any,
+) -> int:
+    """Append a disposition frame whose ``state`` is one of :data:`FIELDLESS_OUTCOMES`;
+    return its size.
+
+    The same bytes as ``encode_frame(buf, channel, Disposition(role=..., first=...,
+    last=..., settled=..., state=...))``, without building the performative: the
+    disposition that settles a lone delivery (or a range of them) with accepted or
+    released, one per read of a message-by-message peer.
+    """
+    fields = (
+        _ROLE[role]
+        + (_UINT_SMALL[first] if first < 256 else _PACK_UINT(0x70, first))
+        + (_NULL if last is None else _UINT_SMALL[last] if last < 256 else _PACK_UINT(0x70, last))
+        + _SETTLED_OR_NULL[settled]
+        + FIELDLESS_OUTCOMES[type(state)]
+    )
+    size = len(fields) + 14  # (the frame's header, the descriptor, the list8's size and count)
+    buf += _pack_header(size, 2, FRAME_AMQP, channel)
+    buf += _DISPOSITION_PFX
+    buf += bytes((len(fields) + 1, 5))
+    buf += fields
     return size
 
 

@@ -528,7 +528,24 @@ class Sender(Link):
             d.state = d.transfer_state = state
         if not settled:
             unsettled[tag] = d
-        self._queue.append(d)
+        queue = self._queue
+        session = self.session
+        if (
+            not queue
+            and self.credit > 0
+            and state is None
+            and self.state is LinkState.ATTACHED
+            and not self._resume_only
+            and len(payload) + _TRANSFER_BOUND + len(tag) <= session.connection.remote_max_frame_size
+            and session.can_transfer()
+        ):
+            # the common case, checked once: nothing queued before it, credit and window
+            # for it, one frame for the whole delivery (what _pump would find)
+            self._write_whole(d)
+            if self._drain_open:
+                self._after_drain_pump()
+            return d
+        queue.append(d)
         if self.state is LinkState.ATTACHED:
             self._pump()
         return d
@@ -573,22 +590,18 @@ class Sender(Link):
                     break
                 if self._resume_only and not d.resume:
                     break  # §2.7.3 incomplete-unsettled: only resuming transfers for now
-                self.credit -= 1
-                self.delivery_count = (self.delivery_count + 1) & _MASK
-                payload = d.payload
-                size = len(payload)
                 if (
                     d.transfer_state is None
                     and not d.resume
                     and not d.aborted
-                    and size + _TRANSFER_BOUND + len(d.tag) <= max_frame
+                    and len(d.payload) + _TRANSFER_BOUND + len(d.tag) <= max_frame
                 ):
                     # the common case, one frame for the whole delivery
-                    room = session.write_delivery(handle, d)
-                    d.offset = size
-                    d.sent = True
                     queue.popleft()
+                    room = self._write_whole(d)
                     continue
+                self.credit -= 1
+                self.delivery_count = (self.delivery_count + 1) & _MASK
                 d.delivery_id = session.assign_delivery_id(d)
             finished, room = self._write_frames(d, first, handle, max_frame)
             if not finished:
@@ -601,6 +614,17 @@ class Sender(Link):
                 self._forget(d)
         if self._drain_open:  # (tested here: a call per send saved)
             self._after_drain_pump()
+
+    def _write_whole(self, d: Delivery) -> bool:
+        """Write ``d`` (new, no state, not resumed, fitting the peer's max-frame-size) as
+        its one transfer frame, taking a unit of credit: whether the session's window
+        has room for another (the caller knows it had room for this one)."""
+        self.credit -= 1
+        self.delivery_count = (self.delivery_count + 1) & _MASK
+        room = self.session.write_delivery(self.handle, d)  # type: ignore[arg-type]  # (attached)
+        d.offset = len(d.payload)
+        d.sent = True
+        return room
 
     def _write_frames(self, d: Delivery, first: bool, handle: int, max_frame: int) -> tuple[bool, bool]:
         """Write ``d``'s frames from where it got to, as the window allows: whether its

@@ -20,6 +20,7 @@ from . import serial
 from .connection_state import WRITABLE
 from .errors import IllegalStateError, ProtocolViolation
 from .events import LinkFailed, SessionBegun, SessionEnded
+from .framing import FIELDLESS_OUTCOMES
 from .link import Link, Receiver, Sender
 from .link_state import ACCEPTS_FRAMES as LINK_ACCEPTS
 from .link_state import LinkState
@@ -358,9 +359,14 @@ class Session:
         if not pending:
             return
         self._dispositions = []
-        write = self.connection.write_frame
+        connection = self.connection
         for role, first, last, settled, state in pending:
-            write(
+            if type(state) in FIELDLESS_OUTCOMES:  # (accepted, released: no Disposition built)
+                connection.write_disposition_frame(
+                    self.channel, role, first, None if last == first else last, settled, state
+                )
+                continue
+            connection.write_frame(
                 self.channel,
                 Disposition(
                     role=bool(role),

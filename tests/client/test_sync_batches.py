@@ -187,6 +187,21 @@ def test_pre_settled_submit_resolves_once_written(conn: amqp10.sync.Connection) 
     assert got == list(range(5))
 
 
+def test_a_waiting_send_goes_out_after_what_was_submitted_before_it(
+    conn: amqp10.sync.Connection,
+) -> None:
+    sender = conn.open_sender("q", settle_mode=SettleMode.AT_LEAST_ONCE)
+    trackers = [sender.submit(Message(body=i)) for i in range(3)]
+    sender.send(Message(body=3), wait=False)
+    assert isinstance(sender.send(Message(body=4)), Accepted)
+    assert all(t.done for t in trackers)  # (started before the waiting send)
+    sender.flush()
+    pre = conn.open_sender("q", settle_mode=SettleMode.AT_MOST_ONCE)
+    assert pre.send(Message(body=5)) is None  # pre-settled: once written
+    receiver = conn.open_receiver("q", credit=10)
+    assert [b for bs in fetch_all(receiver, 6, 10) for b in bs] == list(range(6))
+
+
 # -- submit and wait without the loop ---------------------------------------------------------
 def test_submit_and_wait_make_no_round_trip_and_wake_the_loop_per_batch(
     conn: amqp10.sync.Connection,
@@ -249,6 +264,19 @@ def test_a_wait_that_times_out_withdraws_and_the_connection_stays_usable(
     assert bodies(receiver.fetch(10, timeout=WAIT)) == ["first"]
     assert receiver.fetch(10, timeout=QUIET) == []
     assert isinstance(sender.submit(Message(body="after")).wait(), Accepted)
+
+
+def test_a_waiting_send_that_times_out_withdraws_its_message(
+    conn: amqp10.sync.Connection,
+) -> None:
+    sender = conn.open_sender("full.q", settle_mode=SettleMode.AT_LEAST_ONCE)
+    assert isinstance(sender.send(Message(body="first")), Accepted)  # the queue is full now
+    with pytest.raises(errors.TimeoutError, match=r"timed out after 0\.2s \(no credit from the peer\)"):
+        sender.send(Message(body="withdrawn"), timeout=QUIET)
+    assert sender.queued == 0
+    receiver = conn.open_receiver("full.q", credit=10)
+    assert bodies(receiver.fetch(10, timeout=WAIT)) == ["first"]
+    assert receiver.fetch(10, timeout=QUIET) == []
 
 
 def test_stopping_a_blocking_pipeline_early_withdraws_the_rest(
