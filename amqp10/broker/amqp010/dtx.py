@@ -284,6 +284,7 @@ class Branches:
         if b.prepared or self.branches.get(b.key) is not b:
             return
         b.timed_out = b.rollback_only = True
+        b.elsewhere = 0  # (their workers may be gone, saying nothing: it is rolled back without them)
         b.held.rollback()
 
     # -- the commands on a branch, wherever it is asked from -------------------------------------

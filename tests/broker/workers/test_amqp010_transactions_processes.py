@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,14 +22,14 @@ from pathlib import Path
 import pytest
 
 from tests.amqp010.peer import SocketPeer, struct
-from tests.broker.test_workers import Parent
+from tests.broker.test_workers import WAIT, Parent
 
 from .test_amqp010_processes import UNLIMITED, counts, one_on_each, publish, refused
 from .test_processes import owned_by
 
 pytestmark = pytest.mark.slow
 
-OK, RBROLLBACK = 0, 1
+OK, RBROLLBACK, RBTIMEOUT = 0, 1, 2
 
 
 def xid(name: bytes) -> object:
@@ -327,3 +328,37 @@ def test_a_joined_branch_prepared_outlives_a_sigkill_of_every_process(tmp_path: 
         for p in peers.values():
             assert [counts(p, q)[0] for q in queues] == [1, 1, 1, 1]
             assert in_doubt(p) == []
+
+
+def test_a_branch_joined_from_a_worker_that_died_rolls_back_once_it_timed_out(broker: Parent) -> None:
+    """Worker 1 SIGKILLed while its session is joined to worker 0's branch: nothing tells
+    worker 0 that association ended, so the branch stays associated (rollback refused,
+    illegal-state) until it times out; then it waits for no other worker's session."""
+    x, queue = xid(b"joined-lost"), owned_by(0, "dtxlost")
+    with one_on_each(broker) as peers:
+        a, b = peers[0], peers[1]
+        declare(a, queue)
+        a.call("dtx.select")
+        assert status(a, "dtx.start", xid=x) == OK
+        a.call("dtx.set-timeout", xid=x, timeout=1)
+        publish(a, queue, b"held")
+        assert status(a, "dtx.end", xid=x) == OK
+        b.call("dtx.select")
+        assert status(b, "dtx.start", xid=x, join=True) == OK
+        mark = len(broker.lines)
+        os.kill(broker.worker_pids()[1], signal.SIGKILL)
+        broker.wait_for(r"worker 1 \(pid \d+\) ended .*killed by SIGKILL", mark)
+        for channel in range(2, 11):  # (each refusal ends its session: a new one each time, to channel-max)
+            a.attach(channel, b"rollback-%d" % channel)
+            try:
+                r = a.call("dtx.rollback", channel, xid=x)
+            except AssertionError as exc:  # refused: still associated (not timed out yet)
+                ((_, refusal),) = a.take("execution.exception")
+                assert refusal["error_code"] == 409, exc
+                time.sleep(WAIT / 9)
+                continue
+            assert r is not None and r["status"] == RBTIMEOUT
+            break
+        else:
+            raise AssertionError("the branch stayed associated past its timeout")
+        assert counts(a, queue)[0] == 0
