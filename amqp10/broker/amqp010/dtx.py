@@ -359,12 +359,12 @@ class Branches:
 
                 def done(prepared: bool) -> None:
                     if prepared:
+                        self.set_timeout(b, b.timeout)  # (a prepared branch does not time out)
                         reply({"status": XA["xa-ok"]})
                     else:  # a part on another worker's queue could not be prepared: it rolls back
                         self._decide(b, False, lambda: reply({"status": XA["xa-rbrollback"]}))
 
                 self.prepare_work(b.held, done)
-                self.set_timeout(b, b.timeout)  # (a prepared branch does not time out)
 
             self._tell_parts(b, "prepare", own)
 
@@ -644,8 +644,8 @@ class DtxCommands:
                 b.active.add(s)
                 b.session_ended(s)
                 return None
-            b.rollback_only = int(fields["status"]) != XA["xa-ok"]
-            return self._associate(s, b)
+            self._associate(s, b)
+            return result_struct("xa-result", status=int(fields["status"]))  # (the holder's)
 
         self.ctx.later(lambda answered: part.append(self.branches.join(key, answered)), joined)
 
