@@ -52,6 +52,8 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "MAX_TIMEOUT",
     "OWNER",
+    "PART_OWNER",
+    "PART_QUESTION",
     "RECOVER_QUESTION",
     "Branch",
     "Branches",
@@ -74,6 +76,13 @@ not hold: ``{op, xid, one_phase, timeout}``; answered by the one that holds it w
 result's fields (or ``{"error": [code, text]}``), by the others with None."""
 RECOVER_QUESTION: Final = "amqp010.dtx-recover"
 """The other workers' question for the xids of their prepared branches (``dtx.recover``)."""
+PART_OWNER: Final = "amqp010.dtx-part"
+"""What the store calls the parts of branches another worker holds (``workers`` > 1: the work
+of this worker's sessions that joined such a branch)."""
+PART_QUESTION: Final = "amqp010.dtx-part"
+"""The holder's question to the other workers (``workers`` > 1) for their parts of a branch:
+``{op, xid}`` with ``op`` ``prepare``, ``commit`` or ``rollback``; answered by a worker with a
+part of it with ``{"status": ...}`` once what it wrote is stored, by the others with None."""
 PLACEMENT_PREFIX: Final = "amq.dtx."
 """What the name a branch's xid is placed under starts with (:func:`placement_name`; a
 reserved prefix: no client declares a queue of it)."""
@@ -127,6 +136,17 @@ class Branch:
         self.timed_out = False
         self.timeout = DEFAULT_TIMEOUT
         self.lease: Lease | None = None
+        self.elsewhere = 0
+        """Sessions of other workers associated with it (joined, active or suspended)."""
+        self.parts: int | None = 0
+        """How many other workers hold a part of it (their sessions' work: :attr:`part`);
+        None: not known (recovered from the store: every worker is asked)."""
+        self.part = False
+        """A part of a branch another worker holds: this worker's sessions' work in it,
+        prepared, committed and rolled back when that worker's branch is."""
+        self.ended: Callable[[], None] | None = None
+        """A part's: tells the worker that holds the branch a session of it ended while
+        associated (the branch can only roll back)."""
 
     @property
     def prepared(self) -> bool:
@@ -135,7 +155,7 @@ class Branch:
 
     @property
     def associated(self) -> bool:
-        return bool(self.active or self.suspended)
+        return bool(self.active or self.suspended or self.elsewhere)
 
     def status(self) -> int:
         if self.timed_out:
@@ -147,6 +167,8 @@ class Branch:
         self.active.discard(s)
         self.suspended.discard(s)
         self.rollback_only = True
+        if self.ended is not None:
+            self.ended()
 
 
 class Branches:
@@ -158,16 +180,34 @@ class Branches:
     :data:`BRANCH_QUESTION`), and the worker that holds it applies it and answers; a
     ``recover`` lists every worker's prepared branches (:data:`RECOVER_QUESTION`). What
     a branch did on other workers' queues is prepared, committed and rolled back there
-    with it (:attr:`Broker.coordinator <amqp10.broker.core.Broker.coordinator>`)."""
+    with it (:attr:`Broker.coordinator <amqp10.broker.core.Broker.coordinator>`).
+
+    A session of another worker joins a branch (``dtx.start`` with ``join``) by asking
+    the holder (``join``: it counts the association, so the branch is not prepared while
+    it lasts, and ``end`` ends it); its work is held on its own worker, in a *part* of the
+    branch (:attr:`parts`, a :class:`Branch` with :attr:`Branch.part`), as a branch's own
+    is. The holder's prepare asks every worker with a part to prepare it first
+    (:data:`PART_QUESTION`: written to that worker's store, its own parts on other
+    workers' queues prepared with it, as a branch's are) and prepares its own only once
+    all have; its commit and rollback decide the parts first and its own record last, so
+    a prepared branch stays listed (``recover``) until every part is decided, and a
+    commit asked again commits what is left. A part prepared before a restart comes back
+    from its worker's store and is decided with its branch."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.branches: dict[Xid, Branch] = {}
+        self.parts: dict[Xid, Branch] = {}
+        """Parts of branches other workers hold: the work of this worker's sessions in them."""
         for held in broker.recovered_transactions(OWNER):  # prepared before a restart
             key = key_of(held.txn_id)
-            self.branches[key] = Branch(xid_struct(key), key, held)
+            b = self.branches[key] = Branch(xid_struct(key), key, held)
+            b.parts = None
+        for held in broker.recovered_transactions(PART_OWNER):
+            self._part(key_of(held.txn_id), held)
         broker.questions[BRANCH_QUESTION] = self._answer_branch
         broker.questions[RECOVER_QUESTION] = self._answer_recover
+        broker.questions[PART_QUESTION] = self._answer_part
 
     @classmethod
     def of(cls, broker: Broker) -> Branches:
@@ -177,6 +217,32 @@ class Branches:
         b = self.branches[key] = Branch(xid, key, HeldWork(OWNER, txn_id(key), self.broker.journal))
         self.set_timeout(b, DEFAULT_TIMEOUT)
         return b
+
+    def _part(self, key: Xid, held: HeldWork | None = None) -> Branch:
+        """This worker's part of the branch of ``key`` another worker holds (made if new)."""
+        part = self.parts.get(key)
+        if part is None:
+            held = held or HeldWork(PART_OWNER, txn_id(key), self.broker.journal)
+            part = self.parts[key] = Branch(xid_struct(key), key, held)
+            part.part = True
+            part.ended = lambda: self.ask_others("end", key, {"fail": True}, lambda answer: None)
+        return part
+
+    def join(self, key: Xid, answered: Answered[Fields]) -> Branch:
+        """A session of this worker joins the branch of ``key`` another worker holds: this
+        worker's part of it; ``answered`` with the holder's answer once it counted the
+        session (the branch's status; an error if none holds it, or it is prepared)."""
+        known = key in self.parts
+        part = self._part(key)
+
+        def joined(answer: Callable[[], Fields]) -> None:
+            fields = answer()
+            if "error" in fields and not known and not part.associated and self.parts.get(key) is part:
+                del self.parts[key]  # (made for this join: nothing in it)
+            answered(lambda: fields)
+
+        self.ask_others("join", key, {"part": not known}, joined)
+        return part
 
     def forget(self, b: Branch) -> None:
         self._drop_lease(b)
@@ -225,6 +291,7 @@ class Branches:
         if b.prepared or self.branches.get(b.key) is not b:
             return
         b.timed_out = b.rollback_only = True
+        b.elsewhere = 0  # (their workers may be gone, saying nothing: it is rolled back without them)
         b.held.rollback()
 
     # -- the commands on a branch, wherever it is asked from -------------------------------------
@@ -235,6 +302,27 @@ class Branches:
         result's fields once what it wrote is stored (everywhere it reached)."""
         if op == "known":  # (another worker's dtx.start of its xid)
             return lambda reply: reply({})
+        if op == "join":  # (a session of another worker: its work is that worker's part)
+            if b.prepared:
+                raise CommandError("illegal-state", f"transaction branch {_show(b.key)} is prepared")
+
+            def join(reply: Reply) -> None:
+                b.elsewhere += 1
+                if args.get("part") and b.parts is not None:
+                    b.parts += 1
+                reply({"status": b.status()})
+
+            return join
+        if op == "end":  # (that session's dtx.end, or its end while associated)
+
+            def end(reply: Reply) -> None:
+                if not args.get("suspend"):
+                    b.elsewhere = max(0, b.elsewhere - 1)
+                if args.get("fail"):
+                    b.rollback_only = True
+                reply({"status": b.status()})
+
+            return end
         if op == "get-timeout":
             return lambda reply: reply({"timeout": b.timeout})
         if op == "set-timeout":
@@ -271,24 +359,83 @@ class Branches:
             return lambda reply: reply({"status": status})
 
         def start(reply: Reply) -> None:
-            def here() -> None:  # (after its parts elsewhere, if any: one store batch with their record)
-                b.held.prepare(lambda: reply({"status": XA["xa-ok"]}))
-                self.set_timeout(b, b.timeout)  # (a prepared branch does not time out)
-
-            def prepared(answer: Callable[[], None]) -> None:
-                try:
-                    answer()
-                except ModelError:  # a part could not be prepared: the branch rolls back
-                    self.forget(b)
-                    b.held.rollback(lambda: reply({"status": XA["xa-rbrollback"]}))
+            def own(parts_prepared: bool) -> None:  # (after the other workers' parts of it, if any)
+                if not parts_prepared:
+                    self._decide(b, False, lambda: reply({"status": XA["xa-rbrollback"]}))
                     return
-                here()
 
-            coordinator = self.broker.coordinator
-            if coordinator is None or not coordinator.prepare(b.held.txn_id, b.held.reached(), b.held.taken, prepared):
-                here()
+                def done(prepared: bool) -> None:
+                    if prepared:
+                        self.set_timeout(b, b.timeout)  # (a prepared branch does not time out)
+                        reply({"status": XA["xa-ok"]})
+                    else:  # a part on another worker's queue could not be prepared: it rolls back
+                        self._decide(b, False, lambda: reply({"status": XA["xa-rbrollback"]}))
+
+                self.prepare_work(b.held, done)
+
+            self._tell_parts(b, "prepare", own)
 
         return start
+
+    def prepare_work(self, held: HeldWork, done: Callable[[bool], None]) -> None:
+        """Prepare ``held`` (a branch's, or a part's), with what it reaches on other
+        workers' queues (one store batch with their record): ``done(True)`` once it is
+        stored; ``done(False)`` if a part elsewhere could not be prepared (nothing of it
+        is: the caller rolls ``held`` back)."""
+
+        def prepared(answer: Callable[[], None]) -> None:
+            try:
+                answer()
+            except ModelError:
+                done(False)
+                return
+            held.prepare(lambda: done(True))
+
+        coordinator = self.broker.coordinator
+        if coordinator is None or not coordinator.prepare(held.txn_id, held.reached(), held.taken, prepared):
+            held.prepare(lambda: done(True))
+
+    def _tell_parts(self, b: Branch, op: str, then: Callable[[bool], None]) -> None:
+        """Tell the other workers' parts of ``b`` to ``op`` (``prepare``, ``commit``,
+        ``rollback``); ``then(ok)`` once each has: ``ok`` when every one that holds a part
+        answered xa-ok and (a prepare) as many as joined it did. At once when none can."""
+        others = self.broker.others
+        expected = b.parts
+        if others is None or expected == 0 or (op == "prepare" and expected is None):
+            then(True)
+            return
+
+        def answered(answers: list[Any]) -> None:
+            statuses = [int(a.get("status", -1)) for a in answers if isinstance(a, dict)]
+            enough = op != "prepare" or len(statuses) >= (expected or 0)
+            then(enough and all(st == XA["xa-ok"] for st in statuses))
+
+        others.ask(PART_QUESTION, {"op": op, "xid": _wire(b.key)}, answered)
+
+    def _answer_part(self, args: Mapping[str, Any], reply: Callable[[Any], None]) -> None:
+        """The holder of a branch tells this worker's part of it to ``op`` (None: no part here)."""
+        key = _unwire(args["xid"])
+        part = self.parts.get(key)
+        if part is None:
+            reply(None)
+            return
+        op = str(args["op"])
+        if op == "prepare":
+
+            def done(prepared: bool) -> None:
+                if prepared:
+                    reply({"status": XA["xa-ok"]})
+                else:
+                    self.parts.pop(key, None)
+                    part.held.rollback(lambda: reply({"status": XA["xa-rbrollback"]}))
+
+            if part.associated:  # (a session joined after the holder's prepare began)
+                reply({"status": XA["xa-rbrollback"]})
+            else:
+                self.prepare_work(part.held, done)
+            return
+        del self.parts[key]
+        self.finish_work(part.held, op == "commit", lambda: reply({"status": XA["xa-ok"]}))
 
     def _commit(self, b: Branch, status: int, *, one_phase: bool) -> Start:
         if status != XA["xa-ok"]:
@@ -305,6 +452,19 @@ class Branches:
             )
         if b.prepared:
             return lambda reply: self._decide(b, True, lambda: reply({"status": XA["xa-ok"]}))
+        if b.parts:  # parts on other workers: prepared with its own, then committed (two phases)
+            prepare = self._prepare(b, status)
+
+            def prepare_then_commit(reply: Reply) -> None:
+                def prepared(fields: Fields) -> None:
+                    if fields.get("status") != XA["xa-ok"]:
+                        reply(fields)
+                    else:
+                        self._decide(b, True, lambda: reply({"status": XA["xa-ok"]}))
+
+                prepare(prepared)
+
+            return prepare_then_commit
 
         def one_phase_commit(reply: Reply) -> None:
             self.forget(b)
@@ -324,9 +484,14 @@ class Branches:
         return one_phase_commit
 
     def _decide(self, b: Branch, commit: bool, then: Callable[[], None]) -> None:
-        """Commit or roll back ``b`` (with its parts on other workers); ``then`` once stored."""
+        """Commit or roll back ``b`` (with its parts on other workers, theirs first: its own
+        prepared record is the last to go); ``then`` once stored."""
         self.forget(b)
-        held = b.held
+        self._tell_parts(b, "commit" if commit else "rollback", lambda ok: self.finish_work(b.held, commit, then))
+
+    def finish_work(self, held: HeldWork, commit: bool, then: Callable[[], None]) -> None:
+        """Commit or roll back ``held`` (a branch's, or a part's), with what it reaches on
+        other workers' queues; ``then`` once stored."""
         coordinator = self.broker.coordinator
         apply = held.commit if commit else held.rollback
         if coordinator is None or not coordinator.finish(held.txn_id, commit, apply, lambda answer: then()):
@@ -433,6 +598,7 @@ class DtxCommands:
         assert isinstance(xid, Compound)
         b = self.branches.branches.get(key)
         if resume:
+            b = b or self.branches.parts.get(key)
             if b is None or s not in b.suspended:
                 raise CommandError(
                     "illegal-state",
@@ -441,6 +607,9 @@ class DtxCommands:
             b.suspended.discard(s)
             s.suspended.remove(b)
         elif join:
+            if b is None and self.ctx.broker.others is not None:  # another worker's, or none
+                self._join_elsewhere(s, key)
+                return None
             if b is None:
                 raise CommandError("not-allowed", f"no transaction branch {_show(key)} to join")
         elif b is not None:
@@ -464,13 +633,36 @@ class DtxCommands:
             raise CommandError("illegal-state", f"transaction branch {_show(key)} is prepared")
         return self._associate(s, b)
 
+    def _join_elsewhere(self, s: Amqp010Session, key: Xid) -> None:
+        """``s`` joins the branch of ``key`` another worker holds (if one does): its work
+        goes into this worker's part of it (:meth:`Branches.join`)."""
+        part: list[Branch] = []
+
+        def joined(answer: Callable[[], Fields]) -> Compound | None:
+            fields = answer()
+            error = fields.get("error")
+            if error is not None:
+                code, text = str(error[0]), str(error[1])
+                if code == "not-found":
+                    code, text = "not-allowed", f"no transaction branch {_show(key)} to join"
+                raise CommandError(code, text)
+            b = part[0]
+            if s.closed:  # (ended meanwhile: the holder counted an association that is gone)
+                b.active.add(s)
+                b.session_ended(s)
+                return None
+            self._associate(s, b)
+            return result_struct("xa-result", status=int(fields["status"]))  # (the holder's)
+
+        self.ctx.later(lambda answered: part.append(self.branches.join(key, answered)), joined)
+
     @staticmethod
     def _associate(s: Amqp010Session, b: Branch) -> Compound:
         b.active.add(s)
         s.branch = b
         return result_struct("xa-result", status=b.status())
 
-    def end(self, s: Amqp010Session, c: Compound) -> Compound:
+    def end(self, s: Amqp010Session, c: Compound) -> Compound | None:
         self._selected(s)
         fail, suspend = bool(c["fail"]), bool(c["suspend"])
         if fail and suspend:
@@ -489,6 +681,10 @@ class DtxCommands:
         elif suspend:
             b.suspended.add(s)
             s.suspended.append(b)
+        if b.part:  # (a branch another worker holds: it ends the association, and says its status)
+            args = {"fail": fail, "suspend": suspend}
+            self.ctx.later(lambda answered: self.branches.ask_others("end", key, args, answered), lambda a: _result("end", a()))
+            return None
         return result_struct("xa-result", status=b.status())
 
     # prepare, commit, rollback and forget are answered once what they wrote is durable

@@ -112,3 +112,31 @@ def test_a_session_ending_inside_a_branch_leaves_it_rollback_only(
     other.call("dtx.rollback", xid=xid(b"abandoned"))
     assert count(other, "b") == 0
     other.close()
+
+
+def test_a_session_of_another_connection_joins_a_branch_and_commits_with_it(
+    broker: RunningBroker, peer: SocketPeer
+) -> None:
+    """The joining connection may be served by another worker (``workers`` > 1): its work
+    is prepared and committed with the branch all the same."""
+    x = xid(b"joined")
+    move_in_branch(peer, x)
+    other = SocketPeer(broker.port)
+    other.attach(1, b"joiner")
+    other.call("dtx.select")
+    status = other.call("dtx.start", xid=x, join=True)
+    assert status is not None and status["status"] == OK
+    publish(other, "b", b"joined")
+    assert count(peer, "b") == 0  # held in the branch
+    refused = peer.command("dtx.prepare", xid=x)  # (still associated: illegal-state)
+    peer.flush()
+    (exc,) = peer.wait("execution.exception")
+    assert exc["command_id"] == refused and exc["error_code"] == 409
+    status = other.call("dtx.end", xid=x)
+    assert status is not None and status["status"] == OK
+    result = other.call("dtx.prepare", xid=x)
+    assert result is not None and result["status"] == OK
+    result = other.call("dtx.commit", xid=x, one_phase=False)
+    assert result is not None and result["status"] == OK
+    assert (count(other, "a"), count(other, "b")) == (0, 2)
+    other.close()

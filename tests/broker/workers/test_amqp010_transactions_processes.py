@@ -14,19 +14,22 @@ from __future__ import annotations
 
 import os
 import signal
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from tests.amqp010.peer import SocketPeer, struct
-from tests.broker.test_workers import Parent
+from tests.broker.test_workers import WAIT, Parent
 
 from .test_amqp010_processes import UNLIMITED, counts, one_on_each, publish, refused
 from .test_processes import owned_by
 
 pytestmark = pytest.mark.slow
 
-OK, RBROLLBACK = 0, 1
+OK, RBROLLBACK, RBTIMEOUT = 0, 1, 2
 
 
 def xid(name: bytes) -> object:
@@ -50,18 +53,23 @@ def in_doubt(p: SocketPeer) -> list[bytes]:
     return sorted(bytes(x["global_id"]) for x in r["in_doubt"])
 
 
+def take_first(p: SocketPeer, source: str) -> None:
+    """Accept the first message of ``source`` in the transaction the session works in."""
+    p.call("message.subscribe", queue=source, destination="taker", accept_mode=0, acquire_mode=0)
+    p.call("message.flow", destination="taker", unit=0, value=1)
+    p.call("message.flow", destination="taker", unit=1, value=UNLIMITED)
+    (t,) = p.wait("message.transfer")
+    assert t.body == b"first"
+    p.call("message.accept", transfers=((t.id, t.id),))
+    p.call("message.cancel", destination="taker")
+
+
 def move(p: SocketPeer, x: object, source: str, targets: list[str]) -> None:
     """In branch ``x`` on ``p``: accept the first message of ``source``, publish "moved" to
     each of ``targets``; the branch ended (not prepared)."""
     p.call("dtx.select")
     assert status(p, "dtx.start", xid=x) == OK
-    p.call("message.subscribe", queue=source, destination="mover", accept_mode=0, acquire_mode=0)
-    p.call("message.flow", destination="mover", unit=0, value=1)
-    p.call("message.flow", destination="mover", unit=1, value=UNLIMITED)
-    (t,) = p.wait("message.transfer")
-    assert t.body == b"first"
-    p.call("message.accept", transfers=((t.id, t.id),))
-    p.call("message.cancel", destination="mover")
+    take_first(p, source)
     for target in targets:
         publish(p, target, b"moved", durable=True)
     assert status(p, "dtx.end", xid=x) == OK
@@ -146,31 +154,43 @@ def test_an_xid_another_worker_holds_is_known_already(broker: Parent) -> None:
         assert counts(peers[0], "dtxknown")[0] == 1
 
 
-def test_a_prepared_branch_over_both_workers_outlives_a_sigkill_of_every_process(tmp_path: Path) -> None:
-    source, here, there = queues()
+@contextmanager
+def killed_after(tmp_path: Path, prepare: Callable[[dict[int, SocketPeer]], None]) -> Iterator[dict[int, SocketPeer]]:
+    """``prepare(peers)`` on a broker of ``tmp_path`` (a peer on each worker), every process
+    SIGKILLed right after it, the broker started again: a peer on each of its workers."""
     broker = Parent(tmp_path)
     try:
         broker.wait_listening()
         with one_on_each(broker) as peers:
-            fill(peers[1], source, here, there)
-            move(peers[0], xid(b"killed"), source, [here, there])
-            assert status(peers[0], "dtx.prepare", xid=xid(b"killed")) == OK
+            prepare(peers)
     finally:
-        broker.stop()  # SIGKILL: right after the prepare was answered
+        broker.stop()  # SIGKILL: right after what prepare did was answered
     broker = Parent(tmp_path)
     try:
         broker.wait_listening()
         with one_on_each(broker) as peers:
-            assert in_doubt(peers[0]) == in_doubt(peers[1]) == [b"killed"]
-            # its accepted message is still the branch's (acquired on worker 1), its publishes held
-            assert [counts(peers[0], q)[0] for q in (source, here, there)] == [1, 0, 0]
-            assert bodies(peers[0], source, 1) == [b"second"]
-            assert status(peers[1], "dtx.commit", xid=xid(b"killed"), one_phase=False) == OK
-            for p in peers.values():
-                assert [counts(p, q)[0] for q in (source, here, there)] == [1, 1, 1]
-                assert in_doubt(p) == []
+            yield peers
     finally:
         broker.stop()
+
+
+def test_a_prepared_branch_over_both_workers_outlives_a_sigkill_of_every_process(tmp_path: Path) -> None:
+    source, here, there = queues()
+
+    def prepare(peers: dict[int, SocketPeer]) -> None:
+        fill(peers[1], source, here, there)
+        move(peers[0], xid(b"killed"), source, [here, there])
+        assert status(peers[0], "dtx.prepare", xid=xid(b"killed")) == OK
+
+    with killed_after(tmp_path, prepare) as peers:
+        assert in_doubt(peers[0]) == in_doubt(peers[1]) == [b"killed"]
+        # its accepted message is still the branch's (acquired on worker 1), its publishes held
+        assert [counts(peers[0], q)[0] for q in (source, here, there)] == [1, 0, 0]
+        assert bodies(peers[0], source, 1) == [b"second"]
+        assert status(peers[1], "dtx.commit", xid=xid(b"killed"), one_phase=False) == OK
+        for p in peers.values():
+            assert [counts(p, q)[0] for q in (source, here, there)] == [1, 1, 1]
+            assert in_doubt(p) == []
 
 
 def test_a_tx_commit_over_both_workers_completes_once_every_owner_applied_its_part(tmp_path: Path) -> None:
@@ -186,12 +206,7 @@ def test_a_tx_commit_over_both_workers_completes_once_every_owner_applied_its_pa
             fill(peers[1], source, here, there)
             p = peers[0]
             p.call("tx.select")
-            p.call("message.subscribe", queue=source, destination="taker", accept_mode=0, acquire_mode=0)
-            p.call("message.flow", destination="taker", unit=0, value=1)
-            p.call("message.flow", destination="taker", unit=1, value=UNLIMITED)
-            (t,) = p.wait("message.transfer")
-            p.call("message.accept", transfers=((t.id, t.id),))
-            p.call("message.cancel", destination="taker")
+            take_first(p, source)
             for q in (here, there):
                 publish(p, q, b"committed", durable=True)
             pid = broker.worker_pids()[1]
@@ -210,3 +225,140 @@ def test_a_tx_commit_over_both_workers_completes_once_every_owner_applied_its_pa
             assert bodies(peers[1], source, 1) == [b"second"]
     finally:
         broker.stop()
+
+
+def joined_branch(peers: dict[int, SocketPeer], x: object) -> tuple[str, str, str, str]:
+    """Branch ``x`` started on worker 0 and joined by a session on worker 1, each taking the
+    first message of a queue its own worker owns and publishing to the other's queue (work
+    of both parts reaching both workers); both sessions ended. The sources and the targets."""
+    source0, source1 = owned_by(0, "dtxsource"), owned_by(1, "dtxsource")
+    target0, target1 = owned_by(0, "dtxtarget"), owned_by(1, "dtxtarget")
+    fill(peers[0], source0, target0)
+    fill(peers[1], source1, target1)
+    a, b = peers[0], peers[1]
+    a.call("dtx.select")
+    assert status(a, "dtx.start", xid=x) == OK
+    take_first(a, source0)
+    publish(a, target1, b"from-0", durable=True)
+    b.call("dtx.select")
+    assert status(b, "dtx.start", xid=x, join=True) == OK  # (before: not-allowed, no such branch)
+    take_first(b, source1)
+    publish(b, target0, b"from-1", durable=True)
+    assert status(b, "dtx.end", xid=x) == OK
+    # a session of worker 1 associated kept it from being prepared; now only worker 0's is
+    assert status(a, "dtx.end", xid=x) == OK
+    return source0, source1, target0, target1
+
+
+def test_a_session_of_the_other_worker_joins_a_branch_and_its_work_commits_with_it(broker: Parent) -> None:
+    x = xid(b"joined")
+    with one_on_each(broker) as peers:
+        queues = joined_branch(peers, x)
+        for p in peers.values():  # nothing applied yet, the taken messages held
+            assert [counts(p, q)[0] for q in queues] == [1, 1, 0, 0]
+        assert status(peers[1], "dtx.prepare", xid=x) == OK
+        assert in_doubt(peers[0]) == in_doubt(peers[1]) == [b"joined"]
+        assert [counts(peers[0], q)[0] for q in queues] == [1, 1, 0, 0]
+        assert status(peers[0], "dtx.commit", xid=x, one_phase=False) == OK
+        for p in peers.values():  # every part applied once, seen from either worker
+            assert [counts(p, q)[0] for q in queues] == [1, 1, 1, 1]
+            assert in_doubt(p) == []
+        source0, source1, target0, target1 = queues
+        assert bodies(peers[1], source0, 1) == bodies(peers[0], source1, 1) == [b"second"]
+        assert bodies(peers[1], target0, 1) == [b"from-1"]
+        assert bodies(peers[0], target1, 1) == [b"from-0"]
+
+
+def test_a_joined_branch_rolls_back_as_one(broker: Parent) -> None:
+    x = xid(b"joined-undone")
+    with one_on_each(broker) as peers:
+        queues = joined_branch(peers, x)
+        assert status(peers[0], "dtx.prepare", xid=x) == OK
+        assert status(peers[1], "dtx.rollback", xid=x) == OK
+        for p in peers.values():
+            assert [counts(p, q)[0] for q in queues] == [2, 2, 0, 0]
+            assert in_doubt(p) == []
+        source0, source1, _, _ = queues
+        assert bodies(peers[1], source0, 2) == bodies(peers[0], source1, 2) == [b"first", b"second"]
+
+
+def test_a_joined_branch_commits_in_one_phase(broker: Parent) -> None:
+    x = xid(b"joined-one-phase")
+    with one_on_each(broker) as peers:
+        queues = joined_branch(peers, x)
+        assert status(peers[0], "dtx.commit", xid=x, one_phase=True) == OK
+        for p in peers.values():
+            assert [counts(p, q)[0] for q in queues] == [1, 1, 1, 1]
+
+
+def test_a_branch_is_not_prepared_while_a_session_of_the_other_worker_is_joined(broker: Parent) -> None:
+    x = xid(b"joined-busy")
+    with one_on_each(broker) as peers:
+        declare(peers[0], "dtxbusy")
+        a, b = peers[0], peers[1]
+        a.call("dtx.select")
+        assert status(a, "dtx.start", xid=x) == OK
+        assert status(a, "dtx.end", xid=x) == OK
+        b.call("dtx.select")
+        assert status(b, "dtx.start", xid=x, join=True) == OK
+        publish(b, "dtxbusy", b"held")
+        code, _ = refused(a, "dtx.prepare", 1, xid=x)
+        assert code == 409  # illegal-state: still associated, as on one broker
+        assert status(b, "dtx.end", xid=x, fail=True) == RBROLLBACK
+    with one_on_each(broker) as peers:
+        assert status(peers[0], "dtx.prepare", xid=x) == RBROLLBACK  # (it can only roll back)
+        assert status(peers[1], "dtx.rollback", xid=x) == OK
+        assert counts(peers[1], "dtxbusy")[0] == 0
+        assert in_doubt(peers[1]) == []
+
+
+def test_a_joined_branch_prepared_outlives_a_sigkill_of_every_process(tmp_path: Path) -> None:
+    x = xid(b"joined-killed")
+    queues: list[str] = []
+
+    def prepare(peers: dict[int, SocketPeer]) -> None:
+        queues.extend(joined_branch(peers, x))
+        assert status(peers[1], "dtx.prepare", xid=x) == OK
+
+    with killed_after(tmp_path, prepare) as peers:
+        assert in_doubt(peers[0]) == in_doubt(peers[1]) == [b"joined-killed"]
+        for p in peers.values():  # both parts held: taken messages acquired, publishes held
+            assert [counts(p, q)[0] for q in queues] == [1, 1, 0, 0]
+        assert status(peers[1], "dtx.commit", xid=x, one_phase=False) == OK
+        for p in peers.values():
+            assert [counts(p, q)[0] for q in queues] == [1, 1, 1, 1]
+            assert in_doubt(p) == []
+
+
+def test_a_branch_joined_from_a_worker_that_died_rolls_back_once_it_timed_out(broker: Parent) -> None:
+    """Worker 1 SIGKILLed while its session is joined to worker 0's branch: nothing tells
+    worker 0 that association ended, so the branch stays associated (rollback refused,
+    illegal-state) until it times out; then it waits for no other worker's session."""
+    x, queue = xid(b"joined-lost"), owned_by(0, "dtxlost")
+    with one_on_each(broker) as peers:
+        a, b = peers[0], peers[1]
+        declare(a, queue)
+        a.call("dtx.select")
+        assert status(a, "dtx.start", xid=x) == OK
+        a.call("dtx.set-timeout", xid=x, timeout=1)
+        publish(a, queue, b"held")
+        assert status(a, "dtx.end", xid=x) == OK
+        b.call("dtx.select")
+        assert status(b, "dtx.start", xid=x, join=True) == OK
+        mark = len(broker.lines)
+        os.kill(broker.worker_pids()[1], signal.SIGKILL)
+        broker.wait_for(r"worker 1 \(pid \d+\) ended .*killed by SIGKILL", mark)
+        for channel in range(2, 11):  # (each refusal ends its session: a new one each time, to channel-max)
+            a.attach(channel, b"rollback-%d" % channel)
+            try:
+                r = a.call("dtx.rollback", channel, xid=x)
+            except AssertionError as exc:  # refused: still associated (not timed out yet)
+                ((_, refusal),) = a.take("execution.exception")
+                assert refusal["error_code"] == 409, exc
+                time.sleep(WAIT / 9)
+                continue
+            assert r is not None and r["status"] == RBTIMEOUT
+            break
+        else:
+            raise AssertionError("the branch stayed associated past its timeout")
+        assert counts(a, queue)[0] == 0
