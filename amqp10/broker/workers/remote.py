@@ -927,8 +927,8 @@ class RemoteNode(NodeElsewhere):
                 if records:
                     out.batch = records + out.batch
                     out.answers = answers + out.answers
-            if out.batch:
-                self._nodes.held_by(self, out.batch)
+            if out.batch and not self._nodes.held_by(self, out.batch):
+                self._publishing_gone(out)  # (none held: refused as unavailable)
         self._tell_room()  # (no limit while it is down: what is published is held, within the bound)
         for feed in (*self._feeds.values(), self._gets):
             self._forget(feed)
@@ -1317,11 +1317,15 @@ class RemoteNodes:
         self._holding[node] = None
         return True
 
-    def held_by(self, node: RemoteNode, records: list[bytes]) -> None:
-        """``node``'s batch of the turn its owner went is held for it (whatever the bound)."""
+    def held_by(self, node: RemoteNode, records: list[bytes]) -> bool:
+        """Whether ``node``'s records unanswered when its owner went (sent, or this turn's)
+        are held for it: whatever the bound in messages and bytes, unless it holds none."""
+        if self._given_up or not self.hold_messages:
+            return False
         self._held_messages += len(records)
         self._held_bytes += sum(map(len, records))
         self._holding[node] = None
+        return True
 
     def give_up(self) -> None:
         """The owner was not back within the bound (``worker_down_hold``): what is held for
