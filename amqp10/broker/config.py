@@ -591,6 +591,27 @@ class BrokerConfig(_Model):
         description="broker processes behind the same ports ('auto': one per core); 1: one process, "
         "no supervisor. More than 1: a store per worker (a SQLite file, or a schema of the PostgreSQL database)",
     )
+    worker_down_hold: float = Field(
+        default=15.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="workers > 1: how long (seconds) a worker holds the messages for the nodes of "
+        "another worker that went down (the parent restarts it in about a second), their publishers "
+        "unanswered, before it refuses them (1.0 released, 0-9-1 basic.nack, 0-10 an execution "
+        "exception); 0: refused at once",
+    )
+    worker_down_hold_messages: int = Field(
+        default=100_000,
+        ge=0,
+        description="workers > 1: the most messages a worker holds for another that is down; "
+        "beyond it a publish that reaches that worker's nodes is refused at once",
+    )
+    worker_down_hold_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=0,
+        description="workers > 1: the most bytes of messages a worker holds for another that is down; "
+        "beyond it a publish that reaches that worker's nodes is refused at once",
+    )
 
     move_connections: bool = Field(
         default=False,

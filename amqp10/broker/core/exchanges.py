@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, TypeAlias
 
 from .message import QueuedMessage
-from .nodes import Consumer, Node, NodeElsewhere, PublishResult
+from .nodes import Consumer, Node, NodeElsewhere, PublishResult, Refused
 from .queue_policy import QueuePolicy
 from .queues import Queue
 from .streams import Stream
@@ -83,7 +83,8 @@ class Binding:
         return f"Binding({self.source.name!r} -> {self.destination.name!r}, key={self.key!r}, args={self.arguments!r})"
 
 
-RouteFn = Callable[["Exchange", QueuedMessage, "str | None", Callable[[], None]], PublishResult]
+RouteFn = Callable[["Exchange", QueuedMessage, "str | None", Callable[[], None], "Refused | None"], PublishResult]
+""":meth:`VirtualHost.route <.vhost.VirtualHost.route>`: (exchange, message, key, on_stored, on_refused)."""
 
 
 class Exchange(Node):
@@ -162,7 +163,7 @@ class Exchange(Node):
         """Route ``msg`` with the routing key it carries (see :meth:`VirtualHost.route`)."""
         if self.router is None:
             return PublishResult.UNROUTABLE
-        return self.router(self, msg, None, on_stored)
+        return self.router(self, msg, None, on_stored, None)
 
     def add_consumer(self, consumer: Consumer) -> None:
         raise TypeError("an exchange has no consumers: consume from a queue bound to it")
@@ -484,8 +485,20 @@ class Topic(FanoutExchange):
 
     def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
         """Copy ``msg`` to every subscription (with none, it is accepted and dropped)."""
+        return self.publish_answered(msg, on_stored, None)
+
+    @property
+    def answers_later(self) -> bool:  # type: ignore[override]
+        """With copies on other workers, a publish may be refused after it returned (a copy's
+        worker down longer than the bound): a front end whose outcome can wait says so."""
+        return bool(self.copies)
+
+    def publish_answered(self, msg: QueuedMessage, on_stored: Callable[[], None], on_refused: Refused | None) -> PublishResult:
+        """:meth:`publish`, with ``on_refused`` told (None: the publish counts as done) if a
+        copy on another worker was not taken after all (:meth:`VirtualHost.route <.vhost.VirtualHost.route>`)."""
         self.stats.enqueued += 1
-        if super().publish(msg, on_stored) is not PublishResult.TAKEN:
+        router = self.router
+        if router is None or router(self, msg, None, on_stored, on_refused) is not PublishResult.TAKEN:
             self.stats.dropped += 1
             on_stored()
         return PublishResult.TAKEN

@@ -861,7 +861,9 @@ class VirtualHost:
         worker owns answers later: if every queue that took it was such a queue and did not
         take it after all, ``on_refused`` is told why instead of ``on_stored`` (without
         ``on_refused``: ``on_stored`` runs then, as these callers treat a message no queue
-        took: done with, dropped). ``reached``: the queues :meth:`destinations` found for
+        took: done with, dropped); if one of them could not be reached (its worker down
+        longer than ``worker_down_hold``), ``on_refused`` gets None once the others answered,
+        though the others took it (the publisher may send it again). ``reached``: the queues :meth:`destinations` found for
         it already (a transaction's commit with several workers, which routed it to learn
         the workers it reaches): it is not routed again (a queue deleted since is left out)."""
         queues = self.destinations(exchange, msg, key) if reached is None else [q for q in reached if not q.deleted]
@@ -875,19 +877,25 @@ class VirtualHost:
             return q.publish(msg, on_stored)
         remaining = len(queues) + 1  # one extra hold, let go below if any queue took it
         taken = 0
+        unreached = False  # a copy's worker was down past the bound: the publish is refused
 
         def one_stored() -> None:
             nonlocal remaining
             remaining -= 1
             if remaining == 0:
-                on_stored()
+                if unreached:
+                    (on_refused or _dropped(on_stored))(None)
+                else:
+                    on_stored()
 
         def one_refused(result: PublishResult | None) -> None:  # (a queue another worker owns)
-            nonlocal taken
+            nonlocal taken, unreached
             taken -= 1
             if taken == 0:
                 (on_refused or _dropped(on_stored))(PublishResult.FULL if result is not None else None)
                 return
+            if result is None:
+                unreached = True
             one_stored()
 
         for q in queues:
@@ -900,7 +908,10 @@ class VirtualHost:
             else:
                 remaining -= 1
         if not taken:
-            return PublishResult.FULL
+            if not unreached:
+                return PublishResult.FULL
+            (on_refused or _dropped(on_stored))(None)  # (refused at once: the bound was passed)
+            return PublishResult.TAKEN
         one_stored()
         return PublishResult.TAKEN
 

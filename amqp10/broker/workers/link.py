@@ -223,6 +223,19 @@ def encode_batch(records: list[bytes]) -> bytes:
     return b"".join(parts)
 
 
+def records_of(batch: bytes) -> list[bytes]:
+    """The records of a batch :func:`encode_batch` made (one this worker sent: well formed)."""
+    out = []
+    pos = 0
+    total = len(batch)
+    unpack = _LEN.unpack_from
+    while pos < total:
+        start = pos + _LEN_SIZE
+        pos = start + unpack(batch, pos)[0]
+        out.append(batch[start:pos])
+    return out
+
+
 def decode_batch(payload: bytes, message_format: int) -> list[QueuedMessage]:
     """The messages of a batch, in order; raises :class:`RecordError`."""
     if message_format != BATCH_FORMAT:

@@ -10,8 +10,11 @@ Worker ``me`` of ``workers``:
   ``Placement(Ownership(workers, me), links)``, so the front ends' lookups answer a
   stand-in for every node another worker owns;
 - re-opens a link that fails, with a back-off (:data:`REDIAL_FIRST` doubling to
-  :data:`REDIAL_MAX`): a restarted worker comes back. Meanwhile its nodes answer
-  unavailable (a 1.0 publisher's message is released, a consumer is cancelled).
+  :data:`REDIAL_MAX`): a restarted worker comes back. Meanwhile what is published to its
+  nodes is held for it (``worker_down_hold_messages``/``_bytes``), its publishers
+  unanswered, and sent once it is back; if it is not back within ``worker_down_hold``
+  seconds, it is refused (a 1.0 publisher's message released, a 0-9-1 publish nacked).
+  Consumers of its nodes get nothing meanwhile.
 
 :meth:`Peers.run` starts serving, then waits (at most :data:`CONNECT_SECONDS`) until
 every link is up before it reports itself started, so a worker's first clients find
@@ -86,6 +89,12 @@ class Peers:
         self.directory = directory
         self.container_id = container_of(me)
         self.links = {k: _Dialled(self.container_id, k) for k in range(workers) if k != me}
+        config = broker.config
+        self.hold_seconds = config.worker_down_hold
+        """How long the messages for a worker that went down are held for it (:meth:`_dial`)."""
+        for nodes in self.links.values():
+            nodes.hold_messages = config.worker_down_hold_messages
+            nodes.hold_bytes = config.worker_down_hold_bytes
         self.placement = Placement(Ownership(workers, me), self.links)
         self.memo = AnswerMemo(broker)
         """The answers this worker remembers, as the owner of nodes (:mod:`.questions`)."""
@@ -192,21 +201,27 @@ class Peers:
         loop = asyncio.get_running_loop()
         path = str(socket_path(self.directory, nodes.peer))
         delay = REDIAL_FIRST
-        while True:
-            nodes.down.clear()
-            try:
-                await loop.create_unix_connection(lambda: InternalLink(nodes, self.container_id), path=path)
-            except OSError as exc:  # not listening yet (starting, or restarting)
-                log.debug("internal link to worker %d: %s; again in %gs", nodes.peer, exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, REDIAL_MAX)
-                continue
-            delay = REDIAL_FIRST
-            log.info("internal link to worker %d is up", nodes.peer)
-            nodes.up.set()
-            self.transactions.linked(nodes.peer)
-            await nodes.down.wait()
-            log.warning("internal link to worker %d went (%s): opening it again", nodes.peer, nodes.reason)
+        give_up = loop.call_later(self.hold_seconds, nodes.give_up)  # (what is held for it meanwhile)
+        try:
+            while True:
+                nodes.down.clear()
+                try:
+                    await loop.create_unix_connection(lambda: InternalLink(nodes, self.container_id), path=path)
+                except OSError as exc:  # not listening yet (starting, or restarting)
+                    log.debug("internal link to worker %d: %s; again in %gs", nodes.peer, exc, delay)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, REDIAL_MAX)
+                    continue
+                give_up.cancel()
+                delay = REDIAL_FIRST
+                log.info("internal link to worker %d is up", nodes.peer)
+                nodes.up.set()
+                self.transactions.linked(nodes.peer)
+                await nodes.down.wait()
+                log.warning("internal link to worker %d went (%s): opening it again", nodes.peer, nodes.reason)
+                give_up = loop.call_later(self.hold_seconds, nodes.give_up)
+        finally:
+            give_up.cancel()
 
 
 class _ServedLink(InternalLink):

@@ -10,8 +10,9 @@ node:
   :attr:`~PublishResult.TAKEN` at once: ``on_stored`` runs only once the owner took it
   (and stored it, if durable), exactly when a local node would run it; if the owner
   refused it, ``on_refused`` gets the owner's :class:`PublishResult` (full, unroutable,
-  refused), or None when the owner is unavailable (the link failed: 1.0 answers
-  released, 0-9-1 a nack);
+  refused), or None when the owner is unavailable (the link failed and it was not back
+  within ``worker_down_hold``: 1.0 answers released, 0-9-1 a nack; until then what is
+  published to it is held, :meth:`RemoteNodes.hold`, and sent once it is back);
 - ``add_consumer(c)`` opens a link on the owner for ``c`` (its own consumer there, so
   consumers on every worker compete for the queue's messages in its order) and grants
   it, in control records, the credit ``c`` has, at most :data:`CREDIT_BATCH` at a time:
@@ -97,6 +98,7 @@ from .link import (
     encode_record,
     encode_request,
     encode_rewrites,
+    records_of,
 )
 from .making import MAKE_NODE
 
@@ -350,7 +352,7 @@ class RemoteNode(NodeElsewhere):
         """How many more messages its publishers here may send: the credit the owner gives
         the publishing link (within its node's room, :data:`LIMITED`), less this turn's
         batch; None if the node sets no limit (or the owner cannot be reached: what is
-        published is refused at once). 0 until the owner answered the link (opened now if
+        published is held for it, within a bound, or refused). 0 until the owner answered the link (opened now if
         it is not), as its node's room is not known before."""
         if self.unavailable is not None:
             return None
@@ -396,18 +398,19 @@ class RemoteNode(NodeElsewhere):
         if absorbing is not None:  # (a transaction's commit: its owner has it prepared)
             absorbing(on_stored)
             return _TAKEN
-        if self.unavailable is not None:
-            (on_refused or _nobody_told)(None)
-            return _TAKEN
         if out is None:
             out = self._direct
         batch = out.batch
-        if not batch:
-            self._nodes.batch_ready(self)
         record = encode_record(msg)
         ex = self._exclusive
         if ex is not None and self._by_exclusive(ex, msg):
             record = by_exclusive_consumer(record)
+        if self.unavailable is not None:  # the owner is down: held for it, within the bound
+            if not self._nodes.hold(self, len(record)):
+                (on_refused or _nobody_told)(None)
+                return _TAKEN
+        elif not batch:
+            self._nodes.batch_ready(self)
         batch.append(record)
         out.answers.append((on_stored, on_refused))
         return _TAKEN
@@ -914,12 +917,31 @@ class RemoteNode(NodeElsewhere):
 
     # -- the link's end -----------------------------------------------------------------------
     def _lost(self, reason: str) -> None:
-        """The owner is unavailable (the internal link failed): refuse what waits for its
-        answer and whatever is published until it is back. Consumers keep their feeds and
-        get nothing meanwhile; what they held unsettled is gone with the owner's link (it
-        comes back from the owner's store, redelivered)."""
+        """The owner is unavailable (the internal link failed): what it was sent and did not
+        answer, this turn's batch after it, and what is published until it is back, is held
+        for it (:meth:`RemoteNodes.hold`), its publishers unanswered, and sent again once it
+        is back (one it took before it went, unanswered, is taken twice: at least once, as
+        a publisher that resends it after a refusal would make it). Consumers keep their
+        feeds and get nothing meanwhile; what they held unsettled is gone with the owner's
+        link (it comes back from the owner's store, redelivered)."""
         self.unavailable = reason
-        self._publishing_gone()
+        for out in (self._direct, self._routed):
+            sender, out.sender = out.sender, None
+            out.limited = None
+            if sender is not None:
+                records: list[bytes] = []
+                answers: list[tuple[Callable[[], None], Refused | None]] = []
+                for d in list(sender.unsettled.values()):
+                    if d.context is not None and not d.remote_settled:
+                        records += records_of(d.payload)
+                        answers += d.context
+                        d.context = None
+                if records:
+                    out.batch = records + out.batch
+                    out.answers = answers + out.answers
+            if out.batch and not self._nodes.held_by(self, out.batch):
+                self._publishing_gone(out)  # (none held: refused as unavailable)
+        self._tell_room()  # (no limit while it is down: what is published is held, within the bound)
         for feed in (*self._feeds.values(), self._gets):
             self._forget(feed)
             feed.link = None
@@ -928,10 +950,19 @@ class RemoteNode(NodeElsewhere):
         self._feed_of.clear()  # (the cancelled consumers' too: the owner released what they held)
 
     def _back(self) -> None:
-        """The link to the owner is up again: every consumer's link opens again there."""
+        """The link to the owner is up again: what was held for it goes (first, in its order),
+        and every consumer's link opens again there."""
         self.unavailable = None
+        if self._direct.batch or self._routed.batch:
+            self._nodes.batch_ready(self)
         for feed in self._feeds.values():
             self._open(feed)
+        self._tell_room()  # (its publishers ask again: the publishing link opens, the owner answers its room)
+
+    def _tell_room(self) -> None:
+        """Tell those waiting for room that it may have changed (they ask :meth:`room` again)."""
+        for listener in list(self.space_listeners):
+            listener()
 
     def _publishing_gone(self, out: _Outlet | None = None) -> None:
         """A publishing link went (None: both): what waits for the owner's answer is refused
@@ -1069,6 +1100,16 @@ class RemoteNodes:
         self.absorbing: Callable[[Callable[[], None]], None] | None = None
         """While a transaction's commit applies (``workers/transactions.py``): takes what its
         remote nodes are given to publish (the owner has it prepared), told when it is stored."""
+        self.hold_messages = 0
+        self.hold_bytes = 0
+        """The most messages, and bytes of them, held for the owner while it is down
+        (:meth:`hold`; 0: none, refused at once); ``workers/peers.py`` sets them from the config."""
+        self._holding: dict[RemoteNode, None] = {}
+        """The nodes with messages held for the owner (in the order they were first held)."""
+        self._held_messages = 0
+        self._held_bytes = 0
+        self._given_up = False
+        """Whether the owner was not back within the bound (:meth:`give_up`): refused at once until it is."""
 
     def node(self, vhost: str, name: str) -> RemoteNode:
         """The stand-in for node ``name`` of ``vhost`` (one per node, made on first use)."""
@@ -1110,7 +1151,10 @@ class RemoteNodes:
         if self.reason is not None:  # opened again (the owner restarted): its nodes are back
             self.reason = None
             for node in self.nodes.values():
-                node._back()
+                node._back()  # (what was held for it goes first: Peers.run waits for its store)
+            self._holding = {}
+            self._held_messages = self._held_bytes = 0
+            self._given_up = False
             self._asked = [(node, question) for node, question, _ in self._asking.values()]
 
     def on_event(self, e: Event) -> None:
@@ -1279,6 +1323,40 @@ class RemoteNodes:
         for then in done:  # (what they waited for is refused: nothing more comes)
             then()
 
+    def hold(self, node: RemoteNode, size: int) -> bool:
+        """Whether a message of ``size`` bytes for ``node`` may be held until the owner is
+        back: within :attr:`hold_messages` and :attr:`hold_bytes` (a worker's memory), and
+        not after :meth:`give_up`. Held, its publisher's outcome waits for the owner's answer."""
+        if self._given_up or self._held_messages >= self.hold_messages or self._held_bytes + size > self.hold_bytes:
+            return False
+        self._held_messages += 1
+        self._held_bytes += size
+        self._holding[node] = None
+        return True
+
+    def held_by(self, node: RemoteNode, records: list[bytes]) -> bool:
+        """Whether ``node``'s records unanswered when its owner went (sent, or this turn's)
+        are held for it: whatever the bound in messages and bytes, unless it holds none."""
+        if self._given_up or not self.hold_messages:
+            return False
+        self._held_messages += len(records)
+        self._held_bytes += sum(map(len, records))
+        self._holding[node] = None
+        return True
+
+    def give_up(self) -> None:
+        """The owner was not back within the bound (``worker_down_hold``): what is held for
+        it is refused, and what is published to its nodes is refused at once, until it is back."""
+        if self.reason is None:
+            return
+        self._given_up = True
+        holding, self._holding = self._holding, {}
+        self._held_messages = self._held_bytes = 0
+        if holding:
+            log.warning("worker down for too long: %d nodes' messages held for it are refused", len(holding))
+        for node in holding:
+            node._publishing_gone()  # (refused as unavailable: 1.0 released, 0-9-1 a nack)
+
     def unsettled(self) -> int:
         """How many of the owner's messages this worker's consumers hold unsettled."""
         return sum(node.unsettled() for node in self.nodes.values())
@@ -1329,7 +1407,7 @@ class RemoteNodes:
         for node in self._ready:
             for out in (node._direct, node._routed):
                 waiting += sum(map(len, out.batch))
-        return self.sent_bytes + waiting
+        return self.sent_bytes + waiting + self._held_bytes
 
     # -- for the remote nodes -----------------------------------------------------------------
     def batch_ready(self, node: RemoteNode) -> None:

@@ -335,7 +335,7 @@ def test_a_sigkilled_owner_loses_no_confirmed_message_and_consumers_carry_on(bro
             try:
                 pub.basic_publish("", name, str(i).encode(), pika.BasicProperties(delivery_mode=2))
                 confirmed.append(i)
-            except NackError:  # the owner was unavailable: never confirmed, so never counted as sent
+            except NackError:  # the owner was unavailable too long: never confirmed, so never counted as sent
                 nacked += 1
                 conns[0].process_data_events(time_limit=0.02)
             i += 1
@@ -344,7 +344,8 @@ def test_a_sigkilled_owner_loses_no_confirmed_message_and_consumers_carry_on(bro
                 killed = True
                 os.kill(broker.worker_pids()[1], signal.SIGKILL)
                 broker.wait_for(r"worker 1 \(pid \d+\) ended .*killed by SIGKILL", mark)
-        assert nacked > 0
+        # (published while the owner was down: held for it and confirmed once it is back;
+        # nacked only if it was not back within worker_down_hold)
         deadline = time.monotonic() + WAIT * 2
         while not set(confirmed) <= set(got):  # the consumer on worker 0 carried on
             assert time.monotonic() < deadline, f"{len(set(confirmed) - set(got))} confirmed not received"
