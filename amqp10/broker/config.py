@@ -600,6 +600,15 @@ class BrokerConfig(_Model):
         "unanswered, before it refuses them (1.0 released, 0-9-1 basic.nack, 0-10 an execution "
         "exception); 0: refused at once",
     )
+    worker_link_idle_timeout: float = Field(
+        default=30.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="workers > 1: the idle timeout (seconds) of the internal links between workers: "
+        "a worker that sends nothing for that long (stopped, hung; a live one sends empty frames "
+        "every quarter of it) is taken as down, as a dead one is (its messages held for it, within "
+        "worker_down_hold), until it answers again",
+    )
     worker_down_hold_messages: int = Field(
         default=100_000,
         ge=0,

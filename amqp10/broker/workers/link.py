@@ -415,11 +415,17 @@ class InternalLink(asyncio.Protocol):
         *,
         max_frame_size: int = 1 << 20,
         call_soon: Callable[[Callable[[], None]], object] | None = None,
+        idle_timeout: float | None = None,
     ) -> None:
         """``call_soon`` runs a callback later in this turn of the loop (the running loop's,
-        unless given: an in-memory bench drives the link without one)."""
+        unless given: an in-memory bench drives the link without one). ``idle_timeout``
+        (seconds; None: none): the link fails when the peer worker sends nothing for that
+        long (stopped, hung), and empty frames keep it open while this side is idle: the
+        engine's idle timers (``Connection.tick``), run by a timer of the loop, off the
+        per-message path."""
         self.handler = handler
-        self.connection = Connection(container_id, max_frame_size=max_frame_size)
+        self.connection = Connection(container_id, max_frame_size=max_frame_size, idle_timeout=idle_timeout)
+        self._timer: asyncio.TimerHandle | None = None
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.reason: str | None = None
@@ -435,6 +441,8 @@ class InternalLink(asyncio.Protocol):
         self.transport = transport
         self._guard(lambda: self.handler.started(self))
         self.flush_soon()
+        if self.connection.idle_timeout and not self.closed:
+            self._tick()
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
@@ -497,12 +505,33 @@ class InternalLink(asyncio.Protocol):
         if data and self.transport is not None:
             self.transport.write(data)
 
+    def _tick(self) -> None:
+        """Run the engine's idle timers (a silent peer fails the link; an idle side sends an
+        empty frame), then again at their next deadline."""
+        self._timer = None
+        if self.closed:
+            return
+        loop = asyncio.get_running_loop()
+        conn = self.connection
+        deadline = conn.tick(loop.time())
+        events = conn.poll_events()  # (the idle-time-out's ConnectionFailed fails the link)
+        if events:
+            self._guard(lambda: self._handle(events))
+        if self.closed:
+            return
+        self.flush_soon()  # (an empty frame, if one is due)
+        if deadline is not None:
+            self._timer = loop.call_at(deadline, self._tick)
+
     def fail(self, reason: str) -> None:
         """Close the link (once) and tell the handler why."""
         if self.closed:
             return
         self.closed = True
         self.reason = reason
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self.transport is not None:
             data = b""
             try:  # what the engine queued (a close with the condition, on a violation) goes first

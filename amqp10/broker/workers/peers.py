@@ -14,7 +14,11 @@ Worker ``me`` of ``workers``:
   nodes is held for it (``worker_down_hold_messages``/``_bytes``), its publishers
   unanswered, and sent once it is back; if it is not back within ``worker_down_hold``
   seconds, it is refused (a 1.0 publisher's message released, a 0-9-1 publish nacked).
-  Consumers of its nodes get nothing meanwhile.
+  Consumers of its nodes get nothing meanwhile. A worker that is alive but does not answer
+  (stopped, hung) is down the same way: every internal link opens with an idle timeout
+  (``worker_link_idle_timeout``), so a link whose peer sends nothing for that long fails,
+  and a link is up again only once the peer answers its open (a stopped worker's socket
+  still accepts a connection).
 
 :meth:`Peers.run` starts serving, then waits (at most :data:`CONNECT_SECONDS`) until
 every link is up before it reports itself started, so a worker's first clients find
@@ -73,11 +77,28 @@ class _Dialled(RemoteNodes):
         self.peer = peer
         self.down = asyncio.Event()
         self.up = asyncio.Event()
+        self.answering = asyncio.Event()
+        """The worker answered the open of the link now open (cleared when it goes)."""
         self.lost(f"worker {peer} is not connected yet")
+
+    def opened(self) -> None:
+        super().opened()
+        self.answering.set()
 
     def lost(self, reason: str) -> None:
         super().lost(reason)
+        self.answering.clear()
         self.down.set()
+
+    async def answered(self) -> bool:
+        """Wait until the worker answers the link's open (True) or the link goes first (False)."""
+        waits = [asyncio.ensure_future(self.answering.wait()), asyncio.ensure_future(self.down.wait())]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        return self.answering.is_set()
 
 
 class Peers:
@@ -90,6 +111,8 @@ class Peers:
         self.container_id = container_of(me)
         self.links = {k: _Dialled(self.container_id, k) for k in range(workers) if k != me}
         config = broker.config
+        self.idle_timeout = config.worker_link_idle_timeout
+        """The idle timeout of every internal link (seconds): a peer silent that long is down."""
         self.hold_seconds = config.worker_down_hold
         """How long the messages for a worker that went down are held for it (:meth:`_dial`)."""
         for nodes in self.links.values():
@@ -192,7 +215,7 @@ class Peers:
         server.after_publishes = self.after_publishes
         for op, run in self._questions.items():
             server.answer(op, partial(run, server))
-        link = _ServedLink(self, server, self.container_id)
+        link = _ServedLink(self, server, self.container_id, self.idle_timeout)
         self.served.add(link)
         return link
 
@@ -206,8 +229,12 @@ class Peers:
             while True:
                 nodes.down.clear()
                 try:
-                    await loop.create_unix_connection(lambda: InternalLink(nodes, self.container_id), path=path)
-                except OSError as exc:  # not listening yet (starting, or restarting)
+                    await loop.create_unix_connection(
+                        lambda: InternalLink(nodes, self.container_id, idle_timeout=self.idle_timeout), path=path
+                    )
+                    if not await nodes.answered():  # (stopped: its link timed out unanswered)
+                        raise OSError(nodes.reason)
+                except OSError as exc:  # not listening yet (starting, or restarting), or not answering
                     log.debug("internal link to worker %d: %s; again in %gs", nodes.peer, exc, delay)
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, REDIAL_MAX)
@@ -227,8 +254,8 @@ class Peers:
 class _ServedLink(InternalLink):
     """A link another worker opened to this one; forgotten by its :class:`Peers` when it goes."""
 
-    def __init__(self, peers: Peers, handler: NodeServer, container_id: str) -> None:
-        super().__init__(handler, container_id)
+    def __init__(self, peers: Peers, handler: NodeServer, container_id: str, idle_timeout: float) -> None:
+        super().__init__(handler, container_id, idle_timeout=idle_timeout)
         self._peers = peers
 
     def fail(self, reason: str) -> None:

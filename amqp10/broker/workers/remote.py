@@ -1147,8 +1147,14 @@ class RemoteNodes:
         )
         self._replies.attach()
         self._replies.flow(REPLY_CREDIT)
-        # (the consuming session begins once the owner's open allows a second channel)
-        if self.reason is not None:  # opened again (the owner restarted): its nodes are back
+        # (the consuming session begins once the owner's open allows a second channel; its
+        # nodes are back, if the link had gone, once that open shows the owner answers: opened)
+
+    def opened(self) -> None:
+        """The owner answered the link's open. If the link had gone (the owner restarted, or
+        stopped answering and its link timed out), its nodes are back now, not when the
+        socket connected: a stopped worker's socket still connects (the kernel accepts it)."""
+        if self.reason is not None:
             self.reason = None
             for node in self.nodes.values():
                 node._back()  # (what was held for it goes first: Peers.run waits for its store)
@@ -1184,6 +1190,7 @@ class RemoteNodes:
             assert self.link is not None
             self._consuming = self.link.connection.session(incoming_window=8192)
             self._consuming.begin()
+            self.opened()
         elif t is LinkAttached:  # the owner's answer to our attach
             link = e.link  # type: ignore[attr-defined]
             node = link.context
@@ -1307,6 +1314,7 @@ class RemoteNodes:
             replies.flow(REPLY_CREDIT)
 
     def lost(self, reason: str) -> None:
+        again = self.reason is not None  # (a link the owner never answered went: its nodes are down already)
         self.reason = reason
         self._ready = []
         self._control = []
@@ -1315,8 +1323,9 @@ class RemoteNodes:
         self._opening = []  # (opened again once the owner is back: RemoteNode._back)
         self._control_link = self._publishing = self._consuming = None
         self._requests = self._replies = None
-        for node in self.nodes.values():
-            node._lost(reason)
+        if not again:
+            for node in self.nodes.values():
+                node._lost(reason)
         self.sent_bytes = 0
         done = [then for _, then in self._waiting] + self._arming
         self._waiting, self._arming = [], []

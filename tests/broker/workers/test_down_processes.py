@@ -6,6 +6,9 @@ it once continued); the publishers are on worker 0, pinned by their connection's
 Before the held copies, the copy for worker 1's node was dropped and the publish answered
 at once (accepted, acknowledged). Every wait is bounded; none is a timed assertion (a
 held outcome is looked for during a bounded wait, then the parent is continued).
+
+A worker that is alive but does not answer (SIGSTOPped: the parent does not restart it) is
+down the same way once its internal links time out (``worker_link_idle_timeout``).
 """
 
 from __future__ import annotations
@@ -14,8 +17,8 @@ import os
 import re
 import signal
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -172,9 +175,37 @@ def test_a_confirm_waits_for_the_fanout_queue_of_a_restarted_worker(broker: Pare
         assert _bodies(broker, q) == [b"before", b"held"]
 
 
-async def test_a_worker_down_past_the_bound_refuses_the_publish(tmp_path: Path) -> None:
+@contextmanager
+def worker_1_stopped(broker: Parent) -> Iterator[None]:
+    """Worker 1 SIGSTOPped (alive, its sockets open: only its silence tells; the parent does
+    not restart it) until the block ends, once worker 0's link to it timed out; then it runs
+    again, the same process, and worker 0 links to it again."""
+    pid = broker.worker_pids()[1]
+    mark = len(broker.lines)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        broker.wait_for(r"worker=0 .*internal link to worker 1 went \(.*idle-time-out", mark)
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    went = next(i for i in range(mark, len(broker.lines)) if "internal link to worker 1 went" in broker.lines[i])
+    broker.wait_for(r"worker=0 .*internal link to worker 1 is up", went)
+    assert broker.worker_pids()[1] == pid  # never restarted
+
+
+@pytest.mark.parametrize(
+    ("down", "config_text"),
+    [
+        (worker_1_down, "worker_down_hold = 0.5\n"),
+        (worker_1_stopped, "worker_link_idle_timeout = 2.0\nworker_down_hold = 1.0\n"),
+    ],
+    ids=["killed", "stopped"],
+)
+async def test_a_worker_down_past_the_bound_refuses_the_publish(
+    tmp_path: Path, down: Callable[[Parent], AbstractContextManager[None]], config_text: str
+) -> None:
     config = tmp_path / "broker.toml"
-    config.write_text("worker_down_hold = 0.5\n")
+    config.write_text(config_text)
     for parent in running(Parent(tmp_path / "data", args=("--no-http", "--config", str(config)))):
         queue = owned_by(1, "boundq")
         publisher = _publisher_on_0(parent)
@@ -182,18 +213,20 @@ async def test_a_worker_down_past_the_bound_refuses_the_publish(tmp_path: Path) 
             ch = publisher.channel()
             queues = _fanout(ch, "boundfan")
             ch.confirm_delivery()
+            ch.basic_publish("boundfan", "", b"before", pika.BasicProperties(delivery_mode=2))
             async with on_worker(parent, 0, "bound-publisher") as conn:
                 sender = await conn.open_sender(queue)
                 assert isinstance(await sender.send(Message(body="before", durable=True), timeout=WAIT), Accepted)
-                with worker_1_down(parent):
+                with down(parent):
                     outcome = await sender.send(Message(body="held", durable=True), timeout=WAIT)
                     assert isinstance(outcome, Released)  # free to send it again; never accepted
                     with pytest.raises(NackError):
                         ch.basic_publish("boundfan", "", b"held", pika.BasicProperties(delivery_mode=2))
                 assert isinstance(await sender.send(Message(body="after", durable=True), timeout=WAIT), Accepted)
+            ch.basic_publish("boundfan", "", b"after", pika.BasicProperties(delivery_mode=2))  # confirmed
         finally:
             publisher.close()
         async with on_worker(parent, 0, "bound-reader") as conn:
             r = await conn.open_receiver(queue, credit=10)
             assert await drain(r) == ["before", "after"]  # the refused one never reached the owner
-        assert _bodies(parent, queues[1]) == []  # nor the fanout's queue on the down worker
+        assert _bodies(parent, queues[1]) == [b"before", b"after"]  # nor the fanout's queue on worker 1
