@@ -926,19 +926,12 @@ class RemoteNode(NodeElsewhere):
         link (it comes back from the owner's store, redelivered)."""
         self.unavailable = reason
         for out in (self._direct, self._routed):
-            sender, out.sender = out.sender, None
-            out.limited = None
-            if sender is not None:
-                records: list[bytes] = []
-                answers: list[tuple[Callable[[], None], Refused | None]] = []
-                for d in list(sender.unsettled.values()):
-                    if d.context is not None and not d.remote_settled:
-                        records += records_of(d.payload)
-                        answers += d.context
-                        d.context = None
-                if records:
-                    out.batch = records + out.batch
-                    out.answers = answers + out.answers
+            unanswered = self._unanswered(out)
+            if unanswered:
+                out.batch = [r for d in unanswered for r in records_of(d.payload)] + out.batch
+                out.answers = [a for d in unanswered for a in d.context] + out.answers
+                for d in unanswered:
+                    d.context = None
             if out.batch and not self._nodes.held_by(self, out.batch):
                 self._publishing_gone(out)  # (none held: refused as unavailable)
         self._tell_room()  # (no limit while it is down: what is published is held, within the bound)
@@ -973,17 +966,24 @@ class RemoteNode(NodeElsewhere):
             return
         waiting = out.answers
         out.batch, out.answers = [], []
-        sender, out.sender = out.sender, None
-        out.limited = None
-        if sender is not None:
-            for d in list(sender.unsettled.values()):
-                if d.context is not None and not d.remote_settled:
-                    waiting = d.context + waiting
-                    d.context = None
-                    self._nodes.sent_bytes -= d.size
-                    self._nodes.answered_one(id(d))
+        for d in self._unanswered(out):
+            waiting = d.context + waiting
+            d.context = None
+            self._nodes.sent_bytes -= d.size
+            self._nodes.answered_one(id(d))
         for _, on_refused in waiting:
             (on_refused or _nobody_told)(None)
+
+    @staticmethod
+    def _unanswered(out: _Outlet) -> list[Delivery]:
+        """Let go of ``out``'s publishing link (the owner's end went): the batches sent on
+        it that the owner did not answer, in the order sent (each's ``context``: its
+        publishers' answers, to be taken off it)."""
+        sender, out.sender = out.sender, None
+        out.limited = None
+        if sender is None:
+            return []
+        return [d for d in sender.unsettled.values() if d.context is not None and not d.remote_settled]
 
     def _link_gone(self, link: Sender | Receiver, feed: _Feed | None, reason: str) -> None:
         """The owner detached one of its links (the node is not there, or was deleted): its
