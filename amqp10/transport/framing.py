@@ -63,7 +63,7 @@ def encode_frame(
 _UINT_SMALL = [b"\x43"] + [bytes((0x52, i)) for i in range(1, 256)]
 _PACK_UINT = struct.Struct(">BI").pack
 _TRANSFER_PFX = b"\x00\x53\x14\xc0"
-_SETTLED = (b"\x42", b"\x41")
+_BOOLEAN = (b"\x42", b"\x41")  # false, true: a boolean field (a transfer's settled, a disposition's role)
 _pack_header_into = FRAME_HEADER.pack_into
 _pack_header = FRAME_HEADER.pack
 
@@ -91,7 +91,7 @@ def encode_transfer_frame(
         + bytes((0xA0, len(delivery_tag)))
         + delivery_tag
         + (_UINT_SMALL[message_format] if message_format < 256 else _PACK_UINT(0x70, message_format))
-        + _SETTLED[settled]
+        + _BOOLEAN[settled]
     )
     start = len(buf)
     buf += _PLACEHOLDER
@@ -107,7 +107,6 @@ def encode_transfer_frame(
 
 
 _DISPOSITION_PFX = b"\x00\x53\x15\xc0"
-_ROLE = (b"\x42", b"\x41")  # sender (false), receiver (true)
 _NULL = b"\x40"
 _SETTLED_OR_NULL = (_NULL, b"\x41")  # (a disposition's settled defaults to false: null)
 
@@ -136,7 +135,7 @@ def encode_disposition_frame(
     released, one per read of a message-by-message peer.
     """
     fields = (
-        _ROLE[role]
+        _BOOLEAN[role]  # (sender false, receiver true)
         + (_UINT_SMALL[first] if first < 256 else _PACK_UINT(0x70, first))
         + (_NULL if last is None else _UINT_SMALL[last] if last < 256 else _PACK_UINT(0x70, last))
         + _SETTLED_OR_NULL[settled]

@@ -533,15 +533,13 @@ class Sender(Link):
         if (
             not queue
             and self.credit > 0
-            and state is None
             and self.state is LinkState.ATTACHED
             and not self._resume_only
-            and len(payload) + _TRANSFER_BOUND + len(tag) <= session.connection.remote_max_frame_size
             and session.can_transfer()
+            and self._write_whole(d, session.connection.remote_max_frame_size) is not None
         ):
-            # the common case, checked once: nothing queued before it, credit and window
-            # for it, one frame for the whole delivery (what _pump would find)
-            self._write_whole(d)
+            # the common case: nothing queued before it, credit and window for it, one
+            # frame for the whole delivery (what _pump would find)
             if self._drain_open:
                 self._after_drain_pump()
             return d
@@ -590,15 +588,10 @@ class Sender(Link):
                     break
                 if self._resume_only and not d.resume:
                     break  # §2.7.3 incomplete-unsettled: only resuming transfers for now
-                if (
-                    d.transfer_state is None
-                    and not d.resume
-                    and not d.aborted
-                    and len(d.payload) + _TRANSFER_BOUND + len(d.tag) <= max_frame
-                ):
-                    # the common case, one frame for the whole delivery
+                whole = None if d.resume or d.aborted else self._write_whole(d, max_frame)
+                if whole is not None:  # the common case, one frame for the whole delivery
                     queue.popleft()
-                    room = self._write_whole(d)
+                    room = whole
                     continue
                 self.credit -= 1
                 self.delivery_count = (self.delivery_count + 1) & _MASK
@@ -615,16 +608,19 @@ class Sender(Link):
         if self._drain_open:  # (tested here: a call per send saved)
             self._after_drain_pump()
 
-    def _write_whole(self, d: Delivery) -> bool:
-        """Write ``d`` (new, no state, not resumed, fitting the peer's max-frame-size) as
-        its one transfer frame, taking a unit of credit: whether the session's window
-        has room for another (the caller knows it had room for this one)."""
+    def _write_whole(self, d: Delivery, max_frame: int) -> bool | None:
+        """Write ``d`` (new: not yet sent, neither resumed nor aborted) as its one transfer
+        frame, taking a unit of credit, if it goes as one (no state, fitting the peer's
+        ``max_frame``): whether the session's window has room for another (the caller
+        knows it had room for this one); None if not (nothing written)."""
+        size = len(d.payload)
+        if d.transfer_state is not None or size + _TRANSFER_BOUND + len(d.tag) > max_frame:
+            return None
         self.credit -= 1
         self.delivery_count = (self.delivery_count + 1) & _MASK
-        room = self.session.write_delivery(self.handle, d)  # type: ignore[arg-type]  # (attached)
-        d.offset = len(d.payload)
+        d.offset = size
         d.sent = True
-        return room
+        return self.session.write_delivery(self.handle, d)  # type: ignore[arg-type]  # (attached)
 
     def _write_frames(self, d: Delivery, first: bool, handle: int, max_frame: int) -> tuple[bool, bool]:
         """Write ``d``'s frames from where it got to, as the window allows: whether its

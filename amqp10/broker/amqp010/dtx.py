@@ -38,6 +38,7 @@ associated, or ended twice, or committed in the wrong phase, ``illegal-state``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -65,6 +66,8 @@ DEFAULT_TIMEOUT: Final = 60
 """Seconds a branch has to be prepared unless ``dtx.set-timeout`` says otherwise (Qpid's default)."""
 MAX_TIMEOUT: Final = 3600
 """The longest timeout ``dtx.set-timeout`` takes (Qpid's default ``--dtx-max-timeout``)."""
+
+log = logging.getLogger("amqp10.broker")
 
 Xid = tuple[int, bytes, bytes]
 """An xid as a key: (format, global id, branch id)."""
@@ -141,12 +144,15 @@ class Branch:
         self.parts: int | None = 0
         """How many other workers hold a part of it (their sessions' work: :attr:`part`);
         None: not known (recovered from the store: every worker is asked)."""
-        self.part = False
-        """A part of a branch another worker holds: this worker's sessions' work in it,
-        prepared, committed and rolled back when that worker's branch is."""
         self.ended: Callable[[], None] | None = None
         """A part's: tells the worker that holds the branch a session of it ended while
         associated (the branch can only roll back)."""
+
+    @property
+    def part(self) -> bool:
+        """A part of a branch another worker holds: this worker's sessions' work in it,
+        prepared, committed and rolled back when that worker's branch is."""
+        return self.ended is not None
 
     @property
     def prepared(self) -> bool:
@@ -224,7 +230,6 @@ class Branches:
         if part is None:
             held = held or HeldWork(PART_OWNER, txn_id(key), self.broker.journal)
             part = self.parts[key] = Branch(xid_struct(key), key, held)
-            part.part = True
             part.ended = lambda: self.ask_others("end", key, {"fail": True}, lambda answer: None)
         return part
 
@@ -406,9 +411,14 @@ class Branches:
             return
 
         def answered(answers: list[Any]) -> None:
-            statuses = [int(a.get("status", -1)) for a in answers if isinstance(a, dict)]
-            enough = op != "prepare" or len(statuses) >= (expected or 0)
-            then(enough and all(st == XA["xa-ok"] for st in statuses))
+            if op == "prepare":
+                statuses = [int(a.get("status", -1)) for a in answers if isinstance(a, dict)]
+                then(len(statuses) >= (expected or 0) and all(st == XA["xa-ok"] for st in statuses))
+                return
+            failed = sum(1 for a in answers if isinstance(a, dict) and int(a.get("status", -1)) != XA["xa-ok"])
+            if failed:  # (nothing more to do for it here: its worker's store keeps what it did)
+                log.warning("transaction branch %s: %d of its parts on other workers did not %s", _show(b.key), failed, op)
+            then(True)
 
         others.ask(PART_QUESTION, {"op": op, "xid": _wire(b.key)}, answered)
 

@@ -18,23 +18,21 @@ from ...io.streams import ReplayStream, tls_identity
 from ...sasl.connection import SaslConnection
 from ...sasl.events import SaslCompleted, SaslFailed, SaslSkipped
 from ...sasl.layer import SaslServer
-from ...transport import ConnectionState, LinkAttached, Sender
+from ...transport import ConnectionState, LinkAttached
 from ...transport.framing import AMQP_HEADER, SASL_HEADER, TLS_HEADER
-from ...types import Error, ErrorCondition, SaslCode, Source, Target, symbol
+from ...types import Error, ErrorCondition, SaslCode, symbol
 from ..config import BrokerConfig
 from ..core import CONSUMER_CLAIMS, Broker, ConsumerClaim
 from ..frontend import ServeContext, ServedConnection
 from ..guard import HeldOutput, Login, source_of
 from ..oauth import TokenLogin
 from ..workers.handover import Handover, MovedIn, Mover, Recording
-from .addresses import AddressError, parse
 from .handler import ConnectionHandler
 from .servicebus.entities import declare_entities
 from .servicebus.sessions import owner_claim
 from .topics import (
     SUBSCRIPTION_QUESTION,
     answer_subscription_question,
-    node_name_and_kind,
     wildcards_of,
 )
 
@@ -211,29 +209,11 @@ def _replay(moved: MovedIn, events: list[Any], on_events: _Authenticated, engine
 
 def _first_node(handover: Handover, handler: ConnectionHandler, e: LinkAttached) -> int | None:
     """The worker that owns the queue a connection's first link names, if another one
-    (None: this one, or not a plain queue, or not the first link)."""
-    link = e.link
-    if handler.resource_counts()[1] or handler.gate is not None:
+    (None: this one, or not a queue, or a Service Bus connection)."""
+    if handler.gate is not None:
         return None
-    terminus = link.remote_source if isinstance(link, Sender) else link.remote_target
-    if not isinstance(terminus, Source | Target) or terminus.dynamic or not terminus.address:
-        return None
-    vhost = handler.vhost
-    try:
-        parsed = parse(terminus.address)
-    except AddressError:
-        return None
-    kind: str | None = "queue"
-    if parsed is not None:
-        if parsed[0] != "queue":
-            return None
-        name = parsed[1]
-    else:
-        name, kind = node_name_and_kind(terminus.address, terminus.capabilities)
-    record = vhost.nodes.get(name)
-    if (record.kind if record is not None else kind or vhost.policy_for(name)[0]) != "queue":
-        return None
-    return handover.owner_elsewhere(vhost.name, name)
+    name = handler.nodes.queue_named(e.link)
+    return None if name is None else handover.owner_elsewhere(handler.vhost.name, name)
 
 
 class _Authenticated:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ...addresses import partition_address
-from ...transport import Link, Sender
+from ...transport import Link
 from ...types import Source, Target
 from ..core import Node, PartitionedStream, Queue, ResourceKind
 from .addresses import (
@@ -26,7 +26,7 @@ from .addresses import (
 from .context import Amqp1Context
 from .management import ManagementNode
 from .requests import RequestNodes
-from .termini import resource
+from .termini import remote_terminus, resource
 from .topics import is_pattern, node_name_and_kind
 
 __all__ = ["RESERVED", "NodeLookup"]
@@ -52,7 +52,7 @@ class NodeLookup:
         (:meth:`VirtualHost.decide <amqp10.broker.core.VirtualHost.decide>`); ``then``
         attaches it once decided, its look-up finding the node decided."""
         ctx = self.ctx
-        terminus = link.remote_source if isinstance(link, Sender) else link.remote_target
+        terminus = remote_terminus(link)
         if not isinstance(terminus, (Source, Target)) or terminus.dynamic or not terminus.address:
             return False
         if parse(terminus.address) is not None or not ctx.broker.config.auto_create:
@@ -76,6 +76,36 @@ class NodeLookup:
             ctx.wake()
 
         return ctx.vhost.decide(name, kind, decided)
+
+    def queue_named(self, link: Link) -> str | None:
+        """The queue ``link``'s terminus names (a v2 ``/queues/`` address, or a plain name
+        its look-up finds or makes as a queue), if it names one: None for a request node
+        (``$management``, ``$cbs``), a plug-in's node, an exchange, a topic or stream, or no
+        address."""
+        terminus = remote_terminus(link)
+        if not isinstance(terminus, (Source, Target)) or terminus.dynamic or not terminus.address:
+            return None
+        vhost = self.ctx.vhost
+        try:
+            parsed = parse(terminus.address)
+        except AddressError:
+            return None
+        kind: str | None = "queue"
+        if parsed is not None:
+            if parsed[0] != "queue":
+                return None
+            name = parsed[1]
+        else:
+            name, kind = node_name_and_kind(terminus.address, terminus.capabilities)
+            name, node = self.ctx.plugin.node_at(name)
+            if node is not None or name in RESERVED or self.requests.node_at(name) is not None:
+                return None
+        if name in vhost.exchanges:
+            return None
+        record = vhost.nodes.get(name)
+        if (record.kind if record is not None else kind or vhost.policy_for(name)[0]) != "queue":
+            return None
+        return name
 
     def lookup(self, address: str | None, *, kind: str | None, create: bool = True) -> Node | None:
         """The node a plain name names (``$management`` is this connection's own)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...transport import Link, Sender
 from ...types import ErrorCondition, Released, Source, Target, symbol
 from ..core import Exchange, Node, ResourceKind
 from .addresses import ExchangeTarget
@@ -26,6 +27,7 @@ __all__ = [
     "capabilities",
     "echo",
     "made_by_link",
+    "remote_terminus",
     "resource",
     "source_answer",
     "stream_offset",
@@ -74,6 +76,13 @@ def source_answer(
         outcomes=_OUTCOMES,
         capabilities=capabilities or None,  # an empty array trips some decoders (Azure's pyamqp)
     )
+
+
+def remote_terminus(link: Link) -> Any:
+    """The terminus the peer's attach gave for the node ``link`` names: a consumer's
+    source, a publisher's target (as decoded: a :class:`Source` or :class:`Target`, or
+    whatever the peer sent)."""
+    return link.remote_source if isinstance(link, Sender) else link.remote_target
 
 
 def resource(node: Node) -> tuple[str, ResourceKind]:

@@ -161,9 +161,16 @@ class Exchange(Node):
     # -- as a node: a publisher's target ----------------------------------------------------
     def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
         """Route ``msg`` with the routing key it carries (see :meth:`VirtualHost.route`)."""
+        return self.publish_answered(msg, on_stored, None)
+
+    def publish_answered(
+        self, msg: QueuedMessage, on_stored: Callable[[], None], on_refused: Refused | None
+    ) -> PublishResult:
+        """:meth:`publish`, with ``on_refused`` told (None: ``on_stored`` is) if a queue on
+        another worker did not take it after all (:meth:`VirtualHost.route <.vhost.VirtualHost.route>`)."""
         if self.router is None:
             return PublishResult.UNROUTABLE
-        return self.router(self, msg, None, on_stored, None)
+        return self.router(self, msg, None, on_stored, on_refused)
 
     def add_consumer(self, consumer: Consumer) -> None:
         raise TypeError("an exchange has no consumers: consume from a queue bound to it")
@@ -483,10 +490,6 @@ class Topic(FanoutExchange):
         rooms = [r for r in (q.room() for q in self.subscriptions.values()) if r is not None]
         return min(rooms) if rooms else None
 
-    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
-        """Copy ``msg`` to every subscription (with none, it is accepted and dropped)."""
-        return self.publish_answered(msg, on_stored, None)
-
     @property
     def answers_later(self) -> bool:  # type: ignore[override]
         """With copies on other workers, a publish may be refused after it returned (a copy's
@@ -494,11 +497,11 @@ class Topic(FanoutExchange):
         return bool(self.copies)
 
     def publish_answered(self, msg: QueuedMessage, on_stored: Callable[[], None], on_refused: Refused | None) -> PublishResult:
-        """:meth:`publish`, with ``on_refused`` told (None: the publish counts as done) if a
-        copy on another worker was not taken after all (:meth:`VirtualHost.route <.vhost.VirtualHost.route>`)."""
+        """Copy ``msg`` to every subscription (with none, it is accepted and dropped), with
+        ``on_refused`` told (None: the publish counts as done) if a copy on another worker
+        was not taken after all."""
         self.stats.enqueued += 1
-        router = self.router
-        if router is None or router(self, msg, None, on_stored, on_refused) is not PublishResult.TAKEN:
+        if super().publish_answered(msg, on_stored, on_refused) is not PublishResult.TAKEN:
             self.stats.dropped += 1
             on_stored()
         return PublishResult.TAKEN

@@ -878,6 +878,8 @@ class VirtualHost:
         remaining = len(queues) + 1  # one extra hold, let go below if any queue took it
         taken = 0
         unreached = False  # a copy's worker was down past the bound: the publish is refused
+        routing = True  # the loop below runs: a refusal now only records itself
+        refused_now = False
 
         def one_stored() -> None:
             nonlocal remaining
@@ -889,24 +891,31 @@ class VirtualHost:
                     on_stored()
 
         def one_refused(result: PublishResult | None) -> None:  # (a queue another worker owns)
-            nonlocal taken, unreached
+            nonlocal taken, unreached, refused_now
+            if result is None:
+                unreached = True
+            if routing:  # refused at once (its worker down past the bound): not taken, below
+                refused_now = True
+                return
             taken -= 1
             if taken == 0:
                 (on_refused or _dropped(on_stored))(PublishResult.FULL if result is not None else None)
                 return
-            if result is None:
-                unreached = True
             one_stored()
 
         for q in queues:
             if isinstance(q, NodeElsewhere):
                 result = q.publish_answered(msg.copy(), one_stored, one_refused)
+                if refused_now:
+                    refused_now = False
+                    result = PublishResult.FULL
             else:
                 result = q.publish(msg.copy(), one_stored)
             if result is PublishResult.TAKEN:  # (no __bool__ call)
                 taken += 1
             else:
                 remaining -= 1
+        routing = False
         if not taken:
             if not unreached:
                 return PublishResult.FULL

@@ -406,7 +406,7 @@ class RemoteNode(NodeElsewhere):
         if ex is not None and self._by_exclusive(ex, msg):
             record = by_exclusive_consumer(record)
         if self.unavailable is not None:  # the owner is down: held for it, within the bound
-            if not self._nodes.hold(self, len(record)):
+            if not self._nodes.hold((len(record),)):
                 (on_refused or _nobody_told)(None)
                 return _TAKEN
         elif not batch:
@@ -926,20 +926,13 @@ class RemoteNode(NodeElsewhere):
         link (it comes back from the owner's store, redelivered)."""
         self.unavailable = reason
         for out in (self._direct, self._routed):
-            sender, out.sender = out.sender, None
-            out.limited = None
-            if sender is not None:
-                records: list[bytes] = []
-                answers: list[tuple[Callable[[], None], Refused | None]] = []
-                for d in list(sender.unsettled.values()):
-                    if d.context is not None and not d.remote_settled:
-                        records += records_of(d.payload)
-                        answers += d.context
-                        d.context = None
-                if records:
-                    out.batch = records + out.batch
-                    out.answers = answers + out.answers
-            if out.batch and not self._nodes.held_by(self, out.batch):
+            unanswered = self._unanswered(out)
+            if unanswered:
+                out.batch = [r for d in unanswered for r in records_of(d.payload)] + out.batch
+                out.answers = [a for d in unanswered for a in d.context] + out.answers
+                for d in unanswered:
+                    d.context = None
+            if out.batch and not self._nodes.hold(list(map(len, out.batch)), bounded=False):
                 self._publishing_gone(out)  # (none held: refused as unavailable)
         self._tell_room()  # (no limit while it is down: what is published is held, within the bound)
         for feed in (*self._feeds.values(), self._gets):
@@ -973,17 +966,24 @@ class RemoteNode(NodeElsewhere):
             return
         waiting = out.answers
         out.batch, out.answers = [], []
-        sender, out.sender = out.sender, None
-        out.limited = None
-        if sender is not None:
-            for d in list(sender.unsettled.values()):
-                if d.context is not None and not d.remote_settled:
-                    waiting = d.context + waiting
-                    d.context = None
-                    self._nodes.sent_bytes -= d.size
-                    self._nodes.answered_one(id(d))
+        for d in self._unanswered(out):
+            waiting = d.context + waiting
+            d.context = None
+            self._nodes.sent_bytes -= d.size
+            self._nodes.answered_one(id(d))
         for _, on_refused in waiting:
             (on_refused or _nobody_told)(None)
+
+    @staticmethod
+    def _unanswered(out: _Outlet) -> list[Delivery]:
+        """Let go of ``out``'s publishing link (the owner's end went): the batches sent on
+        it that the owner did not answer, in the order sent (each's ``context``: its
+        publishers' answers, to be taken off it)."""
+        sender, out.sender = out.sender, None
+        out.limited = None
+        if sender is None:
+            return []
+        return [d for d in sender.unsettled.values() if d.context is not None and not d.remote_settled]
 
     def _link_gone(self, link: Sender | Receiver, feed: _Feed | None, reason: str) -> None:
         """The owner detached one of its links (the node is not there, or was deleted): its
@@ -1104,8 +1104,6 @@ class RemoteNodes:
         self.hold_bytes = 0
         """The most messages, and bytes of them, held for the owner while it is down
         (:meth:`hold`; 0: none, refused at once); ``workers/peers.py`` sets them from the config."""
-        self._holding: dict[RemoteNode, None] = {}
-        """The nodes with messages held for the owner (in the order they were first held)."""
         self._held_messages = 0
         self._held_bytes = 0
         self._given_up = False
@@ -1158,7 +1156,6 @@ class RemoteNodes:
             self.reason = None
             for node in self.nodes.values():
                 node._back()  # (what was held for it goes first: Peers.run waits for its store)
-            self._holding = {}
             self._held_messages = self._held_bytes = 0
             self._given_up = False
             self._asked = [(node, question) for node, question, _ in self._asking.values()]
@@ -1332,25 +1329,21 @@ class RemoteNodes:
         for then in done:  # (what they waited for is refused: nothing more comes)
             then()
 
-    def hold(self, node: RemoteNode, size: int) -> bool:
-        """Whether a message of ``size`` bytes for ``node`` may be held until the owner is
-        back: within :attr:`hold_messages` and :attr:`hold_bytes` (a worker's memory), and
-        not after :meth:`give_up`. Held, its publisher's outcome waits for the owner's answer."""
-        if self._given_up or self._held_messages >= self.hold_messages or self._held_bytes + size > self.hold_bytes:
-            return False
-        self._held_messages += 1
-        self._held_bytes += size
-        self._holding[node] = None
-        return True
-
-    def held_by(self, node: RemoteNode, records: list[bytes]) -> bool:
-        """Whether ``node``'s records unanswered when its owner went (sent, or this turn's)
-        are held for it: whatever the bound in messages and bytes, unless it holds none."""
+    def hold(self, sizes: Sequence[int], *, bounded: bool = True) -> bool:
+        """Whether messages of ``sizes`` bytes for one of the owner's nodes may be held (in
+        its batch) until the owner is back: not after :meth:`give_up`, nor if it holds none
+        (:attr:`hold_messages` 0); ``bounded``, within :attr:`hold_messages` and
+        :attr:`hold_bytes` (a worker's memory) -- unbounded: those unanswered when the owner
+        went (sent, or this turn's). Held, their publishers' outcomes wait for the owner's answer."""
+        size = sum(sizes)
         if self._given_up or not self.hold_messages:
             return False
-        self._held_messages += len(records)
-        self._held_bytes += sum(map(len, records))
-        self._holding[node] = None
+        if bounded and (
+            self._held_messages + len(sizes) > self.hold_messages or self._held_bytes + size > self.hold_bytes
+        ):
+            return False
+        self._held_messages += len(sizes)
+        self._held_bytes += size
         return True
 
     def give_up(self) -> None:
@@ -1359,7 +1352,7 @@ class RemoteNodes:
         if self.reason is None:
             return
         self._given_up = True
-        holding, self._holding = self._holding, {}
+        holding = [node for node in self.nodes.values() if node._direct.batch or node._routed.batch]
         self._held_messages = self._held_bytes = 0
         if holding:
             log.warning("worker down for too long: %d nodes' messages held for it are refused", len(holding))

@@ -4,9 +4,20 @@ to its protocol's answer; only ``TAKEN`` is true."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from amqp10.broker.amqp1 import Amqp1Message
 from amqp10.broker.config import BrokerConfig
-from amqp10.broker.core import Broker, PublishResult, VirtualHost
+from amqp10.broker.core import (
+    Broker,
+    NodeElsewhere,
+    PublishResult,
+    QueuedMessage,
+    QueuePolicy,
+    Refused,
+    VirtualHost,
+)
 from amqp10.message import Message
 
 
@@ -87,3 +98,60 @@ def test_route_with_the_queues_found_already_publishes_to_them_without_routing_a
     assert v.route(x, msg, "k", lambda: stored.append(1), None, reached) is PublishResult.TAKEN
     assert (a.count, gone.count, late.count, stored) == (1, 0, 0, [1])
     assert v.route(x, message(), "nowhere", lambda: stored.append(2), None, []) is PublishResult.UNROUTABLE
+
+
+class _Elsewhere(NodeElsewhere):
+    """A queue another worker owns: ``up``, it takes a message and answers later
+    (:attr:`answers`); down past the bound, it refuses at once (as ``RemoteNode.publish``
+    does: ``on_refused(None)`` before it returns ``TAKEN``)."""
+
+    def __init__(self, name: str, *, up: bool) -> None:
+        super().__init__(name, QueuePolicy())
+        self.up = up
+        self.answers: list[tuple[Callable[[], None], Refused]] = []
+
+    def publish_answered(self, msg: QueuedMessage, on_stored: Callable[[], None], on_refused: Refused) -> PublishResult:
+        if self.up:
+            self.answers.append((on_stored, on_refused))
+        else:
+            on_refused(None)
+        return PublishResult.TAKEN
+
+
+def _route_to(queues: list[_Elsewhere]) -> tuple[PublishResult, list[str], list[PublishResult | None]]:
+    v = vhost()
+    x = v.declare_exchange("x", "direct", durable=False)
+    stored: list[str] = []
+    refused: list[PublishResult | None] = []
+    reached: Any = queues
+    result = v.route(x, message(), "k", lambda: stored.append("stored"), refused.append, reached)
+    return result, stored, refused
+
+
+def test_a_publish_to_queues_of_workers_down_past_the_bound_is_refused_once() -> None:
+    """With a copy for a worker that is up and copies for workers down past the bound,
+    the publisher is told "refused" exactly once: when the one up stores it or refuses it."""
+    for up_answers in ("stores", "refuses"):
+        up = _Elsewhere("up", up=True)
+        result, stored, refused = _route_to([up, _Elsewhere("down1", up=False), _Elsewhere("down2", up=False)])
+        assert (result, stored, refused) == (PublishResult.TAKEN, [], [])
+        ((on_stored, on_refused),) = up.answers
+        if up_answers == "stores":
+            on_stored()
+        else:
+            on_refused(PublishResult.FULL)
+        assert (stored, len(refused)) == ([], 1), up_answers
+
+
+def test_a_publish_whose_first_queue_is_down_past_the_bound_is_refused_once() -> None:
+    up = _Elsewhere("up", up=True)
+    result, stored, refused = _route_to([_Elsewhere("down", up=False), up])
+    assert (result, stored, refused) == (PublishResult.TAKEN, [], [])
+    ((on_stored, _),) = up.answers
+    on_stored()
+    assert (stored, refused) == ([], [None])
+
+
+def test_a_publish_to_queues_all_down_past_the_bound_is_refused_once_at_once() -> None:
+    result, stored, refused = _route_to([_Elsewhere("down1", up=False), _Elsewhere("down2", up=False)])
+    assert (result, stored, refused) == (PublishResult.TAKEN, [], [None])

@@ -22,6 +22,8 @@ from amqp10.broker.workers.handover import (
     hand_over,
 )
 from amqp10.io.asyncio_tcp import asyncio_tcp
+from amqp10.transport import LinkAttached
+from tests.broker.harness import Net
 
 pytestmark = pytest.mark.anyio
 
@@ -130,3 +132,37 @@ async def test_the_socket_and_its_records_reach_the_owner_which_answers(tmp_path
             else:
                 assert moved.returned == b"later"
             tg.cancel_scope.cancel()
+
+
+def test_a_first_link_is_moved_for_a_queue_only() -> None:
+    """``move_connections`` moves a connection to the worker that owns the queue its first
+    link names (:meth:`NodeLookup.queue_named <amqp10.broker.amqp1.lookup.NodeLookup.queue_named>`):
+    never for ``$management``, ``$cbs``, an exchange or a topic, which are no queue."""
+    net = Net()
+    vhost = net.broker.vhosts["/"]
+    vhost.declare_exchange("x", "direct", durable=False)
+    vhost.declare_queue("q", durable=False)
+    client = net.client()
+    attached: list[Any] = []
+    handle = client.handler.handle
+
+    def handle_seen(events: list[Any]) -> None:
+        attached.extend(e.link for e in events if isinstance(e, LinkAttached))
+        handle(events)
+
+    client.handler.handle = handle_seen  # type: ignore[method-assign]
+    named = {}
+    for address in ("$management", "$cbs", "x", "/exchanges/x", "/queues/q", "q", "new"):
+        client.sender(address)
+        client.receiver(address)
+        named[address] = {client.handler.nodes.queue_named(link) for link in attached}
+        attached.clear()
+    assert named == {
+        "$management": {None},
+        "$cbs": {None},
+        "x": {None},
+        "/exchanges/x": {None},
+        "/queues/q": {"q"},
+        "q": {"q"},
+        "new": {"new"},
+    }

@@ -33,6 +33,7 @@ from ....types import ReceiverSettleMode, Source
 from ...config import ServiceBusConfig
 from ...core import Lease, Leases, Node, NodeElsewhere, Queue, QueuedMessage, VirtualHost
 from ..management import ManagementNode
+from ..termini import remote_terminus
 from .entities import DEAD_LETTER_SUFFIX, entity_node
 from .management import AzureRequestNode, EntityManagementNode
 from .sessions import (
@@ -187,8 +188,7 @@ class Gate:
     def admit(self, link: Link) -> str | None:
         """Check the tokens for a link to the entity its address names: None (let in,
         and watched) or why it is refused."""
-        terminus = link.remote_source if isinstance(link, Sender) else link.remote_target
-        address = getattr(terminus, "address", None)
+        address = getattr(remote_terminus(link), "address", None)
         if not isinstance(address, str):
             return None if isinstance(link, Sender) else "a link needs an address on a claims-based connection"
         if not isinstance(link, Sender):
