@@ -211,9 +211,10 @@ class Branches:
     is. The holder's prepare asks every worker with a part to prepare it first
     (:data:`PART_QUESTION`: written to that worker's store, its own parts on other
     workers' queues prepared with it, as a branch's are) and prepares its own only once
-    all have; its commit and rollback decide the parts first and its own record last, so
-    a prepared branch stays listed (``recover``) until every part is decided, and a
-    commit asked again commits what is left. A part prepared before a restart comes back
+    all have; its rollback decides the parts first and its own record last, so a prepared
+    branch stays listed (``recover``) until every part is decided, and a rollback asked
+    again rolls back what is left; its commit stores that it committed
+    (:data:`COMMITTED_OWNER`) with its own record's commit, then tells the parts. A part prepared before a restart comes back
     from its worker's store and is decided with its branch.
 
     After a crash, or a worker down at the holder's word (its question is bounded by the
@@ -552,9 +553,9 @@ class Branches:
             self._tell_parts(b, "commit" if commit else "rollback", lambda ok: self.finish_work(b.held, commit, then))
             return
         # committed with parts: its record of that and its own commit in one store batch
-        # (nothing yields between), kept until every other worker answered; the parts told meanwhile
+        # (nothing yields between), kept until every other worker answered; once that batch is
+        # stored (a crash before it leaves the branch prepared), the parts are told
         record = self.committed[b.key] = HeldWork(COMMITTED_OWNER, txn_id(b.key), self.broker.journal)
-        record.prepare(nothing)
         left = [2]
 
         def one() -> None:
@@ -562,8 +563,8 @@ class Branches:
             if left[0] == 0:
                 then()
 
+        record.prepare(lambda: self._commit_parts(b.key, one))
         self.finish_work(b.held, True, one)
-        self._commit_parts(b.key, one)
 
     def _commit_parts(self, key: Xid, then: Callable[[], None] = nothing) -> None:
         """Tell every other worker to commit its part of the branch ``key`` this worker
