@@ -296,7 +296,8 @@ class Branches:
         branch recovered from a store too); else its name is placed on this worker in the
         metadata's one order and ``answered`` once the order decided: the first placement
         stands (workers/placing.py), so of two workers that start one xid at the same
-        instant (each asked the other before either made it) one makes it. Not once this
+        instant (each asked the other before either made it) one makes it. Not while a
+        worker keeps a branch of ``key`` committed (:attr:`committed`). Not once this
         worker's store wrote what it has outstanding: a branch not prepared is in memory
         only (as one worker's ``dtx.start`` is answered at once)."""
         vhost = self.broker.default
@@ -314,6 +315,9 @@ class Branches:
             if metadata is None or not metadata.hold(decided):
                 decided()
 
+        if key in self.committed:  # (committed here, its parts not all told yet)
+            answered(lambda: False)
+            return
         self.ask_others("known", key, {}, known)
 
     def set_timeout(self, b: Branch, seconds: int) -> None:
@@ -659,9 +663,10 @@ class Branches:
 
     def _answer_branch(self, args: Mapping[str, Any], reply: Callable[[Any], None]) -> None:
         """Another worker's client names a branch: applied here if it is here (None: it is not)."""
-        b = self.branches.get(_unwire(args["xid"]))
-        if b is None:
-            reply(None)
+        key = _unwire(args["xid"])
+        b = self.branches.get(key)
+        if b is None:  # (an xid committed here whose parts are not all told yet is known still)
+            reply({} if args["op"] == "known" and key in self.committed else None)
             return
         try:
             start = self.command(str(args["op"]), b, args)
