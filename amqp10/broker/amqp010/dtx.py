@@ -214,8 +214,9 @@ class Branches:
     all have; its rollback decides the parts first and its own record last, so a prepared
     branch stays listed (``recover``) until every part is decided, and a rollback asked
     again rolls back what is left; its commit stores that it committed
-    (:data:`COMMITTED_OWNER`) with its own record's commit, then tells the parts. A part prepared before a restart comes back
-    from its worker's store and is decided with its branch.
+    (:data:`COMMITTED_OWNER`) with its own record's commit, then tells the parts. A part
+    prepared before a restart comes back from its worker's store and is decided with its
+    branch.
 
     After a crash, or a worker down at the holder's word (its question is bounded by the
     control links'), the parts are settled by asking again: a worker holding a prepared
