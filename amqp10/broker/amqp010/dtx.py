@@ -44,14 +44,17 @@ from typing import Any, Final
 
 from ...amqp010 import Compound, result_struct
 from ...amqp010.spec import ENUMS
-from ..core import Answered, Broker, HeldWork, Lease, ModelError
+from ..core import Answered, Broker, HeldWork, Lease, ModelError, nothing
 from .context import Amqp010Context, CommandError
 from .session import Amqp010Session
 
 __all__ = [
+    "ASK_AGAIN",
     "BRANCH_QUESTION",
+    "COMMITTED_OWNER",
     "DEFAULT_TIMEOUT",
     "MAX_TIMEOUT",
+    "OUTCOME_QUESTION",
     "OWNER",
     "PART_OWNER",
     "PART_QUESTION",
@@ -60,6 +63,8 @@ __all__ = [
     "Branches",
     "DtxCommands",
 ]
+
+log = logging.getLogger("amqp10.broker")
 
 XA: Final = ENUMS["dtx.xa-status"]
 DEFAULT_TIMEOUT: Final = 60
@@ -85,7 +90,23 @@ of this worker's sessions that joined such a branch)."""
 PART_QUESTION: Final = "amqp010.dtx-part"
 """The holder's question to the other workers (``workers`` > 1) for their parts of a branch:
 ``{op, xid}`` with ``op`` ``prepare``, ``commit`` or ``rollback``; answered by a worker with a
-part of it with ``{"status": ...}`` once what it wrote is stored, by the others with None."""
+part of it with ``{"status": ...}`` once what it wrote is stored; by the others with None
+(``prepare``) or ``{}`` (``commit``, ``rollback``: so the holder knows every worker answered)."""
+OUTCOME_QUESTION: Final = "amqp010.dtx-outcome"
+"""A worker's question (``workers`` > 1) for the outcome of the branch of a part it holds
+prepared: ``{xid}``, answered by every worker with ``{"outcome": ...}``, in the words of
+the internal links' ``txn-outcome`` (workers/transactions.py): ``commit`` from the holder
+that committed it (:data:`COMMITTED_OWNER`), ``wait`` from the one that holds it not
+decided, else ``rollback`` (no such branch here). Presumed abort: the part rolls back only
+when every other worker answered and none knows the branch; while one does not answer (the
+holder may be down) it is asked again (:data:`ASK_AGAIN`), never decided alone."""
+COMMITTED_OWNER: Final = "amqp010.dtx-committed"
+"""What the store calls a holder's record that it committed a branch (the branch's store
+id), kept until every other worker answered its commit (so their parts are committed)."""
+ASK_AGAIN: Final = 2.0
+"""Seconds between the rounds that settle what a worker down missed: a prepared part asks
+its branch's outcome (:data:`OUTCOME_QUESTION`), a holder tells a committed branch's parts
+to commit again (:data:`PART_QUESTION`)."""
 PLACEMENT_PREFIX: Final = "amq.dtx."
 """What the name a branch's xid is placed under starts with (:func:`placement_name`; a
 reserved prefix: no client declares a queue of it)."""
@@ -195,25 +216,45 @@ class Branches:
     is. The holder's prepare asks every worker with a part to prepare it first
     (:data:`PART_QUESTION`: written to that worker's store, its own parts on other
     workers' queues prepared with it, as a branch's are) and prepares its own only once
-    all have; its commit and rollback decide the parts first and its own record last, so
-    a prepared branch stays listed (``recover``) until every part is decided, and a
-    commit asked again commits what is left. A part prepared before a restart comes back
-    from its worker's store and is decided with its branch."""
+    all have; its rollback decides the parts first and its own record last, so a prepared
+    branch stays listed (``recover``) until every part is decided, and a rollback asked
+    again rolls back what is left; its commit stores that it committed
+    (:data:`COMMITTED_OWNER`) with its own record's commit, then tells the parts. A part
+    prepared before a restart comes back from its worker's store and is decided with its
+    branch.
+
+    After a crash, or a worker down at the holder's word (its question is bounded by the
+    control links'), the parts are settled by asking again: a worker holding a prepared
+    part asks the outcome of its branch every :data:`ASK_AGAIN` seconds
+    (:data:`OUTCOME_QUESTION`; answered *wait* while the holder keeps it undecided, *commit*
+    once it committed, and rolled back when every worker is up and none knows it: its
+    holder crashed before its own prepare was stored); a holder that commits a branch with
+    parts stores that it did (:data:`COMMITTED_OWNER`, in the batch of its own commit) and
+    tells every worker to commit its part again every :data:`ASK_AGAIN` seconds until
+    every other worker answered, then forgets it."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.branches: dict[Xid, Branch] = {}
         self.parts: dict[Xid, Branch] = {}
         """Parts of branches other workers hold: the work of this worker's sessions in them."""
+        self.committed: dict[Xid, HeldWork] = {}
+        """Branches this worker committed whose parts are not known all committed: the stored
+        record of it (:data:`COMMITTED_OWNER`)."""
+        self._again: Lease | None = None
         for held in broker.recovered_transactions(OWNER):  # prepared before a restart
             key = key_of(held.txn_id)
             b = self.branches[key] = Branch(xid_struct(key), key, held)
             b.parts = None
         for held in broker.recovered_transactions(PART_OWNER):
             self._part(key_of(held.txn_id), held)
+        for held in broker.recovered_transactions(COMMITTED_OWNER):
+            self.committed[key_of(held.txn_id)] = held
         broker.questions[BRANCH_QUESTION] = self._answer_branch
         broker.questions[RECOVER_QUESTION] = self._answer_recover
         broker.questions[PART_QUESTION] = self._answer_part
+        broker.questions[OUTCOME_QUESTION] = self._answer_outcome
+        self.ask_again()
 
     @classmethod
     def of(cls, broker: Broker) -> Branches:
@@ -260,7 +301,8 @@ class Branches:
         branch recovered from a store too); else its name is placed on this worker in the
         metadata's one order and ``answered`` once the order decided: the first placement
         stands (workers/placing.py), so of two workers that start one xid at the same
-        instant (each asked the other before either made it) one makes it. Not once this
+        instant (each asked the other before either made it) one makes it. Not while a
+        worker keeps a branch of ``key`` committed (:attr:`committed`). Not once this
         worker's store wrote what it has outstanding: a branch not prepared is in memory
         only (as one worker's ``dtx.start`` is answered at once)."""
         vhost = self.broker.default
@@ -278,6 +320,9 @@ class Branches:
             if metadata is None or not metadata.hold(decided):
                 decided()
 
+        if key in self.committed:  # (committed here, its parts not all told yet)
+            answered(lambda: False)
+            return
         self.ask_others("known", key, {}, known)
 
     def set_timeout(self, b: Branch, seconds: int) -> None:
@@ -410,30 +455,43 @@ class Branches:
             then(True)
             return
 
-        def answered(answers: list[Any]) -> None:
+        def answered(answers: list[Fields]) -> None:
+            statuses = [int(a["status"]) for a in answers if "status" in a]
             if op == "prepare":
-                statuses = [int(a.get("status", -1)) for a in answers if isinstance(a, dict)]
                 then(len(statuses) >= (expected or 0) and all(st == XA["xa-ok"] for st in statuses))
                 return
-            failed = sum(1 for a in answers if isinstance(a, dict) and int(a.get("status", -1)) != XA["xa-ok"])
+            failed = sum(1 for st in statuses if st != XA["xa-ok"])
             if failed:  # (nothing more to do for it here: its worker's store keeps what it did)
                 log.warning("transaction branch %s: %d of its parts on other workers did not %s", _show(b.key), failed, op)
             then(True)
 
-        others.ask(PART_QUESTION, {"op": op, "xid": _wire(b.key)}, answered)
+        self._ask_parts(b.key, op, answered)
+
+    def _ask_parts(self, key: Xid, op: str, answered: Callable[[list[Fields]], None]) -> None:
+        """Ask every other worker's part of the branch ``key`` to ``op``: ``answered`` with the
+        answers of those that answered (a worker without a part: ``{}``, but to ``prepare``)."""
+        others = self.broker.others
+        assert others is not None
+
+        def got(answers: list[Any]) -> None:
+            answered([a for a in answers if isinstance(a, dict)])
+
+        others.ask(PART_QUESTION, {"op": op, "xid": _wire(key)}, got)
 
     def _answer_part(self, args: Mapping[str, Any], reply: Callable[[Any], None]) -> None:
         """The holder of a branch tells this worker's part of it to ``op`` (None: no part here)."""
         key = _unwire(args["xid"])
         part = self.parts.get(key)
-        if part is None:
-            reply(None)
-            return
         op = str(args["op"])
+        if part is None:
+            reply(None if op == "prepare" else {})
+            return
         if op == "prepare":
 
             def done(prepared: bool) -> None:
                 if prepared:
+                    log.debug("dtx branch %s: this worker's part prepared", _show(key))
+                    self.ask_again()  # (its outcome is asked until it is decided)
                     reply({"status": XA["xa-ok"]})
                 else:
                     self.parts.pop(key, None)
@@ -444,8 +502,16 @@ class Branches:
             else:
                 self.prepare_work(part.held, done)
             return
-        del self.parts[key]
-        self.finish_work(part.held, op == "commit", lambda: reply({"status": XA["xa-ok"]}))
+        self._finish_part(key, op == "commit", lambda: reply({"status": XA["xa-ok"]}))
+
+    def _finish_part(self, key: Xid, commit: bool, then: Callable[[], None]) -> None:
+        """Commit or roll back this worker's part of the branch ``key``; ``then`` once stored
+        (at once if it is not here: decided already)."""
+        part = self.parts.pop(key, None)
+        if part is None:
+            then()
+            return
+        self.finish_work(part.held, commit, then)
 
     def _commit(self, b: Branch, status: int, *, one_phase: bool) -> Start:
         if status != XA["xa-ok"]:
@@ -497,7 +563,90 @@ class Branches:
         """Commit or roll back ``b`` (with its parts on other workers, theirs first: its own
         prepared record is the last to go); ``then`` once stored."""
         self.forget(b)
-        self._tell_parts(b, "commit" if commit else "rollback", lambda ok: self.finish_work(b.held, commit, then))
+        if not commit or b.parts == 0 or self.broker.others is None:
+            self._tell_parts(b, "commit" if commit else "rollback", lambda ok: self.finish_work(b.held, commit, then))
+            return
+        # committed with parts: its record of that and its own commit in one store batch
+        # (nothing yields between), kept until every other worker answered; once that batch is
+        # stored (a crash before it leaves the branch prepared), the parts are told
+        record = self.committed[b.key] = HeldWork(COMMITTED_OWNER, txn_id(b.key), self.broker.journal)
+        left = [2]
+
+        def one() -> None:
+            left[0] -= 1
+            if left[0] == 0:
+                then()
+
+        record.prepare(lambda: self._commit_parts(b.key, one))
+        self.finish_work(b.held, True, one)
+
+    def _commit_parts(self, key: Xid, then: Callable[[], None] = nothing) -> None:
+        """Tell every other worker to commit its part of the branch ``key`` this worker
+        committed; ``then`` once they answered. Once every one has, its record goes; else
+        they are told again (:meth:`ask_again`)."""
+        others = self.broker.others
+        assert others is not None
+
+        def answered(answers: list[Fields]) -> None:
+            record = self.committed.get(key)
+            if record is not None and len(answers) >= others.count:
+                del self.committed[key]
+                record.commit()
+            elif record is not None:
+                log.info("dtx branch %s committed: the parts of workers that did not answer are told again", _show(key))
+                self.ask_again()
+            then()
+
+        self._ask_parts(key, "commit", answered)
+
+    # -- settling what a worker down missed ----------------------------------------------------
+    def ask_again(self) -> None:
+        """In :data:`ASK_AGAIN` seconds (if not due already): ask the outcome of the branches
+        of this worker's prepared parts, and tell the parts of the branches it committed
+        (then again after a round that did not settle one)."""
+        if self._again is None and (self.committed or any(p.prepared for p in self.parts.values())):
+            self._again = self.broker.leases.take(ASK_AGAIN, self._ask_now)
+
+    def _ask_now(self) -> None:
+        self._again = None
+        others = self.broker.others
+        if others is None:  # (not linked to the others yet)
+            self.ask_again()
+            return
+        for key in list(self.committed):
+            self._commit_parts(key)
+        for key, part in list(self.parts.items()):
+            if part.prepared:
+                others.ask(OUTCOME_QUESTION, {"xid": _wire(key)}, self._outcome(key, others.count))
+
+    def _outcome(self, key: Xid, count: int) -> Callable[[list[Any]], None]:
+        """What to do with this worker's prepared part of the branch ``key`` once the other
+        workers (``count``) answered its outcome (:data:`OUTCOME_QUESTION`)."""
+
+        def answered(answers: list[Any]) -> None:
+            outcomes = {str(a.get("outcome")) for a in answers if isinstance(a, dict)}
+            if "commit" in outcomes:
+                commit = True
+            elif "wait" in outcomes or len(answers) < count:  # (its holder may be down)
+                self.ask_again()
+                return
+            else:
+                commit = False
+            part = self.parts.get(key)
+            if part is not None and part.prepared:
+                log.info("dtx branch %s: this worker's part %s", _show(key),
+                         "committed, as its holder says" if commit else "rolled back: no worker holds the branch")  # fmt: skip
+                self._finish_part(key, commit, nothing)
+
+        return answered
+
+    def _answer_outcome(self, args: Mapping[str, Any], reply: Callable[[Any], None]) -> None:
+        """Another worker's prepared part asks the outcome of its branch (:data:`OUTCOME_QUESTION`)."""
+        key = _unwire(args["xid"])
+        if key in self.committed:
+            reply({"outcome": "commit"})
+        else:
+            reply({"outcome": "wait" if key in self.branches else "rollback"})
 
     def finish_work(self, held: HeldWork, commit: bool, then: Callable[[], None]) -> None:
         """Commit or roll back ``held`` (a branch's, or a part's), with what it reaches on
@@ -524,9 +673,10 @@ class Branches:
 
     def _answer_branch(self, args: Mapping[str, Any], reply: Callable[[Any], None]) -> None:
         """Another worker's client names a branch: applied here if it is here (None: it is not)."""
-        b = self.branches.get(_unwire(args["xid"]))
-        if b is None:
-            reply(None)
+        key = _unwire(args["xid"])
+        b = self.branches.get(key)
+        if b is None:  # (an xid committed here whose parts are not all told yet is known still)
+            reply({} if args["op"] == "known" and key in self.committed else None)
             return
         try:
             start = self.command(str(args["op"]), b, args)

@@ -25,6 +25,9 @@ Question = Callable[[Mapping[str, Any], Callable[[Any], None]], None]
 class Others(Protocol):
     """The broker's other processes."""
 
+    count: int
+    """How many there are (so an asker knows when every one answered)."""
+
     def ask(self, op: str, args: Mapping[str, Any], answered: Callable[[list[Any]], None]) -> None:
         """Put question ``op`` with ``args`` to every other process; ``answered`` (later,
         from the event loop) with their answers that are not None. A process that does not

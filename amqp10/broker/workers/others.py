@@ -34,6 +34,8 @@ class OtherWorkers:
     def __init__(self, broker: Broker, point: ControlPoint) -> None:
         self.broker = broker
         self.point = point
+        self.count = point.workers - 1
+        """:attr:`amqp10.broker.core.others.Others.count`."""
         self._asking: set[asyncio.Future[None]] = set()  # (kept until done)
 
     def install(self, ops: dict[str, Callable[[Mapping[str, Any]], Awaitable[Any]]]) -> None:

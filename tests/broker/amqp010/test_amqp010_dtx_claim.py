@@ -49,6 +49,8 @@ class Ordered:
 class NoneHoldsIt:
     """The other workers: none holds the branch asked about."""
 
+    count = 1
+
     def ask(self, op: str, args: Mapping[str, Any], answered: Callable[[list[Any]], None]) -> None:
         answered([])
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -227,10 +228,11 @@ def test_a_tx_commit_over_both_workers_completes_once_every_owner_applied_its_pa
         broker.stop()
 
 
-def joined_branch(peers: dict[int, SocketPeer], x: object) -> tuple[str, str, str, str]:
+def joined_branch(peers: dict[int, SocketPeer], x: object, *, crossing: bool = True) -> tuple[str, str, str, str]:
     """Branch ``x`` started on worker 0 and joined by a session on worker 1, each taking the
     first message of a queue its own worker owns and publishing to the other's queue (work
-    of both parts reaching both workers); both sessions ended. The sources and the targets."""
+    of both parts reaching both workers; not ``crossing``: to its own worker's); both
+    sessions ended. The sources and the targets."""
     source0, source1 = owned_by(0, "dtxsource"), owned_by(1, "dtxsource")
     target0, target1 = owned_by(0, "dtxtarget"), owned_by(1, "dtxtarget")
     fill(peers[0], source0, target0)
@@ -239,11 +241,11 @@ def joined_branch(peers: dict[int, SocketPeer], x: object) -> tuple[str, str, st
     a.call("dtx.select")
     assert status(a, "dtx.start", xid=x) == OK
     take_first(a, source0)
-    publish(a, target1, b"from-0", durable=True)
+    publish(a, target1 if crossing else target0, b"from-0", durable=True)
     b.call("dtx.select")
     assert status(b, "dtx.start", xid=x, join=True) == OK  # (before: not-allowed, no such branch)
     take_first(b, source1)
-    publish(b, target0, b"from-1", durable=True)
+    publish(b, target0 if crossing else target1, b"from-1", durable=True)
     assert status(b, "dtx.end", xid=x) == OK
     # a session of worker 1 associated kept it from being prepared; now only worker 0's is
     assert status(a, "dtx.end", xid=x) == OK
@@ -362,3 +364,87 @@ def test_a_branch_joined_from_a_worker_that_died_rolls_back_once_it_timed_out(br
         else:
             raise AssertionError("the branch stayed associated past its timeout")
         assert counts(a, queue)[0] == 0
+
+
+@contextmanager
+def store_locked(data_dir: Path, worker: int) -> Iterator[None]:
+    """Worker ``worker``'s SQLite store held locked for writing (what it writes meanwhile is
+    not stored: its write waits for the lock, up to SQLite's bound of 5 s)."""
+    (path,) = data_dir.glob(f"*.worker{worker}.sqlite3")
+    db = sqlite3.connect(str(path), isolation_level=None)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        yield
+    finally:
+        db.close()
+
+
+@contextmanager
+def settled(broker: Parent, worker: int, mark: int, queues: tuple[str, ...], want: list[int]) -> Iterator[dict[int, SocketPeer]]:
+    """Worker ``worker``, SIGKILLed (after log line ``mark``), serving again: a peer on each
+    worker once the counts of ``queues`` are ``want`` (a bounded wait: the parts are settled
+    by asking again), the same from either worker, and nothing in doubt."""
+    broker.wait_for(rf"worker={worker} logger=amqp10.broker msg=.listening on", mark)
+    with one_on_each(broker) as peers:
+        deadline = time.monotonic() + WAIT
+        while (got := [counts(peers[0], q)[0] for q in queues]) != want:
+            assert time.monotonic() < deadline, f"the counts stayed {got}, not {want}"
+            time.sleep(0.1)
+        for p in peers.values():
+            assert [counts(p, q)[0] for q in queues] == want
+            assert in_doubt(p) == []
+        yield peers
+
+
+def test_a_prepared_part_rolls_back_once_its_holder_crashed_before_its_own_prepare(tmp_path: Path) -> None:
+    """Worker 0's branch, joined by a session of worker 1 (each session's work on its own
+    worker's queues): at worker 0's prepare, worker 1's part is prepared, then worker 0 is
+    SIGKILLed before its own prepare is stored (its store held locked). Restarted, it has no
+    such branch: presumed abort. Worker 1, asking the outcome of its prepared part, rolls it
+    back: its taken message back on its queue, its publish dropped."""
+    x = xid(b"holder-lost")
+    broker = Parent(tmp_path, args=("--no-http", "--log-level", "debug"))
+    try:
+        broker.wait_listening()
+        with one_on_each(broker) as peers:
+            queues = joined_branch(peers, x, crossing=False)  # (worker 1's part waits for no store of worker 0)
+            a = peers[0]
+            mark = len(broker.lines)
+            with store_locked(tmp_path, 0):  # (worker 0's own prepared record cannot be stored)
+                a.command("dtx.prepare", xid=x)
+                a.flush()
+                broker.wait_for(r"worker=1 .*this worker's part prepared", mark)
+                os.kill(broker.worker_pids()[0], signal.SIGKILL)
+                broker.wait_for(r"worker 0 \(pid \d+\) ended .*killed by SIGKILL", mark)
+        with settled(broker, 0, mark, queues, [2, 2, 0, 0]) as peers:  # (before: [2, 1, 0, 0])
+            assert bodies(peers[0], queues[1], 2) == [b"first", b"second"]
+    finally:
+        broker.stop()
+
+
+def test_a_part_whose_worker_missed_the_commit_commits_once_it_is_back(tmp_path: Path) -> None:
+    """A joined branch prepared on both workers; worker 1 stopped while worker 0 commits it,
+    past the control links' bound (worker 0's word to its part is not answered), then
+    SIGKILLed. Restarted, worker 1 gets its part back prepared from its store and commits it:
+    worker 0 remembers the branch committed until every worker answered."""
+    x = xid(b"part-lost")
+    broker = Parent(tmp_path)
+    try:
+        broker.wait_listening()
+        with one_on_each(broker) as peers:
+            queues = joined_branch(peers, x)
+            assert status(peers[0], "dtx.prepare", xid=x) == OK
+            pid = broker.worker_pids()[1]
+            mark = len(broker.lines)
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                peers[0].command("dtx.commit", xid=x, one_phase=False)
+                peers[0].flush()
+                broker.wait_for(r"worker=0 .*worker 1 did not answer front-end-question", mark)
+            finally:
+                os.kill(pid, signal.SIGKILL)
+            broker.wait_for(r"worker 1 \(pid \d+\) ended .*killed by SIGKILL", mark)
+        with settled(broker, 1, mark, queues, [1, 1, 1, 1]) as peers:  # (before: [1, 1, 0, 1])
+            assert bodies(peers[1], queues[2], 1) == [b"from-1"]
+    finally:
+        broker.stop()

@@ -1,0 +1,133 @@
+"""The outcome question of a joined branch's parts (``workers`` > 1, in one process: the
+other workers are a fake that records what is asked and is answered by the test)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from amqp10.broker.amqp010.dtx import (
+    ASK_AGAIN,
+    OUTCOME_QUESTION,
+    PART_QUESTION,
+    Branches,
+    Fields,
+    xid_struct,
+)
+from amqp10.broker.config import BrokerConfig
+from amqp10.broker.core import Broker, nothing
+
+from .test_amqp010_dtx_claim import Writing
+
+KEY = (0, b"gid", b"bid")
+
+
+class Asked:
+    """One other worker, answering only when the test says."""
+
+    count = 1
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, dict[str, Any], Callable[[list[Any]], None]]] = []
+
+    def ask(self, op: str, args: Mapping[str, Any], answered: Callable[[list[Any]], None]) -> None:
+        self.asked.append((op, dict(args), answered))
+
+    def take(self, op: str) -> list[Callable[[list[Any]], None]]:
+        got = [a for o, _, a in self.asked if o == op]
+        self.asked = [x for x in self.asked if x[0] != op]
+        return got
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def worker() -> tuple[Broker, Branches, Asked, Writing, Clock]:
+    journal, others, clock = Writing(), Asked(), Clock()
+    broker = Broker(BrokerConfig(), journal=journal, now=clock)
+    broker.others = others
+    return broker, Branches.of(broker), others, journal, clock
+
+
+def stored(journal: Writing) -> None:
+    waiting, journal.waiting = journal.waiting, []
+    for on_commit in waiting:
+        on_commit()
+
+
+def later(broker: Broker, clock: Clock) -> None:
+    clock.t += ASK_AGAIN
+    broker.leases.expire_due()
+
+
+def prepared_part(broker: Broker, branches: Branches, others: Asked, journal: Writing) -> None:
+    """A part of the branch of KEY another worker holds, prepared here."""
+    part = branches.join(KEY, lambda answer: None)
+    (joined,) = others.take("amqp010.dtx-branch")
+    joined([{"status": 0}])
+    answered: list[Any] = []
+    broker.questions[PART_QUESTION]({"op": "prepare", "xid": [0, b"gid".hex(), b"bid".hex()]}, answered.append)
+    stored(journal)
+    assert answered == [{"status": 0}] and part.prepared
+
+
+def test_a_prepared_part_asks_until_it_is_told_and_never_decides_alone() -> None:
+    broker, branches, others, journal, clock = worker()
+    prepared_part(broker, branches, others, journal)
+    for answers in ([], [{"outcome": "wait"}]):  # the holder down, or undecided: asked again
+        later(broker, clock)
+        (ask,) = others.take(OUTCOME_QUESTION)
+        ask(answers)
+        assert KEY in branches.parts
+    later(broker, clock)
+    (ask,) = others.take(OUTCOME_QUESTION)
+    ask([{"outcome": "rollback"}])  # every other worker answered, none knows it: presumed abort
+    assert KEY not in branches.parts
+    later(broker, clock)
+    assert others.take(OUTCOME_QUESTION) == []  # (settled: asked no more)
+
+
+def test_a_prepared_part_commits_when_its_holder_says_so() -> None:
+    broker, branches, others, journal, clock = worker()
+    prepared_part(broker, branches, others, journal)
+    later(broker, clock)
+    (ask,) = others.take(OUTCOME_QUESTION)
+    ask([{"outcome": "commit"}])
+    assert KEY not in branches.parts
+
+
+def outcome(broker: Broker) -> Fields:
+    got: list[Fields] = []
+    broker.questions[OUTCOME_QUESTION]({"xid": [0, b"gid".hex(), b"bid".hex()]}, got.append)
+    return got[0]
+
+
+def test_a_holder_remembers_a_committed_branch_until_every_worker_answered() -> None:
+    broker, branches, others, journal, clock = worker()
+    assert outcome(broker) == {"outcome": "rollback"}  # (no such branch)
+    b = branches.start(xid_struct(KEY), KEY)
+    b.parts = 1
+    assert outcome(broker) == {"outcome": "wait"}
+    b.held.prepare(nothing)
+    replies: list[Fields] = []
+    branches.command("commit", b, {"one_phase": False})(replies.append)
+    assert others.take(PART_QUESTION) == []  # (told once its record of the commit is stored)
+    stored(journal)
+    (told,) = others.take(PART_QUESTION)
+    told([])  # the part's worker did not answer
+    assert replies == [{"status": 0}]
+    assert outcome(broker) == {"outcome": "commit"}
+    claimed: list[bool] = []
+    branches.claim(KEY, lambda answer: claimed.append(answer()))
+    assert claimed == [False]  # (its xid is not new while it is remembered)
+    later(broker, clock)
+    (told,) = others.take(PART_QUESTION)  # told again
+    told([{"status": 0}])
+    assert outcome(broker) == {"outcome": "rollback"}  # forgotten: every worker answered
+    later(broker, clock)
+    assert others.take(PART_QUESTION) == []
