@@ -238,7 +238,7 @@ class _Authenticated:
                 self._sasl(e)
         mover = self.mover
         if mover is not None and mover.watching:
-            events = mover.watch(events, LinkAttached)
+            events = mover.watch(events)
         self.handler.handle(events)
 
     def _sasl(self, e: Any) -> None:

@@ -43,6 +43,7 @@ from anyio.abc import SocketAttribute, TaskGroup, TaskStatus
 
 from ...io.asyncio_tcp import asyncio_tcp
 from ...io.driver import Driver, EngineProtocol
+from ...transport import LinkAttached
 from .ownership import Ownership
 
 __all__ = [
@@ -315,12 +316,12 @@ class Mover:
         self.driver = driver
         self.task_group = task_group
 
-    def watch(self, events: list[Any], attached: type) -> list[Any]:
-        """The events to handle now: all of them, or those before the first attach
-        (``attached`` events) when that attach names another worker's node and the hand-over
-        has started (the rest are set aside for :meth:`_resume`)."""
+    def watch(self, events: list[Any]) -> list[Any]:
+        """The events to handle now: all of them, or those before the first attach when
+        that attach names another worker's node and the hand-over has started (the rest
+        are set aside for :meth:`_resume`)."""
         for i, e in enumerate(events):
-            if type(e) is attached:
+            if type(e) is LinkAttached:
                 owner = None if self.recording.full else self.owner_of(e)
                 if owner is None or self.driver is None or self.task_group is None or not self._written_out():
                     self.stop()
