@@ -123,6 +123,16 @@ def _fanout(ch: Any, exchange: str) -> list[str]:
     return queues
 
 
+def _confirmed_before(publisher: pika.BlockingConnection, exchange: str) -> tuple[Any, list[str]]:
+    """A confirming channel of ``publisher``, fanout ``exchange`` (:func:`_fanout`) and a
+    persistent ``before`` published to it and confirmed: the channel, the queues by worker."""
+    ch = publisher.channel()
+    queues = _fanout(ch, exchange)
+    ch.confirm_delivery()
+    ch.basic_publish(exchange, "", b"before", pika.BasicProperties(delivery_mode=2))
+    return ch, queues
+
+
 def _publisher_on_0(broker: Parent) -> pika.BlockingConnection:
     conn = _connect(broker)
     while worker_of(conn) != 0:  # (bounded: the kernel spreads connections; WAIT bounds each)
@@ -150,10 +160,7 @@ def _bodies(broker: Parent, queue: str) -> list[bytes]:
 def test_a_confirm_waits_for_the_fanout_queue_of_a_restarted_worker(broker: Parent) -> None:
     publisher = _publisher_on_0(broker)
     try:
-        ch = publisher.channel()
-        queues = _fanout(ch, "heldfan")
-        ch.confirm_delivery()
-        ch.basic_publish("heldfan", "", b"before", pika.BasicProperties(delivery_mode=2))
+        ch, queues = _confirmed_before(publisher, "heldfan")
         failed: list[BaseException] = []
 
         def publish() -> None:
@@ -210,10 +217,7 @@ async def test_a_worker_down_past_the_bound_refuses_the_publish(
         queue = owned_by(1, "boundq")
         publisher = _publisher_on_0(parent)
         try:
-            ch = publisher.channel()
-            queues = _fanout(ch, "boundfan")
-            ch.confirm_delivery()
-            ch.basic_publish("boundfan", "", b"before", pika.BasicProperties(delivery_mode=2))
+            ch, queues = _confirmed_before(publisher, "boundfan")
             async with on_worker(parent, 0, "bound-publisher") as conn:
                 sender = await conn.open_sender(queue)
                 assert isinstance(await sender.send(Message(body="before", durable=True), timeout=WAIT), Accepted)
