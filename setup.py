@@ -17,9 +17,13 @@ import os
 from setuptools import setup
 
 # The modules a message's broker CPU goes through (bench/profiles: broker_inproc.py's
-# profile and counts.py's 0-9-1 workloads), as far as mypyc compiles them.
-# Not yet: the broker's core (Queue's base Node is subclassed by modules left
-# interpreted), the 0-9-1 codec and front end, the broker's AMQP 1.0 front end.
+# profile and counts.py's 0-9-1 workloads), as far as mypyc compiles them: the AMQP 1.0
+# codec and engine; the 0-9-1 engine (amqp091/*) and the broker's 0-9-1 front end
+# (broker/amqp091/*). Left interpreted: amqp091's generator (_generate, _diagrams) and
+# scalars (int/float/bytes subclasses, which mypyc does not compile); broker/amqp091's
+# message (Amqp091Message derives from core's QueuedMessage), handler (derives from
+# broker/frontend's ContextHandler), frontend and login (once a connection); the broker's
+# core and its AMQP 1.0 front end (their node and message hierarchies go in together).
 COMPILED = [
     "amqp10/types/codec.py",
     "amqp10/transport/framing.py",
@@ -28,6 +32,30 @@ COMPILED = [
     "amqp10/transport/link.py",
     "amqp10/transport/delivery.py",
     "amqp10/transport/serial.py",
+    "amqp10/amqp091/base.py",
+    "amqp10/amqp091/fields.py",
+    "amqp10/amqp091/framing.py",
+    "amqp10/amqp091/methods.py",
+    "amqp10/amqp091/errors.py",
+    "amqp10/amqp091/events.py",
+    "amqp10/amqp091/timers.py",
+    "amqp10/amqp091/auth.py",
+    "amqp10/amqp091/handshake.py",
+    "amqp10/amqp091/dialects.py",
+    "amqp10/amqp091/channel_state.py",
+    "amqp10/amqp091/connection_state.py",
+    "amqp10/amqp091/channel.py",
+    "amqp10/amqp091/connection_methods.py",
+    "amqp10/amqp091/connection.py",
+    "amqp10/broker/amqp091/connection.py",
+    "amqp10/broker/amqp091/context.py",
+    "amqp10/broker/amqp091/channel.py",
+    "amqp10/broker/amqp091/confirm.py",
+    "amqp10/broker/amqp091/publish.py",
+    "amqp10/broker/amqp091/basic.py",
+    "amqp10/broker/amqp091/exchange.py",
+    "amqp10/broker/amqp091/queue.py",
+    "amqp10/broker/amqp091/tx.py",
 ]
 
 

@@ -256,12 +256,13 @@ class Connection(ConnectionMethods):
                 self._dispatch(frame_type, channel, payload)
             except ChannelException as exc:
                 self._channel_exception(channel, exc)
-            except ConnectionException as exc:
-                self._fail(exc)
-            except Exception as exc:  # a bug of ours: close, never raise into the driver
+            # a name of its own for each type caught: mypyc gives a name one type
+            except ConnectionException as err:
+                self._fail(err)
+            except Exception as bug:  # a bug of ours: close, never raise into the driver
                 self._fail(
                     ConnectionException(
-                        ReplyCode.INTERNAL_ERROR, f"INTERNAL_ERROR - {type(exc).__name__}: {exc}"
+                        ReplyCode.INTERNAL_ERROR, f"INTERNAL_ERROR - {type(bug).__name__}: {bug}"
                     ),
                     discard=True,
                 )

@@ -90,11 +90,13 @@ class ConnectionMethods:
     _send_frame_max: int
     _timers: Timers
 
-    if TYPE_CHECKING:
+    # Connection's (real methods, not stubs under TYPE_CHECKING: mypyc compiles the calls
+    # below against these and rejects a conditional class body)
+    def _move(self, event: ConnectionInput) -> None:
+        raise NotImplementedError
 
-        def _move(self, event: ConnectionInput) -> None: ...
-
-        def _send_method(self, channel: int, method: Method) -> None: ...
+    def _send_method(self, channel: int, method: Method) -> None:
+        raise NotImplementedError
 
     def _extension(self, method: Method) -> None:
         if isinstance(method, Blocked):

@@ -24,6 +24,8 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final, TypeAlias
 
+from .scalars import Float32, Int8, Int16, Int64, LongString, Timestamp, UInt8, UInt16, UInt32
+
 __all__ = [
     "MAX_DEPTH",
     "DecodeError",
@@ -54,60 +56,6 @@ MAX_DEPTH: Final = 32
 
 class DecodeError(ValueError):
     """Malformed bytes: the connection answers with SYNTAX_ERROR (or FRAME_ERROR)."""
-
-
-class Int8(int):
-    """A field-table ``b`` (signed 8-bit)."""
-
-    __slots__ = ()
-
-
-class UInt8(int):
-    """A field-table ``B`` (unsigned 8-bit)."""
-
-    __slots__ = ()
-
-
-class Int16(int):
-    """A field-table ``s`` (signed 16-bit, RabbitMQ's errata)."""
-
-    __slots__ = ()
-
-
-class UInt16(int):
-    """A field-table ``u`` (unsigned 16-bit)."""
-
-    __slots__ = ()
-
-
-class UInt32(int):
-    """A field-table ``i`` (unsigned 32-bit)."""
-
-    __slots__ = ()
-
-
-class Int64(int):
-    """A field-table ``l`` (signed 64-bit)."""
-
-    __slots__ = ()
-
-
-class Timestamp(int):
-    """A field-table ``T``: seconds since the epoch (unsigned 64-bit)."""
-
-    __slots__ = ()
-
-
-class Float32(float):
-    """A field-table ``f`` (IEEE single precision)."""
-
-    __slots__ = ()
-
-
-class LongString(bytes):
-    """A field-table ``S`` that is not valid UTF-8 (valid ones decode to ``str``)."""
-
-    __slots__ = ()
 
 
 _B = struct.Struct(">B")
@@ -384,8 +332,9 @@ def _same(value: Any) -> Any:
     return value
 
 
-def _wrap_int64(value: int) -> int:
+def _wrap_int64(value: Any) -> Any:
     # a plain int outside 32 bits encodes as ``l`` anyway; inside, keep the ``l``
+    # (``Any``, not ``int``: mypyc would turn the ``Int64`` back into a plain ``int``)
     return Int64(value) if -0x80000000 <= value <= 0x7FFFFFFF else value
 
 

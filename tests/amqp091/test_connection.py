@@ -32,7 +32,7 @@ from amqp10.amqp091 import (
 from amqp10.amqp091 import methods as m
 from amqp10.amqp091.auth import amqplain_response, parse_credentials, plain_response
 from amqp10.amqp091.connection import Connection
-from amqp10.amqp091.framing import FRAME_HEARTBEAT
+from amqp10.amqp091.framing import FRAME_HEARTBEAT, FRAME_METHOD
 
 from .pair import Pair, frames, method_frame, raw_frame
 
@@ -463,7 +463,8 @@ def test_a_bug_of_ours_is_internal_error_never_an_exception(
     def broken(*args: Any) -> None:
         raise KeyError("oops")
 
-    monkeypatch.setattr(pair.server, "_channel_method", broken)
+    # the frame-type table, not a method: the compiled build's methods cannot be replaced
+    monkeypatch.setitem(pair.server._frame_handlers, FRAME_METHOD, broken)
     events = pair.server.receive_data(method_frame(ch, m.BasicQos()))
     (failed,) = of(events, ConnectionFailed)
     assert failed.reply_code == ReplyCode.INTERNAL_ERROR
