@@ -796,7 +796,11 @@ class DtxCommands:
     def _join_elsewhere(self, s: Amqp010Session, key: Xid) -> None:
         """``s`` joins the branch of ``key`` another worker holds (if one does): its work
         goes into this worker's part of it (:meth:`Branches.join`)."""
-        part: list[Branch] = []
+        part: Branch | None = None  # (this worker's part, once asked)
+
+        def ask(answered: Answered[Fields]) -> None:
+            nonlocal part
+            part = self.branches.join(key, answered)
 
         def joined(answer: Callable[[], Fields]) -> Compound | None:
             fields = answer()
@@ -806,7 +810,8 @@ class DtxCommands:
                 if code == "not-found":
                     code, text = "not-allowed", f"no transaction branch {_show(key)} to join"
                 raise CommandError(code, text)
-            b = part[0]
+            b = part
+            assert b is not None
             if s.closed:  # (ended meanwhile: the holder counted an association that is gone)
                 b.active.add(s)
                 b.session_ended(s)
@@ -814,7 +819,7 @@ class DtxCommands:
             self._associate(s, b)
             return result_struct("xa-result", status=int(fields["status"]))  # (the holder's)
 
-        self.ctx.later(lambda answered: part.append(self.branches.join(key, answered)), joined)
+        self.ctx.later(ask, joined)
 
     @staticmethod
     def _associate(s: Amqp010Session, b: Branch) -> Compound:
