@@ -570,15 +570,9 @@ class Branches:
         # (nothing yields between), kept until every other worker answered; once that batch is
         # stored (a crash before it leaves the branch prepared), the parts are told
         record = self.committed[b.key] = HeldWork(COMMITTED_OWNER, txn_id(b.key), self.broker.journal)
-        left = [2]
-
-        def one() -> None:
-            left[0] -= 1
-            if left[0] == 0:
-                then()
-
-        record.prepare(lambda: self._commit_parts(b.key, one))
-        self.finish_work(b.held, True, one)
+        both = _after(2, then)  # (the parts told, and its own commit stored)
+        record.prepare(lambda: self._commit_parts(b.key, both))
+        self.finish_work(b.held, True, both)
 
     def _commit_parts(self, key: Xid, then: Callable[[], None] = nothing) -> None:
         """Tell every other worker to commit its part of the branch ``key`` this worker
@@ -691,6 +685,19 @@ class Branches:
 
     def _answer_recover(self, args: Mapping[str, Any], reply: Callable[[Any], None]) -> None:
         reply([_wire(b.key) for b in self.branches.values() if b.prepared])
+
+
+def _after(n: int, then: Callable[[], None]) -> Callable[[], None]:
+    """A callback that calls ``then`` at its ``n``-th call (``n`` things done, in any order)."""
+    left = n
+
+    def one() -> None:
+        nonlocal left
+        left -= 1
+        if left == 0:
+            then()
+
+    return one
 
 
 def xid_struct(key: Xid) -> Compound:
