@@ -51,6 +51,7 @@ from .session import Amqp010Session
 __all__ = [
     "ASK_AGAIN",
     "BRANCH_QUESTION",
+    "ASK_PREPARED",
     "COMMITTED_OWNER",
     "DEFAULT_TIMEOUT",
     "MAX_TIMEOUT",
@@ -59,6 +60,7 @@ __all__ = [
     "PART_OWNER",
     "PART_QUESTION",
     "RECOVER_QUESTION",
+    "ROLLED_BACK_OWNER",
     "Branch",
     "Branches",
     "DtxCommands",
@@ -96,17 +98,29 @@ OUTCOME_QUESTION: Final = "amqp010.dtx-outcome"
 """A worker's question (``workers`` > 1) for the outcome of the branch of a part it holds
 prepared: ``{xid}``, answered by every worker with ``{"outcome": ...}``, in the words of
 the internal links' ``txn-outcome`` (workers/transactions.py): ``commit`` from the holder
-that committed it (:data:`COMMITTED_OWNER`), ``wait`` from the one that holds it not
-decided, else ``rollback`` (no such branch here). Presumed abort: the part rolls back only
-when every other worker answered and none knows the branch; while one does not answer (the
-holder may be down) it is asked again (:data:`ASK_AGAIN`), never decided alone."""
+that committed it (:data:`COMMITTED_OWNER`), ``rollback`` from the one that rolled it back
+(:data:`ROLLED_BACK_OWNER`); ``prepared`` from the one that holds it prepared, stored and
+not decided (it will tell the part: asked again only after :data:`ASK_PREPARED`); ``wait``
+from the one that holds it otherwise (preparing); else ``rollback`` (no such branch here).
+Presumed abort: the part rolls back only when every other worker answered and none knows
+the branch; while one does not answer (the holder may be down) it is asked again
+(:data:`ASK_AGAIN`), never decided alone."""
 COMMITTED_OWNER: Final = "amqp010.dtx-committed"
 """What the store calls a holder's record that it committed a branch (the branch's store
 id), kept until every other worker answered its commit (so their parts are committed)."""
+ROLLED_BACK_OWNER: Final = "amqp010.dtx-rolled-back"
+"""What the store calls a holder's record that it rolled back a branch with parts on other
+workers, kept until every other worker answered its rollback: their parts are told again
+meanwhile, and the xid is not new (:meth:`Branches.claim`), so an old part of a worker that
+was down is never taken for a part of a new branch of the same xid."""
 ASK_AGAIN: Final = 2.0
 """Seconds between the rounds that settle what a worker down missed: a prepared part asks
-its branch's outcome (:data:`OUTCOME_QUESTION`), a holder tells a committed branch's parts
-to commit again (:data:`PART_QUESTION`)."""
+its branch's outcome (:data:`OUTCOME_QUESTION`), a holder tells a decided branch's parts
+its outcome again (:data:`PART_QUESTION`)."""
+ASK_PREPARED: Final = 60.0
+"""Seconds a prepared part whose holder answered that it keeps the branch prepared waits
+before it asks again (the holder tells it the outcome, again until answered: this only
+bounds how long a part would wait were that word lost for another reason)."""
 PLACEMENT_PREFIX: Final = "amq.dtx."
 """What the name a branch's xid is placed under starts with (:func:`placement_name`; a
 reserved prefix: no client declares a queue of it)."""
@@ -168,6 +182,12 @@ class Branch:
         self.ended: Callable[[], None] | None = None
         """A part's: tells the worker that holds the branch a session of it ended while
         associated (the branch can only roll back)."""
+        self.in_doubt = False
+        """Prepared and its record stored, not decided (the holder's answer to a part's
+        :data:`OUTCOME_QUESTION`: ``prepared``)."""
+        self.quiet: Lease | None = None
+        """A part's: its holder answered that it keeps the branch prepared (it will tell
+        the outcome): not asked again until this runs out (:data:`ASK_PREPARED`)."""
 
     @property
     def part(self) -> bool:
@@ -216,40 +236,43 @@ class Branches:
     is. The holder's prepare asks every worker with a part to prepare it first
     (:data:`PART_QUESTION`: written to that worker's store, its own parts on other
     workers' queues prepared with it, as a branch's are) and prepares its own only once
-    all have; its rollback decides the parts first and its own record last, so a prepared
-    branch stays listed (``recover``) until every part is decided, and a rollback asked
-    again rolls back what is left; its commit stores that it committed
-    (:data:`COMMITTED_OWNER`) with its own record's commit, then tells the parts. A part
-    prepared before a restart comes back from its worker's store and is decided with its
-    branch.
+    all have; its commit (its rollback) stores that it committed (rolled back) the branch
+    (:data:`COMMITTED_OWNER`; :data:`ROLLED_BACK_OWNER`) in the batch of its own record's
+    commit (rollback), then tells the parts, again until every other worker answered. A
+    part prepared before a restart comes back from its worker's store and is decided with
+    its branch.
 
     After a crash, or a worker down at the holder's word (its question is bounded by the
     control links'), the parts are settled by asking again: a worker holding a prepared
     part asks the outcome of its branch every :data:`ASK_AGAIN` seconds
-    (:data:`OUTCOME_QUESTION`; answered *wait* while the holder keeps it undecided, *commit*
-    once it committed, and rolled back when every worker is up and none knows it: its
-    holder crashed before its own prepare was stored); a holder that commits a branch with
-    parts stores that it did (:data:`COMMITTED_OWNER`, in the batch of its own commit) and
-    tells every worker to commit its part again every :data:`ASK_AGAIN` seconds until
-    every other worker answered, then forgets it."""
+    (:data:`OUTCOME_QUESTION`; answered *wait* while the holder prepares it, *prepared*
+    once its prepare is stored (then asked only every :data:`ASK_PREPARED` seconds: the
+    holder tells it), *commit* once it committed, and rolled back when every worker is up
+    and none knows it: its holder crashed before its own prepare was stored); a holder that
+    decides a branch with parts stores that it did (:data:`COMMITTED_OWNER`,
+    :data:`ROLLED_BACK_OWNER`, in the batch of its own commit or rollback) and tells every
+    worker the outcome of its part again every :data:`ASK_AGAIN` seconds until every other
+    worker answered, then forgets it."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.branches: dict[Xid, Branch] = {}
         self.parts: dict[Xid, Branch] = {}
         """Parts of branches other workers hold: the work of this worker's sessions in them."""
-        self.committed: dict[Xid, HeldWork] = {}
-        """Branches this worker committed whose parts are not known all committed: the stored
-        record of it (:data:`COMMITTED_OWNER`)."""
+        self.decided: dict[Xid, HeldWork] = {}
+        """Branches this worker committed or rolled back whose parts are not known all
+        decided: the stored record of it (:data:`COMMITTED_OWNER`, :data:`ROLLED_BACK_OWNER`)."""
         self._again: Lease | None = None
         for held in broker.recovered_transactions(OWNER):  # prepared before a restart
             key = key_of(held.txn_id)
             b = self.branches[key] = Branch(xid_struct(key), key, held)
             b.parts = None
+            b.in_doubt = True
         for held in broker.recovered_transactions(PART_OWNER):
             self._part(key_of(held.txn_id), held)
-        for held in broker.recovered_transactions(COMMITTED_OWNER):
-            self.committed[key_of(held.txn_id)] = held
+        for owner in (COMMITTED_OWNER, ROLLED_BACK_OWNER):
+            for held in broker.recovered_transactions(owner):
+                self.decided[key_of(held.txn_id)] = held
         broker.questions[BRANCH_QUESTION] = self._answer_branch
         broker.questions[RECOVER_QUESTION] = self._answer_recover
         broker.questions[PART_QUESTION] = self._answer_part
@@ -302,7 +325,7 @@ class Branches:
         metadata's one order and ``answered`` once the order decided: the first placement
         stands (workers/placing.py), so of two workers that start one xid at the same
         instant (each asked the other before either made it) one makes it. Not while a
-        worker keeps a branch of ``key`` committed (:attr:`committed`). Not once this
+        worker keeps something of an old branch of ``key`` (:meth:`kept`). Not once this
         worker's store wrote what it has outstanding: a branch not prepared is in memory
         only (as one worker's ``dtx.start`` is answered at once)."""
         vhost = self.broker.default
@@ -320,10 +343,17 @@ class Branches:
             if metadata is None or not metadata.hold(decided):
                 decided()
 
-        if key in self.committed:  # (committed here, its parts not all told yet)
+        if self.kept(key):
             answered(lambda: False)
             return
         self.ask_others("known", key, {}, known)
+
+    def kept(self, key: Xid) -> bool:
+        """Whether this worker keeps something of a branch of ``key`` it does not hold: the
+        record that it decided one whose parts are not all told (:attr:`decided`), or a
+        prepared part of one not decided. Its xid is not new meanwhile (:meth:`claim`)."""
+        part = self.parts.get(key)
+        return key in self.decided or (part is not None and part.prepared)
 
     def set_timeout(self, b: Branch, seconds: int) -> None:
         self._drop_lease(b)
@@ -416,6 +446,7 @@ class Branches:
 
                 def done(prepared: bool) -> None:
                     if prepared:
+                        b.in_doubt = True
                         self.set_timeout(b, b.timeout)  # (a prepared branch does not time out)
                         reply({"status": XA["xa-ok"]})
                     else:  # a part on another worker's queue could not be prepared: it rolls back
@@ -423,7 +454,7 @@ class Branches:
 
                 self.prepare_work(b.held, done)
 
-            self._tell_parts(b, "prepare", own)
+            self._prepare_parts(b, own)
 
         return start
 
@@ -445,27 +476,21 @@ class Branches:
         if coordinator is None or not coordinator.prepare(held.txn_id, held.reached(), held.taken, prepared):
             held.prepare(lambda: done(True))
 
-    def _tell_parts(self, b: Branch, op: str, then: Callable[[bool], None]) -> None:
-        """Tell the other workers' parts of ``b`` to ``op`` (``prepare``, ``commit``,
-        ``rollback``); ``then(ok)`` once each has: ``ok`` when every one that holds a part
-        answered xa-ok and (a prepare) as many as joined it did. At once when none can."""
+    def _prepare_parts(self, b: Branch, then: Callable[[bool], None]) -> None:
+        """Ask the other workers' parts of ``b`` to prepare; ``then(ok)`` once each has: ``ok``
+        when as many as joined it answered xa-ok and none answered otherwise. At once when
+        none can have a part."""
         others = self.broker.others
         expected = b.parts
-        if others is None or expected == 0 or (op == "prepare" and expected is None):
+        if others is None or not expected:
             then(True)
             return
 
         def answered(answers: list[Fields]) -> None:
             statuses = [int(a["status"]) for a in answers if "status" in a]
-            if op == "prepare":
-                then(len(statuses) >= (expected or 0) and all(st == XA["xa-ok"] for st in statuses))
-                return
-            failed = sum(1 for st in statuses if st != XA["xa-ok"])
-            if failed:  # (nothing more to do for it here: its worker's store keeps what it did)
-                log.warning("transaction branch %s: %d of its parts on other workers did not %s", _show(b.key), failed, op)
-            then(True)
+            then(len(statuses) >= expected and all(st == XA["xa-ok"] for st in statuses))
 
-        self._ask_parts(b.key, op, answered)
+        self._ask_parts(b.key, "prepare", answered)
 
     def _ask_parts(self, key: Xid, op: str, answered: Callable[[list[Fields]], None]) -> None:
         """Ask every other worker's part of the branch ``key`` to ``op``: ``answered`` with the
@@ -511,6 +536,9 @@ class Branches:
         if part is None:
             then()
             return
+        if part.quiet is not None:
+            self.broker.leases.drop(part.quiet)
+            part.quiet = None
         self.finish_work(part.held, commit, then)
 
     def _commit(self, b: Branch, status: int, *, one_phase: bool) -> Start:
@@ -560,51 +588,53 @@ class Branches:
         return one_phase_commit
 
     def _decide(self, b: Branch, commit: bool, then: Callable[[], None]) -> None:
-        """Commit or roll back ``b`` (with its parts on other workers, theirs first: its own
-        prepared record is the last to go); ``then`` once stored."""
+        """Commit or roll back ``b`` with its parts on other workers; ``then`` once stored
+        and the parts told."""
         self.forget(b)
-        if not commit or b.parts == 0 or self.broker.others is None:
-            self._tell_parts(b, "commit" if commit else "rollback", lambda ok: self.finish_work(b.held, commit, then))
+        if b.parts == 0 or self.broker.others is None:
+            self.finish_work(b.held, commit, then)
             return
-        # committed with parts: its record of that and its own commit in one store batch
-        # (nothing yields between), kept until every other worker answered; once that batch is
-        # stored (a crash before it leaves the branch prepared), the parts are told
-        record = self.committed[b.key] = HeldWork(COMMITTED_OWNER, txn_id(b.key), self.broker.journal)
-        left = [2]
+        # with parts: its record of the outcome and its own commit or rollback in one store
+        # batch (nothing yields between), kept until every other worker answered; once that
+        # batch is stored (a crash before it leaves the branch as it was), the parts are told.
+        # Its own first: the record has the id of its own prepared record, which that removes
+        owner = COMMITTED_OWNER if commit else ROLLED_BACK_OWNER
+        record = self.decided[b.key] = HeldWork(owner, txn_id(b.key), self.broker.journal)
+        both = _after(2, then)  # (the parts told, and its own outcome stored)
+        self.finish_work(b.held, commit, both)
+        record.prepare(lambda: self._tell_decided(b.key, both))
 
-        def one() -> None:
-            left[0] -= 1
-            if left[0] == 0:
-                then()
-
-        record.prepare(lambda: self._commit_parts(b.key, one))
-        self.finish_work(b.held, True, one)
-
-    def _commit_parts(self, key: Xid, then: Callable[[], None] = nothing) -> None:
-        """Tell every other worker to commit its part of the branch ``key`` this worker
-        committed; ``then`` once they answered. Once every one has, its record goes; else
-        they are told again (:meth:`ask_again`)."""
+    def _tell_decided(self, key: Xid, then: Callable[[], None] = nothing) -> None:
+        """Tell every other worker the outcome of its part of the branch ``key`` this worker
+        decided (:attr:`decided`); ``then`` once they answered. Once every one has, its record
+        goes; else they are told again (:meth:`ask_again`)."""
         others = self.broker.others
         assert others is not None
+        commit = self.decided[key].owner == COMMITTED_OWNER
 
         def answered(answers: list[Fields]) -> None:
-            record = self.committed.get(key)
+            failed = sum(1 for a in answers if "status" in a and int(a["status"]) != XA["xa-ok"])
+            if failed:  # (nothing more to do for it here: its worker's store keeps what it did)
+                log.warning("transaction branch %s: %d of its parts on other workers did not %s",
+                            _show(key), failed, "commit" if commit else "roll back")  # fmt: skip
+            record = self.decided.get(key)
             if record is not None and len(answers) >= others.count:
-                del self.committed[key]
-                record.commit()
+                del self.decided[key]
+                record.commit()  # (the record goes)
             elif record is not None:
-                log.info("dtx branch %s committed: the parts of workers that did not answer are told again", _show(key))
+                log.info("dtx branch %s %s: the parts of workers that did not answer are told again",
+                         _show(key), "committed" if commit else "rolled back")  # fmt: skip
                 self.ask_again()
             then()
 
-        self._ask_parts(key, "commit", answered)
+        self._ask_parts(key, "commit" if commit else "rollback", answered)
 
     # -- settling what a worker down missed ----------------------------------------------------
     def ask_again(self) -> None:
         """In :data:`ASK_AGAIN` seconds (if not due already): ask the outcome of the branches
-        of this worker's prepared parts, and tell the parts of the branches it committed
-        (then again after a round that did not settle one)."""
-        if self._again is None and (self.committed or any(p.prepared for p in self.parts.values())):
+        of this worker's prepared parts (not those :attr:`Branch.quiet`), and tell the parts
+        of the branches it decided (then again after a round that did not settle one)."""
+        if self._again is None and (self.decided or any(p.prepared and p.quiet is None for p in self.parts.values())):
             self._again = self.broker.leases.take(ASK_AGAIN, self._ask_now)
 
     def _ask_now(self) -> None:
@@ -613,10 +643,11 @@ class Branches:
         if others is None:  # (not linked to the others yet)
             self.ask_again()
             return
-        for key in list(self.committed):
-            self._commit_parts(key)
+        for key in list(self.decided):
+            self._tell_decided(key)
         for key, part in list(self.parts.items()):
-            if part.prepared:
+            if part.prepared and part.quiet is None:
+                log.debug("dtx branch %s: this worker's part asks its outcome", _show(key))
                 others.ask(OUTCOME_QUESTION, {"xid": _wire(key)}, self._outcome(key, others.count))
 
     def _outcome(self, key: Xid, count: int) -> Callable[[list[Any]], None]:
@@ -625,14 +656,18 @@ class Branches:
 
         def answered(answers: list[Any]) -> None:
             outcomes = {str(a.get("outcome")) for a in answers if isinstance(a, dict)}
+            part = self.parts.get(key)
             if "commit" in outcomes:
                 commit = True
+            elif "prepared" in outcomes:  # its holder will tell it: asked no more meanwhile
+                if part is not None and part.prepared and part.quiet is None:
+                    part.quiet = self.broker.leases.take(ASK_PREPARED, lambda: self._ask_later(part))
+                return
             elif "wait" in outcomes or len(answers) < count:  # (its holder may be down)
                 self.ask_again()
                 return
             else:
                 commit = False
-            part = self.parts.get(key)
             if part is not None and part.prepared:
                 log.info("dtx branch %s: this worker's part %s", _show(key),
                          "committed, as its holder says" if commit else "rolled back: no worker holds the branch")  # fmt: skip
@@ -640,13 +675,22 @@ class Branches:
 
         return answered
 
+    def _ask_later(self, part: Branch) -> None:
+        """:data:`ASK_PREPARED` passed since ``part``'s holder said it keeps its branch prepared."""
+        part.quiet = None
+        self.ask_again()
+
     def _answer_outcome(self, args: Mapping[str, Any], reply: Callable[[Any], None]) -> None:
         """Another worker's prepared part asks the outcome of its branch (:data:`OUTCOME_QUESTION`)."""
         key = _unwire(args["xid"])
-        if key in self.committed:
-            reply({"outcome": "commit"})
+        record, b = self.decided.get(key), self.branches.get(key)
+        if record is not None:
+            outcome = "commit" if record.owner == COMMITTED_OWNER else "rollback"
+        elif b is None:
+            outcome = "rollback"
         else:
-            reply({"outcome": "wait" if key in self.branches else "rollback"})
+            outcome = "prepared" if b.in_doubt else "wait"
+        reply({"outcome": outcome})
 
     def finish_work(self, held: HeldWork, commit: bool, then: Callable[[], None]) -> None:
         """Commit or roll back ``held`` (a branch's, or a part's), with what it reaches on
@@ -675,8 +719,8 @@ class Branches:
         """Another worker's client names a branch: applied here if it is here (None: it is not)."""
         key = _unwire(args["xid"])
         b = self.branches.get(key)
-        if b is None:  # (an xid committed here whose parts are not all told yet is known still)
-            reply({} if args["op"] == "known" and key in self.committed else None)
+        if b is None:  # (an xid of which something is kept here is known still)
+            reply({} if args["op"] == "known" and self.kept(key) else None)
             return
         try:
             start = self.command(str(args["op"]), b, args)
@@ -691,6 +735,19 @@ class Branches:
 
     def _answer_recover(self, args: Mapping[str, Any], reply: Callable[[Any], None]) -> None:
         reply([_wire(b.key) for b in self.branches.values() if b.prepared])
+
+
+def _after(n: int, then: Callable[[], None]) -> Callable[[], None]:
+    """A callback that calls ``then`` at its ``n``-th call (``n`` things done, in any order)."""
+    left = n
+
+    def one() -> None:
+        nonlocal left
+        left -= 1
+        if left == 0:
+            then()
+
+    return one
 
 
 def xid_struct(key: Xid) -> Compound:
@@ -796,7 +853,11 @@ class DtxCommands:
     def _join_elsewhere(self, s: Amqp010Session, key: Xid) -> None:
         """``s`` joins the branch of ``key`` another worker holds (if one does): its work
         goes into this worker's part of it (:meth:`Branches.join`)."""
-        part: list[Branch] = []
+        part: Branch | None = None  # (this worker's part, once asked)
+
+        def ask(answered: Answered[Fields]) -> None:
+            nonlocal part
+            part = self.branches.join(key, answered)
 
         def joined(answer: Callable[[], Fields]) -> Compound | None:
             fields = answer()
@@ -806,7 +867,8 @@ class DtxCommands:
                 if code == "not-found":
                     code, text = "not-allowed", f"no transaction branch {_show(key)} to join"
                 raise CommandError(code, text)
-            b = part[0]
+            b = part
+            assert b is not None
             if s.closed:  # (ended meanwhile: the holder counted an association that is gone)
                 b.active.add(s)
                 b.session_ended(s)
@@ -814,7 +876,7 @@ class DtxCommands:
             self._associate(s, b)
             return result_struct("xa-result", status=int(fields["status"]))  # (the holder's)
 
-        self.ctx.later(lambda answered: part.append(self.branches.join(key, answered)), joined)
+        self.ctx.later(ask, joined)
 
     @staticmethod
     def _associate(s: Amqp010Session, b: Branch) -> Compound:

@@ -55,13 +55,18 @@ class NodeLookup:
         terminus = remote_terminus(link)
         if not isinstance(terminus, (Source, Target)) or terminus.dynamic or not terminus.address:
             return False
-        if parse(terminus.address) is not None or not ctx.broker.config.auto_create:
+        if not ctx.broker.config.auto_create:
             return False
         name, kind = node_name_and_kind(terminus.address, terminus.capabilities)
-        if kind is None or is_pattern(name):
+        if kind is None or is_pattern(name):  # (the common case: no kind asked for)
+            return False
+        if parse(terminus.address) is not None:
             return False
         name, node = ctx.plugin.node_at(name)  # (as the look-up finds it)
-        if node is not None or self.requests.node_at(name) is not None or ctx.denial(name, _resource_kind(kind), "configure") is not None:
+        vhost = ctx.vhost
+        if node is not None or name in vhost.nodes or name in vhost.exchanges:
+            return False  # (here already: nothing to decide)
+        if self.requests.node_at(name) is not None or ctx.denial(name, _resource_kind(kind), "configure") is not None:
             return False  # (refused, or not made, by the look-up as before)
 
         def decided(node: Node | None) -> None:
@@ -75,7 +80,7 @@ class NodeLookup:
                 self._decided.pop(name, None)
             ctx.wake()
 
-        return ctx.vhost.decide(name, kind, decided)
+        return vhost.decide(name, kind, decided)
 
     def queue_named(self, link: Link) -> str | None:
         """The queue ``link``'s terminus names (a v2 ``/queues/`` address, or a plain name

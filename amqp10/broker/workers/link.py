@@ -223,8 +223,10 @@ def encode_batch(records: list[bytes]) -> bytes:
     return b"".join(parts)
 
 
-def records_of(batch: bytes) -> list[bytes]:
-    """The records of a batch :func:`encode_batch` made (one this worker sent: well formed)."""
+def _record_bounds(batch: bytes) -> list[tuple[int, int]]:
+    """Where each record of a batch :func:`encode_batch` made starts and ends (the one
+    reading of the format: :func:`records_of`, :func:`decode_batch`); the last may end
+    past the batch (cut short: :func:`decode_batch` refuses it); raises ``struct.error``."""
     out = []
     pos = 0
     total = len(batch)
@@ -232,8 +234,13 @@ def records_of(batch: bytes) -> list[bytes]:
     while pos < total:
         start = pos + _LEN_SIZE
         pos = start + unpack(batch, pos)[0]
-        out.append(batch[start:pos])
+        out.append((start, pos))
     return out
+
+
+def records_of(batch: bytes) -> list[bytes]:
+    """The records of a batch :func:`encode_batch` made (one this worker sent: well formed)."""
+    return [batch[start:end] for start, end in _record_bounds(batch)]
 
 
 def decode_batch(payload: bytes, message_format: int) -> list[QueuedMessage]:
@@ -242,20 +249,13 @@ def decode_batch(payload: bytes, message_format: int) -> list[QueuedMessage]:
         raise RecordError(
             f"a transfer of message-format {message_format:#x}, not a batch of records"
         )
-    out = []
-    pos = 0
-    total = len(payload)
-    unpack = _LEN.unpack_from
     try:
-        while pos < total:
-            start = pos + _LEN_SIZE
-            pos = start + unpack(payload, pos)[0]
-            if pos > total:
-                raise RecordError("records cut short")
-            out.append(_decode_at(payload, start, pos))
+        bounds = _record_bounds(payload)
+        if bounds and bounds[-1][1] > len(payload):
+            raise RecordError("records cut short")
+        return [_decode_at(payload, start, end) for start, end in bounds]
     except struct.error as exc:
         raise RecordError(f"records that do not decode: {exc}") from None
-    return out
 
 
 def encode_deliveries(refs: list[int], records: list[bytes]) -> bytes:

@@ -6,16 +6,23 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import pytest
+
 from amqp10.broker.amqp010.dtx import (
     ASK_AGAIN,
+    ASK_PREPARED,
+    COMMITTED_OWNER,
     OUTCOME_QUESTION,
     PART_QUESTION,
+    ROLLED_BACK_OWNER,
     Branches,
     Fields,
+    txn_id,
     xid_struct,
 )
 from amqp10.broker.config import BrokerConfig
 from amqp10.broker.core import Broker, nothing
+from amqp10.broker.core.store import FORGET_PREPARED, PREPARE
 
 from .test_amqp010_dtx_claim import Writing
 
@@ -47,8 +54,30 @@ class Clock:
         return self.t
 
 
-def worker() -> tuple[Broker, Branches, Asked, Writing, Clock]:
-    journal, others, clock = Writing(), Asked(), Clock()
+class Recording(Writing):
+    """A store journal that keeps what it was given, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[tuple[Any, ...]] = []
+
+    def submit(self, op: tuple[Any, ...], on_commit: Callable[[], None] | None = None) -> None:
+        self.ops.append(op)
+        super().submit(op, on_commit)
+
+    def prepared(self) -> dict[bytes, str]:
+        """The prepared records a store would keep after these writes: id -> owner."""
+        kept: dict[bytes, str] = {}
+        for op in self.ops:
+            if op[0] == PREPARE:
+                kept[op[1]] = op[2]
+            elif op[0] == FORGET_PREPARED:
+                kept.pop(op[1], None)
+        return kept
+
+
+def worker() -> tuple[Broker, Branches, Asked, Recording, Clock]:
+    journal, others, clock = Recording(), Asked(), Clock()
     broker = Broker(BrokerConfig(), journal=journal, now=clock)
     broker.others = others
     return broker, Branches.of(broker), others, journal, clock
@@ -131,3 +160,64 @@ def test_a_holder_remembers_a_committed_branch_until_every_worker_answered() -> 
     assert outcome(broker) == {"outcome": "rollback"}  # forgotten: every worker answered
     later(broker, clock)
     assert others.take(PART_QUESTION) == []
+
+
+def test_a_part_told_its_branch_is_kept_prepared_asks_again_only_after_a_long_while() -> None:
+    broker, branches, others, journal, clock = worker()
+    prepared_part(broker, branches, others, journal)
+    later(broker, clock)
+    (ask,) = others.take(OUTCOME_QUESTION)
+    ask([{"outcome": "prepared"}])  # its holder keeps the branch prepared, stored: it will tell
+    for _ in range(int(ASK_PREPARED / ASK_AGAIN) - 1):
+        later(broker, clock)
+        assert others.take(OUTCOME_QUESTION) == []  # (before: asked every round)
+    for _ in range(3):
+        later(broker, clock)
+    (ask,) = others.take(OUTCOME_QUESTION)  # (asked again once that long while passed)
+    ask([{"outcome": "prepared"}])
+    told: list[Any] = []
+    broker.questions[PART_QUESTION]({"op": "commit", "xid": [0, b"gid".hex(), b"bid".hex()]}, told.append)
+    stored(journal)
+    assert told == [{"status": 0}] and KEY not in branches.parts
+    assert len(broker.leases) == 0  # (its wait dropped with it)
+
+
+def test_a_holder_says_prepared_only_once_its_prepare_is_stored() -> None:
+    broker, branches, others, journal, clock = worker()
+    b = branches.start(xid_struct(KEY), KEY)
+    b.parts = 1
+    replies: list[Fields] = []
+    branches.command("prepare", b, {})(replies.append)
+    (asked,) = others.take(PART_QUESTION)
+    asked([{"status": 0}])  # the part prepared
+    assert outcome(broker) == {"outcome": "wait"}  # (its own record not stored yet: a crash loses it)
+    stored(journal)
+    assert replies == [{"status": 0}]
+    assert outcome(broker) == {"outcome": "prepared"}
+
+
+@pytest.mark.parametrize(("op", "owner"), [("commit", COMMITTED_OWNER), ("rollback", ROLLED_BACK_OWNER)])
+def test_a_holder_stores_its_outcome_of_a_branch_with_parts_until_every_worker_answered(op: str, owner: str) -> None:
+    broker, branches, others, journal, clock = worker()
+    b = branches.start(xid_struct(KEY), KEY)
+    b.parts = 1
+    b.held.prepare(nothing)
+    replies: list[Fields] = []
+    branches.command(op, b, {"one_phase": False})(replies.append)
+    # its own record removed and the record of its outcome written, in that order (before, a
+    # commit's record went with its own: one id)
+    assert journal.prepared() == {txn_id(KEY): owner}
+    stored(journal)
+    (told,) = others.take(PART_QUESTION)
+    told([])  # the part's worker did not answer
+    assert replies == [{"status": 0}]
+    assert outcome(broker) == {"outcome": op}
+    claimed: list[bool] = []
+    branches.claim(KEY, lambda answer: claimed.append(answer()))
+    assert claimed == [False]  # its xid is not new while it is remembered (before: a rollback's was)
+    later(broker, clock)
+    (told,) = others.take(PART_QUESTION)  # told again
+    told([{"status": 0}])
+    assert journal.prepared() == {}
+    branches.claim(KEY, lambda answer: claimed.append(answer()))
+    assert others.take("amqp010.dtx-branch") != []  # (new here: the others asked whether it is theirs)

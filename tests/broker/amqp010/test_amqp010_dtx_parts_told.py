@@ -1,7 +1,7 @@
-"""What a 0-10 ``dtx`` branch's holder makes of its parts' answers (``Branches._tell_parts``:
-the other workers' parts of the branch told to prepare, commit or roll back): a prepare
-counts only if every part that joined answered xa-ok; a commit or rollback goes on
-whatever they answer, a part that did not do it logged."""
+"""What a 0-10 ``dtx`` branch's holder makes of its parts' answers (the other workers'
+parts of the branch told to prepare, ``Branches._prepare_parts``, or its outcome,
+``Branches._tell_decided``): a prepare counts only if every part that joined answered
+xa-ok; a commit or rollback goes on whatever they answer, a part that did not do it logged."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from amqp10.broker.amqp010.dtx import OWNER, Branch, Branches, xid_struct
+from amqp10.broker.amqp010.dtx import COMMITTED_OWNER, OWNER, Branch, Branches, xid_struct
 from amqp10.broker.config import BrokerConfig
 from amqp10.broker.core import Broker, HeldWork
 
@@ -24,6 +24,7 @@ class Others:
 
     def __init__(self, answers: list[Any]) -> None:
         self.answers = answers
+        self.count = len(answers)
         self.asked: list[str] = []
 
     def ask(self, op: str, args: Mapping[str, Any], answered: Callable[[list[Any]], None]) -> None:
@@ -37,7 +38,12 @@ def told(op: str, answers: list[Any], parts: int) -> list[bool]:
     b = Branch(xid_struct(KEY), KEY, HeldWork(OWNER, b"t", broker.journal))
     b.parts = parts
     got: list[bool] = []
-    Branches(broker)._tell_parts(b, op, got.append)
+    branches = Branches(broker)
+    if op == "prepare":
+        branches._prepare_parts(b, got.append)
+    else:
+        branches.decided[KEY] = HeldWork(COMMITTED_OWNER, b"t", broker.journal)
+        branches._tell_decided(KEY, lambda: got.append(True))
     assert others.asked == [op]
     return got
 

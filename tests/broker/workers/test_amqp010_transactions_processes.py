@@ -13,6 +13,7 @@ worker 1 applied its part. Every wait is bounded; none is a timed assertion.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sqlite3
 import time
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from amqp10.broker.amqp010.dtx import ASK_AGAIN
 from tests.amqp010.peer import SocketPeer, struct
 from tests.broker.test_workers import WAIT, Parent
 
@@ -446,5 +448,131 @@ def test_a_part_whose_worker_missed_the_commit_commits_once_it_is_back(tmp_path:
             broker.wait_for(r"worker 1 \(pid \d+\) ended .*killed by SIGKILL", mark)
         with settled(broker, 1, mark, queues, [1, 1, 1, 1]) as peers:  # (before: [1, 1, 0, 1])
             assert bodies(peers[1], queues[2], 1) == [b"from-1"]
+    finally:
+        broker.stop()
+
+
+def test_a_part_of_a_branch_left_prepared_asks_its_outcome_once_then_waits_to_be_told(tmp_path: Path) -> None:
+    """A joined branch prepared (both parts stored) and left undecided by its client: worker
+    1's part asks its outcome, worker 0 answers that it keeps the branch prepared and will
+    tell, and the part asks no more over a window of five rounds (before: once every round,
+    a control-link question to every other worker each time). Committed then, the part is
+    told and applied."""
+    x = xid(b"left-prepared")
+    broker = Parent(tmp_path, args=("--no-http", "--log-level", "debug"))
+    try:
+        broker.wait_listening()
+        with one_on_each(broker) as peers:
+            queues = joined_branch(peers, x)
+            mark = len(broker.lines)
+            assert status(peers[0], "dtx.prepare", xid=x) == OK
+            time.sleep(5 * ASK_AGAIN)  # (a fixed window, not a bound on speed)
+            asked = [line for line in broker.lines[mark:] if re.search(r"worker=1 .*this worker's part asks its outcome", line)]
+            assert 1 <= len(asked) <= 2, asked  # (before: 5)
+            assert status(peers[0], "dtx.commit", xid=x, one_phase=False) == OK
+            for p in peers.values():
+                assert [counts(p, q)[0] for q in queues] == [1, 1, 1, 1]
+                assert in_doubt(p) == []
+    finally:
+        broker.stop()
+
+
+@contextmanager
+def told_while_stopped(broker: Parent, worker: int, told: Callable[[], None]) -> Iterator[int]:
+    """Worker ``worker`` SIGSTOPped while ``told()`` runs (a decision answered though its
+    word to that worker went unanswered, past the control links' bound), then let go when
+    the block ends; the log mark from before it was stopped."""
+    pid = broker.worker_pids()[worker]
+    mark = len(broker.lines)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        told()
+        broker.wait_for(rf"worker={1 - worker} .*worker {worker} did not answer front-end-question", mark)
+        yield mark
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def started_anew(p: SocketPeer, x: object) -> int:
+    """``dtx.start`` of ``x`` on a new session of ``p``, asked again (on another, as a refusal
+    ends its session) while refused not-allowed: the session's channel once it started."""
+    for channel in range(3, 11):
+        p.attach(channel, b"anew-%d" % channel)
+        p.call("dtx.select", channel)
+        try:
+            r = p.call("dtx.start", channel, xid=x)
+        except AssertionError as exc:
+            ((_, refusal),) = p.take("execution.exception")
+            assert refusal["error_code"] == 530, exc
+            time.sleep(WAIT / 30)
+            continue
+        assert r is not None and r["status"] == OK
+        return channel
+    raise AssertionError(f"{x} stayed known")
+
+
+def test_an_xid_rolled_back_while_a_part_of_it_was_missed_is_not_new_until_that_part_rolled_back(tmp_path: Path) -> None:
+    """A joined branch prepared on both workers; worker 1 stopped while worker 0 rolls it
+    back (its word to worker 1's part unanswered). Meanwhile a new branch of the same xid
+    is refused not-allowed (before: made, while worker 1 kept a prepared part of the old
+    one, which a session of worker 1 joining the new branch would have been given). Worker
+    1 let go: told again, its part rolls back; then the xid is new, and a branch of it
+    commits only its own work."""
+    x = xid(b"reused")
+    broker = Parent(tmp_path)
+    try:
+        broker.wait_listening()
+        with one_on_each(broker) as peers:
+            queues = joined_branch(peers, x, crossing=False)  # (worker 0's rollback waits for no store of worker 1)
+            a = peers[0]
+            assert status(a, "dtx.prepare", xid=x) == OK
+
+            def rollback() -> None:
+                assert status(a, "dtx.rollback", xid=x) == OK
+
+            with told_while_stopped(broker, 1, rollback):
+                a.attach(2, b"reuse-while-missed")
+                a.call("dtx.select", 2)
+                code, text = refused(a, "dtx.start", 2, xid=x)
+                assert code == 530 and "known already" in text, text  # (before: a new branch, xa-ok)
+            deadline = time.monotonic() + WAIT
+            while (got := [counts(a, q)[0] for q in queues]) != [2, 2, 0, 0]:
+                assert time.monotonic() < deadline, f"the counts stayed {got}"
+                time.sleep(0.1)
+            channel = started_anew(a, x)
+            headers = [struct("delivery-properties", routing_key=queues[3], delivery_mode=2), struct("message-properties")]
+            a.call("message.transfer", channel, destination="", accept_mode=1, acquire_mode=0, headers=headers, body=b"new")
+            ended, committed = a.call("dtx.end", channel, xid=x), a.call("dtx.commit", channel, xid=x, one_phase=True)
+            assert ended is not None and committed is not None and ended["status"] == committed["status"] == OK
+            for p in peers.values():  # the new branch's publish only; the old parts' taken messages back
+                assert [counts(p, q)[0] for q in queues] == [2, 2, 0, 1]
+            assert bodies(peers[1], queues[3], 1) == [b"new"]
+    finally:
+        broker.stop()
+
+
+def test_a_part_learns_the_commit_of_a_holder_killed_after_it_decided(tmp_path: Path) -> None:
+    """A joined branch prepared on both workers; worker 1 stopped while worker 0 commits it
+    (its word to worker 1's part unanswered), worker 0 SIGKILLed once the commit was
+    answered, worker 1 let go. Worker 0, restarted, still knows it committed the branch and
+    tells worker 1's part, which commits (before: worker 0's record that it committed went
+    in the very batch that stored it, so worker 1's part, asking, was told rollback by all)."""
+    x = xid(b"holder-killed")
+    broker = Parent(tmp_path)
+    try:
+        broker.wait_listening()
+        with one_on_each(broker) as peers:
+            queues = joined_branch(peers, x, crossing=False)
+            a = peers[0]
+            assert status(a, "dtx.prepare", xid=x) == OK
+
+            def commit() -> None:
+                assert status(a, "dtx.commit", xid=x, one_phase=False) == OK
+
+            with told_while_stopped(broker, 1, commit) as mark:
+                os.kill(broker.worker_pids()[0], signal.SIGKILL)
+                broker.wait_for(r"worker 0 \(pid \d+\) ended .*killed by SIGKILL", mark)
+        with settled(broker, 0, mark, queues, [1, 1, 1, 1]) as peers:  # (before: [1, 2, 1, 0])
+            assert bodies(peers[1], queues[3], 1) == [b"from-1"]
     finally:
         broker.stop()
