@@ -223,66 +223,77 @@ def _build_encoder(cls: type[Composite], ns: dict[str, Any]) -> list[str]:
 # --- decoding -----------------------------------------------------------------------------
 
 
-def _check_lines(cls: type[Composite], ns: dict[str, Any]) -> list[str]:
-    """Code that checks the locals ``a0``, ``a1``, ... and fills in defaults.
+def _field_check(cls: type[Composite], i: int, f: Field, ns: dict[str, Any], ind: str) -> list[str]:
+    """Code that checks the local ``a{i}`` (field ``f``) and fills in its default.
 
-    The common case costs one ``type(x) is T`` test per present field; a checker
-    function runs only for a value of another type (to accept it leniently, or to
-    raise :class:`DecodeError` naming the field).
+    The common case costs one ``type(x) is T`` test; a checker function runs only for
+    a value of another type (to accept it leniently, or to raise :class:`DecodeError`
+    naming the field). Empty when there is nothing to check or fill in.
     """
     name = cls.AMQP_NAME
+    a = f"a{i}"
+    prim = primitive_of(f.type)
+    src: list[str] = []
+    if f.mandatory:
+        src.append(f"{ind}if {a} is None:")
+        src.append(f"{ind}    raise DecodeError('{name}: mandatory field {f.name} is missing')")
+    elif f.default is not None:
+        ns[f"_D{i}"] = f.default
+        src.append(f"{ind}if {a} is None:")
+        src.append(f"{ind}    {a} = _D{i}")
+    else:
+        src.append(f"{ind}if {a} is None:")
+        src.append(f"{ind}    pass")
+    checks_from = len(src)
+    if f.multiple:
+        ns[f"_M{i}"] = _multiple_checker(name, f, prim)
+        if prim in EXACT:
+            ns[f"_P{i}"] = EXACT[prim]
+            src.append(f"{ind}elif type({a}) is _P{i}:")
+            src.append(f"{ind}    {a} = [{a}]")
+        src.append(f"{ind}else:")
+        src.append(f"{ind}    {a} = _M{i}({a})")
+    elif prim in EXACT:
+        ns[f"_P{i}"] = EXACT[prim]
+        ns[f"_C{i}"] = _single_checker(name, f, prim)
+        choices = closed_choices(f.type)
+        if choices is None:
+            src.append(f"{ind}elif type({a}) is not _P{i}:")
+        else:
+            ns[f"_V{i}"] = choices
+            src.append(f"{ind}elif type({a}) is not _P{i} or {a} not in _V{i}:")
+        src.append(f"{ind}    {a} = _C{i}({a})")
+    elif prim in COMPOSITES_BY_NAME or prim in PENDING_NAMES:
+        ns[f"_C{i}"] = _composite_checker(name, f, prim)
+        known = COMPOSITES_BY_NAME.get(prim)
+        if known is not None:
+            ns[f"_P{i}"] = known
+            src.append(f"{ind}elif type({a}) is not _P{i}:")
+        else:
+            src.append(f"{ind}else:")
+        src.append(f"{ind}    {a} = _C{i}({a})")
+    elif prim == "*" and f.requires is not None:
+        ns[f"_R{i}"] = providers = provider_set(f.requires)
+        ns[f"_C{i}"] = _requires_checker(name, f, providers)
+        src.append(f"{ind}elif type({a}) not in _R{i}:")
+        src.append(f"{ind}    {a} = _C{i}({a})")
+    if len(src) == checks_from and src[-1] == f"{ind}    pass":
+        del src[-2:]  # nothing to check, nothing to fill in
+    return src
+
+
+def _check_lines(cls: type[Composite], ns: dict[str, Any]) -> list[str]:
+    """Code that checks the locals ``a0``, ``a1``, ... (:func:`_field_check`), then
+    makes the instance ``self`` of them."""
     src: list[str] = []
     for i, f in enumerate(cls.FIELDS):
-        a = f"a{i}"
-        prim = primitive_of(f.type)
-        if f.mandatory:
-            src.append(f"    if {a} is None:")
-            src.append(f"        raise DecodeError('{name}: mandatory field {f.name} is missing')")
-        elif f.default is not None:
-            ns[f"_D{i}"] = f.default
-            src.append(f"    if {a} is None:")
-            src.append(f"        {a} = _D{i}")
-        else:
-            src.append(f"    if {a} is None:")
-            src.append("        pass")
-        checks_from = len(src)
-        if f.multiple:
-            ns[f"_M{i}"] = _multiple_checker(name, f, prim)
-            if prim in EXACT:
-                ns[f"_P{i}"] = EXACT[prim]
-                src.append(f"    elif type({a}) is _P{i}:")
-                src.append(f"        {a} = [{a}]")
-            src.append("    else:")
-            src.append(f"        {a} = _M{i}({a})")
-        elif prim in EXACT:
-            ns[f"_P{i}"] = EXACT[prim]
-            ns[f"_C{i}"] = _single_checker(name, f, prim)
-            choices = closed_choices(f.type)
-            if choices is None:
-                src.append(f"    elif type({a}) is not _P{i}:")
-            else:
-                ns[f"_V{i}"] = choices
-                src.append(f"    elif type({a}) is not _P{i} or {a} not in _V{i}:")
-            src.append(f"        {a} = _C{i}({a})")
-        elif prim in COMPOSITES_BY_NAME or prim in PENDING_NAMES:
-            ns[f"_C{i}"] = _composite_checker(name, f, prim)
-            known = COMPOSITES_BY_NAME.get(prim)
-            if known is not None:
-                ns[f"_P{i}"] = known
-                src.append(f"    elif type({a}) is not _P{i}:")
-            else:
-                src.append("    else:")
-            src.append(f"        {a} = _C{i}({a})")
-        elif prim == "*" and f.requires is not None:
-            ns[f"_R{i}"] = providers = provider_set(f.requires)
-            ns[f"_C{i}"] = _requires_checker(name, f, providers)
-            src.append(f"    elif type({a}) not in _R{i}:")
-            src.append(f"        {a} = _C{i}({a})")
-        if len(src) == checks_from and src[-1] == "        pass":
-            del src[-2:]  # nothing to check, nothing to fill in
-    src.append("    self = _new(_cls)")
-    src += [f"    self.{f.attr} = a{i}" for i, f in enumerate(cls.FIELDS)]
-    return src
+        src += _field_check(cls, i, f, ns, "    ")
+    return [*src, *_make_lines(cls)]
+
+
+def _make_lines(cls: type[Composite]) -> list[str]:
+    """Code that makes the instance ``self`` of the checked locals ``a0``, ``a1``, ..."""
+    return ["    self = _new(_cls)", *(f"    self.{f.attr} = a{i}" for i, f in enumerate(cls.FIELDS))]
 
 
 def _build_decoder(cls: type[Composite], ns: dict[str, Any]) -> list[str]:
@@ -362,10 +373,22 @@ def _build_raw_decoder(cls: type[Composite], ns: dict[str, Any]) -> list[str]:
             "        _, p = _DECODERS[data[p]](data, p + 1, d, lim)",
         ]
     else:
-        src.append(f"    {' = '.join(f'a{i}' for i in range(n))} = None")
+        # a field starts at its default (None if it has none), which a null leaves; a value
+        # parsed inline has its exact type already (only a closed choice is checked), and
+        # one from the codec's table is checked as the list decoder checks it
+        nones = []
+        for i, f in enumerate(fields):
+            if f.mandatory or f.default is None:
+                nones.append(f"a{i}")
+            else:
+                ns[f"_D{i}"] = f.default
+                src.append(f"    a{i} = _D{i}")
+        if nones:
+            src.append(f"    {' = '.join(nones)} = None")
         ind = "    "
         for i, f in enumerate(fields):
             a = f"a{i}"
+            check = _field_check(cls, i, f, ns, ind + "        ")
             src.append(f"{ind}if count > {i}:")
             ind += "    "
             src.append(f"{ind}c = data[p]")
@@ -375,8 +398,12 @@ def _build_raw_decoder(cls: type[Composite], ns: dict[str, Any]) -> list[str]:
             for code, stmts in parse:
                 src.append(f"{ind}elif c == {code:#04x}:")
                 src += [f"{ind}    {st.format(a=a)}" for st in stmts]
+                if f"_V{i}" in ns:  # a closed choice (its checker raises for any other value)
+                    src.append(f"{ind}    if {a} not in _V{i}:")
+                    src.append(f"{ind}        {a} = _C{i}({a})")
             src.append(f"{ind}else:")
             src.append(f"{ind}    {a}, p = _DECODERS[c](data, p + 1, d, lim)")
+            src += check
         src.append(f"{ind}if count > {n}:")  # fields of a later version of the spec: ignored
         src.append(f"{ind}    for _ in range(count - {n}):")
         src.append(f"{ind}        _, p = _DECODERS[data[p]](data, p + 1, d, lim)")
@@ -386,7 +413,11 @@ def _build_raw_decoder(cls: type[Composite], ns: dict[str, Any]) -> list[str]:
     ]
     if n == 0:
         return [*src, "    return _new(_cls), end"]
-    return [*src, *_check_lines(cls, ns), "    return self, end"]
+    for i, f in enumerate(fields):
+        if f.mandatory:  # (absent, or null)
+            src.append(f"    if a{i} is None:")
+            src.append(f"        raise DecodeError('{cls.AMQP_NAME}: mandatory field {f.name} is missing')")
+    return [*src, *_make_lines(cls), "    return self, end"]
 
 
 def _single_checker(owner: str, f: Field, prim: str) -> Callable[[Any], Any]:

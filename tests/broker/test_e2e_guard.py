@@ -14,9 +14,11 @@ import pytest
 from amqp10 import errors
 from amqp10.broker.service import BrokerService
 from amqp10.client import connect
+from amqp10.message import Message
 from amqp10.sasl.layer import SaslClient
+from amqp10.transport import Connection
 from amqp10.transport.framing import SASL_HEADER
-from amqp10.types import SaslCode
+from amqp10.types import Accepted, SaslCode
 
 from .conftest import broker_in_loop
 
@@ -164,3 +166,32 @@ async def wait_for(condition: Any) -> None:
     with anyio.fail_after(T):
         while not condition():
             await anyio.sleep(0.01)
+
+
+@pytest.mark.parametrize("secure", [True, False], ids=["plain", "anonymous"])
+async def test_an_open_connection_is_served_without_the_guard_and_sasl_layers(
+    tmp_path: Path, users_file: Path, secure: bool
+) -> None:
+    """Once SASL is over, the broker's driver calls the engine itself: not through the
+    guard's hold and SASL's layer, five calls each way per read (issue 34)."""
+    cfg = secured(users_file) if secure else {}
+    async with broker_in_loop(tmp_path, **cfg) as service:
+        user = "alice:secret@" if secure else ""
+        async with await connect(f"amqp://{user}127.0.0.1:{service.ports[0]}", timeout=T) as conn:
+            sender = await conn.open_sender("q")
+            assert isinstance(await sender.send(Message(body="m"), timeout=T), Accepted)
+            assert [type(c.driver.protocol) for c in service.clients] == [Connection]
+
+
+async def test_a_held_login_is_answered_late_and_then_served_without_the_layers(
+    tmp_path: Path, users_file: Path
+) -> None:
+    cfg = secured(users_file, login_delay_base=0.3, login_delay_max=1.0)
+    async with broker_in_loop(tmp_path, **cfg) as service:
+        assert await login(service, "wrong") is SaslCode.AUTH  # this address now waits 0.3 s
+        started = anyio.current_time()
+        async with await connect(f"amqp://alice:secret@127.0.0.1:{service.ports[0]}", timeout=T) as conn:
+            assert anyio.current_time() - started >= 0.3  # the success was held back
+            sender = await conn.open_sender("q")
+            assert isinstance(await sender.send(Message(body="m"), timeout=T), Accepted)
+            assert [type(c.driver.protocol) for c in service.clients] == [Connection]

@@ -709,3 +709,29 @@ def test_raw_decoder_on_edge_cases(hex_: str) -> None:
     data = bytes.fromhex(hex_)
     for limits in (DEFAULT_LIMITS, Limits(max_depth=1), Limits(max_elements=1)):
         assert _outcome(decode_raw, data, limits) == _outcome(decode, data, limits), hex_
+
+
+@pytest.mark.parametrize("cls", COMPOSITES, ids=cid)
+@settings(max_examples=40)
+@given(data=st.data())
+def test_raw_decoder_agrees_with_the_list_decoder(cls: type[Composite], data: st.DataObject) -> None:
+    """The raw decoder checks only what it did not parse inline: its fields come out with
+    the same values and the same types as the list decoder's, which checks every field."""
+    value = data.draw(composite(cls))
+    encoded = encode(value)
+    assert encoded[:3] == bytes((0x00, 0x53, cls.DESCRIPTOR_CODE))
+    raw, _ = RAW_DECODERS[cls.DESCRIPTOR_CODE](encoded, 3, 1, DEFAULT_LIMITS)
+    listed = cls._decode_list(decode(encoded[3:]))
+    assert raw == listed == value
+    assert [type(getattr(raw, f.attr)) for f in cls.FIELDS] == [type(getattr(listed, f.attr)) for f in cls.FIELDS]
+
+
+def test_raw_decoder_checks_a_closed_choice_parsed_inline() -> None:
+    """A ubyte parsed inline is still held to its field's choices (rcv-settle-mode: 0 or 1)."""
+    ok = bytes.fromhex("005314c009074340404040405001")
+    assert decode_raw(ok).rcv_settle_mode == 1
+    assert type(decode_raw(ok).rcv_settle_mode) is ubyte
+    with pytest.raises(DecodeError, match="rcv-settle-mode"):
+        decode_raw(bytes.fromhex("005314c009074340404040405005"))
+    with pytest.raises(DecodeError, match="mandatory field handle"):
+        decode_raw(bytes.fromhex("005314c0020140"))
