@@ -64,7 +64,7 @@ class NodeLookup:
             return False
         name, node = ctx.plugin.node_at(name)  # (as the look-up finds it)
         vhost = ctx.vhost
-        if node is not None or name in vhost.nodes or name in vhost.exchanges:
+        if node is not None or vhost.has(name):
             return False  # (here already: nothing to decide)
         if self.requests.node_at(name) is not None or ctx.denial(name, _resource_kind(kind), "configure") is not None:
             return False  # (refused, or not made, by the look-up as before)

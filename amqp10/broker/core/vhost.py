@@ -278,6 +278,11 @@ class VirtualHost:
             props = json.dumps({"settings": queue.settings}, sort_keys=True) if queue.settings else "{}"
             self.journal.submit((_store.NODE, self.name, queue.name, "subscription", props))
 
+    def has(self, name: str) -> bool:
+        """Whether a node (a topic's copy, with several workers) or an exchange of ``name`` is
+        here: what it is here is decided already (:meth:`decide`)."""
+        return name in self.nodes or name in self.exchanges
+
     def lookup(self, address: str | None, *, create: bool, kind: str | None = None) -> Node | None:
         """The node at ``address``, auto-created (as ``kind``, else per the rules) if allowed;
         a node another worker owns is its stand-in here (:attr:`Broker.placement`)."""
@@ -306,7 +311,7 @@ class VirtualHost:
         placement = self.broker.placement
         if placement is None or kind is None or kind == self.policy_for(address)[0]:
             return False
-        if address in self.nodes or address in self.exchanges:  # (a topic's copy here, or what it is here)
+        if self.has(address):  # (a topic's copy here, or what it is here)
             return False
         if kind != "topic" and self._on_every_worker(None, address, kind):  # (a partitioned stream's address)
             return False

@@ -49,7 +49,7 @@ import socket
 import struct
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
 from ...transport import Connection, ConnectionClosed, ConnectionFailed, Event
 from ...types import decode, encode
@@ -223,10 +223,14 @@ def encode_batch(records: list[bytes]) -> bytes:
     return b"".join(parts)
 
 
-def _record_bounds(batch: bytes) -> list[tuple[int, int]]:
-    """Where each record of a batch :func:`encode_batch` made starts and ends (the one
-    reading of the format: :func:`records_of`, :func:`decode_batch`); the last may end
-    past the batch (cut short: :func:`decode_batch` refuses it); raises ``struct.error``."""
+_T = TypeVar("_T")
+
+
+def _read_batch(batch: bytes, take: Callable[[bytes, int, int], _T]) -> tuple[list[_T], bool]:
+    """``take(batch, start, end)`` for each record of a batch :func:`encode_batch` made, in
+    order (the one reading of the format: :func:`records_of`, :func:`decode_batch`), and
+    whether the last is cut short (ends past the batch: ``take`` got what there is of it);
+    raises ``struct.error`` for a length cut short."""
     out = []
     pos = 0
     total = len(batch)
@@ -234,13 +238,17 @@ def _record_bounds(batch: bytes) -> list[tuple[int, int]]:
     while pos < total:
         start = pos + _LEN_SIZE
         pos = start + unpack(batch, pos)[0]
-        out.append((start, pos))
-    return out
+        out.append(take(batch, start, pos))
+    return out, pos > total
+
+
+def _slice(batch: bytes, start: int, end: int) -> bytes:
+    return batch[start:end]
 
 
 def records_of(batch: bytes) -> list[bytes]:
     """The records of a batch :func:`encode_batch` made (one this worker sent: well formed)."""
-    return [batch[start:end] for start, end in _record_bounds(batch)]
+    return _read_batch(batch, _slice)[0]
 
 
 def decode_batch(payload: bytes, message_format: int) -> list[QueuedMessage]:
@@ -250,12 +258,12 @@ def decode_batch(payload: bytes, message_format: int) -> list[QueuedMessage]:
             f"a transfer of message-format {message_format:#x}, not a batch of records"
         )
     try:
-        bounds = _record_bounds(payload)
-        if bounds and bounds[-1][1] > len(payload):
-            raise RecordError("records cut short")
-        return [_decode_at(payload, start, end) for start, end in bounds]
+        msgs, cut = _read_batch(payload, _decode_at)
     except struct.error as exc:
         raise RecordError(f"records that do not decode: {exc}") from None
+    if cut:
+        raise RecordError("records cut short")
+    return msgs
 
 
 def encode_deliveries(refs: list[int], records: list[bytes]) -> bytes:

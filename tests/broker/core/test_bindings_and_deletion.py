@@ -48,6 +48,18 @@ def test_an_auto_delete_exchange_goes_with_its_last_binding_unbound_by_key() -> 
     assert v.exchange("e") is None
 
 
+def test_has_a_name_while_a_node_or_an_exchange_of_it_is_here() -> None:
+    v = vhost()
+    assert [v.has(n) for n in ("q", "e", "t", "amq.direct", "")] == [False, False, False, True, True]
+    v.declare_queue("q", durable=False)
+    v.declare_exchange("e", "fanout", durable=False)
+    v.create_node("t", "topic", persist=False)  # (in both: a 1.0 topic is an exchange too)
+    assert [v.has(n) for n in ("q", "e", "t", "nothing")] == [True, True, True, False]
+    v.delete_node("q")
+    v.delete_exchange("e")
+    assert [v.has(n) for n in ("q", "e", "t")] == [False, False, True]
+
+
 class Owner:
     """An exclusive owner or consumer as a front end makes it: with its connection's origin."""
 

@@ -9,6 +9,7 @@ redelivery count, dead-lettering), durability and the link's failure on bad inpu
 from __future__ import annotations
 
 import asyncio
+import itertools
 import socket
 import struct
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from amqp10.broker.workers.link import (
     decode_record,
     encode_batch,
     encode_record,
+    records_of,
     run_link,
 )
 from amqp10.broker.workers.owner import NodeServer
@@ -511,11 +513,19 @@ async def test_a_batch_that_does_not_decode_fails_the_link() -> None:
 
 def test_a_batch_carries_records_in_order_and_refuses_a_cut() -> None:
     msgs = [QueuedMessage(f"m{i}".encode(), message_id=f"id{i}") for i in range(5)]
-    whole = encode_batch([encode_record(m) for m in msgs])
+    records = [encode_record(m) for m in msgs]
+    whole = encode_batch(records)
     back = decode_batch(whole, BATCH_FORMAT)
     assert [(m.data, m.message_id) for m in back] == [(m.data, m.message_id) for m in msgs]
     assert decode_batch(b"", BATCH_FORMAT) == []
-    for cut in (1, 5, len(whole) - 1):
+    assert records_of(whole) == records and records_of(b"") == []
+    ends = list(itertools.accumulate(4 + len(r) for r in records))
+    for cut in range(1, len(whole)):  # (cut in a length, a record's head or its data)
+        if cut in ends:  # (a batch of the records before the cut)
+            assert [m.data for m in decode_batch(whole[:cut], BATCH_FORMAT)] == [
+                m.data for m in msgs[: ends.index(cut) + 1]
+            ]
+            continue
         with pytest.raises(RecordError):
             decode_batch(whole[:cut], BATCH_FORMAT)
     with pytest.raises(RecordError):
