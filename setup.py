@@ -17,9 +17,12 @@ import os
 from setuptools import setup
 
 # The modules a message's broker CPU goes through (bench/profiles: broker_inproc.py's
-# profile and counts.py's 0-9-1 workloads), as far as mypyc compiles them.
-# Not yet: the broker's core (Queue's base Node is subclassed by modules left
-# interpreted), the 0-9-1 codec and front end, the broker's AMQP 1.0 front end.
+# profile and counts.py's 0-9-1 workloads), as far as mypyc compiles them: the 1.0 codec
+# and engine; the broker core's message, node and queue classes (Node, NodeElsewhere,
+# QueuedMessage allow interpreted subclasses: exchanges, streams, the other front ends'
+# messages); the broker's AMQP 1.0 front end on a message's path (its LinkConsumer allows
+# interpreted subclasses: Service Bus's). amqp10/_mypyc.py holds what they need from mypyc.
+# Not yet: the rest of the core (vhost, exchanges, streams), the 0-9-1 codec and front end.
 COMPILED = [
     "amqp10/types/codec.py",
     "amqp10/transport/framing.py",
@@ -28,6 +31,13 @@ COMPILED = [
     "amqp10/transport/link.py",
     "amqp10/transport/delivery.py",
     "amqp10/transport/serial.py",
+    "amqp10/broker/core/message.py",
+    "amqp10/broker/core/nodes.py",
+    "amqp10/broker/core/queues.py",
+    "amqp10/broker/amqp1/message.py",
+    "amqp10/broker/amqp1/publishers.py",
+    "amqp10/broker/amqp1/consumers.py",
+    "amqp10/broker/amqp1/handler.py",
 ]
 
 

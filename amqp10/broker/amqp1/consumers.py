@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
+from ..._mypyc import mypyc_attr
 from ...transport import (
     CreditAdded,
     Delivery,
@@ -125,6 +126,7 @@ def _priority(link: Sender) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LinkConsumer:
     """A broker sender link consuming from a queue (or browsing it)."""
 
