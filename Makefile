@@ -49,9 +49,9 @@ compiled: $(STAMP)
 test-compiled: compiled
 	$(BIN)/python -c "import amqp10.transport.link as m; assert m.__file__.endswith('.so'), m.__file__"
 	$(BIN)/python -c "import amqp10.broker.amqp091.publish as m; assert m.__file__.endswith('.so'), m.__file__"
+	$(BIN)/python -c "import amqp10.broker.core.queues as m; assert m.__file__.endswith('.so'), m.__file__"
 	$(BIN)/python -m pytest -q tests/types tests/transport tests/amqp091 tests/io \
-		tests/broker/amqp1/test_e2e_client.py tests/broker/amqp1/test_e2e_proton.py \
-		tests/broker/amqp091
+		tests/broker/core tests/broker/amqp1 tests/broker/amqp091
 
 clean-compiled:
 	rm -rf build

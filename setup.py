@@ -18,12 +18,15 @@ from setuptools import setup
 
 # The modules a message's broker CPU goes through (bench/profiles: broker_inproc.py's
 # profile and counts.py's 0-9-1 workloads), as far as mypyc compiles them: the AMQP 1.0
-# codec and engine; the 0-9-1 engine (amqp091/*) and the broker's 0-9-1 front end
-# (broker/amqp091/*). Left interpreted: amqp091's generator (_generate, _diagrams) and
-# scalars (int/float/bytes subclasses, which mypyc does not compile); broker/amqp091's
-# message (Amqp091Message derives from core's QueuedMessage), handler (derives from
-# broker/frontend's ContextHandler), frontend and login (once a connection); the broker's
-# core and its AMQP 1.0 front end (their node and message hierarchies go in together).
+# codec and engine; the broker core's message, node and queue classes (Node, NodeElsewhere,
+# QueuedMessage allow interpreted subclasses: exchanges, streams, the other front ends'
+# messages); the broker's AMQP 1.0 front end on a message's path (its LinkConsumer allows
+# interpreted subclasses: Service Bus's); the 0-9-1 engine (amqp091/*) and the broker's
+# 0-9-1 front end (broker/amqp091/*). amqp10/_mypyc.py holds what they need from mypyc.
+# Left interpreted: the rest of the core (vhost, exchanges, streams); amqp091's generator
+# (_generate, _diagrams) and scalars (int/float/bytes subclasses, which mypyc does not
+# compile); broker/amqp091's message, handler (derives from broker/frontend's
+# ContextHandler), frontend and login (once a connection).
 COMPILED = [
     "amqp10/types/codec.py",
     "amqp10/transport/framing.py",
@@ -32,6 +35,13 @@ COMPILED = [
     "amqp10/transport/link.py",
     "amqp10/transport/delivery.py",
     "amqp10/transport/serial.py",
+    "amqp10/broker/core/message.py",
+    "amqp10/broker/core/nodes.py",
+    "amqp10/broker/core/queues.py",
+    "amqp10/broker/amqp1/message.py",
+    "amqp10/broker/amqp1/publishers.py",
+    "amqp10/broker/amqp1/consumers.py",
+    "amqp10/broker/amqp1/handler.py",
     "amqp10/amqp091/base.py",
     "amqp10/amqp091/fields.py",
     "amqp10/amqp091/framing.py",

@@ -174,11 +174,11 @@ class ReplyTarget(Node):
     """A reply address another front end's requester holds: its replies go straight to it."""
 
     kind = "reply-to"
-    needs_message_ids = False
 
     def __init__(self, vhost: VirtualHost, address: str) -> None:
         super().__init__(address, QueuePolicy())
         self.vhost = vhost
+        self.needs_message_ids = False  # (an instance value: Node's is a slot when compiled)
 
     def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
         consumer = self.vhost.broker.replies.consumer(self.vhost, self.name)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
+from ..._mypyc import mypyc_attr
 from ...transport import (
     CreditAdded,
     Delivery,
@@ -125,10 +126,11 @@ def _priority(link: Sender) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LinkConsumer:
     """A broker sender link consuming from a queue (or browsing it)."""
 
-    def __init__(self, ctx: Amqp1Context, link: Sender, node: Queue | Stream, *, browse: bool) -> None:
+    def __init__(self, ctx: Amqp1Context, link: Sender, node: Queue | Stream | NodeElsewhere, *, browse: bool) -> None:
         self.id = ctx.broker.next_consumer_id()
         self.ctx = ctx
         self.link = link
@@ -317,7 +319,7 @@ class Consumers:
                 return
             if spec is not None:
                 filters = {offset_key: spec}
-            queue: Queue | Stream = node
+            queue: Queue | Stream | NodeElsewhere = node
             browse = False
         elif isinstance(node, Topic):
             durable = bool(source.durable) and source.expiry_policy == "never"
@@ -326,14 +328,14 @@ class Consumers:
             )
             elsewhere = ctx.vhost.subscription_elsewhere(node.name, sub.key) if sub.durable or sub.shared else None
             if elsewhere is not None:  # one queue on the worker that owns its name (it applies the filters)
-                queue = elsewhere  # type: ignore[assignment]
+                queue = elsewhere
             else:
                 queue = node.subscribe(sub.key, durable=sub.durable)
                 queue.admit, view = view, None  # on a topic, the filters decide what the subscription keeps
             browse = False
         else:  # a queue, or a stand-in for a queue another worker owns (broker/workers/remote.py)
-            assert isinstance(node, Queue) or node.kind == "remote"
-            queue = node  # type: ignore[assignment]
+            assert isinstance(node, Queue | NodeElsewhere)  # (a NodeElsewhere's kind is "remote")
+            queue = node
             if node.kind == "remote":  # a stream there starts where this says (its owner reads it)
                 offset_key, spec = stream_offset(source.filter)
                 if spec is not None:
@@ -418,7 +420,7 @@ class Consumers:
         first; its attach is answered once the owner admitted it, naming what the owner
         claimed (nothing is delivered before: its link has no credit until attached)."""
         ctx = self.ctx
-        consumer = ctx.plugin.consumer(ctx, link, queue, browse=False)  # type: ignore[arg-type]
+        consumer = ctx.plugin.consumer(ctx, link, queue, browse=False)
         consumer.selector = view
         consumer.filters = filters
 
@@ -532,7 +534,7 @@ class Consumers:
         # a durable one is one queue, on the worker that owns its name (which makes it and
         # keeps it bound to the topics that match), wherever it is attached
         assert elsewhere is not None
-        consumer = LinkConsumer(ctx, link, elsewhere, browse=False)  # type: ignore[arg-type]
+        consumer = LinkConsumer(ctx, link, elsewhere, browse=False)
         consumer.subscription = [pattern, durable, True]
         self._add(link, consumer, None, source, None)
 
@@ -608,7 +610,7 @@ class Consumers:
             target=echo(link.remote_target, Target),
             source=source_answer(source, address=address, browse=False, filters=None, capabilities=[symbol("topic")]),
         )
-        consumer = LinkConsumer(self.ctx, link, queue, browse=False)  # type: ignore[arg-type]
+        consumer = LinkConsumer(self.ctx, link, queue, browse=False)
         consumer.subscription = subscription
         self._add(link, consumer, topic, source, sub)
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...transport import Delivery, Link, Sender
 from ...types import Source
-from ..core import Node, Queue, QueuedMessage, Stream
+from ..core import Node, NodeElsewhere, Queue, QueuedMessage, Stream
 from .consumers import LinkConsumer
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ class Amqp1Plugin:
         """The owner of ``queue`` claimed for ``link``'s consumer what ``filters`` name (as
         it answered), before the link's attach answer is written."""
 
-    def consumer(self, ctx: Amqp1Context, link: Sender, queue: Queue | Stream, *, browse: bool) -> LinkConsumer:
+    def consumer(self, ctx: Amqp1Context, link: Sender, queue: Queue | Stream | NodeElsewhere, *, browse: bool) -> LinkConsumer:
         """The consumer for a link that consumes from ``queue``."""
         return LinkConsumer(ctx, link, queue, browse=browse)
 

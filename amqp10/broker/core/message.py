@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Final, Literal
 
+from ..._mypyc import mypyc_attr
 from ...message import LazyMessage, Message
 from ...types import Header, Properties
 
@@ -88,6 +89,7 @@ _READ_ONCE = ("_routing", "_headers", "_fields", "_published", "_origin", "_due"
 _UNSET: Any = object()
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class QueuedMessage:
     """One message in the broker: its native form and what queues need to know.
 
@@ -116,6 +118,9 @@ class QueuedMessage:
         "seq",
         "size",
     )
+    # what forget_fields() deletes: in the compiled build (setup.py) only the attributes
+    # named here may be deleted
+    __deletable__ = ("_fields", "_forms", "_group", "_headers", "_routing")
 
     _routing: Routing
     _headers: Mapping[str, Any]

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
+from ..._mypyc import Referable, mypyc_attr
 from .accounting import DETACHED, Usage
 from .message import QueuedMessage
 from .queue_policy import QueuePolicy
@@ -176,10 +177,16 @@ class Stats:
         return max(0, self.delivered - self.acked - self.released - self.rejected)
 
 
-class Node:
-    """Common base: a named node with a policy."""
+@mypyc_attr(allow_interpreted_subclasses=True)
+class Node(Referable):
+    """Common base: a named node with a policy.
 
-    kind = "node"
+    The class attributes that subclasses override in their class body are ``ClassVar``s:
+    in the compiled build (setup.py) a plain one is an instance slot, and compiled code
+    reading it would not see an interpreted subclass's class-level value.
+    """
+
+    kind: ClassVar[str] = "node"
     deleted = False
     """Set once the node is deleted: publishers still holding it are told (1.0: detached)."""
     needs_message_ids = True
@@ -189,7 +196,7 @@ class Node:
     _bytes = 0
     _disk = 0
     _paged = 0
-    _bytes_on_disk = False
+    _bytes_on_disk: ClassVar[bool] = False
     """Whether every byte held is also on disk (a stream): then ``bytes`` counts for both."""
 
     consumers: list[Consumer]
@@ -246,7 +253,7 @@ class Node:
     def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
         raise NotImplementedError
 
-    answers_later = False
+    answers_later: ClassVar[bool] = False
     """Whether a publish may be refused after :meth:`publish_answered` returned (a node that
     answers at once says so in its result): a front end whose outcome can wait calls that."""
 
@@ -329,6 +336,7 @@ Refused = Callable[["PublishResult | None"], None]
 answer, or None (it could not be reached)."""
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class NodeElsewhere(Node):
     """A queue that another part of the broker holds (another worker owns it), as a front
     end here reaches it (:meth:`~.vhost.VirtualHost.elsewhere`): published to and consumed

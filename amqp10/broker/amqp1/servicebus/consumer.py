@@ -53,7 +53,7 @@ class ServiceBusConsumer(LinkConsumer):
     """A broker sender link whose deliveries carry Service Bus's lock tokens and annotations,
     and whose peek-locks run out (a lease each, :mod:`amqp10.broker.core.leases`)."""
 
-    def __init__(self, ctx: Amqp1Context, link: Sender, node: Queue | Stream, *, browse: bool, lock_duration: float) -> None:
+    def __init__(self, ctx: Amqp1Context, link: Sender, node: Queue | Stream | NodeElsewhere, *, browse: bool, lock_duration: float) -> None:
         super().__init__(ctx, link, node, browse=browse)
         self.lock_duration = lock_duration
         """How long a peek-lock lasts (the entity's lock duration)."""

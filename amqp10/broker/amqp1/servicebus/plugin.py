@@ -15,7 +15,7 @@ from typing import Any
 from ....transport import Delivery, Link, Sender
 from ....types import ErrorCondition, Source, symbol
 from ...config import ServiceBusConfig
-from ...core import Node, Queue, Stream
+from ...core import Node, NodeElsewhere, Queue, Stream
 from ..consumers import LinkConsumer
 from ..context import Amqp1Context
 from ..management import ManagementNode
@@ -69,7 +69,7 @@ class ServiceBusPlugin(Amqp1Plugin):
     def claimed_elsewhere(self, link: Sender, queue: Node, filters: dict[Any, Any]) -> None:
         self.gate.session_held(link, queue, filters)
 
-    def consumer(self, ctx: Amqp1Context, link: Sender, queue: Queue | Stream, *, browse: bool) -> LinkConsumer:
+    def consumer(self, ctx: Amqp1Context, link: Sender, queue: Queue | Stream | NodeElsewhere, *, browse: bool) -> LinkConsumer:
         return ServiceBusConsumer(ctx, link, queue, browse=browse, lock_duration=self.gate.lock_duration(queue.name))
 
     def link_gone(self, link: Link) -> None:
