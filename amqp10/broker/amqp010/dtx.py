@@ -39,6 +39,7 @@ associated, or ended twice, or committed in the wrong phase, ``illegal-state``.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -54,6 +55,7 @@ __all__ = [
     "ASK_PREPARED",
     "COMMITTED_OWNER",
     "DEFAULT_TIMEOUT",
+    "INCARNATION",
     "MAX_TIMEOUT",
     "OUTCOME_QUESTION",
     "OWNER",
@@ -91,14 +93,17 @@ PART_OWNER: Final = "amqp010.dtx-part"
 of this worker's sessions that joined such a branch)."""
 PART_QUESTION: Final = "amqp010.dtx-part"
 """The holder's question to the other workers (``workers`` > 1) for their parts of a branch:
-``{op, xid}`` with ``op`` ``prepare``, ``commit`` or ``rollback``; answered by a worker with a
-part of it with ``{"status": ...}`` once what it wrote is stored; by the others with None
-(``prepare``) or ``{}`` (``commit``, ``rollback``: so the holder knows every worker answered)."""
+``{op, xid, inc}`` with ``op`` ``prepare``, ``commit`` or ``rollback`` (``inc``: the branch's
+:data:`INCARNATION`, hex; None for one from before); answered by a worker with a part of
+it, of that incarnation, with ``{"status": ...}`` once what it wrote is stored; by the
+others with None (``prepare``) or ``{}`` (``commit``, ``rollback``: so the holder knows
+every worker answered)."""
 OUTCOME_QUESTION: Final = "amqp010.dtx-outcome"
 """A worker's question (``workers`` > 1) for the outcome of the branch of a part it holds
-prepared: ``{xid}``, answered by every worker with ``{"outcome": ...}``, in the words of
-the internal links' ``txn-outcome`` (workers/transactions.py): ``commit`` from the holder
-that committed it (:data:`COMMITTED_OWNER`), ``rollback`` from the one that rolled it back
+prepared: ``{xid, inc}`` (about that incarnation only), answered by every worker with
+``{"outcome": ...}``, in the words of the internal links' ``txn-outcome``
+(workers/transactions.py): ``commit`` from the holder that committed it
+(:data:`COMMITTED_OWNER`), ``rollback`` from the one that rolled it back
 (:data:`ROLLED_BACK_OWNER`); ``prepared`` from the one that holds it prepared, stored and
 not decided (it will tell the part: asked again only after :data:`ASK_PREPARED`); ``wait``
 from the one that holds it otherwise (preparing); else ``rollback`` (no such branch here).
@@ -121,6 +126,13 @@ ASK_PREPARED: Final = 60.0
 """Seconds a prepared part whose holder answered that it keeps the branch prepared waits
 before it asks again (the holder tells it the outcome, again until answered: this only
 bounds how long a part would wait were that word lost for another reason)."""
+INCARNATION: Final = ".i"
+"""What ends the store's owner name of a record whose id ends with its branch's incarnation
+(:func:`store_id`): 8 random bytes its holder mints at ``dtx.start``, so that a branch of an
+xid started again is another branch than an old one of the same xid (a part of the old one
+kept by a worker that was down is never decided with, nor joined to, the new one). A record
+of an owner without it (stored before incarnations) has none (None): matched by its xid."""
+INC_LEN: Final = 8
 PLACEMENT_PREFIX: Final = "amq.dtx."
 """What the name a branch's xid is placed under starts with (:func:`placement_name`; a
 reserved prefix: no client declares a queue of it)."""
@@ -145,6 +157,29 @@ def txn_id(key: Xid) -> bytes:
     """The store's id of the branch of ``key``: format, global id's length, global id, branch id."""
     fmt, gid, bid = key
     return fmt.to_bytes(4, "big") + bytes([len(gid)]) + gid + bid
+
+
+def store_id(key: Xid, inc: bytes | None) -> bytes:
+    """The store's id of the record of the branch of ``key``, incarnation ``inc``."""
+    return txn_id(key) + (inc or b"")
+
+
+def owner_of(owner: str, inc: bytes | None) -> str:
+    """The store's owner name of a record of ``owner`` of incarnation ``inc`` (:data:`INCARNATION`)."""
+    return owner if inc is None else owner + INCARNATION
+
+
+def incarnation(held: HeldWork) -> bytes | None:
+    """The incarnation of the branch ``held`` is a record of (None: stored before incarnations)."""
+    return held.txn_id[-INC_LEN:] if held.owner.endswith(INCARNATION) else None
+
+
+def recovered(broker: Broker, owner: str) -> list[tuple[Xid, HeldWork]]:
+    """The records of ``owner`` the store kept, by the key of their branch: those stored
+    before incarnations too (their owner without :data:`INCARNATION`)."""
+    old = [(key_of(held.txn_id), held) for held in broker.recovered_transactions(owner)]
+    new = broker.recovered_transactions(owner + INCARNATION)
+    return [*old, *((key_of(held.txn_id[:-INC_LEN]), held) for held in new)]
 
 
 def placement_name(key: Xid) -> str:
@@ -188,6 +223,12 @@ class Branch:
         self.quiet: Lease | None = None
         """A part's: its holder answered that it keeps the branch prepared (it will tell
         the outcome): not asked again until this runs out (:data:`ASK_PREPARED`)."""
+
+    @property
+    def inc(self) -> bytes | None:
+        """Its incarnation (:data:`INCARNATION`): minted by its holder at ``dtx.start``; a
+        part's is its holder's, learnt when it joined. None: a record from before."""
+        return incarnation(self.held)
 
     @property
     def part(self) -> bool:
@@ -263,16 +304,15 @@ class Branches:
         """Branches this worker committed or rolled back whose parts are not known all
         decided: the stored record of it (:data:`COMMITTED_OWNER`, :data:`ROLLED_BACK_OWNER`)."""
         self._again: Lease | None = None
-        for held in broker.recovered_transactions(OWNER):  # prepared before a restart
-            key = key_of(held.txn_id)
+        for key, held in recovered(broker, OWNER):  # prepared before a restart
             b = self.branches[key] = Branch(xid_struct(key), key, held)
             b.parts = None
             b.in_doubt = True
-        for held in broker.recovered_transactions(PART_OWNER):
-            self._part(key_of(held.txn_id), held)
+        for key, held in recovered(broker, PART_OWNER):
+            self._part(key, held)
         for owner in (COMMITTED_OWNER, ROLLED_BACK_OWNER):
-            for held in broker.recovered_transactions(owner):
-                self.decided[key_of(held.txn_id)] = held
+            for key, held in recovered(broker, owner):
+                self.decided[key] = held
         broker.questions[BRANCH_QUESTION] = self._answer_branch
         broker.questions[RECOVER_QUESTION] = self._answer_recover
         broker.questions[PART_QUESTION] = self._answer_part
@@ -284,30 +324,51 @@ class Branches:
         return broker.shared("amqp010.dtx-branches", lambda: cls(broker))
 
     def start(self, xid: Compound, key: Xid) -> Branch:
-        b = self.branches[key] = Branch(xid, key, HeldWork(OWNER, txn_id(key), self.broker.journal))
+        inc = os.urandom(INC_LEN)
+        held = HeldWork(owner_of(OWNER, inc), store_id(key, inc), self.broker.journal)
+        b = self.branches[key] = Branch(xid, key, held)
         self.set_timeout(b, DEFAULT_TIMEOUT)
         return b
 
     def _part(self, key: Xid, held: HeldWork | None = None) -> Branch:
-        """This worker's part of the branch of ``key`` another worker holds (made if new)."""
+        """This worker's part of the branch of ``key`` another worker holds (made if new: its
+        incarnation, and so its store id, set once its holder answered the join)."""
         part = self.parts.get(key)
         if part is None:
             held = held or HeldWork(PART_OWNER, txn_id(key), self.broker.journal)
-            part = self.parts[key] = Branch(xid_struct(key), key, held)
-            part.ended = lambda: self.ask_others("end", key, {"fail": True}, lambda answer: None)
+            b = part = self.parts[key] = Branch(xid_struct(key), key, held)
+            b.ended = lambda: self.ask_others("end", key, {"fail": True, "inc": _hex(b.inc)}, lambda answer: None)
         return part
 
     def join(self, key: Xid, answered: Answered[Fields]) -> Branch:
         """A session of this worker joins the branch of ``key`` another worker holds: this
         worker's part of it; ``answered`` with the holder's answer once it counted the
-        session (the branch's status; an error if none holds it, or it is prepared)."""
+        session (the branch's status; an error if none holds it, or it is prepared). A part
+        kept here of another incarnation of the xid (an old branch's, its holder gone) is not
+        the new branch's: the join is refused not-allowed while it is kept (a prepared one
+        until it is decided, its outcome asked: :data:`OUTCOME_QUESTION`; one neither prepared
+        nor associated is rolled back at once, so the join asked again makes a new part)."""
         known = key in self.parts
         part = self._part(key)
 
         def joined(answer: Callable[[], Fields]) -> None:
             fields = answer()
-            if "error" in fields and not known and not part.associated and self.parts.get(key) is part:
-                del self.parts[key]  # (made for this join: nothing in it)
+            if "error" in fields:
+                if not known and not part.associated and self.parts.get(key) is part:
+                    del self.parts[key]  # (made for this join: nothing in it)
+                answered(lambda: fields)
+                return
+            inc = _unhex(fields.get("inc"))
+            if known and part.inc != inc:  # (an old branch's part: refused, its count undone)
+                self.ask_others("end", key, {"inc": _hex(inc)}, lambda answer: None)
+                if not part.prepared and not part.associated:  # (nothing decides it: it goes now)
+                    del self.parts[key]
+                    part.held.rollback()
+                text = f"a part of an earlier branch {_show(key)} is kept here until it is decided"
+                answered(lambda: {"error": ["not-allowed", text]})
+                return
+            if not known:  # (new: of its holder's incarnation)
+                part.held.owner, part.held.txn_id = owner_of(PART_OWNER, inc), store_id(key, inc)
             answered(lambda: fields)
 
         self.ask_others("join", key, {"part": not known}, joined)
@@ -390,12 +451,15 @@ class Branches:
                 b.elsewhere += 1
                 if args.get("part") and b.parts is not None:
                     b.parts += 1
-                reply({"status": b.status()})
+                reply({"status": b.status(), "inc": _hex(b.inc)})
 
             return join
         if op == "end":  # (that session's dtx.end, or its end while associated)
 
             def end(reply: Reply) -> None:
+                if "inc" in args and args["inc"] != _hex(b.inc):  # (a session of an old branch's part)
+                    reply({"status": XA["xa-rbrollback"]})
+                    return
                 if not args.get("suspend"):
                     b.elsewhere = max(0, b.elsewhere - 1)
                 if args.get("fail"):
@@ -490,25 +554,27 @@ class Branches:
             statuses = [int(a["status"]) for a in answers if "status" in a]
             then(len(statuses) >= expected and all(st == XA["xa-ok"] for st in statuses))
 
-        self._ask_parts(b.key, "prepare", answered)
+        self._ask_parts(b.key, b.inc, "prepare", answered)
 
-    def _ask_parts(self, key: Xid, op: str, answered: Callable[[list[Fields]], None]) -> None:
-        """Ask every other worker's part of the branch ``key`` to ``op``: ``answered`` with the
-        answers of those that answered (a worker without a part: ``{}``, but to ``prepare``)."""
+    def _ask_parts(self, key: Xid, inc: bytes | None, op: str, answered: Callable[[list[Fields]], None]) -> None:
+        """Ask every other worker's part of the branch ``key``, incarnation ``inc``, to ``op``:
+        ``answered`` with the answers of those that answered (a worker without a part of it:
+        ``{}``, but to ``prepare``)."""
         others = self.broker.others
         assert others is not None
 
         def got(answers: list[Any]) -> None:
             answered([a for a in answers if isinstance(a, dict)])
 
-        others.ask(PART_QUESTION, {"op": op, "xid": _wire(key)}, got)
+        others.ask(PART_QUESTION, {"op": op, "xid": _wire(key), "inc": _hex(inc)}, got)
 
     def _answer_part(self, args: Mapping[str, Any], reply: Callable[[Any], None]) -> None:
-        """The holder of a branch tells this worker's part of it to ``op`` (None: no part here)."""
+        """The holder of a branch tells this worker's part of it to ``op`` (None: no part here,
+        or only one of another incarnation of its xid)."""
         key = _unwire(args["xid"])
         part = self.parts.get(key)
         op = str(args["op"])
-        if part is None:
+        if part is None or _hex(part.inc) != args.get("inc"):
             reply(None if op == "prepare" else {})
             return
         if op == "prepare":
@@ -598,8 +664,8 @@ class Branches:
         # batch (nothing yields between), kept until every other worker answered; once that
         # batch is stored (a crash before it leaves the branch as it was), the parts are told.
         # Its own first: the record has the id of its own prepared record, which that removes
-        owner = COMMITTED_OWNER if commit else ROLLED_BACK_OWNER
-        record = self.decided[b.key] = HeldWork(owner, txn_id(b.key), self.broker.journal)
+        owner = owner_of(COMMITTED_OWNER if commit else ROLLED_BACK_OWNER, b.inc)
+        record = self.decided[b.key] = HeldWork(owner, store_id(b.key, b.inc), self.broker.journal)
         both = _after(2, then)  # (the parts told, and its own outcome stored)
         self.finish_work(b.held, commit, both)
         record.prepare(lambda: self._tell_decided(b.key, both))
@@ -610,7 +676,7 @@ class Branches:
         goes; else they are told again (:meth:`ask_again`)."""
         others = self.broker.others
         assert others is not None
-        commit = self.decided[key].owner == COMMITTED_OWNER
+        commit = _committed(self.decided[key])
 
         def answered(answers: list[Fields]) -> None:
             failed = sum(1 for a in answers if "status" in a and int(a["status"]) != XA["xa-ok"])
@@ -627,7 +693,7 @@ class Branches:
                 self.ask_again()
             then()
 
-        self._ask_parts(key, "commit" if commit else "rollback", answered)
+        self._ask_parts(key, incarnation(self.decided[key]), "commit" if commit else "rollback", answered)
 
     # -- settling what a worker down missed ----------------------------------------------------
     def ask_again(self) -> None:
@@ -648,15 +714,18 @@ class Branches:
         for key, part in list(self.parts.items()):
             if part.prepared and part.quiet is None:
                 log.debug("dtx branch %s: this worker's part asks its outcome", _show(key))
-                others.ask(OUTCOME_QUESTION, {"xid": _wire(key)}, self._outcome(key, others.count))
+                args = {"xid": _wire(key), "inc": _hex(part.inc)}
+                others.ask(OUTCOME_QUESTION, args, self._outcome(key, part, others.count))
 
-    def _outcome(self, key: Xid, count: int) -> Callable[[list[Any]], None]:
-        """What to do with this worker's prepared part of the branch ``key`` once the other
-        workers (``count``) answered its outcome (:data:`OUTCOME_QUESTION`)."""
+    def _outcome(self, key: Xid, asking: Branch, count: int) -> Callable[[list[Any]], None]:
+        """What to do with this worker's prepared part ``asking`` of the branch ``key`` once
+        the other workers (``count``) answered its outcome (:data:`OUTCOME_QUESTION`)."""
 
         def answered(answers: list[Any]) -> None:
             outcomes = {str(a.get("outcome")) for a in answers if isinstance(a, dict)}
             part = self.parts.get(key)
+            if part is not asking:  # (decided meanwhile)
+                return
             if "commit" in outcomes:
                 commit = True
             elif "prepared" in outcomes:  # its holder will tell it: asked no more meanwhile
@@ -681,11 +750,16 @@ class Branches:
         self.ask_again()
 
     def _answer_outcome(self, args: Mapping[str, Any], reply: Callable[[Any], None]) -> None:
-        """Another worker's prepared part asks the outcome of its branch (:data:`OUTCOME_QUESTION`)."""
-        key = _unwire(args["xid"])
+        """Another worker's prepared part asks the outcome of its branch (:data:`OUTCOME_QUESTION`):
+        of this incarnation of its xid (another one's is not its branch)."""
+        key, inc = _unwire(args["xid"]), args.get("inc")
         record, b = self.decided.get(key), self.branches.get(key)
+        if record is not None and _hex(incarnation(record)) != inc:
+            record = None
+        if b is not None and _hex(b.inc) != inc:
+            b = None
         if record is not None:
-            outcome = "commit" if record.owner == COMMITTED_OWNER else "rollback"
+            outcome = "commit" if _committed(record) else "rollback"
         elif b is None:
             outcome = "rollback"
         else:
@@ -759,6 +833,20 @@ def _wire(key: Xid) -> list[Any]:
     """``key`` as a JSON value (for the other workers)."""
     fmt, gid, bid = key
     return [fmt, gid.hex(), bid.hex()]
+
+
+def _hex(inc: bytes | None) -> str | None:
+    """An incarnation as a JSON value (for the other workers)."""
+    return None if inc is None else inc.hex()
+
+
+def _unhex(value: Any) -> bytes | None:
+    return None if value is None else bytes.fromhex(str(value))
+
+
+def _committed(record: HeldWork) -> bool:
+    """Whether ``record`` (:attr:`Branches.decided`) is of a commit (else of a rollback)."""
+    return record.owner in (COMMITTED_OWNER, COMMITTED_OWNER + INCARNATION)
 
 
 def _unwire(value: Any) -> Xid:
@@ -904,7 +992,7 @@ class DtxCommands:
             b.suspended.add(s)
             s.suspended.append(b)
         if b.part:  # (a branch another worker holds: it ends the association, and says its status)
-            args = {"fail": fail, "suspend": suspend}
+            args = {"fail": fail, "suspend": suspend, "inc": _hex(b.inc)}
             self.ctx.later(lambda answered: self.branches.ask_others("end", key, args, answered), lambda a: _result("end", a()))
             return None
         return result_struct("xa-result", status=b.status())

@@ -12,16 +12,19 @@ from amqp10.broker.amqp010.dtx import (
     ASK_AGAIN,
     ASK_PREPARED,
     COMMITTED_OWNER,
+    INCARNATION,
     OUTCOME_QUESTION,
+    PART_OWNER,
     PART_QUESTION,
     ROLLED_BACK_OWNER,
     Branches,
     Fields,
+    store_id,
     txn_id,
     xid_struct,
 )
 from amqp10.broker.config import BrokerConfig
-from amqp10.broker.core import Broker, nothing
+from amqp10.broker.core import Broker, HeldWork, nothing
 from amqp10.broker.core.store import FORGET_PREPARED, PREPARE
 
 from .test_amqp010_dtx_claim import Writing
@@ -130,9 +133,11 @@ def test_a_prepared_part_commits_when_its_holder_says_so() -> None:
     assert KEY not in branches.parts
 
 
-def outcome(broker: Broker) -> Fields:
+def outcome(broker: Broker, inc: bytes | None = None) -> Fields:
+    """The answer to a part of the branch of KEY, incarnation ``inc``, asking its outcome."""
     got: list[Fields] = []
-    broker.questions[OUTCOME_QUESTION]({"xid": [0, b"gid".hex(), b"bid".hex()]}, got.append)
+    args = {"xid": [0, b"gid".hex(), b"bid".hex()], "inc": None if inc is None else inc.hex()}
+    broker.questions[OUTCOME_QUESTION](args, got.append)
     return got[0]
 
 
@@ -141,7 +146,7 @@ def test_a_holder_remembers_a_committed_branch_until_every_worker_answered() -> 
     assert outcome(broker) == {"outcome": "rollback"}  # (no such branch)
     b = branches.start(xid_struct(KEY), KEY)
     b.parts = 1
-    assert outcome(broker) == {"outcome": "wait"}
+    assert outcome(broker, b.inc) == {"outcome": "wait"}
     b.held.prepare(nothing)
     replies: list[Fields] = []
     branches.command("commit", b, {"one_phase": False})(replies.append)
@@ -150,14 +155,14 @@ def test_a_holder_remembers_a_committed_branch_until_every_worker_answered() -> 
     (told,) = others.take(PART_QUESTION)
     told([])  # the part's worker did not answer
     assert replies == [{"status": 0}]
-    assert outcome(broker) == {"outcome": "commit"}
+    assert outcome(broker, b.inc) == {"outcome": "commit"}
     claimed: list[bool] = []
     branches.claim(KEY, lambda answer: claimed.append(answer()))
     assert claimed == [False]  # (its xid is not new while it is remembered)
     later(broker, clock)
     (told,) = others.take(PART_QUESTION)  # told again
     told([{"status": 0}])
-    assert outcome(broker) == {"outcome": "rollback"}  # forgotten: every worker answered
+    assert outcome(broker, b.inc) == {"outcome": "rollback"}  # forgotten: every worker answered
     later(broker, clock)
     assert others.take(PART_QUESTION) == []
 
@@ -190,10 +195,10 @@ def test_a_holder_says_prepared_only_once_its_prepare_is_stored() -> None:
     branches.command("prepare", b, {})(replies.append)
     (asked,) = others.take(PART_QUESTION)
     asked([{"status": 0}])  # the part prepared
-    assert outcome(broker) == {"outcome": "wait"}  # (its own record not stored yet: a crash loses it)
+    assert outcome(broker, b.inc) == {"outcome": "wait"}  # (its own record not stored yet: a crash loses it)
     stored(journal)
     assert replies == [{"status": 0}]
-    assert outcome(broker) == {"outcome": "prepared"}
+    assert outcome(broker, b.inc) == {"outcome": "prepared"}
 
 
 @pytest.mark.parametrize(("op", "owner"), [("commit", COMMITTED_OWNER), ("rollback", ROLLED_BACK_OWNER)])
@@ -206,12 +211,12 @@ def test_a_holder_stores_its_outcome_of_a_branch_with_parts_until_every_worker_a
     branches.command(op, b, {"one_phase": False})(replies.append)
     # its own record removed and the record of its outcome written, in that order (before, a
     # commit's record went with its own: one id)
-    assert journal.prepared() == {txn_id(KEY): owner}
+    assert journal.prepared() == {store_id(KEY, b.inc): owner + INCARNATION}
     stored(journal)
     (told,) = others.take(PART_QUESTION)
     told([])  # the part's worker did not answer
     assert replies == [{"status": 0}]
-    assert outcome(broker) == {"outcome": op}
+    assert outcome(broker, b.inc) == {"outcome": op}
     claimed: list[bool] = []
     branches.claim(KEY, lambda answer: claimed.append(answer()))
     assert claimed == [False]  # its xid is not new while it is remembered (before: a rollback's was)
@@ -221,3 +226,62 @@ def test_a_holder_stores_its_outcome_of_a_branch_with_parts_until_every_worker_a
     assert journal.prepared() == {}
     branches.claim(KEY, lambda answer: claimed.append(answer()))
     assert others.take("amqp010.dtx-branch") != []  # (new here: the others asked whether it is theirs)
+
+
+def test_a_part_of_an_old_incarnation_of_its_xid_is_not_the_new_branchs() -> None:
+    """A part prepared here of a branch of KEY (incarnation A, its holder's, learnt at the
+    join); the xid started again by a holder that lost it (incarnation B). The new branch's
+    word is not for the old part, a session joining the new branch is refused rather than
+    given the old part (its count at the holder undone), and the old part asks the outcome
+    of its own incarnation (before: one part by xid, decided and joined with any branch of it)."""
+    broker, branches, others, journal, clock = worker()
+    old, new = b"A" * 8, b"B" * 8
+    wire = [0, b"gid".hex(), b"bid".hex()]
+    part = branches.join(KEY, lambda answer: None)
+    (joined,) = others.take("amqp010.dtx-branch")
+    joined([{"status": 0, "inc": old.hex()}])
+    answered: list[Any] = []
+    broker.questions[PART_QUESTION]({"op": "prepare", "xid": wire, "inc": old.hex()}, answered.append)
+    stored(journal)
+    assert answered == [{"status": 0}] and part.prepared and part.inc == old
+    assert journal.prepared() == {store_id(KEY, old): PART_OWNER + INCARNATION}
+    broker.questions[PART_QUESTION]({"op": "commit", "xid": wire, "inc": new.hex()}, answered.append)
+    assert answered[-1] == {} and branches.parts[KEY] is part and part.prepared  # (not its branch)
+    refused: list[Callable[[], Fields]] = []
+    branches.join(KEY, refused.append)
+    (joined,) = others.take("amqp010.dtx-branch")
+    joined([{"status": 0, "inc": new.hex()}])
+    assert refused[0]()["error"][0] == "not-allowed"
+    assert [args for op, args, _ in others.asked if op == "amqp010.dtx-branch"] == [
+        {"op": "end", "xid": wire, "inc": new.hex()}
+    ]
+    others.asked.clear()
+    later(broker, clock)
+    assert [args for op, args, _ in others.asked if op == OUTCOME_QUESTION] == [{"xid": wire, "inc": old.hex()}]
+    (ask,) = others.take(OUTCOME_QUESTION)
+    ask([{"outcome": "rollback"}])  # (the new branch's holder: not of its incarnation)
+    assert KEY not in branches.parts and journal.prepared() == {}
+
+
+def test_a_holder_answers_for_its_own_incarnation_of_an_xid_only() -> None:
+    broker, branches, others, journal, clock = worker()
+    b = branches.start(xid_struct(KEY), KEY)
+    assert b.inc is not None and b.held.txn_id == store_id(KEY, b.inc)
+    assert outcome(broker, b.inc) == {"outcome": "wait"}
+    assert outcome(broker, b"A" * 8) == {"outcome": "rollback"}  # (another branch of the xid: not known)
+    assert outcome(broker) == {"outcome": "rollback"}  # (a part stored before incarnations)
+
+
+def test_records_stored_before_incarnations_are_read_with_none() -> None:
+    """A store's records of owners without INCARNATION (written before it) come back as
+    before, their incarnation None: matched by their xid alone; those with it, by both."""
+    journal = Recording()
+    broker = Broker(BrokerConfig(), journal=journal, now=Clock())
+    other = (0, b"gid", b"other")
+    inc = b"C" * 8
+    broker._prepared = {
+        PART_OWNER: {txn_id(KEY): HeldWork(PART_OWNER, txn_id(KEY), journal)},
+        PART_OWNER + INCARNATION: {store_id(other, inc): HeldWork(PART_OWNER + INCARNATION, store_id(other, inc), journal)},
+    }
+    branches = Branches.of(broker)
+    assert branches.parts[KEY].inc is None and branches.parts[other].inc == inc

@@ -24,10 +24,11 @@ from pathlib import Path
 import pytest
 
 from amqp10.broker.amqp010.dtx import ASK_AGAIN
+from amqp10.broker.amqp010.frontend import WORKER_PROPERTY
 from tests.amqp010.peer import SocketPeer, struct
 from tests.broker.test_workers import WAIT, Parent
 
-from .test_amqp010_processes import UNLIMITED, counts, one_on_each, publish, refused
+from .test_amqp010_processes import UNLIMITED, counts, one_on_each, pinned, publish, refused
 from .test_processes import owned_by
 
 pytestmark = pytest.mark.slow
@@ -493,14 +494,15 @@ def told_while_stopped(broker: Parent, worker: int, told: Callable[[], None]) ->
         os.kill(pid, signal.SIGCONT)
 
 
-def started_anew(p: SocketPeer, x: object) -> int:
-    """``dtx.start`` of ``x`` on a new session of ``p``, asked again (on another, as a refusal
-    ends its session) while refused not-allowed: the session's channel once it started."""
+def started_anew(p: SocketPeer, x: object, *, join: bool = False) -> int:
+    """``dtx.start`` of ``x`` (with ``join``) on a new session of ``p``, asked again (on
+    another, as a refusal ends its session) while refused not-allowed: the session's channel
+    once it started."""
     for channel in range(3, 11):
         p.attach(channel, b"anew-%d" % channel)
         p.call("dtx.select", channel)
         try:
-            r = p.call("dtx.start", channel, xid=x)
+            r = p.call("dtx.start", channel, xid=x, join=join)
         except AssertionError as exc:
             ((_, refusal),) = p.take("execution.exception")
             assert refusal["error_code"] == 530, exc
@@ -574,5 +576,106 @@ def test_a_part_learns_the_commit_of_a_holder_killed_after_it_decided(tmp_path: 
                 broker.wait_for(r"worker 0 \(pid \d+\) ended .*killed by SIGKILL", mark)
         with settled(broker, 0, mark, queues, [1, 1, 1, 1]) as peers:  # (before: [1, 2, 1, 0])
             assert bodies(peers[1], queues[3], 1) == [b"from-1"]
+    finally:
+        broker.stop()
+
+
+def on_worker_0(broker: Parent) -> SocketPeer:
+    """A 0-10 peer (a session attached) served by worker 0 while worker 1 is stopped: a
+    connection the kernel gave worker 1 is not answered, so each waits briefly and another
+    is tried (a bounded count)."""
+    for _ in range(64):
+        try:
+            peer = SocketPeer(broker.port, timeout=1.0)
+        except (OSError, AssertionError):  # (worker 1's: not served while it is stopped)
+            continue
+        if int(peer.server_properties[WORKER_PROPERTY]) == 0:
+            peer.timeout = WAIT
+            peer.sock.settimeout(WAIT)
+            peer.attach()
+            return peer
+        peer.close()
+    raise AssertionError("no connection was served by worker 0")
+
+
+def joined_anew(p: SocketPeer, x: object) -> None:
+    """A session of ``p`` joins branch ``x`` (asked again while refused), publishes "new-1"
+    to worker 1's target queue in it, and ends."""
+    channel = started_anew(p, x, join=True)
+    headers = [struct("delivery-properties", routing_key=owned_by(1, "dtxtarget"), delivery_mode=2), struct("message-properties")]
+    p.call("message.transfer", channel, destination="", accept_mode=1, acquire_mode=0, headers=headers, body=b"new-1")
+    r = p.call("dtx.end", channel, xid=x)
+    assert r is not None and r["status"] == OK
+    p.take("execution.result")  # (their ids are this session's: not another's results)
+
+
+def test_an_old_part_of_an_xid_started_again_while_its_worker_was_down_is_not_the_new_branchs(
+    tmp_path: Path,
+) -> None:
+    """A joined branch: worker 1's part prepared, worker 1 stopped, worker 0 SIGKILLed before
+    its own prepare is stored (presumed abort; worker 0 restarted keeps nothing of it). The
+    xid started again on worker 0 while worker 1 is stopped (nothing refuses it: worker 1
+    does not answer). Worker 1 let go: its old part is told the new branch is not its own
+    (another incarnation) and rolls back; a session of worker 1 joins the new branch and gets
+    a new part, and the new branch commits only its own work (before: the old part asked the
+    new branch's outcome and was told wait, the counts stayed [2, 1, 0, 0]; a session of
+    worker 1 joining the new branch would have been given the old part)."""
+    x = xid(b"incarnation")
+    broker = Parent(tmp_path, args=("--no-http", "--log-level", "debug"))
+    try:
+        broker.wait_listening()
+        with one_on_each(broker) as peers:
+            queues = joined_branch(
+                peers, x, crossing=False
+            )  # (worker 1's part waits for no store of worker 0)
+            pid1 = broker.worker_pids()[1]
+            mark = len(broker.lines)
+            with store_locked(tmp_path, 0):  # (worker 0's own prepared record cannot be stored)
+                peers[0].command("dtx.prepare", xid=x)
+                peers[0].flush()
+                broker.wait_for(r"worker=1 .*this worker's part prepared", mark)
+                os.kill(pid1, signal.SIGSTOP)
+                try:
+                    os.kill(broker.worker_pids()[0], signal.SIGKILL)
+                    broker.wait_for(r"worker 0 \(pid \d+\) ended .*killed by SIGKILL", mark)
+                except BaseException:
+                    os.kill(pid1, signal.SIGCONT)
+                    raise
+            peers.pop(1).sock.close()  # (its worker stopped: not closed in turn)
+        try:
+            broker.wait_for(r"worker=0 logger=amqp10.broker msg=.listening on", mark)
+            a = on_worker_0(broker)
+            a.call("dtx.select")
+            asked = len(broker.lines)
+            started = a.command("dtx.start", xid=x)
+            a.flush()
+            broker.wait_for(r"worker=0 .*worker 1 did not answer front-end-question", asked)
+        finally:
+            os.kill(pid1, signal.SIGCONT)
+        try:
+            (result,) = a.wait("execution.result")  # (bounded: the peer's timeout)
+            assert result["command_id"] == started and result["value"]["status"] == OK  # (nothing refused it)
+            publish(a, queues[2], b"new-0", durable=True)
+            deadline = time.monotonic() + WAIT
+            while (got := [counts(a, q)[0] for q in queues]) != [
+                2,
+                2,
+                0,
+                0,
+            ]:  # the old parts rolled back
+                assert time.monotonic() < deadline, f"the counts stayed {got}"
+                time.sleep(0.1)
+            with pinned(broker, {1: 1}) as by_worker:
+                joined_anew(by_worker[1][0], x)
+                assert status(a, "dtx.end", xid=x) == OK
+                assert status(a, "dtx.prepare", xid=x) == OK
+                assert status(a, "dtx.commit", xid=x, one_phase=False) == OK
+                for p in (a, by_worker[1][0]):  # the new branch's publishes only
+                    assert [counts(p, q)[0] for q in queues] == [2, 2, 1, 1]
+                    assert in_doubt(p) == []
+                assert bodies(a, queues[2], 1) == [b"new-0"]
+                assert bodies(a, queues[3], 1) == [b"new-1"]
+        finally:
+            a.close()
     finally:
         broker.stop()
