@@ -303,6 +303,9 @@ class Branches:
         self.decided: dict[Xid, HeldWork] = {}
         """Branches this worker committed or rolled back whose parts are not known all
         decided: the stored record of it (:data:`COMMITTED_OWNER`, :data:`ROLLED_BACK_OWNER`)."""
+        self.storing: set[Xid] = set()
+        """Those of :attr:`decided` whose record's write the store has not confirmed: their
+        outcome is told to no part yet (a crash now brings the branch back prepared)."""
         self._again: Lease | None = None
         for key, held in recovered(broker, OWNER):  # prepared before a restart
             b = self.branches[key] = Branch(xid_struct(key), key, held)
@@ -668,7 +671,13 @@ class Branches:
         record = self.decided[b.key] = HeldWork(owner, store_id(b.key, b.inc), self.broker.journal)
         both = _after(2, then)  # (the parts told, and its own outcome stored)
         self.finish_work(b.held, commit, both)
-        record.prepare(lambda: self._tell_decided(b.key, both))
+        self.storing.add(b.key)
+
+        def stored() -> None:
+            self.storing.discard(b.key)
+            self._tell_decided(b.key, both)
+
+        record.prepare(stored)
 
     def _tell_decided(self, key: Xid, then: Callable[[], None] = nothing) -> None:
         """Tell every other worker the outcome of its part of the branch ``key`` this worker
@@ -710,7 +719,8 @@ class Branches:
             self.ask_again()
             return
         for key in list(self.decided):
-            self._tell_decided(key)
+            if key not in self.storing:  # (told once stored)
+                self._tell_decided(key)
         for key, part in list(self.parts.items()):
             if part.prepared and part.quiet is None:
                 log.debug("dtx branch %s: this worker's part asks its outcome", _show(key))
@@ -758,7 +768,9 @@ class Branches:
             record = None
         if b is not None and _hex(b.inc) != inc:
             b = None
-        if record is not None:
+        if record is not None and key in self.storing:  # (a crash now: the branch prepared again)
+            outcome = "wait"
+        elif record is not None:
             outcome = "commit" if _committed(record) else "rollback"
         elif b is None:
             outcome = "rollback"

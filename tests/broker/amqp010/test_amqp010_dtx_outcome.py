@@ -285,3 +285,29 @@ def test_records_stored_before_incarnations_are_read_with_none() -> None:
     }
     branches = Branches.of(broker)
     assert branches.parts[KEY].inc is None and branches.parts[other].inc == inc
+
+
+@pytest.mark.parametrize("op", ["commit", "rollback"])
+def test_a_holder_tells_no_part_its_outcome_before_its_record_is_stored(op: str) -> None:
+    """Between the write of the record of its outcome and the store's word, a holder killed
+    comes back with the branch prepared: no part may have been told the outcome meanwhile
+    (before: the record counted from the write, so a part asking was answered it, and the
+    parts were told it at the next round)."""
+    broker, branches, others, journal, clock = worker()
+    b = branches.start(xid_struct(KEY), KEY)
+    b.parts = 1
+    b.held.prepare(nothing)
+    stored(journal)
+    branches.command(op, b, {"one_phase": False})(lambda fields: None)
+    assert outcome(broker, b.inc) == {"outcome": "wait"}
+    branches.ask_again()  # (as a part of another branch could have it due now)
+    later(broker, clock)
+    assert others.take(PART_QUESTION) == []
+    claimed: list[bool] = []
+    branches.claim(KEY, lambda answer: claimed.append(answer()))
+    assert claimed == [False]  # (its xid is not new meanwhile)
+    stored(journal)
+    assert outcome(broker, b.inc) == {"outcome": op}
+    (told,) = others.take(PART_QUESTION)
+    told([{"status": 0}])
+    assert outcome(broker, b.inc) == {"outcome": "rollback"}  # (forgotten: every worker answered)
