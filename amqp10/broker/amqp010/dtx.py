@@ -214,6 +214,9 @@ class Branch:
         self.parts: int | None = 0
         """How many other workers hold a part of it (their sessions' work: :attr:`part`);
         None: not known (recovered from the store: every worker is asked)."""
+        self.parts_asked = False
+        """Its parts were asked to prepare, so a part may be in another worker's store: its
+        rollback too is stored until they are told (as is that of a prepared branch)."""
         self.ended: Callable[[], None] | None = None
         """A part's: tells the worker that holds the branch a session of it ended while
         associated (the branch can only roll back)."""
@@ -277,7 +280,8 @@ class Branches:
     is. The holder's prepare asks every worker with a part to prepare it first
     (:data:`PART_QUESTION`: written to that worker's store, its own parts on other
     workers' queues prepared with it, as a branch's are) and prepares its own only once
-    all have; its commit (its rollback) stores that it committed (rolled back) the branch
+    all have; its commit (its rollback, once they were asked to prepare: before, they are
+    told once, nothing stored) stores that it committed (rolled back) the branch
     (:data:`COMMITTED_OWNER`; :data:`ROLLED_BACK_OWNER`) in the batch of its own record's
     commit (rollback), then tells the parts, again until every other worker answered. A
     part prepared before a restart comes back from its worker's store and is decided with
@@ -557,6 +561,7 @@ class Branches:
             statuses = [int(a["status"]) for a in answers if "status" in a]
             then(len(statuses) >= expected and all(st == XA["xa-ok"] for st in statuses))
 
+        b.parts_asked = True
         self._ask_parts(b.key, b.inc, "prepare", answered)
 
     def _ask_parts(self, key: Xid, inc: bytes | None, op: str, answered: Callable[[list[Fields]], None]) -> None:
@@ -662,6 +667,10 @@ class Branches:
         self.forget(b)
         if b.parts == 0 or self.broker.others is None:
             self.finish_work(b.held, commit, then)
+            return
+        if not (commit or b.prepared or b.parts_asked):  # no part of it prepared: none stored elsewhere
+            # its parts told once, nothing stored (the xid free at once)
+            self._ask_parts(b.key, b.inc, "rollback", lambda answers: self.finish_work(b.held, False, then))
             return
         # with parts: its record of the outcome and its own commit or rollback in one store
         # batch (nothing yields between), kept until every other worker answered; once that

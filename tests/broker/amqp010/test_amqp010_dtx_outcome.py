@@ -311,3 +311,26 @@ def test_a_holder_tells_no_part_its_outcome_before_its_record_is_stored(op: str)
     (told,) = others.take(PART_QUESTION)
     told([{"status": 0}])
     assert outcome(broker, b.inc) == {"outcome": "rollback"}  # (forgotten: every worker answered)
+
+
+def test_a_rollback_of_a_branch_never_prepared_stores_nothing_and_tells_its_parts_once() -> None:
+    """Its parts were never asked to prepare: nothing of them is in another store, so no
+    record of the rollback is written and its xid is new at once (before: a record written
+    before the client's answer, and the xid refused until every worker answered)."""
+    broker, branches, others, journal, clock = worker()
+    b = branches.start(xid_struct(KEY), KEY)
+    b.parts = 1
+    replies: list[Fields] = []
+    branches.command("rollback", b, {})(replies.append)
+    (told,) = [args for op, args, _ in others.asked if op == PART_QUESTION]
+    assert told["op"] == "rollback"
+    others.take(PART_QUESTION)[0]([])  # (the part's worker did not answer: told once only)
+    stored(journal)
+    assert replies == [{"status": 0}]
+    assert [op for op in journal.ops if op[0] == PREPARE] == []
+    assert outcome(broker, b.inc) == {"outcome": "rollback"}
+    later(broker, clock)
+    assert others.take(PART_QUESTION) == []
+    claimed: list[bool] = []
+    branches.claim(KEY, lambda answer: claimed.append(answer()))
+    assert others.take("amqp010.dtx-branch") != []  # (new here: the others asked whether it is theirs)
