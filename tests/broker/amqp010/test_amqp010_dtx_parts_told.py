@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 
-from amqp10.broker.amqp010.dtx import COMMITTED_OWNER, OWNER, Branch, Branches, xid_struct
+from amqp10.broker.amqp010.dtx import (
+    COMMITTED_OWNER,
+    OWNER,
+    ROLLED_BACK_OWNER,
+    Branch,
+    Branches,
+    xid_struct,
+)
 from amqp10.broker.config import BrokerConfig
 from amqp10.broker.core import Broker, HeldWork
 
@@ -42,7 +49,8 @@ def told(op: str, answers: list[Any], parts: int) -> list[bool]:
     if op == "prepare":
         branches._prepare_parts(b, got.append)
     else:
-        branches.decided[KEY] = HeldWork(COMMITTED_OWNER, b"t", broker.journal)
+        owner = COMMITTED_OWNER if op == "commit" else ROLLED_BACK_OWNER
+        branches.decided[KEY] = HeldWork(owner, b"t", broker.journal)
         branches._tell_decided(KEY, lambda: got.append(True))
     assert others.asked == [op]
     return got
@@ -68,3 +76,11 @@ def test_a_part_is_a_branch_that_tells_its_holder_a_session_ended() -> None:
     assert not b.part
     b.ended = lambda: None
     assert b.part
+
+
+def test_a_part_that_did_not_roll_back_is_logged_and_the_rollback_goes_on(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="amqp10.broker"):
+        assert told("rollback", [{"status": OK}, {}, None], 1) == [True]
+        assert "parts" not in caplog.text
+        assert told("rollback", [{"status": RBROLLBACK}, None], 1) == [True]
+    assert "1 of its parts on other workers did not roll back" in caplog.text
