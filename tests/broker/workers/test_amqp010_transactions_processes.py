@@ -7,7 +7,10 @@ two-phase.
 between a queue worker 1 owns and queues of both workers; a session on worker 1 prepares,
 recovers, commits or rolls it back, and a prepared branch outlives a SIGKILL of every
 process; a ``tx.commit`` on worker 0 that reaches worker 1's queues completes only once
-worker 1 applied its part. Every wait is bounded; none is a timed assertion.
+worker 1 applied its part. Every wait is bounded. One test counts what happens over a
+fixed window (``test_a_part_of_a_branch_left_prepared_asks_its_outcome_once_then_waits_to_be_told``:
+the outcome questions asked in five rounds, ``5 * ASK_AGAIN`` seconds): a count over a fixed,
+generous window, not a claim on speed; no other assertion depends on time.
 """
 
 from __future__ import annotations
