@@ -118,7 +118,7 @@ class BasicMethods:
         ch.consumers[tag] = c
         ctx.ok(ch.number, method.no_wait, m.BasicConsumeOk(consumer_tag=tag))
         if isinstance(q, Stream):
-            q.add_consumer(c, start)
+            q.add_consumer_at(c, start)
         else:
             q.add_consumer(c)
 

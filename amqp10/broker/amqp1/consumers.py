@@ -488,7 +488,7 @@ class Consumers:
         if added:
             queue.consumer_ready(consumer)
         elif isinstance(queue, Stream):
-            queue.add_consumer(consumer, start)
+            queue.add_consumer_at(consumer, start)
         else:
             queue.add_consumer(consumer)
         if link.drain:  # a drain asked for before this: answered now

@@ -238,7 +238,7 @@ class Publishers:
                 refused = self._refused(d, node, by_name=by_name)
                 # the relay (AnonymousTarget) and /queues/NAME make no node: its owner routes
                 # by name, as the default exchange does, unroutable if it has no such queue
-                result = (node.publish_answered if by_name else node.publish)(msg, stored, refused)
+                result = (node.publish_answered if by_name else node.publish_refusable)(msg, stored, refused)
             elif node.answers_later:  # ($management, when another worker holds a reply-to)
                 result = node.publish_answered(msg, stored, self._refused(d, node))
             else:

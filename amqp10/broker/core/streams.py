@@ -158,9 +158,15 @@ class Stream(Node):
             return min(max(spec, self.first), self._end)  # may wait for its commit
         raise ValueError(f"unsupported stream offset {spec!r}: use first, last, next, an offset or a timestamp")
 
-    def add_consumer(self, consumer: Consumer, start: int | None = None) -> None:
+    def add_consumer(self, consumer: Consumer) -> None:
+        """Start ``consumer`` at the end (:meth:`add_consumer_at` for another offset)."""
+        self.add_consumer_at(consumer, None)
+
+    def add_consumer_at(self, consumer: Consumer, start: int | None) -> None:
         """Start ``consumer`` at offset ``start`` (None: the end). With
-        ``single_active_consumer``, one that comes while another reads waits its turn."""
+        ``single_active_consumer``, one that comes while another reads waits its turn.
+        (Not ``add_consumer`` with a second parameter: compiled callers reach an override of
+        a compiled base's method with the base's parameters only; tests/test_design.py.)"""
         self.positions[consumer.id] = self.next if start is None else start
         waits = self.policy.single_active_consumer and bool(self.consumers)
         self.consumers.append(consumer)

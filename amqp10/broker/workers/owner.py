@@ -711,7 +711,7 @@ class NodeServer:
             if remote_id is not None:
                 self._by_remote_id[int(remote_id)] = c
             if isinstance(node, Stream):
-                node.add_consumer(c, start)
+                node.add_consumer_at(c, start)
             else:
                 node.add_consumer(c)
         self.wrote()

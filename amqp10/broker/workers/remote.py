@@ -382,24 +382,27 @@ class RemoteNode(NodeElsewhere):
         return props
 
     # -- publish ------------------------------------------------------------------------------
-    def publish(
-        self,
-        msg: QueuedMessage,
-        on_stored: Callable[[], None],
-        on_refused: Refused | None = None,
-        *,
-        out: _Outlet | None = None,
-    ) -> PublishResult:
+    def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
         """Forward ``msg`` to the owner (with the rest of this turn's batch); ``on_stored`` once
-        it took it, else ``on_refused``. The owner makes the node if it has none (as a 1.0
-        publisher's attach makes it on a broker of one worker). ``out``: the publishing link
-        (:meth:`publish_answered`'s; else the direct one)."""
+        it took it. The owner makes the node if it has none (as a 1.0 publisher's attach makes
+        it on a broker of one worker)."""
+        return self._forward(msg, on_stored, None, self._direct)
+
+    def publish_refusable(
+        self, msg: QueuedMessage, on_stored: Callable[[], None], on_refused: Refused
+    ) -> PublishResult:
+        """:meth:`publish`, with ``on_refused`` if the owner refuses it or is down past the bound."""
+        return self._forward(msg, on_stored, on_refused, self._direct)
+
+    def _forward(
+        self, msg: QueuedMessage, on_stored: Callable[[], None], on_refused: Refused | None, out: _Outlet
+    ) -> PublishResult:
+        """:meth:`publish` and :meth:`publish_answered` on the publishing link ``out``;
+        ``on_refused`` if the owner refuses it (or it is down past the bound)."""
         absorbing = self._nodes.absorbing
         if absorbing is not None:  # (a transaction's commit: its owner has it prepared)
             absorbing(on_stored)
             return _TAKEN
-        if out is None:
-            out = self._direct
         batch = out.batch
         record = encode_record(msg)
         ex = self._exclusive
@@ -426,7 +429,7 @@ class RemoteNode(NodeElsewhere):
     ) -> PublishResult:
         """:meth:`publish` as the default exchange routes to a queue by name: if the owner
         has no such queue, ``on_refused`` gets unroutable (nothing is made)."""
-        return self.publish(msg, on_stored, on_refused, out=self._routed)
+        return self._forward(msg, on_stored, on_refused, self._routed)
 
     def _send_batch(self) -> None:
         """This turn's publishes go as one transfer a link (the end of the turn: the link writes)."""

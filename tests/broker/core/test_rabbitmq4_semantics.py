@@ -240,8 +240,8 @@ def test_a_stream_with_a_single_active_consumer_hands_over_where_it_stopped() ->
     log = v.declare_queue("log", arguments={"x-queue-type": "stream", "x-single-active-consumer": True})
     assert isinstance(log, Stream)
     a, b = Taker(10, cid=1), Taker(10, cid=2)
-    log.add_consumer(a, 0)
-    log.add_consumer(b, 0)
+    log.add_consumer_at(a, 0)
+    log.add_consumer_at(b, 0)
     for i in range(3):
         log.publish(_queued(i), lambda: None)
     assert (len(a.got), len(b.got), log.active_consumer) == (3, 0, a)

@@ -80,7 +80,7 @@ def test_stream_readers_and_info_see_only_committed_entries(tmp_path: Path) -> N
     ev = stream(broker(j))
     j.commit()
     r = Reader(1)
-    ev.add_consumer(r, ev.start_offset("first"))
+    ev.add_consumer_at(r, ev.start_offset("first"))
     accepted: list[int] = []
     for i in range(3):
         ev.publish(message(i), lambda i=i: accepted.append(i))
@@ -95,7 +95,7 @@ def test_stream_readers_and_info_see_only_committed_entries(tmp_path: Path) -> N
     assert ev.info()["next"] == 3 and ev.info()["count"] == 3
     late = Reader(2)  # attached at "next" while an entry is uncommitted: it gets that entry once stored
     ev.publish(message(3), lambda: None)
-    ev.add_consumer(late, ev.start_offset("next"))
+    ev.add_consumer_at(late, ev.start_offset("next"))
     assert late.got == [] and seen(r)[-1] == (2, "m2")
     j.commit()
     assert seen(late) == [(3, "m3")] and seen(r)[-1] == (3, "m3")
@@ -104,7 +104,7 @@ def test_stream_readers_and_info_see_only_committed_entries(tmp_path: Path) -> N
 def test_stream_without_a_store_delivers_at_once() -> None:
     ev = stream(Broker(BrokerConfig(addresses=[AddressRule(pattern="ev*", kind="stream")])))
     r = Reader(1)
-    ev.add_consumer(r, ev.start_offset("first"))
+    ev.add_consumer_at(r, ev.start_offset("first"))
     ev.publish(message(0), lambda: None)
     assert seen(r) == [(0, "m0")] and ev.info()["next"] == 1
 
@@ -114,7 +114,7 @@ def test_stream_crash_never_reuses_an_offset_a_reader_saw(tmp_path: Path) -> Non
     j = HeldJournal(store)
     ev = stream(broker(j))
     r = Reader(1)
-    ev.add_consumer(r, ev.start_offset("first"))
+    ev.add_consumer_at(r, ev.start_offset("first"))
     for i in range(5):
         ev.publish(message(i), lambda: None)
     j.commit()
@@ -131,7 +131,7 @@ def test_stream_crash_never_reuses_an_offset_a_reader_saw(tmp_path: Path) -> Non
     ev2.publish(message(100), lambda: None)
     j2.commit()
     again = Reader(2)
-    ev2.add_consumer(again, ev2.start_offset("first"))
+    ev2.add_consumer_at(again, ev2.start_offset("first"))
     after = dict(seen(again))
     assert all(after.get(off) == mid for off, mid in seen(r)), "an offset the reader saw now names another message"
     assert after[5] == "m100"  # one past the last committed entry

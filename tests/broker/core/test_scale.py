@@ -216,8 +216,8 @@ def test_stream_dispatch_visits_only_readers_with_credit() -> None:
 def test_stream_reader_parked_without_credit_comes_back_through_consumer_ready() -> None:
     st = Stream("st", QueuePolicy(), now=lambda: 1000.0)
     a, b = SpyConsumer(1, credit=2), SpyConsumer(2, credit=10)
-    st.add_consumer(a, start=0)
-    st.add_consumer(b, start=0)
+    st.add_consumer_at(a, 0)
+    st.add_consumer_at(b, 0)
     for i in range(5):
         st.publish(message(i), lambda: None)
     assert [m.data[0] for m in a.got] == [0, 1]  # out of credit: parked at offset 2
