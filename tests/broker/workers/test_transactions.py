@@ -110,6 +110,20 @@ def test_acks_on_queues_of_both_workers_commit_and_roll_back_as_one(broker: Pare
         assert [setup.basic_get(n, auto_ack=True)[2] for n in names] == [b"2", b"2"]
 
 
+def _stored(conn: pika.BlockingConnection, worker: int) -> None:
+    """Once this returns, what worker ``worker`` (``conn``'s) gave its store before is
+    durable: a persistent publish to a durable queue it owns is confirmed only once its
+    store batch is, and its store commits batches in order. (A delivery's in-flight mark,
+    which brings the message back redelivered after a crash, is written in a batch after
+    the delivery is sent: a crash before that batch brings it back not redelivered.)"""
+    ch = conn.channel()
+    ch.confirm_delivery()
+    name = owned_by(worker, "stored")
+    ch.queue_declare(name, durable=True)
+    ch.basic_publish("", name, b"", pika.BasicProperties(delivery_mode=2))  # (returns once confirmed)
+    ch.close()
+
+
 def test_a_coordinator_killed_before_its_decision_leaves_every_part_rolled_back(tmp_path: Path) -> None:
     """Presumed abort: worker 1 stopped, worker 0 asks it to prepare and is SIGKILLed before
     any answer; worker 1 goes on, prepares (stored), and once worker 0 is back it asks it,
@@ -131,6 +145,7 @@ def test_a_coordinator_killed_before_its_decision_leaves_every_part_rolled_back(
                 tx.basic_ack(tag)
             for n in names:
                 tx.basic_publish("", n, b"never", pika.BasicProperties(delivery_mode=2))
+            _stored(conns[0], 0)  # (worker 0's delivery of its message is marked in its store)
             pids = broker.worker_pids()
             mark = len(broker.lines)
             os.kill(pids[1], signal.SIGSTOP)
@@ -148,7 +163,7 @@ def test_a_coordinator_killed_before_its_decision_leaves_every_part_rolled_back(
             ch = conns[1].channel()
             for n in names:
                 method, _, body = ch.basic_get(n, auto_ack=True)
-                assert body == b"kept" and method.redelivered
+                assert body == b"kept" and method.redelivered, (n, method)
     finally:
         broker.stop()
 
