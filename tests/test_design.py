@@ -260,3 +260,42 @@ def test_an_override_of_a_compiled_classs_method_takes_its_parameters() -> None:
                     wrong.append(f"{sub.__module__}.{sub.__qualname__}.{name}{inspect.signature(fn)} "
                                  f"overrides {base.__qualname__}{inspect.signature(own)}")
     assert not wrong, "\n".join(wrong)
+
+
+SHADOWS_READ_AS_ANY = {("amqp10.broker.amqp1.addresses.ExchangeTarget", "deleted")}
+"""Interpreted subclasses that shadow a compiled base's attribute, each read only through a
+value typed ``Any`` by compiled code (``amqp1/publishers.py``'s ``_publish``): mypyc crashed
+on a compiled subclass's property over the attribute, so ``ExchangeTarget`` stays interpreted."""
+
+
+def test_no_interpreted_subclass_shadows_a_compiled_classs_attribute() -> None:
+    """A compiled class's attribute (one not declared ``ClassVar``) is a slot: compiled code
+    reads the slot and never an interpreted subclass's class-level value or property over it
+    (an ``Exchange``'s ``kind`` was read as "node" before ``kind`` became a ``ClassVar``)."""
+    import importlib
+    import inspect
+
+    test_an_override_of_a_compiled_classs_method_takes_its_parameters()  # (imports everything)
+    names = _compiled_modules()
+    compiled = [importlib.import_module(name) for name in names]
+    bases = [c for m in compiled for c in vars(m).values() if inspect.isclass(c) and c.__module__ == m.__name__]
+    wrong = []
+    for base in bases:
+        notes = {n: str(a) for n, a in vars(base).get("__annotations__", {}).items()}
+        slots = {n for n, a in notes.items() if "ClassVar" not in a}
+        slots |= {
+            n
+            for n, v in vars(base).items()
+            if not n.startswith("__") and not callable(v) and not isinstance(v, (property, staticmethod, classmethod))
+            and "ClassVar" not in notes.get(n, "")
+        }
+        stack = list(base.__subclasses__())
+        while stack:
+            sub = stack.pop()
+            stack.extend(sub.__subclasses__())
+            if sub.__module__ in names:
+                continue
+            for n in slots & set(vars(sub)):
+                if (f"{sub.__module__}.{sub.__qualname__}", n) not in SHADOWS_READ_AS_ANY:
+                    wrong.append(f"{sub.__module__}.{sub.__qualname__}.{n} shadows {base.__qualname__}.{n}")
+    assert not wrong, "\n".join(sorted(set(wrong)))

@@ -175,7 +175,7 @@ class QueuedMessage:
 
     def forget_fields(self) -> None:
         """Its ``data`` was rewritten: what was read from the old bytes is read again when asked."""
-        for name in ("_routing", "_headers", "_fields", "_forms", "_group"):
+        for name in self.__deletable__:  # (what the compiled class lets be deleted)
             if hasattr(self, name):
                 delattr(self, name)
 

@@ -42,7 +42,6 @@ class PartitionedStream(Node):
     worker owns is its stand-in there: what this worker places on it goes to its owner."""
 
     kind = "stream"
-    needs_message_ids = True
 
     def __init__(self, name: str, policy: QueuePolicy, partitions: Sequence[Stream | Node]) -> None:
         super().__init__(name, policy)
