@@ -151,7 +151,7 @@ async def pair(journal: Any = None) -> Pair:
 def publish(node: RemoteNode, body: bytes, seen: list[str] | None = None, **kw: Any) -> PublishResult:
     done = seen if seen is not None else []
     tag = body.decode()
-    return node.publish(
+    return node.publish_refusable(
         QueuedMessage(body, **kw),
         lambda: done.append(f"{tag}:stored"),
         lambda r: done.append(f"{tag}:{'unavailable' if r is None else r.value}"),
