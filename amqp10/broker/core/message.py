@@ -175,7 +175,9 @@ class QueuedMessage:
 
     def forget_fields(self) -> None:
         """Its ``data`` was rewritten: what was read from the old bytes is read again when asked."""
-        for name in self.__deletable__:  # (what the compiled class lets be deleted)
+        # (the names of __deletable__, which only the compiled class may delete; mypyc takes
+        # __deletable__ at build time and the compiled class has no such attribute to read)
+        for name in ("_routing", "_headers", "_fields", "_forms", "_group"):
             if hasattr(self, name):
                 delattr(self, name)
 
