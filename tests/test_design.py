@@ -10,7 +10,9 @@ The graph counts runtime imports only, lazy ones inside functions included (see
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -216,11 +218,11 @@ def _compiled_modules() -> list[str]:
     raise AssertionError("setup.py has no COMPILED list")
 
 
-def _kinds(fn: object) -> list[object]:
+def _kinds(fn: Callable[..., Any]) -> list[object]:
     """A function's parameters as mypyc passes them: how many, of which kinds (not names)."""
     import inspect
 
-    return [p.kind for p in inspect.signature(fn).parameters.values()]  # type: ignore[arg-type]
+    return [p.kind for p in inspect.signature(fn).parameters.values()]
 
 
 def test_an_override_of_a_compiled_classs_method_takes_its_parameters() -> None:
@@ -244,7 +246,7 @@ def test_an_override_of_a_compiled_classs_method_takes_its_parameters() -> None:
     assert any(c.__name__ == "Node" for c in bases), "the check must see the compiled node hierarchy"
 
     def subclasses(c: type) -> set[type]:
-        found = set(c.__subclasses__())
+        found: set[type] = set(c.__subclasses__())
         for s in list(found):
             found |= subclasses(s)
         return found
