@@ -141,16 +141,33 @@ def clients(fam: Family) -> WorkerFactory:
     return our_worker
 
 
+def host_busy() -> tuple[float, float]:
+    """(CPU seconds every core of this host spent busy so far, seconds of all cores so far),
+    from /proc/stat: busy is all but idle and iowait."""
+    with open("/proc/stat") as f:
+        ticks = [int(v) for v in f.readline().split()[1:]]
+    hz = os.sysconf("SC_CLK_TCK")
+    idle = ticks[3] + ticks[4]
+    return (sum(ticks) - idle) / hz, sum(ticks) / hz
+
+
+Run = tuple[float, float, float, float]
+"""One run: (msg/s, the broker's CPU µs per message, the host's busy share of all its cores
+over the run, the CPU µs per message of everything else on the host: the clients, mostly)."""
+
+
 def measure(
     b: Any, pids: list[int], url: str, fam: Family, queues: int, count: int, prefix: str
-) -> tuple[float, float]:
-    """One run of ``queues`` pairs against a started broker: (msg/s, broker CPU µs per message)."""
+) -> Run:
+    """One run of ``queues`` pairs against a started broker."""
     cfg = BenchConfig(count=count, producers=queues, consumers=queues, timeout=300, settle=fam.settle,
                       url=url)  # fmt: skip
-    cpu0 = family_cpu(pids)
+    cpu0, (busy0, all0) = family_cpu(pids), host_busy()
     r = run_bench(cfg, worker=per_queue(clients(fam), prefix), broker=b)
-    cpu = family_cpu(pids) - cpu0
-    return r.throughput, cpu / max(r.received, 1) * 1e6
+    cpu, (busy1, all1) = family_cpu(pids) - cpu0, host_busy()
+    n = max(r.received, 1)
+    share = (busy1 - busy0) / max(all1 - all0, 1e-9)
+    return r.throughput, cpu / n * 1e6, share, max(busy1 - busy0 - cpu, 0.0) / n * 1e6
 
 
 @contextlib.contextmanager
@@ -181,7 +198,7 @@ def started(workers: int, extra: str = "") -> Iterator[tuple[BrokerProcess, list
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def ours(workers: int, fam: Family, queues: int, count: int, extra: str = "") -> tuple[float, float]:
+def ours(workers: int, fam: Family, queues: int, count: int, extra: str = "") -> Run:
     """One run on a fresh broker of ours with ``workers`` processes (``extra``: config lines)."""
     with started(workers, extra) as (b, pids, url):
         return measure(b, pids, url, fam, queues, count, PREFIX)
@@ -196,7 +213,7 @@ class Peers:
         self.workdir = workdir
         self.rabbit: tuple[Any, str] | None = None
 
-    def run(self, peer: str, fam: Family, queues: int, count: int, rnd: int) -> tuple[float, float]:
+    def run(self, peer: str, fam: Family, queues: int, count: int, rnd: int) -> Run:
         import compare
 
         if peer == PROTON_C:
@@ -248,8 +265,8 @@ def missing(fams: list[Family], peers: bool) -> tuple[list[Family], set[str], li
     return keep, can, notes
 
 
-Runs = dict[tuple[str, int, str], list[tuple[float, float]]]
-"""(family, queues, broker) -> every run's (msg/s, broker CPU µs/msg); broker ``"1"``, ``"2"``
+Runs = dict[tuple[str, int, str], list[Run]]
+"""(family, queues, broker) -> every run; broker ``"1"``, ``"2"``
 for ours with that many workers, or the peer's name."""
 
 
@@ -261,8 +278,8 @@ def broker_name(b: str) -> str:
     return b if not b.isdigit() else f"amqp10, {b} worker{'s' if b != '1' else ''}"
 
 
-def median_rate(runs: list[tuple[float, float]]) -> float:
-    return statistics.median(r for r, _ in runs)
+def median_rate(runs: list[Run]) -> float:
+    return statistics.median(r[0] for r in runs)
 
 
 def table(
@@ -270,8 +287,8 @@ def table(
 ) -> list[str]:
     peer = fam.peer if fam.peer in brokers else None
     rows = [f"{fam.title}:", "",
-            f"| workload | broker | msg/s (median) | runs | broker CPU µs/msg | vs 1 worker | vs {peer or 'peer'} | model |",
-            "|---|---|---:|---|---:|---:|---:|---:|"]  # fmt: skip
+            f"| workload | broker | msg/s (median) | runs | broker CPU µs/msg | rest of host µs/msg | host busy | vs 1 worker | vs {peer or 'peer'} | model |",
+            "|---|---|---:|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for q in queues:
         base = median_rate(runs[(fam.key, q, str(workers[0]))])
         ref = (
@@ -280,23 +297,23 @@ def table(
         for b in brokers:
             got = runs.get((fam.key, q, b))
             if not got:
-                rows.append(f"| {label(q)} | {broker_name(b)} | failed | | | | | |")
+                rows.append(f"| {label(q)} | {broker_name(b)} | failed | | | | | | | |")
                 continue
             rate = median_rate(got)
-            cpu = statistics.median(c for _, c in got)
-            every = ", ".join(f"{r:,.0f}" for r, _ in got)
+            cpu = statistics.median(r[1] for r in got)
+            busy = statistics.median(r[2] for r in got)
+            rest = statistics.median(r[3] for r in got)
+            every = ", ".join(f"{r[0]:,.0f}" for r in got)
             vs_peer = f"{rate / ref:.2f}x" if ref else "—"
             speed = f"{rate / base:.2f}x" if b.isdigit() else "—"
             m = f"{model(int(b), q):.2f}x" if b.isdigit() else "—"
             rows.append(
-                f"| {label(q)} | {broker_name(b)} | {rate:,.0f} | {every} | {cpu:.1f} | {speed} | {vs_peer} | {m} |"
+                f"| {label(q)} | {broker_name(b)} | {rate:,.0f} | {every} | {cpu:.1f} | {rest:.1f} | {busy:.0%} | {speed} | {vs_peer} | {m} |"
             )
     return rows
 
 
-def check(
-    name: str, a: list[tuple[float, float]], b: list[tuple[float, float]], factor: float
-) -> str:
+def check(name: str, a: list[Run], b: list[Run], factor: float) -> str:
     """``a`` >= ``factor`` x ``b``: on the medians, and round by round (the same round's runs
     ran back to back: the steadiest comparison on a shared machine)."""
     if not a or not b:
@@ -304,7 +321,7 @@ def check(
     x, y = median_rate(a), median_rate(b)
     line = f"- {name}: {x / y:.2f}x (medians) — {'met' if x >= factor * y else 'NOT met'}"
     if len(a) > 1 and len(a) == len(b):
-        per = [p / q for (p, _), (q, _) in zip(a, b)]
+        per = [p[0] / q[0] for p, q in zip(a, b)]
         line += f"; round by round {', '.join(f'{r:.2f}x' for r in per)} (met in {sum(r >= factor for r in per)} of {len(per)})"
     return line
 
@@ -371,18 +388,19 @@ def main(argv: list[str] | None = None) -> int:
                             assert b is not None
                             try:
                                 if b.isdigit():
-                                    rate, cpu = ours(int(b), f, q, args.count, extra)
+                                    run = ours(int(b), f, q, args.count, extra)
                                 else:
-                                    rate, cpu = round_peers.run(b, f, q, args.count, i)
+                                    run = round_peers.run(b, f, q, args.count, i)
                             except (BenchError, RuntimeError, OSError) as exc:
                                 errors.append(
                                     f"round {i + 1} {f.key} queues {q} {broker_name(b)}: {exc}"
                                 )
                                 print(errors[-1], flush=True)
                                 continue
-                            runs.setdefault((f.key, q, b), []).append((rate, cpu))
+                            runs.setdefault((f.key, q, b), []).append(run)
                             print(f"round {i + 1} {f.key:18} queues {q} {broker_name(b):18} "
-                                  f"load {os.getloadavg()[0]:4.1f}: {rate:9,.0f} msg/s {cpu:6.1f} us/msg",
+                                  f"load {os.getloadavg()[0]:4.1f}: {run[0]:9,.0f} msg/s {run[1]:6.1f} us/msg, "
+                                  f"rest of host {run[3]:5.1f} us/msg, host {run[2]:4.0%} busy",
                                   flush=True)  # fmt: skip
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
