@@ -52,6 +52,7 @@ _OPEN = ChannelState.OPEN
 _IDLE = ContentState.IDLE
 _AWAIT_HEADER = ContentState.AWAIT_HEADER
 _AWAIT_BODY = ContentState.AWAIT_BODY
+_CHANNEL_CLASS = ChannelOpen.CLASS_ID  # open, flow, close and their answers: the long way
 assert TRANSITIONS[_OPEN, CI.RECV_METHOD] is _OPEN
 assert CONTENT_TRANSITIONS[_IDLE, ContentInput.CONTENT_METHOD] is _AWAIT_HEADER
 assert CONTENT_TRANSITIONS[_AWAIT_HEADER, ContentInput.HEADER] is _AWAIT_BODY
@@ -121,11 +122,15 @@ class Channel:
 
     def receive_method(self, method: Method) -> tuple[list[Event], list[Method]]:
         """The events a method on this channel raises and the methods to answer with."""
-        if method.CONTENT and self.state is _OPEN and self.content_state is _IDLE:
-            # the usual content method (a publish): RECV_METHOD and CONTENT_METHOD, inline
-            self.content_state = _AWAIT_HEADER
-            self._method = method
-            return [], []
+        if self.state is _OPEN and self.content_state is _IDLE:
+            # the usual methods: RECV_METHOD, and for a content method (a publish)
+            # CONTENT_METHOD, inline; the channel class's own go the long way
+            if method.CONTENT:
+                self.content_state = _AWAIT_HEADER
+                self._method = method
+                return [], []
+            if method.CLASS_ID != _CHANNEL_CLASS:
+                return [MethodReceived(channel=self.number, method=method)], []
         if self.state in DISCARDS:
             return self._receive_while_closing(method)
         if self.content_state is not ContentState.IDLE:
