@@ -46,6 +46,18 @@ __all__ = ["Channel"]
 CI = ChannelInput
 _unpack_content_header = CONTENT_HEADER.unpack_from
 _EMPTY_CLOSE = ChannelClose(reply_code=200, reply_text="OK")
+# a content method, header and body frames on an open channel move as the tables say, per
+# message: the hot path sets the states the tables give, without looking them up
+_OPEN = ChannelState.OPEN
+_IDLE = ContentState.IDLE
+_AWAIT_HEADER = ContentState.AWAIT_HEADER
+_AWAIT_BODY = ContentState.AWAIT_BODY
+_CHANNEL_CLASS = ChannelOpen.CLASS_ID  # open, flow, close and their answers: the long way
+assert TRANSITIONS[_OPEN, CI.RECV_METHOD] is _OPEN
+assert CONTENT_TRANSITIONS[_IDLE, ContentInput.CONTENT_METHOD] is _AWAIT_HEADER
+assert CONTENT_TRANSITIONS[_AWAIT_HEADER, ContentInput.HEADER] is _AWAIT_BODY
+assert CONTENT_TRANSITIONS[_AWAIT_BODY, ContentInput.BODY] is _AWAIT_BODY
+assert CONTENT_TRANSITIONS[_AWAIT_BODY, ContentInput.COMPLETE] is _IDLE
 
 
 class Channel:
@@ -110,6 +122,15 @@ class Channel:
 
     def receive_method(self, method: Method) -> tuple[list[Event], list[Method]]:
         """The events a method on this channel raises and the methods to answer with."""
+        if self.state is _OPEN and self.content_state is _IDLE:
+            # the usual methods: RECV_METHOD, and for a content method (a publish)
+            # CONTENT_METHOD, inline; the channel class's own go the long way
+            if method.CONTENT:
+                self.content_state = _AWAIT_HEADER
+                self._method = method
+                return [], []
+            if method.CLASS_ID != _CHANNEL_CLASS:
+                return [MethodReceived(channel=self.number, method=method)], []
         if self.state in DISCARDS:
             return self._receive_while_closing(method)
         if self.content_state is not ContentState.IDLE:
@@ -177,7 +198,10 @@ class Channel:
         """A content header frame's payload."""
         if self.state in DISCARDS:
             return []
-        self._content(ContentInput.HEADER)
+        if self.content_state is _AWAIT_HEADER:
+            self.content_state = _AWAIT_BODY
+        else:
+            self._content(ContentInput.HEADER)  # (not expected now: raises)
         method = self._method
         assert method is not None
         try:
@@ -224,7 +248,8 @@ class Channel:
         """A content body frame's payload."""
         if self.state in DISCARDS:
             return []
-        self._content(ContentInput.BODY)
+        if self.content_state is not _AWAIT_BODY:
+            self._content(ContentInput.BODY)  # (not expected now: raises)
         self._received += len(payload)
         if self._received > self._body_size:
             raise ConnectionException(
@@ -252,18 +277,23 @@ class Channel:
         self.content_state = new
 
     def _complete(self) -> ContentReceived:
-        self._content(ContentInput.COMPLETE)
-        method, props = self._method, self._properties
+        """The content is whole (AWAIT_BODY, the only state it is called in): its event."""
+        method, props, parts = self._method, self._properties, self._body
         assert method is not None and props is not None
-        body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
         event = ContentReceived(
             channel=self.number,
             method=method,
             properties=props,
             raw_properties=self._raw_properties,
-            body=body,
+            body=parts[0] if len(parts) == 1 else b"".join(parts),
         )
-        self._reset_content()
+        # COMPLETE, and _reset_content, inline (per message)
+        self.content_state = _IDLE
+        self._method = None
+        self._properties = None
+        self._raw_properties = b""
+        self._body = []
+        self._body_size = self._received = 0
         return event
 
     def _reset_content(self) -> None:

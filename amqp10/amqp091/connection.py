@@ -187,6 +187,9 @@ class Connection(ConnectionMethods):
             ConnectionClose: self._on_close,
             ConnectionCloseOk: self._on_close_ok,
         }
+        self._encoded_ids: dict[type[Method], bytes] = {}
+        """``send_encoded_content``: the class and method ids of each method it sent (a
+        method's type, the role and the dialect are checked once)."""
         self._frame_handlers: dict[int, Callable[[int, bytes], None]] = {
             FRAME_METHOD: self._method_frame,
             FRAME_HEADER: self._header_frame,
@@ -236,6 +239,7 @@ class Connection(ConnectionMethods):
         pos = 0
         end_of_data = len(buf)
         recv_max = self._recv_frame_max
+        handlers = self._frame_handlers
         while end_of_data - pos >= 7 and not self._discard_input:
             frame_type, channel, size = _unpack_prefix(buf, pos)
             if size + FRAME_OVERHEAD > recv_max:
@@ -253,7 +257,12 @@ class Connection(ConnectionMethods):
             pos = end + 1
             self.frames_in += 1
             try:
-                self._dispatch(frame_type, channel, payload)
+                # a known frame type while not closing goes straight to its handler
+                handler = handlers.get(frame_type) if self.state is not S.CLOSE_SENT else None
+                if handler is not None:
+                    handler(channel, payload)
+                else:
+                    self._dispatch(frame_type, channel, payload)
             except ChannelException as exc:
                 self._channel_exception(channel, exc)
             # a name of its own for each type caught: mypyc gives a name one type
@@ -516,12 +525,19 @@ class Connection(ConnectionMethods):
         a broker delivering a stored message has its exchange and routing key in wire
         form, and each consumer's tag. A version that lays the method out otherwise is a
         ValueError (use ``send_content``)."""
-        ids = self.dialect.plain_ids(method)
+        ids = self._encoded_ids.get(method)
         if ids is None:
-            raise ValueError(f"{method.NAME} has another layout in AMQP {self.dialect.name}")
-        self._check_sendable(channel, method)
-        if not method.CONTENT:
-            raise ValueError(f"{method.NAME} carries no content: use send_method")
+            ids = self.dialect.plain_ids(method)
+            if ids is None:
+                raise ValueError(f"{method.NAME} has another layout in AMQP {self.dialect.name}")
+            self._check_sendable(channel, method)
+            if not method.CONTENT:
+                raise ValueError(f"{method.NAME} carries no content: use send_method")
+            self._encoded_ids[method] = ids  # what depends on the method's type is checked once
+        else:  # the method passed: only the connection's and the channel's states remain
+            ch = self._channels.get(channel) if self.state is S.OPEN else None
+            if ch is None or ch.state is not ChannelState.OPEN:
+                self._check_sendable(channel, method)  # (raises)
         size = len(ids) + len(arguments)
         frame_max = self._send_frame_max
         if frame_max and size + FRAME_OVERHEAD > frame_max:
@@ -700,10 +716,16 @@ class Connection(ConnectionMethods):
             self._channel_method(channel, method)
 
     def _header_frame(self, channel: int, payload: bytes) -> None:
-        self._events += self._content_channel(channel).receive_header(payload)
+        ch = self._channels.get(channel) if channel and self.state is S.OPEN else None
+        if ch is None:
+            ch = self._content_channel(channel)  # (raises)
+        self._events += ch.receive_header(payload)
 
     def _body_frame(self, channel: int, payload: bytes) -> None:
-        self._events += self._content_channel(channel).receive_body(payload)
+        ch = self._channels.get(channel) if channel and self.state is S.OPEN else None
+        if ch is None:
+            ch = self._content_channel(channel)  # (raises)
+        self._events += ch.receive_body(payload)
 
     def _heartbeat_frame(self, channel: int, payload: bytes) -> None:
         if channel != 0 or payload:
@@ -712,6 +734,7 @@ class Connection(ConnectionMethods):
             )
 
     def _content_channel(self, channel: int) -> Channel:
+        """The open channel a content frame is on (the frame handlers' check, where it fails)."""
         if channel == 0 or self.state is not S.OPEN:
             raise ConnectionException(
                 ReplyCode.UNEXPECTED_FRAME, f"UNEXPECTED_FRAME - content frame on channel {channel}"

@@ -25,7 +25,7 @@ from amqp10.amqp091 import methods as m
 from amqp10.amqp091.errors import reply_text, resource_locked
 from amqp10.amqp091.framing import FRAME_BODY, FRAME_HEADER
 
-from .pair import Pair, method_frame, raw_frame
+from .pair import Pair, frames, method_frame, raw_frame
 
 
 def of(events: list[Any], tp: type) -> list[Any]:
@@ -309,3 +309,66 @@ def test_encoded_content_misuse() -> None:
     assert AMQP_0_8.plain_ids(m.BasicDeliver) is not None  # same layout: encoded works
     assert AMQP_0_8.plain_ids(m.ChannelOpenOk) is None  # 0-8 lays it out otherwise
     assert AMQP_0_8.plain_ids(m.ConfirmSelect) is None  # 0-8 lacks it
+
+
+def test_encoded_content_checks_the_states_on_every_send() -> None:
+    """The method's checks are made once a connection (send_encoded_content keeps its ids):
+    the connection's and the channel's states are still checked on each send."""
+    pair = Pair().open()
+    ch = pair.open_channel()
+    args = b"\x01c" + bytes(9) + b"\x00\x01q"  # consumer tag "c", tag 0, not redelivered, "", "q"
+    pair.server.send_encoded_content(ch, m.BasicDeliver, args, b"\x00\x00", b"x")
+    (got,) = of(pair.client.receive_data(pair.server.data_to_send()), ContentReceived)
+    assert (got.method.consumer_tag, got.method.routing_key, got.body) == ("c", "q", b"x")
+    with pytest.raises(ValueError, match="does not send"):  # the type's checks: per type
+        pair.server.send_encoded_content(ch, m.BasicPublish, b"\x00" * 5, b"\x00\x00", b"")
+    with pytest.raises(IllegalStateError, match="channel 9 is not open"):
+        pair.server.send_encoded_content(9, m.BasicDeliver, args, b"\x00\x00", b"x")
+    pair.server.close_channel(ch)
+    sent = pair.server.data_to_send()
+    with pytest.raises(IllegalStateError, match="CLOSING"):
+        pair.server.send_encoded_content(ch, m.BasicDeliver, args, b"\x00\x00", b"x")
+    pair.server.close()
+    with pytest.raises(IllegalStateError, match="not OPEN"):
+        pair.server.send_encoded_content(ch, m.BasicDeliver, args, b"\x00\x00", b"x")
+    assert m.BasicDeliver.NAME not in repr(frames(sent + pair.server.data_to_send()))
+
+
+@pytest.mark.parametrize(
+    ("frames_after", "code"),
+    [
+        ([raw_frame(FRAME_BODY, 1, b"x")], ReplyCode.UNEXPECTED_FRAME),
+        ([raw_frame(FRAME_HEADER, 1, _header(1))], ReplyCode.UNEXPECTED_FRAME),
+        ([method_frame(1, m.BasicPublish()), method_frame(1, m.BasicPublish())], ReplyCode.UNEXPECTED_FRAME),
+        ([method_frame(1, m.BasicPublish()), raw_frame(FRAME_BODY, 1, b"x")], ReplyCode.UNEXPECTED_FRAME),
+        ([method_frame(1, m.BasicPublish()), raw_frame(FRAME_HEADER, 1, _header(1)),
+          raw_frame(FRAME_HEADER, 1, _header(1))], ReplyCode.UNEXPECTED_FRAME),
+        ([raw_frame(FRAME_HEADER, 0, _header(1))], ReplyCode.UNEXPECTED_FRAME),
+        ([raw_frame(FRAME_BODY, 7, b"x")], ReplyCode.CHANNEL_ERROR),
+    ],
+)  # fmt: skip
+def test_content_errors_after_a_whole_message(frames_after: list[bytes], code: int) -> None:
+    """A content frame out of turn after a message assembled whole (the usual path) is the
+    same connection exception as on a fresh channel."""
+    pair = Pair().open()
+    pair.open_channel()
+    whole = [method_frame(1, m.BasicPublish(routing_key="q")), raw_frame(FRAME_HEADER, 1, _header(2)),
+             raw_frame(FRAME_BODY, 1, b"a"), raw_frame(FRAME_BODY, 1, b"b")]  # fmt: skip
+    events = pair.server.receive_data(b"".join(whole + frames_after))
+    (got,) = of(events, ContentReceived)
+    assert (got.method.routing_key, got.body) == ("q", b"ab")
+    (failed,) = of(events, ConnectionFailed)
+    assert failed.reply_code == code, failed
+    assert pair.server.state is ConnectionState.CLOSE_SENT  # (its close waits for the close-ok)
+
+
+def test_content_on_a_channel_we_close_is_discarded() -> None:
+    pair = Pair().open()
+    ch = pair.open_channel()
+    pair.server.close_channel(ch, 406, "PRECONDITION_FAILED - x")
+    content = [method_frame(ch, m.BasicPublish()), raw_frame(FRAME_HEADER, ch, _header(1)),
+               raw_frame(FRAME_BODY, ch, b"x")]  # fmt: skip
+    events = pair.server.receive_data(b"".join(content * 2))
+    assert events == []
+    assert pair.server.channels == {ch: ChannelState.CLOSING}
+    assert pair.server.state is ConnectionState.OPEN

@@ -93,7 +93,22 @@ class BasicConsumer:
         return room
 
     def deliver(self, node: Node, msg: QueuedMessage) -> None:
-        self.channel.deliver(self, node, msg)
+        """The core hands it ``msg``: a ``basic.deliver`` on its channel."""
+        channel = self.channel
+        encoded = channel.ctx.encoded_deliver
+
+        def deliver_method(tag: int, redelivered: bool, content: Content) -> Method | Encoded:
+            if encoded and content.address:  # the stored exchange and key, as they are
+                return m.BasicDeliver, self.wire_tag + _TAG_AND_REDELIVERED.pack(tag, redelivered) + content.address
+            return m.BasicDeliver(
+                consumer_tag=self.tag,
+                delivery_tag=tag,
+                redelivered=redelivered,
+                exchange=content.exchange,
+                routing_key=content.routing_key,
+            )
+
+        channel.hand_out(node, msg, self, self.no_ack, deliver_method)
 
     def cancelled(self) -> None:
         self.channel.server_cancel(self)
@@ -141,27 +156,6 @@ class Channel:
         """When its unacknowledged deliveries were first seen unacknowledged (consumer timeouts)."""
 
     # -- deliveries -------------------------------------------------------------------------
-    def _take_tag(self) -> int:
-        tag = self.next_tag
-        self.next_tag += 1
-        return tag
-
-    def deliver(self, c: BasicConsumer, node: Node, msg: QueuedMessage) -> None:
-        encoded = self.ctx.encoded_deliver
-
-        def deliver_method(tag: int, redelivered: bool, content: Content) -> Method | Encoded:
-            if encoded and content.address:  # the stored exchange and key, as they are
-                return m.BasicDeliver, c.wire_tag + _TAG_AND_REDELIVERED.pack(tag, redelivered) + content.address
-            return m.BasicDeliver(
-                consumer_tag=c.tag,
-                delivery_tag=tag,
-                redelivered=redelivered,
-                exchange=content.exchange,
-                routing_key=content.routing_key,
-            )
-
-        self.hand_out(node, msg, c, c.no_ack, deliver_method)
-
     def hand_out(
         self,
         node: Node | None,
@@ -173,7 +167,8 @@ class Channel:
         """Send ``msg`` with the method ``make(tag, redelivered, content)`` (deliver, get-ok;
         or the method's class and its encoded arguments) under a new delivery tag; without
         ``no_ack`` it waits for the client's outcome."""
-        tag = self._take_tag()
+        tag = self.next_tag
+        self.next_tag = tag + 1
         content = unpack(msg.form(FORMAT))
         if not content.exchange and not content.routing_key and node is not None:
             content.routing_key = node.name  # sent straight to the queue (by 1.0): as if by its name

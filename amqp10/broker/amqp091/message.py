@@ -252,6 +252,7 @@ def from_publish(
     )
     msg._routing = Routing(routing_key)
     msg._cc = cc
+    msg._due = None  # (_read_due's answer for 0-9-1, set now: a queue asks per message)
     if origin is not None:
         msg._origin = origin  # mark_origin without a call per message
     group = headers.get(GROUP_HEADER) if headers else None  # (read now: the headers are decoded)

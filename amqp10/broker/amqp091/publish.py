@@ -94,7 +94,7 @@ class Publisher:
             raw = bytes(buf)
         msg = from_publish(method.exchange, method.routing_key, props, raw, e.body, ctx.broker.now(), ctx.origin)
         self.published = True
-        seq = self.confirms.number(ch)
+        seq = self.confirms.number(ch) if ch.confirm else 0  # (0: what number says, without the call)
         if ch.tx is not None:
             ch.tx.append(PendingPublish(x, msg, method.routing_key, method.mandatory, seq))
         else:

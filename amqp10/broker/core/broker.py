@@ -358,6 +358,8 @@ class Broker:
         logged in with an OAuth 2 token passes its ``grant``: its scopes decide, not
         the users file.
         """
+        if grant is None and self.permissions is None:
+            return True  # (denial's first answer, without its call per publish)
         return self.denial(vhost, user, resource, kind, action, grant=grant) is None
 
     def denial(

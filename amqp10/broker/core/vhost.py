@@ -829,6 +829,8 @@ class VirtualHost:
         seen: set[int] = set()
         pending = [exchange]
         cc = msg.extra_routing_keys() if msg.has_extra_routing_keys else ()
+        if not cc and type(exchange) is _DefaultExchange and not exchange.alternate:
+            return exchange.match(msg, key)  # type: ignore[return-value]  # (one queue at most: the loop's answer)
         keys = (key, *cc) if cc else (key,)
         while pending:
             x = pending.pop()

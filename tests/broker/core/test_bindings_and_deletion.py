@@ -228,3 +228,28 @@ def test_qpid_arguments_are_read_as_qpid_writes_them() -> None:
         policy_with_arguments(base, {"qpid.auto_delete_timeout": "x"})
     assert alternate_exchange({"alternate-exchange": b"ae"}) == "ae"
     assert alternate_exchange({"alternate-exchange": ""}) is None
+
+
+def test_the_default_exchange_reaches_the_queue_named_its_extra_keys_and_its_alternate() -> None:
+    """``destinations`` from the default exchange: the queue the key names (a new list each
+    time), the extra keys' queues (1.0's ``x-cc``) each once, and with an alternate exchange
+    set, the alternate's queues for a key that names no queue."""
+    v = vhost()
+    for name in ("q", "q2", "ae-q"):
+        v.declare_queue(name, durable=False)
+    default = v.exchange("")
+    assert default is not None
+    first = v.destinations(default, message(), "q")
+    assert [q.name for q in first] == ["q"]
+    first.clear()
+    assert [q.name for q in v.destinations(default, message(), "q")] == ["q"]
+    assert v.destinations(default, message(), "nothing") == []
+    cc = Amqp1Message(
+        Message("x", message_annotations={"x-cc": ["q2", "q", "nothing"]}).encode(), arrival=1000.0
+    )
+    assert sorted(q.name for q in v.destinations(default, cc, "q")) == ["q", "q2"]
+    v.declare_exchange("ae", "fanout", durable=False)
+    v.bind("ae", "ae-q", "")
+    default.alternate = "ae"
+    assert [q.name for q in v.destinations(default, message(), "nothing")] == ["ae-q"]
+    assert [q.name for q in v.destinations(default, message(), "q")] == ["q"]
