@@ -50,6 +50,7 @@ test-compiled: compiled
 	$(BIN)/python -c "import amqp10.transport.link as m; assert m.__file__.endswith('.so'), m.__file__"
 	$(BIN)/python -c "import amqp10.broker.amqp091.publish as m; assert m.__file__.endswith('.so'), m.__file__"
 	$(BIN)/python -c "import amqp10.broker.core.queues as m; assert m.__file__.endswith('.so'), m.__file__"
+	$(BIN)/python -c "import amqp10.broker.workers.link as m; assert m.__file__.endswith('.so'), m.__file__"
 	$(BIN)/python -m pytest -q tests/types tests/transport tests/amqp091 tests/io \
 		tests/broker/core tests/broker/amqp1 tests/broker/amqp091
 
