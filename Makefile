@@ -47,10 +47,10 @@ compiled: $(STAMP)
 
 ## The compiled build against the suites of the modules it compiles, and a broker sample.
 ## Of tests/broker/workers (worker processes: slow), those of the internal link's ends in
-## one process, and two suites of 2-worker brokers (their links over Unix sockets).
+## one process, and the 1.0 and 0-9-1 suites of 2-worker brokers (links over Unix sockets).
 COMPILED_WORKERS_TESTS = $(addprefix tests/broker/workers/,test_internal_link.py \
 	test_remote_e2e.py test_remote_questions.py test_rewrites.py test_questions_once.py \
-	test_transactions.py test_transactions_amqp1.py test_processes.py test_amqp010_processes.py)
+	test_transactions.py test_transactions_amqp1.py test_processes.py test_amqp091_processes.py)
 test-compiled: compiled
 	$(BIN)/python -c "import amqp10.transport.link as m; assert m.__file__.endswith('.so'), m.__file__"
 	$(BIN)/python -c "import amqp10.broker.amqp091.publish as m; assert m.__file__.endswith('.so'), m.__file__"
