@@ -46,12 +46,18 @@ compiled: $(STAMP)
 	AMQP10_COMPILE=1 $(BIN)/python setup.py build_ext --inplace
 
 ## The compiled build against the suites of the modules it compiles, and a broker sample.
+## Of tests/broker/workers (worker processes: slow), those of the internal link's ends in
+## one process, and the 1.0 and 0-9-1 suites of 2-worker brokers (links over Unix sockets).
+COMPILED_WORKERS_TESTS = $(addprefix tests/broker/workers/,test_internal_link.py \
+	test_remote_e2e.py test_remote_questions.py test_rewrites.py test_questions_once.py \
+	test_transactions.py test_transactions_amqp1.py test_processes.py test_amqp091_processes.py)
 test-compiled: compiled
 	$(BIN)/python -c "import amqp10.transport.link as m; assert m.__file__.endswith('.so'), m.__file__"
 	$(BIN)/python -c "import amqp10.broker.amqp091.publish as m; assert m.__file__.endswith('.so'), m.__file__"
 	$(BIN)/python -c "import amqp10.broker.core.queues as m; assert m.__file__.endswith('.so'), m.__file__"
+	$(BIN)/python -c "import amqp10.broker.workers.link as m; assert m.__file__.endswith('.so'), m.__file__"
 	$(BIN)/python -m pytest -q tests/types tests/transport tests/amqp091 tests/io \
-		tests/broker/core tests/broker/amqp1 tests/broker/amqp091
+		tests/broker/core tests/broker/amqp1 tests/broker/amqp091 $(COMPILED_WORKERS_TESTS)
 
 clean-compiled:
 	rm -rf build

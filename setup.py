@@ -22,11 +22,16 @@ from setuptools import setup
 # QueuedMessage allow interpreted subclasses: exchanges, streams, the other front ends'
 # messages); the broker's AMQP 1.0 front end on a message's path (its LinkConsumer allows
 # interpreted subclasses: Service Bus's); the 0-9-1 engine (amqp091/*) and the broker's
-# 0-9-1 front end (broker/amqp091/*). amqp10/_mypyc.py holds what they need from mypyc.
-# Left interpreted: the rest of the core (vhost, exchanges, streams); amqp091's generator
-# (_generate, _diagrams) and scalars (int/float/bytes subclasses, which mypyc does not
-# compile); broker/amqp091's message, handler (derives from broker/frontend's
-# ContextHandler), frontend and login (once a connection).
+# 0-9-1 front end (broker/amqp091/*); with several workers, a crossing message's path: the
+# internal link (broker/workers/link.py: its records, batches and engine driver; InternalLink
+# allows interpreted subclasses: peers.py's), its opening side (remote.py: RemoteNodes allows
+# peers.py's) and its answering side (owner.py). amqp10/_mypyc.py holds what they need from mypyc.
+# Left interpreted: the rest of the core (vhost, exchanges, streams); the rest of
+# broker/workers (supervisor, peers, control, metadata, handover...: once a link or a
+# change, not once a message); amqp091's generator (_generate, _diagrams) and scalars
+# (int/float/bytes subclasses, which mypyc does not compile); broker/amqp091's message,
+# handler (derives from broker/frontend's ContextHandler), frontend and login (once a
+# connection).
 COMPILED = [
     "amqp10/types/codec.py",
     "amqp10/transport/framing.py",
@@ -66,6 +71,9 @@ COMPILED = [
     "amqp10/broker/amqp091/exchange.py",
     "amqp10/broker/amqp091/queue.py",
     "amqp10/broker/amqp091/tx.py",
+    "amqp10/broker/workers/link.py",
+    "amqp10/broker/workers/remote.py",
+    "amqp10/broker/workers/owner.py",
 ]
 
 

@@ -47,10 +47,11 @@ import contextlib
 import logging
 import socket
 import struct
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final, Protocol, TypeVar
 
+from ..._mypyc import mypyc_attr
 from ...transport import Connection, ConnectionClosed, ConnectionFailed, Event
 from ...types import decode, encode
 from ..core import QueuedMessage, format_named
@@ -413,6 +414,7 @@ class LinkHandler(Protocol):
         """The link is gone (closed, failed, or the peer broke it): fail what waits on it."""
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # (peers.py's _ServedLink)
 class InternalLink(asyncio.Protocol):
     """The engine of one internal link over its socket, run by ``handler``."""
 
@@ -561,22 +563,38 @@ async def run_link(sock: socket.socket, handler: LinkHandler, container_id: str)
     return link
 
 
-@contextlib.asynccontextmanager
-async def listening(
+def listening(
     path: Path, serve_one: Callable[[], InternalLink], served: set[InternalLink]
-) -> AsyncIterator[None]:
+) -> contextlib.AbstractAsyncContextManager[None]:
     """Accept internal links on the Unix socket ``path`` (one left there by this worker's
     previous process is replaced), each made by ``serve_one``; on leaving, stop accepting,
     fail every link in ``served`` and remove the socket."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
-    server = await asyncio.get_running_loop().create_unix_server(serve_one, path=str(path))
-    try:
-        yield
-    finally:
-        server.close()
-        for link in list(served):
+    return _Listening(path, serve_one, served)
+
+
+class _Listening(contextlib.AbstractAsyncContextManager[None]):
+    """What :func:`listening` answers (a class, not an async generator: mypyc compiles this module)."""
+
+    def __init__(
+        self, path: Path, serve_one: Callable[[], InternalLink], served: set[InternalLink]
+    ) -> None:
+        self.path = path
+        self.serve_one = serve_one
+        self.served = served
+        self.server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        self.server = await asyncio.get_running_loop().create_unix_server(
+            self.serve_one, path=str(self.path)
+        )
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        assert self.server is not None
+        self.server.close()
+        for link in list(self.served):
             link.fail("the worker is stopping")
         with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+            self.path.unlink()

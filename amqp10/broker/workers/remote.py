@@ -41,6 +41,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..._mypyc import mypyc_attr
 from ...transport import (
     ConnectionOpened,
     CreditAdded,
@@ -1064,6 +1065,7 @@ def _refusal_to(consumer: Consumer) -> Answered[ConsumeResult]:
     return answered
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # (peers.py's _Dialled)
 class RemoteNodes:
     """The opening side of an internal link to one owning worker: its remote nodes."""
 

@@ -12,7 +12,9 @@ import asyncio
 import itertools
 import socket
 import struct
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +30,7 @@ from amqp10.broker.workers.link import (
     decode_record,
     encode_batch,
     encode_record,
+    listening,
     records_of,
     run_link,
 )
@@ -541,3 +544,35 @@ async def test_a_batch_partly_refused_answers_each_publisher() -> None:
     await until(lambda: len(seen) == 4)
     assert seen == ["a:stored", "b:stored", "c:full", "d:full"]
     await p.close()
+
+
+async def test_listening_replaces_a_stale_socket_serves_links_and_fails_them_on_leaving() -> None:
+    """``listening`` (peers.py's and control.py's accept loop): a socket file left by a
+    previous process is replaced, each connection is a link ``serve_one`` made, and on
+    leaving every served link fails and the socket file is gone."""
+    with tempfile.TemporaryDirectory(dir="/tmp") as d:  # (a short path: a Unix socket's is bounded)
+        path = Path(d) / "sub" / "1.sock"
+        path.parent.mkdir()
+        path.write_bytes(b"left by a previous process")
+        b = Broker(BrokerConfig())
+        b.default.declare_queue("q")
+        served: set[InternalLink] = set()
+
+        def serve_one() -> InternalLink:
+            link = InternalLink(NodeServer(b), "worker-b")
+            served.add(link)
+            return link
+
+        remote = RemoteNodes("worker-a")
+        async with listening(path, serve_one, served):
+            assert path.is_socket()
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(str(path))
+            link_a = await run_link(sock, remote, "worker-a")
+            seen: list[str] = []
+            publish(remote.node("/", "q"), b"m", seen)
+            await until(lambda: seen == ["m:stored"])
+            assert len(served) == 1
+        assert [link.reason for link in served] == ["the worker is stopping"]
+        assert not path.exists()
+        await until(lambda: link_a.closed)
