@@ -132,6 +132,8 @@ class Transactions:
         for k in (*links, me):
             for work in broker.recovered_transactions(_owner_name(k)):
                 self.held[work.txn_id] = (k, work)
+        self.recovered = set(self.held)
+        """Parts held since this worker's start (recovered from its store): their outcome is logged."""
 
     # -- the coordinator ----------------------------------------------------------------------
     def commit(
@@ -329,13 +331,10 @@ class Transactions:
     def _outcome(self, txn: bytes) -> Callable[[str | None, str, list[Any]], None]:
         def replied(error: str | None, text: str, values: list[Any]) -> None:
             outcome = str(values[0]) if error is None and values else "wait"
-            if outcome != "wait" and txn in self.held:
-                log.info("prepared transaction %s of worker %d: %s, as its coordinator says",
-                         txn.hex(), self.held[txn][0], "committed" if outcome == "commit" else "rolled back")  # fmt: skip
             if outcome == "commit":
-                self._finish(txn, commit=True)
+                self._finish(txn, commit=True, asked=True)
             elif outcome == "rollback":
-                self._finish(txn, commit=False)
+                self._finish(txn, commit=False, asked=True)
 
         return replied
 
@@ -370,9 +369,16 @@ class Transactions:
         self.held[txn] = (int(coordinator), work)
         return []
 
-    def _finish(self, txn: bytes, *, commit: bool) -> list[Any]:
+    def _finish(self, txn: bytes, *, commit: bool, asked: bool = False) -> list[Any]:
+        """Commit or roll back a part held here, once; logged when it was recovered or its
+        outcome ``asked`` of its coordinator (a restart on either side: whichever comes first,
+        the coordinator's commit again or its answer, finishes it)."""
         entry = self.held.pop(txn, None)
         if entry is not None:  # (else done already: the question was asked again)
+            if asked or txn in self.recovered:
+                self.recovered.discard(txn)
+                log.info("prepared transaction %s of worker %d: %s, as its coordinator says",
+                         txn.hex(), entry[0], "committed" if commit else "rolled back")  # fmt: skip
             if commit:
                 entry[1].commit()
             else:
