@@ -361,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--crossing", type=float, default=1.3, help="the model's crossing/local CPU")
     p.add_argument(
         "--move-connections", action="store_true",
-        help="ours with move_connections = true (a 1.0 connection moved to its queue's worker)",
+        help="ours with move_connections = true (a 1.0 or 0-9-1 connection moved to its queue's worker)",
     )  # fmt: skip
     args = p.parse_args(argv)
     extra = "move_connections = true\n" if args.move_connections else ""

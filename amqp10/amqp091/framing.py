@@ -8,6 +8,7 @@ included), so a body frame carries at most ``frame_max - 8`` bytes.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from typing import Final
 
 from .base import Properties
@@ -24,8 +25,9 @@ __all__ = [
     "FRAME_PREFIX",
     "encode_content",
     "encode_heartbeat",
-    "start_frame",
     "end_frame",
+    "split_frames",
+    "start_frame",
 ]
 
 FRAME_PREFIX = struct.Struct(">BHI")
@@ -55,6 +57,16 @@ def end_frame(buf: bytearray, start: int, frame_type: int, channel: int) -> int:
     _pack_prefix_into(buf, start, frame_type, channel, size)
     buf += _END
     return size + FRAME_OVERHEAD
+
+
+def split_frames(data: bytes) -> Iterator[bytes]:
+    """``data`` (frames back to back) one whole frame at a time, by the sizes their
+    prefixes say (an incomplete last one as it is; nothing checked)."""
+    at = 0
+    while at < len(data):
+        end = at + FRAME_OVERHEAD + int.from_bytes(data[at + 3 : at + 7], "big")
+        yield data[at:end]
+        at = end
 
 
 def encode_heartbeat(buf: bytearray) -> None:

@@ -625,8 +625,11 @@ class BrokerConfig(_Model):
     move_connections: bool = Field(
         default=False,
         description="workers > 1: a plain-TCP AMQP 1.0 connection whose first link names a queue "
-        "another worker owns is moved to that worker (its socket handed over), so its messages do not "
-        "cross between workers; false: every connection stays on the worker the kernel gave it",
+        "another worker owns, or an AMQP 0-9-1 (0-9, 0-8) connection whose first method past the handshake, "
+        "channel.open, basic.qos, confirm.select and tx.select names one (queue.declare, queue.bind, "
+        "queue.purge, queue.delete, basic.consume, basic.get, or basic.publish to the default exchange), "
+        "is moved to that worker (its socket handed over), so its messages do not cross between workers; "
+        "false: every connection stays on the worker the kernel gave it",
     )
 
     @field_validator("workers", mode="before")

@@ -22,26 +22,28 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
 from anyio.abc import ByteStream
 
+from ..io.asyncio_tcp import asyncio_tcp
 from ..io.direct import DirectDriver
 from ..io.driver import Driver, EngineProtocol
 from ..io.streams import ReplayStream, quick_acker
 from ..sasl.credentials import InMemoryCredentialStore
 from .guard import ConnectionGuard, HeldOutput, Login, LoginHook, source_of
 from .oauth import InvalidToken
+from .workers.handover import replay
 
 if TYPE_CHECKING:
     from ..sasl.credentials import CredentialStore
     from .config import BrokerConfig
     from .core import Broker, VirtualHost
     from .oauth import TokenGrant, TokenValidator
-    from .workers.handover import Handover, MovedIn
+    from .workers.handover import Handover, MovedIn, Mover
 
 __all__ = [
     "HEADER_SIZE",
@@ -278,6 +280,12 @@ class ServeContext:
     ``header`` first) is the engine's first input, and the replay's output must begin
     with what it wrote (:meth:`MovedIn.check`)."""
 
+    @property
+    def shown_worker(self) -> int | None:
+        """The worker a client is told serves it (1.0's open, 0-9-1's ``connection.start``):
+        this one, or the one that accepted a moved connection (its replay says the same)."""
+        return self.worker if self.moved is None else self.moved.shown_worker
+
     def credentials(self) -> CredentialStore | None:
         """The store PLAIN and SCRAM check: the users file's; with OAuth 2 tokens and no
         users file, an empty one (PLAIN then takes tokens only)."""
@@ -294,10 +302,57 @@ class ServeContext:
         log.info("refusing %s connection from %s: %s", protocol, self.peer, why)
         await anyio.aclose_forcefully(stream)
 
-    async def run(self, served: ServedConnection) -> None:
-        """Run ``served``'s driver to the connection's end, registered meanwhile."""
+    def replayed(
+        self,
+        engine: EngineProtocol[Any],
+        handle: Callable[[list[Any]], None],
+        decides: Callable[[Any], bool],
+        cleanup: Callable[[], None],
+        pieces: Callable[[bytes], Iterable[bytes]] = lambda data: (data,),
+    ) -> bytes | None:
+        """A connection another worker moved here (:attr:`moved`), replayed on the front
+        end's fresh ``engine`` and handler (:func:`~.workers.handover.replay`): what is
+        left to write first (logged: moved here); None: not taken (logged, and ``cleanup``
+        called: the other worker carries on with it)."""
+        moved = self.moved
+        assert moved is not None
+        rest = replay(moved, engine, handle, decides, pieces)
+        if rest is None:
+            log.info("connection from %s not taken over: its replay differs", self.peer)
+            moved.decide(False)
+            cleanup()
+            return None
+        log.info("connection from %s moved here from worker %d", self.peer, moved.shown_worker)
+        return rest
+
+    async def run(
+        self,
+        served: ServedConnection,
+        *,
+        mover: Mover | None = None,
+        rest: bytes = b"",
+        beside: Callable[[], Coroutine[Any, Any, None]] | None = None,
+    ) -> None:
+        """Run ``served``'s driver to the connection's end, registered meanwhile: first
+        ``rest`` written (what a moved connection's replay wrote past what the worker that
+        accepted it had, :func:`~.workers.handover.replay`), with ``mover`` given the
+        driver (a movable connection) and ``beside`` run meanwhile (a handshake's watch)."""
+        driver = served.driver
         with self.registered(served):
-            await served.driver.run()
+            if rest:  # (a replay is on plain TCP only)
+                tcp = asyncio_tcp(driver.stream)
+                assert tcp is not None
+                tcp.write(rest)
+            if mover is None and beside is None:
+                await driver.run()
+                return
+            async with anyio.create_task_group() as tg:
+                if mover is not None:
+                    mover.running(driver, tg)
+                if beside is not None:
+                    tg.start_soon(beside)
+                await driver.run()
+                tg.cancel_scope.cancel()
 
     @contextlib.contextmanager
     def logging_in(self, held: HeldOutput[Any], extend: Callable[[float], None] = lambda seconds: None) -> Iterator[Login]:

@@ -145,6 +145,11 @@ class DirectDriver(Driver[EventT]):
             self._flush_scheduled = True
             self._loop.call_soon(self._flush_now)
 
+    @property
+    def reading_ahead(self) -> bool:
+        """Whether part of a read waits to be fed to the engine (a slice a turn)."""
+        return self._backlog is not None
+
     def pause_reading(self) -> None:
         if self._paused:
             return

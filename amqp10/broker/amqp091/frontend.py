@@ -1,30 +1,103 @@
 """The AMQP 0-9-1 front end (0-9 and 0-8 as dialects) as the service sees it: which
-headers it takes, its login choices, and one connection served from its header to its end."""
+headers it takes, its login choices, and one connection served from its header to its end.
+
+With ``move_connections`` (workers > 1) a plain-TCP connection is moved to the worker
+that owns its queue (:mod:`..workers.handover`), decided at its first method a replay
+on that worker would not reproduce as it was (:func:`decides_move`): everything before
+it is the handshake, ``channel.open`` and the methods of :data:`REPLAYABLE` (answered
+at once, nothing in the core). That method is moved for if it names a queue of another
+worker (:func:`queue_named`): ``queue.declare`` (not server-named), ``queue.bind``,
+``queue.purge``, ``queue.delete``, ``basic.consume``, ``basic.get``, or a
+``basic.publish`` to the default exchange with that queue's name as its routing key.
+Any other (an exchange's method, a publish to another exchange, a local queue, a
+server-named one, a name of ``amq.``) leaves the connection where it is, unrecorded.
+"""
 
 from __future__ import annotations
 
 import logging
-from typing import Final
+from collections.abc import Iterator
+from functools import partial
+from typing import Any, Final
 
 from anyio.abc import ByteStream
 
-from ...amqp091 import CAPABILITIES, ReplyCode
+from ...amqp091 import (
+    CAPABILITIES,
+    ChannelFlowChanged,
+    ChannelOpened,
+    ConnectionOpened,
+    ConnectionTuned,
+    ContentReceived,
+    LoginRequested,
+    MethodReceived,
+    ReplyCode,
+    VirtualHostRequested,
+)
+from ...amqp091 import methods as m
 from ...amqp091.dialects import AMQP_0_9_1, Dialect, dialect_for_header
+from ...amqp091.framing import split_frames
+from ...io.direct import DirectDriver
 from ...io.streams import tls_identity
 from ..config import BrokerConfig
 from ..core import Broker
-from ..frontend import ServeContext, ServedConnection, driver_for
+from ..frontend import HEADER_SIZE, ServeContext, ServedConnection, driver_for
 from ..guard import HeldOutput
+from ..workers.handover import Handover, Mover, Recording
 from .connection import BrokerConnection
 from .handler import Amqp091Handler
 
-__all__ = ["WORKER_PROPERTY", "Amqp091FrontEnd", "login_mechanisms"]
+__all__ = ["REPLAYABLE", "WORKER_PROPERTY", "Amqp091FrontEnd", "decides_move", "frames", "login_mechanisms", "queue_named"]
 
 WORKER_PROPERTY: Final = "amqp10:worker"
 """In ``connection.start``'s server properties (``workers`` > 1): the worker serving the
 connection, as 1.0's open says it."""
 
 log = logging.getLogger("amqp10.broker")
+
+_BEFORE: Final = frozenset(
+    {LoginRequested, ConnectionTuned, VirtualHostRequested, ConnectionOpened, ChannelOpened, ChannelFlowChanged}
+)
+"""The events of a connection's handshake and channels that a replay reproduces."""
+REPLAYABLE: Final = frozenset({m.BasicQos, m.ConfirmSelect, m.TxSelect})
+"""The channel methods before which a connection may still move: a replay answers them
+the same way (at once, with the same bytes), and they leave nothing in the core."""
+_NAMES_QUEUE: Final = frozenset({m.QueueDeclare, m.QueueBind, m.QueuePurge, m.QueueDelete, m.BasicConsume, m.BasicGet})
+
+
+def decides_move(e: Any) -> bool:
+    """Whether a movable connection's move is decided at event ``e``: its first that is
+    not part of the handshake, a channel's opening or a method of :data:`REPLAYABLE`."""
+    t = type(e)
+    if t is MethodReceived:
+        return type(e.method) not in REPLAYABLE
+    return t not in _BEFORE
+
+
+def queue_named(e: Any) -> str | None:
+    """The queue a deciding event names (None: none, a server-named one, or one of the
+    ``amq.`` names, the broker's own: direct reply-to)."""
+    method: Any = getattr(e, "method", None)
+    if type(e) is MethodReceived and type(method) in _NAMES_QUEUE:
+        name: str = method.queue
+    elif type(e) is ContentReceived and type(method) is m.BasicPublish and method.exchange == "":
+        name = method.routing_key
+    else:
+        return None
+    return name if name and not name.startswith("amq.") else None
+
+
+def frames(data: bytes) -> Iterator[bytes]:
+    """A connection's input from its start as its replay feeds it (:func:`replay`): the
+    protocol header, then one frame at a time."""
+    yield data[:HEADER_SIZE]
+    yield from split_frames(data[HEADER_SIZE:])
+
+
+def _owner(handover: Handover, handler: Amqp091Handler, e: Any) -> int | None:
+    """The worker that owns the queue event ``e`` names, if another one."""
+    name = queue_named(e)
+    return None if name is None else handover.owner_elsewhere(handler.vhost.name, name)
 
 
 def login_mechanisms(config: BrokerConfig, *, tls_identity: str | None) -> tuple[str, ...]:
@@ -74,15 +147,26 @@ class Amqp091FrontEnd:
                 "product": "amqp10",
                 "cluster_name": cfg.container_id,
                 "capabilities": CAPABILITIES,
-                **({} if ctx.worker is None else {WORKER_PROPERTY: ctx.worker}),
+                **({} if ctx.worker is None else {WORKER_PROPERTY: ctx.shown_worker}),
             },
         )
         held = HeldOutput(conn)  # [security]: a login's outcome waits out the back-off
+        direct = DirectDriver.usable(stream)  # (plain TCP)
+        # movable to the worker of its queue: recorded until its deciding method
+        recording = Recording(held) if direct and ctx.handover is not None and ctx.moved is None else None
+        engine = held if recording is None else recording
+        mover: Mover | None = None
+
+        def on_events(events: list[Any]) -> None:
+            if mover is not None and mover.watching:
+                events = mover.watch(events)
+            handler.handle(events)
+
         with ctx.logging_in(held, conn.extend_handshake) as login:
             # the driver first (its events reach the handler a batch at a time), so the
             # handler's wake, called per message, is the driver's own method; while paused
             # (publishing blocked) it still reads now and then: heartbeats
-            driver = driver_for(stream, held, lambda events: handler.handle(events), peer=peer, pause_limit=5.0)
+            driver = driver_for(stream, engine, on_events, peer=peer, pause_limit=5.0)
             handler = Amqp091Handler(
                 ctx.broker,
                 conn,
@@ -96,11 +180,22 @@ class Amqp091FrontEnd:
             )
             handler.refusal = ctx.refusal
             handler.login_hook = login
-            handler.handle(conn.receive_data(ctx.header))  # the header, read before the driver
+            if recording is not None and ctx.handover is not None:
+                owner_of = partial(_owner, ctx.handover, handler)
+                mover = Mover(ctx.handover, peer, recording, decides_move, owner_of, handler.handle)
+            rest = b""
+            if ctx.moved is not None:  # all the other worker read (a plain socket): served here if it answers the same
+                replayed = ctx.replayed(held, handler.handle, decides_move, handler.cleanup, frames)
+                if replayed is None:
+                    return
+                rest = replayed
+            else:
+                on_events(engine.receive_data(ctx.header))  # the header, read before the driver
 
             def force_close(reason: str | None) -> None:
                 text = reason or "broker forced connection closure"
                 handler.close(ReplyCode.CONNECTION_FORCED, f"CONNECTION_FORCED - {text}"[:255])
 
             log.debug("0-9-1 (%s) connection from %s", dialect.name, peer)
-            await ctx.run(ServedConnection(driver, handler, f"AMQP {dialect.name}", peer, force_close, tick=handler.tick))
+            served = ServedConnection(driver, handler, f"AMQP {dialect.name}", peer, force_close, tick=handler.tick)
+            await ctx.run(served, mover=mover, rest=rest)

@@ -12,7 +12,6 @@ from typing import Any, Final
 import anyio
 from anyio.abc import ByteStream
 
-from ...io.asyncio_tcp import asyncio_tcp
 from ...io.direct import DirectDriver
 from ...io.driver import Driver
 from ...io.streams import ReplayStream, tls_identity
@@ -27,7 +26,7 @@ from ..core import CONSUMER_CLAIMS, Broker, ConsumerClaim
 from ..frontend import ServeContext, ServedConnection
 from ..guard import HeldOutput, Login, source_of
 from ..oauth import TokenLogin
-from ..workers.handover import Handover, MovedIn, Mover, Recording
+from ..workers.handover import Handover, Mover, Recording
 from .handler import ConnectionHandler
 from .servicebus.entities import declare_entities
 from .servicebus.sessions import owner_claim
@@ -113,7 +112,7 @@ class Amqp1FrontEnd:
             max_frame_size=limits.max_frame_size,
             idle_timeout=limits.idle_timeout,
             channel_max=max(limits.max_sessions_per_connection - 1, 0),
-            properties=None if ctx.worker is None else {WORKER_PROPERTY: _shown_worker(ctx)},
+            properties=None if ctx.worker is None else {WORKER_PROPERTY: ctx.shown_worker},
         )
         held = HeldOutput(conn)  # [security]: a login's outcome waits out the back-off
         driver: Driver[Any]
@@ -139,17 +138,14 @@ class Amqp1FrontEnd:
             if cfg.servicebus.enabled:  # until a login names a user (also without SASL): tokens on $cbs
                 handler.use_claims(cfg.servicebus)
             if recording is not None and ctx.handover is not None:
-                on_events.mover = Mover(ctx.handover, peer, recording, partial(_first_node, ctx.handover, handler), handler.handle)
+                owner_of = partial(_first_node, ctx.handover, handler)
+                on_events.mover = Mover(ctx.handover, peer, recording, _is_attach, owner_of, handler.handle)
             rest = b""
-            if ctx.moved is not None:  # all the other worker read: served here if it answers the same
-                replayed = _replay(ctx.moved, engine.receive_data(ctx.moved.inbound), on_events, held) if direct else None
+            if ctx.moved is not None:  # all the other worker read (a plain socket): served here if it answers the same
+                replayed = ctx.replayed(held, on_events, _is_attach, handler.cleanup)
                 if replayed is None:
-                    log.info("connection from %s not taken over: its replay differs", peer)
-                    ctx.moved.decide(False)
-                    handler.cleanup()
                     return
                 rest = replayed
-                log.info("connection from %s moved here from worker %d", peer, ctx.moved.shown_worker)
             elif direct:  # the header read before the driver: the engine's first input
                 on_events(engine.receive_data(ctx.header))
             forced = Error(condition=ErrorCondition.CONNECTION_FORCED, description="the broker is shutting down")
@@ -179,17 +175,7 @@ class Amqp1FrontEnd:
                 tick=handler.tick,
                 container_id=lambda: handler.remote_container_id,
             )
-            with ctx.registered(served):
-                if rest:  # what the replay wrote past what the other worker had: first
-                    tcp = asyncio_tcp(stream)  # (a replay is on plain TCP only)
-                    assert tcp is not None
-                    tcp.write(rest)
-                async with anyio.create_task_group() as tg:
-                    if on_events.mover is not None:
-                        on_events.mover.running(driver, tg)
-                    tg.start_soon(handshake_watch)
-                    await driver.run()
-                    tg.cancel_scope.cancel()
+            await ctx.run(served, mover=on_events.mover, rest=rest, beside=handshake_watch)
 
 
 def _unwrap(driver: Driver[Any], held: HeldOutput[Any], conn: SaslConnection) -> bool:
@@ -207,21 +193,9 @@ def _unwrap(driver: Driver[Any], held: HeldOutput[Any], conn: SaslConnection) ->
     return True
 
 
-def _shown_worker(ctx: ServeContext) -> int | None:
-    """The worker the open names: this one, or the one that accepted a moved connection."""
-    return ctx.worker if ctx.moved is None else ctx.moved.shown_worker
-
-
-def _replay(moved: MovedIn, events: list[Any], on_events: _Authenticated, engine: HeldOutput[Any]) -> bytes | None:
-    """Handle the events of a moved connection's replay: those before its first attach,
-    then, if what they wrote begins with what the other worker wrote, the rest. What is left
-    to write of the first part (None: it differs; nothing past the attach was handled)."""
-    first = next((i for i, e in enumerate(events) if type(e) is LinkAttached), len(events))
-    on_events(events[:first])
-    rest = moved.check(engine.data_to_send())
-    if rest is not None:
-        on_events(events[first:])
-    return rest
+def _is_attach(e: Any) -> bool:
+    """A 1.0 connection's move is decided at its first attach (:class:`Mover`)."""
+    return type(e) is LinkAttached
 
 
 def _first_node(handover: Handover, handler: ConnectionHandler, e: LinkAttached) -> int | None:

@@ -12,6 +12,6 @@
   request asks the others over control links and merges their answers;
 - :mod:`.counters`: the connection counts and resident sizes every worker shares, for the
   connection limits and the memory alarm of the whole broker;
-- :mod:`.handover`: a client connection moved to the worker that owns its first link's
-  queue (``move_connections``), its socket passed over a Unix socket and replayed there.
+- :mod:`.handover`: a client connection (AMQP 1.0, 0-9-1) moved to the worker that owns
+  its queue (``move_connections``), its socket passed over a Unix socket and replayed there.
 """

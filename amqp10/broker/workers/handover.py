@@ -2,30 +2,40 @@
 
 With ``workers`` > 1 the kernel puts each client connection on a worker at random, and
 a connection whose queue another worker owns pays the crossing on every message (1.3x
-the instructions, bench/RESULTS.md). A plain-TCP AMQP 1.0 connection whose *first* link
-names a queue of another worker B is moved there instead, by replay:
+the instructions, bench/RESULTS.md). A plain-TCP connection is moved to the worker B
+that owns its queue instead, by replay, at the *deciding event* its front end names:
+AMQP 1.0's first attach (moved if its node is B's queue); AMQP 0-9-1's first method
+that a replay would not reproduce as it was (moved if it names B's queue: see
+:mod:`amqp10.broker.amqp091.frontend`). Before that event the connection has done
+nothing a replay on B does not do again the same way (the handshake; 0-9-1's
+``channel.open``, ``basic.qos``, ``confirm.select``, ``tx.select``):
 
 - The worker that accepted it (A) records every byte it read from the socket and every
   byte it wrote (:class:`Recording`, the driver's engine while the connection is
-  movable). At the first attach the front end asks :meth:`Mover.watch`; for a node of
-  B's, A stops there: the attach and what came after it are set aside unhandled, reading
-  is paused and A writes nothing more (the recording is *frozen*).
+  movable). The front end passes each batch of events through :meth:`Mover.watch`; at
+  the deciding event, for a queue of B's, A stops there: that event and what came after
+  it are set aside unhandled, reading is paused and A writes nothing more (the recording
+  is *frozen*).
 - A hands B the socket's descriptor (``SCM_RIGHTS``) with both records over B's
   hand-over socket, ``<data dir>/workers/handover-<B>.sock`` (:func:`hand_over`).
 - B makes a connection handler exactly as for an accepted socket
-  (:class:`HandoverServer` calls the service's ``take``), feeds it what A read, and
-  checks that its output begins with exactly what A wrote (the same configuration makes
-  the same SASL, open and begin; the open's ``amqp10:worker`` says A's number, as the
-  client was told). It answers A, then writes the rest (the attach's answer) and serves
-  the socket from then on.
+  (:class:`HandoverServer` calls the service's ``take``), feeds it what A read,
+  handles the events before the deciding one and checks that their output begins with
+  exactly what A wrote (:func:`replay`: the same configuration makes the same SASL, open
+  and begin, or 0-9-1 handshake; the ``amqp10:worker`` of 1.0's open and of 0-9-1's
+  ``connection.start`` says A's number, as the client was told). It answers A, then
+  handles the rest, writes what A had not written (the deciding event's answer) and
+  serves the socket from then on.
 - A, told yes, closes its copy of the descriptor without a shutdown (the socket stays
   open in B) and forgets the connection; told no, or when B cannot be reached, it
   carries on as if nothing had happened: the events it set aside are handled, what was
   read meanwhile is fed, reading resumes (:meth:`Mover._resume`).
 
-A connection is not moved when SASL used a mechanism with a server nonce (SCRAM), over
-TLS or a WebSocket (not a plain socket: no :class:`Recording`), when its first link is
-local, names no queue, or its records passed :data:`RECORD_LIMIT`.
+A connection is not moved over TLS or a WebSocket (not a plain socket: no
+:class:`Recording`), when its deciding event names no queue or a local one, when its
+records passed :data:`RECORD_LIMIT`, or when the driver had read past what the engine was
+fed (a large read fed a slice a turn: the rest would be in neither record). 1.0: nor when
+SASL used a mechanism with a server nonce (SCRAM).
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ from __future__ import annotations
 import logging
 import socket
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -42,8 +52,8 @@ import anyio
 from anyio.abc import SocketAttribute, TaskGroup, TaskStatus
 
 from ...io.asyncio_tcp import asyncio_tcp
+from ...io.direct import DirectDriver
 from ...io.driver import Driver, EngineProtocol
-from ...transport import LinkAttached
 from .ownership import Ownership
 
 __all__ = [
@@ -55,13 +65,14 @@ __all__ = [
     "Recording",
     "hand_over",
     "handover_path",
+    "replay",
 ]
 
 log = logging.getLogger("amqp10.broker.workers")
 
 RECORD_LIMIT: Final = 64 * 1024
-"""Bytes recorded either way before a connection is no longer movable (a first attach
-comes within a few hundred bytes of the header)."""
+"""Bytes recorded either way before a connection is no longer movable (a first attach,
+or 0-9-1's first ``queue.declare``, comes within a few hundred bytes of the header)."""
 
 ANSWER_TIMEOUT: Final = 30.0
 """Seconds A waits for B's answer once B has the descriptor (B answers in milliseconds:
@@ -158,7 +169,8 @@ class MovedIn:
 
     peer: str
     shown_worker: int
-    """The worker number the client was told in the open (the accepting worker's)."""
+    """The worker number the client was told (1.0's open, 0-9-1's ``connection.start``:
+    the accepting worker's)."""
     inbound: bytes
     """Every byte the accepting worker read from the socket, the protocol header first."""
     written: bytes
@@ -201,6 +213,47 @@ def _let_go(stream: Any) -> bytes:
     tcp.protocol.read_queue.clear()
     tcp.transport.abort()
     return data
+
+
+def replay(
+    moved: MovedIn,
+    engine: EngineProtocol[Any],
+    handle: Callable[[list[Any]], None],
+    decides: Callable[[Any], bool],
+    pieces: Callable[[bytes], Iterable[bytes]] = lambda data: (data,),
+) -> bytes | None:
+    """Replay a moved connection on a fresh ``engine``: feed it ``moved.inbound`` (in
+    ``pieces``, each one's events handled before the next is fed: 0-9-1's handshake
+    wants the handler's answer to a frame before the next frame), up to the first event
+    that ``decides`` (the one the accepting worker stopped at); then, if what the engine
+    wrote begins with what that worker wrote, handle that event and feed the rest. What
+    is left to write of the first part (None: it differs, or the replay failed: nothing
+    from the deciding event on was handled)."""
+    chunks = iter(pieces(moved.inbound))
+    held: list[Any] = []
+    try:
+        for chunk in chunks:
+            events = engine.receive_data(chunk)
+            first = next((i for i, e in enumerate(events) if decides(e)), None)
+            if first is not None:
+                handle(events[:first])
+                held = events[first:]
+                break
+            handle(events)
+        rest = moved.check(engine.data_to_send())
+    except Exception:  # (then the accepting worker carries on with it)
+        log.exception("the replay of a connection from %s failed", moved.peer)
+        moved.decide(False)
+        return None
+    if rest is not None:
+        try:
+            handle(held)
+            tail = b"".join(chunks)
+            if tail:
+                handle(engine.receive_data(tail))
+        except Exception:  # as the driver's own dispatch would: logged, the worker goes on
+            log.exception("error while handling events from %s", moved.peer)
+    return rest
 
 
 Take = Callable[[socket.socket, MovedIn], Awaitable[None]]
@@ -291,25 +344,31 @@ class Mover:
     """One movable connection's side of the worker that accepted it.
 
     The front end wraps its engine in :attr:`recording` (the driver's protocol) and
-    passes each batch of events through :meth:`watch`, with ``owner_of``: the worker
-    that owns the node a link's first attach names (None: this one, or not a queue)."""
+    passes each batch of events through :meth:`watch`, with ``decides``: whether an
+    event is the one the move is decided at (1.0: a link's attach; 0-9-1: a method a
+    replay would not reproduce), and ``owner_of``: for that event, the worker that owns
+    the queue it names (None: this one, or no queue; then the connection stays).
+    :func:`replay` on the other worker splits its events by the same ``decides``."""
 
     def __init__(
         self,
         handover: Handover,
         peer: str,
         recording: Recording,
+        decides: Callable[[Any], bool],
         owner_of: Callable[[Any], int | None],
         handle: Callable[[list[Any]], None],
     ) -> None:
         self.handover = handover
         self.peer = peer
         self.recording = recording
+        self.decides = decides
         self.owner_of = owner_of
         self.handle = handle
         self.driver: Driver[Any] | None = None
         self.task_group: TaskGroup | None = None
         self.watching = True
+        self._pause_limit: float | None = None
 
     def running(self, driver: Driver[Any], task_group: TaskGroup) -> None:
         """The connection's driver and a task group to hand over from."""
@@ -317,18 +376,22 @@ class Mover:
         self.task_group = task_group
 
     def watch(self, events: list[Any]) -> list[Any]:
-        """The events to handle now: all of them, or those before the first attach when
-        that attach names another worker's node and the hand-over has started (the rest
-        are set aside for :meth:`_resume`)."""
+        """The events to handle now: all of them, or those before the deciding event when
+        it names another worker's queue and the hand-over has started (the rest are set
+        aside for :meth:`_resume`)."""
+        decides = self.decides
         for i, e in enumerate(events):
-            if type(e) is LinkAttached:
+            if decides(e):
                 owner = None if self.recording.full else self.owner_of(e)
-                if owner is None or self.driver is None or self.task_group is None or not self._written_out():
+                driver = self.driver
+                if owner is None or driver is None or self.task_group is None or not self._quiet():
                     self.stop()
                     return events
                 self.watching = False
                 self.recording.frozen = True
-                self.driver.pause_reading()
+                # no peek at the socket while paused (0-9-1's driver's): B reads it from now on
+                self._pause_limit, driver.pause_limit = driver.pause_limit, None
+                driver.pause_reading()
                 self.task_group.start_soon(self._move, owner, events[i:])
                 return events[:i]
         return events
@@ -340,11 +403,15 @@ class Mover:
         if self.driver is not None:
             self.driver.protocol = self.recording.inner
 
-    def _written_out(self) -> bool:
-        """Whether all that was written has left the process (the transport buffers none)."""
-        assert self.driver is not None
-        tcp = asyncio_tcp(self.driver.stream)
-        return tcp is not None and tcp.transport.get_write_buffer_size() == 0
+    def _quiet(self) -> bool:
+        """Whether all that was written has left the process (the transport buffers none)
+        and all that was read reached the engine (the driver holds no rest of a read to
+        feed later: it would be in neither record)."""
+        driver = self.driver
+        assert driver is not None
+        tcp = asyncio_tcp(driver.stream)
+        fed = not isinstance(driver, DirectDriver) or not driver.reading_ahead
+        return fed and tcp is not None and tcp.transport.get_write_buffer_size() == 0
 
     def _socket(self) -> Any:
         assert self.driver is not None
@@ -375,6 +442,7 @@ class Mover:
         self.stop()
         driver = self.driver
         assert driver is not None
+        driver.pause_limit = self._pause_limit
         try:
             self.handle(held)
             if pending:

@@ -16,12 +16,16 @@ from anyio.abc import SocketStream
 
 from amqp10.broker.workers.handover import (
     RECORD_LIMIT,
+    Handover,
     HandoverServer,
     MovedIn,
+    Mover,
     Recording,
     hand_over,
 )
+from amqp10.broker.workers.ownership import Ownership
 from amqp10.io.asyncio_tcp import asyncio_tcp
+from amqp10.io.direct import DirectDriver
 from amqp10.transport import LinkAttached
 from tests.broker.harness import Net
 
@@ -166,3 +170,31 @@ def test_a_first_link_is_moved_for_a_queue_only() -> None:
         "q": {"q"},
         "new": {"new"},
     }
+
+
+async def test_no_move_while_the_driver_holds_the_rest_of_a_read(tmp_path: Path) -> None:
+    """A read fed a slice a turn: its rest is in neither record, so the connection stays.
+    Otherwise the move starts with reading paused and no peek at the socket (0-9-1's
+    driver reads one chunk every ``pause_limit`` while paused), restored if it stays."""
+    a, b = socket.socketpair()
+    with a:
+        stream = await SocketStream.from_socket(b)
+        async with stream, anyio.create_task_group() as tg:
+            for backlog in (True, False):
+                rec = Recording(Echo())
+                driver = DirectDriver(stream, rec, lambda events: None, pause_limit=5.0)
+                handled: list[Any] = []
+                mover = Mover(Handover(tmp_path, Ownership(2, 0)), "peer", rec, lambda e: e == "attach", lambda e: 1, handled.extend)
+                mover.running(driver, tg)
+                if backlog:
+                    driver._backlog = bytearray(b"the rest of a read")
+                    assert mover.watch(["open", "attach"]) == ["open", "attach"]  # all handled here
+                    assert not mover.watching and not rec.recording
+                    continue
+                assert mover.watch(["open", "attach", "more"]) == ["open"]  # the rest set aside
+                assert rec.frozen and driver.pause_limit is None
+                with anyio.fail_after(10):  # (worker 1 has no hand-over socket: it stays)
+                    while rec.recording:
+                        await anyio.sleep(0.01)
+                assert handled == ["attach", "more"] and driver.pause_limit == 5.0
+            tg.cancel_scope.cancel()

@@ -1,0 +1,140 @@
+"""Moving an AMQP 0-9-1 connection (workers/handover.py, amqp091/frontend.py), in one
+process: which method decides the move, and the replay of a recorded connection on a fresh
+engine and handler (the other worker's side). Between real workers:
+test_handover_amqp091_processes.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amqp10.amqp091 import (
+    ChannelOpened,
+    ContentReceived,
+    LoginRequested,
+    MethodReceived,
+    VirtualHostRequested,
+)
+from amqp10.amqp091 import Connection as Client
+from amqp10.amqp091 import methods as m
+from amqp10.amqp091.framing import split_frames
+from amqp10.broker.amqp091.connection import BrokerConnection
+from amqp10.broker.amqp091.frontend import decides_move, frames, queue_named
+from amqp10.broker.amqp091.handler import Amqp091Handler
+from amqp10.broker.config import BrokerConfig
+from amqp10.broker.core import Broker
+from amqp10.broker.workers.handover import MovedIn, replay
+
+
+def _method(method: Any) -> MethodReceived:
+    return MethodReceived(channel=1, method=method)
+
+
+def _publish(exchange: str, key: str) -> ContentReceived:
+    return ContentReceived(
+        channel=1, method=m.BasicPublish(exchange=exchange, routing_key=key),
+        properties=m.BasicProperties(),
+        raw_properties=b"",
+        body=b"",
+    )
+
+
+def test_the_first_method_a_replay_would_not_reproduce_decides_for_the_queue_it_names() -> None:
+    table: list[tuple[Any, bool, str | None]] = [
+        (LoginRequested(mechanism="PLAIN", response=b"", username="u", password="p", client_properties={}, locale="en_US"), False, None),
+        (VirtualHostRequested(virtual_host="/"), False, None),
+        (ChannelOpened(channel=1), False, None),
+        (_method(m.BasicQos(prefetch_count=10)), False, None),
+        (_method(m.ConfirmSelect()), False, None),
+        (_method(m.TxSelect()), False, None),
+        (_method(m.QueueDeclare(queue="q")), True, "q"),
+        (_method(m.QueueDeclare(queue="")), True, None),  # server-named: not moved
+        (_method(m.QueueBind(queue="q", exchange="amq.direct", routing_key="k")), True, "q"),
+        (_method(m.QueuePurge(queue="q")), True, "q"),
+        (_method(m.QueueDelete(queue="q")), True, "q"),
+        (_method(m.BasicConsume(queue="q")), True, "q"),
+        (_method(m.BasicConsume(queue="amq.rabbitmq.reply-to")), True, None),
+        (_method(m.BasicGet(queue="q")), True, "q"),
+        (_method(m.ExchangeDeclare(exchange="x", type="direct")), True, None),
+        (_publish("", "q"), True, "q"),
+        (_publish("amq.fanout", "q"), True, None),  # another exchange: not moved
+    ]
+    assert [(decides_move(e), queue_named(e)) for e, _, _ in table] == [(d, q) for _, d, q in table]
+
+
+HEADER = b"AMQP\x00\x00\x09\x01"
+
+
+CHANNEL_OPEN = b"\x01\x00\x01\x00\x00\x00\x05\x00\x14\x00\x0a\x00\xce"  # channel.open on 1: a frame
+
+
+def test_frames_are_the_header_then_one_frame_at_a_time() -> None:
+    data = HEADER + CHANNEL_OPEN + CHANNEL_OPEN.replace(b"\x00\x01", b"\x00\x02", 1)
+    assert list(frames(data)) == [HEADER, CHANNEL_OPEN, data[-13:]]
+    assert list(frames(data + CHANNEL_OPEN[:4])) == [HEADER, CHANNEL_OPEN, data[-13:], CHANNEL_OPEN[:4]]
+
+
+class Recorded:
+    """A client engine against the front end's engine and handler, every byte each wrote kept."""
+
+    def __init__(self) -> None:
+        self.server = BrokerConnection("server")
+        self.handler = Amqp091Handler(Broker(BrokerConfig()), self.server)
+        self.client = Client("client")
+        self.sent = bytearray()
+        self.written = bytearray()
+
+    def pump(self) -> None:
+        for _ in range(100):
+            c2s = self.client.data_to_send()
+            self.sent += c2s
+            if c2s:
+                self.handler.handle(self.server.receive_data(c2s))
+            self.handler.handle(self.server.poll_events())
+            s2c = self.server.data_to_send()
+            self.written += s2c
+            if s2c:
+                self.client.receive_data(s2c)
+            if not c2s and not s2c:
+                return
+        raise AssertionError("the pair did not settle")
+
+
+def _recorded() -> tuple[bytes, bytes]:
+    """A client's connection up to its ``queue.declare``: all it sent (the header first)
+    and all the broker wrote before that method was handled."""
+    pair = Recorded()
+    pair.pump()
+    pair.client.open_channel(1)
+    pair.pump()
+    pair.client.send_method(1, m.BasicQos(prefetch_count=10))
+    pair.client.send_method(1, m.ConfirmSelect())
+    pair.pump()
+    pair.client.send_method(1, m.QueueDeclare(queue="q"))
+    assert pair.sent.startswith(HEADER)
+    return bytes(pair.sent + pair.client.data_to_send()), bytes(pair.written)
+
+
+def _fresh() -> tuple[BrokerConnection, Amqp091Handler]:
+    conn = BrokerConnection("server")
+    return conn, Amqp091Handler(Broker(BrokerConfig()), conn)
+
+
+def test_a_replay_fed_frame_by_frame_writes_what_the_first_worker_wrote_then_answers_the_method() -> None:
+    inbound, written = _recorded()
+    conn, handler = _fresh()
+    moved = MovedIn("127.0.0.1:1", 0, inbound, written)
+    rest = replay(moved, conn, handler.handle, decides_move, frames)
+    assert rest == b"" and moved.accepted  # (it had written all of the handshake's answers)
+    assert handler.vhost.queue("q") is not None  # the deciding method, handled after the check
+    # what the driver writes next: its answer (a method frame on channel 1: queue.declare-ok, 50/11)
+    assert [f[:3] + f[7:11] for f in split_frames(conn.data_to_send())] == [b"\x01\x00\x01\x00\x32\x00\x0b"]
+
+
+def test_a_replay_fed_at_once_is_refused() -> None:
+    """0-9-1's handshake wants the handler's answer to ``start-ok`` before ``tune-ok``:
+    the whole input fed in one piece fails the replay, which is then refused."""
+    inbound, written = _recorded()
+    conn, handler = _fresh()
+    moved = MovedIn("127.0.0.1:1", 0, inbound, written)
+    assert replay(moved, conn, handler.handle, decides_move) is None
+    assert moved.decided.is_set() and not moved.accepted
