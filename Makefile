@@ -50,8 +50,9 @@ test-compiled: compiled
 	$(BIN)/python -c "import amqp10.transport.link as m; assert m.__file__.endswith('.so'), m.__file__"
 	$(BIN)/python -c "import amqp10.broker.amqp091.publish as m; assert m.__file__.endswith('.so'), m.__file__"
 	$(BIN)/python -c "import amqp10.broker.core.queues as m; assert m.__file__.endswith('.so'), m.__file__"
+	$(BIN)/python -c "import amqp10.broker.core.vhost as m; assert m.__file__.endswith('.so'), m.__file__"
 	$(BIN)/python -m pytest -q tests/types tests/transport tests/amqp091 tests/io \
-		tests/broker/core tests/broker/amqp1 tests/broker/amqp091
+		tests/broker/core tests/broker/amqp1 tests/broker/amqp091 tests/broker/test_local_random_exchange.py
 
 clean-compiled:
 	rm -rf build

@@ -23,7 +23,7 @@ from setuptools import setup
 # messages); the broker's AMQP 1.0 front end on a message's path (its LinkConsumer allows
 # interpreted subclasses: Service Bus's); the 0-9-1 engine (amqp091/*) and the broker's
 # 0-9-1 front end (broker/amqp091/*). amqp10/_mypyc.py holds what they need from mypyc.
-# Left interpreted: the rest of the core (vhost, exchanges, streams); amqp091's generator
+# Left interpreted: the rest of the core (streams, broker); amqp091's generator
 # (_generate, _diagrams) and scalars (int/float/bytes subclasses, which mypyc does not
 # compile); broker/amqp091's message, handler (derives from broker/frontend's
 # ContextHandler), frontend and login (once a connection).
@@ -38,6 +38,8 @@ COMPILED = [
     "amqp10/broker/core/message.py",
     "amqp10/broker/core/nodes.py",
     "amqp10/broker/core/queues.py",
+    "amqp10/broker/core/exchanges.py",
+    "amqp10/broker/core/vhost.py",
     "amqp10/broker/amqp1/message.py",
     "amqp10/broker/amqp1/publishers.py",
     "amqp10/broker/amqp1/consumers.py",

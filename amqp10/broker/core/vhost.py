@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..._mypyc import Referable
 from ...addresses import is_partition_address, partition_address
 from . import store as _store
 from .accounting import DETACHED
@@ -85,8 +86,9 @@ def _dropped(on_stored: Callable[[], None]) -> Refused:
     return lambda result: on_stored()
 
 
-class VirtualHost:
-    """One virtual host's nodes, exchanges and bindings."""
+class VirtualHost(Referable):
+    """One virtual host's nodes, exchanges and bindings (``Referable``: the 1.0 front end's
+    wildcard subscriptions are kept by weak reference to their virtual host)."""
 
     def __init__(self, broker: Broker, name: str) -> None:
         self.broker = broker
