@@ -30,7 +30,7 @@ from .queue_policy import QueuePolicy
 from .queues import Queue
 from .streams import Stream
 
-Destination: TypeAlias = "Exchange | Queue | Stream"
+Destination: TypeAlias = "Exchange | Queue | Stream | NodeElsewhere"
 """Where a binding routes to."""
 
 __all__ = [
