@@ -56,8 +56,10 @@ test-compiled: compiled
 	$(BIN)/python -c "import amqp10.broker.amqp091.publish as m; assert m.__file__.endswith('.so'), m.__file__"
 	$(BIN)/python -c "import amqp10.broker.core.queues as m; assert m.__file__.endswith('.so'), m.__file__"
 	$(BIN)/python -c "import amqp10.broker.workers.link as m; assert m.__file__.endswith('.so'), m.__file__"
+	$(BIN)/python -c "import amqp10.broker.core.vhost as m; assert m.__file__.endswith('.so'), m.__file__"
 	$(BIN)/python -m pytest -q tests/types tests/transport tests/amqp091 tests/io \
-		tests/broker/core tests/broker/amqp1 tests/broker/amqp091 $(COMPILED_WORKERS_TESTS)
+		tests/broker/core tests/broker/amqp1 tests/broker/amqp091 tests/broker/test_local_random_exchange.py \
+		$(COMPILED_WORKERS_TESTS)
 
 clean-compiled:
 	rm -rf build

@@ -18,20 +18,24 @@ from setuptools import setup
 
 # The modules a message's broker CPU goes through (bench/profiles: broker_inproc.py's
 # profile and counts.py's 0-9-1 workloads), as far as mypyc compiles them: the AMQP 1.0
-# codec and engine; the broker core's message, node and queue classes (Node, NodeElsewhere,
-# QueuedMessage allow interpreted subclasses: exchanges, streams, the other front ends'
-# messages); the broker's AMQP 1.0 front end on a message's path (its LinkConsumer allows
-# interpreted subclasses: Service Bus's); the 0-9-1 engine (amqp091/*) and the broker's
-# 0-9-1 front end (broker/amqp091/*); with several workers, a crossing message's path: the
-# internal link (broker/workers/link.py: its records, batches and engine driver; InternalLink
-# allows interpreted subclasses: peers.py's), its opening side (remote.py: RemoteNodes allows
-# peers.py's) and its answering side (owner.py). amqp10/_mypyc.py holds what they need from mypyc.
-# Left interpreted: the rest of the core (vhost, exchanges, streams); the rest of
-# broker/workers (supervisor, peers, control, metadata, handover...: once a link or a
-# change, not once a message); amqp091's generator (_generate, _diagrams) and scalars
-# (int/float/bytes subclasses, which mypyc does not compile); broker/amqp091's message,
-# handler (derives from broker/frontend's ContextHandler), frontend and login (once a
-# connection).
+# codec and engine; the broker core's message, node, queue, exchange and virtual host
+# classes (Node, NodeElsewhere, QueuedMessage allow interpreted subclasses: streams, the
+# 1.0 targets, the other front ends' messages; VirtualHost derives from _mypyc's Referable
+# to be weakly referenced); the broker's AMQP 1.0 front end on a message's path (its
+# LinkConsumer allows interpreted subclasses: Service Bus's); the 0-9-1 engine (amqp091/*)
+# and the broker's 0-9-1 front end (broker/amqp091/*, its message and handler included; the
+# handler derives from broker/frontend's interpreted ContextHandler, as the 1.0 one does);
+# with several workers, a crossing message's path: the internal link (broker/workers/link.py:
+# its records, batches and engine driver; InternalLink allows interpreted subclasses:
+# peers.py's), its opening side (remote.py: RemoteNodes allows peers.py's) and its answering
+# side (owner.py). amqp10/_mypyc.py holds what they need from mypyc. Left interpreted: the
+# rest of the core (streams, partitioned, broker: its authorize/denial are 21 bytecodes a
+# 0-9-1 message); the rest of broker/workers (supervisor, peers, control, metadata,
+# handover...: once a link or a change, not once a message);
+# amqp091's generator (_generate, _diagrams) and scalars (int/float/bytes subclasses, which
+# mypyc does not compile); broker/frontend and broker/amqp091/login (once a connection); the
+# dataclasses' __init__ (made by exec: amqp091/events' ContentReceived, 42 bytecodes a
+# message) and the 1.0 composite types' decoders (made by exec at import).
 COMPILED = [
     "amqp10/types/codec.py",
     "amqp10/transport/framing.py",
@@ -43,6 +47,8 @@ COMPILED = [
     "amqp10/broker/core/message.py",
     "amqp10/broker/core/nodes.py",
     "amqp10/broker/core/queues.py",
+    "amqp10/broker/core/exchanges.py",
+    "amqp10/broker/core/vhost.py",
     "amqp10/broker/amqp1/message.py",
     "amqp10/broker/amqp1/publishers.py",
     "amqp10/broker/amqp1/consumers.py",
@@ -74,6 +80,8 @@ COMPILED = [
     "amqp10/broker/workers/link.py",
     "amqp10/broker/workers/remote.py",
     "amqp10/broker/workers/owner.py",
+    "amqp10/broker/amqp091/message.py",
+    "amqp10/broker/amqp091/handler.py",
 ]
 
 

@@ -22,7 +22,8 @@ else:
 
 class Referable:
     """An interpreted base for a compiled class whose instances are weakly referenced
-    (a queue, a ``WeakKeyDictionary`` key of the Service Bus front end's): a compiled
+    (a queue, a ``WeakKeyDictionary`` key of the Service Bus front end's; a virtual host,
+    the 1.0 front end's wildcard subscriptions' key): a compiled
     class has no ``__weakref__`` slot unless it derives from an interpreted class."""
 
 

@@ -115,7 +115,7 @@ class MessageCommands:
         msg: QueuedMessage,
         key: str,
         c: Compound | None,
-        reached: list[Queue | Stream] | None = None,
+        reached: list[Queue | Stream | NodeElsewhere] | None = None,
     ) -> None:
         """Route a transfer's ``msg`` (``c`` None: a transaction's, at its commit; ``reached``:
         the queues it reaches, found already: :meth:`VirtualHost.route`'s)."""

@@ -190,7 +190,7 @@ def _bound(
         flags["queue_not_found"] = True
     if x is not None and not (queue and q is None):
         # (a stand-in is bound as its queue: vhost.bind)
-        bindings = list(x.bindings_to(q)) if q is not None else []  # type: ignore[arg-type]
+        bindings = list(x.bindings_to(q)) if q is not None else []
         if q is not None and not bindings:
             flags["queue_not_matched"] = True
         bindings = bindings or list(x.bindings.values())  # (a queue not bound: any queue's)

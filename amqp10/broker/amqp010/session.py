@@ -46,7 +46,7 @@ class TxWork:
     msg: QueuedMessage | None = None
     key: str = ""
     accepted: tuple[int, ...] = ()
-    reached: list[Queue | Stream] | None = None
+    reached: list[Queue | Stream | NodeElsewhere] | None = None
     """The queues its message reaches, once ``tx.commit`` routed it (several workers:
     :class:`~amqp10.broker.core.RoutedOnce`): ``apply`` publishes it to them."""
 

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from ...amqp091 import Method, ReplyCode
 from ...amqp091 import methods as m
-from ..core import Exchange, Node, NotFound, Queue, QueuedMessage, Stream
+from ..core import Exchange, Node, NodeElsewhere, NotFound, Queue, QueuedMessage, Stream
 from ..core.consumer_timeout import UnsettledClock
 from .context import Amqp091Context, ChannelError, Encoded
 from .message import FORMAT, Content, unpack
@@ -37,7 +37,7 @@ class PendingPublish:
     mandatory: bool
     seq: int
     """Its publish sequence number (0: not in confirm mode)."""
-    reached: list[Queue | Stream] | None = None
+    reached: list[Queue | Stream | NodeElsewhere] | None = None
     """The queues it reaches, once ``tx.commit`` routed it (several workers:
     :class:`~amqp10.broker.core.RoutedOnce`)."""
 

@@ -223,7 +223,8 @@ class Amqp091Handler(ContextHandler):
 
     # -- events ---------------------------------------------------------------------------------
     def handle(self, events: list[Event]) -> None:
-        if self._waiting is not None:
+        waiting = self._waiting  # (a local: a test of ``self._waiting`` would narrow it for
+        if waiting is not None:  # the loop below, whose test mypyc would then compile out)
             self._wait_with(events)
             return
         rest = iter(events)
@@ -312,9 +313,7 @@ class Amqp091Handler(ContextHandler):
                 raise HardError(ReplyCode.NOT_IMPLEMENTED, f"{method.NAME} is not implemented")
             self._current = (ch, method)
             run(ch, method)
-        except ChannelError as exc:
-            self._fail(ch, exc, method)
-        except ModelError as exc:
+        except (ChannelError, ModelError) as exc:  # (one name per except: mypyc types it once)
             self._fail(ch, exc, method)
 
     def _on_content(self, e: ContentReceived) -> None:
@@ -324,9 +323,7 @@ class Amqp091Handler(ContextHandler):
             return  # (a client sends no other content)
         try:
             self.publisher.publish(ch, method, e)
-        except ChannelError as exc:
-            self._fail(ch, exc, method)
-        except ModelError as exc:
+        except (ChannelError, ModelError) as exc:  # (one name per except: mypyc types it once)
             self._fail(ch, exc, method)
 
     def _fail(self, ch: Channel, exc: ChannelError | ModelError, method: Method) -> None:
@@ -365,8 +362,13 @@ class Amqp091Handler(ContextHandler):
 
         self._waiting = []
         self.broker.after_commit(answer)
-        if self._waiting is not None:  # (without a store it has gone out already)
+        if self._answer_waits():  # (without a store it has gone out already)
             self.pause()
+
+    def _answer_waits(self) -> bool:
+        """Whether an answer waits (read here, not after ``self._waiting = []``, where mypy
+        takes it for a list and mypyc would check that it is one)."""
+        return self._waiting is not None
 
     def _answer_later(self, ask: Callable[[Answered[Any]], None], then: Callable[[Callable[[], Any]], None]) -> None:
         """Put a question to a node that answers later (:class:`~amqp10.broker.core.NodeElsewhere`)
@@ -388,10 +390,7 @@ class Amqp091Handler(ContextHandler):
             waiting, self._waiting = self._waiting, None
             try:  # (also once the connection is gone: ``then`` gives back what it was given)
                 then(answer)
-            except ChannelError as exc:
-                if not self.closed:
-                    self._fail(ch, exc, method)
-            except ModelError as exc:
+            except (ChannelError, ModelError) as exc:
                 if not self.closed:
                     self._fail(ch, exc, method)
             if not self.closed:

@@ -16,6 +16,7 @@ from ...amqp091 import BasicProperties, ContentReceived, ReplyCode
 from ...amqp091 import methods as m
 from ..core import (
     Exchange,
+    NodeElsewhere,
     NotFound,
     PreconditionFailed,
     PublishResult,
@@ -108,7 +109,7 @@ class Publisher:
         key: str,
         mandatory: bool,
         seq: int,
-        reached: list[Queue | Stream] | None = None,
+        reached: list[Queue | Stream | NodeElsewhere] | None = None,
     ) -> None:
         """Route ``msg`` from ``x`` and answer as :data:`ANSWERS` says (``seq`` 0: no confirm;
         ``reached``: the queues it reaches, found already: :meth:`VirtualHost.route`'s)."""

@@ -432,8 +432,8 @@ class Consumers:
                     refusal = _refusal(got, queue.name, ctx.vhost.name)
             except NotFound as exc:
                 refusal = ErrorCondition.NOT_FOUND, str(exc)
-            except ModelError as exc:  # (the owner could not claim it: a session held)
-                refusal = ErrorCondition.RESOURCE_LOCKED, str(exc)
+            except ModelError as err:  # (the owner could not claim it: a session held; a name
+                refusal = ErrorCondition.RESOURCE_LOCKED, str(err)  # of its own: mypyc types a name once)
             if not ctx.can_answer(link):  # the link went meanwhile
                 if refusal is None:
                     queue.remove_consumer(consumer)

@@ -30,7 +30,7 @@ from .queue_policy import QueuePolicy
 from .queues import Queue
 from .streams import Stream
 
-Destination: TypeAlias = "Exchange | Queue | Stream"
+Destination: TypeAlias = "Exchange | Queue | Stream | NodeElsewhere"
 """Where a binding routes to."""
 
 __all__ = [
@@ -120,6 +120,11 @@ class Exchange(Node):
         self.arguments: dict[str, Any] = dict(arguments or {})
         self.bindings: dict[tuple[str, str, str, str], Binding] = {}
         self._by_destination: dict[int, dict[tuple[str, str, str, str], Binding]] = {}
+        self._init_index()
+
+    def _init_index(self) -> None:
+        """A type's own state, set up last by :meth:`__init__` (a subclass has no
+        ``__init__(name, **kw)`` passing keywords on: the compiled build miscompiles that)."""
 
     # -- bindings --------------------------------------------------------------------------
     def bind(self, binding: Binding) -> bool:
@@ -194,8 +199,7 @@ class DirectExchange(Exchange):
 
     type = "direct"
 
-    def __init__(self, name: str, **kw: Any) -> None:
-        super().__init__(name, **kw)
+    def _init_index(self) -> None:
         self._by_key: dict[str, dict[tuple[str, str, str, str], Destination]] = {}
 
     def _index(self, binding: Binding) -> None:
@@ -239,8 +243,7 @@ class LocalRandomExchange(Exchange):
     type = "x-local-random"
     uses_key = False
 
-    def __init__(self, *args: Any, **kw: Any) -> None:
-        super().__init__(*args, **kw)
+    def _init_index(self) -> None:
         self._random = random.Random()
 
     def _index(self, binding: Binding) -> None:
@@ -370,8 +373,7 @@ class TopicExchange(Exchange):
 
     type = "topic"
 
-    def __init__(self, name: str, **kw: Any) -> None:
-        super().__init__(name, **kw)
+    def _init_index(self) -> None:
         self.trie = TopicTrie()
 
     def _index(self, binding: Binding) -> None:

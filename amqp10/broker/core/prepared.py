@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from . import store as _store
 from .message import QueuedMessage
-from .nodes import Journal, Node, nothing
+from .nodes import Journal, Node, NodeElsewhere, nothing
 from .queues import Queue
 from .streams import Stream
 from .transactions import route_once
@@ -47,7 +47,7 @@ class HeldPublish:
         self.exchange = exchange
         self.routing_key = routing_key
         self.msg = msg
-        self.reached: list[Queue | Stream] | None = None
+        self.reached: list[Queue | Stream | NodeElsewhere] | None = None
         """The queues it reaches, once :meth:`HeldWork.reached` routed it
         (:class:`~.transactions.RoutedOnce`)."""
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from . import store as _store
 from .message import QueuedMessage
-from .nodes import Answered, Journal, Node, nothing
+from .nodes import Answered, Journal, Node, NodeElsewhere, nothing
 from .queues import Queue
 from .streams import Stream
 
@@ -82,7 +82,7 @@ class RoutedOnce(Protocol):
     """A transactional publish (0-9-1's, 0-10's, a dtx branch's) that its commit routes once
     with several workers (:func:`route_once`)."""
 
-    reached: list[Queue | Stream] | None
+    reached: list[Queue | Stream | NodeElsewhere] | None
     """The queues it reaches, once :func:`route_once` routed it (to learn the workers its
     transaction reaches): its commit publishes it to them
     (:meth:`VirtualHost.route <.vhost.VirtualHost.route>`'s ``reached``), not routing it

@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..._mypyc import Referable
 from ...addresses import is_partition_address, partition_address
 from . import store as _store
 from .accounting import DETACHED
@@ -85,8 +86,9 @@ def _dropped(on_stored: Callable[[], None]) -> Refused:
     return lambda result: on_stored()
 
 
-class VirtualHost:
-    """One virtual host's nodes, exchanges and bindings."""
+class VirtualHost(Referable):
+    """One virtual host's nodes, exchanges and bindings (``Referable``: the 1.0 front end's
+    wildcard subscriptions are kept by weak reference to their virtual host)."""
 
     def __init__(self, broker: Broker, name: str) -> None:
         self.broker = broker
@@ -721,7 +723,7 @@ class VirtualHost:
         if self.broker.placement is not None:  # a queue another worker owns: its messages go
             remote = self.elsewhere(name)  # to the owner (not an exclusive queue made here)
             if remote is not None:
-                return remote  # type: ignore[return-value]
+                return remote
         return q
 
     def _bindable(self, source: str) -> Exchange:
@@ -789,7 +791,7 @@ class VirtualHost:
             dest = self.elsewhere(destination) or self.queue(destination)
         if dest is None:
             return 0
-        gone = [b for b in x.bindings_to(dest) if b.key == key]  # type: ignore[arg-type]
+        gone = [b for b in x.bindings_to(dest) if b.key == key]
         for b in gone:  # (an auto-delete exchange goes with the last one)
             self.unbind(source, destination, key, b.arguments, destination_kind=destination_kind)
         return len(gone)
@@ -800,7 +802,7 @@ class VirtualHost:
         queue's do (its own worker removed its own)."""
         remote = self.elsewhere(name)
         if remote is not None:
-            self._unbind_everywhere(remote)  # type: ignore[arg-type]
+            self._unbind_everywhere(remote)
 
     def _unbound(self, binding: Binding) -> None:
         x = binding.source
@@ -821,11 +823,11 @@ class VirtualHost:
                 self._unbound(b)
 
     # -- routing ----------------------------------------------------------------------------
-    def destinations(self, exchange: Exchange, msg: QueuedMessage, key: str | None) -> list[Queue | Stream]:
+    def destinations(self, exchange: Exchange, msg: QueuedMessage, key: str | None) -> list[Queue | Stream | NodeElsewhere]:
         """The queues ``msg`` reaches from ``exchange``: through exchange-to-exchange bindings,
         and through an exchange's alternate exchange when its own bindings match nothing;
         by ``key`` and by the message's extra keys (1.0's ``x-cc``), each queue once."""
-        queues: dict[int, Queue | Stream] = {}
+        queues: dict[int, Queue | Stream | NodeElsewhere] = {}  # (a stand-in: another worker's queue)
         seen: set[int] = set()
         pending = [exchange]
         cc = msg.extra_routing_keys() if msg.has_extra_routing_keys else ()
@@ -858,7 +860,7 @@ class VirtualHost:
         key: str | None,
         on_stored: Callable[[], None],
         on_refused: Refused | None = None,
-        reached: Sequence[Queue | Stream] | None = None,
+        reached: Sequence[Queue | Stream | NodeElsewhere] | None = None,
     ) -> PublishResult:
         """Publish ``msg`` to every queue it reaches from ``exchange`` (``key`` None: the
         message's own routing key). ``on_stored`` runs once every queue that took it has it
@@ -1050,7 +1052,7 @@ class _DefaultExchange(DirectExchange):
         if vhost.broker.placement is not None:  # a queue another worker owns: its owner says
             remote = vhost.elsewhere(name)  # whether it is there
             if remote is not None:
-                return [remote]  # type: ignore[list-item]  # (a stand-in routes as the queue)
+                return [remote]  # (a stand-in routes as the queue)
         q = vhost.queue(name)
         return [q] if q is not None else []
 

@@ -106,7 +106,7 @@ def bind_placed(broker: Broker, ownership: Ownership, vhost: str, change: tuple[
     remote, x = host.elsewhere(destination), host.exchange(source)
     if remote is None or x is None:
         return False
-    x.bind(Binding(x, remote, key, arguments))  # type: ignore[arg-type]
+    x.bind(Binding(x, remote, key, arguments))
     return True
 
 
