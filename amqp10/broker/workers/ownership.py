@@ -45,6 +45,10 @@ def reply_prefix(worker: int) -> str:
     return f"{REPLY_PREFIX}{worker}."
 
 
+HASHED_LIMIT = 65536
+"""Names whose owner :class:`Ownership` keeps worked out (then it starts again)."""
+
+
 def _named_owner(name: str) -> int | None:
     """The worker a dynamic node's name or a reply address names (None: not such a name)."""
     for prefix in (DYNAMIC_PREFIX, REPLY_PREFIX):
@@ -66,7 +70,7 @@ def spread(h: int) -> int:
 class Ownership:
     """The owner of each node, as seen from worker ``me`` of ``workers``."""
 
-    __slots__ = ("_overrides", "me", "workers")
+    __slots__ = ("_hashed", "_overrides", "me", "workers")
 
     def __init__(self, workers: int, me: int = 0, overrides: Mapping[tuple[str, str], int] | None = None) -> None:
         if workers < 1:
@@ -80,18 +84,30 @@ class Ownership:
         self.workers = workers
         self.me = me
         self._overrides = table
+        self._hashed: dict[tuple[str, str], int] = {}
+        """What the name says or its hash gives, by (vhost, name), as asked: a publish asks
+        for its queue's owner every message. A function of the name and ``workers`` only
+        (overrides are looked up first), so never stale; emptied at :data:`HASHED_LIMIT`."""
 
     def owner(self, vhost: str, name: str) -> int:
         """The worker that owns node ``name`` of virtual host ``vhost``."""
         if self.workers == 1:
             return 0
-        placed = self._overrides.get((vhost, name))
+        key = (vhost, name)
+        placed = self._overrides.get(key)
         if placed is not None:
             return placed
-        named = _named_owner(name)
-        if named is not None and named < self.workers:
-            return named
-        return spread(zlib.crc32(f"{vhost}\x00{name}".encode())) % self.workers
+        owner = self._hashed.get(key)
+        if owner is None:
+            named = _named_owner(name)
+            if named is not None and named < self.workers:
+                owner = named
+            else:
+                owner = spread(zlib.crc32(f"{vhost}\x00{name}".encode())) % self.workers
+            if len(self._hashed) >= HASHED_LIMIT:
+                self._hashed.clear()
+            self._hashed[key] = owner
+        return owner
 
     def placed_on(self, vhost: str, name: str) -> int | None:
         """The worker node ``name`` is placed on by an override (None: its name says)."""

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from amqp10.broker.workers import ownership
 from amqp10.broker.workers.ownership import Ownership
 
 
@@ -87,3 +88,20 @@ def test_placement_answers_a_stand_in_for_a_node_of_another_worker_only() -> Non
     assert mine is not None and mine.kind == "queue"
     with pytest.raises(ValueError):
         Placement(ownership, {0: links[0]})  # no link to worker 2
+
+
+def test_an_owner_asked_before_is_the_same_and_overrides_still_win(monkeypatch: pytest.MonkeyPatch) -> None:
+    o = Ownership(4, me=1)
+    names = [f"q{i}" for i in range(200)] + [f"{ownership.dynamic_prefix(3)}x", f"{ownership.reply_prefix(2)}y"]
+    first = [o.owner("/", n) for n in names]
+    assert first == [Ownership(4).owner("/", n) for n in names]  # remembered: the same answers
+    assert first[-2:] == [3, 2]  # (the names that say their owner)
+    hashed = first[0]
+    o.place("/", "q0", (hashed + 1) % 4)  # an override after the name was asked: it wins
+    assert o.owner("/", "q0") == (hashed + 1) % 4
+    o.unplace("/", "q0")
+    assert o.owner("/", "q0") == hashed
+    monkeypatch.setattr(ownership, "HASHED_LIMIT", 10)  # bounded: starts again, same answers
+    fresh = Ownership(4, me=1)
+    assert [fresh.owner("/", n) for n in names] == first
+    assert len(fresh._hashed) <= 10
