@@ -54,6 +54,7 @@ from anyio.abc import SocketAttribute, TaskGroup, TaskStatus
 from ...io.asyncio_tcp import asyncio_tcp
 from ...io.direct import DirectDriver
 from ...io.driver import Driver, EngineProtocol
+from ..guard import HeldOutput
 from .ownership import Ownership
 
 __all__ = [
@@ -406,9 +407,14 @@ class Mover:
     def _quiet(self) -> bool:
         """Whether all that was written has left the process (the transport buffers none)
         and all that was read reached the engine (the driver holds no rest of a read to
-        feed later: it would be in neither record)."""
+        feed later: it would be in neither record), and no login's answer was ever held
+        ([security] back-off: the hold is this worker's; a replay elsewhere would answer a
+        pipelined login at once and tell a right password by its speed)."""
         driver = self.driver
         assert driver is not None
+        inner = self.recording.inner
+        if isinstance(inner, HeldOutput) and inner.held_for > 0:
+            return False
         tcp = asyncio_tcp(driver.stream)
         fed = not isinstance(driver, DirectDriver) or not driver.reading_ahead
         return fed and tcp is not None and tcp.transport.get_write_buffer_size() == 0
@@ -443,6 +449,10 @@ class Mover:
         driver = self.driver
         assert driver is not None
         driver.pause_limit = self._pause_limit
+        # reading resumes first (nothing is read before this returns): a handler that pauses
+        # it for what it handles now (an answer that comes later, a memory alarm's block)
+        # keeps its pause
+        driver.resume_reading()
         try:
             self.handle(held)
             if pending:
@@ -451,5 +461,4 @@ class Mover:
             log.exception("error while handling events from %s", self.peer)
             driver.abort()
             return
-        driver.resume_reading()
         driver.flush_soon()

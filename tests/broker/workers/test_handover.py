@@ -14,6 +14,7 @@ import anyio
 import pytest
 from anyio.abc import SocketStream
 
+from amqp10.broker.guard import HeldOutput
 from amqp10.broker.workers.handover import (
     RECORD_LIMIT,
     Handover,
@@ -197,4 +198,55 @@ async def test_no_move_while_the_driver_holds_the_rest_of_a_read(tmp_path: Path)
                     while rec.recording:
                         await anyio.sleep(0.01)
                 assert handled == ["attach", "more"] and driver.pause_limit == 5.0
+            tg.cancel_scope.cancel()
+
+
+async def test_a_move_that_fails_keeps_the_pause_the_handler_made(tmp_path: Path) -> None:
+    """Not moved, the set-aside events are handled here; a handler that pauses reading for
+    one (an answer that comes later, a memory alarm's block) keeps that pause."""
+    a, b = socket.socketpair()
+    with a:
+        stream = await SocketStream.from_socket(b)
+        async with stream, anyio.create_task_group() as tg:
+            rec = Recording(Echo())
+            driver = DirectDriver(stream, rec, lambda events: None)
+            handled: list[Any] = []
+
+            def handle(events: list[Any]) -> None:
+                handled.extend(events)
+                if "declare" in events:
+                    driver.pause_reading()
+
+            mover = Mover(Handover(tmp_path, Ownership(2, 0)), "peer", rec, lambda e: e == "declare", lambda e: 1, handle)
+            mover.running(driver, tg)
+            assert mover.watch(["open", "declare"]) == ["open"]
+            with anyio.fail_after(10):  # (worker 1 has no hand-over socket: it stays)
+                while rec.recording:
+                    await anyio.sleep(0.01)
+            assert handled == ["declare"] and driver._paused
+            tg.cancel_scope.cancel()
+
+
+async def test_no_move_once_a_logins_answer_was_held(tmp_path: Path) -> None:
+    """[security] back-off holds a failed login's answer on this worker: such a connection
+    stays (replayed elsewhere, a pipelined login would be answered at once)."""
+    a, b = socket.socketpair()
+    with a:
+        stream = await SocketStream.from_socket(b)
+        async with stream, anyio.create_task_group() as tg:
+            for held in (0.0, 0.5):
+                out = HeldOutput(Echo())
+                out.hold(0.0, held)
+                rec = Recording(out)
+                driver = DirectDriver(stream, rec, lambda events: None)
+                mover = Mover(Handover(tmp_path, Ownership(2, 0)), "peer", rec, lambda e: e == "attach", lambda e: 1, lambda e: None)
+                mover.running(driver, tg)
+                got = mover.watch(["open", "attach"])
+                if held:
+                    assert got == ["open", "attach"] and not rec.recording  # stays, unrecorded
+                else:
+                    assert got == ["open"] and rec.frozen  # (the move starts)
+                    with anyio.fail_after(10):
+                        while rec.recording:
+                            await anyio.sleep(0.01)
             tg.cancel_scope.cancel()
