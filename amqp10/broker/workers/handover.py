@@ -34,7 +34,8 @@ nothing a replay on B does not do again the same way (the handshake; 0-9-1's
 A connection is not moved over TLS or a WebSocket (not a plain socket: no
 :class:`Recording`), when its deciding event names no queue or a local one, when its
 records passed :data:`RECORD_LIMIT`, or when the driver had read past what the engine was
-fed (a large read fed a slice a turn: the rest would be in neither record). 1.0: nor when
+fed (a large read fed a slice a turn: the rest would be in neither record), or once the
+``[security]`` back-off held a login's answer (the hold is this worker's). 1.0: nor when
 SASL used a mechanism with a server nonce (SCRAM).
 """
 
