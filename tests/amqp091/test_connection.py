@@ -471,6 +471,26 @@ def test_a_bug_of_ours_is_internal_error_never_an_exception(
     assert failed.reply_text == "INTERNAL_ERROR - KeyError: 'oops'"
 
 
+def test_after_a_bug_of_ours_the_rest_of_the_read_is_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A frame that fails with a bug of ours: the frames after it in the same read are not
+    handled, and nothing of the read is kept (the compiled build too: the input buffer is
+    cleared after a loop whose test mypy had narrowed)."""
+    pair = Pair().open()
+    ch = pair.open_channel()
+    calls: list[bytes] = []
+
+    def broken(channel: int, payload: bytes) -> None:
+        calls.append(payload)
+        raise KeyError("oops")
+
+    monkeypatch.setitem(pair.server._frame_handlers, FRAME_METHOD, broken)
+    frame = method_frame(ch, m.BasicQos())
+    events = pair.server.receive_data(frame * 3 + frame[:5])
+    assert len(of(events, ConnectionFailed)) == 1 and len(calls) == 1
+    assert len(pair.server._in) == 0
+    assert pair.server.receive_data(frame) == [] and len(calls) == 1
+
+
 def test_channel_numbers_run_out() -> None:
     pair = Pair(client={"channel_max": 2}).open()
     assert [pair.client.open_channel(), pair.client.open_channel()] == [1, 2]
