@@ -318,7 +318,7 @@ class ServeContext:
         assert moved is not None
         rest = replay(moved, engine, handle, decides, pieces)
         if rest is None:
-            log.info("connection from %s not taken over: its replay differs", self.peer)
+            log.info("connection from %s not taken over: its replay differs or failed (logged above)", self.peer)
             moved.decide(False)
             cleanup()
             return None
