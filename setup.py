@@ -29,13 +29,15 @@ from setuptools import setup
 # its records, batches and engine driver; InternalLink allows interpreted subclasses:
 # peers.py's), its opening side (remote.py: RemoteNodes allows peers.py's) and its answering
 # side (owner.py). amqp10/_mypyc.py holds what they need from mypyc. Left interpreted: the
-# rest of the core (streams, partitioned, broker: its authorize/denial are 21 bytecodes a
-# 0-9-1 message); the rest of broker/workers (supervisor, peers, control, metadata,
-# handover...: once a link or a change, not once a message);
+# rest of the core (streams, partitioned, broker: a 0-9-1 publish calls its authorize only
+# when there are permissions or a token's grant to ask, broker/amqp091/context); the rest
+# of broker/workers (supervisor, peers, control, metadata, handover...: once a link or a
+# change, not once a message);
 # amqp091's generator (_generate, _diagrams) and scalars (int/float/bytes subclasses, which
 # mypyc does not compile); broker/frontend and broker/amqp091/login (once a connection); the
-# dataclasses' __init__ (made by exec: amqp091/events' ContentReceived, 42 bytecodes a
-# message) and the 1.0 composite types' decoders (made by exec at import).
+# dataclasses' generated methods (made by exec; amqp091/events' per-message ones,
+# MethodReceived and ContentReceived, write their __init__ out to be compiled) and the 1.0
+# composite types' decoders (made by exec at import).
 COMPILED = [
     "amqp10/types/codec.py",
     "amqp10/transport/framing.py",

@@ -209,6 +209,14 @@ class MethodReceived(Event):
     channel: int
     method: Method
 
+    # A message's events (a publish, a deliver, an ack) have their __init__ written out: the
+    # one dataclasses makes (by exec) stays interpreted in the compiled build, where mypyc
+    # turns each object.__setattr__ into a native field store; the pure build runs the same
+    # bytecodes as the generated one. Same fields, same order, keyword-only.
+    def __init__(self, *, channel: int, method: Method) -> None:
+        object.__setattr__(self, "channel", channel)
+        object.__setattr__(self, "method", method)
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ContentReceived(Event):
@@ -221,3 +229,18 @@ class ContentReceived(Event):
     raw_properties: bytes
     """The property flags and list as received: pass them on unchanged with ``send_content``."""
     body: bytes
+
+    def __init__(  # (written out: see MethodReceived's)
+        self,
+        *,
+        channel: int,
+        method: Method,
+        properties: Properties,
+        raw_properties: bytes,
+        body: bytes,
+    ) -> None:
+        object.__setattr__(self, "channel", channel)
+        object.__setattr__(self, "method", method)
+        object.__setattr__(self, "properties", properties)
+        object.__setattr__(self, "raw_properties", raw_properties)
+        object.__setattr__(self, "body", body)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from typing import Any
 
 import pytest
@@ -19,6 +21,7 @@ from amqp10.amqp091 import (
     IllegalStateError,
     MethodReceived,
     ReplyCode,
+    events,
     not_found,
 )
 from amqp10.amqp091 import methods as m
@@ -372,3 +375,33 @@ def test_content_on_a_channel_we_close_is_discarded() -> None:
     assert events == []
     assert pair.server.channels == {ch: ChannelState.CLOSING}
     assert pair.server.state is ConnectionState.OPEN
+
+
+@pytest.mark.parametrize("tp", [MethodReceived, ContentReceived])
+def test_per_message_events_init_is_written_out(tp: type) -> None:
+    """A message's events (publish, deliver, ack) are built by events.py's own ``__init__``,
+    not one ``dataclasses`` made by ``exec`` (``<string>``), which stays interpreted in
+    the compiled build; taking the same keywords, it keeps the dataclass's behaviour."""
+    names = [f.name for f in dataclasses.fields(tp)]
+    code = getattr(tp.__init__, "__code__", None)
+    if code is not None:  # (compiled: a native slot, without code or signature)
+        assert code.co_filename == events.__file__
+        assert list(inspect.signature(tp.__init__).parameters)[1:] == names
+    sample = {
+        "channel": 3,
+        "method": m.BasicAck(delivery_tag=7),
+        "properties": BasicProperties(content_type="text/plain"),
+        "raw_properties": b"\x80\x00\x0atext/plain",
+        "body": b"hello",
+    }  # (typed: the compiled __init__ checks its arguments' types)
+    values = {name: sample[name] for name in names}
+    e = tp(**values)
+    assert {name: getattr(e, name) for name in names} == values
+    assert e == tp(**values) and e != tp(**{**values, "channel": 9})
+    assert repr(e) == f"{tp.__name__}({', '.join(f'{k}={v!r}' for k, v in values.items())})"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        e.channel = 2  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        tp(*values.values())  # keyword-only
+    with pytest.raises(TypeError):
+        tp(**{k: v for k, v in values.items() if k != "channel"})

@@ -123,22 +123,26 @@ def test_random_method_sequences_stay_within_the_protocol(ops: list[tuple[int, A
     assert all(getattr(q, "owner", None) is None for q in pair.handler.vhost.queues())  # (the only connection)
 
 
-class Guarded(Broker):
-    """A broker whose permissions refuse everything named ``secret*``."""
+class Guarded:
+    """Permissions (an ``Authorizer``) that refuse everything named ``secret*``."""
 
-    def authorize(
-        self, vhost: Any, user: str | None, resource: str, action: Any, kind: Any = "queue", *, grant: Any = None
-    ) -> bool:
-        self.asked.append((resource, action))
-        return not resource.startswith("secret")
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, str]] = []
 
-    asked: list[tuple[str, str]]
+    def denial(self, user: str | None, vhost: str, action: Any, kind: Any, name: str) -> Exception | None:
+        self.asked.append((name, action))
+        return PermissionError(name) if name.startswith("secret") else None
+
+    def vhost_denial(self, user: str | None, vhost: str) -> Exception | None:
+        return None
+
+    def has_tag(self, user: str | None, tag: str) -> bool:
+        return False
 
 
 def test_permissions_are_asked_and_refusals_are_403() -> None:
-    broker = Guarded(BrokerConfig())
-    broker.asked = []
-    pair = InMemory(broker)
+    guard = Guarded()
+    pair = InMemory(Broker(BrokerConfig(), permissions=guard))
     pair.channel(1)
     pair.client.send_method(1, m.QueueDeclare(queue="secret-q"))
     pair.pump()
@@ -147,11 +151,32 @@ def test_permissions_are_asked_and_refusals_are_403() -> None:
         403,
         "ACCESS_REFUSED - access to queue 'secret-q' in vhost '/' refused for user 'guest'",
     )
-    assert ("secret-q", "configure") in broker.asked
+    assert ("secret-q", "configure") in guard.asked
     pair.channel(2)
     pair.client.send_method(2, m.QueueDeclare(queue="open-q"))
     pair.client.send_method(2, m.QueueBind(queue="open-q", exchange="amq.direct", routing_key="k"))
     pair.client.send_content(2, m.BasicPublish(exchange="amq.direct", routing_key="k"), m.BasicProperties(), b"x")
     pair.client.send_method(2, m.BasicGet(queue="open-q", no_ack=True))
     pair.pump()
-    assert {("open-q", "configure"), ("open-q", "write"), ("amq.direct", "read"), ("amq.direct", "write"), ("open-q", "read")} <= set(broker.asked)
+    assert {("open-q", "configure"), ("open-q", "write"), ("amq.direct", "read"), ("amq.direct", "write"), ("open-q", "read")} <= set(guard.asked)
+
+
+def test_permissions_given_while_connected_decide_the_next_publish() -> None:
+    """Without permissions a publish is not asked about; permissions the broker gets while
+    a connection is open decide its next publish (nothing was remembered per connection)."""
+    pair = InMemory()
+    pair.channel(1)
+    pair.client.send_method(1, m.ExchangeDeclare(exchange="secret-x", type="fanout"))
+    pair.client.send_content(1, m.BasicPublish(exchange="secret-x"), m.BasicProperties(), b"x")
+    pair.pump()
+    assert pair.client.channels[1] is ChannelState.OPEN
+    guard = Guarded()
+    pair.broker.permissions = guard
+    pair.client.send_content(1, m.BasicPublish(exchange="secret-x"), m.BasicProperties(), b"x")
+    pair.pump()
+    [closed] = [e for e in pair.client_events if isinstance(e, ChannelClosed)]
+    assert (closed.reply_code, closed.reply_text) == (
+        403,
+        "ACCESS_REFUSED - access to exchange 'secret-x' in vhost '/' refused for user 'guest'",
+    )
+    assert guard.asked == [("secret-x", "write")]
