@@ -10,6 +10,12 @@ written to the store's temporary ``paged`` table, which dies with the store's
 connection, so a restart never brings it back. Every later message of that level
 joins the tail too, which keeps the level in seq order.
 
+A paged-out non-durable message is answered at once (nothing about it outlives a restart
+anyway) while the bodies written to the paged table and not committed yet, which the
+journal holds in memory meanwhile, stay within a share of the budget
+(:data:`UNSTORED_SHARE`); past it, after that commit, which holds a publisher faster than
+the disk back.
+
 When a consumer reaches the end of a level's head, the queue asks :meth:`Pager.refill`
 for the next run of the tail: one read of the store by seq range, the rows rebuilt as
 messages of their format (as recovery does) and appended to the head, up to the
@@ -43,7 +49,7 @@ if TYPE_CHECKING:
     from .nodes import Journal
     from .queues import Queue
 
-__all__ = ["MAX_RUN", "MESSAGE_OVERHEAD", "Gap", "PageStore", "Pager"]
+__all__ = ["MAX_RUN", "MESSAGE_OVERHEAD", "UNSTORED_SHARE", "Gap", "PageStore", "Pager"]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +60,13 @@ of tiny messages is bounded too."""
 
 MAX_RUN = 512
 """The most messages one refill reads back from the store."""
+
+UNSTORED_SHARE = 8
+"""A queue's paged-out non-durable bodies submitted to the journal and not committed yet
+(bodies it holds in memory until then) may reach ``budget // UNSTORED_SHARE`` bytes before
+their publishers are answered only after the commit: a paging queue's bodies then stay
+within 9/8 of its budget. Counted per queue, as the budget is (the whole broker's memory
+has its own limit and alarm); a budget of 0 leaves none (every one waits)."""
 
 _TRANSIENT = 1  # in the store's temporary paged table (else in its messages table)
 _DURABLE = 2  # the message's own durable flag
@@ -116,7 +129,11 @@ class Pager:
         self.bytes = 0
         """Their bytes."""
         self._waiting = False  # a barrier is pending: a read found a row not committed yet
-        self._writing = 0  # the seq of the last non-durable message whose body went to the store
+        self._writing = 0  # the seq of the last paged-out message answered after its body's commit
+        self.unstored = 0
+        """Bytes of bodies submitted to the paged table and not committed yet."""
+        self._unstored_sizes: deque[int] = deque()  # theirs, oldest first (commits come in order)
+        self.unstored_limit = budget // UNSTORED_SHARE
         self._numbers: dict[int, int] = {}  # seq -> number of paged-out renumbered (once scheduled) messages
         self._missed: int | None = None  # the seq that read found missing
 
@@ -139,8 +156,9 @@ class Pager:
         flags = _DURABLE if msg.durable else 0
         if not q._persistent(msg):  # not in the store yet: its body goes to the paged table
             flags |= _TRANSIENT
-            self._writing = msg.seq
             self._page(msg)
+            if self.unstored > self.unstored_limit:
+                self._writing = msg.seq
         tail.append(msg.seq, msg.size, flags)
         number = getattr(msg, "_number", None)
         if number is not None:  # (a scheduled message, renumbered when due, keeps its number)
@@ -151,15 +169,25 @@ class Pager:
         return True
 
     def _page(self, msg: QueuedMessage) -> None:
-        """Write ``msg``'s body to the store's paged table."""
+        """Write ``msg``'s body to the store's paged table (counted in :attr:`unstored` until
+        it is committed)."""
+        size = len(msg.data)
+        self.unstored += size
+        self._unstored_sizes.append(size)
         self.journal.submit(
-            (_store.PAGE, self.queue._key, msg.seq, msg.delivery_count, msg.expiry, msg.arrival, msg.message_id, msg.format, msg.data)
+            (_store.PAGE, self.queue._key, msg.seq, msg.delivery_count, msg.expiry, msg.arrival, msg.message_id, msg.format, msg.data),
+            self._stored,
         )
 
+    def _stored(self) -> None:
+        """The oldest body :meth:`_page` submitted is committed."""
+        self.unstored -= self._unstored_sizes.popleft()
+
     def writing(self, msg: QueuedMessage) -> bool:
-        """Whether ``msg``, just paged out, is a non-durable message whose body is being
-        written to the store: then its publisher is answered after that commit, which
-        keeps the bodies waiting for the committer within the publishers' windows."""
+        """Whether ``msg``, just paged out, is a non-durable message whose publisher is to be
+        answered only once its body is committed: the bodies waiting for the committer were
+        past :attr:`unstored_limit` with it, and the publishers' windows are what bounds
+        them then. Under it, it is answered at once."""
         return self._writing == msg.seq
 
     def refill(self, level: deque[QueuedMessage]) -> bool:

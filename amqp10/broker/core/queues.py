@@ -325,7 +325,7 @@ class Queue(Node):
         self.usage.memory_bytes += size
         self.stats.enqueued += 1
         if persistent or self.pager is not None:
-            self._write(msg, on_stored, persistent)  # (a paged-out body is answered once it is stored)
+            self._write(msg, on_stored, persistent)  # (a paged-out body may be answered once it is stored)
         else:
             on_stored()
         expiry = msg.expiry
@@ -357,7 +357,7 @@ class Queue(Node):
                 on_stored,
             )
         elif self.pager is not None and self.pager.writing(msg):
-            self.journal.submit((_store.BARRIER,), on_stored)  # safe once its body is in the store
+            self.journal.submit((_store.BARRIER,), on_stored)  # once its body is stored (Pager.writing)
         else:
             on_stored()
 

@@ -243,7 +243,9 @@ def test_memory_per_paged_message_is_small(tmp_path: Path) -> None:
         before, _ = tracemalloc.get_traced_memory()
         publish(q, ms)
         del ms
-        journal.ops.clear()  # what the committer would have written and dropped
+        journal.ops.clear()  # what the committer would have written and dropped,
+        for cb in journal.callbacks:  # once it has run the callbacks (the pager's among them)
+            cb()
         journal.callbacks.clear()
         after, _ = tracemalloc.get_traced_memory()
     finally:
@@ -260,18 +262,79 @@ def test_no_budget_keeps_everything_in_memory(tmp_path: Path) -> None:
     assert q.pager is None and broker.stats.paged_bytes == 0
 
 
-def test_a_paged_non_durable_message_is_answered_once_its_body_is_stored(tmp_path: Path) -> None:
-    broker, journal, _ = make(tmp_path / "s.db", budget=0)
+def test_a_paged_non_durable_message_past_the_unstored_bound_is_answered_once_its_body_is_stored(tmp_path: Path) -> None:
+    broker, journal, _ = make(tmp_path / "s.db", budget=0)  # a budget of 0 leaves no bound
     q = queue(broker, "transient", durable=False)  # a non-durable queue pages too
     done: list[int] = []
     assert q.publish(msg(1, durable=False), lambda: done.append(1))
     assert done == [] and q.pager is not None and q.pager.count == 1
+    assert q.pager.unstored > q.pager.unstored_limit == 0
     journal.commit()
     assert done == [1]
     c = Taker(1)
     q.add_consumer(c)
     journal.commit()
     assert [body(m) for m in c.got] == [1]
+
+
+def publish_answered(q: Queue, msgs: list[Amqp1Message]) -> list[int]:
+    """Publish ``msgs``; the indexes of those answered (``on_stored``) so far."""
+    done: list[int] = []
+    for i, m in enumerate(msgs):
+        assert q.publish(m, lambda i=i: done.append(i))  # type: ignore[misc]
+    return done
+
+
+UNSTORED_BUDGET = 16 * (100 + MESSAGE_OVERHEAD)  # a bound of a few 100-byte messages
+
+
+def test_a_paged_non_durable_message_is_answered_at_once_under_the_unstored_bound(tmp_path: Path) -> None:
+    """Nothing committed: the paged-out non-durable messages whose bodies fit the bound
+    together are answered at once; the first past it, and those after, once committed."""
+    broker, journal, _ = make(tmp_path / "s.db", budget=UNSTORED_BUDGET)
+    q = queue(broker, "transient", durable=False)
+    ms = [msg(i, durable=False) for i in range(40)]
+    size = ms[0].size  # (all of one size)
+    done = publish_answered(q, ms)
+    pager = q.pager
+    assert pager is not None and 0 < pager.count < 40
+    first = 40 - pager.count  # the first paged out
+    fit = pager.unstored_limit // size
+    assert fit >= 2  # more than one body waits in memory for the committer
+    assert done == list(range(first + fit))  # those in memory, and the paged ones that fit
+    assert pager.unstored == pager.count * size > pager.unstored_limit
+    journal.commit()
+    assert done == list(range(40)) and pager.unstored == 0
+    c = Taker(40)
+    q.add_consumer(c)
+    journal.commit()
+    assert [body(m) for m in c.got] == list(range(40))
+
+
+def test_the_unstored_bound_is_free_again_after_each_commit(tmp_path: Path) -> None:
+    """A long run of paged-out non-durable messages, committed every few: after each
+    commit as many are answered at once again (the bytes not committed go back down;
+    the pager does not stay past its bound)."""
+    broker, journal, _ = make(tmp_path / "s.db", budget=UNSTORED_BUDGET)
+    q = queue(broker, "transient", durable=False)
+    publish(q, [msg(i, durable=False) for i in range(20)])
+    journal.commit()
+    pager = q.pager
+    assert pager is not None and pager.count > 0 and pager.unstored == 0
+    size = msg(0, durable=False).size
+    fit = pager.unstored_limit // size
+    n = 20
+    for _ in range(100):
+        done = publish_answered(q, [msg(n + i, durable=False) for i in range(fit + 3)])
+        assert done == list(range(fit))  # as many as fit, then the rest wait
+        assert pager.unstored > pager.unstored_limit
+        journal.commit()
+        assert done == list(range(fit + 3)) and pager.unstored == 0
+        n += fit + 3
+    c = Taker(n)
+    q.add_consumer(c)
+    journal.commit()
+    assert [body(m) for m in c.got] == list(range(n))
 
 
 @pytest.mark.anyio
