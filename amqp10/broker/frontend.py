@@ -309,6 +309,7 @@ class ServeContext:
         decides: Callable[[Any], bool],
         cleanup: Callable[[], None],
         pieces: Callable[[bytes], Iterable[bytes]] = lambda data: (data,),
+        compared: Callable[[bytes], bytes] = lambda output: output,
     ) -> bytes | None:
         """A connection another worker moved here (:attr:`moved`), replayed on the front
         end's fresh ``engine`` and handler (:func:`~.workers.handover.replay`): what is
@@ -316,7 +317,7 @@ class ServeContext:
         called: the other worker carries on with it)."""
         moved = self.moved
         assert moved is not None
-        rest = replay(moved, engine, handle, decides, pieces)
+        rest = replay(moved, engine, handle, decides, pieces, compared)
         if rest is None:
             log.info("connection from %s not taken over: its replay differs or failed (logged above)", self.peer)
             moved.decide(False)
