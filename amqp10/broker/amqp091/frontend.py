@@ -47,7 +47,7 @@ from ..workers.handover import Handover, Mover, Recording
 from .connection import BrokerConnection
 from .handler import Amqp091Handler
 
-__all__ = ["REPLAYABLE", "WORKER_PROPERTY", "Amqp091FrontEnd", "decides_move", "frames", "login_mechanisms", "queue_named", "without_heartbeats"]
+__all__ = ["REPLAYABLE", "WORKER_PROPERTY", "Amqp091FrontEnd", "decides_move", "frames", "login_mechanisms", "queue_named", "replay_failed", "without_heartbeats"]
 
 WORKER_PROPERTY: Final = "amqp10:worker"
 """In ``connection.start``'s server properties (``workers`` > 1): the worker serving the
@@ -101,6 +101,12 @@ def without_heartbeats(output: bytes) -> bytes:
     its first queue method): the worker that takes the connection writes its own on its
     own timer, not the first worker's again."""
     return b"".join([f for f in split_frames(output) if f[0] != FRAME_HEARTBEAT])
+
+
+def replay_failed(handler: Amqp091Handler, why: str) -> None:
+    """Close a connection moved here whose replay raised once it was taken
+    (:func:`replay`'s ``fail``): ``connection.close`` 541, ``why`` its text."""
+    handler.close(ReplyCode.INTERNAL_ERROR, f"INTERNAL_ERROR - {why}"[:255])
 
 
 def _owner(handover: Handover, handler: Amqp091Handler, e: Any) -> int | None:
@@ -194,7 +200,10 @@ class Amqp091FrontEnd:
                 mover = Mover(ctx.handover, peer, recording, decides_move, owner_of, handler.handle)
             rest = b""
             if ctx.moved is not None:  # all the other worker read (a plain socket): served here if it answers the same
-                replayed = ctx.replayed(held, handler.handle, decides_move, handler.cleanup, frames, without_heartbeats)
+                replayed = ctx.replayed(
+                    held, handler.handle, decides_move, handler.cleanup, frames, without_heartbeats,
+                    fail=partial(replay_failed, handler),
+                )
                 if replayed is None:
                     return
                 rest = replayed

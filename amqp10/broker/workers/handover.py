@@ -232,6 +232,8 @@ def replay(
     decides: Callable[[Any], bool],
     pieces: Callable[[bytes], Iterable[bytes]] = lambda data: (data,),
     compared: Callable[[bytes], bytes] = _as_written,
+    *,
+    fail: Callable[[str], None],
 ) -> bytes | None:
     """Replay a moved connection on a fresh ``engine``: feed it ``moved.inbound`` (in
     ``pieces``, each one's events handled before the next is fed: 0-9-1's handshake
@@ -240,7 +242,12 @@ def replay(
     wrote begins with what that worker wrote (both as ``compared`` gives them:
     :meth:`MovedIn.check`), handle that event and feed the rest. What
     is left to write of the first part (None: it differs, or the replay failed: nothing
-    from the deciding event on was handled)."""
+    from the deciding event on was handled).
+
+    Taken, the connection is this worker's (the accepting worker is told so and lets go
+    of it): if handling the deciding event or the rest then raises, ``fail`` closes it
+    with the protocol's internal error and the description given (logged), rather than
+    serving on a connection whose deciding event had no answer."""
     chunks = iter(pieces(moved.inbound))
     held: list[Any] = []
     try:
@@ -263,8 +270,9 @@ def replay(
             tail = b"".join(chunks)
             if tail:
                 handle(engine.receive_data(tail))
-        except Exception:  # as the driver's own dispatch would: logged, the worker goes on
-            log.exception("error while handling events from %s", moved.peer)
+        except Exception as exc:  # taken: closed with an internal error, not left waiting
+            log.exception("the replay of a connection from %s failed after it was taken over: closing it", moved.peer)
+            fail(f"the replay of this connection failed after it moved: {type(exc).__name__}: {exc}")
     return rest
 
 
