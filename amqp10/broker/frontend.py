@@ -309,14 +309,18 @@ class ServeContext:
         decides: Callable[[Any], bool],
         cleanup: Callable[[], None],
         pieces: Callable[[bytes], Iterable[bytes]] = lambda data: (data,),
+        compared: Callable[[bytes], bytes] = lambda output: output,
+        *,
+        fail: Callable[[str], None],
     ) -> bytes | None:
         """A connection another worker moved here (:attr:`moved`), replayed on the front
         end's fresh ``engine`` and handler (:func:`~.workers.handover.replay`): what is
         left to write first (logged: moved here); None: not taken (logged, and ``cleanup``
-        called: the other worker carries on with it)."""
+        called: the other worker carries on with it). ``fail``: close the connection with
+        the protocol's internal error and this description (its replay raised once taken)."""
         moved = self.moved
         assert moved is not None
-        rest = replay(moved, engine, handle, decides, pieces)
+        rest = replay(moved, engine, handle, decides, pieces, compared, fail=fail)
         if rest is None:
             log.info("connection from %s not taken over: its replay differs or failed (logged above)", self.peer)
             moved.decide(False)

@@ -36,7 +36,7 @@ from ...amqp091 import (
 )
 from ...amqp091 import methods as m
 from ...amqp091.dialects import AMQP_0_9_1, Dialect, dialect_for_header
-from ...amqp091.framing import split_frames
+from ...amqp091.framing import FRAME_HEARTBEAT, split_frames
 from ...io.direct import DirectDriver
 from ...io.streams import tls_identity
 from ..config import BrokerConfig
@@ -47,7 +47,7 @@ from ..workers.handover import Handover, Mover, Recording
 from .connection import BrokerConnection
 from .handler import Amqp091Handler
 
-__all__ = ["REPLAYABLE", "WORKER_PROPERTY", "Amqp091FrontEnd", "decides_move", "frames", "login_mechanisms", "queue_named"]
+__all__ = ["REPLAYABLE", "WORKER_PROPERTY", "Amqp091FrontEnd", "decides_move", "frames", "login_mechanisms", "queue_named", "replay_failed", "without_heartbeats"]
 
 WORKER_PROPERTY: Final = "amqp10:worker"
 """In ``connection.start``'s server properties (``workers`` > 1): the worker serving the
@@ -92,6 +92,21 @@ def frames(data: bytes) -> Iterator[bytes]:
     protocol header, then one frame at a time."""
     yield data[:HEADER_SIZE]
     yield from split_frames(data[HEADER_SIZE:])
+
+
+def without_heartbeats(output: bytes) -> bytes:
+    """A connection's output as its replay must reproduce it (:func:`replay`'s
+    ``compared``): its frames but heartbeats. A heartbeat is written on the engine's own
+    timer (a client with a short interval, or a slow one, gets one between ``tune-ok`` and
+    its first queue method): the worker that takes the connection writes its own on its
+    own timer, not the first worker's again."""
+    return b"".join([f for f in split_frames(output) if f[0] != FRAME_HEARTBEAT])
+
+
+def replay_failed(handler: Amqp091Handler, why: str) -> None:
+    """Close a connection moved here whose replay raised once it was taken
+    (:func:`replay`'s ``fail``): ``connection.close`` 541, ``why`` its text."""
+    handler.close(ReplyCode.INTERNAL_ERROR, f"INTERNAL_ERROR - {why}"[:255])
 
 
 def _owner(handover: Handover, handler: Amqp091Handler, e: Any) -> int | None:
@@ -185,7 +200,10 @@ class Amqp091FrontEnd:
                 mover = Mover(ctx.handover, peer, recording, decides_move, owner_of, handler.handle)
             rest = b""
             if ctx.moved is not None:  # all the other worker read (a plain socket): served here if it answers the same
-                replayed = ctx.replayed(held, handler.handle, decides_move, handler.cleanup, frames)
+                replayed = ctx.replayed(
+                    held, handler.handle, decides_move, handler.cleanup, frames, without_heartbeats,
+                    fail=partial(replay_failed, handler),
+                )
                 if replayed is None:
                     return
                 rest = replayed

@@ -18,7 +18,7 @@ from ...io.streams import ReplayStream, tls_identity
 from ...sasl.connection import SaslConnection
 from ...sasl.events import SaslCompleted, SaslFailed, SaslSkipped
 from ...sasl.layer import SaslServer
-from ...transport import ConnectionState, LinkAttached
+from ...transport import Connection, ConnectionState, LinkAttached
 from ...transport.framing import AMQP_HEADER, SASL_HEADER, TLS_HEADER
 from ...types import Error, ErrorCondition, SaslCode, symbol
 from ..config import BrokerConfig
@@ -36,7 +36,7 @@ from .topics import (
     wildcards_of,
 )
 
-__all__ = ["WORKER_PROPERTY", "Amqp1FrontEnd", "sasl_mechanisms"]
+__all__ = ["WORKER_PROPERTY", "Amqp1FrontEnd", "replay_failed", "sasl_mechanisms"]
 
 WORKER_PROPERTY: Final = symbol("amqp10:worker")
 """The key of the broker's open properties that says which worker process serves the
@@ -142,7 +142,8 @@ class Amqp1FrontEnd:
                 on_events.mover = Mover(ctx.handover, peer, recording, _is_attach, owner_of, handler.handle)
             rest = b""
             if ctx.moved is not None:  # all the other worker read (a plain socket): served here if it answers the same
-                replayed = ctx.replayed(held, on_events, _is_attach, handler.cleanup)
+                fail = partial(replay_failed, conn.connection, handler)
+                replayed = ctx.replayed(held, on_events, _is_attach, handler.cleanup, fail=fail)
                 if replayed is None:
                     return
                 rest = replayed
@@ -151,11 +152,8 @@ class Amqp1FrontEnd:
             forced = Error(condition=ErrorCondition.CONNECTION_FORCED, description="the broker is shutting down")
 
             def force_close(reason: str | None) -> None:
-                if conn.connection.state not in (ConnectionState.START, ConnectionState.END):
-                    why = forced if reason is None else Error(condition=ErrorCondition.CONNECTION_FORCED, description=reason)
-                    with contextlib.suppress(Exception):  # already closing: nothing more to say
-                        conn.connection.close(why)
-                    handler.stop_deliveries()
+                why = forced if reason is None else Error(condition=ErrorCondition.CONNECTION_FORCED, description=reason)
+                _close(conn.connection, handler, why)
 
             async def handshake_watch() -> None:
                 await anyio.sleep(limits.handshake_timeout)
@@ -176,6 +174,20 @@ class Amqp1FrontEnd:
                 container_id=lambda: handler.remote_container_id,
             )
             await ctx.run(served, mover=on_events.mover, rest=rest, beside=handshake_watch)
+
+
+def _close(connection: Connection, handler: ConnectionHandler, error: Error) -> None:
+    """Close ``connection`` with ``error`` (unless not open yet, or ended) and stop its deliveries."""
+    if connection.state not in (ConnectionState.START, ConnectionState.END):
+        with contextlib.suppress(Exception):  # already closing: nothing more to say
+            connection.close(error)
+        handler.stop_deliveries()
+
+
+def replay_failed(connection: Connection, handler: ConnectionHandler, why: str) -> None:
+    """Close a connection moved here whose replay raised once it was taken
+    (:func:`~..workers.handover.replay`'s ``fail``): ``amqp:internal-error``, ``why`` its description."""
+    _close(connection, handler, Error(condition=ErrorCondition.INTERNAL_ERROR, description=why))
 
 
 def _unwrap(driver: Driver[Any], held: HeldOutput[Any], conn: SaslConnection) -> bool:

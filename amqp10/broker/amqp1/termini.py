@@ -12,10 +12,10 @@ from typing import Any
 from ...transport import Link, Sender
 from ...types import ErrorCondition, Released, Source, Target, symbol
 from ..core import Exchange, Node, ResourceKind
+from ..workers.link import STREAM_OFFSET_FILTER
 from .addresses import ExchangeTarget
 from .topics import Subscription, capabilities_of
 
-STREAM_OFFSET_FILTER = symbol("amqp10:stream-offset")
 RABBITMQ_OFFSET_FILTER = symbol("rabbitmq:stream-offset-spec")
 """RabbitMQ's: a described first/last/next, an offset or a timestamp."""
 STREAM_CAPABILITY = "stream"

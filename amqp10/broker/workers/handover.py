@@ -21,7 +21,8 @@ nothing a replay on B does not do again the same way (the handshake; 0-9-1's
 - B makes a connection handler exactly as for an accepted socket
   (:class:`HandoverServer` calls the service's ``take``), feeds it what A read,
   handles the events before the deciding one and checks that their output begins with
-  exactly what A wrote (:func:`replay`: the same configuration makes the same SASL, open
+  exactly what A wrote (0-9-1: heartbeats, written on A's timer, left out of both)
+  (:func:`replay`: the same configuration makes the same SASL, open
   and begin, or 0-9-1 handshake; the ``amqp10:worker`` of 1.0's open and of 0-9-1's
   ``connection.start`` says A's number, as the client was told). It answers A, then
   handles the rest, writes what A had not written (the deciding event's answer) and
@@ -165,6 +166,10 @@ class Recording:
         return self.inner.is_closed
 
 
+def _as_written(output: bytes) -> bytes:
+    return output
+
+
 @dataclass(eq=False)
 class MovedIn:
     """A connection handed to this worker, as its front end replays it."""
@@ -185,13 +190,16 @@ class MovedIn:
     """Not taken: what this worker's stream had read of the socket meanwhile, for the
     accepting worker to handle (it comes after all that worker read)."""
 
-    def check(self, output: bytes) -> bytes | None:
+    def check(self, output: bytes, compared: Callable[[bytes], bytes] = _as_written) -> bytes | None:
         """What is left to write of the replay's ``output`` (then the connection is
         taken: the accepting worker is told so); None: it does not begin with what was
-        written (the connection stays where it was)."""
-        ok = output.startswith(self.written)
+        written (the connection stays where it was). Both are compared as ``compared``
+        gives them (0-9-1: without heartbeats, written on the engine's own timer)."""
+        written = compared(self.written)
+        output = compared(output)
+        ok = output.startswith(written)
         self.decide(ok)
-        return output[len(self.written) :] if ok else None
+        return output[len(written) :] if ok else None
 
     def decide(self, accepted: bool) -> None:
         """Taken or not, once: not taken, this worker's stream stops reading now and lets
@@ -223,14 +231,23 @@ def replay(
     handle: Callable[[list[Any]], None],
     decides: Callable[[Any], bool],
     pieces: Callable[[bytes], Iterable[bytes]] = lambda data: (data,),
+    compared: Callable[[bytes], bytes] = _as_written,
+    *,
+    fail: Callable[[str], None],
 ) -> bytes | None:
     """Replay a moved connection on a fresh ``engine``: feed it ``moved.inbound`` (in
     ``pieces``, each one's events handled before the next is fed: 0-9-1's handshake
     wants the handler's answer to a frame before the next frame), up to the first event
     that ``decides`` (the one the accepting worker stopped at); then, if what the engine
-    wrote begins with what that worker wrote, handle that event and feed the rest. What
+    wrote begins with what that worker wrote (both as ``compared`` gives them:
+    :meth:`MovedIn.check`), handle that event and feed the rest. What
     is left to write of the first part (None: it differs, or the replay failed: nothing
-    from the deciding event on was handled)."""
+    from the deciding event on was handled).
+
+    Taken, the connection is this worker's (the accepting worker is told so and lets go
+    of it): if handling the deciding event or the rest then raises, ``fail`` closes it
+    with the protocol's internal error and the description given (logged), rather than
+    serving on a connection whose deciding event had no answer."""
     chunks = iter(pieces(moved.inbound))
     held: list[Any] = []
     try:
@@ -242,7 +259,7 @@ def replay(
                 held = events[first:]
                 break
             handle(events)
-        rest = moved.check(engine.data_to_send())
+        rest = moved.check(engine.data_to_send(), compared)
     except Exception:  # (then the accepting worker carries on with it)
         log.exception("the replay of a connection from %s failed", moved.peer)
         moved.decide(False)
@@ -253,8 +270,9 @@ def replay(
             tail = b"".join(chunks)
             if tail:
                 handle(engine.receive_data(tail))
-        except Exception:  # as the driver's own dispatch would: logged, the worker goes on
-            log.exception("error while handling events from %s", moved.peer)
+        except Exception as exc:  # taken: closed with an internal error, not left waiting
+            log.exception("the replay of a connection from %s failed after it was taken over: closing it", moved.peer)
+            fail(f"the replay of this connection failed after it moved: {type(exc).__name__}: {exc}")
     return rest
 
 

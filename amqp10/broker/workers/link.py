@@ -53,7 +53,7 @@ from typing import Any, Final, Protocol, TypeVar
 
 from ..._mypyc import mypyc_attr
 from ...transport import Connection, ConnectionClosed, ConnectionFailed, Event
-from ...types import decode, encode
+from ...types import decode, encode, symbol
 from ..core import QueuedMessage, format_named
 
 __all__ = [
@@ -68,6 +68,7 @@ __all__ = [
     "GRANT",
     "OUTCOME",
     "STOP",
+    "STREAM_OFFSET_FILTER",
     "RECORD_FORMAT",
     "REPLY_FORMAT",
     "REQUEST_FORMAT",
@@ -91,6 +92,12 @@ __all__ = [
 ]
 
 log = logging.getLogger("amqp10.broker.workers")
+
+STREAM_OFFSET_FILTER: Final = symbol("amqp10:stream-offset")
+"""The filter-set key of a stream consumer's first offset: the 1.0 front end's
+(:mod:`..amqp1.termini`) and an internal link's consumer of a stream elsewhere (a 0-9-1
+consumer's ``x-stream-offset`` crosses as it). Here, below both (the front end imports the
+workers' modules, not the other way)."""
 
 RECORD_FORMAT = 0x00A1_0001
 """The message-format of a record on an internal link (a private code: vendor bytes, version 1)."""

@@ -57,7 +57,6 @@ from ...transport import (
 )
 from ...transport.delivery import Delivery
 from ...types import Accepted, Rejected, Source, Target, symbol
-from ..amqp1.termini import STREAM_OFFSET_FILTER
 from ..core import (
     AccessRefused,
     Answered,
@@ -89,6 +88,7 @@ from .link import (
     REQUEST_FORMAT,
     REWRITE_FORMAT,
     STOP,
+    STREAM_OFFSET_FILTER,
     InternalLink,
     RecordError,
     by_exclusive_consumer,

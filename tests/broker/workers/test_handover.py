@@ -6,7 +6,9 @@ The whole mechanism between real workers is tests/broker/workers/test_handover_p
 
 from __future__ import annotations
 
+import logging
 import socket
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,10 @@ import anyio
 import pytest
 from anyio.abc import SocketStream
 
+from amqp10.broker.amqp1 import ConnectionHandler
+from amqp10.broker.amqp1.frontend import replay_failed
+from amqp10.broker.config import BrokerConfig
+from amqp10.broker.core import Broker
 from amqp10.broker.guard import HeldOutput
 from amqp10.broker.workers.handover import (
     RECORD_LIMIT,
@@ -23,11 +29,13 @@ from amqp10.broker.workers.handover import (
     Mover,
     Recording,
     hand_over,
+    replay,
 )
 from amqp10.broker.workers.ownership import Ownership
 from amqp10.io.asyncio_tcp import asyncio_tcp
 from amqp10.io.direct import DirectDriver
-from amqp10.transport import LinkAttached
+from amqp10.transport import Connection, ConnectionClosed, LinkAttached
+from amqp10.types import ErrorCondition, Source, Target
 from tests.broker.harness import Net
 
 pytestmark = pytest.mark.anyio
@@ -91,6 +99,74 @@ def test_the_replay_is_taken_only_if_it_begins_with_what_was_written() -> None:
     other = MovedIn("peer", 0, b"in", b"HEAD")
     assert other.check(b"HEAT") is None
     assert not other.accepted and other.decided.is_set()
+
+
+def _raising_on(handle: Any, kind: type) -> Any:
+    """``handle``, but raising on a batch with an event of ``kind`` (a bug after the check)."""
+
+    def raising(events: list[Any]) -> None:
+        if any(type(e) is kind for e in events):
+            raise RuntimeError("injected")
+        handle(events)
+
+    return raising
+
+
+def test_an_echo_replay_that_raises_once_taken_fails_with_a_description(caplog: pytest.LogCaptureFixture) -> None:
+    moved = MovedIn("peer", 0, b"ab", b"")
+    failed: list[str] = []
+
+    def handle(events: list[Any]) -> None:
+        if events == [b"ab"]:
+            raise RuntimeError("injected")
+
+    with caplog.at_level(logging.ERROR, "amqp10.broker.workers"):
+        rest = replay(moved, Echo(), handle, lambda e: e == b"ab", fail=failed.append)
+    assert rest == b"AB" and moved.accepted  # taken: the other worker let go of it
+    assert failed == ["the replay of this connection failed after it moved: RuntimeError: injected"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "the replay of a connection from peer failed after it was taken over: closing it"
+    ]
+
+
+def test_a_1_0_replay_that_raises_once_taken_closes_with_an_internal_error() -> None:
+    """The first attach's handling raises on the worker that took the connection: it closes
+    the connection with ``amqp:internal-error`` (it served on before, the attach unanswered)."""
+    container = BrokerConfig().container_id
+    client = Connection("client")
+    server = Connection(container, send_header=False)
+    handler = ConnectionHandler(Broker(BrokerConfig()), server)
+    sent, written = bytearray(), bytearray()
+
+    def pump() -> None:
+        for _ in range(100):
+            a = client.data_to_send()
+            sent.extend(a)
+            if a:
+                handler.handle(server.receive_data(a))
+            b = server.data_to_send()
+            written.extend(b)
+            if b:
+                client.receive_data(b)
+            if not a and not b:
+                return
+        raise AssertionError("the pair did not settle")
+
+    client.open()
+    session = client.session()
+    session.begin()
+    pump()
+    session.sender("snd", target=Target(address="q"), source=Source()).attach()
+    moved = MovedIn("peer", 0, bytes(sent) + client.data_to_send(), bytes(written))
+    fresh = Connection(container, send_header=False)
+    owner = ConnectionHandler(Broker(BrokerConfig()), fresh)
+    handle = _raising_on(owner.handle, LinkAttached)
+    rest = replay(moved, fresh, handle, lambda e: type(e) is LinkAttached, fail=partial(replay_failed, fresh, owner))
+    assert rest is not None and moved.accepted
+    closed = [e for e in client.receive_data(rest + fresh.data_to_send()) if type(e) is ConnectionClosed]
+    assert len(closed) == 1 and closed[0].error is not None
+    assert closed[0].error.condition == ErrorCondition.INTERNAL_ERROR
+    assert closed[0].error.description == "the replay of this connection failed after it moved: RuntimeError: injected"
 
 
 async def test_an_unreachable_worker_leaves_the_connection_where_it_was(tmp_path: Path) -> None:

@@ -5,7 +5,10 @@ test_handover_amqp091_processes.py."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
+
+import pytest
 
 from amqp10.amqp091 import (
     ChannelOpened,
@@ -18,7 +21,13 @@ from amqp10.amqp091 import Connection as Client
 from amqp10.amqp091 import methods as m
 from amqp10.amqp091.framing import split_frames
 from amqp10.broker.amqp091.connection import BrokerConnection
-from amqp10.broker.amqp091.frontend import decides_move, frames, queue_named
+from amqp10.broker.amqp091.frontend import (
+    decides_move,
+    frames,
+    queue_named,
+    replay_failed,
+    without_heartbeats,
+)
 from amqp10.broker.amqp091.handler import Amqp091Handler
 from amqp10.broker.config import BrokerConfig
 from amqp10.broker.core import Broker
@@ -64,6 +73,7 @@ def test_the_first_method_a_replay_would_not_reproduce_decides_for_the_queue_it_
 HEADER = b"AMQP\x00\x00\x09\x01"
 
 
+HEARTBEAT = b"\x08\x00\x00\x00\x00\x00\x00\xce"
 CHANNEL_OPEN = b"\x01\x00\x01\x00\x00\x00\x05\x00\x14\x00\x0a\x00\xce"  # channel.open on 1: a frame
 
 
@@ -99,12 +109,18 @@ class Recorded:
         raise AssertionError("the pair did not settle")
 
 
-def _recorded() -> tuple[bytes, bytes]:
+def _recorded(heartbeats: tuple[str, ...] = ()) -> tuple[bytes, bytes]:
     """A client's connection up to its ``queue.declare``: all it sent (the header first)
-    and all the broker wrote before that method was handled."""
+    and all the broker wrote before that method was handled; ``heartbeats``: the sides
+    ("server", "client") that sent a heartbeat frame after ``channel.open``."""
     pair = Recorded()
     pair.pump()
     pair.client.open_channel(1)
+    pair.pump()
+    for side in heartbeats:  # half the negotiated 60 s passed without a frame out
+        engine = pair.server if side == "server" else pair.client
+        engine.tick(0.0)
+        engine.tick(31.0)
     pair.pump()
     pair.client.send_method(1, m.BasicQos(prefetch_count=10))
     pair.client.send_method(1, m.ConfirmSelect())
@@ -123,7 +139,7 @@ def test_a_replay_fed_frame_by_frame_writes_what_the_first_worker_wrote_then_ans
     inbound, written = _recorded()
     conn, handler = _fresh()
     moved = MovedIn("127.0.0.1:1", 0, inbound, written)
-    rest = replay(moved, conn, handler.handle, decides_move, frames)
+    rest = replay(moved, conn, handler.handle, decides_move, frames, fail=partial(replay_failed, handler))
     assert rest == b"" and moved.accepted  # (it had written all of the handshake's answers)
     assert handler.vhost.queue("q") is not None  # the deciding method, handled after the check
     # what the driver writes next: its answer (a method frame on channel 1: queue.declare-ok, 50/11)
@@ -136,5 +152,49 @@ def test_a_replay_fed_at_once_is_refused() -> None:
     inbound, written = _recorded()
     conn, handler = _fresh()
     moved = MovedIn("127.0.0.1:1", 0, inbound, written)
-    assert replay(moved, conn, handler.handle, decides_move) is None
+    assert replay(moved, conn, handler.handle, decides_move, fail=partial(replay_failed, handler)) is None
     assert moved.decided.is_set() and not moved.accepted
+
+
+@pytest.mark.parametrize("heartbeats", [("server",), ("client",), ("server", "client")])
+def test_heartbeats_before_the_deciding_method_do_not_stop_the_move(heartbeats: tuple[str, ...]) -> None:
+    """A heartbeat the first worker wrote (its timer) is not one a replay writes: it is left
+    out of the comparison (the owner's engine sends its own); one the client sent is fed
+    like any frame. Either way the replay is taken and answers the method."""
+    inbound, written = _recorded(heartbeats)
+    assert (HEARTBEAT in written) == ("server" in heartbeats)
+    assert (HEARTBEAT in inbound) == ("client" in heartbeats)
+    conn, handler = _fresh()
+    moved = MovedIn("127.0.0.1:1", 0, inbound, written)
+    rest = replay(moved, conn, handler.handle, decides_move, frames, without_heartbeats, fail=partial(replay_failed, handler))
+    assert rest == b"" and moved.accepted
+    assert handler.vhost.queue("q") is not None
+    assert [f[:3] + f[7:11] for f in split_frames(conn.data_to_send())] == [b"\x01\x00\x01\x00\x32\x00\x0b"]
+
+
+def test_without_heartbeats_leaves_out_heartbeat_frames_only() -> None:
+    body = b"\x03\x00\x01\x00\x00\x00\x08" + HEARTBEAT + b"\xce"  # a body frame whose payload looks like one
+    data = CHANNEL_OPEN + HEARTBEAT + body + HEARTBEAT + CHANNEL_OPEN
+    assert without_heartbeats(data) == CHANNEL_OPEN + body + CHANNEL_OPEN
+    assert without_heartbeats(b"") == b""
+
+
+def test_a_replay_that_raises_once_taken_closes_the_connection_541() -> None:
+    """The deciding method's handling raises on the worker that took the connection: it
+    sends ``connection.close`` 541 (it served on before, the client waiting for its answer)."""
+    inbound, written = _recorded()
+    conn, handler = _fresh()
+
+    def handle(events: list[Any]) -> None:
+        if any(decides_move(e) for e in events):
+            raise RuntimeError("injected")
+        handler.handle(events)
+
+    moved = MovedIn("127.0.0.1:1", 0, inbound, written)
+    rest = replay(moved, conn, handle, decides_move, frames, without_heartbeats, fail=partial(replay_failed, handler))
+    assert rest == b"" and moved.accepted
+    out = list(split_frames(conn.data_to_send()))
+    # connection.close (10/50) on channel 0, reply code 541, then its text
+    assert [f[:3] + f[7:13] for f in out] == [b"\x01\x00\x00\x00\x0a\x00\x32\x02\x1d"]
+    text = b"INTERNAL_ERROR - the replay of this connection failed after it moved: RuntimeError: injected"
+    assert out[0][13:14] == bytes((len(text),)) and out[0][14 : 14 + len(text)] == text

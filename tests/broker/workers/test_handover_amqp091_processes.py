@@ -10,7 +10,7 @@ one that stayed is lost with it. Every wait is bounded; none is a timed assertio
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -22,7 +22,7 @@ from pika.exceptions import AMQPError
 from amqp10.broker.amqp091.frontend import WORKER_PROPERTY
 from tests.broker.conftest import make_config
 from tests.broker.test_workers import Parent
-from tests.broker.workers.test_amqp091_processes import _connect
+from tests.broker.workers.test_amqp091_processes import WAIT, _connect
 from tests.broker.workers.test_amqp091_processes import take as take_acked
 from tests.broker.workers.test_handover_processes import MOVED, kill_worker, started
 from tests.broker.workers.test_processes import owned_by
@@ -38,10 +38,12 @@ def broker(tmp_path: Path) -> Iterator[Parent]:
 
 
 @contextmanager
-def on_worker(p: Parent, worker: int) -> Iterator[pika.BlockingConnection]:
-    """A pika connection that worker ``worker`` accepted (the others closed)."""
+def on_worker(
+    p: Parent, worker: int, connect: Callable[[Parent], pika.BlockingConnection] = _connect
+) -> Iterator[pika.BlockingConnection]:
+    """A pika connection (made by ``connect``) that worker ``worker`` accepted (the others closed)."""
     for _ in range(64):
-        conn = _connect(p)
+        conn = connect(p)
         if int(conn._impl.server_properties[WORKER_PROPERTY]) == worker:
             try:
                 yield conn
@@ -122,6 +124,29 @@ def test_a_publisher_to_the_default_exchange_is_moved_at_its_first_publish(broke
         kill_worker(broker, 0)
         pub.basic_publish("", name, b"after")
         assert take(owner.channel(), name, 21) == [*(str(i).encode() for i in range(20)), b"after"]
+
+
+def _beating(p: Parent) -> pika.BlockingConnection:
+    """A pika connection with a heartbeat every second (the broker sends one each half)."""
+    return pika.BlockingConnection(
+        pika.ConnectionParameters("127.0.0.1", p.port, heartbeat=1, socket_timeout=WAIT, blocked_connection_timeout=WAIT)
+    )
+
+
+def test_a_connection_that_heartbeats_before_its_first_queue_method_is_moved(broker: Parent) -> None:
+    """Heartbeats both ways between ``channel.open`` and the deciding method: the worker
+    that takes the connection over replays it all the same, then beats on its own timer."""
+    name = owned_by(1, "beating91")
+    with on_worker(broker, 0, _beating) as conn:
+        ch = conn.channel()
+        conn.sleep(2.0)  # (pika reads and sends heartbeats meanwhile)
+        ch.confirm_delivery()
+        ch.queue_declare(name)  # the deciding method
+        moved_line(broker, conn)
+        kill_worker(broker, 0)
+        conn.sleep(2.0)  # worker 1's heartbeats keep it open
+        publish_confirmed(ch, name, [b"1", b"2"])
+        assert take(ch, name, 2) == [b"1", b"2"]
 
 
 def test_a_connection_that_published_to_an_exchange_first_stays_and_works(broker: Parent) -> None:
