@@ -36,7 +36,7 @@ from .topics import (
     wildcards_of,
 )
 
-__all__ = ["WORKER_PROPERTY", "Amqp1FrontEnd", "replay_failed", "sasl_mechanisms"]
+__all__ = ["WORKER_PROPERTY", "Amqp1FrontEnd", "replay_failed", "sasl_mechanisms", "without_empty_frames"]
 
 WORKER_PROPERTY: Final = symbol("amqp10:worker")
 """The key of the broker's open properties that says which worker process serves the
@@ -143,7 +143,7 @@ class Amqp1FrontEnd:
             rest = b""
             if ctx.moved is not None:  # all the other worker read (a plain socket): served here if it answers the same
                 fail = partial(replay_failed, conn.connection, handler)
-                replayed = ctx.replayed(held, on_events, _is_attach, handler.cleanup, fail=fail)
+                replayed = ctx.replayed(held, on_events, _is_attach, handler.cleanup, compared=without_empty_frames, fail=fail)
                 if replayed is None:
                     return
                 rest = replayed
@@ -182,6 +182,35 @@ def _close(connection: Connection, handler: ConnectionHandler, error: Error) -> 
         with contextlib.suppress(Exception):  # already closing: nothing more to say
             connection.close(error)
         handler.stop_deliveries()
+
+
+def without_empty_frames(output: bytes) -> bytes:
+    """A connection's output as its replay must reproduce it (:func:`~.workers.handover.replay`'s
+    ``compared``): its protocol headers and frames but the empty ones. An empty frame (a
+    heartbeat, 1.0 §2.4.5) is written on the engine's own timer (a client with a short
+    idle timeout, or a slow one, gets one before its first attach): the worker that takes
+    the connection writes its own on its own timer, not the first worker's again. A
+    header is 8 bytes beginning ``AMQP``; a frame, as many as its first 4 bytes say (a
+    frame cut short at the end is kept as it is)."""
+    kept: list[bytes] = []
+    at, end = 0, len(output)
+    while at < end:
+        if output.startswith(b"AMQP", at):
+            size = 8
+        else:
+            size = int.from_bytes(output[at : at + 4], "big")
+            if size == _EMPTY_FRAME:
+                at += size
+                continue
+            if size < _EMPTY_FRAME:  # (not a frame: the rest as it is)
+                size = end - at
+        kept.append(output[at : at + size])
+        at += size
+    return b"".join(kept)
+
+
+_EMPTY_FRAME = 8
+"""The size of a frame of its header only."""
 
 
 def replay_failed(connection: Connection, handler: ConnectionHandler, why: str) -> None:

@@ -21,7 +21,7 @@ nothing a replay on B does not do again the same way (the handshake; 0-9-1's
 - B makes a connection handler exactly as for an accepted socket
   (:class:`HandoverServer` calls the service's ``take``), feeds it what A read,
   handles the events before the deciding one and checks that their output begins with
-  exactly what A wrote (0-9-1: heartbeats, written on A's timer, left out of both)
+  exactly what A wrote (heartbeats, written on A's timer, left out of both: 0-9-1's heartbeat frames, 1.0's empty frames)
   (:func:`replay`: the same configuration makes the same SASL, open
   and begin, or 0-9-1 handshake; the ``amqp10:worker`` of 1.0's open and of 0-9-1's
   ``connection.start`` says A's number, as the client was told). It answers A, then

@@ -17,7 +17,7 @@ import pytest
 from anyio.abc import SocketStream
 
 from amqp10.broker.amqp1 import ConnectionHandler
-from amqp10.broker.amqp1.frontend import replay_failed
+from amqp10.broker.amqp1.frontend import replay_failed, without_empty_frames
 from amqp10.broker.config import BrokerConfig
 from amqp10.broker.core import Broker
 from amqp10.broker.guard import HeldOutput
@@ -99,6 +99,24 @@ def test_the_replay_is_taken_only_if_it_begins_with_what_was_written() -> None:
     other = MovedIn("peer", 0, b"in", b"HEAD")
     assert other.check(b"HEAT") is None
     assert not other.accepted and other.decided.is_set()
+
+
+EMPTY = b"\x00\x00\x00\x08\x02\x00\x00\x00"  # a 1.0 empty frame (a heartbeat)
+
+
+def test_a_1_0_replay_is_compared_without_empty_frames() -> None:
+    """1.0's empty frames, written on the engine's own timer, are left out of both sides
+    (they made a connection that idled before its first attach stay); headers and other
+    frames are kept, an empty frame's bytes inside another frame too."""
+    sasl, amqp = b"AMQP\x03\x01\x00\x00", b"AMQP\x00\x01\x00\x00"
+    frame = b"\x00\x00\x00\x10\x02\x00\x00\x00" + EMPTY  # its payload looks like one
+    written = sasl + amqp + EMPTY + frame + EMPTY
+    assert without_empty_frames(written) == sasl + amqp + frame
+    assert without_empty_frames(b"\x00\x00\x00") == b"\x00\x00\x00"  # (cut short: kept)
+    moved = MovedIn("peer", 0, b"in", written)
+    assert moved.check(sasl + amqp + frame + b"REST", without_empty_frames) == b"REST"
+    assert moved.accepted
+    assert MovedIn("peer", 0, b"in", written).check(sasl + amqp + frame + b"REST") is None  # (compared as written)
 
 
 def _raising_on(handle: Any, kind: type) -> Any:
