@@ -37,10 +37,10 @@ def broker(tmp_path: Path) -> Iterator[Parent]:
 
 
 @contextmanager
-def on_worker(p: Parent, worker: int) -> Iterator[SocketPeer]:
+def on_worker(p: Parent, worker: int, *, heartbeat: int = 0) -> Iterator[SocketPeer]:
     """A 0-10 peer (a session attached) that worker ``worker`` accepted (the others closed)."""
     for _ in range(64):
-        peer = SocketPeer(p.port, timeout=WAIT)
+        peer = SocketPeer(p.port, timeout=WAIT, heartbeat=heartbeat)
         if int(peer.server_properties[WORKER_PROPERTY]) == worker:
             try:
                 peer.attach()
@@ -100,6 +100,19 @@ def test_a_subscriber_and_a_publisher_of_the_other_workers_queue_are_served_by_t
         for body in (b"a", b"b"):
             publish(pub, name, body)
         assert take(sub, 2) == [b"a", b"b"]
+
+
+def test_a_connection_the_first_worker_sent_a_heartbeat_on_is_moved_too(broker: Parent) -> None:
+    """The replay writes no heartbeat (no clock ran): it is compared without them."""
+    name = owned_by(1, "beat010")
+    with on_worker(broker, 0, heartbeat=3) as peer:
+        peer.wait("connection.heartbeat")  # (worker 0 wrote it: in its record)
+        peer.send("connection.heartbeat")
+        peer.call("queue.declare", queue=name)
+        moved_line(broker, peer)
+        publish(peer, name, b"1")
+        subscribe(peer, name, "d", 10)
+        assert take(peer, 1) == [b"1"]
 
 
 def test_a_connection_whose_first_command_names_no_queue_stays(broker: Parent) -> None:
