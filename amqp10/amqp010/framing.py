@@ -12,6 +12,7 @@ assembly in progress per channel and track.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -39,6 +40,7 @@ __all__ = [
     "Assembler",
     "FramingError",
     "encode_op",
+    "split_frames",
 ]
 
 FRAME_HEADER: Final = struct.Struct(">BBHxBH4x")
@@ -52,6 +54,17 @@ TRACK_CONTROL, TRACK_COMMAND = 0, 1
 _SESSION_HEADER: Final = STRUCTS["header"]
 _U16 = struct.Struct(">H")
 _U8 = struct.Struct(">B")
+
+
+def split_frames(data: bytes) -> Iterator[bytes]:
+    """``data`` (frames back to back) one whole frame at a time, by the sizes their
+    headers say (an incomplete last one as it is; nothing checked)."""
+    at = 0
+    while at < len(data):
+        size = int.from_bytes(data[at + 2 : at + 4], "big")
+        end = at + max(size, FRAME_HEADER.size)
+        yield data[at:end]
+        at = end
 
 
 class FramingError(Exception):

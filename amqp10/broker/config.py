@@ -628,6 +628,9 @@ class BrokerConfig(_Model):
         "another worker owns, or an AMQP 0-9-1 (0-9, 0-8) connection whose first method past the handshake, "
         "channel.open, basic.qos, confirm.select and tx.select names one (queue.declare, queue.bind, "
         "queue.purge, queue.delete, basic.consume, basic.get, or basic.publish to the default exchange), "
+        "or an AMQP 0-10 connection whose first command (of any session) names one (queue.declare, "
+        "queue.delete, queue.purge, queue.query, exchange.bind, message.subscribe, or message.transfer "
+        "to the default exchange) "
         "is moved to that worker (its socket handed over), so its messages do not cross between workers; "
         "false: every connection stays on the worker the kernel gave it",
     )

@@ -36,7 +36,7 @@ from ..io.streams import ReplayStream, quick_acker
 from ..sasl.credentials import InMemoryCredentialStore
 from .guard import ConnectionGuard, HeldOutput, Login, LoginHook, source_of
 from .oauth import InvalidToken
-from .workers.handover import replay
+from .workers.handover import Recording, replay
 
 if TYPE_CHECKING:
     from ..sasl.credentials import CredentialStore
@@ -286,6 +286,13 @@ class ServeContext:
         this one, or the one that accepted a moved connection (its replay says the same)."""
         return self.worker if self.moved is None else self.moved.shown_worker
 
+    def recording(self, stream: ByteStream, engine: EngineProtocol[Any]) -> Recording | None:
+        """``engine`` recorded while the connection is movable to the worker of its queue
+        (``move_connections``, a plain TCP socket, not moved here already): the driver's
+        engine then (:class:`~.workers.handover.Recording`); None: not movable."""
+        movable = self.handover is not None and self.moved is None and DirectDriver.usable(stream)
+        return Recording(engine) if movable else None
+
     def credentials(self) -> CredentialStore | None:
         """The store PLAIN and SCRAM check: the users file's; with OAuth 2 tokens and no
         users file, an empty one (PLAIN then takes tokens only)."""
@@ -314,7 +321,8 @@ class ServeContext:
         fail: Callable[[str], None],
     ) -> bytes | None:
         """A connection another worker moved here (:attr:`moved`), replayed on the front
-        end's fresh ``engine`` and handler (:func:`~.workers.handover.replay`): what is
+        end's fresh ``engine`` and handler (:func:`~.workers.handover.replay`, with
+        ``pieces`` and ``compared``): what is
         left to write first (logged: moved here); None: not taken (logged, and ``cleanup``
         called: the other worker carries on with it). ``fail``: close the connection with
         the protocol's internal error and this description (its replay raised once taken)."""

@@ -24,8 +24,9 @@ the command with ``execution.exception``, which ends the session.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 from ...amqp010 import (
@@ -72,6 +73,10 @@ and, with several workers, in the metadata's one order and applied by every work
 0-9-1's declare-ok, bind-ok and delete-ok are sent (:meth:`Broker.after_commit
 <amqp10.broker.core.Broker.after_commit>`), so a client that goes on to another worker
 finds it there."""
+
+
+def _not_kept(channel: int, name: bytes) -> Session | None:
+    return None
 
 
 def _consumer_timeout(p: Pending) -> float | None:
@@ -407,6 +412,23 @@ class Amqp010Handler(ContextHandler):
         for s, c in held:  # recorded for a kept session's resume (no one waits here now)
             s.complete(c)
         self.broker.connections.discard(self)
+
+    @contextlib.contextmanager
+    def attaching_fresh(self) -> Iterator[None]:
+        """Meanwhile a session's attach makes a new session, none kept here resumed (a
+        moved connection's replay: its sessions attached fresh on the worker it came from)."""
+        self.conn.resumable = _not_kept
+        try:
+            yield
+        finally:
+            self.conn.resumable = self._resumable
+
+    def moved_away(self) -> None:
+        """Another worker serves the connection now (``move_connections``): its sessions
+        end here, none kept for a resume (that worker has them)."""
+        for s in list(self.sessions.values()):
+            s.close()
+        self.sessions.clear()
 
     def close(self, code: int, text: str) -> None:
         """Close the connection (the broker shutting down, management)."""

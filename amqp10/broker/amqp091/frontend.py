@@ -37,13 +37,12 @@ from ...amqp091 import (
 from ...amqp091 import methods as m
 from ...amqp091.dialects import AMQP_0_9_1, Dialect, dialect_for_header
 from ...amqp091.framing import FRAME_HEARTBEAT, split_frames
-from ...io.direct import DirectDriver
 from ...io.streams import tls_identity
 from ..config import BrokerConfig
 from ..core import Broker
 from ..frontend import HEADER_SIZE, ServeContext, ServedConnection, driver_for
 from ..guard import HeldOutput
-from ..workers.handover import Handover, Mover, Recording
+from ..workers.handover import Handover, Mover
 from .connection import BrokerConnection
 from .handler import Amqp091Handler
 
@@ -166,9 +165,7 @@ class Amqp091FrontEnd:
             },
         )
         held = HeldOutput(conn)  # [security]: a login's outcome waits out the back-off
-        direct = DirectDriver.usable(stream)  # (plain TCP)
-        # movable to the worker of its queue: recorded until its deciding method
-        recording = Recording(held) if direct and ctx.handover is not None and ctx.moved is None else None
+        recording = ctx.recording(stream, held)  # movable: recorded until its deciding method
         engine = held if recording is None else recording
         mover: Mover | None = None
 

@@ -26,7 +26,7 @@ from ..core import CONSUMER_CLAIMS, Broker, ConsumerClaim
 from ..frontend import ServeContext, ServedConnection
 from ..guard import HeldOutput, Login, source_of
 from ..oauth import TokenLogin
-from ..workers.handover import Handover, Mover, Recording
+from ..workers.handover import Handover, Mover
 from .handler import ConnectionHandler
 from .servicebus.entities import declare_entities
 from .servicebus.sessions import owner_claim
@@ -117,8 +117,7 @@ class Amqp1FrontEnd:
         held = HeldOutput(conn)  # [security]: a login's outcome waits out the back-off
         driver: Driver[Any]
         direct = DirectDriver.usable(stream)  # plain TCP: engine fed from the transport's callbacks
-        # movable to the worker of its first link's node: recorded until that attach
-        recording = Recording(held) if direct and ctx.handover is not None and ctx.moved is None else None
+        recording = ctx.recording(stream, held)  # movable: recorded until its first attach
         engine = held if recording is None else recording
         with ctx.logging_in(held) as login:
             # the driver first (its events reach the handler a batch at a time), so the

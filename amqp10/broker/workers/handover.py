@@ -6,9 +6,11 @@ the instructions, bench/RESULTS.md). A plain-TCP connection is moved to the work
 that owns its queue instead, by replay, at the *deciding event* its front end names:
 AMQP 1.0's first attach (moved if its node is B's queue); AMQP 0-9-1's first method
 that a replay would not reproduce as it was (moved if it names B's queue: see
-:mod:`amqp10.broker.amqp091.frontend`). Before that event the connection has done
-nothing a replay on B does not do again the same way (the handshake; 0-9-1's
-``channel.open``, ``basic.qos``, ``confirm.select``, ``tx.select``):
+:mod:`amqp10.broker.amqp091.frontend`); AMQP 0-10's first command of any session (moved
+if it names B's queue: :mod:`amqp10.broker.amqp010.frontend`). Before that event the
+connection has done nothing a replay on B does not do again the same way (the
+handshake; 0-9-1's ``channel.open``, ``basic.qos``, ``confirm.select``, ``tx.select``;
+0-10's fresh ``session.attach`` and the session controls its engine answers itself):
 
 - The worker that accepted it (A) records every byte it read from the socket and every
   byte it wrote (:class:`Recording`, the driver's engine while the connection is
@@ -21,14 +23,15 @@ nothing a replay on B does not do again the same way (the handshake; 0-9-1's
 - B makes a connection handler exactly as for an accepted socket
   (:class:`HandoverServer` calls the service's ``take``), feeds it what A read,
   handles the events before the deciding one and checks that their output begins with
-  exactly what A wrote (heartbeats, written on A's timer, left out of both: 0-9-1's heartbeat frames, 1.0's empty frames)
-  (:func:`replay`: the same configuration makes the same SASL, open
-  and begin, or 0-9-1 handshake; the ``amqp10:worker`` of 1.0's open and of 0-9-1's
-  ``connection.start`` says A's number, as the client was told). It answers A, then
+  exactly what A wrote (:func:`replay`: the same configuration makes the same SASL, open
+  and begin, or 0-9-1 or 0-10 handshake; the ``amqp10:worker`` of 1.0's open and of
+  0-9-1's and 0-10's ``connection.start`` says A's number, as the client was told;
+  heartbeats, written on A's timer, are left out of both: 0-9-1's and 0-10's heartbeat
+  frames, 1.0's empty frames). It answers A, then
   handles the rest, writes what A had not written (the deciding event's answer) and
   serves the socket from then on.
 - A, told yes, closes its copy of the descriptor without a shutdown (the socket stays
-  open in B) and forgets the connection; told no, or when B cannot be reached, it
+  open in B) and forgets the connection (0-10: its sessions are not kept for a resume); told no, or when B cannot be reached, it
   carries on as if nothing had happened: the events it set aside are handled, what was
   read meanwhile is fed, reading resumes (:meth:`Mover._resume`).
 
@@ -366,9 +369,10 @@ class Mover:
     The front end wraps its engine in :attr:`recording` (the driver's protocol) and
     passes each batch of events through :meth:`watch`, with ``decides``: whether an
     event is the one the move is decided at (1.0: a link's attach; 0-9-1: a method a
-    replay would not reproduce), and ``owner_of``: for that event, the worker that owns
-    the queue it names (None: this one, or no queue; then the connection stays).
-    :func:`replay` on the other worker splits its events by the same ``decides``."""
+    replay would not reproduce; 0-10: a command), and ``owner_of``: for that event, the
+    worker that owns the queue it names (None: this one, or no queue; then the connection
+    stays); ``moved_away`` runs once that worker serves it. :func:`replay` on the other
+    worker splits its events by the same ``decides``."""
 
     def __init__(
         self,
@@ -378,6 +382,7 @@ class Mover:
         decides: Callable[[Any], bool],
         owner_of: Callable[[Any], int | None],
         handle: Callable[[list[Any]], None],
+        moved_away: Callable[[], None] = lambda: None,
     ) -> None:
         self.handover = handover
         self.peer = peer
@@ -385,6 +390,9 @@ class Mover:
         self.decides = decides
         self.owner_of = owner_of
         self.handle = handle
+        self.moved_away = moved_away
+        """Called once the other worker serves the connection, before it is let go here
+        (0-10: its sessions end here, not kept for a resume)."""
         self.driver: Driver[Any] | None = None
         self.task_group: TaskGroup | None = None
         self.watching = True
@@ -450,6 +458,7 @@ class Mover:
         assert driver is not None
         if taken:
             log.debug("connection from %s moved to worker %d", self.peer, owner)
+            self.moved_away()
             driver.abort()  # (the stream's close aborts the transport: no shutdown, B has the socket)
             return
         if taken is None:

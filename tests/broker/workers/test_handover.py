@@ -344,3 +344,33 @@ async def test_no_move_once_a_logins_answer_was_held(tmp_path: Path) -> None:
                         while rec.recording:
                             await anyio.sleep(0.01)
             tg.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("take", [True, False])
+async def test_the_front_end_is_told_once_the_connection_moved_away(tmp_path: Path, take: bool) -> None:
+    """Taken by the owner: ``moved_away`` runs before the connection is let go here (0-10
+    ends its sessions without keeping them); not taken: it does not, the events set aside
+    are handled here."""
+
+    async def owner_takes(sock: socket.socket, moved: MovedIn) -> None:
+        sock.close()
+        moved.decide(take)
+
+    a, b = socket.socketpair()
+    with a:
+        stream = await SocketStream.from_socket(b)
+        async with stream, anyio.create_task_group() as tg:
+            await tg.start(HandoverServer(tmp_path, 1, owner_takes).run)
+            rec = Recording(Echo())
+            driver = DirectDriver(stream, rec, lambda events: None)
+            handled: list[Any] = []
+            told: list[str] = []
+            handover = Handover(tmp_path, Ownership(2, 0))
+            mover = Mover(handover, "peer", rec, lambda e: e == "declare", lambda e: 1, handled.extend, lambda: told.append("moved away"))
+            mover.running(driver, tg)
+            assert mover.watch(["open", "declare"]) == ["open"]
+            with anyio.fail_after(10):
+                while not (told if take else handled):
+                    await anyio.sleep(0.01)
+            assert (told, handled) == ((["moved away"], []) if take else ([], ["declare"]))
+            tg.cancel_scope.cancel()
