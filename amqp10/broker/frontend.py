@@ -325,7 +325,8 @@ class ServeContext:
         ``pieces`` and ``compared``): what is
         left to write first (logged: moved here); None: not taken (logged, and ``cleanup``
         called: the other worker carries on with it). ``fail``: close the connection with
-        the protocol's internal error and this description (its replay raised once taken)."""
+        the protocol's internal error (0-10: connection-forced) and this description (its
+        replay raised once taken)."""
         moved = self.moved
         assert moved is not None
         rest = replay(moved, engine, handle, decides, pieces, compared, fail=fail)

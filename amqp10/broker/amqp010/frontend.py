@@ -19,7 +19,7 @@ decided at the first such command of any of them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any, Final
 
@@ -54,6 +54,7 @@ __all__ = [
     "login_mechanisms",
     "queue_named",
     "replay_failed",
+    "replay_handler",
     "without_heartbeats",
 ]
 
@@ -122,6 +123,19 @@ def without_heartbeats(data: bytes) -> bytes:
     if _HEARTBEAT not in data:
         return data
     return data[:HEADER_SIZE] + b"".join(f for f in split_frames(data[HEADER_SIZE:]) if f != _HEARTBEAT)
+
+
+def replay_handler(handler: Amqp010Handler, resuming: Callable[[], None]) -> Callable[[list[Any]], None]:
+    """``handler.handle`` for a replay (:meth:`.ServeContext.replayed`'s ``handle``): from the
+    deciding event on (handled once the replay is taken: this worker serves the connection)
+    ``resuming()`` first, so that a later ``session.attach`` may resume a session kept here."""
+
+    def handle(events: list[Any]) -> None:
+        if events and decides_move(events[0]):
+            resuming()
+        handler.handle(events)
+
+    return handle
 
 
 def replay_failed(handler: Amqp010Handler, why: str) -> None:
@@ -212,10 +226,10 @@ class Amqp010FrontEnd:
                 mover = Mover(ctx.handover, peer, recording, decides_move, owner_of, handler.handle, handler.moved_away)
             rest = b""
             if ctx.moved is not None:  # all the other worker read (a plain socket): served here if it answers the same
-                with handler.attaching_fresh():  # as they did there (a resumed one decides: not moved)
+                with handler.attaching_fresh() as resuming:  # as they did there (a resumed one decides: not moved)
                     replayed = ctx.replayed(
-                        held, handler.handle, decides_move, handler.cleanup, frames, without_heartbeats,
-                        fail=partial(replay_failed, handler),
+                        held, replay_handler(handler, resuming), decides_move, handler.replay_refused, frames,
+                        without_heartbeats, fail=partial(replay_failed, handler),
                     )
                 if replayed is None:
                     return

@@ -414,14 +414,19 @@ class Amqp010Handler(ContextHandler):
         self.broker.connections.discard(self)
 
     @contextlib.contextmanager
-    def attaching_fresh(self) -> Iterator[None]:
-        """Meanwhile a session's attach makes a new session, none kept here resumed (a
-        moved connection's replay: its sessions attached fresh on the worker it came from)."""
+    def attaching_fresh(self) -> Iterator[Callable[[], None]]:
+        """Meanwhile, until the function it gives is called, a session's attach makes a new
+        session, none kept here resumed (a moved connection's replay: its sessions attached
+        fresh on the worker it came from; once the replay is taken, from its deciding event
+        on, this worker serves the connection and a later attach may resume one)."""
         self.conn.resumable = _not_kept
         try:
-            yield
+            yield self._resuming
         finally:
-            self.conn.resumable = self._resumable
+            self._resuming()
+
+    def _resuming(self) -> None:
+        self.conn.resumable = self._resumable
 
     def moved_away(self) -> None:
         """Another worker serves the connection now (``move_connections``): its sessions
@@ -429,6 +434,13 @@ class Amqp010Handler(ContextHandler):
         for s in list(self.sessions.values()):
             s.close()
         self.sessions.clear()
+
+    def replay_refused(self) -> None:
+        """The replay of a connection moved here was not taken (the worker it came from
+        serves it on): the sessions the replay attached end, none kept here (their
+        ``request-timeout`` was replayed too), then as :meth:`cleanup`."""
+        self.moved_away()
+        self.cleanup()
 
     def close(self, code: int, text: str) -> None:
         """Close the connection (the broker shutting down, management)."""

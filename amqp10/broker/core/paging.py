@@ -65,7 +65,7 @@ UNSTORED_SHARE = 8
 """A queue's paged-out non-durable bodies submitted to the journal and not committed yet
 (bodies it holds in memory until then) may reach ``budget // UNSTORED_SHARE`` bytes before
 their publishers are answered only after the commit: a paging queue's bodies then stay
-within 9/8 of its budget. Counted per queue, as the budget is (the whole broker's memory
+within 9/8 of its budget plus what its publishers' windows hold past that. Counted per queue, as the budget is (the whole broker's memory
 has its own limit and alarm); a budget of 0 leaves none (every one waits)."""
 
 _TRANSIENT = 1  # in the store's temporary paged table (else in its messages table)

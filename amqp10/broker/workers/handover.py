@@ -249,8 +249,9 @@ def replay(
 
     Taken, the connection is this worker's (the accepting worker is told so and lets go
     of it): if handling the deciding event or the rest then raises, ``fail`` closes it
-    with the protocol's internal error and the description given (logged), rather than
-    serving on a connection whose deciding event had no answer."""
+    with the protocol's internal error (0-10: connection-forced) and the description
+    given (logged), rather than serving on a connection whose deciding event had no
+    answer."""
     chunks = iter(pieces(moved.inbound))
     held: list[Any] = []
     try:

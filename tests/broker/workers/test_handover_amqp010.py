@@ -28,6 +28,7 @@ from amqp10.broker.amqp010.frontend import (
     frames,
     queue_named,
     replay_failed,
+    replay_handler,
     without_heartbeats,
 )
 from amqp10.broker.amqp010.handler import Amqp010Handler
@@ -236,6 +237,51 @@ def test_a_replay_attaches_its_sessions_fresh_as_the_first_worker_did() -> None:
     assert moved.accepted and handler.sessions[1] is not old
     assert [s for s, _ in kept.values()] == [old]
     assert handler.vhost.queue("q") is not None
+
+
+def test_a_refused_replay_keeps_none_of_its_sessions() -> None:
+    """The replay differs (the worker it came from serves on): the sessions it attached
+    asked for a timeout, but none is kept here (the real one carries on there)."""
+    inbound, written = _recorded()
+    conn, handler = _fresh()
+    moved = MovedIn("127.0.0.1:1", 0, inbound, written + b"more")
+    with handler.attaching_fresh() as resuming:
+        assert replay(moved, conn, replay_handler(handler, resuming), decides_move, frames, without_heartbeats, fail=_unexpected) is None
+    assert 1 in handler.sessions and handler.sessions[1].state.timeout == 30  # (as replayed)
+    handler.replay_refused()  # (ServeContext.replayed's cleanup when not taken)
+    assert not KeptSessions.of(handler.broker).sessions
+
+
+def _kept_named(broker: Broker, name: bytes) -> Any:
+    """A session named ``name`` kept on ``broker`` (an earlier connection's, timeout 30)."""
+    earlier = Recorded(broker)
+    _opened(earlier)
+    earlier.client.send("session.attach", 2, name=name)
+    earlier.client.send("session.command-point", 2, command_id=0, command_offset=0)
+    earlier.client.send("session.request-timeout", 2, timeout=30)
+    earlier.flush()
+    earlier.handler.cleanup()
+    return next(s for (_, _, n), (s, _) in KeptSessions.of(broker).sessions.items() if n == name)
+
+
+def test_once_the_replay_is_taken_a_later_attach_resumes_a_session_kept_here() -> None:
+    """Sessions attached before the deciding command are attached fresh (as on the worker
+    the connection came from); one attached after it, in the same read, resumes the
+    session of its name this worker keeps: this worker serves the connection then."""
+    pair = Recorded()
+    _opened(pair)
+    pair.client.command("queue.declare", 1, queue="q")
+    pair.client.send("session.attach", 2, name=b"k")
+    inbound, written = bytes(pair.sent + pair.client.out), bytes(pair.written)
+    conn, handler = _fresh()
+    old_s1, old_k = _kept_named(handler.broker, b"s1"), _kept_named(handler.broker, b"k")
+    moved = MovedIn("127.0.0.1:1", 0, inbound, written)
+    with handler.attaching_fresh() as resuming:
+        rest = replay(moved, conn, replay_handler(handler, resuming), decides_move, frames, without_heartbeats, fail=_unexpected)
+    assert rest == b"" and moved.accepted
+    assert handler.sessions[1] is not old_s1  # attached fresh, before the declare
+    assert handler.sessions[2] is old_k  # resumed, after it
+    assert [s for s, _ in KeptSessions.of(handler.broker).sessions.values()] == [old_s1]
 
 
 def test_a_replay_that_raises_once_taken_closes_the_connection() -> None:

@@ -159,7 +159,8 @@ async def test_a_connection_that_got_empty_frames_before_its_first_attach_is_mov
     connection is moved all the same (it stayed before: its replay differed)."""
     name = owned_by(1, "beat")
     async with on_worker(f"amqp://127.0.0.1:{broker.port}", 0, idle_timeout=6.0) as conn:
-        await anyio.sleep(4.0)  # (the broker's empty frames every 3 s meanwhile)
+        await anyio.sleep(4.0)  # (the broker's empty frames every 3 s meanwhile: without
+        # them left out of the comparison the replay differed and this failed, checked)
         sender = await conn.open_sender(name)
         broker.wait_for(MOVED.format(owner=1, port=local_port(conn), accepted=0))
         for i in range(20):
