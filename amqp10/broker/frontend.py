@@ -55,12 +55,22 @@ __all__ = [
     "ServedConnection",
     "choose",
     "driver_for",
+    "header_then_frames",
 ]
 
 log = logging.getLogger("amqp10.broker")
 
 HEADER_SIZE: Final = 8
 """The bytes of a protocol header: what the service reads to choose a front end."""
+
+
+def header_then_frames(split: Callable[[bytes], Iterable[bytes]], data: bytes) -> Iterator[bytes]:
+    """A connection's input from its start as a moved connection's replay feeds it
+    (:meth:`ServeContext.replayed`'s ``pieces``, 0-9-1 and 0-10: their engines want the
+    handler's answer to a frame before the next): the protocol header, then one frame at a
+    time as the protocol's ``split`` cuts them."""
+    yield data[:HEADER_SIZE]
+    yield from split(data[HEADER_SIZE:])
 
 
 class FrontEnd(Protocol):

@@ -19,7 +19,7 @@ decided at the first such command of any of them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import partial
 from typing import Any, Final
 
@@ -40,9 +40,9 @@ from ...amqp010.framing import encode_op, split_frames
 from ...io.streams import tls_identity
 from ..config import BrokerConfig
 from ..core import Broker
-from ..frontend import HEADER_SIZE, ServeContext, ServedConnection, driver_for
+from ..frontend import HEADER_SIZE, ServeContext, ServedConnection, driver_for, header_then_frames
 from ..guard import HeldOutput
-from ..workers.handover import Handover, Mover
+from ..workers.handover import Handover, Mover, Watched
 from .dtx import Branches
 from .handler import Amqp010Handler
 
@@ -108,12 +108,9 @@ def queue_named(e: Any) -> str | None:
     return name if name and not name.startswith("amq.") else None
 
 
-def frames(data: bytes) -> Iterator[bytes]:
-    """A connection's input from its start as its replay feeds it: the protocol header,
-    then one frame at a time (the engine wants the handler's answer to ``start-ok``
-    before it reads ``tune-ok``)."""
-    yield data[:HEADER_SIZE]
-    yield from split_frames(data[HEADER_SIZE:])
+frames: Final = partial(header_then_frames, split_frames)
+"""A connection's input from its start as its replay feeds it: the protocol header, then
+one frame at a time."""
 
 
 def without_heartbeats(data: bytes) -> bytes:
@@ -199,13 +196,7 @@ class Amqp010FrontEnd:
         held = HeldOutput(conn)  # [security]: a login's outcome waits out the back-off
         recording = ctx.recording(stream, held)  # movable: recorded until its deciding command
         engine = held if recording is None else recording
-        mover: Mover | None = None
-
-        def on_events(events: list[Any]) -> None:
-            if mover is not None and mover.watching:
-                events = mover.watch(events)
-            handler.handle(events)
-
+        on_events = Watched()  # (the mover first while it watches, then the handler)
         with ctx.logging_in(held) as login:
             # the driver first (its events reach the handler a batch at a time), so the
             # handler's wake, called per message, is the driver's own method
@@ -221,9 +212,10 @@ class Amqp010FrontEnd:
             )
             handler.refusal = ctx.refusal
             handler.login_hook = login
+            on_events.handle = handler.handle
             if recording is not None and ctx.handover is not None:
                 owner_of = partial(_owner, ctx.handover, handler)
-                mover = Mover(ctx.handover, peer, recording, decides_move, owner_of, handler.handle, handler.moved_away)
+                on_events.mover = Mover(ctx.handover, peer, recording, decides_move, owner_of, handler.handle, handler.moved_away)
             rest = b""
             if ctx.moved is not None:  # all the other worker read (a plain socket): served here if it answers the same
                 with handler.attaching_fresh() as resuming:  # as they did there (a resumed one decides: not moved)
@@ -245,4 +237,4 @@ class Amqp010FrontEnd:
 
             log.debug("0-10 connection from %s", peer)
             served = ServedConnection(driver, handler, self.name, peer, force_close, tick=handler.tick)
-            await ctx.run(served, mover=mover, rest=rest)
+            await ctx.run(served, mover=on_events.mover, rest=rest)

@@ -16,7 +16,6 @@ server-named one, a name of ``amq.``) leaves the connection where it is, unrecor
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from functools import partial
 from typing import Any, Final
 
@@ -40,9 +39,9 @@ from ...amqp091.framing import FRAME_HEARTBEAT, split_frames
 from ...io.streams import tls_identity
 from ..config import BrokerConfig
 from ..core import Broker
-from ..frontend import HEADER_SIZE, ServeContext, ServedConnection, driver_for
+from ..frontend import ServeContext, ServedConnection, driver_for, header_then_frames
 from ..guard import HeldOutput
-from ..workers.handover import Handover, Mover
+from ..workers.handover import Handover, Mover, Watched
 from .connection import BrokerConnection
 from .handler import Amqp091Handler
 
@@ -86,11 +85,9 @@ def queue_named(e: Any) -> str | None:
     return name if name and not name.startswith("amq.") else None
 
 
-def frames(data: bytes) -> Iterator[bytes]:
-    """A connection's input from its start as its replay feeds it (:func:`replay`): the
-    protocol header, then one frame at a time."""
-    yield data[:HEADER_SIZE]
-    yield from split_frames(data[HEADER_SIZE:])
+frames: Final = partial(header_then_frames, split_frames)
+"""A connection's input from its start as its replay feeds it: the protocol header, then
+one frame at a time."""
 
 
 def without_heartbeats(output: bytes) -> bytes:
@@ -167,13 +164,7 @@ class Amqp091FrontEnd:
         held = HeldOutput(conn)  # [security]: a login's outcome waits out the back-off
         recording = ctx.recording(stream, held)  # movable: recorded until its deciding method
         engine = held if recording is None else recording
-        mover: Mover | None = None
-
-        def on_events(events: list[Any]) -> None:
-            if mover is not None and mover.watching:
-                events = mover.watch(events)
-            handler.handle(events)
-
+        on_events = Watched()  # (the mover first while it watches, then the handler)
         with ctx.logging_in(held, conn.extend_handshake) as login:
             # the driver first (its events reach the handler a batch at a time), so the
             # handler's wake, called per message, is the driver's own method; while paused
@@ -192,9 +183,10 @@ class Amqp091FrontEnd:
             )
             handler.refusal = ctx.refusal
             handler.login_hook = login
+            on_events.handle = handler.handle
             if recording is not None and ctx.handover is not None:
                 owner_of = partial(_owner, ctx.handover, handler)
-                mover = Mover(ctx.handover, peer, recording, decides_move, owner_of, handler.handle)
+                on_events.mover = Mover(ctx.handover, peer, recording, decides_move, owner_of, handler.handle)
             rest = b""
             if ctx.moved is not None:  # all the other worker read (a plain socket): served here if it answers the same
                 replayed = ctx.replayed(
@@ -213,4 +205,4 @@ class Amqp091FrontEnd:
 
             log.debug("0-9-1 (%s) connection from %s", dialect.name, peer)
             served = ServedConnection(driver, handler, f"AMQP {dialect.name}", peer, force_close, tick=handler.tick)
-            await ctx.run(served, mover=mover, rest=rest)
+            await ctx.run(served, mover=on_events.mover, rest=rest)

@@ -69,6 +69,7 @@ __all__ = [
     "MovedIn",
     "Mover",
     "Recording",
+    "Watched",
     "hand_over",
     "handover_path",
     "replay",
@@ -362,6 +363,29 @@ async def hand_over(directory: Path, owner: int, fd: int, moved: MovedIn) -> boo
         return False  # (nothing: it ended before it answered)
     moved.returned = answer[1:]
     return False
+
+
+def _unset(events: list[Any]) -> None:
+    raise RuntimeError("Watched.handle not set")
+
+
+class Watched:
+    """The driver's event callback of a connection that may move (0-9-1, 0-10): each batch
+    goes to :attr:`mover` first while it watches (:meth:`Mover.watch` sets the deciding
+    event and what follows aside), then to :attr:`handle`. Both are set once the handler
+    exists, after the driver (whose wake the handler is given) is made with this."""
+
+    __slots__ = ("handle", "mover")
+
+    def __init__(self) -> None:
+        self.mover: Mover | None = None
+        self.handle: Callable[[list[Any]], None] = _unset
+
+    def __call__(self, events: list[Any]) -> None:
+        mover = self.mover
+        if mover is not None and mover.watching:
+            events = mover.watch(events)
+        self.handle(events)
 
 
 class Mover:
