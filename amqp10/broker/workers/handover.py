@@ -198,7 +198,8 @@ class MovedIn:
         """What is left to write of the replay's ``output`` (then the connection is
         taken: the accepting worker is told so); None: it does not begin with what was
         written (the connection stays where it was). Both are compared as ``compared``
-        gives them (0-9-1: without heartbeats, written on the engine's own timer)."""
+        gives them (without heartbeats, written on each engine's own timer: the front
+        ends' ``without_heartbeats`` and ``without_empty_frames``)."""
         written = compared(self.written)
         output = compared(output)
         ok = output.startswith(written)
