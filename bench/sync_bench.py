@@ -23,7 +23,9 @@ accepts are counted). Prints a table of medians and the targets of issues 21
 and 34; ``--results`` appends it to RESULTS.md. ``--broker-config FILE`` starts
 the broker with that configuration (e.g. ``[default_policy] durable = true``:
 every message stored, which the default does not do for these non-durable
-messages).
+messages); ``--broker-tree DIR`` runs the broker from another tree, the clients
+from this one (a compiled build's broker beside pure clients: both clients pay
+the same broker's turn in every round trip).
 
     .venv/bin/python bench/sync_bench.py --count 20000 --rounds 3
     .venv/bin/python bench/sync_bench.py --count 2000 --rounds 1      # a smoke run
@@ -317,6 +319,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--broker-config", type=Path, default=None, help="the broker's TOML configuration file"
     )
+    p.add_argument(
+        "--broker-tree",
+        type=Path,
+        default=None,
+        help="run the broker from this tree (its PYTHONPATH: a compiled build, say); the clients run from this one",
+    )
     ns = p.parse_args(argv)
     slow = ns.slow_count or ns.count
     pairs = [pair for pair in PAIRS if pair[0] not in ns.skip]
@@ -327,7 +335,13 @@ def main(argv: list[str] | None = None) -> int:
         argv_broker = [sys.executable, "-m", "amqp10.cli", "broker", "--port", "0"]
         if ns.broker_config is not None:
             argv_broker += ["--config", str(ns.broker_config)]
-        broker = BrokerProcess([*argv_broker, "--data-dir", data], name="amqp10 broker")
+        env = cwd = None
+        if ns.broker_tree is not None:  # (``-m`` puts the working directory first on sys.path)
+            cwd = str(ns.broker_tree.resolve())
+            env = {**os.environ, "PYTHONPATH": cwd}
+        broker = BrokerProcess(
+            [*argv_broker, "--data-dir", data], name="amqp10 broker", env=env, cwd=cwd
+        )
         try:
             url = f"amqp://127.0.0.1:{broker.wait_listening(30.0)}"
             for r in range(ns.rounds):
@@ -385,7 +399,9 @@ def report(
         f"{platform.python_version()}, python-qpid-proton {version('python-qpid-proton')}, "
         f"load average before the run {load:.1f} (shared machine).",
         "",
-        f"Workload: our broker with {broker_setup(ns.broker_config)}, loopback, {SIZE}-byte "
+        f"Workload: our broker with {broker_setup(ns.broker_config)}"
+        f"{'' if ns.broker_tree is None else f', run from {ns.broker_tree} (the clients from this tree)'}"
+        f", loopback, {SIZE}-byte "
         "messages (not durable), at least "
         f"once; {ns.count:,} messages per case ({slow:,} for the one-by-one cases), window and "
         f"credit {ns.window}; {ns.rounds} round(s), the case order rotating, median shown "

@@ -60,3 +60,14 @@ def test_the_broker_configuration_is_passed_and_stated(tmp_path: Path) -> None:
     r = bench("--count", "50", "--window", "10", "--rounds", "1", *skip,
               "--broker-config", str(config))  # fmt: skip
     assert "the configuration `[default_policy]; durable = true`" in r.stdout
+    assert "run from" not in r.stdout
+
+
+def test_the_broker_can_run_from_another_tree(tmp_path: Path) -> None:
+    """``--broker-tree``: the broker from that tree (a compiled build, say), stated."""
+    tree = tmp_path / "tree"
+    tree.symlink_to(ROOT)
+    skip = ["--skip", "async", "--skip", "asyncb", "--skip", "proton", "--skip", "synci",
+            "--skip", "async1", "--skip", "sync1d"]  # fmt: skip
+    r = bench("--count", "50", "--window", "10", "--rounds", "1", *skip, "--broker-tree", str(tree))
+    assert f"run from {tree} (the clients from this tree)" in r.stdout
