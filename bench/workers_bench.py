@@ -186,7 +186,10 @@ def started(workers: int, extra: str = "") -> Iterator[tuple[BrokerProcess, list
             port = b.wait_listening(30)
             pids = family(b.pid)
             deadline = time.monotonic() + 30
-            while workers > 1 and len(pids) < workers + 1:  # the parent listens before it forks
+            # the parent listens before it forks; a worker listens once its links, metadata and
+            # hand-over socket are up: a connection accepted before every worker serves is not
+            # moved (its owner's hand-over socket is not there yet) and goes to the workers up
+            while workers > 1 and (len(pids) < workers + 1 or b.listening < workers + 1):
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"{b.name}: workers not started ({b.tail[-1:]})")
                 time.sleep(0.05)

@@ -208,7 +208,7 @@ class _Emitter:
         ]
         lines += [f"        {line}" for line in dec]
         args = ", ".join(f"{a}={a}" for a, _ in attrs)
-        lines.append(f"        return cls({args}), off")
+        lines.append(f"        return {cls}({args}), off")  # (the class itself: a compiled call, no keywords parsed)
         return lines
 
     def _codec(self, attrs: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
@@ -322,7 +322,7 @@ class _Emitter:
                 get = _GET[t]
                 lines.append(f"            {a}, off = {get}(data, off)")
         args = ", ".join(f"{a}={a}" for a, _ in attrs)
-        lines.append(f"        return cls({args}), off")
+        lines.append(f"        return {cls}({args}), off")  # (the class itself: a compiled call, no keywords parsed)
         return lines
 
 

@@ -180,7 +180,7 @@ class ConnectionStart(Method):
         server_properties, off = decode_table(data, off)
         mechanisms, off = get_longstr(data, off)
         locales, off = get_longstr(data, off)
-        return cls(version_major=version_major, version_minor=version_minor, server_properties=server_properties, mechanisms=mechanisms, locales=locales), off
+        return ConnectionStart(version_major=version_major, version_minor=version_minor, server_properties=server_properties, mechanisms=mechanisms, locales=locales), off
 
 
 class ConnectionStartOk(Method):
@@ -218,7 +218,7 @@ class ConnectionStartOk(Method):
         mechanism, off = get_shortstr(data, off)
         response, off = get_longstr(data, off)
         locale, off = get_shortstr(data, off)
-        return cls(client_properties=client_properties, mechanism=mechanism, response=response, locale=locale), off
+        return ConnectionStartOk(client_properties=client_properties, mechanism=mechanism, response=response, locale=locale), off
 
 
 class ConnectionSecure(Method):
@@ -244,7 +244,7 @@ class ConnectionSecure(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         challenge, off = get_longstr(data, off)
-        return cls(challenge=challenge), off
+        return ConnectionSecure(challenge=challenge), off
 
 
 class ConnectionSecureOk(Method):
@@ -270,7 +270,7 @@ class ConnectionSecureOk(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         response, off = get_longstr(data, off)
-        return cls(response=response), off
+        return ConnectionSecureOk(response=response), off
 
 
 class ConnectionTune(Method):
@@ -301,7 +301,7 @@ class ConnectionTune(Method):
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         channel_max, frame_max, heartbeat = _S_HIH.unpack_from(data, off)
         off += _S_HIH.size
-        return cls(channel_max=channel_max, frame_max=frame_max, heartbeat=heartbeat), off
+        return ConnectionTune(channel_max=channel_max, frame_max=frame_max, heartbeat=heartbeat), off
 
 
 class ConnectionTuneOk(Method):
@@ -332,7 +332,7 @@ class ConnectionTuneOk(Method):
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         channel_max, frame_max, heartbeat = _S_HIH.unpack_from(data, off)
         off += _S_HIH.size
-        return cls(channel_max=channel_max, frame_max=frame_max, heartbeat=heartbeat), off
+        return ConnectionTuneOk(channel_max=channel_max, frame_max=frame_max, heartbeat=heartbeat), off
 
 
 class ConnectionOpen(Method):
@@ -368,7 +368,7 @@ class ConnectionOpen(Method):
         bits0 = data[off]
         off += 1
         reserved_2 = bool(bits0 & 1)
-        return cls(virtual_host=virtual_host, reserved_1=reserved_1, reserved_2=reserved_2), off
+        return ConnectionOpen(virtual_host=virtual_host, reserved_1=reserved_1, reserved_2=reserved_2), off
 
 
 class ConnectionOpenOk(Method):
@@ -394,7 +394,7 @@ class ConnectionOpenOk(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         reserved_1, off = get_shortstr(data, off)
-        return cls(reserved_1=reserved_1), off
+        return ConnectionOpenOk(reserved_1=reserved_1), off
 
 
 class ConnectionClose(Method):
@@ -432,7 +432,7 @@ class ConnectionClose(Method):
         reply_text, off = get_shortstr(data, off)
         class_id, method_id = _S_HH.unpack_from(data, off)
         off += _S_HH.size
-        return cls(reply_code=reply_code, reply_text=reply_text, class_id=class_id, method_id=method_id), off
+        return ConnectionClose(reply_code=reply_code, reply_text=reply_text, class_id=class_id, method_id=method_id), off
 
 
 class ConnectionCloseOk(Method):
@@ -456,7 +456,7 @@ class ConnectionCloseOk(Method):
 
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
-        return cls(), off
+        return ConnectionCloseOk(), off
 
 
 class ConnectionBlocked(Method):
@@ -482,7 +482,7 @@ class ConnectionBlocked(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         reason, off = get_shortstr(data, off)
-        return cls(reason=reason), off
+        return ConnectionBlocked(reason=reason), off
 
 
 class ConnectionUnblocked(Method):
@@ -506,7 +506,7 @@ class ConnectionUnblocked(Method):
 
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
-        return cls(), off
+        return ConnectionUnblocked(), off
 
 
 class ConnectionUpdateSecret(Method):
@@ -536,7 +536,7 @@ class ConnectionUpdateSecret(Method):
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         new_secret, off = get_longstr(data, off)
         reason, off = get_shortstr(data, off)
-        return cls(new_secret=new_secret, reason=reason), off
+        return ConnectionUpdateSecret(new_secret=new_secret, reason=reason), off
 
 
 class ConnectionUpdateSecretOk(Method):
@@ -560,7 +560,7 @@ class ConnectionUpdateSecretOk(Method):
 
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
-        return cls(), off
+        return ConnectionUpdateSecretOk(), off
 
 
 class ChannelOpen(Method):
@@ -586,7 +586,7 @@ class ChannelOpen(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         reserved_1, off = get_shortstr(data, off)
-        return cls(reserved_1=reserved_1), off
+        return ChannelOpen(reserved_1=reserved_1), off
 
 
 class ChannelOpenOk(Method):
@@ -612,7 +612,7 @@ class ChannelOpenOk(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         reserved_1, off = get_longstr(data, off)
-        return cls(reserved_1=reserved_1), off
+        return ChannelOpenOk(reserved_1=reserved_1), off
 
 
 class ChannelFlow(Method):
@@ -640,7 +640,7 @@ class ChannelFlow(Method):
         bits0 = data[off]
         off += 1
         active = bool(bits0 & 1)
-        return cls(active=active), off
+        return ChannelFlow(active=active), off
 
 
 class ChannelFlowOk(Method):
@@ -668,7 +668,7 @@ class ChannelFlowOk(Method):
         bits0 = data[off]
         off += 1
         active = bool(bits0 & 1)
-        return cls(active=active), off
+        return ChannelFlowOk(active=active), off
 
 
 class ChannelClose(Method):
@@ -706,7 +706,7 @@ class ChannelClose(Method):
         reply_text, off = get_shortstr(data, off)
         class_id, method_id = _S_HH.unpack_from(data, off)
         off += _S_HH.size
-        return cls(reply_code=reply_code, reply_text=reply_text, class_id=class_id, method_id=method_id), off
+        return ChannelClose(reply_code=reply_code, reply_text=reply_text, class_id=class_id, method_id=method_id), off
 
 
 class ChannelCloseOk(Method):
@@ -730,7 +730,7 @@ class ChannelCloseOk(Method):
 
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
-        return cls(), off
+        return ChannelCloseOk(), off
 
 
 class ExchangeDeclare(Method):
@@ -787,7 +787,7 @@ class ExchangeDeclare(Method):
         internal = bool(bits0 & 8)
         no_wait = bool(bits0 & 16)
         arguments, off = decode_table(data, off)
-        return cls(reserved_1=reserved_1, exchange=exchange, type=type, passive=passive, durable=durable, auto_delete=auto_delete, internal=internal, no_wait=no_wait, arguments=arguments), off
+        return ExchangeDeclare(reserved_1=reserved_1, exchange=exchange, type=type, passive=passive, durable=durable, auto_delete=auto_delete, internal=internal, no_wait=no_wait, arguments=arguments), off
 
 
 class ExchangeDeclareOk(Method):
@@ -811,7 +811,7 @@ class ExchangeDeclareOk(Method):
 
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
-        return cls(), off
+        return ExchangeDeclareOk(), off
 
 
 class ExchangeDelete(Method):
@@ -851,7 +851,7 @@ class ExchangeDelete(Method):
         off += 1
         if_unused = bool(bits0 & 1)
         no_wait = bool(bits0 & 2)
-        return cls(reserved_1=reserved_1, exchange=exchange, if_unused=if_unused, no_wait=no_wait), off
+        return ExchangeDelete(reserved_1=reserved_1, exchange=exchange, if_unused=if_unused, no_wait=no_wait), off
 
 
 class ExchangeDeleteOk(Method):
@@ -875,7 +875,7 @@ class ExchangeDeleteOk(Method):
 
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
-        return cls(), off
+        return ExchangeDeleteOk(), off
 
 
 class ExchangeBind(Method):
@@ -924,7 +924,7 @@ class ExchangeBind(Method):
         off += 1
         no_wait = bool(bits0 & 1)
         arguments, off = decode_table(data, off)
-        return cls(reserved_1=reserved_1, destination=destination, source=source, routing_key=routing_key, no_wait=no_wait, arguments=arguments), off
+        return ExchangeBind(reserved_1=reserved_1, destination=destination, source=source, routing_key=routing_key, no_wait=no_wait, arguments=arguments), off
 
 
 class ExchangeBindOk(Method):
@@ -948,7 +948,7 @@ class ExchangeBindOk(Method):
 
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
-        return cls(), off
+        return ExchangeBindOk(), off
 
 
 class ExchangeUnbind(Method):
@@ -997,7 +997,7 @@ class ExchangeUnbind(Method):
         off += 1
         no_wait = bool(bits0 & 1)
         arguments, off = decode_table(data, off)
-        return cls(reserved_1=reserved_1, destination=destination, source=source, routing_key=routing_key, no_wait=no_wait, arguments=arguments), off
+        return ExchangeUnbind(reserved_1=reserved_1, destination=destination, source=source, routing_key=routing_key, no_wait=no_wait, arguments=arguments), off
 
 
 class ExchangeUnbindOk(Method):
@@ -1021,7 +1021,7 @@ class ExchangeUnbindOk(Method):
 
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
-        return cls(), off
+        return ExchangeUnbindOk(), off
 
 
 class QueueDeclare(Method):
@@ -1074,7 +1074,7 @@ class QueueDeclare(Method):
         auto_delete = bool(bits0 & 8)
         no_wait = bool(bits0 & 16)
         arguments, off = decode_table(data, off)
-        return cls(reserved_1=reserved_1, queue=queue, passive=passive, durable=durable, exclusive=exclusive, auto_delete=auto_delete, no_wait=no_wait, arguments=arguments), off
+        return QueueDeclare(reserved_1=reserved_1, queue=queue, passive=passive, durable=durable, exclusive=exclusive, auto_delete=auto_delete, no_wait=no_wait, arguments=arguments), off
 
 
 class QueueDeclareOk(Method):
@@ -1107,7 +1107,7 @@ class QueueDeclareOk(Method):
         queue, off = get_shortstr(data, off)
         message_count, consumer_count = _S_II.unpack_from(data, off)
         off += _S_II.size
-        return cls(queue=queue, message_count=message_count, consumer_count=consumer_count), off
+        return QueueDeclareOk(queue=queue, message_count=message_count, consumer_count=consumer_count), off
 
 
 class QueueBind(Method):
@@ -1156,7 +1156,7 @@ class QueueBind(Method):
         off += 1
         no_wait = bool(bits0 & 1)
         arguments, off = decode_table(data, off)
-        return cls(reserved_1=reserved_1, queue=queue, exchange=exchange, routing_key=routing_key, no_wait=no_wait, arguments=arguments), off
+        return QueueBind(reserved_1=reserved_1, queue=queue, exchange=exchange, routing_key=routing_key, no_wait=no_wait, arguments=arguments), off
 
 
 class QueueBindOk(Method):
@@ -1180,7 +1180,7 @@ class QueueBindOk(Method):
 
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
-        return cls(), off
+        return QueueBindOk(), off
 
 
 class QueueUnbind(Method):
@@ -1223,7 +1223,7 @@ class QueueUnbind(Method):
         exchange, off = get_shortstr(data, off)
         routing_key, off = get_shortstr(data, off)
         arguments, off = decode_table(data, off)
-        return cls(reserved_1=reserved_1, queue=queue, exchange=exchange, routing_key=routing_key, arguments=arguments), off
+        return QueueUnbind(reserved_1=reserved_1, queue=queue, exchange=exchange, routing_key=routing_key, arguments=arguments), off
 
 
 class QueueUnbindOk(Method):
@@ -1247,7 +1247,7 @@ class QueueUnbindOk(Method):
 
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
-        return cls(), off
+        return QueueUnbindOk(), off
 
 
 class QueuePurge(Method):
@@ -1284,7 +1284,7 @@ class QueuePurge(Method):
         bits0 = data[off]
         off += 1
         no_wait = bool(bits0 & 1)
-        return cls(reserved_1=reserved_1, queue=queue, no_wait=no_wait), off
+        return QueuePurge(reserved_1=reserved_1, queue=queue, no_wait=no_wait), off
 
 
 class QueuePurgeOk(Method):
@@ -1311,7 +1311,7 @@ class QueuePurgeOk(Method):
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         message_count, = _S_I.unpack_from(data, off)
         off += _S_I.size
-        return cls(message_count=message_count), off
+        return QueuePurgeOk(message_count=message_count), off
 
 
 class QueueDelete(Method):
@@ -1354,7 +1354,7 @@ class QueueDelete(Method):
         if_unused = bool(bits0 & 1)
         if_empty = bool(bits0 & 2)
         no_wait = bool(bits0 & 4)
-        return cls(reserved_1=reserved_1, queue=queue, if_unused=if_unused, if_empty=if_empty, no_wait=no_wait), off
+        return QueueDelete(reserved_1=reserved_1, queue=queue, if_unused=if_unused, if_empty=if_empty, no_wait=no_wait), off
 
 
 class QueueDeleteOk(Method):
@@ -1381,7 +1381,7 @@ class QueueDeleteOk(Method):
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         message_count, = _S_I.unpack_from(data, off)
         off += _S_I.size
-        return cls(message_count=message_count), off
+        return QueueDeleteOk(message_count=message_count), off
 
 
 class BasicProperties(Properties):
@@ -1526,7 +1526,7 @@ class BasicProperties(Properties):
         reserved: str | None = None
         if flags & 0x0004:
             reserved, off = get_shortstr(data, off)
-        return cls(content_type=content_type, content_encoding=content_encoding, headers=headers, delivery_mode=delivery_mode, priority=priority, correlation_id=correlation_id, reply_to=reply_to, expiration=expiration, message_id=message_id, timestamp=timestamp, type=type, user_id=user_id, app_id=app_id, reserved=reserved), off
+        return BasicProperties(content_type=content_type, content_encoding=content_encoding, headers=headers, delivery_mode=delivery_mode, priority=priority, correlation_id=correlation_id, reply_to=reply_to, expiration=expiration, message_id=message_id, timestamp=timestamp, type=type, user_id=user_id, app_id=app_id, reserved=reserved), off
 
 
 class BasicQos(Method):
@@ -1561,7 +1561,7 @@ class BasicQos(Method):
         bits0 = data[off]
         off += 1
         global_ = bool(bits0 & 1)
-        return cls(prefetch_size=prefetch_size, prefetch_count=prefetch_count, global_=global_), off
+        return BasicQos(prefetch_size=prefetch_size, prefetch_count=prefetch_count, global_=global_), off
 
 
 class BasicQosOk(Method):
@@ -1585,7 +1585,7 @@ class BasicQosOk(Method):
 
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
-        return cls(), off
+        return BasicQosOk(), off
 
 
 class BasicConsume(Method):
@@ -1639,7 +1639,7 @@ class BasicConsume(Method):
         exclusive = bool(bits0 & 4)
         no_wait = bool(bits0 & 8)
         arguments, off = decode_table(data, off)
-        return cls(reserved_1=reserved_1, queue=queue, consumer_tag=consumer_tag, no_local=no_local, no_ack=no_ack, exclusive=exclusive, no_wait=no_wait, arguments=arguments), off
+        return BasicConsume(reserved_1=reserved_1, queue=queue, consumer_tag=consumer_tag, no_local=no_local, no_ack=no_ack, exclusive=exclusive, no_wait=no_wait, arguments=arguments), off
 
 
 class BasicConsumeOk(Method):
@@ -1665,7 +1665,7 @@ class BasicConsumeOk(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         consumer_tag, off = get_shortstr(data, off)
-        return cls(consumer_tag=consumer_tag), off
+        return BasicConsumeOk(consumer_tag=consumer_tag), off
 
 
 class BasicCancel(Method):
@@ -1697,7 +1697,7 @@ class BasicCancel(Method):
         bits0 = data[off]
         off += 1
         no_wait = bool(bits0 & 1)
-        return cls(consumer_tag=consumer_tag, no_wait=no_wait), off
+        return BasicCancel(consumer_tag=consumer_tag, no_wait=no_wait), off
 
 
 class BasicCancelOk(Method):
@@ -1723,7 +1723,7 @@ class BasicCancelOk(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         consumer_tag, off = get_shortstr(data, off)
-        return cls(consumer_tag=consumer_tag), off
+        return BasicCancelOk(consumer_tag=consumer_tag), off
 
 
 class BasicPublish(Method):
@@ -1767,7 +1767,7 @@ class BasicPublish(Method):
         off += 1
         mandatory = bool(bits0 & 1)
         immediate = bool(bits0 & 2)
-        return cls(reserved_1=reserved_1, exchange=exchange, routing_key=routing_key, mandatory=mandatory, immediate=immediate), off
+        return BasicPublish(reserved_1=reserved_1, exchange=exchange, routing_key=routing_key, mandatory=mandatory, immediate=immediate), off
 
 
 class BasicReturn(Method):
@@ -1806,7 +1806,7 @@ class BasicReturn(Method):
         reply_text, off = get_shortstr(data, off)
         exchange, off = get_shortstr(data, off)
         routing_key, off = get_shortstr(data, off)
-        return cls(reply_code=reply_code, reply_text=reply_text, exchange=exchange, routing_key=routing_key), off
+        return BasicReturn(reply_code=reply_code, reply_text=reply_text, exchange=exchange, routing_key=routing_key), off
 
 
 class BasicDeliver(Method):
@@ -1851,7 +1851,7 @@ class BasicDeliver(Method):
         redelivered = bool(bits0 & 1)
         exchange, off = get_shortstr(data, off)
         routing_key, off = get_shortstr(data, off)
-        return cls(consumer_tag=consumer_tag, delivery_tag=delivery_tag, redelivered=redelivered, exchange=exchange, routing_key=routing_key), off
+        return BasicDeliver(consumer_tag=consumer_tag, delivery_tag=delivery_tag, redelivered=redelivered, exchange=exchange, routing_key=routing_key), off
 
 
 class BasicGet(Method):
@@ -1888,7 +1888,7 @@ class BasicGet(Method):
         bits0 = data[off]
         off += 1
         no_ack = bool(bits0 & 1)
-        return cls(reserved_1=reserved_1, queue=queue, no_ack=no_ack), off
+        return BasicGet(reserved_1=reserved_1, queue=queue, no_ack=no_ack), off
 
 
 class BasicGetOk(Method):
@@ -1934,7 +1934,7 @@ class BasicGetOk(Method):
         routing_key, off = get_shortstr(data, off)
         message_count, = _S_I.unpack_from(data, off)
         off += _S_I.size
-        return cls(delivery_tag=delivery_tag, redelivered=redelivered, exchange=exchange, routing_key=routing_key, message_count=message_count), off
+        return BasicGetOk(delivery_tag=delivery_tag, redelivered=redelivered, exchange=exchange, routing_key=routing_key, message_count=message_count), off
 
 
 class BasicGetEmpty(Method):
@@ -1960,7 +1960,7 @@ class BasicGetEmpty(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         reserved_1, off = get_shortstr(data, off)
-        return cls(reserved_1=reserved_1), off
+        return BasicGetEmpty(reserved_1=reserved_1), off
 
 
 class BasicAck(Method):
@@ -1993,7 +1993,7 @@ class BasicAck(Method):
         bits0 = data[off]
         off += 1
         multiple = bool(bits0 & 1)
-        return cls(delivery_tag=delivery_tag, multiple=multiple), off
+        return BasicAck(delivery_tag=delivery_tag, multiple=multiple), off
 
 
 class BasicReject(Method):
@@ -2026,7 +2026,7 @@ class BasicReject(Method):
         bits0 = data[off]
         off += 1
         requeue = bool(bits0 & 1)
-        return cls(delivery_tag=delivery_tag, requeue=requeue), off
+        return BasicReject(delivery_tag=delivery_tag, requeue=requeue), off
 
 
 class BasicRecoverAsync(Method):
@@ -2054,7 +2054,7 @@ class BasicRecoverAsync(Method):
         bits0 = data[off]
         off += 1
         requeue = bool(bits0 & 1)
-        return cls(requeue=requeue), off
+        return BasicRecoverAsync(requeue=requeue), off
 
 
 class BasicRecover(Method):
@@ -2082,7 +2082,7 @@ class BasicRecover(Method):
         bits0 = data[off]
         off += 1
         requeue = bool(bits0 & 1)
-        return cls(requeue=requeue), off
+        return BasicRecover(requeue=requeue), off
 
 
 class BasicRecoverOk(Method):
@@ -2106,7 +2106,7 @@ class BasicRecoverOk(Method):
 
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
-        return cls(), off
+        return BasicRecoverOk(), off
 
 
 class BasicNack(Method):
@@ -2142,7 +2142,7 @@ class BasicNack(Method):
         off += 1
         multiple = bool(bits0 & 1)
         requeue = bool(bits0 & 2)
-        return cls(delivery_tag=delivery_tag, multiple=multiple, requeue=requeue), off
+        return BasicNack(delivery_tag=delivery_tag, multiple=multiple, requeue=requeue), off
 
 
 class TxSelect(Method):
@@ -2166,7 +2166,7 @@ class TxSelect(Method):
 
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
-        return cls(), off
+        return TxSelect(), off
 
 
 class TxSelectOk(Method):
@@ -2190,7 +2190,7 @@ class TxSelectOk(Method):
 
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
-        return cls(), off
+        return TxSelectOk(), off
 
 
 class TxCommit(Method):
@@ -2214,7 +2214,7 @@ class TxCommit(Method):
 
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
-        return cls(), off
+        return TxCommit(), off
 
 
 class TxCommitOk(Method):
@@ -2238,7 +2238,7 @@ class TxCommitOk(Method):
 
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
-        return cls(), off
+        return TxCommitOk(), off
 
 
 class TxRollback(Method):
@@ -2262,7 +2262,7 @@ class TxRollback(Method):
 
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
-        return cls(), off
+        return TxRollback(), off
 
 
 class TxRollbackOk(Method):
@@ -2286,7 +2286,7 @@ class TxRollbackOk(Method):
 
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
-        return cls(), off
+        return TxRollbackOk(), off
 
 
 class ConfirmSelect(Method):
@@ -2314,7 +2314,7 @@ class ConfirmSelect(Method):
         bits0 = data[off]
         off += 1
         nowait = bool(bits0 & 1)
-        return cls(nowait=nowait), off
+        return ConfirmSelect(nowait=nowait), off
 
 
 class ConfirmSelectOk(Method):
@@ -2338,7 +2338,7 @@ class ConfirmSelectOk(Method):
 
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
-        return cls(), off
+        return ConfirmSelectOk(), off
 
 
 ConnectionStart.RESPONSES = (ConnectionStartOk,)

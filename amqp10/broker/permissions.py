@@ -222,6 +222,12 @@ class PermissionChecker:
         checker._allow_all = True
         return checker
 
+    @property
+    def allows_all(self) -> bool:
+        """Whether it is :meth:`allow_all`'s checker (it refuses nothing, whatever
+        :meth:`update` gives it): a front end need not ask it per publish."""
+        return self._allow_all
+
     def update(
         self,
         table: Mapping[str, Mapping[str, VhostPermissions]],

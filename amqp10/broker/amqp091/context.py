@@ -102,14 +102,22 @@ class Amqp091Context:
         method once it answered (``answer()`` returns the answer or raises the node's
         refusal), the connection's further methods waiting until then. A node that
         answers at once runs ``then`` inside the method."""
+        self._allowing: object = None
+        """The broker's permissions, once seen to allow everything (``allows_all``: no users
+        file) to a connection without a token: :meth:`authorize` asks them nothing more."""
         self._held: list[tuple[int, Method]] | None = None
         """While a method's reply must go out first (:meth:`reply_first`): the notices it caused."""
 
     # -- permissions and lookups ----------------------------------------------------------------
     def authorize(self, resource: str, action: Action, kind: ResourceKind) -> None:
         """Raise ACCESS_REFUSED unless the user may do ``action`` on ``resource``."""
-        if self.grant is None and self.broker.permissions is None:
-            return  # (Broker.authorize's first answer, without its call per publish: it is not compiled)
+        if self.grant is None:
+            permissions = self.broker.permissions
+            if permissions is None or permissions is self._allowing:
+                return  # (Broker.authorize's first answer, without its call per publish: it is not compiled)
+            if getattr(permissions, "allows_all", False):  # (a broker without a users file: the service's)
+                self._allowing = permissions
+                return
         if not self.broker.authorize(self.vhost, self.user, resource, action, kind, grant=self.grant):
             raise ChannelError(
                 ReplyCode.ACCESS_REFUSED,

@@ -71,6 +71,7 @@ from .message import (
     QueuedMessage,
     Routing,
     format_named,
+    made_as,
     register_conversion,
     register_format,
 )
@@ -168,6 +169,7 @@ __all__ = [
     "VirtualHost",
     "arguments_of",
     "format_named",
+    "made_as",
     "make_exchange",
     "policy_with_arguments",
     "register_conversion",

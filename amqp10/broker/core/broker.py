@@ -207,7 +207,8 @@ class Broker:
         self.placement: Callable[[str, str], Node | None] | None = None
         """With several workers: (vhost, name) -> the stand-in for a node another worker owns,
         or None when this worker owns it (broker/workers/ownership.py). None with one worker:
-        every lookup is local, at no cost."""
+        every lookup is local, at no cost. Its answers are kept by each virtual host until
+        :meth:`placement_changed` is called (or another placement is set)."""
         self.coordinator: Coordinator | None = None
         """With several workers: commits a transaction that reaches other workers' nodes as
         one (:class:`~.transactions.Coordinator`). None with one worker."""
@@ -299,6 +300,12 @@ class Broker:
         if state is None:
             state = self._shared[key] = make()
         return state
+
+    def placement_changed(self) -> None:
+        """:attr:`placement`'s answers may have changed (an override placed a node on a worker,
+        or no longer): every virtual host asks it again."""
+        for vhost in self.vhosts.values():
+            vhost.placement_changed()
 
     def add_vhost(self, name: str) -> VirtualHost:
         """The virtual host ``name`` (made if new)."""

@@ -44,6 +44,7 @@ __all__ = [
     "amqp1_body",
     "amqp1_with_body",
     "format_named",
+    "made_as",
     "register_conversion",
     "register_format",
 ]
@@ -388,6 +389,32 @@ def format_named(name: str) -> type[QueuedMessage]:
     if cls is None:
         raise LookupError(f"no front end has registered the message format {name!r}")
     return cls
+
+
+def made_as(
+    cls: type[QueuedMessage],
+    data: bytes,
+    priority: int,
+    durable: bool,
+    expiry: float | None,
+    message_id: str | None,
+    delivery_count: int,
+    arrival: float,
+    seq: int,
+) -> QueuedMessage:
+    """``cls(data, priority=priority, ..., seq=seq)`` (a class :func:`format_named` gave: the
+    internal link's records, workers/link.py), made with ``data`` alone and its fields set
+    after: a call of a class known only when it runs (not a compiled call) builds and parses
+    its keywords, for every message that crosses to another worker."""
+    msg = cls(data)
+    msg.priority = priority if 0 <= priority < PRIORITY_LEVELS else min(max(priority, 0), PRIORITY_LEVELS - 1)
+    msg.durable = durable
+    msg.expiry = expiry
+    msg.message_id = message_id
+    msg.delivery_count = delivery_count
+    msg.arrival = arrival
+    msg.seq = seq
+    return msg
 
 
 def amqp1_body(message: LazyMessage) -> tuple[bytes, Literal["bytes", "text", "encoded"]]:

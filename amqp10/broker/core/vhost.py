@@ -52,6 +52,9 @@ __all__ = ["DEFAULT_EXCHANGE", "PREDECLARED", "AccessRefused", "ModelError", "No
 log = logging.getLogger("amqp10.broker")
 
 DEFAULT_EXCHANGE = ""
+
+OWNERS_KEPT = 65536
+"""Names whose :attr:`Broker.placement` answer a virtual host keeps (then it starts again)."""
 PREDECLARED: dict[str, str] = {
     "amq.direct": "direct",
     "amq.fanout": "fanout",
@@ -102,6 +105,13 @@ class VirtualHost(Referable):
         """The queues made exclusive here and so placed on this worker (workers > 1:
         workers/placing.py): unplaced when they go, also once kept past their connection
         (``qpid.auto_delete_timeout``: no longer exclusive then)."""
+        self._owners: dict[str, NodeElsewhere | None] = {}
+        """:attr:`Broker.placement`'s answers (the stand-in, or None: this worker's) by name,
+        for :meth:`elsewhere`, which every publish to the default exchange asks: the
+        placement (interpreted, workers/ownership.py) is asked once a name, until it changes
+        (:meth:`placement_changed`) or :data:`OWNERS_KEPT` names were asked."""
+        self._owners_of: object = None
+        """The placement :attr:`_owners` are the answers of (another one: they are forgotten)."""
         self.node_listeners: list[Callable[[Node], None]] = []
         """Called with each node made by :meth:`create_node` (e.g. a front end's wildcard
         subscriptions, bound to every topic that matches)."""
@@ -387,13 +397,29 @@ class VirtualHost(Referable):
         placement = self.broker.placement
         if placement is None:
             return None
-        node = placement(self.name, name)
-        if not isinstance(node, NodeElsewhere):
+        owners = self._owners
+        if placement is not self._owners_of:
+            owners.clear()
+            self._owners_of = placement
+        if name in owners:
+            node = owners[name]
+        else:
+            answer = placement(self.name, name)
+            node = answer if isinstance(answer, NodeElsewhere) else None
+            if len(owners) >= OWNERS_KEPT:
+                owners.clear()
+            owners[name] = node
+        if node is None:
             return None
         local = self.nodes.get(name)
         if isinstance(local, Queue) and (local.owner is not None or local.dynamic):
             return None
         return node
+
+    def placement_changed(self) -> None:
+        """:attr:`Broker.placement`'s answers may have changed (a node placed on a worker by an
+        override, or no longer): :meth:`elsewhere` asks it again."""
+        self._owners.clear()
 
     def declare_queue(
         self,

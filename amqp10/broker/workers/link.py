@@ -54,7 +54,7 @@ from typing import Any, Final, Protocol, TypeVar
 from ..._mypyc import mypyc_attr
 from ...transport import Connection, ConnectionClosed, ConnectionFailed, Event
 from ...types import decode, encode, symbol
-from ..core import QueuedMessage, format_named
+from ..core import QueuedMessage, format_named, made_as
 
 __all__ = [
     "BATCH_FORMAT",
@@ -383,15 +383,16 @@ def _decode_at(payload: bytes, start: int, stop: int) -> QueuedMessage:
         group = payload[mid_end:group_end].decode() if flags & _HAS_GROUP else None
     except (struct.error, IndexError, UnicodeDecodeError, LookupError) as exc:
         raise RecordError(f"a record that does not decode: {exc}") from None
-    msg = cls(
+    msg = made_as(
+        cls,
         payload[group_end:stop],
-        priority=priority,
-        durable=bool(flags & _DURABLE),
-        expiry=expiry if flags & _EXPIRES else None,
-        message_id=mid,
-        delivery_count=delivery_count,
-        arrival=arrival,
-        seq=seq,
+        priority,
+        bool(flags & _DURABLE),
+        expiry if flags & _EXPIRES else None,
+        mid,
+        delivery_count,
+        arrival,
+        seq,
     )
     msg.read_already(group, due if flags & _HAS_DUE else None)
     if flags & _RARE:

@@ -13,7 +13,7 @@ broker without workers.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -58,6 +58,10 @@ def _named_owner(name: str) -> int | None:
     return None
 
 
+def _nothing() -> None:
+    pass
+
+
 def spread(h: int) -> int:
     """MurmurHash3's 32-bit finaliser: every bit of ``h`` reaches every bit of the result."""
     h ^= h >> 16
@@ -70,7 +74,7 @@ def spread(h: int) -> int:
 class Ownership:
     """The owner of each node, as seen from worker ``me`` of ``workers``."""
 
-    __slots__ = ("_hashed", "_overrides", "me", "workers")
+    __slots__ = ("_hashed", "_overrides", "changed", "me", "workers")
 
     def __init__(self, workers: int, me: int = 0, overrides: Mapping[tuple[str, str], int] | None = None) -> None:
         if workers < 1:
@@ -88,6 +92,10 @@ class Ownership:
         """What the name says or its hash gives, by (vhost, name), as asked: a publish asks
         for its queue's owner every message. A function of the name and ``workers`` only
         (overrides are looked up first), so never stale; emptied at :data:`HASHED_LIMIT`."""
+        self.changed: Callable[[], None] = _nothing
+        """Called after each change of the override table (:meth:`place`, :meth:`unplace`,
+        :meth:`unplace_worker`, :meth:`replace`): what keeps its answers forgets them
+        (:meth:`Broker.placement_changed <amqp10.broker.core.Broker.placement_changed>`)."""
 
     def owner(self, vhost: str, name: str) -> int:
         """The worker that owns node ``name`` of virtual host ``vhost``."""
@@ -118,15 +126,20 @@ class Ownership:
         exclusive queue, made on its connection's worker: the metadata's ``place``)."""
         if 0 <= owner < self.workers:
             self._overrides[(vhost, name)] = owner
+            self.changed()
 
     def unplace(self, vhost: str, name: str) -> None:
         """Node ``name`` of ``vhost`` is owned by its hash's worker again (it was deleted)."""
-        self._overrides.pop((vhost, name), None)
+        if self._overrides.pop((vhost, name), None) is not None:
+            self.changed()
 
     def unplace_worker(self, worker: int) -> None:
         """Worker ``worker`` ended: the nodes placed on it went with it."""
-        for key in [key for key, owner in self._overrides.items() if owner == worker]:
+        gone = [key for key, owner in self._overrides.items() if owner == worker]
+        for key in gone:
             del self._overrides[key]
+        if gone:
+            self.changed()
 
     def owners(self) -> set[int]:
         """The workers that some override places a node on."""
@@ -141,6 +154,7 @@ class Ownership:
         self._overrides.clear()
         for vhost, name, owner in rows:
             self.place(str(vhost), str(name), int(owner))
+        self.changed()
 
     def is_local(self, vhost: str, name: str) -> bool:
         """Whether this worker owns the node (always, with one worker)."""

@@ -119,6 +119,7 @@ class Peers:
             nodes.hold_messages = config.worker_down_hold_messages
             nodes.hold_bytes = config.worker_down_hold_bytes
         self.placement = Placement(Ownership(workers, me), self.links)
+        self.placement.ownership.changed = broker.placement_changed  # (the virtual hosts keep its answers)
         self.memo = AnswerMemo(broker)
         """The answers this worker remembers, as the owner of nodes (:mod:`.questions`)."""
         self.served: set[InternalLink] = set()

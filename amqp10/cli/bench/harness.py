@@ -240,6 +240,9 @@ class BrokerProcess:
         self.argv = list(argv)
         self.port: int | None = None
         self.tail: list[str] = []
+        self.listening = 0
+        """How many "listening on" lines it printed (a broker of several workers: the
+        parent's, then each worker's once it serves)."""
         self._found = threading.Event()
         self.proc = subprocess.Popen(
             self.argv,
@@ -263,6 +266,8 @@ class BrokerProcess:
         for line in stream:
             line = line.rstrip()
             self.tail = [*self.tail[-19:], line]
+            if "listening on " in line:
+                self.listening += 1
             if self.port is None and "listening on " in line:
                 rest = line.split("listening on ", 1)[1]
                 hostport = rest.split()[0].strip("'\"")

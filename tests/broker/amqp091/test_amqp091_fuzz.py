@@ -180,3 +180,32 @@ def test_permissions_given_while_connected_decide_the_next_publish() -> None:
         "ACCESS_REFUSED - access to exchange 'secret-x' in vhost '/' refused for user 'guest'",
     )
     assert guard.asked == [("secret-x", "write")]
+
+
+def test_a_broker_without_a_users_file_is_not_asked_about_each_publish() -> None:
+    """The service's broker without a users file has a checker that allows everything
+    (``PermissionChecker.allow_all``): a publish does not ask it (a call per message that is
+    not compiled); permissions given to the broker later are asked again."""
+    from amqp10.broker.permissions import PermissionChecker
+
+    pair = InMemory(Broker(BrokerConfig(), permissions=PermissionChecker.allow_all()))
+    asked: list[str] = []
+    denial = pair.broker.denial
+
+    def counted(*args: Any, **kwargs: Any) -> str | None:
+        asked.append(args[2])
+        return denial(*args, **kwargs)
+
+    pair.broker.denial = counted  # type: ignore[method-assign]
+    pair.channel(1)
+    pair.client.send_method(1, m.ExchangeDeclare(exchange="secret-x", type="fanout"))
+    pair.pump()
+    for _ in range(3):
+        pair.client.send_content(1, m.BasicPublish(exchange="secret-x"), m.BasicProperties(), b"x")
+    pair.pump()
+    assert pair.client.channels[1] is ChannelState.OPEN and asked == []
+    guard = Guarded()
+    pair.broker.permissions = guard
+    pair.client.send_content(1, m.BasicPublish(exchange="secret-x"), m.BasicProperties(), b"x")
+    pair.pump()
+    assert guard.asked == [("secret-x", "write")]

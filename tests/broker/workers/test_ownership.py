@@ -105,3 +105,42 @@ def test_an_owner_asked_before_is_the_same_and_overrides_still_win(monkeypatch: 
     fresh = Ownership(4, me=1)
     assert [fresh.owner("/", n) for n in names] == first
     assert len(fresh._hashed) <= 10
+
+
+def test_a_virtual_host_asks_the_placement_once_a_name_until_an_override_changes() -> None:
+    """Every publish to the default exchange asks where its queue is (``VirtualHost.elsewhere``):
+    the placement is asked once a name, and again once the override table changed (an
+    exclusive queue placed on a worker, or no longer), through ``Ownership.changed``."""
+    from amqp10.broker.config import BrokerConfig
+    from amqp10.broker.core import Broker
+    from amqp10.broker.workers.ownership import Placement
+    from amqp10.broker.workers.remote import RemoteNode, RemoteNodes
+
+    ownership = Ownership(2, 0, {("/", "mine"): 0})
+    placement = Placement(ownership, {1: RemoteNodes("to-1")})
+    asked: list[str] = []
+
+    def counted(vhost: str, name: str) -> RemoteNode | None:
+        asked.append(name)
+        return placement(vhost, name)
+
+    broker = Broker(BrokerConfig())
+    broker.placement = counted
+    ownership.changed = broker.placement_changed  # (as Peers installs it)
+    vhost = broker.default
+    vhost.declare_queue("mine")
+    assert [vhost.elsewhere("mine") for _ in range(3)] == [None, None, None]
+    assert asked == ["mine"]
+    ownership.place("/", "mine", 1)  # placed on the other worker: its stand-in from now on
+    theirs = vhost.elsewhere("mine")
+    assert isinstance(theirs, RemoteNode) and vhost.elsewhere("mine") is theirs
+    assert asked == ["mine", "mine"]
+    ownership.unplace("/", "mine")
+    assert vhost.elsewhere("mine") is None
+    ownership.replace([["/", "mine", 1]])
+    assert vhost.elsewhere("mine") is theirs
+    ownership.unplace_worker(1)
+    assert vhost.elsewhere("mine") is None
+    assert asked == ["mine"] * 5
+    broker.placement = placement  # another placement: asked afresh
+    assert vhost.elsewhere("mine") is None and asked == ["mine"] * 5
