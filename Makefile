@@ -45,7 +45,8 @@ test-workers2: $(STAMP) debs
 compiled: $(STAMP)
 	AMQP10_COMPILE=1 $(BIN)/python setup.py build_ext --inplace
 
-## The compiled build against the suites of the modules it compiles, and a broker sample.
+## The compiled build against the suites of the modules it compiles (the client's and the
+## message's included), and a broker sample.
 ## Of tests/broker/workers (worker processes: slow), those of the internal link's ends in
 ## one process, and the 1.0 and 0-9-1 suites of 2-worker brokers (links over Unix sockets).
 COMPILED_WORKERS_TESTS = $(addprefix tests/broker/workers/,test_internal_link.py \
@@ -57,7 +58,10 @@ test-compiled: compiled
 	$(BIN)/python -c "import amqp10.broker.core.queues as m; assert m.__file__.endswith('.so'), m.__file__"
 	$(BIN)/python -c "import amqp10.broker.workers.link as m; assert m.__file__.endswith('.so'), m.__file__"
 	$(BIN)/python -c "import amqp10.broker.core.vhost as m; assert m.__file__.endswith('.so'), m.__file__"
+	$(BIN)/python -c "import amqp10.io.direct as m; assert m.__file__.endswith('.so'), m.__file__"
+	$(BIN)/python -c "import amqp10.client.sync as m; assert m.__file__.endswith('.so'), m.__file__"
 	$(BIN)/python -m pytest -q tests/types tests/transport tests/amqp091 tests/io \
+		tests/client tests/test_message.py tests/test_message_scan.py \
 		tests/broker/core tests/broker/amqp1 tests/broker/amqp091 tests/broker/test_local_random_exchange.py \
 		$(COMPILED_WORKERS_TESTS)
 

@@ -28,7 +28,14 @@ from setuptools import setup
 # with several workers, a crossing message's path: the internal link (broker/workers/link.py:
 # its records, batches and engine driver; InternalLink allows interpreted subclasses:
 # peers.py's), its opening side (remote.py: RemoteNodes allows peers.py's) and its answering
-# side (owner.py). amqp10/_mypyc.py holds what they need from mypyc. Left interpreted: the
+# side (owner.py); the client's per-message path (issue 34): the I/O drivers both sides
+# share (io/driver.py, io/direct.py), the message model (message/model.py), the async
+# sender and receiver and their helpers (client/sender.py, receiver.py, _common.py) and the
+# blocking client (client/sync.py, syncloop.py). amqp10/_mypyc.py holds what they need
+# from mypyc. Left interpreted: the client's Connection (client/connection.py: it derives
+# from interpreted classes, ClaimsLayer down to ConnectionCore, and sets their attributes,
+# on which mypyc fails with an internal error) and the client's async generators (mypyc
+# compiles none: Sender.pipeline's is in client/_pipeline.py); the
 # rest of the core (streams, partitioned, broker: a 0-9-1 publish calls its authorize only
 # when there are permissions or a token's grant to ask, broker/amqp091/context); the rest
 # of broker/workers (supervisor, peers, control, metadata, handover...: once a link or a
@@ -84,6 +91,15 @@ COMPILED = [
     "amqp10/broker/workers/owner.py",
     "amqp10/broker/amqp091/message.py",
     "amqp10/broker/amqp091/handler.py",
+    "amqp10/io/driver.py",
+    "amqp10/io/direct.py",
+    "amqp10/message/fields.py",
+    "amqp10/message/model.py",
+    "amqp10/client/_common.py",
+    "amqp10/client/sender.py",
+    "amqp10/client/receiver.py",
+    "amqp10/client/syncloop.py",
+    "amqp10/client/sync.py",
 ]
 
 

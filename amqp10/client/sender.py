@@ -16,6 +16,7 @@ from ..transport import IllegalStateError
 from ..transport import Sender as EngineSender
 from ..transport import Session as EngineSession
 from ..types.transactions import Declared, TransactionalState
+from . import _pipeline
 from ._common import (
     OUTCOMES,
     Outcome,
@@ -23,7 +24,6 @@ from ._common import (
     deadline,
     describe_outcome,
     encode_payload,
-    windowed,
 )
 from .link import Link, TransactionLike
 
@@ -252,7 +252,7 @@ class Sender(Link):
             return tracker
         return self._submit(payload, settled)
 
-    async def pipeline(
+    def pipeline(
         self,
         messages: Iterable[Payload],
         *,
@@ -269,14 +269,7 @@ class Sender(Link):
         outcomes of what is in flight still come. Use it inside
         ``contextlib.aclosing`` if you may stop iterating early.
         """
-        in_flight: deque[Tracker] = deque()
-        submit = partial(self.submit, settled=settled)
-        try:
-            for tracker in windowed(messages, window, submit, in_flight):
-                yield await tracker.wait(timeout)
-        finally:
-            for tracker in in_flight:  # nobody will wait for these: withdraw what did not go out
-                self._withdraw(tracker)
+        return _pipeline.pipeline(self, messages, window, settled, timeout)
 
     def _submit(self, payload: bytes, settled: bool | None, state: Any = None) -> Tracker:
         try:

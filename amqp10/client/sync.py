@@ -35,10 +35,10 @@ import contextlib
 import math
 import ssl as _ssl
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from functools import partial
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from .. import errors
 from ..message import Message
@@ -77,6 +77,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+L = TypeVar("L", bound=_link.Link)  # the async link a _Link wraps (mypyc: one type of _link)
 
 
 class _Proxy:
@@ -173,10 +174,10 @@ async def _settle_now(
     delivery.settle_nowait(state, txn=txn)
 
 
-class _Link(_Proxy):
+class _Link(_Proxy, Generic[L]):
     __slots__ = ("_link",)
 
-    def __init__(self, loop: Loop, link: _link.Link) -> None:
+    def __init__(self, loop: Loop, link: L) -> None:
         super().__init__(loop)
         self._link = link
 
@@ -220,7 +221,7 @@ DEFERRED_WINDOW = 1000
 """At most this many ``send(wait=False)`` of one sender wait for their outcome at once."""
 
 
-class Sender(_Link):
+class Sender(_Link[_sender.Sender]):
     """Sends messages (see :class:`amqp10.client.Sender`).
 
     :meth:`send` waits for each message's outcome; ``send(message, wait=False)``
@@ -229,7 +230,6 @@ class Sender(_Link):
     """
 
     __slots__ = ("_deferred",)
-    _link: _sender.Sender
 
     def __init__(self, loop: Loop, link: _sender.Sender) -> None:
         super().__init__(loop, link)
@@ -429,7 +429,7 @@ def _inner(txn: Transaction | None) -> _txn.Transaction | None:
     return None if txn is None else txn._t
 
 
-class Receiver(_Link):
+class Receiver(_Link[_receiver.Receiver]):
     """Receives messages: ``for delivery in receiver`` (see :class:`amqp10.client.Receiver`).
 
     :meth:`receive` and the iteration hand out deliveries from a buffer of this
@@ -444,7 +444,6 @@ class Receiver(_Link):
     """
 
     __slots__ = ("_batch", "_failure", "_local")
-    _link: _receiver.Receiver
 
     def __init__(self, loop: Loop, link: _receiver.Receiver) -> None:
         super().__init__(loop, link)
@@ -846,12 +845,29 @@ async def _next_link_or_none(conn: _conn.Connection) -> _sender.Sender | _receiv
         return None
 
 
-@contextlib.asynccontextmanager
-async def _connected(
-    url: str | Sequence[str], kwargs: dict[str, Any]
-) -> AsyncIterator[_conn.Connection]:
-    async with await _opening.connect(url, **kwargs) as conn:
-        yield conn
+class _Connected:
+    """``async with``: connect to ``url`` and enter the connection until the exit (a class,
+    not an ``asynccontextmanager``: mypyc compiles no async generator)."""
+
+    __slots__ = ("_conn", "_kwargs", "_url")
+
+    def __init__(self, url: str | Sequence[str], kwargs: dict[str, Any]) -> None:
+        self._url = url
+        self._kwargs = kwargs
+        self._conn: _conn.Connection | None = None
+
+    async def __aenter__(self) -> _conn.Connection:
+        self._conn = await _opening.connect(self._url, **self._kwargs)
+        return await self._conn.__aenter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._conn is not None
+        await self._conn.__aexit__(exc_type, exc, tb)
 
 
 def connect(
@@ -884,7 +900,7 @@ def connect(
     stack = contextlib.ExitStack()
     try:
         loop = start_loop(stack)
-        conn = stack.enter_context(loop.hold(_connected(url, kwargs)))
+        conn = stack.enter_context(loop.hold(_Connected(url, kwargs)))
     except BaseException:
         stack.close()
         raise

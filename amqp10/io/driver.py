@@ -254,6 +254,8 @@ class Driver(Generic[EventT]):
     async def run(self) -> None:
         """Read and write until the engine is closed or the stream fails, then close the stream."""
         self._started = True
+        # (no ``finally`` with an await in it: compiled by mypyc 1.x, one re-raised the
+        # cancellation that the task group had caught; an except and a plain call do not)
         try:
             if not self._eof:
                 async with anyio.create_task_group() as tg:
@@ -261,15 +263,21 @@ class Driver(Generic[EventT]):
                     tg.start_soon(self._read_loop)
                     await self._write_loop()
                     tg.cancel_scope.cancel()
-        finally:
-            self._scope = None
-            with anyio.CancelScope(shield=True):
-                with anyio.move_on_after(1.0):
-                    await self.stream.aclose()
-                self.done = True
-                self._flushed.fire()
-                self._resumed.fire()
-                self._finished.fire()
+        except BaseException:
+            await self._end()
+            raise
+        await self._end()
+
+    async def _end(self) -> None:
+        """:meth:`run`'s end, however it ends: close the stream, wake every waiter."""
+        self._scope = None
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(1.0):
+                await self.stream.aclose()
+            self.done = True
+            self._flushed.fire()
+            self._resumed.fire()
+            self._finished.fire()
 
     def _dispatch(self, events: list[EventT]) -> None:
         """Hand ``events`` to the owner; every caller writes the engine's output after it."""

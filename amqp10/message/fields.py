@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import uuid as _uuid
-from typing import Any, Protocol
+from typing import Any, Final
 
 from ..types import Header, Properties, symbol, timestamp, ubyte, ulong
 
@@ -43,11 +43,6 @@ def _timestamp_secs(value: float | _dt.datetime | None) -> timestamp | None:
     return ts
 
 
-class _Sections(Protocol):
-    header: Header | None
-    properties: Properties | None
-
-
 class ProtonFields:
     """The Proton-style accessors, for a class with ``header`` and ``properties`` slots.
 
@@ -60,16 +55,16 @@ class ProtonFields:
     header: Header | None
     properties: Properties | None
 
-    def _header(self: _Sections) -> Any:
+    def _header(self) -> Any:
         h: Any = self.header
         if h is None:
-            h = self.header = Header()
+            h = self.header = Header()  # type: ignore[misc]  # (the subclass's slot)
         return h
 
-    def _props(self: _Sections) -> Any:
+    def _props(self) -> Any:
         p: Any = self.properties
         if p is None:
-            p = self.properties = Properties()
+            p = self.properties = Properties()  # type: ignore[misc]  # (the subclass's slot)
         return p
 
     @property
@@ -152,7 +147,14 @@ class ProtonFields:
     def to(self, value: str | None) -> None:
         self._props().to = value
 
-    address = to
+    @property
+    def address(self) -> str | None:
+        """Proton's name of :attr:`to` (its own property: mypyc compiles no ``address = to``)."""
+        return self.to
+
+    @address.setter
+    def address(self, value: str | None) -> None:
+        self.to = value
 
     @property
     def subject(self) -> str | None:
@@ -253,3 +255,8 @@ class ProtonFields:
     @reply_to_group_id.setter
     def reply_to_group_id(self, value: str | None) -> None:
         self._props().reply_to_group_id = value
+
+
+FIELDS: Final = frozenset(name for name in vars(ProtonFields) if not name.startswith("_"))
+"""The accessors' names (and, in the compiled build, ``header`` and ``properties``), which
+``Message()`` takes as keyword arguments."""

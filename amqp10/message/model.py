@@ -21,7 +21,7 @@ from ..types import (
     decode_at,
     encode_into,
 )
-from .fields import ProtonFields
+from .fields import FIELDS, ProtonFields
 from .sections import (
     AMQP_SEQUENCE,
     AMQP_VALUE,
@@ -57,6 +57,20 @@ _D_AMQP_VALUE: Final = b"\x00\x53\x77"
 _BINARY_TYPES: Final = (bytes, bytearray, memoryview)
 
 
+_SECTIONS: Final = (
+    "application_properties",
+    "body",
+    "body_type",
+    "delivery_annotations",
+    "footer",
+    "header",
+    "message_annotations",
+    "properties",
+)
+"""A message's attributes: its ``__slots__``, and what ``==`` compares (a module constant:
+mypyc's compiled class has no ``__slots__`` to read)."""
+
+
 class Message(ProtonFields):
     """An AMQP message: every section of Part 3 §3.2 as plain Python values.
 
@@ -87,16 +101,7 @@ class Message(ProtonFields):
     ``message_annotations`` and ``delivery_annotations`` here.
     """
 
-    __slots__ = (
-        "application_properties",
-        "body",
-        "body_type",
-        "delivery_annotations",
-        "footer",
-        "header",
-        "message_annotations",
-        "properties",
-    )
+    __slots__ = _SECTIONS
 
     header: Header | None
     delivery_annotations: dict[Any, Any] | None
@@ -132,10 +137,11 @@ class Message(ProtonFields):
         self.body = body
         self.body_type = body_type
         self.footer = footer
-        for name, value in fields.items():
-            if not isinstance(getattr(type(self), name, None), property):
-                raise TypeError(f"Message() got an unexpected keyword argument {name!r}")
-            setattr(self, name, value)
+        if fields:
+            for name, value in fields.items():
+                if name not in FIELDS:
+                    raise TypeError(f"Message() got an unexpected keyword argument {name!r}")
+                setattr(self, name, value)
 
     # ------------------------------------------------------------------ encoding
 
@@ -163,7 +169,8 @@ class Message(ProtonFields):
             encode_into(buf, MessageAnnotations(self.message_annotations))
         if self.properties is not None:
             encode_into(buf, self.properties)
-        ap = self.application_properties
+        # (keys typed Any: mypyc would check each is a str, before the check below can)
+        ap: dict[Any, Any] | None = self.application_properties
         if ap is not None:
             for k in ap:
                 if type(k) is not str:
@@ -210,7 +217,6 @@ class Message(ProtonFields):
         body may be several data or several amqp-sequence sections (never a mix).
         A message without a body section is accepted and has ``body`` ``None``.
         """
-        self = object.__new__(cls)
         header = da = ma = props = ap = footer = None
         body: Any = None
         body_type: BodyType = "value"
@@ -295,15 +301,18 @@ class Message(ProtonFields):
                     raise DecodeError(f"not a message section: descriptor {code:#04x}")
         except IndexError:
             raise DecodeError("truncated message section") from None
-        self.header = header
-        self.delivery_annotations = da
-        self.message_annotations = ma
-        self.properties = props
-        self.application_properties = ap
-        self.body = body
-        self.body_type = body_type
-        self.footer = footer
-        return self
+        # (made by __init__, not object.__new__: mypyc's compiled class makes its instances
+        # only so; the body of data sections is a list already, which __init__ keeps)
+        return cls(
+            body,
+            body_type=body_type,
+            header=header,
+            delivery_annotations=da,
+            message_annotations=ma,
+            properties=props,
+            application_properties=ap,
+            footer=footer,
+        )
 
     # ------------------------------------------------------------------ value semantics
 
@@ -311,7 +320,7 @@ class Message(ProtonFields):
         if type(other) is not type(self):
             return NotImplemented
         assert isinstance(other, Message)
-        return all(getattr(self, a) == getattr(other, a) for a in Message.__slots__)
+        return all(getattr(self, a) == getattr(other, a) for a in _SECTIONS)
 
     # Defining __eq__ sets __hash__ to None: a message is mutable, so it is unhashable.
 
