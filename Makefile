@@ -58,6 +58,7 @@ test-compiled: compiled
 	$(BIN)/python -c "import amqp10.broker.core.queues as m; assert m.__file__.endswith('.so'), m.__file__"
 	$(BIN)/python -c "import amqp10.broker.workers.link as m; assert m.__file__.endswith('.so'), m.__file__"
 	$(BIN)/python -c "import amqp10.broker.core.vhost as m; assert m.__file__.endswith('.so'), m.__file__"
+	$(BIN)/python -c "import amqp10.broker.core.paging as m; assert m.__file__.endswith('.so'), m.__file__"
 	$(BIN)/python -c "import amqp10.io.direct as m; assert m.__file__.endswith('.so'), m.__file__"
 	$(BIN)/python -c "import amqp10.client.sync as m; assert m.__file__.endswith('.so'), m.__file__"
 	$(BIN)/python -m pytest -q tests/types tests/transport tests/amqp091 tests/io \

@@ -19,10 +19,11 @@ from setuptools import setup
 # The modules a message's broker CPU goes through (bench/profiles: broker_inproc.py's
 # profile and counts.py's 0-9-1 workloads), as far as mypyc compiles them: the AMQP 1.0
 # codec and engine; the broker core's message, node, queue, exchange and virtual host
-# classes (Node, NodeElsewhere, QueuedMessage allow interpreted subclasses: streams, the
-# 1.0 targets, the other front ends' messages; VirtualHost derives from _mypyc's Referable
-# to be weakly referenced); the broker's AMQP 1.0 front end on a message's path (its
-# LinkConsumer allows interpreted subclasses: Service Bus's); the 0-9-1 engine (amqp091/*)
+# classes and its pager (paging.py: a queue asks it at every message; Node, NodeElsewhere,
+# QueuedMessage allow interpreted subclasses: streams, the 1.0 targets, the other front
+# ends' messages; VirtualHost derives from _mypyc's Referable to be weakly referenced);
+# the broker's AMQP 1.0 front end on a message's path (its LinkConsumer allows interpreted
+# subclasses: Service Bus's); the 0-9-1 engine (amqp091/*)
 # and the broker's 0-9-1 front end (broker/amqp091/*, its message and handler included; the
 # handler derives from broker/frontend's interpreted ContextHandler, as the 1.0 one does);
 # with several workers, a crossing message's path: the internal link (broker/workers/link.py:
@@ -58,6 +59,7 @@ COMPILED = [
     "amqp10/broker/core/queues.py",
     "amqp10/broker/core/exchanges.py",
     "amqp10/broker/core/vhost.py",
+    "amqp10/broker/core/paging.py",
     "amqp10/broker/amqp1/message.py",
     "amqp10/broker/amqp1/publishers.py",
     "amqp10/broker/amqp1/consumers.py",

@@ -87,7 +87,7 @@ class _Tail:
     def __init__(self) -> None:
         self.seqs = array("q")
         self.sizes = array("l")
-        self.flags = bytearray()
+        self.flags = array("B")  # (not a bytearray: mypyc compiles no loop over one)
         self.start = 0  # entries before it have been read back
         self.bytes = 0
         self.gone = 0  # entries after start marked _GONE
@@ -253,7 +253,7 @@ class Pager:
             return None
         return got > dropped + gone
 
-    def _read(self, seqs: array[int], flags: bytearray) -> dict[int, tuple[Any, ...]]:
+    def _read(self, seqs: array[int], flags: array[int]) -> dict[int, tuple[Any, ...]]:
         """The store's rows of the paged-out ``seqs`` (one read by seq range), by seq; a row
         not there (not committed yet, or gone) is missing, and rows of other seqs in the
         range (other levels, delivered ones) are left out."""
