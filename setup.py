@@ -38,8 +38,8 @@ from setuptools import setup
 # on which mypyc fails with an internal error) and the client's async generators (mypyc
 # compiles none: Sender.pipeline's is in client/_pipeline.py); the
 # rest of the core (streams, partitioned, broker: a 0-9-1 publish calls its authorize only
-# when there are permissions or a token's grant to ask, broker/amqp091/context); the rest
-# of broker/workers (supervisor, peers, control, metadata, handover...: once a link or a
+# when there are permissions that do not allow everything, or a token's grant, to ask,
+# broker/amqp091/context); the rest of broker/workers (supervisor, peers, control, metadata, handover...: once a link or a
 # change, not once a message);
 # amqp091's generator (_generate, _diagrams) and scalars (int/float/bytes subclasses, which
 # mypyc does not compile); broker/frontend and broker/amqp091/login (once a connection); the

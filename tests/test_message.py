@@ -325,6 +325,27 @@ def test_constructor_checks() -> None:
         Message(1, colour="red")
 
 
+def test_a_subclass_property_is_a_keyword_of_the_constructor() -> None:
+    if getattr(Message, "__slots__", None) is None:
+        pytest.skip("the compiled build's Message cannot be subclassed by interpreted code")
+
+    class Coloured(Message):
+        __slots__ = ("_colour",)
+
+        @property
+        def colour(self) -> str:
+            return self._colour
+
+        @colour.setter
+        def colour(self, value: str) -> None:
+            self._colour = value
+
+    m = Coloured(1, colour="red", subject="s")
+    assert (m.colour, m.subject) == ("red", "s")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'shade'"):
+        Coloured(1, shade="dark")
+
+
 # ======================================================================================
 # Accessors
 # ======================================================================================

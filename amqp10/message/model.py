@@ -139,7 +139,8 @@ class Message(ProtonFields):
         self.footer = footer
         if fields:
             for name, value in fields.items():
-                if name not in FIELDS:
+                # an accessor, or a property of an interpreted subclass
+                if name not in FIELDS and not isinstance(getattr(type(self), name, None), property):
                     raise TypeError(f"Message() got an unexpected keyword argument {name!r}")
                 setattr(self, name, value)
 
