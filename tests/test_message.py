@@ -326,8 +326,14 @@ def test_constructor_checks() -> None:
 
 
 def test_a_subclass_property_is_a_keyword_of_the_constructor() -> None:
-    if getattr(Message, "__slots__", None) is None:
-        pytest.skip("the compiled build's Message cannot be subclassed by interpreted code")
+    if getattr(Message, "__slots__", None) is None:  # the compiled build: its Message is native
+
+        class Plain(Message):
+            pass
+
+        with pytest.raises(TypeError, match="interpreted classes cannot inherit from compiled"):
+            Plain(1)  # (README: its classes cannot be subclassed by interpreted code)
+        return
 
     class Coloured(Message):
         __slots__ = ("_colour",)

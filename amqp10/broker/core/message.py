@@ -153,7 +153,7 @@ class QueuedMessage:
     ) -> None:
         self.data = data
         self.size = len(data)
-        self.priority = min(max(priority, 0), PRIORITY_LEVELS - 1)
+        self.priority = priority_level(priority)
         self.durable = durable
         self.expiry = expiry
         self.message_id = message_id
@@ -391,6 +391,12 @@ def format_named(name: str) -> type[QueuedMessage]:
     return cls
 
 
+def priority_level(priority: int) -> int:
+    """``priority`` as one of the :data:`PRIORITY_LEVELS` a queue keeps (out of range: the
+    nearest)."""
+    return min(max(priority, 0), PRIORITY_LEVELS - 1)
+
+
 def made_as(
     cls: type[QueuedMessage],
     data: bytes,
@@ -407,7 +413,7 @@ def made_as(
     after: a call of a class known only when it runs (not a compiled call) builds and parses
     its keywords, for every message that crosses to another worker."""
     msg = cls(data)
-    msg.priority = priority if 0 <= priority < PRIORITY_LEVELS else min(max(priority, 0), PRIORITY_LEVELS - 1)
+    msg.priority = priority_level(priority)
     msg.durable = durable
     msg.expiry = expiry
     msg.message_id = message_id
