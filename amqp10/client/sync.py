@@ -905,4 +905,5 @@ def connect(
         stack.close()
         raise
     loop.batch = lambda work: conn.driver.batch(work)  # (the driver of the moment: reconnects)
+    loop.reader = lambda limit: conn.driver.read_here(limit)
     return Connection(loop, conn, on_close=stack.close)

@@ -102,7 +102,7 @@ class Loop:
         "_aloop", "_ctx", "_deadline", "_driver", "_guests", "_interrupted", "_jobs", "_keeper",
         "_keeper_id", "_kicked", "_left_at", "_lend", "_lock", "_main_id", "_pump", "_shutting",
         "_stops", "_waiters", "_watch", "_woken", "_written", "_yield", "batch", "calls",
-        "closed", "cond", "grace", "handovers",
+        "closed", "cond", "grace", "handovers", "reader",
     )  # fmt: skip
 
     def __init__(self, *, lend: bool = True) -> None:
@@ -136,6 +136,11 @@ class Loop:
         at once when nothing else would share it: the connection driver's
         :meth:`~amqp10.io.driver.Driver.batch` (a waiting ``send()`` then takes one turn
         of the loop: its read). None: each job's write is scheduled as the async client's."""
+        self.reader: Callable[[float], bool] | None = None
+        """Waits at most the seconds given, in the calling thread (the loop taken, not
+        running), for the connection's next read and feeds it: True if it did, False if
+        the loop must run instead (:meth:`~amqp10.io.driver.Driver.read_here`). None: the
+        loop always runs."""
         self._woken = False  # a start of the queued jobs is scheduled: posting needs no wake-up
         self._written: list[Tracker] = []  # pre-settled sends to complete once written out
         self._kicked: asyncio.Event | None = None
@@ -304,8 +309,19 @@ class Loop:
         self._stops = True
         try:
             while not done() and not self._shutting and not self._interrupted:
-                if time.monotonic() >= end:
+                now = time.monotonic()
+                if now >= end:
                     break
+                reader = self.reader
+                if reader is not None:
+                    # the connection's answer read and fed in this thread, no turn of the
+                    # loop (completions then need not stop it); else the loop's turn
+                    self._stops = False
+                    try:
+                        if self._ctx.run(reader, end - now):
+                            continue
+                    finally:
+                        self._stops = True
                 self._arm(end)
                 aloop.run_forever()
         finally:

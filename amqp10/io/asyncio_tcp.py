@@ -24,11 +24,14 @@ with it the plain awaiting path.
 from __future__ import annotations
 
 import asyncio
+import math
+import os
+import select
 from typing import Any
 
 from anyio.abc import ByteStream
 
-__all__ = ["AsyncioTcp", "asyncio_tcp", "nothing_ready"]
+__all__ = ["AsyncioTcp", "Poller", "asyncio_tcp", "nothing_ready"]
 
 _PROTOCOL_ATTRIBUTES = ("read_queue", "is_at_eof", "exception", "write_event")
 
@@ -66,6 +69,50 @@ def asyncio_tcp(stream: ByteStream) -> AsyncioTcp | None:
     if not all(hasattr(protocol, name) for name in _PROTOCOL_ATTRIBUTES):
         return None
     return AsyncioTcp(transport, protocol)
+
+
+class Poller:
+    """Waits, in a thread that holds an asyncio loop without running it, for a plain TCP
+    transport's socket to be readable, or for the loop to be woken (another thread's
+    ``call_soon_threadsafe``, a signal): see :meth:`~amqp10.io.direct.DirectDriver.read_here`.
+    :meth:`make` gives None where the loop is not asyncio's own selector loop (its timer
+    heap ``_scheduled`` and wake-up socket ``_ssock`` are what :meth:`wait` reads)."""
+
+    __slots__ = ("_fd", "_poll", "_scheduled")
+
+    def __init__(self, fd: int, wake_fd: int, scheduled: list[Any]) -> None:
+        self._fd = fd
+        self._scheduled = scheduled
+        self._poll = select.poll()
+        self._poll.register(fd, select.POLLIN)
+        self._poll.register(wake_fd, select.POLLIN)
+
+    @classmethod
+    def make(cls, loop: asyncio.AbstractEventLoop, transport: asyncio.Transport) -> Poller | None:
+        scheduled = getattr(loop, "_scheduled", None)
+        wake = getattr(loop, "_ssock", None)
+        sock = transport.get_extra_info("socket")
+        if type(scheduled) is not list or wake is None or sock is None or not hasattr(select, "poll"):
+            return None
+        return cls(sock.fileno(), wake.fileno(), scheduled)
+
+    def wait(self, loop: asyncio.AbstractEventLoop, limit: float) -> bool:
+        """True once the socket is readable, within ``limit`` seconds and before the loop's
+        next timer is due; False if the time ran out, a timer came due or the loop was woken
+        (the caller runs the loop then)."""
+        scheduled = self._scheduled
+        if scheduled:
+            limit = min(limit, scheduled[0].when() - loop.time())
+        if limit <= 0:
+            return False
+        ms = None if limit > 86_400 else math.ceil(limit * 1000)
+        fd = self._fd
+        ready = self._poll.poll(ms)
+        return len(ready) == 1 and ready[0][0] == fd
+
+    def read(self, size: int) -> bytes:
+        """Up to ``size`` bytes of the socket (b"": its end; raises what ``read`` raises)."""
+        return os.read(self._fd, size)
 
 
 def nothing_ready(loop: asyncio.AbstractEventLoop) -> bool:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from asyncio import events as _events
 from collections.abc import Callable
 from typing import Any
 
@@ -41,7 +42,7 @@ import anyio
 from anyio.abc import ByteStream
 
 from .. import errors
-from .asyncio_tcp import asyncio_tcp, nothing_ready
+from .asyncio_tcp import Poller, asyncio_tcp, nothing_ready
 from .driver import Driver, EngineProtocol, EventCallback, EventT, Signal
 
 __all__ = ["DirectDriver"]
@@ -131,6 +132,9 @@ class DirectDriver(Driver[EventT]):
         self._read_done = Signal()
         self._peek: asyncio.TimerHandle | None = None
         self._backlog: bytearray | None = None  # what is left of a read, fed a slice a turn
+        self._poller: Poller | bool | None = None  # read_here's (False: it cannot)
+        self.reads_here = 0
+        """Reads :meth:`read_here` made (for tests)."""
 
     # -- the owner's calls ------------------------------------------------------------------
     def flush_soon(self) -> None:
@@ -201,6 +205,55 @@ class DirectDriver(Driver[EventT]):
                 transport.resume_reading()
         while not self._eof:
             await self._read_done.wait()
+
+    def read_here(self, limit: float) -> bool:
+        """(In a thread that holds the loop without running it: the blocking client's call
+        waiting for an answer) wait for the socket and feed what it reads as
+        ``data_received`` would, with the loop set as this thread's running one: no turn of
+        the loop, no callback, one ``poll`` and one ``read``. False, having done nothing,
+        where the loop has work of its own first (a ready callback, a scheduled write, bytes
+        the transport holds for a writable socket, a timer due within ``limit``, a wake-up
+        from another thread), where reading is paused or part of a read waits, or where the
+        loop is not asyncio's selector loop: the caller runs the loop then."""
+        loop = self._loop
+        if (
+            loop is None
+            or not self._installed
+            or self._paused
+            or self._eof
+            or self._backlog is not None
+            or self._flush_scheduled
+            or self._write_paused
+            or self._scope is None
+            or not nothing_ready(loop)
+        ):
+            return False
+        poller = self._poller
+        if poller is None:
+            poller = self._poller = Poller.make(loop, self._transport) or False
+        transport = self._transport
+        if poller is False or transport.is_closing() or transport.get_write_buffer_size():
+            return False  # (what the transport holds goes out as the loop sees the socket writable)
+        assert isinstance(poller, Poller)
+        if not poller.wait(loop, limit):
+            return False
+        _events._set_running_loop(loop)
+        try:
+            try:
+                data = poller.read(READ_SLICE)
+            except BlockingIOError:
+                return False
+            except OSError as exc:
+                self._on_eof(exc)
+                return True
+            self.reads_here += 1
+            if data:
+                self._on_data(data)
+            else:
+                self._on_eof(None)
+        finally:
+            _events._set_running_loop(None)
+        return True
 
     def _on_data(self, data: bytes) -> None:
         if self._eof or self._scope is None:

@@ -188,6 +188,14 @@ class Driver(Generic[EventT]):
             self._dispatching = False
             self._write_batch()
 
+    def read_here(self, limit: float) -> bool:
+        """Wait at most ``limit`` seconds in the calling thread, which holds the driver's event
+        loop without running it, for what the peer sends, and feed it to the engine as the
+        loop would: True if it read (or met the stream's end), False if it could not, or
+        should not, and the caller must run the loop instead. Only
+        :class:`~amqp10.io.direct.DirectDriver` can; here, never."""
+        return False
+
     def _write_batch(self) -> None:
         """After :meth:`batch`'s work: write what it queued (here: as :meth:`flush_soon`)."""
         self.flush_soon()

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio.abc
 import pytest
 
 import amqp10.sync
@@ -302,3 +303,111 @@ def test_ctrl_c_handler_is_put_back_when_the_connection_closes(broker: RunningBr
         assert signal.getsignal(signal.SIGINT) is handler
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+# -- the answer read in the caller's thread (Driver.read_here) ------------------------------------
+class LoopTurns:
+    """Counts the runs of the connection's event loop (``run_forever``) from now on."""
+
+    def __init__(self, conn: amqp10.sync.Connection) -> None:
+        self.runs = 0
+        aloop = conn._loop._aloop
+        real = aloop.run_forever
+
+        def counted() -> None:
+            self.runs += 1
+            real()
+
+        aloop.run_forever = counted  # type: ignore[method-assign]
+
+
+def test_a_waiting_send_reads_its_outcome_in_the_callers_thread_without_running_the_loop(
+    conn: amqp10.sync.Connection,
+) -> None:
+    sender = conn.open_sender("q", settle_mode=SettleMode.AT_LEAST_ONCE)
+    assert isinstance(sender.send(Message(body=-1)), Accepted)  # (the keeper's loop taken back)
+    driver = conn.async_connection.driver
+    before = driver.reads_here  # type: ignore[attr-defined]
+    turns = LoopTurns(conn)
+    outcomes = [sender.send(Message(body=i)) for i in range(50)]
+    assert all(isinstance(o, Accepted) for o in outcomes)
+    assert driver.reads_here - before >= 50  # type: ignore[attr-defined]
+    assert turns.runs <= 5  # (a credit top-up or the keeper's grace may take a turn)
+    assert drain(conn, "q", 51) == [-1, *range(50)]
+
+
+def _holds_the_first_message(release: threading.Event) -> Callable[[amqp10.sync.Connection], None]:
+    """A peer that takes the first message and accepts it only once ``release`` is set."""
+
+    def handler(conn: amqp10.sync.Connection) -> None:
+        for link in conn.incoming_links():
+            assert isinstance(link, amqp10.sync.Receiver)
+            d = link.receive(timeout=WAIT)
+            release.wait(WAIT)
+            d.accept()
+            with contextlib.suppress(errors.AMQPError):
+                link.receive(timeout=WAIT)  # (until the connection closes)
+            return
+
+    return handler
+
+
+def test_a_send_waiting_in_the_callers_thread_gives_the_loop_to_another_threads_work() -> None:
+    # the main thread waits for its outcome on the socket, not in the loop; what another
+    # thread hands to the loop meanwhile wakes that wait and runs at once
+    release = threading.Event()
+    with (
+        amqp10.sync.serve("127.0.0.1", 0, _holds_the_first_message(release), timeout=WAIT) as peer,
+        amqp10.sync.connect(peer.url, timeout=WAIT) as conn,
+    ):
+        sender = conn.open_sender("held", settle_mode=SettleMode.AT_LEAST_ONCE)
+        ran = threading.Event()
+        prompt: list[bool] = []
+
+        def other_thread() -> None:
+            time.sleep(0.2)  # the send below waits by then
+            conn._loop.soon(ran.set)
+            prompt.append(ran.wait(WAIT / 2))
+            release.set()
+
+        t = threading.Thread(target=other_thread)
+        t.start()
+        assert isinstance(sender.send(Message(body="held")), Accepted)
+        t.join(WAIT)
+        assert prompt == [True]  # run while the send still waited, not after
+
+
+def test_a_send_waiting_in_the_callers_thread_still_sends_the_heartbeats() -> None:
+    # the peer hangs up after 0.5 s without a frame from us and sends us none (we ask for
+    # no heartbeats): ours are a timer of the loop, which the wait on the socket gives way to
+    release = threading.Event()
+    with (
+        amqp10.sync.serve(
+            "127.0.0.1", 0, _holds_the_first_message(release), idle_timeout=0.5, timeout=WAIT
+        ) as peer,
+        amqp10.sync.connect(peer.url, timeout=WAIT) as conn,
+    ):
+        sender = conn.open_sender("held", settle_mode=SettleMode.AT_LEAST_ONCE)
+        timer = threading.Timer(2.0, release.set)  # four of the peer's idle timeouts
+        timer.start()
+        try:
+            assert isinstance(sender.send(Message(body="held")), Accepted)
+            assert conn.is_open
+        finally:
+            timer.cancel()
+
+
+def test_a_waiting_send_bigger_than_the_socket_takes_at_once_goes_out_whole(
+    conn: amqp10.sync.Connection,
+) -> None:
+    # what the transport keeps for a writable socket is written by the loop: the wait on
+    # the socket's reads gives way to it
+    body = bytes(range(256)) * (16 * 1024)  # 4 MiB
+    sock = conn.async_connection.driver.stream.extra(anyio.abc.SocketAttribute.raw_socket)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # the kernel takes little a write
+    sender = conn.open_sender("big", settle_mode=SettleMode.AT_LEAST_ONCE)
+    assert isinstance(sender.send(Message(body=body), timeout=WAIT), Accepted)
+    receiver = conn.open_receiver("big", credit=1)
+    d = receiver.receive(timeout=WAIT)
+    assert d is not None and d.message.body == body
+    d.accept()
