@@ -4,8 +4,11 @@
 call runs it in the caller's own thread until what the call waits for is done
 (:meth:`Loop.wait_for`): a ``send()`` that waits for its outcome costs no wake-up
 of a second thread, as in Proton's ``BlockingConnection``, which runs its reactor
-in the caller's thread too. The async client runs in that loop unchanged; nothing
-of its logic is copied here.
+in the caller's thread too. While the loop has nothing of its own to do, such a call
+waits for the connection's answer on its socket and feeds it as the loop would
+(:attr:`Loop.reader`, :meth:`~amqp10.io.direct.DirectDriver.read_here`): no turn of
+the loop at all. The async client runs in that loop unchanged; nothing of its logic
+is copied here.
 
 Only one thread runs the loop at a time (:attr:`Loop.cond` guards who). A call
 made while another thread's call runs the loop hands its work to that thread (one
@@ -134,8 +137,9 @@ class Loop:
         self.batch: Batch | None = None
         """Runs a start of the queued jobs so that what they queue goes out in one write,
         at once when nothing else would share it: the connection driver's
-        :meth:`~amqp10.io.driver.Driver.batch` (a waiting ``send()`` then takes one turn
-        of the loop: its read). None: each job's write is scheduled as the async client's."""
+        :meth:`~amqp10.io.driver.Driver.batch` (a waiting ``send()`` then needs no turn
+        of the loop to write, and :attr:`reader` none to read). None: each job's write is
+        scheduled as the async client's."""
         self.reader: Callable[[float], bool] | None = None
         """Waits at most the seconds given, in the calling thread (the loop taken, not
         running), for the connection's next read and feeds it: True if it did, False if
