@@ -306,8 +306,8 @@ class Loop:
         aloop = self._aloop
         if self._jobs and not self._woken:
             # start them here, not from a callback: the loop is ours and not running, so
-            # a send's transfer is queued and written (see batch) before the loop's first
-            # turn, which reads the answer: no turn of the loop just to write
+            # a send's transfer is queued and written (see batch) before the answer is
+            # waited for (by the reader, or the loop's first turn): no turn just to write
             self._ctx.run(self.start_posted)
         trap = self._trap_sigint() if me == self._main_id else None
         self._stops = True

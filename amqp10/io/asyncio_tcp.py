@@ -1,4 +1,5 @@
-"""The one place that reaches past anyio into asyncio's transport of a plain TCP stream.
+"""The one place that reaches past anyio into asyncio's transport of a plain TCP stream
+(and into asyncio's selector loop, for :class:`Poller`).
 
 anyio's ``send`` and ``receive`` each yield to the event loop (and ``receive`` pauses
 and resumes the transport's reading around every read); for connections that trade
@@ -12,7 +13,10 @@ use the transport under anyio's asyncio ``SocketStream`` directly:
 
 :func:`nothing_ready` reads asyncio's own queue of ready callbacks (its event loop's
 ``_ready``), for :meth:`~amqp10.io.driver.Driver.batch`: a loop without one (uvloop)
-is never taken to be idle.
+is never taken to be idle. :class:`Poller` reads that loop's timers, wake-up socket and
+selector, for :meth:`~amqp10.io.direct.DirectDriver.read_here` (which also sets the loop
+as the thread's running one with ``asyncio.events._set_running_loop`` while it feeds
+what it read): a loop without them is always run instead.
 
 The first two rest on anyio's private attributes (``_transport``, ``_protocol`` and the
 protocol's ``read_queue``, ``is_at_eof``, ``exception``, ``write_event``):
@@ -76,38 +80,55 @@ class Poller:
     transport's socket to be readable, or for the loop to be woken (another thread's
     ``call_soon_threadsafe``, a signal): see :meth:`~amqp10.io.direct.DirectDriver.read_here`.
     :meth:`make` gives None where the loop is not asyncio's own selector loop (its timer
-    heap ``_scheduled`` and wake-up socket ``_ssock`` are what :meth:`wait` reads)."""
+    heap ``_scheduled``, wake-up socket ``_ssock`` and ``_selector`` are what :meth:`wait`
+    reads) or the platform has no ``poll``."""
 
-    __slots__ = ("_fd", "_poll", "_scheduled")
+    __slots__ = ("_fd", "_files", "_loop", "_poll")
 
-    def __init__(self, fd: int, wake_fd: int, scheduled: list[Any]) -> None:
+    def __init__(self, loop: Any, fd: int, wake_fd: int) -> None:
+        self._loop = loop
         self._fd = fd
-        self._scheduled = scheduled
+        self._files = loop._selector.get_map()  # (a live view of what the loop waits on)
         self._poll = select.poll()
         self._poll.register(fd, select.POLLIN)
         self._poll.register(wake_fd, select.POLLIN)
 
     @classmethod
     def make(cls, loop: asyncio.AbstractEventLoop, transport: asyncio.Transport) -> Poller | None:
-        scheduled = getattr(loop, "_scheduled", None)
-        wake = getattr(loop, "_ssock", None)
         sock = transport.get_extra_info("socket")
-        if type(scheduled) is not list or wake is None or sock is None or not hasattr(select, "poll"):
+        wake = getattr(loop, "_ssock", None)
+        usable = (
+            type(getattr(loop, "_scheduled", None)) is list
+            and wake is not None
+            and hasattr(getattr(loop, "_selector", None), "get_map")
+            and sock is not None
+            and hasattr(select, "poll")
+        )
+        if not usable:
             return None
-        return cls(sock.fileno(), wake.fileno(), scheduled)
+        assert wake is not None
+        return cls(loop, sock.fileno(), wake.fileno())
 
-    def wait(self, loop: asyncio.AbstractEventLoop, limit: float) -> bool:
+    def wait(self, limit: float) -> bool:
         """True once the socket is readable, within ``limit`` seconds and before the loop's
-        next timer is due; False if the time ran out, a timer came due or the loop was woken
-        (the caller runs the loop then)."""
-        scheduled = self._scheduled
+        next timer is due; False at once where the loop waits on another file too (a
+        second connection, a user's HTTP request on it) or its next timer is a cancelled
+        one (the loop drops it in its turn); False too if the time ran out, a timer came
+        due or the loop was woken. On False the caller runs the loop."""
+        files = self._files
+        fd = self._fd
+        if len(files) != 2 or fd not in files:  # (this socket and the wake-up socket only)
+            return False
+        loop = self._loop
+        scheduled = loop._scheduled  # (afresh: the loop replaces the list as it prunes it)
         if scheduled:
-            limit = min(limit, scheduled[0].when() - loop.time())
+            first = scheduled[0]
+            if first.cancelled():
+                return False
+            limit = min(limit, first.when() - loop.time())
         if limit <= 0:
             return False
-        ms = None if limit > 86_400 else math.ceil(limit * 1000)
-        fd = self._fd
-        ready = self._poll.poll(ms)
+        ready = self._poll.poll(None if math.isinf(limit) else math.ceil(min(limit, 86_400.0) * 1000))
         return len(ready) == 1 and ready[0][0] == fd
 
     def read(self, size: int) -> bytes:

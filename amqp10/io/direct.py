@@ -210,11 +210,12 @@ class DirectDriver(Driver[EventT]):
         """(In a thread that holds the loop without running it: the blocking client's call
         waiting for an answer) wait for the socket and feed what it reads as
         ``data_received`` would, with the loop set as this thread's running one: no turn of
-        the loop, no callback, one ``poll`` and one ``read``. False, having done nothing,
+        the loop, no callback, one ``poll`` and one ``read``. False, having read nothing,
         where the loop has work of its own first (a ready callback, a scheduled write, bytes
-        the transport holds for a writable socket, a timer due within ``limit``, a wake-up
-        from another thread), where reading is paused or part of a read waits, or where the
-        loop is not asyncio's selector loop: the caller runs the loop then."""
+        the transport holds for a writable socket, another file it waits on), where reading
+        is paused or part of a read waits, or where the loop is not asyncio's selector loop
+        (see :class:`~amqp10.io.asyncio_tcp.Poller`); and False once its next timer comes
+        due or another thread wakes it: the caller runs the loop then."""
         loop = self._loop
         if (
             loop is None
@@ -228,14 +229,16 @@ class DirectDriver(Driver[EventT]):
             or not nothing_ready(loop)
         ):
             return False
+        transport = self._transport
+        if transport.is_closing() or transport.get_write_buffer_size():
+            return False  # (what the transport holds goes out as the loop sees the socket writable)
         poller = self._poller
         if poller is None:
-            poller = self._poller = Poller.make(loop, self._transport) or False
-        transport = self._transport
-        if poller is False or transport.is_closing() or transport.get_write_buffer_size():
-            return False  # (what the transport holds goes out as the loop sees the socket writable)
+            poller = self._poller = Poller.make(loop, transport) or False
+        if poller is False:
+            return False
         assert isinstance(poller, Poller)
-        if not poller.wait(loop, limit):
+        if not poller.wait(limit):
             return False
         _events._set_running_loop(loop)
         try:

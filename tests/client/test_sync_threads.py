@@ -3,12 +3,13 @@ keeper thread between calls, one thread at a time (amqp10/client/syncloop.py).""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 import amqp10.sync
 from amqp10 import errors
 from amqp10.client import SettleMode
+from amqp10.io.asyncio_tcp import Poller
 from amqp10.message import Message
 from amqp10.types import Accepted, Rejected
 from tests.broker.conftest import RunningBroker, broker_with
@@ -336,6 +338,23 @@ def test_a_waiting_send_reads_its_outcome_in_the_callers_thread_without_running_
     assert drain(conn, "q", 51) == [-1, *range(50)]
 
 
+@contextlib.contextmanager
+def socket_waits() -> Iterator[list[float]]:
+    """The limits of the waits on a connection's socket (``Poller.wait``) within the block."""
+    real = Poller.wait
+    limits: list[float] = []
+
+    def wait(self: Poller, limit: float) -> bool:
+        limits.append(limit)
+        return real(self, limit)
+
+    Poller.wait = wait  # type: ignore[method-assign]
+    try:
+        yield limits
+    finally:
+        Poller.wait = real  # type: ignore[method-assign]
+
+
 def _holds_the_first_message(release: threading.Event) -> Callable[[amqp10.sync.Connection], None]:
     """A peer that takes the first message and accepts it only once ``release`` is set."""
 
@@ -352,15 +371,25 @@ def _holds_the_first_message(release: threading.Event) -> Callable[[amqp10.sync.
     return handler
 
 
+@contextlib.contextmanager
+def held_send(**serve: Any) -> Iterator[tuple[amqp10.sync.Connection, amqp10.sync.Sender, threading.Event]]:
+    """A connection to a peer (``serve``: its options) that holds the first message it
+    gets until the event is set, and a sender to it."""
+    release = threading.Event()
+    with (
+        amqp10.sync.serve("127.0.0.1", 0, _holds_the_first_message(release), timeout=WAIT, **serve) as peer,
+        amqp10.sync.connect(peer.url, timeout=WAIT) as conn,
+    ):
+        try:
+            yield conn, conn.open_sender("held", settle_mode=SettleMode.AT_LEAST_ONCE), release
+        finally:
+            release.set()
+
+
 def test_a_send_waiting_in_the_callers_thread_gives_the_loop_to_another_threads_work() -> None:
     # the main thread waits for its outcome on the socket, not in the loop; what another
     # thread hands to the loop meanwhile wakes that wait and runs at once
-    release = threading.Event()
-    with (
-        amqp10.sync.serve("127.0.0.1", 0, _holds_the_first_message(release), timeout=WAIT) as peer,
-        amqp10.sync.connect(peer.url, timeout=WAIT) as conn,
-    ):
-        sender = conn.open_sender("held", settle_mode=SettleMode.AT_LEAST_ONCE)
+    with held_send() as (conn, sender, release):
         ran = threading.Event()
         prompt: list[bool] = []
 
@@ -372,29 +401,87 @@ def test_a_send_waiting_in_the_callers_thread_gives_the_loop_to_another_threads_
 
         t = threading.Thread(target=other_thread)
         t.start()
-        assert isinstance(sender.send(Message(body="held")), Accepted)
+        with socket_waits() as waits:
+            assert isinstance(sender.send(Message(body="held")), Accepted)
         t.join(WAIT)
         assert prompt == [True]  # run while the send still waited, not after
+        assert waits  # (the send did wait on the socket)
 
 
 def test_a_send_waiting_in_the_callers_thread_still_sends_the_heartbeats() -> None:
     # the peer hangs up after 0.5 s without a frame from us and sends us none (we ask for
     # no heartbeats): ours are a timer of the loop, which the wait on the socket gives way to
-    release = threading.Event()
-    with (
-        amqp10.sync.serve(
-            "127.0.0.1", 0, _holds_the_first_message(release), idle_timeout=0.5, timeout=WAIT
-        ) as peer,
-        amqp10.sync.connect(peer.url, timeout=WAIT) as conn,
-    ):
-        sender = conn.open_sender("held", settle_mode=SettleMode.AT_LEAST_ONCE)
+    with held_send(idle_timeout=0.5) as (conn, sender, release):
         timer = threading.Timer(2.0, release.set)  # four of the peer's idle timeouts
         timer.start()
         try:
-            assert isinstance(sender.send(Message(body="held")), Accepted)
+            with socket_waits() as waits:
+                assert isinstance(sender.send(Message(body="held")), Accepted)
             assert conn.is_open
+            assert waits  # (the send did wait on the socket)
         finally:
             timer.cancel()
+
+
+def test_a_send_waiting_in_the_callers_thread_sees_timers_the_loop_added_after_pruning_its_list(
+    conn: amqp10.sync.Connection,
+) -> None:
+    # asyncio replaces its list of timers when over half of 100+ are cancelled (as each
+    # blocking receive's cancelled deadline adds up): the wait reads the list it has now
+    aloop = conn._loop._aloop
+    sender = conn.open_sender("q", settle_mode=SettleMode.AT_LEAST_ONCE)
+    assert isinstance(sender.send(Message(body=-2)), Accepted)  # (waited on the socket once)
+    before = aloop._scheduled  # type: ignore[attr-defined]
+
+    async def cancel_most_timers() -> None:
+        handles = [aloop.call_later(0.05, lambda: None) for _ in range(150)]
+        for h in handles[:120]:
+            h.cancel()
+        await asyncio.sleep(0)  # a turn of the loop: it prunes the list
+
+    conn._loop.call(cancel_most_timers)
+    assert aloop._scheduled is not before  # type: ignore[attr-defined]  # (the premise)
+    time.sleep(0.1)  # the 30 left fire; the first time of the old list is past
+    assert isinstance(sender.send(Message(body=-1)), Accepted)
+    driver = conn.async_connection.driver
+    reads = driver.reads_here  # type: ignore[attr-defined]
+    for i in range(20):
+        assert isinstance(sender.send(Message(body=i)), Accepted)
+    assert driver.reads_here - reads >= 20  # type: ignore[attr-defined]
+
+
+def test_a_send_waits_in_the_loop_while_the_loop_waits_on_another_file_too() -> None:
+    # a second file on the loop (a user's own I/O, say an HTTP token request) is served
+    # while a send waits: the wait on the connection's socket alone would leave it unread
+    with held_send() as (conn, sender, release):
+        theirs, ours = socket.socketpair()
+        served = threading.Event()
+
+        async def watch() -> None:
+            asyncio.get_running_loop().add_reader(ours.fileno(), served.set)
+
+        async def unwatch() -> None:
+            asyncio.get_running_loop().remove_reader(ours.fileno())
+
+        conn._loop.call(watch)
+        prompt: list[bool] = []
+
+        def other_thread() -> None:
+            time.sleep(0.2)  # the send below waits by then
+            theirs.send(b"x")
+            prompt.append(served.wait(WAIT / 2))
+            release.set()
+
+        t = threading.Thread(target=other_thread)
+        t.start()
+        try:
+            assert isinstance(sender.send(Message(body="held")), Accepted)
+            t.join(WAIT)
+            assert prompt == [True]  # served while the send still waited
+        finally:
+            conn._loop.call(unwatch)
+            theirs.close()
+            ours.close()
 
 
 def test_a_waiting_send_bigger_than_the_socket_takes_at_once_goes_out_whole(
@@ -402,7 +489,7 @@ def test_a_waiting_send_bigger_than_the_socket_takes_at_once_goes_out_whole(
 ) -> None:
     # what the transport keeps for a writable socket is written by the loop: the wait on
     # the socket's reads gives way to it
-    body = bytes(range(256)) * (16 * 1024)  # 4 MiB
+    body = bytes(range(256)) * 400  # 100 KiB: below the transport's high-water mark
     sock = conn.async_connection.driver.stream.extra(anyio.abc.SocketAttribute.raw_socket)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # the kernel takes little a write
     sender = conn.open_sender("big", settle_mode=SettleMode.AT_LEAST_ONCE)
