@@ -80,15 +80,15 @@ class Poller:
     transport's socket to be readable, or for the loop to be woken (another thread's
     ``call_soon_threadsafe``, a signal): see :meth:`~amqp10.io.direct.DirectDriver.read_here`.
     :meth:`make` gives None where the loop is not asyncio's own selector loop (its timer
-    heap ``_scheduled``, wake-up socket ``_ssock`` and ``_selector`` are what :meth:`wait`
-    reads) or the platform has no ``poll``."""
+    heap ``_scheduled``, wake-up socket ``_ssock`` and its selector's ``_fd_to_key`` are
+    what :meth:`wait` reads) or the platform has no ``poll``."""
 
     __slots__ = ("_fd", "_files", "_loop", "_poll")
 
     def __init__(self, loop: Any, fd: int, wake_fd: int) -> None:
         self._loop = loop
         self._fd = fd
-        self._files = loop._selector.get_map()  # (a live view of what the loop waits on)
+        self._files: dict[int, Any] = loop._selector._fd_to_key  # (what the loop waits on, live)
         self._poll = select.poll()
         self._poll.register(fd, select.POLLIN)
         self._poll.register(wake_fd, select.POLLIN)
@@ -100,7 +100,7 @@ class Poller:
         usable = (
             type(getattr(loop, "_scheduled", None)) is list
             and wake is not None
-            and hasattr(getattr(loop, "_selector", None), "get_map")
+            and type(getattr(getattr(loop, "_selector", None), "_fd_to_key", None)) is dict
             and sock is not None
             and hasattr(select, "poll")
         )
