@@ -5,7 +5,9 @@ one (bench/RESULTS.md, "The client's per-message path compiled"):
 - an async generator (mypyc compiles none: it stops the build);
 - a ``finally`` with an ``await`` in it, in an async function (compiled, one re-raised a
   cancellation that an ``async with`` had caught: ``Driver.run``'s end);
-- ``object.__new__(...)`` (refused for a compiled class: ``cls.__new__`` or ``cls(...)``).
+- ``object.__new__(...)`` (refused for a compiled class: ``cls.__new__`` or ``cls(...)``);
+- a ``continue`` or ``break`` inside a ``try`` that has a ``finally``, for a loop outside
+  that ``try`` (mypyc 1.x: "continue inside try/finally block is unimplemented").
 """
 
 from __future__ import annotations
@@ -43,9 +45,29 @@ def _own_nodes(fn: ast.AST) -> Iterator[ast.AST]:
         todo.extend(ast.iter_child_nodes(node))
 
 
+def _jumps_out(node: ast.Try) -> Iterator[ast.stmt]:
+    """The ``continue`` and ``break`` statements in ``node`` (not its ``finally``) that leave
+    it: those not inside a loop, function or class nested in it."""
+    todo: list[ast.AST] = [*node.body, *node.handlers, *node.orelse]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.Continue, ast.Break)):
+            yield n
+        elif not isinstance(
+            n, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+        ):
+            todo.extend(ast.iter_child_nodes(n))
+        else:  # a nested loop's else: still this try's
+            todo.extend(getattr(n, "orelse", []) if isinstance(n, (ast.For, ast.AsyncFor, ast.While)) else [])
+
+
 def problems(source: str) -> list[str]:
     found = []
     for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Try) and node.finalbody:
+            for jump in _jumps_out(node):
+                word = "continue" if isinstance(jump, ast.Continue) else "break"
+                found.append(f"line {jump.lineno}: {word} inside a try/finally")
         if isinstance(node, ast.AsyncFunctionDef):
             own = list(_own_nodes(node))
             if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in own):
@@ -98,9 +120,25 @@ async def fine():
     def sync_gen():
         yield 2
     return object.__new__(C)
+
+def loops():
+    for x in xs:
+        try:
+            if x:
+                continue
+            for y in x:
+                break
+        finally:
+            pass
+        try:
+            while True:
+                break
+        finally:
+            pass
 """
-    assert problems(source) == [
+    assert sorted(problems(source)) == sorted([
         "line 2: async generator gen",
         "line 6: await in a finally of run",
         "line 20: object.__new__",
-    ]
+        "line 26: continue inside a try/finally",
+    ])

@@ -317,15 +317,8 @@ class Loop:
                 if now >= end:
                     break
                 reader = self.reader
-                if reader is not None:
-                    # the connection's answer read and fed in this thread, no turn of the
-                    # loop (completions then need not stop it); else the loop's turn
-                    self._stops = False
-                    try:
-                        if self._ctx.run(reader, end - now):
-                            continue
-                    finally:
-                        self._stops = True
+                if reader is not None and self._read_here(reader, end - now):
+                    continue  # (fed in this thread: no turn of the loop)
                 self._arm(end)
                 aloop.run_forever()
         finally:
@@ -336,6 +329,16 @@ class Loop:
         if self._interrupted:
             self._interrupted = False
             raise KeyboardInterrupt
+
+    def _read_here(self, reader: Callable[[float], bool], limit: float) -> bool:
+        """(In :meth:`_run`) the connection's answer read and fed in this thread by
+        ``reader`` (:attr:`reader`), in the loop's context; completions meanwhile need not
+        stop the loop, which is not running. False: the loop must run."""
+        self._stops = False
+        try:
+            return bool(self._ctx.run(reader, limit))
+        finally:
+            self._stops = True
 
     def _trap_sigint(self) -> _SigintTrap | None:
         """(In the main thread) have Ctrl-C stop the loop at the end of its turn while this
