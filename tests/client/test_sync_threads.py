@@ -355,8 +355,11 @@ def socket_waits() -> Iterator[list[float]]:
         Poller.wait = real  # type: ignore[method-assign]
 
 
-def _holds_the_first_message(release: threading.Event) -> Callable[[amqp10.sync.Connection], None]:
-    """A peer that takes the first message and accepts it only once ``release`` is set."""
+def _holds_the_first_message(
+    release: threading.Event, accepted: threading.Event
+) -> Callable[[amqp10.sync.Connection], None]:
+    """A peer that takes the first message and accepts it only once ``release`` is set
+    (or after ``WAIT``), then sets ``accepted``."""
 
     def handler(conn: amqp10.sync.Connection) -> None:
         for link in conn.incoming_links():
@@ -364,6 +367,7 @@ def _holds_the_first_message(release: threading.Event) -> Callable[[amqp10.sync.
             d = link.receive(timeout=WAIT)
             release.wait(WAIT)
             d.accept()
+            accepted.set()
             with contextlib.suppress(errors.AMQPError):
                 link.receive(timeout=WAIT)  # (until the connection closes)
             return
@@ -372,12 +376,15 @@ def _holds_the_first_message(release: threading.Event) -> Callable[[amqp10.sync.
 
 
 @contextlib.contextmanager
-def held_send(**serve: Any) -> Iterator[tuple[amqp10.sync.Connection, amqp10.sync.Sender, threading.Event]]:
+def held_send(
+    accepted: threading.Event | None = None, **serve: Any
+) -> Iterator[tuple[amqp10.sync.Connection, amqp10.sync.Sender, threading.Event]]:
     """A connection to a peer (``serve``: its options) that holds the first message it
-    gets until the event is set, and a sender to it."""
+    gets until the event is set (then sets ``accepted``), and a sender to it."""
     release = threading.Event()
+    handler = _holds_the_first_message(release, accepted or threading.Event())
     with (
-        amqp10.sync.serve("127.0.0.1", 0, _holds_the_first_message(release), timeout=WAIT, **serve) as peer,
+        amqp10.sync.serve("127.0.0.1", 0, handler, timeout=WAIT, **serve) as peer,
         amqp10.sync.connect(peer.url, timeout=WAIT) as conn,
     ):
         try:
@@ -406,6 +413,38 @@ def test_a_send_waiting_in_the_callers_thread_gives_the_loop_to_another_threads_
         t.join(WAIT)
         assert prompt == [True]  # run while the send still waited, not after
         assert waits  # (the send did wait on the socket)
+
+
+def test_ctrl_c_while_a_send_waits_in_the_callers_thread_is_raised_there() -> None:
+    # Ctrl-C interrupts the poll on the socket: the trap wakes the loop, the wait gives
+    # way to it, and the KeyboardInterrupt is raised in the caller after the loop's turn
+    assert threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    accepted = threading.Event()
+    try:
+        with held_send(accepted) as (conn, sender, release), socket_waits() as waits:
+            main = threading.current_thread()
+            finished = threading.Event()  # (no Ctrl-C once the call is over: it would hit pytest)
+
+            def interrupt() -> None:
+                until(lambda: finished.is_set() or bool(waits), "the send waits on the socket")
+                assert main.ident is not None
+                if not finished.is_set():
+                    signal.pthread_kill(main.ident, signal.SIGINT)
+
+            ctrl_c = Background(interrupt)
+            try:
+                with pytest.raises(KeyboardInterrupt):
+                    sender.send(Message(body="held"), timeout=12 * WAIT)
+                # raised while the peer still held the message: the poll gave way at once
+                assert not accepted.is_set()
+            finally:
+                finished.set()
+            ctrl_c.result()
+            assert waits
+            assert conn.is_open
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_a_send_waiting_in_the_callers_thread_still_sends_the_heartbeats() -> None:
