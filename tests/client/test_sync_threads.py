@@ -244,6 +244,27 @@ def test_losing_the_connection_during_a_blocking_send_raises_a_connection_error(
 
 
 @pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="needs pthread_kill")
+@contextlib.contextmanager
+def ctrl_c_once(ready: Callable[[], bool], what: str) -> Iterator[None]:
+    """Within the block (run by the main thread), Ctrl-C once ``ready()`` (``what``),
+    sent from another thread; none once the block is over (it would hit pytest)."""
+    main = threading.current_thread()
+    assert main is threading.main_thread() and main.ident is not None
+    finished = threading.Event()
+
+    def interrupt() -> None:
+        until(lambda: finished.is_set() or ready(), what)
+        if not finished.is_set():
+            signal.pthread_kill(main.ident, signal.SIGINT)
+
+    ctrl_c = Background(interrupt)
+    try:
+        yield
+    finally:
+        finished.set()
+    ctrl_c.result()
+
+
 def test_ctrl_c_during_a_blocking_call_is_raised_in_the_caller_and_the_connection_lives_on(
     conn: amqp10.sync.Connection,
 ) -> None:
@@ -251,23 +272,9 @@ def test_ctrl_c_during_a_blocking_call_is_raised_in_the_caller_and_the_connectio
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         receiver = conn.open_receiver("q", credit=10)
-        main = threading.current_thread()
-        finished = threading.Event()  # (no Ctrl-C once the call is over: it would hit pytest)
-
-        def interrupt() -> None:
-            loop_is_main = runs_the_loop(conn, main)
-            until(lambda: finished.is_set() or loop_is_main(), "the main thread runs the loop")
-            assert main.ident is not None
-            if not finished.is_set():
-                signal.pthread_kill(main.ident, signal.SIGINT)
-
-        ctrl_c = Background(interrupt)
-        try:
-            with pytest.raises(KeyboardInterrupt):
-                receiver.receive(timeout=12 * WAIT)  # (the interrupter may be slow to run on a loaded machine)
-        finally:
-            finished.set()
-        ctrl_c.result()
+        loop_is_main = runs_the_loop(conn, threading.current_thread())
+        with ctrl_c_once(loop_is_main, "the main thread runs the loop"), pytest.raises(KeyboardInterrupt):
+            receiver.receive(timeout=12 * WAIT)  # (the interrupter may be slow to run on a loaded machine)
         # the trap stays in place between calls (no system call per call), and outside a
         # call Ctrl-C is raised where the program is, as Python's own handler does
         trap = signal.getsignal(signal.SIGINT)
@@ -423,24 +430,11 @@ def test_ctrl_c_while_a_send_waits_in_the_callers_thread_is_raised_there() -> No
     accepted = threading.Event()
     try:
         with held_send(accepted) as (conn, sender, release), socket_waits() as waits:
-            main = threading.current_thread()
-            finished = threading.Event()  # (no Ctrl-C once the call is over: it would hit pytest)
-
-            def interrupt() -> None:
-                until(lambda: finished.is_set() or bool(waits), "the send waits on the socket")
-                assert main.ident is not None
-                if not finished.is_set():
-                    signal.pthread_kill(main.ident, signal.SIGINT)
-
-            ctrl_c = Background(interrupt)
-            try:
+            with ctrl_c_once(lambda: bool(waits), "the send waits on the socket"):
                 with pytest.raises(KeyboardInterrupt):
                     sender.send(Message(body="held"), timeout=12 * WAIT)
                 # raised while the peer still held the message: the poll gave way at once
                 assert not accepted.is_set()
-            finally:
-                finished.set()
-            ctrl_c.result()
             assert waits
             assert conn.is_open
     finally:
