@@ -14,7 +14,7 @@ def test_the_sdk_as_it_is_fails_on_the_open_and_begin_it_decodes() -> None:
     results = eventhubs_probe.probe(log=lambda line: None)
     assert [name for name, (ok, _) in results.items() if ok] == []
     for name, (_ok, detail) in results.items():
-        assert "list index out of range" in detail or "no answer within" in detail, (name, detail)
+        assert "list index out of range" in detail, (name, detail)  # receive too: its on_error says it
 
 
 def test_with_padded_frames_sending_works_and_management_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
