@@ -46,6 +46,7 @@ from .events import (
     ConnectionFailed,
     ConnectionOpened,
     CreditAdded,
+    CreditLowered,
     DeliveryAborted,
     DeliveryReceived,
     DeliveryUpdated,
@@ -66,7 +67,7 @@ from .session_state import SessionState
 
 __all__ = [
     "AMQPEngineError", "Connection", "ConnectionClosed", "ConnectionFailed", "ConnectionOpened",
-    "ConnectionState", "CreditAdded", "Delivery", "DeliveryAborted", "DeliveryReceived",
+    "ConnectionState", "CreditAdded", "CreditLowered", "Delivery", "DeliveryAborted", "DeliveryReceived",
     "DeliveryUpdated", "DrainRequested", "Event", "FlowReceived", "IllegalStateError", "Link",
     "LinkAttached", "LinkDetached", "LinkFailed", "LinkState", "ProtocolViolation", "Receiver",
     "Sender", "Session", "SessionBegun", "SessionEnded", "SessionFailed", "SessionState",

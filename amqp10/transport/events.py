@@ -20,6 +20,7 @@ __all__ = [
     "ConnectionFailed",
     "ConnectionOpened",
     "CreditAdded",
+    "CreditLowered",
     "DeliveryAborted",
     "DeliveryReceived",
     "DeliveryUpdated",
@@ -135,6 +136,18 @@ class LinkFailed(Event):
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CreditAdded(Event):
     """A sender got credit (it may now send ``link.credit`` deliveries)."""
+
+    link: Sender
+    """The sender."""
+    credit: int
+    """Its link-credit now."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CreditLowered(Event):
+    """The receiver lowered a sender's credit (§2.6.7: only the receiver sets it; a flow
+    may give less than there was). What was counted on beyond ``link.credit`` may not be
+    sent: a broker gives it back where it had asked for messages on the link's behalf."""
 
     link: Sender
     """The sender."""

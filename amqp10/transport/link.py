@@ -22,6 +22,7 @@ from .delivery import Delivery
 from .errors import IllegalStateError, ProtocolViolation
 from .events import (
     CreditAdded,
+    CreditLowered,
     DeliveryAborted,
     DeliveryReceived,
     DeliveryUpdated,
@@ -733,6 +734,8 @@ class Sender(Link):
         self.drain = flow.drain
         if self.credit > old:
             self._emit(CreditAdded(link=self, credit=self.credit))
+        elif self.credit < old:
+            self._emit(CreditLowered(link=self, credit=self.credit))
         if not self.drain:
             self._drain_open = self._drain_after_queue = False
         elif self.state is LinkState.ATTACHED:

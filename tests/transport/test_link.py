@@ -7,6 +7,7 @@ import pytest
 from amqp10.transport import (
     Connection,
     CreditAdded,
+    CreditLowered,
     DeliveryReceived,
     DrainRequested,
     FlowReceived,
@@ -204,6 +205,24 @@ def test_receiver_lowering_credit_while_transfers_are_in_flight(pair: Pair) -> N
     assert names(events) == ["DeliveryReceived"] * 5  # handled normally, no transfer-limit error
     pair.feed(pair.client, stop)
     assert snd.credit == 0
+
+
+def test_a_flow_that_lowers_the_credit_says_so_to_the_sender(pair: Pair) -> None:
+    snd, rcv = pair.attached(credit=5)
+    snd.send(b"one")
+    pair.pump()
+    assert snd.credit == 4
+    rcv.flow(1)  # (python-qpid-proton lowers a credit above its prefetch window so)
+    ce, _ = pair.pump()
+    assert names(ce) == ["CreditLowered"] and ce[0].link is snd and ce[0].credit == 1
+    assert snd.credit == 1
+    for body in (b"a", b"b"):
+        snd.send(body)
+    pair.pump()
+    assert received(pair, rcv) == [b"one", b"a"] and snd.queued == 1  # one, as the credit said
+    rcv.flow(3)
+    ce, _ = pair.pump()
+    assert isinstance(ce[0], CreditAdded) and not of_type(ce, CreditLowered)
 
 
 def test_drain_gives_back_unused_credit(pair: Pair) -> None:

@@ -45,6 +45,7 @@ from amqp10.transport import (
     ConnectionFailed,
     ConnectionOpened,
     CreditAdded,
+    CreditLowered,
     Delivery,
     DeliveryAborted,
     DeliveryReceived,
@@ -583,7 +584,7 @@ class EnginePairMachine(RuleBasedStateMachine):
                     srec = side.sent.get((ev.link.name, bytes(ev.delivery.tag)))
                     assert srec is not None, ev
                     srec.updated = True
-            elif isinstance(ev, (CreditAdded, DrainRequested, FlowReceived)):
+            elif isinstance(ev, (CreditAdded, CreditLowered, DrainRequested, FlowReceived)):
                 pass
             else:  # pragma: no cover - a new event type
                 raise AssertionError(f"unknown event {ev!r}")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ..._mypyc import mypyc_attr
 from ...transport import (
     CreditAdded,
+    CreditLowered,
     Delivery,
     DeliveryUpdated,
     DrainRequested,
@@ -615,7 +616,9 @@ class Consumers:
         self._add(link, consumer, topic, source, sub)
 
     # -- credit and outcomes ------------------------------------------------------------------
-    def on_credit(self, e: CreditAdded) -> None:
+    def on_credit(self, e: CreditAdded | CreditLowered) -> None:
+        """The receiver's credit changed: its node hands on what it can (lowered: a node
+        another worker owns gives back to its owner what was asked for beyond it)."""
         c = self.links.get(id(e.link))
         if c is not None and id(e.link) not in self.starting:  # (else it starts with its credit)
             c.node.consumer_ready(c)

@@ -45,6 +45,7 @@ from ...transport import (
     ConnectionOpened,
     ConnectionState,
     CreditAdded,
+    CreditLowered,
     Delivery,
     DeliveryAborted,
     DeliveryReceived,
@@ -141,6 +142,7 @@ class ConnectionHandler(ContextHandler):
             DeliveryAborted: self._on_aborted,
             DeliveryUpdated: self.consumers.on_update,
             CreditAdded: self.consumers.on_credit,
+            CreditLowered: self.consumers.on_credit,
             DrainRequested: self.consumers.on_drain,
         }
 

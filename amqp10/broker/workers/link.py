@@ -22,7 +22,7 @@ message-format:
   other worker, each record with the owner's reference (:func:`encode_deliveries`),
   pre-settled;
 - :data:`CONTROL_FORMAT`: control records (:data:`CONTROL`): a consumer's credit, in
-  messages (:data:`GRANT`), its drains (:data:`DRAIN`, answered on its link with
+  messages (:data:`GRANT`; negative: taken back, its credit lowered), its drains (:data:`DRAIN`, answered on its link with
   :data:`DRAINED_FORMAT`), and its outcomes by reference (:data:`OUTCOME`);
 - :data:`REWRITE_FORMAT`: the new bytes of messages a consumer of the other worker changed
   while it held them (a 1.0 ``modified`` outcome's message annotations), each with its

@@ -303,6 +303,8 @@ class LinkConsumer:
         self.link.send(encode_deliveries(refs, records), settled=True, message_format=DELIVERY_FORMAT)  # type: ignore[attr-defined]
 
     def grant(self, n: int) -> None:
+        """A :data:`~.link.GRANT` record: ``n`` more messages, or (negative) ``-n`` taken back;
+        below none, messages on their way to the other worker used what was taken back."""
         self.allowed += n
         self.node.consumer_ready(self)
 

@@ -730,9 +730,12 @@ class RemoteNode(NodeElsewhere):
         feed.waiting.clear()
 
     def consumer_ready(self, consumer: Consumer) -> None:
+        """``consumer``'s credit changed: what waits here goes to it, and the owner is granted
+        more, or given back what it was granted beyond the credit (a 1.0 receiver lowered it)."""
         feed = self._feeds.get(consumer.id)
         if feed is not None:
             self._hand_on(feed)
+            self._give_back(feed)
             self._top_up(feed)
 
     def drain(self, consumer: Consumer, drained: Callable[[bool], None]) -> None:
@@ -836,6 +839,21 @@ class RemoteNode(NodeElsewhere):
             more = target - feed.outstanding
             feed.outstanding = target
             self._nodes.control(GRANT, feed.id, more, 0)
+
+    def _give_back(self, feed: _Feed) -> None:
+        """Take back from the owner what ``feed``'s consumer was granted beyond what it can take
+        now (less what waits here): a negative :data:`GRANT`. The owner's count may go below
+        none while messages are on their way (they wait here, as before); the next grant
+        counts from there. So messages the consumer cannot take stay in the owner's queue,
+        for its other consumers, as on one worker."""
+        link = feed.link
+        if link is None or feed.answered is not None or not link.is_attached or feed.draining:
+            return
+        assert feed.consumer is not None
+        target = max(min(feed.consumer.credit() - len(feed.waiting), CREDIT_BATCH), 0)
+        if feed.outstanding > target:
+            self._nodes.control(GRANT, feed.id, target - feed.outstanding, 0)
+            feed.outstanding = target
 
     def _top_up_bytes(self, feed: _Feed, measure: bytecredit.Measure) -> None:
         """Grant the owner the byte credit ``feed``'s consumer has (less what waits here and

@@ -279,6 +279,63 @@ async def test_the_consumers_credit_bounds_what_crosses() -> None:
     await p.close()
 
 
+def work_of(p: Pair, n: int) -> tuple[Queue, RemoteNode]:
+    """Queue "work" on B with messages m0 .. m<n-1>, and A's stand-in for it."""
+    q = p.queue("work")
+    for i in range(n):
+        q.publish(QueuedMessage(f"m{i}".encode()), lambda: None)
+    return q, p.node("work")
+
+
+async def test_a_consumers_lowered_credit_is_taken_back_from_the_owner() -> None:
+    """A 1.0 receiver may lower its credit (python-qpid-proton does, to its prefetch window):
+    what the owner was granted beyond it is taken back, so the owner's queue keeps the
+    messages the consumer cannot take, for its other consumers, as on one worker."""
+    p = await pair()
+    q = p.queue("work")
+    node = p.node("work")
+    c = Taker(credit=5)
+    node.add_consumer(c)
+    await settle_down()  # the owner holds a grant of 5
+    c._credit = 1  # lowered (the 1.0 front end calls consumer_ready on CreditLowered)
+    node.consumer_ready(c)
+    await settle_down()
+    for i in range(6):
+        q.publish(QueuedMessage(f"m{i}".encode()), lambda: None)
+    await until(lambda: len(c.got) == 1)
+    await settle_down()
+    assert c.bodies() == [b"m0"]
+    assert q.stats.delivered == 1 and q.count == 5  # not 5 sent, 4 of them waiting on A
+    c.grant(node, 2)  # counted from what was taken back
+    await until(lambda: len(c.got) == 3)
+    await settle_down()
+    assert c.bodies() == [b"m0", b"m1", b"m2"] and q.stats.delivered == 3
+    await p.close()
+
+
+async def test_credit_lowered_below_what_is_on_its_way_is_counted_from_there() -> None:
+    """Taken back while messages are on their way: the owner's count goes below none, the
+    messages wait on the consumer's worker, and later grants count from there (none lost,
+    none sent twice, none beyond the credit)."""
+    p = await pair()
+    q, node = work_of(p, 20)
+    c = Taker(credit=0)
+    node.add_consumer(c)
+    await settle_down()
+    c.grant(node, 4)  # four cross...
+    c._credit = 1  # ...and the credit is lowered before they arrive
+    node.consumer_ready(c)
+    await until(lambda: len(c.got) == 1)
+    await settle_down()
+    assert q.stats.delivered == 4  # (sent before the owner heard)
+    c.grant(node, 5)  # 3 wait on A: they come first, then 2 more from the owner
+    await until(lambda: len(c.got) == 6)
+    await settle_down()
+    assert c.bodies() == [f"m{i}".encode() for i in range(6)]
+    assert q.stats.delivered == 6 and q.count == 14
+    await p.close()
+
+
 # -- outcomes ---------------------------------------------------------------------------------
 async def test_outcomes_reach_the_owners_queue() -> None:
     p = await pair()
@@ -385,10 +442,7 @@ async def test_a_node_the_owner_refuses_answers_unavailable_and_can_be_tried_aga
 
 async def test_a_consumer_that_goes_gives_back_what_it_held() -> None:
     p = await pair()
-    q = p.queue("work")
-    for i in range(4):
-        q.publish(QueuedMessage(f"m{i}".encode()), lambda: None)
-    node = p.node("work")
+    q, node = work_of(p, 4)
     c = Taker(credit=4)
     node.add_consumer(c)
     await until(lambda: len(c.got) == 4)
