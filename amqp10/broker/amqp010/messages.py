@@ -246,7 +246,11 @@ class MessageCommands:
         self.ctx.later(lambda answered: sub.node.drain(sub, lambda _more: answered(nothing)), lambda _: sub.stop())
 
     def stop(self, s: Amqp010Session, c: Compound) -> None:
-        self._sub(s, c).stop()
+        """No credit: told to the node (a queue another worker owns takes back from its
+        owner what it was granted, so what comes next stays there for other subscribers)."""
+        sub = self._sub(s, c)
+        sub.stop()
+        sub.node.consumer_ready(sub)
 
     # -- outcomes ---------------------------------------------------------------------------
     def accept(self, s: Amqp010Session, c: Compound) -> None:

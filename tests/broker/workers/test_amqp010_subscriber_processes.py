@@ -66,6 +66,24 @@ def test_byte_credit_is_counted_by_the_owner_and_a_message_too_large_stays_first
         assert [t.body for t in p.wait("message.transfer", 2)] == [b"x" * 2000, b"y"]
 
 
+def test_message_stop_takes_the_credit_back_from_the_owner(broker: Parent) -> None:
+    """After ``message.stop`` the owner sends the subscriber nothing more: what is published
+    next stays in the owner's queue (counted there), for a subscriber that has credit."""
+    with one_on_each(broker) as peers:
+        name = owned_by(1, "q010stop")
+        p, at_owner = peers[0], peers[1]
+        p.call("queue.declare", queue=name)
+        subscribe(p, name, "d", 5)
+        assert counts(p, name) == (0, 1)  # (asked of the owner after the credit went there)
+        p.call("message.stop", destination="d")
+        for body in (b"a", b"b"):
+            publish(p, name, body)
+        assert counts(at_owner, name) == (2, 1)  # not sent to wait on worker 0
+        assert p.take("message.transfer") == []
+        subscribe(at_owner, name, "e", 2)
+        assert [t.body for t in at_owner.wait("message.transfer", 2)] == [b"a", b"b"]
+
+
 def test_an_accept_completes_once_the_owner_freed_the_group(broker: Parent) -> None:
     """A shared message group held by a subscriber on another worker is free for the next
     subscriber as soon as that subscriber's ``message.accept`` completes (three queues:
