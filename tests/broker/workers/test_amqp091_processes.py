@@ -131,6 +131,31 @@ def test_prefetch_is_respected_across_workers(broker: Parent) -> None:
         assert owner.queue_declare(name, passive=True).method.message_count == 40
 
 
+def test_a_smaller_prefetch_is_taken_back_from_the_owner(broker: Parent) -> None:
+    """``basic.qos`` lowering a channel's prefetch (global: a consumer's own limit is fixed
+    when it starts, as RabbitMQ's) on a queue the other worker owns: what the owner was
+    granted beyond it is taken back, so what the consumer cannot take stays in the owner's
+    queue (counted there), not waiting on the consumer's worker."""
+    with one_on_each(broker) as conns:
+        name = owned_by(1, "q91lowered")
+        sub = conns[0].channel()
+        sub.queue_declare(name)
+        sub.basic_qos(prefetch_count=10, global_qos=True)
+        got: list[bytes] = []
+        sub.basic_consume(name, lambda c, m, p, b: got.append(b))
+        owner = conns[1].channel()
+        assert owner.queue_declare(name, passive=True).method.consumer_count == 1  # (its grant is there)
+        sub.basic_qos(prefetch_count=2, global_qos=True)
+        filled(conns[0], name, 6)
+        deadline = time.monotonic() + WAIT
+        while len(got) < 2:
+            assert time.monotonic() < deadline, got
+            conns[0].process_data_events(time_limit=0.05)
+        conns[0].process_data_events(time_limit=0.3)  # nothing more comes while 2 are unacked
+        assert got == [b"0", b"1"]
+        assert owner.queue_declare(name, passive=True).method.message_count == 4
+
+
 def test_competing_consumers_on_both_workers(broker: Parent) -> None:
     n = 200
     with one_on_each(broker) as conns:
