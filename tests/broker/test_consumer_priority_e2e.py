@@ -92,6 +92,7 @@ def test_1_0_receiver_with_rabbitmq_priority_beats_a_0_9_1_consumer(
     c = BlockingConnection(f"amqp://{broker.url}", timeout=T)
     try:
         high = c.create_receiver("prio-10", credit=2, options=Priority(5))
+        granted = high.link.credit  # (python-qpid-proton's prefetch window, 2, adds to it: 4)
         # its credit is at the queue once a message reaches it there alone (with workers = 2,
         # a receiver on another worker than the queue's grants its credit there after its
         # attach is answered, and a publish from the queue's worker could come first)
@@ -99,13 +100,13 @@ def test_1_0_receiver_with_rabbitmq_priority_beats_a_0_9_1_consumer(
         assert high.receive(timeout=T).id == "probe"
         high.accept()
         c.create_sender("prio-10-other")  # a round trip: what python-qpid-proton flowed meanwhile is in
-        # (its prefetch window, 2 here, adds to the credit asked for: 4; once a message
-        # came it lowers the credit to one less than the window)
-        n = high.link.credit
-        assert n == 1
+        n = high.link.credit  # (once a message came, it lowered the credit: to 1)
+        assert 0 < n < granted
         consume(ch, "prio-10", got_low)
+        pub = conn.channel()
+        pub.confirm_delivery()  # each confirmed once queued and handed on: before proton flows more
         for i in range(10):
-            ch.basic_publish("", "prio-10", b"%d" % i, pika.BasicProperties(message_id=str(i)))
+            pub.basic_publish("", "prio-10", b"%d" % i, pika.BasicProperties(message_id=str(i)))
         taken: list[str] = []
         deadline = time.monotonic() + T
         while len(taken) + len(got_low) < 10:
@@ -116,11 +117,11 @@ def test_1_0_receiver_with_rabbitmq_priority_beats_a_0_9_1_consumer(
             except Timeout:
                 pass
         # the higher priority first, as far as its credit went: with workers = 2 the lowered
-        # credit may reach the queue's worker during the publishes (or after: 3 of the 4 were
-        # left there), and what the receiver no longer had credit for waits on its own
-        # worker for its next credit, never for the lower consumer
+        # credit may reach the queue's worker during the publishes (or after: what was left
+        # of the credit granted was there), and what the receiver no longer had credit for
+        # waits on its own worker for its next credit, never for the lower consumer
         k = len(taken)
-        assert k == n or (worker_count() > 1 and n <= k <= 3), (taken, got_low)
+        assert k == n or (worker_count() > 1 and n <= k < granted), (taken, got_low)
         assert taken == [str(i) for i in range(k)]
         assert got_low == [b"%d" % i for i in range(k, 10)]
     finally:

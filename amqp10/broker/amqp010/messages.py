@@ -233,6 +233,7 @@ class MessageCommands:
         sub = self._sub(s, c)
         sub.stop()
         sub.window = c.get("flow_mode", FLOW["credit"]) == FLOW["window"]
+        sub.node.consumer_ready(sub)  # (no credit: taken back from an owner elsewhere, as by message.stop)
 
     def flow(self, s: Amqp010Session, c: Compound) -> None:
         sub = self._sub(s, c)

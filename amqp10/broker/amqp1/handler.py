@@ -22,7 +22,8 @@ event                                  handler
 ``DeliveryReceived``                   publishers (a coordinator's: transactions)
 ``DeliveryAborted``                    publishers, else consumers
 ``DeliveryUpdated``                    consumers (dispositions; transactional: at commit)
-``CreditAdded``, ``DrainRequested``    consumers
+``CreditAdded``, ``CreditLowered``     consumers
+``DrainRequested``                     consumers
 =====================================  ==============================================
 
 What a plug-in adds (Service Bus, ``[servicebus]``: addresses, token checks, its

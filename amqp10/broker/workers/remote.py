@@ -18,7 +18,8 @@ node:
   it, in control records, the credit ``c`` has, at most :data:`CREDIT_BATCH` at a time:
   no more messages are in flight to this worker than ``c`` granted, plus at most one
   batch when ``c`` takes credit back; ``consumer_ready(c)`` (the front end's call when
-  ``c`` gains credit) delivers what waits here and grants more;
+  ``c``'s credit changes) delivers what waits here and grants more, or takes back from
+  the owner what it holds beyond the credit (a negative grant: the credit lowered);
 - ``ack``/``release``/``reject``/``defer`` send the outcome (accepted, released with
   delivery-failed or undeliverable-here and a delayed retry's due time, rejected, set
   aside: Service Bus's defer) in a
