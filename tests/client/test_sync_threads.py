@@ -243,7 +243,10 @@ def test_losing_the_connection_during_a_blocking_send_raises_a_connection_error(
         relay.cut()
 
 
-@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="needs pthread_kill")
+needs_pthread_kill = pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="needs pthread_kill")
+"""The Ctrl-C tests: ``ctrl_c_once`` sends it to the main thread with ``signal.pthread_kill``."""
+
+
 @contextlib.contextmanager
 def ctrl_c_once(ready: Callable[[], bool], what: str) -> Iterator[None]:
     """Within the block (run by the main thread), Ctrl-C once ``ready()`` (``what``),
@@ -265,6 +268,7 @@ def ctrl_c_once(ready: Callable[[], bool], what: str) -> Iterator[None]:
     ctrl_c.result()
 
 
+@needs_pthread_kill
 def test_ctrl_c_during_a_blocking_call_is_raised_in_the_caller_and_the_connection_lives_on(
     conn: amqp10.sync.Connection,
 ) -> None:
@@ -422,6 +426,7 @@ def test_a_send_waiting_in_the_callers_thread_gives_the_loop_to_another_threads_
         assert waits  # (the send did wait on the socket)
 
 
+@needs_pthread_kill
 def test_ctrl_c_while_a_send_waits_in_the_callers_thread_is_raised_there() -> None:
     # Ctrl-C interrupts the poll on the socket: the trap wakes the loop, the wait gives
     # way to it, and the KeyboardInterrupt is raised in the caller after the loop's turn
