@@ -8,7 +8,10 @@ window from the broker's credit, consumer credit 1000, each message accepted.
 - ``local``: A owns queue ``q`` (today's broker, exactly);
 - ``crossing``: worker B owns ``q``; A's lookup answers a :class:`RemoteNode`, and every
   message, delivery and outcome crosses the internal link (A's :class:`RemoteNodes` and
-  B's :class:`NodeServer`, each over our engine, joined in memory).
+  B's :class:`NodeServer`, each over our engine, joined in memory): both clients on A,
+  each message crosses twice (to B and back);
+- ``publish``: the same, but the consumer is B's (as ``[workers] publishers_apart`` places
+  a queue's connections): each message and its outcome cross once.
 
 Only the broker's calls are timed (thread CPU time): A's front end and core, the internal
 link's two ends, B's core. ``--count`` also counts Python function calls (``sys.setprofile``)
@@ -97,11 +100,11 @@ class _World:
         self.a = Broker(config)
         self.soon: list[Callable[[], None]] = []
         self.outbox: list[tuple[Any, bytes]] = []
-        if mode != "crossing":
+        if mode not in ("crossing", "publish"):
             if declare:
                 self.a.default.create_node("q", "queue")
             return
-        b = Broker(config)
+        self.b = b = Broker(config)
         b.default.create_node("q", "queue")
         remote = RemoteNodes("worker-a")
         link_a = InternalLink(remote, "worker-a", call_soon=self.soon.append)
@@ -157,16 +160,16 @@ def run(n: int, mode: str, count: bool) -> tuple[float, float, float]:
         clock[0] += time.thread_time() - t0
         return conn.receive_data(back) if back else []
 
-    def client(name: str) -> tuple[Connection, Connection, ConnectionHandler]:
+    def client(name: str, broker: Any = a) -> tuple[Connection, Connection, ConnectionHandler]:
         c = Connection(name)
         s = Connection("broker", send_header=False)
-        h = ConnectionHandler(a, s)
+        h = ConnectionHandler(broker, s)
         c.open()
         c.session().begin()
         return c, s, h
 
     pc, ps, ph = client("producer")
-    cc, cs, ch = client("consumer")
+    cc, cs, ch = client("consumer", world.b if mode == "publish" else a)
     mode_ = SenderSettleMode.UNSETTLED
     snd = pc.sessions[0].sender("p", source=Source(), target=Target(address="q"), snd_settle_mode=mode_)
     snd.attach()
@@ -260,16 +263,27 @@ def main() -> int:
         default="1.0",
         help="the clients' protocol (0-9-1: confirms and acks; 0-9-1-noack: neither)",
     )
+    p.add_argument(
+        "--gc",
+        choices=("broker", "default"),
+        default="broker",
+        help="the collector as `amqp10 broker` sets it (thresholds 50,000/20/100, start-up frozen), or Python's default",
+    )
     args = p.parse_args()
+    if args.gc == "broker":
+        from amqp10.cli.broker import _tune_gc
+
+        _tune_gc()
 
     def one(n: int, mode: str, count: bool) -> tuple[float, float, float]:
         if args.protocol == "1.0":
             return run(n, mode, count)
         return run_091(n, mode, count, confirm=args.protocol == "0-9-1")
 
-    results: dict[str, list[tuple[float, float, float]]] = {"local": [], "crossing": []}
+    modes = ("local", "crossing", "publish") if args.protocol == "1.0" else ("local", "crossing")
+    results: dict[str, list[tuple[float, float, float]]] = {m: [] for m in modes}
     for i in range(1 if args.count else args.repeat):
-        for mode in ("local", "crossing") if i % 2 == 0 else ("crossing", "local"):  # alternated
+        for mode in modes[i % len(modes) :] + modes[: i % len(modes)]:  # each first in turn
             results[mode].append(one(args.n, mode, args.count))
     for mode, rows in results.items():
         us = [r[0] for r in rows]
@@ -278,11 +292,14 @@ def main() -> int:
             line += f"; {rows[0][1]:.0f} calls/msg, {rows[0][2]:.0f} instructions/msg"
         print(line)
     loc = statistics.median(r[0] for r in results["local"])
-    cross = statistics.median(r[0] for r in results["crossing"])
-    print(f"crossing/local: {cross / loc:.2f}x CPU" + (" (timed under tracing: compare the counts)" if args.count else ""))
-    if args.count:
-        lc, cc = results["local"][0], results["crossing"][0]
-        print(f"crossing/local: {cc[1] / lc[1]:.2f}x calls, {cc[2] / lc[2]:.2f}x instructions")
+    lc = results["local"][0]
+    for mode in modes[1:]:
+        cross = statistics.median(r[0] for r in results[mode])
+        tail = " (timed under tracing: compare the counts)" if args.count else ""
+        print(f"{mode}/local: {cross / loc:.2f}x CPU{tail}")
+        if args.count:
+            cc = results[mode][0]
+            print(f"{mode}/local: {cc[1] / lc[1]:.2f}x calls, {cc[2] / lc[2]:.2f}x instructions")
     return 0
 
 

@@ -366,8 +366,15 @@ def main(argv: list[str] | None = None) -> int:
         "--move-connections", action="store_true",
         help="ours with move_connections = true (a 1.0 or 0-9-1 connection moved to its queue's worker)",
     )  # fmt: skip
+    p.add_argument(
+        "--publishers-apart", action="store_true",
+        help="with --move-connections: publishers_apart = true (a 1.0 publisher moved to the worker after its queue's)",
+    )  # fmt: skip
     args = p.parse_args(argv)
+    if args.publishers_apart and not args.move_connections:
+        p.error("--publishers-apart needs --move-connections")
     extra = "move_connections = true\n" if args.move_connections else ""
+    extra += "publishers_apart = true\n" if args.publishers_apart else ""
     import workers_model
 
     fams, peers, notes = missing([f for f in FAMILIES if f.key in args.clients], not args.no_peers)

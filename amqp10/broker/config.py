@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from .config_model import StrictModel as _Model
 from .config_oauth2 import OAuth2Config
@@ -634,6 +634,22 @@ class BrokerConfig(_Model):
         "is moved to that worker (its socket handed over), so its messages do not cross between workers; "
         "false: every connection stays on the worker the kernel gave it",
     )
+    publishers_apart: bool = Field(
+        default=False,
+        description="with move_connections: a plain-TCP AMQP 1.0 connection whose first link publishes "
+        "to a queue is moved to the worker after the queue's owner instead of the owner (its consumers "
+        "still go to the owner), so one busy queue's work is split over two workers: its publishes taken "
+        "in and forwarded on one, the queue and its deliveries on the other. Each message then crosses "
+        "between workers once (more CPU a message than a local one, bench/RESULTS.md) for a second core "
+        "on one queue; for many busy queues leave it off",
+    )
+
+    @field_validator("publishers_apart")
+    @classmethod
+    def _apart_needs_moves(cls, value: bool, info: ValidationInfo) -> bool:
+        if value and not info.data.get("move_connections"):
+            raise ValueError("needs move_connections = true (it says where a moved connection goes)")
+        return value
 
     @field_validator("workers", mode="before")
     @classmethod

@@ -315,7 +315,7 @@ class BrokerService:
                         from .workers.handover import Handover, HandoverServer
 
                         await tg.start(HandoverServer(directory, self.worker, partial(self._take_over, conns)).run)
-                        self._handover = Handover(directory, peers.placement.ownership)
+                        self._handover = Handover(directory, peers.placement.ownership, cfg.publishers_apart)
                 if self.broker is not None:
                     tg.start_soon(self._release_scheduled)
                     tg.start_soon(self._expire_leases)

@@ -55,7 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--count", type=int, default=100_000, help="messages a round")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--move-connections", action="store_true")
+    p.add_argument("--publishers-apart", action="store_true", help="with --move-connections")
     ns = p.parse_args(argv)
+    if ns.publishers_apart and not ns.move_connections:
+        p.error("--publishers-apart needs --move-connections")
     fam = {f.key: f for f in wb.FAMILIES}[ns.family]
     why = compare.build_c() if fam.key == "proton-c" else amqp091_bench.build_c()
     if why:
@@ -63,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     owner = Ownership(ns.workers).owner("/", f"{wb.PREFIX}0")
     extra = "move_connections = true\n" if ns.move_connections else "move_connections = false\n"
+    extra += "publishers_apart = true\n" if ns.publishers_apart else ""
     for rnd in range(ns.rounds):
         with wb.started(ns.workers, extra) as (b, pids, url):
             numbers = {int(m.group(2)): int(m.group(1)) for m in map(_STARTED.search, b.tail) if m}

@@ -21,7 +21,7 @@ import pytest
 
 import amqp10
 from amqp10.broker.amqp1.frontend import WORKER_PROPERTY
-from amqp10.broker.config import load_config
+from amqp10.broker.config import ConfigError, load_config
 from amqp10.broker.workers.supervisor import worker_config
 from amqp10.cli._common import KeyValueFormatter
 from amqp10.errors import ConnectError
@@ -160,6 +160,12 @@ def test_a_bad_workers_value_names_the_field(tmp_path: Path) -> None:
     )  # fmt: skip
     assert r.returncode == 2
     assert r.stderr.startswith("amqp10 broker: workers:") and r.stderr.count("\n") == 1
+
+
+def test_publishers_apart_without_moved_connections_names_the_field() -> None:
+    with pytest.raises(ConfigError, match=r"^publishers_apart: .*needs move_connections = true"):
+        load_config(publishers_apart=True)
+    assert load_config(publishers_apart=True, move_connections=True).publishers_apart
 
 
 def test_the_config_model_and_what_each_worker_gets(tmp_path: Path) -> None:

@@ -108,7 +108,7 @@ def replay_failed(handler: Amqp091Handler, why: str) -> None:
 def _owner(handover: Handover, handler: Amqp091Handler, e: Any) -> int | None:
     """The worker that owns the queue event ``e`` names, if another one."""
     name = queue_named(e)
-    return None if name is None else handover.owner_elsewhere(handler.vhost.name, name)
+    return None if name is None else handover.worker_for(handler.vhost.name, name)
 
 
 def login_mechanisms(config: BrokerConfig, *, tls_identity: str | None) -> tuple[str, ...]:

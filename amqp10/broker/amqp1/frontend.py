@@ -20,7 +20,7 @@ from ...sasl.events import SaslCompleted, SaslFailed, SaslSkipped
 from ...sasl.layer import SaslServer
 from ...transport import Connection, ConnectionState, LinkAttached
 from ...transport.framing import AMQP_HEADER, SASL_HEADER, TLS_HEADER
-from ...types import Error, ErrorCondition, SaslCode, symbol
+from ...types import Error, ErrorCondition, Role, SaslCode, symbol
 from ..config import BrokerConfig
 from ..core import CONSUMER_CLAIMS, Broker, ConsumerClaim
 from ..frontend import ServeContext, ServedConnection
@@ -239,12 +239,15 @@ def _is_attach(e: Any) -> bool:
 
 
 def _first_node(handover: Handover, handler: ConnectionHandler, e: LinkAttached) -> int | None:
-    """The worker that owns the queue a connection's first link names, if another one
-    (None: this one, or not a queue, or a Service Bus connection)."""
+    """The worker that should serve a connection by the queue its first link names, if
+    another one (None: this one, or not a queue, or a Service Bus connection): the queue's
+    owner, or with ``publishers_apart`` for a link that publishes to it, the worker after."""
     if handler.gate is not None:
         return None
     name = handler.nodes.queue_named(e.link)
-    return None if name is None else handover.owner_elsewhere(handler.vhost.name, name)
+    if name is None:
+        return None
+    return handover.worker_for(handler.vhost.name, name, publishes=e.link.role == Role.RECEIVER)
 
 
 class _Authenticated:

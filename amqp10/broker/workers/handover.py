@@ -103,15 +103,24 @@ class Handover:
 
     directory: Path
     ownership: Ownership
+    publishers_apart: bool = False
+    """``publishers_apart``: a connection that first publishes to a node is served by the
+    worker after the node's owner, not the owner."""
 
     @property
     def worker(self) -> int:
         return self.ownership.me
 
-    def owner_elsewhere(self, vhost: str, name: str) -> int | None:
-        """The worker that owns node ``name`` if not this one."""
-        owner = self.ownership.owner(vhost, name)
-        return None if owner == self.ownership.me else owner
+    def worker_for(self, vhost: str, name: str, *, publishes: bool = False) -> int | None:
+        """The worker that should serve a connection whose first use of node ``name`` is
+        this, if not this one: the node's owner, or with :attr:`publishers_apart` and
+        ``publishes`` the worker after it (so one busy queue's publishes are taken in on
+        one worker, its queue and deliveries done on another: each message crosses once)."""
+        ownership = self.ownership
+        worker = ownership.owner(vhost, name)
+        if publishes and self.publishers_apart:
+            worker = (worker + 1) % ownership.workers
+        return None if worker == ownership.me else worker
 
 
 class Recording:

@@ -374,3 +374,20 @@ async def test_the_front_end_is_told_once_the_connection_moved_away(tmp_path: Pa
                     await anyio.sleep(0.01)
             assert (told, handled) == ((["moved away"], []) if take else ([], ["declare"]))
             tg.cancel_scope.cancel()
+
+
+def test_where_a_connection_goes_by_its_first_use_of_a_node(tmp_path: Path) -> None:
+    """The owner for anything; with ``publishers_apart`` a publisher goes to the worker
+    after the owner (wrapping round); None where that is this worker."""
+    ownership = Ownership(3, 0)
+    names = {ownership.owner("/", f"q{i}"): f"q{i}" for i in range(50)}
+    assert sorted(names) == [0, 1, 2]
+    plain = Handover(tmp_path, ownership)
+    apart = Handover(tmp_path, ownership, publishers_apart=True)
+    for owner, name in names.items():
+        mine = None if owner == 0 else owner
+        assert plain.worker_for("/", name) == mine
+        assert plain.worker_for("/", name, publishes=True) == mine
+        assert apart.worker_for("/", name) == mine
+        after = (owner + 1) % 3
+        assert apart.worker_for("/", name, publishes=True) == (None if after == 0 else after)

@@ -196,3 +196,30 @@ async def test_the_whole_broker_lists_a_moved_connection_once(tmp_path: Path) ->
                 assert (await b.get("/api/overview"))["object_totals"]["connections"] == 1
     finally:
         b.stop()
+
+
+async def test_publishers_apart_splits_a_queues_publisher_and_consumer_over_two_workers(tmp_path: Path) -> None:
+    """``publishers_apart``: a connection whose first link publishes to a queue goes to the
+    worker after the queue's owner, one whose first link consumes from it to the owner;
+    every message still reaches the consumer once, in order, each accepted."""
+    for p in started(tmp_path, publishers_apart=True):
+        name = owned_by(1, "apart")
+        address = f"amqp://127.0.0.1:{p.port}"
+        async with on_worker(address, 1) as pub, on_worker(address, 0) as sub, on_worker(address, 0) as stays:
+            sender = await pub.open_sender(name)
+            p.wait_for(MOVED.format(owner=0, port=local_port(pub), accepted=1))  # the owner's publisher: moved away
+            receiver = await sub.open_receiver(name, credit=100)
+            p.wait_for(MOVED.format(owner=1, port=local_port(sub), accepted=0))  # its consumer: moved to the owner
+            other = await stays.open_sender(name)  # accepted by the worker after the owner: stays
+            for i in range(100):
+                s = sender if i % 2 == 0 else other
+                assert isinstance(await s.send(Message(body=i), timeout=WAIT), Accepted)
+            got = []
+            for _ in range(100):
+                d = await receiver.receive(timeout=WAIT)
+                got.append(d.message.body)
+                await d.accept()
+            assert got == list(range(100))
+            assert not any(f"127.0.0.1:{local_port(stays)} moved here" in line for line in p.lines)
+            kill_worker(p, 1)  # the worker that accepted the first publisher: it carries on at worker 0
+            assert not await lost(pub, owned_by(0, "after"))
