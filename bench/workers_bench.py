@@ -370,11 +370,16 @@ def main(argv: list[str] | None = None) -> int:
         "--publishers-apart", action="store_true",
         help="with --move-connections: publishers_apart = true (a 1.0 publisher moved to the worker after its queue's)",
     )  # fmt: skip
+    p.add_argument(
+        "--pin-workers", action="store_true",
+        help="ours with pin_workers = true (each worker bound to one CPU; 2 workers and more)",
+    )  # fmt: skip
     args = p.parse_args(argv)
     if args.publishers_apart and not args.move_connections:
         p.error("--publishers-apart needs --move-connections")
     extra = "move_connections = true\n" if args.move_connections else ""
     extra += "publishers_apart = true\n" if args.publishers_apart else ""
+    extra += "pin_workers = true\n" if args.pin_workers else ""
     import workers_model
 
     fams, peers, notes = missing([f for f in FAMILIES if f.key in args.clients], not args.no_peers)

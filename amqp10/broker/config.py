@@ -591,6 +591,13 @@ class BrokerConfig(_Model):
         description="broker processes behind the same ports ('auto': one per core); 1: one process, "
         "no supervisor. More than 1: a store per worker (a SQLite file, or a schema of the PostgreSQL database)",
     )
+    pin_workers: bool = Field(
+        default=False,
+        description="workers > 1: bind each worker process to one CPU (worker i to the i-th of the CPUs "
+        "the broker may use, round again past the last), as RabbitMQ binds its schedulers: a worker "
+        "then keeps its core's caches and is not moved onto another worker's core; for a host that runs "
+        "little but the broker",
+    )
     worker_down_hold: float = Field(
         default=15.0,
         ge=0,

@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--move-connections", action="store_true")
     p.add_argument("--publishers-apart", action="store_true", help="with --move-connections")
+    p.add_argument("--pin-workers", action="store_true", help="each worker bound to one CPU")
     ns = p.parse_args(argv)
     if ns.publishers_apart and not ns.move_connections:
         p.error("--publishers-apart needs --move-connections")
@@ -67,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     owner = Ownership(ns.workers).owner("/", f"{wb.PREFIX}0")
     extra = "move_connections = true\n" if ns.move_connections else "move_connections = false\n"
     extra += "publishers_apart = true\n" if ns.publishers_apart else ""
+    extra += "pin_workers = true\n" if ns.pin_workers else ""
     for rnd in range(ns.rounds):
         with wb.started(ns.workers, extra) as (b, pids, url):
             numbers = {int(m.group(2)): int(m.group(1)) for m in map(_STARTED.search, b.tail) if m}

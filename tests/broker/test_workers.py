@@ -22,10 +22,11 @@ import pytest
 import amqp10
 from amqp10.broker.amqp1.frontend import WORKER_PROPERTY
 from amqp10.broker.config import ConfigError, load_config
-from amqp10.broker.workers.supervisor import worker_config
+from amqp10.broker.workers.supervisor import cpu_for, worker_config
 from amqp10.cli._common import KeyValueFormatter
 from amqp10.errors import ConnectError
 from amqp10.io.net import REUSE_PORT_BALANCES, bind_for_workers
+from tests.broker.conftest import make_config
 
 pytestmark = pytest.mark.slow
 
@@ -242,6 +243,39 @@ def test_two_workers_serve_one_port_a_killed_one_comes_back_and_sigterm_stops_al
     assert parent.proc.wait(WAIT) == 0
     wait_until_gone(pids)
     assert sum("stopped: exit code 0" in line for line in parent.lines) == 2
+
+
+def test_cpu_for_takes_the_allowed_cpus_in_order_round_again() -> None:
+    assert [cpu_for(i, {5, 1, 3}) for i in range(5)] == [1, 3, 5, 1, 3]
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="CPU affinity is Linux's")
+def test_pinned_workers_are_each_bound_to_their_cpu_a_restarted_one_too(tmp_path: Path) -> None:
+    from tests.broker.workers_mode import write_config  # (it imports this module)
+
+    config = make_config(tmp_path, pin_workers=True)
+    p = Parent.of_config(write_config(config, tmp_path / "broker.toml"), 2)
+    try:
+        p.wait_listening()
+        allowed = os.sched_getaffinity(0)
+        pids = p.worker_pids()
+        for i in (0, 1):
+            assert os.sched_getaffinity(pids[i]) == {cpu_for(i, allowed)}
+            p.wait_for(rf"worker {i} bound to CPU {cpu_for(i, allowed)}")
+        mark = len(p.lines)
+        os.kill(pids[1], signal.SIGKILL)
+        again = int(p.wait_for(r"worker 1 started \(pid (\d+)\)", mark)[1])
+        p.wait_for(r"worker=1 logger=amqp10.broker msg=.listening on", mark)
+        assert os.sched_getaffinity(again) == {cpu_for(1, allowed)}
+    finally:
+        p.stop()
+    plain = Parent(tmp_path / "plain")  # pin_workers off: the kernel's to place
+    try:
+        plain.wait_listening()
+        assert not any("bound to CPU" in line for line in plain.lines)
+        assert os.sched_getaffinity(plain.worker_pids()[0]) == os.sched_getaffinity(0)
+    finally:
+        plain.stop()
 
 
 def test_the_workers_stop_when_the_parent_is_sigkilled(parent: Parent) -> None:

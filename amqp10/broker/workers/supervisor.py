@@ -17,7 +17,8 @@ was. With N > 1, :class:`Supervisor` is the process ``amqp10 broker`` runs:
 - it forks N workers, numbered 0 to N-1 as :mod:`.ownership` numbers them (``fork``: a worker inherits the sockets and the validated
   configuration as they are, and starts in milliseconds); each runs a
   :class:`~amqp10.broker.service.BrokerService` over its slot's sockets with a store
-  of its own (:func:`worker_config`).
+  of its own (:func:`worker_config`); with ``pin_workers`` bound to one CPU
+  (:func:`cpu_for`: worker i to the i-th CPU it may use, round again past the last).
 - a worker that ends while the parent runs is restarted after a back-off (0.1 s,
   doubling to 10 s while it keeps dying within 10 s of its start), said in one log line.
 - SIGTERM or SIGINT: every worker (each in a process group of its own, so a terminal's
@@ -52,7 +53,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
@@ -70,6 +71,8 @@ __all__ = [
     "STOP_SECONDS",
     "Supervisor",
     "WorkerRunner",
+    "cpu_for",
+    "pin",
     "worker_config",
 ]
 
@@ -107,6 +110,28 @@ def worker_config(config: BrokerConfig, index: int) -> BrokerConfig:
     else:
         update = {"path": store.path.with_name(f"{store.path.stem}.worker{index}{store.path.suffix}")}
     return config.model_copy(update={"store": store.model_copy(update=update)})
+
+
+def cpu_for(index: int, allowed: Iterable[int]) -> int:
+    """The CPU worker ``index`` is bound to (``pin_workers``): the ``index``-th of
+    ``allowed`` in order, round again past the last."""
+    cpus = sorted(allowed)
+    return cpus[index % len(cpus)]
+
+
+def pin(index: int) -> None:
+    """Bind this process (worker ``index``) to its CPU; logged, and nothing done where the
+    system cannot."""
+    if not hasattr(os, "sched_setaffinity"):  # pragma: no cover - not Linux
+        log.warning("worker %d: pin_workers is not supported here: not bound", index)
+        return
+    cpu = cpu_for(index, os.sched_getaffinity(0))
+    try:
+        os.sched_setaffinity(0, {cpu})
+    except OSError as e:
+        log.warning("worker %d: could not bind to CPU %d: %s", index, cpu, e)
+        return
+    log.info("worker %d bound to CPU %d", index, cpu)
 
 
 def die_with_parent(parent: int) -> bool:
@@ -412,6 +437,8 @@ class Supervisor:
             self.lock.detach_in_child()
         if not die_with_parent(parent):
             return 0
+        if self.config.pin_workers:
+            pin(slot.index)
         mine = {id(s) for ss in slot.sockets.values() for s in ss}
         for other in self.slots:
             for ss in other.sockets.values():
