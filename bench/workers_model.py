@@ -11,9 +11,12 @@ and half on the consumer's. A message whose publisher, node and consumer are on 
 different workers costs ``--crossing`` times a local one (both legs cross); each leg
 that crosses costs (crossing - 1) / 4 on each of its two ends.
 
-Shape (a): any worker serves any connection (the kernel spreads connections uniformly at
-random, ``SO_REUSEPORT``), each node on the worker its name hashes to (as
-``amqp10.broker.workers.ownership`` computes it). Shape (b) on N processes: N - 1 protocol workers in
+Shape (a): any worker serves any connection, each node on the worker its name hashes to
+(as ``amqp10.broker.workers.ownership`` computes it); ``--placement`` says where the
+connections are: ``random`` (the kernel spreads them uniformly at random,
+``SO_REUSEPORT``), ``moved`` (``move_connections``: each on its queue's owner, nothing
+crosses) or ``apart`` (``publishers_apart`` too: the consumer on the owner, the
+publisher on the worker after it, the publishing leg crossing). Shape (b) on N processes: N - 1 protocol workers in
 front of one core process, which every message crosses twice. Every queue carries the same rate (as the
 bench's producer/consumer pairs do); the throughput is what the busiest worker allows,
 averaged over connection placements (a fixed seed: the output is deterministic).
@@ -67,6 +70,28 @@ def busiest_a(workers: int, queues: int, pairs: int, c: Costs, rng: random.Rando
     return max(loads)
 
 
+def busiest_moved(workers: int, queues: int, pairs: int, c: Costs, rng: random.Random, prefix: str = "q") -> float:
+    """Shape (a) with ``move_connections``: every connection on its queue's owner (the
+    queues' names drawn anew each placement: how evenly the hash spreads them decides)."""
+    loads = [0.0] * workers
+    run = rng.randrange(1 << 30)
+    for q in range(queues):
+        loads[owner(f"{prefix}{run}-{q}", workers)] += c.core + 2 * c.proto
+    return max(loads)
+
+
+def busiest_apart(workers: int, queues: int, pairs: int, c: Costs, rng: random.Random, prefix: str = "q") -> float:
+    """Shape (a) with ``publishers_apart``: a queue's consumers on its owner, its
+    publishers on the worker after it (their leg crossing); names drawn as for ``moved``."""
+    loads = [0.0] * workers
+    run = rng.randrange(1 << 30)
+    for q in range(queues):
+        o = owner(f"{prefix}{run}-{q}", workers)
+        loads[o] += c.core + c.proto + c.hop
+        loads[(o + 1) % workers] += c.proto + c.hop
+    return max(loads)
+
+
 def busiest_b(workers: int, queues: int, pairs: int, c: Costs, rng: random.Random, prefix: str = "q") -> float:
     """Shape (b), one placement: ``workers`` - 1 protocol workers and the core process,
     which every message crosses twice."""
@@ -99,6 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8, 16])
     ap.add_argument("--shape", choices=["a", "b"], default="a")
+    ap.add_argument(
+        "--placement",
+        choices=["random", "moved", "apart"],
+        default="random",
+        help="shape (a): where the connections are (the kernel's, on the queue's owner, publishers apart)",
+    )
     ap.add_argument("--trials", type=int, default=2000)
     args = ap.parse_args(argv)
     cases = [
@@ -106,10 +137,12 @@ def main(argv: list[str] | None = None) -> int:
         ("4 queues, a pair each", 4, 1),
         ("64 queues, a pair each", 64, 1),
     ]
-    busiest = busiest_a if args.shape == "a" else busiest_b
+    placements = {"random": busiest_a, "moved": busiest_moved, "apart": busiest_apart}
+    busiest = placements[args.placement] if args.shape == "a" else busiest_b
     head = " | ".join(f"N={n}" for n in args.workers)
     print(
-        f"shape ({args.shape}), core share {args.core:g}: throughput on N processes / one process\n"
+        f"shape ({args.shape}{', ' + args.placement if args.shape == 'a' else ''}), core share {args.core:g}: "
+        "throughput on N processes / one process\n"
     )
     print(f"| workload | crossing/local | {head} |")
     print("|---|---:|" + "---:|" * len(args.workers))

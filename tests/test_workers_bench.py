@@ -50,7 +50,11 @@ def bench(*args: str) -> list[list[str]]:
 @pytest.mark.skipif(
     not HAVE_PROTON_C, reason="no C compiler or Proton C (libqpid-proton11-dev-examples)"
 )
-@pytest.mark.parametrize("extra", [(), ("--move-connections",)], ids=["crossing", "moved"])
+@pytest.mark.parametrize(
+    "extra",
+    [(), ("--move-connections",), ("--move-connections", "--publishers-apart", "--pin-workers")],
+    ids=["crossing", "moved", "apart-pinned"],
+)
 def test_a_tiny_run_moves_every_message_on_one_and_two_workers(extra: tuple[str, ...]) -> None:
     rows = bench("--clients", "proton-c", "--no-peers", *extra)
     assert [row[1] for row in rows] == ["amqp10, 1 worker", "amqp10, 2 workers"] * 2
@@ -72,3 +76,29 @@ def test_the_same_run_measures_rabbitmq_and_protons_c_broker_beside_ours() -> No
         # (from /proc/stat's 10 ms ticks: a tiny run's rest can round to nothing)
         assert row[6].endswith("%") and 0 <= int(row[6][:-1]) <= 100, row
         assert float(row[5]) >= 0, row
+
+
+def test_the_in_process_bench_moves_every_message_local_crossing_twice_and_once() -> None:
+    """``bench/internal_link_bench.py``: each case (``publish``: the consumer on the queue's
+    worker, each message crossing once) ends only when every message was received and its
+    outcome reached the producer (it raises "no progress" otherwise)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import internal_link_bench as ilb
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    for mode in ("local", "crossing", "publish"):
+        us, calls, instructions = ilb.run(200, mode, True)
+        assert us > 0 and calls > 0 and instructions > 0, mode
+
+
+def test_the_model_places_connections_as_the_options_do() -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import workers_model as wm
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    c = wm.Costs.of(0.15, 1.43)
+    one_queue = {p: wm.speedup(f, 2, 1, 1, c, 50) for p, f in [("moved", wm.busiest_moved), ("apart", wm.busiest_apart)]}
+    assert one_queue["moved"] == pytest.approx(1.0)  # one queue moved: all on its owner
+    assert one_queue["apart"] == pytest.approx(1 / (c.core + c.proto + c.hop))  # the owner's share bounds it
