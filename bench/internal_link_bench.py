@@ -10,8 +10,8 @@ window from the broker's credit, consumer credit 1000, each message accepted.
   message, delivery and outcome crosses the internal link (A's :class:`RemoteNodes` and
   B's :class:`NodeServer`, each over our engine, joined in memory): both clients on A,
   each message crosses twice (to B and back);
-- ``publish``: the same, but the consumer is B's (as ``[workers] publishers_apart`` places
-  a queue's connections): each message and its outcome cross once.
+- ``publish``: the same, but the consumer is B's (as the ``publishers_apart`` setting
+  places a queue's connections): each message and its outcome cross once.
 
 Only the broker's calls are timed (thread CPU time): A's front end and core, the internal
 link's two ends, B's core. ``--count`` also counts Python function calls (``sys.setprofile``)

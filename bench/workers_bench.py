@@ -170,6 +170,18 @@ def measure(
     return r.throughput, cpu / n * 1e6, share, max(busy1 - busy0 - cpu, 0.0) / n * 1e6
 
 
+def settings(p: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    """Our broker's config lines for ``--move-connections``, ``--publishers-apart`` and
+    ``--pin-workers`` (this bench's and ``profiles/worker_cpu.py``'s)."""
+    if args.publishers_apart and not args.move_connections:
+        p.error("--publishers-apart needs --move-connections")
+    return (
+        f"move_connections = {str(args.move_connections).lower()}\n"
+        f"publishers_apart = {str(args.publishers_apart).lower()}\n"
+        f"pin_workers = {str(args.pin_workers).lower()}\n"
+    )
+
+
 @contextlib.contextmanager
 def started(workers: int, extra: str = "") -> Iterator[tuple[BrokerProcess, list[int], str]]:
     """A fresh broker of ours with ``workers`` processes (``extra``: more of its config's
@@ -375,11 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         help="ours with pin_workers = true (each worker bound to one CPU; 2 workers and more)",
     )  # fmt: skip
     args = p.parse_args(argv)
-    if args.publishers_apart and not args.move_connections:
-        p.error("--publishers-apart needs --move-connections")
-    extra = "move_connections = true\n" if args.move_connections else ""
-    extra += "publishers_apart = true\n" if args.publishers_apart else ""
-    extra += "pin_workers = true\n" if args.pin_workers else ""
+    extra = settings(p, args)
     import workers_model
 
     fams, peers, notes = missing([f for f in FAMILIES if f.key in args.clients], not args.no_peers)

@@ -593,10 +593,11 @@ class BrokerConfig(_Model):
     )
     pin_workers: bool = Field(
         default=False,
-        description="workers > 1: bind each worker process to one CPU (worker i to the i-th of the CPUs "
-        "the broker may use, round again past the last), as RabbitMQ binds its schedulers: a worker "
-        "then keeps its core's caches and is not moved onto another worker's core; for a host that runs "
-        "little but the broker",
+        description="workers > 1: bind each worker process, every thread of it (its store's writes too), "
+        "to one CPU (worker i to the i-th of the CPUs the broker may use, round again past the last: "
+        "with more workers than CPUs some share one, logged), as RabbitMQ binds its schedulers: a worker "
+        "keeps its core's caches and the kernel does not put two workers on one core while another is "
+        "free; for a host that runs little but the broker",
     )
     worker_down_hold: float = Field(
         default=15.0,
@@ -644,16 +645,18 @@ class BrokerConfig(_Model):
     publishers_apart: bool = Field(
         default=False,
         description="with move_connections: a plain-TCP AMQP 1.0 connection whose first link publishes "
-        "to a queue is moved to the worker after the queue's owner instead of the owner (its consumers "
-        "still go to the owner), so one busy queue's work is split over two workers: its publishes taken "
-        "in and forwarded on one, the queue and its deliveries on the other. Each message then crosses "
-        "between workers once (more CPU a message than a local one, bench/RESULTS.md) for a second core "
-        "on one queue; for many busy queues leave it off",
+        "to a queue is served by the worker after the queue's owner instead of the owner (moved there, "
+        "away from the owner too), while one whose first link consumes from the queue still goes to the "
+        "owner, so one busy queue's work is split over two workers: its publishes taken in and forwarded "
+        "on one, the queue and its deliveries on the other. Each published message then crosses between "
+        "workers once (more CPU a message than a local one, bench/RESULTS.md; a publishing connection's "
+        "own later consumers cross too) for a second core on one queue; for many busy queues leave it off",
     )
 
     @field_validator("publishers_apart")
     @classmethod
     def _apart_needs_moves(cls, value: bool, info: ValidationInfo) -> bool:
+        # (a field validator, so the error names the field; move_connections is declared first)
         if value and not info.data.get("move_connections"):
             raise ValueError("needs move_connections = true (it says where a moved connection goes)")
         return value

@@ -132,7 +132,8 @@ class BrokerService:
         self.http: Listener | None = None  # [http]: WebSockets and health (see .http)
         self.guard = ConnectionGuard(config.security)  # [security]: every front end asks it
         self._handover: Handover | None = None
-        """``move_connections`` at ``workers`` > 1: how a connection moves to its node's worker."""
+        """``move_connections`` at ``workers`` > 1: how a connection moves to the worker that
+        should serve it (its node's owner, or with ``publishers_apart`` the one after)."""
         self.ended = EndedConnections()
         """Frame and error counters of the connections that have ended (for /metrics)."""
 

@@ -1,6 +1,7 @@
 """Each broker process's CPU a message, for ``bench/workers_bench.py``'s workloads.
 
     .venv/bin/python bench/profiles/worker_cpu.py rabbitmq-c --workers 2 --queues 1 --count 100000 [--move-connections]
+    .venv/bin/python bench/profiles/worker_cpu.py proton-c --move-connections --publishers-apart --pin-workers
 
 Starts ``amqp10 broker --workers N`` (from the tree it runs in: ``PYTHONPATH`` on a compiled
 copy measures that build) as workers_bench does, runs one of its client families
@@ -58,17 +59,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--publishers-apart", action="store_true", help="with --move-connections")
     p.add_argument("--pin-workers", action="store_true", help="each worker bound to one CPU")
     ns = p.parse_args(argv)
-    if ns.publishers_apart and not ns.move_connections:
-        p.error("--publishers-apart needs --move-connections")
     fam = {f.key: f for f in wb.FAMILIES}[ns.family]
     why = compare.build_c() if fam.key == "proton-c" else amqp091_bench.build_c()
     if why:
         print(f"cannot build the C clients: {why}", file=sys.stderr)
         return 1
     owner = Ownership(ns.workers).owner("/", f"{wb.PREFIX}0")
-    extra = "move_connections = true\n" if ns.move_connections else "move_connections = false\n"
-    extra += "publishers_apart = true\n" if ns.publishers_apart else ""
-    extra += "pin_workers = true\n" if ns.pin_workers else ""
+    extra = wb.settings(p, ns)
     for rnd in range(ns.rounds):
         with wb.started(ns.workers, extra) as (b, pids, url):
             numbers = {int(m.group(2)): int(m.group(1)) for m in map(_STARTED.search, b.tail) if m}

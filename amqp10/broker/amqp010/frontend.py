@@ -214,8 +214,8 @@ class Amqp010FrontEnd:
             handler.login_hook = login
             on_events.handle = handler.handle
             if recording is not None and ctx.handover is not None:
-                owner_of = partial(_owner, ctx.handover, handler)
-                on_events.mover = Mover(ctx.handover, peer, recording, decides_move, owner_of, handler.handle, handler.moved_away)
+                worker_of = partial(_owner, ctx.handover, handler)
+                on_events.mover = Mover(ctx.handover, peer, recording, decides_move, worker_of, handler.handle, handler.moved_away)
             rest = b""
             if ctx.moved is not None:  # all the other worker read (a plain socket): served here if it answers the same
                 with handler.attaching_fresh() as resuming:  # as they did there (a resumed one decides: not moved)

@@ -185,8 +185,8 @@ class Amqp091FrontEnd:
             handler.login_hook = login
             on_events.handle = handler.handle
             if recording is not None and ctx.handover is not None:
-                owner_of = partial(_owner, ctx.handover, handler)
-                on_events.mover = Mover(ctx.handover, peer, recording, decides_move, owner_of, handler.handle)
+                worker_of = partial(_owner, ctx.handover, handler)
+                on_events.mover = Mover(ctx.handover, peer, recording, decides_move, worker_of, handler.handle)
             rest = b""
             if ctx.moved is not None:  # all the other worker read (a plain socket): served here if it answers the same
                 replayed = ctx.replayed(

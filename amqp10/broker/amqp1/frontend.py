@@ -18,9 +18,9 @@ from ...io.streams import ReplayStream, tls_identity
 from ...sasl.connection import SaslConnection
 from ...sasl.events import SaslCompleted, SaslFailed, SaslSkipped
 from ...sasl.layer import SaslServer
-from ...transport import Connection, ConnectionState, LinkAttached
+from ...transport import Connection, ConnectionState, LinkAttached, Receiver
 from ...transport.framing import AMQP_HEADER, SASL_HEADER, TLS_HEADER
-from ...types import Error, ErrorCondition, Role, SaslCode, symbol
+from ...types import Error, ErrorCondition, SaslCode, symbol
 from ..config import BrokerConfig
 from ..core import CONSUMER_CLAIMS, Broker, ConsumerClaim
 from ..frontend import ServeContext, ServedConnection
@@ -137,8 +137,8 @@ class Amqp1FrontEnd:
             if cfg.servicebus.enabled:  # until a login names a user (also without SASL): tokens on $cbs
                 handler.use_claims(cfg.servicebus)
             if recording is not None and ctx.handover is not None:
-                owner_of = partial(_first_node, ctx.handover, handler)
-                on_events.mover = Mover(ctx.handover, peer, recording, _is_attach, owner_of, handler.handle)
+                worker_of = partial(_first_node, ctx.handover, handler)
+                on_events.mover = Mover(ctx.handover, peer, recording, _is_attach, worker_of, handler.handle)
             rest = b""
             if ctx.moved is not None:  # all the other worker read (a plain socket): served here if it answers the same
                 fail = partial(replay_failed, conn.connection, handler)
@@ -247,7 +247,7 @@ def _first_node(handover: Handover, handler: ConnectionHandler, e: LinkAttached)
     name = handler.nodes.queue_named(e.link)
     if name is None:
         return None
-    return handover.worker_for(handler.vhost.name, name, publishes=e.link.role == Role.RECEIVER)
+    return handover.worker_for(handler.vhost.name, name, publishes=isinstance(e.link, Receiver))
 
 
 class _Authenticated:

@@ -1,4 +1,5 @@
-"""A client connection moved to the worker that owns its node (``move_connections``).
+"""A client connection moved to the worker that owns its node (``move_connections``), or
+with ``publishers_apart`` a 1.0 publisher to the worker after it (:meth:`Handover.worker_for`).
 
 With ``workers`` > 1 the kernel puts each client connection on a worker at random, and
 a connection whose queue another worker owns pays the crossing on every message (1.3x
@@ -339,15 +340,15 @@ class HandoverServer:
                     sock.close()
 
 
-async def hand_over(directory: Path, owner: int, fd: int, moved: MovedIn) -> bool | None:
-    """Hand the socket ``fd`` (as ``moved`` describes it) to worker ``owner``: True if it
+async def hand_over(directory: Path, worker: int, fd: int, moved: MovedIn) -> bool | None:
+    """Hand the socket ``fd`` (as ``moved`` describes it) to worker ``worker``: True if it
     serves it now, False if it does not (or cannot be reached: the connection stays
     here; what it read of the socket meanwhile is in ``moved.returned``), None if that
     cannot be told (no answer in :data:`ANSWER_TIMEOUT`)."""
     peer = moved.peer.encode()
     head = _HEAD.pack(moved.shown_worker, len(peer), len(moved.inbound), len(moved.written))
     try:
-        stream = await anyio.connect_unix(handover_path(directory, owner))
+        stream = await anyio.connect_unix(handover_path(directory, worker))
     except OSError:
         return False
     async with stream:
@@ -404,9 +405,9 @@ class Mover:
     The front end wraps its engine in :attr:`recording` (the driver's protocol) and
     passes each batch of events through :meth:`watch`, with ``decides``: whether an
     event is the one the move is decided at (1.0: a link's attach; 0-9-1: a method a
-    replay would not reproduce; 0-10: a command), and ``owner_of``: for that event, the
-    worker that owns the queue it names (None: this one, or no queue; then the connection
-    stays); ``moved_away`` runs once that worker serves it. :func:`replay` on the other
+    replay would not reproduce; 0-10: a command), and ``worker_of``: for that event, the
+    worker that should serve the connection by the queue it names (:meth:`Handover.worker_for`;
+    None: this one, or no queue; then the connection stays); ``moved_away`` runs once that worker serves it. :func:`replay` on the other
     worker splits its events by the same ``decides``."""
 
     def __init__(
@@ -415,7 +416,7 @@ class Mover:
         peer: str,
         recording: Recording,
         decides: Callable[[Any], bool],
-        owner_of: Callable[[Any], int | None],
+        worker_of: Callable[[Any], int | None],
         handle: Callable[[list[Any]], None],
         moved_away: Callable[[], None] = lambda: None,
     ) -> None:
@@ -423,7 +424,7 @@ class Mover:
         self.peer = peer
         self.recording = recording
         self.decides = decides
-        self.owner_of = owner_of
+        self.worker_of = worker_of
         self.handle = handle
         self.moved_away = moved_away
         """Called once the other worker serves the connection, before it is let go here
@@ -440,14 +441,14 @@ class Mover:
 
     def watch(self, events: list[Any]) -> list[Any]:
         """The events to handle now: all of them, or those before the deciding event when
-        it names another worker's queue and the hand-over has started (the rest are set
+        it names a queue another worker should serve and the hand-over has started (the rest are set
         aside for :meth:`_resume`)."""
         decides = self.decides
         for i, e in enumerate(events):
             if decides(e):
-                owner = None if self.recording.full else self.owner_of(e)
+                target = None if self.recording.full else self.worker_of(e)
                 driver = self.driver
-                if owner is None or driver is None or self.task_group is None or not self._quiet():
+                if target is None or driver is None or self.task_group is None or not self._quiet():
                     self.stop()
                     return events
                 self.watching = False
@@ -455,7 +456,7 @@ class Mover:
                 # no peek at the socket while paused (0-9-1's driver's): B reads it from now on
                 self._pause_limit, driver.pause_limit = driver.pause_limit, None
                 driver.pause_reading()
-                self.task_group.start_soon(self._move, owner, events[i:])
+                self.task_group.start_soon(self._move, target, events[i:])
                 return events[:i]
         return events
 
@@ -485,22 +486,22 @@ class Mover:
         assert self.driver is not None
         return self.driver.stream.extra(SocketAttribute.raw_socket)
 
-    async def _move(self, owner: int, held: list[Any]) -> None:
+    async def _move(self, target: int, held: list[Any]) -> None:
         rec = self.recording
         moved = MovedIn(self.peer, self.handover.worker, bytes(rec.inbound), bytes(rec.outbound))
-        taken = await hand_over(self.handover.directory, owner, self._socket().fileno(), moved)
+        taken = await hand_over(self.handover.directory, target, self._socket().fileno(), moved)
         driver = self.driver
         assert driver is not None
         if taken:
-            log.debug("connection from %s moved to worker %d", self.peer, owner)
+            log.debug("connection from %s moved to worker %d", self.peer, target)
             self.moved_away()
             driver.abort()  # (the stream's close aborts the transport: no shutdown, B has the socket)
             return
         if taken is None:
-            log.warning("connection from %s: worker %d did not answer its hand-over: dropped", self.peer, owner)
+            log.warning("connection from %s: worker %d did not answer its hand-over: dropped", self.peer, target)
             driver.abort()
             return
-        log.debug("connection from %s not moved to worker %d: served here", self.peer, owner)
+        log.debug("connection from %s not moved to worker %d: served here", self.peer, target)
         self._resume(held, moved.returned)
 
     def _resume(self, held: list[Any], returned: bytes) -> None:

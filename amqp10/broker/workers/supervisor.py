@@ -125,7 +125,10 @@ def pin(index: int) -> None:
     if not hasattr(os, "sched_setaffinity"):  # pragma: no cover - not Linux
         log.warning("worker %d: pin_workers is not supported here: not bound", index)
         return
-    cpu = cpu_for(index, os.sched_getaffinity(0))
+    allowed = os.sched_getaffinity(0)
+    cpu = cpu_for(index, allowed)
+    if index >= len(allowed):
+        log.warning("worker %d: more workers than the %d CPUs the broker may use: CPU %d is shared", index, len(allowed), cpu)
     try:
         os.sched_setaffinity(0, {cpu})
     except OSError as e:

@@ -31,6 +31,7 @@ from amqp10.types import Accepted
 from tests.broker.conftest import make_config
 from tests.broker.test_workers import WAIT, Parent
 from tests.broker.workers.test_processes import owned_by
+from tests.broker.workers.test_streams import bodies
 from tests.broker.workers.test_whole import ASKS, Broker
 from tests.broker.workers_mode import write_config
 from tests.client.helpers import Certs, have_openssl, make_certs
@@ -214,12 +215,8 @@ async def test_publishers_apart_splits_a_queues_publisher_and_consumer_over_two_
             for i in range(100):
                 s = sender if i % 2 == 0 else other
                 assert isinstance(await s.send(Message(body=i), timeout=WAIT), Accepted)
-            got = []
-            for _ in range(100):
-                d = await receiver.receive(timeout=WAIT)
-                got.append(d.message.body)
-                await d.accept()
-            assert got == list(range(100))
+            assert await bodies(receiver, 100) == list(range(100))
             assert not any(f"127.0.0.1:{local_port(stays)} moved here" in line for line in p.lines)
             kill_worker(p, 1)  # the worker that accepted the first publisher: it carries on at worker 0
             assert not await lost(pub, owned_by(0, "after"))
+            assert not await lost(stays, owned_by(0, "kept"))  # served by worker 0 all along
