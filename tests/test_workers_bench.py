@@ -4,11 +4,13 @@ workloads against RabbitMQ and Proton's C broker in the same run."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,15 +80,21 @@ def test_the_same_run_measures_rabbitmq_and_protons_c_broker_beside_ours() -> No
         assert float(row[5]) >= 0, row
 
 
+def bench_module(name: str) -> Any:
+    """Module ``bench/<name>.py``, imported with ``bench/`` on the path (its siblings
+    import each other by name)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+
+
 def test_the_in_process_bench_moves_every_message_local_crossing_twice_and_once() -> None:
     """``bench/internal_link_bench.py``: each case (``publish``: the consumer on the queue's
     worker, each message crossing once) ends only when every message was received and its
     outcome reached the producer (it raises "no progress" otherwise)."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import internal_link_bench as ilb
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+    ilb = bench_module("internal_link_bench")
     calls = {}
     for mode in ("local", "crossing", "publish"):
         us, calls[mode], instructions = ilb.run(200, mode, True)
@@ -96,11 +104,7 @@ def test_the_in_process_bench_moves_every_message_local_crossing_twice_and_once(
 
 
 def test_the_model_places_connections_as_the_options_do() -> None:
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import workers_model as wm
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+    wm = bench_module("workers_model")
     c = wm.Costs.of(0.15, 1.43)
 
     def at_two(busiest: object, queues: int) -> float:
