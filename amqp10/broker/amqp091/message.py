@@ -205,7 +205,12 @@ class Amqp091Message(QueuedMessage):
         return m
 
 
-register_format(Amqp091Message)
+def _made(data: bytes) -> Amqp091Message:
+    """An Amqp091Message of ``data`` (a compiled call: :func:`~amqp10.broker.core.register_format`)."""
+    return Amqp091Message(data)
+
+
+register_format(Amqp091Message, _made)
 
 
 def cc_keys(value: Any) -> tuple[str, ...]:

@@ -207,7 +207,12 @@ class Amqp1Message(QueuedMessage):
             return self.data
 
 
-register_format(Amqp1Message)
+def _made(data: bytes) -> Amqp1Message:
+    """An Amqp1Message of ``data`` (a compiled call: :func:`~amqp10.broker.core.register_format`)."""
+    return Amqp1Message(data)
+
+
+register_format(Amqp1Message, _made)
 
 
 _X_EXCHANGE, _X_ROUTING_KEY = symbol("x-exchange"), symbol("x-routing-key")

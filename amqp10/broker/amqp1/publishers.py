@@ -234,11 +234,12 @@ class Publishers:
                         ctx.wake()  # publish, the driver writes after the batch of events)
 
             if type(node) is RemoteNode:  # owned by another worker: its answer comes later
-                by_name = id(link) in self.by_name
-                refused = self._refused(d, node, by_name=by_name)
-                # the relay (AnonymousTarget) and /queues/NAME make no node: its owner routes
-                # by name, as the default exchange does, unroutable if it has no such queue
-                result = (node.publish_answered if by_name else node.publish_refusable)(msg, stored, refused)
+                if id(link) in self.by_name:
+                    # the relay (AnonymousTarget) and /queues/NAME make no node: its owner routes
+                    # by name, as the default exchange does, unroutable if it has no such queue
+                    result = node.publish_answered(msg, stored, self._refused(d, node, by_name=True))
+                else:  # (two calls, not one of a method chosen: a compiled call each)
+                    result = node.publish_refusable(msg, stored, self._refused(d, node))
             elif node.answers_later:  # ($management, when another worker holds a reply-to)
                 result = node.publish_answered(msg, stored, self._refused(d, node))
             else:

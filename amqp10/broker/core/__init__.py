@@ -72,6 +72,7 @@ from .message import (
     Routing,
     format_named,
     made_as,
+    maker_named,
     register_conversion,
     register_format,
 )
@@ -170,6 +171,7 @@ __all__ = [
     "arguments_of",
     "format_named",
     "made_as",
+    "maker_named",
     "make_exchange",
     "policy_with_arguments",
     "register_conversion",

@@ -45,16 +45,17 @@ __all__ = [
     "amqp1_with_body",
     "format_named",
     "made_as",
+    "maker_named",
     "register_conversion",
     "register_format",
 ]
 
-PRIORITY_LEVELS = 32
+PRIORITY_LEVELS: Final = 32
 """The most priority levels a queue keeps apart (0-31: RabbitMQ's ``x-max-priority`` up to 31;
 a higher one shares the top level)."""
-UNASKED_PRIORITY_LEVELS = 10
+UNASKED_PRIORITY_LEVELS: Final = 10
 """The levels of a queue declared without ``x-max-priority`` (0-9, the 1.0 spec's minimum)."""
-DEFAULT_PRIORITY = 4
+DEFAULT_PRIORITY: Final = 4
 GROUP_HEADER: Final = "JMSXGroupID"
 """The header (0-10's application header, 0-9-1's ``headers`` entry) that holds a message's
 group, 1.0's ``properties.group-id``, as Qpid's and RabbitMQ's JMS clients name it: every
@@ -372,9 +373,19 @@ FORMATS: dict[str, type[QueuedMessage]] = {QueuedMessage.format: QueuedMessage}
 _CONVERSIONS: dict[tuple[str, str], Callable[[QueuedMessage], Any]] = {}
 
 
-def register_format(cls: type[QueuedMessage]) -> type[QueuedMessage]:
-    """Make ``cls`` the message class of its ``format`` (a front end does this on import)."""
+MAKERS: dict[str, Callable[[bytes], QueuedMessage]] = {QueuedMessage.format: QueuedMessage}
+"""What makes a message of each format from its ``data`` alone (:func:`maker_named`)."""
+
+
+def register_format(
+    cls: type[QueuedMessage], make: Callable[[bytes], QueuedMessage] | None = None
+) -> type[QueuedMessage]:
+    """Make ``cls`` the message class of its ``format`` (a front end does this on import);
+    ``make``: a compiled function of ``data`` that calls ``cls(data)``, for
+    :func:`maker_named` (a call of a compiled function is cheaper than a call of a class
+    known only when it runs: that builds and parses an arguments tuple)."""
     FORMATS[cls.format] = cls
+    MAKERS[cls.format] = cls if make is None else make
     return cls
 
 
@@ -391,6 +402,14 @@ def format_named(name: str) -> type[QueuedMessage]:
     return cls
 
 
+def maker_named(name: str) -> Callable[[bytes], QueuedMessage]:
+    """What makes a message of format ``name`` from its ``data`` (:func:`register_format`)."""
+    make = MAKERS.get(name)
+    if make is None:
+        raise LookupError(f"no front end has registered the message format {name!r}")
+    return make
+
+
 def priority_level(priority: int) -> int:
     """``priority`` as one of the :data:`PRIORITY_LEVELS` a queue keeps (out of range: the
     nearest)."""
@@ -398,7 +417,7 @@ def priority_level(priority: int) -> int:
 
 
 def made_as(
-    cls: type[QueuedMessage],
+    make: Callable[[bytes], QueuedMessage],
     data: bytes,
     priority: int,
     durable: bool,
@@ -408,11 +427,11 @@ def made_as(
     arrival: float,
     seq: int,
 ) -> QueuedMessage:
-    """``cls(data, priority=priority, ..., seq=seq)`` (a class :func:`format_named` gave: the
-    internal link's records, workers/link.py), made with ``data`` alone and its fields set
-    after: a call of a class known only when it runs (not a compiled call) builds and parses
-    its keywords, for every message that crosses to another worker."""
-    msg = cls(data)
+    """A message of the format :func:`maker_named` gave ``make`` for (the internal link's
+    records, workers/link.py), as ``cls(data, priority=priority, ..., seq=seq)`` makes it:
+    made from ``data`` alone and its fields set after, for every message that crosses to
+    another worker (a call with keywords builds and parses them)."""
+    msg = make(data)
     msg.priority = priority_level(priority)
     msg.durable = durable
     msg.expiry = expiry

@@ -33,7 +33,12 @@ message-format:
   each an AMQP-encoded list (:func:`encode_request`), pre-settled; rare, so not batched.
 
 So the engine works per batch, not per message: a message whose node is on another
-worker costs about 1.3x the instructions of a local one (bench/RESULTS.md).
+worker costs about 1.37x the instructions of a local one when it crosses twice (its
+producer and consumer both away from its owner), 1.17x when it crosses once; compiled,
+1.2-1.27x and 1.07-1.09x the CPU (bench/RESULTS.md, "The crossing compiled as native
+code"). Per message the compiled build works here on machine numbers: the constants are
+``Final`` (inlined, not looked up), the header's fields typed, the structs' methods bound
+once, and a record's message made by its format's compiled maker.
 
 Bad input from the peer worker (garbage, a truncated frame, a record that does not
 decode, an exception while handling it) fails this link only: the connection is closed
@@ -54,7 +59,7 @@ from typing import Any, Final, Protocol, TypeVar
 from ..._mypyc import mypyc_attr
 from ...transport import Connection, ConnectionClosed, ConnectionFailed, Event
 from ...types import decode, encode, symbol
-from ..core import QueuedMessage, format_named, made_as
+from ..core import QueuedMessage, made_as, maker_named
 
 __all__ = [
     "BATCH_FORMAT",
@@ -99,60 +104,64 @@ STREAM_OFFSET_FILTER: Final = symbol("amqp10:stream-offset")
 consumer's ``x-stream-offset`` crosses as it). Here, below both (the front end imports the
 workers' modules, not the other way)."""
 
-RECORD_FORMAT = 0x00A1_0001
+RECORD_FORMAT: Final = 0x00A1_0001
 """The message-format of a record on an internal link (a private code: vendor bytes, version 1)."""
-BATCH_FORMAT = 0x00A1_0002
+BATCH_FORMAT: Final = 0x00A1_0002
 """The message-format of a batch of records (each after its 4-byte length): what one node's
 publishes of one turn of the loop cross as, one transfer and one outcome for all of them."""
-DELIVERY_FORMAT = 0x00A1_0003
+DELIVERY_FORMAT: Final = 0x00A1_0003
 """The message-format of the deliveries of one turn to one consumer: each record after its
 length and the owner's reference for it (what the consumer's outcome names). Pre-settled:
 the outcomes and the consumer's credit, in messages, come back as control records."""
-CONTROL_FORMAT = 0x00A1_0004
+CONTROL_FORMAT: Final = 0x00A1_0004
 """The message-format of a batch of control records (:data:`CONTROL`), pre-settled."""
-REQUEST_FORMAT = 0x00A1_0005
+REQUEST_FORMAT: Final = 0x00A1_0005
 """The message-format of a question to the owner about one node (:func:`encode_request`)."""
-REPLY_FORMAT = 0x00A1_0006
+REPLY_FORMAT: Final = 0x00A1_0006
 """The message-format of the owner's answer to a question (:func:`encode_request`)."""
-REWRITE_FORMAT = 0x00A1_0007
+REWRITE_FORMAT: Final = 0x00A1_0007
 """The message-format of the new bytes of messages a consumer changed (:func:`encode_rewrites`)."""
-DRAINED_FORMAT = 0x00A1_0008
+DRAINED_FORMAT: Final = 0x00A1_0008
 """The message-format of the owner's answer to a :data:`DRAIN` on the consumer's link,
 after the deliveries it made for it: one byte, 1 if messages the consumer could be given
 are left for want of credit, else 0. Pre-settled."""
-_LEN = struct.Struct("<I")
-_LEN_REF = struct.Struct("<IQ")
-_LEN_SIZE, _LEN_REF_SIZE = _LEN.size, _LEN_REF.size
-CONTROL = struct.Struct("<BQqBd")
+_LEN: Final = struct.Struct("<I")
+_LEN_REF: Final = struct.Struct("<IQ")
+_LEN_SIZE: Final = _LEN.size
+_LEN_REF_SIZE: Final = _LEN_REF.size
+CONTROL: Final = struct.Struct("<BQqBd")
 """One control record: what (:data:`GRANT`, :data:`OUTCOME`, :data:`STOP`, :data:`BYTES` or
 :data:`DRAIN`), the consumer (its id on the consuming side), the messages (or bytes) granted or
 the reference settled, the outcome's code, and
 a release's due time (a delayed retry, seconds since the epoch; 0.0: none)."""
-GRANT = 1
-OUTCOME = 2
-STOP = 3
+GRANT: Final = 1
+OUTCOME: Final = 2
+STOP: Final = 3
 """A consumer is cancelled: the owner delivers it nothing more, and waits for its
 outcomes for what it holds (the link closes once it holds nothing)."""
-BYTES = 4
+BYTES: Final = 4
 """Byte credit for a consumer, in the measure its link names (:mod:`.bytecredit`)."""
-DRAIN = 9
+DRAIN: Final = 9
 """A consumer drains (1.0 drain, 0-10 ``message.flush``): the owner delivers what the credit
 granted so far allows now, takes back the rest, and answers on its link (:data:`DRAINED_FORMAT`)."""
 
-_HEAD = struct.Struct("<BBHHIQddd")
+_HEAD: Final = struct.Struct("<BBHHIQddd")
 """flags, priority, message-id length, group length, delivery count, seq, expiry, arrival, due."""
-_HEAD_SIZE = _HEAD.size
-_DURABLE = 1
-_EXPIRES = 2
-_HAS_ID = 4
-_HAS_GROUP = 8
-_HAS_DUE = 16
-_BY_EXCLUSIVE = 32
-_RENUMBERED = 64
+_HEAD_SIZE: Final = _HEAD.size
+_pack_head: Final = _HEAD.pack
+_unpack_head: Final = _HEAD.unpack_from
+"""(Bound once: a compiled call of a ``Final`` needs no lookup of the method each message.)"""
+_DURABLE: Final = 1
+_EXPIRES: Final = 2
+_HAS_ID: Final = 4
+_HAS_GROUP: Final = 8
+_HAS_DUE: Final = 16
+_BY_EXCLUSIVE: Final = 32
+_RENUMBERED: Final = 64
 """After the header, the number it keeps (:attr:`QueuedMessage.number`: a scheduled message
 queued when due has a new seq; only a message with a due time can be one)."""
-_NUMBER = struct.Struct("<Q")
-_RARE = _BY_EXCLUSIVE | _RENUMBERED
+_NUMBER: Final = struct.Struct("<Q")
+_RARE: Final = _BY_EXCLUSIVE | _RENUMBERED
 BY_AN_EXCLUSIVE_CONSUMER: Final = object()
 """The origin (``QueuedMessage.origin``) the owner gives a message published on the
 connection of its node's exclusive consumer on the publishing worker (:func:`by_exclusive_consumer`),
@@ -190,21 +199,21 @@ def encode_record(msg: QueuedMessage) -> bytes:
     mid = msg.message_id
     group = msg.group
     if mid is None and group is None:  # (most messages: nothing between the name and data)
-        head = _HEAD.pack(flags, msg.priority, 0, 0, msg.delivery_count, msg.seq, expiry,
+        head = _pack_head(flags, msg.priority, 0, 0, msg.delivery_count, msg.seq, expiry,
                           msg.arrival, due)  # fmt: skip
         return b"".join((head, number, fmt, msg.data))
     mid_bytes = b"" if mid is None else mid.encode()
     group_bytes = b"" if group is None else group.encode()
     flags |= (0 if mid is None else _HAS_ID) | (0 if group is None else _HAS_GROUP)
-    head = _HEAD.pack(flags, msg.priority, len(mid_bytes), len(group_bytes), msg.delivery_count,
+    head = _pack_head(flags, msg.priority, len(mid_bytes), len(group_bytes), msg.delivery_count,
                       msg.seq, expiry, msg.arrival, due)  # fmt: skip
     return b"".join((head, number, fmt, mid_bytes, group_bytes, msg.data))
 
 
-_FORMAT_NAMES: dict[str, bytes] = {}
+_FORMAT_NAMES: Final[dict[str, bytes]] = {}
 """Format name -> its length byte and name, as a record carries it (made once per format)."""
-_FORMATS: dict[bytes, type[QueuedMessage]] = {}
-"""The same, back: a record's format bytes -> the message class."""
+_FORMATS: Final[dict[bytes, Callable[[bytes], QueuedMessage]]] = {}
+"""The same, back: a record's format bytes -> what makes a message of it (:func:`maker_named`)."""
 
 
 def decode_record(payload: bytes, message_format: int = RECORD_FORMAT) -> QueuedMessage:
@@ -243,9 +252,11 @@ def _read_batch(batch: bytes, take: Callable[[bytes, int, int], _T]) -> tuple[li
     pos = 0
     total = len(batch)
     unpack = _LEN.unpack_from
+    size: int
     while pos < total:
         start = pos + _LEN_SIZE
-        pos = start + unpack(batch, pos)[0]
+        (size,) = unpack(batch, pos)
+        pos = start + size
         out.append(take(batch, start, pos))
     return out, pos > total
 
@@ -292,6 +303,8 @@ def decode_deliveries(payload: bytes, message_format: int) -> list[tuple[int, Qu
     pos = 0
     total = len(payload)
     unpack = _LEN_REF.unpack_from
+    size: int
+    ref: int
     try:
         while pos < total:
             size, ref = unpack(payload, pos)
@@ -310,10 +323,11 @@ def decode_control(payload: bytes, message_format: int) -> list[tuple[int, int, 
     size = CONTROL.size
     if message_format != CONTROL_FORMAT or len(payload) % size:
         raise RecordError("a control transfer that does not decode")
-    return [CONTROL.unpack_from(payload, pos) for pos in range(0, len(payload), size)]
+    unpack = CONTROL.unpack_from
+    return [unpack(payload, pos) for pos in range(0, len(payload), size)]
 
 
-_REWRITE = struct.Struct("<QqI")
+_REWRITE: Final = struct.Struct("<QqI")
 """A rewrite's head: the consumer (its id on the consuming side), the owner's reference, the length of the bytes."""
 
 
@@ -363,18 +377,28 @@ def decode_request(payload: bytes, message_format: int, expected: int) -> list[A
 
 def _decode_at(payload: bytes, start: int, stop: int) -> QueuedMessage:
     """The record in ``payload[start:stop]``."""
+    flags: int
+    priority: int
+    id_len: int
+    group_len: int
+    delivery_count: int
+    seq: int
+    expiry: float
+    arrival: float
+    due: float
+    # (typed: the compiled build works on them as machine numbers, not objects)
     try:
         flags, priority, id_len, group_len, delivery_count, seq, expiry, arrival, due = (
-            _HEAD.unpack_from(payload, start)
+            _unpack_head(payload, start)
         )
         pos = start + _HEAD_SIZE
         if flags & _RENUMBERED:  # (read below)
             pos += _NUMBER.size
         end = pos + 1 + payload[pos]
         key = payload[pos:end]
-        cls = _FORMATS.get(key)
-        if cls is None:
-            cls = _FORMATS[key] = format_named(key[1:].decode())
+        make = _FORMATS.get(key)
+        if make is None:
+            make = _FORMATS[key] = maker_named(key[1:].decode())
         mid_end = end + id_len
         group_end = mid_end + group_len
         if group_end > stop:  # (so is a format name past ``stop``)
@@ -384,7 +408,7 @@ def _decode_at(payload: bytes, start: int, stop: int) -> QueuedMessage:
     except (struct.error, IndexError, UnicodeDecodeError, LookupError) as exc:
         raise RecordError(f"a record that does not decode: {exc}") from None
     msg = made_as(
-        cls,
+        make,
         payload[group_end:stop],
         priority,
         bool(flags & _DURABLE),

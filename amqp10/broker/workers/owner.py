@@ -31,7 +31,7 @@ import copy
 import itertools
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 from ...transport import (
     ConnectionOpened,
@@ -136,11 +136,11 @@ __all__ = ["PUBLISH_WINDOW", "LinkConsumer", "NodeServer"]
 
 log = logging.getLogger("amqp10.broker.workers")
 
-PUBLISH_WINDOW = 1000
+PUBLISH_WINDOW: Final = 1000
 """The credit a publishing link is given (topped up when half is used), within the node's room."""
 
-_ACCEPTED = Accepted()
-_TAKEN = PublishResult.TAKEN
+_ACCEPTED: Final = Accepted()
+_TAKEN: Final = PublishResult.TAKEN
 
 
 class _PublishBatch:
@@ -201,7 +201,7 @@ class LinkConsumer:
     names its seq: ``NodeServer._acquire``)."""
 
     __slots__ = (
-        "_copies", "_pending", "_refs", "_server", "allowed", "at_most_once", "browse", "budget", "exclusive", "id", "in_flight",
+        "_copies", "_last_ref", "_pending", "_server", "allowed", "at_most_once", "browse", "budget", "exclusive", "id", "in_flight",
         "link", "measure", "node", "priority", "selector", "short",
     )  # fmt: skip
 
@@ -228,7 +228,7 @@ class LinkConsumer:
         """Messages the other worker's consumer may still be sent (its grants, less what was sent)."""
         self.in_flight: dict[int, QueuedMessage] = {}
         """Reference -> a message sent and not settled yet."""
-        self._refs = itertools.count(1)
+        self._last_ref = 0  # (the references it gave: 1, 2, ...; an int, not a count(): no call a message)
         self._pending: list[int] = []  # references of this turn, not yet sent
         self._copies: list[QueuedMessage] = []  # a browser's copies of this turn, not yet sent (none kept)
         self.selector: Callable[[QueuedMessage], bool] | None = None
@@ -270,7 +270,7 @@ class LinkConsumer:
                 self._server.batch_ready(self)
             self._copies.append(msg)
             return
-        ref = next(self._refs)
+        ref = self._last_ref = self._last_ref + 1
         self.in_flight[ref] = msg
         if not self._pending:
             self._server.batch_ready(self)

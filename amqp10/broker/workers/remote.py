@@ -40,7 +40,7 @@ import logging
 import secrets
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from ..._mypyc import mypyc_attr
 from ...transport import (
@@ -135,111 +135,112 @@ __all__ = [
 
 log = logging.getLogger("amqp10.broker.workers")
 
-TRANSFER_CREDIT = 1000
+TRANSFER_CREDIT: Final = 1000
 """The link credit of a consuming link, in transfers (each carries the messages of one turn):
 the consumer's credit, in messages, goes to the owner in control records."""
 
-CREDIT_BATCH = 256
+CREDIT_BATCH: Final = 256
 """The most credit a remote consumer's link holds at once (and so the most messages that
 may be in flight to it beyond its consumer's credit, if that consumer takes credit back)."""
 
-VHOST = symbol("vhost")
-PRIORITY = symbol("priority")
-CONSUMER_ID = symbol("consumer-id")
-NEEDS_MESSAGE_IDS = symbol("needs-message-ids")
+VHOST: Final = symbol("vhost")
+PRIORITY: Final = symbol("priority")
+CONSUMER_ID: Final = symbol("consumer-id")
+NEEDS_MESSAGE_IDS: Final = symbol("needs-message-ids")
 """In the owner's answer to a publishing link: whether its node reads message-ids (duplicate
 detection, the store); until then a remote node asks its publishers' front ends for them."""
-LIMITED = symbol("limited")
+LIMITED: Final = symbol("limited")
 """In the owner's answer to a publishing link: whether its node limits its publishers (a
 queue whose overflow blocks them: ``Node.room``). The owner keeps the link's credit, in
 transfers (batches), within the node's room in messages (owner.py ``_grant``), so the
 credit it grants is the room it has; :meth:`RemoteNode.room` hands it on to the node's
 publishers here, whose credit stops while the queue is full and comes back as it drains."""
 
-ACCEPT = 0
-RELEASE = 1
-REJECT = 2
-FAILED = 4
+ACCEPT: Final = 0
+RELEASE: Final = 1
+REJECT: Final = 2
+FAILED: Final = 4
 """With :data:`RELEASE`: the delivery failed (1.0 modified delivery-failed; its count goes up)."""
-UNDELIVERABLE = 8
+UNDELIVERABLE: Final = 8
 """With :data:`RELEASE`: not to this consumer again (1.0 modified undeliverable-here)."""
-DEFER = 16
+DEFER: Final = 16
 """Set aside on the owner's queue (Service Bus's defer: :meth:`RemoteNode.defer`), still
 acquired, until taken back by its number there."""
-CONTROL_ADDRESS = "$control"
+CONTROL_ADDRESS: Final = "$control"
 """The target of the link that carries control records (credit grants, outcomes) to the owner."""
 
 PUBLISH_RESULTS: tuple[PublishResult, ...] = tuple(PublishResult)
 """What the owner's node answered each record of a batch, by code (its index here; 0: taken)."""
-REFUSED_IN_PART = symbol("amqp10:publish:not-taken")
+REFUSED_IN_PART: Final = symbol("amqp10:publish:not-taken")
 """The condition of the owner's rejected outcome for a batch not all taken; the error's info
 holds :data:`RESULTS`: one code a record, in order (:data:`PUBLISH_RESULTS`)."""
-RESULTS = symbol("results")
+RESULTS: Final = symbol("results")
 
-AT_MOST_ONCE = symbol("at-most-once")
+AT_MOST_ONCE: Final = symbol("at-most-once")
 """In a consuming link's properties: its consumer's front end settles each message as it
 hands it out (a consumer's ``no_ack``, 0-9-1's): the owner is done with each as it sends
 it, and no outcome comes back."""
-ROUTED = symbol("routed")
+ROUTED: Final = symbol("routed")
 """In a publishing link's properties: its messages go to the queue by name, as the default
 exchange routes them (unroutable if the owner has no such queue; none is made)."""
-TOPIC_COPY = symbol("topic-copy")
+TOPIC_COPY: Final = symbol("topic-copy")
 """In a routed publishing link's properties: its node is the owner's copy of a 1.0 topic
 (every worker has one: ``Topic.copies``), which the owner makes if it has none yet (the
 metadata that makes it there may come after the topic's first message)."""
-SUBSCRIPTION = symbol("subscription")
+SUBSCRIPTION: Final = symbol("subscription")
 """In a consuming link's properties: [topic, key, durable] of the 1.0 topic subscription it
 consumes (the owner makes it on its copy of the topic, as a broker of one worker does at
 the consumer's attach; a topic pattern's, a durable wildcard subscription, among its
 wildcard subscriptions)."""
-EXCLUSIVE = symbol("exclusive")
+EXCLUSIVE: Final = symbol("exclusive")
 """In a consuming link's properties: its consumer wants the queue to itself."""
-MAKE_AS = symbol("make-as")
+MAKE_AS: Final = symbol("make-as")
 """In a publishing or consuming link's properties: the kind to make the node as if the owner
 has none (:attr:`~amqp10.broker.core.NodeElsewhere.make_as`: a 1.0 attach's capability)."""
-MAKE = symbol("make")
+MAKE: Final = symbol("make")
 """In a consuming link's properties: whether the owner makes the node if it has none (a 1.0
 consumer's attach does, as on a broker of one worker; a 0-9-1 or 0-10 consume does not)."""
-NO_NODE = -1
+NO_NODE: Final = -1
 """The owner's :data:`ADMITTED` answer when it has no such node and made none (the link is
 detached next): the consumer's front end refuses it as not found, as a broker of one worker does."""
-UNREADABLE = -2
+UNREADABLE: Final = -2
 """The owner's :data:`ADMITTED` answer when the node cannot apply the consumer's view of it
 (a stream offset it cannot read; :data:`WHY` says why; the link is detached next): the
 consumer's front end refuses it as a precondition that failed, as a broker of one worker does."""
-WHY = symbol("why")
-REFUSAL = symbol("refusal")
+WHY: Final = symbol("why")
+REFUSAL: Final = symbol("refusal")
 """With :data:`UNREADABLE`: the core's refusal the owner answered the consumer with, by class
 name (``NotFound``, ``ResourceLocked``: a Service Bus session none free, or held), which
 its front end answers as, as one worker's does; absent: ``PreconditionFailed``."""
-ADMITTED = symbol("admitted")
+ADMITTED: Final = symbol("admitted")
 """In the owner's answer to a consuming link: whether it admitted the consumer (an index
 into :data:`CONSUME_RESULTS`; a refused link is detached next)."""
 CONSUME_RESULTS: tuple[ConsumeResult, ...] = tuple(ConsumeResult)
-KIND = symbol("kind")
+KIND: Final = symbol("kind")
 """In the owner's answer to a consuming link it admitted: its node's kind (``queue``,
 ``stream``...; :attr:`NodeElsewhere.held_kind <amqp10.broker.core.NodeElsewhere.held_kind>`)."""
-CONSUMER_TIMEOUT = symbol("consumer-timeout")
+CONSUMER_TIMEOUT: Final = symbol("consumer-timeout")
 """In the owner's answer to a consuming link: its node's consumer timeout (seconds; absent:
 none), which the consumer's front end here applies (core/consumer_timeout.py)."""
-DELIVERY_LIMIT = symbol("delivery-limit")
+DELIVERY_LIMIT: Final = symbol("delivery-limit")
 """In the owner's answer to a consuming link: its node's delivery limit (absent: none), which
 the consumer's front end here reads (a Service Bus consumer names the dead-letter reason of
 the delivery that reaches it: ``MaxDeliveryCountExceeded``)."""
-GETS = 0
+GETS: Final = 0
 """The consumer id, in control records, of what ``basic.get`` took (no consumer has id 0)."""
-REQUESTS_ADDRESS = "$requests"
+REQUESTS_ADDRESS: Final = "$requests"
 """The target of the link that carries questions about nodes to the owner."""
-REPLIES_ADDRESS = "$replies"
+REPLIES_ADDRESS: Final = "$replies"
 """The source of the link that carries the owner's answers back."""
-REPLY_CREDIT = 1000
+REPLY_CREDIT: Final = 1000
 
 _MODEL_ERRORS: dict[str, type[ModelError]] = {
     cls.__name__: cls for cls in (NotFound, AccessRefused, ResourceLocked, PreconditionFailed)
 }
 """The core's refusals an owner's answer may name (by class name)."""
 
-_TAKEN = PublishResult.TAKEN
+_TAKEN: Final = PublishResult.TAKEN
+_pack_control: Final = CONTROL.pack
 
 Replied = Callable[[str | None, str, list[Any]], None]
 """Told the owner's answer to a question: the name of the core error it answered (None: it
@@ -1303,7 +1304,7 @@ class RemoteNodes:
         release's delayed retry, 0.0 for none)."""
         if not self._control:
             self.wrote()
-        self._control.append(CONTROL.pack(what, consumer_id, n, code, due))
+        self._control.append(_pack_control(what, consumer_id, n, code, due))
 
     def rewrite(self, consumer_id: int, ref: int, data: bytes) -> None:
         """The owner's message ``ref``, held by consumer ``consumer_id`` here, is now ``data``:

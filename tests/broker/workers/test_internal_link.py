@@ -193,6 +193,31 @@ def test_a_record_carries_the_number_a_scheduled_message_keeps() -> None:
     assert (plain.seq, plain.number) == (5, 5)
 
 
+def test_every_formats_record_comes_back_as_its_class_through_its_maker() -> None:
+    """A record is made back by its format's registered maker (a compiled call, not a call of
+    the class): each gives its own class, with the fields the record carries, and a
+    format no front end registered is a record that does not decode."""
+    import amqp10.broker.amqp010.message  # (each registers its format)
+    import amqp10.broker.amqp091.message
+    import amqp10.broker.amqp1.message  # noqa: F401
+    from amqp10.broker.core.message import FORMATS, MAKERS, maker_named
+
+    assert set(MAKERS) == set(FORMATS) >= {"amqp1", "amqp091", "amqp010", QueuedMessage.format}
+    for name, cls in FORMATS.items():
+        made = maker_named(name)(b"bytes as they came")
+        assert type(made) is cls and made.data == b"bytes as they came" and made.size == 18
+        back = decode_record(encode_record(cls(b"data", priority=40, delivery_count=2, seq=7, arrival=1.5)))
+        assert type(back) is cls
+        assert (back.data, back.priority, back.delivery_count, back.seq, back.arrival) == (b"data", 31, 2, 7, 1.5)
+    with pytest.raises(LookupError):
+        maker_named("no-such-format")
+    unknown = bytearray(encode_record(QueuedMessage(b"x")))
+    at = struct.calcsize("<BBHHIQddd")
+    unknown[at + 1 : at + 1 + unknown[at]] = b"?" * unknown[at]
+    with pytest.raises(RecordError):
+        decode_record(bytes(unknown))
+
+
 @pytest.mark.parametrize("cut", [0, 1, 10, 24, 33])
 def test_a_record_cut_short_does_not_decode(cut: int) -> None:
     whole = encode_record(QueuedMessage(b"body", message_id="a-long-message-id"))
