@@ -383,7 +383,8 @@ def register_format(
     """Make ``cls`` the message class of its ``format`` (a front end does this on import);
     ``make``: a compiled function of ``data`` that calls ``cls(data)``, for
     :func:`maker_named` (a call of a compiled function is cheaper than a call of a class
-    known only when it runs: that builds and parses an arguments tuple)."""
+    known only when it runs: that builds and parses an arguments tuple); None: ``cls``
+    itself (an interpreted front end's, 0-10's)."""
     FORMATS[cls.format] = cls
     MAKERS[cls.format] = cls if make is None else make
     return cls
@@ -427,10 +428,10 @@ def made_as(
     arrival: float,
     seq: int,
 ) -> QueuedMessage:
-    """A message of the format :func:`maker_named` gave ``make`` for (the internal link's
-    records, workers/link.py), as ``cls(data, priority=priority, ..., seq=seq)`` makes it:
-    made from ``data`` alone and its fields set after, for every message that crosses to
-    another worker (a call with keywords builds and parses them)."""
+    """What its class's ``__init__`` makes with these fields, by ``make`` (what
+    :func:`maker_named` gave for its format: the internal link's records,
+    workers/link.py): made from ``data`` alone and its fields set after, for every message
+    that crosses to another worker (a call with keywords builds and parses them)."""
     msg = make(data)
     msg.priority = priority_level(priority)
     msg.durable = durable

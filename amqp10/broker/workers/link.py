@@ -37,8 +37,9 @@ worker costs about 1.37x the instructions of a local one when it crosses twice (
 producer and consumer both away from its owner), 1.17x when it crosses once; compiled,
 1.2-1.27x and 1.07-1.09x the CPU (bench/RESULTS.md, "The crossing compiled as native
 code"). Per message the compiled build works here on machine numbers: the constants are
-``Final`` (inlined, not looked up), the header's fields typed, the structs' methods bound
-once, and a record's message made by its format's compiled maker.
+``Final`` (inlined, or held as native statics: not looked up in the module's dict), the
+header's fields typed, the structs' methods bound once, and a record's message made by
+its format's maker (a compiled function for the compiled front ends' formats).
 
 Bad input from the peer worker (garbage, a truncated frame, a record that does not
 decode, an exception while handling it) fails this link only: the connection is closed
@@ -161,6 +162,7 @@ _RENUMBERED: Final = 64
 """After the header, the number it keeps (:attr:`QueuedMessage.number`: a scheduled message
 queued when due has a new seq; only a message with a due time can be one)."""
 _NUMBER: Final = struct.Struct("<Q")
+_NUMBER_SIZE: Final = _NUMBER.size
 _RARE: Final = _BY_EXCLUSIVE | _RENUMBERED
 BY_AN_EXCLUSIVE_CONSUMER: Final = object()
 """The origin (``QueuedMessage.origin``) the owner gives a message published on the
@@ -393,7 +395,7 @@ def _decode_at(payload: bytes, start: int, stop: int) -> QueuedMessage:
         )
         pos = start + _HEAD_SIZE
         if flags & _RENUMBERED:  # (read below)
-            pos += _NUMBER.size
+            pos += _NUMBER_SIZE
         end = pos + 1 + payload[pos]
         key = payload[pos:end]
         make = _FORMATS.get(key)

@@ -28,7 +28,6 @@ released to the node, as when a local consumer's connection drops.
 from __future__ import annotations
 
 import copy
-import itertools
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Final
@@ -441,11 +440,11 @@ class _Gets:
     """What ``basic.get`` on the other worker took from our nodes, until its outcome comes."""
 
     def __init__(self) -> None:
-        self._refs = itertools.count(1)
+        self._last_ref = 0  # (1, 2, ...: 0 is no reference)
         self.in_flight: dict[int, tuple[Node, QueuedMessage]] = {}
 
     def take(self, node: Node, msg: QueuedMessage) -> int:
-        ref = next(self._refs)
+        ref = self._last_ref = self._last_ref + 1
         self.in_flight[ref] = (node, msg)
         return ref
 

@@ -197,10 +197,11 @@ def test_every_formats_record_comes_back_as_its_class_through_its_maker() -> Non
     """A record is made back by its format's registered maker (a compiled call, not a call of
     the class): each gives its own class, with the fields the record carries, and a
     format no front end registered is a record that does not decode."""
-    import amqp10.broker.amqp010.message  # (each registers its format)
-    import amqp10.broker.amqp091.message
-    import amqp10.broker.amqp1.message  # noqa: F401
+    import amqp10.broker.amqp010.message  # noqa: F401  (each registers its format)
+    from amqp10.broker.amqp091.message import Amqp091Message
+    from amqp10.broker.amqp1.message import Amqp1Message
     from amqp10.broker.core.message import FORMATS, MAKERS, maker_named
+    from amqp10.broker.workers import link
 
     assert set(MAKERS) == set(FORMATS) >= {"amqp1", "amqp091", "amqp010", QueuedMessage.format}
     for name, cls in FORMATS.items():
@@ -209,12 +210,14 @@ def test_every_formats_record_comes_back_as_its_class_through_its_maker() -> Non
         back = decode_record(encode_record(cls(b"data", priority=40, delivery_count=2, seq=7, arrival=1.5)))
         assert type(back) is cls
         assert (back.data, back.priority, back.delivery_count, back.seq, back.arrival) == (b"data", 31, 2, 7, 1.5)
+    for compiled_format in (Amqp1Message, Amqp091Message):  # (their own compiled functions)
+        assert MAKERS[compiled_format.format] is not compiled_format
     with pytest.raises(LookupError):
         maker_named("no-such-format")
     unknown = bytearray(encode_record(QueuedMessage(b"x")))
-    at = struct.calcsize("<BBHHIQddd")
+    at = link._HEAD_SIZE
     unknown[at + 1 : at + 1 + unknown[at]] = b"?" * unknown[at]
-    with pytest.raises(RecordError):
+    with pytest.raises(RecordError, match="no front end has registered the message format"):
         decode_record(bytes(unknown))
 
 
