@@ -380,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     p.add_argument(
         "--publishers-apart", action="store_true",
-        help="with --move-connections: publishers_apart = true (a 1.0 publisher moved to the worker after its queue's)",
+        help="with --move-connections: publishers_apart = true (a 1.0 or 0-9-1 publisher moved to the worker after its queue's)",
     )  # fmt: skip
     p.add_argument(
         "--pin-workers", action="store_true",

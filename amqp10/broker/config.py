@@ -645,12 +645,16 @@ class BrokerConfig(_Model):
     publishers_apart: bool = Field(
         default=False,
         description="with move_connections: a plain-TCP AMQP 1.0 connection whose first link publishes "
-        "to a queue is served by the worker after the queue's owner instead of the owner (moved there, "
-        "away from the owner too), while one whose first link consumes from the queue still goes to the "
-        "owner, so one busy queue's work is split over two workers: its publishes taken in and forwarded "
-        "on one, the queue and its deliveries on the other. Each published message then crosses between "
-        "workers once (more CPU a message than a local one, bench/RESULTS.md; a publishing connection's "
-        "own later consumers cross too) for a second core on one queue; for many busy queues leave it off",
+        "to a queue, or an AMQP 0-9-1 (0-9, 0-8) one whose first publish or queue method after its "
+        "declarations publishes to one (through the default exchange), is served by the worker after the "
+        "queue's owner instead of the owner (moved there, away from the owner too), while one whose first "
+        "link or method consumes from the queue still goes to the owner, so one busy queue's work is split "
+        "over two workers: its publishes taken in and forwarded on one, the queue and its deliveries on "
+        "the other. Each published message then crosses between workers once (more CPU a message than a "
+        "local one, bench/RESULTS.md; a publishing connection's own later consumers cross too) for a "
+        "second core on one queue; for many busy queues leave it off. 0-9-1: a declaration (named, not "
+        "exclusive) no longer decides a move by itself; a connection that declares and then does neither "
+        "stays where it was accepted",
     )
 
     @field_validator("publishers_apart")

@@ -60,6 +60,10 @@ def locked_text(queue: str, vhost: str) -> str:
     return resource_locked(queue, vhost).partition(" - ")[2]  # (ResourceLocked adds the code)
 
 
+def _not_replaying() -> bool:
+    return False
+
+
 class Amqp091Context:
     """One 0-9-1 connection, as the handlers of its methods see it.
 
@@ -107,6 +111,10 @@ class Amqp091Context:
         file) to a connection without a token: :meth:`authorize` asks them nothing more."""
         self._held: list[tuple[int, Method]] | None = None
         """While a method's reply must go out first (:meth:`reply_first`): the notices it caused."""
+        self.replaying: Callable[[], bool] = _not_replaying
+        """Whether the connection's methods are being replayed here, another worker having
+        answered them (a connection moved here, until its move is decided:
+        :meth:`~..workers.handover.MovedIn.replaying`)."""
 
     # -- permissions and lookups ----------------------------------------------------------------
     def authorize(self, resource: str, action: Action, kind: ResourceKind) -> None:

@@ -11,6 +11,15 @@ worker (:func:`queue_named`): ``queue.declare`` (not server-named), ``queue.bind
 ``basic.publish`` to the default exchange with that queue's name as its routing key.
 Any other (an exchange's method, a publish to another exchange, a local queue, a
 server-named one, a name of ``amq.``) leaves the connection where it is, unrecorded.
+
+With ``publishers_apart`` a declaration that names a queue and does not make it
+exclusive does not decide (most clients declare the queue they then use): the publish or
+consume after it does, so a publisher goes to the worker after the owner. The worker
+that takes such a connection answers the replayed declaration from its copy of the
+metadata (:meth:`.queue.QueueMethods.declare`), compared without the counts
+(:func:`as_compared`) and not sent; the connection stays if its declaration's answer was
+not written yet when the deciding method came (in the same read, or still waiting for a
+commit or the owner).
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ from ...amqp091 import (
 )
 from ...amqp091 import methods as m
 from ...amqp091.dialects import AMQP_0_9_1, Dialect, dialect_for_header
-from ...amqp091.framing import FRAME_HEARTBEAT, split_frames
+from ...amqp091.framing import FRAME_HEARTBEAT, FRAME_METHOD, split_frames
 from ...io.streams import tls_identity
 from ..config import BrokerConfig
 from ..core import Broker
@@ -44,8 +53,9 @@ from ..guard import HeldOutput
 from ..workers.handover import Handover, Mover, Watched
 from .connection import BrokerConnection
 from .handler import Amqp091Handler
+from .queue import replayed_from_metadata
 
-__all__ = ["REPLAYABLE", "WORKER_PROPERTY", "Amqp091FrontEnd", "decides_move", "frames", "login_mechanisms", "queue_named", "replay_failed", "without_heartbeats"]
+__all__ = ["REPLAYABLE", "WORKER_PROPERTY", "Amqp091FrontEnd", "answered_first", "as_compared", "decides_move", "frames", "login_mechanisms", "queue_named", "replay_failed"]
 
 WORKER_PROPERTY: Final = "amqp10:worker"
 """In ``connection.start``'s server properties (``workers`` > 1): the worker serving the
@@ -63,13 +73,27 @@ the same way (at once, with the same bytes), and they leave nothing in the core.
 _NAMES_QUEUE: Final = frozenset({m.QueueDeclare, m.QueueBind, m.QueuePurge, m.QueueDelete, m.BasicConsume, m.BasicGet})
 
 
-def decides_move(e: Any) -> bool:
+def decides_move(e: Any, apart: bool = False) -> bool:
     """Whether a movable connection's move is decided at event ``e``: its first that is
-    not part of the handshake, a channel's opening or a method of :data:`REPLAYABLE`."""
+    not part of the handshake, a channel's opening or a method of :data:`REPLAYABLE`.
+    With ``apart`` (``publishers_apart``) not at a ``queue.declare`` a replay answers
+    from the metadata either (:func:`.queue.replayed_from_metadata`: most clients declare
+    the queue they then publish to or consume from): at the publish or consume that
+    follows, which says whether the connection publishes."""
     t = type(e)
     if t is MethodReceived:
-        return type(e.method) not in REPLAYABLE
+        method = e.method
+        if apart and type(method) is m.QueueDeclare:
+            return not replayed_from_metadata(method)
+        return type(method) not in REPLAYABLE
     return t not in _BEFORE
+
+
+def answered_first(e: Any) -> bool:
+    """An event whose answer a replay takes as the accepting worker wrote it
+    (:class:`~..workers.handover.Mover`'s ``answered_first``): a declaration that does not
+    decide with ``publishers_apart``."""
+    return type(e) is MethodReceived and type(e.method) is m.QueueDeclare
 
 
 def queue_named(e: Any) -> str | None:
@@ -90,13 +114,31 @@ frames: Final = partial(header_then_frames, split_frames)
 one frame at a time."""
 
 
-def without_heartbeats(output: bytes) -> bytes:
+_DECLARE_OK: Final = b"\x00\x32\x00\x0b"
+"""``queue.declare-ok``'s class and method ids, as a method frame's payload begins."""
+_COUNTS: Final = 9
+"""The bytes a ``queue.declare-ok`` frame ends with: its message and consumer counts (a
+long each), then the frame's end octet."""
+
+
+def as_compared(output: bytes) -> bytes:
     """A connection's output as its replay must reproduce it (:func:`replay`'s
-    ``compared``): its frames but heartbeats. A heartbeat is written on the engine's own
-    timer (a client with a short interval, or a slow one, gets one between ``tune-ok`` and
-    its first queue method): the worker that takes the connection writes its own on its
-    own timer, not the first worker's again."""
-    return b"".join([f for f in split_frames(output) if f[0] != FRAME_HEARTBEAT])
+    ``compared``): its frames but heartbeats, and ``queue.declare-ok``'s counts as zero.
+    A heartbeat is written on the engine's own timer (a client with a short interval, or a
+    slow one, gets one between ``tune-ok`` and its first queue method): the worker that
+    takes the connection writes its own on its own timer, not the first worker's again.
+    A declaration answered before the move (``publishers_apart``) counted the queue's
+    messages and consumers then; its replay answers from the metadata
+    (:func:`.queue.replayed_from_metadata`), and that answer is not sent."""
+    kept = []
+    for f in split_frames(output):
+        kind = f[0]
+        if kind == FRAME_HEARTBEAT:
+            continue
+        if kind == FRAME_METHOD and f[7:11] == _DECLARE_OK and len(f) > 11 + _COUNTS:
+            f = f[:-_COUNTS] + bytes(_COUNTS - 1) + f[-1:]
+        kept.append(f)
+    return b"".join(kept)
 
 
 def replay_failed(handler: Amqp091Handler, why: str) -> None:
@@ -108,7 +150,9 @@ def replay_failed(handler: Amqp091Handler, why: str) -> None:
 def _owner(handover: Handover, handler: Amqp091Handler, e: Any) -> int | None:
     """The worker that owns the queue event ``e`` names, if another one."""
     name = queue_named(e)
-    return None if name is None else handover.worker_for(handler.vhost.name, name)
+    if name is None or handler.answer_waits():  # (a declaration's answer not out yet: it stays)
+        return None
+    return handover.worker_for(handler.vhost.name, name, publishes=type(e) is ContentReceived)
 
 
 def login_mechanisms(config: BrokerConfig, *, tls_identity: str | None) -> tuple[str, ...]:
@@ -162,6 +206,7 @@ class Amqp091FrontEnd:
             },
         )
         held = HeldOutput(conn)  # [security]: a login's outcome waits out the back-off
+        decides = partial(decides_move, apart=cfg.publishers_apart)
         recording = ctx.recording(stream, held)  # movable: recorded until its deciding method
         engine = held if recording is None else recording
         on_events = Watched()  # (the mover first while it watches, then the handler)
@@ -186,11 +231,14 @@ class Amqp091FrontEnd:
             on_events.handle = handler.handle
             if recording is not None and ctx.handover is not None:
                 worker_of = partial(_owner, ctx.handover, handler)
-                on_events.mover = Mover(ctx.handover, peer, recording, decides_move, worker_of, handler.handle)
+                on_events.mover = Mover(
+                    ctx.handover, peer, recording, decides, worker_of, handler.handle, answered_first=answered_first
+                )
             rest = b""
             if ctx.moved is not None:  # all the other worker read (a plain socket): served here if it answers the same
+                handler.ctx.replaying = ctx.moved.replaying
                 replayed = ctx.replayed(
-                    held, handler.handle, decides_move, handler.cleanup, frames, without_heartbeats,
+                    held, handler.handle, decides, handler.cleanup, frames, as_compared,
                     fail=partial(replay_failed, handler),
                 )
                 if replayed is None:

@@ -362,12 +362,14 @@ class Amqp091Handler(ContextHandler):
 
         self._waiting = []
         self.broker.after_commit(answer)
-        if self._answer_waits():  # (without a store it has gone out already)
+        if self.answer_waits():  # (without a store it has gone out already)
             self.pause()
 
-    def _answer_waits(self) -> bool:
-        """Whether an answer waits (read here, not after ``self._waiting = []``, where mypy
-        takes it for a list and mypyc would check that it is one)."""
+    def answer_waits(self) -> bool:
+        """Whether an answer waits for a commit or a node (a method's answer not given yet:
+        a connection that may move stays while one waits). Read as a method in
+        :meth:`_answer_after_commit`, not after ``self._waiting = []``, where mypy takes it
+        for a list and mypyc would check that it is one."""
         return self._waiting is not None
 
     def _answer_later(self, ask: Callable[[Answered[Any]], None], then: Callable[[Callable[[], Any]], None]) -> None:

@@ -19,7 +19,16 @@ from .channel import Channel
 from .context import Amqp091Context, ChannelError, locked_text
 from .exchange import bind, flag, unbind
 
-__all__ = ["QueueMethods"]
+__all__ = ["QueueMethods", "replayed_from_metadata"]
+
+
+def replayed_from_metadata(method: m.QueueDeclare) -> bool:
+    """Whether a replay answers ``method`` from the metadata alone (:meth:`QueueMethods.declare`
+    on a connection moved here): a declaration that names a queue (not server-named, not
+    ``amq.``) and does not make it exclusive. Its answer's counts are the one thing a
+    replay on another worker may give differently (``frontend.as_compared`` leaves them out)."""
+    name = method.queue
+    return bool(name) and not name.startswith("amq.") and not method.exclusive
 
 
 class QueueMethods:
@@ -34,6 +43,9 @@ class QueueMethods:
         if method.passive and name == REPLY_TO:  # it exists for every channel (RabbitMQ)
             ctx.ok(ch.number, method.no_wait, m.QueueDeclareOk(queue=REPLY_TO))
             return
+        if ctx.replaying() and replayed_from_metadata(method):
+            self._declare_replayed(ch, method)
+            return
         elsewhere = ctx.elsewhere(ch.queue_name(name)) if name or method.passive else None
         if elsewhere is not None and method.exclusive and not method.passive:
             self._declare_exclusive(ch, method, elsewhere)
@@ -42,6 +54,21 @@ class QueueMethods:
             self._declare_elsewhere(ch, method, elsewhere)
             return
         self._declare_here(ch, method)
+
+    def _declare_replayed(self, ch: Channel, method: m.QueueDeclare) -> None:
+        """``queue.declare`` replayed on a connection another worker moved here (with
+        ``publishers_apart`` a 0-9-1 connection moves at its first publish or consume, after
+        its declarations): that worker answered it, so the queue is in this worker's copy
+        of the metadata, as declared; the answer is compared with the one written there,
+        its counts left out, and not sent. A queue not here (yet) fails the comparison
+        (the channel is closed instead): the connection stays where it was."""
+        ctx = self.ctx
+        q = ctx.queue(method.queue)
+        if not method.passive:
+            ctx.authorize(q.name, "configure", "queue")
+            _check_equivalent(ctx.vhost.name, q, method, q.name)
+        ch.last_queue = q.name
+        ctx.ok(ch.number, method.no_wait, m.QueueDeclareOk(queue=q.name))
 
     def _declare_here(self, ch: Channel, method: m.QueueDeclare) -> None:
         """``queue.declare`` of a queue of this worker's (or a new exclusive one)."""

@@ -1,5 +1,6 @@
 """A client connection moved to the worker that owns its node (``move_connections``), or
-with ``publishers_apart`` a 1.0 publisher to the worker after it (:meth:`Handover.worker_for`).
+with ``publishers_apart`` a publisher (1.0, 0-9-1) to the worker after it
+(:meth:`Handover.worker_for`).
 
 With ``workers`` > 1 the kernel puts each client connection on a worker at random, and
 a connection whose queue another worker owns pays the crossing on every message (1.3x
@@ -7,7 +8,8 @@ the instructions, bench/RESULTS.md). A plain-TCP connection is moved to the work
 that owns its queue instead, by replay, at the *deciding event* its front end names:
 AMQP 1.0's first attach (moved if its node is B's queue); AMQP 0-9-1's first method
 that a replay would not reproduce as it was (moved if it names B's queue: see
-:mod:`amqp10.broker.amqp091.frontend`); AMQP 0-10's first command of any session (moved
+:mod:`amqp10.broker.amqp091.frontend`; with ``publishers_apart`` its declarations are
+replayed too, answered from B's metadata, ``answered_first`` below); AMQP 0-10's first command of any session (moved
 if it names B's queue: :mod:`amqp10.broker.amqp010.frontend`). Before that event the
 connection has done nothing a replay on B does not do again the same way (the
 handshake; 0-9-1's ``channel.open``, ``basic.qos``, ``confirm.select``, ``tx.select``;
@@ -216,6 +218,11 @@ class MovedIn:
         self.decide(ok)
         return output[len(written) :] if ok else None
 
+    def replaying(self) -> bool:
+        """Whether its replay has not yet reached the deciding event (what it handles is
+        what the accepting worker answered: :func:`replay`)."""
+        return not self.decided.is_set()
+
     def decide(self, accepted: bool) -> None:
         """Taken or not, once: not taken, this worker's stream stops reading now and lets
         go of the socket (closing its copy without a shutdown), what it read kept."""
@@ -419,6 +426,7 @@ class Mover:
         worker_of: Callable[[Any], int | None],
         handle: Callable[[list[Any]], None],
         moved_away: Callable[[], None] = lambda: None,
+        answered_first: Callable[[Any], bool] = lambda e: False,
     ) -> None:
         self.handover = handover
         self.peer = peer
@@ -429,6 +437,10 @@ class Mover:
         self.moved_away = moved_away
         """Called once the other worker serves the connection, before it is let go here
         (0-10: its sessions end here, not kept for a resume)."""
+        self.answered_first = answered_first
+        """Events before the deciding one whose answer the other worker's replay takes as
+        written here (0-9-1's declarations with ``publishers_apart``): the connection stays
+        if one comes in the deciding event's batch (its answer is not written yet)."""
         self.driver: Driver[Any] | None = None
         self.task_group: TaskGroup | None = None
         self.watching = True
@@ -448,7 +460,14 @@ class Mover:
             if decides(e):
                 target = None if self.recording.full else self.worker_of(e)
                 driver = self.driver
-                if target is None or driver is None or self.task_group is None or not self._quiet():
+                answered_first = self.answered_first
+                if (
+                    target is None
+                    or driver is None
+                    or self.task_group is None
+                    or not self._quiet()
+                    or any(answered_first(before) for before in events[:i])
+                ):
                     self.stop()
                     return events
                 self.watching = False

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import logging
 import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from anyio.abc import SocketStream
+from anyio.abc import SocketStream, TaskGroup
 
 from amqp10.broker.amqp1 import ConnectionHandler
 from amqp10.broker.amqp1.frontend import replay_failed, without_empty_frames
@@ -267,32 +269,60 @@ def test_a_first_link_is_moved_for_a_queue_only() -> None:
     }
 
 
-async def test_no_move_while_the_driver_holds_the_rest_of_a_read(tmp_path: Path) -> None:
-    """A read fed a slice a turn: its rest is in neither record, so the connection stays.
-    Otherwise the move starts with reading paused and no peek at the socket (0-9-1's
-    driver reads one chunk every ``pause_limit`` while paused), restored if it stays."""
+@asynccontextmanager
+async def _served() -> AsyncIterator[tuple[SocketStream, TaskGroup]]:
+    """A stream over one end of a socket pair, and a task group (cancelled at the end)."""
     a, b = socket.socketpair()
     with a:
         stream = await SocketStream.from_socket(b)
         async with stream, anyio.create_task_group() as tg:
-            for backlog in (True, False):
-                rec = Recording(Echo())
-                driver = DirectDriver(stream, rec, lambda events: None, pause_limit=5.0)
-                handled: list[Any] = []
-                mover = Mover(Handover(tmp_path, Ownership(2, 0)), "peer", rec, lambda e: e == "attach", lambda e: 1, handled.extend)
-                mover.running(driver, tg)
-                if backlog:
-                    driver._backlog = bytearray(b"the rest of a read")
-                    assert mover.watch(["open", "attach"]) == ["open", "attach"]  # all handled here
-                    assert not mover.watching and not rec.recording
-                    continue
-                assert mover.watch(["open", "attach", "more"]) == ["open"]  # the rest set aside
-                assert rec.frozen and driver.pause_limit is None
-                with anyio.fail_after(10):  # (worker 1 has no hand-over socket: it stays)
-                    while rec.recording:
-                        await anyio.sleep(0.01)
-                assert handled == ["attach", "more"] and driver.pause_limit == 5.0
+            yield stream, tg
             tg.cancel_scope.cancel()
+
+
+async def test_no_move_while_the_driver_holds_the_rest_of_a_read(tmp_path: Path) -> None:
+    """A read fed a slice a turn: its rest is in neither record, so the connection stays.
+    Otherwise the move starts with reading paused and no peek at the socket (0-9-1's
+    driver reads one chunk every ``pause_limit`` while paused), restored if it stays."""
+    async with _served() as (stream, tg):
+        for backlog in (True, False):
+            rec = Recording(Echo())
+            driver = DirectDriver(stream, rec, lambda events: None, pause_limit=5.0)
+            handled: list[Any] = []
+            mover = Mover(Handover(tmp_path, Ownership(2, 0)), "peer", rec, lambda e: e == "attach", lambda e: 1, handled.extend)
+            mover.running(driver, tg)
+            if backlog:
+                driver._backlog = bytearray(b"the rest of a read")
+                assert mover.watch(["open", "attach"]) == ["open", "attach"]  # all handled here
+                assert not mover.watching and not rec.recording
+                continue
+            assert mover.watch(["open", "attach", "more"]) == ["open"]  # the rest set aside
+            assert rec.frozen and driver.pause_limit is None
+            with anyio.fail_after(10):  # (worker 1 has no hand-over socket: it stays)
+                while rec.recording:
+                    await anyio.sleep(0.01)
+            assert handled == ["attach", "more"] and driver.pause_limit == 5.0
+
+
+async def test_no_move_when_a_declaration_answered_first_came_in_the_deciding_events_batch(tmp_path: Path) -> None:
+    """0-9-1 with ``publishers_apart``: a declaration before the deciding publish is
+    replayed elsewhere as the first worker answered it, so that answer must have been
+    written: in the publish's own batch it is not yet, and the connection stays; in an
+    earlier batch the publish moves it."""
+    async with _served() as (stream, tg):
+        for together in (True, False):
+            rec = Recording(Echo())
+            mover = Mover(
+                Handover(tmp_path, Ownership(2, 0)), "peer", rec, lambda e: e == "publish", lambda e: 1,
+                lambda events: None, answered_first=lambda e: e == "declare",
+            )  # fmt: skip
+            mover.running(DirectDriver(stream, rec, lambda events: None), tg)
+            if together:
+                assert mover.watch(["open", "declare", "publish"]) == ["open", "declare", "publish"]
+                assert not mover.watching and not rec.recording  # stays, unrecorded
+                continue
+            assert mover.watch(["open", "declare"]) == ["open", "declare"] and mover.watching
+            assert mover.watch(["publish"]) == [] and rec.frozen  # the move has started
 
 
 async def test_a_move_that_fails_keeps_the_pause_the_handler_made(tmp_path: Path) -> None:

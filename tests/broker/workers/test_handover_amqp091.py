@@ -22,15 +22,16 @@ from amqp10.amqp091 import methods as m
 from amqp10.amqp091.framing import split_frames
 from amqp10.broker.amqp091.connection import BrokerConnection
 from amqp10.broker.amqp091.frontend import (
+    answered_first,
+    as_compared,
     decides_move,
     frames,
     queue_named,
     replay_failed,
-    without_heartbeats,
 )
 from amqp10.broker.amqp091.handler import Amqp091Handler
 from amqp10.broker.config import BrokerConfig
-from amqp10.broker.core import Broker
+from amqp10.broker.core import Broker, QueuedMessage
 from amqp10.broker.workers.handover import MovedIn, replay
 
 
@@ -70,6 +71,27 @@ def test_the_first_method_a_replay_would_not_reproduce_decides_for_the_queue_it_
     assert [(decides_move(e), queue_named(e)) for e, _, _ in table] == [(d, q) for _, d, q in table]
 
 
+def test_with_publishers_apart_a_named_declaration_does_not_decide_the_publish_or_consume_after_it_does() -> None:
+    """A declaration a replay answers from the metadata (named, not exclusive) no longer
+    decides: what the connection does next says whether it publishes."""
+    table: list[tuple[Any, bool]] = [
+        (_method(m.QueueDeclare(queue="q")), False),
+        (_method(m.QueueDeclare(queue="q", passive=True)), False),
+        (_method(m.QueueDeclare(queue="q", durable=True, auto_delete=True)), False),
+        (_method(m.QueueDeclare(queue="q", exclusive=True)), True),  # this connection's own: as before
+        (_method(m.QueueDeclare(queue="")), True),  # server-named
+        (_method(m.QueueDeclare(queue="amq.gen-x", passive=True)), True),
+        (_method(m.BasicQos(prefetch_count=10)), False),
+        (_method(m.QueueBind(queue="q", exchange="amq.direct", routing_key="k")), True),
+        (_method(m.BasicConsume(queue="q")), True),
+        (_publish("", "q"), True),
+    ]
+    assert [decides_move(e, apart=True) for e, _ in table] == [d for _, d in table]
+    assert [decides_move(e) for e, _ in table[:3]] == [True, True, True]  # (without it: each decides)
+    assert [answered_first(e) for e, _ in table[:3]] == [True, True, True]
+    assert not answered_first(table[6][0]) and not answered_first(_publish("", "q"))
+
+
 HEADER = b"AMQP\x00\x00\x09\x01"
 
 
@@ -86,9 +108,9 @@ def test_frames_are_the_header_then_one_frame_at_a_time() -> None:
 class Recorded:
     """A client engine against the front end's engine and handler, every byte each wrote kept."""
 
-    def __init__(self) -> None:
+    def __init__(self, broker: Broker | None = None) -> None:
         self.server = BrokerConnection("server")
-        self.handler = Amqp091Handler(Broker(BrokerConfig()), self.server)
+        self.handler = Amqp091Handler(broker or Broker(BrokerConfig()), self.server)
         self.client = Client("client")
         self.sent = bytearray()
         self.written = bytearray()
@@ -166,17 +188,88 @@ def test_heartbeats_before_the_deciding_method_do_not_stop_the_move(heartbeats: 
     assert (HEARTBEAT in inbound) == ("client" in heartbeats)
     conn, handler = _fresh()
     moved = MovedIn("127.0.0.1:1", 0, inbound, written)
-    rest = replay(moved, conn, handler.handle, decides_move, frames, without_heartbeats, fail=partial(replay_failed, handler))
+    rest = replay(moved, conn, handler.handle, decides_move, frames, as_compared, fail=partial(replay_failed, handler))
     assert rest == b"" and moved.accepted
     assert handler.vhost.queue("q") is not None
     assert [f[:3] + f[7:11] for f in split_frames(conn.data_to_send())] == [b"\x01\x00\x01\x00\x32\x00\x0b"]
 
 
-def test_without_heartbeats_leaves_out_heartbeat_frames_only() -> None:
+def test_as_compared_leaves_out_heartbeat_frames_only() -> None:
     body = b"\x03\x00\x01\x00\x00\x00\x08" + HEARTBEAT + b"\xce"  # a body frame whose payload looks like one
     data = CHANNEL_OPEN + HEARTBEAT + body + HEARTBEAT + CHANNEL_OPEN
-    assert without_heartbeats(data) == CHANNEL_OPEN + body + CHANNEL_OPEN
-    assert without_heartbeats(b"") == b""
+    assert as_compared(data) == CHANNEL_OPEN + body + CHANNEL_OPEN
+    assert as_compared(b"") == b""
+
+
+def _declare_ok(queue: bytes, messages: int, consumers: int) -> bytes:
+    payload = b"\x00\x32\x00\x0b" + bytes((len(queue),)) + queue + messages.to_bytes(4, "big") + consumers.to_bytes(4, "big")
+    return b"\x01\x00\x01" + len(payload).to_bytes(4, "big") + payload + b"\xce"
+
+
+def test_as_compared_zeroes_a_declare_oks_counts_and_nothing_else() -> None:
+    body = b"\x03\x00\x01\x00\x00\x00\x0e" + _declare_ok(b"q", 5, 1)[7:-1] + b"\xce"  # a body that looks like one
+    counted = CHANNEL_OPEN + _declare_ok(b"q", 5, 1) + HEARTBEAT + body
+    assert as_compared(counted) == CHANNEL_OPEN + _declare_ok(b"q", 0, 0) + body
+    assert as_compared(counted) == as_compared(CHANNEL_OPEN + _declare_ok(b"q", 0, 2) + body)
+    assert as_compared(_declare_ok(b"q", 5, 1)) != as_compared(_declare_ok(b"r", 5, 1))  # the name is compared
+
+
+def _recorded_publisher(broker: Broker) -> tuple[bytes, bytes]:
+    """A client that confirms, declares queue "q" and, once answered, publishes "m" to it
+    through the default exchange, on ``broker``: all it sent and all the broker wrote
+    before the publish (the deciding event with ``publishers_apart``) was handled."""
+    pair = Recorded(broker)
+    pair.pump()
+    pair.client.open_channel(1)
+    pair.pump()
+    pair.client.send_method(1, m.ConfirmSelect())
+    pair.client.send_method(1, m.QueueDeclare(queue="q", durable=True))
+    pair.pump()
+    pair.client.send_content(1, m.BasicPublish(exchange="", routing_key="q"), m.BasicProperties(), b"m")
+    return bytes(pair.sent + pair.client.data_to_send()), bytes(pair.written)
+
+
+def test_with_publishers_apart_a_publisher_that_declared_first_is_replayed_with_the_declaration_answered_from_metadata() -> None:
+    """The first worker answered the declaration with the queue's counts then (2 messages);
+    the worker after the owner has the queue in its metadata (here: empty) and answers
+    the replayed declaration from it, not sent: compared without the counts, the replay
+    is taken and the publish handled (queued, confirmed)."""
+    first = Broker(BrokerConfig())
+    q = first.default.declare_queue("q", durable=True)
+    for body in (b"1", b"2"):
+        q.publish(QueuedMessage(body), lambda: None)
+    inbound, written = _recorded_publisher(first)
+    assert _declare_ok(b"q", 2, 0) in written
+    conn, handler = _fresh()
+    there = handler.vhost.declare_queue("q", durable=True)
+    moved = MovedIn("127.0.0.1:1", 0, inbound, written)
+    handler.ctx.replaying = moved.replaying
+    decides = partial(decides_move, apart=True)
+    rest = replay(moved, conn, handler.handle, decides, frames, as_compared, fail=partial(replay_failed, handler))
+    assert rest == b"" and moved.accepted  # (the declare-ok it wrote is the first worker's: not again)
+    assert not moved.replaying() and not handler.ctx.replaying()
+    assert there.count == 1
+    # what goes out next: the publish's confirm (basic.ack, 60/80), no second declare-ok
+    assert [f[:3] + f[7:11] for f in split_frames(conn.data_to_send())] == [b"\x01\x00\x01\x00\x3c\x00\x50"]
+
+
+@pytest.mark.parametrize("there", ["missing", "inequivalent"])
+def test_with_publishers_apart_a_declaration_the_metadata_here_cannot_answer_is_not_taken(there: str) -> None:
+    """The queue not in this worker's metadata (not yet), or not as declared: the replayed
+    declaration closes its channel instead of answering, the comparison fails and the
+    connection stays on the worker that accepted it."""
+    first = Broker(BrokerConfig())
+    first.default.declare_queue("q", durable=True)
+    inbound, written = _recorded_publisher(first)
+    conn, handler = _fresh()
+    if there == "inequivalent":
+        handler.vhost.declare_queue("q", durable=False)
+    moved = MovedIn("127.0.0.1:1", 0, inbound, written)
+    handler.ctx.replaying = moved.replaying
+    decides = partial(decides_move, apart=True)
+    assert replay(moved, conn, handler.handle, decides, frames, as_compared, fail=partial(replay_failed, handler)) is None
+    assert moved.decided.is_set() and not moved.accepted
+    assert handler.vhost.queue("q") is None or handler.vhost.queue("q").count == 0  # the publish not handled
 
 
 def test_a_replay_that_raises_once_taken_closes_the_connection_541() -> None:
@@ -191,7 +284,7 @@ def test_a_replay_that_raises_once_taken_closes_the_connection_541() -> None:
         handler.handle(events)
 
     moved = MovedIn("127.0.0.1:1", 0, inbound, written)
-    rest = replay(moved, conn, handle, decides_move, frames, without_heartbeats, fail=partial(replay_failed, handler))
+    rest = replay(moved, conn, handle, decides_move, frames, as_compared, fail=partial(replay_failed, handler))
     assert rest == b"" and moved.accepted
     out = list(split_frames(conn.data_to_send()))
     # connection.close (10/50) on channel 0, reply code 541, then its text

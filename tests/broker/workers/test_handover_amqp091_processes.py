@@ -211,3 +211,42 @@ def test_without_the_flag_nothing_moves(tmp_path: Path) -> None:
             assert lost(conn, name)
     finally:
         p.stop()
+
+
+def test_publishers_apart_moves_a_publisher_at_its_first_publish_and_a_consumer_at_its_consume(tmp_path: Path) -> None:
+    """``publishers_apart``: connections that declare their queue first (as most clients
+    do) are moved when they next publish or consume: a publisher to the worker after the
+    queue's owner, a consumer to the owner. Each declaration was answered where the
+    connection was accepted, with the queue's counts then (the other worker's replay
+    answers it from the metadata, not sent); every message reaches the consumer once, in
+    order, each confirmed."""
+    for p in started(tmp_path, publishers_apart=True):
+        name = owned_by(1, "apart91")
+        with ExitStack() as stack:
+            stays = stack.enter_context(on_worker(p, 0))  # accepted by the worker after the owner
+            ch0 = stays.channel()
+            ch0.confirm_delivery()
+            assert ch0.queue_declare(name, durable=True).method.message_count == 0
+            ch0.queue_declare(owned_by(0, "after91"))
+            publish_confirmed(ch0, name, [b"a", b"b"])  # a publisher already where it goes: not moved
+            pub_conn = stack.enter_context(on_worker(p, 1))  # accepted by the owner
+            pub = pub_conn.channel()
+            pub.confirm_delivery()
+            assert pub.queue_declare(name, durable=True).method.message_count == 2  # answered by worker 1
+            publish_confirmed(pub, name, [b"c"])  # the deciding method: moved away from the owner
+            p.wait_for(MOVED.format(owner=0, port=local_port(pub_conn), accepted=1))
+            sub_conn = stack.enter_context(on_worker(p, 0))
+            sub = sub_conn.channel()
+            declared = sub.queue_declare(name, durable=True).method  # answered through worker 0
+            assert (declared.message_count, declared.consumer_count) == (3, 0)
+            sub.basic_qos(prefetch_count=10)
+            bodies = [str(i).encode() for i in range(100)]
+            for i, body in enumerate(bodies):
+                publish_confirmed(pub if i % 2 else ch0, name, [body])
+            assert take(sub, name, 103) == [b"a", b"b", b"c", *bodies]  # its consume moved it to the owner
+            p.wait_for(MOVED.format(owner=1, port=local_port(sub_conn), accepted=0))
+            assert not any(f"127.0.0.1:{local_port(stays)} moved here" in line for line in p.lines)
+            kill_worker(p, 1)  # the owner, where the consumer is now: the publisher moved away is not
+            assert lost(sub_conn, name)
+            assert not lost(pub_conn, owned_by(0, "after91"))
+            assert not lost(stays, owned_by(0, "after91"))
