@@ -653,8 +653,9 @@ class BrokerConfig(_Model):
         "the other. Each published message then crosses between workers once (more CPU a message than a "
         "local one, bench/RESULTS.md; a publishing connection's own later consumers cross too) for a "
         "second core on one queue; for many busy queues leave it off. 0-9-1: a declaration (named, not "
-        "exclusive) no longer decides a move by itself; a connection that declares and then does neither "
-        "stays where it was accepted",
+        "exclusive, not no-wait) no longer decides a move by itself; the connection's next queue method "
+        "or publish does (a method that names no queue, or another exchange, keeps it where it was "
+        "accepted)",
     )
 
     @field_validator("publishers_apart")

@@ -25,10 +25,14 @@ __all__ = ["QueueMethods", "replayed_from_metadata"]
 def replayed_from_metadata(method: m.QueueDeclare) -> bool:
     """Whether a replay answers ``method`` from the metadata alone (:meth:`QueueMethods.declare`
     on a connection moved here): a declaration that names a queue (not server-named, not
-    ``amq.``) and does not make it exclusive. Its answer's counts are the one thing a
-    replay on another worker may give differently (``frontend.as_compared`` leaves them out)."""
+    ``amq.``), does not make it exclusive and asks for an answer. Its answer's counts are
+    the one thing a replay on another worker may give differently (``frontend.as_compared``
+    leaves them out). Not with ``no-wait``: nothing was written for it, so a replay that
+    could not answer it (the queue not in the metadata there yet) would not show in the
+    comparison; such a declaration decides the move at once, as without
+    ``publishers_apart``."""
     name = method.queue
-    return bool(name) and not name.startswith("amq.") and not method.exclusive
+    return bool(name) and not name.startswith("amq.") and not method.exclusive and not method.no_wait
 
 
 class QueueMethods:

@@ -12,8 +12,10 @@ that a replay would not reproduce as it was (moved if it names B's queue: see
 replayed too, answered from B's metadata, ``answered_first`` below); AMQP 0-10's first command of any session (moved
 if it names B's queue: :mod:`amqp10.broker.amqp010.frontend`). Before that event the
 connection has done nothing a replay on B does not do again the same way (the
-handshake; 0-9-1's ``channel.open``, ``basic.qos``, ``confirm.select``, ``tx.select``;
-0-10's fresh ``session.attach`` and the session controls its engine answers itself):
+handshake; 0-9-1's ``channel.open``, ``basic.qos``, ``confirm.select``, ``tx.select``,
+and with ``publishers_apart`` its declarations, answered on B from the metadata but for
+their counts; 0-10's fresh ``session.attach`` and the session controls its engine
+answers itself):
 
 - The worker that accepted it (A) records every byte it read from the socket and every
   byte it wrote (:class:`Recording`, the driver's engine while the connection is
@@ -80,9 +82,12 @@ __all__ = [
 
 log = logging.getLogger("amqp10.broker.workers")
 
-RECORD_LIMIT: Final = 64 * 1024
-"""Bytes recorded either way before a connection is no longer movable (a first attach,
-or 0-9-1's first ``queue.declare``, comes within a few hundred bytes of the header)."""
+RECORD_LIMIT: Final = 1024 * 1024
+"""Bytes recorded either way before a connection is no longer movable. A first attach, or
+0-9-1's first ``queue.declare``, comes within a few hundred bytes of the header; with
+``publishers_apart`` a 0-9-1 publisher's deciding event is its first publish, recorded
+whole: a first message up to about this size still moves (held only until the move is
+decided)."""
 
 ANSWER_TIMEOUT: Final = 30.0
 """Seconds A waits for B's answer once B has the descriptor (B answers in milliseconds:
@@ -210,8 +215,9 @@ class MovedIn:
         """What is left to write of the replay's ``output`` (then the connection is
         taken: the accepting worker is told so); None: it does not begin with what was
         written (the connection stays where it was). Both are compared as ``compared``
-        gives them (without heartbeats, written on each engine's own timer: the front
-        ends' ``without_heartbeats`` and ``without_empty_frames``)."""
+        gives them (the front ends' ``as_compared`` and ``without_empty_frames``:
+        without heartbeats, written on each engine's own timer, and 0-9-1's
+        ``queue.declare-ok`` without its counts)."""
         written = compared(self.written)
         output = compared(output)
         ok = output.startswith(written)

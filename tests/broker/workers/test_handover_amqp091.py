@@ -33,6 +33,8 @@ from amqp10.broker.amqp091.handler import Amqp091Handler
 from amqp10.broker.config import BrokerConfig
 from amqp10.broker.core import Broker, QueuedMessage
 from amqp10.broker.workers.handover import MovedIn, replay
+from amqp10.broker.workers.ownership import Ownership, Placement
+from amqp10.broker.workers.remote import RemoteNodes
 
 
 def _method(method: Any) -> MethodReceived:
@@ -79,6 +81,7 @@ def test_with_publishers_apart_a_named_declaration_does_not_decide_the_publish_o
         (_method(m.QueueDeclare(queue="q", passive=True)), False),
         (_method(m.QueueDeclare(queue="q", durable=True, auto_delete=True)), False),
         (_method(m.QueueDeclare(queue="q", exclusive=True)), True),  # this connection's own: as before
+        (_method(m.QueueDeclare(queue="q", no_wait=True)), True),  # nothing written to compare: as before
         (_method(m.QueueDeclare(queue="")), True),  # server-named
         (_method(m.QueueDeclare(queue="amq.gen-x", passive=True)), True),
         (_method(m.BasicQos(prefetch_count=10)), False),
@@ -89,7 +92,7 @@ def test_with_publishers_apart_a_named_declaration_does_not_decide_the_publish_o
     assert [decides_move(e, apart=True) for e, _ in table] == [d for _, d in table]
     assert [decides_move(e) for e, _ in table[:3]] == [True, True, True]  # (without it: each decides)
     assert [answered_first(e) for e, _ in table[:3]] == [True, True, True]
-    assert not answered_first(table[6][0]) and not answered_first(_publish("", "q"))
+    assert not answered_first(table[7][0]) and not answered_first(_publish("", "q"))
 
 
 HEADER = b"AMQP\x00\x00\x09\x01"
@@ -229,11 +232,17 @@ def _recorded_publisher(broker: Broker) -> tuple[bytes, bytes]:
     return bytes(pair.sent + pair.client.data_to_send()), bytes(pair.written)
 
 
-def test_with_publishers_apart_a_publisher_that_declared_first_is_replayed_with_the_declaration_answered_from_metadata() -> None:
-    """The first worker answered the declaration with the queue's counts then (2 messages);
-    the worker after the owner has the queue in its metadata (here: empty) and answers
-    the replayed declaration from it, not sent: compared without the counts, the replay
-    is taken and the publish handled (queued, confirmed)."""
+@pytest.mark.parametrize("owner", ["here", "elsewhere"])
+def test_with_publishers_apart_a_publisher_that_declared_first_is_replayed_with_the_declaration_answered_from_metadata(
+    owner: str,
+) -> None:
+    """The first worker answered the declaration with the queue's counts then (2 messages).
+    The worker that takes the connection has the queue in its metadata and answers the
+    replayed declaration from it at once, not sent: compared without the counts, the
+    replay is taken and the publish handled. That worker is the one after the owner
+    ("elsewhere": asked as it is, the declaration would wait for the owner's answer and
+    the replay would not be taken), or in a test of one broker the queue's own ("here":
+    queued and confirmed at once)."""
     first = Broker(BrokerConfig())
     q = first.default.declare_queue("q", durable=True)
     for body in (b"1", b"2"):
@@ -241,16 +250,22 @@ def test_with_publishers_apart_a_publisher_that_declared_first_is_replayed_with_
     inbound, written = _recorded_publisher(first)
     assert _declare_ok(b"q", 2, 0) in written
     conn, handler = _fresh()
-    there = handler.vhost.declare_queue("q", durable=True)
+    links = {0: RemoteNodes("to-0")}
+    if owner == "elsewhere":  # this is worker 1; worker 0 owns "q"
+        handler.broker.placement = Placement(Ownership(2, 1, {("/", "q"): 0}), links)
+    there = handler.vhost.declare_queue("q", durable=True)  # (elsewhere: this worker's copy of the metadata)
     moved = MovedIn("127.0.0.1:1", 0, inbound, written)
     handler.ctx.replaying = moved.replaying
     decides = partial(decides_move, apart=True)
     rest = replay(moved, conn, handler.handle, decides, frames, as_compared, fail=partial(replay_failed, handler))
     assert rest == b"" and moved.accepted  # (the declare-ok it wrote is the first worker's: not again)
     assert not moved.replaying() and not handler.ctx.replaying()
-    assert there.count == 1
-    # what goes out next: the publish's confirm (basic.ack, 60/80), no second declare-ok
-    assert [f[:3] + f[7:11] for f in split_frames(conn.data_to_send())] == [b"\x01\x00\x01\x00\x3c\x00\x50"]
+    out = [f[:3] + f[7:11] for f in split_frames(conn.data_to_send())]
+    if owner == "here":  # what goes out next: the publish's confirm (basic.ack, 60/80), no second declare-ok
+        assert there.count == 1 and out == [b"\x01\x00\x01\x00\x3c\x00\x50"]
+    else:  # forwarded to the owner (one record in this turn's batch); confirmed once it answers
+        remote = links[0].nodes[("/", "q")]
+        assert there.count == 0 and out == [] and len(remote._routed.batch) == 1
 
 
 @pytest.mark.parametrize("there", ["missing", "inequivalent"])

@@ -235,18 +235,25 @@ def test_publishers_apart_moves_a_publisher_at_its_first_publish_and_a_consumer_
             assert pub.queue_declare(name, durable=True).method.message_count == 2  # answered by worker 1
             publish_confirmed(pub, name, [b"c"])  # the deciding method: moved away from the owner
             p.wait_for(MOVED.format(owner=0, port=local_port(pub_conn), accepted=1))
+            big_conn = stack.enter_context(on_worker(p, 1))  # a first message of 200 KiB: recorded whole, moved too
+            big = big_conn.channel()
+            big.queue_declare(name, durable=True)
+            large = bytes(range(256)) * 800
+            publish_confirmed(big, name, [large])
+            p.wait_for(MOVED.format(owner=0, port=local_port(big_conn), accepted=1))
             sub_conn = stack.enter_context(on_worker(p, 0))
             sub = sub_conn.channel()
             declared = sub.queue_declare(name, durable=True).method  # answered through worker 0
-            assert (declared.message_count, declared.consumer_count) == (3, 0)
+            assert (declared.message_count, declared.consumer_count) == (4, 0)
             sub.basic_qos(prefetch_count=10)
             bodies = [str(i).encode() for i in range(100)]
             for i, body in enumerate(bodies):
                 publish_confirmed(pub if i % 2 else ch0, name, [body])
-            assert take(sub, name, 103) == [b"a", b"b", b"c", *bodies]  # its consume moved it to the owner
+            assert take(sub, name, 104) == [b"a", b"b", b"c", large, *bodies]  # its consume moved it to the owner
             p.wait_for(MOVED.format(owner=1, port=local_port(sub_conn), accepted=0))
             assert not any(f"127.0.0.1:{local_port(stays)} moved here" in line for line in p.lines)
             kill_worker(p, 1)  # the owner, where the consumer is now: the publisher moved away is not
             assert lost(sub_conn, name)
             assert not lost(pub_conn, owned_by(0, "after91"))
+            assert not lost(big_conn, owned_by(0, "after91"))
             assert not lost(stays, owned_by(0, "after91"))
