@@ -26,7 +26,17 @@ from ...types import (
     symbol,
 )
 from ...types.transactions import TransactionalState
-from ..core import Node, NodeElsewhere, PublishResult, Queue, Refused, SuspendedLink, Topic, nothing
+from ..core import (
+    Node,
+    NodeElsewhere,
+    PublishResult,
+    Queue,
+    Refused,
+    SuspendedLink,
+    Topic,
+    nothing,
+    unheard,
+)
 from ..core import store as _store
 from ..core.recovery import Unsettled
 from ..workers.remote import RemoteNode
@@ -70,10 +80,6 @@ OUTCOMES: dict[PublishResult, Callable[[Node], Any]] = {
     PublishResult.REFUSED: lambda node: Rejected(error=getattr(node, "refusal", None)),
 }
 """The 1.0 outcome of a message a node did not take, by what the node said."""
-
-
-def _dropped(result: PublishResult | None) -> None:
-    """A pre-settled message its owner did not take: nobody is told (as on one worker)."""
 
 
 class Publishers:
@@ -208,7 +214,7 @@ class Publishers:
                 return self._unroutable(link, d, exc)
             if type(node) is RemoteNode and d.remote_settled and d.remote_state is None:
                 # pre-settled, to another worker's queue: by name there (the relay makes no node)
-                node.publish_answered(msg, nothing, _dropped)
+                node.publish_answered(msg, nothing, unheard)
                 return None
         state = d.remote_state
         if state is not None and isinstance(state, TransactionalState):

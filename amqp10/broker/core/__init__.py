@@ -90,6 +90,7 @@ from .nodes import (
     answer_now,
     nothing,
     settled_everywhere,
+    unheard,
 )
 from .partitioned import PartitionedStream
 from .policies import RuntimePolicy
@@ -181,5 +182,6 @@ __all__ = [
     "route_once",
     "nothing",
     "settled_everywhere",
+    "unheard",
     "ResourceKind",
 ]

@@ -33,6 +33,7 @@ __all__ = [
     "cancel_consumers",
     "nothing",
     "settled_everywhere",
+    "unheard",
 ]
 
 
@@ -434,6 +435,12 @@ class NodeElsewhere(Node):
 def nothing() -> None:
     """The callback with nothing to do: an ``on_stored`` or ``then`` no one waits for, an
     answer that carries nothing but that it came."""
+
+
+def unheard(result: PublishResult | None) -> None:
+    """The refusal no one is told of: for a publish no one waits for the answer of (a
+    pre-settled 1.0 transfer, a 0-9-1 publish without confirms or ``mandatory``), as on
+    one worker."""
 
 
 def answer_now(answer: Callable[[], None]) -> None:

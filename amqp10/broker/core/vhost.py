@@ -35,7 +35,7 @@ from .exchanges import (
     routing_key_of,
 )
 from .message import QueuedMessage
-from .nodes import Journal, Node, NodeElsewhere, PublishResult, Refused, nothing
+from .nodes import Journal, Node, NodeElsewhere, PublishResult, Refused, nothing, unheard
 from .partitioned import PartitionedStream
 from .policies import RuntimePolicy, combined_arguments, pick_policy
 from .qpid_queues import alternate_exchange, is_no_local, not_local
@@ -85,7 +85,12 @@ class PreconditionFailed(ModelError):
 
 
 def _dropped(on_stored: Callable[[], None]) -> Refused:
-    """What a late refusal does for a publisher that asked for none (see :meth:`VirtualHost.route`)."""
+    """What a late refusal does for a publisher that asked for none (see :meth:`VirtualHost.route`).
+    For one that asked for nothing at all (``on_stored`` is :func:`nothing`: a 0-9-1 publish
+    without confirms, every message that crosses to another worker) one function made once,
+    not a closure a message."""
+    if on_stored is nothing:
+        return unheard
     return lambda result: on_stored()
 
 
