@@ -13,7 +13,15 @@ from typing import Any
 
 from ...amqp091 import ReplyCode
 from ...amqp091 import methods as m
-from ..core import NodeElsewhere, NotFound, PreconditionFailed, Queue, ResourceLocked, Stream
+from ..core import (
+    NodeElsewhere,
+    NotFound,
+    PreconditionFailed,
+    Queue,
+    ResourceLocked,
+    Stream,
+    VirtualHost,
+)
 from ..core.replies import REPLY_TO
 from .channel import Channel
 from .context import Amqp091Context, ChannelError, locked_text
@@ -70,7 +78,7 @@ class QueueMethods:
         q = ctx.queue(method.queue)
         if not method.passive:
             ctx.authorize(q.name, "configure", "queue")
-            _check_equivalent(ctx.vhost.name, q, method, q.name)
+            _check_equivalent(ctx.vhost, q, method, q.name)
         ch.last_queue = q.name
         ctx.ok(ch.number, method.no_wait, m.QueueDeclareOk(queue=q.name))
 
@@ -90,7 +98,7 @@ class QueueMethods:
             existing = vh.queue(name)
             if existing is not None:
                 q = ctx.queue(name)
-                _check_equivalent(vh.name, q, method, name)
+                _check_equivalent(vh, q, method, name)
             else:
                 q = vh.declare_queue(
                     name,
@@ -151,7 +159,7 @@ class QueueMethods:
             ctx.authorize(q.name, "configure", "queue")
             record = ctx.vhost.queue(q.name)  # this worker's copy of it (workers/metadata.py)
             if record is not None:
-                _check_equivalent(ctx.vhost.name, record, method, q.name)
+                _check_equivalent(ctx.vhost, record, method, q.name)
 
         def declared(answer: Callable[[], tuple[int, int]]) -> None:
             messages, consumers = answer()
@@ -242,8 +250,10 @@ def _deleted(ch: Channel, method: m.QueueDelete, ctx: Amqp091Context) -> Callabl
     return deleted
 
 
-def _check_equivalent(vh: str, q: Queue | Stream, method: m.QueueDeclare, name: str) -> None:
-    """A re-declaration must match the queue as it is (RabbitMQ's inequivalence texts)."""
+def _check_equivalent(vhost: VirtualHost, q: Queue | Stream, method: m.QueueDeclare, name: str) -> None:
+    """A re-declaration must match the queue as it is (RabbitMQ's inequivalence texts); a
+    stream's arguments are those it was declared with (``VirtualHost.stream_arguments``)."""
+    vh = vhost.name
     if isinstance(q, Queue):
         if bool(method.exclusive) != (q.owner is not None):  # RabbitMQ checks the owner first
             raise ResourceLocked(locked_text(name, vh))
@@ -258,7 +268,7 @@ def _check_equivalent(vh: str, q: Queue | Stream, method: m.QueueDeclare, name: 
                 )
         current_args = q.arguments
     else:
-        current_args = {}
+        current_args = vhost.stream_arguments.get(name, {})
     for key in sorted(set(method.arguments) | set(current_args)):
         if key == "x-queue-type" and isinstance(q, Stream):
             continue

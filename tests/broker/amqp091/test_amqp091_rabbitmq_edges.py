@@ -106,6 +106,20 @@ def test_other_inequivalent_flags_are_still_precondition_failed() -> None:
                                  "received 'false' but current is 'true'")  # fmt: skip
 
 
+def test_a_stream_is_redeclared_with_its_own_arguments_and_refused_with_others() -> None:
+    """A stream keeps the arguments it was declared with: declared again with them it is
+    answered (it was refused as if it had none), with another ``x-max-age`` it is 406."""
+    stream = {"durable": True, "arguments": {"x-queue-type": "stream", "x-max-age": "1D"}}
+    pair = InMemory()
+    assert pair.channel(1)
+    for _ in range(2):
+        pair.send(1, m.QueueDeclare(queue="s", **stream))
+        assert _methods(pair)[-1] == (1, "QueueDeclareOk")
+    pair.send(1, m.QueueDeclare(queue="s", durable=True, arguments={"x-queue-type": "stream", "x-max-age": "2D"}))
+    assert _closed(pair) == (406, "PRECONDITION_FAILED - inequivalent arg 'x-max-age' for queue 's' in vhost '/': "
+                                  "received the value '2D' but current is the value '1D'")  # fmt: skip
+
+
 @pytest.mark.parametrize("passive", [True, False])
 def test_declaring_the_default_exchange_is_refused(passive: bool) -> None:
     pair = InMemory()
