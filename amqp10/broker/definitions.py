@@ -103,6 +103,7 @@ KNOWN_QUEUE_ARGUMENTS = frozenset(
         "x-consumer-timeout",
         "x-queue-leader-locator",
         "x-queue-type",
+        "x-max-age",
     }
 )
 """The queue arguments of RabbitMQ's this broker gives a meaning to; others are reported."""

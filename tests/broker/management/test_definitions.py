@@ -8,6 +8,9 @@ from typing import Any
 
 import pytest
 
+from amqp10.amqp091 import methods as m
+from amqp10.broker.config import BrokerConfig
+from amqp10.broker.core import Broker, Stream
 from amqp10.broker.definitions import (
     Definitions,
     DefinitionsError,
@@ -19,6 +22,7 @@ from amqp10.broker.definitions import (
     parse_definitions,
 )
 from amqp10.broker.permissions import VhostPermissions
+from amqp10.broker.topology import BrokerTopology
 from amqp10.broker.users import UsersFile, add_user, read_users_file, write_users_file
 from amqp10.cli import main
 from amqp10.sasl.credentials import (
@@ -27,6 +31,7 @@ from amqp10.sasl.credentials import (
     make_password_hash,
     verify_password,
 )
+from tests.broker.amqp091.test_amqp091_fuzz import InMemory
 
 EXPORT = Path(__file__).parents[1] / "fixtures" / "rabbitmq_definitions.json"
 IGNORED = ("topic_permissions", "parameters", "global_parameters")
@@ -267,6 +272,27 @@ class CoreRefusal(Exception):
 class RefusingTopology(InMemoryTopology):
     def declare_queue(self, queue: Any) -> None:
         raise CoreRefusal(f"queue {queue.name!r} refused")
+
+
+def test_a_streams_retention_is_imported_with_it_and_it_is_declared_again_as_it_was() -> None:
+    """``x-max-age`` is a stream's retention (its policy's ``max_age_seconds``): imported
+    with the stream, not reported as unsupported; a 0-9-1 client that declares the stream
+    again with it is answered (its arguments were dropped on import: it was refused 406)."""
+    stream = {"x-queue-type": "stream", "x-max-age": "7D", "x-max-length-bytes": 10_000}
+    defs, warnings = parse_definitions(
+        {"vhosts": [{"name": "/"}], "queues": [{"name": "s", "vhost": "/", "durable": True, "arguments": stream}]}
+    )
+    assert warnings == []
+    broker = Broker(BrokerConfig())
+    report = import_definitions(defs, UsersFile(), BrokerTopology(broker))
+    assert report.errors == []
+    s = broker.default.nodes["s"]
+    assert isinstance(s, Stream) and s.policy.max_age_seconds == 7 * 86400
+    assert broker.default.stream_arguments["s"] == stream
+    pair = InMemory(broker)
+    assert pair.channel(1)
+    pair.send(1, m.QueueDeclare(queue="s", durable=True, arguments=stream))
+    assert [type(e.method).__name__ for e in pair.client_events if hasattr(e, "method")][-1] == "QueueDeclareOk"
 
 
 def test_the_cores_own_refusals_are_reported_when_named() -> None:
