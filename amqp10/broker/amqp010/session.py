@@ -96,6 +96,9 @@ class Subscription:
         """Window mode: transfers whose completion gives their credit back."""
         self.short = False
         """The next message is larger than the byte credit left: none is sent until more."""
+        self.selector: Callable[[QueuedMessage], bool] | None = None
+        """None: it takes any message (the core's ``getattr`` default would raise and catch
+        an AttributeError for each one)."""
 
     def credit(self) -> int:
         s = self.session

@@ -77,6 +77,9 @@ class BasicConsumer:
         """``basic.consume``'s arguments (what management lists)."""
         self.stream_offset: Any = None
         """Its ``x-stream-offset`` on a stream another worker owns (that worker reads it)."""
+        self.selector: Callable[[QueuedMessage], bool] | None = None
+        """None: it takes any message (0-9-1 has no selectors). Set, not left for the core's
+        ``getattr`` default: a missing attribute costs a formatted AttributeError a message."""
         raw = tag.encode()
         self.wire_tag = bytes((len(raw),)) + raw
         """The consumer tag as a short string (``basic.deliver``'s first argument)."""

@@ -92,9 +92,11 @@ class Consumer(Protocol):
     One may also have an int ``priority`` (0 if it has none): a queue gives messages to
     the consumers of the highest priority that have credit, round-robin among equals;
     a bool ``exclusive`` (False if it has none): while it consumes, no other may
-    (:meth:`Node.admits`); and a bool ``no_ack`` (False if it has none): its front end
+    (:meth:`Node.admits`); a bool ``no_ack`` (False if it has none): its front end
     acks each message as it hands it out (a queue another worker owns is then done with
-    it as it sends it).
+    it as it sends it); and a ``selector`` (None if it has none: it takes any message),
+    which the front ends' consumers set, if only to None, as a queue asks for it each
+    message and a missing attribute's default costs a raised and caught AttributeError.
     """
 
     id: int
