@@ -190,12 +190,6 @@ class Connection(ConnectionMethods):
         self._encoded_ids: dict[type[Method], bytes] = {}
         """``send_encoded_content``: the class and method ids of each method it sent (a
         method's type, the role and the dialect are checked once)."""
-        self._frame_handlers: dict[int, Callable[[int, bytes], None]] = {
-            FRAME_METHOD: self._method_frame,
-            FRAME_HEADER: self._header_frame,
-            FRAME_BODY: self._body_frame,
-            FRAME_HEARTBEAT: self._heartbeat_frame,
-        }
         if role == "client":
             self._move(I.SEND_HEADER)
             self._out += dialect.header
@@ -231,17 +225,24 @@ class Connection(ConnectionMethods):
         if self.state is S.CLOSED or self._discard_input:
             return self.poll_events()
         self._timers.received()
-        buf = self._in
-        buf += data
         if self.state is S.START or self.state is S.HEADER_SENT:
+            self._in += data
             if not self._receive_header():
                 return self.poll_events()
+            data = bytes(self._in)
+            self._in.clear()
+        elif self._in:  # (the start of a frame the last read cut)
+            data = bytes(self._in) + data
+            self._in.clear()
+        elif type(data) is not bytes:  # (a payload is a slice of it: bytes, not a view)
+            data = bytes(data)
+        # frames are read from ``data`` itself, each payload one slice (one copy); what is
+        # left of a frame not whole yet waits in ``_in``
         pos = 0
-        end_of_data = len(buf)
+        end_of_data = len(data)
         recv_max = self._recv_frame_max
-        handlers = self._frame_handlers
         while end_of_data - pos >= 7 and not self._discard_input:
-            frame_type, channel, size = _unpack_prefix(buf, pos)
+            frame_type, channel, size = _unpack_prefix(data, pos)
             if size + FRAME_OVERHEAD > recv_max:
                 self._frame_error(
                     f"frame of {size + FRAME_OVERHEAD} bytes exceeds frame-max {recv_max}"
@@ -250,19 +251,14 @@ class Connection(ConnectionMethods):
             end = pos + 7 + size
             if end >= end_of_data:
                 break
-            if buf[end] != FRAME_END:
-                self._frame_error(f"frame-end octet is {buf[end]:#04x}, not 0xce")
+            if data[end] != FRAME_END:
+                self._frame_error(f"frame-end octet is {data[end]:#04x}, not 0xce")
                 break
-            payload = bytes(buf[pos + 7 : end])
+            payload = data[pos + 7 : end]
             pos = end + 1
             self.frames_in += 1
             try:
-                # a known frame type while not closing goes straight to its handler
-                handler = handlers.get(frame_type) if self.state is not S.CLOSE_SENT else None
-                if handler is not None:
-                    handler(channel, payload)
-                else:
-                    self._dispatch(frame_type, channel, payload)
+                self._dispatch(frame_type, channel, payload)
             except ChannelException as exc:
                 self._channel_exception(channel, exc)
             # a name of its own for each type caught: mypyc gives a name one type
@@ -276,10 +272,8 @@ class Connection(ConnectionMethods):
                     discard=True,
                 )
             recv_max = self._recv_frame_max
-        if self._discard_input:
-            buf.clear()
-        else:
-            del buf[:pos]
+        if not self._discard_input and pos < end_of_data:
+            self._in += memoryview(data)[pos:]
         return self.poll_events()
 
     def tick(self, now: float) -> float | None:
@@ -684,6 +678,7 @@ class Connection(ConnectionMethods):
         self._lose(f"unsupported protocol header {bytes(self._in[:8])!r}")
 
     def _dispatch(self, frame_type: int, channel: int, payload: bytes) -> None:
+        """One frame to its handler (a native call each, the commonest type first)."""
         if self.state is S.CLOSE_SENT:
             # §4.2.2: after our close, only close and close-ok matter
             if frame_type == FRAME_METHOD and channel == 0:
@@ -694,12 +689,18 @@ class Connection(ConnectionMethods):
                 if type(method) is ConnectionClose or type(method) is ConnectionCloseOk:
                     self._connection_method(method)
             return
-        handler = self._frame_handlers.get(frame_type)
-        if handler is None:  # the framing itself is intact: the close-ok can still be read
+        if frame_type == FRAME_BODY:
+            self._body_frame(channel, payload)
+        elif frame_type == FRAME_HEADER:
+            self._header_frame(channel, payload)
+        elif frame_type == FRAME_METHOD:
+            self._method_frame(channel, payload)
+        elif frame_type == FRAME_HEARTBEAT:
+            self._heartbeat_frame(channel, payload)
+        else:  # the framing itself is intact: the close-ok can still be read
             raise ConnectionException(
                 ReplyCode.FRAME_ERROR, f"FRAME_ERROR - unknown frame type {frame_type}"
             )
-        handler(channel, payload)
 
     def _method_frame(self, channel: int, payload: bytes) -> None:
         method = self.dialect.decode_method(payload)

@@ -32,7 +32,7 @@ from amqp10.amqp091 import (
 from amqp10.amqp091 import methods as m
 from amqp10.amqp091.auth import amqplain_response, parse_credentials, plain_response
 from amqp10.amqp091.connection import Connection
-from amqp10.amqp091.framing import FRAME_HEARTBEAT, FRAME_METHOD
+from amqp10.amqp091.framing import FRAME_HEARTBEAT
 
 from .pair import Pair, frames, method_frame, raw_frame
 
@@ -454,6 +454,10 @@ def test_application_misuse_raises_before_anything_changes() -> None:
         Connection("server", mechanisms=("GSSAPI",))
 
 
+_BASIC_QOS = m.BasicQos.CLASS_ID << 16 | m.BasicQos.METHOD_ID
+"""basic.qos's key in a dialect's table of decoders."""
+
+
 def test_a_bug_of_ours_is_internal_error_never_an_exception(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -463,8 +467,9 @@ def test_a_bug_of_ours_is_internal_error_never_an_exception(
     def broken(*args: Any) -> None:
         raise KeyError("oops")
 
-    # the frame-type table, not a method: the compiled build's methods cannot be replaced
-    monkeypatch.setitem(pair.server._frame_handlers, FRAME_METHOD, broken)
+    # basic.qos's decoder in the dialect's table, not a method: the compiled build's
+    # methods cannot be replaced
+    monkeypatch.setitem(pair.server.dialect._decoders, _BASIC_QOS, broken)
     events = pair.server.receive_data(method_frame(ch, m.BasicQos()))
     (failed,) = of(events, ConnectionFailed)
     assert failed.reply_code == ReplyCode.INTERNAL_ERROR
@@ -479,11 +484,11 @@ def test_after_a_bug_of_ours_the_rest_of_the_read_is_dropped(monkeypatch: pytest
     ch = pair.open_channel()
     calls: list[bytes] = []
 
-    def broken(channel: int, payload: bytes) -> None:
+    def broken(payload: bytes, pos: int) -> None:
         calls.append(payload)
         raise KeyError("oops")
 
-    monkeypatch.setitem(pair.server._frame_handlers, FRAME_METHOD, broken)
+    monkeypatch.setitem(pair.server.dialect._decoders, _BASIC_QOS, broken)
     frame = method_frame(ch, m.BasicQos())
     events = pair.server.receive_data(frame * 3 + frame[:5])
     assert len(of(events, ConnectionFailed)) == 1 and len(calls) == 1
