@@ -404,6 +404,10 @@ class _ByName(Node):
         self._vhost = vhost
         self._topic = topic
 
+    def queue(self) -> Queue | Stream | None:
+        """Our queue or stream of its name now, if there is one."""
+        return self._vhost.queue(self.name)
+
     def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
         q = self._vhost.queue(self.name)
         if q is not None:
@@ -771,6 +775,10 @@ class NodeServer:
         batch = _PublishBatch(self, d, len(msgs))
         stored = batch.stored
         publish = node.publish
+        if type(node) is _ByName:  # the queue it finds by name, found once a batch
+            q = node.queue()
+            if q is not None:
+                publish = q.publish
         for i, msg in enumerate(msgs):
             result = publish(msg, stored)
             if result is not _TAKEN:
