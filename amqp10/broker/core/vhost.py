@@ -42,6 +42,7 @@ from .qpid_queues import alternate_exchange, is_no_local, not_local
 from .queue_policy import QueuePolicy
 from .queues import Queue
 from .streams import Stream
+from .typed_values import typed, untyped
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -470,7 +471,7 @@ class VirtualHost(Referable):
             policy = self.queue_policy(name, kind, arguments)
         except ArgumentError as exc:
             raise PreconditionFailed(f"invalid arguments for queue {name!r} in vhost {self.name!r}: {exc}") from None
-        props = json.dumps({"arguments": dict(arguments or {})}, sort_keys=True, default=repr) if arguments else "{}"
+        props = json.dumps({"typed_arguments": typed(dict(arguments))}, sort_keys=True) if arguments else "{}"
         made: Queue | Stream
         if kind == "stream":
             made = Stream(name, policy, journal=self.journal, now=self.now, vhost=self.name)
@@ -1032,7 +1033,8 @@ class VirtualHost(Referable):
         if rec.name in self.nodes:
             return
         props = json.loads(rec.properties or "{}")
-        arguments = props.get("arguments")
+        typed_arguments = props.get("typed_arguments")  # ("arguments": stored without their types)
+        arguments = untyped(typed_arguments) if typed_arguments is not None else props.get("arguments")
         if arguments and rec.kind in ("queue", "stream"):
             try:
                 self.declare_queue(rec.name, kind=rec.kind, arguments=arguments, persist=False)

@@ -49,7 +49,6 @@ import os
 import socket
 import sqlite3
 from collections.abc import Callable, Mapping
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +65,7 @@ from ...transport import (
     Sender,
     SessionBegun,
 )
-from ...types import Source, Target, decode, encode
+from ...types import Described, Source, Target, decode, encode, symbol
 from ..config import BrokerConfig
 from ..core import (
     ArgumentError,
@@ -82,6 +81,7 @@ from ..core import (
     Topic,
 )
 from ..core.store import BARRIER
+from ..core.typed_values import typed, untyped
 from ..topology import LiveDefinitions
 from ..users import read_users_file
 from .compaction import compacted
@@ -138,22 +138,43 @@ class Inequivalent(PreconditionFailed):
 
 
 # -- changes ----------------------------------------------------------------------------------
-def _plain(value: Any) -> Any:
-    """``value`` in the AMQP types the control link carries (a 0-9-1 decimal, an integer
-    beyond 64 bits or another value without an AMQP 1.0 type: its text)."""
-    if isinstance(value, int) and not isinstance(value, bool) and not -(1 << 63) <= value < 1 << 63:
-        return str(value)  # (beyond an AMQP long)
-    if value is None or isinstance(value, (bool, int, float, str, bytes, datetime)):
+TYPED = symbol("amqp10:typed")
+"""The descriptor of a value the control link carries in its typed form (:mod:`typed_values
+<amqp10.broker.core.typed_values>`, as the store keeps arguments): one without an AMQP 1.0
+type that gives it back as it was (a 0-9-1 decimal or timestamp, an integer beyond 64 bits)."""
+
+
+def _carried(value: Any) -> Any:
+    """``value`` in the AMQP types the control link carries, what AMQP 1.0 would not give
+    back as it was described as :data:`TYPED`."""
+    if value is None or isinstance(value, (bool, float, str, bytes)):
+        return value
+    if isinstance(value, int) and -(1 << 63) <= value < 1 << 63:
         return value
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): _carried(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return str(value)
+        return [_carried(v) for v in value]
+    return Described(TYPED, typed(value))
+
+
+def _restored(value: Any) -> Any:
+    """What :func:`_carried` gave ``value`` (as decoded) for."""
+    if isinstance(value, Described) and value.descriptor == TYPED:
+        return untyped(value.value)
+    if isinstance(value, dict):
+        return {k: _restored(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_restored(v) for v in value]
+    return value
 
 
 def _encode(message: list[Any]) -> bytes:
-    return encode(_plain(message))
+    return encode(_carried(message))
+
+
+def _decode(payload: bytes) -> list[Any]:
+    return list(_restored(decode(payload)))
 
 
 def apply_change(broker: Broker, vhost_name: str, change: Change, *, check: bool) -> None:
@@ -328,7 +349,7 @@ class MetadataLog:
     def after(self, seq: int) -> list[tuple[int, str, Change]]:
         """The changes numbered after ``seq``, in order."""
         rows = self._execute("SELECT seq, vhost, change FROM changes WHERE seq > ? ORDER BY seq", (seq,))
-        return [(n, vhost, tuple(decode(bytes(blob)))) for n, vhost, blob in rows]
+        return [(n, vhost, tuple(_decode(bytes(blob)))) for n, vhost, blob in rows]
 
     def last(self) -> int:
         return self._last
@@ -420,7 +441,7 @@ class _Peer:
     def on_event(self, event: Event) -> None:
         t = type(event)
         if t is DeliveryReceived:
-            self.sequencer.received(self, list(decode(event.delivery.payload)))  # type: ignore[attr-defined]
+            self.sequencer.received(self, _decode(event.delivery.payload))  # type: ignore[attr-defined]
         elif t is LinkAttached:
             link = event.link  # type: ignore[attr-defined]
             link.attach(source=link.remote_source, target=link.remote_target)
@@ -851,7 +872,7 @@ class SharedMetadata:
 
     def on_event(self, event: Event) -> None:
         if type(event) is DeliveryReceived:
-            self._received(list(decode(event.delivery.payload)))
+            self._received(_decode(event.delivery.payload))
 
     def after_events(self) -> None:
         _top_up(self._receiver)

@@ -8,6 +8,7 @@ socket."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,11 @@ from amqp10.amqp091 import (
     MethodReceived,
 )
 from amqp10.amqp091 import methods as m
+from amqp10.broker.config import BrokerConfig
+from amqp10.broker.core import Broker
+from amqp10.broker.core.store import Store
 from tests.broker.conftest import broker_with
+from tests.broker.harness import SyncJournal
 
 from .test_amqp091_fuzz import InMemory
 from .test_amqp091_pika import EngineClient
@@ -118,6 +123,33 @@ def test_a_stream_is_redeclared_with_its_own_arguments_and_refused_with_others()
     pair.send(1, m.QueueDeclare(queue="s", durable=True, arguments={"x-queue-type": "stream", "x-max-age": "2D"}))
     assert _closed(pair) == (406, "PRECONDITION_FAILED - inequivalent arg 'x-max-age' for queue 's' in vhost '/': "
                                   "received the value '2D' but current is the value '1D'")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"x-queue-type": "stream", "x-stream-max-segment-size-bytes": Decimal("1.50")},
+        {"x-queue-type": "quorum", "x-quorum-initial-group-size": Decimal("3.0")},
+    ],
+)
+def test_a_queue_declared_with_a_decimal_is_declared_again_so_after_a_restart(tmp_path: Path, arguments: Any) -> None:
+    """A declaration's arguments are stored with their types: after a restart a stream or
+    queue declared with a decimal is declared again with it and answered (the decimal came
+    back as its text, and the same declaration was refused 406 after a restart only)."""
+    store = Store(tmp_path / "store.sqlite3")
+    try:
+        before = Broker(BrokerConfig(), journal=SyncJournal(store))
+        after = Broker(BrokerConfig())
+        for broker in (before, after):
+            if broker is after:
+                broker.recover(store)
+            pair = InMemory(broker)
+            assert pair.channel(1)
+            pair.send(1, m.QueueDeclare(queue="q", durable=True, arguments=arguments))
+            assert [e for e in pair.client_events if isinstance(e, ChannelClosed)] == []
+            assert _methods(pair)[-1] == (1, "QueueDeclareOk")
+    finally:
+        store.close()
 
 
 @pytest.mark.parametrize("passive", [True, False])

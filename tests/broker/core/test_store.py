@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -250,6 +252,32 @@ def test_stream_recovers_offsets_and_dedup_window(open_store: Callable[[], st.Sq
 
     node.publish(Amqp1Message(b"\x00Su\xa0\x01x", message_id=repr("id-2")), lambda: called.append(1))
     assert called == [1] and node.next == 4  # a replay after restart is stored once
+
+
+ARGUMENTS = {
+    "x-stream-max-segment-size-bytes": Decimal("1.50"),
+    "x-quorum-initial-group-size": [datetime(2024, 5, 1, 12, 0, tzinfo=UTC), b"\xff", None, 2.5, True],
+    "x-stream-filter-size-bytes": {"nested": {"at": datetime(2024, 5, 1, 12, 0, 30), "n": 1 << 40}},
+}
+"""Arguments of every field-table type JSON has none for (each in an argument the core keeps
+whatever its value)."""
+
+
+def test_a_queues_and_a_streams_arguments_are_recovered_with_their_types(open_store: Callable[[], st.SqlStore]) -> None:
+    s = open_store()
+    broker = Broker(BrokerConfig(), journal=SyncJournal(s))
+    broker.default.declare_queue("s", arguments={"x-queue-type": "stream", **ARGUMENTS})
+    broker.default.declare_queue("q", arguments={"x-queue-type": "quorum", **ARGUMENTS})
+    fresh = Broker(BrokerConfig())
+    fresh.recover(s)
+    q = fresh.default.nodes["q"]
+    assert isinstance(q, Queue)
+    for recovered, declared in (
+        (fresh.default.stream_arguments["s"], broker.default.stream_arguments["s"]),
+        (q.arguments, {"x-queue-type": "quorum", **ARGUMENTS}),
+    ):
+        assert recovered == declared
+        assert sorted(map(repr, recovered.items())) == sorted(map(repr, declared.items()))  # (a Decimal, not its text)
 
 
 @pytest.mark.anyio

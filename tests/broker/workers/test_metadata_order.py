@@ -8,7 +8,10 @@ import asyncio
 import select
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -91,6 +94,29 @@ async def test_a_change_is_answered_once_every_worker_made_it(tmp_path: Path) ->
             assert seen == [True]
             assert b1.default.queue("shipping").arguments == {"x-max-length": 5}  # type: ignore[union-attr]
             assert seq.log.last() == 3
+
+
+async def test_arguments_without_an_amqp_1_0_type_reach_every_copy_as_declared(tmp_path: Path) -> None:
+    """A decimal, a timestamp and an integer beyond 64 bits cross the control link with their
+    types, to the other worker, the parent's copy and its log (they crossed as their text,
+    or as an AMQP timestamp: a re-declaration there was compared with that)."""
+    arguments = {
+        "x-queue-type": "stream",
+        "x-stream-max-segment-size-bytes": Decimal("1.50"),
+        "x-stream-filter-size-bytes": [datetime(2024, 5, 1, 12, 0, tzinfo=UTC), {"n": 1 << 70}],
+    }
+
+    def same(copy: dict[str, Any]) -> bool:
+        return copy == arguments and sorted(map(repr, copy.items())) == sorted(map(repr, arguments.items()))
+
+    with anyio.fail_after(WAIT):
+        async with sequenced(tmp_path) as seq, workers(tmp_path, 2) as (b0, b1):
+            b0.default.declare_queue("s", arguments=arguments)
+            await answered(b0)
+            assert same(b1.default.stream_arguments["s"])
+            assert same(seq.mirror.default.stream_arguments["s"])
+        async with sequenced(tmp_path) as again:  # the parent's copy from its log
+            assert same(again.mirror.default.stream_arguments["s"])
 
 
 async def test_two_workers_declaring_one_name_at_once_are_put_in_order(tmp_path: Path) -> None:

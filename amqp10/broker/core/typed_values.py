@@ -1,0 +1,72 @@
+"""Argument values as JSON holds them, their types kept: what the store writes of the
+arguments a queue or stream was declared with, and what the workers' control link carries
+of a value AMQP 1.0 has no type for (workers/metadata.py), so that a re-declaration is
+compared with the values declared, after a restart and on every worker alike.
+
+Arguments are 0-9-1 field-table values (or 1.0 map values, or JSON from the HTTP API):
+``str``, ``int``, ``float``, ``bool``, ``None`` and arrays are themselves; every other
+value is a map of one entry that names its type::
+
+    {"decimal": "1.50"}   {"timestamp": "2024-05-01T12:00:00+00:00"}   {"bytes": "<base64>"}
+    {"int": "<digits>"} (beyond 64 bits)   {"table": {"name": value, ...}}
+
+so a map in the typed form is always such a tag. A subclass of ``int``, ``float`` or
+``bytes`` (a 0-9-1 ``Int8``, ``Timestamp``, ``Float32``...) is kept as its base type:
+the same value, which compares equal. A value of another type is kept as its text
+(``{"text": ...}``).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+__all__ = ["typed", "untyped"]
+
+_LONG = 1 << 63
+
+
+def typed(value: Any) -> Any:
+    """``value`` in the typed form (see the module's text)."""
+    if value is None or isinstance(value, (bool, str, float)):
+        return value
+    if isinstance(value, int):
+        return int(value) if -_LONG <= value < _LONG else {"int": str(value)}
+    if isinstance(value, Decimal):
+        return {"decimal": str(value)}
+    if isinstance(value, datetime):
+        return {"timestamp": value.isoformat()}
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"bytes": base64.b64encode(value).decode()}
+    if isinstance(value, Mapping):
+        return {"table": {str(k): typed(v) for k, v in value.items()}}
+    if isinstance(value, (list, tuple)):
+        return [typed(v) for v in value]
+    return {"text": str(value)}
+
+
+def untyped(data: Any) -> Any:
+    """The value :func:`typed` gave ``data`` for; ValueError for a map that is no tag of it."""
+    if isinstance(data, list):
+        return [untyped(v) for v in data]
+    if not isinstance(data, dict):
+        return data
+    if len(data) != 1:
+        raise ValueError(f"not a typed value: {data!r}")
+    ((tag, payload),) = data.items()
+    if tag == "table":
+        return {k: untyped(v) for k, v in payload.items()}
+    if tag == "decimal":
+        return Decimal(payload)
+    if tag == "timestamp":
+        return datetime.fromisoformat(payload)
+    if tag == "bytes":
+        return base64.b64decode(payload)
+    if tag == "int":
+        return int(payload)
+    if tag == "text":
+        return str(payload)
+    raise ValueError(f"not a typed value: {data!r}")
