@@ -130,7 +130,8 @@ class VirtualHost(Referable):
         self.metadata: dict[str, Any] = {}
         """Description, tags, default queue type (what a definitions import gave it)."""
         self.stream_arguments: dict[str, dict[str, Any]] = {}
-        """The arguments each stream was declared with (a queue keeps its own)."""
+        """The arguments each stream has (a queue keeps its own): ``x-queue-type`` stream and
+        those it was declared with (:meth:`_make_stream`)."""
         self.holding: set[Queue] = set()
         """Queues that keep dead letters no queue took (core/dead_letters.py)."""
         self.default_exchange = _DefaultExchange(self)
@@ -186,8 +187,7 @@ class VirtualHost(Referable):
         elif kind == "stream" and policy.partitions > 1 and not is_partition_address(address):
             node = self._partitioned(address, policy, persist=persist)
         elif kind == "stream":
-            node = Stream(address, policy, journal=self.journal, now=self.now, vhost=self.name)
-            node.account_to(self.broker.stats)
+            node = self._make_stream(address, policy, None)
         else:
             node = self._make_queue(address, policy, durable=not dynamic, dynamic=dynamic)
         self.nodes[address] = node
@@ -195,6 +195,8 @@ class VirtualHost(Referable):
             self.journal.submit((_store.NODE, self.name, address, kind, "{}"))
         if kind == "topic":
             self.share("topic", address)  # (on every worker: Topic.copies)
+        elif isinstance(node, Stream) and persist:  # (every worker keeps its record, as of a declared one)
+            self.share("queue", address, kind, True, False, self.stream_arguments[address])
         log.info("created %s %r in vhost %r", kind, address, self.name)
         for listener in self.node_listeners:
             listener(node)
@@ -221,6 +223,14 @@ class VirtualHost(Referable):
                 assert isinstance(part, Stream)
             parts.append(part)
         return PartitionedStream(address, policy, parts)
+
+    def _make_stream(self, name: str, policy: QueuePolicy, arguments: Mapping[str, Any] | None) -> Stream:
+        """A new stream, and the arguments it has (:attr:`stream_arguments`): a stream's type
+        and those it was declared with (none, made by name: an attach, a rule, a partition)."""
+        stream = Stream(name, policy, journal=self.journal, now=self.now, vhost=self.name)
+        stream.account_to(self.broker.stats)
+        self.stream_arguments[name] = {"x-queue-type": "stream", **(arguments or {})}
+        return stream
 
     def _make_queue(
         self,
@@ -474,9 +484,8 @@ class VirtualHost(Referable):
         props = json.dumps({"typed_arguments": typed(dict(arguments))}, sort_keys=True) if arguments else "{}"
         made: Queue | Stream
         if kind == "stream":
-            made = Stream(name, policy, journal=self.journal, now=self.now, vhost=self.name)
-            self.stream_arguments[name] = dict(arguments or {})
-            made.account_to(self.broker.stats)
+            made = self._make_stream(name, policy, arguments)
+            arguments = self.stream_arguments[name]  # (as every worker keeps them: its type included)
             durable = True
         else:
             q = self._make_queue(name, policy, durable=durable and exclusive_owner is None, arguments=arguments)

@@ -29,7 +29,7 @@ from amqp10.broker.users import add_user
 from amqp10.client import Connection
 from amqp10.errors import ConflictError
 from amqp10.message import Message
-from amqp10.types import Accepted, Rejected
+from amqp10.types import Accepted, Rejected, Source, symbol
 from tests.broker.amqp1.e2e import bodies
 from tests.broker.test_workers import WAIT, Parent
 from tests.broker.workers.test_processes import one_on_each, owned_by
@@ -150,6 +150,26 @@ async def test_a_redeclare_that_differs_is_refused_on_the_other_worker(broker: P
             ch = conn.channel()
             with pytest.raises(pika.exceptions.ChannelClosedByBroker) as refused:
                 ch.queue_declare("redeclare-q", durable=True, arguments={"x-max-length": 20})
+            assert refused.value.reply_code == 406
+        finally:
+            conn.close()
+
+
+async def test_a_stream_an_attach_made_is_declared_again_alike_on_either_worker(broker: Parent) -> None:
+    """A stream a 1.0 attach made has a stream's arguments on every worker: declared again
+    (0-9-1) with them it is answered, with others refused, on its owner and on the other
+    worker alike (the other worker had no record of it, and answered both)."""
+    name = owned_by(0, "attached-s")
+    async with on_each(broker) as conns:
+        receiver = await conns[0].open_receiver(name, source=Source(address=name, capabilities=[symbol("stream")]))
+        await receiver.close()
+    for worker in (0, 1):  # (the owner first: its answer waits for every worker to have the record)
+        conn = pika_on(broker, worker)
+        try:
+            ch = conn.channel()
+            ch.queue_declare(name, durable=True, arguments={"x-queue-type": "stream"})
+            with pytest.raises(pika.exceptions.ChannelClosedByBroker) as refused:
+                ch.queue_declare(name, durable=True, arguments={"x-queue-type": "stream", "x-max-age": "1D"})
             assert refused.value.reply_code == 406
         finally:
             conn.close()

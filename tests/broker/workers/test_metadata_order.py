@@ -16,8 +16,9 @@ from typing import Any
 import anyio
 import pytest
 
+from amqp10.addresses import partition_address
 from amqp10.broker.config import BrokerConfig
-from amqp10.broker.core import Broker, PreconditionFailed
+from amqp10.broker.core import Broker, PreconditionFailed, Stream
 from amqp10.broker.workers.metadata import (
     Inequivalent,
     MetadataLog,
@@ -117,6 +118,22 @@ async def test_arguments_without_an_amqp_1_0_type_reach_every_copy_as_declared(t
             assert same(seq.mirror.default.stream_arguments["s"])
         async with sequenced(tmp_path) as again:  # the parent's copy from its log
             assert same(again.mirror.default.stream_arguments["s"])
+
+
+async def test_a_stream_an_attach_or_a_partitioned_stream_makes_has_its_arguments_on_every_worker(tmp_path: Path) -> None:
+    """A stream made by name (a 1.0 attach, an address rule; a partition) has a stream's
+    arguments, its type, and every worker has its record with them, as of a declared one:
+    a 0-9-1 re-declaration is compared with them wherever it comes (it had none anywhere,
+    and no record but on its maker)."""
+    with anyio.fail_after(WAIT):
+        async with sequenced(tmp_path), workers(tmp_path, 2) as (b0, b1):
+            b0.default.lookup("attached", create=True, kind="stream")
+            b0.default.create_node(partition_address("partitioned", 0), "stream")
+            await answered(b0)
+            for name in ("attached", partition_address("partitioned", 0)):
+                for vhost in (b0.default, b1.default):
+                    assert isinstance(vhost.nodes[name], Stream)
+                    assert vhost.stream_arguments[name] == {"x-queue-type": "stream"}
 
 
 async def test_two_workers_declaring_one_name_at_once_are_put_in_order(tmp_path: Path) -> None:
