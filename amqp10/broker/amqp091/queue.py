@@ -8,11 +8,13 @@ queues (owned by the connection's context), server-named queues.
 from __future__ import annotations
 
 import secrets
+import struct
 from collections.abc import Callable
 from typing import Any
 
 from ...amqp091 import ReplyCode
 from ...amqp091 import methods as m
+from ...amqp091.fields import encode_value
 from ..core import (
     NodeElsewhere,
     NotFound,
@@ -250,9 +252,21 @@ def _deleted(ch: Channel, method: m.QueueDelete, ctx: Amqp091Context) -> Callabl
     return deleted
 
 
+_FIELD_TYPES = {
+    "t": "bool", "b": "byte", "B": "unsignedbyte", "s": "short", "u": "unsignedshort", "I": "signedint",
+    "i": "unsignedint", "l": "long", "f": "float", "d": "double", "D": "decimal", "S": "longstr",
+    "T": "timestamp", "F": "table", "A": "array", "V": "void", "x": "binary",
+}  # fmt: skip
+"""RabbitMQ's name of each field type (``rabbit_binary_parser``), as its texts give it."""
+
+_ABSENT = object()
+_U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+
+
 def _check_equivalent(vhost: VirtualHost, q: Queue | Stream, method: m.QueueDeclare, name: str) -> None:
     """A re-declaration must match the queue as it is (RabbitMQ's inequivalence texts); a
-    stream's arguments are those it was declared with (``VirtualHost.stream_arguments``)."""
+    stream's arguments are those it has (``VirtualHost.stream_arguments``)."""
     vh = vhost.name
     if isinstance(q, Queue):
         if bool(method.exclusive) != (q.owner is not None):  # RabbitMQ checks the owner first
@@ -272,13 +286,83 @@ def _check_equivalent(vhost: VirtualHost, q: Queue | Stream, method: m.QueueDecl
     for key in sorted(set(method.arguments) | set(current_args)):
         if key == "x-queue-type" and isinstance(q, Stream):
             continue
-        new, old = method.arguments.get(key), current_args.get(key)
-        if new != old:
-            raise PreconditionFailed(
-                f"inequivalent arg '{key}' for queue '{name}' in vhost '{vh}': "
-                f"received {_describe(new)} but current is {_describe(old)}"
-            )
+        new, old = method.arguments.get(key, _ABSENT), current_args.get(key, _ABSENT)
+        if new is not _ABSENT and old is not _ABSENT:
+            received, current = _parsed(new)[1], _parsed(old)[1]
+            if _same(received, current):
+                continue
+            shown = _val(received), _val(current)  # (the values alone: their types are not said)
+        else:
+            shown = _typed_val(new), _typed_val(old)
+        raise PreconditionFailed(
+            f"inequivalent arg '{key}' for queue '{name}' in vhost '{vh}': received {shown[0]} but current is {shown[1]}"
+        )
 
 
-def _describe(v: Any) -> str:
-    return "none" if v is None else f"the value '{v}'"
+def _parsed(value: Any) -> tuple[str, Any]:
+    """``value`` as RabbitMQ parses it from a field table: the name of its field type and its
+    Erlang term (a binary as ``bytes``, an atom as ``str``, a tuple or list as one)."""
+    buf = bytearray()
+    try:
+        encode_value(buf, value)
+    except (TypeError, ValueError, OverflowError, struct.error):  # (no field type: e.g. a 1.0 uuid)
+        return "longstr", str(value).encode()
+    code = chr(buf[0])
+    term: Any
+    if code in "Sx":
+        term = value.encode() if isinstance(value, str) else bytes(value)
+    elif code == "t":
+        term = "true" if value else "false"
+    elif code == "V":
+        term = "undefined"
+    elif code == "D":
+        term = (buf[1], _U32.unpack_from(buf, 2)[0])
+    elif code == "T":
+        term = _U64.unpack_from(buf, 1)[0]
+    elif code == "F":
+        term = [(k.encode(), *_parsed(v)) for k, v in value.items()]
+    elif code == "A":
+        term = [_parsed(v) for v in value]
+    elif code in "fd":
+        term = float(value)
+    else:
+        term = int(value)
+    return _FIELD_TYPES[code], term
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two Erlang terms are exactly equal (``=:=``: an integer is not the float of its value)."""
+    if isinstance(a, (list, tuple)) and isinstance(b, type(a)):
+        return len(a) == len(b) and all(map(_same, a, b))
+    return type(a) is type(b) and a == b
+
+
+def _val(term: Any) -> str:
+    """An argument's value alone as RabbitMQ's texts give it (``rabbit_misc:val/1``)."""
+    return "none" if term == "undefined" else f"'{_shown(term)}'"
+
+
+def _typed_val(value: Any) -> str:
+    """An argument with its type as RabbitMQ's texts give it (``rabbit_misc:val/1``), or none."""
+    if value is _ABSENT:
+        return "none"
+    type_name, term = _parsed(value)
+    return f"the value '{_shown(term)}' of type '{type_name}'"
+
+
+def _shown(term: Any) -> str:
+    """An Erlang term as ``rabbit_misc:val/1`` prints it: a binary's text (``~s``), else ``~p``
+    (on one line)."""
+    return term.decode(errors="replace") if isinstance(term, bytes) else _printed(term)
+
+
+def _printed(term: Any) -> str:
+    """An Erlang term as ``~p`` prints it (on one line)."""
+    if isinstance(term, bytes):
+        printable = all(32 <= c < 127 and c not in b'"\\' for c in term)
+        return f'<<"{term.decode()}">>' if printable else f"<<{','.join(map(str, term))}>>"
+    if isinstance(term, tuple):
+        return "{" + ",".join(map(_printed, term)) + "}"
+    if isinstance(term, list):
+        return "[" + ",".join(map(_printed, term)) + "]"
+    return str(term)

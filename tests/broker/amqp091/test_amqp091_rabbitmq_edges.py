@@ -8,6 +8,7 @@ socket."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -122,7 +123,37 @@ def test_a_stream_is_redeclared_with_its_own_arguments_and_refused_with_others()
         assert _methods(pair)[-1] == (1, "QueueDeclareOk")
     pair.send(1, m.QueueDeclare(queue="s", durable=True, arguments={"x-queue-type": "stream", "x-max-age": "2D"}))
     assert _closed(pair) == (406, "PRECONDITION_FAILED - inequivalent arg 'x-max-age' for queue 's' in vhost '/': "
-                                  "received the value '2D' but current is the value '1D'")  # fmt: skip
+                                  "received '2D' but current is '1D'")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "shown"),
+    [  # each as RabbitMQ 3.10.8 answered it
+        ({"x-max-length": 5}, {"x-max-length": 10}, "x-max-length' for queue 'q' in vhost '/': received '10' but current is '5'"),
+        ({"x-message-ttl": 5}, {}, "x-message-ttl' for queue 'q' in vhost '/': received none but current is the value '5' of type 'signedint'"),
+        ({}, {"x-message-ttl": 5}, "x-message-ttl' for queue 'q' in vhost '/': received the value '5' of type 'signedint' but current is none"),
+        ({}, {"x-queue-type": "stream"}, "x-queue-type' for queue 'q' in vhost '/': received the value 'stream' of type 'longstr' but current is none"),
+        ({"x-max-length": 5}, {"x-max-length": "5"}, "x-max-length' for queue 'q' in vhost '/': received '5' but current is '5'"),
+        ({"x-max-length": 5}, {"x-max-length": 5.0}, "x-max-length' for queue 'q' in vhost '/': received '5.0' but current is '5'"),
+        ({"x-max-length": 5}, {"x-max-length": True}, "x-max-length' for queue 'q' in vhost '/': received 'true' but current is '5'"),
+        ({"x-max-length": 5}, {"x-max-length": None}, "x-max-length' for queue 'q' in vhost '/': received none but current is '5'"),
+        ({"x-max-length": 5}, {"x-max-length": b"raw"}, "x-max-length' for queue 'q' in vhost '/': received 'raw' but current is '5'"),
+        ({"x-max-length": 5}, {"x-max-length": datetime(2024, 5, 1, 12, 0, tzinfo=UTC)}, "x-max-length' for queue 'q' in vhost '/': received '1714564800' but current is '5'"),
+        ({"x-max-length": 5}, {"x-max-length": [True, None, 2.5, Decimal("1.5"), b"x"]},
+         "x-max-length' for queue 'q' in vhost '/': received '[{bool,true},{void,undefined},{double,2.5},{decimal,{1,15}},{binary,<<\"x\">>}]' but current is '5'"),
+    ],
+)  # fmt: skip
+def test_an_inequivalent_argument_is_refused_in_rabbitmqs_words(
+    first: dict[str, Any], second: dict[str, Any], shown: str
+) -> None:
+    """RabbitMQ's text (``rabbit_misc:assert_args_equivalence/4``, ``val/1``): the values alone
+    where both are given, a value with its field type where the other is left out, compared
+    exactly (an integer is not the float of its value, nor true) (the texts said 'the value'
+    without its type)."""
+    assert _declare_twice({"arguments": first}, {"arguments": second}) == (
+        406,
+        "PRECONDITION_FAILED - inequivalent arg '" + shown,
+    )
 
 
 @pytest.mark.parametrize(
