@@ -284,14 +284,14 @@ def _check_equivalent(vhost: VirtualHost, q: Queue | Stream, method: m.QueueDecl
     else:
         current_args = vhost.stream_arguments.get(name, {})
     for key in sorted(set(method.arguments) | set(current_args)):
-        if key == "x-queue-type" and isinstance(q, Stream):
-            continue
         new, old = method.arguments.get(key, _ABSENT), current_args.get(key, _ABSENT)
         if new is not _ABSENT and old is not _ABSENT:
             received, current = _parsed(new)[1], _parsed(old)[1]
             if _same(received, current):
                 continue
             shown = _val(received), _val(current)  # (the values alone: their types are not said)
+        elif key == "x-queue-type" and (old if new is _ABSENT else new) == "classic":
+            continue  # a classic queue's type may be given or left out (rabbitmq-common#341)
         else:
             shown = _typed_val(new), _typed_val(old)
         raise PreconditionFailed(

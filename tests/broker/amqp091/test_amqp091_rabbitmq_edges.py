@@ -126,6 +126,42 @@ def test_a_stream_is_redeclared_with_its_own_arguments_and_refused_with_others()
                                   "received '2D' but current is '1D'")  # fmt: skip
 
 
+@pytest.mark.parametrize("queue_type", ["stream", "quorum"])
+def test_a_stream_or_quorum_queue_declared_again_without_its_type_is_refused(queue_type: str) -> None:
+    """RabbitMQ compares ``x-queue-type``: a stream (or quorum queue) declared again without
+    it is refused (a stream was answered)."""
+    code, text = _declare_twice({"durable": True, "arguments": {"x-queue-type": queue_type}}, {"durable": True})
+    assert (code, text) == (406, "PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue 'q' in vhost '/': "
+                                 f"received none but current is the value '{queue_type}' of type 'longstr'")  # fmt: skip
+
+
+def test_a_stream_an_attach_made_is_a_stream_to_a_re_declaration() -> None:
+    """A stream a 1.0 attach made has a stream's type: declared again with it, it is answered;
+    without it, refused (it had no arguments, and was answered both ways)."""
+    pair = InMemory()
+    pair.broker.default.lookup("s", create=True, kind="stream")
+    assert pair.channel(1)
+    pair.send(1, m.QueueDeclare(queue="s", durable=True, arguments={"x-queue-type": "stream"}))
+    assert _methods(pair)[-1] == (1, "QueueDeclareOk")
+    pair.send(1, m.QueueDeclare(queue="s", durable=True))
+    assert _closed(pair) == (406, "PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue 's' in vhost '/': "
+                                  "received none but current is the value 'stream' of type 'longstr'")  # fmt: skip
+
+
+def _declared_twice(first: dict[str, Any], second: dict[str, Any]) -> list[tuple[int, str]]:
+    pair = InMemory()
+    assert pair.channel(1)
+    for arguments in (first, second):
+        pair.send(1, m.QueueDeclare(queue="q", arguments=arguments))
+    return _methods(pair)
+
+
+@pytest.mark.parametrize(("first", "second"), [({}, {"x-queue-type": "classic"}), ({"x-queue-type": "classic"}, {})])
+def test_a_classic_queues_type_may_be_given_or_left_out(first: dict[str, Any], second: dict[str, Any]) -> None:
+    """RabbitMQ's one exception (``rabbit_misc:assert_field_equivalence/4``): each was refused."""
+    assert _declared_twice(first, second) == [(1, "QueueDeclareOk")] * 2
+
+
 @pytest.mark.parametrize(
     ("first", "second", "shown"),
     [  # each as RabbitMQ 3.10.8 answered it
