@@ -23,6 +23,7 @@ from amqp10.amqp091 import (
     MethodReceived,
 )
 from amqp10.amqp091 import methods as m
+from amqp10.amqp091.fields import Int8, Timestamp
 from amqp10.broker.config import BrokerConfig
 from amqp10.broker.core import Broker
 from amqp10.broker.core.store import Store
@@ -163,12 +164,32 @@ def test_a_classic_queues_type_may_be_given_or_left_out(first: dict[str, Any], s
 
 
 @pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ({"x-consumer-timeout": 5000}, {}),
+        ({}, {"x-consumer-timeout": 5000}),
+        ({"x-consumer-timeout": 5000}, {"x-consumer-timeout": 6000}),
+        ({"x-queue-type": "stream"}, {"x-queue-type": "stream", "x-message-ttl": 5000}),
+        ({"x-max-length": 5}, {"x-max-length": Int8(5)}),  # (the same value, another integer type)
+        ({"x-max-length": 5}, {"x-max-length": Timestamp(5)}),
+    ],
+)
+def test_what_rabbitmq_does_not_compare_may_differ(first: dict[str, Any], second: dict[str, Any]) -> None:
+    """An argument RabbitMQ 3.10 does not compare for the queue's type
+    (``rabbit_queue_type:arguments(queue_arguments, Type)``: not ``x-consumer-timeout``,
+    nor a stream's ``x-message-ttl``) may differ or be left out; an integer of another field
+    type is the same integer (each was refused, but the last two)."""
+    assert _declared_twice(first, second) == [(1, "QueueDeclareOk")] * 2
+
+
+@pytest.mark.parametrize(
     ("first", "second", "shown"),
     [  # each as RabbitMQ 3.10.8 answered it
         ({"x-max-length": 5}, {"x-max-length": 10}, "x-max-length' for queue 'q' in vhost '/': received '10' but current is '5'"),
         ({"x-message-ttl": 5}, {}, "x-message-ttl' for queue 'q' in vhost '/': received none but current is the value '5' of type 'signedint'"),
         ({}, {"x-message-ttl": 5}, "x-message-ttl' for queue 'q' in vhost '/': received the value '5' of type 'signedint' but current is none"),
         ({}, {"x-queue-type": "stream"}, "x-queue-type' for queue 'q' in vhost '/': received the value 'stream' of type 'longstr' but current is none"),
+        ({"x-max-length": 5, "x-message-ttl": 1}, {"x-max-length": 6, "x-message-ttl": 2}, "x-message-ttl' for queue 'q' in vhost '/': received '2' but current is '1'"),
         ({"x-max-length": 5}, {"x-max-length": "5"}, "x-max-length' for queue 'q' in vhost '/': received '5' but current is '5'"),
         ({"x-max-length": 5}, {"x-max-length": 5.0}, "x-max-length' for queue 'q' in vhost '/': received '5.0' but current is '5'"),
         ({"x-max-length": 5}, {"x-max-length": True}, "x-max-length' for queue 'q' in vhost '/': received 'true' but current is '5'"),
@@ -184,8 +205,8 @@ def test_an_inequivalent_argument_is_refused_in_rabbitmqs_words(
 ) -> None:
     """RabbitMQ's text (``rabbit_misc:assert_args_equivalence/4``, ``val/1``): the values alone
     where both are given, a value with its field type where the other is left out, compared
-    exactly (an integer is not the float of its value, nor true) (the texts said 'the value'
-    without its type)."""
+    exactly (an integer is not the float of its value, nor true), in the order RabbitMQ
+    compares the arguments of the queue's type (the texts said 'the value' without its type)."""
     assert _declare_twice({"arguments": first}, {"arguments": second}) == (
         406,
         "PRECONDITION_FAILED - inequivalent arg '" + shown,
