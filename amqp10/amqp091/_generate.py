@@ -404,7 +404,8 @@ def generate(path: str) -> str:
         '"""Connection-level errors: they close the connection."""',
         "",
     ]
-    head += [f'{st} = struct.Struct(">{fmt}")' for fmt, st in sorted(em.structs.items())]
+    # Final: a static in the compiled build, not a module dict lookup at each use
+    head += [f'{st}: Final = struct.Struct(">{fmt}")' for fmt, st in sorted(em.structs.items())]
     tail = ["", ""]
     tail += responses
     tail += [

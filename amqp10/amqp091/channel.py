@@ -8,6 +8,7 @@ methods to answer with, and raise ``ConnectionException`` or
 from __future__ import annotations
 
 import struct
+from typing import Final
 
 from .base import Method, Properties
 from .channel_state import (
@@ -44,15 +45,15 @@ from .methods import (
 __all__ = ["Channel"]
 
 CI = ChannelInput
-_unpack_content_header = CONTENT_HEADER.unpack_from
+_unpack_content_header: Final = CONTENT_HEADER.unpack_from
 _EMPTY_CLOSE = ChannelClose(reply_code=200, reply_text="OK")
 # a content method, header and body frames on an open channel move as the tables say, per
 # message: the hot path sets the states the tables give, without looking them up
-_OPEN = ChannelState.OPEN
-_IDLE = ContentState.IDLE
-_AWAIT_HEADER = ContentState.AWAIT_HEADER
-_AWAIT_BODY = ContentState.AWAIT_BODY
-_CHANNEL_CLASS = ChannelOpen.CLASS_ID  # open, flow, close and their answers: the long way
+_OPEN: Final = ChannelState.OPEN
+_IDLE: Final = ContentState.IDLE
+_AWAIT_HEADER: Final = ContentState.AWAIT_HEADER
+_AWAIT_BODY: Final = ContentState.AWAIT_BODY
+_CHANNEL_CLASS: Final = ChannelOpen.CLASS_ID  # open, flow, close and their answers: the long way
 assert TRANSITIONS[_OPEN, CI.RECV_METHOD] is _OPEN
 assert CONTENT_TRANSITIONS[_IDLE, ContentInput.CONTENT_METHOD] is _AWAIT_HEADER
 assert CONTENT_TRANSITIONS[_AWAIT_HEADER, ContentInput.HEADER] is _AWAIT_BODY

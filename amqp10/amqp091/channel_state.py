@@ -16,6 +16,7 @@ missing pair is ``UNEXPECTED_FRAME``.
 from __future__ import annotations
 
 import enum
+from typing import Final
 
 __all__ = [
     "CONTENT_TRANSITIONS",
@@ -81,7 +82,7 @@ TRANSITIONS: dict[tuple[ChannelState, ChannelInput], ChannelState] = {
     (S.CLOSING, I.RECV_CLOSE_OK): S.CLOSED,
 }
 
-DISCARDS = frozenset({S.CLOSING})
+DISCARDS: Final = frozenset({S.CLOSING})
 """States in which the peer's methods and content are dropped unread."""
 
 

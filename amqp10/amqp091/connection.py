@@ -87,9 +87,16 @@ _PRE_TUNE: Final = (S.START, S.HEADER_RCVD, S.HEADER_SENT, S.START_SENT, S.START
                     S.AUTHENTICATING, S.SECURE_SENT, S.SECURE_RCVD, S.TUNE_SENT, S.TUNE_RCVD)  # fmt: skip
 _HANDSHAKE: Final = frozenset(_PRE_TUNE) | {S.TUNED, S.OPEN_RCVD, S.OPEN_SENT}
 _U32: Final = 0xFFFFFFFF
-_unpack_prefix = FRAME_PREFIX.unpack_from
-_pack_prefix = FRAME_PREFIX.pack
+_unpack_prefix: Final = FRAME_PREFIX.unpack_from
+_pack_prefix: Final = FRAME_PREFIX.pack
 _FRAME_END: Final = bytes((FRAME_END,))
+# the states each frame and each read compare with, as constants: in the compiled build a
+# Final name is a static, where ``S.OPEN`` is a dict lookup and an attribute lookup a time
+_OPEN: Final = S.OPEN
+_CLOSED: Final = S.CLOSED
+_CLOSE_SENT: Final = S.CLOSE_SENT
+_START: Final = S.START
+_HEADER_SENT: Final = S.HEADER_SENT
 
 
 class Connection(ConnectionMethods):
@@ -219,13 +226,13 @@ class Connection(ConnectionMethods):
     def receive_data(self, data: bytes) -> list[Event]:
         """Feed bytes from the peer; ``b""`` means the stream ended. Returns the events."""
         if not data:
-            if self.state is not S.CLOSED:
+            if self.state is not _CLOSED:
                 self._lose("the peer closed the stream")
             return self.poll_events()
-        if self.state is S.CLOSED or self._discard_input:
+        if self.state is _CLOSED or self._discard_input:
             return self.poll_events()
         self._timers.received()
-        if self.state is S.START or self.state is S.HEADER_SENT:
+        if self.state is _START or self.state is _HEADER_SENT:
             self._in += data
             if not self._receive_header():
                 return self.poll_events()
@@ -529,7 +536,7 @@ class Connection(ConnectionMethods):
                 raise ValueError(f"{method.NAME} carries no content: use send_method")
             self._encoded_ids[method] = ids  # what depends on the method's type is checked once
         else:  # the method passed: only the connection's and the channel's states remain
-            ch = self._channels.get(channel) if self.state is S.OPEN else None
+            ch = self._channels.get(channel) if self.state is _OPEN else None
             if ch is None or ch.state is not ChannelState.OPEN:
                 self._check_sendable(channel, method)  # (raises)
         size = len(ids) + len(arguments)
@@ -679,7 +686,7 @@ class Connection(ConnectionMethods):
 
     def _dispatch(self, frame_type: int, channel: int, payload: bytes) -> None:
         """One frame to its handler (a native call each, the commonest type first)."""
-        if self.state is S.CLOSE_SENT:
+        if self.state is _CLOSE_SENT:
             # §4.2.2: after our close, only close and close-ok matter
             if frame_type == FRAME_METHOD and channel == 0:
                 try:
@@ -717,13 +724,13 @@ class Connection(ConnectionMethods):
             self._channel_method(channel, method)
 
     def _header_frame(self, channel: int, payload: bytes) -> None:
-        ch = self._channels.get(channel) if channel and self.state is S.OPEN else None
+        ch = self._channels.get(channel) if channel and self.state is _OPEN else None
         if ch is None:
             ch = self._content_channel(channel)  # (raises)
         self._events += ch.receive_header(payload)
 
     def _body_frame(self, channel: int, payload: bytes) -> None:
-        ch = self._channels.get(channel) if channel and self.state is S.OPEN else None
+        ch = self._channels.get(channel) if channel and self.state is _OPEN else None
         if ch is None:
             ch = self._content_channel(channel)  # (raises)
         self._events += ch.receive_body(payload)
@@ -736,7 +743,7 @@ class Connection(ConnectionMethods):
 
     def _content_channel(self, channel: int) -> Channel:
         """The open channel a content frame is on (the frame handlers' check, where it fails)."""
-        if channel == 0 or self.state is not S.OPEN:
+        if channel == 0 or self.state is not _OPEN:
             raise ConnectionException(
                 ReplyCode.UNEXPECTED_FRAME, f"UNEXPECTED_FRAME - content frame on channel {channel}"
             )
@@ -775,7 +782,7 @@ class Connection(ConnectionMethods):
         self._handlers[type(method)](method)
 
     def _channel_method(self, channel: int, method: Method) -> None:
-        if self.state is not S.OPEN:
+        if self.state is not _OPEN:
             raise ConnectionException(
                 ReplyCode.COMMAND_INVALID,
                 f"COMMAND_INVALID - {method.NAME} on channel {channel} before the connection is open",

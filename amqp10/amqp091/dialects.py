@@ -29,7 +29,7 @@ from .methods import METHODS, ReplyCode
 __all__ = ["AMQP_0_8", "AMQP_0_9", "AMQP_0_9_1", "DIALECTS", "Dialect", "Variant", "dialect_for_header"]
 
 _STRUCTS = {t: struct.Struct(">" + c) for t, c in {"octet": "B", "short": "H", "long": "I", "longlong": "Q", "timestamp": "Q"}.items()}  # fmt: skip
-_CID_MID = struct.Struct(">HH")
+_CID_MID: Final = struct.Struct(">HH")
 
 
 @dataclass(frozen=True)

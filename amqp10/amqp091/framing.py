@@ -32,15 +32,15 @@ __all__ = [
 
 FRAME_PREFIX = struct.Struct(">BHI")
 """type, channel, payload size."""
-CONTENT_HEADER = struct.Struct(">HHQ")
+CONTENT_HEADER: Final = struct.Struct(">HHQ")
 """class-id, weight (always 0), body-size; the property flags and list follow."""
 FRAME_OVERHEAD: Final = 8
 _END: Final = bytes((FRAME_END,))
 _HEARTBEAT: Final = FRAME_PREFIX.pack(FRAME_HEARTBEAT, 0, 0) + _END
 _PLACEHOLDER: Final = b"\x00" * 7
 _pack_prefix_into = FRAME_PREFIX.pack_into
-_pack_prefix = FRAME_PREFIX.pack
-_pack_header_frame = struct.Struct(">BHIHHQ").pack  # a header frame's prefix and fixed fields
+_pack_prefix: Final = FRAME_PREFIX.pack
+_pack_header_frame: Final = struct.Struct(">BHIHHQ").pack  # a header frame's prefix and fixed fields
 _HEADER_FIXED: Final = FRAME_OVERHEAD + CONTENT_HEADER.size  # a header frame but its properties
 
 

@@ -131,15 +131,15 @@ SOFT_ERRORS: Final = frozenset({ReplyCode.CONTENT_TOO_LARGE, ReplyCode.NO_CONSUM
 HARD_ERRORS: Final = frozenset({ReplyCode.CONNECTION_FORCED, ReplyCode.INVALID_PATH, ReplyCode.FRAME_ERROR, ReplyCode.SYNTAX_ERROR, ReplyCode.COMMAND_INVALID, ReplyCode.CHANNEL_ERROR, ReplyCode.UNEXPECTED_FRAME, ReplyCode.RESOURCE_ERROR, ReplyCode.NOT_ALLOWED, ReplyCode.NOT_IMPLEMENTED, ReplyCode.INTERNAL_ERROR})
 """Connection-level errors: they close the connection."""
 
-_S_B = struct.Struct(">B")
-_S_BB = struct.Struct(">BB")
-_S_H = struct.Struct(">H")
-_S_HH = struct.Struct(">HH")
-_S_HIH = struct.Struct(">HIH")
-_S_I = struct.Struct(">I")
-_S_IH = struct.Struct(">IH")
-_S_II = struct.Struct(">II")
-_S_Q = struct.Struct(">Q")
+_S_B: Final = struct.Struct(">B")
+_S_BB: Final = struct.Struct(">BB")
+_S_H: Final = struct.Struct(">H")
+_S_HH: Final = struct.Struct(">HH")
+_S_HIH: Final = struct.Struct(">HIH")
+_S_I: Final = struct.Struct(">I")
+_S_IH: Final = struct.Struct(">IH")
+_S_II: Final = struct.Struct(">II")
+_S_Q: Final = struct.Struct(">Q")
 
 
 class ConnectionStart(Method):

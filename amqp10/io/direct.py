@@ -36,7 +36,7 @@ import asyncio
 import logging
 from asyncio import events as _events
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import anyio
 from anyio.abc import ByteStream
@@ -52,7 +52,7 @@ log = logging.getLogger("amqp10.io")
 WRITE_HIGH_WATER = 256 * 1024
 """Bytes the transport may buffer before the engine keeps its output (back-pressure)."""
 
-READ_SLICE = 16 * 1024
+READ_SLICE: Final = 16 * 1024
 """The most bytes of a read handed to the engine at once. The rest of a bigger read is
 fed a slice a turn of the loop (reading paused meanwhile), so that while a peer's burst
 is handled (asyncio reads up to 256 KB: over 1,500 small transfers, 20 ms and more) the

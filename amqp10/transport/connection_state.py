@@ -8,6 +8,7 @@ a protocol error, for the local application a misuse.
 from __future__ import annotations
 
 import enum
+from typing import Final
 
 
 class ConnectionState(enum.Enum):
@@ -89,7 +90,7 @@ ACCEPTS_FRAMES = frozenset({S.OPENED, S.OPEN_RCVD, S.CLOSE_SENT})
 DISCARDS_FRAMES = frozenset({S.DISCARDING, S.CLOSE_SENT, S.END})
 # States in which we have sent our open and not yet our close: frames may be written
 # (``Connection.can_write()``; a session's per-message checks test it in place).
-WRITABLE = frozenset({S.OPEN_PIPE, S.OPEN_SENT, S.OPENED, S.CLOSE_RCVD})
+WRITABLE: Final = frozenset({S.OPEN_PIPE, S.OPEN_SENT, S.OPENED, S.CLOSE_RCVD})
 
 
 def next_state(state: ConnectionState, event: ConnectionInput) -> ConnectionState | None:

@@ -60,11 +60,11 @@ def encode_frame(
     return size
 
 
-_UINT_SMALL = [b"\x43"] + [bytes((0x52, i)) for i in range(1, 256)]
-_PACK_UINT = struct.Struct(">BI").pack
-_TRANSFER_PFX = b"\x00\x53\x14\xc0"
-_BOOLEAN = (b"\x42", b"\x41")  # false, true: a boolean field (a transfer's settled, a disposition's role)
-_pack_header_into = FRAME_HEADER.pack_into
+_UINT_SMALL: Final = [b"\x43"] + [bytes((0x52, i)) for i in range(1, 256)]
+_PACK_UINT: Final = struct.Struct(">BI").pack
+_TRANSFER_PFX: Final = b"\x00\x53\x14\xc0"
+_BOOLEAN: Final = (b"\x42", b"\x41")  # false, true: a boolean field (a transfer's settled, a disposition's role)
+_pack_header_into: Final = FRAME_HEADER.pack_into
 _pack_header = FRAME_HEADER.pack
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from ..types import (
     Attach,
@@ -41,13 +41,22 @@ if TYPE_CHECKING:
 
 __all__ = ["Link", "Receiver", "Sender"]
 
-_MASK = serial.MASK
+_MASK: Final = serial.MASK
 encode = codec.encode
 # upper bounds of a transfer performative's encoding plus the frame header: a first
 # frame without a state (all fields present, uint handle/id/format, the tag's bytes
 # added on top) and a continuation frame; above these the size is measured exactly
-_TRANSFER_BOUND = 8 + 48
-_CONTINUATION_BOUND = 8 + 24
+_TRANSFER_BOUND: Final = 8 + 48
+_CONTINUATION_BOUND: Final = 8 + 24
+# what each message's path compares with, as constants: in the compiled build a Final
+# name is a static, where ``LinkState.ATTACHED`` is a dict and an attribute lookup a time
+_ATTACHED: Final = LinkState.ATTACHED
+_ATTACH_SENT: Final = LinkState.ATTACH_SENT
+_SND_SETTLED: Final = SenderSettleMode.SETTLED
+_SND_UNSETTLED: Final = SenderSettleMode.UNSETTLED
+_RCV_SECOND: Final = ReceiverSettleMode.SECOND
+_SENDER: Final = Role.SENDER
+_RECEIVER: Final = Role.RECEIVER
 
 
 def _is_outcome(state: Any) -> bool:
@@ -121,7 +130,7 @@ class Link:
         self.remote_detach: Detach | None = None
         self.closed = False
         # credit-based flow control (§2.6.7)
-        self.delivery_count = initial_delivery_count if self.role == Role.SENDER else 0
+        self.delivery_count = initial_delivery_count if self.role == _SENDER else 0
         self.credit = 0
         self.available = 0
         self.drain = False
@@ -165,20 +174,20 @@ class Link:
     @property
     def effective_snd_settle_mode(self) -> int:
         """The sender's settle mode: ours on a sender, the peer's on a receiver."""
-        if self.role == Role.SENDER or self.remote_attach is None:
+        if self.role == _SENDER or self.remote_attach is None:
             return self.snd_settle_mode
         return int(self.remote_attach.snd_settle_mode)
 
     @property
     def effective_rcv_settle_mode(self) -> int:
         """The receiver's settle mode: ours on a receiver, the peer's on a sender."""
-        if self.role == Role.RECEIVER or self.remote_attach is None:
+        if self.role == _RECEIVER or self.remote_attach is None:
             return self.rcv_settle_mode
         return int(self.remote_attach.rcv_settle_mode)
 
     @property
     def is_attached(self) -> bool:
-        return self.state is LinkState.ATTACHED
+        return self.state is _ATTACHED
 
     # -- attach / detach ------------------------------------------------------------
     def _move(self, event: LinkInput) -> None:
@@ -228,7 +237,7 @@ class Link:
                 target=self.target,
                 unsettled=attach_unsettled(self.unsettled) if self._resuming else None,
                 incomplete_unsettled=self.incomplete_unsettled if self._resuming else None,
-                initial_delivery_count=self.delivery_count if self.role == Role.SENDER else None,
+                initial_delivery_count=self.delivery_count if self.role == _SENDER else None,
                 max_message_size=self.max_message_size,
                 offered_capabilities=self.offered_capabilities,
                 desired_capabilities=self.desired_capabilities,
@@ -243,7 +252,7 @@ class Link:
         self._initial_count = self.delivery_count
         if isinstance(self, Sender):
             self._resume_only = False
-        if self.state is LinkState.ATTACHED:
+        if self.state is _ATTACHED:
             self._on_attached()
 
     def detach(self, error: Error | None = None, *, closed: bool = False) -> None:
@@ -255,7 +264,7 @@ class Link:
         if self.state is LinkState.ATTACH_RCVD:
             # our local terminus is null: the target for a receiver, the source for a
             # sender; the other echoes the peer's (§2.6.3, figure 2.33)
-            if self.role == Role.RECEIVER:
+            if self.role == _RECEIVER:
                 self.source, self.target = self.remote_source, None
             else:
                 self.source, self.target = None, self.remote_target
@@ -289,10 +298,10 @@ class Link:
         self.remote_handle = attach.handle
         was = self.state
         self.state = new
-        if self.role == Role.RECEIVER and attach.initial_delivery_count is not None:
+        if self.role == _RECEIVER and attach.initial_delivery_count is not None:
             self.delivery_count = attach.initial_delivery_count
             self._max_limit = (self.delivery_count + self.credit) & _MASK if self.credit else self.delivery_count
-        elif self.role == Role.RECEIVER and attach.source is not None:
+        elif self.role == _RECEIVER and attach.source is not None:
             raise ProtocolViolation(
                 ErrorCondition.INVALID_FIELD,
                 "a sender's attach must carry initial-delivery-count",
@@ -302,7 +311,7 @@ class Link:
         if was is LinkState.DETACH_SENT:
             return
         self._emit(LinkAttached(link=self, resumed=attach.unsettled is not None))
-        if self.state is LinkState.ATTACHED:
+        if self.state is _ATTACHED:
             self._on_attached()
 
     def _on_attached(self) -> None:
@@ -412,7 +421,7 @@ class Link:
             self._forget(d)
             return
         # (a receiver's effective_rcv_settle_mode is its own rcv_settle_mode: read directly)
-        if self.role == Role.RECEIVER and self.rcv_settle_mode == ReceiverSettleMode.SECOND:
+        if self.role == _RECEIVER and self.rcv_settle_mode == _RCV_SECOND:
             # §2.6.12 / §2.8.3: state first, unsettled; we settle once the sender has
             d.settle_pending = True
             self.session.queue_disposition(self.role, d.delivery_id, False, d.state)
@@ -446,7 +455,7 @@ class Link:
             handle=self.handle,
             delivery_count=self.delivery_count,
             link_credit=self.credit,
-            available=self.available if self.role == Role.SENDER else None,
+            available=self.available if self.role == _SENDER else None,
             drain=self.drain,
         )
 
@@ -488,14 +497,14 @@ class Sender(Link):
         transfer frame (e.g. a ``transactional-state``, Part 4 §4.4.1) and is
         the delivery's local state from then on.
         """
-        if self.state not in (LinkState.ATTACHED, LinkState.ATTACH_SENT) or not self.session.can_send():
+        if self.state not in (_ATTACHED, _ATTACH_SENT) or not self.session.can_send():
             raise IllegalStateError(f"sender {self.name!r} is not attached ({self.state.name})")
         mode = self.snd_settle_mode
         if settled is None:
-            settled = mode == SenderSettleMode.SETTLED
-        elif mode == SenderSettleMode.SETTLED and not settled:
+            settled = mode == _SND_SETTLED
+        elif mode == _SND_SETTLED and not settled:
             raise IllegalStateError("this link's snd-settle-mode is 'settled': deliveries go pre-settled")
-        elif mode == SenderSettleMode.UNSETTLED and settled:
+        elif mode == _SND_UNSETTLED and settled:
             raise IllegalStateError("this link's snd-settle-mode is 'unsettled': deliveries cannot be pre-settled")
         remote = self.remote_attach
         limit = remote.max_message_size if remote is not None else None
@@ -534,7 +543,7 @@ class Sender(Link):
         if (
             not queue
             and self.credit > 0
-            and self.state is LinkState.ATTACHED
+            and self.state is _ATTACHED
             and not self._resume_only
             and session.can_transfer()
             and self._write_whole(d, session.connection.remote_max_frame_size) is not None
@@ -545,7 +554,7 @@ class Sender(Link):
                 self._after_drain_pump()
             return d
         queue.append(d)
-        if self.state is LinkState.ATTACHED:
+        if self.state is _ATTACHED:
             self._pump()
         return d
 
@@ -687,7 +696,7 @@ class Sender(Link):
         again (a flow saying drained would tell it the node is empty: receivers
         such as rhea stop at that flow).
         """
-        if not self._drain_open or self.state is not LinkState.ATTACHED:
+        if not self._drain_open or self.state is not _ATTACHED:
             return
         if self._queue:
             self._drain_after_queue = True
@@ -715,7 +724,7 @@ class Sender(Link):
     def set_available(self, available: int) -> None:
         """Tell the receiver how many messages we could send (§2.6.7 ``available``)."""
         self.available = available
-        if self.state is LinkState.ATTACHED:
+        if self.state is _ATTACHED:
             self.write_flow()
 
     def receive_flow(self, flow: Flow) -> None:
@@ -738,10 +747,10 @@ class Sender(Link):
             self._emit(CreditLowered(link=self, credit=self.credit))
         if not self.drain:
             self._drain_open = self._drain_after_queue = False
-        elif self.state is LinkState.ATTACHED:
+        elif self.state is _ATTACHED:
             self._drain_open = True
         wrote = False
-        if self.state is LinkState.ATTACHED:
+        if self.state is _ATTACHED:
             finished = self._drains_finished
             if self._queue and self.credit > 0:
                 self._pump()  # may finish the drain (and write our flow)
@@ -801,12 +810,12 @@ class Receiver(Link):
         """Set the link-credit to ``credit`` (and optionally ask the sender to drain)."""
         if credit < 0 or credit > _MASK:
             raise IllegalStateError(f"link-credit must be in [0, 2**32-1], got {credit}")
-        if self.state not in (LinkState.ATTACHED, LinkState.ATTACH_SENT):
+        if self.state not in (_ATTACHED, _ATTACH_SENT):
             raise IllegalStateError(f"receiver {self.name!r} is not attached ({self.state.name})")
         self.credit = credit
         self.drain = drain
         self._drain_requested = drain
-        if self.state is LinkState.ATTACHED:
+        if self.state is _ATTACHED:
             self.session.queue_flow(self, echo)
 
     def add_credit(self, n: int) -> None:

@@ -6,8 +6,10 @@ with ``<`` would break at the wrap, so every comparison goes through here.
 
 from __future__ import annotations
 
-MASK = 0xFFFFFFFF
-_HALF = 0x80000000
+from typing import Final
+
+MASK: Final = 0xFFFFFFFF
+_HALF: Final = 0x80000000
 
 
 def add(a: int, n: int) -> int:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from ..types import (
     Attach,
@@ -32,14 +32,15 @@ if TYPE_CHECKING:
 
 __all__ = ["Session"]
 
-_MASK = serial.MASK
+_MASK: Final = serial.MASK
 _MAX_WINDOW = 0x7FFFFFFF
 # link states in which a peer's attach answers ours
 _AWAITING_ATTACH = frozenset({LinkState.ATTACH_SENT, LinkState.DETACH_SENT})
 # link states in which a second attach of the same name steals the link (§2.6.1)
 _STEALABLE = frozenset({LinkState.ATTACHED, LinkState.ATTACH_RCVD})
 # states in which we may write frames on the session's channel (§2.5.5)
-_SENDING = frozenset({SessionState.BEGIN_SENT, SessionState.MAPPED, SessionState.END_RCVD})
+_SENDING: Final = frozenset({SessionState.BEGIN_SENT, SessionState.MAPPED, SessionState.END_RCVD})
+_MAPPED: Final = SessionState.MAPPED  # (a static in the compiled build: no lookup a message)
 
 
 class Session:
@@ -191,7 +192,7 @@ class Session:
 
     @property
     def is_mapped(self) -> bool:
-        return self.state is SessionState.MAPPED
+        return self.state is _MAPPED
 
     # -- links ------------------------------------------------------------------------
     def sender(self, name: str, **kwargs: Any) -> Sender:
@@ -210,7 +211,7 @@ class Session:
         Raises :class:`IllegalStateError` if links cannot attach now, or if another
         attached link of this connection has the same name and role (§2.6.1).
         """
-        if self.state not in (SessionState.MAPPED, SessionState.BEGIN_SENT):
+        if self.state not in (_MAPPED, SessionState.BEGIN_SENT):
             raise IllegalStateError(f"session is not mapped ({self.state.name})")
         other = self.connection.link_named(link.name, link.role)
         if other is not None and other is not link and other.state is not LinkState.DETACHED:
@@ -261,7 +262,7 @@ class Session:
         writable and the peer's incoming window has room (§2.5.6)."""
         return (
             self.remote_incoming_window > 0
-            and self.state is SessionState.MAPPED
+            and self.state is _MAPPED
             and self.connection.state in WRITABLE  # (can_write(), without a call per message)
         )
 
@@ -398,7 +399,7 @@ class Session:
             self._flush_dispositions()
         if self._link_flows:
             self._flush_link_flows()
-        if self._flow_pending and self.state is SessionState.MAPPED:
+        if self._flow_pending and self.state is _MAPPED:
             self.write_flow()
 
     def _unblock(self) -> None:
@@ -422,7 +423,7 @@ class Session:
         # what the peer will accept from us: its incoming window from our first id
         self.remote_incoming_window = begin.incoming_window
         self.remote_handle_max = begin.handle_max
-        if self.state is SessionState.MAPPED:  # it answers ours: our window counts from here
+        if self.state is _MAPPED:  # it answers ours: our window counts from here
             self._incoming_limit = (self.next_incoming_id + self.incoming_window) & _MASK
         self.connection.emit(SessionBegun(session=self))
 

@@ -1069,8 +1069,8 @@ def _array(width: int) -> Decoder:
 # Composite and restricted described types register a builder here, keyed by
 # ulong code and by symbolic name. The builder turns the decoded value into the
 # declared Python class (raising DecodeError if the value does not fit).
-_DESCRIBED_BY_CODE: dict[int, Callable[[Any], Any]] = {}
-_DESCRIBED_BY_NAME: dict[str, Callable[[Any], Any]] = {}
+_DESCRIBED_BY_CODE: Final[dict[int, Callable[[Any], Any]]] = {}
+_DESCRIBED_BY_NAME: Final[dict[str, Callable[[Any], Any]]] = {}
 
 
 def register_described(code: int, name: str, builder: Callable[[Any], Any]) -> None:
@@ -1079,7 +1079,7 @@ def register_described(code: int, name: str, builder: Callable[[Any], Any]) -> N
     _DESCRIBED_BY_NAME[name] = builder
 
 
-_DESCRIBED_RAW: dict[int, Decoder] = {}
+_DESCRIBED_RAW: Final[dict[int, Decoder]] = {}
 
 
 def register_described_raw(code: int, decoder: Decoder) -> None:
@@ -1121,7 +1121,7 @@ def _bad_constructor(code: int) -> Decoder:
     return dec
 
 
-DECODERS: list[Decoder] = [_bad_constructor(c) for c in range(256)]
+DECODERS: Final[list[Decoder]] = [_bad_constructor(c) for c in range(256)]
 """The decoder of each constructor byte (the composites' generated decoders index it too)."""
 for _code, _dec in {
     0x00: _d_described,

@@ -24,7 +24,7 @@ from .message import FORMAT, Content, unpack
 __all__ = ["BasicConsumer", "Channel", "PendingPublish", "PendingSettle"]
 
 _UNLIMITED: Final = 1 << 30
-_TAG_AND_REDELIVERED = struct.Struct(">QB")  # basic.deliver's delivery-tag and its bit octet
+_TAG_AND_REDELIVERED: Final = struct.Struct(">QB")  # basic.deliver's delivery-tag and its bit octet
 
 
 @dataclass(slots=True)

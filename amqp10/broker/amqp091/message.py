@@ -40,7 +40,7 @@ from ..core.message import (
 __all__ = ["BCC", "CC", "FORMAT", "Amqp091Message", "Content", "cc_keys", "from_publish", "pack", "unpack"]
 
 FORMAT: Final = AMQP091_FORMAT
-_U32 = struct.Struct(">I")
+_U32: Final = struct.Struct(">I")
 _EMPTY_PROPERTIES = b"\x00\x00"
 CC: Final = "CC"
 BCC: Final = "BCC"

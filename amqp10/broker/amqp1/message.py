@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from ...message import LazyMessage
 from ...types import (
@@ -367,7 +367,7 @@ def _parse_slow(payload: bytes, now: float) -> Amqp1Message:
 # Width of what follows a section value's constructor, for the fast scan: >= 0 fixed
 # bytes, -1 a one-byte size, -4 a four-byte size; None: not handled here (described
 # values, invalid constructors), which sends the message down the general path.
-_WIDTH: list[int | None] = [None] * 256
+_WIDTH: Final[list[int | None]] = [None] * 256
 for _c, _w in (
     ((0x40, 0x41, 0x42, 0x43, 0x44, 0x45), 0),
     ((0x50, 0x51, 0x52, 0x53, 0x54, 0x55, 0x56), 1),
@@ -382,11 +382,11 @@ for _c, _w in (
         _WIDTH[_x] = _w
 del _c, _w, _x
 # section descriptor code -> rank in the spec's order (the three body kinds share 5)
-_SECTION_RANK: list[int] = [-1] * 256
+_SECTION_RANK: Final[list[int]] = [-1] * 256
 for _code, _rank in ((0x70, 0), (0x71, 1), (0x72, 2), (0x73, 3), (0x74, 4), (0x75, 5), (0x76, 5), (0x77, 5), (0x78, 6)):
     _SECTION_RANK[_code] = _rank
 del _code, _rank
-_unpack_u32 = struct.Struct(">I").unpack_from
+_unpack_u32: Final = struct.Struct(">I").unpack_from
 _decode_at = decode_at
 
 

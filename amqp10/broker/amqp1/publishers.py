@@ -10,7 +10,7 @@ publisher's unsettled deliveries for link recovery (§2.6.13).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from ...transport import Delivery, DeliveryReceived, IllegalStateError, Link, Receiver, Session
 from ...types import (
@@ -52,7 +52,7 @@ __all__ = ["OUTCOMES", "Publishers"]
 
 # one accepted outcome for every message the broker accepts: the engine batches
 # consecutive dispositions with the same state, and identity is the cheapest test
-_ACCEPTED = Accepted()
+_ACCEPTED: Final = Accepted()
 _RELEASED = Released()
 _TAKEN = PublishResult.TAKEN
 

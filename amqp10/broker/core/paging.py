@@ -40,7 +40,7 @@ from array import array
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from . import store as _store
 from .message import QueuedMessage, format_named
@@ -53,7 +53,7 @@ __all__ = ["MAX_RUN", "MESSAGE_OVERHEAD", "UNSTORED_SHARE", "Gap", "PageStore", 
 
 log = logging.getLogger(__name__)
 
-MESSAGE_OVERHEAD = 320
+MESSAGE_OVERHEAD: Final = 320
 """Bytes a queued message costs in memory besides its body (the object, its slots, its
 place in a deque, its message-id): what the budget charges per message, so that a queue
 of tiny messages is bounded too."""
@@ -68,8 +68,8 @@ their publishers are answered only after the commit: a paging queue's bodies the
 within 9/8 of its budget plus what its publishers' windows hold past that. Counted per queue, as the budget is (the whole broker's memory
 has its own limit and alarm); a budget of 0 leaves none (every one waits)."""
 
-_TRANSIENT = 1  # in the store's temporary paged table (else in its messages table)
-_DURABLE = 2  # the message's own durable flag
+_TRANSIENT: Final = 1  # in the store's temporary paged table (else in its messages table)
+_DURABLE: Final = 2  # the message's own durable flag
 _GONE = 4  # taken from the middle of the tail by a selective consumer (its size set to 0)
 
 

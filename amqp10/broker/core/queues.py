@@ -11,7 +11,7 @@ from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from . import store as _store
 from .browsing import browse, dispatch_browsers, has_after, peek
@@ -40,7 +40,8 @@ __all__ = ["Queue"]
 
 
 _NO_RINGS: list[Any] = []
-TAKEN, FULL = PublishResult.TAKEN, PublishResult.FULL  # bound once: publish is per message
+TAKEN: Final = PublishResult.TAKEN  # bound once (statics in the compiled build): publish is per message
+FULL: Final = PublishResult.FULL
 _NO_IDS: set[int] = set()
 _NO_MAP: dict[int, Any] = {}
 

@@ -18,7 +18,7 @@ import json
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from ..._mypyc import Referable
 from ...addresses import is_partition_address, partition_address
@@ -54,7 +54,7 @@ log = logging.getLogger("amqp10.broker")
 
 DEFAULT_EXCHANGE = ""
 
-OWNERS_KEPT = 65536
+OWNERS_KEPT: Final = 65536
 """Names whose :attr:`Broker.placement` answer a virtual host keeps (then it starts again)."""
 PREDECLARED: dict[str, str] = {
     "amq.direct": "direct",
