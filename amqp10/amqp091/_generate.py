@@ -15,6 +15,7 @@ below; a test holds them to pika's codec.
 from __future__ import annotations
 
 import keyword
+import struct
 import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -230,7 +231,7 @@ class _Emitter:
                 enc.append(f"buf += {st}.pack({names})")
                 targets = ", ".join(ga for ga, _ in group) + ("," if len(group) == 1 else "")
                 dec.append(f"{targets} = {st}.unpack_from(data, off)")
-                dec.append(f"off += {st}.size")
+                dec.append(f"off += {struct.calcsize('>' + fmt)}")  # ({st}'s size: no lookup)
             elif t == "bit":
                 bits: list[str] = []
                 while i < len(attrs) and attrs[i][1] == "bit" and len(bits) < 8:
@@ -317,7 +318,7 @@ class _Emitter:
             if code is not None:
                 st = self.struct(code)
                 lines.append(f"            ({a},) = {st}.unpack_from(data, off)")
-                lines.append(f"            off += {st}.size")
+                lines.append(f"            off += {struct.calcsize('>' + code)}")  # ({st}'s size)
             else:
                 get = _GET[t]
                 lines.append(f"            {a}, off = {get}(data, off)")

@@ -176,7 +176,7 @@ class ConnectionStart(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         version_major, version_minor = _S_BB.unpack_from(data, off)
-        off += _S_BB.size
+        off += 2
         server_properties, off = decode_table(data, off)
         mechanisms, off = get_longstr(data, off)
         locales, off = get_longstr(data, off)
@@ -300,7 +300,7 @@ class ConnectionTune(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         channel_max, frame_max, heartbeat = _S_HIH.unpack_from(data, off)
-        off += _S_HIH.size
+        off += 8
         return ConnectionTune(channel_max=channel_max, frame_max=frame_max, heartbeat=heartbeat), off
 
 
@@ -331,7 +331,7 @@ class ConnectionTuneOk(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         channel_max, frame_max, heartbeat = _S_HIH.unpack_from(data, off)
-        off += _S_HIH.size
+        off += 8
         return ConnectionTuneOk(channel_max=channel_max, frame_max=frame_max, heartbeat=heartbeat), off
 
 
@@ -428,10 +428,10 @@ class ConnectionClose(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         reply_code, = _S_H.unpack_from(data, off)
-        off += _S_H.size
+        off += 2
         reply_text, off = get_shortstr(data, off)
         class_id, method_id = _S_HH.unpack_from(data, off)
-        off += _S_HH.size
+        off += 4
         return ConnectionClose(reply_code=reply_code, reply_text=reply_text, class_id=class_id, method_id=method_id), off
 
 
@@ -702,10 +702,10 @@ class ChannelClose(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         reply_code, = _S_H.unpack_from(data, off)
-        off += _S_H.size
+        off += 2
         reply_text, off = get_shortstr(data, off)
         class_id, method_id = _S_HH.unpack_from(data, off)
-        off += _S_HH.size
+        off += 4
         return ChannelClose(reply_code=reply_code, reply_text=reply_text, class_id=class_id, method_id=method_id), off
 
 
@@ -776,7 +776,7 @@ class ExchangeDeclare(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         reserved_1, = _S_H.unpack_from(data, off)
-        off += _S_H.size
+        off += 2
         exchange, off = get_shortstr(data, off)
         type, off = get_shortstr(data, off)
         bits0 = data[off]
@@ -845,7 +845,7 @@ class ExchangeDelete(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         reserved_1, = _S_H.unpack_from(data, off)
-        off += _S_H.size
+        off += 2
         exchange, off = get_shortstr(data, off)
         bits0 = data[off]
         off += 1
@@ -916,7 +916,7 @@ class ExchangeBind(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         reserved_1, = _S_H.unpack_from(data, off)
-        off += _S_H.size
+        off += 2
         destination, off = get_shortstr(data, off)
         source, off = get_shortstr(data, off)
         routing_key, off = get_shortstr(data, off)
@@ -989,7 +989,7 @@ class ExchangeUnbind(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         reserved_1, = _S_H.unpack_from(data, off)
-        off += _S_H.size
+        off += 2
         destination, off = get_shortstr(data, off)
         source, off = get_shortstr(data, off)
         routing_key, off = get_shortstr(data, off)
@@ -1064,7 +1064,7 @@ class QueueDeclare(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         reserved_1, = _S_H.unpack_from(data, off)
-        off += _S_H.size
+        off += 2
         queue, off = get_shortstr(data, off)
         bits0 = data[off]
         off += 1
@@ -1106,7 +1106,7 @@ class QueueDeclareOk(Method):
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         queue, off = get_shortstr(data, off)
         message_count, consumer_count = _S_II.unpack_from(data, off)
-        off += _S_II.size
+        off += 8
         return QueueDeclareOk(queue=queue, message_count=message_count, consumer_count=consumer_count), off
 
 
@@ -1148,7 +1148,7 @@ class QueueBind(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         reserved_1, = _S_H.unpack_from(data, off)
-        off += _S_H.size
+        off += 2
         queue, off = get_shortstr(data, off)
         exchange, off = get_shortstr(data, off)
         routing_key, off = get_shortstr(data, off)
@@ -1218,7 +1218,7 @@ class QueueUnbind(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         reserved_1, = _S_H.unpack_from(data, off)
-        off += _S_H.size
+        off += 2
         queue, off = get_shortstr(data, off)
         exchange, off = get_shortstr(data, off)
         routing_key, off = get_shortstr(data, off)
@@ -1279,7 +1279,7 @@ class QueuePurge(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         reserved_1, = _S_H.unpack_from(data, off)
-        off += _S_H.size
+        off += 2
         queue, off = get_shortstr(data, off)
         bits0 = data[off]
         off += 1
@@ -1310,7 +1310,7 @@ class QueuePurgeOk(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         message_count, = _S_I.unpack_from(data, off)
-        off += _S_I.size
+        off += 4
         return QueuePurgeOk(message_count=message_count), off
 
 
@@ -1347,7 +1347,7 @@ class QueueDelete(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         reserved_1, = _S_H.unpack_from(data, off)
-        off += _S_H.size
+        off += 2
         queue, off = get_shortstr(data, off)
         bits0 = data[off]
         off += 1
@@ -1380,7 +1380,7 @@ class QueueDeleteOk(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         message_count, = _S_I.unpack_from(data, off)
-        off += _S_I.size
+        off += 4
         return QueueDeleteOk(message_count=message_count), off
 
 
@@ -1493,11 +1493,11 @@ class BasicProperties(Properties):
         delivery_mode: int | None = None
         if flags & 0x1000:
             (delivery_mode,) = _S_B.unpack_from(data, off)
-            off += _S_B.size
+            off += 1
         priority: int | None = None
         if flags & 0x0800:
             (priority,) = _S_B.unpack_from(data, off)
-            off += _S_B.size
+            off += 1
         correlation_id: str | None = None
         if flags & 0x0400:
             correlation_id, off = get_shortstr(data, off)
@@ -1513,7 +1513,7 @@ class BasicProperties(Properties):
         timestamp: int | None = None
         if flags & 0x0040:
             (timestamp,) = _S_Q.unpack_from(data, off)
-            off += _S_Q.size
+            off += 8
         type: str | None = None
         if flags & 0x0020:
             type, off = get_shortstr(data, off)
@@ -1557,7 +1557,7 @@ class BasicQos(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         prefetch_size, prefetch_count = _S_IH.unpack_from(data, off)
-        off += _S_IH.size
+        off += 6
         bits0 = data[off]
         off += 1
         global_ = bool(bits0 & 1)
@@ -1629,7 +1629,7 @@ class BasicConsume(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         reserved_1, = _S_H.unpack_from(data, off)
-        off += _S_H.size
+        off += 2
         queue, off = get_shortstr(data, off)
         consumer_tag, off = get_shortstr(data, off)
         bits0 = data[off]
@@ -1760,7 +1760,7 @@ class BasicPublish(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         reserved_1, = _S_H.unpack_from(data, off)
-        off += _S_H.size
+        off += 2
         exchange, off = get_shortstr(data, off)
         routing_key, off = get_shortstr(data, off)
         bits0 = data[off]
@@ -1802,7 +1802,7 @@ class BasicReturn(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         reply_code, = _S_H.unpack_from(data, off)
-        off += _S_H.size
+        off += 2
         reply_text, off = get_shortstr(data, off)
         exchange, off = get_shortstr(data, off)
         routing_key, off = get_shortstr(data, off)
@@ -1845,7 +1845,7 @@ class BasicDeliver(Method):
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         consumer_tag, off = get_shortstr(data, off)
         delivery_tag, = _S_Q.unpack_from(data, off)
-        off += _S_Q.size
+        off += 8
         bits0 = data[off]
         off += 1
         redelivered = bool(bits0 & 1)
@@ -1883,7 +1883,7 @@ class BasicGet(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         reserved_1, = _S_H.unpack_from(data, off)
-        off += _S_H.size
+        off += 2
         queue, off = get_shortstr(data, off)
         bits0 = data[off]
         off += 1
@@ -1926,14 +1926,14 @@ class BasicGetOk(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         delivery_tag, = _S_Q.unpack_from(data, off)
-        off += _S_Q.size
+        off += 8
         bits0 = data[off]
         off += 1
         redelivered = bool(bits0 & 1)
         exchange, off = get_shortstr(data, off)
         routing_key, off = get_shortstr(data, off)
         message_count, = _S_I.unpack_from(data, off)
-        off += _S_I.size
+        off += 4
         return BasicGetOk(delivery_tag=delivery_tag, redelivered=redelivered, exchange=exchange, routing_key=routing_key, message_count=message_count), off
 
 
@@ -1989,7 +1989,7 @@ class BasicAck(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         delivery_tag, = _S_Q.unpack_from(data, off)
-        off += _S_Q.size
+        off += 8
         bits0 = data[off]
         off += 1
         multiple = bool(bits0 & 1)
@@ -2022,7 +2022,7 @@ class BasicReject(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         delivery_tag, = _S_Q.unpack_from(data, off)
-        off += _S_Q.size
+        off += 8
         bits0 = data[off]
         off += 1
         requeue = bool(bits0 & 1)
@@ -2137,7 +2137,7 @@ class BasicNack(Method):
     @classmethod
     def decode(cls, data: bytes, off: int) -> tuple[Method, int]:
         delivery_tag, = _S_Q.unpack_from(data, off)
-        off += _S_Q.size
+        off += 8
         bits0 = data[off]
         off += 1
         multiple = bool(bits0 & 1)
