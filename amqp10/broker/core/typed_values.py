@@ -1,6 +1,7 @@
 """Argument values as JSON holds them, their types kept: what the store writes of the
-arguments a queue or stream was declared with, and what the workers' control link carries
-of a value AMQP 1.0 has no type for (workers/metadata.py), so that a re-declaration is
+arguments a queue or stream was declared with, and what the workers carry of a value AMQP
+1.0 has no type for (:func:`carried`: the control link, workers/metadata.py, and a
+``queue.declare`` put to a queue's owner, workers/remote.py), so that a re-declaration is
 compared with the values declared, after a restart and on every worker alike.
 
 Arguments are 0-9-1 field-table values (or 1.0 map values, or JSON from the HTTP API):
@@ -24,7 +25,9 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["typed", "untyped"]
+from ...types import Described, symbol
+
+__all__ = ["TYPED", "carried", "restored", "typed", "untyped"]
 
 _LONG = 1 << 63
 
@@ -70,3 +73,34 @@ def untyped(data: Any) -> Any:
     if tag == "text":
         return str(payload)
     raise ValueError(f"not a typed value: {data!r}")
+
+
+TYPED = symbol("amqp10:typed")
+"""The descriptor of a value the workers carry in its typed form (as the store keeps
+arguments): one without an AMQP 1.0 type that gives it back as it was (a 0-9-1 decimal or
+timestamp, an integer beyond 64 bits)."""
+
+
+def carried(value: Any) -> Any:
+    """``value`` in the AMQP types the workers' links carry, what AMQP 1.0 would not give
+    back as it was described as :data:`TYPED` (:func:`restored` gives it back)."""
+    if value is None or isinstance(value, (bool, float, str, bytes)):
+        return value
+    if isinstance(value, int) and -_LONG <= value < _LONG:
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): carried(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [carried(v) for v in value]
+    return Described(TYPED, typed(value))
+
+
+def restored(value: Any) -> Any:
+    """What :func:`carried` gave ``value`` (as decoded) for; ValueError for a malformed one."""
+    if isinstance(value, Described) and value.descriptor == TYPED:
+        return untyped(value.value)
+    if isinstance(value, dict):
+        return {k: restored(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [restored(v) for v in value]
+    return value

@@ -65,7 +65,7 @@ from ...transport import (
     Sender,
     SessionBegun,
 )
-from ...types import Described, Source, Target, decode, encode, symbol
+from ...types import Source, Target, decode, encode
 from ..config import BrokerConfig
 from ..core import (
     ArgumentError,
@@ -81,7 +81,7 @@ from ..core import (
     Topic,
 )
 from ..core.store import BARRIER
-from ..core.typed_values import typed, untyped
+from ..core.typed_values import carried, restored
 from ..topology import LiveDefinitions
 from ..users import read_users_file
 from .compaction import compacted
@@ -138,43 +138,12 @@ class Inequivalent(PreconditionFailed):
 
 
 # -- changes ----------------------------------------------------------------------------------
-TYPED = symbol("amqp10:typed")
-"""The descriptor of a value the control link carries in its typed form (:mod:`typed_values
-<amqp10.broker.core.typed_values>`, as the store keeps arguments): one without an AMQP 1.0
-type that gives it back as it was (a 0-9-1 decimal or timestamp, an integer beyond 64 bits)."""
-
-
-def _carried(value: Any) -> Any:
-    """``value`` in the AMQP types the control link carries, what AMQP 1.0 would not give
-    back as it was described as :data:`TYPED`."""
-    if value is None or isinstance(value, (bool, float, str, bytes)):
-        return value
-    if isinstance(value, int) and -(1 << 63) <= value < 1 << 63:
-        return value
-    if isinstance(value, Mapping):
-        return {str(k): _carried(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_carried(v) for v in value]
-    return Described(TYPED, typed(value))
-
-
-def _restored(value: Any) -> Any:
-    """What :func:`_carried` gave ``value`` (as decoded) for."""
-    if isinstance(value, Described) and value.descriptor == TYPED:
-        return untyped(value.value)
-    if isinstance(value, dict):
-        return {k: _restored(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_restored(v) for v in value]
-    return value
-
-
 def _encode(message: list[Any]) -> bytes:
-    return encode(_carried(message))
+    return encode(carried(message))
 
 
 def _decode(payload: bytes) -> list[Any]:
-    return list(_restored(decode(payload)))
+    return list(restored(decode(payload)))
 
 
 def apply_change(broker: Broker, vhost_name: str, change: Change, *, check: bool) -> None:

@@ -71,6 +71,7 @@ from ..core import (
     is_pattern,
 )
 from ..core.replies import DirectReplies
+from ..core.typed_values import restored
 from . import bytecredit
 from .link import (
     BY_AN_EXCLUSIVE_CONSUMER,
@@ -956,10 +957,12 @@ class NodeServer:
         return [held]
 
     def _declare(self, vhost: Any, args: list[Any]) -> list[Any]:
-        name, durable, arguments, auto_delete = args
-        q = vhost.declare_queue(
-            name, durable=bool(durable), arguments=arguments or {}, auto_delete=bool(auto_delete)
-        )
+        name, durable, carried_arguments, auto_delete = args
+        try:
+            arguments = restored(carried_arguments or {})  # (as declared: remote.py's ask_declare)
+        except ValueError as exc:
+            raise PreconditionFailed(f"invalid arguments for queue '{name}' in vhost '{vhost.name}': {exc}") from None
+        q = vhost.declare_queue(name, durable=bool(durable), arguments=arguments, auto_delete=bool(auto_delete))
         return [q.count, len(q.consumers)]
 
     def _purge(self, vhost: Any, args: list[Any]) -> list[Any]:

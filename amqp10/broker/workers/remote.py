@@ -74,6 +74,7 @@ from ..core import (
     ResourceLocked,
     nothing,
 )
+from ..core.typed_values import carried
 from . import bytecredit
 from .link import (
     BATCH_FORMAT,
@@ -512,7 +513,8 @@ class RemoteNode(NodeElsewhere):
         auto_delete: bool,
         answered: Answered[tuple[int, int]],
     ) -> None:
-        self._ask("declare", [durable, dict(arguments), auto_delete], _counts, answered)
+        # (the arguments as declared, a decimal or a 0-9-1 field type too: typed_values.carried)
+        self._ask("declare", [durable, carried(dict(arguments)), auto_delete], _counts, answered)
 
     def ask_purge(self, answered: Answered[int]) -> None:
         self._ask("purge", [], _first, answered)

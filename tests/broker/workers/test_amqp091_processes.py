@@ -13,6 +13,7 @@ import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from decimal import Decimal
 from typing import Any
 
 import anyio
@@ -297,6 +298,27 @@ def test_unroutable_and_full_are_answered_as_by_one_broker(broker: Parent) -> No
             ch.basic_publish("", "", b"x")  # acked as unroutable, not nacked
             with pytest.raises(UnroutableError):
                 ch.basic_publish("", "", b"x", mandatory=True)
+
+
+def test_a_decimal_argument_is_declared_through_the_other_worker_and_again_on_both(broker: Parent) -> None:
+    """A declaration put to the queue's owner carries its arguments as declared (a decimal
+    has no AMQP 1.0 type: it aborted the client's connection), and the same declaration is
+    answered again on either worker, a different one refused."""
+    name = owned_by(0, "q91decimal")
+    arguments = {"x-queue-type": "quorum", "x-quorum-initial-group-size": Decimal("3.0")}
+    with one_on_each(broker) as conns:
+        ch = conns[1].channel()
+        assert ch.queue_declare(name, durable=True, arguments=arguments).method.queue == name  # made on worker 0
+        ch.basic_publish("", name, b"x")
+        for worker in (1, 0, 1):
+            ok = conns[worker].channel().queue_declare(name, durable=True, arguments=arguments)
+            assert ok.method.message_count == 1
+        for worker in (0, 1):
+            with pytest.raises(ChannelClosedByBroker) as e:
+                conns[worker].channel().queue_declare(
+                    name, durable=True, arguments={**arguments, "x-quorum-initial-group-size": Decimal("5")}
+                )
+            assert e.value.reply_code == 406
 
 
 async def a_10_receiver_is_refused(port: int, worker: int, name: str) -> None:
