@@ -95,6 +95,20 @@ def _dropped(on_stored: Callable[[], None]) -> Refused:
     return lambda result: on_stored()
 
 
+def _stored_arguments(arguments: Mapping[str, Any]) -> str:
+    """A queue's or stream's store properties: its arguments with their types
+    (``typed_arguments``, what :meth:`VirtualHost.restore_node` reads), and as a broker
+    before them wrote and reads them (``arguments``, JSON with any other value as its
+    ``repr``), so that one recovers them from a store this one wrote (not where that way
+    fails: keys JSON cannot sort or hold, which the typed form writes as their text)."""
+    props: dict[str, Any] = {"typed_arguments": typed(dict(arguments))}
+    try:
+        props["arguments"] = json.loads(json.dumps(dict(arguments), sort_keys=True, default=repr))
+    except (TypeError, ValueError):
+        pass
+    return json.dumps(props, sort_keys=True)
+
+
 class VirtualHost(Referable):
     """One virtual host's nodes, exchanges and bindings (``Referable``: the 1.0 front end's
     wildcard subscriptions are kept by weak reference to their virtual host)."""
@@ -481,7 +495,7 @@ class VirtualHost(Referable):
             policy = self.queue_policy(name, kind, arguments)
         except ArgumentError as exc:
             raise PreconditionFailed(f"invalid arguments for queue {name!r} in vhost {self.name!r}: {exc}") from None
-        props = json.dumps({"typed_arguments": typed(dict(arguments))}, sort_keys=True) if arguments else "{}"
+        props = _stored_arguments(arguments) if arguments else "{}"
         made: Queue | Stream
         if kind == "stream":
             made = self._make_stream(name, policy, arguments)
@@ -1042,7 +1056,7 @@ class VirtualHost(Referable):
         if rec.name in self.nodes:
             return
         props = json.loads(rec.properties or "{}")
-        typed_arguments = props.get("typed_arguments")  # ("arguments": stored without their types)
+        typed_arguments = props.get("typed_arguments")  # ("arguments": as a broker before them wrote them)
         arguments = untyped(typed_arguments) if typed_arguments is not None else props.get("arguments")
         if arguments and rec.kind in ("queue", "stream"):
             try:
