@@ -60,6 +60,14 @@ def untyped(data: Any) -> Any:
     if len(data) != 1:
         raise ValueError(f"not a typed value: {data!r}")
     ((tag, payload),) = data.items()
+    try:
+        return _tagged(tag, payload)
+    except (TypeError, AttributeError, ArithmeticError, ValueError) as exc:  # (a decimal's InvalidOperation too)
+        raise ValueError(f"not a typed value: {data!r} ({exc})") from None
+
+
+def _tagged(tag: str, payload: Any) -> Any:
+    """The value the tag ``tag`` of ``payload`` stands for."""
     if tag == "table":
         return {k: untyped(v) for k, v in payload.items()}
     if tag == "decimal":
@@ -67,12 +75,12 @@ def untyped(data: Any) -> Any:
     if tag == "timestamp":
         return datetime.fromisoformat(payload)
     if tag == "bytes":
-        return base64.b64decode(payload)
+        return base64.b64decode(payload, validate=True)
     if tag == "int":
         return int(payload)
     if tag == "text":
         return str(payload)
-    raise ValueError(f"not a typed value: {data!r}")
+    raise ValueError(f"no such tag as {tag!r}")
 
 
 TYPED = symbol("amqp10:typed")

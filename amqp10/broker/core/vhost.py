@@ -1056,8 +1056,22 @@ class VirtualHost(Referable):
         if rec.name in self.nodes:
             return
         props = json.loads(rec.properties or "{}")
-        typed_arguments = props.get("typed_arguments")  # ("arguments": as a broker before them wrote them)
-        arguments = untyped(typed_arguments) if typed_arguments is not None else props.get("arguments")
+        arguments = props.get("arguments")  # (as a broker before typed_arguments wrote them)
+        typed_arguments = props.get("typed_arguments")
+        if typed_arguments is not None:
+            try:
+                read = untyped(typed_arguments)
+                if not isinstance(read, dict):
+                    raise ValueError(f"not a table: {typed_arguments!r}")
+                arguments = read
+            except ValueError as exc:  # (a malformed record: this queue's alone)
+                log.warning(
+                    "queue %r in vhost %r: its stored typed_arguments do not read (%s); recreated with its"
+                    " arguments as stored without their types",
+                    rec.name,
+                    self.name,
+                    exc,
+                )
         if arguments and rec.kind in ("queue", "stream"):
             try:
                 self.declare_queue(rec.name, kind=rec.kind, arguments=arguments, persist=False)

@@ -305,6 +305,31 @@ def test_a_queues_arguments_are_stored_as_a_broker_before_typed_arguments_reads_
     assert sorted(json.loads(rec.properties)) == ["typed_arguments"]
 
 
+@pytest.mark.parametrize(
+    "malformed",
+    [{"table": {"x-max-length": {"decimal": "one"}}}, {"table": {"x-max-length": {"bytes": "%%"}}},
+     {"table": {"x-max-length": {"table": 3}}}, {"table": {"x-max-length": {"no-such-tag": 1}}},
+     {"table": 3}, {"no-such-tag": {}}, ["x-max-length"]],
+)  # fmt: skip
+def test_a_malformed_typed_record_is_that_queues_alone(
+    open_store: Callable[[], st.SqlStore], malformed: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A record whose typed_arguments do not read recovers its queue with its arguments as
+    stored without their types, said in a warning, and the other queues as they were (the
+    ValueError stopped the whole recovery)."""
+    s = open_store()
+    broker = Broker(BrokerConfig(), journal=SyncJournal(s))
+    broker.default.declare_queue("good", arguments={"x-queue-type": "quorum", "x-quorum-initial-group-size": Decimal("1.5")})
+    props = json.dumps({"typed_arguments": malformed, "arguments": {"x-max-length": 5}})
+    broker.default.journal.submit((st.NODE, "/", "bad", "queue", props))
+    fresh = Broker(BrokerConfig())
+    fresh.recover(s)
+    good, bad = fresh.default.nodes["good"], fresh.default.nodes["bad"]
+    assert isinstance(good, Queue) and good.arguments == {"x-queue-type": "quorum", "x-quorum-initial-group-size": Decimal("1.5")}
+    assert isinstance(bad, Queue) and bad.arguments == {"x-max-length": 5}
+    assert "queue 'bad' in vhost '/': its stored typed_arguments do not read" in caplog.text
+
+
 @pytest.mark.anyio
 async def test_a_batch_taken_as_the_committer_is_cancelled_is_still_written(open_store: Callable[[], st.SqlStore]) -> None:
     """Stopping the broker cancels the committer; a batch it had taken (but not yet handed
