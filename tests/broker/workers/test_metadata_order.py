@@ -136,6 +136,21 @@ async def test_a_stream_an_attach_or_a_partitioned_stream_makes_has_its_argument
                     assert vhost.stream_arguments[name] == {"x-queue-type": "stream"}
 
 
+async def test_two_like_stream_declarations_without_its_type_reach_the_parent_alike(tmp_path: Path) -> None:
+    """A stream declared by its kind (the management API's, HTTP's), without x-queue-type, is
+    shared with a stream's arguments, its type among them: the same declaration from the
+    other worker at once is compared with the parent's copy alike and is in the order too
+    (it was shared without its type, and refused as a stream declared with other arguments)."""
+    with anyio.fail_after(WAIT):
+        async with sequenced(tmp_path) as seq, workers(tmp_path, 2) as (b0, b1):
+            for vhost in (b0.default, b1.default):  # before either reached the parent
+                vhost.declare_queue("s", kind="stream", arguments={"x-max-age": "1D"})
+            await answered(b0)
+            await answered(b1)
+            assert seq.mirror.default.stream_arguments["s"] == {"x-queue-type": "stream", "x-max-age": "1D"}
+            assert seq.log.last() == 2  # (both declarations in the order: neither refused)
+
+
 async def test_two_workers_declaring_one_name_at_once_are_put_in_order(tmp_path: Path) -> None:
     with anyio.fail_after(WAIT):
         async with sequenced(tmp_path) as seq, workers(tmp_path, 2) as (b0, b1):
