@@ -41,8 +41,8 @@ from setuptools import setup
 # when there are permissions that do not allow everything, or a token's grant, to ask,
 # broker/amqp091/context); the rest of broker/workers (supervisor, peers, control, metadata, handover...: once a link or a
 # change, not once a message);
-# amqp091's generator (_generate, _diagrams) and scalars (int/float/bytes subclasses, which
-# mypyc does not compile); broker/frontend and broker/amqp091/login (once a connection); the
+# amqp091's generator (_generate, _diagrams); field_types (0-9-1's int/float/bytes subclasses,
+# which mypyc does not compile); broker/frontend and broker/amqp091/login (once a connection); the
 # dataclasses' generated methods (made by exec; amqp091/events' per-message ones,
 # MethodReceived and ContentReceived, write their __init__ out to be compiled) and the 1.0
 # composite types' decoders (made by exec at import).

@@ -42,11 +42,13 @@ BELOW_THE_BROKER = (
     "amqp10.addresses",
     "amqp10.collector",
     "amqp10.errors",
+    "amqp10.field_types",
     "amqp10.management",
     "amqp10._mypyc",
 )
 """The codec, the message model and the protocol-neutral helpers the broker builds on
-(``amqp10._mypyc``: what the compiled build's classes need from mypyc, a no-op when pure)."""
+(``amqp10.field_types``: 0-9-1's field types, which the core gives stored arguments back in;
+``amqp10._mypyc``: what the compiled build's classes need from mypyc, a no-op when pure)."""
 CORE = ("amqp10.broker.core",)
 
 MAY_REACH: dict[str, tuple[str, ...]] = {

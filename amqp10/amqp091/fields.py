@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final, TypeAlias
 
-from .scalars import Float32, Int8, Int16, Int64, LongString, Timestamp, UInt8, UInt16, UInt32
+from ..field_types import Float32, Int8, Int16, Int64, LongString, Timestamp, UInt8, UInt16, UInt32
 
 __all__ = [
     "MAX_DEPTH",

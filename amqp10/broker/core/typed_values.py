@@ -10,11 +10,14 @@ value is a map of one entry that names its type::
 
     {"decimal": "1.50"}   {"timestamp": "2024-05-01T12:00:00+00:00"}   {"bytes": "<base64>"}
     {"int": "<digits>"} (beyond 64 bits)   {"table": {"name": value, ...}}
+    {"field": ["Int8", 3]}   {"field": ["Float32", 2.5]}   {"field": ["LongString", {"bytes": ...}]}
 
-so a map in the typed form is always such a tag. A subclass of ``int``, ``float`` or
-``bytes`` (a 0-9-1 ``Int8``, ``Timestamp``, ``Float32``...) is kept as its base type:
-the same value, which compares equal. A value of another type is kept as its text
-(``{"text": ...}``).
+so a map in the typed form is always such a tag. A 0-9-1 field type (:mod:`amqp10.field_types`:
+``Int8``, ``Int16``, ``Int64``, ``UInt8``, ``UInt16``, ``UInt32``, ``Timestamp``, ``Float32``,
+``LongString``) is a ``field`` tag, its name and its value as its base type: it is not its base
+type's value to RabbitMQ inside a table or an array (``[Int8(3)]`` is not ``[3]``), and a
+re-declaration is compared with it so after a restart and on every worker. A value of another
+type is kept as its text (``{"text": ...}``).
 """
 
 from __future__ import annotations
@@ -25,15 +28,28 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from ... import field_types
 from ...types import Described, symbol
 
 __all__ = ["TYPED", "carried", "restored", "typed", "untyped"]
 
 _LONG = 1 << 63
 
+_FIELD_TYPES: dict[str, type] = {name: getattr(field_types, name) for name in field_types.__all__}
+"""The 0-9-1 field types a ``field`` tag names, by name."""
+
+
+def _field_type(value: Any) -> type | None:
+    """``value``'s 0-9-1 field type, if it has one of them (exactly: not a subclass of it)."""
+    t = type(value)
+    return t if _FIELD_TYPES.get(t.__name__) is t else None
+
 
 def typed(value: Any) -> Any:
     """``value`` in the typed form (see the module's text)."""
+    field_type = _field_type(value)
+    if field_type is not None:
+        return {"field": [field_type.__name__, typed(field_type.__mro__[1](value))]}
     if value is None or isinstance(value, (bool, str, float)):
         return value
     if isinstance(value, int):
@@ -62,12 +78,13 @@ def untyped(data: Any) -> Any:
     ((tag, payload),) = data.items()
     try:
         return _tagged(tag, payload)
-    except (TypeError, AttributeError, ArithmeticError, ValueError) as exc:  # (a decimal's InvalidOperation too)
+    except (TypeError, AttributeError, LookupError, ArithmeticError, ValueError) as exc:
         raise ValueError(f"not a typed value: {data!r} ({exc})") from None
 
 
 def _tagged(tag: str, payload: Any) -> Any:
-    """The value the tag ``tag`` of ``payload`` stands for."""
+    """The value the tag ``tag`` of ``payload`` stands for (a malformed one raises what its
+    type's constructor raises: a decimal's InvalidOperation is an ArithmeticError)."""
     if tag == "table":
         return {k: untyped(v) for k, v in payload.items()}
     if tag == "decimal":
@@ -80,18 +97,29 @@ def _tagged(tag: str, payload: Any) -> Any:
         return int(payload)
     if tag == "text":
         return str(payload)
+    if tag == "field":
+        name, value = payload
+        base = untyped(value)
+        field_type = _FIELD_TYPES[name]
+        if not isinstance(base, field_type.__mro__[1]) or isinstance(base, bool):
+            raise ValueError(f"a {name} of {base!r}")
+        return field_type(base)
     raise ValueError(f"no such tag as {tag!r}")
 
 
 TYPED = symbol("amqp10:typed")
 """The descriptor of a value the workers carry in its typed form (as the store keeps
 arguments): one without an AMQP 1.0 type that gives it back as it was (a 0-9-1 decimal or
-timestamp, an integer beyond 64 bits)."""
+timestamp, an integer beyond 64 bits, a 0-9-1 field type: its ``Int8`` is not an ``int``
+inside a table or an array, to a re-declaration)."""
 
 
 def carried(value: Any) -> Any:
     """``value`` in the AMQP types the workers' links carry, what AMQP 1.0 would not give
-    back as it was described as :data:`TYPED` (:func:`restored` gives it back)."""
+    back as it was described as :data:`TYPED` (:func:`restored` gives it back): a 0-9-1
+    field type too (an ``Int8`` would come back an ``int``)."""
+    if _field_type(value) is not None:
+        return Described(TYPED, typed(value))
     if value is None or isinstance(value, (bool, float, str, bytes)):
         return value
     if isinstance(value, int) and -_LONG <= value < _LONG:

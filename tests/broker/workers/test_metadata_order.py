@@ -17,6 +17,7 @@ import anyio
 import pytest
 
 from amqp10.addresses import partition_address
+from amqp10.amqp091.fields import Float32, Int8, Int64, LongString, Timestamp
 from amqp10.broker.config import BrokerConfig
 from amqp10.broker.core import Broker, PreconditionFailed, Stream
 from amqp10.broker.workers.metadata import (
@@ -98,17 +99,29 @@ async def test_a_change_is_answered_once_every_worker_made_it(tmp_path: Path) ->
 
 
 async def test_arguments_without_an_amqp_1_0_type_reach_every_copy_as_declared(tmp_path: Path) -> None:
-    """A decimal, a timestamp and an integer beyond 64 bits cross the control link with their
-    types, to the other worker, the parent's copy and its log (they crossed as their text,
-    or as an AMQP timestamp: a re-declaration there was compared with that)."""
+    """A decimal, a timestamp, an integer beyond 64 bits and a 0-9-1 field type cross the
+    control link with their types, to the other worker, the parent's copy and its log (they
+    crossed as their text, or as an AMQP timestamp, an Int8 as an int: a re-declaration there
+    was compared with that)."""
     arguments = {
         "x-queue-type": "stream",
         "x-stream-max-segment-size-bytes": Decimal("1.50"),
-        "x-stream-filter-size-bytes": [datetime(2024, 5, 1, 12, 0, tzinfo=UTC), {"n": 1 << 70}],
+        "x-stream-filter-size-bytes": [
+            datetime(2024, 5, 1, 12, 0, tzinfo=UTC),
+            {"n": 1 << 70},
+            [Int8(3), {"n": Int64(3)}, Float32(2.5), LongString(b"\xff"), Timestamp(5), 3],
+        ],
     }
 
+    def shape(value: Any) -> Any:  # (a value with its type, all the way in: Int8(3) is not 3)
+        if isinstance(value, dict):
+            return {k: shape(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [shape(v) for v in value]
+        return type(value), repr(value)
+
     def same(copy: dict[str, Any]) -> bool:
-        return copy == arguments and sorted(map(repr, copy.items())) == sorted(map(repr, arguments.items()))
+        return copy == arguments and shape(copy) == shape(arguments)
 
     with anyio.fail_after(WAIT):
         async with sequenced(tmp_path) as seq, workers(tmp_path, 2) as (b0, b1):

@@ -1,11 +1,27 @@
-"""The field-table scalar types: ``int``/``float``/``bytes`` subclasses that keep a value's type code.
+"""The 0-9-1 field-table scalar types: ``int``/``float``/``bytes`` subclasses that keep a
+value's type code.
 
-They live apart from ``fields`` (which re-exports them) so that the compiled build can compile
-``fields`` (setup.py): mypyc does not compile a class that derives from ``int``, ``float`` or
-``bytes``, and this module stays interpreted. ``fields.__all__`` lists them.
+They live apart from ``amqp091.fields`` (which re-exports them) so that the compiled build can
+compile ``fields`` (setup.py): mypyc does not compile a class that derives from ``int``,
+``float`` or ``bytes``, and this module stays interpreted. ``fields.__all__`` lists them. They
+import nothing, below the engines and the broker alike, so that the broker's core gives a
+stored argument back with its field type (``broker.core.typed_values``) without reaching the
+0-9-1 engine.
 """
 
 from __future__ import annotations
+
+__all__ = [
+    "Int8",
+    "UInt8",
+    "Int16",
+    "UInt16",
+    "UInt32",
+    "Int64",
+    "Timestamp",
+    "Float32",
+    "LongString",
+]
 
 
 class Int8(int):
