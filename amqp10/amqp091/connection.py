@@ -239,8 +239,17 @@ class Connection(ConnectionMethods):
             data = bytes(self._in)
             self._in.clear()
         elif self._in:  # (the start of a frame the last read cut)
-            data = bytes(self._in) + data
-            self._in.clear()
+            buf = self._in
+            buf += data
+            if len(buf) < 7:
+                return self.poll_events()
+            size: int = _unpack_prefix(buf, 0)[2]
+            if len(buf) <= 7 + size and size + FRAME_OVERHEAD <= self._recv_frame_max:
+                # still cut: gathered as it comes (a frame-max error is the loop's, below),
+                # each read appended once, not copied again with what came before it
+                return self.poll_events()
+            data = bytes(buf)
+            buf.clear()
         elif type(data) is not bytes:  # (a payload is a slice of it: bytes, not a view)
             data = bytes(data)
         # frames are read from ``data`` itself, each payload one slice (one copy); what is

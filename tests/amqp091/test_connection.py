@@ -478,8 +478,8 @@ def test_a_bug_of_ours_is_internal_error_never_an_exception(
 
 def test_after_a_bug_of_ours_the_rest_of_the_read_is_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
     """A frame that fails with a bug of ours: the frames after it in the same read are not
-    handled, and nothing of the read is kept (the compiled build too: the input buffer is
-    cleared after a loop whose test mypy had narrowed)."""
+    handled, and nothing of the read is kept (the compiled build too: what a read leaves of a
+    cut frame is kept only while no bug of ours was met)."""
     pair = Pair().open()
     ch = pair.open_channel()
     calls: list[bytes] = []

@@ -1066,11 +1066,11 @@ class VirtualHost(Referable):
                 arguments = read
             except ValueError as exc:  # (a malformed record: this queue's alone)
                 log.warning(
-                    "queue %r in vhost %r: its stored typed_arguments do not read (%s); recreated with its"
-                    " arguments as stored without their types",
+                    "queue %r in vhost %r: its stored typed_arguments do not read (%s); recreated %s",
                     rec.name,
                     self.name,
                     exc,
+                    "with its arguments as stored without their types" if arguments else "without arguments",
                 )
         if arguments and rec.kind in ("queue", "stream"):
             try:
