@@ -311,10 +311,12 @@ def _check_equivalent(vhost: VirtualHost, q: Queue | Stream, method: m.QueueDecl
         if new is _ABSENT and old is _ABSENT:
             continue
         if new is not _ABSENT and old is not _ABSENT:
-            received, current = _parsed(new)[1], _parsed(old)[1]
-            if _same(received, current):
+            # (names of their own: the compiled build checks a name's one type, and the loop
+            # above has ``received`` and ``current`` bool)
+            new_term, old_term = _parsed(new)[1], _parsed(old)[1]
+            if _same(new_term, old_term):
                 continue
-            shown = _val(received), _val(current)  # (the values alone: their types are not said)
+            shown = _val(new_term), _val(old_term)  # (the values alone: their types are not said)
         elif key == "x-queue-type" and (old if new is _ABSENT else new) == "classic":
             continue  # a classic queue's type may be given or left out (rabbitmq-common#341)
         else:
