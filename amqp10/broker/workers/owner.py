@@ -410,7 +410,7 @@ class _ByName(Node):
         return self._vhost.queue(self.name)
 
     def publish(self, msg: QueuedMessage, on_stored: Callable[[], None]) -> PublishResult:
-        q = self._vhost.queue(self.name)
+        q = self.queue()
         if q is not None:
             return q.publish(msg, on_stored)
         topic = self._vhost.nodes.get(self.name)
@@ -426,7 +426,7 @@ class _ByName(Node):
         return _TAKEN
 
     def room(self) -> int | None:
-        q = self._vhost.queue(self.name)
+        q = self.queue()
         return None if q is None else q.room()
 
 
