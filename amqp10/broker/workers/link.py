@@ -164,6 +164,14 @@ queued when due has a new seq; only a message with a due time can be one)."""
 _NUMBER: Final = struct.Struct("<Q")
 _NUMBER_SIZE: Final = _NUMBER.size
 _RARE: Final = _BY_EXCLUSIVE | _RENUMBERED
+_SHORT_HEAD: Final = 128
+"""The short head (:data:`_SHORT`): a message without expiry, group or due time (most)."""
+_SHORT: Final = struct.Struct("<BBHIQd")
+"""flags (with :data:`_SHORT_HEAD`), priority, message-id length, delivery count, seq, arrival:
+what most messages carry, in 24 bytes, and three numbers fewer to pack and read."""
+_SHORT_SIZE: Final = _SHORT.size
+_pack_short: Final = _SHORT.pack
+_unpack_short: Final = _SHORT.unpack_from
 BY_AN_EXCLUSIVE_CONSUMER: Final = object()
 """The origin (``QueuedMessage.origin``) the owner gives a message published on the
 connection of its node's exclusive consumer on the publishing worker (:func:`by_exclusive_consumer`),
@@ -185,11 +193,20 @@ def encode_record(msg: QueuedMessage) -> bytes:
         fmt = _FORMAT_NAMES[msg.format] = bytes((len(msg.format),)) + msg.format.encode()
     flags = _DURABLE if msg.durable else 0
     expiry = msg.expiry
+    due = msg.due
+    mid = msg.message_id
+    group = msg.group
+    if expiry is None and due is None and group is None:  # (most messages: the short head)
+        if mid is None:
+            return b"".join((_pack_short(flags | _SHORT_HEAD, msg.priority, 0, msg.delivery_count, msg.seq,
+                                         msg.arrival), fmt, msg.data))  # fmt: skip
+        short_mid = mid.encode()
+        return b"".join((_pack_short(flags | _SHORT_HEAD | _HAS_ID, msg.priority, len(short_mid),
+                                     msg.delivery_count, msg.seq, msg.arrival), fmt, short_mid, msg.data))  # fmt: skip
     if expiry is None:
         expiry = 0.0
     else:
         flags |= _EXPIRES
-    due = msg.due
     number = b""
     if due is None:
         due = 0.0
@@ -198,8 +215,6 @@ def encode_record(msg: QueuedMessage) -> bytes:
         if msg.number != msg.seq:
             flags |= _RENUMBERED
             number = _NUMBER.pack(msg.number)
-    mid = msg.message_id
-    group = msg.group
     if mid is None and group is None:  # (most messages: nothing between the name and data)
         head = _pack_head(flags, msg.priority, 0, 0, msg.delivery_count, msg.seq, expiry,
                           msg.arrival, due)  # fmt: skip
@@ -390,6 +405,8 @@ def _decode_at(payload: bytes, start: int, stop: int) -> QueuedMessage:
     due: float
     # (typed: the compiled build works on them as machine numbers, not objects)
     try:
+        if payload[start] & _SHORT_HEAD:
+            return _decode_short(payload, start, stop)
         flags, priority, id_len, group_len, delivery_count, seq, expiry, arrival, due = (
             _unpack_head(payload, start)
         )
@@ -426,6 +443,42 @@ def _decode_at(payload: bytes, start: int, stop: int) -> QueuedMessage:
             msg.mark_origin(BY_AN_EXCLUSIVE_CONSUMER)
         if flags & _RENUMBERED:
             msg.keep_number(_NUMBER.unpack_from(payload, start + _HEAD_SIZE)[0])
+    return msg
+
+
+def _decode_short(payload: bytes, start: int, stop: int) -> QueuedMessage:
+    """The record in ``payload[start:stop]``, in the short head (:data:`_SHORT`); raises
+    ``struct.error``, ``IndexError``, ``UnicodeDecodeError``, ``LookupError`` or :class:`RecordError`."""
+    flags: int
+    priority: int
+    id_len: int
+    delivery_count: int
+    seq: int
+    arrival: float
+    flags, priority, id_len, delivery_count, seq, arrival = _unpack_short(payload, start)
+    pos = start + _SHORT_SIZE
+    end = pos + 1 + payload[pos]
+    key = payload[pos:end]
+    make = _FORMATS.get(key)
+    if make is None:
+        make = _FORMATS[key] = maker_named(key[1:].decode())
+    mid_end = end + id_len
+    if mid_end > stop:  # (so is a format name past ``stop``)
+        raise RecordError("a record cut short")
+    msg = made_as(
+        make,
+        payload[mid_end:stop],
+        priority,
+        bool(flags & _DURABLE),
+        None,
+        payload[end:mid_end].decode() if flags & _HAS_ID else None,
+        delivery_count,
+        arrival,
+        seq,
+    )
+    msg.read_already(None, None)
+    if flags & _BY_EXCLUSIVE:
+        msg.mark_origin(BY_AN_EXCLUSIVE_CONSUMER)
     return msg
 
 

@@ -739,8 +739,7 @@ class RemoteNode(NodeElsewhere):
         feed = self._feeds.get(consumer.id)
         if feed is not None:
             self._hand_on(feed)
-            self._give_back(feed)
-            self._top_up(feed)
+            self._regrant(feed)
 
     def drain(self, consumer: Consumer, drained: Callable[[bool], None]) -> None:
         """The owner delivers what ``consumer``'s credit allows now, then takes the rest back
@@ -832,32 +831,43 @@ class RemoteNode(NodeElsewhere):
     def _top_up(self, feed: _Feed) -> None:
         """Grant the owner what ``feed``'s consumer can take (less what waits here and what is
         on its way), a batch at most."""
-        link = feed.link
-        if link is None or feed.answered is not None or not link.is_attached or feed.draining:
-            return  # (not admitted yet: granted once it is; draining: once the owner answered)
-        assert feed.consumer is not None
-        if feed.measure is not None:
-            self._top_up_bytes(feed, feed.measure)
-        target = min(feed.consumer.credit() - len(feed.waiting), CREDIT_BATCH)
-        if target > 0 and feed.outstanding <= target // 2:
-            more = target - feed.outstanding
-            feed.outstanding = target
-            self._nodes.control(GRANT, feed.id, more, 0)
+        if self._grantable(feed):
+            assert feed.consumer is not None
+            self._grant_up_to(feed, min(feed.consumer.credit() - len(feed.waiting), CREDIT_BATCH))
 
-    def _give_back(self, feed: _Feed) -> None:
-        """Take back from the owner what ``feed``'s consumer was granted beyond what it can take
-        now (less what waits here): a negative :data:`GRANT`. The owner's count may go below
+    def _regrant(self, feed: _Feed) -> None:
+        """What ``feed``'s consumer can take changed: take back from the owner what it was
+        granted beyond that (less what waits here), a negative :data:`GRANT`, or grant more
+        (:meth:`_top_up`); the consumer's credit read once. The owner's count may go below
         none while messages are on their way (they wait here, as before); the next grant
         counts from there. So messages the consumer cannot take stay in the owner's queue,
         for its other consumers, as on one worker."""
-        link = feed.link
-        if link is None or feed.answered is not None or not link.is_attached or feed.draining:
+        if not self._grantable(feed):
             return
         assert feed.consumer is not None
-        target = max(min(feed.consumer.credit() - len(feed.waiting), CREDIT_BATCH), 0)
-        if feed.outstanding > target:
-            self._nodes.control(GRANT, feed.id, target - feed.outstanding, 0)
-            feed.outstanding = target
+        can = min(feed.consumer.credit() - len(feed.waiting), CREDIT_BATCH)
+        keep = max(can, 0)
+        if feed.outstanding > keep:
+            self._nodes.control(GRANT, feed.id, keep - feed.outstanding, 0)
+            feed.outstanding = keep
+        self._grant_up_to(feed, can)
+
+    @staticmethod
+    def _grantable(feed: _Feed) -> bool:
+        """Whether the owner may be granted ``feed``'s credit now (not before it admitted the
+        consumer; while it drains, once it answered)."""
+        link = feed.link
+        return link is not None and feed.answered is None and link.is_attached and not feed.draining
+
+    def _grant_up_to(self, feed: _Feed, can: int) -> None:
+        """Grant the owner up to ``can`` messages on their way (once half of them arrived),
+        and the bytes the consumer can take (:meth:`_top_up_bytes`)."""
+        if feed.measure is not None:
+            self._top_up_bytes(feed, feed.measure)
+        outstanding = feed.outstanding
+        if can > 0 and outstanding <= can // 2:
+            feed.outstanding = can
+            self._nodes.control(GRANT, feed.id, can - outstanding, 0)
 
     def _top_up_bytes(self, feed: _Feed, measure: bytecredit.Measure) -> None:
         """Grant the owner the byte credit ``feed``'s consumer has (less what waits here and

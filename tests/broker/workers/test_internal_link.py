@@ -18,14 +18,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from amqp10.broker.config import BrokerConfig
 from amqp10.broker.core import Broker, Node, PublishResult, Queue, QueuedMessage, store
+from amqp10.broker.workers import link
 from amqp10.broker.workers.link import (
     BATCH_FORMAT,
     RECORD_FORMAT,
     InternalLink,
     RecordError,
+    by_exclusive_consumer,
     decode_batch,
     decode_record,
     encode_batch,
@@ -180,6 +184,48 @@ def test_a_record_carries_the_message_bytes_and_its_queue_fields() -> None:
     assert (bare.data, bare.expiry, bare.message_id, bare.durable) == (b"", None, None, False)
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    data=st.binary(max_size=40),
+    priority=st.integers(0, 9),
+    durable=st.booleans(),
+    expiry=st.none() | st.floats(0, 2e9),
+    message_id=st.none() | st.text(max_size=8),
+    delivery_count=st.integers(0, 2**32 - 1),
+    arrival=st.floats(0, 2e9),
+    seq=st.integers(0, 2**63),
+    group=st.none() | st.text(max_size=8),
+    due=st.none() | st.floats(0, 2e9),
+    by_exclusive=st.booleans(),
+)
+def test_every_record_comes_back_as_it_went_in_either_head(
+    data: bytes, priority: int, durable: bool, expiry: float | None, message_id: str | None,
+    delivery_count: int, arrival: float, seq: int, group: str | None, due: float | None, by_exclusive: bool,
+) -> None:  # fmt: skip
+    """A message without expiry, group or due time crosses in the short head (24 bytes), any
+    other in the whole one; either way every field comes back, an empty message-id as empty
+    (not none), and a publish marked by an exclusive consumer's connection as marked."""
+    msg = QueuedMessage(data, priority=priority, durable=durable, expiry=expiry, message_id=message_id,
+                        delivery_count=delivery_count, arrival=arrival, seq=seq)  # fmt: skip
+    msg.read_already(group, due)
+    record = encode_record(msg)
+    short = expiry is None and group is None and due is None
+    mid = b"" if message_id is None else message_id.encode()
+    head = link._SHORT_SIZE if short else link._HEAD_SIZE
+    assert len(record) == head + 1 + len(QueuedMessage.format) + len(mid) + (0 if group is None else len(group.encode())) + len(data)
+    if by_exclusive:
+        record = by_exclusive_consumer(record)
+    back = decode_record(record)
+    assert (back.data, back.priority, back.durable, back.expiry, back.message_id, back.delivery_count,
+            back.arrival, back.seq, back.group, back.due) == (
+        data, priority, durable, expiry, message_id, delivery_count, arrival, seq, group, due)  # fmt: skip
+    assert (back.origin is link.BY_AN_EXCLUSIVE_CONSUMER) is by_exclusive
+    for cut in range(len(record)):
+        if cut < len(record) - len(data) or not data:
+            with pytest.raises(RecordError):
+                decode_record(record[:cut])
+
+
 def test_a_record_carries_the_number_a_scheduled_message_keeps() -> None:
     """A scheduled message queued when due has a new seq and keeps its number (Service Bus's
     sequence number for life): a consumer on another worker reads that number too."""
@@ -201,7 +247,6 @@ def test_every_formats_record_comes_back_as_its_class_through_its_maker() -> Non
     from amqp10.broker.amqp091.message import Amqp091Message
     from amqp10.broker.amqp1.message import Amqp1Message
     from amqp10.broker.core.message import FORMATS, MAKERS, maker_named
-    from amqp10.broker.workers import link
 
     assert set(MAKERS) == set(FORMATS) >= {"amqp1", "amqp091", "amqp010", QueuedMessage.format}
     for name, cls in FORMATS.items():
@@ -215,7 +260,7 @@ def test_every_formats_record_comes_back_as_its_class_through_its_maker() -> Non
     with pytest.raises(LookupError):
         maker_named("no-such-format")
     unknown = bytearray(encode_record(QueuedMessage(b"x")))
-    at = link._HEAD_SIZE
+    at = link._SHORT_SIZE  # (a message without expiry, group or due time: the short head)
     unknown[at + 1 : at + 1 + unknown[at]] = b"?" * unknown[at]
     with pytest.raises(RecordError, match="no front end has registered the message format"):
         decode_record(bytes(unknown))
