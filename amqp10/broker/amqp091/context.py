@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from ...amqp091 import IllegalStateError, Method, ReplyCode, reply_text
 from ...amqp091 import methods as m
-from ...amqp091.errors import resource_locked
 from ..core import (
     Action,
     Answered,
@@ -30,6 +29,7 @@ from ..core import (
     Stream,
     VirtualHost,
 )
+from ..core.equivalence import locked_text
 from .connection import BrokerConnection
 
 if TYPE_CHECKING:
@@ -52,12 +52,6 @@ class ChannelError(Exception):
 
 class HardError(ChannelError):
     """A connection exception: the whole connection closes."""
-
-
-def locked_text(queue: str, vhost: str) -> str:
-    """RabbitMQ's text for an exclusive queue another connection owns, or declared with
-    another ``exclusive`` than its own."""
-    return resource_locked(queue, vhost).partition(" - ")[2]  # (ResourceLocked adds the code)
 
 
 def _not_replaying() -> bool:

@@ -8,14 +8,10 @@ queues (owned by the connection's context), server-named queues.
 from __future__ import annotations
 
 import secrets
-import struct
 from collections.abc import Callable
-from typing import Any
 
 from ...amqp091 import ReplyCode
 from ...amqp091 import methods as m
-from ...amqp091.fields import encode_value
-from ...management.model import queue_type
 from ..core import (
     NodeElsewhere,
     NotFound,
@@ -25,10 +21,11 @@ from ..core import (
     Stream,
     VirtualHost,
 )
+from ..core.equivalence import check_redeclared
 from ..core.replies import REPLY_TO
 from .channel import Channel
 from .context import Amqp091Context, ChannelError, locked_text
-from .exchange import bind, flag, unbind
+from .exchange import bind, unbind
 
 __all__ = ["QueueMethods", "replayed_from_metadata"]
 
@@ -81,7 +78,7 @@ class QueueMethods:
         q = ctx.queue(method.queue)
         if not method.passive:
             ctx.authorize(q.name, "configure", "queue")
-            _check_equivalent(ctx.vhost, q, method, q.name)
+            _check_equivalent(ctx.vhost, q, method)
         ch.last_queue = q.name
         ctx.ok(ch.number, method.no_wait, m.QueueDeclareOk(queue=q.name))
 
@@ -101,7 +98,7 @@ class QueueMethods:
             existing = vh.queue(name)
             if existing is not None:
                 q = ctx.queue(name)
-                _check_equivalent(vh, q, method, name)
+                _check_equivalent(vh, q, method)
             else:
                 q = vh.declare_queue(
                     name,
@@ -162,7 +159,7 @@ class QueueMethods:
             ctx.authorize(q.name, "configure", "queue")
             record = ctx.vhost.queue(q.name)  # this worker's copy of it (workers/metadata.py)
             if record is not None:
-                _check_equivalent(ctx.vhost, record, method, q.name)
+                _check_equivalent(ctx.vhost, record, method)
 
         def declared(answer: Callable[[], tuple[int, int]]) -> None:
             messages, consumers = answer()
@@ -253,143 +250,8 @@ def _deleted(ch: Channel, method: m.QueueDelete, ctx: Amqp091Context) -> Callabl
     return deleted
 
 
-_COMPARED: dict[str, tuple[str, ...]] = {
-    "classic": (
-        "x-expires", "x-message-ttl", "x-dead-letter-exchange", "x-dead-letter-routing-key",
-        "x-max-length", "x-max-length-bytes", "x-max-priority", "x-overflow", "x-queue-mode",
-        "x-queue-version", "x-single-active-consumer", "x-queue-type", "x-queue-master-locator",
-    ),
-    "quorum": (
-        "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-dead-letter-strategy", "x-expires",
-        "x-max-length", "x-max-length-bytes", "x-max-in-memory-length", "x-max-in-memory-bytes",
-        "x-overflow", "x-single-active-consumer", "x-queue-type", "x-quorum-initial-group-size",
-        "x-delivery-limit", "x-message-ttl", "x-queue-leader-locator",
-    ),
-    "stream": (
-        "x-max-length-bytes", "x-queue-type", "x-max-age", "x-stream-max-segment-size-bytes",
-        "x-initial-cluster-size", "x-queue-leader-locator",
-    ),
-}  # fmt: skip
-"""The arguments RabbitMQ 3.10 compares when a queue of each type is declared again, in its
-order (``rabbit_queue_type:arguments(queue_arguments, Type)``, each type's ``capabilities()``;
-``rabbit_amqqueue:assert_args_equivalence``): any other may differ or be left out."""
-
-_FIELD_TYPES = {
-    "t": "bool", "b": "byte", "B": "unsignedbyte", "s": "short", "u": "unsignedshort", "I": "signedint",
-    "i": "unsignedint", "l": "long", "f": "float", "d": "double", "D": "decimal", "S": "longstr",
-    "T": "timestamp", "F": "table", "A": "array", "V": "void", "x": "binary",
-}  # fmt: skip
-"""RabbitMQ's name of each field type (``rabbit_binary_parser``), as its texts give it."""
-
-_ABSENT = object()
-_U32 = struct.Struct(">I")
-_U64 = struct.Struct(">Q")
-
-
-def _check_equivalent(vhost: VirtualHost, q: Queue | Stream, method: m.QueueDeclare, name: str) -> None:
-    """A re-declaration must match the queue as it is (RabbitMQ's inequivalence texts); a
-    stream's arguments are those it has (``VirtualHost.stream_arguments``)."""
-    vh = vhost.name
-    if isinstance(q, Queue):
-        if bool(method.exclusive) != (q.owner is not None):  # RabbitMQ checks the owner first
-            raise ResourceLocked(locked_text(name, vh))
-        checks = [("auto_delete", method.auto_delete, q.auto_delete)]
-        if q.owner is None:
-            checks.insert(0, ("durable", method.durable, q.durable_node))
-        for arg, received, current in checks:
-            if bool(received) != bool(current):
-                raise PreconditionFailed(
-                    f"inequivalent arg '{arg}' for queue '{name}' in vhost '{vh}': "
-                    f"received '{flag(received)}' but current is '{flag(current)}'"
-                )
-        current_args = q.arguments
-    else:
-        current_args = vhost.stream_arguments.get(name, {})
-    compared = _COMPARED.get(queue_type(current_args, stream=isinstance(q, Stream)), _COMPARED["classic"])
-    for key in compared:  # (as rabbit_misc:assert_args_equivalence/4)
-        new, old = method.arguments.get(key, _ABSENT), current_args.get(key, _ABSENT)
-        if new is _ABSENT and old is _ABSENT:
-            continue
-        if new is not _ABSENT and old is not _ABSENT:
-            # (names of their own: the compiled build checks a name's one type, and the loop
-            # above has ``received`` and ``current`` bool)
-            new_term, old_term = _parsed(new)[1], _parsed(old)[1]
-            if _same(new_term, old_term):
-                continue
-            shown = _val(new_term), _val(old_term)  # (the values alone: their types are not said)
-        elif key == "x-queue-type" and (old if new is _ABSENT else new) == "classic":
-            continue  # a classic queue's type may be given or left out (rabbitmq-common#341)
-        else:
-            shown = _typed_val(new), _typed_val(old)
-        raise PreconditionFailed(
-            f"inequivalent arg '{key}' for queue '{name}' in vhost '{vh}': received {shown[0]} but current is {shown[1]}"
-        )
-
-
-def _parsed(value: Any) -> tuple[str, Any]:
-    """``value`` as RabbitMQ parses it from a field table: the name of its field type and its
-    Erlang term (a binary as ``bytes``, an atom as ``str``, a tuple or list as one)."""
-    buf = bytearray()
-    try:
-        encode_value(buf, value)
-    except (TypeError, ValueError, OverflowError, struct.error):  # (no field type: e.g. a 1.0 uuid)
-        return "longstr", str(value).encode()
-    code = chr(buf[0])
-    term: Any
-    if code in "Sx":
-        term = value.encode() if isinstance(value, str) else bytes(value)
-    elif code == "t":
-        term = "true" if value else "false"
-    elif code == "V":
-        term = "undefined"
-    elif code == "D":
-        term = (buf[1], _U32.unpack_from(buf, 2)[0])
-    elif code == "T":
-        term = _U64.unpack_from(buf, 1)[0]
-    elif code == "F":
-        term = [(k.encode(), *_parsed(v)) for k, v in value.items()]
-    elif code == "A":
-        term = [_parsed(v) for v in value]
-    elif code in "fd":
-        term = float(value)
-    else:
-        term = int(value)
-    return _FIELD_TYPES[code], term
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Whether two Erlang terms are exactly equal (``=:=``: an integer is not the float of its value)."""
-    if isinstance(a, (list, tuple)) and isinstance(b, type(a)):
-        return len(a) == len(b) and all(map(_same, a, b))
-    return type(a) is type(b) and a == b
-
-
-def _val(term: Any) -> str:
-    """An argument's value alone as RabbitMQ's texts give it (``rabbit_misc:val/1``)."""
-    return "none" if term == "undefined" else f"'{_shown(term)}'"
-
-
-def _typed_val(value: Any) -> str:
-    """An argument with its type as RabbitMQ's texts give it (``rabbit_misc:val/1``), or none."""
-    if value is _ABSENT:
-        return "none"
-    type_name, term = _parsed(value)
-    return f"the value '{_shown(term)}' of type '{type_name}'"
-
-
-def _shown(term: Any) -> str:
-    """An Erlang term as ``rabbit_misc:val/1`` prints it: a binary's text (``~s``), else ``~p``
-    (on one line)."""
-    return term.decode(errors="replace") if isinstance(term, bytes) else _printed(term)
-
-
-def _printed(term: Any) -> str:
-    """An Erlang term as ``~p`` prints it (on one line)."""
-    if isinstance(term, bytes):
-        printable = all(32 <= c < 127 and c not in b'"\\' for c in term)
-        return f'<<"{term.decode()}">>' if printable else f"<<{','.join(map(str, term))}>>"
-    if isinstance(term, tuple):
-        return "{" + ",".join(map(_printed, term)) + "}"
-    if isinstance(term, list):
-        return "[" + ",".join(map(_printed, term)) + "]"
-    return str(term)
+def _check_equivalent(vhost: VirtualHost, q: Queue | Stream, method: m.QueueDeclare) -> None:
+    """A re-declaration must match the queue as it is (RabbitMQ's texts: :mod:`..core.equivalence`)."""
+    check_redeclared(
+        vhost, q, durable=method.durable, auto_delete=method.auto_delete, exclusive=method.exclusive, arguments=method.arguments
+    )

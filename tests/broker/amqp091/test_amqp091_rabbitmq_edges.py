@@ -198,6 +198,9 @@ def test_what_rabbitmq_does_not_compare_may_differ(first: dict[str, Any], second
         ({"x-max-length": 5}, {"x-max-length": datetime(2024, 5, 1, 12, 0, tzinfo=UTC)}, "x-max-length' for queue 'q' in vhost '/': received '1714564800' but current is '5'"),
         ({"x-max-length": 5}, {"x-max-length": [True, None, 2.5, Decimal("1.5"), b"x"]},
          "x-max-length' for queue 'q' in vhost '/': received '[{bool,true},{void,undefined},{double,2.5},{decimal,{1,15}},{binary,<<\"x\">>}]' but current is '5'"),
+        ({"x-max-length": 5}, {}, "x-max-length' for queue 'q' in vhost '/': received none but current is the value '5' of type 'signedint'"),
+        ({"x-queue-type": "quorum", "x-quorum-initial-group-size": 2.1}, {"x-queue-type": "quorum", "x-quorum-initial-group-size": Float32(2.1)},
+         "x-quorum-initial-group-size' for queue 'q' in vhost '/': received '2.0999999046325684' but current is '2.1'"),  # (a float is 32 bits)
     ],
 )  # fmt: skip
 def test_an_inequivalent_argument_is_refused_in_rabbitmqs_words(

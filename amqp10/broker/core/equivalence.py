@@ -1,0 +1,291 @@
+"""RabbitMQ 3.10's equivalence of a re-declared queue with the queue as it is: the one home
+of the comparison every path that declares a queue again goes through (0-9-1's
+``queue.declare``, a declaration put to the queue's owner by another worker, the parent's
+check of two workers' declarations of one name, the HTTP API's and RabbitMQ 4's management
+``PUT``).
+
+As ``rabbit_amqqueue:assert_equivalence/5`` (3.10.8) compares, in its order:
+
+1. the exclusive owner (``check_exclusive_access(Q, Owner, strict)``): an exclusive queue
+   declared again without ``exclusive``, or a queue that is not exclusive declared again
+   with it, is :class:`ResourceLocked`;
+2. ``durable`` (an exclusive declaration declares it non-durable, as RabbitMQ's channel
+   does: ``Durable = DurableDeclare andalso not ExclusiveDeclare``), then ``auto_delete``;
+3. the arguments each queue type's capabilities list (:data:`COMPARED`), each as
+   ``rabbit_misc:assert_args_equivalence/4`` compares them: both left out, or of the same
+   type class (every integer type and the decimal one class, the two floats another) and
+   equal (``==``), or exactly the same term (``=:=``: a long string is the binary of its
+   bytes, an integer is not the float of its value); a classic queue's ``x-queue-type``
+   may be given or left out.
+
+Each refusal is :class:`PreconditionFailed` with RabbitMQ's text (``inequivalent arg 'KEY'
+for queue 'NAME' in vhost 'VHOST': received NEW but current is OLD``, ``rabbit_misc:val/1``
+for each value), which each front end answers its own way (0-9-1: 406 with the text,
+the HTTP API: 400 with it as the reason).
+
+Values are named as RabbitMQ parses them from a 0-9-1 field table (``rabbit_binary_parser``):
+the field type :mod:`amqp10.amqp091.fields` encodes each Python value as, worked out here
+from the value's type (the core reaches no protocol engine), a value with no field type
+(a 1.0 uuid, say) as the long string of its text.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Final
+
+from ... import field_types as ft
+from ...management.model import queue_type
+from .queues import Queue
+from .vhost import PreconditionFailed, ResourceLocked
+
+if TYPE_CHECKING:
+    from .streams import Stream
+    from .vhost import VirtualHost
+
+__all__ = ["COMPARED", "check_redeclared", "inequivalent_argument", "locked_text", "parsed"]
+
+COMPARED: Final[dict[str, tuple[str, ...]]] = {
+    "classic": (
+        "x-expires", "x-message-ttl", "x-dead-letter-exchange", "x-dead-letter-routing-key",
+        "x-max-length", "x-max-length-bytes", "x-max-priority", "x-overflow", "x-queue-mode",
+        "x-queue-version", "x-single-active-consumer", "x-queue-type", "x-queue-master-locator",
+    ),
+    "quorum": (
+        "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-dead-letter-strategy", "x-expires",
+        "x-max-length", "x-max-length-bytes", "x-max-in-memory-length", "x-max-in-memory-bytes",
+        "x-overflow", "x-single-active-consumer", "x-queue-type", "x-quorum-initial-group-size",
+        "x-delivery-limit", "x-message-ttl", "x-queue-leader-locator",
+    ),
+    "stream": (
+        "x-max-length-bytes", "x-queue-type", "x-max-age", "x-stream-max-segment-size-bytes",
+        "x-initial-cluster-size", "x-queue-leader-locator",
+    ),
+}  # fmt: skip
+"""The arguments RabbitMQ 3.10 compares when a queue of each type is declared again, in its
+order (``rabbit_queue_type:arguments(queue_arguments, Type)``, each type's ``capabilities()``;
+``rabbit_amqqueue:assert_args_equivalence``): any other may differ or be left out."""
+
+
+def locked_text(queue: str, vhost: str) -> str:
+    """RabbitMQ's text for an exclusive queue another connection owns, or one declared with
+    another ``exclusive`` than its own (``rabbit_amqqueue:check_exclusive_access/3``)."""
+    return (
+        f"cannot obtain exclusive access to locked queue '{queue}' in vhost '{vhost}'. "
+        "It could be originally declared on another connection or the exclusive property "
+        "value does not match that of the original declaration."
+    )
+
+
+def check_redeclared(
+    vhost: VirtualHost,
+    node: Queue | Stream,
+    *,
+    durable: bool,
+    auto_delete: bool,
+    exclusive: bool,
+    arguments: Mapping[str, Any],
+) -> None:
+    """Refuse a declaration of ``node`` (a queue or stream of ``vhost``) that is not
+    equivalent to it, in RabbitMQ's words (see the module's text): :class:`ResourceLocked`
+    for ``exclusive`` other than the queue's, else :class:`PreconditionFailed`. Whether an
+    exclusive queue is the declaring connection's own is the caller's to check (the
+    connection knows itself)."""
+    name = node.name
+    where = f"queue '{name}' in vhost '{vhost.name}'"
+    current_args: Mapping[str, Any]
+    if isinstance(node, Queue):
+        if bool(exclusive) != (node.owner is not None):  # RabbitMQ checks the owner first
+            raise ResourceLocked(locked_text(name, vhost.name))
+        declared = {"durable": bool(durable) and not exclusive, "auto_delete": bool(auto_delete)}
+        for flag_name, current in (("durable", bool(node.durable_node)), ("auto_delete", bool(node.auto_delete))):
+            received = declared[flag_name]
+            if received != current:
+                raise PreconditionFailed(
+                    f"inequivalent arg '{flag_name}' for {where}: received '{_flag(received)}' but current is '{_flag(current)}'"
+                )
+        current_args = node.arguments
+    else:  # a stream: the arguments it has (VirtualHost.stream_arguments)
+        current_args = vhost.stream_arguments.get(name, {})
+    differs = inequivalent_argument(queue_type(current_args, stream=not isinstance(node, Queue)), arguments, current_args)
+    if differs is not None:
+        key, shown_new, shown_old = differs
+        raise PreconditionFailed(f"inequivalent arg '{key}' for {where}: received {shown_new} but current is {shown_old}")
+
+
+def inequivalent_argument(
+    kind: str, received: Mapping[str, Any], current: Mapping[str, Any]
+) -> tuple[str, str, str] | None:
+    """The first of the arguments RabbitMQ compares for a queue of type ``kind`` (classic,
+    quorum, stream) where ``received`` is not equivalent to ``current``: its name and the
+    two values as RabbitMQ's text shows them (received, current); None: equivalent.
+
+    RabbitMQ takes two given values as equivalent if they are of one type class and equal
+    (``==``) or if they are the same term (``=:=``); each field type's term is of one
+    Python type here (an integer type's an ``int``, a float type's a ``float``, a decimal's
+    a tuple), so the first never holds where the second does not: the same term it is."""
+    for key in COMPARED.get(kind, COMPARED["classic"]):  # (as rabbit_misc:assert_args_equivalence/4)
+        new: Any = received.get(key, _ABSENT)
+        old: Any = current.get(key, _ABSENT)
+        if new is _ABSENT and old is _ABSENT:
+            continue
+        if new is not _ABSENT and old is not _ABSENT:
+            new_type, new_term = parsed(new)
+            old_type, old_term = parsed(old)
+            if _same(new_term, old_term):
+                continue
+            return key, _alone(new_type, new_term, new), _alone(old_type, old_term, old)
+        if key == "x-queue-type" and (old if new is _ABSENT else new) == "classic":
+            continue  # a classic queue's type may be given or left out (rabbitmq-common#341)
+        return key, _typed(new), _typed(old)
+    return None
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
+
+
+_ABSENT: Final = object()
+
+_FIXED: Final[dict[type, tuple[str, int, int]]] = {
+    ft.Int8: ("byte", -(1 << 7), 1 << 7),
+    ft.UInt8: ("unsignedbyte", 0, 1 << 8),
+    ft.Int16: ("short", -(1 << 15), 1 << 15),
+    ft.UInt16: ("unsignedshort", 0, 1 << 16),
+    ft.UInt32: ("unsignedint", 0, 1 << 32),
+    ft.Int64: ("long", -(1 << 63), 1 << 63),
+    ft.Timestamp: ("timestamp", 0, 1 << 64),
+}
+"""The 0-9-1 integer field types: RabbitMQ's name of each, and the range it encodes."""
+
+_FLOAT32: Final = struct.Struct(">f")
+_MAX_DEPTH: Final = 32
+"""As :data:`amqp10.amqp091.fields.MAX_DEPTH`: a value nested deeper has no field type."""
+
+
+class _NoFieldType(Exception):
+    """A value (or a part of one) that no 0-9-1 field type encodes."""
+
+
+def parsed(value: Any) -> tuple[str, Any]:
+    """``value`` as RabbitMQ parses it from a field table: the name of its field type and its
+    Erlang term (a binary as ``bytes``, an atom as ``str``, a tuple or list as one); a value
+    with no field type as the long string of its text."""
+    try:
+        return _term(value, 0)
+    except _NoFieldType:
+        return "longstr", str(value).encode()
+
+
+def _term(value: Any, depth: int) -> tuple[str, Any]:
+    """(The field type's name, the term) as :func:`parsed`, or :class:`_NoFieldType`; in the
+    order :func:`amqp10.amqp091.fields.encode_value` picks an encoder (a subclass as its base)."""
+    if value is None:
+        return "void", "undefined"
+    if isinstance(value, bool):
+        return "bool", "true" if value else "false"
+    for cls in type(value).__mro__:
+        fixed = _FIXED.get(cls)
+        if fixed is not None:
+            type_name, low, high = fixed
+            if not low <= value < high:
+                raise _NoFieldType
+            return type_name, int(value)
+        if cls is ft.Float32:
+            try:
+                return "float", float(_FLOAT32.unpack(_FLOAT32.pack(value))[0])
+            except (OverflowError, struct.error):
+                raise _NoFieldType from None
+        if cls is ft.LongString:
+            return "longstr", bytes(value)
+    if isinstance(value, int):
+        if -(1 << 31) <= value < 1 << 31:
+            return "signedint", int(value)
+        if -(1 << 63) <= value < 1 << 63:
+            return "long", int(value)
+        raise _NoFieldType
+    if isinstance(value, float):
+        return "double", float(value)
+    if isinstance(value, Decimal):
+        return "decimal", _decimal(value)
+    if isinstance(value, str):
+        return "longstr", value.encode()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "binary", bytes(value)
+    if isinstance(value, datetime):
+        when = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        seconds = int(when.timestamp())
+        if not 0 <= seconds < 1 << 64:
+            raise _NoFieldType
+        return "timestamp", seconds
+    if isinstance(value, (dict, list, tuple)) and depth >= _MAX_DEPTH:
+        raise _NoFieldType
+    if isinstance(value, dict):
+        rows: list[tuple[bytes, str, Any]] = []
+        for k, v in value.items():
+            if not isinstance(k, str) or len(k.encode()) > 255:
+                raise _NoFieldType
+            row_type, row_term = _term(v, depth + 1)
+            rows.append((k.encode(), row_type, row_term))
+        return "table", rows
+    if isinstance(value, (list, tuple)):
+        return "array", [_term(v, depth + 1) for v in value]
+    raise _NoFieldType
+
+
+def _decimal(value: Decimal) -> tuple[int, int]:
+    """A decimal's term ``{Scale, Digits}``, its digits read back as unsigned 32 bits (as
+    RabbitMQ parses them)."""
+    sign, digits, exponent = value.as_tuple()
+    if not isinstance(exponent, int):
+        raise _NoFieldType
+    raw = int("".join(map(str, digits)) or "0")
+    scale = -exponent
+    if scale < 0:
+        raw *= 10**exponent
+        scale = 0
+    if scale > 255 or raw > 0x7FFFFFFF:
+        raise _NoFieldType
+    return scale, (-raw if sign else raw) & 0xFFFFFFFF
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two Erlang terms are exactly equal (``=:=``: an integer is not the float of its value)."""
+    if isinstance(a, (list, tuple)) and isinstance(b, type(a)):
+        return len(a) == len(b) and all(map(_same, a, b))
+    return type(a) is type(b) and a == b
+
+
+def _alone(type_name: str, term: Any, value: Any) -> str:
+    """A value alone, as RabbitMQ's text gives it where both are given (``rabbit_misc:val/1``)."""
+    return "none" if term == "undefined" else f"'{_shown(term)}'"
+
+
+def _typed(value: Any) -> str:
+    """A value with its type, as RabbitMQ's text gives it where the other is left out
+    (``rabbit_misc:val/1``), or none."""
+    if value is _ABSENT:
+        return "none"
+    type_name, term = parsed(value)
+    return f"the value '{_shown(term)}' of type '{type_name}'"
+
+
+def _shown(term: Any) -> str:
+    """An Erlang term as ``rabbit_misc:val/1`` prints it: a binary's text (``~s``), else ``~p``
+    (on one line)."""
+    return term.decode(errors="replace") if isinstance(term, bytes) else _printed(term)
+
+
+def _printed(term: Any) -> str:
+    """An Erlang term as ``~p`` prints it (on one line)."""
+    if isinstance(term, bytes):
+        printable = all(32 <= c < 127 and c not in b'"\\' for c in term)
+        return f'<<"{term.decode()}">>' if printable else f"<<{','.join(map(str, term))}>>"
+    if isinstance(term, tuple):
+        return "{" + ",".join(map(_printed, term)) + "}"
+    if isinstance(term, list):
+        return "[" + ",".join(map(_printed, term)) + "]"
+    return str(term)
