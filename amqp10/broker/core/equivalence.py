@@ -7,10 +7,12 @@ check of two workers' declarations of one name, the HTTP API's and RabbitMQ 4's 
 As ``rabbit_amqqueue:assert_equivalence/5`` (3.10.8) compares, in its order:
 
 1. the exclusive owner (``check_exclusive_access(Q, Owner, strict)``): an exclusive queue
-   declared again without ``exclusive``, or a queue that is not exclusive declared again
-   with it, is :class:`ResourceLocked`;
+   declared again without ``exclusive``, or a queue (or stream) that is not exclusive
+   declared again with it, is :class:`ResourceLocked`;
 2. ``durable`` (an exclusive declaration declares it non-durable, as RabbitMQ's channel
-   does: ``Durable = DurableDeclare andalso not ExclusiveDeclare``), then ``auto_delete``;
+   does: ``Durable = DurableDeclare andalso not ExclusiveDeclare``), then ``auto_delete``:
+   a stream is durable and never auto-delete, so a stream declared again non-durable or
+   auto-delete is refused as a queue would be;
 3. the arguments each queue type's capabilities list (:data:`COMPARED`), each as
    ``rabbit_misc:assert_args_equivalence/4`` compares them: both left out, or of the same
    type class (every integer type and the decimal one class, the two floats another) and
@@ -98,18 +100,22 @@ def check_redeclared(
     where = f"queue '{name}' in vhost '{vhost.name}'"
     current_args: Mapping[str, Any]
     if isinstance(node, Queue):
-        if bool(exclusive) != (node.owner is not None):  # RabbitMQ checks the owner first
-            raise ResourceLocked(locked_text(name, vhost.name))
-        declared = {"durable": bool(durable) and not exclusive, "auto_delete": bool(auto_delete)}
-        for flag_name, current in (("durable", bool(node.durable_node)), ("auto_delete", bool(node.auto_delete))):
-            received = declared[flag_name]
-            if received != current:
-                raise PreconditionFailed(
-                    f"inequivalent arg '{flag_name}' for {where}: received '{_flag(received)}' but current is '{_flag(current)}'"
-                )
+        owned = node.owner is not None
+        flags = (("durable", bool(node.durable_node)), ("auto_delete", bool(node.auto_delete)))
         current_args = node.arguments
-    else:  # a stream: the arguments it has (VirtualHost.stream_arguments)
+    else:  # a stream: durable, never exclusive nor auto-delete
+        owned = False
+        flags = (("durable", True), ("auto_delete", False))
         current_args = vhost.stream_arguments.get(name, {})
+    if bool(exclusive) != owned:  # RabbitMQ checks the owner first
+        raise ResourceLocked(locked_text(name, vhost.name))
+    declared = {"durable": bool(durable) and not exclusive, "auto_delete": bool(auto_delete)}
+    for flag_name, current in flags:
+        received = declared[flag_name]
+        if received != current:
+            raise PreconditionFailed(
+                f"inequivalent arg '{flag_name}' for {where}: received '{_flag(received)}' but current is '{_flag(current)}'"
+            )
     differs = inequivalent_argument(queue_type(current_args, stream=not isinstance(node, Queue)), arguments, current_args)
     if differs is not None:
         key, shown_new, shown_old = differs

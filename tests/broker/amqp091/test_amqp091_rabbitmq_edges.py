@@ -136,6 +136,33 @@ def test_a_stream_or_quorum_queue_declared_again_without_its_type_is_refused(que
                                  f"received none but current is the value '{queue_type}' of type 'longstr'")  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("second", "answer"),
+    [  # as RabbitMQ 3.10.8 answers (rabbit_amqqueue:assert_equivalence/5: the owner, then durable, auto_delete)
+        ({"durable": False}, (406, "PRECONDITION_FAILED - inequivalent arg 'durable' for queue 's' in vhost '/': "
+                                   "received 'false' but current is 'true'")),
+        ({"durable": True, "auto_delete": True}, (406, "PRECONDITION_FAILED - inequivalent arg 'auto_delete' for "
+                                                       "queue 's' in vhost '/': received 'true' but current is 'false'")),
+        ({"durable": True, "exclusive": True}, (405, "RESOURCE_LOCKED - cannot obtain exclusive access to locked queue "
+                                                     "'s' in vhost '/'. It could be originally declared on another "
+                                                     "connection or the exclusive property value does not match that "
+                                                     "of the original declaration.")),
+    ],
+)  # fmt: skip
+def test_a_stream_declared_again_non_durable_auto_delete_or_exclusive_is_refused(
+    second: dict[str, Any], answer: tuple[int, str]
+) -> None:
+    """A stream is durable, never auto-delete nor exclusive: declared again otherwise it is
+    refused as a queue of those properties would be (each was answered declare-ok)."""
+    stream = {"x-queue-type": "stream"}
+    pair = InMemory()
+    assert pair.channel(1)
+    pair.send(1, m.QueueDeclare(queue="s", durable=True, arguments=stream))
+    pair.client_events.clear()
+    pair.send(1, m.QueueDeclare(queue="s", arguments=stream, **second))
+    assert _closed(pair) == answer
+
+
 def test_a_stream_an_attach_made_is_a_stream_to_a_re_declaration() -> None:
     """A stream a 1.0 attach made has a stream's type: declared again with it, it is answered;
     without it, refused (it had no arguments, and was answered both ways)."""
@@ -152,8 +179,8 @@ def test_a_stream_an_attach_made_is_a_stream_to_a_re_declaration() -> None:
 def _declared_twice(first: dict[str, Any], second: dict[str, Any]) -> list[tuple[int, str]]:
     pair = InMemory()
     assert pair.channel(1)
-    for arguments in (first, second):
-        pair.send(1, m.QueueDeclare(queue="q", arguments=arguments))
+    for arguments in (first, second):  # (durable: a stream is, and one declared again otherwise is refused)
+        pair.send(1, m.QueueDeclare(queue="q", durable=True, arguments=arguments))
     return _methods(pair)
 
 
