@@ -25,6 +25,12 @@ for queue 'NAME' in vhost 'VHOST': received NEW but current is OLD``, ``rabbit_m
 for each value), which each front end answers its own way (0-9-1: 406 with the text,
 the HTTP API: 400 with it as the reason).
 
+One departure: where both values are given and one is a decimal, RabbitMQ 3.10 crashes
+the channel (``val/1`` takes the decimal's term ``{Scale, Digits}`` for a ``{Type, Value}``
+pair and formats the integer scale with ``~s``: connection closed 541 INTERNAL_ERROR);
+here the refusal is the 406 the comparison means, the decimal shown as its value and
+type (``the value '1.5' of type 'decimal'``).
+
 Values are named as RabbitMQ parses them from a 0-9-1 field table (``rabbit_binary_parser``):
 the field type :mod:`amqp10.amqp091.fields` encodes each Python value as, worked out here
 from the value's type (the core reaches no protocol engine), a value with no field type
@@ -266,7 +272,10 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _alone(type_name: str, term: Any, value: Any) -> str:
-    """A value alone, as RabbitMQ's text gives it where both are given (``rabbit_misc:val/1``)."""
+    """A value alone, as RabbitMQ's text gives it where both are given (``rabbit_misc:val/1``),
+    but a decimal (see the module's text)."""
+    if type_name == "decimal":
+        return f"the value '{format(value, 'f')}' of type 'decimal'"
     return "none" if term == "undefined" else f"'{_shown(term)}'"
 
 

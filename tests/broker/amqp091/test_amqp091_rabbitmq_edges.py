@@ -244,6 +244,30 @@ def test_an_inequivalent_argument_is_refused_in_rabbitmqs_words(
 
 
 @pytest.mark.parametrize(
+    ("first", "second", "shown"),
+    [
+        ({"x-max-length": 5}, {"x-max-length": Decimal("1.5")},
+         "x-max-length' for queue 'q' in vhost '/': received the value '1.5' of type 'decimal' but current is '5'"),
+        ({"x-queue-type": "quorum", "x-quorum-initial-group-size": Decimal("3.0")}, {"x-queue-type": "quorum", "x-quorum-initial-group-size": 3},
+         "x-quorum-initial-group-size' for queue 'q' in vhost '/': received '3' but current is the value '3.0' of type 'decimal'"),
+        ({"x-queue-type": "quorum", "x-quorum-initial-group-size": Decimal("1E+1")}, {"x-queue-type": "quorum", "x-quorum-initial-group-size": Decimal("10.0")},
+         "x-quorum-initial-group-size' for queue 'q' in vhost '/': received the value '10.0' of type 'decimal' but current is the value '10' of type 'decimal'"),
+    ],
+)  # fmt: skip
+def test_a_decimal_given_both_times_and_not_the_same_is_refused_406_with_its_value(
+    first: dict[str, Any], second: dict[str, Any], shown: str
+) -> None:
+    """Where both declarations give the argument and one is a decimal RabbitMQ 3.10 crashes
+    (``rabbit_misc:val/1`` takes the decimal's ``{Scale, Digits}`` for ``{Type, Value}``:
+    541, the connection closed); here the 406 the comparison means, the decimal shown as
+    its value and type (it was shown as '{1,15}', the term no user wrote)."""
+    assert _declare_twice({"durable": True, "arguments": first}, {"durable": True, "arguments": second}) == (
+        406,
+        "PRECONDITION_FAILED - inequivalent arg '" + shown,
+    )
+
+
+@pytest.mark.parametrize(
     "arguments",
     [
         {"x-queue-type": "stream", "x-stream-max-segment-size-bytes": Decimal("1.50")},
