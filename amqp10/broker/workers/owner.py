@@ -70,6 +70,7 @@ from ..core import (
     VirtualHost,
     is_pattern,
 )
+from ..core.equivalence import check_redeclared
 from ..core.replies import DirectReplies
 from ..core.typed_values import restored
 from . import bytecredit
@@ -962,6 +963,11 @@ class NodeServer:
             arguments = restored(carried_arguments or {})  # (as declared: remote.py's ask_declare)
         except ValueError as exc:
             raise PreconditionFailed(f"invalid arguments for queue '{name}' in vhost '{vhost.name}': {exc}") from None
+        existing = vhost.queue(name)
+        if existing is not None:  # declared again: equivalent to it, or refused as on one worker
+            check_redeclared(
+                vhost, existing, durable=bool(durable), auto_delete=bool(auto_delete), exclusive=False, arguments=arguments
+            )
         q = vhost.declare_queue(name, durable=bool(durable), arguments=arguments, auto_delete=bool(auto_delete))
         return [q.count, len(q.consumers)]
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from amqp10.amqp091.fields import Int8
 from amqp10.broker.core import (
     ConsumeResult,
     NotFound,
@@ -83,6 +84,34 @@ async def test_the_owner_answers_counts_declare_purge_delete_and_get() -> None:
     assert await answers.next() == 1
     assert p.b.default.queue("asked") is None
     await p.close()
+
+
+async def test_the_owner_refuses_a_declaration_not_equivalent_to_its_queue_in_rabbitmqs_words() -> None:
+    """A ``queue.declare`` put to the owner is compared with the queue as RabbitMQ 3.10 compares
+    a re-declaration (core/equivalence.py), as on one worker: an argument it does not compare
+    may differ, another integer type of the same value is the same; a float for an integer,
+    another value, or another ``durable`` is refused with RabbitMQ's text (each was answered
+    with the queue's counts: the owner compared nothing)."""
+    p = await pair()
+    try:  # (closed also when it fails: the next test's pair would meet this one's)
+        node = p.node("eq")
+        answers = Answers()
+        node.ask_declare(durable=True, arguments={"x-max-length": 5}, auto_delete=False, answered=answers)
+        assert await answers.next() == (0, 0)
+        for same in ({"x-max-length": 5, "x-consumer-timeout": 1000}, {"x-max-length": Int8(5)}):
+            node.ask_declare(durable=True, arguments=same, auto_delete=False, answered=answers)
+            assert await answers.next() == (0, 0)
+        where = "for queue 'eq' in vhost '/'"
+        for durable, arguments, why in (
+            (True, {"x-max-length": 5.0}, f"inequivalent arg 'x-max-length' {where}: received '5.0' but current is '5'"),
+            (True, {}, f"inequivalent arg 'x-max-length' {where}: received none but current is the value '5' of type 'signedint'"),
+            (False, {"x-max-length": 5}, f"inequivalent arg 'durable' {where}: received 'false' but current is 'true'"),
+        ):
+            node.ask_declare(durable=durable, arguments=arguments, auto_delete=False, answered=answers)
+            refused = await answers.next()
+            assert isinstance(refused, PreconditionFailed) and str(refused) == why
+    finally:
+        await p.close()
 
 
 async def test_a_routed_publish_to_a_queue_the_owner_lacks_is_unroutable_and_makes_nothing() -> None:
