@@ -79,7 +79,9 @@ from ..core import (
     RuntimePolicy,
     Stream,
     Topic,
+    VirtualHost,
 )
+from ..core.equivalence import check_redeclared
 from ..core.store import BARRIER
 from ..core.typed_values import carried, restored
 from ..topology import LiveDefinitions
@@ -193,7 +195,7 @@ def apply_change(broker: Broker, vhost_name: str, change: Change, *, check: bool
         if q is None:
             vhost.declare_queue(name, kind=kind, durable=durable, auto_delete=auto_delete, arguments=arguments or None)
         elif check:
-            _check_queue(vhost_name, q, kind, durable, auto_delete, arguments, vhost.stream_arguments)
+            _check_queue(vhost, q, kind, durable, auto_delete, arguments)
     elif op == "topic":  # (a 1.0 topic: a copy on every worker, Topic.copies)
         if args[0] not in vhost.nodes:
             vhost.create_node(args[0], "topic")
@@ -221,25 +223,17 @@ def apply_change(broker: Broker, vhost_name: str, change: Change, *, check: bool
 
 
 def _check_queue(  # the parent's check of a queue declared again under a name it knows
-    vhost: str,
-    node: object,
-    kind: str,
-    durable: bool,
-    auto_delete: bool,
-    arguments: Mapping[str, Any],
-    stream_arguments: Mapping[str, Mapping[str, Any]],
+    vhost: VirtualHost, node: object, kind: str, durable: bool, auto_delete: bool, arguments: Mapping[str, Any]
 ) -> None:
-    where = f"queue {getattr(node, 'name', '?')!r} in vhost {vhost!r}"
-    if isinstance(node, Queue) and kind == "queue":
-        if (node.durable_node, node.auto_delete, dict(node.arguments)) != (durable, auto_delete, dict(arguments)):
-            raise Inequivalent(
-                f"{where} was declared with durable {node.durable_node}, auto-delete "
-                f"{node.auto_delete} and arguments {dict(node.arguments)!r}"
+    where = f"queue {getattr(node, 'name', '?')!r} in vhost {vhost.name!r}"
+    if isinstance(node, (Queue, Stream)):  # equivalent as RabbitMQ has it, as every front end checks it
+        try:
+            check_redeclared(
+                vhost, node, durable=bool(durable), auto_delete=bool(auto_delete), exclusive=False, arguments=arguments or {}
             )
-    elif isinstance(node, Stream) and kind == "stream":
-        if dict(stream_arguments.get(node.name, {})) != dict(arguments):
-            raise Inequivalent(f"{where} is a stream declared with other arguments")
-    else:
+        except ModelError as exc:
+            raise Inequivalent(str(exc)) from None
+    if not isinstance(node, Stream if kind == "stream" else Queue):
         raise Inequivalent(f"{where} is a {getattr(node, 'kind', '?')}, not a {kind}")
 
 

@@ -164,6 +164,26 @@ async def test_two_like_stream_declarations_without_its_type_reach_the_parent_al
             assert seq.log.last() == 2  # (both declarations in the order: neither refused)
 
 
+async def test_two_workers_declaring_one_queue_at_once_are_compared_as_rabbitmq_compares(tmp_path: Path) -> None:
+    """Two workers' declarations of one queue at once, over the control link: one with an
+    argument RabbitMQ does not compare (``x-consumer-timeout``) is equivalent and in the order
+    (it was refused as other arguments: the declaration stayed on its worker only); one with a
+    float for an integer is refused (it was taken: 3.0 == 3)."""
+    with anyio.fail_after(WAIT):
+        async with sequenced(tmp_path) as seq, workers(tmp_path, 2) as (b0, b1):
+            b0.default.declare_queue("raced", arguments={"x-max-length": 5})
+            b1.default.declare_queue("raced", arguments={"x-max-length": 5, "x-consumer-timeout": 1000})
+            await answered(b0)
+            await answered(b1)
+            assert seq.log.last() == 2  # (both in the order: neither refused)
+            quorum = {"x-queue-type": "quorum", "x-quorum-initial-group-size": 3}
+            b0.default.declare_queue("floated", arguments=quorum)
+            b1.default.declare_queue("floated", arguments={**quorum, "x-quorum-initial-group-size": 3.0})
+            await answered(b0)
+            await answered(b1)
+            assert seq.log.last() == 3  # the second refused: one declaration in the order
+
+
 async def test_two_workers_declaring_one_name_at_once_are_put_in_order(tmp_path: Path) -> None:
     with anyio.fail_after(WAIT):
         async with sequenced(tmp_path) as seq, workers(tmp_path, 2) as (b0, b1):
@@ -192,6 +212,26 @@ async def test_a_starting_worker_catches_up_from_its_last_applied_number(tmp_pat
             assert seq.log.last() == 2
     async with sequenced(tmp_path) as again:  # the parent restarted: its copy from the log
         assert {"before", "meanwhile"} <= set(again.mirror.default.exchanges)
+
+
+def test_the_parent_compares_two_declarations_of_a_queue_as_rabbitmq_does() -> None:
+    """Two workers' declarations of one name: the later is in the order if it is equivalent to
+    the earlier as RabbitMQ 3.10 compares a re-declaration (core/equivalence.py), not if equal
+    (an argument it does not compare, or another integer type, was refused: the queue stayed
+    on that worker only; a float for an integer was taken), refused in RabbitMQ's words."""
+    broker = Broker(BrokerConfig())
+    apply_change(broker, "/", ("queue", "q", "queue", True, False, {"x-max-length": 5}), check=True)
+    for same in ({"x-max-length": 5, "x-consumer-timeout": 1000}, {"x-max-length": Int8(5)}):
+        apply_change(broker, "/", ("queue", "q", "queue", True, False, same), check=True)
+    with pytest.raises(Inequivalent) as refused:
+        apply_change(broker, "/", ("queue", "q", "queue", True, False, {"x-max-length": 5.0}), check=True)
+    assert str(refused.value) == "inequivalent arg 'x-max-length' for queue 'q' in vhost '/': received '5.0' but current is '5'"
+    stream = {"x-queue-type": "stream", "x-max-age": "1D"}
+    apply_change(broker, "/", ("queue", "s", "stream", True, False, stream), check=True)
+    apply_change(broker, "/", ("queue", "s", "stream", True, False, {**stream, "x-message-ttl": 5}), check=True)
+    with pytest.raises(Inequivalent) as refused:
+        apply_change(broker, "/", ("queue", "s", "stream", True, False, {**stream, "x-max-age": "2D"}), check=True)
+    assert str(refused.value) == "inequivalent arg 'x-max-age' for queue 's' in vhost '/': received '2D' but current is '1D'"
 
 
 def test_the_parent_refuses_a_declaration_that_differs() -> None:
