@@ -34,9 +34,11 @@ from ...message import Message
 from ...transport import Link, LinkState, Receiver, Sender, Session
 from ...types import AmqpValue, DecodeError, Error, ErrorCondition, Properties, decode_at, symbol
 from ..core import AccessRefused, ModelError, Node, NotFound, Queue, QueuedMessage, VirtualHost
+from ..core.equivalence import check_redeclared
 from ..management import Caller, Management, ManagementError, NodeOp, NotFoundError
 from ..management.rabbitmq import (
     Inequivalent,
+    amqp_table,
     binding_of,
     declare_exchange,
     declare_queue,
@@ -387,12 +389,15 @@ class RabbitManagementNode(ManagementNode):
         declared it first."""
         vhost = self.vhost
         created = name not in vhost.nodes
+        durable = rabbit_flag(fields.get("durable"), "durable", True)
+        auto_delete = rabbit_flag(fields.get("auto_delete"), "auto_delete", False)
+        arguments = amqp_table(dict(fields.get("arguments") or {}))
+        existing = vhost.queue(name)
+        if existing is not None and not (isinstance(existing, Queue) and existing.owner not in (None, self.owner)):
+            # declared again: equivalent to it, as RabbitMQ compares (another connection's: locked, below)
+            check_redeclared(vhost, existing, durable=durable, auto_delete=auto_delete, exclusive=True, arguments=arguments)
         q = vhost.declare_queue(
-            name,
-            durable=rabbit_flag(fields.get("durable"), "durable", True),
-            auto_delete=rabbit_flag(fields.get("auto_delete"), "auto_delete", False),
-            arguments=dict(fields.get("arguments") or {}),
-            exclusive_owner=self.owner,
+            name, durable=durable, auto_delete=auto_delete, arguments=arguments, exclusive_owner=self.owner
         )
         found = find_queue(self.management, self.me(), vhost.name, name)
         assert found is not None

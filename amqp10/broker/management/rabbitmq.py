@@ -18,7 +18,10 @@ import socket
 from collections.abc import Mapping
 from typing import Any
 
+from ...field_types import Int64
 from ...management import model
+from ..core import ModelError
+from ..core.equivalence import check_redeclared
 from .access import Caller
 from .api import Management
 from .errors import BadRequest, Conflict, NotFoundError
@@ -26,6 +29,7 @@ from .errors import BadRequest, Conflict, NotFoundError
 __all__ = [
     "RABBITMQ_VERSION",
     "Inequivalent",
+    "amqp_table",
     "binding_of",
     "declare_exchange",
     "declare_queue",
@@ -99,8 +103,10 @@ def declare_queue(
     m: Management, caller: Caller, vhost: str, name: str, body: Mapping[str, Any]
 ) -> tuple[QueueFound, bool]:
     """Declare queue ``name`` from RabbitMQ's fields; the queue, and whether it is new.
-    An existing queue must be declared the same (else :class:`Inequivalent`)."""
-    args = _arguments(body.get("arguments"))
+    An existing queue must be declared equivalent to it, as RabbitMQ 3.10 has it (else
+    :class:`Inequivalent`, RabbitMQ's text: :mod:`..core.equivalence`); RabbitMQ's API
+    declares no exclusive queue (its declaration has no connection to own one)."""
+    args = amqp_table(_arguments(body.get("arguments")))
     attrs = {
         "durable": rabbit_flag(body.get("durable"), "durable", True),
         "auto_delete": rabbit_flag(body.get("auto_delete"), "auto_delete", False),
@@ -109,19 +115,32 @@ def declare_queue(
     kind = "stream" if args.get("x-queue-type") == "stream" else "queue"
     found = find_queue(m, caller, vhost, name)
     if found is not None:
-        have, have_kind = found
-        if have_kind != kind:
-            raise Inequivalent(
-                f"queue '{name}' in vhost '{vhost}' exists with another type ({queue_type(have, have_kind)})"
-            )
-        for key in ("durable", "auto_delete", "arguments"):
-            if have.get(key) != attrs[key]:
-                raise Inequivalent(
-                    f"inequivalent arg '{key}' for queue '{name}' in vhost '{vhost}'"
+        v = m.broker.vhosts[vhost]
+        node = v.queue(name)
+        if node is not None:
+            try:
+                check_redeclared(
+                    v, node, durable=attrs["durable"], auto_delete=attrs["auto_delete"], exclusive=False, arguments=args
                 )
+            except ModelError as exc:
+                raise Inequivalent(str(exc)) from None
         return found, False
     m.create(caller, kind, name, attrs, vhost=vhost)
     return (m.read(caller, kind, name, vhost=vhost), kind), True
+
+
+def amqp_table(value: Any) -> Any:
+    """JSON arguments as RabbitMQ's management API types them (``rabbit_misc:to_amqp_table/1``):
+    an integer is a long (an integer beyond 64 bits stays one), the rest as JSON has them."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return Int64(value) if -(1 << 63) <= value < 1 << 63 else value
+    if isinstance(value, Mapping):
+        return {k: amqp_table(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [amqp_table(v) for v in value]
+    return value
 
 
 def declare_exchange(

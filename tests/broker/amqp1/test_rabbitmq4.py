@@ -81,7 +81,8 @@ async def test_queues_of_every_type_declared_read_purged_deleted(broker: Running
         assert q["arguments"] == args and q["leader"] and q["replicas"] == [q["leader"]]
         assert (await m.request("PUT", "/queues/orders%2Fq", {"durable": True, "arguments": args}))[0] == 200
         status, why = await m.request("PUT", "/queues/orders%2Fq", {"arguments": {"x-queue-type": "quorum"}})
-        assert status == 409 and "inequivalent arg 'arguments' for queue 'orders/q'" in why
+        assert (status, why) == (409, "inequivalent arg 'x-max-length' for queue 'orders/q' in vhost '/': "
+                                      "received none but current is the value '10' of type 'long'")  # fmt: skip
 
         s = await conn.open_sender("/queues/orders%2Fq")
         for i in range(3):
@@ -358,6 +359,14 @@ async def test_an_exclusive_queue_goes_with_its_connection(broker: RunningBroker
         status, q = await m.request("PUT", "/queues/mine", {"exclusive": True, "durable": False})
         assert status == 201 and q["exclusive"] is True
         assert "mine" in broker.broker.default.nodes
+        assert (await m.request("PUT", "/queues/mine", {"exclusive": True, "durable": False}))[0] == 200
+        status, why = await m.request("PUT", "/queues/mine", {"exclusive": True, "arguments": {"x-max-length": 1}})
+        assert (status, why) == (409, "inequivalent arg 'x-max-length' for queue 'mine' in vhost '/': "
+                                      "received the value '1' of type 'long' but current is none")  # fmt: skip
+        assert (await m.request("PUT", "/queues/shared", {}))[0] == 201  # (not exclusive: locked to an exclusive PUT)
+        status, why = await m.request("PUT", "/queues/shared", {"exclusive": True})
+        assert status == 409 and why.startswith("cannot obtain exclusive access to locked queue 'shared' in vhost '/'.")
+        await m.request("DELETE", "/queues/shared")
     with anyio.fail_after(T):
         while "mine" in broker.broker.default.nodes:
             await anyio.sleep(0.01)

@@ -170,6 +170,31 @@ def test_queues(broker: RunningBroker) -> None:
     assert call(broker, "DELETE", path)[0] == 404
 
 
+def test_a_queue_declared_again_is_compared_as_rabbitmq_compares(broker: RunningBroker) -> None:
+    """A PUT of an existing queue is compared with it as RabbitMQ 3.10 compares a re-declaration
+    (core/equivalence.py, as 0-9-1's queue.declare) and refused 400 with RabbitMQ's reason:
+    an argument it does not compare may differ (it was refused), a float for an integer may
+    not (it was taken), a stream is durable (its PUT non-durable said only 'durable'); JSON's
+    integers are longs, as RabbitMQ's API types them."""
+    path, stream = "/api/queues/%2F/api.eq", "/api/queues/%2F/api.es"
+    assert call(broker, "PUT", path, {"arguments": {"x-max-length": 10}})[0] == 201
+    assert call(broker, "PUT", path, {"arguments": {"x-max-length": 10, "x-consumer-timeout": 5000}})[0] == 204
+    where = "for queue 'api.eq' in vhost '/'"
+    for arguments, reason in (
+        ({"x-max-length": 10.0}, f"inequivalent arg 'x-max-length' {where}: received '10.0' but current is '10'"),
+        ({"x-max-length": 5}, f"inequivalent arg 'x-max-length' {where}: received '5' but current is '10'"),
+        ({}, f"inequivalent arg 'x-max-length' {where}: received none but current is the value '10' of type 'long'"),
+    ):
+        status, _, body = call(broker, "PUT", path, {"arguments": arguments})
+        assert (status, body) == (400, {"error": "bad_request", "reason": reason})
+    assert call(broker, "PUT", stream, {"arguments": {"x-queue-type": "stream"}})[0] == 201
+    status, _, body = call(broker, "PUT", stream, {"durable": False, "arguments": {"x-queue-type": "stream"}})
+    assert (status, body["reason"]) == (400, "inequivalent arg 'durable' for queue 'api.es' in vhost '/': "
+                                             "received 'false' but current is 'true'")  # fmt: skip
+    for name in (path, stream):
+        assert call(broker, "DELETE", name)[0] == 204
+
+
 def test_exchanges_and_bindings(broker: RunningBroker) -> None:
     x = "/api/exchanges/%2F/api.x"
     assert call(broker, "PUT", x, {"type": "topic", "durable": "true"})[0] == 201
