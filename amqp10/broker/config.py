@@ -24,7 +24,7 @@ from .config_servicebus import (
     ServiceBusTopic,
     SharedAccessKey,
 )
-from .core.arguments import ArgumentError, policy_with_arguments
+from .core.arguments import ArgumentError, check_declared, policy_with_arguments
 from .core.queue_policy import QueuePolicy
 
 __all__ = [
@@ -296,6 +296,16 @@ class QueueConfig(_Model):
         default={},
         description="x-message-ttl, x-max-length, x-queue-type = 'stream', ... (RabbitMQ's names)",
     )
+
+    @field_validator("arguments")
+    @classmethod
+    def _check_arguments(cls, v: dict[str, str | int | float | bool]) -> dict[str, str | int | float | bool]:
+        # RabbitMQ's checks at declaration, here when the file is read (named by its field)
+        try:
+            check_declared(v)
+        except ArgumentError as exc:
+            raise ValueError(str(exc)) from None
+        return v
 
 
 class VhostConfig(_Model):
@@ -713,9 +723,12 @@ class ConfigError(Exception):
 
 def one_line_error(exc: ValidationError) -> str:
     """A pydantic error as one line: the first problem's location and message."""
-    first = exc.errors()[0]
+    errors = exc.errors()
+    # a table where a name or a table may be (a queue): the table's problem, not "not a string"
+    tables = [e for e in errors if not (e["type"] == "string_type" and e["loc"][-1:] == ("str",))]
+    first = (tables or errors)[0]
     loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
-    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    more = f" (and {len(tables or errors) - 1} more)" if len(tables or errors) > 1 else ""
     return f"{loc}: {first['msg']}{more}"
 
 

@@ -64,6 +64,13 @@ here. The dead-letter strategy says what becomes of a dead letter that reaches
 no queue (core/dead_letters.py); on any queue type here, where RabbitMQ honours
 it on quorum queues only.
 
+A declaration's arguments are first checked as RabbitMQ 3.10 checks them
+(:func:`check_declared`: each known argument's type and value, refused with its
+``invalid arg 'x-max-length' for queue 'q' in vhost '/': {value_negative,-1}``); an argument
+none of these tables names is kept and not read, as RabbitMQ keeps it (a declaration's:
+:func:`known_arguments`; the config file's address rules and :func:`policy_with_arguments`
+itself still refuse an unknown name, a typo there).
+
 As in RabbitMQ, a queue given a length limit by its arguments and no
 ``x-overflow`` drops its oldest messages (``drop-head``); a queue limited by the
 broker config keeps that config's overflow (``block`` by default: 1.0
@@ -72,9 +79,13 @@ publishers wait for credit).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
+from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
+from ... import field_types
 from .qpid_queues import NODE_ARGUMENTS
 from .queue_policy import QueuePolicy
 
@@ -87,7 +98,10 @@ __all__ = [
     "QUORUM_DELIVERY_LIMIT",
     "ArgumentError",
     "arguments_of",
+    "check_declared",
+    "field_type_name",
     "is_known",
+    "known_arguments",
     "policy_with_arguments",
     "queue_kind",
 ]
@@ -97,8 +111,9 @@ QUEUE_TYPES = {"classic": "queue", "quorum": "queue", "stream": "stream"}
 QUORUM_DELIVERY_LIMIT = 20
 """RabbitMQ 4's delivery limit of a quorum queue declared without one: returns allowed."""
 
-LEADER_LOCATORS = ("client-local", "balanced")
-"""RabbitMQ 4's ``x-queue-leader-locator`` values (a single node leads every queue here)."""
+LEADER_LOCATORS = ("client-local", "balanced", "random", "least-leaders")
+"""RabbitMQ 3.10's ``x-queue-leader-locator`` values, the last two deprecated (RabbitMQ 4
+reads them as ``balanced``; a single node leads every queue here)."""
 
 ACCEPTED = frozenset(
     {
@@ -108,6 +123,12 @@ ACCEPTED = frozenset(
         "x-stream-max-segment-size-bytes",
         "x-stream-filter-size-bytes",
         "x-deliver-limit",  # RabbitMQ's Python AMQP 1.0 client's spelling; RabbitMQ keeps it, unused
+        "x-initial-cluster-size",
+        "x-max-in-memory-length",
+        "x-max-in-memory-bytes",
+        "x-queue-mode",
+        "x-queue-version",
+        "x-queue-master-locator",
     }
 )
 """Arguments kept and reported that change nothing on a single node (replica placement)."""
@@ -116,7 +137,15 @@ _AGE_UNITS = {"Y": 365 * 86400, "M": 30 * 86400, "D": 86400, "h": 3600, "m": 60,
 
 
 class ArgumentError(ValueError):
-    """A queue argument with an unknown name or a value of the wrong kind."""
+    """A queue argument with an unknown name or a value of the wrong kind. Its text is worded
+    for a person (a config file's or a policy's error); one that :func:`check_declared`
+    refused also has ``argument`` (its name) and ``reason`` (RabbitMQ's error term, as its
+    ``invalid arg`` text prints it), for a declaration's reply."""
+
+    def __init__(self, message: str, argument: str | None = None, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.argument = argument
+        self.reason = reason
 
 
 def _non_negative_int(name: str, v: Any) -> int:
@@ -373,3 +402,241 @@ _FEATURES = frozenset(
     ("priority_levels", "group_key", "shared_groups", "last_value_key", "sequence_header", "auto_delete_timeout")
 )
 """The fields only Qpid's arguments set (the others are RabbitMQ's, listed by their names)."""
+
+
+# -- RabbitMQ 3.10's checks at declaration (rabbit_amqqueue:check_declare_arguments/2) ----------
+
+_FIELD_TYPE_NAMES: dict[type, str] = {
+    field_types.Int8: "byte",
+    field_types.UInt8: "unsignedbyte",
+    field_types.Int16: "short",
+    field_types.UInt16: "unsignedshort",
+    field_types.UInt32: "unsignedint",
+    field_types.Int64: "long",
+    field_types.Timestamp: "timestamp",
+    field_types.Float32: "float",
+    field_types.LongString: "longstr",
+}
+
+_INTEGER_TYPES = frozenset({"byte", "short", "signedint", "long", "unsignedbyte", "unsignedshort", "unsignedint"})
+"""RabbitMQ's ``?INTEGER_ARG_TYPES``: the field types its integer arguments take."""
+
+_MAX_EXPIRY = 315_360_000_000
+"""``rabbit_misc:check_expiry/1``'s bound: ten years, in ms."""
+
+
+def field_type_name(value: Any) -> str:
+    """The 0-9-1 field type ``value`` is (or would be sent as), by RabbitMQ's name of it
+    (``rabbit_binary_parser``): ``longstr``, ``long``, ``decimal``, ``array``... A value 0-9-1
+    has no type for (a 1.0 uuid) is the text it is sent as: ``longstr``."""
+    named = _FIELD_TYPE_NAMES.get(type(value))
+    if named is not None:
+        return named
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):  # (as the 0-9-1 encoder sends one: amqp091.fields)
+        return "signedint" if -(1 << 31) <= value < 1 << 31 else "long"
+    if isinstance(value, float):
+        return "double"
+    if isinstance(value, Decimal):
+        return "decimal"
+    if isinstance(value, datetime):
+        return "timestamp"
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "binary"
+    if isinstance(value, Mapping):
+        return "table"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    if value is None:
+        return "void"
+    return "longstr"
+
+
+def _erl_string(text: str) -> str:
+    """A string (a char list) as Erlang's ``~p`` prints it."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class _Refused(Exception):
+    """A check's refusal: RabbitMQ's error term (as printed) and a person's words."""
+
+    def __init__(self, reason: str, words: str) -> None:
+        super().__init__(words)
+        self.reason = reason
+        self.words = words
+
+
+def _unacceptable(t: str, expected: str) -> _Refused:
+    return _Refused(f"{{unacceptable_type,{t}}}", f"must be {expected}, not a {t}")
+
+
+def _check_int(v: Any) -> int:
+    t = field_type_name(v)
+    if t not in _INTEGER_TYPES:
+        raise _Refused(_erl_string(f"expected integer, got {t}"), f"must be an integer, not a {t}")
+    return int(v)
+
+
+def _check_non_neg_int(v: Any) -> int:
+    n = _check_int(v)
+    if n < 0:
+        raise _Refused(f"{{value_negative,{n}}}", f"must not be negative ({n})")
+    return n
+
+
+def _check_expiry(n: int) -> None:
+    if n < 0:
+        raise _Refused(f"{{value_negative,{n}}}", f"must not be negative ({n})")
+    if n > _MAX_EXPIRY:
+        raise _Refused(f"{{value_too_large,{n}}}", f"must be at most {_MAX_EXPIRY} (ten years in ms), not {n}")
+
+
+def _check_expires(v: Any, _: Mapping[str, Any]) -> None:
+    n = _check_int(v)
+    if n == 0:
+        raise _Refused("{value_zero,0}", "must be above 0")
+    _check_expiry(n)
+
+
+def _check_message_ttl(v: Any, _: Mapping[str, Any]) -> None:
+    _check_expiry(_check_int(v))
+
+
+def _check_non_neg(v: Any, _: Mapping[str, Any]) -> None:
+    _check_non_neg_int(v)
+
+
+def _check_max_priority(v: Any, _: Mapping[str, Any]) -> None:
+    n = _check_non_neg_int(v)
+    if n > 255:
+        raise _Refused(f"{{max_value_exceeded,{n}}}", f"must be at most 255, not {n}")
+
+
+def _check_cluster_size(v: Any, _: Mapping[str, Any]) -> None:
+    if _check_non_neg_int(v) == 0:
+        raise _Refused("{value_zero,0}", "must be above 0")
+
+
+def _check_bool(v: Any, _: Mapping[str, Any]) -> None:
+    t = field_type_name(v)
+    if t != "bool":
+        raise _unacceptable(t, "true or false")
+
+
+def _longstr(v: Any) -> str:
+    """An argument's string (a ``longstr``): its text; a string of another type is refused."""
+    t = field_type_name(v)
+    if t != "longstr":
+        raise _unacceptable(t, "a string")
+    return bytes(v).decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+
+
+def _one_of(known: tuple[str, ...], error: str, words: str) -> Callable[[Any, Mapping[str, Any]], None]:
+    def check(v: Any, _: Mapping[str, Any]) -> None:
+        if _longstr(v) not in known:
+            raise _Refused(error, f"must be {words}, not {v!r}")
+
+    return check
+
+
+def _check_dlx(v: Any, _: Mapping[str, Any]) -> None:
+    _longstr(v)
+
+
+def _check_dlrk(v: Any, arguments: Mapping[str, Any]) -> None:
+    _longstr(v)
+    if "x-dead-letter-exchange" not in arguments:
+        raise _Refused("routing_key_but_no_dlx_defined", "needs x-dead-letter-exchange")
+
+
+def _check_max_age(v: Any, _: Mapping[str, Any]) -> None:
+    match = re.fullmatch(r"([0-9]*)(.*)", _longstr(v), re.DOTALL)
+    digits, unit = match.groups() if match else ("", "")
+    if not digits or int(digits) <= 0 or unit not in _AGE_UNITS:
+        raise _Refused("invalid_max_age", f"must be a positive number and a unit (Y, M, D, h, m or s), not {v!r}")
+
+
+def _check_named(what: str, known: tuple[str, ...]) -> Callable[[Any, Mapping[str, Any]], None]:
+    """RabbitMQ's check of ``x-queue-mode`` and ``x-queue-type``: ``unsupported queue mode 'x'``."""
+
+    def check(v: Any, _: Mapping[str, Any]) -> None:
+        text = _longstr(v)
+        if text not in known:
+            raise _Refused(_erl_string(f"unsupported {what} '{text}'"), f"must be {' or '.join(known)}, not {v!r}")
+
+    return check
+
+
+def _check_queue_version(v: Any, _: Mapping[str, Any]) -> None:
+    n = _check_non_neg_int(v)
+    if n not in (1, 2):
+        raise _Refused(_erl_string(f"unsupported queue version '{n}'"), f"must be 1 or 2, not {n}")
+
+
+def _check_delivery_limit(v: Any, _: Mapping[str, Any]) -> None:
+    # (not checked at declaration by RabbitMQ 3.10, which reads it later; RabbitMQ 4's -1: no limit)
+    n = _check_int(v)
+    if n < -1:
+        raise _Refused(f"{{value_negative,{n}}}", f"must be -1 (no limit) or more, not {n}")
+
+
+def _check_consumer_timeout(v: Any, _: Mapping[str, Any]) -> None:
+    if _check_non_neg_int(v) == 0:
+        raise _Refused("{value_zero,0}", "must be above 0")
+
+
+_check_queue_type = _check_named("queue type", tuple(QUEUE_TYPES))
+
+DECLARE_CHECKS: tuple[tuple[str, Callable[[Any, Mapping[str, Any]], None]], ...] = (
+    ("x-expires", _check_expires),
+    ("x-message-ttl", _check_message_ttl),
+    ("x-dead-letter-exchange", _check_dlx),
+    ("x-dead-letter-routing-key", _check_dlrk),
+    ("x-dead-letter-strategy", _one_of(("at-most-once", "at-least-once"), "invalid_dlx_strategy", "at-most-once or at-least-once")),
+    ("x-max-length", _check_non_neg),
+    ("x-max-length-bytes", _check_non_neg),
+    ("x-max-in-memory-length", _check_non_neg),
+    ("x-max-in-memory-bytes", _check_non_neg),
+    ("x-max-priority", _check_max_priority),
+    ("x-overflow", _one_of(("drop-head", "reject-publish", "reject-publish-dlx"), "invalid_overflow", "drop-head, reject-publish or reject-publish-dlx")),
+    ("x-queue-mode", _check_named("queue mode", ("default", "lazy"))),
+    ("x-queue-version", _check_queue_version),
+    ("x-single-active-consumer", _check_bool),
+    ("x-queue-type", _check_queue_type),
+    ("x-quorum-initial-group-size", _check_cluster_size),
+    ("x-max-age", _check_max_age),
+    ("x-stream-max-segment-size-bytes", _check_non_neg),
+    ("x-initial-cluster-size", _check_cluster_size),
+    ("x-queue-leader-locator", _one_of(LEADER_LOCATORS, "invalid_queue_locator_arg", " or ".join(LEADER_LOCATORS))),
+    # not RabbitMQ 3.10's: it reads them after the declaration (x-delivery-limit) or has them not yet
+    ("x-delivery-limit", _check_delivery_limit),
+    ("x-consumer-timeout", _check_consumer_timeout),
+)  # fmt: skip
+"""RabbitMQ 3.10.8's ``rabbit_amqqueue:declare_args/0``, in its order, each argument's check
+(``check_*_arg/2``); then the two this broker reads that it does not check at declaration."""
+
+
+def check_declared(arguments: Mapping[str, Any] | None) -> None:
+    """RabbitMQ's checks of a declaration's arguments (``check_declare_arguments/2``):
+    ``x-queue-type`` first, then each of :data:`DECLARE_CHECKS` in its order. Raises
+    :class:`ArgumentError` with ``argument`` and ``reason`` (``{value_negative,-1}``,
+    ``{unacceptable_type,longstr}``, ``"expected integer, got decimal"``...) for the first
+    refused. (RabbitMQ checks only the arguments of the queue's type and refuses the others
+    by name; here every queue type takes them all, so each is checked.)"""
+    if not arguments:
+        return
+    for name, check in (("x-queue-type", _check_queue_type), *DECLARE_CHECKS):
+        if name not in arguments:
+            continue
+        value = arguments[name]
+        try:
+            check(value, arguments)
+        except _Refused as refused:
+            raise ArgumentError(f"{name} {refused.words}", argument=name, reason=refused.reason) from None
+
+
+def known_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments the core gives a meaning to (:func:`is_known`); a declaration keeps the
+    others (RabbitMQ keeps any argument) without reading them."""
+    return {k: v for k, v in arguments.items() if is_known(k)}

@@ -24,7 +24,13 @@ from ..._mypyc import Referable
 from ...addresses import is_partition_address, partition_address
 from . import store as _store
 from .accounting import DETACHED
-from .arguments import ArgumentError, policy_with_arguments, queue_kind
+from .arguments import (
+    ArgumentError,
+    check_declared,
+    known_arguments,
+    policy_with_arguments,
+    queue_kind,
+)
 from .exchanges import (
     Binding,
     DirectExchange,
@@ -180,7 +186,7 @@ class VirtualHost(Referable):
 
         Raises :class:`~.arguments.ArgumentError` for arguments the core refuses."""
         merged = combined_arguments(arguments, pick_policy(self.policies, name, kind))
-        return policy_with_arguments(self.policy_for(name)[1], merged)
+        return policy_with_arguments(self.policy_for(name)[1], known_arguments(merged))
 
     def create_node(self, address: str, kind: str | None = None, *, dynamic: bool = False, persist: bool = True) -> Node:
         """Make a node (``kind`` queue, topic or stream; else per the address rules)."""
@@ -488,12 +494,18 @@ class VirtualHost(Referable):
         if passive:
             raise NotFound(f"no queue {name!r} in vhost {self.name!r}")
         try:
+            if persist:  # (a queue restored from the store was checked when it was declared)
+                check_declared(arguments)
             if kind is None:
                 kind = queue_kind(arguments)
             elif kind not in ("queue", "stream"):
                 raise ArgumentError(f"a queue's type is queue or stream, not {kind!r}")
             policy = self.queue_policy(name, kind, arguments)
         except ArgumentError as exc:
+            if exc.argument is not None:  # (RabbitMQ's text: rabbit_amqqueue:check_arguments_type_and_value/3)
+                raise PreconditionFailed(
+                    f"invalid arg '{exc.argument}' for queue '{name}' in vhost '{self.name}': {exc.reason}"
+                ) from None
             raise PreconditionFailed(f"invalid arguments for queue {name!r} in vhost {self.name!r}: {exc}") from None
         props = _stored_arguments(arguments) if arguments else "{}"
         made: Queue | Stream

@@ -270,11 +270,11 @@ def test_a_decimal_given_both_times_and_not_the_same_is_refused_406_with_its_val
 @pytest.mark.parametrize(
     "arguments",
     [
-        {"x-queue-type": "stream", "x-stream-max-segment-size-bytes": Decimal("1.50")},
-        {"x-queue-type": "quorum", "x-quorum-initial-group-size": Decimal("3.0")},
-        {"x-queue-type": "quorum", "x-quorum-initial-group-size": [Int8(3)]},
-        {"x-queue-type": "quorum", "x-quorum-initial-group-size": {"n": Int64(3)}},
-        {"x-queue-type": "stream", "x-stream-max-segment-size-bytes": [Float32(2.5), LongString(b"\xff"), Timestamp(5)]},
+        {"x-queue-master-locator": Decimal("1.50")},
+        {"x-queue-type": "classic", "x-queue-master-locator": Decimal("3.0")},
+        {"x-queue-master-locator": [Int8(3)]},
+        {"x-queue-master-locator": {"n": Int64(3)}},
+        {"x-queue-master-locator": [Float32(2.5), LongString(b"\xff"), Timestamp(5)]},
     ],
 )
 def test_a_queue_declared_with_a_decimal_is_declared_again_so_after_a_restart(tmp_path: Path, arguments: Any) -> None:
@@ -282,7 +282,10 @@ def test_a_queue_declared_with_a_decimal_is_declared_again_so_after_a_restart(tm
     queue declared with a decimal is declared again with it and answered (the decimal came
     back as its text, and the same declaration was refused 406 after a restart only); so
     is one with a field type inside an array or a table, which RabbitMQ compares with its
-    type (an Int8 came back an int: '[{byte,3}]' but current is '[{signedint,3}]')."""
+    type (an Int8 came back an int: '[{byte,3}]' but current is '[{signedint,3}]'). In
+    x-queue-master-locator: an argument RabbitMQ 3.10 compares on a classic queue and takes
+    of any type (a decimal or an array in x-quorum-initial-group-size or
+    x-stream-max-segment-size-bytes, as these were, it refuses at declaration)."""
     store = Store(tmp_path / "store.sqlite3")
     try:
         before = Broker(BrokerConfig(), journal=SyncJournal(store))
@@ -297,6 +300,61 @@ def test_a_queue_declared_with_a_decimal_is_declared_again_so_after_a_restart(tm
             assert _methods(pair)[-1] == (1, "QueueDeclareOk")
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [
+        ({"x-max-length": -1}, "'x-max-length' for queue 'q' in vhost '/': {value_negative,-1}"),
+        ({"x-max-length": "ten"}, '\'x-max-length\' for queue \'q\' in vhost \'/\': "expected integer, got longstr"'),
+        ({"x-max-length-bytes": Timestamp(5)}, '\'x-max-length-bytes\' for queue \'q\' in vhost \'/\': "expected integer, got timestamp"'),
+        ({"x-quorum-initial-group-size": Decimal("3.0")}, '\'x-quorum-initial-group-size\' for queue \'q\' in vhost \'/\': "expected integer, got decimal"'),
+        ({"x-queue-type": "quorum", "x-quorum-initial-group-size": [Int8(3)]}, '\'x-quorum-initial-group-size\' for queue \'q\' in vhost \'/\': "expected integer, got array"'),
+        ({"x-queue-type": "quorum", "x-quorum-initial-group-size": 0}, "'x-quorum-initial-group-size' for queue 'q' in vhost '/': {value_zero,0}"),
+        ({"x-queue-type": "stream", "x-initial-cluster-size": {"n": 1}}, '\'x-initial-cluster-size\' for queue \'q\' in vhost \'/\': "expected integer, got table"'),
+        ({"x-queue-type": "stream", "x-stream-max-segment-size-bytes": Float32(2.5)}, '\'x-stream-max-segment-size-bytes\' for queue \'q\' in vhost \'/\': "expected integer, got float"'),
+        ({"x-queue-type": "stream", "x-max-age": 7}, "'x-max-age' for queue 'q' in vhost '/': {unacceptable_type,signedint}"),
+        ({"x-queue-type": "stream", "x-max-age": "7 days"}, "'x-max-age' for queue 'q' in vhost '/': invalid_max_age"),
+        ({"x-expires": 0}, "'x-expires' for queue 'q' in vhost '/': {value_zero,0}"),
+        ({"x-message-ttl": 315_360_000_001}, "'x-message-ttl' for queue 'q' in vhost '/': {value_too_large,315360000001}"),
+        ({"x-dead-letter-exchange": b"dlx"}, "'x-dead-letter-exchange' for queue 'q' in vhost '/': {unacceptable_type,binary}"),
+        ({"x-dead-letter-routing-key": "k"}, "'x-dead-letter-routing-key' for queue 'q' in vhost '/': routing_key_but_no_dlx_defined"),
+        ({"x-dead-letter-strategy": "twice"}, "'x-dead-letter-strategy' for queue 'q' in vhost '/': invalid_dlx_strategy"),
+        ({"x-max-priority": 256}, "'x-max-priority' for queue 'q' in vhost '/': {max_value_exceeded,256}"),
+        ({"x-overflow": "block"}, "'x-overflow' for queue 'q' in vhost '/': invalid_overflow"),
+        ({"x-overflow": True}, "'x-overflow' for queue 'q' in vhost '/': {unacceptable_type,bool}"),
+        ({"x-queue-mode": "eager"}, '\'x-queue-mode\' for queue \'q\' in vhost \'/\': "unsupported queue mode \'eager\'"'),
+        ({"x-queue-version": 3}, '\'x-queue-version\' for queue \'q\' in vhost \'/\': "unsupported queue version \'3\'"'),
+        ({"x-single-active-consumer": 1}, "'x-single-active-consumer' for queue 'q' in vhost '/': {unacceptable_type,signedint}"),
+        ({"x-queue-type": "mirrored"}, '\'x-queue-type\' for queue \'q\' in vhost \'/\': "unsupported queue type \'mirrored\'"'),
+        ({"x-queue-type": "quorum", "x-queue-leader-locator": "nearest"}, "'x-queue-leader-locator' for queue 'q' in vhost '/': invalid_queue_locator_arg"),
+        # x-queue-type is checked first, the others in RabbitMQ's order (declare_args/0)
+        ({"x-max-length": -1, "x-queue-type": 1, "x-expires": 0}, "'x-queue-type' for queue 'q' in vhost '/': {unacceptable_type,signedint}"),
+        ({"x-max-length": -1, "x-expires": 0}, "'x-expires' for queue 'q' in vhost '/': {value_zero,0}"),
+    ],
+)  # fmt: skip
+def test_a_declarations_arguments_are_checked_in_rabbitmqs_words(arguments: dict[str, Any], error: str) -> None:
+    """RabbitMQ 3.10's checks of each argument's type and value at declaration
+    (rabbit_amqqueue:check_declare_arguments/2) and its text; a decimal or an array for an
+    integer argument was taken (and kept), a bad value refused in other words."""
+    pair = InMemory()
+    assert pair.channel(1)
+    pair.send(1, m.QueueDeclare(queue="q", durable=True, arguments=arguments))
+    assert _closed(pair) == (406, "PRECONDITION_FAILED - invalid arg " + error)
+
+
+def test_arguments_it_gives_no_meaning_to_are_taken_and_kept_as_rabbitmq_does() -> None:
+    """Any other argument is kept, whatever its type (RabbitMQ's), and a re-declaration
+    without it is equivalent (it is not compared); it was refused as unknown."""
+    broker = Broker(BrokerConfig())
+    pair = InMemory(broker)
+    assert pair.channel(1)
+    arguments = {"x-custom": Decimal("1.5"), "x-queue-master-locator": "min-masters", "x-queue-mode": "lazy", "x-queue-version": 2}
+    pair.send(1, m.QueueDeclare(queue="q", durable=True, arguments=arguments))
+    compared = {k: v for k, v in arguments.items() if k != "x-custom"}  # (a classic queue's: _COMPARED)
+    pair.send(1, m.QueueDeclare(queue="q", durable=True, arguments=compared))
+    assert _methods(pair)[-2:] == [(1, "QueueDeclareOk"), (1, "QueueDeclareOk")]
+    assert broker.default.nodes["q"].arguments == arguments
 
 
 @pytest.mark.parametrize("passive", [True, False])

@@ -183,9 +183,11 @@ def test_single_active_consumer_hands_over_on_detach() -> None:
 def test_queue_type_stream_and_bad_arguments() -> None:
     _, v = net_with()
     assert isinstance(v.declare_queue("log", arguments={"x-queue-type": "stream"}), Stream)
-    for bad in ({"x-queue-type": "mirrored"}, {"x-max-age": "7 days"}, {"x-message-ttl": -1}, {"x-max-length": "ten"}, {"x-overflow": "block"}, {"x-nonsense": 1}):
+    for bad in ({"x-queue-type": "mirrored"}, {"x-max-age": "7 days"}, {"x-message-ttl": -1}, {"x-max-length": "ten"}, {"x-overflow": "block"}):
         with pytest.raises(PreconditionFailed):
             v.declare_queue("bad", arguments=bad)
+    # an argument the core gives no meaning to is kept, as RabbitMQ keeps it (it was refused)
+    assert v.declare_queue("kept", arguments={"x-nonsense": 1}).arguments == {"x-nonsense": 1}
 
 
 def test_quorum_is_a_classic_core_queue_with_its_arguments_kept() -> None:
@@ -327,3 +329,20 @@ def test_get_takes_one_message_without_a_consumer() -> None:
     assert last is not None and Message.decode(last.data).body == 1
     q.ack(last)
     assert q.get() is None and q.stats.acked == 2
+
+
+def test_a_config_files_queue_arguments_are_checked_when_it_is_read(tmp_path: Path) -> None:
+    """A queue the config file declares with an argument RabbitMQ refuses is an error of the
+    file, naming the field (it stopped the broker's start with a declaration's 406)."""
+    from amqp10.broker.config import ConfigError, load_config
+
+    path = tmp_path / "broker.toml"
+    for arguments, words in (
+        ("{ x-max-length = -1 }", "x-max-length must not be negative (-1)"),
+        ('{ x-single-active-consumer = "yes" }', "x-single-active-consumer must be true or false, not a longstr"),
+        ('{ x-dead-letter-routing-key = "k" }', "x-dead-letter-routing-key needs x-dead-letter-exchange"),
+    ):
+        path.write_text(f'[[vhosts]]\nname = "/"\n[[vhosts.queues]]\nname = "q"\narguments = {arguments}\n')
+        with pytest.raises(ConfigError) as refused:
+            load_config(path)
+        assert "vhosts.0.queues.0.QueueConfig.arguments" in str(refused.value) and words in str(refused.value)

@@ -118,7 +118,9 @@ def test_leader_locator_is_checked_and_kept() -> None:
     q = v.declare_queue("led", arguments={"x-queue-type": "quorum", "x-queue-leader-locator": "client-local"})
     assert isinstance(q, Queue) and q.arguments["x-queue-leader-locator"] == "client-local"
     with pytest.raises(PreconditionFailed, match="x-queue-leader-locator"):
-        v.declare_queue("bad", arguments={"x-queue-leader-locator": "random"})
+        v.declare_queue("bad", arguments={"x-queue-leader-locator": "nearest"})
+    # RabbitMQ 3.10's deprecated locators are taken as it takes them
+    assert v.declare_queue("old", arguments={"x-queue-leader-locator": "random"}).arguments == {"x-queue-leader-locator": "random"}
     v.declare_policy(RuntimePolicy("loc", "^led", definition={"queue-leader-locator": "balanced"}))
     with pytest.raises(PreconditionFailed):
         v.declare_policy(RuntimePolicy("bad", "^x", definition={"queue-leader-locator": "nearest"}))

@@ -256,12 +256,14 @@ def test_stream_recovers_offsets_and_dedup_window(open_store: Callable[[], st.Sq
 
 
 ARGUMENTS = {
-    "x-stream-max-segment-size-bytes": Decimal("1.50"),
-    "x-quorum-initial-group-size": [datetime(2024, 5, 1, 12, 0, tzinfo=UTC), b"\xff", None, 2.5, True],
+    "x-custom-decimal": Decimal("1.50"),
+    "x-custom-array": [datetime(2024, 5, 1, 12, 0, tzinfo=UTC), b"\xff", None, 2.5, True],
     "x-stream-filter-size-bytes": {"nested": {"at": datetime(2024, 5, 1, 12, 0, 30), "n": 1 << 40}},
 }
 """Arguments of every field-table type JSON has none for (each in an argument the core keeps
-whatever its value)."""
+whatever its value: one it gives no meaning to, which RabbitMQ checks not; a Decimal or an
+array in x-quorum-initial-group-size or x-stream-max-segment-size-bytes is refused as RabbitMQ
+refuses it)."""
 
 
 def test_a_queues_and_a_streams_arguments_are_recovered_with_their_types(open_store: Callable[[], st.SqlStore]) -> None:
@@ -300,7 +302,7 @@ def test_a_queues_arguments_are_stored_as_a_broker_before_typed_arguments_reads_
     q = older.default.nodes["q"]
     assert isinstance(q, Queue) and q.arguments == props["arguments"] and q.policy.max_length == 5
     # keys JSON cannot sort (a 1.0 map's): stored typed alone, as before, not refused
-    broker.default.declare_queue("mixed", arguments={"x-queue-type": "quorum", "x-quorum-initial-group-size": {1: 2, "a": 3}})
+    broker.default.declare_queue("mixed", arguments={"x-queue-type": "quorum", "x-custom": {1: 2, "a": 3}})
     (rec,) = [r for r in s.load(messages=False).nodes if r.name == "mixed"]
     assert sorted(json.loads(rec.properties)) == ["typed_arguments"]
 
@@ -319,13 +321,13 @@ def test_a_malformed_typed_record_is_that_queues_alone(
     ValueError stopped the whole recovery)."""
     s = open_store()
     broker = Broker(BrokerConfig(), journal=SyncJournal(s))
-    broker.default.declare_queue("good", arguments={"x-queue-type": "quorum", "x-quorum-initial-group-size": Decimal("1.5")})
+    broker.default.declare_queue("good", arguments={"x-queue-type": "quorum", "x-custom": Decimal("1.5")})
     props = json.dumps({"typed_arguments": malformed, "arguments": {"x-max-length": 5}})
     broker.default.journal.submit((st.NODE, "/", "bad", "queue", props))
     fresh = Broker(BrokerConfig())
     fresh.recover(s)
     good, bad = fresh.default.nodes["good"], fresh.default.nodes["bad"]
-    assert isinstance(good, Queue) and good.arguments == {"x-queue-type": "quorum", "x-quorum-initial-group-size": Decimal("1.5")}
+    assert isinstance(good, Queue) and good.arguments == {"x-queue-type": "quorum", "x-custom": Decimal("1.5")}
     assert isinstance(bad, Queue) and bad.arguments == {"x-max-length": 5}
     assert "queue 'bad' in vhost '/': its stored typed_arguments do not read" in caplog.text
 

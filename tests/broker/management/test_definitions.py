@@ -259,7 +259,7 @@ def test_cli_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["definitions", "check", str(bad)]) == 1
     out = capsys.readouterr().out
     assert "would skip: $.policies[0]: policy 'p' in vhost '/': x-max-length must be a non-negative integer" in out
-    assert "would skip: $.queues[0]: invalid arguments for queue 'q' in vhost '/'" in out
+    assert "would skip: $.queues[0]: invalid arg 'x-max-priority' for queue 'q' in vhost '/': {max_value_exceeded,1000}" in out
 
     assert main(["definitions", "check", str(tmp_path / "none.json")]) == 2
     assert capsys.readouterr().err.startswith("amqp10 definitions: definitions file not found")
