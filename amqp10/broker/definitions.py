@@ -52,8 +52,10 @@ from ..sasl.credentials import (
     parse_credential,
 )
 from .config import one_line_error
+from .core.arguments import is_known
 from .core.exchanges import EXCHANGE_TYPES
 from .core.policies import APPLY_TO, POLICY_KEYS
+from .core.typed_values import as_json, json_keeps, typed, untyped
 from .permissions import KNOWN_TAGS, VhostPermissions
 from .users import User, UsersFile, scram_credentials
 
@@ -78,8 +80,10 @@ __all__ = [
     "UserDef",
     "VhostDef",
     "VhostMetadata",
+    "declared_arguments",
     "dump_definitions",
     "export_definitions",
+    "exported_arguments",
     "import_definitions",
     "load_definitions",
     "parse_definitions",
@@ -110,7 +114,7 @@ KNOWN_QUEUE_ARGUMENTS = frozenset(
 
 KNOWN_EXCHANGE_ARGUMENTS = frozenset({"alternate-exchange"})
 
-QUEUE_TYPES = frozenset({"classic", "stream"})
+QUEUE_TYPES = frozenset({"classic", "quorum", "stream"})
 
 _MD5_ERA = tuple(f"3.{minor}." for minor in range(6))
 """RabbitMQ versions whose password hashes were MD5 (their exports do not say so)."""
@@ -265,6 +269,26 @@ class PolicyDef(_Def):
     priority: int = 0
 
 
+def exported_arguments(arguments: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """``arguments`` (as a queue, exchange or binding keeps them, typed: a 0-9-1 decimal,
+    timestamp, ``Int8``, byte array...) as an export writes them: RabbitMQ's JSON of each
+    (:func:`~amqp10.broker.core.typed_values.as_json`, what RabbitMQ 3.10 writes), and
+    ``amqp10_arguments``: the typed form of those that JSON does not give back as they were
+    (None: none), so that a re-import declares them as they were."""
+    plain = {str(k): as_json(v) for k, v in arguments.items()}
+    kept = {str(k): typed(v) for k, v in arguments.items() if not json_keeps(v)}
+    return plain, kept or None
+
+
+def declared_arguments(arguments: Mapping[str, Any], amqp10_arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+    """An entry's arguments to declare: its ``arguments`` with its ``amqp10_arguments`` (see
+    :func:`exported_arguments`) read back in their place; ValueError for a malformed one."""
+    out = dict(arguments)
+    for k, v in (amqp10_arguments or {}).items():
+        out[k] = untyped(v)
+    return out
+
+
 class QueueDef(_Def):
     """A queue and its RabbitMQ arguments (``x-message-ttl``, ``x-queue-type``, ...)."""
 
@@ -274,6 +298,9 @@ class QueueDef(_Def):
     auto_delete: bool = False
     arguments: dict[str, Any] = {}
     type: str | None = None
+    amqp10_arguments: dict[str, Any] | None = None
+    """The typed form of the arguments whose JSON loses their type (see
+    :func:`exported_arguments`); ignored by RabbitMQ."""
 
 
 class ExchangeDef(_Def):
@@ -286,6 +313,7 @@ class ExchangeDef(_Def):
     auto_delete: bool = False
     internal: bool = False
     arguments: dict[str, Any] = {}
+    amqp10_arguments: dict[str, Any] | None = None
 
 
 class BindingDef(_Def):
@@ -297,6 +325,7 @@ class BindingDef(_Def):
     destination_type: Literal["queue", "exchange"]
     routing_key: str = ""
     arguments: dict[str, Any] = {}
+    amqp10_arguments: dict[str, Any] | None = None
 
 
 class Definitions(_Def):
@@ -355,9 +384,9 @@ def _not_applied(defs: Definitions) -> Iterator[DefinitionsWarning]:
             yield DefinitionsWarning(f"$.vhosts[{i}].limits", "vhost limits are not applied")
     for i, q in enumerate(defs.queues):
         for arg in q.arguments:
-            if arg not in KNOWN_QUEUE_ARGUMENTS:
+            if arg not in KNOWN_QUEUE_ARGUMENTS and not is_known(arg):
                 yield DefinitionsWarning(
-                    f"$.queues[{i}].arguments.{arg}", "queue argument not supported"
+                    f"$.queues[{i}].arguments.{arg}", "queue argument has no meaning here (kept)"
                 )
         qtype = q.type or q.arguments.get("x-queue-type")
         if qtype is not None and qtype not in QUEUE_TYPES:
@@ -416,8 +445,9 @@ def load_definitions(path: Path) -> tuple[Definitions, list[DefinitionsWarning]]
 
 
 def dump_definitions(defs: Definitions) -> str:
-    """JSON text in RabbitMQ's shape (``apply-to``, no null fields)."""
-    return json.dumps(defs.model_dump(by_alias=True, exclude_none=True), indent=2) + "\n"
+    """JSON text in RabbitMQ's shape (``apply-to``, no null fields); a value JSON has no type
+    for (a typed argument a :class:`Topology` left as it is) as RabbitMQ writes it (never an error)."""
+    return json.dumps(defs.model_dump(by_alias=True, exclude_none=True), indent=2, default=as_json) + "\n"
 
 
 # --------------------------------------------------------------------------- topology
@@ -491,13 +521,13 @@ class InMemoryTopology:
         if exchange.type not in EXCHANGE_TYPES:
             raise ValueError(f"exchange type {exchange.type!r} not supported")
         self.exchanges[exchange.vhost, exchange.name] = exchange.model_dump(
-            include={"type", "durable", "auto_delete", "internal", "arguments"}
+            include={"type", "durable", "auto_delete", "internal", "arguments", "amqp10_arguments"}
         )
 
     def declare_queue(self, queue: QueueDef) -> None:
         self._vhost(queue.vhost)
         self.queues[queue.vhost, queue.name] = queue.model_dump(
-            include={"durable", "auto_delete", "arguments", "type"}
+            include={"durable", "auto_delete", "arguments", "type", "amqp10_arguments"}
         )
 
     def declare_binding(self, binding: BindingDef) -> None:
@@ -510,7 +540,7 @@ class InMemoryTopology:
             ):
                 raise ValueError(f"no {kind} {name!r} in vhost {binding.vhost!r}")
         record = binding.model_dump(
-            include={"source", "destination", "destination_type", "routing_key", "arguments"}
+            include={"source", "destination", "destination_type", "routing_key", "arguments", "amqp10_arguments"}
         )
         if record not in self.bindings.setdefault(binding.vhost, []):
             self.bindings[binding.vhost].append(record)

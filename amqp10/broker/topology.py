@@ -33,7 +33,6 @@ from .core import (
     VirtualHost,
 )
 from .definitions import (
-    KNOWN_QUEUE_ARGUMENTS,
     BindingDef,
     Definitions,
     DefinitionsError,
@@ -43,8 +42,10 @@ from .definitions import (
     PolicyDef,
     QueueDef,
     VhostDef,
+    declared_arguments,
     dump_definitions,
     export_definitions,
+    exported_arguments,
     import_definitions,
     load_definitions,
     parse_definitions,
@@ -66,7 +67,7 @@ log = logging.getLogger("amqp10.broker")
 
 T = TypeVar("T")
 
-_KINDS = {"classic": "queue", "stream": "stream"}
+_KINDS = {"classic": "queue", "quorum": "queue", "stream": "stream"}
 """RabbitMQ queue types -> the core's node kinds (any other type: a classic queue)."""
 
 
@@ -104,6 +105,7 @@ class BrokerTopology:
             arguments = dict(x.arguments)
             if x.alternate is not None:
                 arguments.setdefault("alternate-exchange", x.alternate)
+            plain, kept = exported_arguments(arguments)
             out.append(
                 ExchangeDef(
                     vhost=vhost,
@@ -112,7 +114,8 @@ class BrokerTopology:
                     durable=x.durable,
                     auto_delete=x.auto_delete,
                     internal=x.internal,
-                    arguments=arguments,
+                    arguments=plain,
+                    amqp10_arguments=kept,
                 )
             )
         return out
@@ -122,19 +125,21 @@ class BrokerTopology:
         out = []
         for node in v.nodes.values():
             if isinstance(node, Queue) and _listed_queue(node):
+                plain, kept = exported_arguments(node.arguments)
                 out.append(
                     QueueDef(
                         vhost=vhost,
                         name=node.name,
-                        type="classic",
+                        type="quorum" if node.arguments.get("x-queue-type") == "quorum" else "classic",
                         durable=node.durable_node,
                         auto_delete=node.auto_delete,
-                        arguments=dict(node.arguments),
+                        arguments=plain,
+                        amqp10_arguments=kept,
                     )
                 )
             elif isinstance(node, Stream):
-                arguments = v.stream_arguments.get(node.name, {})
-                out.append(QueueDef(vhost=vhost, name=node.name, type="stream", arguments=dict(arguments)))
+                plain, kept = exported_arguments(v.stream_arguments.get(node.name, {}))
+                out.append(QueueDef(vhost=vhost, name=node.name, type="stream", arguments=plain, amqp10_arguments=kept))
         return out
 
     def list_bindings(self, vhost: str) -> list[BindingDef]:
@@ -145,6 +150,7 @@ class BrokerTopology:
             for b in x.bindings.values():
                 d = b.destination
                 if (isinstance(d, Exchange) and _listed_exchange(d)) or _listed_queue(d):
+                    plain, kept = exported_arguments(b.arguments)
                     out.append(
                         BindingDef(
                             vhost=vhost,
@@ -152,7 +158,8 @@ class BrokerTopology:
                             destination=d.name,
                             destination_type="exchange" if isinstance(d, Exchange) else "queue",
                             routing_key=b.key,
-                            arguments=dict(b.arguments),
+                            arguments=plain,
+                            amqp10_arguments=kept,
                         )
                     )
         return out
@@ -185,17 +192,20 @@ class BrokerTopology:
             durable=exchange.durable,
             auto_delete=exchange.auto_delete,
             internal=exchange.internal,
-            arguments=exchange.arguments,
+            arguments=declared_arguments(exchange.arguments, exchange.amqp10_arguments),
         )
         if isinstance(x, Topic):
             raise ValueError(f"{exchange.name!r} in vhost {exchange.vhost!r} is a 1.0 topic")
 
     def declare_queue(self, queue: QueueDef) -> None:
-        # unsupported arguments and types were reported when the document was read
-        arguments = {k: v for k, v in queue.arguments.items() if k in KNOWN_QUEUE_ARGUMENTS}
-        qtype = queue.type or arguments.get("x-queue-type") or "classic"
+        # unsupported arguments and types were reported when the document was read; the
+        # core keeps the arguments it gives no meaning to, as RabbitMQ does
+        arguments = declared_arguments(queue.arguments, queue.amqp10_arguments)
+        qtype = arguments.get("x-queue-type") or queue.type or "classic"
         if arguments.get("x-queue-type") not in (None, *_KINDS):
             del arguments["x-queue-type"]
+        elif "x-queue-type" not in arguments and qtype in ("quorum", "stream"):
+            arguments["x-queue-type"] = qtype  # (a file that gives the type alone: as declared with it)
         self._vhost(queue.vhost).declare_queue(
             queue.name,
             durable=queue.durable,
@@ -209,7 +219,7 @@ class BrokerTopology:
             binding.source,
             binding.destination,
             binding.routing_key,
-            binding.arguments,
+            declared_arguments(binding.arguments, binding.amqp10_arguments),
             destination_kind=binding.destination_type,
         )
 

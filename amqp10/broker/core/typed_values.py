@@ -18,11 +18,16 @@ so a map in the typed form is always such a tag. A 0-9-1 field type (:mod:`amqp1
 type's value to RabbitMQ inside a table or an array (``[Int8(3)]`` is not ``[3]``), and a
 re-declaration is compared with it so after a restart and on every worker. A value of another
 type is kept as its text (``{"text": ...}``).
+
+:func:`as_json` is the other way JSON holds them: as RabbitMQ's definitions export writes
+them (``rabbit_misc:amqp_table/1``), their types lost; :func:`json_keeps` says whether that
+form gives a value back as it was.
 """
 
 from __future__ import annotations
 
 import base64
+import math
 from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal
@@ -31,7 +36,7 @@ from typing import Any
 from ... import field_types
 from ...types import Described, symbol
 
-__all__ = ["TYPED", "carried", "restored", "typed", "untyped"]
+__all__ = ["TYPED", "as_json", "carried", "json_keeps", "restored", "typed", "untyped"]
 
 _LONG = 1 << 63
 
@@ -105,6 +110,61 @@ def _tagged(tag: str, payload: Any) -> Any:
             raise ValueError(f"a {name} of {base!r}")
         return field_type(base)
     raise ValueError(f"no such tag as {tag!r}")
+
+
+def as_json(value: Any) -> Any:
+    """``value`` as RabbitMQ 3.10's definitions export writes an argument's (``rabbit_misc:
+    amqp_table/1``, ``amqp_value/2``): a table an object, an array a list, every integer type
+    (a timestamp too: its seconds) a number, a float a number, a string or byte array its
+    text if it is UTF-8, else ``Not UTF-8, base64 is: `` and its base64 (``utf8_safe/1``);
+    a decimal a number (its value: RabbitMQ prints ``Scale.Unscaled``, 1.50 as 2.15, a slip
+    not copied); anything else (a 1.0 uuid, a float JSON cannot hold) its text. Never raises."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value) if math.isfinite(value) else str(value)
+    if isinstance(value, Decimal):
+        number = float(value)
+        return number if value.is_finite() and math.isfinite(number) else str(value)
+    if isinstance(value, datetime):
+        return math.floor(value.timestamp())
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return _utf8_safe(bytes(value))
+    if isinstance(value, Mapping):
+        return {str(k): as_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [as_json(v) for v in value]
+    return str(value)
+
+
+def _utf8_safe(raw: bytes) -> str:
+    """RabbitMQ's ``rabbit_misc:utf8_safe/1``: the text, or its base64 in MIME's lines of 76."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        encoded = base64.b64encode(raw).decode()
+        # (split_lines/1: a newline after each whole line of 76, the last one too)
+        lines = "".join(encoded[i : i + 76] + "\n" for i in range(0, len(encoded) - 75, 76))
+        return "Not UTF-8, base64 is: " + lines + encoded[len(encoded) - len(encoded) % 76 :]
+
+
+def json_keeps(value: Any) -> bool:
+    """Whether :func:`as_json`'s form of ``value``, read back, is ``value`` with its types: a
+    plain ``str``, ``int`` (no 0-9-1 field type), finite ``float``, ``bool`` or None, or
+    tables (with ``str`` keys) and lists of them."""
+    if value is None or type(value) in (bool, str, int):
+        return True
+    if type(value) is float:
+        return math.isfinite(value)
+    if type(value) is dict:
+        return all(type(k) is str and json_keeps(v) for k, v in value.items())
+    if type(value) is list:
+        return all(json_keeps(v) for v in value)
+    return False
 
 
 TYPED = symbol("amqp10:typed")

@@ -116,7 +116,8 @@ def test_what_is_read_but_not_applied_is_reported() -> None:
         "topic_permissions": [{"user": "u", "vhost": "/", "exchange": "amq.topic", "write": ".*", "read": ".*"}],
         "parameters": [{"vhost": "/", "component": "shovel", "name": "s", "value": {}}],
         "queues": [
-            {"name": "q", "vhost": "/", "arguments": {"x-queue-type": "quorum", "x-quorum-initial-group-size": 3}}
+            {"name": "q", "vhost": "/", "arguments": {"x-queue-type": "quorum", "x-quorum-initial-group-size": 3}},
+            {"name": "r", "vhost": "/", "type": "mirrored", "arguments": {"x-weird": 1}},
         ],
         "exchanges": [{"name": "x", "vhost": "/", "type": "direct", "arguments": {"x-weird": 1}}],
     }  # fmt: skip
@@ -128,8 +129,8 @@ def test_what_is_read_but_not_applied_is_reported() -> None:
         "$.users[0].limits",
         "$.users[0].tags",
         "$.vhosts[0].limits",
-        "$.queues[0].arguments.x-quorum-initial-group-size",
-        "$.queues[0]",
+        "$.queues[1].arguments.x-weird",  # (a quorum queue and its arguments are taken: no warning)
+        "$.queues[1]",
         "$.exchanges[0].arguments.x-weird",
     }
     assert any("'custom' has no meaning here" in str(w) for w in warnings)

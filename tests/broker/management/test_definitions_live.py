@@ -10,6 +10,8 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from amqp10.broker.service import BrokerService
 from amqp10.broker.topology import LiveDefinitions
 from amqp10.broker.users import add_user, read_users_file, update_users_file
 from amqp10.cli import main as cli_main
+from amqp10.field_types import Timestamp
 from amqp10.message import Message
 from amqp10.types import Accepted
 from tests.broker.conftest import RunningBroker, broker_with
@@ -354,3 +357,110 @@ def test_policies_are_declared_and_deleted_through_management(broker: RunningBro
         assert management(conn, "delete-policy", {"name": "short"}) == (200, {})
         assert jobs.policy.message_ttl is None
         assert management(conn, "delete-policy", {"name": "short"})[0] == 404
+
+
+def _pika(b: RunningBroker, vhost: str = "/") -> Any:
+    import pika
+
+    credentials = pika.PlainCredentials("admin", "admin-pw")
+    return pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.port, virtual_host=vhost, credentials=credentials))
+
+
+TYPED_ARGUMENTS: dict[str, Any] = {
+    "x-decimal": Decimal("1.50"),
+    "x-stamp": datetime(2024, 5, 1, 12, 0, tzinfo=UTC),
+    "x-bytes": b"\xff\x00",
+    "x-text-bytes": b"abc",
+    "x-table": {"n": Decimal("2"), "s": "t", "deep": {"when": datetime(2024, 5, 1, tzinfo=UTC)}},
+    "x-array": [Decimal("0.5"), 1, "two"],
+    "x-plain": {"a": [1, True, "s"]},
+}
+"""0-9-1 arguments of types JSON has not (what pika sends them as: D, T, x, F, A), and plain ones."""
+
+
+def test_typed_arguments_export_as_rabbitmq_writes_them_and_import_back_with_their_types(tmp_path: Path) -> None:
+    """A definitions export with a 0-9-1 decimal, timestamp or byte array in a queue's,
+    exchange's or binding's arguments (the export raised TypeError: every export, and the
+    HTTP API's users and permissions read from it): written as RabbitMQ 3.10 writes them
+    (rabbit_misc:amqp_table/1: numbers, a timestamp's seconds, a byte array's text or
+    'Not UTF-8, base64 is: ...'), their types kept under amqp10_arguments, so that our own
+    export imported into another broker declares the same queues, a 0-9-1 re-declaration
+    with the same arguments equivalent."""
+    (tmp_path / "a").mkdir()
+    _users_file(tmp_path / "a")
+    with _start(tmp_path / "a") as b:
+        conn = _pika(b)
+        ch = conn.channel()
+        ch.exchange_declare("tx", "headers", durable=True, arguments={"x-decimal": Decimal("1.50")})
+        ch.queue_declare("bound", durable=True)
+        ch.queue_bind("bound", "tx", arguments={"x-match": "all", "when": datetime(2024, 5, 1, tzinfo=UTC)})
+        assert export(b)["exchanges"]  # (raised TypeError: not JSON serializable)
+        ch.queue_declare("typed", durable=True, arguments={"x-queue-type": "quorum", **TYPED_ARGUMENTS})
+        conn.close()
+        declared = dict(b.broker.default.nodes["typed"].arguments)
+        exported = export(b)
+    assert type(declared["x-decimal"]) is Decimal and type(declared["x-stamp"]) is Timestamp
+    (queue,) = [q for q in exported["queues"] if q["name"] == "typed"]
+    assert queue["type"] == "quorum"
+    assert queue["arguments"] == {
+        "x-queue-type": "quorum",
+        "x-decimal": 1.5,
+        "x-stamp": 1714564800,
+        "x-bytes": "Not UTF-8, base64 is: /wA=",
+        "x-text-bytes": "abc",
+        "x-table": {"n": 2.0, "s": "t", "deep": {"when": 1714521600}},
+        "x-array": [0.5, 1, "two"],
+        "x-plain": {"a": [1, True, "s"]},
+    }
+    assert set(queue["amqp10_arguments"]) == {"x-decimal", "x-stamp", "x-bytes", "x-text-bytes", "x-table", "x-array"}
+    (exchange,) = [x for x in exported["exchanges"] if x["name"] == "tx"]
+    assert exchange["arguments"] == {"x-decimal": 1.5}
+    (binding,) = [x for x in exported["bindings"] if x["source"] == "tx"]
+    assert binding["arguments"] == {"x-match": "all", "when": 1714521600}
+
+    (tmp_path / "b").mkdir()
+    _users_file(tmp_path / "b")
+    with _start(tmp_path / "b") as b:
+        with connect(b, "admin", "admin-pw") as conn:
+            status, outcome = management(conn, "import-definitions", json.dumps(exported))
+        assert status == 200 and outcome["skipped"] == [], outcome
+        typed_queue = b.broker.default.nodes["typed"]
+        assert isinstance(typed_queue, Queue) and typed_queue.arguments == declared
+        assert [type(v) for v in typed_queue.arguments.values()] == [type(v) for v in declared.values()]
+        conn = _pika(b)
+        ch = conn.channel()  # the same declarations again: equivalent, so answered
+        ch.queue_declare("typed", durable=True, arguments={"x-queue-type": "quorum", **TYPED_ARGUMENTS})
+        ch.exchange_declare("tx", "headers", durable=True, arguments={"x-decimal": Decimal("1.50")})
+        conn.close()
+        again = export(b)
+    assert [q for q in again["queues"] if q["name"] == "typed"] == [queue]
+
+
+def test_a_quorum_queue_imports_as_quorum_and_exports_so(broker: RunningBroker) -> None:
+    """A definitions file's quorum queue (x-queue-type quorum, and a file that gives only
+    "type": "quorum") is a quorum queue here: its x-queue-type was taken out on import (the
+    queue came back classic, and a 0-9-1 client declaring it quorum was refused as
+    inequivalent); exported with "type": "quorum" as RabbitMQ writes it."""
+    document = {
+        "queues": [
+            {"name": "qq", "vhost": "/", "durable": True, "auto_delete": False,
+             "arguments": {"x-queue-type": "quorum", "x-quorum-initial-group-size": 3, "x-delivery-limit": 5}},
+            {"name": "typed-only", "vhost": "/", "durable": True, "auto_delete": False, "type": "quorum", "arguments": {}},
+            {"name": "sq", "vhost": "/", "durable": True, "auto_delete": False, "type": "stream",
+             "arguments": {"x-queue-type": "stream", "x-max-age": "7D"}},
+        ]
+    }  # fmt: skip
+    with connect(broker, "admin", "admin-pw") as conn:
+        status, outcome = management(conn, "import-definitions", json.dumps(document))
+    assert status == 200 and outcome["skipped"] == [] and outcome["warnings"] == [], outcome
+    nodes = broker.broker.default.nodes
+    assert nodes["qq"].arguments["x-queue-type"] == "quorum" and nodes["qq"].arguments["x-quorum-initial-group-size"] == 3
+    assert nodes["typed-only"].arguments == {"x-queue-type": "quorum"}
+    assert nodes["sq"].kind == "stream"
+    conn = _pika(broker)
+    ch = conn.channel()
+    ch.queue_declare("qq", durable=True, arguments={"x-queue-type": "quorum", "x-quorum-initial-group-size": 3, "x-delivery-limit": 5})
+    conn.close()
+    queues = {q["name"]: q for q in export(broker)["queues"]}
+    assert {n: queues[n]["type"] for n in ("qq", "typed-only", "sq")} == {"qq": "quorum", "typed-only": "quorum", "sq": "stream"}
+    assert queues["qq"]["arguments"] == document["queues"][0]["arguments"]
