@@ -515,8 +515,12 @@ class RabbitApi:
             "name": v["name"],
             "description": v.get("description", ""),
             "tags": v.get("tags", []),
-            "metadata": {"description": v.get("description", ""), "tags": v.get("tags", [])},
-            "default_queue_type": "classic",
+            "metadata": {
+                "description": v.get("description", ""),
+                "tags": v.get("tags", []),
+                **({"default_queue_type": v["default_queue_type"]} if v.get("default_queue_type") else {}),
+            },
+            "default_queue_type": v.get("default_queue_type") or "classic",
             "tracing": False,
             "messages": v.get("depth", 0),
             "messages_ready": v.get("depth", 0),
@@ -539,6 +543,10 @@ class RabbitApi:
             tags = body["tags"]
             attrs["tags"] = [t for t in tags.split(",") if t] if isinstance(tags, str) else tags
         name = call.parts[1]
+        # RabbitMQ 3.10 reads "defaultqueuetype" (later ones "default_queue_type"), on creation only
+        queue_type = body.get("defaultqueuetype", body.get("default_queue_type"))
+        if queue_type is not None and name not in self.broker.vhosts:
+            attrs["default_queue_type"] = queue_type
         if name in self.broker.vhosts:
             self.management.update(call.caller, "vhost", name, attrs)
             return HttpResponse(204)

@@ -182,6 +182,8 @@ class BrokerTopology:
     # -- declarations ---------------------------------------------------------------------
     def declare_vhost(self, vhost: VhostDef) -> None:
         c = vhost.canonical()
+        if c.default_queue_type is not None and c.default_queue_type not in _KINDS:  # (before it is made)
+            raise ValueError(f"invalid_queue_type: default queue type {c.default_queue_type!r} (classic, quorum or stream)")
         metadata = {"description": c.description, "tags": c.tags, "default_queue_type": c.default_queue_type}
         self.broker.add_vhost(vhost.name).set_metadata({k: v for k, v in metadata.items() if v})
 

@@ -55,6 +55,19 @@ class QueueMethods:
         if method.passive and name == REPLY_TO:  # it exists for every channel (RabbitMQ)
             ctx.ok(ch.number, method.no_wait, m.QueueDeclareOk(queue=REPLY_TO))
             return
+        if not method.passive:  # the host's default queue type, as RabbitMQ 3.10 declares and compares
+            arguments = ctx.vhost.declared_arguments(
+                method.arguments, durable=method.durable, exclusive=method.exclusive, auto_delete=method.auto_delete
+            )
+            if arguments is not method.arguments:
+                method = m.QueueDeclare(
+                    queue=name,
+                    durable=method.durable,
+                    exclusive=method.exclusive,
+                    auto_delete=method.auto_delete,
+                    no_wait=method.no_wait,
+                    arguments=dict(arguments),
+                )
         if ctx.replaying() and replayed_from_metadata(method):
             self._declare_replayed(ch, method)
             return

@@ -25,6 +25,7 @@ from ...addresses import is_partition_address, partition_address
 from . import store as _store
 from .accounting import DETACHED
 from .arguments import (
+    QUEUE_TYPES,
     ArgumentError,
     check_declared,
     known_arguments,
@@ -1035,11 +1036,32 @@ class VirtualHost(Referable):
                 node.policy = self.queue_policy(node.name, "stream", self.stream_arguments.get(node.name))
 
     def set_metadata(self, metadata: Mapping[str, Any], *, persist: bool = True) -> None:
-        """Record the host's description, tags and default queue type (kept in the store)."""
+        """Record the host's description, tags and default queue type (kept in the store); a
+        default queue type RabbitMQ does not know is refused (``invalid_queue_type``)."""
+        queue_type = metadata.get("default_queue_type")
+        if persist and queue_type is not None and not (isinstance(queue_type, str) and queue_type in QUEUE_TYPES):
+            raise PreconditionFailed(f"invalid_queue_type: a default queue type is classic, quorum or stream, not {queue_type!r}")
         self.metadata = dict(metadata)
         if persist:
             self.journal.submit((_store.VHOST, self.name, json.dumps(self.metadata, sort_keys=True)))
             self.share("vhost-metadata", self.metadata)
+
+    def declared_arguments(
+        self, arguments: Mapping[str, Any], *, durable: bool, exclusive: bool, auto_delete: bool
+    ) -> Mapping[str, Any]:
+        """A 0-9-1 declaration's arguments as RabbitMQ 3.10 declares and compares them
+        (``rabbit_amqqueue:augment_declare_args/5``): without ``x-queue-type``, in a host
+        with a default queue type, that type is added where the type takes such a queue
+        (classic: any; quorum and stream: durable, not exclusive, not auto-delete); else
+        ``arguments`` as they are."""
+        default_type = self.metadata.get("default_queue_type")
+        if not isinstance(default_type, str) or "x-queue-type" in arguments:
+            return arguments
+        if default_type != "classic" and not (durable and not exclusive and not auto_delete):
+            return arguments
+        with_type = dict(arguments)
+        with_type["x-queue-type"] = default_type
+        return with_type
 
     def delete_contents(self) -> None:
         """Remove everything the host holds (as RabbitMQ deletes a virtual host): its queues,

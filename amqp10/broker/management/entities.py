@@ -420,7 +420,9 @@ class PolicyType(EntityType):
 class VhostType(EntityType):
     name = "vhost"
     description = "a virtual host: its own queues, exchanges and permissions"
-    attributes: tuple[str, ...] = ("name", "identity", "type", "description", "tags", "queues", "exchanges", "connections", "depth")
+    attributes: tuple[str, ...] = (
+        "name", "identity", "type", "description", "tags", "default_queue_type", "queues", "exchanges", "connections", "depth",
+    )  # fmt: skip
     resource: ResourceKind | None = None
     operations: tuple[str, ...] = ("CREATE", "READ", "UPDATE", "DELETE")
     vhost_scoped = False
@@ -436,6 +438,7 @@ class VhostType(EntityType):
             **self.base(None, v),
             "description": str(v.metadata.get("description", "")),
             "tags": plain_value(v.metadata.get("tags", [])),
+            "default_queue_type": v.metadata.get("default_queue_type"),
             "queues": len(queues),
             "exchanges": len(v.exchanges),
             "connections": conns,
@@ -445,7 +448,12 @@ class VhostType(EntityType):
     def create(self, m: Management, vhost: VirtualHost | None, name: str, attrs: Mapping[str, Any]) -> Any:
         if name in m.broker.vhosts:
             raise Conflict(f"virtual host {name!r} already exists")
+        queue_type = attrs.get("default_queue_type")  # (set when made, as RabbitMQ 3.10's put_vhost)
+        if queue_type is not None and queue_type not in ("classic", "quorum", "stream"):
+            raise BadRequest(f"invalid_queue_type: default_queue_type is classic, quorum or stream, not {queue_type!r}")
         v = m.broker.add_vhost(name)
+        if queue_type is not None:
+            v.set_metadata({**v.metadata, "default_queue_type": queue_type})
         return self.update(m, None, v, attrs)
 
     def update(self, m: Management, vhost: VirtualHost | None, item: Any, attrs: Mapping[str, Any]) -> Any:

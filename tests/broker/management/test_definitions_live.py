@@ -464,3 +464,28 @@ def test_a_quorum_queue_imports_as_quorum_and_exports_so(broker: RunningBroker) 
     queues = {q["name"]: q for q in export(broker)["queues"]}
     assert {n: queues[n]["type"] for n in ("qq", "typed-only", "sq")} == {"qq": "quorum", "typed-only": "quorum", "sq": "stream"}
     assert queues["qq"]["arguments"] == document["queues"][0]["arguments"]
+
+
+def test_a_vhosts_default_queue_type_is_imported_and_exported_and_checked(broker: RunningBroker) -> None:
+    """A vhost's metadata default_queue_type is kept, exported, and checked (RabbitMQ's
+    invalid_queue_type); the file's queues are declared as written (RabbitMQ 3.10's import
+    declares them without the host's default: rabbit_definitions:add_queue_int/3), a 0-9-1
+    declaration in that host gets it (see test_rabbitmq_api)."""
+    document = {
+        "vhosts": [{"name": "qv", "metadata": {"default_queue_type": "quorum"}}, {"name": "bad", "metadata": {"default_queue_type": "mirrored"}}],
+        "queues": [{"name": "plain", "vhost": "qv", "durable": True, "auto_delete": False, "arguments": {}}],
+        "permissions": [{"user": "admin", "vhost": "qv", "configure": ".*", "write": ".*", "read": ".*"}],
+    }  # fmt: skip
+    with connect(broker, "admin", "admin-pw") as conn:
+        status, outcome = management(conn, "import-definitions", json.dumps(document))
+    assert status == 200 and outcome["imported"] == {"vhost": 1, "permission": 1, "queue": 1}, outcome
+    assert [s.split(":")[0] for s in outcome["skipped"]] == ["$.vhosts[1]"] and "invalid_queue_type" in outcome["skipped"][0]
+    assert "bad" not in broker.broker.vhosts
+    assert broker.broker.vhosts["qv"].nodes["plain"].arguments == {}
+    conn = _pika(broker, "qv")
+    conn.channel().queue_declare("declared", durable=True)
+    conn.close()
+    assert broker.broker.vhosts["qv"].nodes["declared"].arguments == {"x-queue-type": "quorum"}
+    exported = export(broker)
+    (vhost,) = [v for v in exported["vhosts"] if v["name"] == "qv"]
+    assert vhost["metadata"]["default_queue_type"] == "quorum" and vhost["default_queue_type"] == "quorum"

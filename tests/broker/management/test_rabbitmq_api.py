@@ -589,3 +589,46 @@ def test_prefix_routes_exact_first_then_longest() -> None:
     assert server.route_for("/api/queues/%2F/q") is long
     assert server.route_for("/api/exchanges") is short
     assert server.route_for("/api") is None and server.route_for("/apix/y") is None
+
+
+def test_a_vhosts_default_queue_type_applies_as_in_rabbitmq_3_10(tmp_path: Path) -> None:
+    """PUT /api/vhosts/{name} with ``defaultqueuetype`` (RabbitMQ 3.10's body key; set when
+    the host is made, ignored on an update) keeps it with the host: reported, exported in
+    the definitions' vhost metadata, and a 0-9-1 queue.declare without x-queue-type there
+    gets it where the type takes such a queue (durable, not exclusive, not auto-delete), so
+    a re-declaration compares it (rabbit_amqqueue:augment_declare_args/5); it was ignored."""
+    import pika
+
+    with broker_with(tmp_path) as b:
+        assert call(b, "PUT", "/api/vhosts/qv", {"defaultqueuetype": "quorum"}, auth=None)[0] == 201
+        assert call(b, "PUT", "/api/vhosts/qv", {"defaultqueuetype": "stream", "description": "d"}, auth=None)[0] == 204
+        assert call(b, "PUT", "/api/vhosts/bad", {"defaultqueuetype": "mirrored"}, auth=None)[0] == 400
+        assert "bad" not in b.broker.vhosts
+        listed = call(b, "GET", "/api/vhosts/qv", auth=None)[2]
+        assert listed["default_queue_type"] == "quorum" and listed["metadata"]["default_queue_type"] == "quorum"
+        conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.port, virtual_host="qv"))
+        try:
+            ch = conn.channel()
+            ch.queue_declare("dq", durable=True)
+            ch.queue_declare("dq", durable=True)  # the same: equivalent
+            ch.queue_declare("dq", durable=True, arguments={"x-queue-type": "quorum"})
+            ch.queue_declare("transient", durable=False)
+            ch.queue_declare("", exclusive=True)
+            ch.queue_declare("mine", durable=True, arguments={"x-queue-type": "classic"})
+            nodes = b.broker.vhosts["qv"].nodes
+            assert nodes["dq"].arguments == {"x-queue-type": "quorum"}
+            assert nodes["transient"].arguments == {} and nodes["mine"].arguments == {"x-queue-type": "classic"}
+            with pytest.raises(pika.exceptions.ChannelClosedByBroker) as refused:
+                ch.queue_declare("dq", durable=True, arguments={"x-queue-type": "classic"})
+            assert refused.value.reply_code == 406
+            assert "inequivalent arg 'x-queue-type' for queue 'dq' in vhost 'qv': received 'classic' but current is 'quorum'" in refused.value.reply_text
+            ch = conn.channel()
+            with pytest.raises(pika.exceptions.ChannelClosedByBroker) as refused:
+                ch.queue_declare("transient", durable=False, arguments={"x-queue-type": "quorum"})
+            assert "received the value 'quorum' of type 'longstr' but current is none" in refused.value.reply_text
+        finally:
+            conn.close()
+        (vhost,) = [v for v in call(b, "GET", "/api/definitions", auth=None)[2]["vhosts"] if v["name"] == "qv"]
+        assert vhost["metadata"]["default_queue_type"] == "quorum"
+        queues = {q["name"]: q for q in call(b, "GET", "/api/definitions", auth=None)[2]["queues"]}
+        assert queues["dq"]["type"] == "quorum"
