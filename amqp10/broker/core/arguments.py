@@ -418,6 +418,18 @@ _FIELD_TYPE_NAMES: dict[type, str] = {
     field_types.LongString: "longstr",
 }
 
+_KIND_NAMES: tuple[tuple[type | tuple[type, ...], str], ...] = (
+    (bool, "bool"),
+    (float, "double"),
+    (Decimal, "decimal"),
+    (datetime, "timestamp"),
+    ((bytes, bytearray, memoryview), "binary"),
+    (Mapping, "table"),
+    ((list, tuple), "array"),
+    (type(None), "void"),
+)
+"""RabbitMQ's name of the field type of each other kind of value (amqp091.fields' encoding)."""
+
 _INTEGER_TYPES = frozenset({"byte", "short", "signedint", "long", "unsignedbyte", "unsignedshort", "unsignedint"})
 """RabbitMQ's ``?INTEGER_ARG_TYPES``: the field types its integer arguments take."""
 
@@ -432,24 +444,11 @@ def field_type_name(value: Any) -> str:
     named = _FIELD_TYPE_NAMES.get(type(value))
     if named is not None:
         return named
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):  # (as the 0-9-1 encoder sends one: amqp091.fields)
+    if isinstance(value, int) and not isinstance(value, bool):  # (as the 0-9-1 encoder sends one)
         return "signedint" if -(1 << 31) <= value < 1 << 31 else "long"
-    if isinstance(value, float):
-        return "double"
-    if isinstance(value, Decimal):
-        return "decimal"
-    if isinstance(value, datetime):
-        return "timestamp"
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return "binary"
-    if isinstance(value, Mapping):
-        return "table"
-    if isinstance(value, (list, tuple)):
-        return "array"
-    if value is None:
-        return "void"
+    for kind, name in _KIND_NAMES:
+        if isinstance(value, kind):
+            return name
     return "longstr"
 
 
