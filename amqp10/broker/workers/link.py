@@ -414,10 +414,7 @@ def _decode_at(payload: bytes, start: int, stop: int) -> QueuedMessage:
         if flags & _RENUMBERED:  # (read below)
             pos += _NUMBER_SIZE
         end = pos + 1 + payload[pos]
-        key = payload[pos:end]
-        make = _FORMATS.get(key)
-        if make is None:
-            make = _FORMATS[key] = maker_named(key[1:].decode())
+        make = _maker(payload[pos:end])
         mid_end = end + id_len
         group_end = mid_end + group_len
         if group_end > stop:  # (so is a format name past ``stop``)
@@ -446,6 +443,14 @@ def _decode_at(payload: bytes, start: int, stop: int) -> QueuedMessage:
     return msg
 
 
+def _maker(key: bytes) -> Callable[[bytes], QueuedMessage]:
+    """What makes a message of the format a record names (``key``: its length byte and name)."""
+    make = _FORMATS.get(key)
+    if make is None:
+        make = _FORMATS[key] = maker_named(key[1:].decode())
+    return make
+
+
 def _decode_short(payload: bytes, start: int, stop: int) -> QueuedMessage:
     """The record in ``payload[start:stop]``, in the short head (:data:`_SHORT`); raises
     ``struct.error``, ``IndexError``, ``UnicodeDecodeError``, ``LookupError`` or :class:`RecordError`."""
@@ -458,10 +463,7 @@ def _decode_short(payload: bytes, start: int, stop: int) -> QueuedMessage:
     flags, priority, id_len, delivery_count, seq, arrival = _unpack_short(payload, start)
     pos = start + _SHORT_SIZE
     end = pos + 1 + payload[pos]
-    key = payload[pos:end]
-    make = _FORMATS.get(key)
-    if make is None:
-        make = _FORMATS[key] = maker_named(key[1:].decode())
+    make = _maker(payload[pos:end])
     mid_end = end + id_len
     if mid_end > stop:  # (so is a format name past ``stop``)
         raise RecordError("a record cut short")
