@@ -81,11 +81,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
-from ... import field_types
+from .field_terms import field_type_name
 from .qpid_queues import NODE_ARGUMENTS
 from .queue_policy import QueuePolicy
 
@@ -406,50 +404,11 @@ _FEATURES = frozenset(
 
 # -- RabbitMQ 3.10's checks at declaration (rabbit_amqqueue:check_declare_arguments/2) ----------
 
-_FIELD_TYPE_NAMES: dict[type, str] = {
-    field_types.Int8: "byte",
-    field_types.UInt8: "unsignedbyte",
-    field_types.Int16: "short",
-    field_types.UInt16: "unsignedshort",
-    field_types.UInt32: "unsignedint",
-    field_types.Int64: "long",
-    field_types.Timestamp: "timestamp",
-    field_types.Float32: "float",
-    field_types.LongString: "longstr",
-}
-
-_KIND_NAMES: tuple[tuple[type | tuple[type, ...], str], ...] = (
-    (bool, "bool"),
-    (float, "double"),
-    (Decimal, "decimal"),
-    (datetime, "timestamp"),
-    ((bytes, bytearray, memoryview), "binary"),
-    (Mapping, "table"),
-    ((list, tuple), "array"),
-    (type(None), "void"),
-)
-"""RabbitMQ's name of the field type of each other kind of value (amqp091.fields' encoding)."""
-
 _INTEGER_TYPES = frozenset({"byte", "short", "signedint", "long", "unsignedbyte", "unsignedshort", "unsignedint"})
 """RabbitMQ's ``?INTEGER_ARG_TYPES``: the field types its integer arguments take."""
 
 _MAX_EXPIRY = 315_360_000_000
 """``rabbit_misc:check_expiry/1``'s bound: ten years, in ms."""
-
-
-def field_type_name(value: Any) -> str:
-    """The 0-9-1 field type ``value`` is (or would be sent as), by RabbitMQ's name of it
-    (``rabbit_binary_parser``): ``longstr``, ``long``, ``decimal``, ``array``... A value 0-9-1
-    has no type for (a 1.0 uuid) is the text it is sent as: ``longstr``."""
-    named = _FIELD_TYPE_NAMES.get(type(value))
-    if named is not None:
-        return named
-    if isinstance(value, int) and not isinstance(value, bool):  # (as the 0-9-1 encoder sends one)
-        return "signedint" if -(1 << 31) <= value < 1 << 31 else "long"
-    for kind, name in _KIND_NAMES:
-        if isinstance(value, kind):
-            return name
-    return "longstr"
 
 
 def _erl_string(text: str) -> str:
