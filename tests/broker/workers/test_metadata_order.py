@@ -105,7 +105,7 @@ async def test_arguments_without_an_amqp_1_0_type_reach_every_copy_as_declared(t
     was compared with that)."""
     arguments = {
         "x-queue-type": "stream",
-        "x-stream-max-segment-size-bytes": Decimal("1.50"),
+        "x-app-segment-size": Decimal("1.50"),  # (kept unread: RabbitMQ keeps any argument)
         "x-stream-filter-size-bytes": [
             datetime(2024, 5, 1, 12, 0, tzinfo=UTC),
             {"n": 1 << 70},
@@ -168,7 +168,8 @@ async def test_two_workers_declaring_one_queue_at_once_are_compared_as_rabbitmq_
     """Two workers' declarations of one queue at once, over the control link: one with an
     argument RabbitMQ does not compare (``x-consumer-timeout``) is equivalent and in the order
     (it was refused as other arguments: the declaration stayed on its worker only); one with a
-    float for an integer is refused (it was taken: 3.0 == 3)."""
+    float where the first had an integer, in an argument RabbitMQ 3.10 takes in any type and
+    compares (``x-queue-master-locator``), is refused (it was taken: 3.0 == 3)."""
     with anyio.fail_after(WAIT):
         async with sequenced(tmp_path) as seq, workers(tmp_path, 2) as (b0, b1):
             b0.default.declare_queue("raced", arguments={"x-max-length": 5})
@@ -176,9 +177,8 @@ async def test_two_workers_declaring_one_queue_at_once_are_compared_as_rabbitmq_
             await answered(b0)
             await answered(b1)
             assert seq.log.last() == 2  # (both in the order: neither refused)
-            quorum = {"x-queue-type": "quorum", "x-quorum-initial-group-size": 3}
-            b0.default.declare_queue("floated", arguments=quorum)
-            b1.default.declare_queue("floated", arguments={**quorum, "x-quorum-initial-group-size": 3.0})
+            b0.default.declare_queue("floated", arguments={"x-queue-master-locator": 3})
+            b1.default.declare_queue("floated", arguments={"x-queue-master-locator": 3.0})
             await answered(b0)
             await answered(b1)
             assert seq.log.last() == 3  # the second refused: one declaration in the order
