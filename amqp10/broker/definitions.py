@@ -210,7 +210,7 @@ class VhostDef(_Def):
         meta = self.metadata or VhostMetadata()
         description = self.description if self.description is not None else meta.description
         tags = list(self.tags if self.tags is not None else meta.tags)
-        queue_type = self.default_queue_type or meta.default_queue_type
+        queue_type = _queue_type(self.default_queue_type) or _queue_type(meta.default_queue_type)
         return VhostDef(
             name=self.name,
             description=description,
@@ -220,6 +220,12 @@ class VhostDef(_Def):
                 description=description, tags=tags, default_queue_type=queue_type
             ),
         )
+
+
+def _queue_type(value: str | None) -> str | None:
+    """A default queue type as written; None for none (RabbitMQ exports a host without one as
+    ``undefined``, Erlang's none)."""
+    return None if value in (None, "", "undefined") else value
 
 
 class PermissionDef(_Def):

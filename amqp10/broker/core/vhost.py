@@ -469,6 +469,7 @@ class VirtualHost(Referable):
         exclusive_owner: object | None = None,
         auto_delete: bool = False,
         persist: bool = True,
+        checked: bool = False,
     ) -> Queue | Stream:
         """Declare a queue: the existing one, or a new one.
 
@@ -481,6 +482,12 @@ class VirtualHost(Referable):
         its owner's or exclusive consumer's connection; ``alternate-exchange`` takes its
         messages when it is deleted; ``qpid.auto_delete_timeout`` (a policy field, from
         :mod:`.arguments`) delays its deletion once unused (:meth:`_unused`).
+
+        A new queue's arguments are checked as RabbitMQ 3.10 checks them (:func:`check_declared`),
+        and a stream or quorum queue must be durable, not exclusive and not auto-delete
+        (``rabbit_queue_type_util``'s checks, in its words); ``checked``: they were where the
+        declaration was made (a change shared by another worker, a replayed log: what was
+        taken once is not refused later), as a queue restored from the store (not ``persist``).
         """
         node = self.nodes.get(name)
         if node is not None:
@@ -495,12 +502,14 @@ class VirtualHost(Referable):
         if passive:
             raise NotFound(f"no queue {name!r} in vhost {self.name!r}")
         try:
-            if persist:  # (a queue restored from the store was checked when it was declared)
+            if persist and not checked:  # (a queue restored from the store was checked when it was declared)
                 check_declared(arguments)
             if kind is None:
                 kind = queue_kind(arguments)
             elif kind not in ("queue", "stream"):
                 raise ArgumentError(f"a queue's type is queue or stream, not {kind!r}")
+            if persist and not checked:
+                self._check_replicated(name, kind, arguments, durable, exclusive_owner, auto_delete)
             policy = self.queue_policy(name, kind, arguments)
         except ArgumentError as exc:
             if exc.argument is not None:  # (RabbitMQ's text: rabbit_amqqueue:check_arguments_type_and_value/3)
@@ -1035,13 +1044,47 @@ class VirtualHost(Referable):
             elif isinstance(node, Stream):
                 node.policy = self.queue_policy(node.name, "stream", self.stream_arguments.get(node.name))
 
+    def _check_replicated(
+        self,
+        name: str,
+        kind: str,
+        arguments: Mapping[str, Any] | None,
+        durable: bool,
+        exclusive_owner: object | None,
+        auto_delete: bool,
+    ) -> None:
+        """A new stream or quorum queue is durable, not exclusive and not auto-delete: else
+        refused as RabbitMQ 3.10 refuses it (``rabbit_queue_type_util:check_auto_delete/1``,
+        ``check_exclusive/1``, ``check_non_durable/1``, in that order). A stream here is
+        always durable, so its durability is read from ``durable`` as declared."""
+        if kind != "stream" and (arguments or {}).get("x-queue-type") != "quorum":
+            return
+        refused = (
+            "auto-delete" if auto_delete
+            else "exclusive-owner" if exclusive_owner is not None
+            else "non-durable" if not durable
+            else None
+        )  # fmt: skip
+        if refused is not None:
+            raise PreconditionFailed(f"invalid property '{refused}' for queue '{name}' in vhost '{self.name}'")
+
     def set_metadata(self, metadata: Mapping[str, Any], *, persist: bool = True) -> None:
-        """Record the host's description, tags and default queue type (kept in the store); a
-        default queue type RabbitMQ does not know is refused (``invalid_queue_type``)."""
-        queue_type = metadata.get("default_queue_type")
-        if persist and queue_type is not None and not (isinstance(queue_type, str) and queue_type in QUEUE_TYPES):
+        """Record the host's description, tags and default queue type (kept in the store). No
+        default queue type is written ``undefined`` too (RabbitMQ's definitions export of a
+        host without one) or left empty; one RabbitMQ does not know is refused
+        (``invalid_queue_type``), or, read back from the store (not ``persist``), dropped with
+        a warning (the host declares classic queues)."""
+        metadata = dict(metadata)
+        queue_type = metadata.pop("default_queue_type", None)
+        if queue_type in (None, "", "undefined"):
+            pass
+        elif isinstance(queue_type, str) and queue_type in QUEUE_TYPES:
+            metadata["default_queue_type"] = queue_type
+        elif persist:
             raise PreconditionFailed(f"invalid_queue_type: a default queue type is classic, quorum or stream, not {queue_type!r}")
-        self.metadata = dict(metadata)
+        else:
+            log.warning("vhost %r: default queue type %r is not classic, quorum or stream: left out", self.name, queue_type)
+        self.metadata = metadata
         if persist:
             self.journal.submit((_store.VHOST, self.name, json.dumps(self.metadata, sort_keys=True)))
             self.share("vhost-metadata", self.metadata)

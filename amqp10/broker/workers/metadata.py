@@ -193,7 +193,9 @@ def apply_change(broker: Broker, vhost_name: str, change: Change, *, check: bool
         name, kind, durable, auto_delete, arguments = args
         q = vhost.nodes.get(name)
         if q is None:
-            vhost.declare_queue(name, kind=kind, durable=durable, auto_delete=auto_delete, arguments=arguments or None)
+            vhost.declare_queue(
+                name, kind=kind, durable=durable, auto_delete=auto_delete, arguments=arguments or None, checked=True
+            )  # (checked on the worker that declared it; a logged one, when it was logged)
         elif check:
             _check_queue(vhost, q, kind, durable, auto_delete, arguments)
     elif op == "topic":  # (a 1.0 topic: a copy on every worker, Topic.copies)

@@ -163,6 +163,28 @@ def test_a_stream_declared_again_non_durable_auto_delete_or_exclusive_is_refused
     assert _closed(pair) == answer
 
 
+@pytest.mark.parametrize("queue_type", ["stream", "quorum"])
+@pytest.mark.parametrize(
+    ("first", "refused"),
+    [  # rabbit_queue_type_util's checks, in their order: auto-delete, exclusive owner, durable
+        ({"durable": False}, "non-durable"),
+        ({"durable": True, "auto_delete": True}, "auto-delete"),
+        ({"durable": True, "exclusive": True}, "exclusive-owner"),
+        ({"durable": False, "exclusive": True, "auto_delete": True}, "auto-delete"),
+    ],
+)
+def test_a_stream_or_quorum_queue_declared_non_durable_auto_delete_or_exclusive_is_refused(
+    queue_type: str, first: dict[str, Any], refused: str
+) -> None:
+    """The first declaration of a stream or quorum queue that is not durable, or is auto-delete
+    or exclusive, is refused as RabbitMQ 3.10.8 refuses it, and makes no queue (it was made)."""
+    pair = InMemory()
+    assert pair.channel(1)
+    pair.send(1, m.QueueDeclare(queue="s", arguments={"x-queue-type": queue_type}, **first))
+    assert _closed(pair) == (406, f"PRECONDITION_FAILED - invalid property '{refused}' for queue 's' in vhost '/'")
+    assert "s" not in pair.broker.default.nodes
+
+
 def test_a_stream_an_attach_made_is_a_stream_to_a_re_declaration() -> None:
     """A stream a 1.0 attach made has a stream's type: declared again with it, it is answered;
     without it, refused (it had no arguments, and was answered both ways)."""

@@ -472,13 +472,15 @@ def test_a_vhosts_default_queue_type_is_imported_and_exported_and_checked(broker
     declares them without the host's default: rabbit_definitions:add_queue_int/3), a 0-9-1
     declaration in that host gets it (see test_rabbitmq_api)."""
     document = {
-        "vhosts": [{"name": "qv", "metadata": {"default_queue_type": "quorum"}}, {"name": "bad", "metadata": {"default_queue_type": "mirrored"}}],
+        "vhosts": [{"name": "qv", "metadata": {"default_queue_type": "quorum"}}, {"name": "bad", "metadata": {"default_queue_type": "mirrored"}},
+                   {"name": "undef", "default_queue_type": "undefined", "metadata": {"default_queue_type": "undefined"}}],  # (RabbitMQ's export of none)
         "queues": [{"name": "plain", "vhost": "qv", "durable": True, "auto_delete": False, "arguments": {}}],
         "permissions": [{"user": "admin", "vhost": "qv", "configure": ".*", "write": ".*", "read": ".*"}],
     }  # fmt: skip
     with connect(broker, "admin", "admin-pw") as conn:
         status, outcome = management(conn, "import-definitions", json.dumps(document))
-    assert status == 200 and outcome["imported"] == {"vhost": 1, "permission": 1, "queue": 1}, outcome
+    assert status == 200 and outcome["imported"] == {"vhost": 2, "permission": 1, "queue": 1}, outcome
+    assert "default_queue_type" not in broker.broker.vhosts["undef"].metadata
     assert [s.split(":")[0] for s in outcome["skipped"]] == ["$.vhosts[1]"] and "invalid_queue_type" in outcome["skipped"][0]
     assert "bad" not in broker.broker.vhosts
     assert broker.broker.vhosts["qv"].nodes["plain"].arguments == {}
