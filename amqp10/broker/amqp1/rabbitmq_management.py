@@ -391,7 +391,9 @@ class RabbitManagementNode(ManagementNode):
         created = name not in vhost.nodes
         durable = rabbit_flag(fields.get("durable"), "durable", True)
         auto_delete = rabbit_flag(fields.get("auto_delete"), "auto_delete", False)
-        arguments = amqp_table(dict(fields.get("arguments") or {}))
+        arguments = vhost.declared_arguments(  # (the host's default queue type, as RabbitMQ 4 adds it)
+            amqp_table(dict(fields.get("arguments") or {})), durable=durable, exclusive=True, auto_delete=auto_delete
+        )
         existing = vhost.queue(name)
         if existing is not None and not (isinstance(existing, Queue) and existing.owner not in (None, self.owner)):
             # declared again: equivalent to it, as RabbitMQ compares (another connection's: locked, below)

@@ -105,22 +105,24 @@ def declare_queue(
     """Declare queue ``name`` from RabbitMQ's fields; the queue, and whether it is new.
     An existing queue must be declared equivalent to it, as RabbitMQ 3.10 has it (else
     :class:`Inequivalent`, RabbitMQ's text: :mod:`..core.equivalence`); RabbitMQ's API
-    declares no exclusive queue (its declaration has no connection to own one)."""
-    args = amqp_table(_arguments(body.get("arguments")))
-    attrs = {
-        "durable": rabbit_flag(body.get("durable"), "durable", True),
-        "auto_delete": rabbit_flag(body.get("auto_delete"), "auto_delete", False),
-        "arguments": args,
-    }
+    declares no exclusive queue (its declaration has no connection to own one). Without
+    ``x-queue-type``, the host's default queue type is added as a 0-9-1 declaration adds it
+    (RabbitMQ's API declares through its channel: :meth:`~..core.vhost.VirtualHost.declared_arguments`)."""
+    durable = rabbit_flag(body.get("durable"), "durable", True)
+    auto_delete = rabbit_flag(body.get("auto_delete"), "auto_delete", False)
+    found = find_queue(m, caller, vhost, name)  # (a missing host raises here)
+    v = m.broker.vhosts[vhost]
+    args = v.declared_arguments(
+        amqp_table(_arguments(body.get("arguments"))), durable=durable, exclusive=False, auto_delete=auto_delete
+    )
+    attrs = {"durable": durable, "auto_delete": auto_delete, "arguments": args}
     kind = "stream" if args.get("x-queue-type") == "stream" else "queue"
-    found = find_queue(m, caller, vhost, name)
     if found is not None:
-        v = m.broker.vhosts[vhost]
         node = v.queue(name)
         if node is not None:
             try:
                 check_redeclared(
-                    v, node, durable=attrs["durable"], auto_delete=attrs["auto_delete"], exclusive=False, arguments=args
+                    v, node, durable=durable, auto_delete=auto_delete, exclusive=False, arguments=args
                 )
             except ModelError as exc:
                 raise Inequivalent(str(exc)) from None

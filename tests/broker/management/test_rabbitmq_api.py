@@ -632,3 +632,19 @@ def test_a_vhosts_default_queue_type_applies_as_in_rabbitmq_3_10(tmp_path: Path)
         assert vhost["metadata"]["default_queue_type"] == "quorum"
         queues = {q["name"]: q for q in call(b, "GET", "/api/definitions", auth=None)[2]["queues"]}
         assert queues["dq"]["type"] == "quorum"
+
+
+def test_a_queue_put_over_http_gets_its_hosts_default_queue_type(tmp_path: Path) -> None:
+    """PUT /api/queues in a host with a default queue type declares as a 0-9-1 declaration
+    does (RabbitMQ 3.10's API declares through a channel): a durable queue without
+    x-queue-type gets the host's type, and a re-declaration is compared with it; a transient
+    one does not (it was declared classic, then refused as a quorum queue's re-declaration)."""
+    with broker_with(tmp_path) as b:
+        assert call(b, "PUT", "/api/vhosts/qv", {"defaultqueuetype": "quorum"}, auth=None)[0] == 201
+        assert call(b, "PUT", "/api/queues/qv/hq", {"durable": True}, auth=None)[0] == 201
+        assert b.broker.vhosts["qv"].nodes["hq"].arguments == {"x-queue-type": "quorum"}
+        assert call(b, "PUT", "/api/queues/qv/hq", {"durable": True}, auth=None)[0] == 204
+        status, _, body = call(b, "PUT", "/api/queues/qv/hq", {"durable": True, "arguments": {"x-queue-type": "classic"}}, auth=None)
+        assert status >= 400 and "inequivalent arg 'x-queue-type'" in str(body)
+        assert call(b, "PUT", "/api/queues/qv/tq", {"durable": False}, auth=None)[0] == 201
+        assert b.broker.vhosts["qv"].nodes["tq"].arguments == {}
