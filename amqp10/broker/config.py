@@ -24,7 +24,7 @@ from .config_servicebus import (
     ServiceBusTopic,
     SharedAccessKey,
 )
-from .core.arguments import ArgumentError, check_declared, policy_with_arguments
+from .core.arguments import ArgumentError, check_declared, is_known, policy_with_arguments
 from .core.queue_policy import QueuePolicy
 
 __all__ = [
@@ -300,7 +300,12 @@ class QueueConfig(_Model):
     @field_validator("arguments")
     @classmethod
     def _check_arguments(cls, v: dict[str, str | int | float | bool]) -> dict[str, str | int | float | bool]:
-        # RabbitMQ's checks at declaration, here when the file is read (named by its field)
+        # RabbitMQ's checks at declaration, here when the file is read (named by its field); a
+        # declaration keeps an argument no table names, but one in a file under RabbitMQ's or
+        # Qpid's prefix is a typo there (x-max-lenght), refused, as the address rules refuse it
+        for name in v:
+            if name.startswith(("x-", "qpid.")) and not is_known(name):
+                raise ValueError(f"unknown queue argument {name!r}")
         try:
             check_declared(v)
         except ArgumentError as exc:

@@ -341,8 +341,12 @@ def test_a_config_files_queue_arguments_are_checked_when_it_is_read(tmp_path: Pa
         ("{ x-max-length = -1 }", "x-max-length must not be negative (-1)"),
         ('{ x-single-active-consumer = "yes" }', "x-single-active-consumer must be true or false, not a longstr"),
         ('{ x-dead-letter-routing-key = "k" }', "x-dead-letter-routing-key needs x-dead-letter-exchange"),
+        ("{ x-max-lenght = 5 }", "unknown queue argument 'x-max-lenght'"),  # (a typo: kept, unread, by a declaration)
+        ('{ "qpid.max_cuont" = 5 }', "unknown queue argument 'qpid.max_cuont'"),
     ):
         path.write_text(f'[[vhosts]]\nname = "/"\n[[vhosts.queues]]\nname = "q"\narguments = {arguments}\n')
         with pytest.raises(ConfigError) as refused:
             load_config(path)
         assert "vhosts.0.queues.0.QueueConfig.arguments" in str(refused.value) and words in str(refused.value)
+    path.write_text('[[vhosts]]\nname = "/"\n[[vhosts.queues]]\nname = "q"\narguments = { app-tag = "kept" }\n')
+    assert load_config(path).vhosts[0].queues[0].arguments == {"app-tag": "kept"}  # (not RabbitMQ's nor Qpid's: kept)
