@@ -29,7 +29,7 @@ from __future__ import annotations
 import base64
 import math
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -130,8 +130,8 @@ def as_json(value: Any) -> Any:
     if isinstance(value, Decimal):
         number = float(value)
         return number if value.is_finite() and math.isfinite(number) else str(value)
-    if isinstance(value, datetime):
-        return math.floor(value.timestamp())
+    if isinstance(value, datetime):  # (a naive one is UTC, as a 0-9-1 timestamp is)
+        return math.floor((value if value.tzinfo is not None else value.replace(tzinfo=UTC)).timestamp())
     if isinstance(value, (bytes, bytearray, memoryview)):
         return _utf8_safe(bytes(value))
     if isinstance(value, Mapping):
