@@ -52,7 +52,7 @@ from ..sasl.credentials import (
     parse_credential,
 )
 from .config import one_line_error
-from .core.arguments import is_known
+from .core.arguments import QUEUE_TYPES, is_known
 from .core.exchanges import EXCHANGE_TYPES
 from .core.policies import APPLY_TO, POLICY_KEYS
 from .core.typed_values import as_json, json_keeps, typed, untyped
@@ -80,7 +80,7 @@ __all__ = [
     "UserDef",
     "VhostDef",
     "VhostMetadata",
-    "declared_arguments",
+    "entry_arguments",
     "dump_definitions",
     "export_definitions",
     "exported_arguments",
@@ -113,8 +113,6 @@ KNOWN_QUEUE_ARGUMENTS = frozenset(
 """The queue arguments of RabbitMQ's this broker gives a meaning to; others are reported."""
 
 KNOWN_EXCHANGE_ARGUMENTS = frozenset({"alternate-exchange"})
-
-QUEUE_TYPES = frozenset({"classic", "quorum", "stream"})
 
 _MD5_ERA = tuple(f"3.{minor}." for minor in range(6))
 """RabbitMQ versions whose password hashes were MD5 (their exports do not say so)."""
@@ -286,7 +284,7 @@ def exported_arguments(arguments: Mapping[str, Any]) -> tuple[dict[str, Any], di
     return plain, kept or None
 
 
-def declared_arguments(arguments: Mapping[str, Any], amqp10_arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+def entry_arguments(arguments: Mapping[str, Any], amqp10_arguments: Mapping[str, Any] | None) -> dict[str, Any]:
     """An entry's arguments to declare: its ``arguments`` with its ``amqp10_arguments`` (see
     :func:`exported_arguments`) read back in their place; ValueError for a malformed one."""
     out = dict(arguments)

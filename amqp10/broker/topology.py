@@ -32,6 +32,7 @@ from .core import (
     Topic,
     VirtualHost,
 )
+from .core.arguments import QUEUE_TYPES
 from .definitions import (
     BindingDef,
     Definitions,
@@ -42,8 +43,8 @@ from .definitions import (
     PolicyDef,
     QueueDef,
     VhostDef,
-    declared_arguments,
     dump_definitions,
+    entry_arguments,
     export_definitions,
     exported_arguments,
     import_definitions,
@@ -67,7 +68,6 @@ log = logging.getLogger("amqp10.broker")
 
 T = TypeVar("T")
 
-_KINDS = {"classic": "queue", "quorum": "queue", "stream": "stream"}
 """RabbitMQ queue types -> the core's node kinds (any other type: a classic queue)."""
 
 
@@ -182,7 +182,7 @@ class BrokerTopology:
     # -- declarations ---------------------------------------------------------------------
     def declare_vhost(self, vhost: VhostDef) -> None:
         c = vhost.canonical()
-        if c.default_queue_type is not None and c.default_queue_type not in _KINDS:  # (before it is made)
+        if c.default_queue_type is not None and c.default_queue_type not in QUEUE_TYPES:  # (before it is made)
             raise ValueError(f"invalid_queue_type: default queue type {c.default_queue_type!r} (classic, quorum or stream)")
         metadata = {"description": c.description, "tags": c.tags, "default_queue_type": c.default_queue_type}
         self.broker.add_vhost(vhost.name).set_metadata({k: v for k, v in metadata.items() if v})
@@ -194,7 +194,7 @@ class BrokerTopology:
             durable=exchange.durable,
             auto_delete=exchange.auto_delete,
             internal=exchange.internal,
-            arguments=declared_arguments(exchange.arguments, exchange.amqp10_arguments),
+            arguments=entry_arguments(exchange.arguments, exchange.amqp10_arguments),
         )
         if isinstance(x, Topic):
             raise ValueError(f"{exchange.name!r} in vhost {exchange.vhost!r} is a 1.0 topic")
@@ -202,16 +202,16 @@ class BrokerTopology:
     def declare_queue(self, queue: QueueDef) -> None:
         # unsupported arguments and types were reported when the document was read; the
         # core keeps the arguments it gives no meaning to, as RabbitMQ does
-        arguments = declared_arguments(queue.arguments, queue.amqp10_arguments)
+        arguments = entry_arguments(queue.arguments, queue.amqp10_arguments)
         qtype = arguments.get("x-queue-type") or queue.type or "classic"
-        if arguments.get("x-queue-type") not in (None, *_KINDS):
+        if arguments.get("x-queue-type") not in (None, *QUEUE_TYPES):
             del arguments["x-queue-type"]
         elif "x-queue-type" not in arguments and qtype in ("quorum", "stream"):
             arguments["x-queue-type"] = qtype  # (a file that gives the type alone: as declared with it)
         self._vhost(queue.vhost).declare_queue(
             queue.name,
             durable=queue.durable,
-            kind=_KINDS.get(str(qtype), "queue"),
+            kind=QUEUE_TYPES.get(str(qtype), "queue"),
             arguments=arguments,
             auto_delete=queue.auto_delete,
         )
@@ -221,7 +221,7 @@ class BrokerTopology:
             binding.source,
             binding.destination,
             binding.routing_key,
-            declared_arguments(binding.arguments, binding.amqp10_arguments),
+            entry_arguments(binding.arguments, binding.amqp10_arguments),
             destination_kind=binding.destination_type,
         )
 

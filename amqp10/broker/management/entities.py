@@ -27,6 +27,7 @@ from ..core import (
     Topic,
     VirtualHost,
 )
+from ..core.arguments import QUEUE_TYPES
 from ..core.exchanges import EXCHANGE_TYPES
 from .errors import BadRequest, Conflict, NotImplementedOperation
 
@@ -449,7 +450,7 @@ class VhostType(EntityType):
         if name in m.broker.vhosts:
             raise Conflict(f"virtual host {name!r} already exists")
         queue_type = attrs.get("default_queue_type")  # (set when made, as RabbitMQ 3.10's put_vhost)
-        if queue_type is not None and queue_type not in ("classic", "quorum", "stream"):
+        if queue_type is not None and queue_type not in QUEUE_TYPES:
             raise BadRequest(f"invalid_queue_type: default_queue_type is classic, quorum or stream, not {queue_type!r}")
         v = m.broker.add_vhost(name)
         if queue_type is not None:
