@@ -21,6 +21,7 @@ from amqp10.broker.core import (
     policy_with_arguments,
 )
 from amqp10.broker.core import store as store_
+from amqp10.broker.core.equivalence import check_redeclared
 from amqp10.message import Message
 from amqp10.types import Accepted, Rejected
 from tests.broker.harness import Client, Net, SyncJournal
@@ -271,6 +272,20 @@ def test_declared_arguments_survive_restart(tmp_path: Path) -> None:
     q = fresh.vhosts["/"].nodes["capped"]
     assert isinstance(q, Queue)
     assert (q.policy.max_length, q.policy.overflow, q.arguments) == (3, "drop-head", {"x-max-length": 3})
+
+
+def test_a_table_valued_argument_keeps_its_order_across_a_restart(tmp_path: Path) -> None:
+    """A table argument RabbitMQ compares (in order) is the same table after a restart: a
+    re-declaration as before is equivalent (the store sorted its keys: refused)."""
+    table = {"b": 1, "a": 2}
+    s = store_.Store(tmp_path / "db.sqlite3")
+    Broker(BrokerConfig(), journal=SyncJournal(s)).default.declare_queue("t", arguments={"x-queue-master-locator": table})
+    s.close()
+    fresh = Broker(BrokerConfig())
+    fresh.recover(store_.Store(tmp_path / "db.sqlite3"))
+    q = fresh.vhosts["/"].nodes["t"]
+    assert list(q.arguments["x-queue-master-locator"]) == ["b", "a"]
+    check_redeclared(fresh.default, q, durable=True, auto_delete=False, exclusive=False, arguments={"x-queue-master-locator": table})
 
 
 def test_management_declares_a_queue_with_arguments() -> None:
