@@ -84,7 +84,7 @@ def test_pika_strict_priorities_up_to_32_levels(channel: Any) -> None:
 
 def test_pika_consumer_timeout_closes_the_channel_and_the_message_goes_back(broker: RunningBroker, channel: Any) -> None:
     ch = channel
-    ch.queue_declare("slow", arguments={"x-queue-type": "quorum", "x-consumer-timeout": 200})
+    ch.queue_declare("slow", durable=True, arguments={"x-queue-type": "quorum", "x-consumer-timeout": 200})
     ch.basic_publish("", "slow", b"job")
     held = []
     ch.basic_consume("slow", lambda c, m, p, b: held.append(m.delivery_tag))
@@ -160,7 +160,7 @@ async def test_amqp1_single_active_consumer_of_a_stream_hands_over_where_it_stop
 
 def test_pika_single_active_consumer_of_a_queue(channel: Any) -> None:
     ch = channel
-    ch.queue_declare("sac", arguments={"x-queue-type": "quorum", "x-single-active-consumer": True})
+    ch.queue_declare("sac", durable=True, arguments={"x-queue-type": "quorum", "x-single-active-consumer": True})
     got: dict[str, list[bytes]] = {"a": [], "b": []}
     ch.basic_consume("sac", lambda c, m, p, b: got["a"].append(b), auto_ack=True, consumer_tag="a")
     ch.basic_consume("sac", lambda c, m, p, b: got["b"].append(b), auto_ack=True, consumer_tag="b")
