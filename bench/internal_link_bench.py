@@ -24,7 +24,8 @@ and bytecode instructions (``sys.settrace`` with opcode events) per message in t
 
 ``--protocol 0-9-1`` (or ``0-9-1-noack``) drives the 0-9-1 front end instead, in
 rabbitmq-c's shapes (bench/profiles/counts.py's q091 workloads): crossing, worker A's
-placement answers the stand-in, so the publishes, deliveries, acks and confirms cross.
+placement answers the stand-in, so the publishes, deliveries, acks and confirms cross;
+publish, the consumer is B's (its acks stay on B; the publishes and confirms cross).
 """
 
 from __future__ import annotations
@@ -87,9 +88,11 @@ class _MemTransport(asyncio.Transport):
 
 class _World:
     """Worker A (the front ends' broker) and, crossing, worker B owning ``q`` over an
-    in-memory internal link; ``pump_links`` runs the link until it is quiet."""
+    in-memory internal link; ``pump_links`` runs the link until it is quiet. ``durable``:
+    B's ``q`` as the clients declare it (an owner compares a re-declaration with its queue,
+    as RabbitMQ does: 0-9-1's ``queue.declare`` without flags is a transient queue)."""
 
-    def __init__(self, mode: str, *, declare: bool = True) -> None:
+    def __init__(self, mode: str, *, declare: bool = True, durable: bool = True) -> None:
         from amqp10.broker.config import BrokerConfig, QueuePolicy
         from amqp10.broker.core import Broker
         from amqp10.broker.workers.link import InternalLink
@@ -105,7 +108,10 @@ class _World:
                 self.a.default.create_node("q", "queue")
             return
         self.b = b = Broker(config)
-        b.default.create_node("q", "queue")
+        if durable:
+            b.default.create_node("q", "queue")
+        else:
+            b.default.declare_queue("q", durable=False)
         remote = RemoteNodes("worker-a")
         link_a = InternalLink(remote, "worker-a", call_soon=self.soon.append)
         link_b = InternalLink(NodeServer(b), "worker-b", call_soon=self.soon.append)
@@ -244,9 +250,10 @@ def run_091(n: int, mode: str, count: bool, confirm: bool = True) -> tuple[float
     sys.path.insert(0, str(Path(__file__).resolve().parent / "profiles"))
     from counts import run_091 as workload
 
-    world = _World(mode, declare=False)
+    world = _World(mode, declare=False, durable=False)  # (as the client declares ``q``)
     clock = _Clock(_Counter() if count else None)
-    workload(n, confirm, clock, broker=world.a, between=world.pump_links)
+    consumer = world.b if mode == "publish" else world.a
+    workload(n, confirm, clock, broker=world.a, between=world.pump_links, consumer_broker=consumer)
     us = clock.seconds / n * 1e6
     c = clock.counter
     return (us, c.calls / n, c.instructions / n) if c else (us, 0.0, 0.0)
@@ -280,7 +287,7 @@ def main() -> int:
             return run(n, mode, count)
         return run_091(n, mode, count, confirm=args.protocol == "0-9-1")
 
-    modes = ("local", "crossing", "publish") if args.protocol == "1.0" else ("local", "crossing")
+    modes = ("local", "crossing", "publish")
     results: dict[str, list[tuple[float, float, float]]] = {m: [] for m in modes}
     for i in range(1 if args.count else args.repeat):
         for mode in modes[i % len(modes) :] + modes[: i % len(modes)]:  # each first in turn

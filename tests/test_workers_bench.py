@@ -103,6 +103,19 @@ def test_the_in_process_bench_moves_every_message_local_crossing_twice_and_once(
     assert calls["local"] < calls["publish"] < calls["crossing"]
 
 
+@pytest.mark.parametrize("confirm", [True, False], ids=["confirms", "no-ack"])
+def test_the_0_9_1_bench_moves_every_message_local_crossing_twice_and_once(confirm: bool) -> None:
+    """The same through the 0-9-1 front end (``--protocol 0-9-1``): B's queue is declared as
+    the client declares it (the owner compares a re-declaration, as RabbitMQ does), and each
+    mode ends only when every message was received (and, with confirms, confirmed)."""
+    ilb = bench_module("internal_link_bench")
+    calls = {}
+    for mode in ("local", "crossing", "publish"):
+        us, calls[mode], instructions = ilb.run_091(100, mode, True, confirm=confirm)
+        assert us > 0 and instructions > 0, mode
+    assert calls["local"] < calls["publish"] < calls["crossing"]
+
+
 def test_the_model_places_connections_as_the_options_do() -> None:
     wm = bench_module("workers_model")
     c = wm.Costs.of(0.15, 1.43)

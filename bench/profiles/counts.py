@@ -77,11 +77,18 @@ class _Bytecodes:
         sys.settrace(None)
 
 
-def run_091(n: int, confirm: bool, prof: Any, broker: Any = None, between: Any = None) -> None:
+def run_091(
+    n: int,
+    confirm: bool,
+    prof: Any,
+    broker: Any = None,
+    between: Any = None,
+    consumer_broker: Any = None,
+) -> None:
     """A producer and a consumer connection to the 0-9-1 front end; ``prof`` sees only the
     broker side. ``broker``: the one to use (else a fresh one); ``between``: called, under
     ``prof``, after the broker handled a client's bytes (bench/internal_link_bench.py runs
-    the internal link there)."""
+    the internal link there); ``consumer_broker``: the consumer's, if not ``broker``."""
     from amqp10.amqp091 import Connection as Client
     from amqp10.amqp091 import ContentReceived, MethodReceived
     from amqp10.amqp091 import methods as m
@@ -112,8 +119,11 @@ def run_091(n: int, confirm: bool, prof: Any, broker: Any = None, between: Any =
         return events
 
     prod, cons = (
-        (Client("client"), s, Amqp091Handler(broker, s))
-        for s in (BrokerConnection("server"), BrokerConnection("server"))
+        (Client("client"), s, Amqp091Handler(b, s))
+        for s, b in (
+            (BrokerConnection("server"), broker),
+            (BrokerConnection("server"), consumer_broker or broker),
+        )
     )
     for end in (prod, cons):
         pump(end)
