@@ -11,8 +11,9 @@ connection (:class:`~.remote.RemoteNodes`), the worker that owns them answers it
 A message crosses as a *record* (:func:`encode_record`): a fixed header with what the
 queue needs (priority, durability, expiry, arrival, delivery count, sequence number, and
 the message-id, group and due time a front end has read; the number a renumbered
-scheduled message keeps), its format's name, then the
-message's ``data``, the bytes as its publisher's protocol gave them, never re-encoded.
+scheduled message keeps), its format (one byte for the broker's own formats, else its
+name), then the message's ``data``, the bytes as its publisher's protocol gave them,
+never re-encoded.
 Records travel in batches, one transfer a turn of the loop, each kind with a private
 message-format:
 
@@ -60,7 +61,14 @@ from typing import Any, Final, Protocol, TypeVar
 from ..._mypyc import mypyc_attr
 from ...transport import Connection, ConnectionClosed, ConnectionFailed, Event
 from ...types import decode, encode, symbol
-from ..core import QueuedMessage, made_as, maker_named
+from ..core import (
+    AMQP010_FORMAT,
+    AMQP091_FORMAT,
+    AMQP1_FORMAT,
+    QueuedMessage,
+    made_as,
+    maker_named,
+)
 
 __all__ = [
     "BATCH_FORMAT",
@@ -184,13 +192,14 @@ class RecordError(ValueError):
 
 
 def encode_record(msg: QueuedMessage) -> bytes:
-    """``msg`` as a record: the header, its format's name, message-id and group, then ``data`` as is.
+    """``msg`` as a record: the header, its format (:func:`_format_bytes`), message-id and group,
+    then ``data`` as is.
 
     The group and due time are read here (a front end has usually read them as the message
     arrived) and carried, so the other worker's queue does not decode ``data`` for them."""
     fmt = _FORMAT_NAMES.get(msg.format)
     if fmt is None:
-        fmt = _FORMAT_NAMES[msg.format] = bytes((len(msg.format),)) + msg.format.encode()
+        fmt = _format_bytes(msg.format)
     flags = _DURABLE if msg.durable else 0
     expiry = msg.expiry
     due = msg.due
@@ -227,10 +236,39 @@ def encode_record(msg: QueuedMessage) -> bytes:
     return b"".join((head, number, fmt, mid_bytes, group_bytes, msg.data))
 
 
+_CODED: Final = 0x80
+"""In a record's format byte: the format is coded, the byte's other bits its index in
+:data:`_CODED_FORMATS` and no name follows; without it, the byte is the length of the
+name that follows (so a name is at most 127 bytes)."""
+_CODED_FORMATS: Final[tuple[str, ...]] = (
+    AMQP1_FORMAT,
+    AMQP091_FORMAT,
+    AMQP010_FORMAT,
+    QueuedMessage.format,
+)
+"""The formats the broker's messages have (its front ends', and the plain one the broker
+makes itself), a record's format byte alone."""
+_FORMAT_SPAN: Final[tuple[int, ...]] = tuple(1 if b & _CODED else 1 + b for b in range(256))
+"""A record's format byte -> how many bytes name its format (that byte included): read as
+one index, as cheap as the length byte alone was."""
 _FORMAT_NAMES: Final[dict[str, bytes]] = {}
-"""Format name -> its length byte and name, as a record carries it (made once per format)."""
+"""Format name -> its format bytes, as a record carries them (:func:`_format_bytes`)."""
 _FORMATS: Final[dict[bytes, Callable[[bytes], QueuedMessage]]] = {}
-"""The same, back: a record's format bytes -> what makes a message of it (:func:`maker_named`)."""
+"""The same, back: a record's format bytes -> what makes a message of it (:func:`_maker`)."""
+
+
+def _format_bytes(name: str) -> bytes:
+    """The bytes that name format ``name`` in a record (kept in :data:`_FORMAT_NAMES`): its
+    code (:data:`_CODED`), else its name's length byte and the name."""
+    if name in _CODED_FORMATS:
+        key = bytes((_CODED | _CODED_FORMATS.index(name),))
+    else:
+        raw = name.encode()
+        if len(raw) >= _CODED:
+            raise ValueError(f"a message format's name of {len(raw)} bytes (at most 127)")
+        key = bytes((len(raw),)) + raw
+    _FORMAT_NAMES[name] = key
+    return key
 
 
 def decode_record(payload: bytes, message_format: int = RECORD_FORMAT) -> QueuedMessage:
@@ -413,7 +451,7 @@ def _decode_at(payload: bytes, start: int, stop: int) -> QueuedMessage:
         pos = start + _HEAD_SIZE
         if flags & _RENUMBERED:  # (read below)
             pos += _NUMBER_SIZE
-        end = pos + 1 + payload[pos]
+        end = pos + _FORMAT_SPAN[payload[pos]]
         make = _maker(payload[pos:end])
         mid_end = end + id_len
         group_end = mid_end + group_len
@@ -444,10 +482,15 @@ def _decode_at(payload: bytes, start: int, stop: int) -> QueuedMessage:
 
 
 def _maker(key: bytes) -> Callable[[bytes], QueuedMessage]:
-    """What makes a message of the format a record names (``key``: its length byte and name)."""
+    """What makes a message of the format a record names (``key``: its format bytes, as
+    :func:`_format_bytes` wrote them and :data:`_FORMAT_SPAN` measures them); raises
+    ``IndexError`` (an unknown code or no byte), ``UnicodeDecodeError`` or ``LookupError``
+    (a format no front end registered)."""
     make = _FORMATS.get(key)
     if make is None:
-        make = _FORMATS[key] = maker_named(key[1:].decode())
+        size = key[0]
+        name = _CODED_FORMATS[size - _CODED] if size & _CODED else key[1:].decode()
+        make = _FORMATS[key] = maker_named(name)
     return make
 
 
@@ -462,7 +505,7 @@ def _decode_short(payload: bytes, start: int, stop: int) -> QueuedMessage:
     arrival: float
     flags, priority, id_len, delivery_count, seq, arrival = _unpack_short(payload, start)
     pos = start + _SHORT_SIZE
-    end = pos + 1 + payload[pos]
+    end = pos + _FORMAT_SPAN[payload[pos]]
     make = _maker(payload[pos:end])
     mid_end = end + id_len
     if mid_end > stop:  # (so is a format name past ``stop``)

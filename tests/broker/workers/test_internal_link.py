@@ -22,7 +22,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from amqp10.broker.config import BrokerConfig
-from amqp10.broker.core import Broker, Node, PublishResult, Queue, QueuedMessage, store
+from amqp10.broker.core import (
+    Broker,
+    Node,
+    PublishResult,
+    Queue,
+    QueuedMessage,
+    register_format,
+    store,
+)
 from amqp10.broker.workers import link
 from amqp10.broker.workers.link import (
     BATCH_FORMAT,
@@ -184,8 +192,37 @@ def test_a_record_carries_the_message_bytes_and_its_queue_fields() -> None:
     assert (bare.data, bare.expiry, bare.message_id, bare.durable) == (b"", None, None, False)
 
 
+class _Uncoded(QueuedMessage):
+    """A format outside the link's coded ones (:data:`link._CODED_FORMATS`): its record
+    carries its name."""
+
+    format = "a-format-by-name"
+
+
+register_format(_Uncoded)
+_RECORD_FORMATS = ("amqp1", "amqp091", "amqp010", QueuedMessage.format, _Uncoded.format)
+
+
+def test_the_broker_formats_cross_as_one_byte_and_others_by_name() -> None:
+    import amqp10.broker.amqp010.message  # (each registers its format)
+    import amqp10.broker.amqp091.message
+    import amqp10.broker.amqp1.message  # noqa: F401
+
+    assert ("amqp1", "amqp091", "amqp010", QueuedMessage.format) == link._CODED_FORMATS
+    for code, name in enumerate(link._CODED_FORMATS):
+        assert link._format_bytes(name) == bytes((link._CODED | code,))
+    assert link._format_bytes(_Uncoded.format) == b"\x10a-format-by-name"
+    with pytest.raises(ValueError):
+        link._format_bytes("x" * 128)  # (a length byte with the coded bit)
+    record = bytearray(encode_record(QueuedMessage(b"x")))
+    record[link._SHORT_SIZE] = link._CODED | len(link._CODED_FORMATS)  # a code no format has
+    with pytest.raises(RecordError):
+        decode_record(bytes(record))
+
+
 @settings(max_examples=300, deadline=None)
 @given(
+    fmt=st.sampled_from(_RECORD_FORMATS),
     data=st.binary(max_size=40),
     priority=st.integers(0, 9),
     durable=st.booleans(),
@@ -199,23 +236,32 @@ def test_a_record_carries_the_message_bytes_and_its_queue_fields() -> None:
     by_exclusive=st.booleans(),
 )
 def test_every_record_comes_back_as_it_went_in_either_head(
-    data: bytes, priority: int, durable: bool, expiry: float | None, message_id: str | None,
+    fmt: str, data: bytes, priority: int, durable: bool, expiry: float | None, message_id: str | None,
     delivery_count: int, arrival: float, seq: int, group: str | None, due: float | None, by_exclusive: bool,
 ) -> None:  # fmt: skip
     """A message without expiry, group or due time crosses in the short head (24 bytes), any
     other in the whole one; either way every field comes back, an empty message-id as empty
-    (not none), and a publish marked by an exclusive consumer's connection as marked."""
-    msg = QueuedMessage(data, priority=priority, durable=durable, expiry=expiry, message_id=message_id,
+    (not none), and a publish marked by an exclusive consumer's connection as marked; its
+    format, coded (one byte) or by name, comes back as its class."""
+    import amqp10.broker.amqp010.message  # (each registers its format)
+    import amqp10.broker.amqp091.message
+    import amqp10.broker.amqp1.message  # noqa: F401
+    from amqp10.broker.core.message import FORMATS
+
+    cls = FORMATS[fmt]
+    msg = cls(data, priority=priority, durable=durable, expiry=expiry, message_id=message_id,
                         delivery_count=delivery_count, arrival=arrival, seq=seq)  # fmt: skip
     msg.read_already(group, due)
     record = encode_record(msg)
     short = expiry is None and group is None and due is None
     mid = b"" if message_id is None else message_id.encode()
     head = link._SHORT_SIZE if short else link._HEAD_SIZE
-    assert len(record) == head + 1 + len(QueuedMessage.format) + len(mid) + (0 if group is None else len(group.encode())) + len(data)
+    name = 0 if fmt in link._CODED_FORMATS else len(fmt)
+    assert len(record) == head + 1 + name + len(mid) + (0 if group is None else len(group.encode())) + len(data)
     if by_exclusive:
         record = by_exclusive_consumer(record)
     back = decode_record(record)
+    assert type(back) is cls
     assert (back.data, back.priority, back.durable, back.expiry, back.message_id, back.delivery_count,
             back.arrival, back.seq, back.group, back.due) == (
         data, priority, durable, expiry, message_id, delivery_count, arrival, seq, group, due)  # fmt: skip
@@ -259,7 +305,7 @@ def test_every_formats_record_comes_back_as_its_class_through_its_maker() -> Non
         assert MAKERS[compiled_format.format] is not compiled_format
     with pytest.raises(LookupError):
         maker_named("no-such-format")
-    unknown = bytearray(encode_record(QueuedMessage(b"x")))
+    unknown = bytearray(encode_record(_Uncoded(b"x")))  # (a format by name)
     at = link._SHORT_SIZE  # (a message without expiry, group or due time: the short head)
     unknown[at + 1 : at + 1 + unknown[at]] = b"?" * unknown[at]
     with pytest.raises(RecordError, match="no front end has registered the message format"):
