@@ -24,7 +24,8 @@ message-format:
   pre-settled;
 - :data:`CONTROL_FORMAT`: control records (:data:`CONTROL`): a consumer's credit, in
   messages (:data:`GRANT`; negative: taken back, its credit lowered), its drains (:data:`DRAIN`, answered on its link with
-  :data:`DRAINED_FORMAT`), and its outcomes by reference (:data:`OUTCOME`);
+  :data:`DRAINED_FORMAT`), and its outcomes by reference (:data:`OUTCOME`; a turn's outcomes
+  of one code for consecutive references, one record with their count);
 - :data:`REWRITE_FORMAT`: the new bytes of messages a consumer of the other worker changed
   while it held them (a 1.0 ``modified`` outcome's message annotations), each with its
   consumer and the owner's reference (:func:`encode_rewrites`), sent on the control link
@@ -138,11 +139,13 @@ _LEN: Final = struct.Struct("<I")
 _LEN_REF: Final = struct.Struct("<IQ")
 _LEN_SIZE: Final = _LEN.size
 _LEN_REF_SIZE: Final = _LEN_REF.size
-CONTROL: Final = struct.Struct("<BQqBd")
+CONTROL: Final = struct.Struct("<BQqBdI")
 """One control record: what (:data:`GRANT`, :data:`OUTCOME`, :data:`STOP`, :data:`BYTES` or
 :data:`DRAIN`), the consumer (its id on the consuming side), the messages (or bytes) granted or
-the reference settled, the outcome's code, and
-a release's due time (a delayed retry, seconds since the epoch; 0.0: none)."""
+the first reference settled, the outcome's code,
+a release's due time (a delayed retry, seconds since the epoch; 0.0: none), and how many
+references from the first on the outcome settles, in order (a run of a turn's outcomes,
+:meth:`~.remote.RemoteNodes.control`; 1 for the other records)."""
 GRANT: Final = 1
 OUTCOME: Final = 2
 STOP: Final = 3
@@ -373,7 +376,9 @@ def decode_deliveries(payload: bytes, message_format: int) -> list[tuple[int, Qu
     return out
 
 
-def decode_control(payload: bytes, message_format: int) -> list[tuple[int, int, int, int, float]]:
+def decode_control(
+    payload: bytes, message_format: int
+) -> list[tuple[int, int, int, int, float, int]]:
     """The control records of a control transfer; raises :class:`RecordError`."""
     size = CONTROL.size
     if message_format != CONTROL_FORMAT or len(payload) % size:

@@ -816,16 +816,18 @@ class NodeServer:
             self._rewritten(d)
             return
         consumers = self._by_remote_id
-        for what, consumer_id, n, code, due in decode_control(d.payload, d.message_format):
+        for what, consumer_id, n, code, due, count in decode_control(d.payload, d.message_format):
             if consumer_id == GETS:
                 if what == OUTCOME:
-                    self._gets.settled(n, code, due)
+                    for ref in range(n, n + count):  # (a run: each in order)
+                        self._gets.settled(ref, code, due)
                 continue
             c = consumers.get(consumer_id)
             if c is None:
                 continue  # its link went meanwhile (what it held was released)
             if what == OUTCOME:
-                c.settled(n, code, due)
+                for ref in range(n, n + count):
+                    c.settled(ref, code, due)
             elif what == GRANT:
                 c.grant(n)
             elif what == DRAIN:

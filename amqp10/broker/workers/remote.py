@@ -1108,6 +1108,13 @@ class RemoteNodes:
         self._names = itertools.count(1)
         self._ready: list[RemoteNode] = []  # nodes with a batch to send this turn
         self._control: list[bytes] = []  # control records of this turn
+        # the run of outcomes not yet in _control (control): its consumer, first reference,
+        # length (0: none), code and due time
+        self._run_id = 0
+        self._run_first = 0
+        self._run_count = 0
+        self._run_code = 0
+        self._run_due = 0.0
         self._rewrites: list[tuple[int, int, bytes]] = []  # messages rewritten this turn (go first)
         self._control_link: Sender | None = None
         # publishing links on one session, consuming links on another: a session writes the
@@ -1313,10 +1320,42 @@ class RemoteNodes:
 
     def control(self, what: int, consumer_id: int, n: int, code: int, due: float = 0.0) -> None:
         """A control record for the owner, sent with the rest of this turn's (``due``: a
-        release's delayed retry, 0.0 for none)."""
-        if not self._control:
+        release's delayed retry, 0.0 for none). An outcome for the reference after the
+        pending run's, of the same consumer, code and due time, lengthens that run (one
+        record for them all, :meth:`_end_run`)."""
+        count = self._run_count
+        if what == OUTCOME:
+            if (
+                count
+                and n == self._run_first + count
+                and consumer_id == self._run_id
+                and code == self._run_code
+                and due == self._run_due
+            ):
+                self._run_count = count + 1
+                return
+            if count:
+                self._end_run()
+            elif not self._control:
+                self.wrote()
+            self._run_id = consumer_id
+            self._run_first = n
+            self._run_count = 1
+            self._run_code = code
+            self._run_due = due
+            return
+        if count:
+            self._end_run()
+        elif not self._control:
             self.wrote()
-        self._control.append(_pack_control(what, consumer_id, n, code, due))
+        self._control.append(_pack_control(what, consumer_id, n, code, due, 1))
+
+    def _end_run(self) -> None:
+        """The pending run of outcomes as one control record, after the records before it
+        (at the end of the turn, or before a record that does not lengthen it)."""
+        run = (self._run_id, self._run_first, self._run_code, self._run_due, self._run_count)
+        self._control.append(_pack_control(OUTCOME, *run))
+        self._run_count = 0
 
     def rewrite(self, consumer_id: int, ref: int, data: bytes) -> None:
         """The owner's message ``ref``, held by consumer ``consumer_id`` here, is now ``data``:
@@ -1331,6 +1370,8 @@ class RemoteNodes:
         if self._rewrites:
             rewrites, self._rewrites = self._rewrites, []
             link.send(encode_rewrites(rewrites), settled=True, message_format=REWRITE_FORMAT)
+        if self._run_count:
+            self._end_run()
         records = self._control
         if records:
             self._control = []
@@ -1352,6 +1393,7 @@ class RemoteNodes:
         self.reason = reason
         self._ready = []
         self._control = []
+        self._run_count = 0
         self._rewrites = []
         self._asked = []
         self._opening = []  # (opened again once the owner is back: RemoteNode._back)

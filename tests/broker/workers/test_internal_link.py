@@ -34,11 +34,14 @@ from amqp10.broker.core import (
 from amqp10.broker.workers import link
 from amqp10.broker.workers.link import (
     BATCH_FORMAT,
+    CONTROL_FORMAT,
+    OUTCOME,
     RECORD_FORMAT,
     InternalLink,
     RecordError,
     by_exclusive_consumer,
     decode_batch,
+    decode_control,
     decode_record,
     encode_batch,
     encode_record,
@@ -48,6 +51,7 @@ from amqp10.broker.workers.link import (
 )
 from amqp10.broker.workers.owner import NodeServer
 from amqp10.broker.workers.remote import CREDIT_BATCH, RemoteNode, RemoteNodes
+from amqp10.transport import DeliveryReceived
 
 pytestmark = pytest.mark.anyio
 
@@ -479,6 +483,86 @@ async def test_outcomes_reach_the_owners_queue() -> None:
     await until(lambda: len(c.got) == 6)
     again = {m.data: m.delivery_count for m in c.got[4:]}
     assert again == {b"failed": 1, b"released": 0}  # the owner's redelivery count crosses back
+    await p.close()
+
+
+class ControlSpy:
+    """The owner's side of the link (a :class:`NodeServer`), with the control records that
+    reach it, one list a control transfer."""
+
+    def __init__(self, server: NodeServer) -> None:
+        self.server = server
+        self.transfers: list[list[tuple[int, int, int, int, float, int]]] = []
+
+    def started(self, link: InternalLink) -> None:
+        self.server.started(link)
+
+    def on_event(self, e: Any) -> None:
+        d = getattr(e, "delivery", None)
+        if type(e) is DeliveryReceived and d.message_format == CONTROL_FORMAT:
+            self.transfers.append(decode_control(d.payload, d.message_format))
+        self.server.on_event(e)
+
+    def after_events(self) -> None:
+        self.server.after_events()
+
+    def before_write(self) -> None:
+        self.server.before_write()
+
+    def lost(self, reason: str) -> None:
+        self.server.lost(reason)
+
+    def outcomes(self) -> list[tuple[int, int, int, int]]:
+        """The outcome records so far: (first reference, count, code) and the transfer's index."""
+        return [
+            (i, first, count, code)
+            for i, records in enumerate(self.transfers)
+            for what, _, first, code, _, count in records
+            if what == OUTCOME
+        ]
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["one-run", "split"])
+async def test_outcomes_settled_in_order_cross_as_one_record_a_turn(split: bool) -> None:
+    """N outcomes a consumer gives in order in one turn (references 1..N, one code) cross as
+    one control record with a count, and the owner applies each; a different outcome in the
+    middle ends the run: a record for the run before it, one for it, one for the rest."""
+    p = Pair()
+    spy = ControlSpy(p.server)
+    sa, sb = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    p.link_b = await run_link(sb, spy, "worker-b")
+    p.link_a = await run_link(sa, p.remote, "worker-a")
+    q = p.queue("work")
+    n = 10
+    for i in range(n):
+        q.publish(QueuedMessage(f"m{i}".encode()), lambda: None)
+    node = p.node("work")
+    c = Taker(credit=n)
+    node.add_consumer(c)
+    await until(lambda: len(c.got) == n)
+    await settle_down()
+    before = len(spy.outcomes())
+    assert before == 0
+    for i, msg in enumerate(c.got):  # (one turn: no await between them)
+        if split and i == 4:
+            node.reject(msg)
+        else:
+            node.ack(msg)
+    if split:
+        await until(lambda: q.stats.acked == n - 1 and q.stats.rejected == 1)
+    else:
+        await until(lambda: q.stats.acked == n)
+    assert q.count == 0
+    (link_consumer,) = p.server.consumers.values()
+    await until(lambda: not link_consumer.in_flight)
+    outcomes = spy.outcomes()
+    assert len({i for i, *_ in outcomes}) == 1  # one transfer
+    runs = [(first, count) for _, first, count, _ in outcomes]
+    if split:
+        assert runs == [(1, 4), (5, 1), (6, 5)]
+        assert outcomes[0][3] == outcomes[2][3] != outcomes[1][3]
+    else:
+        assert runs == [(1, n)]
     await p.close()
 
 
