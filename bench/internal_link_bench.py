@@ -307,6 +307,7 @@ def main() -> int:
         if args.count:
             cc = results[mode][0]
             print(f"{mode}/local: {cc[1] / lc[1]:.2f}x calls, {cc[2] / lc[2]:.2f}x instructions")
+            print(f"{mode} minus local: {cc[1] - lc[1]:.2f} calls/msg, {cc[2] - lc[2]:.2f} instructions/msg")
     return 0
 
 
