@@ -921,10 +921,12 @@ class RabbitApi:
             hashing_algorithm=fields["hashing_algorithm"],
             tags=tags,
         )
+        await self.broker.committed()  # (with workers: read again by every one before the answer)
         return HttpResponse(201 if new else 204)
 
     async def delete_user(self, call: Call) -> Any:
         self.management.delete_user(call.caller, call.parts[1])
+        await self.broker.committed()
         return HttpResponse(204)
 
     async def put_permission(self, call: Call) -> Any:
@@ -934,10 +936,12 @@ class RabbitApi:
             raise _bad("configure, write and read must be strings (regular expressions)")
         vhost, user = call.parts[1], call.parts[2]
         new = self.management.put_permission(call.caller, user, vhost, configure, write, read)
+        await self.broker.committed()
         return HttpResponse(201 if new else 204)
 
     async def delete_permission(self, call: Call) -> Any:
         self.management.delete_permission(call.caller, call.parts[2], call.parts[1])
+        await self.broker.committed()
         return HttpResponse(204)
 
     # -- definitions ------------------------------------------------------------------------
