@@ -52,7 +52,7 @@ from ..sasl.credentials import (
     parse_credential,
 )
 from .config import one_line_error
-from .core.arguments import QUEUE_TYPES, is_known
+from .core.arguments import QUEUE_TYPES, given_queue_type, is_known
 from .core.exchanges import EXCHANGE_TYPES
 from .core.policies import APPLY_TO, POLICY_KEYS
 from .core.typed_values import as_json, json_keeps, typed, untyped
@@ -208,7 +208,7 @@ class VhostDef(_Def):
         meta = self.metadata or VhostMetadata()
         description = self.description if self.description is not None else meta.description
         tags = list(self.tags if self.tags is not None else meta.tags)
-        queue_type = _queue_type(self.default_queue_type) or _queue_type(meta.default_queue_type)
+        queue_type = given_queue_type(self.default_queue_type) or given_queue_type(meta.default_queue_type)
         return VhostDef(
             name=self.name,
             description=description,
@@ -218,12 +218,6 @@ class VhostDef(_Def):
                 description=description, tags=tags, default_queue_type=queue_type
             ),
         )
-
-
-def _queue_type(value: str | None) -> str | None:
-    """A default queue type as written; None for none (RabbitMQ exports a host without one as
-    ``undefined``, Erlang's none)."""
-    return None if value in (None, "", "undefined") else value
 
 
 class PermissionDef(_Def):

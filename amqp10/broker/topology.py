@@ -68,8 +68,6 @@ log = logging.getLogger("amqp10.broker")
 
 T = TypeVar("T")
 
-"""RabbitMQ queue types -> the core's node kinds (any other type: a classic queue)."""
-
 
 def _listed_exchange(x: Exchange) -> bool:
     return not (x.name == DEFAULT_EXCHANGE or x.name in PREDECLARED or x.name.startswith("amq.") or isinstance(x, Topic))

@@ -98,6 +98,7 @@ __all__ = [
     "arguments_of",
     "check_declared",
     "field_type_name",
+    "given_queue_type",
     "is_known",
     "known_arguments",
     "policy_with_arguments",
@@ -105,6 +106,12 @@ __all__ = [
 ]
 
 QUEUE_TYPES = {"classic": "queue", "quorum": "queue", "stream": "stream"}
+
+def given_queue_type(value: Any) -> Any:
+    """A host's default queue type as written, None for none: RabbitMQ's definitions export
+    writes a host without one as ``undefined`` (Erlang's none), or leaves it empty."""
+    return None if value in (None, "", "undefined") else value
+
 
 QUORUM_DELIVERY_LIMIT = 20
 """RabbitMQ 4's delivery limit of a quorum queue declared without one: returns allowed."""

@@ -28,6 +28,7 @@ from .arguments import (
     QUEUE_TYPES,
     ArgumentError,
     check_declared,
+    given_queue_type,
     known_arguments,
     policy_with_arguments,
     queue_kind,
@@ -1077,8 +1078,8 @@ class VirtualHost(Referable):
         (``invalid_queue_type``), or, read back from the store (not ``persist``), dropped with
         a warning (the host declares classic queues)."""
         metadata = dict(metadata)
-        queue_type = metadata.pop("default_queue_type", None)
-        if queue_type in (None, "", "undefined"):
+        queue_type = given_queue_type(metadata.pop("default_queue_type", None))
+        if queue_type is None:
             pass
         elif isinstance(queue_type, str) and queue_type in QUEUE_TYPES:
             metadata["default_queue_type"] = queue_type
