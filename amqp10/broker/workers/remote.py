@@ -1324,9 +1324,9 @@ class RemoteNodes:
         pending run's, of the same consumer, code and due time, lengthens that run (one
         record for them all, :meth:`_end_run`)."""
         count = self._run_count
-        if what == OUTCOME:
+        if count:
             if (
-                count
+                what == OUTCOME
                 and n == self._run_first + count
                 and consumer_id == self._run_id
                 and code == self._run_code
@@ -1334,21 +1334,17 @@ class RemoteNodes:
             ):
                 self._run_count = count + 1
                 return
-            if count:
-                self._end_run()
-            elif not self._control:
-                self.wrote()
+            self._end_run()
+        elif not self._control:
+            self.wrote()
+        if what == OUTCOME:  # (a run of one, lengthened by the outcomes after it)
             self._run_id = consumer_id
             self._run_first = n
             self._run_count = 1
             self._run_code = code
             self._run_due = due
-            return
-        if count:
-            self._end_run()
-        elif not self._control:
-            self.wrote()
-        self._control.append(_pack_control(what, consumer_id, n, code, due, 1))
+        else:
+            self._control.append(_pack_control(what, consumer_id, n, code, due, 1))
 
     def _end_run(self) -> None:
         """The pending run of outcomes as one control record, after the records before it
