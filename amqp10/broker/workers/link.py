@@ -39,9 +39,12 @@ worker costs about 1.37x the instructions of a local one when it crosses twice (
 producer and consumer both away from its owner), 1.17x when it crosses once; compiled,
 1.2-1.27x and 1.07-1.09x the CPU (bench/RESULTS.md, "The crossing compiled as native
 code"). Per message the compiled build works here on machine numbers: the constants are
-``Final`` (inlined, or held as native statics: not looked up in the module's dict), the
-header's fields typed, the structs' methods bound once, and a record's message made by
-its format's maker (a compiled function for the compiled front ends' formats).
+``Final`` (inlined, or held as native statics: not looked up in the module's dict), a
+record's numbers read and written one at a time in place (:mod:`.fixed`: librt's
+fixed-width functions, which mypyc compiles to native code; no ``struct`` call, boxed
+number or tuple), deliveries written straight from their messages into the transfer's
+bytes, and a record's message made by its format's maker (a compiled function for the
+compiled front ends' formats).
 
 Bad input from the peer worker (garbage, a truncated frame, a record that does not
 decode, an exception while handling it) fails this link only: the connection is closed
@@ -57,7 +60,7 @@ import socket
 import struct
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, Protocol
 
 from ..._mypyc import mypyc_attr
 from ...transport import Connection, ConnectionClosed, ConnectionFailed, Event
@@ -69,6 +72,15 @@ from ..core import (
     QueuedMessage,
     made_as,
     maker_named,
+)
+from .fixed import (
+    BytesWriter,
+    read_f64_le,
+    read_i32_le,
+    read_i64_le,
+    write_f64_le,
+    write_i32_le,
+    write_i64_le,
 )
 
 __all__ = [
@@ -135,10 +147,13 @@ DRAINED_FORMAT: Final = 0x00A1_0008
 """The message-format of the owner's answer to a :data:`DRAIN` on the consumer's link,
 after the deliveries it made for it: one byte, 1 if messages the consumer could be given
 are left for want of credit, else 0. Pre-settled."""
-_LEN: Final = struct.Struct("<I")
-_LEN_REF: Final = struct.Struct("<IQ")
-_LEN_SIZE: Final = _LEN.size
-_LEN_REF_SIZE: Final = _LEN_REF.size
+_U32_SPAN: Final = 1 << 32
+_U64_SPAN: Final = 1 << 64
+"""(A record's numbers are unsigned: what a signed read or write of their width is off by.)"""
+_LEN_SIZE: Final = 4
+"""A batch's record follows its length (u32, little-endian)."""
+_LEN_REF_SIZE: Final = 12
+"""A delivery's record follows its length and the owner's reference (u32, u64)."""
 CONTROL: Final = struct.Struct("<BQqBdI")
 """One control record: what (:data:`GRANT`, :data:`OUTCOME`, :data:`STOP`, :data:`BYTES` or
 :data:`DRAIN`), the consumer (its id on the consuming side), the messages (or bytes) granted or
@@ -159,10 +174,9 @@ granted so far allows now, takes back the rest, and answers on its link (:data:`
 
 _HEAD: Final = struct.Struct("<BBHHIQddd")
 """flags, priority, message-id length, group length, delivery count, seq, expiry, arrival, due."""
-_HEAD_SIZE: Final = _HEAD.size
-_pack_head: Final = _HEAD.pack
-_unpack_head: Final = _HEAD.unpack_from
-"""(Bound once: a compiled call of a ``Final`` needs no lookup of the method each message.)"""
+_HEAD_SIZE: Final = 42
+"""(:data:`_HEAD`'s size: the offsets below are its fields', read and written one by one,
+:mod:`.fixed`.)"""
 _DURABLE: Final = 1
 _EXPIRES: Final = 2
 _HAS_ID: Final = 4
@@ -172,17 +186,14 @@ _BY_EXCLUSIVE: Final = 32
 _RENUMBERED: Final = 64
 """After the header, the number it keeps (:attr:`QueuedMessage.number`: a scheduled message
 queued when due has a new seq; only a message with a due time can be one)."""
-_NUMBER: Final = struct.Struct("<Q")
-_NUMBER_SIZE: Final = _NUMBER.size
+_NUMBER_SIZE: Final = 8
 _RARE: Final = _BY_EXCLUSIVE | _RENUMBERED
 _SHORT_HEAD: Final = 128
 """The short head (:data:`_SHORT`): a message without expiry, group or due time (most)."""
 _SHORT: Final = struct.Struct("<BBHIQd")
 """flags (with :data:`_SHORT_HEAD`), priority, message-id length, delivery count, seq, arrival:
 what most messages carry, in 24 bytes, and three numbers fewer to pack and read."""
-_SHORT_SIZE: Final = _SHORT.size
-_pack_short: Final = _SHORT.pack
-_unpack_short: Final = _SHORT.unpack_from
+_SHORT_SIZE: Final = 24
 BY_AN_EXCLUSIVE_CONSUMER: Final = object()
 """The origin (``QueuedMessage.origin``) the owner gives a message published on the
 connection of its node's exclusive consumer on the publishing worker (:func:`by_exclusive_consumer`),
@@ -200,43 +211,103 @@ def encode_record(msg: QueuedMessage) -> bytes:
 
     The group and due time are read here (a front end has usually read them as the message
     arrived) and carried, so the other worker's queue does not decode ``data`` for them."""
-    fmt = _FORMAT_NAMES.get(msg.format)
+    w = BytesWriter()
+    _write_record(w, msg, False, 0)
+    return w.getvalue()
+
+
+def _signed(n: int, bits: int) -> int:
+    """``n``, an unsigned number of ``bits`` (32 or 64) past the signed range (or negative),
+    as the signed number of the same bytes (what librt writes); raises ``ValueError`` for
+    a number ``bits`` do not hold. (Rare: the common numbers are written as they are.)"""
+    if n < 0 or n >> bits:
+        raise ValueError(f"{n} is not an unsigned {bits}-bit number")
+    return n - (1 << bits)
+
+
+def _write_record(w: BytesWriter, msg: QueuedMessage, prefixed: bool, ref: int) -> None:
+    """``msg``'s record into ``w`` (:func:`encode_record`); ``prefixed``: after its length and
+    ``ref`` (:func:`encode_deliveries`). Each field a fixed-width write (:mod:`.fixed`: native
+    code in the compiled build), ``data`` copied once, into the writer. The numbers are
+    unsigned: one past the signed range is written as the signed number of the same bytes."""
+    fmt = _FORMAT_OF.get(type(msg))
     if fmt is None:
-        fmt = _format_bytes(msg.format)
+        fmt = _FORMAT_OF[type(msg)] = _format_bytes(msg.format)
+    mid = msg.message_id
+    mid_bytes = b"" if mid is None else mid.encode()
+    id_len = len(mid_bytes)
+    if id_len >> 16:
+        raise ValueError(f"a message-id of {id_len} bytes (at most 65535)")
+    count = msg.delivery_count
+    if count >> 31:
+        count = _signed(count, 32)
+    seq = msg.seq
+    if seq >> 63:
+        seq = _signed(seq, 64)
+    if ref >> 63:
+        ref = _signed(ref, 64)
+    data = msg.data
     flags = _DURABLE if msg.durable else 0
+    if mid is not None:
+        flags |= _HAS_ID
     expiry = msg.expiry
     due = msg.due
-    mid = msg.message_id
     group = msg.group
     if expiry is None and due is None and group is None:  # (most messages: the short head)
-        if mid is None:
-            return b"".join((_pack_short(flags | _SHORT_HEAD, msg.priority, 0, msg.delivery_count, msg.seq,
-                                         msg.arrival), fmt, msg.data))  # fmt: skip
-        short_mid = mid.encode()
-        return b"".join((_pack_short(flags | _SHORT_HEAD | _HAS_ID, msg.priority, len(short_mid),
-                                     msg.delivery_count, msg.seq, msg.arrival), fmt, short_mid, msg.data))  # fmt: skip
+        if prefixed:
+            write_i32_le(w, _SHORT_SIZE + len(fmt) + id_len + len(data))
+            write_i64_le(w, ref)
+        head = flags | _SHORT_HEAD | msg.priority << 8 | id_len << 16  # (its first 4 bytes, one write)
+        write_i32_le(w, head if id_len < 0x8000 else head - _U32_SPAN)
+        write_i32_le(w, count)
+        write_i64_le(w, seq)
+        write_f64_le(w, msg.arrival)
+        w.write(fmt)
+        if id_len:
+            w.write(mid_bytes)
+        w.write(data)
+        return
+    number = 0
     if expiry is None:
         expiry = 0.0
     else:
         flags |= _EXPIRES
-    number = b""
     if due is None:
         due = 0.0
     else:
         flags |= _HAS_DUE
         if msg.number != msg.seq:
             flags |= _RENUMBERED
-            number = _NUMBER.pack(msg.number)
-    if mid is None and group is None:  # (most messages: nothing between the name and data)
-        head = _pack_head(flags, msg.priority, 0, 0, msg.delivery_count, msg.seq, expiry,
-                          msg.arrival, due)  # fmt: skip
-        return b"".join((head, number, fmt, msg.data))
-    mid_bytes = b"" if mid is None else mid.encode()
+            number = msg.number
+            if number >> 63:
+                number = _signed(number, 64)
     group_bytes = b"" if group is None else group.encode()
-    flags |= (0 if mid is None else _HAS_ID) | (0 if group is None else _HAS_GROUP)
-    head = _pack_head(flags, msg.priority, len(mid_bytes), len(group_bytes), msg.delivery_count,
-                      msg.seq, expiry, msg.arrival, due)  # fmt: skip
-    return b"".join((head, number, fmt, mid_bytes, group_bytes, msg.data))
+    group_len = len(group_bytes)
+    if group_len >> 16:
+        raise ValueError(f"a group of {group_len} bytes (at most 65535)")
+    if group is not None:
+        flags |= _HAS_GROUP
+    if prefixed:
+        size = _HEAD_SIZE + (_NUMBER_SIZE if flags & _RENUMBERED else 0) + len(fmt) + id_len
+        write_i32_le(w, size + group_len + len(data))
+        write_i64_le(w, ref)
+    w.append(flags)
+    w.append(msg.priority)
+    w.append(id_len & 0xFF)
+    w.append(id_len >> 8)
+    w.append(group_len & 0xFF)
+    w.append(group_len >> 8)
+    write_i32_le(w, count)
+    write_i64_le(w, seq)
+    write_f64_le(w, expiry)
+    write_f64_le(w, msg.arrival)
+    write_f64_le(w, due)
+    if flags & _RENUMBERED:
+        write_i64_le(w, number)
+    w.write(fmt)
+    w.write(mid_bytes)
+    w.write(group_bytes)
+    w.write(data)
 
 
 _CODED: Final = 0x80
@@ -254,15 +325,16 @@ makes itself), a record's format byte alone."""
 _FORMAT_SPAN: Final[tuple[int, ...]] = tuple(1 if b & _CODED else 1 + b for b in range(256))
 """A record's format byte -> how many bytes name its format (that byte included): read as
 one index, as cheap as the length byte alone was."""
-_FORMAT_NAMES: Final[dict[str, bytes]] = {}
-"""Format name -> its format bytes, as a record carries them (:func:`_format_bytes`)."""
+_FORMAT_OF: Final[dict[type, bytes]] = {}
+"""A message's class -> the bytes that name its format in a record (:func:`_format_bytes`
+of its ``format``): found by the class, not by reading the class's attribute."""
 _FORMATS: Final[dict[bytes, Callable[[bytes], QueuedMessage]]] = {}
 """The same, back: a record's format bytes -> what makes a message of it (:func:`_maker`)."""
 
 
 def _format_bytes(name: str) -> bytes:
-    """The bytes that name format ``name`` in a record (kept in :data:`_FORMAT_NAMES`): its
-    code (:data:`_CODED`), else its name's length byte and the name."""
+    """The bytes that name format ``name`` in a record: its code (:data:`_CODED`), else its
+    name's length byte and the name."""
     if name in _CODED_FORMATS:
         key = bytes((_CODED | _CODED_FORMATS.index(name),))
     else:
@@ -270,7 +342,6 @@ def _format_bytes(name: str) -> bytes:
         if len(raw) >= _CODED:
             raise ValueError(f"a message format's name of {len(raw)} bytes (at most 127)")
         key = bytes((len(raw),)) + raw
-    _FORMAT_NAMES[name] = key
     return key
 
 
@@ -290,42 +361,22 @@ def by_exclusive_consumer(record: bytes) -> bytes:
 
 def encode_batch(records: list[bytes]) -> bytes:
     """``records`` (from :func:`encode_record`) as one batch, each after its length."""
-    pack = _LEN.pack
-    parts: list[bytes] = []
+    w = BytesWriter()
     for r in records:
-        parts.append(pack(len(r)))
-        parts.append(r)
-    return b"".join(parts)
-
-
-_T = TypeVar("_T")
-
-
-def _read_batch(batch: bytes, take: Callable[[bytes, int, int], _T]) -> tuple[list[_T], bool]:
-    """``take(batch, start, end)`` for each record of a batch :func:`encode_batch` made, in
-    order (the one reading of the format: :func:`records_of`, :func:`decode_batch`), and
-    whether the last is cut short (ends past the batch: ``take`` got what there is of it);
-    raises ``struct.error`` for a length cut short."""
-    out = []
-    pos = 0
-    total = len(batch)
-    unpack = _LEN.unpack_from
-    size: int
-    while pos < total:
-        start = pos + _LEN_SIZE
-        (size,) = unpack(batch, pos)
-        pos = start + size
-        out.append(take(batch, start, pos))
-    return out, pos > total
-
-
-def _slice(batch: bytes, start: int, end: int) -> bytes:
-    return batch[start:end]
+        write_i32_le(w, len(r))
+        w.write(r)
+    return w.getvalue()
 
 
 def records_of(batch: bytes) -> list[bytes]:
     """The records of a batch :func:`encode_batch` made (one this worker sent: well formed)."""
-    return _read_batch(batch, _slice)[0]
+    out = []
+    pos = 0
+    while pos < len(batch):
+        start = pos + _LEN_SIZE
+        pos = start + read_i32_le(batch, pos)
+        out.append(batch[start:pos])
+    return out
 
 
 def decode_batch(payload: bytes, message_format: int) -> list[QueuedMessage]:
@@ -334,23 +385,29 @@ def decode_batch(payload: bytes, message_format: int) -> list[QueuedMessage]:
         raise RecordError(
             f"a transfer of message-format {message_format:#x}, not a batch of records"
         )
+    out = []
+    pos = 0
+    total = len(payload)
     try:
-        msgs, cut = _read_batch(payload, _decode_at)
-    except struct.error as exc:
+        while pos < total:
+            start = pos + _LEN_SIZE
+            size: int = read_i32_le(payload, pos)
+            pos = start + size
+            if pos > total or size < 0:  # (a length is never past 2**31)
+                raise RecordError("records cut short")
+            out.append(_decode_at(payload, start, pos))
+    except IndexError as exc:
         raise RecordError(f"records that do not decode: {exc}") from None
-    if cut:
-        raise RecordError("records cut short")
-    return msgs
+    return out
 
 
-def encode_deliveries(refs: list[int], records: list[bytes]) -> bytes:
-    """Records for one consumer, each after its length and the owner's reference."""
-    pack = _LEN_REF.pack
-    parts: list[bytes] = []
-    for ref, r in zip(refs, records, strict=True):
-        parts.append(pack(len(r), ref))
-        parts.append(r)
-    return b"".join(parts)
+def encode_deliveries(refs: list[int], msgs: list[QueuedMessage]) -> bytes:
+    """The records of ``msgs`` for one consumer, each after its length and the owner's
+    reference for it (written straight into the transfer's bytes: no record of its own)."""
+    w = BytesWriter()
+    for ref, msg in zip(refs, msgs, strict=True):
+        _write_record(w, msg, True, ref)
+    return w.getvalue()
 
 
 def decode_deliveries(payload: bytes, message_format: int) -> list[tuple[int, QueuedMessage]]:
@@ -360,18 +417,18 @@ def decode_deliveries(payload: bytes, message_format: int) -> list[tuple[int, Qu
     out = []
     pos = 0
     total = len(payload)
-    unpack = _LEN_REF.unpack_from
-    size: int
-    ref: int
     try:
         while pos < total:
-            size, ref = unpack(payload, pos)
             start = pos + _LEN_REF_SIZE
+            size: int = read_i32_le(payload, pos)
+            ref: int = read_i64_le(payload, pos + _LEN_SIZE)
+            if ref < 0:
+                ref += _U64_SPAN
             pos = start + size
-            if pos > total:
+            if pos > total or size < 0:
                 raise RecordError("records cut short")
             out.append((ref, _decode_at(payload, start, pos)))
-    except struct.error as exc:
+    except IndexError as exc:
         raise RecordError(f"records that do not decode: {exc}") from None
     return out
 
@@ -436,25 +493,23 @@ def decode_request(payload: bytes, message_format: int, expected: int) -> list[A
 
 
 def _decode_at(payload: bytes, start: int, stop: int) -> QueuedMessage:
-    """The record in ``payload[start:stop]``."""
-    flags: int
-    priority: int
-    id_len: int
-    group_len: int
-    delivery_count: int
-    seq: int
-    expiry: float
-    arrival: float
-    due: float
-    # (typed: the compiled build works on them as machine numbers, not objects)
+    """The record in ``payload[start:stop]``; raises :class:`RecordError`."""
     try:
-        if payload[start] & _SHORT_HEAD:
-            return _decode_short(payload, start, stop)
-        flags, priority, id_len, group_len, delivery_count, seq, expiry, arrival, due = (
-            _unpack_head(payload, start)
-        )
+        flags = payload[start]
+        if flags & _SHORT_HEAD:
+            return _decode_short(payload, start, stop, flags)
+        id_len = payload[start + 2] | payload[start + 3] << 8
+        group_len = payload[start + 4] | payload[start + 5] << 8
+        count: int = read_i32_le(payload, start + 6)
+        seq: int = read_i64_le(payload, start + 10)
+        expiry = read_f64_le(payload, start + 18)
+        due = read_f64_le(payload, start + 34)
         pos = start + _HEAD_SIZE
-        if flags & _RENUMBERED:  # (read below)
+        number = 0
+        if flags & _RENUMBERED:
+            number = read_i64_le(payload, pos)
+            if number < 0:
+                number += _U64_SPAN
             pos += _NUMBER_SIZE
         end = pos + _FORMAT_SPAN[payload[pos]]
         make = _maker(payload[pos:end])
@@ -464,25 +519,24 @@ def _decode_at(payload: bytes, start: int, stop: int) -> QueuedMessage:
             raise RecordError("a record cut short")
         mid = payload[end:mid_end].decode() if flags & _HAS_ID else None
         group = payload[mid_end:group_end].decode() if flags & _HAS_GROUP else None
-    except (struct.error, IndexError, UnicodeDecodeError, LookupError) as exc:
+        msg = made_as(
+            make,
+            payload[group_end:stop],
+            payload[start + 1],
+            bool(flags & _DURABLE),
+            expiry if flags & _EXPIRES else None,
+            mid,
+            count if count >= 0 else count + _U32_SPAN,
+            read_f64_le(payload, start + 26),
+            seq if seq >= 0 else seq + _U64_SPAN,
+        )
+    except (IndexError, UnicodeDecodeError, LookupError) as exc:
         raise RecordError(f"a record that does not decode: {exc}") from None
-    msg = made_as(
-        make,
-        payload[group_end:stop],
-        priority,
-        bool(flags & _DURABLE),
-        expiry if flags & _EXPIRES else None,
-        mid,
-        delivery_count,
-        arrival,
-        seq,
-    )
     msg.read_already(group, due if flags & _HAS_DUE else None)
-    if flags & _RARE:
-        if flags & _BY_EXCLUSIVE:
-            msg.mark_origin(BY_AN_EXCLUSIVE_CONSUMER)
-        if flags & _RENUMBERED:
-            msg.keep_number(_NUMBER.unpack_from(payload, start + _HEAD_SIZE)[0])
+    if flags & _BY_EXCLUSIVE:
+        msg.mark_origin(BY_AN_EXCLUSIVE_CONSUMER)
+    if flags & _RENUMBERED:
+        msg.keep_number(number)
     return msg
 
 
@@ -499,32 +553,28 @@ def _maker(key: bytes) -> Callable[[bytes], QueuedMessage]:
     return make
 
 
-def _decode_short(payload: bytes, start: int, stop: int) -> QueuedMessage:
-    """The record in ``payload[start:stop]``, in the short head (:data:`_SHORT`); raises
-    ``struct.error``, ``IndexError``, ``UnicodeDecodeError``, ``LookupError`` or :class:`RecordError`."""
-    flags: int
-    priority: int
-    id_len: int
-    delivery_count: int
-    seq: int
-    arrival: float
-    flags, priority, id_len, delivery_count, seq, arrival = _unpack_short(payload, start)
+def _decode_short(payload: bytes, start: int, stop: int, flags: int) -> QueuedMessage:
+    """The record in ``payload[start:stop]``, in the short head (:data:`_SHORT`), its first
+    byte ``flags``; raises ``IndexError``, ``UnicodeDecodeError``, ``LookupError`` or
+    :class:`RecordError`."""
     pos = start + _SHORT_SIZE
     end = pos + _FORMAT_SPAN[payload[pos]]
     make = _maker(payload[pos:end])
-    mid_end = end + id_len
+    mid_end = end + (payload[start + 2] | payload[start + 3] << 8)
+    count: int = read_i32_le(payload, start + 4)
+    seq: int = read_i64_le(payload, start + 8)
     if mid_end > stop:  # (so is a format name past ``stop``)
         raise RecordError("a record cut short")
     msg = made_as(
         make,
         payload[mid_end:stop],
-        priority,
+        payload[start + 1],
         bool(flags & _DURABLE),
         None,
         payload[end:mid_end].decode() if flags & _HAS_ID else None,
-        delivery_count,
-        arrival,
-        seq,
+        count if count >= 0 else count + _U32_SPAN,
+        read_f64_le(payload, start + 16),
+        seq if seq >= 0 else seq + _U64_SPAN,
     )
     msg.read_already(None, None)
     if flags & _BY_EXCLUSIVE:
@@ -571,7 +621,9 @@ class InternalLink(asyncio.Protocol):
         engine's idle timers (``Connection.tick``), run by a timer of the loop, off the
         per-message path."""
         self.handler = handler
-        self.connection = Connection(container_id, max_frame_size=max_frame_size, idle_timeout=idle_timeout)
+        self.connection = Connection(
+            container_id, max_frame_size=max_frame_size, idle_timeout=idle_timeout
+        )
         self._timer: asyncio.TimerHandle | None = None
         self.transport: asyncio.Transport | None = None
         self.closed = False

@@ -282,7 +282,7 @@ class LinkConsumer:
         if self.browse:
             copies, self._copies = self._copies, []
             if copies and self.link.is_attached:
-                self._send([0] * len(copies), [encode_record(m) for m in copies])
+                self._send([0] * len(copies), copies)
             return
         refs = self._pending
         if not refs:
@@ -292,16 +292,18 @@ class LinkConsumer:
         if not link.is_attached:
             return  # (released with the rest of what it held, as the link went)
         in_flight = self.in_flight
-        records = [encode_record(in_flight[r]) for r in refs]
-        if self.at_most_once:  # done with as it is sent, as a no-ack delivery on one broker
-            ack = self.node.ack
-            for r in refs:
-                ack(in_flight.pop(r))
-            refs = [0] * len(refs)
-        self._send(refs, records)
+        msgs = [in_flight[r] for r in refs]
+        if not self.at_most_once:
+            self._send(refs, msgs)
+            return
+        # done with as it is sent, as a no-ack delivery on one broker
+        self._send([0] * len(refs), msgs)
+        ack = self.node.ack
+        for r in refs:
+            ack(in_flight.pop(r))
 
-    def _send(self, refs: list[int], records: list[bytes]) -> None:
-        self.link.send(encode_deliveries(refs, records), settled=True, message_format=DELIVERY_FORMAT)  # type: ignore[attr-defined]
+    def _send(self, refs: list[int], msgs: list[QueuedMessage]) -> None:
+        self.link.send(encode_deliveries(refs, msgs), settled=True, message_format=DELIVERY_FORMAT)  # type: ignore[attr-defined]
 
     def grant(self, n: int) -> None:
         """A :data:`~.link.GRANT` record: ``n`` more messages, or (negative) ``-n`` taken back;
