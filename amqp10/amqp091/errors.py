@@ -17,7 +17,6 @@ __all__ = [
     "IllegalStateError",
     "not_found",
     "reply_text",
-    "resource_locked",
 ]
 
 
@@ -35,16 +34,6 @@ def reply_text(code: int, explanation: str) -> str:
 def not_found(kind: str, name: str, vhost: str) -> str:
     """``NOT_FOUND - no queue 'x' in vhost '/'`` (``kind``: queue, exchange)."""
     return reply_text(ReplyCode.NOT_FOUND, f"no {kind} '{name}' in vhost '{vhost}'")
-
-
-def resource_locked(queue: str, vhost: str) -> str:
-    """RabbitMQ's text for an exclusive queue used from another connection."""
-    return reply_text(
-        ReplyCode.RESOURCE_LOCKED,
-        f"cannot obtain exclusive access to locked queue '{queue}' in vhost '{vhost}'. "
-        "It could be originally declared on another connection or the exclusive property "
-        "value does not match that of the original declaration.",
-    )
 
 
 class IllegalStateError(Exception):

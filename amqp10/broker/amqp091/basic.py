@@ -31,7 +31,7 @@ from ..core import (
 )
 from ..core.replies import REPLY_TO
 from .channel import BasicConsumer, Channel, PendingSettle
-from .context import Amqp091Context, ChannelError, HardError
+from .context import Amqp091Context, ChannelError, HardError, locked_text
 from .message import Content
 
 __all__ = ["CONSUME_REFUSALS", "BasicMethods"]
@@ -39,12 +39,7 @@ __all__ = ["CONSUME_REFUSALS", "BasicMethods"]
 CONSUME_REFUSALS: Final[dict[ConsumeResult, tuple[int, str]]] = {
     ConsumeResult.EXCLUSIVE_HELD: (ReplyCode.ACCESS_REFUSED, "queue '{queue}' in vhost '{vhost}' in exclusive use"),
     ConsumeResult.IN_USE: (ReplyCode.ACCESS_REFUSED, "queue '{queue}' in vhost '{vhost}' in exclusive use"),
-    ConsumeResult.LOCKED: (
-        ReplyCode.RESOURCE_LOCKED,
-        "cannot obtain exclusive access to locked queue '{queue}' in vhost '{vhost}'. It could be originally "
-        "declared on another connection or the exclusive property value does not match that of the original "
-        "declaration.",
-    ),
+    ConsumeResult.LOCKED: (ReplyCode.RESOURCE_LOCKED, locked_text("{queue}", "{vhost}")),
 }
 """How ``basic.consume`` answers each of the core's refusals: the channel closes with this
 reply code and text (RabbitMQ's)."""
