@@ -34,17 +34,17 @@ message-format:
   status, a declaration, a purge, a deletion, a ``basic.get``) and the owner's answer,
   each an AMQP-encoded list (:func:`encode_request`), pre-settled; rare, so not batched.
 
-So the engine works per batch, not per message: a message whose node is on another
-worker costs about 1.37x the instructions of a local one when it crosses twice (its
-producer and consumer both away from its owner), 1.17x when it crosses once; compiled,
-1.2-1.27x and 1.07-1.09x the CPU (bench/RESULTS.md, "The crossing compiled as native
-code"). Per message the compiled build works here on machine numbers: the constants are
-``Final`` (inlined, or held as native statics: not looked up in the module's dict), a
-record's numbers read and written one at a time in place (:mod:`.fixed`: librt's
-fixed-width functions, which mypyc compiles to native code; no ``struct`` call, boxed
-number or tuple), deliveries written straight from their messages into the transfer's
-bytes, and a record's message made by its format's maker (a compiled function for the
-compiled front ends' formats).
+So the engine works per batch, not per message: compiled, a message whose node is on
+another worker costs 1.20-1.29x the machine instructions of a local one when it crosses
+twice (its producer and consumer both away from its owner), 1.08-1.12x when it crosses
+once (bench/RESULTS.md, "The record's numbers written natively"); interpreted, 1.44-1.51x
+and 1.20-1.26x the bytecode instructions. Per message the compiled build works here on
+machine numbers: the constants are ``Final`` (inlined, or held as native statics: not
+looked up in the module's dict), a record's numbers read and written one at a time in
+place (:mod:`.fixed`: librt's fixed-width functions, which mypyc compiles to native code;
+no ``struct`` call, boxed number or tuple), deliveries written straight from their
+messages into the transfer's bytes, and a record's message made by its format's maker (a
+compiled function for the compiled front ends' formats).
 
 Bad input from the peer worker (garbage, a truncated frame, a record that does not
 decode, an exception while handling it) fails this link only: the connection is closed
