@@ -115,3 +115,13 @@ def test_the_record_layout_is_the_structs_it_was_written_with() -> None:
     record = link.encode_deliveries([2**64 - 2], [short])
     assert record[:12] == struct.pack("<IQ", len(record) - 12, 2**64 - 2)
     assert record[12:] == link.encode_record(short)
+
+
+def test_a_message_id_past_a_signed_half_crosses_and_one_past_two_bytes_is_refused() -> None:
+    long_id = "i" * 40_000  # (its length's top bit set: the head's first word past a signed int)
+    msg = QueuedMessage(b"x", priority=0, message_id=long_id, seq=1)
+    record = link.encode_record(msg)
+    assert record[:4] == link._SHORT.pack(0x80 | 4, 0, 40_000, 0, 1, 0.0)[:4]
+    assert link.decode_record(record).message_id == long_id
+    with pytest.raises(ValueError):
+        link.encode_record(QueuedMessage(b"x", message_id="i" * 70_000))
