@@ -187,7 +187,6 @@ _RENUMBERED: Final = 64
 """After the header, the number it keeps (:attr:`QueuedMessage.number`: a scheduled message
 queued when due has a new seq; only a message with a due time can be one)."""
 _NUMBER_SIZE: Final = 8
-_RARE: Final = _BY_EXCLUSIVE | _RENUMBERED
 _SHORT_HEAD: Final = 128
 """The short head (:data:`_SHORT`): a message without expiry, group or due time (most)."""
 _SHORT: Final = struct.Struct("<BBHIQd")
@@ -621,9 +620,7 @@ class InternalLink(asyncio.Protocol):
         engine's idle timers (``Connection.tick``), run by a timer of the loop, off the
         per-message path."""
         self.handler = handler
-        self.connection = Connection(
-            container_id, max_frame_size=max_frame_size, idle_timeout=idle_timeout
-        )
+        self.connection = Connection(container_id, max_frame_size=max_frame_size, idle_timeout=idle_timeout)
         self._timer: asyncio.TimerHandle | None = None
         self.transport: asyncio.Transport | None = None
         self.closed = False
